@@ -1,0 +1,62 @@
+/**
+ * The narrow crypto interface every protocol engine uses (WireGuard whitepaper §5.4 primitives).
+ *
+ * Contracts:
+ * - All byte arguments are `Uint8Array` views; offsets are honoured, so a view may start at any
+ *   (odd) byte offset of a larger packet buffer.
+ * - AEAD calls work *in place*: `src` and `dst` may be the same buffer at the same offset. The
+ *   caller owns every buffer; a backend never keeps a reference after returning.
+ * - `nonce` arguments are the full 12-byte (ChaCha20-Poly1305) or 24-byte (XChaCha20-Poly1305)
+ *   nonces; WireGuard's transport nonce is 4 zero bytes followed by the little-endian counter,
+ *   built by the caller (see src/wireguard) so that 64-bit counters never pass through a float.
+ * - open() returns false on an authentication failure and never throws for bad input bytes;
+ *   it throws only on API misuse (wrong key/nonce length, out-of-range offsets).
+ */
+export interface CryptoBackend {
+  /** 'node' (OpenSSL via node:crypto, noble where OpenSSL lacks a primitive) or 'pure' (noble only). */
+  readonly name: 'node' | 'pure';
+
+  /**
+   * ChaCha20-Poly1305 (RFC 8439 §2.8). Encrypts `src[srcOff, srcOff+len)` into
+   * `dst[dstOff, dstOff+len)` and writes the 16-byte tag at `dst[dstOff+len, dstOff+len+16)`.
+   * Returns len + 16.
+   */
+  seal(key: Uint8Array, nonce: Uint8Array, ad: Uint8Array | null,
+    src: Uint8Array, srcOff: number, len: number, dst: Uint8Array, dstOff: number): number;
+
+  /**
+   * ChaCha20-Poly1305 open. `len` includes the 16-byte tag. On success writes len - 16 plaintext
+   * bytes at `dst[dstOff, ...)` and returns true; on failure returns false (dst contents undefined).
+   */
+  open(key: Uint8Array, nonce: Uint8Array, ad: Uint8Array | null,
+    src: Uint8Array, srcOff: number, len: number, dst: Uint8Array, dstOff: number): boolean;
+
+  /** XChaCha20-Poly1305 (draft-irtf-cfrg-xchacha-03), same contract as seal(); nonce is 24 bytes. */
+  xseal(key: Uint8Array, nonce: Uint8Array, ad: Uint8Array | null,
+    src: Uint8Array, srcOff: number, len: number, dst: Uint8Array, dstOff: number): number;
+
+  /** XChaCha20-Poly1305 open, same contract as open(). */
+  xopen(key: Uint8Array, nonce: Uint8Array, ad: Uint8Array | null,
+    src: Uint8Array, srcOff: number, len: number, dst: Uint8Array, dstOff: number): boolean;
+
+  /** BLAKE2s-256 of the concatenation of `parts` (RFC 7693), written to out[0..32). */
+  hash(out: Uint8Array, ...parts: Uint8Array[]): void;
+
+  /** Keyed BLAKE2s with a 16-byte digest (WireGuard's MAC(key, input) for mac1/mac2/cookie). */
+  mac(out: Uint8Array, key: Uint8Array, ...parts: Uint8Array[]): void;
+
+  /** HMAC-BLAKE2s-256 (RFC 2104 over BLAKE2s, 64-byte block), written to out[0..32). */
+  hmac(out: Uint8Array, key: Uint8Array, ...parts: Uint8Array[]): void;
+
+  /** X25519(privateKey, publicKey) → 32-byte shared secret (RFC 7748 §5). Returns false if all-zero. */
+  dh(out: Uint8Array, privateKey: Uint8Array, publicKey: Uint8Array): boolean;
+
+  /** Public key of a (clamped) private key. */
+  publicKey(out: Uint8Array, privateKey: Uint8Array): void;
+
+  /** A fresh clamped X25519 private key (RFC 7748 §5 clamping). Allocates. */
+  generatePrivateKey(): Uint8Array;
+
+  /** Fill `out` with cryptographically secure random bytes. */
+  randomFill(out: Uint8Array): void;
+}
