@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Installs what Weft needs on a fresh Debian machine (idempotent): system tools used by the
+# end-to-end and interop tests and the demo, then the npm dependencies, then the build.
+# Runs as root (apt-get); --no-install-recommends keeps wireguard-tools from pulling a kernel image.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need_apt=()
+command -v wireguard-go >/dev/null 2>&1 || need_apt+=(wireguard-go)
+command -v wg >/dev/null 2>&1 || need_apt+=(wireguard-tools)
+command -v iperf3 >/dev/null 2>&1 || need_apt+=(iperf3)
+command -v tshark >/dev/null 2>&1 || need_apt+=(tshark)
+command -v ping >/dev/null 2>&1 || need_apt+=(iputils-ping)
+command -v jq >/dev/null 2>&1 || need_apt+=(jq)
+command -v ip >/dev/null 2>&1 || need_apt+=(iproute2)
+command -v openssl >/dev/null 2>&1 || need_apt+=(openssl)
+command -v curl >/dev/null 2>&1 || need_apt+=(curl)
+/usr/bin/python3 -c 'import scapy' >/dev/null 2>&1 || need_apt+=(python3-scapy)
+if [ ${#need_apt[@]} -gt 0 ]; then
+  if [ "$(id -u)" != 0 ]; then
+    echo "setup: missing system packages (${need_apt[*]}); run as root to install them" >&2
+  else
+    echo "setup: apt-get install ${need_apt[*]}" >&2
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    # tshark asks whether non-root users may capture; answer no without a prompt.
+    echo "wireshark-common wireshark-common/install-setuid boolean false" | debconf-set-selections 2>/dev/null || true
+    apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
+  fi
+fi
+
+if [ ! -d node_modules ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
+  echo "setup: npm ci" >&2
+  npm ci --no-audit --no-fund >/dev/null
+fi
+echo "setup: build" >&2
+npm run --silent build
