@@ -1,0 +1,497 @@
+/**
+ * The WireGuard cross-platform configuration protocol ("UAPI"), text codec only — no sockets.
+ *
+ * Facts (wireguard.com "Cross-platform Userspace Implementation", configuration protocol; and
+ * the behaviour of wireguard-go's device/uapi.go, read for facts only):
+ * - A request is `get=1\n\n` or `set=1\n` followed by `key=value\n` lines and a blank line.
+ *   The reply is optional `key=value` lines, then `errno=N\n\n`; N is 0 or a negative errno.
+ * - In a set, lines up to the first `public_key=` configure the device (private_key,
+ *   listen_port, fwmark, replace_peers); every `public_key=` starts a new peer section
+ *   (update_only, remove, preshared_key, endpoint, persistent_keepalive_interval,
+ *   replace_allowed_ips, allowed_ip, protocol_version).
+ * - A line without `=` is -EPROTO; an unknown key, a bad value or a bad key is -EINVAL.
+ * - Keys are 64 hex digits (either case on input, lowercase on output). An all-zero
+ *   private_key clears the device key; an all-zero preshared_key means "no PSK".
+ * - Booleans (replace_peers, update_only, remove, replace_allowed_ips) accept only `true`.
+ * - Ports, fwmark and keepalive are unsigned decimal (16, 32 and 16 bits).
+ * - IPv6 endpoints are written `[addr]:port`; internally an endpoint's address has no brackets.
+ *
+ * Unlike wireguard-go, which applies each line as it reads it, `parseSet` validates the whole
+ * request first: on any error it throws a `UapiError` and returns no operation, so the engine
+ * can apply a request atomically (validate everything, then change).
+ *
+ * Everything here allocates freely: this is the configuration path, never the packet path.
+ */
+import { formatAddress, formatPrefix, parseAddress, parsePrefix, AddressParseError, type Prefix } from '../packet/addr.js';
+
+/** Linux errno values that wireguard-go's UAPI replies with (negated on the wire). */
+export const UAPI_EIO = 5;
+export const UAPI_EINVAL = 22;
+export const UAPI_EPROTO = 71;
+export const UAPI_EMSGSIZE = 90;
+export const UAPI_EADDRINUSE = 98;
+/** wireguard-go's "unknown error" code (ENOANO). */
+export const UAPI_ENOANO = 55;
+
+/** Key length of Curve25519 keys and of the preshared key (whitepaper §5.4). */
+export const UAPI_KEY_LEN = 32;
+
+/** A UDP endpoint. `address` is an IPv4 or IPv6 literal without brackets (IPv6 may carry `%zone`). */
+export interface UapiEndpoint {
+  readonly address: string;
+  readonly port: number;
+}
+
+/**
+ * A rejected request. `errno` is the negative value written on the wire (`errno=-22`), as
+ * wireguard-go does; `line` is the 1-based line of the body that failed (0 when not line-bound).
+ */
+export class UapiError extends Error {
+  override readonly name = 'UapiError';
+  constructor(
+    readonly errno: number,
+    message: string,
+    readonly line = 0,
+  ) {
+    super(line > 0 ? `UAPI line ${line}: ${message}` : `UAPI: ${message}`);
+  }
+}
+
+/** One line of a `set=1` request, typed, in request order. Keys are fresh 32-byte copies. */
+export type UapiOperation =
+  | { readonly op: 'private_key'; readonly key: Uint8Array /* all-zero: clear */ }
+  | { readonly op: 'listen_port'; readonly port: number }
+  | { readonly op: 'fwmark'; readonly mark: number /* 0: clear */ }
+  | { readonly op: 'replace_peers' }
+  | { readonly op: 'public_key'; readonly key: Uint8Array /* selects or creates the peer */ }
+  | { readonly op: 'update_only' }
+  | { readonly op: 'remove' }
+  | { readonly op: 'preshared_key'; readonly key: Uint8Array /* all-zero: no PSK */ }
+  | { readonly op: 'endpoint'; readonly endpoint: UapiEndpoint }
+  | { readonly op: 'persistent_keepalive_interval'; readonly seconds: number /* 0: off */ }
+  | { readonly op: 'replace_allowed_ips' }
+  | { readonly op: 'allowed_ip'; readonly prefix: Prefix }
+  | { readonly op: 'protocol_version'; readonly version: 1 };
+
+export type UapiOperationName = UapiOperation['op'];
+
+/**
+ * The same request, folded per peer with wireguard-go's line-by-line semantics made explicit:
+ * - device fields: last value wins; `replacePeers` removes every peer before any peer section;
+ * - `updateOnly`: the peer is changed only if it already exists (anywhere in its section);
+ * - `remove`: the peer is removed and the section's other lines have no effect;
+ * - `replaceAllowedIps`: the peer's allowed IPs are cleared first; `allowed_ip` lines seen
+ *   before a `replace_allowed_ips` line in the same section are dropped, as they would be;
+ * - sections for the same key are kept separate and in order; apply them in order.
+ */
+export interface UapiSetPlan {
+  readonly privateKey?: Uint8Array;
+  readonly listenPort?: number;
+  readonly fwmark?: number;
+  readonly replacePeers: boolean;
+  readonly peers: readonly UapiPeerPlan[];
+}
+
+export interface UapiPeerPlan {
+  readonly publicKey: Uint8Array;
+  readonly updateOnly: boolean;
+  readonly remove: boolean;
+  readonly presharedKey?: Uint8Array;
+  readonly endpoint?: UapiEndpoint;
+  readonly persistentKeepaliveInterval?: number;
+  readonly replaceAllowedIps: boolean;
+  readonly allowedIps: readonly Prefix[];
+}
+
+/** What `get=1` reports about one peer. */
+export interface UapiPeerSnapshot {
+  readonly publicKey: Uint8Array;
+  /** null or all-zero: no PSK (printed as 64 zeros, as wireguard-go does). */
+  readonly presharedKey: Uint8Array | null;
+  readonly endpoint: UapiEndpoint | null;
+  /** Wall-clock time of the last completed handshake in Unix milliseconds; 0 = never. */
+  readonly lastHandshakeTimeMs: number;
+  readonly txBytes: number | bigint;
+  readonly rxBytes: number | bigint;
+  readonly persistentKeepaliveInterval: number;
+  readonly allowedIps: readonly Prefix[];
+}
+
+/** What `get=1` reports about the device. */
+export interface UapiDeviceSnapshot {
+  /** null or all-zero: no key (the line is omitted). */
+  readonly privateKey: Uint8Array | null;
+  /** 0: omitted. */
+  readonly listenPort: number;
+  /** 0: omitted. */
+  readonly fwmark: number;
+  readonly peers: readonly UapiPeerSnapshot[];
+}
+
+const DEVICE_KEYS = new Set(['private_key', 'listen_port', 'fwmark', 'replace_peers']);
+const HEX_DIGITS = '0123456789abcdef';
+
+// ---------------------------------------------------------------------------------------------
+// Value parsers. Each returns the value or throws UapiError(-EINVAL) naming the line.
+
+function invalid(line: number, message: string): UapiError {
+  return new UapiError(-UAPI_EINVAL, message, line);
+}
+
+/** 64 hex digits → 32 bytes (Go's hex decoding accepts both cases). */
+export function parseHexKey(text: string, line = 0, what = 'key'): Uint8Array {
+  if (text.length !== UAPI_KEY_LEN * 2) throw invalid(line, `${what} must be ${UAPI_KEY_LEN * 2} hex digits, got ${text.length} characters`);
+  const out = new Uint8Array(UAPI_KEY_LEN);
+  for (let i = 0; i < UAPI_KEY_LEN; i++) {
+    const hi = hexNibble(text.charCodeAt(2 * i));
+    const lo = hexNibble(text.charCodeAt(2 * i + 1));
+    if (hi < 0 || lo < 0) throw invalid(line, `${what} is not hexadecimal`);
+    out[i] = (hi << 4) | lo;
+  }
+  return out;
+}
+
+function hexNibble(c: number): number {
+  if (c >= 0x30 && c <= 0x39) return c - 0x30;
+  if (c >= 0x61 && c <= 0x66) return c - 0x61 + 10;
+  if (c >= 0x41 && c <= 0x46) return c - 0x41 + 10;
+  return -1;
+}
+
+/** 32 bytes → 64 lowercase hex digits. */
+export function formatHexKey(key: Uint8Array | null): string {
+  if (key === null) return '0'.repeat(UAPI_KEY_LEN * 2);
+  if (key.length !== UAPI_KEY_LEN) throw new TypeError(`a key is ${UAPI_KEY_LEN} bytes, got ${key.length}`);
+  let s = '';
+  for (let i = 0; i < key.length; i++) s += HEX_DIGITS[key[i] >> 4] + HEX_DIGITS[key[i] & 0xf];
+  return s;
+}
+
+export function isZeroKey(key: Uint8Array | null): boolean {
+  if (key === null) return true;
+  let acc = 0;
+  for (let i = 0; i < key.length; i++) acc |= key[i];
+  return acc === 0;
+}
+
+/** Unsigned decimal of at most `bits` bits, like Go's strconv.ParseUint(s, 10, bits). */
+function parseUnsigned(text: string, bits: 16 | 32, line: number, what: string): number {
+  if (!/^[0-9]+$/.test(text)) throw invalid(line, `${what} is not an unsigned decimal number: ${JSON.stringify(text)}`);
+  const max = bits === 16 ? 0xffff : 0xffffffff;
+  // Strip leading zeros before the length check so "00051820" is accepted as Go does.
+  const digits = text.replace(/^0+(?=.)/, '');
+  if (digits.length > 10 || Number(digits) > max) throw invalid(line, `${what} ${text} exceeds ${max}`);
+  return Number(digits);
+}
+
+function parseTrue(text: string, line: number, key: string): void {
+  if (text !== 'true') throw invalid(line, `${key} accepts only "true", got ${JSON.stringify(text)}`);
+}
+
+/**
+ * `a.b.c.d:port` or `[v6]:port` (optionally `[v6%zone]:port`), like Go's netip.ParseAddrPort:
+ * literal addresses only (no host names), IPv6 always bracketed, port 0..65535 decimal.
+ */
+export function parseEndpoint(text: string, line = 0): UapiEndpoint {
+  let host: string;
+  let portText: string;
+  if (text.startsWith('[')) {
+    const close = text.indexOf(']');
+    if (close < 0 || text[close + 1] !== ':') throw invalid(line, `endpoint ${JSON.stringify(text)} must be [IPv6]:port`);
+    host = text.slice(1, close);
+    portText = text.slice(close + 2);
+    const pct = host.indexOf('%');
+    const addrPart = pct >= 0 ? host.slice(0, pct) : host;
+    if (pct >= 0 && pct === host.length - 1) throw invalid(line, `endpoint ${JSON.stringify(text)} has an empty zone`);
+    if (!addrPart.includes(':')) throw invalid(line, `endpoint ${JSON.stringify(text)}: brackets are only for IPv6`);
+    host = canonicalAddress(addrPart, line, text) + (pct >= 0 ? host.slice(pct) : '');
+  } else {
+    const colon = text.lastIndexOf(':');
+    if (colon < 0) throw invalid(line, `endpoint ${JSON.stringify(text)} has no port`);
+    host = text.slice(0, colon);
+    if (host.includes(':')) throw invalid(line, `endpoint ${JSON.stringify(text)}: an IPv6 endpoint needs brackets, e.g. [::1]:51820`);
+    host = canonicalAddress(host, line, text);
+    portText = text.slice(colon + 1);
+  }
+  if (!/^[0-9]{1,5}$/.test(portText) || Number(portText) > 0xffff) throw invalid(line, `endpoint ${JSON.stringify(text)} has a bad port`);
+  return { address: host, port: Number(portText) };
+}
+
+function canonicalAddress(text: string, line: number, whole: string): string {
+  try {
+    return formatAddress(parseAddress(text));
+  } catch (e) {
+    if (e instanceof AddressParseError) throw invalid(line, `endpoint ${JSON.stringify(whole)}: ${e.reason}`);
+    throw e;
+  }
+}
+
+/** `[v6]:port` for IPv6, `a.b.c.d:port` for IPv4. */
+export function formatEndpoint(ep: UapiEndpoint): string {
+  return ep.address.includes(':') ? `[${ep.address}]:${ep.port}` : `${ep.address}:${ep.port}`;
+}
+
+function parseAllowedIp(text: string, line: number): Prefix {
+  try {
+    // Not strict: like netip.ParsePrefix + Insert, host bits are accepted and masked off.
+    return parsePrefix(text, false);
+  } catch (e) {
+    if (e instanceof AddressParseError) throw invalid(line, `allowed_ip ${JSON.stringify(text)}: ${e.reason}`);
+    throw e;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// set=1
+
+/**
+ * Parses the body of a `set=1` request (the lines after `set=1`, up to an optional blank line;
+ * anything after the first blank line is ignored). A trailing `\r` on a line is ignored, as Go's
+ * line scanner does. Throws `UapiError` on the first bad line; returns no partial result.
+ */
+export function parseSet(text: string): UapiOperation[] {
+  const ops: UapiOperation[] = [];
+  let inPeer = false;
+  let start = 0;
+  let lineNo = 0;
+  while (start < text.length) {
+    let end = text.indexOf('\n', start);
+    if (end < 0) end = text.length;
+    let line = text.slice(start, end);
+    start = end + 1;
+    lineNo++;
+    if (line.endsWith('\r')) line = line.slice(0, -1);
+    if (line === '') break; // a blank line terminates the operation
+    const eq = line.indexOf('=');
+    if (eq < 0) throw new UapiError(-UAPI_EPROTO, `cannot parse ${JSON.stringify(line)}: expected key=value`, lineNo);
+    const key = line.slice(0, eq);
+    const value = line.slice(eq + 1);
+    if (key === 'public_key') {
+      inPeer = true;
+      ops.push({ op: 'public_key', key: parseHexKey(value, lineNo, 'public_key') });
+      continue;
+    }
+    if (!inPeer) {
+      if (!DEVICE_KEYS.has(key)) throw invalid(lineNo, `invalid UAPI device key ${JSON.stringify(key)}`);
+      ops.push(parseDeviceLine(key, value, lineNo));
+    } else {
+      ops.push(parsePeerLine(key, value, lineNo));
+    }
+  }
+  return ops;
+}
+
+function parseDeviceLine(key: string, value: string, line: number): UapiOperation {
+  switch (key) {
+    case 'private_key':
+      return { op: 'private_key', key: parseHexKey(value, line, 'private_key') };
+    case 'listen_port':
+      return { op: 'listen_port', port: parseUnsigned(value, 16, line, 'listen_port') };
+    case 'fwmark':
+      return { op: 'fwmark', mark: parseUnsigned(value, 32, line, 'fwmark') };
+    case 'replace_peers':
+      parseTrue(value, line, key);
+      return { op: 'replace_peers' };
+    default:
+      throw invalid(line, `invalid UAPI device key ${JSON.stringify(key)}`);
+  }
+}
+
+function parsePeerLine(key: string, value: string, line: number): UapiOperation {
+  switch (key) {
+    case 'update_only':
+      parseTrue(value, line, key);
+      return { op: 'update_only' };
+    case 'remove':
+      parseTrue(value, line, key);
+      return { op: 'remove' };
+    case 'preshared_key':
+      return { op: 'preshared_key', key: parseHexKey(value, line, 'preshared_key') };
+    case 'endpoint':
+      return { op: 'endpoint', endpoint: parseEndpoint(value, line) };
+    case 'persistent_keepalive_interval':
+      return { op: 'persistent_keepalive_interval', seconds: parseUnsigned(value, 16, line, 'persistent_keepalive_interval') };
+    case 'replace_allowed_ips':
+      parseTrue(value, line, key);
+      return { op: 'replace_allowed_ips' };
+    case 'allowed_ip':
+      return { op: 'allowed_ip', prefix: parseAllowedIp(value, line) };
+    case 'protocol_version':
+      if (value !== '1') throw invalid(line, `invalid protocol_version ${JSON.stringify(value)} (only 1 exists)`);
+      return { op: 'protocol_version', version: 1 };
+    default:
+      throw invalid(line, `invalid UAPI peer key ${JSON.stringify(key)}`);
+  }
+}
+
+/** Folds an operation list into a per-peer plan (see UapiSetPlan for the exact semantics). */
+export function planSet(ops: readonly UapiOperation[]): UapiSetPlan {
+  let privateKey: Uint8Array | undefined;
+  let listenPort: number | undefined;
+  let fwmark: number | undefined;
+  let replacePeers = false;
+  const peers: UapiPeerPlan[] = [];
+  let cur: {
+    publicKey: Uint8Array; updateOnly: boolean; remove: boolean; presharedKey?: Uint8Array;
+    endpoint?: UapiEndpoint; persistentKeepaliveInterval?: number; replaceAllowedIps: boolean; allowedIps: Prefix[];
+  } | null = null;
+  for (const o of ops) {
+    if (cur === null) {
+      switch (o.op) {
+        case 'private_key': privateKey = o.key; continue;
+        case 'listen_port': listenPort = o.port; continue;
+        case 'fwmark': fwmark = o.mark; continue;
+        case 'replace_peers': replacePeers = true; continue;
+        case 'public_key': break;
+        default: throw new TypeError(`operation ${o.op} before any public_key`);
+      }
+    }
+    switch (o.op) {
+      case 'public_key':
+        cur = { publicKey: o.key, updateOnly: false, remove: false, replaceAllowedIps: false, allowedIps: [] };
+        peers.push(cur);
+        break;
+      case 'private_key': case 'listen_port': case 'fwmark': case 'replace_peers':
+        throw new TypeError(`device operation ${o.op} after a public_key`);
+      case 'update_only': cur!.updateOnly = true; break;
+      case 'remove': cur!.remove = true; break;
+      case 'preshared_key': cur!.presharedKey = o.key; break;
+      case 'endpoint': cur!.endpoint = o.endpoint; break;
+      case 'persistent_keepalive_interval': cur!.persistentKeepaliveInterval = o.seconds; break;
+      case 'replace_allowed_ips': cur!.replaceAllowedIps = true; cur!.allowedIps.length = 0; break;
+      case 'allowed_ip': cur!.allowedIps.push(o.prefix); break;
+      case 'protocol_version': break;
+    }
+  }
+  // Once removed, nothing else in the section matters (wireguard-go turns the peer into a dummy).
+  const folded = peers.map((p) => (p.remove
+    ? { publicKey: p.publicKey, updateOnly: p.updateOnly, remove: true, replaceAllowedIps: false, allowedIps: [] }
+    : p));
+  return { privateKey, listenPort, fwmark, replacePeers, peers: folded };
+}
+
+/** The inverse of parseSet: body lines plus the terminating blank line (no `set=1` header). */
+export function formatSet(ops: readonly UapiOperation[]): string {
+  let s = '';
+  for (const o of ops) {
+    switch (o.op) {
+      case 'private_key': case 'public_key': case 'preshared_key':
+        s += `${o.op}=${formatHexKey(o.key)}\n`; break;
+      case 'listen_port': s += `listen_port=${o.port}\n`; break;
+      case 'fwmark': s += `fwmark=${o.mark}\n`; break;
+      case 'replace_peers': case 'update_only': case 'remove': case 'replace_allowed_ips':
+        s += `${o.op}=true\n`; break;
+      case 'endpoint': s += `endpoint=${formatEndpoint(o.endpoint)}\n`; break;
+      case 'persistent_keepalive_interval': s += `persistent_keepalive_interval=${o.seconds}\n`; break;
+      case 'allowed_ip': s += `allowed_ip=${formatPrefix(o.prefix)}\n`; break;
+      case 'protocol_version': s += 'protocol_version=1\n'; break;
+    }
+  }
+  return s + '\n';
+}
+
+// ---------------------------------------------------------------------------------------------
+// get=1
+
+function u64Text(v: number | bigint, what: string): string {
+  if (typeof v === 'bigint') {
+    if (v < 0n || v > 0xffffffffffffffffn) throw new RangeError(`${what} out of uint64 range`);
+    return v.toString();
+  }
+  if (!Number.isSafeInteger(v) || v < 0) throw new RangeError(`${what} must be a non-negative safe integer, got ${v}`);
+  return String(v);
+}
+
+/**
+ * The full reply to `get=1`, in wireguard-go's order: private_key (if set), listen_port (if
+ * non-zero), fwmark (if non-zero), then per peer public_key, preshared_key, protocol_version=1,
+ * endpoint (if known), last_handshake_time_sec/nsec (Unix time, 0/0 = never), tx_bytes,
+ * rx_bytes, persistent_keepalive_interval, allowed_ip lines; then `errno=0` and a blank line.
+ */
+export function formatGet(snap: UapiDeviceSnapshot): string {
+  let s = '';
+  if (!isZeroKey(snap.privateKey)) s += `private_key=${formatHexKey(snap.privateKey)}\n`;
+  if (snap.listenPort !== 0) s += `listen_port=${snap.listenPort}\n`;
+  if (snap.fwmark !== 0) s += `fwmark=${snap.fwmark}\n`;
+  for (const p of snap.peers) {
+    s += `public_key=${formatHexKey(p.publicKey)}\n`;
+    s += `preshared_key=${formatHexKey(p.presharedKey)}\n`;
+    s += 'protocol_version=1\n';
+    if (p.endpoint !== null) s += `endpoint=${formatEndpoint(p.endpoint)}\n`;
+    const ms = p.lastHandshakeTimeMs;
+    if (!Number.isFinite(ms) || ms < 0) throw new RangeError(`lastHandshakeTimeMs must be >= 0, got ${ms}`);
+    const sec = Math.floor(ms / 1000);
+    // A float of Unix milliseconds resolves ~0.25 µs today: report whole microseconds.
+    const nsec = Math.min(999_999, Math.round((ms - sec * 1000) * 1000)) * 1000;
+    s += `last_handshake_time_sec=${sec}\nlast_handshake_time_nsec=${nsec}\n`;
+    s += `tx_bytes=${u64Text(p.txBytes, 'txBytes')}\nrx_bytes=${u64Text(p.rxBytes, 'rxBytes')}\n`;
+    s += `persistent_keepalive_interval=${p.persistentKeepaliveInterval}\n`;
+    for (const a of p.allowedIps) s += `allowed_ip=${formatPrefix(a)}\n`;
+  }
+  return s + 'errno=0\n\n';
+}
+
+/**
+ * Parses a `get=1` reply (what formatGet writes, or what wireguard-go answers) back into a
+ * snapshot. A non-zero errno throws UapiError with that errno; counters come back as bigint.
+ * Unknown keys throw (-EPROTO): this is a client for our own tests and tools, kept strict.
+ */
+export function parseGet(text: string): UapiDeviceSnapshot & { readonly peers: readonly (UapiPeerSnapshot & { txBytes: bigint; rxBytes: bigint })[] } {
+  let privateKey: Uint8Array | null = null;
+  let listenPort = 0;
+  let fwmark = 0;
+  type P = { -readonly [K in keyof UapiPeerSnapshot]: UapiPeerSnapshot[K] } & { txBytes: bigint; rxBytes: bigint; allowedIps: Prefix[]; sec: number; nsec: number };
+  const peers: P[] = [];
+  let cur: P | null = null;
+  let sawErrno = false;
+  const lines = text.split('\n');
+  for (let i = 0; i < lines.length; i++) {
+    const line = lines[i];
+    const n = i + 1;
+    if (line === '') { if (sawErrno) break; continue; }
+    const eq = line.indexOf('=');
+    if (eq < 0) throw new UapiError(-UAPI_EPROTO, `cannot parse ${JSON.stringify(line)}`, n);
+    const key = line.slice(0, eq);
+    const v = line.slice(eq + 1);
+    switch (key) {
+      case 'errno': {
+        const e = Number(v);
+        if (!Number.isInteger(e)) throw new UapiError(-UAPI_EPROTO, `bad errno ${JSON.stringify(v)}`, n);
+        if (e !== 0) throw new UapiError(e, `peer answered errno=${e}`, n);
+        sawErrno = true;
+        continue;
+      }
+      case 'private_key': privateKey = parseHexKey(v, n, key); continue;
+      case 'listen_port': listenPort = parseUnsigned(v, 16, n, key); continue;
+      case 'fwmark': fwmark = parseUnsigned(v, 32, n, key); continue;
+      case 'public_key':
+        cur = { publicKey: parseHexKey(v, n, key), presharedKey: null, endpoint: null, lastHandshakeTimeMs: 0, txBytes: 0n,
+          rxBytes: 0n, persistentKeepaliveInterval: 0, allowedIps: [], sec: 0, nsec: 0 };
+        peers.push(cur);
+        continue;
+    }
+    if (cur === null) throw new UapiError(-UAPI_EPROTO, `peer key ${JSON.stringify(key)} before public_key`, n);
+    switch (key) {
+      case 'preshared_key': { const k = parseHexKey(v, n, key); cur.presharedKey = isZeroKey(k) ? null : k; break; }
+      case 'protocol_version': if (v !== '1') throw invalid(n, `protocol_version ${v}`); break;
+      case 'endpoint': cur.endpoint = parseEndpoint(v, n); break;
+      case 'last_handshake_time_sec': cur.sec = Number(BigInt(checkDigits(v, n))); break;
+      case 'last_handshake_time_nsec': cur.nsec = Number(checkDigits(v, n)); break;
+      case 'tx_bytes': cur.txBytes = BigInt(checkDigits(v, n)); break;
+      case 'rx_bytes': cur.rxBytes = BigInt(checkDigits(v, n)); break;
+      case 'persistent_keepalive_interval': cur.persistentKeepaliveInterval = parseUnsigned(v, 16, n, key); break;
+      case 'allowed_ip': cur.allowedIps.push(parseAllowedIp(v, n)); break;
+      default: throw new UapiError(-UAPI_EPROTO, `unknown key ${JSON.stringify(key)}`, n);
+    }
+  }
+  if (!sawErrno) throw new UapiError(-UAPI_EPROTO, 'reply has no errno line');
+  return {
+    privateKey, listenPort, fwmark,
+    peers: peers.map(({ sec, nsec, ...p }) => ({ ...p, lastHandshakeTimeMs: sec * 1000 + nsec / 1e6 })),
+  };
+}
+
+function checkDigits(v: string, line: number): string {
+  if (!/^[0-9]+$/.test(v)) throw new UapiError(-UAPI_EPROTO, `not a decimal number: ${JSON.stringify(v)}`, line);
+  return v;
+}
