@@ -189,7 +189,7 @@ export class UapiServer {
     }
   }
 
-  private async answer(req: Request): Promise<string> {
+  private async answer(req: Extract<Request, { kind: 'get' | 'set' }>): Promise<string> {
     this.stats.requests++;
     try {
       if (req.kind === 'get') {
