@@ -32,6 +32,8 @@ import {
 export interface ConfigIssue {
   readonly path: string;
   readonly message: string;
+  /** 1-based line in the source file, when known (YAML loader). */
+  readonly line?: number | undefined;
 }
 
 /**
@@ -41,7 +43,10 @@ export interface ConfigIssue {
 export class ConfigError extends Error {
   override readonly name = 'ConfigError';
   constructor(readonly source: string, readonly issues: readonly ConfigIssue[]) {
-    super(issues.map((i) => `${source}: ${i.path === '' ? '(root)' : i.path}: ${i.message}`).join('\n'));
+    super(issues.map((i) => {
+      const where = i.line === undefined ? source : `${source}:${i.line}`;
+      return `${where}: ${i.path === '' ? '(root)' : i.path}: ${i.message}`;
+    }).join('\n'));
   }
 }
 
@@ -435,17 +440,17 @@ function localCidrs(cluster: ClusterConfig): NamedCidr[] {
   return out;
 }
 
-/** Report every overlapping pair within `set` (each pair once, on the later entry). */
-function checkNoOverlap(ctx: Ctx, set: NamedCidr[]): void {
-  for (let i = 0; i < set.length; i++) {
-    for (let j = 0; j < i; j++) {
-      const a = set[j]!;
-      const b = set[i]!;
-      if (cidrsOverlap(a.cidr, b.cidr)) {
-        ctx.issue(b.path, `${b.what} ${b.text} overlaps ${a.what} ${a.text} (at ${formatPath(a.path)}); ` +
-          'choose a non-overlapping prefix (remap the peer if its real CIDR collides)');
-      }
-    }
+/**
+ * Report entries of `set` from index `from` on that overlap an earlier entry: one issue per
+ * entry, naming everything it overlaps (each pair is reported once, on the later entry).
+ */
+function checkNoOverlap(ctx: Ctx, set: NamedCidr[], from = 0): void {
+  for (let i = from; i < set.length; i++) {
+    const b = set[i]!;
+    const hits = set.slice(0, i).filter((a) => cidrsOverlap(a.cidr, b.cidr));
+    if (hits.length === 0) continue;
+    const list = hits.map((a) => `${a.what} ${a.text} (at ${formatPath(a.path)})`).join(', ');
+    ctx.issue(b.path, `${b.what} ${b.text} overlaps ${list}; choose a non-overlapping prefix (remap the peer if its real CIDR collides)`);
   }
 }
 
@@ -508,7 +513,7 @@ function validateGateway(ctx: Ctx, c: GatewayConfig): void {
     }
   });
   // No overlap between local CIDRs and any remapped peer CIDR, nor between peers.
-  checkNoOverlap(ctx, [...local, ...remappedAll]);
+  checkNoOverlap(ctx, [...local, ...remappedAll], local.length);
 
   // Geneve towards nodes.
   const internal = parseCidr(c.cluster.internalCIDR);
@@ -560,7 +565,7 @@ function validateNode(ctx: Ctx, c: NodeConfig): void {
     checkInside(ctx, ['node', 'gateways', i, 'localInternalAddress'], g.localInternalAddress, internal, c.cluster.internalCIDR, 'internal address');
     g.remoteCIDRs.forEach((t, j) => remotes.push(named(['node', 'gateways', i, 'remoteCIDRs', j], `gateway ${g.name} remote CIDR`, t)));
   });
-  checkNoOverlap(ctx, [...local, ...remotes]);
+  checkNoOverlap(ctx, [...local, ...remotes], local.length);
 }
 
 // ---------------------------------------------------------------------------------------------
