@@ -1,0 +1,88 @@
+/**
+ * Outer UDP source port entropy (RFC 8926 §3.3).
+ *
+ * "It is RECOMMENDED that the source port be calculated using a hash of the encapsulated packet
+ * headers using, for example, a traditional 5-tuple", and the port SHOULD come from the dynamic
+ * range 49152–65535 (RFC 6335). Equal flows therefore get equal ports (no reordering across
+ * ECMP paths) and different flows spread over 16384 ports.
+ *
+ * The hash is a small multiply-rotate mix over 32-bit words with a final avalanche; it is not
+ * cryptographic (a `seed` per process keeps outsiders from predicting the port mapping). No
+ * allocation, reads only inside [off, off+len).
+ */
+
+import { IPV4_DST_OFFSET, IPV4_FLAGS_FRAGMENT_OFFSET, IPV4_FLAG_MF, IPV4_FRAGMENT_OFFSET_MASK, IPV4_MIN_HEADER_LEN, IPV4_PROTOCOL_OFFSET, IPV4_SRC_OFFSET, IP_PROTO_TCP, IP_PROTO_UDP } from '../packet/ipv4.js';
+import { IPV6_DST_OFFSET, IPV6_HEADER_LEN, IPV6_NEXT_HEADER_OFFSET, IPV6_SRC_OFFSET } from '../packet/ipv6.js';
+
+/** First port of the dynamic/private range (RFC 6335 §6). */
+export const GENEVE_SRC_PORT_MIN = 49152;
+export const GENEVE_SRC_PORT_MAX = 65535;
+/** 16384 ports = 14 bits of the hash. */
+const PORT_RANGE_BITS = 14;
+
+const IP_PROTO_SCTP = 132;
+const IP_PROTO_UDPLITE = 136;
+
+function mix(h: number, w: number): number {
+  h = Math.imul(h ^ w, 0x9e3779b1);
+  return (h << 15) | (h >>> 17);
+}
+
+/** Final avalanche (every input bit affects every output bit). */
+function finish(h: number): number {
+  h ^= h >>> 16;
+  h = Math.imul(h, 0x85ebca6b);
+  h ^= h >>> 13;
+  h = Math.imul(h, 0xc2b2ae35);
+  h ^= h >>> 16;
+  return h >>> 0;
+}
+
+function word(buf: Uint8Array, o: number): number {
+  return (buf[o]! << 24) | (buf[o + 1]! << 16) | (buf[o + 2]! << 8) | buf[o + 3]!;
+}
+
+function hasPorts(proto: number): boolean {
+  return proto === IP_PROTO_TCP || proto === IP_PROTO_UDP || proto === IP_PROTO_SCTP || proto === IP_PROTO_UDPLITE;
+}
+
+/**
+ * 32-bit hash of the flow of the IP packet at buf[off, off+len): addresses, protocol and — for
+ * TCP/UDP/SCTP/UDP-Lite when present — the ports. IPv4 fragments hash without ports so all
+ * fragments of a datagram (only the first carries ports) take the same path; likewise IPv6
+ * packets whose first next header is not a transport protocol (extension headers are not
+ * walked). Anything that is not a long-enough IPv4/IPv6 packet hashes its first bytes.
+ */
+export function innerFlowHash(buf: Uint8Array, off: number, len: number, seed: number): number {
+  let h = seed | 0;
+  const v = len > 0 ? buf[off]! >>> 4 : 0;
+  if (v === 4 && len >= IPV4_MIN_HEADER_LEN) {
+    const proto = buf[off + IPV4_PROTOCOL_OFFSET]!;
+    h = mix(h, word(buf, off + IPV4_SRC_OFFSET));
+    h = mix(h, word(buf, off + IPV4_DST_OFFSET));
+    h = mix(h, proto);
+    const frag = (buf[off + IPV4_FLAGS_FRAGMENT_OFFSET]! << 8) | buf[off + IPV4_FLAGS_FRAGMENT_OFFSET + 1]!;
+    const ihl = (buf[off]! & 0x0f) << 2;
+    if (hasPorts(proto) && (frag & (IPV4_FLAG_MF | IPV4_FRAGMENT_OFFSET_MASK)) === 0 && ihl >= IPV4_MIN_HEADER_LEN && ihl + 4 <= len) {
+      h = mix(h, word(buf, off + ihl));
+    }
+    return finish(h ^ 4);
+  }
+  if (v === 6 && len >= IPV6_HEADER_LEN) {
+    const nh = buf[off + IPV6_NEXT_HEADER_OFFSET]!;
+    for (let i = 0; i < 16; i += 4) h = mix(h, word(buf, off + IPV6_SRC_OFFSET + i));
+    for (let i = 0; i < 16; i += 4) h = mix(h, word(buf, off + IPV6_DST_OFFSET + i));
+    h = mix(h, nh);
+    if (hasPorts(nh) && IPV6_HEADER_LEN + 4 <= len) h = mix(h, word(buf, off + IPV6_HEADER_LEN));
+    return finish(h ^ 6);
+  }
+  // Not IP (e.g. ARP in L2 mode): the first bytes identify the conversation well enough.
+  const n = len < 16 ? len : 16;
+  for (let i = 0; i < n; i++) h = mix(h, buf[off + i]!);
+  return finish(h);
+}
+
+/** Map a 32-bit hash onto 49152..65535 using its top 14 bits (the best-mixed ones). */
+export function sourcePortFromHash(hash: number): number {
+  return GENEVE_SRC_PORT_MIN + (hash >>> (32 - PORT_RANGE_BITS));
+}

@@ -1,0 +1,104 @@
+/**
+ * Drop reasons and counters of the Geneve engine.
+ *
+ * Bad network input never throws and never logs per packet: it is a drop with one of these
+ * reasons, counted in a Float64Array indexed by the reason (Float64 so counts stay exact up to
+ * 2^53 instead of wrapping at 2^32). Reading the counters for metrics (`snapshot`) allocates;
+ * counting does not.
+ */
+
+/** Why a packet was dropped. Numeric so that the hot path stores a small integer. */
+export const GeneveDrop = {
+  /** Not a drop. */
+  None: 0,
+  /** Fewer than 8 bytes: no Geneve base header. */
+  Truncated: 1,
+  /** Version field is not 0 (RFC 8926 §3.4: unknown versions MUST be dropped). */
+  BadVersion: 2,
+  /** Opt Len says more option bytes than the datagram holds. */
+  OptionsTruncated: 3,
+  /** An option TLV runs past the end of the options area (RFC 8926 §3.5 length check). */
+  OptionMalformed: 4,
+  /** An option with the critical bit that we do not understand (RFC 8926 §3.5.1: MUST drop). */
+  CriticalOption: 5,
+  /** O bit set: a control packet, whose payload must not be forwarded as data (RFC 8926 §3.4). */
+  Oam: 6,
+  /** Protocol type other than IPv4, IPv6 or Transparent Ethernet Bridging. */
+  UnknownProtocol: 7,
+  /** No tunnel for this (VNI, underlay source). */
+  UnknownTunnel: 8,
+  /** Protocol type does not fit the tunnel's mode (IP in an L2 tunnel or Ethernet in an L3 one). */
+  ModeMismatch: 9,
+  /** The inner IP packet is too short, has the wrong version for the protocol type, or its length field exceeds the data. */
+  InnerMalformed: 10,
+  /** L2: the inner frame is addressed to a unicast MAC that is not ours. */
+  NotForUs: 11,
+  /** L2: an EtherType we do not carry (VLAN tags, LLDP, ...). */
+  UnsupportedEthertype: 12,
+  /** L2: a malformed ARP packet, or not Ethernet/IPv4 ARP. */
+  ArpMalformed: 13,
+  /** L2: an ARP request for an address that is not ours. */
+  ArpNotForUs: 14,
+  /** L2 send: the peer's MAC is not learned yet (an ARP request may have been sent instead). */
+  NoPeerMac: 15,
+  /** Send: the packet handed in is not an IPv4 or IPv6 packet. */
+  BadInnerPacket: 16,
+  /** Receive of a whole outer IP packet: bad IP/UDP header, wrong port or checksum. */
+  BadOuter: 17,
+} as const;
+export type GeneveDrop = (typeof GeneveDrop)[keyof typeof GeneveDrop];
+
+/** Number of reasons (array size for counters). */
+export const GENEVE_DROP_COUNT = 18;
+
+/** Metric-friendly names, indexed by reason. */
+export const GENEVE_DROP_NAMES: readonly string[] = [
+  'none', 'truncated', 'bad_version', 'options_truncated', 'option_malformed', 'critical_option',
+  'oam', 'unknown_protocol', 'unknown_tunnel', 'mode_mismatch', 'inner_malformed', 'not_for_us',
+  'unsupported_ethertype', 'arp_malformed', 'arp_not_for_us', 'no_peer_mac', 'bad_inner_packet',
+  'bad_outer',
+];
+
+/** Engine-wide counters. Plain numeric fields and one typed array: incrementing never allocates. */
+export class GeneveCounters {
+  /** Drops by reason (index = GeneveDrop value; index 0 is unused). */
+  readonly drops = new Float64Array(GENEVE_DROP_COUNT);
+  /** Packets encapsulated for sending (data only) and their inner bytes. */
+  txPackets = 0;
+  txBytes = 0;
+  /** Packets decapsulated and delivered (data only) and their inner bytes. */
+  rxPackets = 0;
+  rxBytes = 0;
+  /** L2 control traffic. */
+  arpRequestsSent = 0;
+  arpRepliesSent = 0;
+  arpRepliesReceived = 0;
+  /** A peer MAC was learned for the first time or changed. */
+  macLearned = 0;
+  macChanged = 0;
+
+  /** Total of all drops. */
+  totalDrops(): number {
+    let t = 0;
+    for (let i = 1; i < GENEVE_DROP_COUNT; i++) t += this.drops[i]!;
+    return t;
+  }
+
+  /** A plain object for metrics / logs (allocates; not for the packet path). */
+  snapshot(): Record<string, number> {
+    const s: Record<string, number> = {
+      tx_packets: this.txPackets, tx_bytes: this.txBytes, rx_packets: this.rxPackets, rx_bytes: this.rxBytes,
+      arp_requests_sent: this.arpRequestsSent, arp_replies_sent: this.arpRepliesSent,
+      arp_replies_received: this.arpRepliesReceived, mac_learned: this.macLearned, mac_changed: this.macChanged,
+    };
+    for (let i = 1; i < GENEVE_DROP_COUNT; i++) s[`drop_${GENEVE_DROP_NAMES[i]!}`] = this.drops[i]!;
+    return s;
+  }
+
+  reset(): void {
+    this.drops.fill(0);
+    this.txPackets = this.txBytes = this.rxPackets = this.rxBytes = 0;
+    this.arpRequestsSent = this.arpRepliesSent = this.arpRepliesReceived = 0;
+    this.macLearned = this.macChanged = 0;
+  }
+}
