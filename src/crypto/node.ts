@@ -1,0 +1,333 @@
+/**
+ * The 'node' crypto backend: OpenSSL through node:crypto wherever it has the primitive, noble for
+ * the rest. Choices, each measured with bench/crypto.ts on Node 20.20 / OpenSSL 3.0 (numbers in
+ * the report of that bench; ratios quoted here are from its runs on the development machine):
+ *
+ * - ChaCha20-Poly1305: OpenSSL one-shot createCipheriv/createDecipheriv per packet, about 1.7x
+ *   noble at 64 bytes and 3-4x at 1420 bytes.
+ *   ALLOCATES per call: the Cipher/Decipher object, the Buffer update() returns (OpenSSL cannot
+ *   write into a caller's buffer through node:crypto), the tag Buffer, and subarray views. The
+ *   result is then copied into `dst`; the input is fully read before `dst` is written, so in-place
+ *   and overlapping spans are safe. open() copies plaintext into `dst` only after final() has
+ *   verified the tag, so unauthenticated plaintext never reaches the caller.
+ * - X25519: OpenSSL via KeyObjects. Raw 32-byte keys are imported as JWK, about 10x faster than
+ *   the DER/PKCS#8 route on OpenSSL 3.0 (its DER decoder dominates). For a private key Node needs
+ *   a JWK "x" member but derives the public half from "d" itself, so a placeholder is passed; a
+ *   probe at backend creation checks that against RFC 7748 §6.1 and falls back to PKCS#8 if a
+ *   future runtime behaves differently. Imported KeyObjects are cached per key array (a WeakMap,
+ *   so an entry dies with its array) and reused only while the array still holds the same bytes:
+ *   static keys are imported once, which roughly doubles DH/s against importing both keys per
+ *   call. The cache keeps a copy of the 32 key bytes next to the KeyObject.
+ * - BLAKE2s-256 and HMAC-BLAKE2s: OpenSSL 'blake2s256' (createHash / createHmac), about 3x noble
+ *   for handshake-sized inputs; noble is used if this OpenSSL lacks blake2s256.
+ * - Keyed BLAKE2s with a 16-byte digest (WireGuard MAC): not reachable through node:crypto
+ *   (OpenSSL's BLAKE2SMAC is not exposed), so noble.
+ * - XChaCha20-Poly1305: HChaCha20 from noble derives the subkey, then the OpenSSL AEAD above
+ *   (draft-irtf-cfrg-xchacha-03 §2). The subkey lives in per-backend scratch, wiped after use.
+ * - randomFill: crypto.randomFillSync.
+ */
+import type * as NodeCrypto from 'node:crypto';
+import { hchacha } from '@noble/ciphers/chacha.js';
+import type { CryptoBackend } from './backend.js';
+import { assertAd, assertBytes, assertOutput, assertParts, assertSpan, equal32, isZero32 } from './assert.js';
+import { CryptoBackendError } from './errors.js';
+import { clampPrivateKey } from './keys.js';
+import { createPureBackend } from './pure.js';
+import { HASH_LEN, KEY_LEN, NONCE_LEN, TAG_LEN, XNONCE_LEN } from './sizes.js';
+
+type Crypto = typeof NodeCrypto;
+type KeyObject = NodeCrypto.KeyObject;
+
+const AEAD = 'chacha20-poly1305';
+const BLAKE2S = 'blake2s256';
+const AEAD_OPTIONS = { authTagLength: TAG_LEN } as const;
+/** Placeholder JWK "x" for private-key import: 32 zero bytes, base64url. Node ignores it (probed). */
+const JWK_PLACEHOLDER_X = 'AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA';
+/** RFC 8410 §7 PKCS#8 prefix for a raw X25519 private key (OID 1.3.101.110). */
+const PKCS8_X25519_PREFIX = Uint8Array.of(
+  0x30, 0x2e, 0x02, 0x01, 0x00, 0x30, 0x05, 0x06, 0x03, 0x2b, 0x65, 0x6e, 0x04, 0x22, 0x04, 0x20);
+/** "expand 32-byte k" (RFC 8439 §2.3 constants), as bytes so its u32 view has the in-memory order noble expects. */
+const SIGMA_BYTES = Uint8Array.of(
+  0x65, 0x78, 0x70, 0x61, 0x6e, 0x64, 0x20, 0x33, 0x32, 0x2d, 0x62, 0x79, 0x74, 0x65, 0x20, 0x6b);
+
+// RFC 7748 §6.1 test keys: used once per backend to probe how this runtime imports raw keys.
+const PROBE_PRIVATE = hex('77076d0a7318a57d3c16c17251b26645df4c2f87ebc0992ab177fba51db92c2a');
+const PROBE_PUBLIC = hex('8520f0098930a754748b7ddcb43ef75a0dbf3a0d26381af4eba4a98eaa9b4e6a');
+
+function hex(s: string): Uint8Array {
+  const out = new Uint8Array(s.length / 2);
+  for (let i = 0; i < out.length; i++) out[i] = parseInt(s.slice(2 * i, 2 * i + 2), 16);
+  return out;
+}
+
+/**
+ * node:crypto if this runtime has a working one, else null. Loaded lazily (no import side
+ * effects) and without a static import, because a Node built without OpenSSL throws when
+ * node:crypto is loaded.
+ */
+export function loadNodeCrypto(): Crypto | null {
+  try {
+    const get = (process as { getBuiltinModule?: (id: string) => unknown }).getBuiltinModule;
+    if (typeof get !== 'function') return null;
+    const c = get('node:crypto') as Crypto | undefined;
+    return c !== undefined && typeof c.createCipheriv === 'function' ? c : null;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * Why the node backend cannot run here, or null if it can: node:crypto must exist and its
+ * OpenSSL must provide ChaCha20-Poly1305 and X25519. Detected by trying them, not by version.
+ */
+export function nodeBackendUnavailableReason(c: Crypto | null = loadNodeCrypto()): string | null {
+  if (c === null) return 'node:crypto is not available in this runtime';
+  try {
+    if (!c.getCiphers().includes(AEAD)) return `this OpenSSL (${process.versions.openssl}) lacks ${AEAD}`;
+    const key = new Uint8Array(KEY_LEN);
+    const nonce = new Uint8Array(NONCE_LEN);
+    const cipher = c.createCipheriv(AEAD, key, nonce, AEAD_OPTIONS);
+    cipher.update(key);
+    cipher.final();
+    if (cipher.getAuthTag().length !== TAG_LEN) return `${AEAD} returned a tag that is not ${TAG_LEN} bytes`;
+  } catch (e) {
+    return `${AEAD} does not work: ${(e as Error).message}`;
+  }
+  try {
+    const { privateKey, publicKey } = c.generateKeyPairSync('x25519');
+    if (c.diffieHellman({ privateKey, publicKey }).length !== KEY_LEN) return 'X25519 returned a secret that is not 32 bytes';
+  } catch (e) {
+    return `X25519 does not work: ${(e as Error).message}`;
+  }
+  return null;
+}
+
+/** Options of {@link createNodeBackend}; the defaults are the measured-fastest choices. */
+export interface NodeBackendOptions {
+  /** Cache imported X25519 KeyObjects per key array (default true). Off only for measurement. */
+  readonly keyCache?: boolean;
+}
+
+interface CachedKey {
+  readonly bytes: Uint8Array;
+  key: KeyObject;
+}
+
+/**
+ * Creates the OpenSSL-backed backend. Throws CryptoBackendError naming what is missing when
+ * node:crypto cannot provide ChaCha20-Poly1305 or X25519 (use the 'pure' backend there).
+ */
+export function createNodeBackend(options: NodeBackendOptions = {}): CryptoBackend {
+  const c = loadNodeCrypto();
+  const reason = nodeBackendUnavailableReason(c);
+  if (c === null || reason !== null) {
+    throw new CryptoBackendError(`the node crypto backend cannot run: ${reason ?? 'unknown'}; choose the 'pure' backend (WEFT_CRYPTO=pure)`);
+  }
+  const keyCache = options.keyCache ?? true;
+  const opensslBlake2s = c.getHashes().includes(BLAKE2S);
+  // noble supplies keyed BLAKE2s (mac) always, and hash/hmac if OpenSSL lacks BLAKE2s.
+  const noble = createPureBackend();
+
+  const privateCache = new WeakMap<Uint8Array, CachedKey>();
+  const publicCache = new WeakMap<Uint8Array, CachedKey>();
+
+  function b64url(key: Uint8Array): string {
+    return Buffer.from(key.buffer, key.byteOffset, KEY_LEN).toString('base64url');
+  }
+
+  function importPrivateJwk(raw: Uint8Array): KeyObject {
+    return c!.createPrivateKey({
+      key: { kty: 'OKP', crv: 'X25519', d: b64url(raw), x: JWK_PLACEHOLDER_X }, format: 'jwk' });
+  }
+
+  function importPrivatePkcs8(raw: Uint8Array): KeyObject {
+    const der = new Uint8Array(PKCS8_X25519_PREFIX.length + KEY_LEN);
+    der.set(PKCS8_X25519_PREFIX);
+    der.set(raw, PKCS8_X25519_PREFIX.length);
+    const key = c!.createPrivateKey({ key: Buffer.from(der.buffer), format: 'der', type: 'pkcs8' });
+    der.fill(0);
+    return key;
+  }
+
+  // Probe once: does the JWK route derive the public half from "d" (ignoring our placeholder)?
+  let importPrivate = importPrivateJwk;
+  try {
+    const x = c.createPublicKey(importPrivateJwk(PROBE_PRIVATE)).export({ format: 'jwk' }).x;
+    if (x !== b64url(PROBE_PUBLIC)) importPrivate = importPrivatePkcs8;
+  } catch {
+    importPrivate = importPrivatePkcs8;
+  }
+
+  function importPublic(raw: Uint8Array): KeyObject {
+    return c!.createPublicKey({ key: { kty: 'OKP', crv: 'X25519', x: b64url(raw) }, format: 'jwk' });
+  }
+
+  function cached(cache: WeakMap<Uint8Array, CachedKey>, raw: Uint8Array, load: (raw: Uint8Array) => KeyObject): KeyObject {
+    if (!keyCache) return load(raw);
+    const entry = cache.get(raw);
+    if (entry !== undefined && equal32(entry.bytes, raw)) return entry.key;
+    const key = load(raw);
+    if (entry !== undefined) {
+      entry.bytes.set(raw);
+      entry.key = key;
+    } else {
+      cache.set(raw, { bytes: raw.slice(0, KEY_LEN), key });
+    }
+    return key;
+  }
+
+  // XChaCha20 scratch: u32 views over byte arrays, so word order matches what hchacha expects
+  // on either endianness.
+  const sigma = new Uint32Array(SIGMA_BYTES.slice().buffer);
+  const xKeyBytes = new Uint8Array(KEY_LEN);
+  const xKeyWords = new Uint32Array(xKeyBytes.buffer);
+  const xNonceBytes = new Uint8Array(16);
+  const xNonceWords = new Uint32Array(xNonceBytes.buffer);
+  const subkeyBytes = new Uint8Array(KEY_LEN);
+  const subkeyWords = new Uint32Array(subkeyBytes.buffer);
+  const chachaNonce = new Uint8Array(NONCE_LEN);
+
+  /** HChaCha20(key, nonce[0..16)) into subkeyBytes; chachaNonce := 0^4 ‖ nonce[16..24). */
+  function deriveX(key: Uint8Array, nonce: Uint8Array): void {
+    xKeyBytes.set(key);
+    xNonceBytes.set(nonce.subarray(0, 16));
+    hchacha(sigma, xKeyWords, xNonceWords, subkeyWords);
+    xKeyBytes.fill(0);
+    chachaNonce.set(nonce.subarray(16, XNONCE_LEN), 4);
+  }
+
+  function seal(key: Uint8Array, nonce: Uint8Array, ad: Uint8Array | null,
+    src: Uint8Array, srcOff: number, len: number, dst: Uint8Array, dstOff: number): number {
+    assertBytes(key, KEY_LEN, 'key');
+    assertBytes(nonce, NONCE_LEN, 'nonce');
+    assertAd(ad);
+    assertSpan(src, srcOff, len, 'src');
+    assertSpan(dst, dstOff, len + TAG_LEN, 'dst');
+    const cipher = c!.createCipheriv(AEAD, key, nonce, AEAD_OPTIONS);
+    if (ad !== null && ad.length > 0) cipher.setAAD(ad, { plaintextLength: len });
+    const ct = cipher.update(src.subarray(srcOff, srcOff + len));
+    cipher.final();
+    dst.set(ct, dstOff);
+    dst.set(cipher.getAuthTag(), dstOff + len);
+    return len + TAG_LEN;
+  }
+
+  function open(key: Uint8Array, nonce: Uint8Array, ad: Uint8Array | null,
+    src: Uint8Array, srcOff: number, len: number, dst: Uint8Array, dstOff: number): boolean {
+    assertBytes(key, KEY_LEN, 'key');
+    assertBytes(nonce, NONCE_LEN, 'nonce');
+    assertAd(ad);
+    assertSpan(src, srcOff, len, 'src');
+    if (len < TAG_LEN) return false; // too short to hold a tag: bad input, not misuse
+    const ctLen = len - TAG_LEN;
+    assertSpan(dst, dstOff, ctLen, 'dst');
+    const decipher = c!.createDecipheriv(AEAD, key, nonce, AEAD_OPTIONS);
+    decipher.setAuthTag(src.subarray(srcOff + ctLen, srcOff + len));
+    if (ad !== null && ad.length > 0) decipher.setAAD(ad, { plaintextLength: ctLen });
+    const pt = decipher.update(src.subarray(srcOff, srcOff + ctLen));
+    try {
+      decipher.final(); // throws when the tag does not verify
+    } catch {
+      return false;
+    }
+    dst.set(pt, dstOff);
+    return true;
+  }
+
+  function randomFill(out: Uint8Array): void {
+    assertOutput(out, 0, 'randomFill output');
+    c!.randomFillSync(out);
+  }
+
+  return {
+    name: 'node',
+    seal,
+    open,
+
+    xseal(key, nonce, ad, src, srcOff, len, dst, dstOff) {
+      assertBytes(key, KEY_LEN, 'key');
+      assertBytes(nonce, XNONCE_LEN, 'nonce');
+      deriveX(key, nonce);
+      try {
+        return seal(subkeyBytes, chachaNonce, ad, src, srcOff, len, dst, dstOff);
+      } finally {
+        subkeyBytes.fill(0);
+      }
+    },
+
+    xopen(key, nonce, ad, src, srcOff, len, dst, dstOff) {
+      assertBytes(key, KEY_LEN, 'key');
+      assertBytes(nonce, XNONCE_LEN, 'nonce');
+      deriveX(key, nonce);
+      try {
+        return open(subkeyBytes, chachaNonce, ad, src, srcOff, len, dst, dstOff);
+      } finally {
+        subkeyBytes.fill(0);
+      }
+    },
+
+    hash: opensslBlake2s
+      ? (out: Uint8Array, ...parts: Uint8Array[]): void => {
+        assertOutput(out, HASH_LEN, 'hash output');
+        assertParts(parts);
+        const h = c.createHash(BLAKE2S);
+        for (let i = 0; i < parts.length; i++) h.update(parts[i]);
+        out.set(h.digest());
+      }
+      : noble.hash,
+
+    mac: noble.mac,
+
+    hmac: opensslBlake2s
+      ? (out: Uint8Array, key: Uint8Array, ...parts: Uint8Array[]): void => {
+        assertOutput(out, HASH_LEN, 'hmac output');
+        if (!(key instanceof Uint8Array)) throw new TypeError('hmac key must be a Uint8Array');
+        assertParts(parts);
+        const h = c.createHmac(BLAKE2S, key);
+        for (let i = 0; i < parts.length; i++) h.update(parts[i]);
+        const d = h.digest();
+        out.set(d);
+        d.fill(0);
+      }
+      : noble.hmac,
+
+    dh(out, privateKey, publicKey) {
+      assertOutput(out, KEY_LEN, 'dh output');
+      assertBytes(privateKey, KEY_LEN, 'private key');
+      assertBytes(publicKey, KEY_LEN, 'public key');
+      let shared: Buffer;
+      try {
+        // OpenSSL fails the derivation when the result is all zero (a low-order public key);
+        // lengths were checked above, so that is the only failure left.
+        shared = c.diffieHellman({
+          privateKey: cached(privateCache, privateKey, importPrivate),
+          publicKey: cached(publicCache, publicKey, importPublic),
+        });
+      } catch {
+        out.fill(0, 0, KEY_LEN);
+        return false;
+      }
+      out.set(shared);
+      const ok = !isZero32(shared);
+      shared.fill(0);
+      if (!ok) out.fill(0, 0, KEY_LEN);
+      return ok;
+    },
+
+    publicKey(out, privateKey) {
+      assertOutput(out, KEY_LEN, 'public key output');
+      assertBytes(privateKey, KEY_LEN, 'private key');
+      const x = c.createPublicKey(cached(privateCache, privateKey, importPrivate)).export({ format: 'jwk' }).x;
+      if (typeof x !== 'string') throw new Error('node:crypto exported an X25519 public key without "x"');
+      out.set(Buffer.from(x, 'base64url'));
+    },
+
+    generatePrivateKey() {
+      const key = new Uint8Array(KEY_LEN);
+      randomFill(key);
+      return clampPrivateKey(key);
+    },
+
+    randomFill,
+  };
+}

@@ -1,0 +1,185 @@
+/**
+ * The 'pure' crypto backend: JavaScript only (@noble/ciphers, @noble/hashes, @noble/curves), no
+ * node:crypto. It runs wherever the node backend cannot (no OpenSSL, or OpenSSL without
+ * ChaCha20-Poly1305/X25519) and serves as the second, independent implementation the tests
+ * compare the node backend against.
+ *
+ * Buffers and allocation (contract of CryptoBackend in backend.ts):
+ * - seal/open/xseal/xopen pass views of the caller's buffers to noble with noble's `output`
+ *   argument, so ciphertext and plaintext are written straight into `dst` with no copy of the
+ *   payload. In place (src === dst, same offset) works: noble copies the input into the output
+ *   region first (a no-op copy when they coincide) and then XORs the keystream over it.
+ *   Still allocated per call by noble: the cipher object and its closures, the Poly1305 state
+ *   and tag, and two subarray views made here. noble has no API that avoids these.
+ * - open authenticates before it decrypts (noble checks the tag first), so on failure `dst` is
+ *   left untouched and the call returns false.
+ * - hash/mac/hmac finish into a 4-byte-aligned scratch array (noble's digestInto requires
+ *   alignment) and copy to `out`, so `out` may be any view, including one that aliases an input.
+ */
+import { chacha20poly1305, xchacha20poly1305 } from '@noble/ciphers/chacha.js';
+import { blake2s } from '@noble/hashes/blake2.js';
+import { hmac as nobleHmac } from '@noble/hashes/hmac.js';
+import { x25519 } from '@noble/curves/ed25519.js';
+import type { CryptoBackend } from './backend.js';
+import { assertAd, assertBytes, assertOutput, assertParts, assertSpan, isZero32 } from './assert.js';
+import { BLAKE2S_MAX_KEY_LEN, HASH_LEN, KEY_LEN, MAC_LEN, NONCE_LEN, TAG_LEN, XNONCE_LEN } from './sizes.js';
+import { clampPrivateKey } from './keys.js';
+import { CryptoBackendError } from './errors.js';
+
+/** Web Crypto's getRandomValues refuses more than 65536 bytes per call (W3C WebCrypto §10.1.1). */
+const RANDOM_CHUNK = 65536;
+
+type AeadFactory = (key: Uint8Array, nonce: Uint8Array, aad?: Uint8Array) => {
+  encrypt(data: Uint8Array, output?: Uint8Array): Uint8Array;
+  decrypt(data: Uint8Array, output?: Uint8Array): Uint8Array;
+};
+
+interface RandomSource {
+  getRandomValues<T extends ArrayBufferView>(array: T): T;
+}
+
+function webRandom(): RandomSource | null {
+  const c = (globalThis as { crypto?: Partial<RandomSource> }).crypto;
+  return c !== undefined && typeof c.getRandomValues === 'function' ? (c as RandomSource) : null;
+}
+
+/** Assert the AEAD arguments shared by seal/open and their X variants. */
+function checkAead(key: Uint8Array, nonce: Uint8Array, nonceLen: number, ad: Uint8Array | null): void {
+  assertBytes(key, KEY_LEN, 'key');
+  assertBytes(nonce, nonceLen, 'nonce');
+  assertAd(ad);
+}
+
+function sealWith(aead: AeadFactory, nonceLen: number, key: Uint8Array, nonce: Uint8Array, ad: Uint8Array | null,
+  src: Uint8Array, srcOff: number, len: number, dst: Uint8Array, dstOff: number): number {
+  checkAead(key, nonce, nonceLen, ad);
+  assertSpan(src, srcOff, len, 'src');
+  assertSpan(dst, dstOff, len + TAG_LEN, 'dst');
+  aead(key, nonce, ad ?? undefined).encrypt(
+    src.subarray(srcOff, srcOff + len), dst.subarray(dstOff, dstOff + len + TAG_LEN));
+  return len + TAG_LEN;
+}
+
+function openWith(aead: AeadFactory, nonceLen: number, key: Uint8Array, nonce: Uint8Array, ad: Uint8Array | null,
+  src: Uint8Array, srcOff: number, len: number, dst: Uint8Array, dstOff: number): boolean {
+  checkAead(key, nonce, nonceLen, ad);
+  assertSpan(src, srcOff, len, 'src');
+  if (len < TAG_LEN) return false; // too short to hold a tag: bad input, not misuse
+  assertSpan(dst, dstOff, len - TAG_LEN, 'dst');
+  const cipher = aead(key, nonce, ad ?? undefined);
+  try {
+    // Arguments were validated above, so the only error left is noble's 'invalid tag'.
+    cipher.decrypt(src.subarray(srcOff, srcOff + len), dst.subarray(dstOff, dstOff + len - TAG_LEN));
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Creates the noble-only backend. Throws CryptoBackendError if the runtime has no
+ * globalThis.crypto.getRandomValues (needed for key generation).
+ */
+export function createPureBackend(): CryptoBackend {
+  const random = webRandom();
+  if (random === null) {
+    throw new CryptoBackendError('pure crypto backend needs globalThis.crypto.getRandomValues, which this runtime lacks');
+  }
+  // Per-backend scratch; every method is synchronous, so one set per backend suffices.
+  const digest = new Uint8Array(HASH_LEN);
+
+  function randomFill(out: Uint8Array): void {
+    assertOutput(out, 0, 'randomFill output');
+    for (let off = 0; off < out.length; off += RANDOM_CHUNK) {
+      random!.getRandomValues(out.subarray(off, Math.min(out.length, off + RANDOM_CHUNK)));
+    }
+  }
+
+  return {
+    name: 'pure',
+
+    seal(key, nonce, ad, src, srcOff, len, dst, dstOff) {
+      return sealWith(chacha20poly1305, NONCE_LEN, key, nonce, ad, src, srcOff, len, dst, dstOff);
+    },
+
+    open(key, nonce, ad, src, srcOff, len, dst, dstOff) {
+      return openWith(chacha20poly1305, NONCE_LEN, key, nonce, ad, src, srcOff, len, dst, dstOff);
+    },
+
+    xseal(key, nonce, ad, src, srcOff, len, dst, dstOff) {
+      return sealWith(xchacha20poly1305, XNONCE_LEN, key, nonce, ad, src, srcOff, len, dst, dstOff);
+    },
+
+    xopen(key, nonce, ad, src, srcOff, len, dst, dstOff) {
+      return openWith(xchacha20poly1305, XNONCE_LEN, key, nonce, ad, src, srcOff, len, dst, dstOff);
+    },
+
+    hash(out, ...parts) {
+      assertOutput(out, HASH_LEN, 'hash output');
+      assertParts(parts);
+      const h = blake2s.create();
+      for (let i = 0; i < parts.length; i++) h.update(parts[i]);
+      h.digestInto(digest);
+      out.set(digest);
+      digest.fill(0);
+    },
+
+    mac(out, key, ...parts) {
+      assertOutput(out, MAC_LEN, 'mac output');
+      if (!(key instanceof Uint8Array) || key.length < 1 || key.length > BLAKE2S_MAX_KEY_LEN) {
+        throw new RangeError(`mac key must be 1..${BLAKE2S_MAX_KEY_LEN} bytes`);
+      }
+      assertParts(parts);
+      const h = blake2s.create({ key, dkLen: MAC_LEN });
+      for (let i = 0; i < parts.length; i++) h.update(parts[i]);
+      h.digestInto(digest);
+      out.set(digest.subarray(0, MAC_LEN));
+      digest.fill(0);
+    },
+
+    hmac(out, key, ...parts) {
+      assertOutput(out, HASH_LEN, 'hmac output');
+      if (!(key instanceof Uint8Array)) throw new TypeError('hmac key must be a Uint8Array');
+      assertParts(parts);
+      const h = nobleHmac.create(blake2s, key);
+      for (let i = 0; i < parts.length; i++) h.update(parts[i]);
+      h.digestInto(digest);
+      out.set(digest);
+      digest.fill(0);
+    },
+
+    dh(out, privateKey, publicKey) {
+      assertOutput(out, KEY_LEN, 'dh output');
+      assertBytes(privateKey, KEY_LEN, 'private key');
+      assertBytes(publicKey, KEY_LEN, 'public key');
+      let shared: Uint8Array;
+      try {
+        // noble throws for the low-order points (whose result would be all zero) before running
+        // the ladder; lengths were checked above, so that is the only error left.
+        shared = x25519.getSharedSecret(privateKey, publicKey);
+      } catch {
+        out.fill(0, 0, KEY_LEN);
+        return false;
+      }
+      out.set(shared);
+      const ok = !isZero32(shared);
+      shared.fill(0);
+      if (!ok) out.fill(0, 0, KEY_LEN);
+      return ok;
+    },
+
+    publicKey(out, privateKey) {
+      assertOutput(out, KEY_LEN, 'public key output');
+      assertBytes(privateKey, KEY_LEN, 'private key');
+      out.set(x25519.getPublicKey(privateKey));
+    },
+
+    generatePrivateKey() {
+      const key = new Uint8Array(KEY_LEN);
+      randomFill(key);
+      return clampPrivateKey(key);
+    },
+
+    randomFill,
+  };
+}
