@@ -182,7 +182,8 @@ export function isAddress(text: string, family?: IpFamily): boolean {
 /**
  * Format the address at buf[off..]. `family` defaults to the buffer length (4 or 16) when
  * off is 0 and the buffer is exactly one address. IPv6 follows RFC 5952 §4: lowercase, no
- * leading zeros, the longest run (≥ 2, first on a tie) of zero groups as "::".
+ * leading zeros, the longest run (≥ 2, first on a tie) of zero groups as "::", and IPv4-mapped
+ * addresses (::ffff:0:0/96) in mixed notation (§5).
  */
 export function formatAddress(buf: Uint8Array, off = 0, family?: IpFamily): string {
   const fam: IpFamily = family ?? (off === 0 ? familyOf(buf) : 4);
@@ -191,6 +192,10 @@ export function formatAddress(buf: Uint8Array, off = 0, family?: IpFamily): stri
   if (fam === 4) return `${buf[off]}.${buf[off + 1]}.${buf[off + 2]}.${buf[off + 3]}`;
   const w = new Array<number>(8);
   for (let i = 0; i < 8; i++) w[i] = (buf[off + 2 * i]! << 8) | buf[off + 2 * i + 1]!;
+  // RFC 5952 §5: the well-known IPv4-mapped prefix ::ffff:0:0/96 is written in mixed notation.
+  if (w[0] === 0 && w[1] === 0 && w[2] === 0 && w[3] === 0 && w[4] === 0 && w[5] === 0xffff) {
+    return `::ffff:${buf[off + 12]}.${buf[off + 13]}.${buf[off + 14]}.${buf[off + 15]}`;
+  }
   let bestStart = -1;
   let bestLen = 1; // RFC 5952 §4.2.2: a single zero group is not compressed
   for (let i = 0; i < 8; ) {
