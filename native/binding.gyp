@@ -1,0 +1,10 @@
+{
+  "targets": [
+    {
+      "target_name": "weft_io",
+      "sources": ["weft_io.c"],
+      "cflags": ["-O2", "-Wall", "-Wextra", "-Wno-unused-parameter"],
+      "defines": ["NAPI_VERSION=8"]
+    }
+  ]
+}

@@ -1,0 +1,572 @@
+/*
+ * weft_io: the batched packet I/O fast path for src/io (Linux only).
+ *
+ * Why an addon: Node has no way to wait for readiness on an arbitrary fd (a TUN character
+ * device) through its own event loop, and node:dgram allocates a Buffer per datagram. Here a
+ * uv_poll_t on a non-blocking fd reports readiness through Node's loop; JS then drains every
+ * ready packet with ONE call (read() until EAGAIN, or recvmmsg) into a caller-owned arena of
+ * fixed-size slots, and sends many with one call (write() per packet, or sendmmsg).
+ *
+ * Contracts:
+ * - Every buffer is a caller-owned Uint8Array (the "arena"); this file never keeps a pointer to
+ *   it after a call returns and never allocates per packet.
+ * - Slot i of an arena starts at i*slot_size; packet bytes go to slot start + headroom and at
+ *   most max_len bytes are read (the caller leaves tailroom after that).
+ * - Address records (ADDR_SLOT = 24 bytes per slot):
+ *     [0] family 4 or 6, [1] flags (1 = datagram truncated), [2..3] port (big endian),
+ *     [4..19] address (IPv4 in [4..7]), [20..23] IPv6 scope id (little endian).
+ * - Errors: argument misuse throws a JS TypeError/RangeError; I/O errors are returned as a
+ *   negative errno (never thrown) so the caller can count them.
+ */
+#define _GNU_SOURCE
+#include <node_api.h>
+#include <uv.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#define ADDR_SLOT 24
+#define MMSG_CHUNK 64
+
+#define NAPI_OK(call)                                                                             \
+  do {                                                                                             \
+    if ((call) != napi_ok) {                                                                       \
+      napi_throw_error(env, NULL, "weft_io: N-API call failed: " #call);                          \
+      return NULL;                                                                                 \
+    }                                                                                              \
+  } while (0)
+
+static napi_value throw_type(napi_env env, const char *msg) {
+  napi_throw_type_error(env, NULL, msg);
+  return NULL;
+}
+
+static napi_value throw_range(napi_env env, const char *msg) {
+  napi_throw_range_error(env, NULL, msg);
+  return NULL;
+}
+
+static int get_i64(napi_env env, napi_value v, int64_t *out) {
+  return napi_get_value_int64(env, v, out) == napi_ok;
+}
+
+/* A Uint8Array (or any typed array, seen as bytes): data pointer and byte length. */
+static int get_bytes(napi_env env, napi_value v, uint8_t **data, size_t *len) {
+  napi_typedarray_type type;
+  size_t length, offset;
+  void *ptr;
+  napi_value ab;
+  if (napi_get_typedarray_info(env, v, &type, &length, &ptr, &ab, &offset) != napi_ok) return 0;
+  if (type != napi_uint8_array) return 0;
+  *data = (uint8_t *)ptr;
+  *len = length;
+  return 1;
+}
+
+static int get_u32s(napi_env env, napi_value v, uint32_t **data, size_t *count) {
+  napi_typedarray_type type;
+  size_t length, offset;
+  void *ptr;
+  napi_value ab;
+  if (napi_get_typedarray_info(env, v, &type, &length, &ptr, &ab, &offset) != napi_ok) return 0;
+  if (type != napi_uint32_array) return 0;
+  *data = (uint32_t *)ptr;
+  *count = length;
+  return 1;
+}
+
+static napi_value make_i64(napi_env env, int64_t v) {
+  napi_value r;
+  if (napi_create_int64(env, v, &r) != napi_ok) return NULL;
+  return r;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Readiness: uv_poll_t on the env's own loop; one JS callback per wake-up.                    */
+
+typedef struct {
+  uv_poll_t handle;
+  napi_env env;
+  napi_ref callback;
+  napi_async_context async;
+  int env_alive;
+  int stopped;
+} poller_t;
+
+static void poller_freed(uv_handle_t *h) {
+  poller_t *p = (poller_t *)h->data;
+  if (p->env_alive) {
+    napi_delete_reference(p->env, p->callback);
+    napi_async_destroy(p->env, p->async);
+  }
+  free(p);
+}
+
+static void poller_env_cleanup(void *arg) {
+  poller_t *p = (poller_t *)arg;
+  p->env_alive = 0;
+  if (!p->stopped) {
+    p->stopped = 1;
+    uv_poll_stop(&p->handle);
+    uv_close((uv_handle_t *)&p->handle, poller_freed);
+  }
+}
+
+static void on_poll(uv_poll_t *h, int status, int events) {
+  poller_t *p = (poller_t *)h->data;
+  if (p->stopped || !p->env_alive) return;
+  napi_env env = p->env;
+  napi_handle_scope scope;
+  if (napi_open_handle_scope(env, &scope) != napi_ok) return;
+  napi_value cb, recv, argv[2], result;
+  if (napi_get_reference_value(env, p->callback, &cb) == napi_ok && cb != NULL &&
+      napi_get_global(env, &recv) == napi_ok && napi_create_int32(env, status, &argv[0]) == napi_ok &&
+      napi_create_int32(env, events, &argv[1]) == napi_ok) {
+    /* make_callback runs the microtask queue and process.nextTick afterwards, like any I/O callback. */
+    napi_status st = napi_make_callback(env, p->async, recv, cb, 2, argv, &result);
+    if (st == napi_pending_exception) {
+      napi_value err;
+      napi_get_and_clear_last_exception(env, &err);
+      napi_fatal_exception(env, err);
+    }
+  }
+  napi_close_handle_scope(env, scope);
+}
+
+/* pollStart(fd, writable: boolean, cb(status, events)) -> External */
+static napi_value poll_start(napi_env env, napi_callback_info info) {
+  size_t argc = 3;
+  napi_value argv[3];
+  NAPI_OK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  int64_t fd;
+  bool writable = false;
+  napi_valuetype t;
+  if (argc < 3 || !get_i64(env, argv[0], &fd) || fd < 0) return throw_type(env, "pollStart(fd, writable, cb): bad fd");
+  napi_get_value_bool(env, argv[1], &writable);
+  NAPI_OK(napi_typeof(env, argv[2], &t));
+  if (t != napi_function) return throw_type(env, "pollStart(fd, writable, cb): cb must be a function");
+
+  uv_loop_t *loop;
+  NAPI_OK(napi_get_uv_event_loop(env, &loop));
+  poller_t *p = (poller_t *)calloc(1, sizeof(*p));
+  if (!p) return throw_range(env, "pollStart: out of memory");
+  p->env = env;
+  p->env_alive = 1;
+  int rc = uv_poll_init(loop, &p->handle, (int)fd);
+  if (rc != 0) {
+    free(p);
+    napi_throw_error(env, uv_err_name(rc), uv_strerror(rc));
+    return NULL;
+  }
+  p->handle.data = p;
+  napi_value name;
+  NAPI_OK(napi_create_string_utf8(env, "weft_io.poll", NAPI_AUTO_LENGTH, &name));
+  NAPI_OK(napi_async_init(env, NULL, name, &p->async));
+  NAPI_OK(napi_create_reference(env, argv[2], 1, &p->callback));
+  rc = uv_poll_start(&p->handle, UV_READABLE | (writable ? UV_WRITABLE : 0), on_poll);
+  if (rc != 0) {
+    p->stopped = 1;
+    uv_close((uv_handle_t *)&p->handle, poller_freed);
+    napi_throw_error(env, uv_err_name(rc), uv_strerror(rc));
+    return NULL;
+  }
+  napi_add_env_cleanup_hook(env, poller_env_cleanup, p);
+  napi_value ext;
+  NAPI_OK(napi_create_external(env, p, NULL, NULL, &ext));
+  return ext;
+}
+
+/* pollStop(handle): idempotent; the handle memory is released after libuv closes it. */
+static napi_value poll_stop(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value argv[1];
+  NAPI_OK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  void *ptr = NULL;
+  if (argc < 1 || napi_get_value_external(env, argv[0], &ptr) != napi_ok || ptr == NULL)
+    return throw_type(env, "pollStop(handle): not a poll handle");
+  poller_t *p = (poller_t *)ptr;
+  if (!p->stopped) {
+    p->stopped = 1;
+    napi_remove_env_cleanup_hook(env, poller_env_cleanup, p);
+    uv_poll_stop(&p->handle);
+    uv_close((uv_handle_t *)&p->handle, poller_freed);
+  }
+  return NULL;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Stream-of-packets fds (TUN): read() until EAGAIN, write() per packet.                       */
+
+/* readBatch(fd, arena, slotSize, headroom, maxLen, maxCount, lens: Uint32Array)
+ *   -> number of packets read (>= 0), or -errno if the first read failed with a real error. */
+static napi_value read_batch(napi_env env, napi_callback_info info) {
+  size_t argc = 7;
+  napi_value argv[7];
+  NAPI_OK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  int64_t fd, slot, head, max_len, max_count;
+  uint8_t *arena;
+  size_t arena_len, nlens;
+  uint32_t *lens;
+  if (argc < 7 || !get_i64(env, argv[0], &fd) || !get_bytes(env, argv[1], &arena, &arena_len) ||
+      !get_i64(env, argv[2], &slot) || !get_i64(env, argv[3], &head) || !get_i64(env, argv[4], &max_len) ||
+      !get_i64(env, argv[5], &max_count) || !get_u32s(env, argv[6], &lens, &nlens))
+    return throw_type(env, "readBatch(fd, arena, slotSize, headroom, maxLen, maxCount, lens)");
+  if (slot <= 0 || head < 0 || max_len <= 0 || head + max_len > slot || max_count < 0 ||
+      (size_t)max_count > nlens || (size_t)(slot * max_count) > arena_len)
+    return throw_range(env, "readBatch: slots do not fit the arena or the lens array");
+  int64_t n = 0;
+  while (n < max_count) {
+    ssize_t r = read((int)fd, arena + n * slot + head, (size_t)max_len);
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+      if (n == 0) return make_i64(env, -errno);
+      break;
+    }
+    lens[n++] = (uint32_t)r;
+  }
+  return make_i64(env, n);
+}
+
+/* writeBatch(fd, arena, offs: Uint32Array, lens: Uint32Array, count)
+ *   -> packets written; a failed packet is skipped (the caller counts count - written drops). */
+static napi_value write_batch(napi_env env, napi_callback_info info) {
+  size_t argc = 5;
+  napi_value argv[5];
+  NAPI_OK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  int64_t fd, count;
+  uint8_t *arena;
+  size_t arena_len, noffs, nlens;
+  uint32_t *offs, *lens;
+  if (argc < 5 || !get_i64(env, argv[0], &fd) || !get_bytes(env, argv[1], &arena, &arena_len) ||
+      !get_u32s(env, argv[2], &offs, &noffs) || !get_u32s(env, argv[3], &lens, &nlens) || !get_i64(env, argv[4], &count))
+    return throw_type(env, "writeBatch(fd, arena, offs, lens, count)");
+  if (count < 0 || (size_t)count > noffs || (size_t)count > nlens) return throw_range(env, "writeBatch: count exceeds offs/lens");
+  for (int64_t i = 0; i < count; i++)
+    if ((size_t)offs[i] + lens[i] > arena_len) return throw_range(env, "writeBatch: a packet lies outside the arena");
+  int64_t ok = 0;
+  for (int64_t i = 0; i < count; i++) {
+    ssize_t r;
+    do r = write((int)fd, arena + offs[i], lens[i]);
+    while (r < 0 && errno == EINTR);
+    if (r >= 0) ok++;
+  }
+  return make_i64(env, ok);
+}
+
+/* write1(fd, arena, off, len) -> bytes written or -errno */
+static napi_value write_one(napi_env env, napi_callback_info info) {
+  size_t argc = 4;
+  napi_value argv[4];
+  NAPI_OK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  int64_t fd, off, len;
+  uint8_t *arena;
+  size_t arena_len;
+  if (argc < 4 || !get_i64(env, argv[0], &fd) || !get_bytes(env, argv[1], &arena, &arena_len) ||
+      !get_i64(env, argv[2], &off) || !get_i64(env, argv[3], &len))
+    return throw_type(env, "write1(fd, arena, off, len)");
+  if (off < 0 || len < 0 || (size_t)(off + len) > arena_len) return throw_range(env, "write1: outside the arena");
+  ssize_t r;
+  do r = write((int)fd, arena + off, (size_t)len);
+  while (r < 0 && errno == EINTR);
+  return make_i64(env, r < 0 ? -errno : r);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* UDP: recvmmsg / sendmmsg.                                                                  */
+
+static void addr_to_record(const struct sockaddr_storage *ss, uint8_t *rec) {
+  memset(rec, 0, ADDR_SLOT);
+  if (ss->ss_family == AF_INET) {
+    const struct sockaddr_in *a = (const struct sockaddr_in *)ss;
+    rec[0] = 4;
+    memcpy(rec + 2, &a->sin_port, 2);
+    memcpy(rec + 4, &a->sin_addr, 4);
+  } else if (ss->ss_family == AF_INET6) {
+    const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)ss;
+    rec[0] = 6;
+    memcpy(rec + 2, &a->sin6_port, 2);
+    memcpy(rec + 4, &a->sin6_addr, 16);
+    uint32_t scope = a->sin6_scope_id;
+    rec[20] = scope & 0xff;
+    rec[21] = (scope >> 8) & 0xff;
+    rec[22] = (scope >> 16) & 0xff;
+    rec[23] = (scope >> 24) & 0xff;
+  }
+}
+
+/* Returns the sockaddr length, or 0 for a record that is neither family. */
+static socklen_t record_to_addr(const uint8_t *rec, int sock_family, struct sockaddr_storage *ss) {
+  memset(ss, 0, sizeof(*ss));
+  if (rec[0] == 4 && sock_family == AF_INET) {
+    struct sockaddr_in *a = (struct sockaddr_in *)ss;
+    a->sin_family = AF_INET;
+    memcpy(&a->sin_port, rec + 2, 2);
+    memcpy(&a->sin_addr, rec + 4, 4);
+    return sizeof(*a);
+  }
+  if (rec[0] == 4 && sock_family == AF_INET6) {
+    /* An IPv4 destination on an IPv6 socket: send as IPv4-mapped (works unless V6ONLY). */
+    struct sockaddr_in6 *a = (struct sockaddr_in6 *)ss;
+    a->sin6_family = AF_INET6;
+    memcpy(&a->sin6_port, rec + 2, 2);
+    a->sin6_addr.s6_addr[10] = 0xff;
+    a->sin6_addr.s6_addr[11] = 0xff;
+    memcpy(&a->sin6_addr.s6_addr[12], rec + 4, 4);
+    return sizeof(*a);
+  }
+  if (rec[0] == 6) {
+    struct sockaddr_in6 *a = (struct sockaddr_in6 *)ss;
+    a->sin6_family = AF_INET6;
+    memcpy(&a->sin6_port, rec + 2, 2);
+    memcpy(&a->sin6_addr, rec + 4, 16);
+    a->sin6_scope_id = (uint32_t)rec[20] | ((uint32_t)rec[21] << 8) | ((uint32_t)rec[22] << 16) | ((uint32_t)rec[23] << 24);
+    return sizeof(*a);
+  }
+  return 0;
+}
+
+/* recvBatch(fd, arena, slotSize, headroom, maxLen, maxCount, lens, addrs)
+ *   -> datagrams received (>= 0) or -errno when nothing was received because of a real error. */
+static napi_value recv_batch(napi_env env, napi_callback_info info) {
+  size_t argc = 8;
+  napi_value argv[8];
+  NAPI_OK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  int64_t fd, slot, head, max_len, max_count;
+  uint8_t *arena, *addrs;
+  size_t arena_len, nlens, addrs_len;
+  uint32_t *lens;
+  if (argc < 8 || !get_i64(env, argv[0], &fd) || !get_bytes(env, argv[1], &arena, &arena_len) ||
+      !get_i64(env, argv[2], &slot) || !get_i64(env, argv[3], &head) || !get_i64(env, argv[4], &max_len) ||
+      !get_i64(env, argv[5], &max_count) || !get_u32s(env, argv[6], &lens, &nlens) ||
+      !get_bytes(env, argv[7], &addrs, &addrs_len))
+    return throw_type(env, "recvBatch(fd, arena, slotSize, headroom, maxLen, maxCount, lens, addrs)");
+  if (slot <= 0 || head < 0 || max_len <= 0 || head + max_len > slot || max_count < 0 ||
+      (size_t)max_count > nlens || (size_t)(slot * max_count) > arena_len || (size_t)(max_count * ADDR_SLOT) > addrs_len)
+    return throw_range(env, "recvBatch: slots do not fit the arena, lens or addrs");
+
+  struct mmsghdr msgs[MMSG_CHUNK];
+  struct iovec iov[MMSG_CHUNK];
+  struct sockaddr_storage from[MMSG_CHUNK];
+  int64_t n = 0;
+  while (n < max_count) {
+    int want = (int)((max_count - n) < MMSG_CHUNK ? (max_count - n) : MMSG_CHUNK);
+    for (int i = 0; i < want; i++) {
+      iov[i].iov_base = arena + (n + i) * slot + head;
+      iov[i].iov_len = (size_t)max_len;
+      memset(&msgs[i].msg_hdr, 0, sizeof(msgs[i].msg_hdr));
+      msgs[i].msg_hdr.msg_iov = &iov[i];
+      msgs[i].msg_hdr.msg_iovlen = 1;
+      msgs[i].msg_hdr.msg_name = &from[i];
+      msgs[i].msg_hdr.msg_namelen = sizeof(from[i]);
+      msgs[i].msg_len = 0;
+    }
+    int r = recvmmsg((int)fd, msgs, (unsigned)want, MSG_DONTWAIT, NULL);
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+      if (n == 0) return make_i64(env, -errno);
+      break;
+    }
+    for (int i = 0; i < r; i++) {
+      uint8_t *rec = addrs + (n + i) * ADDR_SLOT;
+      addr_to_record(&from[i], rec);
+      if (msgs[i].msg_hdr.msg_flags & MSG_TRUNC) rec[1] = 1;
+      lens[n + i] = msgs[i].msg_len;
+    }
+    n += r;
+    if (r < want) break; /* the queue is empty */
+  }
+  return make_i64(env, n);
+}
+
+/* sendBatch(fd, family(4|6), arena, offs, lens, addrs, addrIdx: Uint32Array|null, count)
+ *   Destination of packet i is the address record at addrs[(addrIdx ? addrIdx[i] : i) * 24].
+ *   -> datagrams sent; EAGAIN stops the batch (socket buffer full), other per-datagram errors skip
+ *   that datagram. The caller counts count - sent as drops. */
+static napi_value send_batch(napi_env env, napi_callback_info info) {
+  size_t argc = 8;
+  napi_value argv[8];
+  NAPI_OK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  int64_t fd, fam, count;
+  uint8_t *arena, *addrs;
+  size_t arena_len, noffs, nlens, addrs_len, nidx = 0;
+  uint32_t *offs, *lens, *idx = NULL;
+  napi_valuetype t;
+  if (argc < 8 || !get_i64(env, argv[0], &fd) || !get_i64(env, argv[1], &fam) || !get_bytes(env, argv[2], &arena, &arena_len) ||
+      !get_u32s(env, argv[3], &offs, &noffs) || !get_u32s(env, argv[4], &lens, &nlens) ||
+      !get_bytes(env, argv[5], &addrs, &addrs_len) || !get_i64(env, argv[7], &count))
+    return throw_type(env, "sendBatch(fd, family, arena, offs, lens, addrs, addrIdx, count)");
+  NAPI_OK(napi_typeof(env, argv[6], &t));
+  if (t != napi_null && t != napi_undefined && !get_u32s(env, argv[6], &idx, &nidx))
+    return throw_type(env, "sendBatch: addrIdx must be a Uint32Array or null");
+  if (count < 0 || (size_t)count > noffs || (size_t)count > nlens || (idx && (size_t)count > nidx))
+    return throw_range(env, "sendBatch: count exceeds offs/lens/addrIdx");
+  int sock_family = fam == 6 ? AF_INET6 : AF_INET;
+  for (int64_t i = 0; i < count; i++) {
+    size_t a = idx ? idx[i] : (size_t)i;
+    if ((size_t)offs[i] + lens[i] > arena_len) return throw_range(env, "sendBatch: a datagram lies outside the arena");
+    if ((a + 1) * ADDR_SLOT > addrs_len) return throw_range(env, "sendBatch: an address index lies outside addrs");
+  }
+
+  struct mmsghdr msgs[MMSG_CHUNK];
+  struct iovec iov[MMSG_CHUNK];
+  struct sockaddr_storage to[MMSG_CHUNK];
+  int64_t sent = 0, i = 0;
+  while (i < count) {
+    int k = 0;
+    int64_t base = i;
+    while (k < MMSG_CHUNK && base + k < count) {
+      int64_t j = base + k;
+      size_t a = idx ? idx[j] : (size_t)j;
+      socklen_t alen = record_to_addr(addrs + a * ADDR_SLOT, sock_family, &to[k]);
+      iov[k].iov_base = arena + offs[j];
+      iov[k].iov_len = lens[j];
+      memset(&msgs[k].msg_hdr, 0, sizeof(msgs[k].msg_hdr));
+      msgs[k].msg_hdr.msg_iov = &iov[k];
+      msgs[k].msg_hdr.msg_iovlen = 1;
+      msgs[k].msg_hdr.msg_name = &to[k];
+      msgs[k].msg_hdr.msg_namelen = alen;
+      k++;
+    }
+    int r = sendmmsg((int)fd, msgs, (unsigned)k, MSG_DONTWAIT);
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK || errno == ENOBUFS) return make_i64(env, sent);
+      i = base + 1; /* this datagram failed (bad address, unreachable...): skip it */
+      continue;
+    }
+    sent += r;
+    i = base + r;
+    /* r < k: message base+r failed; the next loop retries it and, if it fails alone, skips it. */
+  }
+  return make_i64(env, sent);
+}
+
+/* udpOpen(family 4|6, addr: Uint8Array|null (4/16 bytes), port, rcvbuf, sndbuf, scopeId)
+ *   -> [fd, boundPort, rcvbufGranted, sndbufGranted, forced(0/1)] or -errno as a number.
+ *   Non-blocking, close-on-exec; IPv6 sockets are V6ONLY (one socket per family, as wireguard-go). */
+static napi_value udp_open(napi_env env, napi_callback_info info) {
+  size_t argc = 6;
+  napi_value argv[6];
+  NAPI_OK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  int64_t fam, port, rcv, snd, scope;
+  uint8_t *addr = NULL;
+  size_t alen = 0;
+  napi_valuetype t;
+  if (argc < 6 || !get_i64(env, argv[0], &fam) || !get_i64(env, argv[2], &port) || !get_i64(env, argv[3], &rcv) ||
+      !get_i64(env, argv[4], &snd) || !get_i64(env, argv[5], &scope))
+    return throw_type(env, "udpOpen(family, addr, port, rcvbuf, sndbuf, scopeId)");
+  NAPI_OK(napi_typeof(env, argv[1], &t));
+  if (t != napi_null && !get_bytes(env, argv[1], &addr, &alen)) return throw_type(env, "udpOpen: addr must be a Uint8Array or null");
+  if ((fam != 4 && fam != 6) || port < 0 || port > 65535 || (addr && alen != (fam == 4 ? 4u : 16u)) || rcv < 0 || snd < 0)
+    return throw_range(env, "udpOpen: bad family, address length, port or buffer size");
+
+  int fd = socket(fam == 4 ? AF_INET : AF_INET6, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) return make_i64(env, -errno);
+  int one = 1, forced = 0;
+  if (fam == 6) setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
+  if (rcv > 0) {
+    int v = (int)(rcv > 0x7fffffff / 2 ? 0x7fffffff / 2 : rcv);
+    /* SO_*BUFFORCE passes rmem_max/wmem_max with CAP_NET_ADMIN; otherwise the capped request. */
+    if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &v, sizeof(v)) == 0) forced |= 1;
+    else setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &v, sizeof(v));
+  }
+  if (snd > 0) {
+    int v = (int)(snd > 0x7fffffff / 2 ? 0x7fffffff / 2 : snd);
+    if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &v, sizeof(v)) == 0) forced |= 2;
+    else setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &v, sizeof(v));
+  }
+  struct sockaddr_storage ss;
+  memset(&ss, 0, sizeof(ss));
+  socklen_t sl;
+  if (fam == 4) {
+    struct sockaddr_in *a = (struct sockaddr_in *)&ss;
+    a->sin_family = AF_INET;
+    a->sin_port = htons((uint16_t)port);
+    if (addr) memcpy(&a->sin_addr, addr, 4);
+    sl = sizeof(*a);
+  } else {
+    struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
+    a->sin6_family = AF_INET6;
+    a->sin6_port = htons((uint16_t)port);
+    a->sin6_scope_id = (uint32_t)scope;
+    if (addr) memcpy(&a->sin6_addr, addr, 16);
+    sl = sizeof(*a);
+  }
+  if (bind(fd, (struct sockaddr *)&ss, sl) < 0) {
+    int e = errno;
+    close(fd);
+    return make_i64(env, -e);
+  }
+  sl = sizeof(ss);
+  getsockname(fd, (struct sockaddr *)&ss, &sl);
+  int bound = ntohs(fam == 4 ? ((struct sockaddr_in *)&ss)->sin_port : ((struct sockaddr_in6 *)&ss)->sin6_port);
+  int got_r = 0, got_s = 0;
+  socklen_t ol = sizeof(int);
+  getsockopt(fd, SOL_SOCKET, SO_RCVBUF, &got_r, &ol);
+  ol = sizeof(int);
+  getsockopt(fd, SOL_SOCKET, SO_SNDBUF, &got_s, &ol);
+
+  napi_value arr, v;
+  NAPI_OK(napi_create_array_with_length(env, 5, &arr));
+  int64_t vals[5] = {fd, bound, got_r, got_s, forced};
+  for (uint32_t i = 0; i < 5; i++) {
+    NAPI_OK(napi_create_int64(env, vals[i], &v));
+    NAPI_OK(napi_set_element(env, arr, i, v));
+  }
+  return arr;
+}
+
+/* setMark(fd, mark) -> 0 or -errno (SO_MARK needs CAP_NET_ADMIN). */
+static napi_value set_mark(napi_env env, napi_callback_info info) {
+  size_t argc = 2;
+  napi_value argv[2];
+  NAPI_OK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  int64_t fd, mark;
+  if (argc < 2 || !get_i64(env, argv[0], &fd) || !get_i64(env, argv[1], &mark) || mark < 0 || mark > 0xffffffffLL)
+    return throw_type(env, "setMark(fd, mark)");
+  uint32_t m = (uint32_t)mark;
+  return make_i64(env, setsockopt((int)fd, SOL_SOCKET, SO_MARK, &m, sizeof(m)) == 0 ? 0 : -errno);
+}
+
+/* setNonBlocking(fd, on) -> 0 or -errno */
+static napi_value set_nonblocking(napi_env env, napi_callback_info info) {
+  size_t argc = 2;
+  napi_value argv[2];
+  NAPI_OK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  int64_t fd;
+  bool on = true;
+  if (argc < 2 || !get_i64(env, argv[0], &fd)) return throw_type(env, "setNonBlocking(fd, on)");
+  napi_get_value_bool(env, argv[1], &on);
+  int fl = fcntl((int)fd, F_GETFL);
+  if (fl < 0) return make_i64(env, -errno);
+  fl = on ? (fl | O_NONBLOCK) : (fl & ~O_NONBLOCK);
+  return make_i64(env, fcntl((int)fd, F_SETFL, fl) < 0 ? -errno : 0);
+}
+
+NAPI_MODULE_INIT() {
+  napi_property_descriptor props[] = {
+    {"pollStart", NULL, poll_start, NULL, NULL, NULL, napi_enumerable, NULL},
+    {"pollStop", NULL, poll_stop, NULL, NULL, NULL, napi_enumerable, NULL},
+    {"readBatch", NULL, read_batch, NULL, NULL, NULL, napi_enumerable, NULL},
+    {"writeBatch", NULL, write_batch, NULL, NULL, NULL, napi_enumerable, NULL},
+    {"write1", NULL, write_one, NULL, NULL, NULL, napi_enumerable, NULL},
+    {"recvBatch", NULL, recv_batch, NULL, NULL, NULL, napi_enumerable, NULL},
+    {"sendBatch", NULL, send_batch, NULL, NULL, NULL, napi_enumerable, NULL},
+    {"udpOpen", NULL, udp_open, NULL, NULL, NULL, napi_enumerable, NULL},
+    {"setMark", NULL, set_mark, NULL, NULL, NULL, napi_enumerable, NULL},
+    {"setNonBlocking", NULL, set_nonblocking, NULL, NULL, NULL, napi_enumerable, NULL},
+  };
+  if (napi_define_properties(env, exports, sizeof(props) / sizeof(props[0]), props) != napi_ok) return NULL;
+  napi_value abi;
+  if (napi_create_int32(env, 1, &abi) == napi_ok) napi_set_named_property(env, exports, "abi", abi);
+  return exports;
+}

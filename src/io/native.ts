@@ -1,0 +1,95 @@
+/**
+ * Loader and typed surface of the optional native addon (native/weft_io.c): readiness through
+ * Node's event loop (uv_poll_t) and batched read/write/recvmmsg/sendmmsg into caller-owned arenas.
+ *
+ * The addon is built by `npm ci` (root "install" script → native/build.mjs). When it is missing
+ * (no compiler at install time, another OS, or WEFT_NO_ADDON=1), `loadNativeIo()` returns null
+ * and callers fall back to koffi (TUN) or node:dgram (UDP). Loading happens on first call, never
+ * on import. WEFT_IO_ADDON=/path/to/weft_io.node overrides the search path.
+ */
+import { createRequire } from 'node:module';
+import { existsSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+
+/** Bytes per address record in `addrs` arrays (see native/weft_io.c for the layout). */
+export const ADDR_RECORD_LEN = 24;
+export const ADDR_FAMILY_OFFSET = 0;
+export const ADDR_FLAGS_OFFSET = 1;
+export const ADDR_PORT_OFFSET = 2;
+export const ADDR_IP_OFFSET = 4;
+export const ADDR_SCOPE_OFFSET = 20;
+/** Flag bit in ADDR_FLAGS_OFFSET: the datagram was longer than the slot and was truncated. */
+export const ADDR_FLAG_TRUNCATED = 1;
+
+/** Opaque handle returned by pollStart. */
+export type PollHandle = { readonly __weftPoll: unique symbol };
+
+export interface NativeIo {
+  readonly abi: number;
+  /** Calls `cb(status, events)` on every readiness of `fd` (libuv: status < 0 is an error). */
+  pollStart(fd: number, writable: boolean, cb: (status: number, events: number) => void): PollHandle;
+  pollStop(h: PollHandle): void;
+  /** read() until EAGAIN or maxCount; slot i at i*slotSize+headroom. → count, or -errno. */
+  readBatch(fd: number, arena: Uint8Array, slotSize: number, headroom: number, maxLen: number, maxCount: number, lens: Uint32Array): number;
+  /** write() each packet → packets written (failures skipped). */
+  writeBatch(fd: number, arena: Uint8Array, offs: Uint32Array, lens: Uint32Array, count: number): number;
+  /** One write() → bytes or -errno. */
+  write1(fd: number, arena: Uint8Array, off: number, len: number): number;
+  /** recvmmsg until EAGAIN or maxCount → count or -errno. */
+  recvBatch(fd: number, arena: Uint8Array, slotSize: number, headroom: number, maxLen: number, maxCount: number, lens: Uint32Array, addrs: Uint8Array): number;
+  /** sendmmsg; destination i = addrs record (addrIdx ? addrIdx[i] : i) → datagrams sent. */
+  sendBatch(fd: number, family: 4 | 6, arena: Uint8Array, offs: Uint32Array, lens: Uint32Array, addrs: Uint8Array, addrIdx: Uint32Array | null, count: number): number;
+  /** → [fd, boundPort, rcvbuf, sndbuf, forcedBits] or -errno. */
+  udpOpen(family: 4 | 6, addr: Uint8Array | null, port: number, rcvbuf: number, sndbuf: number, scopeId: number): number[] | number;
+  setMark(fd: number, mark: number): number;
+  setNonBlocking(fd: number, on: boolean): number;
+}
+
+const REQUIRED_ABI = 1;
+let cached: NativeIo | null | undefined;
+let loadError: string | null = null;
+
+function candidates(): string[] {
+  const fromEnv = process.env.WEFT_IO_ADDON;
+  if (fromEnv) return [fromEnv];
+  // src/io/native.ts → ../../native; dist/src/io/native.js → ../../../native
+  return ['../../native/build/Release/weft_io.node', '../../../native/build/Release/weft_io.node']
+    .map((rel) => fileURLToPath(new URL(rel, import.meta.url)));
+}
+
+/** The addon, or null when unavailable (see `nativeIoLoadError()` for why). */
+export function loadNativeIo(): NativeIo | null {
+  if (cached !== undefined) return cached;
+  cached = null;
+  if (process.env.WEFT_NO_ADDON === '1') {
+    loadError = 'disabled by WEFT_NO_ADDON=1';
+    return null;
+  }
+  if (process.platform !== 'linux') {
+    loadError = `platform ${process.platform} is not supported`;
+    return null;
+  }
+  const req = createRequire(import.meta.url);
+  for (const p of candidates()) {
+    if (!existsSync(p)) continue;
+    try {
+      const mod = req(p) as NativeIo;
+      if (mod.abi !== REQUIRED_ABI) {
+        loadError = `${p} has ABI ${String(mod.abi)}, expected ${REQUIRED_ABI}; rebuild with \`node native/build.mjs\``;
+        continue;
+      }
+      cached = mod;
+      loadError = null;
+      return mod;
+    } catch (e) {
+      loadError = `${p}: ${(e as Error).message}`;
+    }
+  }
+  loadError ??= 'native/build/Release/weft_io.node not found; build it with `node native/build.mjs`';
+  return null;
+}
+
+export function nativeIoLoadError(): string | null {
+  loadNativeIo();
+  return loadError;
+}

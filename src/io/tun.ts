@@ -1,0 +1,397 @@
+/**
+ * Linux TUN device (IFF_TUN | IFF_NO_PI: raw IP packets, no packet-information prefix).
+ *
+ * Set-up (control path, koffi ioctls, no shelling out): open /dev/net/tun non-blocking,
+ * TUNSETIFF, SIOCSIFMTU and SIOCSIFFLAGS(IFF_UP) on an AF_INET socket. With `netns`, the
+ * calling thread enters that network namespace (setns) for the set-up and returns to its own,
+ * so the device lives in the namespace while the fd keeps working from here.
+ *
+ * Data path (chosen by measurement, see bench/RESULTS-io.md):
+ * - 'native' (default when the addon is built): uv_poll_t readiness through Node's event loop,
+ *   then ONE addon call reads every ready packet (read() until EAGAIN, up to the batch
+ *   capacity) into the caller's PacketBatch; one callback per batch.
+ * - 'koffi' (fallback): poll() runs on libuv's threadpool through a koffi async call (at most one
+ *   in flight, 100 ms timeout so close() is prompt), then the main thread drains with
+ *   non-blocking koffi read() calls into the same PacketBatch. Ordering is preserved because
+ *   only the main thread reads.
+ * Writes are synchronous non-blocking write() calls (a TUN write hands the packet to the
+ * kernel stack and never waits), single or batched.
+ *
+ * Contracts: buffers are caller-owned (PacketBatch or any Uint8Array); packets are read at
+ * `headroom` (the daemon uses 16 for the WireGuard header). Bad packets the kernel refuses on
+ * write are counted in `stats.txErrors`, never thrown.
+ */
+import * as fs from 'node:fs';
+import { PacketBatch } from './batch.js';
+import { loadNativeIo, type NativeIo, type PollHandle } from './native.js';
+import {
+  getLibc, AF_INET, SOCK_DGRAM, SOCK_CLOEXEC, CLONE_NEWNET, POLLIN, EAGAIN, EINTR, EACCES, EPERM, EBUSY, EINVAL,
+  type Libc,
+} from './libc.js';
+
+export const TUN_DEVICE_PATH = '/dev/net/tun';
+export const DEFAULT_TUN_MTU = 1420;
+const IFNAMSIZ = 16;
+const IFREQ_SIZE = 40;
+const IFREQ_UNION_OFFSET = 16; // ifr_flags (short) / ifr_mtu (int)
+const TUNSETIFF = 0x400454ca;
+const SIOCGIFFLAGS = 0x8913;
+const SIOCSIFFLAGS = 0x8914;
+const SIOCSIFMTU = 0x8922;
+const IFF_UP = 0x1;
+const IFF_TUN = 0x0001;
+const IFF_NO_PI = 0x1000;
+const IFF_MULTI_QUEUE = 0x0100;
+const KOFFI_POLL_TIMEOUT_MS = 100;
+
+export type TunMechanism = 'native' | 'koffi';
+
+export interface TunOptions {
+  /** Interface name (≤ 15 bytes; `%d` lets the kernel pick a number). */
+  readonly name: string;
+  /** Default 1420 (WireGuard's default; Liqo uses 1340). */
+  readonly mtu?: number;
+  /** Bring the link up (default true). */
+  readonly up?: boolean;
+  /** IFF_MULTI_QUEUE: several fds may attach to the same name (one per reader). */
+  readonly multiQueue?: boolean;
+  /** Network namespace: a name under /run/netns or a path to a netns file. */
+  readonly netns?: string;
+  /** Default: 'native' when the addon loads, else 'koffi'. */
+  readonly mechanism?: TunMechanism;
+  /** For tests: another path than /dev/net/tun. */
+  readonly devicePath?: string;
+}
+
+export class TunError extends Error {
+  override readonly name: string = 'TunError';
+}
+
+/** /dev/net/tun is missing (no tun module, or not mounted into the container). */
+export class TunUnavailableError extends TunError {
+  override readonly name = 'TunUnavailableError';
+  constructor(readonly path: string, reason: string) {
+    super(`${path} is not available (${reason}): load the tun module (modprobe tun) or, in a container, ` +
+      'expose the device (c 10:200, e.g. a hostPath /dev/net/tun or a device plugin)');
+  }
+}
+
+/** Creating the device needs CAP_NET_ADMIN (in the owning user namespace). */
+export class TunPermissionError extends TunError {
+  override readonly name = 'TunPermissionError';
+  constructor(readonly ifname: string, reason: string) {
+    super(`cannot create TUN device ${ifname} (${reason}): the process needs CAP_NET_ADMIN ` +
+      '(run as root or add the NET_ADMIN capability to the container securityContext)');
+  }
+}
+
+/** The interface name is taken (an attached TUN, or a non-TUN interface of that name). */
+export class TunBusyError extends TunError {
+  override readonly name = 'TunBusyError';
+  constructor(readonly ifname: string, reason: string) {
+    super(`interface name ${ifname} is already in use (${reason}); choose another name or delete the existing interface`);
+  }
+}
+
+export interface TunStats {
+  rxPackets: number;
+  rxBytes: number;
+  rxBatches: number;
+  rxErrors: number;
+  txPackets: number;
+  txBytes: number;
+  txErrors: number;
+}
+
+function errnoName(e: number): string {
+  const names: Record<number, string> = { 1: 'EPERM', 2: 'ENOENT', 6: 'ENXIO', 13: 'EACCES', 16: 'EBUSY', 19: 'ENODEV', 22: 'EINVAL' };
+  return names[e] ?? `errno ${e}`;
+}
+
+function writeIfName(ifr: Uint8Array, name: string): void {
+  const bytes = Buffer.from(name, 'utf8');
+  if (bytes.length === 0 || bytes.length >= IFNAMSIZ || name.includes('/') || /\s/.test(name)) {
+    throw new TypeError(`invalid interface name ${JSON.stringify(name)} (1-15 bytes, no "/" or spaces)`);
+  }
+  ifr.fill(0, 0, IFNAMSIZ);
+  ifr.set(bytes, 0);
+}
+
+function readIfName(ifr: Uint8Array): string {
+  const end = ifr.indexOf(0);
+  return Buffer.from(ifr.subarray(0, end < 0 || end > IFNAMSIZ ? IFNAMSIZ : end)).toString('utf8');
+}
+
+/** Runs `fn` with the calling thread inside network namespace `netns` (then returns to ours). */
+export function withNetns<T>(netns: string | undefined, fn: () => T): T {
+  if (!netns) return fn();
+  const libc = getLibc();
+  const target = netns.includes('/') ? netns : `/run/netns/${netns}`;
+  let targetFd: number;
+  try {
+    targetFd = fs.openSync(target, 'r');
+  } catch (e) {
+    throw new TunError(`cannot open network namespace ${target}: ${(e as Error).message}`);
+  }
+  const selfFd = fs.openSync('/proc/thread-self/ns/net', 'r');
+  try {
+    if (libc.setns(targetFd, CLONE_NEWNET) !== 0) {
+      const e = libc.errno();
+      if (e === EPERM) throw new TunPermissionError(netns, 'setns: EPERM (CAP_SYS_ADMIN is needed to enter a namespace)');
+      throw new TunError(`setns(${target}) failed: ${errnoName(e)}`);
+    }
+    try {
+      return fn();
+    } finally {
+      if (libc.setns(selfFd, CLONE_NEWNET) !== 0) {
+        // Staying in the wrong namespace would silently misroute every later socket: fail loudly.
+        throw new TunError(`could not return to the original network namespace: ${errnoName(libc.errno())}`);
+      }
+    }
+  } finally {
+    fs.closeSync(targetFd);
+    fs.closeSync(selfFd);
+  }
+}
+
+export class TunDevice {
+  readonly stats: TunStats = { rxPackets: 0, rxBytes: 0, rxBatches: 0, rxErrors: 0, txPackets: 0, txBytes: 0, txErrors: 0 };
+  private readonly native: NativeIo | null;
+  private readonly libc: Libc;
+  private poll: PollHandle | null = null;
+  private batch: PacketBatch | null = null;
+  /** Koffi path: one preallocated view per slot so draining allocates nothing per packet. */
+  private slotViews: Uint8Array[] = [];
+  private onBatch: ((b: PacketBatch) => void) | null = null;
+  private reading = false;
+  private koffiPollInFlight = false;
+  private readonly pollfd = new Uint8Array(8);
+  private closed = false;
+  private fdClosed = false;
+  private closeWaiters: (() => void)[] = [];
+
+  private constructor(
+    readonly name: string,
+    readonly fd: number,
+    readonly mtu: number,
+    readonly mechanism: TunMechanism,
+  ) {
+    this.native = mechanism === 'native' ? loadNativeIo() : null;
+    this.libc = getLibc();
+    const dv = new DataView(this.pollfd.buffer);
+    dv.setInt32(0, fd, true);
+    dv.setInt16(4, POLLIN, true);
+  }
+
+  /** Creates (or attaches to) the TUN interface. Throws the typed errors above. */
+  static open(opts: TunOptions): TunDevice {
+    const mtu = opts.mtu ?? DEFAULT_TUN_MTU;
+    if (!Number.isInteger(mtu) || mtu < 68 || mtu > 65535) throw new RangeError(`MTU ${mtu} not in 68..65535`);
+    let mechanism: TunMechanism = opts.mechanism ?? (loadNativeIo() ? 'native' : 'koffi');
+    if (mechanism === 'native' && !loadNativeIo()) mechanism = 'koffi';
+    const devicePath = opts.devicePath ?? TUN_DEVICE_PATH;
+    const libc = getLibc();
+    const ifr = new Uint8Array(IFREQ_SIZE);
+    writeIfName(ifr, opts.name);
+
+    return withNetns(opts.netns, () => {
+      let fd: number;
+      try {
+        fd = fs.openSync(devicePath, fs.constants.O_RDWR | fs.constants.O_NONBLOCK /* libuv adds O_CLOEXEC */);
+      } catch (e) {
+        const code = (e as NodeJS.ErrnoException).code ?? 'error';
+        if (code === 'EACCES' || code === 'EPERM') throw new TunPermissionError(opts.name, `open ${devicePath}: ${code}`);
+        throw new TunUnavailableError(devicePath, code);
+      }
+      try {
+        const flags = IFF_TUN | IFF_NO_PI | (opts.multiQueue ? IFF_MULTI_QUEUE : 0);
+        new DataView(ifr.buffer).setUint16(IFREQ_UNION_OFFSET, flags, true);
+        if (libc.ioctlPtr(fd, TUNSETIFF, ifr) !== 0) {
+          const e = libc.errno();
+          if (e === EPERM || e === EACCES) throw new TunPermissionError(opts.name, `TUNSETIFF: ${errnoName(e)}`);
+          if (e === EBUSY) throw new TunBusyError(opts.name, 'a TUN device of that name is attached to another fd');
+          if (e === EINVAL && libc.ifNameToIndex(opts.name) !== 0) { // (checked inside the target netns)
+            throw new TunBusyError(opts.name, 'an interface of that name exists and is not a compatible TUN device');
+          }
+          if (e === 19 || e === 6) throw new TunUnavailableError(devicePath, errnoName(e));
+          throw new TunError(`TUNSETIFF ${opts.name} failed: ${errnoName(e)}`);
+        }
+        const name = readIfName(ifr);
+        configureLink(libc, name, mtu, opts.up ?? true);
+        return new TunDevice(name, fd, mtu, mechanism);
+      } catch (e) {
+        fs.closeSync(fd);
+        throw e;
+      }
+    });
+  }
+
+  /**
+   * Starts reading: every wake-up fills `batch` (up to its capacity) and calls `onBatch` once.
+   * `batch.maxLen` must be at least the MTU (longer packets would be truncated by the kernel).
+   */
+  start(batch: PacketBatch, onBatch: (batch: PacketBatch) => void): void {
+    if (this.closed) throw new TunError(`TUN ${this.name} is closed`);
+    if (this.reading) throw new Error('TunDevice.start called twice');
+    if (batch.maxLen < this.mtu) throw new RangeError(`batch.maxLen ${batch.maxLen} is below the MTU ${this.mtu}`);
+    this.batch = batch;
+    this.onBatch = onBatch;
+    this.reading = true;
+    if (this.native) {
+      this.poll = this.native.pollStart(this.fd, false, (status) => this.onNativeReadable(status));
+    } else {
+      this.slotViews = [];
+      for (let i = 0; i < batch.capacity; i++) {
+        const off = i * batch.slotSize + batch.headroom;
+        this.slotViews.push(batch.buf.subarray(off, off + batch.maxLen));
+      }
+      this.armKoffiPoll();
+    }
+  }
+
+  /** Stops delivering batches (the fd stays open; start() may be called again). */
+  stop(): void {
+    this.reading = false;
+    if (this.poll && this.native) {
+      this.native.pollStop(this.poll);
+      this.poll = null;
+    }
+  }
+
+  private onNativeReadable(status: number): void {
+    const batch = this.batch;
+    if (!this.reading || batch === null || this.native === null) return;
+    if (status < 0) { this.stats.rxErrors++; return; }
+    const n = this.native.readBatch(this.fd, batch.buf, batch.slotSize, batch.headroom, batch.maxLen, batch.capacity, batch.lens);
+    this.deliver(batch, n);
+  }
+
+  private armKoffiPoll(): void {
+    if (this.koffiPollInFlight || this.fdClosed) return;
+    this.koffiPollInFlight = true;
+    this.libc.pollAsync(this.pollfd, 1, KOFFI_POLL_TIMEOUT_MS, (err, res) => {
+      this.koffiPollInFlight = false;
+      if (this.closed) { this.finishClose(); return; }
+      if (!this.reading) return;
+      if (err || res < 0) this.stats.rxErrors++;
+      else if (res > 0) this.drainKoffi();
+      this.armKoffiPoll();
+    });
+  }
+
+  private drainKoffi(): void {
+    const batch = this.batch!;
+    const { maxLen, capacity, lens } = batch;
+    const views = this.slotViews;
+    let n = 0;
+    while (n < capacity) {
+      const r = this.libc.read(this.fd, views[n], maxLen);
+      if (r < 0) {
+        const e = this.libc.errno();
+        if (e === EINTR) continue;
+        if (e !== EAGAIN) this.stats.rxErrors++;
+        break;
+      }
+      lens[n++] = r;
+    }
+    this.deliver(batch, n);
+  }
+
+  private deliver(batch: PacketBatch, n: number): void {
+    if (n < 0) { this.stats.rxErrors++; return; }
+    if (n === 0) return;
+    batch.filled(n);
+    this.stats.rxBatches++;
+    this.stats.rxPackets += n;
+    let bytes = 0;
+    for (let i = 0; i < n; i++) bytes += batch.lens[i];
+    this.stats.rxBytes += bytes;
+    this.onBatch!(batch);
+  }
+
+  /** Writes one IP packet buf[off, off+len). Returns false (and counts) if the kernel refused it. */
+  write(buf: Uint8Array, off: number, len: number): boolean {
+    if (this.fdClosed) throw new TunError(`TUN ${this.name} is closed`);
+    let r: number;
+    if (this.native) {
+      r = this.native.write1(this.fd, buf, off, len);
+    } else {
+      if (off < 0 || len < 0 || off + len > buf.length) throw new RangeError('write: outside the buffer');
+      r = this.libc.write(this.fd, buf.subarray(off, off + len), len);
+    }
+    if (r < 0) { this.stats.txErrors++; return false; }
+    this.stats.txPackets++;
+    this.stats.txBytes += len;
+    return true;
+  }
+
+  /** Writes packets i < count at buf[offs[i], offs[i]+lens[i]). Returns how many the kernel took. */
+  writeBatch(buf: Uint8Array, offs: Uint32Array, lens: Uint32Array, count: number): number {
+    if (this.fdClosed) throw new TunError(`TUN ${this.name} is closed`);
+    let ok: number;
+    if (this.native) {
+      ok = this.native.writeBatch(this.fd, buf, offs, lens, count);
+      if (ok === count) {
+        let bytes = 0;
+        for (let i = 0; i < count; i++) bytes += lens[i];
+        this.stats.txBytes += bytes;
+      }
+    } else {
+      ok = 0;
+      for (let i = 0; i < count; i++) {
+        const o = offs[i];
+        if (this.libc.write(this.fd, buf.subarray(o, o + lens[i]), lens[i]) >= 0) { ok++; this.stats.txBytes += lens[i]; }
+      }
+    }
+    this.stats.txPackets += ok;
+    this.stats.txErrors += count - ok;
+    return ok;
+  }
+
+  /**
+   * Stops reading and closes the fd (the interface disappears unless persistent). Resolves once
+   * the fd is closed: with the koffi fallback, after the in-flight poll() returns (≤ 100 ms), so
+   * the fd number is never reused under a pending poll.
+   */
+  close(): Promise<void> {
+    if (!this.closed) {
+      this.closed = true;
+      this.stop();
+      if (!this.koffiPollInFlight) this.finishClose();
+    }
+    if (this.fdClosed) return Promise.resolve();
+    return new Promise((r) => this.closeWaiters.push(r));
+  }
+
+  private finishClose(): void {
+    if (this.fdClosed) return;
+    this.fdClosed = true;
+    try { fs.closeSync(this.fd); } catch { /* already closed */ }
+    for (const w of this.closeWaiters.splice(0)) w();
+  }
+}
+
+/** SIOCSIFMTU and SIOCSIFFLAGS(IFF_UP) through an AF_INET datagram socket of the current netns. */
+function configureLink(libc: Libc, name: string, mtu: number, up: boolean): void {
+  const sock = libc.socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (sock < 0) throw new TunError(`socket(AF_INET) failed: ${errnoName(libc.errno())}`);
+  try {
+    const ifr = new Uint8Array(IFREQ_SIZE);
+    const dv = new DataView(ifr.buffer);
+    writeIfName(ifr, name);
+    dv.setInt32(IFREQ_UNION_OFFSET, mtu, true);
+    if (libc.ioctlPtr(sock, SIOCSIFMTU, ifr) !== 0) {
+      const e = libc.errno();
+      if (e === EPERM) throw new TunPermissionError(name, 'SIOCSIFMTU: EPERM');
+      throw new TunError(`setting MTU ${mtu} on ${name} failed: ${errnoName(e)}`);
+    }
+    if (!up) return;
+    writeIfName(ifr, name);
+    ifr.fill(0, IFREQ_UNION_OFFSET);
+    if (libc.ioctlPtr(sock, SIOCGIFFLAGS, ifr) !== 0) throw new TunError(`SIOCGIFFLAGS ${name} failed: ${errnoName(libc.errno())}`);
+    dv.setUint16(IFREQ_UNION_OFFSET, dv.getUint16(IFREQ_UNION_OFFSET, true) | IFF_UP, true);
+    if (libc.ioctlPtr(sock, SIOCSIFFLAGS, ifr) !== 0) throw new TunError(`bringing ${name} up failed: ${errnoName(libc.errno())}`);
+  } finally {
+    libc.close(sock);
+  }
+}
