@@ -1,0 +1,778 @@
+/**
+ * The gateway's NAT engine: Liqo's gateway address translation done in process, on one packet
+ * buffer, without allocation.
+ *
+ * What is rewritten where (mirroring Liqo's firewall configurations, pkg/gateway/remapping and
+ * the fabric's masquerade-bypass rules; each gateway rewrites only the REMOTE side's addresses,
+ * so the real pod IPs travel inside the tunnel):
+ *
+ * outbound (local cluster → tunnel, before encryption), in this order:
+ *   1. PMTU: an IPv4 packet with DF (any IPv6 packet) larger than the peer's tunnel MTU is
+ *      answered with ICMP Fragmentation Needed / Packet Too Big built in its place (NAT_REPLY).
+ *   2. SOURCE, one of:
+ *      - IP mapping (Liqo IP resource, remap-ipmapping-gw): source = a mapped real address →
+ *        its external-CIDR address (static, stateless);
+ *      - masquerade (Liqo's "service-nodeport" SNAT rules, `to: <first external IP>`): the source
+ *        is outside the local pod CIDRs (or fullMasquerade) and the destination is one of the
+ *        peer's (remapped) pod/external CIDRs → source = first address of the local external
+ *        CIDR, port/identifier chosen by conntrack;
+ *   3. DESTINATION, remap-podcidr / remap-externalcidr prerouting rule (`dnat prefix to`):
+ *      a remapped peer address → the peer's real address, host bits kept.
+ *   4. TCP MSS clamp on SYN / SYN-ACK (Liqo's gw-mss-clamping).
+ *
+ * inbound (tunnel → local cluster, after decryption), in this order:
+ *   1. SOURCE, remap-podcidr / remap-externalcidr postrouting rule for traffic from the tunnel
+ *      (`snat prefix to`): the peer's real address → its remapped address.
+ *   2. DESTINATION, one of:
+ *      - IP mapping: an external-CIDR mapped address → its real address;
+ *      - the SNAT address: the conntrack reply entry restores the original host and port
+ *        (packets to it without an entry are dropped).
+ *   3. TCP MSS clamp on SYN / SYN-ACK.
+ *
+ * ICMP errors (IPv4 types 3, 4, 5, 11, 12; ICMPv6 types < 128) carry the offending packet's
+ * header, which travelled the opposite way: its addresses and ports get the mirror-image
+ * translation (outer destination rewritten ⇒ embedded source, and vice versa), its IPv4 header
+ * checksum and transport checksum (when quoted) are patched, and the outer ICMP checksum
+ * absorbs every change made to the quoted bytes.
+ *
+ * All checksum updates are incremental (RFC 1624) through src/packet/checksum.ts; a zero UDP
+ * checksum stays zero. Conntrack keys use the REMAPPED remote address (before the outbound DNAT,
+ * after the inbound source remap), so one key identifies a flow on both paths.
+ */
+
+import { addressEquals, type IpFamily } from '../packet/addr.js';
+import { foldSum, sumWords, checksumUpdate16, readChecksum, writeChecksum } from '../packet/checksum.js';
+import {
+  ICMP_CHECKSUM_OFFSET,
+  ICMP_ECHO_ID_OFFSET,
+  ICMP_HEADER_LEN,
+  ICMPV4_ECHO_REPLY,
+  ICMPV4_ECHO_REQUEST,
+  ICMPV6_ECHO_REPLY,
+  ICMPV6_ECHO_REQUEST,
+  isIcmpv4Error,
+  isIcmpv6Error,
+} from '../packet/icmp.js';
+import {
+  IPV4_CHECKSUM_OFFSET,
+  IPV4_DST_OFFSET,
+  IPV4_FLAG_DF,
+  IPV4_FLAGS_FRAGMENT_OFFSET,
+  IPV4_FRAGMENT_OFFSET_MASK,
+  IPV4_MIN_HEADER_LEN,
+  IPV4_SRC_OFFSET,
+  IP_PROTO_ICMP,
+  IP_PROTO_ICMPV6,
+  IP_PROTO_IPV6_FRAG,
+  IP_PROTO_TCP,
+  IP_PROTO_UDP,
+  ipv4HeaderValid,
+  ipv4TotalLength,
+} from '../packet/ipv4.js';
+import {
+  IPV6_CHAIN_INVALID,
+  IPV6_DST_OFFSET,
+  IPV6_HEADER_LEN,
+  IPV6_SRC_OFFSET,
+  chainOffset,
+  chainProtocol,
+  ipv6HeaderValid,
+  ipv6PayloadLength,
+  ipv6TransportOffset,
+} from '../packet/ipv6.js';
+import { TCP_CHECKSUM_OFFSET, TCP_FLAGS_OFFSET, TCP_FLAG_ACK, TCP_FLAG_RST, TCP_FLAG_SYN, tcpHeaderValid } from '../packet/tcp.js';
+import { UDP_CHECKSUM_OFFSET, UDP_HEADER_LEN } from '../packet/udp.js';
+import { PrefixTable } from '../route/table.js';
+import {
+  parseNatConfig,
+  parseNatPeer,
+  type NatConfig,
+  type NatIpMapping,
+  type NatPeerConfig,
+  type ParsedMapping,
+  type ParsedNatConfig,
+  type ParsedPeer,
+} from './config.js';
+import { CT_ICMP, CT_TCP_ESTABLISHED, CT_TCP_SYN_SENT, CT_UDP, Conntrack, DIR_ORIGINAL, DIR_REPLY, type ConntrackStats } from './conntrack.js';
+import { MSS_OVERHEAD_V4, MSS_OVERHEAD_V6, TokenBucket, clampMss, ipv4SourceAcceptsError, ipv6SourceAcceptsError, writeFragNeededV4, writePacketTooBigV6 } from './pmtu.js';
+import { PrefixRemap, RemapTable } from './remap.js';
+import { CSUM_ALWAYS, CSUM_NONE, CSUM_UDP, read16, rewriteAddress, rewriteWord } from './rewrite.js';
+
+// ---------------------------------------------------------------------------------------------
+// Result codes of outbound()/inbound().
+
+/** The packet was translated in place (or needed nothing): forward buf[off, off+len). */
+export const NAT_FORWARD = 0;
+/**
+ * The packet must not be forwarded; buf[off, off + nat.replyLength) now holds an ICMP error
+ * (Fragmentation Needed / Packet Too Big) addressed to the packet's sender: send it back the way
+ * the packet came.
+ */
+export const NAT_REPLY = 1;
+
+/** Drop reasons (result codes ≥ NAT_DROP_MIN); each drop is counted in `Nat.drops[code]`. */
+export const NatDrop = {
+  /** IP header malformed: version, IHL, lengths, IPv4 header checksum, IPv6 extension chain. */
+  BadIpHeader: 2,
+  /** TCP/UDP/ICMP header truncated or malformed. */
+  BadTransport: 3,
+  /** ICMP error whose embedded header is malformed. */
+  BadIcmpError: 4,
+  /** A non-first fragment that needs conntrack (no ports to match): not reassembled here. */
+  SnatFragment: 5,
+  /** Masquerade needed but the protocol has no ports/identifier (only TCP, UDP, ICMP echo). */
+  SnatUnsupported: 6,
+  /** Masquerade needed but no external CIDR of the packet's family is configured. */
+  SnatNoAddress: 7,
+  /** No free SNAT port towards the remote endpoint. */
+  SnatPortsExhausted: 8,
+  /** Packet for the SNAT address (or an outbound reply/RST/ICMP error of a masqueraded host) without a conntrack entry. */
+  NoConntrack: 9,
+  /** Over the tunnel MTU and may not be fragmented, but no ICMP error is allowed (error about an error, bad source, no room). */
+  TooBig: 10,
+  /** Over the tunnel MTU; the ICMP error was suppressed by the rate limit. */
+  TooBigRateLimited: 11,
+} as const;
+export type NatDropReason = (typeof NatDrop)[keyof typeof NatDrop];
+export const NAT_DROP_MIN = 2;
+const DROP_COUNT = 12;
+
+const DROP_NAMES: readonly string[] = (() => {
+  const names: string[] = ['forward', 'reply'];
+  for (const [k, v] of Object.entries(NatDrop)) names[v] = k;
+  return names;
+})();
+
+/** Name of a result code (NAT_FORWARD, NAT_REPLY or a NatDrop value). */
+export function natResultName(code: number): string {
+  return DROP_NAMES[code] ?? `unknown-${code}`;
+}
+
+export interface NatStats {
+  forwarded: number;
+  replies: number;
+  mssClamped: number;
+  drops: Record<string, number>;
+  conntrack: ConntrackStats;
+}
+
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * One peer (remote cluster) as the NAT sees it: its remap tables and tunnel MTU. Handles are
+ * created by Nat.addPeer and passed back to outbound()/inbound().
+ */
+export class NatPeer {
+  /** remapped → real for the outbound destination; identity pairs included (peer membership). */
+  readonly toReal = new RemapTable();
+  /** real → remapped for the inbound source; identity pairs included. */
+  readonly toRemapped = new RemapTable();
+  readonly mss4: number;
+  readonly mss6: number;
+  /** @internal set false by Nat.removePeer: a stale handle is API misuse. */
+  active = true;
+
+  constructor(
+    readonly index: number,
+    readonly parsed: ParsedPeer,
+  ) {
+    this.mss4 = parsed.mtu - MSS_OVERHEAD_V4;
+    this.mss6 = parsed.mtu - MSS_OVERHEAD_V6;
+    for (const r of parsed.remaps) {
+      this.toReal.add(new PrefixRemap(r.remapped, r.real));
+      this.toRemapped.add(new PrefixRemap(r.real, r.remapped));
+    }
+  }
+
+  get name(): string {
+    return this.parsed.name;
+  }
+
+  get mtu(): number {
+    return this.parsed.mtu;
+  }
+}
+
+export class Nat {
+  readonly config: ParsedNatConfig;
+  private readonly raw: NatConfig;
+  readonly conntrack: Conntrack;
+  /** Drops by result code (index = NatDrop value). */
+  readonly drops = new Float64Array(DROP_COUNT);
+  forwarded = 0;
+  replies = 0;
+  mssClamped = 0;
+  /** Length of the ICMP error written in place when a call returned NAT_REPLY. */
+  replyLength = 0;
+
+  private readonly peerSlots: Array<NatPeer | undefined> = [];
+  private readonly peersByRemapped4 = new PrefixTable<NatPeer>(4);
+  private readonly peersByRemapped6 = new PrefixTable<NatPeer>(6);
+  private readonly localPod4 = new PrefixTable<true>(4);
+  private readonly localPod6 = new PrefixTable<true>(6);
+  private readonly mapByReal4 = new PrefixTable<ParsedMapping>(4);
+  private readonly mapByReal6 = new PrefixTable<ParsedMapping>(6);
+  private readonly mapByExt4 = new PrefixTable<ParsedMapping>(4);
+  private readonly mapByExt6 = new PrefixTable<ParsedMapping>(6);
+  private mappingCount = 0;
+  private readonly snat4: Uint8Array;
+  private readonly snat6: Uint8Array | undefined;
+  private readonly icmpBucket: TokenBucket;
+  private readonly scratch = new Uint8Array(16);
+
+  // Per-packet parse state (fields, not objects: no allocation). Valid during one call.
+  private fam: IpFamily = 4;
+  private alen = 4;
+  private end = 0;
+  private srcOff = 0;
+  private dstOff = 0;
+  private ipCsum = -1;
+  private proto = 0;
+  /** Transport header offset, or -1 for a non-first fragment. */
+  private l4 = -1;
+  private l4Len = 0;
+  /** Checksum covering the pseudo header (address changes), kind CSUM_*. */
+  private addrCsumOff = -1;
+  private addrCsumKind = CSUM_NONE;
+  /** Checksum covering ports / ICMP identifier (field changes). */
+  private fieldCsumOff = -1;
+  private fieldCsumKind = CSUM_NONE;
+  private icmpError = false;
+  // Embedded packet of an ICMP error.
+  private iIp = 0;
+  private iSrc = 0;
+  private iDst = 0;
+  private iIpCsum = -1;
+  private iProto = 0;
+  private iL4 = -1;
+  private iPorts = false;
+  private iCsumOff = -1;
+  private iAddrKind = CSUM_NONE;
+  private iFieldKind = CSUM_NONE;
+  private iRegionEnd = 0;
+  private iRegionSum = 0;
+
+  constructor(config: NatConfig) {
+    this.config = parseNatConfig(config);
+    this.raw = config;
+    const c = this.config;
+    this.conntrack = new Conntrack({ capacity: c.capacity, timeouts: c.timeouts, portMin: c.portMin, portMax: c.portMax, ...(c.seed === undefined ? {} : { seed: c.seed }) });
+    for (const p of c.localPod) (p.family === 4 ? this.localPod4 : this.localPod6).insert(p.addr, p.prefixLen, true);
+    this.snat4 = new Uint8Array(c.external4.addr);
+    this.snat6 = c.external6 === undefined ? undefined : new Uint8Array(c.external6.addr);
+    this.icmpBucket = new TokenBucket(c.icmpRatePerSecond, c.icmpBurst);
+    this.installMappings(c.mappings);
+  }
+
+  // ------------------------------------------------------------------ configuration (allocates)
+
+  /** Validate and install a peer; returns its handle for outbound()/inbound(). Throws NatConfigError. */
+  addPeer(cfg: NatPeerConfig): NatPeer {
+    const others = this.peerSlots.filter((p): p is NatPeer => p !== undefined).map((p) => p.parsed);
+    const parsed = parseNatPeer(cfg, this.config, others);
+    let index = this.peerSlots.indexOf(undefined);
+    if (index === -1) index = this.peerSlots.length;
+    const peer = new NatPeer(index, parsed);
+    this.peerSlots[index] = peer;
+    for (const r of parsed.remaps) {
+      (r.remapped.family === 4 ? this.peersByRemapped4 : this.peersByRemapped6).insert(r.remapped.addr, r.remapped.prefixLen, peer);
+    }
+    return peer;
+  }
+
+  /** Remove a peer and its conntrack entries. Returns the number of flows dropped. */
+  removePeer(peer: NatPeer): number {
+    if (this.peerSlots[peer.index] !== peer) throw new Error(`NAT peer ${peer.name} is not installed`);
+    this.peerSlots[peer.index] = undefined;
+    peer.active = false;
+    this.peersByRemapped4.removeValue(peer);
+    this.peersByRemapped6.removeValue(peer);
+    return this.conntrack.removePeer(peer.index);
+  }
+
+  /** Installed peers. */
+  peers(): NatPeer[] {
+    return this.peerSlots.filter((p): p is NatPeer => p !== undefined);
+  }
+
+  /** Replace the IP mappings (Liqo IP resources). Throws NatConfigError; keeps the old set then. */
+  setIpMappings(mappings: readonly NatIpMapping[]): void {
+    const parsed = parseNatConfig({ ...this.raw, ipMappings: mappings }).mappings;
+    for (const t of [this.mapByReal4, this.mapByReal6, this.mapByExt4, this.mapByExt6]) t.clear();
+    this.installMappings(parsed);
+  }
+
+  private installMappings(list: readonly ParsedMapping[]): void {
+    for (const m of list) {
+      const bits = m.family === 4 ? 32 : 128;
+      (m.family === 4 ? this.mapByReal4 : this.mapByReal6).insert(m.real, bits, m);
+      (m.family === 4 ? this.mapByExt4 : this.mapByExt6).insert(m.external, bits, m);
+    }
+    this.mappingCount = list.length;
+  }
+
+  /** The SNAT ("unknown source") address of a family: the first address of the external CIDR. */
+  snatAddress(fam: IpFamily): Uint8Array | undefined {
+    return fam === 4 ? this.snat4 : this.snat6;
+  }
+
+  // ------------------------------------------------------------------ per packet (no allocation)
+
+  /**
+   * The peer whose REMAPPED pod/external CIDRs contain the destination of the IP packet at
+   * buf[off] (longest prefix), or undefined. The pipeline calls this before outbound() to pick
+   * the tunnel: after the outbound DNAT the real destination may be ambiguous (two peers may
+   * share a real pod CIDR — that is why they are remapped).
+   */
+  peerFor(buf: Uint8Array, off: number, len: number): NatPeer | undefined {
+    if (len < IPV4_MIN_HEADER_LEN || off < 0 || off + len > buf.length) return undefined;
+    const v = buf[off]! >>> 4;
+    if (v === 4) return this.peersByRemapped4.lookup(buf, off + IPV4_DST_OFFSET);
+    if (v === 6 && len >= IPV6_HEADER_LEN) return this.peersByRemapped6.lookup(buf, off + IPV6_DST_OFFSET);
+    return undefined;
+  }
+
+  /**
+   * Translate, in place, the IP packet at buf[off, off+len) leaving towards `peer`'s tunnel
+   * (called after Geneve decapsulation, before WireGuard encryption). `now` is the caller's
+   * clock in milliseconds (conntrack timeouts, ICMP rate limit).
+   *
+   * Returns NAT_FORWARD (send buf[off, off+len) to the peer; the length never changes),
+   * NAT_REPLY (buf[off, off+replyLength) is an ICMP error for the sender) or a NatDrop code
+   * (the buffer content is then unspecified; the drop is counted). Bytes after the IP total
+   * length are ignored. Throws only on API misuse (range outside buf, removed peer).
+   */
+  outbound(buf: Uint8Array, off: number, len: number, peer: NatPeer, now: number): number {
+    this.checkCall(buf, off, len, peer);
+    let r = this.parse(buf, off, len);
+    if (r !== NAT_FORWARD) return this.drop(r);
+    const total = this.end - off;
+    if (total > peer.parsed.mtu && (this.fam === 6 || (buf[off + IPV4_FLAGS_FRAGMENT_OFFSET]! << 8) & IPV4_FLAG_DF)) {
+      return this.tooBig(buf, off, total, peer, now);
+    }
+    const fam = this.fam;
+    const route = peer.toReal.lookup(buf, this.dstOff, fam);
+
+    // Source: IP mapping, else masquerade of non-pod sources towards the peer's CIDRs.
+    const mapping = this.mappingCount === 0 || route === undefined ? undefined : (fam === 4 ? this.mapByReal4 : this.mapByReal6).lookup(buf, this.srcOff);
+    if (mapping !== undefined) {
+      rewriteAddress(buf, this.srcOff, this.alen, mapping.external, 0, this.ipCsum, this.addrCsumOff, this.addrCsumKind);
+    } else if (route !== undefined && (this.config.fullMasquerade || (fam === 4 ? this.localPod4 : this.localPod6).lookup(buf, this.srcOff) === undefined)) {
+      r = this.icmpError ? this.snatOutboundIcmpError(buf, now) : this.snatOutbound(buf, peer, now);
+      if (r !== NAT_FORWARD) return this.drop(r);
+    }
+    if (this.icmpError && this.mappingCount !== 0) {
+      // Mirror of the source mapping on the quoted packet (it was addressed to the mapped host).
+      const m = (fam === 4 ? this.mapByReal4 : this.mapByReal6).lookup(buf, this.iDst);
+      if (m !== undefined) this.innerAddress(buf, this.iDst, m.external, 0);
+    }
+
+    // Destination: remapped → real (remap-podcidr / remap-externalcidr DNAT).
+    if (route !== undefined && !route.identity) {
+      route.translate(buf, this.dstOff, this.scratch, 0);
+      rewriteAddress(buf, this.dstOff, this.alen, this.scratch, 0, this.ipCsum, this.addrCsumOff, this.addrCsumKind);
+    }
+    if (this.icmpError) {
+      // Mirror: the quoted packet came from the peer, its source is the remapped peer address.
+      const ir = peer.toReal.lookup(buf, this.iSrc, fam);
+      if (ir !== undefined && !ir.identity) {
+        ir.translate(buf, this.iSrc, this.scratch, 0);
+        this.innerAddress(buf, this.iSrc, this.scratch, 0);
+      }
+      this.finishIcmpError(buf);
+    }
+    this.clamp(buf, peer);
+    this.forwarded++;
+    return NAT_FORWARD;
+  }
+
+  /**
+   * Translate, in place, the IP packet at buf[off, off+len) that arrived from `peer`'s tunnel
+   * (after WireGuard decryption, before Geneve encapsulation towards a node). Same result codes
+   * as outbound(), except that NAT_REPLY is never returned.
+   */
+  inbound(buf: Uint8Array, off: number, len: number, peer: NatPeer, now: number): number {
+    this.checkCall(buf, off, len, peer);
+    let r = this.parse(buf, off, len);
+    if (r !== NAT_FORWARD) return this.drop(r);
+    const fam = this.fam;
+
+    // Source: the peer's real address → how the local cluster addresses it.
+    const rm = peer.toRemapped.lookup(buf, this.srcOff, fam);
+    if (rm !== undefined && !rm.identity) {
+      rm.translate(buf, this.srcOff, this.scratch, 0);
+      rewriteAddress(buf, this.srcOff, this.alen, this.scratch, 0, this.ipCsum, this.addrCsumOff, this.addrCsumKind);
+    }
+    if (this.icmpError) {
+      const ir = peer.toRemapped.lookup(buf, this.iDst, fam);
+      if (ir !== undefined && !ir.identity) {
+        ir.translate(buf, this.iDst, this.scratch, 0);
+        this.innerAddress(buf, this.iDst, this.scratch, 0);
+      }
+    }
+
+    // Destination: IP mapping, or the SNAT address (conntrack reply).
+    const mapping = this.mappingCount === 0 ? undefined : (fam === 4 ? this.mapByExt4 : this.mapByExt6).lookup(buf, this.dstOff);
+    const snat = fam === 4 ? this.snat4 : this.snat6;
+    if (mapping !== undefined) {
+      rewriteAddress(buf, this.dstOff, this.alen, mapping.real, 0, this.ipCsum, this.addrCsumOff, this.addrCsumKind);
+    } else if (snat !== undefined && addressEquals(buf, this.dstOff, snat, 0, this.alen)) {
+      r = this.icmpError ? this.snatInboundIcmpError(buf, now) : this.snatInbound(buf, now);
+      if (r !== NAT_FORWARD) return this.drop(r);
+    }
+    if (this.icmpError) {
+      if (this.mappingCount !== 0) {
+        const m = (fam === 4 ? this.mapByExt4 : this.mapByExt6).lookup(buf, this.iSrc);
+        if (m !== undefined) this.innerAddress(buf, this.iSrc, m.real, 0);
+      }
+      this.finishIcmpError(buf);
+    }
+    this.clamp(buf, peer);
+    this.forwarded++;
+    return NAT_FORWARD;
+  }
+
+  /** Conntrack housekeeping: free up to `budget` expired entries' slots. Call from a timer. */
+  expire(now: number, budget = 1024): number {
+    return this.conntrack.expire(now, budget);
+  }
+
+  /** Counter snapshot (allocates; for metrics). */
+  stats(): NatStats {
+    const drops: Record<string, number> = {};
+    for (let i = NAT_DROP_MIN; i < DROP_COUNT; i++) drops[natResultName(i)] = this.drops[i]!;
+    return { forwarded: this.forwarded, replies: this.replies, mssClamped: this.mssClamped, drops, conntrack: this.conntrack.stats() };
+  }
+
+  // ------------------------------------------------------------------ internals
+
+  private checkCall(buf: Uint8Array, off: number, len: number, peer: NatPeer): void {
+    if (!(off >= 0 && len >= 0 && off + len <= buf.length)) throw new RangeError(`NAT: packet range [${off}, ${off + len}) is outside the buffer of ${buf.length}`);
+    if (!peer.active) throw new Error(`NAT: peer ${peer.name} was removed`);
+  }
+
+  private drop(code: number): number {
+    this.drops[code]!++;
+    return code;
+  }
+
+  /** Parse the IP header and locate the transport header. Returns NAT_FORWARD or a drop code. */
+  private parse(buf: Uint8Array, off: number, len: number): number {
+    const v = len > 0 ? buf[off]! >>> 4 : 0;
+    let proto: number;
+    if (v === 4) {
+      if (!ipv4HeaderValid(buf, off, len)) return NatDrop.BadIpHeader;
+      this.fam = 4;
+      this.alen = 4;
+      this.end = off + ipv4TotalLength(buf, off);
+      this.srcOff = off + IPV4_SRC_OFFSET;
+      this.dstOff = off + IPV4_DST_OFFSET;
+      this.ipCsum = off + IPV4_CHECKSUM_OFFSET;
+      proto = buf[off + 9]!;
+      const frag = read16(buf, off + IPV4_FLAGS_FRAGMENT_OFFSET) & IPV4_FRAGMENT_OFFSET_MASK;
+      this.l4 = frag === 0 ? off + ((buf[off]! & 0x0f) << 2) : -1;
+    } else if (v === 6) {
+      if (!ipv6HeaderValid(buf, off, len)) return NatDrop.BadIpHeader;
+      this.fam = 6;
+      this.alen = 16;
+      this.end = off + IPV6_HEADER_LEN + ipv6PayloadLength(buf, off);
+      this.srcOff = off + IPV6_SRC_OFFSET;
+      this.dstOff = off + IPV6_DST_OFFSET;
+      this.ipCsum = -1;
+      const packed = ipv6TransportOffset(buf, off, this.end - off);
+      if (packed === IPV6_CHAIN_INVALID) return NatDrop.BadIpHeader;
+      proto = chainProtocol(packed);
+      this.l4 = proto === IP_PROTO_IPV6_FRAG ? -1 : chainOffset(packed);
+    } else {
+      return NatDrop.BadIpHeader;
+    }
+    this.proto = proto;
+    this.addrCsumOff = -1;
+    this.addrCsumKind = CSUM_NONE;
+    this.fieldCsumOff = -1;
+    this.fieldCsumKind = CSUM_NONE;
+    this.icmpError = false;
+    const l4 = this.l4;
+    if (l4 < 0) return NAT_FORWARD;
+    const l4Len = this.end - l4;
+    this.l4Len = l4Len;
+    if (proto === IP_PROTO_TCP) {
+      if (!tcpHeaderValid(buf, l4, l4Len)) return NatDrop.BadTransport;
+      this.addrCsumOff = this.fieldCsumOff = l4 + TCP_CHECKSUM_OFFSET;
+      this.addrCsumKind = this.fieldCsumKind = CSUM_ALWAYS;
+    } else if (proto === IP_PROTO_UDP) {
+      if (l4Len < UDP_HEADER_LEN) return NatDrop.BadTransport;
+      this.addrCsumOff = this.fieldCsumOff = l4 + UDP_CHECKSUM_OFFSET;
+      this.addrCsumKind = this.fieldCsumKind = CSUM_UDP;
+    } else if ((proto === IP_PROTO_ICMP && v === 4) || (proto === IP_PROTO_ICMPV6 && v === 6)) {
+      if (l4Len < ICMP_HEADER_LEN) return NatDrop.BadTransport;
+      this.fieldCsumOff = l4 + ICMP_CHECKSUM_OFFSET;
+      this.fieldCsumKind = CSUM_ALWAYS;
+      if (v === 6) {
+        // ICMPv6's checksum covers the pseudo header (RFC 4443 §2.3); ICMPv4's does not.
+        this.addrCsumOff = this.fieldCsumOff;
+        this.addrCsumKind = CSUM_ALWAYS;
+      }
+      const type = buf[l4]!;
+      if (v === 4 ? isIcmpv4Error(type) : isIcmpv6Error(type)) {
+        this.icmpError = true;
+        return this.parseInner(buf);
+      }
+    }
+    return NAT_FORWARD;
+  }
+
+  /** Locate the packet quoted by an ICMP error and remember the quoted bytes' sum. */
+  private parseInner(buf: Uint8Array): number {
+    const ip = this.l4 + ICMP_HEADER_LEN;
+    const avail = this.end - ip;
+    this.iIp = ip;
+    let fixedEnd: number;
+    if (this.fam === 4) {
+      if (avail < IPV4_MIN_HEADER_LEN || buf[ip]! >>> 4 !== 4) return NatDrop.BadIcmpError;
+      const ihl = (buf[ip]! & 0x0f) << 2;
+      if (ihl < IPV4_MIN_HEADER_LEN || ihl > avail) return NatDrop.BadIcmpError;
+      this.iSrc = ip + IPV4_SRC_OFFSET;
+      this.iDst = ip + IPV4_DST_OFFSET;
+      this.iIpCsum = ip + IPV4_CHECKSUM_OFFSET;
+      this.iProto = buf[ip + 9]!;
+      const frag = read16(buf, ip + IPV4_FLAGS_FRAGMENT_OFFSET) & IPV4_FRAGMENT_OFFSET_MASK;
+      this.iL4 = frag === 0 ? ip + ihl : -1;
+      fixedEnd = ip + ihl;
+    } else {
+      if (avail < IPV6_HEADER_LEN || buf[ip]! >>> 4 !== 6) return NatDrop.BadIcmpError;
+      this.iSrc = ip + IPV6_SRC_OFFSET;
+      this.iDst = ip + IPV6_DST_OFFSET;
+      this.iIpCsum = -1;
+      const packed = ipv6TransportOffset(buf, ip, avail);
+      if (packed === IPV6_CHAIN_INVALID || chainProtocol(packed) === IP_PROTO_IPV6_FRAG) {
+        this.iProto = packed === IPV6_CHAIN_INVALID ? 0xff : IP_PROTO_IPV6_FRAG;
+        this.iL4 = -1;
+      } else {
+        this.iProto = chainProtocol(packed);
+        this.iL4 = chainOffset(packed);
+      }
+      fixedEnd = ip + IPV6_HEADER_LEN;
+    }
+    this.iPorts = false;
+    this.iCsumOff = -1;
+    this.iAddrKind = CSUM_NONE;
+    this.iFieldKind = CSUM_NONE;
+    const il4 = this.iL4;
+    const ia = il4 >= 0 ? this.end - il4 : 0;
+    const p = this.iProto;
+    if (il4 >= 0) {
+      if (p === IP_PROTO_TCP) {
+        this.iPorts = ia >= 4;
+        if (ia >= TCP_CHECKSUM_OFFSET + 2) {
+          this.iCsumOff = il4 + TCP_CHECKSUM_OFFSET;
+          this.iAddrKind = this.iFieldKind = CSUM_ALWAYS;
+        }
+      } else if (p === IP_PROTO_UDP) {
+        this.iPorts = ia >= 4;
+        if (ia >= UDP_HEADER_LEN) {
+          this.iCsumOff = il4 + UDP_CHECKSUM_OFFSET;
+          this.iAddrKind = this.iFieldKind = CSUM_UDP;
+        }
+      } else if ((p === IP_PROTO_ICMP && this.fam === 4) || (p === IP_PROTO_ICMPV6 && this.fam === 6)) {
+        const t = ia >= 1 ? buf[il4]! : 0xff;
+        const echo = this.fam === 4 ? t === ICMPV4_ECHO_REQUEST || t === ICMPV4_ECHO_REPLY : t === ICMPV6_ECHO_REQUEST || t === ICMPV6_ECHO_REPLY;
+        if (echo) {
+          this.iPorts = ia >= ICMP_ECHO_ID_OFFSET + 2;
+          if (ia >= ICMP_CHECKSUM_OFFSET + 2) {
+            this.iCsumOff = il4 + ICMP_CHECKSUM_OFFSET;
+            this.iFieldKind = CSUM_ALWAYS;
+            this.iAddrKind = this.fam === 6 ? CSUM_ALWAYS : CSUM_NONE;
+          }
+        }
+      }
+    }
+    // The quoted bytes we may modify: the embedded IP header and the first 18 bytes of its
+    // transport header (ports, identifier, UDP/ICMP/TCP checksums). Their sum before and after
+    // gives the outer ICMP checksum update (RFC 1624 applied to the region as one quantity;
+    // the region starts at an even offset from the ICMP header, so its words line up).
+    let re = il4 >= 0 ? il4 + TCP_CHECKSUM_OFFSET + 2 : fixedEnd;
+    if (re < fixedEnd) re = fixedEnd;
+    if (re > this.end) re = this.end;
+    this.iRegionEnd = re;
+    this.iRegionSum = foldSum(sumWords(buf, ip, re - ip));
+    return NAT_FORWARD;
+  }
+
+  /** Rewrite an address of the quoted packet (inner IPv4 header checksum + inner pseudo header). */
+  private innerAddress(buf: Uint8Array, addrOff: number, neu: Uint8Array, newOff: number): void {
+    rewriteAddress(buf, addrOff, this.alen, neu, newOff, this.iIpCsum, this.iCsumOff, this.iAddrKind);
+  }
+
+  /** Rewrite a port / identifier of the quoted packet. */
+  private innerWord(buf: Uint8Array, off: number, value: number): void {
+    rewriteWord(buf, off, value, this.iCsumOff, this.iFieldKind);
+  }
+
+  /** Fold every change made to the quoted bytes into the outer ICMP checksum. */
+  private finishIcmpError(buf: Uint8Array): void {
+    const after = foldSum(sumWords(buf, this.iIp, this.iRegionEnd - this.iIp));
+    if (after === this.iRegionSum) return;
+    const c = this.l4 + ICMP_CHECKSUM_OFFSET;
+    writeChecksum(buf, c, checksumUpdate16(readChecksum(buf, c), this.iRegionSum, after));
+  }
+
+  /** Masquerade an outbound packet (not an ICMP error) through conntrack. */
+  private snatOutbound(buf: Uint8Array, peer: NatPeer, now: number): number {
+    const snat = this.fam === 4 ? this.snat4 : this.snat6;
+    if (snat === undefined) return NatDrop.SnatNoAddress;
+    const l4 = this.l4;
+    if (l4 < 0) return NatDrop.SnatFragment;
+    const proto = this.proto;
+    let portOff: number;
+    let remotePort: number;
+    let flags = 0;
+    let state: number;
+    if (proto === IP_PROTO_TCP || proto === IP_PROTO_UDP) {
+      portOff = l4;
+      remotePort = read16(buf, l4 + 2);
+      if (proto === IP_PROTO_TCP) {
+        flags = buf[l4 + TCP_FLAGS_OFFSET]!;
+        // A SYN opens a flow; any other segment without an entry is picked up mid-stream
+        // (e.g. after a restart), except a RST, which has nothing left to reset here.
+        state = (flags & (TCP_FLAG_SYN | TCP_FLAG_ACK)) === TCP_FLAG_SYN ? CT_TCP_SYN_SENT : CT_TCP_ESTABLISHED;
+      } else {
+        state = CT_UDP;
+      }
+    } else if (this.isIcmpProto(proto) && buf[l4] === (this.fam === 4 ? ICMPV4_ECHO_REQUEST : ICMPV6_ECHO_REQUEST)) {
+      portOff = l4 + ICMP_ECHO_ID_OFFSET;
+      remotePort = 0;
+      state = CT_ICMP;
+    } else {
+      return NatDrop.SnatUnsupported;
+    }
+    const ct = this.conntrack;
+    const lport = read16(buf, portOff);
+    let e = ct.findOriginal(this.fam, proto, buf, this.srcOff, lport, this.dstOff, remotePort, now);
+    if (e < 0) {
+      if ((flags & TCP_FLAG_RST) !== 0) return NatDrop.NoConntrack;
+      e = ct.create(this.fam, proto, buf, this.srcOff, lport, this.dstOff, remotePort, peer.index, state, now);
+      if (e < 0) return NatDrop.SnatPortsExhausted;
+    }
+    ct.update(e, DIR_ORIGINAL, flags, now);
+    rewriteAddress(buf, this.srcOff, this.alen, snat, 0, this.ipCsum, this.addrCsumOff, this.addrCsumKind);
+    const np = ct.natPort[e]!;
+    if (np !== lport) rewriteWord(buf, portOff, np, this.fieldCsumOff, this.fieldCsumKind);
+    return NAT_FORWARD;
+  }
+
+  private isIcmpProto(proto: number): boolean {
+    return this.fam === 4 ? proto === IP_PROTO_ICMP : proto === IP_PROTO_ICMPV6;
+  }
+
+  /**
+   * An ICMP error sent by a masqueraded host about a packet it received from the peer: the
+   * quoted packet is in the flow's reply direction (remote → host).
+   */
+  private snatOutboundIcmpError(buf: Uint8Array, now: number): number {
+    const snat = this.fam === 4 ? this.snat4 : this.snat6;
+    if (snat === undefined) return NatDrop.SnatNoAddress;
+    if (this.iPorts) {
+      const il4 = this.iL4;
+      const p = this.iProto;
+      let localOff: number;
+      let remotePort: number;
+      if (p === IP_PROTO_TCP || p === IP_PROTO_UDP) {
+        localOff = il4 + 2;
+        remotePort = read16(buf, il4);
+      } else {
+        localOff = il4 + ICMP_ECHO_ID_OFFSET;
+        remotePort = 0;
+      }
+      const ct = this.conntrack;
+      const e = ct.findOriginal(this.fam, p, buf, this.iDst, read16(buf, localOff), this.iSrc, remotePort, now);
+      if (e >= 0) {
+        this.innerAddress(buf, this.iDst, snat, 0);
+        this.innerWord(buf, localOff, ct.natPort[e]!);
+      }
+    }
+    // With or without a flow (e.g. a node's Time Exceeded about a pod-to-pod packet), the error's
+    // own source is masqueraded like any non-pod source, so the peer can route it back.
+    rewriteAddress(buf, this.srcOff, this.alen, snat, 0, this.ipCsum, this.addrCsumOff, this.addrCsumKind);
+    return NAT_FORWARD;
+  }
+
+  /** Reverse the masquerade for a packet addressed to the SNAT address. */
+  private snatInbound(buf: Uint8Array, now: number): number {
+    const l4 = this.l4;
+    if (l4 < 0) return NatDrop.SnatFragment;
+    const proto = this.proto;
+    let portOff: number;
+    let remotePort: number;
+    let flags = 0;
+    if (proto === IP_PROTO_TCP || proto === IP_PROTO_UDP) {
+      portOff = l4 + 2;
+      remotePort = read16(buf, l4);
+      if (proto === IP_PROTO_TCP) flags = buf[l4 + TCP_FLAGS_OFFSET]!;
+    } else if (this.isIcmpProto(proto) && buf[l4] === (this.fam === 4 ? ICMPV4_ECHO_REPLY : ICMPV6_ECHO_REPLY)) {
+      portOff = l4 + ICMP_ECHO_ID_OFFSET;
+      remotePort = 0;
+    } else {
+      return NatDrop.NoConntrack;
+    }
+    const ct = this.conntrack;
+    const e = ct.findReply(this.fam, proto, buf, this.srcOff, remotePort, read16(buf, portOff), now);
+    if (e < 0) return NatDrop.NoConntrack;
+    ct.update(e, DIR_REPLY, flags, now);
+    rewriteAddress(buf, this.dstOff, this.alen, ct.origAddr, ct.addrOffset(e), this.ipCsum, this.addrCsumOff, this.addrCsumKind);
+    rewriteWord(buf, portOff, ct.origPort[e]!, this.fieldCsumOff, this.fieldCsumKind);
+    return NAT_FORWARD;
+  }
+
+  /**
+   * An ICMP error from the peer side about a packet a masqueraded host sent: the quoted packet
+   * is in the flow's original direction (SNAT address → remote, already remapped above).
+   */
+  private snatInboundIcmpError(buf: Uint8Array, now: number): number {
+    if (!this.iPorts) return NatDrop.NoConntrack;
+    const il4 = this.iL4;
+    const p = this.iProto;
+    let natOff: number;
+    let remotePort: number;
+    if (p === IP_PROTO_TCP || p === IP_PROTO_UDP) {
+      natOff = il4;
+      remotePort = read16(buf, il4 + 2);
+    } else {
+      natOff = il4 + ICMP_ECHO_ID_OFFSET;
+      remotePort = 0;
+    }
+    const ct = this.conntrack;
+    const e = ct.findReply(this.fam, p, buf, this.iDst, remotePort, read16(buf, natOff), now);
+    if (e < 0) return NatDrop.NoConntrack;
+    const a = ct.addrOffset(e);
+    rewriteAddress(buf, this.dstOff, this.alen, ct.origAddr, a, this.ipCsum, this.addrCsumOff, this.addrCsumKind);
+    this.innerAddress(buf, this.iSrc, ct.origAddr, a);
+    this.innerWord(buf, natOff, ct.origPort[e]!);
+    return NAT_FORWARD;
+  }
+
+  /** Clamp the MSS of a TCP SYN / SYN-ACK to the peer's tunnel MTU. */
+  private clamp(buf: Uint8Array, peer: NatPeer): void {
+    if (this.proto !== IP_PROTO_TCP || this.l4 < 0 || !this.config.clampMss) return;
+    if ((buf[this.l4 + TCP_FLAGS_OFFSET]! & TCP_FLAG_SYN) === 0) return;
+    if (clampMss(buf, this.l4, this.l4Len, this.fam === 4 ? peer.mss4 : peer.mss6)) this.mssClamped++;
+  }
+
+  /** Oversized and not fragmentable: answer with an ICMP error in place, rate-limited. */
+  private tooBig(buf: Uint8Array, off: number, total: number, peer: NatPeer, now: number): number {
+    // RFC 1812 §4.3.2.7 / RFC 4443 §2.4(e): no error about an ICMP error or a non-first
+    // fragment, none to a source that cannot be a unicast sender.
+    if (this.icmpError || this.l4 < 0) return this.drop(NatDrop.TooBig);
+    const okSource = this.fam === 4 ? ipv4SourceAcceptsError(buf, this.srcOff) : ipv6SourceAcceptsError(buf, this.srcOff);
+    if (!okSource) return this.drop(NatDrop.TooBig);
+    if (!this.icmpBucket.take(now)) return this.drop(NatDrop.TooBigRateLimited);
+    const n = this.fam === 4
+      ? writeFragNeededV4(buf, off, total, peer.parsed.mtu, this.config.icmpSource4)
+      : writePacketTooBigV6(buf, off, total, peer.parsed.mtu, this.config.icmpSource6);
+    if (n === 0) return this.drop(NatDrop.TooBig);
+    this.replyLength = n;
+    this.replies++;
+    return NAT_REPLY;
+  }
+}
+

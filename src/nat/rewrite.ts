@@ -1,0 +1,84 @@
+/**
+ * In-place field rewrites with incremental checksum updates (RFC 1624 eqn. 3, via
+ * src/packet/checksum.ts). Every helper patches the checksums that cover the field BEFORE
+ * writing the new bytes, since the update needs the old value.
+ *
+ * Which transport checksum covers an IP address (the pseudo header):
+ * - TCP (RFC 9293 §3.1) and ICMPv6 (RFC 4443 §2.3): always;
+ * - UDP (RFC 768): only when the checksum field is non-zero — a zero UDP checksum means "none"
+ *   and must stay zero; a computed zero is transmitted as 0xffff;
+ * - ICMPv4: never (its checksum covers the ICMP message only).
+ */
+
+import { checksumUpdate16, checksumUpdateBytes, readChecksum, writeChecksum } from '../packet/checksum.js';
+
+/** No transport checksum to patch (ICMPv4 for addresses, non-first fragments, truncated data). */
+export const CSUM_NONE = 0;
+/** A checksum that is always present (TCP, ICMPv6, ICMPv4 for its own fields). */
+export const CSUM_ALWAYS = 1;
+/** UDP: zero means absent and stays zero; a result of zero is written as 0xffff. */
+export const CSUM_UDP = 2;
+
+/** Patch the checksum at buf[csumOff] for `len` bytes changing from old[oldOff..] to neu[newOff..]. */
+export function patchBytes(buf: Uint8Array, csumOff: number, kind: number, old: Uint8Array, oldOff: number, neu: Uint8Array, newOff: number, len: number): void {
+  if (kind === CSUM_NONE) return;
+  const c = readChecksum(buf, csumOff);
+  if (kind === CSUM_UDP && c === 0) return;
+  const n = checksumUpdateBytes(c, old, oldOff, neu, newOff, len);
+  writeChecksum(buf, csumOff, kind === CSUM_UDP && n === 0 ? 0xffff : n);
+}
+
+/** Patch the checksum at buf[csumOff] for one 16-bit word (aligned with the checksummed data). */
+export function patchWord(buf: Uint8Array, csumOff: number, kind: number, oldWord: number, newWord: number): void {
+  if (kind === CSUM_NONE || oldWord === newWord) return;
+  const c = readChecksum(buf, csumOff);
+  if (kind === CSUM_UDP && c === 0) return;
+  const n = checksumUpdate16(c, oldWord, newWord);
+  writeChecksum(buf, csumOff, kind === CSUM_UDP && n === 0 ? 0xffff : n);
+}
+
+/**
+ * Replace the `alen`-byte address at buf[addrOff] by neu[newOff..], patching the IPv4 header
+ * checksum at ipCsumOff (-1 for IPv6: it has none) and the transport checksum at l4CsumOff
+ * (kind CSUM_*). `neu` must not alias buf[addrOff..].
+ */
+export function rewriteAddress(
+  buf: Uint8Array,
+  addrOff: number,
+  alen: number,
+  neu: Uint8Array,
+  newOff: number,
+  ipCsumOff: number,
+  l4CsumOff: number,
+  l4Kind: number,
+): void {
+  if (ipCsumOff >= 0) patchBytes(buf, ipCsumOff, CSUM_ALWAYS, buf, addrOff, neu, newOff, alen);
+  if (l4CsumOff >= 0) patchBytes(buf, l4CsumOff, l4Kind, buf, addrOff, neu, newOff, alen);
+  for (let i = 0; i < alen; i++) buf[addrOff + i] = neu[newOff + i]!;
+}
+
+/** Read a big-endian 16-bit word. */
+export function read16(buf: Uint8Array, off: number): number {
+  return (buf[off]! << 8) | buf[off + 1]!;
+}
+
+/** Write a big-endian 16-bit word. */
+export function write16(buf: Uint8Array, off: number, v: number): void {
+  buf[off] = (v >>> 8) & 0xff;
+  buf[off + 1] = v & 0xff;
+}
+
+/**
+ * Replace the 16-bit word at buf[off] (a port, an ICMP identifier), patching the transport
+ * checksum at csumOff (-1: none). The word must be at an even distance from the start of the
+ * checksummed data (true for ports and identifiers).
+ */
+export function rewriteWord(buf: Uint8Array, off: number, value: number, csumOff: number, kind: number): void {
+  if (csumOff >= 0) patchWord(buf, csumOff, kind, read16(buf, off), value);
+  write16(buf, off, value);
+}
+
+/** Swap the two bytes of a 16-bit value. */
+export function swap16(v: number): number {
+  return ((v & 0xff) << 8) | (v >>> 8);
+}
