@@ -45,18 +45,22 @@ export const GeneveDrop = {
   BadInnerPacket: 16,
   /** Receive of a whole outer IP packet: bad IP/UDP header, wrong port or checksum. */
   BadOuter: 17,
+  /** The caller's buffer has no room for the control reply (ARP) the engine would build. */
+  NoRoom: 18,
+  /** The encapsulated packet would exceed the 65535-byte IP/UDP length limit. */
+  TooBig: 19,
 } as const;
 export type GeneveDrop = (typeof GeneveDrop)[keyof typeof GeneveDrop];
 
 /** Number of reasons (array size for counters). */
-export const GENEVE_DROP_COUNT = 18;
+export const GENEVE_DROP_COUNT = 20;
 
 /** Metric-friendly names, indexed by reason. */
 export const GENEVE_DROP_NAMES: readonly string[] = [
   'none', 'truncated', 'bad_version', 'options_truncated', 'option_malformed', 'critical_option',
   'oam', 'unknown_protocol', 'unknown_tunnel', 'mode_mismatch', 'inner_malformed', 'not_for_us',
   'unsupported_ethertype', 'arp_malformed', 'arp_not_for_us', 'no_peer_mac', 'bad_inner_packet',
-  'bad_outer',
+  'bad_outer', 'no_room', 'too_big',
 ];
 
 /** Engine-wide counters. Plain numeric fields and one typed array: incrementing never allocates. */

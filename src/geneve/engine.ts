@@ -1,0 +1,495 @@
+/**
+ * The Geneve engine: encapsulation and decapsulation per packet, L2 (ARP) handling, counters.
+ * No sockets, timers or clocks: `now` (milliseconds) is passed in and used only to rate-limit
+ * ARP requests.
+ *
+ * Buffer contract (both directions): the caller owns `buf`; the engine writes only inside it and
+ * keeps no reference after returning. Results go into a caller-owned, reusable GeneveResult
+ * (`out`), so a daemon calls the engine per packet with zero allocation:
+ *
+ *   // send: an inner IP packet read from TUN into buf at HEADROOM (≥ geneveEncapHeaderLen)
+ *   const t = table.lookupSend(buf, HEADROOM, n);
+ *   if (t !== undefined && engine.encapsulate(buf, HEADROOM, n, t, now, res) !== GeneveVerdict.Drop)
+ *     udp.send(buf, res.off, res.len, t.remoteUnderlayText, t.remotePort);   // Send or SendControl
+ *
+ *   // receive: a UDP payload from the Geneve socket at buf[off, off+len)
+ *   switch (engine.decapsulate(buf, off, len, fromAddress, now, res)) {
+ *     case GeneveVerdict.Deliver: tun.write(buf, res.off, res.len); break;            // inner IP packet
+ *     case GeneveVerdict.SendControl: udp.send(buf, res.off, res.len, fromAddress, res.tunnel!.remotePort); break; // ARP reply
+ *     default: break;                                                                 // Drop (counted) or Consumed
+ *   }
+ *
+ * L2 mode (protocol type 0x6558, as Liqo's kernel geneve devices): the engine adds/strips the
+ * inner Ethernet header, answers ARP requests for the tunnel's local internal address, and
+ * learns the peer's MAC from every accepted frame (ARP or IP). Until the peer MAC is known an IP
+ * packet to send is DROPPED (counted as NoPeerMac) — not held — and, at most once per
+ * `arpRetryMs`, an ARP request for the peer's internal address is written into the same buffer
+ * in its place (verdict SendControl); the sender's retransmission goes through once the reply
+ * (or any frame from the peer) has been seen. Holding packets would need an engine-owned copy
+ * of each, which the project rules exclude on this path. IPv6-only internal addressing has no
+ * ARP: the MAC must then be configured (remoteMac) or learned from the peer's frames.
+ */
+
+import { formatAddress } from '../packet/addr.js';
+import {
+  ARP_OP_REPLY, ARP_OP_REQUEST, ARP_PACKET_LEN, ARP_SHA_OFFSET, ARP_SPA_OFFSET, ARP_TPA_OFFSET, arpOperation, arpValid, writeArp,
+} from '../packet/arp.js';
+import {
+  BROADCAST_MAC, ETH_DST_OFFSET, ETH_HEADER_LEN, ETH_SRC_OFFSET, ETHERTYPE_ARP, ETHERTYPE_IPV4, ETHERTYPE_IPV6, MAC_LEN, ethType, formatMac, writeEthHeader,
+} from '../packet/ethernet.js';
+import {
+  IPV4_FLAGS_FRAGMENT_OFFSET, IPV4_FLAG_MF, IPV4_FRAGMENT_OFFSET_MASK, IPV4_MAX_TOTAL_LENGTH, IPV4_MIN_HEADER_LEN, IPV4_PROTOCOL_OFFSET,
+  IPV4_SRC_OFFSET, IP_PROTO_UDP, ipv4HeaderLen, ipv4HeaderValid, ipv4TotalLength,
+} from '../packet/ipv4.js';
+import { IPV6_HEADER_LEN, IPV6_NEXT_HEADER_OFFSET, IPV6_SRC_OFFSET, ipv6HeaderValid, ipv6PayloadLength } from '../packet/ipv6.js';
+import {
+  UDP_HEADER_LEN, udpChecksumValidV4, udpChecksumValidV6, udpDstPort, udpLength, writeIpv4UdpHeaders, writeIpv6UdpHeaders,
+} from '../packet/udp.js';
+import { innerFlowHash, sourcePortFromHash } from './flowhash.js';
+import {
+  GENEVE_HEADER_LEN, GENEVE_LIQO_UDP_PORT, GENEVE_PROTO_IPV4, GENEVE_PROTO_IPV6, GENEVE_PROTO_TEB, geneveOptionKey, geneveOptionsLen,
+  geneveProtocolType, geneveVni, validateGeneve, writeGeneveHeader,
+} from './header.js';
+import { GeneveCounters, GeneveDrop } from './reasons.js';
+import type { GeneveTunnel, GeneveTunnelTable } from './table.js';
+
+/** What the caller does with a result. */
+export const GeneveVerdict = {
+  /** Nothing to send or deliver; `reason` says why (counted). */
+  Drop: 0,
+  /** encapsulate: send buf[off, off+len) as the UDP payload to the tunnel's remote underlay address and port. */
+  Send: 1,
+  /**
+   * An engine-built control frame (L2: ARP request from encapsulate, ARP reply from
+   * decapsulate) is at buf[off, off+len): send it like Send. In encapsulate the original inner
+   * packet was dropped (counted as NoPeerMac) and overwritten.
+   */
+  SendControl: 2,
+  /** decapsulate: the inner IP packet is at buf[off, off+len); deliver it (e.g. write to TUN). */
+  Deliver: 3,
+  /** decapsulate: handled inside the engine (an ARP reply or gratuitous ARP taught us the peer MAC). */
+  Consumed: 4,
+} as const;
+export type GeneveVerdict = (typeof GeneveVerdict)[keyof typeof GeneveVerdict];
+
+/**
+ * Reusable result. One per pipeline; every call overwrites every field that its verdict
+ * defines. Regions are absolute offsets into the buffer passed to the call.
+ */
+export class GeneveResult {
+  verdict: GeneveVerdict = GeneveVerdict.Drop;
+  reason: GeneveDrop = GeneveDrop.None;
+  /** Send/SendControl: the UDP payload (Geneve header onward). Deliver: the inner IP packet. */
+  off = 0;
+  len = 0;
+  /** The tunnel the packet belongs to (null when the drop happened before the tunnel was known). */
+  tunnel: GeneveTunnel | null = null;
+  /** Send/SendControl: outer UDP source port from the inner flow hash (RFC 8926 §3.3), 49152..65535. */
+  srcPort = 0;
+  /** encapsulateIp: the whole outer IP packet, or -1/0 when only the UDP payload was built. */
+  ipOff = -1;
+  ipLen = 0;
+  /** Deliver: GENEVE_PROTO_IPV4 or GENEVE_PROTO_IPV6 (the inner packet's EtherType). */
+  innerProtocol = 0;
+  /** decapsulate: VNI and options area of the received header (absolute offset, bytes). */
+  vni = 0;
+  optionsOff = 0;
+  optionsLen = 0;
+}
+
+export interface GeneveEngineOptions {
+  /**
+   * Options this endpoint understands, as (class, type) pairs (type including its critical
+   * bit). Received packets with any OTHER critical option are dropped (RFC 8926 §3.5.1).
+   * Non-critical options are always accepted; the caller can read them via
+   * GeneveResult.optionsOff/optionsLen and the views in header.ts. Default: none.
+   */
+  understoodOptions?: Iterable<{ optionClass: number; type: number }>;
+  /** Seed of the source-port flow hash (e.g. random per process). Default 0. */
+  hashSeed?: number;
+  /** L2: minimum interval between ARP requests for one tunnel. Default 1000 ms. */
+  arpRetryMs?: number;
+  /** encapsulateIp over IPv4: compute the outer UDP checksum (true) or send 0 (RFC 8926 §3.3 allows it). Default true. */
+  udpChecksumV4?: boolean;
+  /** decapsulateIp over IPv6: accept a zero UDP checksum (RFC 6935/6936). Default false. */
+  acceptZeroChecksumV6?: boolean;
+  /** decapsulateIp: the UDP destination port to accept. Default 6091 (Liqo). */
+  port?: number;
+  /** encapsulateIp: outer TTL / hop limit. Default 64. */
+  ttl?: number;
+}
+
+const ZERO_MAC = new Uint8Array(MAC_LEN);
+
+export class GeneveEngine {
+  readonly counters = new GeneveCounters();
+  private readonly understood: Set<number>;
+  private readonly hashSeed: number;
+  private readonly arpRetryMs: number;
+  private readonly udpChecksumV4: boolean;
+  private readonly acceptZeroChecksumV6: boolean;
+  private readonly port: number;
+  private readonly ttl: number;
+  /** The asker's MAC and IPv4 address, saved before the reply overwrites the request (engine-owned, reused). */
+  private readonly askerMac = new Uint8Array(MAC_LEN);
+  private readonly askerIp = new Uint8Array(4);
+
+  constructor(readonly table: GeneveTunnelTable, opts: GeneveEngineOptions = {}) {
+    this.understood = new Set();
+    for (const o of opts.understoodOptions ?? []) this.understood.add(geneveOptionKey(o.optionClass, o.type));
+    this.hashSeed = (opts.hashSeed ?? 0) | 0;
+    this.arpRetryMs = opts.arpRetryMs ?? 1000;
+    this.udpChecksumV4 = opts.udpChecksumV4 ?? true;
+    this.acceptZeroChecksumV6 = opts.acceptZeroChecksumV6 ?? false;
+    this.port = opts.port ?? GENEVE_LIQO_UDP_PORT;
+    this.ttl = opts.ttl ?? 64;
+    if (!(this.arpRetryMs >= 0)) throw new RangeError(`arpRetryMs must be ≥ 0, got ${this.arpRetryMs}`);
+    if (!Number.isInteger(this.port) || this.port < 1 || this.port > 65535) throw new RangeError(`port must be 1..65535, got ${this.port}`);
+    if (!Number.isInteger(this.ttl) || this.ttl < 1 || this.ttl > 255) throw new RangeError(`ttl must be 1..255, got ${this.ttl}`);
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Send
+
+  /**
+   * Encapsulate the inner IP packet at buf[innerOff, innerOff+innerLen) for `tunnel`, writing
+   * the headers into the headroom in front of it: Geneve header + the tunnel's options
+   * [+ Ethernet header in L2 mode]. The caller guarantees
+   * innerOff ≥ geneveEncapHeaderLen(tunnel.mode, tunnel.options.length) (throws RangeError
+   * otherwise: API misuse). Returns (and stores in out.verdict) Send, SendControl (L2, peer
+   * MAC unknown: an ARP request replaced the packet) or Drop.
+   */
+  encapsulate(buf: Uint8Array, innerOff: number, innerLen: number, tunnel: GeneveTunnel, now: number, out: GeneveResult): GeneveVerdict {
+    const optsLen = tunnel.options.length;
+    const l2 = tunnel.l2;
+    const hdrLen = GENEVE_HEADER_LEN + optsLen + (l2 ? ETH_HEADER_LEN : 0);
+    if (!(innerOff >= hdrLen && innerLen >= 0 && innerOff + innerLen <= buf.length)) {
+      throw new RangeError(`encapsulate: inner packet [${innerOff}, +${innerLen}) needs ${hdrLen} bytes of headroom inside a ${buf.length}-byte buffer`);
+    }
+    out.tunnel = tunnel;
+    out.ipOff = -1;
+    out.ipLen = 0;
+    const v = innerLen > 0 ? buf[innerOff]! >>> 4 : 0;
+    let proto: number;
+    if (v === 4 && innerLen >= IPV4_MIN_HEADER_LEN) proto = GENEVE_PROTO_IPV4;
+    else if (v === 6 && innerLen >= IPV6_HEADER_LEN) proto = GENEVE_PROTO_IPV6;
+    else return this.drop(out, GeneveDrop.BadInnerPacket, tunnel);
+    if (innerLen + hdrLen + IPV6_HEADER_LEN + UDP_HEADER_LEN > IPV4_MAX_TOTAL_LENGTH) return this.drop(out, GeneveDrop.TooBig, tunnel);
+
+    let p = innerOff;
+    if (l2) {
+      if (!tunnel.remoteMacKnown) return this.arpInsteadOf(buf, innerOff, tunnel, now, out);
+      p -= ETH_HEADER_LEN;
+      writeEthHeader(buf, p, tunnel.remoteMac, 0, tunnel.localMac, 0, proto);
+      proto = GENEVE_PROTO_TEB;
+    }
+    const geneveOff = p - GENEVE_HEADER_LEN - optsLen;
+    this.writeHeader(buf, geneveOff, tunnel, proto);
+    out.verdict = GeneveVerdict.Send;
+    out.reason = GeneveDrop.None;
+    out.off = geneveOff;
+    out.len = innerOff + innerLen - geneveOff;
+    out.srcPort = sourcePortFromHash(innerFlowHash(buf, innerOff, innerLen, this.hashSeed));
+    tunnel.txPackets++;
+    tunnel.txBytes += innerLen;
+    this.counters.txPackets++;
+    this.counters.txBytes += innerLen;
+    return GeneveVerdict.Send;
+  }
+
+  /**
+   * As encapsulate, then also write the outer UDP and IPv4/IPv6 headers in front (for a path
+   * that sends whole IP packets, e.g. a raw socket or a test pcap). Needs tunnel.localUnderlay
+   * (throws Error if missing) and geneveOverhead(...) bytes of headroom (RangeError if not).
+   * On Send/SendControl, out.ipOff/ipLen is the outer packet and out.off/len still the UDP
+   * payload. The UDP checksum is always computed over IPv6 and, unless udpChecksumV4 is false,
+   * over IPv4.
+   */
+  encapsulateIp(buf: Uint8Array, innerOff: number, innerLen: number, tunnel: GeneveTunnel, now: number, out: GeneveResult): GeneveVerdict {
+    const local = tunnel.localUnderlay;
+    if (local === null) throw new Error(`encapsulateIp: tunnel ${tunnel.name} has no localUnderlay address configured`);
+    const outerLen = (tunnel.underlayFamily === 4 ? IPV4_MIN_HEADER_LEN : IPV6_HEADER_LEN) + UDP_HEADER_LEN;
+    if (innerOff < outerLen + GENEVE_HEADER_LEN + tunnel.options.length + (tunnel.l2 ? ETH_HEADER_LEN : 0)) {
+      throw new RangeError(`encapsulateIp: inner packet at ${innerOff} leaves too little headroom for outer IP/UDP/Geneve headers`);
+    }
+    const verdict = this.encapsulate(buf, innerOff, innerLen, tunnel, now, out);
+    if (verdict === GeneveVerdict.Drop) return verdict;
+    const ipOff = out.off - outerLen;
+    out.ipLen = tunnel.underlayFamily === 4
+      ? writeIpv4UdpHeaders(buf, ipOff, local, tunnel.remoteUnderlay, out.srcPort, tunnel.remotePort, out.len, this.udpChecksumV4, this.ttl)
+      : writeIpv6UdpHeaders(buf, ipOff, local, tunnel.remoteUnderlay, out.srcPort, tunnel.remotePort, out.len, true, this.ttl);
+    out.ipOff = ipOff;
+    return verdict;
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Receive
+
+  /**
+   * Decapsulate the Geneve datagram (UDP payload) at buf[off, off+len) received from underlay
+   * address `from` — text as a UDP socket reports it, or 4/16 address bytes. Applies the
+   * RFC 8926 receive rules (validateGeneve), finds the tunnel by (VNI, source), checks the
+   * protocol type against the tunnel's mode and the inner packet's length fields. Returns
+   * Deliver (inner IP packet at out.off/len), SendControl (L2: ARP reply built in this buffer,
+   * send it back to the tunnel), Consumed, or Drop. Never throws for any packet content.
+   */
+  decapsulate(buf: Uint8Array, off: number, len: number, from: string | Uint8Array, now: number, out: GeneveResult): GeneveVerdict {
+    if (!(off >= 0 && len >= 0 && off + len <= buf.length)) {
+      throw new RangeError(`decapsulate: region [${off}, +${len}) is outside the ${buf.length}-byte buffer`);
+    }
+    const reason = validateGeneve(buf, off, len, this.understood);
+    if (reason !== GeneveDrop.None) return this.drop(out, reason, null);
+    const vni = geneveVni(buf, off);
+    const tunnel = typeof from === 'string'
+      ? this.table.lookupReceive(vni, from)
+      : this.table.lookupReceiveBytes(vni, from, 0, from.length === 4 ? 4 : 6);
+    if (tunnel === undefined) return this.drop(out, GeneveDrop.UnknownTunnel, null);
+    return this.decapsulateFor(buf, off, len, vni, tunnel, now, out);
+  }
+
+  /**
+   * Decapsulate a whole outer IP packet at buf[off, off+len) (IPv4 or IPv6 + UDP + Geneve):
+   * validates the outer IP header (IPv4 header checksum; no fragments), that it carries UDP to
+   * our port, the UDP length and checksum (zero accepted over IPv4; over IPv6 only with
+   * acceptZeroChecksumV6), then continues as decapsulate with the IP source address.
+   */
+  decapsulateIp(buf: Uint8Array, off: number, len: number, now: number, out: GeneveResult): GeneveVerdict {
+    if (!(off >= 0 && len >= 0 && off + len <= buf.length)) {
+      throw new RangeError(`decapsulateIp: region [${off}, +${len}) is outside the ${buf.length}-byte buffer`);
+    }
+    const v = len > 0 ? buf[off]! >>> 4 : 0;
+    let udpOff: number;
+    let ipEnd: number;
+    let family: 4 | 6;
+    if (v === 4) {
+      if (!ipv4HeaderValid(buf, off, len) || buf[off + IPV4_PROTOCOL_OFFSET] !== IP_PROTO_UDP) return this.drop(out, GeneveDrop.BadOuter, null);
+      const frag = (buf[off + IPV4_FLAGS_FRAGMENT_OFFSET]! << 8) | buf[off + IPV4_FLAGS_FRAGMENT_OFFSET + 1]!;
+      if ((frag & (IPV4_FLAG_MF | IPV4_FRAGMENT_OFFSET_MASK)) !== 0) return this.drop(out, GeneveDrop.BadOuter, null);
+      udpOff = off + ipv4HeaderLen(buf, off);
+      ipEnd = off + ipv4TotalLength(buf, off);
+      family = 4;
+    } else if (v === 6) {
+      if (!ipv6HeaderValid(buf, off, len) || buf[off + IPV6_NEXT_HEADER_OFFSET] !== IP_PROTO_UDP) return this.drop(out, GeneveDrop.BadOuter, null);
+      udpOff = off + IPV6_HEADER_LEN;
+      ipEnd = udpOff + ipv6PayloadLength(buf, off);
+      family = 6;
+    } else {
+      return this.drop(out, GeneveDrop.BadOuter, null);
+    }
+    if (udpOff + UDP_HEADER_LEN > ipEnd) return this.drop(out, GeneveDrop.BadOuter, null);
+    const udpLen = udpLength(buf, udpOff);
+    if (udpLen < UDP_HEADER_LEN || udpOff + udpLen > ipEnd || udpDstPort(buf, udpOff) !== this.port) {
+      return this.drop(out, GeneveDrop.BadOuter, null);
+    }
+    const csumOk = family === 4
+      ? udpChecksumValidV4(buf, off, udpOff, udpLen)
+      : udpChecksumValidV6(buf, off, udpOff, udpLen, this.acceptZeroChecksumV6);
+    if (!csumOk) return this.drop(out, GeneveDrop.BadOuter, null);
+    const gOff = udpOff + UDP_HEADER_LEN;
+    const gLen = udpLen - UDP_HEADER_LEN;
+    const reason = validateGeneve(buf, gOff, gLen, this.understood);
+    if (reason !== GeneveDrop.None) return this.drop(out, reason, null);
+    const vni = geneveVni(buf, gOff);
+    const tunnel = this.table.lookupReceiveBytes(vni, buf, off + (family === 4 ? IPV4_SRC_OFFSET : IPV6_SRC_OFFSET), family);
+    if (tunnel === undefined) return this.drop(out, GeneveDrop.UnknownTunnel, null);
+    return this.decapsulateFor(buf, gOff, gLen, vni, tunnel, now, out);
+  }
+
+  // -------------------------------------------------------------------------------------------
+
+  /** After validation and tunnel lookup: dispatch on the protocol type. */
+  private decapsulateFor(
+    buf: Uint8Array, off: number, len: number, vni: number, tunnel: GeneveTunnel, now: number, out: GeneveResult,
+  ): GeneveVerdict {
+    out.tunnel = tunnel;
+    out.vni = vni;
+    out.ipOff = -1;
+    out.ipLen = 0;
+    const optionsLen = geneveOptionsLen(buf, off);
+    out.optionsOff = off + GENEVE_HEADER_LEN;
+    out.optionsLen = optionsLen;
+    const payOff = off + GENEVE_HEADER_LEN + optionsLen;
+    const payLen = len - GENEVE_HEADER_LEN - optionsLen;
+    const proto = geneveProtocolType(buf, off);
+    if (proto === GENEVE_PROTO_IPV4 || proto === GENEVE_PROTO_IPV6) {
+      if (tunnel.l2) return this.drop(out, GeneveDrop.ModeMismatch, tunnel);
+      return this.deliverIp(buf, payOff, payLen, proto, tunnel, out);
+    }
+    if (proto === GENEVE_PROTO_TEB) {
+      if (!tunnel.l2) return this.drop(out, GeneveDrop.ModeMismatch, tunnel);
+      return this.receiveFrame(buf, off, payOff, payLen, tunnel, now, out);
+    }
+    return this.drop(out, GeneveDrop.UnknownProtocol, tunnel);
+  }
+
+  /** Check the inner IP packet's version and length fields; deliver it trimmed to its own length. */
+  private deliverIp(buf: Uint8Array, p: number, n: number, proto: number, tunnel: GeneveTunnel, out: GeneveResult): GeneveVerdict {
+    let ipLen: number;
+    if (proto === GENEVE_PROTO_IPV4) {
+      if (n < IPV4_MIN_HEADER_LEN || buf[p]! >>> 4 !== 4) return this.drop(out, GeneveDrop.InnerMalformed, tunnel);
+      ipLen = ipv4TotalLength(buf, p);
+      if (ipLen > n || ipLen < ipv4HeaderLen(buf, p) || ipv4HeaderLen(buf, p) < IPV4_MIN_HEADER_LEN) {
+        return this.drop(out, GeneveDrop.InnerMalformed, tunnel);
+      }
+    } else {
+      if (n < IPV6_HEADER_LEN || buf[p]! >>> 4 !== 6) return this.drop(out, GeneveDrop.InnerMalformed, tunnel);
+      ipLen = IPV6_HEADER_LEN + ipv6PayloadLength(buf, p);
+      if (ipLen > n) return this.drop(out, GeneveDrop.InnerMalformed, tunnel);
+    }
+    out.verdict = GeneveVerdict.Deliver;
+    out.reason = GeneveDrop.None;
+    out.off = p;
+    out.len = ipLen;
+    out.innerProtocol = proto;
+    out.srcPort = 0;
+    tunnel.rxPackets++;
+    tunnel.rxBytes += ipLen;
+    this.counters.rxPackets++;
+    this.counters.rxBytes += ipLen;
+    return GeneveVerdict.Deliver;
+  }
+
+  /** L2: an inner Ethernet frame at buf[eth, eth+n) in a datagram starting at geneveOff. */
+  private receiveFrame(
+    buf: Uint8Array, geneveOff: number, eth: number, n: number, tunnel: GeneveTunnel, now: number, out: GeneveResult,
+  ): GeneveVerdict {
+    if (n < ETH_HEADER_LEN) return this.drop(out, GeneveDrop.InnerMalformed, tunnel);
+    const dstGroup = (buf[eth + ETH_DST_OFFSET]! & 1) !== 0;
+    if (!dstGroup && !macEquals(buf, eth + ETH_DST_OFFSET, tunnel.localMac)) return this.drop(out, GeneveDrop.NotForUs, tunnel);
+    // A group (multicast) or all-zero source is not a station address: malformed.
+    if ((buf[eth + ETH_SRC_OFFSET]! & 1) !== 0 || macIsZero(buf, eth + ETH_SRC_OFFSET)) return this.drop(out, GeneveDrop.InnerMalformed, tunnel);
+    const type = ethType(buf, eth);
+    const p = eth + ETH_HEADER_LEN;
+    const m = n - ETH_HEADER_LEN;
+    if (type === ETHERTYPE_IPV4 || type === ETHERTYPE_IPV6) {
+      const verdict = this.deliverIp(buf, p, m, type === ETHERTYPE_IPV4 ? GENEVE_PROTO_IPV4 : GENEVE_PROTO_IPV6, tunnel, out);
+      if (verdict === GeneveVerdict.Deliver) this.learn(tunnel, buf, eth + ETH_SRC_OFFSET);
+      return verdict;
+    }
+    if (type !== ETHERTYPE_ARP) return this.drop(out, GeneveDrop.UnsupportedEthertype, tunnel);
+    if (!arpValid(buf, p, m)) return this.drop(out, GeneveDrop.ArpMalformed, tunnel);
+    // Every valid ARP in this tunnel comes from the peer (one peer per tunnel): learn its MAC.
+    this.learn(tunnel, buf, eth + ETH_SRC_OFFSET);
+    const op = arpOperation(buf, p);
+    if (op === ARP_OP_REPLY) {
+      this.counters.arpRepliesReceived++;
+      return this.consumed(out);
+    }
+    if (op === ARP_OP_REQUEST && tunnel.internalFamily === 4 && ipv4Equals(buf, p + ARP_TPA_OFFSET, tunnel.localInternal)) {
+      return this.arpReply(buf, geneveOff, p, tunnel, out);
+    }
+    // Gratuitous ARP (sender = target): an announcement, already learned from.
+    if (ipv4EqualsAt(buf, p + ARP_SPA_OFFSET, p + ARP_TPA_OFFSET)) return this.consumed(out);
+    return this.drop(out, GeneveDrop.ArpNotForUs, tunnel);
+  }
+
+  /**
+   * Build the ARP reply (RFC 826) for the request at buf[arp] into the same buffer, starting at
+   * the datagram's own start `off`: our Geneve header (with the tunnel's options), Ethernet
+   * (dst = asker, src = our MAC), ARP reply. The asker's MAC and IP are saved first because the
+   * reply may overlap the request.
+   */
+  private arpReply(buf: Uint8Array, off: number, arp: number, tunnel: GeneveTunnel, out: GeneveResult): GeneveVerdict {
+    const mac = this.askerMac;
+    const ip = this.askerIp;
+    for (let i = 0; i < MAC_LEN; i++) mac[i] = buf[arp + ARP_SHA_OFFSET + i]!;
+    for (let i = 0; i < 4; i++) ip[i] = buf[arp + ARP_SPA_OFFSET + i]!;
+    const eth = off + GENEVE_HEADER_LEN + tunnel.options.length;
+    const end = eth + ETH_HEADER_LEN + ARP_PACKET_LEN;
+    if (end > buf.length) return this.drop(out, GeneveDrop.NoRoom, tunnel);
+    this.writeHeader(buf, off, tunnel, GENEVE_PROTO_TEB);
+    writeEthHeader(buf, eth, mac, 0, tunnel.localMac, 0, ETHERTYPE_ARP);
+    writeArp(buf, eth + ETH_HEADER_LEN, ARP_OP_REPLY, tunnel.localMac, tunnel.localInternal, mac, ip);
+    this.counters.arpRepliesSent++;
+    return this.control(buf, off, end - off, eth, tunnel, out);
+  }
+
+  /** L2 send without a peer MAC: drop the packet and, rate-limited, write an ARP request in its place. */
+  private arpInsteadOf(buf: Uint8Array, innerOff: number, tunnel: GeneveTunnel, now: number, out: GeneveResult): GeneveVerdict {
+    this.drop(out, GeneveDrop.NoPeerMac, tunnel);
+    if (tunnel.internalFamily !== 4 || now - tunnel.lastArpRequestAt < this.arpRetryMs) return GeneveVerdict.Drop;
+    const eth = innerOff - ETH_HEADER_LEN;
+    const off = eth - GENEVE_HEADER_LEN - tunnel.options.length;
+    const end = eth + ETH_HEADER_LEN + ARP_PACKET_LEN;
+    if (end > buf.length) return GeneveVerdict.Drop;
+    tunnel.lastArpRequestAt = now;
+    this.writeHeader(buf, off, tunnel, GENEVE_PROTO_TEB);
+    writeEthHeader(buf, eth, BROADCAST_MAC, 0, tunnel.localMac, 0, ETHERTYPE_ARP);
+    writeArp(buf, eth + ETH_HEADER_LEN, ARP_OP_REQUEST, tunnel.localMac, tunnel.localInternal, ZERO_MAC, tunnel.remoteInternal);
+    this.counters.arpRequestsSent++;
+    this.control(buf, off, end - off, eth, tunnel, out);
+    out.reason = GeneveDrop.NoPeerMac; // the inner packet itself was dropped (counted above)
+    return GeneveVerdict.SendControl;
+  }
+
+  private control(buf: Uint8Array, off: number, len: number, eth: number, tunnel: GeneveTunnel, out: GeneveResult): GeneveVerdict {
+    out.verdict = GeneveVerdict.SendControl;
+    out.reason = GeneveDrop.None;
+    out.off = off;
+    out.len = len;
+    out.tunnel = tunnel;
+    out.srcPort = sourcePortFromHash(innerFlowHash(buf, eth, ETH_HEADER_LEN, this.hashSeed));
+    return GeneveVerdict.SendControl;
+  }
+
+  private consumed(out: GeneveResult): GeneveVerdict {
+    out.verdict = GeneveVerdict.Consumed;
+    out.reason = GeneveDrop.None;
+    out.off = 0;
+    out.len = 0;
+    return GeneveVerdict.Consumed;
+  }
+
+  private writeHeader(buf: Uint8Array, off: number, tunnel: GeneveTunnel, proto: number): void {
+    const opts = tunnel.options;
+    writeGeneveHeader(buf, off, tunnel.vni, proto, opts.length, false, tunnel.optionsCritical);
+    const o = off + GENEVE_HEADER_LEN;
+    for (let i = 0; i < opts.length; i++) buf[o + i] = opts[i]!;
+  }
+
+  private learn(tunnel: GeneveTunnel, buf: Uint8Array, macOff: number): void {
+    if (tunnel.remoteMacStatic) return;
+    if (!tunnel.remoteMacKnown) {
+      for (let i = 0; i < MAC_LEN; i++) tunnel.remoteMac[i] = buf[macOff + i]!;
+      tunnel.remoteMacKnown = true;
+      this.counters.macLearned++;
+    } else if (!macEquals(buf, macOff, tunnel.remoteMac)) {
+      for (let i = 0; i < MAC_LEN; i++) tunnel.remoteMac[i] = buf[macOff + i]!;
+      this.counters.macChanged++;
+    }
+  }
+
+  private drop(out: GeneveResult, reason: GeneveDrop, tunnel: GeneveTunnel | null): GeneveVerdict {
+    this.counters.drops[reason]!++;
+    if (tunnel !== null) tunnel.drops++;
+    out.verdict = GeneveVerdict.Drop;
+    out.reason = reason;
+    out.tunnel = tunnel;
+    out.off = 0;
+    out.len = 0;
+    return GeneveVerdict.Drop;
+  }
+
+  /** For logs: a one-line description of a tunnel's L2 state (allocates). */
+  describeNeighbour(tunnel: GeneveTunnel): string {
+    return `${formatAddress(tunnel.remoteInternal)} ${tunnel.remoteMacKnown ? `at ${formatMac(tunnel.remoteMac)}` : 'unresolved'}`;
+  }
+}
+
+function macEquals(buf: Uint8Array, off: number, mac: Uint8Array): boolean {
+  for (let i = 0; i < MAC_LEN; i++) if (buf[off + i] !== mac[i]) return false;
+  return true;
+}
+
+function macIsZero(buf: Uint8Array, off: number): boolean {
+  for (let i = 0; i < MAC_LEN; i++) if (buf[off + i] !== 0) return false;
+  return true;
+}
+
+function ipv4Equals(buf: Uint8Array, off: number, addr: Uint8Array): boolean {
+  return buf[off] === addr[0] && buf[off + 1] === addr[1] && buf[off + 2] === addr[2] && buf[off + 3] === addr[3];
+}
+
+function ipv4EqualsAt(buf: Uint8Array, a: number, b: number): boolean {
+  return buf[a] === buf[b] && buf[a + 1] === buf[b + 1] && buf[a + 2] === buf[b + 2] && buf[a + 3] === buf[b + 3];
+}

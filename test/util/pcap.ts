@@ -1,0 +1,65 @@
+/**
+ * A tiny classic-pcap writer (the libpcap "savefile" format: a 24-byte global header, then one
+ * 16-byte record header per packet), for tests that hand packets to tshark/tcpdump.
+ * Little-endian, microsecond timestamps, magic 0xa1b2c3d4, version 2.4. Any helper may reuse it.
+ */
+
+import { writeFileSync } from 'node:fs';
+
+/** Link-layer header types (tcpdump.org/linktypes.html). */
+export const LINKTYPE_ETHERNET = 1;
+/** Raw IPv4/IPv6, no link header. */
+export const LINKTYPE_RAW = 101;
+
+const GLOBAL_HEADER_LEN = 24;
+const RECORD_HEADER_LEN = 16;
+
+export class PcapWriter {
+  private readonly chunks: Uint8Array[] = [];
+  private size = GLOBAL_HEADER_LEN;
+  private count = 0;
+
+  constructor(readonly linktype = LINKTYPE_ETHERNET, readonly snaplen = 262144) {}
+
+  get packets(): number {
+    return this.count;
+  }
+
+  /** Append a copy of data[off, off+len) with a timestamp in milliseconds (default: 1 ms per packet). */
+  add(data: Uint8Array, off = 0, len = data.length - off, timestampMs = this.count): void {
+    const rec = new Uint8Array(RECORD_HEADER_LEN + len);
+    const dv = new DataView(rec.buffer);
+    const sec = Math.floor(timestampMs / 1000);
+    const usec = Math.round((timestampMs - sec * 1000) * 1000);
+    dv.setUint32(0, sec, true);
+    dv.setUint32(4, usec, true);
+    dv.setUint32(8, Math.min(len, this.snaplen), true);
+    dv.setUint32(12, len, true);
+    rec.set(data.subarray(off, off + Math.min(len, this.snaplen)), RECORD_HEADER_LEN);
+    this.chunks.push(rec.subarray(0, RECORD_HEADER_LEN + Math.min(len, this.snaplen)));
+    this.size += RECORD_HEADER_LEN + Math.min(len, this.snaplen);
+    this.count++;
+  }
+
+  toBytes(): Uint8Array {
+    const out = new Uint8Array(this.size);
+    const dv = new DataView(out.buffer);
+    dv.setUint32(0, 0xa1b2c3d4, true);
+    dv.setUint16(4, 2, true);
+    dv.setUint16(6, 4, true);
+    dv.setInt32(8, 0, true); // thiszone
+    dv.setUint32(12, 0, true); // sigfigs
+    dv.setUint32(16, this.snaplen, true);
+    dv.setUint32(20, this.linktype, true);
+    let p = GLOBAL_HEADER_LEN;
+    for (const c of this.chunks) {
+      out.set(c, p);
+      p += c.length;
+    }
+    return out;
+  }
+
+  writeFile(path: string): void {
+    writeFileSync(path, this.toBytes());
+  }
+}
