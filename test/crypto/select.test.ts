@@ -1,0 +1,66 @@
+/**
+ * Backend selection (src/crypto/select.ts) and the detection behind 'auto' (node.ts).
+ */
+import type * as NodeCrypto from 'node:crypto';
+import { describe, expect, it } from 'vitest';
+import { CryptoBackendError } from '../../src/crypto/errors.js';
+import { loadNodeCrypto, nodeBackendUnavailableReason } from '../../src/crypto/node.js';
+import { getCryptoBackend, parseCryptoBackendName, type CryptoBackendName } from '../../src/crypto/select.js';
+
+describe('getCryptoBackend', () => {
+  it('returns the named backend, one shared instance per name', () => {
+    expect(getCryptoBackend('node').name).toBe('node');
+    expect(getCryptoBackend('pure').name).toBe('pure');
+    expect(getCryptoBackend('pure')).toBe(getCryptoBackend('pure'));
+    expect(getCryptoBackend('node')).toBe(getCryptoBackend('node'));
+  });
+
+  it("'auto' (the default) is node when node:crypto works here, else pure", () => {
+    const expected = nodeBackendUnavailableReason() === null ? 'node' : 'pure';
+    expect(getCryptoBackend().name).toBe(expected);
+    expect(getCryptoBackend('auto')).toBe(getCryptoBackend(expected));
+  });
+
+  it('rejects an unknown name with CryptoBackendError', () => {
+    expect(() => getCryptoBackend('openssl' as CryptoBackendName)).toThrow(CryptoBackendError);
+  });
+});
+
+describe('parseCryptoBackendName (WEFT_CRYPTO)', () => {
+  it.each([
+    [undefined, 'auto'], ['', 'auto'], ['  ', 'auto'], ['node', 'node'], [' PURE\n', 'pure'], ['Auto', 'auto'],
+  ] as const)('%j -> %s', (text, expected) => {
+    expect(parseCryptoBackendName(text)).toBe(expected);
+  });
+
+  it('names the variable and the accepted values when the value is wrong', () => {
+    expect(() => parseCryptoBackendName('openssl')).toThrow(CryptoBackendError);
+    expect(() => parseCryptoBackendName('openssl')).toThrow(/WEFT_CRYPTO="openssl".*node, pure, auto/);
+  });
+});
+
+describe('node:crypto detection', () => {
+  const real = loadNodeCrypto();
+
+  it('finds a working node:crypto on this runtime', () => {
+    expect(real).not.toBeNull();
+    expect(nodeBackendUnavailableReason(real)).toBeNull();
+  });
+
+  it('reports a missing node:crypto', () => {
+    expect(nodeBackendUnavailableReason(null)).toMatch(/node:crypto is not available/);
+  });
+
+  it('reports an OpenSSL without chacha20-poly1305', () => {
+    const fake = { ...real, getCiphers: () => ['aes-128-gcm'] } as unknown as typeof NodeCrypto;
+    expect(nodeBackendUnavailableReason(fake)).toMatch(/lacks chacha20-poly1305/);
+  });
+
+  it('reports an OpenSSL whose X25519 fails', () => {
+    const fake = {
+      ...real,
+      generateKeyPairSync: () => { throw new Error('Unsupported key type'); },
+    } as unknown as typeof NodeCrypto;
+    expect(nodeBackendUnavailableReason(fake)).toMatch(/X25519 does not work: Unsupported key type/);
+  });
+});
