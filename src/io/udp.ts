@@ -1,0 +1,390 @@
+/**
+ * UDP sockets for the WireGuard (51840/51820) and Geneve (6091) data paths, one per family.
+ *
+ * Mechanisms (chosen by measurement, see bench/RESULTS-io.md):
+ * - 'native' (addon): the socket is created by the addon (non-blocking, IPv6 sockets V6ONLY);
+ *   readiness comes through Node's event loop (uv_poll_t) and one addon call drains up to the
+ *   batch capacity with recvmmsg into the caller's PacketBatch; sends use sendmmsg. No
+ *   allocation per datagram in either direction.
+ * - 'dgram' (fallback, node:dgram): one 'message' event and one Buffer per datagram, copied
+ *   into the PacketBatch and delivered as a batch of one; sends copy the bytes (node:dgram
+ *   keeps the buffer until the asynchronous send completes and the caller reuses its arena).
+ *
+ * Addresses: a 24-byte record per datagram (native.ts ADDR_*); IPv6 addresses are plain text
+ * without brackets when converted to strings. `addressOf(batch, i)` interns strings, so a
+ * steady peer costs no allocation per packet.
+ *
+ * Bounded queues: the kernel socket buffers (requested with SO_RCVBUF/SO_SNDBUF, or the FORCE
+ * variants when CAP_NET_ADMIN allows exceeding net.core.rmem_max/wmem_max) and, on the dgram
+ * path, at most `maxInFlightSends` pending sends. A datagram that cannot be queued is dropped
+ * and counted (stats.txDropped); a truncated datagram is dropped and counted (stats.rxTruncated).
+ */
+import * as dgram from 'node:dgram';
+import * as fs from 'node:fs';
+import { PacketBatch } from './batch.js';
+import {
+  loadNativeIo, ADDR_RECORD_LEN, ADDR_FAMILY_OFFSET, ADDR_FLAGS_OFFSET, ADDR_PORT_OFFSET, ADDR_IP_OFFSET,
+  ADDR_SCOPE_OFFSET, ADDR_FLAG_TRUNCATED, type NativeIo, type PollHandle,
+} from './native.js';
+import { formatAddress, parseAddress } from '../packet/addr.js';
+
+export type UdpMechanism = 'native' | 'dgram';
+
+/** Default socket buffer request: 8 MiB (drops at the receive buffer dominate under load). */
+export const DEFAULT_UDP_BUFFER_BYTES = 8 << 20;
+
+export interface UdpOptions {
+  readonly family: 4 | 6;
+  /** Local address (no brackets); default any. */
+  readonly address?: string;
+  /** Local port; 0 = ephemeral. */
+  readonly port: number;
+  readonly rcvbuf?: number;
+  readonly sndbuf?: number;
+  /** Default 'native' when the addon loads, else 'dgram'. */
+  readonly mechanism?: UdpMechanism;
+  /** dgram path: most sends awaiting completion before new ones are dropped. Default 4096. */
+  readonly maxInFlightSends?: number;
+}
+
+export class UdpError extends Error {
+  override readonly name = 'UdpError';
+  constructor(message: string, readonly errno = 0) {
+    super(message);
+  }
+}
+
+export interface UdpBufferSizes {
+  readonly requestedRcvbuf: number;
+  readonly requestedSndbuf: number;
+  /** What getsockopt reports (Linux doubles the request to account for bookkeeping). */
+  readonly rcvbuf: number;
+  readonly sndbuf: number;
+  /** True when SO_RCVBUFFORCE/SO_SNDBUFFORCE were used (root: rmem_max does not cap). */
+  readonly forced: boolean;
+}
+
+export interface UdpStats {
+  rxPackets: number;
+  rxBytes: number;
+  rxBatches: number;
+  rxTruncated: number;
+  rxErrors: number;
+  txPackets: number;
+  txBytes: number;
+  txDropped: number;
+}
+
+const ERRNO_NAMES: Record<number, string> = { 1: 'EPERM', 13: 'EACCES', 97: 'EAFNOSUPPORT', 98: 'EADDRINUSE', 99: 'EADDRNOTAVAIL' };
+
+/**
+ * Writes the address record for `address`/`port` at rec[off..off+24). `address` is an IPv4 or
+ * IPv6 literal without brackets, optionally with a numeric `%scope`. Allocates (parsing): cache
+ * the record per peer on hot paths.
+ */
+export function encodeAddress(address: string, port: number, rec: Uint8Array, off = 0): void {
+  if (!Number.isInteger(port) || port < 0 || port > 0xffff) throw new RangeError(`port ${port} not in 0..65535`);
+  let scope = 0;
+  let text = address;
+  const pct = address.indexOf('%');
+  if (pct >= 0) {
+    scope = Number(address.slice(pct + 1));
+    if (!Number.isInteger(scope) || scope < 0) throw new TypeError(`only numeric IPv6 scopes are supported: ${address}`);
+    text = address.slice(0, pct);
+  }
+  const bytes = parseAddress(text);
+  rec.fill(0, off, off + ADDR_RECORD_LEN);
+  rec[off + ADDR_FAMILY_OFFSET] = bytes.length === 4 ? 4 : 6;
+  rec[off + ADDR_PORT_OFFSET] = port >> 8;
+  rec[off + ADDR_PORT_OFFSET + 1] = port & 0xff;
+  rec.set(bytes, off + ADDR_IP_OFFSET);
+  new DataView(rec.buffer, rec.byteOffset).setUint32(off + ADDR_SCOPE_OFFSET, scope, true);
+}
+
+export function recordPort(rec: Uint8Array, off: number): number {
+  return (rec[off + ADDR_PORT_OFFSET] << 8) | rec[off + ADDR_PORT_OFFSET + 1];
+}
+
+export function recordFamily(rec: Uint8Array, off: number): 4 | 6 | 0 {
+  const f = rec[off + ADDR_FAMILY_OFFSET];
+  return f === 4 || f === 6 ? f : 0;
+}
+
+/** Interns address strings by their bytes so repeated senders cost no allocation. Bounded. */
+export class AddressInterner {
+  private readonly v4 = new Map<number, string>();
+  private readonly v6 = new Map<number, { bytes: Uint8Array; text: string }[]>();
+  private size = 0;
+  constructor(private readonly maxEntries = 4096) {}
+
+  /** Text of the address in record rec[off..] (IPv6 without brackets; `%scope` when non-zero). */
+  text(rec: Uint8Array, off: number): string {
+    const fam = rec[off + ADDR_FAMILY_OFFSET];
+    const a = off + ADDR_IP_OFFSET;
+    if (fam === 4) {
+      const key = ((rec[a] << 24) | (rec[a + 1] << 16) | (rec[a + 2] << 8) | rec[a + 3]) >>> 0;
+      let s = this.v4.get(key);
+      if (s === undefined) {
+        s = `${rec[a]}.${rec[a + 1]}.${rec[a + 2]}.${rec[a + 3]}`;
+        this.remember();
+        this.v4.set(key, s);
+      }
+      return s;
+    }
+    if (fam !== 6) throw new TypeError(`address record has family ${fam}`);
+    const scope = rec[off + ADDR_SCOPE_OFFSET] | (rec[off + ADDR_SCOPE_OFFSET + 1] << 8) |
+      (rec[off + ADDR_SCOPE_OFFSET + 2] << 16) | (rec[off + ADDR_SCOPE_OFFSET + 3] << 24);
+    let h = scope | 0;
+    for (let i = 0; i < 16; i++) h = Math.imul(h ^ rec[a + i], 0x01000193);
+    const bucket = this.v6.get(h);
+    if (bucket) {
+      for (const e of bucket) {
+        let same = true;
+        for (let i = 0; i < 16 && same; i++) same = e.bytes[i] === rec[a + i];
+        if (same && e.bytes[16] === (scope & 0xff)) return e.text;
+      }
+    }
+    const bytes = new Uint8Array(17);
+    bytes.set(rec.subarray(a, a + 16));
+    bytes[16] = scope & 0xff;
+    const text = formatAddress(rec, a, 6) + (scope !== 0 ? `%${scope >>> 0}` : '');
+    this.remember();
+    if (bucket) bucket.push({ bytes, text });
+    else this.v6.set(h, [{ bytes, text }]);
+    return text;
+  }
+
+  private remember(): void {
+    if (++this.size > this.maxEntries) {
+      // Bounded: forget everything rather than grow (a scan of random sources cannot exhaust memory).
+      this.v4.clear();
+      this.v6.clear();
+      this.size = 1;
+    }
+  }
+}
+
+export class UdpSocket {
+  readonly stats: UdpStats = { rxPackets: 0, rxBytes: 0, rxBatches: 0, rxTruncated: 0, rxErrors: 0, txPackets: 0, txBytes: 0, txDropped: 0 };
+  /** Interns source addresses of received datagrams (see addressOf). */
+  readonly addresses = new AddressInterner();
+  private poll: PollHandle | null = null;
+  private batch: PacketBatch | null = null;
+  private cb: ((b: PacketBatch) => void) | null = null;
+  private closed = false;
+  private inFlight = 0;
+  private readonly scratchRec = new Uint8Array(ADDR_RECORD_LEN);
+  private readonly one = { offs: new Uint32Array(1), lens: new Uint32Array(1) };
+  private lastDest = '';
+  private lastDestPort = -1;
+
+  private constructor(
+    readonly family: 4 | 6,
+    readonly mechanism: UdpMechanism,
+    readonly port: number,
+    private readonly sizes: UdpBufferSizes,
+    private readonly native: NativeIo | null,
+    /** The fd (native path) or -1. */
+    readonly fd: number,
+    private readonly sock: dgram.Socket | null,
+    private readonly maxInFlight: number,
+  ) {}
+
+  /** Binds the socket. Throws UdpError naming the address/port on failure (e.g. EADDRINUSE). */
+  static async open(opts: UdpOptions): Promise<UdpSocket> {
+    const rcv = opts.rcvbuf ?? DEFAULT_UDP_BUFFER_BYTES;
+    const snd = opts.sndbuf ?? DEFAULT_UDP_BUFFER_BYTES;
+    const native = opts.mechanism === 'dgram' ? null : loadNativeIo();
+    if (opts.mechanism === 'native' && native === null) throw new UdpError('the native I/O addon is not available (build it with `node native/build.mjs`)');
+    const where = `${opts.family === 6 ? `[${opts.address ?? '::'}]` : opts.address ?? '0.0.0.0'}:${opts.port}`;
+    if (native) {
+      let addr: Uint8Array | null = null;
+      let scope = 0;
+      if (opts.address) {
+        const rec = new Uint8Array(ADDR_RECORD_LEN);
+        encodeAddress(opts.address, 0, rec);
+        if (rec[0] !== opts.family) throw new UdpError(`address ${opts.address} is not IPv${opts.family}`);
+        addr = rec.slice(ADDR_IP_OFFSET, ADDR_IP_OFFSET + (opts.family === 4 ? 4 : 16));
+        scope = new DataView(rec.buffer).getUint32(ADDR_SCOPE_OFFSET, true);
+      }
+      const r = native.udpOpen(opts.family, addr, opts.port, rcv, snd, scope);
+      if (typeof r === 'number') {
+        throw new UdpError(`cannot bind UDP ${where}: ${ERRNO_NAMES[-r] ?? `errno ${-r}`}` +
+          (r === -98 ? ' (the port is in use; choose another listen port)' : ''), -r);
+      }
+      const [fd, port, gotR, gotS, forced] = r;
+      return new UdpSocket(opts.family, 'native', port, { requestedRcvbuf: rcv, requestedSndbuf: snd, rcvbuf: gotR, sndbuf: gotS, forced: forced === 3 },
+        native, fd, null, 0);
+    }
+    const sock = dgram.createSocket({ type: opts.family === 4 ? 'udp4' : 'udp6', ipv6Only: opts.family === 6, recvBufferSize: rcv, sendBufferSize: snd });
+    await new Promise<void>((resolve, reject) => {
+      sock.once('error', (e) => reject(new UdpError(`cannot bind UDP ${where}: ${(e as NodeJS.ErrnoException).code ?? e.message}`)));
+      sock.bind(opts.port, opts.address, () => resolve());
+    });
+    const sizes = { requestedRcvbuf: rcv, requestedSndbuf: snd, rcvbuf: sock.getRecvBufferSize(), sndbuf: sock.getSendBufferSize(), forced: false };
+    return new UdpSocket(opts.family, 'dgram', sock.address().port, sizes, null, -1, sock, opts.maxInFlightSends ?? 4096);
+  }
+
+  /** The socket buffer sizes requested and granted. */
+  bufferSizes(): UdpBufferSizes {
+    return this.sizes;
+  }
+
+  /**
+   * Starts receiving: each wake-up fills `batch` (created with withAddresses: true) and calls
+   * `cb` once. In the callback, datagram i is batch.buf[batch.offs[i], +batch.lens[i]) from the
+   * address record batch.addrs[i*24..] (see addressOf/portOf). Truncated datagrams never appear.
+   */
+  onBatch(batch: PacketBatch, cb: (batch: PacketBatch) => void): void {
+    if (this.closed) throw new UdpError('socket is closed');
+    if (this.cb) throw new Error('onBatch already set');
+    if (batch.addrs.length < batch.capacity * ADDR_RECORD_LEN) throw new TypeError('the batch needs withAddresses: true');
+    this.batch = batch;
+    this.cb = cb;
+    if (this.native) {
+      this.poll = this.native.pollStart(this.fd, false, (status) => this.onReadable(status));
+    } else {
+      const sock = this.sock!;
+      sock.on('message', (msg, rinfo) => this.onMessage(msg, rinfo));
+      sock.on('error', () => { this.stats.rxErrors++; });
+    }
+  }
+
+  /** Source address text of datagram i (interned: no allocation for a known sender). */
+  addressOf(batch: PacketBatch, i: number): string {
+    return this.addresses.text(batch.addrs, i * ADDR_RECORD_LEN);
+  }
+
+  portOf(batch: PacketBatch, i: number): number {
+    return recordPort(batch.addrs, i * ADDR_RECORD_LEN);
+  }
+
+  private onReadable(status: number): void {
+    const batch = this.batch;
+    if (this.closed || batch === null) return;
+    if (status < 0) { this.stats.rxErrors++; return; }
+    const n = this.native!.recvBatch(this.fd, batch.buf, batch.slotSize, batch.headroom, batch.maxLen, batch.capacity, batch.lens, batch.addrs);
+    if (n < 0) { this.stats.rxErrors++; return; }
+    if (n === 0) return;
+    // Compact away truncated datagrams (rare: a datagram larger than the slot) so callers never see them.
+    let kept = 0;
+    let bytes = 0;
+    for (let i = 0; i < n; i++) {
+      if (batch.addrs[i * ADDR_RECORD_LEN + ADDR_FLAGS_OFFSET] & ADDR_FLAG_TRUNCATED) { this.stats.rxTruncated++; continue; }
+      if (kept !== i) this.moveSlot(batch, i, kept);
+      bytes += batch.lens[kept];
+      kept++;
+    }
+    if (kept === 0) return;
+    batch.filled(kept);
+    this.stats.rxBatches++;
+    this.stats.rxPackets += kept;
+    this.stats.rxBytes += bytes;
+    this.cb!(batch);
+  }
+
+  private moveSlot(batch: PacketBatch, from: number, to: number): void {
+    const s = from * batch.slotSize + batch.headroom;
+    batch.buf.copyWithin(to * batch.slotSize + batch.headroom, s, s + batch.lens[from]);
+    batch.lens[to] = batch.lens[from];
+    batch.addrs.copyWithin(to * ADDR_RECORD_LEN, from * ADDR_RECORD_LEN, (from + 1) * ADDR_RECORD_LEN);
+  }
+
+  private onMessage(msg: Buffer, rinfo: dgram.RemoteInfo): void {
+    const batch = this.batch!;
+    if (msg.length > batch.maxLen) { this.stats.rxTruncated++; return; }
+    batch.buf.set(msg, batch.headroom);
+    batch.lens[0] = msg.length;
+    encodeAddress(rinfo.address, rinfo.port, batch.addrs, 0);
+    batch.filled(1);
+    this.stats.rxBatches++;
+    this.stats.rxPackets++;
+    this.stats.rxBytes += msg.length;
+    this.cb!(batch);
+  }
+
+  /**
+   * Sends buf[off, off+len) to `address` (no brackets) / `port`. Returns false if the datagram
+   * was dropped (socket buffer full, in-flight bound reached, or unreachable); counted.
+   * The last destination's record is cached, so a steady peer costs no parsing.
+   */
+  send(buf: Uint8Array, off: number, len: number, address: string, port: number): boolean {
+    if (address !== this.lastDest || port !== this.lastDestPort) {
+      encodeAddress(address, port, this.scratchRec, 0);
+      this.lastDest = address;
+      this.lastDestPort = port;
+    }
+    return this.sendTo(buf, off, len, this.scratchRec, 0);
+  }
+
+  /** Sends to the destination in address record rec[recOff..recOff+24) (see encodeAddress). */
+  sendTo(buf: Uint8Array, off: number, len: number, rec: Uint8Array, recOff: number): boolean {
+    if (this.closed) throw new UdpError('socket is closed');
+    if (off < 0 || len < 0 || off + len > buf.length) throw new RangeError('send: outside the buffer');
+    if (this.native) {
+      this.one.offs[0] = off;
+      this.one.lens[0] = len;
+      const ok = this.native.sendBatch(this.fd, this.family, buf, this.one.offs, this.one.lens,
+        recOff === 0 ? rec : rec.subarray(recOff, recOff + ADDR_RECORD_LEN), null, 1) === 1;
+      if (ok) { this.stats.txPackets++; this.stats.txBytes += len; } else this.stats.txDropped++;
+      return ok;
+    }
+    return this.dgramSend(buf, off, len, rec, recOff);
+  }
+
+  /**
+   * Sends datagrams i < count: bytes buf[offs[i], +lens[i]) to the address record
+   * addrs[(addrIdx ? addrIdx[i] : i) * 24 ..]. Returns how many were queued; the rest are
+   * dropped and counted.
+   */
+  sendBatch(buf: Uint8Array, offs: Uint32Array, lens: Uint32Array, addrs: Uint8Array, addrIdx: Uint32Array | null, count: number): number {
+    if (this.closed) throw new UdpError('socket is closed');
+    let sent: number;
+    if (this.native) {
+      sent = this.native.sendBatch(this.fd, this.family, buf, offs, lens, addrs, addrIdx, count);
+      if (sent > 0) {
+        let bytes = 0;
+        for (let i = 0; i < sent; i++) bytes += lens[i]; // approximate when a middle datagram failed
+        this.stats.txBytes += bytes;
+        this.stats.txPackets += sent;
+      }
+      this.stats.txDropped += count - sent;
+      return sent;
+    }
+    sent = 0;
+    for (let i = 0; i < count; i++) {
+      if (this.dgramSend(buf, offs[i], lens[i], addrs, (addrIdx ? addrIdx[i] : i) * ADDR_RECORD_LEN)) sent++;
+    }
+    return sent;
+  }
+
+  private dgramSend(buf: Uint8Array, off: number, len: number, rec: Uint8Array, recOff: number): boolean {
+    if (this.inFlight >= this.maxInFlight) { this.stats.txDropped++; return false; }
+    const fam = rec[recOff + ADDR_FAMILY_OFFSET];
+    let address = this.addresses.text(rec, recOff);
+    if (fam === 4 && this.family === 6) address = `::ffff:${address}`;
+    const port = recordPort(rec, recOff);
+    // Copy: node:dgram holds the buffer until the asynchronous send completes.
+    const copy = Buffer.from(buf.subarray(off, off + len));
+    this.inFlight++;
+    this.sock!.send(copy, port, address, (err) => {
+      this.inFlight--;
+      if (err) { this.stats.txDropped++; return; }
+      this.stats.txPackets++;
+      this.stats.txBytes += len;
+    });
+    return true;
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    if (this.native) {
+      if (this.poll) this.native.pollStop(this.poll);
+      this.poll = null;
+      fs.closeSync(this.fd); // after pollStop: the fd is already out of the event loop's epoll set
+      return;
+    }
+    await new Promise<void>((r) => this.sock!.close(() => r()));
+  }
+}
