@@ -10,27 +10,34 @@
  * (`heap`, index (1 << k) | bits for a prefix of k ≤ STRIDE bits into the node), from which a
  * slot's `best` is recomputed when a prefix is added or removed.
  *
- * A lookup therefore reads at most ceil(width / STRIDE) nodes and does two array reads per
- * level, with no hashing, no allocation and no per-length probing; its cost is independent of
- * the table size. Insert and remove are O(width/STRIDE + 2^STRIDE · STRIDE); they allocate and are
- * control-plane operations.
+ * A lookup therefore reads at most width / STRIDE nodes (8 for IPv4, 32 for IPv6) with two
+ * adjacent array reads per level, with no hashing, no allocation and no per-length probing; the
+ * number of steps does not depend on the table size (only cache behaviour does). Insert and
+ * remove cost O(width/STRIDE + 2^STRIDE · STRIDE); they allocate and are control-plane operations.
  *
- * All nodes live in one Int32Array (`pool`) so the hot path touches no JS objects besides the
- * final value array. Node 0 is the root and is never freed; a zero child means "no child".
- * Values are referenced by index + 1 (0 = none).
+ * All nodes live in Int32Arrays so the hot path touches no JS objects besides the final value
+ * array. Node 0 is the root and is never freed; a zero child means "no child". Values are
+ * referenced by index + 1 (0 = none). Empty nodes are freed on remove and reused.
  */
 
-/** Bits consumed per trie level. Chosen by measurement (bench/route.ts): see the comment in the report. */
-const STRIDE = 4;
-/** log2(STRIDE); lookup() is hand-unrolled for STRIDE = 4 (two levels per address byte). */
-const STRIDE_SHIFT = 2;
+/**
+ * Bits consumed per trie level: 4 or 8 (both code paths are kept so the choice can be re-measured).
+ * Measured with bench/route.ts (same run, lookups/s; IPv4 10 / 10k / 100k, IPv6 10k):
+ *   STRIDE 4: 100 M / 38 M / 23 M / 13 M, 140k nodes at IPv4 100k (≈ 37 MB)
+ *   STRIDE 8: 152 M / 72 M / 17 M / 3.9 M, 56k nodes at IPv4 100k (≈ 230 MB)
+ * Stride 8 wins on small IPv4 tables but its 4 KB nodes blow the cache and memory for large
+ * and IPv6 tables, so 4 it is.
+ */
+const STRIDE: number = 4;
 const SLOTS = 1 << STRIDE;
 const MASK = SLOTS - 1;
-/** Node layout: [best × SLOTS][child × SLOTS][heap × 2·SLOTS] (heap index 0 and 1 unused). */
-const BEST = 0;
-const CHILD = SLOTS;
-const HEAP = 2 * SLOTS;
-const NODE_INTS = 4 * SLOTS;
+/**
+ * Hot node layout in `pool`: SLOTS pairs [best, child], interleaved so that one level of a lookup
+ * touches one cache line. The cold per-node prefix tree (`heap`, index (1 << k) | bits, 0 and 1
+ * unused) lives in a separate pool because only insert/remove read it.
+ */
+const NODE_INTS = 2 * SLOTS;
+const HEAP_INTS = 2 * SLOTS;
 
 export interface PrefixEntry<T> {
   addr: Uint8Array;
@@ -43,10 +50,12 @@ export class PrefixTable<T> {
   /** Address width in bytes / bits. */
   private readonly bytes: number;
   private readonly bits: number;
-  private readonly levels: number;
 
+  /** Hot node storage: node n occupies pool[n·NODE_INTS, (n+1)·NODE_INTS). */
   private pool: Int32Array;
-  private nodeCapacity: number;
+  /** Cold node storage: node n's prefix tree occupies heap[n·HEAP_INTS, (n+1)·HEAP_INTS). */
+  private heap: Int32Array;
+  private nodeCapacity = 0;
   private nodeCount = 1; // root
   private freeNodes: number[] = [];
   /** Per node: parent index, slot in parent, and number of (own prefixes + children). */
@@ -68,21 +77,26 @@ export class PrefixTable<T> {
     this.family = family;
     this.bytes = family === 4 ? 4 : 16;
     this.bits = this.bytes * 8;
-    this.levels = this.bits / STRIDE;
-    this.nodeCapacity = 16;
-    this.pool = new Int32Array(this.nodeCapacity * NODE_INTS);
-    this.parent = new Int32Array(this.nodeCapacity);
-    this.parentSlot = new Int32Array(this.nodeCapacity);
-    this.use = new Int32Array(this.nodeCapacity);
+    this.pool = new Int32Array(0);
+    this.heap = new Int32Array(0);
+    this.parent = new Int32Array(0);
+    this.parentSlot = new Int32Array(0);
+    this.use = new Int32Array(0);
+    this.reset();
   }
 
   get size(): number {
     return this.count;
   }
 
-  /** Number of trie nodes in use (for diagnostics and memory estimates: NODE_INTS × 4 bytes each). */
+  /** Trie nodes in use, root included (diagnostics: each costs (NODE_INTS + HEAP_INTS + 3) × 4 bytes). */
   get nodeUsage(): number {
     return this.nodeCount - this.freeNodes.length;
+  }
+
+  /** Approximate bytes held by the trie arrays (excluding values and keys). */
+  get memoryBytes(): number {
+    return this.pool.byteLength + this.heap.byteLength + 3 * this.parent.byteLength;
   }
 
   /** Insert or replace the value for addr/prefixLen (host bits ignored). */
@@ -97,27 +111,27 @@ export class PrefixTable<T> {
       this.count++;
       return;
     }
-    const depth = (prefixLen - 1) >>> STRIDE_SHIFT; // (prefixLen - 1) / STRIDE
+    const depth = Math.floor((prefixLen - 1) / STRIDE);
     let node = 0;
     for (let d = 0; d < depth; d++) {
-      const slot = chunkAt(addr, 0, d * STRIDE);
-      let next = this.pool[node * NODE_INTS + CHILD + slot]!;
+      const slot = chunkAt(addr, d * STRIDE);
+      let next = this.pool[node * NODE_INTS + 2 * slot + 1]!;
       if (next === 0) {
-        next = this.allocNode(node, slot);
-        this.pool[node * NODE_INTS + CHILD + slot] = next;
+        next = this.allocNode(node, slot); // may reallocate this.pool
+        this.pool[node * NODE_INTS + 2 * slot + 1] = next;
         this.use[node]!++;
       }
       node = next;
     }
     const k = prefixLen - depth * STRIDE; // 1..STRIDE bits into this node
-    const bitsIn = chunkAt(addr, 0, depth * STRIDE) >>> (STRIDE - k);
-    const h = node * NODE_INTS + HEAP + ((1 << k) | bitsIn);
-    const existing = this.pool[h]!;
+    const bitsIn = chunkAt(addr, depth * STRIDE) >>> (STRIDE - k);
+    const h = node * HEAP_INTS + ((1 << k) | bitsIn);
+    const existing = this.heap[h]!;
     if (existing !== 0) {
       this.values[existing - 1] = value;
       return;
     }
-    this.pool[h] = this.allocValue(addr, prefixLen, value) + 1;
+    this.heap[h] = this.allocValue(addr, prefixLen, value) + 1;
     this.use[node]!++;
     this.count++;
     this.refreshSlots(node, bitsIn << (STRIDE - k), 1 << (STRIDE - k));
@@ -133,18 +147,16 @@ export class PrefixTable<T> {
       this.count--;
       return true;
     }
-    const depth = (prefixLen - 1) >>> STRIDE_SHIFT;
-    let node = 0;
-    for (let d = 0; d < depth; d++) {
-      node = this.pool[node * NODE_INTS + CHILD + chunkAt(addr, 0, d * STRIDE)]!;
-      if (node === 0) return false;
-    }
+    const node0 = this.findNode(addr, prefixLen);
+    if (node0 < 0) return false;
+    let node = node0;
+    const depth = Math.floor((prefixLen - 1) / STRIDE);
     const k = prefixLen - depth * STRIDE;
-    const bitsIn = chunkAt(addr, 0, depth * STRIDE) >>> (STRIDE - k);
-    const h = node * NODE_INTS + HEAP + ((1 << k) | bitsIn);
-    const ref = this.pool[h]!;
+    const bitsIn = chunkAt(addr, depth * STRIDE) >>> (STRIDE - k);
+    const h = node * HEAP_INTS + ((1 << k) | bitsIn);
+    const ref = this.heap[h]!;
     if (ref === 0) return false;
-    this.pool[h] = 0;
+    this.heap[h] = 0;
     this.freeValue(ref - 1);
     this.count--;
     this.refreshSlots(node, bitsIn << (STRIDE - k), 1 << (STRIDE - k));
@@ -152,7 +164,7 @@ export class PrefixTable<T> {
     // Free now-empty nodes up to (not including) the root.
     while (node !== 0 && this.use[node] === 0) {
       const p = this.parent[node]!;
-      this.pool[p * NODE_INTS + CHILD + this.parentSlot[node]!] = 0;
+      this.pool[p * NODE_INTS + 2 * this.parentSlot[node]! + 1] = 0;
       this.use[p]!--;
       this.freeNode(node);
       node = p;
@@ -164,14 +176,11 @@ export class PrefixTable<T> {
   get(addr: Uint8Array, prefixLen: number): T | undefined {
     this.checkKey(addr, prefixLen);
     if (prefixLen === 0) return this.defaultRef === 0 ? undefined : this.values[this.defaultRef - 1];
-    const depth = (prefixLen - 1) >>> STRIDE_SHIFT;
-    let node = 0;
-    for (let d = 0; d < depth; d++) {
-      node = this.pool[node * NODE_INTS + CHILD + chunkAt(addr, 0, d * STRIDE)]!;
-      if (node === 0) return undefined;
-    }
+    const node = this.findNode(addr, prefixLen);
+    if (node < 0) return undefined;
+    const depth = Math.floor((prefixLen - 1) / STRIDE);
     const k = prefixLen - depth * STRIDE;
-    const ref = this.pool[node * NODE_INTS + HEAP + ((1 << k) | (chunkAt(addr, 0, depth * STRIDE) >>> (STRIDE - k)))]!;
+    const ref = this.heap[node * HEAP_INTS + ((1 << k) | (chunkAt(addr, depth * STRIDE) >>> (STRIDE - k)))]!;
     return ref === 0 ? undefined : this.values[ref - 1];
   }
 
@@ -182,28 +191,36 @@ export class PrefixTable<T> {
 
   /**
    * Longest-prefix match of the address stored at buf[off, off+4|16). No allocation.
-   * The caller guarantees the bytes are present (this reads them unchecked).
+   * The caller guarantees the bytes are present (they are read unchecked).
    */
   lookup(buf: Uint8Array, off: number): T | undefined {
     const pool = this.pool;
     let best = this.defaultRef;
     let node = 0;
     const end = off + this.bytes;
-    // Two STRIDE=4 levels per address byte.
-    for (let i = off; i < end; i++) {
-      const byte = buf[i]!;
-      let base = node * NODE_INTS;
-      let slot = byte >>> 4;
-      let ref = pool[base + slot]!;
-      if (ref !== 0) best = ref;
-      node = pool[base + CHILD + slot]!;
-      if (node === 0) break;
-      base = node * NODE_INTS;
-      slot = byte & MASK;
-      ref = pool[base + slot]!;
-      if (ref !== 0) best = ref;
-      node = pool[base + CHILD + slot]!;
-      if (node === 0) break;
+    if (STRIDE === 8) {
+      for (let i = off; i < end; i++) {
+        const at = node * NODE_INTS + 2 * buf[i]!;
+        const ref = pool[at]!;
+        if (ref !== 0) best = ref;
+        node = pool[at + 1]!;
+        if (node === 0) break;
+      }
+    } else {
+      // STRIDE 4: two levels per address byte.
+      for (let i = off; i < end; i++) {
+        const byte = buf[i]!;
+        let at = node * NODE_INTS + 2 * (byte >>> 4);
+        let ref = pool[at]!;
+        if (ref !== 0) best = ref;
+        node = pool[at + 1]!;
+        if (node === 0) break;
+        at = node * NODE_INTS + 2 * (byte & 15);
+        ref = pool[at]!;
+        if (ref !== 0) best = ref;
+        node = pool[at + 1]!;
+        if (node === 0) break;
+      }
     }
     return best === 0 ? undefined : this.values[best - 1];
   }
@@ -233,8 +250,15 @@ export class PrefixTable<T> {
   }
 
   clear(): void {
-    this.nodeCapacity = 16;
+    this.reset();
+  }
+
+  // ---- internals -------------------------------------------------------------------------
+
+  private reset(): void {
+    this.nodeCapacity = 4;
     this.pool = new Int32Array(this.nodeCapacity * NODE_INTS);
+    this.heap = new Int32Array(this.nodeCapacity * HEAP_INTS);
     this.parent = new Int32Array(this.nodeCapacity);
     this.parentSlot = new Int32Array(this.nodeCapacity);
     this.use = new Int32Array(this.nodeCapacity);
@@ -248,8 +272,6 @@ export class PrefixTable<T> {
     this.count = 0;
   }
 
-  // ---- internals -------------------------------------------------------------------------
-
   private checkKey(addr: Uint8Array, prefixLen: number): void {
     if (!(addr instanceof Uint8Array) || addr.length !== this.bytes) {
       throw new TypeError(`PrefixTable(IPv${this.family}): address must be a Uint8Array of ${this.bytes} bytes`);
@@ -259,17 +281,28 @@ export class PrefixTable<T> {
     }
   }
 
-  /** Recompute `best` for slots [lo, lo+n) of `node` from its heap (longest first). */
+  /** The node in which a prefix of length ≥ 1 ends, or -1 when the path does not exist. */
+  private findNode(addr: Uint8Array, prefixLen: number): number {
+    const depth = Math.floor((prefixLen - 1) / STRIDE);
+    let node = 0;
+    for (let d = 0; d < depth; d++) {
+      node = this.pool[node * NODE_INTS + 2 * chunkAt(addr, d * STRIDE) + 1]!;
+      if (node === 0) return -1;
+    }
+    return node;
+  }
+
+  /** Recompute `best` for slots [lo, lo+n) of `node` from its prefix tree (longest first). */
   private refreshSlots(node: number, lo: number, n: number): void {
-    const base = node * NODE_INTS;
-    const pool = this.pool;
+    const hb = node * HEAP_INTS;
+    const nb = node * NODE_INTS;
     for (let slot = lo; slot < lo + n; slot++) {
       let ref = 0;
       for (let k = STRIDE; k >= 1; k--) {
-        ref = pool[base + HEAP + ((1 << k) | (slot >>> (STRIDE - k)))]!;
+        ref = this.heap[hb + ((1 << k) | (slot >>> (STRIDE - k)))]!;
         if (ref !== 0) break;
       }
-      pool[base + BEST + slot] = ref;
+      this.pool[nb + 2 * slot] = ref;
     }
   }
 
@@ -289,23 +322,17 @@ export class PrefixTable<T> {
 
   private freeNode(n: number): void {
     this.pool.fill(0, n * NODE_INTS, (n + 1) * NODE_INTS);
+    this.heap.fill(0, n * HEAP_INTS, (n + 1) * HEAP_INTS);
     this.freeNodes.push(n);
   }
 
   private grow(): void {
     const cap = this.nodeCapacity * 2;
-    const pool = new Int32Array(cap * NODE_INTS);
-    pool.set(this.pool);
-    this.pool = pool;
-    const parent = new Int32Array(cap);
-    parent.set(this.parent);
-    this.parent = parent;
-    const parentSlot = new Int32Array(cap);
-    parentSlot.set(this.parentSlot);
-    this.parentSlot = parentSlot;
-    const use = new Int32Array(cap);
-    use.set(this.use);
-    this.use = use;
+    this.pool = growInt32(this.pool, cap * NODE_INTS);
+    this.heap = growInt32(this.heap, cap * HEAP_INTS);
+    this.parent = growInt32(this.parent, cap);
+    this.parentSlot = growInt32(this.parentSlot, cap);
+    this.use = growInt32(this.use, cap);
     this.nodeCapacity = cap;
   }
 
@@ -335,9 +362,15 @@ export class PrefixTable<T> {
   }
 }
 
-/** STRIDE bits of `addr` starting at bit `bit` (bit 0 = MSB of addr[off]). STRIDE divides 8. */
-function chunkAt(addr: Uint8Array, off: number, bit: number): number {
-  return (addr[off + (bit >>> 3)]! >>> (8 - STRIDE - (bit & 7))) & MASK;
+function growInt32(a: Int32Array, len: number): Int32Array {
+  const b = new Int32Array(len);
+  b.set(a);
+  return b;
+}
+
+/** STRIDE bits of `addr` starting at bit `bit` (bit 0 = MSB of addr[0]). STRIDE divides 8. */
+function chunkAt(addr: Uint8Array, bit: number): number {
+  return (addr[bit >>> 3]! >>> (8 - STRIDE - (bit & 7))) & MASK;
 }
 
 function maskBits(a: Uint8Array, prefixLen: number): void {
