@@ -180,13 +180,14 @@ export function isAddress(text: string, family?: IpFamily): boolean {
 }
 
 /**
- * Format the address at buf[off..]. `family` defaults to the buffer length (4 or 16) when
- * off is 0 and the buffer is exactly one address. IPv6 follows RFC 5952 §4: lowercase, no
+ * Format the address at buf[off..]. Without `family`, off must be 0 and the buffer exactly one
+ * address (4 or 16 bytes); inside a packet pass the family. IPv6 follows RFC 5952 §4: lowercase, no
  * leading zeros, the longest run (≥ 2, first on a tie) of zero groups as "::", and IPv4-mapped
  * addresses (::ffff:0:0/96) in mixed notation (§5).
  */
 export function formatAddress(buf: Uint8Array, off = 0, family?: IpFamily): string {
-  const fam: IpFamily = family ?? (off === 0 ? familyOf(buf) : 4);
+  if (family === undefined && off !== 0) throw new TypeError('formatAddress: pass the family when reading at an offset');
+  const fam: IpFamily = family ?? familyOf(buf);
   const need = addrLen(fam);
   if (off < 0 || off + need > buf.length) throw new RangeError(`formatAddress: ${need} bytes at ${off} exceed buffer of ${buf.length}`);
   if (fam === 4) return `${buf[off]}.${buf[off + 1]}.${buf[off + 2]}.${buf[off + 3]}`;

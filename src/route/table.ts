@@ -26,7 +26,9 @@
  *   STRIDE 4: 100 M / 38 M / 23 M / 13 M, 140k nodes at IPv4 100k (≈ 37 MB)
  *   STRIDE 8: 152 M / 72 M / 17 M / 3.9 M, 56k nodes at IPv4 100k (≈ 230 MB)
  * Stride 8 wins on small IPv4 tables but its 4 KB nodes blow the cache and memory for large
- * and IPv6 tables, so 4 it is.
+ * and IPv6 tables, so 4 it is. The other candidate, one Map<uint32> per IPv4 prefix length probed
+ * longest-first over the lengths present, measured 5-15× slower than this trie at 10, 10k and
+ * 100k prefixes (25 distinct lengths in the 10k/100k mixes: most probes miss most maps).
  */
 const STRIDE: number = 4;
 const SLOTS = 1 << STRIDE;
