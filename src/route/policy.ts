@@ -9,6 +9,12 @@
  * destination prefix, firewall mark. A rule with a src or dst prefix only matches packets of
  * that prefix's family.
  *
+ * Mapping a RouteConfiguration: Liqo puts every rule and every route of one RouteConfiguration
+ * into the single table `spec.table.name`, so: addTable(name); for each rule addRule({priority,
+ * iif, src, dst, fwmark, table: name}); for each of its routes addRoute(name, route.dst, hop)
+ * where `hop` is whatever the caller needs (gw/dev/peer). Not modelled: `oif` (only meaningful for
+ * locally generated traffic in the kernel), route scope/onlink/src (kernel neighbour details).
+ *
  * route() reads addresses in place and allocates nothing; all other methods are control-plane.
  */
 
