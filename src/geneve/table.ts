@@ -374,6 +374,14 @@ export class GeneveTunnelTable {
         removed++;
       }
     }
+    // Detach the internal addresses of kept tunnels that change them first, so that two tunnels
+    // may swap addresses (each set() below re-indexes its tunnel).
+    for (const s of specs) {
+      const t = this.byKey.get(tunnelKey(s.vni, formatAddress(addressField('remoteUnderlay', s.remoteUnderlay))));
+      if (t !== undefined && !sameAddress(t.remoteInternal, addressField('remoteInternalAddress', s.remoteInternalAddress))) {
+        this.unindexInternal(t);
+      }
+    }
     let added = 0;
     let updated = 0;
     for (const s of specs) {
@@ -540,8 +548,12 @@ export class GeneveTunnelTable {
   }
 
   private unindexInternal(t: GeneveTunnel): void {
-    if (t.remoteInternal.length === 4) this.internal4.remove(t.remoteInternal, 32);
-    else this.internal6.remove(t.remoteInternal, 128);
+    // Only if the entry is still ours (replaceAll may have given the address to another tunnel).
+    if (t.remoteInternal.length === 4) {
+      if (this.internal4.get(t.remoteInternal, 32) === t) this.internal4.remove(t.remoteInternal, 32);
+    } else if (this.internal6.get(t.remoteInternal, 128) === t) {
+      this.internal6.remove(t.remoteInternal, 128);
+    }
     const text = formatAddress(t.remoteInternal);
     const nh = this.nextHops.get(text);
     if (nh !== undefined && nh.tunnel === t) nh.tunnel = null;
