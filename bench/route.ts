@@ -139,6 +139,7 @@ interface Row {
   trie: number;
   naive: number;
   nodes: number;
+  mb: number;
 }
 
 /** Sink so the JIT cannot drop the lookups. */
@@ -186,7 +187,7 @@ async function measure(family: 4 | 6, size: number, timeMs: number): Promise<Row
     if (mean === undefined || !(mean > 0)) throw new Error(`route bench: task ${name} produced no result`);
     return 1000 / mean;
   };
-  return { label: `IPv${family} ${size}`, trie: hz('trie') * trieBatch, naive: hz('naive') * naiveBatch, nodes: table.nodeUsage };
+  return { label: `IPv${family} ${size}`, trie: hz('trie') * trieBatch, naive: hz('naive') * naiveBatch, nodes: table.nodeUsage, mb: table.memoryBytes / 1e6 };
 }
 
 function fmt(n: number): string {
@@ -203,11 +204,11 @@ export async function runRouteBench(timeMs = 1000): Promise<string> {
   }
   const lines = [
     'route lookup (PrefixTable multibit trie vs linear scan, same run)',
-    `${'table'.padEnd(14)}${'trie lookups/s'.padStart(16)}${'naive lookups/s'.padStart(17)}${'trie/naive'.padStart(12)}${'trie nodes'.padStart(12)}`,
+    `${'table'.padEnd(14)}${'trie lookups/s'.padStart(16)}${'naive lookups/s'.padStart(17)}${'trie/naive'.padStart(12)}${'trie nodes'.padStart(12)}${'trie MB'.padStart(9)}`,
   ];
   for (const r of rows) {
     lines.push(
-      `${r.label.padEnd(14)}${fmt(r.trie).padStart(16)}${fmt(r.naive).padStart(17)}${`${(r.trie / r.naive).toFixed(1)}x`.padStart(12)}${String(r.nodes).padStart(12)}`,
+      `${r.label.padEnd(14)}${fmt(r.trie).padStart(16)}${fmt(r.naive).padStart(17)}${`${(r.trie / r.naive).toFixed(1)}x`.padStart(12)}${String(r.nodes).padStart(12)}${r.mb.toFixed(1).padStart(9)}`,
     );
   }
   lines.push(`(sink ${sink & 1})`);
