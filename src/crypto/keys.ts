@@ -42,24 +42,20 @@ function b64Value(code: number): number {
   return 63; // '/': the regex admitted nothing else
 }
 
-function describe(what: string): string {
-  return what === '' ? 'key' : what;
-}
-
 /**
  * Decodes a base64 WireGuard key (as printed by `wg genkey`/`wg pubkey`). `what` names the key in
  * the error message (e.g. "peer public key"). Throws KeyFormatError. Allocates the result.
  */
 export function keyFromBase64(text: string, what = 'key'): Uint8Array {
-  if (typeof text !== 'string') throw new KeyFormatError(`${describe(what)} must be a base64 string`);
+  if (typeof text !== 'string') throw new KeyFormatError(`${what} must be a base64 string`);
   const t = text.trim();
   if (t.length !== KEY_BASE64_LEN) {
     throw new KeyFormatError(
-      `${describe(what)} must be ${KEY_BASE64_LEN} characters of base64 (32 bytes, as printed by 'wg genkey'), got ${t.length} characters`);
+      `${what} must be ${KEY_BASE64_LEN} characters of base64 (32 bytes, as printed by 'wg genkey'), got ${t.length} characters`);
   }
   if (!CANONICAL_B64_KEY.test(t)) {
     throw new KeyFormatError(
-      `${describe(what)} is not canonical base64 of 32 bytes (standard alphabet A-Z a-z 0-9 + /, ending in '=')`);
+      `${what} is not canonical base64 of 32 bytes (standard alphabet A-Z a-z 0-9 + /, ending in '=')`);
   }
   const out = new Uint8Array(KEY_LEN);
   let o = 0;
@@ -93,12 +89,12 @@ export function keyToBase64(key: Uint8Array): string {
  * does). Throws KeyFormatError. Allocates the result.
  */
 export function keyFromHex(text: string, what = 'key'): Uint8Array {
-  if (typeof text !== 'string') throw new KeyFormatError(`${describe(what)} must be a hex string`);
+  if (typeof text !== 'string') throw new KeyFormatError(`${what} must be a hex string`);
   const t = text.trim();
   if (t.length !== KEY_HEX_LEN) {
-    throw new KeyFormatError(`${describe(what)} must be ${KEY_HEX_LEN} hex digits (32 bytes), got ${t.length} characters`);
+    throw new KeyFormatError(`${what} must be ${KEY_HEX_LEN} hex digits (32 bytes), got ${t.length} characters`);
   }
-  if (!HEX_KEY.test(t)) throw new KeyFormatError(`${describe(what)} must contain only hex digits 0-9 a-f`);
+  if (!HEX_KEY.test(t)) throw new KeyFormatError(`${what} must contain only hex digits 0-9 a-f`);
   const out = new Uint8Array(KEY_LEN);
   for (let i = 0; i < KEY_LEN; i++) out[i] = parseInt(t.slice(2 * i, 2 * i + 2), 16);
   return out;

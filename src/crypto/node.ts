@@ -32,7 +32,7 @@ import type { CryptoBackend } from './backend.js';
 import { assertAd, assertBytes, assertOutput, assertParts, assertSpan, equal32, isZero32 } from './assert.js';
 import { CryptoBackendError } from './errors.js';
 import { clampPrivateKey } from './keys.js';
-import { createPureBackend } from './pure.js';
+import { nobleHash, nobleHmac, nobleMac } from './pure.js';
 import { HASH_LEN, KEY_LEN, NONCE_LEN, TAG_LEN, XNONCE_LEN } from './sizes.js';
 
 type Crypto = typeof NodeCrypto;
@@ -106,6 +106,11 @@ export function nodeBackendUnavailableReason(c: Crypto | null = loadNodeCrypto()
 export interface NodeBackendOptions {
   /** Cache imported X25519 KeyObjects per key array (default true). Off only for measurement. */
   readonly keyCache?: boolean;
+  /**
+   * The node:crypto module to use (default: this runtime's). Tests pass a look-alike with parts
+   * missing to exercise detection and the noble fallbacks.
+   */
+  readonly nodeCrypto?: Crypto | null;
 }
 
 interface CachedKey {
@@ -118,15 +123,13 @@ interface CachedKey {
  * node:crypto cannot provide ChaCha20-Poly1305 or X25519 (use the 'pure' backend there).
  */
 export function createNodeBackend(options: NodeBackendOptions = {}): CryptoBackend {
-  const c = loadNodeCrypto();
+  const c = options.nodeCrypto === undefined ? loadNodeCrypto() : options.nodeCrypto;
   const reason = nodeBackendUnavailableReason(c);
   if (c === null || reason !== null) {
     throw new CryptoBackendError(`the node crypto backend cannot run: ${reason ?? 'unknown'}; choose the 'pure' backend (WEFT_CRYPTO=pure)`);
   }
   const keyCache = options.keyCache ?? true;
   const opensslBlake2s = c.getHashes().includes(BLAKE2S);
-  // noble supplies keyed BLAKE2s (mac) always, and hash/hmac if OpenSSL lacks BLAKE2s.
-  const noble = createPureBackend();
 
   const privateCache = new WeakMap<Uint8Array, CachedKey>();
   const publicCache = new WeakMap<Uint8Array, CachedKey>();
@@ -205,7 +208,7 @@ export function createNodeBackend(options: NodeBackendOptions = {}): CryptoBacke
     assertSpan(dst, dstOff, len + TAG_LEN, 'dst');
     const cipher = c!.createCipheriv(AEAD, key, nonce, AEAD_OPTIONS);
     if (ad !== null && ad.length > 0) cipher.setAAD(ad, { plaintextLength: len });
-    const ct = cipher.update(src.subarray(srcOff, srcOff + len));
+    const ct = cipher.update(srcOff === 0 && len === src.length ? src : src.subarray(srcOff, srcOff + len));
     cipher.final();
     dst.set(ct, dstOff);
     dst.set(cipher.getAuthTag(), dstOff + len);
@@ -274,9 +277,12 @@ export function createNodeBackend(options: NodeBackendOptions = {}): CryptoBacke
         for (let i = 0; i < parts.length; i++) h.update(parts[i]);
         out.set(h.digest());
       }
-      : noble.hash,
+      : (out: Uint8Array, ...parts: Uint8Array[]): void => nobleHash(out, parts),
 
-    mac: noble.mac,
+    // No keyed BLAKE2s with a 16-byte digest in node:crypto: noble.
+    mac(out, key, ...parts) {
+      nobleMac(out, key, parts);
+    },
 
     hmac: opensslBlake2s
       ? (out: Uint8Array, key: Uint8Array, ...parts: Uint8Array[]): void => {
@@ -289,7 +295,7 @@ export function createNodeBackend(options: NodeBackendOptions = {}): CryptoBacke
         out.set(d);
         d.fill(0);
       }
-      : noble.hmac,
+      : (out: Uint8Array, key: Uint8Array, ...parts: Uint8Array[]): void => nobleHmac(out, key, parts),
 
     dh(out, privateKey, publicKey) {
       assertOutput(out, KEY_LEN, 'dh output');

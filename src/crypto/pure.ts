@@ -18,7 +18,7 @@
  */
 import { chacha20poly1305, xchacha20poly1305 } from '@noble/ciphers/chacha.js';
 import { blake2s } from '@noble/hashes/blake2.js';
-import { hmac as nobleHmac } from '@noble/hashes/hmac.js';
+import { hmac } from '@noble/hashes/hmac.js';
 import { x25519 } from '@noble/curves/ed25519.js';
 import type { CryptoBackend } from './backend.js';
 import { assertAd, assertBytes, assertOutput, assertParts, assertSpan, isZero32 } from './assert.js';
@@ -76,6 +76,47 @@ function openWith(aead: AeadFactory, nonceLen: number, key: Uint8Array, nonce: U
   }
 }
 
+// Scratch for hash/mac/hmac digests: noble's digestInto wants a 4-byte-aligned array. Module
+// level is safe because every function here is synchronous (one use at a time per thread).
+const DIGEST = new Uint8Array(HASH_LEN);
+
+/** BLAKE2s-256 of the concatenated parts into out[0..32) with noble (CryptoBackend.hash). */
+export function nobleHash(out: Uint8Array, parts: readonly Uint8Array[]): void {
+  assertOutput(out, HASH_LEN, 'hash output');
+  assertParts(parts);
+  const h = blake2s.create();
+  for (let i = 0; i < parts.length; i++) h.update(parts[i]);
+  h.digestInto(DIGEST);
+  out.set(DIGEST);
+  DIGEST.fill(0);
+}
+
+/** Keyed BLAKE2s with a 16-byte digest into out[0..16) with noble (CryptoBackend.mac). */
+export function nobleMac(out: Uint8Array, key: Uint8Array, parts: readonly Uint8Array[]): void {
+  assertOutput(out, MAC_LEN, 'mac output');
+  if (!(key instanceof Uint8Array) || key.length < 1 || key.length > BLAKE2S_MAX_KEY_LEN) {
+    throw new RangeError(`mac key must be 1..${BLAKE2S_MAX_KEY_LEN} bytes`);
+  }
+  assertParts(parts);
+  const h = blake2s.create({ key, dkLen: MAC_LEN });
+  for (let i = 0; i < parts.length; i++) h.update(parts[i]);
+  h.digestInto(DIGEST);
+  out.set(DIGEST.subarray(0, MAC_LEN));
+  DIGEST.fill(0);
+}
+
+/** HMAC-BLAKE2s-256 into out[0..32) with noble (CryptoBackend.hmac). */
+export function nobleHmac(out: Uint8Array, key: Uint8Array, parts: readonly Uint8Array[]): void {
+  assertOutput(out, HASH_LEN, 'hmac output');
+  if (!(key instanceof Uint8Array)) throw new TypeError('hmac key must be a Uint8Array');
+  assertParts(parts);
+  const h = hmac.create(blake2s, key);
+  for (let i = 0; i < parts.length; i++) h.update(parts[i]);
+  h.digestInto(DIGEST);
+  out.set(DIGEST);
+  DIGEST.fill(0);
+}
+
 /**
  * Creates the noble-only backend. Throws CryptoBackendError if the runtime has no
  * globalThis.crypto.getRandomValues (needed for key generation).
@@ -85,9 +126,6 @@ export function createPureBackend(): CryptoBackend {
   if (random === null) {
     throw new CryptoBackendError('pure crypto backend needs globalThis.crypto.getRandomValues, which this runtime lacks');
   }
-  // Per-backend scratch; every method is synchronous, so one set per backend suffices.
-  const digest = new Uint8Array(HASH_LEN);
-
   function randomFill(out: Uint8Array): void {
     assertOutput(out, 0, 'randomFill output');
     for (let off = 0; off < out.length; off += RANDOM_CHUNK) {
@@ -115,37 +153,15 @@ export function createPureBackend(): CryptoBackend {
     },
 
     hash(out, ...parts) {
-      assertOutput(out, HASH_LEN, 'hash output');
-      assertParts(parts);
-      const h = blake2s.create();
-      for (let i = 0; i < parts.length; i++) h.update(parts[i]);
-      h.digestInto(digest);
-      out.set(digest);
-      digest.fill(0);
+      nobleHash(out, parts);
     },
 
     mac(out, key, ...parts) {
-      assertOutput(out, MAC_LEN, 'mac output');
-      if (!(key instanceof Uint8Array) || key.length < 1 || key.length > BLAKE2S_MAX_KEY_LEN) {
-        throw new RangeError(`mac key must be 1..${BLAKE2S_MAX_KEY_LEN} bytes`);
-      }
-      assertParts(parts);
-      const h = blake2s.create({ key, dkLen: MAC_LEN });
-      for (let i = 0; i < parts.length; i++) h.update(parts[i]);
-      h.digestInto(digest);
-      out.set(digest.subarray(0, MAC_LEN));
-      digest.fill(0);
+      nobleMac(out, key, parts);
     },
 
     hmac(out, key, ...parts) {
-      assertOutput(out, HASH_LEN, 'hmac output');
-      if (!(key instanceof Uint8Array)) throw new TypeError('hmac key must be a Uint8Array');
-      assertParts(parts);
-      const h = nobleHmac.create(blake2s, key);
-      for (let i = 0; i < parts.length; i++) h.update(parts[i]);
-      h.digestInto(digest);
-      out.set(digest);
-      digest.fill(0);
+      nobleHmac(out, key, parts);
     },
 
     dh(out, privateKey, publicKey) {

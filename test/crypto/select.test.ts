@@ -4,7 +4,7 @@
 import type * as NodeCrypto from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { CryptoBackendError } from '../../src/crypto/errors.js';
-import { loadNodeCrypto, nodeBackendUnavailableReason } from '../../src/crypto/node.js';
+import { createNodeBackend, loadNodeCrypto, nodeBackendUnavailableReason } from '../../src/crypto/node.js';
 import { getCryptoBackend, parseCryptoBackendName, type CryptoBackendName } from '../../src/crypto/select.js';
 
 describe('getCryptoBackend', () => {
@@ -62,5 +62,28 @@ describe('node:crypto detection', () => {
       generateKeyPairSync: () => { throw new Error('Unsupported key type'); },
     } as unknown as typeof NodeCrypto;
     expect(nodeBackendUnavailableReason(fake)).toMatch(/X25519 does not work: Unsupported key type/);
+  });
+});
+
+describe('createNodeBackend on a runtime missing pieces', () => {
+  const real = loadNodeCrypto()!;
+
+  it('throws CryptoBackendError naming the missing primitive and the pure backend', () => {
+    const noChacha = { ...real, getCiphers: () => ['aes-256-gcm'] } as unknown as typeof NodeCrypto;
+    expect(() => createNodeBackend({ nodeCrypto: noChacha })).toThrow(CryptoBackendError);
+    expect(() => createNodeBackend({ nodeCrypto: noChacha })).toThrow(/chacha20-poly1305.*WEFT_CRYPTO=pure/);
+    expect(() => createNodeBackend({ nodeCrypto: null })).toThrow(/node:crypto is not available/);
+  });
+
+  it('falls back to noble for BLAKE2s when OpenSSL lacks blake2s256, with the same results', () => {
+    const noBlake = { ...real, getHashes: () => ['sha256'] } as unknown as typeof NodeCrypto;
+    const b = createNodeBackend({ nodeCrypto: noBlake });
+    const out = new Uint8Array(32);
+    b.hash(out, new TextEncoder().encode('abc'));
+    expect(Buffer.from(out).toString('hex')).toBe('508c5e8c327c14e2e1a72ba34eeb452f37458b209ed63a294d999b4c86675982');
+    const viaOpenssl = new Uint8Array(32);
+    createNodeBackend().hmac(viaOpenssl, out, out);
+    b.hmac(out, out.slice(), out.slice());
+    expect(Buffer.from(out).toString('hex')).toBe(Buffer.from(viaOpenssl).toString('hex'));
   });
 });
