@@ -224,6 +224,8 @@ function status(code: number, reason: string, message: string): Record<string, u
 export class FakeApiServer {
   readonly token = `weft-test-${randomUUID()}`;
   readonly requests: LoggedRequest[] = [];
+  /** Watches refused with 410 (too old resourceVersion) so far. */
+  expiredCount = 0;
   private readonly types = new Map<string, ResourceType>();
   private readonly store = new Map<string, Map<string, Obj>>();
   private history: StoredEvent[] = [];
@@ -293,10 +295,13 @@ export class FakeApiServer {
     rmSync(this.certDir, { recursive: true, force: true });
   }
 
-  /** Forget the event history: a watch resuming from any current resourceVersion gets 410. */
+  /**
+   * Forget the event history (etcd compaction at the current revision): a watch resuming from
+   * any older resourceVersion gets 410; resuming from the current one stays valid.
+   */
   compact(): void {
     this.history = [];
-    this.minResumeRv = this.rv + 1;
+    this.minResumeRv = this.rv;
   }
 
   /**
@@ -566,6 +571,7 @@ export class FakeApiServer {
     const from = rvText === null || rvText === '' ? 0 : Number(rvText);
     if (from !== 0 && from < this.minResumeRv) {
       const msg = `too old resource version: ${from} (${this.minResumeRv})`;
+      this.expiredCount++;
       if (this.opts.expired === 'http') {
         res.writeHead(410, { 'content-type': 'application/json' });
         res.end(JSON.stringify(status(410, 'Gone', msg)));
@@ -576,6 +582,8 @@ export class FakeApiServer {
       return;
     }
     res.writeHead(200, { 'content-type': 'application/json', 'transfer-encoding': 'chunked' });
+    // Send the headers now: the client's watch call resolves on them, before any event exists.
+    res.flushHeaders();
     const w: Watcher = { typeKey: this.tk(t), ...(ns !== undefined ? { namespace: ns } : {}), selector, res };
     if (from === 0) {
       for (const o of this.store.get(this.tk(t))!.values()) {

@@ -1,0 +1,67 @@
+/**
+ * Thin helpers over @kubernetes/client-node 1.4 shared by the informers, the Connection status
+ * writer and the Lease elector: list functions per resource kind, patch content types, and a
+ * typed error for API failures.
+ */
+import {
+  CoreV1Api, CustomObjectsApi, PatchStrategy, setHeaderOptions, type KubeConfig, type KubernetesListObject,
+  type KubernetesObject,
+} from '@kubernetes/client-node';
+import type { ResourceKind } from './resources.js';
+
+/** An API request failed. `status` is the HTTP status when the server answered. */
+export class KubernetesApiError extends Error {
+  override readonly name = 'KubernetesApiError';
+  constructor(readonly operation: string, readonly status: number | undefined, detail: string) {
+    super(`Kubernetes API: ${operation} failed${status !== undefined ? ` (HTTP ${status})` : ''}: ${detail}`);
+  }
+}
+
+/** HTTP status of an error thrown by client-node (ApiException.code), if any. */
+export function httpStatusOf(e: unknown): number | undefined {
+  if (typeof e === 'object' && e !== null) {
+    const c = (e as { code?: unknown }).code;
+    if (typeof c === 'number') return c;
+    const s = (e as { statusCode?: unknown }).statusCode;
+    if (typeof s === 'number') return s;
+  }
+  return undefined;
+}
+
+export function wrapApiError(operation: string, e: unknown): KubernetesApiError {
+  if (e instanceof KubernetesApiError) return e;
+  const status = httpStatusOf(e);
+  let detail = e instanceof Error ? e.message : String(e);
+  const body = (e as { body?: unknown }).body;
+  if (typeof body === 'string') {
+    try {
+      const m = (JSON.parse(body) as { message?: string }).message;
+      if (m) detail = m;
+    } catch { /* keep the message */ }
+  }
+  return new KubernetesApiError(operation, status, detail.split('\n')[0]!);
+}
+
+/** Options that make a client-node patch call send the given patch content type. */
+export function patchOptions(kind: 'merge' | 'json') {
+  return setHeaderOptions('Content-Type', kind === 'merge' ? PatchStrategy.MergePatch : PatchStrategy.JsonPatch);
+}
+
+/** A list function for makeInformer over `kind` (all namespaces when `namespace` is undefined). */
+export function listFunction<T extends KubernetesObject>(
+  kc: KubeConfig, kind: ResourceKind, namespace?: string, labelSelector?: string,
+): () => Promise<KubernetesListObject<T>> {
+  const sel = labelSelector === undefined ? {} : { labelSelector };
+  if (kind.group === '' && kind.plural === 'secrets') {
+    const core = kc.makeApiClient(CoreV1Api);
+    return async () => (namespace === undefined
+      ? core.listSecretForAllNamespaces(sel)
+      : core.listNamespacedSecret({ namespace, ...sel })) as unknown as Promise<KubernetesListObject<T>>;
+  }
+  if (kind.group === '') throw new TypeError(`listFunction: core kind ${kind.plural} not supported`);
+  const custom = kc.makeApiClient(CustomObjectsApi);
+  const { group, version, plural } = kind;
+  return async () => (kind.namespaced && namespace !== undefined
+    ? custom.listNamespacedCustomObject({ group, version, namespace, plural, ...sel })
+    : custom.listClusterCustomObject({ group, version, plural, ...sel })) as Promise<KubernetesListObject<T>>;
+}

@@ -1,0 +1,163 @@
+/**
+ * Kubernetes mode: informers (client-node makeInformer = list + watch with resourceVersion,
+ * re-list after 410 Gone) on the Liqo resources, a debounced re-translation into the
+ * configuration model on every change, and emission of the model only when it changed.
+ *
+ * Contracts:
+ * - `start()` resolves with the first translation once every informer has listed, or rejects
+ *   with the ConfigError/KubernetesApiError that prevented it.
+ * - After start, a change triggers one translation `debounceMs` after the last event of a
+ *   burst; a valid result that differs from the last emitted config is passed to `onConfig`;
+ *   a ConfigError goes to `onError` and the previous config stays in force.
+ * - A failed informer (connection refused, list error) is restarted with exponential backoff
+ *   (1 s → 30 s); errors are reported to `onError` as KubernetesApiError.
+ * - `stop()` stops all informers and timers; no callback fires afterwards.
+ */
+import { makeInformer, type Informer, type KubeConfig, type KubernetesObject, type ObjectCache } from '@kubernetes/client-node';
+import type { WeftConfig } from '../config.js';
+import { deepEqual } from '../diff.js';
+import { listFunction, wrapApiError } from './client.js';
+import { KINDS, collectionPath, emptyResources, type LiqoResourceName, type LiqoResources, type ResourceKind } from './resources.js';
+import { translate, type TranslateOptions, type TranslateResult } from './translate.js';
+
+export interface LiqoWatcherOptions extends TranslateOptions {
+  kubeConfig: KubeConfig;
+  /** Namespace of the per-peer resources (the Liqo tenant namespace); undefined = all namespaces. */
+  namespace?: string;
+  /** Namespace of ipam.liqo.io Networks/IPs (default: all namespaces). */
+  ipamNamespace?: string;
+  /** Label selector for the keys Secrets (default: none — every Secret in `namespace`). */
+  secretLabelSelector?: string;
+  debounceMs?: number;
+  onConfig: (result: TranslateResult) => void;
+  onError?: (err: unknown) => void;
+}
+
+type Inf = Informer<KubernetesObject> & ObjectCache<KubernetesObject>;
+
+const WATCHED: readonly [LiqoResourceName, ResourceKind][] = [
+  ['configurations', KINDS.configurations],
+  ['gatewayServers', KINDS.gatewayServers],
+  ['gatewayClients', KINDS.gatewayClients],
+  ['secrets', KINDS.secrets],
+  ['publicKeys', KINDS.publicKeys],
+  ['internalNodes', KINDS.internalNodes],
+  ['internalFabrics', KINDS.internalFabrics],
+  ['geneveTunnels', KINDS.geneveTunnels],
+  ['routeConfigurations', KINDS.routeConfigurations],
+  ['networks', KINDS.networks],
+  ['ips', KINDS.ips],
+];
+
+export class LiqoWatcher {
+  private readonly informers = new Map<LiqoResourceName, Inf>();
+  private readonly backoff = new Map<LiqoResourceName, number>();
+  private readonly timers = new Set<NodeJS.Timeout>();
+  private debounce: NodeJS.Timeout | undefined;
+  private last: WeftConfig | undefined;
+  private stopped = false;
+  private started = false;
+  /** Errors reported by informers before start() finished (client-node does not reject start()). */
+  private startErrors: unknown[] = [];
+
+  constructor(private readonly opts: LiqoWatcherOptions) {}
+
+  /** The configuration last emitted (or returned by start()). */
+  get current(): WeftConfig | undefined {
+    return this.last;
+  }
+
+  /** Current cache contents as translator input. */
+  snapshot(): LiqoResources {
+    const r = emptyResources();
+    for (const [name, inf] of this.informers) (r[name] as KubernetesObject[]) = [...inf.list()];
+    return r;
+  }
+
+  async start(): Promise<TranslateResult> {
+    const o = this.opts;
+    for (const [name, kind] of WATCHED) {
+      const ns = kind === KINDS.networks || kind === KINDS.ips ? o.ipamNamespace : o.namespace;
+      const sel = kind === KINDS.secrets ? o.secretLabelSelector : undefined;
+      const inf = makeInformer<KubernetesObject>(o.kubeConfig, collectionPath(kind, kind.namespaced ? ns : undefined),
+        listFunction(o.kubeConfig, kind, kind.namespaced ? ns : undefined, sel), sel) as Inf;
+      const changed = () => this.schedule();
+      inf.on('add', changed);
+      inf.on('update', changed);
+      inf.on('delete', changed);
+      inf.on('connect', () => this.backoff.delete(name));
+      inf.on('error', (err) => this.restart(name, inf, err));
+      this.informers.set(name, inf);
+    }
+    try {
+      await Promise.all([...this.informers].map(async ([name, inf]) => {
+        try {
+          await inf.start();
+        } catch (e) {
+          throw wrapApiError(`list/watch ${name}`, e);
+        }
+      }));
+    } catch (e) {
+      await this.stop();
+      throw e;
+    }
+    // client-node reports list/watch failures through the 'error' callback, not start()'s promise.
+    if (this.startErrors.length > 0) {
+      await this.stop();
+      throw this.startErrors[0];
+    }
+    if (this.stopped) throw new Error('LiqoWatcher stopped during start');
+    const result = translate(this.snapshot(), o);
+    this.last = result.config;
+    this.started = true;
+    return result;
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    if (this.debounce !== undefined) clearTimeout(this.debounce);
+    for (const t of this.timers) clearTimeout(t);
+    this.timers.clear();
+    await Promise.all([...this.informers.values()].map((i) => i.stop()));
+  }
+
+  /** Translate now (tests, or a forced resync). Emits like a debounced change would. */
+  resync(): void {
+    if (this.stopped || !this.started) return;
+    let result: TranslateResult;
+    try {
+      result = translate(this.snapshot(), this.opts);
+    } catch (e) {
+      this.opts.onError?.(e);
+      return;
+    }
+    if (this.last !== undefined && deepEqual(this.last, result.config)) return;
+    this.last = result.config;
+    this.opts.onConfig(result);
+  }
+
+  private schedule(): void {
+    if (this.stopped || !this.started) return;
+    if (this.debounce !== undefined) clearTimeout(this.debounce);
+    this.debounce = setTimeout(() => {
+      this.debounce = undefined;
+      this.resync();
+    }, this.opts.debounceMs ?? 250);
+  }
+
+  private restart(name: LiqoResourceName, inf: Inf, err: unknown): void {
+    if (this.stopped) return;
+    if (!this.started) {
+      this.startErrors.push(wrapApiError(`list/watch ${name}`, err));
+      return;
+    }
+    this.opts.onError?.(wrapApiError(`list/watch ${name}`, err));
+    const delay = Math.min(30_000, (this.backoff.get(name) ?? 500) * 2);
+    this.backoff.set(name, delay);
+    const t = setTimeout(() => {
+      this.timers.delete(t);
+      if (!this.stopped) void inf.start();
+    }, delay);
+    this.timers.add(t);
+  }
+}
