@@ -1,5 +1,6 @@
 /** The crypto backends every WireGuard engine test runs against. */
 import type { CryptoBackend } from '../../src/crypto/backend.js';
+import { createNodeBackend } from '../../src/crypto/node.js';
 import { createPureBackend } from '../../src/crypto/pure.js';
 
 export interface NamedBackend {
@@ -8,5 +9,6 @@ export interface NamedBackend {
 }
 
 export const BACKENDS: NamedBackend[] = [
+  { name: 'node', create: () => createNodeBackend() },
   { name: 'pure', create: createPureBackend },
 ];
