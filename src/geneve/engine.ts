@@ -48,9 +48,12 @@ import {
 import { innerFlowHash, sourcePortFromHash } from './flowhash.js';
 import {
   GENEVE_HEADER_LEN, GENEVE_LIQO_UDP_PORT, GENEVE_PROTO_IPV4, GENEVE_PROTO_IPV6, GENEVE_PROTO_TEB, geneveOptionKey, geneveOptionsLen,
-  geneveProtocolType, geneveVni, validateGeneve, writeGeneveHeader,
+  geneveProtocolType, geneveVni, validateGeneve, writeGeneveHeaderUnchecked,
 } from './header.js';
-import { GeneveCounters, GeneveDrop } from './reasons.js';
+import {
+  GeneveCounters, GeneveDrop, STAT_ARP_REPLIES_RECEIVED, STAT_ARP_REPLIES_SENT, STAT_ARP_REQUESTS_SENT, STAT_DROPS, STAT_MAC_CHANGED,
+  STAT_MAC_LEARNED, STAT_RX_BYTES, STAT_RX_PACKETS, STAT_TX_BYTES, STAT_TX_PACKETS,
+} from './reasons.js';
 import type { GeneveTunnel, GeneveTunnelTable } from './table.js';
 
 /** What the caller does with a result. */
@@ -190,10 +193,12 @@ export class GeneveEngine {
     out.off = geneveOff;
     out.len = innerOff + innerLen - geneveOff;
     out.srcPort = sourcePortFromHash(innerFlowHash(buf, innerOff, innerLen, this.hashSeed));
-    tunnel.txPackets++;
-    tunnel.txBytes += innerLen;
-    this.counters.txPackets++;
-    this.counters.txBytes += innerLen;
+    const ts = tunnel.stats;
+    ts[STAT_TX_PACKETS]++;
+    ts[STAT_TX_BYTES] += innerLen;
+    const c = this.counters.values;
+    c[STAT_TX_PACKETS]++;
+    c[STAT_TX_BYTES] += innerLen;
     return GeneveVerdict.Send;
   }
 
@@ -342,10 +347,12 @@ export class GeneveEngine {
     out.len = ipLen;
     out.innerProtocol = proto;
     out.srcPort = 0;
-    tunnel.rxPackets++;
-    tunnel.rxBytes += ipLen;
-    this.counters.rxPackets++;
-    this.counters.rxBytes += ipLen;
+    const ts = tunnel.stats;
+    ts[STAT_RX_PACKETS]++;
+    ts[STAT_RX_BYTES] += ipLen;
+    const c = this.counters.values;
+    c[STAT_RX_PACKETS]++;
+    c[STAT_RX_BYTES] += ipLen;
     return GeneveVerdict.Deliver;
   }
 
@@ -372,7 +379,7 @@ export class GeneveEngine {
     this.learn(tunnel, buf, eth + ETH_SRC_OFFSET);
     const op = arpOperation(buf, p);
     if (op === ARP_OP_REPLY) {
-      this.counters.arpRepliesReceived++;
+      this.counters.values[STAT_ARP_REPLIES_RECEIVED]++;
       return this.consumed(out);
     }
     if (op === ARP_OP_REQUEST && tunnel.internalFamily === 4 && ipv4Equals(buf, p + ARP_TPA_OFFSET, tunnel.localInternal)) {
@@ -400,7 +407,7 @@ export class GeneveEngine {
     this.writeHeader(buf, off, tunnel, GENEVE_PROTO_TEB);
     writeEthHeader(buf, eth, mac, 0, tunnel.localMac, 0, ETHERTYPE_ARP);
     writeArp(buf, eth + ETH_HEADER_LEN, ARP_OP_REPLY, tunnel.localMac, tunnel.localInternal, mac, ip);
-    this.counters.arpRepliesSent++;
+    this.counters.values[STAT_ARP_REPLIES_SENT]++;
     return this.control(buf, off, end - off, eth, tunnel, out);
   }
 
@@ -416,7 +423,7 @@ export class GeneveEngine {
     this.writeHeader(buf, off, tunnel, GENEVE_PROTO_TEB);
     writeEthHeader(buf, eth, BROADCAST_MAC, 0, tunnel.localMac, 0, ETHERTYPE_ARP);
     writeArp(buf, eth + ETH_HEADER_LEN, ARP_OP_REQUEST, tunnel.localMac, tunnel.localInternal, ZERO_MAC, tunnel.remoteInternal);
-    this.counters.arpRequestsSent++;
+    this.counters.values[STAT_ARP_REQUESTS_SENT]++;
     this.control(buf, off, end - off, eth, tunnel, out);
     out.reason = GeneveDrop.NoPeerMac; // the inner packet itself was dropped (counted above)
     return GeneveVerdict.SendControl;
@@ -442,7 +449,7 @@ export class GeneveEngine {
 
   private writeHeader(buf: Uint8Array, off: number, tunnel: GeneveTunnel, proto: number): void {
     const opts = tunnel.options;
-    writeGeneveHeader(buf, off, tunnel.vni, proto, opts.length, false, tunnel.optionsCritical);
+    writeGeneveHeaderUnchecked(buf, off, tunnel.vni, proto, opts.length, false, tunnel.optionsCritical);
     const o = off + GENEVE_HEADER_LEN;
     for (let i = 0; i < opts.length; i++) buf[o + i] = opts[i]!;
   }
@@ -452,16 +459,16 @@ export class GeneveEngine {
     if (!tunnel.remoteMacKnown) {
       for (let i = 0; i < MAC_LEN; i++) tunnel.remoteMac[i] = buf[macOff + i]!;
       tunnel.remoteMacKnown = true;
-      this.counters.macLearned++;
+      this.counters.values[STAT_MAC_LEARNED]++;
     } else if (!macEquals(buf, macOff, tunnel.remoteMac)) {
       for (let i = 0; i < MAC_LEN; i++) tunnel.remoteMac[i] = buf[macOff + i]!;
-      this.counters.macChanged++;
+      this.counters.values[STAT_MAC_CHANGED]++;
     }
   }
 
   private drop(out: GeneveResult, reason: GeneveDrop, tunnel: GeneveTunnel | null): GeneveVerdict {
     this.counters.drops[reason]!++;
-    if (tunnel !== null) tunnel.drops++;
+    if (tunnel !== null) tunnel.stats[STAT_DROPS]++;
     out.verdict = GeneveVerdict.Drop;
     out.reason = reason;
     out.tunnel = tunnel;

@@ -130,6 +130,17 @@ export function writeGeneveHeader(
   if (off < 0 || off + GENEVE_HEADER_LEN > buf.length) {
     throw new RangeError(`no room for a Geneve header at offset ${off} in a ${buf.length}-byte buffer`);
   }
+  writeGeneveHeaderUnchecked(buf, off, vni, protocolType, optionsLen, oam, critical);
+}
+
+/**
+ * writeGeneveHeader without the argument checks, for the per-packet path where the VNI and
+ * options length come from a validated tunnel and the offset from a checked headroom.
+ */
+export function writeGeneveHeaderUnchecked(
+  buf: Uint8Array, off: number, vni: number, protocolType: number, optionsLen: number,
+  oam: boolean, critical: boolean,
+): void {
   buf[off + GENEVE_VER_OPTLEN_OFFSET] = (GENEVE_VERSION << GENEVE_VERSION_SHIFT) | (optionsLen >>> 2);
   buf[off + GENEVE_FLAGS_OFFSET] = (oam ? GENEVE_FLAG_OAM : 0) | (critical ? GENEVE_FLAG_CRITICAL : 0);
   buf[off + GENEVE_PROTOCOL_OFFSET] = protocolType >>> 8;

@@ -63,23 +63,43 @@ export const GENEVE_DROP_NAMES: readonly string[] = [
   'bad_outer', 'no_room', 'too_big',
 ];
 
-/** Engine-wide counters. Plain numeric fields and one typed array: incrementing never allocates. */
+/** Indexes into GeneveCounters.values (and, for the first five, GeneveTunnel.stats). */
+export const STAT_TX_PACKETS = 0;
+export const STAT_TX_BYTES = 1;
+export const STAT_RX_PACKETS = 2;
+export const STAT_RX_BYTES = 3;
+export const STAT_DROPS = 4;
+export const STAT_ARP_REQUESTS_SENT = 5;
+export const STAT_ARP_REPLIES_SENT = 6;
+export const STAT_ARP_REPLIES_RECEIVED = 7;
+export const STAT_MAC_LEARNED = 8;
+export const STAT_MAC_CHANGED = 9;
+const STAT_COUNT = 10;
+
+/**
+ * Engine-wide counters. Kept in Float64Arrays rather than object fields: a field that starts as
+ * a small integer changes representation when it outgrows 2^31, which deoptimises every function
+ * that touches the object; a typed array slot never does. Incrementing never allocates.
+ */
 export class GeneveCounters {
   /** Drops by reason (index = GeneveDrop value; index 0 is unused). */
   readonly drops = new Float64Array(GENEVE_DROP_COUNT);
+  /** Indexed by the STAT_* constants. */
+  readonly values = new Float64Array(STAT_COUNT);
+
   /** Packets encapsulated for sending (data only) and their inner bytes. */
-  txPackets = 0;
-  txBytes = 0;
+  get txPackets(): number { return this.values[STAT_TX_PACKETS]!; }
+  get txBytes(): number { return this.values[STAT_TX_BYTES]!; }
   /** Packets decapsulated and delivered (data only) and their inner bytes. */
-  rxPackets = 0;
-  rxBytes = 0;
+  get rxPackets(): number { return this.values[STAT_RX_PACKETS]!; }
+  get rxBytes(): number { return this.values[STAT_RX_BYTES]!; }
   /** L2 control traffic. */
-  arpRequestsSent = 0;
-  arpRepliesSent = 0;
-  arpRepliesReceived = 0;
-  /** A peer MAC was learned for the first time or changed. */
-  macLearned = 0;
-  macChanged = 0;
+  get arpRequestsSent(): number { return this.values[STAT_ARP_REQUESTS_SENT]!; }
+  get arpRepliesSent(): number { return this.values[STAT_ARP_REPLIES_SENT]!; }
+  get arpRepliesReceived(): number { return this.values[STAT_ARP_REPLIES_RECEIVED]!; }
+  /** A peer MAC was learned for the first time, or changed. */
+  get macLearned(): number { return this.values[STAT_MAC_LEARNED]!; }
+  get macChanged(): number { return this.values[STAT_MAC_CHANGED]!; }
 
   /** Total of all drops. */
   totalDrops(): number {
@@ -101,8 +121,6 @@ export class GeneveCounters {
 
   reset(): void {
     this.drops.fill(0);
-    this.txPackets = this.txBytes = this.rxPackets = this.rxBytes = 0;
-    this.arpRequestsSent = this.arpRepliesSent = this.arpRepliesReceived = 0;
-    this.macLearned = this.macChanged = 0;
+    this.values.fill(0);
   }
 }

@@ -29,6 +29,7 @@ import { IPV6_DST_OFFSET, IPV6_HEADER_LEN } from '../packet/ipv6.js';
 import { PrefixTable } from '../route/table.js';
 import { checkGeneveOptionsBlock, GENEVE_LIQO_UDP_PORT, GENEVE_MAX_VNI } from './header.js';
 import { type GeneveMode } from './mtu.js';
+import { STAT_DROPS, STAT_RX_BYTES, STAT_RX_PACKETS, STAT_TX_BYTES, STAT_TX_PACKETS } from './reasons.js';
 
 /** A configuration problem in a tunnel or pod route. The message names the field and what to fix. */
 export class GeneveConfigError extends Error {
@@ -96,12 +97,11 @@ export class GeneveTunnel {
   name: string;
   /** `now` of the last ARP request we emitted (rate limit); -Infinity before the first. */
   lastArpRequestAt = -Infinity;
-  // Per-tunnel counters (inner packets/bytes; drops attributable to this tunnel).
-  txPackets = 0;
-  txBytes = 0;
-  rxPackets = 0;
-  rxBytes = 0;
-  drops = 0;
+  /**
+   * Per-tunnel counters (inner packets/bytes; drops attributable to this tunnel), indexed by
+   * STAT_TX_PACKETS..STAT_DROPS (a typed array for the reason given in reasons.ts).
+   */
+  readonly stats = new Float64Array(STAT_DROPS + 1);
 
   /** Use GeneveTunnelTable.add/set; the constructor trusts a validated spec. */
   constructor(v: ValidatedSpec) {
@@ -127,6 +127,12 @@ export class GeneveTunnel {
     this.optionsCritical = v.optionsCritical;
     this.name = v.name;
   }
+
+  get txPackets(): number { return this.stats[STAT_TX_PACKETS]!; }
+  get txBytes(): number { return this.stats[STAT_TX_BYTES]!; }
+  get rxPackets(): number { return this.stats[STAT_RX_PACKETS]!; }
+  get rxBytes(): number { return this.stats[STAT_RX_BYTES]!; }
+  get drops(): number { return this.stats[STAT_DROPS]!; }
 
   /** Key of the tunnel in the table: VNI and remote underlay address. */
   get key(): string {

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { GeneveConfigError, GeneveTunnelTable, defaultLocalMac, type GeneveTunnel, type GeneveTunnelSpec } from '../../src/geneve/table.js';
 import { writeGeneveOption } from '../../src/geneve/header.js';
+import { STAT_RX_PACKETS } from '../../src/geneve/reasons.js';
 import { formatAddress, parseAddress } from '../../src/packet/addr.js';
 import { icmpEcho } from '../packet/factory.js';
 import { Prng } from '../util/prng.js';
@@ -76,7 +77,7 @@ describe('GeneveTunnelTable: configuration', () => {
   it('set() updates in place: same object, counters kept, learned MAC kept unless the neighbour changed', () => {
     const table = new GeneveTunnelTable();
     const t = table.add(spec(5, '192.0.2.1', '10.80.0.2', { mode: 'l2' }));
-    t.rxPackets = 42;
+    t.stats[STAT_RX_PACKETS] = 42;
     t.remoteMac.set([2, 0, 0, 0, 0, 7]);
     t.remoteMacKnown = true;
     const opts = new Uint8Array(8);
