@@ -66,7 +66,6 @@ import {
   IP_PROTO_IPV6_FRAG,
   IP_PROTO_TCP,
   IP_PROTO_UDP,
-  ipv4HeaderValid,
   ipv4TotalLength,
 } from '../packet/ipv4.js';
 import {
@@ -82,7 +81,6 @@ import {
 } from '../packet/ipv6.js';
 import { TCP_CHECKSUM_OFFSET, TCP_FLAGS_OFFSET, TCP_FLAG_ACK, TCP_FLAG_RST, TCP_FLAG_SYN, tcpHeaderValid } from '../packet/tcp.js';
 import { UDP_CHECKSUM_OFFSET, UDP_HEADER_LEN } from '../packet/udp.js';
-import { PrefixTable } from '../route/table.js';
 import {
   parseNatConfig,
   parseNatPeer,
@@ -95,7 +93,7 @@ import {
 } from './config.js';
 import { CT_ICMP, CT_TCP_ESTABLISHED, CT_TCP_SYN_SENT, CT_UDP, Conntrack, DIR_ORIGINAL, DIR_REPLY, type ConntrackStats } from './conntrack.js';
 import { MSS_OVERHEAD_V4, MSS_OVERHEAD_V6, TokenBucket, clampMss, ipv4SourceAcceptsError, ipv6SourceAcceptsError, writeFragNeededV4, writePacketTooBigV6 } from './pmtu.js';
-import { PrefixRemap, RemapTable } from './remap.js';
+import { PrefixMatcher, PrefixRemap, RemapTable } from './remap.js';
 import { CSUM_ALWAYS, CSUM_NONE, CSUM_UDP, read16, rewriteAddress, rewriteWord } from './rewrite.js';
 
 // ---------------------------------------------------------------------------------------------
@@ -112,7 +110,7 @@ export const NAT_REPLY = 1;
 
 /** Drop reasons (result codes ≥ NAT_DROP_MIN); each drop is counted in `Nat.drops[code]`. */
 export const NatDrop = {
-  /** IP header malformed: version, IHL, lengths, IPv4 header checksum, IPv6 extension chain. */
+  /** IP header malformed: version, IHL, lengths, IPv6 extension chain. */
   BadIpHeader: 2,
   /** TCP/UDP/ICMP header truncated or malformed. */
   BadTransport: 3,
@@ -206,14 +204,10 @@ export class Nat {
   replyLength = 0;
 
   private readonly peerSlots: Array<NatPeer | undefined> = [];
-  private readonly peersByRemapped4 = new PrefixTable<NatPeer>(4);
-  private readonly peersByRemapped6 = new PrefixTable<NatPeer>(6);
-  private readonly localPod4 = new PrefixTable<true>(4);
-  private readonly localPod6 = new PrefixTable<true>(6);
-  private readonly mapByReal4 = new PrefixTable<ParsedMapping>(4);
-  private readonly mapByReal6 = new PrefixTable<ParsedMapping>(6);
-  private readonly mapByExt4 = new PrefixTable<ParsedMapping>(4);
-  private readonly mapByExt6 = new PrefixTable<ParsedMapping>(6);
+  private readonly peersByRemapped = new PrefixMatcher<NatPeer>();
+  private readonly localPod = new PrefixMatcher<true>();
+  private readonly mapByReal = new PrefixMatcher<ParsedMapping>();
+  private readonly mapByExt = new PrefixMatcher<ParsedMapping>();
   private mappingCount = 0;
   private readonly snat4: Uint8Array;
   private readonly snat6: Uint8Array | undefined;
@@ -257,7 +251,7 @@ export class Nat {
     this.raw = config;
     const c = this.config;
     this.conntrack = new Conntrack({ capacity: c.capacity, timeouts: c.timeouts, portMin: c.portMin, portMax: c.portMax, ...(c.seed === undefined ? {} : { seed: c.seed }) });
-    for (const p of c.localPod) (p.family === 4 ? this.localPod4 : this.localPod6).insert(p.addr, p.prefixLen, true);
+    for (const p of c.localPod) this.localPod.insert(p, true);
     this.snat4 = new Uint8Array(c.external4.addr);
     this.snat6 = c.external6 === undefined ? undefined : new Uint8Array(c.external6.addr);
     this.icmpBucket = new TokenBucket(c.icmpRatePerSecond, c.icmpBurst);
@@ -274,9 +268,7 @@ export class Nat {
     if (index === -1) index = this.peerSlots.length;
     const peer = new NatPeer(index, parsed);
     this.peerSlots[index] = peer;
-    for (const r of parsed.remaps) {
-      (r.remapped.family === 4 ? this.peersByRemapped4 : this.peersByRemapped6).insert(r.remapped.addr, r.remapped.prefixLen, peer);
-    }
+    for (const r of parsed.remaps) this.peersByRemapped.insert(r.remapped, peer);
     return peer;
   }
 
@@ -285,8 +277,7 @@ export class Nat {
     if (this.peerSlots[peer.index] !== peer) throw new Error(`NAT peer ${peer.name} is not installed`);
     this.peerSlots[peer.index] = undefined;
     peer.active = false;
-    this.peersByRemapped4.removeValue(peer);
-    this.peersByRemapped6.removeValue(peer);
+    this.peersByRemapped.removeValue(peer);
     return this.conntrack.removePeer(peer.index);
   }
 
@@ -298,15 +289,16 @@ export class Nat {
   /** Replace the IP mappings (Liqo IP resources). Throws NatConfigError; keeps the old set then. */
   setIpMappings(mappings: readonly NatIpMapping[]): void {
     const parsed = parseNatConfig({ ...this.raw, ipMappings: mappings }).mappings;
-    for (const t of [this.mapByReal4, this.mapByReal6, this.mapByExt4, this.mapByExt6]) t.clear();
+    this.mapByReal.clear();
+    this.mapByExt.clear();
     this.installMappings(parsed);
   }
 
   private installMappings(list: readonly ParsedMapping[]): void {
     for (const m of list) {
       const bits = m.family === 4 ? 32 : 128;
-      (m.family === 4 ? this.mapByReal4 : this.mapByReal6).insert(m.real, bits, m);
-      (m.family === 4 ? this.mapByExt4 : this.mapByExt6).insert(m.external, bits, m);
+      this.mapByReal.insert({ family: m.family, addr: m.real, prefixLen: bits }, m);
+      this.mapByExt.insert({ family: m.family, addr: m.external, prefixLen: bits }, m);
     }
     this.mappingCount = list.length;
   }
@@ -327,8 +319,8 @@ export class Nat {
   peerFor(buf: Uint8Array, off: number, len: number): NatPeer | undefined {
     if (len < IPV4_MIN_HEADER_LEN || off < 0 || off + len > buf.length) return undefined;
     const v = buf[off]! >>> 4;
-    if (v === 4) return this.peersByRemapped4.lookup(buf, off + IPV4_DST_OFFSET);
-    if (v === 6 && len >= IPV6_HEADER_LEN) return this.peersByRemapped6.lookup(buf, off + IPV6_DST_OFFSET);
+    if (v === 4) return this.peersByRemapped.lookup(buf, off + IPV4_DST_OFFSET, 4);
+    if (v === 6 && len >= IPV6_HEADER_LEN) return this.peersByRemapped.lookup(buf, off + IPV6_DST_OFFSET, 6);
     return undefined;
   }
 
@@ -354,16 +346,16 @@ export class Nat {
     const route = peer.toReal.lookup(buf, this.dstOff, fam);
 
     // Source: IP mapping, else masquerade of non-pod sources towards the peer's CIDRs.
-    const mapping = this.mappingCount === 0 || route === undefined ? undefined : (fam === 4 ? this.mapByReal4 : this.mapByReal6).lookup(buf, this.srcOff);
+    const mapping = this.mappingCount === 0 || route === undefined ? undefined : this.mapByReal.lookup(buf, this.srcOff, fam);
     if (mapping !== undefined) {
       rewriteAddress(buf, this.srcOff, this.alen, mapping.external, 0, this.ipCsum, this.addrCsumOff, this.addrCsumKind);
-    } else if (route !== undefined && (this.config.fullMasquerade || (fam === 4 ? this.localPod4 : this.localPod6).lookup(buf, this.srcOff) === undefined)) {
+    } else if (route !== undefined && (this.config.fullMasquerade || this.localPod.lookup(buf, this.srcOff, fam) === undefined)) {
       r = this.icmpError ? this.snatOutboundIcmpError(buf, now) : this.snatOutbound(buf, peer, now);
       if (r !== NAT_FORWARD) return this.drop(r);
     }
     if (this.icmpError && this.mappingCount !== 0) {
       // Mirror of the source mapping on the quoted packet (it was addressed to the mapped host).
-      const m = (fam === 4 ? this.mapByReal4 : this.mapByReal6).lookup(buf, this.iDst);
+      const m = this.mapByReal.lookup(buf, this.iDst, fam);
       if (m !== undefined) this.innerAddress(buf, this.iDst, m.external, 0);
     }
 
@@ -412,7 +404,7 @@ export class Nat {
     }
 
     // Destination: IP mapping, or the SNAT address (conntrack reply).
-    const mapping = this.mappingCount === 0 ? undefined : (fam === 4 ? this.mapByExt4 : this.mapByExt6).lookup(buf, this.dstOff);
+    const mapping = this.mappingCount === 0 ? undefined : this.mapByExt.lookup(buf, this.dstOff, fam);
     const snat = fam === 4 ? this.snat4 : this.snat6;
     if (mapping !== undefined) {
       rewriteAddress(buf, this.dstOff, this.alen, mapping.real, 0, this.ipCsum, this.addrCsumOff, this.addrCsumKind);
@@ -422,7 +414,7 @@ export class Nat {
     }
     if (this.icmpError) {
       if (this.mappingCount !== 0) {
-        const m = (fam === 4 ? this.mapByExt4 : this.mapByExt6).lookup(buf, this.iSrc);
+        const m = this.mapByExt.lookup(buf, this.iSrc, fam);
         if (m !== undefined) this.innerAddress(buf, this.iSrc, m.real, 0);
       }
       this.finishIcmpError(buf);
@@ -461,16 +453,22 @@ export class Nat {
     const v = len > 0 ? buf[off]! >>> 4 : 0;
     let proto: number;
     if (v === 4) {
-      if (!ipv4HeaderValid(buf, off, len)) return NatDrop.BadIpHeader;
+      // Structural checks only: the header checksum is not verified here, because incremental
+      // updates carry an existing error through unchanged, so a corrupted header still fails
+      // at the receiver (and verifying would cost as much as the translation itself).
+      if (len < IPV4_MIN_HEADER_LEN) return NatDrop.BadIpHeader;
+      const hl = (buf[off]! & 0x0f) << 2;
+      const total = ipv4TotalLength(buf, off);
+      if (hl < IPV4_MIN_HEADER_LEN || total < hl || total > len) return NatDrop.BadIpHeader;
       this.fam = 4;
       this.alen = 4;
-      this.end = off + ipv4TotalLength(buf, off);
+      this.end = off + total;
       this.srcOff = off + IPV4_SRC_OFFSET;
       this.dstOff = off + IPV4_DST_OFFSET;
       this.ipCsum = off + IPV4_CHECKSUM_OFFSET;
       proto = buf[off + 9]!;
       const frag = read16(buf, off + IPV4_FLAGS_FRAGMENT_OFFSET) & IPV4_FRAGMENT_OFFSET_MASK;
-      this.l4 = frag === 0 ? off + ((buf[off]! & 0x0f) << 2) : -1;
+      this.l4 = frag === 0 ? off + hl : -1;
     } else if (v === 6) {
       if (!ipv6HeaderValid(buf, off, len)) return NatDrop.BadIpHeader;
       this.fam = 6;

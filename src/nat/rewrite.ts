@@ -10,7 +10,7 @@
  * - ICMPv4: never (its checksum covers the ICMP message only).
  */
 
-import { checksumUpdate16, checksumUpdateBytes, readChecksum, writeChecksum } from '../packet/checksum.js';
+import { checksumUpdate16, foldSum, readChecksum, sumWords, writeChecksum } from '../packet/checksum.js';
 
 /** No transport checksum to patch (ICMPv4 for addresses, non-first fragments, truncated data). */
 export const CSUM_NONE = 0;
@@ -18,15 +18,6 @@ export const CSUM_NONE = 0;
 export const CSUM_ALWAYS = 1;
 /** UDP: zero means absent and stays zero; a result of zero is written as 0xffff. */
 export const CSUM_UDP = 2;
-
-/** Patch the checksum at buf[csumOff] for `len` bytes changing from old[oldOff..] to neu[newOff..]. */
-export function patchBytes(buf: Uint8Array, csumOff: number, kind: number, old: Uint8Array, oldOff: number, neu: Uint8Array, newOff: number, len: number): void {
-  if (kind === CSUM_NONE) return;
-  const c = readChecksum(buf, csumOff);
-  if (kind === CSUM_UDP && c === 0) return;
-  const n = checksumUpdateBytes(c, old, oldOff, neu, newOff, len);
-  writeChecksum(buf, csumOff, kind === CSUM_UDP && n === 0 ? 0xffff : n);
-}
 
 /** Patch the checksum at buf[csumOff] for one 16-bit word (aligned with the checksummed data). */
 export function patchWord(buf: Uint8Array, csumOff: number, kind: number, oldWord: number, newWord: number): void {
@@ -52,8 +43,20 @@ export function rewriteAddress(
   l4CsumOff: number,
   l4Kind: number,
 ): void {
-  if (ipCsumOff >= 0) patchBytes(buf, ipCsumOff, CSUM_ALWAYS, buf, addrOff, neu, newOff, alen);
-  if (l4CsumOff >= 0) patchBytes(buf, l4CsumOff, l4Kind, buf, addrOff, neu, newOff, alen);
+  // The address's contribution to any checksum is the one's-complement sum of its words, so one
+  // folded old/new pair updates every checksum covering it (RFC 1624 eqn. 3 on that sum).
+  let oldSum: number;
+  let newSum: number;
+  if (alen === 4) {
+    // IPv4 fast path: the two words read directly (what sumWords would add).
+    oldSum = foldSum(((buf[addrOff]! << 8) | buf[addrOff + 1]!) + ((buf[addrOff + 2]! << 8) | buf[addrOff + 3]!));
+    newSum = foldSum(((neu[newOff]! << 8) | neu[newOff + 1]!) + ((neu[newOff + 2]! << 8) | neu[newOff + 3]!));
+  } else {
+    oldSum = foldSum(sumWords(buf, addrOff, alen));
+    newSum = foldSum(sumWords(neu, newOff, alen));
+  }
+  if (ipCsumOff >= 0) patchWord(buf, ipCsumOff, CSUM_ALWAYS, oldSum, newSum);
+  if (l4CsumOff >= 0) patchWord(buf, l4CsumOff, l4Kind, oldSum, newSum);
   for (let i = 0; i < alen; i++) buf[addrOff + i] = neu[newOff + i]!;
 }
 
