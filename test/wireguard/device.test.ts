@@ -104,6 +104,21 @@ describe.each(BACKENDS)('Device over a virtual network ($name backend)', ({ crea
     expect(a.delivered).toHaveLength(1); // B's staged packet went out once the session was confirmed
   });
 
+  it('simultaneous initiations from both sides converge to one working session each way', () => {
+    const { net, a, b } = setup(backend, 12);
+    net.delay = 20; // both initiations are in flight at the same time
+    a.send(ipv4Packet('10.1.0.1', '10.2.0.1', 10));
+    b.send(ipv4Packet('10.2.0.1', '10.1.0.1', 10));
+    net.advance(2 * (REKEY_TIMEOUT + REKEY_TIMEOUT_JITTER_MAX) + 200);
+    expect(b.delivered).toHaveLength(1);
+    expect(a.delivered).toHaveLength(1);
+    expect(a.send(ipv4Packet('10.1.0.1', '10.2.0.1', 11))).toBe(ENCRYPT_SEND);
+    expect(b.send(ipv4Packet('10.2.0.1', '10.1.0.1', 11))).toBe(ENCRYPT_SEND);
+    net.advance(100);
+    expect(b.delivered).toHaveLength(2);
+    expect(a.delivered).toHaveLength(2);
+  });
+
   it('pads plaintext to 16 bytes (capped at the MTU) and trims it on delivery', () => {
     expect(paddedLength(1, 1420)).toBe(16);
     expect(paddedLength(16, 1420)).toBe(16);
