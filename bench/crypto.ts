@@ -1,5 +1,5 @@
 /**
- * Crypto backend benchmark: per backend, ChaCha20-Poly1305 seal and open per second at 64 and
+ * Crypto backend benchmark: per backend (openssl, node, pure), ChaCha20-Poly1305 seal and open per second at 64 and
  * 1420 bytes, XChaCha20-Poly1305 (cookie-sized), X25519, BLAKE2s hash, keyed-BLAKE2s mac and
  * HMAC-BLAKE2s per second. The anchor, measured in the same run, is a bare node:crypto one-shot
  * createCipheriv('chacha20-poly1305') + update + final + getAuthTag per packet, with no copy into
@@ -21,6 +21,7 @@ import { pathToFileURL } from 'node:url';
 import { Bench } from 'tinybench';
 import type { CryptoBackend } from '../src/crypto/backend.js';
 import { createNodeBackend } from '../src/crypto/node.js';
+import { createOpensslBackend } from '../src/crypto/openssl.js';
 import { createPureBackend } from '../src/crypto/pure.js';
 import { getCryptoBackend } from '../src/crypto/select.js';
 
@@ -207,28 +208,35 @@ function anchorRow(size: 64 | 1420): Row {
 export async function runCryptoBench(timeMs = 150, rounds = 3): Promise<string> {
   const node = createNodeBackend();
   const nodeNoCache = createNodeBackend({ keyCache: false });
+  const openssl = createOpensslBackend();
   const pure = createPureBackend();
 
-  // Sanity: both backends produce the same packet (a benchmark of a wrong answer is worthless).
+  // Sanity: all backends produce the same packet (a benchmark of a wrong answer is worthless).
   for (const size of [64, 1420]) {
-    const a = new Uint8Array(size + TAG);
-    const c = new Uint8Array(size + TAG);
-    node.seal(bytes(1, 32), bytes(2, 12), null, bytes(3, size), 0, size, a, 0);
-    pure.seal(bytes(1, 32), bytes(2, 12), null, bytes(3, size), 0, size, c, 0);
-    if (Buffer.compare(a, c) !== 0) throw new Error(`crypto bench: node and pure seal disagree at ${size} bytes`);
+    const ref = new Uint8Array(size + TAG);
+    pure.seal(bytes(1, 32), bytes(2, 12), null, bytes(3, size), 0, size, ref, 0);
+    for (const b of [node, openssl]) {
+      const c = new Uint8Array(size + TAG);
+      b.seal(bytes(1, 32), bytes(2, 12), null, bytes(3, size), 0, size, c, 0);
+      if (Buffer.compare(ref, c) !== 0) throw new Error(`crypto bench: ${b.name} and pure seal disagree at ${size} bytes`);
+    }
   }
 
   const anchors = { 64: anchorRow(64), 1420: anchorRow(1420) } as const;
   const rows: Row[] = [];
   for (const size of [64, 1420]) {
+    const o = aeadRows(openssl, size);
     const n = aeadRows(node, size);
     const p = aeadRows(pure, size);
-    rows.push(n[0]!, p[0]!, n[1]!, p[1]!);
+    rows.push(o[0]!, n[0]!, p[0]!, o[1]!, n[1]!, p[1]!);
   }
+  // openssl shares X25519 and BLAKE2s with node; only its XChaCha differs.
   const nodeOther = otherRows(node);
   const pureOther = otherRows(pure);
+  const opensslXseal = otherRows(openssl)[0]!;
   const noCacheDh = otherRows(nodeNoCache, 'node, no key cache')[1]!;
   for (let i = 0; i < nodeOther.length; i++) {
+    if (i === 0) rows.push(opensslXseal);
     rows.push(nodeOther[i]!, pureOther[i]!);
     if (i === 1) rows.push(noCacheDh);
   }

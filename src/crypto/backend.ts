@@ -13,8 +13,12 @@
  *   it throws only on API misuse (wrong key/nonce length, out-of-range offsets).
  */
 export interface CryptoBackend {
-  /** 'node' (OpenSSL via node:crypto, noble where OpenSSL lacks a primitive) or 'pure' (noble only). */
-  readonly name: 'node' | 'pure';
+  /**
+   * 'node' (OpenSSL via node:crypto, noble where OpenSSL lacks a primitive), 'openssl' (as 'node',
+   * but ChaCha20-Poly1305 calls Node's own OpenSSL EVP functions in place through koffi; see
+   * openssl.ts) or 'pure' (noble only). Get one with getCryptoBackend() in select.ts.
+   */
+  readonly name: 'node' | 'openssl' | 'pure';
 
   /**
    * ChaCha20-Poly1305 (RFC 8439 §2.8). Encrypts `src[srcOff, srcOff+len)` into

@@ -5,6 +5,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { createNodeBackend } from '../../src/crypto/node.js';
+import { createOpensslBackend } from '../../src/crypto/openssl.js';
 import { createPureBackend } from '../../src/crypto/pure.js';
 import { BACKENDS, hex, placed, seeded, toHex } from './helpers.js';
 
@@ -49,6 +50,20 @@ describe.each(BACKENDS)('%s backend: AEAD contract', (_name, create) => {
     expect(toHex(pt.subarray(17, 17 + 64))).toBe(toHex(payload));
   });
 
+  it.each([1, -1, 7, -16])('seal and open with source and destination overlapping at a shift of %i bytes', (shift) => {
+    const payload = rnd(300);
+    const expected = new Uint8Array(300 + TAG);
+    b.seal(key, nonce, ad, payload, 0, 300, expected, 0);
+    const buf = new Uint8Array(400);
+    const srcOff = 40;
+    buf.set(payload, srcOff);
+    b.seal(key, nonce, ad, buf, srcOff, 300, buf, srcOff + shift);
+    expect(toHex(buf.subarray(srcOff + shift, srcOff + shift + 300 + TAG))).toBe(toHex(expected));
+    const sealedOff = srcOff + shift;
+    expect(b.open(key, nonce, ad, buf, sealedOff, 300 + TAG, buf, sealedOff - shift)).toBe(true);
+    expect(toHex(buf.subarray(sealedOff - shift, sealedOff - shift + 300))).toBe(toHex(payload));
+  });
+
   it('works for an empty plaintext (a WireGuard keepalive) and with null AD', () => {
     const out = new Uint8Array(TAG);
     expect(b.seal(key, nonce, null, new Uint8Array(0), 0, 0, out, 0)).toBe(TAG);
@@ -87,6 +102,16 @@ describe.each(BACKENDS)('%s backend: AEAD contract', (_name, create) => {
       const key2 = key.slice();
       key2[0] ^= 1;
       expect(b.open(key2, nonce, ad, sealed, 0, sealed.length, dst, 0)).toBe(false);
+    });
+
+    it('a failed in-place open leaves no plaintext in the buffer', () => {
+      const c = sealed.slice();
+      c[80] ^= 1; // bad tag
+      expect(b.open(key, nonce, ad, c, 0, c.length, c, 0)).toBe(false);
+      expect(toHex(c.subarray(0, 80))).not.toBe(toHex(payload));
+      for (let i = 0; i + 8 <= 80; i += 8) {
+        expect(toHex(c.subarray(i, i + 8))).not.toBe(toHex(payload.subarray(i, i + 8)));
+      }
     });
 
     it('input shorter than a tag, and a truncated message', () => {
@@ -212,8 +237,9 @@ describe.each(BACKENDS)('%s backend: hashing, keys and randomness', (_name, crea
   });
 });
 
-describe('the node and pure backends agree on seeded random inputs', () => {
+describe('the node, openssl and pure backends agree on seeded random inputs', () => {
   const node = createNodeBackend();
+  const openssl = createOpensslBackend();
   const pure = createPureBackend();
   const rnd = seeded(20240601);
   const sizes = [0, 1, 15, 16, 17, 63, 64, 65, 127, 128, 1419, 1420];
@@ -227,9 +253,15 @@ describe('the node and pure backends agree on seeded random inputs', () => {
     for (const [s, n, open] of [['seal', nonce, 'open'], ['xseal', xnonce, 'xopen']] as const) {
       const a = new Uint8Array(len + TAG);
       const c = new Uint8Array(len + TAG);
+      const o = new Uint8Array(len + TAG);
       node[s](key, n, ad, pt, 0, len, a, 0);
       pure[s](key, n, ad, pt, 0, len, c, 0);
+      openssl[s](key, n, ad, pt, 0, len, o, 0);
       expect(toHex(a)).toBe(toHex(c));
+      expect(toHex(o)).toBe(toHex(c));
+      const p3 = new Uint8Array(len);
+      expect(openssl[open](key, n, ad, c, 0, c.length, p3, 0)).toBe(true);
+      expect(toHex(p3)).toBe(toHex(pt));
       // Each opens what the other sealed.
       const p1 = new Uint8Array(len);
       const p2 = new Uint8Array(len);

@@ -3,11 +3,13 @@
  */
 import type { CryptoBackend } from '../../src/crypto/backend.js';
 import { createNodeBackend } from '../../src/crypto/node.js';
+import { createOpensslBackend } from '../../src/crypto/openssl.js';
 import { createPureBackend } from '../../src/crypto/pure.js';
 
-/** Both backends, for describe.each: every vector runs against each. */
+/** All backends, for describe.each: every vector runs against each. */
 export const BACKENDS: ReadonlyArray<readonly [string, () => CryptoBackend]> = [
   ['node', () => createNodeBackend()],
+  ['openssl', () => createOpensslBackend()],
   ['pure', () => createPureBackend()],
 ];
 

@@ -5,37 +5,47 @@ import type * as NodeCrypto from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { CryptoBackendError } from '../../src/crypto/errors.js';
 import { createNodeBackend, loadNodeCrypto, nodeBackendUnavailableReason } from '../../src/crypto/node.js';
-import { getCryptoBackend, parseCryptoBackendName, type CryptoBackendName } from '../../src/crypto/select.js';
+import { opensslBackendUnavailableReason } from '../../src/crypto/openssl.js';
+import { autoBackendName, getCryptoBackend, parseCryptoBackendName, type CryptoBackendName } from '../../src/crypto/select.js';
 
 describe('getCryptoBackend', () => {
   it('returns the named backend, one shared instance per name', () => {
+    expect(getCryptoBackend('openssl').name).toBe('openssl');
     expect(getCryptoBackend('node').name).toBe('node');
     expect(getCryptoBackend('pure').name).toBe('pure');
     expect(getCryptoBackend('pure')).toBe(getCryptoBackend('pure'));
     expect(getCryptoBackend('node')).toBe(getCryptoBackend('node'));
   });
 
-  it("'auto' (the default) is node when node:crypto works here, else pure", () => {
-    const expected = nodeBackendUnavailableReason() === null ? 'node' : 'pure';
+  it("'auto' (the default) is the first of openssl, node, pure that can run here", () => {
+    const expected = opensslBackendUnavailableReason() === null ? 'openssl'
+      : nodeBackendUnavailableReason() === null ? 'node' : 'pure';
+    expect(autoBackendName()).toBe(expected);
     expect(getCryptoBackend().name).toBe(expected);
     expect(getCryptoBackend('auto')).toBe(getCryptoBackend(expected));
   });
 
+  it('on this runtime (Node with OpenSSL 3 exporting EVP) every backend is available', () => {
+    expect(opensslBackendUnavailableReason()).toBeNull();
+    expect(autoBackendName()).toBe('openssl');
+  });
+
   it('rejects an unknown name with CryptoBackendError', () => {
-    expect(() => getCryptoBackend('openssl' as CryptoBackendName)).toThrow(CryptoBackendError);
+    expect(() => getCryptoBackend('libsodium' as CryptoBackendName)).toThrow(CryptoBackendError);
   });
 });
 
 describe('parseCryptoBackendName (WEFT_CRYPTO)', () => {
   it.each([
     [undefined, 'auto'], ['', 'auto'], ['  ', 'auto'], ['node', 'node'], [' PURE\n', 'pure'], ['Auto', 'auto'],
+    ['OpenSSL', 'openssl'],
   ] as const)('%j -> %s', (text, expected) => {
     expect(parseCryptoBackendName(text)).toBe(expected);
   });
 
   it('names the variable and the accepted values when the value is wrong', () => {
-    expect(() => parseCryptoBackendName('openssl')).toThrow(CryptoBackendError);
-    expect(() => parseCryptoBackendName('openssl')).toThrow(/WEFT_CRYPTO="openssl".*node, pure, auto/);
+    expect(() => parseCryptoBackendName('libsodium')).toThrow(CryptoBackendError);
+    expect(() => parseCryptoBackendName('libsodium')).toThrow(/WEFT_CRYPTO="libsodium".*auto, openssl, node, pure/);
   });
 });
 
