@@ -66,7 +66,7 @@ export function loadNodeCrypto(): Crypto | null {
   try {
     const get = (process as { getBuiltinModule?: (id: string) => unknown }).getBuiltinModule;
     if (typeof get !== 'function') return null;
-    const c = get('node:crypto') as Crypto | undefined;
+    const c = get.call(process, 'node:crypto') as Crypto | undefined;
     return c !== undefined && typeof c.createCipheriv === 'function' ? c : null;
   } catch {
     return null;

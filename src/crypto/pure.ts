@@ -1,14 +1,15 @@
 /**
  * The 'pure' crypto backend: JavaScript only (@noble/ciphers, @noble/hashes, @noble/curves), no
  * node:crypto. It runs wherever the node backend cannot (no OpenSSL, or OpenSSL without
- * ChaCha20-Poly1305/X25519) and serves as the second, independent implementation the tests
- * compare the node backend against.
+ * ChaCha20-Poly1305/X25519) and serves as the independent implementation the tests compare the
+ * OpenSSL-based backends against. It is the slowest (bench/crypto.ts), so 'auto' picks it last.
  *
  * Buffers and allocation (contract of CryptoBackend in backend.ts):
  * - seal/open/xseal/xopen pass views of the caller's buffers to noble with noble's `output`
  *   argument, so ciphertext and plaintext are written straight into `dst` with no copy of the
- *   payload. In place (src === dst, same offset) works: noble copies the input into the output
- *   region first (a no-op copy when they coincide) and then XORs the keystream over it.
+ *   payload. In place (src === dst, same offset) and overlapping spans work: noble copies the
+ *   input into the output region first (TypedArray.set copes with overlap) and then XORs the
+ *   keystream over it.
  *   Still allocated per call by noble: the cipher object and its closures, the Poly1305 state
  *   and tag, and two subarray views made here. noble has no API that avoids these.
  * - open authenticates before it decrypts (noble checks the tag first), so on failure `dst` is
@@ -26,7 +27,7 @@ import { BLAKE2S_MAX_KEY_LEN, HASH_LEN, KEY_LEN, MAC_LEN, NONCE_LEN, TAG_LEN, XN
 import { clampPrivateKey } from './keys.js';
 import { CryptoBackendError } from './errors.js';
 
-/** Web Crypto's getRandomValues refuses more than 65536 bytes per call (W3C WebCrypto §10.1.1). */
+/** Web Crypto getRandomValues throws QuotaExceededError above 65536 bytes per call. */
 const RANDOM_CHUNK = 65536;
 
 type AeadFactory = (key: Uint8Array, nonce: Uint8Array, aad?: Uint8Array) => {
