@@ -124,7 +124,7 @@ export const NatDrop = {
   SnatNoAddress: 7,
   /** No free SNAT port towards the remote endpoint. */
   SnatPortsExhausted: 8,
-  /** Packet for the SNAT address (or an outbound reply/RST/ICMP error of a masqueraded host) without a conntrack entry. */
+  /** Packet (or ICMP error) for the SNAT address without a conntrack entry; an outbound RST of an unknown masqueraded flow. */
   NoConntrack: 9,
   /** Over the tunnel MTU and may not be fragmented, but no ICMP error is allowed (error about an error, bad source, no room). */
   TooBig: 10,
@@ -167,9 +167,6 @@ export class NatPeer {
   readonly toRemapped = new RemapTable();
   readonly mss4: number;
   readonly mss6: number;
-  /** @internal set false by Nat.removePeer: a stale handle is API misuse. */
-  active = true;
-
   constructor(
     readonly index: number,
     readonly parsed: ParsedPeer,
@@ -276,7 +273,6 @@ export class Nat {
   removePeer(peer: NatPeer): number {
     if (this.peerSlots[peer.index] !== peer) throw new Error(`NAT peer ${peer.name} is not installed`);
     this.peerSlots[peer.index] = undefined;
-    peer.active = false;
     this.peersByRemapped.removeValue(peer);
     return this.conntrack.removePeer(peer.index);
   }
@@ -333,6 +329,11 @@ export class Nat {
    * NAT_REPLY (buf[off, off+replyLength) is an ICMP error for the sender) or a NatDrop code
    * (the buffer content is then unspecified; the drop is counted). Bytes after the IP total
    * length are ignored. Throws only on API misuse (range outside buf, removed peer).
+   *
+   * Buffer contract: the caller owns buf; nothing is retained after the call. Only
+   * buf[off, off+len) is read and written, except that a NAT_REPLY may extend up to 48 bytes
+   * past off+len (tailroom; never past buf.length) when the MTU is below 548 (IPv4) / 1232 (IPv6)
+   * bytes. No allocation.
    */
   outbound(buf: Uint8Array, off: number, len: number, peer: NatPeer, now: number): number {
     this.checkCall(buf, off, len, peer);
@@ -353,7 +354,7 @@ export class Nat {
       r = this.icmpError ? this.snatOutboundIcmpError(buf, now) : this.snatOutbound(buf, peer, now);
       if (r !== NAT_FORWARD) return this.drop(r);
     }
-    if (this.icmpError && this.mappingCount !== 0) {
+    if (this.icmpError && this.mappingCount !== 0 && route !== undefined) {
       // Mirror of the source mapping on the quoted packet (it was addressed to the mapped host).
       const m = this.mapByReal.lookup(buf, this.iDst, fam);
       if (m !== undefined) this.innerAddress(buf, this.iDst, m.external, 0);
@@ -440,7 +441,7 @@ export class Nat {
 
   private checkCall(buf: Uint8Array, off: number, len: number, peer: NatPeer): void {
     if (!(off >= 0 && len >= 0 && off + len <= buf.length)) throw new RangeError(`NAT: packet range [${off}, ${off + len}) is outside the buffer of ${buf.length}`);
-    if (!peer.active) throw new Error(`NAT: peer ${peer.name} was removed`);
+    if (this.peerSlots[peer.index] !== peer) throw new Error(`NAT: peer ${peer.name} was removed or belongs to another Nat`);
   }
 
   private drop(code: number): number {
