@@ -103,9 +103,16 @@ const SELFTEST_TEXT = "Ladies and Gentlemen of the class of '99: If I could offe
 /**
  * Why the openssl backend cannot run here, or null if it can. Checks the node backend's
  * requirements, binds the EVP functions and runs the RFC 8439 §2.8.2 vector through them
- * (seal, open, and rejection of a flipped tag bit).
+ * (seal, open, and rejection of a flipped tag bit). Probed once per thread.
  */
 export function opensslBackendUnavailableReason(): string | null {
+  probeCache ??= { reason: probe() };
+  return probeCache.reason;
+}
+
+let probeCache: { reason: string | null } | undefined;
+
+function probe(): string | null {
   const nodeReason = nodeBackendUnavailableReason(loadNodeCrypto());
   if (nodeReason !== null) return nodeReason;
   const evp = bindEvp();
@@ -139,6 +146,9 @@ interface EvpAead {
   dispose(): void;
 }
 
+/** OpenSSL takes lengths as C int. */
+const MAX_LEN = 0x7fffffff - TAG_LEN;
+
 /** One encryption and one decryption context, re-keyed per call. */
 function createEvpAead(evp: Evp): EvpAead {
   const ectx = evp.newCtx();
@@ -170,6 +180,7 @@ function createEvpAead(evp: Evp): EvpAead {
       assertAd(ad);
       assertSpan(src, srcOff, len, 'src');
       assertSpan(dst, dstOff, len + TAG_LEN, 'dst');
+      if (len > MAX_LEN) throw new RangeError(`seal length ${len} exceeds OpenSSL's int range`);
       const inp = input(src, srcOff, len, dst, dstOff);
       const out = dst.subarray(dstOff, dstOff + len + TAG_LEN);
       check(evp.encryptInit(ectx, null, null, key, nonce), 'EVP_EncryptInit_ex');
@@ -187,6 +198,7 @@ function createEvpAead(evp: Evp): EvpAead {
       assertAd(ad);
       assertSpan(src, srcOff, len, 'src');
       if (len < TAG_LEN) return false; // too short to hold a tag: bad input, not misuse
+      if (len > MAX_LEN) throw new RangeError(`open length ${len} exceeds OpenSSL's int range`);
       const ctLen = len - TAG_LEN;
       assertSpan(dst, dstOff, ctLen, 'dst');
       for (let i = 0; i < TAG_LEN; i++) tag[i] = src[srcOff + ctLen + i];
