@@ -49,7 +49,7 @@ import {
   AEAD_TAG_LEN, CLASSIFY_BAD_LENGTH, CLASSIFY_TOO_SHORT, COOKIE_NONCE_LEN, COOKIE_REPLY_RECEIVER_OFFSET,
   INITIATION_SIZE, KEY_LEN, MESSAGE_COOKIE_REPLY, MESSAGE_INITIATION, MESSAGE_TRANSPORT, RESPONSE_RECEIVER_OFFSET,
   RESPONSE_SIZE, TRANSPORT_COUNTER_OFFSET, TRANSPORT_HEADER_SIZE, TRANSPORT_OVERHEAD, TRANSPORT_RECEIVER_OFFSET,
-  classifyMessage, readU32LE, writeTransportHeader,
+  classifyMessage, isHandshakeMessage, readU32LE, writeTransportHeader,
 } from './messages.js';
 import {
   HANDSHAKE_INITIATION_CREATED, HANDSHAKE_RESPONSE_CONSUMED, INITIATION_DECRYPT_FAILED, INITIATION_FLOOD,
@@ -215,6 +215,14 @@ export class Device {
     }
     this.noise = new NoiseContext(this.backend);
     this.cookieChecker = new CookieChecker(this.backend);
+  }
+
+  /**
+   * True for datagrams that announce a handshake message (types 1–3): lets the daemon steer them
+   * to a separate bounded queue (and measure its depth for `underLoad`) before calling receive().
+   */
+  static isHandshakeMessage(buf: Uint8Array, off: number, len: number): boolean {
+    return isHandshakeMessage(buf, off, len);
   }
 
   // ===========================================================================================

@@ -104,3 +104,19 @@ describe('classifyMessage', () => {
     }
   });
 });
+
+describe('drop reasons', () => {
+  it('every reason has a distinct name', async () => {
+    const d = await import('../../src/wireguard/drops.js');
+    expect(d.DROP_REASON_NAMES).toHaveLength(d.DROP_REASON_COUNT);
+    expect(new Set(d.DROP_REASON_NAMES).size).toBe(d.DROP_REASON_COUNT);
+    const values = Object.entries(d).filter(([k]) => k.startsWith('DROP_') && k !== 'DROP_REASON_COUNT' && k !== 'DROP_REASON_NAMES').map(([, v]) => v as number);
+    expect(values.sort((x, y) => x - y)).toEqual(Array.from({ length: d.DROP_REASON_COUNT }, (_, i) => i));
+  });
+
+  it('Device.isHandshakeMessage matches the classifier', async () => {
+    const { Device } = await import('../../src/wireguard/device.js');
+    expect(Device.isHandshakeMessage(fromHex(WS_INITIATION_HEX), 0, 148)).toBe(true);
+    expect(Device.isHandshakeMessage(fromHex(WS_TRANSPORT_HEX), 0, 128)).toBe(false);
+  });
+});

@@ -28,7 +28,7 @@ const HMAC = (key: Uint8Array, ...a: Uint8Array[]) => hmac(blake2s, key, cat(...
 function KDF(n: number, key: Uint8Array, input: Uint8Array): Uint8Array[] {
   const t0 = HMAC(key, input);
   const out: Uint8Array[] = [];
-  let prev = new Uint8Array(0);
+  let prev: Uint8Array = new Uint8Array(0);
   for (let i = 1; i <= n; i++) {
     prev = HMAC(t0, prev, Uint8Array.of(i));
     out.push(prev);
@@ -50,8 +50,8 @@ function reference(o: { Si: Uint8Array; Sr: Uint8Array; Ei: Uint8Array; Er: Uint
   const Spub_r = PUB(o.Sr);
   const Epub_i = PUB(o.Ei);
   const Epub_r = PUB(o.Er);
-  let C = HASH(enc.encode('Noise_IKpsk2_25519_ChaChaPoly_BLAKE2s'));
-  let H = HASH(C, enc.encode('WireGuard v1 zx2c4 Jason@zx2c4.com'));
+  let C: Uint8Array = HASH(enc.encode('Noise_IKpsk2_25519_ChaChaPoly_BLAKE2s'));
+  let H: Uint8Array = HASH(C, enc.encode('WireGuard v1 zx2c4 Jason@zx2c4.com'));
   H = HASH(H, Spub_r);
   [C] = KDF(1, C, Epub_i);
   H = HASH(H, Epub_i);
