@@ -35,7 +35,7 @@ import {
   ARP_OP_REPLY, ARP_OP_REQUEST, ARP_PACKET_LEN, ARP_SHA_OFFSET, ARP_SPA_OFFSET, ARP_TPA_OFFSET, arpOperation, arpValid, writeArp,
 } from '../packet/arp.js';
 import {
-  BROADCAST_MAC, ETH_DST_OFFSET, ETH_HEADER_LEN, ETH_SRC_OFFSET, ETHERTYPE_ARP, ETHERTYPE_IPV4, ETHERTYPE_IPV6, MAC_LEN, ethType, formatMac, writeEthHeader,
+  BROADCAST_MAC, ETH_DST_OFFSET, ETH_HEADER_LEN, ETH_SRC_OFFSET, ETH_TYPE_OFFSET, ETHERTYPE_ARP, ETHERTYPE_IPV4, ETHERTYPE_IPV6, MAC_LEN, ethType, formatMac, writeEthHeader,
 } from '../packet/ethernet.js';
 import {
   IPV4_FLAGS_FRAGMENT_OFFSET, IPV4_FLAG_MF, IPV4_FRAGMENT_OFFSET_MASK, IPV4_MAX_TOTAL_LENGTH, IPV4_MIN_HEADER_LEN, IPV4_PROTOCOL_OFFSET,
@@ -45,7 +45,7 @@ import { IPV6_HEADER_LEN, IPV6_NEXT_HEADER_OFFSET, IPV6_SRC_OFFSET, ipv6HeaderVa
 import {
   UDP_HEADER_LEN, udpChecksumValidV4, udpChecksumValidV6, udpDstPort, udpLength, writeIpv4UdpHeaders, writeIpv6UdpHeaders,
 } from '../packet/udp.js';
-import { innerFlowHash, sourcePortFromHash } from './flowhash.js';
+import { flowSourcePort } from './flowhash.js';
 import {
   GENEVE_HEADER_LEN, GENEVE_LIQO_UDP_PORT, GENEVE_PROTO_IPV4, GENEVE_PROTO_IPV6, GENEVE_PROTO_TEB, geneveOptionKey, geneveOptionsLen,
   geneveProtocolType, geneveVni, validateGeneve, writeGeneveHeaderUnchecked,
@@ -183,7 +183,15 @@ export class GeneveEngine {
     if (l2) {
       if (!tunnel.remoteMacKnown) return this.arpInsteadOf(buf, innerOff, tunnel, now, out);
       p -= ETH_HEADER_LEN;
-      writeEthHeader(buf, p, tunnel.remoteMac, 0, tunnel.localMac, 0, proto);
+      // Inline Ethernet II header (dst = peer, src = us): the hot path avoids the checked writer.
+      const dst = tunnel.remoteMac;
+      const src = tunnel.localMac;
+      for (let i = 0; i < MAC_LEN; i++) {
+        buf[p + ETH_DST_OFFSET + i] = dst[i]!;
+        buf[p + ETH_SRC_OFFSET + i] = src[i]!;
+      }
+      buf[p + ETH_TYPE_OFFSET] = proto >>> 8;
+      buf[p + ETH_TYPE_OFFSET + 1] = proto & 0xff;
       proto = GENEVE_PROTO_TEB;
     }
     const geneveOff = p - GENEVE_HEADER_LEN - optsLen;
@@ -192,7 +200,7 @@ export class GeneveEngine {
     out.reason = GeneveDrop.None;
     out.off = geneveOff;
     out.len = innerOff + innerLen - geneveOff;
-    out.srcPort = sourcePortFromHash(innerFlowHash(buf, innerOff, innerLen, this.hashSeed));
+    out.srcPort = flowSourcePort(buf, innerOff, innerLen, this.hashSeed);
     const ts = tunnel.stats;
     ts[STAT_TX_PACKETS]++;
     ts[STAT_TX_BYTES] += innerLen;
@@ -241,6 +249,9 @@ export class GeneveEngine {
   decapsulate(buf: Uint8Array, off: number, len: number, from: string | Uint8Array, now: number, out: GeneveResult): GeneveVerdict {
     if (!(off >= 0 && len >= 0 && off + len <= buf.length)) {
       throw new RangeError(`decapsulate: region [${off}, +${len}) is outside the ${buf.length}-byte buffer`);
+    }
+    if (typeof from !== 'string' && from.length !== 4 && from.length !== 16) {
+      throw new TypeError(`decapsulate: a source address is 4 or 16 bytes, got ${from.length}`);
     }
     const reason = validateGeneve(buf, off, len, this.understood);
     if (reason !== GeneveDrop.None) return this.drop(out, reason, null);
@@ -435,7 +446,7 @@ export class GeneveEngine {
     out.off = off;
     out.len = len;
     out.tunnel = tunnel;
-    out.srcPort = sourcePortFromHash(innerFlowHash(buf, eth, ETH_HEADER_LEN, this.hashSeed));
+    out.srcPort = flowSourcePort(buf, eth, ETH_HEADER_LEN, this.hashSeed);
     return GeneveVerdict.SendControl;
   }
 

@@ -34,8 +34,7 @@ function finish(h: number): number {
   h = Math.imul(h, 0x85ebca6b);
   h ^= h >>> 13;
   h = Math.imul(h, 0xc2b2ae35);
-  h ^= h >>> 16;
-  return h >>> 0;
+  return h ^ (h >>> 16);
 }
 
 function word(buf: Uint8Array, o: number): number {
@@ -54,6 +53,20 @@ function hasPorts(proto: number): boolean {
  * walked). Anything that is not a long-enough IPv4/IPv6 packet hashes its first bytes.
  */
 export function innerFlowHash(buf: Uint8Array, off: number, len: number, seed: number): number {
+  return flowMix(buf, off, len, seed) >>> 0;
+}
+
+/**
+ * The outer UDP source port for the inner packet at buf[off, off+len): sourcePortFromHash of
+ * innerFlowHash, in one call that returns a small integer (a 32-bit hash returned across a
+ * call boundary would be boxed as a heap number on the per-packet path).
+ */
+export function flowSourcePort(buf: Uint8Array, off: number, len: number, seed: number): number {
+  return GENEVE_SRC_PORT_MIN + (flowMix(buf, off, len, seed) >>> (32 - PORT_RANGE_BITS));
+}
+
+/** The hash as a signed 32-bit value (callers shift it; see innerFlowHash). */
+function flowMix(buf: Uint8Array, off: number, len: number, seed: number): number {
   let h = seed | 0;
   const v = len > 0 ? buf[off]! >>> 4 : 0;
   if (v === 4 && len >= IPV4_MIN_HEADER_LEN) {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { GeneveEngine, GeneveResult, GeneveVerdict } from '../../src/geneve/engine.js';
-import { GENEVE_SRC_PORT_MAX, GENEVE_SRC_PORT_MIN, innerFlowHash, sourcePortFromHash } from '../../src/geneve/flowhash.js';
+import { GENEVE_SRC_PORT_MAX, GENEVE_SRC_PORT_MIN, flowSourcePort, innerFlowHash, sourcePortFromHash } from '../../src/geneve/flowhash.js';
 import {
   GENEVE_FLAG_OAM, GENEVE_PROTO_IPV4, GENEVE_PROTO_IPV6, GENEVE_PROTO_TEB, geneveCritical, geneveOam, geneveOptionsLen, geneveProtocolType,
   geneveVni, writeGeneveHeader, writeGeneveOption,
@@ -139,6 +139,15 @@ describe('outer UDP source port (RFC 8926 §3.3)', () => {
     }
     // 2000 flows into 16384 ports: a uniform hash leaves ~115 collisions; allow generous slack.
     expect(ports.size).toBeGreaterThan(1750);
+    // The engine's one-call variant agrees with hash-then-map, and encapsulate reports it.
+    const { t, engine, res } = setup();
+    for (let i = 0; i < 50; i++) {
+      const q = udpPacket({ src: '10.0.0.1', dst: '10.1.0.1', sport: 7 + i, dport: 53, headroom: H });
+      const want = sourcePortFromHash(innerFlowHash(q.buf, q.off, q.len, 0));
+      expect(flowSourcePort(q.buf, q.off, q.len, 0)).toBe(want);
+      engine.encapsulate(q.buf, q.off, q.len, t, 0, res);
+      expect(res.srcPort).toBe(want);
+    }
     // The seed changes the mapping.
     const p = tcpPacket({ src: '10.0.0.1', dst: '10.1.0.1', sport: 1, dport: 2 });
     const seeds = new Set([1, 2, 3, 4, 5, 6, 7, 8].map((s) => sourcePortFromHash(innerFlowHash(p.buf, p.off, p.len, s))));
