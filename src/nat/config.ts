@@ -9,7 +9,7 @@
  *   (IP.spec.ip) is reachable from peers as `externalAddress` (IP.status.ip, inside the local
  *   external CIDR).
  * - The SNAT ("unknown source") address is the FIRST address of the local external CIDR, i.e. the
- *   network address itself: Liqo's `GetUnknownSourceIP` (pkg/utils/ipam) returns
+ *   network address itself: Liqo's `GetUnknownSourceIP` (pkg/utils/ipam/ips.go) returns
  *   `NetFirstAndLastIP(cidr).first` = ip & mask, so 10.70.0.0/16 → 10.70.0.0 (not .1); Liqo's
  *   firewall docs show `natType: snat, to: 10.70.0.0`, and the IPAM Network for the external CIDR
  *   pre-allocates exactly that one address (helm-templates/liqo-ipam-networks.yaml, preAllocated: 1).
