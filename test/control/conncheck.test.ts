@@ -1,0 +1,128 @@
+import { describe, expect, test } from 'vitest';
+import {
+  CONNCHECK_PORT, ConnChecker, decodeMessage, encodeMessage, formatLatency, formatTimestamp, parseTimestamp,
+} from '../../src/control/conncheck.js';
+
+describe('formats', () => {
+  test('latency text like Liqo (whole ms, else whole μs)', () => {
+    expect(formatLatency(2.7)).toBe('2ms');
+    expect(formatLatency(1)).toBe('1ms');
+    expect(formatLatency(0.85)).toBe('850μs');
+    expect(formatLatency(1.9998)).toBe('2ms'); // float error must not drop a millisecond
+    expect(formatLatency(0.0004)).toBe('N/A');
+    expect(formatLatency(0)).toBe('N/A');
+  });
+
+  test('timestamps: RFC 3339 with nanoseconds, round trip, Go offsets accepted', () => {
+    const t = Date.UTC(2024, 0, 2, 3, 4, 5, 678) + 0.123;
+    const s = formatTimestamp(t);
+    // A double of epoch ms resolves ~0.25 µs: the microseconds are exact, the rest is noise.
+    expect(s).toMatch(/^2024-01-02T03:04:05\.678123\d{3}Z$/);
+    expect(parseTimestamp(s)).toBeCloseTo(t, 3);
+    expect(parseTimestamp('2024-01-02T03:04:05.000000001Z') - Date.UTC(2024, 0, 2, 3, 4, 5)).toBeCloseTo(1e-6, 3);
+    // Go's RFC3339Nano trims trailing zeros and may carry a zone offset.
+    expect(parseTimestamp('2024-01-02T04:04:05.5+01:00')).toBe(Date.UTC(2024, 0, 2, 3, 4, 5, 500));
+    expect(parseTimestamp('2024-01-02T03:04:05Z')).toBe(Date.UTC(2024, 0, 2, 3, 4, 5));
+    expect(parseTimestamp('yesterday')).toBeNaN();
+  });
+
+  test('message codec matches Liqo\'s JSON field names', () => {
+    const bytes = encodeMessage({ clusterID: 'cluster-b', msgType: 'PING', timeStamp: '2024-01-02T03:04:05.000000001Z' });
+    expect(new TextDecoder().decode(bytes)).toBe('{"clusterID":"cluster-b","msgType":"PING","timeStamp":"2024-01-02T03:04:05.000000001Z"}');
+    expect(decodeMessage(bytes)).toEqual({ clusterID: 'cluster-b', msgType: 'PING', timeStamp: '2024-01-02T03:04:05.000000001Z' });
+    for (const bad of ['', '{', '[]', '{"clusterID":1,"msgType":"PING","timeStamp":"x"}', '{"clusterID":"a","msgType":"HELLO","timeStamp":"x"}']) {
+      expect(decodeMessage(new TextEncoder().encode(bad)), bad).toBeNull();
+    }
+    expect(decodeMessage(new Uint8Array([0xff, 0xfe]))).toBeNull();
+  });
+});
+
+/** Two gateways on a virtual network with a virtual clock. */
+function pair(oneWayMs: number) {
+  const T0 = Date.UTC(2025, 5, 1);
+  let now = T0;
+  let linkUp = true;
+  const inflight: { at: number; to: 'a' | 'b'; bytes: Uint8Array; from: string; port: number }[] = [];
+  const updates: { who: string; peer: string; value: string; latencyMs: number }[] = [];
+  const mk = (self: 'a' | 'b', addr: string) => new ConnChecker({
+    send: (bytes, address, port) => {
+      expect(port === CONNCHECK_PORT || port === 40000).toBe(true);
+      if (linkUp) inflight.push({ at: now + oneWayMs, to: address === '10.80.0.1' ? 'a' : 'b', bytes: bytes.slice(), from: addr, port: 40000 });
+    },
+    onUpdate: (peer, s) => updates.push({ who: self, peer, value: s.value, latencyMs: s.latencyMs }),
+  });
+  const a = mk('a', '10.80.0.1');
+  const b = mk('b', '10.80.0.9');
+  a.addPeer('cluster-b', '10.80.0.9', now);
+  b.addPeer('cluster-a', '10.80.0.1', now);
+  const run = (untilMs: number) => {
+    while (now < untilMs) {
+      const next = Math.min(untilMs, a.nextDeadline(), b.nextDeadline(), ...inflight.map((p) => p.at));
+      now = Math.max(now, next);
+      for (const p of inflight.splice(0).filter((p) => { if (p.at <= now) return true; inflight.push(p); return false; })) {
+        (p.to === 'a' ? a : b).receive(p.bytes, p.from, p.port, now);
+      }
+      a.poll(now);
+      b.poll(now);
+      if (next === untilMs && now >= untilMs) break;
+    }
+  };
+  return { a, b, updates, run, t: (ms: number) => T0 + ms, setLink: (v: boolean) => { linkUp = v; } };
+}
+
+describe('ConnChecker state machine', () => {
+  test('Connecting → Connected with the measured round trip, both directions', () => {
+    const p = pair(0.4);
+    expect(p.a.status('cluster-b')!.value).toBe('Connecting');
+    p.run(p.t(1));
+    expect(p.a.status('cluster-b')).toMatchObject({ value: 'Connected' });
+    expect(p.a.status('cluster-b')!.latencyMs).toBeCloseTo(0.8, 3);
+    expect(p.b.status('cluster-a')!.latencyMs).toBeCloseTo(0.8, 3);
+    expect(formatLatency(p.a.status('cluster-b')!.latencyMs)).toBe('800μs');
+    // One PING each at t=0 and every 2 s after.
+    p.run(p.t(4001));
+    expect(p.a.pingsSent).toBe(3);
+    expect(p.a.pongsSent).toBe(3);
+  });
+
+  test('Error after 5 missed replies, back to Connected when replies return', () => {
+    const p = pair(1);
+    p.run(p.t(100));
+    expect(p.a.status('cluster-b')!.value).toBe('Connected');
+    const lastReply = p.a.status('cluster-b')!.lastReplyAt!;
+    p.setLink(false);
+    p.run(lastReply + 5 * 2000 - 1); // just under 5 intervals: not yet
+    expect(p.a.status('cluster-b')!.value).toBe('Connected');
+    p.run(lastReply + 5 * 2000);
+    expect(p.a.status('cluster-b')).toEqual({ value: 'Error', latencyMs: 0, lastReplyAt: lastReply });
+    p.setLink(true);
+    p.run(p.t(20_000));
+    expect(p.a.status('cluster-b')!.value).toBe('Connected');
+    const values = p.updates.filter((u) => u.who === 'a').map((u) => u.value);
+    expect(values.indexOf('Error')).toBeGreaterThan(0);
+    expect(values.at(-1)).toBe('Connected');
+  });
+
+  test('a peer that never answers goes from Connecting to Error', () => {
+    const p = pair(1);
+    p.setLink(false);
+    p.run(p.t(10_000));
+    expect(p.a.status('cluster-b')!.value).toBe('Error');
+  });
+
+  test('bad input is counted, never thrown; out-of-order PONGs are dropped', () => {
+    const sent: Uint8Array[] = [];
+    const c = new ConnChecker({ send: (b) => sent.push(b) });
+    const t0 = Date.UTC(2025, 0, 1);
+    c.addPeer('x', '10.80.0.2', t0);
+    c.receive(new TextEncoder().encode('nope'), '10.80.0.2', 12345, t0);
+    c.receive(new Uint8Array(2000), '10.80.0.2', 12345, t0);
+    c.receive(encodeMessage({ clusterID: 'y', msgType: 'PONG', timeStamp: formatTimestamp(t0) }), '10.80.0.2', 12345, t0);
+    c.receive(encodeMessage({ clusterID: 'x', msgType: 'PONG', timeStamp: formatTimestamp(t0 + 5) }), '10.80.0.2', 12345, t0);
+    c.receive(encodeMessage({ clusterID: 'x', msgType: 'PONG', timeStamp: formatTimestamp(t0 - 3) }), '10.80.0.2', 12345, t0);
+    c.receive(encodeMessage({ clusterID: 'x', msgType: 'PONG', timeStamp: formatTimestamp(t0 - 10) }), '10.80.0.2', 12345, t0);
+    expect(c.drops).toEqual({ 'malformed': 1, 'too-large': 1, 'unknown-peer': 1, 'out-of-order': 1, 'future-timestamp': 1 });
+    expect(c.status('x')!.latencyMs).toBe(3);
+    expect(() => c.addPeer('x', '10.80.0.2', t0)).toThrow(/already/);
+  });
+});

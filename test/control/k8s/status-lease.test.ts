@@ -1,0 +1,128 @@
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { ConnectionStatusWriter } from '../../../src/control/k8s/connection.js';
+import { LeaderElector } from '../../../src/control/k8s/lease.js';
+import { loadCrds, validate } from '../../k8s-fake/schema.js';
+import { FakeApiServer, LIQO_CRD_DIR } from '../../k8s-fake/server.js';
+
+async function until(pred: () => boolean, what: string, ms = 10_000): Promise<void> {
+  const end = Date.now() + ms;
+  while (!pred()) {
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+let server: FakeApiServer;
+beforeAll(async () => { server = await FakeApiServer.start(); });
+afterAll(async () => { await server.stop(); });
+
+describe('ConnectionStatusWriter', () => {
+  const connCrd = loadCrds(LIQO_CRD_DIR).find((c) => c.kind === 'Connection')!;
+  const mk = (updateIntervalMs = 10_000) => new ConnectionStatusWriter({
+    kubeConfig: server.kubeConfig(), namespace: 'liqo-tenant-b', name: 'gw-b', remoteClusterId: 'cluster-b', type: 'Server',
+    gatewayRef: { apiVersion: 'networking.liqo.io/v1beta1', kind: 'GatewayServer', name: 'gw-b', namespace: 'liqo-tenant-b' },
+    updateIntervalMs,
+  });
+
+  test('creates the Connection if missing, then patches status like Liqo', async () => {
+    const w = mk();
+    const t0 = new Date('2025-06-01T10:00:00Z');
+    await w.ensure(t0);
+    let c = server.getObject('networking.liqo.io/v1beta1', 'connections', 'liqo-tenant-b', 'gw-b')!;
+    expect(validate(c, connCrd.schema, 'strict')).toEqual([]);
+    expect(c.metadata.labels).toEqual({ 'liqo.io/remote-cluster-id': 'cluster-b' });
+    expect(c['spec']).toEqual({ type: 'Server', gatewayRef: { apiVersion: 'networking.liqo.io/v1beta1', kind: 'GatewayServer', name: 'gw-b', namespace: 'liqo-tenant-b' } });
+    expect(c['status']).toEqual({ value: 'Connecting', latency: { value: 'N/A', timestamp: '2025-06-01T10:00:00Z' } });
+
+    expect(await w.report('Connected', 2.4, new Date('2025-06-01T10:00:02Z'))).toBe(true);
+    c = server.getObject('networking.liqo.io/v1beta1', 'connections', 'liqo-tenant-b', 'gw-b')!;
+    expect(c['status']).toEqual({ value: 'Connected', latency: { value: '2ms', timestamp: '2025-06-01T10:00:02Z' } });
+    const patch = server.requests.filter((r) => r.method === 'PATCH').at(-1)!;
+    expect(patch.path).toBe('/apis/networking.liqo.io/v1beta1/namespaces/liqo-tenant-b/connections/gw-b/status');
+    expect(patch.contentType).toBe('application/merge-patch+json');
+
+    // Same value within the update interval: no write. After the interval: latency refreshed.
+    expect(await w.report('Connected', 0.85, new Date('2025-06-01T10:00:04Z'))).toBe(false);
+    expect(await w.report('Connected', 0.85, new Date('2025-06-01T10:00:12.5Z'))).toBe(true);
+    c = server.getObject('networking.liqo.io/v1beta1', 'connections', 'liqo-tenant-b', 'gw-b')!;
+    expect((c['status'] as { latency: { value: string } }).latency.value).toBe('850μs');
+    // A value change is written at once.
+    expect(await w.report('Error', 0, new Date('2025-06-01T10:00:13Z'))).toBe(true);
+    expect((server.getObject('networking.liqo.io/v1beta1', 'connections', 'liqo-tenant-b', 'gw-b')!['status'] as { value: string }).value).toBe('Error');
+    expect(validate(server.getObject('networking.liqo.io/v1beta1', 'connections', 'liqo-tenant-b', 'gw-b'), connCrd.schema, 'strict')).toEqual([]);
+  });
+
+  test('an existing Connection is reused, its spec untouched', async () => {
+    const w = mk();
+    const before = server.getObject('networking.liqo.io/v1beta1', 'connections', 'liqo-tenant-b', 'gw-b')!;
+    await w.ensure();
+    const after = server.getObject('networking.liqo.io/v1beta1', 'connections', 'liqo-tenant-b', 'gw-b')!;
+    expect(after.metadata.uid).toBe(before.metadata.uid);
+    expect(after['status']).toEqual(before['status']);
+    // It knows the stored value: reporting the same value soon after the stored timestamp is skipped.
+    expect(await w.report('Error', 0, new Date('2025-06-01T10:00:14Z'))).toBe(false);
+  });
+});
+
+describe('LeaderElector', () => {
+  const opts = { leaseDurationMs: 1500, renewDeadlineMs: 1000, retryPeriodMs: 100 };
+  const candidate = (identity: string, log: string[], name = 'weft-gw', o: typeof opts = opts) => new LeaderElector({
+    kubeConfig: server.kubeConfig(), namespace: 'liqo-tenant-b', name, identity, ...o,
+    onStartedLeading: () => log.push(`${identity} started`), onStoppedLeading: () => log.push(`${identity} stopped`),
+  });
+
+  test('one leader; standby takes over after the leader stops renewing (crash)', async () => {
+    const log: string[] = [];
+    const a = candidate('gw-0', log);
+    const b = candidate('gw-1', log);
+    a.start();
+    await until(() => a.isLeader, 'gw-0 leading');
+    b.start();
+    // b keeps observing a renewing lease: it must stay standby for longer than a lease duration.
+    await new Promise((r) => setTimeout(r, 2000));
+    expect(b.isLeader).toBe(false);
+    const lease = server.getObject('coordination.k8s.io/v1', 'leases', 'liqo-tenant-b', 'weft-gw')!;
+    expect((lease['spec'] as { holderIdentity: string }).holderIdentity).toBe('gw-0');
+    // Crash: a stops without releasing.
+    await a.stop();
+    await until(() => b.isLeader, 'gw-1 takes over');
+    const after = server.getObject('coordination.k8s.io/v1', 'leases', 'liqo-tenant-b', 'weft-gw')!['spec'] as { holderIdentity: string; leaseTransitions: number };
+    expect(after.holderIdentity).toBe('gw-1');
+    expect(after.leaseTransitions).toBe(1);
+    await b.stop();
+    expect(log).toEqual(['gw-0 started', 'gw-0 stopped', 'gw-1 started', 'gw-1 stopped']);
+  });
+
+  test('graceful release hands over without waiting for expiry', async () => {
+    // A 120 s lease: if b had to wait for it to lapse, the 10 s wait below would fail.
+    const long = { leaseDurationMs: 120_000, renewDeadlineMs: 60_000, retryPeriodMs: 100 };
+    const log: string[] = [];
+    const a = candidate('gw-0', log, 'weft-gw-2', long);
+    a.start();
+    await until(() => a.isLeader, 'gw-0 leading');
+    const b = candidate('gw-1', log, 'weft-gw-2', long);
+    b.start();
+    await new Promise((r) => setTimeout(r, 300));
+    expect(b.isLeader).toBe(false);
+    await a.stop({ release: true });
+    await until(() => b.isLeader, 'gw-1 leading after release');
+    expect((server.getObject('coordination.k8s.io/v1', 'leases', 'liqo-tenant-b', 'weft-gw-2')!['spec'] as { holderIdentity: string }).holderIdentity).toBe('gw-1');
+    await b.stop();
+    expect(log).toEqual(['gw-0 started', 'gw-0 stopped', 'gw-1 started', 'gw-1 stopped']);
+  });
+
+  test('a leader that cannot renew steps down', async () => {
+    const log: string[] = [];
+    const a = candidate('gw-0', log, 'weft-gw-3');
+    a.start();
+    await until(() => a.isLeader, 'leading');
+    // Another writer steals the lease record (e.g. an operator edit): a's renewals now lose.
+    const l = server.getObject('coordination.k8s.io/v1', 'leases', 'liqo-tenant-b', 'weft-gw-3')!;
+    (l['spec'] as Record<string, unknown>)['holderIdentity'] = 'intruder';
+    (l['spec'] as Record<string, unknown>)['leaseDurationSeconds'] = 3600;
+    server.put('coordination.k8s.io/v1', 'leases', l);
+    await until(() => !a.isLeader, 'step down');
+    expect(log).toEqual(['gw-0 started', 'gw-0 stopped']);
+    await a.stop();
+  });
+});
