@@ -20,8 +20,11 @@
  * UDP send: node:dgram send (≤ 4096 in flight) vs native sendmmsg (64 per call).
  *
  * Packet source for TUN reads and UDP receives: a separate process (`node -e`, in the
- * namespace for the TUN) blasting with the addon's sendmmsg, so the reader has its own core;
- * its own send rate is reported, a reader close to it is source-limited.
+ * namespace for the TUN) blasting with the addon's sendmmsg; its own send rate is reported, a
+ * reader close to it is source-limited. TUN reads are measured twice: "drain" (the source
+ * fills a 20000-packet TUN queue, stops, then the reader empties it alone: read capacity with
+ * full batches) and "stream" (source and reader share the 2 cores). Every row also reports
+ * this process's CPU time per packet (all threads), the figure least disturbed by other load.
  * Traffic stays inside wio-bench (TUN: 198.18.0.0/24) or on 127.0.0.1.
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
@@ -117,7 +120,9 @@ interface Row { mechanism: string; size: number; pps: number; cpuUs?: number; no
  * per packet. On 2 cores the packet source competes for CPU, so rates are often source-bound;
  * CPU µs per packet is the fair comparison of the mechanisms' cost.
  */
-interface ReadResult { pps: number; sourcePps: number; cpuUs: number }
+interface ReadResult { pps: number; sourcePps: number; cpuUs: number; drained?: number }
+
+const DRAIN_QUEUE = 20000;
 
 async function measureRead(size: number, windowMs: number, counter: () => number, source: () => Blaster): Promise<ReadResult> {
   const warmup = 300;
@@ -153,47 +158,47 @@ function tunOpen(mechanism: 'native' | 'koffi'): TunDevice {
 
 const tunSource = (size: number, ms: number) => (): Blaster => startBlaster(NS, TUN_PEER, 9, size - 28, ms);
 
-async function tunReadDevice(mechanism: 'native' | 'koffi', size: number, ms: number): Promise<ReadResult> {
-  const dev = tunOpen(mechanism);
-  try {
-    let n = 0;
-    dev.start(new PacketBatch({ maxLen: 1420, capacity: 64 }), (b) => { n += b.count; });
-    return await measureRead(size, ms, () => n, tunSource(size, ms + 500));
-  } finally {
-    await dev.close();
-  }
+type ReadKind = 'fs' | 'koffi' | 'worker' | 'native';
+
+/** A running reader: packets counted, time of the first possible and of the last read. */
+interface Reader { n: number; first: number; last: number; cpu0: NodeJS.CpuUsage; stop(): Promise<void> }
+
+function readerDevice(dev: TunDevice): Reader {
+  const r: Reader = { n: 0, first: performance.now(), last: 0, cpu0: process.cpuUsage(), stop: () => Promise.resolve(dev.stop()) };
+  dev.start(new PacketBatch({ maxLen: 1420, capacity: 64 }), (b) => { r.n += b.count; r.last = performance.now(); });
+  return r;
 }
 
-async function tunReadFs(size: number, ms: number, native: NativeIo): Promise<ReadResult> {
-  const dev = tunOpen('native');
+function readerFs(dev: TunDevice, native: NativeIo): Reader {
   native.setNonBlocking(dev.fd, false);
-  let n = 0;
   let stop = false;
   const buf = Buffer.alloc(2048);
   let done!: () => void;
-  const finished = new Promise<void>((r) => { done = r; });
+  const finished = new Promise<void>((res) => { done = res; });
+  const r: Reader = {
+    n: 0, first: performance.now(), last: 0, cpu0: process.cpuUsage(),
+    stop: async () => {
+      stop = true;
+      // The read in flight blocks until a packet arrives: send a few more to release it.
+      const b = startBlaster(NS, TUN_PEER, 9, 36, 50);
+      await Promise.race([finished, sleep(2000)]);
+      await b.result.catch(() => undefined);
+    },
+  };
   const next = (): void => {
     fs.read(dev.fd, buf, 16, 1420, null, (err) => {
       if (err || stop) { done(); return; }
-      n++;
+      r.n++;
+      r.last = performance.now();
       next();
     });
   };
   next();
-  try {
-    return await measureRead(size, ms, () => n, tunSource(size, ms + 500));
-  } finally {
-    stop = true;
-    // The read in flight blocks until a packet arrives: send one more to release it.
-    const b = startBlaster(NS, TUN_PEER, 9, 36, 50);
-    await Promise.race([finished, sleep(2000)]);
-    await b.result.catch(() => undefined);
-    await dev.close();
-  }
+  return r;
 }
 
 const WORKER = `
-const { workerData } = require('node:worker_threads');
+const { workerData, parentPort } = require('node:worker_threads');
 const koffi = require(workerData.koffi);
 const lib = koffi.load('libc.so.6');
 const read = lib.func('long read(int fd, void *buf, size_t count)');
@@ -205,6 +210,7 @@ const data = new Uint8Array(sab, 16 + 4 * slots);
 const views = []; for (let i = 0; i < slots; i++) views.push(data.subarray(i * slotSize, i * slotSize + 1420));
 const pfd = new Uint8Array(8); new DataView(pfd.buffer).setInt32(0, fd, true); pfd[4] = 1;
 let head = 0;
+parentPort.postMessage('ready');
 while (Atomics.load(hdr, 3) === 0) {
   if (poll(pfd, 1, 100) <= 0) continue;
   let got = 0;
@@ -221,8 +227,7 @@ while (Atomics.load(hdr, 3) === 0) {
 }
 `;
 
-async function tunReadWorker(size: number, ms: number): Promise<ReadResult> {
-  const dev = tunOpen('native'); // non-blocking fd; only the worker reads it
+async function readerWorker(dev: TunDevice): Promise<Reader> {
   const slots = 1024;
   const slotSize = 1472;
   const sab = new SharedArrayBuffer(16 + 4 * slots + slots * slotSize);
@@ -232,9 +237,22 @@ async function tunReadWorker(size: number, ms: number): Promise<ReadResult> {
   const workerFile = `${(await import('node:os')).tmpdir()}/wio-bench-worker-${process.pid}.cjs`;
   fs.writeFileSync(workerFile, WORKER);
   const worker = new Worker(workerFile, { workerData: { fd: dev.fd, sab, slots, slotSize, koffi: createRequire(import.meta.url).resolve('koffi') } });
-  let n = 0;
-  let bytes = 0;
+  await new Promise<void>((res, rej) => { worker.once('message', () => res()); worker.once('error', rej); });
   let running = true;
+  let bytes = 0;
+  const r: Reader = {
+    n: 0, first: performance.now(), last: 0, cpu0: process.cpuUsage(),
+    stop: async () => {
+      running = false;
+      Atomics.store(hdr, 3, 1);
+      // A pending waitAsync does not keep Node's loop alive: wake the consumer before awaiting it.
+      Atomics.notify(hdr, 0);
+      await consumer;
+      await worker.terminate();
+      fs.rmSync(workerFile, { force: true });
+      void bytes;
+    },
+  };
   const consume = async (): Promise<void> => {
     let tail = 0;
     while (running) {
@@ -244,24 +262,51 @@ async function tunReadWorker(size: number, ms: number): Promise<ReadResult> {
         if (w.async) await w.value;
         continue;
       }
-      for (; tail < head; tail++) { bytes += lens[tail % slots]; n++; }
+      for (; tail < head; tail++) { bytes += lens[tail % slots]; r.n++; }
+      r.last = performance.now();
       Atomics.store(hdr, 1, tail);
       Atomics.notify(hdr, 1);
     }
   };
   const consumer = consume();
+  return r;
+}
+
+async function startReader(kind: ReadKind, dev: TunDevice, native: NativeIo): Promise<Reader> {
+  switch (kind) {
+    case 'fs': return readerFs(dev, native);
+    case 'worker': return readerWorker(dev);
+    default: return readerDevice(dev);
+  }
+}
+
+/**
+ * stream: the source runs while we read (rate is often source-bound on 2 cores).
+ * drain: the source first fills a 20000-packet TUN queue and stops; then the reader empties it
+ *   alone on the machine: its rate with full batches is the mechanism's read capacity.
+ */
+async function tunRead(kind: ReadKind, size: number, ms: number, mode: 'stream' | 'drain', native: NativeIo): Promise<ReadResult> {
+  const dev = tunOpen(kind === 'koffi' ? 'koffi' : 'native');
   try {
-    return await measureRead(size, ms, () => n, tunSource(size, ms + 500));
+    if (mode === 'stream') {
+      const r = await startReader(kind, dev, native);
+      try {
+        return await measureRead(size, ms, () => r.n, tunSource(size, ms + 500));
+      } finally {
+        await r.stop();
+      }
+    }
+    sh(['ip', '-n', NS, 'link', 'set', TUN_NAME, 'txqueuelen', String(DRAIN_QUEUE)]);
+    const src = await startBlaster(NS, TUN_PEER, 9, size - 28, 400).result;
+    const r = await startReader(kind, dev, native);
+    let prev = -1;
+    const deadline = performance.now() + 30_000;
+    while (r.n !== prev && performance.now() < deadline) { prev = r.n; await sleep(100); }
+    const cpu = process.cpuUsage(r.cpu0);
+    await r.stop();
+    return { pps: r.n / ((r.last - r.first) / 1000), sourcePps: src.pps, cpuUs: (cpu.user + cpu.system) / r.n, drained: r.n };
   } finally {
-    running = false;
-    Atomics.store(hdr, 3, 1);
-    // A pending waitAsync does not keep Node's loop alive: wake the consumer before awaiting it.
-    Atomics.notify(hdr, 0);
-    await consumer;
-    await worker.terminate();
-    fs.rmSync(workerFile, { force: true });
     await dev.close();
-    void bytes;
   }
 }
 
@@ -396,7 +441,7 @@ function table(title: string, rows: Row[]): string {
   return out.join('\n');
 }
 
-interface Case { table: number; mechanism: string; size: number; run: () => Promise<{ pps: number; cpuUs: number; sourcePps?: number }> }
+interface Case { table: number; mechanism: string; size: number; run: () => Promise<{ pps: number; cpuUs: number; sourcePps?: number; drained?: number }> }
 
 function median(xs: number[]): number {
   const s = [...xs].sort((a, b) => a - b);
@@ -415,10 +460,14 @@ export async function runIoBench(seconds = 2, repeats = 3): Promise<string> {
   const ms = seconds * 1000;
   const cases: Case[] = [];
   for (const size of SIZES) {
-    cases.push({ table: 0, size, mechanism: '(a) fs.read, threadpool, 1 in flight', run: () => tunReadFs(size, ms, native) });
-    cases.push({ table: 0, size, mechanism: "(a') koffi: poll() on threadpool + koffi read() drain", run: () => tunReadDevice('koffi', size, ms) });
-    cases.push({ table: 0, size, mechanism: '(b) worker: koffi poll()+read() → SAB ring', run: () => tunReadWorker(size, ms) });
-    cases.push({ table: 0, size, mechanism: '(c) native: uv_poll + read() batch', run: () => tunReadDevice('native', size, ms) });
+    const kinds: [ReadKind, string][] = [
+      ['fs', '(a) fs.read, threadpool, 1 in flight'],
+      ['koffi', "(a') koffi: poll() on threadpool + koffi read() drain"],
+      ['worker', '(b) worker: koffi poll()+read() → SAB ring'],
+      ['native', '(c) native: uv_poll + read() batch'],
+    ];
+    for (const [k, label] of kinds) cases.push({ table: 0, size, mechanism: label, run: () => tunRead(k, size, ms, 'drain', native) });
+    for (const [k, label] of kinds) cases.push({ table: 4, size, mechanism: label, run: () => tunRead(k, size, ms, 'stream', native) });
     for (const m of ['fs.write (async, 1 in flight)', 'fs.writeSync', 'koffi write()', 'native write1', 'native writeBatch ×64']) {
       cases.push({ table: 1, size, mechanism: m, run: () => tunWrite(m, size, ms, native) });
     }
@@ -427,7 +476,7 @@ export async function runIoBench(seconds = 2, repeats = 3): Promise<string> {
     cases.push({ table: 3, size, mechanism: 'node:dgram send (≤4096 in flight)', run: () => udpSend('dgram', size, ms, native) });
     cases.push({ table: 3, size, mechanism: 'native sendmmsg ×64', run: () => udpSend('native', size, ms, native) });
   }
-  const results = cases.map(() => ({ pps: [] as number[], cpu: [] as number[], src: [] as number[] }));
+  const results = cases.map(() => ({ pps: [] as number[], cpu: [] as number[], src: [] as number[], drained: [] as number[] }));
   const load0 = os.loadavg()[0];
   setupNs();
   try {
@@ -437,21 +486,25 @@ export async function runIoBench(seconds = 2, repeats = 3): Promise<string> {
         results[i].pps.push(m.pps);
         results[i].cpu.push(m.cpuUs);
         if (m.sourcePps !== undefined) results[i].src.push(m.sourcePps);
+        if (m.drained !== undefined) results[i].drained.push(m.drained);
       }
     }
   } finally {
     sh(['ip', 'netns', 'del', NS], true);
   }
-  const titles = ['TUN read (kernel → Node), netns', 'TUN write (Node → kernel), netns', 'UDP receive, loopback', 'UDP send, loopback'];
+  const titles = [`TUN read capacity: drain a full ${DRAIN_QUEUE}-packet TUN queue with the source stopped, netns`,
+    'TUN write (Node → kernel), netns', 'UDP receive while a sendmmsg source runs, loopback', 'UDP send, loopback',
+    'TUN read while the source runs (source-bound on 2 cores; CPU µs/packet is the comparable figure), netns'];
   const parts = [`node ${process.version}, ${new Date().toISOString()}, ${os.cpus().length} CPUs, ${seconds}s per case, ` +
     `median of ${repeats} interleaved runs, load average ${load0.toFixed(2)} → ${os.loadavg()[0].toFixed(2)}`];
-  for (let t = 0; t < titles.length; t++) {
+  for (const t of [0, 4, 1, 2, 3]) {
     const rows: Row[] = [];
     cases.forEach((c, i) => {
       if (c.table !== t) return;
       const rs = results[i];
       rows.push({ mechanism: c.mechanism, size: c.size, pps: median(rs.pps), cpuUs: median(rs.cpu),
-        note: rs.src.length ? `source ${Math.round(median(rs.src)).toLocaleString('en-US')}/s` : undefined });
+        note: rs.drained.length ? `${Math.round(median(rs.drained)).toLocaleString('en-US')} packets drained`
+          : rs.src.length ? `source ${Math.round(median(rs.src)).toLocaleString('en-US')}/s` : undefined });
     });
     parts.push(table(titles[t], rows));
   }

@@ -331,11 +331,10 @@ export class TunDevice {
     let ok: number;
     if (this.native) {
       ok = this.native.writeBatch(this.fd, buf, offs, lens, count);
-      if (ok === count) {
-        let bytes = 0;
-        for (let i = 0; i < count; i++) bytes += lens[i];
-        this.stats.txBytes += bytes;
-      }
+      // Which packet failed is not reported: bytes are exact when all went, approximate otherwise.
+      let bytes = 0;
+      for (let i = 0; i < ok; i++) bytes += lens[i];
+      this.stats.txBytes += bytes;
     } else {
       ok = 0;
       for (let i = 0; i < count; i++) {

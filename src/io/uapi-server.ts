@@ -3,8 +3,8 @@
  * can configure and inspect a Weft interface exactly as it does wireguard-go.
  *
  * Socket life cycle (as wireguard-go's ipc.UAPIOpen behaves):
- * - the directory is created with mode 0755; the socket is bound under umask 077 (so only root
- *   can connect) and chmod-ed 0600 afterwards for good measure;
+ * - the directory is created with mode 0755; the socket is bound under umask 077 (so only its
+ *   owner, root, can connect) and chmod-ed 0700 afterwards for good measure;
  * - if the path is taken: a live listener → `UapiSocketInUseError` (another daemon owns the
  *   interface); a dead socket (connect refused) → removed and bound again; a non-socket file
  *   → `UapiSocketPathError` (never delete what we did not make);
@@ -131,7 +131,7 @@ export class UapiServer {
         this.server.listen(this.socketPath, () => {
           this.server.off('error', onError);
           try {
-            fs.chmodSync(this.socketPath, 0o600);
+            fs.chmodSync(this.socketPath, 0o700);
             this.inode = fs.lstatSync(this.socketPath).ino;
           } catch { /* chmod is belt and braces; the umask already applied */ }
           this.server.on('error', (err) => this.opts.onError?.(err));
@@ -159,9 +159,17 @@ export class UapiServer {
   private async serve(sock: net.Socket): Promise<void> {
     const reader = new RequestReader(this.maxRequestBytes);
     const queue: Buffer[] = [];
+    let queued = 0;
     let wake: (() => void) | null = null;
     let ended = false;
-    sock.on('data', (d: Buffer) => { queue.push(d); wake?.(); });
+    // Backpressure: while a request is being handled, stop reading once a request's worth of
+    // bytes is waiting, so a flooding client cannot grow the queue without bound.
+    sock.on('data', (d: Buffer) => {
+      queue.push(d);
+      queued += d.length;
+      if (queued > this.maxRequestBytes) sock.pause();
+      wake?.();
+    });
     sock.on('end', () => { ended = true; wake?.(); });
     sock.on('close', () => { ended = true; wake?.(); });
     for (;;) {
@@ -169,6 +177,8 @@ export class UapiServer {
       while (req === null) {
         const d = queue.shift();
         if (d !== undefined) {
+          queued -= d.length;
+          if (sock.isPaused() && queued <= this.maxRequestBytes) sock.resume();
           reader.push(d);
           req = reader.next();
           continue;

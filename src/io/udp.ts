@@ -225,6 +225,17 @@ export class UdpSocket {
     return new UdpSocket(opts.family, 'dgram', sock.address().port, sizes, null, -1, sock, opts.maxInFlightSends ?? 4096);
   }
 
+  /**
+   * SO_MARK (WireGuard's fwmark) on the socket; 0 clears it. Needs CAP_NET_ADMIN and the
+   * native path (node:dgram cannot set it): throws UdpError naming what is missing.
+   */
+  setMark(mark: number): void {
+    if (!Number.isInteger(mark) || mark < 0 || mark > 0xffffffff) throw new RangeError(`fwmark ${mark} is not a uint32`);
+    if (!this.native) throw new UdpError('fwmark needs the native I/O addon (node:dgram cannot set SO_MARK); build it with `node native/build.mjs`');
+    const r = this.native.setMark(this.fd, mark);
+    if (r < 0) throw new UdpError(`setting fwmark ${mark} failed: ${r === -1 ? 'EPERM (needs CAP_NET_ADMIN)' : `errno ${-r}`}`, -r);
+  }
+
   /** The socket buffer sizes requested and granted. */
   bufferSizes(): UdpBufferSizes {
     return this.sizes;

@@ -1,5 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import * as dgram from 'node:dgram';
+import { spawnSync } from 'node:child_process';
 import { PacketBatch } from '../../src/io/batch.js';
 import { ADDR_RECORD_LEN, loadNativeIo, nativeIoLoadError } from '../../src/io/native.js';
 import { AddressInterner, UdpError, UdpSocket, encodeAddress, recordPort, type UdpMechanism } from '../../src/io/udp.js';
@@ -125,6 +126,23 @@ for (const [mechanism, family] of cases) {
     });
   });
 }
+
+describe('fwmark (SO_MARK)', () => {
+  it.skipIf(nativeMissing !== null || process.getuid?.() !== 0)('native: the kernel reports the mark on the socket', async () => {
+    const s = await sock(4, 'native');
+    s.setMark(0x5a17);
+    const out = spawnSync('ss', ['-u', '-a', '-n', '-H', 'fwmark = 0x5a17'], { encoding: 'utf8' }).stdout;
+    expect(out).toContain(`127.0.0.1:${s.port}`);
+    s.setMark(0);
+    expect(spawnSync('ss', ['-u', '-a', '-n', '-H', 'fwmark = 0x5a17'], { encoding: 'utf8' }).stdout).not.toContain(`127.0.0.1:${s.port}`);
+  });
+
+  it('dgram: refuses with a typed error naming the addon', async () => {
+    const s = await sock(4, 'dgram');
+    expect(() => s.setMark(1)).toThrow(/native I\/O addon/);
+    expect(() => s.setMark(-1)).toThrow(RangeError);
+  });
+});
 
 describe.skipIf(nativeMissing !== null)('native and node:dgram interoperate', () => {
   it('a plain node:dgram client reaches the native socket and back', async () => {
