@@ -7,17 +7,24 @@
  * keeps no reference after returning. Results go into a caller-owned, reusable GeneveResult
  * (`out`), so a daemon calls the engine per packet with zero allocation:
  *
- *   // send: an inner IP packet read from TUN into buf at HEADROOM (≥ geneveEncapHeaderLen)
- *   const t = table.lookupSend(buf, HEADROOM, n);
+ *   // send: an inner IP packet read from TUN into buf at HEADROOM (GENEVE_MAX_HEADROOM fits
+ *   // every tunnel; geneveEncapHeaderLen(mode, optionsLen) is the minimum for one)
+ *   const t = table.lookupSend(buf, HEADROOM, n);              // undefined: no route (count it)
  *   if (t !== undefined && engine.encapsulate(buf, HEADROOM, n, t, now, res) !== GeneveVerdict.Drop)
  *     udp.send(buf, res.off, res.len, t.remoteUnderlayText, t.remotePort);   // Send or SendControl
  *
- *   // receive: a UDP payload from the Geneve socket at buf[off, off+len)
+ *   // receive: a UDP payload from the Geneve socket at buf[off, off+len); fromAddress is the
+ *   // datagram's source as text (node:dgram's rinfo.address) or as 4/16 bytes
  *   switch (engine.decapsulate(buf, off, len, fromAddress, now, res)) {
  *     case GeneveVerdict.Deliver: tun.write(buf, res.off, res.len); break;            // inner IP packet
- *     case GeneveVerdict.SendControl: udp.send(buf, res.off, res.len, fromAddress, res.tunnel!.remotePort); break; // ARP reply
+ *     case GeneveVerdict.SendControl:                                                 // ARP reply
+ *       udp.send(buf, res.off, res.len, res.tunnel!.remoteUnderlayText, res.tunnel!.remotePort); break;
  *     default: break;                                                                 // Drop (counted) or Consumed
  *   }
+ *
+ * res.srcPort is the RFC 8926 §3.3 entropy port for paths that choose their source port per
+ * packet (raw sockets, encapsulateIp, several bound sockets); a daemon with one UDP socket
+ * bound to 6091 simply sends from that port, which every receiver accepts.
  *
  * L2 mode (protocol type 0x6558, as Liqo's kernel geneve devices): the engine adds/strips the
  * inner Ethernet header, answers ARP requests for the tunnel's local internal address, and
@@ -54,7 +61,7 @@ import {
   GeneveCounters, GeneveDrop, STAT_ARP_REPLIES_RECEIVED, STAT_ARP_REPLIES_SENT, STAT_ARP_REQUESTS_SENT, STAT_DROPS, STAT_MAC_CHANGED,
   STAT_MAC_LEARNED, STAT_RX_BYTES, STAT_RX_PACKETS, STAT_TX_BYTES, STAT_TX_PACKETS,
 } from './reasons.js';
-import type { GeneveTunnel, GeneveTunnelTable } from './table.js';
+import { GeneveConfigError, type GeneveTunnel, type GeneveTunnelTable } from './table.js';
 
 /** What the caller does with a result. */
 export const GeneveVerdict = {
@@ -65,7 +72,7 @@ export const GeneveVerdict = {
   /**
    * An engine-built control frame (L2: ARP request from encapsulate, ARP reply from
    * decapsulate) is at buf[off, off+len): send it like Send. In encapsulate the original inner
-   * packet was dropped (counted as NoPeerMac) and overwritten.
+   * packet was dropped (counted, and `reason` is NoPeerMac) and overwritten.
    */
   SendControl: 2,
   /** decapsulate: the inner IP packet is at buf[off, off+len); deliver it (e.g. write to TUN). */
@@ -213,14 +220,16 @@ export class GeneveEngine {
   /**
    * As encapsulate, then also write the outer UDP and IPv4/IPv6 headers in front (for a path
    * that sends whole IP packets, e.g. a raw socket or a test pcap). Needs tunnel.localUnderlay
-   * (throws Error if missing) and geneveOverhead(...) bytes of headroom (RangeError if not).
+   * (throws GeneveConfigError if missing) and geneveOverhead(...) bytes of headroom (RangeError if not).
    * On Send/SendControl, out.ipOff/ipLen is the outer packet and out.off/len still the UDP
    * payload. The UDP checksum is always computed over IPv6 and, unless udpChecksumV4 is false,
    * over IPv4.
    */
   encapsulateIp(buf: Uint8Array, innerOff: number, innerLen: number, tunnel: GeneveTunnel, now: number, out: GeneveResult): GeneveVerdict {
     const local = tunnel.localUnderlay;
-    if (local === null) throw new Error(`encapsulateIp: tunnel ${tunnel.name} has no localUnderlay address configured`);
+    if (local === null) {
+      throw new GeneveConfigError('localUnderlay', `tunnel ${tunnel.name} needs a local underlay address to build whole outer IP packets (encapsulateIp)`);
+    }
     const outerLen = (tunnel.underlayFamily === 4 ? IPV4_MIN_HEADER_LEN : IPV6_HEADER_LEN) + UDP_HEADER_LEN;
     if (innerOff < outerLen + GENEVE_HEADER_LEN + tunnel.options.length + (tunnel.l2 ? ETH_HEADER_LEN : 0)) {
       throw new RangeError(`encapsulateIp: inner packet at ${innerOff} leaves too little headroom for outer IP/UDP/Geneve headers`);
