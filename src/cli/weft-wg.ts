@@ -1,0 +1,101 @@
+/**
+ * `weft-wg [-f|--foreground] IFNAME` — a drop-in for `wireguard-go`: creates the TUN interface,
+ * serves /var/run/wireguard/IFNAME.sock for `wg`, and forwards until SIGINT/SIGTERM.
+ *
+ * Like wireguard-go it detaches into the background unless -f is given or the environment has
+ * WG_PROCESS_FOREGROUND=1; the parent exits 0 only after the child reports that the interface
+ * and the UAPI socket are up (so `weft-wg wg0 && wg set wg0 …` works), else 1 with the error.
+ * Logs go to stderr: LOG_LEVEL=error (default; wireguard-go's names: silent, error, verbose)
+ * or debug/verbose for more. WEFT_CRYPTO selects the crypto backend (auto, openssl, node, pure).
+ */
+import { spawn } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { getCryptoBackend, parseCryptoBackendName } from '../crypto/select.js';
+import { WgDaemon } from '../gateway/wg-daemon.js';
+import { WEFT_VERSION } from './version.js';
+
+const USAGE = `Usage: weft-wg [-f/--foreground] INTERFACE-NAME
+       weft-wg --version
+
+A userspace WireGuard daemon (Weft), configured with wg(8) through /var/run/wireguard/INTERFACE-NAME.sock.
+Environment: LOG_LEVEL=silent|error|verbose|debug, WEFT_CRYPTO=auto|openssl|node|pure,
+WG_PROCESS_FOREGROUND=1 (same as -f), WG_TUN_MTU (default 1420).
+`;
+
+type Level = 'error' | 'info' | 'debug';
+const RANK: Record<Level | 'silent', number> = { silent: 0, error: 1, info: 2, debug: 3 };
+
+function logLevel(): Level | 'silent' {
+  const v = (process.env.LOG_LEVEL ?? 'error').toLowerCase();
+  if (v === 'silent') return 'silent';
+  if (v === 'verbose' || v === 'debug') return 'debug';
+  if (v === 'info') return 'info';
+  return 'error';
+}
+
+export async function main(argv: string[]): Promise<number | undefined> {
+  let foreground = process.env.WG_PROCESS_FOREGROUND === '1';
+  const rest: string[] = [];
+  for (const a of argv) {
+    if (a === '-f' || a === '--foreground') foreground = true;
+    else if (a === '--version' || a === '-v') { process.stdout.write(`weft-wg v${WEFT_VERSION}\n`); return 0; }
+    else if (a === '-h' || a === '--help') { process.stdout.write(USAGE); return 0; }
+    else rest.push(a);
+  }
+  if (rest.length !== 1) { process.stderr.write(USAGE); return 2; }
+  const ifname = rest[0];
+
+  if (!foreground) return detach(argv);
+
+  const level = logLevel();
+  const log = (l: Level, msg: string): void => {
+    if (RANK[l] <= RANK[level]) process.stderr.write(`${l.toUpperCase()}: (${ifname}) ${new Date().toISOString()} ${msg}\n`);
+  };
+  const backend = getCryptoBackend(parseCryptoBackendName(process.env.WEFT_CRYPTO));
+  const mtu = process.env.WG_TUN_MTU ? Number(process.env.WG_TUN_MTU) : undefined;
+  const daemon = await WgDaemon.start({ ifname, backend, mtu, log });
+  log('info', 'device started');
+  notifyParentReady();
+
+  await new Promise<void>((resolve) => {
+    const stop = (sig: string): void => { log('info', `${sig}: shutting down`); resolve(); };
+    process.once('SIGINT', () => stop('SIGINT'));
+    process.once('SIGTERM', () => stop('SIGTERM'));
+  });
+  await daemon.stop();
+  log('info', 'device closed');
+  return 0;
+}
+
+/** Re-runs this program in the background with WG_PROCESS_FOREGROUND=1 and waits for "ready". */
+async function detach(argv: string[]): Promise<number> {
+  const entry = fileURLToPath(new URL('../../../bin/weft-wg', import.meta.url));
+  const child = spawn(process.execPath, [entry, ...argv], {
+    detached: true,
+    stdio: ['ignore', 'ignore', 'pipe', 'ipc'],
+    env: { ...process.env, WG_PROCESS_FOREGROUND: '1', WEFT_WG_NOTIFY: '1' },
+  });
+  let err = '';
+  child.stderr?.on('data', (d: Buffer) => { err += d.toString('utf8'); });
+  const ok = await new Promise<boolean>((resolve) => {
+    child.once('message', (m) => resolve(m === 'ready'));
+    child.once('exit', () => resolve(false));
+  });
+  if (!ok) {
+    process.stderr.write(err || 'weft-wg: the background process failed to start\n');
+    return 1;
+  }
+  child.stderr?.destroy();
+  child.disconnect();
+  child.unref();
+  return 0;
+}
+
+function notifyParentReady(): void {
+  if (process.env.WEFT_WG_NOTIFY === '1' && typeof process.send === 'function') {
+    process.send('ready');
+    process.disconnect();
+    // The parent has gone; stderr was its pipe: from now on log nowhere rather than die on EPIPE.
+    process.stderr.on('error', () => {});
+  }
+}

@@ -1,0 +1,396 @@
+/**
+ * The WireGuard side of a pipeline: the protocol engine (src/wireguard/device.ts) put on real
+ * UDP sockets, with its timers driven by a real clock and handshakes on their own bounded queue.
+ *
+ * Used by the `weft-wg` daemon (inner side: a TUN device) and by the gateway (inner side: the
+ * router/NAT stages). The inner side hands plaintext packets to `encryptBatch()` and receives
+ * decrypted packets through an `InnerSink`.
+ *
+ * Data path, zero allocation per packet in steady state:
+ *   inner batch (packets at offs[i] with ≥16 bytes headroom, ≥32 tailroom) → Device.encrypt in
+ *   place → destination records grouped by address family → one sendmmsg per family.
+ *   UDP batch → transport data: Device.receive decrypts in place → InnerSink.writeBatch once
+ *   per batch; handshake messages: copied into the handshake ring (bounded; full → counted
+ *   drop) and processed a few per event-loop turn, so a handshake flood cannot starve data.
+ *
+ * Ownership: batches belong to their readers and are valid only during the callback; nothing
+ * here keeps a reference to them. Outgoing engine messages are released right after sending.
+ */
+import { ADDR_FAMILY_OFFSET, ADDR_RECORD_LEN } from '../io/native.js';
+import { PacketBatch } from '../io/batch.js';
+import { encodeAddress, UdpSocket, type UdpMechanism } from '../io/udp.js';
+import {
+  Device, EncryptResult, ENCRYPT_SEND, ReceiveResult, RECEIVE_DELIVER,
+} from '../wireguard/device.js';
+import { isHandshakeMessage } from '../wireguard/messages.js';
+import type { Endpoint } from '../wireguard/peer.js';
+import { OutgoingMessage } from '../wireguard/pool.js';
+import type { Peer } from '../wireguard/peer.js';
+
+/** Where decrypted inner packets go (a TUN device, or the gateway's routing stage). */
+export interface InnerSink {
+  /** Takes packets i < count at buf[offs[i], offs[i]+lens[i]); returns how many it accepted. */
+  writeBatch(buf: Uint8Array, offs: Uint32Array, lens: Uint32Array, count: number): number;
+}
+
+export interface WireGuardPortOptions {
+  readonly device: Device;
+  readonly sink: InnerSink;
+  /** Largest inner packet (the TUN MTU). */
+  readonly mtu: number;
+  /** Handshake ring capacity; under load (≥ 1/8 full) mac2 cookies are demanded. Default 1024. */
+  readonly handshakeQueueSize?: number;
+  /** Handshake messages processed per event-loop turn. Default 16. */
+  readonly handshakesPerTurn?: number;
+  /** Socket buffers to request (bytes). Default 8 MiB (io/udp.ts). */
+  readonly socketBuffer?: number;
+  readonly udpMechanism?: UdpMechanism;
+  /** Packets per receive batch. Default 64. */
+  readonly batchSize?: number;
+  /** Wall-clock milliseconds (Unix epoch); injectable for tests. */
+  readonly clock?: () => number;
+  /** Called for unexpected I/O errors (never per packet). */
+  readonly onError?: (what: string, err: unknown) => void;
+}
+
+/** Counters of this stage (the engine keeps its own drop counters by reason). */
+export interface WireGuardPortStats {
+  handshakesQueued: number;
+  handshakesDroppedQueueFull: number;
+  handshakesProcessed: number;
+  sendFailures: number;
+  innerSinkRefused: number;
+  noSocketForFamily: number;
+}
+
+const HANDSHAKE_SLOT = 256; // largest handshake message is 148 bytes
+
+export class WireGuardPort {
+  readonly device: Device;
+  readonly stats: WireGuardPortStats = {
+    handshakesQueued: 0, handshakesDroppedQueueFull: 0, handshakesProcessed: 0,
+    sendFailures: 0, innerSinkRefused: 0, noSocketForFamily: 0,
+  };
+  private readonly sink: InnerSink;
+  private readonly clock: () => number;
+  private readonly onError: (what: string, err: unknown) => void;
+  private readonly opts: WireGuardPortOptions;
+
+  private udp4: UdpSocket | null = null;
+  private udp6: UdpSocket | null = null;
+  private boundPort = -1;
+  private fwmark = 0;
+  private closed = false;
+
+  // Receive side.
+  private readonly rx4: PacketBatch;
+  private readonly rx6: PacketBatch;
+  private readonly rxResult = new ReceiveResult();
+  private readonly from: { address: string; port: number } = { address: '', port: 0 };
+  private readonly deliverOffs: Uint32Array;
+  private readonly deliverLens: Uint32Array;
+
+  // Send side: per-family destination records and offsets of one encrypt batch.
+  private readonly encResult = new EncryptResult();
+  private readonly send4: SendList;
+  private readonly send6: SendList;
+  private readonly recordCache = new WeakMap<Endpoint, Uint8Array>();
+
+  // Handshake ring.
+  private readonly hsBuf: Uint8Array;
+  private readonly hsLen: Uint16Array;
+  private readonly hsPort: Uint16Array;
+  private readonly hsAddr: string[];
+  private hsHead = 0;
+  private hsCount = 0;
+  private hsScheduled = false;
+  private readonly hsCapacity: number;
+  private readonly hsPerTurn: number;
+  private readonly hsResult = new ReceiveResult();
+
+  // Outbox and timers.
+  private readonly outMsg = new OutgoingMessage<Peer>();
+  private timer: NodeJS.Timeout | null = null;
+  private timerAt = Number.POSITIVE_INFINITY;
+
+  constructor(opts: WireGuardPortOptions) {
+    this.opts = opts;
+    this.device = opts.device;
+    this.sink = opts.sink;
+    this.clock = opts.clock ?? Date.now;
+    this.onError = opts.onError ?? (() => {});
+    const batch = opts.batchSize ?? 64;
+    // A transport datagram is 32 bytes + padded plaintext; leave room for a full MTU.
+    const maxDatagram = opts.mtu + 32 + 16;
+    this.rx4 = new PacketBatch({ capacity: batch, headroom: 0, maxLen: maxDatagram, tailroom: 0, withAddresses: true });
+    this.rx6 = new PacketBatch({ capacity: batch, headroom: 0, maxLen: maxDatagram, tailroom: 0, withAddresses: true });
+    this.deliverOffs = new Uint32Array(batch);
+    this.deliverLens = new Uint32Array(batch);
+    this.send4 = new SendList(Math.max(batch, 256));
+    this.send6 = new SendList(Math.max(batch, 256));
+    this.hsCapacity = opts.handshakeQueueSize ?? 1024;
+    this.hsPerTurn = opts.handshakesPerTurn ?? 16;
+    this.hsBuf = new Uint8Array(this.hsCapacity * HANDSHAKE_SLOT);
+    this.hsLen = new Uint16Array(this.hsCapacity);
+    this.hsPort = new Uint16Array(this.hsCapacity);
+    this.hsAddr = new Array<string>(this.hsCapacity).fill('');
+  }
+
+  /** The UDP port the sockets are bound to (-1 before the first bind). */
+  get port(): number {
+    return this.boundPort;
+  }
+
+  /** Socket buffer sizes granted (v4 socket), for diagnostics. */
+  bufferSizes(): ReturnType<UdpSocket['bufferSizes']> | null {
+    return (this.udp4 ?? this.udp6)?.bufferSizes() ?? null;
+  }
+
+  udpStats(): { v4: UdpSocket['stats'] | null; v6: UdpSocket['stats'] | null } {
+    return { v4: this.udp4?.stats ?? null, v6: this.udp6?.stats ?? null };
+  }
+
+  /**
+   * (Re)binds the IPv4 and IPv6 sockets to `port` (0: the kernel picks one, and IPv6 takes the
+   * same). Returns the bound port. Throws UdpError when the port is taken.
+   */
+  async bind(port: number): Promise<number> {
+    if (this.closed) throw new Error('WireGuardPort is closed');
+    if (port === this.boundPort && port !== 0) return port;
+    await this.closeSockets();
+    const buf = this.opts.socketBuffer;
+    const mech = this.opts.udpMechanism;
+    const v4 = await UdpSocket.open({ family: 4, port, rcvbuf: buf, sndbuf: buf, mechanism: mech });
+    let v6: UdpSocket | null = null;
+    try {
+      v6 = await UdpSocket.open({ family: 6, port: v4.port, rcvbuf: buf, sndbuf: buf, mechanism: mech });
+    } catch (e) {
+      // No IPv6 on this host (or the port is taken only for v6): run IPv4-only, as wireguard-go does.
+      this.onError('ipv6 socket', e);
+    }
+    this.udp4 = v4;
+    this.udp6 = v6;
+    this.boundPort = v4.port;
+    v4.onBatch(this.rx4, (b) => this.onUdpBatch(v4, b));
+    v6?.onBatch(this.rx6, (b) => this.onUdpBatch(v6!, b));
+    if (this.fwmark !== 0) this.applyMark();
+    this.device.listenPort = this.boundPort;
+    return this.boundPort;
+  }
+
+  /** SO_MARK on both sockets (WireGuard's fwmark); 0 clears. */
+  setFwmark(mark: number): void {
+    this.fwmark = mark;
+    this.applyMark();
+  }
+
+  private applyMark(): void {
+    this.udp4?.setMark(this.fwmark);
+    this.udp6?.setMark(this.fwmark);
+  }
+
+  // =========================================================================================
+  // Inner → tunnel
+
+  /**
+   * Encrypts and sends packets i < count of an inner batch: buf[offs[i], +lens[i]) with at least
+   * 16 bytes before and 32 after each packet that this call may overwrite.
+   */
+  encryptBatch(buf: Uint8Array, offs: Uint32Array, lens: Uint32Array, count: number): void {
+    const now = this.clock();
+    const out = this.encResult;
+    const s4 = this.send4;
+    const s6 = this.send6;
+    s4.count = 0;
+    s6.count = 0;
+    for (let i = 0; i < count; i++) {
+      if (this.device.encrypt(buf, offs[i], lens[i], now, out) !== ENCRYPT_SEND) continue;
+      const rec = this.recordOf(out.endpoint!);
+      const list = rec[ADDR_FAMILY_OFFSET] === 6 ? s6 : s4;
+      if (list.count === list.offs.length) this.flushSendList(list, buf);
+      list.add(out.start, out.length, rec);
+    }
+    this.flushSendList(s4, buf);
+    this.flushSendList(s6, buf);
+    this.afterActivity();
+  }
+
+  private recordOf(ep: Endpoint): Uint8Array {
+    let rec = this.recordCache.get(ep);
+    if (rec === undefined) {
+      rec = new Uint8Array(ADDR_RECORD_LEN);
+      encodeAddress(ep.address, ep.port, rec, 0);
+      this.recordCache.set(ep, rec);
+    }
+    return rec;
+  }
+
+  private flushSendList(list: SendList, buf: Uint8Array): void {
+    if (list.count === 0) return;
+    const sock = list === this.send6 ? this.udp6 : this.udp4;
+    if (sock === null) {
+      this.stats.noSocketForFamily += list.count;
+    } else {
+      const sent = sock.sendBatch(buf, list.offs, list.lens, list.addrs, null, list.count);
+      if (sent < list.count) this.stats.sendFailures += list.count - sent;
+    }
+    list.count = 0;
+  }
+
+  // =========================================================================================
+  // Tunnel → inner
+
+  private onUdpBatch(sock: UdpSocket, b: PacketBatch): void {
+    const now = this.clock();
+    const out = this.rxResult;
+    const from = this.from;
+    const underLoad = this.hsCount >= this.hsCapacity >>> 3;
+    let deliver = 0;
+    for (let i = 0; i < b.count; i++) {
+      const off = b.offs[i];
+      const len = b.lens[i];
+      if (isHandshakeMessage(b.buf, off, len)) {
+        this.queueHandshake(b.buf, off, len, sock.addressOf(b, i), sock.portOf(b, i));
+        continue;
+      }
+      from.address = sock.addressOf(b, i);
+      from.port = sock.portOf(b, i);
+      if (this.device.receive(b.buf, off, len, from, now, underLoad, out) === RECEIVE_DELIVER) {
+        this.deliverOffs[deliver] = out.start;
+        this.deliverLens[deliver] = out.length;
+        deliver++;
+      }
+    }
+    if (deliver > 0) {
+      const took = this.sink.writeBatch(b.buf, this.deliverOffs, this.deliverLens, deliver);
+      if (took < deliver) this.stats.innerSinkRefused += deliver - took;
+    }
+    this.afterActivity();
+  }
+
+  private queueHandshake(buf: Uint8Array, off: number, len: number, address: string, port: number): void {
+    if (this.hsCount >= this.hsCapacity || len > HANDSHAKE_SLOT) {
+      this.stats.handshakesDroppedQueueFull++;
+      return;
+    }
+    const slot = (this.hsHead + this.hsCount) % this.hsCapacity;
+    this.hsBuf.set(buf.subarray(off, off + len), slot * HANDSHAKE_SLOT);
+    this.hsLen[slot] = len;
+    this.hsPort[slot] = port;
+    this.hsAddr[slot] = address;
+    this.hsCount++;
+    this.stats.handshakesQueued++;
+    if (!this.hsScheduled) {
+      this.hsScheduled = true;
+      setImmediate(this.processHandshakes);
+    }
+  }
+
+  /** Runs a few queued handshakes per event-loop turn so data batches interleave with them. */
+  private readonly processHandshakes = (): void => {
+    this.hsScheduled = false;
+    if (this.closed) return;
+    const now = this.clock();
+    const from = this.from;
+    for (let n = 0; n < this.hsPerTurn && this.hsCount > 0; n++) {
+      const underLoad = this.hsCount >= this.hsCapacity >>> 3;
+      const slot = this.hsHead;
+      this.hsHead = (this.hsHead + 1) % this.hsCapacity;
+      this.hsCount--;
+      from.address = this.hsAddr[slot];
+      from.port = this.hsPort[slot];
+      this.device.receive(this.hsBuf, slot * HANDSHAKE_SLOT, this.hsLen[slot], from, now, underLoad, this.hsResult);
+      this.stats.handshakesProcessed++;
+    }
+    if (this.hsCount > 0) {
+      this.hsScheduled = true;
+      setImmediate(this.processHandshakes);
+    }
+    this.afterActivity();
+  };
+
+  /** Handshake ring depth (for metrics). */
+  get handshakeQueueDepth(): number {
+    return this.hsCount;
+  }
+
+  // =========================================================================================
+  // Outbox and timers
+
+  /** Sends what the engine queued (handshakes, keepalives, staged packets) and re-arms the timer. */
+  afterActivity(): void {
+    if (this.device.outgoingCount > 0) this.flushOutbox();
+    const deadline = this.device.nextDeadline();
+    if (deadline < this.timerAt) this.armTimer(deadline);
+  }
+
+  /** Runs the engine's timers now (also used after configuration changes). */
+  poll(): void {
+    this.device.poll(this.clock());
+    this.afterActivity();
+  }
+
+  private flushOutbox(): void {
+    const m = this.outMsg;
+    while (this.device.popOutgoing(m)) {
+      const sock = m.address.includes(':') ? this.udp6 : this.udp4;
+      if (sock === null) this.stats.noSocketForFamily++;
+      else if (!sock.send(m.buf, m.start, m.length, m.address, m.port)) this.stats.sendFailures++;
+      this.device.releaseOutgoing(m.slot);
+    }
+  }
+
+  private armTimer(deadline: number): void {
+    if (this.closed) return;
+    if (this.timer !== null) clearTimeout(this.timer);
+    this.timerAt = deadline;
+    if (!Number.isFinite(deadline)) { this.timer = null; return; }
+    const delay = Math.max(0, Math.min(deadline - this.clock(), 2 ** 31 - 1));
+    this.timer = setTimeout(this.onTimer, delay);
+  }
+
+  private readonly onTimer = (): void => {
+    this.timer = null;
+    this.timerAt = Number.POSITIVE_INFINITY;
+    if (this.closed) return;
+    this.device.poll(this.clock());
+    this.afterActivity();
+    if (this.timer === null) this.armTimer(this.device.nextDeadline());
+  };
+
+  private async closeSockets(): Promise<void> {
+    const socks = [this.udp4, this.udp6];
+    this.udp4 = null;
+    this.udp6 = null;
+    this.boundPort = -1;
+    for (const s of socks) if (s !== null) await s.close();
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    if (this.timer !== null) clearTimeout(this.timer);
+    this.timer = null;
+    await this.closeSockets();
+  }
+}
+
+/** Offsets, lengths and destination records of datagrams waiting for one sendmmsg. */
+class SendList {
+  readonly offs: Uint32Array;
+  readonly lens: Uint32Array;
+  readonly addrs: Uint8Array;
+  count = 0;
+
+  constructor(capacity: number) {
+    this.offs = new Uint32Array(capacity);
+    this.lens = new Uint32Array(capacity);
+    this.addrs = new Uint8Array(capacity * ADDR_RECORD_LEN);
+  }
+
+  add(off: number, len: number, rec: Uint8Array): void {
+    const i = this.count++;
+    this.offs[i] = off;
+    this.lens[i] = len;
+    this.addrs.set(rec, i * ADDR_RECORD_LEN);
+  }
+}
