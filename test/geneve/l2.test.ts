@@ -62,6 +62,16 @@ describe('L2 mode: ARP', () => {
     expect(engine.counters.macLearned).toBe(1);
   });
 
+  it('answers the asker at the addresses in its request, even when it is not the tunnel\'s remote internal address', () => {
+    const { engine, res } = setup();
+    const askerMac = [0x0a, 0, 0, 0, 0, 0x50];
+    const askerIp = [10, 80, 0, 50];
+    const d = datagram([...BCAST, ...askerMac, 0x08, 0x06, ...arp(1, askerMac, askerIp, ZERO, OUR_IP)]);
+    expect(engine.decapsulate(d.buf, 0, d.len, FROM, 0, res)).toBe(GeneveVerdict.SendControl);
+    const reply = [...askerMac, ...OUR_MAC, 0x08, 0x06, ...arp(2, OUR_MAC, OUR_IP, askerMac, askerIp)];
+    expect(toHex(d.buf, res.off + 8, res.len - 8)).toBe(Buffer.from(reply).toString('hex'));
+  });
+
   it('builds the reply with our own header (tunnel options) even when the request had none, or drops for lack of room', () => {
     const opts = new Uint8Array(12);
     writeGeneveOption(opts, 0, 0x0101, 0x01, new Uint8Array(8), 0, 8);
