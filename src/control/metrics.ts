@@ -1,0 +1,136 @@
+/**
+ * Prometheus metrics: Liqo's gateway metric names and labels, plus Weft's own, all read from a
+ * `StatsSource` at scrape time (the data plane keeps plain counters; nothing here is on the
+ * packet path).
+ *
+ * Liqo names (pkg/gateway/tunnel/metrics.go), labels {driver="wireguard", cluster_id=<remote>}:
+ *   liqo_peer_is_connected (gauge 0/1), liqo_peer_latency_us (gauge),
+ *   liqo_peer_receive_bytes_total, liqo_peer_transmit_bytes_total (counters).
+ * Weft's:
+ *   weft_handshakes_total{cluster_id}, weft_peer_last_handshake_timestamp_seconds{cluster_id},
+ *   weft_drops_total{reason}, weft_nat_entries, weft_queue_depth{queue}.
+ */
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { Counter, Gauge, Registry } from 'prom-client';
+
+export interface PeerStatsSample {
+  /** Remote Liqo cluster ID (the `cluster_id` label). */
+  clusterId: string;
+  connected: boolean;
+  /** Last measured round trip in microseconds (0 when unknown). */
+  latencyUs: number;
+  rxBytes: number;
+  txBytes: number;
+  /** Completed handshakes since start. */
+  handshakes: number;
+  /** Wall-clock ms of the last completed handshake, if any. */
+  lastHandshakeAtMs?: number;
+}
+
+/** What the data plane exposes to the metrics endpoint. Called on every scrape; must be cheap. */
+export interface StatsSource {
+  peers(): readonly PeerStatsSample[];
+  /** Drop reason → total count since start (e.g. "bad-mac1", "replay", "no-route", "queue-full"). */
+  drops(): Readonly<Record<string, number>>;
+  /** Entries in the NAT/conntrack table. */
+  natEntries(): number;
+  /** Queue name → current depth. */
+  queueDepths(): Readonly<Record<string, number>>;
+}
+
+const DRIVER = 'wireguard';
+
+/** A registry whose metrics are filled from `source` at every scrape. */
+export function createMetricsRegistry(source: StatsSource): Registry {
+  const registry = new Registry();
+  const registers = [registry];
+  const liqo = ['driver', 'cluster_id'] as const;
+
+  new Gauge({
+    name: 'liqo_peer_is_connected', help: 'Status of the connectivity to a given peer (1 = tunnel up and gateways pinging each other).',
+    labelNames: liqo, registers,
+    collect() { this.reset(); for (const p of source.peers()) this.set({ driver: DRIVER, cluster_id: p.clusterId }, p.connected ? 1 : 0); },
+  });
+  new Gauge({
+    name: 'liqo_peer_latency_us', help: 'Round-trip latency of a given peer in microseconds.', labelNames: liqo, registers,
+    collect() { this.reset(); for (const p of source.peers()) this.set({ driver: DRIVER, cluster_id: p.clusterId }, p.connected ? p.latencyUs : 0); },
+  });
+  new Counter({
+    name: 'liqo_peer_receive_bytes_total', help: 'Number of bytes received from a given peer.', labelNames: liqo, registers,
+    collect() { this.reset(); for (const p of source.peers()) this.inc({ driver: DRIVER, cluster_id: p.clusterId }, p.rxBytes); },
+  });
+  new Counter({
+    name: 'liqo_peer_transmit_bytes_total', help: 'Number of bytes transmitted to a given peer.', labelNames: liqo, registers,
+    collect() { this.reset(); for (const p of source.peers()) this.inc({ driver: DRIVER, cluster_id: p.clusterId }, p.txBytes); },
+  });
+
+  new Counter({
+    name: 'weft_handshakes_total', help: 'Completed WireGuard handshakes per peer.', labelNames: ['cluster_id'], registers,
+    collect() { this.reset(); for (const p of source.peers()) this.inc({ cluster_id: p.clusterId }, p.handshakes); },
+  });
+  new Gauge({
+    name: 'weft_peer_last_handshake_timestamp_seconds', help: 'Unix time of the last completed handshake per peer.', labelNames: ['cluster_id'], registers,
+    collect() {
+      this.reset();
+      for (const p of source.peers()) if (p.lastHandshakeAtMs !== undefined) this.set({ cluster_id: p.clusterId }, p.lastHandshakeAtMs / 1000);
+    },
+  });
+  new Counter({
+    name: 'weft_drops_total', help: 'Packets dropped, by reason.', labelNames: ['reason'], registers,
+    collect() { this.reset(); for (const [reason, n] of Object.entries(source.drops())) this.inc({ reason }, n); },
+  });
+  new Gauge({
+    name: 'weft_nat_entries', help: 'Entries in the NAT/conntrack table.', registers,
+    collect() { this.set(source.natEntries()); },
+  });
+  new Gauge({
+    name: 'weft_queue_depth', help: 'Current depth of the data-plane queues.', labelNames: ['queue'], registers,
+    collect() { this.reset(); for (const [queue, n] of Object.entries(source.queueDepths())) this.set({ queue }, n); },
+  });
+  return registry;
+}
+
+/** A listen address that cannot be used. */
+export class MetricsListenError extends Error {
+  override readonly name = 'MetricsListenError';
+}
+
+export interface MetricsServer {
+  readonly port: number;
+  readonly address: string;
+  close(): Promise<void>;
+}
+
+/**
+ * Serve `registry` at GET /metrics on `listen` ("host:port", "[v6]:port"; port 0 = any).
+ * Rejects with MetricsListenError naming the address when it cannot bind.
+ */
+export async function startMetricsServer(registry: Registry, listen: string): Promise<MetricsServer> {
+  const m = /^\[([^\]]+)\]:(\d{1,5})$/.exec(listen) ?? /^([^:[\]]+):(\d{1,5})$/.exec(listen);
+  const host = m?.[1];
+  const port = Number(m?.[2]);
+  if (host === undefined || !(port >= 0 && port <= 65535)) {
+    throw new MetricsListenError(`metrics.listen ${JSON.stringify(listen)}: expected "host:port" (IPv6 as "[addr]:port", port 0 = any)`);
+  }
+  const server: Server = createServer((req, res) => {
+    if (req.method !== 'GET' || (req.url ?? '').split('?')[0] !== '/metrics') {
+      res.writeHead(404, { 'content-type': 'text/plain' }).end('not found\n');
+      return;
+    }
+    registry.metrics().then(
+      (text) => res.writeHead(200, { 'content-type': registry.contentType }).end(text),
+      (e: unknown) => res.writeHead(500, { 'content-type': 'text/plain' }).end(`metrics collection failed: ${(e as Error).message}\n`),
+    );
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', (e: NodeJS.ErrnoException) => reject(new MetricsListenError(`cannot listen on ${listen} for metrics: ${e.code ?? e.message}`)));
+    server.listen(port, host, () => resolve());
+  });
+  const addr = server.address() as AddressInfo;
+  return {
+    port: addr.port,
+    address: addr.address,
+    close: () => new Promise<void>((resolve) => { server.closeAllConnections(); server.close(() => resolve()); }),
+  };
+}
