@@ -1,7 +1,9 @@
 /**
  * The 'openssl' crypto backend: the node backend, except that ChaCha20-Poly1305 (and the
- * XChaCha20-Poly1305 built on it) calls the OpenSSL that Node already contains directly, through
- * its exported EVP functions and koffi, instead of through node:crypto's Cipher objects.
+ * XChaCha20-Poly1305 built on it) and, where OpenSSL 3 provides them, BLAKE2s, HMAC-BLAKE2s and
+ * keyed BLAKE2s (evp-hash.ts) call the OpenSSL that Node already contains directly, through its
+ * exported EVP functions and koffi (ffi.ts), instead of through node:crypto's objects. X25519,
+ * randomness and key handling are the node backend's.
  *
  * Why: node:crypto has no way to encrypt into a caller's buffer, and each createCipheriv builds a
  * stream object and a native context. Here two EVP_CIPHER_CTX are created once per backend and
@@ -22,10 +24,11 @@
  *   running process (koffi.load(null)), and a self-test against RFC 8439 §2.8.2 runs before the
  *   backend is handed out. Any failure makes the backend unavailable (select.ts then uses 'node').
  */
-import { createRequire } from 'node:module';
 import type { CryptoBackend } from './backend.js';
 import { assertAd, assertBytes, assertSpan } from './assert.js';
 import { CryptoBackendError } from './errors.js';
+import { createEvpHashing, type EvpHashing } from './evp-hash.js';
+import { processLibrary } from './ffi.js';
 import { createNodeBackend, loadNodeCrypto, nodeBackendUnavailableReason } from './node.js';
 import { KEY_LEN, NONCE_LEN, TAG_LEN } from './sizes.js';
 import { createXChaCha } from './xchacha.js';
@@ -50,19 +53,19 @@ interface Evp {
   readonly ctrl: Fn<[Ptr, number, number, Uint8Array]>;
 }
 
-interface KoffiLike {
-  load(path: string | null): { func(definition: string): (...args: unknown[]) => unknown };
-}
-
 let evpCache: Evp | string | undefined;
 
 /** Binds the EVP functions once per thread; returns the reason as a string if that fails. */
 function bindEvp(): Evp | string {
   if (evpCache !== undefined) return evpCache;
+  const p = processLibrary();
+  if (typeof p === 'string') {
+    evpCache = p;
+    return evpCache;
+  }
   try {
-    const koffi = createRequire(import.meta.url)('koffi') as KoffiLike;
-    const lib = koffi.load(null);
-    const f = <T>(decl: string): T => lib.func(decl) as T;
+    const { lib } = p;
+    const f = <T>(decl: string): T => lib.func(decl) as unknown as T;
     const cipherFn = f<() => Ptr>('void *EVP_chacha20_poly1305()');
     const cipher = cipherFn();
     if (cipher === null) throw new Error('EVP_chacha20_poly1305() returned NULL');
@@ -222,10 +225,26 @@ function createEvpAead(evp: Evp): EvpAead {
   };
 }
 
+let hashingCache: { reason: string | null } | undefined;
+
+/**
+ * Why the openssl backend keeps node:crypto/noble for BLAKE2s, HMAC and MAC instead of OpenSSL's
+ * EVP_MD/EVP_MAC (evp-hash.ts), or null when it uses EVP. Probed once per thread.
+ */
+export function opensslHashingUnavailableReason(): string | null {
+  if (hashingCache === undefined) {
+    const h = createEvpHashing(() => { throw new Error('unused'); });
+    hashingCache = { reason: typeof h === 'string' ? h : null };
+    if (typeof h !== 'string') h.dispose();
+  }
+  return hashingCache.reason;
+}
+
 /**
  * Creates the openssl backend (name 'openssl'). Throws CryptoBackendError with the reason when
- * it cannot run here; the 'node' backend is then the next choice. The two EVP contexts are freed
- * when the backend object is garbage-collected.
+ * its AEAD cannot run here; the 'node' backend is then the next choice. BLAKE2s, HMAC and MAC
+ * come from OpenSSL's EVP functions when opensslHashingUnavailableReason() is null, else from
+ * the node backend. The OpenSSL contexts are freed when the backend object is garbage-collected.
  */
 export function createOpensslBackend(): CryptoBackend {
   const reason = opensslBackendUnavailableReason();
@@ -233,16 +252,27 @@ export function createOpensslBackend(): CryptoBackend {
   if (reason !== null || typeof evp === 'string') {
     throw new CryptoBackendError(`the openssl crypto backend cannot run: ${reason ?? String(evp)}; choose 'node' or 'pure' (WEFT_CRYPTO)`);
   }
+  const node = createNodeBackend();
   const aead = createEvpAead(evp);
+  const made = createEvpHashing((out, key, parts) => node.hmac(out, key, ...parts));
+  const hashing: EvpHashing | null = typeof made === 'string' ? null : made;
   const backend: CryptoBackend = {
-    ...createNodeBackend(),
+    ...node,
     name: 'openssl',
     seal: aead.seal,
     open: aead.open,
     ...createXChaCha(aead.seal, aead.open),
   };
-  contexts.register(backend, aead);
+  if (hashing !== null) {
+    backend.hash = (out, ...parts) => hashing.hash(out, parts);
+    backend.mac = (out, key, ...parts) => hashing.mac(out, key, parts);
+    backend.hmac = (out, key, ...parts) => hashing.hmac(out, key, parts);
+  }
+  resources.register(backend, { aead, hashing });
   return backend;
 }
 
-const contexts = new FinalizationRegistry<EvpAead>((aead) => aead.dispose());
+const resources = new FinalizationRegistry<{ aead: EvpAead; hashing: EvpHashing | null }>((r) => {
+  r.aead.dispose();
+  r.hashing?.dispose();
+});

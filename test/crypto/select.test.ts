@@ -5,7 +5,7 @@ import type * as NodeCrypto from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { CryptoBackendError } from '../../src/crypto/errors.js';
 import { createNodeBackend, loadNodeCrypto, nodeBackendUnavailableReason } from '../../src/crypto/node.js';
-import { opensslBackendUnavailableReason } from '../../src/crypto/openssl.js';
+import { opensslBackendUnavailableReason, opensslHashingUnavailableReason } from '../../src/crypto/openssl.js';
 import { autoBackendName, getCryptoBackend, parseCryptoBackendName, type CryptoBackendName } from '../../src/crypto/select.js';
 
 describe('getCryptoBackend', () => {
@@ -27,6 +27,7 @@ describe('getCryptoBackend', () => {
 
   it('on this runtime (Node with OpenSSL 3 exporting EVP) every backend is available', () => {
     expect(opensslBackendUnavailableReason()).toBeNull();
+    expect(opensslHashingUnavailableReason()).toBeNull(); // BLAKE2s/HMAC/MAC through EVP as well
     expect(autoBackendName()).toBe('openssl');
   });
 
