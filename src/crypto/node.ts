@@ -1,10 +1,10 @@
 /**
  * The 'node' crypto backend: OpenSSL through node:crypto wherever it has the primitive, noble for
- * the rest. Choices, each measured with bench/crypto.ts on Node 20.20 / OpenSSL 3.0 (numbers in
- * the report of that bench; ratios quoted here are from its runs on the development machine):
+ * the rest. Choices, each measured with bench/crypto.ts on Node 20.20 / OpenSSL 3.0.19 (ratios
+ * are medians of three runs on the shared 2-vCPU development machine):
  *
- * - ChaCha20-Poly1305: OpenSSL one-shot createCipheriv/createDecipheriv per packet, about 1.7x
- *   noble at 64 bytes and 3-4x at 1420 bytes.
+ * - ChaCha20-Poly1305: OpenSSL one-shot createCipheriv/createDecipheriv per packet, about 2x
+ *   noble at 64 bytes and 3x at 1420 bytes (the 'openssl' backend, openssl.ts, is faster still).
  *   ALLOCATES per call: the Cipher/Decipher object, the Buffer update() returns (OpenSSL cannot
  *   write into a caller's buffer through node:crypto), the tag Buffer, and subarray views. The
  *   result is then copied into `dst`; the input is fully read before `dst` is written, so in-place
@@ -16,14 +16,13 @@
  *   probe at backend creation checks that against RFC 7748 §6.1 and falls back to PKCS#8 if a
  *   future runtime behaves differently. Imported KeyObjects are cached per key array (a WeakMap,
  *   so an entry dies with its array) and reused only while the array still holds the same bytes:
- *   static keys are imported once, which roughly doubles DH/s against importing both keys per
- *   call. The cache keeps a copy of the 32 key bytes next to the KeyObject.
- * - BLAKE2s-256 and HMAC-BLAKE2s: OpenSSL 'blake2s256' (createHash / createHmac), about 3x noble
- *   for handshake-sized inputs; noble is used if this OpenSSL lacks blake2s256.
+ *   static keys are imported once, which gives 2-3x the DH/s of importing both keys per call. The cache keeps a copy of the 32 key bytes next to the KeyObject.
+ * - BLAKE2s-256 and HMAC-BLAKE2s: OpenSSL 'blake2s256' (createHash / createHmac), about 3x
+ *   (hash) and 4x (HMAC) noble for handshake-sized inputs; noble if OpenSSL lacks blake2s256.
  * - Keyed BLAKE2s with a 16-byte digest (WireGuard MAC): not reachable through node:crypto
  *   (OpenSSL's BLAKE2SMAC is not exposed), so noble.
  * - XChaCha20-Poly1305: HChaCha20 from noble derives the subkey, then the OpenSSL AEAD above
- *   (xchacha.ts), about 1.5-2x noble's XChaCha20-Poly1305 for a 16-byte cookie.
+ *   (xchacha.ts), about 2x noble's XChaCha20-Poly1305 for a 16-byte cookie.
  * - randomFill: crypto.randomFillSync.
  */
 import type * as NodeCrypto from 'node:crypto';

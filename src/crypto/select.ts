@@ -3,17 +3,19 @@
  * and then shared (one per name per thread; worker threads create their own).
  *
  * 'auto' takes the first backend that can run here, in the order of their measured speed on the
- * transport path (ChaCha20-Poly1305 seal/open per packet), measured with bench/crypto.ts on this
- * project's runtime, Node 20.20 with OpenSSL 3.0.19, 2 vCPUs shared with other work (so single
- * numbers are noisy; each row is measured right after a same-size anchor, a bare node:crypto
- * one-shot seal, and the ratios below are medians of those pairs over the runs in the crypto
- * report):
- *   1. 'openssl' - in-place EVP via koffi:   seal 64 B ~2.5x the anchor, 1420 B ~2x
- *   2. 'node'    - node:crypto one-shot:     seal 64 B ~0.9x the anchor, 1420 B ~0.9x
- *   3. 'pure'    - noble:                    seal 64 B ~0.45x the anchor, 1420 B ~0.3x
- * Open ranks the same way. X25519 and BLAKE2s/HMAC are identical in 'openssl' and 'node'
- * (both OpenSSL through node:crypto) and several times faster than noble's.
- * Each candidate is detected by trying it (nodeBackendUnavailableReason,
+ * transport path (ChaCha20-Poly1305 seal/open per packet). Measured with bench/crypto.ts on this
+ * project's runtime, Node 20.20 with OpenSSL 3.0.19, on 2 vCPUs shared with other work, so single
+ * ops/s figures are noisy; each row is measured right after an anchor of the same size (a bare
+ * node:crypto one-shot createCipheriv seal) and the ratio to it is robust. Medians of 3 runs:
+ *
+ *                       seal 64 B   open 64 B   seal 1420 B   open 1420 B   (x anchor)
+ *   1. 'openssl'           4.2         3.6          3.3           2.7       EVP in place via koffi
+ *   2. 'node'              0.86        0.90         1.0           1.0       node:crypto one-shot
+ *   3. 'pure'              0.43        0.42         0.34          0.28      noble
+ *
+ * For the handshake, 'openssl' and 'node' share X25519 (node:crypto KeyObjects, ~40x noble);
+ * 'openssl' also does BLAKE2s/HMAC/MAC through EVP (MAC ~12x the others, HASH ~1.7x node, HMAC
+ * ~3x node). Each candidate is detected by trying it (nodeBackendUnavailableReason,
  * opensslBackendUnavailableReason: symbols, a working cipher, the RFC 8439 vector), never
  * assumed from a version number.
  *
