@@ -47,6 +47,14 @@ export interface WireGuardPortOptions {
   readonly udpMechanism?: UdpMechanism;
   /** Packets per receive batch. Default 64. */
   readonly batchSize?: number;
+  /**
+   * Bytes reserved before every received datagram. Decrypted plaintext starts 16 bytes into the
+   * datagram, so the sink sees rxHeadroom + 16 bytes of headroom in front of each inner packet
+   * (the gateway uses it to write a Geneve header in place). Default 0.
+   */
+  readonly rxHeadroom?: number;
+  /** Bytes reserved after every datagram slot, for a sink that grows packets. Default 0. */
+  readonly rxTailroom?: number;
   /** Wall-clock milliseconds (Unix epoch); injectable for tests. */
   readonly clock?: () => number;
   /** Called for unexpected I/O errors (never per packet). */
@@ -122,8 +130,10 @@ export class WireGuardPort {
     const batch = opts.batchSize ?? 64;
     // A transport datagram is 32 bytes + padded plaintext; leave room for a full MTU.
     const maxDatagram = opts.mtu + 32 + 16;
-    this.rx4 = new PacketBatch({ capacity: batch, headroom: 0, maxLen: maxDatagram, tailroom: 0, withAddresses: true });
-    this.rx6 = new PacketBatch({ capacity: batch, headroom: 0, maxLen: maxDatagram, tailroom: 0, withAddresses: true });
+    const headroom = opts.rxHeadroom ?? 0;
+    const tailroom = opts.rxTailroom ?? 0;
+    this.rx4 = new PacketBatch({ capacity: batch, headroom, maxLen: maxDatagram, tailroom, withAddresses: true });
+    this.rx6 = new PacketBatch({ capacity: batch, headroom, maxLen: maxDatagram, tailroom, withAddresses: true });
     this.deliverOffs = new Uint32Array(batch);
     this.deliverLens = new Uint32Array(batch);
     this.send4 = new SendList(Math.max(batch, 256));
