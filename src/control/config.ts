@@ -155,7 +155,7 @@ export const WireguardSchema = z.strictObject({
   mtu: mtu.default(DEFAULTS.mtu),
   interfaceName: ifName.default(DEFAULTS.wireguardInterface),
   /** 'auto' picks the measured-fastest backend (src/crypto/select.ts). */
-  cryptoBackend: z.enum(['auto', 'node', 'pure']).default('auto'),
+  cryptoBackend: z.enum(['auto', 'openssl', 'node', 'pure']).default('auto'),
 });
 
 export const PeerCidrsSchema = z.strictObject({
@@ -282,7 +282,7 @@ const NodeRawSchema = z.strictObject({
 // Output types (what the data plane consumes). Written out rather than inferred so that the
 // public contract is readable and stable; `assertSameShape` below keeps them equal to the schema.
 
-export type CryptoBackendChoice = 'auto' | 'node' | 'pure';
+export type CryptoBackendChoice = 'auto' | 'openssl' | 'node' | 'pure';
 export type GeneveMode = 'l3' | 'l2';
 export type LogLevel = z.output<typeof LogLevelSchema>;
 

@@ -27,7 +27,7 @@
  * time and the watcher re-translates on every change. Contradictions that no later update
  * can explain are ConfigErrors naming the resource and field.
  */
-import { ConfigError, parseConfig, type ConfigIssue, type WeftConfig, type WeftConfigInput } from '../config.js';
+import { ConfigError, parseConfig, type ConfigIssue, type CryptoBackendChoice, type WeftConfig, type WeftConfigInput } from '../config.js';
 import { cidrContainsCidr, formatIp, parseCidr, parseIp } from '../cidr.js';
 import {
   NETWORK_TYPE_LABEL, REMOTE_CLUSTER_ID_LABEL, type GatewayClient, type GatewayServer, type InternalFabric,
@@ -50,7 +50,7 @@ export interface TranslateOptions {
   overrides?: {
     metrics?: { listen?: string };
     logging?: { level?: string };
-    wireguard?: { cryptoBackend?: 'auto' | 'node' | 'pure'; interfaceName?: string; listenAddress?: string };
+    wireguard?: { cryptoBackend?: CryptoBackendChoice; interfaceName?: string; listenAddress?: string };
     geneve?: { port?: number; listenAddress?: string };
     node?: { tunName?: string; underlayAddress?: string };
   };
