@@ -24,16 +24,23 @@
  */
 import { spawnSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer, type Server } from 'node:https';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { KubeConfig } from '@kubernetes/client-node';
 import { loadCrds, validate, type JsonSchema } from './schema.js';
 
-export const LIQO_CRD_DIR = '/work/shared/liqo/crds';
+/**
+ * Liqo's real CRDs live in shared/ beside the repository (CI clones the repo with shared/ next to
+ * it); WEFT_LIQO_CRDS overrides the location.
+ */
+export const LIQO_CRD_DIR = process.env.WEFT_LIQO_CRDS ??
+  [fileURLToPath(new URL('../../../shared/liqo/crds', import.meta.url)), '/work/shared/liqo/crds'].find((d) => existsSync(d)) ??
+  fileURLToPath(new URL('../../../shared/liqo/crds', import.meta.url));
 
 interface ResourceType {
   group: string;
