@@ -1,0 +1,502 @@
+/**
+ * Tunnel benchmark: Debian's wireguard-go against our weft-wg, in ONE run, over the same
+ * topology and the same traffic (the comparison of /work/shared/bench/wg-netns-compare.sh,
+ * restricted to the tunnel and run for both daemons side by side).
+ *
+ * Run (root):  npm run bench:tunnel          (= build, then node dist/bench/tunnel.js)
+ * Knobs (environment):
+ *   RUNS=3            rounds; each round measures every daemon once, in alternating order
+ *                     (wireguard-go, weft, then weft, wireguard-go, …) so drift hits both
+ *   DUR=10            seconds per iperf3 test (TCP and UDP)
+ *   PINGS=20          pings per RTT test; PING_INTERVAL=0.05 (seconds)
+ *   DAEMONS=wireguard-go,weft   which daemons, by label
+ *   TCP4=1            also TCP with 4 parallel streams
+ *   WEFT_NODE_ARGS="--cpu-prof --cpu-prof-dir=/tmp/prof"   extra node flags for weft-wg
+ *   WEFT_ENV="WEFT_CRYPTO=node"  extra environment for weft-wg (space separated K=V)
+ *   RESULTS_DIR=…     raw iperf3 JSON + results.json (default: a new temp dir)
+ *
+ * Topology per measurement, built from scratch and torn down afterwards:
+ *   ns wp-a (daemon, wp-wga 100.64.5.1/24)  ══ veth wp-va 198.18.5.1/24 ↔ wp-vb 198.18.5.2/24 ══
+ *   ns wp-b (daemon, wp-wgb 100.64.5.2/24); both tunnels MTU 1420, configured with `wg set`.
+ *   iperf3 client in wp-a, server in wp-b; traffic A→B. No default route anywhere: nothing can
+ *   leave the two namespaces.
+ *
+ * Measured: TCP 1 stream (Gbit/s received, retransmits), UDP 64-byte datagrams at unlimited
+ * rate (delivered packets/s = received − lost), ping RTT avg/max, and the CPU each daemon used
+ * during each iperf3 test (utime+stime of all its threads from /proc/PID/stat, in % of one
+ * core), plus drops at the UDP receive buffers (UdpRcvbufErrors) and the TUN queues.
+ * Printed: medians over RUNS per daemon, min–max, and the ratio weft / wireguard-go.
+ *
+ * Safety: only processes started here are signalled (by process group of the timeout(1)
+ * wrapper we spawned, or the PIDs living inside our own wp-* namespaces); every command is
+ * bounded by a timeout; the namespaces are deleted on exit, SIGINT and SIGTERM.
+ */
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const NS_A = 'wp-a';
+const NS_B = 'wp-b';
+const VETH_A = 'wp-va';
+const VETH_B = 'wp-vb';
+const WG_A = 'wp-wga';
+const WG_B = 'wp-wgb';
+const U_A = '198.18.5.1';
+const U_B = '198.18.5.2';
+const T_A = '100.64.5.1';
+const T_B = '100.64.5.2';
+const WG_PORT = 51820;
+const IPERF_PORT = 5201;
+const WG_MTU = 1420;
+const UAPI_DIR = '/var/run/wireguard';
+
+const RUNS = intEnv('RUNS', 3);
+const DUR = intEnv('DUR', 10);
+const PINGS = intEnv('PINGS', 20);
+const PING_INTERVAL = process.env.PING_INTERVAL ?? '0.05';
+const TCP4 = process.env.TCP4 === '1';
+const HZ = Number(spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).stdout.trim()) || 100;
+
+const ROOT = findRoot();
+const WEFT_WG = path.join(ROOT, 'bin/weft-wg');
+
+interface DaemonSpec { label: string; cmd: string[]; env: Record<string, string> }
+
+function daemonSpecs(): DaemonSpec[] {
+  const nodeArgs = (process.env.WEFT_NODE_ARGS ?? '').split(/\s+/).filter(Boolean);
+  const weftEnv: Record<string, string> = {};
+  for (const kv of (process.env.WEFT_ENV ?? '').split(/\s+/).filter(Boolean)) {
+    const i = kv.indexOf('=');
+    if (i > 0) weftEnv[kv.slice(0, i)] = kv.slice(i + 1);
+  }
+  const all: DaemonSpec[] = [
+    { label: 'wireguard-go', cmd: ['wireguard-go', '-f'], env: {} },
+    { label: 'weft', cmd: [process.execPath, ...nodeArgs, WEFT_WG, '-f'], env: weftEnv },
+  ];
+  const want = (process.env.DAEMONS ?? 'wireguard-go,weft').split(',').map((s) => s.trim()).filter(Boolean);
+  const specs = want.map((w) => {
+    const s = all.find((d) => d.label === w);
+    if (!s) throw new Error(`DAEMONS: unknown daemon ${w} (known: ${all.map((d) => d.label).join(', ')})`);
+    return s;
+  });
+  if (specs.length === 0) throw new Error('DAEMONS is empty');
+  return specs;
+}
+
+function intEnv(name: string, dflt: number): number {
+  const v = process.env[name];
+  if (v === undefined || v === '') return dflt;
+  const n = Number(v);
+  if (!Number.isInteger(n) || n < 1) throw new Error(`${name}=${v}: expected a positive integer`);
+  return n;
+}
+
+function findRoot(): string {
+  // dist/bench/tunnel.js → ../..; bench/tunnel.ts (tsx) → ..
+  for (const rel of ['../..', '..']) {
+    const p = fileURLToPath(new URL(rel, import.meta.url));
+    if (fs.existsSync(path.join(p, 'bin/weft-wg'))) return p;
+  }
+  throw new Error('cannot find bin/weft-wg next to this benchmark');
+}
+
+// ------------------------------------------------------------------------------------------
+// Small process helpers (every command bounded)
+
+function sh(cmd: string[], opts: { timeoutMs?: number; allowFail?: boolean; input?: string } = {}): string {
+  const r = spawnSync(cmd[0], cmd.slice(1), { encoding: 'utf8', timeout: opts.timeoutMs ?? 15_000, input: opts.input });
+  if ((r.status !== 0 || r.error) && !opts.allowFail) {
+    throw new Error(`command failed (${r.status}): ${cmd.join(' ')}\n${(r.stderr ?? '').trim()}${r.error ? String(r.error) : ''}`);
+  }
+  return r.stdout ?? '';
+}
+
+function inNs(ns: string, cmd: string[], opts: { timeoutMs?: number; allowFail?: boolean; input?: string } = {}): string {
+  return sh(['ip', 'netns', 'exec', ns, ...cmd], opts);
+}
+
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+interface Proc { child: ChildProcess; pid: number; exited: Promise<void>; out: () => string }
+
+/** Starts `cmd` in `ns` under timeout(1), in its own process group (so we can stop exactly it). */
+function spawnIn(ns: string, cmd: string[], lifetimeS: number, env: Record<string, string> = {}): Proc {
+  const argv = ['timeout', '-k', '3', String(lifetimeS), 'ip', 'netns', 'exec', ns, ...cmd];
+  const child = spawn(argv[0], argv.slice(1), { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env }, detached: true });
+  if (child.pid === undefined) throw new Error(`cannot start ${cmd.join(' ')}`);
+  let out = '';
+  const keep = (d: Buffer): void => { out = (out + d.toString('utf8')).slice(-16384); };
+  child.stdout!.on('data', keep);
+  child.stderr!.on('data', keep);
+  const exited = new Promise<void>((r) => { child.on('exit', () => r()); child.on('error', () => r()); });
+  const p: Proc = { child, pid: child.pid, exited, out: () => out };
+  live.add(p);
+  void exited.then(() => live.delete(p));
+  return p;
+}
+
+const live = new Set<Proc>();
+
+async function stopProc(p: Proc, graceMs = 5000): Promise<void> {
+  if (p.child.exitCode !== null || p.child.signalCode !== null) return;
+  try { process.kill(-p.pid, 'SIGTERM'); } catch { /* gone */ }
+  const done = await Promise.race([p.exited.then(() => true), sleep(graceMs).then(() => false)]);
+  if (!done) {
+    try { process.kill(-p.pid, 'SIGKILL'); } catch { /* gone */ }
+    await Promise.race([p.exited, sleep(1000)]);
+  }
+}
+
+/** The daemon's PID: timeout → ip netns exec → (env) → daemon is an exec chain, so it is timeout's only child. */
+async function childPid(wrapperPid: number): Promise<number> {
+  for (let i = 0; i < 50; i++) {
+    try {
+      const c = fs.readFileSync(`/proc/${wrapperPid}/task/${wrapperPid}/children`, 'utf8').trim().split(/\s+/)[0];
+      if (c) {
+        // Wait until the exec chain has reached the daemon (no longer `ip`).
+        const comm = fs.readFileSync(`/proc/${c}/comm`, 'utf8').trim();
+        if (comm !== 'ip') return Number(c);
+      }
+    } catch { /* not yet */ }
+    await sleep(100);
+  }
+  throw new Error(`no child of ${wrapperPid}`);
+}
+
+/** utime+stime of all threads, in seconds; 0 if the process is gone. */
+function cpuSeconds(pid: number): number {
+  try {
+    const s = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const f = s.slice(s.lastIndexOf(')') + 2).split(' ');
+    return (Number(f[11]) + Number(f[12])) / HZ; // fields 14 and 15 of proc(5)
+  } catch {
+    return 0;
+  }
+}
+
+// ------------------------------------------------------------------------------------------
+// Topology
+
+function teardown(): void {
+  for (const ns of [NS_A, NS_B]) {
+    const list = sh(['ip', 'netns', 'list'], { allowFail: true });
+    if (!new RegExp(`^${ns}( |$)`, 'm').test(list)) continue;
+    // Anything still inside our own namespaces was started by this benchmark.
+    for (const pid of sh(['ip', 'netns', 'pids', ns], { allowFail: true }).split(/\s+/).filter(Boolean)) {
+      try { process.kill(Number(pid), 'SIGKILL'); } catch { /* gone */ }
+    }
+    sh(['ip', 'netns', 'del', ns], { allowFail: true });
+  }
+  sh(['ip', 'link', 'del', VETH_A], { allowFail: true });
+  for (const ifc of [WG_A, WG_B]) fs.rmSync(path.join(UAPI_DIR, `${ifc}.sock`), { force: true });
+}
+
+function setupUnderlay(): void {
+  sh(['ip', 'netns', 'add', NS_A]);
+  sh(['ip', 'netns', 'add', NS_B]);
+  sh(['ip', 'link', 'add', VETH_A, 'netns', NS_A, 'type', 'veth', 'peer', 'name', VETH_B, 'netns', NS_B]);
+  sh(['ip', '-n', NS_A, 'addr', 'add', `${U_A}/24`, 'dev', VETH_A]);
+  sh(['ip', '-n', NS_B, 'addr', 'add', `${U_B}/24`, 'dev', VETH_B]);
+  for (const [ns, dev] of [[NS_A, VETH_A], [NS_B, VETH_B]]) {
+    sh(['ip', '-n', ns, 'link', 'set', 'lo', 'up']);
+    sh(['ip', '-n', ns, 'link', 'set', dev, 'up']);
+  }
+  inNs(NS_A, ['ping', '-n', '-q', '-c', '2', '-i', '0.2', '-W', '1', U_B], { timeoutMs: 10_000 });
+}
+
+interface Tunnel { a: Proc; b: Proc; pidA: number; pidB: number }
+
+async function startDaemon(spec: DaemonSpec, ns: string, ifc: string, lifetimeS: number): Promise<{ proc: Proc; pid: number }> {
+  const proc = spawnIn(ns, [...spec.cmd, ifc], lifetimeS, { LOG_LEVEL: 'error', WG_PROCESS_FOREGROUND: '1', ...spec.env });
+  const pid = await childPid(proc.pid);
+  const sock = path.join(UAPI_DIR, `${ifc}.sock`);
+  for (let i = 0; i < 100 && !fs.existsSync(sock); i++) await sleep(100);
+  if (!fs.existsSync(sock)) throw new Error(`${spec.label}: no UAPI socket ${sock}: ${proc.out()}`);
+  return { proc, pid };
+}
+
+async function setupTunnel(spec: DaemonSpec, tmp: string): Promise<Tunnel> {
+  const lifetime = DUR * 6 + 300;
+  const keyA = path.join(tmp, 'a.key');
+  const keyB = path.join(tmp, 'b.key');
+  fs.writeFileSync(keyA, sh(['wg', 'genkey']), { mode: 0o600 });
+  fs.writeFileSync(keyB, sh(['wg', 'genkey']), { mode: 0o600 });
+  const pubA = sh(['wg', 'pubkey'], { input: fs.readFileSync(keyA, 'utf8') }).trim();
+  const pubB = sh(['wg', 'pubkey'], { input: fs.readFileSync(keyB, 'utf8') }).trim();
+  const a = await startDaemon(spec, NS_A, WG_A, lifetime);
+  const b = await startDaemon(spec, NS_B, WG_B, lifetime);
+  inNs(NS_A, ['wg', 'set', WG_A, 'listen-port', String(WG_PORT), 'private-key', keyA,
+    'peer', pubB, 'endpoint', `${U_B}:${WG_PORT}`, 'allowed-ips', `${T_B}/32`], { timeoutMs: 10_000 });
+  inNs(NS_B, ['wg', 'set', WG_B, 'listen-port', String(WG_PORT), 'private-key', keyB,
+    'peer', pubA, 'endpoint', `${U_A}:${WG_PORT}`, 'allowed-ips', `${T_A}/32`], { timeoutMs: 10_000 });
+  sh(['ip', '-n', NS_A, 'addr', 'add', `${T_A}/24`, 'dev', WG_A]);
+  sh(['ip', '-n', NS_B, 'addr', 'add', `${T_B}/24`, 'dev', WG_B]);
+  sh(['ip', '-n', NS_A, 'link', 'set', WG_A, 'mtu', String(WG_MTU), 'up']);
+  sh(['ip', '-n', NS_B, 'link', 'set', WG_B, 'mtu', String(WG_MTU), 'up']);
+  let ok = false;
+  for (let i = 0; i < 10 && !ok; i++) {
+    ok = spawnSync('ip', ['netns', 'exec', NS_A, 'ping', '-n', '-q', '-c', '1', '-W', '1', T_B], { stdio: 'ignore', timeout: 3000 }).status === 0;
+  }
+  if (!ok) throw new Error(`${spec.label}: the tunnel does not pass traffic\nA: ${a.proc.out()}\nB: ${b.proc.out()}`);
+  inNs(NS_A, ['ping', '-n', '-q', '-c', '5', '-i', '0.05', '-W', '1', T_B], { timeoutMs: 5000, allowFail: true }); // warm-up
+  return { a: a.proc, b: b.proc, pidA: a.pid, pidB: b.pid };
+}
+
+// ------------------------------------------------------------------------------------------
+// Measurements
+
+type Metrics = Record<string, number>;
+
+function dropCounters(): { tunA: number; tunB: number; udpA: number; udpB: number } {
+  const txDropped = (ns: string, dev: string): number => {
+    try {
+      const j = JSON.parse(sh(['ip', '-n', ns, '-j', '-s', 'link', 'show', dev], { allowFail: true })) as { stats64?: { tx?: { dropped?: number } } }[];
+      return j[0]?.stats64?.tx?.dropped ?? 0;
+    } catch { return 0; }
+  };
+  const rcvbuf = (ns: string): number => {
+    const m = /UdpRcvbufErrors\s+(\d+)/.exec(inNs(ns, ['nstat', '-asz', 'UdpRcvbufErrors'], { allowFail: true }));
+    return m ? Number(m[1]) : 0;
+  };
+  return { tunA: txDropped(NS_A, WG_A), tunB: txDropped(NS_B, WG_B), udpA: rcvbuf(NS_A), udpB: rcvbuf(NS_B) };
+}
+
+interface IperfJson {
+  error?: string;
+  end?: {
+    sum_sent?: { bits_per_second?: number; retransmits?: number; packets?: number; seconds?: number };
+    sum_received?: { bits_per_second?: number; packets?: number; lost_packets?: number; seconds?: number; lost_percent?: number };
+  };
+}
+
+async function runIperf(t: Tunnel, tag: string, dir: string, m: Metrics, args: string[]): Promise<IperfJson | null> {
+  const server = spawnIn(NS_B, ['iperf3', '-s', '-1', '-B', T_B, '-p', String(IPERF_PORT)], DUR + 40);
+  for (let i = 0; i < 50; i++) {
+    if (inNs(NS_B, ['ss', '-Hltn', `sport = :${IPERF_PORT}`], { allowFail: true }).trim()) break;
+    await sleep(100);
+  }
+  const d0 = dropCounters();
+  const a0 = cpuSeconds(t.pidA);
+  const b0 = cpuSeconds(t.pidB);
+  const t0 = performance.now();
+  const r = spawnSync('ip', ['netns', 'exec', NS_A, 'iperf3', '-c', T_B, '-p', String(IPERF_PORT), '-t', String(DUR), '-J',
+    '--connect-timeout', '3000', ...args], { encoding: 'utf8', timeout: (DUR + 30) * 1000 });
+  const wall = (performance.now() - t0) / 1000;
+  const a1 = cpuSeconds(t.pidA);
+  const b1 = cpuSeconds(t.pidB);
+  await Promise.race([server.exited, sleep(3000)]);
+  await stopProc(server);
+  const d1 = dropCounters();
+  fs.writeFileSync(path.join(dir, `${tag}.json`), r.stdout ?? '');
+  m[`${tag}_cpu_a`] = ((a1 - a0) / wall) * 100;
+  m[`${tag}_cpu_b`] = ((b1 - b0) / wall) * 100;
+  m[`${tag}_tunA_txdrop`] = d1.tunA - d0.tunA;
+  m[`${tag}_udpB_rcvbuf`] = d1.udpB - d0.udpB;
+  m[`${tag}_udpA_rcvbuf`] = d1.udpA - d0.udpA;
+  let j: IperfJson;
+  try { j = JSON.parse(r.stdout) as IperfJson; } catch { j = { error: `no JSON: ${(r.stderr ?? '').slice(0, 300)}` }; }
+  if (j.error || !j.end?.sum_sent) {
+    console.error(`  ${tag} failed: ${j.error ?? 'no summary'}`);
+    return null;
+  }
+  return j;
+}
+
+async function measureTcp(t: Tunnel, tag: string, dir: string, m: Metrics, extra: string[] = []): Promise<void> {
+  const j = await runIperf(t, tag, dir, m, extra);
+  if (!j) return;
+  m[`${tag}_gbps`] = (j.end!.sum_received?.bits_per_second ?? 0) / 1e9;
+  m[`${tag}_retr`] = j.end!.sum_sent?.retransmits ?? 0;
+  const cpu = m[`${tag}_cpu_a`] + m[`${tag}_cpu_b`];
+  if (m[`${tag}_gbps`] > 0) m[`${tag}_cpu_per_gbps`] = cpu / m[`${tag}_gbps`];
+}
+
+async function measureUdp(t: Tunnel, tag: string, dir: string, m: Metrics): Promise<void> {
+  const j = await runIperf(t, tag, dir, m, ['-u', '-l', '64', '-b', '0']);
+  if (!j) return;
+  const s = j.end!.sum_sent!;
+  const rcv = j.end!.sum_received!;
+  m[`${tag}_tx_pps`] = (s.packets ?? 0) / (s.seconds || 1);
+  m[`${tag}_rx_pps`] = ((rcv.packets ?? 0) - (rcv.lost_packets ?? 0)) / (rcv.seconds || 1);
+  m[`${tag}_loss_pct`] = rcv.lost_percent ?? 0;
+}
+
+function measurePing(m: Metrics): void {
+  const out = inNs(NS_A, ['ping', '-n', '-q', '-c', String(PINGS), '-i', PING_INTERVAL, '-W', '1', T_B],
+    { timeoutMs: (PINGS * Number(PING_INTERVAL) + 15) * 1000, allowFail: true });
+  const rtt = /= ([\d.]+)\/([\d.]+)\/([\d.]+)\/([\d.]+) ms/.exec(out);
+  const loss = /([\d.]+)% packet loss/.exec(out);
+  if (rtt) {
+    m.ping_min_ms = Number(rtt[1]);
+    m.ping_avg_ms = Number(rtt[2]);
+    m.ping_max_ms = Number(rtt[3]);
+  } else {
+    console.error(`  ping failed: ${out.trim()}`);
+  }
+  if (loss) m.ping_loss_pct = Number(loss[1]);
+}
+
+async function measureDaemon(spec: DaemonSpec, dir: string): Promise<Metrics> {
+  const m: Metrics = {};
+  teardown();
+  setupUnderlay();
+  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'wp-keys-'));
+  let t: Tunnel | null = null;
+  try {
+    t = await setupTunnel(spec, tmp);
+    measurePing(m);
+    await measureTcp(t, 'tcp1', dir, m);
+    await sleep(1000);
+    if (TCP4) {
+      await measureTcp(t, 'tcp4', dir, m, ['-P', '4']);
+      await sleep(1000);
+    }
+    await measureUdp(t, 'udp64', dir, m);
+  } finally {
+    if (t) {
+      await stopProc(t.a);
+      await stopProc(t.b);
+    }
+    teardown();
+    fs.rmSync(tmp, { recursive: true, force: true });
+  }
+  return m;
+}
+
+// ------------------------------------------------------------------------------------------
+// Summary
+
+interface Row { key: string; label: string; unit: string; scale: number; digits: number; better: 'higher' | 'lower' | '' }
+
+const ROWS: Row[] = [
+  { key: 'tcp1_gbps', label: 'TCP 1 stream', unit: 'Gbit/s', scale: 1, digits: 3, better: 'higher' },
+  { key: 'tcp1_retr', label: 'TCP 1 stream retransmits', unit: 'count', scale: 1, digits: 0, better: '' },
+  { key: 'tcp1_cpu_a', label: 'TCP 1: daemon CPU, sender side', unit: '%core', scale: 1, digits: 0, better: '' },
+  { key: 'tcp1_cpu_b', label: 'TCP 1: daemon CPU, receiver side', unit: '%core', scale: 1, digits: 0, better: '' },
+  { key: 'tcp1_cpu_per_gbps', label: 'TCP 1: daemon CPU (both) per Gbit/s', unit: '%core', scale: 1, digits: 0, better: 'lower' },
+  { key: 'tcp1_udpB_rcvbuf', label: 'TCP 1: UDP rcvbuf drops in B', unit: 'count', scale: 1, digits: 0, better: '' },
+  { key: 'tcp4_gbps', label: 'TCP 4 streams', unit: 'Gbit/s', scale: 1, digits: 3, better: 'higher' },
+  { key: 'tcp4_cpu_a', label: 'TCP 4: daemon CPU, sender side', unit: '%core', scale: 1, digits: 0, better: '' },
+  { key: 'tcp4_cpu_b', label: 'TCP 4: daemon CPU, receiver side', unit: '%core', scale: 1, digits: 0, better: '' },
+  { key: 'udp64_rx_pps', label: 'UDP 64B delivered', unit: 'kpps', scale: 1e-3, digits: 1, better: 'higher' },
+  { key: 'udp64_tx_pps', label: 'UDP 64B offered (iperf3 sender)', unit: 'kpps', scale: 1e-3, digits: 1, better: '' },
+  { key: 'udp64_loss_pct', label: 'UDP 64B loss', unit: '%', scale: 1, digits: 1, better: 'lower' },
+  { key: 'udp64_cpu_a', label: 'UDP 64B: daemon CPU, sender side', unit: '%core', scale: 1, digits: 0, better: '' },
+  { key: 'udp64_cpu_b', label: 'UDP 64B: daemon CPU, receiver side', unit: '%core', scale: 1, digits: 0, better: '' },
+  { key: 'udp64_tunA_txdrop', label: 'UDP 64B: TUN queue drops in A', unit: 'count', scale: 1, digits: 0, better: '' },
+  { key: 'udp64_udpB_rcvbuf', label: 'UDP 64B: UDP rcvbuf drops in B', unit: 'count', scale: 1, digits: 0, better: '' },
+  { key: 'ping_avg_ms', label: 'ping RTT avg', unit: 'ms', scale: 1, digits: 3, better: 'lower' },
+  { key: 'ping_max_ms', label: 'ping RTT max', unit: 'ms', scale: 1, digits: 3, better: 'lower' },
+];
+
+function median(v: number[]): number {
+  const s = [...v].sort((x, y) => x - y);
+  const n = s.length;
+  return n % 2 ? s[(n - 1) / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
+}
+
+function summarize(labels: string[], results: Map<string, Metrics[]>): string {
+  const lines: string[] = [];
+  const head = ['metric', 'unit', ...labels.map((l) => `${l} median (min–max)`)];
+  const hasRatio = labels.includes('weft') && labels.includes('wireguard-go');
+  if (hasRatio) head.push('weft / wireguard-go');
+  lines.push(`| ${head.join(' | ')} |`);
+  lines.push(`|${head.map(() => '---').join('|')}|`);
+  for (const r of ROWS) {
+    const med = new Map<string, number>();
+    const cells: string[] = [];
+    let any = false;
+    for (const l of labels) {
+      const vals = (results.get(l) ?? []).map((m) => m[r.key]).filter((x): x is number => typeof x === 'number' && Number.isFinite(x));
+      if (vals.length === 0) { cells.push('–'); continue; }
+      any = true;
+      const md = median(vals) * r.scale;
+      med.set(l, md);
+      const lo = Math.min(...vals) * r.scale;
+      const hi = Math.max(...vals) * r.scale;
+      cells.push(`${md.toFixed(r.digits)} (${lo.toFixed(r.digits)}–${hi.toFixed(r.digits)})`);
+    }
+    if (!any) continue;
+    const row = [r.label, r.unit, ...cells];
+    if (hasRatio) {
+      const w = med.get('weft');
+      const g = med.get('wireguard-go');
+      row.push(w !== undefined && g !== undefined && g !== 0 ? `${(w / g).toFixed(2)}x` : '–');
+    }
+    lines.push(`| ${row.join(' | ')} |`);
+  }
+  return lines.join('\n');
+}
+
+function machineLine(): string {
+  const cpu = /model name\s*:\s*(.*)/.exec(fs.readFileSync('/proc/cpuinfo', 'utf8'))?.[1] ?? 'unknown CPU';
+  const wgv = sh(['wireguard-go', '--version'], { allowFail: true }).split('\n')[0];
+  return `${cpu} x ${os.cpus().length}, kernel ${os.release()}, node ${process.version}, ${wgv}, ` +
+    `${sh(['iperf3', '--version'], { allowFail: true }).split('\n')[0]}`;
+}
+
+function need(): void {
+  if (process.getuid?.() !== 0) throw new Error('must run as root (network namespaces, veth, TUN)');
+  for (const c of ['ip', 'iperf3', 'ping', 'wg', 'wireguard-go', 'timeout', 'nstat', 'ss']) {
+    if (spawnSync('sh', ['-c', `command -v ${c}`], { stdio: 'ignore' }).status !== 0) throw new Error(`missing command: ${c}`);
+  }
+  if (!fs.existsSync(path.join(ROOT, 'dist/src/cli/weft-wg.js'))) throw new Error('weft-wg is not built (npm run build)');
+}
+
+// ------------------------------------------------------------------------------------------
+
+async function main(): Promise<number> {
+  need();
+  const specs = daemonSpecs();
+  const outDir = process.env.RESULTS_DIR ?? fs.mkdtempSync(path.join(os.tmpdir(), 'wp-tunnel-'));
+  fs.mkdirSync(outDir, { recursive: true });
+  const onSignal = (): void => {
+    for (const p of live) { try { process.kill(-p.pid, 'SIGKILL'); } catch { /* gone */ } }
+    teardown();
+    process.exit(130);
+  };
+  process.once('SIGINT', onSignal);
+  process.once('SIGTERM', onSignal);
+
+  const machine = machineLine();
+  console.log(`# tunnel: ${specs.map((s) => s.label).join(' vs ')}; RUNS=${RUNS} DUR=${DUR}s PINGS=${PINGS}x${PING_INTERVAL}s; MTU ${WG_MTU}`);
+  console.log(`# ${machine}`);
+  const results = new Map<string, Metrics[]>(specs.map((s) => [s.label, []]));
+  try {
+    for (let r = 1; r <= RUNS; r++) {
+      // Alternate the order every round: A B, B A, A B … so slow drift biases neither daemon.
+      const order = r % 2 === 1 ? specs : [...specs].reverse();
+      for (const spec of order) {
+        const dir = path.join(outDir, `run${r}-${spec.label}`);
+        fs.mkdirSync(dir, { recursive: true });
+        process.stderr.write(`[tunnel] run ${r}/${RUNS}: ${spec.label}\n`);
+        const m = await measureDaemon(spec, dir);
+        fs.writeFileSync(path.join(dir, 'metrics.json'), JSON.stringify(m, null, 1));
+        process.stderr.write(`[tunnel]   tcp1 ${fmt(m.tcp1_gbps, 3)} Gbit/s, udp64 ${fmt(m.udp64_rx_pps / 1e3, 1)} kpps, ` +
+          `ping ${fmt(m.ping_avg_ms, 3)}/${fmt(m.ping_max_ms, 3)} ms, cpu tcp1 ${fmt(m.tcp1_cpu_a, 0)}/${fmt(m.tcp1_cpu_b, 0)} %\n`);
+        results.get(spec.label)!.push(m);
+      }
+    }
+  } finally {
+    for (const p of live) await stopProc(p);
+    teardown();
+  }
+  const table = summarize(specs.map((s) => s.label), results);
+  fs.writeFileSync(path.join(outDir, 'results.json'), JSON.stringify({ machine, RUNS, DUR, results: Object.fromEntries(results) }, null, 1));
+  console.log('');
+  console.log(table);
+  console.log(`\n(raw iperf3 JSON and metrics: ${outDir})`);
+  return 0;
+}
+
+function fmt(v: number | undefined, d: number): string {
+  return v === undefined || !Number.isFinite(v) ? 'NA' : v.toFixed(d);
+}
+
+main().then((c) => { process.exitCode = c; }, (e) => {
+  console.error(`bench/tunnel: ${e instanceof Error ? e.message : String(e)}`);
+  teardown();
+  process.exitCode = 1;
+});
