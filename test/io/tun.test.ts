@@ -177,6 +177,18 @@ describe.skipIf(reason !== null)(`TunDevice in a network namespace${reason ? ` (
     }
   });
 
+  it('IFF_MULTI_QUEUE lets a second fd attach to the same interface', async () => {
+    const q0 = TunDevice.open({ name: 'wio-mq', netns: ns, multiQueue: true });
+    try {
+      const q1 = TunDevice.open({ name: 'wio-mq', netns: ns, multiQueue: true });
+      expect(q1.name).toBe('wio-mq');
+      expect(q1.fd).not.toBe(q0.fd);
+      await q1.close();
+    } finally {
+      await q0.close();
+    }
+  });
+
   it('TunBusyError when a non-TUN interface has the name', () => {
     run(['ip', '-n', ns, 'link', 'add', 'wio-veth0', 'type', 'veth', 'peer', 'name', 'wio-veth1']);
     expect(() => TunDevice.open({ name: 'wio-veth0', netns: ns })).toThrow(TunBusyError);
