@@ -174,7 +174,7 @@ export class UdpSocket {
   private closed = false;
   private inFlight = 0;
   private readonly scratchRec = new Uint8Array(ADDR_RECORD_LEN);
-  private readonly one = { offs: new Uint32Array(1), lens: new Uint32Array(1) };
+  private readonly one = { offs: new Uint32Array(1), lens: new Uint32Array(1), idx: new Uint32Array(1) };
   private lastDest = '';
   private lastDestPort = -1;
 
@@ -188,7 +188,10 @@ export class UdpSocket {
     readonly fd: number,
     private readonly sock: dgram.Socket | null,
     private readonly maxInFlight: number,
-  ) {}
+  ) {
+    // node:dgram throws an unhandled 'error' event otherwise; socket errors are counted.
+    sock?.on('error', () => { this.stats.rxErrors++; });
+  }
 
   /** Binds the socket. Throws UdpError naming the address/port on failure (e.g. EADDRINUSE). */
   static async open(opts: UdpOptions): Promise<UdpSocket> {
@@ -257,7 +260,6 @@ export class UdpSocket {
     } else {
       const sock = this.sock!;
       sock.on('message', (msg, rinfo) => this.onMessage(msg, rinfo));
-      sock.on('error', () => { this.stats.rxErrors++; });
     }
   }
 
@@ -333,10 +335,16 @@ export class UdpSocket {
     if (this.closed) throw new UdpError('socket is closed');
     if (off < 0 || len < 0 || off + len > buf.length) throw new RangeError('send: outside the buffer');
     if (this.native) {
-      this.one.offs[0] = off;
-      this.one.lens[0] = len;
-      const ok = this.native.sendBatch(this.fd, this.family, buf, this.one.offs, this.one.lens,
-        recOff === 0 ? rec : rec.subarray(recOff, recOff + ADDR_RECORD_LEN), null, 1) === 1;
+      const one = this.one;
+      one.offs[0] = off;
+      one.lens[0] = len;
+      let ok: boolean;
+      if (recOff % ADDR_RECORD_LEN === 0) {
+        one.idx[0] = recOff / ADDR_RECORD_LEN; // record index: no view allocated
+        ok = this.native.sendBatch(this.fd, this.family, buf, one.offs, one.lens, rec, one.idx, 1) === 1;
+      } else {
+        ok = this.native.sendBatch(this.fd, this.family, buf, one.offs, one.lens, rec.subarray(recOff, recOff + ADDR_RECORD_LEN), null, 1) === 1;
+      }
       if (ok) { this.stats.txPackets++; this.stats.txBytes += len; } else this.stats.txDropped++;
       return ok;
     }

@@ -108,6 +108,12 @@ for (const [mechanism, family] of cases) {
       await waitFor('small datagram', () => lens.length === 1, 5000, 5);
       expect(lens).toEqual([50]);
       expect(b.stats.rxTruncated).toBe(1);
+      // sendTo with the destination as the second record of a table.
+      const recs = new Uint8Array(2 * ADDR_RECORD_LEN);
+      encodeAddress(dest, b.port, recs, ADDR_RECORD_LEN);
+      expect(a.sendTo(buf, 0, 30, recs, ADDR_RECORD_LEN)).toBe(true);
+      await waitFor('sendTo datagram', () => lens.length === 2, 5000, 5);
+      expect(lens).toEqual([50, 30]);
     });
 
     it('reports granted buffer sizes and fails with a typed error on a taken port', async () => {
