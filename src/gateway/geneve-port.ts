@@ -1,0 +1,349 @@
+/**
+ * The Geneve side of a pipeline: GeneveEngine + GeneveTunnelTable put on a UDP socket (Liqo's
+ * port 6091 by default), with batched receive (recvmmsg) and batched send (sendmmsg).
+ *
+ * Used by the gateway (tunnels to every node) and by the node agent (one tunnel per gateway).
+ *
+ * Receive: one wake-up fills a PacketBatch; every datagram is decapsulated in place
+ * (GeneveEngine.decapsulate, tunnel found by VNI + underlay source); the inner IP packets of the
+ * batch are handed to the GeneveSink ONCE, with the tunnel each came from. L2 ARP replies the
+ * engine builds (verdict SendControl) go straight back to the asking tunnel.
+ *
+ * Send: `sendBatch` picks the tunnel per packet (GeneveTunnelTable.lookupSend: a tunnel's remote
+ * internal /32, else the longest pod route), `sendBatchVia` takes tunnels the caller already
+ * chose; either way the engine writes the Geneve header (+ inner Ethernet in L2 mode) into the
+ * headroom in front of each packet, and all datagrams leave with one sendmmsg per address family.
+ *
+ * Buffer contract: receive batches are owned by this port and valid only during the sink call;
+ * the sink may rewrite packets in place, move them within their slot (headroom
+ * `rxHeadroom` ≥ 64 bytes before the Geneve header, `rxTailroom` ≥ 48 bytes after the datagram)
+ * and hand them to sendBatch/sendBatchVia or to WireGuard encryption before returning. Buffers
+ * passed to sendBatch belong to the caller; nothing is kept after the call. Per packet nothing
+ * allocates: offsets, lengths, tunnels and 24-byte destination records live in preallocated arrays.
+ *
+ * Drops are counted (stats): no tunnel for the destination, too little headroom for the
+ * tunnel's header, send failures; the engine counts its own drops by reason (engine.counters).
+ */
+import { PacketBatch } from '../io/batch.js';
+import { ADDR_PORT_OFFSET, ADDR_RECORD_LEN, loadNativeIo } from '../io/native.js';
+import { withNetns } from '../io/tun.js';
+import { encodeAddress, UdpSocket, type UdpMechanism } from '../io/udp.js';
+import { GeneveEngine, GeneveResult, GeneveVerdict, type GeneveEngineOptions } from '../geneve/engine.js';
+import { GENEVE_HEADER_LEN, GENEVE_LIQO_UDP_PORT } from '../geneve/header.js';
+import { GENEVE_INNER_ETHERNET_LEN } from '../geneve/mtu.js';
+import type { GeneveTunnel, GeneveTunnelTable } from '../geneve/table.js';
+
+/** Where decapsulated inner packets go. */
+export interface GeneveSink {
+  /**
+   * Inner IP packets i < count at buf[offs[i], offs[i]+lens[i]), each received through
+   * tunnels[i]. The arrays are the port's own and are reused for the next batch: read them
+   * during the call only. Each packet has ≥ rxHeadroom + 8 bytes before it and ≥ rxTailroom after.
+   */
+  deliverBatch(buf: Uint8Array, offs: Uint32Array, lens: Uint32Array, tunnels: readonly GeneveTunnel[], count: number): void;
+}
+
+export interface GenevePortOptions {
+  readonly table: GeneveTunnelTable;
+  readonly sink: GeneveSink;
+  /** UDP port to bind (and the engine's decapsulateIp port). Default 6091 (Liqo). */
+  readonly port?: number;
+  /** Bind address (one family only); default: any address, IPv4 and (if available) IPv6. */
+  readonly address?: string;
+  /** Engine options (understood options, hash seed, ARP retry). */
+  readonly engine?: GeneveEngineOptions;
+  /** Datagrams per receive batch. Default 64. */
+  readonly batchSize?: number;
+  /** Bytes reserved before every received datagram (≥ 64). Default 128. */
+  readonly rxHeadroom?: number;
+  /** Bytes reserved after every received datagram (≥ 48). Default 64. */
+  readonly rxTailroom?: number;
+  /** Largest datagram received. Default 9216 (jumbo underlays stay whole). */
+  readonly maxDatagram?: number;
+  /** Socket buffers to request (bytes). Default 8 MiB (io/udp.ts). */
+  readonly socketBuffer?: number;
+  readonly udpMechanism?: UdpMechanism;
+  /**
+   * Open the sockets inside this network namespace (name under /run/netns or a path). Needs the
+   * native addon, whose socket() runs synchronously while the thread is inside the namespace.
+   */
+  readonly netns?: string;
+  /** Milliseconds for the engine's ARP rate limit. Default Date.now. */
+  readonly clock?: () => number;
+  /** Unexpected I/O errors (never per packet). */
+  readonly onError?: (what: string, err: unknown) => void;
+}
+
+/** Counters of this stage (the engine has its own drops by reason). */
+export interface GenevePortStats {
+  rxDatagrams: number;
+  rxDelivered: number;
+  txPackets: number;
+  /** No tunnel for the inner destination (sendBatch). */
+  txNoTunnel: number;
+  /** The caller's buffer had too little headroom for the tunnel's header. */
+  txNoHeadroom: number;
+  /** sendmmsg did not take the datagram (socket buffer full, unreachable). */
+  txSendFailures: number;
+  /** No socket of the tunnel's underlay family. */
+  txNoSocket: number;
+  /** L2: ARP requests/replies sent. */
+  controlSent: number;
+}
+
+/** Problems opening the Geneve socket, with what to fix. */
+export class GenevePortError extends Error {
+  override readonly name = 'GenevePortError';
+}
+
+const DEFAULT_BATCH = 64;
+const MIN_RX_HEADROOM = 64;
+const MIN_RX_TAILROOM = 48;
+
+export class GenevePort {
+  readonly engine: GeneveEngine;
+  readonly table: GeneveTunnelTable;
+  readonly stats: GenevePortStats = {
+    rxDatagrams: 0, rxDelivered: 0, txPackets: 0, txNoTunnel: 0, txNoHeadroom: 0, txSendFailures: 0, txNoSocket: 0, controlSent: 0,
+  };
+  /** Headroom and tailroom every delivered packet has (see GeneveSink). */
+  readonly rxHeadroom: number;
+  readonly rxTailroom: number;
+
+  private readonly sink: GeneveSink;
+  private readonly clock: () => number;
+  private readonly onError: (what: string, err: unknown) => void;
+  private udp4: UdpSocket | null = null;
+  private udp6: UdpSocket | null = null;
+  private boundPort = -1;
+  private closed = false;
+
+  private readonly rx4: PacketBatch;
+  private readonly rx6: PacketBatch;
+  private readonly rxResult = new GeneveResult();
+  private readonly txResult = new GeneveResult();
+  private readonly outOffs: Uint32Array;
+  private readonly outLens: Uint32Array;
+  private readonly outTunnels: GeneveTunnel[];
+  private readonly send4: SendList;
+  private readonly send6: SendList;
+  /** Destination record per tunnel, rebuilt when the tunnel's port changes. */
+  private readonly records = new WeakMap<GeneveTunnel, Uint8Array>();
+  /** Scratch for sendBatch: tunnels chosen per packet. */
+  private readonly chosen: (GeneveTunnel | undefined)[];
+
+  private constructor(opts: GenevePortOptions) {
+    this.table = opts.table;
+    this.sink = opts.sink;
+    this.engine = new GeneveEngine(opts.table, { port: opts.port ?? GENEVE_LIQO_UDP_PORT, ...opts.engine });
+    this.clock = opts.clock ?? Date.now;
+    this.onError = opts.onError ?? (() => {});
+    const batch = opts.batchSize ?? DEFAULT_BATCH;
+    this.rxHeadroom = opts.rxHeadroom ?? 128;
+    this.rxTailroom = opts.rxTailroom ?? 64;
+    if (this.rxHeadroom < MIN_RX_HEADROOM) throw new RangeError(`rxHeadroom must be ≥ ${MIN_RX_HEADROOM}, got ${this.rxHeadroom}`);
+    if (this.rxTailroom < MIN_RX_TAILROOM) throw new RangeError(`rxTailroom must be ≥ ${MIN_RX_TAILROOM}, got ${this.rxTailroom}`);
+    const maxLen = opts.maxDatagram ?? 9216;
+    const b = { capacity: batch, headroom: this.rxHeadroom, tailroom: this.rxTailroom, maxLen, withAddresses: true };
+    this.rx4 = new PacketBatch(b);
+    this.rx6 = new PacketBatch(b);
+    this.outOffs = new Uint32Array(batch);
+    this.outLens = new Uint32Array(batch);
+    this.outTunnels = new Array<GeneveTunnel>(batch);
+    const sendCap = Math.max(batch, 256);
+    this.send4 = new SendList(sendCap);
+    this.send6 = new SendList(sendCap);
+    this.chosen = new Array<GeneveTunnel | undefined>(sendCap).fill(undefined);
+  }
+
+  /** Binds the socket(s) and starts receiving. Throws GenevePortError / UdpError naming the port. */
+  static async open(opts: GenevePortOptions): Promise<GenevePort> {
+    const p = new GenevePort(opts);
+    await p.bind(opts);
+    return p;
+  }
+
+  private async bind(opts: GenevePortOptions): Promise<void> {
+    const port = opts.port ?? GENEVE_LIQO_UDP_PORT;
+    const buf = opts.socketBuffer;
+    const mech = opts.udpMechanism;
+    if (opts.netns !== undefined && (mech === 'dgram' || loadNativeIo() === null)) {
+      throw new GenevePortError(`opening the Geneve socket inside network namespace ${opts.netns} needs the native I/O addon (build it with \`node native/build.mjs\`), or run the process inside the namespace`);
+    }
+    // The native udpOpen runs synchronously inside withNetns; the promise settles afterwards.
+    const open = (family: 4 | 6, address: string | undefined): Promise<UdpSocket> =>
+      withNetns(opts.netns, () => UdpSocket.open({ family, port, address, rcvbuf: buf, sndbuf: buf, mechanism: mech }));
+    if (opts.address !== undefined) {
+      const fam: 4 | 6 = opts.address.includes(':') ? 6 : 4;
+      const s = await open(fam, opts.address);
+      if (fam === 4) this.udp4 = s; else this.udp6 = s;
+      this.boundPort = s.port;
+    } else {
+      this.udp4 = await open(4, undefined);
+      this.boundPort = this.udp4.port;
+      try {
+        this.udp6 = await withNetns(opts.netns, () => UdpSocket.open({ family: 6, port: this.boundPort, rcvbuf: buf, sndbuf: buf, mechanism: mech }));
+      } catch (e) {
+        this.onError('geneve ipv6 socket', e); // IPv4-only host: run without it
+      }
+    }
+    const u4 = this.udp4;
+    const u6 = this.udp6;
+    u4?.onBatch(this.rx4, (b) => this.onUdpBatch(u4, b));
+    u6?.onBatch(this.rx6, (b) => this.onUdpBatch(u6, b));
+  }
+
+  /** The bound UDP port. */
+  get port(): number {
+    return this.boundPort;
+  }
+
+  udpStats(): { v4: UdpSocket['stats'] | null; v6: UdpSocket['stats'] | null } {
+    return { v4: this.udp4?.stats ?? null, v6: this.udp6?.stats ?? null };
+  }
+
+  // =========================================================================================
+  // Receive
+
+  private onUdpBatch(sock: UdpSocket, b: PacketBatch): void {
+    if (this.closed) return;
+    const now = this.clock();
+    const res = this.rxResult;
+    const engine = this.engine;
+    let n = 0;
+    this.stats.rxDatagrams += b.count;
+    for (let i = 0; i < b.count; i++) {
+      const v = engine.decapsulate(b.buf, b.offs[i]!, b.lens[i]!, sock.addressOf(b, i), now, res);
+      if (v === GeneveVerdict.Deliver) {
+        this.outOffs[n] = res.off;
+        this.outLens[n] = res.len;
+        this.outTunnels[n] = res.tunnel!;
+        n++;
+      } else if (v === GeneveVerdict.SendControl) {
+        this.sendControl(b.buf, res);
+      }
+    }
+    if (n === 0) return;
+    this.stats.rxDelivered += n;
+    this.sink.deliverBatch(b.buf, this.outOffs, this.outLens, this.outTunnels, n);
+  }
+
+  private sendControl(buf: Uint8Array, res: GeneveResult): void {
+    const t = res.tunnel!;
+    const sock = t.underlayFamily === 4 ? this.udp4 : this.udp6;
+    if (sock === null) { this.stats.txNoSocket++; return; }
+    if (sock.sendTo(buf, res.off, res.len, this.recordOf(t), 0)) this.stats.controlSent++;
+    else this.stats.txSendFailures++;
+  }
+
+  // =========================================================================================
+  // Send
+
+  /**
+   * Encapsulates and sends packets i < count of buf (offs/lens), each to the tunnel its inner
+   * destination routes to. Every packet needs geneveEncapHeaderLen(...) bytes of headroom
+   * (8 + options [+ 14 in L2]); a packet without a tunnel or without headroom is dropped and
+   * counted. Returns the number of datagrams handed to the kernel.
+   */
+  sendBatch(buf: Uint8Array, offs: Uint32Array, lens: Uint32Array, count: number): number {
+    const table = this.table;
+    const chosen = this.chosen;
+    let sent = 0;
+    // Chunked so that `chosen` (scratch) never overflows for large batches.
+    for (let start = 0; start < count; start += chosen.length) {
+      const end = Math.min(count, start + chosen.length);
+      for (let i = start; i < end; i++) chosen[i - start] = table.lookupSend(buf, offs[i]!, lens[i]!);
+      sent += this.encapAndSend(buf, offs, lens, chosen, start, end, true);
+    }
+    return sent;
+  }
+
+  /** As sendBatch, with the tunnel of packet i given as tunnels[i] (undefined: counted drop). */
+  sendBatchVia(buf: Uint8Array, offs: Uint32Array, lens: Uint32Array, tunnels: readonly (GeneveTunnel | undefined)[], count: number): number {
+    return this.encapAndSend(buf, offs, lens, tunnels, 0, count, false);
+  }
+
+  private encapAndSend(
+    buf: Uint8Array, offs: Uint32Array, lens: Uint32Array, tunnels: readonly (GeneveTunnel | undefined)[],
+    start: number, end: number, relative: boolean,
+  ): number {
+    const now = this.clock();
+    const res = this.txResult;
+    const engine = this.engine;
+    const s4 = this.send4;
+    const s6 = this.send6;
+    let sent = 0;
+    for (let i = start; i < end; i++) {
+      const t = tunnels[relative ? i - start : i];
+      if (t === undefined) { this.stats.txNoTunnel++; continue; }
+      const off = offs[i]!;
+      const need = GENEVE_HEADER_LEN + t.options.length + (t.l2 ? GENEVE_INNER_ETHERNET_LEN : 0);
+      if (off < need) { this.stats.txNoHeadroom++; continue; }
+      const v = engine.encapsulate(buf, off, lens[i]!, t, now, res);
+      if (v === GeneveVerdict.Drop) continue;
+      if (v === GeneveVerdict.SendControl) this.stats.controlSent++;
+      const list = t.underlayFamily === 4 ? s4 : s6;
+      if (list.count === list.offs.length) sent += this.flush(list, buf);
+      list.add(res.off, res.len, this.recordOf(t));
+    }
+    sent += this.flush(s4, buf);
+    sent += this.flush(s6, buf);
+    this.stats.txPackets += sent;
+    return sent;
+  }
+
+  private flush(list: SendList, buf: Uint8Array): number {
+    const n = list.count;
+    if (n === 0) return 0;
+    list.count = 0;
+    const sock = list === this.send4 ? this.udp4 : this.udp6;
+    if (sock === null || this.closed) { this.stats.txNoSocket += n; return 0; }
+    const sent = sock.sendBatch(buf, list.offs, list.lens, list.addrs, null, n);
+    if (sent < n) this.stats.txSendFailures += n - sent;
+    return sent;
+  }
+
+  /** The tunnel's destination record (remote underlay + port), cached per tunnel. */
+  private recordOf(t: GeneveTunnel): Uint8Array {
+    let rec = this.records.get(t);
+    if (rec === undefined || ((rec[ADDR_PORT_OFFSET]! << 8) | rec[ADDR_PORT_OFFSET + 1]!) !== t.remotePort) {
+      rec = new Uint8Array(ADDR_RECORD_LEN);
+      encodeAddress(t.remoteUnderlayText, t.remotePort, rec, 0);
+      this.records.set(t, rec);
+    }
+    return rec;
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    const socks = [this.udp4, this.udp6];
+    this.udp4 = null;
+    this.udp6 = null;
+    for (const s of socks) if (s !== null) await s.close();
+  }
+}
+
+/** Offsets, lengths and destination records of datagrams waiting for one sendmmsg. */
+class SendList {
+  readonly offs: Uint32Array;
+  readonly lens: Uint32Array;
+  readonly addrs: Uint8Array;
+  count = 0;
+
+  constructor(capacity: number) {
+    this.offs = new Uint32Array(capacity);
+    this.lens = new Uint32Array(capacity);
+    this.addrs = new Uint8Array(capacity * ADDR_RECORD_LEN);
+  }
+
+  add(off: number, len: number, rec: Uint8Array): void {
+    const i = this.count++;
+    this.offs[i] = off;
+    this.lens[i] = len;
+    const a = this.addrs;
+    const o = i * ADDR_RECORD_LEN;
+    for (let k = 0; k < ADDR_RECORD_LEN; k++) a[o + k] = rec[k]!;
+  }
+}
+

@@ -1,0 +1,268 @@
+/**
+ * The node agent: Liqo's per-node fabric end for nodes without a kernel geneve module.
+ *
+ *   pod ─veth─ node kernel ── route remoteCIDRs dev weft0 ──▶ TUN batch ─▶ GenevePort (encap in
+ *   place, one sendmmsg) ─▶ gateway underlay:6091
+ *   gateway:6091 ─▶ recvmmsg ─▶ Geneve decap (view) ─▶ TUN writeBatch ─▶ node kernel ─▶ pod
+ *
+ * One Geneve tunnel per gateway (Liqo InternalFabric + GeneveTunnel: VNI, gateway underlay and
+ * internal addresses, this node's internal address). The TUN device carries this node's
+ * internal address(es) (a /32 each) so that host-network traffic to remote pods leaves with the
+ * node's internal address as source (the gateway masquerades it); the kernel routes each
+ * gateway's remote CIDRs and its internal address to the TUN.
+ *
+ * Kernel state is set with `ip` (src/gateway/iproute.ts: replace semantics, typed
+ * RouteCommandError) and removed again by stop(). The TUN MTU is the smaller of the configured
+ * fabric MTU (node.mtu, Liqo's 1340 by default) and what the underlay towards each gateway can
+ * carry after Geneve's overhead (geneveInnerMtu of the underlay device's MTU).
+ *
+ * Configuration types come from src/control/config.ts as types only (no runtime import of the
+ * control layer); `apply()` takes the control layer's diff ops (src/control/diff.ts).
+ */
+import type { ConfigOp } from '../control/diff.js';
+import type { NodeConfig, NodeGatewayConfig } from '../control/config.js';
+import { GeneveTunnelTable, type GeneveTunnel } from '../geneve/table.js';
+import { geneveInnerMtu } from '../geneve/mtu.js';
+import { PacketBatch } from '../io/batch.js';
+import { TunDevice } from '../io/tun.js';
+import { GenevePort, type GenevePortStats } from '../gateway/geneve-port.js';
+import { ip, KernelState, writeSysctl } from '../gateway/iproute.js';
+
+export interface NodeAgentOptions {
+  /** Create the TUN, sockets and routes inside this network namespace (tests; needs the native addon). */
+  readonly netns?: string;
+  /** Override node.tunName. */
+  readonly tunName?: string;
+  /** Override the TUN MTU (else min(node.mtu, geneveInnerMtu(underlay MTU))). */
+  readonly mtu?: number;
+  /** Underlay MTU when it cannot be read from the kernel. Default 1500. */
+  readonly underlayMtu?: number;
+  /** Packets per TUN / UDP batch. Default 64. */
+  readonly batchSize?: number;
+  readonly clock?: () => number;
+  /** Unexpected I/O errors (never per packet). */
+  readonly onError?: (what: string, err: unknown) => void;
+}
+
+/** A configuration change the running agent cannot apply live (restart it). */
+export class NodeAgentApplyError extends Error {
+  override readonly name = 'NodeAgentApplyError';
+}
+
+export interface NodeAgentStats {
+  tun: { name: string; mtu: number; rxPackets: number; txPackets: number; txErrors: number };
+  geneve: GenevePortStats & { drops: Record<string, number> };
+  tunnels: { name: string; vni: number; remoteUnderlay: string; txPackets: number; rxPackets: number; drops: number }[];
+}
+
+/** Headroom of TUN reads: the Geneve header (8) + options + inner Ethernet (14) fit with room to spare. */
+const TUN_HEADROOM = 128;
+
+export class NodeAgent {
+  private config: NodeConfig;
+  private stopped = false;
+  private readonly gateways = new Map<string, NodeGatewayConfig>();
+
+  private constructor(
+    config: NodeConfig,
+    readonly tun: TunDevice,
+    readonly geneve: GenevePort,
+    readonly table: GeneveTunnelTable,
+    private readonly kernel: KernelState,
+    private readonly opts: NodeAgentOptions,
+  ) {
+    this.config = config;
+    for (const g of config.node.gateways) this.gateways.set(g.name, g);
+  }
+
+  /**
+   * Opens the TUN device and the Geneve socket, installs addresses and routes, starts forwarding.
+   * Throws TunError subclasses, UdpError/GenevePortError, GeneveConfigError or RouteCommandError
+   * (each naming what to fix); everything opened so far is closed again on failure.
+   */
+  static async start(config: NodeConfig, opts: NodeAgentOptions = {}): Promise<NodeAgent> {
+    const table = new GeneveTunnelTable();
+    for (const g of config.node.gateways) addGatewayToTable(table, g, config.node.underlayAddress);
+    const netns = opts.netns;
+    const mtu = opts.mtu ?? Math.min(config.node.mtu, await tunnelMtu(config, opts));
+    const tunName = opts.tunName ?? config.node.tunName;
+    const tun = TunDevice.open({ name: tunName, mtu, netns });
+    let geneve: GenevePort | null = null;
+    const kernel = new KernelState(tun.name, netns);
+    try {
+      const batchSize = opts.batchSize ?? 64;
+      const sink = { deliverBatch: (buf: Uint8Array, offs: Uint32Array, lens: Uint32Array, _t: readonly GeneveTunnel[], n: number) => { tun.writeBatch(buf, offs, lens, n); } };
+      geneve = await GenevePort.open({
+        table, sink, netns, batchSize,
+        port: config.geneve.port,
+        address: config.geneve.listenAddress ?? config.node.underlayAddress,
+        ...(opts.clock === undefined ? {} : { clock: opts.clock }),
+        ...(opts.onError === undefined ? {} : { onError: opts.onError }),
+      });
+      const agent = new NodeAgent(config, tun, geneve, table, kernel, opts);
+      await agent.installKernelState();
+      const g = geneve;
+      const batch = new PacketBatch({ capacity: batchSize, headroom: TUN_HEADROOM, maxLen: Math.max(mtu, 1500), tailroom: 64 });
+      tun.start(batch, (b) => { g.sendBatch(b.buf, b.offs, b.lens, b.count); });
+      return agent;
+    } catch (e) {
+      await kernel.clear().catch(() => {});
+      await geneve?.close();
+      await tun.close();
+      throw e;
+    }
+  }
+
+  private async installKernelState(): Promise<void> {
+    const k = this.kernel;
+    for (const g of this.gateways.values()) await this.installGateway(g);
+    // Loose reverse-path filtering on the TUN: replies from remote clusters arrive here with
+    // sources that the main table may route elsewhere (RFC 3704 loose mode, as Liqo sets).
+    await writeSysctl(`net/ipv4/conf/${k.dev}/rp_filter`, '2', k.netns).catch((e: unknown) => this.opts.onError?.('rp_filter', e));
+  }
+
+  private async installGateway(g: NodeGatewayConfig): Promise<void> {
+    const k = this.kernel;
+    await k.addAddress(g.localInternalAddress);
+    await k.addRoute(hostCidr(g.gatewayInternalAddress));
+    for (const c of g.remoteCIDRs) await k.addRoute(c);
+  }
+
+  private async uninstallGateway(g: NodeGatewayConfig): Promise<void> {
+    const k = this.kernel;
+    const others = [...this.gateways.values()].filter((o) => o.name !== g.name);
+    for (const c of g.remoteCIDRs) if (!others.some((o) => o.remoteCIDRs.includes(c))) await k.removeRoute(c);
+    const gw = hostCidr(g.gatewayInternalAddress);
+    if (!others.some((o) => hostCidr(o.gatewayInternalAddress) === gw)) await k.removeRoute(gw);
+    if (!others.some((o) => o.localInternalAddress === g.localInternalAddress)) await k.removeAddress(g.localInternalAddress);
+  }
+
+  /** The configuration in force. */
+  get current(): NodeConfig {
+    return this.config;
+  }
+
+  /**
+   * Applies the control layer's diff ops (ConfigReloader's ConfigApplier). Live: gateways
+   * added/removed/changed (tunnel, routes, addresses; counters of a kept tunnel survive).
+   * Not live (throws NodeAgentApplyError before changing anything): TUN name/MTU, Geneve port
+   * or listen address, role. cluster/metrics/logging ops are ignored here (the CLI handles them).
+   */
+  async apply(ops: readonly ConfigOp[], next?: NodeConfig): Promise<void> {
+    for (const op of ops) {
+      if (op.kind === 'restart') throw new NodeAgentApplyError(`cannot apply live: ${op.reason}; restart the agent`);
+      if (op.kind === 'geneve.update') throw new NodeAgentApplyError('geneve.port/listenAddress changed: restart the node agent to rebind the Geneve socket');
+      if (op.kind === 'node.update' && (op.changes.tunName !== undefined || op.changes.mtu !== undefined || op.changes.underlayAddress !== undefined)) {
+        throw new NodeAgentApplyError('node.tunName/mtu/underlayAddress changed: restart the node agent to recreate the TUN device');
+      }
+    }
+    for (const op of ops) {
+      switch (op.kind) {
+        case 'nodeGateway.remove': {
+          const g = this.gateways.get(op.name);
+          if (g === undefined) break;
+          this.removeFromTable(g);
+          await this.uninstallGateway(g);
+          this.gateways.delete(op.name);
+          break;
+        }
+        case 'nodeGateway.update': {
+          const old = this.gateways.get(op.name);
+          if (old === undefined) break;
+          const neu: NodeGatewayConfig = { ...old, ...op.changes };
+          if (old.vni !== neu.vni || old.gatewayUnderlay !== neu.gatewayUnderlay) {
+            this.removeFromTable(old);
+            addGatewayToTable(this.table, neu, this.config.node.underlayAddress);
+          } else {
+            for (const c of old.remoteCIDRs) this.table.removePodRoute(c);
+            addGatewayToTable(this.table, neu, this.config.node.underlayAddress); // set(): in place
+          }
+          await this.uninstallGateway(old);
+          this.gateways.set(neu.name, neu);
+          await this.installGateway(neu);
+          break;
+        }
+        case 'nodeGateway.add':
+          addGatewayToTable(this.table, op.gateway, this.config.node.underlayAddress);
+          this.gateways.set(op.gateway.name, op.gateway);
+          await this.installGateway(op.gateway);
+          break;
+        default:
+          break;
+      }
+    }
+    this.config = next ?? { ...this.config, node: { ...this.config.node, gateways: [...this.gateways.values()] } };
+  }
+
+  private removeFromTable(g: NodeGatewayConfig): void {
+    for (const c of g.remoteCIDRs) this.table.removePodRoute(c);
+    this.table.remove(g.vni, g.gatewayUnderlay);
+  }
+
+  stats(): NodeAgentStats {
+    const t = this.tun.stats;
+    const tunnels = [...this.table.tunnels()].map((x) => ({
+      name: x.name, vni: x.vni, remoteUnderlay: x.remoteUnderlayText, txPackets: x.txPackets, rxPackets: x.rxPackets, drops: x.drops,
+    }));
+    const snap = this.geneve.engine.counters.snapshot();
+    const drops: Record<string, number> = {};
+    for (const [k, v] of Object.entries(snap)) if (k.startsWith('drop_') && v > 0) drops[k.slice(5)] = v;
+    return {
+      tun: { name: this.tun.name, mtu: this.tun.mtu, rxPackets: t.rxPackets, txPackets: t.txPackets, txErrors: t.txErrors },
+      geneve: { ...this.geneve.stats, drops },
+      tunnels,
+    };
+  }
+
+  /** Stops forwarding, removes routes and addresses it added, closes the socket and the TUN. Idempotent. */
+  async stop(): Promise<void> {
+    if (this.stopped) return;
+    this.stopped = true;
+    this.tun.stop();
+    let err: unknown;
+    try { await this.kernel.clear(); } catch (e) { err = e; }
+    await this.geneve.close();
+    await this.tun.close();
+    if (err !== undefined) throw err;
+  }
+}
+
+function hostCidr(addr: string): string {
+  return `${addr}/${addr.includes(':') ? 128 : 32}`;
+}
+
+function addGatewayToTable(table: GeneveTunnelTable, g: NodeGatewayConfig, localUnderlay: string | undefined): void {
+  table.set({
+    vni: g.vni,
+    remoteUnderlay: g.gatewayUnderlay,
+    ...(localUnderlay === undefined ? {} : { localUnderlay }),
+    localInternalAddress: g.localInternalAddress,
+    remoteInternalAddress: g.gatewayInternalAddress,
+    mode: g.mode,
+    name: g.name,
+  });
+  for (const c of g.remoteCIDRs) table.addPodRoute(c, g.gatewayInternalAddress);
+}
+
+/** The largest inner packet every gateway's underlay path carries (reads the route's device MTU). */
+async function tunnelMtu(config: NodeConfig, opts: NodeAgentOptions): Promise<number> {
+  let mtu = Number.POSITIVE_INFINITY;
+  for (const g of config.node.gateways) {
+    const fam = g.gatewayUnderlay.includes(':') ? 6 : 4;
+    const under = await underlayMtu(g.gatewayUnderlay, opts.netns).catch(() => undefined) ?? opts.underlayMtu ?? 1500;
+    mtu = Math.min(mtu, geneveInnerMtu(under, fam, g.mode));
+  }
+  return Number.isFinite(mtu) ? mtu : geneveInnerMtu(opts.underlayMtu ?? 1500, 4, 'l3');
+}
+
+/** MTU of the device the kernel routes `dst` through (`ip route get`, then the route's or link's mtu). */
+export async function underlayMtu(dst: string, netns?: string): Promise<number | undefined> {
+  const route = await ip(['-o', 'route', 'get', dst], netns);
+  const routeMtu = /\bmtu (\d+)/.exec(route);
+  if (routeMtu) return Number(routeMtu[1]);
+  const dev = /\bdev (\S+)/.exec(route)?.[1];
+  if (dev === undefined) return undefined;
+  const link = await ip(['-o', 'link', 'show', 'dev', dev], netns);
+  const m = /\bmtu (\d+)/.exec(link);
+  return m ? Number(m[1]) : undefined;
+}
