@@ -12,6 +12,7 @@ const modules: BenchModule[] = [
   { name: 'route', load: async () => (await import('./route.js')).runRouteBench },
   { name: 'nat', load: async () => (await import('./nat.js')).runNatBench },
   { name: 'geneve', load: async () => (await import('./geneve.js')).runGeneveBench },
+  { name: 'io', load: async () => (await import('./io.js')).runIoBench },
 ];
 
 async function main(): Promise<number> {

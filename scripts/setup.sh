@@ -33,5 +33,7 @@ if [ ! -d node_modules ] || [ package-lock.json -nt node_modules/.package-lock.j
   echo "setup: npm ci" >&2
   npm ci --no-audit --no-fund >/dev/null
 fi
+# npm ci builds the native I/O addon; a reused node_modules skips npm ci, so build it if missing.
+[ -f native/build/Release/weft_io.node ] || node native/build.mjs
 echo "setup: build" >&2
 npm run --silent build
