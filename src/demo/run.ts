@@ -107,6 +107,27 @@ export function writeDemoFiles(plan: DemoPlan, keys: DemoKeys, dir: string): Dem
   return files;
 }
 
+/** How a gateway / node agent process is started for a configuration file (argv), and how to call it in progress lines. */
+export interface DataPlaneCommand {
+  (configPath: string): string[];
+  readonly label: string;
+}
+
+/** `node <weftBin> up -c FILE`: the product's way (default). */
+export function weftUpCommand(weftBin: string): DataPlaneCommand {
+  return Object.assign((configPath: string) => [process.execPath, weftBin, 'up', '-c', configPath], { label: 'weft up -c' });
+}
+
+/**
+ * `node -e` running the data-plane launch helper of a built tree (dist/src/gateway/launch.js
+ * runUntilSignal): the same Gateway / NodeAgent without the CLI's reload, metrics and control
+ * socket. Used by tests when the CLI is not built.
+ */
+export function launchModuleCommand(launchJs: string): DataPlaneCommand {
+  const script = 'import(process.argv[1]).then((m) => m.runUntilSignal(process.argv[2])).then((c) => { process.exitCode = c; }, (e) => { console.error(e); process.exitCode = 1; });';
+  return Object.assign((configPath: string) => [process.execPath, '-e', script, launchJs, configPath], { label: 'launch.runUntilSignal' });
+}
+
 export interface RunningProcess {
   readonly file: DemoConfigFile;
   readonly daemon: Daemon;
@@ -133,17 +154,17 @@ function tail(file: string, lines = 15): string {
  * of a process that exits or does not come up.
  */
 export async function startDataPlane(
-  plan: DemoPlan, files: readonly DemoConfigFile[], dir: string, weftBin: string, lifetimeS: number,
+  plan: DemoPlan, files: readonly DemoConfigFile[], dir: string, command: DataPlaneCommand, lifetimeS: number,
   report: (s: string) => void = () => {},
 ): Promise<RunningProcess[]> {
   const procs: RunningProcess[] = [];
   const ordered = [...files.filter((f) => f.role === 'gateway'), ...files.filter((f) => f.role === 'node')];
   for (const f of ordered) {
-    report(`starting ${f.label} in ${f.ns}: weft up -c ${f.file}`);
+    report(`starting ${f.label} in ${f.ns}: ${command.label} ${f.file}`);
     const logFile = logFileOf(dir, f);
     const runDir = join(dir, 'run', f.file.replace(/\.yaml$/, ''));
     mkdirSync(runDir, { recursive: true, mode: 0o700 });
-    const daemon = startDaemon(f.ns, f.label, [process.execPath, weftBin, 'up', '-c', join(dir, f.file)], {
+    const daemon = startDaemon(f.ns, f.label, command(join(dir, f.file)), {
       lifetimeS,
       logFile,
       env: { WEFT_RUN_DIR: runDir },
@@ -347,7 +368,7 @@ export async function runDemo(opts: DemoOptions = {}): Promise<DemoReport> {
     } catch (e) {
       throw new DemoError(`building the namespaces failed: ${e instanceof Error ? e.message : String(e)}`);
     }
-    procs = await startDataPlane(plan, files, dir, weftBin, lifetimeS, step);
+    procs = await startDataPlane(plan, files, dir, weftUpCommand(weftBin), lifetimeS, step);
     const A1 = findPod(plan, 'A1');
     const B3 = findPod(plan, 'B3');
     const b3AtA = remotePodAddress(plan, plan.a, B3);
