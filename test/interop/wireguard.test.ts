@@ -123,7 +123,11 @@ describe.skipIf(unavailable !== null).each(pairs)('WireGuard interop: %s', (_lab
     expect(ping(topo, B.ns, A.tunnel4, 3).received).toBe(3);
     const a = dump(topo, A);
     const b = dump(topo, B);
-    expect(a.latestHandshake).toBeGreaterThan(0);
+    // last_handshake_time is a Unix timestamp of this handshake (both implementations agree).
+    const nowS = Date.now() / 1000;
+    expect(a.latestHandshake).toBeGreaterThan(nowS - 30);
+    expect(a.latestHandshake).toBeLessThanOrEqual(nowS + 1);
+    expect(Math.abs(a.latestHandshake - b.latestHandshake)).toBeLessThanOrEqual(2);
     expect(b.endpoint).toBe(`${A.underlay}:51820`);
     // Transfer counters agree across implementations (bytes on the wire, both directions).
     expect(a.tx).toBeGreaterThan(0);
