@@ -45,6 +45,7 @@ export async function startFromYaml(path: string, opts: LaunchOptions = {}): Pro
 /**
  * Runs the data plane of `path` until SIGINT/SIGTERM, writing one line "ready <role>" to stdout
  * once forwarding (for scripts and tests that start it as a child process), then stops cleanly.
+ * On SIGUSR1 it writes one line "stats <json>" (Gateway.stats() / NodeAgent.stats()).
  * Resolves with the exit code (0; 1 if start failed, with the error on stderr).
  */
 export async function runUntilSignal(path: string, opts: LaunchOptions = {}): Promise<number> {
@@ -55,11 +56,17 @@ export async function runUntilSignal(path: string, opts: LaunchOptions = {}): Pr
     process.stderr.write(`${e instanceof Error ? `${e.name}: ${e.message}` : String(e)}\n`);
     return 1;
   }
+  const dump = (): void => {
+    const stats = dp.role === 'gateway' ? dp.gateway.stats() : dp.node.stats();
+    process.stdout.write(`stats ${JSON.stringify(stats)}\n`);
+  };
+  process.on('SIGUSR1', dump);
   process.stdout.write(`ready ${dp.role}\n`);
   await new Promise<void>((resolve) => {
     process.once('SIGINT', resolve);
     process.once('SIGTERM', resolve);
   });
+  process.off('SIGUSR1', dump);
   await dp.stop();
   return 0;
 }

@@ -9,7 +9,7 @@
  * internal addresses, this node's internal address). The TUN device carries this node's
  * internal address(es) (a /32 each) so that host-network traffic to remote pods leaves with the
  * node's internal address as source (the gateway masquerades it); the kernel routes each
- * gateway's remote CIDRs and its internal address to the TUN.
+ * gateway's remote CIDRs, its internal address and the cluster's internal CIDR to the TUN.
  *
  * Kernel state is set with `ip` (src/gateway/iproute.ts: replace semantics, typed
  * RouteCommandError) and removed again by stop(). The TUN MTU is the smaller of the configured
@@ -116,6 +116,10 @@ export class NodeAgent {
   private async installKernelState(): Promise<void> {
     const k = this.kernel;
     for (const g of this.gateways.values()) await this.installGateway(g);
+    // The internal CIDR is the fabric: other nodes' and gateways' internal addresses (sources of
+    // their ICMP errors and host traffic) are reached through a gateway, which routes them by
+    // their tunnels' internal /32s. Without it a loose rp_filter drops those packets.
+    if (this.gateways.size > 0) await k.addRoute(this.config.cluster.internalCIDR);
     // Loose reverse-path filtering on the TUN: replies from remote clusters arrive here with
     // sources that the main table may route elsewhere (RFC 3704 loose mode, as Liqo sets).
     await writeSysctl(`net/ipv4/conf/${k.dev}/rp_filter`, '2', k.netns).catch((e: unknown) => this.opts.onError?.('rp_filter', e));
