@@ -4,7 +4,7 @@
  * The model is the single contract between the control plane (YAML file, Liqo CRDs) and the data
  * plane. Everything the data plane receives has been validated and normalised:
  * - CIDRs and addresses are canonical text ("10.0.0.0/16", "fd00::/64", RFC 5952 for IPv6);
- *   parse them with src/packet/addr.ts parsePrefix/parseAddress (or ./cidr.ts here).
+ *   parse them with src/packet/addr.ts parsePrefix/parseAddress.
  * - WireGuard keys are standard base64 of exactly 32 bytes (what `wg genkey` prints); decode
  *   with `decodeKey()` below.
  * - Endpoints are "host:port" with IPv6 literals in brackets; parse with cidr.ts parseEndpoint.
@@ -21,9 +21,10 @@
  */
 import { z } from 'zod';
 import {
-  CidrParseError, canonicalCidr, cidrContains, cidrContainsCidr, cidrsOverlap, formatEndpoint,
-  formatIp, parseCidr, parseEndpoint, parseIp, type Cidr,
-} from './cidr.js';
+  AddressParseError, formatAddress, parseAddress, parsePrefix, prefixContains, prefixContainsPrefix, prefixesOverlap,
+  type Prefix,
+} from '../packet/addr.js';
+import { EndpointParseError, canonicalCidr, formatEndpoint, parseEndpoint } from './cidr.js';
 
 // ---------------------------------------------------------------------------------------------
 // Errors
@@ -91,7 +92,7 @@ const cidrText = z.string(expected('a CIDR string like "10.0.0.0/16"')).transfor
 
 const ipText = z.string(expected('an IP address string like "10.80.0.1"')).transform((s, ctx) => {
   try {
-    return formatIp(parseIp(s));
+    return formatAddress(parseAddress(s));
   } catch (e) {
     ctx.addIssue({ code: 'custom', message: `expected an IP address like "10.80.0.1": ${reasonOf(e)}` });
     return z.NEVER;
@@ -126,7 +127,7 @@ const vni = z.number(expected('a VNI (number)')).int().min(0).max(0xffffff, { me
 const ifName = z.string().regex(/^[A-Za-z0-9_.-]{1,15}$/, { message: 'expected an interface name of 1-15 characters' });
 
 function reasonOf(e: unknown): string {
-  if (e instanceof CidrParseError) return e.reason;
+  if (e instanceof AddressParseError || e instanceof EndpointParseError) return e.reason;
   return e instanceof Error ? e.message : String(e);
 }
 
@@ -424,11 +425,11 @@ interface NamedCidr {
   path: PropertyKey[];
   what: string;
   text: string;
-  cidr: Cidr;
+  cidr: Prefix;
 }
 
 function named(path: PropertyKey[], what: string, text: string): NamedCidr {
-  return { path, what, text, cidr: parseCidr(text) };
+  return { path, what, text, cidr: parsePrefix(text, true) };
 }
 
 function localCidrs(cluster: ClusterConfig): NamedCidr[] {
@@ -447,7 +448,7 @@ function localCidrs(cluster: ClusterConfig): NamedCidr[] {
 function checkNoOverlap(ctx: Ctx, set: NamedCidr[], from = 0): void {
   for (let i = from; i < set.length; i++) {
     const b = set[i]!;
-    const hits = set.slice(0, i).filter((a) => cidrsOverlap(a.cidr, b.cidr));
+    const hits = set.slice(0, i).filter((a) => prefixesOverlap(a.cidr, b.cidr));
     if (hits.length === 0) continue;
     const list = hits.map((a) => `${a.what} ${a.text} (at ${formatPath(a.path)})`).join(', ');
     ctx.issue(b.path, `${b.what} ${b.text} overlaps ${list}; choose a non-overlapping prefix (remap the peer if its real CIDR collides)`);
@@ -464,8 +465,9 @@ function checkUnique<T>(ctx: Ctx, items: readonly T[], key: (t: T) => string | n
   });
 }
 
-function checkInside(ctx: Ctx, path: PropertyKey[], addr: string, outer: Cidr, outerText: string, what: string): void {
-  if (!cidrContains(outer, parseIp(addr))) ctx.issue(path, `${what} ${addr} must lie inside ${outerText}`);
+function checkInside(ctx: Ctx, path: PropertyKey[], addr: string, outer: Prefix, outerText: string, what: string): void {
+  const a = parseAddress(addr);
+  if (a.length !== outer.addr.length || !prefixContains(outer, a, 0)) ctx.issue(path, `${what} ${addr} must lie inside ${outerText}`);
 }
 
 function completePeer(p: RawGateway['peers'][number]): PeerConfig {
@@ -503,8 +505,8 @@ function validateGateway(ctx: Ctx, c: GatewayConfig): void {
         continue;
       }
       rem.forEach((t, j) => {
-        const a = parseCidr(real[j]!);
-        const b = parseCidr(t);
+        const a = parsePrefix(real[j]!, true);
+        const b = parsePrefix(t, true);
         if (a.family !== b.family || a.prefixLen !== b.prefixLen) {
           ctx.issue(['peers', i, 'remapped', kind, j], `remapped ${t} must have the same family and prefix length as remote.${kind}[${j}] ${real[j]}`);
         }
@@ -516,7 +518,7 @@ function validateGateway(ctx: Ctx, c: GatewayConfig): void {
   checkNoOverlap(ctx, [...local, ...remappedAll], local.length);
 
   // Geneve towards nodes.
-  const internal = parseCidr(c.cluster.internalCIDR);
+  const internal = parsePrefix(c.cluster.internalCIDR, true);
   checkUnique(ctx, c.geneve.tunnels, (t) => t.id, (i) => ['geneve', 'tunnels', i, 'id'], 'tunnel id (VNI)');
   checkUnique(ctx, c.geneve.tunnels, (t) => t.nodeName, (i) => ['geneve', 'tunnels', i, 'nodeName'], 'tunnel nodeName');
   checkUnique(ctx, c.geneve.tunnels, (t) => t.remoteInternalAddress, (i) => ['geneve', 'tunnels', i, 'remoteInternalAddress'], 'remoteInternalAddress');
@@ -531,16 +533,16 @@ function validateGateway(ctx: Ctx, c: GatewayConfig): void {
       ctx.issue(['geneve', 'podRoutes', i, 'nodeInternalAddress'],
         `${r.nodeInternalAddress} is not the remoteInternalAddress of any geneve.tunnels entry`);
     }
-    const pc = parseCidr(r.podCIDR);
-    if (c.cluster.podCIDRs.length > 0 && !c.cluster.podCIDRs.some((t) => cidrContainsCidr(parseCidr(t), pc))) {
+    const pc = parsePrefix(r.podCIDR, true);
+    if (c.cluster.podCIDRs.length > 0 && !c.cluster.podCIDRs.some((t) => prefixContainsPrefix(parsePrefix(t, true), pc))) {
       ctx.issue(['geneve', 'podRoutes', i, 'podCIDR'], `${r.podCIDR} must lie inside one of cluster.podCIDRs (${c.cluster.podCIDRs.join(', ')})`);
     }
   });
 
   // Liqo IP resources: the external address must be in the local external CIDR, not its first
   // address (reserved as the SNAT source for host traffic), and unique.
-  const ext = parseCidr(c.cluster.externalCIDR);
-  const first = formatIp(ext.addr);
+  const ext = parsePrefix(c.cluster.externalCIDR, true);
+  const first = formatAddress(ext.addr);
   checkUnique(ctx, c.ipMappings, (m) => m.externalAddress, (i) => ['ipMappings', i, 'externalAddress'], 'externalAddress');
   c.ipMappings.forEach((m, i) => {
     checkInside(ctx, ['ipMappings', i, 'externalAddress'], m.externalAddress, ext, c.cluster.externalCIDR, 'externalAddress');
@@ -558,7 +560,7 @@ function validateNode(ctx: Ctx, c: NodeConfig): void {
   const gws = c.node.gateways;
   checkUnique(ctx, gws, (g) => g.name, (i) => ['node', 'gateways', i, 'name'], 'gateway name');
   checkUnique(ctx, gws, (g) => g.vni, (i) => ['node', 'gateways', i, 'vni'], 'gateway vni');
-  const internal = parseCidr(c.cluster.internalCIDR);
+  const internal = parsePrefix(c.cluster.internalCIDR, true);
   const remotes: NamedCidr[] = [];
   gws.forEach((g, i) => {
     checkInside(ctx, ['node', 'gateways', i, 'gatewayInternalAddress'], g.gatewayInternalAddress, internal, c.cluster.internalCIDR, 'internal address');

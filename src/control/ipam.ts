@@ -8,7 +8,7 @@
  * Allocations are keyed by an owner string (e.g. "cluster-b/pod"), so a repeated request by
  * the same owner for the same CIDR is idempotent and returns the same answer.
  */
-import { formatCidr, parseCidr, type Cidr } from './cidr.js';
+import { formatPrefix, parsePrefix, readIpv4U32, type Prefix } from '../packet/addr.js';
 
 /** Liqo's default pools: the RFC 1918 private ranges. */
 export const LIQO_POOLS: readonly string[] = ['10.0.0.0/8', '172.16.0.0/12', '192.168.0.0/16'];
@@ -31,10 +31,9 @@ interface Range {
   end: number; // inclusive
 }
 
-function toRange(c: Cidr): Range {
-  if (c.family !== 4) throw new IpamRequestError(`IPAM: ${formatCidr(c)} is IPv6; the remapping IPAM handles IPv4 only`);
-  const a = c.addr;
-  const start = ((a[0]! << 24) >>> 0) + (a[1]! << 16) + (a[2]! << 8) + a[3]!;
+function toRange(c: Prefix): Range {
+  if (c.family !== 4) throw new IpamRequestError(`IPAM: ${formatPrefix(c)} is IPv6; the remapping IPAM handles IPv4 only`);
+  const start = readIpv4U32(c.addr, 0);
   const size = 2 ** (32 - c.prefixLen);
   return { start, end: start + size - 1 };
 }
@@ -43,9 +42,9 @@ function fromStart(start: number, prefixLen: number): string {
   return `${start >>> 24}.${(start >>> 16) & 0xff}.${(start >>> 8) & 0xff}.${start & 0xff}/${prefixLen}`;
 }
 
-function parse(text: string, what: string): Cidr {
+function parse(text: string, what: string): Prefix {
   try {
-    return parseCidr(text);
+    return parsePrefix(text, true);
   } catch (e) {
     throw new IpamRequestError(`IPAM: ${what} ${JSON.stringify(text)}: ${(e as Error).message}`);
   }
@@ -103,7 +102,7 @@ export class Ipam {
     let chosen: Range | undefined;
     if (this.pools.some((p) => p.start <= want.start && want.end <= p.end) && this.free(want, used)) chosen = want;
     else chosen = this.firstFree(req.prefixLen, used);
-    if (chosen === undefined) throw new IpamExhaustedError(formatCidr(req));
+    if (chosen === undefined) throw new IpamExhaustedError(formatPrefix(req));
     const cidr = fromStart(chosen.start, req.prefixLen);
     this.allocs.set(owner, { cidr, range: chosen });
     return cidr;

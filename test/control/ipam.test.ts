@@ -1,5 +1,5 @@
 import { describe, expect, test } from 'vitest';
-import { cidrsOverlap, parseCidr } from '../../src/control/cidr.js';
+import { parsePrefix, prefixesOverlap } from '../../src/packet/addr.js';
 import { Ipam, IpamExhaustedError, IpamRequestError } from '../../src/control/ipam.js';
 
 const LOCAL = ['10.0.0.0/16', '10.96.0.0/12', '10.70.0.0/16', '10.80.0.0/16'];
@@ -25,9 +25,9 @@ describe('Ipam (Liqo policy)', () => {
     const ipam = new Ipam({ reserved: LOCAL });
     const out: string[] = [];
     for (let i = 0; i < 120; i++) out.push(ipam.allocate(`p${i}`, '10.0.0.0/16'));
-    const all = [...out, ...LOCAL].map((c) => parseCidr(c));
+    const all = [...out, ...LOCAL].map((c) => parsePrefix(c, true));
     for (let i = 0; i < all.length; i++) {
-      for (let j = 0; j < i; j++) expect(cidrsOverlap(all[i]!, all[j]!), `${i} vs ${j}`).toBe(false);
+      for (let j = 0; j < i; j++) expect(prefixesOverlap(all[i]!, all[j]!), `${i} vs ${j}`).toBe(false);
     }
     // The service /12 (10.96–10.111) is skipped as a block.
     expect(out).not.toContain('10.96.0.0/16');

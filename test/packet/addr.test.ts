@@ -44,6 +44,9 @@ describe('parseAddress / formatAddress', () => {
     '', '1.2.3', '1.2.3.4.5', '256.1.1.1', '01.2.3.4', '1.2.3.-1', '1..2.3', '1.2.3.4 ', 'a.b.c.d',
     '1:2:3:4:5:6:7:8:9', '1::2::3', ':1::', '1:::2', 'fffff::', '::1.2.3', '1:2:3:4:5:6:7:1.2.3.4',
     '1:2:3:4:5:6:7', '1:', ':1', '1::2:', 'g::1', '1:2:3:4:5:6:7:8::', '::1.2.3.4:5',
+    '10.0.0', '10.0.0.256', '10.00.0.1', '12345::', '1:2:3:4:5:6:7::8',
+    // RFC 4291 §2.2 form 3: the dotted IPv4 part is only allowed as the last 32 bits.
+    '1.2.3.4::',
   ])('rejects %j with AddressParseError naming it', (text) => {
     let err: unknown;
     try {
@@ -60,6 +63,7 @@ describe('parseAddress / formatAddress', () => {
   it('formats IPv6 in RFC 5952 canonical form', () => {
     const cases: [string, string][] = [
       ['2001:0db8:0000:0000:0000:0000:0000:0001', '2001:db8::1'], // §4.1 leading zeros, §4.2.1
+      ['2001:0DB8:0000:0000:0000:0000:0000:0001', '2001:db8::1'],
       ['2001:db8:0:1:1:1:1:1', '2001:db8:0:1:1:1:1:1'], // §4.2.2 single zero group kept
       ['2001:0:0:1:0:0:0:1', '2001:0:0:1::1'], // §4.2.3 longest run
       ['2001:db8:0:0:1:0:0:1', '2001:db8::1:0:0:1'], // §4.2.3 first of equal runs
@@ -147,6 +151,18 @@ describe('prefixes', () => {
     expect(prefixesOverlap(a, parsePrefix('::/0'))).toBe(false);
     expect(prefixContainsPrefix(a, b)).toBe(true);
     expect(prefixContainsPrefix(b, a)).toBe(false);
+    const d = parsePrefix('10.0.0.0/16');
+    const e = parsePrefix('10.0.5.0/24');
+    expect(prefixesOverlap(d, e)).toBe(true);
+    expect(prefixesOverlap(e, d)).toBe(true);
+    expect(prefixesOverlap(d, parsePrefix('10.1.0.0/16'))).toBe(false);
+    expect(prefixesOverlap(parsePrefix('0.0.0.0/0'), d)).toBe(true);
+    expect(prefixContains(d, parseAddress('10.0.255.255'), 0)).toBe(true);
+    expect(prefixContains(d, parseAddress('10.1.0.0'), 0)).toBe(false);
+    // Non-byte-aligned prefix: the /12 boundary of 172.16.0.0/12.
+    const f = parsePrefix('172.16.0.0/12');
+    expect(prefixContains(f, parseAddress('172.31.255.255'), 0)).toBe(true);
+    expect(prefixContains(f, parseAddress('172.32.0.0'), 0)).toBe(false);
   });
 
   it('makePrefix copies and masks; prefixNthAddress counts from the network address', () => {

@@ -28,7 +28,7 @@
  * can explain are ConfigErrors naming the resource and field.
  */
 import { ConfigError, parseConfig, type ConfigIssue, type CryptoBackendChoice, type WeftConfig, type WeftConfigInput } from '../config.js';
-import { cidrContainsCidr, formatIp, parseCidr, parseIp } from '../cidr.js';
+import { formatPrefix, isAddress, parsePrefix, prefixContainsPrefix } from '../../packet/addr.js';
 import {
   NETWORK_TYPE_LABEL, REMOTE_CLUSTER_ID_LABEL, type GatewayClient, type GatewayServer, type InternalFabric,
   type InternalNode, type K8sObject, type LiqoResources,
@@ -74,12 +74,7 @@ function remoteId(o: K8sObject): string | undefined {
 }
 
 function isIpv4(s: string | undefined): s is string {
-  if (s === undefined) return false;
-  try {
-    return parseIp(s).length === 4;
-  } catch {
-    return false;
-  }
+  return s !== undefined && isAddress(s, 4);
 }
 
 /** base64 (as served by the API) of raw 32 bytes → the model's key text, or undefined. */
@@ -258,16 +253,16 @@ function translateGateway(res: LiqoResources, opts: TranslateOptions): Translate
     }
   }
 
-  const podCidrs = local.pod.map((c) => parseCidr(c));
+  const podCidrs = local.pod.map((c) => parsePrefix(c, true));
   const podRoutes = new Map<string, string>();
   for (const rc of sortByName(res.routeConfigurations)) {
     for (const rule of rc.spec?.table?.rules ?? []) {
       for (const r of rule.routes ?? []) {
         if (r.dst === undefined || r.gw === undefined || !nodeInternal.has(r.gw)) continue;
         let dst;
-        try { dst = parseCidr(r.dst, false); } catch { continue; }
-        if (!podCidrs.some((p) => cidrContainsCidr(p, dst))) continue;
-        podRoutes.set(`${formatIp(dst.addr)}/${dst.prefixLen}`, r.gw);
+        try { dst = parsePrefix(r.dst); } catch { continue; }
+        if (!podCidrs.some((p) => prefixContainsPrefix(p, dst))) continue;
+        podRoutes.set(formatPrefix(dst), r.gw);
       }
     }
   }
