@@ -1,0 +1,138 @@
+/**
+ * Runs the in-tunnel connection check (src/control/conncheck.ts, Liqo's wire format) on a real
+ * UDP socket: one socket on CONNCHECK_PORT, a timer at the checker's next deadline, every
+ * received datagram handed to the checker (PINGs are answered, PONGs measured).
+ *
+ * Addresses (Liqo's): the WireGuard interface of a gateway SERVER carries 169.254.18.1/30 and
+ * the CLIENT's 169.254.18.2/30; each pings the other. In the configuration model a peer with an
+ * `endpoint` is a server we connect to (so we are the client), a peer without one connects to us.
+ * The data plane must deliver those two addresses through the tunnel for the check to succeed.
+ *
+ * Owns one socket and at most one timer; `stop()` releases both. Send errors (no route, socket
+ * buffer full) are counted, never thrown.
+ */
+import { createSocket, type Socket } from 'node:dgram';
+import {
+  CONNCHECK_MAX_MESSAGE, CONNCHECK_PORT, ConnChecker, type ConnCheckerOptions, type PeerCheckStatus,
+} from '../../control/conncheck.js';
+import type { PeerConfig } from '../../control/config.js';
+
+/** Liqo's tunnel-interface addresses: server side and client side of the /30. */
+export const LIQO_TUNNEL_SERVER_ADDRESS = '169.254.18.1';
+export const LIQO_TUNNEL_CLIENT_ADDRESS = '169.254.18.2';
+
+export interface ConnCheckTarget {
+  readonly clusterId: string;
+  /** The peer's in-tunnel address the PINGs go to. */
+  readonly address: string;
+}
+
+/** This gateway's and the peer's in-tunnel addresses for `peer` (see the module header). */
+export function liqoTunnelAddresses(peer: Pick<PeerConfig, 'endpoint'>): { local: string; remote: string } {
+  return peer.endpoint !== undefined
+    ? { local: LIQO_TUNNEL_CLIENT_ADDRESS, remote: LIQO_TUNNEL_SERVER_ADDRESS }
+    : { local: LIQO_TUNNEL_SERVER_ADDRESS, remote: LIQO_TUNNEL_CLIENT_ADDRESS };
+}
+
+export interface ConnCheckRunnerOptions {
+  /** Bind address (default 0.0.0.0: the kernel picks the source by route). */
+  readonly bindAddress?: string;
+  /** Default CONNCHECK_PORT (12345). */
+  readonly port?: number;
+  /** Port the peers listen on (default: the same as `port`). */
+  readonly peerPort?: number;
+  readonly targets?: readonly ConnCheckTarget[];
+  readonly intervalMs?: number;
+  readonly lossThreshold?: number;
+  readonly onUpdate?: ConnCheckerOptions['onUpdate'];
+  /** Wall-clock ms (the timestamp travels in the message). Default Date.now. */
+  readonly clock?: () => number;
+}
+
+export class ConnCheckRunner {
+  readonly checker: ConnChecker;
+  /** Datagrams the socket refused to send. */
+  sendErrors = 0;
+  private timer: NodeJS.Timeout | undefined;
+  private stopped = false;
+  private readonly clock: () => number;
+  private readonly targets = new Map<string, string>();
+
+  private constructor(private readonly sock: Socket, opts: ConnCheckRunnerOptions) {
+    this.clock = opts.clock ?? Date.now;
+    this.checker = new ConnChecker({
+      // PINGs go to the peers' check port, PONGs back to the sender's port.
+      send: (bytes, address, port) => {
+        this.sock.send(bytes, port, address, (err) => { if (err) this.sendErrors++; });
+      },
+      port: opts.peerPort ?? opts.port ?? CONNCHECK_PORT,
+      ...(opts.intervalMs !== undefined ? { intervalMs: opts.intervalMs } : {}),
+      ...(opts.lossThreshold !== undefined ? { lossThreshold: opts.lossThreshold } : {}),
+      ...(opts.onUpdate !== undefined ? { onUpdate: opts.onUpdate } : {}),
+    });
+    sock.on('message', (msg, rinfo) => {
+      if (this.stopped) return;
+      if (msg.length > CONNCHECK_MAX_MESSAGE) { this.checker.drops['too-large']++; return; }
+      this.checker.receive(msg, rinfo.address, rinfo.port, this.clock());
+      this.schedule();
+    });
+    sock.on('error', () => { /* reported through sendErrors; the socket stays open */ });
+  }
+
+  /** Binds the socket and starts checking `targets`. Rejects when the port cannot be bound. */
+  static async start(opts: ConnCheckRunnerOptions = {}): Promise<ConnCheckRunner> {
+    const bind = opts.bindAddress ?? '0.0.0.0';
+    const sock = createSocket({ type: bind.includes(':') ? 'udp6' : 'udp4', reuseAddr: false });
+    await new Promise<void>((resolve, reject) => {
+      sock.once('error', reject);
+      sock.bind(opts.port ?? CONNCHECK_PORT, bind, () => { sock.removeListener('error', reject); resolve(); });
+    });
+    const r = new ConnCheckRunner(sock, opts);
+    r.setTargets(opts.targets ?? []);
+    return r;
+  }
+
+  /** The bound UDP port. */
+  get port(): number {
+    return this.sock.address().port;
+  }
+
+  /** Replaces the checked peers: new ones start at once, removed ones are forgotten. */
+  setTargets(targets: readonly ConnCheckTarget[]): void {
+    const now = this.clock();
+    const want = new Map(targets.map((t) => [t.clusterId, t.address] as const));
+    for (const [id, addr] of this.targets) {
+      if (want.get(id) !== addr) { this.checker.removePeer(id); this.targets.delete(id); }
+    }
+    for (const [id, addr] of want) {
+      if (!this.targets.has(id)) { this.checker.addPeer(id, addr, now); this.targets.set(id, addr); }
+    }
+    this.schedule();
+  }
+
+  status(clusterId: string): PeerCheckStatus | undefined {
+    return this.checker.status(clusterId);
+  }
+
+  private schedule(): void {
+    if (this.stopped) return;
+    if (this.timer !== undefined) clearTimeout(this.timer);
+    this.timer = undefined;
+    const next = this.checker.nextDeadline();
+    if (!Number.isFinite(next)) return;
+    this.timer = setTimeout(() => {
+      this.timer = undefined;
+      if (this.stopped) return;
+      this.checker.poll(this.clock());
+      this.schedule();
+    }, Math.max(0, next - this.clock()));
+    this.timer.unref();
+  }
+
+  async stop(): Promise<void> {
+    if (this.stopped) return;
+    this.stopped = true;
+    if (this.timer !== undefined) clearTimeout(this.timer);
+    await new Promise<void>((resolve) => this.sock.close(() => resolve()));
+  }
+}

@@ -1,0 +1,387 @@
+/**
+ * `weft k8s`: Kubernetes mode. Liqo's networking resources (LiqoWatcher: informers →
+ * translate → the configuration model) drive a Gateway or a NodeAgent; the gateway reports
+ * Liqo Connection status and, with --lease-name, runs active/standby through a Lease.
+ *
+ * - Start-up: until the resources translate into a usable configuration (Liqo fills them in
+ *   over time) the process waits and retries (5 s → 30 s backoff), serving `weft show` meanwhile
+ *   (inactive). Kubernetes API errors at start are retried the same way.
+ * - Changes: every new translation is diffed against the configuration in force and applied;
+ *   a change that cannot be applied live (role, Geneve port, interface name…) restarts the data
+ *   plane with the new configuration.
+ * - HA (--lease-name): only the Lease holder runs the data plane and writes Connections; a
+ *   standby keeps watching so it can take over at once. SIGTERM releases the Lease.
+ * - Connection status (gateway role, leader): one Connection per GatewayServer/GatewayClient,
+ *   named like it, value Connected/Connecting/Error from the in-tunnel check (--conncheck) or,
+ *   without it, from the WireGuard handshake (Connected within 180 s of the last one).
+ * Exit codes as everywhere (common.ts); an unreadable kubeconfig is a configuration error (3).
+ */
+import type { Logger } from 'pino';
+import type { KubeConfig } from '@kubernetes/client-node';
+import type { WeftConfig } from '../../control/config.js';
+import { diffConfig } from '../../control/diff.js';
+import { ConnectionStatusWriter } from '../../control/k8s/connection.js';
+import { LeaderElector } from '../../control/k8s/lease.js';
+import { apiVersionOf, KINDS, REMOTE_CLUSTER_ID_LABEL, type K8sObject } from '../../control/k8s/resources.js';
+import type { TranslateOptions } from '../../control/k8s/translate.js';
+import { LiqoWatcher } from '../../control/k8s/watcher.js';
+import { createLogger, resolveLogLevel } from '../../control/log.js';
+import { ConfigError, LogLevelSchema, type LogLevel } from '../../control/config.js';
+import type { ConnectionValue } from '../../control/conncheck.js';
+import { getCryptoBackend, parseCryptoBackendName } from '../../crypto/select.js';
+import {
+  EXIT_OK, fail, optFlag, optInt, optString, parseArgs, UsageError, type CliIo, type ParsedArgs,
+} from './common.js';
+import { checkInstanceName, defaultRunDir } from './control-socket.js';
+import { errText, Runtime } from './runtime.js';
+
+export const K8S_HELP = `Usage: weft k8s --role gateway|node --cluster-id ID [OPTIONS]
+
+Runs Weft from Liqo's Kubernetes resources (networking.liqo.io, ipam.liqo.io): a gateway
+(WireGuard to the peer, Geneve to the nodes, NAT) or a node agent (Geneve to the gateways).
+  --role gateway|node       what to run (required)
+  --cluster-id ID           the local Liqo cluster ID (required; env WEFT_CLUSTER_ID)
+  --kubeconfig FILE         default: in-cluster service account, else KUBECONFIG / ~/.kube/config
+  --namespace NS            namespace of the per-peer resources (Liqo tenant namespace; env
+                            POD_NAMESPACE; default: all namespaces)
+  --ipam-namespace NS       namespace of ipam.liqo.io Networks/IPs (default: all)
+  --remote-cluster-id ID    only this peer (repeatable; default: every peer found)
+  --node-name NAME          this node (node role: required; gateway: the node it runs on;
+                            env NODE_NAME)
+  --lease-name NAME         gateway HA: run only while holding this coordination.k8s.io Lease
+                            (in --namespace)
+  --identity ID             Lease candidate identity (default: env POD_NAME, else hostname)
+  --pod-cidr CIDR           local pod CIDR when no ipam.liqo.io Network says (repeatable)
+  --geneve-mode l3|l2       default l3
+  --metrics-listen ADDR     Prometheus endpoint "host:port"
+  --conncheck               gateway: Liqo's in-tunnel connection check (UDP 12345)
+  --status-interval SEC     Connection status refresh (default 10)
+  --name NAME               instance name for "weft show" (default: k8s-ROLE)
+  --run-dir DIR             control socket directory (default /run/weft as root; WEFT_RUN_DIR)
+  --log-level LEVEL         default: LOG_LEVEL, else warn
+`;
+
+const SPEC = [
+  { name: 'role', value: true }, { name: 'cluster-id', value: true }, { name: 'kubeconfig', value: true },
+  { name: 'namespace', value: true }, { name: 'ipam-namespace', value: true },
+  { name: 'remote-cluster-id', value: true, repeatable: true }, { name: 'node-name', value: true },
+  { name: 'lease-name', value: true }, { name: 'identity', value: true }, { name: 'pod-cidr', value: true, repeatable: true },
+  { name: 'geneve-mode', value: true }, { name: 'metrics-listen', value: true }, { name: 'conncheck', value: false },
+  { name: 'status-interval', value: true }, { name: 'name', value: true }, { name: 'run-dir', value: true },
+  { name: 'log-level', value: true },
+] as const;
+
+export interface K8sSettings {
+  role: 'gateway' | 'node';
+  clusterId: string;
+  kubeconfig: string | undefined;
+  namespace: string | undefined;
+  ipamNamespace: string | undefined;
+  remoteClusterIds: string[] | undefined;
+  nodeName: string | undefined;
+  leaseName: string | undefined;
+  identity: string;
+  podCIDRs: string[];
+  geneveMode: 'l3' | 'l2';
+  metricsListen: string | undefined;
+  conncheck: boolean;
+  statusIntervalMs: number;
+  name: string;
+  runDir: string;
+  logLevel: LogLevel | undefined;
+}
+
+/** Validates the command line (UsageError for anything wrong). Exported for tests. */
+export function parseK8sArgs(args: ParsedArgs, env: CliIo['env']): K8sSettings {
+  if (args.positionals.length > 0) throw new UsageError(`unexpected argument ${JSON.stringify(args.positionals[0])}`);
+  const role = optString(args, 'role');
+  if (role !== 'gateway' && role !== 'node') throw new UsageError(role === undefined ? 'missing --role gateway|node' : `--role ${JSON.stringify(role)}: use gateway or node`);
+  const clusterId = optString(args, 'cluster-id') ?? env['WEFT_CLUSTER_ID'];
+  if (clusterId === undefined || clusterId === '') throw new UsageError('missing --cluster-id (the local Liqo cluster ID)');
+  const nodeName = optString(args, 'node-name') ?? (env['NODE_NAME'] || undefined);
+  if (role === 'node' && nodeName === undefined) throw new UsageError('the node role needs --node-name (or NODE_NAME)');
+  const namespace = optString(args, 'namespace') ?? (env['POD_NAMESPACE'] || undefined);
+  const leaseName = optString(args, 'lease-name');
+  if (leaseName !== undefined && role !== 'gateway') throw new UsageError('--lease-name is for the gateway role');
+  if (leaseName !== undefined && namespace === undefined) throw new UsageError('--lease-name needs --namespace (or POD_NAMESPACE): the Lease lives there');
+  const mode = optString(args, 'geneve-mode') ?? 'l3';
+  if (mode !== 'l3' && mode !== 'l2') throw new UsageError(`--geneve-mode ${JSON.stringify(mode)}: use l3 or l2`);
+  const lvl = optString(args, 'log-level');
+  let logLevel: LogLevel | undefined;
+  if (lvl !== undefined) {
+    const r = LogLevelSchema.safeParse(lvl.toLowerCase());
+    if (!r.success) throw new UsageError(`--log-level ${JSON.stringify(lvl)}: use one of ${LogLevelSchema.options.join(', ')}`);
+    logLevel = r.data;
+  }
+  const remotes = args.lists.get('remote-cluster-id');
+  return {
+    role, clusterId, nodeName, namespace, leaseName, geneveMode: mode, logLevel,
+    kubeconfig: optString(args, 'kubeconfig'),
+    ipamNamespace: optString(args, 'ipam-namespace'),
+    remoteClusterIds: remotes === undefined ? undefined : [...remotes],
+    identity: optString(args, 'identity') ?? (env['POD_NAME'] || env['HOSTNAME'] || `weft-${process.pid}`),
+    podCIDRs: [...(args.lists.get('pod-cidr') ?? [])],
+    metricsListen: optString(args, 'metrics-listen'),
+    conncheck: optFlag(args, 'conncheck'),
+    statusIntervalMs: (optInt(args, 'status-interval', 1, 3600) ?? 10) * 1000,
+    name: checkInstanceName(optString(args, 'name') ?? `k8s-${role}`),
+    runDir: optString(args, 'run-dir') ?? defaultRunDir(env),
+  };
+}
+
+async function loadKubeConfig(path: string | undefined): Promise<KubeConfig> {
+  const { KubeConfig: KC } = await import('@kubernetes/client-node');
+  const kc = new KC();
+  try {
+    if (path !== undefined) kc.loadFromFile(path);
+    else kc.loadFromDefault();
+  } catch (e) {
+    throw new ConfigError(path ?? 'kubeconfig', [{ path: '', message: `cannot load the kubeconfig: ${e instanceof Error ? e.message : String(e)}` }]);
+  }
+  if (kc.getCurrentCluster() === null) {
+    throw new ConfigError(path ?? 'kubeconfig', [{ path: '', message: 'no current cluster (not in a pod and no KUBECONFIG / ~/.kube/config); pass --kubeconfig' }]);
+  }
+  return kc;
+}
+
+/** Runs until SIGINT/SIGTERM. */
+export async function runK8s(argv: readonly string[], io: CliIo): Promise<number> {
+  let s: K8sSettings;
+  try {
+    const args = parseArgs(argv, SPEC);
+    if (args.help) { io.out(K8S_HELP); return EXIT_OK; }
+    s = parseK8sArgs(args, io.env);
+  } catch (e) {
+    return fail(io, 'k8s', e, K8S_HELP);
+  }
+  let logger: Logger | undefined;
+  let k8s: K8sMode | undefined;
+  const signals: [NodeJS.Signals, () => void][] = [];
+  const off = (): void => { for (const [sig, h] of signals) process.removeListener(sig, h); };
+  try {
+    logger = createLogger({ level: s.logLevel ?? resolveLogLevel(undefined, io.env), name: 'weft', env: {} });
+    const kc = await loadKubeConfig(s.kubeconfig);
+    const crypto = io.env['WEFT_CRYPTO'];
+    const backend = crypto === undefined || crypto.trim() === '' ? undefined : getCryptoBackend(parseCryptoBackendName(crypto));
+    const runtime = await Runtime.create({
+      name: s.name, runDir: s.runDir, source: 'kubernetes', logger, conncheck: s.conncheck,
+      ...(backend !== undefined ? { backend } : {}),
+    });
+    k8s = new K8sMode(s, kc, runtime, logger);
+    const mode = k8s;
+    const stopped = new Promise<void>((resolve) => {
+      const stop = (sig: string) => (): void => { logger?.info(`${sig}: stopping`); resolve(); };
+      signals.push(['SIGINT', stop('SIGINT')], ['SIGTERM', stop('SIGTERM')]);
+      for (const [sig, h] of signals) process.on(sig, h);
+    });
+    await Promise.race([mode.start(), stopped]);
+    await stopped;
+    off();
+    await mode.stop();
+    return EXIT_OK;
+  } catch (e) {
+    off();
+    await k8s?.stop().catch(() => {});
+    logger?.error({ err: errText(e) }, 'weft k8s failed');
+    return fail(io, 'k8s', e, K8S_HELP);
+  }
+}
+
+interface GatewayRef { obj: K8sObject; type: 'Server' | 'Client'; remote: string }
+
+/** The long-running part of `weft k8s` (exported for tests). */
+export class K8sMode {
+  private watcher: LiqoWatcher | null = null;
+  private elector: LeaderElector | null = null;
+  private latest: WeftConfig | null = null;
+  private leading: boolean;
+  private stopped = false;
+  private retryTimer: NodeJS.Timeout | undefined;
+  private statusTimer: NodeJS.Timeout | undefined;
+  private readonly writers = new Map<string, ConnectionStatusWriter>();
+  /** Serialises data-plane changes (config updates and leadership changes). */
+  private chain: Promise<void> = Promise.resolve();
+
+  constructor(private readonly s: K8sSettings, private readonly kc: KubeConfig, readonly runtime: Runtime, private readonly log: Logger) {
+    this.leading = s.leaseName === undefined;
+  }
+
+  /** Resolves once the first configuration was translated (retrying until then). */
+  async start(): Promise<void> {
+    let delay = 5000;
+    for (;;) {
+      if (this.stopped) return;
+      try {
+        await this.startWatcher();
+        break;
+      } catch (e) {
+        this.log.warn({ err: errText(e), retryInMs: delay }, 'Liqo resources not usable yet');
+        await new Promise<void>((resolve) => { this.retryTimer = setTimeout(resolve, delay); });
+        delay = Math.min(30_000, delay * 2);
+      }
+    }
+    if (this.stopped) return;
+    if (this.s.leaseName !== undefined) {
+      this.elector = new LeaderElector({
+        kubeConfig: this.kc, namespace: this.s.namespace!, name: this.s.leaseName, identity: this.s.identity,
+        onStartedLeading: () => { this.leading = true; this.log.info('leader: starting the data plane'); this.enqueue(() => this.activate()); },
+        onStoppedLeading: () => { this.leading = false; this.log.warn('lost the Lease: standby'); this.enqueue(() => this.deactivate()); },
+        onError: (e) => this.log.warn({ err: errText(e) }, 'lease'),
+      });
+      this.elector.start();
+    } else {
+      this.enqueue(() => this.activate());
+    }
+    await this.chain;
+  }
+
+  private translateOptions(): TranslateOptions {
+    const s = this.s;
+    return {
+      role: s.role, clusterId: s.clusterId, geneveMode: s.geneveMode,
+      ...(s.remoteClusterIds !== undefined ? { remoteClusterIds: s.remoteClusterIds } : {}),
+      ...(s.nodeName !== undefined ? { nodeName: s.nodeName } : {}),
+      ...(s.podCIDRs.length > 0 ? { podCIDRs: s.podCIDRs } : {}),
+      ...(s.metricsListen !== undefined ? { overrides: { metrics: { listen: s.metricsListen } } } : {}),
+    };
+  }
+
+  private async startWatcher(): Promise<void> {
+    const w = new LiqoWatcher({
+      ...this.translateOptions(),
+      kubeConfig: this.kc,
+      ...(this.s.namespace !== undefined ? { namespace: this.s.namespace } : {}),
+      ...(this.s.ipamNamespace !== undefined ? { ipamNamespace: this.s.ipamNamespace } : {}),
+      onConfig: (r) => {
+        for (const warn of r.warnings) this.log.info(warn);
+        this.latest = r.config;
+        this.enqueue(() => this.update(r.config));
+      },
+      onError: (e) => this.log.warn({ err: errText(e) }, 'kubernetes'),
+    });
+    try {
+      const first = await w.start();
+      for (const warn of first.warnings) this.log.info(warn);
+      this.latest = first.config;
+      this.watcher = w;
+    } catch (e) {
+      await w.stop().catch(() => {});
+      throw e;
+    }
+  }
+
+  private enqueue(f: () => Promise<void>): void {
+    this.chain = this.chain.then(f).catch((e: unknown) => { this.log.error({ err: errText(e) }, 'data plane change failed'); });
+  }
+
+  private async activate(): Promise<void> {
+    if (this.stopped || !this.leading || this.runtime.active || this.latest === null) return;
+    await this.runtime.startDataPlane(this.latest);
+    await this.startStatus();
+  }
+
+  private async deactivate(): Promise<void> {
+    this.stopStatus();
+    await this.runtime.stopDataPlane();
+  }
+
+  private async update(next: WeftConfig): Promise<void> {
+    if (this.stopped || !this.runtime.active) return;
+    const cur = this.runtime.current;
+    if (cur === null) return;
+    const ops = diffConfig(cur, next);
+    if (ops.length === 0) return;
+    try {
+      if (ops.some((o) => o.kind === 'restart')) throw new Error('role changed');
+      await this.runtime.apply(ops, next);
+    } catch (e) {
+      this.log.warn({ err: errText(e) }, 'change needs a restart of the data plane: restarting');
+      await this.deactivate();
+      await this.activate();
+      return;
+    }
+    await this.syncWriters();
+  }
+
+  // --- Connection status (gateway role) --------------------------------------------------
+
+  private gatewayRefs(): GatewayRef[] {
+    if (this.watcher === null) return [];
+    const snap = this.watcher.snapshot();
+    const want = (o: K8sObject): string | undefined => {
+      const id = o.metadata?.labels?.[REMOTE_CLUSTER_ID_LABEL];
+      return id !== undefined && (this.s.remoteClusterIds === undefined || this.s.remoteClusterIds.includes(id)) ? id : undefined;
+    };
+    const out: GatewayRef[] = [];
+    for (const o of snap.gatewayServers) { const r = want(o); if (r !== undefined) out.push({ obj: { ...o, kind: KINDS.gatewayServers.kind, apiVersion: apiVersionOf(KINDS.gatewayServers) }, type: 'Server', remote: r }); }
+    for (const o of snap.gatewayClients) { const r = want(o); if (r !== undefined) out.push({ obj: { ...o, kind: KINDS.gatewayClients.kind, apiVersion: apiVersionOf(KINDS.gatewayClients) }, type: 'Client', remote: r }); }
+    return out;
+  }
+
+  private async syncWriters(): Promise<void> {
+    if (this.s.role !== 'gateway' || !this.runtime.active) return;
+    const refs = this.gatewayRefs();
+    const keep = new Set<string>();
+    for (const g of refs) {
+      const m = g.obj.metadata ?? {};
+      if (m.name === undefined || m.namespace === undefined) continue;
+      const key = `${m.namespace}/${m.name}`;
+      keep.add(key);
+      if (this.writers.has(key)) continue;
+      const w = new ConnectionStatusWriter({
+        kubeConfig: this.kc, namespace: m.namespace, name: m.name, remoteClusterId: g.remote, type: g.type,
+        gatewayRef: { apiVersion: g.obj.apiVersion, kind: g.obj.kind, name: m.name, namespace: m.namespace, ...(m.uid !== undefined ? { uid: m.uid } : {}) },
+        updateIntervalMs: this.s.statusIntervalMs,
+      });
+      try {
+        await w.ensure();
+        this.writers.set(key, w);
+      } catch (e) {
+        this.log.warn({ err: errText(e) }, `Connection ${key}`);
+      }
+    }
+    for (const k of [...this.writers.keys()]) if (!keep.has(k)) this.writers.delete(k);
+  }
+
+  private async startStatus(): Promise<void> {
+    if (this.s.role !== 'gateway') return;
+    await this.syncWriters();
+    const tick = async (): Promise<void> => {
+      const peers = new Map(this.runtime.statsSource().peers().map((p) => [p.clusterId, p] as const));
+      const st = this.runtime.status();
+      for (const [key, w] of this.writers) {
+        const ref = this.gatewayRefs().find((g) => `${g.obj.metadata?.namespace}/${g.obj.metadata?.name}` === key);
+        const p = ref === undefined ? undefined : peers.get(ref.remote);
+        const conn = st.wireguard?.peers.find((x) => x.clusterId === ref?.remote)?.connection;
+        const value: ConnectionValue = conn !== undefined ? conn.value as ConnectionValue : p?.connected ? 'Connected' : 'Connecting';
+        try {
+          await w.report(value, conn?.latencyMs ?? (p !== undefined ? p.latencyUs / 1000 : 0));
+        } catch (e) {
+          this.log.warn({ err: errText(e) }, `Connection ${key} status`);
+        }
+      }
+    };
+    const loop = (): void => {
+      this.statusTimer = setTimeout(() => { void tick().finally(() => { if (this.statusTimer !== undefined) loop(); }); }, 2000);
+      this.statusTimer.unref();
+    };
+    await tick();
+    loop();
+  }
+
+  private stopStatus(): void {
+    if (this.statusTimer !== undefined) clearTimeout(this.statusTimer);
+    this.statusTimer = undefined;
+  }
+
+  async stop(): Promise<void> {
+    if (this.stopped) return;
+    this.stopped = true;
+    if (this.retryTimer !== undefined) clearTimeout(this.retryTimer);
+    this.stopStatus();
+    await this.chain;
+    await this.elector?.stop({ release: true });
+    await this.watcher?.stop();
+    await this.runtime.stop();
+  }
+}

@@ -1,0 +1,286 @@
+/**
+ * What a long-running weft process (`weft up`, `weft k8s`) owns besides the data plane, and the
+ * glue between them:
+ *
+ * - the data plane itself (Gateway or NodeAgent through src/gateway/launch.ts), which can be
+ *   started and stopped while the process lives (Kubernetes HA: only the leader forwards);
+ * - the local control socket for `weft show` (status.ts), up for the whole process lifetime;
+ * - the Prometheus endpoint (config.metrics.listen), fed from the data plane at scrape time and
+ *   empty while the data plane is down; restarted when metrics.listen changes;
+ * - optionally the in-tunnel connection check (conncheck-runner.ts), whose results override the
+ *   handshake-based `connected` and fill `latency` in metrics and status;
+ * - applying configuration diffs: metrics/logging ops here, everything else by the data plane.
+ *
+ * Errors: start-up errors are thrown typed (the caller maps them to exit codes); errors while
+ * applying a reload are thrown to the ConfigReloader / watcher, which keep the old configuration.
+ */
+import type { Logger } from 'pino';
+import type { GatewayConfig, NodeConfig, WeftConfig } from '../../control/config.js';
+import type { ConfigOp } from '../../control/diff.js';
+import { createMetricsRegistry, startMetricsServer, type MetricsServer, type PeerStatsSample, type StatsSource } from '../../control/metrics.js';
+import type { CryptoBackend } from '../../crypto/backend.js';
+import { keyToBase64 } from '../../crypto/keys.js';
+import { startFromConfig, type LaunchOptions, type RunningDataPlane } from '../../gateway/launch.js';
+import { WEFT_VERSION } from '../version.js';
+import { startControlServer, type ControlServer } from './control-socket.js';
+import { ConnCheckRunner, liqoTunnelAddresses } from './conncheck-runner.js';
+import type { WeftPeerStatus, WeftStatus } from './status.js';
+
+export interface RuntimeOptions {
+  /** Instance name (control socket RUNDIR/NAME.sock). */
+  readonly name: string;
+  readonly runDir: string;
+  /** Configuration file path or "kubernetes" (shown by `weft show`). */
+  readonly source: string;
+  readonly logger: Logger;
+  /** Crypto backend for the gateway (default: the configuration's choice). */
+  readonly backend?: CryptoBackend;
+  /** Run Liqo's in-tunnel connection check (gateway role). */
+  readonly conncheck?: boolean;
+  /** Extra options for Gateway/NodeAgent (tests: netns, tunName). */
+  readonly launch?: LaunchOptions;
+}
+
+export class Runtime {
+  private dp: RunningDataPlane | null = null;
+  private config: WeftConfig | null = null;
+  private control: ControlServer | null = null;
+  private metrics: MetricsServer | null = null;
+  private metricsListen: string | undefined;
+  private conncheck: ConnCheckRunner | null = null;
+  private readonly startedAt = new Date();
+  private stopped = false;
+
+  private constructor(private readonly opts: RuntimeOptions) {}
+
+  /** Opens the control socket. The data plane starts with `startDataPlane()`. */
+  static async create(opts: RuntimeOptions): Promise<Runtime> {
+    const rt = new Runtime(opts);
+    rt.control = await startControlServer(opts.runDir, opts.name, () => rt.status());
+    return rt;
+  }
+
+  /** The control socket path. */
+  get socketPath(): string {
+    return this.control?.path ?? '';
+  }
+
+  get active(): boolean {
+    return this.dp !== null;
+  }
+
+  get current(): WeftConfig | null {
+    return this.config;
+  }
+
+  /** Starts the data plane (and metrics/conncheck) for `config`. Throws the data plane's typed errors. */
+  async startDataPlane(config: WeftConfig): Promise<void> {
+    if (this.stopped) throw new Error('Runtime: stopped');
+    if (this.dp !== null) throw new Error('Runtime: data plane already running');
+    this.config = config;
+    const launch: LaunchOptions = {
+      ...this.opts.launch,
+      ...(this.opts.backend !== undefined ? { backend: this.opts.backend } : {}),
+      onError: (what, err) => this.opts.logger.warn({ err: errText(err) }, `data plane: ${what}`),
+    };
+    this.dp = await startFromConfig(config, launch);
+    try {
+      await this.syncMetrics(config);
+      await this.syncConncheck(config);
+    } catch (e) {
+      await this.stopDataPlane();
+      throw e;
+    }
+    this.opts.logger.info({ role: config.role, cluster: config.cluster.id }, 'data plane started');
+  }
+
+  /** Stops forwarding (standby); the control socket stays up. */
+  async stopDataPlane(): Promise<void> {
+    const dp = this.dp;
+    this.dp = null;
+    await this.conncheck?.stop();
+    this.conncheck = null;
+    if (dp !== null) {
+      await dp.stop();
+      this.opts.logger.info('data plane stopped');
+    }
+  }
+
+  /**
+   * Applies the diff `ops` (previous config → `next`). metrics.update and logging.update are
+   * handled here; the rest goes to the data plane (GatewayApplyError/NodeAgentApplyError for what
+   * needs a restart). Without a running data plane only the configuration is recorded.
+   */
+  async apply(ops: readonly ConfigOp[], next: WeftConfig): Promise<void> {
+    const dpOps = ops.filter((o) => o.kind !== 'metrics.update' && o.kind !== 'logging.update');
+    if (this.dp !== null && dpOps.length > 0) await this.dp.apply(dpOps, next);
+    for (const op of ops) {
+      if (op.kind === 'logging.update') this.opts.logger.level = op.level;
+    }
+    this.config = next;
+    if (this.dp !== null) {
+      await this.syncMetrics(next);
+      await this.syncConncheck(next);
+    }
+    this.opts.logger.info({ ops: ops.map((o) => o.kind) }, 'configuration applied');
+  }
+
+  private async syncMetrics(config: WeftConfig): Promise<void> {
+    const want = config.metrics.listen;
+    if (want === this.metricsListen && (want === undefined || this.metrics !== null)) return;
+    await this.metrics?.close();
+    this.metrics = null;
+    this.metricsListen = undefined;
+    if (want === undefined) return;
+    this.metrics = await startMetricsServer(createMetricsRegistry(this.statsSource()), want);
+    this.metricsListen = want;
+    this.opts.logger.info({ listen: `${this.metrics.address}:${this.metrics.port}` }, 'metrics endpoint up');
+  }
+
+  private async syncConncheck(config: WeftConfig): Promise<void> {
+    if (!this.opts.conncheck || config.role !== 'gateway') return;
+    const targets = config.peers.map((p) => ({ clusterId: p.clusterId, address: liqoTunnelAddresses(p).remote }));
+    if (this.conncheck === null) {
+      this.conncheck = await ConnCheckRunner.start({
+        targets,
+        onUpdate: (id, st) => this.opts.logger.debug({ peer: id, value: st.value, latencyMs: st.latencyMs }, 'connection check'),
+      });
+    } else {
+      this.conncheck.setTargets(targets);
+    }
+  }
+
+  /** The metrics port actually bound (tests use port 0). */
+  get metricsPort(): number | undefined {
+    return this.metrics?.port;
+  }
+
+  /** Stats for Prometheus: the data plane's, with the connection check's view of each peer. */
+  statsSource(): StatsSource {
+    const empty: StatsSource = { peers: () => [], drops: () => ({}), natEntries: () => 0, queueDepths: () => ({}) };
+    const src = (): StatsSource => {
+      const dp = this.dp;
+      if (dp === null) return empty;
+      if (dp.role === 'gateway') return dp.gateway;
+      return {
+        peers: () => [],
+        drops: () => prefixed('geneve_', dp.node.stats().geneve.drops),
+        natEntries: () => 0,
+        queueDepths: () => ({}),
+      };
+    };
+    return {
+      peers: () => src().peers().map((p) => this.withConncheck(p)),
+      drops: () => src().drops(),
+      natEntries: () => src().natEntries(),
+      queueDepths: () => src().queueDepths(),
+    };
+  }
+
+  private withConncheck(p: PeerStatsSample): PeerStatsSample {
+    const c = this.conncheck?.status(p.clusterId);
+    if (c === undefined) return p;
+    return { ...p, connected: c.value === 'Connected', latencyUs: Math.round(c.latencyMs * 1000) };
+  }
+
+  /** What `weft show` prints (see status.ts). */
+  status(): WeftStatus {
+    const cfg = this.config;
+    const base: WeftStatus = {
+      weft: {
+        version: WEFT_VERSION, name: this.opts.name, role: cfg?.role ?? 'gateway', pid: process.pid,
+        startedAt: this.startedAt.toISOString(), source: this.opts.source, active: this.dp !== null,
+      },
+      cluster: { id: cfg?.cluster.id ?? '' },
+      geneve: { port: cfg?.geneve.port ?? 0, tunnels: [] },
+      drops: {},
+      queues: {},
+    };
+    const dp = this.dp;
+    if (dp === null || cfg === null) return base;
+    if (dp.role === 'gateway') return this.gatewayStatus(base, dp.gateway, cfg as GatewayConfig);
+    return this.nodeStatus(base, dp.node, cfg as NodeConfig);
+  }
+
+  private gatewayStatus(base: WeftStatus, gw: Extract<RunningDataPlane, { role: 'gateway' }>['gateway'], cfg: GatewayConfig): WeftStatus {
+    const st = gw.stats();
+    const byName = new Map(gw.current.peers.map((p) => [p.name, p] as const));
+    const pub = gw.device.publicKey;
+    const peers: WeftPeerStatus[] = st.peers.map((p) => {
+      const c = byName.get(p.name);
+      const check = this.conncheck?.status(p.clusterId);
+      return {
+        name: p.name,
+        clusterId: p.clusterId,
+        publicKey: c?.publicKey ?? '',
+        hasPresharedKey: c?.presharedKey !== undefined,
+        endpoint: p.endpoint,
+        allowedIPs: p.allowedIps,
+        remappedCIDRs: c === undefined ? [] : [...c.remapped.podCIDRs, ...c.remapped.externalCIDRs],
+        latestHandshake: p.lastHandshakeAtMs === undefined ? null : new Date(p.lastHandshakeAtMs).toISOString(),
+        rxBytes: p.rxBytes,
+        txBytes: p.txBytes,
+        persistentKeepalive: c?.persistentKeepalive ?? 0,
+        ...(check !== undefined ? { connection: { value: check.value, latencyMs: check.latencyMs } } : {}),
+      };
+    });
+    return {
+      ...base,
+      interface: { name: st.tun.name, mtu: st.tun.mtu, rxPackets: st.tun.rxPackets, txPackets: st.tun.txPackets },
+      wireguard: { publicKey: pub === null ? '' : keyToBase64(pub), listenPort: st.ports.wireguard, crypto: gw.device.backend.name, peers },
+      geneve: {
+        port: st.ports.geneve,
+        tunnels: st.tunnels.map((t) => ({ vni: t.vni, name: t.name, remoteUnderlay: t.remoteUnderlay, rxPackets: t.rxPackets, txPackets: t.txPackets, drops: t.drops })),
+      },
+      nat: { entries: gw.natEntries() },
+      drops: st.drops,
+      queues: st.queues,
+      cluster: { id: cfg.cluster.id },
+    };
+  }
+
+  private nodeStatus(base: WeftStatus, node: Extract<RunningDataPlane, { role: 'node' }>['node'], cfg: NodeConfig): WeftStatus {
+    const st = node.stats();
+    const drops = prefixed('geneve_', st.geneve.drops);
+    const g = st.geneve;
+    const put = (k: string, v: number): void => { if (v > 0) drops[k] = v; };
+    put('geneve_tx_no_tunnel', g.txNoTunnel);
+    put('geneve_tx_no_headroom', g.txNoHeadroom);
+    put('geneve_tx_send_failed', g.txSendFailures);
+    put('geneve_tx_no_socket', g.txNoSocket);
+    put('tun_write_failed', st.tun.txErrors);
+    return {
+      ...base,
+      interface: { name: st.tun.name, mtu: st.tun.mtu, rxPackets: st.tun.rxPackets, txPackets: st.tun.txPackets },
+      geneve: {
+        port: node.geneve.port,
+        tunnels: st.tunnels.map((t) => ({ vni: t.vni, name: t.name, remoteUnderlay: t.remoteUnderlay, rxPackets: t.rxPackets, txPackets: t.txPackets, drops: t.drops })),
+      },
+      drops,
+      cluster: { id: cfg.cluster.id },
+    };
+  }
+
+  /** Stops everything: data plane, conncheck, metrics, control socket. Idempotent. */
+  async stop(): Promise<void> {
+    if (this.stopped) return;
+    this.stopped = true;
+    let err: unknown;
+    try { await this.stopDataPlane(); } catch (e) { err = e; }
+    await this.metrics?.close();
+    this.metrics = null;
+    await this.control?.close();
+    this.control = null;
+    if (err !== undefined) throw err;
+  }
+}
+
+function prefixed(prefix: string, rec: Readonly<Record<string, number>>): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const [k, v] of Object.entries(rec)) if (v > 0) out[`${prefix}${k}`] = v;
+  return out;
+}
+
+export function errText(e: unknown): string {
+  return e instanceof Error ? `${e.name}: ${e.message}` : String(e);
+}

@@ -1,0 +1,141 @@
+/**
+ * The status a running weft reports over its control socket (`weft show --json` prints it
+ * as is) and its text rendering in the style of `wg show`.
+ *
+ * The JSON shape is a contract for scripts: fields are only ever added. It never carries a
+ * private or preshared key (only `hasPresharedKey`).
+ */
+
+export interface WeftPeerStatus {
+  /** Peer name in the configuration (the remote cluster ID in Kubernetes mode). */
+  name: string;
+  clusterId: string;
+  /** base64 public key. */
+  publicKey: string;
+  hasPresharedKey: boolean;
+  /** Current endpoint ("addr:port", IPv6 "[addr]:port"); roams with the peer. null = unknown yet. */
+  endpoint: string | null;
+  /** The peer's real CIDRs (WireGuard allowed IPs). */
+  allowedIPs: string[];
+  /** How this cluster addresses the peer (remapped CIDRs). */
+  remappedCIDRs: string[];
+  /** ISO time of the last completed handshake, or null. */
+  latestHandshake: string | null;
+  rxBytes: number;
+  txBytes: number;
+  /** Seconds, 0 = off. */
+  persistentKeepalive: number;
+  /** In-tunnel connection check (Liqo's conncheck), when running. */
+  connection?: { value: string; latencyMs: number };
+}
+
+export interface WeftTunnelStatus {
+  vni: number;
+  /** Node name (gateway) or gateway name (node agent). */
+  name: string;
+  remoteUnderlay: string;
+  rxPackets: number;
+  txPackets: number;
+  drops: number;
+}
+
+export interface WeftStatus {
+  weft: {
+    version: string;
+    name: string;
+    role: 'gateway' | 'node';
+    pid: number;
+    /** ISO start time. */
+    startedAt: string;
+    /** Configuration file path, or "kubernetes". */
+    source: string;
+    /** false on a standby replica (Kubernetes HA) whose data plane is not running. */
+    active: boolean;
+  };
+  cluster: { id: string };
+  /** The local TUN device, when one is open. */
+  interface?: { name: string; mtu: number; rxPackets: number; txPackets: number };
+  wireguard?: { publicKey: string; listenPort: number; crypto: string; peers: WeftPeerStatus[] };
+  geneve: { port: number; tunnels: WeftTunnelStatus[] };
+  nat?: { entries: number };
+  /** "stage.reason" → count (only non-zero). */
+  drops: Record<string, number>;
+  queues: Record<string, number>;
+}
+
+const UNITS = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
+
+/** Bytes as wg prints them: "1.23 KiB", "0 B". */
+export function formatBytes(n: number): string {
+  let i = 0;
+  let v = n;
+  while (v >= 1024 && i < UNITS.length - 1) { v /= 1024; i++; }
+  return i === 0 ? `${n} B` : `${v.toFixed(2)} ${UNITS[i]}`;
+}
+
+/** "1 hour, 2 minutes, 3 seconds" (zero parts omitted; "0 seconds" for 0). */
+export function formatDuration(totalSeconds: number): string {
+  let s = Math.max(0, Math.floor(totalSeconds));
+  const parts: string[] = [];
+  const units: [number, string][] = [[365 * 86400, 'year'], [86400, 'day'], [3600, 'hour'], [60, 'minute'], [1, 'second']];
+  for (const [size, name] of units) {
+    const q = Math.floor(s / size);
+    s -= q * size;
+    if (q > 0) parts.push(`${q} ${name}${q === 1 ? '' : 's'}`);
+  }
+  return parts.length === 0 ? '0 seconds' : parts.join(', ');
+}
+
+/** The text of `weft show` for one instance. `now` in Unix ms. */
+export function formatStatus(st: WeftStatus, now: number): string {
+  const lines: string[] = [];
+  const w = st.weft;
+  const up = formatDuration((now - Date.parse(w.startedAt)) / 1000);
+  lines.push(`${w.role}: ${w.name}${w.active ? '' : ' (standby)'}`);
+  lines.push(`  cluster: ${st.cluster.id}`);
+  lines.push(`  source: ${w.source}`);
+  lines.push(`  process: pid ${w.pid}, weft ${w.version}, up ${up}`);
+  if (st.wireguard !== undefined) {
+    lines.push(`  public key: ${st.wireguard.publicKey}`);
+    lines.push(`  listening port: ${st.wireguard.listenPort}`);
+    lines.push(`  crypto: ${st.wireguard.crypto}`);
+  }
+  if (st.interface !== undefined) {
+    lines.push(`  interface: ${st.interface.name} (mtu ${st.interface.mtu}), ${st.interface.rxPackets} packets read, ${st.interface.txPackets} written`);
+  }
+  lines.push(`  geneve port: ${st.geneve.port}`);
+  if (st.nat !== undefined) lines.push(`  nat entries: ${st.nat.entries}`);
+
+  for (const p of st.wireguard?.peers ?? []) {
+    lines.push('');
+    lines.push(`peer: ${p.publicKey}`);
+    lines.push(`  name: ${p.name}${p.clusterId !== p.name ? ` (cluster ${p.clusterId})` : ''}`);
+    if (p.hasPresharedKey) lines.push('  preshared key: (hidden)');
+    if (p.endpoint !== null) lines.push(`  endpoint: ${p.endpoint}`);
+    lines.push(`  allowed ips: ${p.allowedIPs.length > 0 ? p.allowedIPs.join(', ') : '(none)'}`);
+    if (p.remappedCIDRs.length > 0 && p.remappedCIDRs.join() !== p.allowedIPs.join()) lines.push(`  remapped as: ${p.remappedCIDRs.join(', ')}`);
+    if (p.latestHandshake !== null) lines.push(`  latest handshake: ${formatDuration((now - Date.parse(p.latestHandshake)) / 1000)} ago`);
+    if (p.rxBytes > 0 || p.txBytes > 0) lines.push(`  transfer: ${formatBytes(p.rxBytes)} received, ${formatBytes(p.txBytes)} sent`);
+    if (p.persistentKeepalive > 0) lines.push(`  persistent keepalive: every ${formatDuration(p.persistentKeepalive)}`);
+    if (p.connection !== undefined) {
+      lines.push(`  connection: ${p.connection.value}${p.connection.value === 'Connected' ? `, latency ${p.connection.latencyMs.toFixed(3)} ms` : ''}`);
+    }
+  }
+  for (const t of st.geneve.tunnels) {
+    lines.push('');
+    lines.push(`geneve tunnel: vni ${t.vni} (${t.name})`);
+    lines.push(`  remote underlay: ${t.remoteUnderlay}`);
+    lines.push(`  packets: ${t.rxPackets} received, ${t.txPackets} sent${t.drops > 0 ? `, ${t.drops} dropped` : ''}`);
+  }
+  const drops = Object.entries(st.drops).filter(([, n]) => n > 0).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+  lines.push('');
+  if (drops.length === 0) {
+    lines.push('drops: none');
+  } else {
+    lines.push('drops:');
+    for (const [reason, n] of drops) lines.push(`  ${reason}: ${n}`);
+  }
+  const queues = Object.entries(st.queues).filter(([, n]) => n > 0);
+  if (queues.length > 0) lines.push(`queues: ${queues.map(([q, n]) => `${q} ${n}`).join(', ')}`);
+  return `${lines.join('\n')}\n`;
+}

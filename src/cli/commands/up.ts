@@ -1,0 +1,143 @@
+/**
+ * `weft up -c FILE`: runs a gateway or a node agent (by the file's `role`) until SIGINT/SIGTERM.
+ *
+ * - The file is validated first: a bad file exits 3 with `file:line: field.path: what is
+ *   expected` on stderr, before anything is opened.
+ * - Reload: SIGHUP re-reads the file at once; a change of the file (or of its directory entry:
+ *   editors and ConfigMap mounts swap files) is picked up by the ConfigReloader. Only the diff is
+ *   applied (peers keep sessions, counters and roamed endpoints). A bad file or a change that
+ *   needs a restart is logged and the old configuration stays in force.
+ * - Logs: pino JSON on stderr, level from --log-level, else LOG_LEVEL, else logging.level
+ *   (default warn: quiet).
+ * - `weft show` reads RUNDIR/NAME.sock; metrics are served when metrics.listen is set.
+ * - Exit: 0 after a clean stop; 1 runtime failure; 2 usage; 3 configuration; 4 needs root /
+ *   CAP_NET_ADMIN (TUN devices, routes).
+ */
+import { basename } from 'node:path';
+import type { Logger } from 'pino';
+import type { WeftConfig } from '../../control/config.js';
+import { createLogger, resolveLogLevel } from '../../control/log.js';
+import { ConfigReloader } from '../../control/reloader.js';
+import type { CryptoBackend } from '../../crypto/backend.js';
+import { getCryptoBackend, parseCryptoBackendName } from '../../crypto/select.js';
+import { LogLevelSchema, type LogLevel } from '../../control/config.js';
+import {
+  EXIT_OK, fail, optFlag, optString, parseArgs, UsageError, type CliIo,
+} from './common.js';
+import { checkInstanceName, defaultRunDir } from './control-socket.js';
+import { errText, Runtime } from './runtime.js';
+
+export const UP_HELP = `Usage: weft up -c FILE [--name NAME] [--run-dir DIR] [--log-level LEVEL] [--no-watch] [--conncheck]
+
+Runs a Weft gateway (role: gateway) or node agent (role: node) from a YAML configuration
+(see examples/) until SIGINT or SIGTERM. SIGHUP or a change of FILE reloads it: only what
+changed is applied.
+  -c, --config FILE    the configuration (required)
+  --name NAME          instance name for "weft show" (default: FILE's base name)
+  --run-dir DIR        control socket directory (default /run/weft as root; env WEFT_RUN_DIR)
+  --log-level LEVEL    fatal|error|warn|info|debug|trace|silent (default: LOG_LEVEL, else
+                       logging.level, else warn); logs are JSON lines on stderr
+  --no-watch           reload only on SIGHUP, not on file changes
+  --conncheck          gateway: run Liqo's in-tunnel connection check (UDP 12345 between the
+                       tunnel addresses 169.254.18.1/.2) and report its result as liqo_peer_*
+Environment: WEFT_CRYPTO=auto|openssl|node|pure overrides wireguard.cryptoBackend.
+Creating TUN devices and routes needs root or CAP_NET_ADMIN (exit 4 otherwise).
+`;
+
+/** The default instance name: the file's base name without .yaml/.yml/.json, made name-safe. */
+export function defaultInstanceName(file: string): string {
+  const base = basename(file).replace(/\.(ya?ml|json)$/i, '').replace(/[^A-Za-z0-9_.-]/g, '-').replace(/^[^A-Za-z0-9]+/, '');
+  return base === '' ? 'weft' : base.slice(0, 63);
+}
+
+function parseLevel(text: string): LogLevel {
+  const r = LogLevelSchema.safeParse(text.toLowerCase());
+  if (!r.success) throw new UsageError(`--log-level ${JSON.stringify(text)}: use one of ${LogLevelSchema.options.join(', ')}`);
+  return r.data;
+}
+
+/** WEFT_CRYPTO when set, else undefined (the configuration's choice applies). */
+function backendOverride(env: CliIo['env']): CryptoBackend | undefined {
+  const v = env['WEFT_CRYPTO'];
+  if (v === undefined || v.trim() === '') return undefined;
+  return getCryptoBackend(parseCryptoBackendName(v));
+}
+
+export async function runUp(argv: readonly string[], io: CliIo): Promise<number> {
+  let file: string;
+  let name: string;
+  let runDir: string;
+  let levelOpt: LogLevel | undefined;
+  let watch: boolean;
+  let conncheck: boolean;
+  try {
+    const args = parseArgs(argv, [
+      { name: 'config', short: 'c', value: true },
+      { name: 'name', value: true },
+      { name: 'run-dir', value: true },
+      { name: 'log-level', value: true },
+      { name: 'no-watch', value: false },
+      { name: 'conncheck', value: false },
+    ]);
+    if (args.help) { io.out(UP_HELP); return EXIT_OK; }
+    if (args.positionals.length > 0) throw new UsageError(`unexpected argument ${JSON.stringify(args.positionals[0])} (the file goes after -c)`);
+    const c = optString(args, 'config');
+    if (c === undefined) throw new UsageError('missing -c FILE (the YAML configuration)');
+    file = c;
+    name = checkInstanceName(optString(args, 'name') ?? defaultInstanceName(file));
+    runDir = optString(args, 'run-dir') ?? defaultRunDir(io.env);
+    const l = optString(args, 'log-level');
+    levelOpt = l === undefined ? undefined : parseLevel(l);
+    watch = !optFlag(args, 'no-watch');
+    conncheck = optFlag(args, 'conncheck');
+  } catch (e) {
+    return fail(io, 'up', e, UP_HELP);
+  }
+
+  let logger: Logger | undefined;
+  let runtime: Runtime | undefined;
+  const reloader = new ConfigReloader({
+    path: file,
+    applier: { apply: async (ops, next) => runtime?.apply(ops, next) },
+    onError: (e) => logger?.error({ err: errText(e) }, 'reload rejected; the previous configuration stays in force'),
+  });
+  const signals: [NodeJS.Signals, () => void][] = [];
+  const off = (): void => { for (const [s, h] of signals) process.removeListener(s, h); };
+  try {
+    const config: WeftConfig = await reloader.start(watch);
+    const level = levelOpt ?? resolveLogLevel(config.logging.level, io.env);
+    logger = createLogger({ level, name: 'weft', env: {} });
+    const backend = backendOverride(io.env);
+    runtime = await Runtime.create({
+      name, runDir, source: file, logger, conncheck,
+      ...(backend !== undefined ? { backend } : {}),
+    });
+    await runtime.startDataPlane(config);
+    logger.info({ file, name, socket: runtime.socketPath, role: config.role }, 'weft up: running');
+
+    const rt = runtime;
+    const log = logger;
+    await new Promise<void>((resolve) => {
+      const stop = (sig: string) => (): void => { log.info(`${sig}: stopping`); resolve(); };
+      const hup = (): void => {
+        void reloader.reload().then((r) => {
+          if (r.status === 'applied') log.info({ ops: r.ops.length }, 'SIGHUP: configuration reloaded');
+          else if (r.status === 'unchanged') log.info('SIGHUP: configuration unchanged');
+        });
+      };
+      signals.push(['SIGINT', stop('SIGINT')], ['SIGTERM', stop('SIGTERM')], ['SIGHUP', hup]);
+      for (const [s, h] of signals) process.on(s, h);
+    });
+    off();
+    reloader.stop();
+    await reloader.whenIdle();
+    await rt.stop();
+    return EXIT_OK;
+  } catch (e) {
+    off();
+    reloader.stop();
+    await runtime?.stop().catch(() => {});
+    logger?.error({ err: errText(e) }, 'weft up failed');
+    return fail(io, 'up', e, UP_HELP);
+  }
+}
