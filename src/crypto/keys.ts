@@ -119,6 +119,13 @@ export function clampPrivateKey(key: Uint8Array): Uint8Array {
   return key;
 }
 
+/** A fresh clamped private key from `randomFill` (a backend's CSPRNG); allocates. */
+export function randomPrivateKey(randomFill: (out: Uint8Array) => void): Uint8Array {
+  const key = new Uint8Array(KEY_LEN);
+  randomFill(key);
+  return clampPrivateKey(key);
+}
+
 /** `wg genkey`: base64 of a fresh clamped private key. */
 export function generatePrivateKeyBase64(backend: CryptoBackend): string {
   const key = backend.generatePrivateKey();

@@ -27,9 +27,9 @@
  */
 import type * as NodeCrypto from 'node:crypto';
 import type { CryptoBackend } from './backend.js';
-import { assertAd, assertBytes, assertOutput, assertParts, assertSpan, equal32, isZero32 } from './assert.js';
+import { assertBytes, assertOpenArgs, assertOutput, assertParts, assertSealArgs, assertSpan, equal32, finishDh } from './assert.js';
 import { CryptoBackendError } from './errors.js';
-import { clampPrivateKey } from './keys.js';
+import { randomPrivateKey } from './keys.js';
 import { nobleHash, nobleHmac, nobleMac } from './pure.js';
 import { createXChaCha } from './xchacha.js';
 import { HASH_LEN, KEY_LEN, NONCE_LEN, TAG_LEN } from './sizes.js';
@@ -177,11 +177,7 @@ export function createNodeBackend(options: NodeBackendOptions = {}): CryptoBacke
 
   function seal(key: Uint8Array, nonce: Uint8Array, ad: Uint8Array | null,
     src: Uint8Array, srcOff: number, len: number, dst: Uint8Array, dstOff: number): number {
-    assertBytes(key, KEY_LEN, 'key');
-    assertBytes(nonce, NONCE_LEN, 'nonce');
-    assertAd(ad);
-    assertSpan(src, srcOff, len, 'src');
-    assertSpan(dst, dstOff, len + TAG_LEN, 'dst');
+    assertSealArgs(key, nonce, NONCE_LEN, ad, src, srcOff, len, dst, dstOff);
     const cipher = c!.createCipheriv(AEAD, key, nonce, AEAD_OPTIONS);
     if (ad !== null && ad.length > 0) cipher.setAAD(ad, { plaintextLength: len });
     const ct = cipher.update(srcOff === 0 && len === src.length ? src : src.subarray(srcOff, srcOff + len));
@@ -193,10 +189,7 @@ export function createNodeBackend(options: NodeBackendOptions = {}): CryptoBacke
 
   function open(key: Uint8Array, nonce: Uint8Array, ad: Uint8Array | null,
     src: Uint8Array, srcOff: number, len: number, dst: Uint8Array, dstOff: number): boolean {
-    assertBytes(key, KEY_LEN, 'key');
-    assertBytes(nonce, NONCE_LEN, 'nonce');
-    assertAd(ad);
-    assertSpan(src, srcOff, len, 'src');
+    assertOpenArgs(key, nonce, NONCE_LEN, ad, src, srcOff, len);
     if (len < TAG_LEN) return false; // too short to hold a tag: bad input, not misuse
     const ctLen = len - TAG_LEN;
     assertSpan(dst, dstOff, ctLen, 'dst');
@@ -257,23 +250,17 @@ export function createNodeBackend(options: NodeBackendOptions = {}): CryptoBacke
       assertOutput(out, KEY_LEN, 'dh output');
       assertBytes(privateKey, KEY_LEN, 'private key');
       assertBytes(publicKey, KEY_LEN, 'public key');
-      let shared: Buffer;
+      let shared: Buffer | null = null;
       try {
-        // OpenSSL fails the derivation when the result is all zero (a low-order public key);
-        // lengths were checked above, so that is the only failure left.
         shared = c.diffieHellman({
           privateKey: cached(privateCache, privateKey, importPrivate),
           publicKey: cached(publicCache, publicKey, importPublic),
         });
       } catch {
-        out.fill(0, 0, KEY_LEN);
-        return false;
+        // OpenSSL fails the derivation when the result is all zero (a low-order public key);
+        // lengths were checked above, so that is the only failure left.
       }
-      out.set(shared);
-      const ok = !isZero32(shared);
-      shared.fill(0);
-      if (!ok) out.fill(0, 0, KEY_LEN);
-      return ok;
+      return finishDh(out, shared);
     },
 
     publicKey(out, privateKey) {
@@ -285,9 +272,7 @@ export function createNodeBackend(options: NodeBackendOptions = {}): CryptoBacke
     },
 
     generatePrivateKey() {
-      const key = new Uint8Array(KEY_LEN);
-      randomFill(key);
-      return clampPrivateKey(key);
+      return randomPrivateKey(randomFill);
     },
 
     randomFill,

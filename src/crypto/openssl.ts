@@ -25,12 +25,12 @@
  *   backend is handed out. Any failure makes the backend unavailable (select.ts then uses 'node').
  */
 import type { CryptoBackend } from './backend.js';
-import { assertAd, assertBytes, assertSpan } from './assert.js';
+import { assertOpenArgs, assertSealArgs, assertSpan } from './assert.js';
 import { CryptoBackendError } from './errors.js';
 import { createEvpHashing, type EvpHashing } from './evp-hash.js';
 import { processLibrary } from './ffi.js';
 import { createNodeBackend, loadNodeCrypto, nodeBackendUnavailableReason } from './node.js';
-import { KEY_LEN, NONCE_LEN, TAG_LEN } from './sizes.js';
+import { NONCE_LEN, TAG_LEN } from './sizes.js';
 import { createXChaCha } from './xchacha.js';
 
 /** EVP_CIPHER_CTX_ctrl commands (include/openssl/evp.h; same in OpenSSL 1.1 and 3.x). */
@@ -178,11 +178,7 @@ function createEvpAead(evp: Evp): EvpAead {
 
   return {
     seal(key, nonce, ad, src, srcOff, len, dst, dstOff) {
-      assertBytes(key, KEY_LEN, 'key');
-      assertBytes(nonce, NONCE_LEN, 'nonce');
-      assertAd(ad);
-      assertSpan(src, srcOff, len, 'src');
-      assertSpan(dst, dstOff, len + TAG_LEN, 'dst');
+      assertSealArgs(key, nonce, NONCE_LEN, ad, src, srcOff, len, dst, dstOff);
       if (len > MAX_LEN) throw new RangeError(`seal length ${len} exceeds OpenSSL's int range`);
       const inp = input(src, srcOff, len, dst, dstOff);
       const out = dst.subarray(dstOff, dstOff + len + TAG_LEN);
@@ -196,10 +192,7 @@ function createEvpAead(evp: Evp): EvpAead {
     },
 
     open(key, nonce, ad, src, srcOff, len, dst, dstOff) {
-      assertBytes(key, KEY_LEN, 'key');
-      assertBytes(nonce, NONCE_LEN, 'nonce');
-      assertAd(ad);
-      assertSpan(src, srcOff, len, 'src');
+      assertOpenArgs(key, nonce, NONCE_LEN, ad, src, srcOff, len);
       if (len < TAG_LEN) return false; // too short to hold a tag: bad input, not misuse
       if (len > MAX_LEN) throw new RangeError(`open length ${len} exceeds OpenSSL's int range`);
       const ctLen = len - TAG_LEN;

@@ -22,9 +22,9 @@ import { blake2s } from '@noble/hashes/blake2.js';
 import { hmac } from '@noble/hashes/hmac.js';
 import { x25519 } from '@noble/curves/ed25519.js';
 import type { CryptoBackend } from './backend.js';
-import { assertAd, assertBytes, assertOutput, assertParts, assertSpan, isZero32 } from './assert.js';
+import { assertBytes, assertOpenArgs, assertOutput, assertParts, assertSealArgs, assertSpan, finishDh } from './assert.js';
 import { BLAKE2S_MAX_KEY_LEN, HASH_LEN, KEY_LEN, MAC_LEN, NONCE_LEN, TAG_LEN, XNONCE_LEN } from './sizes.js';
-import { clampPrivateKey } from './keys.js';
+import { randomPrivateKey } from './keys.js';
 import { CryptoBackendError } from './errors.js';
 
 /** Web Crypto getRandomValues throws QuotaExceededError above 65536 bytes per call. */
@@ -44,18 +44,9 @@ function webRandom(): RandomSource | null {
   return c !== undefined && typeof c.getRandomValues === 'function' ? (c as RandomSource) : null;
 }
 
-/** Assert the AEAD arguments shared by seal/open and their X variants. */
-function checkAead(key: Uint8Array, nonce: Uint8Array, nonceLen: number, ad: Uint8Array | null): void {
-  assertBytes(key, KEY_LEN, 'key');
-  assertBytes(nonce, nonceLen, 'nonce');
-  assertAd(ad);
-}
-
 function sealWith(aead: AeadFactory, nonceLen: number, key: Uint8Array, nonce: Uint8Array, ad: Uint8Array | null,
   src: Uint8Array, srcOff: number, len: number, dst: Uint8Array, dstOff: number): number {
-  checkAead(key, nonce, nonceLen, ad);
-  assertSpan(src, srcOff, len, 'src');
-  assertSpan(dst, dstOff, len + TAG_LEN, 'dst');
+  assertSealArgs(key, nonce, nonceLen, ad, src, srcOff, len, dst, dstOff);
   aead(key, nonce, ad ?? undefined).encrypt(
     src.subarray(srcOff, srcOff + len), dst.subarray(dstOff, dstOff + len + TAG_LEN));
   return len + TAG_LEN;
@@ -63,8 +54,7 @@ function sealWith(aead: AeadFactory, nonceLen: number, key: Uint8Array, nonce: U
 
 function openWith(aead: AeadFactory, nonceLen: number, key: Uint8Array, nonce: Uint8Array, ad: Uint8Array | null,
   src: Uint8Array, srcOff: number, len: number, dst: Uint8Array, dstOff: number): boolean {
-  checkAead(key, nonce, nonceLen, ad);
-  assertSpan(src, srcOff, len, 'src');
+  assertOpenArgs(key, nonce, nonceLen, ad, src, srcOff, len);
   if (len < TAG_LEN) return false; // too short to hold a tag: bad input, not misuse
   assertSpan(dst, dstOff, len - TAG_LEN, 'dst');
   const cipher = aead(key, nonce, ad ?? undefined);
@@ -169,20 +159,14 @@ export function createPureBackend(): CryptoBackend {
       assertOutput(out, KEY_LEN, 'dh output');
       assertBytes(privateKey, KEY_LEN, 'private key');
       assertBytes(publicKey, KEY_LEN, 'public key');
-      let shared: Uint8Array;
+      let shared: Uint8Array | null = null;
       try {
-        // noble throws for the low-order points (whose result would be all zero) before running
-        // the ladder; lengths were checked above, so that is the only error left.
         shared = x25519.getSharedSecret(privateKey, publicKey);
       } catch {
-        out.fill(0, 0, KEY_LEN);
-        return false;
+        // noble throws for the low-order points (whose result would be all zero) before running
+        // the ladder; lengths were checked above, so that is the only error left.
       }
-      out.set(shared);
-      const ok = !isZero32(shared);
-      shared.fill(0);
-      if (!ok) out.fill(0, 0, KEY_LEN);
-      return ok;
+      return finishDh(out, shared);
     },
 
     publicKey(out, privateKey) {
@@ -192,9 +176,7 @@ export function createPureBackend(): CryptoBackend {
     },
 
     generatePrivateKey() {
-      const key = new Uint8Array(KEY_LEN);
-      randomFill(key);
-      return clampPrivateKey(key);
+      return randomPrivateKey(randomFill);
     },
 
     randomFill,
