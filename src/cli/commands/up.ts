@@ -113,7 +113,7 @@ export async function runUp(argv: readonly string[], io: CliIo): Promise<number>
       ...(backend !== undefined ? { backend } : {}),
     });
     await runtime.startDataPlane(config);
-    logger.info({ file, name, socket: runtime.socketPath, role: config.role }, 'weft up: running');
+    logger.info({ file, instance: name, socket: runtime.socketPath, role: config.role }, "weft up: running");
 
     const rt = runtime;
     const log = logger;
