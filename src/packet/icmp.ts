@@ -5,9 +5,9 @@
  * Contract: readers assume the 8-byte ICMP header is present. Nothing here allocates.
  */
 
-import { finishChecksum, pseudoHeaderSumV6, sumWords, writeChecksum } from './checksum.js';
+import { finishChecksum, sumWords, writeChecksum } from './checksum.js';
 import { IP_PROTO_ICMPV6 } from './ipv4.js';
-import { IPV6_DST_OFFSET, IPV6_SRC_OFFSET } from './ipv6.js';
+import { ipv6TransportSum } from './ipv6.js';
 
 export const ICMP_TYPE_OFFSET = 0;
 export const ICMP_CODE_OFFSET = 1;
@@ -118,24 +118,22 @@ export function icmpv6Mtu(buf: Uint8Array, off: number): number {
 
 /** ICMPv4 checksum: over the ICMP message only (no pseudo header); stores it. */
 export function fillIcmpv4Checksum(buf: Uint8Array, off: number, len: number): void {
-  buf[off + ICMP_CHECKSUM_OFFSET] = 0;
-  buf[off + ICMP_CHECKSUM_OFFSET + 1] = 0;
+  writeChecksum(buf, off + ICMP_CHECKSUM_OFFSET, 0);
   writeChecksum(buf, off + ICMP_CHECKSUM_OFFSET, finishChecksum(sumWords(buf, off, len, 0)));
 }
 
+/** True when the ICMPv4 message at buf[off, off+len) carries a correct checksum. */
 export function icmpv4ChecksumValid(buf: Uint8Array, off: number, len: number): boolean {
   return finishChecksum(sumWords(buf, off, len, 0)) === 0;
 }
 
 /** ICMPv6 checksum includes the IPv6 pseudo header (RFC 4443 §2.3); stores it. */
 export function fillIcmpv6Checksum(buf: Uint8Array, ipOff: number, icmpOff: number, len: number): void {
-  buf[icmpOff + ICMP_CHECKSUM_OFFSET] = 0;
-  buf[icmpOff + ICMP_CHECKSUM_OFFSET + 1] = 0;
-  const s = pseudoHeaderSumV6(buf, ipOff + IPV6_SRC_OFFSET, ipOff + IPV6_DST_OFFSET, IP_PROTO_ICMPV6, len);
-  writeChecksum(buf, icmpOff + ICMP_CHECKSUM_OFFSET, finishChecksum(sumWords(buf, icmpOff, len, s)));
+  writeChecksum(buf, icmpOff + ICMP_CHECKSUM_OFFSET, 0);
+  writeChecksum(buf, icmpOff + ICMP_CHECKSUM_OFFSET, finishChecksum(ipv6TransportSum(buf, ipOff, IP_PROTO_ICMPV6, icmpOff, len)));
 }
 
+/** True when the ICMPv6 message at buf[icmpOff, +len) in the IPv6 packet at buf[ipOff] carries a correct checksum. */
 export function icmpv6ChecksumValid(buf: Uint8Array, ipOff: number, icmpOff: number, len: number): boolean {
-  const s = pseudoHeaderSumV6(buf, ipOff + IPV6_SRC_OFFSET, ipOff + IPV6_DST_OFFSET, IP_PROTO_ICMPV6, len);
-  return finishChecksum(sumWords(buf, icmpOff, len, s)) === 0;
+  return finishChecksum(ipv6TransportSum(buf, ipOff, IP_PROTO_ICMPV6, icmpOff, len)) === 0;
 }

@@ -5,7 +5,7 @@
  * (e.g. with ipv4HeaderValid); nothing here allocates or retains the buffer.
  */
 
-import { checksumUpdate16, checksumVerifies, internetChecksum, writeChecksum } from './checksum.js';
+import { checksumUpdate16, checksumVerifies, internetChecksum, pseudoHeaderSumV4, sumWords, writeChecksum } from './checksum.js';
 
 export const IPV4_VERSION_IHL_OFFSET = 0;
 export const IPV4_TOS_OFFSET = 1;
@@ -139,6 +139,17 @@ export function ipv4HeaderValid(buf: Uint8Array, off: number, len: number): bool
   const total = ipv4TotalLength(buf, off);
   if (total < hl || total > len) return false;
   return checksumVerifies(buf, off, hl);
+}
+
+/**
+ * Ones'-complement sum of the transport segment buf[l4Off, l4Off+l4Len) (TCP, UDP) plus its IPv4
+ * pseudo header (RFC 768, RFC 9293 §3.1), the addresses read from the IPv4 header at buf[ipOff].
+ * finishChecksum() of it is the value to store (computed with the checksum field zeroed), or 0
+ * when a received segment verifies.
+ */
+export function ipv4TransportSum(buf: Uint8Array, ipOff: number, protocol: number, l4Off: number, l4Len: number): number {
+  const pseudo = pseudoHeaderSumV4(buf, ipOff + IPV4_SRC_OFFSET, ipOff + IPV4_DST_OFFSET, protocol, l4Len);
+  return sumWords(buf, l4Off, l4Len, pseudo);
 }
 
 /**

@@ -5,6 +5,7 @@
  * fields. Nothing here allocates or retains the buffer.
  */
 
+import { pseudoHeaderSumV6, sumWords } from './checksum.js';
 import { IP_PROTO_HOPOPTS, IP_PROTO_IPV6_FRAG, IP_PROTO_IPV6_OPTS, IP_PROTO_IPV6_ROUTE } from './ipv4.js';
 
 export const IPV6_VERSION_CLASS_FLOW_OFFSET = 0;
@@ -111,6 +112,17 @@ export function chainOffset(packed: number): number {
 /** Decode the protocol part of an ipv6TransportOffset result. */
 export function chainProtocol(packed: number): number {
   return packed & 0xff;
+}
+
+/**
+ * Ones'-complement sum of the upper-layer packet buf[l4Off, l4Off+l4Len) (TCP, UDP, ICMPv6) plus
+ * its IPv6 pseudo header (RFC 8200 §8.1), the addresses read from the IPv6 header at buf[ipOff].
+ * finishChecksum() of it is the value to store (computed with the checksum field zeroed), or 0
+ * when a received packet verifies.
+ */
+export function ipv6TransportSum(buf: Uint8Array, ipOff: number, nextHeader: number, l4Off: number, l4Len: number): number {
+  const pseudo = pseudoHeaderSumV6(buf, ipOff + IPV6_SRC_OFFSET, ipOff + IPV6_DST_OFFSET, nextHeader, l4Len);
+  return sumWords(buf, l4Off, l4Len, pseudo);
 }
 
 /**

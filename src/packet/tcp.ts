@@ -5,9 +5,9 @@
  * the data offset and by the caller's `len`. Nothing here allocates.
  */
 
-import { finishChecksum, pseudoHeaderSumV4, pseudoHeaderSumV6, sumWords, writeChecksum } from './checksum.js';
-import { IPV4_DST_OFFSET, IPV4_SRC_OFFSET, IP_PROTO_TCP } from './ipv4.js';
-import { IPV6_DST_OFFSET, IPV6_SRC_OFFSET } from './ipv6.js';
+import { finishChecksum, writeChecksum } from './checksum.js';
+import { IP_PROTO_TCP, ipv4TransportSum } from './ipv4.js';
+import { ipv6TransportSum } from './ipv6.js';
 
 export const TCP_SRC_PORT_OFFSET = 0;
 export const TCP_DST_PORT_OFFSET = 2;
@@ -122,26 +122,22 @@ export function tcpFindMssOption(buf: Uint8Array, off: number, len: number): num
 
 /** TCP checksum over pseudo header + segment for TCP in IPv4; stores it. */
 export function fillTcpChecksumV4(buf: Uint8Array, ipOff: number, tcpOff: number, tcpLen: number): void {
-  buf[tcpOff + TCP_CHECKSUM_OFFSET] = 0;
-  buf[tcpOff + TCP_CHECKSUM_OFFSET + 1] = 0;
-  const s = pseudoHeaderSumV4(buf, ipOff + IPV4_SRC_OFFSET, ipOff + IPV4_DST_OFFSET, IP_PROTO_TCP, tcpLen);
-  writeChecksum(buf, tcpOff + TCP_CHECKSUM_OFFSET, finishChecksum(sumWords(buf, tcpOff, tcpLen, s)));
+  writeChecksum(buf, tcpOff + TCP_CHECKSUM_OFFSET, 0);
+  writeChecksum(buf, tcpOff + TCP_CHECKSUM_OFFSET, finishChecksum(ipv4TransportSum(buf, ipOff, IP_PROTO_TCP, tcpOff, tcpLen)));
 }
 
 /** TCP checksum for TCP in IPv6 (RFC 8200 §8.1); stores it. */
 export function fillTcpChecksumV6(buf: Uint8Array, ipOff: number, tcpOff: number, tcpLen: number): void {
-  buf[tcpOff + TCP_CHECKSUM_OFFSET] = 0;
-  buf[tcpOff + TCP_CHECKSUM_OFFSET + 1] = 0;
-  const s = pseudoHeaderSumV6(buf, ipOff + IPV6_SRC_OFFSET, ipOff + IPV6_DST_OFFSET, IP_PROTO_TCP, tcpLen);
-  writeChecksum(buf, tcpOff + TCP_CHECKSUM_OFFSET, finishChecksum(sumWords(buf, tcpOff, tcpLen, s)));
+  writeChecksum(buf, tcpOff + TCP_CHECKSUM_OFFSET, 0);
+  writeChecksum(buf, tcpOff + TCP_CHECKSUM_OFFSET, finishChecksum(ipv6TransportSum(buf, ipOff, IP_PROTO_TCP, tcpOff, tcpLen)));
 }
 
+/** True when the TCP segment in IPv4 at buf[tcpOff, +tcpLen) carries a correct checksum. */
 export function tcpChecksumValidV4(buf: Uint8Array, ipOff: number, tcpOff: number, tcpLen: number): boolean {
-  const s = pseudoHeaderSumV4(buf, ipOff + IPV4_SRC_OFFSET, ipOff + IPV4_DST_OFFSET, IP_PROTO_TCP, tcpLen);
-  return finishChecksum(sumWords(buf, tcpOff, tcpLen, s)) === 0;
+  return finishChecksum(ipv4TransportSum(buf, ipOff, IP_PROTO_TCP, tcpOff, tcpLen)) === 0;
 }
 
+/** True when the TCP segment in IPv6 at buf[tcpOff, +tcpLen) carries a correct checksum. */
 export function tcpChecksumValidV6(buf: Uint8Array, ipOff: number, tcpOff: number, tcpLen: number): boolean {
-  const s = pseudoHeaderSumV6(buf, ipOff + IPV6_SRC_OFFSET, ipOff + IPV6_DST_OFFSET, IP_PROTO_TCP, tcpLen);
-  return finishChecksum(sumWords(buf, tcpOff, tcpLen, s)) === 0;
+  return finishChecksum(ipv6TransportSum(buf, ipOff, IP_PROTO_TCP, tcpOff, tcpLen)) === 0;
 }

@@ -6,9 +6,9 @@
  * buffer and never allocate.
  */
 
-import { finishChecksum, pseudoHeaderSumV4, pseudoHeaderSumV6, sumWords, writeChecksum } from './checksum.js';
-import { IPV4_DST_OFFSET, IPV4_MIN_HEADER_LEN, IPV4_SRC_OFFSET, IP_PROTO_UDP, writeIpv4Header } from './ipv4.js';
-import { IPV6_DST_OFFSET, IPV6_HEADER_LEN, IPV6_SRC_OFFSET, writeIpv6Header } from './ipv6.js';
+import { finishChecksum, writeChecksum } from './checksum.js';
+import { IPV4_MIN_HEADER_LEN, IP_PROTO_UDP, ipv4TransportSum, writeIpv4Header } from './ipv4.js';
+import { IPV6_HEADER_LEN, ipv6TransportSum, writeIpv6Header } from './ipv6.js';
 
 export const UDP_SRC_PORT_OFFSET = 0;
 export const UDP_DST_PORT_OFFSET = 2;
@@ -58,26 +58,26 @@ export function writeUdpHeader(buf: Uint8Array, off: number, srcPort: number, ds
   buf[off + UDP_CHECKSUM_OFFSET + 1] = 0;
 }
 
+/** Store the checksum of a sum taken with the field zeroed; a computed 0 is sent as 0xffff (RFC 768: zero means "no checksum"). */
+function storeUdpChecksum(buf: Uint8Array, udpOff: number, sum: number): void {
+  const c = finishChecksum(sum);
+  writeChecksum(buf, udpOff + UDP_CHECKSUM_OFFSET, c === 0 ? 0xffff : c);
+}
+
 /**
  * Compute the UDP checksum (pseudo header + header + data) of the datagram at buf[udpOff] of
  * `udpLen` bytes, carried in the IPv4 header at buf[ipOff], and store it. A computed 0 is sent as
  * 0xffff (RFC 768: zero means "no checksum").
  */
 export function fillUdpChecksumV4(buf: Uint8Array, ipOff: number, udpOff: number, udpLen: number): void {
-  buf[udpOff + UDP_CHECKSUM_OFFSET] = 0;
-  buf[udpOff + UDP_CHECKSUM_OFFSET + 1] = 0;
-  const s = pseudoHeaderSumV4(buf, ipOff + IPV4_SRC_OFFSET, ipOff + IPV4_DST_OFFSET, IP_PROTO_UDP, udpLen);
-  const c = finishChecksum(sumWords(buf, udpOff, udpLen, s));
-  writeChecksum(buf, udpOff + UDP_CHECKSUM_OFFSET, c === 0 ? 0xffff : c);
+  writeChecksum(buf, udpOff + UDP_CHECKSUM_OFFSET, 0);
+  storeUdpChecksum(buf, udpOff, ipv4TransportSum(buf, ipOff, IP_PROTO_UDP, udpOff, udpLen));
 }
 
 /** As fillUdpChecksumV4 for UDP in IPv6 (RFC 8200 §8.1; 0 is sent as 0xffff). */
 export function fillUdpChecksumV6(buf: Uint8Array, ipOff: number, udpOff: number, udpLen: number): void {
-  buf[udpOff + UDP_CHECKSUM_OFFSET] = 0;
-  buf[udpOff + UDP_CHECKSUM_OFFSET + 1] = 0;
-  const s = pseudoHeaderSumV6(buf, ipOff + IPV6_SRC_OFFSET, ipOff + IPV6_DST_OFFSET, IP_PROTO_UDP, udpLen);
-  const c = finishChecksum(sumWords(buf, udpOff, udpLen, s));
-  writeChecksum(buf, udpOff + UDP_CHECKSUM_OFFSET, c === 0 ? 0xffff : c);
+  writeChecksum(buf, udpOff + UDP_CHECKSUM_OFFSET, 0);
+  storeUdpChecksum(buf, udpOff, ipv6TransportSum(buf, ipOff, IP_PROTO_UDP, udpOff, udpLen));
 }
 
 /**
@@ -86,8 +86,7 @@ export function fillUdpChecksumV6(buf: Uint8Array, ipOff: number, udpOff: number
  */
 export function udpChecksumValidV4(buf: Uint8Array, ipOff: number, udpOff: number, udpLen: number): boolean {
   if (udpChecksum(buf, udpOff) === 0) return true;
-  const s = pseudoHeaderSumV4(buf, ipOff + IPV4_SRC_OFFSET, ipOff + IPV4_DST_OFFSET, IP_PROTO_UDP, udpLen);
-  return finishChecksum(sumWords(buf, udpOff, udpLen, s)) === 0;
+  return finishChecksum(ipv4TransportSum(buf, ipOff, IP_PROTO_UDP, udpOff, udpLen)) === 0;
 }
 
 /**
@@ -96,8 +95,7 @@ export function udpChecksumValidV4(buf: Uint8Array, ipOff: number, udpOff: numbe
  */
 export function udpChecksumValidV6(buf: Uint8Array, ipOff: number, udpOff: number, udpLen: number, allowZero = false): boolean {
   if (udpChecksum(buf, udpOff) === 0) return allowZero;
-  const s = pseudoHeaderSumV6(buf, ipOff + IPV6_SRC_OFFSET, ipOff + IPV6_DST_OFFSET, IP_PROTO_UDP, udpLen);
-  return finishChecksum(sumWords(buf, udpOff, udpLen, s)) === 0;
+  return finishChecksum(ipv6TransportSum(buf, ipOff, IP_PROTO_UDP, udpOff, udpLen)) === 0;
 }
 
 /**
