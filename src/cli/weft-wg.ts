@@ -19,7 +19,8 @@ const USAGE = `Usage: weft-wg [-f/--foreground] INTERFACE-NAME
 
 A userspace WireGuard daemon (Weft), configured with wg(8) through /var/run/wireguard/INTERFACE-NAME.sock.
 Environment: LOG_LEVEL=silent|error|verbose|debug, WEFT_CRYPTO=auto|openssl|node|pure,
-WG_PROCESS_FOREGROUND=1 (same as -f), WG_TUN_MTU (default 1420).
+WG_PROCESS_FOREGROUND=1 (same as -f), WG_TUN_MTU (default 1420), WEFT_NATIVE_AEAD=0 (transport
+AEAD through the selected backend instead of the native addon).
 `;
 
 type Level = 'error' | 'info' | 'debug';
@@ -53,7 +54,9 @@ export async function main(argv: string[]): Promise<number | undefined> {
   };
   const backend = getCryptoBackend(parseCryptoBackendName(process.env.WEFT_CRYPTO));
   const mtu = process.env.WG_TUN_MTU ? Number(process.env.WG_TUN_MTU) : undefined;
-  const daemon = await WgDaemon.start({ ifname, backend, mtu, log });
+  // WEFT_NATIVE_AEAD=0 keeps transport AEAD on the selected backend (for A/B measurements).
+  const nativeAead = process.env.WEFT_NATIVE_AEAD === '0' ? false : undefined;
+  const daemon = await WgDaemon.start({ ifname, backend, mtu, log, nativeAead });
   log('info', 'device started');
   notifyParentReady();
 

@@ -1,8 +1,11 @@
 // `weft genkey/pubkey/genpsk` against the real wg(8): same bytes, same failure behaviour.
 import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { beforeAll, describe, expect, test } from 'vitest';
 import { main } from '../../src/cli/weft.js';
-import { captureIo, ensureBuilt, runWeft } from './helpers.js';
+import { captureIo, ensureBuilt, runWeft, WEFT_BIN } from './helpers.js';
 
 function wg(args: string[], input?: string): { code: number | null; stdout: string; stderr: string } {
   const r = spawnSync('wg', args, { input: input ?? '', encoding: 'utf8', timeout: 10_000 });
@@ -63,6 +66,25 @@ describe('weft genkey / pubkey / genpsk (bin/weft) vs wg', () => {
       expect(ours.stdout).toBe(theirs.stdout);
       // Same message, with our program name where wg prints its own.
       expect(ours.stderr.replace(/^weft: /, '')).toBe(theirs.stderr.replace(/^wg: /, ''));
+    }
+  });
+});
+
+describe('genkey with stdout redirected to a file (the real fd check)', () => {
+  test('umask 022 warns like wg; umask 077 is quiet; the file holds the key', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'wc-keys-'));
+    try {
+      for (const [mask, warns] of [['022', true], ['077', false]] as const) {
+        const file = join(dir, `k${mask}`);
+        const ours = spawnSync('sh', ['-c', `umask ${mask}; "${process.execPath}" "${WEFT_BIN}" genkey > "${file}"`], { encoding: 'utf8' });
+        const theirs = spawnSync('sh', ['-c', `umask ${mask}; wg genkey > "${file}.wg"`], { encoding: 'utf8' });
+        expect(ours.status).toBe(0);
+        expect(ours.stderr).toBe(theirs.stderr);
+        expect(ours.stderr !== '').toBe(warns);
+        expect(readFileSync(file, 'utf8')).toMatch(B64_KEY);
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 });

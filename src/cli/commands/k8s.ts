@@ -182,7 +182,6 @@ export async function runK8s(argv: readonly string[], io: CliIo): Promise<number
   } catch (e) {
     off();
     await k8s?.stop().catch(() => {});
-    logger?.error({ err: errText(e) }, 'weft k8s failed');
     return fail(io, 'k8s', e, K8S_HELP);
   }
 }

@@ -137,7 +137,6 @@ export async function runUp(argv: readonly string[], io: CliIo): Promise<number>
     off();
     reloader.stop();
     await runtime?.stop().catch(() => {});
-    logger?.error({ err: errText(e) }, 'weft up failed');
     return fail(io, 'up', e, UP_HELP);
   }
 }

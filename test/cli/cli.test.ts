@@ -1,0 +1,238 @@
+// The `weft` command line in-process: argument parsing, help texts, and the exit-code contract
+// (0 ok, 1 runtime, 2 usage, 3 configuration, 4 needs root/capability) for every failure kind
+// that does not need a running data plane.
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, test } from 'vitest';
+import {
+  EXIT_CONFIG, EXIT_FAILURE, EXIT_PERMISSION, EXIT_USAGE, exitCodeFor, parseArgs, UsageError,
+} from '../../src/cli/commands/common.js';
+import { parseK8sArgs } from '../../src/cli/commands/k8s.js';
+import { formatBytes, formatDuration } from '../../src/cli/commands/status.js';
+import { defaultInstanceName } from '../../src/cli/commands/up.js';
+import { main, MAIN_HELP } from '../../src/cli/weft.js';
+import { ConfigError } from '../../src/control/config.js';
+import { CryptoBackendError } from '../../src/crypto/errors.js';
+import { RouteCommandError } from '../../src/gateway/iproute.js';
+import { TunPermissionError } from '../../src/io/tun.js';
+import { UdpError } from '../../src/io/udp.js';
+import { captureIo } from './helpers.js';
+
+const dir = mkdtempSync(join(tmpdir(), 'wc-cli-'));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+const COMMANDS = ['up', 'k8s', 'show', 'genkey', 'pubkey', 'genpsk', 'demo', 'bench', 'version'];
+
+describe('parseArgs', () => {
+  const spec = [
+    { name: 'config', short: 'c', value: true },
+    { name: 'json', value: false },
+    { name: 'peer', value: true, repeatable: true },
+  ] as const;
+
+  test('long, short, inline and separate values; flags; positionals; --', () => {
+    const a = parseArgs(['-c', 'f.yaml', '--json', 'x', '--peer=a', '--peer', 'b', '--', '--json'], spec);
+    expect(a.options.get('config')).toBe('f.yaml');
+    expect(a.options.get('json')).toBe(true);
+    expect(a.lists.get('peer')).toEqual(['a', 'b']);
+    expect(a.positionals).toEqual(['x', '--json']);
+    expect(a.help).toBe(false);
+    expect(parseArgs(['-cf.yaml'], spec).options.get('config')).toBe('f.yaml');
+    expect(parseArgs(['--config=a=b'], spec).options.get('config')).toBe('a=b');
+    expect(parseArgs(['-h'], spec).help).toBe(true);
+    expect(parseArgs(['--help'], spec).help).toBe(true);
+  });
+
+  test('usage errors name the problem', () => {
+    expect(() => parseArgs(['--nope'], spec)).toThrow(new UsageError('unknown option --nope'));
+    expect(() => parseArgs(['-x'], spec)).toThrow(/unknown option -x/);
+    expect(() => parseArgs(['--config'], spec)).toThrow(/--config needs a value/);
+    expect(() => parseArgs(['--json=1'], spec)).toThrow(/--json takes no value/);
+    expect(() => parseArgs(['-c', 'a', '-c', 'b'], spec)).toThrow(/--config given twice/);
+  });
+});
+
+describe('exit codes for typed errors', () => {
+  test('each error kind maps to its documented code', () => {
+    expect(exitCodeFor(new UsageError('x'))).toBe(EXIT_USAGE);
+    expect(exitCodeFor(new ConfigError('f.yaml', [{ path: 'a', message: 'b' }]))).toBe(EXIT_CONFIG);
+    expect(exitCodeFor(new CryptoBackendError('no openssl'))).toBe(EXIT_CONFIG);
+    expect(exitCodeFor(new TunPermissionError('weft0', 'TUNSETIFF: EPERM'))).toBe(EXIT_PERMISSION);
+    expect(exitCodeFor(new UdpError('bind 51840: EACCES', 13))).toBe(EXIT_PERMISSION);
+    expect(exitCodeFor(new UdpError('bind 51840: EADDRINUSE', 98))).toBe(EXIT_FAILURE);
+    expect(exitCodeFor(new RouteCommandError(['ip', 'route', 'replace'], 'RTNETLINK answers: Operation not permitted', ''))).toBe(EXIT_PERMISSION);
+    expect(exitCodeFor(new RouteCommandError(['ip', 'route', 'replace'], 'Error: Nexthop has invalid gateway.', ''))).toBe(EXIT_FAILURE);
+    expect(exitCodeFor(Object.assign(new Error('mkdir /run/weft'), { code: 'EACCES' }))).toBe(EXIT_PERMISSION);
+    expect(exitCodeFor(new Error('something broke'))).toBe(EXIT_FAILURE);
+  });
+});
+
+describe('weft (main)', () => {
+  test('no command: usage on stderr, exit 2; --help / help: usage on stdout, exit 0', async () => {
+    const none = captureIo();
+    expect(await main([], none)).toBe(2);
+    expect(none.stderr).toBe(MAIN_HELP);
+    for (const h of [['--help'], ['-h'], ['help']]) {
+      const io = captureIo();
+      expect(await main(h, io)).toBe(0);
+      expect(io.stdout).toBe(MAIN_HELP);
+    }
+    const unknown = captureIo();
+    expect(await main(['frobnicate'], unknown)).toBe(2);
+    expect(unknown.stderr).toMatch(/^weft: unknown command "frobnicate"/);
+  });
+
+  test('the main help lists every command and the exit codes', () => {
+    for (const c of COMMANDS) expect(MAIN_HELP).toMatch(new RegExp(`^  ${c}\\b`, 'm'));
+    expect(MAIN_HELP).toMatch(/Exit codes: 0 ok, 1 runtime failure, 2 usage error, 3 configuration error,\s+4 needs root/);
+  });
+
+  test('every command has --help (exit 0, its usage on stdout, nothing on stderr); "help CMD" is the same', async () => {
+    for (const c of COMMANDS) {
+      const io = captureIo();
+      expect(await main([c, '--help'], io), c).toBe(0);
+      expect(io.stdout, c).toMatch(new RegExp(`^Usage: weft ${c}\\b`));
+      expect(io.stderr, c).toBe('');
+      const io2 = captureIo();
+      expect(await main(['help', c], io2)).toBe(0);
+      expect(io2.stdout).toBe(io.stdout);
+    }
+  });
+
+  test('version: first line is "weft VERSION"; --short only that; -V/--version too', async () => {
+    const io = captureIo();
+    expect(await main(['version', '--short'], io)).toBe(0);
+    expect(io.stdout).toMatch(/^weft \d+\.\d+\.\d+\n$/);
+    const v = captureIo();
+    expect(await main(['--version'], v)).toBe(0);
+    expect(v.stdout).toBe(io.stdout);
+    const full = captureIo();
+    expect(await main(['version'], full)).toBe(0);
+    expect(full.stdout.startsWith(io.stdout)).toBe(true);
+    expect(full.stdout).toMatch(/crypto auto = (openssl|node|pure)\n/);
+  });
+});
+
+describe('weft up: usage and configuration errors before anything starts', () => {
+  test('missing -c, stray argument, bad --log-level, bad --name: exit 2', async () => {
+    for (const argv of [['up'], ['up', 'file.yaml'], ['up', '-c', 'x.yaml', '--log-level', 'loud'], ['up', '-c', 'x.yaml', '--name', '../x'], ['up', '--bogus']]) {
+      const io = captureIo();
+      expect(await main(argv, io), argv.join(' ')).toBe(2);
+      expect(io.stderr).toMatch(/^weft up: /);
+      expect(io.stdout).toBe('');
+    }
+  });
+
+  test('a missing file: exit 3 naming the file', async () => {
+    const io = captureIo();
+    const f = join(dir, 'absent.yaml');
+    expect(await main(['up', '-c', f], io)).toBe(3);
+    expect(io.stderr).toContain(`${f}: (root): cannot read configuration file: ENOENT`);
+  });
+
+  test('an invalid file: exit 3 with file:line: field path: what is expected, for every problem', async () => {
+    const f = join(dir, 'bad.yaml');
+    writeFileSync(f, [
+      'role: gateway',
+      'cluster:',
+      '  id: a',
+      '  podCIDRs: [10.0.0.0/33]',
+      'wireguard:',
+      '  privateKey: KDhoEFGiPp0W+S+G9mI2QmMnMCEL2f//Nma/xnbRDkU=',
+      '  listenPort: 70000',
+      '',
+    ].join('\n'));
+    const io = captureIo();
+    expect(await main(['up', '-c', f, '--run-dir', join(dir, 'run')], io)).toBe(3);
+    expect(io.stderr).toMatch(/^weft up: invalid configuration:\n/);
+    expect(io.stderr).toContain(`${f}:4: cluster.podCIDRs[0]: `);
+    expect(io.stderr).toContain(`${f}:7: wireguard.listenPort: `);
+  });
+
+  test('a missing private key file: exit 3 naming it', async () => {
+    const f = join(dir, 'keyfile.yaml');
+    writeFileSync(f, 'role: gateway\ncluster: { id: a }\nwireguard:\n  privateKeyFile: ./nokey\n');
+    const io = captureIo();
+    expect(await main(['up', '-c', f], io)).toBe(3);
+    expect(io.stderr).toContain(`${f}:4: wireguard.privateKeyFile: cannot read private key file ${join(dir, 'nokey')}: ENOENT`);
+  });
+
+  test('WEFT_CRYPTO that is not a backend: exit 3', async () => {
+    const f = join(dir, 'ok.yaml');
+    writeFileSync(f, 'role: gateway\ncluster: { id: a }\nwireguard:\n  privateKey: KDhoEFGiPp0W+S+G9mI2QmMnMCEL2f//Nma/xnbRDkU=\n');
+    const io = captureIo({ env: { WEFT_CRYPTO: 'quantum' } });
+    expect(await main(['up', '-c', f, '--run-dir', join(dir, 'run')], io)).toBe(3);
+    expect(io.stderr).toMatch(/WEFT_CRYPTO="quantum"/);
+  });
+
+  test('default instance name: the file base name, made safe', () => {
+    expect(defaultInstanceName('/etc/weft/gateway-a.yaml')).toBe('gateway-a');
+    expect(defaultInstanceName('node.yml')).toBe('node');
+    expect(defaultInstanceName('/x/my conf.json')).toBe('my-conf');
+    expect(defaultInstanceName('/x/.yaml')).toBe('weft');
+  });
+});
+
+describe('weft k8s / show / demo / bench: argument checks', () => {
+  const parse = (argv: string[], env: Record<string, string> = {}) => {
+    const spec = [
+      'role', 'cluster-id', 'kubeconfig', 'namespace', 'ipam-namespace', 'node-name', 'lease-name', 'identity', 'geneve-mode',
+      'metrics-listen', 'status-interval', 'name', 'run-dir', 'log-level',
+    ].map((name) => ({ name, value: true })).concat([{ name: 'remote-cluster-id', value: true, repeatable: true } as never, { name: 'pod-cidr', value: true, repeatable: true } as never, { name: 'conncheck', value: false }]);
+    return parseK8sArgs(parseArgs(argv, spec), env);
+  };
+
+  test('k8s: required flags, env fallbacks, and contradictions', () => {
+    expect(() => parse([])).toThrow(/missing --role/);
+    expect(() => parse(['--role', 'gateway'])).toThrow(/missing --cluster-id/);
+    expect(() => parse(['--role', 'node', '--cluster-id', 'a'])).toThrow(/--node-name/);
+    expect(() => parse(['--role', 'gateway', '--cluster-id', 'a', '--lease-name', 'l'])).toThrow(/needs --namespace/);
+    expect(() => parse(['--role', 'node', '--cluster-id', 'a', '--node-name', 'n', '--lease-name', 'l', '--namespace', 'x'])).toThrow(/gateway role/);
+    expect(() => parse(['--role', 'router', '--cluster-id', 'a'])).toThrow(/use gateway or node/);
+    expect(() => parse(['--role', 'gateway', '--cluster-id', 'a', '--geneve-mode', 'l4'])).toThrow(/l3 or l2/);
+    expect(() => parse(['--role', 'gateway', '--cluster-id', 'a', '--status-interval', '0'])).toThrow(/1\.\.3600/);
+    const s = parse(['--role', 'gateway', '--remote-cluster-id', 'b', '--remote-cluster-id', 'c', '--lease-name', 'weft-gw'],
+      { WEFT_CLUSTER_ID: 'a', POD_NAMESPACE: 'liqo-tenant-b', POD_NAME: 'weft-0', NODE_NAME: 'w1' });
+    expect(s).toMatchObject({
+      role: 'gateway', clusterId: 'a', namespace: 'liqo-tenant-b', identity: 'weft-0', nodeName: 'w1',
+      remoteClusterIds: ['b', 'c'], leaseName: 'weft-gw', name: 'k8s-gateway', geneveMode: 'l3', statusIntervalMs: 10_000,
+    });
+  });
+
+  test('k8s: an unreadable kubeconfig is a configuration error (exit 3)', async () => {
+    const io = captureIo();
+    const f = join(dir, 'kubeconfig');
+    writeFileSync(f, 'this: is: not yaml: [');
+    expect(await main(['k8s', '--role', 'gateway', '--cluster-id', 'a', '--kubeconfig', f, '--run-dir', join(dir, 'run')], io)).toBe(3);
+    expect(io.stderr).toMatch(/kubeconfig/);
+  });
+
+  test('show: at most one NAME; invalid names are usage errors', async () => {
+    const io = captureIo();
+    expect(await main(['show', 'a', 'b'], io)).toBe(2);
+    const bad = captureIo();
+    expect(await main(['show', '../etc'], bad)).toBe(2);
+    expect(bad.stderr).toMatch(/instance name/);
+  });
+
+  test('demo and bench reject bad arguments with exit 2', async () => {
+    for (const argv of [['demo', '--keep', '--cleanup'], ['demo', '--prefix', 'Way-Too-Long'], ['demo', 'now'], ['demo', '--iperf-seconds', 'x']]) {
+      const io = captureIo();
+      expect(await main(argv, io), argv.join(' ')).toBe(2);
+    }
+  });
+});
+
+describe('status formatting', () => {
+  test('durations and byte counts read like wg show', () => {
+    expect(formatDuration(0)).toBe('0 seconds');
+    expect(formatDuration(1)).toBe('1 second');
+    expect(formatDuration(61)).toBe('1 minute, 1 second');
+    expect(formatDuration(3600 * 26 + 2)).toBe('1 day, 2 hours, 2 seconds');
+    expect(formatBytes(0)).toBe('0 B');
+    expect(formatBytes(1023)).toBe('1023 B');
+    expect(formatBytes(1536)).toBe('1.50 KiB');
+    expect(formatBytes(5 * 1024 * 1024 * 1024)).toBe('5.00 GiB');
+  });
+});
