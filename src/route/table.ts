@@ -20,6 +20,8 @@
  * referenced by index + 1 (0 = none). Empty nodes are freed on remove and reused.
  */
 
+import { addrLen, maskInPlace } from '../packet/addr.js';
+
 /**
  * Bits consumed per trie level: 4 or 8 (both code paths are kept so the choice can be re-measured).
  * Measured with bench/route.ts (same run, lookups/s; IPv4 10 / 10k / 100k, IPv6 10k):
@@ -77,7 +79,7 @@ export class PrefixTable<T> {
   constructor(family: 4 | 6) {
     if (family !== 4 && family !== 6) throw new TypeError(`PrefixTable family must be 4 or 6, got ${String(family)}`);
     this.family = family;
-    this.bytes = family === 4 ? 4 : 16;
+    this.bytes = addrLen(family);
     this.bits = this.bytes * 8;
     this.pool = new Int32Array(0);
     this.heap = new Int32Array(0);
@@ -340,7 +342,7 @@ export class PrefixTable<T> {
 
   private allocValue(addr: Uint8Array, prefixLen: number, value: T): number {
     const key = new Uint8Array(addr);
-    maskBits(key, prefixLen);
+    maskInPlace(key, prefixLen);
     let i: number;
     if (this.freeValues.length > 0) {
       i = this.freeValues.pop()!;
@@ -373,12 +375,4 @@ function growInt32(a: Int32Array, len: number): Int32Array {
 /** STRIDE bits of `addr` starting at bit `bit` (bit 0 = MSB of addr[0]). STRIDE divides 8. */
 function chunkAt(addr: Uint8Array, bit: number): number {
   return (addr[bit >>> 3]! >>> (8 - STRIDE - (bit & 7))) & MASK;
-}
-
-function maskBits(a: Uint8Array, prefixLen: number): void {
-  for (let i = 0; i < a.length; i++) {
-    const b = prefixLen - i * 8;
-    if (b >= 8) continue;
-    a[i] = b <= 0 ? 0 : a[i]! & (0xff00 >>> b);
-  }
 }
