@@ -21,7 +21,7 @@
  */
 
 import {
-  AddressParseError, addressEquals, formatAddress, parseAddress, parsePrefix, type IpFamily, type Prefix,
+  AddressParseError, addressEquals, familyOf, formatAddress, parseAddress, parsePrefix, type IpFamily, type Prefix,
 } from '../packet/addr.js';
 import { MAC_LEN, MacParseError, parseMac } from '../packet/ethernet.js';
 import { IPV4_DST_OFFSET, IPV4_MIN_HEADER_LEN } from '../packet/ipv4.js';
@@ -65,26 +65,30 @@ export interface GeneveTunnelSpec {
   name?: string;
 }
 
+const NO_BYTES = new Uint8Array(0);
+
 /**
  * One tunnel. Fields are public for the engine's hot path; treat them as read-only outside
  * src/geneve (change a tunnel through GeneveTunnelTable.set).
  */
 export class GeneveTunnel {
-  vni: number;
+  // Identity (the table's key): fixed for the tunnel's life.
+  readonly vni: number;
   readonly remoteUnderlay: Uint8Array;
   readonly underlayFamily: IpFamily;
   /** The remote underlay address as a UDP socket reports it (RFC 5952 text for IPv6). */
   readonly remoteUnderlayText: string;
   /** Second accepted spelling: "::ffff:a.b.c.d" for an IPv4 remote seen on a dual-stack socket. */
   readonly remoteUnderlayAlias: string;
-  remotePort: number;
-  localUnderlay: Uint8Array | null;
-  localInternal: Uint8Array;
-  remoteInternal: Uint8Array;
-  internalFamily: IpFamily;
-  mode: GeneveMode;
+  // Configuration: written by configure() (the initial values never survive the constructor).
+  remotePort = 0;
+  localUnderlay: Uint8Array | null = null;
+  localInternal: Uint8Array = NO_BYTES;
+  remoteInternal: Uint8Array = NO_BYTES;
+  internalFamily: IpFamily = 4;
+  mode: GeneveMode = 'l3';
   /** mode === 'l2', as a field so that the hot path compares a boolean. */
-  l2: boolean;
+  l2 = false;
   readonly localMac = new Uint8Array(MAC_LEN);
   /** The peer's MAC, valid when remoteMacKnown. */
   readonly remoteMac = new Uint8Array(MAC_LEN);
@@ -92,9 +96,10 @@ export class GeneveTunnel {
   /** The peer MAC came from configuration: never overwritten by learning. */
   remoteMacStatic = false;
   /** Pre-built TX options and whether any of them is critical (the C bit we send). */
-  options: Uint8Array;
-  optionsCritical: boolean;
-  name: string;
+  options: Uint8Array = NO_BYTES;
+  optionsCritical = false;
+  name = '';
+  // Run-time state (configure() only resets the L2 neighbour state above when it must).
   /** `now` of the last ARP request we emitted (rate limit); -Infinity before the first. */
   lastArpRequestAt = -Infinity;
   /**
@@ -107,14 +112,24 @@ export class GeneveTunnel {
   constructor(v: ValidatedSpec) {
     this.vni = v.vni;
     this.remoteUnderlay = v.remoteUnderlay;
-    this.underlayFamily = v.remoteUnderlay.length === 4 ? 4 : 6;
+    this.underlayFamily = familyOf(v.remoteUnderlay);
     this.remoteUnderlayText = formatAddress(v.remoteUnderlay);
     this.remoteUnderlayAlias = this.underlayFamily === 4 ? `::ffff:${this.remoteUnderlayText}` : this.remoteUnderlayText;
+    this.configure(v, false);
+  }
+
+  /**
+   * Apply a validated spec with this tunnel's (VNI, remote underlay), in place: counters stay.
+   * A configured peer MAC is taken as static; without one, a previously static MAC is forgotten,
+   * and so is a learned one when `neighbourChanged` (mode or internal address changed, so the
+   * peer is a different L2 neighbour). Internal: GeneveTunnelTable re-indexes around the call.
+   */
+  configure(v: ValidatedSpec, neighbourChanged: boolean): void {
     this.remotePort = v.remotePort;
     this.localUnderlay = v.localUnderlay;
     this.localInternal = v.localInternal;
     this.remoteInternal = v.remoteInternal;
-    this.internalFamily = v.localInternal.length === 4 ? 4 : 6;
+    this.internalFamily = familyOf(v.localInternal);
     this.mode = v.mode;
     this.l2 = v.mode === 'l2';
     this.localMac.set(v.localMac);
@@ -122,6 +137,11 @@ export class GeneveTunnel {
       this.remoteMac.set(v.remoteMac);
       this.remoteMacKnown = true;
       this.remoteMacStatic = true;
+    } else if (this.remoteMacStatic || neighbourChanged) {
+      this.remoteMac.fill(0);
+      this.remoteMacKnown = false;
+      this.remoteMacStatic = false;
+      this.lastArpRequestAt = -Infinity;
     }
     this.options = v.options;
     this.optionsCritical = v.optionsCritical;
@@ -141,7 +161,7 @@ export class GeneveTunnel {
 }
 
 /** A spec after parsing and checking (internal). */
-interface ValidatedSpec {
+export interface ValidatedSpec {
   vni: number;
   remoteUnderlay: Uint8Array;
   remotePort: number;
@@ -158,6 +178,11 @@ interface ValidatedSpec {
 
 function tunnelKey(vni: number, remoteText: string): string {
   return `${vni}|${remoteText}`;
+}
+
+/** The table key of a tunnel to the underlay address `remoteUnderlay` (bytes, canonical text). */
+function specKey(vni: number, remoteUnderlay: Uint8Array): string {
+  return tunnelKey(vni, formatAddress(remoteUnderlay));
 }
 
 function addressField(field: string, v: string | Uint8Array): Uint8Array {
@@ -273,14 +298,13 @@ export class GeneveTunnelTable {
   }
 
   get(vni: number, remoteUnderlay: string | Uint8Array): GeneveTunnel | undefined {
-    const addr = addressField('remoteUnderlay', remoteUnderlay);
-    return this.byKey.get(tunnelKey(vni, formatAddress(addr)));
+    return this.byKey.get(specKey(vni, addressField('remoteUnderlay', remoteUnderlay)));
   }
 
   /** Add a new tunnel. Throws GeneveConfigError if (VNI, remote) exists or the remote internal address is taken. */
   add(spec: GeneveTunnelSpec): GeneveTunnel {
     const v = validateTunnelSpec(spec);
-    const key = tunnelKey(v.vni, formatAddress(v.remoteUnderlay));
+    const key = specKey(v.vni, v.remoteUnderlay);
     if (this.byKey.has(key)) {
       throw new GeneveConfigError('vni', `a tunnel with VNI ${v.vni} to ${formatAddress(v.remoteUnderlay)} already exists`);
     }
@@ -304,34 +328,14 @@ export class GeneveTunnelTable {
    */
   set(spec: GeneveTunnelSpec): GeneveTunnel {
     const v = validateTunnelSpec(spec);
-    const t = this.byKey.get(tunnelKey(v.vni, formatAddress(v.remoteUnderlay)));
+    const t = this.byKey.get(specKey(v.vni, v.remoteUnderlay));
     if (t === undefined) return this.add(spec);
     this.checkInternalFree(v.remoteInternal, t);
     const neighbourChanged = t.mode !== v.mode
       || !sameAddress(t.localInternal, v.localInternal)
       || !sameAddress(t.remoteInternal, v.remoteInternal);
     this.unindexInternal(t);
-    t.remotePort = v.remotePort;
-    t.localUnderlay = v.localUnderlay;
-    t.localInternal = v.localInternal;
-    t.remoteInternal = v.remoteInternal;
-    t.internalFamily = v.localInternal.length === 4 ? 4 : 6;
-    t.mode = v.mode;
-    t.l2 = v.mode === 'l2';
-    t.localMac.set(v.localMac);
-    if (v.remoteMac !== null) {
-      t.remoteMac.set(v.remoteMac);
-      t.remoteMacKnown = true;
-      t.remoteMacStatic = true;
-    } else if (t.remoteMacStatic || neighbourChanged) {
-      t.remoteMac.fill(0);
-      t.remoteMacKnown = false;
-      t.remoteMacStatic = false;
-      t.lastArpRequestAt = -Infinity;
-    }
-    t.options = v.options;
-    t.optionsCritical = v.optionsCritical;
-    t.name = v.name;
+    t.configure(v, neighbourChanged);
     this.indexInternal(t);
     return t;
   }
@@ -363,7 +367,7 @@ export class GeneveTunnelTable {
         if (e instanceof GeneveConfigError) throw new GeneveConfigError(`tunnels[${i}].${e.field}`, e.reason);
         throw e;
       }
-      const key = tunnelKey(v.vni, formatAddress(v.remoteUnderlay));
+      const key = specKey(v.vni, v.remoteUnderlay);
       if (keep.has(key)) throw new GeneveConfigError(`tunnels[${i}].vni`, `duplicate tunnel (VNI ${v.vni}, ${formatAddress(v.remoteUnderlay)})`);
       keep.add(key);
     }
@@ -383,7 +387,7 @@ export class GeneveTunnelTable {
     // Detach the internal addresses of kept tunnels that change them first, so that two tunnels
     // may swap addresses (each set() below re-indexes its tunnel).
     for (const s of specs) {
-      const t = this.byKey.get(tunnelKey(s.vni, formatAddress(addressField('remoteUnderlay', s.remoteUnderlay))));
+      const t = this.byKey.get(specKey(s.vni, addressField('remoteUnderlay', s.remoteUnderlay)));
       if (t !== undefined && !sameAddress(t.remoteInternal, addressField('remoteInternalAddress', s.remoteInternalAddress))) {
         this.unindexInternal(t);
       }
@@ -391,7 +395,7 @@ export class GeneveTunnelTable {
     let added = 0;
     let updated = 0;
     for (const s of specs) {
-      const exists = this.byKey.has(tunnelKey(s.vni, formatAddress(addressField('remoteUnderlay', s.remoteUnderlay))));
+      const exists = this.byKey.has(specKey(s.vni, addressField('remoteUnderlay', s.remoteUnderlay)));
       this.set(s);
       if (exists) updated++;
       else added++;
@@ -455,8 +459,7 @@ export class GeneveTunnelTable {
 
   /** The tunnel whose remote internal address is exactly `address`. */
   byRemoteInternal(address: string | Uint8Array): GeneveTunnel | undefined {
-    const a = addressField('address', address);
-    return a.length === 4 ? this.internal4.get(a, 32) : this.internal6.get(a, 128);
+    return this.tunnelWithInternal(addressField('address', address));
   }
 
   // -------------------------------------------------------------------------------------------
@@ -468,9 +471,7 @@ export class GeneveTunnelTable {
    * for the same prefix. The tunnel may be added later: until then the route resolves to nothing.
    */
   addPodRoute(prefix: string | Prefix, nodeInternalAddress: string | Uint8Array): void {
-    const p = this.prefixField(prefix);
-    const nhAddr = addressField('nodeInternalAddress', nodeInternalAddress);
-    if (nhAddr.length !== p.addr.length) throw new GeneveConfigError('nodeInternalAddress', 'must be the same IP family as the pod prefix');
+    const { p, nhAddr } = this.podRouteFields(prefix, nodeInternalAddress);
     const key = prefixKey(p);
     this.removePodRouteKey(key);
     const nh = this.nextHop(nhAddr);
@@ -487,9 +488,7 @@ export class GeneveTunnelTable {
   replacePodRoutes(routes: readonly { podCIDR: string | Prefix; nodeInternalAddress: string | Uint8Array }[]): void {
     for (let i = 0; i < routes.length; i++) {
       try {
-        const p = this.prefixField(routes[i]!.podCIDR);
-        const a = addressField('nodeInternalAddress', routes[i]!.nodeInternalAddress);
-        if (a.length !== p.addr.length) throw new GeneveConfigError('nodeInternalAddress', 'must be the same IP family as the pod prefix');
+        this.podRouteFields(routes[i]!.podCIDR, routes[i]!.nodeInternalAddress);
       } catch (e) {
         if (e instanceof GeneveConfigError) throw new GeneveConfigError(`podRoutes[${i}].${e.field}`, e.reason);
         throw e;
@@ -519,6 +518,14 @@ export class GeneveTunnelTable {
     }
   }
 
+  /** Parse and check one pod route's prefix and next hop (same family). Throws GeneveConfigError. */
+  private podRouteFields(prefix: string | Prefix, nodeInternalAddress: string | Uint8Array): { p: Prefix; nhAddr: Uint8Array } {
+    const p = this.prefixField(prefix);
+    const nhAddr = addressField('nodeInternalAddress', nodeInternalAddress);
+    if (nhAddr.length !== p.addr.length) throw new GeneveConfigError('nodeInternalAddress', 'must be the same IP family as the pod prefix');
+    return { p, nhAddr };
+  }
+
   private removePodRouteKey(key: string): boolean {
     const r = this.podRouteList.get(key);
     if (r === undefined) return false;
@@ -533,33 +540,40 @@ export class GeneveTunnelTable {
     let nh = this.nextHops.get(text);
     if (nh === undefined) {
       nh = new NextHop(addr, text);
-      nh.tunnel = addr.length === 4 ? this.internal4.get(addr, 32) ?? null : this.internal6.get(addr, 128) ?? null;
+      nh.tunnel = this.tunnelWithInternal(addr) ?? null;
       this.nextHops.set(text, nh);
     }
     return nh;
   }
 
   private checkInternalFree(remoteInternal: Uint8Array, self: GeneveTunnel | null): void {
-    const other = remoteInternal.length === 4 ? this.internal4.get(remoteInternal, 32) : this.internal6.get(remoteInternal, 128);
+    const other = this.tunnelWithInternal(remoteInternal);
     if (other !== undefined && other !== self) {
       throw new GeneveConfigError('remoteInternalAddress', `${formatAddress(remoteInternal)} is already the remote internal address of tunnel ${other.name} (VNI ${other.vni})`);
     }
   }
 
+  /** The host-route table (/32 or /128 per tunnel) of the family of `addr`. */
+  private internalTable(addr: Uint8Array): PrefixTable<GeneveTunnel> {
+    return addr.length === 4 ? this.internal4 : this.internal6;
+  }
+
+  /** The tunnel whose remote internal address is exactly `addr`. */
+  private tunnelWithInternal(addr: Uint8Array): GeneveTunnel | undefined {
+    return this.internalTable(addr).get(addr, addr.length * 8);
+  }
+
   private indexInternal(t: GeneveTunnel): void {
-    if (t.remoteInternal.length === 4) this.internal4.insert(t.remoteInternal, 32, t);
-    else this.internal6.insert(t.remoteInternal, 128, t);
+    const a = t.remoteInternal;
+    this.internalTable(a).insert(a, a.length * 8, t);
     const nh = this.nextHops.get(formatAddress(t.remoteInternal));
     if (nh !== undefined) nh.tunnel = t;
   }
 
   private unindexInternal(t: GeneveTunnel): void {
     // Only if the entry is still ours (replaceAll may have given the address to another tunnel).
-    if (t.remoteInternal.length === 4) {
-      if (this.internal4.get(t.remoteInternal, 32) === t) this.internal4.remove(t.remoteInternal, 32);
-    } else if (this.internal6.get(t.remoteInternal, 128) === t) {
-      this.internal6.remove(t.remoteInternal, 128);
-    }
+    const a = t.remoteInternal;
+    if (this.tunnelWithInternal(a) === t) this.internalTable(a).remove(a, a.length * 8);
     const text = formatAddress(t.remoteInternal);
     const nh = this.nextHops.get(text);
     if (nh !== undefined && nh.tunnel === t) nh.tunnel = null;
