@@ -46,7 +46,7 @@ import { getCryptoBackend } from '../crypto/select.js';
 import { GENEVE_DROP_NAMES } from '../geneve/reasons.js';
 import { GeneveTunnelTable, type GeneveTunnel, type GeneveTunnelSpec } from '../geneve/table.js';
 import { PacketBatch } from '../io/batch.js';
-import { TunDevice, withNetns } from '../io/tun.js';
+import { TunDevice } from '../io/tun.js';
 import { NAT_DROP_MIN, NAT_FORWARD, NAT_REPLY, Nat, natResultName, type NatPeer } from '../nat/nat.js';
 import { TokenBucket } from '../nat/pmtu.js';
 import { PrefixMatcher } from '../nat/remap.js';
@@ -59,6 +59,7 @@ import type { Endpoint, Peer } from '../wireguard/peer.js';
 import { GenevePort } from './geneve-port.js';
 import { TIME_EXCEEDED_V4_PREFIX, TIME_EXCEEDED_V6_PREFIX, writeTimeExceeded } from './icmp-error.js';
 import { KernelState } from './iproute.js';
+import { withNetnsAsync } from './netns.js';
 import { WireGuardPort } from './wireguard-port.js';
 
 export interface GatewayOptions {
@@ -269,7 +270,7 @@ export class Gateway implements StatsSource {
       ...(opts.socketBuffer === undefined ? {} : { socketBuffer: opts.socketBuffer }),
       sink: { writeBatch: (buf, offs, lens, n) => this.onWireguardPackets(buf, offs, lens, n) },
     });
-    await withNetns(opts.netns, () => this.wg.bind(c.wireguard.listenPort));
+    await withNetnsAsync(opts.netns, () => this.wg.bind(c.wireguard.listenPort));
     const tunBatch = new PacketBatch({ capacity: batch, headroom: HEADROOM, maxLen: Math.max(mtu, 1500), tailroom: TAILROOM });
     this.tun.start(tunBatch, (b) => this.onTunPackets(b.buf, b.offs, b.lens, b.count));
     this.housekeeping = setInterval(() => this.tick(), 1000);
@@ -612,7 +613,7 @@ export class Gateway implements StatsSource {
           if (ch.mtu !== undefined && ch.mtu !== null) this.device.mtu = ch.mtu;
           if (ch.listenPort !== undefined && ch.listenPort !== null) {
             const port = ch.listenPort;
-            await withNetns(this.opts.netns, () => this.wg.bind(port));
+            await withNetnsAsync(this.opts.netns, () => this.wg.bind(port));
           }
           this.config = { ...this.config, wireguard: { ...this.config.wireguard, ...definedOnly(ch) } };
           break;

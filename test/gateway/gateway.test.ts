@@ -25,7 +25,7 @@ import { GeneveTunnelTable, type GeneveTunnel } from '../../src/geneve/table.js'
 import { Gateway } from '../../src/gateway/gateway.js';
 import { GenevePort } from '../../src/gateway/geneve-port.js';
 import { WireGuardPort } from '../../src/gateway/wireguard-port.js';
-import { withNetns } from '../../src/io/tun.js';
+import { withNetnsAsync } from '../../src/gateway/netns.js';
 import { formatAddress, parsePrefix } from '../../src/packet/addr.js';
 import { icmpv4ChecksumValid } from '../../src/packet/icmp.js';
 import { ipv4HeaderValid } from '../../src/packet/ipv4.js';
@@ -123,7 +123,7 @@ describe.skipIf(skip !== null)('Gateway routing (in-process, one namespace, loop
     device.addAllowedIp(gp, parsePrefix('0.0.0.0/0'));
     const sink = sinkOf();
     const port = new WireGuardPort({ device, sink, mtu: 9216 });
-    await withNetns(NS, () => port.bind(0));
+    await withNetnsAsync(NS, () => port.bind(0));
     peer = { port, device, sink };
   }, 30_000);
 
@@ -142,6 +142,13 @@ describe.skipIf(skip !== null)('Gateway routing (in-process, one namespace, loop
   const fromPeer = (p: Built): void => { const a = arena([p]); peer.port.encryptBatch(a.buf, a.offs, a.lens, 1); };
   const fromNode = (i: number, p: Built): void => { const a = arena([p]); nodes[i]!.port.sendBatch(a.buf, a.offs, a.lens, 1); };
   const got = (s: Sink, n = 1): Promise<unknown> => waitFor(`${n} packet(s)`, () => s.got.length >= n, 5000, 10);
+
+  it('opens its sockets inside the namespace', () => {
+    const inNs = run(['ip', 'netns', 'exec', NS, 'ss', '-Hlun']);
+    expect(inNs).toMatch(/127\.0\.0\.1:6091\b/);
+    expect(inNs).toMatch(/:51840\b/);
+    expect(run(['ss', '-Hlun', 'sport = :51840'])).not.toMatch(/:51840\b/);
+  });
 
   it('peer → local pod: source remapped, TTL − 1, checksums valid, sent to the pod\'s node', async () => {
     fromPeer(icmpEcho({ src: '10.0.9.9', dst: '10.0.1.5', ttl: 20 })); // starts the handshake too
