@@ -45,8 +45,8 @@ import {
   BROADCAST_MAC, ETH_DST_OFFSET, ETH_HEADER_LEN, ETH_SRC_OFFSET, ETH_TYPE_OFFSET, ETHERTYPE_ARP, ETHERTYPE_IPV4, ETHERTYPE_IPV6, MAC_LEN, ethType, formatMac, writeEthHeader,
 } from '../packet/ethernet.js';
 import {
-  IPV4_FLAGS_FRAGMENT_OFFSET, IPV4_FLAG_MF, IPV4_FRAGMENT_OFFSET_MASK, IPV4_MAX_TOTAL_LENGTH, IPV4_MIN_HEADER_LEN, IPV4_PROTOCOL_OFFSET,
-  IPV4_SRC_OFFSET, IP_PROTO_UDP, ipv4HeaderLen, ipv4HeaderValid, ipv4TotalLength,
+  IPV4_MAX_TOTAL_LENGTH, IPV4_MIN_HEADER_LEN, IPV4_PROTOCOL_OFFSET, IPV4_SRC_OFFSET, IP_PROTO_UDP, ipv4HeaderLen, ipv4HeaderValid,
+  ipv4IsFragment, ipv4TotalLength,
 } from '../packet/ipv4.js';
 import { IPV6_HEADER_LEN, IPV6_NEXT_HEADER_OFFSET, IPV6_SRC_OFFSET, ipv6HeaderValid, ipv6PayloadLength } from '../packet/ipv6.js';
 import {
@@ -288,8 +288,7 @@ export class GeneveEngine {
     let family: 4 | 6;
     if (v === 4) {
       if (!ipv4HeaderValid(buf, off, len) || buf[off + IPV4_PROTOCOL_OFFSET] !== IP_PROTO_UDP) return this.drop(out, GeneveDrop.BadOuter, null);
-      const frag = (buf[off + IPV4_FLAGS_FRAGMENT_OFFSET]! << 8) | buf[off + IPV4_FLAGS_FRAGMENT_OFFSET + 1]!;
-      if ((frag & (IPV4_FLAG_MF | IPV4_FRAGMENT_OFFSET_MASK)) !== 0) return this.drop(out, GeneveDrop.BadOuter, null);
+      if (ipv4IsFragment(buf, off)) return this.drop(out, GeneveDrop.BadOuter, null);
       udpOff = off + ipv4HeaderLen(buf, off);
       ipEnd = off + ipv4TotalLength(buf, off);
       family = 4;

@@ -11,7 +11,9 @@
  * allocation, reads only inside [off, off+len).
  */
 
-import { IPV4_DST_OFFSET, IPV4_FLAGS_FRAGMENT_OFFSET, IPV4_FLAG_MF, IPV4_FRAGMENT_OFFSET_MASK, IPV4_MIN_HEADER_LEN, IPV4_PROTOCOL_OFFSET, IPV4_SRC_OFFSET, IP_PROTO_TCP, IP_PROTO_UDP } from '../packet/ipv4.js';
+import {
+  IPV4_DST_OFFSET, IPV4_MIN_HEADER_LEN, IPV4_PROTOCOL_OFFSET, IPV4_SRC_OFFSET, IP_PROTO_TCP, IP_PROTO_UDP, ipv4HeaderLen, ipv4IsFragment,
+} from '../packet/ipv4.js';
 import { IPV6_DST_OFFSET, IPV6_HEADER_LEN, IPV6_NEXT_HEADER_OFFSET, IPV6_SRC_OFFSET } from '../packet/ipv6.js';
 
 /** First port of the dynamic/private range (RFC 6335 §6). */
@@ -22,6 +24,8 @@ const PORT_RANGE_BITS = 14;
 
 const IP_PROTO_SCTP = 132;
 const IP_PROTO_UDPLITE = 136;
+/** TCP, UDP, SCTP and UDP-Lite all start with the 16-bit source and destination ports: one 32-bit word. */
+const PORTS_LEN = 4;
 
 function mix(h: number, w: number): number {
   h = Math.imul(h ^ w, 0x9e3779b1);
@@ -74,9 +78,8 @@ function flowMix(buf: Uint8Array, off: number, len: number, seed: number): numbe
     h = mix(h, word(buf, off + IPV4_SRC_OFFSET));
     h = mix(h, word(buf, off + IPV4_DST_OFFSET));
     h = mix(h, proto);
-    const frag = (buf[off + IPV4_FLAGS_FRAGMENT_OFFSET]! << 8) | buf[off + IPV4_FLAGS_FRAGMENT_OFFSET + 1]!;
-    const ihl = (buf[off]! & 0x0f) << 2;
-    if (hasPorts(proto) && (frag & (IPV4_FLAG_MF | IPV4_FRAGMENT_OFFSET_MASK)) === 0 && ihl >= IPV4_MIN_HEADER_LEN && ihl + 4 <= len) {
+    const ihl = ipv4HeaderLen(buf, off);
+    if (hasPorts(proto) && !ipv4IsFragment(buf, off) && ihl >= IPV4_MIN_HEADER_LEN && ihl + PORTS_LEN <= len) {
       h = mix(h, word(buf, off + ihl));
     }
     return finish(h ^ 4);
@@ -86,7 +89,7 @@ function flowMix(buf: Uint8Array, off: number, len: number, seed: number): numbe
     for (let i = 0; i < 16; i += 4) h = mix(h, word(buf, off + IPV6_SRC_OFFSET + i));
     for (let i = 0; i < 16; i += 4) h = mix(h, word(buf, off + IPV6_DST_OFFSET + i));
     h = mix(h, nh);
-    if (hasPorts(nh) && IPV6_HEADER_LEN + 4 <= len) h = mix(h, word(buf, off + IPV6_HEADER_LEN));
+    if (hasPorts(nh) && IPV6_HEADER_LEN + PORTS_LEN <= len) h = mix(h, word(buf, off + IPV6_HEADER_LEN));
     return finish(h ^ 6);
   }
   // Not IP (e.g. ARP in L2 mode): the first bytes identify the conversation well enough.

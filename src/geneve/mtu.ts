@@ -11,13 +11,14 @@
  * without options allows 1500 - 50 = 1450 bytes of inner IP packet.
  */
 
+import { ETH_HEADER_LEN } from '../packet/ethernet.js';
 import { IPV4_MIN_HEADER_LEN } from '../packet/ipv4.js';
 import { IPV6_HEADER_LEN } from '../packet/ipv6.js';
 import { UDP_HEADER_LEN } from '../packet/udp.js';
 import { GENEVE_HEADER_LEN, GENEVE_MAX_OPTIONS_LEN } from './header.js';
 
 /** Ethernet II header carried inside the tunnel in L2 mode (no VLAN tag, no FCS). */
-export const GENEVE_INNER_ETHERNET_LEN = 14;
+export const GENEVE_INNER_ETHERNET_LEN = ETH_HEADER_LEN;
 
 /** 'l3': inner IP packets (protocol type IPv4/IPv6); 'l2': inner Ethernet frames (0x6558). */
 export type GeneveMode = 'l3' | 'l2';
