@@ -27,6 +27,8 @@ export interface RunOptions {
   /** Return the output instead of throwing when the command fails. */
   allowFail?: boolean;
   input?: string;
+  /** Extra environment variables. */
+  env?: NodeJS.ProcessEnv;
 }
 
 export interface RunResult {
@@ -44,6 +46,7 @@ export function runCommand(cmd: readonly string[], opts: RunOptions = {}): Promi
       timeout: opts.timeoutMs ?? 15_000,
       killSignal: 'SIGKILL',
       maxBuffer: 16 * 1024 * 1024,
+      ...(opts.env === undefined ? {} : { env: { ...process.env, ...opts.env } }),
     }, (err, stdout, stderr) => {
       const e = err as (NodeJS.ErrnoException & { code?: number | string; signal?: string; killed?: boolean }) | null;
       const status = e === null ? 0 : (e.killed ? 'timeout' : (e.signal ?? (typeof e.code === 'number' ? e.code : e.code ?? 'error')));
@@ -87,20 +90,38 @@ export async function listNamespaces(): Promise<Set<string>> {
  */
 export async function deleteNamespaces(names: readonly string[]): Promise<string[]> {
   const existing = await listNamespaces();
-  const removed: string[] = [];
-  for (const ns of names) {
-    if (!existing.has(ns)) continue;
-    const pids = (await runCommand(['ip', 'netns', 'pids', ns], { allowFail: true })).stdout.split(/\s+/).filter(Boolean);
-    for (const pid of pids) {
-      const n = Number(pid);
-      if (Number.isInteger(n) && n > 1 && n !== process.pid) {
-        try { process.kill(n, 'SIGKILL'); } catch { /* already gone */ }
+  const present = names.filter((ns) => existing.has(ns));
+  // SIGTERM first (a Weft process removes its routes and sockets), SIGKILL what is left after 2 s.
+  for (const sig of ['SIGTERM', 'SIGKILL'] as const) {
+    let signalled = 0;
+    for (const ns of present) {
+      for (const pid of await pidsIn(ns)) {
+        try { process.kill(pid, sig); signalled++; } catch { /* already gone */ }
       }
     }
+    if (signalled === 0) break;
+    if (sig === 'SIGTERM') {
+      const deadline = Date.now() + 2000;
+      while (Date.now() < deadline) {
+        let left = 0;
+        for (const ns of present) left += (await pidsIn(ns)).length;
+        if (left === 0) break;
+        await sleep(100);
+      }
+    }
+  }
+  const removed: string[] = [];
+  for (const ns of present) {
     await runCommand(['ip', 'netns', 'del', ns], { allowFail: true });
     removed.push(ns);
   }
   return removed;
+}
+
+/** PIDs of the processes inside namespace `ns` (never our own, never init). */
+async function pidsIn(ns: string): Promise<number[]> {
+  const out = (await runCommand(['ip', 'netns', 'pids', ns], { allowFail: true })).stdout;
+  return out.split(/\s+/).filter(Boolean).map(Number).filter((n) => Number.isInteger(n) && n > 1 && n !== process.pid);
 }
 
 export interface DaemonOptions {

@@ -437,3 +437,15 @@ export function renderConfigs(plan: DemoPlan, keys: DemoKeys, opts: ConfigOption
   }
   return out;
 }
+
+/** A few lines saying what the demo builds (printed before the progress lines). */
+export function describePlan(plan: DemoPlan, simulated = false): string {
+  const { a, b } = plan;
+  return [
+    `Two clusters, ${a.id} and ${b.id}, each with a gateway, two nodes and four pods (${simulated ? 'simulated in one process' : `namespaces ${plan.prefix}-a-*, ${plan.prefix}-b-*`}):`,
+    `  both use pod CIDR ${a.podCIDR}, external CIDR ${a.externalCIDR}, internal CIDR ${a.internalCIDR};`,
+    `  each addresses the other's pods as ${a.remappedPeerPodCIDR} and the other's external CIDR as ${a.remappedPeerExternalCIDR};`,
+    `  gateways: WireGuard on UDP ${plan.wireguardPort} over a veth "WAN" (${a.wanAddress} ⇄ ${b.wanAddress}), MTU ${plan.mtu};`,
+    `  nodes ⇄ their gateway: Geneve on UDP ${plan.genevePort} (A ${a.gatewayUnderlay}/${a.underlayPrefixLen}, B ${b.gatewayUnderlay}/${b.underlayPrefixLen}).`,
+  ].join('\n');
+}

@@ -23,7 +23,7 @@ import { fileURLToPath } from 'node:url';
 import { httpCheck, iperfCheck, ping, traceroute, udpEchoCheck } from './checks.js';
 import { haveCommand, inNs, isRoot, listNamespaces, runCommand, sleep, startDaemon, waitFor, type Daemon } from './host.js';
 import {
-  DEMO_DEFAULT_PREFIX, buildPlan, findPod, keyFileName, planNamespaces, remotePodAddress, remoteSnatAddress, renderConfigs,
+  DEMO_DEFAULT_PREFIX, buildPlan, describePlan, findPod, keyFileName, planNamespaces, remotePodAddress, remoteSnatAddress, renderConfigs,
   type DemoConfigFile, type DemoKeys, type DemoPlan,
 } from './plan.js';
 import { generateDemoKeys } from './keys.js';
@@ -74,6 +74,14 @@ export interface DemoReport {
 /** Set-up failures of the demo itself (missing tools, a process that died); the message says what to do. */
 export class DemoError extends Error {
   override readonly name = 'DemoError';
+}
+
+/** The demo was interrupted by a signal (everything was cleaned up). */
+export class DemoAbortedError extends Error {
+  override readonly name = 'DemoAbortedError';
+  constructor(readonly signal: NodeJS.Signals) {
+    super(`interrupted by ${signal}; everything was removed`);
+  }
 }
 
 /** The package's bin/weft, found by walking up from this file to Weft's package.json. */
@@ -151,18 +159,21 @@ function tail(file: string, lines = 15): string {
  * Starts every gateway and node agent (`node <weftBin> up -c FILE` inside its namespace), gateways
  * first, and waits until each is serving: the gateway's WireGuard and Geneve sockets are bound,
  * the node's TUN device and its route to the remote pods exist. Throws DemoError with the log tail
- * of a process that exits or does not come up.
+ * of a process that exits or does not come up. Each started process is pushed onto `procs` at
+ * once (the caller's array, so it can stop them even when this throws half-way).
  */
 export async function startDataPlane(
   plan: DemoPlan, files: readonly DemoConfigFile[], dir: string, command: DataPlaneCommand, lifetimeS: number,
   report: (s: string) => void = () => {},
+  procs: RunningProcess[] = [],
 ): Promise<RunningProcess[]> {
-  const procs: RunningProcess[] = [];
   const ordered = [...files.filter((f) => f.role === 'gateway'), ...files.filter((f) => f.role === 'node')];
   for (const f of ordered) {
     report(`starting ${f.label} in ${f.ns}: ${command.label} ${f.file}`);
     const logFile = logFileOf(dir, f);
-    const runDir = join(dir, 'run', f.file.replace(/\.yaml$/, ''));
+    // One control-socket directory for the whole demo (instance names are the files' base
+    // names, all distinct), so `WEFT_RUN_DIR=<dir>/run weft show` lists every process.
+    const runDir = join(dir, 'run');
     mkdirSync(runDir, { recursive: true, mode: 0o700 });
     const daemon = startDaemon(f.ns, f.label, command(join(dir, f.file)), {
       lifetimeS,
@@ -316,7 +327,9 @@ export async function runDemo(opts: DemoOptions = {}): Promise<DemoReport> {
     return { mode: 'cleanup', rows: [], ok: true, exitCode: 0 };
   }
 
-  if (opts.simulate || !isRoot()) {
+  const simulated = opts.simulate === true || !isRoot();
+  out(`${describePlan(plan, simulated)}\n\n`);
+  if (simulated) {
     if (!opts.simulate) out('weft demo: not running as root, so no network namespaces, veth or TUN devices can be created.\nRunning the same two clusters in ONE process over a simulated network instead (sudo weft demo for the real thing).\n\n');
     const { runSimulatedDemo } = await import('./sim.js');
     const rows = await runSimulatedDemo(plan, step);
@@ -331,23 +344,37 @@ export async function runDemo(opts: DemoOptions = {}): Promise<DemoReport> {
   }
   const weftBin = opts.weftBin ?? findWeftBin();
   const lifetimeS = opts.lifetimeS ?? (opts.keep ? 3600 : 300);
-  let procs: RunningProcess[] = [];
+  const procs: RunningProcess[] = [];
   let cleaned = false;
-  const cleanupAll = async (): Promise<void> => {
+  /** Stops everything; the directory (configuration, logs) is kept when something went wrong. */
+  const cleanupAll = async (keepDir: boolean): Promise<void> => {
     if (cleaned) return;
     cleaned = true;
-    step(`cleaning up: stopping ${procs.length} processes, deleting ${planNamespaces(plan).length} namespaces, removing ${dir}`);
+    step(`cleaning up: stopping ${procs.length} processes, deleting ${planNamespaces(plan).length} namespaces${keepDir ? '' : `, removing ${dir}`}`);
     await stopDataPlane(procs);
     await destroyTopology(plan);
-    rmSync(dir, { recursive: true, force: true });
+    if (keepDir) out(`configuration and logs kept in ${dir} (node ${weftBin} demo --cleanup removes them)\n`);
+    else rmSync(dir, { recursive: true, force: true });
   };
-  const onSignal = (sig: NodeJS.Signals): void => {
+  // Ctrl-C / SIGTERM: the set-up notices at its next step (every command it waits for is
+  // bounded), cleans up and then re-raises the signal so the process ends as the signal says.
+  // If it has not finished within 20 s, the handler cleans up itself.
+  let aborted: NodeJS.Signals | null = null;
+  let forceTimer: NodeJS.Timeout | undefined;
+  const reraise = (sig: NodeJS.Signals): void => {
+    process.removeListener('SIGINT', onSignal);
+    process.removeListener('SIGTERM', onSignal);
+    process.kill(process.pid, sig);
+  };
+  function onSignal(sig: NodeJS.Signals): void {
+    if (aborted !== null) return;
+    aborted = sig;
     out(`\n${sig}: stopping the demo\n`);
-    void cleanupAll().finally(() => {
-      process.removeListener('SIGINT', onSignal);
-      process.removeListener('SIGTERM', onSignal);
-      process.kill(process.pid, sig);
-    });
+    forceTimer = setTimeout(() => { void cleanupAll(false).finally(() => reraise(sig)); }, 20_000);
+  }
+  const checkpoint = (s: string): void => {
+    if (aborted !== null) throw new DemoAbortedError(aborted);
+    step(s);
   };
   if (opts.handleSignals ?? true) {
     process.on('SIGINT', onSignal);
@@ -358,44 +385,51 @@ export async function runDemo(opts: DemoOptions = {}): Promise<DemoReport> {
     const existing = await listNamespaces();
     const left = planNamespaces(plan).filter((n) => existing.has(n));
     if (left.length > 0) {
-      step(`removing ${left.length} namespaces left by an earlier run (${left.slice(0, 3).join(' ')}${left.length > 3 ? ' …' : ''})`);
+      checkpoint(`removing ${left.length} namespaces left by an earlier run (${left.slice(0, 3).join(' ')}${left.length > 3 ? ' …' : ''})`);
       await destroyTopology(plan);
     }
-    step(`generating gateway keys and writing ${6} configuration files to ${dir}`);
+    checkpoint(`generating gateway keys and writing 6 configuration files to ${dir}`);
     const files = writeDemoFiles(plan, generateDemoKeys(), dir);
     try {
-      await buildTopology(plan, step);
+      await buildTopology(plan, checkpoint);
     } catch (e) {
+      if (e instanceof DemoAbortedError) throw e;
       throw new DemoError(`building the namespaces failed: ${e instanceof Error ? e.message : String(e)}`);
     }
-    procs = await startDataPlane(plan, files, dir, weftUpCommand(weftBin), lifetimeS, step);
+    await startDataPlane(plan, files, dir, weftUpCommand(weftBin), lifetimeS, checkpoint, procs);
     const A1 = findPod(plan, 'A1');
     const B3 = findPod(plan, 'B3');
     const b3AtA = remotePodAddress(plan, plan.a, B3);
-    step(`waiting for the WireGuard handshake (ping ${A1.name} → ${B3.name} as ${b3AtA})`);
+    checkpoint(`waiting for the WireGuard handshake (ping ${A1.name} → ${B3.name} as ${b3AtA})`);
     const handshakeMs = await waitForFirstReply(A1.ns, b3AtA);
-    const rows = await runChecks(plan, { iperfSeconds: opts.iperfSeconds ?? 3, handshakeMs }, step);
+    const rows = await runChecks(plan, { iperfSeconds: opts.iperfSeconds ?? 3, handshakeMs }, checkpoint);
+    if (aborted !== null) throw new DemoAbortedError(aborted);
     for (const p of procs) {
       if (p.daemon.exitStatus !== null) rows.push({ check: 'process', path: p.file.label, result: `exited (${p.daemon.exitStatus}) during the checks`, ok: false });
     }
     out(`\n${formatTable(rows)}\n\n`);
     const ok = rows.every((r) => r.ok !== false);
-    out(ok ? `all checks passed\n` : `${rows.filter((r) => r.ok === false).length} check(s) failed; logs: ${dir}/*.log\n`);
+    out(ok ? 'all checks passed\n' : `${rows.filter((r) => r.ok === false).length} check(s) failed; logs: ${dir}/*.log\n`);
     if (opts.keep) {
       for (const p of procs) p.daemon.detach();
       out(`\n--keep: everything stays up for ${lifetimeS} s. Try:\n` +
         `  ip netns exec ${A1.ns} ping ${b3AtA}\n` +
-        `  WEFT_RUN_DIR=${join(dir, 'run', 'gateway-a')} node ${weftBin} show\n` +
+        `  WEFT_RUN_DIR=${join(dir, 'run')} node ${weftBin} show gateway-a\n` +
         `  configuration and logs: ${dir}\n` +
-        `  remove it all: weft demo --cleanup${prefix === DEMO_DEFAULT_PREFIX ? '' : ` (prefix ${prefix})`}\n`);
+        `  remove it all: node ${weftBin} demo --cleanup${prefix === DEMO_DEFAULT_PREFIX ? '' : ` --prefix ${prefix}`}\n`);
     } else {
-      await cleanupAll();
+      await cleanupAll(!ok);
     }
     return { mode: 'namespaces', rows, ok, exitCode: ok ? 0 : 1, dir };
   } catch (e) {
-    await cleanupAll();
+    await cleanupAll(!(e instanceof DemoAbortedError));
+    if (e instanceof DemoAbortedError && (opts.handleSignals ?? true)) {
+      clearTimeout(forceTimer);
+      reraise(e.signal);
+    }
     throw e;
   } finally {
+    clearTimeout(forceTimer);
     process.removeListener('SIGINT', onSignal);
     process.removeListener('SIGTERM', onSignal);
   }

@@ -26,9 +26,9 @@
  * packets carry their final checksums (with offload the kernel leaves them to "hardware" and
  * tshark would see partial sums).
  */
-import { existsSync, mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { httpCheck, iperfCheck, ping, traceroute, udpEchoCheck } from '../../src/demo/checks.js';
 import { haveCommand, inNs, isRoot, runCommand, startDaemon, waitFor, type Daemon } from '../../src/demo/host.js';
@@ -38,8 +38,8 @@ import {
   launchModuleCommand, startDataPlane, stopDataPlane, waitForFirstReply, weftUpCommand, writeDemoFiles, type RunningProcess,
 } from '../../src/demo/run.js';
 import { buildTopology, destroyTopology } from '../../src/demo/topology.js';
+import { ensureBuilt, LAUNCH_JS, UP_JS, WEFT_BIN } from '../demo/dist.js';
 
-const ROOT = resolve(import.meta.dirname, '../..');
 const PYTHON = '/usr/bin/python3';
 const plan = buildPlan('wx');
 
@@ -51,26 +51,6 @@ function unavailable(): string | null {
 }
 const reason = unavailable();
 if (reason !== null) console.warn(`test/e2e/clusters.test.ts skipped: ${reason}`);
-
-/** Newest modification time under `dir` of files ending in `ext`. */
-function newest(dir: string, ext: string): number {
-  let t = 0;
-  for (const e of readdirSync(dir, { withFileTypes: true })) {
-    const p = join(dir, e.name);
-    if (e.isDirectory()) t = Math.max(t, newest(p, ext));
-    else if (e.name.endsWith(ext)) t = Math.max(t, statSync(p).mtimeMs);
-  }
-  return t;
-}
-
-/** The Weft processes run from dist/: (re)build it when a source is newer than the launcher. */
-async function ensureBuilt(): Promise<void> {
-  const launch = join(ROOT, 'dist/src/gateway/launch.js');
-  if (existsSync(launch) && statSync(launch).mtimeMs >= newest(join(ROOT, 'src'), '.ts')) return;
-  // Type errors in other work-in-progress files do not stop tsc from emitting.
-  await runCommand(['npx', 'tsc', '-p', join(ROOT, 'tsconfig.build.json')], { allowFail: true, timeoutMs: 150_000 });
-  if (!existsSync(launch)) throw new Error('build failed: dist/src/gateway/launch.js missing (npm run build)');
-}
 
 /** Turns off transmit checksum offload (ETHTOOL_STXCSUM, SIOCETHTOOL) on interfaces of a namespace. */
 const TX_CSUM_OFF = `
@@ -184,7 +164,7 @@ describe.skipIf(reason !== null)('two clusters, same pod CIDR, remapped: pod ⇄
 
   beforeAll(async () => {
     await destroyTopology(plan);
-    await ensureBuilt();
+    await ensureBuilt([LAUNCH_JS, UP_JS]);
     dir = mkdtempSync(join(tmpdir(), 'weft-e2e-clusters-'));
     const files = writeDemoFiles(plan, generateDemoKeys(), join(dir, 'config'));
     await buildTopology(plan);
@@ -208,8 +188,8 @@ describe.skipIf(reason !== null)('two clusters, same pod CIDR, remapped: pod ⇄
       }, 10_000, 50);
     }
 
-    const upJs = join(ROOT, 'dist/src/cli/commands/up.js');
-    const command = existsSync(upJs) ? weftUpCommand(join(ROOT, 'bin/weft')) : launchModuleCommand(join(ROOT, 'dist/src/gateway/launch.js'));
+    // The product's way (`weft up -c FILE`) once the CLI is built; the fabric's launcher before.
+    const command = existsSync(UP_JS) ? weftUpCommand(WEFT_BIN) : launchModuleCommand(LAUNCH_JS);
     procs = await startDataPlane(plan, files, join(dir, 'config'), command, 240);
     // The first packet starts the WireGuard handshake (A is the client: it knows B's endpoint).
     await waitForFirstReply(A1.ns, b3AtA, 20_000);
