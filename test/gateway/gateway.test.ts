@@ -35,7 +35,8 @@ import { e2eUnavailableReason, run, waitFor } from '../util/netns.js';
 
 const ROOT = resolve(import.meta.dirname, '../..');
 const skip = e2eUnavailableReason() ?? (existsSync(join(ROOT, 'native/build/Release/weft_io.node')) ? null : 'native addon not built');
-const NS = 'wfu-gw';
+// Unique per run: other runs of the suite may share this machine (cleaned up in afterAll).
+const NS = `wfu-${process.pid}`;
 
 function key(): { priv: string; pub: string } {
   const b = getCryptoBackend('auto');
