@@ -22,9 +22,11 @@
 #include <node_api.h>
 #include <uv.h>
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -552,6 +554,150 @@ static napi_value set_nonblocking(napi_env env, napi_callback_info info) {
   return make_i64(env, fcntl((int)fd, F_SETFL, fl) < 0 ? -errno : 0);
 }
 
+/* ------------------------------------------------------------------------------------------ */
+/* ChaCha20-Poly1305 (RFC 8439) in place, through the OpenSSL that is linked into Node.        */
+/*
+ * Why here: the 'openssl' crypto backend reaches the same EVP functions through koffi, at five
+ * FFI calls and two view allocations per packet (~1.3 us of a 1420-byte packet's ~2 us). One
+ * N-API call per packet does the same work with only OpenSSL's own cost left.
+ * The EVP symbols are looked up at run time in the running process (dlsym RTLD_DEFAULT), so the
+ * addon has no link-time dependency on OpenSSL: without them aeadAvailable() is false and the
+ * caller keeps its other backend. The EVP calls below exist with these signatures in OpenSSL
+ * 1.1 and 3.x. Contexts are per thread (worker threads load this addon into the same process).
+ */
+typedef void *(*evp_ctx_new_fn)(void);
+typedef void (*evp_ctx_free_fn)(void *);
+typedef const void *(*evp_cipher_fn)(void);
+typedef int (*evp_init_fn)(void *, const void *, void *, const unsigned char *, const unsigned char *);
+typedef int (*evp_update_fn)(void *, unsigned char *, int *, const unsigned char *, int);
+typedef int (*evp_final_fn)(void *, unsigned char *, int *);
+typedef int (*evp_ctrl_fn)(void *, int, int, void *);
+
+#define EVP_CTRL_AEAD_GET_TAG_ 0x10
+#define EVP_CTRL_AEAD_SET_TAG_ 0x11
+#define AEAD_KEY_LEN 32
+#define AEAD_NONCE_LEN 12
+#define AEAD_TAG_LEN 16
+
+static struct {
+  int ok;
+  evp_ctx_new_fn ctx_new;
+  evp_ctx_free_fn ctx_free;
+  const void *cipher;
+  evp_init_fn enc_init, dec_init;
+  evp_update_fn enc_update, dec_update;
+  evp_final_fn enc_final, dec_final;
+  evp_ctrl_fn ctrl;
+} evp;
+static pthread_once_t evp_once = PTHREAD_ONCE_INIT;
+
+static void evp_resolve(void) {
+  evp_cipher_fn cipher_fn = (evp_cipher_fn)dlsym(RTLD_DEFAULT, "EVP_chacha20_poly1305");
+  evp.ctx_new = (evp_ctx_new_fn)dlsym(RTLD_DEFAULT, "EVP_CIPHER_CTX_new");
+  evp.ctx_free = (evp_ctx_free_fn)dlsym(RTLD_DEFAULT, "EVP_CIPHER_CTX_free");
+  evp.enc_init = (evp_init_fn)dlsym(RTLD_DEFAULT, "EVP_EncryptInit_ex");
+  evp.dec_init = (evp_init_fn)dlsym(RTLD_DEFAULT, "EVP_DecryptInit_ex");
+  evp.enc_update = (evp_update_fn)dlsym(RTLD_DEFAULT, "EVP_EncryptUpdate");
+  evp.dec_update = (evp_update_fn)dlsym(RTLD_DEFAULT, "EVP_DecryptUpdate");
+  evp.enc_final = (evp_final_fn)dlsym(RTLD_DEFAULT, "EVP_EncryptFinal_ex");
+  evp.dec_final = (evp_final_fn)dlsym(RTLD_DEFAULT, "EVP_DecryptFinal_ex");
+  evp.ctrl = (evp_ctrl_fn)dlsym(RTLD_DEFAULT, "EVP_CIPHER_CTX_ctrl");
+  if (!cipher_fn || !evp.ctx_new || !evp.ctx_free || !evp.enc_init || !evp.dec_init || !evp.enc_update ||
+      !evp.dec_update || !evp.enc_final || !evp.dec_final || !evp.ctrl)
+    return;
+  evp.cipher = cipher_fn();
+  evp.ok = evp.cipher != NULL;
+}
+
+/* This thread's contexts, keyed once with the cipher; re-keyed per packet (key and IV only). */
+typedef struct {
+  void *ectx, *dctx;
+} aead_ctx_t;
+static __thread aead_ctx_t *tls_aead;
+
+static void aead_env_cleanup(void *arg) {
+  aead_ctx_t *c = (aead_ctx_t *)arg;
+  if (c->ectx) evp.ctx_free(c->ectx);
+  if (c->dctx) evp.ctx_free(c->dctx);
+  if (tls_aead == c) tls_aead = NULL;
+  free(c);
+}
+
+static aead_ctx_t *aead_ctx(napi_env env) {
+  if (tls_aead) return tls_aead;
+  pthread_once(&evp_once, evp_resolve);
+  if (!evp.ok) return NULL;
+  aead_ctx_t *c = (aead_ctx_t *)calloc(1, sizeof(*c));
+  if (!c) return NULL;
+  c->ectx = evp.ctx_new();
+  c->dctx = evp.ctx_new();
+  if (!c->ectx || !c->dctx || evp.enc_init(c->ectx, evp.cipher, NULL, NULL, NULL) != 1 ||
+      evp.dec_init(c->dctx, evp.cipher, NULL, NULL, NULL) != 1) {
+    aead_env_cleanup(c);
+    return NULL;
+  }
+  napi_add_env_cleanup_hook(env, aead_env_cleanup, c);
+  tls_aead = c;
+  return c;
+}
+
+/* Seals buf[off, off+len) in place and writes the tag at off+len. 1 on success. */
+static int aead_seal(aead_ctx_t *c, const uint8_t *key, const uint8_t *nonce, uint8_t *p, int len) {
+  int outl = 0, fin = 0;
+  if (evp.enc_init(c->ectx, NULL, NULL, key, nonce) != 1) return 0;
+  if (len > 0 && evp.enc_update(c->ectx, p, &outl, p, len) != 1) return 0;
+  if (evp.enc_final(c->ectx, p + outl, &fin) != 1) return 0;
+  return evp.ctrl(c->ectx, EVP_CTRL_AEAD_GET_TAG_, AEAD_TAG_LEN, p + len) == 1;
+}
+
+/* Opens buf[off, off+len) (ciphertext + tag) in place; on failure the plaintext span is zeroed. */
+static int aead_open(aead_ctx_t *c, const uint8_t *key, const uint8_t *nonce, uint8_t *p, int len) {
+  int ct = len - AEAD_TAG_LEN, outl = 0, fin = 0;
+  if (ct < 0) return 0;
+  if (evp.dec_init(c->dctx, NULL, NULL, key, nonce) != 1 ||
+      evp.ctrl(c->dctx, EVP_CTRL_AEAD_SET_TAG_, AEAD_TAG_LEN, p + ct) != 1 ||
+      (ct > 0 && evp.dec_update(c->dctx, p, &outl, p, ct) != 1) ||
+      evp.dec_final(c->dctx, p + outl, &fin) != 1) {
+    memset(p, 0, (size_t)ct); /* never leave unauthenticated plaintext behind */
+    return 0;
+  }
+  return 1;
+}
+
+/* aeadAvailable() -> boolean: OpenSSL's EVP ChaCha20-Poly1305 was found in this process. */
+static napi_value aead_available(napi_env env, napi_callback_info info) {
+  napi_value r;
+  NAPI_OK(napi_get_boolean(env, aead_ctx(env) != NULL, &r));
+  return r;
+}
+
+/* aeadSeal(key, nonce, buf, off, len) / aeadOpen(key, nonce, buf, off, len) -> 1 | 0 (open: bad tag).
+ * In place: seal reads buf[off, off+len) and writes ciphertext there and the tag at off+len
+ * (the caller leaves 16 bytes of tailroom); open takes len = ciphertext + tag. */
+static napi_value aead_call(napi_env env, napi_callback_info info, int seal) {
+  size_t argc = 5;
+  napi_value argv[5];
+  NAPI_OK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  uint8_t *key, *nonce, *buf;
+  size_t key_len, nonce_len, buf_len;
+  int64_t off, len;
+  if (argc < 5 || !get_bytes(env, argv[0], &key, &key_len) || !get_bytes(env, argv[1], &nonce, &nonce_len) ||
+      !get_bytes(env, argv[2], &buf, &buf_len) || !get_i64(env, argv[3], &off) || !get_i64(env, argv[4], &len))
+    return throw_type(env, seal ? "aeadSeal(key, nonce, buf, off, len)" : "aeadOpen(key, nonce, buf, off, len)");
+  if (key_len != AEAD_KEY_LEN || nonce_len != AEAD_NONCE_LEN) return throw_range(env, "aead: key must be 32 bytes, nonce 12");
+  if (off < 0 || len < 0 || len > 0x7fffff00 || (size_t)(off + len + (seal ? AEAD_TAG_LEN : 0)) > buf_len)
+    return throw_range(env, "aead: span outside the buffer");
+  aead_ctx_t *c = aead_ctx(env);
+  if (!c) return throw_range(env, "aead: OpenSSL EVP ChaCha20-Poly1305 is not available (check aeadAvailable())");
+  int ok = seal ? aead_seal(c, key, nonce, buf + off, (int)len) : aead_open(c, key, nonce, buf + off, (int)len);
+  napi_value r;
+  NAPI_OK(napi_create_int32(env, ok, &r));
+  return r;
+}
+
+static napi_value aead_seal_js(napi_env env, napi_callback_info info) { return aead_call(env, info, 1); }
+static napi_value aead_open_js(napi_env env, napi_callback_info info) { return aead_call(env, info, 0); }
+
 NAPI_MODULE_INIT() {
   napi_property_descriptor props[] = {
     {"pollStart", NULL, poll_start, NULL, NULL, NULL, napi_enumerable, NULL},
@@ -564,6 +710,9 @@ NAPI_MODULE_INIT() {
     {"udpOpen", NULL, udp_open, NULL, NULL, NULL, napi_enumerable, NULL},
     {"setMark", NULL, set_mark, NULL, NULL, NULL, napi_enumerable, NULL},
     {"setNonBlocking", NULL, set_nonblocking, NULL, NULL, NULL, napi_enumerable, NULL},
+    {"aeadAvailable", NULL, aead_available, NULL, NULL, NULL, napi_enumerable, NULL},
+    {"aeadSeal", NULL, aead_seal_js, NULL, NULL, NULL, napi_enumerable, NULL},
+    {"aeadOpen", NULL, aead_open_js, NULL, NULL, NULL, napi_enumerable, NULL},
   };
   if (napi_define_properties(env, exports, sizeof(props) / sizeof(props[0]), props) != napi_ok) return NULL;
   napi_value abi;

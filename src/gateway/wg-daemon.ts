@@ -13,7 +13,15 @@ import { UdpError } from '../io/udp.js';
 import { UapiServer } from '../io/uapi-server.js';
 import { Device, WireGuardConfigError } from '../wireguard/device.js';
 import { planSet, UapiError, type UapiDeviceSnapshot, type UapiOperation } from '../wireguard/uapi.js';
+import { withNativeAead } from './native-aead.js';
 import { WireGuardPort } from './wireguard-port.js';
+
+/**
+ * TUN transmit queue (packets) the daemon asks for: the kernel's 500 overflows under a bulk TCP
+ * sender whenever the reader is descheduled for a moment (each overflow is a lost segment and a
+ * retransmit); 1000 is the kernel's default for Ethernet devices. Measured in bench/RESULTS.md.
+ */
+export const DEFAULT_TUN_TXQUEUELEN = 1000;
 
 /** Largest packet a TUN read or a UDP receive slot takes: jumbo frames stay whole. */
 export const MAX_PACKET = 9216;
@@ -31,6 +39,13 @@ export interface WgDaemonOptions {
   readonly socketDir?: string;
   /** Open the TUN inside this network namespace (tests; the daemon normally runs inside it). */
   readonly netns?: string;
+  /**
+   * Transport ChaCha20-Poly1305 in the native addon (native-aead.ts). Default: on for the
+   * 'openssl' backend (same OpenSSL, fewer calls per packet); off keeps `backend` as given.
+   */
+  readonly nativeAead?: boolean;
+  /** TUN transmit queue length (default DEFAULT_TUN_TXQUEUELEN). */
+  readonly txQueueLen?: number;
   readonly log?: (level: 'error' | 'info' | 'debug', msg: string) => void;
 }
 
@@ -48,8 +63,16 @@ export class WgDaemon {
   static async start(opts: WgDaemonOptions): Promise<WgDaemon> {
     const log = opts.log ?? (() => {});
     const mtu = opts.mtu ?? DEFAULT_TUN_MTU;
-    const device = new Device({ backend: opts.backend, mtu });
-    const tun = TunDevice.open({ name: opts.ifname, mtu, netns: opts.netns, up: false });
+    let backend = opts.backend;
+    let aeadNote = '';
+    if (opts.nativeAead ?? backend.name === 'openssl') {
+      const r = withNativeAead(backend);
+      backend = r.backend;
+      aeadNote = r.reason === null ? ', transport AEAD native' : '';
+      if (r.reason !== null) log('info', `transport AEAD stays on ${backend.name}: ${r.reason}`);
+    }
+    const device = new Device({ backend, mtu });
+    const tun = TunDevice.open({ name: opts.ifname, mtu, netns: opts.netns, up: false, txQueueLen: opts.txQueueLen ?? DEFAULT_TUN_TXQUEUELEN });
     let port: WireGuardPort | null = null;
     try {
       port = new WireGuardPort({
@@ -65,7 +88,7 @@ export class WgDaemon {
         get: () => d.snapshot(),
         set: (ops) => d.set(ops),
       }, { socketDir: opts.socketDir, onError: (e) => log('error', `uapi: ${String(e)}`) });
-      log('info', `interface ${tun.name} up: mtu ${mtu}, udp port ${port.port}, io ${tun.mechanism}, crypto ${opts.backend.name}`);
+      log('info', `interface ${tun.name} up: mtu ${mtu}, udp port ${port.port}, io ${tun.mechanism}, crypto ${opts.backend.name}${aeadNote}`);
       return d;
     } catch (e) {
       await port?.close();

@@ -72,6 +72,7 @@ export interface WireGuardPortStats {
 }
 
 const HANDSHAKE_SLOT = 256; // largest handshake message is 148 bytes
+const ADDR_RECORD_WORDS = ADDR_RECORD_LEN / 4;
 
 export class WireGuardPort {
   readonly device: Device;
@@ -96,6 +97,13 @@ export class WireGuardPort {
   private readonly rxResult = new ReceiveResult();
   private readonly from: { address: string; port: number } = { address: '', port: 0 };
   private readonly deliverOffs: Uint32Array;
+  /** The address records of rx4/rx6 as 32-bit words, and the last datagram's source. */
+  private readonly rx4Words: Uint32Array;
+  private readonly rx6Words: Uint32Array;
+  private readonly lastSource = new Uint32Array(ADDR_RECORD_WORDS);
+  private lastSourceSock: UdpSocket | null = null;
+  private lastAddress = '';
+  private lastPort = 0;
   private readonly deliverLens: Uint32Array;
 
   // Send side: per-family destination records and offsets of one encrypt batch.
@@ -103,6 +111,8 @@ export class WireGuardPort {
   private readonly send4: SendList;
   private readonly send6: SendList;
   private readonly recordCache = new WeakMap<Endpoint, Uint8Array>();
+  private lastEndpoint: Endpoint | null = null;
+  private lastRecord: Uint8Array = new Uint8Array(ADDR_RECORD_LEN);
 
   // Handshake ring.
   private readonly hsBuf: Uint8Array;
@@ -134,6 +144,8 @@ export class WireGuardPort {
     const tailroom = opts.rxTailroom ?? 0;
     this.rx4 = new PacketBatch({ capacity: batch, headroom, maxLen: maxDatagram, tailroom, withAddresses: true });
     this.rx6 = new PacketBatch({ capacity: batch, headroom, maxLen: maxDatagram, tailroom, withAddresses: true });
+    this.rx4Words = new Uint32Array(this.rx4.addrs.buffer, this.rx4.addrs.byteOffset, batch * ADDR_RECORD_WORDS);
+    this.rx6Words = new Uint32Array(this.rx6.addrs.buffer, this.rx6.addrs.byteOffset, batch * ADDR_RECORD_WORDS);
     this.deliverOffs = new Uint32Array(batch);
     this.deliverLens = new Uint32Array(batch);
     this.send4 = new SendList(Math.max(batch, 256));
@@ -215,7 +227,13 @@ export class WireGuardPort {
     s6.count = 0;
     for (let i = 0; i < count; i++) {
       if (this.device.encrypt(buf, offs[i], lens[i], now, out) !== ENCRYPT_SEND) continue;
-      const rec = this.recordOf(out.endpoint!);
+      // Endpoints are replaced, never mutated (Device.roam/setEndpoint): identity caches the record.
+      const ep = out.endpoint!;
+      if (ep !== this.lastEndpoint) {
+        this.lastRecord = this.recordOf(ep);
+        this.lastEndpoint = ep;
+      }
+      const rec = this.lastRecord;
       const list = rec[ADDR_FAMILY_OFFSET] === 6 ? s6 : s4;
       if (list.count === list.offs.length) this.flushSendList(list, buf);
       list.add(out.start, out.length, rec);
@@ -255,6 +273,8 @@ export class WireGuardPort {
     const out = this.rxResult;
     const from = this.from;
     const underLoad = this.hsCount >= this.hsCapacity >>> 3;
+    const words = b === this.rx4 ? this.rx4Words : this.rx6Words;
+    const last = this.lastSource;
     let deliver = 0;
     for (let i = 0; i < b.count; i++) {
       const off = b.offs[i];
@@ -263,8 +283,18 @@ export class WireGuardPort {
         this.queueHandshake(b.buf, off, len, sock.addressOf(b, i), sock.portOf(b, i));
         continue;
       }
-      from.address = sock.addressOf(b, i);
-      from.port = sock.portOf(b, i);
+      // A batch usually comes from one peer: compare the 24-byte source record with the previous
+      // datagram's (6 words) instead of interning its address again.
+      const w = i * ADDR_RECORD_WORDS;
+      if (words[w] !== last[0] || words[w + 1] !== last[1] || words[w + 2] !== last[2] || words[w + 3] !== last[3] ||
+          words[w + 4] !== last[4] || words[w + 5] !== last[5] || this.lastSourceSock !== sock) {
+        for (let k = 0; k < ADDR_RECORD_WORDS; k++) last[k] = words[w + k];
+        this.lastSourceSock = sock;
+        this.lastAddress = sock.addressOf(b, i);
+        this.lastPort = sock.portOf(b, i);
+      }
+      from.address = this.lastAddress;
+      from.port = this.lastPort;
       if (this.device.receive(b.buf, off, len, from, now, underLoad, out) === RECEIVE_DELIVER) {
         this.deliverOffs[deliver] = out.start;
         this.deliverLens[deliver] = out.length;

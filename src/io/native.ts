@@ -43,6 +43,16 @@ export interface NativeIo {
   udpOpen(family: 4 | 6, addr: Uint8Array | null, port: number, rcvbuf: number, sndbuf: number, scopeId: number): number[] | number;
   setMark(fd: number, mark: number): number;
   setNonBlocking(fd: number, on: boolean): number;
+  /**
+   * ChaCha20-Poly1305 (RFC 8439) in place through the OpenSSL inside the running Node (symbols
+   * found at run time; absent from addons built before they were added, hence optional).
+   * aeadAvailable(): whether it can run here.
+   */
+  aeadAvailable?(): boolean;
+  /** Seals buf[off, off+len) in place, tag at off+len (16 bytes of tailroom needed) → 1 (0: OpenSSL error). */
+  aeadSeal?(key: Uint8Array, nonce: Uint8Array, buf: Uint8Array, off: number, len: number): number;
+  /** Opens buf[off, off+len) (ciphertext + 16-byte tag) in place → 1, or 0 (bad tag; plaintext span zeroed). */
+  aeadOpen?(key: Uint8Array, nonce: Uint8Array, buf: Uint8Array, off: number, len: number): number;
 }
 
 const REQUIRED_ABI = 1;

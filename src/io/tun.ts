@@ -38,6 +38,7 @@ const TUNSETIFF = 0x400454ca;
 const SIOCGIFFLAGS = 0x8913;
 const SIOCSIFFLAGS = 0x8914;
 const SIOCSIFMTU = 0x8922;
+const SIOCSIFTXQLEN = 0x8943;
 const IFF_UP = 0x1;
 const IFF_TUN = 0x0001;
 const IFF_NO_PI = 0x1000;
@@ -61,6 +62,12 @@ export interface TunOptions {
   readonly mechanism?: TunMechanism;
   /** For tests: another path than /dev/net/tun. */
   readonly devicePath?: string;
+  /**
+   * Transmit queue length (packets), i.e. the size of the kernel's ring between the stack and
+   * our reader; the kernel drops (counted as TX drops) when it is full. Default: the kernel's
+   * (500 for TUN). A bulk TCP sender bursts past 500 whenever the reader is briefly descheduled.
+   */
+  readonly txQueueLen?: number;
 }
 
 export class TunError extends Error {
@@ -187,6 +194,10 @@ export class TunDevice {
   static open(opts: TunOptions): TunDevice {
     const mtu = opts.mtu ?? DEFAULT_TUN_MTU;
     if (!Number.isInteger(mtu) || mtu < 68 || mtu > 65535) throw new RangeError(`MTU ${mtu} not in 68..65535`);
+    const txQueueLen = opts.txQueueLen;
+    if (txQueueLen !== undefined && (!Number.isInteger(txQueueLen) || txQueueLen < 1 || txQueueLen > 1 << 20)) {
+      throw new RangeError(`txQueueLen ${txQueueLen} not in 1..${1 << 20}`);
+    }
     let mechanism: TunMechanism = opts.mechanism ?? (loadNativeIo() ? 'native' : 'koffi');
     if (mechanism === 'native' && !loadNativeIo()) mechanism = 'koffi';
     const devicePath = opts.devicePath ?? TUN_DEVICE_PATH;
@@ -217,7 +228,7 @@ export class TunDevice {
           throw new TunError(`TUNSETIFF ${opts.name} failed: ${errnoName(e)}`);
         }
         const name = readIfName(ifr);
-        configureLink(libc, name, mtu, opts.up ?? true);
+        configureLink(libc, name, mtu, opts.up ?? true, txQueueLen);
         return new TunDevice(name, fd, mtu, mechanism);
       } catch (e) {
         fs.closeSync(fd);
@@ -370,8 +381,8 @@ export class TunDevice {
   }
 }
 
-/** SIOCSIFMTU and SIOCSIFFLAGS(IFF_UP) through an AF_INET datagram socket of the current netns. */
-function configureLink(libc: Libc, name: string, mtu: number, up: boolean): void {
+/** SIOCSIFMTU, SIOCSIFTXQLEN and SIOCSIFFLAGS(IFF_UP) through an AF_INET datagram socket of the current netns. */
+function configureLink(libc: Libc, name: string, mtu: number, up: boolean, txQueueLen: number | undefined): void {
   const sock = libc.socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
   if (sock < 0) throw new TunError(`socket(AF_INET) failed: ${errnoName(libc.errno())}`);
   try {
@@ -383,6 +394,12 @@ function configureLink(libc: Libc, name: string, mtu: number, up: boolean): void
       const e = libc.errno();
       if (e === EPERM) throw new TunPermissionError(name, 'SIOCSIFMTU: EPERM');
       throw new TunError(`setting MTU ${mtu} on ${name} failed: ${errnoName(e)}`);
+    }
+    if (txQueueLen !== undefined) {
+      writeIfName(ifr, name);
+      ifr.fill(0, IFREQ_UNION_OFFSET);
+      dv.setInt32(IFREQ_UNION_OFFSET, txQueueLen, true); // ifr_qlen
+      if (libc.ioctlPtr(sock, SIOCSIFTXQLEN, ifr) !== 0) throw new TunError(`setting txqueuelen ${txQueueLen} on ${name} failed: ${errnoName(libc.errno())}`);
     }
     if (!up) return;
     writeIfName(ifr, name);
