@@ -21,7 +21,7 @@
 import {
   AddressParseError,
   addressEquals,
-  formatAddress,
+  familyOf,
   formatPrefix,
   parseAddress,
   parsePrefix,
@@ -234,7 +234,7 @@ export function parseNatConfig(cfg: NatConfig): ParsedNatConfig {
     const external = addressAt(`${f}.externalAddress`, m.externalAddress);
     const real = addressAt(`${f}.realAddress`, m.realAddress);
     if (external.length !== real.length) throw new NatConfigError(f, 'externalAddress and realAddress must be of the same IP family');
-    const family: IpFamily = external.length === 4 ? 4 : 6;
+    const family = familyOf(external);
     const ext = family === 4 ? external4 : external6;
     if (ext === undefined || !prefixContains(ext, external, 0)) {
       throw new NatConfigError(`${f}.externalAddress`, `${m.externalAddress} is not inside the local external CIDR${ext ? ` ${formatPrefix(ext)}` : ' (no IPv6 external CIDR configured)'}`);
@@ -337,12 +337,10 @@ export function parseNatPeer(p: NatPeerConfig, global: ParsedNatConfig, others: 
   return { name: p.name, mtu: checkMtu(`${base}.mtu`, p.mtu ?? global.mtu), remaps };
 }
 
-/** The SNAT source of a family: the first (network) address of the external CIDR. */
+/**
+ * The SNAT source of a family: the first (network) address of the external CIDR, Liqo's
+ * GetUnknownSourceIP (see the module comment). A copy the caller owns.
+ */
 export function unknownSourceAddress(external: Prefix): Uint8Array {
   return new Uint8Array(external.addr);
-}
-
-/** Human form of a parsed mapping (diagnostics). */
-export function formatMapping(m: ParsedMapping): string {
-  return `${formatAddress(m.external, 0, m.family)} ↔ ${formatAddress(m.real, 0, m.family)}`;
 }

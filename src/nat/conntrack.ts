@@ -22,7 +22,7 @@
  * Time is the `now` (milliseconds) the caller passes; nothing here reads a clock.
  */
 
-import { DEFAULT_CONNTRACK_TIMEOUTS, type ConntrackTimeouts } from './config.js';
+import { DEFAULT_CONNTRACK_TIMEOUTS, DEFAULT_PORT_MAX, DEFAULT_PORT_MIN, type ConntrackTimeouts } from './config.js';
 import { TCP_FLAG_ACK, TCP_FLAG_FIN, TCP_FLAG_RST, TCP_FLAG_SYN } from '../packet/tcp.js';
 
 // Entry states. 0 marks a free slot.
@@ -159,8 +159,8 @@ export class Conntrack {
     if (!Number.isInteger(cap) || cap < 1 || cap > 1 << 24) throw new RangeError(`conntrack capacity must be an integer in 1..2^24, got ${cap}`);
     this.capacity = cap;
     this.timeouts = init.timeouts ?? DEFAULT_CONNTRACK_TIMEOUTS;
-    this.portMin = init.portMin ?? 1024;
-    this.portMax = init.portMax ?? 65535;
+    this.portMin = init.portMin ?? DEFAULT_PORT_MIN;
+    this.portMax = init.portMax ?? DEFAULT_PORT_MAX;
     if (this.portMin < 1 || this.portMax > 65535 || this.portMax < this.portMin) throw new RangeError(`bad SNAT port range ${this.portMin}..${this.portMax}`);
     this.seed = (init.seed ?? randomSeed()) | 0;
     let buckets = 16;
@@ -254,15 +254,18 @@ export class Conntrack {
         this.sameAddr(this.origAddr, e, buf, srcOff, alen) &&
         this.sameAddr(this.remoteAddr, e, buf, dstOff, alen)
       ) {
-        if (this.expires[e]! <= now) {
-          this.expiredCount++;
-          this.remove(e);
-          return NIL;
-        }
-        return e;
+        return this.liveAt(e, now);
       }
       e = this.origNext[e]!;
     }
+    return NIL;
+  }
+
+  /** e when it has not expired at `now`; else e is freed (counted as expired) and -1 returned. */
+  private liveAt(e: number, now: number): number {
+    if (this.expires[e]! > now) return e;
+    this.expiredCount++;
+    this.remove(e);
     return NIL;
   }
 
@@ -278,12 +281,7 @@ export class Conntrack {
         this.family[e] === fam &&
         this.sameAddr(this.remoteAddr, e, buf, remoteOff, alen)
       ) {
-        if (this.expires[e]! <= now) {
-          this.expiredCount++;
-          this.remove(e);
-          return NIL;
-        }
-        return e;
+        return this.liveAt(e, now);
       }
       e = this.replyNext[e]!;
     }

@@ -56,16 +56,17 @@ import {
 import {
   IPV4_CHECKSUM_OFFSET,
   IPV4_DST_OFFSET,
-  IPV4_FLAG_DF,
-  IPV4_FLAGS_FRAGMENT_OFFSET,
-  IPV4_FRAGMENT_OFFSET_MASK,
   IPV4_MIN_HEADER_LEN,
+  IPV4_PROTOCOL_OFFSET,
   IPV4_SRC_OFFSET,
   IP_PROTO_ICMP,
   IP_PROTO_ICMPV6,
   IP_PROTO_IPV6_FRAG,
   IP_PROTO_TCP,
   IP_PROTO_UDP,
+  ipv4DontFragment,
+  ipv4FragmentOffset,
+  ipv4HeaderLen,
   ipv4TotalLength,
 } from '../packet/ipv4.js';
 import {
@@ -80,10 +81,11 @@ import {
   ipv6TransportOffset,
 } from '../packet/ipv6.js';
 import { TCP_CHECKSUM_OFFSET, TCP_FLAGS_OFFSET, TCP_FLAG_ACK, TCP_FLAG_RST, TCP_FLAG_SYN, tcpHeaderValid } from '../packet/tcp.js';
-import { UDP_CHECKSUM_OFFSET, UDP_HEADER_LEN } from '../packet/udp.js';
+import { UDP_CHECKSUM_OFFSET, UDP_DST_PORT_OFFSET, UDP_HEADER_LEN, UDP_SRC_PORT_OFFSET } from '../packet/udp.js';
 import {
   parseNatConfig,
   parseNatPeer,
+  unknownSourceAddress,
   type NatConfig,
   type NatIpMapping,
   type NatPeerConfig,
@@ -95,6 +97,12 @@ import { CT_ICMP, CT_TCP_ESTABLISHED, CT_TCP_SYN_SENT, CT_UDP, Conntrack, DIR_OR
 import { MSS_OVERHEAD_V4, MSS_OVERHEAD_V6, TokenBucket, clampMss, ipv4SourceAcceptsError, ipv6SourceAcceptsError, writeFragNeededV4, writePacketTooBigV6 } from './pmtu.js';
 import { PrefixMatcher, PrefixRemap, RemapTable } from './remap.js';
 import { CSUM_ALWAYS, CSUM_NONE, CSUM_UDP, read16, rewriteAddress, rewriteWord } from './rewrite.js';
+
+/** TCP and UDP headers both start with the source port, then the destination port (RFC 9293, RFC 768). */
+const L4_SRC_PORT_OFFSET = UDP_SRC_PORT_OFFSET;
+const L4_DST_PORT_OFFSET = UDP_DST_PORT_OFFSET;
+/** Bytes of a (quoted) TCP/UDP header that hold both ports. */
+const L4_PORTS_LEN = 4;
 
 // ---------------------------------------------------------------------------------------------
 // Result codes of outbound()/inbound().
@@ -249,8 +257,8 @@ export class Nat {
     const c = this.config;
     this.conntrack = new Conntrack({ capacity: c.capacity, timeouts: c.timeouts, portMin: c.portMin, portMax: c.portMax, ...(c.seed === undefined ? {} : { seed: c.seed }) });
     for (const p of c.localPod) this.localPod.insert(p, true);
-    this.snat4 = new Uint8Array(c.external4.addr);
-    this.snat6 = c.external6 === undefined ? undefined : new Uint8Array(c.external6.addr);
+    this.snat4 = unknownSourceAddress(c.external4);
+    this.snat6 = c.external6 === undefined ? undefined : unknownSourceAddress(c.external6);
     this.icmpBucket = new TokenBucket(c.icmpRatePerSecond, c.icmpBurst);
     this.installMappings(c.mappings);
   }
@@ -340,7 +348,7 @@ export class Nat {
     let r = this.parse(buf, off, len);
     if (r !== NAT_FORWARD) return this.drop(r);
     const total = this.end - off;
-    if (total > peer.parsed.mtu && (this.fam === 6 || (buf[off + IPV4_FLAGS_FRAGMENT_OFFSET]! << 8) & IPV4_FLAG_DF)) {
+    if (total > peer.parsed.mtu && (this.fam === 6 || ipv4DontFragment(buf, off))) {
       return this.tooBig(buf, off, total, peer, now);
     }
     const fam = this.fam;
@@ -458,7 +466,7 @@ export class Nat {
       // updates carry an existing error through unchanged, so a corrupted header still fails
       // at the receiver (and verifying would cost as much as the translation itself).
       if (len < IPV4_MIN_HEADER_LEN) return NatDrop.BadIpHeader;
-      const hl = (buf[off]! & 0x0f) << 2;
+      const hl = ipv4HeaderLen(buf, off);
       const total = ipv4TotalLength(buf, off);
       if (hl < IPV4_MIN_HEADER_LEN || total < hl || total > len) return NatDrop.BadIpHeader;
       this.fam = 4;
@@ -467,9 +475,8 @@ export class Nat {
       this.srcOff = off + IPV4_SRC_OFFSET;
       this.dstOff = off + IPV4_DST_OFFSET;
       this.ipCsum = off + IPV4_CHECKSUM_OFFSET;
-      proto = buf[off + 9]!;
-      const frag = read16(buf, off + IPV4_FLAGS_FRAGMENT_OFFSET) & IPV4_FRAGMENT_OFFSET_MASK;
-      this.l4 = frag === 0 ? off + hl : -1;
+      proto = buf[off + IPV4_PROTOCOL_OFFSET]!;
+      this.l4 = ipv4FragmentOffset(buf, off) === 0 ? off + hl : -1;
     } else if (v === 6) {
       if (!ipv6HeaderValid(buf, off, len)) return NatDrop.BadIpHeader;
       this.fam = 6;
@@ -529,14 +536,13 @@ export class Nat {
     let fixedEnd: number;
     if (this.fam === 4) {
       if (avail < IPV4_MIN_HEADER_LEN || buf[ip]! >>> 4 !== 4) return NatDrop.BadIcmpError;
-      const ihl = (buf[ip]! & 0x0f) << 2;
+      const ihl = ipv4HeaderLen(buf, ip);
       if (ihl < IPV4_MIN_HEADER_LEN || ihl > avail) return NatDrop.BadIcmpError;
       this.iSrc = ip + IPV4_SRC_OFFSET;
       this.iDst = ip + IPV4_DST_OFFSET;
       this.iIpCsum = ip + IPV4_CHECKSUM_OFFSET;
-      this.iProto = buf[ip + 9]!;
-      const frag = read16(buf, ip + IPV4_FLAGS_FRAGMENT_OFFSET) & IPV4_FRAGMENT_OFFSET_MASK;
-      this.iL4 = frag === 0 ? ip + ihl : -1;
+      this.iProto = buf[ip + IPV4_PROTOCOL_OFFSET]!;
+      this.iL4 = ipv4FragmentOffset(buf, ip) === 0 ? ip + ihl : -1;
       fixedEnd = ip + ihl;
     } else {
       if (avail < IPV6_HEADER_LEN || buf[ip]! >>> 4 !== 6) return NatDrop.BadIcmpError;
@@ -562,13 +568,13 @@ export class Nat {
     const p = this.iProto;
     if (il4 >= 0) {
       if (p === IP_PROTO_TCP) {
-        this.iPorts = ia >= 4;
+        this.iPorts = ia >= L4_PORTS_LEN;
         if (ia >= TCP_CHECKSUM_OFFSET + 2) {
           this.iCsumOff = il4 + TCP_CHECKSUM_OFFSET;
           this.iAddrKind = this.iFieldKind = CSUM_ALWAYS;
         }
       } else if (p === IP_PROTO_UDP) {
-        this.iPorts = ia >= 4;
+        this.iPorts = ia >= L4_PORTS_LEN;
         if (ia >= UDP_HEADER_LEN) {
           this.iCsumOff = il4 + UDP_CHECKSUM_OFFSET;
           this.iAddrKind = this.iFieldKind = CSUM_UDP;
@@ -628,8 +634,8 @@ export class Nat {
     let flags = 0;
     let state: number;
     if (proto === IP_PROTO_TCP || proto === IP_PROTO_UDP) {
-      portOff = l4;
-      remotePort = read16(buf, l4 + 2);
+      portOff = l4 + L4_SRC_PORT_OFFSET;
+      remotePort = read16(buf, l4 + L4_DST_PORT_OFFSET);
       if (proto === IP_PROTO_TCP) {
         flags = buf[l4 + TCP_FLAGS_OFFSET]!;
         // A SYN opens a flow; any other segment without an entry is picked up mid-stream
@@ -677,8 +683,8 @@ export class Nat {
       let localOff: number;
       let remotePort: number;
       if (p === IP_PROTO_TCP || p === IP_PROTO_UDP) {
-        localOff = il4 + 2;
-        remotePort = read16(buf, il4);
+        localOff = il4 + L4_DST_PORT_OFFSET;
+        remotePort = read16(buf, il4 + L4_SRC_PORT_OFFSET);
       } else {
         localOff = il4 + ICMP_ECHO_ID_OFFSET;
         remotePort = 0;
@@ -705,8 +711,8 @@ export class Nat {
     let remotePort: number;
     let flags = 0;
     if (proto === IP_PROTO_TCP || proto === IP_PROTO_UDP) {
-      portOff = l4 + 2;
-      remotePort = read16(buf, l4);
+      portOff = l4 + L4_DST_PORT_OFFSET;
+      remotePort = read16(buf, l4 + L4_SRC_PORT_OFFSET);
       if (proto === IP_PROTO_TCP) flags = buf[l4 + TCP_FLAGS_OFFSET]!;
     } else if (this.isIcmpProto(proto) && buf[l4] === (this.fam === 4 ? ICMPV4_ECHO_REPLY : ICMPV6_ECHO_REPLY)) {
       portOff = l4 + ICMP_ECHO_ID_OFFSET;
@@ -734,8 +740,8 @@ export class Nat {
     let natOff: number;
     let remotePort: number;
     if (p === IP_PROTO_TCP || p === IP_PROTO_UDP) {
-      natOff = il4;
-      remotePort = read16(buf, il4 + 2);
+      natOff = il4 + L4_SRC_PORT_OFFSET;
+      remotePort = read16(buf, il4 + L4_DST_PORT_OFFSET);
     } else {
       natOff = il4 + ICMP_ECHO_ID_OFFSET;
       remotePort = 0;

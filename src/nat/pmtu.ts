@@ -4,7 +4,7 @@
  * rate-limits those replies. No clock: time is the `now` (ms) the caller passes.
  */
 
-import { IPV4_DST_OFFSET, IPV4_MIN_HEADER_LEN, IPV4_SRC_OFFSET, IP_PROTO_ICMP, IP_PROTO_ICMPV6, writeIpv4Header } from '../packet/ipv4.js';
+import { IPV4_DST_OFFSET, IPV4_MIN_HEADER_LEN, IPV4_SRC_OFFSET, IP_PROTO_ICMP, IP_PROTO_ICMPV6, ipv4HeaderLen, writeIpv4Header } from '../packet/ipv4.js';
 import { IPV6_DST_OFFSET, IPV6_HEADER_LEN, IPV6_MIN_MTU, IPV6_SRC_OFFSET, writeIpv6Header } from '../packet/ipv6.js';
 import {
   ICMP_CHECKSUM_OFFSET,
@@ -30,6 +30,8 @@ export const MSS_OVERHEAD_V6 = 60;
 export const ICMPV4_ERROR_MAX_LEN = 576;
 /** RFC 4443 §2.4(c): an ICMPv6 error must not exceed the IPv6 minimum MTU. */
 export const ICMPV6_ERROR_MAX_LEN = IPV6_MIN_MTU;
+/** RFC 792: an ICMPv4 error quotes the IP header and at least the first 64 bits of its data. */
+const ICMPV4_QUOTE_MIN_DATA = 8;
 /** Default TTL / hop limit of generated packets. */
 export const ICMP_ERROR_TTL = 64;
 
@@ -113,8 +115,8 @@ export function writeFragNeededV4(buf: Uint8Array, off: number, len: number, mtu
   const hdr = IPV4_MIN_HEADER_LEN + ICMP_HEADER_LEN;
   let quote = len < ICMPV4_ERROR_MAX_LEN - hdr ? len : ICMPV4_ERROR_MAX_LEN - hdr;
   if (off + hdr + quote > buf.length) quote = buf.length - off - hdr;
-  const ihl = (buf[off]! & 0x0f) << 2;
-  if (quote < ihl + 8) return 0;
+  const ihl = ipv4HeaderLen(buf, off);
+  if (quote < ihl + ICMPV4_QUOTE_MIN_DATA) return 0;
   buf.copyWithin(off + hdr, off, off + quote);
   const q = off + hdr; // the quoted original header now starts here
   if (src !== undefined) writeIpv4Header(buf, off, src, 0, buf, q + IPV4_SRC_OFFSET, IP_PROTO_ICMP, ICMP_HEADER_LEN + quote, ICMP_ERROR_TTL, 0, false);
