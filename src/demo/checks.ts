@@ -8,7 +8,7 @@
  * (process.execPath), so no extra package is needed; iperf3 and ping are the system's.
  * Every server is a Daemon (own process group, hard lifetime) stopped before the function returns.
  */
-import { inNs, runCommand, startDaemon, waitFor, type Daemon } from './host.js';
+import { WaitAbort, inNs, runCommand, startDaemon, waitFor, type Daemon } from './host.js';
 
 export interface PingResult {
   sent: number;
@@ -114,7 +114,7 @@ async function startServer(ns: string, name: string, script: string, args: reado
   const d = startDaemon(ns, name, [process.execPath, '-e', script, ...args], { lifetimeS });
   try {
     await waitFor(`${name} to listen in ${ns}`, () => {
-      if (d.exitStatus !== null) throw new Error(`${name} exited (${d.exitStatus}): ${d.output().trim()}`);
+      if (d.exitStatus !== null) throw new WaitAbort(`${name} exited (${d.exitStatus}): ${d.output().trim()}`);
       return d.output().includes('listening');
     }, 10_000, 50);
   } catch (e) {
@@ -219,7 +219,7 @@ export async function iperfCheck(serverNs: string, bindAddr: string, clientNs: s
   const server = startDaemon(serverNs, 'iperf3-server', ['iperf3', '-s', '-1', '-B', bindAddr, '-p', port], { lifetimeS: seconds + 30 });
   try {
     await waitFor(`iperf3 server in ${serverNs}`, async () => {
-      if (server.exitStatus !== null) throw new Error(`iperf3 server exited: ${server.output().trim()}`);
+      if (server.exitStatus !== null) throw new WaitAbort(`iperf3 server exited: ${server.output().trim()}`);
       const ss = await runCommand(inNs(serverNs, ['ss', '-Hltn', `sport = :${port}`]), { allowFail: true });
       return ss.stdout.trim().length > 0;
     }, 5000, 50);

@@ -215,7 +215,15 @@ export function sleep(ms: number): Promise<void> {
   return new Promise((r) => setTimeout(r, ms));
 }
 
-/** Polls `check` until it returns a truthy value or `timeoutMs` passes (then throws, naming `what`). */
+/** Thrown by a waitFor() check to stop waiting at once (e.g. the process it waits for has exited). */
+export class WaitAbort extends Error {
+  override readonly name = 'WaitAbort';
+}
+
+/**
+ * Polls `check` until it returns a truthy value or `timeoutMs` passes (then throws, naming
+ * `what`). Other errors thrown by `check` count as "not yet"; a WaitAbort ends the wait at once.
+ */
 export async function waitFor<T>(what: string, check: () => T | Promise<T>, timeoutMs = 10_000, intervalMs = 100): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   let last: unknown;
@@ -224,6 +232,7 @@ export async function waitFor<T>(what: string, check: () => T | Promise<T>, time
       const v = await check();
       if (v) return v;
     } catch (e) {
+      if (e instanceof WaitAbort) throw e;
       last = e;
     }
     if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${last ? `: ${last instanceof Error ? last.message : String(last)}` : ''}`);

@@ -7,11 +7,11 @@
  * The plan (cluster A and B are mirror images; every name below is stable so that a crashed run
  * can be cleaned up by name, `weft demo --cleanup`):
  *
- *   pod A1 10.0.1.11 ─┐                                                   ┌─ pod B1 10.0.1.21
- *   pod A2 10.0.1.12 ─┤ worker-1 172.18.0.2 ┐                ┌ 172.19.0.2 worker-1 ├─ pod B2 10.0.1.22
- *                                           ├ gw A ══WAN══ gw B ┤
- *   pod A3 10.0.2.13 ─┤ worker-2 172.18.0.3 ┘ 198.18.0.1  198.18.0.2 └ 172.19.0.3 worker-2 ├─ pod B3 10.0.2.23
- *   pod A4 10.0.2.14 ─┘                                                   └─ pod B4 10.0.2.24
+ *   A1 10.0.1.11 ─┐                                                      ┌─ B1 10.0.1.21
+ *   A2 10.0.1.12 ─┴─ worker-1 172.18.0.2 ─┐              ┌─ worker-1 172.19.0.2 ─┴─ B2 10.0.1.22
+ *                                         ├─ gateway A ══ WAN ══ gateway B ─┤
+ *   A3 10.0.2.13 ─┬─ worker-2 172.18.0.3 ─┘  198.18.0.1    198.18.0.2  └─ worker-2 172.19.0.3 ─┬─ B3 10.0.2.23
+ *   A4 10.0.2.14 ─┘                                                      └─ B4 10.0.2.24
  *
  * - Both clusters use the SAME pod CIDR 10.0.0.0/16 (worker-1 10.0.1.0/24, worker-2 10.0.2.0/24),
  *   Liqo's default external CIDR 10.70.0.0/16 and internal CIDR 10.80.0.0/16 (gateway .1,
@@ -27,8 +27,9 @@
  * - WAN (WireGuard, UDP 51840, MTU 1340): a veth between the gateways, 198.18.0.1 (A, the
  *   client: it has B's endpoint) and 198.18.0.2 (B, the server: it learns A's endpoint), inside
  *   the benchmarking range 198.18.0.0/15 so nothing is ever routed off the machine.
- * - Pods reach their node Calico-style: the pod has its /32 and a default route via 169.254.1.1,
- *   an address of the node's end of the pod veth; the node has a /32 route per pod and forwards.
+ * - Pods reach their node Calico-style: the pod has its /32 and a route for 10.0.0.0/8 (no
+ *   default route) via 169.254.1.1, an address of the node's end of the pod veth; the node has a
+ *   /32 route per pod and forwards.
  */
 import { stringify } from 'yaml';
 import type { WeftConfigInput } from '../control/config.js';

@@ -21,7 +21,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { httpCheck, iperfCheck, ping, traceroute, udpEchoCheck } from './checks.js';
-import { haveCommand, inNs, isRoot, listNamespaces, runCommand, sleep, startDaemon, waitFor, type Daemon } from './host.js';
+import { WaitAbort, haveCommand, inNs, isRoot, listNamespaces, runCommand, sleep, startDaemon, waitFor, type Daemon } from './host.js';
 import {
   DEMO_DEFAULT_PREFIX, buildPlan, describePlan, findPod, keyFileName, planNamespaces, remotePodAddress, remoteSnatAddress, renderConfigs,
   type DemoConfigFile, type DemoKeys, type DemoPlan,
@@ -188,7 +188,7 @@ export async function startDataPlane(
     const f = p.file;
     try {
       await waitFor(`${f.label} to come up`, async () => {
-        if (p.daemon.exitStatus !== null) throw new DemoError(`${f.label} exited (${p.daemon.exitStatus})`);
+        if (p.daemon.exitStatus !== null) throw new WaitAbort(`${f.label} exited (${p.daemon.exitStatus})`);
         if (f.role === 'gateway') {
           const ss = await runCommand(inNs(f.ns, ['ss', '-Hlun']), { allowFail: true });
           return ss.stdout.includes(`:${plan.wireguardPort} `) && ss.stdout.includes(`:${plan.genevePort} `);

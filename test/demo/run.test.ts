@@ -5,7 +5,9 @@
  * Prefixes `wxd`/`wxk`/`wxs` keep these runs apart from a user's demo (`wd`) and the e2e test (`wx`).
  */
 import { spawn } from 'node:child_process';
-import { existsSync, readdirSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { haveCommand, inNs, isRoot, listNamespaces, runCommand, waitFor } from '../../src/demo/host.js';
 import { buildPlan, planNamespaces } from '../../src/demo/plan.js';
@@ -85,6 +87,24 @@ describe.skipIf(skip)('weft demo in network namespaces', () => {
     await runDemo({ prefix: 'wxk', cleanup: true, out: (t) => { out3 += t; } });
     expect(out3).toMatch(/^nothing to clean up/);
   }, 120_000);
+
+  it('a Weft process that fails to start: DemoError with its log, namespaces removed, logs kept', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'weft-demo-fail-'));
+    const fake = join(dir, 'fake-weft.mjs');
+    writeFileSync(fake, "console.error('fake weft: cannot start ' + process.argv.slice(2).join(' ')); process.exit(3);\n");
+    const demoDir = join(dir, 'demo');
+    let text = '';
+    try {
+      await expect(runDemo({ prefix: 'wxd', dir: demoDir, weftBin: fake, handleSignals: false, out: (t) => { text += t; } }))
+        .rejects.toThrow(/gateway A exited \(3\)[\s\S]*fake weft: cannot start up -c .*gateway-a\.yaml/);
+      expect(text).toContain(`configuration and logs kept in ${demoDir}`);
+      expect(readdirSync(demoDir)).toContain('gateway-a.log');
+      expect(await leftovers('wxd')).toEqual([]);
+      expect(await demoProcesses('wxd')).toEqual([]);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 60_000);
 
   it('SIGINT while it runs: everything is removed and the process ends by the signal', async () => {
     const child = spawn(process.execPath, [WEFT_BIN, 'demo', '--prefix', 'wxs'], { stdio: ['ignore', 'pipe', 'pipe'] });

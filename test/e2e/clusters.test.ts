@@ -31,7 +31,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { httpCheck, iperfCheck, ping, traceroute, udpEchoCheck } from '../../src/demo/checks.js';
-import { haveCommand, inNs, isRoot, runCommand, startDaemon, waitFor, type Daemon } from '../../src/demo/host.js';
+import { WaitAbort, haveCommand, inNs, isRoot, runCommand, startDaemon, waitFor, type Daemon } from '../../src/demo/host.js';
 import { generateDemoKeys } from '../../src/demo/keys.js';
 import { buildPlan, findPod, planNamespaces, remotePodAddress, remoteSnatAddress } from '../../src/demo/plan.js';
 import {
@@ -183,7 +183,7 @@ describe.skipIf(reason !== null)('two clusters, same pod CIDR, remapped: pod ⇄
     }
     for (const c of captures) {
       await waitFor(`tcpdump on ${c.name}`, () => {
-        if (c.daemon.exitStatus !== null) throw new Error(`tcpdump ${c.name} exited: ${c.daemon.output()}`);
+        if (c.daemon.exitStatus !== null) throw new WaitAbort(`tcpdump ${c.name} exited: ${c.daemon.output()}`);
         return c.daemon.output().includes('listening on');
       }, 10_000, 50);
     }
