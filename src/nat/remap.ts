@@ -8,7 +8,7 @@
  * address inside a packet, which `PrefixRemap` applies — without allocation.
  */
 
-import { formatPrefix, type IpFamily, type Prefix } from '../packet/addr.js';
+import { addressEquals, formatPrefix, readIpv4U32, writeIpv4U32, type IpFamily, type Prefix } from '../packet/addr.js';
 import { PrefixTable } from '../route/table.js';
 
 export class PrefixRemap {
@@ -30,13 +30,10 @@ export class PrefixRemap {
     this.family = from.family;
     this.from = from;
     this.to = to;
-    let same = true;
-    for (let i = 0; i < from.addr.length; i++) if (from.addr[i] !== to.addr[i]) same = false;
-    this.identity = same;
+    this.identity = addressEquals(from.addr, 0, to.addr, 0, from.addr.length);
     if (from.family === 4) {
       this.hostMask = from.prefixLen === 0 ? 0xffffffff : from.prefixLen === 32 ? 0 : (0xffffffff >>> from.prefixLen) >>> 0;
-      const a = to.addr;
-      this.toNet = ((a[0]! << 24) | (a[1]! << 16) | (a[2]! << 8) | a[3]!) >>> 0;
+      this.toNet = readIpv4U32(to.addr, 0);
     } else {
       this.hostMask = 0;
       this.toNet = 0;
@@ -50,12 +47,8 @@ export class PrefixRemap {
    */
   translate(src: Uint8Array, srcOff: number, dst: Uint8Array, dstOff: number): void {
     if (this.family === 4) {
-      const a = ((src[srcOff]! << 24) | (src[srcOff + 1]! << 16) | (src[srcOff + 2]! << 8) | src[srcOff + 3]!) >>> 0;
-      const v = ((this.toNet & ~this.hostMask) | (a & this.hostMask)) >>> 0;
-      dst[dstOff] = v >>> 24;
-      dst[dstOff + 1] = (v >>> 16) & 0xff;
-      dst[dstOff + 2] = (v >>> 8) & 0xff;
-      dst[dstOff + 3] = v & 0xff;
+      const a = readIpv4U32(src, srcOff);
+      writeIpv4U32(dst, dstOff, ((this.toNet & ~this.hostMask) | (a & this.hostMask)) >>> 0);
       return;
     }
     const len = this.from.prefixLen;
@@ -130,8 +123,7 @@ export class PrefixMatcher<T> {
     this.vals = [];
     if (!this.small) return;
     entries.forEach((e, i) => {
-      const a = e.addr;
-      this.nets[i] = ((a[0]! << 24) | (a[1]! << 16) | (a[2]! << 8) | a[3]!) >>> 0;
+      this.nets[i] = readIpv4U32(e.addr, 0);
       this.masks[i] = e.prefixLen === 0 ? 0 : (0xffffffff << (32 - e.prefixLen)) >>> 0;
       this.vals.push(e.value);
     });
@@ -144,7 +136,7 @@ export class PrefixMatcher<T> {
     const nets = this.nets;
     const n = nets.length;
     if (n === 0) return undefined;
-    const a = ((buf[off]! << 24) | (buf[off + 1]! << 16) | (buf[off + 2]! << 8) | buf[off + 3]!) >>> 0;
+    const a = readIpv4U32(buf, off);
     const masks = this.masks;
     for (let i = 0; i < n; i++) if (((a & masks[i]!) >>> 0) === nets[i]) return this.vals[i];
     return undefined;
