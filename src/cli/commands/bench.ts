@@ -8,10 +8,11 @@ import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { EXIT_FAILURE, EXIT_OK, EXIT_USAGE, fail, parseArgs, type CliIo } from './common.js';
 
-export const BENCH_HELP = `Usage: weft bench [crypto|wireguard|route|nat|geneve ...]
+export const BENCH_HELP = `Usage: weft bench [NAME ...]
 
-Runs the in-process benchmarks (all, or the ones named) and prints one table each; every table
-carries its own anchor measured in the same run, so read the ratios, not the absolute numbers.
+Runs the in-process benchmarks (all, or the ones named: crypto, wireguard, route, nat, geneve,
+io …; an unknown name lists them) and prints one table each. Every table carries its own anchor
+measured in the same run, so read the ratios, not the absolute numbers.
 `;
 
 /** dist/bench/run.js, relative to this file (dist/src/cli/commands/bench.js). */
