@@ -8,7 +8,7 @@
  * configuration methods allocate.
  */
 import { PrefixTable } from '../route/table.js';
-import { makePrefix, type Prefix } from '../packet/addr.js';
+import { compareAddress, makePrefix, type Prefix } from '../packet/addr.js';
 import { IPV4_DST_OFFSET, IPV4_SRC_OFFSET } from '../packet/ipv4.js';
 import { IPV6_DST_OFFSET, IPV6_SRC_OFFSET } from '../packet/ipv6.js';
 
@@ -84,9 +84,5 @@ export class AllowedIps<P> {
 }
 
 function comparePrefix(a: Prefix, b: Prefix): number {
-  for (let i = 0; i < a.addr.length; i++) {
-    const d = a.addr[i] - b.addr[i];
-    if (d !== 0) return d;
-  }
-  return a.prefixLen - b.prefixLen;
+  return compareAddress(a.addr, 0, b.addr, 0, a.addr.length) || a.prefixLen - b.prefixLen;
 }

@@ -23,6 +23,8 @@
  */
 import type { CryptoBackend } from '../crypto/backend.js';
 import { kdf1, kdf2, kdf3 } from '../crypto/kdf.js';
+import { isZeroKey } from '../crypto/keys.js';
+import { NONCE_LEN } from '../crypto/sizes.js';
 import { HANDSHAKE_INITIATION_RATE } from './constants.js';
 import {
   INITIATION_EPHEMERAL_OFFSET, INITIATION_SENDER_OFFSET, INITIATION_SIZE,
@@ -39,7 +41,9 @@ export const CONSTRUCTION = encoder.encode('Noise_IKpsk2_25519_ChaChaPoly_BLAKE2
 /** WireGuard's prologue, mixed into the initial hash. */
 export const IDENTIFIER = encoder.encode('WireGuard v1 zx2c4 Jason@zx2c4.com');
 
-const ZERO_NONCE = new Uint8Array(12);
+/** Every handshake AEAD key is used exactly once, so its nonce is zero (whitepaper §5.4). */
+const ZERO_NONCE = new Uint8Array(NONCE_LEN);
+/** ε: the empty message (response payload, transport KDF input). */
 const EMPTY = new Uint8Array(0);
 
 /** Handshake states (wireguard-go's names). */
@@ -123,12 +127,6 @@ export class Handshake {
   }
 }
 
-function isZero(a: Uint8Array): boolean {
-  let acc = 0;
-  for (let i = 0; i < a.length; i++) acc |= a[i];
-  return acc === 0;
-}
-
 /** The handshake arithmetic bound to one crypto backend, with its scratch space. */
 export class NoiseContext {
   readonly initialChainKey = new Uint8Array(KEY_LEN);
@@ -139,7 +137,6 @@ export class NoiseContext {
   private readonly tau = new Uint8Array(KEY_LEN);
   private readonly tmp = new Uint8Array(KEY_LEN);
   private readonly timestamp = new Uint8Array(TIMESTAMP_LEN);
-  private readonly nothing = new Uint8Array(0);
   // An initiation between beginConsumeInitiation() and finishConsumeInitiation().
   private readonly pendingHash = new Uint8Array(KEY_LEN);
   private readonly pendingChainKey = new Uint8Array(KEY_LEN);
@@ -168,7 +165,7 @@ export class NoiseContext {
   createInitiation(identity: StaticIdentity, hs: Handshake, msg: Uint8Array, off: number,
     ephemeralPrivate: Uint8Array, timestamp: Uint8Array, sender: number): boolean {
     const b = this.backend;
-    if (!identity.hasKey || isZero(hs.precomputedStaticStatic)) {
+    if (!identity.hasKey || isZeroKey(hs.precomputedStaticStatic)) {
       hs.clear();
       return false;
     }
@@ -257,7 +254,7 @@ export class NoiseContext {
     if (!this.pending) throw new Error('finishConsumeInitiation without a successful beginConsumeInitiation');
     const h = this.pendingHash;
     const ck = this.pendingChainKey;
-    if (isZero(hs.precomputedStaticStatic)) {
+    if (isZeroKey(hs.precomputedStaticStatic)) {
       this.abandonInitiation();
       return INITIATION_NO_STATIC_SECRET;
     }
@@ -316,7 +313,7 @@ export class NoiseContext {
     this.ss.fill(0);
     kdf3(b, ck, this.tau, this.key, ck, hs.presharedKey);
     this.mixHash(h, this.tau, 0, KEY_LEN);
-    b.seal(this.key, ZERO_NONCE, h, this.nothing, 0, 0, msg, off + RESPONSE_EMPTY_OFFSET);
+    b.seal(this.key, ZERO_NONCE, h, EMPTY, 0, 0, msg, off + RESPONSE_EMPTY_OFFSET);
     this.mixHash(h, msg, off + RESPONSE_EMPTY_OFFSET, RESPONSE_EMPTY_LEN);
     this.tau.fill(0);
     this.key.fill(0);
@@ -356,7 +353,7 @@ export class NoiseContext {
       kdf1(b, ck, ck, this.ss);
       kdf3(b, ck, this.tau, this.key, ck, hs.presharedKey);
       this.mixHash(h, this.tau, 0, KEY_LEN);
-      ok = b.open(this.key, ZERO_NONCE, h, msg, off + RESPONSE_EMPTY_OFFSET, RESPONSE_EMPTY_LEN, this.nothing, 0);
+      ok = b.open(this.key, ZERO_NONCE, h, msg, off + RESPONSE_EMPTY_OFFSET, RESPONSE_EMPTY_LEN, EMPTY, 0);
     }
     this.ss.fill(0);
     this.tau.fill(0);

@@ -5,6 +5,7 @@
  * the index table, allowed IPs and buffer pool consistent; read the public fields freely.
  */
 import type { CryptoBackend } from '../crypto/backend.js';
+import { isZeroKey } from '../crypto/keys.js';
 import { CookieGenerator } from './cookie.js';
 import { Keypairs } from './keypair.js';
 import { KEY_LEN } from './messages.js';
@@ -71,8 +72,6 @@ export class Peer {
   /** The preshared key, or null when it is all zero (no PSK). A copy. */
   get presharedKey(): Uint8Array | null {
     const k = this.handshake.presharedKey;
-    let acc = 0;
-    for (let i = 0; i < k.length; i++) acc |= k[i];
-    return acc === 0 ? null : Uint8Array.from(k);
+    return isZeroKey(k) ? null : Uint8Array.from(k);
   }
 }
