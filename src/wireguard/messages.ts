@@ -136,6 +136,11 @@ export function writeTransportHeader(buf: Uint8Array, off: number, receiver: num
 // ---------------------------------------------------------------------------------------------
 // Decoders for tests and diagnostics (allocate an object of views; never used on the data path).
 
+/** The view buf[at, at+len) (shares memory with buf). */
+function field(buf: Uint8Array, at: number, len: number): Uint8Array {
+  return buf.subarray(at, at + len);
+}
+
 export interface InitiationFields {
   sender: number;
   ephemeral: Uint8Array;
@@ -148,11 +153,11 @@ export interface InitiationFields {
 export function decodeInitiation(buf: Uint8Array, off = 0): InitiationFields {
   return {
     sender: readU32LE(buf, off + INITIATION_SENDER_OFFSET),
-    ephemeral: buf.subarray(off + INITIATION_EPHEMERAL_OFFSET, off + INITIATION_EPHEMERAL_OFFSET + KEY_LEN),
-    encryptedStatic: buf.subarray(off + INITIATION_STATIC_OFFSET, off + INITIATION_STATIC_OFFSET + INITIATION_STATIC_LEN),
-    encryptedTimestamp: buf.subarray(off + INITIATION_TIMESTAMP_OFFSET, off + INITIATION_TIMESTAMP_OFFSET + INITIATION_TIMESTAMP_LEN),
-    mac1: buf.subarray(off + INITIATION_MAC1_OFFSET, off + INITIATION_MAC1_OFFSET + MAC_LEN),
-    mac2: buf.subarray(off + INITIATION_MAC2_OFFSET, off + INITIATION_MAC2_OFFSET + MAC_LEN),
+    ephemeral: field(buf, off + INITIATION_EPHEMERAL_OFFSET, KEY_LEN),
+    encryptedStatic: field(buf, off + INITIATION_STATIC_OFFSET, INITIATION_STATIC_LEN),
+    encryptedTimestamp: field(buf, off + INITIATION_TIMESTAMP_OFFSET, INITIATION_TIMESTAMP_LEN),
+    mac1: field(buf, off + INITIATION_MAC1_OFFSET, MAC_LEN),
+    mac2: field(buf, off + INITIATION_MAC2_OFFSET, MAC_LEN),
   };
 }
 
@@ -169,10 +174,10 @@ export function decodeResponse(buf: Uint8Array, off = 0): ResponseFields {
   return {
     sender: readU32LE(buf, off + RESPONSE_SENDER_OFFSET),
     receiver: readU32LE(buf, off + RESPONSE_RECEIVER_OFFSET),
-    ephemeral: buf.subarray(off + RESPONSE_EPHEMERAL_OFFSET, off + RESPONSE_EPHEMERAL_OFFSET + KEY_LEN),
-    encryptedNothing: buf.subarray(off + RESPONSE_EMPTY_OFFSET, off + RESPONSE_EMPTY_OFFSET + RESPONSE_EMPTY_LEN),
-    mac1: buf.subarray(off + RESPONSE_MAC1_OFFSET, off + RESPONSE_MAC1_OFFSET + MAC_LEN),
-    mac2: buf.subarray(off + RESPONSE_MAC2_OFFSET, off + RESPONSE_MAC2_OFFSET + MAC_LEN),
+    ephemeral: field(buf, off + RESPONSE_EPHEMERAL_OFFSET, KEY_LEN),
+    encryptedNothing: field(buf, off + RESPONSE_EMPTY_OFFSET, RESPONSE_EMPTY_LEN),
+    mac1: field(buf, off + RESPONSE_MAC1_OFFSET, MAC_LEN),
+    mac2: field(buf, off + RESPONSE_MAC2_OFFSET, MAC_LEN),
   };
 }
 
@@ -185,8 +190,8 @@ export interface CookieReplyFields {
 export function decodeCookieReply(buf: Uint8Array, off = 0): CookieReplyFields {
   return {
     receiver: readU32LE(buf, off + COOKIE_REPLY_RECEIVER_OFFSET),
-    nonce: buf.subarray(off + COOKIE_REPLY_NONCE_OFFSET, off + COOKIE_REPLY_NONCE_OFFSET + COOKIE_NONCE_LEN),
-    encryptedCookie: buf.subarray(off + COOKIE_REPLY_COOKIE_OFFSET, off + COOKIE_REPLY_COOKIE_OFFSET + COOKIE_REPLY_COOKIE_LEN),
+    nonce: field(buf, off + COOKIE_REPLY_NONCE_OFFSET, COOKIE_NONCE_LEN),
+    encryptedCookie: field(buf, off + COOKIE_REPLY_COOKIE_OFFSET, COOKIE_REPLY_COOKIE_LEN),
   };
 }
 
