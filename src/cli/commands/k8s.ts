@@ -54,7 +54,9 @@ Runs Weft from Liqo's Kubernetes resources (networking.liqo.io, ipam.liqo.io): a
   --pod-cidr CIDR           local pod CIDR when no ipam.liqo.io Network says (repeatable)
   --geneve-mode l3|l2       default l3
   --metrics-listen ADDR     Prometheus endpoint "host:port"
-  --conncheck               gateway: Liqo's in-tunnel connection check (UDP 12345)
+  --conncheck               gateway: Liqo's in-tunnel connection check (UDP 12345 between
+                            169.254.18.1/.2; needs a data plane that routes them — see
+                            "weft up --help"); default: Connected = recent handshake
   --status-interval SEC     Connection status refresh (default 10)
   --name NAME               instance name for "weft show" (default: k8s-ROLE)
   --run-dir DIR             control socket directory (default /run/weft as root; WEFT_RUN_DIR)

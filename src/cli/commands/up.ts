@@ -39,7 +39,9 @@ changed is applied.
                        logging.level, else warn); logs are JSON lines on stderr
   --no-watch           reload only on SIGHUP, not on file changes
   --conncheck          gateway: run Liqo's in-tunnel connection check (UDP 12345 between the
-                       tunnel addresses 169.254.18.1/.2) and report its result as liqo_peer_*
+                       tunnel addresses 169.254.18.1/.2) and report its result as liqo_peer_*;
+                       the data plane must route those addresses through the tunnel (the
+                       gateway does not yet: without it, "connected" follows the handshake)
 Environment: WEFT_CRYPTO=auto|openssl|node|pure overrides wireguard.cryptoBackend.
 Creating TUN devices and routes needs root or CAP_NET_ADMIN (exit 4 otherwise).
 `;
