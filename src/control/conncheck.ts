@@ -100,6 +100,7 @@ export function formatLatency(ms: number): string {
   return `${us}μs`;
 }
 
+/** The datagram of one message: Liqo's JSON form with exactly its three fields (see the module comment). Allocates. */
 export function encodeMessage(m: ConnCheckMessage): Uint8Array {
   return encoder.encode(JSON.stringify({ clusterID: m.clusterID, msgType: m.msgType, timeStamp: m.timeStamp }));
 }

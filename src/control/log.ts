@@ -36,6 +36,10 @@ export function resolveLogLevel(configured: LogLevel | undefined, env: Readonly<
   return configured ?? 'warn';
 }
 
+/**
+ * A pino logger at the level resolveLogLevel() picks. Writes synchronously to stderr (fd 2) unless
+ * `opts.destination` is given, so the last lines before an exit are not lost.
+ */
 export function createLogger(opts: LoggerOptions = {}): Logger {
   const level = resolveLogLevel(opts.level, opts.env);
   return pino(

@@ -72,10 +72,12 @@ export const CLASSIFY_TOO_SHORT = -1;
 export const CLASSIFY_BAD_LENGTH = -2;
 export const CLASSIFY_UNKNOWN_TYPE = -3;
 
+/** The little-endian uint32 at buf[off, off+4) (every WireGuard integer field). No allocation. */
 export function readU32LE(buf: Uint8Array, off: number): number {
   return (buf[off] | (buf[off + 1] << 8) | (buf[off + 2] << 16) | (buf[off + 3] << 24)) >>> 0;
 }
 
+/** Write `v` as a little-endian uint32 at buf[off, off+4). */
 export function writeU32LE(buf: Uint8Array, off: number, v: number): void {
   buf[off] = v & 0xff;
   buf[off + 1] = (v >>> 8) & 0xff;
@@ -126,6 +128,10 @@ export function mac2Offset(len: number): number {
   return len - MAC_LEN;
 }
 
+/**
+ * Write the 16-byte transport header (§5.4.6) at buf[off]: type 4, the receiver's index and the
+ * 64-bit nonce counter as two uint32 halves (a counter never passes through a float above 2^53).
+ */
 export function writeTransportHeader(buf: Uint8Array, off: number, receiver: number, counterLo: number, counterHi: number): void {
   writeU32LE(buf, off + TYPE_OFFSET, MESSAGE_TRANSPORT);
   writeU32LE(buf, off + TRANSPORT_RECEIVER_OFFSET, receiver);
@@ -150,6 +156,7 @@ export interface InitiationFields {
   mac2: Uint8Array;
 }
 
+/** The fields of the initiation at buf[off] as views (the caller checked its size). */
 export function decodeInitiation(buf: Uint8Array, off = 0): InitiationFields {
   return {
     sender: readU32LE(buf, off + INITIATION_SENDER_OFFSET),
@@ -170,6 +177,7 @@ export interface ResponseFields {
   mac2: Uint8Array;
 }
 
+/** The fields of the response at buf[off] as views (the caller checked its size). */
 export function decodeResponse(buf: Uint8Array, off = 0): ResponseFields {
   return {
     sender: readU32LE(buf, off + RESPONSE_SENDER_OFFSET),
@@ -187,6 +195,7 @@ export interface CookieReplyFields {
   encryptedCookie: Uint8Array;
 }
 
+/** The fields of the cookie reply at buf[off] as views (the caller checked its size). */
 export function decodeCookieReply(buf: Uint8Array, off = 0): CookieReplyFields {
   return {
     receiver: readU32LE(buf, off + COOKIE_REPLY_RECEIVER_OFFSET),
@@ -202,6 +211,7 @@ export interface TransportFields {
   content: Uint8Array;
 }
 
+/** The header fields of the transport message buf[off, off+len) and its encrypted content as a view. */
 export function decodeTransport(buf: Uint8Array, off: number, len: number): TransportFields {
   const lo = readU32LE(buf, off + TRANSPORT_COUNTER_OFFSET);
   const hi = readU32LE(buf, off + TRANSPORT_COUNTER_OFFSET + 4);

@@ -28,6 +28,11 @@ export function httpStatusOf(e: unknown): number | undefined {
   return undefined;
 }
 
+/**
+ * Any error from a client-node call as a KubernetesApiError naming `operation`: the HTTP status
+ * when the server answered, and the first line of the API's Status message (from the JSON body)
+ * in place of client-node's generic text. A KubernetesApiError passes through unchanged.
+ */
 export function wrapApiError(operation: string, e: unknown): KubernetesApiError {
   if (e instanceof KubernetesApiError) return e;
   const status = httpStatusOf(e);

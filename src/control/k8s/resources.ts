@@ -164,6 +164,7 @@ export const KINDS = {
   leases: { group: 'coordination.k8s.io', version: 'v1', plural: 'leases', kind: 'Lease', namespaced: true },
 } as const satisfies Record<string, ResourceKind>;
 
+/** The `apiVersion` of objects of kind `k`: "v1" for the core group, else "group/version". */
 export function apiVersionOf(k: ResourceKind): string {
   return k.group === '' ? k.version : `${k.group}/${k.version}`;
 }
@@ -191,6 +192,7 @@ export interface LiqoResources {
 
 export type LiqoResourceName = keyof LiqoResources;
 
+/** A fresh LiqoResources with every list empty (the translator's input before anything is listed). */
 export function emptyResources(): LiqoResources {
   return {
     configurations: [], gatewayServers: [], gatewayClients: [], secrets: [], publicKeys: [], internalNodes: [],
