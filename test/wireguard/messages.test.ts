@@ -2,10 +2,12 @@ import { describe, expect, it } from 'vitest';
 import {
   CLASSIFY_BAD_LENGTH, CLASSIFY_TOO_SHORT, CLASSIFY_UNKNOWN_TYPE, COOKIE_REPLY_SIZE, INITIATION_SIZE,
   MESSAGE_COOKIE_REPLY, MESSAGE_INITIATION, MESSAGE_RESPONSE, MESSAGE_TRANSPORT, RESPONSE_SIZE,
-  TRANSPORT_MIN_SIZE, classifyMessage, decodeInitiation, decodeResponse, decodeTransport,
+  TRANSPORT_MIN_SIZE, classifyMessage, decodeCookieReply, decodeInitiation, decodeResponse, decodeTransport,
   isHandshakeMessage, mac1Offset, mac2Offset, INITIATION_MAC1_OFFSET, INITIATION_MAC2_OFFSET,
   RESPONSE_MAC1_OFFSET, RESPONSE_MAC2_OFFSET, readU32LE, writeU32LE, writeTransportHeader,
 } from '../../src/wireguard/messages.js';
+import { createPureBackend } from '../../src/crypto/pure.js';
+import { CookieChecker } from '../../src/wireguard/cookie.js';
 import { WS_INITIATION_HEX, WS_RESPONSE_HEX, WS_TRANSPORT_HEX, fromHex, toHex } from './vectors.js';
 
 describe('message layout', () => {
@@ -32,6 +34,19 @@ describe('message layout', () => {
     expect(data.counter).toBe(0n);
     expect(toHex(init.ephemeral)).toBe('5fcec7c8e5c8e2e3f7989eef60c228d82329d602b6b1e2bb9d068f89cf9d4d45');
     expect(toHex(init.mac2)).toBe('0'.repeat(32));
+  });
+
+  it('a cookie reply (§5.4.7) answers the sender index of the message it replies to', () => {
+    const init = fromHex(WS_INITIATION_HEX);
+    const nonce = Uint8Array.from({ length: 24 }, (_, i) => 0xa0 + i);
+    const out = new Uint8Array(3 + COOKIE_REPLY_SIZE);
+    const n = new CookieChecker(createPureBackend()).createReply(init, 0, init.length, Uint8Array.of(192, 0, 2, 1, 0xca, 0x6c), 0, nonce, out, 3);
+    expect(n).toBe(COOKIE_REPLY_SIZE);
+    expect(classifyMessage(out, 3, n)).toBe(MESSAGE_COOKIE_REPLY);
+    const reply = decodeCookieReply(out, 3);
+    expect(reply.receiver).toBe(decodeInitiation(init).sender);
+    expect(toHex(reply.nonce)).toBe(toHex(nonce));
+    expect(reply.encryptedCookie.length).toBe(32); // 16-byte cookie + Poly1305 tag
   });
 
   it('round-trips little-endian words and the transport header', () => {
