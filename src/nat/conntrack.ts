@@ -39,13 +39,6 @@ export const CT_TCP_CLOSE = 6;
 export const CT_UDP = 7;
 export const CT_ICMP = 8;
 
-const STATE_NAMES = ['FREE', 'SYN_SENT', 'SYN_RECV', 'ESTABLISHED', 'FIN_WAIT', 'TIME_WAIT', 'CLOSE', 'UDP', 'ICMP'];
-
-/** Name of a CT_* state (diagnostics). */
-export function conntrackStateName(state: number): string {
-  return STATE_NAMES[state] ?? `state-${state}`;
-}
-
 // Per-entry flag bits.
 const F_REPLIED = 1;
 const F_FIN_ORIGINAL = 2;
