@@ -243,4 +243,12 @@ describe.skipIf(skip !== null)('Gateway routing (in-process, one namespace, loop
     await waitFor('no route any more', () => (gw.drops()['route_no_route'] ?? 0) === before + 1, 5000, 10);
     expect(gw.stats().tunnels.map((t) => t.name)).toEqual(['node-a']);
   });
+
+  it('stop() removes the routes and addresses it added and the TUN', async () => {
+    expect(run(['ip', '-n', NS, 'route', 'show', 'dev', 'wfu-gwt'])).toMatch(/^10\.71\.0\.0\/16/m);
+    await gw.stop();
+    expect(run(['ip', '-n', NS, '-o', 'link', 'show'])).not.toMatch(/wfu-gwt/);
+    expect(run(['ip', '-n', NS, 'route', 'show'])).toBe('');
+    expect(run(['ip', 'netns', 'exec', NS, 'ss', '-Hlun'])).not.toMatch(/127\.0\.0\.1:6091\b|:51840\b/); // the fake nodes still listen on .2/.3
+  });
 });
