@@ -135,7 +135,8 @@ export class GenevePort {
   private constructor(opts: GenevePortOptions) {
     this.table = opts.table;
     this.sink = opts.sink;
-    this.engine = new GeneveEngine(opts.table, { port: opts.port ?? GENEVE_LIQO_UDP_PORT, ...opts.engine });
+    // The engine's port only checks whole outer packets (decapsulateIp); port 0 (ephemeral bind) keeps the default.
+    this.engine = new GeneveEngine(opts.table, { port: opts.port || GENEVE_LIQO_UDP_PORT, ...opts.engine });
     this.clock = opts.clock ?? Date.now;
     this.onError = opts.onError ?? (() => {});
     const batch = opts.batchSize ?? DEFAULT_BATCH;
