@@ -616,6 +616,8 @@ export class Gateway implements StatsSource {
             await withNetnsAsync(this.opts.netns, () => this.wg.bind(port));
           }
           this.config = { ...this.config, wireguard: { ...this.config.wireguard, ...definedOnly(ch) } };
+          // The tunnel MTU is also the NAT's (Fragmentation Needed, MSS clamp): rebuild it.
+          if (ch.mtu !== undefined && ch.mtu !== null) this.rebuildNat();
           break;
         }
         case 'cluster.update':
