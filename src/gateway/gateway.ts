@@ -565,7 +565,7 @@ export class Gateway implements StatsSource {
   /**
    * Applies the control layer's diff ops (ConfigReloader's ConfigApplier). Live: peers
    * (add/remove; update keeps sessions, counters and a roamed endpoint), tunnels, pod routes,
-   * IP mappings, WireGuard private key / listen port / MTU (padding), cluster CIDRs (rebuilds the
+   * IP mappings, WireGuard private key / listen port / MTU (padding; rebuilds the NAT), cluster CIDRs (rebuilds the
    * NAT: conntrack entries are lost). Not live (GatewayApplyError before any change): Geneve port /
    * listen address, WireGuard interface name, listen address, crypto backend, role.
    * metrics/logging ops are the CLI's and ignored here.
