@@ -129,10 +129,9 @@ export interface GatewayStats {
 const HEADROOM = 128;
 const TAILROOM = 64;
 const MAX_PACKET = 9216;
-/** Outputs: where a routed packet goes. */
+/** Where a packet handed to routeInside came from (packets from WireGuard take routeFromPeer). */
 const SRC_GENEVE = 0;
 const SRC_TUN = 1;
-const SRC_WG = 2;
 /** A packet the gateway generated (ICMP error): no TTL handling, never answered with an error. */
 const SRC_SELF = 3;
 
