@@ -70,10 +70,15 @@ describe('data path allocation', () => {
       if (b.receive(buf, er.start, er.length, epA, now, false, rr) !== RECEIVE_DELIVER) throw new Error(`receive: ${rr.reason}`);
     };
     for (let i = 0; i < 50_000; i++) trip();
-    const n = 200_000;
-    const before = process.memoryUsage().heapUsed;
-    for (let i = 0; i < n; i++) trip();
-    const perOp = (process.memoryUsage().heapUsed - before) / n;
+    // A per-packet allocation shows in every window; a one-off (JIT, a GC finishing) in only one,
+    // so the smallest of three windows is the honest figure on a busy machine.
+    const n = 100_000;
+    let perOp = Number.POSITIVE_INFINITY;
+    for (let w = 0; w < 3; w++) {
+      const before = process.memoryUsage().heapUsed;
+      for (let i = 0; i < n; i++) trip();
+      perOp = Math.min(perOp, (process.memoryUsage().heapUsed - before) / n);
+    }
     expect(perOp).toBeLessThan(4);
     expect(pab.txBytes).toBe(pba.rxBytes);
   });
