@@ -24,6 +24,7 @@ import {
   AddressParseError, formatAddress, parseAddress, parsePrefix, prefixContains, prefixContainsPrefix, prefixesOverlap,
   type Prefix,
 } from '../packet/addr.js';
+import { LIQO_TUNNEL_SERVER_ADDRESS } from '../gateway/tunnel-address.js';
 import { EndpointParseError, canonicalCidr, formatEndpoint, parseEndpoint } from './cidr.js';
 
 // ---------------------------------------------------------------------------------------------
@@ -157,6 +158,11 @@ export const WireguardSchema = z.strictObject({
   interfaceName: ifName.default(DEFAULTS.wireguardInterface),
   /** 'auto' picks the measured-fastest backend (src/crypto/select.ts). */
   cryptoBackend: z.enum(['auto', 'openssl', 'node', 'pure']).default('auto'),
+  /**
+   * This gateway's address inside the tunnel (the connection check's source). Default per peer,
+   * as Liqo: 169.254.18.1 towards a peer without endpoint (we are the server), .2 otherwise.
+   */
+  tunnelAddress: ipText.optional(),
 });
 
 export const PeerCidrsSchema = z.strictObject({
@@ -175,6 +181,11 @@ export const PeerSchema = z.strictObject({
   endpoint: endpointText.optional(),
   /** Seconds, 1..65535; absent = off (Liqo uses none). */
   persistentKeepalive: z.number().int().min(1).max(65535).optional(),
+  /**
+   * The peer's address inside the tunnel (the connection check's destination). Default, as
+   * Liqo: 169.254.18.1 for a peer with an endpoint (a server), 169.254.18.2 without.
+   */
+  tunnelAddress: ipText.optional(),
   /** The peer's REAL CIDRs (Liqo Configuration.spec.remote.cidr). */
   remote: PeerCidrsSchema.prefault({}),
   /**
@@ -304,6 +315,8 @@ export interface WireguardConfig {
   mtu: number;
   interfaceName: string;
   cryptoBackend: CryptoBackendChoice;
+  /** This gateway's in-tunnel address (src/gateway/tunnel-address.ts; default by role). */
+  tunnelAddress?: string;
 }
 
 export interface PeerCidrs {
@@ -318,6 +331,8 @@ export interface PeerConfig {
   presharedKey?: string;
   endpoint?: string;
   persistentKeepalive?: number;
+  /** The peer's in-tunnel address (src/gateway/tunnel-address.ts; default by role). */
+  tunnelAddress?: string;
   /** Real CIDRs of the peer. */
   remote: PeerCidrs;
   /** Always complete after validation: defaults to `remote` list by list. */
@@ -516,6 +531,7 @@ function validateGateway(ctx: Ctx, c: GatewayConfig): void {
   });
   // No overlap between local CIDRs and any remapped peer CIDR, nor between peers.
   checkNoOverlap(ctx, [...local, ...remappedAll], local.length);
+  validateTunnelAddresses(ctx, c, local, remappedAll);
 
   // Geneve towards nodes.
   const internal = parsePrefix(c.cluster.internalCIDR, true);
@@ -548,6 +564,45 @@ function validateGateway(ctx: Ctx, c: GatewayConfig): void {
     checkInside(ctx, ['ipMappings', i, 'externalAddress'], m.externalAddress, ext, c.cluster.externalCIDR, 'externalAddress');
     if (m.externalAddress === first) {
       ctx.issue(['ipMappings', i, 'externalAddress'], `${first} is the first address of the external CIDR, reserved as the SNAT source`);
+    }
+  });
+}
+
+/**
+ * Explicit in-tunnel addresses (wireguard.tunnelAddress, peers[].tunnelAddress): they travel
+ * without NAT, so they must not lie in any CIDR the gateway routes or translates; peers' must be
+ * distinct, differ from ours and have our tunnel address's family. Defaults (Liqo's
+ * 169.254.18.1/.2) are not checked here: src/gateway/tunnel-address.ts leaves a peer whose
+ * default collides out of the check and says which field to set.
+ */
+function validateTunnelAddresses(ctx: Ctx, c: GatewayConfig, local: readonly NamedCidr[], remapped: readonly NamedCidr[]): void {
+  const routed: NamedCidr[] = [...local, ...remapped];
+  c.peers.forEach((p, i) => {
+    for (const kind of ['podCIDRs', 'externalCIDRs'] as const) {
+      p.remote[kind].forEach((t, j) => routed.push(named(['peers', i, 'remote', kind, j], `peer ${p.name} real CIDR`, t)));
+    }
+  });
+  const check = (path: PropertyKey[], addr: string): void => {
+    const a = parseAddress(addr);
+    const hit = routed.find((r) => r.cidr.addr.length === a.length && prefixContains(r.cidr, a, 0));
+    if (hit !== undefined) {
+      ctx.issue(path, `tunnel address ${addr} lies inside ${hit.what} ${hit.text} (at ${formatPath(hit.path)}); use an address outside every routed CIDR (Liqo: 169.254.18.0/30)`);
+    }
+  };
+  const ours = c.wireguard.tunnelAddress;
+  if (ours !== undefined) check(['wireguard', 'tunnelAddress'], ours);
+  const ourFamily = parseAddress(ours ?? LIQO_TUNNEL_SERVER_ADDRESS).length;
+  const seen = new Map<string, number>();
+  c.peers.forEach((p, i) => {
+    const addr = p.tunnelAddress;
+    if (addr === undefined) return;
+    const prev = seen.get(addr);
+    if (prev !== undefined) ctx.issue(['peers', i, 'tunnelAddress'], `duplicate peer tunnelAddress ${addr} (also at peers[${prev}]); must be unique`);
+    else seen.set(addr, i);
+    check(['peers', i, 'tunnelAddress'], addr);
+    if (addr === ours) ctx.issue(['peers', i, 'tunnelAddress'], `${addr} is this gateway's own wireguard.tunnelAddress; the peer needs another`);
+    if (parseAddress(addr).length !== ourFamily) {
+      ctx.issue(['peers', i, 'tunnelAddress'], `${addr} must have the family of this gateway's tunnel address (${ours ?? `default ${LIQO_TUNNEL_SERVER_ADDRESS}, IPv4`})`);
     }
   });
 }

@@ -27,6 +27,8 @@ export interface PeerChanges {
   presharedKey?: string | null;
   endpoint?: string | null;
   persistentKeepalive?: number | null;
+  /** The peer's in-tunnel address (null: back to the default). */
+  tunnelAddress?: string | null;
   /** New real CIDRs (full lists). */
   remote?: PeerCidrs;
   /** New remapped CIDRs (full lists): the prefix NAT for this peer changes. */
@@ -119,8 +121,8 @@ function diffKeyed<T, K extends string | number>(
   return { removes, updates, adds };
 }
 
-const PEER_FIELDS = ['clusterId', 'presharedKey', 'endpoint', 'persistentKeepalive', 'remote', 'remapped'] as const;
-const WG_FIELDS = ['privateKey', 'privateKeyFile', 'listenAddress', 'listenPort', 'mtu', 'interfaceName', 'cryptoBackend'] as const;
+const PEER_FIELDS = ['clusterId', 'presharedKey', 'endpoint', 'persistentKeepalive', 'tunnelAddress', 'remote', 'remapped'] as const;
+const WG_FIELDS = ['privateKey', 'privateKeyFile', 'listenAddress', 'listenPort', 'mtu', 'interfaceName', 'cryptoBackend', 'tunnelAddress'] as const;
 const CLUSTER_FIELDS = ['id', 'podCIDRs', 'externalCIDR', 'internalCIDR', 'serviceCIDRs'] as const;
 const TUNNEL_FIELDS = ['nodeName', 'remoteUnderlay', 'localInternalAddress', 'remoteInternalAddress', 'mode'] as const;
 const NODE_GW_FIELDS = ['vni', 'gatewayUnderlay', 'gatewayInternalAddress', 'localInternalAddress', 'remoteCIDRs', 'mode'] as const;

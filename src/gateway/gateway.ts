@@ -17,6 +17,12 @@
  * - From WireGuard (decrypted, source checked against the peer's allowed IPs = its REAL CIDRs):
  *   Nat.inbound (real → remapped source; conntrack reversal of the SNAT) → own address → TUN;
  *   local pod or node → TTL − 1 → Geneve; anything else is dropped (no transit between peers).
+ * - In-tunnel addresses (Liqo's 169.254.18.1/.2, tunnel-address.ts), for the connection check:
+ *   the local TUN carries our tunnel address(es) (/32) and the kernel routes each peer's tunnel
+ *   address via the TUN with our address as source; each peer's tunnel address is in its allowed
+ *   IPs. Such packets bypass the NAT and the TTL handling, as on Liqo's WireGuard interface:
+ *   from the TUN, destination = a peer's tunnel address (source must be our tunnel address) →
+ *   WireGuard; from WireGuard, source = a peer's tunnel address and destination = ours → TUN.
  * - TTL (IPv4, incremental checksum) / hop limit (IPv6) is decremented on every forward (not on
  *   delivery to the local TUN). A packet that would leave with TTL 0 is replaced by an ICMP Time
  *   Exceeded written in its headroom (icmp-error.ts), sourced from the gateway's internal address
@@ -59,6 +65,7 @@ import type { Endpoint, Peer } from '../wireguard/peer.js';
 import { GenevePort } from './geneve-port.js';
 import { TIME_EXCEEDED_V4_PREFIX, TIME_EXCEEDED_V6_PREFIX, writeTimeExceeded } from './icmp-error.js';
 import { KernelState } from './iproute.js';
+import { planTunnelAddresses, type TunnelPlan } from './tunnel-address.js';
 import { withNetnsAsync } from './netns.js';
 import { WireGuardPort } from './wireguard-port.js';
 
@@ -73,6 +80,11 @@ export interface GatewayOptions {
   readonly routePodCIDRs?: boolean;
   /** Crypto backend (default: config.wireguard.cryptoBackend through getCryptoBackend). */
   readonly backend?: CryptoBackend;
+  /**
+   * Carry the in-tunnel addresses (tunnel-address.ts: TUN addresses, kernel routes, allowed IPs)
+   * so that Liqo's connection check runs through the tunnel. Default true.
+   */
+  readonly tunnelAddresses?: boolean;
   /** Packets per batch on every input. Default 64. */
   readonly batchSize?: number;
   /** UDP socket buffers (bytes). Default 8 MiB. */
@@ -109,13 +121,19 @@ export const GatewayDrop = {
   PeerTransit: 6,
   /** From the local TUN back to the gateway's own address. */
   Loop: 7,
+  /** From the local TUN to a peer's tunnel address with a source other than our tunnel address (the peer would drop it). */
+  TunnelSource: 8,
 } as const;
 export type GatewayDrop = (typeof GatewayDrop)[keyof typeof GatewayDrop];
-const GATEWAY_DROP_NAMES = ['bad_packet', 'no_route', 'ttl_expired', 'icmp_rate_limited', 'no_headroom', 'unknown_peer_source', 'peer_transit', 'loop'];
+const GATEWAY_DROP_NAMES = ['bad_packet', 'no_route', 'ttl_expired', 'icmp_rate_limited', 'no_headroom', 'unknown_peer_source', 'peer_transit', 'loop', 'tunnel_source'];
 
 /** Everything `weft show` prints (a snapshot; allocates). */
 export interface GatewayStats {
-  peers: (PeerStatsSample & { name: string; endpoint: string | null; allowedIps: string[] })[];
+  peers: (PeerStatsSample & {
+    name: string; endpoint: string | null; allowedIps: string[];
+    /** In-tunnel addresses (ours, the peer's), null when the peer has none (tunnel-address.ts). */
+    tunnel: { local: string; remote: string } | null;
+  })[];
   tunnels: { name: string; vni: number; remoteUnderlay: string; remoteInternal: string; txPackets: number; rxPackets: number; drops: number }[];
   podRoutes: { podCIDR: string; nodeInternalAddress: string; resolved: boolean }[];
   nat: ReturnType<Nat['stats']>;
@@ -164,6 +182,8 @@ interface PeerState {
   nat: NatPeer;
   handshakes: number;
   lastSeenHandshake: number;
+  /** The peer's tunnel address in its allowed IPs (undefined: none). */
+  tunnelRemote: string | undefined;
 }
 
 export class Gateway implements StatsSource {
@@ -187,6 +207,12 @@ export class Gateway implements StatsSource {
   /** The gateway's own addresses (local TUN). */
   private readonly local = new PrefixMatcher<true>();
   private readonly localAddrs = new Set<string>();
+  /** In-tunnel addresses: ours (on the TUN) and the peers' (→ their WireGuard peer); see the header. */
+  private tunnelLocal = new PrefixMatcher<true>();
+  private tunnelRemote = new PrefixMatcher<true>();
+  private tunnelPlan: TunnelPlan = { peers: [], skipped: [] };
+  /** Tunnel addresses on the TUN and routes via it (kernel), as last synced. */
+  private readonly tunnelAddrsOnTun = new Set<string>();
   private internal4: Uint8Array | null = null;
   private internal6: Uint8Array | null = null;
   private readonly icmpBucket: TokenBucket;
@@ -248,6 +274,7 @@ export class Gateway implements StatsSource {
     for (const t of c.geneve.tunnels) this.addLocalAddress(t.localInternalAddress);
     const now = this.clock();
     for (const p of c.peers) await this.addPeer(p, now);
+    this.planTunnel();
 
     // Local TUN: the gateway host's interface into the fabric.
     const mtu = c.wireguard.mtu;
@@ -339,6 +366,17 @@ export class Gateway implements StatsSource {
       L.tLens[i] = len;
       return;
     }
+    if (src === SRC_TUN && this.tunnelRemote.lookup(buf, dstOff, fam) !== undefined) {
+      // The gateway host's own tunnel traffic (connection check): no NAT, no router hop.
+      if (this.tunnelLocal.lookup(buf, fam === 4 ? off + IPV4_SRC_OFFSET : off + IPV6_SRC_OFFSET, fam) === undefined) {
+        this.dropCounts[GatewayDrop.TunnelSource]!++;
+        return;
+      }
+      const i = L.wN++;
+      L.wOffs[i] = off;
+      L.wLens[i] = len;
+      return;
+    }
     const peer = this.nat.peerFor(buf, off, len);
     if (peer !== undefined) {
       if (src !== SRC_SELF && !this.hop(buf, off, len, fam, L, now)) return;
@@ -374,6 +412,14 @@ export class Gateway implements StatsSource {
     if (v === 4 && len >= IPV4_MIN_HEADER_LEN) { fam = 4; srcOff = off + IPV4_SRC_OFFSET; dstOff = off + IPV4_DST_OFFSET; }
     else if (v === 6 && len >= IPV6_HEADER_LEN) { fam = 6; srcOff = off + IPV6_SRC_OFFSET; dstOff = off + IPV6_DST_OFFSET; }
     else { this.dropCounts[GatewayDrop.BadPacket]!++; return; }
+    if (this.tunnelLocal.lookup(buf, dstOff, fam) !== undefined && this.tunnelRemote.lookup(buf, srcOff, fam) !== undefined) {
+      // A peer's tunnel address to ours (its source passed the allowed-IPs check of the peer
+      // that decrypted it): to the gateway host as is.
+      const i = L.tN++;
+      L.tOffs[i] = off;
+      L.tLens[i] = len;
+      return;
+    }
     const peer = this.realToPeer.lookup(buf, srcOff, fam);
     if (peer === undefined) { this.dropCounts[GatewayDrop.UnknownPeerSource]!++; return; }
     if (this.nat.inbound(buf, off, len, peer, now) !== NAT_FORWARD) return; // counted by the NAT
@@ -458,7 +504,7 @@ export class Gateway implements StatsSource {
       throw e;
     }
     for (const c of [...p.remote.podCIDRs, ...p.remote.externalCIDRs]) this.realToPeer.insert(parsePrefix(c), natPeer);
-    this.peersByName.set(p.name, { cfg: p, wg: wp, nat: natPeer, handshakes: 0, lastSeenHandshake: 0 });
+    this.peersByName.set(p.name, { cfg: p, wg: wp, nat: natPeer, handshakes: 0, lastSeenHandshake: 0, tunnelRemote: undefined });
   }
 
   private removePeer(name: string): void {
@@ -483,6 +529,9 @@ export class Gateway implements StatsSource {
     if (ch.endpoint !== undefined) {
       if (ch.endpoint === null) delete cfg.endpoint; else cfg.endpoint = ch.endpoint;
       if (ch.endpoint !== null) this.device.setEndpoint(s.wg, await resolveEndpoint(ch.endpoint));
+    }
+    if (ch.tunnelAddress !== undefined) {
+      if (ch.tunnelAddress === null) delete cfg.tunnelAddress; else cfg.tunnelAddress = ch.tunnelAddress;
     }
     if (ch.persistentKeepalive !== undefined) {
       if (ch.persistentKeepalive === null) delete cfg.persistentKeepalive; else cfg.persistentKeepalive = ch.persistentKeepalive;
@@ -511,6 +560,7 @@ export class Gateway implements StatsSource {
       }
       s.nat = natPeer;
       this.device.clearAllowedIps(s.wg);
+      s.tunnelRemote = undefined; // re-added by planTunnel after the ops
       for (const c of [...cfg.remote.podCIDRs, ...cfg.remote.externalCIDRs]) {
         this.device.addAllowedIp(s.wg, parsePrefix(c));
         this.realToPeer.insert(parsePrefix(c), natPeer);
@@ -546,14 +596,70 @@ export class Gateway implements StatsSource {
     this.addLocalAddress(neu.localInternalAddress);
   }
 
-  /** Kernel routes via the local TUN: peers' remapped CIDRs, the internal CIDR, pod routes. */
+  /**
+   * Kernel state of the local TUN: routes for the peers' remapped CIDRs, the internal CIDR, pod
+   * routes, and each peer's tunnel address (source: our tunnel address towards it, which is
+   * added to the TUN first: the kernel refuses a source it does not own); stale tunnel
+   * addresses are removed last.
+   */
   private async syncKernelRoutes(): Promise<void> {
     const want = new Set<string>();
     for (const s of this.peersByName.values()) for (const c of [...s.cfg.remapped.podCIDRs, ...s.cfg.remapped.externalCIDRs]) want.add(c);
     want.add(this.config.cluster.internalCIDR);
     if (this.opts.routePodCIDRs ?? true) for (const r of this.podRoutes.values()) want.add(r.podCIDR);
+    const tunnelLocals = new Set(this.tunnelPlan.peers.map((t) => t.local));
+    for (const a of tunnelLocals) {
+      await this.kernel.addAddress(a);
+      this.tunnelAddrsOnTun.add(a);
+    }
+    for (const t of this.tunnelPlan.peers) {
+      const cidr = hostCidr(t.remote);
+      await this.kernel.addRoute(cidr, t.local);
+      want.add(cidr);
+    }
     await this.kernel.syncRoutes(want);
     for (const a of this.localAddrs) await this.kernel.addAddress(a);
+    for (const a of [...this.tunnelAddrsOnTun]) {
+      if (tunnelLocals.has(a) || this.localAddrs.has(a)) continue;
+      await this.kernel.removeAddress(a);
+      this.tunnelAddrsOnTun.delete(a);
+    }
+  }
+
+  /**
+   * Recomputes the in-tunnel addresses from the configuration in force (tunnel-address.ts) and
+   * applies them to the routing stage and the peers' allowed IPs; the kernel side follows in
+   * syncKernelRoutes. Peers left out are reported through onError, once per change.
+   */
+  private planTunnel(): void {
+    const plan: TunnelPlan = (this.opts.tunnelAddresses ?? true)
+      ? planTunnelAddresses({ wireguard: this.config.wireguard, peers: [...this.peersByName.values()].map((s) => s.cfg) })
+      : { peers: [], skipped: [] };
+    const byName = new Map(plan.peers.map((t) => [t.name, t] as const));
+    const local = new PrefixMatcher<true>();
+    const remote = new PrefixMatcher<true>();
+    for (const s of this.peersByName.values()) {
+      const t = byName.get(s.cfg.name);
+      if (s.tunnelRemote !== undefined && s.tunnelRemote !== t?.remote) this.device.removeAllowedIp(s.wg, parsePrefix(hostCidr(s.tunnelRemote)));
+      s.tunnelRemote = t?.remote;
+      if (t === undefined) continue;
+      // Re-added every time: a peer update that rewrote its allowed IPs dropped it.
+      this.device.addAllowedIp(s.wg, parsePrefix(hostCidr(t.remote)));
+      local.insert(parsePrefix(hostCidr(t.local)), true);
+      remote.insert(parsePrefix(hostCidr(t.remote)), true);
+    }
+    const before = new Set(this.tunnelPlan.skipped.map((x) => `${x.name}\n${x.reason}`));
+    for (const x of plan.skipped) {
+      if (!before.has(`${x.name}\n${x.reason}`)) this.onError('tunnel address', new Error(`peer ${x.name}: no in-tunnel connection check: ${x.reason}`));
+    }
+    this.tunnelLocal = local;
+    this.tunnelRemote = remote;
+    this.tunnelPlan = plan;
+  }
+
+  /** The in-tunnel addresses in force: one entry per peer that has them, and the peers left out. */
+  tunnelAddresses(): TunnelPlan {
+    return this.tunnelPlan;
   }
 
   /** The configuration in force. */
@@ -637,7 +743,9 @@ export class Gateway implements StatsSource {
       peers: [...this.peersByName.values()].map((s) => s.cfg),
       geneve: { ...this.config.geneve, tunnels: [...this.tunnelsById.values()], podRoutes: [...this.podRoutes.values()] },
     };
-    if (routesDirty) await this.syncKernelRoutes();
+    const tunnelBefore = JSON.stringify(this.tunnelPlan.peers);
+    this.planTunnel();
+    if (routesDirty || JSON.stringify(this.tunnelPlan.peers) !== tunnelBefore) await this.syncKernelRoutes();
     this.wg.poll();
   }
 
@@ -743,6 +851,7 @@ export class Gateway implements StatsSource {
         ...peers[i++]!, name: s.cfg.name,
         endpoint: ep === null ? null : ep.address.includes(':') ? `[${ep.address}]:${ep.port}` : `${ep.address}:${ep.port}`,
         allowedIps: [...s.cfg.remote.podCIDRs, ...s.cfg.remote.externalCIDRs],
+        tunnel: tunnelOf(this.tunnelPlan, s.cfg.name),
       });
     }
     const t = this.tun?.stats;
@@ -813,6 +922,16 @@ async function resolveEndpoint(text: string): Promise<Endpoint> {
   }
   if (!/^[0-9.]+$/.test(host) && !host.includes(':')) host = (await lookup(host)).address;
   return { address: host, port };
+}
+
+/** "a.b.c.d/32" or "x::y/128". */
+function hostCidr(addr: string): string {
+  return `${addr}/${addr.includes(':') ? 128 : 32}`;
+}
+
+function tunnelOf(plan: TunnelPlan, name: string): { local: string; remote: string } | null {
+  const t = plan.peers.find((x) => x.name === name);
+  return t === undefined ? null : { local: t.local, remote: t.remote };
 }
 
 function firstHost(cidr: string): string {
