@@ -10,9 +10,13 @@
  *   DUR=10            seconds per iperf3 test (TCP and UDP)
  *   PINGS=20          pings per RTT test; PING_INTERVAL=0.05 (seconds)
  *   DAEMONS=wireguard-go,weft   which daemons, by label
- *   TCP4=1            also TCP with 4 parallel streams
+ *   TESTS=ping,tcp1,udp64   which measurements, in this order (also: tcp4 = TCP with 4 streams)
  *   WEFT_NODE_ARGS="--cpu-prof --cpu-prof-dir=/tmp/prof"   extra node flags for weft-wg
  *   WEFT_ENV="WEFT_CRYPTO=node"  extra environment for weft-wg (space separated K=V)
+ *   WEFT_VARIANTS="evp:WEFT_NATIVE_AEAD_MODE=evp;koffi:WEFT_NATIVE_AEAD=0"   more weft-wg daemons in
+ *                     the same run, labelled weft-evp, weft-koffi, each with its extra environment
+ *                     (space separated K=V); they take part in the alternation like the others
+ *   WEFT_WG=/path/to/launcher.mjs   another weft-wg entry point (default bin/weft-wg)
  *   RESULTS_DIR=…     raw iperf3 JSON + results.json (default: a new temp dir)
  *
  * Topology per measurement, built from scratch and torn down afterwards:
@@ -25,7 +29,8 @@
  * rate (delivered packets/s = received − lost), ping RTT avg/max, and the CPU each daemon used
  * during each iperf3 test (utime+stime of all its threads from /proc/PID/stat, in % of one
  * core), plus drops at the UDP receive buffers (UdpRcvbufErrors) and the TUN queues.
- * Printed: medians over RUNS per daemon, min–max, and the ratio weft / wireguard-go.
+ * Printed: medians over RUNS per daemon, min–max, and the ratio of each weft daemon's median to
+ * wireguard-go's (the anchor, measured in the same run).
  *
  * Safety: only processes started here are signalled (by process group of the timeout(1)
  * wrapper we spawned, or the PIDs living inside our own wp-* namespaces); every command is
@@ -56,26 +61,39 @@ const RUNS = intEnv('RUNS', 3);
 const DUR = intEnv('DUR', 10);
 const PINGS = intEnv('PINGS', 20);
 const PING_INTERVAL = process.env.PING_INTERVAL ?? '0.05';
-const TCP4 = process.env.TCP4 === '1';
+const TESTS = (process.env.TESTS ?? 'ping,tcp1,udp64').split(',').map((t) => t.trim()).filter(Boolean);
+for (const t of TESTS) if (!['ping', 'tcp1', 'tcp4', 'udp64'].includes(t)) throw new Error(`TESTS: unknown test ${t} (ping, tcp1, tcp4, udp64)`);
 const HZ = Number(spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).stdout.trim()) || 100;
 
-const ROOT = findRoot();
-const WEFT_WG = path.join(ROOT, 'bin/weft-wg');
+const WEFT_WG = process.env.WEFT_WG ?? path.join(findRoot(), 'bin/weft-wg');
 
 interface DaemonSpec { label: string; cmd: string[]; env: Record<string, string> }
 
+function parseEnv(text: string): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const kv of text.split(/\s+/).filter(Boolean)) {
+    const i = kv.indexOf('=');
+    if (i <= 0) throw new Error(`expected K=V, got ${kv}`);
+    env[kv.slice(0, i)] = kv.slice(i + 1);
+  }
+  return env;
+}
+
 function daemonSpecs(): DaemonSpec[] {
   const nodeArgs = (process.env.WEFT_NODE_ARGS ?? '').split(/\s+/).filter(Boolean);
-  const weftEnv: Record<string, string> = {};
-  for (const kv of (process.env.WEFT_ENV ?? '').split(/\s+/).filter(Boolean)) {
-    const i = kv.indexOf('=');
-    if (i > 0) weftEnv[kv.slice(0, i)] = kv.slice(i + 1);
-  }
+  const weftEnv = parseEnv(process.env.WEFT_ENV ?? '');
+  const weftCmd = [process.execPath, ...nodeArgs, WEFT_WG, '-f'];
   const all: DaemonSpec[] = [
     { label: 'wireguard-go', cmd: ['wireguard-go', '-f'], env: {} },
-    { label: 'weft', cmd: [process.execPath, ...nodeArgs, WEFT_WG, '-f'], env: weftEnv },
+    { label: 'weft', cmd: weftCmd, env: weftEnv },
   ];
-  const want = (process.env.DAEMONS ?? 'wireguard-go,weft').split(',').map((s) => s.trim()).filter(Boolean);
+  for (const v of (process.env.WEFT_VARIANTS ?? '').split(';').map((x) => x.trim()).filter(Boolean)) {
+    const c = v.indexOf(':');
+    const name = c < 0 ? v : v.slice(0, c);
+    if (!/^[a-z0-9-]+$/.test(name)) throw new Error(`WEFT_VARIANTS: bad label ${name}`);
+    all.push({ label: `weft-${name}`, cmd: weftCmd, env: { ...weftEnv, ...parseEnv(c < 0 ? '' : v.slice(c + 1)) } });
+  }
+  const want = (process.env.DAEMONS ?? all.map((d) => d.label).join(',')).split(',').map((s) => s.trim()).filter(Boolean);
   const specs = want.map((w) => {
     const s = all.find((d) => d.label === w);
     if (!s) throw new Error(`DAEMONS: unknown daemon ${w} (known: ${all.map((d) => d.label).join(', ')})`);
@@ -240,7 +258,9 @@ async function setupTunnel(spec: DaemonSpec, tmp: string): Promise<Tunnel> {
     ok = spawnSync('ip', ['netns', 'exec', NS_A, 'ping', '-n', '-q', '-c', '1', '-W', '1', T_B], { stdio: 'ignore', timeout: 3000 }).status === 0;
   }
   if (!ok) throw new Error(`${spec.label}: the tunnel does not pass traffic\nA: ${a.proc.out()}\nB: ${b.proc.out()}`);
-  inNs(NS_A, ['ping', '-n', '-q', '-c', '5', '-i', '0.05', '-W', '1', T_B], { timeoutMs: 5000, allowFail: true }); // warm-up
+  // Warm-up, the same for every daemon: 100 pings over ~1 s, so a JIT-compiled daemon is measured
+  // warm (as it runs in production) rather than on its first packets.
+  inNs(NS_A, ['ping', '-n', '-q', '-c', '100', '-i', '0.01', '-W', '1', T_B], { timeoutMs: 10_000, allowFail: true });
   return { a: a.proc, b: b.proc, pidA: a.pid, pidB: b.pid };
 }
 
@@ -324,8 +344,13 @@ async function measureUdp(t: Tunnel, tag: string, dir: string, m: Metrics): Prom
 }
 
 function measurePing(m: Metrics): void {
-  const out = inNs(NS_A, ['ping', '-n', '-q', '-c', String(PINGS), '-i', PING_INTERVAL, '-W', '1', T_B],
+  const out = inNs(NS_A, ['ping', '-n', '-c', String(PINGS), '-i', PING_INTERVAL, '-W', '1', T_B],
     { timeoutMs: (PINGS * Number(PING_INTERVAL) + 15) * 1000, allowFail: true });
+  const each = [...out.matchAll(/time=([\d.]+) ms/g)].map((x) => Number(x[1])).sort((x, y) => x - y);
+  if (each.length > 0) {
+    m.ping_p50_ms = median(each);
+    m.ping_p90_ms = each[Math.min(each.length - 1, Math.floor(each.length * 0.9))];
+  }
   const rtt = /= ([\d.]+)\/([\d.]+)\/([\d.]+)\/([\d.]+) ms/.exec(out);
   const loss = /([\d.]+)% packet loss/.exec(out);
   if (rtt) {
@@ -346,14 +371,13 @@ async function measureDaemon(spec: DaemonSpec, dir: string): Promise<Metrics> {
   let t: Tunnel | null = null;
   try {
     t = await setupTunnel(spec, tmp);
-    measurePing(m);
-    await measureTcp(t, 'tcp1', dir, m);
-    await sleep(1000);
-    if (TCP4) {
-      await measureTcp(t, 'tcp4', dir, m, ['-P', '4']);
-      await sleep(1000);
+    for (const test of TESTS) {
+      if (test === 'ping') measurePing(m);
+      else if (test === 'tcp1') await measureTcp(t, 'tcp1', dir, m);
+      else if (test === 'tcp4') await measureTcp(t, 'tcp4', dir, m, ['-P', '4']);
+      else await measureUdp(t, 'udp64', dir, m);
+      if (test !== 'ping') await sleep(1000);
     }
-    await measureUdp(t, 'udp64', dir, m);
   } finally {
     if (t) {
       await stopProc(t.a);
@@ -389,6 +413,8 @@ const ROWS: Row[] = [
   { key: 'udp64_udpB_rcvbuf', label: 'UDP 64B: UDP rcvbuf drops in B', unit: 'count', scale: 1, digits: 0, better: '' },
   { key: 'ping_avg_ms', label: 'ping RTT avg', unit: 'ms', scale: 1, digits: 3, better: 'lower' },
   { key: 'ping_max_ms', label: 'ping RTT max', unit: 'ms', scale: 1, digits: 3, better: 'lower' },
+  { key: 'ping_p50_ms', label: 'ping RTT median (of each run)', unit: 'ms', scale: 1, digits: 3, better: 'lower' },
+  { key: 'ping_p90_ms', label: 'ping RTT p90 (of each run)', unit: 'ms', scale: 1, digits: 3, better: 'lower' },
 ];
 
 function median(v: number[]): number {
@@ -400,8 +426,9 @@ function median(v: number[]): number {
 function summarize(labels: string[], results: Map<string, Metrics[]>): string {
   const lines: string[] = [];
   const head = ['metric', 'unit', ...labels.map((l) => `${l} median (min–max)`)];
-  const hasRatio = labels.includes('weft') && labels.includes('wireguard-go');
-  if (hasRatio) head.push('weft / wireguard-go');
+  const ANCHOR = 'wireguard-go';
+  const compared = labels.includes(ANCHOR) ? labels.filter((l) => l !== ANCHOR) : [];
+  for (const l of compared) head.push(`${l} / ${ANCHOR}`);
   lines.push(`| ${head.join(' | ')} |`);
   lines.push(`|${head.map(() => '---').join('|')}|`);
   for (const r of ROWS) {
@@ -420,9 +447,9 @@ function summarize(labels: string[], results: Map<string, Metrics[]>): string {
     }
     if (!any) continue;
     const row = [r.label, r.unit, ...cells];
-    if (hasRatio) {
-      const w = med.get('weft');
-      const g = med.get('wireguard-go');
+    const g = med.get(ANCHOR);
+    for (const l of compared) {
+      const w = med.get(l);
       row.push(w !== undefined && g !== undefined && g !== 0 ? `${(w / g).toFixed(2)}x` : '–');
     }
     lines.push(`| ${row.join(' | ')} |`);
@@ -442,7 +469,10 @@ function need(): void {
   for (const c of ['ip', 'iperf3', 'ping', 'wg', 'wireguard-go', 'timeout', 'nstat', 'ss']) {
     if (spawnSync('sh', ['-c', `command -v ${c}`], { stdio: 'ignore' }).status !== 0) throw new Error(`missing command: ${c}`);
   }
-  if (!fs.existsSync(path.join(ROOT, 'dist/src/cli/weft-wg.js'))) throw new Error('weft-wg is not built (npm run build)');
+  if (!process.env.WEFT_WG && !fs.existsSync(path.join(path.dirname(WEFT_WG), '../dist/src/cli/weft-wg.js'))) {
+    throw new Error('weft-wg is not built (npm run build)');
+  }
+  if (!fs.existsSync(WEFT_WG)) throw new Error(`WEFT_WG: ${WEFT_WG} does not exist`);
 }
 
 // ------------------------------------------------------------------------------------------
@@ -461,7 +491,7 @@ async function main(): Promise<number> {
   process.once('SIGTERM', onSignal);
 
   const machine = machineLine();
-  console.log(`# tunnel: ${specs.map((s) => s.label).join(' vs ')}; RUNS=${RUNS} DUR=${DUR}s PINGS=${PINGS}x${PING_INTERVAL}s; MTU ${WG_MTU}`);
+  console.log(`# tunnel: ${specs.map((s) => s.label).join(' vs ')}; RUNS=${RUNS} DUR=${DUR}s PINGS=${PINGS}x${PING_INTERVAL}s TESTS=${TESTS.join(',')}; MTU ${WG_MTU}`);
   console.log(`# ${machine}`);
   const results = new Map<string, Metrics[]>(specs.map((s) => [s.label, []]));
   try {
