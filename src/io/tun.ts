@@ -129,9 +129,13 @@ function readIfName(ifr: Uint8Array): string {
   return Buffer.from(ifr.subarray(0, end < 0 || end > IFNAMSIZ ? IFNAMSIZ : end)).toString('utf8');
 }
 
-/** Runs `fn` with the calling thread inside network namespace `netns` (then returns to ours). */
-export function withNetns<T>(netns: string | undefined, fn: () => T): T {
-  if (!netns) return fn();
+/**
+ * Moves the calling thread into network namespace `netns` (a name under /run/netns or a path) and
+ * returns the function that moves it back. Typed errors: TunPermissionError without
+ * CAP_SYS_ADMIN, TunError otherwise; failing to return throws, because staying in the wrong
+ * namespace would silently misroute every later socket.
+ */
+export function enterNetns(netns: string): () => void {
   const libc = getLibc();
   const target = netns.includes('/') ? netns : `/run/netns/${netns}`;
   let targetFd: number;
@@ -140,24 +144,37 @@ export function withNetns<T>(netns: string | undefined, fn: () => T): T {
   } catch (e) {
     throw new TunError(`cannot open network namespace ${target}: ${(e as Error).message}`);
   }
-  const selfFd = fs.openSync('/proc/thread-self/ns/net', 'r');
+  let selfFd: number;
   try {
+    selfFd = fs.openSync('/proc/thread-self/ns/net', 'r');
     if (libc.setns(targetFd, CLONE_NEWNET) !== 0) {
       const e = libc.errno();
+      fs.closeSync(selfFd);
       if (e === EPERM) throw new TunPermissionError(netns, 'setns: EPERM (CAP_SYS_ADMIN is needed to enter a namespace)');
       throw new TunError(`setns(${target}) failed: ${errnoName(e)}`);
     }
-    try {
-      return fn();
-    } finally {
-      if (libc.setns(selfFd, CLONE_NEWNET) !== 0) {
-        // Staying in the wrong namespace would silently misroute every later socket: fail loudly.
-        throw new TunError(`could not return to the original network namespace: ${errnoName(libc.errno())}`);
-      }
-    }
   } finally {
     fs.closeSync(targetFd);
-    fs.closeSync(selfFd);
+  }
+  return () => {
+    try {
+      if (libc.setns(selfFd, CLONE_NEWNET) !== 0) {
+        throw new TunError(`could not return to the original network namespace: ${errnoName(libc.errno())}`);
+      }
+    } finally {
+      fs.closeSync(selfFd);
+    }
+  };
+}
+
+/** Runs `fn` with the calling thread inside network namespace `netns` (then returns to ours). */
+export function withNetns<T>(netns: string | undefined, fn: () => T): T {
+  if (!netns) return fn();
+  const leave = enterNetns(netns);
+  try {
+    return fn();
+  } finally {
+    leave();
   }
 }
 
