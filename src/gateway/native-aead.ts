@@ -1,8 +1,11 @@
 /**
  * A CryptoBackend whose in-place ChaCha20-Poly1305 without associated data — exactly what
  * WireGuard transport messages use (whitepaper §5.4.6) — runs in the native I/O addon
- * (native/weft_io.c: OpenSSL's EVP functions inside the running Node, one N-API call per packet)
- * instead of through koffi (five FFI calls and two views per packet). Everything else (handshake
+ * (native/weft_io.c: the OpenSSL inside the running Node — its ChaCha20 and Poly1305 assembly,
+ * else its EVP interface — one N-API call per packet) instead of through koffi (five FFI calls
+ * and two views per packet). Besides the per-packet cost this matters when the tunnel is idle:
+ * the first EVP seal after a pause runs from cold caches and costs tens of microseconds, the
+ * composed primitives about half of that (measured in native/weft_io.c's notes). Everything else (handshake
  * AEAD with associated data, XChaCha, hashing, X25519, randomness) is the base backend's.
  *
  * Measured where it matters: bench/tunnel.ts and bench/RESULTS.md ("Tunnel").
@@ -26,7 +29,7 @@ export function withNativeAead(base: CryptoBackend, native: NativeIo | null = lo
   if (typeof aeadAvailable !== 'function' || typeof aeadSeal !== 'function' || typeof aeadOpen !== 'function') {
     return { backend: base, reason: 'the native I/O addon predates aeadSeal/aeadOpen; rebuild it with `node native/build.mjs`' };
   }
-  if (!aeadAvailable()) return { backend: base, reason: 'OpenSSL EVP ChaCha20-Poly1305 symbols not found in this Node' };
+  if (aeadAvailable() === false) return { backend: base, reason: 'OpenSSL ChaCha20-Poly1305 symbols not found in this Node' };
   const seal = aeadSeal as AeadFn;
   const open = aeadOpen as AeadFn;
   const mismatch = selfTest(base, seal, open);

@@ -46,9 +46,10 @@ export interface NativeIo {
   /**
    * ChaCha20-Poly1305 (RFC 8439) in place through the OpenSSL inside the running Node (symbols
    * found at run time; absent from addons built before they were added, hence optional).
-   * aeadAvailable(): whether it can run here.
+   * aeadAvailable(): false, or which implementation runs: 'primitives' (OpenSSL's ChaCha20 and
+   * Poly1305 assembly composed per RFC 8439 §2.8) or 'evp' (OpenSSL's EVP AEAD interface).
    */
-  aeadAvailable?(): boolean;
+  aeadAvailable?(): 'primitives' | 'evp' | false;
   /** Seals buf[off, off+len) in place, tag at off+len (16 bytes of tailroom needed) → 1 (0: OpenSSL error). */
   aeadSeal?(key: Uint8Array, nonce: Uint8Array, buf: Uint8Array, off: number, len: number): number;
   /** Opens buf[off, off+len) (ciphertext + 16-byte tag) in place → 1, or 0 (bad tag; plaintext span zeroed). */
