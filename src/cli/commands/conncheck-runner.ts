@@ -3,10 +3,11 @@
  * UDP socket: one socket on CONNCHECK_PORT, a timer at the checker's next deadline, every
  * received datagram handed to the checker (PINGs are answered, PONGs measured).
  *
- * Addresses (Liqo's): the WireGuard interface of a gateway SERVER carries 169.254.18.1/30 and
- * the CLIENT's 169.254.18.2/30; each pings the other. In the configuration model a peer with an
- * `endpoint` is a server we connect to (so we are the client), a peer without one connects to us.
- * The data plane must deliver those two addresses through the tunnel for the check to succeed.
+ * Addresses (Liqo's, src/gateway/tunnel-address.ts): a gateway SERVER's tunnel address is
+ * 169.254.18.1, the CLIENT's 169.254.18.2; each pings the other. The gateway puts ours on its
+ * local TUN and carries both through the tunnel without NAT; the runtime binds one runner to
+ * each of our tunnel addresses (`bindAddress`), so PINGs leave with that source and PONGs
+ * return to it.
  *
  * Owns one socket and at most one timer; `stop()` releases both. Send errors (no route, socket
  * buffer full) are counted, never thrown.
@@ -15,11 +16,16 @@ import { createSocket, type Socket } from 'node:dgram';
 import {
   CONNCHECK_MAX_MESSAGE, CONNCHECK_PORT, ConnChecker, type ConnCheckerOptions, type PeerCheckStatus,
 } from '../../control/conncheck.js';
-import type { PeerConfig } from '../../control/config.js';
+import { withNetnsAsync } from '../../gateway/netns.js';
 
-/** Liqo's tunnel-interface addresses: server side and client side of the /30. */
-export const LIQO_TUNNEL_SERVER_ADDRESS = '169.254.18.1';
-export const LIQO_TUNNEL_CLIENT_ADDRESS = '169.254.18.2';
+/**
+ * Epoch milliseconds with sub-millisecond resolution: the process's time origin plus the
+ * monotonic performance clock. Both ends of a round trip are read here, so a wall-clock step
+ * (NTP) after start cannot distort a measured latency.
+ */
+export function wallClockMs(): number {
+  return performance.timeOrigin + performance.now();
+}
 
 export interface ConnCheckTarget {
   readonly clusterId: string;
@@ -27,16 +33,11 @@ export interface ConnCheckTarget {
   readonly address: string;
 }
 
-/** This gateway's and the peer's in-tunnel addresses for `peer` (see the module header). */
-export function liqoTunnelAddresses(peer: Pick<PeerConfig, 'endpoint'>): { local: string; remote: string } {
-  return peer.endpoint !== undefined
-    ? { local: LIQO_TUNNEL_CLIENT_ADDRESS, remote: LIQO_TUNNEL_SERVER_ADDRESS }
-    : { local: LIQO_TUNNEL_SERVER_ADDRESS, remote: LIQO_TUNNEL_CLIENT_ADDRESS };
-}
-
 export interface ConnCheckRunnerOptions {
   /** Bind address (default 0.0.0.0: the kernel picks the source by route). */
   readonly bindAddress?: string;
+  /** Open the socket inside this network namespace (in-process tests; needs the native addon). */
+  readonly netns?: string;
   /** Default CONNCHECK_PORT (12345). */
   readonly port?: number;
   /** Port the peers listen on (default: the same as `port`). */
@@ -45,7 +46,10 @@ export interface ConnCheckRunnerOptions {
   readonly intervalMs?: number;
   readonly lossThreshold?: number;
   readonly onUpdate?: ConnCheckerOptions['onUpdate'];
-  /** Wall-clock ms (the timestamp travels in the message). Default Date.now. */
+  /**
+   * Wall-clock ms with a fraction (the timestamp travels in the message). Default
+   * `wallClockMs`: Date.now has whole milliseconds, too coarse for Liqo's "850μs".
+   */
   readonly clock?: () => number;
 }
 
@@ -59,7 +63,7 @@ export class ConnCheckRunner {
   private readonly targets = new Map<string, string>();
 
   private constructor(private readonly sock: Socket, opts: ConnCheckRunnerOptions) {
-    this.clock = opts.clock ?? Date.now;
+    this.clock = opts.clock ?? wallClockMs;
     this.checker = new ConnChecker({
       // PINGs go to the peers' check port, PONGs back to the sender's port.
       send: (bytes, address, port) => {
@@ -82,10 +86,16 @@ export class ConnCheckRunner {
   /** Binds the socket and starts checking `targets`. Rejects when the port cannot be bound. */
   static async start(opts: ConnCheckRunnerOptions = {}): Promise<ConnCheckRunner> {
     const bind = opts.bindAddress ?? '0.0.0.0';
-    const sock = createSocket({ type: bind.includes(':') ? 'udp6' : 'udp4', reuseAddr: false });
-    await new Promise<void>((resolve, reject) => {
-      sock.once('error', reject);
-      sock.bind(opts.port ?? CONNCHECK_PORT, bind, () => { sock.removeListener('error', reject); resolve(); });
+    // Created and bound inside the namespace: an IP literal binds without waiting for I/O
+    // (withNetnsAsync's contract).
+    const sock = await withNetnsAsync(opts.netns, async () => {
+      const s = createSocket({ type: bind.includes(':') ? 'udp6' : 'udp4', reuseAddr: false });
+      await new Promise<void>((resolve, reject) => {
+        const fail = (e: Error): void => { try { s.close(); } catch { /* never bound */ } reject(e); };
+        s.once('error', fail);
+        s.bind(opts.port ?? CONNCHECK_PORT, bind, () => { s.removeListener('error', fail); resolve(); });
+      });
+      return s;
     });
     const r = new ConnCheckRunner(sock, opts);
     r.setTargets(opts.targets ?? []);

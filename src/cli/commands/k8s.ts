@@ -12,8 +12,9 @@
  * - HA (--lease-name): only the Lease holder runs the data plane and writes Connections; a
  *   standby keeps watching so it can take over at once. SIGTERM releases the Lease.
  * - Connection status (gateway role, leader): one Connection per GatewayServer/GatewayClient,
- *   named like it, value Connected/Connecting/Error from the in-tunnel check (--conncheck) or,
- *   without it, from the WireGuard handshake (Connected within 180 s of the last one).
+ *   named like it, value Connected/Connecting/Error and latency from the in-tunnel check (on
+ *   unless --no-conncheck) or, without it, from the WireGuard handshake (Connected within 180 s
+ *   of the last one).
  * Exit codes as everywhere (common.ts); an unreadable kubeconfig is a configuration error (3).
  */
 import type { Logger } from 'pino';
@@ -54,9 +55,9 @@ Runs Weft from Liqo's Kubernetes resources (networking.liqo.io, ipam.liqo.io): a
   --pod-cidr CIDR           local pod CIDR when no ipam.liqo.io Network says (repeatable)
   --geneve-mode l3|l2       default l3
   --metrics-listen ADDR     Prometheus endpoint "host:port"
-  --conncheck               gateway: Liqo's in-tunnel connection check (UDP 12345 between
-                            169.254.18.1/.2; needs a data plane that routes them — see
-                            "weft up --help"); default: Connected = recent handshake
+  --no-conncheck            gateway: no in-tunnel connection check (by default UDP 12345
+                            between the tunnel addresses 169.254.18.1/.2 every 2 s, as Liqo);
+                            then Connected = recent handshake. --conncheck: the default
   --status-interval SEC     Connection status refresh (default 10)
   --name NAME               instance name for "weft show" (default: k8s-ROLE)
   --run-dir DIR             control socket directory (default /run/weft as root; WEFT_RUN_DIR)
@@ -69,6 +70,7 @@ const SPEC = [
   { name: 'remote-cluster-id', value: true, repeatable: true }, { name: 'node-name', value: true },
   { name: 'lease-name', value: true }, { name: 'identity', value: true }, { name: 'pod-cidr', value: true, repeatable: true },
   { name: 'geneve-mode', value: true }, { name: 'metrics-listen', value: true }, { name: 'conncheck', value: false },
+  { name: 'no-conncheck', value: false },
   { name: 'status-interval', value: true }, { name: 'name', value: true }, { name: 'run-dir', value: true },
   { name: 'log-level', value: true },
 ] as const;
@@ -124,7 +126,7 @@ export function parseK8sArgs(args: ParsedArgs, env: CliIo['env']): K8sSettings {
     identity: optString(args, 'identity') ?? (env['POD_NAME'] || env['HOSTNAME'] || `weft-${process.pid}`),
     podCIDRs: [...(args.lists.get('pod-cidr') ?? [])],
     metricsListen: optString(args, 'metrics-listen'),
-    conncheck: optFlag(args, 'conncheck'),
+    conncheck: !optFlag(args, 'no-conncheck'),
     statusIntervalMs: (optInt(args, 'status-interval', 1, 3600) ?? 10) * 1000,
     name: checkInstanceName(optString(args, 'name') ?? `k8s-${role}`),
     runDir: optString(args, 'run-dir') ?? defaultRunDir(env),

@@ -7,8 +7,11 @@
  * - the local control socket for `weft show` (status.ts), up for the whole process lifetime;
  * - the Prometheus endpoint (config.metrics.listen), fed from the data plane at scrape time and
  *   empty while the data plane is down; restarted when metrics.listen changes;
- * - optionally the in-tunnel connection check (conncheck-runner.ts), whose results override the
- *   handshake-based `connected` and fill `latency` in metrics and status;
+ * - the in-tunnel connection check (conncheck-runner.ts; gateway role, on unless `conncheck:
+ *   false`): one runner per tunnel address of ours that the gateway carries
+ *   (Gateway.tunnelAddresses()), pinging each peer's; its results override the handshake-based
+ *   `connected` and fill `latency` in metrics, status and Kubernetes Connections. A runner that
+ *   cannot bind is logged and left out (those peers fall back to the handshake);
  * - applying configuration diffs: metrics/logging ops here, everything else by the data plane.
  *
  * Errors: start-up errors are thrown typed (the caller maps them to exit codes); errors while
@@ -23,7 +26,7 @@ import { keyToBase64 } from '../../crypto/keys.js';
 import { startFromConfig, type LaunchOptions, type RunningDataPlane } from '../../gateway/launch.js';
 import { WEFT_VERSION } from '../version.js';
 import { startControlServer, type ControlServer } from './control-socket.js';
-import { ConnCheckRunner, liqoTunnelAddresses } from './conncheck-runner.js';
+import { ConnCheckRunner, type ConnCheckTarget } from './conncheck-runner.js';
 import type { WeftPeerStatus, WeftStatus } from './status.js';
 
 export interface RuntimeOptions {
@@ -35,8 +38,11 @@ export interface RuntimeOptions {
   readonly logger: Logger;
   /** Crypto backend for the gateway (default: the configuration's choice). */
   readonly backend?: CryptoBackend;
-  /** Run Liqo's in-tunnel connection check (gateway role). */
+  /** Run Liqo's in-tunnel connection check (gateway role). Default true. */
   readonly conncheck?: boolean;
+  /** Its PING interval (default 2000 ms, Liqo's) and missed replies before Error (default 5). */
+  readonly conncheckIntervalMs?: number;
+  readonly conncheckLossThreshold?: number;
   /** Extra options for Gateway/NodeAgent (tests: netns, tunName). */
   readonly launch?: LaunchOptions;
 }
@@ -47,7 +53,10 @@ export class Runtime {
   private control: ControlServer | null = null;
   private metrics: MetricsServer | null = null;
   private metricsListen: string | undefined;
-  private conncheck: ConnCheckRunner | null = null;
+  /** Connection-check runners by our tunnel address (bind address). */
+  private readonly conncheck = new Map<string, ConnCheckRunner>();
+  /** Last value logged per peer (the check reports every latency; the log shows changes). */
+  private readonly checkValues = new Map<string, string>();
   private readonly startedAt = new Date();
   private stopped = false;
 
@@ -98,8 +107,7 @@ export class Runtime {
   async stopDataPlane(): Promise<void> {
     const dp = this.dp;
     this.dp = null;
-    await this.conncheck?.stop();
-    this.conncheck = null;
+    await this.stopConncheck();
     if (dp !== null) {
       await dp.stop();
       this.opts.logger.info('data plane stopped');
@@ -137,17 +145,65 @@ export class Runtime {
     this.opts.logger.info({ listen: `${this.metrics.address}:${this.metrics.port}` }, 'metrics endpoint up');
   }
 
+  /**
+   * Makes the runners match the gateway's tunnel addresses: one per address of ours, checking the
+   * peers reached from it. Never throws: a runner that cannot bind (port 12345 taken, address
+   * missing) is logged and retried at the next configuration change.
+   */
   private async syncConncheck(config: WeftConfig): Promise<void> {
-    if (!this.opts.conncheck || config.role !== 'gateway') return;
-    const targets = config.peers.map((p) => ({ clusterId: p.clusterId, address: liqoTunnelAddresses(p).remote }));
-    if (this.conncheck === null) {
-      this.conncheck = await ConnCheckRunner.start({
-        targets,
-        onUpdate: (id, st) => this.opts.logger.debug({ peer: id, value: st.value, latencyMs: st.latencyMs }, 'connection check'),
-      });
-    } else {
-      this.conncheck.setTargets(targets);
+    const dp = this.dp;
+    if ((this.opts.conncheck ?? true) === false || config.role !== 'gateway' || dp === null || dp.role !== 'gateway') {
+      await this.stopConncheck();
+      return;
     }
+    const byLocal = new Map<string, ConnCheckTarget[]>();
+    for (const t of dp.gateway.tunnelAddresses().peers) {
+      const list = byLocal.get(t.local) ?? [];
+      list.push({ clusterId: t.clusterId, address: t.remote });
+      byLocal.set(t.local, list);
+    }
+    for (const [local, r] of [...this.conncheck]) {
+      if (byLocal.has(local)) continue;
+      this.conncheck.delete(local);
+      await r.stop();
+    }
+    for (const [local, targets] of byLocal) {
+      const r = this.conncheck.get(local);
+      if (r !== undefined) { r.setTargets(targets); continue; }
+      try {
+        this.conncheck.set(local, await ConnCheckRunner.start({
+          bindAddress: local, targets,
+          ...(this.opts.launch?.netns !== undefined ? { netns: this.opts.launch.netns } : {}),
+          ...(this.opts.conncheckIntervalMs !== undefined ? { intervalMs: this.opts.conncheckIntervalMs } : {}),
+          ...(this.opts.conncheckLossThreshold !== undefined ? { lossThreshold: this.opts.conncheckLossThreshold } : {}),
+          onUpdate: (id, st) => {
+            if (this.checkValues.get(id) === st.value) return;
+            this.checkValues.set(id, st.value);
+            const log = st.value === 'Error' ? this.opts.logger.warn.bind(this.opts.logger) : this.opts.logger.info.bind(this.opts.logger);
+            log({ peer: id, value: st.value, latencyMs: st.latencyMs }, 'connection check');
+          },
+        }));
+        this.opts.logger.info({ bind: local, peers: targets.map((t) => t.clusterId) }, 'connection check running');
+      } catch (e) {
+        this.opts.logger.warn({ err: errText(e), bind: local }, 'connection check not started; those peers report the handshake instead');
+      }
+    }
+  }
+
+  private async stopConncheck(): Promise<void> {
+    const runners = [...this.conncheck.values()];
+    this.conncheck.clear();
+    this.checkValues.clear();
+    for (const r of runners) await r.stop();
+  }
+
+  /** The in-tunnel check's view of a peer, when a runner checks it. */
+  private checkStatus(clusterId: string): ReturnType<ConnCheckRunner['status']> {
+    for (const r of this.conncheck.values()) {
+      const st = r.status(clusterId);
+      if (st !== undefined) return st;
+    }
+    return undefined;
   }
 
   /** The metrics port actually bound (tests use port 0). */
@@ -178,7 +234,7 @@ export class Runtime {
   }
 
   private withConncheck(p: PeerStatsSample): PeerStatsSample {
-    const c = this.conncheck?.status(p.clusterId);
+    const c = this.checkStatus(p.clusterId);
     if (c === undefined) return p;
     return { ...p, connected: c.value === 'Connected', latencyUs: Math.round(c.latencyMs * 1000) };
   }
@@ -208,7 +264,7 @@ export class Runtime {
     const pub = gw.device.publicKey;
     const peers: WeftPeerStatus[] = st.peers.map((p) => {
       const c = byName.get(p.name);
-      const check = this.conncheck?.status(p.clusterId);
+      const check = this.checkStatus(p.clusterId);
       return {
         name: p.name,
         clusterId: p.clusterId,
@@ -221,6 +277,7 @@ export class Runtime {
         rxBytes: p.rxBytes,
         txBytes: p.txBytes,
         persistentKeepalive: c?.persistentKeepalive ?? 0,
+        ...(p.tunnel !== null ? { tunnelAddress: p.tunnel.remote, localTunnelAddress: p.tunnel.local } : {}),
         ...(check !== undefined ? { connection: { value: check.value, latencyMs: check.latencyMs } } : {}),
       };
     });

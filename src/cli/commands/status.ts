@@ -25,6 +25,10 @@ export interface WeftPeerStatus {
   txBytes: number;
   /** Seconds, 0 = off. */
   persistentKeepalive: number;
+  /** The peer's in-tunnel address (the connection check's destination), when it has one. */
+  tunnelAddress?: string;
+  /** This gateway's in-tunnel address towards the peer (the check's source). */
+  localTunnelAddress?: string;
   /** In-tunnel connection check (Liqo's conncheck), when running. */
   connection?: { value: string; latencyMs: number };
 }
@@ -117,6 +121,7 @@ export function formatStatus(st: WeftStatus, now: number): string {
     if (p.latestHandshake !== null) lines.push(`  latest handshake: ${formatDuration((now - Date.parse(p.latestHandshake)) / 1000)} ago`);
     if (p.rxBytes > 0 || p.txBytes > 0) lines.push(`  transfer: ${formatBytes(p.rxBytes)} received, ${formatBytes(p.txBytes)} sent`);
     if (p.persistentKeepalive > 0) lines.push(`  persistent keepalive: every ${formatDuration(p.persistentKeepalive)}`);
+    if (p.tunnelAddress !== undefined) lines.push(`  tunnel address: ${p.tunnelAddress}${p.localTunnelAddress !== undefined ? ` (ours ${p.localTunnelAddress})` : ''}`);
     if (p.connection !== undefined) {
       lines.push(`  connection: ${p.connection.value}${p.connection.value === 'Connected' ? `, latency ${p.connection.latencyMs.toFixed(3)} ms` : ''}`);
     }

@@ -22,12 +22,12 @@ import type { CryptoBackend } from '../../crypto/backend.js';
 import { getCryptoBackend, parseCryptoBackendName } from '../../crypto/select.js';
 import { LogLevelSchema, type LogLevel } from '../../control/config.js';
 import {
-  EXIT_OK, fail, optFlag, optString, parseArgs, UsageError, type CliIo,
+  EXIT_OK, fail, optFlag, optInt, optString, parseArgs, UsageError, type CliIo,
 } from './common.js';
 import { checkInstanceName, defaultRunDir } from './control-socket.js';
 import { errText, Runtime } from './runtime.js';
 
-export const UP_HELP = `Usage: weft up -c FILE [--name NAME] [--run-dir DIR] [--log-level LEVEL] [--no-watch] [--conncheck]
+export const UP_HELP = `Usage: weft up -c FILE [--name NAME] [--run-dir DIR] [--log-level LEVEL] [--no-watch] [--no-conncheck]
 
 Runs a Weft gateway (role: gateway) or node agent (role: node) from a YAML configuration
 (see examples/) until SIGINT or SIGTERM. SIGHUP or a change of FILE reloads it: only what
@@ -38,10 +38,13 @@ changed is applied.
   --log-level LEVEL    fatal|error|warn|info|debug|trace|silent (default: LOG_LEVEL, else
                        logging.level, else warn); logs are JSON lines on stderr
   --no-watch           reload only on SIGHUP, not on file changes
-  --conncheck          gateway: run Liqo's in-tunnel connection check (UDP 12345 between the
-                       tunnel addresses 169.254.18.1/.2) and report its result as liqo_peer_*;
-                       the data plane must route those addresses through the tunnel (the
-                       gateway does not yet: without it, "connected" follows the handshake)
+  --no-conncheck       gateway: do not run Liqo's in-tunnel connection check (by default
+                       every 2 s a UDP 12345 PING between the tunnel addresses 169.254.18.1
+                       (server) and .2 (client), or wireguard/peers[].tunnelAddress; Connected,
+                       Error after 5 missed replies; latency in show and liqo_peer_*); without
+                       it, "connected" follows the handshake. --conncheck is accepted (default)
+  --conncheck-interval MS
+                       the check's PING interval (default 2000; Error after 5 missed replies)
 Environment: WEFT_CRYPTO=auto|openssl|node|pure overrides wireguard.cryptoBackend.
 Creating TUN devices and routes needs root or CAP_NET_ADMIN (exit 4 otherwise).
 `;
@@ -72,6 +75,7 @@ export async function runUp(argv: readonly string[], io: CliIo): Promise<number>
   let levelOpt: LogLevel | undefined;
   let watch: boolean;
   let conncheck: boolean;
+  let conncheckIntervalMs: number | undefined;
   try {
     const args = parseArgs(argv, [
       { name: 'config', short: 'c', value: true },
@@ -80,6 +84,8 @@ export async function runUp(argv: readonly string[], io: CliIo): Promise<number>
       { name: 'log-level', value: true },
       { name: 'no-watch', value: false },
       { name: 'conncheck', value: false },
+      { name: 'no-conncheck', value: false },
+      { name: 'conncheck-interval', value: true },
     ]);
     if (args.help) { io.out(UP_HELP); return EXIT_OK; }
     if (args.positionals.length > 0) throw new UsageError(`unexpected argument ${JSON.stringify(args.positionals[0])} (the file goes after -c)`);
@@ -91,7 +97,9 @@ export async function runUp(argv: readonly string[], io: CliIo): Promise<number>
     const l = optString(args, 'log-level');
     levelOpt = l === undefined ? undefined : parseLevel(l);
     watch = !optFlag(args, 'no-watch');
-    conncheck = optFlag(args, 'conncheck');
+    if (optFlag(args, 'conncheck') && optFlag(args, 'no-conncheck')) throw new UsageError('--conncheck and --no-conncheck contradict each other');
+    conncheck = !optFlag(args, 'no-conncheck');
+    conncheckIntervalMs = optInt(args, 'conncheck-interval', 10, 3_600_000);
   } catch (e) {
     return fail(io, 'up', e, UP_HELP);
   }
@@ -112,6 +120,7 @@ export async function runUp(argv: readonly string[], io: CliIo): Promise<number>
     const backend = backendOverride(io.env);
     runtime = await Runtime.create({
       name, runDir, source: file, logger, conncheck,
+      ...(conncheckIntervalMs !== undefined ? { conncheckIntervalMs } : {}),
       ...(backend !== undefined ? { backend } : {}),
     });
     await runtime.startDataPlane(config);
