@@ -172,6 +172,14 @@ describe.skipIf(skip !== null)('in-tunnel connection check between two weft gate
     expect(cap('udp port 12345 or net 169.254.0.0/16')).toBe(0);
   });
 
+  test('the gateway host pings the peer\'s tunnel address; any other source towards it is dropped and counted', async () => {
+    const icmp = (extra: string[]): string => topo.exec(nsA, ['ping', '-n', '-q', '-c', '2', '-i', '0.2', '-W', '1', ...extra, '169.254.18.1'], { allowFail: true, timeoutMs: 10_000 });
+    expect(icmp([])).toMatch(/2 packets transmitted, 2 received/);
+    // From A's internal address (also on its TUN) B could not accept it (allowed IPs): dropped at A.
+    expect(icmp(['-I', '10.80.0.1'])).toMatch(/2 packets transmitted, 0 received/);
+    await waitFor('route_tunnel_source at A', async () => (await show('a')).drops['route_tunnel_source'] === 2, 5000, 100);
+  });
+
   test('a reload moving both ends to other tunnel addresses moves the check live', async () => {
     writeFileSync(join(dir, 'gateway-a.yaml'), gatewayYaml('a', ['169.254.30.2', '169.254.30.1']));
     writeFileSync(join(dir, 'gateway-b.yaml'), gatewayYaml('b', ['169.254.30.1', '169.254.30.2']));
