@@ -73,6 +73,8 @@ export interface WireGuardPortStats {
 
 const HANDSHAKE_SLOT = 256; // largest handshake message is 148 bytes
 const ADDR_RECORD_WORDS = ADDR_RECORD_LEN / 4;
+/** Longest the engine timer sleeps before re-checking deadlines (see armTimer). */
+const TIMER_HORIZON_MS = 1000;
 
 export class WireGuardPort {
   readonly device: Device;
@@ -380,12 +382,20 @@ export class WireGuardPort {
     }
   }
 
+  /**
+   * Arms the timer for `deadline`, but never further than TIMER_HORIZON_MS ahead. Why: the
+   * engine's earliest deadline moves back and forth by seconds with every packet (data sent:
+   * new-handshake in 15 s; data received: keepalive in 10 s), and re-arming on each move costs
+   * a clearTimeout/setTimeout pair and a Timeout object per packet. A timer at most 1 s ahead is
+   * only re-armed for deadlines inside that second (handshake retries, persistent keepalives of
+   * 1 s); at idle it costs one wake-up per second while a session exists.
+   */
   private armTimer(deadline: number): void {
-    if (this.closed) return;
+    if (this.closed || !Number.isFinite(deadline)) return; // nothing pending: a running timer finds nothing to do
+    const now = this.clock();
+    const delay = Math.max(0, Math.min(deadline - now, TIMER_HORIZON_MS));
     if (this.timer !== null) clearTimeout(this.timer);
-    this.timerAt = deadline;
-    if (!Number.isFinite(deadline)) { this.timer = null; return; }
-    const delay = Math.max(0, Math.min(deadline - this.clock(), 2 ** 31 - 1));
+    this.timerAt = now + delay;
     this.timer = setTimeout(this.onTimer, delay);
   }
 
