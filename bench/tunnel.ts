@@ -141,7 +141,9 @@ interface Proc { child: ChildProcess; pid: number; exited: Promise<void>; out: (
 
 /** Starts `cmd` in `ns` under timeout(1), in its own process group (so we can stop exactly it). */
 function spawnIn(ns: string, cmd: string[], lifetimeS: number, env: Record<string, string> = {}): Proc {
-  const argv = ['timeout', '-k', '3', String(lifetimeS), 'ip', 'netns', 'exec', ns, ...cmd];
+  // -k 15: timeout(1) also SIGKILLs its child that long after forwarding our SIGTERM; a daemon
+  // writing a --cpu-prof profile on its way out needs a few seconds.
+  const argv = ['timeout', '-k', '15', String(lifetimeS), 'ip', 'netns', 'exec', ns, ...cmd];
   const child = spawn(argv[0], argv.slice(1), { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env }, detached: true });
   if (child.pid === undefined) throw new Error(`cannot start ${cmd.join(' ')}`);
   let out = '';
@@ -157,7 +159,7 @@ function spawnIn(ns: string, cmd: string[], lifetimeS: number, env: Record<strin
 
 const live = new Set<Proc>();
 
-async function stopProc(p: Proc, graceMs = 5000): Promise<void> {
+async function stopProc(p: Proc, graceMs = 20_000): Promise<void> {
   if (p.child.exitCode !== null || p.child.signalCode !== null) return;
   try { process.kill(-p.pid, 'SIGTERM'); } catch { /* gone */ }
   const done = await Promise.race([p.exited.then(() => true), sleep(graceMs).then(() => false)]);

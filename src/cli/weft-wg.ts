@@ -61,9 +61,18 @@ export async function main(argv: string[]): Promise<number | undefined> {
   notifyParentReady();
 
   await new Promise<void>((resolve) => {
-    const stop = (sig: string): void => { log('info', `${sig}: shutting down`); resolve(); };
-    process.once('SIGINT', () => stop('SIGINT'));
-    process.once('SIGTERM', () => stop('SIGTERM'));
+    let stopping = false;
+    const stop = (sig: string): void => {
+      if (stopping) return;
+      stopping = true;
+      log('info', `${sig}: shutting down`);
+      resolve();
+    };
+    // `on`, not `once`: supervisors repeat the signal (timeout(1) sends it to the child and then
+    // to its whole process group), and a second SIGTERM without a listener would kill Node
+    // before the UAPI socket is removed.
+    process.on('SIGINT', () => stop('SIGINT'));
+    process.on('SIGTERM', () => stop('SIGTERM'));
   });
   await daemon.stop();
   log('info', 'device closed');
