@@ -15,7 +15,9 @@
  *   WEFT_ENV="WEFT_CRYPTO=node"  extra environment for weft-wg (space separated K=V)
  *   WEFT_VARIANTS="evp:WEFT_NATIVE_AEAD_MODE=evp;koffi:WEFT_NATIVE_AEAD=0"   more weft-wg daemons in
  *                     the same run, labelled weft-evp, weft-koffi, each with its extra environment
- *                     (space separated K=V); they take part in the alternation like the others
+ *                     (space separated K=V); they take part in the alternation like the others.
+ *                     WEFT_WG=/path/bin/weft-wg in a variant's environment runs that build instead
+ *                     (before/after comparisons in one run)
  *   WEFT_WG=/path/to/launcher.mjs   another weft-wg entry point (default bin/weft-wg)
  *   RESULTS_DIR=…     raw iperf3 JSON + results.json (default: a new temp dir)
  *
@@ -91,7 +93,10 @@ function daemonSpecs(): DaemonSpec[] {
     const c = v.indexOf(':');
     const name = c < 0 ? v : v.slice(0, c);
     if (!/^[a-z0-9-]+$/.test(name)) throw new Error(`WEFT_VARIANTS: bad label ${name}`);
-    all.push({ label: `weft-${name}`, cmd: weftCmd, env: { ...weftEnv, ...parseEnv(c < 0 ? '' : v.slice(c + 1)) } });
+    const env = { ...weftEnv, ...parseEnv(c < 0 ? '' : v.slice(c + 1)) };
+    // WEFT_WG=… in a variant runs another build (e.g. an older commit's bin/weft-wg).
+    const cmd = env.WEFT_WG ? [process.execPath, ...nodeArgs, env.WEFT_WG, '-f'] : weftCmd;
+    all.push({ label: `weft-${name}`, cmd, env });
   }
   const want = (process.env.DAEMONS ?? all.map((d) => d.label).join(',')).split(',').map((s) => s.trim()).filter(Boolean);
   const specs = want.map((w) => {
