@@ -96,7 +96,7 @@ function configs(dir: string): { gw: string; node: string } {
 }
 
 function launch(ns: string, config: string): ChildProcess {
-  const entry = fileURLToPath(new URL('../src/gateway/launch.js', import.meta.url));
+  const entry = fileURLToPath(new URL('../src/cli/launch.js', import.meta.url));
   const child = spawn('timeout', ['-k', '3', '300', 'ip', 'netns', 'exec', ns, process.execPath, '--input-type=module', '-e',
     `const m = await import(${JSON.stringify(entry)}); process.exitCode = await m.runUntilSignal(${JSON.stringify(config)});`],
   { stdio: ['ignore', 'pipe', 'pipe'], detached: true });

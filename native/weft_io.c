@@ -569,7 +569,7 @@ static napi_value set_nonblocking(napi_env env, napi_callback_info info) {
  *  2. "evp": EVP_chacha20_poly1305 through EVP_EncryptInit_ex & co. (public API).
  * Symbols are looked up at run time in the running process (dlsym RTLD_DEFAULT): the addon has
  * no link-time dependency on OpenSSL, and without the symbols aeadAvailable() is false and the
- * caller keeps its backend. The caller (src/gateway/native-aead.ts) self-tests against its
+ * caller keeps its backend. The caller (src/ports/native-aead.ts) self-tests against its
  * backend before use. Per-thread state (worker threads load this addon into the same process).
  */
 typedef void *(*evp_ctx_new_fn)(void);

@@ -24,7 +24,7 @@ import {
   AddressParseError, formatAddress, parseAddress, parsePrefix, prefixContains, prefixContainsPrefix, prefixesOverlap,
   type Prefix,
 } from '../packet/addr.js';
-import { LIQO_TUNNEL_SERVER_ADDRESS } from '../gateway/tunnel-address.js';
+import { LIQO_TUNNEL_SERVER_ADDRESS } from './tunnel-address.js';
 import { EndpointParseError, canonicalCidr, formatEndpoint, parseEndpoint } from './cidr.js';
 
 // ---------------------------------------------------------------------------------------------
@@ -315,7 +315,7 @@ export interface WireguardConfig {
   mtu: number;
   interfaceName: string;
   cryptoBackend: CryptoBackendChoice;
-  /** This gateway's in-tunnel address (src/gateway/tunnel-address.ts; default by role). */
+  /** This gateway's in-tunnel address (src/control/tunnel-address.ts; default by role). */
   tunnelAddress?: string;
 }
 
@@ -331,7 +331,7 @@ export interface PeerConfig {
   presharedKey?: string;
   endpoint?: string;
   persistentKeepalive?: number;
-  /** The peer's in-tunnel address (src/gateway/tunnel-address.ts; default by role). */
+  /** The peer's in-tunnel address (src/control/tunnel-address.ts; default by role). */
   tunnelAddress?: string;
   /** Real CIDRs of the peer. */
   remote: PeerCidrs;
@@ -572,7 +572,7 @@ function validateGateway(ctx: Ctx, c: GatewayConfig): void {
  * Explicit in-tunnel addresses (wireguard.tunnelAddress, peers[].tunnelAddress): they travel
  * without NAT, so they must not lie in any CIDR the gateway routes or translates; peers' must be
  * distinct, differ from ours and have our tunnel address's family. Defaults (Liqo's
- * 169.254.18.1/.2) are not checked here: src/gateway/tunnel-address.ts leaves a peer whose
+ * 169.254.18.1/.2) are not checked here: src/control/tunnel-address.ts leaves a peer whose
  * default collides out of the check and says which field to set.
  */
 function validateTunnelAddresses(ctx: Ctx, c: GatewayConfig, local: readonly NamedCidr[], remapped: readonly NamedCidr[]): void {

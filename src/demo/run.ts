@@ -127,7 +127,7 @@ export function weftUpCommand(weftBin: string): DataPlaneCommand {
 }
 
 /**
- * `node -e` running the data-plane launch helper of a built tree (dist/src/gateway/launch.js
+ * `node -e` running the data-plane launch helper of a built tree (dist/src/cli/launch.js
  * runUntilSignal): the same Gateway / NodeAgent without the CLI's reload, metrics and control
  * socket. Used by tests when the CLI is not built.
  */

@@ -54,20 +54,20 @@ import { GeneveTunnelTable, type GeneveTunnel, type GeneveTunnelSpec } from '../
 import { PacketBatch } from '../io/batch.js';
 import { TunDevice } from '../io/tun.js';
 import { NAT_DROP_MIN, NAT_FORWARD, NAT_REPLY, Nat, natResultName, type NatPeer } from '../nat/nat.js';
-import { TokenBucket } from '../nat/pmtu.js';
-import { PrefixMatcher } from '../nat/remap.js';
+import { TokenBucket } from '../ratelimit/token-bucket.js';
+import { PrefixMatcher } from '../route/prefix-matcher.js';
 import { formatAddress, parseAddress, parsePrefix, prefixNthAddress, type IpFamily } from '../packet/addr.js';
 import { IPV4_DST_OFFSET, IPV4_MIN_HEADER_LEN, IPV4_SRC_OFFSET, IPV4_TTL_OFFSET, decrementIpv4Ttl } from '../packet/ipv4.js';
 import { IPV6_DST_OFFSET, IPV6_HEADER_LEN, IPV6_HOP_LIMIT_OFFSET, IPV6_SRC_OFFSET } from '../packet/ipv6.js';
 import { Device } from '../wireguard/device.js';
 import { DROP_REASON_COUNT, DROP_REASON_NAMES } from '../wireguard/drops.js';
 import type { Endpoint, Peer } from '../wireguard/peer.js';
-import { GenevePort } from './geneve-port.js';
-import { TIME_EXCEEDED_V4_PREFIX, TIME_EXCEEDED_V6_PREFIX, writeTimeExceeded } from './icmp-error.js';
-import { KernelState } from './iproute.js';
-import { planTunnelAddresses, type TunnelPlan } from './tunnel-address.js';
-import { withNetnsAsync } from './netns.js';
-import { WireGuardPort } from './wireguard-port.js';
+import { GenevePort } from '../ports/geneve-port.js';
+import { TIME_EXCEEDED_V4_PREFIX, TIME_EXCEEDED_V6_PREFIX, writeTimeExceeded } from '../packet/icmp-error.js';
+import { KernelState } from '../ports/iproute.js';
+import { planTunnelAddresses, type TunnelPlan } from '../control/tunnel-address.js';
+import { withNetnsAsync } from '../ports/netns.js';
+import { WireGuardPort } from '../ports/wireguard-port.js';
 
 export interface GatewayOptions {
   /** Create the TUN, sockets and routes inside this network namespace (tests; needs the native addon). */

@@ -13,8 +13,8 @@ import { UdpError } from '../io/udp.js';
 import { UapiServer } from '../io/uapi-server.js';
 import { Device, WireGuardConfigError } from '../wireguard/device.js';
 import { planSet, UapiError, type UapiDeviceSnapshot, type UapiOperation } from '../wireguard/uapi.js';
-import { withNativeAead } from './native-aead.js';
-import { WireGuardPort } from './wireguard-port.js';
+import { withNativeAead } from '../ports/native-aead.js';
+import { WireGuardPort } from '../ports/wireguard-port.js';
 
 /**
  * TUN transmit queue (packets) the daemon asks for: the kernel's 500 overflows under a bulk TCP

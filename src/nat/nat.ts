@@ -94,8 +94,11 @@ import {
   type ParsedPeer,
 } from './config.js';
 import { CT_ICMP, CT_TCP_ESTABLISHED, CT_TCP_SYN_SENT, CT_UDP, Conntrack, DIR_ORIGINAL, DIR_REPLY, type ConntrackStats } from './conntrack.js';
-import { MSS_OVERHEAD_V4, MSS_OVERHEAD_V6, TokenBucket, clampMss, ipv4SourceAcceptsError, ipv6SourceAcceptsError, writeFragNeededV4, writePacketTooBigV6 } from './pmtu.js';
-import { PrefixMatcher, PrefixRemap, RemapTable } from './remap.js';
+import { ipv4SourceAcceptsError, ipv6SourceAcceptsError, writeFragNeededV4, writePacketTooBigV6 } from '../packet/icmp-error.js';
+import { PrefixMatcher } from '../route/prefix-matcher.js';
+import { TokenBucket } from '../ratelimit/token-bucket.js';
+import { MSS_OVERHEAD_V4, MSS_OVERHEAD_V6, clampMss } from './pmtu.js';
+import { PrefixRemap, RemapTable } from './remap.js';
 import { CSUM_ALWAYS, CSUM_NONE, CSUM_UDP, read16, rewriteAddress, rewriteWord } from './rewrite.js';
 
 /** TCP and UDP headers both start with the source port, then the destination port (RFC 9293, RFC 768). */

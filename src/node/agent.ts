@@ -11,7 +11,7 @@
  * node's internal address as source (the gateway masquerades it); the kernel routes each
  * gateway's remote CIDRs, its internal address and the cluster's internal CIDR to the TUN.
  *
- * Kernel state is set with `ip` (src/gateway/iproute.ts: replace semantics, typed
+ * Kernel state is set with `ip` (src/ports/iproute.ts: replace semantics, typed
  * RouteCommandError) and removed again by stop(). The TUN MTU is the smaller of the configured
  * fabric MTU (node.mtu, Liqo's 1340 by default) and what the underlay towards each gateway can
  * carry after Geneve's overhead (geneveInnerMtu of the underlay device's MTU).
@@ -25,8 +25,8 @@ import { GeneveTunnelTable, type GeneveTunnel } from '../geneve/table.js';
 import { geneveInnerMtu } from '../geneve/mtu.js';
 import { PacketBatch } from '../io/batch.js';
 import { TunDevice } from '../io/tun.js';
-import { GenevePort, type GenevePortStats } from '../gateway/geneve-port.js';
-import { ip, KernelState, writeSysctl } from '../gateway/iproute.js';
+import { GenevePort, type GenevePortStats } from '../ports/geneve-port.js';
+import { ip, KernelState, writeSysctl } from '../ports/iproute.js';
 
 export interface NodeAgentOptions {
   /** Create the TUN, sockets and routes inside this network namespace (tests; needs the native addon). */

@@ -154,7 +154,7 @@ export function buildFabric(topo: Topology, opts: FabricOptions): FabricCluster[
 
 /** argv that runs a data plane from a config file until SIGTERM (prints "ready <role>"). */
 export function launchArgv(root: string, configPath: string): string[] {
-  const entry = join(root, 'dist/src/gateway/launch.js');
+  const entry = join(root, 'dist/src/cli/launch.js');
   return ['node', '--input-type=module', '-e',
     `const m = await import(${JSON.stringify(entry)}); process.exitCode = await m.runUntilSignal(${JSON.stringify(configPath)});`];
 }

@@ -22,7 +22,7 @@ import { buildFabric, launchArgv, remapped, statsOf, type FabricCluster } from '
 const ROOT = resolve(import.meta.dirname, '../..');
 const skip = e2eUnavailableReason(['iperf3', 'tshark', 'ping'])
   ?? (existsSync(join(ROOT, 'native/build/Release/weft_io.node')) ? null : 'native addon not built')
-  ?? (existsSync(join(ROOT, 'dist/src/gateway/launch.js')) ? null : 'not built (run npm run build)');
+  ?? (existsSync(join(ROOT, 'dist/src/cli/launch.js')) ? null : 'not built (run npm run build)');
 
 const ECHO_PORT = 8080;
 /** A TCP server that answers every connection with the peer address it sees. */

@@ -22,7 +22,7 @@ import { buildFabric, GATEWAY_INTERNAL, launchArgv, statsOf, type FabricCluster 
 const ROOT = resolve(import.meta.dirname, '../..');
 const skip = e2eUnavailableReason(['iperf3', 'tshark', 'ping'])
   ?? (existsSync(join(ROOT, 'native/build/Release/weft_io.node')) ? null : 'native addon not built')
-  ?? (existsSync(join(ROOT, 'dist/src/gateway/launch.js')) ? null : 'not built (run npm run build)');
+  ?? (existsSync(join(ROOT, 'dist/src/cli/launch.js')) ? null : 'not built (run npm run build)');
 
 describe.skipIf(skip !== null)('fabric e2e: pods ↔ nodes ↔ gateway over Geneve', () => {
   const topo = new Topology('wf');

@@ -21,7 +21,8 @@ import {
 import { IPV4_DST_OFFSET, IPV4_SRC_OFFSET, fillIpv4Checksum, ipv4HeaderValid, ipv4Protocol, ipv4TotalLength } from '../../src/packet/ipv4.js';
 import { IPV6_DST_OFFSET, IPV6_SRC_OFFSET, ipv6HeaderValid, ipv6NextHeader, ipv6PayloadLength } from '../../src/packet/ipv6.js';
 import { TCP_FLAG_ACK, TCP_FLAG_SYN, tcpFindMssOption } from '../../src/packet/tcp.js';
-import { TokenBucket, clampMss } from '../../src/nat/pmtu.js';
+import { clampMss } from '../../src/nat/pmtu.js';
+import { TokenBucket } from '../../src/ratelimit/token-bucket.js';
 import { NAT_FORWARD, NAT_REPLY, Nat, NatDrop, type NatPeer } from '../../src/nat/nat.js';
 import { tcpPacket, udpPacket } from '../packet/factory.js';
 import { bytesOf, icmpErrorPacket, recomputeAll, withHeadroom, type Pkt } from './helpers.js';

@@ -3,7 +3,7 @@
  * UDP socket: one socket on CONNCHECK_PORT, a timer at the checker's next deadline, every
  * received datagram handed to the checker (PINGs are answered, PONGs measured).
  *
- * Addresses (Liqo's, src/gateway/tunnel-address.ts): a gateway SERVER's tunnel address is
+ * Addresses (Liqo's, src/control/tunnel-address.ts): a gateway SERVER's tunnel address is
  * 169.254.18.1, the CLIENT's 169.254.18.2; each pings the other. The gateway puts ours on its
  * local TUN and carries both through the tunnel without NAT; the runtime binds one runner to
  * each of our tunnel addresses (`bindAddress`), so PINGs leave with that source and PONGs
@@ -16,7 +16,7 @@ import { createSocket, type Socket } from 'node:dgram';
 import {
   CONNCHECK_MAX_MESSAGE, CONNCHECK_PORT, ConnChecker, type ConnCheckerOptions, type PeerCheckStatus,
 } from '../../control/conncheck.js';
-import { withNetnsAsync } from '../../gateway/netns.js';
+import { withNetnsAsync } from '../../ports/netns.js';
 
 /**
  * Epoch milliseconds with sub-millisecond resolution: the process's time origin plus the

@@ -2,7 +2,7 @@
  * What a long-running weft process (`weft up`, `weft k8s`) owns besides the data plane, and the
  * glue between them:
  *
- * - the data plane itself (Gateway or NodeAgent through src/gateway/launch.ts), which can be
+ * - the data plane itself (Gateway or NodeAgent through src/cli/launch.ts), which can be
  *   started and stopped while the process lives (Kubernetes HA: only the leader forwards);
  * - the local control socket for `weft show` (status.ts), up for the whole process lifetime;
  * - the Prometheus endpoint (config.metrics.listen), fed from the data plane at scrape time and
@@ -23,7 +23,7 @@ import type { ConfigOp } from '../../control/diff.js';
 import { createMetricsRegistry, startMetricsServer, type MetricsServer, type PeerStatsSample, type StatsSource } from '../../control/metrics.js';
 import type { CryptoBackend } from '../../crypto/backend.js';
 import { keyToBase64 } from '../../crypto/keys.js';
-import { startFromConfig, type LaunchOptions, type RunningDataPlane } from '../../gateway/launch.js';
+import { startFromConfig, type LaunchOptions, type RunningDataPlane } from '../launch.js';
 import { WEFT_VERSION } from '../version.js';
 import { startControlServer, type ControlServer } from './control-socket.js';
 import { ConnCheckRunner, type ConnCheckTarget } from './conncheck-runner.js';

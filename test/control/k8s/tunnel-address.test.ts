@@ -3,7 +3,7 @@
 // client (.2, pinging .1) — through the peer's endpoint, which only the client side has.
 import { describe, expect, test } from 'vitest';
 import { translate } from '../../../src/control/k8s/translate.js';
-import { planTunnelAddresses } from '../../../src/gateway/tunnel-address.js';
+import { planTunnelAddresses } from '../../../src/control/tunnel-address.js';
 import { liqoResources } from './liqo-fixtures.js';
 
 describe('tunnel addresses of a translated Liqo gateway', () => {

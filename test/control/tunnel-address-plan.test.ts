@@ -1,10 +1,10 @@
-// Liqo's in-tunnel addressing (src/gateway/tunnel-address.ts): the side with an endpoint is the
+// Liqo's in-tunnel addressing (src/control/tunnel-address.ts): the side with an endpoint is the
 // client (169.254.18.2) and pings the server (.1); explicit addresses override; a peer whose
 // address would collide is left out with a reason naming the field to set.
 import { describe, expect, test } from 'vitest';
 import {
   LIQO_TUNNEL_CLIENT_ADDRESS, LIQO_TUNNEL_SERVER_ADDRESS, defaultTunnelAddresses, planTunnelAddresses,
-} from '../../src/gateway/tunnel-address.js';
+} from '../../src/control/tunnel-address.js';
 
 const peer = (name: string, extra: { endpoint?: string; tunnelAddress?: string } = {}) => ({ name, clusterId: `id-${name}`, ...extra });
 

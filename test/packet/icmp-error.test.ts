@@ -1,5 +1,5 @@
 /**
- * Time Exceeded built in the headroom (src/gateway/icmp-error.ts), checked field by field
+ * Time Exceeded built in the headroom (src/packet/icmp-error.ts), checked field by field
  * against RFC 792 / RFC 4443 and with the packet validators of src/packet.
  *
  * Proves: type 11 / ICMPv6 type 3, code 0, addressed from the router to the packet's source,
@@ -11,11 +11,11 @@
 import { describe, expect, it } from 'vitest';
 import {
   ICMP_ERR_NO_HEADROOM, ICMP_ERR_NOT_ALLOWED, TIME_EXCEEDED_V4_PREFIX, TIME_EXCEEDED_V6_PREFIX, writeTimeExceeded,
-} from '../../src/gateway/icmp-error.js';
+} from '../../src/packet/icmp-error.js';
 import { formatAddress, parseAddress } from '../../src/packet/addr.js';
 import { icmpv4ChecksumValid, icmpv6ChecksumValid } from '../../src/packet/icmp.js';
 import { fillIpv4Checksum, ipv4HeaderValid } from '../../src/packet/ipv4.js';
-import { icmpEcho, udpPacket } from '../packet/factory.js';
+import { icmpEcho, udpPacket } from './factory.js';
 
 const ROUTER4 = parseAddress('10.80.0.1');
 const ROUTER6 = parseAddress('fd80::1');

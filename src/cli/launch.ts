@@ -11,7 +11,7 @@ import type { GatewayConfig, NodeConfig, WeftConfig } from '../control/config.js
 import type { ConfigOp } from '../control/diff.js';
 import { loadConfigFile } from '../control/yaml.js';
 import { NodeAgent, type NodeAgentOptions } from '../node/agent.js';
-import { Gateway, type GatewayOptions } from './gateway.js';
+import { Gateway, type GatewayOptions } from '../gateway/gateway.js';
 
 export type RunningDataPlane =
   | { readonly role: 'gateway'; readonly gateway: Gateway; apply(ops: readonly ConfigOp[], next?: WeftConfig): Promise<void>; stop(): Promise<void> }
