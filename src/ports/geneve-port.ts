@@ -32,6 +32,7 @@ import { GeneveEngine, GeneveResult, GeneveVerdict, type GeneveEngineOptions } f
 import { GENEVE_HEADER_LEN, GENEVE_LIQO_UDP_PORT } from '../geneve/header.js';
 import { GENEVE_INNER_ETHERNET_LEN } from '../geneve/mtu.js';
 import type { GeneveTunnel, GeneveTunnelTable } from '../geneve/table.js';
+import { SendList } from './send-list.js';
 
 /** Where decapsulated inner packets go. */
 export interface GeneveSink {
@@ -324,27 +325,3 @@ export class GenevePort {
     for (const s of socks) if (s !== null) await s.close();
   }
 }
-
-/** Offsets, lengths and destination records of datagrams waiting for one sendmmsg. */
-class SendList {
-  readonly offs: Uint32Array;
-  readonly lens: Uint32Array;
-  readonly addrs: Uint8Array;
-  count = 0;
-
-  constructor(capacity: number) {
-    this.offs = new Uint32Array(capacity);
-    this.lens = new Uint32Array(capacity);
-    this.addrs = new Uint8Array(capacity * ADDR_RECORD_LEN);
-  }
-
-  add(off: number, len: number, rec: Uint8Array): void {
-    const i = this.count++;
-    this.offs[i] = off;
-    this.lens[i] = len;
-    const a = this.addrs;
-    const o = i * ADDR_RECORD_LEN;
-    for (let k = 0; k < ADDR_RECORD_LEN; k++) a[o + k] = rec[k]!;
-  }
-}
-

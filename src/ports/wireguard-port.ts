@@ -26,6 +26,7 @@ import { isHandshakeMessage } from '../wireguard/messages.js';
 import type { Endpoint } from '../wireguard/peer.js';
 import { OutgoingMessage } from '../wireguard/pool.js';
 import type { Peer } from '../wireguard/peer.js';
+import { SendList } from './send-list.js';
 
 /** Where decrypted inner packets go (a TUN device, or the gateway's routing stage). */
 export interface InnerSink {
@@ -421,26 +422,5 @@ export class WireGuardPort {
     if (this.timer !== null) clearTimeout(this.timer);
     this.timer = null;
     await this.closeSockets();
-  }
-}
-
-/** Offsets, lengths and destination records of datagrams waiting for one sendmmsg. */
-class SendList {
-  readonly offs: Uint32Array;
-  readonly lens: Uint32Array;
-  readonly addrs: Uint8Array;
-  count = 0;
-
-  constructor(capacity: number) {
-    this.offs = new Uint32Array(capacity);
-    this.lens = new Uint32Array(capacity);
-    this.addrs = new Uint8Array(capacity * ADDR_RECORD_LEN);
-  }
-
-  add(off: number, len: number, rec: Uint8Array): void {
-    const i = this.count++;
-    this.offs[i] = off;
-    this.lens[i] = len;
-    this.addrs.set(rec, i * ADDR_RECORD_LEN);
   }
 }
