@@ -41,6 +41,7 @@
  */
 
 import { addressEquals, type IpFamily } from '../packet/addr.js';
+import { IP_OK, IpView, parseIp } from '../packet/ip-view.js';
 import { foldSum, sumWords, checksumUpdate16, readChecksum, writeChecksum } from '../packet/checksum.js';
 import {
   ICMP_CHECKSUM_OFFSET,
@@ -222,17 +223,11 @@ export class Nat {
   private readonly icmpBucket: TokenBucket;
   private readonly scratch = new Uint8Array(16);
 
-  // Per-packet parse state (fields, not objects: no allocation). Valid during one call.
-  private fam: IpFamily = 4;
-  private alen = 4;
-  private end = 0;
-  private srcOff = 0;
-  private dstOff = 0;
-  private ipCsum = -1;
-  private proto = 0;
-  /** Transport header offset, or -1 for a non-first fragment. */
-  private l4 = -1;
-  private l4Len = 0;
+  // Per-packet parse state (fields, not objects: no allocation), valid during one call: the IP
+  // view (the caller's, or `ownView` when the caller passed bytes), then transport checksums
+  // and the packet quoted by an ICMP error.
+  private readonly ownView = new IpView();
+  private v: IpView = this.ownView;
   /** Checksum covering the pseudo header (address changes), kind CSUM_*. */
   private addrCsumOff = -1;
   private addrCsumKind = CSUM_NONE;
@@ -323,6 +318,11 @@ export class Nat {
    * the tunnel: after the outbound DNAT the real destination may be ambiguous (two peers may
    * share a real pod CIDR — that is why they are remapped).
    */
+  peerForParsed(buf: Uint8Array, v: IpView): NatPeer | undefined {
+    return this.peersByRemapped.lookup(buf, v.dstOff, v.family);
+  }
+
+  /** As peerForParsed, for a packet not parsed yet (only its version and destination are read). */
   peerFor(buf: Uint8Array, off: number, len: number): NatPeer | undefined {
     if (len < IPV4_MIN_HEADER_LEN || off < 0 || off + len > buf.length) return undefined;
     const v = buf[off]! >>> 4;
@@ -348,20 +348,31 @@ export class Nat {
    */
   outbound(buf: Uint8Array, off: number, len: number, peer: NatPeer, now: number): number {
     this.checkCall(buf, off, len, peer);
-    let r = this.parse(buf, off, len);
+    if (parseIp(buf, off, len, this.ownView) !== IP_OK) return this.drop(NatDrop.BadIpHeader);
+    return this.outboundParsed(buf, this.ownView, peer, now);
+  }
+
+  /**
+   * outbound() for a packet already parsed into `v` (parseIp) by the caller: the pipeline
+   * parses once and hands the view along. `v` is read, never kept.
+   */
+  outboundParsed(buf: Uint8Array, v: IpView, peer: NatPeer, now: number): number {
+    if (this.peerSlots[peer.index] !== peer) throw new Error(`NAT: peer ${peer.name} was removed or belongs to another Nat`);
+    const off = v.off;
+    let r = this.classify(buf, v);
     if (r !== NAT_FORWARD) return this.drop(r);
-    const total = this.end - off;
-    if (total > peer.parsed.mtu && (this.fam === 6 || ipv4DontFragment(buf, off))) {
+    const total = this.v.end - off;
+    if (total > peer.parsed.mtu && (this.v.family === 6 || ipv4DontFragment(buf, off))) {
       return this.tooBig(buf, off, total, peer, now);
     }
-    const fam = this.fam;
-    const route = peer.toReal.lookup(buf, this.dstOff, fam);
+    const fam = this.v.family;
+    const route = peer.toReal.lookup(buf, this.v.dstOff, fam);
 
     // Source: IP mapping, else masquerade of non-pod sources towards the peer's CIDRs.
-    const mapping = this.mappingCount === 0 || route === undefined ? undefined : this.mapByReal.lookup(buf, this.srcOff, fam);
+    const mapping = this.mappingCount === 0 || route === undefined ? undefined : this.mapByReal.lookup(buf, this.v.srcOff, fam);
     if (mapping !== undefined) {
-      rewriteAddress(buf, this.srcOff, this.alen, mapping.external, 0, this.ipCsum, this.addrCsumOff, this.addrCsumKind);
-    } else if (route !== undefined && (this.config.fullMasquerade || this.localPod.lookup(buf, this.srcOff, fam) === undefined)) {
+      rewriteAddress(buf, this.v.srcOff, this.v.addrLen, mapping.external, 0, this.v.ipCsumOff, this.addrCsumOff, this.addrCsumKind);
+    } else if (route !== undefined && (this.config.fullMasquerade || this.localPod.lookup(buf, this.v.srcOff, fam) === undefined)) {
       r = this.icmpError ? this.snatOutboundIcmpError(buf, now) : this.snatOutbound(buf, peer, now);
       if (r !== NAT_FORWARD) return this.drop(r);
     }
@@ -373,8 +384,8 @@ export class Nat {
 
     // Destination: remapped → real (remap-podcidr / remap-externalcidr DNAT).
     if (route !== undefined && !route.identity) {
-      route.translate(buf, this.dstOff, this.scratch, 0);
-      rewriteAddress(buf, this.dstOff, this.alen, this.scratch, 0, this.ipCsum, this.addrCsumOff, this.addrCsumKind);
+      route.translate(buf, this.v.dstOff, this.scratch, 0);
+      rewriteAddress(buf, this.v.dstOff, this.v.addrLen, this.scratch, 0, this.v.ipCsumOff, this.addrCsumOff, this.addrCsumKind);
     }
     if (this.icmpError) {
       // Mirror: the quoted packet came from the peer, its source is the remapped peer address.
@@ -397,15 +408,22 @@ export class Nat {
    */
   inbound(buf: Uint8Array, off: number, len: number, peer: NatPeer, now: number): number {
     this.checkCall(buf, off, len, peer);
-    let r = this.parse(buf, off, len);
+    if (parseIp(buf, off, len, this.ownView) !== IP_OK) return this.drop(NatDrop.BadIpHeader);
+    return this.inboundParsed(buf, this.ownView, peer, now);
+  }
+
+  /** inbound() for a packet the caller already parsed into `v` (see outboundParsed). */
+  inboundParsed(buf: Uint8Array, v: IpView, peer: NatPeer, now: number): number {
+    if (this.peerSlots[peer.index] !== peer) throw new Error(`NAT: peer ${peer.name} was removed or belongs to another Nat`);
+    let r = this.classify(buf, v);
     if (r !== NAT_FORWARD) return this.drop(r);
-    const fam = this.fam;
+    const fam = this.v.family;
 
     // Source: the peer's real address → how the local cluster addresses it.
-    const rm = peer.toRemapped.lookup(buf, this.srcOff, fam);
+    const rm = peer.toRemapped.lookup(buf, this.v.srcOff, fam);
     if (rm !== undefined && !rm.identity) {
-      rm.translate(buf, this.srcOff, this.scratch, 0);
-      rewriteAddress(buf, this.srcOff, this.alen, this.scratch, 0, this.ipCsum, this.addrCsumOff, this.addrCsumKind);
+      rm.translate(buf, this.v.srcOff, this.scratch, 0);
+      rewriteAddress(buf, this.v.srcOff, this.v.addrLen, this.scratch, 0, this.v.ipCsumOff, this.addrCsumOff, this.addrCsumKind);
     }
     if (this.icmpError) {
       const ir = peer.toRemapped.lookup(buf, this.iDst, fam);
@@ -416,11 +434,11 @@ export class Nat {
     }
 
     // Destination: IP mapping, or the SNAT address (conntrack reply).
-    const mapping = this.mappingCount === 0 ? undefined : this.mapByExt.lookup(buf, this.dstOff, fam);
+    const mapping = this.mappingCount === 0 ? undefined : this.mapByExt.lookup(buf, this.v.dstOff, fam);
     const snat = fam === 4 ? this.snat4 : this.snat6;
     if (mapping !== undefined) {
-      rewriteAddress(buf, this.dstOff, this.alen, mapping.real, 0, this.ipCsum, this.addrCsumOff, this.addrCsumKind);
-    } else if (snat !== undefined && addressEquals(buf, this.dstOff, snat, 0, this.alen)) {
+      rewriteAddress(buf, this.v.dstOff, this.v.addrLen, mapping.real, 0, this.v.ipCsumOff, this.addrCsumOff, this.addrCsumKind);
+    } else if (snat !== undefined && addressEquals(buf, this.v.dstOff, snat, 0, this.v.addrLen)) {
       r = this.icmpError ? this.snatInboundIcmpError(buf, now) : this.snatInbound(buf, now);
       if (r !== NAT_FORWARD) return this.drop(r);
     }
@@ -460,51 +478,22 @@ export class Nat {
     return code;
   }
 
-  /** Parse the IP header and locate the transport header. Returns NAT_FORWARD or a drop code. */
-  private parse(buf: Uint8Array, off: number, len: number): number {
-    const v = len > 0 ? buf[off]! >>> 4 : 0;
-    let proto: number;
-    if (v === 4) {
-      // Structural checks only: the header checksum is not verified here, because incremental
-      // updates carry an existing error through unchanged, so a corrupted header still fails
-      // at the receiver (and verifying would cost as much as the translation itself).
-      if (len < IPV4_MIN_HEADER_LEN) return NatDrop.BadIpHeader;
-      const hl = ipv4HeaderLen(buf, off);
-      const total = ipv4TotalLength(buf, off);
-      if (hl < IPV4_MIN_HEADER_LEN || total < hl || total > len) return NatDrop.BadIpHeader;
-      this.fam = 4;
-      this.alen = 4;
-      this.end = off + total;
-      this.srcOff = off + IPV4_SRC_OFFSET;
-      this.dstOff = off + IPV4_DST_OFFSET;
-      this.ipCsum = off + IPV4_CHECKSUM_OFFSET;
-      proto = buf[off + IPV4_PROTOCOL_OFFSET]!;
-      this.l4 = ipv4FragmentOffset(buf, off) === 0 ? off + hl : -1;
-    } else if (v === 6) {
-      if (!ipv6HeaderValid(buf, off, len)) return NatDrop.BadIpHeader;
-      this.fam = 6;
-      this.alen = 16;
-      this.end = off + IPV6_HEADER_LEN + ipv6PayloadLength(buf, off);
-      this.srcOff = off + IPV6_SRC_OFFSET;
-      this.dstOff = off + IPV6_DST_OFFSET;
-      this.ipCsum = -1;
-      const packed = ipv6TransportOffset(buf, off, this.end - off);
-      if (packed === IPV6_CHAIN_INVALID) return NatDrop.BadIpHeader;
-      proto = chainProtocol(packed);
-      this.l4 = proto === IP_PROTO_IPV6_FRAG ? -1 : chainOffset(packed);
-    } else {
-      return NatDrop.BadIpHeader;
-    }
-    this.proto = proto;
+  /**
+   * Locate the transport checksums (and an ICMP error's quoted packet) of the packet `v`
+   * describes. Returns NAT_FORWARD or a drop code.
+   */
+  private classify(buf: Uint8Array, v: IpView): number {
+    this.v = v;
+    const fam = v.family;
+    const proto = v.proto;
     this.addrCsumOff = -1;
     this.addrCsumKind = CSUM_NONE;
     this.fieldCsumOff = -1;
     this.fieldCsumKind = CSUM_NONE;
     this.icmpError = false;
-    const l4 = this.l4;
+    const l4 = v.l4;
     if (l4 < 0) return NAT_FORWARD;
-    const l4Len = this.end - l4;
-    this.l4Len = l4Len;
+    const l4Len = v.l4Len;
     if (proto === IP_PROTO_TCP) {
       if (!tcpHeaderValid(buf, l4, l4Len)) return NatDrop.BadTransport;
       this.addrCsumOff = this.fieldCsumOff = l4 + TCP_CHECKSUM_OFFSET;
@@ -513,17 +502,17 @@ export class Nat {
       if (l4Len < UDP_HEADER_LEN) return NatDrop.BadTransport;
       this.addrCsumOff = this.fieldCsumOff = l4 + UDP_CHECKSUM_OFFSET;
       this.addrCsumKind = this.fieldCsumKind = CSUM_UDP;
-    } else if ((proto === IP_PROTO_ICMP && v === 4) || (proto === IP_PROTO_ICMPV6 && v === 6)) {
+    } else if ((proto === IP_PROTO_ICMP && fam === 4) || (proto === IP_PROTO_ICMPV6 && fam === 6)) {
       if (l4Len < ICMP_HEADER_LEN) return NatDrop.BadTransport;
       this.fieldCsumOff = l4 + ICMP_CHECKSUM_OFFSET;
       this.fieldCsumKind = CSUM_ALWAYS;
-      if (v === 6) {
+      if (fam === 6) {
         // ICMPv6's checksum covers the pseudo header (RFC 4443 §2.3); ICMPv4's does not.
         this.addrCsumOff = this.fieldCsumOff;
         this.addrCsumKind = CSUM_ALWAYS;
       }
       const type = buf[l4]!;
-      if (v === 4 ? isIcmpv4Error(type) : isIcmpv6Error(type)) {
+      if (fam === 4 ? isIcmpv4Error(type) : isIcmpv6Error(type)) {
         this.icmpError = true;
         return this.parseInner(buf);
       }
@@ -533,11 +522,11 @@ export class Nat {
 
   /** Locate the packet quoted by an ICMP error and remember the quoted bytes' sum. */
   private parseInner(buf: Uint8Array): number {
-    const ip = this.l4 + ICMP_HEADER_LEN;
-    const avail = this.end - ip;
+    const ip = this.v.l4 + ICMP_HEADER_LEN;
+    const avail = this.v.end - ip;
     this.iIp = ip;
     let fixedEnd: number;
-    if (this.fam === 4) {
+    if (this.v.family === 4) {
       if (avail < IPV4_MIN_HEADER_LEN || buf[ip]! >>> 4 !== 4) return NatDrop.BadIcmpError;
       const ihl = ipv4HeaderLen(buf, ip);
       if (ihl < IPV4_MIN_HEADER_LEN || ihl > avail) return NatDrop.BadIcmpError;
@@ -567,7 +556,7 @@ export class Nat {
     this.iAddrKind = CSUM_NONE;
     this.iFieldKind = CSUM_NONE;
     const il4 = this.iL4;
-    const ia = il4 >= 0 ? this.end - il4 : 0;
+    const ia = il4 >= 0 ? this.v.end - il4 : 0;
     const p = this.iProto;
     if (il4 >= 0) {
       if (p === IP_PROTO_TCP) {
@@ -582,15 +571,15 @@ export class Nat {
           this.iCsumOff = il4 + UDP_CHECKSUM_OFFSET;
           this.iAddrKind = this.iFieldKind = CSUM_UDP;
         }
-      } else if ((p === IP_PROTO_ICMP && this.fam === 4) || (p === IP_PROTO_ICMPV6 && this.fam === 6)) {
+      } else if ((p === IP_PROTO_ICMP && this.v.family === 4) || (p === IP_PROTO_ICMPV6 && this.v.family === 6)) {
         const t = ia >= 1 ? buf[il4]! : 0xff;
-        const echo = this.fam === 4 ? t === ICMPV4_ECHO_REQUEST || t === ICMPV4_ECHO_REPLY : t === ICMPV6_ECHO_REQUEST || t === ICMPV6_ECHO_REPLY;
+        const echo = this.v.family === 4 ? t === ICMPV4_ECHO_REQUEST || t === ICMPV4_ECHO_REPLY : t === ICMPV6_ECHO_REQUEST || t === ICMPV6_ECHO_REPLY;
         if (echo) {
           this.iPorts = ia >= ICMP_ECHO_ID_OFFSET + 2;
           if (ia >= ICMP_CHECKSUM_OFFSET + 2) {
             this.iCsumOff = il4 + ICMP_CHECKSUM_OFFSET;
             this.iFieldKind = CSUM_ALWAYS;
-            this.iAddrKind = this.fam === 6 ? CSUM_ALWAYS : CSUM_NONE;
+            this.iAddrKind = this.v.family === 6 ? CSUM_ALWAYS : CSUM_NONE;
           }
         }
       }
@@ -601,7 +590,7 @@ export class Nat {
     // the region starts at an even offset from the ICMP header, so its words line up).
     let re = il4 >= 0 ? il4 + TCP_CHECKSUM_OFFSET + 2 : fixedEnd;
     if (re < fixedEnd) re = fixedEnd;
-    if (re > this.end) re = this.end;
+    if (re > this.v.end) re = this.v.end;
     this.iRegionEnd = re;
     this.iRegionSum = foldSum(sumWords(buf, ip, re - ip));
     return NAT_FORWARD;
@@ -609,7 +598,7 @@ export class Nat {
 
   /** Rewrite an address of the quoted packet (inner IPv4 header checksum + inner pseudo header). */
   private innerAddress(buf: Uint8Array, addrOff: number, neu: Uint8Array, newOff: number): void {
-    rewriteAddress(buf, addrOff, this.alen, neu, newOff, this.iIpCsum, this.iCsumOff, this.iAddrKind);
+    rewriteAddress(buf, addrOff, this.v.addrLen, neu, newOff, this.iIpCsum, this.iCsumOff, this.iAddrKind);
   }
 
   /** Rewrite a port / identifier of the quoted packet. */
@@ -621,17 +610,17 @@ export class Nat {
   private finishIcmpError(buf: Uint8Array): void {
     const after = foldSum(sumWords(buf, this.iIp, this.iRegionEnd - this.iIp));
     if (after === this.iRegionSum) return;
-    const c = this.l4 + ICMP_CHECKSUM_OFFSET;
+    const c = this.v.l4 + ICMP_CHECKSUM_OFFSET;
     writeChecksum(buf, c, checksumUpdate16(readChecksum(buf, c), this.iRegionSum, after));
   }
 
   /** Masquerade an outbound packet (not an ICMP error) through conntrack. */
   private snatOutbound(buf: Uint8Array, peer: NatPeer, now: number): number {
-    const snat = this.fam === 4 ? this.snat4 : this.snat6;
+    const snat = this.v.family === 4 ? this.snat4 : this.snat6;
     if (snat === undefined) return NatDrop.SnatNoAddress;
-    const l4 = this.l4;
+    const l4 = this.v.l4;
     if (l4 < 0) return NatDrop.SnatFragment;
-    const proto = this.proto;
+    const proto = this.v.proto;
     let portOff: number;
     let remotePort: number;
     let flags = 0;
@@ -647,7 +636,7 @@ export class Nat {
       } else {
         state = CT_UDP;
       }
-    } else if (this.isIcmpProto(proto) && buf[l4] === (this.fam === 4 ? ICMPV4_ECHO_REQUEST : ICMPV6_ECHO_REQUEST)) {
+    } else if (this.isIcmpProto(proto) && buf[l4] === (this.v.family === 4 ? ICMPV4_ECHO_REQUEST : ICMPV6_ECHO_REQUEST)) {
       portOff = l4 + ICMP_ECHO_ID_OFFSET;
       remotePort = 0;
       state = CT_ICMP;
@@ -656,21 +645,21 @@ export class Nat {
     }
     const ct = this.conntrack;
     const lport = read16(buf, portOff);
-    let e = ct.findOriginal(this.fam, proto, buf, this.srcOff, lport, this.dstOff, remotePort, now);
+    let e = ct.findOriginal(this.v.family, proto, buf, this.v.srcOff, lport, this.v.dstOff, remotePort, now);
     if (e < 0) {
       if ((flags & TCP_FLAG_RST) !== 0) return NatDrop.NoConntrack;
-      e = ct.create(this.fam, proto, buf, this.srcOff, lport, this.dstOff, remotePort, peer.index, state, now);
+      e = ct.create(this.v.family, proto, buf, this.v.srcOff, lport, this.v.dstOff, remotePort, peer.index, state, now);
       if (e < 0) return NatDrop.SnatPortsExhausted;
     }
     ct.update(e, DIR_ORIGINAL, flags, now);
-    rewriteAddress(buf, this.srcOff, this.alen, snat, 0, this.ipCsum, this.addrCsumOff, this.addrCsumKind);
+    rewriteAddress(buf, this.v.srcOff, this.v.addrLen, snat, 0, this.v.ipCsumOff, this.addrCsumOff, this.addrCsumKind);
     const np = ct.natPort[e]!;
     if (np !== lport) rewriteWord(buf, portOff, np, this.fieldCsumOff, this.fieldCsumKind);
     return NAT_FORWARD;
   }
 
   private isIcmpProto(proto: number): boolean {
-    return this.fam === 4 ? proto === IP_PROTO_ICMP : proto === IP_PROTO_ICMPV6;
+    return this.v.family === 4 ? proto === IP_PROTO_ICMP : proto === IP_PROTO_ICMPV6;
   }
 
   /**
@@ -678,7 +667,7 @@ export class Nat {
    * quoted packet is in the flow's reply direction (remote → host).
    */
   private snatOutboundIcmpError(buf: Uint8Array, now: number): number {
-    const snat = this.fam === 4 ? this.snat4 : this.snat6;
+    const snat = this.v.family === 4 ? this.snat4 : this.snat6;
     if (snat === undefined) return NatDrop.SnatNoAddress;
     if (this.iPorts) {
       const il4 = this.iL4;
@@ -693,7 +682,7 @@ export class Nat {
         remotePort = 0;
       }
       const ct = this.conntrack;
-      const e = ct.findOriginal(this.fam, p, buf, this.iDst, read16(buf, localOff), this.iSrc, remotePort, now);
+      const e = ct.findOriginal(this.v.family, p, buf, this.iDst, read16(buf, localOff), this.iSrc, remotePort, now);
       if (e >= 0) {
         this.innerAddress(buf, this.iDst, snat, 0);
         this.innerWord(buf, localOff, ct.natPort[e]!);
@@ -701,15 +690,15 @@ export class Nat {
     }
     // With or without a flow (e.g. a node's Time Exceeded about a pod-to-pod packet), the error's
     // own source is masqueraded like any non-pod source, so the peer can route it back.
-    rewriteAddress(buf, this.srcOff, this.alen, snat, 0, this.ipCsum, this.addrCsumOff, this.addrCsumKind);
+    rewriteAddress(buf, this.v.srcOff, this.v.addrLen, snat, 0, this.v.ipCsumOff, this.addrCsumOff, this.addrCsumKind);
     return NAT_FORWARD;
   }
 
   /** Reverse the masquerade for a packet addressed to the SNAT address. */
   private snatInbound(buf: Uint8Array, now: number): number {
-    const l4 = this.l4;
+    const l4 = this.v.l4;
     if (l4 < 0) return NatDrop.SnatFragment;
-    const proto = this.proto;
+    const proto = this.v.proto;
     let portOff: number;
     let remotePort: number;
     let flags = 0;
@@ -717,17 +706,17 @@ export class Nat {
       portOff = l4 + L4_DST_PORT_OFFSET;
       remotePort = read16(buf, l4 + L4_SRC_PORT_OFFSET);
       if (proto === IP_PROTO_TCP) flags = buf[l4 + TCP_FLAGS_OFFSET]!;
-    } else if (this.isIcmpProto(proto) && buf[l4] === (this.fam === 4 ? ICMPV4_ECHO_REPLY : ICMPV6_ECHO_REPLY)) {
+    } else if (this.isIcmpProto(proto) && buf[l4] === (this.v.family === 4 ? ICMPV4_ECHO_REPLY : ICMPV6_ECHO_REPLY)) {
       portOff = l4 + ICMP_ECHO_ID_OFFSET;
       remotePort = 0;
     } else {
       return NatDrop.NoConntrack;
     }
     const ct = this.conntrack;
-    const e = ct.findReply(this.fam, proto, buf, this.srcOff, remotePort, read16(buf, portOff), now);
+    const e = ct.findReply(this.v.family, proto, buf, this.v.srcOff, remotePort, read16(buf, portOff), now);
     if (e < 0) return NatDrop.NoConntrack;
     ct.update(e, DIR_REPLY, flags, now);
-    rewriteAddress(buf, this.dstOff, this.alen, ct.origAddr, ct.addrOffset(e), this.ipCsum, this.addrCsumOff, this.addrCsumKind);
+    rewriteAddress(buf, this.v.dstOff, this.v.addrLen, ct.origAddr, ct.addrOffset(e), this.v.ipCsumOff, this.addrCsumOff, this.addrCsumKind);
     rewriteWord(buf, portOff, ct.origPort[e]!, this.fieldCsumOff, this.fieldCsumKind);
     return NAT_FORWARD;
   }
@@ -750,10 +739,10 @@ export class Nat {
       remotePort = 0;
     }
     const ct = this.conntrack;
-    const e = ct.findReply(this.fam, p, buf, this.iDst, remotePort, read16(buf, natOff), now);
+    const e = ct.findReply(this.v.family, p, buf, this.iDst, remotePort, read16(buf, natOff), now);
     if (e < 0) return NatDrop.NoConntrack;
     const a = ct.addrOffset(e);
-    rewriteAddress(buf, this.dstOff, this.alen, ct.origAddr, a, this.ipCsum, this.addrCsumOff, this.addrCsumKind);
+    rewriteAddress(buf, this.v.dstOff, this.v.addrLen, ct.origAddr, a, this.v.ipCsumOff, this.addrCsumOff, this.addrCsumKind);
     this.innerAddress(buf, this.iSrc, ct.origAddr, a);
     this.innerWord(buf, natOff, ct.origPort[e]!);
     return NAT_FORWARD;
@@ -761,20 +750,20 @@ export class Nat {
 
   /** Clamp the MSS of a TCP SYN / SYN-ACK to the peer's tunnel MTU. */
   private clamp(buf: Uint8Array, peer: NatPeer): void {
-    if (this.proto !== IP_PROTO_TCP || this.l4 < 0 || !this.config.clampMss) return;
-    if ((buf[this.l4 + TCP_FLAGS_OFFSET]! & TCP_FLAG_SYN) === 0) return;
-    if (clampMss(buf, this.l4, this.l4Len, this.fam === 4 ? peer.mss4 : peer.mss6)) this.mssClamped++;
+    if (this.v.proto !== IP_PROTO_TCP || this.v.l4 < 0 || !this.config.clampMss) return;
+    if ((buf[this.v.l4 + TCP_FLAGS_OFFSET]! & TCP_FLAG_SYN) === 0) return;
+    if (clampMss(buf, this.v.l4, this.v.l4Len, this.v.family === 4 ? peer.mss4 : peer.mss6)) this.mssClamped++;
   }
 
   /** Oversized and not fragmentable: answer with an ICMP error in place, rate-limited. */
   private tooBig(buf: Uint8Array, off: number, total: number, peer: NatPeer, now: number): number {
     // RFC 1812 §4.3.2.7 / RFC 4443 §2.4(e): no error about an ICMP error or a non-first
     // fragment, none to a source that cannot be a unicast sender.
-    if (this.icmpError || this.l4 < 0) return this.drop(NatDrop.TooBig);
-    const okSource = this.fam === 4 ? ipv4SourceAcceptsError(buf, this.srcOff) : ipv6SourceAcceptsError(buf, this.srcOff);
+    if (this.icmpError || this.v.l4 < 0) return this.drop(NatDrop.TooBig);
+    const okSource = this.v.family === 4 ? ipv4SourceAcceptsError(buf, this.v.srcOff) : ipv6SourceAcceptsError(buf, this.v.srcOff);
     if (!okSource) return this.drop(NatDrop.TooBig);
     if (!this.icmpBucket.take(now)) return this.drop(NatDrop.TooBigRateLimited);
-    const n = this.fam === 4
+    const n = this.v.family === 4
       ? writeFragNeededV4(buf, off, total, peer.parsed.mtu, this.config.icmpSource4)
       : writePacketTooBigV6(buf, off, total, peer.parsed.mtu, this.config.icmpSource6);
     if (n === 0) return this.drop(NatDrop.TooBig);
