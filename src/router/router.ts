@@ -1,0 +1,382 @@
+/**
+ * The gateway's router, I/O-free: bytes, `now` and tables in; packets sorted into output lanes
+ * (to peers, to nodes, to the gateway host) and counted drops out. The gateway shell
+ * (src/gateway) and the in-process simulation (src/demo/sim.ts) both run this class, joined to
+ * real sockets or to an in-memory wire.
+ *
+ * Per packet, on the buffer it arrived in (no copy, no allocation):
+ * - parsed once into an IpView, handed to the hooks and the NAT;
+ * - from a node or the gateway host (or generated here):
+ *   1. destination = one of the gateway's own addresses → host lane (the kernel answers);
+ *      from the host itself that is a loop;
+ *   2. from the host, destination = a peer's in-tunnel address → that peer, untranslated
+ *      (Liqo's connection check; the source must be our tunnel address);
+ *   3. destination inside a peer's REMAPPED CIDRs (Nat.peerForParsed) → TTL − 1 → outbound NAT
+ *      (remapped → real destination, masquerade, MSS clamp) → that peer's lane; a NAT_REPLY
+ *      (Fragmentation Needed / Packet Too Big) is routed back like the router's own traffic;
+ *   4. destination = a node's internal address or a pod route → TTL − 1 → that node's lane;
+ *   5. otherwise no_route.
+ * - from a peer (decrypted; the peer is passed with the packet, so peers whose real CIDRs
+ *   overlap can share the router): the peer's tunnel address to ours → host lane; else inbound
+ *   NAT (real → remapped source, conntrack reversal) → own address → host lane; node or pod →
+ *   TTL − 1 → node lane; another peer's CIDR → peer_transit (Liqo gateways do not transit).
+ * - TTL (IPv4, incremental checksum) / hop limit (IPv6) is decremented on every forward, not on
+ *   delivery to the host nor on the router's own packets. A packet that would leave with TTL 0
+ *   is replaced by an ICMP Time Exceeded written in its headroom, sourced from the gateway's
+ *   internal address and routed as the router's own traffic (so towards a peer it is
+ *   masqueraded and its quote translated like any ICMP error).
+ *
+ * Lanes: one RouterLanes per input, sized to its batch; every input packet yields at most one
+ * output packet, so a lane never overflows. The shell flushes and clears the lanes after each
+ * batch. Headroom: an ICMP error needs 48 bytes (IPv6) in front of the packet plus what a later
+ * stage writes (Geneve, WireGuard): inputs leave ≥ 112.
+ */
+import { parseAddress, type IpFamily } from '../packet/addr.js';
+import { TIME_EXCEEDED_V4_PREFIX, TIME_EXCEEDED_V6_PREFIX, writeTimeExceeded } from '../packet/icmp-error.js';
+import { IP_OK, IpView, parseIp } from '../packet/ip-view.js';
+import { IPV4_TTL_OFFSET, decrementIpv4Ttl } from '../packet/ipv4.js';
+import { IPV6_HOP_LIMIT_OFFSET } from '../packet/ipv6.js';
+import { PacketList } from '../packet/packet-list.js';
+import { NAT_FORWARD, NAT_REPLY, type Nat, type NatPeer } from '../nat/nat.js';
+import { TokenBucket } from '../ratelimit/token-bucket.js';
+import { PrefixMatcher } from '../route/prefix-matcher.js';
+import {
+  HOOK_COUNT, HOOK_FORWARD, HOOK_INPUT, HOOK_OUTPUT, HOOK_POSTROUTING, HOOK_PREROUTING, OUTPUT_HOST, OUTPUT_NODE, OUTPUT_NONE,
+  OUTPUT_PEER, PacketMeta, SOURCE_HOST, SOURCE_NODE, SOURCE_PEER, SOURCE_SELF, VERDICT_ACCEPT, type PacketHook,
+} from './hooks.js';
+
+/** Why the router dropped a packet (the NAT, Geneve and WireGuard stages count their own). */
+export const RouterDrop = {
+  /** Not an IPv4/IPv6 packet, or its header is inconsistent (IHL, total length, IPv6 chain). */
+  BadPacket: 0,
+  /** No peer, own address, node or pod route for the destination. */
+  NoRoute: 1,
+  /** TTL / hop limit expired (an ICMP Time Exceeded was sent unless not allowed or rate-limited). */
+  TtlExpired: 2,
+  /** Time Exceeded suppressed by the rate limit. */
+  IcmpRateLimited: 3,
+  /** Too little headroom in front of the packet for a generated error. */
+  NoHeadroom: 4,
+  /** Decrypted by a peer the router does not know (removed between decryption and routing). */
+  UnknownPeer: 5,
+  /** From one peer to another: Liqo gateways do not transit between peers. */
+  PeerTransit: 6,
+  /** From the gateway host back to the gateway's own address. */
+  Loop: 7,
+  /** From the host to a peer's tunnel address with a source other than our tunnel address (the peer would drop it). */
+  TunnelSource: 8,
+  /** Dropped by a stage attached at a hook point. */
+  Filtered: 9,
+} as const;
+export type RouterDrop = (typeof RouterDrop)[keyof typeof RouterDrop];
+export const ROUTER_DROP_NAMES: readonly string[] = [
+  'bad_packet', 'no_route', 'ttl_expired', 'icmp_rate_limited', 'no_headroom', 'unknown_peer', 'peer_transit', 'loop', 'tunnel_source', 'filtered',
+];
+
+/** Next hops towards nodes (the Geneve tunnel table): a tunnel for a destination address. */
+export interface NodeRoutes<G> {
+  lookupDestination(buf: Uint8Array, addrOff: number, family: IpFamily): G | undefined;
+}
+
+/** A peer as the router knows it: its NAT handle and the link the shell encrypts with. */
+export interface RouterPeer<P> {
+  readonly name: string;
+  readonly nat: NatPeer;
+  readonly link: P;
+}
+
+/** Output lists of one input batch; tags carry the peer link / the node tunnel of each packet. */
+export class RouterLanes<P, G> {
+  readonly toPeers: PacketList<P>;
+  readonly toNodes: PacketList<G>;
+  readonly toHost: PacketList;
+  constructor(readonly capacity: number) {
+    this.toPeers = new PacketList<P>(capacity);
+    this.toNodes = new PacketList<G>(capacity);
+    this.toHost = new PacketList(capacity);
+  }
+
+  clear(): void {
+    this.toPeers.clear();
+    this.toNodes.clear();
+    this.toHost.clear();
+  }
+}
+
+export interface RouterOptions<G> {
+  readonly nat: Nat;
+  readonly nodes: NodeRoutes<G>;
+  /** Rate of generated ICMP Time Exceeded errors (per second, burst). Default 100/20. */
+  readonly icmpRatePerSecond?: number;
+  readonly icmpBurst?: number;
+}
+
+export class Router<P, G> {
+  /** Drops by RouterDrop. */
+  readonly drops = new Float64Array(ROUTER_DROP_NAMES.length);
+  private natValue: Nat;
+  private readonly nodes: NodeRoutes<G>;
+  private readonly byLink = new Map<P, RouterPeer<P>>();
+  /** Router peers by NatPeer.index (the outbound lookup yields a NatPeer). */
+  private byNatIndex: (RouterPeer<P> | undefined)[] = [];
+  private local = new PrefixMatcher<true>();
+  private internal4: Uint8Array | null = null;
+  private internal6: Uint8Array | null = null;
+  private tunnelLocal = new PrefixMatcher<true>();
+  private tunnelRemote = new PrefixMatcher<RouterPeer<P>>();
+  private readonly hooks: PacketHook[][] = [];
+  private readonly icmpBucket: TokenBucket;
+  private readonly v = new IpView();
+  private readonly meta = new PacketMeta();
+
+  constructor(opts: RouterOptions<G>) {
+    this.natValue = opts.nat;
+    this.nodes = opts.nodes;
+    this.icmpBucket = new TokenBucket(opts.icmpRatePerSecond ?? 100, opts.icmpBurst ?? 20);
+    for (let i = 0; i < HOOK_COUNT; i++) this.hooks.push([]);
+  }
+
+  // ------------------------------------------------------------------ tables (allocate)
+
+  get nat(): Nat {
+    return this.natValue;
+  }
+
+  /**
+   * Adds a peer: `natPeer` from this router's Nat, `link` what the shell encrypts with (a
+   * WireGuard Peer). Throws on a link or NAT peer already added (API misuse).
+   */
+  addPeer(name: string, natPeer: NatPeer, link: P): RouterPeer<P> {
+    if (this.byLink.has(link)) throw new Error(`router: peer ${name}'s link is already added`);
+    if (this.byNatIndex[natPeer.index] !== undefined) throw new Error(`router: NAT peer ${natPeer.name} is already added`);
+    const rp: RouterPeer<P> = { name, nat: natPeer, link };
+    this.byLink.set(link, rp);
+    this.byNatIndex[natPeer.index] = rp;
+    return rp;
+  }
+
+  removePeer(rp: RouterPeer<P>): void {
+    if (this.byLink.get(rp.link) !== rp) return;
+    this.byLink.delete(rp.link);
+    this.byNatIndex[rp.nat.index] = undefined;
+    this.tunnelRemote.removeValue(rp);
+  }
+
+  /** The peer of a link (undefined when not added). */
+  peerOf(link: P): RouterPeer<P> | undefined {
+    return this.byLink.get(link);
+  }
+
+  /**
+   * Replaces the NAT (cluster CIDRs or the MTU changed; conntrack starts empty). `natPeerOf`
+   * gives each peer's handle in the new Nat; router peers are re-made with it and returned by
+   * name.
+   */
+  replaceNat(nat: Nat, natPeerOf: (rp: RouterPeer<P>) => NatPeer): Map<string, RouterPeer<P>> {
+    const old = [...this.byLink.values()];
+    this.natValue = nat;
+    this.byLink.clear();
+    this.byNatIndex = [];
+    const out = new Map<string, RouterPeer<P>>();
+    for (const rp of old) out.set(rp.name, this.addPeer(rp.name, natPeerOf(rp), rp.link));
+    // Tunnel addresses point at router peers: the shell re-applies them (setTunnelAddresses).
+    this.tunnelRemote = new PrefixMatcher<RouterPeer<P>>();
+    return out;
+  }
+
+  /**
+   * The gateway's own addresses (delivered to the host lane). The first of each family is the
+   * source of generated ICMP errors.
+   */
+  setLocalAddresses(addrs: readonly string[]): void {
+    const m = new PrefixMatcher<true>();
+    let i4: Uint8Array | null = null;
+    let i6: Uint8Array | null = null;
+    for (const a of addrs) {
+      const b = parseAddress(a);
+      m.insert({ family: b.length === 4 ? 4 : 6, addr: b, prefixLen: b.length * 8 }, true);
+      if (b.length === 4) i4 ??= b;
+      else i6 ??= b;
+    }
+    this.local = m;
+    this.internal4 = i4;
+    this.internal6 = i6;
+  }
+
+  /** In-tunnel addresses: ours (on the host) and each peer's (see src/control/tunnel-address.ts). */
+  setTunnelAddresses(locals: readonly string[], remotes: readonly { address: string; peer: RouterPeer<P> }[]): void {
+    const l = new PrefixMatcher<true>();
+    const r = new PrefixMatcher<RouterPeer<P>>();
+    for (const a of locals) l.insert(hostPrefix(a), true);
+    for (const x of remotes) r.insert(hostPrefix(x.address), x.peer);
+    this.tunnelLocal = l;
+    this.tunnelRemote = r;
+  }
+
+  /** Attaches a stage at a hook point (HOOK_*), after those already there. */
+  attach(hook: number, stage: PacketHook): void {
+    if (!(hook >= 0 && hook < HOOK_COUNT)) throw new RangeError(`no hook point ${hook}`);
+    this.hooks[hook]!.push(stage);
+  }
+
+  detach(hook: number, stage: PacketHook): boolean {
+    const list = this.hooks[hook];
+    const i = list === undefined ? -1 : list.indexOf(stage);
+    if (i < 0) return false;
+    list!.splice(i, 1);
+    return true;
+  }
+
+  // ------------------------------------------------------------------ per packet (no allocation)
+
+  /** Routes packets i < n from nodes (decapsulated Geneve) into `L`. */
+  fromNodes(buf: Uint8Array, offs: Uint32Array, lens: Uint32Array, n: number, now: number, L: RouterLanes<P, G>): void {
+    if (n > L.capacity) throw new RangeError(`router: ${n} packets for lanes of ${L.capacity}`);
+    for (let i = 0; i < n; i++) this.routeInside(buf, offs[i]!, lens[i]!, L, now, SOURCE_NODE);
+  }
+
+  /** Routes packets i < n from the gateway host (the local TUN) into `L`. */
+  fromHost(buf: Uint8Array, offs: Uint32Array, lens: Uint32Array, n: number, now: number, L: RouterLanes<P, G>): void {
+    if (n > L.capacity) throw new RangeError(`router: ${n} packets for lanes of ${L.capacity}`);
+    for (let i = 0; i < n; i++) this.routeInside(buf, offs[i]!, lens[i]!, L, now, SOURCE_HOST);
+  }
+
+  /** Routes decrypted packets i < n; links[i] is the peer whose session decrypted packet i. */
+  fromPeers(buf: Uint8Array, offs: Uint32Array, lens: Uint32Array, links: readonly P[], n: number, now: number, L: RouterLanes<P, G>): void {
+    if (n > L.capacity) throw new RangeError(`router: ${n} packets for lanes of ${L.capacity}`);
+    for (let i = 0; i < n; i++) this.routeFromPeer(buf, offs[i]!, lens[i]!, links[i]!, L, now);
+  }
+
+  private routeInside(buf: Uint8Array, off: number, len: number, L: RouterLanes<P, G>, now: number, source: number): void {
+    const v = this.v;
+    if (parseIp(buf, off, len, v) !== IP_OK) { this.drops[RouterDrop.BadPacket]!++; return; }
+    const meta = this.meta;
+    meta.source = source;
+    meta.output = OUTPUT_NONE;
+    meta.peer = '';
+    if (!this.runHooks(source === SOURCE_NODE ? HOOK_PREROUTING : HOOK_OUTPUT, buf, now)) return;
+    const fam = v.family;
+
+    if (this.local.lookup(buf, v.dstOff, fam) !== undefined) {
+      if (source === SOURCE_HOST) { this.drops[RouterDrop.Loop]!++; return; }
+      meta.output = OUTPUT_HOST;
+      if (!this.runHooks(HOOK_INPUT, buf, now)) return;
+      L.toHost.push(off, len);
+      return;
+    }
+    if (source === SOURCE_HOST) {
+      const tp = this.tunnelRemote.lookup(buf, v.dstOff, fam);
+      if (tp !== undefined) {
+        // The gateway host's own tunnel traffic (connection check): no NAT, no router hop.
+        if (this.tunnelLocal.lookup(buf, v.srcOff, fam) === undefined) { this.drops[RouterDrop.TunnelSource]!++; return; }
+        meta.output = OUTPUT_PEER;
+        meta.peer = tp.name;
+        if (!this.runHooks(HOOK_POSTROUTING, buf, now)) return;
+        L.toPeers.push(off, len, tp.link);
+        return;
+      }
+    }
+    const np = this.natValue.peerForParsed(buf, v);
+    if (np !== undefined) {
+      const rp = this.byNatIndex[np.index]!;
+      meta.output = OUTPUT_PEER;
+      meta.peer = rp.name;
+      if (source === SOURCE_NODE && !this.runHooks(HOOK_FORWARD, buf, now)) return;
+      if (source !== SOURCE_SELF && !this.hop(buf, off, len, fam, L, now)) return;
+      if (!this.runHooks(HOOK_POSTROUTING, buf, now)) return;
+      const r = this.natValue.outboundParsed(buf, v, np, now);
+      if (r === NAT_FORWARD) L.toPeers.push(off, len, rp.link);
+      else if (r === NAT_REPLY) this.routeInside(buf, off, this.natValue.replyLength, L, now, SOURCE_SELF);
+      return; // NAT drops are counted by the NAT
+    }
+    const t = this.nodes.lookupDestination(buf, v.dstOff, fam);
+    if (t !== undefined) {
+      meta.output = OUTPUT_NODE;
+      if (source === SOURCE_NODE && !this.runHooks(HOOK_FORWARD, buf, now)) return;
+      if (source !== SOURCE_SELF && !this.hop(buf, off, len, fam, L, now)) return;
+      if (!this.runHooks(HOOK_POSTROUTING, buf, now)) return;
+      L.toNodes.push(off, len, t);
+      return;
+    }
+    this.drops[RouterDrop.NoRoute]!++;
+  }
+
+  private routeFromPeer(buf: Uint8Array, off: number, len: number, link: P, L: RouterLanes<P, G>, now: number): void {
+    const v = this.v;
+    if (parseIp(buf, off, len, v) !== IP_OK) { this.drops[RouterDrop.BadPacket]!++; return; }
+    const rp = this.byLink.get(link);
+    if (rp === undefined) { this.drops[RouterDrop.UnknownPeer]!++; return; }
+    const meta = this.meta;
+    meta.source = SOURCE_PEER;
+    meta.output = OUTPUT_NONE;
+    meta.peer = rp.name;
+    if (!this.runHooks(HOOK_PREROUTING, buf, now)) return;
+    const fam = v.family;
+    if (this.tunnelLocal.lookup(buf, v.dstOff, fam) !== undefined && this.tunnelRemote.lookup(buf, v.srcOff, fam) === rp) {
+      // This peer's tunnel address to ours: to the gateway host as is.
+      meta.output = OUTPUT_HOST;
+      if (!this.runHooks(HOOK_INPUT, buf, now)) return;
+      L.toHost.push(off, len);
+      return;
+    }
+    if (this.natValue.inboundParsed(buf, v, rp.nat, now) !== NAT_FORWARD) return; // counted by the NAT
+    if (this.local.lookup(buf, v.dstOff, fam) !== undefined) {
+      meta.output = OUTPUT_HOST;
+      if (!this.runHooks(HOOK_INPUT, buf, now)) return;
+      L.toHost.push(off, len);
+      return;
+    }
+    const t = this.nodes.lookupDestination(buf, v.dstOff, fam);
+    if (t !== undefined) {
+      meta.output = OUTPUT_NODE;
+      if (!this.runHooks(HOOK_FORWARD, buf, now)) return;
+      if (!this.hop(buf, off, len, fam, L, now)) return;
+      if (!this.runHooks(HOOK_POSTROUTING, buf, now)) return;
+      L.toNodes.push(off, len, t);
+      return;
+    }
+    if (this.natValue.peerForParsed(buf, v) !== undefined) this.drops[RouterDrop.PeerTransit]!++;
+    else this.drops[RouterDrop.NoRoute]!++;
+  }
+
+  /** Runs the stages at `hook`; false (counted as filtered) when one drops the packet. */
+  private runHooks(hook: number, buf: Uint8Array, now: number): boolean {
+    const list = this.hooks[hook]!;
+    for (let i = 0; i < list.length; i++) {
+      if (list[i]!.process(buf, this.v, this.meta, now) !== VERDICT_ACCEPT) {
+        this.drops[RouterDrop.Filtered]!++;
+        return false;
+      }
+    }
+    return true;
+  }
+
+  /**
+   * One router hop: decrement the TTL / hop limit and return true, or — when it would reach 0 —
+   * replace the packet by an ICMP Time Exceeded written in its headroom, route that, and
+   * return false.
+   */
+  private hop(buf: Uint8Array, off: number, len: number, fam: IpFamily, L: RouterLanes<P, G>, now: number): boolean {
+    if (fam === 4) {
+      if (buf[off + IPV4_TTL_OFFSET]! > 1) { decrementIpv4Ttl(buf, off); return true; }
+    } else {
+      const hl = buf[off + IPV6_HOP_LIMIT_OFFSET]!;
+      if (hl > 1) { buf[off + IPV6_HOP_LIMIT_OFFSET] = hl - 1; return true; }
+    }
+    this.drops[RouterDrop.TtlExpired]!++;
+    const from = fam === 4 ? this.internal4 : this.internal6;
+    if (from === null) return false;
+    const prefix = fam === 4 ? TIME_EXCEEDED_V4_PREFIX : TIME_EXCEEDED_V6_PREFIX;
+    // Room for the error's headers and, in front of them, the largest header a later stage writes.
+    if (off < prefix + 64) { this.drops[RouterDrop.NoHeadroom]!++; return false; }
+    if (!this.icmpBucket.take(now)) { this.drops[RouterDrop.IcmpRateLimited]!++; return false; }
+    const n = writeTimeExceeded(buf, off, len, from);
+    if (n > 0) this.routeInside(buf, off - prefix, n, L, now, SOURCE_SELF);
+    return false;
+  }
+}
+
+function hostPrefix(addr: string): { family: IpFamily; addr: Uint8Array; prefixLen: number } {
+  const b = parseAddress(addr);
+  return { family: b.length === 4 ? 4 : 6, addr: b, prefixLen: b.length * 8 };
+}
