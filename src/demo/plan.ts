@@ -450,3 +450,12 @@ export function describePlan(plan: DemoPlan, simulated = false): string {
     `  nodes ⇄ their gateway: Geneve on UDP ${plan.genevePort} (A ${a.gatewayUnderlay}/${a.underlayPrefixLen}, B ${b.gatewayUnderlay}/${b.underlayPrefixLen}).`,
   ].join('\n');
 }
+
+/** One row of the demo's result table. */
+export interface DemoRow {
+  check: string;
+  path: string;
+  result: string;
+  /** null: informational (no pass/fail). */
+  ok: boolean | null;
+}

@@ -24,7 +24,7 @@ import { httpCheck, iperfCheck, ping, traceroute, udpEchoCheck } from './checks.
 import { WaitAbort, haveCommand, inNs, isRoot, listNamespaces, runCommand, sleep, startDaemon, waitFor, type Daemon } from './host.js';
 import {
   DEMO_DEFAULT_PREFIX, buildPlan, describePlan, findPod, keyFileName, planNamespaces, remotePodAddress, remoteSnatAddress, renderConfigs,
-  type DemoConfigFile, type DemoKeys, type DemoPlan,
+  type DemoConfigFile, type DemoKeys, type DemoPlan, type DemoRow,
 } from './plan.js';
 import { generateDemoKeys } from './keys.js';
 import { buildTopology, destroyTopology } from './topology.js';
@@ -52,13 +52,6 @@ export interface DemoOptions {
   handleSignals?: boolean;
 }
 
-export interface DemoRow {
-  check: string;
-  path: string;
-  result: string;
-  /** null: informational (no pass/fail). */
-  ok: boolean | null;
-}
 
 export interface DemoReport {
   mode: 'namespaces' | 'simulated' | 'cleanup';

@@ -22,8 +22,8 @@
 import { parseConfig, decodeKey, type GatewayConfig, type NodeConfig } from '../control/config.js';
 import { getCryptoBackend } from '../crypto/select.js';
 import { GeneveEngine, GeneveResult, GeneveVerdict } from '../geneve/engine.js';
-import { GeneveTunnelTable } from '../geneve/table.js';
-import { NAT_FORWARD, NAT_REPLY, Nat, type NatPeer } from '../nat/nat.js';
+import { GeneveTunnelTable, type GeneveTunnel } from '../geneve/table.js';
+import { NAT_DROP_MIN, Nat } from '../nat/nat.js';
 import { addressEquals, formatAddress, parseAddress, parsePrefix } from '../packet/addr.js';
 import { internetChecksum } from '../packet/checksum.js';
 import {
@@ -42,11 +42,11 @@ import {
 } from '../wireguard/device.js';
 import type { Peer } from '../wireguard/peer.js';
 import { OutgoingMessage } from '../wireguard/pool.js';
+import { Router, RouterLanes } from '../router/router.js';
 import { generateDemoKeys } from './keys.js';
 import {
-  findPod, gatewayConfig, nodeConfig, remotePodAddress, remoteSnatAddress, type DemoCluster, type DemoPlan,
+  findPod, gatewayConfig, type DemoRow, nodeConfig, remotePodAddress, remoteSnatAddress, type DemoCluster, type DemoPlan,
 } from './plan.js';
-import type { DemoRow } from './run.js';
 
 /** Bytes in front of every received datagram: room for WireGuard's and Geneve's headers. */
 const RX_HEADROOM = 128;
@@ -365,19 +365,28 @@ export class SimNode {
   }
 }
 
-/** A gateway: Geneve towards its nodes, NAT, WireGuard towards the peer gateway. */
-export class SimGateway {
+/**
+ * A gateway's I/O shell on the simulated wire: Geneve towards its nodes and WireGuard towards
+ * the peer gateway, with the shipped Router (src/router/router.ts) making every decision —
+ * the same router `weft up` runs, so the simulation proves the code that ships.
+ */
+export class SimGatewayShell {
   readonly table = new GeneveTunnelTable();
   readonly geneve: GeneveEngine;
-  readonly nat: Nat;
-  readonly natPeer: NatPeer;
+  readonly router: Router<Peer, GeneveTunnel>;
   readonly device: Device;
-  readonly wgPeer: Peer;
+  /** Packets the router delivered to the gateway host (its own addresses). */
+  readonly hostSeen = new SeenLog();
+  /** Drops of the shell's own stages (Geneve decapsulation/encapsulation, WireGuard encryption). */
   drops = 0;
   private readonly gres = new GeneveResult();
   private readonly eres = new EncryptResult();
   private readonly rres = new ReceiveResult();
   private readonly msg = new OutgoingMessage<Peer>();
+  private readonly lanes = new RouterLanes<Peer, GeneveTunnel>(1);
+  private readonly offs = new Uint32Array(1);
+  private readonly lens = new Uint32Array(1);
+  private readonly links: Peer[] = [];
   private readonly underlay: string;
 
   constructor(readonly cluster: DemoCluster, readonly config: GatewayConfig, private readonly wire: SimWire) {
@@ -391,23 +400,39 @@ export class SimGateway {
       });
     }
     for (const r of c.geneve.podRoutes) this.table.addPodRoute(r.podCIDR, r.nodeInternalAddress);
-    const peer = c.peers[0]!;
-    this.nat = new Nat({ localPodCIDRs: c.cluster.podCIDRs, localExternalCIDR: c.cluster.externalCIDR, mtu: c.wireguard.mtu });
-    this.natPeer = this.nat.addPeer({ name: peer.name, remote: peer.remote, remapped: peer.remapped, mtu: c.wireguard.mtu });
-    this.device = new Device({ backend: getCryptoBackend(c.wireguard.cryptoBackend), mtu: c.wireguard.mtu });
+    const internal = c.geneve.tunnels[0]!.localInternalAddress;
+    const nat = new Nat({ localPodCIDRs: c.cluster.podCIDRs, localExternalCIDR: c.cluster.externalCIDR, mtu: c.wireguard.mtu, icmpSourceV4: internal });
+    this.router = new Router({ nat, nodes: this.table });
+    this.router.setLocalAddresses([internal]);
+    this.device = new Device({ backend: getCryptoBackend(c.wireguard.cryptoBackend), mtu: c.wireguard.mtu, overlappingAllowedIps: true });
     this.device.setPrivateKey(decodeKey(c.wireguard.privateKey));
     this.device.listenPort = c.wireguard.listenPort;
-    this.wgPeer = this.device.addPeer(decodeKey(peer.publicKey));
-    for (const cidr of [...peer.remote.podCIDRs, ...peer.remote.externalCIDRs]) this.device.addAllowedIp(this.wgPeer, parsePrefix(cidr));
-    if (peer.endpoint !== undefined) {
-      const colon = peer.endpoint.lastIndexOf(':');
-      this.device.setEndpoint(this.wgPeer, { address: peer.endpoint.slice(0, colon), port: Number(peer.endpoint.slice(colon + 1)) });
+    for (const peer of c.peers) {
+      const wgPeer = this.device.addPeer(decodeKey(peer.publicKey));
+      for (const cidr of [...peer.remote.podCIDRs, ...peer.remote.externalCIDRs]) this.device.addAllowedIp(wgPeer, parsePrefix(cidr));
+      if (peer.endpoint !== undefined) {
+        const colon = peer.endpoint.lastIndexOf(':');
+        this.device.setEndpoint(wgPeer, { address: peer.endpoint.slice(0, colon), port: Number(peer.endpoint.slice(colon + 1)) });
+      }
+      this.router.addPeer(peer.name, nat.addPeer({ name: peer.name, remote: peer.remote, remapped: peer.remapped, mtu: c.wireguard.mtu }), wgPeer);
     }
     wire.listen(this.underlay, c.geneve.port, (b, o, l, from) => this.fromNode(b, o, l, from));
     wire.listen(cluster.wanAddress, c.wireguard.listenPort, (b, o, l, from, port) => this.fromWan(b, o, l, from, port));
   }
 
-  /** Geneve from a node: decapsulate, then NAT + WireGuard towards the peer, or back into the cluster. */
+  get nat(): Nat {
+    return this.router.nat;
+  }
+
+  /** Every drop on this gateway: its shell's stages, the router's and the NAT's. */
+  get dropCount(): number {
+    let n = this.drops;
+    for (const d of this.router.drops) n += d;
+    for (let i = NAT_DROP_MIN; i < this.nat.drops.length; i++) n += this.nat.drops[i]!;
+    return n;
+  }
+
+  /** Geneve from a node: decapsulate, then the router. */
   private fromNode(buf: Uint8Array, off: number, len: number, from: string): void {
     const v = this.geneve.decapsulate(buf, off, len, from, now(), this.gres);
     if (v === GeneveVerdict.SendControl) {
@@ -416,45 +441,42 @@ export class SimGateway {
       return;
     }
     if (v !== GeneveVerdict.Deliver) return;
-    const o = this.gres.off;
-    const n = this.gres.len;
-    const peer = this.nat.peerFor(buf, o, n);
-    if (peer === undefined) {
-      this.toCluster(buf, o, n); // pod to pod inside the cluster (hairpin)
-      return;
-    }
-    const r = this.nat.outbound(buf, o, n, peer, now());
-    if (r === NAT_FORWARD) this.encrypt(buf, o, n);
-    else if (r === NAT_REPLY) this.toCluster(buf, o, this.nat.replyLength);
-    else this.drops++;
+    this.offs[0] = this.gres.off;
+    this.lens[0] = this.gres.len;
+    this.router.fromNodes(buf, this.offs, this.lens, 1, now(), this.lanes);
+    this.flush(buf);
   }
 
-  private encrypt(buf: Uint8Array, off: number, len: number): void {
-    const a = this.device.encrypt(buf, off, len, now(), this.eres);
-    if (a === ENCRYPT_SEND) {
-      const ep = this.eres.endpoint!;
-      this.wire.send(ep.address, ep.port, this.cluster.wanAddress, this.config.wireguard.listenPort, buf, this.eres.start, this.eres.length);
-    } else if (a === ENCRYPT_DROP) this.drops++;
-    this.flushOutbox();
-  }
-
+  /** WireGuard from the peer gateway: decrypt, then the router with the peer that decrypted it. */
   private fromWan(buf: Uint8Array, off: number, len: number, from: string, port: number): void {
-    const a = this.device.receive(buf, off, len, { address: from, port }, now(), false, this.rres);
-    if (a === RECEIVE_DELIVER) {
-      const r = this.nat.inbound(buf, this.rres.start, this.rres.length, this.natPeer, now());
-      if (r === NAT_FORWARD) this.toCluster(buf, this.rres.start, this.rres.length);
-      else this.drops++;
+    if (this.device.receive(buf, off, len, { address: from, port }, now(), false, this.rres) === RECEIVE_DELIVER) {
+      this.offs[0] = this.rres.start;
+      this.lens[0] = this.rres.length;
+      this.links[0] = this.rres.peer!;
+      this.router.fromPeers(buf, this.offs, this.lens, this.links, 1, now(), this.lanes);
+      this.flush(buf);
     }
     this.flushOutbox();
   }
 
-  private toCluster(buf: Uint8Array, off: number, len: number): void {
-    const t = this.table.lookupSend(buf, off, len);
-    if (t === undefined || this.geneve.encapsulate(buf, off, len, t, now(), this.gres) === GeneveVerdict.Drop) {
-      this.drops++;
-      return;
+  /** Sends what the router sorted into its lanes. */
+  private flush(buf: Uint8Array): void {
+    const L = this.lanes;
+    for (let i = 0; i < L.toNodes.count; i++) {
+      const t = L.toNodes.tags[i]!;
+      if (this.geneve.encapsulate(buf, L.toNodes.offs[i]!, L.toNodes.lens[i]!, t, now(), this.gres) === GeneveVerdict.Drop) { this.drops++; continue; }
+      this.wire.send(t.remoteUnderlayText, t.remotePort, this.underlay, this.config.geneve.port, buf, this.gres.off, this.gres.len);
     }
-    this.wire.send(t.remoteUnderlayText, t.remotePort, this.underlay, this.config.geneve.port, buf, this.gres.off, this.gres.len);
+    for (let i = 0; i < L.toPeers.count; i++) {
+      const a = this.device.encryptFor(L.toPeers.tags[i]!, buf, L.toPeers.offs[i]!, L.toPeers.lens[i]!, now(), this.eres);
+      if (a === ENCRYPT_SEND) {
+        const ep = this.eres.endpoint!;
+        this.wire.send(ep.address, ep.port, this.cluster.wanAddress, this.config.wireguard.listenPort, buf, this.eres.start, this.eres.length);
+      } else if (a === ENCRYPT_DROP) this.drops++;
+    }
+    for (let i = 0; i < L.toHost.count; i++) this.hostSeen.add(describe(buf, L.toHost.offs[i]!, L.toHost.lens[i]!));
+    L.clear();
+    this.flushOutbox();
   }
 
   /** Handshake messages, keepalives and packets staged until the session existed. */
@@ -476,16 +498,16 @@ export class SimGateway {
 /** The whole simulated system, built from the plan's configuration files. */
 export class SimSystem {
   readonly wire = new SimWire();
-  readonly gateways: Record<'a' | 'b', SimGateway>;
+  readonly gateways: Record<'a' | 'b', SimGatewayShell>;
   readonly nodes = new Map<string, SimNode>();
   readonly pods = new Map<string, SimPod>();
 
   constructor(readonly plan: DemoPlan) {
     const keys = generateDemoKeys();
-    const gw = (c: DemoCluster): SimGateway => {
+    const gw = (c: DemoCluster): SimGatewayShell => {
       const cfg = parseConfig(gatewayConfig(plan, c, keys, { keyFile: false }), `${c.id} gateway (simulated)`);
       if (cfg.role !== 'gateway') throw new Error('unreachable: gateway config has role gateway');
-      return new SimGateway(c, cfg, this.wire);
+      return new SimGatewayShell(c, cfg, this.wire);
     };
     this.gateways = { a: gw(plan.a), b: gw(plan.b) };
     for (const c of [plan.a, plan.b]) {
@@ -553,7 +575,7 @@ export async function runSimulatedDemo(plan: DemoPlan, step: (s: string) => void
 
   step(`WireGuard handshake + first echo ${A1.name} → ${B3.name} as ${b3AtA} (crypto backend ${backend})`);
   const first = echo(sys, a1, b3AtA, 0x4242, 1);
-  const hs = sys.gateways.a.wgPeer.lastHandshakeMs;
+  const hs = sys.gateways.a.device.peers()[0]!.lastHandshakeMs;
   rows.push({ check: 'WireGuard handshake', path: `gateway A → gateway B (simulated WAN, ${backend} crypto)`, result: first.ok ? `done; handshake + first echo in ${fmtUs(first.us)}` : 'failed', ok: first.ok && hs > 0 });
 
   step(`200 ICMP echoes ${A1.name} → ${B3.name}`);
@@ -620,7 +642,7 @@ export async function runSimulatedDemo(plan: DemoPlan, step: (s: string) => void
     ok: got === count,
   });
 
-  const drops = sys.gateways.a.drops + sys.gateways.b.drops + [...sys.nodes.values()].reduce((s, n) => s + n.drops, 0);
+  const drops = sys.gateways.a.dropCount + sys.gateways.b.dropCount + [...sys.nodes.values()].reduce((s, n) => s + n.drops, 0);
   rows.push({ check: 'drops', path: 'gateways, nodes, wire', result: `${drops} in the pipelines, ${sys.wire.droppedFull + sys.wire.droppedNoListener} on the wire; ${sys.wire.delivered} datagrams delivered`, ok: null });
   return rows;
 }

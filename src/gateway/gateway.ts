@@ -1,73 +1,49 @@
 /**
- * The Liqo gateway data path in one process:
+ * The Liqo gateway shell: owns the sockets and the local TUN, applies configuration, reports
+ * statistics. Every routing decision is the Router's (src/router/router.ts, I/O-free):
  *
- *   nodes ══Geneve 6091══ GenevePort ─┐                      ┌─ WireGuardPort ══UDP 51840══ peers
- *                                     ├─ route ─ NAT ─ TTL ──┤
- *   gateway host ─ local TUN ─────────┘                      └─ (and back, mirrored)
+ *   nodes ══Geneve 6091══ GenevePort ─┐                         ┌─ WireGuardPort ══UDP 51840══ peers
+ *                                     ├─ Router (hooks, NAT, ───┤
+ *   gateway host ─ local TUN ─────────┘   TTL, lanes)           └─ (and back, mirrored)
  *
- * Routing, per packet, on the buffer it arrived in (no copy between stages):
- * - From a node (Geneve decapsulation) or from the local TUN (the gateway host's own traffic):
- *   1. destination = one of the gateway's own addresses → local TUN (the kernel answers ping/iperf3);
- *   2. destination inside a peer's REMAPPED CIDRs (Nat.peerFor) → TTL − 1 → Nat.outbound (remapped →
- *      real destination, masquerade of non-pod sources, MSS clamp) → WireGuard encryptBatch;
- *      NAT_REPLY (Fragmentation Needed / Packet Too Big) goes back the way the packet came;
- *   3. destination = a node's internal address or a local pod (GeneveTunnelTable: internal /32,
- *      pod routes) → TTL − 1 → Geneve to that node (pod-to-pod across nodes: hairpin);
- *   4. otherwise a counted drop (no_route).
- * - From WireGuard (decrypted, source checked against the peer's allowed IPs = its REAL CIDRs):
- *   Nat.inbound (real → remapped source; conntrack reversal of the SNAT) → own address → TUN;
- *   local pod or node → TTL − 1 → Geneve; anything else is dropped (no transit between peers).
- * - In-tunnel addresses (Liqo's 169.254.18.1/.2, tunnel-address.ts), for the connection check:
- *   the local TUN carries our tunnel address(es) (/32) and the kernel routes each peer's tunnel
- *   address via the TUN with our address as source; each peer's tunnel address is in its allowed
- *   IPs. Such packets bypass the NAT and the TTL handling, as on Liqo's WireGuard interface:
- *   from the TUN, destination = a peer's tunnel address (source must be our tunnel address) →
- *   WireGuard; from WireGuard, source = a peer's tunnel address and destination = ours → TUN.
- * - TTL (IPv4, incremental checksum) / hop limit (IPv6) is decremented on every forward (not on
- *   delivery to the local TUN). A packet that would leave with TTL 0 is replaced by an ICMP Time
- *   Exceeded written in its headroom (icmp-error.ts), sourced from the gateway's internal address
- *   and routed like the gateway's own traffic — so towards a peer it is masqueraded and its quoted
- *   header translated by the NAT, exactly like any other ICMP error (traceroute works end to end).
- *
- * Batching: each input (Geneve receive, TUN read, WireGuard receive) processes its whole batch,
- * collecting per-output offset/length lists ("lanes"), then flushes each output once: one
- * sendmmsg for Geneve, one encryptBatch (→ sendmmsg) for WireGuard, one writeBatch for the TUN.
+ * Each input (Geneve receive, TUN read, WireGuard receive) hands its whole batch to the router,
+ * which sorts the packets into lanes; the shell then flushes each lane once: one sendmmsg for
+ * Geneve, one encryptBatch (→ sendmmsg) for WireGuard with the peer the router chose for each
+ * packet, one writeBatch for the TUN. The WireGuard side hands the router the peer that
+ * decrypted each packet, so two peers whose real CIDRs overlap can share this gateway (their
+ * allowed IPs may overlap: the Device runs with overlappingAllowedIps).
  * Headroom/tailroom: every input leaves ≥ 128 bytes in front of each packet and ≥ 48 after it,
  * enough for the Geneve header (+ options + inner Ethernet), the WireGuard header (16) and tag
  * and padding (≤ 31), and an ICMP error header (28/48) written in front.
  *
- * Known limit: WireGuard picks the peer by the REAL destination after the NAT (AllowedIPs), and
- * packets from WireGuard are mapped to their NAT peer by real source, so two peers whose real
- * CIDRs overlap cannot share one gateway (Liqo runs one gateway per peer).
+ * In-tunnel addresses (Liqo's 169.254.18.1/.2, src/control/tunnel-address.ts), for the
+ * connection check: the local TUN carries ours (/32) and the kernel routes each peer's via the
+ * TUN; each peer's is in its allowed IPs; the router forwards them without NAT or TTL handling.
  *
  * Configuration types come from src/control as types only; kernel routes/addresses through
- * iproute.ts (typed RouteCommandError).
+ * ports/iproute.ts (typed RouteCommandError).
  */
-import { lookup } from 'node:dns/promises';
 import type { ConfigOp, PeerChanges, TunnelChanges } from '../control/diff.js';
 import type { GatewayConfig, GeneveTunnelConfig, PeerConfig, PodRouteConfig } from '../control/config.js';
 import type { PeerStatsSample, StatsSource } from '../control/metrics.js';
+import { planTunnelAddresses, type TunnelPlan } from '../control/tunnel-address.js';
 import type { CryptoBackend } from '../crypto/backend.js';
 import { getCryptoBackend } from '../crypto/select.js';
 import { GENEVE_DROP_NAMES } from '../geneve/reasons.js';
-import { GeneveTunnelTable, type GeneveTunnel, type GeneveTunnelSpec } from '../geneve/table.js';
+import { GeneveTunnelTable, type GeneveTunnel } from '../geneve/table.js';
 import { PacketBatch } from '../io/batch.js';
-import { TunDevice } from '../io/tun.js';
-import { NAT_DROP_MIN, NAT_FORWARD, NAT_REPLY, Nat, natResultName, type NatPeer } from '../nat/nat.js';
-import { TokenBucket } from '../ratelimit/token-bucket.js';
-import { PrefixMatcher } from '../route/prefix-matcher.js';
-import { formatAddress, parseAddress, parsePrefix, prefixNthAddress, type IpFamily } from '../packet/addr.js';
-import { IPV4_DST_OFFSET, IPV4_MIN_HEADER_LEN, IPV4_SRC_OFFSET, IPV4_TTL_OFFSET, decrementIpv4Ttl } from '../packet/ipv4.js';
-import { IPV6_DST_OFFSET, IPV6_HEADER_LEN, IPV6_HOP_LIMIT_OFFSET, IPV6_SRC_OFFSET } from '../packet/ipv6.js';
-import { Device } from '../wireguard/device.js';
-import { DROP_REASON_COUNT, DROP_REASON_NAMES } from '../wireguard/drops.js';
-import type { Endpoint, Peer } from '../wireguard/peer.js';
+import { MAX_PACKET, TunDevice } from '../io/tun.js';
+import { NAT_DROP_MIN, Nat, natResultName, type NatPeer } from '../nat/nat.js';
+import { formatAddress, parsePrefix } from '../packet/addr.js';
 import { GenevePort } from '../ports/geneve-port.js';
-import { TIME_EXCEEDED_V4_PREFIX, TIME_EXCEEDED_V6_PREFIX, writeTimeExceeded } from '../packet/icmp-error.js';
 import { KernelState } from '../ports/iproute.js';
-import { planTunnelAddresses, type TunnelPlan } from '../control/tunnel-address.js';
 import { withNetnsAsync } from '../ports/netns.js';
 import { WireGuardPort } from '../ports/wireguard-port.js';
+import { ROUTER_DROP_NAMES, Router, RouterLanes, type RouterPeer } from '../router/router.js';
+import { Device } from '../wireguard/device.js';
+import { DROP_REASON_COUNT, DROP_REASON_NAMES } from '../wireguard/drops.js';
+import type { Peer } from '../wireguard/peer.js';
+import { applyMappingOps, definedOnly, firstHost, hostCidr, keyBytes, resolveEndpoint, tunnelOf, tunnelSpec } from './config-values.js';
 
 export interface GatewayOptions {
   /** Create the TUN, sockets and routes inside this network namespace (tests; needs the native addon). */
@@ -89,7 +65,7 @@ export interface GatewayOptions {
   readonly batchSize?: number;
   /** UDP socket buffers (bytes). Default 8 MiB. */
   readonly socketBuffer?: number;
-  /** Rate of generated ICMP Time Exceeded errors (per second, burst). Default 100/20. */
+  /** Rate of generated ICMP Time Exceeded errors (per second, burst). Default 100/20 (the router's). */
   readonly icmpRatePerSecond?: number;
   readonly icmpBurst?: number;
   /** Wall-clock milliseconds. Default Date.now. */
@@ -102,30 +78,6 @@ export interface GatewayOptions {
 export class GatewayApplyError extends Error {
   override readonly name = 'GatewayApplyError';
 }
-
-/** Why the routing stage dropped a packet (the NAT, Geneve and WireGuard stages count their own). */
-export const GatewayDrop = {
-  /** Not an IPv4/IPv6 packet, or shorter than its header. */
-  BadPacket: 0,
-  /** No peer, own address, node or pod route for the destination. */
-  NoRoute: 1,
-  /** TTL / hop limit expired (an ICMP Time Exceeded was sent unless not allowed or rate-limited). */
-  TtlExpired: 2,
-  /** Time Exceeded suppressed by the rate limit. */
-  IcmpRateLimited: 3,
-  /** Too little headroom in front of the packet for a generated error. */
-  NoHeadroom: 4,
-  /** Decrypted packet whose real source matches no configured peer's CIDRs. */
-  UnknownPeerSource: 5,
-  /** From one peer to another: Liqo gateways do not transit between peers. */
-  PeerTransit: 6,
-  /** From the local TUN back to the gateway's own address. */
-  Loop: 7,
-  /** From the local TUN to a peer's tunnel address with a source other than our tunnel address (the peer would drop it). */
-  TunnelSource: 8,
-} as const;
-export type GatewayDrop = (typeof GatewayDrop)[keyof typeof GatewayDrop];
-const GATEWAY_DROP_NAMES = ['bad_packet', 'no_route', 'ttl_expired', 'icmp_rate_limited', 'no_headroom', 'unknown_peer_source', 'peer_transit', 'loop', 'tunnel_source'];
 
 /** Everything `weft show` prints (a snapshot; allocates). */
 export interface GatewayStats {
@@ -146,40 +98,12 @@ export interface GatewayStats {
 
 const HEADROOM = 128;
 const TAILROOM = 64;
-const MAX_PACKET = 9216;
-/** Where a packet handed to routeInside came from (packets from WireGuard take routeFromPeer). */
-const SRC_GENEVE = 0;
-const SRC_TUN = 1;
-/** A packet the gateway generated (ICMP error): no TTL handling, never answered with an error. */
-const SRC_SELF = 3;
-
-/** Per-input output lists, flushed once per input batch. */
-class Lanes {
-  readonly wOffs: Uint32Array;
-  readonly wLens: Uint32Array;
-  wN = 0;
-  readonly gOffs: Uint32Array;
-  readonly gLens: Uint32Array;
-  readonly gTun: (GeneveTunnel | undefined)[];
-  gN = 0;
-  readonly tOffs: Uint32Array;
-  readonly tLens: Uint32Array;
-  tN = 0;
-  constructor(cap: number) {
-    this.wOffs = new Uint32Array(cap);
-    this.wLens = new Uint32Array(cap);
-    this.gOffs = new Uint32Array(cap);
-    this.gLens = new Uint32Array(cap);
-    this.gTun = new Array<GeneveTunnel | undefined>(cap).fill(undefined);
-    this.tOffs = new Uint32Array(cap);
-    this.tLens = new Uint32Array(cap);
-  }
-}
 
 interface PeerState {
   cfg: PeerConfig;
   wg: Peer;
-  nat: NatPeer;
+  /** The router's view of the peer (its NAT handle); remade when the NAT peer is. */
+  rp: RouterPeer<Peer>;
   handshakes: number;
   lastSeenHandshake: number;
   /** The peer's tunnel address in its allowed IPs (undefined: none). */
@@ -188,11 +112,9 @@ interface PeerState {
 
 export class Gateway implements StatsSource {
   readonly table = new GeneveTunnelTable();
-  /** Drops of the routing stage by GatewayDrop. */
-  readonly dropCounts = new Float64Array(GATEWAY_DROP_NAMES.length);
   readonly forwarded = { toWireguard: 0, toGeneve: 0, toTun: 0 };
   readonly device: Device;
-  nat: Nat;
+  readonly router: Router<Peer, GeneveTunnel>;
 
   private config: GatewayConfig;
   private geneve!: GenevePort;
@@ -202,25 +124,16 @@ export class Gateway implements StatsSource {
   private readonly clock: () => number;
   private readonly onError: (what: string, err: unknown) => void;
   private readonly peersByName = new Map<string, PeerState>();
-  /** Real peer CIDRs → NAT peer (packets from WireGuard). */
-  private realToPeer = new PrefixMatcher<NatPeer>();
-  /** The gateway's own addresses (local TUN). */
-  private readonly local = new PrefixMatcher<true>();
+  /** The gateway's own addresses (on the local TUN; the first of a family sources ICMP errors). */
   private readonly localAddrs = new Set<string>();
-  /** In-tunnel addresses: ours (on the TUN) and the peers' (→ their WireGuard peer); see the header. */
-  private tunnelLocal = new PrefixMatcher<true>();
-  private tunnelRemote = new PrefixMatcher<true>();
   private tunnelPlan: TunnelPlan = { peers: [], skipped: [] };
   /** Tunnel addresses on the TUN and routes via it (kernel), as last synced. */
   private readonly tunnelAddrsOnTun = new Set<string>();
-  private internal4: Uint8Array | null = null;
-  private internal6: Uint8Array | null = null;
-  private readonly icmpBucket: TokenBucket;
   private readonly tunnelsById = new Map<number, GeneveTunnelConfig>();
   private readonly podRoutes = new Map<string, PodRouteConfig>();
-  private readonly lanesGeneve: Lanes;
-  private readonly lanesTun: Lanes;
-  private readonly lanesWg: Lanes;
+  private readonly lanesGeneve: RouterLanes<Peer, GeneveTunnel>;
+  private readonly lanesTun: RouterLanes<Peer, GeneveTunnel>;
+  private readonly lanesWg: RouterLanes<Peer, GeneveTunnel>;
   private housekeeping: NodeJS.Timeout | null = null;
   private stopped = false;
 
@@ -228,14 +141,29 @@ export class Gateway implements StatsSource {
     this.config = config;
     this.clock = opts.clock ?? Date.now;
     this.onError = opts.onError ?? (() => {});
-    this.icmpBucket = new TokenBucket(opts.icmpRatePerSecond ?? 100, opts.icmpBurst ?? 20);
     const cap = opts.batchSize ?? 64;
-    this.lanesGeneve = new Lanes(cap);
-    this.lanesTun = new Lanes(cap);
-    this.lanesWg = new Lanes(cap);
-    this.device = new Device({ backend, mtu: config.wireguard.mtu });
+    this.lanesGeneve = new RouterLanes(cap);
+    this.lanesTun = new RouterLanes(cap);
+    this.lanesWg = new RouterLanes(cap);
+    // Peers may share real CIDRs (each remapped differently): the router names the peer of
+    // every packet, so allowed IPs only check what a peer may send.
+    this.device = new Device({ backend, mtu: config.wireguard.mtu, overlappingAllowedIps: true });
     this.device.setPrivateKey(keyBytes(config.wireguard.privateKey));
-    this.nat = this.makeNat(config);
+    this.router = new Router({
+      nat: this.makeNat(config), nodes: this.table,
+      ...(opts.icmpRatePerSecond === undefined ? {} : { icmpRatePerSecond: opts.icmpRatePerSecond }),
+      ...(opts.icmpBurst === undefined ? {} : { icmpBurst: opts.icmpBurst }),
+    });
+  }
+
+  /** The NAT in force (replaced when cluster CIDRs or the MTU change). */
+  get nat(): Nat {
+    return this.router.nat;
+  }
+
+  /** Drops of the routing stage by RouterDrop. */
+  get dropCounts(): Float64Array {
+    return this.router.drops;
   }
 
   /**
@@ -294,7 +222,7 @@ export class Gateway implements StatsSource {
       device: this.device, mtu: MAX_PACKET, batchSize: batch, rxHeadroom: HEADROOM, rxTailroom: TAILROOM,
       clock: this.clock, onError: this.onError,
       ...(opts.socketBuffer === undefined ? {} : { socketBuffer: opts.socketBuffer }),
-      sink: { writeBatch: (buf, offs, lens, n) => this.onWireguardPackets(buf, offs, lens, n) },
+      sink: { writeBatch: (buf, offs, lens, peers, n) => this.onWireguardPackets(buf, offs, lens, peers, n) },
     });
     await withNetnsAsync(opts.netns, () => this.wg.bind(c.wireguard.listenPort));
     const tunBatch = new PacketBatch({ capacity: batch, headroom: HEADROOM, maxLen: Math.max(mtu, 1500), tailroom: TAILROOM });
@@ -305,165 +233,41 @@ export class Gateway implements StatsSource {
   }
 
   // =========================================================================================
-  // Inputs
+  // Inputs: the router sorts each batch into lanes, flushed once per batch.
 
   private onGenevePackets(buf: Uint8Array, offs: Uint32Array, lens: Uint32Array, n: number): void {
-    const L = this.lanesGeneve;
-    const now = this.clock();
-    for (let i = 0; i < n; i++) this.routeInside(buf, offs[i]!, lens[i]!, L, now, SRC_GENEVE);
-    this.flush(buf, L);
+    this.router.fromNodes(buf, offs, lens, n, this.clock(), this.lanesGeneve);
+    this.flush(buf, this.lanesGeneve);
   }
 
   private onTunPackets(buf: Uint8Array, offs: Uint32Array, lens: Uint32Array, n: number): void {
-    const L = this.lanesTun;
-    const now = this.clock();
-    for (let i = 0; i < n; i++) this.routeInside(buf, offs[i]!, lens[i]!, L, now, SRC_TUN);
-    this.flush(buf, L);
+    this.router.fromHost(buf, offs, lens, n, this.clock(), this.lanesTun);
+    this.flush(buf, this.lanesTun);
   }
 
-  private onWireguardPackets(buf: Uint8Array, offs: Uint32Array, lens: Uint32Array, n: number): number {
-    const L = this.lanesWg;
-    const now = this.clock();
-    for (let i = 0; i < n; i++) this.routeFromPeer(buf, offs[i]!, lens[i]!, L, now);
-    this.flush(buf, L);
+  private onWireguardPackets(buf: Uint8Array, offs: Uint32Array, lens: Uint32Array, peers: readonly Peer[], n: number): number {
+    this.router.fromPeers(buf, offs, lens, peers, n, this.clock(), this.lanesWg);
+    this.flush(buf, this.lanesWg);
     return n;
   }
 
-  private flush(buf: Uint8Array, L: Lanes): void {
-    if (L.gN > 0) {
-      this.forwarded.toGeneve += L.gN;
-      this.geneve.sendBatchVia(buf, L.gOffs, L.gLens, L.gTun, L.gN);
-      L.gN = 0;
+  private flush(buf: Uint8Array, L: RouterLanes<Peer, GeneveTunnel>): void {
+    const g = L.toNodes;
+    if (g.count > 0) {
+      this.forwarded.toGeneve += g.count;
+      this.geneve.sendBatchVia(buf, g.offs, g.lens, g.tags, g.count);
     }
-    if (L.wN > 0) {
-      this.forwarded.toWireguard += L.wN;
-      this.wg.encryptBatch(buf, L.wOffs, L.wLens, L.wN);
-      L.wN = 0;
+    const w = L.toPeers;
+    if (w.count > 0) {
+      this.forwarded.toWireguard += w.count;
+      this.wg.encryptBatch(buf, w.offs, w.lens, w.count, w.tags as Peer[]);
     }
-    if (L.tN > 0) {
-      this.forwarded.toTun += L.tN;
-      this.tun.writeBatch(buf, L.tOffs, L.tLens, L.tN);
-      L.tN = 0;
+    const t = L.toHost;
+    if (t.count > 0) {
+      this.forwarded.toTun += t.count;
+      this.tun.writeBatch(buf, t.offs, t.lens, t.count);
     }
-  }
-
-  // =========================================================================================
-  // Routing (per packet; no allocation)
-
-  /** A packet from a node, from the gateway host, or generated here. */
-  private routeInside(buf: Uint8Array, off: number, len: number, L: Lanes, now: number, src: number): void {
-    const v = len > 0 ? buf[off]! >>> 4 : 0;
-    let fam: IpFamily;
-    let dstOff: number;
-    if (v === 4 && len >= IPV4_MIN_HEADER_LEN) { fam = 4; dstOff = off + IPV4_DST_OFFSET; }
-    else if (v === 6 && len >= IPV6_HEADER_LEN) { fam = 6; dstOff = off + IPV6_DST_OFFSET; }
-    else { this.dropCounts[GatewayDrop.BadPacket]!++; return; }
-
-    if (this.local.lookup(buf, dstOff, fam) !== undefined) {
-      if (src === SRC_TUN) { this.dropCounts[GatewayDrop.Loop]!++; return; }
-      const i = L.tN++;
-      L.tOffs[i] = off;
-      L.tLens[i] = len;
-      return;
-    }
-    if (src === SRC_TUN && this.tunnelRemote.lookup(buf, dstOff, fam) !== undefined) {
-      // The gateway host's own tunnel traffic (connection check): no NAT, no router hop.
-      if (this.tunnelLocal.lookup(buf, fam === 4 ? off + IPV4_SRC_OFFSET : off + IPV6_SRC_OFFSET, fam) === undefined) {
-        this.dropCounts[GatewayDrop.TunnelSource]!++;
-        return;
-      }
-      const i = L.wN++;
-      L.wOffs[i] = off;
-      L.wLens[i] = len;
-      return;
-    }
-    const peer = this.nat.peerFor(buf, off, len);
-    if (peer !== undefined) {
-      if (src !== SRC_SELF && !this.hop(buf, off, len, fam, L, now)) return;
-      const r = this.nat.outbound(buf, off, len, peer, now);
-      if (r === NAT_FORWARD) {
-        const i = L.wN++;
-        L.wOffs[i] = off;
-        L.wLens[i] = len;
-      } else if (r === NAT_REPLY) {
-        // Fragmentation Needed / Packet Too Big for the sender, built in place by the NAT.
-        this.routeInside(buf, off, this.nat.replyLength, L, now, SRC_SELF);
-      }
-      return; // NAT drops are counted by the NAT
-    }
-    const t = this.table.lookupDestination(buf, dstOff, fam);
-    if (t !== undefined) {
-      if (src !== SRC_SELF && !this.hop(buf, off, len, fam, L, now)) return;
-      const i = L.gN++;
-      L.gOffs[i] = off;
-      L.gLens[i] = len;
-      L.gTun[i] = t;
-      return;
-    }
-    this.dropCounts[GatewayDrop.NoRoute]!++;
-  }
-
-  /** A decrypted packet from a peer (its source already checked against the peer's allowed IPs). */
-  private routeFromPeer(buf: Uint8Array, off: number, len: number, L: Lanes, now: number): void {
-    const v = len > 0 ? buf[off]! >>> 4 : 0;
-    let fam: IpFamily;
-    let srcOff: number;
-    let dstOff: number;
-    if (v === 4 && len >= IPV4_MIN_HEADER_LEN) { fam = 4; srcOff = off + IPV4_SRC_OFFSET; dstOff = off + IPV4_DST_OFFSET; }
-    else if (v === 6 && len >= IPV6_HEADER_LEN) { fam = 6; srcOff = off + IPV6_SRC_OFFSET; dstOff = off + IPV6_DST_OFFSET; }
-    else { this.dropCounts[GatewayDrop.BadPacket]!++; return; }
-    if (this.tunnelLocal.lookup(buf, dstOff, fam) !== undefined && this.tunnelRemote.lookup(buf, srcOff, fam) !== undefined) {
-      // A peer's tunnel address to ours (its source passed the allowed-IPs check of the peer
-      // that decrypted it): to the gateway host as is.
-      const i = L.tN++;
-      L.tOffs[i] = off;
-      L.tLens[i] = len;
-      return;
-    }
-    const peer = this.realToPeer.lookup(buf, srcOff, fam);
-    if (peer === undefined) { this.dropCounts[GatewayDrop.UnknownPeerSource]!++; return; }
-    if (this.nat.inbound(buf, off, len, peer, now) !== NAT_FORWARD) return; // counted by the NAT
-    if (this.local.lookup(buf, dstOff, fam) !== undefined) {
-      const i = L.tN++;
-      L.tOffs[i] = off;
-      L.tLens[i] = len;
-      return;
-    }
-    const t = this.table.lookupDestination(buf, dstOff, fam);
-    if (t !== undefined) {
-      if (!this.hop(buf, off, len, fam, L, now)) return;
-      const i = L.gN++;
-      L.gOffs[i] = off;
-      L.gLens[i] = len;
-      L.gTun[i] = t;
-      return;
-    }
-    if (this.nat.peerFor(buf, off, len) !== undefined) this.dropCounts[GatewayDrop.PeerTransit]!++;
-    else this.dropCounts[GatewayDrop.NoRoute]!++;
-  }
-
-  /**
-   * One router hop: decrement the TTL / hop limit and return true, or — when it would reach 0 —
-   * replace the packet by an ICMP Time Exceeded written in its headroom, route that, and
-   * return false.
-   */
-  private hop(buf: Uint8Array, off: number, len: number, fam: IpFamily, L: Lanes, now: number): boolean {
-    if (fam === 4) {
-      if (buf[off + IPV4_TTL_OFFSET]! > 1) { decrementIpv4Ttl(buf, off); return true; }
-    } else {
-      const hl = buf[off + IPV6_HOP_LIMIT_OFFSET]!;
-      if (hl > 1) { buf[off + IPV6_HOP_LIMIT_OFFSET] = hl - 1; return true; }
-    }
-    this.dropCounts[GatewayDrop.TtlExpired]!++;
-    const from = fam === 4 ? this.internal4 : this.internal6;
-    if (from === null) return false;
-    const prefix = fam === 4 ? TIME_EXCEEDED_V4_PREFIX : TIME_EXCEEDED_V6_PREFIX;
-    // Room for the error's headers and, in front of them, the largest header a later stage writes.
-    if (off < prefix + 64) { this.dropCounts[GatewayDrop.NoHeadroom]!++; return false; }
-    if (!this.icmpBucket.take(now)) { this.dropCounts[GatewayDrop.IcmpRateLimited]!++; return false; }
-    const n = writeTimeExceeded(buf, off, len, from);
-    if (n > 0) this.routeInside(buf, off - prefix, n, L, now, SRC_SELF);
-    return false;
+    L.clear();
   }
 
   // =========================================================================================
@@ -482,15 +286,16 @@ export class Gateway implements StatsSource {
 
   private addLocalAddress(addr: string): void {
     if (this.localAddrs.has(addr)) return;
-    const bytes = parseAddress(addr);
     this.localAddrs.add(addr);
-    this.local.insert({ family: bytes.length === 4 ? 4 : 6, addr: bytes, prefixLen: bytes.length * 8 }, true);
-    if (bytes.length === 4) this.internal4 ??= bytes;
-    else this.internal6 ??= bytes;
+    this.router.setLocalAddresses([...this.localAddrs]);
+  }
+
+  private natPeerConfig(p: PeerConfig): Parameters<Nat['addPeer']>[0] {
+    return { name: p.name, remote: p.remote, remapped: p.remapped, mtu: this.config.wireguard.mtu };
   }
 
   private async addPeer(p: PeerConfig, now: number): Promise<void> {
-    const natPeer = this.nat.addPeer({ name: p.name, remote: p.remote, remapped: p.remapped, mtu: this.config.wireguard.mtu });
+    const natPeer = this.nat.addPeer(this.natPeerConfig(p));
     let wp: Peer | undefined;
     try {
       wp = this.device.addPeer(keyBytes(p.publicKey));
@@ -503,16 +308,16 @@ export class Gateway implements StatsSource {
       if (wp !== undefined) this.device.removePeer(wp);
       throw e;
     }
-    for (const c of [...p.remote.podCIDRs, ...p.remote.externalCIDRs]) this.realToPeer.insert(parsePrefix(c), natPeer);
-    this.peersByName.set(p.name, { cfg: p, wg: wp, nat: natPeer, handshakes: 0, lastSeenHandshake: 0, tunnelRemote: undefined });
+    const rp = this.router.addPeer(p.name, natPeer, wp);
+    this.peersByName.set(p.name, { cfg: p, wg: wp, rp, handshakes: 0, lastSeenHandshake: 0, tunnelRemote: undefined });
   }
 
   private removePeer(name: string): void {
     const s = this.peersByName.get(name);
     if (s === undefined) return;
+    this.router.removePeer(s.rp);
     this.device.removePeer(s.wg);
-    this.nat.removePeer(s.nat);
-    this.realToPeer.removeValue(s.nat);
+    this.nat.removePeer(s.rp.nat);
     this.peersByName.delete(name);
   }
 
@@ -541,30 +346,19 @@ export class Gateway implements StatsSource {
       if (ch.remote !== undefined) cfg.remote = ch.remote;
       if (ch.remapped !== undefined) cfg.remapped = ch.remapped;
       // New prefix translation: a new NAT peer (its conntrack entries go with the old one).
-      this.nat.removePeer(s.nat);
+      this.router.removePeer(s.rp);
+      this.nat.removePeer(s.rp.nat);
       let natPeer: NatPeer;
       try {
-        natPeer = this.nat.addPeer({ name: cfg.name, remote: cfg.remote, remapped: cfg.remapped, mtu: this.config.wireguard.mtu });
+        natPeer = this.nat.addPeer(this.natPeerConfig(cfg));
       } catch (e) {
-        const c0 = s.cfg;
-        const old = s.nat;
-        s.nat = this.nat.addPeer({ name: c0.name, remote: c0.remote, remapped: c0.remapped, mtu: this.config.wireguard.mtu });
-        this.realToPeer.removeValue(old);
-        for (const c of [...c0.remote.podCIDRs, ...c0.remote.externalCIDRs]) this.realToPeer.insert(parsePrefix(c), s.nat);
+        s.rp = this.router.addPeer(s.cfg.name, this.nat.addPeer(this.natPeerConfig(s.cfg)), s.wg);
         throw e;
       }
-      this.realToPeer.clear();
-      for (const o of this.peersByName.values()) {
-        if (o === s) continue;
-        for (const c of [...o.cfg.remote.podCIDRs, ...o.cfg.remote.externalCIDRs]) this.realToPeer.insert(parsePrefix(c), o.nat);
-      }
-      s.nat = natPeer;
+      s.rp = this.router.addPeer(cfg.name, natPeer, s.wg);
       this.device.clearAllowedIps(s.wg);
       s.tunnelRemote = undefined; // re-added by planTunnel after the ops
-      for (const c of [...cfg.remote.podCIDRs, ...cfg.remote.externalCIDRs]) {
-        this.device.addAllowedIp(s.wg, parsePrefix(c));
-        this.realToPeer.insert(parsePrefix(c), natPeer);
-      }
+      for (const c of [...cfg.remote.podCIDRs, ...cfg.remote.externalCIDRs]) this.device.addAllowedIp(s.wg, parsePrefix(c));
     }
     s.cfg = cfg;
   }
@@ -636,8 +430,8 @@ export class Gateway implements StatsSource {
       ? planTunnelAddresses({ wireguard: this.config.wireguard, peers: [...this.peersByName.values()].map((s) => s.cfg) })
       : { peers: [], skipped: [] };
     const byName = new Map(plan.peers.map((t) => [t.name, t] as const));
-    const local = new PrefixMatcher<true>();
-    const remote = new PrefixMatcher<true>();
+    const locals: string[] = [];
+    const remotes: { address: string; peer: RouterPeer<Peer> }[] = [];
     for (const s of this.peersByName.values()) {
       const t = byName.get(s.cfg.name);
       if (s.tunnelRemote !== undefined && s.tunnelRemote !== t?.remote) this.device.removeAllowedIp(s.wg, parsePrefix(hostCidr(s.tunnelRemote)));
@@ -645,15 +439,14 @@ export class Gateway implements StatsSource {
       if (t === undefined) continue;
       // Re-added every time: a peer update that rewrote its allowed IPs dropped it.
       this.device.addAllowedIp(s.wg, parsePrefix(hostCidr(t.remote)));
-      local.insert(parsePrefix(hostCidr(t.local)), true);
-      remote.insert(parsePrefix(hostCidr(t.remote)), true);
+      locals.push(t.local);
+      remotes.push({ address: t.remote, peer: s.rp });
     }
     const before = new Set(this.tunnelPlan.skipped.map((x) => `${x.name}\n${x.reason}`));
     for (const x of plan.skipped) {
       if (!before.has(`${x.name}\n${x.reason}`)) this.onError('tunnel address', new Error(`peer ${x.name}: no in-tunnel connection check: ${x.reason}`));
     }
-    this.tunnelLocal = local;
-    this.tunnelRemote = remote;
+    this.router.setTunnelAddresses(locals, remotes);
     this.tunnelPlan = plan;
   }
 
@@ -752,12 +545,10 @@ export class Gateway implements StatsSource {
   /** A new NAT from the current cluster settings with every peer re-added (conntrack starts empty). */
   private rebuildNat(): void {
     const nat = this.makeNat(this.config);
-    this.realToPeer = new PrefixMatcher<NatPeer>();
-    for (const s of this.peersByName.values()) {
-      s.nat = nat.addPeer({ name: s.cfg.name, remote: s.cfg.remote, remapped: s.cfg.remapped, mtu: this.config.wireguard.mtu });
-      for (const c of [...s.cfg.remote.podCIDRs, ...s.cfg.remote.externalCIDRs]) this.realToPeer.insert(parsePrefix(c), s.nat);
-    }
-    this.nat = nat;
+    const cfgOf = new Map([...this.peersByName.values()].map((s) => [s.rp, s.cfg] as const));
+    const made = this.router.replaceNat(nat, (rp) => nat.addPeer(this.natPeerConfig(cfgOf.get(rp)!)));
+    for (const s of this.peersByName.values()) s.rp = made.get(s.cfg.name)!;
+    this.planTunnel(); // tunnel addresses point at the remade router peers
   }
 
   // =========================================================================================
@@ -804,7 +595,7 @@ export class Gateway implements StatsSource {
   drops(): Readonly<Record<string, number>> {
     const d: Record<string, number> = {};
     const put = (k: string, v: number): void => { if (v > 0) d[k] = (d[k] ?? 0) + v; };
-    for (let i = 0; i < GATEWAY_DROP_NAMES.length; i++) put(`route_${GATEWAY_DROP_NAMES[i]!}`, this.dropCounts[i]!);
+    for (let i = 0; i < ROUTER_DROP_NAMES.length; i++) put(`route_${ROUTER_DROP_NAMES[i]!}`, this.router.drops[i]!);
     const g = this.geneve?.engine.counters.drops;
     if (g !== undefined) for (let i = 1; i < g.length; i++) put(`geneve_${GENEVE_DROP_NAMES[i]!}`, g[i]!);
     for (let i = NAT_DROP_MIN; i < this.nat.drops.length; i++) put(`nat_${natResultName(i)}`, this.nat.drops[i]!);
@@ -858,10 +649,10 @@ export class Gateway implements StatsSource {
     return {
       peers: out,
       tunnels: [...this.table.tunnels()].map((x) => ({
-        name: x.name, vni: x.vni, remoteUnderlay: x.remoteUnderlayText, remoteInternal: formatBytes(x.remoteInternal),
+        name: x.name, vni: x.vni, remoteUnderlay: x.remoteUnderlayText, remoteInternal: formatAddress(x.remoteInternal),
         txPackets: x.txPackets, rxPackets: x.rxPackets, drops: x.drops,
       })),
-      podRoutes: this.table.podRoutes().map((r) => ({ podCIDR: `${formatBytes(r.prefix.addr)}/${r.prefix.prefixLen}`, nodeInternalAddress: r.nodeInternalAddress, resolved: r.tunnel !== null })),
+      podRoutes: this.table.podRoutes().map((r) => ({ podCIDR: `${formatAddress(r.prefix.addr)}/${r.prefix.prefixLen}`, nodeInternalAddress: r.nodeInternalAddress, resolved: r.tunnel !== null })),
       nat: this.nat.stats(),
       drops: { ...this.drops() },
       queues: { ...this.queueDepths() },
@@ -889,71 +680,4 @@ export class Gateway implements StatsSource {
     await this.tun?.close();
     if (err !== undefined) throw err;
   }
-}
-
-// ---------------------------------------------------------------------------------------------
-
-function tunnelSpec(t: GeneveTunnelConfig): GeneveTunnelSpec {
-  return {
-    vni: t.id, remoteUnderlay: t.remoteUnderlay, localInternalAddress: t.localInternalAddress,
-    remoteInternalAddress: t.remoteInternalAddress, mode: t.mode, name: t.nodeName,
-  };
-}
-
-/** 32 key bytes from the model's validated base64. */
-function keyBytes(b64: string): Uint8Array {
-  const b = Buffer.from(b64, 'base64');
-  if (b.length !== 32) throw new TypeError('a WireGuard key is 32 bytes of base64');
-  return new Uint8Array(b.buffer, b.byteOffset, 32).slice();
-}
-
-/** "host:port" / "[v6]:port" → Endpoint; DNS names are resolved once (at start or reload). */
-async function resolveEndpoint(text: string): Promise<Endpoint> {
-  let host: string;
-  let port: number;
-  if (text.startsWith('[')) {
-    const close = text.indexOf(']');
-    host = text.slice(1, close);
-    port = Number(text.slice(close + 2));
-  } else {
-    const colon = text.lastIndexOf(':');
-    host = text.slice(0, colon);
-    port = Number(text.slice(colon + 1));
-  }
-  if (!/^[0-9.]+$/.test(host) && !host.includes(':')) host = (await lookup(host)).address;
-  return { address: host, port };
-}
-
-/** "a.b.c.d/32" or "x::y/128". */
-function hostCidr(addr: string): string {
-  return `${addr}/${addr.includes(':') ? 128 : 32}`;
-}
-
-function tunnelOf(plan: TunnelPlan, name: string): { local: string; remote: string } | null {
-  const t = plan.peers.find((x) => x.name === name);
-  return t === undefined ? null : { local: t.local, remote: t.remote };
-}
-
-function firstHost(cidr: string): string {
-  return formatBytes(prefixNthAddress(parsePrefix(cidr), 1));
-}
-
-function formatBytes(a: Uint8Array): string {
-  return formatAddress(a);
-}
-
-function definedOnly<T extends object>(o: T): Partial<{ [K in keyof T]: Exclude<T[K], null> }> {
-  const out: Record<string, unknown> = {};
-  for (const [k, v] of Object.entries(o)) if (v !== null && v !== undefined) out[k] = v;
-  return out as Partial<{ [K in keyof T]: Exclude<T[K], null> }>;
-}
-
-function applyMappingOps(list: GatewayConfig['ipMappings'], ops: readonly ConfigOp[]): GatewayConfig['ipMappings'] {
-  const m = new Map(list.map((x) => [x.externalAddress, x.realAddress] as const));
-  for (const op of ops) {
-    if (op.kind === 'ipMapping.remove') m.delete(op.mapping.externalAddress);
-    else if (op.kind === 'ipMapping.update') m.set(op.externalAddress, op.realAddress);
-    else if (op.kind === 'ipMapping.add') m.set(op.mapping.externalAddress, op.mapping.realAddress);
-  }
-  return [...m].map(([externalAddress, realAddress]) => ({ externalAddress, realAddress }));
 }

@@ -8,7 +8,7 @@
  */
 import type { CryptoBackend } from '../crypto/backend.js';
 import { PacketBatch } from '../io/batch.js';
-import { TunDevice, DEFAULT_TUN_MTU } from '../io/tun.js';
+import { TunDevice, DEFAULT_TUN_MTU, MAX_PACKET } from '../io/tun.js';
 import { UdpError } from '../io/udp.js';
 import { UapiServer } from '../io/uapi-server.js';
 import { Device, WireGuardConfigError } from '../wireguard/device.js';
@@ -22,9 +22,6 @@ import { WireGuardPort } from '../ports/wireguard-port.js';
  * retransmit); 1000 is the kernel's default for Ethernet devices. Measured in bench/RESULTS.md.
  */
 export const DEFAULT_TUN_TXQUEUELEN = 1000;
-
-/** Largest packet a TUN read or a UDP receive slot takes: jumbo frames stay whole. */
-export const MAX_PACKET = 9216;
 
 /** wireguard-go's UAPI error codes (negative errno). */
 const ERRNO_EINVAL = -22;
