@@ -6,6 +6,7 @@
  */
 import type { CryptoBackend } from '../crypto/backend.js';
 import { isZeroKey } from '../crypto/keys.js';
+import type { AllowedIps } from './allowedips.js';
 import { CookieGenerator } from './cookie.js';
 import { Keypairs } from './keypair.js';
 import { KEY_LEN } from './messages.js';
@@ -47,6 +48,11 @@ export class Peer {
   lastHandshakeMs = 0;
   /** Set once the peer is removed from its device; a removed peer is inert. */
   removed = false;
+  /**
+   * This peer's own allowed IPs (values: this peer), only on a device with
+   * overlappingAllowedIps; null otherwise (the device-wide table is authoritative then).
+   */
+  ownAllowedIps: AllowedIps<Peer> | null = null;
 
   /** Staged packets: ring of buffer-pool slots (-1: a keepalive placeholder) and lengths. */
   readonly stagedSlots: Int32Array;

@@ -22,6 +22,7 @@
  *
  * Everything here allocates freely: this is the configuration path, never the packet path.
  */
+import { isZeroKey } from '../crypto/keys.js';
 import { formatAddress, formatPrefix, parseAddress, parsePrefix, AddressParseError, type Prefix } from '../packet/addr.js';
 
 /** Linux errno values that wireguard-go's UAPI replies with (negated on the wire). */
@@ -165,13 +166,6 @@ export function formatHexKey(key: Uint8Array | null): string {
   let s = '';
   for (let i = 0; i < key.length; i++) s += HEX_DIGITS[key[i] >> 4] + HEX_DIGITS[key[i] & 0xf];
   return s;
-}
-
-export function isZeroKey(key: Uint8Array | null): boolean {
-  if (key === null) return true;
-  let acc = 0;
-  for (let i = 0; i < key.length; i++) acc |= key[i];
-  return acc === 0;
 }
 
 /** Unsigned decimal of at most `bits` bits, like Go's strconv.ParseUint(s, 10, bits). */
@@ -410,7 +404,7 @@ function u64Text(v: number | bigint, what: string): string {
  */
 export function formatGet(snap: UapiDeviceSnapshot): string {
   let s = '';
-  if (!isZeroKey(snap.privateKey)) s += `private_key=${formatHexKey(snap.privateKey)}\n`;
+  if (snap.privateKey !== null && !isZeroKey(snap.privateKey)) s += `private_key=${formatHexKey(snap.privateKey)}\n`;
   if (snap.listenPort !== 0) s += `listen_port=${snap.listenPort}\n`;
   if (snap.fwmark !== 0) s += `fwmark=${snap.fwmark}\n`;
   for (const p of snap.peers) {
