@@ -1,0 +1,153 @@
+/**
+ * Two peers whose REAL pod CIDRs are the same, on one gateway, end to end in namespaces.
+ *
+ * Three clusters, all on pod CIDR 10.0.0.0/16. Gateway A peers with B and with C (two WAN
+ * veths); A addresses B's pods as 10.71.0.0/16 and C's as 10.73.0.0/16 (external CIDRs
+ * 10.72/16 and 10.74/16). B and C each peer only with A and address A's pods as 10.71.0.0/16.
+ * B's pod and C's pod have the same address, 10.0.1.2, as has A's pod.
+ *
+ * What only works when the peer travels with each packet: A sends 10.71.1.2 to B and 10.73.1.2
+ * to C although both are 10.0.1.2 once translated (the router names the peer, not allowed IPs);
+ * A tells B's 10.0.1.2 from C's 10.0.1.2 on the way in (the peer that decrypted the packet
+ * picks the remap, so A's pod sees 10.71.1.2 and 10.73.1.2). Each gateway is a child process
+ * started from dist/ inside its namespace, with a node agent and a pod behind it.
+ */
+import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { getCryptoBackend } from '../../src/crypto/select.js';
+import { generatePrivateKeyBase64, publicKeyBase64 } from '../../src/crypto/keys.js';
+import type { GatewayStats } from '../../src/gateway/gateway.js';
+import { e2eUnavailableReason, ping, Topology, waitFor, type Spawned } from '../util/netns.js';
+import { launchArgv, statsOf } from './fabric-topology.js';
+
+const ROOT = resolve(import.meta.dirname, '../..');
+const skip = e2eUnavailableReason(['ping', 'ss'])
+  ?? (existsSync(join(ROOT, 'native/build/Release/weft_io.node')) ? null : 'native addon not built')
+  ?? (existsSync(join(ROOT, 'dist/src/cli/launch.js')) ? null : 'not built (run npm run build)');
+
+const PORT = 8080;
+/** Answers every TCP connection with the address it came from. */
+const ECHO_SERVER = `require('net').createServer((s) => s.end(s.remoteAddress + '\\n')).listen(${PORT}, '0.0.0.0')`;
+function tcpClient(addr: string): string {
+  return `const s = require('net').connect(${PORT}, '${addr}'); let b = ''; s.on('data', (d) => b += d); s.on('end', () => { console.log(b.trim()); process.exit(0); });` +
+    ` s.on('error', (e) => { console.log('error ' + e.code); process.exit(1); }); setTimeout(() => { console.log('timeout'); process.exit(1); }, 5000);`;
+}
+
+const POD = '10.0.1.2';
+const INTERNAL = '10.80.0.1';
+
+describe.skipIf(skip !== null)('one gateway, two peers with the same real pod CIDR', () => {
+  const topo = new Topology('wo');
+  const procs: Record<string, Spawned> = {};
+  const ns: Record<string, { gw: string; node: string; pod: string }> = {};
+
+  beforeAll(async () => {
+    try {
+      const backend = getCryptoBackend('auto');
+      const dir = mkdtempSync(join(tmpdir(), 'weft-overlap-'));
+      const keys: Record<string, { priv: string; pub: string }> = {};
+      for (const c of ['a', 'b', 'c']) {
+        const priv = generatePrivateKeyBase64(backend);
+        keys[c] = { priv, pub: publicKeyBase64(backend, priv) };
+        const gw = topo.addNamespace(`${c}g`);
+        const node = topo.addNamespace(`${c}n`);
+        const pod = topo.addNamespace(`${c}p`);
+        ns[c] = { gw, node, pod };
+        topo.link(gw, `${c}g-n`, '198.18.0.1/24', node, `${c}n-g`, '198.18.0.2/24');
+        topo.link(node, `${c}n-p`, '10.0.1.1/24', pod, `${c}p-n`, `${POD}/24`);
+        topo.exec(node, ['sysctl', '-qw', 'net.ipv4.ip_forward=1']);
+        topo.exec(pod, ['ip', 'route', 'add', '10.0.0.0/8', 'via', '10.0.1.1']);
+      }
+      topo.link(ns.a!.gw, 'a-wanb', '198.19.1.1/24', ns.b!.gw, 'b-wan', '198.19.1.2/24');
+      topo.link(ns.a!.gw, 'a-wanc', '198.19.2.1/24', ns.c!.gw, 'c-wan', '198.19.2.2/24');
+
+      const peer = (c: string, endpoint: string | undefined, pods: string, ext: string) => ({
+        name: `cluster-${c}`, clusterId: `cluster-${c}`, publicKey: keys[c]!.pub,
+        ...(endpoint === undefined ? {} : { endpoint }),
+        remote: { podCIDRs: ['10.0.0.0/16'], externalCIDRs: ['10.70.0.0/16'] },
+        remapped: { podCIDRs: [pods], externalCIDRs: [ext] },
+      });
+      const peersOf: Record<string, unknown[]> = {
+        // A has no endpoint for B or C: they connect to it (A is the server side).
+        a: [peer('b', undefined, '10.71.0.0/16', '10.72.0.0/16'), peer('c', undefined, '10.73.0.0/16', '10.74.0.0/16')],
+        b: [peer('a', '198.19.1.1:51840', '10.71.0.0/16', '10.72.0.0/16')],
+        c: [peer('a', '198.19.2.1:51840', '10.71.0.0/16', '10.72.0.0/16')],
+      };
+      const remoteCIDRs: Record<string, string[]> = {
+        a: ['10.71.0.0/16', '10.72.0.0/16', '10.73.0.0/16', '10.74.0.0/16'],
+        b: ['10.71.0.0/16', '10.72.0.0/16'],
+        c: ['10.71.0.0/16', '10.72.0.0/16'],
+      };
+      for (const c of ['a', 'b', 'c']) {
+        const gw = {
+          role: 'gateway',
+          cluster: { id: `cluster-${c}`, podCIDRs: ['10.0.0.0/16'], externalCIDR: '10.70.0.0/16', internalCIDR: '10.80.0.0/16' },
+          wireguard: { privateKey: keys[c]!.priv, listenPort: 51840, mtu: 1340, interfaceName: `wo${c}gt` },
+          peers: peersOf[c],
+          geneve: {
+            tunnels: [{ id: 1, nodeName: 'node-0', remoteUnderlay: '198.18.0.2', localInternalAddress: INTERNAL, remoteInternalAddress: '10.80.0.2' }],
+            podRoutes: [{ podCIDR: '10.0.1.0/24', nodeInternalAddress: '10.80.0.2' }],
+          },
+        };
+        const node = {
+          role: 'node',
+          cluster: { id: `cluster-${c}`, podCIDRs: ['10.0.1.0/24'], internalCIDR: '10.80.0.0/16' },
+          node: {
+            name: 'node-0', underlayAddress: '198.18.0.2', tunName: `wo${c}nt`, mtu: 1340,
+            gateways: [{ name: 'gateway', vni: 1, gatewayUnderlay: '198.18.0.1', gatewayInternalAddress: INTERNAL, localInternalAddress: '10.80.0.2', remoteCIDRs: remoteCIDRs[c] }],
+          },
+        };
+        // JSON is YAML: the loader reads it as is.
+        writeFileSync(join(dir, `${c}-gw.yaml`), JSON.stringify(gw));
+        writeFileSync(join(dir, `${c}-node.yaml`), JSON.stringify(node));
+        procs[`${c}gw`] = topo.spawnIn(ns[c]!.gw, `gateway-${c}`, launchArgv(ROOT, join(dir, `${c}-gw.yaml`)), { lifetimeS: 170 });
+        procs[`${c}node`] = topo.spawnIn(ns[c]!.node, `node-${c}`, launchArgv(ROOT, join(dir, `${c}-node.yaml`)), { lifetimeS: 170 });
+        procs[`${c}echo`] = topo.spawnIn(ns[c]!.pod, `echo-${c}`, ['node', '-e', ECHO_SERVER], { lifetimeS: 170 });
+      }
+      for (const p of Object.values(procs).filter((x) => x.name.startsWith('gateway') || x.name.startsWith('node'))) {
+        await waitFor(`${p.name} ready`, () => /ready (gateway|node)/.test(p.output()) || (p.child.exitCode !== null && Promise.reject(new Error(p.output()))), 15_000);
+      }
+      for (const c of ['a', 'b', 'c']) {
+        await waitFor(`echo server in ${c}`, () => topo.exec(ns[c]!.pod, ['ss', '-Hlnt'], { allowFail: true }).includes(`:${PORT}`), 10_000);
+      }
+    } catch (e) {
+      await topo.cleanup();
+      throw e;
+    }
+  }, 90_000);
+
+  afterAll(async () => {
+    await topo.cleanup();
+  }, 30_000);
+
+  const client = (from: string, to: string): string =>
+    topo.exec(ns[from]!.pod, ['node', '-e', tcpClient(to)], { allowFail: true, timeoutMs: 8000 }).trim();
+
+  it('A\'s pod reaches B\'s pod as 10.71.1.2 and C\'s pod as 10.73.1.2 (both really 10.0.1.2)', () => {
+    expect(ping(topo, ns.a!.pod, '10.71.1.2', 4, 0.2).received).toBeGreaterThanOrEqual(3);
+    expect(ping(topo, ns.a!.pod, '10.73.1.2', 4, 0.2).received).toBeGreaterThanOrEqual(3);
+    // Each far pod sees A's pod as its own cluster addresses A (10.71.1.2 in both).
+    expect(client('a', '10.71.1.2')).toBe('10.71.1.2');
+    expect(client('a', '10.73.1.2')).toBe('10.71.1.2');
+  });
+
+  it('B\'s pod and C\'s pod reach A\'s pod, which sees each by its own remapped address', () => {
+    expect(client('b', '10.71.1.2')).toBe('10.71.1.2');
+    expect(client('c', '10.71.1.2')).toBe('10.73.1.2');
+    expect(ping(topo, ns.b!.pod, '10.71.1.2', 3, 0.2).received).toBeGreaterThanOrEqual(2);
+    expect(ping(topo, ns.c!.pod, '10.71.1.2', 3, 0.2).received).toBeGreaterThanOrEqual(2);
+  });
+
+  it('gateway A counts traffic on both peers and drops nothing for want of a peer', async () => {
+    const s = await statsOf<GatewayStats>(procs.agw!);
+    const byName = Object.fromEntries(s.peers.map((p) => [p.name, p]));
+    expect(byName['cluster-b']!.connected).toBe(true);
+    expect(byName['cluster-c']!.connected).toBe(true);
+    expect(byName['cluster-b']!.rxBytes).toBeGreaterThan(0);
+    expect(byName['cluster-c']!.rxBytes).toBeGreaterThan(0);
+    expect(s.drops.route_unknown_peer ?? 0).toBe(0);
+    expect(s.drops.wg_inner_source_not_allowed ?? 0).toBe(0);
+  });
+});
