@@ -26,13 +26,13 @@
  */
 import { PacketBatch } from '../io/batch.js';
 import { ADDR_PORT_OFFSET, ADDR_RECORD_LEN, loadNativeIo } from '../io/native.js';
-import { withNetns } from '../io/tun.js';
 import { encodeAddress, UdpSocket, type UdpMechanism } from '../io/udp.js';
 import { GeneveEngine, GeneveResult, GeneveVerdict, type GeneveEngineOptions } from '../geneve/engine.js';
 import { GENEVE_HEADER_LEN, GENEVE_LIQO_UDP_PORT } from '../geneve/header.js';
 import { GENEVE_INNER_ETHERNET_LEN } from '../geneve/mtu.js';
 import type { GeneveTunnel, GeneveTunnelTable } from '../geneve/table.js';
 import { SendList } from './send-list.js';
+import { openDualStack } from './dual-stack.js';
 
 /** Where decapsulated inner packets go. */
 export interface GeneveSink {
@@ -167,28 +167,19 @@ export class GenevePort {
 
   private async bind(opts: GenevePortOptions): Promise<void> {
     const port = opts.port ?? GENEVE_LIQO_UDP_PORT;
-    const buf = opts.socketBuffer;
     const mech = opts.udpMechanism;
     if (opts.netns !== undefined && (mech === 'dgram' || loadNativeIo() === null)) {
       throw new GenevePortError(`opening the Geneve socket inside network namespace ${opts.netns} needs the native I/O addon (build it with \`node native/build.mjs\`), or run the process inside the namespace`);
     }
-    // The native udpOpen runs synchronously inside withNetns; the promise settles afterwards.
-    const open = (family: 4 | 6, address: string | undefined): Promise<UdpSocket> =>
-      withNetns(opts.netns, () => UdpSocket.open({ family, port, address, rcvbuf: buf, sndbuf: buf, mechanism: mech }));
-    if (opts.address !== undefined) {
-      const fam: 4 | 6 = opts.address.includes(':') ? 6 : 4;
-      const s = await open(fam, opts.address);
-      if (fam === 4) this.udp4 = s; else this.udp6 = s;
-      this.boundPort = s.port;
-    } else {
-      this.udp4 = await open(4, undefined);
-      this.boundPort = this.udp4.port;
-      try {
-        this.udp6 = await withNetns(opts.netns, () => UdpSocket.open({ family: 6, port: this.boundPort, rcvbuf: buf, sndbuf: buf, mechanism: mech }));
-      } catch (e) {
-        this.onError('geneve ipv6 socket', e); // IPv4-only host: run without it
-      }
-    }
+    const socks = await openDualStack({
+      port, socketBuffer: opts.socketBuffer, label: 'geneve', onError: this.onError,
+      ...(opts.address === undefined ? {} : { address: opts.address }),
+      ...(mech === undefined ? {} : { mechanism: mech }),
+      ...(opts.netns === undefined ? {} : { netns: opts.netns }),
+    });
+    this.udp4 = socks.v4;
+    this.udp6 = socks.v6;
+    this.boundPort = socks.port;
     const u4 = this.udp4;
     const u6 = this.udp6;
     u4?.onBatch(this.rx4, (b) => this.onUdpBatch(u4, b));

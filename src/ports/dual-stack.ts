@@ -1,0 +1,47 @@
+/**
+ * The UDP sockets of a port: an IPv4 socket on the requested port (0: the kernel picks one) and
+ * an IPv6 socket on the same port, or one socket of the family of an explicit local address.
+ * A host without IPv6 (or with the port taken for IPv6 only) runs IPv4-only, as wireguard-go
+ * does: the IPv6 failure is reported through `onError`, not thrown.
+ */
+import { UdpSocket, type UdpMechanism } from '../io/udp.js';
+import { withNetnsAsync } from './netns.js';
+
+export interface DualStackOptions {
+  readonly port: number;
+  /** Bind one socket to this address (its family) instead of both wildcards. */
+  readonly address?: string;
+  readonly socketBuffer?: number;
+  readonly mechanism?: UdpMechanism;
+  /** Open the sockets inside this network namespace (in-process tests). */
+  readonly netns?: string;
+  /** What to call the port in reports ("geneve", "wireguard"). */
+  readonly label: string;
+  readonly onError: (what: string, err: unknown) => void;
+}
+
+export interface DualStack {
+  readonly v4: UdpSocket | null;
+  readonly v6: UdpSocket | null;
+  /** The port bound (the same for both families). */
+  readonly port: number;
+}
+
+/** Opens the sockets; throws UdpError when the (first) socket cannot be bound. */
+export async function openDualStack(o: DualStackOptions): Promise<DualStack> {
+  const open = (family: 4 | 6, port: number, address?: string): Promise<UdpSocket> =>
+    withNetnsAsync(o.netns, () => UdpSocket.open({ family, port, ...(address === undefined ? {} : { address }), rcvbuf: o.socketBuffer, sndbuf: o.socketBuffer, mechanism: o.mechanism }));
+  if (o.address !== undefined) {
+    const fam: 4 | 6 = o.address.includes(':') ? 6 : 4;
+    const s = await open(fam, o.port, o.address);
+    return fam === 4 ? { v4: s, v6: null, port: s.port } : { v4: null, v6: s, port: s.port };
+  }
+  const v4 = await open(4, o.port);
+  let v6: UdpSocket | null = null;
+  try {
+    v6 = await open(6, v4.port);
+  } catch (e) {
+    o.onError(`${o.label} ipv6 socket`, e);
+  }
+  return { v4, v6, port: v4.port };
+}
