@@ -25,7 +25,8 @@ import { checksumUpdate16, readChecksum, writeChecksum } from '../src/packet/che
 import { fillIpv4Checksum } from '../src/packet/ipv4.js';
 import { fillTcpChecksumV4 } from '../src/packet/tcp.js';
 import { fillUdpChecksumV4, writeIpv4UdpHeaders } from '../src/packet/udp.js';
-import { NAT_FORWARD, Nat, type NatPeer } from '../src/nat/nat.js';
+import { Nat, type NatPeer } from '../src/nat/nat.js';
+import { NAT_FORWARD } from '../src/nat/results.js';
 
 const BATCH = 1024;
 const UDP_CSUM = 20 + 6;

@@ -23,7 +23,8 @@ import { parseConfig, decodeKey, type GatewayConfig, type NodeConfig } from '../
 import { getCryptoBackend } from '../crypto/select.js';
 import { GeneveEngine, GeneveResult, GeneveVerdict } from '../geneve/engine.js';
 import { GeneveTunnelTable, type GeneveTunnel } from '../geneve/table.js';
-import { NAT_DROP_MIN, Nat } from '../nat/nat.js';
+import { Nat } from '../nat/nat.js';
+import { NAT_DROP_MIN } from '../nat/results.js';
 import { addressEquals, formatAddress, parseAddress, parsePrefix } from '../packet/addr.js';
 import { internetChecksum } from '../packet/checksum.js';
 import {

@@ -42,7 +42,6 @@
 
 import { addressEquals, type IpFamily } from '../packet/addr.js';
 import { IP_OK, IpView, parseIp } from '../packet/ip-view.js';
-import { foldSum, sumWords, checksumUpdate16, readChecksum, writeChecksum } from '../packet/checksum.js';
 import {
   ICMP_CHECKSUM_OFFSET,
   ICMP_ECHO_ID_OFFSET,
@@ -54,33 +53,8 @@ import {
   isIcmpv4Error,
   isIcmpv6Error,
 } from '../packet/icmp.js';
-import {
-  IPV4_CHECKSUM_OFFSET,
-  IPV4_DST_OFFSET,
-  IPV4_MIN_HEADER_LEN,
-  IPV4_PROTOCOL_OFFSET,
-  IPV4_SRC_OFFSET,
-  IP_PROTO_ICMP,
-  IP_PROTO_ICMPV6,
-  IP_PROTO_IPV6_FRAG,
-  IP_PROTO_TCP,
-  IP_PROTO_UDP,
-  ipv4DontFragment,
-  ipv4FragmentOffset,
-  ipv4HeaderLen,
-  ipv4TotalLength,
-} from '../packet/ipv4.js';
-import {
-  IPV6_CHAIN_INVALID,
-  IPV6_DST_OFFSET,
-  IPV6_HEADER_LEN,
-  IPV6_SRC_OFFSET,
-  chainOffset,
-  chainProtocol,
-  ipv6HeaderValid,
-  ipv6PayloadLength,
-  ipv6TransportOffset,
-} from '../packet/ipv6.js';
+import { IPV4_DST_OFFSET, IPV4_MIN_HEADER_LEN, IP_PROTO_ICMP, IP_PROTO_ICMPV6, IP_PROTO_TCP, IP_PROTO_UDP, ipv4DontFragment } from '../packet/ipv4.js';
+import { IPV6_DST_OFFSET, IPV6_HEADER_LEN } from '../packet/ipv6.js';
 import { TCP_CHECKSUM_OFFSET, TCP_FLAGS_OFFSET, TCP_FLAG_ACK, TCP_FLAG_RST, TCP_FLAG_SYN, tcpHeaderValid } from '../packet/tcp.js';
 import { UDP_CHECKSUM_OFFSET, UDP_DST_PORT_OFFSET, UDP_HEADER_LEN, UDP_SRC_PORT_OFFSET } from '../packet/udp.js';
 import {
@@ -99,64 +73,14 @@ import { ipv4SourceAcceptsError, ipv6SourceAcceptsError, writeFragNeededV4, writ
 import { PrefixMatcher } from '../route/prefix-matcher.js';
 import { TokenBucket } from '../ratelimit/token-bucket.js';
 import { MSS_OVERHEAD_V4, MSS_OVERHEAD_V6, clampMss } from './pmtu.js';
+import { QuotedPacket } from './quoted.js';
+import { NAT_DROP_MIN, NAT_FORWARD, NAT_REPLY, NAT_RESULT_COUNT, NatDrop, natResultName } from './results.js';
 import { PrefixRemap, RemapTable } from './remap.js';
 import { CSUM_ALWAYS, CSUM_NONE, CSUM_UDP, read16, rewriteAddress, rewriteWord } from './rewrite.js';
 
 /** TCP and UDP headers both start with the source port, then the destination port (RFC 9293, RFC 768). */
 const L4_SRC_PORT_OFFSET = UDP_SRC_PORT_OFFSET;
 const L4_DST_PORT_OFFSET = UDP_DST_PORT_OFFSET;
-/** Bytes of a (quoted) TCP/UDP header that hold both ports. */
-const L4_PORTS_LEN = 4;
-
-// ---------------------------------------------------------------------------------------------
-// Result codes of outbound()/inbound().
-
-/** The packet was translated in place (or needed nothing): forward buf[off, off+len). */
-export const NAT_FORWARD = 0;
-/**
- * The packet must not be forwarded; buf[off, off + nat.replyLength) now holds an ICMP error
- * (Fragmentation Needed / Packet Too Big) addressed to the packet's sender: send it back the way
- * the packet came.
- */
-export const NAT_REPLY = 1;
-
-/** Drop reasons (result codes ≥ NAT_DROP_MIN); each drop is counted in `Nat.drops[code]`. */
-export const NatDrop = {
-  /** IP header malformed: version, IHL, lengths, IPv6 extension chain. */
-  BadIpHeader: 2,
-  /** TCP/UDP/ICMP header truncated or malformed. */
-  BadTransport: 3,
-  /** ICMP error whose embedded header is malformed. */
-  BadIcmpError: 4,
-  /** A non-first fragment that needs conntrack (no ports to match): not reassembled here. */
-  SnatFragment: 5,
-  /** Masquerade needed but the protocol has no ports/identifier (only TCP, UDP, ICMP echo). */
-  SnatUnsupported: 6,
-  /** Masquerade needed but no external CIDR of the packet's family is configured. */
-  SnatNoAddress: 7,
-  /** No free SNAT port towards the remote endpoint. */
-  SnatPortsExhausted: 8,
-  /** Packet (or ICMP error) for the SNAT address without a conntrack entry; an outbound RST of an unknown masqueraded flow. */
-  NoConntrack: 9,
-  /** Over the tunnel MTU and may not be fragmented, but no ICMP error is allowed (error about an error, bad source, no room). */
-  TooBig: 10,
-  /** Over the tunnel MTU; the ICMP error was suppressed by the rate limit. */
-  TooBigRateLimited: 11,
-} as const;
-export type NatDropReason = (typeof NatDrop)[keyof typeof NatDrop];
-export const NAT_DROP_MIN = 2;
-const DROP_COUNT = 12;
-
-const DROP_NAMES: readonly string[] = (() => {
-  const names: string[] = ['forward', 'reply'];
-  for (const [k, v] of Object.entries(NatDrop)) names[v] = k;
-  return names;
-})();
-
-/** Name of a result code (NAT_FORWARD, NAT_REPLY or a NatDrop value). */
-export function natResultName(code: number): string {
-  return DROP_NAMES[code] ?? `unknown-${code}`;
-}
 
 export interface NatStats {
   forwarded: number;
@@ -205,7 +129,7 @@ export class Nat {
   private readonly raw: NatConfig;
   readonly conntrack: Conntrack;
   /** Drops by result code (index = NatDrop value). */
-  readonly drops = new Float64Array(DROP_COUNT);
+  readonly drops = new Float64Array(NAT_RESULT_COUNT);
   forwarded = 0;
   replies = 0;
   mssClamped = 0;
@@ -235,19 +159,8 @@ export class Nat {
   private fieldCsumOff = -1;
   private fieldCsumKind = CSUM_NONE;
   private icmpError = false;
-  // Embedded packet of an ICMP error.
-  private iIp = 0;
-  private iSrc = 0;
-  private iDst = 0;
-  private iIpCsum = -1;
-  private iProto = 0;
-  private iL4 = -1;
-  private iPorts = false;
-  private iCsumOff = -1;
-  private iAddrKind = CSUM_NONE;
-  private iFieldKind = CSUM_NONE;
-  private iRegionEnd = 0;
-  private iRegionSum = 0;
+  /** The packet an ICMP error quotes (valid when icmpError). */
+  private readonly q = new QuotedPacket();
 
   constructor(config: NatConfig) {
     this.config = parseNatConfig(config);
@@ -378,8 +291,8 @@ export class Nat {
     }
     if (this.icmpError && this.mappingCount !== 0 && route !== undefined) {
       // Mirror of the source mapping on the quoted packet (it was addressed to the mapped host).
-      const m = this.mapByReal.lookup(buf, this.iDst, fam);
-      if (m !== undefined) this.innerAddress(buf, this.iDst, m.external, 0);
+      const m = this.mapByReal.lookup(buf, this.q.dst, fam);
+      if (m !== undefined) this.q.address(buf, this.q.dst, m.external, 0);
     }
 
     // Destination: remapped → real (remap-podcidr / remap-externalcidr DNAT).
@@ -389,12 +302,12 @@ export class Nat {
     }
     if (this.icmpError) {
       // Mirror: the quoted packet came from the peer, its source is the remapped peer address.
-      const ir = peer.toReal.lookup(buf, this.iSrc, fam);
+      const ir = peer.toReal.lookup(buf, this.q.src, fam);
       if (ir !== undefined && !ir.identity) {
-        ir.translate(buf, this.iSrc, this.scratch, 0);
-        this.innerAddress(buf, this.iSrc, this.scratch, 0);
+        ir.translate(buf, this.q.src, this.scratch, 0);
+        this.q.address(buf, this.q.src, this.scratch, 0);
       }
-      this.finishIcmpError(buf);
+      this.q.finish(buf, this.v.l4);
     }
     this.clamp(buf, peer);
     this.forwarded++;
@@ -426,10 +339,10 @@ export class Nat {
       rewriteAddress(buf, this.v.srcOff, this.v.addrLen, this.scratch, 0, this.v.ipCsumOff, this.addrCsumOff, this.addrCsumKind);
     }
     if (this.icmpError) {
-      const ir = peer.toRemapped.lookup(buf, this.iDst, fam);
+      const ir = peer.toRemapped.lookup(buf, this.q.dst, fam);
       if (ir !== undefined && !ir.identity) {
-        ir.translate(buf, this.iDst, this.scratch, 0);
-        this.innerAddress(buf, this.iDst, this.scratch, 0);
+        ir.translate(buf, this.q.dst, this.scratch, 0);
+        this.q.address(buf, this.q.dst, this.scratch, 0);
       }
     }
 
@@ -444,10 +357,10 @@ export class Nat {
     }
     if (this.icmpError) {
       if (this.mappingCount !== 0) {
-        const m = this.mapByExt.lookup(buf, this.iSrc, fam);
-        if (m !== undefined) this.innerAddress(buf, this.iSrc, m.real, 0);
+        const m = this.mapByExt.lookup(buf, this.q.src, fam);
+        if (m !== undefined) this.q.address(buf, this.q.src, m.real, 0);
       }
-      this.finishIcmpError(buf);
+      this.q.finish(buf, this.v.l4);
     }
     this.clamp(buf, peer);
     this.forwarded++;
@@ -462,7 +375,7 @@ export class Nat {
   /** Counter snapshot (allocates; for metrics). */
   stats(): NatStats {
     const drops: Record<string, number> = {};
-    for (let i = NAT_DROP_MIN; i < DROP_COUNT; i++) drops[natResultName(i)] = this.drops[i]!;
+    for (let i = NAT_DROP_MIN; i < NAT_RESULT_COUNT; i++) drops[natResultName(i)] = this.drops[i]!;
     return { forwarded: this.forwarded, replies: this.replies, mssClamped: this.mssClamped, drops, conntrack: this.conntrack.stats() };
   }
 
@@ -514,104 +427,10 @@ export class Nat {
       const type = buf[l4]!;
       if (fam === 4 ? isIcmpv4Error(type) : isIcmpv6Error(type)) {
         this.icmpError = true;
-        return this.parseInner(buf);
+        return this.q.parse(buf, v);
       }
     }
     return NAT_FORWARD;
-  }
-
-  /** Locate the packet quoted by an ICMP error and remember the quoted bytes' sum. */
-  private parseInner(buf: Uint8Array): number {
-    const ip = this.v.l4 + ICMP_HEADER_LEN;
-    const avail = this.v.end - ip;
-    this.iIp = ip;
-    let fixedEnd: number;
-    if (this.v.family === 4) {
-      if (avail < IPV4_MIN_HEADER_LEN || buf[ip]! >>> 4 !== 4) return NatDrop.BadIcmpError;
-      const ihl = ipv4HeaderLen(buf, ip);
-      if (ihl < IPV4_MIN_HEADER_LEN || ihl > avail) return NatDrop.BadIcmpError;
-      this.iSrc = ip + IPV4_SRC_OFFSET;
-      this.iDst = ip + IPV4_DST_OFFSET;
-      this.iIpCsum = ip + IPV4_CHECKSUM_OFFSET;
-      this.iProto = buf[ip + IPV4_PROTOCOL_OFFSET]!;
-      this.iL4 = ipv4FragmentOffset(buf, ip) === 0 ? ip + ihl : -1;
-      fixedEnd = ip + ihl;
-    } else {
-      if (avail < IPV6_HEADER_LEN || buf[ip]! >>> 4 !== 6) return NatDrop.BadIcmpError;
-      this.iSrc = ip + IPV6_SRC_OFFSET;
-      this.iDst = ip + IPV6_DST_OFFSET;
-      this.iIpCsum = -1;
-      const packed = ipv6TransportOffset(buf, ip, avail);
-      if (packed === IPV6_CHAIN_INVALID || chainProtocol(packed) === IP_PROTO_IPV6_FRAG) {
-        this.iProto = packed === IPV6_CHAIN_INVALID ? 0xff : IP_PROTO_IPV6_FRAG;
-        this.iL4 = -1;
-      } else {
-        this.iProto = chainProtocol(packed);
-        this.iL4 = chainOffset(packed);
-      }
-      fixedEnd = ip + IPV6_HEADER_LEN;
-    }
-    this.iPorts = false;
-    this.iCsumOff = -1;
-    this.iAddrKind = CSUM_NONE;
-    this.iFieldKind = CSUM_NONE;
-    const il4 = this.iL4;
-    const ia = il4 >= 0 ? this.v.end - il4 : 0;
-    const p = this.iProto;
-    if (il4 >= 0) {
-      if (p === IP_PROTO_TCP) {
-        this.iPorts = ia >= L4_PORTS_LEN;
-        if (ia >= TCP_CHECKSUM_OFFSET + 2) {
-          this.iCsumOff = il4 + TCP_CHECKSUM_OFFSET;
-          this.iAddrKind = this.iFieldKind = CSUM_ALWAYS;
-        }
-      } else if (p === IP_PROTO_UDP) {
-        this.iPorts = ia >= L4_PORTS_LEN;
-        if (ia >= UDP_HEADER_LEN) {
-          this.iCsumOff = il4 + UDP_CHECKSUM_OFFSET;
-          this.iAddrKind = this.iFieldKind = CSUM_UDP;
-        }
-      } else if ((p === IP_PROTO_ICMP && this.v.family === 4) || (p === IP_PROTO_ICMPV6 && this.v.family === 6)) {
-        const t = ia >= 1 ? buf[il4]! : 0xff;
-        const echo = this.v.family === 4 ? t === ICMPV4_ECHO_REQUEST || t === ICMPV4_ECHO_REPLY : t === ICMPV6_ECHO_REQUEST || t === ICMPV6_ECHO_REPLY;
-        if (echo) {
-          this.iPorts = ia >= ICMP_ECHO_ID_OFFSET + 2;
-          if (ia >= ICMP_CHECKSUM_OFFSET + 2) {
-            this.iCsumOff = il4 + ICMP_CHECKSUM_OFFSET;
-            this.iFieldKind = CSUM_ALWAYS;
-            this.iAddrKind = this.v.family === 6 ? CSUM_ALWAYS : CSUM_NONE;
-          }
-        }
-      }
-    }
-    // The quoted bytes we may modify: the embedded IP header and the first 18 bytes of its
-    // transport header (ports, identifier, UDP/ICMP/TCP checksums). Their sum before and after
-    // gives the outer ICMP checksum update (RFC 1624 applied to the region as one quantity;
-    // the region starts at an even offset from the ICMP header, so its words line up).
-    let re = il4 >= 0 ? il4 + TCP_CHECKSUM_OFFSET + 2 : fixedEnd;
-    if (re < fixedEnd) re = fixedEnd;
-    if (re > this.v.end) re = this.v.end;
-    this.iRegionEnd = re;
-    this.iRegionSum = foldSum(sumWords(buf, ip, re - ip));
-    return NAT_FORWARD;
-  }
-
-  /** Rewrite an address of the quoted packet (inner IPv4 header checksum + inner pseudo header). */
-  private innerAddress(buf: Uint8Array, addrOff: number, neu: Uint8Array, newOff: number): void {
-    rewriteAddress(buf, addrOff, this.v.addrLen, neu, newOff, this.iIpCsum, this.iCsumOff, this.iAddrKind);
-  }
-
-  /** Rewrite a port / identifier of the quoted packet. */
-  private innerWord(buf: Uint8Array, off: number, value: number): void {
-    rewriteWord(buf, off, value, this.iCsumOff, this.iFieldKind);
-  }
-
-  /** Fold every change made to the quoted bytes into the outer ICMP checksum. */
-  private finishIcmpError(buf: Uint8Array): void {
-    const after = foldSum(sumWords(buf, this.iIp, this.iRegionEnd - this.iIp));
-    if (after === this.iRegionSum) return;
-    const c = this.v.l4 + ICMP_CHECKSUM_OFFSET;
-    writeChecksum(buf, c, checksumUpdate16(readChecksum(buf, c), this.iRegionSum, after));
   }
 
   /** Masquerade an outbound packet (not an ICMP error) through conntrack. */
@@ -669,9 +488,9 @@ export class Nat {
   private snatOutboundIcmpError(buf: Uint8Array, now: number): number {
     const snat = this.v.family === 4 ? this.snat4 : this.snat6;
     if (snat === undefined) return NatDrop.SnatNoAddress;
-    if (this.iPorts) {
-      const il4 = this.iL4;
-      const p = this.iProto;
+    if (this.q.ports) {
+      const il4 = this.q.l4;
+      const p = this.q.proto;
       let localOff: number;
       let remotePort: number;
       if (p === IP_PROTO_TCP || p === IP_PROTO_UDP) {
@@ -682,10 +501,10 @@ export class Nat {
         remotePort = 0;
       }
       const ct = this.conntrack;
-      const e = ct.findOriginal(this.v.family, p, buf, this.iDst, read16(buf, localOff), this.iSrc, remotePort, now);
+      const e = ct.findOriginal(this.v.family, p, buf, this.q.dst, read16(buf, localOff), this.q.src, remotePort, now);
       if (e >= 0) {
-        this.innerAddress(buf, this.iDst, snat, 0);
-        this.innerWord(buf, localOff, ct.natPort[e]!);
+        this.q.address(buf, this.q.dst, snat, 0);
+        this.q.word(buf, localOff, ct.natPort[e]!);
       }
     }
     // With or without a flow (e.g. a node's Time Exceeded about a pod-to-pod packet), the error's
@@ -726,9 +545,9 @@ export class Nat {
    * is in the flow's original direction (SNAT address → remote, already remapped above).
    */
   private snatInboundIcmpError(buf: Uint8Array, now: number): number {
-    if (!this.iPorts) return NatDrop.NoConntrack;
-    const il4 = this.iL4;
-    const p = this.iProto;
+    if (!this.q.ports) return NatDrop.NoConntrack;
+    const il4 = this.q.l4;
+    const p = this.q.proto;
     let natOff: number;
     let remotePort: number;
     if (p === IP_PROTO_TCP || p === IP_PROTO_UDP) {
@@ -739,12 +558,12 @@ export class Nat {
       remotePort = 0;
     }
     const ct = this.conntrack;
-    const e = ct.findReply(this.v.family, p, buf, this.iDst, remotePort, read16(buf, natOff), now);
+    const e = ct.findReply(this.v.family, p, buf, this.q.dst, remotePort, read16(buf, natOff), now);
     if (e < 0) return NatDrop.NoConntrack;
     const a = ct.addrOffset(e);
     rewriteAddress(buf, this.v.dstOff, this.v.addrLen, ct.origAddr, a, this.v.ipCsumOff, this.addrCsumOff, this.addrCsumKind);
-    this.innerAddress(buf, this.iSrc, ct.origAddr, a);
-    this.innerWord(buf, natOff, ct.origPort[e]!);
+    this.q.address(buf, this.q.src, ct.origAddr, a);
+    this.q.word(buf, natOff, ct.origPort[e]!);
     return NAT_FORWARD;
   }
 

@@ -37,7 +37,8 @@ import { IP_OK, IpView, parseIp } from '../packet/ip-view.js';
 import { IPV4_TTL_OFFSET, decrementIpv4Ttl } from '../packet/ipv4.js';
 import { IPV6_HOP_LIMIT_OFFSET } from '../packet/ipv6.js';
 import { PacketList } from '../packet/packet-list.js';
-import { NAT_FORWARD, NAT_REPLY, type Nat, type NatPeer } from '../nat/nat.js';
+import { type Nat, type NatPeer } from '../nat/nat.js';
+import { NAT_FORWARD, NAT_REPLY } from '../nat/results.js';
 import { TokenBucket } from '../ratelimit/token-bucket.js';
 import { PrefixMatcher } from '../route/prefix-matcher.js';
 import {

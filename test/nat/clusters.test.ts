@@ -6,7 +6,8 @@
 import { describe, expect, it } from 'vitest';
 import { ICMPV4_ECHO_REPLY, ICMPV4_DEST_UNREACHABLE, ICMPV4_CODE_PORT_UNREACHABLE, ICMPV6_DEST_UNREACHABLE, ICMPV6_CODE_PORT_UNREACHABLE } from '../../src/packet/icmp.js';
 import { TCP_FLAG_ACK, TCP_FLAG_SYN } from '../../src/packet/tcp.js';
-import { NAT_FORWARD, Nat } from '../../src/nat/nat.js';
+import { Nat } from '../../src/nat/nat.js';
+import { NAT_FORWARD } from '../../src/nat/results.js';
 import { icmpEcho, tcpPacket, udpPacket } from '../packet/factory.js';
 import { bytesOf, dstOf, icmpErrorPacket, portsOf, quotedOf, recomputeAll, srcOf, type Pkt } from './helpers.js';
 

@@ -23,7 +23,8 @@ import { IPV6_DST_OFFSET, IPV6_SRC_OFFSET, ipv6HeaderValid, ipv6NextHeader, ipv6
 import { TCP_FLAG_ACK, TCP_FLAG_SYN, tcpFindMssOption } from '../../src/packet/tcp.js';
 import { clampMss } from '../../src/nat/pmtu.js';
 import { TokenBucket } from '../../src/ratelimit/token-bucket.js';
-import { NAT_FORWARD, NAT_REPLY, Nat, NatDrop, type NatPeer } from '../../src/nat/nat.js';
+import { Nat, type NatPeer } from '../../src/nat/nat.js';
+import { NAT_FORWARD, NAT_REPLY, NatDrop } from '../../src/nat/results.js';
 import { tcpPacket, udpPacket } from '../packet/factory.js';
 import { bytesOf, icmpErrorPacket, recomputeAll, withHeadroom, type Pkt } from './helpers.js';
 

@@ -12,7 +12,8 @@ import { ICMPV4_DEST_UNREACHABLE, ICMPV4_TIME_EXCEEDED, ICMPV6_DEST_UNREACHABLE,
 import { IPV4_MIN_HEADER_LEN, fillIpv4Checksum, writeIpv4Header } from '../../src/packet/ipv4.js';
 import { IPV6_HEADER_LEN, writeIpv6Header } from '../../src/packet/ipv6.js';
 import { TCP_FLAG_ACK, TCP_FLAG_FIN, TCP_FLAG_PSH, TCP_FLAG_SYN } from '../../src/packet/tcp.js';
-import { NAT_FORWARD, Nat, NatDrop, type NatPeer } from '../../src/nat/nat.js';
+import { Nat, type NatPeer } from '../../src/nat/nat.js';
+import { NAT_FORWARD, NatDrop } from '../../src/nat/results.js';
 import { icmpEcho, tcpPacket, udpPacket } from '../packet/factory.js';
 import { Prng } from '../util/prng.js';
 import { bytesOf, icmpErrorPacket, mirror, recomputeAll, withHeadroom, type Pkt } from './helpers.js';

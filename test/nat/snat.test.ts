@@ -8,7 +8,8 @@ import { fillIpv4Checksum } from '../../src/packet/ipv4.js';
 import { TCP_FLAG_ACK, TCP_FLAG_FIN, TCP_FLAG_RST, TCP_FLAG_SYN } from '../../src/packet/tcp.js';
 import { NatConfigError } from '../../src/nat/config.js';
 import { CT_TCP_CLOSE, CT_TCP_ESTABLISHED, CT_TCP_FIN_WAIT, CT_TCP_SYN_RECV, CT_TCP_SYN_SENT, CT_TCP_TIME_WAIT } from '../../src/nat/conntrack.js';
-import { NAT_FORWARD, Nat, NatDrop, type NatPeer } from '../../src/nat/nat.js';
+import { Nat, type NatPeer } from '../../src/nat/nat.js';
+import { NAT_FORWARD, NatDrop } from '../../src/nat/results.js';
 import { icmpEcho, tcpPacket, udpPacket } from '../packet/factory.js';
 import { bytesOf, dstOf, icmpErrorPacket, mirror, portsOf, quotedOf, recomputeAll, srcOf, type Pkt } from './helpers.js';
 

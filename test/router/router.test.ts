@@ -8,7 +8,8 @@
  */
 import { describe, expect, it } from 'vitest';
 import { GeneveTunnelTable, type GeneveTunnel } from '../../src/geneve/table.js';
-import { NatDrop, Nat } from '../../src/nat/nat.js';
+import { Nat } from '../../src/nat/nat.js';
+import { NatDrop } from '../../src/nat/results.js';
 import { formatAddress } from '../../src/packet/addr.js';
 import { ICMPV4_DEST_UNREACHABLE, ICMPV4_TIME_EXCEEDED, icmpv4ChecksumValid } from '../../src/packet/icmp.js';
 import type { IpView } from '../../src/packet/ip-view.js';
