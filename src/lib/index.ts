@@ -9,7 +9,8 @@
  * - WireGuard: `createWireGuardDevice` (an engine you feed packets; from keys or from a gateway
  *   configuration), `MemoryNetwork` (in-process datagram delivery between devices),
  *   `startWgDaemon` (TUN + UDP + wg(8)'s UAPI socket), `wireGuardStatus`.
- * - Data plane: `startGateway`, `startNodeAgent` (the same engines `weft up` runs).
+ * - Data plane: `startGateway`, `startNodeAgent` (the same engines `weft up` runs); the I/O-free
+ *   `Router` the gateway runs between its ports, with `Nat` and `GeneveTunnelTable` to feed it.
  * - Keys and crypto: `generatePrivateKey`, `publicKeyOf`, `generatePresharedKey`,
  *   `getCryptoBackend`.
  *
@@ -108,6 +109,20 @@ export { startGateway, startNodeAgent } from './dataplane.js';
 export type { Gateway, GatewayOptions, GatewayStats } from '../gateway/gateway.js';
 export type { NodeAgent, NodeAgentOptions, NodeAgentStats } from '../node/agent.js';
 export type { PeerStatsSample, StatsSource } from '../control/metrics.js';
+
+// ---------------------------------------------------------------------------------------------
+// The router (I/O-free): what the gateway runs between its ports, for embedding and simulation
+
+export { Router, RouterLanes, RouterDrop, ROUTER_DROP_NAMES } from '../router/router.js';
+export type { NodeRoutes, RouterOptions, RouterPeer } from '../router/router.js';
+export {
+  HOOK_FORWARD, HOOK_INPUT, HOOK_NAMES, HOOK_OUTPUT, HOOK_POSTROUTING, HOOK_PREROUTING, VERDICT_ACCEPT, VERDICT_DROP, PacketMeta,
+} from '../router/hooks.js';
+export type { PacketHook } from '../router/hooks.js';
+export { Nat } from '../nat/nat.js';
+export type { NatConfig, NatPeerConfig } from '../nat/config.js';
+export { GeneveTunnelTable } from '../geneve/table.js';
+export { IpView, parseIp } from '../packet/ip-view.js';
 
 // ---------------------------------------------------------------------------------------------
 // Version
