@@ -65,12 +65,14 @@ describe('weft as a package', () => {
     const r = runModule('names.mjs', `import * as weft from 'weft'; console.log(JSON.stringify(Object.keys(weft).sort()));`);
     expect(r.status, r.stderr).toBe(0);
     expect(JSON.parse(r.stdout)).toEqual([
-      'ConfigError', 'CryptoBackendError', 'DROP_REASON_NAMES', 'Device', 'ENCRYPT_DROP', 'ENCRYPT_SEND', 'ENCRYPT_STAGED',
-      'EncryptResult', 'KeyFormatError', 'MemoryNetwork', 'RECEIVE_DELIVER', 'RECEIVE_DROP', 'RECEIVE_HANDSHAKE',
-      'RECEIVE_KEEPALIVE', 'ReceiveResult', 'WEFT_VERSION', 'WireGuardConfigError', 'WireGuardDevice',
-      'createWireGuardDevice', 'diffConfig', 'generatePresharedKey', 'generatePrivateKey', 'getCryptoBackend',
-      'loadConfig', 'parseConfig', 'parseConfigYaml', 'publicKeyOf', 'startGateway', 'startNodeAgent', 'startWgDaemon',
-      'wireGuardStatus',
+      'ConfigError', 'CryptoBackendError', 'DROP_REASON_NAMES', 'Device', 'ENCRYPT_DROP', 'ENCRYPT_SEND',
+      'ENCRYPT_STAGED', 'EncryptResult', 'GeneveTunnelTable', 'HOOK_FORWARD', 'HOOK_INPUT', 'HOOK_NAMES',
+      'HOOK_OUTPUT', 'HOOK_POSTROUTING', 'HOOK_PREROUTING', 'IpView', 'KeyFormatError', 'MemoryNetwork', 'Nat',
+      'PacketMeta', 'RECEIVE_DELIVER', 'RECEIVE_DROP', 'RECEIVE_HANDSHAKE', 'RECEIVE_KEEPALIVE', 'ROUTER_DROP_NAMES',
+      'ReceiveResult', 'Router', 'RouterDrop', 'RouterLanes', 'VERDICT_ACCEPT', 'VERDICT_DROP', 'WEFT_VERSION',
+      'WireGuardConfigError', 'WireGuardDevice', 'createWireGuardDevice', 'diffConfig', 'generatePresharedKey',
+      'generatePrivateKey', 'getCryptoBackend', 'loadConfig', 'parseConfig', 'parseConfigYaml', 'parseIp',
+      'publicKeyOf', 'startGateway', 'startNodeAgent', 'startWgDaemon', 'wireGuardStatus',
     ]);
   });
 

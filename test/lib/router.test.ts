@@ -20,7 +20,8 @@ describe('library: Router', () => {
     expect(lanes.toPeers.tags[0]).toBe('link-b');
     router.attach(HOOK_FORWARD, { name: 'deny', process: () => VERDICT_DROP });
     lanes.clear();
-    router.fromNodes(p.buf, Uint32Array.of(p.off), Uint32Array.of(p.len), 1, Date.now(), lanes);
+    const q = udpPacket({ src: '10.0.1.1', dst: '10.71.0.9', sport: 1, dport: 2, headroom: 128 }); // p was translated in place
+    router.fromNodes(q.buf, Uint32Array.of(q.off), Uint32Array.of(q.len), 1, Date.now(), lanes);
     expect(lanes.toPeers.count).toBe(0);
     expect(router.drops[ROUTER_DROP_NAMES.indexOf('filtered')]).toBe(1);
   });
