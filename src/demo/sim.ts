@@ -13,14 +13,13 @@
  * UDP port 9 (discard) and answers any other UDP port with ICMP Port Unreachable (RFC 792), as a
  * kernel would. A node's own host stack records what reaches the node's internal address.
  *
- * The wire: a bounded ring of preallocated datagram slots (a full ring drops and counts, it never
- * grows); a datagram is copied into a slot when sent — that copy IS the simulated wire — and
- * handed to the receiver in place, with headroom in front for in-place encapsulation/encryption.
- * Everything runs synchronously: `pump()` delivers until the ring is empty. Time is the wall
- * clock (WireGuard timestamps are TAI64N of wall-clock time).
+ * The wire is io/memory-wire.ts (a bounded ring of datagram slots, delivered in place with
+ * headroom for encapsulation/encryption). Everything runs synchronously: `pump()` delivers until
+ * the ring is empty. Time is the wall clock (WireGuard timestamps are TAI64N of wall-clock time).
  */
 import { parseConfig, decodeKey, type GatewayConfig, type NodeConfig } from '../control/config.js';
 import { getCryptoBackend } from '../crypto/select.js';
+import { MemoryWire } from '../io/memory-wire.js';
 import { GeneveEngine, GeneveResult, GeneveVerdict } from '../geneve/engine.js';
 import { GeneveTunnelTable, type GeneveTunnel } from '../geneve/table.js';
 import { Nat } from '../nat/nat.js';
@@ -49,77 +48,13 @@ import {
   findPod, gatewayConfig, type DemoRow, nodeConfig, remotePodAddress, remoteSnatAddress, type DemoCluster, type DemoPlan,
 } from './plan.js';
 
-/** Bytes in front of every received datagram: room for WireGuard's and Geneve's headers. */
-const RX_HEADROOM = 128;
+/** Room for the packets pods and hosts originate. */
 const SLOT_SIZE = 2048;
-const RING_SLOTS = 1024;
 /** Where pods and hosts build the packets they originate (headroom for the node's Geneve header). */
 const TX_OFFSET = 128;
 const UDP_ECHO_PORT = 7;
 const UDP_DISCARD_PORT = 9;
 const TRACE_PORT = 33434;
-
-type Receiver = (buf: Uint8Array, off: number, len: number, fromAddress: string, fromPort: number) => void;
-
-/** The simulated wire: a bounded ring of datagram slots, delivered in order by pump(). */
-export class SimWire {
-  private readonly slots: Uint8Array[] = [];
-  private readonly lens = new Int32Array(RING_SLOTS);
-  private readonly to: (Receiver | undefined)[] = new Array<Receiver | undefined>(RING_SLOTS);
-  private readonly fromAddr: string[] = new Array<string>(RING_SLOTS).fill('');
-  private readonly fromPort = new Int32Array(RING_SLOTS);
-  private head = 0;
-  private count = 0;
-  private readonly endpoints = new Map<string, Receiver>();
-  /** Datagrams dropped: ring full, or nobody listening at the destination. */
-  droppedFull = 0;
-  droppedNoListener = 0;
-  delivered = 0;
-  /**
-   * Optional observer of every datagram accepted onto the wire (tests: what travels where). The
-   * bytes are a view valid only during the call.
-   */
-  tap: ((toAddress: string, toPort: number, fromAddress: string, fromPort: number, bytes: Uint8Array) => void) | null = null;
-
-  constructor() {
-    for (let i = 0; i < RING_SLOTS; i++) this.slots.push(new Uint8Array(SLOT_SIZE));
-  }
-
-  listen(address: string, port: number, r: Receiver): void {
-    this.endpoints.set(`${address}:${port}`, r);
-  }
-
-  send(toAddress: string, toPort: number, fromAddress: string, fromPort: number, buf: Uint8Array, off: number, len: number): void {
-    const r = this.endpoints.get(`${toAddress}:${toPort}`);
-    if (r === undefined) {
-      this.droppedNoListener++;
-      return;
-    }
-    if (this.count === RING_SLOTS || RX_HEADROOM + len > SLOT_SIZE) {
-      this.droppedFull++;
-      return;
-    }
-    const i = (this.head + this.count) % RING_SLOTS;
-    this.slots[i]!.set(buf.subarray(off, off + len), RX_HEADROOM);
-    this.lens[i] = len;
-    this.to[i] = r;
-    this.fromAddr[i] = fromAddress;
-    this.fromPort[i] = fromPort;
-    this.count++;
-    this.tap?.(toAddress, toPort, fromAddress, fromPort, this.slots[i]!.subarray(RX_HEADROOM, RX_HEADROOM + len));
-  }
-
-  /** Delivers until nothing is in flight (bounded: a forwarding loop cannot spin forever). */
-  pump(maxDeliveries = 1_000_000): void {
-    for (let n = 0; this.count > 0 && n < maxDeliveries; n++) {
-      const i = this.head;
-      this.head = (this.head + 1) % RING_SLOTS;
-      this.count--;
-      this.delivered++;
-      this.to[i]!(this.slots[i]!, RX_HEADROOM, this.lens[i]!, this.fromAddr[i]!, this.fromPort[i]!);
-    }
-  }
-}
 
 function now(): number {
   return Date.now();
@@ -304,7 +239,7 @@ export class SimNode {
   private readonly res = new GeneveResult();
   private readonly scratch = new Uint8Array(SLOT_SIZE);
 
-  constructor(readonly name: string, readonly config: NodeConfig, private readonly wire: SimWire) {
+  constructor(readonly name: string, readonly config: NodeConfig, private readonly wire: MemoryWire) {
     this.engine = new GeneveEngine(this.table);
     const n = config.node;
     this.internal = parseAddress(n.gateways[0]!.localInternalAddress);
@@ -390,7 +325,7 @@ export class SimGatewayShell {
   private readonly links: Peer[] = [];
   private readonly underlay: string;
 
-  constructor(readonly cluster: DemoCluster, readonly config: GatewayConfig, private readonly wire: SimWire) {
+  constructor(readonly cluster: DemoCluster, readonly config: GatewayConfig, private readonly wire: MemoryWire) {
     const c = config;
     this.underlay = cluster.gatewayUnderlay;
     this.geneve = new GeneveEngine(this.table);
@@ -498,7 +433,7 @@ export class SimGatewayShell {
 
 /** The whole simulated system, built from the plan's configuration files. */
 export class SimSystem {
-  readonly wire = new SimWire();
+  readonly wire = new MemoryWire();
   readonly gateways: Record<'a' | 'b', SimGatewayShell>;
   readonly nodes = new Map<string, SimNode>();
   readonly pods = new Map<string, SimPod>();

@@ -8,7 +8,8 @@
  */
 import type { CryptoBackend } from '../crypto/backend.js';
 import { PacketBatch } from '../io/batch.js';
-import { TunDevice, DEFAULT_TUN_MTU, MAX_PACKET } from '../io/tun.js';
+import { MAX_PACKET } from '../io/sizes.js';
+import { TunDevice, DEFAULT_TUN_MTU } from '../io/tun.js';
 import { UdpError } from '../io/udp.js';
 import { UapiServer } from '../io/uapi-server.js';
 import { Device, WireGuardConfigError } from '../wireguard/device.js';

@@ -31,8 +31,6 @@ import {
 
 export const TUN_DEVICE_PATH = '/dev/net/tun';
 export const DEFAULT_TUN_MTU = 1420;
-/** Largest inner packet the pipelines handle (a TUN MTU up to 9216, jumbo frames): sizes receive slots. */
-export const MAX_PACKET = 9216;
 const IFNAMSIZ = 16;
 const IFREQ_SIZE = 40;
 const IFREQ_UNION_OFFSET = 16; // ifr_flags (short) / ifr_mtu (int)

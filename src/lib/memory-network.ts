@@ -7,15 +7,11 @@
  * Bounded: `run()` processes at most `maxSteps` datagrams per call (default 10 000) and the
  * queue holds at most `maxQueue` (default 10 000); beyond that datagrams are dropped and
  * counted in `dropped`, never queued without limit. Datagrams to an endpoint with no device
- * are counted in `undeliverable`.
+ * are counted in `undeliverable`. The queue is io/memory-wire.ts.
  */
+import { MAX_PACKET } from '../io/sizes.js';
+import { MemoryWire } from '../io/memory-wire.js';
 import type { Datagram, WireGuardDevice } from './wireguard.js';
-
-interface InFlight {
-  readonly data: Uint8Array;
-  readonly from: string;
-  readonly to: string;
-}
 
 export interface MemoryNetworkOptions {
   readonly maxQueue?: number;
@@ -24,29 +20,42 @@ export interface MemoryNetworkOptions {
   readonly clock?: () => number;
 }
 
-function key(address: string, port: number): string {
-  return address.includes(':') ? `[${address}]:${port}` : `${address}:${port}`;
+/** "a.b.c.d:port" / "[v6]:port" → its parts (API misuse throws). */
+function splitEndpoint(endpoint: string): { address: string; port: number } {
+  const m = /^\[([^\]]+)\]:(\d+)$/.exec(endpoint) ?? /^([^:]+):(\d+)$/.exec(endpoint);
+  if (m === null) throw new Error(`MemoryNetwork: endpoint ${endpoint} is not address:port`);
+  return { address: m[1]!, port: Number(m[2]) };
 }
 
+/** The WireGuard facade on io/memory-wire.ts, the in-memory network the simulations use too. */
 export class MemoryNetwork {
+  private readonly wire: MemoryWire;
   private readonly byEndpoint = new Map<string, WireGuardDevice>();
-  private readonly endpointOf = new Map<WireGuardDevice, string>();
+  private readonly endpointOf = new Map<WireGuardDevice, { address: string; port: number }>();
   private readonly inbox = new Map<WireGuardDevice, Uint8Array[]>();
-  private queue: InFlight[] = [];
-  private readonly maxQueue: number;
   private readonly maxSteps: number;
   private readonly clock: (() => number) | undefined;
-  /** Datagrams dropped because the queue was full. */
-  dropped = 0;
-  /** Datagrams addressed to an endpoint where no device is attached. */
-  undeliverable = 0;
-  /** Datagrams delivered to a device. */
-  carried = 0;
 
   constructor(options: MemoryNetworkOptions = {}) {
-    this.maxQueue = options.maxQueue ?? 10_000;
+    // A transport datagram is 32 bytes + the padded packet.
+    this.wire = new MemoryWire({ slots: options.maxQueue ?? 10_000, maxDatagram: MAX_PACKET + 48, headroom: 0 });
     this.maxSteps = options.maxSteps ?? 10_000;
     this.clock = options.clock;
+  }
+
+  /** Datagrams dropped because the queue was full. */
+  get dropped(): number {
+    return this.wire.droppedFull;
+  }
+
+  /** Datagrams addressed to an endpoint where no device is attached. */
+  get undeliverable(): number {
+    return this.wire.droppedNoListener;
+  }
+
+  /** Datagrams delivered to a device. */
+  get carried(): number {
+    return this.wire.delivered;
   }
 
   /** Attaches `device` at `endpoint` ("address:port", IPv6 "[address]:port"); returns the device. */
@@ -54,8 +63,14 @@ export class MemoryNetwork {
     const ep = endpoint.trim();
     if (this.byEndpoint.has(ep)) throw new Error(`MemoryNetwork: ${ep} is already attached`);
     if (this.endpointOf.has(device)) throw new Error('MemoryNetwork: this device is already attached');
+    const at = splitEndpoint(ep);
+    this.wire.listen(at.address, at.port, (buf, off, len, fromAddress, fromPort) => {
+      const r = device.receive(buf.subarray(off, off + len), { address: fromAddress, port: fromPort }, this.now());
+      if (r.packets.length > 0) this.inbox.get(device)!.push(...r.packets);
+      this.enqueue(device, r.datagrams);
+    });
     this.byEndpoint.set(ep, device);
-    this.endpointOf.set(device, ep);
+    this.endpointOf.set(device, at);
     this.inbox.set(device, []);
     return device;
   }
@@ -74,21 +89,7 @@ export class MemoryNetwork {
 
   /** Carries queued datagrams (at most maxSteps); returns how many were handed to devices. */
   run(): number {
-    let n = 0;
-    while (this.queue.length > 0 && n < this.maxSteps) {
-      const batch = this.queue;
-      this.queue = [];
-      for (const d of batch) {
-        const dev = this.byEndpoint.get(d.to);
-        if (dev === undefined) { this.undeliverable++; continue; }
-        n++;
-        this.carried++;
-        const r = dev.receive(d.data, d.from, this.now());
-        if (r.packets.length > 0) this.inbox.get(dev)!.push(...r.packets);
-        this.enqueue(dev, r.datagrams);
-      }
-    }
-    return n;
+    return this.wire.pump(this.maxSteps);
   }
 
   /** The packets delivered to `device` since the last call (the list is then emptied). */
@@ -107,9 +108,6 @@ export class MemoryNetwork {
   private enqueue(from: WireGuardDevice, datagrams: readonly Datagram[]): void {
     const src = this.endpointOf.get(from);
     if (src === undefined) throw new Error('MemoryNetwork: device is not attached');
-    for (const d of datagrams) {
-      if (this.queue.length >= this.maxQueue) { this.dropped++; continue; }
-      this.queue.push({ data: d.data, from: src, to: key(d.address, d.port) });
-    }
+    for (const d of datagrams) this.wire.send(d.address, d.port, src.address, src.port, d.data, 0, d.data.length);
   }
 }
