@@ -294,7 +294,7 @@ export class Gateway implements StatsSource {
       device: this.device, mtu: MAX_PACKET, batchSize: batch, rxHeadroom: HEADROOM, rxTailroom: TAILROOM,
       clock: this.clock, onError: this.onError,
       ...(opts.socketBuffer === undefined ? {} : { socketBuffer: opts.socketBuffer }),
-      sink: { writeBatch: (buf, offs, lens, n) => this.onWireguardPackets(buf, offs, lens, n) },
+      sink: { writeBatch: (buf, offs, lens, _peers, n) => this.onWireguardPackets(buf, offs, lens, n) },
     });
     await withNetnsAsync(opts.netns, () => this.wg.bind(c.wireguard.listenPort));
     const tunBatch = new PacketBatch({ capacity: batch, headroom: HEADROOM, maxLen: Math.max(mtu, 1500), tailroom: TAILROOM });
