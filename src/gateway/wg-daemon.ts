@@ -74,7 +74,9 @@ export class WgDaemon {
     let port: WireGuardPort | null = null;
     try {
       port = new WireGuardPort({
-        device, sink: tun, mtu: MAX_PACKET,
+        device, mtu: MAX_PACKET,
+        // The TUN takes packets of every peer alike (the kernel routes them).
+        sink: { writeBatch: (buf, offs, lens, _peers, n) => tun.writeBatch(buf, offs, lens, n) },
         onError: (what, err) => log('info', `${what}: ${err instanceof Error ? err.message : String(err)}`),
       });
       await port.bind(0);

@@ -8,9 +8,10 @@
  *
  * Data path, zero allocation per packet in steady state:
  *   inner batch (packets at offs[i] with ≥16 bytes headroom, ≥32 tailroom) → Device.encrypt in
- *   place → destination records grouped by address family → one sendmmsg per family.
+ *   place (or Device.encryptFor when the caller names each packet's peer) → destination
+ *   records grouped by address family → one sendmmsg per family.
  *   UDP batch → transport data: Device.receive decrypts in place → InnerSink.writeBatch once
- *   per batch; handshake messages: copied into the handshake ring (bounded; full → counted
+ *   per batch, with the peer each packet came from; handshake messages: copied into the handshake ring (bounded; full → counted
  *   drop) and processed a few per event-loop turn, so a handshake flood cannot starve data.
  *
  * Ownership: batches belong to their readers and are valid only during the callback; nothing
@@ -30,8 +31,12 @@ import { SendList } from './send-list.js';
 
 /** Where decrypted inner packets go (a TUN device, or the gateway's routing stage). */
 export interface InnerSink {
-  /** Takes packets i < count at buf[offs[i], offs[i]+lens[i]); returns how many it accepted. */
-  writeBatch(buf: Uint8Array, offs: Uint32Array, lens: Uint32Array, count: number): number;
+  /**
+   * Takes packets i < count at buf[offs[i], offs[i]+lens[i]), packet i decrypted by the session
+   * of peers[i]; returns how many it accepted. All arrays are the port's, reused per batch:
+   * valid only during the call (entries at i >= count are stale).
+   */
+  writeBatch(buf: Uint8Array, offs: Uint32Array, lens: Uint32Array, peers: readonly Peer[], count: number): number;
 }
 
 export interface WireGuardPortOptions {
@@ -108,6 +113,7 @@ export class WireGuardPort {
   private lastAddress = '';
   private lastPort = 0;
   private readonly deliverLens: Uint32Array;
+  private readonly deliverPeers: Peer[];
 
   // Send side: per-family destination records and offsets of one encrypt batch.
   private readonly encResult = new EncryptResult();
@@ -151,6 +157,7 @@ export class WireGuardPort {
     this.rx6Words = new Uint32Array(this.rx6.addrs.buffer, this.rx6.addrs.byteOffset, batch * ADDR_RECORD_WORDS);
     this.deliverOffs = new Uint32Array(batch);
     this.deliverLens = new Uint32Array(batch);
+    this.deliverPeers = new Array<Peer>(batch);
     this.send4 = new SendList(Math.max(batch, 256));
     this.send6 = new SendList(Math.max(batch, 256));
     this.hsCapacity = opts.handshakeQueueSize ?? 1024;
@@ -219,17 +226,22 @@ export class WireGuardPort {
 
   /**
    * Encrypts and sends packets i < count of an inner batch: buf[offs[i], +lens[i]) with at least
-   * 16 bytes before and 32 after each packet that this call may overwrite.
+   * 16 bytes before and 32 after each packet that this call may overwrite. Without `peers` each
+   * packet's peer is chosen by its destination (allowed IPs); with it, packet i goes to peers[i]
+   * (Device.encryptFor: no lookup).
    */
-  encryptBatch(buf: Uint8Array, offs: Uint32Array, lens: Uint32Array, count: number): void {
+  encryptBatch(buf: Uint8Array, offs: Uint32Array, lens: Uint32Array, count: number, peers?: readonly Peer[]): void {
     const now = this.clock();
+    const dev = this.device;
     const out = this.encResult;
     const s4 = this.send4;
     const s6 = this.send6;
     s4.count = 0;
     s6.count = 0;
     for (let i = 0; i < count; i++) {
-      if (this.device.encrypt(buf, offs[i], lens[i], now, out) !== ENCRYPT_SEND) continue;
+      const r = peers === undefined ? dev.encrypt(buf, offs[i], lens[i], now, out)
+        : dev.encryptFor(peers[i], buf, offs[i], lens[i], now, out);
+      if (r !== ENCRYPT_SEND) continue;
       // Endpoints are replaced, never mutated (Device.roam/setEndpoint): identity caches the record.
       const ep = out.endpoint!;
       if (ep !== this.lastEndpoint) {
@@ -301,11 +313,12 @@ export class WireGuardPort {
       if (this.device.receive(b.buf, off, len, from, now, underLoad, out) === RECEIVE_DELIVER) {
         this.deliverOffs[deliver] = out.start;
         this.deliverLens[deliver] = out.length;
+        this.deliverPeers[deliver] = out.peer!;
         deliver++;
       }
     }
     if (deliver > 0) {
-      const took = this.sink.writeBatch(b.buf, this.deliverOffs, this.deliverLens, deliver);
+      const took = this.sink.writeBatch(b.buf, this.deliverOffs, this.deliverLens, this.deliverPeers, deliver);
       if (took < deliver) this.stats.innerSinkRefused += deliver - took;
     }
     this.afterActivity();

@@ -74,6 +74,8 @@ export class DeviceState {
   readonly maxPacketSize: number;
   readonly stagedQueueSize: number;
   underLoadUntil = Number.NEGATIVE_INFINITY;
+  /** Written by device-timers.ts updateNextDeadline(). */
+  nextDeadline = Number.POSITIVE_INFINITY;
   /** The DROP_* reason of the last failed stage() (read right after it returns false). */
   lastStageDrop = -1;
 

@@ -38,7 +38,7 @@ import type { CryptoBackend } from '../crypto/backend.js';
 import type { Prefix } from '../packet/addr.js';
 import { DeviceState, type DeviceOptions } from './device-state.js';
 import type { EncryptResult, ReceiveResult } from './device-types.js';
-import { nextDeadline, poll } from './device-timers.js';
+import { poll, updateNextDeadline } from './device-timers.js';
 import { sendHandshakeInitiation } from './handshake.js';
 import { isHandshakeMessage } from './messages.js';
 import {
@@ -264,7 +264,8 @@ export class Device {
 
   /** The earliest timer deadline over all peers (Infinity when nothing is pending). */
   nextDeadline(): number {
-    return nextDeadline(this.s);
+    updateNextDeadline(this.s);
+    return this.s.nextDeadline;
   }
 
   // ===========================================================================================

@@ -58,13 +58,13 @@ function arena(pkts: Built[], headroom = 64): { buf: Uint8Array; offs: Uint32Arr
 }
 
 interface Sink { got: Uint8Array[] }
-function sinkOf(): Sink & { deliverBatch: (buf: Uint8Array, offs: Uint32Array, lens: Uint32Array, t: readonly GeneveTunnel[], n: number) => void; writeBatch: (buf: Uint8Array, offs: Uint32Array, lens: Uint32Array, n: number) => number } {
+function sinkOf(): Sink & { deliverBatch: (buf: Uint8Array, offs: Uint32Array, lens: Uint32Array, t: readonly GeneveTunnel[], n: number) => void; writeBatch: (buf: Uint8Array, offs: Uint32Array, lens: Uint32Array, peers: readonly unknown[], n: number) => number } {
   const s = {
     got: [] as Uint8Array[],
     deliverBatch(buf: Uint8Array, offs: Uint32Array, lens: Uint32Array, _t: readonly GeneveTunnel[], n: number) {
       for (let i = 0; i < n; i++) s.got.push(buf.slice(offs[i], offs[i]! + lens[i]!));
     },
-    writeBatch(buf: Uint8Array, offs: Uint32Array, lens: Uint32Array, n: number) {
+    writeBatch(buf: Uint8Array, offs: Uint32Array, lens: Uint32Array, _peers: readonly unknown[], n: number) {
       for (let i = 0; i < n; i++) s.got.push(buf.slice(offs[i], offs[i]! + lens[i]!));
       return n;
     },
