@@ -65,7 +65,8 @@ describe.skipIf(skip !== null)('one gateway, two peers with the same real pod CI
 
       const peer = (c: string, endpoint: string | undefined, pods: string, ext: string) => ({
         name: `cluster-${c}`, clusterId: `cluster-${c}`, publicKey: keys[c]!.pub,
-        ...(endpoint === undefined ? {} : { endpoint }),
+        // The client side (it knows the endpoint) keeps the tunnel up, as Liqo's does.
+        ...(endpoint === undefined ? {} : { endpoint, persistentKeepalive: 5 }),
         remote: { podCIDRs: ['10.0.0.0/16'], externalCIDRs: ['10.70.0.0/16'] },
         remapped: { podCIDRs: [pods], externalCIDRs: [ext] },
       });
@@ -109,6 +110,10 @@ describe.skipIf(skip !== null)('one gateway, two peers with the same real pod CI
       for (const p of Object.values(procs).filter((x) => x.name.startsWith('gateway') || x.name.startsWith('node'))) {
         await waitFor(`${p.name} ready`, () => /ready (gateway|node)/.test(p.output()) || (p.child.exitCode !== null && Promise.reject(new Error(p.output()))), 15_000);
       }
+      await waitFor('A has a session with B and with C', async () => {
+        const st = await statsOf<GatewayStats>(procs.agw!);
+        return st.peers.length === 2 && st.peers.every((p) => p.connected);
+      }, 15_000, 300);
       for (const c of ['a', 'b', 'c']) {
         await waitFor(`echo server in ${c}`, () => topo.exec(ns[c]!.pod, ['ss', '-Hlnt'], { allowFail: true }).includes(`:${PORT}`), 10_000);
       }
