@@ -11,6 +11,7 @@ const modules: BenchModule[] = [
   { name: 'wireguard', load: async () => (await import('./wireguard.js')).runWireguardBench },
   { name: 'route', load: async () => (await import('./route.js')).runRouteBench },
   { name: 'nat', load: async () => (await import('./nat.js')).runNatBench },
+  { name: 'router', load: async () => (await import('./router.js')).runRouterBench },
   { name: 'geneve', load: async () => (await import('./geneve.js')).runGeneveBench },
   { name: 'io', load: async () => (await import('./io.js')).runIoBench },
 ];

@@ -118,6 +118,9 @@ export class Router<P, G> {
   private natValue: Nat;
   private readonly nodes: NodeRoutes<G>;
   private readonly byLink = new Map<P, RouterPeer<P>>();
+  /** The last link looked up and its peer: a batch usually comes from one peer. */
+  private lastLink: P | undefined = undefined;
+  private lastPeer: RouterPeer<P> | undefined = undefined;
   /** Router peers by NatPeer.index (the outbound lookup yields a NatPeer). */
   private byNatIndex: (RouterPeer<P> | undefined)[] = [];
   private local = new PrefixMatcher<true>();
@@ -158,6 +161,8 @@ export class Router<P, G> {
 
   removePeer(rp: RouterPeer<P>): void {
     if (this.byLink.get(rp.link) !== rp) return;
+    this.lastLink = undefined;
+    this.lastPeer = undefined;
     this.byLink.delete(rp.link);
     this.byNatIndex[rp.nat.index] = undefined;
     this.tunnelRemote.removeValue(rp);
@@ -177,6 +182,8 @@ export class Router<P, G> {
     const old = [...this.byLink.values()];
     this.natValue = nat;
     this.byLink.clear();
+    this.lastLink = undefined;
+    this.lastPeer = undefined;
     this.byNatIndex = [];
     const out = new Map<string, RouterPeer<P>>();
     for (const rp of old) out.set(rp.name, this.addPeer(rp.name, natPeerOf(rp), rp.link));
@@ -305,8 +312,13 @@ export class Router<P, G> {
   private routeFromPeer(buf: Uint8Array, off: number, len: number, link: P, L: RouterLanes<P, G>, now: number): void {
     const v = this.v;
     if (parseIp(buf, off, len, v) !== IP_OK) { this.drops[RouterDrop.BadPacket]!++; return; }
-    const rp = this.byLink.get(link);
-    if (rp === undefined) { this.drops[RouterDrop.UnknownPeer]!++; return; }
+    let rp = this.lastPeer;
+    if (link !== this.lastLink || rp === undefined) {
+      rp = this.byLink.get(link);
+      if (rp === undefined) { this.drops[RouterDrop.UnknownPeer]!++; return; }
+      this.lastLink = link;
+      this.lastPeer = rp;
+    }
     const meta = this.meta;
     meta.source = SOURCE_PEER;
     meta.output = OUTPUT_NONE;
