@@ -61,7 +61,8 @@ describe('RootSkipReporter in a real vitest run', () => {
   function runFixture(mode: string): { status: number | null; out: string } {
     const r = spawnSync(process.execPath, [
       join(ROOT, 'node_modules/vitest/vitest.mjs'), 'run',
-      '--config', join(ROOT, 'test/util/fixtures/root-skip/vitest.config.ts'),
+      // The runner config loader writes no bundled config next to it (works for any user).
+      '--configLoader', 'runner', '--config', join(ROOT, 'test/util/fixtures/root-skip/vitest.config.ts'),
       '--reporter', join(ROOT, 'test/util/root-skip-reporter.ts'), '--reporter', 'default',
     ], { cwd: ROOT, encoding: 'utf8', timeout: 120_000, env: { ...process.env, CIX_FIXTURE_MODE: mode, NO_COLOR: '1', CI: '1' } });
     return { status: r.status, out: `${r.stdout}${r.stderr}` };

@@ -31,12 +31,13 @@ export function checkSkips(tests: readonly TestOutcome[], root: boolean): SkipVe
     .filter((t) => t.state === 'skipped' || t.mode === 'skip' || t.mode === 'todo')
     .map((t) => `${t.file} > ${t.name} (${t.mode === 'todo' ? 'todo' : 'skipped'})`);
   if (skipped.length === 0) return { ok: true, skipped, message: 'no test skipped' };
-  if (!root) return { ok: true, skipped, message: `${skipped.length} test(s) skipped (not root: allowed)` };
+  const list = skipped.map((s) => `  - ${s}`).join('\n');
+  if (!root) return { ok: true, skipped, message: `${skipped.length} test(s) skipped (not root: allowed):\n${list}` };
   return {
     ok: false,
     skipped,
     message: `FAIL: ${skipped.length} test(s) skipped while running as root; as root nothing may be skipped ` +
-      `(install what they need: bash scripts/setup.sh):\n${skipped.map((s) => `  - ${s}`).join('\n')}`,
+      `(install what they need: bash scripts/setup.sh):\n${list}`,
   };
 }
 
