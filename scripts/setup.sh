@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs what Weft needs on a fresh Debian machine (idempotent): system tools used by the
 # end-to-end and interop tests and the demo, then the npm dependencies, then the build.
+# Every command a test needs is here (test/util/requirements.ts PACKAGE_OF names the package):
+# as root a missing one fails its test instead of skipping it.
 # Runs as root (apt-get); --no-install-recommends keeps wireguard-tools from pulling a kernel image.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -10,6 +12,8 @@ command -v wireguard-go >/dev/null 2>&1 || need_apt+=(wireguard-go)
 command -v wg >/dev/null 2>&1 || need_apt+=(wireguard-tools)
 command -v iperf3 >/dev/null 2>&1 || need_apt+=(iperf3)
 command -v tshark >/dev/null 2>&1 || need_apt+=(tshark)
+command -v tcpdump >/dev/null 2>&1 || need_apt+=(tcpdump)
+command -v nft >/dev/null 2>&1 || need_apt+=(nftables)
 command -v ping >/dev/null 2>&1 || need_apt+=(iputils-ping)
 command -v jq >/dev/null 2>&1 || need_apt+=(jq)
 command -v ip >/dev/null 2>&1 || need_apt+=(iproute2)

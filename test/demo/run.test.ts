@@ -9,13 +9,14 @@ import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'nod
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { haveCommand, inNs, isRoot, listNamespaces, runCommand, waitFor } from '../../src/demo/host.js';
+import { inNs, listNamespaces, runCommand, waitFor } from '../../src/demo/host.js';
 import { buildPlan, planNamespaces } from '../../src/demo/plan.js';
 import { defaultDemoDir, runDemo } from '../../src/demo/run.js';
 import { destroyTopology } from '../../src/demo/topology.js';
 import { ensureBuilt, WEFT_BIN } from './dist.js';
+import { needs } from '../util/requirements.js';
 
-const skip = !isRoot() || !['ip', 'ping', 'ss', 'timeout', 'iperf3'].every(haveCommand);
+const skip = needs({ root: true, commands: ['ip', 'ping', 'ss', 'timeout', 'iperf3'] });
 
 async function leftovers(prefix: string): Promise<string[]> {
   const ns = await listNamespaces();
@@ -29,7 +30,7 @@ async function demoProcesses(prefix: string): Promise<string[]> {
   return r.stdout.split('\n').filter((l) => l.includes(dir) && !l.includes(' ps -eo'));
 }
 
-describe.skipIf(skip)('weft demo in network namespaces', () => {
+describe.skipIf(skip !== null)(`weft demo in network namespaces${skip ? ` (skipped: ${skip})` : ''}`, () => {
   beforeAll(async () => {
     for (const p of ['wxd', 'wxk', 'wxs']) await destroyTopology(buildPlan(p));
     await ensureBuilt();

@@ -4,19 +4,20 @@
  * cleanup removes every namespace by its stable name.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { isRoot, listNamespaces, runCommand, inNs, haveCommand } from '../../src/demo/host.js';
+import { listNamespaces, runCommand, inNs } from '../../src/demo/host.js';
 import { buildPlan, planNamespaces } from '../../src/demo/plan.js';
 import { buildTopology, destroyTopology } from '../../src/demo/topology.js';
+import { needs } from '../util/requirements.js';
 
 const plan = buildPlan('wxt');
-const skip = !isRoot() || !haveCommand('ip') || !haveCommand('ping');
+const skip = needs({ root: true, commands: ['ip', 'ping'] });
 
 async function ping(ns: string, addr: string): Promise<number> {
   const r = await runCommand(inNs(ns, ['ping', '-n', '-q', '-c', '2', '-i', '0.2', '-W', '1', addr]), { allowFail: true, timeoutMs: 10_000 });
   return Number(/(\d+) received/.exec(r.stdout)?.[1] ?? 0);
 }
 
-describe.skipIf(skip)('demo topology (namespaces, no Weft)', () => {
+describe.skipIf(skip !== null)(`demo topology (namespaces, no Weft)${skip ? ` (skipped: ${skip})` : ''}`, () => {
   const steps: string[] = [];
   beforeAll(async () => {
     await destroyTopology(plan);

@@ -31,7 +31,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { httpCheck, iperfCheck, ping, traceroute, udpEchoCheck } from '../../src/demo/checks.js';
-import { WaitAbort, haveCommand, inNs, isRoot, runCommand, startDaemon, waitFor, type Daemon } from '../../src/demo/host.js';
+import { WaitAbort, inNs, runCommand, startDaemon, waitFor, type Daemon } from '../../src/demo/host.js';
 import { generateDemoKeys } from '../../src/demo/keys.js';
 import { buildPlan, findPod, planNamespaces, remotePodAddress, remoteSnatAddress } from '../../src/demo/plan.js';
 import {
@@ -39,18 +39,16 @@ import {
 } from '../../src/demo/run.js';
 import { buildTopology, destroyTopology } from '../../src/demo/topology.js';
 import { ensureBuilt, LAUNCH_JS, UP_JS, WEFT_BIN } from '../demo/dist.js';
+import { needs, installHint } from '../util/requirements.js';
 
 const PYTHON = '/usr/bin/python3';
 const plan = buildPlan('wx');
 
-function unavailable(): string | null {
-  if (!isRoot()) return 'needs root (network namespaces, veth, TUN)';
-  for (const c of ['ip', 'ping', 'ss', 'timeout', 'iperf3', 'tshark', 'tcpdump']) if (!haveCommand(c)) return `${c} not installed (run scripts/setup.sh)`;
-  if (!existsSync(PYTHON)) return `${PYTHON} not installed`;
-  return null;
-}
-const reason = unavailable();
-if (reason !== null) console.warn(`test/e2e/clusters.test.ts skipped: ${reason}`);
+const reason = needs({
+  root: true,
+  commands: ['ip', 'ping', 'ss', 'timeout', 'iperf3', 'tshark', 'tcpdump'],
+  other: [existsSync(PYTHON) ? null : `${PYTHON} not installed: ${installHint('python3')}`],
+});
 
 /** Turns off transmit checksum offload (ETHTOOL_STXCSUM, SIOCETHTOOL) on interfaces of a namespace. */
 const TX_CSUM_OFF = `

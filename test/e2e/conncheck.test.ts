@@ -97,7 +97,7 @@ async function startGateway(me: 'a' | 'b'): Promise<Spawned> {
 
 beforeAll(async () => {
   if (skip) return;
-  ensureBuilt(['src/cli/weft.js', 'src/cli/commands/up.js', 'src/gateway/gateway.js', 'src/gateway/tunnel-address.js']);
+  ensureBuilt(['src/cli/weft.js', 'src/cli/commands/up.js', 'src/gateway/gateway.js', 'src/control/tunnel-address.js']);
   dir = mkdtempSync(join(tmpdir(), 'wk-cc-'));
   keys.a = wg(['genkey']);
   keys.b = wg(['genkey']);

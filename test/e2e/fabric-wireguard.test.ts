@@ -11,7 +11,7 @@
  * B arriving masqueraded and remapped (10.72.0.0); TCP SYNs are MSS-clamped; the WAN carries
  * only well-formed WireGuard.
  */
-import { existsSync, mkdtempSync } from 'node:fs';
+import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -20,9 +20,7 @@ import { e2eUnavailableReason, ping, sleep, Topology, waitFor, type Spawned } fr
 import { buildFabric, launchArgv, remapped, statsOf, type FabricCluster } from './fabric-topology.js';
 
 const ROOT = resolve(import.meta.dirname, '../..');
-const skip = e2eUnavailableReason(['iperf3', 'tshark', 'ping'])
-  ?? (existsSync(join(ROOT, 'native/build/Release/weft_io.node')) ? null : 'native addon not built')
-  ?? (existsSync(join(ROOT, 'dist/src/cli/launch.js')) ? null : 'not built (run npm run build)');
+const skip = e2eUnavailableReason(['iperf3', 'tshark', 'ping'], { nativeAddon: true, built: ['dist/src/cli/launch.js'] });
 
 const ECHO_PORT = 8080;
 /** A TCP server that answers every connection with the peer address it sees. */

@@ -11,7 +11,7 @@
  * outer checksums, nothing malformed), and a TTL expiring at the gateway comes back as ICMP
  * Time Exceeded from the gateway's internal address (traceroute works).
  */
-import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -20,9 +20,7 @@ import { e2eUnavailableReason, iperfTcp, ping, sleep, Topology, waitFor, type Sp
 import { buildFabric, GATEWAY_INTERNAL, launchArgv, statsOf, type FabricCluster } from './fabric-topology.js';
 
 const ROOT = resolve(import.meta.dirname, '../..');
-const skip = e2eUnavailableReason(['iperf3', 'tshark', 'ping'])
-  ?? (existsSync(join(ROOT, 'native/build/Release/weft_io.node')) ? null : 'native addon not built')
-  ?? (existsSync(join(ROOT, 'dist/src/cli/launch.js')) ? null : 'not built (run npm run build)');
+const skip = e2eUnavailableReason(['iperf3', 'tshark', 'ping'], { nativeAddon: true, built: ['dist/src/cli/launch.js'] });
 
 describe.skipIf(skip !== null)('fabric e2e: pods ↔ nodes ↔ gateway over Geneve', () => {
   const topo = new Topology('wf');

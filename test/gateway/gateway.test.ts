@@ -14,8 +14,6 @@
  * tunnel MTU → Fragmentation Needed (MTU 1340) back to the sender; unknown destination → counted
  * drop; live apply() of pod routes, tunnels, IP mappings and a peer update that keeps the session.
  */
-import { existsSync } from 'node:fs';
-import { join, resolve } from 'node:path';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { parseConfig, type GatewayConfig } from '../../src/control/config.js';
 import { diffConfig } from '../../src/control/diff.js';
@@ -33,8 +31,7 @@ import { Device } from '../../src/wireguard/device.js';
 import { icmpEcho, udpPacket, type Built } from '../packet/factory.js';
 import { e2eUnavailableReason, run, waitFor } from '../util/netns.js';
 
-const ROOT = resolve(import.meta.dirname, '../..');
-const skip = e2eUnavailableReason() ?? (existsSync(join(ROOT, 'native/build/Release/weft_io.node')) ? null : 'native addon not built');
+const skip = e2eUnavailableReason([], { nativeAddon: true });
 // Unique per run: other runs of the suite may share this machine (cleaned up in afterAll).
 const NS = `wfu-${process.pid}`;
 

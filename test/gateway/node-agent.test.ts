@@ -8,16 +8,13 @@
  * adds/changes/removes a gateway's routes and tunnel live (counters of a kept tunnel survive);
  * stop() removes every route and address it added and the TUN device.
  */
-import { existsSync } from 'node:fs';
-import { join, resolve } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { parseConfig, type NodeConfig } from '../../src/control/config.js';
 import { diffConfig } from '../../src/control/diff.js';
 import { NodeAgent } from '../../src/node/agent.js';
 import { e2eUnavailableReason, run } from '../util/netns.js';
 
-const ROOT = resolve(import.meta.dirname, '../..');
-const skip = e2eUnavailableReason() ?? (existsSync(join(ROOT, 'native/build/Release/weft_io.node')) ? null : 'native addon not built');
+const skip = e2eUnavailableReason([], { nativeAddon: true });
 const NS = `wfn-${process.pid}`;
 const UNDER = `wfo-${process.pid}`;
 

@@ -17,11 +17,10 @@ import { GENEVE_MAX_HEADROOM } from '../../src/geneve/mtu.js';
 import { GeneveDrop } from '../../src/geneve/reasons.js';
 import { GeneveTunnelTable } from '../../src/geneve/table.js';
 import { fromHex, icmpEcho, toHex, udpPacket } from '../packet/factory.js';
+import { needs, missingPythonModule } from '../util/requirements.js';
 
 const PY = '/usr/bin/python3';
-const probe = spawnSync(PY, ['-c', 'from scapy.contrib.geneve import GENEVE'], { encoding: 'utf8' });
-const haveScapy = probe.status === 0;
-if (!haveScapy) console.warn(`skipping scapy Geneve tests: ${PY} cannot import scapy.contrib.geneve (${probe.stderr?.trim() ?? probe.error?.message})`);
+const scapyMissing = needs({ other: [missingPythonModule(PY, 'scapy.contrib.geneve', 'python3-scapy', 'from scapy.contrib.geneve import GENEVE')] });
 
 const OUR_MAC = '02:57:0a:50:00:01';
 const PEER_MAC = '02:00:00:00:00:99';
@@ -112,7 +111,7 @@ function makeTable(): GeneveTunnelTable {
   return table;
 }
 
-describe.runIf(haveScapy)('scapy GENEVE interop', () => {
+describe.skipIf(scapyMissing !== null)(`scapy GENEVE interop${scapyMissing ? ` (skipped: ${scapyMissing})` : ''}`, () => {
   let cases: Case[] = [];
 
   beforeAll(() => {

@@ -16,9 +16,10 @@ import { formatAddress } from '../../src/packet/addr.js';
 import { ETHERTYPE_IPV4, ETHERTYPE_IPV6, writeEthHeader } from '../../src/packet/ethernet.js';
 import { icmpEcho, tcpPacket, udpPacket, type Built } from '../packet/factory.js';
 import { PcapWriter } from '../util/pcap.js';
+import { needs } from '../util/requirements.js';
 
 const TSHARK = 'tshark';
-const haveTshark = spawnSync(TSHARK, ['-v'], { encoding: 'utf8' }).status === 0;
+const tsharkMissing = needs({ commands: [TSHARK] });
 
 function optionBlock(parts: { cls: number; type: number; data: number[] }[]): Uint8Array {
   const total = parts.reduce((s, p) => s + 4 + p.data.length, 0);
@@ -41,7 +42,7 @@ interface Expected {
   arp?: boolean;
 }
 
-describe.runIf(haveTshark)('tshark decodes engine-built Geneve frames', () => {
+describe.skipIf(tsharkMissing !== null)(`tshark decodes engine-built Geneve frames${tsharkMissing ? ` (skipped: ${tsharkMissing})` : ''}`, () => {
   let dir: string;
   const expected: Expected[] = [];
   let rows: string[][] = [];

@@ -14,8 +14,7 @@ import { e2eUnavailableReason, run, sleep, Topology, waitFor } from '../util/net
 
 const ROOT = new URL('../../', import.meta.url).pathname;
 const WEFT_WG = join(ROOT, 'bin/weft-wg');
-const unavailable = e2eUnavailableReason(['wg']) ??
-  (existsSync(join(ROOT, 'dist/src/cli/weft-wg.js')) ? null : 'not built (run npm run build)');
+const unavailable = e2eUnavailableReason(['wg'], { built: ['dist/src/cli/weft-wg.js'] });
 
 if (unavailable !== null) {
   describe('weft-wg daemon', () => {

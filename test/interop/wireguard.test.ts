@@ -17,8 +17,7 @@ import {
 
 const ROOT = new URL('../../', import.meta.url).pathname;
 const WEFT_WG = join(ROOT, 'bin/weft-wg');
-const unavailable = e2eUnavailableReason(['wireguard-go', 'wg', 'iperf3', 'tshark']) ??
-  (existsSync(join(ROOT, 'dist/src/cli/weft-wg.js')) ? null : 'not built (run npm run build)');
+const unavailable = e2eUnavailableReason(['wireguard-go', 'wg', 'iperf3', 'tshark'], { built: ['dist/src/cli/weft-wg.js'] });
 
 type Kind = 'weft' | 'wireguard-go';
 

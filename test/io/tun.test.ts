@@ -4,6 +4,7 @@ import { Topology, e2eUnavailableReason, run, waitFor } from '../util/netns.js';
 import { PacketBatch } from '../../src/io/batch.js';
 import { loadNativeIo, nativeIoLoadError } from '../../src/io/native.js';
 import { TunBusyError, TunDevice, TunPermissionError, TunUnavailableError, type TunMechanism } from '../../src/io/tun.js';
+import { skipUnlessRoot } from '../util/requirements.js';
 
 const IPV4_PROTO_ICMP = 1;
 const ICMP_ECHO_REPLY = 0;
@@ -83,7 +84,7 @@ describe.skipIf(reason !== null)(`TunDevice in a network namespace${reason ? ` (
   });
 
   for (const mechanism of mechanisms) {
-    const missing = mechanism === 'native' && loadNativeIo() === null ? nativeIoLoadError() : null;
+    const missing = skipUnlessRoot(mechanism === 'native' && loadNativeIo() === null ? `native addon unusable (${nativeIoLoadError()}): run node native/build.mjs` : null);
     describe.skipIf(missing !== null)(`${mechanism} data path${missing ? ` (skipped: ${missing})` : ''}`, () => {
       it('creates the link with MTU and UP, then answers the kernel ping through the fd', async () => {
         const name = `wio-t${mechanism[0]}`;

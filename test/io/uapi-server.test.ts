@@ -12,6 +12,7 @@ import {
   formatHexKey, planSet, type UapiDeviceSnapshot, type UapiOperation, type UapiPeerSnapshot,
 } from '../../src/wireguard/uapi.js';
 import { formatPrefix, type Prefix } from '../../src/packet/addr.js';
+import { needs } from '../util/requirements.js';
 
 /** An in-memory device applying plans the way the engine must (validate-all then change). */
 class FakeDevice implements UapiHandler {
@@ -160,10 +161,9 @@ describe('UapiServer over a temp directory', () => {
   });
 });
 
-const wgMissing = spawnSync('sh', ['-c', 'command -v wg'], { stdio: 'ignore' }).status !== 0;
-const notRoot = typeof process.getuid !== 'function' || process.getuid() !== 0;
+const wgSkip = needs({ root: true, commands: ['wg'] });
 
-describe.skipIf(wgMissing || notRoot)('UapiServer with the real wg tool (root: /var/run/wireguard)', () => {
+describe.skipIf(wgSkip !== null)(`UapiServer with the real wg tool (root: /var/run/wireguard)${wgSkip ? ` (skipped: ${wgSkip})` : ''}`, () => {
   const ifname = `wio-uapi${process.pid % 100000}`;
   const dev = new FakeDevice();
   let srv: UapiServer;

@@ -5,6 +5,7 @@ import { PacketBatch } from '../../src/io/batch.js';
 import { ADDR_RECORD_LEN, loadNativeIo, nativeIoLoadError } from '../../src/io/native.js';
 import { AddressInterner, UdpError, UdpSocket, encodeAddress, recordPort, type UdpMechanism } from '../../src/io/udp.js';
 import { waitFor } from '../util/netns.js';
+import { skipUnlessRoot, isRoot } from '../util/requirements.js';
 
 const open: UdpSocket[] = [];
 afterEach(async () => {
@@ -50,7 +51,7 @@ describe('encodeAddress / AddressInterner', () => {
   });
 });
 
-const nativeMissing = loadNativeIo() === null ? nativeIoLoadError() : null;
+const nativeMissing = skipUnlessRoot(loadNativeIo() === null ? `native addon unusable (${nativeIoLoadError()}): run node native/build.mjs (scripts/setup.sh does it)` : null);
 const cases: [UdpMechanism, 4 | 6][] = [['dgram', 4], ['dgram', 6], ['native', 4], ['native', 6]];
 
 for (const [mechanism, family] of cases) {
@@ -134,7 +135,7 @@ for (const [mechanism, family] of cases) {
 }
 
 describe('fwmark (SO_MARK)', () => {
-  it.skipIf(nativeMissing !== null || process.getuid?.() !== 0)('native: the kernel reports the mark on the socket', async () => {
+  it.skipIf(nativeMissing !== null || !isRoot())(`native: the kernel reports the mark on the socket${isRoot() ? '' : ' (skipped: needs root)'}`, async () => {
     const s = await sock(4, 'native');
     s.setMark(0x5a17);
     const out = spawnSync('ss', ['-u', '-a', '-n', '-H', 'fwmark = 0x5a17'], { encoding: 'utf8' }).stdout;

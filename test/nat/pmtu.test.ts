@@ -27,6 +27,7 @@ import { Nat, type NatPeer } from '../../src/nat/nat.js';
 import { NAT_FORWARD, NAT_REPLY, NatDrop } from '../../src/nat/results.js';
 import { tcpPacket, udpPacket } from '../packet/factory.js';
 import { bytesOf, icmpErrorPacket, recomputeAll, withHeadroom, type Pkt } from './helpers.js';
+import { needs, missingPythonModule } from '../util/requirements.js';
 
 function gateway(extra: Partial<ConstructorParameters<typeof Nat>[0]> = {}, mtu?: number): { nat: Nat; peer: NatPeer } {
   const nat = new Nat({ localPodCIDRs: ['10.0.0.0/16', 'fd00:a::/48'], localExternalCIDR: '10.70.0.0/16', conntrack: { seed: 3 }, ...extra });
@@ -213,11 +214,9 @@ describe('oversized packets: Fragmentation Needed / Packet Too Big', () => {
 });
 
 const PY = '/usr/bin/python3';
-const probe = spawnSync(PY, ['-c', 'import scapy.all'], { encoding: 'utf8', timeout: 30_000 });
-const haveScapy = probe.status === 0;
-if (!haveScapy) console.warn(`scapy cross-check SKIPPED: ${PY} cannot import scapy (${probe.stderr?.trim() ?? probe.error?.message})`);
+const scapyMissing = needs({ other: [missingPythonModule(PY, 'scapy', 'python3-scapy', 'import scapy.all')] });
 
-describe.skipIf(!haveScapy)('scapy parses the generated ICMP errors and agrees on every field and checksum', () => {
+describe.skipIf(scapyMissing !== null)(`scapy parses the generated ICMP errors and agrees on every field and checksum${scapyMissing ? ` (skipped: ${scapyMissing})` : ''}`, () => {
   it('Fragmentation Needed (IPv4) and Packet Too Big (IPv6)', () => {
     const { nat, peer } = gateway({ icmpSourceV4: '10.80.0.1', icmpSourceV6: 'fd80::1' });
     const p4 = oversizeV4();

@@ -39,11 +39,11 @@ import { tcpAck, tcpChecksumValidV4, tcpChecksumValidV6, tcpDstPort, tcpFindMssO
 import { udpChecksum, udpChecksumValidV4, udpChecksumValidV6, udpDstPort, udpLength, udpSrcPort, writeIpv4UdpHeaders, writeIpv6UdpHeaders } from '../../src/packet/udp.js';
 import { parseAddress } from '../../src/packet/addr.js';
 import { fromHex, icmpEcho, tcpPacket, toHex, udpPacket } from './factory.js';
+import { needs, missingPythonModule } from '../util/requirements.js';
 
 const PY = '/usr/bin/python3';
-const probe = spawnSync(PY, ['-c', 'import scapy.all'], { encoding: 'utf8', timeout: 30_000 });
-const haveScapy = probe.status === 0;
-if (!haveScapy) console.warn(`scapy cross-checks SKIPPED: ${PY} cannot import scapy (${probe.stderr?.trim() ?? probe.error?.message})`);
+const scapyMissing = needs({ other: [missingPythonModule(PY, 'scapy', 'python3-scapy', 'import scapy.all')] });
+const skipped = scapyMissing ? ` (skipped: ${scapyMissing})` : '';
 
 function py(script: string, input = ''): string {
   const r = spawnSync(PY, ['-c', `import sys, json\nfrom scapy.all import *\n${script}`], { input, encoding: 'utf8', timeout: 60_000 });
@@ -51,7 +51,7 @@ function py(script: string, input = ''): string {
   return r.stdout.trim();
 }
 
-describe.skipIf(!haveScapy)('packets crafted by scapy read back with the same fields', () => {
+describe.skipIf(scapyMissing !== null)(`packets crafted by scapy read back with the same fields${skipped}`, () => {
   const out = py(`
 pkts = {
  'udp4': IP(src='10.1.2.3', dst='192.168.100.200', ttl=17, id=0xbeef, flags='DF')/UDP(sport=40000, dport=6091)/Raw(b'x'*13),
@@ -172,7 +172,7 @@ print(json.dumps({k: bytes(v).hex() for k, v in pkts.items()}))
   });
 });
 
-describe.skipIf(!haveScapy)('packets we build are parsed by scapy with matching checksums', () => {
+describe.skipIf(scapyMissing !== null)(`packets we build are parsed by scapy with matching checksums${skipped}`, () => {
   it('factory packets and encapsulation headers', () => {
     const built: Record<string, string> = {};
     built.udp4 = ((p) => toHex(p.buf, p.off, p.len))(udpPacket({ src: '10.0.0.1', dst: '10.0.0.2', sport: 999, dport: 6091, payload: new Uint8Array(17).fill(7) }));

@@ -12,10 +12,11 @@ import type { CryptoBackend } from '../../src/crypto/backend.js';
 import { getCryptoBackend } from '../../src/crypto/select.js';
 import { withNativeAead } from '../../src/ports/native-aead.js';
 import { loadNativeIo, type NativeIo } from '../../src/io/native.js';
+import { skipUnlessRoot } from '../util/requirements.js';
 
 const native = loadNativeIo();
 const available = native?.aeadAvailable?.() ?? false;
-const skip = available === false ? 'native addon without aeadSeal/aeadOpen here' : null;
+const skip = skipUnlessRoot(available === false ? 'native addon without aeadSeal/aeadOpen here (addon not built, or this Node exports no OpenSSL EVP ChaCha20-Poly1305): run node native/build.mjs on a Node with OpenSSL' : null);
 
 function hex(s: string): Uint8Array {
   const clean = s.replace(/\s+/g, '');

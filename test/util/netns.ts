@@ -10,21 +10,16 @@
  *   namespaces); namespaces have no default route, so nothing can leave the machine.
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { needs, type Needs } from './requirements.js';
 
-export function isRoot(): boolean {
-  return typeof process.getuid === 'function' && process.getuid() === 0;
-}
+export { haveCommand, isRoot } from './requirements.js';
 
-export function haveCommand(cmd: string): boolean {
-  return spawnSync('sh', ['-c', `command -v ${cmd}`], { stdio: 'ignore' }).status === 0;
-}
-
-/** Why e2e tests cannot run here, or null when they can. */
-export function e2eUnavailableReason(commands: string[] = []): string | null {
-  if (!isRoot()) return 'needs root (network namespaces, veth, TUN)';
-  if (spawnSync('ip', ['netns', 'list'], { stdio: 'ignore' }).status !== 0) return 'ip netns unavailable';
-  for (const c of commands) if (!haveCommand(c)) return `${c} not installed (run scripts/setup.sh)`;
-  return null;
+/**
+ * Why e2e tests cannot run here (non-root: the reason to skip), or null when they can.
+ * As root a missing tool throws, naming the package to install (see requirements.ts).
+ */
+export function e2eUnavailableReason(commands: string[] = [], more: Omit<Needs, 'root' | 'commands'> = {}): string | null {
+  return needs({ root: true, commands, ...more });
 }
 
 export class CommandError extends Error {

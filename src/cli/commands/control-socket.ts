@@ -10,7 +10,8 @@
  *
  * Start-up: an existing socket file that still answers means another instance with this NAME
  * is running (ControlSocketInUseError, nothing is touched); one that refuses connections is a
- * leftover of a crashed run and is replaced. The socket is created 0660 in a 0750 directory.
+ * leftover of a crashed run and is replaced. The socket is owner-only: bound under umask 077,
+ * then chmod 0600, in a directory created 0700.
  */
 import { chmodSync, existsSync, mkdirSync, readdirSync, unlinkSync } from 'node:fs';
 import { connect, createServer, type Server, type Socket } from 'node:net';
@@ -84,7 +85,7 @@ function answers(path: string): Promise<boolean> {
 export async function startControlServer(runDir: string, name: string, status: StatusProvider): Promise<ControlServer> {
   const path = socketPathFor(runDir, name);
   try {
-    mkdirSync(runDir, { recursive: true, mode: 0o750 });
+    mkdirSync(runDir, { recursive: true, mode: 0o700 });
   } catch (e) {
     const err = new ControlSocketError(`cannot create the run directory ${runDir}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message} (set --run-dir or WEFT_RUN_DIR)`);
     (err as { code?: string }).code = (e as NodeJS.ErrnoException).code;
@@ -134,9 +135,16 @@ export async function startControlServer(runDir: string, name: string, status: S
       (err as { code?: string }).code = e.code;
       reject(err);
     });
-    server.listen(path, () => resolve());
+    // Node binds a unix path synchronously inside listen(): the umask covers the bind, so the
+    // socket is never reachable by others, even briefly.
+    const old = process.umask(0o077);
+    try {
+      server.listen(path, () => resolve());
+    } finally {
+      process.umask(old);
+    }
   });
-  try { chmodSync(path, 0o660); } catch { /* best effort */ }
+  try { chmodSync(path, 0o600); } catch { /* belt and braces: the umask already applied */ }
   let closed = false;
   return {
     path,
