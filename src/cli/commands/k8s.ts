@@ -313,6 +313,7 @@ export class K8sMode {
         this.log.warn({ err: errText(e) }, 'kubernetes');
         if (e instanceof ConfigError) void this.problem(e, 'configuration rejected (the previous one stays in force): ');
       },
+      onRecovered: () => this.solved(),
       onDebug: (msg) => this.log.debug(msg),
     });
     try {

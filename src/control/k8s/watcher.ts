@@ -37,6 +37,11 @@ export interface LiqoWatcherOptions extends TranslateOptions {
   debounceMs?: number;
   onConfig: (result: TranslateResult) => void;
   onError?: (err: unknown) => void;
+  /**
+   * A translation succeeded after one was rejected (onError), whether or not the result
+   * differs from the last emitted one (a reverted bad edit gives the same configuration).
+   */
+  onRecovered?: () => void;
   /** Debug trace: one line per informer event, restart and translation. */
   onDebug?: (msg: string) => void;
 }
@@ -70,6 +75,8 @@ export class LiqoWatcher {
   private last: WeftConfig | undefined;
   private stopped = false;
   private started = false;
+  /** The last translation was rejected. */
+  private rejected = false;
   /** Errors reported by informers before start() finished (client-node does not reject start()). */
   private startErrors: unknown[] = [];
 
@@ -152,8 +159,13 @@ export class LiqoWatcher {
     try {
       result = translate(this.snapshot(), this.opts);
     } catch (e) {
+      this.rejected = true;
       this.opts.onError?.(e);
       return;
+    }
+    if (this.rejected) {
+      this.rejected = false;
+      this.opts.onRecovered?.();
     }
     if (this.last !== undefined && deepEqual(this.last, result.config)) { this.opts.onDebug?.('translated: no change'); return; }
     this.opts.onDebug?.('translated: configuration changed');
