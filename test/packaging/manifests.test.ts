@@ -11,7 +11,7 @@ import { parseAllDocuments } from 'yaml';
 import type { KubernetesObject } from '@kubernetes/client-node';
 import { ObjectSerializer } from '@kubernetes/client-node/dist/serializer.js';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { ConnectionStatusWriter } from '../../src/control/k8s/connection.js';
+import { ConnectionDeleteWatch, ConnectionStatusWriter } from '../../src/control/k8s/connection.js';
 import { EventRecorder } from '../../src/control/k8s/events.js';
 import { LeaderElector } from '../../src/control/k8s/lease.js';
 import { KINDS, type LiqoResourceName } from '../../src/control/k8s/resources.js';
@@ -169,6 +169,9 @@ describe('(b) RBAC = what the Kubernetes code does', () => {
     });
     await owned.ensure();
     await owned.markDown();
+    const deletes = new ConnectionDeleteWatch(kc, NS, () => {});
+    await deletes.start();
+    await deletes.stop();
     // A Warning Event on a rejected object.
     await new EventRecorder({ kubeConfig: kc, namespace: NS, component: 'weft-gateway', instance: 'weft-0' })
       .warn({ ...gw, kind: 'GatewayServer', apiVersion: 'networking.liqo.io/v1beta1' }, 'InvalidConfiguration', 'spec.mtu: test');

@@ -25,7 +25,7 @@ import type { Logger } from 'pino';
 import type { KubeConfig } from '@kubernetes/client-node';
 import type { WeftConfig } from '../../control/config.js';
 import { diffConfig } from '../../control/diff.js';
-import { ConnectionStatusWriter } from '../../control/k8s/connection.js';
+import { ConnectionDeleteWatch, ConnectionStatusWriter } from '../../control/k8s/connection.js';
 import { EventRecorder } from '../../control/k8s/events.js';
 import { LeaderElector } from '../../control/k8s/lease.js';
 import { apiVersionOf, KINDS, REMOTE_CLUSTER_ID_LABEL, type K8sObject } from '../../control/k8s/resources.js';
@@ -240,6 +240,8 @@ export class K8sMode {
   /** The last translation was rejected (Connections report Error meanwhile). */
   private configProblem = false;
   private statusTick: (() => Promise<void>) | undefined;
+  private deleteWatch: ConnectionDeleteWatch | null = null;
+  private readonly recreateTimers = new Set<NodeJS.Timeout>();
   /** Serialises data-plane changes (config updates and leadership changes). */
   private chain: Promise<void> = Promise.resolve();
 
@@ -436,6 +438,12 @@ export class K8sMode {
   private async startStatus(): Promise<void> {
     if (this.s.role !== 'gateway') return;
     await this.syncWriters();
+    if (this.s.namespace !== undefined) {
+      const ns = this.s.namespace;
+      this.deleteWatch = new ConnectionDeleteWatch(this.kc, ns, (name) => this.connectionDeleted(`${ns}/${name}`),
+        (e) => this.log.warn({ err: errText(e) }, 'Connections'));
+      await this.deleteWatch.start().catch((e: unknown) => this.log.warn({ err: errText(e) }, 'Connections'));
+    }
     const tick = async (): Promise<void> => {
       const peers = new Map(this.runtime.statsSource().peers().map((p) => [p.clusterId, p] as const));
       const st = this.runtime.status();
@@ -465,6 +473,29 @@ export class K8sMode {
     if (this.statusTimer !== undefined) clearTimeout(this.statusTimer);
     this.statusTimer = undefined;
     this.statusTick = undefined;
+    for (const t of this.recreateTimers) clearTimeout(t);
+    this.recreateTimers.clear();
+    const w = this.deleteWatch;
+    this.deleteWatch = null;
+    void w?.stop();
+  }
+
+  /**
+   * A Connection we write was deleted (kubectl delete): create it again — unless its gateway
+   * object went too (the garbage collector's doing). Checked after a short delay so that the
+   * gateway object's own DELETED event has reached the cache first.
+   */
+  private connectionDeleted(key: string): void {
+    if (!this.writers.has(key) || this.statusTimer === undefined) return;
+    const t = setTimeout(() => {
+      this.recreateTimers.delete(t);
+      const w = this.writers.get(key);
+      if (w === undefined || this.statusTimer === undefined) return;
+      if (!this.gatewayRefs().some((g) => `${g.obj.metadata?.namespace}/${g.obj.metadata?.name}` === key)) return;
+      this.log.info(`Connection ${key} was deleted: creating it again`);
+      w.recreate().catch((e: unknown) => this.log.warn({ err: errText(e) }, `Connection ${key}`));
+    }, 500);
+    this.recreateTimers.add(t);
   }
 
   /** Clean stop of the leader: its Connections say Error (gateway down), as Liqo's check would. */
