@@ -3,7 +3,7 @@
 // relay inside that namespace (a unix socket crosses namespaces; no interface is added to the
 // host's). The leader is killed with SIGKILL, then the next one stopped with SIGTERM; the
 // figures are printed. The only bound (12 s) is one that the old 15 s lease could not meet.
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createConnection, createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -56,6 +56,13 @@ async function replica(id: string): Promise<{ ns: string; proc: Spawned }> {
   return { ns, proc };
 }
 
+/** The one child of `timeout` (spawnIn's wrapper; `ip netns exec` execs the command). */
+function childPid(pid: number): number {
+  const kids = readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number);
+  if (kids.length !== 1) throw new Error(`expected one child of ${pid}, found ${kids.length}`);
+  return kids[0]!;
+}
+
 const hasTun = (ns: string) => topo.exec(ns, ['ip', '-o', 'link'], { allowFail: true }).includes('liqo-tunnel');
 const holder = () => (server.getObject('coordination.k8s.io/v1', 'leases', NS, 'weft-proc')?.['spec'] as { holderIdentity?: string } | undefined)?.holderIdentity;
 
@@ -94,7 +101,9 @@ describe.skipIf(skip !== null)('weft k8s processes: Lease takeover after SIGKILL
     await new Promise((r) => setTimeout(r, 3000));
     expect(hasTun(h.ns)).toBe(false);
     const t1 = Date.now();
-    process.kill(-g.proc.pid, 'SIGTERM');
+    // SIGTERM to the weft process only, as the kubelet sends it (signalling the whole group would
+    // also make `timeout` forward a second SIGTERM, which ends a stopping weft at once).
+    process.kill(childPid(g.proc.pid), 'SIGTERM');
     await waitFor('h forwards after the SIGTERM', () => hasTun(h.ns), 12_000, 50);
     const tTerm = Date.now() - t1;
     console.log(`processes, default Lease timing: takeover after SIGKILL ${tKill} ms, after SIGTERM ${tTerm} ms`);
