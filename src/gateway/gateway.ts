@@ -510,7 +510,11 @@ export class Gateway implements StatsSource {
         case 'wireguard.update': {
           const ch = op.changes;
           if (ch.privateKey !== undefined && ch.privateKey !== null) this.device.setPrivateKey(keyBytes(ch.privateKey));
-          if (ch.mtu !== undefined && ch.mtu !== null) this.device.mtu = ch.mtu;
+          if (ch.mtu !== undefined && ch.mtu !== null) {
+            // The TUN link first: if the kernel refuses, nothing has changed yet.
+            this.tun?.setMtu(ch.mtu);
+            this.device.mtu = ch.mtu;
+          }
           if (ch.listenPort !== undefined && ch.listenPort !== null) {
             const port = ch.listenPort;
             await withNetnsAsync(this.opts.netns, () => this.wg.bind(port));

@@ -197,8 +197,10 @@ export class TunDevice {
   private constructor(
     readonly name: string,
     readonly fd: number,
-    readonly mtu: number,
+    private linkMtu: number,
     readonly mechanism: TunMechanism,
+    /** The namespace the link lives in (for later link changes such as the MTU). */
+    private readonly netns: string | undefined,
   ) {
     this.native = mechanism === 'native' ? loadNativeIo() : null;
     this.libc = getLibc();
@@ -246,12 +248,31 @@ export class TunDevice {
         }
         const name = readIfName(ifr);
         configureLink(libc, name, mtu, opts.up ?? true, txQueueLen);
-        return new TunDevice(name, fd, mtu, mechanism);
+        return new TunDevice(name, fd, mtu, mechanism, opts.netns);
       } catch (e) {
         fs.closeSync(fd);
         throw e;
       }
     });
+  }
+
+  /** The link MTU (as last set by open() or setMtu()). */
+  get mtu(): number {
+    return this.linkMtu;
+  }
+
+  /**
+   * Changes the link MTU live (SIOCSIFMTU, in the device's namespace). Throws RangeError when
+   * `mtu` is outside 68..65535 or above the running read batch's maxLen (longer packets would be
+   * truncated: reopen the device instead), TunError when the kernel refuses.
+   */
+  setMtu(mtu: number): void {
+    if (this.closed) throw new TunError(`TUN ${this.name} is closed`);
+    if (!Number.isInteger(mtu) || mtu < 68 || mtu > 65535) throw new RangeError(`MTU ${mtu} not in 68..65535`);
+    if (this.batch !== null && mtu > this.batch.maxLen) throw new RangeError(`MTU ${mtu} is above the read batch's maxLen ${this.batch.maxLen}`);
+    if (mtu === this.linkMtu) return;
+    withNetns(this.netns, () => configureLink(this.libc, this.name, mtu, false, undefined));
+    this.linkMtu = mtu;
   }
 
   /**

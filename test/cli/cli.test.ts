@@ -178,7 +178,7 @@ describe('weft k8s / show / demo / bench: argument checks', () => {
   const parse = (argv: string[], env: Record<string, string> = {}) => {
     const spec = [
       'role', 'cluster-id', 'kubeconfig', 'namespace', 'ipam-namespace', 'node-name', 'lease-name', 'identity', 'geneve-mode',
-      'metrics-listen', 'status-interval', 'name', 'run-dir', 'log-level',
+      'metrics-listen', 'status-interval', 'name', 'run-dir', 'log-level', 'lease-duration', 'lease-renew-deadline', 'lease-retry-period',
     ].map((name) => ({ name, value: true })).concat([{ name: 'remote-cluster-id', value: true, repeatable: true } as never, { name: 'pod-cidr', value: true, repeatable: true } as never, { name: 'conncheck', value: false }]);
     return parseK8sArgs(parseArgs(argv, spec), env);
   };
@@ -197,7 +197,22 @@ describe('weft k8s / show / demo / bench: argument checks', () => {
     expect(s).toMatchObject({
       role: 'gateway', clusterId: 'a', namespace: 'liqo-tenant-b', identity: 'weft-0', nodeName: 'w1',
       remoteClusterIds: ['b', 'c'], leaseName: 'weft-gw', name: 'k8s-gateway', geneveMode: 'l3', statusIntervalMs: 10_000,
+      leaseDurationMs: 6000, leaseRenewDeadlineMs: 4000, leaseRetryPeriodMs: 1000,
     });
+  });
+
+  test('k8s: Lease timing from flags or env, checked for order', () => {
+    const base = ['--role', 'gateway', '--cluster-id', 'a'];
+    expect(parse([...base, '--lease-duration', '15', '--lease-renew-deadline', '10', '--lease-retry-period', '2'])).toMatchObject({
+      leaseDurationMs: 15_000, leaseRenewDeadlineMs: 10_000, leaseRetryPeriodMs: 2000,
+    });
+    expect(parse(base, { WEFT_LEASE_DURATION: '8', WEFT_LEASE_RENEW_DEADLINE: '5', WEFT_LEASE_RETRY_PERIOD: '0.5' })).toMatchObject({
+      leaseDurationMs: 8000, leaseRenewDeadlineMs: 5000, leaseRetryPeriodMs: 500,
+    });
+    expect(() => parse([...base, '--lease-duration', '4'])).toThrow(/renew-deadline must be shorter/);
+    expect(() => parse([...base, '--lease-retry-period', '4'])).toThrow(/retry-period must be shorter/);
+    expect(() => parse([...base, '--lease-duration', '6.5'])).toThrow(/whole seconds/);
+    expect(() => parse([...base, '--lease-duration', 'x'])).toThrow(/seconds from 0.1 to 3600/);
   });
 
   test('k8s: an unreadable kubeconfig is a configuration error (exit 3)', async () => {

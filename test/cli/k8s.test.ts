@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { KubernetesObject } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { K8sMode, type K8sSettings } from '../../src/cli/commands/k8s.js';
+import { K8sMode, LEASE_DEFAULTS, type K8sSettings } from '../../src/cli/commands/k8s.js';
 import { Runtime } from '../../src/cli/commands/runtime.js';
 import { KINDS, type LiqoResourceName } from '../../src/control/k8s/resources.js';
 import { createLogger } from '../../src/control/log.js';
@@ -40,6 +40,7 @@ function settings(identity: string, lease: boolean): K8sSettings {
   return {
     role: 'gateway', clusterId: 'cluster-a', kubeconfig: undefined, namespace: NS, ipamNamespace: undefined,
     remoteClusterIds: ['cluster-b'], nodeName: 'worker-1', leaseName: lease ? 'weft-gateway' : undefined, identity,
+    leaseDurationMs: LEASE_DEFAULTS.durationMs, leaseRenewDeadlineMs: LEASE_DEFAULTS.renewDeadlineMs, leaseRetryPeriodMs: LEASE_DEFAULTS.retryPeriodMs,
     podCIDRs: [], geneveMode: 'l3', metricsListen: undefined, conncheck: false, statusIntervalMs: 10_000,
     name: `k8s-${identity}`, runDir: join(dir, 'run'), logLevel: 'silent',
   };

@@ -19,8 +19,18 @@
  * - CRD objects are validated against the openAPIV3Schema (422 Invalid) and unknown fields are
  *   pruned, as a structural schema does.
  *
+ * - list items carry no `kind`/`apiVersion` (the real server omits them in lists; watch events
+ *   and single GETs carry them);
+ * - create drops `status` for kinds with a status subresource, over HTTP and through `create()`;
+ *   `put()` keeps it (a test's shortcut for "the controller has filled the status in");
+ * - deleting an object deletes, in the background, every object whose ownerReferences name it
+ *   (and nothing else) — the garbage collector, immediately;
+ * - core v1 Events (no schema) can be created and listed.
+ *
  * Test hooks: `compact()` forgets the history (so existing watchers' next resume gets 410),
- * `dropWatches()` ends every watch stream, `requests` logs method/path/content-type.
+ * `dropWatches()` ends every watch stream, `outage(ms)` / `beginOutage()` + `endOutage()` close
+ * the listening socket (clients get ECONNREFUSED) and reopen it on the same port, `requests`
+ * logs method/path/content-type.
  */
 import { spawnSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
@@ -241,6 +251,8 @@ export class FakeApiServer {
   private minResumeRv = 0;
   private readonly watchers = new Set<Watcher>();
   private server!: Server;
+  private port = 0;
+  private down = false;
   private certDir!: string;
   url = '';
   caPem = '';
@@ -249,6 +261,7 @@ export class FakeApiServer {
     this.addType({ group: '', version: 'v1', plural: 'secrets', kind: 'Secret', listKind: 'SecretList', namespaced: true, statusSubresource: false });
     this.addType({ group: '', version: 'v1', plural: 'namespaces', kind: 'Namespace', listKind: 'NamespaceList', namespaced: false, statusSubresource: true });
     this.addType({ group: 'coordination.k8s.io', version: 'v1', plural: 'leases', kind: 'Lease', listKind: 'LeaseList', namespaced: true, statusSubresource: false });
+    this.addType({ group: '', version: 'v1', plural: 'events', kind: 'Event', listKind: 'EventList', namespaced: true, statusSubresource: false });
     for (const c of loadCrds(opts.crdDir ?? LIQO_CRD_DIR)) this.addType(c);
   }
 
@@ -280,7 +293,42 @@ export class FakeApiServer {
       void this.handle(req, res);
     });
     await new Promise<void>((resolve) => this.server.listen(0, '127.0.0.1', resolve));
-    this.url = `https://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
+    this.port = (this.server.address() as AddressInfo).port;
+    this.url = `https://127.0.0.1:${this.port}`;
+  }
+
+  /**
+   * Start an outage: every open connection (watches included) is cut and the port stops
+   * listening, so new connections are refused until endOutage().
+   */
+  async beginOutage(): Promise<void> {
+    if (this.down) return;
+    this.down = true;
+    this.dropWatches();
+    const closed = new Promise<void>((resolve) => this.server.close(() => resolve()));
+    this.server.closeAllConnections();
+    await closed;
+  }
+
+  /** End the outage: listen again on the same port. */
+  async endOutage(): Promise<void> {
+    if (!this.down) return;
+    await new Promise<void>((resolve, reject) => {
+      this.server.once('error', reject);
+      this.server.listen(this.port, '127.0.0.1', () => { this.server.off('error', reject); resolve(); });
+    });
+    this.down = false;
+  }
+
+  /** An outage of `ms` milliseconds (resolves when the server listens again). */
+  async outage(ms: number): Promise<void> {
+    await this.beginOutage();
+    await new Promise((r) => setTimeout(r, ms));
+    await this.endOutage();
+  }
+
+  get isDown(): boolean {
+    return this.down;
   }
 
   /** A KubeConfig for @kubernetes/client-node that trusts this server's certificate. */
@@ -298,7 +346,7 @@ export class FakeApiServer {
   async stop(): Promise<void> {
     this.dropWatches();
     this.server.closeAllConnections();
-    await new Promise<void>((resolve) => this.server.close(() => resolve()));
+    if (!this.down) await new Promise<void>((resolve) => this.server.close(() => resolve()));
     rmSync(this.certDir, { recursive: true, force: true });
   }
 
@@ -350,6 +398,13 @@ export class FakeApiServer {
     const existing = this.store.get(this.tk(t))!.get(key);
     o.metadata.resourceVersion = existing?.metadata.resourceVersion;
     return existing === undefined ? this.doCreate(t, o.metadata.namespace, o, true) : this.doReplace(t, existing, o, 'all');
+  }
+
+  /** Create an object as a client's POST would (status dropped for status-subresource kinds). */
+  create(apiVersion: string, plural: string, obj: Record<string, unknown>): Obj {
+    const t = this.typeFor(apiVersion, plural);
+    const o = clone(obj) as Obj;
+    return this.doCreate(t, o.metadata?.namespace, o);
   }
 
   remove(apiVersion: string, plural: string, namespace: string | undefined, name: string): void {
@@ -478,7 +533,23 @@ export class FakeApiServer {
     const gone = clone(cur);
     gone.metadata.resourceVersion = String(++this.rv);
     this.emit(t, 'DELETED', gone);
+    this.collectGarbage(cur.metadata.uid);
     return gone;
+  }
+
+  /** Delete the dependents of a deleted owner whose every owner is now gone (background GC). */
+  private collectGarbage(uid: string | undefined): void {
+    if (uid === undefined) return;
+    const live = new Set<string>();
+    for (const m of this.store.values()) for (const o of m.values()) if (o.metadata.uid !== undefined) live.add(o.metadata.uid);
+    for (const t of this.types.values()) {
+      for (const o of [...this.store.get(this.tk(t))!.values()]) {
+        const refs = (o.metadata['ownerReferences'] ?? []) as { uid?: string }[];
+        if (refs.some((r) => r.uid === uid) && refs.every((r) => r.uid === undefined || !live.has(r.uid))) {
+          this.doDelete(t, o.metadata.namespace, o.metadata.name!);
+        }
+      }
+    }
   }
 
   private parsePath(pathname: string): { t: ResourceType; ns?: string; name?: string; sub?: string } {
@@ -532,7 +603,9 @@ export class FakeApiServer {
           const fsel = fieldSelector(u.searchParams.get('fieldSelector'));
           const w = u.searchParams.get('watch');
           if (w === '1' || w === 'true') return this.watch(t, ns, sel, u.searchParams, res);
-          const items = [...map.values()].filter((o) => (ns === undefined || o.metadata.namespace === ns) && sel(o.metadata.labels) && fsel(o));
+          // Like the real server: list items carry no kind/apiVersion (the list itself does).
+          const items = [...map.values()].filter((o) => (ns === undefined || o.metadata.namespace === ns) && sel(o.metadata.labels) && fsel(o))
+            .map((o) => { const { kind: _k, apiVersion: _a, ...rest } = o; return rest; });
           return reply(200, { apiVersion: this.apiVersionOf(t), kind: t.listKind, metadata: { resourceVersion: String(this.rv) }, items });
         }
         case 'POST': {

@@ -11,7 +11,8 @@ import { parseAllDocuments } from 'yaml';
 import type { KubernetesObject } from '@kubernetes/client-node';
 import { ObjectSerializer } from '@kubernetes/client-node/dist/serializer.js';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { ConnectionStatusWriter } from '../../src/control/k8s/connection.js';
+import { ConnectionDeleteWatch, ConnectionStatusWriter } from '../../src/control/k8s/connection.js';
+import { EventRecorder } from '../../src/control/k8s/events.js';
 import { LeaderElector } from '../../src/control/k8s/lease.js';
 import { KINDS, type LiqoResourceName } from '../../src/control/k8s/resources.js';
 import { LiqoWatcher } from '../../src/control/k8s/watcher.js';
@@ -150,7 +151,7 @@ describe('(b) RBAC = what the Kubernetes code does', () => {
     load(server);
     const kc = server.kubeConfig();
     // Exactly what `weft k8s --role gateway --namespace NS --lease-name … --conncheck` runs
-    // (src/cli/commands/k8s.ts uses these three classes and no other API client).
+    // (src/cli/commands/k8s.ts uses these four classes and no other API client).
     const watcher = new LiqoWatcher({ kubeConfig: kc, namespace: NS, role: 'gateway', clusterId: 'cluster-a', nodeName: 'worker-1', onConfig: () => {} });
     await watcher.start();
     const writer = new ConnectionStatusWriter({
@@ -159,6 +160,21 @@ describe('(b) RBAC = what the Kubernetes code does', () => {
     });
     await writer.ensure();
     await writer.report('Connected', 2);
+    // A Connection made before ownerReferences (or by someone else) is adopted: a metadata patch.
+    const gw = server.getObject('networking.liqo.io/v1beta1', 'gatewayservers', NS, 'cluster-b')!;
+    const owned = new ConnectionStatusWriter({
+      kubeConfig: kc, namespace: NS, name: 'cluster-b', remoteClusterId: 'cluster-b', type: 'Server',
+      gatewayRef: { apiVersion: 'networking.liqo.io/v1beta1', kind: 'GatewayServer', name: 'cluster-b', namespace: NS }, updateIntervalMs: 0,
+      owner: { apiVersion: 'networking.liqo.io/v1beta1', kind: 'GatewayServer', name: 'cluster-b', uid: gw.metadata.uid! },
+    });
+    await owned.ensure();
+    await owned.markDown();
+    const deletes = new ConnectionDeleteWatch(kc, NS, () => {});
+    await deletes.start();
+    await deletes.stop();
+    // A Warning Event on a rejected object.
+    await new EventRecorder({ kubeConfig: kc, namespace: NS, component: 'weft-gateway', instance: 'weft-0' })
+      .warn({ ...gw, kind: 'GatewayServer', apiVersion: 'networking.liqo.io/v1beta1' }, 'InvalidConfiguration', 'spec.mtu: test');
     let leading = false;
     const elector = new LeaderElector({
       kubeConfig: kc, namespace: NS, name: 'weft-gateway', identity: 'weft-0', retryPeriodMs: 50, renewDeadlineMs: 500, leaseDurationMs: 1000,
@@ -211,10 +227,10 @@ describe('(b) RBAC = what the Kubernetes code does', () => {
     const kinds = new Set(declared.map((k) => KINDS[k as keyof typeof KINDS]).filter((k) => k !== undefined));
     const used = new Set(calls.map((c) => `${c.group}/${c.resource.split('/')[0]}`));
     for (const k of kinds) expect(used.has(`${k.group}/${k.plural}`), `${k.kind}`).toBe(true);
-    // The CLI's Kubernetes mode uses exactly the three API-calling classes traced above.
+    // The CLI's Kubernetes mode uses exactly the four API-calling classes traced above.
     const cli = readFileSync(join(ROOT, 'src/cli/commands/k8s.ts'), 'utf8');
     const imports = [...cli.matchAll(/from '\.\.\/\.\.\/control\/k8s\/(\w+)\.js'/g)].map((m) => m[1]).sort();
-    expect(imports).toEqual(['connection', 'lease', 'resources', 'translate', 'watcher']);
+    expect(imports).toEqual(['connection', 'events', 'lease', 'resources', 'translate', 'watcher']);
     expect(cli).not.toMatch(/makeApiClient/);
   });
 

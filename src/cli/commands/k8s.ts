@@ -10,7 +10,11 @@
  *   a change that cannot be applied live (role, Geneve port, interface name…) restarts the data
  *   plane with the new configuration.
  * - HA (--lease-name): only the Lease holder runs the data plane and writes Connections; a
- *   standby keeps watching so it can take over at once. SIGTERM releases the Lease.
+ *   standby keeps watching so it can take over at once. SIGTERM sets the Connections to Error
+ *   (the gateway is down, as Liqo's check would report) and releases the Lease.
+ * - Problems (an object the translation rejects, resources not usable at start-up) are shown
+ *   by `weft show`, recorded as a Warning Event on the object (in --namespace), and turn the
+ *   Connections to Error while they last; the previous configuration stays in force.
  * - Connection status (gateway role, leader): one Connection per GatewayServer/GatewayClient,
  *   named like it, value Connected/Connecting/Error and latency from the in-tunnel check (on
  *   unless --no-conncheck) or, without it, from the WireGuard handshake (Connected within 180 s
@@ -21,10 +25,11 @@ import type { Logger } from 'pino';
 import type { KubeConfig } from '@kubernetes/client-node';
 import type { WeftConfig } from '../../control/config.js';
 import { diffConfig } from '../../control/diff.js';
-import { ConnectionStatusWriter } from '../../control/k8s/connection.js';
+import { ConnectionDeleteWatch, ConnectionStatusWriter } from '../../control/k8s/connection.js';
+import { EventRecorder } from '../../control/k8s/events.js';
 import { LeaderElector } from '../../control/k8s/lease.js';
 import { apiVersionOf, KINDS, REMOTE_CLUSTER_ID_LABEL, type K8sObject } from '../../control/k8s/resources.js';
-import type { TranslateOptions } from '../../control/k8s/translate.js';
+import { TranslateError, type TranslateOptions } from '../../control/k8s/translate.js';
 import { LiqoWatcher } from '../../control/k8s/watcher.js';
 import { createLogger, resolveLogLevel } from '../../control/log.js';
 import { ConfigError, LogLevelSchema, type LogLevel } from '../../control/config.js';
@@ -51,6 +56,14 @@ Runs Weft from Liqo's Kubernetes resources (networking.liqo.io, ipam.liqo.io): a
                             env NODE_NAME)
   --lease-name NAME         gateway HA: run only while holding this coordination.k8s.io Lease
                             (in --namespace)
+  --lease-duration SEC      how long a silent holder keeps the Lease (default 6; env
+                            WEFT_LEASE_DURATION). Takeover after a crash takes about this plus
+                            --lease-retry-period; shorter means more Lease requests and a risk of
+                            a spurious takeover when the API server is slow
+  --lease-renew-deadline SEC  a leader that could not renew for this long stands down (default 4,
+                            < duration; env WEFT_LEASE_RENEW_DEADLINE)
+  --lease-retry-period SEC  renew/poll interval of every replica (default 1, < renew deadline;
+                            env WEFT_LEASE_RETRY_PERIOD)
   --identity ID             Lease candidate identity (default: env POD_NAME, else hostname)
   --pod-cidr CIDR           local pod CIDR when no ipam.liqo.io Network says (repeatable)
   --geneve-mode l3|l2       default l3
@@ -73,7 +86,11 @@ const SPEC = [
   { name: 'no-conncheck', value: false },
   { name: 'status-interval', value: true }, { name: 'name', value: true }, { name: 'run-dir', value: true },
   { name: 'log-level', value: true },
+  { name: 'lease-duration', value: true }, { name: 'lease-renew-deadline', value: true }, { name: 'lease-retry-period', value: true },
 ] as const;
+
+/** Lease timing defaults: takeover after a crash in about 6 + 1 s (< 10 s with the data plane start). */
+export const LEASE_DEFAULTS = { durationMs: 6000, renewDeadlineMs: 4000, retryPeriodMs: 1000 } as const;
 
 export interface K8sSettings {
   role: 'gateway' | 'node';
@@ -84,6 +101,9 @@ export interface K8sSettings {
   remoteClusterIds: string[] | undefined;
   nodeName: string | undefined;
   leaseName: string | undefined;
+  leaseDurationMs: number;
+  leaseRenewDeadlineMs: number;
+  leaseRetryPeriodMs: number;
   identity: string;
   podCIDRs: string[];
   geneveMode: 'l3' | 'l2';
@@ -117,8 +137,22 @@ export function parseK8sArgs(args: ParsedArgs, env: CliIo['env']): K8sSettings {
     if (!r.success) throw new UsageError(`--log-level ${JSON.stringify(lvl)}: use one of ${LogLevelSchema.options.join(', ')}`);
     logLevel = r.data;
   }
+  const seconds = (flag: string, envName: string, def: number): number => {
+    const text = optString(args, flag) ?? (env[envName] || undefined);
+    if (text === undefined) return def;
+    const v = Number(text);
+    if (!/^\d+(\.\d+)?$/.test(text.trim()) || !(v >= 0.1 && v <= 3600)) throw new UsageError(`--${flag} ${JSON.stringify(text)} (or ${envName}): seconds from 0.1 to 3600`);
+    return Math.round(v * 1000);
+  };
+  const leaseDurationMs = seconds('lease-duration', 'WEFT_LEASE_DURATION', LEASE_DEFAULTS.durationMs);
+  const leaseRenewDeadlineMs = seconds('lease-renew-deadline', 'WEFT_LEASE_RENEW_DEADLINE', LEASE_DEFAULTS.renewDeadlineMs);
+  const leaseRetryPeriodMs = seconds('lease-retry-period', 'WEFT_LEASE_RETRY_PERIOD', LEASE_DEFAULTS.retryPeriodMs);
+  if (leaseDurationMs % 1000 !== 0) throw new UsageError('--lease-duration: whole seconds (the Lease records leaseDurationSeconds)');
+  if (!(leaseRenewDeadlineMs < leaseDurationMs)) throw new UsageError('--lease-renew-deadline must be shorter than --lease-duration (a leader must stand down before others may take over)');
+  if (!(leaseRetryPeriodMs < leaseRenewDeadlineMs)) throw new UsageError('--lease-retry-period must be shorter than --lease-renew-deadline');
   const remotes = args.lists.get('remote-cluster-id');
   return {
+    leaseDurationMs, leaseRenewDeadlineMs, leaseRetryPeriodMs,
     role, clusterId, nodeName, namespace, leaseName, geneveMode: mode, logLevel,
     kubeconfig: optString(args, 'kubeconfig'),
     ipamNamespace: optString(args, 'ipam-namespace'),
@@ -202,11 +236,19 @@ export class K8sMode {
   private retryTimer: NodeJS.Timeout | undefined;
   private statusTimer: NodeJS.Timeout | undefined;
   private readonly writers = new Map<string, ConnectionStatusWriter>();
+  private readonly events: EventRecorder | null;
+  /** The last translation was rejected (Connections report Error meanwhile). */
+  private configProblem = false;
+  private statusTick: (() => Promise<void>) | undefined;
+  private deleteWatch: ConnectionDeleteWatch | null = null;
+  private readonly recreateTimers = new Set<NodeJS.Timeout>();
   /** Serialises data-plane changes (config updates and leadership changes). */
   private chain: Promise<void> = Promise.resolve();
 
   constructor(private readonly s: K8sSettings, private readonly kc: KubeConfig, readonly runtime: Runtime, private readonly log: Logger) {
     this.leading = s.leaseName === undefined;
+    this.events = s.namespace === undefined ? null
+      : new EventRecorder({ kubeConfig: kc, namespace: s.namespace, component: `weft-${s.role}`, instance: s.identity });
   }
 
   /** Resolves once the first configuration was translated (retrying until then). */
@@ -219,6 +261,7 @@ export class K8sMode {
         break;
       } catch (e) {
         this.log.warn({ err: errText(e), retryInMs: delay }, 'Liqo resources not usable yet');
+        await this.problem(e, 'Liqo resources not usable yet: ');
         await new Promise<void>((resolve) => { this.retryTimer = setTimeout(resolve, delay); });
         delay = Math.min(30_000, delay * 2);
       }
@@ -227,8 +270,15 @@ export class K8sMode {
     if (this.s.leaseName !== undefined) {
       this.elector = new LeaderElector({
         kubeConfig: this.kc, namespace: this.s.namespace!, name: this.s.leaseName, identity: this.s.identity,
+        leaseDurationMs: this.s.leaseDurationMs, renewDeadlineMs: this.s.leaseRenewDeadlineMs, retryPeriodMs: this.s.leaseRetryPeriodMs,
         onStartedLeading: () => { this.leading = true; this.log.info('leader: starting the data plane'); this.enqueue(() => this.activate()); },
-        onStoppedLeading: () => { this.leading = false; this.log.warn('lost the Lease: standby'); this.enqueue(() => this.deactivate()); },
+        onStoppedLeading: () => {
+          this.leading = false;
+          // Stopping (SIGTERM) releases the Lease on purpose: not a warning.
+          if (this.stopped) this.log.info('released the Lease');
+          else this.log.warn('lost the Lease: standby');
+          this.enqueue(() => this.deactivate());
+        },
         onError: (e) => this.log.warn({ err: errText(e) }, 'lease'),
       });
       this.elector.start();
@@ -258,12 +308,19 @@ export class K8sMode {
       onConfig: (r) => {
         for (const warn of r.warnings) this.log.info(warn);
         this.latest = r.config;
+        this.solved();
         this.enqueue(() => this.update(r.config));
       },
-      onError: (e) => this.log.warn({ err: errText(e) }, 'kubernetes'),
+      onError: (e) => {
+        this.log.warn({ err: errText(e) }, 'kubernetes');
+        if (e instanceof ConfigError) void this.problem(e, 'configuration rejected (the previous one stays in force): ');
+      },
+      onRecovered: () => this.solved(),
+      onDebug: (msg) => this.log.debug(msg),
     });
     try {
       const first = await w.start();
+      this.solved();
       for (const warn of first.warnings) this.log.info(warn);
       this.latest = first.config;
       this.watcher = w;
@@ -271,6 +328,35 @@ export class K8sMode {
       await w.stop().catch(() => {});
       throw e;
     }
+  }
+
+  /**
+   * Make a problem visible: `weft show`, a Warning Event on each object it names (in our
+   * namespace), and Error in the Connections while it lasts.
+   */
+  private async problem(e: unknown, prefix: string): Promise<void> {
+    this.runtime.setProblem('kubernetes', `${prefix}${errText(e)}`);
+    this.configProblem = e instanceof ConfigError;
+    if (this.configProblem) void this.statusTick?.();
+    if (!(e instanceof TranslateError) || this.events === null) return;
+    const seen = new Set<string>();
+    for (const [i, obj] of e.objects.entries()) {
+      const issue = e.issues[i]!;
+      const key = `${obj.kind}/${obj.metadata?.namespace}/${obj.metadata?.name}`;
+      if (seen.has(key)) continue;
+      seen.add(key);
+      try {
+        if (await this.events.warn(obj, 'InvalidConfiguration', `${issue.path}: ${issue.message}`)) this.log.debug(`Event on ${key}: ${issue.message}`);
+      } catch (err) {
+        this.log.warn({ err: errText(err) }, 'event');
+      }
+    }
+  }
+
+  private solved(): void {
+    this.runtime.setProblem('kubernetes', null);
+    this.events?.forget();
+    if (this.configProblem) { this.configProblem = false; void this.statusTick?.(); }
   }
 
   private enqueue(f: () => Promise<void>): void {
@@ -293,6 +379,7 @@ export class K8sMode {
     const cur = this.runtime.current;
     if (cur === null) return;
     const ops = diffConfig(cur, next);
+    this.log.debug(`configuration change: ${ops.length === 0 ? 'nothing to apply' : ops.map((o) => o.kind).join(', ')}`);
     if (ops.length === 0) return;
     try {
       if (ops.some((o) => o.kind === 'restart')) throw new Error('role changed');
@@ -334,6 +421,8 @@ export class K8sMode {
       const w = new ConnectionStatusWriter({
         kubeConfig: this.kc, namespace: m.namespace, name: m.name, remoteClusterId: g.remote, type: g.type,
         gatewayRef: { apiVersion: g.obj.apiVersion, kind: g.obj.kind, name: m.name, namespace: m.namespace, ...(m.uid !== undefined ? { uid: m.uid } : {}) },
+        // Owned by the gateway object it reports on (as Liqo's): deleting that removes it.
+        ...(m.uid !== undefined ? { owner: { apiVersion: g.obj.apiVersion!, kind: g.obj.kind!, name: m.name, uid: m.uid } } : {}),
         updateIntervalMs: this.s.statusIntervalMs,
       });
       try {
@@ -349,6 +438,12 @@ export class K8sMode {
   private async startStatus(): Promise<void> {
     if (this.s.role !== 'gateway') return;
     await this.syncWriters();
+    if (this.s.namespace !== undefined) {
+      const ns = this.s.namespace;
+      this.deleteWatch = new ConnectionDeleteWatch(this.kc, ns, (name) => this.connectionDeleted(`${ns}/${name}`),
+        (e) => this.log.warn({ err: errText(e) }, 'Connections'));
+      await this.deleteWatch.start().catch((e: unknown) => this.log.warn({ err: errText(e) }, 'Connections'));
+    }
     const tick = async (): Promise<void> => {
       const peers = new Map(this.runtime.statsSource().peers().map((p) => [p.clusterId, p] as const));
       const st = this.runtime.status();
@@ -356,14 +451,16 @@ export class K8sMode {
         const ref = this.gatewayRefs().find((g) => `${g.obj.metadata?.namespace}/${g.obj.metadata?.name}` === key);
         const p = ref === undefined ? undefined : peers.get(ref.remote);
         const conn = st.wireguard?.peers.find((x) => x.clusterId === ref?.remote)?.connection;
-        const value: ConnectionValue = conn !== undefined ? conn.value as ConnectionValue : p?.connected ? 'Connected' : 'Connecting';
+        const seen: ConnectionValue = conn !== undefined ? conn.value as ConnectionValue : p?.connected ? 'Connected' : 'Connecting';
+        const value: ConnectionValue = this.configProblem ? 'Error' : seen;
         try {
-          await w.report(value, conn?.latencyMs ?? (p !== undefined ? p.latencyUs / 1000 : 0));
+          if (await w.report(value, conn?.latencyMs ?? (p !== undefined ? p.latencyUs / 1000 : 0))) this.log.debug(`Connection ${key}: ${value}`);
         } catch (e) {
           this.log.warn({ err: errText(e) }, `Connection ${key} status`);
         }
       }
     };
+    this.statusTick = tick;
     const loop = (): void => {
       this.statusTimer = setTimeout(() => { void tick().finally(() => { if (this.statusTimer !== undefined) loop(); }); }, 2000);
       this.statusTimer.unref();
@@ -375,6 +472,42 @@ export class K8sMode {
   private stopStatus(): void {
     if (this.statusTimer !== undefined) clearTimeout(this.statusTimer);
     this.statusTimer = undefined;
+    this.statusTick = undefined;
+    for (const t of this.recreateTimers) clearTimeout(t);
+    this.recreateTimers.clear();
+    const w = this.deleteWatch;
+    this.deleteWatch = null;
+    void w?.stop();
+  }
+
+  /**
+   * A Connection we write was deleted (kubectl delete): create it again — unless its gateway
+   * object went too (the garbage collector's doing). Checked after a short delay so that the
+   * gateway object's own DELETED event has reached the cache first.
+   */
+  private connectionDeleted(key: string): void {
+    if (!this.writers.has(key) || this.statusTimer === undefined) return;
+    const t = setTimeout(() => {
+      this.recreateTimers.delete(t);
+      const w = this.writers.get(key);
+      if (w === undefined || this.statusTimer === undefined) return;
+      if (!this.gatewayRefs().some((g) => `${g.obj.metadata?.namespace}/${g.obj.metadata?.name}` === key)) return;
+      this.log.info(`Connection ${key} was deleted: creating it again`);
+      w.recreate().catch((e: unknown) => this.log.warn({ err: errText(e) }, `Connection ${key}`));
+    }, 500);
+    this.recreateTimers.add(t);
+  }
+
+  /** Clean stop of the leader: its Connections say Error (gateway down), as Liqo's check would. */
+  private async markDown(): Promise<void> {
+    if (!this.runtime.active) return;
+    for (const [key, w] of this.writers) {
+      try {
+        await w.markDown();
+      } catch (e) {
+        this.log.warn({ err: errText(e) }, `Connection ${key} status`);
+      }
+    }
   }
 
   async stop(): Promise<void> {
@@ -383,6 +516,7 @@ export class K8sMode {
     if (this.retryTimer !== undefined) clearTimeout(this.retryTimer);
     this.stopStatus();
     await this.chain;
+    await this.markDown();
     await this.elector?.stop({ release: true });
     await this.watcher?.stop();
     await this.runtime.stop();

@@ -59,6 +59,8 @@ export class Runtime {
   private readonly checkValues = new Map<string, string>();
   private readonly startedAt = new Date();
   private stopped = false;
+  /** Problems the control plane reports for `weft show` (e.g. a rejected Kubernetes object), by topic. */
+  private readonly problems = new Map<string, { message: string; since: string }>();
 
   private constructor(private readonly opts: RuntimeOptions) {}
 
@@ -239,8 +241,24 @@ export class Runtime {
     return { ...p, connected: c.value === 'Connected', latencyUs: Math.round(c.latencyMs * 1000) };
   }
 
+  /**
+   * Set (or, with null, clear) the problem shown by `weft show` under `topic`. A repeated
+   * message keeps its first `since`.
+   */
+  setProblem(topic: string, message: string | null, now: Date = new Date()): void {
+    if (message === null) { this.problems.delete(topic); return; }
+    if (this.problems.get(topic)?.message === message) return;
+    this.problems.set(topic, { message, since: now.toISOString() });
+  }
+
   /** What `weft show` prints (see status.ts). */
   status(): WeftStatus {
+    const st = this.statusOfDataPlane();
+    if (this.problems.size === 0) return st;
+    return { ...st, errors: [...this.problems].map(([topic, p]) => ({ topic, message: p.message, since: p.since })) };
+  }
+
+  private statusOfDataPlane(): WeftStatus {
     const cfg = this.config;
     const base: WeftStatus = {
       weft: {

@@ -65,6 +65,8 @@ export interface WeftStatus {
   /** "stage.reason" → count (only non-zero). */
   drops: Record<string, number>;
   queues: Record<string, number>;
+  /** Problems in force (a rejected Kubernetes object, resources not usable yet…); absent when none. */
+  errors?: { topic: string; message: string; since: string }[];
 }
 
 const UNITS = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
@@ -109,6 +111,11 @@ export function formatStatus(st: WeftStatus, now: number): string {
   }
   lines.push(`  geneve port: ${st.geneve.port}`);
   if (st.nat !== undefined) lines.push(`  nat entries: ${st.nat.entries}`);
+  for (const e of st.errors ?? []) {
+    const [first, ...rest] = e.message.split('\n');
+    lines.push(`  error (${e.topic}, since ${formatDuration((now - Date.parse(e.since)) / 1000)} ago): ${first}`);
+    for (const r of rest) lines.push(`    ${r}`);
+  }
 
   for (const p of st.wireguard?.peers ?? []) {
     lines.push('');

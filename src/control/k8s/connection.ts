@@ -8,11 +8,17 @@
  * Write policy (Liqo's): write when the value changes, or when the last written latency is
  * older than `updateIntervalMs` (Liqo's --ping-update-status-interval, default 10 s here), so a
  * steady connection costs one API write per interval, not one per ping.
+ *
+ * Lifetime: like Liqo's, the Connection is owned (ownerReference, not controller) by the
+ * gateway object it reports on, so deleting that object removes it. Deleted under a running
+ * gateway (kubectl delete), it is created again on the next write (404) or at once through
+ * recreate() (the caller's informer saw DELETED). On a clean stop markDown() reports Error —
+ * what Liqo's connection check shows when the gateway stops answering.
  */
-import { CustomObjectsApi, type KubeConfig } from '@kubernetes/client-node';
+import { CustomObjectsApi, makeInformer, type Informer, type KubeConfig, type KubernetesObject } from '@kubernetes/client-node';
 import { formatLatency, type ConnectionValue } from '../conncheck.js';
-import { httpStatusOf, patchOptions, wrapApiError } from './client.js';
-import { KINDS, REMOTE_CLUSTER_ID_LABEL, apiVersionOf, type Connection, type ObjectReference } from './resources.js';
+import { httpStatusOf, listFunction, patchOptions, wrapApiError } from './client.js';
+import { KINDS, REMOTE_CLUSTER_ID_LABEL, apiVersionOf, collectionPath, type Connection, type ObjectReference, type OwnerReference } from './resources.js';
 
 export interface ConnectionStatusWriterOptions {
   kubeConfig: KubeConfig;
@@ -22,8 +28,11 @@ export interface ConnectionStatusWriterOptions {
   remoteClusterId: string;
   type: 'Server' | 'Client';
   gatewayRef: ObjectReference;
+  /** The object that owns the Connection (ownerReference; needs its uid). */
+  owner?: OwnerReference;
   updateIntervalMs?: number;
 }
+
 
 /** Kubernetes metav1.Time text (RFC 3339, seconds precision, UTC). */
 function metaTime(d: Date): string {
@@ -54,9 +63,13 @@ export class ConnectionStatusWriter {
       conn = await this.api.getNamespacedCustomObject({ ...this.coords, name }) as Connection;
     } catch (e) {
       if (httpStatusOf(e) !== 404) throw wrapApiError(`get Connection ${this.opts.namespace}/${name}`, e);
+      const o = this.opts.owner;
       const body: Connection = {
         apiVersion: apiVersionOf(KINDS.connections), kind: KINDS.connections.kind,
-        metadata: { name, namespace: this.opts.namespace, labels: { [REMOTE_CLUSTER_ID_LABEL]: this.opts.remoteClusterId } },
+        metadata: {
+          name, namespace: this.opts.namespace, labels: { [REMOTE_CLUSTER_ID_LABEL]: this.opts.remoteClusterId },
+          ...(o !== undefined ? { ownerReferences: [{ apiVersion: o.apiVersion, kind: o.kind, name: o.name, uid: o.uid }] } : {}),
+        },
         spec: { type: this.opts.type, gatewayRef: this.opts.gatewayRef },
       };
       try {
@@ -66,10 +79,11 @@ export class ConnectionStatusWriter {
         conn = await this.api.getNamespacedCustomObject({ ...this.coords, name }) as Connection;
       }
     }
+    await this.adopt(conn);
     this.lastValue = conn.status?.value;
     const ts = conn.status?.latency?.timestamp;
     this.lastLatencyAt = ts === undefined ? undefined : Date.parse(ts);
-    if (conn.status?.value === undefined) await this.write('Connecting', 0, now);
+    if (conn.status?.value === undefined) await this.write('Connecting', 0, now, true);
     return conn;
   }
 
@@ -84,15 +98,87 @@ export class ConnectionStatusWriter {
     return true;
   }
 
-  private async write(value: ConnectionValue, latencyMs: number, now: Date): Promise<void> {
+  /** Create the Connection again (it was deleted) and write the last reported value into it. */
+  async recreate(now: Date = new Date()): Promise<void> {
+    const value = this.lastValue;
+    this.lastValue = undefined;
+    this.lastLatencyAt = undefined;
+    await this.ensure(now);
+    if (value !== undefined && value !== 'Connecting') await this.write(value as ConnectionValue, 0, now);
+  }
+
+  /** The gateway is stopping: report Error (Liqo's value once its check gets no answer). */
+  async markDown(now: Date = new Date()): Promise<void> {
+    await this.write('Error', 0, now);
+  }
+
+  /** An existing Connection without our ownerReference gets it added (other owners kept). */
+  private async adopt(conn: Connection): Promise<void> {
+    const o = this.opts.owner;
+    if (o === undefined) return;
+    const refs = conn.metadata?.ownerReferences ?? [];
+    if (refs.some((r) => r.uid === o.uid)) return;
+    const body = { metadata: { resourceVersion: conn.metadata?.resourceVersion, ownerReferences: [...refs, { apiVersion: o.apiVersion, kind: o.kind, name: o.name, uid: o.uid }] } };
+    try {
+      await this.api.patchNamespacedCustomObject({ ...this.coords, name: this.opts.name, body }, patchOptions('merge'));
+    } catch (e) {
+      throw wrapApiError(`patch Connection ${this.opts.namespace}/${this.opts.name} ownerReferences`, e);
+    }
+  }
+
+  private async write(value: ConnectionValue, latencyMs: number, now: Date, retried = false): Promise<void> {
     const body = { status: { value, latency: { value: formatLatency(latencyMs), timestamp: metaTime(now) } } };
     try {
       await this.api.patchNamespacedCustomObjectStatus({ ...this.coords, name: this.opts.name, body }, patchOptions('merge'));
     } catch (e) {
+      // Deleted under us (kubectl delete): create it again, then write once more.
+      if (httpStatusOf(e) === 404 && !retried) {
+        await this.ensure(now);
+        return this.write(value, latencyMs, now, true);
+      }
       throw wrapApiError(`patch Connection ${this.opts.namespace}/${this.opts.name} status`, e);
     }
     this.writes++;
     this.lastValue = value;
     this.lastLatencyAt = now.getTime();
+  }
+}
+
+/**
+ * Watches the Connections of `namespace` and calls `onDeleted(name)` for each one deleted
+ * (so its writer can recreate it at once instead of at its next due write). A failed
+ * list/watch restarts after 1 s → 30 s; errors go to `onError`. Best effort: the writer's
+ * 404 handling is the safety net.
+ */
+export class ConnectionDeleteWatch {
+  private readonly inf: Informer<KubernetesObject>;
+  private timer: NodeJS.Timeout | undefined;
+  private delayMs = 0;
+  private stopped = false;
+
+  constructor(kc: KubeConfig, namespace: string, onDeleted: (name: string) => void, private readonly onError?: (e: unknown) => void) {
+    const list = listFunction<KubernetesObject>(kc, KINDS.connections, namespace);
+    this.inf = makeInformer<KubernetesObject>(kc, collectionPath(KINDS.connections, namespace), async () => {
+      const r = await list();
+      this.delayMs = 0;
+      return r;
+    });
+    this.inf.on('delete', (o) => { if (!this.stopped && o.metadata?.name !== undefined) onDeleted(o.metadata.name); });
+    this.inf.on('error', (e) => {
+      if (this.stopped) return;
+      this.onError?.(wrapApiError(`list/watch Connections in ${namespace}`, e));
+      this.delayMs = Math.min(30_000, this.delayMs === 0 ? 1000 : this.delayMs * 2);
+      this.timer = setTimeout(() => { if (!this.stopped) void this.inf.start().catch(() => {}); }, this.delayMs);
+    });
+  }
+
+  async start(): Promise<void> {
+    await this.inf.start();
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    if (this.timer !== undefined) clearTimeout(this.timer);
+    await this.inf.stop();
   }
 }

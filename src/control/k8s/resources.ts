@@ -19,6 +19,15 @@ export interface ObjectMeta {
   uid?: string;
   generation?: number;
   creationTimestamp?: string;
+  ownerReferences?: OwnerReference[];
+}
+
+/** metav1.OwnerReference as Liqo sets it (SetOwnerReference: not a controller reference). */
+export interface OwnerReference {
+  apiVersion: string;
+  kind: string;
+  name: string;
+  uid: string;
 }
 
 export interface K8sObject {

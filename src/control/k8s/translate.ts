@@ -85,13 +85,25 @@ function rawKey(b64: string | undefined): string | undefined {
   return buf.toString('base64');
 }
 
+/**
+ * A translation refused because of Kubernetes objects: `objects[i]` is the object issue i is
+ * about (so the caller can report on it: a Kubernetes Event).
+ */
+export class TranslateError extends ConfigError {
+  constructor(issues: readonly ConfigIssue[], readonly objects: readonly K8sObject[]) {
+    super(SOURCE, issues);
+  }
+}
+
 class Issues {
   readonly list: ConfigIssue[] = [];
+  readonly objects: K8sObject[] = [];
   add(o: K8sObject, field: string, message: string): void {
     this.list.push({ path: `${ref(o)}: ${field}`, message });
+    this.objects.push(o);
   }
   throwIfAny(): void {
-    if (this.list.length > 0) throw new ConfigError(SOURCE, this.list);
+    if (this.list.length > 0) throw new TranslateError(this.list, this.objects);
   }
 }
 

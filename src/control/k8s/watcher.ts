@@ -10,14 +10,20 @@
  *   burst; a valid result that differs from the last emitted config is passed to `onConfig`;
  *   a ConfigError goes to `onError` and the previous config stays in force.
  * - A failed informer (connection refused, list error) is restarted with exponential backoff
- *   (1 s → 30 s); errors are reported to `onError` as KubernetesApiError.
+ *   (1 s → 30 s, per informer); errors are reported to `onError` as KubernetesApiError. The
+ *   backoff resets only after a successful list, or when the informer had run without error
+ *   for longer than the maximum delay (a watch resumed from its resourceVersion lists nothing).
+ *   client-node emits `connect` at the start of every attempt, before anything succeeded, so
+ *   `connect` says nothing about health and is not used.
+ * - Items are stamped with their kind/apiVersion (a real API server's list items carry none),
+ *   so errors name "Secret ns/name", not "object ns/name".
  * - `stop()` stops all informers and timers; no callback fires afterwards.
  */
 import { makeInformer, type Informer, type KubeConfig, type KubernetesObject, type ObjectCache } from '@kubernetes/client-node';
 import type { WeftConfig } from '../config.js';
 import { deepEqual } from '../diff.js';
 import { listFunction, wrapApiError } from './client.js';
-import { KINDS, collectionPath, emptyResources, type LiqoResourceName, type LiqoResources, type ResourceKind } from './resources.js';
+import { KINDS, apiVersionOf, collectionPath, emptyResources, type LiqoResourceName, type LiqoResources, type ResourceKind } from './resources.js';
 import { translate, type TranslateOptions, type TranslateResult } from './translate.js';
 
 export interface LiqoWatcherOptions extends TranslateOptions {
@@ -31,7 +37,17 @@ export interface LiqoWatcherOptions extends TranslateOptions {
   debounceMs?: number;
   onConfig: (result: TranslateResult) => void;
   onError?: (err: unknown) => void;
+  /**
+   * A translation succeeded after one was rejected (onError), whether or not the result
+   * differs from the last emitted one (a reverted bad edit gives the same configuration).
+   */
+  onRecovered?: () => void;
+  /** Debug trace: one line per informer event, restart and translation. */
+  onDebug?: (msg: string) => void;
 }
+
+/** Restart delays of a failed informer: first, cap, and the quiet time after which it resets. */
+export const WATCH_BACKOFF = { firstMs: 1000, maxMs: 30_000 } as const;
 
 type Inf = Informer<KubernetesObject> & ObjectCache<KubernetesObject>;
 
@@ -48,15 +64,19 @@ const WATCHED: readonly [LiqoResourceName, ResourceKind][] = [
   ['networks', KINDS.networks],
   ['ips', KINDS.ips],
 ];
+const KIND_OF = new Map(WATCHED);
 
 export class LiqoWatcher {
   private readonly informers = new Map<LiqoResourceName, Inf>();
-  private readonly backoff = new Map<LiqoResourceName, number>();
+  /** Per informer: the next restart delay and when the last restart was scheduled. */
+  private readonly backoff = new Map<LiqoResourceName, { delayMs: number; at: number }>();
   private readonly timers = new Set<NodeJS.Timeout>();
   private debounce: NodeJS.Timeout | undefined;
   private last: WeftConfig | undefined;
   private stopped = false;
   private started = false;
+  /** The last translation was rejected. */
+  private rejected = false;
   /** Errors reported by informers before start() finished (client-node does not reject start()). */
   private startErrors: unknown[] = [];
 
@@ -70,7 +90,11 @@ export class LiqoWatcher {
   /** Current cache contents as translator input. */
   snapshot(): LiqoResources {
     const r = emptyResources();
-    for (const [name, inf] of this.informers) (r[name] as KubernetesObject[]) = [...inf.list()];
+    for (const [name, inf] of this.informers) {
+      const kind = KIND_OF.get(name)!;
+      (r[name] as KubernetesObject[]) = inf.list().map((o) => (o.kind !== undefined && o.apiVersion !== undefined ? o
+        : { ...o, kind: o.kind ?? kind.kind, apiVersion: o.apiVersion ?? apiVersionOf(kind) }));
+    }
     return r;
   }
 
@@ -79,13 +103,20 @@ export class LiqoWatcher {
     for (const [name, kind] of WATCHED) {
       const ns = kind === KINDS.networks || kind === KINDS.ips ? o.ipamNamespace : o.namespace;
       const sel = kind === KINDS.secrets ? o.secretLabelSelector : undefined;
-      const inf = makeInformer<KubernetesObject>(o.kubeConfig, collectionPath(kind, kind.namespaced ? ns : undefined),
-        listFunction(o.kubeConfig, kind, kind.namespaced ? ns : undefined, sel), sel) as Inf;
-      const changed = () => this.schedule();
-      inf.on('add', changed);
-      inf.on('update', changed);
-      inf.on('delete', changed);
-      inf.on('connect', () => this.backoff.delete(name));
+      const list = listFunction(o.kubeConfig, kind, kind.namespaced ? ns : undefined, sel);
+      const listed = async () => {
+        const r = await list();
+        this.backoff.delete(name); // healthy again: the next failure starts from the first delay
+        return r;
+      };
+      const inf = makeInformer<KubernetesObject>(o.kubeConfig, collectionPath(kind, kind.namespaced ? ns : undefined), listed, sel) as Inf;
+      const changed = (what: string) => (obj: KubernetesObject) => {
+        o.onDebug?.(`${name}: ${what} ${obj.metadata?.namespace ? `${obj.metadata.namespace}/` : ''}${obj.metadata?.name ?? '?'}`);
+        this.schedule();
+      };
+      inf.on('add', changed('add'));
+      inf.on('update', changed('update'));
+      inf.on('delete', changed('delete'));
       inf.on('error', (err) => this.restart(name, inf, err));
       this.informers.set(name, inf);
     }
@@ -128,10 +159,16 @@ export class LiqoWatcher {
     try {
       result = translate(this.snapshot(), this.opts);
     } catch (e) {
+      this.rejected = true;
       this.opts.onError?.(e);
       return;
     }
-    if (this.last !== undefined && deepEqual(this.last, result.config)) return;
+    if (this.rejected) {
+      this.rejected = false;
+      this.opts.onRecovered?.();
+    }
+    if (this.last !== undefined && deepEqual(this.last, result.config)) { this.opts.onDebug?.('translated: no change'); return; }
+    this.opts.onDebug?.('translated: configuration changed');
     this.last = result.config;
     this.opts.onConfig(result);
   }
@@ -152,8 +189,12 @@ export class LiqoWatcher {
       return;
     }
     this.opts.onError?.(wrapApiError(`list/watch ${name}`, err));
-    const delay = Math.min(30_000, (this.backoff.get(name) ?? 500) * 2);
-    this.backoff.set(name, delay);
+    const now = Date.now();
+    const prev = this.backoff.get(name);
+    // Quiet for longer than the cap since the last restart: it was healthy (resumed watches list nothing).
+    const delay = prev === undefined || now - prev.at > 2 * WATCH_BACKOFF.maxMs ? WATCH_BACKOFF.firstMs : Math.min(WATCH_BACKOFF.maxMs, prev.delayMs * 2);
+    this.backoff.set(name, { delayMs: delay, at: now });
+    this.opts.onDebug?.(`${name}: restarting in ${delay} ms`);
     const t = setTimeout(() => {
       this.timers.delete(t);
       if (!this.stopped) void inf.start();

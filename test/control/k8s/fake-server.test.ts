@@ -80,4 +80,75 @@ describe('fake API server semantics', () => {
     const s = await core.readNamespacedSecret({ namespace: 'ns', name: 's' });
     expect(Buffer.from(s.data!['privateKey']!, 'base64')).toEqual(Buffer.alloc(32, 7));
   });
+
+  test('as a real API server: list items carry no kind/apiVersion (single GETs do)', async () => {
+    const core = server.kubeConfig().makeApiClient(CoreV1Api);
+    await core.createNamespacedSecret({ namespace: 'ns-k', body: { metadata: { name: 'k' }, data: {} } });
+    // The raw JSON, not client-node's model (which would fill kind in).
+    const raw = await fetchJson('/api/v1/namespaces/ns-k/secrets');
+    expect(raw['kind']).toBe('SecretList');
+    const items = raw['items'] as Record<string, unknown>[];
+    expect(items).toHaveLength(1);
+    expect(items[0]!['kind']).toBeUndefined();
+    expect(items[0]!['apiVersion']).toBeUndefined();
+    expect((await fetchJson('/api/v1/namespaces/ns-k/secrets/k'))['kind']).toBe('Secret');
+  });
+
+  test('create drops status for every Liqo kind with a status subresource', async () => {
+    const api = server.kubeConfig().makeApiClient(CustomObjectsApi);
+    const kinds: [string, string, string, boolean, Record<string, unknown>][] = [
+      ['networking.liqo.io', 'configurations', 'Configuration', true, { spec: {}, status: { remote: { cidr: { pod: ['10.1.0.0/16'] } } } }],
+      ['networking.liqo.io', 'gatewayservers', 'GatewayServer', true, { spec: {}, status: { endpoint: { addresses: ['1.2.3.4'] } } }],
+      ['networking.liqo.io', 'internalnodes', 'InternalNode', false, { spec: { interface: { gateway: { name: 'x' }, node: { ip: '10.80.0.2' } } }, status: { nodeIP: { local: '1.1.1.1' } } }],
+      ['ipam.liqo.io', 'networks', 'Network', true, { spec: { cidr: '10.0.0.0/16' }, status: { cidr: '10.0.0.0/16' } }],
+      ['ipam.liqo.io', 'ips', 'IP', true, { spec: { ip: '10.0.0.1' }, status: { ip: '10.70.0.1' } }],
+    ];
+    for (const [group, plural, kind, namespaced, rest] of kinds) {
+      const version = group === 'ipam.liqo.io' ? 'v1alpha1' : 'v1beta1';
+      const body = { apiVersion: `${group}/${version}`, kind, metadata: { name: `s-${plural}` }, ...rest };
+      const made = (namespaced
+        ? await api.createNamespacedCustomObject({ group, version, plural, namespace: 'ns-s', body })
+        : await api.createClusterCustomObject({ group, version, plural, body })) as { status?: unknown };
+      expect(made.status, kind).toBeUndefined();
+    }
+  });
+
+  test('404 after delete; deleting an owner deletes its dependents', async () => {
+    const api = server.kubeConfig().makeApiClient(CustomObjectsApi);
+    const owner = await api.createNamespacedCustomObject({ group: 'networking.liqo.io', version: 'v1beta1', plural: 'gatewayservers', namespace: 'ns', body: {
+      apiVersion: 'networking.liqo.io/v1beta1', kind: 'GatewayServer', metadata: { name: 'o' }, spec: {},
+    } }) as { metadata: { uid: string } };
+    const dep = conn('owned');
+    (dep.metadata as Record<string, unknown>)['ownerReferences'] = [{ apiVersion: 'networking.liqo.io/v1beta1', kind: 'GatewayServer', name: 'o', uid: owner.metadata.uid }];
+    await api.createNamespacedCustomObject({ ...G, body: dep });
+    await api.createNamespacedCustomObject({ ...G, body: conn('free') });
+    await api.deleteNamespacedCustomObject({ group: 'networking.liqo.io', version: 'v1beta1', plural: 'gatewayservers', namespace: 'ns', name: 'o' });
+    expect(await status(api.getNamespacedCustomObject({ group: 'networking.liqo.io', version: 'v1beta1', plural: 'gatewayservers', namespace: 'ns', name: 'o' }))).toBe(404);
+    expect(await status(api.getNamespacedCustomObject({ ...G, name: 'owned' }))).toBe(404);
+    expect(await status(api.getNamespacedCustomObject({ ...G, name: 'free' }))).toBe(200);
+    expect(await status(api.patchNamespacedCustomObjectStatus({ ...G, name: 'owned', body: { status: { value: 'Error' } } }, patchOptions('merge')))).toBe(404);
+  });
+
+  test('outage: connections are refused, then the same URL answers again', async () => {
+    const api = server.kubeConfig().makeApiClient(CustomObjectsApi);
+    await server.beginOutage();
+    const err = await api.getNamespacedCustomObject({ ...G, name: 'free' }).then(() => undefined, (e: unknown) => e);
+    expect(String((err as { cause?: { code?: string }; code?: string })?.cause?.code ?? (err as Error)?.message)).toMatch(/ECONNREFUSED/);
+    await server.endOutage();
+    expect(await status(api.getNamespacedCustomObject({ ...G, name: 'free' }))).toBe(200);
+  });
 });
+
+/** GET a path with the raw JSON body (no client-node model in between). */
+async function fetchJson(path: string): Promise<Record<string, unknown>> {
+  const https = await import('node:https');
+  return new Promise((resolve, reject) => {
+    const req = https.request(`${server.url}${path}`, { ca: server.caPem, headers: { authorization: `Bearer ${server.token}` } }, (res) => {
+      let body = '';
+      res.on('data', (d: Buffer) => { body += d.toString('utf8'); });
+      res.on('end', () => { try { resolve(JSON.parse(body) as Record<string, unknown>); } catch (e) { reject(e as Error); } });
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}

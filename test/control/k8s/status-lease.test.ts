@@ -64,6 +64,64 @@ describe('ConnectionStatusWriter', () => {
   });
 });
 
+describe('ConnectionStatusWriter against real-server behaviour', () => {
+  const NET = 'networking.liqo.io/v1beta1';
+  const gwObj = () => server.getObject(NET, 'gatewayservers', 'liqo-tenant-c', 'gw-c')!;
+  const mk = () => new ConnectionStatusWriter({
+    kubeConfig: server.kubeConfig(), namespace: 'liqo-tenant-c', name: 'gw-c', remoteClusterId: 'cluster-c', type: 'Server',
+    gatewayRef: { apiVersion: NET, kind: 'GatewayServer', name: 'gw-c', namespace: 'liqo-tenant-c' },
+    owner: { apiVersion: NET, kind: 'GatewayServer', name: 'gw-c', uid: gwObj().metadata.uid! },
+    updateIntervalMs: 10_000,
+  });
+  beforeAll(() => {
+    // Created as a client would: the real server drops status on create for this kind.
+    const created = server.create(NET, 'gatewayservers', {
+      apiVersion: NET, kind: 'GatewayServer', metadata: { name: 'gw-c', namespace: 'liqo-tenant-c' },
+      spec: { endpoint: { port: 51840 }, mtu: 1340 }, status: { endpoint: { addresses: ['172.18.0.9'] } },
+    });
+    expect(created['status']).toBeUndefined();
+  });
+
+  test('the Connection is owned by its gateway object and goes with it', async () => {
+    const w = mk();
+    await w.ensure();
+    const c = server.getObject(NET, 'connections', 'liqo-tenant-c', 'gw-c')!;
+    expect(c.metadata['ownerReferences']).toEqual([{ apiVersion: NET, kind: 'GatewayServer', name: 'gw-c', uid: gwObj().metadata.uid }]);
+    // An older Connection without the reference is adopted (other owners kept).
+    const bare = structuredClone(c);
+    bare.metadata['ownerReferences'] = [{ apiVersion: 'v1', kind: 'ConfigMap', name: 'x', uid: 'other' }];
+    server.put(NET, 'connections', bare);
+    await mk().ensure();
+    expect((server.getObject(NET, 'connections', 'liqo-tenant-c', 'gw-c')!.metadata['ownerReferences'] as { uid: string }[]).map((r) => r.uid))
+      .toEqual(['other', gwObj().metadata.uid]);
+  });
+
+  test('deleted under a running gateway, the Connection is created again by the next write', async () => {
+    const w = mk();
+    await w.ensure(new Date('2025-06-01T10:00:00Z'));
+    expect(await w.report('Connected', 1, new Date('2025-06-01T10:00:01Z'))).toBe(true);
+    server.remove(NET, 'connections', 'liqo-tenant-c', 'gw-c');
+    // The next due write (interval elapsed) meets 404: create, then write.
+    expect(await w.report('Connected', 1, new Date('2025-06-01T10:00:20Z'))).toBe(true);
+    const c = server.getObject(NET, 'connections', 'liqo-tenant-c', 'gw-c')!;
+    expect(c['status']).toEqual({ value: 'Connected', latency: { value: '1ms', timestamp: '2025-06-01T10:00:20Z' } });
+    expect(c.metadata['ownerReferences']).toHaveLength(1);
+    // recreate() (an informer saw DELETED) restores the last value at once.
+    server.remove(NET, 'connections', 'liqo-tenant-c', 'gw-c');
+    await w.recreate(new Date('2025-06-01T10:00:21Z'));
+    expect((server.getObject(NET, 'connections', 'liqo-tenant-c', 'gw-c')!['status'] as { value: string }).value).toBe('Connected');
+  });
+
+  test('markDown reports Error (a stopped gateway), and deleting the gateway object removes the Connection', async () => {
+    const w = mk();
+    await w.ensure();
+    await w.markDown();
+    expect((server.getObject(NET, 'connections', 'liqo-tenant-c', 'gw-c')!['status'] as { value: string }).value).toBe('Error');
+    server.remove(NET, 'gatewayservers', 'liqo-tenant-c', 'gw-c');
+    expect(server.getObject(NET, 'connections', 'liqo-tenant-c', 'gw-c')).toBeUndefined();
+  });
+});
+
 describe('LeaderElector', () => {
   const opts = { leaseDurationMs: 1500, renewDeadlineMs: 1000, retryPeriodMs: 100 };
   const candidate = (identity: string, log: string[], name = 'weft-gw', o: typeof opts = opts) => new LeaderElector({
