@@ -12,7 +12,7 @@
  * picks the remap, so A's pod sees 10.71.1.2 and 10.73.1.2). Each gateway is a child process
  * started from dist/ inside its namespace, with a node agent and a pod behind it.
  */
-import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -23,9 +23,7 @@ import { e2eUnavailableReason, ping, Topology, waitFor, type Spawned } from '../
 import { launchArgv, statsOf } from './fabric-topology.js';
 
 const ROOT = resolve(import.meta.dirname, '../..');
-const skip = e2eUnavailableReason(['ping', 'ss'])
-  ?? (existsSync(join(ROOT, 'native/build/Release/weft_io.node')) ? null : 'native addon not built')
-  ?? (existsSync(join(ROOT, 'dist/src/cli/launch.js')) ? null : 'not built (run npm run build)');
+const skip = e2eUnavailableReason(['ping', 'ss'], { nativeAddon: true, built: ['dist/src/cli/launch.js'] });
 
 const PORT = 8080;
 /** Answers every TCP connection with the address it came from. */
