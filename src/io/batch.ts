@@ -32,6 +32,11 @@ export interface PacketBatchOptions {
   readonly withAddresses?: boolean;
   /** Also keep a segment size per slot (UDP GRO: see `segs`). */
   readonly withSegments?: boolean;
+  /**
+   * Bytes of scratch space after the slots, in the same buffer (default 0): software GSO/GRO
+   * (src/packet/gso.ts, gro.ts) copy with copyWithin, which needs source and target in one array.
+   */
+  readonly scratch?: number;
 }
 
 export class PacketBatch {
@@ -51,6 +56,9 @@ export class PacketBatch {
    * back to back in slot i: datagram k is at offs[i] + k*segs[i].
    */
   readonly segs: Uint32Array;
+  /** buf[scratchOff, scratchOff + scratchLen) is the scratch space (after the last slot). */
+  readonly scratchOff: number;
+  readonly scratchLen: number;
   /** Packets filled by the last read. */
   count = 0;
 
@@ -67,7 +75,11 @@ export class PacketBatch {
     this.maxLen = opts.maxLen;
     // Round slots to 64 bytes so every packet starts cache-line aligned (plus headroom).
     this.slotSize = Math.ceil((headroom + opts.maxLen + tailroom) / 64) * 64;
-    this.buf = new Uint8Array(this.slotSize * capacity);
+    const scratch = opts.scratch ?? 0;
+    if (!Number.isInteger(scratch) || scratch < 0 || scratch > 1 << 28) throw new RangeError(`scratch ${scratch} not in 0..${1 << 28}`);
+    this.scratchOff = this.slotSize * capacity;
+    this.scratchLen = scratch;
+    this.buf = new Uint8Array(this.scratchOff + scratch);
     this.offs = new Uint32Array(capacity);
     for (let i = 0; i < capacity; i++) this.offs[i] = i * this.slotSize + headroom;
     this.lens = new Uint32Array(capacity);
