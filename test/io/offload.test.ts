@@ -125,10 +125,94 @@ describe.skipIf(reason !== null)(`offloads on a real kernel${reason ? ` (skipped
     }
   });
 
+  interface Counters { superIn: number; largestIn: number; segments: number; badSegments: number; gsoErrors: number; superOut: number; written: number; writeFailed: number }
+  const newCounters = (): Counters => ({ superIn: 0, largestIn: 0, segments: 0, badSegments: 0, gsoErrors: 0, superOut: 0, written: 0, writeFailed: 0 });
+  const STRIDE = 2048;
+
+  /** Our "wire" between two offload TUNs: read (super-)packets, cut them, check every segment, merge again, write. */
+  function forwardOffload(from: TunDevice, to: TunDevice, c: Counters): void {
+    const batch = new PacketBatch({ maxLen: TUN_OFFLOAD_MAX_PACKET, capacity: 4, headroom: 16, scratch: 260 * STRIDE + 4 * 65600 });
+    const segs = new PacketList(260);
+    const out = new PacketList(260);
+    const gro = new Coalescer({ maxFlows: 4 });
+    const segArea = batch.scratchOff + 16;
+    const groArea = batch.scratchOff + 260 * STRIDE;
+    from.start(batch, (b) => {
+      segs.clear();
+      for (let i = 0; i < b.count; i++) {
+        const o = b.offs[i];
+        if (vnetGsoType(b.buf, o - 10) !== 0) {
+          c.superIn++;
+          c.largestIn = Math.max(c.largestIn, b.lens[i]);
+        }
+        if (gsoSegment(b.buf, o - 10, o, b.lens[i], segArea + segs.count * STRIDE, STRIDE, segs) < 0) c.gsoErrors++;
+      }
+      for (let k = 0; k < segs.count; k++) {
+        c.segments++;
+        if (!tcpValid(b.buf, segs.offs[k], segs.lens[k])) c.badSegments++;
+      }
+      out.clear();
+      gro.begin(b.buf, groArea, 4 * 65600, out);
+      for (let k = 0; k < segs.count; k++) gro.add(segs.offs[k], segs.lens[k]);
+      gro.flush();
+      for (let k = 0; k < out.count; k++) if (vnetGsoType(b.buf, out.offs[k]) !== 0) c.superOut++;
+      const ok = to.writeVnetBatch(b.buf, out.offs, out.lens, out.count);
+      c.written += ok;
+      c.writeFailed += out.count - ok;
+    });
+  }
+
+  /** Between two plain TUNs: check every TCP packet's checksums, then pass it on. */
+  function forwardPlain(from: TunDevice, to: TunDevice, c: Counters): void {
+    const batch = new PacketBatch({ maxLen: 1500, capacity: 64, headroom: 16 });
+    from.start(batch, (b) => {
+      for (let i = 0; i < b.count; i++) {
+        c.segments++;
+        c.largestIn = Math.max(c.largestIn, b.lens[i]);
+        if (!tcpValid(b.buf, b.offs[i], b.lens[i])) c.badSegments++;
+      }
+      const ok = to.writeBatch(b.buf, b.offs, b.lens, b.count);
+      c.written += ok;
+      c.writeFailed += b.count - ok;
+    });
+  }
+
+  function tcpValid(buf: Uint8Array, o: number, l: number): boolean {
+    if (buf[o] >> 4 !== 4 || ipv4Protocol(buf, o) !== IP_PROTO_TCP) return true;
+    return ipv4HeaderValid(buf, o, l) && tcpChecksumValidV4(buf, o, o + 20, l - 20);
+  }
+
+  /** Sends BYTES of a fixed pseudo-random stream from nsClient to 198.18.2.1 in nsServer; checks count and SHA-256. */
+  async function tcpTransfer(nsClient: string, nsServer: string, bytes: number): Promise<void> {
+    const port = 5300 + Math.floor(Math.random() * 500);
+    const server = topo.spawnIn(nsServer, 'tcp-server', ['node', '-e', `
+      const h = require('crypto').createHash('sha256'); let n = 0;
+      const s = require('net').createServer((c) => { c.on('data', (d) => { n += d.length; h.update(d); });
+        c.on('end', () => { console.log('RESULT', n, h.digest('hex')); s.close(); }); });
+      s.listen(${port}, '198.18.2.1');`], { lifetimeS: 60 });
+    await waitFor('server listening', () => topo.exec(nsServer, ['ss', '-Hltn', `sport = :${port}`], { allowFail: true }).trim().length > 0, 10_000);
+    const client = topo.spawnIn(nsClient, 'tcp-client', ['node', '-e', `
+      const buf = Buffer.alloc(${bytes}); let x = 12345;
+      for (let i = 0; i < buf.length; i++) { x = (x * 1103515245 + 12345) >>> 0; buf[i] = x >>> 24; }
+      const c = require('net').connect(${port}, '198.18.2.1', () => { c.end(buf); });
+      c.on('error', (e) => { console.error(e); process.exit(1); });`], { lifetimeS: 60 });
+    const code = await Promise.race([client.exited, sleep(20_000).then(() => 'timeout (the flow stalled)')]);
+    expect(code, client.output()).toBe(0);
+    await Promise.race([server.exited, sleep(10_000)]);
+    await topo.stop(server);
+    const m = /RESULT (\d+) ([0-9a-f]{64})/.exec(server.output());
+    expect(m, server.output()).not.toBeNull();
+    const want = Buffer.alloc(bytes);
+    let x = 12345;
+    for (let i = 0; i < bytes; i++) { x = (x * 1103515245 + 12345) >>> 0; want[i] = x >>> 24; }
+    expect(Number(m![1])).toBe(bytes);
+    expect(m![2]).toBe(createHash('sha256').update(want).digest('hex'));
+  }
+
   it('TSO TUN: a kernel TCP flow crosses two offload TUNs as segmented and re-coalesced super-packets', async () => {
     const ta = TunDevice.open({ name: 'ofl-ta', mtu: 1500, netns: nsA, offload: true });
     const tb = TunDevice.open({ name: 'ofl-tb', mtu: 1500, netns: nsB, offload: true });
-    const counters = { superIn: 0, largestIn: 0, segments: 0, badSegments: 0, gsoErrors: 0, superOut: 0, written: 0, writeFailed: 0 };
+    const c = newCounters();
     try {
       expect(ta.offload).not.toBeNull();
       expect(ta.offload!.tso).toBe(true);
@@ -137,83 +221,57 @@ describe.skipIf(reason !== null)(`offloads on a real kernel${reason ? ` (skipped
       run(['ip', '-n', nsA, 'route', 'add', '198.18.2.0/24', 'dev', 'ofl-ta']);
       run(['ip', '-n', nsB, 'addr', 'add', '198.18.2.1/24', 'dev', 'ofl-tb']);
       run(['ip', '-n', nsB, 'route', 'add', '198.18.1.0/24', 'dev', 'ofl-tb']);
-
-      const STRIDE = 2048;
-      const forward = (from: TunDevice, to: TunDevice): void => {
-        const batch = new PacketBatch({ maxLen: TUN_OFFLOAD_MAX_PACKET, capacity: 4, headroom: 16, scratch: 260 * STRIDE + 4 * 65600 });
-        const segs = new PacketList(260);
-        const out = new PacketList(260);
-        const gro = new Coalescer({ maxFlows: 4 });
-        const segArea = batch.scratchOff + 16;
-        const groArea = batch.scratchOff + 260 * STRIDE;
-        from.start(batch, (b) => {
-          segs.clear();
-          for (let i = 0; i < b.count; i++) {
-            const o = b.offs[i];
-            if (vnetGsoType(b.buf, o - 10) !== 0) {
-              counters.superIn++;
-              counters.largestIn = Math.max(counters.largestIn, b.lens[i]);
-            }
-            const n = gsoSegment(b.buf, o - 10, o, b.lens[i], segArea + segs.count * STRIDE, STRIDE, segs);
-            if (n < 0) counters.gsoErrors++;
-          }
-          for (let k = 0; k < segs.count; k++) {
-            const o = segs.offs[k];
-            const l = segs.lens[k];
-            counters.segments++;
-            if (b.buf[o] >> 4 === 4 && ipv4Protocol(b.buf, o) === IP_PROTO_TCP &&
-              (!ipv4HeaderValid(b.buf, o, l) || !tcpChecksumValidV4(b.buf, o, o + 20, l - 20))) counters.badSegments++;
-          }
-          out.clear();
-          gro.begin(b.buf, groArea, 4 * 65600, out);
-          for (let k = 0; k < segs.count; k++) gro.add(segs.offs[k], segs.lens[k]);
-          gro.flush();
-          for (let k = 0; k < out.count; k++) if (vnetGsoType(b.buf, out.offs[k]) !== 0) counters.superOut++;
-          const ok = to.writeVnetBatch(b.buf, out.offs, out.lens, out.count);
-          counters.written += ok;
-          counters.writeFailed += out.count - ok;
-        });
-      };
-      forward(ta, tb);
-      forward(tb, ta);
-
-      const BYTES = 24 << 20;
-      const port = 5300 + Math.floor(Math.random() * 500);
-      const server = topo.spawnIn(nsB, 'tcp-server', ['node', '-e', `
-        const h = require('crypto').createHash('sha256'); let n = 0;
-        const s = require('net').createServer((c) => { c.on('data', (d) => { n += d.length; h.update(d); });
-          c.on('end', () => { console.log('RESULT', n, h.digest('hex')); s.close(); }); });
-        s.listen(${port}, '198.18.2.1');`], { lifetimeS: 60 });
-      await waitFor('server listening', () => topo.exec(nsB, ['ss', '-Hltn', `sport = :${port}`], { allowFail: true }).trim().length > 0, 10_000);
-      const client = topo.spawnIn(nsA, 'tcp-client', ['node', '-e', `
-        const buf = Buffer.alloc(${BYTES}); let x = 12345;
-        for (let i = 0; i < buf.length; i++) { x = (x * 1103515245 + 12345) >>> 0; buf[i] = x >>> 24; }
-        const c = require('net').connect(${port}, '198.18.2.1', () => { c.end(buf); });
-        c.on('error', (e) => { console.error(e); process.exit(1); });`], { lifetimeS: 60 });
-      const code = await Promise.race([client.exited, sleep(45_000).then(() => 'timeout')]);
-      expect(code, client.output()).toBe(0);
-      await Promise.race([server.exited, sleep(10_000)]);
-      const m = /RESULT (\d+) ([0-9a-f]{64})/.exec(server.output());
-      expect(m, server.output()).not.toBeNull();
-      const want = Buffer.alloc(BYTES);
-      let x = 12345;
-      for (let i = 0; i < BYTES; i++) { x = (x * 1103515245 + 12345) >>> 0; want[i] = x >>> 24; }
-      expect(Number(m![1])).toBe(BYTES);
-      expect(m![2]).toBe(createHash('sha256').update(want).digest('hex'));
+      forwardOffload(ta, tb, c);
+      forwardOffload(tb, ta, c);
+      await tcpTransfer(nsA, nsB, 24 << 20);
       // Super-packets larger than the MTU came out of the kernel, every segment was valid, and
       // the kernel took the super-packets we built.
-      expect(counters.superIn).toBeGreaterThan(0);
-      expect(counters.largestIn).toBeGreaterThan(1500);
-      expect(counters.badSegments).toBe(0);
-      expect(counters.gsoErrors).toBe(0);
-      expect(counters.superOut).toBeGreaterThan(0);
-      expect(counters.writeFailed).toBe(0);
-      console.log('offload TUN counters', JSON.stringify(counters));
+      expect(c.superIn).toBeGreaterThan(0);
+      expect(c.largestIn).toBeGreaterThan(1500);
+      expect(c.badSegments).toBe(0);
+      expect(c.gsoErrors).toBe(0);
+      expect(c.superOut).toBeGreaterThan(0);
+      expect(c.writeFailed).toBe(0);
+      console.log('offload TUN counters', JSON.stringify(c));
     } finally {
       await ta.close();
       await tb.close();
     }
-  });
+  }, 60_000);
+
+  it('our super-packets are what Linux expects: forwarded to a plain TUN, the kernel cuts them into valid segments', async () => {
+    // A → [offload TUN ta | us | offload TUN tb] → B forwards → [plain TUN tc | us | plain TUN td] → C.
+    // B segments our super-packets in software for tc, completing checksums from the
+    // pseudo-header sum we left in them: a wrong one would show as bad segments read from tc.
+    const nsC = topo.addNamespace('c');
+    run(['ip', 'netns', 'exec', nsB, 'sysctl', '-qw', 'net.ipv4.ip_forward=1']);
+    const ta = TunDevice.open({ name: 'ofl-fa', mtu: 1500, netns: nsA, offload: true });
+    const tb = TunDevice.open({ name: 'ofl-fb', mtu: 1500, netns: nsB, offload: true });
+    const tc = TunDevice.open({ name: 'ofl-fc', mtu: 1500, netns: nsB });
+    const td = TunDevice.open({ name: 'ofl-fd', mtu: 1500, netns: nsC });
+    const wire = newCounters();
+    const plain = newCounters();
+    try {
+      run(['ip', '-n', nsA, 'addr', 'add', '198.18.1.1/24', 'dev', 'ofl-fa']);
+      run(['ip', '-n', nsA, 'route', 'replace', '198.18.2.0/24', 'dev', 'ofl-fa']);
+      run(['ip', '-n', nsB, 'route', 'replace', '198.18.1.0/24', 'dev', 'ofl-fb']);
+      run(['ip', '-n', nsB, 'route', 'replace', '198.18.2.0/24', 'dev', 'ofl-fc']);
+      run(['ip', '-n', nsC, 'addr', 'add', '198.18.2.1/24', 'dev', 'ofl-fd']);
+      run(['ip', '-n', nsC, 'route', 'add', '198.18.1.0/24', 'dev', 'ofl-fd']);
+      forwardOffload(ta, tb, wire);
+      forwardOffload(tb, ta, wire);
+      forwardPlain(tc, td, plain);
+      forwardPlain(td, tc, plain);
+      await tcpTransfer(nsA, nsC, 8 << 20);
+      expect(wire.superOut).toBeGreaterThan(0);
+      expect(plain.segments).toBeGreaterThan(wire.superOut);
+      expect(plain.largestIn).toBeLessThanOrEqual(1500);
+      expect(plain.badSegments).toBe(0);
+      console.log('forwarded counters', JSON.stringify({ wire, plain }));
+    } finally {
+      for (const t of [ta, tb, tc, td]) await t.close();
+    }
+  }, 60_000);
 
   it('plain write/writeBatch still take IP packets on an offload TUN; writeVnetBatch needs offload', async () => {
     const t = TunDevice.open({ name: 'ofl-tp', mtu: 1400, netns: nsU, offload: true });

@@ -11,7 +11,7 @@
 import { describe, expect, it } from 'vitest';
 import { checksumVerifies, finishChecksum, foldSum, pseudoHeaderSumV4 } from '../../src/packet/checksum.js';
 import { Coalescer } from '../../src/packet/gro.js';
-import { GSO_ERR_MALFORMED, GSO_ERR_NO_ROOM, GSO_ERR_UNSUPPORTED, gsoSegment } from '../../src/packet/gso.js';
+import { GSO_ERR_MALFORMED, GSO_ERR_NO_ROOM, GSO_ERR_UNSUPPORTED, completeChecksum, gsoSegment } from '../../src/packet/gso.js';
 import { IP_PROTO_TCP, IP_PROTO_UDP, ipv4HeaderValid, ipv4Identification, ipv4TotalLength, ipv4TransportSum } from '../../src/packet/ipv4.js';
 import { ipv6PayloadLength, ipv6TransportSum } from '../../src/packet/ipv6.js';
 import { PacketList } from '../../src/packet/packet-list.js';
@@ -331,6 +331,10 @@ describe('Coalescer', () => {
     // The TCP checksum field holds the folded pseudo-header sum over the whole transport length.
     const l4Len = out.lens[0]! - VHL - 20;
     expect((buf[p + 36]! << 8) | buf[p + 37]!).toBe(foldSum(pseudoHeaderSumV4(buf, p + 12, p + 16, IP_PROTO_TCP, l4Len)));
+    // Completing it as a device would (sum from csum_start to the end, field included) gives the
+    // checksum an independent full computation verifies.
+    expect(completeChecksum(buf, p, out.lens[0]! - VHL, 20, 16)).toBe(true);
+    expect(transportValid(buf, p, out.lens[0]! - VHL)).toBe(true);
     expect(tcpFlags(buf, p + 20) & TCP_FLAG_PSH).toBe(TCP_FLAG_PSH);
   });
 
