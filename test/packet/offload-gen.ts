@@ -69,7 +69,13 @@ export function writeSuper(buf: Uint8Array, at: number, s: SuperSpec, rng: Prng)
     buf[l4 + 13] = s.flags ?? TCP_FLAG_ACK;
     buf[l4 + 14] = 0x01; buf[l4 + 15] = 0xf5; // window
     buf[l4 + 16] = 0; buf[l4 + 17] = 0; buf[l4 + 18] = 0; buf[l4 + 19] = 0;
-    for (let i = 0; i < optLen; i++) buf[l4 + 20 + i] = i % 4 === 0 ? 1 : rng.int(0, 255);
+    // Valid options (other tools re-encode them): NOP NOP Timestamp(random values), then NOPs.
+    for (let i = 0; i < optLen; i++) buf[l4 + 20 + i] = 1;
+    if (optLen >= 12) {
+      buf[l4 + 22] = 8;
+      buf[l4 + 23] = 10;
+      for (let i = 0; i < 8; i++) buf[l4 + 24 + i] = rng.int(0, 255);
+    }
   } else {
     buf[l4 + 4] = l4Len >>> 8; buf[l4 + 5] = l4Len & 0xff; buf[l4 + 6] = 0; buf[l4 + 7] = 0;
   }
