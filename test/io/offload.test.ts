@@ -20,7 +20,8 @@ import { gsoSegment } from '../../src/packet/gso.js';
 import { IP_PROTO_TCP, ipv4HeaderValid, ipv4Protocol } from '../../src/packet/ipv4.js';
 import { PacketList } from '../../src/packet/packet-list.js';
 import { tcpChecksumValidV4 } from '../../src/packet/tcp.js';
-import { vnetGsoType } from '../../src/packet/virtio-net-hdr.js';
+import { udpChecksumValidV4 } from '../../src/packet/udp.js';
+import { VIRTIO_NET_HDR_GSO_UDP_L4, vnetGsoType } from '../../src/packet/virtio-net-hdr.js';
 import { Topology, e2eUnavailableReason, run, sleep, waitFor } from '../util/netns.js';
 
 const reason = e2eUnavailableReason(['node', 'ss']) ?? (loadNativeIo() === null ? `native addon: ${nativeIoLoadError()}` : null);
@@ -272,6 +273,47 @@ describe.skipIf(reason !== null)(`offloads on a real kernel${reason ? ` (skipped
       for (const t of [ta, tb, tc, td]) await t.close();
     }
   }, 60_000);
+
+  it('USO TUN: a UDP GSO send in the namespace is read as one UDP super-packet and cut into the datagrams', async () => {
+    const t = TunDevice.open({ name: 'ofl-tu', mtu: 1500, netns: nsU, offload: true });
+    let tx: UdpSocket | null = null;
+    try {
+      expect(t.offload!.uso, 'TUNSETOFFLOAD refused USO (needs Linux >= 6.2)').toBe(true);
+      run(['ip', '-n', nsU, 'addr', 'add', '198.18.7.1/24', 'dev', 'ofl-tu']);
+      const batch = new PacketBatch({ maxLen: TUN_OFFLOAD_MAX_PACKET, capacity: 4, headroom: 16, scratch: 64 * STRIDE });
+      const segs = new PacketList(64);
+      const datagrams: number[][] = [];
+      let superLen = 0;
+      t.start(batch, (b) => {
+        for (let i = 0; i < b.count; i++) {
+          const o = b.offs[i];
+          if (b.buf[o] >> 4 !== 4 || ipv4Protocol(b.buf, o) !== 17) continue;
+          if (vnetGsoType(b.buf, o - 10) === VIRTIO_NET_HDR_GSO_UDP_L4) superLen = Math.max(superLen, b.lens[i]);
+          segs.clear();
+          expect(gsoSegment(b.buf, o - 10, o, b.lens[i], b.scratchOff + 16, STRIDE, segs)).toBeGreaterThan(0);
+          for (let k = 0; k < segs.count; k++) {
+            const so = segs.offs[k];
+            const sl = segs.lens[k];
+            expect(ipv4HeaderValid(b.buf, so, sl)).toBe(true);
+            expect(udpChecksumValidV4(b.buf, so, so + 20, sl - 20)).toBe(true);
+            datagrams.push([sl - 28, b.buf[so + 28]]);
+          }
+        }
+      });
+      const { buf, offs, lens } = run11();
+      const addrs = new Uint8Array(24);
+      encodeAddress('198.18.7.2', 9999, addrs, 0);
+      tx = await withNetns(nsU, () => UdpSocket.open({ family: 4, address: '198.18.7.1', port: 0, gso: true }));
+      expect(tx.sendBatch(buf, offs, lens, addrs, new Uint32Array(11), 11)).toBe(11);
+      expect(tx.gsoMessages).toBe(1);
+      await waitFor('11 datagrams through the TUN', () => datagrams.length >= 11, 5000, 10);
+      expect(datagrams).toEqual(Array.from({ length: 11 }, (_, i) => [i < 10 ? 1000 : 300, i + 1]));
+      expect(superLen).toBe(20 + 8 + 10 * 1000 + 300);
+    } finally {
+      await tx?.close();
+      await t.close();
+    }
+  });
 
   it('plain write/writeBatch still take IP packets on an offload TUN; writeVnetBatch needs offload', async () => {
     const t = TunDevice.open({ name: 'ofl-tp', mtu: 1400, netns: nsU, offload: true });
