@@ -22,17 +22,24 @@ import { PacketList } from '../../src/packet/packet-list.js';
 import { tcpChecksumValidV4 } from '../../src/packet/tcp.js';
 import { udpChecksumValidV4 } from '../../src/packet/udp.js';
 import { VIRTIO_NET_HDR_GSO_UDP_L4, vnetGsoType } from '../../src/packet/virtio-net-hdr.js';
-import { Topology, e2eUnavailableReason, run, sleep, waitFor } from '../util/netns.js';
+import { Topology, e2eUnavailableReason, isRoot, run, sleep, waitFor } from '../util/netns.js';
 
-const reason = e2eUnavailableReason(['node', 'ss']) ?? (loadNativeIo() === null ? `native addon: ${nativeIoLoadError()}` : null);
+const reason = e2eUnavailableReason(['node', 'ss']) ?? (loadNativeIo() === null ? `native addon: ${nativeIoLoadError()} (run scripts/setup.sh)` : null);
+// As root nothing is skipped: a missing prerequisite fails the first test, naming it.
+const skip = !isRoot();
 
-describe.skipIf(reason !== null)(`offloads on a real kernel${reason ? ` (skipped: ${reason})` : ''}`, () => {
+describe.skipIf(skip)(`offloads on a real kernel${skip ? ` (skipped: ${reason})` : ''}`, () => {
   const topo = new Topology('ofl-');
   let nsU: string;
   let nsA: string;
   let nsB: string;
 
+  it('has what it needs (iproute2 with netns, node, ss from iproute2, the native addon)', () => {
+    expect(reason).toBeNull();
+  });
+
   beforeAll(() => {
+    if (reason !== null) return;
     nsU = topo.addNamespace('u');
     nsA = topo.addNamespace('a');
     nsB = topo.addNamespace('b');
