@@ -322,6 +322,36 @@ describe.skipIf(skip)(`offloads on a real kernel${skip ? ` (skipped: ${reason})`
     }
   });
 
+  it('UDP GSO through a device without checksum offload: the kernel segments in software, checksums valid', async () => {
+    // A plain TUN has no checksum offload. (Kernels that refuse such a send with EIO make
+    // sendBatchGso resend the run without GSO and count stats.gsoFallbacks; this one does not.)
+    const t = TunDevice.open({ name: 'ofl-tz', mtu: 1500, netns: nsU });
+    let tx: UdpSocket | null = null;
+    try {
+      run(['ip', '-n', nsU, 'addr', 'add', '198.18.8.1/24', 'dev', 'ofl-tz']);
+      const seen: number[][] = [];
+      const batch = new PacketBatch({ maxLen: 1500, capacity: 32 });
+      t.start(batch, (b) => {
+        for (let i = 0; i < b.count; i++) {
+          const o = b.offs[i];
+          const l = b.lens[i];
+          if (b.buf[o + 9] === 17) seen.push([l - 28, b.buf[o + 28], udpChecksumValidV4(b.buf, o, o + 20, l - 20) ? 1 : 0]);
+        }
+      });
+      tx = await withNetns(nsU, () => UdpSocket.open({ family: 4, address: '198.18.8.1', port: 0, gso: true }));
+      const { buf, offs, lens } = run11();
+      const addrs = new Uint8Array(24);
+      encodeAddress('198.18.8.2', 9999, addrs, 0);
+      expect(tx.sendBatch(buf, offs, lens, addrs, new Uint32Array(11), 11)).toBe(11);
+      await waitFor('11 datagrams', () => seen.length === 11, 5000, 10);
+      expect(seen).toEqual(Array.from({ length: 11 }, (_, i) => [i < 10 ? 1000 : 300, i + 1, 1]));
+      expect(tx.gsoMessages + tx.stats.gsoFallbacks).toBeGreaterThan(0);
+    } finally {
+      await tx?.close();
+      await t.close();
+    }
+  });
+
   it('plain write/writeBatch still take IP packets on an offload TUN; writeVnetBatch needs offload', async () => {
     const t = TunDevice.open({ name: 'ofl-tp', mtu: 1400, netns: nsU, offload: true });
     const plain = TunDevice.open({ name: 'ofl-tq', mtu: 1400, netns: nsU });
