@@ -28,12 +28,13 @@
  */
 
 import { finishChecksum, foldSum, pseudoHeaderSumV4, pseudoHeaderSumV6, writeChecksum } from './checksum.js';
+import { sumWordsWide } from './checksum-wide.js';
 import {
   IPV4_DST_OFFSET, IPV4_FLAGS_FRAGMENT_OFFSET, IPV4_ID_OFFSET, IPV4_MIN_HEADER_LEN, IPV4_SRC_OFFSET, IPV4_TOS_OFFSET,
   IPV4_TTL_OFFSET, IP_PROTO_TCP, IP_PROTO_UDP, IPV4_FLAG_MF, IPV4_FRAGMENT_OFFSET_MASK, fillIpv4Checksum, ipv4HeaderValid,
-  ipv4TotalLength, ipv4TransportSum, setIpv4TotalLength,
+  ipv4TotalLength, setIpv4TotalLength,
 } from './ipv4.js';
-import { IPV6_DST_OFFSET, IPV6_HEADER_LEN, IPV6_HOP_LIMIT_OFFSET, IPV6_NEXT_HEADER_OFFSET, IPV6_SRC_OFFSET, ipv6PayloadLength, ipv6TransportSum, setIpv6PayloadLength } from './ipv6.js';
+import { IPV6_DST_OFFSET, IPV6_HEADER_LEN, IPV6_HOP_LIMIT_OFFSET, IPV6_NEXT_HEADER_OFFSET, IPV6_SRC_OFFSET, ipv6PayloadLength, setIpv6PayloadLength } from './ipv6.js';
 import type { PacketList } from './packet-list.js';
 import {
   TCP_CHECKSUM_OFFSET, TCP_FLAGS_OFFSET, TCP_FLAG_ACK, TCP_FLAG_ECE, TCP_FLAG_PSH, TCP_MIN_HEADER_LEN, tcpHeaderLen, tcpSeq,
@@ -286,10 +287,11 @@ export class Coalescer {
 
   private checksumOk(off: number, len: number, l4Rel: number, proto: number, version: number): boolean {
     const buf = this.buf;
-    const sum = version === 4
-      ? ipv4TransportSum(buf, off, proto, off + l4Rel, len - l4Rel)
-      : ipv6TransportSum(buf, off, proto, off + l4Rel, len - l4Rel);
-    return finishChecksum(sum) === 0;
+    const l4Len = len - l4Rel;
+    const pseudo = version === 4
+      ? pseudoHeaderSumV4(buf, off + IPV4_SRC_OFFSET, off + IPV4_DST_OFFSET, proto, l4Len)
+      : pseudoHeaderSumV6(buf, off + IPV6_SRC_OFFSET, off + IPV6_DST_OFFSET, proto, l4Len);
+    return finishChecksum(sumWordsWide(buf, off + l4Rel, l4Len, pseudo)) === 0;
   }
 
   private openFlow(off: number, len: number, version: number, proto: number, l4Rel: number, hdrLen: number, payload: number): void {

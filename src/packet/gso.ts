@@ -19,18 +19,19 @@
  * drop by reason); nothing throws on network input, nothing allocates.
  */
 
-import { foldSum, sumWords, writeChecksum } from './checksum.js';
+import { finishChecksum, foldSum, pseudoHeaderSumV4, pseudoHeaderSumV6, writeChecksum } from './checksum.js';
+import { sumWordsWide } from './checksum-wide.js';
 import {
-  IPV4_ID_OFFSET, IPV4_MIN_HEADER_LEN, IP_PROTO_TCP, IP_PROTO_UDP, fillIpv4Checksum, ipv4HeaderLen, ipv4Identification,
+  IPV4_DST_OFFSET, IPV4_ID_OFFSET, IPV4_MIN_HEADER_LEN, IPV4_SRC_OFFSET, IP_PROTO_TCP, IP_PROTO_UDP, fillIpv4Checksum, ipv4HeaderLen, ipv4Identification,
   ipv4Protocol, ipv4TotalLength, setIpv4TotalLength,
 } from './ipv4.js';
-import { IPV6_CHAIN_INVALID, IPV6_HEADER_LEN, chainOffset, chainProtocol, ipv6PayloadLength, ipv6TransportOffset, setIpv6PayloadLength } from './ipv6.js';
+import { IPV6_CHAIN_INVALID, IPV6_DST_OFFSET, IPV6_HEADER_LEN, IPV6_SRC_OFFSET, chainOffset, chainProtocol, ipv6PayloadLength, ipv6TransportOffset, setIpv6PayloadLength } from './ipv6.js';
 import type { PacketList } from './packet-list.js';
 import {
-  TCP_FLAGS_OFFSET, TCP_FLAG_CWR, TCP_FLAG_FIN, TCP_FLAG_PSH, TCP_MIN_HEADER_LEN, TCP_SEQ_OFFSET, fillTcpChecksumV4,
-  fillTcpChecksumV6, tcpHeaderLen, tcpSeq,
+  TCP_CHECKSUM_OFFSET, TCP_FLAGS_OFFSET, TCP_FLAG_CWR, TCP_FLAG_FIN, TCP_FLAG_PSH, TCP_MIN_HEADER_LEN, TCP_SEQ_OFFSET,
+  tcpHeaderLen, tcpSeq,
 } from './tcp.js';
-import { UDP_HEADER_LEN, UDP_LENGTH_OFFSET, fillUdpChecksumV4, fillUdpChecksumV6 } from './udp.js';
+import { UDP_CHECKSUM_OFFSET, UDP_HEADER_LEN, UDP_LENGTH_OFFSET } from './udp.js';
 import {
   VIRTIO_NET_HDR_F_NEEDS_CSUM, VIRTIO_NET_HDR_GSO_ECN, VIRTIO_NET_HDR_GSO_NONE, VIRTIO_NET_HDR_GSO_TCPV4,
   VIRTIO_NET_HDR_GSO_TCPV6, VIRTIO_NET_HDR_GSO_UDP_L4, vnetCsumOffset, vnetCsumStart, vnetFlags, vnetGsoSize, vnetGsoType,
@@ -51,7 +52,7 @@ export const GSO_ERR_NO_ROOM = -3;
 export function completeChecksum(buf: Uint8Array, off: number, len: number, csumStart: number, csumOffset: number): boolean {
   if (csumStart >= len || csumStart + csumOffset + 2 > len) return false;
   const field = off + csumStart + csumOffset;
-  let c = ~foldSum(sumWords(buf, off + csumStart, len - csumStart)) & 0xffff;
+  let c = ~foldSum(sumWordsWide(buf, off + csumStart, len - csumStart)) & 0xffff;
   // A UDP checksum of 0 means "none" (RFC 768): send 0xffff instead. TCP has no such rule, but
   // 0xffff and 0 are the same ones'-complement value, so it is harmless there too.
   if (c === 0 && csumOffset === 6) c = 0xffff;
@@ -156,15 +157,23 @@ export function gsoSegment(
       if (k !== nseg - 1) f &= ~(TCP_FLAG_FIN | TCP_FLAG_PSH);
       if (k !== 0) f &= ~TCP_FLAG_CWR;
       buf[dl4 + TCP_FLAGS_OFFSET] = f;
-      if (version === 4) fillTcpChecksumV4(buf, d, dl4, l4Len);
-      else fillTcpChecksumV6(buf, d, dl4, l4Len);
+      fillTransportChecksum(buf, d, version, proto, dl4, l4Len, TCP_CHECKSUM_OFFSET);
     } else {
       buf[dl4 + UDP_LENGTH_OFFSET] = l4Len >>> 8;
       buf[dl4 + UDP_LENGTH_OFFSET + 1] = l4Len & 0xff;
-      if (version === 4) fillUdpChecksumV4(buf, d, dl4, l4Len);
-      else fillUdpChecksumV6(buf, d, dl4, l4Len);
+      fillTransportChecksum(buf, d, version, proto, dl4, l4Len, UDP_CHECKSUM_OFFSET);
     }
     out.push(d, total);
   }
   return nseg;
+}
+
+/** The full TCP/UDP checksum (pseudo header + segment) of a fresh segment; UDP sends a computed 0 as 0xffff. */
+function fillTransportChecksum(buf: Uint8Array, ip: number, version: number, proto: number, l4: number, l4Len: number, csumOffset: number): void {
+  writeChecksum(buf, l4 + csumOffset, 0);
+  const pseudo = version === 4
+    ? pseudoHeaderSumV4(buf, ip + IPV4_SRC_OFFSET, ip + IPV4_DST_OFFSET, proto, l4Len)
+    : pseudoHeaderSumV6(buf, ip + IPV6_SRC_OFFSET, ip + IPV6_DST_OFFSET, proto, l4Len);
+  const c = finishChecksum(sumWordsWide(buf, l4, l4Len, pseudo));
+  writeChecksum(buf, l4 + csumOffset, c === 0 && proto === IP_PROTO_UDP ? 0xffff : c);
 }
