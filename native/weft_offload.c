@@ -26,7 +26,9 @@
  *   length (the last of a run may be shorter) are sent as one GSO message of up to maxSegs
  *   (<= 64) datagrams. -> datagrams sent. info[0] += sendmmsg entries used; info[1] += runs the
  *   kernel refused with EIO (the route's device cannot segment: those runs were resent one
- *   datagram per entry, and the caller should stop using GSO). */
+ *   datagram per entry, and the caller should stop using GSO). A run refused with EINVAL or
+ *   EMSGSIZE (say datagrams above the path MTU) is resent one datagram per entry, as sendBatch
+ *   would send it. */
 napi_value send_batch_gso(napi_env env, napi_callback_info info) {
   size_t argc = 10;
   napi_value argv[10];
@@ -63,7 +65,7 @@ napi_value send_batch_gso(napi_env env, napi_callback_info info) {
   } ctrl[MMSG_CHUNK];
   struct iovec iov[GSO_IOV_BUDGET];
   int64_t sent = 0, i = 0;
-  int no_gso = 0; /* set after EIO: the rest of this call goes one datagram per entry */
+  int64_t no_gso_until = 0; /* datagrams before this index go one per entry (after EIO/EINVAL) */
   while (i < count) {
     int k = 0, used = 0;
     int64_t j = i;
@@ -74,7 +76,7 @@ napi_value send_batch_gso(napi_env env, napi_callback_info info) {
       uint32_t seg = lens[j];
       int64_t n = 1;
       size_t bytes = seg;
-      if (!no_gso && seg > 0) {
+      if (j >= no_gso_until && seg > 0) {
         while (j + n < count && n < max_segs && used + n < GSO_IOV_BUDGET) {
           int64_t q = j + n;
           size_t qa = idx ? idx[q] : (size_t)q;
@@ -117,12 +119,18 @@ napi_value send_batch_gso(napi_env env, napi_callback_info info) {
       int e = errno;
       if (e == EINTR) continue;
       if (e == EAGAIN || e == EWOULDBLOCK || e == ENOBUFS) return make_i64(env, sent);
-      if (e == EIO && nrun[0] > 1) {
-        /* The egress device cannot do UDP segmentation (e.g. no checksum offload): resend this
-         * run one datagram per entry, and tell the caller. */
-        inf[1]++;
-        no_gso = 1;
-        continue; /* i unchanged: the run is rebuilt without GSO */
+      if ((e == EIO || e == EINVAL || e == EMSGSIZE) && nrun[0] > 1) {
+        /* EIO: the egress device cannot do UDP segmentation (e.g. no checksum offload): the
+         * rest of this call goes without GSO, and the caller is told. EINVAL/EMSGSIZE: this
+         * run cannot be one GSO message (e.g. datagrams above the path MTU, which a plain send
+         * fragments): only this run goes without GSO. */
+        if (e == EIO) {
+          inf[1]++;
+          no_gso_until = count;
+        } else if (no_gso_until < first[0] + nrun[0]) {
+          no_gso_until = first[0] + nrun[0];
+        }
+        continue; /* i unchanged: the run is rebuilt one datagram per entry */
       }
       i = first[0] + nrun[0]; /* this run failed (bad address, unreachable...): skip it */
       continue;

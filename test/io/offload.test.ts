@@ -352,6 +352,30 @@ describe.skipIf(skip)(`offloads on a real kernel${skip ? ` (skipped: ${reason})`
     }
   });
 
+  it('UDP GSO: a run above the path MTU (refused as one GSO message) is still sent, as plain datagrams', async () => {
+    const t = TunDevice.open({ name: 'ofl-tm', mtu: 1280, netns: nsU });
+    let tx: UdpSocket | null = null;
+    try {
+      run(['ip', '-n', nsU, 'addr', 'add', '198.18.6.1/24', 'dev', 'ofl-tm']);
+      const seen: number[] = [];
+      const batch = new PacketBatch({ maxLen: 1280, capacity: 64 });
+      t.start(batch, (b) => { for (let i = 0; i < b.count; i++) if (b.buf[b.offs[i] + 9] === 17) seen.push(b.lens[i]); });
+      tx = await withNetns(nsU, () => UdpSocket.open({ family: 4, address: '198.18.6.1', port: 0, gso: true }));
+      const buf = new Uint8Array(4 * 2048);
+      const offs = new Uint32Array([16, 2064, 4112, 6160]);
+      const lens = new Uint32Array([1400, 1400, 1400, 1400]); // 1428-byte packets on a 1280 MTU
+      const addrs = new Uint8Array(24);
+      encodeAddress('198.18.6.2', 9999, addrs, 0);
+      expect(tx.sendBatch(buf, offs, lens, addrs, new Uint32Array(4), 4)).toBe(4);
+      expect(tx.offload.gso).toBe(true); // not a device limitation: GSO stays on
+      // Each datagram leaves fragmented, as a plain send would: 4 first fragments at least.
+      await waitFor('fragments of 4 datagrams', () => seen.length >= 8, 5000, 10);
+    } finally {
+      await tx?.close();
+      await t.close();
+    }
+  });
+
   it('plain write/writeBatch still take IP packets on an offload TUN; writeVnetBatch needs offload', async () => {
     const t = TunDevice.open({ name: 'ofl-tp', mtu: 1400, netns: nsU, offload: true });
     const plain = TunDevice.open({ name: 'ofl-tq', mtu: 1400, netns: nsU });
