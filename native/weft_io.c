@@ -26,6 +26,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <netinet/udp.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -34,33 +35,24 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#define ADDR_SLOT 24
-#define MMSG_CHUNK 64
+#include "weft_io.h"
 
-#define NAPI_OK(call)                                                                             \
-  do {                                                                                             \
-    if ((call) != napi_ok) {                                                                       \
-      napi_throw_error(env, NULL, "weft_io: N-API call failed: " #call);                          \
-      return NULL;                                                                                 \
-    }                                                                                              \
-  } while (0)
-
-static napi_value throw_type(napi_env env, const char *msg) {
+napi_value throw_type(napi_env env, const char *msg) {
   napi_throw_type_error(env, NULL, msg);
   return NULL;
 }
 
-static napi_value throw_range(napi_env env, const char *msg) {
+napi_value throw_range(napi_env env, const char *msg) {
   napi_throw_range_error(env, NULL, msg);
   return NULL;
 }
 
-static int get_i64(napi_env env, napi_value v, int64_t *out) {
+int get_i64(napi_env env, napi_value v, int64_t *out) {
   return napi_get_value_int64(env, v, out) == napi_ok;
 }
 
 /* A Uint8Array (or any typed array, seen as bytes): data pointer and byte length. */
-static int get_bytes(napi_env env, napi_value v, uint8_t **data, size_t *len) {
+int get_bytes(napi_env env, napi_value v, uint8_t **data, size_t *len) {
   napi_typedarray_type type;
   size_t length, offset;
   void *ptr;
@@ -72,7 +64,7 @@ static int get_bytes(napi_env env, napi_value v, uint8_t **data, size_t *len) {
   return 1;
 }
 
-static int get_u32s(napi_env env, napi_value v, uint32_t **data, size_t *count) {
+int get_u32s(napi_env env, napi_value v, uint32_t **data, size_t *count) {
   napi_typedarray_type type;
   size_t length, offset;
   void *ptr;
@@ -84,7 +76,7 @@ static int get_u32s(napi_env env, napi_value v, uint32_t **data, size_t *count) 
   return 1;
 }
 
-static napi_value make_i64(napi_env env, int64_t v) {
+napi_value make_i64(napi_env env, int64_t v) {
   napi_value r;
   if (napi_create_int64(env, v, &r) != napi_ok) return NULL;
   return r;
@@ -305,7 +297,7 @@ static void addr_to_record(const struct sockaddr_storage *ss, uint8_t *rec) {
 }
 
 /* Returns the sockaddr length, or 0 for a record that is neither family. */
-static socklen_t record_to_addr(const uint8_t *rec, int sock_family, struct sockaddr_storage *ss) {
+socklen_t record_to_addr(const uint8_t *rec, int sock_family, struct sockaddr_storage *ss) {
   memset(ss, 0, sizeof(*ss));
   if (rec[0] == 4 && sock_family == AF_INET) {
     struct sockaddr_in *a = (struct sockaddr_in *)ss;
@@ -335,11 +327,14 @@ static socklen_t record_to_addr(const uint8_t *rec, int sock_family, struct sock
   return 0;
 }
 
-/* recvBatch(fd, arena, slotSize, headroom, maxLen, maxCount, lens, addrs)
- *   -> datagrams received (>= 0) or -errno when nothing was received because of a real error. */
+/* recvBatch(fd, arena, slotSize, headroom, maxLen, maxCount, lens, addrs[, segs: Uint32Array])
+ *   -> datagrams received (>= 0) or -errno when nothing was received because of a real error.
+ *   With `segs` (a socket with UDP_GRO on), segs[i] is the segment size from the UDP_GRO
+ *   control message of message i (the kernel coalesced a run of datagrams of that size, the
+ *   last possibly shorter), or 0 when message i is one plain datagram. */
 static napi_value recv_batch(napi_env env, napi_callback_info info) {
-  size_t argc = 8;
-  napi_value argv[8];
+  size_t argc = 9;
+  napi_value argv[9];
   NAPI_OK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
   int64_t fd, slot, head, max_len, max_count;
   uint8_t *arena, *addrs;
@@ -349,14 +344,28 @@ static napi_value recv_batch(napi_env env, napi_callback_info info) {
       !get_i64(env, argv[2], &slot) || !get_i64(env, argv[3], &head) || !get_i64(env, argv[4], &max_len) ||
       !get_i64(env, argv[5], &max_count) || !get_u32s(env, argv[6], &lens, &nlens) ||
       !get_bytes(env, argv[7], &addrs, &addrs_len))
-    return throw_type(env, "recvBatch(fd, arena, slotSize, headroom, maxLen, maxCount, lens, addrs)");
+    return throw_type(env, "recvBatch(fd, arena, slotSize, headroom, maxLen, maxCount, lens, addrs[, segs])");
+  uint32_t *segs = NULL;
+  size_t nsegs = 0;
+  if (argc >= 9) {
+    napi_valuetype st;
+    NAPI_OK(napi_typeof(env, argv[8], &st));
+    if (st != napi_undefined && st != napi_null && !get_u32s(env, argv[8], &segs, &nsegs))
+      return throw_type(env, "recvBatch: segs must be a Uint32Array");
+  }
   if (slot <= 0 || head < 0 || max_len <= 0 || head + max_len > slot || max_count < 0 ||
-      (size_t)max_count > nlens || (size_t)(slot * max_count) > arena_len || (size_t)(max_count * ADDR_SLOT) > addrs_len)
-    return throw_range(env, "recvBatch: slots do not fit the arena, lens or addrs");
+      (size_t)max_count > nlens || (size_t)(slot * max_count) > arena_len || (size_t)(max_count * ADDR_SLOT) > addrs_len ||
+      (segs && (size_t)max_count > nsegs))
+    return throw_range(env, "recvBatch: slots do not fit the arena, lens, addrs or segs");
 
   struct mmsghdr msgs[MMSG_CHUNK];
   struct iovec iov[MMSG_CHUNK];
   struct sockaddr_storage from[MMSG_CHUNK];
+  /* Room for one int-sized control message per datagram (UDP_GRO). */
+  union {
+    char buf[CMSG_SPACE(sizeof(int))];
+    struct cmsghdr align;
+  } ctrl[MMSG_CHUNK];
   int64_t n = 0;
   while (n < max_count) {
     int want = (int)((max_count - n) < MMSG_CHUNK ? (max_count - n) : MMSG_CHUNK);
@@ -368,6 +377,10 @@ static napi_value recv_batch(napi_env env, napi_callback_info info) {
       msgs[i].msg_hdr.msg_iovlen = 1;
       msgs[i].msg_hdr.msg_name = &from[i];
       msgs[i].msg_hdr.msg_namelen = sizeof(from[i]);
+      if (segs) {
+        msgs[i].msg_hdr.msg_control = ctrl[i].buf;
+        msgs[i].msg_hdr.msg_controllen = sizeof(ctrl[i].buf);
+      }
       msgs[i].msg_len = 0;
     }
     int r = recvmmsg((int)fd, msgs, (unsigned)want, MSG_DONTWAIT, NULL);
@@ -382,6 +395,17 @@ static napi_value recv_batch(napi_env env, napi_callback_info info) {
       addr_to_record(&from[i], rec);
       if (msgs[i].msg_hdr.msg_flags & MSG_TRUNC) rec[1] = 1;
       lens[n + i] = msgs[i].msg_len;
+      if (segs) {
+        uint32_t gso = 0;
+        for (struct cmsghdr *c = CMSG_FIRSTHDR(&msgs[i].msg_hdr); c != NULL; c = CMSG_NXTHDR(&msgs[i].msg_hdr, c)) {
+          if (c->cmsg_level == SOL_UDP && c->cmsg_type == UDP_GRO && c->cmsg_len >= CMSG_LEN(sizeof(int))) {
+            int v;
+            memcpy(&v, CMSG_DATA(c), sizeof(v));
+            if (v > 0) gso = (uint32_t)v;
+          }
+        }
+        segs[n + i] = gso;
+      }
     }
     n += r;
     if (r < want) break; /* the queue is empty */
@@ -811,8 +835,11 @@ NAPI_MODULE_INIT() {
     {"readBatch", NULL, read_batch, NULL, NULL, NULL, napi_enumerable, NULL},
     {"writeBatch", NULL, write_batch, NULL, NULL, NULL, napi_enumerable, NULL},
     {"write1", NULL, write_one, NULL, NULL, NULL, napi_enumerable, NULL},
+    {"writeBatchHdr", NULL, write_batch_hdr, NULL, NULL, NULL, napi_enumerable, NULL},
     {"recvBatch", NULL, recv_batch, NULL, NULL, NULL, napi_enumerable, NULL},
     {"sendBatch", NULL, send_batch, NULL, NULL, NULL, napi_enumerable, NULL},
+    {"sendBatchGso", NULL, send_batch_gso, NULL, NULL, NULL, napi_enumerable, NULL},
+    {"udpSetOffload", NULL, udp_set_offload, NULL, NULL, NULL, napi_enumerable, NULL},
     {"udpOpen", NULL, udp_open, NULL, NULL, NULL, napi_enumerable, NULL},
     {"setMark", NULL, set_mark, NULL, NULL, NULL, napi_enumerable, NULL},
     {"setNonBlocking", NULL, set_nonblocking, NULL, NULL, NULL, napi_enumerable, NULL},

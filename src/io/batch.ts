@@ -13,6 +13,12 @@
  */
 import { ADDR_RECORD_LEN } from './native.js';
 
+/**
+ * The largest maxLen: the largest IP packet without jumbograms (IPv6: 40-byte header + 65535 of
+ * payload); a TUN with TSO hands over super-packets up to that size.
+ */
+export const PACKET_BATCH_MAX_LEN = 65535 + 40;
+
 export interface PacketBatchOptions {
   /** Number of slots (packets per batch). Default 64. */
   readonly capacity?: number;
@@ -24,6 +30,13 @@ export interface PacketBatchOptions {
   readonly tailroom?: number;
   /** Also keep a 24-byte source/destination address record per slot (UDP). */
   readonly withAddresses?: boolean;
+  /** Also keep a segment size per slot (UDP GRO: see `segs`). */
+  readonly withSegments?: boolean;
+  /**
+   * Bytes of scratch space after the slots, in the same buffer (default 0): software GSO/GRO
+   * (src/packet/gso.ts, gro.ts) copy with copyWithin, which needs source and target in one array.
+   */
+  readonly scratch?: number;
 }
 
 export class PacketBatch {
@@ -37,6 +50,15 @@ export class PacketBatch {
   readonly lens: Uint32Array;
   /** Address records (see native.ts ADDR_* for the layout); empty unless withAddresses. */
   readonly addrs: Uint8Array;
+  /**
+   * UDP GRO (empty unless withSegments): segs[i] = 0 when slot i holds one datagram, else the
+   * kernel coalesced a run of datagrams of segs[i] bytes each (the last possibly shorter)
+   * back to back in slot i: datagram k is at offs[i] + k*segs[i].
+   */
+  readonly segs: Uint32Array;
+  /** buf[scratchOff, scratchOff + scratchLen) is the scratch space (after the last slot). */
+  readonly scratchOff: number;
+  readonly scratchLen: number;
   /** Packets filled by the last read. */
   count = 0;
 
@@ -46,18 +68,23 @@ export class PacketBatch {
     const tailroom = opts.tailroom ?? 32;
     if (!Number.isInteger(capacity) || capacity < 1 || capacity > 4096) throw new RangeError(`capacity ${capacity} not in 1..4096`);
     if (!Number.isInteger(headroom) || headroom < 0 || headroom > 4096) throw new RangeError(`headroom ${headroom} not in 0..4096`);
-    if (!Number.isInteger(opts.maxLen) || opts.maxLen < 1 || opts.maxLen > 65535) throw new RangeError(`maxLen ${opts.maxLen} not in 1..65535`);
+    if (!Number.isInteger(opts.maxLen) || opts.maxLen < 1 || opts.maxLen > PACKET_BATCH_MAX_LEN) throw new RangeError(`maxLen ${opts.maxLen} not in 1..${PACKET_BATCH_MAX_LEN}`);
     if (!Number.isInteger(tailroom) || tailroom < 0) throw new RangeError(`tailroom ${tailroom} must be >= 0`);
     this.capacity = capacity;
     this.headroom = headroom;
     this.maxLen = opts.maxLen;
     // Round slots to 64 bytes so every packet starts cache-line aligned (plus headroom).
     this.slotSize = Math.ceil((headroom + opts.maxLen + tailroom) / 64) * 64;
-    this.buf = new Uint8Array(this.slotSize * capacity);
+    const scratch = opts.scratch ?? 0;
+    if (!Number.isInteger(scratch) || scratch < 0 || scratch > 1 << 28) throw new RangeError(`scratch ${scratch} not in 0..${1 << 28}`);
+    this.scratchOff = this.slotSize * capacity;
+    this.scratchLen = scratch;
+    this.buf = new Uint8Array(this.scratchOff + scratch);
     this.offs = new Uint32Array(capacity);
     for (let i = 0; i < capacity; i++) this.offs[i] = i * this.slotSize + headroom;
     this.lens = new Uint32Array(capacity);
     this.addrs = new Uint8Array(opts.withAddresses ? capacity * ADDR_RECORD_LEN : 0);
+    this.segs = new Uint32Array(opts.withSegments ? capacity : 0);
   }
 
   /** Called by readers after a fill: sets count and restores offs[0..n) the caller may have moved. */

@@ -11,6 +11,8 @@ import koffi from 'koffi';
 export interface Libc {
   /** ioctl(fd, request, void *arg) */
   ioctlPtr(fd: number, request: number, arg: Uint8Array): number;
+  /** ioctl(fd, request, unsigned long arg): requests that take a value, not a pointer (TUNSETOFFLOAD). */
+  ioctlInt(fd: number, request: number, arg: number): number;
   socket(domain: number, type: number, protocol: number): number;
   close(fd: number): number;
   read(fd: number, buf: Uint8Array, len: number): number;
@@ -38,6 +40,7 @@ export function getLibc(): Libc {
   const fcntl = lib.func('int fcntl(int fd, int cmd, ...)');
   libc = {
     ioctlPtr: (fd, request, arg) => ioctl(fd, request, 'void *', arg) as number,
+    ioctlInt: (fd, request, arg) => ioctl(fd, request, 'unsigned long', arg) as number,
     socket: lib.func('int socket(int domain, int type, int protocol)') as (d: number, t: number, p: number) => number,
     close: lib.func('int close(int fd)') as (fd: number) => number,
     read: read as (fd: number, buf: Uint8Array, len: number) => number,

@@ -35,8 +35,23 @@ export interface NativeIo {
   writeBatch(fd: number, arena: Uint8Array, offs: Uint32Array, lens: Uint32Array, count: number): number;
   /** One write() → bytes or -errno. */
   write1(fd: number, arena: Uint8Array, off: number, len: number): number;
-  /** recvmmsg until EAGAIN or maxCount → count or -errno. */
-  recvBatch(fd: number, arena: Uint8Array, slotSize: number, headroom: number, maxLen: number, maxCount: number, lens: Uint32Array, addrs: Uint8Array): number;
+  /**
+   * recvmmsg until EAGAIN or maxCount → count or -errno. With `segs` (a UDP_GRO socket; addons
+   * built before it ignore the argument and leave segs untouched), segs[i] = the segment size
+   * from message i's UDP_GRO control message, or 0 for one plain datagram.
+   */
+  recvBatch(fd: number, arena: Uint8Array, slotSize: number, headroom: number, maxLen: number, maxCount: number, lens: Uint32Array, addrs: Uint8Array, segs?: Uint32Array): number;
+  /**
+   * As sendBatch, with UDP GSO: consecutive datagrams to the same destination record with equal
+   * lengths (the last of a run may be shorter) go out as one sendmmsg entry with a UDP_SEGMENT
+   * control message, ≤ maxSegs (1..64) datagrams and ≤ 65507 bytes each. → datagrams sent;
+   * info[0] += entries used; info[1] += runs refused with EIO (resent without GSO: stop using it).
+   */
+  sendBatchGso?(fd: number, family: 4 | 6, arena: Uint8Array, offs: Uint32Array, lens: Uint32Array, addrs: Uint8Array, addrIdx: Uint32Array | null, count: number, maxSegs: number, info: Uint32Array): number;
+  /** → bits: 1 = UDP_SEGMENT supported, 2 = UDP_GRO switched on. */
+  udpSetOffload?(fd: number, gso: boolean, gro: boolean): number;
+  /** TUN with IFF_VNET_HDR: writev(all-zero header of hdrLen bytes, packet) each → packets written. */
+  writeBatchHdr?(fd: number, arena: Uint8Array, offs: Uint32Array, lens: Uint32Array, count: number, hdrLen: number): number;
   /** sendmmsg; destination i = addrs record (addrIdx ? addrIdx[i] : i) → datagrams sent. */
   sendBatch(fd: number, family: 4 | 6, arena: Uint8Array, offs: Uint32Array, lens: Uint32Array, addrs: Uint8Array, addrIdx: Uint32Array | null, count: number): number;
   /** → [fd, boundPort, rcvbuf, sndbuf, forcedBits] or -errno. */

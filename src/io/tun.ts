@@ -20,6 +20,14 @@
  * Contracts: buffers are caller-owned (PacketBatch or any Uint8Array); packets are read at
  * `headroom` (the daemon uses 16 for the WireGuard header). Bad packets the kernel refuses on
  * write are counted in `stats.txErrors`, never thrown.
+ *
+ * Offloads (opt-in, `offload: true`, native mechanism only): IFF_VNET_HDR at TUNSETIFF,
+ * TUNSETVNETHDRSZ 10, then TUNSETOFFLOAD with the most the kernel accepts of CSUM + TSO4/6 +
+ * USO4/6, else CSUM + TSO4/6, else nothing (`offload` says what is on). Then every packet read
+ * comes with a virtio_net_hdr, placed in the headroom just before the packet (offs[i] - 10), and
+ * may be a TCP/UDP super-packet of up to 64 KiB to cut with src/packet/gso.ts; `write` and
+ * `writeBatch` still take plain IP packets (an all-zero header is prepended by writev), and
+ * `writeVnetBatch` writes packets that start with their own header (src/packet/gro.ts output).
  */
 import * as fs from 'node:fs';
 import { PacketBatch } from './batch.js';
@@ -43,6 +51,19 @@ const IFF_UP = 0x1;
 const IFF_TUN = 0x0001;
 const IFF_NO_PI = 0x1000;
 const IFF_MULTI_QUEUE = 0x0100;
+const IFF_VNET_HDR = 0x4000;
+const TUNSETOFFLOAD = 0x400454d0; // _IOW('T', 208, unsigned int); the argument is the value
+const TUNSETVNETHDRSZ = 0x400454d8; // _IOW('T', 216, int); the argument points to an int
+/** TUNSETOFFLOAD flags (include/uapi/linux/if_tun.h). */
+export const TUN_F_CSUM = 0x01;
+export const TUN_F_TSO4 = 0x02;
+export const TUN_F_TSO6 = 0x04;
+export const TUN_F_USO4 = 0x20;
+export const TUN_F_USO6 = 0x40;
+/** The virtio_net_hdr size we ask for (no num_buffers). */
+export const TUN_VNET_HDR_LEN = 10;
+/** With TSO/USO on, a read may return a packet this long (IPv6: 40 + 65535); size batches for it. */
+export const TUN_OFFLOAD_MAX_PACKET = 65535 + 40;
 const KOFFI_POLL_TIMEOUT_MS = 100;
 
 export type TunMechanism = 'native' | 'koffi';
@@ -68,6 +89,25 @@ export interface TunOptions {
    * (500 for TUN). A bulk TCP sender bursts past 500 whenever the reader is briefly descheduled.
    */
   readonly txQueueLen?: number;
+  /**
+   * Ask for a vnet-header TUN with checksum and segmentation offloads (see the file comment).
+   * Only with the native mechanism; otherwise, or when the kernel refuses, `offload` is null.
+   */
+  readonly offload?: boolean;
+}
+
+/** What a TUN opened with `offload: true` got from the kernel. */
+export interface TunOffloadState {
+  /** Bytes of virtio_net_hdr before every packet read or written. */
+  readonly vnetHdrLen: number;
+  /** The TUN_F_* flags TUNSETOFFLOAD accepted (0: a header but no offload). */
+  readonly flags: number;
+  /** The kernel may leave transport checksums partial (NEEDS_CSUM). */
+  readonly csum: boolean;
+  /** TCP super-packets (TSO4 and TSO6). */
+  readonly tso: boolean;
+  /** UDP super-packets (USO4 and USO6; kernel ≥ 6.2). */
+  readonly uso: boolean;
 }
 
 export class TunError extends Error {
@@ -193,6 +233,8 @@ export class TunDevice {
   private closed = false;
   private fdClosed = false;
   private closeWaiters: (() => void)[] = [];
+  private readonly vhl: number;
+  private readonly one = { offs: new Uint32Array(1), lens: new Uint32Array(1) };
 
   private constructor(
     readonly name: string,
@@ -201,7 +243,10 @@ export class TunDevice {
     readonly mechanism: TunMechanism,
     /** The namespace the link lives in (for later link changes such as the MTU). */
     private readonly netns: string | undefined,
+    /** Offloads in effect (null: a plain TUN, packets without a header). */
+    readonly offload: TunOffloadState | null = null,
   ) {
+    this.vhl = offload ? offload.vnetHdrLen : 0;
     this.native = mechanism === 'native' ? loadNativeIo() : null;
     this.libc = getLibc();
     const dv = new DataView(this.pollfd.buffer);
@@ -234,7 +279,8 @@ export class TunDevice {
         throw new TunUnavailableError(devicePath, code);
       }
       try {
-        const flags = IFF_TUN | IFF_NO_PI | (opts.multiQueue ? IFF_MULTI_QUEUE : 0);
+        const wantOffload = opts.offload === true && mechanism === 'native' && typeof loadNativeIo()?.writeBatchHdr === 'function';
+        const flags = IFF_TUN | IFF_NO_PI | (opts.multiQueue ? IFF_MULTI_QUEUE : 0) | (wantOffload ? IFF_VNET_HDR : 0);
         new DataView(ifr.buffer).setUint16(IFREQ_UNION_OFFSET, flags, true);
         if (libc.ioctlPtr(fd, TUNSETIFF, ifr) !== 0) {
           const e = libc.errno();
@@ -247,8 +293,9 @@ export class TunDevice {
           throw new TunError(`TUNSETIFF ${opts.name} failed: ${errnoName(e)}`);
         }
         const name = readIfName(ifr);
+        const offload = wantOffload ? negotiateOffload(libc, fd, name) : null;
         configureLink(libc, name, mtu, opts.up ?? true, txQueueLen);
-        return new TunDevice(name, fd, mtu, mechanism, opts.netns);
+        return new TunDevice(name, fd, mtu, mechanism, opts.netns, offload);
       } catch (e) {
         fs.closeSync(fd);
         throw e;
@@ -283,6 +330,13 @@ export class TunDevice {
     if (this.closed) throw new TunError(`TUN ${this.name} is closed`);
     if (this.reading) throw new Error('TunDevice.start called twice');
     if (batch.maxLen < this.mtu) throw new RangeError(`batch.maxLen ${batch.maxLen} is below the MTU ${this.mtu}`);
+    const off = this.offload;
+    if (off) {
+      if (batch.headroom < off.vnetHdrLen) throw new RangeError(`batch.headroom ${batch.headroom} cannot hold the ${off.vnetHdrLen}-byte virtio_net_hdr`);
+      if ((off.tso || off.uso) && batch.maxLen < TUN_OFFLOAD_MAX_PACKET) {
+        throw new RangeError(`batch.maxLen ${batch.maxLen} is below ${TUN_OFFLOAD_MAX_PACKET}: with TSO/USO a read may return a 64 KiB super-packet`);
+      }
+    }
     this.batch = batch;
     this.onBatch = onBatch;
     this.reading = true;
@@ -311,7 +365,13 @@ export class TunDevice {
     const batch = this.batch;
     if (!this.reading || batch === null || this.native === null) return;
     if (status < 0) { this.stats.rxErrors++; return; }
-    const n = this.native.readBatch(this.fd, batch.buf, batch.slotSize, batch.headroom, batch.maxLen, batch.capacity, batch.lens);
+    const vhl = this.vhl;
+    const n = this.native.readBatch(this.fd, batch.buf, batch.slotSize, batch.headroom - vhl, batch.maxLen + vhl, batch.capacity, batch.lens);
+    if (vhl !== 0) {
+      // The header went into the headroom; lens count the IP packet only.
+      const lens = batch.lens;
+      for (let i = 0; i < n; i++) lens[i] = lens[i] > vhl ? lens[i] - vhl : 0;
+    }
     this.deliver(batch, n);
   }
 
@@ -362,7 +422,12 @@ export class TunDevice {
   write(buf: Uint8Array, off: number, len: number): boolean {
     if (this.fdClosed) throw new TunError(`TUN ${this.name} is closed`);
     let r: number;
-    if (this.native) {
+    if (this.vhl !== 0) {
+      const one = this.one;
+      one.offs[0] = off;
+      one.lens[0] = len;
+      r = this.native!.writeBatchHdr!(this.fd, buf, one.offs, one.lens, 1, this.vhl) === 1 ? len : -1;
+    } else if (this.native) {
       r = this.native.write1(this.fd, buf, off, len);
     } else {
       if (off < 0 || len < 0 || off + len > buf.length) throw new RangeError('write: outside the buffer');
@@ -379,7 +444,7 @@ export class TunDevice {
     if (this.fdClosed) throw new TunError(`TUN ${this.name} is closed`);
     let ok: number;
     if (this.native) {
-      ok = this.native.writeBatch(this.fd, buf, offs, lens, count);
+      ok = this.vhl !== 0 ? this.native.writeBatchHdr!(this.fd, buf, offs, lens, count, this.vhl) : this.native.writeBatch(this.fd, buf, offs, lens, count);
       // Which packet failed is not reported: bytes are exact when all went, approximate otherwise.
       let bytes = 0;
       for (let i = 0; i < ok; i++) bytes += lens[i];
@@ -391,6 +456,23 @@ export class TunDevice {
         if (this.libc.write(this.fd, buf.subarray(o, o + lens[i]), lens[i]) >= 0) { ok++; this.stats.txBytes += lens[i]; }
       }
     }
+    this.stats.txPackets += ok;
+    this.stats.txErrors += count - ok;
+    return ok;
+  }
+
+  /**
+   * Offload only: writes packets i < count that START with their virtio_net_hdr
+   * (buf[offs[i], +lens[i]) = header + IP packet, e.g. a Coalescer's output). Returns how many
+   * the kernel took; the rest are counted in txErrors. Throws when offload is off (misuse).
+   */
+  writeVnetBatch(buf: Uint8Array, offs: Uint32Array, lens: Uint32Array, count: number): number {
+    if (this.fdClosed) throw new TunError(`TUN ${this.name} is closed`);
+    if (this.vhl === 0) throw new TunError(`TUN ${this.name} was not opened with offload: writeVnetBatch needs a vnet header`);
+    const ok = this.native!.writeBatch(this.fd, buf, offs, lens, count);
+    let bytes = 0;
+    for (let i = 0; i < ok; i++) bytes += lens[i] - this.vhl;
+    this.stats.txBytes += bytes;
     this.stats.txPackets += ok;
     this.stats.txErrors += count - ok;
     return ok;
@@ -417,6 +499,30 @@ export class TunDevice {
     try { fs.closeSync(this.fd); } catch { /* already closed */ }
     for (const w of this.closeWaiters.splice(0)) w();
   }
+}
+
+/**
+ * On a TUN fd opened with IFF_VNET_HDR: sets the header size, then the most offloads the kernel
+ * takes (USO needs Linux 6.2). Throws TunError when the header size is refused.
+ */
+function negotiateOffload(libc: Libc, fd: number, name: string): TunOffloadState {
+  const sz = new Uint8Array(4);
+  new DataView(sz.buffer).setInt32(0, TUN_VNET_HDR_LEN, true);
+  if (libc.ioctlPtr(fd, TUNSETVNETHDRSZ, sz) !== 0) {
+    throw new TunError(`TUNSETVNETHDRSZ ${TUN_VNET_HDR_LEN} on ${name} failed: ${errnoName(libc.errno())}; open it without offload`);
+  }
+  const tso = TUN_F_CSUM | TUN_F_TSO4 | TUN_F_TSO6;
+  let flags = 0;
+  for (const f of [tso | TUN_F_USO4 | TUN_F_USO6, tso, 0]) {
+    if (libc.ioctlInt(fd, TUNSETOFFLOAD, f) === 0) { flags = f; break; }
+  }
+  return {
+    vnetHdrLen: TUN_VNET_HDR_LEN,
+    flags,
+    csum: (flags & TUN_F_CSUM) !== 0,
+    tso: (flags & (TUN_F_TSO4 | TUN_F_TSO6)) === (TUN_F_TSO4 | TUN_F_TSO6),
+    uso: (flags & (TUN_F_USO4 | TUN_F_USO6)) === (TUN_F_USO4 | TUN_F_USO6),
+  };
 }
 
 /** SIOCSIFMTU, SIOCSIFTXQLEN and SIOCSIFFLAGS(IFF_UP) through an AF_INET datagram socket of the current netns. */

@@ -14,6 +14,13 @@
  * without brackets when converted to strings. `addressOf(batch, i)` interns strings, so a
  * steady peer costs no allocation per packet.
  *
+ * Offloads (opt-in, native path only): `gso: true` makes sendBatch send each run of
+ * equal-sized datagrams to one destination as one UDP_SEGMENT message (≤ 64 datagrams, one
+ * syscall entry; an EIO from a device that cannot segment turns it off for good, counted in
+ * stats.gsoFallbacks). `gro: true` sets UDP_GRO: one slot may then hold a run of datagrams of
+ * batch.segs[i] bytes each, so the batch needs withSegments and slots of UDP_GRO_MAX_LEN.
+ * `offload` says what the kernel accepted.
+ *
  * Bounded queues: the kernel socket buffers (requested with SO_RCVBUF/SO_SNDBUF, or the FORCE
  * variants when CAP_NET_ADMIN allows exceeding net.core.rmem_max/wmem_max) and, on the dgram
  * path, at most `maxInFlightSends` pending sends. A datagram that cannot be queued is dropped
@@ -30,6 +37,11 @@ import { formatAddress, parseAddress } from '../packet/addr.js';
 
 export type UdpMechanism = 'native' | 'dgram';
 
+/** A slot that can hold whatever UDP GRO coalesces (one IP packet's worth of UDP payload). */
+export const UDP_GRO_MAX_LEN = 65535;
+/** Linux's limit of datagrams per UDP_SEGMENT send (UDP_MAX_SEGMENTS in older kernels). */
+export const UDP_GSO_MAX_SEGMENTS = 64;
+
 /** Default socket buffer request: 8 MiB (drops at the receive buffer dominate under load). */
 export const DEFAULT_UDP_BUFFER_BYTES = 8 << 20;
 
@@ -45,6 +57,18 @@ export interface UdpOptions {
   readonly mechanism?: UdpMechanism;
   /** dgram path: most sends awaiting completion before new ones are dropped. Default 4096. */
   readonly maxInFlightSends?: number;
+  /** Try UDP GSO for sendBatch (native path; see `offload`). Default false. */
+  readonly gso?: boolean;
+  /** Try UDP GRO on receive (native path; see `offload`). Default false. */
+  readonly gro?: boolean;
+}
+
+/** Which UDP offloads are in effect on a socket. */
+export interface UdpOffloadState {
+  /** sendBatch sends runs with UDP_SEGMENT (false again after an EIO fallback). */
+  gso: boolean;
+  /** The kernel may coalesce received datagrams (batch.segs). */
+  readonly gro: boolean;
 }
 
 export class UdpError extends Error {
@@ -73,6 +97,8 @@ export interface UdpStats {
   txPackets: number;
   txBytes: number;
   txDropped: number;
+  /** GSO runs the kernel refused with EIO and that were resent one datagram each (then GSO goes off). */
+  gsoFallbacks: number;
 }
 
 const ERRNO_NAMES: Record<number, string> = { 1: 'EPERM', 13: 'EACCES', 97: 'EAFNOSUPPORT', 98: 'EADDRINUSE', 99: 'EADDRNOTAVAIL' };
@@ -165,7 +191,10 @@ export class AddressInterner {
 }
 
 export class UdpSocket {
-  readonly stats: UdpStats = { rxPackets: 0, rxBytes: 0, rxBatches: 0, rxTruncated: 0, rxErrors: 0, txPackets: 0, txBytes: 0, txDropped: 0 };
+  readonly stats: UdpStats = { rxPackets: 0, rxBytes: 0, rxBatches: 0, rxTruncated: 0, rxErrors: 0, txPackets: 0, txBytes: 0, txDropped: 0, gsoFallbacks: 0 };
+  /** Offloads in effect (all false unless asked for and accepted). */
+  readonly offload: UdpOffloadState;
+  private readonly gsoInfo = new Uint32Array(2);
   /** Interns source addresses of received datagrams (see addressOf). */
   readonly addresses = new AddressInterner();
   private poll: PollHandle | null = null;
@@ -188,7 +217,9 @@ export class UdpSocket {
     readonly fd: number,
     private readonly sock: dgram.Socket | null,
     private readonly maxInFlight: number,
+    offloadBits = 0,
   ) {
+    this.offload = { gso: (offloadBits & 1) !== 0, gro: (offloadBits & 2) !== 0 };
     // node:dgram throws an unhandled 'error' event otherwise; socket errors are counted.
     sock?.on('error', () => { this.stats.rxErrors++; });
   }
@@ -216,8 +247,10 @@ export class UdpSocket {
           (r === -98 ? ' (the port is in use; choose another listen port)' : ''), -r);
       }
       const [fd, port, gotR, gotS, forced] = r;
+      const wantOffload = (opts.gso === true || opts.gro === true) && typeof native.udpSetOffload === 'function';
+      const bits = wantOffload ? native.udpSetOffload!(fd, opts.gso === true && typeof native.sendBatchGso === 'function', opts.gro === true) : 0;
       return new UdpSocket(opts.family, 'native', port, { requestedRcvbuf: rcv, requestedSndbuf: snd, rcvbuf: gotR, sndbuf: gotS, forced: forced === 3 },
-        native, fd, null, 0);
+        native, fd, null, 0, bits);
     }
     const sock = dgram.createSocket({ type: opts.family === 4 ? 'udp4' : 'udp6', ipv6Only: opts.family === 6, recvBufferSize: rcv, sendBufferSize: snd });
     await new Promise<void>((resolve, reject) => {
@@ -239,6 +272,11 @@ export class UdpSocket {
     if (r < 0) throw new UdpError(`setting fwmark ${mark} failed: ${r === -1 ? 'EPERM (needs CAP_NET_ADMIN)' : `errno ${-r}`}`, -r);
   }
 
+  /** sendmmsg entries used by GSO sends so far (one per run; for tests and statistics). */
+  get gsoMessages(): number {
+    return this.gsoInfo[0];
+  }
+
   /** The socket buffer sizes requested and granted. */
   bufferSizes(): UdpBufferSizes {
     return this.sizes;
@@ -253,6 +291,10 @@ export class UdpSocket {
     if (this.closed) throw new UdpError('socket is closed');
     if (this.cb) throw new Error('onBatch already set');
     if (batch.addrs.length < batch.capacity * ADDR_RECORD_LEN) throw new TypeError('the batch needs withAddresses: true');
+    if (this.offload.gro) {
+      if (batch.segs.length < batch.capacity) throw new TypeError('with gro the batch needs withSegments: true');
+      if (batch.maxLen < UDP_GRO_MAX_LEN) throw new RangeError(`with gro the batch needs maxLen ${UDP_GRO_MAX_LEN} (a slot holds a coalesced run), not ${batch.maxLen}`);
+    }
     this.batch = batch;
     this.cb = cb;
     if (this.native) {
@@ -276,22 +318,29 @@ export class UdpSocket {
     const batch = this.batch;
     if (this.closed || batch === null) return;
     if (status < 0) { this.stats.rxErrors++; return; }
-    const n = this.native!.recvBatch(this.fd, batch.buf, batch.slotSize, batch.headroom, batch.maxLen, batch.capacity, batch.lens, batch.addrs);
+    const gro = this.offload.gro;
+    const n = gro
+      ? this.native!.recvBatch(this.fd, batch.buf, batch.slotSize, batch.headroom, batch.maxLen, batch.capacity, batch.lens, batch.addrs, batch.segs)
+      : this.native!.recvBatch(this.fd, batch.buf, batch.slotSize, batch.headroom, batch.maxLen, batch.capacity, batch.lens, batch.addrs);
     if (n < 0) { this.stats.rxErrors++; return; }
     if (n === 0) return;
     // Compact away truncated datagrams (rare: a datagram larger than the slot) so callers never see them.
     let kept = 0;
     let bytes = 0;
+    let datagrams = 0;
     for (let i = 0; i < n; i++) {
       if (batch.addrs[i * ADDR_RECORD_LEN + ADDR_FLAGS_OFFSET] & ADDR_FLAG_TRUNCATED) { this.stats.rxTruncated++; continue; }
       if (kept !== i) this.moveSlot(batch, i, kept);
-      bytes += batch.lens[kept];
+      const len = batch.lens[kept];
+      bytes += len;
+      const seg = gro ? batch.segs[kept] : 0;
+      datagrams += seg !== 0 && len > seg ? Math.ceil(len / seg) : 1;
       kept++;
     }
     if (kept === 0) return;
     batch.filled(kept);
     this.stats.rxBatches++;
-    this.stats.rxPackets += kept;
+    this.stats.rxPackets += datagrams;
     this.stats.rxBytes += bytes;
     this.cb!(batch);
   }
@@ -301,6 +350,7 @@ export class UdpSocket {
     batch.buf.copyWithin(to * batch.slotSize + batch.headroom, s, s + batch.lens[from]);
     batch.lens[to] = batch.lens[from];
     batch.addrs.copyWithin(to * ADDR_RECORD_LEN, from * ADDR_RECORD_LEN, (from + 1) * ADDR_RECORD_LEN);
+    if (batch.segs.length > to) batch.segs[to] = batch.segs[from];
   }
 
   private onMessage(msg: Buffer, rinfo: dgram.RemoteInfo): void {
@@ -360,7 +410,17 @@ export class UdpSocket {
     if (this.closed) throw new UdpError('socket is closed');
     let sent: number;
     if (this.native) {
-      sent = this.native.sendBatch(this.fd, this.family, buf, offs, lens, addrs, addrIdx, count);
+      if (this.offload.gso) {
+        const info = this.gsoInfo;
+        info[1] = 0;
+        sent = this.native.sendBatchGso!(this.fd, this.family, buf, offs, lens, addrs, addrIdx, count, UDP_GSO_MAX_SEGMENTS, info);
+        if (info[1] !== 0) {
+          this.stats.gsoFallbacks += info[1];
+          this.offload.gso = false; // the route's device cannot segment: as wireguard-go, stop trying
+        }
+      } else {
+        sent = this.native.sendBatch(this.fd, this.family, buf, offs, lens, addrs, addrIdx, count);
+      }
       if (sent > 0) {
         let bytes = 0;
         for (let i = 0; i < sent; i++) bytes += lens[i]; // approximate when a middle datagram failed

@@ -1,0 +1,37 @@
+/*
+ * Shared by the addon's translation units (weft_io.c, weft_offload.c): the address-record
+ * layout, batch chunking, and the argument helpers (see weft_io.c for their contracts).
+ */
+#ifndef WEFT_IO_H
+#define WEFT_IO_H
+
+#include <node_api.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#define ADDR_SLOT 24
+#define MMSG_CHUNK 64
+
+#define NAPI_OK(call)                                                                             \
+  do {                                                                                             \
+    if ((call) != napi_ok) {                                                                       \
+      napi_throw_error(env, NULL, "weft_io: N-API call failed: " #call);                          \
+      return NULL;                                                                                 \
+    }                                                                                              \
+  } while (0)
+
+napi_value throw_type(napi_env env, const char *msg);
+napi_value throw_range(napi_env env, const char *msg);
+int get_i64(napi_env env, napi_value v, int64_t *out);
+int get_bytes(napi_env env, napi_value v, uint8_t **data, size_t *len);
+int get_u32s(napi_env env, napi_value v, uint32_t **data, size_t *count);
+napi_value make_i64(napi_env env, int64_t v);
+/* The sockaddr for an address record on a socket of sock_family; 0 for an unusable record. */
+socklen_t record_to_addr(const uint8_t *rec, int sock_family, struct sockaddr_storage *ss);
+
+/* weft_offload.c: UDP GSO/GRO set-up and sends, vnet-header TUN writes. */
+napi_value send_batch_gso(napi_env env, napi_callback_info info);
+napi_value udp_set_offload(napi_env env, napi_callback_info info);
+napi_value write_batch_hdr(napi_env env, napi_callback_info info);
+
+#endif
