@@ -2,7 +2,8 @@
  * FirewallConfigurations shaped as Liqo's producers create them (facts read from
  * liqotech/liqo: names, labels, tables, chains, hooks, priorities, matches, NAT types; the
  * Helm chart's MSS-clamp and NOTRACK objects from /work/shared/liqo/helm-templates). Addresses
- * are example values. Plain JSON, as the API server returns them.
+ * are example values. Plain JSON, as the API server returns them (filter rules always carry
+ * `counter`: the CRD requires it).
  */
 export const TUNNEL = 'liqo-tunnel';
 /** The default (host) interface Liqo excludes in the remap rules. */
@@ -70,10 +71,10 @@ export function masqueradeBypass(cfg: string, localPod: string, remotePod: strin
 export function serviceNodeportRouting(nodePortSrcIp: string, mark: number): Obj {
   return fc('service-nodeport-routing', { 'networking.liqo.io/firewall-category': 'gateway', 'networking.liqo.io/firewall-subcategory': 'fabric' }, 'service-nodeport-routing', [
     { name: 'mark-to-conntrack', type: 'filter', hook: 'forward', priority: 0, policy: 'accept', rules: { filterRules: [
-      { name: 'rlx-node-1', action: 'ctmark', value: String(mark), match: [m('eq', ip('src', nodePortSrcIp)), m('eq', dev('in', NODE_IF))] },
+      { name: 'rlx-node-1', counter: false, action: 'ctmark', value: String(mark), match: [m('eq', ip('src', nodePortSrcIp)), m('eq', dev('in', NODE_IF))] },
     ] } },
     { name: 'conntrack-mark-to-meta-mark', type: 'filter', hook: 'prerouting', priority: 0, policy: 'accept', rules: { filterRules: [
-      { name: 'conntrack-mark-to-meta-mark', action: 'metamarkfromctmark', match: [m('eq', ip('dst', nodePortSrcIp)), m('eq', dev('in', TUNNEL))] },
+      { name: 'conntrack-mark-to-meta-mark', counter: false, action: 'metamarkfromctmark', match: [m('eq', ip('dst', nodePortSrcIp)), m('eq', dev('in', TUNNEL))] },
     ] } },
   ]);
 }
@@ -82,7 +83,7 @@ export function serviceNodeportRouting(nodePortSrcIp: string, mark: number): Obj
 export function mssClamp(value: string): Obj {
   return fc('gw-mss-clamping', { 'networking.liqo.io/firewall-category': 'gateway', 'networking.liqo.io/firewall-subcategory': 'all-gateways' }, 'mss-clamping', [
     { name: 'mss-clamping', type: 'filter', hook: 'forward', policy: 'accept', priority: 0, rules: { filterRules: [
-      { name: 'mss-clamping-out', action: 'tcpmssclamp', value, match: [{ op: 'eq', dev: { position: 'out', value: TUNNEL }, proto: { value: 'tcp' } }] },
+      { name: 'mss-clamping-out', counter: false, action: 'tcpmssclamp', value, match: [{ op: 'eq', dev: { position: 'out', value: TUNNEL }, proto: { value: 'tcp' } }] },
     ] } },
   ]);
 }
