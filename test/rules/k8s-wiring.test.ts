@@ -7,6 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FIREWALL_CONFIGURATIONS, GatewayRulesWatcher, ROUTE_CONFIGURATIONS } from '../../src/control/k8s/firewall-watch.js';
 import { IP_OK, IpView, parseIp } from '../../src/packet/ip-view.js';
 import { HOOK_COUNT, HOOK_POSTROUTING, HOOK_PREROUTING, OUTPUT_NODE, OUTPUT_NONE, PacketMeta, SOURCE_NODE, SOURCE_PEER, VERDICT_ACCEPT, type PacketHook } from '../../src/router/hooks.js';
+import { startGatewayRules } from '../../src/cli/commands/k8s-rules.js';
 import { RulesAttachment } from '../../src/rules/attach.js';
 import { ipToNumber } from '../../src/rules/model.js';
 import { until } from '../control/k8s/helpers.js';
@@ -67,7 +68,7 @@ describe('gateway rules from Kubernetes', () => {
     let errors: string[] = [];
     let changes = 0;
     const w = new GatewayRulesWatcher({
-      kubeConfig: server.kubeConfig(), remoteClusterId: 'rlx-peer', nodeName: 'n1', debounceMs: 20,
+      kubeConfig: server.kubeConfig(), remoteClusterIds: ['rlx-peer'], nodeName: 'n1', debounceMs: 20,
       onChange: (f, r) => { fw = f; rt = r; errors = rules.update(f).map((e) => e.message); changes++; },
     });
     await w.start();
@@ -98,5 +99,41 @@ describe('gateway rules from Kubernetes', () => {
     } finally {
       await w.stop();
     }
+  });
+
+  it('weft k8s --liqo-firewall: filter chains attached, nat chains left to Weft NAT, problems reported', async () => {
+    const ns = 'liqo-tenant-rlx2';
+    const put = (o: Record<string, unknown>): void => {
+      const c = structuredClone(o) as { metadata: { namespace: string } };
+      c.metadata.namespace = ns;
+      server.put(AV, FIREWALL_CONFIGURATIONS.plural, c as unknown as Record<string, unknown>);
+    };
+    put(fx.remapCidr('podcidr', '10.243.0.0/16', '10.70.0.0/16') as Record<string, unknown>);
+    const drop = fx.notrack(6091) as { metadata: { name: string }; spec: { table: { name: string; chains: { rules: { filterRules: { action: string; match: unknown[] }[] } }[] } } };
+    drop.metadata.name = 'rlx-drop';
+    drop.spec.table.name = 'rlx-drop';
+    drop.spec.table.chains[0]!.rules.filterRules[0]!.action = 'drop';
+    put(drop as unknown as Record<string, unknown>);
+    const hooks = new Hooks();
+    const problems: (string | null)[] = [];
+    const g = await startGatewayRules({
+      kubeConfig: server.kubeConfig(), router: hooks, remoteClusterIds: undefined, nodeName: 'n1', namespace: ns,
+      onProblem: (p) => problems.push(p), onError: () => {},
+    });
+    try {
+      expect([...g.attachment.tables().keys()]).toEqual([`${ns}/rlx-drop`, `${ns}/rlx-peer-remap-podcidr`]);
+      // The remap nat chains are not attached: Weft's own NAT does that translation.
+      expect(send(hooks, '10.112.0.1', '10.70.3.9')).toBe('10.112.0.1>10.70.3.9');
+      expect(g.attachment.engine!.counterOf(`${ns}/rlx-drop/rlx-drop/prerouting/policy`)).toBe(1);
+      expect(problems).toEqual([null]);
+      const bad = structuredClone(drop);
+      bad.spec.table.chains[0]!.rules.filterRules[0]!.action = 'reject';
+      put(bad as unknown as Record<string, unknown>);
+      await until(() => problems.length === 2, 'the problem');
+      expect(problems[1]).toContain('reject is only valid');
+    } finally {
+      await g.stop();
+    }
+    expect(hooks.at.every((l) => l.length === 0)).toBe(true);
   });
 });

@@ -2,6 +2,8 @@
  * Watches the FirewallConfigurations and RouteConfigurations a Liqo gateway enforces, selected
  * by the same label sets as Liqo's gateway (liqotech/liqo cmd/gateway: one selector per set, an
  * object is wanted when it matches any):
+ * (Weft's `weft k8s` gateway may serve several peers: the per-peer sets then take every
+ * remote cluster id served, or any when none is given.)
  * - FirewallConfiguration: category gateway + subcategory all-gateways (Helm MSS clamp,
  *   NOTRACK); gateway + fabric (e.g. service-nodeport-routing); gateway + unique = remote
  *   cluster id (remap-podcidr / remap-externalcidr); gateway + ip-mapping (`<ip>-remap-ipmapping-gw`);
@@ -25,19 +27,20 @@ const RT_SUB = 'networking.liqo.io/route-subcategory';
 const RT_UNIQUE = 'networking.liqo.io/route-unique';
 
 /** Label selectors (k8s syntax) of the FirewallConfigurations a gateway for `remoteClusterId` applies. */
-export function gatewayFirewallSelectors(remoteClusterId: string): string[] {
+export function gatewayFirewallSelectors(remoteClusterIds: readonly string[] | undefined): string[] {
   return [
     `${FW_CAT}=gateway,${FW_SUB}=all-gateways`,
     `${FW_CAT}=gateway,${FW_SUB}=fabric`,
-    `${FW_CAT}=gateway,${FW_UNIQUE}=${remoteClusterId}`,
+    // Weft's gateway serves every peer unless told otherwise: then any peer's (label present).
+    remoteClusterIds === undefined ? `${FW_CAT}=gateway,${FW_UNIQUE}` : `${FW_CAT}=gateway,${FW_UNIQUE} in (${remoteClusterIds.join(',')})`,
     `${FW_CAT}=gateway,${FW_SUB}=ip-mapping`,
   ];
 }
 
 /** Label selectors of the RouteConfigurations a gateway for `remoteClusterId` on `nodeName` applies. */
-export function gatewayRouteSelectors(remoteClusterId: string, nodeName: string): string[] {
+export function gatewayRouteSelectors(remoteClusterIds: readonly string[] | undefined, nodeName: string): string[] {
   return [
-    `${RT_CAT}=gateway,${RT_UNIQUE}=${remoteClusterId}`,
+    remoteClusterIds === undefined ? `${RT_CAT}=gateway,!${RT_SUB},${RT_UNIQUE}` : `${RT_CAT}=gateway,${RT_UNIQUE} in (${remoteClusterIds.join(',')})`,
     `${RT_CAT}=gateway,${RT_SUB}=fabric`,
     `${RT_CAT}=gateway,${RT_SUB}=fabric-node,${RT_UNIQUE}=${nodeName}`,
   ];
@@ -47,7 +50,8 @@ type Inf = Informer<KubernetesObject> & ObjectCache<KubernetesObject>;
 
 export interface GatewayRulesWatcherOptions {
   kubeConfig: KubeConfig;
-  remoteClusterId: string;
+  /** The peers served (Liqo's gateway serves one); undefined = every peer. */
+  remoteClusterIds: readonly string[] | undefined;
   nodeName: string;
   /** undefined: all namespaces (Liqo's controllers list cluster-wide). */
   namespace?: string;
@@ -81,8 +85,8 @@ export class GatewayRulesWatcher {
       });
       into.push(inf);
     };
-    for (const s of gatewayFirewallSelectors(o.remoteClusterId)) make(FIREWALL_CONFIGURATIONS, s, this.fw);
-    for (const s of gatewayRouteSelectors(o.remoteClusterId, o.nodeName)) make(ROUTE_CONFIGURATIONS, s, this.rt);
+    for (const s of gatewayFirewallSelectors(o.remoteClusterIds)) make(FIREWALL_CONFIGURATIONS, s, this.fw);
+    for (const s of gatewayRouteSelectors(o.remoteClusterIds, o.nodeName)) make(ROUTE_CONFIGURATIONS, s, this.rt);
     await Promise.all([...this.fw, ...this.rt].map((i) => i.start()));
     this.started = true;
     this.emit();
