@@ -210,7 +210,7 @@ export function parseFirewallConfiguration(fc: unknown): RuleTable {
       if (type === 'filter') {
         const f = parseFilterRule(w, r);
         // The kernel refuses these at load time (nft: "Operation not supported").
-        if (f.action.type === 'reject' && hook !== 'input' && hook !== 'forward' && hook !== 'output') fail(w, 'action', `reject is only valid at input, forward or output, this chain is at ${hook}`);
+        if (f.action.type === 'reject' && hook === 'postrouting') fail(w, 'action', 'reject is not valid at postrouting (prerouting, input, forward or output)');
         if (f.action.type === 'tcpmssclamp' && f.action.mss === 0 && hook !== 'forward' && hook !== 'output' && hook !== 'postrouting') fail(w, 'value', `tcpmssclamp without a value (route MTU) is only valid at forward, output or postrouting, this chain is at ${hook}`);
         return f;
       }

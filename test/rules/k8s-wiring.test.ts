@@ -127,10 +127,11 @@ describe('gateway rules from Kubernetes', () => {
       expect(g.attachment.engine!.counterOf(`${ns}/rlx-drop/rlx-drop/prerouting/policy`)).toBe(1);
       expect(problems).toEqual([null]);
       const bad = structuredClone(drop);
-      bad.spec.table.chains[0]!.rules.filterRules[0]!.action = 'reject';
+      // tcpmssclamp to the route MTU before routing: the kernel would refuse it.
+      bad.spec.table.chains[0]!.rules.filterRules[0]!.action = 'tcpmssclamp';
       put(bad as unknown as Record<string, unknown>);
       await until(() => problems.length === 2, 'the problem');
-      expect(problems[1]).toContain('reject is only valid');
+      expect(problems[1]).toContain('tcpmssclamp without a value');
     } finally {
       await g.stop();
     }

@@ -307,6 +307,20 @@ describe.skipIf(reason !== null)(`Weft rule evaluator against kernel nftables${r
     expectSame(r);
   });
 
+  it('what the parser refuses as "kernel would refuse" the kernel does refuse, and accepts the rest', () => {
+    topo.exec(nsR, ['nft', 'flush', 'ruleset']);
+    topo.exec(nsR, ['nft', '-f', '-'], { input: 'table ip rlxok {\n  chain c {\n    type filter hook prerouting priority 0; policy accept;\n    reject with icmp type net-unreachable\n  }\n}\n' });
+    const bad = [
+      'table ip rlxbad {\n  chain c {\n    type filter hook postrouting priority 0; policy accept;\n    reject with icmp type net-unreachable\n  }\n}\n',
+      'table ip rlxbad {\n  chain c {\n    type filter hook prerouting priority 0; policy accept;\n    @th,104,8 & 0x02 != 0 tcp option maxseg size set rt mtu\n  }\n}\n',
+      'table ip rlxbad {\n  chain c {\n    type nat hook postrouting priority 100; policy accept;\n    dnat to 10.0.0.1\n  }\n}\n',
+    ];
+    topo.exec(nsR, ['nft', 'flush', 'ruleset']);
+    for (const text of bad) {
+      expect(() => topo.exec(nsR, ['nft', '-f', '-'], { input: text }), text).toThrow();
+    }
+  });
+
   it('seeded random filter rule sets: same verdicts and bytes', async () => {
     const ADDRS = ['10.0.0.1', '10.0.0.2', '10.0.1.7', '10.1.2.3', '172.16.5.5', '192.168.9.9'];
     const VALUES = ['10.0.0.1', '10.0.0.0/24', '10.0.0.0/16', '10.0.0.1-10.0.1.10', '172.16.0.0/12', '192.168.9.9', '10.1.2.3'];
@@ -335,8 +349,8 @@ describe.skipIf(reason !== null)(`Weft rule evaluator against kernel nftables${r
             else match.push({ op, port: { position: pick(['src', 'dst']), value: pick(PORT_VALUES) } });
           }
           let action = pick(ACTIONS);
-          // The kernel refuses reject outside input/forward/output (so does the parser: unit test).
-          if (action === 'reject' && hook !== 'forward') action = 'drop';
+          // The kernel refuses reject at postrouting (so does the parser: unit test and below).
+          if (action === 'reject' && hook === 'postrouting') action = 'drop';
           filterRules.push({ name: `r${i}`, match, counter: rng.int(0, 1) === 1, action: action || undefined });
         }
         chains.push({ name: `c${c}`, type: 'filter', hook, priority: pick([-300, -150, 0, 0, 10]), policy: rng.int(0, 4) === 0 ? 'drop' : 'accept', rules: { filterRules } });

@@ -60,7 +60,7 @@ describe('parseFirewallConfiguration', () => {
     ['port', withRule({ hook: 'forward', type: 'filter' }, { name: 'r', match: [{ op: 'eq', port: { position: 'src', value: '70000' } }] }), 'c', 'r', 'match[0].port.value'],
     ['op', withRule({ hook: 'forward', type: 'filter' }, { name: 'r', match: [{ op: 'lt', dev: { position: 'in', value: 'eth0' } }] }), 'c', 'r', 'match[0].op'],
     ['ctmark value', withRule({ hook: 'forward', type: 'filter' }, { name: 'r', action: 'ctmark', value: 'x' }), 'c', 'r', 'value'],
-    ['reject at prerouting', withRule({ hook: 'prerouting', type: 'filter' }, { name: 'r', action: 'reject' }), 'c', 'r', 'action'],
+    ['reject at postrouting', withRule({ hook: 'postrouting', type: 'filter' }, { name: 'r', action: 'reject' }), 'c', 'r', 'action'],
     ['rt mtu clamp at prerouting', withRule({ hook: 'prerouting', type: 'filter' }, { name: 'r', action: 'tcpmssclamp' }), 'c', 'r', 'value'],
     ['dnat at postrouting', withRule({ hook: 'postrouting', type: 'nat' }, { name: 'r', natType: 'dnat', to: '10.0.0.1', match: [] }), 'c', 'r', 'natType'],
     ['nat to range', withRule({ hook: 'postrouting', type: 'nat' }, { name: 'r', natType: 'snat', to: '10.0.0.1-10.0.0.9', match: [] }), 'c', 'r', 'to'],
