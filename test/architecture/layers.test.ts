@@ -19,7 +19,7 @@ const LAYER: Record<string, number> = {
   wireguard: 2, geneve: 2, nat: 2,
   router: 3,
   io: 3,
-  control: 4,
+  control: 4, rules: 4,
   ports: 5,
   gateway: 6, node: 6,
   demo: 7,

@@ -39,6 +39,7 @@ import {
   EXIT_OK, fail, optFlag, optInt, optString, parseArgs, UsageError, type CliIo, type ParsedArgs,
 } from './common.js';
 import { checkInstanceName, defaultRunDir } from './control-socket.js';
+import { startGatewayRules, type GatewayRules } from './k8s-rules.js';
 import { errText, Runtime } from './runtime.js';
 
 export const K8S_HELP = `Usage: weft k8s --role gateway|node --cluster-id ID [OPTIONS]
@@ -71,6 +72,9 @@ Runs Weft from Liqo's Kubernetes resources (networking.liqo.io, ipam.liqo.io): a
   --no-conncheck            gateway: no in-tunnel connection check (by default UDP 12345
                             between the tunnel addresses 169.254.18.1/.2 every 2 s, as Liqo);
                             then Connected = recent handshake. --conncheck: the default
+  --liqo-firewall           gateway: also enforce the FirewallConfigurations Liqo addresses to
+                            gateways (filter chains: MSS clamp, NOTRACK, marks, verdicts) on
+                            the router's hook points; their nat chains stay with Weft's NAT
   --status-interval SEC     Connection status refresh (default 10)
   --name NAME               instance name for "weft show" (default: k8s-ROLE)
   --run-dir DIR             control socket directory (default /run/weft as root; WEFT_RUN_DIR)
@@ -83,7 +87,7 @@ const SPEC = [
   { name: 'remote-cluster-id', value: true, repeatable: true }, { name: 'node-name', value: true },
   { name: 'lease-name', value: true }, { name: 'identity', value: true }, { name: 'pod-cidr', value: true, repeatable: true },
   { name: 'geneve-mode', value: true }, { name: 'metrics-listen', value: true }, { name: 'conncheck', value: false },
-  { name: 'no-conncheck', value: false },
+  { name: 'no-conncheck', value: false }, { name: 'liqo-firewall', value: false },
   { name: 'status-interval', value: true }, { name: 'name', value: true }, { name: 'run-dir', value: true },
   { name: 'log-level', value: true },
   { name: 'lease-duration', value: true }, { name: 'lease-renew-deadline', value: true }, { name: 'lease-retry-period', value: true },
@@ -109,6 +113,8 @@ export interface K8sSettings {
   geneveMode: 'l3' | 'l2';
   metricsListen: string | undefined;
   conncheck: boolean;
+  /** Enforce Liqo's gateway FirewallConfigurations (filter chains) on the router (k8s-rules.ts). */
+  liqoFirewall?: boolean;
   statusIntervalMs: number;
   name: string;
   runDir: string;
@@ -161,6 +167,7 @@ export function parseK8sArgs(args: ParsedArgs, env: CliIo['env']): K8sSettings {
     podCIDRs: [...(args.lists.get('pod-cidr') ?? [])],
     metricsListen: optString(args, 'metrics-listen'),
     conncheck: !optFlag(args, 'no-conncheck'),
+    liqoFirewall: optFlag(args, 'liqo-firewall'),
     statusIntervalMs: (optInt(args, 'status-interval', 1, 3600) ?? 10) * 1000,
     name: checkInstanceName(optString(args, 'name') ?? `k8s-${role}`),
     runDir: optString(args, 'run-dir') ?? defaultRunDir(env),
@@ -228,6 +235,7 @@ interface GatewayRef { obj: K8sObject; type: 'Server' | 'Client'; remote: string
 
 /** The long-running part of `weft k8s` (exported for tests). */
 export class K8sMode {
+  private liqoRules: GatewayRules | null = null;
   private watcher: LiqoWatcher | null = null;
   private elector: LeaderElector | null = null;
   private latest: WeftConfig | null = null;
@@ -366,11 +374,25 @@ export class K8sMode {
   private async activate(): Promise<void> {
     if (this.stopped || !this.leading || this.runtime.active || this.latest === null) return;
     await this.runtime.startDataPlane(this.latest);
+    await this.startLiqoFirewall();
     await this.startStatus();
+  }
+
+  private async startLiqoFirewall(): Promise<void> {
+    const router = this.runtime.gatewayRouter();
+    if (!this.s.liqoFirewall || router === null) return;
+    this.liqoRules = await startGatewayRules({
+      kubeConfig: this.kc, router, remoteClusterIds: this.s.remoteClusterIds, nodeName: this.s.nodeName ?? '',
+      ...(this.s.namespace !== undefined ? { namespace: this.s.namespace } : {}),
+      onProblem: (p) => this.runtime.setProblem('liqo-firewall', p),
+      onError: (e) => this.log.warn({ err: errText(e) }, 'liqo firewall watch'),
+    });
   }
 
   private async deactivate(): Promise<void> {
     this.stopStatus();
+    await this.liqoRules?.stop();
+    this.liqoRules = null;
     await this.runtime.stopDataPlane();
   }
 
@@ -519,6 +541,8 @@ export class K8sMode {
     await this.markDown();
     await this.elector?.stop({ release: true });
     await this.watcher?.stop();
+    await this.liqoRules?.stop();
+    this.liqoRules = null;
     await this.runtime.stop();
   }
 }

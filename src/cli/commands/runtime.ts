@@ -19,6 +19,7 @@
  */
 import type { Logger } from 'pino';
 import type { GatewayConfig, NodeConfig, WeftConfig } from '../../control/config.js';
+import type { HookTarget } from '../../rules/attach.js';
 import type { ConfigOp } from '../../control/diff.js';
 import { createMetricsRegistry, startMetricsServer, type MetricsServer, type PeerStatsSample, type StatsSource } from '../../control/metrics.js';
 import type { CryptoBackend } from '../../crypto/backend.js';
@@ -78,6 +79,11 @@ export class Runtime {
 
   get active(): boolean {
     return this.dp !== null;
+  }
+
+  /** The running gateway's Router (hook points for extra stages), null when none runs. */
+  gatewayRouter(): HookTarget | null {
+    return this.dp !== null && this.dp.role === 'gateway' ? this.dp.gateway.router : null;
   }
 
   get current(): WeftConfig | null {

@@ -1,0 +1,111 @@
+/**
+ * One rule model with the semantics Liqo's data plane gives a FirewallConfiguration when it
+ * renders it into nftables (liqotech/liqo pkg/firewall): a table of base chains, each attached
+ * at a hook with a priority and a policy; rules evaluated in order, first terminal verdict wins.
+ *
+ * Semantics kept from Liqo's rendering (they differ from a naive reading of the CRD):
+ * - a chain's rules come from the list matching its type only (filter → filterRules,
+ *   nat → natRules, route → routeRules); the other lists are ignored;
+ * - addresses are IPv4: matches load 4 bytes at network-header offset 12/16, NAT writes 4 bytes;
+ * - `proto` always compares with eq (the match's op is not applied to it), port ranges always
+ *   compare start ≤ port ≤ end (op not applied); dev, single IP, subnet, IP range and single
+ *   port use the op;
+ * - ports are read at transport-header offset 0/2 whatever the protocol (no dependency is
+ *   added), so for ICMP they read type·code and the checksum; with no transport header
+ *   (non-first fragment) the match fails, for neq too;
+ * - oifname is unknown before routing (prerouting): a dev/out match fails there, neq too;
+ * - a filter rule without an action only counts; ctmark / metamarkfromctmark / tcpmssclamp /
+ *   notrack do not end evaluation; accept ends the chain (later chains at the hook still run),
+ *   drop and reject end the packet;
+ * - nat chains run for the first packet of a connection only; `masquerade` is source NAT to the
+ *   output interface's address; a subnet `to` maps the address onto that prefix.
+ * Pure data; no I/O.
+ */
+
+export const HOOKS = ['prerouting', 'input', 'forward', 'output', 'postrouting'] as const;
+export type HookName = (typeof HOOKS)[number];
+
+export type ChainType = 'filter' | 'nat' | 'route';
+export type Policy = 'accept' | 'drop';
+export type MatchOp = 'eq' | 'neq';
+export type Position = 'src' | 'dst';
+
+/** One condition; a CRD `match` entry becomes one to four of these (proto, dev, ip, port). */
+export type Cond =
+  | { readonly kind: 'proto'; readonly proto: number }
+  | { readonly kind: 'dev'; readonly dir: 'in' | 'out'; readonly op: MatchOp; readonly name: string }
+  /** Address in [lo, hi] (unsigned 32-bit): an IP is lo = hi, a subnet its first/last address. */
+  | { readonly kind: 'ip'; readonly pos: Position; readonly op: MatchOp; readonly lo: number; readonly hi: number; readonly text: string }
+  | { readonly kind: 'port'; readonly pos: Position; readonly op: MatchOp; readonly lo: number; readonly hi: number };
+
+export type FilterAction =
+  | { readonly type: 'none' }
+  | { readonly type: 'accept' }
+  | { readonly type: 'drop' }
+  | { readonly type: 'reject' }
+  | { readonly type: 'ctmark'; readonly mark: number }
+  | { readonly type: 'metamarkfromctmark' }
+  /** mss 0: clamp to the route's MTU − 40 (Liqo's `rt mtu` form), else set to `mss`. */
+  | { readonly type: 'tcpmssclamp'; readonly mss: number }
+  | { readonly type: 'notrack' };
+
+export type NatAction =
+  | { readonly type: 'dnat' | 'snat'; readonly addr: number; readonly prefixLen: number; readonly text: string }
+  | { readonly type: 'masquerade' };
+
+export interface FilterRule {
+  readonly kind: 'filter';
+  readonly name: string;
+  readonly conds: readonly Cond[];
+  readonly counter: boolean;
+  readonly action: FilterAction;
+}
+
+export interface NatRule {
+  readonly kind: 'nat';
+  readonly name: string;
+  readonly conds: readonly Cond[];
+  readonly action: NatAction;
+}
+
+/** A route rule (chain type route): re-routes with a mark; kept, evaluated as "no verdict". */
+export interface RouteRule {
+  readonly kind: 'route';
+  readonly name: string;
+  readonly conds: readonly Cond[];
+}
+
+export type Rule = FilterRule | NatRule | RouteRule;
+
+export interface Chain {
+  readonly name: string;
+  readonly hook: HookName;
+  readonly type: ChainType;
+  readonly priority: number;
+  readonly policy: Policy;
+  readonly rules: readonly Rule[];
+}
+
+export interface RuleTable {
+  /** The FirewallConfiguration's namespace/name (for errors and counters). */
+  readonly object: string;
+  readonly name: string;
+  readonly family: 'ip';
+  readonly chains: readonly Chain[];
+}
+
+export function ipToNumber(text: string): number | null {
+  const m = /^(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})$/.exec(text.trim());
+  if (!m) return null;
+  let n = 0;
+  for (let i = 1; i <= 4; i++) {
+    const b = Number(m[i]);
+    if (b > 255) return null;
+    n = n * 256 + b;
+  }
+  return n;
+}
+
+export function numberToIp(n: number): string {
+  return `${(n >>> 24) & 255}.${(n >>> 16) & 255}.${(n >>> 8) & 255}.${n & 255}`;
+}
