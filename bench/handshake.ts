@@ -1,0 +1,91 @@
+/**
+ * Handshakes per second through the Device API (bench/wireguard.ts's `handshake`: initiation at
+ * A, consumption + response at B, consumption of the response + first keepalive at A), one
+ * backend at a time, beside a same-run anchor: a bare node:crypto X25519 diffieHellman with both
+ * KeyObjects made beforehand (the cheapest DH node:crypto offers). A handshake costs 5 X25519
+ * and 2 public-key derivations (OpenSSL 3.0 computes a public key with the same ladder), so
+ * "hs/s x anchor" near 1/7 means bound by the curve arithmetic alone. 'openssl-keyobject' is
+ * the openssl backend with node.ts's KeyObject X25519, i.e. the path before evp-x25519.ts.
+ *
+ * Run: npm run bench -- handshake
+ * Profile: npx tsc -p tsconfig.build.json && node --cpu-prof dist/bench/handshake.js loop openssl 3000
+ */
+import { diffieHellman, generateKeyPairSync } from 'node:crypto';
+import { pathToFileURL } from 'node:url';
+import type { CryptoBackend } from '../src/crypto/backend.js';
+import { createNodeBackend } from '../src/crypto/node.js';
+import { createOpensslBackend } from '../src/crypto/openssl.js';
+import { createPureBackend } from '../src/crypto/pure.js';
+import { handshake, makePair } from './wireguard.js';
+
+function backendByName(name: string): CryptoBackend {
+  if (name === 'openssl') return createOpensslBackend();
+  if (name === 'node') return createNodeBackend();
+  if (name === 'openssl-keyobject') {
+    // The openssl backend as it was before X25519 went through EVP_PKEY: node's KeyObject X25519.
+    const node = createNodeBackend();
+    return { ...createOpensslBackend(), dh: node.dh, publicKey: node.publicKey };
+  }
+  if (name === 'pure') return createPureBackend();
+  throw new Error(`unknown backend ${name}`);
+}
+
+/** Calls `fn` in batches for about `ms` milliseconds; returns calls per second. */
+function rate(fn: () => void, ms: number): number {
+  let n = 0;
+  const t0 = performance.now();
+  let t = t0;
+  while (t - t0 < ms) {
+    for (let i = 0; i < 16; i++) fn();
+    n += 16;
+    t = performance.now();
+  }
+  return (n * 1000) / (t - t0);
+}
+
+function median(xs: number[]): number {
+  const v = [...xs].sort((x, y) => x - y);
+  const m = v.length >> 1;
+  return v.length % 2 ? v[m] : (v[m - 1] + v[m]) / 2;
+}
+
+/** Rounds of (anchor, then each backend's handshakes); medians of rates and of per-round ratios. */
+export async function runHandshakeBench(timeMs = 400, rounds = 5, names = ['openssl', 'openssl-keyobject', 'node']): Promise<string> {
+  const a = generateKeyPairSync('x25519');
+  const b = generateKeyPairSync('x25519');
+  const anchor = (): void => { diffieHellman({ privateKey: a.privateKey, publicKey: b.publicKey }); };
+  const pairs = names.map((n) => [n, makePair(backendByName(n))] as const);
+  for (const [, p] of pairs) for (let i = 0; i < 50; i++) handshake(p); // warm up
+  const anchors: number[] = [];
+  const rates = new Map<string, number[]>();
+  const ratios = new Map<string, number[]>();
+  for (let r = 0; r < rounds; r++) {
+    const an = rate(anchor, timeMs);
+    anchors.push(an);
+    for (const [n, p] of pairs) {
+      const hs = rate(() => handshake(p), timeMs);
+      (rates.get(n) ?? rates.set(n, []).get(n)!).push(hs);
+      (ratios.get(n) ?? ratios.set(n, []).get(n)!).push(hs / an);
+    }
+  }
+  const lines = [`node ${process.version}, OpenSSL ${process.versions.openssl}; ${rounds} rounds of ${timeMs} ms per task; medians`,
+    '', `${'task'.padEnd(40)}${'ops/s'.padStart(10)}${'x anchor'.padStart(10)}`,
+    `${'anchor node:crypto X25519 dh'.padEnd(40)}${median(anchors).toFixed(0).padStart(10)}${'1.000'.padStart(10)}`];
+  for (const n of names) {
+    lines.push(`${`${n} handshake (Device API)`.padEnd(40)}${median(rates.get(n)!).toFixed(0).padStart(10)}${median(ratios.get(n)!).toFixed(3).padStart(10)}`);
+  }
+  return lines.join('\n');
+}
+
+if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href) {
+  const [mode, name = 'openssl', count = '3000'] = process.argv.slice(2);
+  if (mode === 'loop') {
+    // For --cpu-prof: a fixed number of handshakes and nothing else.
+    const p = makePair(backendByName(name));
+    const t0 = performance.now();
+    for (let i = 0; i < Number(count); i++) handshake(p);
+    console.log(`${name}: ${count} handshakes, ${((Number(count) * 1000) / (performance.now() - t0)).toFixed(0)}/s`);
+  } else {
+    runHandshakeBench(400, 5, mode === undefined ? undefined : [mode]).then((t) => console.log(t), (e) => { console.error(e); process.exitCode = 1; });
+  }
+}
