@@ -5,7 +5,8 @@
  * KeyObjects made beforehand (the cheapest DH node:crypto offers). A handshake costs 5 X25519
  * and 2 public-key derivations (OpenSSL 3.0 computes a public key with the same ladder), so
  * "hs/s x anchor" near 1/7 means bound by the curve arithmetic alone. 'openssl-keyobject' is
- * the openssl backend with node.ts's KeyObject X25519, i.e. the path before evp-x25519.ts.
+ * the openssl backend with node.ts's KeyObject X25519 and EVP hashing (the path before issue 13),
+ * 'openssl-evphash' the same with EVP_PKEY X25519 (without the native BLAKE2s addon).
  *
  * Run: npm run bench -- handshake
  * Profile: npx tsc -p tsconfig.build.json && node --cpu-prof dist/bench/handshake.js loop openssl 3000
@@ -13,6 +14,7 @@
 import { diffieHellman, generateKeyPairSync } from 'node:crypto';
 import { pathToFileURL } from 'node:url';
 import type { CryptoBackend } from '../src/crypto/backend.js';
+import { createEvpHashing } from '../src/crypto/evp-hash.js';
 import { createNodeBackend } from '../src/crypto/node.js';
 import { createOpensslBackend } from '../src/crypto/openssl.js';
 import { createPureBackend } from '../src/crypto/pure.js';
@@ -21,10 +23,21 @@ import { handshake, makePair } from './wireguard.js';
 function backendByName(name: string): CryptoBackend {
   if (name === 'openssl') return createOpensslBackend();
   if (name === 'node') return createNodeBackend();
-  if (name === 'openssl-keyobject') {
-    // The openssl backend as it was before X25519 went through EVP_PKEY: node's KeyObject X25519.
+  if (name === 'openssl-evphash' || name === 'openssl-keyobject') {
+    // The openssl backend with EVP hashing instead of the native addon (step 1 of issue 13), and
+    // also with node's KeyObject X25519 instead of EVP_PKEY (the path before issue 13).
+    const evp = createEvpHashing(() => { throw new Error('empty HMAC key'); });
+    if (typeof evp === 'string') throw new Error(evp);
+    const b: CryptoBackend = {
+      ...createOpensslBackend(),
+      hash: (out, ...parts) => evp.hash(out, parts),
+      mac: (out, key, ...parts) => evp.mac(out, key, parts),
+      hmac: (out, key, ...parts) => evp.hmac(out, key, parts),
+    };
+    delete b.kdf;
+    if (name === 'openssl-evphash') return b;
     const node = createNodeBackend();
-    return { ...createOpensslBackend(), dh: node.dh, publicKey: node.publicKey };
+    return { ...b, dh: node.dh, publicKey: node.publicKey };
   }
   if (name === 'pure') return createPureBackend();
   throw new Error(`unknown backend ${name}`);
@@ -50,7 +63,7 @@ function median(xs: number[]): number {
 }
 
 /** Rounds of (anchor, then each backend's handshakes); medians of rates and of per-round ratios. */
-export async function runHandshakeBench(timeMs = 400, rounds = 5, names = ['openssl', 'openssl-keyobject', 'node']): Promise<string> {
+export async function runHandshakeBench(timeMs = 400, rounds = 5, names = ['openssl', 'openssl-evphash', 'openssl-keyobject', 'node']): Promise<string> {
   const a = generateKeyPairSync('x25519');
   const b = generateKeyPairSync('x25519');
   const anchor = (): void => { diffieHellman({ privateKey: a.privateKey, publicKey: b.publicKey }); };

@@ -30,6 +30,7 @@ import { assertBytes, assertOpenArgs, assertOutput, assertSealArgs, assertSpan }
 import { CryptoBackendError } from './errors.js';
 import { createEvpHashing, type EvpHashing } from './evp-hash.js';
 import { createEvpX25519, type EvpX25519 } from './evp-x25519.js';
+import { loadNativeHash } from './native-hash.js';
 import { processLibrary } from './ffi.js';
 import { createNodeBackend, loadNodeCrypto, nodeBackendUnavailableReason } from './node.js';
 import { KEY_LEN, NONCE_LEN, TAG_LEN } from './sizes.js';
@@ -239,9 +240,11 @@ export function opensslHashingUnavailableReason(): string | null {
  * Creates the openssl backend (name 'openssl'). Throws CryptoBackendError with the reason when
  * its AEAD cannot run here; the 'node' backend is then the next choice. BLAKE2s, HMAC and MAC
  * come from OpenSSL's EVP functions when opensslHashingUnavailableReason() is null, and X25519
- * when opensslX25519UnavailableReason() is null, else from the node backend. The OpenSSL contexts are freed when the backend object is garbage-collected.
+ * when opensslX25519UnavailableReason() is null, else from the node backend. With the native
+ * addon (native-hash.ts) hash, mac, hmac and kdf are one N-API call each instead
+ * (`nativeHash: false` keeps EVP: tests and benchmarks of that fallback). The OpenSSL contexts are freed when the backend object is garbage-collected.
  */
-export function createOpensslBackend(): CryptoBackend {
+export function createOpensslBackend(options: { readonly nativeHash?: boolean } = {}): CryptoBackend {
   const reason = opensslBackendUnavailableReason();
   const evp = bindEvp();
   if (reason !== null || typeof evp === 'string') {
@@ -262,6 +265,17 @@ export function createOpensslBackend(): CryptoBackend {
     backend.hash = (out, ...parts) => hashing.hash(out, parts);
     backend.mac = (out, key, ...parts) => hashing.mac(out, key, parts);
     backend.hmac = (out, key, ...parts) => hashing.hmac(out, key, parts);
+  }
+  const nh = options.nativeHash === false ? 'not wanted' : loadNativeHash();
+  if (typeof nh !== 'string') {
+    // One N-API call instead of 3-4 koffi crossings; more parts than WireGuard uses go to EVP.
+    const { hash, mac, hmac } = backend;
+    backend.hash = (out, ...parts) => (parts.length === 1 ? nh.hash(out, parts[0])
+      : parts.length === 2 ? nh.hash(out, parts[0], parts[1]) : hash(out, ...parts));
+    backend.mac = (out, key, ...parts) => (parts.length === 1 ? nh.mac(out, key, parts[0]) : mac(out, key, ...parts));
+    backend.hmac = (out, key, ...parts) => (parts.length === 1 ? nh.hmac(out, key, parts[0])
+      : parts.length === 2 ? nh.hmac(out, key, parts[0], parts[1]) : hmac(out, key, ...parts));
+    backend.kdf = nh.kdf;
   }
   const x = createEvpX25519();
   const x25519: EvpX25519 | null = typeof x === 'string' ? null : x;
