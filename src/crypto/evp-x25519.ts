@@ -14,7 +14,7 @@
  * - Private keys: an imported private EVP_PKEY and its derive context are cached per key array
  *   (the device's static key, each peer's ephemeral key array), reused only while the array
  *   holds the same bytes: an ephemeral key is imported once by publicKey() and then serves its
- *   one or two DHs. The cache is a bounded Map (LRU by insertion order): an evicted or replaced
+ *   one or two DHs. The cache is a bounded Map kept in LRU order: an evicted or replaced
  *   entry's EVP_PKEY is freed at once (OpenSSL wipes the key material), so native memory is
  *   bounded by CACHE_SIZE entries. It keeps a copy of the key bytes, like node.ts's cache.
  *
@@ -97,8 +97,11 @@ export function createEvpX25519(): EvpX25519 | string {
     const privateEntry = (raw: Uint8Array): Entry => {
       const hit = cache.get(raw);
       if (hit !== undefined) {
-        if (equal32(hit.bytes, raw)) return hit;
         cache.delete(raw);
+        if (equal32(hit.bytes, raw)) {
+          cache.set(raw, hit); // most recently used last: the static key stays while peers churn
+          return hit;
+        }
         release(hit);
       }
       const pkey = newPrivate(EVP_PKEY_X25519, null, raw, KEY_LEN);
