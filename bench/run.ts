@@ -9,6 +9,7 @@ interface BenchModule { name: string; load: () => Promise<() => Promise<string>>
 const modules: BenchModule[] = [
   { name: 'crypto', load: async () => (await import('./crypto.js')).runCryptoBench },
   { name: 'wireguard', load: async () => (await import('./wireguard.js')).runWireguardBench },
+  { name: 'handshake', load: async () => (await import('./handshake.js')).runHandshakeBench },
   { name: 'route', load: async () => (await import('./route.js')).runRouteBench },
   { name: 'nat', load: async () => (await import('./nat.js')).runNatBench },
   { name: 'router', load: async () => (await import('./router.js')).runRouterBench },

@@ -33,14 +33,14 @@ const EP_B = { address: '192.0.2.2', port: 51820 };
 const SIZES = [64, 1420];
 const BATCH = 64;
 
-interface Pair {
+export interface Pair {
   a: Device;
   b: Device;
   peerAB: Peer;
   now: number;
 }
 
-function makePair(backend: CryptoBackend): Pair {
+export function makePair(backend: CryptoBackend): Pair {
   const a = new Device({ backend, random: () => 0.5 });
   const b = new Device({ backend, random: () => 0.5 });
   a.setPrivateKey(new Uint8Array(32).fill(1));
@@ -68,7 +68,7 @@ function pump(from: Device, to: Device, source: { address: string; port: number 
 }
 
 /** One complete handshake A→B→A. Time moves by Rekey-Timeout so pacing, flood and TAI64N allow it. */
-function handshake(p: Pair): void {
+export function handshake(p: Pair): void {
   p.now += REKEY_TIMEOUT + 1;
   p.a.initiateHandshake(p.peerAB, p.now);
   if (pump(p.a, p.b, EP_A, p.now) !== 1) throw new Error('initiation not consumed');

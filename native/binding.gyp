@@ -5,6 +5,12 @@
       "sources": ["weft_io.c", "weft_offload.c"],
       "cflags": ["-O2", "-Wall", "-Wextra", "-Wno-unused-parameter", "-fvisibility=hidden"],
       "defines": ["NAPI_VERSION=8"]
+    },
+    {
+      "target_name": "weft_crypto",
+      "sources": ["weft_crypto.c"],
+      "cflags": ["-O2", "-Wall", "-Wextra", "-Wno-unused-parameter"],
+      "defines": ["NAPI_VERSION=8"]
     }
   ]
 }

@@ -52,6 +52,12 @@ export interface CryptoBackend {
   /** HMAC-BLAKE2s-256 (RFC 2104 over BLAKE2s, 64-byte block), written to out[0..32). */
   hmac(out: Uint8Array, key: Uint8Array, ...parts: Uint8Array[]): void;
 
+  /**
+   * Optional: WireGuard's KDF_n (kdf.ts) in one call, n = number of non-null outputs (1..3).
+   * Same contract as kdf1/kdf2/kdf3, which call it after their own checks when it exists.
+   */
+  kdf?(t1: Uint8Array, t2: Uint8Array | null, t3: Uint8Array | null, key: Uint8Array, input: Uint8Array): void;
+
   /** X25519(privateKey, publicKey) → 32-byte shared secret (RFC 7748 §5). Returns false if all-zero. */
   dh(out: Uint8Array, privateKey: Uint8Array, publicKey: Uint8Array): boolean;
 

@@ -35,6 +35,7 @@ function extract(backend: CryptoBackend, key: Uint8Array, input: Uint8Array): vo
 /** (τ1) := KDF1(key, input). */
 export function kdf1(backend: CryptoBackend, t1: Uint8Array, key: Uint8Array, input: Uint8Array): void {
   assertOutput(t1, HASH_LEN, 'kdf output t1');
+  if (backend.kdf !== undefined) return backend.kdf(t1, null, null, key, input);
   extract(backend, key, input);
   backend.hmac(t1, TAU0, ONE);
   TAU0.fill(0);
@@ -46,6 +47,7 @@ export function kdf2(backend: CryptoBackend, t1: Uint8Array, t2: Uint8Array,
   assertOutput(t1, HASH_LEN, 'kdf output t1');
   assertOutput(t2, HASH_LEN, 'kdf output t2');
   if (t1 === t2) throw new RangeError('kdf2 outputs t1 and t2 must be different arrays');
+  if (backend.kdf !== undefined) return backend.kdf(t1, t2, null, key, input);
   extract(backend, key, input);
   backend.hmac(t1, TAU0, ONE);
   backend.hmac(t2, TAU0, first32(t1), TWO);
@@ -59,6 +61,7 @@ export function kdf3(backend: CryptoBackend, t1: Uint8Array, t2: Uint8Array, t3:
   assertOutput(t2, HASH_LEN, 'kdf output t2');
   assertOutput(t3, HASH_LEN, 'kdf output t3');
   if (t1 === t2 || t1 === t3 || t2 === t3) throw new RangeError('kdf3 outputs t1, t2 and t3 must be different arrays');
+  if (backend.kdf !== undefined) return backend.kdf(t1, t2, t3, key, input);
   extract(backend, key, input);
   backend.hmac(t1, TAU0, ONE);
   backend.hmac(t2, TAU0, first32(t1), TWO);

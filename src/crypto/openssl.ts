@@ -2,8 +2,9 @@
  * The 'openssl' crypto backend: the node backend, except that ChaCha20-Poly1305 (and the
  * XChaCha20-Poly1305 built on it) and, where OpenSSL 3 provides them, BLAKE2s, HMAC-BLAKE2s and
  * keyed BLAKE2s (evp-hash.ts) call the OpenSSL that Node already contains directly, through its
- * exported EVP functions and koffi (ffi.ts), instead of through node:crypto's objects. X25519,
- * randomness and key handling are the node backend's.
+ * exported EVP functions and koffi (ffi.ts), instead of through node:crypto's objects; so does
+ * X25519 (EVP_PKEY_derive with raw keys, evp-x25519.ts) when its RFC 7748 self-test passes.
+ * Randomness and key handling are the node backend's.
  *
  * Why: node:crypto has no way to encrypt into a caller's buffer, and each createCipheriv builds a
  * stream object and a native context. Here two EVP_CIPHER_CTX are created once per backend and
@@ -25,12 +26,14 @@
  *   backend is handed out. Any failure makes the backend unavailable (select.ts then uses 'node').
  */
 import type { CryptoBackend } from './backend.js';
-import { assertOpenArgs, assertSealArgs, assertSpan } from './assert.js';
+import { assertBytes, assertOpenArgs, assertOutput, assertSealArgs, assertSpan } from './assert.js';
 import { CryptoBackendError } from './errors.js';
 import { createEvpHashing, type EvpHashing } from './evp-hash.js';
+import { createEvpX25519, type EvpX25519 } from './evp-x25519.js';
+import { loadNativeHash } from './native-hash.js';
 import { processLibrary } from './ffi.js';
 import { createNodeBackend, loadNodeCrypto, nodeBackendUnavailableReason } from './node.js';
-import { NONCE_LEN, TAG_LEN } from './sizes.js';
+import { KEY_LEN, NONCE_LEN, TAG_LEN } from './sizes.js';
 import { createXChaCha } from './xchacha.js';
 
 /** EVP_CIPHER_CTX_ctrl commands (include/openssl/evp.h; same in OpenSSL 1.1 and 3.x). */
@@ -236,10 +239,12 @@ export function opensslHashingUnavailableReason(): string | null {
 /**
  * Creates the openssl backend (name 'openssl'). Throws CryptoBackendError with the reason when
  * its AEAD cannot run here; the 'node' backend is then the next choice. BLAKE2s, HMAC and MAC
- * come from OpenSSL's EVP functions when opensslHashingUnavailableReason() is null, else from
- * the node backend. The OpenSSL contexts are freed when the backend object is garbage-collected.
+ * come from OpenSSL's EVP functions when opensslHashingUnavailableReason() is null, and X25519
+ * when opensslX25519UnavailableReason() is null, else from the node backend. With the native
+ * addon (native-hash.ts) hash, mac, hmac and kdf are one N-API call each instead
+ * (`nativeHash: false` keeps EVP: tests and benchmarks of that fallback). The OpenSSL contexts are freed when the backend object is garbage-collected.
  */
-export function createOpensslBackend(): CryptoBackend {
+export function createOpensslBackend(options: { readonly nativeHash?: boolean } = {}): CryptoBackend {
   const reason = opensslBackendUnavailableReason();
   const evp = bindEvp();
   if (reason !== null || typeof evp === 'string') {
@@ -261,11 +266,55 @@ export function createOpensslBackend(): CryptoBackend {
     backend.mac = (out, key, ...parts) => hashing.mac(out, key, parts);
     backend.hmac = (out, key, ...parts) => hashing.hmac(out, key, parts);
   }
-  resources.register(backend, { aead, hashing });
+  const nh = options.nativeHash === false ? 'not wanted' : loadNativeHash();
+  if (typeof nh !== 'string') {
+    // One N-API call instead of 3-4 koffi crossings; more parts than WireGuard uses go to EVP.
+    const { hash, mac, hmac } = backend;
+    backend.hash = (out, ...parts) => (parts.length === 1 ? nh.hash(out, parts[0])
+      : parts.length === 2 ? nh.hash(out, parts[0], parts[1]) : hash(out, ...parts));
+    backend.mac = (out, key, ...parts) => (parts.length === 1 ? nh.mac(out, key, parts[0]) : mac(out, key, ...parts));
+    backend.hmac = (out, key, ...parts) => (parts.length === 1 ? nh.hmac(out, key, parts[0])
+      : parts.length === 2 ? nh.hmac(out, key, parts[0], parts[1]) : hmac(out, key, ...parts));
+    backend.kdf = nh.kdf;
+  }
+  const x = createEvpX25519();
+  const x25519: EvpX25519 | null = typeof x === 'string' ? null : x;
+  if (x25519 !== null) {
+    backend.dh = (out, privateKey, publicKey) => {
+      assertOutput(out, KEY_LEN, 'dh output');
+      assertBytes(privateKey, KEY_LEN, 'private key');
+      assertBytes(publicKey, KEY_LEN, 'public key');
+      if (x25519.dh(out, privateKey, publicKey)) return true;
+      out.fill(0, 0, KEY_LEN);
+      return false;
+    };
+    backend.publicKey = (out, privateKey) => {
+      assertOutput(out, KEY_LEN, 'public key output');
+      assertBytes(privateKey, KEY_LEN, 'private key');
+      x25519.publicKey(out, privateKey);
+    };
+  }
+  resources.register(backend, { aead, hashing, x25519 });
   return backend;
 }
 
-const resources = new FinalizationRegistry<{ aead: EvpAead; hashing: EvpHashing | null }>((r) => {
+let x25519Cache: { reason: string | null } | undefined;
+
+/**
+ * Why the openssl backend keeps node:crypto's KeyObjects for X25519 instead of EVP_PKEY through
+ * koffi (evp-x25519.ts), or null when it uses EVP. Probed once per thread.
+ */
+export function opensslX25519UnavailableReason(): string | null {
+  if (x25519Cache === undefined) {
+    const x = createEvpX25519();
+    x25519Cache = { reason: typeof x === 'string' ? x : null };
+    if (typeof x !== 'string') x.dispose();
+  }
+  return x25519Cache.reason;
+}
+
+const resources = new FinalizationRegistry<{ aead: EvpAead; hashing: EvpHashing | null; x25519: EvpX25519 | null }>((r) => {
   r.aead.dispose();
   r.hashing?.dispose();
+  r.x25519?.dispose();
 });

@@ -13,8 +13,9 @@
  *   2. 'node'              0.86        0.90         1.0           1.0       node:crypto one-shot
  *   3. 'pure'              0.43        0.42         0.34          0.28      noble
  *
- * For the handshake, 'openssl' and 'node' share X25519 (node:crypto KeyObjects, ~40x noble);
- * 'openssl' also does BLAKE2s/HMAC/MAC through EVP (MAC ~12x the others, HASH ~1.7x node, HMAC
+ * For the handshake, 'node' does X25519 through node:crypto KeyObjects (~20x noble), 'openssl'
+ * through EVP_PKEY directly (about 1.8x 'node' per handshake, bench/handshake.ts); 'openssl'
+ * also does BLAKE2s/HMAC/MAC through EVP (MAC ~12x the others, HASH ~1.7x node, HMAC
  * ~3x node). Each candidate is detected by trying it (nodeBackendUnavailableReason,
  * opensslBackendUnavailableReason: symbols, a working cipher, the RFC 8439 vector), never
  * assumed from a version number.

@@ -46,6 +46,11 @@ const DEFAULT_MAX_PACKET_SIZE = 2016;
 const DEFAULT_BUFFER_POOL_SIZE = 2048;
 const DEFAULT_OUTBOX_CAPACITY = 1024;
 export const SOURCE_SCRATCH_LEN = 128;
+/**
+ * CSPRNG bytes are drawn this many at a time: a handshake message takes 36 (index + ephemeral
+ * key), and one randomFillSync per message was 5% of a handshake (profile in bench/RESULTS.md).
+ */
+const RANDOM_RESERVE = 1024;
 
 export class DeviceState {
   readonly backend: CryptoBackend;
@@ -90,6 +95,8 @@ export class DeviceState {
   readonly encoder = new TextEncoder();
   /** unstage()'s reused result. */
   readonly unstaged = { slot: -1, length: 0 };
+  private readonly randomReserve = new Uint8Array(RANDOM_RESERVE);
+  private randomUsed = RANDOM_RESERVE;
 
   constructor(options: DeviceOptions) {
     if (options === null || typeof options !== 'object' || options.backend === undefined) {
@@ -114,6 +121,26 @@ export class DeviceState {
     this.overlapping = ov;
     this.noise = new NoiseContext(this.backend);
     this.cookieChecker = new CookieChecker(this.backend);
+  }
+
+  /**
+   * Fills dst[0, dst.length) (at most RANDOM_RESERVE bytes) with fresh bytes from the backend's
+   * CSPRNG, drawn in blocks. Each byte is handed out once and zeroed in the reserve as it goes.
+   */
+  randomFill(dst: Uint8Array): void {
+    const n = dst.length;
+    if (n > RANDOM_RESERVE) throw new RangeError(`randomFill takes at most ${RANDOM_RESERVE} bytes, asked for ${n}`);
+    const r = this.randomReserve;
+    if (this.randomUsed + n > RANDOM_RESERVE) {
+      this.backend.randomFill(r);
+      this.randomUsed = 0;
+    }
+    const at = this.randomUsed;
+    for (let i = 0; i < n; i++) {
+      dst[i] = r[at + i];
+      r[at + i] = 0;
+    }
+    this.randomUsed = at + n;
   }
 
   setMtu(v: number): void {

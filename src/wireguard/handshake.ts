@@ -109,7 +109,7 @@ function sendCookieReply(s: DeviceState, buf: Uint8Array, off: number, len: numb
     s.drops[DROP_POOL_EXHAUSTED]++;
     return;
   }
-  s.backend.randomFill(s.cookieNonce);
+  s.randomFill(s.cookieNonce);
   const n = s.cookieChecker.createReply(buf, off, len, source, now, s.cookieNonce, s.pool.buffer(slot), 0);
   if (!s.outbox.push(slot, 0, n, from.address, from.port, null, OUT_COOKIE_REPLY)) {
     s.pool.release(slot);
@@ -136,7 +136,7 @@ function sendOwned(s: DeviceState, peer: Peer, slot: number, length: number, kin
 /** Random clamped X25519 private key into the ephemeral scratch (RFC 7748 §5). */
 function freshEphemeral(s: DeviceState): void {
   const e = s.ephemeral;
-  s.backend.randomFill(e);
+  s.randomFill(e);
   e[0] &= 248;
   e[31] &= 127;
   e[31] |= 64;
@@ -145,7 +145,7 @@ function freshEphemeral(s: DeviceState): void {
 /** A fresh random non-zero index not in use, registered as a handshake entry of `peer`. */
 function newIndex(s: DeviceState, peer: Peer): number {
   for (;;) {
-    s.backend.randomFill(s.index4);
+    s.randomFill(s.index4);
     const idx = readU32LE(s.index4, 0);
     if (idx !== 0 && !s.indexTable.has(idx)) {
       s.indexTable.set(idx, new IndexEntry(peer, null));

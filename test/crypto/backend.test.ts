@@ -310,6 +310,40 @@ describe('the node, openssl and pure backends agree on seeded random inputs', ()
     }
   });
 
+  it('openssl (EVP_PKEY X25519) agrees with pure on public keys and secrets, unclamped keys included', () => {
+    for (let i = 0; i < 8; i++) {
+      const priv = rnd(32);
+      const peer = rnd(32);
+      const p1 = new Uint8Array(32);
+      const p2 = new Uint8Array(32);
+      openssl.publicKey(p1, priv);
+      pure.publicKey(p2, priv);
+      expect(toHex(p1)).toBe(toHex(p2));
+      const s1 = new Uint8Array(32);
+      const s2 = new Uint8Array(32);
+      expect(openssl.dh(s1, priv, peer)).toBe(pure.dh(s2, priv, peer));
+      expect(toHex(s1)).toBe(toHex(s2));
+    }
+  });
+
+  it('openssl X25519 stays correct past its 64-entry private-key cache (eviction, then reuse)', () => {
+    // 100 live private-key arrays: the first ones are evicted and must be re-imported on reuse.
+    const keys = Array.from({ length: 100 }, () => rnd(32));
+    const peer = rnd(32);
+    const expected = keys.map((k) => {
+      const s = new Uint8Array(32);
+      pure.dh(s, k, peer);
+      return toHex(s);
+    });
+    const out = new Uint8Array(32);
+    for (let round = 0; round < 2; round++) {
+      keys.forEach((k, i) => {
+        expect(openssl.dh(out, k, peer)).toBe(true);
+        expect(toHex(out)).toBe(expected[i]);
+      });
+    }
+  });
+
   it('the node backend without its KeyObject cache gives the same results', () => {
     const uncached = createNodeBackend({ keyCache: false });
     const priv = rnd(32);

@@ -10,6 +10,8 @@ import { createPureBackend } from '../../src/crypto/pure.js';
 export const BACKENDS: ReadonlyArray<readonly [string, () => CryptoBackend]> = [
   ['node', () => createNodeBackend()],
   ['openssl', () => createOpensslBackend()],
+  // The openssl backend's fallback when the native BLAKE2s addon is not built: EVP hashing.
+  ['openssl-evphash', () => createOpensslBackend({ nativeHash: false })],
   ['pure', () => createPureBackend()],
 ];
 

@@ -5,7 +5,7 @@ import type * as NodeCrypto from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { CryptoBackendError } from '../../src/crypto/errors.js';
 import { createNodeBackend, loadNodeCrypto, nodeBackendUnavailableReason } from '../../src/crypto/node.js';
-import { opensslBackendUnavailableReason, opensslHashingUnavailableReason } from '../../src/crypto/openssl.js';
+import { opensslBackendUnavailableReason, opensslHashingUnavailableReason, opensslX25519UnavailableReason } from '../../src/crypto/openssl.js';
 import { autoBackendName, getCryptoBackend, parseCryptoBackendName, type CryptoBackendName } from '../../src/crypto/select.js';
 
 describe('getCryptoBackend', () => {
@@ -28,6 +28,7 @@ describe('getCryptoBackend', () => {
   it('on this runtime (Node with OpenSSL 3 exporting EVP) every backend is available', () => {
     expect(opensslBackendUnavailableReason()).toBeNull();
     expect(opensslHashingUnavailableReason()).toBeNull(); // BLAKE2s/HMAC/MAC through EVP as well
+    expect(opensslX25519UnavailableReason()).toBeNull(); // and X25519 through EVP_PKEY, not KeyObjects
     expect(autoBackendName()).toBe('openssl');
   });
 

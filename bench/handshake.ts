@@ -1,0 +1,121 @@
+/**
+ * Handshakes per second through the Device API (bench/wireguard.ts's `handshake`: initiation at
+ * A, consumption + response at B, consumption of the response + first keepalive at A), one
+ * backend at a time, beside a same-run anchor: a bare node:crypto X25519 diffieHellman with both
+ * KeyObjects made beforehand (the cheapest DH node:crypto offers). A handshake costs 5 X25519
+ * and 2 public-key derivations (OpenSSL 3.0 computes a public key with the same ladder), so
+ * "hs/s x anchor" near 1/7 means bound by the curve arithmetic alone. 'openssl-keyobject' is
+ * the openssl backend with node.ts's KeyObject X25519 and EVP hashing (the path before issue 13),
+ * 'openssl-evphash' the same with EVP_PKEY X25519 (without the native BLAKE2s addon).
+ *
+ * Run: npm run bench -- handshake
+ * Profile: npx tsc -p tsconfig.build.json && node --cpu-prof dist/bench/handshake.js loop openssl 3000
+ */
+import { diffieHellman, generateKeyPairSync } from 'node:crypto';
+import { pathToFileURL } from 'node:url';
+import type { CryptoBackend } from '../src/crypto/backend.js';
+import { createEvpHashing } from '../src/crypto/evp-hash.js';
+import { createNodeBackend } from '../src/crypto/node.js';
+import { createOpensslBackend } from '../src/crypto/openssl.js';
+import { createPureBackend } from '../src/crypto/pure.js';
+import { handshake, makePair } from './wireguard.js';
+
+function backendByName(name: string): CryptoBackend {
+  if (name === 'openssl') return createOpensslBackend();
+  if (name === 'node') return createNodeBackend();
+  if (name === 'openssl-evphash' || name === 'openssl-keyobject') {
+    // The openssl backend with EVP hashing instead of the native addon (step 1 of issue 13), and
+    // also with node's KeyObject X25519 instead of EVP_PKEY (the path before issue 13).
+    const evp = createEvpHashing(() => { throw new Error('empty HMAC key'); });
+    if (typeof evp === 'string') throw new Error(evp);
+    const b: CryptoBackend = {
+      ...createOpensslBackend(),
+      hash: (out, ...parts) => evp.hash(out, parts),
+      mac: (out, key, ...parts) => evp.mac(out, key, parts),
+      hmac: (out, key, ...parts) => evp.hmac(out, key, parts),
+    };
+    delete b.kdf;
+    if (name === 'openssl-evphash') return b;
+    const node = createNodeBackend();
+    return { ...b, dh: node.dh, publicKey: node.publicKey };
+  }
+  if (name === 'pure') return createPureBackend();
+  throw new Error(`unknown backend ${name}`);
+}
+
+/** Runs `fn` in batches for about `ms` milliseconds; returns [calls, elapsed ms]. */
+function slice(fn: () => void, ms: number): [number, number] {
+  let n = 0;
+  const t0 = performance.now();
+  let t = t0;
+  while (t - t0 < ms) {
+    for (let i = 0; i < 8; i++) fn();
+    n += 8;
+    t = performance.now();
+  }
+  return [n, t - t0];
+}
+
+function median(xs: number[]): number {
+  const v = [...xs].sort((x, y) => x - y);
+  const m = v.length >> 1;
+  return v.length % 2 ? v[m] : (v[m - 1] + v[m]) / 2;
+}
+
+/**
+ * Each round interleaves 50 ms slices of the anchor and of every variant (anchor, a, b, …,
+ * anchor, a, b, …) for about `timeMs` per task, so that load from other work on this shared
+ * machine hits all of them alike; rates are per round, ratios are within a round, and the
+ * table shows medians over rounds.
+ */
+export async function runHandshakeBench(timeMs = 600, rounds = 5, names = ['openssl', 'openssl-evphash', 'openssl-keyobject', 'node']): Promise<string> {
+  const a = generateKeyPairSync('x25519');
+  const b = generateKeyPairSync('x25519');
+  const anchor = (): void => { diffieHellman({ privateKey: a.privateKey, publicKey: b.publicKey }); };
+  const tasks: [string, () => void][] = [['anchor', anchor]];
+  for (const n of names) {
+    const p = makePair(backendByName(n));
+    for (let i = 0; i < 50; i++) handshake(p); // warm up
+    tasks.push([n, () => handshake(p)]);
+  }
+  const rates = new Map<string, number[]>();
+  const ratios = new Map<string, number[]>();
+  const SLICE_MS = 50;
+  for (let r = 0; r < rounds; r++) {
+    const calls = new Map<string, number>();
+    const ms = new Map<string, number>();
+    for (let k = 0; k < Math.max(1, Math.round(timeMs / SLICE_MS)); k++) {
+      for (const [n, fn] of tasks) {
+        const [c, t] = slice(fn, SLICE_MS);
+        calls.set(n, (calls.get(n) ?? 0) + c);
+        ms.set(n, (ms.get(n) ?? 0) + t);
+      }
+    }
+    const rate = (n: string): number => (calls.get(n)! * 1000) / ms.get(n)!;
+    for (const [n] of tasks) {
+      (rates.get(n) ?? rates.set(n, []).get(n)!).push(rate(n));
+      (ratios.get(n) ?? ratios.set(n, []).get(n)!).push(rate(n) / rate('anchor'));
+    }
+  }
+  const anchors = rates.get('anchor')!;
+  const lines = [`node ${process.version}, OpenSSL ${process.versions.openssl}; ${rounds} rounds of ${timeMs} ms per task in interleaved 50 ms slices; medians`,
+    '', `${'task'.padEnd(40)}${'ops/s'.padStart(10)}${'x anchor'.padStart(10)}`,
+    `${'anchor node:crypto X25519 dh'.padEnd(40)}${median(anchors).toFixed(0).padStart(10)}${'1.000'.padStart(10)}`];
+  for (const n of names) {
+    lines.push(`${`${n} handshake (Device API)`.padEnd(40)}${median(rates.get(n)!).toFixed(0).padStart(10)}${median(ratios.get(n)!).toFixed(3).padStart(10)}`);
+  }
+  return lines.join('\n');
+}
+
+if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href) {
+  const [mode, name = 'openssl', count = '3000'] = process.argv.slice(2);
+  if (mode === 'loop') {
+    // For --cpu-prof: a fixed number of handshakes and nothing else.
+    const p = makePair(backendByName(name));
+    const t0 = performance.now();
+    for (let i = 0; i < Number(count); i++) handshake(p);
+    console.log(`${name}: ${count} handshakes, ${((Number(count) * 1000) / (performance.now() - t0)).toFixed(0)}/s`);
+  } else {
+    runHandshakeBench(600, 5, mode === undefined ? undefined : [mode]).then((t) => console.log(t), (e) => { console.error(e); process.exitCode = 1; });
+  }
+}

@@ -1,0 +1,292 @@
+/*
+ * weft_crypto: BLAKE2s (RFC 7693), keyed BLAKE2s-128 (WireGuard's MAC), HMAC-BLAKE2s (RFC 2104)
+ * and WireGuard's KDF1/2/3 (HKDF over HMAC-BLAKE2s, whitepaper §5.4) for the handshake, one
+ * N-API call each. Why: through koffi an EVP hash or HMAC is 3-4 FFI crossings plus OpenSSL's
+ * per-key MAC setup, about 1.2 us for a 32-byte HMAC, and a handshake runs ~40 of them; here a
+ * whole KDF (4-7 HMAC compressions x 3) is one crossing. Loaded by src/crypto/native-hash.ts;
+ * without this addon the openssl backend keeps its EVP hashing.
+ *
+ * Contracts: every argument is a Uint8Array (checked; a wrong type or short output throws a
+ * TypeError/RangeError in JS). Outputs may alias inputs: all input is absorbed before output is
+ * written. Stack scratch holding key material is wiped before returning. No allocation.
+ */
+#include <node_api.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+#include <strings.h>
+
+#define BLOCK 64
+#define HASH_LEN 32
+#define MAC_LEN 16
+
+static const uint32_t IV[8] = {
+  0x6a09e667u, 0xbb67ae85u, 0x3c6ef372u, 0xa54ff53au, 0x510e527fu, 0x9b05688cu, 0x1f83d9abu, 0x5be0cd19u,
+};
+
+static const uint8_t SIGMA[10][16] = {
+  { 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15 },
+  { 14, 10, 4, 8, 9, 15, 13, 6, 1, 12, 0, 2, 11, 7, 5, 3 },
+  { 11, 8, 12, 0, 5, 2, 15, 13, 10, 14, 3, 6, 7, 1, 9, 4 },
+  { 7, 9, 3, 1, 13, 12, 11, 14, 2, 6, 5, 10, 4, 0, 15, 8 },
+  { 9, 0, 5, 7, 2, 4, 10, 15, 14, 1, 11, 12, 6, 8, 3, 13 },
+  { 2, 12, 6, 10, 0, 11, 8, 3, 4, 13, 7, 5, 15, 14, 1, 9 },
+  { 12, 5, 1, 15, 14, 13, 4, 10, 0, 7, 6, 3, 9, 2, 8, 11 },
+  { 13, 11, 7, 14, 12, 1, 3, 9, 5, 0, 15, 4, 8, 6, 2, 10 },
+  { 6, 15, 14, 9, 11, 3, 0, 8, 12, 2, 13, 7, 1, 4, 10, 5 },
+  { 10, 2, 8, 4, 7, 6, 1, 5, 15, 11, 9, 14, 3, 12, 13, 0 },
+};
+
+typedef struct {
+  uint32_t h[8];
+  uint64_t t;
+  uint8_t buf[BLOCK];
+  size_t fill;
+  size_t outlen;
+} b2s;
+
+static inline uint32_t rotr(uint32_t x, int n) { return (x >> n) | (x << (32 - n)); }
+
+static inline uint32_t load32(const uint8_t *p) {
+  return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
+}
+
+/* Wipes key-derived scratch; explicit_bzero is not optimised away like a dead memset. */
+static void wipe(void *p, size_t n) { explicit_bzero(p, n); }
+
+#define G(a, b, c, d, x, y)          \
+  do {                               \
+    v[a] = v[a] + v[b] + (x);        \
+    v[d] = rotr(v[d] ^ v[a], 16);    \
+    v[c] = v[c] + v[d];              \
+    v[b] = rotr(v[b] ^ v[c], 12);    \
+    v[a] = v[a] + v[b] + (y);        \
+    v[d] = rotr(v[d] ^ v[a], 8);     \
+    v[c] = v[c] + v[d];              \
+    v[b] = rotr(v[b] ^ v[c], 7);     \
+  } while (0)
+
+static void compress(b2s *s, int last) {
+  uint32_t m[16], v[16];
+  for (int i = 0; i < 16; i++) m[i] = load32(s->buf + 4 * i);
+  for (int i = 0; i < 8; i++) { v[i] = s->h[i]; v[i + 8] = IV[i]; }
+  v[12] ^= (uint32_t)s->t;
+  v[13] ^= (uint32_t)(s->t >> 32);
+  if (last) v[14] = ~v[14];
+  for (int r = 0; r < 10; r++) {
+    const uint8_t *z = SIGMA[r];
+    G(0, 4, 8, 12, m[z[0]], m[z[1]]);
+    G(1, 5, 9, 13, m[z[2]], m[z[3]]);
+    G(2, 6, 10, 14, m[z[4]], m[z[5]]);
+    G(3, 7, 11, 15, m[z[6]], m[z[7]]);
+    G(0, 5, 10, 15, m[z[8]], m[z[9]]);
+    G(1, 6, 11, 12, m[z[10]], m[z[11]]);
+    G(2, 7, 8, 13, m[z[12]], m[z[13]]);
+    G(3, 4, 9, 14, m[z[14]], m[z[15]]);
+  }
+  for (int i = 0; i < 8; i++) s->h[i] ^= v[i] ^ v[i + 8];
+}
+
+static void b2s_init(b2s *s, size_t outlen, const uint8_t *key, size_t keylen) {
+  memcpy(s->h, IV, sizeof IV);
+  s->h[0] ^= 0x01010000u ^ ((uint32_t)keylen << 8) ^ (uint32_t)outlen;
+  s->t = 0;
+  s->fill = 0;
+  s->outlen = outlen;
+  if (keylen > 0) {
+    memset(s->buf, 0, BLOCK);
+    memcpy(s->buf, key, keylen);
+    s->fill = BLOCK;
+  }
+}
+
+static void b2s_update(b2s *s, const uint8_t *in, size_t n) {
+  while (n > 0) {
+    if (s->fill == BLOCK) { /* the last block is compressed by final, with the last flag */
+      s->t += BLOCK;
+      compress(s, 0);
+      s->fill = 0;
+    }
+    size_t k = BLOCK - s->fill;
+    if (k > n) k = n;
+    memcpy(s->buf + s->fill, in, k);
+    s->fill += k;
+    in += k;
+    n -= k;
+  }
+}
+
+static void b2s_final(b2s *s, uint8_t *out) {
+  s->t += s->fill;
+  memset(s->buf + s->fill, 0, BLOCK - s->fill);
+  compress(s, 1);
+  for (size_t i = 0; i < s->outlen; i++) out[i] = (uint8_t)(s->h[i >> 2] >> (8 * (i & 3)));
+  wipe(s, sizeof *s);
+}
+
+/* HMAC-BLAKE2s(key, a ‖ b) into out[0..32). */
+static void hmac(uint8_t *out, const uint8_t *key, size_t keylen, const uint8_t *a, size_t alen,
+                 const uint8_t *b, size_t blen) {
+  uint8_t k[HASH_LEN], pad[BLOCK], inner[HASH_LEN];
+  b2s s;
+  if (keylen > BLOCK) {
+    b2s_init(&s, HASH_LEN, NULL, 0);
+    b2s_update(&s, key, keylen);
+    b2s_final(&s, k);
+    key = k;
+    keylen = HASH_LEN;
+  }
+  memset(pad, 0x36, BLOCK);
+  for (size_t i = 0; i < keylen; i++) pad[i] ^= key[i];
+  b2s_init(&s, HASH_LEN, NULL, 0);
+  b2s_update(&s, pad, BLOCK);
+  b2s_update(&s, a, alen);
+  b2s_update(&s, b, blen);
+  b2s_final(&s, inner);
+  memset(pad, 0x5c, BLOCK);
+  for (size_t i = 0; i < keylen; i++) pad[i] ^= key[i];
+  b2s_init(&s, HASH_LEN, NULL, 0);
+  b2s_update(&s, pad, BLOCK);
+  b2s_update(&s, inner, HASH_LEN);
+  b2s_final(&s, out);
+  wipe(k, sizeof k);
+  wipe(pad, sizeof pad);
+  wipe(inner, sizeof inner);
+}
+
+/* ---- N-API glue ---------------------------------------------------------------------------- */
+
+#define THROW(env, kind, msg) do { napi_throw_##kind(env, NULL, msg); return NULL; } while (0)
+
+/* argv[i] as bytes; a missing/undefined/null optional argument gives len 0. Returns 0 on a type error (thrown). */
+static int bytes(napi_env env, napi_value v, int optional, uint8_t **p, size_t *len) {
+  napi_valuetype t;
+  *p = NULL;
+  *len = 0;
+  if (v == NULL) {
+    if (!optional) napi_throw_type_error(env, NULL, "weft_crypto: missing argument");
+    return optional;
+  }
+  if (napi_typeof(env, v, &t) != napi_ok) return 0;
+  if (optional && (t == napi_undefined || t == napi_null)) return 1;
+  bool is = false;
+  napi_is_typedarray(env, v, &is);
+  if (!is) {
+    napi_throw_type_error(env, NULL, "weft_crypto: arguments must be Uint8Arrays");
+    return 0;
+  }
+  napi_typedarray_type tt;
+  void *data;
+  napi_value ab;
+  size_t off;
+  if (napi_get_typedarray_info(env, v, &tt, len, &data, &ab, &off) != napi_ok || tt != napi_uint8_array) {
+    napi_throw_type_error(env, NULL, "weft_crypto: arguments must be Uint8Arrays");
+    return 0;
+  }
+  *p = (uint8_t *)data;
+  return 1;
+}
+
+/* hash(out, a[, b]): out[0..32) := BLAKE2s-256(a ‖ b). */
+static napi_value js_hash(napi_env env, napi_callback_info info) {
+  size_t argc = 3;
+  napi_value argv[3];
+  napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
+  if (argc < 2) THROW(env, type_error, "hash(out, a[, b])");
+  uint8_t *out, *a, *b;
+  size_t outl, al, bl;
+  if (!bytes(env, argv[0], 0, &out, &outl) || !bytes(env, argv[1], 0, &a, &al)) return NULL;
+  if (!bytes(env, argc > 2 ? argv[2] : NULL, 1, &b, &bl)) return NULL;
+  if (outl < HASH_LEN) THROW(env, range_error, "hash output must have room for 32 bytes");
+  b2s s;
+  b2s_init(&s, HASH_LEN, NULL, 0);
+  b2s_update(&s, a, al);
+  b2s_update(&s, b, bl);
+  b2s_final(&s, out);
+  return NULL;
+}
+
+/* mac(out, key, a): out[0..16) := BLAKE2s(key, 16-byte digest)(a); key 1..32 bytes. */
+static napi_value js_mac(napi_env env, napi_callback_info info) {
+  size_t argc = 3;
+  napi_value argv[3];
+  napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
+  if (argc < 3) THROW(env, type_error, "mac(out, key, a)");
+  uint8_t *out, *k, *a;
+  size_t outl, kl, al;
+  if (!bytes(env, argv[0], 0, &out, &outl) || !bytes(env, argv[1], 0, &k, &kl) || !bytes(env, argv[2], 0, &a, &al)) return NULL;
+  if (outl < MAC_LEN) THROW(env, range_error, "mac output must have room for 16 bytes");
+  if (kl < 1 || kl > 32) THROW(env, range_error, "mac key must be 1..32 bytes");
+  b2s s;
+  b2s_init(&s, MAC_LEN, k, kl);
+  b2s_update(&s, a, al);
+  uint8_t tmp[MAC_LEN];
+  b2s_final(&s, tmp);
+  memcpy(out, tmp, MAC_LEN);
+  wipe(tmp, sizeof tmp);
+  return NULL;
+}
+
+/* hmac(out, key, a[, b]): out[0..32) := HMAC-BLAKE2s(key, a ‖ b). */
+static napi_value js_hmac(napi_env env, napi_callback_info info) {
+  size_t argc = 4;
+  napi_value argv[4];
+  napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
+  if (argc < 3) THROW(env, type_error, "hmac(out, key, a[, b])");
+  uint8_t *out, *k, *a, *b;
+  size_t outl, kl, al, bl;
+  if (!bytes(env, argv[0], 0, &out, &outl) || !bytes(env, argv[1], 0, &k, &kl) || !bytes(env, argv[2], 0, &a, &al)) return NULL;
+  if (!bytes(env, argc > 3 ? argv[3] : NULL, 1, &b, &bl)) return NULL;
+  if (outl < HASH_LEN) THROW(env, range_error, "hmac output must have room for 32 bytes");
+  uint8_t tmp[HASH_LEN];
+  hmac(tmp, k, kl, a, al, b, bl);
+  memcpy(out, tmp, HASH_LEN);
+  wipe(tmp, sizeof tmp);
+  return NULL;
+}
+
+/*
+ * kdf(t1, t2|null, t3|null, key, input): WireGuard's KDF_n, n = number of non-null outputs.
+ * τ0 := HMAC(key, input); τ1 := HMAC(τ0, 0x1); τi := HMAC(τ0, τ(i-1) ‖ i).
+ */
+static napi_value js_kdf(napi_env env, napi_callback_info info) {
+  size_t argc = 5;
+  napi_value argv[5];
+  napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
+  if (argc < 5) THROW(env, type_error, "kdf(t1, t2, t3, key, input)");
+  uint8_t *t[3], *k, *in;
+  size_t tl[3], kl, inl;
+  if (!bytes(env, argv[0], 0, &t[0], &tl[0]) || !bytes(env, argv[1], 1, &t[1], &tl[1])
+      || !bytes(env, argv[2], 1, &t[2], &tl[2]) || !bytes(env, argv[3], 0, &k, &kl) || !bytes(env, argv[4], 0, &in, &inl)) return NULL;
+  int n = 1;
+  if (t[1] != NULL) n = t[2] != NULL ? 3 : 2;
+  for (int i = 0; i < n; i++) if (tl[i] < HASH_LEN) THROW(env, range_error, "kdf outputs must have room for 32 bytes");
+  uint8_t tau0[HASH_LEN], res[3][HASH_LEN], c;
+  hmac(tau0, k, kl, in, inl, NULL, 0);
+  c = 1;
+  hmac(res[0], tau0, HASH_LEN, &c, 1, NULL, 0);
+  for (int i = 1; i < n; i++) {
+    c = (uint8_t)(i + 1);
+    hmac(res[i], tau0, HASH_LEN, res[i - 1], HASH_LEN, &c, 1);
+  }
+  for (int i = 0; i < n; i++) memcpy(t[i], res[i], HASH_LEN);
+  wipe(tau0, sizeof tau0);
+  wipe(res, sizeof res);
+  return NULL;
+}
+
+static napi_value init(napi_env env, napi_value exports) {
+  napi_property_descriptor d[] = {
+    { "hash", NULL, js_hash, NULL, NULL, NULL, napi_default, NULL },
+    { "mac", NULL, js_mac, NULL, NULL, NULL, napi_default, NULL },
+    { "hmac", NULL, js_hmac, NULL, NULL, NULL, napi_default, NULL },
+    { "kdf", NULL, js_kdf, NULL, NULL, NULL, napi_default, NULL },
+  };
+  napi_define_properties(env, exports, sizeof d / sizeof d[0], d);
+  napi_value abi;
+  napi_create_uint32(env, 1, &abi);
+  napi_set_named_property(env, exports, "abi", abi);
+  return exports;
+}
+
+NAPI_MODULE(NODE_GYP_MODULE_NAME, init)
