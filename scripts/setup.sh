@@ -37,7 +37,13 @@ if [ ! -d node_modules ] || [ package-lock.json -nt node_modules/.package-lock.j
   echo "setup: npm ci" >&2
   npm ci --no-audit --no-fund >/dev/null
 fi
-# npm ci builds the native I/O addon; a reused node_modules skips npm ci, so build it if missing.
-[ -f native/build/Release/weft_io.node ] || node native/build.mjs
+# npm ci builds the native addons; a reused node_modules skips npm ci, so build them when one is
+# missing or older than its sources.
+stale=0
+for m in weft_io weft_crypto; do
+  [ -f native/build/Release/$m.node ] || stale=1
+done
+if [ $stale = 0 ] && [ -n "$(find native -maxdepth 1 \( -name '*.c' -o -name '*.h' -o -name binding.gyp \) -newer native/build/Release/weft_io.node)" ]; then stale=1; fi
+[ $stale = 0 ] || node native/build.mjs
 echo "setup: build" >&2
 npm run --silent build
