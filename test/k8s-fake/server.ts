@@ -261,6 +261,8 @@ export class FakeApiServer {
     this.addType({ group: '', version: 'v1', plural: 'secrets', kind: 'Secret', listKind: 'SecretList', namespaced: true, statusSubresource: false });
     this.addType({ group: '', version: 'v1', plural: 'namespaces', kind: 'Namespace', listKind: 'NamespaceList', namespaced: false, statusSubresource: true });
     this.addType({ group: 'coordination.k8s.io', version: 'v1', plural: 'leases', kind: 'Lease', listKind: 'LeaseList', namespaced: true, statusSubresource: false });
+    this.addType({ group: '', version: 'v1', plural: 'pods', kind: 'Pod', listKind: 'PodList', namespaced: true, statusSubresource: true });
+    this.addType({ group: '', version: 'v1', plural: 'configmaps', kind: 'ConfigMap', listKind: 'ConfigMapList', namespaced: true, statusSubresource: false });
     this.addType({ group: '', version: 'v1', plural: 'events', kind: 'Event', listKind: 'EventList', namespaced: true, statusSubresource: false });
     for (const c of loadCrds(opts.crdDir ?? LIQO_CRD_DIR)) this.addType(c);
   }
