@@ -5,10 +5,11 @@
 // NAME.NAMESPACE.server.connections.liqo.io, and the replica holding it labels its own pod
 // networking.liqo.io/active=true (the standby carries no label). Deleting the GatewayServer
 // (unpeer) removes the Connection through the garbage collector. Gateways run in lqx-* namespaces.
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { KubernetesObject } from '@kubernetes/client-node';
+import { parse } from 'yaml';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { K8sMode, LEASE_DEFAULTS, parseK8sArgs, type K8sSettings } from '../../src/cli/commands/k8s.js';
 import { parseArgs } from '../../src/cli/commands/common.js';
@@ -19,6 +20,7 @@ import { createLogger } from '../../src/control/log.js';
 import { FakeApiServer } from '../k8s-fake/server.js';
 import { NS, liqoResources } from '../control/k8s/liqo-fixtures.js';
 import { e2eUnavailableReason, Topology, waitFor } from '../util/netns.js';
+import { ROOT } from './helpers.js';
 
 const skip = e2eUnavailableReason();
 const topo = new Topology('lqx-k8s');
@@ -49,6 +51,14 @@ function load(s: FakeApiServer): void {
     spec: { secretRef: { name: 'gw-keys' }, deployment: {}, service: {} },
   });
   s.put('v1', 'configmaps', { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'liqo-clusterid-configmap', namespace: 'liqo', labels: { 'app.kubernetes.io/name': 'clusterid-configmap' } }, data: { CLUSTER_ID: 'cluster-a' } });
+  // RBAC as in a Liqo cluster: deploy/liqo's ClusterRole, bound by Liqo's controller-manager to
+  // the gateway's ServiceAccount (named like the gateway); the pods authenticate as it.
+  s.put('rbac.authorization.k8s.io/v1', 'clusterroles', parse(readFileSync(join(ROOT, 'deploy/liqo/gateway-clusterrole.yaml'), 'utf8')) as Record<string, unknown>);
+  s.put('rbac.authorization.k8s.io/v1', 'clusterrolebindings', {
+    apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'ClusterRoleBinding', metadata: { name: `${NS}-cluster-b` },
+    roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'weft-gateway' },
+    subjects: [{ kind: 'ServiceAccount', name: 'cluster-b', namespace: NS }],
+  });
   for (const p of ['cluster-b-pod-b', 'cluster-b-pod-c']) {
     s.put('v1', 'pods', { apiVersion: 'v1', kind: 'Pod', metadata: { name: p, namespace: NS, labels: { 'networking.liqo.io/component': 'gateway', 'app.kubernetes.io/name': 'cluster-b' } }, spec: { containers: [{ name: 'gateway', image: 'weft' }] } });
   }
@@ -72,11 +82,14 @@ async function startMode(id: string): Promise<K8sMode> {
   topo.exec(ns, ['ip', 'link', 'set', 'lo', 'up']);
   const logger = createLogger({ level: 'silent', env: {} });
   const runtime = await Runtime.create({ name: `lqx-${id}`, runDir: join(dir, 'run'), source: 'kubernetes', logger, launch: { netns: ns } });
-  const mode = new K8sMode(settings(id), server.kubeConfig(), runtime, logger);
+  const mode = new K8sMode(settings(id), server.serviceAccountKubeConfig(NS, 'cluster-b'), runtime, logger);
   modes.push(mode);
   await mode.start();
   return mode;
 }
+
+/** Requests the RBAC refused (403). */
+const forbidden = (): string[] => server.requests.filter((r) => r.status === 403).map((r) => `${r.method} ${r.path}`);
 
 const label = (pod: string): string | undefined => server.getObject('v1', 'pods', NS, pod)?.metadata.labels?.[ACTIVE_GATEWAY_LABEL];
 
@@ -114,6 +127,7 @@ describe.skipIf(skip !== null)('weft k8s as the pod of Liqo\'s gateway template'
     await waitFor('b leads', () => b.runtime.active, 15_000);
     expect(b.runtime.status().cluster.id).toBe('cluster-a');
     expect(server.requests.some((r) => r.path.includes('/secrets'))).toBe(false);
+    expect(forbidden()).toEqual([]);
     await waitFor('active label on b', () => label('cluster-b-pod-b') === 'true', 10_000);
 
     await waitFor('Connection gw-cluster-b', () => server.getObject(NET, 'connections', NS, 'gw-cluster-b')?.['status'] !== undefined, 10_000);
@@ -143,5 +157,6 @@ describe.skipIf(skip !== null)('weft k8s as the pod of Liqo\'s gateway template'
     // The gateway does not create it again: its GatewayServer is gone.
     await new Promise((r) => setTimeout(r, 1500));
     expect(server.getObject(NET, 'connections', NS, 'gw-cluster-b')).toBeUndefined();
+    expect(forbidden()).toEqual([]);
   });
 });

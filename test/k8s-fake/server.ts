@@ -42,6 +42,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { KubeConfig } from '@kubernetes/client-node';
+import { deepEqual, HttpError, jsonPatch, mergePatch } from './patch.js';
+import { authorize, forbiddenMessage, RBAC_TYPES, type RbacAttrs, type RbacStore, type ServiceAccountUser } from './rbac.js';
 import { loadCrds, validate, type JsonSchema } from './schema.js';
 
 /**
@@ -104,20 +106,11 @@ export interface LoggedRequest {
   method: string;
   path: string;
   contentType?: string;
+  /** HTTP status of the answer (unset for a watch stream still open). */
+  status?: number;
 }
 
 const clone = <T>(v: T): T => structuredClone(v);
-
-function deepEqual(a: unknown, b: unknown): boolean {
-  return JSON.stringify(sortKeys(a)) === JSON.stringify(sortKeys(b));
-}
-function sortKeys(v: unknown): unknown {
-  if (Array.isArray(v)) return v.map(sortKeys);
-  if (v !== null && typeof v === 'object') {
-    return Object.fromEntries(Object.keys(v as object).sort().map((k) => [k, sortKeys((v as Record<string, unknown>)[k])]));
-  }
-  return v;
-}
 
 // --- label selectors (the equality- and set-based forms) -------------------------------------
 
@@ -160,78 +153,6 @@ function fieldSelector(text: string | null): (o: Obj) => boolean {
   return (o) => checks.every((c) => c(o));
 }
 
-// --- patches -----------------------------------------------------------------------------------
-
-/** RFC 7386 JSON Merge Patch. */
-export function mergePatch(target: unknown, patch: unknown): unknown {
-  if (patch === null || typeof patch !== 'object' || Array.isArray(patch)) return clone(patch);
-  const out: Record<string, unknown> = target !== null && typeof target === 'object' && !Array.isArray(target) ? { ...(target as Record<string, unknown>) } : {};
-  for (const [k, v] of Object.entries(patch as Record<string, unknown>)) {
-    if (v === null) delete out[k];
-    else out[k] = mergePatch(out[k], v);
-  }
-  return out;
-}
-
-function pointer(path: string): string[] {
-  if (path === '') return [];
-  if (!path.startsWith('/')) throw new HttpError(422, 'Invalid', `bad JSON pointer ${path}`);
-  return path.slice(1).split('/').map((s) => s.replace(/~1/g, '/').replace(/~0/g, '~'));
-}
-
-/** RFC 6902 JSON Patch (add, remove, replace, move, copy, test). */
-export function jsonPatch(doc: unknown, ops: unknown): unknown {
-  if (!Array.isArray(ops)) throw new HttpError(400, 'BadRequest', 'json patch must be an array');
-  let root = clone(doc);
-  const parentOf = (segs: string[]): [Record<string, unknown> | unknown[], string] => {
-    let cur: unknown = root;
-    for (const s of segs.slice(0, -1)) {
-      cur = Array.isArray(cur) ? cur[Number(s)] : (cur as Record<string, unknown> | undefined)?.[s];
-      if (cur === undefined || cur === null || typeof cur !== 'object') throw new HttpError(422, 'Invalid', `path /${segs.join('/')} does not exist`);
-    }
-    return [cur as Record<string, unknown> | unknown[], segs[segs.length - 1]!];
-  };
-  const get = (segs: string[]): unknown => {
-    let cur: unknown = root;
-    for (const s of segs) {
-      cur = Array.isArray(cur) ? cur[Number(s)] : (cur as Record<string, unknown> | undefined)?.[s];
-      if (cur === undefined) throw new HttpError(422, 'Invalid', `path /${segs.join('/')} does not exist`);
-    }
-    return cur;
-  };
-  const add = (segs: string[], value: unknown) => {
-    if (segs.length === 0) { root = value; return; }
-    const [p, k] = parentOf(segs);
-    if (Array.isArray(p)) p.splice(k === '-' ? p.length : Number(k), 0, value);
-    else p[k] = value;
-  };
-  const remove = (segs: string[]) => {
-    get(segs);
-    const [p, k] = parentOf(segs);
-    if (Array.isArray(p)) p.splice(Number(k), 1);
-    else delete p[k];
-  };
-  for (const op of ops as { op: string; path: string; from?: string; value?: unknown }[]) {
-    const segs = pointer(op.path);
-    switch (op.op) {
-      case 'add': add(segs, clone(op.value)); break;
-      case 'remove': remove(segs); break;
-      case 'replace': remove(segs); add(segs, clone(op.value)); break;
-      case 'move': { const f = pointer(op.from ?? ''); const v = get(f); remove(f); add(segs, v); break; }
-      case 'copy': add(segs, clone(get(pointer(op.from ?? '')))); break;
-      case 'test': if (!deepEqual(get(segs), op.value)) throw new HttpError(422, 'Invalid', `test failed at ${op.path}`); break;
-      default: throw new HttpError(422, 'Invalid', `unknown op ${op.op}`);
-    }
-  }
-  return root;
-}
-
-// --- errors ------------------------------------------------------------------------------------
-
-class HttpError extends Error {
-  constructor(readonly code: number, readonly reason: string, message: string) { super(message); }
-}
-
 function status(code: number, reason: string, message: string): Record<string, unknown> {
   return { kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Failure', message, reason, code };
 }
@@ -264,6 +185,7 @@ export class FakeApiServer {
     this.addType({ group: '', version: 'v1', plural: 'pods', kind: 'Pod', listKind: 'PodList', namespaced: true, statusSubresource: true });
     this.addType({ group: '', version: 'v1', plural: 'configmaps', kind: 'ConfigMap', listKind: 'ConfigMapList', namespaced: true, statusSubresource: false });
     this.addType({ group: '', version: 'v1', plural: 'events', kind: 'Event', listKind: 'EventList', namespaced: true, statusSubresource: false });
+    for (const t of RBAC_TYPES) this.addType({ ...t });
     for (const c of loadCrds(opts.crdDir ?? LIQO_CRD_DIR)) this.addType(c);
   }
 
@@ -343,6 +265,26 @@ export class FakeApiServer {
       currentContext: 'fake',
     });
     return kc;
+  }
+
+  /**
+   * A KubeConfig authenticating as ServiceAccount `saNamespace/saName`: its requests are
+   * authorised by the RBAC objects stored in this server (403 otherwise, with the real text).
+   */
+  serviceAccountKubeConfig(saNamespace: string, saName: string): KubeConfig {
+    const kc = new KubeConfig();
+    kc.loadFromOptions({
+      clusters: [{ name: 'fake', server: this.url, caData: Buffer.from(this.caPem).toString('base64'), skipTLSVerify: false }],
+      users: [{ name: `${saNamespace}-${saName}`, token: `${this.token}:sa:${saNamespace}:${saName}` }],
+      contexts: [{ name: 'fake', cluster: 'fake', user: `${saNamespace}-${saName}`, namespace: saNamespace }],
+      currentContext: 'fake',
+    });
+    return kc;
+  }
+
+  private rbacStore(): RbacStore {
+    const all = (plural: string) => [...this.store.get(this.tk(this.typeFor('rbac.authorization.k8s.io/v1', plural)))!.values()] as unknown as RbacStore['roles'];
+    return { roles: all('roles'), clusterRoles: all('clusterroles'), roleBindings: all('rolebindings'), clusterRoleBindings: all('clusterrolebindings') };
   }
 
   async stop(): Promise<void> {
@@ -585,14 +527,28 @@ export class FakeApiServer {
   private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const u = new URL(req.url ?? '/', 'https://x');
     const ct = req.headers['content-type'];
-    this.requests.push({ method: req.method ?? '', path: `${u.pathname}${u.search}`, ...(ct !== undefined ? { contentType: ct } : {}) });
+    const entry: LoggedRequest = { method: req.method ?? '', path: `${u.pathname}${u.search}`, ...(ct !== undefined ? { contentType: ct } : {}) };
+    this.requests.push(entry);
     const reply = (code: number, obj: unknown) => {
+      entry.status = code;
       res.writeHead(code, { 'content-type': 'application/json' });
       res.end(JSON.stringify(obj));
     };
     try {
-      if (req.headers.authorization !== `Bearer ${this.token}`) throw new HttpError(401, 'Unauthorized', 'Unauthorized');
+      const auth = req.headers.authorization ?? '';
+      let user: ServiceAccountUser | undefined;
+      if (auth.startsWith(`Bearer ${this.token}:sa:`)) {
+        const [namespace, saName] = auth.slice(`Bearer ${this.token}:sa:`.length).split(':') as [string, string];
+        user = { namespace, name: saName };
+      } else if (auth !== `Bearer ${this.token}`) throw new HttpError(401, 'Unauthorized', 'Unauthorized');
       const { t, ns, name, sub } = this.parsePath(u.pathname);
+      if (user !== undefined) {
+        const w = u.searchParams.get('watch');
+        const verb = req.method === 'GET' ? (name !== undefined ? 'get' : w === '1' || w === 'true' ? 'watch' : 'list')
+          : ({ POST: 'create', PUT: 'update', PATCH: 'patch', DELETE: 'delete' } as Record<string, string>)[req.method ?? ''] ?? 'unknown';
+        const attrs: RbacAttrs = { verb, group: t.group, resource: t.plural, ...(sub !== undefined ? { subresource: sub } : {}), ...(ns !== undefined ? { namespace: ns } : {}), ...(name !== undefined ? { name } : {}) };
+        if (!authorize(this.rbacStore(), user, attrs)) throw new HttpError(403, 'Forbidden', forbiddenMessage(user, attrs));
+      }
       const map = this.store.get(this.tk(t))!;
       switch (req.method) {
         case 'GET': {

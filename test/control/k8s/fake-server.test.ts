@@ -3,7 +3,8 @@
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
 import { httpStatusOf, patchOptions } from '../../../src/control/k8s/client.js';
-import { FakeApiServer, jsonPatch, mergePatch } from '../../k8s-fake/server.js';
+import { FakeApiServer } from '../../k8s-fake/server.js';
+import { jsonPatch, mergePatch } from '../../k8s-fake/patch.js';
 
 let server: FakeApiServer;
 beforeAll(async () => { server = await FakeApiServer.start(); });
@@ -152,3 +153,41 @@ async function fetchJson(path: string): Promise<Record<string, unknown>> {
     req.end();
   });
 }
+
+describe('fake API server RBAC (ServiceAccount credentials)', () => {
+  const RBAC = 'rbac.authorization.k8s.io/v1';
+  const body = (e: unknown): string => { const b = (e as { body?: unknown }).body; return typeof b === 'string' ? (JSON.parse(b) as { message: string }).message : ''; };
+
+  test('only what a bound Role/ClusterRole allows; 403 with the real message otherwise', async () => {
+    server.put(RBAC, 'clusterroles', { apiVersion: RBAC, kind: 'ClusterRole', metadata: { name: 'reader' }, rules: [
+      { apiGroups: ['networking.liqo.io'], resources: ['connections'], verbs: ['get', 'list'] },
+      { apiGroups: ['networking.liqo.io'], resources: ['connections/status'], verbs: ['patch'] },
+      { apiGroups: [''], resources: ['configmaps'], resourceNames: ['only-this'], verbs: ['get'] },
+    ] });
+    server.put(RBAC, 'roles', { apiVersion: RBAC, kind: 'Role', metadata: { name: 'sec', namespace: 'ns-a' }, rules: [{ apiGroups: [''], resources: ['secrets'], verbs: ['list'] }] });
+    server.put(RBAC, 'clusterrolebindings', { apiVersion: RBAC, kind: 'ClusterRoleBinding', metadata: { name: 'reader-sa' }, roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'reader' }, subjects: [{ kind: 'ServiceAccount', name: 'sa', namespace: 'ns-a' }] });
+    server.put(RBAC, 'rolebindings', { apiVersion: RBAC, kind: 'RoleBinding', metadata: { name: 'sec-sa', namespace: 'ns-a' }, roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: 'sec' }, subjects: [{ kind: 'ServiceAccount', name: 'sa', namespace: 'ns-a' }] });
+    server.put('v1', 'configmaps', { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'only-this', namespace: 'ns-b' }, data: { a: '1' } });
+    server.put('v1', 'configmaps', { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'other', namespace: 'ns-b' }, data: { a: '2' } });
+    const kc = server.serviceAccountKubeConfig('ns-a', 'sa');
+    const custom = kc.makeApiClient(CustomObjectsApi);
+    const core = kc.makeApiClient(CoreV1Api);
+    const coords = { group: 'networking.liqo.io', version: 'v1beta1', plural: 'connections' };
+    await expect(custom.listClusterCustomObject(coords)).resolves.toBeDefined();
+    expect((await core.readNamespacedConfigMap({ name: 'only-this', namespace: 'ns-b' })).data).toEqual({ a: '1' });
+    await expect(core.listNamespacedSecret({ namespace: 'ns-a' })).resolves.toBeDefined();
+    const denied = async (p: Promise<unknown>): Promise<[number | undefined, string]> => {
+      try { await p; return [200, '']; } catch (e) { return [httpStatusOf(e), body(e)]; }
+    };
+    expect(await denied(core.readNamespacedConfigMap({ name: 'other', namespace: 'ns-b' })))
+      .toEqual([403, 'configmaps "other" is forbidden: User "system:serviceaccount:ns-a:sa" cannot get resource "configmaps" in API group "" in the namespace "ns-b"']);
+    // A Role binds only in its namespace.
+    expect((await denied(core.listNamespacedSecret({ namespace: 'ns-b' })))[0]).toBe(403);
+    expect(await denied(custom.createNamespacedCustomObject({ ...coords, namespace: 'ns-a', body: { apiVersion: 'networking.liqo.io/v1beta1', kind: 'Connection', metadata: { name: 'x' } } })))
+      .toEqual([403, 'connections.networking.liqo.io is forbidden: User "system:serviceaccount:ns-a:sa" cannot create resource "connections" in API group "networking.liqo.io" in the namespace "ns-a"']);
+    expect(await denied(custom.patchNamespacedCustomObject({ ...coords, namespace: 'ns-a', name: 'x', body: {} }, patchOptions('merge'))))
+      .toEqual([403, 'connections.networking.liqo.io "x" is forbidden: User "system:serviceaccount:ns-a:sa" cannot patch resource "connections" in API group "networking.liqo.io" in the namespace "ns-a"']);
+    // Another ServiceAccount has no binding at all.
+    expect((await denied(server.serviceAccountKubeConfig('ns-a', 'other').makeApiClient(CustomObjectsApi).listClusterCustomObject(coords)))[0]).toBe(403);
+  });
+});
