@@ -95,7 +95,7 @@ label networking.liqo.io/active=true on the replica that forwards.
   --log-level LEVEL         default: LOG_LEVEL, else warn
 `;
 
-const SPEC = [
+export const K8S_SPEC = [
   { name: 'role', value: true }, { name: 'cluster-id', value: true }, { name: 'kubeconfig', value: true },
   { name: 'namespace', value: true }, { name: 'ipam-namespace', value: true },
   { name: 'remote-cluster-id', value: true, repeatable: true }, { name: 'node-name', value: true },
@@ -234,7 +234,7 @@ async function loadKubeConfig(path: string | undefined): Promise<KubeConfig> {
 export async function runK8s(argv: readonly string[], io: CliIo): Promise<number> {
   let s: K8sSettings;
   try {
-    const args = parseArgs(argv, SPEC);
+    const args = parseArgs(argv, K8S_SPEC);
     if (args.help) { io.out(K8S_HELP); return EXIT_OK; }
     s = parseK8sArgs(args, io.env);
   } catch (e) {
