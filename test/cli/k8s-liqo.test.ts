@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import type { KubernetesObject } from '@kubernetes/client-node';
 import { parse } from 'yaml';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { K8sMode, LEASE_DEFAULTS, parseK8sArgs, type K8sSettings } from '../../src/cli/commands/k8s.js';
+import { K8sMode, LEASE_DEFAULTS, parseK8sArgs, routeSourceFor, type K8sSettings } from '../../src/cli/commands/k8s.js';
 import { parseArgs } from '../../src/cli/commands/common.js';
 import { Runtime } from '../../src/cli/commands/runtime.js';
 import { ACTIVE_GATEWAY_LABEL, leaseName } from '../../src/control/k8s/liqo-gateway.js';
@@ -158,5 +158,12 @@ describe.skipIf(skip !== null)('weft k8s as the pod of Liqo\'s gateway template'
     await new Promise((r) => setTimeout(r, 1500));
     expect(server.getObject(NET, 'connections', NS, 'gw-cluster-b')).toBeUndefined();
     expect(forbidden()).toEqual([]);
+  });
+});
+
+describe('node role: the source address towards a gateway pod', () => {
+  test('is the kernel route\'s source (loopback for a loopback address)', async () => {
+    expect(await routeSourceFor('127.0.0.1')).toBe('127.0.0.1');
+    expect(await routeSourceFor('127.0.0.2')).toBe('127.0.0.1');
   });
 });

@@ -90,7 +90,7 @@ describe('deploy/liqo manifests', () => {
       const wg = renderGatewayTemplate(tmpl, gw) as Obj & { spec: { deployment: Obj & { spec: { template: { metadata: { labels: Record<string, string> }; spec: PodSpec } } }; service?: Obj & { spec: { selector: Record<string, string>; ports: { port: number }[] } } } };
       expect(validate(wg, crd(objKind).schema, 'strict')).toEqual([]);
       expect(wg.metadata).toMatchObject({ name: gw.metadata.name, namespace: gw.metadata.namespace });
-      const dep = { apiVersion: 'apps/v1', kind: 'Deployment', ...wg.spec.deployment } as Obj;
+      const dep = { apiVersion: 'apps/v1', kind: 'Deployment', ...(wg.spec.deployment as Record<string, unknown>) } as Obj;
       modelRoundTrip(dep);
       const pod = wg.spec.deployment.spec.template.spec;
       expect(pod.serviceAccountName).toBe(gw.metadata.name); // the ServiceAccount Liqo binds the ClusterRole to
@@ -116,7 +116,7 @@ describe('deploy/liqo manifests', () => {
         'networking.liqo.io/gateway-namespace': gw.metadata.namespace, 'app.kubernetes.io/name': gw.metadata.name,
       });
       if (side === 'server') {
-        const svc = { apiVersion: 'v1', kind: 'Service', ...wg.spec.service! } as Obj;
+        const svc = { apiVersion: 'v1', kind: 'Service', ...(wg.spec.service as Record<string, unknown>) } as Obj;
         modelRoundTrip(svc);
         expect(wg.spec.service!.spec.selector).toEqual({ ...wg.spec.deployment.spec.template.metadata.labels, 'networking.liqo.io/active': 'true' });
         expect(wg.spec.service!.spec.ports).toEqual([{ port: 51840, protocol: 'UDP', targetPort: 51840 }]);

@@ -31,6 +31,7 @@ import { LeaderElector } from '../../control/k8s/lease.js';
 import { apiVersionOf, KINDS, REMOTE_CLUSTER_ID_LABEL, type K8sObject } from '../../control/k8s/resources.js';
 import { TranslateError, type TranslateOptions } from '../../control/k8s/translate.js';
 import { LiqoWatcher } from '../../control/k8s/watcher.js';
+import { SourceDetector } from '../../control/k8s/source-detector.js';
 import {
   connectionGatewayRef, connectionName, connectionOwner, leaseName as liqoLeaseName, readLocalClusterId, setPodActive,
   type LiqoGatewayIdentity,
@@ -289,6 +290,7 @@ export class K8sMode {
   private configProblem = false;
   private statusTick: (() => Promise<void>) | undefined;
   private deleteWatch: ConnectionDeleteWatch | null = null;
+  private sourceDetector: SourceDetector | null = null;
   private readonly recreateTimers = new Set<NodeJS.Timeout>();
   /** The local cluster ID (--cluster-id, else Liqo's ConfigMap, read at start). */
   private clusterId: string | undefined;
@@ -323,6 +325,7 @@ export class K8sMode {
       }
     }
     if (this.stopped) return;
+    if (this.s.role === 'node' && this.s.nodeName !== undefined) await this.startSourceDetector(this.s.nodeName);
     if (this.s.leaseName !== undefined) {
       this.elector = new LeaderElector({
         kubeConfig: this.kc, namespace: this.s.namespace!, name: this.s.leaseName, identity: this.s.identity,
@@ -344,6 +347,17 @@ export class K8sMode {
     await this.chain;
   }
 
+  /** Node role: write InternalNode.status.nodeIP as Liqo's fabric source detector does. */
+  private async startSourceDetector(nodeName: string): Promise<void> {
+    const d = new SourceDetector({
+      kubeConfig: this.kc, nodeName, srcFor: routeSourceFor,
+      onError: (e) => this.log.warn({ err: errText(e) }, 'InternalNode status'),
+      onWrite: (slot, ip) => this.log.info(`InternalNode ${nodeName} status.nodeIP.${slot} = ${ip}`),
+    });
+    this.sourceDetector = d;
+    await d.start().catch((e: unknown) => this.log.warn({ err: errText(e) }, 'InternalNode status'));
+  }
+
   /** Local cluster ID and mounted key: what the pod is given, read once (retried with the rest). */
   private async resolveIdentity(): Promise<void> {
     if (this.clusterId === undefined) {
@@ -360,7 +374,8 @@ export class K8sMode {
   private async labelPod(active: boolean): Promise<void> {
     const pod = this.s.podName;
     const ns = this.s.namespace;
-    if (this.s.role !== 'gateway' || pod === undefined || ns === undefined) return;
+    // Only as the pod of Liqo's template (--mode): deploy/'s plain Deployment has no pod RBAC.
+    if (this.s.liqo === undefined || pod === undefined || ns === undefined) return;
     try {
       await setPodActive(this.kc, ns, pod, active);
       this.log.info(`pod ${ns}/${pod} ${active ? 'is now the active gateway' : 'is no longer the active gateway'}`);
@@ -621,6 +636,7 @@ export class K8sMode {
     await this.chain;
     await this.markDown();
     await this.elector?.stop({ release: true });
+    await this.sourceDetector?.stop();
     await this.watcher?.stop();
     await this.runtime.stop();
   }
@@ -638,4 +654,19 @@ async function readMountedKey(dir: string): Promise<string> {
   }
   if (buf.length !== 32) throw new ConfigError(file, [{ path: '', message: `expected the raw 32-byte WireGuard private key (Secret data.privateKey), got ${buf.length} bytes` }]);
   return buf.toString('base64');
+}
+
+/**
+ * The source address the kernel picks towards `dst` (what `ip route get` shows): a connected
+ * UDP socket sends nothing, its local address is the route's source.
+ */
+export async function routeSourceFor(dst: string): Promise<string> {
+  const { createSocket } = await import('node:dgram');
+  const sock = createSocket(dst.includes(':') ? 'udp6' : 'udp4');
+  try {
+    await new Promise<void>((resolve, reject) => { sock.once('error', reject); sock.connect(9, dst, () => resolve()); });
+    return sock.address().address;
+  } finally {
+    sock.close();
+  }
 }
