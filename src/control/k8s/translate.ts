@@ -225,10 +225,15 @@ function translateGateway(res: LiqoResources, opts: TranslateOptions): Translate
       const host = ep?.addresses?.[0];
       const port = ep?.port ?? ep?.ports?.[0];
       if (host === undefined || port === undefined) { warnings.push(`${ref(g.obj)}: spec.endpoint has no address/port yet; peer skipped`); continue; }
+      // Liqo spreads a multi-port endpoint over several paths; one path to the first port works too.
+      if ((ep?.ports?.length ?? 0) > 1) warnings.push(`${ref(g.obj)}: spec.endpoint.ports ${ep!.ports!.join(',')}: Weft connects to the first (${port}) only`);
       peer['endpoint'] = host.includes(':') ? `[${host}]:${port}` : `${host}:${port}`;
     } else {
       const ep = (g.obj as GatewayServer).spec?.endpoint;
       const port = ep?.port ?? ep?.ports?.[0];
+      const distinct = new Set(ep?.ports ?? []);
+      // Clients may send to any listed port; listening on one would silently drop the others.
+      if (distinct.size > 1) { issues.add(g.obj, 'spec.endpoint.ports', `${[...distinct].join(',')}: Weft listens on one UDP port; list one port (or use spec.endpoint.port)`); continue; }
       if (port !== undefined) {
         if (listenPort !== undefined && listenPort !== port) issues.add(g.obj, 'spec.endpoint.port', `${port} differs from another GatewayServer's ${listenPort}; one Weft gateway listens on one port`);
         listenPort = port;
