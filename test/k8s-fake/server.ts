@@ -1,7 +1,7 @@
 /**
  * A small Kubernetes API server for tests: HTTPS (self-signed certificate made with `openssl req`
  * at start-up), bearer-token auth, and real list/watch/get/create/update/patch/delete semantics
- * for core Secrets, coordination.k8s.io Leases and every CRD in a directory (Liqo's):
+ * for core Secrets, Pods, ConfigMaps, Events, RBAC kinds, coordination.k8s.io Leases and every CRD in a directory (Liqo's):
  *
  * - one global resourceVersion counter (like etcd's revision); every write bumps it;
  * - list returns items + metadata.resourceVersion; labelSelector and fieldSelector
@@ -16,8 +16,14 @@
  *   `/status` change only the status; create drops status;
  * - optimistic concurrency: a write carrying metadata.resourceVersion that is not current gets
  *   409 Conflict; create of an existing name gets 409 AlreadyExists;
- * - CRD objects are validated against the openAPIV3Schema (422 Invalid) and unknown fields are
- *   pruned, as a structural schema does.
+ * - CRD objects are validated against the openAPIV3Schema (422 Invalid, the server's
+ *   `Kind.group "name" is invalid: …` text), schema defaults are filled in, the CEL rules
+ *   Liqo's CRDs carry are enforced (cel.ts; transition rules on updates), and unknown fields
+ *   are pruned with a `Warning: 299` header (fieldValidation Warn, the default) or refused with
+ *   400 under `?fieldValidation=Strict`; metadata.generation moves only when spec changes;
+ * - RBAC: `serviceAccountKubeConfig(ns, name)` authenticates as a ServiceAccount whose requests
+ *   are authorised by the stored Role/ClusterRole/RoleBinding/ClusterRoleBinding objects
+ *   (rbac.ts; 403 with the server's text); `kubeConfig()` is an unrestricted admin;
  *
  * - list items carry no `kind`/`apiVersion` (the real server omits them in lists; watch events
  *   and single GETs carry them);
@@ -30,7 +36,7 @@
  * Test hooks: `compact()` forgets the history (so existing watchers' next resume gets 410),
  * `dropWatches()` ends every watch stream, `outage(ms)` / `beginOutage()` + `endOutage()` close
  * the listening socket (clients get ECONNREFUSED) and reopen it on the same port, `requests`
- * logs method/path/content-type.
+ * logs method/path/content-type and the answer's status.
  */
 import { spawnSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
@@ -174,6 +180,8 @@ export class FakeApiServer {
   private server!: Server;
   private port = 0;
   private down = false;
+  /** The write request being handled: its ?fieldValidation and the warnings for its answer. */
+  private fieldValidation: { mode: string; warnings: string[] } | undefined;
   private certDir!: string;
   url = '';
   caPem = '';
@@ -381,10 +389,22 @@ export class FakeApiServer {
     return t.group === '' ? t.version : `${t.group}/${t.version}`;
   }
 
-  private check(t: ResourceType, o: Obj): void {
+  /**
+   * Structural schema as the real server applies it: defaults filled in, CEL rules (transition
+   * rules against `cur` on updates), 422 with the server's text; unknown fields dropped — with a
+   * `Warning` header (fieldValidation Warn, the default) or a 400 (Strict) for client requests.
+   */
+  private check(t: ResourceType, o: Obj, cur?: Obj): void {
     if (t.schema === undefined) return;
-    const errs = validate(o, t.schema, 'prune');
-    if (errs.length > 0) throw new HttpError(422, 'Invalid', `${t.kind} ${o.metadata.name ?? ''} is invalid: ${errs.join('; ')}`);
+    const pruned: string[] = [];
+    const errs = validate(o, t.schema, 'prune', '', { ...(cur !== undefined ? { old: cur, isUpdate: true } : {}), pruned });
+    const what = `${t.group === '' ? t.kind : `${t.kind}.${t.group}`} "${o.metadata.name ?? ''}"`;
+    if (errs.length > 0) throw new HttpError(422, 'Invalid', `${what} is invalid: ${errs.length === 1 ? errs[0] : `[${errs.join(', ')}]`}`);
+    const fv = this.fieldValidation;
+    if (pruned.length === 0 || fv === undefined || fv.mode === 'Ignore') return;
+    const unknown = pruned.map((p) => `unknown field "${p}"`);
+    if (fv.mode === 'Strict') throw new HttpError(400, 'BadRequest', `${t.kind} in version "${t.version}" cannot be handled as a ${t.kind}: strict decoding error: ${unknown.join(', ')}`);
+    fv.warnings.push(...unknown);
   }
 
   private emit(t: ResourceType, type: StoredEvent['type'], obj: Obj, old?: Obj): void {
@@ -459,7 +479,7 @@ export class FakeApiServer {
     if (t.namespaced) o.metadata.namespace = cur.metadata.namespace;
     o['apiVersion'] = this.apiVersionOf(t);
     o['kind'] = t.kind;
-    this.check(t, o);
+    this.check(t, o, cur);
     if (deepEqual(o, cur)) return clone(cur); // no-op write: no new resourceVersion, no event
     if (!deepEqual(o['spec'], cur['spec'])) o.metadata.generation = (cur.metadata.generation ?? 1) + 1;
     o.metadata.resourceVersion = String(++this.rv);
@@ -531,7 +551,9 @@ export class FakeApiServer {
     this.requests.push(entry);
     const reply = (code: number, obj: unknown) => {
       entry.status = code;
-      res.writeHead(code, { 'content-type': 'application/json' });
+      const warnings = this.fieldValidation?.warnings ?? [];
+      this.fieldValidation = undefined;
+      res.writeHead(code, { 'content-type': 'application/json', ...(warnings.length > 0 ? { warning: warnings.map((w) => `299 - ${JSON.stringify(w)}`).join(', ') } : {}) });
       res.end(JSON.stringify(obj));
     };
     try {
@@ -568,13 +590,17 @@ export class FakeApiServer {
         }
         case 'POST': {
           if (name !== undefined) throw new HttpError(405, 'MethodNotAllowed', 'POST to a named resource');
-          return reply(201, this.doCreate(t, ns, (await this.body(req)) as Obj));
+          const b = (await this.body(req)) as Obj;
+          this.fieldValidation = { mode: u.searchParams.get('fieldValidation') ?? 'Warn', warnings: [] };
+          return reply(201, this.doCreate(t, ns, b));
         }
         case 'PUT': {
           if (name === undefined) throw new HttpError(405, 'MethodNotAllowed', 'PUT to a collection');
           const cur = map.get(this.objKey(t, ns, name));
           if (cur === undefined) throw new HttpError(404, 'NotFound', `${t.plural} "${name}" not found`);
-          return reply(200, this.doReplace(t, cur, (await this.body(req)) as Obj, sub === 'status' ? 'status' : 'main'));
+          const b = (await this.body(req)) as Obj;
+          this.fieldValidation = { mode: u.searchParams.get('fieldValidation') ?? 'Warn', warnings: [] };
+          return reply(200, this.doReplace(t, cur, b, sub === 'status' ? 'status' : 'main'));
         }
         case 'PATCH': {
           if (name === undefined) throw new HttpError(405, 'MethodNotAllowed', 'PATCH to a collection');
@@ -587,6 +613,7 @@ export class FakeApiServer {
           else if (type === 'application/json-patch+json') next = jsonPatch(cur, patch);
           else throw new HttpError(415, 'UnsupportedMediaType', `unsupported patch type ${type}`);
           const n = next as Obj;
+          this.fieldValidation = { mode: u.searchParams.get('fieldValidation') ?? 'Warn', warnings: [] };
           // A patch that does not mention resourceVersion carries no precondition.
           if (n.metadata?.resourceVersion === cur.metadata.resourceVersion) delete n.metadata.resourceVersion;
           return reply(200, this.doReplace(t, cur, n, sub === 'status' ? 'status' : 'main'));

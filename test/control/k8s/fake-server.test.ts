@@ -191,3 +191,56 @@ describe('fake API server RBAC (ServiceAccount credentials)', () => {
     expect((await denied(server.serviceAccountKubeConfig('ns-a', 'other').makeApiClient(CustomObjectsApi).listClusterCustomObject(coords)))[0]).toBe(403);
   });
 });
+
+describe('fake API server: structural schema, CEL rules and field validation as the real server', () => {
+  const NETV = 'networking.liqo.io/v1beta1';
+  const GS = { group: 'networking.liqo.io', version: 'v1beta1', namespace: 'ns-s', plural: 'gatewayservers' };
+  const gs = (name: string, endpoint: Record<string, unknown>, extra: Record<string, unknown> = {}) =>
+    ({ apiVersion: NETV, kind: 'GatewayServer', metadata: { name }, spec: { endpoint, mtu: 1340, ...extra } });
+  const fail = async (p: Promise<unknown>): Promise<[number | undefined, string]> => {
+    try { await p; return [200, '']; } catch (e) {
+      const b = (e as { body?: unknown }).body;
+      return [httpStatusOf(e), typeof b === 'string' ? (JSON.parse(b) as { message: string }).message : ''];
+    }
+  };
+
+  test('CEL: port vs ports, at least one, no duplicates — 422 with the server\'s text', async () => {
+    const api = server.kubeConfig().makeApiClient(CustomObjectsApi);
+    expect(await fail(api.createNamespacedCustomObject({ ...GS, body: gs('both', { port: 51840, ports: [51840] }) })))
+      .toEqual([422, 'GatewayServer.networking.liqo.io "both" is invalid: spec.endpoint: Invalid value: "object": port and ports are mutually exclusive']);
+    expect(await fail(api.createNamespacedCustomObject({ ...GS, body: gs('dup', { ports: [51840, 51840] }) })))
+      .toEqual([422, 'GatewayServer.networking.liqo.io "dup" is invalid: spec.endpoint: Invalid value: "object": ports must not contain duplicates']);
+    const [code, msg] = await fail(api.createNamespacedCustomObject({ ...GS, body: gs('none', {}) }));
+    expect([code, msg]).toEqual([422, 'GatewayServer.networking.liqo.io "none" is invalid: spec.endpoint: Invalid value: "object": at least one of port or ports must be set']);
+    await expect(api.createNamespacedCustomObject({ ...GS, body: gs('two', { ports: [51840, 51841] }) })).resolves.toBeDefined();
+  });
+
+  test('defaults filled in; generation moves only with spec; unknown fields dropped with a Warning, refused under Strict', async () => {
+    const api = server.kubeConfig().makeApiClient(CustomObjectsApi);
+    const created = await api.createNamespacedCustomObject({ ...GS, body: gs('d', { port: 51840 }) }) as { spec: { endpoint: Record<string, unknown> }; metadata: { generation: number; resourceVersion: string } };
+    expect(created.spec.endpoint['serviceType']).toBe('ClusterIP'); // the CRD's default
+    expect(created.metadata.generation).toBe(1);
+    await api.patchNamespacedCustomObject({ ...GS, name: 'd', body: { metadata: { labels: { a: 'b' } } } }, patchOptions('merge'));
+    expect(server.getObject(NETV, 'gatewayservers', 'ns-s', 'd')!.metadata.generation).toBe(1);
+    await api.patchNamespacedCustomObject({ ...GS, name: 'd', body: { spec: { mtu: 1300 } } }, patchOptions('merge'));
+    expect(server.getObject(NETV, 'gatewayservers', 'ns-s', 'd')!.metadata.generation).toBe(2);
+
+    // Unknown field, default field validation (Warn): dropped, and a Warning header says so.
+    const https = await import('node:https');
+    const post = (path: string, body: unknown) => new Promise<{ code: number; warning: string | undefined; body: { message?: string; spec?: Record<string, unknown> } }>((resolve, reject) => {
+      const req = https.request(`${server.url}${path}`, { method: 'POST', ca: server.caPem, headers: { authorization: `Bearer ${server.token}`, 'content-type': 'application/json' } }, (r) => {
+        let text = '';
+        r.on('data', (c: Buffer) => { text += c.toString(); });
+        r.on('end', () => resolve({ code: r.statusCode!, warning: r.headers['warning'] as string | undefined, body: JSON.parse(text) as { message?: string } }));
+      });
+      req.on('error', reject);
+      req.end(JSON.stringify(body));
+    });
+    const warned = await post('/apis/networking.liqo.io/v1beta1/namespaces/ns-s/gatewayservers', gs('w2', { port: 51840 }, { mtuu: 1 }));
+    expect(warned.code).toBe(201);
+    expect(warned.warning).toBe('299 - "unknown field \\"spec.mtuu\\""');
+    expect(warned.body.spec).not.toHaveProperty('mtuu');
+    const strict = await post('/apis/networking.liqo.io/v1beta1/namespaces/ns-s/gatewayservers?fieldValidation=Strict', gs('w3', { port: 51840 }, { mtuu: 1 }));
+    expect([strict.code, strict.body.message]).toEqual([400, 'GatewayServer in version "v1beta1" cannot be handled as a GatewayServer: strict decoding error: unknown field "spec.mtuu"']);
+  });
+});
