@@ -10,6 +10,7 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'nod
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { KubernetesObject } from '@kubernetes/client-node';
+import type { LeaderElector } from '../../src/control/k8s/lease.js';
 import { parse, parseAllDocuments } from 'yaml';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { K8S_SPEC, K8sMode, LEASE_DEFAULTS, parseK8sArgs } from '../../src/cli/commands/k8s.js';
@@ -24,7 +25,7 @@ import { KEYS } from '../control/fixtures.js';
 import { e2eUnavailableReason, Topology, waitFor } from '../util/netns.js';
 import { ROOT } from '../cli/helpers.js';
 
-const skip = e2eUnavailableReason(['ip']);
+const skip = e2eUnavailableReason(['ip', 'ping']);
 const topo = new Topology('lqx-p');
 const NET = 'networking.liqo.io/v1beta1';
 const RBAC = 'rbac.authorization.k8s.io/v1';
@@ -84,7 +85,7 @@ async function startCluster(name: string, res: LiqoResources, kind: 'GatewayServ
 }
 
 /** Start the gateway pod Liqo would render from deploy/liqo's template for `c.gw`. */
-async function startGateway(c: Cluster, id: string, tmplFile: string): Promise<K8sMode> {
+async function startGateway(c: Cluster, id: string, tmplFile: string, netnsId = id): Promise<K8sMode> {
   const tmpl = parseAllDocuments(readFileSync(join(ROOT, 'deploy/liqo', tmplFile), 'utf8'))[0]!.toJS() as Parameters<typeof renderGatewayTemplate>[0];
   const wg = renderGatewayTemplate(tmpl, c.gw) as { spec: { deployment: { spec: { template: { spec: { containers: { args: string[] }[] } } } } } };
   const pod = `${c.gw.metadata.name}-${id}`;
@@ -96,7 +97,7 @@ async function startGateway(c: Cluster, id: string, tmplFile: string): Promise<K
   const s = { ...parseK8sArgs(parseArgs(args, K8S_SPEC), {}), runDir: join(dir, 'run'), name: `lqx-${id}`, logLevel: 'silent' as const,
     leaseDurationMs: LEASE_DEFAULTS.durationMs, leaseRenewDeadlineMs: LEASE_DEFAULTS.renewDeadlineMs, leaseRetryPeriodMs: LEASE_DEFAULTS.retryPeriodMs };
   const logger = createLogger({ level: 'silent', env: {} });
-  const runtime = await Runtime.create({ name: `lqx-${id}`, runDir: join(dir, 'run'), source: 'kubernetes', logger, conncheck: true, launch: { netns: topo.ns(id) } });
+  const runtime = await Runtime.create({ name: `lqx-${id}`, runDir: join(dir, 'run'), source: 'kubernetes', logger, conncheck: true, launch: { netns: topo.ns(netnsId) } });
   const m = new K8sMode(s, c.server.serviceAccountKubeConfig(c.ns, c.gw.metadata.name), runtime, logger);
   modes.push(m);
   await m.start();
@@ -141,6 +142,36 @@ describe.skipIf(skip !== null)('two Liqo-shaped clusters, Weft as the templated 
       expect(c.server.getObject('v1', 'pods', c.ns, pod)!.metadata.labels?.['networking.liqo.io/active']).toBe('true');
       expect(c.server.requests.filter((r) => r.status === 403).map((r) => `${r.method} ${r.path}`)).toEqual([]);
     }
+  }, 90_000);
+
+  test('leader crash on cluster-a: the standby labels itself and in-tunnel traffic resumes (gap measured)', async () => {
+    const ca = clusters[0]!;
+    const ga = modes[0]!;
+    // The standby runs beside the leader (same address, as behind the Service), waiting for the Lease.
+    const a2 = await startGateway(ca, 'a2', 'wireguard-server-template.yaml', 'a');
+    await new Promise((r) => setTimeout(r, 1500));
+    expect(a2.runtime.active).toBe(false);
+    expect(ca.server.getObject('v1', 'pods', ca.ns, 'cluster-b-a2')!.metadata.labels?.['networking.liqo.io/active']).toBeUndefined();
+    // In-tunnel pings from cluster-b's gateway to cluster-a's tunnel address, every 100 ms.
+    const ping = topo.spawnIn(topo.ns('b'), 'ping', ['ping', '-n', '-i', '0.1', '-W', '1', '169.254.18.1'], { lifetimeS: 40 });
+    await waitFor('pings answered before the crash', () => /icmp_seq=5 /.test(ping.output()), 10_000);
+    // Crash as the Lease sees a SIGKILL: renewals stop, nothing released; its sockets and TUN go.
+    const t0 = Date.now();
+    await (ga as unknown as { elector: LeaderElector }).elector.stop();
+    await ga.runtime.stopDataPlane();
+    await waitFor('a2 takes over', () => a2.runtime.active, 15_000);
+    const tTakeover = Date.now() - t0;
+    await waitFor('a2 labelled active', () => ca.server.getObject('v1', 'pods', ca.ns, 'cluster-b-a2')!.metadata.labels?.['networking.liqo.io/active'] === 'true', 10_000);
+    const seqNow = (): number => Math.max(0, ...[...ping.output().matchAll(/icmp_seq=(\d+) /g)].map((m) => Number(m[1])));
+    const resumedFrom = seqNow();
+    await waitFor('pings answered again', () => seqNow() >= resumedFrom + 5, 20_000);
+    await topo.stop(ping);
+    const seqs = [...ping.output().matchAll(/icmp_seq=(\d+) /g)].map((m) => Number(m[1]));
+    let gap = 0;
+    for (let i = 1; i < seqs.length; i++) gap = Math.max(gap, seqs[i]! - seqs[i - 1]!);
+    console.log(`[lqx] leader crash: takeover ${tTakeover} ms; longest in-tunnel ping gap ${gap * 100} ms (${gap - 1} pings lost at 100 ms)`);
+    expect(gap).toBeGreaterThan(1); // the crash did interrupt the tunnel
+    await waitFor('cluster-a Connection Connected again', () => (ca.server.getObject(NET, 'connections', ca.ns, 'gw-cluster-b')?.['status'] as { value?: string } | undefined)?.value === 'Connected', 20_000);
   }, 90_000);
 
   test('unpeer: deleting cluster-a\'s GatewayServer removes its Connection (garbage collector), not re-created', async () => {
