@@ -8,7 +8,7 @@ import { afterAll, describe, expect, test } from 'vitest';
 import {
   EXIT_CONFIG, EXIT_FAILURE, EXIT_PERMISSION, EXIT_USAGE, exitCodeFor, parseArgs, UsageError,
 } from '../../src/cli/commands/common.js';
-import { parseK8sArgs } from '../../src/cli/commands/k8s.js';
+import { K8S_SPEC, parseK8sArgs } from '../../src/cli/commands/k8s.js';
 import { formatBytes, formatDuration } from '../../src/cli/commands/status.js';
 import { defaultInstanceName } from '../../src/cli/commands/up.js';
 import { main, MAIN_HELP } from '../../src/cli/weft.js';
@@ -183,9 +183,28 @@ describe('weft k8s / show / demo / bench: argument checks', () => {
     return parseK8sArgs(parseArgs(argv, spec), env);
   };
 
+  test('k8s: Liqo gateway template arguments', () => {
+    const liqo = (argv: string[]) => parseK8sArgs(parseArgs(argv, K8S_SPEC), {});
+    const base = ['--role=gateway', '--name=peer-b', '--namespace=liqo-tenant-b', '--gateway-uid=u-1'];
+    expect(() => liqo([...base, '--mode=both'])).toThrow(/use server or client/);
+    expect(() => liqo(['--role=gateway', '--namespace=x', '--gateway-uid=u', '--mode=server'])).toThrow(/--mode needs --name/);
+    expect(() => liqo(['--role=gateway', '--name=n', '--namespace=x', '--mode=client'])).toThrow(/--mode needs --gateway-uid/);
+    expect(() => liqo(['--role=gateway', '--name=n', '--gateway-uid=u', '--mode=client'])).toThrow(/--mode needs --namespace/);
+    expect(() => liqo(['--role=gateway', '--gateway-uid=u'])).toThrow(/--gateway-uid is a Liqo gateway argument/);
+    expect(() => liqo([...base, '--mode=server', '--leader-election=yes'])).toThrow(/true or false/);
+    const s = liqo([...base, '--mode=client', '--leader-election=true', '--pod-name=peer-b-x1']);
+    expect(s).toMatchObject({ liqo: { name: 'peer-b', namespace: 'liqo-tenant-b', mode: 'client', gatewayUid: 'u-1' },
+      leaseName: 'peer-b.liqo-tenant-b.client.connections.liqo.io', identity: 'peer-b-x1', podName: 'peer-b-x1', name: 'k8s-gateway', liqoNamespace: 'liqo' });
+    expect(liqo([...base, '--mode=server', '--leader-election=false']).leaseName).toBeUndefined();
+    // Without --mode, --name stays the instance name.
+    expect(liqo(['--role=gateway', '--name=mine']).name).toBe('mine');
+  });
+
   test('k8s: required flags, env fallbacks, and contradictions', () => {
     expect(() => parse([])).toThrow(/missing --role/);
-    expect(() => parse(['--role', 'gateway'])).toThrow(/missing --cluster-id/);
+    // No --cluster-id: read from Liqo's cluster-id ConfigMap at start.
+    expect(parse(['--role', 'gateway']).clusterId).toBeUndefined();
+    expect(() => parse(['--role', 'gateway', '--cluster-id', ''])).toThrow(/--cluster-id: empty/);
     expect(() => parse(['--role', 'node', '--cluster-id', 'a'])).toThrow(/--node-name/);
     expect(() => parse(['--role', 'gateway', '--cluster-id', 'a', '--lease-name', 'l'])).toThrow(/needs --namespace/);
     expect(() => parse(['--role', 'node', '--cluster-id', 'a', '--node-name', 'n', '--lease-name', 'l', '--namespace', 'x'])).toThrow(/gateway role/);

@@ -31,6 +31,7 @@ const logs = new Map<string, { level: number; msg: string }[]>();
 function settings(identity: string, lease: boolean): K8sSettings {
   return {
     role: 'gateway', clusterId: 'cluster-a', kubeconfig: undefined, namespace: NS, ipamNamespace: undefined,
+    liqoNamespace: 'liqo', liqo: undefined, podName: undefined, wireguardKeyDir: undefined,
     remoteClusterIds: ['cluster-b'], nodeName: 'worker-1', leaseName: lease ? 'weft-gw-k8x' : undefined, identity,
     leaseDurationMs: LEASE_DEFAULTS.durationMs, leaseRenewDeadlineMs: LEASE_DEFAULTS.renewDeadlineMs, leaseRetryPeriodMs: LEASE_DEFAULTS.retryPeriodMs,
     podCIDRs: [], geneveMode: 'l3', metricsListen: undefined, conncheck: false, statusIntervalMs: 10_000,

@@ -11,6 +11,7 @@
 import { readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseAllDocuments } from 'yaml';
+import { celTypeName, compileRule, type Rule } from './cel.js';
 
 export interface JsonSchema {
   type?: 'object' | 'array' | 'string' | 'integer' | 'number' | 'boolean';
@@ -30,6 +31,8 @@ export interface JsonSchema {
   anyOf?: JsonSchema[];
   'x-kubernetes-int-or-string'?: boolean;
   'x-kubernetes-preserve-unknown-fields'?: boolean;
+  'x-kubernetes-validations'?: { rule: string; message?: string }[];
+  default?: unknown;
 }
 
 export interface CrdInfo {
@@ -91,10 +94,38 @@ function formatOk(format: string, v: string): boolean {
 
 export type Mode = 'strict' | 'prune';
 
-/** Validate `value` against `schema`; returns messages like `spec.remote.cidr.pod[0]: ...`. */
-export function validate(value: unknown, schema: JsonSchema, mode: Mode = 'strict', path = ''): string[] {
+const compiled = new WeakMap<object, Rule[]>();
+function rulesOf(schema: JsonSchema): Rule[] {
+  let r = compiled.get(schema);
+  if (r === undefined) { r = (schema['x-kubernetes-validations'] ?? []).map((v) => compileRule(v.rule)); compiled.set(schema, r); }
+  return r;
+}
+
+/**
+ * The old object for transition rules (`self == oldSelf`): pass it on updates (`validate(new,
+ * schema, mode, '', { old })`); object fields are matched by name, list items are not.
+ */
+export interface ValidateContext {
+  old?: unknown;
+  isUpdate?: boolean;
+  /** 'prune' mode: the paths of the unknown fields dropped are appended here. */
+  pruned?: string[];
+}
+
+/**
+ * Validate `value` against `schema`; returns messages like `spec.remote.cidr.pod[0]: ...`.
+ * 'prune' mode is the API server's: unknown fields dropped, `default`s filled in.
+ * CEL rules give the server's text: `PATH: Invalid value: "object": MESSAGE`.
+ */
+export function validate(value: unknown, schema: JsonSchema, mode: Mode = 'strict', path = '', ctx: ValidateContext = {}): string[] {
   const errs: string[] = [];
   const at = path === '' ? '(root)' : path;
+  if (value !== null && value !== undefined) {
+    const vs = schema['x-kubernetes-validations'] ?? [];
+    rulesOf(schema).forEach((rule, i) => {
+      if (!rule(value, ctx.old, ctx.isUpdate === true && ctx.old !== undefined)) errs.push(`${at}: Invalid value: "${celTypeName(value)}": ${vs[i]!.message ?? `failed rule: ${vs[i]!.rule}`}`);
+    });
+  }
   if (value === null) {
     if (!schema.nullable) errs.push(`${at}: must not be null`);
     return errs;
@@ -109,13 +140,18 @@ export function validate(value: unknown, schema: JsonSchema, mode: Mode = 'stric
       const obj = value as Record<string, unknown>;
       for (const r of schema.required ?? []) if (obj[r] === undefined) errs.push(`${path === '' ? r : `${path}.${r}`}: required`);
       const props = schema.properties;
+      if (mode === 'prune' && props !== undefined) {
+        for (const [k, ps] of Object.entries(props)) if (obj[k] === undefined && ps.default !== undefined) obj[k] = structuredClone(ps.default);
+      }
+      const oldObj = ctx.old !== null && typeof ctx.old === 'object' && !Array.isArray(ctx.old) ? ctx.old as Record<string, unknown> : undefined;
       for (const [k, v] of Object.entries(obj)) {
         const sub = `${path === '' ? k : `${path}.${k}`}`;
         const ps = props?.[k];
-        if (ps !== undefined) { errs.push(...validate(v, ps, mode, sub)); continue; }
-        if (typeof schema.additionalProperties === 'object') { errs.push(...validate(v, schema.additionalProperties, mode, sub)); continue; }
+        const subCtx: ValidateContext = { old: oldObj?.[k], isUpdate: ctx.isUpdate === true && oldObj !== undefined && k in oldObj, ...(ctx.pruned ? { pruned: ctx.pruned } : {}) };
+        if (ps !== undefined) { errs.push(...validate(v, ps, mode, sub, subCtx)); continue; }
+        if (typeof schema.additionalProperties === 'object') { errs.push(...validate(v, schema.additionalProperties, mode, sub, subCtx)); continue; }
         if (schema.additionalProperties === true || schema['x-kubernetes-preserve-unknown-fields'] || props === undefined) continue;
-        if (mode === 'prune') delete obj[k];
+        if (mode === 'prune') { delete obj[k]; ctx.pruned?.push(sub); }
         else errs.push(`${sub}: unknown field`);
       }
       break;
@@ -123,7 +159,7 @@ export function validate(value: unknown, schema: JsonSchema, mode: Mode = 'stric
     case 'array': {
       if (!Array.isArray(value)) { errs.push(`${at}: expected array`); return errs; }
       if (schema.maxItems !== undefined && value.length > schema.maxItems) errs.push(`${at}: more than ${schema.maxItems} items`);
-      if (schema.items) value.forEach((v, i) => errs.push(...validate(v, schema.items!, mode, `${path}[${i}]`)));
+      if (schema.items) value.forEach((v, i) => errs.push(...validate(v, schema.items!, mode, `${path}[${i}]`, ctx.pruned ? { pruned: ctx.pruned } : {})));
       break;
     }
     case 'string': {

@@ -1,7 +1,7 @@
 /**
  * A small Kubernetes API server for tests: HTTPS (self-signed certificate made with `openssl req`
  * at start-up), bearer-token auth, and real list/watch/get/create/update/patch/delete semantics
- * for core Secrets, coordination.k8s.io Leases and every CRD in a directory (Liqo's):
+ * for core Secrets, Pods, ConfigMaps, Events, RBAC kinds, coordination.k8s.io Leases and every CRD in a directory (Liqo's):
  *
  * - one global resourceVersion counter (like etcd's revision); every write bumps it;
  * - list returns items + metadata.resourceVersion; labelSelector and fieldSelector
@@ -16,8 +16,14 @@
  *   `/status` change only the status; create drops status;
  * - optimistic concurrency: a write carrying metadata.resourceVersion that is not current gets
  *   409 Conflict; create of an existing name gets 409 AlreadyExists;
- * - CRD objects are validated against the openAPIV3Schema (422 Invalid) and unknown fields are
- *   pruned, as a structural schema does.
+ * - CRD objects are validated against the openAPIV3Schema (422 Invalid, the server's
+ *   `Kind.group "name" is invalid: …` text), schema defaults are filled in, the CEL rules
+ *   Liqo's CRDs carry are enforced (cel.ts; transition rules on updates), and unknown fields
+ *   are pruned with a `Warning: 299` header (fieldValidation Warn, the default) or refused with
+ *   400 under `?fieldValidation=Strict`; metadata.generation moves only when spec changes;
+ * - RBAC: `serviceAccountKubeConfig(ns, name)` authenticates as a ServiceAccount whose requests
+ *   are authorised by the stored Role/ClusterRole/RoleBinding/ClusterRoleBinding objects
+ *   (rbac.ts; 403 with the server's text); `kubeConfig()` is an unrestricted admin;
  *
  * - list items carry no `kind`/`apiVersion` (the real server omits them in lists; watch events
  *   and single GETs carry them);
@@ -30,7 +36,7 @@
  * Test hooks: `compact()` forgets the history (so existing watchers' next resume gets 410),
  * `dropWatches()` ends every watch stream, `outage(ms)` / `beginOutage()` + `endOutage()` close
  * the listening socket (clients get ECONNREFUSED) and reopen it on the same port, `requests`
- * logs method/path/content-type.
+ * logs method/path/content-type and the answer's status.
  */
 import { spawnSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
@@ -42,6 +48,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { KubeConfig } from '@kubernetes/client-node';
+import { deepEqual, HttpError, jsonPatch, mergePatch } from './patch.js';
+import { authorize, forbiddenMessage, RBAC_TYPES, type RbacAttrs, type RbacStore, type ServiceAccountUser } from './rbac.js';
 import { loadCrds, validate, type JsonSchema } from './schema.js';
 
 /**
@@ -104,20 +112,11 @@ export interface LoggedRequest {
   method: string;
   path: string;
   contentType?: string;
+  /** HTTP status of the answer (unset for a watch stream still open). */
+  status?: number;
 }
 
 const clone = <T>(v: T): T => structuredClone(v);
-
-function deepEqual(a: unknown, b: unknown): boolean {
-  return JSON.stringify(sortKeys(a)) === JSON.stringify(sortKeys(b));
-}
-function sortKeys(v: unknown): unknown {
-  if (Array.isArray(v)) return v.map(sortKeys);
-  if (v !== null && typeof v === 'object') {
-    return Object.fromEntries(Object.keys(v as object).sort().map((k) => [k, sortKeys((v as Record<string, unknown>)[k])]));
-  }
-  return v;
-}
 
 // --- label selectors (the equality- and set-based forms) -------------------------------------
 
@@ -160,78 +159,6 @@ function fieldSelector(text: string | null): (o: Obj) => boolean {
   return (o) => checks.every((c) => c(o));
 }
 
-// --- patches -----------------------------------------------------------------------------------
-
-/** RFC 7386 JSON Merge Patch. */
-export function mergePatch(target: unknown, patch: unknown): unknown {
-  if (patch === null || typeof patch !== 'object' || Array.isArray(patch)) return clone(patch);
-  const out: Record<string, unknown> = target !== null && typeof target === 'object' && !Array.isArray(target) ? { ...(target as Record<string, unknown>) } : {};
-  for (const [k, v] of Object.entries(patch as Record<string, unknown>)) {
-    if (v === null) delete out[k];
-    else out[k] = mergePatch(out[k], v);
-  }
-  return out;
-}
-
-function pointer(path: string): string[] {
-  if (path === '') return [];
-  if (!path.startsWith('/')) throw new HttpError(422, 'Invalid', `bad JSON pointer ${path}`);
-  return path.slice(1).split('/').map((s) => s.replace(/~1/g, '/').replace(/~0/g, '~'));
-}
-
-/** RFC 6902 JSON Patch (add, remove, replace, move, copy, test). */
-export function jsonPatch(doc: unknown, ops: unknown): unknown {
-  if (!Array.isArray(ops)) throw new HttpError(400, 'BadRequest', 'json patch must be an array');
-  let root = clone(doc);
-  const parentOf = (segs: string[]): [Record<string, unknown> | unknown[], string] => {
-    let cur: unknown = root;
-    for (const s of segs.slice(0, -1)) {
-      cur = Array.isArray(cur) ? cur[Number(s)] : (cur as Record<string, unknown> | undefined)?.[s];
-      if (cur === undefined || cur === null || typeof cur !== 'object') throw new HttpError(422, 'Invalid', `path /${segs.join('/')} does not exist`);
-    }
-    return [cur as Record<string, unknown> | unknown[], segs[segs.length - 1]!];
-  };
-  const get = (segs: string[]): unknown => {
-    let cur: unknown = root;
-    for (const s of segs) {
-      cur = Array.isArray(cur) ? cur[Number(s)] : (cur as Record<string, unknown> | undefined)?.[s];
-      if (cur === undefined) throw new HttpError(422, 'Invalid', `path /${segs.join('/')} does not exist`);
-    }
-    return cur;
-  };
-  const add = (segs: string[], value: unknown) => {
-    if (segs.length === 0) { root = value; return; }
-    const [p, k] = parentOf(segs);
-    if (Array.isArray(p)) p.splice(k === '-' ? p.length : Number(k), 0, value);
-    else p[k] = value;
-  };
-  const remove = (segs: string[]) => {
-    get(segs);
-    const [p, k] = parentOf(segs);
-    if (Array.isArray(p)) p.splice(Number(k), 1);
-    else delete p[k];
-  };
-  for (const op of ops as { op: string; path: string; from?: string; value?: unknown }[]) {
-    const segs = pointer(op.path);
-    switch (op.op) {
-      case 'add': add(segs, clone(op.value)); break;
-      case 'remove': remove(segs); break;
-      case 'replace': remove(segs); add(segs, clone(op.value)); break;
-      case 'move': { const f = pointer(op.from ?? ''); const v = get(f); remove(f); add(segs, v); break; }
-      case 'copy': add(segs, clone(get(pointer(op.from ?? '')))); break;
-      case 'test': if (!deepEqual(get(segs), op.value)) throw new HttpError(422, 'Invalid', `test failed at ${op.path}`); break;
-      default: throw new HttpError(422, 'Invalid', `unknown op ${op.op}`);
-    }
-  }
-  return root;
-}
-
-// --- errors ------------------------------------------------------------------------------------
-
-class HttpError extends Error {
-  constructor(readonly code: number, readonly reason: string, message: string) { super(message); }
-}
-
 function status(code: number, reason: string, message: string): Record<string, unknown> {
   return { kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Failure', message, reason, code };
 }
@@ -253,6 +180,8 @@ export class FakeApiServer {
   private server!: Server;
   private port = 0;
   private down = false;
+  /** The write request being handled: its ?fieldValidation and the warnings for its answer. */
+  private fieldValidation: { mode: string; warnings: string[] } | undefined;
   private certDir!: string;
   url = '';
   caPem = '';
@@ -261,7 +190,10 @@ export class FakeApiServer {
     this.addType({ group: '', version: 'v1', plural: 'secrets', kind: 'Secret', listKind: 'SecretList', namespaced: true, statusSubresource: false });
     this.addType({ group: '', version: 'v1', plural: 'namespaces', kind: 'Namespace', listKind: 'NamespaceList', namespaced: false, statusSubresource: true });
     this.addType({ group: 'coordination.k8s.io', version: 'v1', plural: 'leases', kind: 'Lease', listKind: 'LeaseList', namespaced: true, statusSubresource: false });
+    this.addType({ group: '', version: 'v1', plural: 'pods', kind: 'Pod', listKind: 'PodList', namespaced: true, statusSubresource: true });
+    this.addType({ group: '', version: 'v1', plural: 'configmaps', kind: 'ConfigMap', listKind: 'ConfigMapList', namespaced: true, statusSubresource: false });
     this.addType({ group: '', version: 'v1', plural: 'events', kind: 'Event', listKind: 'EventList', namespaced: true, statusSubresource: false });
+    for (const t of RBAC_TYPES) this.addType({ ...t });
     for (const c of loadCrds(opts.crdDir ?? LIQO_CRD_DIR)) this.addType(c);
   }
 
@@ -341,6 +273,26 @@ export class FakeApiServer {
       currentContext: 'fake',
     });
     return kc;
+  }
+
+  /**
+   * A KubeConfig authenticating as ServiceAccount `saNamespace/saName`: its requests are
+   * authorised by the RBAC objects stored in this server (403 otherwise, with the real text).
+   */
+  serviceAccountKubeConfig(saNamespace: string, saName: string): KubeConfig {
+    const kc = new KubeConfig();
+    kc.loadFromOptions({
+      clusters: [{ name: 'fake', server: this.url, caData: Buffer.from(this.caPem).toString('base64'), skipTLSVerify: false }],
+      users: [{ name: `${saNamespace}-${saName}`, token: `${this.token}:sa:${saNamespace}:${saName}` }],
+      contexts: [{ name: 'fake', cluster: 'fake', user: `${saNamespace}-${saName}`, namespace: saNamespace }],
+      currentContext: 'fake',
+    });
+    return kc;
+  }
+
+  private rbacStore(): RbacStore {
+    const all = (plural: string) => [...this.store.get(this.tk(this.typeFor('rbac.authorization.k8s.io/v1', plural)))!.values()] as unknown as RbacStore['roles'];
+    return { roles: all('roles'), clusterRoles: all('clusterroles'), roleBindings: all('rolebindings'), clusterRoleBindings: all('clusterrolebindings') };
   }
 
   async stop(): Promise<void> {
@@ -437,10 +389,22 @@ export class FakeApiServer {
     return t.group === '' ? t.version : `${t.group}/${t.version}`;
   }
 
-  private check(t: ResourceType, o: Obj): void {
+  /**
+   * Structural schema as the real server applies it: defaults filled in, CEL rules (transition
+   * rules against `cur` on updates), 422 with the server's text; unknown fields dropped — with a
+   * `Warning` header (fieldValidation Warn, the default) or a 400 (Strict) for client requests.
+   */
+  private check(t: ResourceType, o: Obj, cur?: Obj): void {
     if (t.schema === undefined) return;
-    const errs = validate(o, t.schema, 'prune');
-    if (errs.length > 0) throw new HttpError(422, 'Invalid', `${t.kind} ${o.metadata.name ?? ''} is invalid: ${errs.join('; ')}`);
+    const pruned: string[] = [];
+    const errs = validate(o, t.schema, 'prune', '', { ...(cur !== undefined ? { old: cur, isUpdate: true } : {}), pruned });
+    const what = `${t.group === '' ? t.kind : `${t.kind}.${t.group}`} "${o.metadata.name ?? ''}"`;
+    if (errs.length > 0) throw new HttpError(422, 'Invalid', `${what} is invalid: ${errs.length === 1 ? errs[0] : `[${errs.join(', ')}]`}`);
+    const fv = this.fieldValidation;
+    if (pruned.length === 0 || fv === undefined || fv.mode === 'Ignore') return;
+    const unknown = pruned.map((p) => `unknown field "${p}"`);
+    if (fv.mode === 'Strict') throw new HttpError(400, 'BadRequest', `${t.kind} in version "${t.version}" cannot be handled as a ${t.kind}: strict decoding error: ${unknown.join(', ')}`);
+    fv.warnings.push(...unknown);
   }
 
   private emit(t: ResourceType, type: StoredEvent['type'], obj: Obj, old?: Obj): void {
@@ -515,7 +479,7 @@ export class FakeApiServer {
     if (t.namespaced) o.metadata.namespace = cur.metadata.namespace;
     o['apiVersion'] = this.apiVersionOf(t);
     o['kind'] = t.kind;
-    this.check(t, o);
+    this.check(t, o, cur);
     if (deepEqual(o, cur)) return clone(cur); // no-op write: no new resourceVersion, no event
     if (!deepEqual(o['spec'], cur['spec'])) o.metadata.generation = (cur.metadata.generation ?? 1) + 1;
     o.metadata.resourceVersion = String(++this.rv);
@@ -583,14 +547,30 @@ export class FakeApiServer {
   private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const u = new URL(req.url ?? '/', 'https://x');
     const ct = req.headers['content-type'];
-    this.requests.push({ method: req.method ?? '', path: `${u.pathname}${u.search}`, ...(ct !== undefined ? { contentType: ct } : {}) });
+    const entry: LoggedRequest = { method: req.method ?? '', path: `${u.pathname}${u.search}`, ...(ct !== undefined ? { contentType: ct } : {}) };
+    this.requests.push(entry);
     const reply = (code: number, obj: unknown) => {
-      res.writeHead(code, { 'content-type': 'application/json' });
+      entry.status = code;
+      const warnings = this.fieldValidation?.warnings ?? [];
+      this.fieldValidation = undefined;
+      res.writeHead(code, { 'content-type': 'application/json', ...(warnings.length > 0 ? { warning: warnings.map((w) => `299 - ${JSON.stringify(w)}`).join(', ') } : {}) });
       res.end(JSON.stringify(obj));
     };
     try {
-      if (req.headers.authorization !== `Bearer ${this.token}`) throw new HttpError(401, 'Unauthorized', 'Unauthorized');
+      const auth = req.headers.authorization ?? '';
+      let user: ServiceAccountUser | undefined;
+      if (auth.startsWith(`Bearer ${this.token}:sa:`)) {
+        const [namespace, saName] = auth.slice(`Bearer ${this.token}:sa:`.length).split(':') as [string, string];
+        user = { namespace, name: saName };
+      } else if (auth !== `Bearer ${this.token}`) throw new HttpError(401, 'Unauthorized', 'Unauthorized');
       const { t, ns, name, sub } = this.parsePath(u.pathname);
+      if (user !== undefined) {
+        const w = u.searchParams.get('watch');
+        const verb = req.method === 'GET' ? (name !== undefined ? 'get' : w === '1' || w === 'true' ? 'watch' : 'list')
+          : ({ POST: 'create', PUT: 'update', PATCH: 'patch', DELETE: 'delete' } as Record<string, string>)[req.method ?? ''] ?? 'unknown';
+        const attrs: RbacAttrs = { verb, group: t.group, resource: t.plural, ...(sub !== undefined ? { subresource: sub } : {}), ...(ns !== undefined ? { namespace: ns } : {}), ...(name !== undefined ? { name } : {}) };
+        if (!authorize(this.rbacStore(), user, attrs)) throw new HttpError(403, 'Forbidden', forbiddenMessage(user, attrs));
+      }
       const map = this.store.get(this.tk(t))!;
       switch (req.method) {
         case 'GET': {
@@ -610,13 +590,17 @@ export class FakeApiServer {
         }
         case 'POST': {
           if (name !== undefined) throw new HttpError(405, 'MethodNotAllowed', 'POST to a named resource');
-          return reply(201, this.doCreate(t, ns, (await this.body(req)) as Obj));
+          const b = (await this.body(req)) as Obj;
+          this.fieldValidation = { mode: u.searchParams.get('fieldValidation') ?? 'Warn', warnings: [] };
+          return reply(201, this.doCreate(t, ns, b));
         }
         case 'PUT': {
           if (name === undefined) throw new HttpError(405, 'MethodNotAllowed', 'PUT to a collection');
           const cur = map.get(this.objKey(t, ns, name));
           if (cur === undefined) throw new HttpError(404, 'NotFound', `${t.plural} "${name}" not found`);
-          return reply(200, this.doReplace(t, cur, (await this.body(req)) as Obj, sub === 'status' ? 'status' : 'main'));
+          const b = (await this.body(req)) as Obj;
+          this.fieldValidation = { mode: u.searchParams.get('fieldValidation') ?? 'Warn', warnings: [] };
+          return reply(200, this.doReplace(t, cur, b, sub === 'status' ? 'status' : 'main'));
         }
         case 'PATCH': {
           if (name === undefined) throw new HttpError(405, 'MethodNotAllowed', 'PATCH to a collection');
@@ -629,6 +613,7 @@ export class FakeApiServer {
           else if (type === 'application/json-patch+json') next = jsonPatch(cur, patch);
           else throw new HttpError(415, 'UnsupportedMediaType', `unsupported patch type ${type}`);
           const n = next as Obj;
+          this.fieldValidation = { mode: u.searchParams.get('fieldValidation') ?? 'Warn', warnings: [] };
           // A patch that does not mention resourceVersion carries no precondition.
           if (n.metadata?.resourceVersion === cur.metadata.resourceVersion) delete n.metadata.resourceVersion;
           return reply(200, this.doReplace(t, cur, n, sub === 'status' ? 'status' : 'main'));

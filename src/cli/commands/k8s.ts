@@ -31,6 +31,11 @@ import { LeaderElector } from '../../control/k8s/lease.js';
 import { apiVersionOf, KINDS, REMOTE_CLUSTER_ID_LABEL, type K8sObject } from '../../control/k8s/resources.js';
 import { TranslateError, type TranslateOptions } from '../../control/k8s/translate.js';
 import { LiqoWatcher } from '../../control/k8s/watcher.js';
+import { SourceDetector } from '../../control/k8s/source-detector.js';
+import {
+  connectionGatewayRef, connectionName, connectionOwner, leaseName as liqoLeaseName, readLocalClusterId, setPodActive,
+  type LiqoGatewayIdentity,
+} from '../../control/k8s/liqo-gateway.js';
 import { createLogger, resolveLogLevel } from '../../control/log.js';
 import { ConfigError, LogLevelSchema, type LogLevel } from '../../control/config.js';
 import type { ConnectionValue } from '../../control/conncheck.js';
@@ -47,7 +52,9 @@ export const K8S_HELP = `Usage: weft k8s --role gateway|node --cluster-id ID [OP
 Runs Weft from Liqo's Kubernetes resources (networking.liqo.io, ipam.liqo.io): a gateway
 (WireGuard to the peer, Geneve to the nodes, NAT) or a node agent (Geneve to the gateways).
   --role gateway|node       what to run (required)
-  --cluster-id ID           the local Liqo cluster ID (required; env WEFT_CLUSTER_ID)
+  --cluster-id ID           the local Liqo cluster ID (env WEFT_CLUSTER_ID; default: read from
+                            Liqo's ConfigMap liqo-clusterid-configmap in --liqo-namespace)
+  --liqo-namespace NS       where Liqo is installed (default liqo)
   --kubeconfig FILE         default: in-cluster service account, else KUBECONFIG / ~/.kube/config
   --namespace NS            namespace of the per-peer resources (Liqo tenant namespace; env
                             POD_NAMESPACE; default: all namespaces)
@@ -76,12 +83,24 @@ Runs Weft from Liqo's Kubernetes resources (networking.liqo.io, ipam.liqo.io): a
                             gateways (filter chains: MSS clamp, NOTRACK, marks, verdicts) on
                             the router's hook points; their nat chains stay with Weft's NAT
   --status-interval SEC     Connection status refresh (default 10)
-  --name NAME               instance name for "weft show" (default: k8s-ROLE)
+  --instance NAME           instance name for "weft show" (default: k8s-ROLE; without --mode,
+                            --name NAME is accepted for it too)
+Liqo gateway template arguments (what Liqo's controller renders into its gateway pod; see
+deploy/liqo/). --mode makes Weft that pod: one Connection "gw-NAME" owned by the
+GatewayServer/GatewayClient NAME, Lease NAME.NAMESPACE.MODE.connections.liqo.io, and the pod
+label networking.liqo.io/active=true on the replica that forwards.
+  --mode server|client      the gateway's side
+  --name NAME               the GatewayServer/GatewayClient name (with --mode)
+  --gateway-uid UID         its uid (with --mode; the Connection's owner and gatewayRef)
+  --pod-name NAME           this pod (env POD_NAME): the one labelled active/inactive
+  --leader-election BOOL    true: active/standby through the Lease above (default false)
+  --wireguard-key-dir DIR   read the private key from DIR/privateKey (raw 32 bytes, the mounted
+                            keys Secret) instead of reading Secrets through the API
   --run-dir DIR             control socket directory (default /run/weft as root; WEFT_RUN_DIR)
   --log-level LEVEL         default: LOG_LEVEL, else warn
 `;
 
-const SPEC = [
+export const K8S_SPEC = [
   { name: 'role', value: true }, { name: 'cluster-id', value: true }, { name: 'kubeconfig', value: true },
   { name: 'namespace', value: true }, { name: 'ipam-namespace', value: true },
   { name: 'remote-cluster-id', value: true, repeatable: true }, { name: 'node-name', value: true },
@@ -90,6 +109,9 @@ const SPEC = [
   { name: 'no-conncheck', value: false }, { name: 'liqo-firewall', value: false },
   { name: 'status-interval', value: true }, { name: 'name', value: true }, { name: 'run-dir', value: true },
   { name: 'log-level', value: true },
+  { name: 'liqo-namespace', value: true }, { name: 'instance', value: true }, { name: 'mode', value: true },
+  { name: 'gateway-uid', value: true }, { name: 'pod-name', value: true }, { name: 'leader-election', value: true },
+  { name: 'wireguard-key-dir', value: true },
   { name: 'lease-duration', value: true }, { name: 'lease-renew-deadline', value: true }, { name: 'lease-retry-period', value: true },
 ] as const;
 
@@ -98,7 +120,14 @@ export const LEASE_DEFAULTS = { durationMs: 6000, renewDeadlineMs: 4000, retryPe
 
 export interface K8sSettings {
   role: 'gateway' | 'node';
-  clusterId: string;
+  /** Undefined: read from Liqo's cluster-id ConfigMap in liqoNamespace at start. */
+  clusterId: string | undefined;
+  liqoNamespace: string;
+  /** Set with --mode: Weft is the pod of Liqo's gateway template. */
+  liqo: LiqoGatewayIdentity | undefined;
+  /** This pod (labelled active/inactive when known). */
+  podName: string | undefined;
+  wireguardKeyDir: string | undefined;
   kubeconfig: string | undefined;
   namespace: string | undefined;
   ipamNamespace: string | undefined;
@@ -126,12 +155,30 @@ export function parseK8sArgs(args: ParsedArgs, env: CliIo['env']): K8sSettings {
   if (args.positionals.length > 0) throw new UsageError(`unexpected argument ${JSON.stringify(args.positionals[0])}`);
   const role = optString(args, 'role');
   if (role !== 'gateway' && role !== 'node') throw new UsageError(role === undefined ? 'missing --role gateway|node' : `--role ${JSON.stringify(role)}: use gateway or node`);
-  const clusterId = optString(args, 'cluster-id') ?? env['WEFT_CLUSTER_ID'];
-  if (clusterId === undefined || clusterId === '') throw new UsageError('missing --cluster-id (the local Liqo cluster ID)');
+  const clusterId = optString(args, 'cluster-id') ?? (env['WEFT_CLUSTER_ID'] || undefined);
+  if (clusterId === '') throw new UsageError('--cluster-id: empty');
   const nodeName = optString(args, 'node-name') ?? (env['NODE_NAME'] || undefined);
   if (role === 'node' && nodeName === undefined) throw new UsageError('the node role needs --node-name (or NODE_NAME)');
   const namespace = optString(args, 'namespace') ?? (env['POD_NAMESPACE'] || undefined);
-  const leaseName = optString(args, 'lease-name');
+  const modeArg = optString(args, 'mode');
+  let liqo: LiqoGatewayIdentity | undefined;
+  let leaseName = optString(args, 'lease-name');
+  const le = optString(args, 'leader-election');
+  if (le !== undefined && le !== 'true' && le !== 'false') throw new UsageError(`--leader-election ${JSON.stringify(le)}: use true or false`);
+  if (modeArg !== undefined) {
+    if (modeArg !== 'server' && modeArg !== 'client') throw new UsageError(`--mode ${JSON.stringify(modeArg)}: use server or client`);
+    if (role !== 'gateway') throw new UsageError('--mode (Liqo gateway arguments) is for the gateway role');
+    const gwName = optString(args, 'name');
+    const uid = optString(args, 'gateway-uid');
+    if (gwName === undefined || gwName === '') throw new UsageError('--mode needs --name (the GatewayServer/GatewayClient name)');
+    if (uid === undefined || uid === '') throw new UsageError('--mode needs --gateway-uid (the GatewayServer/GatewayClient uid)');
+    if (namespace === undefined) throw new UsageError('--mode needs --namespace (the gateway\'s namespace)');
+    liqo = { name: gwName, namespace, mode: modeArg, gatewayUid: uid };
+    if (le === 'true') leaseName ??= liqoLeaseName(liqo);
+  } else {
+    for (const f of ['gateway-uid', 'leader-election'] as const) if (optString(args, f) !== undefined) throw new UsageError(`--${f} is a Liqo gateway argument: it needs --mode server|client`);
+  }
+  const podName = optString(args, 'pod-name') ?? (env['POD_NAME'] || undefined);
   if (leaseName !== undefined && role !== 'gateway') throw new UsageError('--lease-name is for the gateway role');
   if (leaseName !== undefined && namespace === undefined) throw new UsageError('--lease-name needs --namespace (or POD_NAMESPACE): the Lease lives there');
   const mode = optString(args, 'geneve-mode') ?? 'l3';
@@ -159,17 +206,19 @@ export function parseK8sArgs(args: ParsedArgs, env: CliIo['env']): K8sSettings {
   const remotes = args.lists.get('remote-cluster-id');
   return {
     leaseDurationMs, leaseRenewDeadlineMs, leaseRetryPeriodMs,
-    role, clusterId, nodeName, namespace, leaseName, geneveMode: mode, logLevel,
+    role, clusterId, nodeName, namespace, leaseName, geneveMode: mode, logLevel, liqo, podName,
+    liqoNamespace: optString(args, 'liqo-namespace') ?? 'liqo',
+    wireguardKeyDir: optString(args, 'wireguard-key-dir'),
     kubeconfig: optString(args, 'kubeconfig'),
     ipamNamespace: optString(args, 'ipam-namespace'),
     remoteClusterIds: remotes === undefined ? undefined : [...remotes],
-    identity: optString(args, 'identity') ?? (env['POD_NAME'] || env['HOSTNAME'] || `weft-${process.pid}`),
+    identity: optString(args, 'identity') ?? podName ?? (env['HOSTNAME'] || `weft-${process.pid}`),
     podCIDRs: [...(args.lists.get('pod-cidr') ?? [])],
     metricsListen: optString(args, 'metrics-listen'),
     conncheck: !optFlag(args, 'no-conncheck'),
     liqoFirewall: optFlag(args, 'liqo-firewall'),
     statusIntervalMs: (optInt(args, 'status-interval', 1, 3600) ?? 10) * 1000,
-    name: checkInstanceName(optString(args, 'name') ?? `k8s-${role}`),
+    name: checkInstanceName(optString(args, 'instance') ?? (liqo === undefined ? optString(args, 'name') : undefined) ?? `k8s-${role}`),
     runDir: optString(args, 'run-dir') ?? defaultRunDir(env),
   };
 }
@@ -193,7 +242,7 @@ async function loadKubeConfig(path: string | undefined): Promise<KubeConfig> {
 export async function runK8s(argv: readonly string[], io: CliIo): Promise<number> {
   let s: K8sSettings;
   try {
-    const args = parseArgs(argv, SPEC);
+    const args = parseArgs(argv, K8S_SPEC);
     if (args.help) { io.out(K8S_HELP); return EXIT_OK; }
     s = parseK8sArgs(args, io.env);
   } catch (e) {
@@ -249,12 +298,20 @@ export class K8sMode {
   private configProblem = false;
   private statusTick: (() => Promise<void>) | undefined;
   private deleteWatch: ConnectionDeleteWatch | null = null;
+  private sourceDetector: SourceDetector | null = null;
   private readonly recreateTimers = new Set<NodeJS.Timeout>();
+  /** The local cluster ID (--cluster-id, else Liqo's ConfigMap, read at start). */
+  private clusterId: string | undefined;
+  /** --wireguard-key-dir: the private key (base64), read at start. */
+  private privateKey: string | undefined;
+  /** Connection key (namespace/name) → key of the gateway object it reports on. */
+  private readonly connToGateway = new Map<string, string>();
   /** Serialises data-plane changes (config updates and leadership changes). */
   private chain: Promise<void> = Promise.resolve();
 
   constructor(private readonly s: K8sSettings, private readonly kc: KubeConfig, readonly runtime: Runtime, private readonly log: Logger) {
     this.leading = s.leaseName === undefined;
+    this.clusterId = s.clusterId;
     this.events = s.namespace === undefined ? null
       : new EventRecorder({ kubeConfig: kc, namespace: s.namespace, component: `weft-${s.role}`, instance: s.identity });
   }
@@ -265,6 +322,7 @@ export class K8sMode {
     for (;;) {
       if (this.stopped) return;
       try {
+        await this.resolveIdentity();
         await this.startWatcher();
         break;
       } catch (e) {
@@ -275,6 +333,7 @@ export class K8sMode {
       }
     }
     if (this.stopped) return;
+    if (this.s.role === 'node' && this.s.nodeName !== undefined) await this.startSourceDetector(this.s.nodeName);
     if (this.s.leaseName !== undefined) {
       this.elector = new LeaderElector({
         kubeConfig: this.kc, namespace: this.s.namespace!, name: this.s.leaseName, identity: this.s.identity,
@@ -296,10 +355,48 @@ export class K8sMode {
     await this.chain;
   }
 
+  /** Node role: write InternalNode.status.nodeIP as Liqo's fabric source detector does. */
+  private async startSourceDetector(nodeName: string): Promise<void> {
+    const d = new SourceDetector({
+      kubeConfig: this.kc, nodeName, srcFor: routeSourceFor,
+      onError: (e) => this.log.warn({ err: errText(e) }, 'InternalNode status'),
+      onWrite: (slot, ip) => this.log.info(`InternalNode ${nodeName} status.nodeIP.${slot} = ${ip}`),
+    });
+    this.sourceDetector = d;
+    await d.start().catch((e: unknown) => this.log.warn({ err: errText(e) }, 'InternalNode status'));
+  }
+
+  /** Local cluster ID and mounted key: what the pod is given, read once (retried with the rest). */
+  private async resolveIdentity(): Promise<void> {
+    if (this.clusterId === undefined) {
+      this.clusterId = await readLocalClusterId(this.kc, this.s.liqoNamespace);
+      this.log.info(`local cluster ID ${this.clusterId} (from ConfigMap ${this.s.liqoNamespace}/liqo-clusterid-configmap)`);
+    }
+    const dir = this.s.wireguardKeyDir;
+    if (dir !== undefined && this.privateKey === undefined) this.privateKey = await readMountedKey(dir);
+    // A restarted standby must not keep a stale label (the Service would send it WireGuard).
+    if (this.s.leaseName !== undefined) await this.labelPod(false);
+  }
+
+  /** Label this pod active/inactive (Liqo's networking.liqo.io/active); best effort, logged. */
+  private async labelPod(active: boolean): Promise<void> {
+    const pod = this.s.podName;
+    const ns = this.s.namespace;
+    // Only as the pod of Liqo's template (--mode): deploy/'s plain Deployment has no pod RBAC.
+    if (this.s.liqo === undefined || pod === undefined || ns === undefined) return;
+    try {
+      await setPodActive(this.kc, ns, pod, active);
+      this.log.info(`pod ${ns}/${pod} ${active ? 'is now the active gateway' : 'is no longer the active gateway'}`);
+    } catch (e) {
+      this.log.warn({ err: errText(e) }, 'active label');
+    }
+  }
+
   private translateOptions(): TranslateOptions {
     const s = this.s;
     return {
-      role: s.role, clusterId: s.clusterId, geneveMode: s.geneveMode,
+      role: s.role, clusterId: this.clusterId!, geneveMode: s.geneveMode,
+      ...(this.privateKey !== undefined ? { privateKey: this.privateKey } : {}),
       ...(s.remoteClusterIds !== undefined ? { remoteClusterIds: s.remoteClusterIds } : {}),
       ...(s.nodeName !== undefined ? { nodeName: s.nodeName } : {}),
       ...(s.podCIDRs.length > 0 ? { podCIDRs: s.podCIDRs } : {}),
@@ -375,6 +472,7 @@ export class K8sMode {
     if (this.stopped || !this.leading || this.runtime.active || this.latest === null) return;
     await this.runtime.startDataPlane(this.latest);
     await this.startLiqoFirewall();
+    await this.labelPod(true);
     await this.startStatus();
   }
 
@@ -393,7 +491,9 @@ export class K8sMode {
     this.stopStatus();
     await this.liqoRules?.stop();
     this.liqoRules = null;
+    const was = this.runtime.active;
     await this.runtime.stopDataPlane();
+    if (was) await this.labelPod(false);
   }
 
   private async update(next: WeftConfig): Promise<void> {
@@ -425,6 +525,13 @@ export class K8sMode {
       return id !== undefined && (this.s.remoteClusterIds === undefined || this.s.remoteClusterIds.includes(id)) ? id : undefined;
     };
     const out: GatewayRef[] = [];
+    const liqo = this.s.liqo;
+    if (liqo !== undefined) {
+      const own = (liqo.mode === 'server' ? snap.gatewayServers : snap.gatewayClients).filter((o) => o.metadata?.name === liqo.name && o.metadata?.namespace === liqo.namespace);
+      const kind = liqo.mode === 'server' ? KINDS.gatewayServers : KINDS.gatewayClients;
+      return own.map((o): GatewayRef => ({ obj: { ...o, kind: kind.kind, apiVersion: apiVersionOf(kind) }, type: liqo.mode === 'server' ? 'Server' : 'Client', remote: want(o) ?? '' }))
+        .filter((g) => g.remote !== '');
+    }
     for (const o of snap.gatewayServers) { const r = want(o); if (r !== undefined) out.push({ obj: { ...o, kind: KINDS.gatewayServers.kind, apiVersion: apiVersionOf(KINDS.gatewayServers) }, type: 'Server', remote: r }); }
     for (const o of snap.gatewayClients) { const r = want(o); if (r !== undefined) out.push({ obj: { ...o, kind: KINDS.gatewayClients.kind, apiVersion: apiVersionOf(KINDS.gatewayClients) }, type: 'Client', remote: r }); }
     return out;
@@ -440,13 +547,20 @@ export class K8sMode {
       const key = `${m.namespace}/${m.name}`;
       keep.add(key);
       if (this.writers.has(key)) continue;
+      const liqo = this.s.liqo;
+      // Liqo's shape (the pod's arguments name it): gw-NAME, owner GatewayServer/Client with
+      // --gateway-uid, gatewayRef the WgGateway* object. Otherwise named like the gateway object.
+      const connName = liqo !== undefined ? connectionName(m.name) : m.name;
       const w = new ConnectionStatusWriter({
-        kubeConfig: this.kc, namespace: m.namespace, name: m.name, remoteClusterId: g.remote, type: g.type,
-        gatewayRef: { apiVersion: g.obj.apiVersion, kind: g.obj.kind, name: m.name, namespace: m.namespace, ...(m.uid !== undefined ? { uid: m.uid } : {}) },
+        kubeConfig: this.kc, namespace: m.namespace, name: connName, remoteClusterId: g.remote, type: g.type,
+        gatewayRef: liqo !== undefined ? connectionGatewayRef(liqo)
+          : { apiVersion: g.obj.apiVersion, kind: g.obj.kind, name: m.name, namespace: m.namespace, ...(m.uid !== undefined ? { uid: m.uid } : {}) },
         // Owned by the gateway object it reports on (as Liqo's): deleting that removes it.
-        ...(m.uid !== undefined ? { owner: { apiVersion: g.obj.apiVersion!, kind: g.obj.kind!, name: m.name, uid: m.uid } } : {}),
+        ...(liqo !== undefined ? { owner: connectionOwner(liqo) }
+          : m.uid !== undefined ? { owner: { apiVersion: g.obj.apiVersion!, kind: g.obj.kind!, name: m.name, uid: m.uid } } : {}),
         updateIntervalMs: this.s.statusIntervalMs,
       });
+      this.connToGateway.set(`${m.namespace}/${connName}`, key);
       try {
         await w.ensure();
         this.writers.set(key, w);
@@ -471,6 +585,9 @@ export class K8sMode {
       const st = this.runtime.status();
       for (const [key, w] of this.writers) {
         const ref = this.gatewayRefs().find((g) => `${g.obj.metadata?.namespace}/${g.obj.metadata?.name}` === key);
+        // Its gateway object is gone (unpeer): the garbage collector removes the Connection;
+        // writing would create it again (404 → create).
+        if (ref === undefined) { this.writers.delete(key); continue; }
         const p = ref === undefined ? undefined : peers.get(ref.remote);
         const conn = st.wireguard?.peers.find((x) => x.clusterId === ref?.remote)?.connection;
         const seen: ConnectionValue = conn !== undefined ? conn.value as ConnectionValue : p?.connected ? 'Connected' : 'Connecting';
@@ -507,7 +624,8 @@ export class K8sMode {
    * object went too (the garbage collector's doing). Checked after a short delay so that the
    * gateway object's own DELETED event has reached the cache first.
    */
-  private connectionDeleted(key: string): void {
+  private connectionDeleted(connKey: string): void {
+    const key = this.connToGateway.get(connKey) ?? connKey;
     if (!this.writers.has(key) || this.statusTimer === undefined) return;
     const t = setTimeout(() => {
       this.recreateTimers.delete(t);
@@ -540,9 +658,39 @@ export class K8sMode {
     await this.chain;
     await this.markDown();
     await this.elector?.stop({ release: true });
+    await this.sourceDetector?.stop();
     await this.watcher?.stop();
     await this.liqoRules?.stop();
     this.liqoRules = null;
     await this.runtime.stop();
+  }
+}
+
+/** DIR/privateKey as mounted from Liqo's keys Secret (raw 32 bytes) → base64; ConfigError otherwise. */
+async function readMountedKey(dir: string): Promise<string> {
+  const { readFile } = await import('node:fs/promises');
+  const file = `${dir.replace(/\/+$/, '')}/privateKey`;
+  let buf: Buffer;
+  try {
+    buf = await readFile(file);
+  } catch (e) {
+    throw new ConfigError(file, [{ path: '', message: `cannot read the WireGuard private key (--wireguard-key-dir: the mounted keys Secret): ${e instanceof Error ? e.message : String(e)}` }]);
+  }
+  if (buf.length !== 32) throw new ConfigError(file, [{ path: '', message: `expected the raw 32-byte WireGuard private key (Secret data.privateKey), got ${buf.length} bytes` }]);
+  return buf.toString('base64');
+}
+
+/**
+ * The source address the kernel picks towards `dst` (what `ip route get` shows): a connected
+ * UDP socket sends nothing, its local address is the route's source.
+ */
+export async function routeSourceFor(dst: string): Promise<string> {
+  const { createSocket } = await import('node:dgram');
+  const sock = createSocket(dst.includes(':') ? 'udp6' : 'udp4');
+  try {
+    await new Promise<void>((resolve, reject) => { sock.once('error', reject); sock.connect(9, dst, () => resolve()); });
+    return sock.address().address;
+  } finally {
+    sock.close();
   }
 }

@@ -57,6 +57,12 @@ export function listFunction<T extends KubernetesObject>(
   kc: KubeConfig, kind: ResourceKind, namespace?: string, labelSelector?: string,
 ): () => Promise<KubernetesListObject<T>> {
   const sel = labelSelector === undefined ? {} : { labelSelector };
+  if (kind.group === '' && kind.plural === 'pods') {
+    const core = kc.makeApiClient(CoreV1Api);
+    return async () => (namespace === undefined
+      ? core.listPodForAllNamespaces(sel)
+      : core.listNamespacedPod({ namespace, ...sel })) as unknown as Promise<KubernetesListObject<T>>;
+  }
   if (kind.group === '' && kind.plural === 'secrets') {
     const core = kc.makeApiClient(CoreV1Api);
     return async () => (namespace === undefined

@@ -112,17 +112,34 @@ export class ConnectionStatusWriter {
     await this.write('Error', 0, now);
   }
 
-  /** An existing Connection without our ownerReference gets it added (other owners kept). */
+  /**
+   * An existing Connection without our ownerReference gets it added (other owners kept), and a
+   * spec.gatewayRef that differs from ours (a uid left from an earlier peering) is replaced —
+   * Liqo's gateway enforces both on start the same way.
+   */
   private async adopt(conn: Connection): Promise<void> {
     const o = this.opts.owner;
-    if (o === undefined) return;
     const refs = conn.metadata?.ownerReferences ?? [];
-    if (refs.some((r) => r.uid === o.uid)) return;
-    const body = { metadata: { resourceVersion: conn.metadata?.resourceVersion, ownerReferences: [...refs, { apiVersion: o.apiVersion, kind: o.kind, name: o.name, uid: o.uid }] } };
+    const ownerMissing = o !== undefined && !refs.some((r) => r.uid === o.uid);
+    const want = this.opts.gatewayRef;
+    const have = conn.spec?.gatewayRef ?? {};
+    const keys = new Set([...Object.keys(want), ...Object.keys(have)] as (keyof ObjectReference)[]);
+    const refStale = [...keys].some((k) => want[k] !== have[k]);
+    // Merge patch: a field we do not set (e.g. an old uid) is removed with null.
+    const refPatch: Record<string, unknown> = {};
+    for (const k of keys) refPatch[k] = want[k] ?? null;
+    if (!ownerMissing && !refStale) return;
+    const body = {
+      metadata: {
+        resourceVersion: conn.metadata?.resourceVersion,
+        ...(ownerMissing ? { ownerReferences: [...refs, { apiVersion: o.apiVersion, kind: o.kind, name: o.name, uid: o.uid }] } : {}),
+      },
+      ...(refStale ? { spec: { gatewayRef: refPatch } } : {}),
+    };
     try {
       await this.api.patchNamespacedCustomObject({ ...this.coords, name: this.opts.name, body }, patchOptions('merge'));
     } catch (e) {
-      throw wrapApiError(`patch Connection ${this.opts.namespace}/${this.opts.name} ownerReferences`, e);
+      throw wrapApiError(`patch Connection ${this.opts.namespace}/${this.opts.name} ownerReferences/spec.gatewayRef`, e);
     }
   }
 

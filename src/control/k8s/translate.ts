@@ -46,6 +46,11 @@ export interface TranslateOptions {
   podCIDRs?: readonly string[];
   serviceCIDRs?: readonly string[];
   geneveMode?: 'l3' | 'l2';
+  /**
+   * Gateway role: the WireGuard private key (base64 of the raw 32 bytes) as mounted into the pod
+   * from the keys Secret (Liqo's templates mount it); the Secrets are then not read.
+   */
+  privateKey?: string;
   /** Extra model fields merged in (metrics, logging, wireguard.cryptoBackend/interfaceName, node.tunName …). */
   overrides?: {
     metrics?: { listen?: string };
@@ -187,10 +192,11 @@ function translateGateway(res: LiqoResources, opts: TranslateOptions): Translate
   for (const g of seen.values()) {
     const ns = g.obj.metadata?.namespace;
     const secretName = g.obj.spec?.secretRef?.name || g.obj.status?.secretRef?.name;
-    const secret = secretName ? byName(res.secrets, secretName, g.obj.status?.secretRef?.namespace ?? ns) : undefined;
-    const key = rawKey(secret?.data?.['privateKey']);
-    if (secret === undefined) { warnings.push(`${ref(g.obj)}: keys Secret ${secretName ?? '(no secretRef yet)'} not found; peer skipped`); continue; }
-    if (key === undefined) { issues.add(secret, 'data.privateKey', 'expected the raw 32-byte WireGuard private key (base64-encoded by Kubernetes)'); continue; }
+    const fromPod = opts.privateKey;
+    const secret = fromPod === undefined && secretName ? byName(res.secrets, secretName, g.obj.status?.secretRef?.namespace ?? ns) : undefined;
+    const key = fromPod ?? rawKey(secret?.data?.['privateKey']);
+    if (fromPod === undefined && secret === undefined) { warnings.push(`${ref(g.obj)}: keys Secret ${secretName ?? '(no secretRef yet)'} not found; peer skipped`); continue; }
+    if (key === undefined) { issues.add(secret ?? g.obj, 'data.privateKey', 'expected the raw 32-byte WireGuard private key (base64-encoded by Kubernetes)'); continue; }
     if (privateKey !== undefined && key !== privateKey) {
       issues.add(g.obj, 'spec.secretRef', `uses a different private key than ${ref(keyFrom!)}; one Weft gateway has one WireGuard identity — run one Weft gateway per remote cluster (TranslateOptions.remoteClusterIds)`);
       continue;
@@ -219,10 +225,15 @@ function translateGateway(res: LiqoResources, opts: TranslateOptions): Translate
       const host = ep?.addresses?.[0];
       const port = ep?.port ?? ep?.ports?.[0];
       if (host === undefined || port === undefined) { warnings.push(`${ref(g.obj)}: spec.endpoint has no address/port yet; peer skipped`); continue; }
+      // Liqo spreads a multi-port endpoint over several paths; one path to the first port works too.
+      if ((ep?.ports?.length ?? 0) > 1) warnings.push(`${ref(g.obj)}: spec.endpoint.ports ${ep!.ports!.join(',')}: Weft connects to the first (${port}) only`);
       peer['endpoint'] = host.includes(':') ? `[${host}]:${port}` : `${host}:${port}`;
     } else {
       const ep = (g.obj as GatewayServer).spec?.endpoint;
       const port = ep?.port ?? ep?.ports?.[0];
+      const distinct = new Set(ep?.ports ?? []);
+      // Clients may send to any listed port; listening on one would silently drop the others.
+      if (distinct.size > 1) { issues.add(g.obj, 'spec.endpoint.ports', `${[...distinct].join(',')}: Weft listens on one UDP port; list one port (or use spec.endpoint.port)`); continue; }
       if (port !== undefined) {
         if (listenPort !== undefined && listenPort !== port) issues.add(g.obj, 'spec.endpoint.port', `${port} differs from another GatewayServer's ${listenPort}; one Weft gateway listens on one port`);
         listenPort = port;
@@ -230,7 +241,7 @@ function translateGateway(res: LiqoResources, opts: TranslateOptions): Translate
     }
     if (g.obj.spec?.mtu !== undefined) mtu = mtu === undefined ? g.obj.spec.mtu : Math.min(mtu, g.obj.spec.mtu);
     privateKey = key;
-    keyFrom = secret;
+    keyFrom = secret ?? g.obj;
     peers.push(peer);
     // The InternalFabric of this gateway: Liqo names it after the gateway and labels it with the remote cluster.
     const fabric = sortByName(res.internalFabrics).find((f) => f.metadata?.name === g.obj.metadata?.name && f.metadata?.namespace === ns)

@@ -101,6 +101,8 @@ export class LiqoWatcher {
   async start(): Promise<TranslateResult> {
     const o = this.opts;
     for (const [name, kind] of WATCHED) {
+      // A key given by the pod (mounted Secret) makes the Secrets unnecessary: not read, no RBAC.
+      if (kind === KINDS.secrets && o.privateKey !== undefined) continue;
       const ns = kind === KINDS.networks || kind === KINDS.ips ? o.ipamNamespace : o.namespace;
       const sel = kind === KINDS.secrets ? o.secretLabelSelector : undefined;
       const list = listFunction(o.kubeConfig, kind, kind.namespaced ? ns : undefined, sel);

@@ -3,7 +3,8 @@
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
 import { httpStatusOf, patchOptions } from '../../../src/control/k8s/client.js';
-import { FakeApiServer, jsonPatch, mergePatch } from '../../k8s-fake/server.js';
+import { FakeApiServer } from '../../k8s-fake/server.js';
+import { jsonPatch, mergePatch } from '../../k8s-fake/patch.js';
 
 let server: FakeApiServer;
 beforeAll(async () => { server = await FakeApiServer.start(); });
@@ -152,3 +153,94 @@ async function fetchJson(path: string): Promise<Record<string, unknown>> {
     req.end();
   });
 }
+
+describe('fake API server RBAC (ServiceAccount credentials)', () => {
+  const RBAC = 'rbac.authorization.k8s.io/v1';
+  const body = (e: unknown): string => { const b = (e as { body?: unknown }).body; return typeof b === 'string' ? (JSON.parse(b) as { message: string }).message : ''; };
+
+  test('only what a bound Role/ClusterRole allows; 403 with the real message otherwise', async () => {
+    server.put(RBAC, 'clusterroles', { apiVersion: RBAC, kind: 'ClusterRole', metadata: { name: 'reader' }, rules: [
+      { apiGroups: ['networking.liqo.io'], resources: ['connections'], verbs: ['get', 'list'] },
+      { apiGroups: ['networking.liqo.io'], resources: ['connections/status'], verbs: ['patch'] },
+      { apiGroups: [''], resources: ['configmaps'], resourceNames: ['only-this'], verbs: ['get'] },
+    ] });
+    server.put(RBAC, 'roles', { apiVersion: RBAC, kind: 'Role', metadata: { name: 'sec', namespace: 'ns-a' }, rules: [{ apiGroups: [''], resources: ['secrets'], verbs: ['list'] }] });
+    server.put(RBAC, 'clusterrolebindings', { apiVersion: RBAC, kind: 'ClusterRoleBinding', metadata: { name: 'reader-sa' }, roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'reader' }, subjects: [{ kind: 'ServiceAccount', name: 'sa', namespace: 'ns-a' }] });
+    server.put(RBAC, 'rolebindings', { apiVersion: RBAC, kind: 'RoleBinding', metadata: { name: 'sec-sa', namespace: 'ns-a' }, roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: 'sec' }, subjects: [{ kind: 'ServiceAccount', name: 'sa', namespace: 'ns-a' }] });
+    server.put('v1', 'configmaps', { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'only-this', namespace: 'ns-b' }, data: { a: '1' } });
+    server.put('v1', 'configmaps', { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'other', namespace: 'ns-b' }, data: { a: '2' } });
+    const kc = server.serviceAccountKubeConfig('ns-a', 'sa');
+    const custom = kc.makeApiClient(CustomObjectsApi);
+    const core = kc.makeApiClient(CoreV1Api);
+    const coords = { group: 'networking.liqo.io', version: 'v1beta1', plural: 'connections' };
+    await expect(custom.listClusterCustomObject(coords)).resolves.toBeDefined();
+    expect((await core.readNamespacedConfigMap({ name: 'only-this', namespace: 'ns-b' })).data).toEqual({ a: '1' });
+    await expect(core.listNamespacedSecret({ namespace: 'ns-a' })).resolves.toBeDefined();
+    const denied = async (p: Promise<unknown>): Promise<[number | undefined, string]> => {
+      try { await p; return [200, '']; } catch (e) { return [httpStatusOf(e), body(e)]; }
+    };
+    expect(await denied(core.readNamespacedConfigMap({ name: 'other', namespace: 'ns-b' })))
+      .toEqual([403, 'configmaps "other" is forbidden: User "system:serviceaccount:ns-a:sa" cannot get resource "configmaps" in API group "" in the namespace "ns-b"']);
+    // A Role binds only in its namespace.
+    expect((await denied(core.listNamespacedSecret({ namespace: 'ns-b' })))[0]).toBe(403);
+    expect(await denied(custom.createNamespacedCustomObject({ ...coords, namespace: 'ns-a', body: { apiVersion: 'networking.liqo.io/v1beta1', kind: 'Connection', metadata: { name: 'x' } } })))
+      .toEqual([403, 'connections.networking.liqo.io is forbidden: User "system:serviceaccount:ns-a:sa" cannot create resource "connections" in API group "networking.liqo.io" in the namespace "ns-a"']);
+    expect(await denied(custom.patchNamespacedCustomObject({ ...coords, namespace: 'ns-a', name: 'x', body: {} }, patchOptions('merge'))))
+      .toEqual([403, 'connections.networking.liqo.io "x" is forbidden: User "system:serviceaccount:ns-a:sa" cannot patch resource "connections" in API group "networking.liqo.io" in the namespace "ns-a"']);
+    // Another ServiceAccount has no binding at all.
+    expect((await denied(server.serviceAccountKubeConfig('ns-a', 'other').makeApiClient(CustomObjectsApi).listClusterCustomObject(coords)))[0]).toBe(403);
+  });
+});
+
+describe('fake API server: structural schema, CEL rules and field validation as the real server', () => {
+  const NETV = 'networking.liqo.io/v1beta1';
+  const GS = { group: 'networking.liqo.io', version: 'v1beta1', namespace: 'ns-s', plural: 'gatewayservers' };
+  const gs = (name: string, endpoint: Record<string, unknown>, extra: Record<string, unknown> = {}) =>
+    ({ apiVersion: NETV, kind: 'GatewayServer', metadata: { name }, spec: { endpoint, mtu: 1340, ...extra } });
+  const fail = async (p: Promise<unknown>): Promise<[number | undefined, string]> => {
+    try { await p; return [200, '']; } catch (e) {
+      const b = (e as { body?: unknown }).body;
+      return [httpStatusOf(e), typeof b === 'string' ? (JSON.parse(b) as { message: string }).message : ''];
+    }
+  };
+
+  test('CEL: port vs ports, at least one, no duplicates — 422 with the server\'s text', async () => {
+    const api = server.kubeConfig().makeApiClient(CustomObjectsApi);
+    expect(await fail(api.createNamespacedCustomObject({ ...GS, body: gs('both', { port: 51840, ports: [51840] }) })))
+      .toEqual([422, 'GatewayServer.networking.liqo.io "both" is invalid: spec.endpoint: Invalid value: "object": port and ports are mutually exclusive']);
+    expect(await fail(api.createNamespacedCustomObject({ ...GS, body: gs('dup', { ports: [51840, 51840] }) })))
+      .toEqual([422, 'GatewayServer.networking.liqo.io "dup" is invalid: spec.endpoint: Invalid value: "object": ports must not contain duplicates']);
+    const [code, msg] = await fail(api.createNamespacedCustomObject({ ...GS, body: gs('none', {}) }));
+    expect([code, msg]).toEqual([422, 'GatewayServer.networking.liqo.io "none" is invalid: spec.endpoint: Invalid value: "object": at least one of port or ports must be set']);
+    await expect(api.createNamespacedCustomObject({ ...GS, body: gs('two', { ports: [51840, 51841] }) })).resolves.toBeDefined();
+  });
+
+  test('defaults filled in; generation moves only with spec; unknown fields dropped with a Warning, refused under Strict', async () => {
+    const api = server.kubeConfig().makeApiClient(CustomObjectsApi);
+    const created = await api.createNamespacedCustomObject({ ...GS, body: gs('d', { port: 51840 }) }) as { spec: { endpoint: Record<string, unknown> }; metadata: { generation: number; resourceVersion: string } };
+    expect(created.spec.endpoint['serviceType']).toBe('ClusterIP'); // the CRD's default
+    expect(created.metadata.generation).toBe(1);
+    await api.patchNamespacedCustomObject({ ...GS, name: 'd', body: { metadata: { labels: { a: 'b' } } } }, patchOptions('merge'));
+    expect(server.getObject(NETV, 'gatewayservers', 'ns-s', 'd')!.metadata.generation).toBe(1);
+    await api.patchNamespacedCustomObject({ ...GS, name: 'd', body: { spec: { mtu: 1300 } } }, patchOptions('merge'));
+    expect(server.getObject(NETV, 'gatewayservers', 'ns-s', 'd')!.metadata.generation).toBe(2);
+
+    // Unknown field, default field validation (Warn): dropped, and a Warning header says so.
+    const https = await import('node:https');
+    const post = (path: string, body: unknown) => new Promise<{ code: number; warning: string | undefined; body: { message?: string; spec?: Record<string, unknown> } }>((resolve, reject) => {
+      const req = https.request(`${server.url}${path}`, { method: 'POST', ca: server.caPem, headers: { authorization: `Bearer ${server.token}`, 'content-type': 'application/json' } }, (r) => {
+        let text = '';
+        r.on('data', (c: Buffer) => { text += c.toString(); });
+        r.on('end', () => resolve({ code: r.statusCode!, warning: r.headers['warning'] as string | undefined, body: JSON.parse(text) as { message?: string } }));
+      });
+      req.on('error', reject);
+      req.end(JSON.stringify(body));
+    });
+    const warned = await post('/apis/networking.liqo.io/v1beta1/namespaces/ns-s/gatewayservers', gs('w2', { port: 51840 }, { mtuu: 1 }));
+    expect(warned.code).toBe(201);
+    expect(warned.warning).toBe('299 - "unknown field \\"spec.mtuu\\""');
+    expect(warned.body.spec).not.toHaveProperty('mtuu');
+    const strict = await post('/apis/networking.liqo.io/v1beta1/namespaces/ns-s/gatewayservers?fieldValidation=Strict', gs('w3', { port: 51840 }, { mtuu: 1 }));
+    expect([strict.code, strict.body.message]).toEqual([400, 'GatewayServer in version "v1beta1" cannot be handled as a GatewayServer: strict decoding error: unknown field "spec.mtuu"']);
+  });
+});

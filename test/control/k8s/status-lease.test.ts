@@ -62,6 +62,16 @@ describe('ConnectionStatusWriter', () => {
     // It knows the stored value: reporting the same value soon after the stored timestamp is skipped.
     expect(await w.report('Error', 0, new Date('2025-06-01T10:00:14Z'))).toBe(false);
   });
+
+  test('a stale spec.gatewayRef (uid of an earlier peering) is replaced, as Liqo\'s gateway does', async () => {
+    const NET = 'networking.liqo.io/v1beta1';
+    const cur = server.getObject(NET, 'connections', 'liqo-tenant-b', 'gw-b')!;
+    server.put(NET, 'connections', { ...cur, spec: { type: 'Server', gatewayRef: { apiVersion: NET, kind: 'GatewayServer', name: 'gw-b', namespace: 'liqo-tenant-b', uid: 'old-peering' } } });
+    await mk().ensure();
+    const after = server.getObject(NET, 'connections', 'liqo-tenant-b', 'gw-b')!;
+    expect(after.metadata.uid).toBe(cur.metadata.uid);
+    expect(after['spec']).toEqual({ type: 'Server', gatewayRef: { apiVersion: NET, kind: 'GatewayServer', name: 'gw-b', namespace: 'liqo-tenant-b' } });
+  });
 });
 
 describe('ConnectionStatusWriter against real-server behaviour', () => {

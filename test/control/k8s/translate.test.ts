@@ -84,6 +84,28 @@ describe('translate: gateway', () => {
     expect(config.wireguard.listenPort).toBe(51840);
   });
 
+  test('every endpoint port is read: a client uses the first and says so, a server refuses several', () => {
+    const r = liqoResources();
+    const srv = r.gatewayServers.pop()!;
+    r.gatewayClients.push({
+      apiVersion: srv.apiVersion, kind: 'GatewayClient', metadata: srv.metadata!,
+      spec: { endpoint: { addresses: ['172.18.0.9'], ports: [32000, 32001], protocol: 'UDP' }, mtu: 1340, secretRef: { name: 'gw-keys' } },
+    });
+    const { config, warnings } = translate(r, { role: 'gateway', clusterId: 'cluster-a' });
+    if (config.role !== 'gateway') throw new Error('role');
+    expect(config.peers[0]!.endpoint).toBe('172.18.0.9:32000');
+    expect(warnings).toContain(`GatewayClient ${NS}/cluster-b: spec.endpoint.ports 32000,32001: Weft connects to the first (32000) only`);
+
+    const r2 = liqoResources();
+    r2.gatewayServers[0]!.spec!.endpoint = { ports: [51840, 51841], serviceType: 'NodePort' };
+    expect(() => translate(r2, { role: 'gateway', clusterId: 'cluster-a' })).toThrow(/spec\.endpoint\.ports: 51840,51841: Weft listens on one UDP port/);
+    const r3 = liqoResources();
+    r3.gatewayServers[0]!.spec!.endpoint = { ports: [51850], serviceType: 'NodePort' };
+    const c3 = translate(r3, { role: 'gateway', clusterId: 'cluster-a' }).config;
+    if (c3.role !== 'gateway') throw new Error('role');
+    expect(c3.wireguard.listenPort).toBe(51850);
+  });
+
   test('incomplete resources are skipped with a warning, not an error', () => {
     const r = liqoResources();
     delete r.configurations[0]!.status;

@@ -1,0 +1,169 @@
+// `weft k8s` started with the arguments Liqo's gateway template renders (deploy/liqo/): the
+// local cluster ID comes from Liqo's cluster-id ConfigMap, the key from the mounted Secret
+// directory (no Secret is read through the API), the Connection is Liqo's "gw-NAME" owned by
+// the GatewayServer and pointing at the WgGatewayServer, the Lease is Liqo's
+// NAME.NAMESPACE.server.connections.liqo.io, and the replica holding it labels its own pod
+// networking.liqo.io/active=true (the standby carries no label). Deleting the GatewayServer
+// (unpeer) removes the Connection through the garbage collector. Gateways run in lqx-* namespaces.
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { KubernetesObject } from '@kubernetes/client-node';
+import { parse } from 'yaml';
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { K8sMode, LEASE_DEFAULTS, parseK8sArgs, routeSourceFor, type K8sSettings } from '../../src/cli/commands/k8s.js';
+import { parseArgs } from '../../src/cli/commands/common.js';
+import { Runtime } from '../../src/cli/commands/runtime.js';
+import { ACTIVE_GATEWAY_LABEL, leaseName } from '../../src/control/k8s/liqo-gateway.js';
+import { KINDS, type LiqoResourceName } from '../../src/control/k8s/resources.js';
+import { createLogger } from '../../src/control/log.js';
+import { FakeApiServer } from '../k8s-fake/server.js';
+import { NS, liqoResources } from '../control/k8s/liqo-fixtures.js';
+import { e2eUnavailableReason, Topology, waitFor } from '../util/netns.js';
+import { ROOT } from './helpers.js';
+
+const skip = e2eUnavailableReason();
+const topo = new Topology('lqx-k8s');
+const NET = 'networking.liqo.io/v1beta1';
+let server: FakeApiServer;
+let dir = '';
+let gsUid = '';
+const modes: K8sMode[] = [];
+
+function load(s: FakeApiServer): void {
+  const r = liqoResources();
+  const plural: Record<LiqoResourceName, string> = {
+    configurations: KINDS.configurations.plural, gatewayServers: KINDS.gatewayServers.plural, gatewayClients: KINDS.gatewayClients.plural,
+    secrets: KINDS.secrets.plural, publicKeys: KINDS.publicKeys.plural, internalNodes: KINDS.internalNodes.plural,
+    internalFabrics: KINDS.internalFabrics.plural, geneveTunnels: KINDS.geneveTunnels.plural, routeConfigurations: KINDS.routeConfigurations.plural,
+    networks: KINDS.networks.plural, ips: KINDS.ips.plural,
+  };
+  for (const [name, list] of Object.entries(r) as [LiqoResourceName, KubernetesObject[]][]) {
+    for (const o of list) s.put(o.apiVersion!, plural[name], o as Record<string, unknown>);
+  }
+  const gs = s.getObject(NET, 'gatewayservers', NS, 'cluster-b')!;
+  gsUid = gs.metadata.uid!;
+  // What Liqo's controller-manager creates from the GatewayServer: the WgGatewayServer it controls.
+  s.put(NET, 'wggatewayservers', {
+    apiVersion: NET, kind: 'WgGatewayServer',
+    metadata: { name: 'cluster-b', namespace: NS, labels: { 'liqo.io/remote-cluster-id': 'cluster-b' },
+      ownerReferences: [{ apiVersion: NET, kind: 'GatewayServer', name: 'cluster-b', uid: gsUid, controller: true }] },
+    spec: { secretRef: { name: 'gw-keys' }, deployment: {}, service: {} },
+  });
+  s.put('v1', 'configmaps', { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'liqo-clusterid-configmap', namespace: 'liqo', labels: { 'app.kubernetes.io/name': 'clusterid-configmap' } }, data: { CLUSTER_ID: 'cluster-a' } });
+  // RBAC as in a Liqo cluster: deploy/liqo's ClusterRole, bound by Liqo's controller-manager to
+  // the gateway's ServiceAccount (named like the gateway); the pods authenticate as it.
+  s.put('rbac.authorization.k8s.io/v1', 'clusterroles', parse(readFileSync(join(ROOT, 'deploy/liqo/gateway-clusterrole.yaml'), 'utf8')) as Record<string, unknown>);
+  s.put('rbac.authorization.k8s.io/v1', 'clusterrolebindings', {
+    apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'ClusterRoleBinding', metadata: { name: `${NS}-cluster-b` },
+    roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'weft-gateway' },
+    subjects: [{ kind: 'ServiceAccount', name: 'cluster-b', namespace: NS }],
+  });
+  for (const p of ['cluster-b-pod-b', 'cluster-b-pod-c']) {
+    s.put('v1', 'pods', { apiVersion: 'v1', kind: 'Pod', metadata: { name: p, namespace: NS, labels: { 'networking.liqo.io/component': 'gateway', 'app.kubernetes.io/name': 'cluster-b' } }, spec: { containers: [{ name: 'gateway', image: 'weft' }] } });
+  }
+}
+
+/** The arguments of deploy/liqo/wireguard-server-template.yaml as Liqo renders them, parsed by the CLI. */
+function settings(id: string): K8sSettings {
+  const pod = `cluster-b-pod-${id}`;
+  const argv = ['--role=gateway', '--name=cluster-b', `--namespace=${NS}`, '--remote-cluster-id=cluster-b', '--node-name=worker-1',
+    `--pod-name=${pod}`, `--gateway-uid=${gsUid}`, '--mode=server', '--leader-election=true', `--wireguard-key-dir=${join(dir, 'keys')}`];
+  const spec = [
+    'role', 'name', 'namespace', 'remote-cluster-id', 'node-name', 'pod-name', 'gateway-uid', 'mode', 'leader-election', 'wireguard-key-dir',
+  ].map((name) => ({ name, value: true, ...(name === 'remote-cluster-id' ? { repeatable: true } : {}) }));
+  const s = parseK8sArgs(parseArgs(argv, spec), {});
+  return { ...s, conncheck: false, runDir: join(dir, 'run'), logLevel: 'silent', name: `lqx-${id}`, kubeconfig: undefined,
+    leaseDurationMs: LEASE_DEFAULTS.durationMs, leaseRenewDeadlineMs: LEASE_DEFAULTS.renewDeadlineMs, leaseRetryPeriodMs: LEASE_DEFAULTS.retryPeriodMs };
+}
+
+async function startMode(id: string): Promise<K8sMode> {
+  const ns = topo.addNamespace(id);
+  topo.exec(ns, ['ip', 'link', 'set', 'lo', 'up']);
+  const logger = createLogger({ level: 'silent', env: {} });
+  const runtime = await Runtime.create({ name: `lqx-${id}`, runDir: join(dir, 'run'), source: 'kubernetes', logger, launch: { netns: ns } });
+  const mode = new K8sMode(settings(id), server.serviceAccountKubeConfig(NS, 'cluster-b'), runtime, logger);
+  modes.push(mode);
+  await mode.start();
+  return mode;
+}
+
+/** Requests the RBAC refused (403). */
+const forbidden = (): string[] => server.requests.filter((r) => r.status === 403).map((r) => `${r.method} ${r.path}`);
+
+const label = (pod: string): string | undefined => server.getObject('v1', 'pods', NS, pod)?.metadata.labels?.[ACTIVE_GATEWAY_LABEL];
+
+beforeAll(async () => {
+  if (skip) return;
+  dir = mkdtempSync(join(tmpdir(), 'lqx-k8s-'));
+  server = await FakeApiServer.start();
+  load(server);
+  mkdirSync(join(dir, 'keys'));
+  // The mounted keys Secret: one file per data key, raw bytes.
+  const secret = liqoResources().secrets[0]!;
+  writeFileSync(join(dir, 'keys', 'privateKey'), Buffer.from(secret.data!['privateKey']!, 'base64'));
+}, 60_000);
+
+afterAll(async () => {
+  for (const m of modes) await m.stop().catch(() => {});
+  await server?.stop();
+  await topo.cleanup();
+  if (dir) rmSync(dir, { recursive: true, force: true });
+}, 60_000);
+
+describe.skipIf(skip !== null)('weft k8s as the pod of Liqo\'s gateway template', () => {
+  test('the template arguments parse into Liqo\'s identity, Lease name and pod', () => {
+    const s = settings('b');
+    expect(s.liqo).toEqual({ name: 'cluster-b', namespace: NS, mode: 'server', gatewayUid: gsUid });
+    expect(s.leaseName).toBe(`cluster-b.${NS}.server.connections.liqo.io`);
+    expect(s.leaseName).toBe(leaseName({ name: 'cluster-b', namespace: NS, mode: 'server' }));
+    expect(s.identity).toBe('cluster-b-pod-b');
+    expect(s.clusterId).toBeUndefined();
+    expect(s.name).toBe('lqx-b');
+  });
+
+  test('leader: cluster ID from the ConfigMap, key from the mounted file, Liqo\'s Connection, active label; standby unlabelled; takeover relabels', async () => {
+    const b = await startMode('b');
+    await waitFor('b leads', () => b.runtime.active, 15_000);
+    expect(b.runtime.status().cluster.id).toBe('cluster-a');
+    expect(server.requests.some((r) => r.path.includes('/secrets'))).toBe(false);
+    expect(forbidden()).toEqual([]);
+    await waitFor('active label on b', () => label('cluster-b-pod-b') === 'true', 10_000);
+
+    await waitFor('Connection gw-cluster-b', () => server.getObject(NET, 'connections', NS, 'gw-cluster-b')?.['status'] !== undefined, 10_000);
+    const conn = server.getObject(NET, 'connections', NS, 'gw-cluster-b')!;
+    expect(server.getObject(NET, 'connections', NS, 'cluster-b')).toBeUndefined();
+    expect(conn.metadata.labels).toEqual({ 'liqo.io/remote-cluster-id': 'cluster-b' });
+    expect(conn.metadata['ownerReferences']).toEqual([{ apiVersion: NET, kind: 'GatewayServer', name: 'cluster-b', uid: gsUid }]);
+    expect(conn['spec']).toEqual({ type: 'Server', gatewayRef: { apiVersion: NET, kind: 'WgGatewayServer', name: 'cluster-b', namespace: NS, uid: gsUid } });
+    expect((conn['status'] as { value: string }).value).toBe('Connecting');
+
+    const c = await startMode('c');
+    await new Promise((r) => setTimeout(r, 2000));
+    expect(c.runtime.active).toBe(false);
+    expect(label('cluster-b-pod-c')).toBeUndefined();
+    await b.stop(); // releases the Lease and drops its label
+    await waitFor('c takes over', () => c.runtime.active, 15_000);
+    await waitFor('active label moves to c', () => label('cluster-b-pod-c') === 'true' && label('cluster-b-pod-b') === undefined, 10_000);
+    const lease = server.getObject('coordination.k8s.io/v1', 'leases', NS, `cluster-b.${NS}.server.connections.liqo.io`)!;
+    expect((lease['spec'] as { holderIdentity: string }).holderIdentity).toBe('cluster-b-pod-c');
+  });
+
+  test('unpeer: deleting the GatewayServer removes the WgGatewayServer and the Connection', async () => {
+    expect(server.getObject(NET, 'connections', NS, 'gw-cluster-b')).toBeDefined();
+    server.remove(NET, 'gatewayservers', NS, 'cluster-b');
+    await waitFor('Connection collected', () => server.getObject(NET, 'connections', NS, 'gw-cluster-b') === undefined, 10_000);
+    expect(server.getObject(NET, 'wggatewayservers', NS, 'cluster-b')).toBeUndefined();
+    // The gateway does not create it again: its GatewayServer is gone.
+    await new Promise((r) => setTimeout(r, 1500));
+    expect(server.getObject(NET, 'connections', NS, 'gw-cluster-b')).toBeUndefined();
+    expect(forbidden()).toEqual([]);
+  });
+});
+
+describe('node role: the source address towards a gateway pod', () => {
+  test('is the kernel route\'s source (loopback for a loopback address)', async () => {
+    expect(await routeSourceFor('127.0.0.1')).toBe('127.0.0.1');
+    expect(await routeSourceFor('127.0.0.2')).toBe('127.0.0.1');
+  });
+});

@@ -1,0 +1,151 @@
+// deploy/liqo/ checked without a cluster:
+// - the gateway templates validate against Liqo's own CRDs (WgGatewayServerTemplate,
+//   WgGatewayClientTemplate), every other object round-trips through client-node's models;
+// - rendered as Liqo's controller-manager renders them for a GatewayServer/GatewayClient
+//   (test/k8s-fake/liqo-render.ts), the WgGatewayServer/Client validate against their CRDs, the
+//   Deployment and Service against client-node's models, and the container's arguments parse
+//   into the Liqo gateway identity `weft k8s` acts as;
+// - Liqo's labels, selectors and key mount are kept; the fabric DaemonSet and Liqo's fabric
+//   (with values.yaml) never share a node.
+import { readFileSync, readdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { parse, parseAllDocuments } from 'yaml';
+import { ObjectSerializer } from '@kubernetes/client-node/dist/serializer.js';
+import { describe, expect, test } from 'vitest';
+import { K8S_SPEC, parseK8sArgs } from '../../src/cli/commands/k8s.js';
+import { parseArgs } from '../../src/cli/commands/common.js';
+import { loadCrds, validate } from '../k8s-fake/schema.js';
+import { LIQO_CRD_DIR } from '../k8s-fake/server.js';
+import { renderGatewayTemplate, type GatewayObject } from '../k8s-fake/liqo-render.js';
+import { ROOT } from '../cli/helpers.js';
+
+const DIR = join(ROOT, 'deploy/liqo');
+type Obj = Record<string, unknown> & { apiVersion: string; kind: string; metadata: { name: string; namespace?: string } };
+const crds = loadCrds(LIQO_CRD_DIR);
+const crd = (kind: string) => crds.find((c) => c.kind === kind)!;
+
+function docs(): { file: string; obj: Obj }[] {
+  const out: { file: string; obj: Obj }[] = [];
+  for (const f of readdirSync(DIR).filter((n) => n.endsWith('.yaml') && n !== 'values.yaml').sort()) {
+    for (const d of parseAllDocuments(readFileSync(join(DIR, f), 'utf8'), { uniqueKeys: true })) {
+      expect(d.errors, f).toEqual([]);
+      out.push({ file: f, obj: d.toJS() as Obj });
+    }
+  }
+  return out;
+}
+const find = (kind: string, name?: string): Obj => docs().find((d) => d.obj.kind === kind && (name === undefined || d.obj.metadata.name === name))!.obj;
+
+function modelRoundTrip(obj: Obj): void {
+  const type = `${obj.apiVersion.split('/').pop()!.replace(/^./, (c) => c.toUpperCase())}${obj.kind}`;
+  const model = ObjectSerializer.deserialize(structuredClone(obj), type) as unknown;
+  expect(model, `${type} is a client-node model`).toBeTypeOf('object');
+  expect(ObjectSerializer.serialize(model, type), `${obj.kind} ${obj.metadata?.name}: no unknown or misspelt field`).toEqual(obj);
+}
+
+const NS = 'liqo-tenant-cluster-b';
+const NET = 'networking.liqo.io/v1beta1';
+/** A GatewayServer/GatewayClient as liqoctl peer creates them (fields from Liqo's CRDs). */
+const gatewayServer: GatewayObject = {
+  apiVersion: NET, kind: 'GatewayServer',
+  metadata: { name: 'cluster-b', namespace: NS, uid: '0b7c1f6e-4a64-4a8e-9f57-3f2c8d1e5a10', labels: { 'liqo.io/remote-cluster-id': 'cluster-b' } },
+  spec: { endpoint: { port: 51840, serviceType: 'NodePort' }, mtu: 1340, secretRef: { name: 'gw-cluster-b' }, serverTemplateRef: { apiVersion: NET, kind: 'WgGatewayServerTemplate', name: 'weft-wireguard-server', namespace: 'liqo' } },
+};
+const gatewayClient: GatewayObject = {
+  apiVersion: NET, kind: 'GatewayClient',
+  metadata: { name: 'cluster-a', namespace: 'liqo-tenant-cluster-a', uid: '5d0e2b77-1c3a-4f43-8d11-2b8a6c0e9f21', labels: { 'liqo.io/remote-cluster-id': 'cluster-a' } },
+  spec: { endpoint: { addresses: ['172.18.0.2'], port: 31840, protocol: 'UDP' }, mtu: 1340, secretRef: { name: 'gw-cluster-a' }, clientTemplateRef: { apiVersion: NET, kind: 'WgGatewayClientTemplate', name: 'weft-wireguard-client', namespace: 'liqo' } },
+};
+
+interface PodSpec { serviceAccountName: string; containers: { name: string; args: string[]; env: { name: string; valueFrom?: { fieldRef?: { fieldPath: string } } }[]; volumeMounts: { name: string; mountPath: string }[] }[]; volumes: { name: string; secret?: { secretName: string } }[] }
+
+/** $(VAR) expansion as the kubelet does, with the values the downward API would give. */
+function expand(args: string[], env: Record<string, string>): string[] {
+  return args.map((a) => a.replace(/\$\((\w+)\)/g, (m, v: string) => env[v] ?? m));
+}
+
+describe('deploy/liqo manifests', () => {
+  test('the gateway templates validate against Liqo\'s CRDs; every other object against client-node\'s models', () => {
+    const all = docs();
+    expect(all.map((d) => `${d.obj.kind}/${d.obj.metadata.name}`).sort()).toEqual([
+      'ClusterRole/weft-fabric', 'ClusterRole/weft-gateway', 'ClusterRoleBinding/weft-fabric', 'DaemonSet/weft-fabric',
+      'ServiceAccount/weft-fabric', 'WgGatewayClientTemplate/weft-wireguard-client', 'WgGatewayServerTemplate/weft-wireguard-server',
+    ]);
+    for (const { obj } of all) {
+      if (obj.apiVersion === NET) expect(validate(obj, crd(obj.kind).schema, 'strict'), `${obj.kind}`).toEqual([]);
+      else modelRoundTrip(obj);
+    }
+    // The schema check can fail: a misspelt template field is reported.
+    const bad = structuredClone(find('WgGatewayServerTemplate')) as Obj & { spec: Record<string, unknown> };
+    bad.spec['objectKnd'] = bad.spec['objectKind'];
+    expect(validate(bad, crd('WgGatewayServerTemplate').schema, 'strict').join('\n')).toMatch(/objectKnd/);
+  });
+
+  for (const [side, gw, tmplKind, objKind] of [
+    ['server', gatewayServer, 'WgGatewayServerTemplate', 'WgGatewayServer'],
+    ['client', gatewayClient, 'WgGatewayClientTemplate', 'WgGatewayClient'],
+  ] as const) {
+    test(`${side}: rendered by Liqo's rules, valid for the ${objKind} CRD and client-node; the pod is \`weft k8s\` as the ${side} gateway`, () => {
+      const tmpl = find(tmplKind) as unknown as Parameters<typeof renderGatewayTemplate>[0];
+      const wg = renderGatewayTemplate(tmpl, gw) as Obj & { spec: { deployment: Obj & { spec: { template: { metadata: { labels: Record<string, string> }; spec: PodSpec } } }; service?: Obj & { spec: { selector: Record<string, string>; ports: { port: number }[] } } } };
+      expect(validate(wg, crd(objKind).schema, 'strict')).toEqual([]);
+      expect(wg.metadata).toMatchObject({ name: gw.metadata.name, namespace: gw.metadata.namespace });
+      const dep = { apiVersion: 'apps/v1', kind: 'Deployment', ...(wg.spec.deployment as Record<string, unknown>) } as Obj;
+      modelRoundTrip(dep);
+      const pod = wg.spec.deployment.spec.template.spec;
+      expect(pod.serviceAccountName).toBe(gw.metadata.name); // the ServiceAccount Liqo binds the ClusterRole to
+      expect(pod.containers.map((c) => c.name)).toEqual(['gateway']);
+      const c = pod.containers[0]!;
+      const args = expand(c.args, { NODE_NAME: 'worker-1', POD_NAME: `${gw.metadata.name}-7d9f-x2` });
+      expect(args[0]).toBe('k8s');
+      const s = parseK8sArgs(parseArgs(args.slice(1), K8S_SPEC), {});
+      expect(s.role).toBe('gateway');
+      expect(s.liqo).toEqual({ name: gw.metadata.name, namespace: gw.metadata.namespace, mode: side, gatewayUid: gw.metadata.uid });
+      expect(s.remoteClusterIds).toEqual([gw.metadata.labels['liqo.io/remote-cluster-id']]);
+      expect(s.leaseName).toBe(`${gw.metadata.name}.${gw.metadata.namespace}.${side}.connections.liqo.io`);
+      expect(s.podName).toBe(`${gw.metadata.name}-7d9f-x2`);
+      expect(s.clusterId).toBeUndefined(); // read from Liqo's ConfigMap at start
+      // The key: the keys Secret mounted where --wireguard-key-dir points.
+      const vol = pod.volumes.find((v) => v.secret?.secretName === gw.spec.secretRef!.name)!;
+      expect(c.volumeMounts.find((m) => m.name === vol.name)!.mountPath).toBe(s.wireguardKeyDir);
+      expect(c.env.filter((e) => e.valueFrom?.fieldRef !== undefined).map((e) => [e.name, e.valueFrom!.fieldRef!.fieldPath]))
+        .toEqual([['NODE_NAME', 'spec.nodeName'], ['POD_NAME', 'metadata.name']]);
+      // Liqo's selector labels on the pods (InternalFabric and the fabric's source detector find it by them).
+      expect(wg.spec.deployment.spec.template.metadata.labels).toMatchObject({
+        'networking.liqo.io/component': 'gateway', 'networking.liqo.io/gateway-name': gw.metadata.name,
+        'networking.liqo.io/gateway-namespace': gw.metadata.namespace, 'app.kubernetes.io/name': gw.metadata.name,
+      });
+      if (side === 'server') {
+        const svc = { apiVersion: 'v1', kind: 'Service', ...(wg.spec.service as Record<string, unknown>) } as Obj;
+        modelRoundTrip(svc);
+        expect(wg.spec.service!.spec.selector).toEqual({ ...wg.spec.deployment.spec.template.metadata.labels, 'networking.liqo.io/active': 'true' });
+        expect(wg.spec.service!.spec.ports).toEqual([{ port: 51840, protocol: 'UDP', targetPort: 51840 }]);
+      } else {
+        expect(wg.spec.service).toBeUndefined();
+      }
+    });
+  }
+
+  test('the fabric DaemonSet runs the node agent only where Liqo\'s fabric (with values.yaml) does not', () => {
+    const ds = find('DaemonSet') as Obj & { spec: { template: { spec: PodSpec & { hostNetwork: boolean; nodeSelector: Record<string, string> } } } };
+    const pod = ds.spec.template.spec;
+    expect(pod.hostNetwork).toBe(true);
+    const c = pod.containers[0]!;
+    const s = parseK8sArgs(parseArgs(expand(c.args, { NODE_NAME: 'worker-3', POD_NAME: 'weft-fabric-abcde' }).slice(1), K8S_SPEC), { WEFT_CLUSTER_ID: 'cluster-a' });
+    expect([s.role, s.nodeName, s.clusterId]).toEqual(['node', 'worker-3', 'cluster-a']);
+    const cid = (c.env as { name: string; valueFrom?: { configMapKeyRef?: { name: string; key: string } } }[]).find((e) => e.name === 'WEFT_CLUSTER_ID')!;
+    expect(cid.valueFrom!.configMapKeyRef).toEqual({ name: 'liqo-clusterid-configmap', key: 'CLUSTER_ID' });
+    const values = parse(readFileSync(join(DIR, 'values.yaml'), 'utf8')) as {
+      controllerManager: { pod: { extraArgs: string[] } };
+      networking: { fabric: { affinity: { nodeAffinity: { requiredDuringSchedulingIgnoredDuringExecution: { nodeSelectorTerms: { matchExpressions: { key: string; operator: string; values: string[] }[] }[] } } } } };
+    };
+    const [term] = values.networking.fabric.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms;
+    const [[key, value]] = Object.entries(pod.nodeSelector) as [[string, string]];
+    expect(term!.matchExpressions).toEqual([{ key, operator: 'NotIn', values: [value] }]);
+    // The controller-manager binds Weft's ClusterRole to the gateways it creates.
+    expect(values.controllerManager.pod.extraArgs).toEqual([
+      `--wg-gateway-server-cluster-role-name=${find('ClusterRole', 'weft-gateway').metadata.name}`,
+      `--wg-gateway-client-cluster-role-name=${find('ClusterRole', 'weft-gateway').metadata.name}`,
+    ]);
+  });
+});
