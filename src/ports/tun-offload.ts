@@ -22,7 +22,7 @@ import type { TunDevice } from '../io/tun.js';
 import { Coalescer } from '../packet/gro.js';
 import { GSO_ERR_MALFORMED, GSO_ERR_NO_ROOM, gsoSegment } from '../packet/gso.js';
 import { PacketList } from '../packet/packet-list.js';
-import { VIRTIO_NET_HDR_GSO_NONE, vnetGsoType } from '../packet/virtio-net-hdr.js';
+import { VIRTIO_NET_HDR_GSO_NONE, vnetGsoSize, vnetGsoType } from '../packet/virtio-net-hdr.js';
 
 /** Receives the packets of one flush: buf[offs[i], +lens[i]) for i < count (valid during the call). */
 export type SegmentConsumer = (buf: Uint8Array, offs: Uint32Array, lens: Uint32Array, count: number) => void;
@@ -101,7 +101,8 @@ export class TunSegmenter {
         n = gsoSegment(buf, hdr, off, len, this.outOff(), this.stride, list);
       }
       if (n < 0) {
-        if (n === GSO_ERR_NO_ROOM) st.noRoom++;
+        // With an empty list, no room means one segment cannot fit a stride: a gso_size above the MTU.
+        if (n === GSO_ERR_NO_ROOM) { if (vnetGsoSize(buf, hdr) >= this.maxSegment) st.oversize++; else st.noRoom++; }
         else if (n === GSO_ERR_MALFORMED) st.malformed++;
         else st.unsupported++;
         continue;
