@@ -310,9 +310,19 @@ export class WireGuardPort {
     const s6 = this.send6;
     s4.count = 0;
     s6.count = 0;
+    // Segments of one super-packet (and most of a bulk batch) share a destination: the peer
+    // looked up for the previous one is reused while the destination address is unchanged
+    // (allowed IPs cannot change during this synchronous call).
+    let runPeer: Peer | null = null;
     for (let i = 0; i < count; i++) {
-      const r = peers === undefined ? dev.encrypt(buf, offs[i], lens[i], now, out)
-        : dev.encryptFor(peers[i], buf, offs[i], lens[i], now, out);
+      let r: number;
+      if (peers !== undefined) r = dev.encryptFor(peers[i], buf, offs[i], lens[i], now, out);
+      else if (runPeer !== null && this.sameDestination(buf, offs[i], lens[i])) r = dev.encryptFor(runPeer, buf, offs[i], lens[i], now, out);
+      else {
+        this.rememberDestination(buf, offs[i], lens[i]);
+        r = dev.encrypt(buf, offs[i], lens[i], now, out);
+        runPeer = out.peer;
+      }
       if (r !== ENCRYPT_SEND) continue;
       // Endpoints are replaced, never mutated (Device.roam/setEndpoint): identity caches the record.
       const ep = out.endpoint!;
@@ -328,6 +338,28 @@ export class WireGuardPort {
     this.flushSendList(s4, buf);
     this.flushSendList(s6, buf);
     this.afterActivity();
+  }
+
+  /** The destination address of the packet whose peer was looked up last (copied: it is encrypted in place). */
+  private readonly runDst = new Uint8Array(16);
+  private runVersion = 0;
+
+  private rememberDestination(buf: Uint8Array, off: number, len: number): void {
+    const v = len >= 40 ? buf[off] >>> 4 : len >= 20 && buf[off] >>> 4 === 4 ? 4 : 0;
+    this.runVersion = v;
+    if (v === 4) for (let k = 0; k < 4; k++) this.runDst[k] = buf[off + 16 + k];
+    else if (v === 6) for (let k = 0; k < 16; k++) this.runDst[k] = buf[off + 24 + k];
+  }
+
+  private sameDestination(buf: Uint8Array, off: number, len: number): boolean {
+    const v = this.runVersion;
+    const d = this.runDst;
+    if (v === 4) {
+      return len >= 20 && buf[off] >>> 4 === 4 && buf[off + 16] === d[0] && buf[off + 17] === d[1] && buf[off + 18] === d[2] && buf[off + 19] === d[3];
+    }
+    if (v !== 6 || len < 40 || buf[off] >>> 4 !== 6) return false;
+    for (let k = 0; k < 16; k++) if (buf[off + 24 + k] !== d[k]) return false;
+    return true;
   }
 
   private recordOf(ep: Endpoint): Uint8Array {
