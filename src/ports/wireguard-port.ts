@@ -10,8 +10,11 @@
  *   inner batch (packets at offs[i] with ≥16 bytes headroom, ≥32 tailroom) → Device.encrypt in
  *   place (or Device.encryptFor when the caller names each packet's peer) → destination
  *   records grouped by address family → one sendmmsg per family.
+ *   With udpOffload, equal-sized datagrams to one endpoint (a super-packet's segments) leave
+ *   as one UDP GSO message, and a GRO receive slot holds a run of datagrams, each handled
+ *   alone below.
  *   UDP batch → transport data: Device.receive decrypts in place → InnerSink.writeBatch once
- *   per batch, with the peer each packet came from; handshake messages: copied into the handshake ring (bounded; full → counted
+ *   per batch (with the batch's scratch area for coalescing), with the peer each packet came from; handshake messages: copied into the handshake ring (bounded; full → counted
  *   drop) and processed a few per event-loop turn, so a handshake flood cannot starve data.
  *
  * Ownership: batches belong to their readers and are valid only during the callback; nothing
