@@ -20,7 +20,8 @@ const USAGE = `Usage: weft-wg [-f/--foreground] INTERFACE-NAME
 A userspace WireGuard daemon (Weft), configured with wg(8) through /var/run/wireguard/INTERFACE-NAME.sock.
 Environment: LOG_LEVEL=silent|error|verbose|debug, WEFT_CRYPTO=auto|openssl|node|pure,
 WG_PROCESS_FOREGROUND=1 (same as -f), WG_TUN_MTU (default 1420), WEFT_NATIVE_AEAD=0 (transport
-AEAD through the selected backend instead of the native addon).
+AEAD through the selected backend instead of the native addon), WEFT_OFFLOAD=0 (no TUN TSO/USO
+and no UDP GSO/GRO; the offloads in effect are logged at LOG_LEVEL=info).
 `;
 
 type Level = 'error' | 'info' | 'debug';
@@ -56,7 +57,8 @@ export async function main(argv: string[]): Promise<number | undefined> {
   const mtu = process.env.WG_TUN_MTU ? Number(process.env.WG_TUN_MTU) : undefined;
   // WEFT_NATIVE_AEAD=0 keeps transport AEAD on the selected backend (for A/B measurements).
   const nativeAead = process.env.WEFT_NATIVE_AEAD === '0' ? false : undefined;
-  const daemon = await WgDaemon.start({ ifname, backend, mtu, log, nativeAead });
+  const offload = process.env.WEFT_OFFLOAD !== '0';
+  const daemon = await WgDaemon.start({ ifname, backend, mtu, log, nativeAead, offload });
   log('info', 'device started');
   notifyParentReady();
 

@@ -4,18 +4,27 @@
  *
  *   TUN batch → WireGuardPort.encryptBatch (in place) → sendmmsg
  *   recvmmsg → WireGuardPort (decrypt in place, inner-source check) → TUN writeBatch
+ * With offloads (default; `offload: false` or WEFT_OFFLOAD=0 turns them off), each one the
+ * kernel grants is used and each one it refuses falls back to the plain path above:
+ *   TUN read of TSO/USO super-packets → TunSegmenter (MTU-sized segments with WireGuard
+ *   headroom/tailroom) → encrypt each in place → sendmmsg with UDP GSO (a super-packet's
+ *   segments to one endpoint as one message)
+ *   recvmmsg with UDP GRO (runs of datagrams per slot) → decrypt each in place →
+ *   TunCoalescingWriter (TCP/UDP segments per flow → super-packets) → one writev batch
  *   /var/run/wireguard/IFNAME.sock ↔ UAPI codec ↔ Device (atomic set, snapshot get)
  */
 import type { CryptoBackend } from '../crypto/backend.js';
 import { PacketBatch } from '../io/batch.js';
 import { MAX_PACKET } from '../io/sizes.js';
-import { TunDevice, DEFAULT_TUN_MTU } from '../io/tun.js';
+import { TunDevice, DEFAULT_TUN_MTU, TUN_OFFLOAD_MAX_PACKET } from '../io/tun.js';
 import { UdpError } from '../io/udp.js';
 import { UapiServer } from '../io/uapi-server.js';
 import { Device, WireGuardConfigError } from '../wireguard/device.js';
 import { planSet, UapiError, type UapiDeviceSnapshot, type UapiOperation } from '../wireguard/uapi.js';
 import { withNativeAead } from '../ports/native-aead.js';
 import { WireGuardPort } from '../ports/wireguard-port.js';
+import { segmenterScratch, TunCoalescingWriter, TunSegmenter } from '../ports/tun-offload.js';
+import { TRANSPORT_HEADER_SIZE } from '../wireguard/messages.js';
 
 /**
  * TUN transmit queue (packets) the daemon asks for: the kernel's 500 overflows under a bulk TCP
@@ -42,13 +51,39 @@ export interface WgDaemonOptions {
    * 'openssl' backend (same OpenSSL, fewer calls per packet); off keeps `backend` as given.
    */
   readonly nativeAead?: boolean;
+  /**
+   * Use the kernel's offloads where it grants them: vnet-header TUN with TSO/USO, UDP GSO and
+   * GRO (default true). False: the plain path (one packet per read/write/datagram).
+   */
+  readonly offload?: boolean;
   /** TUN transmit queue length (default DEFAULT_TUN_TXQUEUELEN). */
   readonly txQueueLen?: number;
   readonly log?: (level: 'error' | 'info' | 'debug', msg: string) => void;
 }
 
+/** Segments of super-packets handled per encrypt-and-send round (the TUN batch's scratch). */
+const SEGMENTS_PER_FLUSH = 256;
+/** TUN reads per wake-up with offload on (each slot holds up to 64 KiB). */
+const OFFLOAD_TUN_BATCH = 16;
+/** Tailroom after a segment: WireGuard padding (≤ 15) + the 16-byte tag, rounded. */
+const WG_TAILROOM = 32;
+
+/** Which offloads are in effect (reported at start and by WgDaemon.offloads). */
+export interface WgOffloads {
+  /** TUN: virtio_net_hdr with checksum offload, TSO (TCP super-packets), USO (UDP). */
+  readonly tunCsum: boolean;
+  readonly tunTso: boolean;
+  readonly tunUso: boolean;
+  /** UDP: segmentation on send, coalescing on receive. */
+  readonly udpGso: boolean;
+  readonly udpGro: boolean;
+}
+
 export class WgDaemon {
   private uapi: UapiServer | null = null;
+  /** Set when TUN reads carry a virtio_net_hdr (drop counters of the segmenter). */
+  segmenter: TunSegmenter | null = null;
+  coalescer: TunCoalescingWriter | null = null;
   private stopped = false;
 
   private constructor(
@@ -70,20 +105,50 @@ export class WgDaemon {
       if (r.reason !== null) log('info', `transport AEAD stays on ${backend.name}: ${r.reason}`);
     }
     const device = new Device({ backend, mtu });
-    const tun = TunDevice.open({ name: opts.ifname, mtu, netns: opts.netns, up: false, txQueueLen: opts.txQueueLen ?? DEFAULT_TUN_TXQUEUELEN });
+    const wantOffload = opts.offload ?? true;
+    const tun = TunDevice.open({ name: opts.ifname, mtu, netns: opts.netns, up: false, txQueueLen: opts.txQueueLen ?? DEFAULT_TUN_TXQUEUELEN, offload: wantOffload });
     let port: WireGuardPort | null = null;
     try {
+      const tunOff = tun.offload;
+      // Coalescing writes need TSO on the TUN; the port's receive batches then carry its area.
+      let coalescer: TunCoalescingWriter | null = null;
+      if (tunOff !== null && tunOff.tso) coalescer = new TunCoalescingWriter(tun, 64 * 64);
+      const co = coalescer;
       port = new WireGuardPort({
         device, mtu: MAX_PACKET,
         // The TUN takes packets of every peer alike (the kernel routes them).
-        sink: { writeBatch: (buf, offs, lens, _peers, n) => tun.writeBatch(buf, offs, lens, n) },
+        sink: {
+          writeBatch: co === null
+            ? (buf, offs, lens, _peers, n) => tun.writeBatch(buf, offs, lens, n)
+            : (buf, offs, lens, _peers, n, areaOff, areaLen) => co.write(buf, offs, lens, n, areaOff, areaLen),
+        },
+        udpOffload: wantOffload,
+        rxCoalesceReservation: co === null ? 0 : co.reservation,
+        rxCoalesceFlows: co === null ? undefined : co.maxFlows,
         onError: (what, err) => log('info', `${what}: ${err instanceof Error ? err.message : String(err)}`),
       });
       await port.bind(0);
       const d = new WgDaemon(tun, port, device, log);
-      const batch = new PacketBatch({ capacity: 64, headroom: 16, maxLen: MAX_PACKET, tailroom: 32 });
+      d.coalescer = coalescer;
       const p = port;
-      tun.start(batch, (b) => p.encryptBatch(b.buf, b.offs, b.lens, b.count));
+      if (tunOff === null) {
+        const batch = new PacketBatch({ capacity: 64, headroom: TRANSPORT_HEADER_SIZE, maxLen: MAX_PACKET, tailroom: WG_TAILROOM });
+        tun.start(batch, (b) => p.encryptBatch(b.buf, b.offs, b.lens, b.count));
+      } else {
+        // Reads carry a virtio_net_hdr (in the headroom): segment, then encrypt each segment.
+        const batch = new PacketBatch({
+          capacity: OFFLOAD_TUN_BATCH, headroom: TRANSPORT_HEADER_SIZE,
+          maxLen: tunOff.tso || tunOff.uso ? TUN_OFFLOAD_MAX_PACKET : MAX_PACKET, tailroom: WG_TAILROOM,
+          scratch: segmenterScratch(mtu, TRANSPORT_HEADER_SIZE, WG_TAILROOM, SEGMENTS_PER_FLUSH),
+        });
+        const seg = new TunSegmenter(batch, tunOff.vnetHdrLen, mtu, TRANSPORT_HEADER_SIZE, WG_TAILROOM,
+          (buf, offs, lens, n) => p.encryptBatch(buf, offs, lens, n));
+        d.segmenter = seg;
+        tun.start(batch, (b) => seg.process(b));
+      }
+      const o = d.offloads;
+      log('info', `offloads: tun ${tunOff === null ? (wantOffload ? 'none (refused)' : 'off') : `csum ${o.tunCsum} tso ${o.tunTso} uso ${o.tunUso}`}, ` +
+        `udp gso ${o.udpGso} gro ${o.udpGro}${wantOffload ? '' : ' (disabled by configuration)'}`);
       d.uapi = await UapiServer.listen(tun.name, {
         get: () => d.snapshot(),
         set: (ops) => d.set(ops),
@@ -95,6 +160,16 @@ export class WgDaemon {
       await tun.close();
       throw e;
     }
+  }
+
+  /** The offloads in effect now (UDP GSO turns off for good if the kernel fails a GSO send). */
+  get offloads(): WgOffloads {
+    const t = this.tun.offload;
+    const u = this.port.udpOffload();
+    return {
+      tunCsum: t?.csum ?? false, tunTso: t?.tso ?? false, tunUso: t?.uso ?? false,
+      udpGso: u?.gso ?? false, udpGro: u?.gro ?? false,
+    };
   }
 
   /** The UAPI socket path. */

@@ -10,8 +10,11 @@
  *   inner batch (packets at offs[i] with ≥16 bytes headroom, ≥32 tailroom) → Device.encrypt in
  *   place (or Device.encryptFor when the caller names each packet's peer) → destination
  *   records grouped by address family → one sendmmsg per family.
+ *   With udpOffload, equal-sized datagrams to one endpoint (a super-packet's segments) leave
+ *   as one UDP GSO message, and a GRO receive slot holds a run of datagrams, each handled
+ *   alone below.
  *   UDP batch → transport data: Device.receive decrypts in place → InnerSink.writeBatch once
- *   per batch, with the peer each packet came from; handshake messages: copied into the handshake ring (bounded; full → counted
+ *   per batch (with the batch's scratch area for coalescing), with the peer each packet came from; handshake messages: copied into the handshake ring (bounded; full → counted
  *   drop) and processed a few per event-loop turn, so a handshake flood cannot starve data.
  *
  * Ownership: batches belong to their readers and are valid only during the callback; nothing
@@ -19,7 +22,7 @@
  */
 import { ADDR_FAMILY_OFFSET, ADDR_RECORD_LEN } from '../io/native.js';
 import { PacketBatch } from '../io/batch.js';
-import { encodeAddress, UdpSocket, type UdpMechanism } from '../io/udp.js';
+import { encodeAddress, UDP_GRO_MAX_LEN, UdpSocket, type UdpMechanism } from '../io/udp.js';
 import {
   Device, EncryptResult, ENCRYPT_SEND, ReceiveResult, RECEIVE_DELIVER,
 } from '../wireguard/device.js';
@@ -34,9 +37,10 @@ export interface InnerSink {
   /**
    * Takes packets i < count at buf[offs[i], offs[i]+lens[i]), packet i decrypted by the session
    * of peers[i]; returns how many it accepted. All arrays are the port's, reused per batch:
-   * valid only during the call (entries at i >= count are stale).
+   * valid only during the call (entries at i >= count are stale). buf[areaOff, +areaLen) is
+   * free scratch space in the same buffer (rxCoalesceReservation; length 0 without it).
    */
-  writeBatch(buf: Uint8Array, offs: Uint32Array, lens: Uint32Array, peers: readonly Peer[], count: number): number;
+  writeBatch(buf: Uint8Array, offs: Uint32Array, lens: Uint32Array, peers: readonly Peer[], count: number, areaOff: number, areaLen: number): number;
 }
 
 export interface WireGuardPortOptions {
@@ -61,6 +65,20 @@ export interface WireGuardPortOptions {
   readonly rxHeadroom?: number;
   /** Bytes reserved after every datagram slot, for a sink that grows packets. Default 0. */
   readonly rxTailroom?: number;
+  /**
+   * Try UDP GSO (send: the equal-sized datagrams to one endpoint, e.g. the segments of one
+   * super-packet, go as one message) and UDP GRO (receive: a run of datagrams per slot).
+   * Per feature, whatever the kernel refuses stays off (udpOffload() says what is on). Default false.
+   */
+  readonly udpOffload?: boolean;
+  /**
+   * Bytes one super-packet takes in the sink's coalescing area (Coalescer.reservation): the
+   * receive batches get a scratch area after their slots sized for a batch's worth of
+   * super-packets, passed to the sink. 0 (default): no area.
+   */
+  readonly rxCoalesceReservation?: number;
+  /** Open flows the sink coalesces at once (sizes the area). Default 16. */
+  readonly rxCoalesceFlows?: number;
   /** Wall-clock milliseconds (Unix epoch); injectable for tests. */
   readonly clock?: () => number;
   /** Called for unexpected I/O errors (never per packet). */
@@ -76,6 +94,11 @@ export interface WireGuardPortStats {
   innerSinkRefused: number;
   noSocketForFamily: number;
 }
+
+/** GRO receive batches: fewer slots (each holds up to 64 KiB). */
+const GRO_BATCH = 32;
+/** Datagrams the kernel puts in one GRO slot at most (UDP_GRO_CNT_MAX). */
+const GRO_MAX_SEGMENTS = 64;
 
 const HANDSHAKE_SLOT = 256; // largest handshake message is 148 bytes
 const ADDR_RECORD_WORDS = ADDR_RECORD_LEN / 4;
@@ -100,20 +123,24 @@ export class WireGuardPort {
   private closed = false;
 
   // Receive side.
-  private readonly rx4: PacketBatch;
-  private readonly rx6: PacketBatch;
+  private rx4: PacketBatch;
+  private rx6: PacketBatch;
+  private readonly rxPlain4: PacketBatch;
+  private readonly rxPlain6: PacketBatch;
+  private rxGro4: PacketBatch | null = null;
+  private rxGro6: PacketBatch | null = null;
   private readonly rxResult = new ReceiveResult();
   private readonly from: { address: string; port: number } = { address: '', port: 0 };
-  private readonly deliverOffs: Uint32Array;
+  private deliverOffs: Uint32Array;
   /** The address records of rx4/rx6 as 32-bit words, and the last datagram's source. */
-  private readonly rx4Words: Uint32Array;
-  private readonly rx6Words: Uint32Array;
+  private rx4Words: Uint32Array;
+  private rx6Words: Uint32Array;
   private readonly lastSource = new Uint32Array(ADDR_RECORD_WORDS);
   private lastSourceSock: UdpSocket | null = null;
   private lastAddress = '';
   private lastPort = 0;
-  private readonly deliverLens: Uint32Array;
-  private readonly deliverPeers: Peer[];
+  private deliverLens: Uint32Array;
+  private deliverPeers: Peer[];
 
   // Send side: per-family destination records and offsets of one encrypt batch.
   private readonly encResult = new EncryptResult();
@@ -151,10 +178,13 @@ export class WireGuardPort {
     const maxDatagram = opts.mtu + 32 + 16;
     const headroom = opts.rxHeadroom ?? 0;
     const tailroom = opts.rxTailroom ?? 0;
-    this.rx4 = new PacketBatch({ capacity: batch, headroom, maxLen: maxDatagram, tailroom, withAddresses: true });
-    this.rx6 = new PacketBatch({ capacity: batch, headroom, maxLen: maxDatagram, tailroom, withAddresses: true });
-    this.rx4Words = new Uint32Array(this.rx4.addrs.buffer, this.rx4.addrs.byteOffset, batch * ADDR_RECORD_WORDS);
-    this.rx6Words = new Uint32Array(this.rx6.addrs.buffer, this.rx6.addrs.byteOffset, batch * ADDR_RECORD_WORDS);
+    const scratch = this.areaFor(batch * maxDatagram);
+    this.rxPlain4 = new PacketBatch({ capacity: batch, headroom, maxLen: maxDatagram, tailroom, withAddresses: true, scratch });
+    this.rxPlain6 = new PacketBatch({ capacity: batch, headroom, maxLen: maxDatagram, tailroom, withAddresses: true, scratch });
+    this.rx4 = this.rxPlain4;
+    this.rx6 = this.rxPlain6;
+    this.rx4Words = wordsOf(this.rx4);
+    this.rx6Words = wordsOf(this.rx6);
     this.deliverOffs = new Uint32Array(batch);
     this.deliverLens = new Uint32Array(batch);
     this.deliverPeers = new Array<Peer>(batch);
@@ -166,6 +196,44 @@ export class WireGuardPort {
     this.hsLen = new Uint16Array(this.hsCapacity);
     this.hsPort = new Uint16Array(this.hsCapacity);
     this.hsAddr = new Array<string>(this.hsCapacity).fill('');
+  }
+
+  /** Coalescing area for a batch of `bytes` input bytes (0 without rxCoalesceReservation). */
+  private areaFor(bytes: number): number {
+    const r = this.opts.rxCoalesceReservation ?? 0;
+    return r > 0 ? (Math.ceil(bytes / 65535) + (this.opts.rxCoalesceFlows ?? 16)) * r : 0;
+  }
+
+  /** A receive batch for a socket: GRO slots (64 KiB, segment sizes) when the socket has GRO. */
+  private rxBatchFor(sock: UdpSocket): PacketBatch {
+    const v6 = sock.family === 6;
+    if (!sock.offload.gro) return v6 ? this.rxPlain6 : this.rxPlain4;
+    let b = v6 ? this.rxGro6 : this.rxGro4;
+    if (b === null) {
+      b = new PacketBatch({
+        capacity: GRO_BATCH, headroom: this.opts.rxHeadroom ?? 0, maxLen: UDP_GRO_MAX_LEN, tailroom: this.opts.rxTailroom ?? 0,
+        withAddresses: true, withSegments: true, scratch: this.areaFor(GRO_BATCH * UDP_GRO_MAX_LEN),
+      });
+      if (v6) this.rxGro6 = b; else this.rxGro4 = b;
+      const need = GRO_BATCH * GRO_MAX_SEGMENTS;
+      if (this.deliverOffs.length < need) {
+        this.deliverOffs = new Uint32Array(need);
+        this.deliverLens = new Uint32Array(need);
+        this.deliverPeers = new Array<Peer>(need);
+      }
+    }
+    return b;
+  }
+
+  /** Which UDP offloads the kernel granted (v4 socket; null before bind). */
+  udpOffload(): { gso: boolean; gro: boolean } | null {
+    const s = this.udp4 ?? this.udp6;
+    return s === null ? null : { gso: s.offload.gso, gro: s.offload.gro };
+  }
+
+  /** GSO sendmmsg entries so far (both sockets). */
+  get gsoMessages(): number {
+    return (this.udp4?.gsoMessages ?? 0) + (this.udp6?.gsoMessages ?? 0);
   }
 
   /** The UDP port the sockets are bound to (-1 before the first bind). */
@@ -192,10 +260,11 @@ export class WireGuardPort {
     await this.closeSockets();
     const buf = this.opts.socketBuffer;
     const mech = this.opts.udpMechanism;
-    const v4 = await UdpSocket.open({ family: 4, port, rcvbuf: buf, sndbuf: buf, mechanism: mech });
+    const off = this.opts.udpOffload === true;
+    const v4 = await UdpSocket.open({ family: 4, port, rcvbuf: buf, sndbuf: buf, mechanism: mech, gso: off, gro: off });
     let v6: UdpSocket | null = null;
     try {
-      v6 = await UdpSocket.open({ family: 6, port: v4.port, rcvbuf: buf, sndbuf: buf, mechanism: mech });
+      v6 = await UdpSocket.open({ family: 6, port: v4.port, rcvbuf: buf, sndbuf: buf, mechanism: mech, gso: off, gro: off });
     } catch (e) {
       // No IPv6 on this host (or the port is taken only for v6): run IPv4-only, as wireguard-go does.
       this.onError('ipv6 socket', e);
@@ -203,8 +272,14 @@ export class WireGuardPort {
     this.udp4 = v4;
     this.udp6 = v6;
     this.boundPort = v4.port;
+    this.rx4 = this.rxBatchFor(v4);
+    this.rx4Words = wordsOf(this.rx4);
     v4.onBatch(this.rx4, (b) => this.onUdpBatch(v4, b));
-    v6?.onBatch(this.rx6, (b) => this.onUdpBatch(v6!, b));
+    if (v6 !== null) {
+      this.rx6 = this.rxBatchFor(v6);
+      this.rx6Words = wordsOf(this.rx6);
+      v6.onBatch(this.rx6, (b) => this.onUdpBatch(v6!, b));
+    }
     if (this.fwmark !== 0) this.applyMark();
     this.device.listenPort = this.boundPort;
     return this.boundPort;
@@ -238,9 +313,19 @@ export class WireGuardPort {
     const s6 = this.send6;
     s4.count = 0;
     s6.count = 0;
+    // Segments of one super-packet (and most of a bulk batch) share a destination: the peer
+    // looked up for the previous one is reused while the destination address is unchanged
+    // (allowed IPs cannot change during this synchronous call).
+    let runPeer: Peer | null = null;
     for (let i = 0; i < count; i++) {
-      const r = peers === undefined ? dev.encrypt(buf, offs[i], lens[i], now, out)
-        : dev.encryptFor(peers[i], buf, offs[i], lens[i], now, out);
+      let r: number;
+      if (peers !== undefined) r = dev.encryptFor(peers[i], buf, offs[i], lens[i], now, out);
+      else if (runPeer !== null && this.sameDestination(buf, offs[i], lens[i])) r = dev.encryptFor(runPeer, buf, offs[i], lens[i], now, out);
+      else {
+        this.rememberDestination(buf, offs[i], lens[i]);
+        r = dev.encrypt(buf, offs[i], lens[i], now, out);
+        runPeer = out.peer;
+      }
       if (r !== ENCRYPT_SEND) continue;
       // Endpoints are replaced, never mutated (Device.roam/setEndpoint): identity caches the record.
       const ep = out.endpoint!;
@@ -256,6 +341,28 @@ export class WireGuardPort {
     this.flushSendList(s4, buf);
     this.flushSendList(s6, buf);
     this.afterActivity();
+  }
+
+  /** The destination address of the packet whose peer was looked up last (copied: it is encrypted in place). */
+  private readonly runDst = new Uint8Array(16);
+  private runVersion = 0;
+
+  private rememberDestination(buf: Uint8Array, off: number, len: number): void {
+    const v = len >= 40 ? buf[off] >>> 4 : len >= 20 && buf[off] >>> 4 === 4 ? 4 : 0;
+    this.runVersion = v;
+    if (v === 4) for (let k = 0; k < 4; k++) this.runDst[k] = buf[off + 16 + k];
+    else if (v === 6) for (let k = 0; k < 16; k++) this.runDst[k] = buf[off + 24 + k];
+  }
+
+  private sameDestination(buf: Uint8Array, off: number, len: number): boolean {
+    const v = this.runVersion;
+    const d = this.runDst;
+    if (v === 4) {
+      return len >= 20 && buf[off] >>> 4 === 4 && buf[off + 16] === d[0] && buf[off + 17] === d[1] && buf[off + 18] === d[2] && buf[off + 19] === d[3];
+    }
+    if (v !== 6 || len < 40 || buf[off] >>> 4 !== 6) return false;
+    for (let k = 0; k < 16; k++) if (buf[off + 24 + k] !== d[k]) return false;
+    return true;
   }
 
   private recordOf(ep: Endpoint): Uint8Array {
@@ -285,19 +392,13 @@ export class WireGuardPort {
 
   private onUdpBatch(sock: UdpSocket, b: PacketBatch): void {
     const now = this.clock();
-    const out = this.rxResult;
-    const from = this.from;
     const underLoad = this.hsCount >= this.hsCapacity >>> 3;
     const words = b === this.rx4 ? this.rx4Words : this.rx6Words;
     const last = this.lastSource;
-    let deliver = 0;
+    const segs = b.segs;
+    const gro = segs.length > 0;
+    this.delivered = 0;
     for (let i = 0; i < b.count; i++) {
-      const off = b.offs[i];
-      const len = b.lens[i];
-      if (isHandshakeMessage(b.buf, off, len)) {
-        this.queueHandshake(b.buf, off, len, sock.addressOf(b, i), sock.portOf(b, i));
-        continue;
-      }
       // A batch usually comes from one peer: compare the 24-byte source record with the previous
       // datagram's (6 words) instead of interning its address again.
       const w = i * ADDR_RECORD_WORDS;
@@ -308,20 +409,47 @@ export class WireGuardPort {
         this.lastAddress = sock.addressOf(b, i);
         this.lastPort = sock.portOf(b, i);
       }
-      from.address = this.lastAddress;
-      from.port = this.lastPort;
-      if (this.device.receive(b.buf, off, len, from, now, underLoad, out) === RECEIVE_DELIVER) {
-        this.deliverOffs[deliver] = out.start;
-        this.deliverLens[deliver] = out.length;
-        this.deliverPeers[deliver] = out.peer!;
-        deliver++;
+      const off = b.offs[i];
+      const len = b.lens[i];
+      const seg = gro ? segs[i] : 0;
+      if (seg === 0 || len <= seg) {
+        this.receiveOne(b, sock, i, off, len, now, underLoad);
+      } else {
+        // A GRO run: datagram k at off + k*seg, the last one possibly shorter.
+        for (let p = 0; p < len; p += seg) this.receiveOne(b, sock, i, off + p, Math.min(seg, len - p), now, underLoad);
       }
     }
-    if (deliver > 0) {
-      const took = this.sink.writeBatch(b.buf, this.deliverOffs, this.deliverLens, this.deliverPeers, deliver);
-      if (took < deliver) this.stats.innerSinkRefused += deliver - took;
-    }
+    this.deliver(b);
     this.afterActivity();
+  }
+
+  private delivered = 0;
+
+  private receiveOne(b: PacketBatch, sock: UdpSocket, i: number, off: number, len: number, now: number, underLoad: boolean): void {
+    if (isHandshakeMessage(b.buf, off, len)) {
+      this.queueHandshake(b.buf, off, len, sock.addressOf(b, i), sock.portOf(b, i));
+      return;
+    }
+    const from = this.from;
+    const out = this.rxResult;
+    from.address = this.lastAddress;
+    from.port = this.lastPort;
+    if (this.device.receive(b.buf, off, len, from, now, underLoad, out) === RECEIVE_DELIVER) {
+      const d = this.delivered++;
+      this.deliverOffs[d] = out.start;
+      this.deliverLens[d] = out.length;
+      this.deliverPeers[d] = out.peer!;
+      if (this.delivered === this.deliverOffs.length) this.deliver(b);
+    }
+  }
+
+  /** Hands the decrypted packets collected so far to the sink (with the batch's scratch area). */
+  private deliver(b: PacketBatch): void {
+    const n = this.delivered;
+    if (n === 0) return;
+    this.delivered = 0;
+    const took = this.sink.writeBatch(b.buf, this.deliverOffs, this.deliverLens, this.deliverPeers, n, b.scratchOff, b.scratchLen);
+    if (took < n) this.stats.innerSinkRefused += n - took;
   }
 
   private queueHandshake(buf: Uint8Array, off: number, len: number, address: string, port: number): void {
@@ -436,4 +564,9 @@ export class WireGuardPort {
     this.timer = null;
     await this.closeSockets();
   }
+}
+
+/** A batch's address records as 32-bit words (24-byte records: 6 words each). */
+function wordsOf(b: PacketBatch): Uint32Array {
+  return new Uint32Array(b.addrs.buffer, b.addrs.byteOffset, b.capacity * ADDR_RECORD_WORDS);
 }

@@ -11,13 +11,14 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'no
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { LINKTYPE_ETHERNET, LINKTYPE_RAW, PcapWriter } from '../util/pcap.js';
 import {
   e2eUnavailableReason, iperfTcp, ping, run, sleep, Topology, waitFor, type Spawned,
 } from '../util/netns.js';
 
 const ROOT = new URL('../../', import.meta.url).pathname;
 const WEFT_WG = join(ROOT, 'bin/weft-wg');
-const unavailable = e2eUnavailableReason(['wireguard-go', 'wg', 'iperf3', 'tshark'], { built: ['dist/src/cli/weft-wg.js'] });
+const unavailable = e2eUnavailableReason(['wireguard-go', 'wg', 'iperf3', 'tshark', 'python3'], { built: ['dist/src/cli/weft-wg.js'] });
 
 type Kind = 'weft' | 'wireguard-go';
 
@@ -31,6 +32,8 @@ interface Side {
   underlay: string;
   tunnel4: string;
   tunnel6: string;
+  /** weft only: run with the kernel offloads (TSO/USO TUN, UDP GSO/GRO) or WEFT_OFFLOAD=0. */
+  offload: boolean;
 }
 
 function wg(topo: Topology, side: Side, args: string[]): string {
@@ -40,7 +43,8 @@ function wg(topo: Topology, side: Side, args: string[]): string {
 async function startDaemon(topo: Topology, side: Side): Promise<void> {
   const sock = `/var/run/wireguard/${side.ifname}.sock`;
   const cmd = side.kind === 'weft' ? ['node', WEFT_WG, '-f', side.ifname] : ['wireguard-go', '-f', side.ifname];
-  side.proc = topo.spawnIn(side.ns, `${side.kind}-${side.ifname}`, cmd, { lifetimeS: 600, env: { LOG_LEVEL: 'error' } });
+  const env = side.kind === 'weft' ? { LOG_LEVEL: 'info', WEFT_OFFLOAD: side.offload ? '1' : '0' } : { LOG_LEVEL: 'error' };
+  side.proc = topo.spawnIn(side.ns, `${side.kind}-${side.ifname}`, cmd, { lifetimeS: 600, env });
   await waitFor(`${side.kind} UAPI socket ${sock}`, () => existsSync(sock) && wgShowOk(topo, side), 10_000);
 }
 
@@ -72,8 +76,9 @@ function dump(topo: Topology, side: Side): { endpoint: string; latestHandshake: 
 }
 
 /** Captures UDP on B's veth for `seconds` with tshark, returning the pcap path. */
-function startCapture(topo: Topology, side: Side, dev: string, file: string, seconds: number): Spawned {
-  return topo.spawnIn(side.ns, 'tshark', ['tshark', '-q', '-i', dev, '-f', 'udp port 51820', '-a', `duration:${seconds}`, '-w', file], { lifetimeS: seconds + 20 });
+function startCapture(topo: Topology, side: Side, dev: string, file: string, seconds: number, maxPackets = 0): Spawned {
+  const count = maxPackets > 0 ? ['-c', String(maxPackets), '-F', 'pcap'] : [];
+  return topo.spawnIn(side.ns, 'tshark', ['tshark', '-q', '-i', dev, '-f', 'udp port 51820', '-a', `duration:${seconds}`, ...count, '-w', file], { lifetimeS: seconds + 20 });
 }
 
 function tsharkFields(file: string, filter: string, fields: string[]): string[][] {
@@ -81,10 +86,101 @@ function tsharkFields(file: string, filter: string, fields: string[]): string[][
   return r.trim().split('\n').filter(Boolean).map((l) => l.split('\t'));
 }
 
-const pairs: [string, Kind][] = [['weft ↔ wireguard-go', 'wireguard-go'], ['weft ↔ weft', 'weft']];
+/** A server in `ns` that prints "<bytes> <sha256>" of what one TCP connection brought. */
+const SINK_PY = [
+  'import socket,hashlib,sys',
+  's=socket.socket(socket.AF_INET6 if ":" in sys.argv[1] else socket.AF_INET)',
+  's.setsockopt(socket.SOL_SOCKET,socket.SO_REUSEADDR,1)',
+  's.bind((sys.argv[1],int(sys.argv[2])));s.listen(1);s.settimeout(30)',
+  'c,_=s.accept();c.settimeout(30);h=hashlib.sha256();n=0',
+  'while True:',
+  '  d=c.recv(1<<20)',
+  '  if not d: break',
+  '  h.update(d);n+=len(d)',
+  'print(n,h.hexdigest())',
+].join('\n');
+/** A client that sends N seeded random bytes and prints "<bytes> <sha256>" of them. */
+const SOURCE_PY = [
+  'import socket,hashlib,random,sys',
+  'data=random.Random(int(sys.argv[4])).randbytes(int(sys.argv[3]))',
+  'c=socket.create_connection((sys.argv[1],int(sys.argv[2])),timeout=30);c.sendall(data);c.close()',
+  'print(len(data),hashlib.sha256(data).hexdigest())',
+].join('\n');
 
-describe.skipIf(unavailable !== null).each(pairs)('WireGuard interop: %s', (_label, peerKind) => {
-  const tag = peerKind === 'weft' ? 'ww' : 'wg';
+/** Sends `bytes` seeded random bytes from `from` to addr in `to` over TCP; returns [sent, received] summaries. */
+async function transfer(topo: Topology, from: string, to: string, addr: string, bytes: number, seed: number): Promise<[string, string]> {
+  const port = String(6100 + seed);
+  const server = topo.spawnIn(to, 'py-sink', ['python3', '-c', SINK_PY, addr, port], { lifetimeS: 60 });
+  await waitFor('tcp sink', () => topo.exec(to, ['ss', '-Hltn', `sport = :${port}`], { allowFail: true }).trim().length > 0, 10_000);
+  const sent = topo.exec(from, ['python3', '-c', SOURCE_PY, addr, port, String(bytes), String(seed)], { timeoutMs: 60_000 }).trim();
+  await server.exited;
+  return [sent, server.output().trim()];
+}
+
+/** Largest transport message at MTU 1420: 16-byte header + 1420 + 16-byte tag. */
+const MAX_WG_MESSAGE = 1452;
+
+/**
+ * Reads a classic pcap of Ethernet/IPv4/UDP frames; a UDP payload longer than one WireGuard
+ * message is a GSO frame: it is cut where the next transport message of the same receiver index
+ * and counter + 1 starts (all but the last equal-sized). Every datagram is written to a raw-IP
+ * pcap (UDP port 51820) for tshark. `bad` counts payloads that cannot be cut that way.
+ */
+function splitGsoCapture(file: Uint8Array): { pcap: Uint8Array; frames: number; gsoFrames: number; datagrams: number; bad: number; badWhy: string } {
+  const dv = new DataView(file.buffer, file.byteOffset, file.byteLength);
+  if (dv.getUint32(0, true) !== 0xa1b2c3d4 || dv.getUint32(20, true) !== LINKTYPE_ETHERNET) throw new Error('expected a classic little-endian Ethernet pcap');
+  const w = new PcapWriter(LINKTYPE_RAW);
+  let frames = 0; let gsoFrames = 0; let datagrams = 0; let bad = 0; let badWhy = '';
+  const emit = (ip: number, payload: number, len: number): void => {
+    const d = new Uint8Array(28 + len);
+    d.set(file.subarray(ip, ip + 20), 0); // IPv4 header (no options on this veth)
+    d[0] = 0x45;
+    d[2] = (28 + len) >>> 8; d[3] = (28 + len) & 0xff;
+    d[10] = 0; d[11] = 0;
+    d.set(file.subarray(ip + 20, ip + 24), 20); // ports
+    d[24] = (8 + len) >>> 8; d[25] = (8 + len) & 0xff;
+    d.set(file.subarray(payload, payload + len), 28);
+    w.add(d);
+    datagrams++;
+  };
+  const u32 = (o: number): number => dv.getUint32(o, true);
+  for (let p = 24; p + 16 <= file.length;) {
+    const incl = u32(p + 8);
+    const f = p + 16;
+    p = f + incl;
+    if (dv.getUint16(f + 12) !== 0x0800 || file[f + 14 + 9] !== 17) continue;
+    frames++;
+    const ip = f + 14;
+    const pl = ip + 28;
+    const len = dv.getUint16(ip + 2) - 28; // the IP length, not the (possibly truncated) capture
+    if (len <= MAX_WG_MESSAGE) { emit(ip, pl, len); continue; }
+    gsoFrames++;
+    const idx = u32(pl + 4);
+    const c0 = u32(pl + 8);
+    let seg = 0;
+    for (let s = 32; s <= MAX_WG_MESSAGE && s < len; s++) {
+      if (u32(pl + s) === 4 && u32(pl + s + 4) === idx && u32(pl + s + 8) === c0 + 1) { seg = s; break; }
+    }
+    let ok = file[pl] === 4 && seg > 0;
+    for (let k = 0; ok && k * seg < len; k++) {
+      const o = pl + k * seg;
+      const l = Math.min(seg, len - k * seg);
+      ok = l >= 32 && u32(o) === 4 && u32(o + 4) === idx && u32(o + 8) === (c0 + k) >>> 0;
+    }
+    if (!ok) { bad++; badWhy = `frame ${frames}: ${len} bytes cannot be cut into transport messages (segment ${seg})`; continue; }
+    for (let k = 0; k * seg < len; k++) emit(ip, pl + k * seg, Math.min(seg, len - k * seg));
+  }
+  return { pcap: w.toBytes(), frames, gsoFrames, datagrams, bad, badWhy };
+}
+
+const pairs: [string, Kind, boolean][] = [
+  ['weft ↔ wireguard-go', 'wireguard-go', true],
+  ['weft ↔ weft', 'weft', true],
+  ['weft with WEFT_OFFLOAD=0 ↔ wireguard-go', 'wireguard-go', false],
+];
+
+describe.skipIf(unavailable !== null).each(pairs)('WireGuard interop: %s', (_label, peerKind, offload) => {
+  const tag = !offload ? 'wn' : peerKind === 'weft' ? 'ww' : 'wg';
   const topo = new Topology(`wi${tag}-`);
   const tmp = mkdtempSync(join(tmpdir(), `weft-interop-${tag}-`));
   let A: Side;
@@ -100,7 +196,7 @@ describe.skipIf(unavailable !== null).each(pairs)('WireGuard interop: %s', (_lab
       const keyFile = join(tmp, `${ifname}.key`);
       writeFileSync(keyFile, run(['wg', 'genkey']), { mode: 0o600 });
       const pub = run(['wg', 'pubkey'], { input: readFileSync(keyFile, 'utf8') }).trim();
-      return { ns, ifname, kind, keyFile, pub, proc: null, underlay, tunnel4: t4, tunnel6: t6 };
+      return { ns, ifname, kind, keyFile, pub, proc: null, underlay, tunnel4: t4, tunnel6: t6, offload };
     };
     A = mk(nsA, `wi${tag}a`, 'weft', '198.18.7.1', '100.64.7.1', 'fd64::1');
     B = mk(nsB, `wi${tag}b`, peerKind, '198.18.7.2', '100.64.7.2', 'fd64::2');
@@ -156,6 +252,40 @@ describe.skipIf(unavailable !== null).each(pairs)('WireGuard interop: %s', (_lab
     expect(ab).toBeGreaterThan(0.001); // Gbit/s: the transfer happened
     expect(ba).toBeGreaterThan(0.001);
   }, 60_000);
+
+  it('carries bulk TCP byte-exact both ways with the offloads in effect, and the WAN sees only well-formed WireGuard', async () => {
+    // The daemon reports what the kernel granted (this kernel grants all of them).
+    const log = A.proc!.output();
+    if (offload) {
+      expect(log).toMatch(/offloads: tun csum true tso true uso (true|false), udp gso true gro true/);
+    } else {
+      expect(log).toContain('offloads: tun off, udp gso false gro false (disabled by configuration)');
+    }
+    const pcap = join(tmp, 'bulk.pcap');
+    const cap = startCapture(topo, B, topo.ns('vb'), pcap, 15, 6000);
+    await sleep(800);
+    const ab = await transfer(topo, A.ns, B.ns, B.tunnel4, 24 << 20, 1);
+    const ba = await transfer(topo, B.ns, A.ns, A.tunnel4, 24 << 20, 2);
+    const v6 = await transfer(topo, A.ns, B.ns, B.tunnel6, 8 << 20, 3);
+    expect(ab[1]).toBe(ab[0]);
+    expect(ba[1]).toBe(ba[0]);
+    expect(v6[1]).toBe(v6[0]);
+    expect(ab[0]).toMatch(/^25165824 [0-9a-f]{64}$/);
+    await cap.exited;
+    // veth carries UDP GSO frames unsegmented: cut them back into datagrams (each must be a
+    // transport message of the run's session with the next counter), then let tshark judge each.
+    const split = splitGsoCapture(readFileSync(pcap));
+    expect(split.bad, split.badWhy).toBe(0);
+    expect(split.frames).toBeGreaterThan(1000);
+    if (offload) expect(split.gsoFrames).toBeGreaterThan(0); // A sent super-datagrams
+    else expect(split.gsoFrames).toBe(0);
+    const cut = join(tmp, 'bulk-split.pcap');
+    writeFileSync(cut, split.pcap);
+    const all = tsharkFields(cut, 'udp', ['wg.type']);
+    expect(all.length).toBe(split.datagrams);
+    for (const [t] of all) expect(['1', '2', '3', '4']).toContain(t);
+    expect(tsharkFields(cut, '_ws.malformed || _ws.expert.severity >= "error"', ['frame.number'])).toHaveLength(0);
+  }, 120_000);
 
   it('works with a preshared key and refuses a mismatched one', () => {
     const psk = join(tmp, 'psk');
