@@ -11,7 +11,6 @@ import { Session } from 'node:inspector';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { CryptoBackend } from '../../src/crypto/backend.js';
 import { createNodeBackend } from '../../src/crypto/node.js';
-import { createPureBackend } from '../../src/crypto/pure.js';
 import { PacketBatch } from '../../src/io/batch.js';
 import { loadNativeIo, nativeIoLoadError } from '../../src/io/native.js';
 import { TUN_OFFLOAD_MAX_PACKET } from '../../src/io/tun.js';
@@ -30,6 +29,7 @@ import { waitFor } from '../util/netns.js';
 import { Prng } from '../util/prng.js';
 import { ipv4Packet } from '../wireguard/sim.js';
 import { randomSpec, writeSuper } from '../packet/offload-gen.js';
+import { nullAeadBackend, type ProfileNode, post } from '../util/alloc.js';
 
 const T = 1_700_000_000_000;
 const MTU = 1420;
@@ -289,26 +289,4 @@ describe.skipIf(nativeMissing !== null)('WireGuardPort with UDP GSO/GRO (loopbac
   }, 60_000);
 });
 
-/** AEAD stand-in that allocates nothing (see test/wireguard/alloc.test.ts): the rest is real. */
-function nullAeadBackend(): CryptoBackend {
-  const pure = createPureBackend();
-  return {
-    ...pure,
-    seal(_key, _nonce, _ad, src, srcOff, len, dst, dstOff) {
-      if (src !== dst || srcOff !== dstOff) dst.set(src.subarray(srcOff, srcOff + len), dstOff);
-      dst.fill(0, dstOff + len, dstOff + len + 16);
-      return len + 16;
-    },
-    open(_key, _nonce, _ad, src, srcOff, len, dst, dstOff) {
-      for (let i = srcOff + len - 16; i < srcOff + len; i++) if (src[i] !== 0) return false;
-      if (src !== dst || srcOff !== dstOff) dst.set(src.subarray(srcOff, srcOff + len - 16), dstOff);
-      return true;
-    },
-  };
-}
 
-interface ProfileNode { selfSize: number; children: ProfileNode[]; callFrame: { functionName: string; url: string } }
-
-function post<R>(s: Session, method: string, params?: object): Promise<R> {
-  return new Promise((resolve, reject) => s.post(method, params ?? {}, (e, r) => (e ? reject(e) : resolve(r as R))));
-}

@@ -11,41 +11,12 @@
  */
 import { Session } from 'node:inspector';
 import { describe, expect, it } from 'vitest';
-import type { CryptoBackend } from '../../src/crypto/backend.js';
-import { createPureBackend } from '../../src/crypto/pure.js';
 import { parsePrefix } from '../../src/packet/addr.js';
 import { Device, ENCRYPT_SEND, EncryptResult, RECEIVE_DELIVER, ReceiveResult } from '../../src/wireguard/device.js';
 import { OutgoingMessage } from '../../src/wireguard/pool.js';
 import type { Peer } from '../../src/wireguard/peer.js';
+import { nullAeadBackend, type ProfileNode, post } from '../util/alloc.js';
 
-interface ProfileNode { selfSize: number; children: ProfileNode[]; callFrame: { functionName: string; url: string } }
-
-function nullAeadBackend(random: Uint8Array): CryptoBackend {
-  const pure = createPureBackend();
-  let next = 0;
-  return {
-    ...pure,
-    // Deterministic "random" bytes, so the test can pick session indices >= 2^31.
-    randomFill(out) {
-      for (let i = 0; i < out.length; i++) out[i] = random[(next + i) % random.length];
-      next += out.length;
-    },
-    seal(_key, _nonce, _ad, src, srcOff, len, dst, dstOff) {
-      if (src !== dst || srcOff !== dstOff) dst.set(src.subarray(srcOff, srcOff + len), dstOff);
-      dst.fill(0, dstOff + len, dstOff + len + 16);
-      return len + 16;
-    },
-    open(_key, _nonce, _ad, src, srcOff, len, dst, dstOff) {
-      for (let i = srcOff + len - 16; i < srcOff + len; i++) if (src[i] !== 0) return false;
-      if (src !== dst || srcOff !== dstOff) dst.set(src.subarray(srcOff, srcOff + len - 16), dstOff);
-      return true;
-    },
-  };
-}
-
-function post<T>(s: Session, method: string, params?: object): Promise<T> {
-  return new Promise((resolve, reject) => s.post(method, params ?? {}, (e, r) => (e ? reject(e) : resolve(r as T))));
-}
 
 describe('data path allocation (sampling heap profiler)', () => {
   it('allocates nothing per packet with daemon-like traffic and a session index >= 2^31', async () => {

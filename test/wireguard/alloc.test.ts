@@ -6,29 +6,11 @@
  * near zero (an allocation of even one small object per packet would show as >= 16 bytes/op).
  */
 import { describe, expect, it } from 'vitest';
-import type { CryptoBackend } from '../../src/crypto/backend.js';
-import { createPureBackend } from '../../src/crypto/pure.js';
 import { parsePrefix } from '../../src/packet/addr.js';
 import { Device, ENCRYPT_SEND, EncryptResult, RECEIVE_DELIVER, ReceiveResult } from '../../src/wireguard/device.js';
 import { OutgoingMessage } from '../../src/wireguard/pool.js';
 import type { Peer } from '../../src/wireguard/peer.js';
-
-function nullAeadBackend(): CryptoBackend {
-  const pure = createPureBackend();
-  return {
-    ...pure,
-    seal(_key, _nonce, _ad, src, srcOff, len, dst, dstOff) {
-      if (src !== dst || srcOff !== dstOff) dst.set(src.subarray(srcOff, srcOff + len), dstOff);
-      dst.fill(0, dstOff + len, dstOff + len + 16);
-      return len + 16;
-    },
-    open(_key, _nonce, _ad, src, srcOff, len, dst, dstOff) {
-      for (let i = srcOff + len - 16; i < srcOff + len; i++) if (src[i] !== 0) return false;
-      if (src !== dst || srcOff !== dstOff) dst.set(src.subarray(srcOff, srcOff + len - 16), dstOff);
-      return true;
-    },
-  };
-}
+import { heapBytesPerOp, nullAeadBackend } from '../util/alloc.js';
 
 describe('data path allocation', () => {
   it('encrypt + receive allocate nothing per packet in the engine', () => {
@@ -70,15 +52,8 @@ describe('data path allocation', () => {
       if (b.receive(buf, er.start, er.length, epA, now, false, rr) !== RECEIVE_DELIVER) throw new Error(`receive: ${rr.reason}`);
     };
     for (let i = 0; i < 50_000; i++) trip();
-    // A per-packet allocation shows in every window; a one-off (JIT, a GC finishing) in only one,
-    // so the smallest of three windows is the honest figure on a busy machine.
-    const n = 100_000;
-    let perOp = Number.POSITIVE_INFINITY;
-    for (let w = 0; w < 3; w++) {
-      const before = process.memoryUsage().heapUsed;
-      for (let i = 0; i < n; i++) trip();
-      perOp = Math.min(perOp, (process.memoryUsage().heapUsed - before) / n);
-    }
+    // Smallest of three windows (a per-packet allocation shows in each): test/util/alloc.ts.
+    const perOp = heapBytesPerOp(trip);
     expect(perOp).toBeLessThan(4);
     expect(pab.txBytes).toBe(pba.rxBytes);
   });
