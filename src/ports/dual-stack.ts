@@ -13,6 +13,8 @@ export interface DualStackOptions {
   readonly address?: string;
   readonly socketBuffer?: number;
   readonly mechanism?: UdpMechanism;
+  /** Ask for UDP_SEGMENT sends and UDP_GRO receives (each socket reports what it got). */
+  readonly offload?: boolean;
   /** Open the sockets inside this network namespace (in-process tests). */
   readonly netns?: string;
   /** What to call the port in reports ("geneve", "wireguard"). */
@@ -29,8 +31,11 @@ export interface DualStack {
 
 /** Opens the sockets; throws UdpError when the (first) socket cannot be bound. */
 export async function openDualStack(o: DualStackOptions): Promise<DualStack> {
+  const off = o.offload === true;
   const open = (family: 4 | 6, port: number, address?: string): Promise<UdpSocket> =>
-    withNetnsAsync(o.netns, () => UdpSocket.open({ family, port, ...(address === undefined ? {} : { address }), rcvbuf: o.socketBuffer, sndbuf: o.socketBuffer, mechanism: o.mechanism }));
+    withNetnsAsync(o.netns, () => UdpSocket.open({
+      family, port, ...(address === undefined ? {} : { address }), rcvbuf: o.socketBuffer, sndbuf: o.socketBuffer, mechanism: o.mechanism, gso: off, gro: off,
+    }));
   if (o.address !== undefined) {
     const fam: 4 | 6 = o.address.includes(':') ? 6 : 4;
     const s = await open(fam, o.port, o.address);

@@ -31,6 +31,7 @@ import type { Endpoint } from '../wireguard/peer.js';
 import { OutgoingMessage } from '../wireguard/pool.js';
 import type { Peer } from '../wireguard/peer.js';
 import { SendList } from './send-list.js';
+import { openDualStack } from './dual-stack.js';
 
 /** Where decrypted inner packets go (a TUN device, or the gateway's routing stage). */
 export interface InnerSink {
@@ -258,20 +259,16 @@ export class WireGuardPort {
     if (this.closed) throw new Error('WireGuardPort is closed');
     if (port === this.boundPort && port !== 0) return port;
     await this.closeSockets();
-    const buf = this.opts.socketBuffer;
-    const mech = this.opts.udpMechanism;
-    const off = this.opts.udpOffload === true;
-    const v4 = await UdpSocket.open({ family: 4, port, rcvbuf: buf, sndbuf: buf, mechanism: mech, gso: off, gro: off });
-    let v6: UdpSocket | null = null;
-    try {
-      v6 = await UdpSocket.open({ family: 6, port: v4.port, rcvbuf: buf, sndbuf: buf, mechanism: mech, gso: off, gro: off });
-    } catch (e) {
-      // No IPv6 on this host (or the port is taken only for v6): run IPv4-only, as wireguard-go does.
-      this.onError('ipv6 socket', e);
-    }
+    // No IPv6 on this host (or the port taken only for v6): IPv4-only, as wireguard-go runs.
+    const socks = await openDualStack({
+      port, socketBuffer: this.opts.socketBuffer, label: 'wireguard', onError: this.onError, offload: this.opts.udpOffload === true,
+      ...(this.opts.udpMechanism === undefined ? {} : { mechanism: this.opts.udpMechanism }),
+    });
+    const v4 = socks.v4!;
+    const v6 = socks.v6;
     this.udp4 = v4;
     this.udp6 = v6;
-    this.boundPort = v4.port;
+    this.boundPort = socks.port;
     this.rx4 = this.rxBatchFor(v4);
     this.rx4Words = wordsOf(this.rx4);
     v4.onBatch(this.rx4, (b) => this.onUdpBatch(v4, b));
