@@ -354,6 +354,31 @@ describe.skipIf(unavailable !== null).each(pairs)('WireGuard interop: %s', (_lab
     expect(ping(topo, B.ns, A.tunnel4, 3).received).toBe(3);
     expect(ping(topo, A.ns, B.tunnel4, 3).received).toBe(3);
   }, 30_000);
+
+  it('the peer daemon killed with SIGKILL by its PID and started again: traffic both ways again in < 10 s', async () => {
+    // timeout(1) → ip netns exec (which execs) → the daemon: the daemon is timeout's only child.
+    const kids = spawnSync('pgrep', ['-P', String(B.proc!.pid)], { encoding: 'utf8' }).stdout.trim().split(/\s+/).filter(Boolean);
+    expect(kids).toHaveLength(1);
+    const t0 = performance.now();
+    process.kill(Number(kids[0]), 'SIGKILL');
+    await B.proc!.exited;
+    // What the killed daemon left (its UAPI socket file) must not block the next one.
+    await startDaemon(topo, B);
+    configureAddresses(topo, B);
+    setPeer(topo, B, A, `${A.underlay}:51820`, ['preshared-key', join(tmp, 'psk')]);
+    const once = (ns: string, addr: string): boolean =>
+      /1 received/.test(topo.exec(ns, ['ping', '-n', '-c', '1', '-W', '1', addr], { allowFail: true, timeoutMs: 3000 }));
+    for (;;) {
+      const ba = once(B.ns, A.tunnel4);
+      const ab = once(A.ns, B.tunnel4);
+      if (ba && ab) break;
+      if (performance.now() - t0 > 30_000) throw new Error('no traffic 30 s after the SIGKILL');
+      await sleep(100);
+    }
+    const seconds = (performance.now() - t0) / 1000;
+    console.log(`SIGKILL of the ${B.kind} peer (our side ${A.kind}): traffic both ways again after ${seconds.toFixed(2)} s`);
+    expect(seconds).toBeLessThan(10);
+  }, 45_000);
 });
 
 if (unavailable !== null) {
