@@ -23,13 +23,13 @@ import { writeVnetHdr, writeVnetHdrNone, VIRTIO_NET_HDR_GSO_TCPV4 } from '../../
 import { segmenterScratch, TunSegmenter } from '../../src/ports/tun-offload.js';
 import { WireGuardPort } from '../../src/ports/wireguard-port.js';
 import { Device, ENCRYPT_SEND, EncryptResult, RECEIVE_DELIVER, ReceiveResult } from '../../src/wireguard/device.js';
-import type { Endpoint, Peer } from '../../src/wireguard/peer.js';
-import { OutgoingMessage } from '../../src/wireguard/pool.js';
+import type { Peer } from '../../src/wireguard/peer.js';
 import { waitFor } from '../util/netns.js';
 import { Prng } from '../util/prng.js';
 import { ipv4Packet } from '../wireguard/sim.js';
 import { randomSpec, writeSuper } from '../packet/offload-gen.js';
 import { nullAeadBackend, type ProfileNode, post } from '../util/alloc.js';
+import { memoryDevice, memoryHandshake } from '../util/wg-memory.js';
 
 const T = 1_700_000_000_000;
 const MTU = 1420;
@@ -115,27 +115,6 @@ describe('TunSegmenter', () => {
   });
 });
 
-function device(backend: CryptoBackend, seed: number): Device {
-  const d = new Device({ backend, mtu: MTU });
-  d.setPrivateKey(new Uint8Array(32).fill(seed));
-  return d;
-}
-
-function handshake(x: Device, px: Peer, y: Device, fromX: Endpoint, fromY: Endpoint): void {
-  const m = new OutgoingMessage<Peer>();
-  const rr = new ReceiveResult();
-  const pump = (from: Device, to: Device, src: Endpoint): void => {
-    while (from.popOutgoing(m)) {
-      to.receive(m.buf, m.start, m.length, src, T, false, rr);
-      from.releaseOutgoing(m.slot);
-    }
-  };
-  x.initiateHandshake(px, T);
-  pump(x, y, fromX);
-  pump(y, x, fromY);
-  pump(x, y, fromX);
-}
-
 const open: { close(): Promise<void> }[] = [];
 afterEach(async () => {
   for (const s of open.splice(0)) await s.close();
@@ -143,8 +122,8 @@ afterEach(async () => {
 
 /** Port A (udpOffload) and a plain Device B with its own loopback socket, one session. */
 async function world(backend: CryptoBackend, sink: (buf: Uint8Array, offs: Uint32Array, lens: Uint32Array, n: number) => void) {
-  const a = device(backend, 1);
-  const b = device(backend, 2);
+  const a = memoryDevice(backend, 1, { mtu: MTU });
+  const b = memoryDevice(backend, 2, { mtu: MTU });
   const port = new WireGuardPort({
     device: a, mtu: MTU, clock: () => T, udpMechanism: 'native', udpOffload: true,
     sink: { writeBatch: (buf, offs, lens, _p, n) => { sink(buf, offs, lens, n); return n; } },
@@ -161,7 +140,7 @@ async function world(backend: CryptoBackend, sink: (buf: Uint8Array, offs: Uint3
   const pab = b.addPeer(a.publicKey!);
   b.addAllowedIp(pab, parsePrefix('10.1.0.0/16'));
   b.setEndpoint(pab, epA);
-  handshake(b, pab, a, epB, epA);
+  memoryHandshake(b, pab, a, epB, epA, T);
   return { a, b, pb, pab, port, sockB, epA };
 }
 

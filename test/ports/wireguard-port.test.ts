@@ -9,7 +9,6 @@
  */
 import { Session } from 'node:inspector';
 import { afterEach, describe, expect, it } from 'vitest';
-import type { CryptoBackend } from '../../src/crypto/backend.js';
 import { createNodeBackend } from '../../src/crypto/node.js';
 import { PacketBatch } from '../../src/io/batch.js';
 import { loadNativeIo, nativeIoLoadError } from '../../src/io/native.js';
@@ -19,36 +18,14 @@ import { WireGuardPort } from '../../src/ports/wireguard-port.js';
 import {
   Device, ENCRYPT_SEND, EncryptResult, RECEIVE_DELIVER, ReceiveResult,
 } from '../../src/wireguard/device.js';
-import type { Endpoint, Peer } from '../../src/wireguard/peer.js';
-import { OutgoingMessage } from '../../src/wireguard/pool.js';
+import type { Peer } from '../../src/wireguard/peer.js';
 import { waitFor } from '../util/netns.js';
 import { ipv4Packet } from '../wireguard/sim.js';
 import { nullAeadBackend, type ProfileNode, post } from '../util/alloc.js';
+import { memoryDevice, memoryHandshake } from '../util/wg-memory.js';
 
 const T = 1_700_000_000_000;
 const nativeMissing = loadNativeIo() === null ? nativeIoLoadError() : null;
-
-function device(backend: CryptoBackend, seed: number, overlapping = false): Device {
-  const d = new Device({ backend, overlappingAllowedIps: overlapping });
-  d.setPrivateKey(new Uint8Array(32).fill(seed));
-  return d;
-}
-
-/** Runs a handshake initiated by `x` (to its peer `px` at `y`) in memory, with the given sources. */
-function handshake(x: Device, px: Peer, y: Device, fromX: Endpoint, fromY: Endpoint): void {
-  const m = new OutgoingMessage<Peer>();
-  const rr = new ReceiveResult();
-  const pump = (from: Device, to: Device, src: Endpoint): void => {
-    while (from.popOutgoing(m)) {
-      to.receive(m.buf, m.start, m.length, src, T, false, rr);
-      from.releaseOutgoing(m.slot);
-    }
-  };
-  x.initiateHandshake(px, T);
-  pump(x, y, fromX);
-  pump(y, x, fromY);
-  pump(x, y, fromX); // the keepalive that confirms the responder's session
-}
 
 /** Packets in one arena: 16 bytes headroom, 64 tailroom each. */
 function arena(pkts: Uint8Array[]): { buf: Uint8Array; offs: Uint32Array; lens: Uint32Array } {
@@ -72,9 +49,9 @@ afterEach(async () => {
 describe.skipIf(nativeMissing !== null)('WireGuardPort: the peer travels with each packet (loopback UDP)', () => {
   async function world() {
     const backend = createNodeBackend();
-    const a = device(backend, 1, true);
-    const b = device(backend, 2);
-    const c = device(backend, 3);
+    const a = memoryDevice(backend, 1, { overlappingAllowedIps: true });
+    const b = memoryDevice(backend, 2);
+    const c = memoryDevice(backend, 3);
     const calls: { peers: Peer[]; srcs: string[] }[] = [];
     const sink = {
       writeBatch(buf: Uint8Array, offs: Uint32Array, lens: Uint32Array, peers: readonly Peer[], n: number): number {
@@ -107,8 +84,8 @@ describe.skipIf(nativeMissing !== null)('WireGuardPort: the peer travels with ea
     c.addAllowedIp(pac, parsePrefix('10.1.0.0/16'));
     b.setEndpoint(pab, epA);
     c.setEndpoint(pac, epA);
-    handshake(b, pab, a, epB, epA);
-    handshake(c, pac, a, epC, epA);
+    memoryHandshake(b, pab, a, epB, epA, T);
+    memoryHandshake(c, pac, a, epC, epA, T);
     return { a, b, c, pb, pc, pab, pac, port, sockB, sockC, calls };
   }
 
@@ -164,9 +141,9 @@ describe.skipIf(nativeMissing !== null)('WireGuardPort: the peer travels with ea
 describe('encryptBatch with peers + overlapping receive: allocation (sampling heap profiler)', () => {
   it('allocates nothing per packet', async () => {
     const backend = nullAeadBackend();
-    const a = device(backend, 1, true);
-    const b = device(backend, 2);
-    const c = device(backend, 3);
+    const a = memoryDevice(backend, 1, { overlappingAllowedIps: true });
+    const b = memoryDevice(backend, 2);
+    const c = memoryDevice(backend, 3);
     const pb = a.addPeer(b.publicKey!);
     const pc = a.addPeer(c.publicKey!);
     a.addAllowedIp(pb, parsePrefix('10.9.0.0/16'));
@@ -178,8 +155,8 @@ describe('encryptBatch with peers + overlapping receive: allocation (sampling he
     const pac = c.addPeer(a.publicKey!);
     b.setEndpoint(pab, epA);
     c.setEndpoint(pac, epA);
-    handshake(b, pab, a, epB, epA);
-    handshake(c, pac, a, epC, epA);
+    memoryHandshake(b, pab, a, epB, epA, T);
+    memoryHandshake(c, pac, a, epC, epA, T);
     // Never bound: packets are encrypted for real and counted as "no socket", nothing is sent.
     let sunk = 0;
     const port = new WireGuardPort({ device: a, mtu: 1500, clock: () => T, sink: { writeBatch: (_b, _o, _l, _p, n) => { sunk += n; return n; } } });
