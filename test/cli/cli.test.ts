@@ -8,7 +8,7 @@ import { afterAll, describe, expect, test } from 'vitest';
 import {
   EXIT_CONFIG, EXIT_FAILURE, EXIT_PERMISSION, EXIT_USAGE, exitCodeFor, parseArgs, UsageError,
 } from '../../src/cli/commands/common.js';
-import { K8S_SPEC, parseK8sArgs } from '../../src/cli/commands/k8s.js';
+import { K8S_SPEC, parseK8sArgs } from '../../src/cli/commands/k8s-args.js';
 import { formatBytes, formatDuration } from '../../src/cli/commands/status.js';
 import { defaultInstanceName } from '../../src/cli/commands/up.js';
 import { main, MAIN_HELP } from '../../src/cli/weft.js';

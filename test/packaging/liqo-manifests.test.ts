@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { parse, parseAllDocuments } from 'yaml';
 import { ObjectSerializer } from '@kubernetes/client-node/dist/serializer.js';
 import { describe, expect, test } from 'vitest';
-import { K8S_SPEC, parseK8sArgs } from '../../src/cli/commands/k8s.js';
+import { K8S_SPEC, parseK8sArgs } from '../../src/cli/commands/k8s-args.js';
 import { parseArgs } from '../../src/cli/commands/common.js';
 import { loadCrds, validate } from '../k8s-fake/schema.js';
 import { LIQO_CRD_DIR } from '../k8s-fake/server.js';

@@ -1,0 +1,200 @@
+/**
+ * `weft k8s` command line: help text, flags, Lease timing defaults, and the validated settings
+ * (K8sSettings) the long-running K8sMode (k8s.ts) is built from; the kubeconfig loader.
+ */
+import type { KubeConfig } from '@kubernetes/client-node';
+import { leaseName as liqoLeaseName, type LiqoGatewayIdentity } from '../../control/k8s/liqo-gateway.js';
+import { ConfigError, LogLevelSchema, type LogLevel } from '../../control/config.js';
+import { optFlag, optInt, optString, UsageError, type CliIo, type ParsedArgs } from './common.js';
+import { checkInstanceName, defaultRunDir } from './control-socket.js';
+
+export const K8S_HELP = `Usage: weft k8s --role gateway|node --cluster-id ID [OPTIONS]
+
+Runs Weft from Liqo's Kubernetes resources (networking.liqo.io, ipam.liqo.io): a gateway
+(WireGuard to the peer, Geneve to the nodes, NAT) or a node agent (Geneve to the gateways).
+  --role gateway|node       what to run (required)
+  --cluster-id ID           the local Liqo cluster ID (env WEFT_CLUSTER_ID; default: read from
+                            Liqo's ConfigMap liqo-clusterid-configmap in --liqo-namespace)
+  --liqo-namespace NS       where Liqo is installed (default liqo)
+  --kubeconfig FILE         default: in-cluster service account, else KUBECONFIG / ~/.kube/config
+  --namespace NS            namespace of the per-peer resources (Liqo tenant namespace; env
+                            POD_NAMESPACE; default: all namespaces)
+  --ipam-namespace NS       namespace of ipam.liqo.io Networks/IPs (default: all)
+  --remote-cluster-id ID    only this peer (repeatable; default: every peer found)
+  --node-name NAME          this node (node role: required; gateway: the node it runs on;
+                            env NODE_NAME)
+  --lease-name NAME         gateway HA: run only while holding this coordination.k8s.io Lease
+                            (in --namespace)
+  --lease-duration SEC      how long a silent holder keeps the Lease (default 6; env
+                            WEFT_LEASE_DURATION). Takeover after a crash takes about this plus
+                            --lease-retry-period; shorter means more Lease requests and a risk of
+                            a spurious takeover when the API server is slow
+  --lease-renew-deadline SEC  a leader that could not renew for this long stands down (default 4,
+                            < duration; env WEFT_LEASE_RENEW_DEADLINE)
+  --lease-retry-period SEC  renew/poll interval of every replica (default 1, < renew deadline;
+                            env WEFT_LEASE_RETRY_PERIOD)
+  --identity ID             Lease candidate identity (default: env POD_NAME, else hostname)
+  --pod-cidr CIDR           local pod CIDR when no ipam.liqo.io Network says (repeatable)
+  --geneve-mode l3|l2       default l3
+  --metrics-listen ADDR     Prometheus endpoint "host:port"
+  --no-conncheck            gateway: no in-tunnel connection check (by default UDP 12345
+                            between the tunnel addresses 169.254.18.1/.2 every 2 s, as Liqo);
+                            then Connected = recent handshake. --conncheck: the default
+  --liqo-firewall           gateway: also enforce the FirewallConfigurations Liqo addresses to
+                            gateways (filter chains: MSS clamp, NOTRACK, marks, verdicts) on
+                            the router's hook points; their nat chains stay with Weft's NAT
+  --status-interval SEC     Connection status refresh (default 10)
+  --instance NAME           instance name for "weft show" (default: k8s-ROLE; without --mode,
+                            --name NAME is accepted for it too)
+Liqo gateway template arguments (what Liqo's controller renders into its gateway pod; see
+deploy/liqo/). --mode makes Weft that pod: one Connection "gw-NAME" owned by the
+GatewayServer/GatewayClient NAME, Lease NAME.NAMESPACE.MODE.connections.liqo.io, and the pod
+label networking.liqo.io/active=true on the replica that forwards.
+  --mode server|client      the gateway's side
+  --name NAME               the GatewayServer/GatewayClient name (with --mode)
+  --gateway-uid UID         its uid (with --mode; the Connection's owner and gatewayRef)
+  --pod-name NAME           this pod (env POD_NAME): the one labelled active/inactive
+  --leader-election BOOL    true: active/standby through the Lease above (default false)
+  --wireguard-key-dir DIR   read the private key from DIR/privateKey (raw 32 bytes, the mounted
+                            keys Secret) instead of reading Secrets through the API
+  --run-dir DIR             control socket directory (default /run/weft as root; WEFT_RUN_DIR)
+  --log-level LEVEL         default: LOG_LEVEL, else warn
+`;
+
+export const K8S_SPEC = [
+  { name: 'role', value: true }, { name: 'cluster-id', value: true }, { name: 'kubeconfig', value: true },
+  { name: 'namespace', value: true }, { name: 'ipam-namespace', value: true },
+  { name: 'remote-cluster-id', value: true, repeatable: true }, { name: 'node-name', value: true },
+  { name: 'lease-name', value: true }, { name: 'identity', value: true }, { name: 'pod-cidr', value: true, repeatable: true },
+  { name: 'geneve-mode', value: true }, { name: 'metrics-listen', value: true }, { name: 'conncheck', value: false },
+  { name: 'no-conncheck', value: false }, { name: 'liqo-firewall', value: false },
+  { name: 'status-interval', value: true }, { name: 'name', value: true }, { name: 'run-dir', value: true },
+  { name: 'log-level', value: true },
+  { name: 'liqo-namespace', value: true }, { name: 'instance', value: true }, { name: 'mode', value: true },
+  { name: 'gateway-uid', value: true }, { name: 'pod-name', value: true }, { name: 'leader-election', value: true },
+  { name: 'wireguard-key-dir', value: true },
+  { name: 'lease-duration', value: true }, { name: 'lease-renew-deadline', value: true }, { name: 'lease-retry-period', value: true },
+] as const;
+
+/** Lease timing defaults: takeover after a crash in about 6 + 1 s (< 10 s with the data plane start). */
+export const LEASE_DEFAULTS = { durationMs: 6000, renewDeadlineMs: 4000, retryPeriodMs: 1000 } as const;
+
+export interface K8sSettings {
+  role: 'gateway' | 'node';
+  /** Undefined: read from Liqo's cluster-id ConfigMap in liqoNamespace at start. */
+  clusterId: string | undefined;
+  liqoNamespace: string;
+  /** Set with --mode: Weft is the pod of Liqo's gateway template. */
+  liqo: LiqoGatewayIdentity | undefined;
+  /** This pod (labelled active/inactive when known). */
+  podName: string | undefined;
+  wireguardKeyDir: string | undefined;
+  kubeconfig: string | undefined;
+  namespace: string | undefined;
+  ipamNamespace: string | undefined;
+  remoteClusterIds: string[] | undefined;
+  nodeName: string | undefined;
+  leaseName: string | undefined;
+  leaseDurationMs: number;
+  leaseRenewDeadlineMs: number;
+  leaseRetryPeriodMs: number;
+  identity: string;
+  podCIDRs: string[];
+  geneveMode: 'l3' | 'l2';
+  metricsListen: string | undefined;
+  conncheck: boolean;
+  /** Enforce Liqo's gateway FirewallConfigurations (filter chains) on the router (k8s-rules.ts). */
+  liqoFirewall?: boolean;
+  statusIntervalMs: number;
+  name: string;
+  runDir: string;
+  logLevel: LogLevel | undefined;
+}
+
+/** Validates the command line (UsageError for anything wrong). Exported for tests. */
+export function parseK8sArgs(args: ParsedArgs, env: CliIo['env']): K8sSettings {
+  if (args.positionals.length > 0) throw new UsageError(`unexpected argument ${JSON.stringify(args.positionals[0])}`);
+  const role = optString(args, 'role');
+  if (role !== 'gateway' && role !== 'node') throw new UsageError(role === undefined ? 'missing --role gateway|node' : `--role ${JSON.stringify(role)}: use gateway or node`);
+  const clusterId = optString(args, 'cluster-id') ?? (env['WEFT_CLUSTER_ID'] || undefined);
+  if (clusterId === '') throw new UsageError('--cluster-id: empty');
+  const nodeName = optString(args, 'node-name') ?? (env['NODE_NAME'] || undefined);
+  if (role === 'node' && nodeName === undefined) throw new UsageError('the node role needs --node-name (or NODE_NAME)');
+  const namespace = optString(args, 'namespace') ?? (env['POD_NAMESPACE'] || undefined);
+  const modeArg = optString(args, 'mode');
+  let liqo: LiqoGatewayIdentity | undefined;
+  let leaseName = optString(args, 'lease-name');
+  const le = optString(args, 'leader-election');
+  if (le !== undefined && le !== 'true' && le !== 'false') throw new UsageError(`--leader-election ${JSON.stringify(le)}: use true or false`);
+  if (modeArg !== undefined) {
+    if (modeArg !== 'server' && modeArg !== 'client') throw new UsageError(`--mode ${JSON.stringify(modeArg)}: use server or client`);
+    if (role !== 'gateway') throw new UsageError('--mode (Liqo gateway arguments) is for the gateway role');
+    const gwName = optString(args, 'name');
+    const uid = optString(args, 'gateway-uid');
+    if (gwName === undefined || gwName === '') throw new UsageError('--mode needs --name (the GatewayServer/GatewayClient name)');
+    if (uid === undefined || uid === '') throw new UsageError('--mode needs --gateway-uid (the GatewayServer/GatewayClient uid)');
+    if (namespace === undefined) throw new UsageError('--mode needs --namespace (the gateway\'s namespace)');
+    liqo = { name: gwName, namespace, mode: modeArg, gatewayUid: uid };
+    if (le === 'true') leaseName ??= liqoLeaseName(liqo);
+  } else {
+    for (const f of ['gateway-uid', 'leader-election'] as const) if (optString(args, f) !== undefined) throw new UsageError(`--${f} is a Liqo gateway argument: it needs --mode server|client`);
+  }
+  const podName = optString(args, 'pod-name') ?? (env['POD_NAME'] || undefined);
+  if (leaseName !== undefined && role !== 'gateway') throw new UsageError('--lease-name is for the gateway role');
+  if (leaseName !== undefined && namespace === undefined) throw new UsageError('--lease-name needs --namespace (or POD_NAMESPACE): the Lease lives there');
+  const mode = optString(args, 'geneve-mode') ?? 'l3';
+  if (mode !== 'l3' && mode !== 'l2') throw new UsageError(`--geneve-mode ${JSON.stringify(mode)}: use l3 or l2`);
+  const lvl = optString(args, 'log-level');
+  let logLevel: LogLevel | undefined;
+  if (lvl !== undefined) {
+    const r = LogLevelSchema.safeParse(lvl.toLowerCase());
+    if (!r.success) throw new UsageError(`--log-level ${JSON.stringify(lvl)}: use one of ${LogLevelSchema.options.join(', ')}`);
+    logLevel = r.data;
+  }
+  const seconds = (flag: string, envName: string, def: number): number => {
+    const text = optString(args, flag) ?? (env[envName] || undefined);
+    if (text === undefined) return def;
+    const v = Number(text);
+    if (!/^\d+(\.\d+)?$/.test(text.trim()) || !(v >= 0.1 && v <= 3600)) throw new UsageError(`--${flag} ${JSON.stringify(text)} (or ${envName}): seconds from 0.1 to 3600`);
+    return Math.round(v * 1000);
+  };
+  const leaseDurationMs = seconds('lease-duration', 'WEFT_LEASE_DURATION', LEASE_DEFAULTS.durationMs);
+  const leaseRenewDeadlineMs = seconds('lease-renew-deadline', 'WEFT_LEASE_RENEW_DEADLINE', LEASE_DEFAULTS.renewDeadlineMs);
+  const leaseRetryPeriodMs = seconds('lease-retry-period', 'WEFT_LEASE_RETRY_PERIOD', LEASE_DEFAULTS.retryPeriodMs);
+  if (leaseDurationMs % 1000 !== 0) throw new UsageError('--lease-duration: whole seconds (the Lease records leaseDurationSeconds)');
+  if (!(leaseRenewDeadlineMs < leaseDurationMs)) throw new UsageError('--lease-renew-deadline must be shorter than --lease-duration (a leader must stand down before others may take over)');
+  if (!(leaseRetryPeriodMs < leaseRenewDeadlineMs)) throw new UsageError('--lease-retry-period must be shorter than --lease-renew-deadline');
+  const remotes = args.lists.get('remote-cluster-id');
+  return {
+    leaseDurationMs, leaseRenewDeadlineMs, leaseRetryPeriodMs,
+    role, clusterId, nodeName, namespace, leaseName, geneveMode: mode, logLevel, liqo, podName,
+    liqoNamespace: optString(args, 'liqo-namespace') ?? 'liqo',
+    wireguardKeyDir: optString(args, 'wireguard-key-dir'),
+    kubeconfig: optString(args, 'kubeconfig'),
+    ipamNamespace: optString(args, 'ipam-namespace'),
+    remoteClusterIds: remotes === undefined ? undefined : [...remotes],
+    identity: optString(args, 'identity') ?? podName ?? (env['HOSTNAME'] || `weft-${process.pid}`),
+    podCIDRs: [...(args.lists.get('pod-cidr') ?? [])],
+    metricsListen: optString(args, 'metrics-listen'),
+    conncheck: !optFlag(args, 'no-conncheck'),
+    liqoFirewall: optFlag(args, 'liqo-firewall'),
+    statusIntervalMs: (optInt(args, 'status-interval', 1, 3600) ?? 10) * 1000,
+    name: checkInstanceName(optString(args, 'instance') ?? (liqo === undefined ? optString(args, 'name') : undefined) ?? `k8s-${role}`),
+    runDir: optString(args, 'run-dir') ?? defaultRunDir(env),
+  };
+}
+
+export async function loadKubeConfig(path: string | undefined): Promise<KubeConfig> {
+  const { KubeConfig: KC } = await import('@kubernetes/client-node');
+  const kc = new KC();
+  try {
+    if (path !== undefined) kc.loadFromFile(path);
+    else kc.loadFromDefault();
+  } catch (e) {
+    throw new ConfigError(path ?? 'kubeconfig', [{ path: '', message: `cannot load the kubeconfig: ${e instanceof Error ? e.message : String(e)}` }]);
+  }
+  if (kc.getCurrentCluster() === null) {
+    throw new ConfigError(path ?? 'kubeconfig', [{ path: '', message: 'no current cluster (not in a pod and no KUBECONFIG / ~/.kube/config); pass --kubeconfig' }]);
+  }
+  return kc;
+}
