@@ -3,7 +3,8 @@
 // directory (no Secret is read through the API), the Connection is Liqo's "gw-NAME" owned by
 // the GatewayServer and pointing at the WgGatewayServer, the Lease is Liqo's
 // NAME.NAMESPACE.server.connections.liqo.io, and the replica holding it labels its own pod
-// networking.liqo.io/active=true (the standby carries no label). Deleting the GatewayServer
+// networking.liqo.io/active=true (the standby carries no label; a new leader removes a crashed
+// one's stale label, listing the replicas as Liqo's gateway does). Deleting the GatewayServer
 // (unpeer) removes the Connection through the garbage collector. Gateways run in lqx-* namespaces.
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -60,9 +61,11 @@ function load(s: FakeApiServer): void {
     roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'weft-gateway' },
     subjects: [{ kind: 'ServiceAccount', name: 'cluster-b', namespace: NS }],
   });
-  for (const p of ['cluster-b-pod-b', 'cluster-b-pod-c']) {
+  for (const p of ['cluster-b-pod-b', 'cluster-b-pod-c', 'cluster-b-pod-d']) {
     s.put('v1', 'pods', { apiVersion: 'v1', kind: 'Pod', metadata: { name: p, namespace: NS, labels: { 'networking.liqo.io/component': 'gateway', 'app.kubernetes.io/name': 'cluster-b' } }, spec: { containers: [{ name: 'gateway', image: 'weft' }] } });
   }
+  // The active replica of another gateway in the same namespace: not ours to unlabel.
+  s.put('v1', 'pods', { apiVersion: 'v1', kind: 'Pod', metadata: { name: 'cluster-z-pod', namespace: NS, labels: { 'networking.liqo.io/component': 'gateway', 'app.kubernetes.io/name': 'cluster-z', [ACTIVE_GATEWAY_LABEL]: 'true' } }, spec: { containers: [{ name: 'gateway', image: 'weft' }] } });
 }
 
 /** The arguments of deploy/liqo/wireguard-server-template.yaml as Liqo renders them, parsed by the CLI. */
@@ -149,6 +152,26 @@ describe.skipIf(skip !== null)('weft k8s as the pod of Liqo\'s gateway template'
     const lease = server.getObject('coordination.k8s.io/v1', 'leases', NS, `cluster-b.${NS}.server.connections.liqo.io`)!;
     expect((lease['spec'] as { holderIdentity: string }).holderIdentity).toBe('cluster-b-pod-c');
   });
+
+  test('a crashed leader keeps its active label until the new leader removes it, as Liqo\'s gateway does', async () => {
+    const c = modes[1]!;
+    expect(label('cluster-b-pod-c')).toBe('true');
+    const d = await startMode('d');
+    await new Promise((r) => setTimeout(r, 1500));
+    expect(d.runtime.active).toBe(false);
+    // c crashes as a SIGKILL would leave it: no Lease renewal, nothing released, label still set.
+    await (c as unknown as { elector: { stop(): Promise<void> } }).elector.stop();
+    await c.runtime.stopDataPlane();
+    expect(label('cluster-b-pod-c')).toBe('true');
+    await waitFor('d takes over', () => d.runtime.active, 15_000);
+    await waitFor('d labelled, c\'s stale label removed', () => label('cluster-b-pod-d') === 'true' && label('cluster-b-pod-c') === undefined, 10_000);
+    // Two replicas never both carry it once d has claimed it; another gateway's pod is untouched.
+    expect(['b', 'c', 'd'].filter((x) => label(`cluster-b-pod-${x}`) === 'true')).toEqual(['d']);
+    expect(label('cluster-z-pod')).toBe('true');
+    // Done with the pods list the ClusterRole grants (the replicas by app.kubernetes.io/name).
+    expect(server.requests.some((r) => r.method === 'GET' && r.path.startsWith(`/api/v1/namespaces/${NS}/pods?labelSelector=app.kubernetes.io`))).toBe(true);
+    expect(forbidden()).toEqual([]);
+  }, 40_000);
 
   test('unpeer: deleting the GatewayServer removes the WgGatewayServer and the Connection', async () => {
     expect(server.getObject(NET, 'connections', NS, 'gw-cluster-b')).toBeDefined();

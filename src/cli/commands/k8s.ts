@@ -33,7 +33,7 @@ import { TranslateError, type TranslateOptions } from '../../control/k8s/transla
 import { LiqoWatcher } from '../../control/k8s/watcher.js';
 import { SourceDetector } from '../../control/k8s/source-detector.js';
 import {
-  connectionGatewayRef, connectionName, connectionOwner, readLocalClusterId, setPodActive,
+  claimActive, connectionGatewayRef, connectionName, connectionOwner, readLocalClusterId, setPodActive,
 } from '../../control/k8s/liqo-gateway.js';
 import { createLogger, resolveLogLevel } from '../../control/log.js';
 import { ConfigError } from '../../control/config.js';
@@ -184,14 +184,23 @@ export class K8sMode {
     if (this.s.leaseName !== undefined) await this.labelPod(false);
   }
 
-  /** Label this pod active/inactive (Liqo's networking.liqo.io/active); best effort, logged. */
+  /**
+   * Label this pod active/inactive (Liqo's networking.liqo.io/active); best effort, logged.
+   * Active: as Liqo's gateway, first take the label off every other replica (a crashed leader's).
+   */
   private async labelPod(active: boolean): Promise<void> {
     const pod = this.s.podName;
     const ns = this.s.namespace;
+    const liqo = this.s.liqo;
     // Only as the pod of Liqo's template (--mode): deploy/'s plain Deployment has no pod RBAC.
-    if (this.s.liqo === undefined || pod === undefined || ns === undefined) return;
+    if (liqo === undefined || pod === undefined || ns === undefined) return;
     try {
-      await setPodActive(this.kc, ns, pod, active);
+      if (active) {
+        const cleared = await claimActive(this.kc, ns, liqo.name, pod);
+        for (const other of cleared) this.log.info(`pod ${ns}/${other} is no longer the active gateway (label removed by the new leader)`);
+      } else {
+        await setPodActive(this.kc, ns, pod, false);
+      }
       this.log.info(`pod ${ns}/${pod} ${active ? 'is now the active gateway' : 'is no longer the active gateway'}`);
     } catch (e) {
       this.log.warn({ err: errText(e) }, 'active label');

@@ -6,12 +6,13 @@
  *   WgGatewayServer/WgGatewayClient NAME with that same uid — the shape Liqo's gateway writes;
  * - the Lease is `NAME.NAMESPACE.MODE.connections.liqo.io` in the gateway's namespace;
  * - the replica holding it carries the pod label networking.liqo.io/active=true (Liqo's
- *   Service, InternalFabric and fabric source detector select on it); others have none;
+ *   Service, InternalFabric and fabric source detector select on it); on taking the Lease it
+ *   removes the label from every other replica first (claimActive), as Liqo's gateway does;
  * - the local cluster ID (which Liqo's gateway never needs) is read, when not given, from Liqo's
  *   cluster-id ConfigMap — where Liqo's own components read it.
  */
 import { CoreV1Api, type KubeConfig } from '@kubernetes/client-node';
-import { httpStatusOf, patchOptions, wrapApiError } from './client.js';
+import { httpStatusOf, KubernetesApiError, patchOptions, wrapApiError } from './client.js';
 import type { ObjectReference, OwnerReference } from './resources.js';
 
 export const ACTIVE_GATEWAY_LABEL = 'networking.liqo.io/active';
@@ -64,6 +65,40 @@ export async function setPodActive(kc: KubeConfig, namespace: string, pod: strin
   } catch (e) {
     throw wrapApiError(`label pod ${namespace}/${pod} ${ACTIVE_GATEWAY_LABEL}=${active ? 'true' : '(removed)'}`, e);
   }
+}
+
+/** The label Liqo's gateway lists its replicas by (app.kubernetes.io/name = the gateway name). */
+export const GATEWAY_REPLICAS_LABEL = 'app.kubernetes.io/name';
+
+/**
+ * What Liqo's gateway does when it wins the Lease (pkg/gateway/concurrent): list every replica of
+ * gateway `name` (pods in `namespace` labelled app.kubernetes.io/name=NAME), remove the active
+ * label from each other replica that still carries it (a crashed leader never removed its own),
+ * then set it on `pod`. RBAC: pods list/patch. Returns the pods it unlabelled. Throws
+ * KubernetesApiError (the caller logs; the next takeover tries again).
+ */
+export async function claimActive(kc: KubeConfig, namespace: string, name: string, pod: string): Promise<string[]> {
+  const core = kc.makeApiClient(CoreV1Api);
+  let names: { name: string; active: boolean }[];
+  try {
+    const list = await core.listNamespacedPod({ namespace, labelSelector: `${GATEWAY_REPLICAS_LABEL}=${name}` });
+    names = list.items.map((p) => ({ name: p.metadata?.name ?? '', active: p.metadata?.labels?.[ACTIVE_GATEWAY_LABEL] !== undefined }));
+  } catch (e) {
+    throw wrapApiError(`list the replicas of gateway ${namespace}/${name} (pods ${GATEWAY_REPLICAS_LABEL}=${name})`, e);
+  }
+  const cleared: string[] = [];
+  for (const p of names) {
+    if (p.name === pod || p.name === '' || !p.active) continue;
+    try {
+      await setPodActive(kc, namespace, p.name, false);
+      cleared.push(p.name);
+    } catch (e) {
+      // Gone between the list and the patch: nothing left to unlabel.
+      if (!(e instanceof KubernetesApiError && e.status === 404)) throw e;
+    }
+  }
+  await setPodActive(kc, namespace, pod, true);
+  return cleared;
 }
 
 /**
