@@ -28,7 +28,7 @@ import { translate, type TranslateOptions, type TranslateResult } from './transl
 
 export interface LiqoWatcherOptions extends TranslateOptions {
   kubeConfig: KubeConfig;
-  /** Namespace of the per-peer resources (the Liqo tenant namespace); undefined = all namespaces. */
+  /** Namespace of the per-peer resources (the Liqo tenant namespace); undefined = all namespaces. RouteConfigurations are always read from every namespace. */
   namespace?: string;
   /** Namespace of ipam.liqo.io Networks/IPs (default: all namespaces). */
   ipamNamespace?: string;
@@ -103,7 +103,10 @@ export class LiqoWatcher {
     for (const [name, kind] of WATCHED) {
       // A key given by the pod (mounted Secret) makes the Secrets unnecessary: not read, no RBAC.
       if (kind === KINDS.secrets && o.privateKey !== undefined) continue;
-      const ns = kind === KINDS.networks || kind === KINDS.ips ? o.ipamNamespace : o.namespace;
+      // Liqo keeps ipam objects and the per-node pod RouteConfigurations ("NODE-gw-node", made by
+      // its internal pod controller) in its own namespace, not the tenant one: those are read
+      // cluster-wide (ipam: unless --ipam-namespace says where).
+      const ns = kind === KINDS.networks || kind === KINDS.ips ? o.ipamNamespace : kind === KINDS.routeConfigurations ? undefined : o.namespace;
       const sel = kind === KINDS.secrets ? o.secretLabelSelector : undefined;
       const list = listFunction(o.kubeConfig, kind, kind.namespaced ? ns : undefined, sel);
       const listed = async () => {

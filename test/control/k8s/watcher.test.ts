@@ -104,6 +104,20 @@ describe.each(['event', 'http'] as const)('LiqoWatcher (410 as %s)', (expired) =
     expect(errors).toEqual([]);
   });
 
+  test('pod routes from Liqo\'s per-node RouteConfiguration in the Liqo namespace, outside the tenant namespace', async () => {
+    // Liqo's internal pod controller writes NODE-gw-node in its own namespace (route/pod_k8s.go).
+    const rc = { apiVersion: 'networking.liqo.io/v1beta1', kind: 'RouteConfiguration', metadata: { name: 'worker-1-gw-node', namespace: 'liqo' },
+      spec: { table: { name: 'worker-1', rules: [{ iif: 'liqo-tunnel', routes: [{ dst: '10.0.1.77/32', gw: '10.80.0.2' }] }] } } };
+    server.put(rc.apiVersion, 'routeconfigurations', rc);
+    try {
+      const gw = (await start()).config as GatewayConfig;
+      expect(gw.geneve.podRoutes).toContainEqual({ podCIDR: '10.0.1.77/32', nodeInternalAddress: '10.80.0.2' });
+      expect(errors).toEqual([]);
+    } finally {
+      server.remove(rc.apiVersion, 'routeconfigurations', 'liqo', 'worker-1-gw-node');
+    }
+  });
+
   test('recovers after 410 Gone by re-listing', async () => {
     await start();
     const listsBefore = server.requests.filter((r) => r.method === 'GET' && !r.path.includes('watch=')).length;

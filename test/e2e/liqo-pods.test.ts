@@ -1,0 +1,305 @@
+// Pod ⇄ pod across two Liqo-shaped clusters, every Weft component a `weft k8s` process started
+// from deploy/liqo exactly as Kubernetes would start it (root).
+// Each cluster has its own test API server holding what Liqo's components create for one
+// peering (test/k8s-fake/liqo-peering.ts), deploy/liqo's ClusterRoles and bindings (RBAC
+// enforced), Liqo's cluster-id ConfigMap and the gateway pods. Per cluster X (a: GatewayServer
+// side, b: GatewayClient side), in namespaces lqXg / lqXn / lqXp:
+//   app pod lqXp 10.0.1.5 ─veth─ node worker-1 lqXn (host network: the fabric DaemonSet's node
+//   agent, Geneve 6091) ─veth─ gateway pod lqXg 10.244.0.10 (the WgGateway template's pod)
+//   ═ WAN veth 192.168.77.1 ⇄ .2 ═ the other cluster's gateway pod.
+// Gateways run from the template's container args/env as Liqo renders them, node agents from the
+// DaemonSet's; each authenticates as its ServiceAccount (the gateway's, liqo/weft-fabric) through
+// a relay at 127.0.0.1:6443 inside its namespace (a unix socket crosses namespaces). Only
+// --kubeconfig (the in-cluster credentials) and --run-dir (per process) are added; the gateways
+// drop --metrics-listen (two replicas share one pod network namespace here, see below).
+// Each cluster sees the other's pods as 10.71.0.0/16 (Liqo's remapping), so pod a pings
+// 10.71.1.5 for pod b and vice versa. Leader failure: a second server replica runs in the
+// same pod network namespace (one pod IP, as the Service and InternalFabric see a single active
+// gateway), the leader `weft k8s` process is killed with SIGKILL by PID, and the gap in pod ⇄
+// pod pings is measured.
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createConnection, createServer, type Server } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { CustomObjectsApi, type KubernetesObject } from '@kubernetes/client-node';
+import { parseAllDocuments } from 'yaml';
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { generatePrivateKeyBase64, publicKeyBase64 } from '../../src/crypto/keys.js';
+import { getCryptoBackend } from '../../src/crypto/select.js';
+import { KINDS, type LiqoResourceName, type LiqoResources } from '../../src/control/k8s/resources.js';
+import { FakeApiServer } from '../k8s-fake/server.js';
+import { renderGatewayTemplate, type GatewayObject } from '../k8s-fake/liqo-render.js';
+import { LIQO_NAMESPACE, liqoPeeringSide, tenantNamespace } from '../k8s-fake/liqo-peering.js';
+import { e2eUnavailableReason, ping, Topology, waitFor, type Spawned } from '../util/netns.js';
+import { ensureBuilt, ROOT, WEFT_BIN } from '../cli/helpers.js';
+
+const skip = e2eUnavailableReason(['ip', 'ping', 'timeout', 'iperf3', 'ss']);
+const topo = new Topology('lq');
+const NET = 'networking.liqo.io/v1beta1';
+const RBAC = 'rbac.authorization.k8s.io/v1';
+const API_PORT = 6443;
+const WAN = { a: '192.168.77.1', b: '192.168.77.2' } as const;
+const GW_POD_IP = '10.244.0.10';
+const NODE_HOST_IP = '10.244.0.1';
+const POD_IP = '10.0.1.5';
+/** How the other cluster addresses POD_IP (Configuration.status.remote.cidr.pod 10.71.0.0/16). */
+const POD_IP_REMOTE = '10.71.1.5';
+
+type Letter = 'a' | 'b';
+interface Cluster {
+  letter: Letter;
+  id: string;
+  remote: string;
+  server: FakeApiServer;
+  /** Tenant namespace and gateway (GatewayServer/Client) name. */
+  ns: string;
+  gw: GatewayObject;
+  sock: string;
+  keyDir: string;
+}
+const clusters = new Map<Letter, Cluster>();
+const relays: Server[] = [];
+const procs = new Map<string, Spawned>();
+let dir = '';
+
+const PLURAL: Record<LiqoResourceName, string> = {
+  configurations: KINDS.configurations.plural, gatewayServers: KINDS.gatewayServers.plural, gatewayClients: KINDS.gatewayClients.plural,
+  secrets: KINDS.secrets.plural, publicKeys: KINDS.publicKeys.plural, internalNodes: KINDS.internalNodes.plural,
+  internalFabrics: KINDS.internalFabrics.plural, geneveTunnels: KINDS.geneveTunnels.plural, routeConfigurations: KINDS.routeConfigurations.plural,
+  networks: KINDS.networks.plural, ips: KINDS.ips.plural,
+};
+
+function yamlDocs(file: string): Record<string, unknown>[] {
+  return parseAllDocuments(readFileSync(join(ROOT, 'deploy/liqo', file), 'utf8')).map((d) => d.toJS() as Record<string, unknown>);
+}
+
+interface Container { args: string[]; env?: { name: string; value?: string; valueFrom?: Record<string, Record<string, string>> }[] }
+
+/**
+ * argv and env of a container as the kubelet runs it: env from values and the fieldRefs /
+ * configMapKeyRefs given, then $(VAR) in args expanded from that env.
+ */
+function containerCommand(c: Container, fields: Record<string, string>, configMaps: Record<string, string>): { args: string[]; env: Record<string, string> } {
+  const env: Record<string, string> = {};
+  for (const e of c.env ?? []) {
+    if (e.value !== undefined) env[e.name] = e.value;
+    else if (e.valueFrom?.['fieldRef'] !== undefined) env[e.name] = fields[e.valueFrom['fieldRef']['fieldPath']!] ?? '';
+    else if (e.valueFrom?.['configMapKeyRef'] !== undefined) env[e.name] = configMaps[`${e.valueFrom['configMapKeyRef']['name']}/${e.valueFrom['configMapKeyRef']['key']}`] ?? '';
+  }
+  const args = c.args.map((a) => a.replace(/\$\(([A-Z_]+)\)/g, (_m, v: string) => env[v] ?? `$(${v})`));
+  return { args, env };
+}
+
+async function hostRelay(server: FakeApiServer, path: string): Promise<void> {
+  const port = Number(new URL(server.url).port);
+  const s = createServer((c) => {
+    const up = createConnection(port, '127.0.0.1');
+    c.pipe(up).pipe(c);
+    c.on('error', () => up.destroy());
+    up.on('error', () => c.destroy());
+  });
+  await new Promise<void>((resolve) => s.listen(path, resolve));
+  relays.push(s);
+}
+
+const NS_RELAY = `const net=require('net');net.createServer(c=>{const u=net.connect(process.argv[1]);c.pipe(u).pipe(c);` +
+  `c.on('error',()=>u.destroy());u.on('error',()=>c.destroy());}).listen(${API_PORT},'127.0.0.1')`;
+
+/** A kubeconfig for ServiceAccount saNs/sa reaching cluster c's API server at 127.0.0.1:6443 in the pod's namespace. */
+function saKubeconfig(c: Cluster, saNs: string, sa: string): string {
+  const file = join(dir, `${c.letter}-${saNs}-${sa}.kubeconfig`);
+  writeFileSync(file, JSON.stringify({
+    apiVersion: 'v1', kind: 'Config', 'current-context': 'in-cluster',
+    clusters: [{ name: 'c', cluster: { server: `https://127.0.0.1:${API_PORT}`, 'certificate-authority-data': Buffer.from(c.server.caPem).toString('base64') } }],
+    users: [{ name: sa, user: { token: `${c.server.token}:sa:${saNs}:${sa}` } }],
+    contexts: [{ name: 'in-cluster', context: { cluster: 'c', user: sa, namespace: saNs } }],
+  }));
+  return file;
+}
+
+async function startCluster(letter: Letter, keys: Record<Letter, { priv: string; pub: string }>): Promise<Cluster> {
+  const other: Letter = letter === 'a' ? 'b' : 'a';
+  const id = `cluster-${letter}`;
+  const remote = `cluster-${other}`;
+  const res: LiqoResources = liqoPeeringSide({
+    local: id, remote, side: letter === 'a' ? 'server' : 'client',
+    privateKey: keys[letter].priv, publicKey: keys[letter].pub, remotePublicKey: keys[other].pub,
+    endpoint: { address: WAN.a, port: 51840 }, gatewayPod: { ip: GW_POD_IP, node: 'worker-1' },
+    nodes: [{ name: 'worker-1', pods: [{ name: 'app', ip: POD_IP }] }],
+  });
+  const server = await FakeApiServer.start();
+  for (const [n, list] of Object.entries(res) as [LiqoResourceName, KubernetesObject[]][]) for (const o of list) server.put(o.apiVersion!, PLURAL[n], o as Record<string, unknown>);
+  const ns = tenantNamespace(remote);
+  const kind = letter === 'a' ? 'GatewayServer' : 'GatewayClient';
+  const stored = server.getObject(NET, letter === 'a' ? 'gatewayservers' : 'gatewayclients', ns, remote)!;
+  const gw = { ...(stored as unknown as GatewayObject), apiVersion: NET, kind };
+  server.put('v1', 'configmaps', { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'liqo-clusterid-configmap', namespace: LIQO_NAMESPACE }, data: { CLUSTER_ID: id } });
+  // deploy/liqo's RBAC: the gateway role (Liqo's controller-manager binds it to the gateway's
+  // ServiceAccount, named like the gateway) and the fabric DaemonSet's own objects.
+  server.put(RBAC, 'clusterroles', yamlDocs('gateway-clusterrole.yaml')[0]!);
+  server.put(RBAC, 'clusterrolebindings', { apiVersion: RBAC, kind: 'ClusterRoleBinding', metadata: { name: `${ns}-${remote}` },
+    roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'weft-gateway' }, subjects: [{ kind: 'ServiceAccount', name: remote, namespace: ns }] });
+  for (const d of yamlDocs('fabric-daemonset.yaml')) {
+    if (d['kind'] === 'ClusterRole') server.put(RBAC, 'clusterroles', d);
+    if (d['kind'] === 'ClusterRoleBinding') server.put(RBAC, 'clusterrolebindings', d);
+  }
+  const sock = join(dir, `${letter}-api.sock`);
+  await hostRelay(server, sock);
+  const keyDir = join(dir, `keys-${letter}`);
+  rmSync(keyDir, { recursive: true, force: true });
+  mkdirSync(keyDir);
+  writeFileSync(join(keyDir, 'privateKey'), Buffer.from(keys[letter].priv, 'base64'));
+  const c: Cluster = { letter, id, remote, server, ns, gw, sock, keyDir };
+  clusters.set(letter, c);
+  return c;
+}
+
+function relayIn(c: Cluster, netns: string): void {
+  topo.spawnIn(netns, `relay-${netns}`, [process.execPath, '-e', NS_RELAY, c.sock], { lifetimeS: 400 });
+}
+
+/** A gateway replica: the pod Liqo renders from deploy/liqo's template, as a process in lqXg. */
+function startGateway(c: Cluster, replica: string): { pod: string; proc: Spawned } {
+  const file = c.letter === 'a' ? 'wireguard-server-template.yaml' : 'wireguard-client-template.yaml';
+  const wg = renderGatewayTemplate(yamlDocs(file)[0] as Parameters<typeof renderGatewayTemplate>[0], c.gw) as {
+    spec: { deployment: { spec: { template: { metadata: { labels: Record<string, string> }; spec: { serviceAccountName: string; containers: Container[] } } } } };
+  };
+  const tmpl = wg.spec.deployment.spec.template;
+  const pod = `${c.remote}-${replica}`;
+  c.server.put('v1', 'pods', {
+    apiVersion: 'v1', kind: 'Pod', metadata: { name: pod, namespace: c.ns, labels: { ...tmpl.metadata.labels } },
+    spec: { nodeName: 'worker-1', serviceAccountName: tmpl.spec.serviceAccountName, containers: [{ name: 'gateway', image: 'weft' }] },
+    status: { phase: 'Running', podIP: GW_POD_IP, hostIP: NODE_HOST_IP },
+  });
+  const { args, env } = containerCommand(tmpl.spec.containers[0]!, { 'spec.nodeName': 'worker-1', 'metadata.name': pod }, {});
+  const argv = args.filter((a) => !a.startsWith('--metrics-listen='))
+    .map((a) => (a.startsWith('--wireguard-key-dir=') ? `--wireguard-key-dir=${c.keyDir}` : a));
+  const kc = saKubeconfig(c, c.ns, tmpl.spec.serviceAccountName);
+  const proc = topo.spawnIn(topo.ns(`${c.letter}g`), `gw-${pod}`, [process.execPath, WEFT_BIN, ...argv, `--kubeconfig=${kc}`, `--run-dir=${join(dir, `run-${pod}`)}`],
+    { lifetimeS: 400, env });
+  procs.set(pod, proc);
+  return { pod, proc };
+}
+
+/** The node agent the fabric DaemonSet runs on worker-1, as a process in lqXn (host network). */
+function startNodeAgent(c: Cluster): Spawned {
+  const ds = yamlDocs('fabric-daemonset.yaml').find((d) => d['kind'] === 'DaemonSet') as { spec: { template: { spec: { serviceAccountName: string; containers: Container[] } } } };
+  const spec = ds.spec.template.spec;
+  const pod = 'weft-fabric-w1';
+  const { args, env } = containerCommand(spec.containers[0]!, { 'spec.nodeName': 'worker-1', 'metadata.name': pod, 'status.hostIP': NODE_HOST_IP },
+    { 'liqo-clusterid-configmap/CLUSTER_ID': c.id });
+  const kc = saKubeconfig(c, LIQO_NAMESPACE, spec.serviceAccountName);
+  const proc = topo.spawnIn(topo.ns(`${c.letter}n`), `node-${c.letter}`, [process.execPath, WEFT_BIN, ...args, `--kubeconfig=${kc}`, `--run-dir=${join(dir, `run-node-${c.letter}`)}`],
+    { lifetimeS: 400, env });
+  procs.set(`node-${c.letter}`, proc);
+  return proc;
+}
+
+/** The weft process under spawnIn's `timeout` (`ip netns exec` execs the command). */
+function weftPid(s: Spawned): number {
+  const kids = readFileSync(`/proc/${s.pid}/task/${s.pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number);
+  if (kids.length !== 1) throw new Error(`expected one child of ${s.pid}, found ${kids.length}`);
+  return kids[0]!;
+}
+
+/**
+ * A bounded iperf3 TCP transfer (2 s) from the pod in nsClient to the pod in nsServer, dialled at
+ * its remapped address; Gbit/s received.
+ */
+async function tcpTransfer(nsServer: string, nsClient: string): Promise<number> {
+  const port = String(5201 + Math.floor(Math.random() * 500));
+  const server = topo.spawnIn(nsServer, 'iperf3-server', ['iperf3', '-s', '-1', '-p', port], { lifetimeS: 40 });
+  await waitFor('iperf3 server', () => topo.exec(nsServer, ['ss', '-Hltn', `sport = :${port}`], { allowFail: true }).trim().length > 0, 5000);
+  const out = topo.exec(nsClient, ['iperf3', '-c', POD_IP_REMOTE, '-p', port, '-t', '2', '-J', '--connect-timeout', '3000'], { timeoutMs: 25_000, allowFail: true });
+  await topo.stop(server);
+  const j = JSON.parse(out) as { end?: { sum_received?: { bits_per_second?: number; bytes?: number } }; error?: string };
+  if (j.error) throw new Error(`iperf3: ${j.error}`);
+  return (j.end?.sum_received?.bits_per_second ?? 0) / 1e9;
+}
+
+const status = (c: Cluster) => c.server.getObject(NET, 'connections', c.ns, `gw-${c.remote}`)?.['status'] as { value?: string; latency?: { value?: string } } | undefined;
+const activeLabel = (c: Cluster, pod: string) => c.server.getObject('v1', 'pods', c.ns, pod)?.metadata.labels?.['networking.liqo.io/active'];
+const forbidden = (c: Cluster) => c.server.requests.filter((r) => r.status === 403).map((r) => `${r.method} ${r.path}`);
+const podNs = (l: Letter) => topo.ns(`${l}p`);
+const diag = (): string => [...procs].map(([n, p]) => `--- ${n}\n${p.output().slice(-1500)}`).join('\n');
+
+beforeAll(async () => {
+  if (skip) return;
+  ensureBuilt(['src/cli/weft.js', 'src/control/k8s/liqo-gateway.js', 'src/control/k8s/watcher.js']);
+  dir = mkdtempSync(join(tmpdir(), 'lq-pods-'));
+  for (const l of ['a', 'b'] as const) {
+    const g = topo.addNamespace(`${l}g`);
+    const n = topo.addNamespace(`${l}n`);
+    const p = topo.addNamespace(`${l}p`);
+    topo.link(g, `${l}g-n`, `${GW_POD_IP}/24`, n, `${l}n-g`, `${NODE_HOST_IP}/24`);
+    topo.link(n, `${l}n-p`, '10.0.1.1/24', p, `${l}p-n`, `${POD_IP}/24`);
+    topo.exec(n, ['sysctl', '-qw', 'net.ipv4.ip_forward=1']);
+    topo.exec(p, ['ip', 'route', 'add', 'default', 'via', '10.0.1.1']);
+  }
+  topo.link(topo.ns('ag'), 'ag-w', `${WAN.a}/24`, topo.ns('bg'), 'bg-w', `${WAN.b}/24`);
+}, 120_000);
+
+afterAll(async () => {
+  await topo.cleanup();
+  for (const r of relays) r.close();
+  for (const c of clusters.values()) await c.server.stop();
+  if (dir) rmSync(dir, { recursive: true, force: true });
+}, 60_000);
+
+describe.skipIf(skip !== null)('Liqo-shaped clusters: pod ⇄ pod through node agents and templated gateways (processes)', () => {
+  test('ping and TCP both ways; Connections Connected with latency; active labels; source detector; no 403', async () => {
+    const backend = getCryptoBackend('auto');
+    const keys = Object.fromEntries((['a', 'b'] as const).map((l) => {
+      const priv = generatePrivateKeyBase64(backend);
+      return [l, { priv, pub: publicKeyBase64(backend, priv) }];
+    })) as Record<Letter, { priv: string; pub: string }>;
+    const ca = await startCluster('a', keys);
+    const cb = await startCluster('b', keys);
+    const t0 = Date.now();
+    for (const c of [ca, cb]) {
+      relayIn(c, topo.ns(`${c.letter}g`));
+      relayIn(c, topo.ns(`${c.letter}n`));
+      startNodeAgent(c);
+      startGateway(c, '1');
+    }
+    try {
+      // The node agents' source detectors write where the gateways send Geneve.
+      for (const c of [ca, cb]) {
+        await waitFor(`${c.id}: InternalNode worker-1 status.nodeIP.local`, () =>
+          (c.server.getObject(NET, 'internalnodes', undefined, 'worker-1')?.['status'] as { nodeIP?: { local?: string } } | undefined)?.nodeIP?.local === NODE_HOST_IP, 30_000);
+      }
+      await waitFor('Connected on both sides', () => status(ca)?.value === 'Connected' && status(cb)?.value === 'Connected', 45_000);
+      console.log(`[lq] both Connections Connected ${Date.now() - t0} ms after the processes started`);
+      await waitFor('latency on both sides', () => [status(ca), status(cb)].every((s) => /^\d+(\.\d+)?(ms|μs|s)$/.test(s?.latency?.value ?? '')), 15_000);
+      for (const c of [ca, cb]) expect(activeLabel(c, `${c.remote}-1`)).toBe('true');
+      // Pod ⇄ pod: each cluster addresses the other's pod through the remapped CIDR.
+      const tPing = Date.now();
+      await waitFor('pod a → pod b answers', () => ping(topo, podNs('a'), POD_IP_REMOTE, 1, 0.2).received === 1, 20_000, 200);
+      console.log(`[lq] first pod a → pod b reply ${Date.now() - tPing} ms after Connected`);
+      const ab = ping(topo, podNs('a'), POD_IP_REMOTE, 10, 0.1);
+      const ba = ping(topo, podNs('b'), POD_IP_REMOTE, 10, 0.1);
+      console.log(`[lq] pod a → pod b ${ab.received}/10 (avg ${ab.avgMs} ms), pod b → pod a ${ba.received}/10 (avg ${ba.avgMs} ms)`);
+      expect(ab.received).toBeGreaterThanOrEqual(9);
+      expect(ba.received).toBeGreaterThanOrEqual(9);
+      const gAB = await tcpTransfer(podNs('b'), podNs('a'));
+      const gBA = await tcpTransfer(podNs('a'), podNs('b'));
+      console.log(`[lq] TCP pod a → pod b ${gAB.toFixed(3)} Gbit/s, pod b → pod a ${gBA.toFixed(3)} Gbit/s`);
+      expect(gAB).toBeGreaterThan(0);
+      expect(gBA).toBeGreaterThan(0);
+      // Every request, the node agents' (fabric ClusterRole: the node-role watcher's lists and
+      // watches, the source detector's InternalNode status patch) and the gateways'
+      // (weft-gateway), was allowed — and RBAC is enforced: the fabric account may not write a Connection.
+      for (const c of [ca, cb]) {
+        expect(forbidden(c)).toEqual([]);
+        expect(c.server.requests.some((r) => r.method === 'PATCH' && r.path.startsWith('/apis/networking.liqo.io/v1beta1/internalnodes/worker-1/status') && r.status === 200)).toBe(true);
+        expect(c.server.requests.some((r) => r.method === 'GET' && r.path.startsWith('/apis/networking.liqo.io/v1beta1/genevetunnels') && r.status === 200)).toBe(true);
+      }
+      const fabric = ca.server.serviceAccountKubeConfig(LIQO_NAMESPACE, 'weft-fabric').makeApiClient(CustomObjectsApi);
+      await expect(fabric.createNamespacedCustomObject({ group: 'networking.liqo.io', version: 'v1beta1', namespace: ca.ns, plural: 'connections',
+        body: { apiVersion: NET, kind: 'Connection', metadata: { name: 'x' } } })).rejects.toMatchObject({ code: 403 });
+    } catch (e) {
+      console.log(diag());
+      throw e;
+    }
+  }, 180_000);
+});
