@@ -302,4 +302,50 @@ describe.skipIf(skip !== null)('Liqo-shaped clusters: pod ⇄ pod through node a
       throw e;
     }
   }, 180_000);
+
+  test('SIGKILL of the leader gateway process: the standby takes the Lease, labels itself, removes the stale label; pod ⇄ pod resumes (gap measured)', async () => {
+    const ca = clusters.get('a')!;
+    const cb = clusters.get('b')!;
+    const leader = procs.get(`${ca.remote}-1`)!;
+    const lease = () => (ca.server.getObject('coordination.k8s.io/v1', 'leases', ca.ns, `${ca.remote}.${ca.ns}.server.connections.liqo.io`)?.['spec'] as { holderIdentity?: string } | undefined)?.holderIdentity;
+    expect(lease()).toBe(`${ca.remote}-1`);
+    // The second replica of the Deployment (replicas: 2), in the same pod network namespace.
+    const { pod: standby } = startGateway(ca, '2');
+    try {
+      await waitFor('the standby is up (its control socket)', () => topo.exec(topo.ns('ag'), ['ss', '-Hlx'], { allowFail: true }).includes(`run-${standby}`), 20_000);
+      await new Promise((r) => setTimeout(r, 2000));
+      expect(lease()).toBe(`${ca.remote}-1`);
+      expect(activeLabel(ca, standby)).toBeUndefined();
+      // Pod b pings pod a every 100 ms through both node agents and the gateways.
+      const pinger = topo.spawnIn(podNs('b'), 'ping', ['ping', '-n', '-i', '0.1', '-W', '1', POD_IP_REMOTE], { lifetimeS: 60 });
+      await waitFor('pings answered before the kill', () => /icmp_seq=5 /.test(pinger.output()), 10_000);
+      const pid = weftPid(leader);
+      const t0 = Date.now();
+      process.kill(pid, 'SIGKILL');
+      await waitFor('standby holds the Lease', () => lease() === standby, 20_000, 50);
+      const tLease = Date.now() - t0;
+      await waitFor('standby labelled active, the killed leader\'s stale label removed', () => activeLabel(ca, standby) === 'true' && activeLabel(ca, `${ca.remote}-1`) === undefined, 10_000, 50);
+      const tLabel = Date.now() - t0;
+      const seqs = (): number[] => [...pinger.output().matchAll(/icmp_seq=(\d+) /g)].map((m) => Number(m[1]));
+      const before = Math.max(...seqs());
+      await waitFor('pod ⇄ pod pings answered again', () => seqs().filter((x) => x > before).length >= 5, 40_000, 100);
+      const tBack = Date.now() - t0;
+      await topo.stop(pinger);
+      const got = seqs();
+      let gap = 0;
+      for (let i = 1; i < got.length; i++) gap = Math.max(gap, got[i]! - got[i - 1]!);
+      console.log(`[lq] SIGKILL of the leader (pid ${pid}): Lease taken ${tLease} ms, labels moved ${tLabel} ms, pings back within ${tBack} ms; ` +
+        `longest pod b → pod a gap ${gap * 100} ms (${gap - 1} pings at 100 ms lost)`);
+      expect(await leader.exited).toBe('SIGKILL'); // timeout(1) dies by the signal that killed its child
+      expect(gap).toBeGreaterThan(1);
+      const ab = ping(topo, podNs('a'), POD_IP_REMOTE, 5, 0.1);
+      expect(ab.received).toBeGreaterThanOrEqual(4);
+      // Both sides saw the check fail during the gap (Error) and report Connected again.
+      await waitFor('both Connections Connected again', () => status(ca)?.value === 'Connected' && status(cb)?.value === 'Connected', 30_000);
+      for (const c of [ca, cb]) expect(forbidden(c).filter((r) => !r.includes('/connections'))).toEqual([]);
+    } catch (e) {
+      console.log(diag());
+      throw e;
+    }
+  }, 120_000);
 });
