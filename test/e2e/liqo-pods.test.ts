@@ -13,7 +13,8 @@
 // --kubeconfig (the in-cluster credentials) and --run-dir (per process) are added; the gateways
 // drop --metrics-listen (two replicas share one pod network namespace here, see below).
 // Each cluster sees the other's pods as 10.71.0.0/16 (Liqo's remapping), so pod a pings
-// 10.71.1.5 for pod b and vice versa. Leader failure: a second server replica runs in the
+// 10.71.1.5 for pod b and vice versa. Both gateways are given spec.endpoint.ports [51840, 51841]
+// (Liqo's multi-port form; the single port is covered by liqo-peering.test.ts). Leader failure: a second server replica runs in the
 // same pod network namespace (one pod IP, as the Service and InternalFabric see a single active
 // gateway), the leader `weft k8s` process is killed with SIGKILL by PID, and the gap in pod ⇄
 // pod pings is measured.
@@ -124,7 +125,8 @@ async function startCluster(letter: Letter, keys: Record<Letter, { priv: string;
   const res: LiqoResources = liqoPeeringSide({
     local: id, remote, side: letter === 'a' ? 'server' : 'client',
     privateKey: keys[letter].priv, publicKey: keys[letter].pub, remotePublicKey: keys[other].pub,
-    endpoint: { address: WAN.a, port: 51840 }, gatewayPod: { ip: GW_POD_IP, node: 'worker-1' },
+    // Liqo's multi-port form on both sides: the client sends to the first port (Liqo's tunnel 0).
+    endpoint: { address: WAN.a, port: 51840 }, ports: [51840, 51841], gatewayPod: { ip: GW_POD_IP, node: 'worker-1' },
     nodes: [{ name: 'worker-1', pods: [{ name: 'app', ip: POD_IP }] }],
   });
   const server = await FakeApiServer.start();
@@ -272,6 +274,8 @@ describe.skipIf(skip !== null)('Liqo-shaped clusters: pod ⇄ pod through node a
       console.log(`[lq] both Connections Connected ${Date.now() - t0} ms after the processes started`);
       await waitFor('latency on both sides', () => [status(ca), status(cb)].every((s) => /^\d+(\.\d+)?(ms|μs|s)$/.test(s?.latency?.value ?? '')), 15_000);
       for (const c of [ca, cb]) expect(activeLabel(c, `${c.remote}-1`)).toBe('true');
+      // spec.endpoint.ports [51840, 51841]: the server listens on the first, the client dials it.
+      expect(topo.exec(topo.ns('ag'), ['ss', '-Hlun'], { allowFail: true })).toMatch(/:51840\b/);
       // Pod ⇄ pod: each cluster addresses the other's pod through the remapped CIDR.
       const tPing = Date.now();
       await waitFor('pod a → pod b answers', () => ping(topo, podNs('a'), POD_IP_REMOTE, 1, 0.2).received === 1, 20_000, 200);

@@ -55,6 +55,8 @@ export interface PeeringSide {
   remotePublicKey: string;
   /** The server's reachable endpoint (server: its status.endpoint; client: its spec.endpoint). */
   endpoint: { address: string; port: number };
+  /** Several ports (spec.endpoint.ports, Liqo's multi-tunnel form) in place of spec.endpoint.port. */
+  ports?: number[];
   /** IP and node of the active gateway pod (status.internalEndpoint). */
   gatewayPod: { ip: string; node: string };
   nodes: PeeringNode[];
@@ -85,6 +87,10 @@ function ifName(seed: string): string {
   return `liqo.${h.toString(36).padStart(8, '0').slice(0, 8)}`;
 }
 
+function portsOf(p: PeeringSide): { port: number } | { ports: number[] } {
+  return p.ports !== undefined ? { ports: [...p.ports] } : { port: p.endpoint.port };
+}
+
 export function liqoPeeringSide(p: PeeringSide): LiqoResources {
   const ns = tenantNamespace(p.remote);
   const L = { [RID]: p.remote };
@@ -108,13 +114,13 @@ export function liqoPeeringSide(p: PeeringSide): LiqoResources {
   if (p.side === 'server') {
     r.gatewayServers = [{
       apiVersion: NET, kind, metadata: { name: p.remote, namespace: ns, labels: { ...L } },
-      spec: { endpoint: { port: p.endpoint.port, serviceType: 'NodePort' }, mtu, secretRef: { name: `gw-keys-${p.remote}` } },
+      spec: { endpoint: { ...portsOf(p), serviceType: 'NodePort' }, mtu, secretRef: { name: `gw-keys-${p.remote}` } },
       status: { endpoint: { addresses: [p.endpoint.address], port: p.endpoint.port, protocol: 'UDP' }, internalEndpoint },
     }];
   } else {
     r.gatewayClients = [{
       apiVersion: NET, kind, metadata: { name: p.remote, namespace: ns, labels: { ...L } },
-      spec: { endpoint: { addresses: [p.endpoint.address], port: p.endpoint.port, protocol: 'UDP' }, mtu, secretRef: { name: `gw-keys-${p.remote}` } },
+      spec: { endpoint: { addresses: [p.endpoint.address], ...portsOf(p), protocol: 'UDP' }, mtu, secretRef: { name: `gw-keys-${p.remote}` } },
       status: { internalEndpoint },
     }];
   }

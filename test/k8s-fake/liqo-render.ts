@@ -9,8 +9,10 @@
  * - a map key written `?key` is kept (as `key`) only when its rendered value is not empty/zero;
  * - the rendered object is the template's objectKind, named/namespaced from template.metadata,
  *   labelled liqo.io/remote-cluster-id and controlled by the GatewayServer/Client.
- * Only field references `{{ .A.B }}` are supported (Go field names, matched case-insensitively
- * against the JSON names); anything else throws, so templates stay within what this checks.
+ * Only field references `{{ .A.B }}`, `{{ index .A.B N }}` and `{{ if X }}…{{ else }}…{{ end }}`
+ * are supported (Go field names, matched case-insensitively against the JSON names; Go renders
+ * a missing field as "<no value>", here ""); anything else throws, so templates stay within
+ * what this checks.
  */
 export interface GatewayObject {
   apiVersion: string;
@@ -31,14 +33,62 @@ function lookup(data: Record<string, unknown>, path: string[]): unknown {
   return cur;
 }
 
-/** Renders one Go template string (field references only). */
+/** A template value: `.A.B` (field reference) or `index .A.B N` (list element). */
+function evalExpr(text: string, expr: string, data: Record<string, unknown>): unknown {
+  const field = (ref: string): unknown => {
+    if (!/^(\.[A-Za-z][A-Za-z0-9]*)+$/.test(ref)) throw new Error(`template ${JSON.stringify(text)}: only {{ .Field }}, {{ index .Field N }}, {{ if .Field }}…{{ else }}…{{ end }} are supported here, not ${JSON.stringify(expr)}`);
+    return lookup(data, ref.slice(1).split('.'));
+  };
+  const idx = /^index\s+(\S+)\s+(\d+)$/.exec(expr);
+  if (idx !== null) {
+    const list = field(idx[1]!);
+    if (!Array.isArray(list) || Number(idx[2]) >= list.length) throw new Error(`template ${JSON.stringify(text)}: ${expr}: index out of range (Go's template fails the render)`);
+    return list[Number(idx[2])];
+  }
+  return field(expr);
+}
+
+/** Go's truth for `if`: not false, 0, nil, or an empty string, list or map. */
+function truthy(v: unknown): boolean {
+  if (Array.isArray(v)) return v.length > 0;
+  if (v !== null && typeof v === 'object') return Object.keys(v).length > 0;
+  return v !== undefined && v !== null && v !== false && v !== 0 && v !== '';
+}
+
+/**
+ * Renders one Go template string: field references, `index`, and `if`/`else`/`end` (nestable),
+ * the subset Liqo's own templates use for endpoint ports. Anything else throws.
+ */
 export function renderString(text: string, data: Record<string, unknown>): string {
-  return text.replace(/\{\{(.*?)\}\}/g, (_m, inner: string) => {
-    const expr = inner.trim();
-    if (!/^(\.[A-Za-z][A-Za-z0-9]*)+$/.test(expr)) throw new Error(`template ${JSON.stringify(text)}: only field references like {{ .Spec.Endpoint.Port }} are supported here, not ${JSON.stringify(expr)}`);
-    const v = lookup(data, expr.slice(1).split('.'));
-    return v === undefined || v === null ? '' : String(v);
-  });
+  const tokens = text.split(/(\{\{.*?\}\})/g);
+  let pos = 0;
+  // `live`: this branch is taken (Go evaluates nothing in the other one).
+  const block = (live: boolean): { out: string; stop: 'else' | 'end' | 'eof' } => {
+    let out = '';
+    while (pos < tokens.length) {
+      const t = tokens[pos++]!;
+      const m = /^\{\{(.*)\}\}$/.exec(t);
+      if (m === null) { out += t; continue; }
+      const expr = m[1]!.trim();
+      if (expr === 'else' || expr === 'end') return { out, stop: expr };
+      const cond = /^if\s+(.+)$/.exec(expr);
+      if (cond !== null) {
+        const yes = live && truthy(evalExpr(text, cond[1]!.trim(), data));
+        const a = block(yes);
+        const b = a.stop === 'else' ? block(live && !yes) : { out: '', stop: a.stop };
+        if (b.stop !== 'end') throw new Error(`template ${JSON.stringify(text)}: {{ if }} without {{ end }}`);
+        out += yes ? a.out : b.out;
+        continue;
+      }
+      if (!live) continue;
+      const v = evalExpr(text, expr, data);
+      out += v === undefined || v === null ? '' : String(v);
+    }
+    return { out, stop: 'eof' };
+  };
+  const r = block(true);
+  if (r.stop !== 'eof') throw new Error(`template ${JSON.stringify(text)}: {{ ${r.stop} }} without {{ if }}`);
+  return r.out;
 }
 
 function isZero(v: unknown): boolean {

@@ -126,6 +126,20 @@ describe('deploy/liqo manifests', () => {
     });
   }
 
+  test('server with spec.endpoint.ports/nodePorts: the Service exposes the first, the port Liqo\'s client sends to (tunnel 0)', () => {
+    const tmpl = find('WgGatewayServerTemplate') as unknown as Parameters<typeof renderGatewayTemplate>[0];
+    const gw = structuredClone(gatewayServer);
+    gw.spec['endpoint'] = { ports: [51841, 51842], nodePorts: [32001, 32002], serviceType: 'NodePort' };
+    // The GatewayServer itself is valid for Liqo's CRD (CEL: ports xor port, no duplicates).
+    expect(validate({ apiVersion: NET, kind: 'GatewayServer', metadata: gw.metadata, spec: gw.spec }, crd('GatewayServer').schema, 'strict')).toEqual([]);
+    const wg = renderGatewayTemplate(tmpl, gw) as Obj & { spec: { service: Obj & { spec: { ports: unknown[] } } } };
+    expect(validate(wg, crd('WgGatewayServer').schema, 'strict')).toEqual([]);
+    expect(wg.spec.service.spec.ports).toEqual([{ port: 51841, protocol: 'UDP', targetPort: 51841, nodePort: 32001 }]);
+    modelRoundTrip({ apiVersion: 'v1', kind: 'Service', ...(wg.spec.service as Record<string, unknown>) } as Obj);
+    // With the single (deprecated) field the Service is as before.
+    expect((renderGatewayTemplate(tmpl, gatewayServer) as typeof wg).spec.service.spec.ports).toEqual([{ port: 51840, protocol: 'UDP', targetPort: 51840 }]);
+  });
+
   test('the fabric DaemonSet runs the node agent only where Liqo\'s fabric (with values.yaml) does not', () => {
     const ds = find('DaemonSet') as Obj & { spec: { template: { spec: PodSpec & { hostNetwork: boolean; nodeSelector: Record<string, string> } } } };
     const pod = ds.spec.template.spec;

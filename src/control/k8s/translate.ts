@@ -8,9 +8,11 @@
  * - one peer per remote cluster that has a GatewayServer or GatewayClient (label
  *   liqo.io/remote-cluster-id): its key from the PublicKey with the same label; its real CIDRs
  *   from Configuration.spec.remote.cidr and remapped CIDRs from Configuration.status.remote.cidr;
- *   its endpoint (client side only) from GatewayClient.spec.endpoint.addresses[0]:port;
+ *   its endpoint (client side only) from GatewayClient.spec.endpoint.addresses[0]:port (or
+ *   ports[0]: Liqo routes through the tunnel of the first port only);
  * - WireGuard private key from the gateway's Secret (spec.secretRef, else status.secretRef)
- *   data.privateKey (raw 32 bytes); listen port from GatewayServer.spec.endpoint.port; MTU from
+ *   data.privateKey (raw 32 bytes); listen port from GatewayServer.spec.endpoint.port or
+ *   ports[0] (the one Liqo's client and the template's Service use); MTU from
  *   the gateway's spec.mtu;
  * - Geneve tunnels from GeneveTunnel (VNI = spec.id) joining an InternalFabric (the gateway's
  *   internal address spec.interface.gateway.ip) and an InternalNode (internal address
@@ -225,15 +227,16 @@ function translateGateway(res: LiqoResources, opts: TranslateOptions): Translate
       const host = ep?.addresses?.[0];
       const port = ep?.port ?? ep?.ports?.[0];
       if (host === undefined || port === undefined) { warnings.push(`${ref(g.obj)}: spec.endpoint has no address/port yet; peer skipped`); continue; }
-      // Liqo spreads a multi-port endpoint over several paths; one path to the first port works too.
-      if ((ep?.ports?.length ?? 0) > 1) warnings.push(`${ref(g.obj)}: spec.endpoint.ports ${ep!.ports!.join(',')}: Weft connects to the first (${port}) only`);
+      // Liqo's client opens one WireGuard tunnel per port but routes the remote CIDRs and runs its
+      // connection check through tunnel 0 (ports[0]) only: the others carry nothing.
+      if ((ep?.ports?.length ?? 0) > 1) warnings.push(`${ref(g.obj)}: spec.endpoint.ports ${ep!.ports!.join(',')}: traffic goes to the first (${port}), as through Liqo's tunnel 0`);
       peer['endpoint'] = host.includes(':') ? `[${host}]:${port}` : `${host}:${port}`;
     } else {
       const ep = (g.obj as GatewayServer).spec?.endpoint;
       const port = ep?.port ?? ep?.ports?.[0];
-      const distinct = new Set(ep?.ports ?? []);
-      // Clients may send to any listed port; listening on one would silently drop the others.
-      if (distinct.size > 1) { issues.add(g.obj, 'spec.endpoint.ports', `${[...distinct].join(',')}: Weft listens on one UDP port; list one port (or use spec.endpoint.port)`); continue; }
+      // Several ports: Liqo's client sends only to ports[0] (its tunnel 0 carries the routes and the
+      // connection check) and the template's Service exposes that one port; Weft listens there.
+      if ((ep?.ports?.length ?? 0) > 1) warnings.push(`${ref(g.obj)}: spec.endpoint.ports ${ep!.ports!.join(',')}: listening on the first (${port}), the port of Liqo's tunnel 0 and of the gateway Service`);
       if (port !== undefined) {
         if (listenPort !== undefined && listenPort !== port) issues.add(g.obj, 'spec.endpoint.port', `${port} differs from another GatewayServer's ${listenPort}; one Weft gateway listens on one port`);
         listenPort = port;

@@ -84,7 +84,7 @@ describe('translate: gateway', () => {
     expect(config.wireguard.listenPort).toBe(51840);
   });
 
-  test('every endpoint port is read: a client uses the first and says so, a server refuses several', () => {
+  test('several endpoint ports as Liqo uses them: client and server both use the first (Liqo\'s tunnel 0), saying so', () => {
     const r = liqoResources();
     const srv = r.gatewayServers.pop()!;
     r.gatewayClients.push({
@@ -94,11 +94,14 @@ describe('translate: gateway', () => {
     const { config, warnings } = translate(r, { role: 'gateway', clusterId: 'cluster-a' });
     if (config.role !== 'gateway') throw new Error('role');
     expect(config.peers[0]!.endpoint).toBe('172.18.0.9:32000');
-    expect(warnings).toContain(`GatewayClient ${NS}/cluster-b: spec.endpoint.ports 32000,32001: Weft connects to the first (32000) only`);
+    expect(warnings).toContain(`GatewayClient ${NS}/cluster-b: spec.endpoint.ports 32000,32001: traffic goes to the first (32000), as through Liqo's tunnel 0`);
 
     const r2 = liqoResources();
-    r2.gatewayServers[0]!.spec!.endpoint = { ports: [51840, 51841], serviceType: 'NodePort' };
-    expect(() => translate(r2, { role: 'gateway', clusterId: 'cluster-a' })).toThrow(/spec\.endpoint\.ports: 51840,51841: Weft listens on one UDP port/);
+    r2.gatewayServers[0]!.spec!.endpoint = { ports: [51841, 51840], serviceType: 'NodePort' };
+    const t2 = translate(r2, { role: 'gateway', clusterId: 'cluster-a' });
+    if (t2.config.role !== 'gateway') throw new Error('role');
+    expect(t2.config.wireguard.listenPort).toBe(51841);
+    expect(t2.warnings).toContain(`GatewayServer ${NS}/cluster-b: spec.endpoint.ports 51841,51840: listening on the first (51841), the port of Liqo's tunnel 0 and of the gateway Service`);
     const r3 = liqoResources();
     r3.gatewayServers[0]!.spec!.endpoint = { ports: [51850], serviceType: 'NodePort' };
     const c3 = translate(r3, { role: 'gateway', clusterId: 'cluster-a' }).config;
