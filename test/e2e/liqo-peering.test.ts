@@ -4,8 +4,8 @@
 // Liqo renders from deploy/liqo's templates, authenticated as the gateway ServiceAccount under
 // deploy/liqo's ClusterRole. The gateways run in namespaces lqx-pa / lqx-pb joined by a veth:
 // both Connections must reach Connected with a measured latency, each gateway pod carries the
-// active label, and nothing is refused by RBAC. Pod-to-pod traffic through node agents is not
-// part of this run.
+// active label, and nothing is refused by RBAC. Pod-to-pod traffic through node agents, with
+// every component a process, is test/e2e/liqo-pods.test.ts.
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
