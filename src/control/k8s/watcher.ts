@@ -102,7 +102,8 @@ export class LiqoWatcher {
     const o = this.opts;
     for (const [name, kind] of WATCHED) {
       // A key given by the pod (mounted Secret) makes the Secrets unnecessary: not read, no RBAC.
-      if (kind === KINDS.secrets && o.privateKey !== undefined) continue;
+      // The node role never needs them (no WireGuard on nodes).
+      if (kind === KINDS.secrets && (o.privateKey !== undefined || o.role === 'node')) continue;
       // Liqo keeps ipam objects and the per-node pod RouteConfigurations ("NODE-gw-node", made by
       // its internal pod controller) in its own namespace, not the tenant one: those are read
       // cluster-wide (ipam: unless --ipam-namespace says where).
