@@ -196,8 +196,14 @@ export class K8sMode {
     if (liqo === undefined || pod === undefined || ns === undefined) return;
     try {
       if (active) {
-        const cleared = await claimActive(this.kc, ns, liqo.name, pod);
-        for (const other of cleared) this.log.info(`pod ${ns}/${other} is no longer the active gateway (label removed by the new leader)`);
+        try {
+          const cleared = await claimActive(this.kc, ns, liqo.name, pod);
+          for (const other of cleared) this.log.info(`pod ${ns}/${other} is no longer the active gateway (label removed by the new leader)`);
+        } catch (e) {
+          // An older ClusterRole without pods list: a stale label may stay, but this pod is labelled.
+          this.log.warn({ err: errText(e) }, 'active label: other replicas not checked');
+          await setPodActive(this.kc, ns, pod, true);
+        }
       } else {
         await setPodActive(this.kc, ns, pod, false);
       }
