@@ -159,8 +159,11 @@ describe.skipIf(skip !== null)('weft k8s as the pod of Liqo\'s gateway template'
     const d = await startMode('d');
     await new Promise((r) => setTimeout(r, 1500));
     expect(d.runtime.active).toBe(false);
-    // c crashes as a SIGKILL would leave it: no Lease renewal, nothing released, label still set.
-    await (c as unknown as { elector: { stop(): Promise<void> } }).elector.stop();
+    // c crashes as a SIGKILL would leave it: no Lease renewal or status write, nothing released,
+    // label still set.
+    const dead = c as unknown as { elector: { stop(): Promise<void> }; stopStatus(): void };
+    await dead.elector.stop();
+    dead.stopStatus();
     await c.runtime.stopDataPlane();
     expect(label('cluster-b-pod-c')).toBe('true');
     await waitFor('d takes over', () => d.runtime.active, 15_000);
