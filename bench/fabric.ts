@@ -17,7 +17,8 @@
  *            dist/ to run — before/after comparisons; anything else is passed as environment);
  *            every round measures the anchor, then each variant (started and stopped in turn).
  *   WEFT_NODE_ARGS="--cpu-prof --cpu-prof-dir=/tmp/prof"   extra node flags for both data planes
- *   ROUNDS, SECONDS   (default 3 and 3)
+ *   ROUNDS, SECONDS   (default 3 and 3); ONLY=tcp or ONLY=udp runs one of the two
+ *   FB_DEBUG=1        print each variant's whole stats lines too
  * After each variant's round its counters (SIGUSR1 "stats" lines) give the offloads in effect and
  * the GSO/GRO counts, printed under the table.
  *
@@ -219,8 +220,10 @@ async function iperf(server: string, client: string, bind: string, udp: boolean)
 }
 
 async function sample(target: string): Promise<Sample> {
-  const tcp = await iperf(NS.gw, NS.pod, target, false);
-  const udp = await iperf(NS.gw, NS.pod, target, true);
+  const only = process.env.ONLY; // 'tcp' or 'udp': the other is reported as 0
+  const none = { bps: 0, pps: 0, loss: 0 };
+  const tcp = only === 'udp' ? none : await iperf(NS.gw, NS.pod, target, false);
+  const udp = only === 'tcp' ? none : await iperf(NS.gw, NS.pod, target, true);
   return { tcpGbps: tcp.bps / 1e9, udpPps: udp.pps, udpLoss: udp.loss };
 }
 
@@ -254,7 +257,7 @@ export async function runFabricBench(): Promise<string> {
         procs.push(node);
         await ready(node, 'node agent');
         fabric[k]!.push(await sample('10.80.0.1'));
-        if (r === ROUNDS - 1) notes.push(`${v.label}: ${counters('node', await statsOf(node))}; ${counters('gateway', await statsOf(gw))}`);
+        if (r === ROUNDS - 1) { const sn = await statsOf(node); const sg = await statsOf(gw); notes.push(`${v.label}: ${counters("node", sn)}; ${counters("gateway", sg)}`); if (process.env.FB_DEBUG) notes.push(JSON.stringify(sn), JSON.stringify(sg)); }
         await stop(node);
         await stop(gw);
       }
