@@ -147,8 +147,11 @@ export class GenevePort {
   private boundPort = -1;
   private closed = false;
 
-  private rx4: PacketBatch;
-  private rx6: PacketBatch;
+  /** Receive batches, made per socket at bind (GRO slots or plain ones). */
+  private rx4: PacketBatch | null = null;
+  private rx6: PacketBatch | null = null;
+  private readonly maxLen: number;
+  private readonly batch: number;
   private readonly opts: GenevePortOptions;
   private readonly rxResult = new GeneveResult();
   private readonly txResult = new GeneveResult();
@@ -175,11 +178,9 @@ export class GenevePort {
     if (this.rxHeadroom < MIN_RX_HEADROOM) throw new RangeError(`rxHeadroom must be ≥ ${MIN_RX_HEADROOM}, got ${this.rxHeadroom}`);
     if (this.rxTailroom < MIN_RX_TAILROOM) throw new RangeError(`rxTailroom must be ≥ ${MIN_RX_TAILROOM}, got ${this.rxTailroom}`);
     const maxLen = opts.maxDatagram ?? 9216;
-    const b = { capacity: batch, headroom: this.rxHeadroom, tailroom: this.rxTailroom, maxLen, withAddresses: true };
     this.opts = opts;
-    const scratch = this.areaFor(batch * maxLen);
-    this.rx4 = new PacketBatch({ ...b, scratch });
-    this.rx6 = new PacketBatch({ ...b, scratch });
+    this.maxLen = maxLen;
+    this.batch = batch;
     // With offload, a GRO batch may hold GRO_BATCH × 64 datagrams: size the delivery for it.
     const deliver = opts.offload === true ? Math.max(batch, GENEVE_OFFLOAD_DELIVER_MAX) : batch;
     this.outOffs = new Uint32Array(deliver);
@@ -203,8 +204,13 @@ export class GenevePort {
   }
 
   /** A receive batch for a socket: GRO slots (64 KiB, segment sizes) when the socket has GRO. */
-  private rxBatchFor(sock: UdpSocket, plain: PacketBatch): PacketBatch {
-    if (!sock.offload.gro) return plain;
+  private rxBatchFor(sock: UdpSocket): PacketBatch {
+    if (!sock.offload.gro) {
+      return new PacketBatch({
+        capacity: this.batch, headroom: this.rxHeadroom, tailroom: this.rxTailroom, maxLen: this.maxLen, withAddresses: true,
+        scratch: this.areaFor(this.batch * this.maxLen),
+      });
+    }
     // Tailroom for spreading a run of up to 64 datagrams apart (see onUdpBatch).
     const spread = (GRO_MAX_SEGMENTS - 1) * (this.rxHeadroom + this.rxTailroom);
     return new PacketBatch({
@@ -238,11 +244,11 @@ export class GenevePort {
     const u4 = this.udp4;
     const u6 = this.udp6;
     if (u4 !== null) {
-      this.rx4 = this.rxBatchFor(u4, this.rx4);
+      this.rx4 = this.rxBatchFor(u4);
       u4.onBatch(this.rx4, (b) => this.onUdpBatch(u4, b));
     }
     if (u6 !== null) {
-      this.rx6 = this.rxBatchFor(u6, this.rx6);
+      this.rx6 = this.rxBatchFor(u6);
       u6.onBatch(this.rx6, (b) => this.onUdpBatch(u6, b));
     }
   }
