@@ -26,7 +26,7 @@
  * their process-group id. Nothing routes outside the namespaces.
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -283,5 +283,6 @@ export async function runFabricBench(): Promise<string> {
     for (const p of procs) kill(p);
     await new Promise((r) => setTimeout(r, 500));
     cleanup();
+    rmSync(dir, { recursive: true, force: true }); // the configs hold a private key
   }
 }

@@ -61,10 +61,11 @@ for (const offload of [true, false]) {
     let gw: Spawned;
     const agents: Spawned[] = [];
     const env = offload ? {} : { WEFT_OFFLOAD: '0' };
-    const dir = mkdtempSync(join(tmpdir(), 'fb-cap-'));
+    let dir = '';
     const caps: { name: string; ns: string; iface: string; pcap: string; proc: Spawned }[] = [];
 
     beforeAll(async () => {
+      dir = mkdtempSync(join(tmpdir(), 'fb-cap-'));
       try {
         [cl] = buildFabric(topo, { clusters: 1, nodesPerCluster: 2 }) as [FabricCluster];
         gw = topo.spawnIn(cl.gwNs, 'gateway', launchArgv(ROOT, cl.gatewayConfigPath), { lifetimeS: 170, env });
@@ -83,7 +84,7 @@ for (const offload of [true, false]) {
 
     afterAll(async () => {
       await topo.cleanup();
-      rmSync(dir, { recursive: true, force: true });
+      if (dir !== '') rmSync(dir, { recursive: true, force: true });
     }, 30_000);
 
     it('the data planes report the offloads in effect', async () => {
