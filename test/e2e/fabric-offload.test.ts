@@ -173,7 +173,7 @@ for (const offload of [true, false]) {
         expect(frames, c.name).toBeGreaterThan(offload ? 100 : 1000); // with offloads, 64 KiB frames
         expect(malformed, c.name).toBe(0);
         expect(badIp, c.name).toBe(0);
-        expect(oursTotal, c.name).toBeGreaterThan(100);
+        expect(oursTotal, c.name).toBeGreaterThan(offload ? 20 : 1000); // with offloads: mostly ACKs and the tail segments of bursts
         const badRows = oursBad === 0 ? '' : run(['tshark', '-r', c.pcap, '-d', 'udp.port==6091,geneve', '-o', 'tcp.check_checksum:TRUE', '-Y', `${ours} && tcp.checksum.status != 1`,
           '-T', 'fields', '-e', 'frame.number', '-e', 'ip.src', '-e', 'ip.dst', '-e', 'ip.len', '-e', 'tcp.flags.str', '-e', 'tcp.checksum', '-e', 'tcp.checksum.status', '-e', 'tcp.len'], { timeoutMs: 60_000 });
         expect(oursBad, `${c.name}: ${badRows}`).toBe(0);
