@@ -11,11 +11,22 @@
  * TCP one stream (Gbit/s) and UDP with 64-byte payloads (received packets/s, iperf3 -b 0).
  * Ratios fabric/anchor are the result; absolute numbers depend on the machine.
  *
+ * Environment:
+ *   WEFT_VARIANTS="old:WEFT_ROOT=/work/main;nooff:WEFT_OFFLOAD=0"   more data-plane variants in the
+ *            same run, each a label and space-separated K=V (WEFT_ROOT: another checkout whose
+ *            dist/ to run — before/after comparisons; anything else is passed as environment);
+ *            every round measures the anchor, then each variant (started and stopped in turn).
+ *   WEFT_NODE_ARGS="--cpu-prof --cpu-prof-dir=/tmp/prof"   extra node flags for both data planes
+ *   ROUNDS, SECONDS   (default 3 and 3); ONLY=tcp or ONLY=udp runs one of the two
+ *   FB_DEBUG=1        print each variant's whole stats lines too
+ * After each variant's round its counters (SIGUSR1 "stats" lines) give the offloads in effect and
+ * the GSO/GRO counts, printed under the table.
+ *
  * Namespaces are prefixed `wfb`, deleted at the end (also on failure); processes are killed by
  * their process-group id. Nothing routes outside the namespaces.
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -23,8 +34,30 @@ import { generatePrivateKeyBase64 } from '../src/crypto/keys.js';
 import { getCryptoBackend } from '../src/crypto/select.js';
 
 const NS = { pod: 'wfbp', node: 'wfbn', gw: 'wfbg' } as const;
-const ROUNDS = 3;
-const SECONDS = 3;
+const ROUNDS = Number(process.env.ROUNDS ?? 3);
+const SECONDS = Number(process.env.SECONDS ?? 3);
+
+interface Variant { label: string; root: string; env: Record<string, string> }
+
+function variants(): Variant[] {
+  const here = fileURLToPath(new URL('../..', import.meta.url));
+  const out: Variant[] = [{ label: 'weft', root: here, env: {} }];
+  for (const v of (process.env.WEFT_VARIANTS ?? '').split(';').map((x) => x.trim()).filter(Boolean)) {
+    const c = v.indexOf(':');
+    const label = c < 0 ? v : v.slice(0, c);
+    if (!/^[a-z0-9-]+$/.test(label)) throw new Error(`WEFT_VARIANTS: bad label ${label}`);
+    const env: Record<string, string> = {};
+    for (const kv of (c < 0 ? '' : v.slice(c + 1)).split(/\s+/).filter(Boolean)) {
+      const e = kv.indexOf('=');
+      if (e < 1) throw new Error(`WEFT_VARIANTS: ${kv} is not K=V`);
+      env[kv.slice(0, e)] = kv.slice(e + 1);
+    }
+    const root = env.WEFT_ROOT ?? here;
+    delete env.WEFT_ROOT;
+    out.push({ label: `weft-${label}`, root, env });
+  }
+  return out;
+}
 
 function sh(cmd: string[], allowFail = false, timeoutMs = 30_000): string {
   const r = spawnSync(cmd[0]!, cmd.slice(1), { encoding: 'utf8', timeout: timeoutMs });
@@ -95,12 +128,42 @@ function configs(dir: string): { gw: string; node: string } {
   return paths;
 }
 
-function launch(ns: string, config: string): ChildProcess {
-  const entry = fileURLToPath(new URL('../src/cli/launch.js', import.meta.url));
-  const child = spawn('timeout', ['-k', '3', '300', 'ip', 'netns', 'exec', ns, process.execPath, '--input-type=module', '-e',
-    `const m = await import(${JSON.stringify(entry)}); process.exitCode = await m.runUntilSignal(${JSON.stringify(config)});`],
-  { stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+function launch(ns: string, config: string, v: Variant): ChildProcess {
+  const entry = join(v.root, 'dist/src/cli/launch.js');
+  const nodeArgs = (process.env.WEFT_NODE_ARGS ?? '').split(/\s+/).filter(Boolean);
+  const child = spawn('timeout', ['-k', '3', '600', 'ip', 'netns', 'exec', ns, process.execPath, ...nodeArgs, '--input-type=module', '-e',
+    `const m = await import(${JSON.stringify(entry)}); process.exitCode = await m.runUntilSignal(${JSON.stringify(config)}); process.exit();`],
+  { stdio: ['ignore', 'pipe', 'pipe'], detached: true, env: { ...process.env, ...v.env } });
   return child;
+}
+
+/** The data plane's own stats line (SIGUSR1 to the node process under timeout → ip netns exec). */
+async function statsOf(child: ChildProcess): Promise<Record<string, unknown> | null> {
+  if (child.pid === undefined) return null;
+  const kids = sh(['pgrep', '-P', String(child.pid)], true).trim().split(/\s+/).filter(Boolean);
+  if (kids.length === 0) return null;
+  let out = '';
+  const on = (d: Buffer): void => { out += d.toString(); };
+  child.stdout?.on('data', on);
+  try {
+    process.kill(Number(kids[0]), 'SIGUSR1');
+    for (let i = 0; i < 40 && !/stats .*\n/.test(out); i++) await new Promise((r) => setTimeout(r, 50));
+  } finally {
+    child.stdout?.off('data', on);
+  }
+  const line = /stats (.*)\n/.exec(out)?.[1];
+  return line === undefined ? null : JSON.parse(line) as Record<string, unknown>;
+}
+
+async function stop(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.pid === undefined) return;
+  const done = new Promise<void>((r) => child.once('exit', () => r()));
+  // One SIGTERM to the data plane itself (a second one, as a group signal plus timeout's
+  // forwarding would send, kills it before it can write its --cpu-prof profile).
+  const kids = sh(['pgrep', '-P', String(child.pid)], true).trim().split(/\s+/).filter(Boolean);
+  if (kids.length > 0) try { process.kill(Number(kids[0]), 'SIGTERM'); } catch { /* gone */ }
+  else kill(child);
+  await Promise.race([done, new Promise((r) => setTimeout(r, 5000))]);
 }
 
 async function ready(child: ChildProcess, what: string): Promise<void> {
@@ -124,6 +187,17 @@ function kill(child: ChildProcess): void {
 
 interface Sample { tcpGbps: number; udpPps: number; udpLoss: number }
 
+/** Offloads in effect and GSO/GRO counts from a stats line (older builds have none of it). */
+function counters(what: string, st: Record<string, unknown> | null): string {
+  if (st === null) return `${what} (no stats)`;
+  const o = st.offloads as { tun: Record<string, boolean>; geneve: Record<string, boolean> } | null | undefined;
+  if (o === undefined || o === null) return `${what} (no offload counters)`;
+  const on = (r: Record<string, boolean>): string => Object.entries(r).filter(([, b]) => b).map(([k]) => k).join('+') || 'none';
+  const gso = st.gso as { superPackets: number; segments: number };
+  const gro = st.gro as { packets: number; superPackets: number };
+  return `${what} tun ${on(o.tun)}, geneve ${on(o.geneve)}, ${gso.superPackets} super-packets cut into ${gso.segments} segments, ${gro.packets} packets coalesced into ${gro.superPackets}`;
+}
+
 async function iperf(server: string, client: string, bind: string, udp: boolean): Promise<{ bps: number; pps: number; loss: number }> {
   const port = String(5201 + Math.floor(Math.random() * 500));
   const srv = spawn('ip', ['netns', 'exec', server, 'iperf3', '-s', '-1', '-B', bind, '-p', port], { stdio: 'ignore', detached: true });
@@ -146,8 +220,10 @@ async function iperf(server: string, client: string, bind: string, udp: boolean)
 }
 
 async function sample(target: string): Promise<Sample> {
-  const tcp = await iperf(NS.gw, NS.pod, target, false);
-  const udp = await iperf(NS.gw, NS.pod, target, true);
+  const only = process.env.ONLY; // 'tcp' or 'udp': the other is reported as 0
+  const none = { bps: 0, pps: 0, loss: 0 };
+  const tcp = only === 'udp' ? none : await iperf(NS.gw, NS.pod, target, false);
+  const udp = only === 'tcp' ? none : await iperf(NS.gw, NS.pod, target, true);
   return { tcpGbps: tcp.bps / 1e9, udpPps: udp.pps, udpLoss: udp.loss };
 }
 
@@ -166,32 +242,47 @@ export async function runFabricBench(): Promise<string> {
   try {
     topology();
     const cfg = configs(dir);
-    const gw = launch(NS.gw, cfg.gw);
-    procs.push(gw);
-    await ready(gw, 'gateway');
-    const node = launch(NS.node, cfg.node);
-    procs.push(node);
-    await ready(node, 'node agent');
+    const vs = variants();
     const anchor: Sample[] = [];
-    const fabric: Sample[] = [];
+    const fabric: Sample[][] = vs.map(() => []);
+    const notes: string[] = [];
     for (let r = 0; r < ROUNDS; r++) {
       anchor.push(await sample('198.18.1.1'));
-      fabric.push(await sample('10.80.0.1'));
+      for (let k = 0; k < vs.length; k++) {
+        const v = vs[k]!;
+        const gw = launch(NS.gw, cfg.gw, v);
+        procs.push(gw);
+        await ready(gw, 'gateway');
+        const node = launch(NS.node, cfg.node, v);
+        procs.push(node);
+        await ready(node, 'node agent');
+        fabric[k]!.push(await sample('10.80.0.1'));
+        if (r === ROUNDS - 1) { const sn = await statsOf(node); const sg = await statsOf(gw); notes.push(`${v.label}: ${counters("node", sn)}; ${counters("gateway", sg)}`); if (process.env.FB_DEBUG) notes.push(JSON.stringify(sn), JSON.stringify(sg)); }
+        await stop(node);
+        await stop(gw);
+      }
     }
-    const a = { tcp: median(anchor.map((s) => s.tcpGbps)), pps: median(anchor.map((s) => s.udpPps)), loss: median(anchor.map((s) => s.udpLoss)) };
-    const f = { tcp: median(fabric.map((s) => s.tcpGbps)), pps: median(fabric.map((s) => s.udpPps)), loss: median(fabric.map((s) => s.udpLoss)) };
+    const med = (xs: Sample[]): { tcp: number; pps: number; loss: number } =>
+      ({ tcp: median(xs.map((s) => s.tcpGbps)), pps: median(xs.map((s) => s.udpPps)), loss: median(xs.map((s) => s.udpLoss)) });
+    const a = med(anchor);
+    const rows = vs.map((v, k) => {
+      const f = med(fabric[k]!);
+      return `| ${v.label} fabric: node TUN → Geneve → gateway → TUN | ${f.tcp.toFixed(2)} | ${(f.pps / 1e3).toFixed(1)} | ${f.loss.toFixed(1)} | ${(f.tcp / a.tcp).toFixed(3)} | ${(f.pps / a.pps).toFixed(3)} |`;
+    });
     return [
       `pod → gateway namespace, ${ROUNDS} interleaved rounds of ${SECONDS} s, medians (node ${process.version})`,
       '',
-      '| path | TCP 1 stream (Gbit/s) | UDP 64 B received (kpps) | UDP loss % |',
-      '|---|---|---|---|',
-      `| anchor: plain veth, kernel routing | ${a.tcp.toFixed(2)} | ${(a.pps / 1e3).toFixed(1)} | ${a.loss.toFixed(1)} |`,
-      `| weft fabric: node TUN → Geneve → gateway → TUN | ${f.tcp.toFixed(2)} | ${(f.pps / 1e3).toFixed(1)} | ${f.loss.toFixed(1)} |`,
-      `| ratio fabric / anchor | ${(f.tcp / a.tcp).toFixed(3)} | ${(f.pps / a.pps).toFixed(3)} | |`,
+      '| path | TCP 1 stream (Gbit/s) | UDP 64 B received (kpps) | UDP loss % | TCP / anchor | UDP / anchor |',
+      '|---|---|---|---|---|---|',
+      `| anchor: plain veth, kernel routing | ${a.tcp.toFixed(2)} | ${(a.pps / 1e3).toFixed(1)} | ${a.loss.toFixed(1)} | 1 | 1 |`,
+      ...rows,
+      '',
+      ...notes,
     ].join('\n');
   } finally {
     for (const p of procs) kill(p);
     await new Promise((r) => setTimeout(r, 500));
     cleanup();
+    rmSync(dir, { recursive: true, force: true }); // the configs hold a private key
   }
 }

@@ -19,8 +19,12 @@ export type RunningDataPlane =
 
 export type LaunchOptions = GatewayOptions & NodeAgentOptions;
 
-/** Starts a Gateway or a NodeAgent for `config` (see their start() for the errors thrown). */
-export async function startFromConfig(config: WeftConfig, opts: LaunchOptions = {}): Promise<RunningDataPlane> {
+/**
+ * Starts a Gateway or a NodeAgent for `config` (see their start() for the errors thrown).
+ * Offloads (TUN TSO/USO, UDP GSO/GRO) are on unless `opts.offload` is false or WEFT_OFFLOAD=0.
+ */
+export async function startFromConfig(config: WeftConfig, launchOpts: LaunchOptions = {}): Promise<RunningDataPlane> {
+  const opts: LaunchOptions = { ...launchOpts, offload: launchOpts.offload ?? process.env.WEFT_OFFLOAD !== '0' };
   if (config.role === 'gateway') {
     const gateway = await Gateway.start(config, opts);
     return {

@@ -9,7 +9,9 @@
  * Each input (Geneve receive, TUN read, WireGuard receive) hands its whole batch to the router,
  * which sorts the packets into lanes; the shell then flushes each lane once: one sendmmsg for
  * Geneve, one encryptBatch (→ sendmmsg) for WireGuard with the peer the router chose for each
- * packet, one writeBatch for the TUN. The WireGuard side hands the router the peer that
+ * packet, one writeBatch for the TUN. With offloads (default; `offload: false` turns them off,
+ * per feature where the kernel refuses): Geneve with UDP GRO in and GSO runs out, TUN reads of
+ * super-packets cut to the MTU, TUN writes coalesced per flow (fabric-offload.ts). The WireGuard side hands the router the peer that
  * decrypted each packet, so two peers whose real CIDRs overlap can share this gateway (their
  * allowed IPs may overlap: the Device runs with overlappingAllowedIps).
  * Headroom/tailroom: every input leaves ≥ 128 bytes in front of each packet and ≥ 48 after it,
@@ -31,13 +33,14 @@ import type { CryptoBackend } from '../crypto/backend.js';
 import { getCryptoBackend } from '../crypto/select.js';
 import { GENEVE_DROP_NAMES } from '../geneve/reasons.js';
 import { GeneveTunnelTable, type GeneveTunnel } from '../geneve/table.js';
-import { PacketBatch } from '../io/batch.js';
 import { MAX_PACKET } from '../io/sizes.js';
 import { TunDevice } from '../io/tun.js';
 import { Nat, type NatPeer } from '../nat/nat.js';
 import { NAT_DROP_MIN, natResultName } from '../nat/results.js';
 import { formatAddress, parsePrefix } from '../packet/addr.js';
-import { GenevePort } from '../ports/geneve-port.js';
+import { coalescerStats, fabricOffloads, FabricTunWriter, segmenterStats, startTunReader, tunReaderMaxCount } from '../ports/fabric-offload.js';
+import { GENEVE_OFFLOAD_DELIVER_MAX, GenevePort } from '../ports/geneve-port.js';
+import type { TunSegmenter } from '../ports/tun-offload.js';
 import { KernelState } from '../ports/iproute.js';
 import { withNetnsAsync } from '../ports/netns.js';
 import { WireGuardPort } from '../ports/wireguard-port.js';
@@ -45,6 +48,7 @@ import { ROUTER_DROP_NAMES, Router, RouterLanes, type RouterPeer } from '../rout
 import { Device } from '../wireguard/device.js';
 import { DROP_REASON_COUNT, DROP_REASON_NAMES } from '../wireguard/drops.js';
 import type { Peer } from '../wireguard/peer.js';
+import type { GatewayStats } from './gateway-stats.js';
 import { applyMappingOps, definedOnly, firstHost, hostCidr, keyBytes, resolveEndpoint, tunnelOf, tunnelSpec } from './config-values.js';
 
 export interface GatewayOptions {
@@ -65,6 +69,8 @@ export interface GatewayOptions {
   readonly tunnelAddresses?: boolean;
   /** Packets per batch on every input. Default 64. */
   readonly batchSize?: number;
+  /** Use TUN TSO/USO and UDP GSO/GRO on the Geneve side where the kernel grants them (default true). */
+  readonly offload?: boolean;
   /** UDP socket buffers (bytes). Default 8 MiB. */
   readonly socketBuffer?: number;
   /** Rate of generated ICMP Time Exceeded errors (per second, burst). Default 100/20 (the router's). */
@@ -81,22 +87,7 @@ export class GatewayApplyError extends Error {
   override readonly name = 'GatewayApplyError';
 }
 
-/** Everything `weft show` prints (a snapshot; allocates). */
-export interface GatewayStats {
-  peers: (PeerStatsSample & {
-    name: string; endpoint: string | null; allowedIps: string[];
-    /** In-tunnel addresses (ours, the peer's), null when the peer has none (tunnel-address.ts). */
-    tunnel: { local: string; remote: string } | null;
-  })[];
-  tunnels: { name: string; vni: number; remoteUnderlay: string; remoteInternal: string; txPackets: number; rxPackets: number; drops: number }[];
-  podRoutes: { podCIDR: string; nodeInternalAddress: string; resolved: boolean }[];
-  nat: ReturnType<Nat['stats']>;
-  drops: Record<string, number>;
-  queues: Record<string, number>;
-  tun: { name: string; mtu: number; rxPackets: number; txPackets: number; txErrors: number };
-  ports: { geneve: number; wireguard: number };
-  forwarded: { toWireguard: number; toGeneve: number; toTun: number };
-}
+export type { GatewayStats } from './gateway-stats.js';
 
 const HEADROOM = 128;
 const TAILROOM = 64;
@@ -121,6 +112,8 @@ export class Gateway implements StatsSource {
   private config: GatewayConfig;
   private geneve!: GenevePort;
   private tun!: TunDevice;
+  private tunWriter!: FabricTunWriter;
+  private segmenter: TunSegmenter | null = null;
   private wg!: WireGuardPort;
   private kernel!: KernelState;
   private readonly clock: () => number;
@@ -144,8 +137,9 @@ export class Gateway implements StatsSource {
     this.clock = opts.clock ?? Date.now;
     this.onError = opts.onError ?? (() => {});
     const cap = opts.batchSize ?? 64;
-    this.lanesGeneve = new RouterLanes(cap);
-    this.lanesTun = new RouterLanes(cap);
+    const off = opts.offload ?? true;
+    this.lanesGeneve = new RouterLanes(off ? Math.max(cap, GENEVE_OFFLOAD_DELIVER_MAX) : cap);
+    this.lanesTun = new RouterLanes(off ? tunReaderMaxCount(cap) : cap);
     this.lanesWg = new RouterLanes(cap);
     // Peers may share real CIDRs (each remapped differently): the router names the peer of
     // every packet, so allowed IPs only check what a peer may send.
@@ -208,7 +202,9 @@ export class Gateway implements StatsSource {
 
     // Local TUN: the gateway host's interface into the fabric.
     const mtu = c.wireguard.mtu;
-    this.tun = TunDevice.open({ name: opts.tunName ?? c.wireguard.interfaceName, mtu, netns: opts.netns });
+    const offload = opts.offload ?? true;
+    this.tun = TunDevice.open({ name: opts.tunName ?? c.wireguard.interfaceName, mtu, netns: opts.netns, offload });
+    this.tunWriter = new FabricTunWriter(this.tun, this.lanesGeneve.capacity);
     this.kernel = new KernelState(this.tun.name, opts.netns);
     for (const a of this.localAddrs) await this.kernel.addAddress(a);
     await this.syncKernelRoutes();
@@ -216,9 +212,10 @@ export class Gateway implements StatsSource {
     this.geneve = await GenevePort.open({
       table: this.table, port: c.geneve.port, address: c.geneve.listenAddress, batchSize: batch,
       rxHeadroom: HEADROOM, rxTailroom: TAILROOM, clock: this.clock, onError: this.onError,
+      offload, rxCoalesceReservation: this.tunWriter.reservation, rxCoalesceFlows: this.tunWriter.maxFlows,
       ...(opts.netns === undefined ? {} : { netns: opts.netns }),
       ...(opts.socketBuffer === undefined ? {} : { socketBuffer: opts.socketBuffer }),
-      sink: { deliverBatch: (buf, offs, lens, _t, n) => this.onGenevePackets(buf, offs, lens, n) },
+      sink: { deliverBatch: (buf, offs, lens, _t, n, areaOff, areaLen) => this.onGenevePackets(buf, offs, lens, n, areaOff, areaLen) },
     });
     this.wg = new WireGuardPort({
       device: this.device, mtu: MAX_PACKET, batchSize: batch, rxHeadroom: HEADROOM, rxTailroom: TAILROOM,
@@ -227,8 +224,7 @@ export class Gateway implements StatsSource {
       sink: { writeBatch: (buf, offs, lens, peers, n) => this.onWireguardPackets(buf, offs, lens, peers, n) },
     });
     await withNetnsAsync(opts.netns, () => this.wg.bind(c.wireguard.listenPort));
-    const tunBatch = new PacketBatch({ capacity: batch, headroom: HEADROOM, maxLen: Math.max(mtu, 1500), tailroom: TAILROOM });
-    this.tun.start(tunBatch, (b) => this.onTunPackets(b.buf, b.offs, b.lens, b.count));
+    this.segmenter = startTunReader(this.tun, { mtu, headroom: HEADROOM, tailroom: TAILROOM, batchSize: batch }, (buf, offs, lens, n) => this.onTunPackets(buf, offs, lens, n));
     this.housekeeping = setInterval(() => this.tick(), 1000);
     this.housekeeping.unref();
     this.wg.poll();
@@ -237,23 +233,24 @@ export class Gateway implements StatsSource {
   // =========================================================================================
   // Inputs: the router sorts each batch into lanes, flushed once per batch.
 
-  private onGenevePackets(buf: Uint8Array, offs: Uint32Array, lens: Uint32Array, n: number): void {
+  private onGenevePackets(buf: Uint8Array, offs: Uint32Array, lens: Uint32Array, n: number, areaOff: number, areaLen: number): void {
     this.router.fromNodes(buf, offs, lens, n, this.clock(), this.lanesGeneve);
-    this.flush(buf, this.lanesGeneve);
+    this.flush(buf, this.lanesGeneve, areaOff, areaLen);
   }
 
   private onTunPackets(buf: Uint8Array, offs: Uint32Array, lens: Uint32Array, n: number): void {
     this.router.fromHost(buf, offs, lens, n, this.clock(), this.lanesTun);
-    this.flush(buf, this.lanesTun);
+    this.flush(buf, this.lanesTun, 0, 0);
   }
 
   private onWireguardPackets(buf: Uint8Array, offs: Uint32Array, lens: Uint32Array, peers: readonly Peer[], n: number): number {
     this.router.fromPeers(buf, offs, lens, peers, n, this.clock(), this.lanesWg);
-    this.flush(buf, this.lanesWg);
+    this.flush(buf, this.lanesWg, 0, 0);
     return n;
   }
 
-  private flush(buf: Uint8Array, L: RouterLanes<Peer, GeneveTunnel>): void {
+  /** buf[areaOff, +areaLen): scratch for coalescing the packets to the TUN (0: none). */
+  private flush(buf: Uint8Array, L: RouterLanes<Peer, GeneveTunnel>, areaOff: number, areaLen: number): void {
     const g = L.toNodes;
     if (g.count > 0) {
       this.forwarded.toGeneve += g.count;
@@ -267,7 +264,7 @@ export class Gateway implements StatsSource {
     const t = L.toHost;
     if (t.count > 0) {
       this.forwarded.toTun += t.count;
-      this.tun.writeBatch(buf, t.offs, t.lens, t.count);
+      this.tunWriter.write(buf, t.offs, t.lens, t.count, areaOff, areaLen);
     }
     L.clear();
   }
@@ -663,6 +660,8 @@ export class Gateway implements StatsSource {
       drops: { ...this.drops() },
       queues: { ...this.queueDepths() },
       tun: { name: this.tun?.name ?? '', mtu: this.tun?.mtu ?? 0, rxPackets: t?.rxPackets ?? 0, txPackets: t?.txPackets ?? 0, txErrors: t?.txErrors ?? 0 },
+      offloads: this.tun === undefined || this.geneve === undefined ? null : fabricOffloads(this.tun, this.geneve),
+      gso: segmenterStats(this.segmenter), gro: coalescerStats(this.tunWriter?.coalescer ?? null),
       ports: { geneve: this.geneve?.port ?? -1, wireguard: this.wg?.port ?? -1 },
       forwarded: { ...this.forwarded },
     };

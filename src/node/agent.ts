@@ -5,6 +5,13 @@
  *   place, one sendmmsg) ─▶ gateway underlay:6091
  *   gateway:6091 ─▶ recvmmsg ─▶ Geneve decap (view) ─▶ TUN writeBatch ─▶ node kernel ─▶ pod
  *
+ * With offloads (default; `offload: false`, or WEFT_OFFLOAD=0 through the launcher, turns them
+ * off), each one the kernel grants is used and each one it refuses falls back to the path above:
+ *   TUN read of TSO/USO super-packets ─▶ TunSegmenter (inner-MTU segments with Geneve headroom)
+ *   ─▶ encapsulate each in place ─▶ sendmmsg with UDP GSO (a super-packet's segments: one entry)
+ *   recvmmsg with UDP GRO (runs of datagrams per slot) ─▶ decap each ─▶ TunCoalescingWriter
+ *   (TCP/UDP segments per flow → super-packets) ─▶ one writev batch, flushed at the batch end.
+ *
  * One Geneve tunnel per gateway (Liqo InternalFabric + GeneveTunnel: VNI, gateway underlay and
  * internal addresses, this node's internal address). The TUN device carries this node's
  * internal address(es) (a /32 each) so that host-network traffic to remote pods leaves with the
@@ -21,11 +28,14 @@
  */
 import type { ConfigOp } from '../control/diff.js';
 import type { NodeConfig, NodeGatewayConfig } from '../control/config.js';
-import { GeneveTunnelTable, type GeneveTunnel } from '../geneve/table.js';
+import { GeneveTunnelTable } from '../geneve/table.js';
 import { geneveInnerMtu } from '../geneve/mtu.js';
-import { PacketBatch } from '../io/batch.js';
 import { TunDevice } from '../io/tun.js';
-import { GenevePort, type GenevePortStats } from '../ports/geneve-port.js';
+import { GENEVE_OFFLOAD_DELIVER_MAX, GenevePort, type GeneveSink, type GenevePortStats } from '../ports/geneve-port.js';
+import type { TunCoalescingWriter, TunSegmenter } from '../ports/tun-offload.js';
+import {
+  coalescerStats, fabricOffloads, FabricTunWriter, startTunReader, segmenterStats, type CoalescerCounts, type FabricOffloads, type SegmenterCounts,
+} from '../ports/fabric-offload.js';
 import { ip, KernelState, writeSysctl } from '../ports/iproute.js';
 
 export interface NodeAgentOptions {
@@ -39,6 +49,11 @@ export interface NodeAgentOptions {
   readonly underlayMtu?: number;
   /** Packets per TUN / UDP batch. Default 64. */
   readonly batchSize?: number;
+  /**
+   * Use the kernel's offloads where it grants them: vnet-header TUN with TSO/USO, UDP GSO and GRO
+   * on the Geneve socket (default true). False: one packet per read/write/datagram.
+   */
+  readonly offload?: boolean;
   readonly clock?: () => number;
   /** Unexpected I/O errors (never per packet). */
   readonly onError?: (what: string, err: unknown) => void;
@@ -51,17 +66,27 @@ export class NodeAgentApplyError extends Error {
 
 export interface NodeAgentStats {
   tun: { name: string; mtu: number; rxPackets: number; txPackets: number; txErrors: number };
+  offloads: FabricOffloads;
+  /** Super-packets cut and segments made (TUN → Geneve), packets coalesced (Geneve → TUN); drops by reason. */
+  gso: SegmenterCounts;
+  gro: CoalescerCounts;
   geneve: GenevePortStats & { drops: Record<string, number> };
   tunnels: { name: string; vni: number; remoteUnderlay: string; txPackets: number; rxPackets: number; drops: number }[];
 }
 
 /** Headroom of TUN reads: the Geneve header (8) + options + inner Ethernet (14) fit with room to spare. */
 const TUN_HEADROOM = 128;
+const TUN_TAILROOM = 64;
+/** Geneve receive: the node writes every inner packet to its TUN, so 64 bytes of headroom (≥ the vnet header) suffice. */
+const GENEVE_RX_HEADROOM = 64;
+const GENEVE_RX_TAILROOM = 48;
 
 export class NodeAgent {
   private config: NodeConfig;
   private stopped = false;
   private readonly gateways = new Map<string, NodeGatewayConfig>();
+  /** Cuts TUN super-packets (null without a vnet header). */
+  segmenter: TunSegmenter | null = null;
 
   private constructor(
     config: NodeConfig,
@@ -70,6 +95,7 @@ export class NodeAgent {
     readonly table: GeneveTunnelTable,
     private readonly kernel: KernelState,
     private readonly opts: NodeAgentOptions,
+    readonly coalescer: TunCoalescingWriter | null,
   ) {
     this.config = config;
     for (const g of config.node.gateways) this.gateways.set(g.name, g);
@@ -86,24 +112,30 @@ export class NodeAgent {
     const netns = opts.netns;
     const mtu = opts.mtu ?? Math.min(config.node.mtu, await tunnelMtu(config, opts));
     const tunName = opts.tunName ?? config.node.tunName;
-    const tun = TunDevice.open({ name: tunName, mtu, netns });
+    const wantOffload = opts.offload ?? true;
+    const tun = TunDevice.open({ name: tunName, mtu, netns, offload: wantOffload });
     let geneve: GenevePort | null = null;
     const kernel = new KernelState(tun.name, netns);
     try {
       const batchSize = opts.batchSize ?? 64;
-      const sink = { deliverBatch: (buf: Uint8Array, offs: Uint32Array, lens: Uint32Array, _t: readonly GeneveTunnel[], n: number) => { tun.writeBatch(buf, offs, lens, n); } };
+      // Coalescing writes need TSO on the TUN; the Geneve receive batches then carry its area.
+      const writer = new FabricTunWriter(tun, Math.max(batchSize, GENEVE_OFFLOAD_DELIVER_MAX));
+      const sink: GeneveSink = { deliverBatch: (buf, offs, lens, _t, n, areaOff, areaLen) => { writer.write(buf, offs, lens, n, areaOff, areaLen); } };
       geneve = await GenevePort.open({
-        table, sink, netns, batchSize,
+        table, sink, netns, batchSize, offload: wantOffload,
+        rxHeadroom: GENEVE_RX_HEADROOM, rxTailroom: GENEVE_RX_TAILROOM,
+        rxCoalesceReservation: writer.reservation, rxCoalesceFlows: writer.maxFlows,
         port: config.geneve.port,
         address: config.geneve.listenAddress ?? config.node.underlayAddress,
         ...(opts.clock === undefined ? {} : { clock: opts.clock }),
         ...(opts.onError === undefined ? {} : { onError: opts.onError }),
       });
-      const agent = new NodeAgent(config, tun, geneve, table, kernel, opts);
+      const agent = new NodeAgent(config, tun, geneve, table, kernel, opts, writer.coalescer);
       await agent.installKernelState();
+      // With a vnet header, super-packets are cut to the inner MTU and each segment is
+      // encapsulated in place: a super-packet's segments leave as one GSO run.
       const g = geneve;
-      const batch = new PacketBatch({ capacity: batchSize, headroom: TUN_HEADROOM, maxLen: Math.max(mtu, 1500), tailroom: 64 });
-      tun.start(batch, (b) => { g.sendBatch(b.buf, b.offs, b.lens, b.count); });
+      agent.segmenter = startTunReader(tun, { mtu, headroom: TUN_HEADROOM, tailroom: TUN_TAILROOM, batchSize }, (buf, offs, lens, n) => { g.sendBatch(buf, offs, lens, n); });
       return agent;
     } catch (e) {
       await kernel.clear().catch(() => {});
@@ -203,6 +235,11 @@ export class NodeAgent {
     this.table.remove(g.vni, g.gatewayUnderlay);
   }
 
+  /** The offloads in effect now (UDP GSO turns off for good if the kernel fails a GSO send). */
+  get offloads(): FabricOffloads {
+    return fabricOffloads(this.tun, this.geneve);
+  }
+
   stats(): NodeAgentStats {
     const t = this.tun.stats;
     const tunnels = [...this.table.tunnels()].map((x) => ({
@@ -213,6 +250,9 @@ export class NodeAgent {
     for (const [k, v] of Object.entries(snap)) if (k.startsWith('drop_') && v > 0) drops[k.slice(5)] = v;
     return {
       tun: { name: this.tun.name, mtu: this.tun.mtu, rxPackets: t.rxPackets, txPackets: t.txPackets, txErrors: t.txErrors },
+      offloads: this.offloads,
+      gso: segmenterStats(this.segmenter),
+      gro: coalescerStats(this.coalescer),
       geneve: { ...this.geneve.stats, drops },
       tunnels,
     };
@@ -270,3 +310,4 @@ export async function underlayMtu(dst: string, netns?: string): Promise<number |
   const m = /\bmtu (\d+)/.exec(link);
   return m ? Number(m[1]) : undefined;
 }
+

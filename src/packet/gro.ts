@@ -8,7 +8,8 @@
  *   a fragment; IPv6 class, flow label, hop limit, no extension headers; TCP header length,
  *   options, ack, window, urgent pointer, flags (only ACK, ECE and PSH allowed; PSH ends it);
  * - equal-sized (gso_size = the first payload), except a shorter last one, which ends it;
- * - no larger together than 65535 bytes of IPv4 total length / IPv6 payload length.
+ * - no larger together than 65535 bytes of IPv4 total length / IPv6 payload length, and (UDP)
+ *   no more than GRO_MAX_UDP_SEGMENTS segments.
  * A super-packet ends on PSH, on a shorter segment, on a gap or any mismatch, when it would
  * pass 64 KiB, and at the end of the batch (flush()). With verifyChecksums (the default) a
  * segment is merged only if its own checksum verifies, because the merged packet goes out with
@@ -49,6 +50,8 @@ import {
 export const GRO_MAX_PACKET_V4 = 65535;
 /** The largest IPv6 super-packet (the 16-bit payload length excludes the 40-byte header). */
 export const GRO_MAX_PACKET_V6 = 65535 + IPV6_HEADER_LEN;
+/** Most UDP segments in one super-packet (Linux UDP_MAX_SEGMENTS: 64, 128 since 6.x; the lower). */
+export const GRO_MAX_UDP_SEGMENTS = 64;
 
 export interface CoalescerOptions {
   /** Flows open at once per batch (default 16); a new flow beyond it flushes the oldest. */
@@ -261,6 +264,9 @@ export class Coalescer {
     const r = this.ref(f);
     if (hdrLen !== this.hdrLen[f]) return false;
     const payload = len - hdrLen;
+    // A UDP super-packet of more segments than the kernel's UDP_MAX_SEGMENTS is refused by the
+    // TUN write (EINVAL, the whole super-packet lost): 64, the limit of every kernel with USO.
+    if (this.proto[f] === IP_PROTO_UDP && this.segs[f]! >= GRO_MAX_UDP_SEGMENTS) return false;
     if (payload > this.gsoSize[f]! || this.total[f]! + payload > (this.version[f] === 4 ? GRO_MAX_PACKET_V4 : GRO_MAX_PACKET_V6)) return false;
     if (this.version[f] === 4) {
       if (buf[off + IPV4_TOS_OFFSET] !== buf[r + IPV4_TOS_OFFSET] || buf[off + IPV4_TTL_OFFSET] !== buf[r + IPV4_TTL_OFFSET]) return false;

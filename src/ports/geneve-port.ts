@@ -14,6 +14,15 @@
  * chose; either way the engine writes the Geneve header (+ inner Ethernet in L2 mode) into the
  * headroom in front of each packet, and all datagrams leave with one sendmmsg per address family.
  *
+ * Offloads (`offload: true`; per feature, whatever the kernel refuses stays off, udpOffload()
+ * says what is on): with UDP GRO a receive slot holds a run of datagrams of batch.segs[i] bytes,
+ * spread apart within the slot
+ * (one copyWithin each: the sink needs headroom and tailroom around every packet) and each
+ * decapsulated alone, so one wake-up can deliver up to GRO_BATCH × 64 inner packets; with
+ * UDP GSO the sockets send every run of equal-sized datagrams to one tunnel (the encapsulated
+ * segments of one super-packet) as one sendmmsg entry. With `rxCoalesceReservation` every
+ * receive batch carries a scratch area after its slots, handed to the sink for coalescing.
+ *
  * Buffer contract: receive batches are owned by this port and valid only during the sink call;
  * the sink may rewrite packets in place, move them within their slot (headroom
  * `rxHeadroom` ≥ 64 bytes before the Geneve header, `rxTailroom` ≥ 48 bytes after the datagram)
@@ -26,7 +35,7 @@
  */
 import { PacketBatch } from '../io/batch.js';
 import { ADDR_PORT_OFFSET, ADDR_RECORD_LEN, loadNativeIo } from '../io/native.js';
-import { encodeAddress, UdpSocket, type UdpMechanism } from '../io/udp.js';
+import { encodeAddress, UDP_GRO_MAX_LEN, UdpSocket, type UdpMechanism } from '../io/udp.js';
 import { GeneveEngine, GeneveResult, GeneveVerdict, type GeneveEngineOptions } from '../geneve/engine.js';
 import { GENEVE_HEADER_LEN, GENEVE_LIQO_UDP_PORT } from '../geneve/header.js';
 import { GENEVE_INNER_ETHERNET_LEN } from '../geneve/mtu.js';
@@ -40,8 +49,10 @@ export interface GeneveSink {
    * Inner IP packets i < count at buf[offs[i], offs[i]+lens[i]), each received through
    * tunnels[i]. The arrays are the port's own and are reused for the next batch: read them
    * during the call only. Each packet has ≥ rxHeadroom + 8 bytes before it and ≥ rxTailroom after.
+   * buf[areaOff, +areaLen) is free scratch space in the same buffer (rxCoalesceReservation;
+   * length 0 without it). `count` is at most `deliverCapacity`.
    */
-  deliverBatch(buf: Uint8Array, offs: Uint32Array, lens: Uint32Array, tunnels: readonly GeneveTunnel[], count: number): void;
+  deliverBatch(buf: Uint8Array, offs: Uint32Array, lens: Uint32Array, tunnels: readonly GeneveTunnel[], count: number, areaOff: number, areaLen: number): void;
 }
 
 export interface GenevePortOptions {
@@ -64,6 +75,15 @@ export interface GenevePortOptions {
   /** Socket buffers to request (bytes). Default 8 MiB (io/udp.ts). */
   readonly socketBuffer?: number;
   readonly udpMechanism?: UdpMechanism;
+  /** Try UDP GSO on send and UDP GRO on receive (see the file comment). Default false. */
+  readonly offload?: boolean;
+  /**
+   * Bytes one super-packet takes in the sink's coalescing area (Coalescer.reservation): receive
+   * batches get an area after their slots for a batch's worth of super-packets. 0 (default): none.
+   */
+  readonly rxCoalesceReservation?: number;
+  /** Open flows the sink coalesces at once (sizes the area). Default 16. */
+  readonly rxCoalesceFlows?: number;
   /**
    * Open the sockets inside this network namespace (name under /run/netns or a path). Needs the
    * native addon, whose socket() runs synchronously while the thread is inside the namespace.
@@ -90,6 +110,8 @@ export interface GenevePortStats {
   txNoSocket: number;
   /** L2: ARP requests/replies sent. */
   controlSent: number;
+  /** A GRO slot with more datagrams than UDP_GRO_CNT_MAX (64): dropped whole. */
+  rxGroOverrun: number;
 }
 
 /** Problems opening the Geneve socket, with what to fix. */
@@ -98,6 +120,12 @@ export class GenevePortError extends Error {
 }
 
 const DEFAULT_BATCH = 64;
+/** GRO receive batches: fewer slots (each holds up to 64 KiB). */
+const GRO_BATCH = 32;
+/** Datagrams the kernel puts in one GRO slot at most (UDP_GRO_CNT_MAX). */
+const GRO_MAX_SEGMENTS = 64;
+/** The most inner packets one deliverBatch passes with offload on (a full GRO batch). */
+export const GENEVE_OFFLOAD_DELIVER_MAX = GRO_BATCH * GRO_MAX_SEGMENTS;
 const MIN_RX_HEADROOM = 64;
 const MIN_RX_TAILROOM = 48;
 
@@ -105,7 +133,7 @@ export class GenevePort {
   readonly engine: GeneveEngine;
   readonly table: GeneveTunnelTable;
   readonly stats: GenevePortStats = {
-    rxDatagrams: 0, rxDelivered: 0, txPackets: 0, txNoTunnel: 0, txNoHeadroom: 0, txSendFailures: 0, txNoSocket: 0, controlSent: 0,
+    rxDatagrams: 0, rxDelivered: 0, txPackets: 0, txNoTunnel: 0, txNoHeadroom: 0, txSendFailures: 0, txNoSocket: 0, controlSent: 0, rxGroOverrun: 0,
   };
   /** Headroom and tailroom every delivered packet has (see GeneveSink). */
   readonly rxHeadroom: number;
@@ -119,8 +147,12 @@ export class GenevePort {
   private boundPort = -1;
   private closed = false;
 
-  private readonly rx4: PacketBatch;
-  private readonly rx6: PacketBatch;
+  /** Receive batches, made per socket at bind (GRO slots or plain ones). */
+  private rx4: PacketBatch | null = null;
+  private rx6: PacketBatch | null = null;
+  private readonly maxLen: number;
+  private readonly batch: number;
+  private readonly opts: GenevePortOptions;
   private readonly rxResult = new GeneveResult();
   private readonly txResult = new GeneveResult();
   private readonly outOffs: Uint32Array;
@@ -146,16 +178,45 @@ export class GenevePort {
     if (this.rxHeadroom < MIN_RX_HEADROOM) throw new RangeError(`rxHeadroom must be ≥ ${MIN_RX_HEADROOM}, got ${this.rxHeadroom}`);
     if (this.rxTailroom < MIN_RX_TAILROOM) throw new RangeError(`rxTailroom must be ≥ ${MIN_RX_TAILROOM}, got ${this.rxTailroom}`);
     const maxLen = opts.maxDatagram ?? 9216;
-    const b = { capacity: batch, headroom: this.rxHeadroom, tailroom: this.rxTailroom, maxLen, withAddresses: true };
-    this.rx4 = new PacketBatch(b);
-    this.rx6 = new PacketBatch(b);
-    this.outOffs = new Uint32Array(batch);
-    this.outLens = new Uint32Array(batch);
-    this.outTunnels = new Array<GeneveTunnel>(batch);
+    this.opts = opts;
+    this.maxLen = maxLen;
+    this.batch = batch;
+    // With offload, a GRO batch may hold GRO_BATCH × 64 datagrams: size the delivery for it.
+    const deliver = opts.offload === true ? Math.max(batch, GENEVE_OFFLOAD_DELIVER_MAX) : batch;
+    this.outOffs = new Uint32Array(deliver);
+    this.outLens = new Uint32Array(deliver);
+    this.outTunnels = new Array<GeneveTunnel>(deliver);
     const sendCap = Math.max(batch, 256);
     this.send4 = new SendList(sendCap);
     this.send6 = new SendList(sendCap);
     this.chosen = new Array<GeneveTunnel | undefined>(sendCap).fill(undefined);
+  }
+
+  /** Coalescing area for a batch of `bytes` input bytes (0 without rxCoalesceReservation). */
+  private areaFor(bytes: number): number {
+    const r = this.opts.rxCoalesceReservation ?? 0;
+    return r > 0 ? (Math.ceil(bytes / 65535) + (this.opts.rxCoalesceFlows ?? 16)) * r : 0;
+  }
+
+  /** The most packets one deliverBatch call passes. */
+  get deliverCapacity(): number {
+    return this.outOffs.length;
+  }
+
+  /** A receive batch for a socket: GRO slots (64 KiB, segment sizes) when the socket has GRO. */
+  private rxBatchFor(sock: UdpSocket): PacketBatch {
+    if (!sock.offload.gro) {
+      return new PacketBatch({
+        capacity: this.batch, headroom: this.rxHeadroom, tailroom: this.rxTailroom, maxLen: this.maxLen, withAddresses: true,
+        scratch: this.areaFor(this.batch * this.maxLen),
+      });
+    }
+    // Tailroom for spreading a run of up to 64 datagrams apart (see onUdpBatch).
+    const spread = (GRO_MAX_SEGMENTS - 1) * (this.rxHeadroom + this.rxTailroom);
+    return new PacketBatch({
+      capacity: GRO_BATCH, headroom: this.rxHeadroom, maxLen: UDP_GRO_MAX_LEN, tailroom: this.rxTailroom + spread,
+      withAddresses: true, withSegments: true, scratch: this.areaFor(GRO_BATCH * UDP_GRO_MAX_LEN),
+    });
   }
 
   /** Binds the socket(s) and starts receiving. Throws GenevePortError / UdpError naming the port. */
@@ -172,7 +233,7 @@ export class GenevePort {
       throw new GenevePortError(`opening the Geneve socket inside network namespace ${opts.netns} needs the native I/O addon (build it with \`node native/build.mjs\`), or run the process inside the namespace`);
     }
     const socks = await openDualStack({
-      port, socketBuffer: opts.socketBuffer, label: 'geneve', onError: this.onError,
+      port, socketBuffer: opts.socketBuffer, label: 'geneve', onError: this.onError, offload: opts.offload === true,
       ...(opts.address === undefined ? {} : { address: opts.address }),
       ...(mech === undefined ? {} : { mechanism: mech }),
       ...(opts.netns === undefined ? {} : { netns: opts.netns }),
@@ -182,13 +243,30 @@ export class GenevePort {
     this.boundPort = socks.port;
     const u4 = this.udp4;
     const u6 = this.udp6;
-    u4?.onBatch(this.rx4, (b) => this.onUdpBatch(u4, b));
-    u6?.onBatch(this.rx6, (b) => this.onUdpBatch(u6, b));
+    if (u4 !== null) {
+      this.rx4 = this.rxBatchFor(u4);
+      u4.onBatch(this.rx4, (b) => this.onUdpBatch(u4, b));
+    }
+    if (u6 !== null) {
+      this.rx6 = this.rxBatchFor(u6);
+      u6.onBatch(this.rx6, (b) => this.onUdpBatch(u6, b));
+    }
   }
 
   /** The bound UDP port. */
   get port(): number {
     return this.boundPort;
+  }
+
+  /** Which UDP offloads the kernel granted (the v4 socket, else v6; null when closed). */
+  udpOffload(): { gso: boolean; gro: boolean } | null {
+    const s = this.udp4 ?? this.udp6;
+    return s === null ? null : { gso: s.offload.gso, gro: s.offload.gro };
+  }
+
+  /** GSO sendmmsg entries so far (both sockets). */
+  get gsoMessages(): number {
+    return (this.udp4?.gsoMessages ?? 0) + (this.udp6?.gsoMessages ?? 0);
   }
 
   udpStats(): { v4: UdpSocket['stats'] | null; v6: UdpSocket['stats'] | null } {
@@ -201,24 +279,56 @@ export class GenevePort {
   private onUdpBatch(sock: UdpSocket, b: PacketBatch): void {
     if (this.closed) return;
     const now = this.clock();
-    const res = this.rxResult;
-    const engine = this.engine;
-    let n = 0;
-    this.stats.rxDatagrams += b.count;
+    const segs = b.segs;
+    const gro = segs.length > 0;
+    this.pending = 0;
     for (let i = 0; i < b.count; i++) {
-      const v = engine.decapsulate(b.buf, b.offs[i]!, b.lens[i]!, sock.addressOf(b, i), now, res);
-      if (v === GeneveVerdict.Deliver) {
-        this.outOffs[n] = res.off;
-        this.outLens[n] = res.len;
-        this.outTunnels[n] = res.tunnel!;
-        n++;
-      } else if (v === GeneveVerdict.SendControl) {
-        this.sendControl(b.buf, res);
+      const from = sock.addressOf(b, i);
+      const off = b.offs[i]!;
+      const len = b.lens[i]!;
+      const seg = gro ? segs[i]! : 0;
+      if (seg === 0 || len <= seg) {
+        this.receiveOne(b, off, len, from, now);
+      } else {
+        // A GRO run: datagram k at off + k*seg, back to back. The sink's contract (headroom and
+        // tailroom around every packet) needs gaps: spread the run within its slot first.
+        const stride = seg + this.rxHeadroom + this.rxTailroom;
+        const last = Math.ceil(len / seg) - 1;
+        if (last >= GRO_MAX_SEGMENTS) { this.stats.rxGroOverrun++; continue; } // more than the kernel's limit: no room to spread
+        for (let k = last; k > 0; k--) {
+          const src = off + k * seg;
+          b.buf.copyWithin(off + k * stride, src, src + Math.min(seg, len - k * seg));
+        }
+        for (let k = 0; k <= last; k++) this.receiveOne(b, off + k * stride, Math.min(seg, len - k * seg), from, now);
       }
     }
+    this.deliver(b);
+  }
+
+  /** Inner packets collected for the sink (index < pending). */
+  private pending = 0;
+
+  private receiveOne(b: PacketBatch, off: number, len: number, from: string, now: number): void {
+    const res = this.rxResult;
+    this.stats.rxDatagrams++;
+    const v = this.engine.decapsulate(b.buf, off, len, from, now, res);
+    if (v === GeneveVerdict.Deliver) {
+      const n = this.pending++;
+      this.outOffs[n] = res.off;
+      this.outLens[n] = res.len;
+      this.outTunnels[n] = res.tunnel!;
+      if (this.pending === this.outOffs.length) this.deliver(b);
+    } else if (v === GeneveVerdict.SendControl) {
+      this.sendControl(b.buf, res);
+    }
+  }
+
+  private deliver(b: PacketBatch): void {
+    const n = this.pending;
     if (n === 0) return;
+    this.pending = 0;
     this.stats.rxDelivered += n;
-    this.sink.deliverBatch(b.buf, this.outOffs, this.outLens, this.outTunnels, n);
+    this.sink.deliverBatch(b.buf, this.outOffs, this.outLens, this.outTunnels, n, b.scratchOff, b.scratchLen);
   }
 
   private sendControl(buf: Uint8Array, res: GeneveResult): void {

@@ -101,6 +101,9 @@ describe.skipIf(skip !== null)('weft up / show against two running gateways', ()
     expect(st.wireguard?.listenPort).toBe(51840);
     expect(st.geneve.port).toBe(6091);
     expect(st.interface?.name).toBe('wc-tun-a');
+    // Offloads on by default (WEFT_OFFLOAD unset): the TUN and the Geneve socket on 127.0.0.1 (lo can segment).
+    expect(st.offloads?.tun).toMatchObject({ csum: true, tso: true });
+    expect(st.offloads?.geneve).toEqual({ gso: true, gro: true });
     const p = st.wireguard!.peers;
     expect(p).toHaveLength(1);
     expect(p[0]).toMatchObject({
@@ -134,6 +137,7 @@ describe.skipIf(skip !== null)('weft up / show against two running gateways', ()
     const text = await runWeft(['show', '--run-dir', join(dir, 'run-a')]);
     expect(text.code).toBe(0);
     expect(text.stdout).toMatch(/^gateway: gateway-a\n/);
+    expect(text.stdout).toMatch(/\n {2}offloads: tun csum tso( uso)?, geneve udp gso gro\n/);
     expect(text.stdout).toContain(`peer: ${keys.bPub}\n`);
     expect(text.stdout).toMatch(/\n {2}latest handshake: (\d+ seconds?|0 seconds) ago\n/);
     expect(text.stdout).toMatch(/\n {2}transfer: \d+(\.\d+)? (B|KiB) received, \d+(\.\d+)? (B|KiB) sent\n/);

@@ -313,6 +313,7 @@ export class Runtime {
         port: st.ports.geneve,
         tunnels: st.tunnels.map((t) => ({ vni: t.vni, name: t.name, remoteUnderlay: t.remoteUnderlay, rxPackets: t.rxPackets, txPackets: t.txPackets, drops: t.drops })),
       },
+      ...(st.offloads === null ? {} : { offloads: st.offloads }),
       nat: { entries: gw.natEntries() },
       drops: st.drops,
       queues: st.queues,
@@ -337,6 +338,7 @@ export class Runtime {
         port: node.geneve.port,
         tunnels: st.tunnels.map((t) => ({ vni: t.vni, name: t.name, remoteUnderlay: t.remoteUnderlay, rxPackets: t.rxPackets, txPackets: t.txPackets, drops: t.drops })),
       },
+      offloads: st.offloads,
       drops,
       cluster: { id: cfg.cluster.id },
     };

@@ -61,6 +61,8 @@ export interface WeftStatus {
   interface?: { name: string; mtu: number; rxPackets: number; txPackets: number };
   wireguard?: { publicKey: string; listenPort: number; crypto: string; peers: WeftPeerStatus[] };
   geneve: { port: number; tunnels: WeftTunnelStatus[] };
+  /** Offloads in effect on the local TUN and the Geneve UDP socket (false: off or refused by the kernel). */
+  offloads?: { tun: { csum: boolean; tso: boolean; uso: boolean }; geneve: { gso: boolean; gro: boolean } };
   nat?: { entries: number };
   /** "stage.reason" → count (only non-zero). */
   drops: Record<string, number>;
@@ -92,6 +94,12 @@ export function formatDuration(totalSeconds: number): string {
   return parts.length === 0 ? '0 seconds' : parts.join(', ');
 }
 
+/** "csum tso" (the features that are on) or "off". */
+function onOff(r: Record<string, boolean>): string {
+  const on = Object.keys(r).filter((k) => r[k]);
+  return on.length === 0 ? 'off' : on.join(' ');
+}
+
 /** The text of `weft show` for one instance. `now` in Unix ms. */
 export function formatStatus(st: WeftStatus, now: number): string {
   const lines: string[] = [];
@@ -110,6 +118,7 @@ export function formatStatus(st: WeftStatus, now: number): string {
     lines.push(`  interface: ${st.interface.name} (mtu ${st.interface.mtu}), ${st.interface.rxPackets} packets read, ${st.interface.txPackets} written`);
   }
   lines.push(`  geneve port: ${st.geneve.port}`);
+  if (st.offloads !== undefined) lines.push(`  offloads: tun ${onOff(st.offloads.tun)}, geneve udp ${onOff(st.offloads.geneve)}`);
   if (st.nat !== undefined) lines.push(`  nat entries: ${st.nat.entries}`);
   for (const e of st.errors ?? []) {
     const [first, ...rest] = e.message.split('\n');
