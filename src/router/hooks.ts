@@ -48,6 +48,15 @@ export class PacketMeta {
   output = OUTPUT_NONE;
   /** Name of the peer the packet came from or goes to ('' when none). */
   peer = '';
+  /**
+   * Interface names as Liqo's gateway has them (iifname/oifname), set by the router only when it
+   * is steered by RouteConfigurations (Router.setSteering); '' = unknown, rules then name the
+   * lane's default device (src/rules/engine.ts RulesDevices).
+   */
+  inDev = '';
+  outDev = '';
+  /** The packet's meta mark (nft `meta mark`), read by fwmark policy rules; 0 at entry. */
+  mark = 0;
 }
 
 /**

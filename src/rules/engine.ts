@@ -11,7 +11,8 @@
  * - reject drops without sending the ICMP error / TCP reset (counted as `rejected`);
  * - NAT never changes ports (the kernel does only on a tuple clash);
  * - `tcpmssclamp` without value uses `pathMtu - 40` (the kernel's `rt mtu` of the route).
- * Interface names: a packet's in/out device is named from PacketMeta by `RulesDevices`;
+ * Interface names: a packet's in/out device is PacketMeta.inDev/outDev when the router names it
+ * (Liqo mode, src/router/steer.ts), else named from PacketMeta's lanes by `RulesDevices`;
  * an unknown name ('') makes dev matches fail, as nft's iifname/oifname do where the device is
  * absent (oifname before routing, iifname of locally generated packets).
  */
@@ -211,7 +212,7 @@ export class RulesEngine {
       case A_DROP: return VERDICT_DROP;
       case A_REJECT: this.rejected++; return VERDICT_DROP;
       case A_CTMARK: st.ctmark = r.value; return -1;
-      case A_METAMARK: st.mark = st.ctmark; return -1;
+      case A_METAMARK: st.mark = st.ctmark; meta.mark = st.ctmark; return -1;
       case A_NOTRACK: if (chain.beforeConntrack) st.notrack = true; return -1;
       case A_MSS: clampMss(buf, v, r.value !== 0 ? r.value : this.devices.pathMtu - 40); return -1;
       case A_DNAT: this.nat(buf, v, v.dstOff, r.value, r.mask); st.dnatDone = true; return VERDICT_ACCEPT;
@@ -280,11 +281,13 @@ export class RulesEngine {
   }
 
   private inName(meta: PacketMeta): string {
+    if (meta.inDev !== '') return meta.inDev;
     const s = meta.source;
     return s === SOURCE_PEER ? this.devices.peer : s === SOURCE_NODE ? this.devices.node : s === SOURCE_HOST ? '' : '';
   }
 
   private outName(meta: PacketMeta): string {
+    if (meta.outDev !== '') return meta.outDev;
     const o = meta.output;
     return o === OUTPUT_PEER ? this.devices.peer : o === OUTPUT_NODE ? this.devices.node : o === OUTPUT_HOST ? this.devices.host : '';
   }

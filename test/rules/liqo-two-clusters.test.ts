@@ -1,0 +1,162 @@
+/**
+ * Two clusters with the SAME pod CIDR (10.200.0.0/16) and external CIDR (10.70.0.0/16), each
+ * gateway a real Router in Liqo mode driven only by the FirewallConfigurations and
+ * RouteConfigurations Liqo's controllers create for the peering (liqo-peering-objects.ts),
+ * selected with the gateway's label selectors; peers joined in memory. No built-in NAT: every
+ * translation comes from the objects, every routing decision from the RouteConfigurations.
+ *
+ * Cluster a (server, 169.254.18.1) sees b's pods as 10.71/16 and b's external CIDR as 10.72/16;
+ * cluster b (client, .2) sees a's as 10.73/16 and 10.74/16. One node each (internal 10.80.0.2,
+ * Geneve interface on the gateway liqo.<10 chars>), pods a 10.200.1.5, b 10.200.1.7.
+ */
+import { describe, expect, it } from 'vitest';
+import { gatewayFirewallSelectors, gatewayRouteSelectors } from '../../src/control/k8s/firewall-watch.js';
+import { GeneveTunnelTable, type GeneveTunnel } from '../../src/geneve/table.js';
+import { Nat } from '../../src/nat/nat.js';
+import { formatAddress } from '../../src/packet/addr.js';
+import { ipv4HeaderValid } from '../../src/packet/ipv4.js';
+import { tcpChecksumValidV4 } from '../../src/packet/tcp.js';
+import { udpChecksumValidV4 } from '../../src/packet/udp.js';
+import { ROUTER_DROP_NAMES, Router, RouterDrop, RouterLanes } from '../../src/router/router.js';
+import { RulesAttachment } from '../../src/rules/attach.js';
+import { buildSteering, parseRouteObjects } from '../../src/rules/steering.js';
+import { tcpPacket, udpPacket, type Built } from '../packet/factory.js';
+import { DEFAULT_IF, TUNNEL_IF, gatewayObjects, selects, type PeeringSide } from './liqo-peering-objects.js';
+
+type Link = { name: string };
+const HEAD = 128;
+const NOW = 1_700_000_000_000;
+const POD = '10.200.0.0/16';
+const EXT = '10.70.0.0/16';
+
+const SIDE_A: PeeringSide = {
+  cfg: 'cluster-b', remoteId: 'cluster-b', namespace: 'liqo-tenant-cluster-b', mode: 'server',
+  remotePod: { real: POD, remapped: '10.71.0.0/16' }, remoteExt: { real: EXT, remapped: '10.72.0.0/16' },
+  nodes: [{ name: 'a-worker', internalIP: '10.80.0.2', gatewayIf: 'liqo.k3x9q2m7va', pods: ['10.200.1.5'] }],
+  mss: 1300, dropPort: 8081,
+};
+const SIDE_B: PeeringSide = {
+  cfg: 'cluster-a', remoteId: 'cluster-a', namespace: 'liqo-tenant-cluster-a', mode: 'client',
+  remotePod: { real: POD, remapped: '10.73.0.0/16' }, remoteExt: { real: EXT, remapped: '10.74.0.0/16' },
+  nodes: [{ name: 'b-worker', internalIP: '10.80.0.2', gatewayIf: 'liqo.p0w8r1zt4c', pods: ['10.200.1.7'] }],
+  mss: 1300,
+};
+
+interface Gw { router: Router<Link, GeneveTunnel>; rules: RulesAttachment; node: GeneveTunnel; link: Link; errors: string[] }
+
+function gateway(side: PeeringSide, ownTunnelIp: string, peerTunnelIp: string): Gw {
+  const nat = new Nat({ localPodCIDRs: [POD], localExternalCIDR: EXT, mtu: 1340 });
+  const table = new GeneveTunnelTable();
+  const n = side.nodes[0]!;
+  const node = table.add({ vni: 1, remoteUnderlay: '192.168.0.2', localInternalAddress: '10.80.0.1', remoteInternalAddress: n.internalIP, mode: 'l3', name: n.name });
+  const router = new Router<Link, GeneveTunnel>({ nat, nodes: table });
+  const link: Link = { name: side.remoteId };
+  // The built-in NAT peer exists (the router needs one per peer) but is never consulted in Liqo
+  // mode: its remapped CIDRs are deliberately other ones, so any use of it would show.
+  const rp = router.addPeer(side.remoteId, nat.addPeer({ name: side.remoteId, remote: { podCIDRs: [POD], externalCIDRs: [EXT] }, remapped: { podCIDRs: ['10.98.0.0/16'], externalCIDRs: ['10.99.0.0/16'] } }), link);
+  router.setLocalAddresses(['10.80.0.1']);
+  router.setTunnelAddresses([ownTunnelIp], [{ address: peerTunnelIp, peer: rp }]);
+  const objs = gatewayObjects(side);
+  const fw = objs.firewall.filter((o) => gatewayFirewallSelectors([side.remoteId]).some((s) => selects(s, o)));
+  const rt = objs.routes.filter((o) => gatewayRouteSelectors([side.remoteId], n.name).some((s) => selects(s, o)));
+  const rules = new RulesAttachment({ peer: TUNNEL_IF, node: '', host: DEFAULT_IF, peerAddr: 0, nodeAddr: 0, hostAddr: 0, pathMtu: 1340 });
+  rules.attachTo(router);
+  const errors = rules.update(fw).map((e) => e.message);
+  const parsed = parseRouteObjects(rt, new Map());
+  errors.push(...parsed.errors.map((e) => e.message));
+  router.setSteering(buildSteering({ devices: { tunnel: TUNNEL_IF, host: DEFAULT_IF }, nodes: [{ tunnel: node, dev: n.gatewayIf }], isPeerAddress: (g) => g === peerTunnelIp }, [...parsed.specs.values()]));
+  return { router, rules, node, link, errors };
+}
+
+const A = gateway(SIDE_A, '169.254.18.1', '169.254.18.2');
+const B = gateway(SIDE_B, '169.254.18.2', '169.254.18.1');
+
+interface Out { at: 'node' | 'dropped'; src: string; dst: string; ttl: number; buf: Uint8Array; off: number; len: number }
+
+/** A packet from `from`'s node through its gateway, the tunnel, the other gateway, to the other node. */
+function cross(from: Gw, to: Gw, p: Built): Out {
+  const buf = new Uint8Array(HEAD + p.len + 64);
+  buf.set(p.buf.subarray(p.off, p.off + p.len), HEAD);
+  const L1 = new RouterLanes<Link, GeneveTunnel>(4);
+  from.router.fromNodes(buf, Uint32Array.of(HEAD), Uint32Array.of(p.len), 1, NOW, L1, [from.node]);
+  const gone = { at: 'dropped' as const, src: '', dst: '', ttl: 0, buf, off: 0, len: 0 };
+  if (L1.toPeers.count !== 1) return gone;
+  expect(L1.toPeers.tags[0]).toBe(from.link);
+  const L2 = new RouterLanes<Link, GeneveTunnel>(4);
+  to.router.fromPeers(buf, Uint32Array.of(L1.toPeers.offs[0]!), Uint32Array.of(L1.toPeers.lens[0]!), [to.link], 1, NOW, L2);
+  if (L2.toNodes.count !== 1) return gone;
+  expect(L2.toNodes.tags[0]).toBe(to.node);
+  const off = L2.toNodes.offs[0]!;
+  const len = L2.toNodes.lens[0]!;
+  return { at: 'node', src: formatAddress(buf.subarray(off + 12, off + 16)), dst: formatAddress(buf.subarray(off + 16, off + 20)), ttl: buf[off + 8]!, buf, off, len };
+}
+
+function checksumsValid(o: Out): boolean {
+  if (!ipv4HeaderValid(o.buf, o.off, o.len)) return false;
+  const proto = o.buf[o.off + 9];
+  const l4 = o.off + (o.buf[o.off]! & 15) * 4;
+  if (proto === 6) return tcpChecksumValidV4(o.buf, o.off, l4, o.off + o.len - l4);
+  if (proto === 17) return udpChecksumValidV4(o.buf, o.off, l4, o.off + o.len - l4);
+  return true;
+}
+
+function mssOf(o: Out): number {
+  const t = o.off + (o.buf[o.off]! & 15) * 4;
+  for (let i = t + 20; i < t + (o.buf[t + 12]! >>> 4) * 4;) {
+    if (o.buf[i] === 2) return (o.buf[i + 2]! << 8) | o.buf[i + 3]!;
+    i += o.buf[i] === 1 ? 1 : o.buf[i + 1]!;
+  }
+  return -1;
+}
+
+const drops = (g: Gw) => Object.fromEntries(ROUTER_DROP_NAMES.map((n, i) => [n, g.router.drops[i]]).filter(([, v]) => v !== 0));
+
+describe('two clusters with conflicting pod CIDRs, gateways driven only by Liqo objects', () => {
+  it('every object is accepted', () => {
+    expect(A.errors).toEqual([]);
+    expect(B.errors).toEqual([]);
+    expect([...A.rules.tables().keys()]).toEqual(['liqo-tenant-cluster-b/cluster-b-remap-externalcidr', 'liqo-tenant-cluster-b/cluster-b-remap-podcidr', 'liqo-tenant-cluster-b/gw-mss-clamping', 'liqo-tenant-cluster-b/user-drop-port']);
+  });
+
+  it('pod a → pod b and the reply: remapped on both sides, real addresses in the tunnel, checksums valid', () => {
+    const req = cross(A, B, udpPacket({ src: '10.200.1.5', dst: '10.71.1.7', sport: 40000, dport: 53, ttl: 64, payload: new Uint8Array(32).fill(7) }));
+    expect([req.at, req.src, req.dst, req.ttl]).toEqual(['node', '10.73.1.5', '10.200.1.7', 62]);
+    expect(checksumsValid(req)).toBe(true);
+    const rep = cross(B, A, udpPacket({ src: '10.200.1.7', dst: '10.73.1.5', sport: 53, dport: 40000, ttl: 64 }));
+    expect([rep.at, rep.src, rep.dst]).toEqual(['node', '10.71.1.7', '10.200.1.5']);
+    expect(checksumsValid(rep)).toBe(true);
+  });
+
+  it('pod b → pod a (b opens the flow)', () => {
+    const req = cross(B, A, tcpPacket({ src: '10.200.1.7', dst: '10.73.1.5', sport: 41000, dport: 80, flags: 0x02, mss: 1460 }));
+    expect([req.at, req.src, req.dst]).toEqual(['node', '10.71.1.7', '10.200.1.5']);
+    expect(mssOf(req)).toBe(1300);
+    expect(checksumsValid(req)).toBe(true);
+    const synack = cross(A, B, tcpPacket({ src: '10.200.1.5', dst: '10.71.1.7', sport: 80, dport: 41000, flags: 0x12, mss: 1400 }));
+    expect([synack.at, synack.src, synack.dst]).toEqual(['node', '10.73.1.5', '10.200.1.7']);
+    expect(mssOf(synack)).toBe(1300);
+    expect(checksumsValid(synack)).toBe(true);
+  });
+
+  it('the user FirewallConfiguration drops TCP 8081 towards b; 8080 passes; counted per rule', () => {
+    const filtered = A.router.drops[RouterDrop.Filtered]!;
+    const dropped = cross(A, B, tcpPacket({ src: '10.200.1.5', dst: '10.71.1.7', sport: 42000, dport: 8081, flags: 0x02 }));
+    expect(dropped.at).toBe('dropped');
+    expect(A.router.drops[RouterDrop.Filtered]).toBe(filtered + 1);
+    expect(A.rules.engine!.counterOf('liqo-tenant-cluster-b/user-drop-port/user-drop-port/drop-port/drop-tcp-8081')).toBe(1);
+    const passed = cross(A, B, tcpPacket({ src: '10.200.1.5', dst: '10.71.1.7', sport: 42000, dport: 8080, flags: 0x02 }));
+    expect([passed.at, passed.dst]).toEqual(['node', '10.200.1.7']);
+  });
+
+  it('routing needs the node interface names: from an unnamed input no gw-ext rule matches', () => {
+    const before = A.router.drops[RouterDrop.NoRoute]!;
+    const p = udpPacket({ src: '10.200.1.5', dst: '10.71.1.7', sport: 1, dport: 2 });
+    const buf = new Uint8Array(HEAD + p.len);
+    buf.set(p.buf.subarray(p.off, p.off + p.len), HEAD);
+    const L = new RouterLanes<Link, GeneveTunnel>(1);
+    A.router.fromNodes(buf, Uint32Array.of(HEAD), Uint32Array.of(p.len), 1, NOW, L);
+    expect(L.toPeers.count).toBe(0);
+    expect(A.router.drops[RouterDrop.NoRoute]).toBe(before + 1);
+    expect(drops(A)).toMatchObject({ no_route: before + 1 });
+  });
+});
