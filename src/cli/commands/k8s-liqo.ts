@@ -1,0 +1,28 @@
+/**
+ * Liqo mode glue for `weft k8s` (kept out of k8s.ts): the running gateway as a SteerTarget —
+ * its node tunnels named by Liqo's interface names (InternalNode .spec.interface.gateway.name,
+ * `liqo.` + 10 random characters, from pkg/liqo-controller-manager/networking/internal-network/
+ * interface.go) and its peers' in-tunnel addresses as the gw of Liqo's external routes.
+ */
+import type { InternalNode } from '../../control/k8s/resources.js';
+import type { Gateway } from '../../gateway/gateway.js';
+import type { GeneveTunnel } from '../../geneve/table.js';
+import type { SteerTarget } from './k8s-rules.js';
+
+export function gatewaySteerTarget(gw: Gateway, internalNodes: () => readonly InternalNode[]): SteerTarget<GeneveTunnel> {
+  return {
+    setSteering: (s) => gw.router.setSteering(s),
+    nodes: () => {
+      const names = new Map<string, string>();
+      for (const n of internalNodes()) {
+        const dev = n.spec?.interface?.gateway?.name;
+        if (n.metadata?.name !== undefined && typeof dev === 'string' && dev !== '') names.set(n.metadata.name, dev);
+      }
+      return gw.nodeTunnels().flatMap((t) => {
+        const dev = names.get(t.nodeName);
+        return dev === undefined ? [] : [{ tunnel: t.tunnel, dev }];
+      });
+    },
+    isPeerAddress: (g) => gw.tunnelAddresses().peers.some((p) => p.remote === g),
+  };
+}
