@@ -27,6 +27,8 @@ import { PacketBatch } from '../io/batch.js';
 import { TunDevice } from '../io/tun.js';
 import { GenevePort, type GenevePortStats } from '../ports/geneve-port.js';
 import { ip, KernelState, writeSysctl } from '../ports/iproute.js';
+import { HOOK_COUNT, HOOK_POSTROUTING, HOOK_PREROUTING, OUTPUT_NODE, OUTPUT_NONE, PacketMeta, SOURCE_HOST, SOURCE_NODE, type PacketHook } from '../router/hooks.js';
+import { BatchStages } from '../router/stage-batch.js';
 
 export interface NodeAgentOptions {
   /** Create the TUN, sockets and routes inside this network namespace (tests; needs the native addon). */
@@ -62,6 +64,15 @@ export class NodeAgent {
   private config: NodeConfig;
   private stopped = false;
   private readonly gateways = new Map<string, NodeGatewayConfig>();
+  /**
+   * Stages (Liqo mode: the fabric FirewallConfigurations) where Liqo's fabric has them in the
+   * node's kernel: POSTROUTING for node → gateway (leaving by the Geneve interface), PREROUTING
+   * for gateway → node. The node kernel's own hooks (INPUT, FORWARD, OUTPUT) stay the kernel's.
+   */
+  private readonly outStages = new BatchStages();
+  private readonly inStages = new BatchStages();
+  private readonly outMeta = new PacketMeta();
+  private readonly inMeta = new PacketMeta();
 
   private constructor(
     config: NodeConfig,
@@ -73,6 +84,43 @@ export class NodeAgent {
   ) {
     this.config = config;
     for (const g of config.node.gateways) this.gateways.set(g.name, g);
+    this.outMeta.source = SOURCE_HOST;
+    this.outMeta.output = OUTPUT_NODE;
+    this.inMeta.source = SOURCE_NODE;
+    this.inMeta.output = OUTPUT_NONE;
+  }
+
+  /** Attaches a stage (HookTarget): only PREROUTING and POSTROUTING run here (see outStages). */
+  attach(hook: number, stage: PacketHook): void {
+    if (!(hook >= 0 && hook < HOOK_COUNT)) throw new RangeError(`no hook point ${hook}`);
+    if (hook === HOOK_POSTROUTING) this.outStages.stages.push(stage);
+    else if (hook === HOOK_PREROUTING) this.inStages.stages.push(stage);
+  }
+
+  detach(hook: number, stage: PacketHook): boolean {
+    const list = hook === HOOK_POSTROUTING ? this.outStages.stages : hook === HOOK_PREROUTING ? this.inStages.stages : [];
+    const i = list.indexOf(stage);
+    if (i >= 0) list.splice(i, 1);
+    return i >= 0;
+  }
+
+  /** Packets dropped by attached stages: node → gateway, gateway → node. */
+  get filtered(): { out: number; in: number } {
+    return { out: this.outStages.dropped, in: this.inStages.dropped };
+  }
+
+  private toGateway(buf: Uint8Array, offs: Uint32Array, lens: Uint32Array, n: number): void {
+    const k = this.outStages.run(buf, offs, lens, n, this.outMeta, this.now());
+    if (k > 0) this.geneve.sendBatch(buf, offs, lens, k);
+  }
+
+  private fromGateway(buf: Uint8Array, offs: Uint32Array, lens: Uint32Array, n: number): void {
+    const k = this.inStages.run(buf, offs, lens, n, this.inMeta, this.now());
+    if (k > 0) this.tun.writeBatch(buf, offs, lens, k);
+  }
+
+  private now(): number {
+    return this.opts.clock?.() ?? Date.now();
   }
 
   /**
@@ -91,7 +139,11 @@ export class NodeAgent {
     const kernel = new KernelState(tun.name, netns);
     try {
       const batchSize = opts.batchSize ?? 64;
-      const sink = { deliverBatch: (buf: Uint8Array, offs: Uint32Array, lens: Uint32Array, _t: readonly GeneveTunnel[], n: number) => { tun.writeBatch(buf, offs, lens, n); } };
+      let agentRef: NodeAgent | null = null;
+      const sink = { deliverBatch: (buf: Uint8Array, offs: Uint32Array, lens: Uint32Array, _t: readonly GeneveTunnel[], n: number) => {
+        if (agentRef !== null) agentRef.fromGateway(buf, offs, lens, n);
+        else tun.writeBatch(buf, offs, lens, n);
+      } };
       geneve = await GenevePort.open({
         table, sink, netns, batchSize,
         port: config.geneve.port,
@@ -100,10 +152,10 @@ export class NodeAgent {
         ...(opts.onError === undefined ? {} : { onError: opts.onError }),
       });
       const agent = new NodeAgent(config, tun, geneve, table, kernel, opts);
+      agentRef = agent;
       await agent.installKernelState();
-      const g = geneve;
       const batch = new PacketBatch({ capacity: batchSize, headroom: TUN_HEADROOM, maxLen: Math.max(mtu, 1500), tailroom: 64 });
-      tun.start(batch, (b) => { g.sendBatch(b.buf, b.offs, b.lens, b.count); });
+      tun.start(batch, (b) => { agent.toGateway(b.buf, b.offs, b.lens, b.count); });
       return agent;
     } catch (e) {
       await kernel.clear().catch(() => {});

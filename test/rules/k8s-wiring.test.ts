@@ -4,7 +4,7 @@
  */
 import type { KubernetesObject } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { FIREWALL_CONFIGURATIONS, GatewayRulesWatcher, ROUTE_CONFIGURATIONS } from '../../src/control/k8s/firewall-watch.js';
+import { FIREWALL_CONFIGURATIONS, GatewayRulesWatcher, ROUTE_CONFIGURATIONS, fabricFirewallSelectors, fabricRouteSelectors } from '../../src/control/k8s/firewall-watch.js';
 import { IP_OK, IpView, parseIp } from '../../src/packet/ip-view.js';
 import { HOOK_COUNT, HOOK_POSTROUTING, HOOK_PREROUTING, OUTPUT_NODE, OUTPUT_NONE, PacketMeta, SOURCE_NODE, SOURCE_PEER, VERDICT_ACCEPT, type PacketHook } from '../../src/router/hooks.js';
 import { startGatewayRules } from '../../src/cli/commands/k8s-rules.js';
@@ -169,5 +169,37 @@ describe('gateway rules from Kubernetes', () => {
     }
     expect(hooks.at.every((l) => l.length === 0)).toBe(true);
     expect(steerings.at(-1)).toBeNull();
+  });
+
+  it('node role (Liqo mode): the fabric category for this node, selected as cmd/fabric selects it, on the agent stages', async () => {
+    const ns = 'liqo-tenant-rlx3';
+    const put = (o: Record<string, unknown>, name?: string, labels?: Record<string, string>): void => {
+      const c = structuredClone(o) as { metadata: { namespace: string; name: string; labels: Record<string, string> } };
+      c.metadata.namespace = ns;
+      if (name !== undefined) c.metadata.name = name;
+      if (labels !== undefined) c.metadata.labels = labels;
+      server.put(AV, FIREWALL_CONFIGURATIONS.plural, c as unknown as Record<string, unknown>);
+    };
+    put(fx.masqueradeBypass('rlx-peer', '10.112.0.0/16', '10.70.0.0/16', '10.74.0.0/16', '10.80.0.1')); // fabric + all-nodes
+    const single = (node: string) => ({ 'networking.liqo.io/firewall-category': 'fabric', 'networking.liqo.io/firewall-subcategory': 'single-node', 'networking.liqo.io/firewall-unique': node });
+    const dropAll = fx.notrack(6091) as { spec: { table: { name: string; chains: { rules: { filterRules: { action: string }[] } }[] } } };
+    dropAll.spec.table.chains[0]!.rules.filterRules[0]!.action = 'drop';
+    put(dropAll as unknown as Record<string, unknown>, 'n2-only', single('n2')); // another node's: not selected
+    put(fx.remapCidr('podcidr', '10.243.0.0/16', '10.70.0.0/16') as Record<string, unknown>); // the gateway's: not selected
+    const hooks = new Hooks();
+    const g = await startGatewayRules({
+      kubeConfig: server.kubeConfig(), router: hooks, remoteClusterIds: undefined, nodeName: 'n1', namespace: ns,
+      selectors: { firewall: fabricFirewallSelectors('n1'), routes: fabricRouteSelectors() }, devices: { node: 'liqo.nodeside01' },
+      onProblem: () => {}, onError: () => {},
+    });
+    try {
+      expect([...g.attachment.tables().keys()]).toEqual([`${ns}/rlx-peer-masquerade-bypass`]);
+      // Host-network source towards a remote pod: the nodeport rule's SNAT to the unknown-source address.
+      expect(send(hooks, '192.168.50.4', '10.70.3.9')).toBe('10.80.0.1>10.70.3.9');
+      // A pod source: bypassed (SNAT to itself, so the CNI's masquerade does not apply).
+      expect(send(hooks, '10.112.4.4', '10.70.3.9')).toBe('10.112.4.4>10.70.3.9');
+    } finally {
+      await g.stop();
+    }
   });
 });

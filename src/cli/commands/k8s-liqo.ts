@@ -4,7 +4,8 @@
  * `liqo.` + 10 random characters, from pkg/liqo-controller-manager/networking/internal-network/
  * interface.go) and its peers' in-tunnel addresses as the gw of Liqo's external routes.
  */
-import type { InternalNode } from '../../control/k8s/resources.js';
+import { fabricFirewallSelectors, fabricRouteSelectors } from '../../control/k8s/firewall-watch.js';
+import type { InternalNode, LiqoResources } from '../../control/k8s/resources.js';
 import type { Gateway } from '../../gateway/gateway.js';
 import type { GeneveTunnel } from '../../geneve/table.js';
 import type { SteerTarget } from './k8s-rules.js';
@@ -25,4 +26,13 @@ export function gatewaySteerTarget(gw: Gateway, internalNodes: () => readonly In
     },
     isPeerAddress: (g) => gw.tunnelAddresses().peers.some((p) => p.remote === g),
   };
+}
+
+/**
+ * The node role's selection (Liqo's fabric: cmd/fabric) and device name: the node-side Geneve
+ * interface of the first InternalFabric naming one (.spec.interface.node.name).
+ */
+export function nodeRulesOptions(nodeName: string, res: LiqoResources | undefined): { nodeName: string; selectors: { firewall: string[]; routes: string[] }; devices: { node: string } | undefined } {
+  const dev = res?.internalFabrics.map((f) => f.spec?.interface?.node?.name).find((n): n is string => typeof n === 'string' && n !== '');
+  return { nodeName, selectors: { firewall: fabricFirewallSelectors(nodeName), routes: fabricRouteSelectors() }, devices: dev === undefined ? undefined : { node: dev } };
 }

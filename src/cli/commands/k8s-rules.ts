@@ -8,6 +8,10 @@
  * - the RouteConfigurations steer forwarding: the policy route's next hop picks the peer tunnel,
  *   a node's Geneve tunnel or the host; nodes' Geneve tunnels carry Liqo's interface names
  *   (InternalNode .spec.interface.gateway.name) so rules naming them match.
+ * Node role (startGatewayRules with the fabric selectors and the node agent as target): the
+ * fabric category for this node, as Liqo's fabric selects it (cmd/fabric), on the agent's
+ * POSTROUTING (node → gateway) and PREROUTING (gateway → node) stages; its RouteConfigurations
+ * are parsed and reported, the routes towards the gateway stay the agent's kernel routes.
  * A bad object is refused with an error naming object, chain, rule and field (onProblem, and
  * onObjectProblem for a Kubernetes Event on it); its previous version stays in force.
  */
@@ -15,6 +19,7 @@ import type { KubeConfig, KubernetesObject } from '@kubernetes/client-node';
 import { GatewayRulesWatcher } from '../../control/k8s/firewall-watch.js';
 import type { Steering } from '../../router/steer.js';
 import { RulesAttachment, type HookTarget } from '../../rules/attach.js';
+import type { RulesDevices } from '../../rules/engine.js';
 import { RouteParseError, type RouteConfigSpec } from '../../rules/routes.js';
 import { buildSteering, parseRouteObjects } from '../../rules/steering.js';
 
@@ -39,6 +44,10 @@ export interface GatewayRulesOptions<G> {
   remoteClusterIds: readonly string[] | undefined;
   nodeName: string;
   namespace?: string;
+  /** The node agent's: fabric*Selectors (default: the gateway's label sets). */
+  selectors?: { firewall: readonly string[]; routes: readonly string[] };
+  /** Device names where the router names none (the node agent: its Geneve interface). */
+  devices?: Partial<RulesDevices>;
   /** null when every object is accepted. */
   onProblem: (problem: string | null) => void;
   /** Each refused object with its error (for a Warning Event on it). */
@@ -59,7 +68,7 @@ const keyOf = (o: KubernetesObject): string => `${o.metadata?.namespace ?? ''}/$
 
 export async function startGatewayRules<G>(o: GatewayRulesOptions<G>): Promise<GatewayRules> {
   // Lane names when the router does not name a device (a node tunnel without InternalNode name).
-  const attachment = new RulesAttachment({ peer: LIQO_TUNNEL_IF, node: 'liqo.geneve', host: LIQO_DEFAULT_IF, peerAddr: 0, nodeAddr: 0, hostAddr: 0, pathMtu: 1500 });
+  const attachment = new RulesAttachment({ peer: LIQO_TUNNEL_IF, node: 'liqo.geneve', host: LIQO_DEFAULT_IF, peerAddr: 0, nodeAddr: 0, hostAddr: 0, pathMtu: 1500, ...o.devices });
   attachment.attachTo(o.router);
   let specs: ReadonlyMap<string, RouteConfigSpec> = new Map();
   const steer = (): void => {
@@ -72,6 +81,7 @@ export async function startGatewayRules<G>(o: GatewayRulesOptions<G>): Promise<G
   const watcher = new GatewayRulesWatcher({
     kubeConfig: o.kubeConfig, remoteClusterIds: o.remoteClusterIds, nodeName: o.nodeName,
     ...(o.namespace !== undefined ? { namespace: o.namespace } : {}),
+    ...(o.selectors !== undefined ? { selectors: o.selectors } : {}),
     onError: o.onError,
     onChange: (fw, rt) => {
       const fwErrors = attachment.update(fw);
