@@ -83,9 +83,10 @@ export function identityPeer(p: NatPeerConfig): NatPeerConfig {
 }
 
 /**
- * The built-in NAT's configuration with its translations switched off (rules do them): every
- * source counts as a pod (no masquerade), no IP mappings, no MSS clamp. Its PMTU check stays.
+ * The built-in NAT's configuration with its translations switched off (rules do them): no
+ * masquerade, no IP mappings, no MSS clamp; peers are added with identityPeer(). Its PMTU
+ * check (Fragmentation Needed / Packet Too Big towards a peer) stays.
  */
 export function passthroughNatConfig(cfg: NatConfig): NatConfig {
-  return { ...cfg, localPodCIDRs: ['0.0.0.0/0', '::/0'], ipMappings: [], fullMasquerade: false, clampMss: false };
+  return { ...cfg, ipMappings: [], masquerade: false, fullMasquerade: false, clampMss: false };
 }
