@@ -285,7 +285,7 @@ export class Nat {
     const mapping = this.mappingCount === 0 || route === undefined ? undefined : this.mapByReal.lookup(buf, this.v.srcOff, fam);
     if (mapping !== undefined) {
       rewriteAddress(buf, this.v.srcOff, this.v.addrLen, mapping.external, 0, this.v.ipCsumOff, this.addrCsumOff, this.addrCsumKind);
-    } else if (route !== undefined && (this.config.fullMasquerade || this.localPod.lookup(buf, this.v.srcOff, fam) === undefined)) {
+    } else if (route !== undefined && this.config.masquerade && (this.config.fullMasquerade || this.localPod.lookup(buf, this.v.srcOff, fam) === undefined)) {
       r = this.icmpError ? this.snatOutboundIcmpError(buf, now) : this.snatOutbound(buf, peer, now);
       if (r !== NAT_FORWARD) return this.drop(r);
     }
@@ -348,7 +348,7 @@ export class Nat {
 
     // Destination: IP mapping, or the SNAT address (conntrack reply).
     const mapping = this.mappingCount === 0 ? undefined : this.mapByExt.lookup(buf, this.v.dstOff, fam);
-    const snat = fam === 4 ? this.snat4 : this.snat6;
+    const snat = !this.config.masquerade ? undefined : fam === 4 ? this.snat4 : this.snat6;
     if (mapping !== undefined) {
       rewriteAddress(buf, this.v.dstOff, this.v.addrLen, mapping.real, 0, this.v.ipCsumOff, this.addrCsumOff, this.addrCsumKind);
     } else if (snat !== undefined && addressEquals(buf, this.v.dstOff, snat, 0, this.v.addrLen)) {

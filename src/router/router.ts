@@ -46,7 +46,7 @@ import { TokenBucket } from '../ratelimit/token-bucket.js';
 import { PrefixMatcher } from '../route/prefix-matcher.js';
 import {
   HOOK_COUNT, HOOK_FORWARD, HOOK_INPUT, HOOK_OUTPUT, HOOK_POSTROUTING, HOOK_PREROUTING, OUTPUT_HOST, OUTPUT_NODE, OUTPUT_NONE,
-  OUTPUT_PEER, PacketMeta, SOURCE_HOST, SOURCE_NODE, SOURCE_PEER, SOURCE_SELF, VERDICT_ACCEPT, type PacketHook,
+  OUTPUT_PEER, PacketMeta, SOURCE_HOST, SOURCE_NODE, SOURCE_PEER, SOURCE_SELF, VERDICT_ACCEPT, VERDICT_REPLY, type PacketHook,
 } from './hooks.js';
 import { LANE_HOST, LANE_NODE, LANE_PEER, type Steering } from './steer.js';
 
@@ -291,13 +291,13 @@ export class Router<P, G> {
     meta.inDev = st !== null && source === SOURCE_NODE ? st.nodeDevice(from) : '';
     meta.outDev = '';
     meta.mark = 0;
-    if (!this.runHooks(source === SOURCE_NODE ? HOOK_PREROUTING : HOOK_OUTPUT, buf, now)) return;
+    if (!this.runHooks(source === SOURCE_NODE ? HOOK_PREROUTING : HOOK_OUTPUT, buf, now, L)) return;
     const fam = v.family;
 
     if (this.local.lookup(buf, v.dstOff, fam) !== undefined) {
       if (source === SOURCE_HOST) { this.drops[RouterDrop.Loop]!++; return; }
       meta.output = OUTPUT_HOST;
-      if (!this.runHooks(HOOK_INPUT, buf, now)) return;
+      if (!this.runHooks(HOOK_INPUT, buf, now, L)) return;
       L.toHost.push(off, len);
       return;
     }
@@ -308,7 +308,7 @@ export class Router<P, G> {
         if (this.tunnelLocal.lookup(buf, v.srcOff, fam) === undefined) { this.drops[RouterDrop.TunnelSource]!++; return; }
         meta.output = OUTPUT_PEER;
         meta.peer = tp.name;
-        if (!this.runHooks(HOOK_POSTROUTING, buf, now)) return;
+        if (!this.runHooks(HOOK_POSTROUTING, buf, now, L)) return;
         L.toPeers.push(off, len, tp.link);
         return;
       }
@@ -323,9 +323,9 @@ export class Router<P, G> {
       const rp = this.byNatIndex[np.index]!;
       meta.output = OUTPUT_PEER;
       meta.peer = rp.name;
-      if (source === SOURCE_NODE && !this.runHooks(HOOK_FORWARD, buf, now)) return;
+      if (source === SOURCE_NODE && !this.runHooks(HOOK_FORWARD, buf, now, L)) return;
       if (source !== SOURCE_SELF && !this.hop(buf, off, len, fam, L, now)) return;
-      if (!this.runHooks(HOOK_POSTROUTING, buf, now)) return;
+      if (!this.runHooks(HOOK_POSTROUTING, buf, now, L)) return;
       const r = this.natValue.outboundParsed(buf, v, np, now);
       if (r === NAT_FORWARD) L.toPeers.push(off, len, rp.link);
       else if (r === NAT_REPLY) this.routeInside(buf, off, this.natValue.replyLength, L, now, SOURCE_SELF);
@@ -334,9 +334,9 @@ export class Router<P, G> {
     const t = this.nodes.lookupDestination(buf, v.dstOff, fam);
     if (t !== undefined) {
       meta.output = OUTPUT_NODE;
-      if (source === SOURCE_NODE && !this.runHooks(HOOK_FORWARD, buf, now)) return;
+      if (source === SOURCE_NODE && !this.runHooks(HOOK_FORWARD, buf, now, L)) return;
       if (source !== SOURCE_SELF && !this.hop(buf, off, len, fam, L, now)) return;
-      if (!this.runHooks(HOOK_POSTROUTING, buf, now)) return;
+      if (!this.runHooks(HOOK_POSTROUTING, buf, now, L)) return;
       L.toNodes.push(off, len, t);
       return;
     }
@@ -361,19 +361,19 @@ export class Router<P, G> {
     meta.inDev = st !== null ? st.devices.tunnel : '';
     meta.outDev = '';
     meta.mark = 0;
-    if (!this.runHooks(HOOK_PREROUTING, buf, now)) return;
+    if (!this.runHooks(HOOK_PREROUTING, buf, now, L)) return;
     const fam = v.family;
     if (this.tunnelLocal.lookup(buf, v.dstOff, fam) !== undefined && this.tunnelRemote.lookup(buf, v.srcOff, fam) === rp) {
       // This peer's tunnel address to ours: to the gateway host as is.
       meta.output = OUTPUT_HOST;
-      if (!this.runHooks(HOOK_INPUT, buf, now)) return;
+      if (!this.runHooks(HOOK_INPUT, buf, now, L)) return;
       L.toHost.push(off, len);
       return;
     }
     if (st !== null) {
       if (this.local.lookup(buf, v.dstOff, fam) !== undefined) {
         meta.output = OUTPUT_HOST;
-        if (!this.runHooks(HOOK_INPUT, buf, now)) return;
+        if (!this.runHooks(HOOK_INPUT, buf, now, L)) return;
         L.toHost.push(off, len);
         return;
       }
@@ -383,16 +383,16 @@ export class Router<P, G> {
     if (this.natValue.inboundParsed(buf, v, rp.nat, now) !== NAT_FORWARD) return; // counted by the NAT
     if (this.local.lookup(buf, v.dstOff, fam) !== undefined) {
       meta.output = OUTPUT_HOST;
-      if (!this.runHooks(HOOK_INPUT, buf, now)) return;
+      if (!this.runHooks(HOOK_INPUT, buf, now, L)) return;
       L.toHost.push(off, len);
       return;
     }
     const t = this.nodes.lookupDestination(buf, v.dstOff, fam);
     if (t !== undefined) {
       meta.output = OUTPUT_NODE;
-      if (!this.runHooks(HOOK_FORWARD, buf, now)) return;
+      if (!this.runHooks(HOOK_FORWARD, buf, now, L)) return;
       if (!this.hop(buf, off, len, fam, L, now)) return;
-      if (!this.runHooks(HOOK_POSTROUTING, buf, now)) return;
+      if (!this.runHooks(HOOK_POSTROUTING, buf, now, L)) return;
       L.toNodes.push(off, len, t);
       return;
     }
@@ -432,20 +432,25 @@ export class Router<P, G> {
       meta.output = OUTPUT_HOST;
       meta.outDev = hop!.dev !== '' ? hop!.dev : st.devices.host;
     }
-    if ((source === SOURCE_NODE || source === SOURCE_PEER) && !this.runHooks(HOOK_FORWARD, buf, now)) return;
+    if ((source === SOURCE_NODE || source === SOURCE_PEER) && !this.runHooks(HOOK_FORWARD, buf, now, L)) return;
     if (source !== SOURCE_SELF && !this.hop(buf, off, len, fam, L, now)) return;
-    if (!this.runHooks(HOOK_POSTROUTING, buf, now)) return;
+    if (!this.runHooks(HOOK_POSTROUTING, buf, now, L)) return;
     if (rp !== undefined) L.toPeers.push(off, len, rp.link);
     else if (t !== undefined) L.toNodes.push(off, len, t);
     else L.toHost.push(off, len);
   }
 
-  /** Runs the stages at `hook`; false (counted as filtered) when one drops the packet. */
-  private runHooks(hook: number, buf: Uint8Array, now: number): boolean {
+  /**
+   * Runs the stages at `hook`; false (counted as filtered) when one drops the packet. A
+   * VERDICT_REPLY's reply (never one about the router's own packet) is routed as our own.
+   */
+  private runHooks(hook: number, buf: Uint8Array, now: number, L: RouterLanes<P, G>): boolean {
     const list = this.hooks[hook]!;
     for (let i = 0; i < list.length; i++) {
-      if (list[i]!.process(buf, this.v, this.meta, now) !== VERDICT_ACCEPT) {
+      const r = list[i]!.process(buf, this.v, this.meta, now);
+      if (r !== VERDICT_ACCEPT) {
         this.drops[RouterDrop.Filtered]!++;
+        if (r === VERDICT_REPLY && this.meta.source !== SOURCE_SELF) this.routeInside(buf, this.meta.replyOff, this.meta.replyLen, L, now, SOURCE_SELF);
         return false;
       }
     }

@@ -6,7 +6,7 @@ import type { KubernetesObject } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FIREWALL_CONFIGURATIONS, GatewayRulesWatcher, ROUTE_CONFIGURATIONS, fabricFirewallSelectors, fabricRouteSelectors } from '../../src/control/k8s/firewall-watch.js';
 import { IP_OK, IpView, parseIp } from '../../src/packet/ip-view.js';
-import { HOOK_COUNT, HOOK_POSTROUTING, HOOK_PREROUTING, OUTPUT_NODE, OUTPUT_NONE, PacketMeta, SOURCE_NODE, SOURCE_PEER, VERDICT_ACCEPT, type PacketHook } from '../../src/router/hooks.js';
+import { HOOK_COUNT, HOOK_FORWARD, HOOK_POSTROUTING, HOOK_PREROUTING, OUTPUT_NODE, OUTPUT_NONE, PacketMeta, SOURCE_NODE, SOURCE_PEER, VERDICT_ACCEPT, type PacketHook } from '../../src/router/hooks.js';
 import { startGatewayRules } from '../../src/cli/commands/k8s-rules.js';
 import { RulesAttachment } from '../../src/rules/attach.js';
 import { EventRecorder } from '../../src/control/k8s/events.js';
@@ -37,7 +37,9 @@ function send(h: Hooks, src: string, dst: string, fromPeer = false): string {
   expect(parseIp(b, 0, b.length, v)).toBe(IP_OK);
   const m = new PacketMeta();
   m.source = fromPeer ? SOURCE_PEER : SOURCE_NODE;
-  for (let hook = HOOK_PREROUTING; hook <= HOOK_POSTROUTING; hook++) {
+  // A forwarded packet's hooks (INPUT/OUTPUT are other paths: running them too would make it a
+  // second packet for conntrack).
+  for (const hook of [HOOK_PREROUTING, HOOK_FORWARD, HOOK_POSTROUTING]) {
     m.output = hook === HOOK_PREROUTING ? OUTPUT_NONE : OUTPUT_NODE;
     for (const s of h.at[hook]!) expect(s.process(b, v, m, 0)).toBe(VERDICT_ACCEPT);
   }
