@@ -27,7 +27,7 @@ import { PacketBatch } from '../io/batch.js';
 import { TunDevice } from '../io/tun.js';
 import { GenevePort, type GenevePortStats } from '../ports/geneve-port.js';
 import { ip, KernelState, writeSysctl } from '../ports/iproute.js';
-import { HOOK_COUNT, HOOK_POSTROUTING, HOOK_PREROUTING, OUTPUT_NODE, OUTPUT_NONE, PacketMeta, SOURCE_HOST, SOURCE_NODE, type PacketHook } from '../router/hooks.js';
+import { HOOK_COUNT, HOOK_INPUT, HOOK_OUTPUT, HOOK_POSTROUTING, HOOK_PREROUTING, OUTPUT_NODE, OUTPUT_NONE, PacketMeta, SOURCE_HOST, SOURCE_NODE, type PacketHook } from '../router/hooks.js';
 import { BatchStages } from '../router/stage-batch.js';
 
 export interface NodeAgentOptions {
@@ -65,9 +65,11 @@ export class NodeAgent {
   private stopped = false;
   private readonly gateways = new Map<string, NodeGatewayConfig>();
   /**
-   * Stages (Liqo mode: the fabric FirewallConfigurations) where Liqo's fabric has them in the
-   * node's kernel: POSTROUTING for node → gateway (leaving by the Geneve interface), PREROUTING
-   * for gateway → node. The node kernel's own hooks (INPUT, FORWARD, OUTPUT) stay the kernel's.
+   * Stages (Liqo mode: the fabric FirewallConfigurations) for the packets that cross the agent,
+   * as the node's kernel would pass them to its Geneve interface: node → gateway through OUTPUT
+   * then POSTROUTING (the entry point looks the connection up, POSTROUTING confirms it and
+   * binds source NAT), gateway → node through PREROUTING then INPUT. FORWARD stages are not run:
+   * what the node kernel forwards between its own interfaces is the kernel's.
    */
   private readonly outStages = new BatchStages();
   private readonly inStages = new BatchStages();
@@ -90,18 +92,29 @@ export class NodeAgent {
     this.inMeta.output = OUTPUT_NONE;
   }
 
-  /** Attaches a stage (HookTarget): only PREROUTING and POSTROUTING run here (see outStages). */
+  /** Attaches a stage (HookTarget; see outStages for where each hook runs), after those there. */
   attach(hook: number, stage: PacketHook): void {
     if (!(hook >= 0 && hook < HOOK_COUNT)) throw new RangeError(`no hook point ${hook}`);
-    if (hook === HOOK_POSTROUTING) this.outStages.stages.push(stage);
-    else if (hook === HOOK_PREROUTING) this.inStages.stages.push(stage);
+    this.stageList(hook).push(stage);
+    // Hook order within a path (OUTPUT before POSTROUTING, PREROUTING before INPUT).
+    const order = (st: PacketHook): number => this.hookOf.get(st) ?? 0;
+    this.hookOf.set(stage, hook);
+    this.outStages.stages.sort((a, b) => order(a) - order(b));
+    this.inStages.stages.sort((a, b) => order(a) - order(b));
   }
 
   detach(hook: number, stage: PacketHook): boolean {
-    const list = hook === HOOK_POSTROUTING ? this.outStages.stages : hook === HOOK_PREROUTING ? this.inStages.stages : [];
+    const list = this.stageList(hook);
     const i = list.indexOf(stage);
     if (i >= 0) list.splice(i, 1);
     return i >= 0;
+  }
+
+  private readonly hookOf = new Map<PacketHook, number>();
+
+  private stageList(hook: number): PacketHook[] {
+    return hook === HOOK_OUTPUT || hook === HOOK_POSTROUTING ? this.outStages.stages
+      : hook === HOOK_PREROUTING || hook === HOOK_INPUT ? this.inStages.stages : [];
   }
 
   /** Packets dropped by attached stages: node → gateway, gateway → node. */

@@ -22,6 +22,23 @@
  * - Helm liqo-gw-mssclamp-firewallconfiguration.yaml (/work/shared/liqo/helm-templates):
  *   `gw-mss-clamping`, category gateway + all-gateways, forward filter chain, tcpmssclamp on
  *   oif liqo-tunnel;
+ * - .../internal-network/route/internalnode_k8s.go + mark.go: FirewallConfiguration
+ *   `service-nodeport-routing` (gateway + fabric): forward chain `mark-to-conntrack` (ctmark = the
+ *   node's mark, from 1 in node order, for src = the unknown-source IP arriving from that node's
+ *   interface) and prerouting chain `conntrack-mark-to-meta-mark` (dst = unknown-source IP, iif
+ *   liqo-tunnel); RouteConfiguration `<node>-service-nodeport-routing` (gateway + fabric): fwmark
+ *   = mark, dst unknown-source/32 → dev node interface gw node IP. Unknown-source IP =
+ *   pkg/utils/ipam/ips.go GetUnknownSourceIP: the external CIDR's first (network) address;
+ * - .../external-network/remapping/ip.go: per ipam IP, `<ip>-remap-ipmapping-gw` (gateway +
+ *   ip-mapping, table `<name>-<namespace>`): prerouting (-100) dnat remapped → real, postrouting
+ *   (100) snat src remapped → real; the IP's /32 routed by the `<node>-extcidr` iif-tunnel rule;
+ * - .../internal-network/configuration-controller/firewall.go (fabric + all-nodes):
+ *   `<cfg>-masquerade-bypass`, chain pre-postrouting (nat, postrouting, 99): local pod → remote
+ *   pod snat to itself (no CNI masquerade), other sources → remote pods snat to the unknown-source
+ *   IP, and the same two towards the remote external CIDR;
+ * - .../internal-network/internalfabric-controller/route.go (route-category fabric):
+ *   `<fabric>-node-gw`, table of that name: gateway internal IP/32 → dev node-side interface scope
+ *   link, each remote CIDR → gw the gateway's internal IP;
  * - a user's FirewallConfiguration (not Liqo's): a forward filter chain dropping one TCP port,
  *   labelled category gateway + unique remote id so the gateway for that peer selects it.
  * Interface names: liqo-tunnel (pkg/gateway/tunnel/const.go), `liqo.` + 10 random characters
@@ -57,6 +74,19 @@ export interface PeeringSide {
   readonly mss: number;
   /** A user FirewallConfiguration dropping this TCP destination port (undefined: none). */
   readonly dropPort?: number;
+  /** This cluster's own pod and external CIDRs (Configuration.spec.local.cidr). */
+  readonly localPod: string;
+  readonly localExt: string;
+  /** ipam IPs: a non-pod `real` address exposed as `remapped` (in the local external CIDR), hosted behind `node`. */
+  readonly ipMappings?: readonly { readonly name: string; readonly real: string; readonly remapped: string; readonly node: string }[];
+  /** The gateway's internal IP (InternalFabric .spec.interface.gateway.ip) and the node-side Geneve interface name. */
+  readonly gatewayInternalIP: string;
+  readonly nodeSideIf: string;
+}
+
+/** GetUnknownSourceIP: the external CIDR's first (network) address. */
+export function unknownSourceIP(extCidr: string): string {
+  return extCidr.split('/')[0]!;
 }
 
 const eq = (x: Obj): Obj => ({ op: 'eq', ...x });
@@ -97,6 +127,27 @@ export function gatewayObjects(s: PeeringSide): { firewall: Obj[]; routes: Obj[]
       ] } }] } },
     });
   }
+  const unknown = unknownSourceIP(s.localExt);
+  firewall.push({
+    ...meta('FirewallConfiguration', 'service-nodeport-routing', s.namespace, { 'networking.liqo.io/firewall-category': 'gateway', 'networking.liqo.io/firewall-subcategory': 'fabric' }),
+    spec: { table: { name: 'service-nodeport-routing', family: 'IPV4', chains: [
+      { name: 'mark-to-conntrack', type: 'filter', hook: 'forward', priority: 0, policy: 'accept', rules: { filterRules: s.nodes.map((n, i) => (
+        { name: n.name, counter: false, action: 'ctmark', value: String(i + 1), match: [eq(ip('src', unknown)), eq(dev('in', n.gatewayIf))] })) } },
+      { name: 'conntrack-mark-to-meta-mark', type: 'filter', hook: 'prerouting', priority: 0, policy: 'accept', rules: { filterRules: [
+        { name: 'conntrack-mark-to-meta-mark', counter: false, action: 'metamarkfromctmark', match: [eq(ip('dst', unknown)), eq(dev('in', TUNNEL_IF))] },
+      ] } },
+    ] } },
+  });
+  for (const m of s.ipMappings ?? []) {
+    const name = `${m.name}-remap-ipmapping-gw`;
+    firewall.push({
+      ...meta('FirewallConfiguration', name, s.namespace, { 'networking.liqo.io/firewall-category': 'gateway', 'networking.liqo.io/firewall-subcategory': 'ip-mapping' }),
+      spec: { table: { name: `${name}-${s.namespace}`, family: 'IPV4', chains: [
+        { name: 'prerouting', type: 'nat', hook: 'prerouting', priority: -100, policy: 'accept', rules: { natRules: [{ name: m.name, natType: 'dnat', to: m.real, match: [eq(ip('dst', m.remapped))] }] } },
+        { name: 'postrouting', type: 'nat', hook: 'postrouting', priority: 100, policy: 'accept', rules: { natRules: [{ name: m.name, natType: 'snat', to: m.real, match: [eq(ip('src', m.remapped))] }] } },
+      ] } },
+    });
+  }
   const remoteIfIp = s.mode === 'server' ? CLIENT_IP : SERVER_IP;
   const routes: Obj[] = [{
     ...meta('RouteConfiguration', `${s.cfg}-gw-ext`, s.namespace, { 'networking.liqo.io/route-category': 'gateway', 'networking.liqo.io/route-unique': s.remoteId }),
@@ -113,10 +164,39 @@ export function gatewayObjects(s: PeeringSide): { firewall: Obj[]; routes: Obj[]
       ...meta('RouteConfiguration', `${n.name}-extcidr`, s.namespace, { 'networking.liqo.io/route-category': 'gateway', 'networking.liqo.io/route-subcategory': 'fabric-node', 'networking.liqo.io/route-unique': n.name }),
       spec: { table: { name: `${n.name}-extcidr`, rules: [
         { dst: s.remotePod.remapped, iif: TUNNEL_IF, routes: [{ dst: s.remotePod.remapped, dev: n.gatewayIf, gw: n.internalIP }] },
-        { iif: TUNNEL_IF, routes: [] },
+        { iif: TUNNEL_IF, routes: (s.ipMappings ?? []).map((m) => ({ dst: `${m.real}/32`, dev: n.gatewayIf, gw: n.internalIP })) },
+      ] } },
+    }, {
+      ...meta('RouteConfiguration', `${n.name}-service-nodeport-routing`, s.namespace, { 'networking.liqo.io/route-category': 'gateway', 'networking.liqo.io/route-subcategory': 'fabric' }),
+      spec: { table: { name: `${n.name}-service-nodeport-routing`, rules: [
+        { fwmark: s.nodes.indexOf(n) + 1, dst: `${unknown}/32`, routes: [{ dst: `${unknown}/32`, dev: n.gatewayIf, gw: n.internalIP }] },
       ] } },
     });
   }
+  return { firewall, routes };
+}
+
+/** The fabric category (every node of this cluster): masquerade bypass and the routes towards the gateway. */
+export function fabricObjects(s: PeeringSide): { firewall: Obj[]; routes: Obj[] } {
+  const unknown = unknownSourceIP(s.localExt);
+  const rp = s.remotePod.remapped;
+  const re = s.remoteExt.remapped;
+  const firewall: Obj[] = [{
+    ...meta('FirewallConfiguration', `${s.cfg}-masquerade-bypass`, s.namespace, { 'networking.liqo.io/firewall-category': 'fabric', 'networking.liqo.io/firewall-subcategory': 'all-nodes' }),
+    spec: { table: { name: `${s.cfg}-masquerade-bypass`, family: 'IPV4', chains: [{ name: 'pre-postrouting', type: 'nat', hook: 'postrouting', priority: 99, policy: 'accept', rules: { natRules: [
+      { name: `${s.cfg}-pod`, natType: 'snat', to: s.localPod, match: [eq(ip('dst', rp)), eq(ip('src', s.localPod))] },
+      { name: `${s.cfg}-nodeport`, natType: 'snat', to: unknown, match: [eq(ip('dst', rp)), neq(ip('src', s.localPod))] },
+      { name: `${s.cfg}-pod-ext`, natType: 'snat', to: s.localPod, match: [eq(ip('dst', re)), eq(ip('src', s.localPod))] },
+      { name: `${s.cfg}-nodeport-ext`, natType: 'snat', to: unknown, match: [eq(ip('dst', re))] },
+    ] } }] } },
+  }];
+  const routes: Obj[] = [{
+    ...meta('RouteConfiguration', `${s.cfg}-node-gw`, s.namespace, { 'networking.liqo.io/route-category': 'fabric' }),
+    spec: { table: { name: `${s.cfg}-node-gw`, rules: [
+      { dst: `${s.gatewayInternalIP}/32`, routes: [{ dst: `${s.gatewayInternalIP}/32`, dev: s.nodeSideIf, scope: 'link' }] },
+      ...[rp, re].sort().map((c) => ({ dst: c, routes: [{ dst: c, gw: s.gatewayInternalIP }] })),
+    ] } },
+  }];
   return { firewall, routes };
 }
 

@@ -21,7 +21,10 @@ import { ROUTER_DROP_NAMES, Router, RouterDrop, RouterLanes } from '../../src/ro
 import { RulesAttachment } from '../../src/rules/attach.js';
 import { buildSteering, parseRouteObjects } from '../../src/rules/steering.js';
 import { tcpPacket, udpPacket, type Built } from '../packet/factory.js';
-import { DEFAULT_IF, TUNNEL_IF, gatewayObjects, selects, type PeeringSide } from './liqo-peering-objects.js';
+import { DEFAULT_IF, TUNNEL_IF, fabricObjects, gatewayObjects, selects, type PeeringSide } from './liqo-peering-objects.js';
+import { fabricFirewallSelectors } from '../../src/control/k8s/firewall-watch.js';
+import { HOOK_INPUT, HOOK_OUTPUT, HOOK_POSTROUTING, HOOK_PREROUTING, OUTPUT_NODE, OUTPUT_NONE, PacketMeta, SOURCE_HOST, SOURCE_NODE, type PacketHook } from '../../src/router/hooks.js';
+import { BatchStages } from '../../src/router/stage-batch.js';
 
 type Link = { name: string };
 const HEAD = 128;
@@ -33,13 +36,13 @@ const SIDE_A: PeeringSide = {
   cfg: 'cluster-b', remoteId: 'cluster-b', namespace: 'liqo-tenant-cluster-b', mode: 'server',
   remotePod: { real: POD, remapped: '10.71.0.0/16' }, remoteExt: { real: EXT, remapped: '10.72.0.0/16' },
   nodes: [{ name: 'a-worker', internalIP: '10.80.0.2', gatewayIf: 'liqo.k3x9q2m7va', pods: ['10.200.1.5'] }],
-  mss: 1300, dropPort: 8081,
+  mss: 1300, dropPort: 8081, ipMappings: [{ name: 'db', real: '192.168.60.10', remapped: '10.70.0.5', node: 'a-worker' }], localPod: POD, localExt: EXT, gatewayInternalIP: '10.80.0.1', nodeSideIf: 'liqo.a7c2n9x0qe',
 };
 const SIDE_B: PeeringSide = {
   cfg: 'cluster-a', remoteId: 'cluster-a', namespace: 'liqo-tenant-cluster-a', mode: 'client',
   remotePod: { real: POD, remapped: '10.73.0.0/16' }, remoteExt: { real: EXT, remapped: '10.74.0.0/16' },
   nodes: [{ name: 'b-worker', internalIP: '10.80.0.2', gatewayIf: 'liqo.p0w8r1zt4c', pods: ['10.200.1.7'] }],
-  mss: 1300,
+  mss: 1300, localPod: POD, localExt: EXT, gatewayInternalIP: '10.80.0.1', nodeSideIf: 'liqo.t5m3b8k1zw',
 };
 
 interface Gw { router: Router<Link, GeneveTunnel>; rules: RulesAttachment; node: GeneveTunnel; link: Link; errors: string[] }
@@ -109,13 +112,34 @@ function mssOf(o: Out): number {
   return -1;
 }
 
+/**
+ * Node a-worker's fabric side as the node agent runs it (src/node/agent.ts): the fabric
+ * objects on a POSTROUTING stage towards the gateway and a PREROUTING stage from it.
+ */
+const nodeOut = new BatchStages();
+const nodeIn = new BatchStages();
+const nodeRules = new RulesAttachment({ peer: TUNNEL_IF, node: SIDE_A.nodeSideIf, host: DEFAULT_IF, peerAddr: 0, nodeAddr: 0, hostAddr: 0, pathMtu: 1340 });
+nodeRules.attachTo({
+  // attachTo goes through the hooks in order: OUTPUT before POSTROUTING, PREROUTING before INPUT.
+  attach: (h: number, st: PacketHook) => { if (h === HOOK_OUTPUT || h === HOOK_POSTROUTING) nodeOut.stages.push(st); if (h === HOOK_PREROUTING || h === HOOK_INPUT) nodeIn.stages.push(st); },
+  detach: () => false,
+});
+const nodeErrors = nodeRules.update(fabricObjects(SIDE_A).firewall.filter((o) => fabricFirewallSelectors('a-worker').some((x) => selects(x, o)))).map((e) => e.message);
+
+function nodeStage(stages: BatchStages, buf: Uint8Array, off: number, len: number, out: boolean): boolean {
+  const m = new PacketMeta();
+  m.source = out ? SOURCE_HOST : SOURCE_NODE;
+  m.output = out ? OUTPUT_NODE : OUTPUT_NONE;
+  return stages.run(buf, Uint32Array.of(off), Uint32Array.of(len), 1, m, NOW) === 1;
+}
+
 const drops = (g: Gw) => Object.fromEntries(ROUTER_DROP_NAMES.map((n, i) => [n, g.router.drops[i]]).filter(([, v]) => v !== 0));
 
 describe('two clusters with conflicting pod CIDRs, gateways driven only by Liqo objects', () => {
   it('every object is accepted', () => {
     expect(A.errors).toEqual([]);
     expect(B.errors).toEqual([]);
-    expect([...A.rules.tables().keys()]).toEqual(['liqo-tenant-cluster-b/cluster-b-remap-externalcidr', 'liqo-tenant-cluster-b/cluster-b-remap-podcidr', 'liqo-tenant-cluster-b/gw-mss-clamping', 'liqo-tenant-cluster-b/user-drop-port']);
+    expect([...A.rules.tables().keys()]).toEqual(['liqo-tenant-cluster-b/cluster-b-remap-externalcidr', 'liqo-tenant-cluster-b/cluster-b-remap-podcidr', 'liqo-tenant-cluster-b/db-remap-ipmapping-gw', 'liqo-tenant-cluster-b/gw-mss-clamping', 'liqo-tenant-cluster-b/service-nodeport-routing', 'liqo-tenant-cluster-b/user-drop-port']);
   });
 
   it('pod a → pod b and the reply: remapped on both sides, real addresses in the tunnel, checksums valid', () => {
@@ -158,5 +182,35 @@ describe('two clusters with conflicting pod CIDRs, gateways driven only by Liqo 
     expect(L.toPeers.count).toBe(0);
     expect(A.router.drops[RouterDrop.NoRoute]).toBe(before + 1);
     expect(drops(A)).toMatchObject({ no_route: before + 1 });
+  });
+
+  it("host network of a node → pod b, and the reply reaches the node: the node's bypass SNAT, the gateway's ct mark → fwmark route, both reversed by conntrack", () => {
+    expect(nodeErrors).toEqual([]);
+    const p = udpPacket({ src: '10.80.0.2', dst: '10.71.1.7', sport: 43000, dport: 53 });
+    const buf = new Uint8Array(HEAD + p.len + 64);
+    buf.set(p.buf.subarray(p.off, p.off + p.len), HEAD);
+    expect(nodeStage(nodeOut, buf, HEAD, p.len, true)).toBe(true);
+    expect(formatAddress(buf.subarray(HEAD + 12, HEAD + 16))).toBe('10.70.0.0'); // the unknown-source IP
+    const req = cross(A, B, { buf, off: HEAD, len: p.len, l4: HEAD + 20 });
+    expect([req.at, req.src, req.dst]).toEqual(['node', '10.74.0.0', '10.200.1.7']);
+    expect(checksumsValid(req)).toBe(true);
+    const rep = cross(B, A, udpPacket({ src: '10.200.1.7', dst: '10.74.0.0', sport: 53, dport: 43000 }));
+    expect([rep.at, rep.src, rep.dst]).toEqual(['node', '10.71.1.7', '10.70.0.0']); // routed to a-worker by the mark
+    expect(nodeStage(nodeIn, rep.buf, rep.off, rep.len, false)).toBe(true);
+    expect(formatAddress(rep.buf.subarray(rep.off + 16, rep.off + 20))).toBe('10.80.0.2');
+    expect(checksumsValid(rep)).toBe(true);
+    // Without the connection's mark the same reply has no route to any node.
+    const stray = cross(B, A, udpPacket({ src: '10.200.1.7', dst: '10.74.0.0', sport: 53, dport: 43999 }));
+    expect(stray.at).toBe('dropped');
+  });
+
+  it('an IP-mapped non-pod address: b reaches 192.168.60.10 as a maps it, through a-worker, and the reply comes back translated', () => {
+    // b addresses a's 10.70.0.5 as 10.74.0.5 (a's external CIDR as b remaps it).
+    const req = cross(B, A, udpPacket({ src: '10.200.1.7', dst: '10.74.0.5', sport: 44000, dport: 5432 }));
+    expect([req.at, req.src, req.dst]).toEqual(['node', '10.71.1.7', '192.168.60.10']);
+    expect(checksumsValid(req)).toBe(true);
+    const rep = cross(A, B, udpPacket({ src: '192.168.60.10', dst: '10.71.1.7', sport: 5432, dport: 44000 }));
+    expect([rep.at, rep.src, rep.dst]).toEqual(['node', '10.74.0.5', '10.200.1.7']);
+    expect(checksumsValid(rep)).toBe(true);
   });
 });
