@@ -101,7 +101,10 @@ export async function startGatewayRules<G>(o: GatewayRulesOptions<G>): Promise<G
       o.onProblem(problems.length === 0 ? null : problems.join('; '));
     },
   });
-  const undo = (): void => { attachment.detachFrom(o.router); o.steer?.setSteering(null); };
+  // Conntrack housekeeping (the data plane's clock is Date.now by default, as here).
+  const housekeeping = setInterval(() => attachment.expire(Date.now()), 1000);
+  housekeeping.unref();
+  const undo = (): void => { clearInterval(housekeeping); attachment.detachFrom(o.router); o.steer?.setSteering(null); };
   try {
     await watcher.start();
   } catch (e) {
