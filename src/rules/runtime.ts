@@ -425,6 +425,8 @@ export class RulesRuntime {
       // nf_nat_icmp_reply_translation: inner packet gets the opposite manipulation from the
       // other direction's tuple, the outer header this manipulation from its inverse.
       const q = this.q;
+      // Re-located: a manipulation at an earlier hook changed the quoted bytes' sum.
+      if (q.parse(buf, v) !== 0) return;
       if (srcManip) {
         q.address(buf, q.dst, f.addr, ob + 16);
         this.quotedPort(buf, q.l4 + 2, f.port[op + 1]!);
