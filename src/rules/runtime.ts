@@ -15,6 +15,10 @@
  * - reject answers with ICMP net-unreachable (Liqo renders `reject` so) from the input
  *   interface's address, written in the headroom (VERDICT_REPLY), rate-limited.
  * Only IPv4 is seen (Liqo's tables are family ip): IPv6 packets pass untouched and untracked.
+ * Fragments are not reassembled (the kernel's conntrack does, then re-fragments): a first
+ * fragment is tracked by its transport header and remembered; the datagram's later fragments
+ * get its connection's address translation. A later fragment seen before the first one is
+ * untracked (the kernel would hold it until the datagram is complete).
  * Live update: install() swaps the compiled rules between two packets; connections keep their
  * entries unless their NAT binding's rule is gone (then they are removed and re-decided).
  * Deviations from the kernel are listed in README ("Rules: deviations").
@@ -67,6 +71,9 @@ export interface RulesStats {
   flushed: number;
 }
 
+const FRAG_SLOTS = 256;
+/** How long a first fragment's connection is remembered for the datagram's other fragments (ms). */
+const FRAG_TTL = 30_000;
 const ICMP_ERR_TYPES = (1 << 3) | (1 << 4) | (1 << 5) | (1 << 11) | (1 << 12);
 const SYN = 0x02, ACK = 0x10, FIN = 0x01, RST = 0x04;
 
@@ -95,6 +102,13 @@ export class RulesRuntime {
   private related = false;
   private pending = -1;
   private readonly st: RulesStats;
+  // Fragments: the connection of a datagram's first fragment, for its later fragments (no
+  // reassembly; see header). Keyed by (source, destination, protocol, IP id), FRAG_SLOTS slots.
+  private readonly fragSrc = new Uint32Array(FRAG_SLOTS);
+  private readonly fragDst = new Uint32Array(FRAG_SLOTS);
+  private readonly fragIdProto = new Int32Array(FRAG_SLOTS).fill(-1);
+  private readonly fragConn = new Int32Array(FRAG_SLOTS);
+  private readonly fragExpires = new Float64Array(FRAG_SLOTS);
 
   constructor(private devices: RulesDevices, opts: RulesRuntimeOptions = {}) {
     this.flows = new FlowTable({ capacity: opts.flows?.capacity ?? 65536, ...(opts.flows?.timeouts ? { timeouts: opts.flows.timeouts } : {}), ...(opts.flows?.seed !== undefined ? { seed: opts.flows.seed } : {}) });
@@ -279,7 +293,7 @@ export class RulesRuntime {
   private track(buf: Uint8Array, v: IpView, now: number): void {
     if (this.notrack) { this.st.untracked++; return; }
     const l4 = v.l4;
-    if (l4 < 0) { this.st.fragments++; this.st.untracked++; return; }
+    if (l4 < 0) { this.trackFragment(buf, v, now); return; }
     const proto = v.proto;
     let sp = 0, dp = 0, flags = 0, state = FLOW_OTHER;
     if (proto === 6 || proto === 17) {
@@ -300,10 +314,12 @@ export class RulesRuntime {
     }
     const f = this.flows;
     const k = f.lookup(4, proto, buf, v.srcOff, v.dstOff, sp, dp, now);
+    const first = (buf[v.off + 6]! & 0x20) !== 0;
     if (k >= 0) {
       this.e = k >> 1;
       this.dir = k & 1;
       f.seen(this.e, this.dir, flags, now);
+      if (first) this.rememberFragment(buf, v, k, now);
       return;
     }
     // Not a connection's first packet: invalid, untracked (the NAT never sees it).
@@ -317,6 +333,36 @@ export class RulesRuntime {
     this.dir = DIR_ORIG;
     this.isNew = true;
     this.pending = e;
+    if (first) this.rememberFragment(buf, v, e * 2, now);
+  }
+
+  private fragSlot(buf: Uint8Array, v: IpView): number {
+    const x = Math.imul(readU32(buf, v.srcOff) ^ Math.imul(readU32(buf, v.dstOff), 0x9e3779b1) ^ (read16(buf, v.off + 4) << 8) ^ v.proto, 0x85ebca6b);
+    return (x ^ (x >>> 15)) & (FRAG_SLOTS - 1);
+  }
+
+  /** A first fragment (MF set) of connection key k (entry * 2 + direction). */
+  private rememberFragment(buf: Uint8Array, v: IpView, k: number, now: number): void {
+    const i = this.fragSlot(buf, v);
+    this.fragSrc[i] = readU32(buf, v.srcOff);
+    this.fragDst[i] = readU32(buf, v.dstOff);
+    this.fragIdProto[i] = (read16(buf, v.off + 4) << 8) | v.proto;
+    this.fragConn[i] = k;
+    this.fragExpires[i] = now + FRAG_TTL;
+  }
+
+  /** A non-first fragment: the connection of its datagram's first fragment, if seen. */
+  private trackFragment(buf: Uint8Array, v: IpView, now: number): void {
+    this.st.fragments++;
+    const i = this.fragSlot(buf, v);
+    const k = this.fragConn[i]!;
+    if (this.fragIdProto[i] !== ((read16(buf, v.off + 4) << 8) | v.proto) || this.fragSrc[i] !== readU32(buf, v.srcOff) ||
+        this.fragDst[i] !== readU32(buf, v.dstOff) || this.fragExpires[i]! <= now || this.flows.state[k >> 1] === 0 || this.flows.unconfirmed(k >> 1)) {
+      this.st.untracked++;
+      return;
+    }
+    this.e = k >> 1;
+    this.dir = k & 1;
   }
 
   /** An ICMP error: related to the connection its quoted packet belongs to, if any. */
@@ -428,6 +474,8 @@ export class RulesRuntime {
       // nf_nat_icmp_reply_translation: inner packet gets the opposite manipulation from the
       // other direction's tuple, the outer header this manipulation from its inverse.
       const q = this.q;
+      // Re-located: a manipulation at an earlier hook changed the quoted bytes' sum.
+      if (q.parse(buf, v) !== 0) return;
       if (srcManip) {
         q.address(buf, q.dst, f.addr, ob + 16);
         this.quotedPort(buf, q.l4 + 2, f.port[op + 1]!);
