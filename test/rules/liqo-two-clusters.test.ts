@@ -21,6 +21,7 @@ import { ROUTER_DROP_NAMES, Router, RouterDrop, RouterLanes } from '../../src/ro
 import { RulesAttachment } from '../../src/rules/attach.js';
 import { buildSteering, parseRouteObjects } from '../../src/rules/steering.js';
 import { tcpPacket, udpPacket, type Built } from '../packet/factory.js';
+import { heapBytesPerOp } from '../util/alloc.js';
 import { DEFAULT_IF, TUNNEL_IF, fabricObjects, gatewayObjects, selects, type PeeringSide } from './liqo-peering-objects.js';
 import { fabricFirewallSelectors } from '../../src/control/k8s/firewall-watch.js';
 import { HOOK_INPUT, HOOK_OUTPUT, HOOK_POSTROUTING, HOOK_PREROUTING, OUTPUT_NODE, OUTPUT_NONE, PacketMeta, SOURCE_HOST, SOURCE_NODE, type PacketHook } from '../../src/router/hooks.js';
@@ -212,5 +213,31 @@ describe('two clusters with conflicting pod CIDRs, gateways driven only by Liqo 
     const rep = cross(A, B, udpPacket({ src: '192.168.60.10', dst: '10.71.1.7', sport: 5432, dport: 44000 }));
     expect([rep.at, rep.src, rep.dst]).toEqual(['node', '10.74.0.5', '10.200.1.7']);
     expect(checksumsValid(rep)).toBe(true);
+  });
+
+  it('the steered path (rules, conntrack, policy routes, interface names) allocates nothing per packet', () => {
+    const mk = (b: Built) => { const buf = new Uint8Array(HEAD + b.len + 64); buf.set(b.buf.subarray(b.off, b.off + b.len), HEAD); return { buf, orig: buf.slice(), offs: Uint32Array.of(HEAD), lens: Uint32Array.of(b.len) }; };
+    const out = mk(udpPacket({ src: '10.200.1.5', dst: '10.71.1.7', sport: 45000, dport: 53 }));
+    const back = mk(udpPacket({ src: '10.200.1.7', dst: '10.200.1.5', sport: 53, dport: 45000 }));
+    const L = new RouterLanes<Link, GeneveTunnel>(4);
+    const tunnels = [A.node];
+    const links = [A.link];
+    const trip = (): void => {
+      out.buf.set(out.orig);
+      back.buf.set(back.orig);
+      A.router.fromNodes(out.buf, out.offs, out.lens, 1, NOW, L, tunnels);
+      A.router.fromPeers(back.buf, back.offs, back.lens, links, 1, NOW, L);
+      L.clear();
+    };
+    // What one trip does: out to the peer with the real destination, the reply to the node remapped.
+    const L2 = new RouterLanes<Link, GeneveTunnel>(4);
+    out.buf.set(out.orig);
+    back.buf.set(back.orig);
+    A.router.fromNodes(out.buf, out.offs, out.lens, 1, NOW, L2, tunnels);
+    expect([L2.toPeers.count, formatAddress(out.buf.subarray(HEAD + 16, HEAD + 20))]).toEqual([1, '10.200.1.7']);
+    A.router.fromPeers(back.buf, back.offs, back.lens, links, 1, NOW, L2);
+    expect([L2.toNodes.count, formatAddress(back.buf.subarray(HEAD + 12, HEAD + 16))]).toEqual([1, '10.71.1.7']);
+    for (let i = 0; i < 50_000; i++) trip();
+    expect(heapBytesPerOp(trip)).toBeLessThan(4);
   });
 });
