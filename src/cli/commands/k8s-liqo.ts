@@ -8,6 +8,7 @@ import { fabricFirewallSelectors, fabricRouteSelectors } from '../../control/k8s
 import type { InternalNode, LiqoResources } from '../../control/k8s/resources.js';
 import type { Gateway } from '../../gateway/gateway.js';
 import type { GeneveTunnel } from '../../geneve/table.js';
+import { ipToNumber } from '../../rules/model.js';
 import type { SteerTarget } from './k8s-rules.js';
 
 export function gatewaySteerTarget(gw: Gateway, internalNodes: () => readonly InternalNode[]): SteerTarget<GeneveTunnel> {
@@ -25,6 +26,11 @@ export function gatewaySteerTarget(gw: Gateway, internalNodes: () => readonly In
       });
     },
     isPeerAddress: (g) => gw.tunnelAddresses().peers.some((p) => p.remote === g),
+    // Towards a peer: our in-tunnel address; towards nodes and the host: the internal address.
+    addresses: () => {
+      const internal = ipToNumber(gw.current.geneve.tunnels[0]?.localInternalAddress ?? '') ?? 0;
+      return { peerAddr: ipToNumber(gw.tunnelAddresses().peers[0]?.local ?? '') ?? 0, nodeAddr: internal, hostAddr: internal };
+    },
   };
 }
 

@@ -34,6 +34,8 @@ export interface SteerTarget<G> {
   nodes(): { tunnel: G; dev: string }[];
   /** True for a peer's in-tunnel address (a RouteConfiguration gw reached through the tunnel). */
   isPeerAddress(gw: string): boolean;
+  /** The gateway's own addresses per lane (masquerade, reject replies), IPv4 as unsigned 32-bit. */
+  addresses?(): { peerAddr: number; nodeAddr: number; hostAddr: number };
 }
 
 export interface GatewayRulesOptions<G> {
@@ -68,12 +70,15 @@ const keyOf = (o: KubernetesObject): string => `${o.metadata?.namespace ?? ''}/$
 
 export async function startGatewayRules<G>(o: GatewayRulesOptions<G>): Promise<GatewayRules> {
   // Lane names when the router does not name a device (a node tunnel without InternalNode name).
-  const attachment = new RulesAttachment({ peer: LIQO_TUNNEL_IF, node: 'liqo.geneve', host: LIQO_DEFAULT_IF, peerAddr: 0, nodeAddr: 0, hostAddr: 0, pathMtu: 1500, ...o.devices });
+  const devices: RulesDevices = { peer: LIQO_TUNNEL_IF, node: 'liqo.geneve', host: LIQO_DEFAULT_IF, peerAddr: 0, nodeAddr: 0, hostAddr: 0, pathMtu: 1500, ...o.devices };
+  const attachment = new RulesAttachment(devices);
   attachment.attachTo(o.router);
   let specs: ReadonlyMap<string, RouteConfigSpec> = new Map();
   const steer = (): void => {
     const s = o.steer;
     if (s === undefined) return;
+    const a = s.addresses?.();
+    if (a !== undefined) attachment.setDevices({ ...devices, ...a });
     s.setSteering(buildSteering({ devices: { tunnel: LIQO_TUNNEL_IF, host: LIQO_DEFAULT_IF }, nodes: s.nodes(), isPeerAddress: (g) => s.isPeerAddress(g) }, [...specs.values()]));
   };
   // Steered from the start: until the objects arrive nothing is translated nor routed by the old NAT.
