@@ -13,6 +13,7 @@ import { K8S_SPEC, LEASE_DEFAULTS, parseK8sArgs } from '../../src/cli/commands/k
 import { parseArgs } from '../../src/cli/commands/common.js';
 import { Runtime } from '../../src/cli/commands/runtime.js';
 import { formatStatus } from '../../src/cli/commands/status.js';
+import { nodeRulesOptions } from '../../src/cli/commands/k8s-liqo.js';
 import { KINDS, type LiqoResourceName } from '../../src/control/k8s/resources.js';
 import { createLogger } from '../../src/control/log.js';
 import { FakeApiServer } from '../k8s-fake/server.js';
@@ -83,4 +84,18 @@ describe.skipIf(skip !== null)('weft k8s --liqo-firewall', () => {
     // The good one is in force (and the bad one, never accepted, is not).
     expect([...(mode as unknown as { liqoRules: { attachment: { tables(): Map<string, unknown> } } }).liqoRules.attachment.tables().keys()]).toEqual([`${NS}/user-good`]);
   }, 60_000);
+});
+
+describe('weft k8s --liqo-firewall, node role', () => {
+  test("selects as Liqo's fabric does for its node and names the node-side Geneve interface from the InternalFabric", () => {
+    const o = nodeRulesOptions('worker-1', liqoResources());
+    expect(o.selectors.firewall).toEqual([
+      'networking.liqo.io/firewall-category=fabric,networking.liqo.io/firewall-subcategory=all-nodes',
+      'networking.liqo.io/firewall-category=fabric,networking.liqo.io/firewall-subcategory=ip-mapping',
+      'networking.liqo.io/firewall-category=fabric,networking.liqo.io/firewall-subcategory=single-node,networking.liqo.io/firewall-unique=worker-1',
+    ]);
+    expect(o.selectors.routes).toEqual(['networking.liqo.io/route-category=fabric']);
+    expect(o.devices).toEqual({ node: 'liqo.cluster-b' });
+    expect(nodeRulesOptions('worker-1', undefined).devices).toBeUndefined();
+  });
 });
