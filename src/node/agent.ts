@@ -200,10 +200,28 @@ export class NodeAgent {
   private async uninstallGateway(g: NodeGatewayConfig): Promise<void> {
     const k = this.kernel;
     const others = [...this.gateways.values()].filter((o) => o.name !== g.name);
-    for (const c of g.remoteCIDRs) if (!others.some((o) => o.remoteCIDRs.includes(c))) await k.removeRoute(c);
+    // A route the fabric RouteConfigurations still want (Liqo mode) stays too.
+    for (const c of g.remoteCIDRs) if (!others.some((o) => o.remoteCIDRs.includes(c)) && !this.fabricRoutes.has(c)) await k.removeRoute(c);
     const gw = hostCidr(g.gatewayInternalAddress);
-    if (!others.some((o) => hostCidr(o.gatewayInternalAddress) === gw)) await k.removeRoute(gw);
+    if (!others.some((o) => hostCidr(o.gatewayInternalAddress) === gw) && !this.fabricRoutes.has(gw)) await k.removeRoute(gw);
     if (!others.some((o) => o.localInternalAddress === g.localInternalAddress)) await k.removeAddress(g.localInternalAddress);
+  }
+
+  /** Routes from the fabric RouteConfigurations (Liqo mode); see setFabricRoutes. */
+  private fabricRoutes = new Set<string>();
+
+  /**
+   * Liqo mode: the destinations the fabric RouteConfigurations send towards the gateway, routed
+   * into the TUN (which stands for Liqo's node-side Geneve interfaces; the tunnel is then chosen
+   * per packet as for configured routes). Replaces the previous set; a route that a configured
+   * gateway also needs stays. Throws RouteCommandError.
+   */
+  async setFabricRoutes(cidrs: readonly string[]): Promise<void> {
+    const want = new Set(cidrs);
+    const configured = new Set([...this.gateways.values()].flatMap((g) => [...g.remoteCIDRs, hostCidr(g.gatewayInternalAddress)]));
+    for (const c of want) if (!this.kernel.hasRoute(c)) await this.kernel.addRoute(c);
+    for (const c of this.fabricRoutes) if (!want.has(c) && !configured.has(c)) await this.kernel.removeRoute(c);
+    this.fabricRoutes = want;
   }
 
   /** The configuration in force. */

@@ -10,6 +10,7 @@
  *   lane; the tunnel is found per packet by gw (or by the destination for on-link routes).
  * Pure control plane: builds a new Steering per rule set (swapped in by the caller).
  */
+import { formatPrefix } from '../packet/addr.js';
 import { LANE_HOST, LANE_NODE, LANE_PEER, SteerHop, Steering, type SteerDevices } from '../router/steer.js';
 import { RouteParseError, installRouteConfigurations, parseRouteConfiguration, type RouteConfigSpec } from './routes.js';
 
@@ -57,4 +58,21 @@ export function parseRouteObjects(objects: readonly unknown[], previous: Readonl
     }
   }
   return { specs, errors };
+}
+
+/**
+ * The node role: the destinations of the fabric RouteConfigurations' routes that lead towards a
+ * gateway — out of one of `nodeDevs` (the node-side Geneve interfaces) or via one of
+ * `gatewayAddrs` (gateways' internal addresses). Sorted, each once.
+ */
+export function fabricRouteDestinations(specs: Iterable<RouteConfigSpec>, nodeDevs: ReadonlySet<string>, gatewayAddrs: ReadonlySet<string>): string[] {
+  const out = new Set<string>();
+  for (const s of specs) {
+    for (const r of s.rules) {
+      for (const x of r.routes) {
+        if ((x.hop.dev !== undefined && nodeDevs.has(x.hop.dev)) || (x.hop.gw !== undefined && gatewayAddrs.has(x.hop.gw))) out.add(formatPrefix(x.dst));
+      }
+    }
+  }
+  return [...out].sort();
 }

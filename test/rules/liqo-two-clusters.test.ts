@@ -19,7 +19,7 @@ import { tcpChecksumValidV4 } from '../../src/packet/tcp.js';
 import { udpChecksumValidV4 } from '../../src/packet/udp.js';
 import { ROUTER_DROP_NAMES, Router, RouterDrop, RouterLanes } from '../../src/router/router.js';
 import { RulesAttachment } from '../../src/rules/attach.js';
-import { buildSteering, parseRouteObjects } from '../../src/rules/steering.js';
+import { buildSteering, fabricRouteDestinations, parseRouteObjects } from '../../src/rules/steering.js';
 import { tcpPacket, udpPacket, type Built } from '../packet/factory.js';
 import { heapBytesPerOp } from '../util/alloc.js';
 import { DEFAULT_IF, TUNNEL_IF, fabricObjects, gatewayObjects, selects, type PeeringSide } from './liqo-peering-objects.js';
@@ -239,5 +239,12 @@ describe('two clusters with conflicting pod CIDRs, gateways driven only by Liqo 
     expect([L2.toNodes.count, formatAddress(back.buf.subarray(HEAD + 12, HEAD + 16))]).toEqual([1, '10.71.1.7']);
     for (let i = 0; i < 50_000; i++) trip();
     expect(heapBytesPerOp(trip)).toBeLessThan(4);
+  });
+
+  it("the node role's routes towards the gateway: the fabric RouteConfiguration's destinations on the node-side interface or via the gateway", () => {
+    const { specs, errors } = parseRouteObjects(fabricObjects(SIDE_A).routes, new Map());
+    expect(errors).toEqual([]);
+    expect(fabricRouteDestinations(specs.values(), new Set([SIDE_A.nodeSideIf]), new Set(['10.80.0.1']))).toEqual(['10.71.0.0/16', '10.72.0.0/16', '10.80.0.1/32']);
+    expect(fabricRouteDestinations(specs.values(), new Set(), new Set())).toEqual([]);
   });
 });

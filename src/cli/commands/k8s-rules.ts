@@ -11,7 +11,8 @@
  * Node role (startGatewayRules with the fabric selectors and the node agent as target): the
  * fabric category for this node, as Liqo's fabric selects it (cmd/fabric), on the agent's
  * POSTROUTING (node → gateway) and PREROUTING (gateway → node) stages; its RouteConfigurations
- * are parsed and reported, the routes towards the gateway stay the agent's kernel routes.
+ * are parsed and reported, and their routes towards the gateway go into the node kernel through
+ * the agent's TUN (onRoutes).
  * A bad object is refused with an error naming object, chain, rule and field (onProblem, and
  * onObjectProblem for a Kubernetes Event on it); its previous version stays in force.
  */
@@ -52,6 +53,8 @@ export interface GatewayRulesOptions<G> {
   devices?: Partial<RulesDevices>;
   /** null when every object is accepted. */
   onProblem: (problem: string | null) => void;
+  /** The RouteConfigurations in force after each change (the node role routes towards its gateways). */
+  onRoutes?: (specs: readonly RouteConfigSpec[]) => void;
   /** Each refused object with its error (for a Warning Event on it). */
   onObjectProblem?: (obj: KubernetesObject, message: string) => void;
   onError: (err: unknown) => void;
@@ -93,6 +96,7 @@ export async function startGatewayRules<G>(o: GatewayRulesOptions<G>): Promise<G
       const r = parseRouteObjects(rt, specs);
       specs = r.specs;
       steer();
+      o.onRoutes?.([...specs.values()]);
       // List items may lack kind/apiVersion; an Event needs them.
       const typed = (x: KubernetesObject, kind: string): KubernetesObject => ({ ...x, kind: x.kind ?? kind, apiVersion: x.apiVersion ?? 'networking.liqo.io/v1beta1' });
       const byKey = new Map([...fw.map((x) => typed(x, 'FirewallConfiguration')), ...rt.map((x) => typed(x, 'RouteConfiguration'))].map((x) => [`${x.kind}:${keyOf(x)}`, x] as const));

@@ -41,7 +41,7 @@ import type { ConnectionValue } from '../../control/conncheck.js';
 import { getCryptoBackend, parseCryptoBackendName } from '../../crypto/select.js';
 import { EXIT_OK, fail, parseArgs, type CliIo } from './common.js';
 import { K8S_HELP, K8S_SPEC, loadKubeConfig, parseK8sArgs, type K8sSettings } from './k8s-args.js';
-import { gatewaySteerTarget, nodeRulesOptions } from './k8s-liqo.js';
+import { gatewaySteerTarget, nodeRoutesSink, nodeRulesOptions } from './k8s-liqo.js';
 import { startGatewayRules, type GatewayRules } from './k8s-rules.js';
 import { errText, Runtime } from './runtime.js';
 
@@ -288,6 +288,7 @@ export class K8sMode {
     const agent = this.runtime.nodeAgent();
     if (agent !== null && this.s.nodeName !== undefined) {
       this.liqoRules = await startGatewayRules({ ...nodeRulesOptions(this.s.nodeName, this.watcher?.snapshot()), kubeConfig: this.kc, router: agent, remoteClusterIds: undefined,
+        onRoutes: nodeRoutesSink(agent, () => this.watcher?.snapshot(), (e) => this.log.warn({ err: errText(e) }, 'fabric routes')),
         ...(this.s.namespace !== undefined ? { namespace: this.s.namespace } : {}),
         onProblem: (p) => this.runtime.setProblem('liqo-firewall', p),
         onObjectProblem: (obj, message) => { void this.objectEvent(obj as K8sObject, message); },
