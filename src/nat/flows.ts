@@ -59,6 +59,10 @@ export interface FlowStats {
   clashes: number;
 }
 
+function rd32(b: Uint8Array, o: number): number {
+  return ((b[o]! << 24) | (b[o + 1]! << 16) | (b[o + 2]! << 8) | b[o + 3]!) >>> 0;
+}
+
 function mix(h: number, w: number): number {
   const x = Math.imul(h ^ w, 0x9e3779b1);
   return x ^ (x >>> 15);
@@ -77,6 +81,8 @@ export class FlowTable {
   readonly addr: Uint8Array;
   /** Ports: [orig sport, orig dport, reply sport, reply dport] per entry. */
   readonly port: Uint16Array;
+  /** IPv4 entries: the four addresses as numbers, [orig src, orig dst, reply src, reply dst]. */
+  readonly a32: Uint32Array;
   readonly expires: Float64Array;
   private readonly seed: number;
   private readonly mask: number;
@@ -111,6 +117,7 @@ export class FlowTable {
     this.mark = new Uint32Array(cap);
     this.addr = new Uint8Array(cap * ASTRIDE);
     this.port = new Uint16Array(cap * 4);
+    this.a32 = new Uint32Array(cap * 4);
     this.expires = new Float64Array(cap);
     for (let i = 0; i < cap; i++) this.next[i * 2] = i + 1 < cap ? i + 1 : NIL;
     this.freeHead = 0;
@@ -141,11 +148,55 @@ export class FlowTable {
     return h & this.mask;
   }
 
+  private hash4(proto: number, src: number, dst: number, sport: number, dport: number): number {
+    let h = mix(this.seed, (4 << 8) | proto);
+    h = mix(h, src);
+    h = mix(h, dst);
+    h = mix(h, (sport << 16) | dport);
+    h ^= h >>> 16;
+    h = Math.imul(h, 0x85ebca6b);
+    h ^= h >>> 13;
+    return h & this.mask;
+  }
+
+  private hashOf(e: number, d: number): number {
+    const p = e * 4 + d * 2;
+    if (this.family[e] === 4) return this.hash4(this.proto[e]!, this.a32[e * 4 + d * 2]!, this.a32[e * 4 + d * 2 + 1]!, this.port[p]!, this.port[p + 1]!);
+    const base = e * ASTRIDE + d * 32;
+    return this.hash(this.family[e]!, this.proto[e]!, this.addr, base, base + 16, this.port[p]!, this.port[p + 1]!);
+  }
+
+  /** lookup() for IPv4 addresses given as numbers. */
+  lookup4(proto: number, src: number, dst: number, sport: number, dport: number, now: number): number {
+    let k = this.head[this.hash4(proto, src, dst, sport, dport)]!;
+    while (k !== NIL) {
+      const q = k << 1; // (e * 2 + d) * 2 = e * 4 + d * 2
+      if (this.a32[q] === src && this.a32[q + 1] === dst && this.port[q] === sport && this.port[q + 1] === dport && this.proto[k >> 1] === proto && this.family[k >> 1] === 4) {
+        const e = k >> 1;
+        if (this.expires[e]! > now) return k;
+        this.expiredCount++;
+        this.free(e);
+        return NIL;
+      }
+      k = this.next[k]!;
+    }
+    return NIL;
+  }
+
+  /** Sets an IPv4 entry's reply-tuple address: `dst` false = source, true = destination. */
+  setReplyAddr4(e: number, dst: boolean, a: number): void {
+    const o = e * ASTRIDE + 32 + (dst ? 16 : 0);
+    const b = this.addr;
+    b[o] = a >>> 24; b[o + 1] = (a >>> 16) & 255; b[o + 2] = (a >>> 8) & 255; b[o + 3] = a & 255;
+    this.a32[e * 4 + 2 + (dst ? 1 : 0)] = a >>> 0;
+  }
+
   /**
    * The confirmed connection one of whose tuples is (src, dst, sport, dport): returns
    * e * 2 + dir, or -1. An expired entry found is freed (counted) and -1 returned.
    */
   lookup(fam: number, proto: number, buf: Uint8Array, srcOff: number, dstOff: number, sport: number, dport: number, now: number): number {
+    if (fam === 4) return this.lookup4(proto, rd32(buf, srcOff), rd32(buf, dstOff), sport, dport, now);
     const alen = fam === 4 ? 4 : 16;
     let k = this.head[this.hash(fam, proto, buf, srcOff, dstOff, sport, dport)]!;
     const a = this.addr;
@@ -191,6 +242,10 @@ export class FlowTable {
       a[base + 32 + i] = buf[dstOff + i]!;
       a[base + 48 + i] = buf[srcOff + i]!;
     }
+    if (fam === 4) {
+      const s4 = rd32(buf, srcOff), d4 = rd32(buf, dstOff);
+      this.a32[e * 4] = s4; this.a32[e * 4 + 1] = d4; this.a32[e * 4 + 2] = d4; this.a32[e * 4 + 3] = s4;
+    }
     const p = e * 4;
     this.port[p] = sport;
     this.port[p + 1] = dport;
@@ -229,7 +284,7 @@ export class FlowTable {
     }
     for (let d = 0; d < 2; d++) {
       const k = e * 2 + d;
-      const h = this.hash(fam, pr, a, base + d * 32, base + d * 32 + 16, this.port[p + d * 2]!, this.port[p + d * 2 + 1]!);
+      const h = this.hashOf(e, d);
       this.bucket[k] = h;
       this.next[k] = this.head[h]!;
       this.head[h] = k;

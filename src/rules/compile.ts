@@ -108,9 +108,16 @@ export class CompiledRules {
   readonly binds: ReadonlySet<string>;
   /** Per compiled id: a counter row is shown (rules with `counter`, chain policies). */
   readonly counted: readonly boolean[];
+  /**
+   * Per hook: 1 when its steps are conntrack / NAT only, the conntrack step first (the runtime's
+   * fast path for established packets), else 0.
+   */
+  readonly natOnly: Uint8Array;
   constructor(steps: CStep[][], ids: string[], plan: RulePlanRow[], tracked: boolean, binds: Set<string>, counted: boolean[]) {
     this.counted = counted;
     this.steps = steps;
+    this.natOnly = Uint8Array.from(steps.map((l, h) => (tracked && h !== HOOK_FORWARD && l.length > 0 && l.every((x) => x.kind !== S_CHAIN) &&
+      (h !== HOOK_PREROUTING && h !== HOOK_OUTPUT ? true : l[0]!.kind === S_CT) ? 1 : 0)));
     this.ids = ids;
     this.plan = plan;
     this.tracked = tracked;
@@ -119,6 +126,8 @@ export class CompiledRules {
 }
 
 const NAT_PRIO = [-100, 100, 0, -100, 100];
+/** Evaluation order of condition kinds (C_*: proto, dev in, dev out, ip src, ip dst, port src, port dst). */
+const COST = [0, 3, 3, 1, 1, 2, 2];
 
 /** Compiles parsed tables (parse.ts) into the runtime's form. Allocates; call per update. */
 export function compileRules(tables: readonly RuleTable[]): CompiledRules {
@@ -170,7 +179,8 @@ function compileChain(t: RuleTable, c: Chain, ids: string[], plan: RulePlanRow[]
   for (const r of c.rules) {
     const id = ids.length;
     ids.push(`${base}/${r.name}`);
-    const conds = r.conds.map(compileCond);
+    // Conditions are ANDed and side-effect free: cheapest first (protocol, addresses, ports, names).
+    const conds = r.conds.map(compileCond).sort((x, y) => COST[x.kind]! - COST[y.kind]!);
     if (r.kind === 'nat') {
       const a = r.action;
       const bind = `${c.hook}|${base}/${r.name}|${JSON.stringify(r.conds)}|${JSON.stringify(a)}`;

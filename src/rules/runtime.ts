@@ -202,7 +202,23 @@ export class RulesRuntime {
     const c = this.compiled;
     if (c === null || v.family !== 4) return VERDICT_ACCEPT;
     const steps = c.steps[h]!;
-    for (let i = 0; i < steps.length; i++) {
+    let i = 0;
+    if (c.natOnly[h] === 1) {
+      // No filter chain at this hook: an established (or related) packet only needs the
+      // conntrack lookup and its binding; a new one takes the general loop below.
+      if (h === HOOK_PREROUTING || h === HOOK_OUTPUT) {
+        this.track(buf, v, now);
+        if (!this.isNew) {
+          if (this.e >= 0) this.apply(buf, v, false);
+          return VERDICT_ACCEPT;
+        }
+        i = 1; // the conntrack step is done
+      } else if (!this.isNew) {
+        if (this.e >= 0) this.apply(buf, v, true);
+        return VERDICT_ACCEPT;
+      }
+    }
+    for (; i < steps.length; i++) {
       const s = steps[i]!;
       switch (s.kind) {
         case S_CHAIN: {
@@ -313,7 +329,7 @@ export class RulesRuntime {
       } else { this.st.untracked++; return; }
     }
     const f = this.flows;
-    const k = f.lookup(4, proto, buf, v.srcOff, v.dstOff, sp, dp, now);
+    const k = f.lookup4(proto, readU32(buf, v.srcOff), readU32(buf, v.dstOff), sp, dp, now);
     const first = (buf[v.off + 6]! & 0x20) !== 0;
     if (k >= 0) {
       this.e = k >> 1;
@@ -431,8 +447,7 @@ export class RulesRuntime {
     const f = this.flows;
     const rb = f.tupleAddr(e, DIR_REPLY);
     // Reply tuple: source = where the original goes (DNAT), destination = where it comes from (SNAT).
-    const o = srcManip ? rb + 16 : rb;
-    f.addr[o] = addr >>> 24; f.addr[o + 1] = (addr >>> 16) & 255; f.addr[o + 2] = (addr >>> 8) & 255; f.addr[o + 3] = addr & 255;
+    f.setReplyAddr4(e, srcManip, addr);
     let bi = this.bindIndex.get(bind);
     if (bi === undefined) { bi = this.bindNames.length; this.bindNames.push(bind); this.bindIndex.set(bind, bi); }
     if (srcManip) { f.setNat(e, FLOW_SNAT); this.snatBy[e] = bi; } else { f.setNat(e, FLOW_DNAT); this.dnatBy[e] = bi; }
@@ -493,7 +508,22 @@ export class RulesRuntime {
       if (proto === 6 && v.l4Len >= 18) { csum = l4 + 16; kind = CSUM_ALWAYS; }
       else if (proto === 17 && v.l4Len >= 8) { csum = l4 + 6; kind = CSUM_UDP; }
     }
-    rewriteAddress(buf, srcManip ? v.srcOff : v.dstOff, 4, f.addr, srcManip ? ob + 16 : ob, v.ipCsumOff, csum, kind);
+    // IPv4 address as two words against the tuple's number (no byte loop, no call when equal).
+    const ao = srcManip ? v.srcOff : v.dstOff;
+    const na = f.a32[e * 4 + other * 2 + (srcManip ? 1 : 0)]!;
+    const oh = (buf[ao]! << 8) | buf[ao + 1]!;
+    const ol = (buf[ao + 2]! << 8) | buf[ao + 3]!;
+    const nh = na >>> 16;
+    const nl = na & 0xffff;
+    if (oh !== nh || ol !== nl) {
+      // One folded old/new pair updates every checksum covering the address (RFC 1624).
+      let os = oh + ol, ns = nh + nl;
+      os = (os & 0xffff) + (os >>> 16);
+      ns = (ns & 0xffff) + (ns >>> 16);
+      patchWord(buf, v.ipCsumOff, CSUM_ALWAYS, os, ns);
+      if (csum >= 0) patchWord(buf, csum, kind, os, ns);
+      buf[ao] = nh >>> 8; buf[ao + 1] = nh & 255; buf[ao + 2] = nl >>> 8; buf[ao + 3] = nl & 255;
+    }
     if (l4 < 0) return;
     const port = srcManip ? f.port[op + 1]! : f.port[op]!;
     if (proto === 6 || proto === 17) {
