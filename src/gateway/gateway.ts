@@ -215,7 +215,7 @@ export class Gateway implements StatsSource {
       offload, rxCoalesceReservation: this.tunWriter.reservation, rxCoalesceFlows: this.tunWriter.maxFlows,
       ...(opts.netns === undefined ? {} : { netns: opts.netns }),
       ...(opts.socketBuffer === undefined ? {} : { socketBuffer: opts.socketBuffer }),
-      sink: { deliverBatch: (buf, offs, lens, _t, n, areaOff, areaLen) => this.onGenevePackets(buf, offs, lens, n, areaOff, areaLen) },
+      sink: { deliverBatch: (buf, offs, lens, t, n, areaOff, areaLen) => this.onGenevePackets(buf, offs, lens, t, n, areaOff, areaLen) },
     });
     this.wg = new WireGuardPort({
       device: this.device, mtu: MAX_PACKET, batchSize: batch, rxHeadroom: HEADROOM, rxTailroom: TAILROOM,
@@ -233,8 +233,10 @@ export class Gateway implements StatsSource {
   // =========================================================================================
   // Inputs: the router sorts each batch into lanes, flushed once per batch.
 
-  private onGenevePackets(buf: Uint8Array, offs: Uint32Array, lens: Uint32Array, n: number, areaOff: number, areaLen: number): void {
-    this.router.fromNodes(buf, offs, lens, n, this.clock(), this.lanesGeneve);
+  private onGenevePackets(
+    buf: Uint8Array, offs: Uint32Array, lens: Uint32Array, tunnels: readonly GeneveTunnel[], n: number, areaOff: number, areaLen: number,
+  ): void {
+    this.router.fromNodes(buf, offs, lens, n, this.clock(), this.lanesGeneve, tunnels);
     this.flush(buf, this.lanesGeneve, areaOff, areaLen);
   }
 
@@ -360,6 +362,16 @@ export class Gateway implements StatsSource {
       for (const c of [...cfg.remote.podCIDRs, ...cfg.remote.externalCIDRs]) this.device.addAllowedIp(s.wg, parsePrefix(c));
     }
     s.cfg = cfg;
+  }
+
+  /** The Geneve tunnel to each node in force (Liqo mode names their interfaces). */
+  nodeTunnels(): { nodeName: string; tunnel: GeneveTunnel }[] {
+    const out: { nodeName: string; tunnel: GeneveTunnel }[] = [];
+    for (const t of this.tunnelsById.values()) {
+      const g = this.table.get(t.id, t.remoteUnderlay);
+      if (g !== undefined) out.push({ nodeName: t.nodeName, tunnel: g });
+    }
+    return out;
   }
 
   private tunnelAdd(t: GeneveTunnelConfig): void {

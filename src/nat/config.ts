@@ -120,6 +120,12 @@ export interface NatConfig {
   readonly ipMappings?: readonly NatIpMapping[];
   /** Liqo `networking.fabric.config.fullMasquerade`: SNAT every source, pods included. */
   readonly fullMasquerade?: boolean;
+  /**
+   * Masquerade non-pod sources towards peers (default true). false when compiled rules
+   * (src/rules) do the source NAT: then nothing is masqueraded and packets to the SNAT address
+   * are not reversed here.
+   */
+  readonly masquerade?: boolean;
   /** Default tunnel MTU for peers without their own (default 1340, Liqo's). */
   readonly mtu?: number;
   /** Clamp the TCP MSS of SYN / SYN-ACK segments to the tunnel MTU (default true). */
@@ -170,6 +176,7 @@ export interface ParsedNatConfig {
   readonly external6: Prefix | undefined;
   readonly mappings: readonly ParsedMapping[];
   readonly fullMasquerade: boolean;
+  readonly masquerade: boolean;
   readonly mtu: number;
   readonly clampMss: boolean;
   readonly icmpSource4: Uint8Array | undefined;
@@ -271,6 +278,7 @@ export function parseNatConfig(cfg: NatConfig): ParsedNatConfig {
     external6,
     mappings,
     fullMasquerade: cfg.fullMasquerade ?? false,
+    masquerade: cfg.masquerade ?? true,
     mtu: checkMtu('mtu', cfg.mtu ?? DEFAULT_MTU),
     clampMss: cfg.clampMss ?? true,
     icmpSource4: src4,

@@ -103,12 +103,15 @@ export class NatPeer {
   readonly toRemapped = new RemapTable();
   readonly mss4: number;
   readonly mss6: number;
+  /** Every remap pair is the identity (real = remapped): addresses are never rewritten. */
+  readonly identityOnly: boolean;
   constructor(
     readonly index: number,
     readonly parsed: ParsedPeer,
   ) {
     this.mss4 = parsed.mtu - MSS_OVERHEAD_V4;
     this.mss6 = parsed.mtu - MSS_OVERHEAD_V6;
+    this.identityOnly = parsed.remaps.every((r) => addressEquals(r.real.addr, 0, r.remapped.addr, 0, r.real.addr.length));
     for (const r of parsed.remaps) {
       this.toReal.add(new PrefixRemap(r.remapped, r.real));
       this.toRemapped.add(new PrefixRemap(r.real, r.remapped));
@@ -272,6 +275,17 @@ export class Nat {
   outboundParsed(buf: Uint8Array, v: IpView, peer: NatPeer, now: number): number {
     if (this.peerSlots[peer.index] !== peer) throw new Error(`NAT: peer ${peer.name} was removed or belongs to another Nat`);
     const off = v.off;
+    if (peer.identityOnly && this.translatesNothing()) {
+      // Passthrough (rules do the translation, src/rules): only the tunnel MTU is enforced.
+      const len = v.end - off;
+      if (len > peer.parsed.mtu && (v.family === 6 || ipv4DontFragment(buf, off))) {
+        const c = this.classify(buf, v);
+        if (c !== NAT_FORWARD) return this.drop(c);
+        return this.tooBig(buf, off, len, peer, now);
+      }
+      this.forwarded++;
+      return NAT_FORWARD;
+    }
     let r = this.classify(buf, v);
     if (r !== NAT_FORWARD) return this.drop(r);
     const total = this.v.end - off;
@@ -285,7 +299,7 @@ export class Nat {
     const mapping = this.mappingCount === 0 || route === undefined ? undefined : this.mapByReal.lookup(buf, this.v.srcOff, fam);
     if (mapping !== undefined) {
       rewriteAddress(buf, this.v.srcOff, this.v.addrLen, mapping.external, 0, this.v.ipCsumOff, this.addrCsumOff, this.addrCsumKind);
-    } else if (route !== undefined && (this.config.fullMasquerade || this.localPod.lookup(buf, this.v.srcOff, fam) === undefined)) {
+    } else if (route !== undefined && this.config.masquerade && (this.config.fullMasquerade || this.localPod.lookup(buf, this.v.srcOff, fam) === undefined)) {
       r = this.icmpError ? this.snatOutboundIcmpError(buf, now) : this.snatOutbound(buf, peer, now);
       if (r !== NAT_FORWARD) return this.drop(r);
     }
@@ -328,6 +342,10 @@ export class Nat {
   /** inbound() for a packet the caller already parsed into `v` (see outboundParsed). */
   inboundParsed(buf: Uint8Array, v: IpView, peer: NatPeer, now: number): number {
     if (this.peerSlots[peer.index] !== peer) throw new Error(`NAT: peer ${peer.name} was removed or belongs to another Nat`);
+    if (peer.identityOnly && this.translatesNothing()) {
+      this.forwarded++;
+      return NAT_FORWARD;
+    }
     let r = this.classify(buf, v);
     if (r !== NAT_FORWARD) return this.drop(r);
     const fam = this.v.family;
@@ -348,7 +366,7 @@ export class Nat {
 
     // Destination: IP mapping, or the SNAT address (conntrack reply).
     const mapping = this.mappingCount === 0 ? undefined : this.mapByExt.lookup(buf, this.v.dstOff, fam);
-    const snat = fam === 4 ? this.snat4 : this.snat6;
+    const snat = !this.config.masquerade ? undefined : fam === 4 ? this.snat4 : this.snat6;
     if (mapping !== undefined) {
       rewriteAddress(buf, this.v.dstOff, this.v.addrLen, mapping.real, 0, this.v.ipCsumOff, this.addrCsumOff, this.addrCsumKind);
     } else if (snat !== undefined && addressEquals(buf, this.v.dstOff, snat, 0, this.v.addrLen)) {
@@ -365,6 +383,11 @@ export class Nat {
     this.clamp(buf, peer);
     this.forwarded++;
     return NAT_FORWARD;
+  }
+
+  /** No masquerade, no IP mapping, no MSS clamp: with an identity-only peer nothing is rewritten. */
+  private translatesNothing(): boolean {
+    return !this.config.masquerade && this.mappingCount === 0 && !this.config.clampMss;
   }
 
   /** Conntrack housekeeping: free up to `budget` expired entries' slots. Call from a timer. */

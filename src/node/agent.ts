@@ -37,6 +37,8 @@ import {
   coalescerStats, fabricOffloads, FabricTunWriter, startTunReader, segmenterStats, type CoalescerCounts, type FabricOffloads, type SegmenterCounts,
 } from '../ports/fabric-offload.js';
 import { ip, KernelState, writeSysctl } from '../ports/iproute.js';
+import { HOOK_COUNT, HOOK_INPUT, HOOK_OUTPUT, HOOK_POSTROUTING, HOOK_PREROUTING, OUTPUT_NODE, OUTPUT_NONE, PacketMeta, SOURCE_HOST, SOURCE_NODE, type PacketHook } from '../router/hooks.js';
+import { BatchStages } from '../router/stage-batch.js';
 
 export interface NodeAgentOptions {
   /** Create the TUN, sockets and routes inside this network namespace (tests; needs the native addon). */
@@ -87,6 +89,18 @@ export class NodeAgent {
   private readonly gateways = new Map<string, NodeGatewayConfig>();
   /** Cuts TUN super-packets (null without a vnet header). */
   segmenter: TunSegmenter | null = null;
+  readonly coalescer: TunCoalescingWriter | null;
+  /**
+   * Stages (Liqo mode: the fabric FirewallConfigurations) for the packets that cross the agent,
+   * as the node's kernel would pass them to its Geneve interface: node → gateway through OUTPUT
+   * then POSTROUTING (the entry point looks the connection up, POSTROUTING confirms it and
+   * binds source NAT), gateway → node through PREROUTING then INPUT. FORWARD stages are not run:
+   * what the node kernel forwards between its own interfaces is the kernel's.
+   */
+  private readonly outStages = new BatchStages();
+  private readonly inStages = new BatchStages();
+  private readonly outMeta = new PacketMeta();
+  private readonly inMeta = new PacketMeta();
 
   private constructor(
     config: NodeConfig,
@@ -95,10 +109,60 @@ export class NodeAgent {
     readonly table: GeneveTunnelTable,
     private readonly kernel: KernelState,
     private readonly opts: NodeAgentOptions,
-    readonly coalescer: TunCoalescingWriter | null,
+    private readonly writer: FabricTunWriter,
   ) {
     this.config = config;
+    this.coalescer = writer.coalescer;
     for (const g of config.node.gateways) this.gateways.set(g.name, g);
+    this.outMeta.source = SOURCE_HOST;
+    this.outMeta.output = OUTPUT_NODE;
+    this.inMeta.source = SOURCE_NODE;
+    this.inMeta.output = OUTPUT_NONE;
+  }
+
+  /** Attaches a stage (HookTarget; see outStages for where each hook runs), after those there. */
+  attach(hook: number, stage: PacketHook): void {
+    if (!(hook >= 0 && hook < HOOK_COUNT)) throw new RangeError(`no hook point ${hook}`);
+    this.stageList(hook).push(stage);
+    // Hook order within a path (OUTPUT before POSTROUTING, PREROUTING before INPUT).
+    const order = (st: PacketHook): number => this.hookOf.get(st) ?? 0;
+    this.hookOf.set(stage, hook);
+    this.outStages.stages.sort((a, b) => order(a) - order(b));
+    this.inStages.stages.sort((a, b) => order(a) - order(b));
+  }
+
+  detach(hook: number, stage: PacketHook): boolean {
+    const list = this.stageList(hook);
+    const i = list.indexOf(stage);
+    if (i >= 0) list.splice(i, 1);
+    return i >= 0;
+  }
+
+  private readonly hookOf = new Map<PacketHook, number>();
+
+  private stageList(hook: number): PacketHook[] {
+    return hook === HOOK_OUTPUT || hook === HOOK_POSTROUTING ? this.outStages.stages
+      : hook === HOOK_PREROUTING || hook === HOOK_INPUT ? this.inStages.stages : [];
+  }
+
+  /** Packets dropped by attached stages: node → gateway, gateway → node. */
+  get filtered(): { out: number; in: number } {
+    return { out: this.outStages.dropped, in: this.inStages.dropped };
+  }
+
+  private toGateway(buf: Uint8Array, offs: Uint32Array, lens: Uint32Array, n: number): void {
+    const k = this.outStages.run(buf, offs, lens, n, this.outMeta, this.now());
+    if (k > 0) this.geneve.sendBatch(buf, offs, lens, k);
+  }
+
+  /** buf[areaOff, +areaLen): the receive batch's scratch for coalesced super-packets (0: none). */
+  private fromGateway(buf: Uint8Array, offs: Uint32Array, lens: Uint32Array, n: number, areaOff: number, areaLen: number): void {
+    const k = this.inStages.run(buf, offs, lens, n, this.inMeta, this.now());
+    if (k > 0) this.writer.write(buf, offs, lens, k, areaOff, areaLen);
+  }
+
+  private now(): number {
+    return this.opts.clock?.() ?? Date.now();
   }
 
   /**
@@ -120,7 +184,11 @@ export class NodeAgent {
       const batchSize = opts.batchSize ?? 64;
       // Coalescing writes need TSO on the TUN; the Geneve receive batches then carry its area.
       const writer = new FabricTunWriter(tun, Math.max(batchSize, GENEVE_OFFLOAD_DELIVER_MAX));
-      const sink: GeneveSink = { deliverBatch: (buf, offs, lens, _t, n, areaOff, areaLen) => { writer.write(buf, offs, lens, n, areaOff, areaLen); } };
+      let agentRef: NodeAgent | null = null;
+      const sink: GeneveSink = { deliverBatch: (buf, offs, lens, _t, n, areaOff, areaLen) => {
+        if (agentRef !== null) agentRef.fromGateway(buf, offs, lens, n, areaOff, areaLen);
+        else writer.write(buf, offs, lens, n, areaOff, areaLen);
+      } };
       geneve = await GenevePort.open({
         table, sink, netns, batchSize, offload: wantOffload,
         rxHeadroom: GENEVE_RX_HEADROOM, rxTailroom: GENEVE_RX_TAILROOM,
@@ -130,12 +198,12 @@ export class NodeAgent {
         ...(opts.clock === undefined ? {} : { clock: opts.clock }),
         ...(opts.onError === undefined ? {} : { onError: opts.onError }),
       });
-      const agent = new NodeAgent(config, tun, geneve, table, kernel, opts, writer.coalescer);
+      const agent = new NodeAgent(config, tun, geneve, table, kernel, opts, writer);
+      agentRef = agent;
       await agent.installKernelState();
       // With a vnet header, super-packets are cut to the inner MTU and each segment is
-      // encapsulated in place: a super-packet's segments leave as one GSO run.
-      const g = geneve;
-      agent.segmenter = startTunReader(tun, { mtu, headroom: TUN_HEADROOM, tailroom: TUN_TAILROOM, batchSize }, (buf, offs, lens, n) => { g.sendBatch(buf, offs, lens, n); });
+      // encapsulated in place (after the stages): a super-packet's segments leave as one GSO run.
+      agent.segmenter = startTunReader(tun, { mtu, headroom: TUN_HEADROOM, tailroom: TUN_TAILROOM, batchSize }, (buf, offs, lens, n) => { agent.toGateway(buf, offs, lens, n); });
       return agent;
     } catch (e) {
       await kernel.clear().catch(() => {});
@@ -167,10 +235,28 @@ export class NodeAgent {
   private async uninstallGateway(g: NodeGatewayConfig): Promise<void> {
     const k = this.kernel;
     const others = [...this.gateways.values()].filter((o) => o.name !== g.name);
-    for (const c of g.remoteCIDRs) if (!others.some((o) => o.remoteCIDRs.includes(c))) await k.removeRoute(c);
+    // A route the fabric RouteConfigurations still want (Liqo mode) stays too.
+    for (const c of g.remoteCIDRs) if (!others.some((o) => o.remoteCIDRs.includes(c)) && !this.fabricRoutes.has(c)) await k.removeRoute(c);
     const gw = hostCidr(g.gatewayInternalAddress);
-    if (!others.some((o) => hostCidr(o.gatewayInternalAddress) === gw)) await k.removeRoute(gw);
+    if (!others.some((o) => hostCidr(o.gatewayInternalAddress) === gw) && !this.fabricRoutes.has(gw)) await k.removeRoute(gw);
     if (!others.some((o) => o.localInternalAddress === g.localInternalAddress)) await k.removeAddress(g.localInternalAddress);
+  }
+
+  /** Routes from the fabric RouteConfigurations (Liqo mode); see setFabricRoutes. */
+  private fabricRoutes = new Set<string>();
+
+  /**
+   * Liqo mode: the destinations the fabric RouteConfigurations send towards the gateway, routed
+   * into the TUN (which stands for Liqo's node-side Geneve interfaces; the tunnel is then chosen
+   * per packet as for configured routes). Replaces the previous set; a route that a configured
+   * gateway also needs stays. Throws RouteCommandError.
+   */
+  async setFabricRoutes(cidrs: readonly string[]): Promise<void> {
+    const want = new Set(cidrs);
+    const configured = new Set([...this.gateways.values()].flatMap((g) => [...g.remoteCIDRs, hostCidr(g.gatewayInternalAddress)]));
+    for (const c of want) if (!this.kernel.hasRoute(c)) await this.kernel.addRoute(c);
+    for (const c of this.fabricRoutes) if (!want.has(c) && !configured.has(c)) await this.kernel.removeRoute(c);
+    this.fabricRoutes = want;
   }
 
   /** The configuration in force. */

@@ -36,6 +36,12 @@ export const OUTPUT_PEER = 2;
 
 export const VERDICT_ACCEPT = 0;
 export const VERDICT_DROP = 1;
+/**
+ * The stage dropped the packet and wrote a reply about it (an ICMP error, nft's `reject`) at
+ * buf[meta.replyOff, meta.replyOff + meta.replyLen), in the packet's headroom: the router
+ * counts the drop as `filtered` and routes the reply as its own traffic (SOURCE_SELF).
+ */
+export const VERDICT_REPLY = 2;
 
 /**
  * What a hook sees besides the bytes. One object per router, rewritten for every packet: read
@@ -48,11 +54,23 @@ export class PacketMeta {
   output = OUTPUT_NONE;
   /** Name of the peer the packet came from or goes to ('' when none). */
   peer = '';
+  /**
+   * Interface names as Liqo's gateway has them (iifname/oifname), set by the router only when it
+   * is steered by RouteConfigurations (Router.setSteering); '' = unknown, rules then name the
+   * lane's default device (src/rules/engine.ts RulesDevices).
+   */
+  inDev = '';
+  outDev = '';
+  /** The packet's meta mark (nft `meta mark`), read by fwmark policy rules; 0 at entry. */
+  mark = 0;
+  /** Where a VERDICT_REPLY's reply is (valid only right after that verdict). */
+  replyOff = 0;
+  replyLen = 0;
 }
 
 /**
  * A stage attached at a hook point. `process` may rewrite the packet in place (not its length)
- * and returns VERDICT_ACCEPT or VERDICT_DROP; a dropped packet is counted by the router as
+ * and returns VERDICT_ACCEPT, VERDICT_DROP or VERDICT_REPLY; a dropped packet is counted by the router as
  * `filtered` (the stage keeps its own per-rule counters). Called per packet: no allocation.
  */
 export interface PacketHook {

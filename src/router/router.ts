@@ -26,6 +26,9 @@
  *   internal address and routed as the router's own traffic (so towards a peer it is
  *   masqueraded and its quote translated like any ICMP error).
  *
+ * Liqo mode (setSteering, see steer.ts): the built-in NAT is bypassed and, after the local and
+ * tunnel-address checks, policy routes (RouteConfigurations) choose the lane.
+ *
  * Lanes: one RouterLanes per input, sized to its batch; every input packet yields at most one
  * output packet, so a lane never overflows. The shell flushes and clears the lanes after each
  * batch. Headroom: an ICMP error needs 48 bytes (IPv6) in front of the packet plus what a later
@@ -43,8 +46,9 @@ import { TokenBucket } from '../ratelimit/token-bucket.js';
 import { PrefixMatcher } from '../route/prefix-matcher.js';
 import {
   HOOK_COUNT, HOOK_FORWARD, HOOK_INPUT, HOOK_OUTPUT, HOOK_POSTROUTING, HOOK_PREROUTING, OUTPUT_HOST, OUTPUT_NODE, OUTPUT_NONE,
-  OUTPUT_PEER, PacketMeta, SOURCE_HOST, SOURCE_NODE, SOURCE_PEER, SOURCE_SELF, VERDICT_ACCEPT, type PacketHook,
+  OUTPUT_PEER, PacketMeta, SOURCE_HOST, SOURCE_NODE, SOURCE_PEER, SOURCE_SELF, VERDICT_ACCEPT, VERDICT_REPLY, type PacketHook,
 } from './hooks.js';
+import { LANE_HOST, LANE_NODE, LANE_PEER, type Steering } from './steer.js';
 
 /** Why the router dropped a packet (the NAT, Geneve and WireGuard stages count their own). */
 export const RouterDrop = {
@@ -132,6 +136,10 @@ export class Router<P, G> {
   private readonly icmpBucket: TokenBucket;
   private readonly v = new IpView();
   private readonly meta = new PacketMeta();
+  /** Liqo mode (see steer.ts): routing by policy rules, the built-in NAT not consulted. */
+  private steering: Steering<G> | null = null;
+  /** The only peer (a policy route to the tunnel device without gw names no peer). */
+  private sole: RouterPeer<P> | undefined = undefined;
 
   constructor(opts: RouterOptions<G>) {
     this.natValue = opts.nat;
@@ -156,6 +164,7 @@ export class Router<P, G> {
     const rp: RouterPeer<P> = { name, nat: natPeer, link };
     this.byLink.set(link, rp);
     this.byNatIndex[natPeer.index] = rp;
+    this.sole = this.byLink.size === 1 ? rp : undefined;
     return rp;
   }
 
@@ -166,6 +175,7 @@ export class Router<P, G> {
     this.byLink.delete(rp.link);
     this.byNatIndex[rp.nat.index] = undefined;
     this.tunnelRemote.removeValue(rp);
+    this.sole = this.byLink.size === 1 ? this.byLink.values().next().value : undefined;
   }
 
   /** The peer of a link (undefined when not added). */
@@ -221,6 +231,18 @@ export class Router<P, G> {
     this.tunnelRemote = r;
   }
 
+  /**
+   * Liqo mode on (a Steering: policy routes choose the lane, interface names and marks reach
+   * the hooks, the built-in NAT is bypassed) or off (null: the NAT's peer CIDRs route).
+   */
+  setSteering(s: Steering<G> | null): void {
+    this.steering = s;
+  }
+
+  get steered(): Steering<G> | null {
+    return this.steering;
+  }
+
   /** Attaches a stage at a hook point (HOOK_*), after those already there. */
   attach(hook: number, stage: PacketHook): void {
     if (!(hook >= 0 && hook < HOOK_COUNT)) throw new RangeError(`no hook point ${hook}`);
@@ -237,10 +259,13 @@ export class Router<P, G> {
 
   // ------------------------------------------------------------------ per packet (no allocation)
 
-  /** Routes packets i < n from nodes (decapsulated Geneve) into `L`. */
-  fromNodes(buf: Uint8Array, offs: Uint32Array, lens: Uint32Array, n: number, now: number, L: RouterLanes<P, G>): void {
+  /**
+   * Routes packets i < n from nodes (decapsulated Geneve) into `L`; `tunnels[i]`, when given, is
+   * the tunnel packet i came through (its interface is the packet's iif in Liqo mode).
+   */
+  fromNodes(buf: Uint8Array, offs: Uint32Array, lens: Uint32Array, n: number, now: number, L: RouterLanes<P, G>, tunnels?: readonly G[]): void {
     if (n > L.capacity) throw new RangeError(`router: ${n} packets for lanes of ${L.capacity}`);
-    for (let i = 0; i < n; i++) this.routeInside(buf, offs[i]!, lens[i]!, L, now, SOURCE_NODE);
+    for (let i = 0; i < n; i++) this.routeInside(buf, offs[i]!, lens[i]!, L, now, SOURCE_NODE, tunnels?.[i]);
   }
 
   /** Routes packets i < n from the gateway host (the local TUN) into `L`. */
@@ -255,20 +280,24 @@ export class Router<P, G> {
     for (let i = 0; i < n; i++) this.routeFromPeer(buf, offs[i]!, lens[i]!, links[i]!, L, now);
   }
 
-  private routeInside(buf: Uint8Array, off: number, len: number, L: RouterLanes<P, G>, now: number, source: number): void {
+  private routeInside(buf: Uint8Array, off: number, len: number, L: RouterLanes<P, G>, now: number, source: number, from?: G): void {
     const v = this.v;
     if (parseIp(buf, off, len, v) !== IP_OK) { this.drops[RouterDrop.BadPacket]!++; return; }
     const meta = this.meta;
     meta.source = source;
     meta.output = OUTPUT_NONE;
     meta.peer = '';
-    if (!this.runHooks(source === SOURCE_NODE ? HOOK_PREROUTING : HOOK_OUTPUT, buf, now)) return;
+    const st = this.steering;
+    meta.inDev = st !== null && source === SOURCE_NODE ? st.nodeDevice(from) : '';
+    meta.outDev = '';
+    meta.mark = 0;
+    if (!this.runHooks(source === SOURCE_NODE ? HOOK_PREROUTING : HOOK_OUTPUT, buf, now, L)) return;
     const fam = v.family;
 
     if (this.local.lookup(buf, v.dstOff, fam) !== undefined) {
       if (source === SOURCE_HOST) { this.drops[RouterDrop.Loop]!++; return; }
       meta.output = OUTPUT_HOST;
-      if (!this.runHooks(HOOK_INPUT, buf, now)) return;
+      if (!this.runHooks(HOOK_INPUT, buf, now, L)) return;
       L.toHost.push(off, len);
       return;
     }
@@ -279,19 +308,24 @@ export class Router<P, G> {
         if (this.tunnelLocal.lookup(buf, v.srcOff, fam) === undefined) { this.drops[RouterDrop.TunnelSource]!++; return; }
         meta.output = OUTPUT_PEER;
         meta.peer = tp.name;
-        if (!this.runHooks(HOOK_POSTROUTING, buf, now)) return;
+        if (!this.runHooks(HOOK_POSTROUTING, buf, now, L)) return;
         L.toPeers.push(off, len, tp.link);
         return;
       }
+    }
+    if (st !== null) {
+      // Locally generated traffic (host, router) has no input interface: rules with iif skip it.
+      this.steer(st, buf, off, len, L, now, source, source === SOURCE_NODE ? st.nodeIif(from) : 0);
+      return;
     }
     const np = this.natValue.peerForParsed(buf, v);
     if (np !== undefined) {
       const rp = this.byNatIndex[np.index]!;
       meta.output = OUTPUT_PEER;
       meta.peer = rp.name;
-      if (source === SOURCE_NODE && !this.runHooks(HOOK_FORWARD, buf, now)) return;
+      if (source === SOURCE_NODE && !this.runHooks(HOOK_FORWARD, buf, now, L)) return;
       if (source !== SOURCE_SELF && !this.hop(buf, off, len, fam, L, now)) return;
-      if (!this.runHooks(HOOK_POSTROUTING, buf, now)) return;
+      if (!this.runHooks(HOOK_POSTROUTING, buf, now, L)) return;
       const r = this.natValue.outboundParsed(buf, v, np, now);
       if (r === NAT_FORWARD) L.toPeers.push(off, len, rp.link);
       else if (r === NAT_REPLY) this.routeInside(buf, off, this.natValue.replyLength, L, now, SOURCE_SELF);
@@ -300,9 +334,9 @@ export class Router<P, G> {
     const t = this.nodes.lookupDestination(buf, v.dstOff, fam);
     if (t !== undefined) {
       meta.output = OUTPUT_NODE;
-      if (source === SOURCE_NODE && !this.runHooks(HOOK_FORWARD, buf, now)) return;
+      if (source === SOURCE_NODE && !this.runHooks(HOOK_FORWARD, buf, now, L)) return;
       if (source !== SOURCE_SELF && !this.hop(buf, off, len, fam, L, now)) return;
-      if (!this.runHooks(HOOK_POSTROUTING, buf, now)) return;
+      if (!this.runHooks(HOOK_POSTROUTING, buf, now, L)) return;
       L.toNodes.push(off, len, t);
       return;
     }
@@ -323,28 +357,42 @@ export class Router<P, G> {
     meta.source = SOURCE_PEER;
     meta.output = OUTPUT_NONE;
     meta.peer = rp.name;
-    if (!this.runHooks(HOOK_PREROUTING, buf, now)) return;
+    const st = this.steering;
+    meta.inDev = st !== null ? st.devices.tunnel : '';
+    meta.outDev = '';
+    meta.mark = 0;
+    if (!this.runHooks(HOOK_PREROUTING, buf, now, L)) return;
     const fam = v.family;
     if (this.tunnelLocal.lookup(buf, v.dstOff, fam) !== undefined && this.tunnelRemote.lookup(buf, v.srcOff, fam) === rp) {
       // This peer's tunnel address to ours: to the gateway host as is.
       meta.output = OUTPUT_HOST;
-      if (!this.runHooks(HOOK_INPUT, buf, now)) return;
+      if (!this.runHooks(HOOK_INPUT, buf, now, L)) return;
       L.toHost.push(off, len);
+      return;
+    }
+    if (st !== null) {
+      if (this.local.lookup(buf, v.dstOff, fam) !== undefined) {
+        meta.output = OUTPUT_HOST;
+        if (!this.runHooks(HOOK_INPUT, buf, now, L)) return;
+        L.toHost.push(off, len);
+        return;
+      }
+      this.steer(st, buf, off, len, L, now, SOURCE_PEER, st.tunnelIif);
       return;
     }
     if (this.natValue.inboundParsed(buf, v, rp.nat, now) !== NAT_FORWARD) return; // counted by the NAT
     if (this.local.lookup(buf, v.dstOff, fam) !== undefined) {
       meta.output = OUTPUT_HOST;
-      if (!this.runHooks(HOOK_INPUT, buf, now)) return;
+      if (!this.runHooks(HOOK_INPUT, buf, now, L)) return;
       L.toHost.push(off, len);
       return;
     }
     const t = this.nodes.lookupDestination(buf, v.dstOff, fam);
     if (t !== undefined) {
       meta.output = OUTPUT_NODE;
-      if (!this.runHooks(HOOK_FORWARD, buf, now)) return;
+      if (!this.runHooks(HOOK_FORWARD, buf, now, L)) return;
       if (!this.hop(buf, off, len, fam, L, now)) return;
-      if (!this.runHooks(HOOK_POSTROUTING, buf, now)) return;
+      if (!this.runHooks(HOOK_POSTROUTING, buf, now, L)) return;
       L.toNodes.push(off, len, t);
       return;
     }
@@ -352,12 +400,57 @@ export class Router<P, G> {
     else this.drops[RouterDrop.NoRoute]!++;
   }
 
-  /** Runs the stages at `hook`; false (counted as filtered) when one drops the packet. */
-  private runHooks(hook: number, buf: Uint8Array, now: number): boolean {
+  /**
+   * Liqo mode, after PREROUTING / OUTPUT and the local-address check: the policy route's next
+   * hop chooses the lane (steer.ts); without one the node table decides, as the kernel's main
+   * table would. Forwarded packets pass FORWARD (not the host's own: OUTPUT → POSTROUTING),
+   * lose one TTL, then pass POSTROUTING.
+   */
+  private steer(st: Steering<G>, buf: Uint8Array, off: number, len: number, L: RouterLanes<P, G>, now: number, source: number, iif: number): void {
+    const v = this.v;
+    const meta = this.meta;
+    const fam = v.family;
+    const hop = st.policy.route(buf, off, iif, meta.mark);
+    const lane = hop === undefined ? LANE_NODE : hop.lane;
+    const gw = hop?.gwBytes ?? null;
+    let rp: RouterPeer<P> | undefined;
+    let t: G | undefined;
+    if (lane === LANE_PEER) {
+      rp = gw === null ? this.sole : this.tunnelRemote.lookup(gw, 0, gw.length === 4 ? 4 : 6);
+      if (rp === undefined) { this.drops[RouterDrop.NoRoute]!++; return; }
+      if (source === SOURCE_PEER) { this.drops[RouterDrop.PeerTransit]!++; return; }
+      meta.output = OUTPUT_PEER;
+      meta.peer = rp.name;
+      meta.outDev = hop!.dev !== '' ? hop!.dev : st.devices.tunnel;
+    } else if (lane === LANE_NODE) {
+      t = gw === null ? this.nodes.lookupDestination(buf, v.dstOff, fam) : this.nodes.lookupDestination(gw, 0, gw.length === 4 ? 4 : 6);
+      if (t === undefined) { this.drops[RouterDrop.NoRoute]!++; return; }
+      meta.output = OUTPUT_NODE;
+      const named = st.nodeDevice(t);
+      meta.outDev = named !== '' ? named : hop?.dev ?? '';
+    } else {
+      meta.output = OUTPUT_HOST;
+      meta.outDev = hop!.dev !== '' ? hop!.dev : st.devices.host;
+    }
+    if ((source === SOURCE_NODE || source === SOURCE_PEER) && !this.runHooks(HOOK_FORWARD, buf, now, L)) return;
+    if (source !== SOURCE_SELF && !this.hop(buf, off, len, fam, L, now)) return;
+    if (!this.runHooks(HOOK_POSTROUTING, buf, now, L)) return;
+    if (rp !== undefined) L.toPeers.push(off, len, rp.link);
+    else if (t !== undefined) L.toNodes.push(off, len, t);
+    else L.toHost.push(off, len);
+  }
+
+  /**
+   * Runs the stages at `hook`; false (counted as filtered) when one drops the packet. A
+   * VERDICT_REPLY's reply (never one about the router's own packet) is routed as our own.
+   */
+  private runHooks(hook: number, buf: Uint8Array, now: number, L: RouterLanes<P, G>): boolean {
     const list = this.hooks[hook]!;
     for (let i = 0; i < list.length; i++) {
-      if (list[i]!.process(buf, this.v, this.meta, now) !== VERDICT_ACCEPT) {
+      const r = list[i]!.process(buf, this.v, this.meta, now);
+      if (r !== VERDICT_ACCEPT) {
         this.drops[RouterDrop.Filtered]!++;
+        if (r === VERDICT_REPLY && this.meta.source !== SOURCE_SELF) this.routeInside(buf, this.meta.replyOff, this.meta.replyLen, L, now, SOURCE_SELF);
         return false;
       }
     }

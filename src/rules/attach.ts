@@ -1,17 +1,32 @@
 /**
- * Keeps a gateway Router's firewall stages in step with the FirewallConfigurations it is given:
- * one stable PacketHook per hook point is attached once; each update compiles a new
- * RulesEngine and swaps it in between two packets (the hooks delegate to the current engine).
+ * Keeps a gateway Router's hook points in step with a rule set — Liqo's FirewallConfigurations
+ * (Kubernetes mode) or the tables the YAML configuration translates into (from-nat.ts).
  *
- * `update(objects)` parses every object; an object that fails keeps its previously accepted
- * version (Liqo's controller likewise leaves the kernel's rules of a failing object as they
- * were), and its RuleParseError is returned for the caller to report. Deleted objects go.
+ * Contract (stable; the Liqo wiring calls exactly this):
+ *   const rules = new RulesAttachment(devices, { flows: { capacity } });
+ *   rules.attachTo(router);            // once: one stage per hook point, all chain types
+ *   rules.update(objects)              // FirewallConfiguration JSON list → RuleParseError[]
+ *   rules.setTables(tables)            // or already-parsed RuleTables (YAML mode, tests)
+ *   rules.expire(now)                  // conntrack housekeeping, from a timer
+ *   rules.counters(), rules.stats(), rules.plan(), rules.runtime.generalOf(id)
+ *   rules.setDevices(devices)          // addresses learned later (masquerade, reject source)
+ *   rules.detachFrom(router)
+ * Each update compiles (compile.ts) and swaps the compiled rules in between two packets; the
+ * connection table is kept: only connections whose NAT was bound by a rule that is gone are
+ * removed (runtime.ts). An object that fails to parse keeps its previously accepted version
+ * (Liqo's controller likewise leaves a failing object's kernel rules as they were), and its
+ * RuleParseError is returned for the caller to report. Deleted objects go.
+ * Marks: a stage sets PacketMeta.mark (metamarkfromctmark) for the policy router to read.
  */
 import type { IpView } from '../packet/ip-view.js';
-import { HOOK_COUNT, VERDICT_ACCEPT, type PacketHook, type PacketMeta } from '../router/hooks.js';
-import { RulesEngine, type RulesDevices } from './engine.js';
+import { HOOK_COUNT, type PacketHook, type PacketMeta } from '../router/hooks.js';
+import { compileRules, type RulePlanRow } from './compile.js';
+import type { RulesDevices } from './engine.js';
 import { HOOKS, type RuleTable } from './model.js';
 import { RuleParseError, parseFirewallConfiguration } from './parse.js';
+import { RulesRuntime, type RuleCounterRow, type RulesRuntimeOptions, type RulesStats } from './runtime.js';
+
+export type { RulesDevices } from './engine.js';
 
 /** What attach() needs of a router (src/router/router.ts Router). */
 export interface HookTarget {
@@ -21,13 +36,12 @@ export interface HookTarget {
 
 class Delegate implements PacketHook {
   readonly name: string;
-  constructor(private readonly owner: RulesAttachment, private readonly hook: number) {
+  constructor(private readonly rt: RulesRuntime, private readonly hook: number) {
     this.name = `liqo-firewall:${HOOKS[hook]}`;
   }
 
   process(buf: Uint8Array, v: IpView, meta: PacketMeta, now: number): number {
-    const e = this.owner.engine;
-    return e === null ? VERDICT_ACCEPT : e.hooks[this.hook]!.process(buf, v, meta, now);
+    return this.rt.run(this.hook, buf, v, meta, now);
   }
 }
 
@@ -37,13 +51,18 @@ function keyOf(o: unknown): string {
 }
 
 export class RulesAttachment {
-  /** The engine in force (null: no rules, every packet accepted). */
-  engine: RulesEngine | null = null;
+  readonly runtime: RulesRuntime;
   private readonly stages: PacketHook[] = [];
   private accepted = new Map<string, RuleTable>();
 
-  constructor(private readonly devices: RulesDevices) {
-    for (let h = 0; h < HOOK_COUNT; h++) this.stages.push(new Delegate(this, h));
+  constructor(devices: RulesDevices, opts: RulesRuntimeOptions = {}) {
+    this.runtime = new RulesRuntime(devices, opts);
+    for (let h = 0; h < HOOK_COUNT; h++) this.stages.push(new Delegate(this.runtime, h));
+  }
+
+  /** The runtime when rules are in force, else null (compatibility with the filter-only API). */
+  get engine(): RulesRuntime | null {
+    return this.accepted.size === 0 ? null : this.runtime;
   }
 
   attachTo(router: HookTarget): void {
@@ -52,6 +71,10 @@ export class RulesAttachment {
 
   detachFrom(router: HookTarget): void {
     for (let h = 0; h < HOOK_COUNT; h++) router.detach(h, this.stages[h]!);
+  }
+
+  setDevices(devices: RulesDevices): void {
+    this.runtime.setDevices(devices);
   }
 
   /** Tables in force, by namespace/name. */
@@ -74,8 +97,36 @@ export class RulesAttachment {
         if (prev !== undefined) next.set(k, prev);
       }
     }
-    this.accepted = next;
-    this.engine = next.size === 0 ? null : new RulesEngine([...next.values()], this.devices);
+    this.install(next);
     return errors;
+  }
+
+  /** Replaces the rule set by already-parsed tables (keyed by their `object`). */
+  setTables(tables: readonly RuleTable[]): void {
+    const next = new Map<string, RuleTable>();
+    for (const t of tables) next.set(`${t.object}#${t.name}`, t);
+    this.install(next);
+  }
+
+  private install(next: Map<string, RuleTable>): void {
+    this.accepted = next;
+    this.runtime.install(next.size === 0 ? null : compileRules([...next.values()]));
+  }
+
+  /** How each rule in force was compiled. */
+  plan(): readonly RulePlanRow[] {
+    return this.runtime.rules?.plan ?? [];
+  }
+
+  counters(): RuleCounterRow[] {
+    return this.runtime.counters();
+  }
+
+  stats(): RulesStats {
+    return this.runtime.stats();
+  }
+
+  expire(now: number, budget = 1024): number {
+    return this.runtime.expire(now, budget);
   }
 }

@@ -11,17 +11,19 @@
  * - reject drops without sending the ICMP error / TCP reset (counted as `rejected`);
  * - NAT never changes ports (the kernel does only on a tuple clash);
  * - `tcpmssclamp` without value uses `pathMtu - 40` (the kernel's `rt mtu` of the route).
- * Interface names: a packet's in/out device is named from PacketMeta by `RulesDevices`;
+ * Interface names: a packet's in/out device is PacketMeta.inDev/outDev when the router names it
+ * (Liqo mode, src/router/steer.ts), else named from PacketMeta's lanes by `RulesDevices`;
  * an unknown name ('') makes dev matches fail, as nft's iifname/oifname do where the device is
  * absent (oifname before routing, iifname of locally generated packets).
  */
 import type { IpView } from '../packet/ip-view.js';
-import { CSUM_ALWAYS, CSUM_NONE, CSUM_UDP, patchWord, read16, swap16 } from '../nat/rewrite.js';
+import { CSUM_ALWAYS, CSUM_NONE, CSUM_UDP, patchWord, read16 } from '../nat/rewrite.js';
+import { C_DEV_IN, C_DEV_OUT, C_IP_DST, C_IP_SRC, C_PORT_SRC, C_PROTO, clampMss, compileCond, type CCond } from './match.js';
 import {
   HOOK_COUNT, HOOK_OUTPUT, HOOK_PREROUTING, OUTPUT_HOST, OUTPUT_NODE, OUTPUT_PEER, SOURCE_HOST, SOURCE_NODE, SOURCE_PEER,
   VERDICT_ACCEPT, VERDICT_DROP, type PacketHook, type PacketMeta,
 } from '../router/hooks.js';
-import { HOOKS, type Chain, type Cond, type Rule, type RuleTable } from './model.js';
+import { HOOKS, type Chain, type Rule, type RuleTable } from './model.js';
 
 /** How the router's endpoints are named as interfaces, and their addresses (masquerade). */
 export interface RulesDevices {
@@ -40,13 +42,9 @@ export interface RulesDevices {
 }
 
 // Condition kinds, ops and actions as small integers (compiled form).
-const C_PROTO = 0, C_DEV_IN = 1, C_DEV_OUT = 2, C_IP_SRC = 3, C_IP_DST = 4, C_PORT_SRC = 5, C_PORT_DST = 6;
 const A_NONE = 0, A_ACCEPT = 1, A_DROP = 2, A_REJECT = 3, A_CTMARK = 4, A_METAMARK = 5, A_MSS = 6, A_NOTRACK = 7;
 const A_DNAT = 8, A_SNAT = 9, A_MASQ = 10, A_ROUTE = 11;
 
-class CCond {
-  constructor(readonly kind: number, readonly neq: boolean, readonly lo: number, readonly hi: number, readonly name: string) {}
-}
 
 class CRule {
   constructor(
@@ -211,7 +209,7 @@ export class RulesEngine {
       case A_DROP: return VERDICT_DROP;
       case A_REJECT: this.rejected++; return VERDICT_DROP;
       case A_CTMARK: st.ctmark = r.value; return -1;
-      case A_METAMARK: st.mark = st.ctmark; return -1;
+      case A_METAMARK: st.mark = st.ctmark; meta.mark = st.ctmark; return -1;
       case A_NOTRACK: if (chain.beforeConntrack) st.notrack = true; return -1;
       case A_MSS: clampMss(buf, v, r.value !== 0 ? r.value : this.devices.pathMtu - 40); return -1;
       case A_DNAT: this.nat(buf, v, v.dstOff, r.value, r.mask); st.dnatDone = true; return VERDICT_ACCEPT;
@@ -280,11 +278,13 @@ export class RulesEngine {
   }
 
   private inName(meta: PacketMeta): string {
+    if (meta.inDev !== '') return meta.inDev;
     const s = meta.source;
     return s === SOURCE_PEER ? this.devices.peer : s === SOURCE_NODE ? this.devices.node : s === SOURCE_HOST ? '' : '';
   }
 
   private outName(meta: PacketMeta): string {
+    if (meta.outDev !== '') return meta.outDev;
     const o = meta.output;
     return o === OUTPUT_PEER ? this.devices.peer : o === OUTPUT_NODE ? this.devices.node : o === OUTPUT_HOST ? this.devices.host : '';
   }
@@ -301,44 +301,3 @@ class RulesHook implements PacketHook {
   }
 }
 
-function compileCond(c: Cond): CCond {
-  switch (c.kind) {
-    case 'proto': return new CCond(C_PROTO, false, c.proto, c.proto, '');
-    case 'dev': return new CCond(c.dir === 'in' ? C_DEV_IN : C_DEV_OUT, c.op === 'neq', 0, 0, c.name);
-    case 'ip': return new CCond(c.pos === 'src' ? C_IP_SRC : C_IP_DST, c.op === 'neq', c.lo, c.hi, '');
-    case 'port': return new CCond(c.pos === 'src' ? C_PORT_SRC : C_PORT_DST, c.op === 'neq', c.lo, c.hi, '');
-  }
-}
-
-/**
- * A TCP SYN's MSS option lowered to `mss` (never raised: the kernel's tcp option maxseg write
- * only lowers), TCP checksum patched. Packets without SYN or without the option are untouched.
- */
-function clampMss(buf: Uint8Array, v: IpView, mss: number): void {
-  if (v.proto !== 6 || v.l4 < 0 || v.l4Len < 20) return;
-  const t = v.l4;
-  if ((buf[t + 13]! & 0x02) === 0) return;
-  const hl = (buf[t + 12]! >>> 4) * 4;
-  if (hl < 20 || hl > v.l4Len) return;
-  let o = t + 20;
-  const end = t + hl;
-  while (o < end) {
-    const kind = buf[o]!;
-    if (kind === 0) return;
-    if (kind === 1) { o++; continue; }
-    if (o + 1 >= end) return;
-    const olen = buf[o + 1]!;
-    if (olen < 2 || o + olen > end) return;
-    if (kind === 2 && olen === 4) {
-      const old = read16(buf, o + 2);
-      if (old <= mss) return;
-      // An option word at an odd distance from the header start is summed byte-swapped.
-      const odd = ((o + 2 - t) & 1) === 1;
-      patchWord(buf, t + 16, CSUM_ALWAYS, odd ? swap16(old) : old, odd ? swap16(mss) : mss);
-      buf[o + 2] = mss >>> 8;
-      buf[o + 3] = mss & 0xff;
-      return;
-    }
-    o += olen;
-  }
-}

@@ -129,7 +129,10 @@ export const KERNEL_MAIN_PREF = 32766;
  * `iifId` names input interfaces as the router's `iif` numbers. Rules without priority get the
  * kernel's default preference (computed over the rules added so far plus `main`).
  */
-export function installRouteConfigurations(router: PolicyRouter<RouteHop>, specs: readonly RouteConfigSpec[], iifId: (name: string) => number): void {
+export function installRouteConfigurations(router: PolicyRouter<RouteHop>, specs: readonly RouteConfigSpec[], iifId: (name: string) => number): void;
+/** The same with each route's next hop mapped by `hopOf` (e.g. to the lane it leaves by). */
+export function installRouteConfigurations<N>(router: PolicyRouter<N>, specs: readonly RouteConfigSpec[], iifId: (name: string) => number, hopOf: (h: RouteHop) => N): void;
+export function installRouteConfigurations<N>(router: PolicyRouter<N>, specs: readonly RouteConfigSpec[], iifId: (name: string) => number, hopOf?: (h: RouteHop) => N): void {
   const prefs: number[] = [KERNEL_MAIN_PREF, KERNEL_MAIN_PREF + 1];
   for (const s of specs) {
     router.addTable(s.tableId);
@@ -141,7 +144,7 @@ export function installRouteConfigurations(router: PolicyRouter<RouteHop>, specs
         pref = first > 0 ? first - 1 : 0;
       }
       prefs.push(pref);
-      for (const x of r.routes) router.addRoute(s.tableId, x.dst, x.hop);
+      for (const x of r.routes) router.addRoute(s.tableId, x.dst, hopOf === undefined ? x.hop as N : hopOf(x.hop));
       if (r.oif !== undefined) continue;
       router.addRule({
         priority: pref, table: s.tableId,

@@ -88,4 +88,19 @@ describe.skipIf(skip !== null)('NodeAgent kernel state', () => {
       await agent.stop();
     }
   });
+
+  it("Liqo mode: the fabric RouteConfigurations' routes towards the gateway go into the TUN; a replaced set removes only its own", async () => {
+    const agent = await NodeAgent.start(config(1500, [gw1]), { netns: NS });
+    try {
+      await agent.setFabricRoutes(['10.71.0.0/16', '10.75.0.0/16']);
+      expect(ipIn('route', 'show', 'dev', 'wfnt')).toMatch(/^10\.75\.0\.0\/16 /m);
+      await agent.setFabricRoutes([]);
+      const r = ipIn('route', 'show', 'dev', 'wfnt');
+      expect(r).not.toMatch(/^10\.75\.0\.0\/16/m);
+      expect(r).toMatch(/^10\.71\.0\.0\/16 /m); // the configured gateway still needs it
+    } finally {
+      await agent.stop();
+    }
+    expect(ipIn('route', 'show')).not.toMatch(/10\.7[15]\./);
+  });
 });

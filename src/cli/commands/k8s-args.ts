@@ -35,14 +35,15 @@ Runs Weft from Liqo's Kubernetes resources (networking.liqo.io, ipam.liqo.io): a
                             env WEFT_LEASE_RETRY_PERIOD)
   --identity ID             Lease candidate identity (default: env POD_NAME, else hostname)
   --pod-cidr CIDR           local pod CIDR when no ipam.liqo.io Network says (repeatable)
-  --geneve-mode l3|l2       default l3
+  --geneve-mode l3|l2       default l3; l2 with --liqo-firewall (as Liqo's fabric creates it)
   --metrics-listen ADDR     Prometheus endpoint "host:port"
   --no-conncheck            gateway: no in-tunnel connection check (by default UDP 12345
                             between the tunnel addresses 169.254.18.1/.2 every 2 s, as Liqo);
                             then Connected = recent handshake. --conncheck: the default
-  --liqo-firewall           gateway: also enforce the FirewallConfigurations Liqo addresses to
-                            gateways (filter chains: MSS clamp, NOTRACK, marks, verdicts) on
-                            the router's hook points; their nat chains stay with Weft's NAT
+  --liqo-firewall           Liqo mode: enforce Liqo's FirewallConfigurations (every chain,
+                            filter and nat) and RouteConfigurations, selected with Liqo's
+                            labels (gateway: cmd/gateway's; node: cmd/fabric's for this
+                            node); the gateway's own remap/masquerade NAT is switched off
   --status-interval SEC     Connection status refresh (default 10)
   --instance NAME           instance name for "weft show" (default: k8s-ROLE; without --mode,
                             --name NAME is accepted for it too)
@@ -142,7 +143,8 @@ export function parseK8sArgs(args: ParsedArgs, env: CliIo['env']): K8sSettings {
   const podName = optString(args, 'pod-name') ?? (env['POD_NAME'] || undefined);
   if (leaseName !== undefined && role !== 'gateway') throw new UsageError('--lease-name is for the gateway role');
   if (leaseName !== undefined && namespace === undefined) throw new UsageError('--lease-name needs --namespace (or POD_NAMESPACE): the Lease lives there');
-  const mode = optString(args, 'geneve-mode') ?? 'l3';
+  // Liqo's fabric creates its Geneve interfaces as L2 (Ethernet, ARP): the default in Liqo mode.
+  const mode = optString(args, 'geneve-mode') ?? (optFlag(args, 'liqo-firewall') ? 'l2' : 'l3');
   if (mode !== 'l3' && mode !== 'l2') throw new UsageError(`--geneve-mode ${JSON.stringify(mode)}: use l3 or l2`);
   const lvl = optString(args, 'log-level');
   let logLevel: LogLevel | undefined;

@@ -1,68 +1,132 @@
 /**
- * `weft k8s --liqo-firewall` (gateway role): the FirewallConfigurations Liqo addresses to
- * gateways, watched with Liqo's label sets and enforced on the running gateway's Router hook
- * points. Only filter chains are attached (MSS clamp, NOTRACK, conntrack/meta marks, verdicts):
- * Liqo's nat chains (remap-podcidr/-externalcidr, IP mapping) are what Weft's own NAT already
- * does from the Configuration and IP objects, and running both would translate twice.
- * RouteConfigurations are watched and parsed (problems reported), not yet steering packets.
- * A bad object is reported through `onProblem` and keeps its previous version in force.
+ * `weft k8s --liqo-firewall` (gateway role): Liqo mode. The FirewallConfigurations and
+ * RouteConfigurations Liqo addresses to gateways, watched with Liqo's label sets (cmd/gateway),
+ * are the whole data-plane contract:
+ * - every chain, filter AND nat, is attached to the gateway Router's hook points, and the
+ *   Router's built-in remap/masquerade NAT is switched off (it runs steered, see
+ *   src/router/steer.ts), so nothing is translated twice;
+ * - the RouteConfigurations steer forwarding: the policy route's next hop picks the peer tunnel,
+ *   a node's Geneve tunnel or the host; nodes' Geneve tunnels carry Liqo's interface names
+ *   (InternalNode .spec.interface.gateway.name) so rules naming them match.
+ * Node role (startGatewayRules with the fabric selectors and the node agent as target): the
+ * fabric category for this node, as Liqo's fabric selects it (cmd/fabric), on the agent's
+ * POSTROUTING (node → gateway) and PREROUTING (gateway → node) stages; its RouteConfigurations
+ * are parsed and reported, and their routes towards the gateway go into the node kernel through
+ * the agent's TUN (onRoutes).
+ * A bad object is refused with an error naming object, chain, rule and field (onProblem, and
+ * onObjectProblem for a Kubernetes Event on it); its previous version stays in force.
  */
 import type { KubeConfig, KubernetesObject } from '@kubernetes/client-node';
 import { GatewayRulesWatcher } from '../../control/k8s/firewall-watch.js';
+import type { Steering } from '../../router/steer.js';
 import { RulesAttachment, type HookTarget } from '../../rules/attach.js';
-import { RouteParseError, parseRouteConfiguration } from '../../rules/routes.js';
+import type { RulesDevices } from '../../rules/engine.js';
+import { RouteParseError, type RouteConfigSpec } from '../../rules/routes.js';
+import { buildSteering, parseRouteObjects } from '../../rules/steering.js';
 
-export interface GatewayRulesOptions {
+/** Liqo's interface names on the gateway (pkg/gateway/tunnel/const.go; the remap rules' default interface). */
+export const LIQO_TUNNEL_IF = 'liqo-tunnel';
+export const LIQO_DEFAULT_IF = 'eth0';
+
+/** What Liqo mode steers: the gateway Router and its node tunnels by Liqo's interface names. */
+export interface SteerTarget<G> {
+  setSteering(s: Steering<G> | null): void;
+  /** The node tunnels in force and their Geneve interface names. */
+  nodes(): { tunnel: G; dev: string }[];
+  /** True for a peer's in-tunnel address (a RouteConfiguration gw reached through the tunnel). */
+  isPeerAddress(gw: string): boolean;
+  /** The gateway's own addresses per lane (masquerade, reject replies), IPv4 as unsigned 32-bit. */
+  addresses?(): { peerAddr: number; nodeAddr: number; hostAddr: number };
+}
+
+export interface GatewayRulesOptions<G> {
   kubeConfig: KubeConfig;
   router: HookTarget;
+  /** Liqo mode's routing (absent: rules attached, routing left to the Router's own tables). */
+  steer?: SteerTarget<G>;
   remoteClusterIds: readonly string[] | undefined;
   nodeName: string;
   namespace?: string;
+  /** The node agent's: fabric*Selectors (default: the gateway's label sets). */
+  selectors?: { firewall: readonly string[]; routes: readonly string[] };
+  /** Device names where the router names none (the node agent: its Geneve interface). */
+  devices?: Partial<RulesDevices>;
   /** null when every object is accepted. */
   onProblem: (problem: string | null) => void;
+  /** The RouteConfigurations in force after each change (the node role routes towards its gateways). */
+  onRoutes?: (specs: readonly RouteConfigSpec[]) => void;
+  /** Each refused object with its error (for a Warning Event on it). */
+  onObjectProblem?: (obj: KubernetesObject, message: string) => void;
   onError: (err: unknown) => void;
 }
 
 export interface GatewayRules {
   readonly attachment: RulesAttachment;
+  /** The RouteConfigurations in force, by namespace/name. */
+  routes(): ReadonlyMap<string, RouteConfigSpec>;
+  /** Re-resolves node tunnels and names (after the gateway's tunnels changed). */
+  refresh(): void;
   stop(): Promise<void>;
 }
 
-/** Keeps only filter chains of each FirewallConfiguration (see header). */
-function filterChainsOnly(o: KubernetesObject): unknown {
-  const spec = (o as { spec?: { table?: { chains?: { type?: string }[] } } }).spec;
-  const chains = spec?.table?.chains;
-  if (!Array.isArray(chains)) return o;
-  return { ...o, spec: { ...spec, table: { ...spec!.table, chains: chains.filter((c) => c?.type !== 'nat') } } };
-}
+const keyOf = (o: KubernetesObject): string => `${o.metadata?.namespace ?? ''}/${o.metadata?.name ?? '?'}`;
 
-export async function startGatewayRules(o: GatewayRulesOptions): Promise<GatewayRules> {
-  // Device names as Liqo's gateway has them: the tunnel; nodes and host by Weft's lanes.
-  const attachment = new RulesAttachment({ peer: 'liqo-tunnel', node: 'liqo.geneve', host: 'eth0', peerAddr: 0, nodeAddr: 0, hostAddr: 0, pathMtu: 1500 });
+export async function startGatewayRules<G>(o: GatewayRulesOptions<G>): Promise<GatewayRules> {
+  // Lane names when the router does not name a device (a node tunnel without InternalNode name).
+  const devices: RulesDevices = { peer: LIQO_TUNNEL_IF, node: 'liqo.geneve', host: LIQO_DEFAULT_IF, peerAddr: 0, nodeAddr: 0, hostAddr: 0, pathMtu: 1500, ...o.devices };
+  const attachment = new RulesAttachment(devices);
   attachment.attachTo(o.router);
+  let specs: ReadonlyMap<string, RouteConfigSpec> = new Map();
+  const steer = (): void => {
+    const s = o.steer;
+    if (s === undefined) return;
+    const a = s.addresses?.();
+    if (a !== undefined) attachment.setDevices({ ...devices, ...a });
+    s.setSteering(buildSteering({ devices: { tunnel: LIQO_TUNNEL_IF, host: LIQO_DEFAULT_IF }, nodes: s.nodes(), isPeerAddress: (g) => s.isPeerAddress(g) }, [...specs.values()]));
+  };
+  // Steered from the start: until the objects arrive nothing is translated nor routed by the old NAT.
+  steer();
   const watcher = new GatewayRulesWatcher({
     kubeConfig: o.kubeConfig, remoteClusterIds: o.remoteClusterIds, nodeName: o.nodeName,
     ...(o.namespace !== undefined ? { namespace: o.namespace } : {}),
+    ...(o.selectors !== undefined ? { selectors: o.selectors } : {}),
     onError: o.onError,
     onChange: (fw, rt) => {
-      const problems = attachment.update(fw.map(filterChainsOnly)).map((e) => e.message);
-      for (const r of rt) {
-        try { parseRouteConfiguration(r); } catch (e) { if (e instanceof RouteParseError) problems.push(e.message); else throw e; }
+      const fwErrors = attachment.update(fw);
+      const r = parseRouteObjects(rt, specs);
+      specs = r.specs;
+      steer();
+      o.onRoutes?.([...specs.values()]);
+      // List items may lack kind/apiVersion; an Event needs them.
+      const typed = (x: KubernetesObject, kind: string): KubernetesObject => ({ ...x, kind: x.kind ?? kind, apiVersion: x.apiVersion ?? 'networking.liqo.io/v1beta1' });
+      const byKey = new Map([...fw.map((x) => typed(x, 'FirewallConfiguration')), ...rt.map((x) => typed(x, 'RouteConfiguration'))].map((x) => [`${x.kind}:${keyOf(x)}`, x] as const));
+      const problems: string[] = [];
+      for (const e of [...fwErrors, ...r.errors]) {
+        problems.push(e.message);
+        const kind = e instanceof RouteParseError ? 'RouteConfiguration' : 'FirewallConfiguration';
+        const obj = byKey.get(`${kind}:${e.object.includes('/') ? e.object : `/${e.object}`}`);
+        if (obj !== undefined) o.onObjectProblem?.(obj, e.message);
       }
       o.onProblem(problems.length === 0 ? null : problems.join('; '));
     },
   });
+  // Conntrack housekeeping (the data plane's clock is Date.now by default, as here).
+  const housekeeping = setInterval(() => attachment.expire(Date.now()), 1000);
+  housekeeping.unref();
+  const undo = (): void => { clearInterval(housekeeping); attachment.detachFrom(o.router); o.steer?.setSteering(null); };
   try {
     await watcher.start();
   } catch (e) {
-    attachment.detachFrom(o.router);
+    undo();
     throw e;
   }
   return {
     attachment,
+    routes: () => specs,
+    refresh: steer,
     async stop() {
       await watcher.stop();
-      attachment.detachFrom(o.router);
+      undo();
     },
   };
 }

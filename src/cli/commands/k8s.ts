@@ -41,6 +41,7 @@ import type { ConnectionValue } from '../../control/conncheck.js';
 import { getCryptoBackend, parseCryptoBackendName } from '../../crypto/select.js';
 import { EXIT_OK, fail, parseArgs, type CliIo } from './common.js';
 import { K8S_HELP, K8S_SPEC, loadKubeConfig, parseK8sArgs, type K8sSettings } from './k8s-args.js';
+import { gatewaySteerTarget, nodeRoutesSink, nodeRulesOptions } from './k8s-liqo.js';
 import { startGatewayRules, type GatewayRules } from './k8s-rules.js';
 import { errText, Runtime } from './runtime.js';
 
@@ -298,14 +299,37 @@ export class K8sMode {
   }
 
   private async startLiqoFirewall(): Promise<void> {
-    const router = this.runtime.gatewayRouter();
-    if (!this.s.liqoFirewall || router === null) return;
+    if (!this.s.liqoFirewall) return;
+    const agent = this.runtime.nodeAgent();
+    if (agent !== null && this.s.nodeName !== undefined) {
+      this.liqoRules = await startGatewayRules({ ...nodeRulesOptions(this.s.nodeName, this.watcher?.snapshot()), kubeConfig: this.kc, router: agent, remoteClusterIds: undefined,
+        onRoutes: nodeRoutesSink(agent, () => this.watcher?.snapshot(), (e) => this.log.warn({ err: errText(e) }, 'fabric routes')),
+        ...(this.s.namespace !== undefined ? { namespace: this.s.namespace } : {}),
+        onProblem: (p) => this.runtime.setProblem('liqo-firewall', p),
+        onObjectProblem: (obj, message) => { void this.objectEvent(obj as K8sObject, message); },
+        onError: (e) => this.log.warn({ err: errText(e) }, 'liqo firewall watch'),
+      });
+      return;
+    }
+    const gw = this.runtime.gateway();
+    if (gw === null) return;
     this.liqoRules = await startGatewayRules({
-      kubeConfig: this.kc, router, remoteClusterIds: this.s.remoteClusterIds, nodeName: this.s.nodeName ?? '',
+      kubeConfig: this.kc, router: gw.router, remoteClusterIds: this.s.remoteClusterIds, nodeName: this.s.nodeName ?? '',
+      steer: gatewaySteerTarget(gw, () => this.watcher?.snapshot().internalNodes ?? []),
       ...(this.s.namespace !== undefined ? { namespace: this.s.namespace } : {}),
       onProblem: (p) => this.runtime.setProblem('liqo-firewall', p),
+      onObjectProblem: (obj, message) => { void this.objectEvent(obj as K8sObject, message); },
       onError: (e) => this.log.warn({ err: errText(e) }, 'liqo firewall watch'),
     });
+  }
+
+  /** A Warning Event on an object Liqo mode refused (best effort, logged). */
+  private async objectEvent(obj: K8sObject, message: string): Promise<void> {
+    try {
+      await this.events?.warn(obj, 'InvalidConfiguration', message);
+    } catch (err) {
+      this.log.warn({ err: errText(err) }, 'event');
+    }
   }
 
   private async deactivate(): Promise<void> {
@@ -327,6 +351,7 @@ export class K8sMode {
     try {
       if (ops.some((o) => o.kind === 'restart')) throw new Error('role changed');
       await this.runtime.apply(ops, next);
+      this.liqoRules?.refresh(); // node tunnels may have changed
     } catch (e) {
       this.log.warn({ err: errText(e) }, 'change needs a restart of the data plane: restarting');
       await this.deactivate();

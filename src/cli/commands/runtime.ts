@@ -20,6 +20,8 @@
 import type { Logger } from 'pino';
 import type { GatewayConfig, NodeConfig, WeftConfig } from '../../control/config.js';
 import type { HookTarget } from '../../rules/attach.js';
+import type { Gateway } from '../../gateway/gateway.js';
+import type { NodeAgent } from '../../node/agent.js';
 import type { ConfigOp } from '../../control/diff.js';
 import { createMetricsRegistry, startMetricsServer, type MetricsServer, type PeerStatsSample, type StatsSource } from '../../control/metrics.js';
 import type { CryptoBackend } from '../../crypto/backend.js';
@@ -84,6 +86,16 @@ export class Runtime {
   /** The running gateway's Router (hook points for extra stages), null when none runs. */
   gatewayRouter(): HookTarget | null {
     return this.dp !== null && this.dp.role === 'gateway' ? this.dp.gateway.router : null;
+  }
+
+  /** The running node agent (Liqo mode attaches the fabric rules), null when none runs. */
+  nodeAgent(): NodeAgent | null {
+    return this.dp !== null && this.dp.role === 'node' ? this.dp.node : null;
+  }
+
+  /** The running gateway (Liqo mode steers its Router), null when none runs. */
+  gateway(): Gateway | null {
+    return this.dp !== null && this.dp.role === 'gateway' ? this.dp.gateway : null;
   }
 
   get current(): WeftConfig | null {

@@ -46,6 +46,25 @@ export function gatewayRouteSelectors(remoteClusterIds: readonly string[] | unde
   ];
 }
 
+/**
+ * Label selectors of the FirewallConfigurations the fabric on `nodeName` applies (liqotech/liqo
+ * cmd/fabric/main.go with pkg/fabric/label.go and external-network/remapping/label.go): fabric +
+ * all-nodes (e.g. `<cfg>-masquerade-bypass`), fabric + ip-mapping, fabric + single-node + unique =
+ * this node (the gateway masquerade bypass `<node>` objects).
+ */
+export function fabricFirewallSelectors(nodeName: string): string[] {
+  return [
+    `${FW_CAT}=fabric,${FW_SUB}=all-nodes`,
+    `${FW_CAT}=fabric,${FW_SUB}=ip-mapping`,
+    `${FW_CAT}=fabric,${FW_SUB}=single-node,${FW_UNIQUE}=${nodeName}`,
+  ];
+}
+
+/** RouteConfigurations the fabric applies: route-category fabric (e.g. `<internalfabric>-node-gw`). */
+export function fabricRouteSelectors(): string[] {
+  return [`${RT_CAT}=fabric`];
+}
+
 type Inf = Informer<KubernetesObject> & ObjectCache<KubernetesObject>;
 
 export interface GatewayRulesWatcherOptions {
@@ -57,6 +76,8 @@ export interface GatewayRulesWatcherOptions {
   namespace?: string;
   debounceMs?: number;
   restartMs?: number;
+  /** Other label selectors than the gateway's (the node agent: fabric*Selectors). */
+  selectors?: { firewall: readonly string[]; routes: readonly string[] };
   onChange: (firewall: KubernetesObject[], routes: KubernetesObject[]) => void;
   onError?: (err: unknown) => void;
 }
@@ -85,8 +106,8 @@ export class GatewayRulesWatcher {
       });
       into.push(inf);
     };
-    for (const s of gatewayFirewallSelectors(o.remoteClusterIds)) make(FIREWALL_CONFIGURATIONS, s, this.fw);
-    for (const s of gatewayRouteSelectors(o.remoteClusterIds, o.nodeName)) make(ROUTE_CONFIGURATIONS, s, this.rt);
+    for (const s of o.selectors?.firewall ?? gatewayFirewallSelectors(o.remoteClusterIds)) make(FIREWALL_CONFIGURATIONS, s, this.fw);
+    for (const s of o.selectors?.routes ?? gatewayRouteSelectors(o.remoteClusterIds, o.nodeName)) make(ROUTE_CONFIGURATIONS, s, this.rt);
     await Promise.all([...this.fw, ...this.rt].map((i) => i.start()));
     this.started = true;
     this.emit();

@@ -1,0 +1,136 @@
+/**
+ * Compiled rules (conntrack) vs today's derived NAT, in ONE process, rounds alternated (both see
+ * the same load at the same moments), and what a rule on the general matcher costs per kind.
+ *
+ * A: the Router with the derived NAT (src/nat/nat.ts: remap, masquerade, IP mapping, MSS
+ *    clamp) — today's path. B: the Router with the NAT in passthrough and the same configuration
+ *    as rules (src/rules/from-nat.ts) compiled and attached at the hook points (src/rules) — the
+ *    one data path for YAML and Kubernetes. Same packets (92-byte UDP, established flows: the
+ *    first packet of each flow is sent before timing), buffer restored from a pristine copy
+ *    before every packet on both sides.
+ * General matcher: B plus a forward filter chain of 64 rules of one kind that never match; the
+ *    extra time per packet / 64 is the cost of one rule of that kind.
+ *
+ * Run: npm run build && node dist/bench/rules.js
+ */
+import type { NatConfig, NatPeerConfig } from '../src/nat/config.js';
+import { Nat } from '../src/nat/nat.js';
+import { parseAddress } from '../src/packet/addr.js';
+import { writeIpv4UdpHeaders } from '../src/packet/udp.js';
+import { ROUTER_DROP_NAMES, Router, RouterLanes } from '../src/router/router.js';
+import { RulesAttachment } from '../src/rules/attach.js';
+import { identityPeer, passthroughNatConfig, rulesFromNatConfig } from '../src/rules/from-nat.js';
+import { ipToNumber, type Cond, type RuleTable } from '../src/rules/model.js';
+
+const HEAD = 128;
+const LEN = 92;
+const N = 100_000;
+const TUN = 'liqo-tunnel';
+const CFG: NatConfig = { localPodCIDRs: ['10.112.0.0/16'], localExternalCIDR: '10.70.0.0/16', ipMappings: [{ externalAddress: '10.70.5.5', realAddress: '192.168.7.10' }], conntrack: { seed: 1 } };
+const PEER: NatPeerConfig = { name: 'b', remote: { podCIDRs: ['10.243.0.0/16'], externalCIDRs: [] }, remapped: { podCIDRs: ['10.71.0.0/16'], externalCIDRs: [] } };
+const nodes = { lookupDestination: (b: Uint8Array, o: number) => ((b[o] === 10 && b[o + 1] === 112) || b[o] === 192 ? 'n' : undefined) };
+
+interface Side { router: Router<string, string>; rules?: RulesAttachment }
+
+function derived(): Side {
+  const nat = new Nat(CFG);
+  const router = new Router<string, string>({ nat, nodes });
+  router.addPeer('b', nat.addPeer(PEER), 'link');
+  return { router };
+}
+
+function compiled(extra: RuleTable[] = []): Side {
+  const nat = new Nat(passthroughNatConfig(CFG));
+  const router = new Router<string, string>({ nat, nodes });
+  router.addPeer('b', nat.addPeer(identityPeer(PEER)), 'link');
+  const rules = new RulesAttachment({ peer: TUN, node: 'liqo.geneve', host: 'eth0', peerAddr: ipToNumber('10.70.0.0')!, nodeAddr: 0, hostAddr: 0, pathMtu: 1340 });
+  rules.attachTo(router);
+  rules.setTables([...rulesFromNatConfig(CFG, [PEER], { tunnel: TUN }), ...extra]);
+  return { router, rules };
+}
+
+interface Path { label: string; from: 'node' | 'peer'; src: string; dst: string; sport: number; dport: number; prime?: { src: string; dst: string; sport: number; dport: number } }
+
+const PATHS: Path[] = [
+  { label: 'pod → remapped peer pod (prefix DNAT)', from: 'node', src: '10.112.1.11', dst: '10.71.2.23', sport: 1000, dport: 2000 },
+  { label: 'peer pod → pod (prefix SNAT)', from: 'peer', src: '10.243.2.23', dst: '10.112.1.11', sport: 2001, dport: 1001 },
+  { label: 'host → peer pod (masquerade, established)', from: 'node', src: '192.168.1.5', dst: '10.71.2.23', sport: 3000, dport: 53 },
+  { label: 'peer → masqueraded host (reply)', from: 'peer', src: '10.243.2.23', dst: '10.70.0.0', sport: 53, dport: 3000, prime: { src: '192.168.1.5', dst: '10.71.2.23', sport: 3000, dport: 53 } },
+];
+
+function packet(src: string, dst: string, sport: number, dport: number): Uint8Array {
+  const buf = new Uint8Array(HEAD + LEN + 64);
+  writeIpv4UdpHeaders(buf, HEAD, parseAddress(src), parseAddress(dst), sport, dport, LEN - 28, true);
+  return buf;
+}
+
+/** A closure sending `p` through `s` once per call (restoring the packet first); checks it is forwarded. */
+function driver(s: Side, p: Path): () => void {
+  const L = new RouterLanes<string, string>(1);
+  const offs = Uint32Array.of(HEAD);
+  const lens = Uint32Array.of(LEN);
+  const links = ['link'];
+  if (p.prime) s.router.fromNodes(packet(p.prime.src, p.prime.dst, p.prime.sport, p.prime.dport), offs, lens, 1, 0, L);
+  const pristine = packet(p.src, p.dst, p.sport, p.dport);
+  const buf = pristine.slice();
+  const send = p.from === 'node'
+    ? () => { buf.set(pristine); s.router.fromNodes(buf, offs, lens, 1, 0, L); }
+    : () => { buf.set(pristine); s.router.fromPeers(buf, offs, lens, links, 1, 0, L); };
+  L.clear();
+  send();
+  if (L.toPeers.count + L.toNodes.count !== 1) throw new Error(`rules bench: ${p.label} not forwarded (${ROUTER_DROP_NAMES.filter((_, i) => s.router.drops[i]! > 0).join(',')})`);
+  return () => { L.clear(); send(); };
+}
+
+const med = (x: number[]): number => [...x].sort((p, q) => p - q)[x.length >> 1]!;
+
+function time(f: () => void): number {
+  const t0 = process.hrtime.bigint();
+  for (let i = 0; i < N; i++) f();
+  return Number(process.hrtime.bigint() - t0) / N;
+}
+
+/** Alternated rounds of A and B; per-round ratios B/A. */
+function ab(a: () => void, b: () => void, rounds = 12): { a: number; b: number; ratio: number; lo: number; hi: number } {
+  const ta: number[] = [];
+  const tb: number[] = [];
+  for (let r = 0; r < rounds; r++) {
+    if (r % 2) { ta.push(time(a)); tb.push(time(b)); } else { tb.push(time(b)); ta.push(time(a)); }
+  }
+  const A = ta.slice(2), B = tb.slice(2);
+  const ratios = B.map((v, i) => v / A[i]!).sort((p, q) => p - q);
+  return { a: med(A), b: med(B), ratio: med(ratios), lo: ratios[0]!, hi: ratios[ratios.length - 1]! };
+}
+
+function filterTable(name: string, cond: Cond, n = 64): RuleTable {
+  const rules = Array.from({ length: n }, (_, i) => ({ kind: 'filter' as const, name: `r${i}`, conds: [cond], counter: false, action: { type: 'drop' as const } }));
+  return { object: 'bench/general', name, family: 'ip', chains: [{ name: 'fwd', hook: 'forward', type: 'filter', priority: 0, policy: 'accept', rules }] };
+}
+
+function main(): void {
+  console.log('| path (92 B UDP, established) | derived NAT ns/pkt | compiled rules ns/pkt | derived / compiled (speed ratio, median of 10 alternated rounds; min–max) |');
+  console.log('|---|---|---|---|');
+  for (const p of PATHS) {
+    const r = ab(driver(derived(), p), driver(compiled(), p));
+    // Speed of B relative to A = time A / time B.
+    console.log(`| ${p.label} | ${r.a.toFixed(0)} | ${r.b.toFixed(0)} | ${(1 / r.ratio).toFixed(3)}x (${(1 / r.hi).toFixed(3)}–${(1 / r.lo).toFixed(3)}) |`);
+  }
+  const kinds: [string, Cond][] = [
+    ['proto (tcp, packet is udp)', { kind: 'proto', proto: 6 }],
+    ['dev in eq', { kind: 'dev', dir: 'in', op: 'eq', name: 'nomatch0' }],
+    ['ip src eq address', { kind: 'ip', pos: 'src', op: 'eq', lo: ipToNumber('172.16.0.1')!, hi: ipToNumber('172.16.0.1')!, text: '172.16.0.1' }],
+    ['ip dst subnet', { kind: 'ip', pos: 'dst', op: 'eq', lo: ipToNumber('172.16.0.0')!, hi: ipToNumber('172.16.255.255')!, text: '172.16.0.0/16' }],
+    ['ip src neq range', { kind: 'ip', pos: 'src', op: 'neq', lo: 0, hi: 0xffffffff, text: '0.0.0.0-255.255.255.255' }],
+    ['port dst eq', { kind: 'port', pos: 'dst', op: 'eq', lo: 9, hi: 9 }],
+  ];
+  const p = PATHS[0]!;
+  console.log('');
+  console.log('| general-matcher rule kind (never matching) | ns per rule per packet (64 rules, median of 10 alternated rounds) |');
+  console.log('|---|---|');
+  for (const [label, cond] of kinds) {
+    const r = ab(driver(compiled(), p), driver(compiled([filterTable('g', cond)]), p));
+    console.log(`| ${label} | ${((r.b - r.a) / 64).toFixed(2)} |`);
+  }
+}
+
+main();

@@ -1,0 +1,266 @@
+/**
+ * RuleTables → the compiled form the rules runtime (runtime.ts) executes. Public contract (kept
+ * stable for the Liqo wiring; attach.ts is the usual entry point):
+ *
+ *   const compiled = compileRules(tables);          // pure; throws nothing for parsed tables
+ *   compiled.plan                                   // how each rule was compiled (form per rule id)
+ *   runtime.install(compiled)                       // swap between packets; conntrack kept
+ *
+ * Rule ids are `<namespace>/<object>/<table>/<chain>/<rule>` (`.../<chain>/policy` for the
+ * chain policy); the same ids name counters (runtime.counters()).
+ *
+ * Forms, with nftables semantics (NAT decided on a connection's first packet; established and
+ * reply packets translated from the connection's binding by conntrack, src/nat/flows.ts):
+ * - `prefix-nat`:   dnat/snat to a subnet (Liqo's remap-podcidr / remap-externalcidr) → a
+ *                   src/nat PrefixRemap computing the mapped address, bound to the connection;
+ * - `addr-map`:     a run of single-address dnat rules matching one destination address each
+ *                   (Liqo's `<ip>-remap-ipmapping-gw`) → one hash table address → address;
+ * - `snat-ct`:      snat to one address, `masquerade-ct`: masquerade → source NAT bound to the
+ *                   connection, port kept unless the reply tuple is taken (then the kernel's
+ *                   port class: 1-511, 600-1023, 1024-65535);
+ * - `mss-clamp`:    tcpmssclamp → the SYN MSS clamp;
+ * - `ctmark`, `metamark`: the mark stored on the connection / restored to PacketMeta.mark;
+ * - `general`:      everything else (verdicts, counters-only, notrack, route rules) on the
+ *                   general matcher, every match counted per rule (runtime.generalOf(id)).
+ * Nat chains are walked for a connection's first packet only; filter chains for every packet.
+ * Per packet nothing here allocates (compilation does).
+ */
+import { PrefixRemap } from '../nat/remap.js';
+import { HOOK_FORWARD, HOOK_INPUT, HOOK_OUTPUT, HOOK_POSTROUTING, HOOK_PREROUTING } from '../router/hooks.js';
+import { compileCond, type CCond, C_IP_DST } from './match.js';
+import { HOOKS, numberToIp, type Chain, type Rule, type RuleTable } from './model.js';
+
+export type RuleForm =
+  | 'prefix-nat' | 'addr-map' | 'snat-ct' | 'masquerade-ct' | 'mss-clamp' | 'ctmark' | 'metamark' | 'general';
+
+export interface RulePlanRow {
+  readonly id: string;
+  readonly form: RuleForm;
+}
+
+// Filter actions.
+export const A_NONE = 0, A_ACCEPT = 1, A_DROP = 2, A_REJECT = 3, A_CTMARK = 4, A_METAMARK = 5, A_MSS = 6, A_NOTRACK = 7, A_ROUTE = 8;
+// NAT kinds.
+export const N_DNAT = 0, N_SNAT = 1, N_MASQ = 2, N_MAP = 3;
+// Step kinds.
+export const S_CHAIN = 0, S_CT = 1, S_NAT = 2, S_CONFIRM = 3;
+
+export class CFilterRule {
+  constructor(
+    readonly id: number,
+    readonly conds: readonly CCond[],
+    readonly counter: boolean,
+    readonly action: number,
+    /** ctmark value, MSS (0: route MTU − 40). */
+    readonly value: number,
+    readonly general: boolean,
+  ) {}
+}
+
+/** A single-address destination mapping entry of an `addr-map` run. */
+export interface MapTarget {
+  readonly id: number;
+  readonly bind: string;
+  readonly addr: number;
+}
+
+export class CNatRule {
+  constructor(
+    readonly id: number,
+    /** Identity of the binding (rule content); conntrack entries bound by it survive updates that keep it. */
+    readonly bind: string,
+    readonly conds: readonly CCond[],
+    readonly kind: number,
+    /** N_DNAT / N_SNAT: the new address for a single address (remap null). */
+    readonly addr: number,
+    readonly remap: PrefixRemap | null,
+    /** N_MAP: destination address → target (first rule wins, as in the walk). */
+    readonly map: ReadonlyMap<number, MapTarget> | null,
+  ) {}
+}
+
+export class CChain {
+  constructor(
+    readonly nat: boolean,
+    readonly priority: number,
+    readonly dropPolicy: boolean,
+    readonly policyId: number,
+    readonly filter: readonly CFilterRule[],
+    readonly natRules: readonly CNatRule[],
+    /** prerouting/output below priority -200 (raw): notrack has an effect only there. */
+    readonly beforeConntrack: boolean,
+  ) {}
+}
+
+export class CStep {
+  constructor(readonly kind: number, readonly chain: CChain | null) {}
+}
+
+export class CompiledRules {
+  /** Per hook (HOOK_*), the steps in priority order. */
+  readonly steps: readonly (readonly CStep[])[];
+  /** Counter names by compiled id ('' for rules that neither count nor run on the general path). */
+  readonly ids: readonly string[];
+  readonly plan: readonly RulePlanRow[];
+  /** Connection tracking is needed (NAT or ct marks present). */
+  readonly tracked: boolean;
+  /** Binding identities of every NAT rule in this rule set. */
+  readonly binds: ReadonlySet<string>;
+  /** Per compiled id: a counter row is shown (rules with `counter`, chain policies). */
+  readonly counted: readonly boolean[];
+  /**
+   * Per hook: 1 when its steps are conntrack / NAT only, the conntrack step first (the runtime's
+   * fast path for established packets), else 0.
+   */
+  readonly natOnly: Uint8Array;
+  constructor(steps: CStep[][], ids: string[], plan: RulePlanRow[], tracked: boolean, binds: Set<string>, counted: boolean[]) {
+    this.counted = counted;
+    this.steps = steps;
+    this.natOnly = Uint8Array.from(steps.map((l, h) => (tracked && h !== HOOK_FORWARD && l.length > 0 && l.every((x) => x.kind !== S_CHAIN) &&
+      (h !== HOOK_PREROUTING && h !== HOOK_OUTPUT ? true : l[0]!.kind === S_CT) ? 1 : 0)));
+    this.ids = ids;
+    this.plan = plan;
+    this.tracked = tracked;
+    this.binds = binds;
+  }
+}
+
+const NAT_PRIO = [-100, 100, 0, -100, 100];
+/** Evaluation order of condition kinds (C_*: proto, dev in, dev out, ip src, ip dst, port src, port dst). */
+const COST = [0, 3, 3, 1, 1, 2, 2];
+
+/** Compiles parsed tables (parse.ts) into the runtime's form. Allocates; call per update. */
+export function compileRules(tables: readonly RuleTable[]): CompiledRules {
+  const ids: string[] = [];
+  const plan: RulePlanRow[] = [];
+  const binds = new Set<string>();
+  let tracked = false;
+  const perHook: { prio: number; seq: number; chain: CChain }[][] = HOOKS.map(() => []);
+  let seq = 0;
+  for (const t of tables) {
+    for (const c of t.chains) {
+      const chain = compileChain(t, c, ids, plan, binds);
+      if (chain.nat) tracked = true;
+      if (chain.filter.some((r) => r.action === A_CTMARK || r.action === A_METAMARK)) tracked = true;
+      perHook[HOOKS.indexOf(c.hook)]!.push({ prio: c.priority, seq: seq++, chain });
+    }
+  }
+  const steps: CStep[][] = [];
+  for (let h = 0; h < HOOKS.length; h++) {
+    const list = perHook[h]!.sort((a, b) => a.prio - b.prio || a.seq - b.seq);
+    const filters = list.filter((e) => !e.chain.nat);
+    const nats = list.filter((e) => e.chain.nat);
+    const out: { prio: number; step: CStep }[] = filters.map((e) => ({ prio: e.prio, step: new CStep(S_CHAIN, e.chain) }));
+    if (tracked) {
+      if (h === HOOK_PREROUTING || h === HOOK_OUTPUT) out.push({ prio: -200, step: new CStep(S_CT, null) });
+      // The NAT core's hook: nat chains run inside it, in their priority order.
+      if (h !== HOOK_FORWARD) {
+        // Nat chains decide for a new connection, then the core step applies the binding.
+        for (const n of nats) out.push({ prio: NAT_PRIO[h]!, step: new CStep(S_NAT, n.chain) });
+        out.push({ prio: NAT_PRIO[h]!, step: new CStep(S_NAT, null) });
+      }
+      if (h === HOOK_POSTROUTING || h === HOOK_INPUT) out.push({ prio: Number.MAX_SAFE_INTEGER, step: new CStep(S_CONFIRM, null) });
+    }
+    // Stable sort: at equal priority the CT / NAT core steps go after filter chains registered
+    // before them, as the kernel orders hooks of equal priority by registration (nft's chains
+    // before the conntrack/NAT core, whose modules load with the first rule needing them).
+    steps.push(out.sort((a, b) => a.prio - b.prio).map((e) => e.step));
+  }
+  const counted = ids.map((id) => id.endsWith('/policy'));
+  for (const t of tables) for (const c of t.chains) for (const r of c.rules) if (r.kind === 'filter' && r.counter) counted[ids.indexOf(`${t.object}/${t.name}/${c.name}/${r.name}`)] = true;
+  return new CompiledRules(steps, ids, plan, tracked, binds, counted);
+}
+
+function compileChain(t: RuleTable, c: Chain, ids: string[], plan: RulePlanRow[], binds: Set<string>): CChain {
+  const base = `${t.object}/${t.name}/${c.name}`;
+  const filter: CFilterRule[] = [];
+  const natRules: CNatRule[] = [];
+  let run: Map<number, MapTarget> | null = null;
+  for (const r of c.rules) {
+    const id = ids.length;
+    ids.push(`${base}/${r.name}`);
+    // Conditions are ANDed and side-effect free: cheapest first (protocol, addresses, ports, names).
+    const conds = r.conds.map(compileCond).sort((x, y) => COST[x.kind]! - COST[y.kind]!);
+    if (r.kind === 'nat') {
+      const a = r.action;
+      const bind = `${c.hook}|${base}/${r.name}|${JSON.stringify(r.conds)}|${JSON.stringify(a)}`;
+      binds.add(bind);
+      if (a.type === 'dnat' && a.prefixLen === 32 && isSingleDst(r)) {
+        plan.push({ id: ids[id]!, form: 'addr-map' });
+        const key = (r.conds[0] as { lo: number }).lo;
+        if (run === null) {
+          run = new Map();
+          natRules.push(new CNatRule(id, '', [], N_MAP, 0, null, run));
+        }
+        if (!run.has(key)) run.set(key, { id, bind, addr: a.addr });
+        continue;
+      }
+      run = null;
+      if (a.type === 'masquerade') {
+        plan.push({ id: ids[id]!, form: 'masquerade-ct' });
+        natRules.push(new CNatRule(id, bind, conds, N_MASQ, 0, null, null));
+      } else if (a.prefixLen < 32) {
+        plan.push({ id: ids[id]!, form: 'prefix-nat' });
+        const from = matchedPrefix(r, a.type === 'dnat' ? 'dst' : 'src', a.prefixLen);
+        const remap = new PrefixRemap(toPrefix(from, a.prefixLen), toPrefix(a.addr, a.prefixLen));
+        natRules.push(new CNatRule(id, bind, conds, a.type === 'dnat' ? N_DNAT : N_SNAT, a.addr, remap, null));
+      } else {
+        plan.push({ id: ids[id]!, form: a.type === 'dnat' ? 'addr-map' : 'snat-ct' });
+        natRules.push(new CNatRule(id, bind, conds, a.type === 'dnat' ? N_DNAT : N_SNAT, a.addr, null, null));
+      }
+      continue;
+    }
+    if (r.kind === 'route') {
+      plan.push({ id: ids[id]!, form: 'general' });
+      filter.push(new CFilterRule(id, conds, false, A_ROUTE, 0, true));
+      continue;
+    }
+    const a = r.action;
+    let action = A_NONE;
+    let value = 0;
+    let form: RuleForm = 'general';
+    switch (a.type) {
+      case 'none': action = A_NONE; break;
+      case 'accept': action = A_ACCEPT; break;
+      case 'drop': action = A_DROP; break;
+      case 'reject': action = A_REJECT; break;
+      case 'notrack': action = A_NOTRACK; break;
+      case 'ctmark': action = A_CTMARK; value = a.mark; form = 'ctmark'; break;
+      case 'metamarkfromctmark': action = A_METAMARK; form = 'metamark'; break;
+      case 'tcpmssclamp': action = A_MSS; value = a.mss; form = 'mss-clamp'; break;
+    }
+    plan.push({ id: ids[id]!, form });
+    filter.push(new CFilterRule(id, conds, r.counter, action, value, form === 'general'));
+  }
+  const policyId = ids.length;
+  ids.push(`${base}/policy`);
+  const early = (c.hook === 'prerouting' || c.hook === 'output') && c.priority < -200;
+  return new CChain(c.type === 'nat', c.priority, c.policy === 'drop', policyId, filter, natRules, early);
+}
+
+/** A rule whose only condition is `ip daddr == <address>`. */
+function isSingleDst(r: Rule): boolean {
+  if (r.conds.length !== 1) return false;
+  const c = compileCond(r.conds[0]!);
+  return c.kind === C_IP_DST && !c.neq && c.lo === c.hi;
+}
+
+/**
+ * The prefix a prefix-NAT rule maps from: its address condition on the rewritten side when that
+ * is a prefix of the same length (Liqo's remap rules), else the target itself (an identity
+ * remap whose translate() is then the kernel's netmap: network bits from `to`, host bits kept).
+ */
+function matchedPrefix(r: Rule, pos: 'src' | 'dst', len: number): number {
+  const mask = len === 0 ? 0 : (0xffffffff << (32 - len)) >>> 0;
+  for (const c of r.conds) {
+    if (c.kind === 'ip' && c.pos === pos && c.op === 'eq' && (c.lo & mask) >>> 0 === c.lo && ((c.hi & ~mask) >>> 0) === (~mask >>> 0)) return c.lo;
+  }
+  return 0;
+}
+
+function toPrefix(n: number, len: number): { family: 4; addr: Uint8Array; prefixLen: number } {
+  const mask = len === 0 ? 0 : (0xffffffff << (32 - len)) >>> 0;
+  const a = (n & mask) >>> 0;
+  const s = numberToIp(a).split('.').map(Number);
+  return { family: 4, addr: Uint8Array.from(s), prefixLen: len };
+}

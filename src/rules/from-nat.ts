@@ -1,0 +1,92 @@
+/**
+ * The YAML / derived NAT configuration (src/nat/config.ts) as rules of the one rule model, the
+ * way Liqo's controllers express the same intent as FirewallConfigurations, so that the YAML mode
+ * and Kubernetes mode share one data path (compile.ts → runtime.ts):
+ * - per peer and remapped CIDR (remapped ≠ real): Liqo's remap-podcidr / remap-externalcidr —
+ *   prerouting `dnat prefix` remapped → real for traffic not from the tunnel, postrouting
+ *   `snat prefix` real → remapped for traffic from the tunnel;
+ * - per IP mapping: prerouting `dnat` external → real (Liqo's `<ip>-remap-ipmapping-gw`), and a
+ *   postrouting `snat` real → external for connections the mapped host opens towards a peer
+ *   (the derived NAT's outbound source mapping);
+ * - masquerade of non-pod sources (every source with fullMasquerade) towards the tunnel:
+ *   `snat` to the external CIDR's first address (Liqo's service-nodeport / unknown-source SNAT);
+ * - MSS clamp (clampMss): tcpmssclamp to the smallest peer MTU − 40 both ways through the tunnel.
+ * IPv4 only (Liqo's tables are family ip). Pure; allocates.
+ */
+import { formatPrefix, type Prefix } from '../packet/addr.js';
+import { parseNatConfig, parseNatPeer, type NatConfig, type NatPeerConfig, type ParsedPeer } from '../nat/config.js';
+import { ipToNumber, type Chain, type Cond, type FilterRule, type NatRule, type RuleTable } from './model.js';
+
+export interface DerivedRulesOptions {
+  /** Interface name of the tunnel (Liqo: liqo-tunnel), as RulesDevices.peer. */
+  readonly tunnel: string;
+  /** Object name used in rule ids (default `weft/derived`). */
+  readonly object?: string;
+}
+
+function v4(p: Prefix): { lo: number; hi: number; text: string; len: number } | null {
+  if (p.family !== 4) return null;
+  const lo = ((p.addr[0]! << 24) | (p.addr[1]! << 16) | (p.addr[2]! << 8) | p.addr[3]!) >>> 0;
+  const host = p.prefixLen === 32 ? 0 : (0xffffffff >>> p.prefixLen) >>> 0;
+  return { lo, hi: (lo | host) >>> 0, text: formatPrefix(p), len: p.prefixLen };
+}
+
+const ipCond = (pos: 'src' | 'dst', op: 'eq' | 'neq', r: { lo: number; hi: number; text: string }): Cond => ({ kind: 'ip', pos, op, lo: r.lo, hi: r.hi, text: r.text });
+const devCond = (dir: 'in' | 'out', op: 'eq' | 'neq', name: string): Cond => ({ kind: 'dev', dir, op, name });
+
+/** The rule tables equivalent to `cfg` with `peers` (throws NatConfigError as Nat does). */
+export function rulesFromNatConfig(cfg: NatConfig, peers: readonly NatPeerConfig[], opts: DerivedRulesOptions): RuleTable[] {
+  const g = parseNatConfig(cfg);
+  const parsed: ParsedPeer[] = [];
+  for (const p of peers) parsed.push(parseNatPeer(p, g, parsed));
+  const object = opts.object ?? 'weft/derived';
+  const pre: NatRule[] = [];
+  const post: NatRule[] = [];
+  for (const p of parsed) {
+    for (const r of p.remaps) {
+      const real = v4(r.real);
+      const rem = v4(r.remapped);
+      if (real === null || rem === null || (real.lo === rem.lo && real.len === rem.len)) continue;
+      pre.push({ kind: 'nat', name: `${p.name}-remap-${real.text}`, conds: [ipCond('dst', 'eq', rem), devCond('in', 'neq', opts.tunnel)], action: { type: 'dnat', addr: real.lo, prefixLen: real.len, text: real.text } });
+      post.push({ kind: 'nat', name: `${p.name}-remap-${real.text}`, conds: [ipCond('src', 'eq', real), devCond('in', 'eq', opts.tunnel)], action: { type: 'snat', addr: rem.lo, prefixLen: rem.len, text: rem.text } });
+    }
+  }
+  for (const m of g.mappings) {
+    if (m.family !== 4) continue;
+    const ext = ipToNumber([...m.external].join('.'))!;
+    const real = ipToNumber([...m.real].join('.'))!;
+    const e = { lo: ext, hi: ext, text: [...m.external].join('.') };
+    const r = { lo: real, hi: real, text: [...m.real].join('.') };
+    pre.push({ kind: 'nat', name: `${e.text}-remap-ipmapping-gw`, conds: [ipCond('dst', 'eq', e)], action: { type: 'dnat', addr: real, prefixLen: 32, text: r.text } });
+    post.push({ kind: 'nat', name: `${e.text}-ipmapping-out`, conds: [ipCond('src', 'eq', r), devCond('out', 'eq', opts.tunnel)], action: { type: 'snat', addr: ext, prefixLen: 32, text: e.text } });
+  }
+  const ext = v4(g.external4);
+  if (ext !== null) {
+    const conds: Cond[] = [devCond('out', 'eq', opts.tunnel)];
+    if (!g.fullMasquerade) for (const lp of g.localPod) { const x = v4(lp); if (x !== null) conds.push(ipCond('src', 'neq', x)); }
+    post.push({ kind: 'nat', name: 'unknown-source-snat', conds, action: { type: 'snat', addr: ext.lo, prefixLen: 32, text: ext.text.split('/')[0]! } });
+  }
+  const chains: Chain[] = [];
+  if (pre.length > 0) chains.push({ name: 'prerouting', hook: 'prerouting', type: 'nat', priority: -100, policy: 'accept', rules: pre });
+  if (post.length > 0) chains.push({ name: 'postrouting', hook: 'postrouting', type: 'nat', priority: 100, policy: 'accept', rules: post });
+  if (g.clampMss && parsed.length > 0) {
+    const mtu = Math.min(...parsed.map((p) => p.mtu));
+    const clamp = (name: string, dir: 'in' | 'out'): FilterRule => ({ kind: 'filter', name, conds: [devCond(dir, 'eq', opts.tunnel), { kind: 'proto', proto: 6 }], counter: false, action: { type: 'tcpmssclamp', mss: mtu - 40 } });
+    chains.push({ name: 'mss-clamping', hook: 'forward', type: 'filter', priority: 0, policy: 'accept', rules: [clamp('mss-out', 'out'), clamp('mss-in', 'in')] });
+  }
+  return [{ object, name: 'weft-derived', family: 'ip', chains }];
+}
+
+/** A peer config with the remap removed (remapped = real): the Nat the rules run next to. */
+export function identityPeer(p: NatPeerConfig): NatPeerConfig {
+  return { name: p.name, remote: p.remote, ...(p.mtu !== undefined ? { mtu: p.mtu } : {}) };
+}
+
+/**
+ * The built-in NAT's configuration with its translations switched off (rules do them): no
+ * masquerade, no IP mappings, no MSS clamp; peers are added with identityPeer(). Its PMTU
+ * check (Fragmentation Needed / Packet Too Big towards a peer) stays.
+ */
+export function passthroughNatConfig(cfg: NatConfig): NatConfig {
+  return { ...cfg, ipMappings: [], masquerade: false, fullMasquerade: false, clampMss: false };
+}

@@ -1,0 +1,101 @@
+// `weft k8s --liqo-firewall` (K8sMode + Runtime, in-process, gateway in namespace lw-k8s-*)
+// against the fake API server with Liqo's resources: Liqo mode steers the running gateway's
+// Router with the node tunnels named as Liqo's InternalNodes name them, Geneve defaults to L2,
+// and a FirewallConfiguration the parser refuses is named (object, chain, rule, field) in
+// `weft show` and in a Warning Event on it, while a good one is enforced.
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { KubernetesObject } from '@kubernetes/client-node';
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { K8sMode } from '../../src/cli/commands/k8s.js';
+import { K8S_SPEC, LEASE_DEFAULTS, parseK8sArgs } from '../../src/cli/commands/k8s-args.js';
+import { parseArgs } from '../../src/cli/commands/common.js';
+import { Runtime } from '../../src/cli/commands/runtime.js';
+import { formatStatus } from '../../src/cli/commands/status.js';
+import { nodeRulesOptions } from '../../src/cli/commands/k8s-liqo.js';
+import { KINDS, type LiqoResourceName } from '../../src/control/k8s/resources.js';
+import { createLogger } from '../../src/control/log.js';
+import { FakeApiServer } from '../k8s-fake/server.js';
+import { NS, liqoResources } from '../control/k8s/liqo-fixtures.js';
+import { e2eUnavailableReason, Topology, waitFor } from '../util/netns.js';
+
+const skip = e2eUnavailableReason([], { nativeAddon: true });
+const topo = new Topology('lw-k8s');
+const NET = 'networking.liqo.io/v1beta1';
+let server: FakeApiServer;
+let dir = '';
+let mode: K8sMode | undefined;
+
+beforeAll(async () => {
+  if (skip) return;
+  dir = mkdtempSync(join(tmpdir(), 'lw-k8s-'));
+  server = await FakeApiServer.start();
+  const r = liqoResources();
+  for (const [name, list] of Object.entries(r) as [LiqoResourceName, KubernetesObject[]][]) {
+    for (const o of list) server.put(o.apiVersion!, KINDS[name].plural, o as Record<string, unknown>);
+  }
+}, 60_000);
+
+afterAll(async () => {
+  await mode?.stop().catch(() => {});
+  await server?.stop();
+  await topo.cleanup();
+  if (dir) rmSync(dir, { recursive: true, force: true });
+}, 60_000);
+
+describe.skipIf(skip !== null)('weft k8s --liqo-firewall', () => {
+  test('Geneve L2 by default, steering with InternalNode interface names, a refused object in weft show and an Event', async () => {
+    const args = ['--role', 'gateway', '--cluster-id', 'cluster-a', '--namespace', NS, '--node-name', 'worker-1', '--remote-cluster-id', 'cluster-b', '--liqo-firewall', '--no-conncheck'];
+    const s = { ...parseK8sArgs(parseArgs(args, K8S_SPEC), {}), runDir: join(dir, 'run'), name: 'lw-k8s', logLevel: 'silent' as const,
+      leaseDurationMs: LEASE_DEFAULTS.durationMs, leaseRenewDeadlineMs: LEASE_DEFAULTS.renewDeadlineMs, leaseRetryPeriodMs: LEASE_DEFAULTS.retryPeriodMs };
+    expect(s.geneveMode).toBe('l2');
+    expect(parseK8sArgs(parseArgs(args.filter((a) => a !== '--liqo-firewall'), K8S_SPEC), {}).geneveMode).toBe('l3');
+    const ns = topo.addNamespace('gw');
+    topo.exec(ns, ['ip', 'link', 'set', 'lo', 'up']);
+    const logger = createLogger({ level: 'silent', env: {} });
+    const runtime = await Runtime.create({ name: 'lw-k8s', runDir: join(dir, 'run'), source: 'kubernetes', logger, conncheck: false, launch: { netns: ns } });
+    mode = new K8sMode(s, server.kubeConfig(), runtime, logger);
+    await mode.start();
+    const gw = runtime.gateway()!;
+    expect(gw.current.geneve.tunnels.map((t) => t.mode)).toEqual(['l2', 'l2']);
+    const st = gw.router.steered!;
+    expect(st).not.toBeNull();
+    expect(gw.nodeTunnels().map((t) => [t.nodeName, st.nodeDevice(t.tunnel)])).toEqual([['worker-1', 'liqo.worker-1'], ['worker-2', 'liqo.worker-2']]);
+
+    const fc = (name: string, action: string): Record<string, unknown> => ({
+      apiVersion: NET, kind: 'FirewallConfiguration',
+      metadata: { name, namespace: NS, labels: { 'networking.liqo.io/firewall-category': 'gateway', 'networking.liqo.io/firewall-unique': 'cluster-b' } },
+      spec: { table: { name, family: 'IPV4', chains: [{ name: 'pre', type: 'filter', hook: 'prerouting', priority: 0, policy: 'accept', rules: { filterRules: [
+        { name: 'r1', counter: true, action, match: [{ op: 'eq', proto: { value: 'udp' }, port: { position: 'dst', value: '7777' } }] },
+      ] } }] } },
+    });
+    server.put(NET, 'firewallconfigurations', fc('user-good', 'drop'));
+    server.put(NET, 'firewallconfigurations', fc('user-bad', 'tcpmssclamp')); // no value before routing: refused
+    await waitFor('the problem in weft show', () => (runtime.status().errors ?? []).some((e) => e.topic === 'liqo-firewall' && e.message.includes('user-bad')), 10_000);
+    const shown = formatStatus(runtime.status(), Date.now());
+    expect(shown).toContain('error (liqo-firewall');
+    expect(shown).toMatch(new RegExp(`${NS}/user-bad chain pre rule r1: \\S+: `));
+    await waitFor('the Event', () => server.listObjects('v1', 'events').some((e) => (e as unknown as { involvedObject: { name: string } }).involvedObject.name === 'user-bad'), 10_000);
+    const ev = server.listObjects('v1', 'events').map((e) => e as unknown as { involvedObject: { kind: string; name: string }; reason: string; message: string })
+      .filter((e) => e.involvedObject.name === 'user-bad');
+    expect(ev.map((e) => [e.involvedObject.kind, e.reason])).toEqual([['FirewallConfiguration', 'InvalidConfiguration']]);
+    expect(ev[0]!.message).toContain(`${NS}/user-bad chain pre rule r1`);
+    // The good one is in force (and the bad one, never accepted, is not).
+    expect([...(mode as unknown as { liqoRules: { attachment: { tables(): Map<string, unknown> } } }).liqoRules.attachment.tables().keys()]).toEqual([`${NS}/user-good`]);
+  }, 60_000);
+});
+
+describe('weft k8s --liqo-firewall, node role', () => {
+  test("selects as Liqo's fabric does for its node and names the node-side Geneve interface from the InternalFabric", () => {
+    const o = nodeRulesOptions('worker-1', liqoResources());
+    expect(o.selectors.firewall).toEqual([
+      'networking.liqo.io/firewall-category=fabric,networking.liqo.io/firewall-subcategory=all-nodes',
+      'networking.liqo.io/firewall-category=fabric,networking.liqo.io/firewall-subcategory=ip-mapping',
+      'networking.liqo.io/firewall-category=fabric,networking.liqo.io/firewall-subcategory=single-node,networking.liqo.io/firewall-unique=worker-1',
+    ]);
+    expect(o.selectors.routes).toEqual(['networking.liqo.io/route-category=fabric']);
+    expect(o.devices).toEqual({ node: 'liqo.cluster-b' });
+    expect(nodeRulesOptions('worker-1', undefined).devices).toBeUndefined();
+  });
+});
