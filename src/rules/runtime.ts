@@ -258,6 +258,11 @@ export class RulesRuntime {
 
   private chain(ch: CChain, buf: Uint8Array, v: IpView, meta: PacketMeta, now: number): number {
     const rules = ch.filter;
+    if (ch.onlyProto >= 0 && v.proto !== ch.onlyProto) {
+      this.packets[ch.policyId]!++;
+      this.bytes[ch.policyId]! += v.end - v.off;
+      return ch.dropPolicy ? VERDICT_DROP : VERDICT_ACCEPT;
+    }
     const inName = this.inName(meta);
     const outName = this.outName(meta);
     const len = v.end - v.off;
