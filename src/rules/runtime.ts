@@ -165,6 +165,12 @@ export class RulesRuntime {
     return i < 0 ? 0 : this.packets[i]!;
   }
 
+  /** Per rule on the general matcher (plan form `general`): packets it matched since install. */
+  generalCounters(): { id: string; packets: number }[] {
+    const plan = this.compiled?.plan ?? [];
+    return plan.filter((r) => r.form === 'general').map((r) => ({ id: r.id, packets: this.generalOf(r.id) }));
+  }
+
   /** Packets matched by rule `id` on the general path (0 for compiled forms). */
   generalOf(id: string): number {
     const i = this.ids.indexOf(id);
