@@ -8,7 +8,7 @@
  *   rules.update(objects)              // FirewallConfiguration JSON list → RuleParseError[]
  *   rules.setTables(tables)            // or already-parsed RuleTables (YAML mode, tests)
  *   rules.expire(now)                  // conntrack housekeeping, from a timer
- *   rules.counters(), rules.stats(), rules.plan(), rules.runtime.generalOf(id)
+ *   rules.counters(), rules.generalCounters(), rules.stats(), rules.plan()
  *   rules.setDevices(devices)          // addresses learned later (masquerade, reject source)
  *   rules.detachFrom(router)
  * Each update compiles (compile.ts) and swaps the compiled rules in between two packets; the
@@ -118,8 +118,14 @@ export class RulesAttachment {
     return this.runtime.rules?.plan ?? [];
   }
 
+  /** Rules with `counter` and chain policies: packets/bytes (for `weft show` and metrics). */
   counters(): RuleCounterRow[] {
     return this.runtime.counters();
+  }
+
+  /** Rules on the general matcher and the packets each matched. */
+  generalCounters(): { id: string; packets: number }[] {
+    return this.runtime.generalCounters();
   }
 
   stats(): RulesStats {

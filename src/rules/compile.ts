@@ -27,7 +27,7 @@
  */
 import { PrefixRemap } from '../nat/remap.js';
 import { HOOK_FORWARD, HOOK_INPUT, HOOK_OUTPUT, HOOK_POSTROUTING, HOOK_PREROUTING } from '../router/hooks.js';
-import { compileCond, type CCond, C_IP_DST } from './match.js';
+import { compileCond, type CCond, C_IP_DST, C_PROTO } from './match.js';
 import { HOOKS, numberToIp, type Chain, type Rule, type RuleTable } from './model.js';
 
 export type RuleForm =
@@ -89,6 +89,8 @@ export class CChain {
     readonly natRules: readonly CNatRule[],
     /** prerouting/output below priority -200 (raw): notrack has an effect only there. */
     readonly beforeConntrack: boolean,
+    /** Every rule needs this protocol (e.g. the MSS clamp's tcp): other packets skip the rules. -1: none. */
+    readonly onlyProto: number,
   ) {}
 }
 
@@ -235,7 +237,10 @@ function compileChain(t: RuleTable, c: Chain, ids: string[], plan: RulePlanRow[]
   const policyId = ids.length;
   ids.push(`${base}/policy`);
   const early = (c.hook === 'prerouting' || c.hook === 'output') && c.priority < -200;
-  return new CChain(c.type === 'nat', c.priority, c.policy === 'drop', policyId, filter, natRules, early);
+  const protoOf = (cs: readonly CCond[]): number => cs.find((x) => x.kind === C_PROTO)?.lo ?? -1;
+  const first = filter.length > 0 ? protoOf(filter[0]!.conds) : -1;
+  const onlyProto = c.type !== 'nat' && first >= 0 && filter.every((r) => protoOf(r.conds) === first) ? first : -1;
+  return new CChain(c.type === 'nat', c.priority, c.policy === 'drop', policyId, filter, natRules, early, onlyProto);
 }
 
 /** A rule whose only condition is `ip daddr == <address>`. */

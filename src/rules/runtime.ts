@@ -25,12 +25,13 @@
  */
 import type { IpView } from '../packet/ip-view.js';
 import { writeTimeExceeded, TIME_EXCEEDED_V4_PREFIX } from '../packet/icmp-error.js';
+import { decrementIpv4Ttl } from '../packet/ipv4.js';
 import { FLOW_DNAT, FLOW_ESTABLISHED, FLOW_OTHER, FLOW_SNAT, FLOW_SYN_SENT, FLOW_UDP, DIR_ORIG, DIR_REPLY, FlowTable, type FlowTableInit, type FlowStats } from '../nat/flows.js';
 import { QuotedPacket } from '../nat/quoted.js';
 import { CSUM_ALWAYS, CSUM_NONE, CSUM_UDP, patchWord, read16, rewriteAddress, rewriteWord } from '../nat/rewrite.js';
 import { TokenBucket } from '../ratelimit/token-bucket.js';
 import {
-  HOOK_COUNT, HOOK_INPUT, HOOK_OUTPUT, HOOK_POSTROUTING, HOOK_PREROUTING, OUTPUT_HOST, OUTPUT_NODE, OUTPUT_PEER, SOURCE_HOST, SOURCE_NODE,
+  HOOK_COUNT, HOOK_FORWARD, HOOK_INPUT, HOOK_OUTPUT, HOOK_POSTROUTING, HOOK_PREROUTING, OUTPUT_HOST, OUTPUT_NODE, OUTPUT_PEER, SOURCE_HOST, SOURCE_NODE,
   SOURCE_PEER, VERDICT_ACCEPT, VERDICT_DROP, VERDICT_REPLY, type PacketHook, type PacketMeta,
 } from '../router/hooks.js';
 import {
@@ -101,6 +102,8 @@ export class RulesRuntime {
   private notrack = false;
   private related = false;
   private pending = -1;
+  /** The hook being run (reject's quote depends on it). */
+  private hook = 0;
   private readonly st: RulesStats;
   // Fragments: the connection of a datagram's first fragment, for its later fragments (no
   // reassembly; see header). Keyed by (source, destination, protocol, IP id), FRAG_SLOTS slots.
@@ -162,6 +165,12 @@ export class RulesRuntime {
     return i < 0 ? 0 : this.packets[i]!;
   }
 
+  /** Per rule on the general matcher (plan form `general`): packets it matched since install. */
+  generalCounters(): { id: string; packets: number }[] {
+    const plan = this.compiled?.plan ?? [];
+    return plan.filter((r) => r.form === 'general').map((r) => ({ id: r.id, packets: this.generalOf(r.id) }));
+  }
+
   /** Packets matched by rule `id` on the general path (0 for compiled forms). */
   generalOf(id: string): number {
     const i = this.ids.indexOf(id);
@@ -192,6 +201,7 @@ export class RulesRuntime {
   // ------------------------------------------------------------------ per packet
 
   run(h: number, buf: Uint8Array, v: IpView, meta: PacketMeta, now: number): number {
+    this.hook = h;
     if (h === HOOK_PREROUTING || h === HOOK_OUTPUT) {
       this.abandon();
       this.e = -1;
@@ -261,6 +271,11 @@ export class RulesRuntime {
 
   private chain(ch: CChain, buf: Uint8Array, v: IpView, meta: PacketMeta, now: number): number {
     const rules = ch.filter;
+    if (ch.onlyProto >= 0 && v.proto !== ch.onlyProto) {
+      this.packets[ch.policyId]!++;
+      this.bytes[ch.policyId]! += v.end - v.off;
+      return ch.dropPolicy ? VERDICT_DROP : VERDICT_ACCEPT;
+    }
     const inName = this.inName(meta);
     const outName = this.outName(meta);
     const len = v.end - v.off;
@@ -294,12 +309,20 @@ export class RulesRuntime {
     if (from === 0 || off < TIME_EXCEEDED_V4_PREFIX + 64 || !this.rejectBucket.take(now)) { this.st.rejectNoReply++; return VERDICT_DROP; }
     const s = this.scratch;
     s[0] = from >>> 24; s[1] = (from >>> 16) & 255; s[2] = (from >>> 8) & 255; s[3] = from & 255;
+    // The kernel's forward path has decremented the TTL before the FORWARD hook: the quote shows it.
+    if (this.hook === HOOK_FORWARD && buf[off + 8]! > 1) decrementIpv4Ttl(buf, off);
+    const tos = buf[off + 1]!;
     const n = writeTimeExceeded(buf, off, v.end - off, s);
     if (n <= 0) { this.st.rejectNoReply++; return VERDICT_DROP; }
-    // Same builder as Time Exceeded; type 3 code 0 instead of 11/0.
-    const icmp = off - TIME_EXCEEDED_V4_PREFIX + 20;
+    // Same builder as Time Exceeded; type 3 code 0 instead of 11/0; the kernel's error TOS
+    // (icmp_send: the original's TOS bits with precedence "internetwork control").
+    const start = off - TIME_EXCEEDED_V4_PREFIX;
+    const icmp = start + 20;
     buf[icmp] = 3;
     patchWord(buf, icmp + 2, CSUM_ALWAYS, 0x0b00, 0x0300);
+    const ntos = (tos & 0x1e) | 0xc0;
+    patchWord(buf, start + 10, CSUM_ALWAYS, (buf[start]! << 8) | buf[start + 1]!, (buf[start]! << 8) | ntos);
+    buf[start + 1] = ntos;
     meta.replyOff = off - TIME_EXCEEDED_V4_PREFIX;
     meta.replyLen = n;
     return VERDICT_REPLY;

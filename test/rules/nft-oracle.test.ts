@@ -13,6 +13,8 @@
  * Cases: one per Liqo producer (test/rules/fixtures.ts), all gateway ones together, and seeded
  * random filter rule sets. NAT cases use a fresh 5-tuple per packet, so the kernel's NAT sees
  * each as a connection's first packet (Weft's per-packet NAT is compared on those only).
+ * The compiled rules with conntrack (src/rules/runtime.ts) run the same packets and must give
+ * the same bytes (whole flows: nft-oracle-stateful.test.ts).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { dirname, join } from 'node:path';
@@ -21,7 +23,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { IP_OK, IpView, parseIp } from '../../src/packet/ip-view.js';
 import { checksumVerifies, pseudoHeaderSumV4 } from '../../src/packet/checksum.js';
 import { decrementIpv4Ttl } from '../../src/packet/ipv4.js';
-import { HOOK_FORWARD, HOOK_POSTROUTING, HOOK_PREROUTING, OUTPUT_NODE, OUTPUT_NONE, OUTPUT_PEER, PacketMeta, SOURCE_NODE, SOURCE_PEER, VERDICT_DROP } from '../../src/router/hooks.js';
+import { HOOK_FORWARD, HOOK_POSTROUTING, HOOK_PREROUTING, OUTPUT_NODE, OUTPUT_NONE, OUTPUT_PEER, PacketMeta, SOURCE_NODE, SOURCE_PEER, VERDICT_ACCEPT, type PacketHook } from '../../src/router/hooks.js';
+import { compileRules } from '../../src/rules/compile.js';
+import { RulesRuntime } from '../../src/rules/runtime.js';
 import { RulesEngine, type RulesDevices } from '../../src/rules/engine.js';
 import { ipToNumber } from '../../src/rules/model.js';
 import { toNft } from '../../src/rules/nft.js';
@@ -144,7 +148,8 @@ async function ready(): Promise<void> {
   for (const p of [peerA, peerB]) expect((await p.next()).ready).toEqual(['True']);
 }
 
-interface Outcome { spec: Spec; kernel: string | null; weft: string | null }
+/** weft: the stateless RulesEngine; compiled: the compiled rules with conntrack (runtime.ts). */
+interface Outcome { spec: Spec; kernel: string | null; weft: string | null; compiled: string | null }
 
 /** Loads the tables in R, sends the packets through kernel and Weft, returns both results. */
 async function runCase(fcs: object[], specs: Spec[]): Promise<{ outcomes: Outcome[]; engine: RulesEngine; ruleset: string }> {
@@ -167,23 +172,28 @@ async function runCase(fcs: object[], specs: Spec[]): Promise<{ outcomes: Outcom
   const atB = byId(gotB);
   const atA = byId(gotA);
   const engine = new RulesEngine(tables, DEVICES);
+  const runtime = new RulesRuntime(DEVICES, { flows: { capacity: 1024 } });
+  runtime.install(compileRules(tables));
   const v = new IpView();
   const meta = new PacketMeta();
   const outcomes: Outcome[] = [];
-  const run = (s: Spec, hex: string): string | null => {
+  let now = 0;
+  const run = (hooks: readonly PacketHook[], s: Spec, hex: string): string | null => {
     const buf = Uint8Array.from(Buffer.from(hex, 'hex'));
     if (parseIp(buf, 0, buf.length, v) !== IP_OK) throw new Error(`scapy built a bad packet: ${hex}`);
+    now += 1;
     meta.source = s.from === 'a' ? SOURCE_PEER : SOURCE_NODE;
     meta.output = OUTPUT_NONE;
-    if (engine.hooks[HOOK_PREROUTING]!.process(buf, v, meta, 0) === VERDICT_DROP) return null;
+    if (hooks[HOOK_PREROUTING]!.process(buf, v, meta, now) !== VERDICT_ACCEPT) return null;
     meta.output = s.from === 'a' ? OUTPUT_NODE : OUTPUT_PEER;
-    if (engine.hooks[HOOK_FORWARD]!.process(buf, v, meta, 0) === VERDICT_DROP) return null;
-    if (engine.hooks[HOOK_POSTROUTING]!.process(buf, v, meta, 0) === VERDICT_DROP) return null;
+    if (hooks[HOOK_FORWARD]!.process(buf, v, meta, now) !== VERDICT_ACCEPT) return null;
+    if (hooks[HOOK_POSTROUTING]!.process(buf, v, meta, now) !== VERDICT_ACCEPT) return null;
     decrementIpv4Ttl(buf, 0);
     return Buffer.from(buf).toString('hex');
   };
-  fromA.forEach((s, i) => outcomes.push({ spec: s, kernel: atB.get(s.id) ?? null, weft: run(s, sentA[i]!) }));
-  fromB.forEach((s, i) => outcomes.push({ spec: s, kernel: atA.get(s.id) ?? null, weft: run(s, sentB[i]!) }));
+  const both = (s: Spec, hex: string, kernel: string | null): Outcome => ({ spec: s, kernel, weft: run(engine.hooks, s, hex), compiled: run(runtime.hooks, s, hex) });
+  fromA.forEach((s, i) => outcomes.push(both(s, sentA[i]!, atB.get(s.id) ?? null)));
+  fromB.forEach((s, i) => outcomes.push(both(s, sentB[i]!, atA.get(s.id) ?? null)));
   return { outcomes, engine, ruleset };
 }
 
@@ -224,6 +234,9 @@ function expectSame(r: { outcomes: Outcome[]; ruleset: string }): void {
     spec: o.spec, kernel: o.kernel ?? 'dropped', weft: o.weft ?? 'dropped',
   }));
   expect(bad, `ruleset:\n${r.ruleset}`).toEqual([]);
+  // The compiled rules (conntrack; every packet here is a connection's first) give the same.
+  const apart = r.outcomes.filter((o) => o.compiled !== o.weft).map((o) => ({ spec: o.spec, weft: o.weft ?? 'dropped', compiled: o.compiled ?? 'dropped' }));
+  expect(apart, `ruleset:\n${r.ruleset}`).toEqual([]);
 }
 
 describe.skipIf(reason !== null)(`Weft rule evaluator against kernel nftables${reason ? ` (skipped: ${reason})` : ''}`, () => {

@@ -169,6 +169,8 @@ describe('compiled rules with conntrack', () => {
     expect(router.drops[ROUTER_DROP_NAMES.indexOf('filtered')]).toBe(1);
     expect(rules.runtime.counterOf('t/rej/rej/fwd/no-9999')).toBe(1);
     expect(rules.runtime.generalOf('t/rej/rej/fwd/no-9999')).toBe(1);
+    expect(rules.generalCounters()).toEqual([{ id: 't/rej/rej/fwd/no-9999', packets: 1 }]);
+    expect(rules.counters()).toContainEqual({ id: 't/rej/rej/fwd/no-9999', packets: 1, bytes: 40 }); // 20 + 20 bytes, no options
     expect(rules.stats().rejected).toBe(1);
   });
 
