@@ -590,6 +590,8 @@ export class Gateway implements StatsSource {
         latencyUs: 0,
         rxBytes: s.wg.rxBytes,
         txBytes: s.wg.txBytes,
+        rxPackets: s.wg.rxPackets,
+        txPackets: s.wg.txPackets,
         handshakes: s.handshakes,
         ...(last === 0 ? {} : { lastHandshakeAtMs: last }),
       });

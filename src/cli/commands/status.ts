@@ -23,6 +23,11 @@ export interface WeftPeerStatus {
   latestHandshake: string | null;
   rxBytes: number;
   txBytes: number;
+  /** Datagrams behind rxBytes / txBytes (handshake and transport messages). */
+  rxPackets?: number;
+  txPackets?: number;
+  /** Handshakes completed with this peer since start (each rekey is one). */
+  handshakes?: number;
   /** Seconds, 0 = off. */
   persistentKeepalive: number;
   /** The peer's in-tunnel address (the connection check's destination), when it has one. */
