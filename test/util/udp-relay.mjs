@@ -72,13 +72,16 @@ const rand = mulberry32(opt.seed);
 const stats = { forwarded: 0, returned: 0, dropped: 0, duplicated: 0, reordered: 0, corrupted: 0, sent: 0 };
 const perDir = {
   fwd: { received: 0, dropped: 0, duplicated: 0, reordered: 0, corrupted: 0, sent: 0 },
-  rev: { received: 0, dropped: 0, duplicated: 0, reordered: 0, corrupted: 0, sent: 0 },
+  rev: { received: 0, dropped: 0, duplicated: 0, reordered: 0, corrupted: 0, sent: 0, noClient: 0 },
 };
 const MAX_HELD = 1024; // bound on delayed/held datagrams; beyond it, drop (and count)
 let held = 0;
 
-const front = dgram.createSocket({ type: listen.family, reuseAddr: false });
-const back = dgram.createSocket({ type: target.family });
+// Large buffers: the kernel should not drop what the relay is too slow to read (it would, and
+// count it in the namespace's Udp RcvbufErrors, but the relay's counters are the ones under test).
+const BUF = 8 << 20;
+const front = dgram.createSocket({ type: listen.family, reuseAddr: false, recvBufferSize: BUF, sendBufferSize: BUF });
+const back = dgram.createSocket({ type: target.family, recvBufferSize: BUF, sendBufferSize: BUF });
 let client = null;
 
 // One reordering slot per direction: a datagram picked for reordering waits for the next one.
@@ -124,8 +127,9 @@ front.on('message', (msg, rinfo) => {
   relay(back, msg, target.port, target.host, 'fwd');
 });
 back.on('message', (msg) => {
-  if (!client) return;
   stats.returned++;
+  // Nobody to return it to yet: a counted drop (the target may speak first, e.g. a Geneve node).
+  if (!client) { perDir.rev.received++; perDir.rev.dropped++; perDir.rev.noClient++; stats.dropped++; return; }
   relay(front, msg, client.port, client.host, 'rev');
 });
 
