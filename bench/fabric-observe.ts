@@ -174,3 +174,15 @@ export function nodeIngressStage(stage: string, node: WeftStatus): StageBalance 
   for (const t of node.geneve.tunnels) got += t.rxPackets;
   return balance(stage, got, node.interface?.txPackets ?? 0, pick(node.drops, (k) => k === 'tun_write_failed'));
 }
+
+/**
+ * A gateway's router: packets in (from nodes, the host, the peers) = packets out (to nodes, the
+ * host, the peers) + route_/nat_ drops. An ICMP error the router generates is an output without
+ * an input (none in steady traffic; it would show as a negative `unaccounted`).
+ */
+export function gatewayRouterStage(stage: string, gw: WeftStatus): StageBalance {
+  const f = gw.forwarding;
+  if (f === undefined) throw new Error(`${stage}: ${gw.weft.name} reports no forwarding counters (weft show --json forwarding)`);
+  return balance(stage, f.in.fromNodes + f.in.fromHost + f.in.fromPeers, f.out.toNodes + f.out.toHost + f.out.toPeers,
+    pick(gw.drops, (k) => k.startsWith('route_') || k.startsWith('nat_')));
+}

@@ -30,7 +30,7 @@ import { findWeftBin, startDataPlane, stopDataPlane, waitForFirstReply, weftUpCo
 import { buildTopology, destroyTopology } from '../src/demo/topology.js';
 import type { WeftStatus } from '../src/cli/commands/status.js';
 import {
-  geneveStage, kernelUdpDrops, nodeEgressStage, nodeIngressStage, pingSummary, rssKiB, showAll, wireguardStage, type PingSummary, type StageBalance,
+  gatewayRouterStage, geneveStage, kernelUdpDrops, nodeEgressStage, nodeIngressStage, pingSummary, rssKiB, showAll, wireguardStage, type PingSummary, type StageBalance,
 } from './fabric-observe.js';
 
 const SAMPLE_MS = 10_000;
@@ -104,6 +104,7 @@ function stagesOf(plan: DemoPlan, st: Map<string, WeftStatus>): StageBalance[] {
       out.push(nodeIngressStage(`node ${c.label}/${n.name}: Geneve → TUN`, s));
     }
   }
+  for (const c of [plan.a, plan.b]) out.push(gatewayRouterStage(`gateway ${c.label}: router (Geneve, TUN, WireGuard in → out)`, gw[c.key]));
   out.push(wireguardStage('WAN: gateway A → gateway B (WireGuard)', gw.a, gw.b, udp(plan.b.gatewayNs)));
   out.push(wireguardStage('WAN: gateway B → gateway A (WireGuard)', gw.b, gw.a, udp(plan.a.gatewayNs)));
   return out;

@@ -96,6 +96,8 @@ export interface GatewayStats {
   tun: { name: string; mtu: number; rxPackets: number; txPackets: number; txErrors: number };
   ports: { geneve: number; wireguard: number };
   forwarded: { toWireguard: number; toGeneve: number; toTun: number };
+  /** Packets handed to the router, by input: routed = forwarded + route_/nat_ drops − generated ICMP errors. */
+  routed: { fromNodes: number; fromHost: number; fromPeers: number };
 }
 
 const HEADROOM = 128;
@@ -115,6 +117,7 @@ interface PeerState {
 export class Gateway implements StatsSource {
   readonly table = new GeneveTunnelTable();
   readonly forwarded = { toWireguard: 0, toGeneve: 0, toTun: 0 };
+  readonly routed = { fromNodes: 0, fromHost: 0, fromPeers: 0 };
   readonly device: Device;
   readonly router: Router<Peer, GeneveTunnel>;
 
@@ -238,16 +241,19 @@ export class Gateway implements StatsSource {
   // Inputs: the router sorts each batch into lanes, flushed once per batch.
 
   private onGenevePackets(buf: Uint8Array, offs: Uint32Array, lens: Uint32Array, n: number): void {
+    this.routed.fromNodes += n;
     this.router.fromNodes(buf, offs, lens, n, this.clock(), this.lanesGeneve);
     this.flush(buf, this.lanesGeneve);
   }
 
   private onTunPackets(buf: Uint8Array, offs: Uint32Array, lens: Uint32Array, n: number): void {
+    this.routed.fromHost += n;
     this.router.fromHost(buf, offs, lens, n, this.clock(), this.lanesTun);
     this.flush(buf, this.lanesTun);
   }
 
   private onWireguardPackets(buf: Uint8Array, offs: Uint32Array, lens: Uint32Array, peers: readonly Peer[], n: number): number {
+    this.routed.fromPeers += n;
     this.router.fromPeers(buf, offs, lens, peers, n, this.clock(), this.lanesWg);
     this.flush(buf, this.lanesWg);
     return n;
@@ -667,6 +673,7 @@ export class Gateway implements StatsSource {
       tun: { name: this.tun?.name ?? '', mtu: this.tun?.mtu ?? 0, rxPackets: t?.rxPackets ?? 0, txPackets: t?.txPackets ?? 0, txErrors: t?.txErrors ?? 0 },
       ports: { geneve: this.geneve?.port ?? -1, wireguard: this.wg?.port ?? -1 },
       forwarded: { ...this.forwarded },
+      routed: { ...this.routed },
     };
   }
 

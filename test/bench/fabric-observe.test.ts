@@ -1,7 +1,7 @@
 /** The soak's and chaos test's readings of a fabric: ping gaps and the per-stage balances. */
 import { describe, expect, it } from 'vitest';
 import type { WeftStatus } from '../../src/cli/commands/status.js';
-import { geneveStage, nodeEgressStage, pingSummary, wireguardStage } from '../../bench/fabric-observe.js';
+import { gatewayRouterStage, geneveStage, nodeEgressStage, pingSummary, wireguardStage } from '../../bench/fabric-observe.js';
 
 function status(name: string, over: Partial<WeftStatus>): WeftStatus {
   return {
@@ -58,5 +58,14 @@ describe('fabric-observe', () => {
       drops: { geneve_tx_no_tunnel: 6, geneve_unknown_tunnel: 50 },
     });
     expect(nodeEgressStage('n', n)).toMatchObject({ sent: 20, received: 14, drops: { geneve_tx_no_tunnel: 6 }, unaccounted: 0 });
+  });
+
+  it('gatewayRouterStage: packets into the router = out + route_/nat_ drops; a gateway without the counters is refused', () => {
+    const gw = status('gw', {
+      forwarding: { in: { fromNodes: 50, fromHost: 3, fromPeers: 40 }, out: { toNodes: 38, toHost: 2, toPeers: 49 } },
+      drops: { route_no_route: 1, nat_BadTransport: 2, wg_decrypt_failed: 7, geneve_unknown_tunnel: 5 },
+    });
+    expect(gatewayRouterStage('r', gw)).toMatchObject({ sent: 93, received: 89, drops: { route_no_route: 1, nat_BadTransport: 2 }, unaccounted: 1 });
+    expect(() => gatewayRouterStage('r', status('old', {}))).toThrow(/forwarding/);
   });
 });

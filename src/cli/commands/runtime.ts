@@ -317,6 +317,10 @@ export class Runtime {
         tunnels: st.tunnels.map((t) => ({ vni: t.vni, name: t.name, remoteUnderlay: t.remoteUnderlay, rxPackets: t.rxPackets, txPackets: t.txPackets, drops: t.drops })),
       },
       nat: { entries: gw.natEntries() },
+      forwarding: {
+        in: { ...st.routed },
+        out: { toNodes: st.forwarded.toGeneve, toHost: st.forwarded.toTun, toPeers: st.forwarded.toWireguard },
+      },
       drops: st.drops,
       queues: st.queues,
       cluster: { id: cfg.cluster.id },

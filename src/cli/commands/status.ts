@@ -67,6 +67,11 @@ export interface WeftStatus {
   wireguard?: { publicKey: string; listenPort: number; crypto: string; peers: WeftPeerStatus[] };
   geneve: { port: number; tunnels: WeftTunnelStatus[] };
   nat?: { entries: number };
+  /** Gateway: packets into its router by input, and out of it by output (the rest are route_/nat_ drops). */
+  forwarding?: {
+    in: { fromNodes: number; fromHost: number; fromPeers: number };
+    out: { toNodes: number; toHost: number; toPeers: number };
+  };
   /** "stage.reason" → count (only non-zero). */
   drops: Record<string, number>;
   queues: Record<string, number>;
