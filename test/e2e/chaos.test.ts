@@ -256,8 +256,11 @@ describe.skipIf(skip !== null)('chaos: 50 MB through the two-cluster fabric with
     // replays), except any the receiving kernel dropped before weft read it.
     expect(sum(gwB.wgDrops) + nsB.drops['kernel_udp']!).toBeGreaterThanOrEqual(r.wan.fwd.corrupted);
     expect(sum(gwA.wgDrops) + nsA.drops['kernel_udp']!).toBeGreaterThanOrEqual(r.wan.rev.corrupted);
+    expect(gwB.wgDrops['wg_decrypt_failed']).toBeGreaterThan(0);
 
     const csum = kernelTcpCsumErrors(B1.ns) + kernelTcpCsumErrors(A1.ns) - csum0;
+    // Corrupted inner packets that passed Geneve were refused by the pods' TCP checksum.
+    expect(csum).toBeGreaterThan(0);
     console.info(`chaos run 2 (1% corrupted): ${MB} MB in ${(t.ms / 1000).toFixed(1)} s; WAN relay ${JSON.stringify(r.wan)}; underlay relay ${JSON.stringify(r.under)}`);
     console.info(`chaos run 2 drops: gateway B ${JSON.stringify(gwB.allDrops)}; gateway A ${JSON.stringify(gwA.allDrops)}; node B/${NODE_B1.name} ${JSON.stringify(node.allDrops)}; pods' kernels: ${csum} TCP segments with a bad checksum`);
     console.info(`chaos run 2 balances: ${JSON.stringify([nsA, nsB, nsN])}`);
