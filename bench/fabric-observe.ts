@@ -29,15 +29,18 @@ export function rssKiB(pid: number): number | null {
   }
 }
 
-/** The kernel's UDP receive-side drops in a namespace (/proc/net/snmp Udp: InErrors, RcvbufErrors, InCsumErrors). */
-export function kernelUdpDrops(ns: string): { inErrors: number; rcvbufErrors: number; inCsumErrors: number } {
+/**
+ * The kernel's UDP receive-side drops in a namespace (/proc/net/snmp Udp: InErrors, RcvbufErrors,
+ * InCsumErrors, and NoPorts: datagrams to a port nobody listens on).
+ */
+export function kernelUdpDrops(ns: string): { inErrors: number; rcvbufErrors: number; inCsumErrors: number; noPorts: number } {
   const r = spawnSync('ip', ['netns', 'exec', ns, 'cat', '/proc/net/snmp'], { encoding: 'utf8', timeout: 10_000 });
   const lines = r.stdout.split('\n').filter((l) => l.startsWith('Udp:'));
   if (lines.length < 2) throw new Error(`no Udp: lines in /proc/net/snmp of namespace ${ns}: ${r.stderr}`);
   const keys = lines[0]!.split(/\s+/).slice(1);
   const vals = lines[1]!.split(/\s+/).slice(1).map(Number);
   const get = (k: string): number => vals[keys.indexOf(k)] ?? 0;
-  return { inErrors: get('InErrors'), rcvbufErrors: get('RcvbufErrors'), inCsumErrors: get('InCsumErrors') };
+  return { inErrors: get('InErrors'), rcvbufErrors: get('RcvbufErrors'), inCsumErrors: get('InCsumErrors'), noPorts: get('NoPorts') };
 }
 
 /** TCP segments a namespace's kernel dropped for a bad checksum (/proc/net/snmp Tcp: InCsumErrors). */

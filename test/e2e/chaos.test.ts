@@ -75,24 +75,27 @@ interface DirStats { received: number; dropped: number; duplicated: number; reor
 interface RelayStats { forwarded: number; returned: number; dropped: number; duplicated: number; reordered: number; corrupted: number; sent: number; fwd: DirStats; rev: DirStats; parked: number }
 
 interface Relay { daemon: Daemon; statsFile: string }
+interface Chaos { loss: number; reorder: number; dup: number; corrupt: number }
+const NO_CHAOS: Chaos = { loss: 0, reorder: 0, dup: 0, corrupt: 0 };
+const CHAOS: Chaos = { loss: 0.05, reorder: 0.05, dup: 0.01, corrupt: 0 };
 
 describe.skipIf(skip !== null)('chaos: 50 MB through the two-cluster fabric with a lossy, reordering, duplicating, corrupting relay on the WAN and on an underlay', () => {
   let dir = '';
   const procs: RunningProcess[] = [];
   let relays: { wan: Relay; under: Relay } | null = null;
 
-  function startRelay(name: string, ns: string, args: string[], seed: number, chaos: { corrupt: number }): Relay {
+  function startRelay(name: string, ns: string, args: string[], seed: number, chaos: Chaos): Relay {
     const statsFile = join(dir, `${name}-${seed}.json`);
-    const daemon = startDaemon(ns, `relay ${name}`, [process.execPath, RELAY, ...args, '--seed', String(seed), '--loss', '0.05', '--reorder', '0.05', '--dup', '0.01',
+    const daemon = startDaemon(ns, `relay ${name}`, [process.execPath, RELAY, ...args, '--seed', String(seed), '--loss', String(chaos.loss), '--reorder', String(chaos.reorder), '--dup', String(chaos.dup),
       '--corrupt', String(chaos.corrupt), '--duration', '600', '--stats-file', statsFile], { lifetimeS: 620 });
     return { daemon, statsFile };
   }
 
-  async function startRelays(seed: number, corrupt: number): Promise<void> {
+  async function startRelays(seed: number, chaos: Chaos): Promise<void> {
     relays = {
-      wan: startRelay('wan', plan.a.gatewayNs, ['--listen', WAN_RELAY, '--target', `${plan.b.wanAddress}:${plan.wireguardPort}`, '--via', plan.a.wanAddress], seed, { corrupt }),
+      wan: startRelay('wan', plan.a.gatewayNs, ['--listen', WAN_RELAY, '--target', `${plan.b.wanAddress}:${plan.wireguardPort}`, '--via', plan.a.wanAddress], seed, chaos),
       under: startRelay('underlay', NODE_B1.ns, ['--listen', `${UNDER_FRONT}:${plan.genevePort}`, '--target', `${NODE_B1.underlay}:${plan.genevePort}`,
-        '--via', `${UNDER_BACK}:${plan.genevePort}`], seed + 1000, { corrupt }),
+        '--via', `${UNDER_BACK}:${plan.genevePort}`], seed + 1000, chaos),
     };
     for (const r of Object.values(relays)) {
       await waitFor(`${r.daemon.name} ready`, () => {
@@ -168,7 +171,7 @@ describe.skipIf(skip !== null)('chaos: 50 MB through the two-cluster fabric with
       const files = writeDemoFiles(plan, generateDemoKeys(), cfgDir);
       patchConfigs(files, cfgDir);
       for (const a of [UNDER_FRONT, UNDER_BACK]) await runCommand(['ip', '-n', NODE_B1.ns, 'addr', 'add', `${a}/32`, 'dev', NODE_B1.underlayIf]);
-      await startRelays(1, 0);
+      await startRelays(1, NO_CHAOS);
       const up = weftUpCommand(WEFT_BIN);
       const command = Object.assign((f: string) => [...up(f), '--no-conncheck'], { label: 'weft up --no-conncheck' });
       await startDataPlane(plan, files, cfgDir, command, 900, () => {}, procs);
@@ -204,8 +207,19 @@ describe.skipIf(skip !== null)('chaos: 50 MB through the two-cluster fabric with
     await waitFor('relay counters', crossed, 5000, 200);
   });
 
+  let anchorMs = 0;
+  it(`anchor: ${MB} MB pod A1 → pod B1 through the same relays, no chaos`, async () => {
+    const t = await transfer(6);
+    expect(t.got.bytes).toBe(MB * 1048576);
+    expect(t.got.sha256).toBe(t.sent.sha256);
+    anchorMs = t.ms;
+    console.info(`chaos anchor: ${MB} MB in ${(t.ms / 1000).toFixed(1)} s through the relays without loss, reordering, duplication or corruption`);
+  }, (TRANSFER_BOUND_S + 60) * 1000);
+
   it(`${MB} MB pod A1 → pod B1 arrive intact under 5% loss + 5% reordering + 1% duplication on the WAN and the underlay`, async () => {
-    const before = { wan: readRelay(relays!.wan), under: readRelay(relays!.under) };
+    await settle();
+    await stopRelays();
+    await startRelays(2, CHAOS);
     const t = await transfer(7);
     expect(t.got.bytes).toBe(MB * 1048576);
     expect(t.got.sha256).toBe(t.sent.sha256);
@@ -218,8 +232,8 @@ describe.skipIf(skip !== null)('chaos: 50 MB through the two-cluster fabric with
       expect(r.duplicated).toBeGreaterThan(0);
       expect(r.reordered).toBeGreaterThan(0);
     }
-    console.info(`chaos run 1: ${MB} MB in ${(t.ms / 1000).toFixed(1)} s (${(MB * 8.388608 / (t.ms / 1000)).toFixed(1)} Mbit/s); ` +
-      `WAN relay ${JSON.stringify(delta(before.wan, w))}; underlay relay ${JSON.stringify(delta(before.under, u))}`);
+    console.info(`chaos run 1: ${MB} MB in ${(t.ms / 1000).toFixed(1)} s (${(MB * 8.388608 / (t.ms / 1000)).toFixed(1)} Mbit/s, ${(t.ms / anchorMs).toFixed(2)}x the anchor's time); ` +
+      `WAN relay ${JSON.stringify(w)}; underlay relay ${JSON.stringify(u)}`);
   }, (TRANSFER_BOUND_S + 60) * 1000);
 
   it('with 1% corrupted datagrams too: the transfer is intact, every corrupted WireGuard datagram is a counted drop, each relay hop balances, nothing crashed', async () => {
@@ -229,8 +243,9 @@ describe.skipIf(skip !== null)('chaos: 50 MB through the two-cluster fabric with
     const csum0 = kernelTcpCsumErrors(B1.ns) + kernelTcpCsumErrors(A1.ns);
     const show0 = showAll(WEFT_BIN, join(dir, 'config', 'run'));
     const k0: Record<string, number> = {};
-    for (const ns of [plan.a.gatewayNs, plan.b.gatewayNs, NODE_B1.ns]) k0[ns] = kernelUdpDrops(ns).inErrors;
-    await startRelays(2, 0.01);
+    const p0: Record<string, number> = {};
+    for (const ns of [plan.a.gatewayNs, plan.b.gatewayNs, NODE_B1.ns]) { k0[ns] = kernelUdpDrops(ns).inErrors; p0[ns] = kernelUdpDrops(ns).noPorts; }
+    await startRelays(3, { ...CHAOS, corrupt: 0.01 });
     const t = await transfer(8);
     expect(t.got.bytes).toBe(MB * 1048576);
     expect(t.got.sha256).toBe(t.sent.sha256);
@@ -250,14 +265,18 @@ describe.skipIf(skip !== null)('chaos: 50 MB through the two-cluster fabric with
     // Each namespace with a relay, balanced exactly: datagrams sent into it = datagrams read by
     // its sockets (relay, weft: accepted or counted as a drop) + the kernel's UDP receive drops.
     const kd = (ns: string, k0: Record<string, number>): number => kernelUdpDrops(ns).inErrors - k0[ns]!;
+    const np = (ns: string): Record<string, number> => {
+      const n = kernelUdpDrops(ns).noPorts - p0[ns]!;
+      return n > 0 ? { kernel_udp_no_port: n } : {};
+    };
     const gwBAll = diffTunnels(show0.get('gateway-b')!, st.get('gateway-b')!);
     const w2 = diffTunnels(show0.get(`node-b-${plan.b.nodes[1]!.name}`)!, st.get(`node-b-${plan.b.nodes[1]!.name}`)!);
     const nsA = balance(`namespace ${plan.a.gatewayNs} (gateway A + WAN relay)`, gwA.peerTx + gwB.peerTx + r.wan.rev.sent,
-      r.wan.fwd.received + r.wan.rev.received + gwA.peerRx, { ...gwA.wgDrops, kernel_udp: kd(plan.a.gatewayNs, k0) });
+      r.wan.fwd.received + r.wan.rev.received + gwA.peerRx, { ...gwA.wgDrops, kernel_udp: kd(plan.a.gatewayNs, k0), ...np(plan.a.gatewayNs) });
     const nsB = balance(`namespace ${plan.b.gatewayNs} (gateway B)`, r.wan.fwd.sent + r.under.rev.sent + w2.tx,
-      gwB.peerRx + gwBAll.rx, { ...gwB.wgDrops, ...gwB.geneveDrops, kernel_udp: kd(plan.b.gatewayNs, k0) });
+      gwB.peerRx + gwBAll.rx, { ...gwB.wgDrops, ...gwB.geneveDrops, kernel_udp: kd(plan.b.gatewayNs, k0), ...np(plan.b.gatewayNs) });
     const nsN = balance(`namespace ${NODE_B1.ns} (node B/${NODE_B1.name} + underlay relay)`, gwB.tunnelTx + node.tunnelTx + r.under.fwd.sent,
-      r.under.fwd.received + r.under.rev.received + node.tunnelRx, { ...node.geneveDrops, kernel_udp: kd(NODE_B1.ns, k0) });
+      r.under.fwd.received + r.under.rev.received + node.tunnelRx, { ...node.geneveDrops, kernel_udp: kd(NODE_B1.ns, k0), ...np(NODE_B1.ns) });
     // Every corrupted WireGuard datagram was refused and counted (with the duplicates, refused as
     // replays), except any the receiving kernel dropped before weft read it.
     expect(sum(gwB.wgDrops) + nsB.drops['kernel_udp']!).toBeGreaterThanOrEqual(r.wan.fwd.corrupted);
@@ -267,7 +286,7 @@ describe.skipIf(skip !== null)('chaos: 50 MB through the two-cluster fabric with
     const csum = kernelTcpCsumErrors(B1.ns) + kernelTcpCsumErrors(A1.ns) - csum0;
     // Corrupted inner packets that passed Geneve were refused by the pods' TCP checksum.
     expect(csum).toBeGreaterThan(0);
-    console.info(`chaos run 2 (1% corrupted): ${MB} MB in ${(t.ms / 1000).toFixed(1)} s; WAN relay ${JSON.stringify(r.wan)}; underlay relay ${JSON.stringify(r.under)}`);
+    console.info(`chaos run 2 (1% corrupted): ${MB} MB in ${(t.ms / 1000).toFixed(1)} s (${(t.ms / anchorMs).toFixed(2)}x the anchor's time); WAN relay ${JSON.stringify(r.wan)}; underlay relay ${JSON.stringify(r.under)}`);
     console.info(`chaos run 2 drops: gateway B ${JSON.stringify(gwB.allDrops)}; gateway A ${JSON.stringify(gwA.allDrops)}; node B/${NODE_B1.name} ${JSON.stringify(node.allDrops)}; pods' kernels: ${csum} TCP segments with a bad checksum`);
     console.info(`chaos run 2 balances: ${JSON.stringify([nsA, nsB, nsN])}`);
     for (const b of [nsA, nsB, nsN]) expect(b.unaccounted, JSON.stringify(b)).toBe(0);
@@ -303,12 +322,6 @@ function diffTunnels(a: WeftStatus, b: WeftStatus): { rx: number; tx: number } {
 
 function sum(r: Record<string, number>): number {
   return Object.values(r).reduce((a, b) => a + b, 0);
-}
-
-function delta(a: RelayStats, b: RelayStats): Record<string, number> {
-  const out: Record<string, number> = {};
-  for (const k of ['forwarded', 'returned', 'sent', 'dropped', 'duplicated', 'reordered', 'corrupted'] as const) out[k] = b[k] - a[k];
-  return out;
 }
 
 /** Counters of one instance between two snapshots (the relays of a run start from zero). */
