@@ -20,6 +20,7 @@
  * printed too. Namespaces are `chs-*`; every process has a hard lifetime and is stopped by its
  * process group; the namespaces are deleted on exit, on SIGINT and on SIGTERM.
  */
+import { spawnSync } from 'node:child_process';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { join } from 'node:path';
@@ -34,6 +35,8 @@ import {
 } from './fabric-observe.js';
 
 const SAMPLE_MS = 10_000;
+/** Commands the soak runs, and the Debian package of each. */
+const TOOLS: ReadonlyArray<[string, string]> = [['ip', 'iproute2'], ['ss', 'iproute2'], ['ping', 'iputils-ping'], ['iperf3', 'iperf3'], ['timeout', 'coreutils']];
 const REKEY_S = 120;
 
 interface Sample {
@@ -133,7 +136,16 @@ function markdown(r: SoakResult): string {
 
 async function main(): Promise<number> {
   if (process.getuid?.() !== 0) { console.error('soak: needs root (network namespaces, TUN devices)'); return 2; }
+  for (const [cmd, pkg] of TOOLS) {
+    if (spawnSync('sh', ['-c', 'command -v "$1"', 'sh', cmd], { stdio: 'ignore' }).status !== 0) {
+      console.error(`soak: ${cmd} not installed: apt-get install --no-install-recommends ${pkg} (or run scripts/setup.sh)`);
+      return 2;
+    }
+  }
   const minutes = envNumber('SOAK_MINUTES', 30);
+  // RSS of a Node process saws by ~10 MiB between collections: growth compares one-minute
+  // medians, after the warm-up and at the end, which needs at least two minutes.
+  if (minutes < 2) { console.error(`soak: SOAK_MINUTES=${minutes}: use at least 2 (RSS is compared over one-minute windows after a warm-up)`); return 2; }
   const durationS = Math.round(minutes * 60);
   const warmupS = Math.min(300, Math.max(30, Math.round(durationS / 6)));
   const tcpRate = process.env['SOAK_TCP_RATE'] ?? '20M';
@@ -239,7 +251,7 @@ async function main(): Promise<number> {
       goals: {
         'RSS growth after warm-up ≤ 10% (every weft process)': rss.length === 6 && rss.every((p) => p.growthPct <= 10),
         'no ping gap over 1 s': pingSum.received > 0 && pingSum.stalls.length === 0,
-        [`handshakes ≥ ${Math.floor(durationS / REKEY_S)} (one per ${REKEY_S} s of run)`]: rekeys.every((k) => k.handshakes >= k.expectedAtLeast),
+        [`handshakes ≥ ${Math.max(1, Math.floor(durationS / REKEY_S))} (one per ${REKEY_S} s of run)`]: rekeys.every((k) => k.handshakes >= k.expectedAtLeast),
         'every stage balanced (sent = received + counted drops)': stages.every((s) => s.unaccounted === 0),
         'no weft process exited': exited.length === 0,
       },
