@@ -22,6 +22,9 @@ export interface PeerStatsSample {
   latencyUs: number;
   rxBytes: number;
   txBytes: number;
+  /** Datagrams received (authenticated) / queued for sending; absent where not counted. */
+  rxPackets?: number;
+  txPackets?: number;
   /** Completed handshakes since start. */
   handshakes: number;
   /** Wall-clock ms of the last completed handshake, if any. */

@@ -1,7 +1,17 @@
 /** The snapshot Gateway.stats() returns (what `weft show` and the launcher's SIGUSR1 line print). */
 import type { PeerStatsSample } from '../control/metrics.js';
+import { GENEVE_DROP_NAMES } from '../geneve/reasons.js';
+import type { GeneveTunnel } from '../geneve/table.js';
+import type { TunDevice } from '../io/tun.js';
 import type { Nat } from '../nat/nat.js';
+import { NAT_DROP_MIN, natResultName } from '../nat/results.js';
 import type { CoalescerCounts, FabricOffloads, SegmenterCounts } from '../ports/fabric-offload.js';
+import type { GenevePort } from '../ports/geneve-port.js';
+import type { WireGuardPort } from '../ports/wireguard-port.js';
+import { ROUTER_DROP_NAMES, type Router } from '../router/router.js';
+import type { Device } from '../wireguard/device.js';
+import { DROP_REASON_COUNT, DROP_REASON_NAMES } from '../wireguard/drops.js';
+import type { Peer } from '../wireguard/peer.js';
 
 /** Everything `weft show` prints (a snapshot; allocates). */
 export interface GatewayStats {
@@ -21,4 +31,34 @@ export interface GatewayStats {
   gro: CoalescerCounts;
   ports: { geneve: number; wireguard: number };
   forwarded: { toWireguard: number; toGeneve: number; toTun: number };
+  /** Packets handed to the router, by input: routed = forwarded + route_/nat_ drops − generated ICMP errors. */
+  routed: { fromNodes: number; fromHost: number; fromPeers: number };
+}
+
+/** Drops by reason from every stage of a gateway (non-zero only), prefixed by stage (allocates). */
+export function collectDrops(
+  router: Router<Peer, GeneveTunnel>, nat: Nat, device: Device, geneve: GenevePort | undefined, wg: WireGuardPort | undefined, tun: TunDevice | undefined,
+): Record<string, number> {
+  const d: Record<string, number> = {};
+  const put = (k: string, v: number): void => { if (v > 0) d[k] = (d[k] ?? 0) + v; };
+  for (let i = 0; i < ROUTER_DROP_NAMES.length; i++) put(`route_${ROUTER_DROP_NAMES[i]!}`, router.drops[i]!);
+  const g = geneve?.engine.counters.drops;
+  if (g !== undefined) for (let i = 1; i < g.length; i++) put(`geneve_${GENEVE_DROP_NAMES[i]!}`, g[i]!);
+  for (let i = NAT_DROP_MIN; i < nat.drops.length; i++) put(`nat_${natResultName(i)}`, nat.drops[i]!);
+  for (let i = 0; i < DROP_REASON_COUNT; i++) put(`wg_${DROP_REASON_NAMES[i]!}`, device.drops[i]!);
+  if (geneve !== undefined) {
+    const s = geneve.stats;
+    put('geneve_tx_no_tunnel', s.txNoTunnel);
+    put('geneve_tx_no_headroom', s.txNoHeadroom);
+    put('geneve_tx_send_failed', s.txSendFailures);
+    put('geneve_tx_no_socket', s.txNoSocket);
+  }
+  if (wg !== undefined) {
+    const w = wg.stats;
+    put('wg_handshake_queue_full', w.handshakesDroppedQueueFull);
+    put('wg_send_failed', w.sendFailures);
+    put('wg_no_socket', w.noSocketForFamily);
+  }
+  if (tun !== undefined) put('tun_write_failed', tun.stats.txErrors);
+  return d;
 }

@@ -31,12 +31,10 @@ import type { PeerStatsSample, StatsSource } from '../control/metrics.js';
 import { planTunnelAddresses, type TunnelPlan } from '../control/tunnel-address.js';
 import type { CryptoBackend } from '../crypto/backend.js';
 import { getCryptoBackend } from '../crypto/select.js';
-import { GENEVE_DROP_NAMES } from '../geneve/reasons.js';
 import { GeneveTunnelTable, type GeneveTunnel } from '../geneve/table.js';
 import { MAX_PACKET } from '../io/sizes.js';
 import { TunDevice } from '../io/tun.js';
 import { Nat, type NatPeer } from '../nat/nat.js';
-import { NAT_DROP_MIN, natResultName } from '../nat/results.js';
 import { formatAddress, parsePrefix } from '../packet/addr.js';
 import { coalescerStats, fabricOffloads, FabricTunWriter, segmenterStats, startTunReader, tunReaderMaxCount } from '../ports/fabric-offload.js';
 import { GENEVE_OFFLOAD_DELIVER_MAX, GenevePort } from '../ports/geneve-port.js';
@@ -44,11 +42,10 @@ import type { TunSegmenter } from '../ports/tun-offload.js';
 import { KernelState } from '../ports/iproute.js';
 import { withNetnsAsync } from '../ports/netns.js';
 import { WireGuardPort } from '../ports/wireguard-port.js';
-import { ROUTER_DROP_NAMES, Router, RouterLanes, type RouterPeer } from '../router/router.js';
+import { Router, RouterLanes, type RouterPeer } from '../router/router.js';
 import { Device } from '../wireguard/device.js';
-import { DROP_REASON_COUNT, DROP_REASON_NAMES } from '../wireguard/drops.js';
 import type { Peer } from '../wireguard/peer.js';
-import type { GatewayStats } from './gateway-stats.js';
+import { collectDrops, type GatewayStats } from './gateway-stats.js';
 import { applyMappingOps, definedOnly, firstHost, hostCidr, keyBytes, resolveEndpoint, tunnelOf, tunnelSpec } from './config-values.js';
 
 export interface GatewayOptions {
@@ -106,6 +103,7 @@ interface PeerState {
 export class Gateway implements StatsSource {
   readonly table = new GeneveTunnelTable();
   readonly forwarded = { toWireguard: 0, toGeneve: 0, toTun: 0 };
+  readonly routed = { fromNodes: 0, fromHost: 0, fromPeers: 0 };
   readonly device: Device;
   readonly router: Router<Peer, GeneveTunnel>;
 
@@ -236,16 +234,19 @@ export class Gateway implements StatsSource {
   private onGenevePackets(
     buf: Uint8Array, offs: Uint32Array, lens: Uint32Array, tunnels: readonly GeneveTunnel[], n: number, areaOff: number, areaLen: number,
   ): void {
+    this.routed.fromNodes += n;
     this.router.fromNodes(buf, offs, lens, n, this.clock(), this.lanesGeneve, tunnels);
     this.flush(buf, this.lanesGeneve, areaOff, areaLen);
   }
 
   private onTunPackets(buf: Uint8Array, offs: Uint32Array, lens: Uint32Array, n: number): void {
+    this.routed.fromHost += n;
     this.router.fromHost(buf, offs, lens, n, this.clock(), this.lanesTun);
     this.flush(buf, this.lanesTun, 0, 0);
   }
 
   private onWireguardPackets(buf: Uint8Array, offs: Uint32Array, lens: Uint32Array, peers: readonly Peer[], n: number): number {
+    this.routed.fromPeers += n;
     this.router.fromPeers(buf, offs, lens, peers, n, this.clock(), this.lanesWg);
     this.flush(buf, this.lanesWg, 0, 0);
     return n;
@@ -599,6 +600,8 @@ export class Gateway implements StatsSource {
         latencyUs: 0,
         rxBytes: s.wg.rxBytes,
         txBytes: s.wg.txBytes,
+        rxPackets: s.wg.rxPackets,
+        txPackets: s.wg.txPackets,
         handshakes: s.handshakes,
         ...(last === 0 ? {} : { lastHandshakeAtMs: last }),
       });
@@ -608,28 +611,7 @@ export class Gateway implements StatsSource {
 
   /** StatsSource: drops by reason from every stage (non-zero only), prefixed by stage. */
   drops(): Readonly<Record<string, number>> {
-    const d: Record<string, number> = {};
-    const put = (k: string, v: number): void => { if (v > 0) d[k] = (d[k] ?? 0) + v; };
-    for (let i = 0; i < ROUTER_DROP_NAMES.length; i++) put(`route_${ROUTER_DROP_NAMES[i]!}`, this.router.drops[i]!);
-    const g = this.geneve?.engine.counters.drops;
-    if (g !== undefined) for (let i = 1; i < g.length; i++) put(`geneve_${GENEVE_DROP_NAMES[i]!}`, g[i]!);
-    for (let i = NAT_DROP_MIN; i < this.nat.drops.length; i++) put(`nat_${natResultName(i)}`, this.nat.drops[i]!);
-    for (let i = 0; i < DROP_REASON_COUNT; i++) put(`wg_${DROP_REASON_NAMES[i]!}`, this.device.drops[i]!);
-    if (this.geneve !== undefined) {
-      const s = this.geneve.stats;
-      put('geneve_tx_no_tunnel', s.txNoTunnel);
-      put('geneve_tx_no_headroom', s.txNoHeadroom);
-      put('geneve_tx_send_failed', s.txSendFailures);
-      put('geneve_tx_no_socket', s.txNoSocket);
-    }
-    if (this.wg !== undefined) {
-      const w = this.wg.stats;
-      put('wg_handshake_queue_full', w.handshakesDroppedQueueFull);
-      put('wg_send_failed', w.sendFailures);
-      put('wg_no_socket', w.noSocketForFamily);
-    }
-    if (this.tun !== undefined) put('tun_write_failed', this.tun.stats.txErrors);
-    return d;
+    return collectDrops(this.router, this.nat, this.device, this.geneve, this.wg, this.tun);
   }
 
   /** StatsSource: conntrack entries. */
@@ -676,6 +658,7 @@ export class Gateway implements StatsSource {
       gso: segmenterStats(this.segmenter), gro: coalescerStats(this.tunWriter?.coalescer ?? null),
       ports: { geneve: this.geneve?.port ?? -1, wireguard: this.wg?.port ?? -1 },
       forwarded: { ...this.forwarded },
+      routed: { ...this.routed },
     };
   }
 

@@ -131,6 +131,7 @@ function sendOwned(s: DeviceState, peer: Peer, slot: number, length: number, kin
     return;
   }
   peer.txBytes += length;
+  peer.txPackets++;
 }
 
 /** Random clamped X25519 private key into the ephemeral scratch (RFC 7748 §5). */
@@ -215,6 +216,7 @@ function receiveInitiation(s: DeviceState, buf: Uint8Array, off: number, from: E
   t.anyAuthenticatedPacketReceived();
   roam(peer, from);
   peer.rxBytes += INITIATION_SIZE;
+  peer.rxPackets++;
   sendHandshakeResponse(s, peer, now);
   out.action = RECEIVE_HANDSHAKE;
   return RECEIVE_HANDSHAKE;
@@ -231,6 +233,7 @@ function receiveResponse(s: DeviceState, buf: Uint8Array, off: number, from: End
   out.peer = peer;
   roam(peer, from);
   peer.rxBytes += RESPONSE_SIZE;
+  peer.rxPackets++;
   const t = peer.timers;
   t.anyAuthenticatedPacketTraversal(now, peer.persistentKeepalive);
   t.anyAuthenticatedPacketReceived();

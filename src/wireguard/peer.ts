@@ -44,6 +44,9 @@ export class Peer {
   /** Bytes of authenticated messages received from / sent to this peer (UDP payload sizes). */
   rxBytes = 0;
   txBytes = 0;
+  /** The same messages counted as datagrams, so that sent = received + drops can be checked per hop. */
+  rxPackets = 0;
+  txPackets = 0;
   /** Wall-clock ms of the last completed handshake (0 = never). */
   lastHandshakeMs = 0;
   /** Set once the peer is removed from its device; a removed peer is inert. */

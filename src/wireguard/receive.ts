@@ -63,6 +63,7 @@ function receiveTransport(s: DeviceState, buf: Uint8Array, off: number, len: num
     sendStagedPackets(s, peer, now);
   }
   peer.rxBytes += len;
+  peer.rxPackets++;
   keepKeyFreshReceiving(s, peer, now);
   const t = peer.timers;
   t.anyAuthenticatedPacketTraversal(now, peer.persistentKeepalive);

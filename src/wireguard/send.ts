@@ -65,6 +65,7 @@ function encryptToPeer(s: DeviceState, peer: Peer, buf: Uint8Array, off: number,
     const total = sealTransport(s, kp, buf, off, len, padded);
     const t = peer.timers;
     peer.txBytes += total;
+    peer.txPackets++;
     t.anyAuthenticatedPacketTraversal(now, peer.persistentKeepalive);
     t.anyAuthenticatedPacketSent();
     t.dataSent(now);
@@ -142,6 +143,7 @@ export function sendStagedPackets(s: DeviceState, peer: Peer, now: number): void
         continue;
       }
       peer.txBytes += total;
+      peer.txPackets++;
       const t = peer.timers;
       t.anyAuthenticatedPacketTraversal(now, peer.persistentKeepalive);
       t.anyAuthenticatedPacketSent();

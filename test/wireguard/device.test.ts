@@ -73,6 +73,11 @@ describe.each(BACKENDS)('Device over a virtual network ($name backend)', ({ crea
     expect(pa.txBytes).toBe(pb.rxBytes);
     expect(pb.txBytes).toBe(pa.rxBytes);
     expect(pa.txBytes).toBe(148 + net.sent(a, DATA).reduce((s, w) => s + w.bytes.length, 0));
+    // Packet counters: the same messages as datagrams (A: initiation + data, B: response + data).
+    expect(pa.txPackets).toBe(pb.rxPackets);
+    expect(pb.txPackets).toBe(pa.rxPackets);
+    expect(pa.txPackets).toBe(1 + net.sent(a, DATA).length);
+    expect(pb.txPackets).toBe(1 + net.sent(b, DATA).length);
   });
 
   it('handshake initiated by B works the same (roles swap)', () => {

@@ -23,6 +23,11 @@ export interface WeftPeerStatus {
   latestHandshake: string | null;
   rxBytes: number;
   txBytes: number;
+  /** Datagrams behind rxBytes / txBytes (handshake and transport messages). */
+  rxPackets?: number;
+  txPackets?: number;
+  /** Handshakes completed with this peer since start (each rekey is one). */
+  handshakes?: number;
   /** Seconds, 0 = off. */
   persistentKeepalive: number;
   /** The peer's in-tunnel address (the connection check's destination), when it has one. */
@@ -64,6 +69,11 @@ export interface WeftStatus {
   /** Offloads in effect on the local TUN and the Geneve UDP socket (false: off or refused by the kernel). */
   offloads?: { tun: { csum: boolean; tso: boolean; uso: boolean }; geneve: { gso: boolean; gro: boolean } };
   nat?: { entries: number };
+  /** Gateway: packets into its router by input, and out of it by output (the rest are route_/nat_ drops). */
+  forwarding?: {
+    in: { fromNodes: number; fromHost: number; fromPeers: number };
+    out: { toNodes: number; toHost: number; toPeers: number };
+  };
   /** "stage.reason" → count (only non-zero). */
   drops: Record<string, number>;
   queues: Record<string, number>;
