@@ -14,8 +14,10 @@
  *   as one UDP GSO message, and a GRO receive slot holds a run of datagrams, each handled
  *   alone below.
  *   UDP batch → transport data: Device.receive decrypts in place → InnerSink.writeBatch once
- *   per batch (with the batch's scratch area for coalescing), with the peer each packet came from; handshake messages: copied into the handshake ring (bounded; full → counted
- *   drop) and processed a few per event-loop turn, so a handshake flood cannot starve data.
+ *   per batch (with the batch's scratch area for coalescing), with the peer each packet came from; handshake messages: screened at once
+ *   (Device.screenHandshake: mac1; under load mac2, cookie replies, rate limit; no DH), then
+ *   copied into the handshake ring (bounded; full → counted drop) and processed a few per
+ *   event-loop turn (Device.receiveScreened), so a handshake flood cannot starve data.
  *
  * Ownership: batches belong to their readers and are valid only during the callback; nothing
  * here keeps a reference to them. Outgoing engine messages are released right after sending.
@@ -423,14 +425,18 @@ export class WireGuardPort {
   private delivered = 0;
 
   private receiveOne(b: PacketBatch, sock: UdpSocket, i: number, off: number, len: number, now: number, underLoad: boolean): void {
-    if (isHandshakeMessage(b.buf, off, len)) {
-      this.queueHandshake(b.buf, off, len, sock.addressOf(b, i), sock.portOf(b, i));
-      return;
-    }
     const from = this.from;
     const out = this.rxResult;
     from.address = this.lastAddress;
     from.port = this.lastPort;
+    if (isHandshakeMessage(b.buf, off, len)) {
+      // mac1, and under load mac2/cookie and the rate limit, now: a flood of valid-mac1
+      // initiations is answered or dropped here and never takes ring slots or event-loop turns.
+      if (this.device.screenHandshake(b.buf, off, len, from, now, underLoad || this.hsCount >= this.hsCapacity >>> 3, out)) {
+        this.queueHandshake(b.buf, off, len, this.lastAddress, this.lastPort);
+      }
+      return;
+    }
     if (this.device.receive(b.buf, off, len, from, now, underLoad, out) === RECEIVE_DELIVER) {
       const d = this.delivered++;
       this.deliverOffs[d] = out.start;
@@ -474,13 +480,12 @@ export class WireGuardPort {
     const now = this.clock();
     const from = this.from;
     for (let n = 0; n < this.hsPerTurn && this.hsCount > 0; n++) {
-      const underLoad = this.hsCount >= this.hsCapacity >>> 3;
       const slot = this.hsHead;
       this.hsHead = (this.hsHead + 1) % this.hsCapacity;
       this.hsCount--;
       from.address = this.hsAddr[slot];
       from.port = this.hsPort[slot];
-      this.device.receive(this.hsBuf, slot * HANDSHAKE_SLOT, this.hsLen[slot], from, now, underLoad, this.hsResult);
+      this.device.receiveScreened(this.hsBuf, slot * HANDSHAKE_SLOT, this.hsLen[slot], from, now, this.hsResult);
       this.stats.handshakesProcessed++;
     }
     if (this.hsCount > 0) {
