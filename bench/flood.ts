@@ -9,11 +9,14 @@
  * Prints one line at exit: "flood sent=N replies=M seconds=S".
  *
  * Pacing: every millisecond-ish tick sends what the rate owes since the start (at most 200 per
- * tick); messages are precomputed (POOL distinct ones, cycled) so the flooder's own CPU stays
- * small next to the daemons it loads. Each message in the pool has its own random sender,
+ * tick) with one sendmmsg (the project's native UDP socket); messages are precomputed (POOL
+ * distinct ones, cycled) so the flooder's own CPU stays small next to the daemons it loads —
+ * on a 2-core machine whatever it spends is taken from both daemons alike. Each message in the pool has its own random sender,
  * ephemeral key and ciphertext and its own mac1.
  */
-import { createSocket } from 'node:dgram';
+import { PacketBatch } from '../src/io/batch.js';
+import { ADDR_RECORD_LEN } from '../src/io/native.js';
+import { encodeAddress, UdpSocket } from '../src/io/udp.js';
 import { getCryptoBackend } from '../src/crypto/select.js';
 import { keyFromBase64 } from '../src/crypto/keys.js';
 import { LABEL_MAC1 } from '../src/wireguard/cookie.js';
@@ -22,7 +25,7 @@ import { INITIATION_SIZE, MESSAGE_INITIATION, mac1Offset, writeU32LE } from '../
 const POOL = 8192;
 const MAX_PER_TICK = 200;
 
-function main(): void {
+async function main(): Promise<void> {
   const [host, portText, pubText, rateText, secondsText] = process.argv.slice(2);
   const port = Number(portText);
   const rate = Number(rateText);
@@ -43,9 +46,15 @@ function main(): void {
     b.mac(msg.subarray(m1, m1 + 16), key, msg.subarray(0, m1));
     msg.fill(0, m1 + 16); // mac2: none
   }
-  const sock = createSocket('udp4');
+  const sock = await UdpSocket.open({ family: 4, port: 0 });
+  const rx = new PacketBatch({ capacity: 64, maxLen: 256, withAddresses: true });
   let replies = 0;
-  sock.on('message', () => { replies++; });
+  sock.onBatch(rx, (batch) => { replies += batch.count; });
+  const rec = new Uint8Array(ADDR_RECORD_LEN);
+  encodeAddress(host, port, rec, 0);
+  const offs = new Uint32Array(MAX_PER_TICK);
+  const lens = new Uint32Array(MAX_PER_TICK).fill(INITIATION_SIZE);
+  const idx = new Uint32Array(MAX_PER_TICK); // every datagram to record 0
   let sent = 0;
   let next = 0;
   const t0 = performance.now();
@@ -54,18 +63,17 @@ function main(): void {
     const t = performance.now();
     if (t >= end) {
       console.log(`flood sent=${sent} replies=${replies} seconds=${((t - t0) / 1000).toFixed(2)}`);
-      sock.close();
+      void sock.close();
       return;
     }
     const owed = Math.min(MAX_PER_TICK, Math.floor(((t - t0) / 1000) * rate) - sent);
-    for (let k = 0; k < owed; k++) {
-      sock.send(pool, next * INITIATION_SIZE, INITIATION_SIZE, port, host);
-      next = (next + 1) % POOL;
-      sent++;
-    }
+    let n = 0;
+    for (; n < owed && next + n < POOL; n++) offs[n] = (next + n) * INITIATION_SIZE;
+    if (n > 0) sent += sock.sendBatch(pool, offs, lens, rec, idx, n);
+    next = (next + n) % POOL;
     setTimeout(tick, 1);
   };
-  sock.bind(0, () => tick());
+  tick();
 }
 
-main();
+main().catch((e: unknown) => { console.error(e); process.exitCode = 1; });
