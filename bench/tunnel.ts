@@ -14,7 +14,9 @@
  *                     pingload = PINGS pings while a TCP 1-stream test runs; tcp1flood = TCP 1
  *                     stream while bench/flood.ts sends FLOOD_RATE handshake initiations/s with a
  *                     valid mac1 to B's daemon from a separate process in ns wp-a; run it after
- *                     tcp1: the table shows tcp1flood / tcp1 of each run)
+ *                     tcp1: the table shows tcp1flood / tcp1 of each run; tcp1floodctl = the
+ *                     same flood sent to a closed port of B instead of the daemon: what the flood
+ *                     traffic alone costs this machine, the ceiling for any daemon)
  *   FLOOD_RATE=30000  initiations per second for tcp1flood
  *   WEFT_NODE_ARGS="--cpu-prof --cpu-prof-dir=/tmp/prof"   extra node flags for weft-wg
  *   WEFT_ENV="WEFT_CRYPTO=node"  extra environment for weft-wg (space separated K=V)
@@ -69,7 +71,7 @@ const DUR = intEnv('DUR', 10);
 const PINGS = intEnv('PINGS', 20);
 const PING_INTERVAL = process.env.PING_INTERVAL ?? '0.05';
 const TESTS = (process.env.TESTS ?? 'ping,tcp1,udp64').split(',').map((t) => t.trim()).filter(Boolean);
-const KNOWN_TESTS = ['ping', 'pingload', 'tcp1', 'tcp4', 'udp64', 'tcp1flood'];
+const KNOWN_TESTS = ['ping', 'pingload', 'tcp1', 'tcp4', 'udp64', 'tcp1flood', 'tcp1floodctl'];
 for (const t of TESTS) if (!KNOWN_TESTS.includes(t)) throw new Error(`TESTS: unknown test ${t} (${KNOWN_TESTS.join(', ')})`);
 const FLOOD_RATE = intEnv('FLOOD_RATE', 30_000);
 const HZ = Number(spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).stdout.trim()) || 100;
@@ -395,14 +397,22 @@ async function measurePingUnderLoad(t: Tunnel, dir: string, m: Metrics): Promise
   parsePing(ping.out(), m, 'pingload');
 }
 
-/** TCP 1 stream while bench/flood.ts floods B's daemon with valid-mac1 initiations. */
-async function measureTcpUnderFlood(t: Tunnel, dir: string, m: Metrics): Promise<void> {
-  const flood = spawnIn(NS_A, [process.execPath, FLOOD_JS, U_B, String(WG_PORT), t.pubB, String(FLOOD_RATE), String(DUR + 3)], DUR + 40);
+/**
+ * TCP 1 stream while bench/flood.ts floods B's daemon with valid-mac1 initiations (tag
+ * tcp1flood), or the same flood to a closed port of B (tag tcp1floodctl: the control).
+ */
+async function measureTcpUnderFlood(t: Tunnel, dir: string, m: Metrics, tag: 'tcp1flood' | 'tcp1floodctl'): Promise<void> {
+  const port = tag === 'tcp1flood' ? WG_PORT : 9;
+  const flood = spawnIn(NS_A, [process.execPath, FLOOD_JS, U_B, String(port), t.pubB, String(FLOOD_RATE), String(DUR + 3)], DUR + 40);
   await sleep(1000); // the responder reaches its under-load state before TCP starts
-  await measureTcp(t, 'tcp1flood', dir, m);
+  await measureTcp(t, tag, dir, m);
   await Promise.race([flood.exited, sleep(10_000)]);
   await stopProc(flood);
   const r = /flood sent=(\d+) replies=(\d+) seconds=([\d.]+)/.exec(flood.out());
+  if (tag === 'tcp1floodctl') {
+    if (m.tcp1_gbps > 0 && m.tcp1floodctl_gbps !== undefined) m.tcp1floodctl_ratio = m.tcp1floodctl_gbps / m.tcp1_gbps;
+    return;
+  }
   if (r) {
     m.flood_sent_per_s = Number(r[1]) / Number(r[3]);
     m.flood_replies_per_s = Number(r[2]) / Number(r[3]);
@@ -423,7 +433,7 @@ async function measureDaemon(spec: DaemonSpec, dir: string): Promise<Metrics> {
     for (const test of TESTS) {
       if (test === 'ping') measurePing(m);
       else if (test === 'pingload') await measurePingUnderLoad(t, dir, m);
-      else if (test === 'tcp1flood') await measureTcpUnderFlood(t, dir, m);
+      else if (test === 'tcp1flood' || test === 'tcp1floodctl') await measureTcpUnderFlood(t, dir, m, test);
       else if (test === 'tcp1') await measureTcp(t, 'tcp1', dir, m);
       else if (test === 'tcp4') await measureTcp(t, 'tcp4', dir, m, ['-P', '4']);
       else await measureUdp(t, 'udp64', dir, m);
@@ -471,6 +481,7 @@ const ROWS: Row[] = [
   { key: 'pingload_max_ms', label: 'ping RTT max under TCP load', unit: 'ms', scale: 1, digits: 3, better: 'lower' },
   { key: 'tcp1flood_gbps', label: 'TCP 1 stream under initiation flood', unit: 'Gbit/s', scale: 1, digits: 3, better: 'higher' },
   { key: 'tcp1flood_ratio', label: 'TCP 1 under flood / TCP 1 (same run)', unit: 'x', scale: 1, digits: 2, better: 'higher' },
+  { key: 'tcp1floodctl_ratio', label: 'control: TCP 1 under flood to a closed port / TCP 1', unit: 'x', scale: 1, digits: 2, better: 'higher' },
   { key: 'tcp1flood_cpu_b', label: 'TCP 1 under flood: daemon CPU, flooded side', unit: '%core', scale: 1, digits: 0, better: '' },
   { key: 'flood_sent_per_s', label: 'flood: initiations sent', unit: '/s', scale: 1, digits: 0, better: '' },
   { key: 'flood_replies_per_s', label: 'flood: cookie replies received', unit: '/s', scale: 1, digits: 0, better: '' },
@@ -564,7 +575,8 @@ async function main(): Promise<number> {
         const m = await measureDaemon(spec, dir);
         fs.writeFileSync(path.join(dir, 'metrics.json'), JSON.stringify(m, null, 1));
         process.stderr.write(`[tunnel]   tcp1 ${fmt(m.tcp1_gbps, 3)} Gbit/s, udp64 ${fmt(m.udp64_rx_pps / 1e3, 1)} kpps, ` +
-          `ping ${fmt(m.ping_avg_ms, 3)}/${fmt(m.ping_max_ms, 3)} ms, cpu tcp1 ${fmt(m.tcp1_cpu_a, 0)}/${fmt(m.tcp1_cpu_b, 0)} %\n`);
+          `ping ${fmt(m.ping_avg_ms, 3)}/${fmt(m.ping_max_ms, 3)} ms, cpu tcp1 ${fmt(m.tcp1_cpu_a, 0)}/${fmt(m.tcp1_cpu_b, 0)} %, ` +
+          `flood ${fmt(m.tcp1flood_ratio, 2)}x (control ${fmt(m.tcp1floodctl_ratio, 2)}x)\n`);
         results.get(spec.label)!.push(m);
       }
     }
