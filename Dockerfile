@@ -45,6 +45,7 @@ COPY --from=build /src/node_modules ./node_modules
 COPY --from=build /src/dist/src ./dist/src
 COPY --from=build /src/dist/bench ./dist/bench
 COPY --from=build /src/native/build/Release/weft_io.node ./native/build/Release/weft_io.node
+COPY --from=build /src/native/build/Release/weft_crypto.node ./native/build/Release/weft_crypto.node
 COPY bin/ ./bin/
 COPY examples/ ./examples/
 # Control sockets for `weft show` (see src/cli/commands/control-socket.ts).

@@ -10,7 +10,14 @@
  *   DUR=10            seconds per iperf3 test (TCP and UDP)
  *   PINGS=20          pings per RTT test; PING_INTERVAL=0.05 (seconds)
  *   DAEMONS=wireguard-go,weft   which daemons, by label
- *   TESTS=ping,tcp1,udp64   which measurements, in this order (also: tcp4 = TCP with 4 streams)
+ *   TESTS=ping,tcp1,udp64   which measurements, in this order (also: tcp4 = TCP with 4 streams;
+ *                     pingload = PINGS pings while a TCP 1-stream test runs; tcp1flood = TCP 1
+ *                     stream while bench/flood.ts sends FLOOD_RATE handshake initiations/s with a
+ *                     valid mac1 to B's daemon from a separate process in ns wp-a; run it after
+ *                     tcp1: the table shows tcp1flood / tcp1 of each run; tcp1floodctl = the
+ *                     same flood sent to a closed port of B instead of the daemon: what the flood
+ *                     traffic alone costs this machine, the ceiling for any daemon)
+ *   FLOOD_RATE=30000  initiations per second for tcp1flood
  *   WEFT_NODE_ARGS="--cpu-prof --cpu-prof-dir=/tmp/prof"   extra node flags for weft-wg
  *   WEFT_ENV="WEFT_CRYPTO=node"  extra environment for weft-wg (space separated K=V)
  *   WEFT_VARIANTS="evp:WEFT_NATIVE_AEAD_MODE=evp;koffi:WEFT_NATIVE_AEAD=0"   more weft-wg daemons in
@@ -64,10 +71,13 @@ const DUR = intEnv('DUR', 10);
 const PINGS = intEnv('PINGS', 20);
 const PING_INTERVAL = process.env.PING_INTERVAL ?? '0.05';
 const TESTS = (process.env.TESTS ?? 'ping,tcp1,udp64').split(',').map((t) => t.trim()).filter(Boolean);
-for (const t of TESTS) if (!['ping', 'tcp1', 'tcp4', 'udp64'].includes(t)) throw new Error(`TESTS: unknown test ${t} (ping, tcp1, tcp4, udp64)`);
+const KNOWN_TESTS = ['ping', 'pingload', 'tcp1', 'tcp4', 'udp64', 'tcp1flood', 'tcp1floodctl'];
+for (const t of TESTS) if (!KNOWN_TESTS.includes(t)) throw new Error(`TESTS: unknown test ${t} (${KNOWN_TESTS.join(', ')})`);
+const FLOOD_RATE = intEnv('FLOOD_RATE', 30_000);
 const HZ = Number(spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).stdout.trim()) || 100;
 
 const WEFT_WG = process.env.WEFT_WG ?? path.join(findRoot(), 'bin/weft-wg');
+const FLOOD_JS = fileURLToPath(new URL('./flood.js', import.meta.url));
 
 interface DaemonSpec { label: string; cmd: string[]; env: Record<string, string> }
 
@@ -231,7 +241,7 @@ function setupUnderlay(): void {
   inNs(NS_A, ['ping', '-n', '-q', '-c', '2', '-i', '0.2', '-W', '1', U_B], { timeoutMs: 10_000 });
 }
 
-interface Tunnel { a: Proc; b: Proc; pidA: number; pidB: number }
+interface Tunnel { a: Proc; b: Proc; pidA: number; pidB: number; pubB: string }
 
 async function startDaemon(spec: DaemonSpec, ns: string, ifc: string, lifetimeS: number): Promise<{ proc: Proc; pid: number }> {
   const proc = spawnIn(ns, [...spec.cmd, ifc], lifetimeS, { LOG_LEVEL: 'error', WG_PROCESS_FOREGROUND: '1', ...spec.env });
@@ -268,7 +278,7 @@ async function setupTunnel(spec: DaemonSpec, tmp: string): Promise<Tunnel> {
   // Warm-up, the same for every daemon: 100 pings over ~1 s, so a JIT-compiled daemon is measured
   // warm (as it runs in production) rather than on its first packets.
   inNs(NS_A, ['ping', '-n', '-q', '-c', '100', '-i', '0.01', '-W', '1', T_B], { timeoutMs: 10_000, allowFail: true });
-  return { a: a.proc, b: b.proc, pidA: a.pid, pidB: b.pid };
+  return { a: a.proc, b: b.proc, pidA: a.pid, pidB: b.pid, pubB };
 }
 
 // ------------------------------------------------------------------------------------------
@@ -350,24 +360,66 @@ async function measureUdp(t: Tunnel, tag: string, dir: string, m: Metrics): Prom
   m[`${tag}_loss_pct`] = rcv.lost_percent ?? 0;
 }
 
+const PING_ARGS = ['ping', '-n', '-c', String(PINGS), '-i', PING_INTERVAL, '-W', '1', T_B];
+
 function measurePing(m: Metrics): void {
-  const out = inNs(NS_A, ['ping', '-n', '-c', String(PINGS), '-i', PING_INTERVAL, '-W', '1', T_B],
-    { timeoutMs: (PINGS * Number(PING_INTERVAL) + 15) * 1000, allowFail: true });
+  const out = inNs(NS_A, PING_ARGS, { timeoutMs: (PINGS * Number(PING_INTERVAL) + 15) * 1000, allowFail: true });
+  parsePing(out, m, 'ping');
+}
+
+function parsePing(out: string, m: Metrics, prefix: string): void {
   const each = [...out.matchAll(/time=([\d.]+) ms/g)].map((x) => Number(x[1])).sort((x, y) => x - y);
   if (each.length > 0) {
-    m.ping_p50_ms = median(each);
-    m.ping_p90_ms = each[Math.min(each.length - 1, Math.floor(each.length * 0.9))];
+    m[`${prefix}_p50_ms`] = median(each);
+    m[`${prefix}_p90_ms`] = each[Math.min(each.length - 1, Math.floor(each.length * 0.9))];
   }
   const rtt = /= ([\d.]+)\/([\d.]+)\/([\d.]+)\/([\d.]+) ms/.exec(out);
   const loss = /([\d.]+)% packet loss/.exec(out);
   if (rtt) {
-    m.ping_min_ms = Number(rtt[1]);
-    m.ping_avg_ms = Number(rtt[2]);
-    m.ping_max_ms = Number(rtt[3]);
+    m[`${prefix}_min_ms`] = Number(rtt[1]);
+    m[`${prefix}_avg_ms`] = Number(rtt[2]);
+    m[`${prefix}_max_ms`] = Number(rtt[3]);
   } else {
-    console.error(`  ping failed: ${out.trim()}`);
+    console.error(`  ${prefix} failed: ${out.trim()}`);
   }
-  if (loss) m.ping_loss_pct = Number(loss[1]);
+  if (loss) m[`${prefix}_loss_pct`] = Number(loss[1]);
+}
+
+/** Ping RTT while a TCP 1-stream iperf3 test loads the tunnel (pings start 1 s into it). */
+async function measurePingUnderLoad(t: Tunnel, dir: string, m: Metrics): Promise<void> {
+  const lm: Metrics = {};
+  const tcp = measureTcp(t, 'pingload_tcp1', dir, lm);
+  await sleep(1500);
+  const ping = spawnIn(NS_A, PING_ARGS, PINGS * Number(PING_INTERVAL) + 15);
+  await Promise.race([ping.exited, sleep((PINGS * Number(PING_INTERVAL) + 15) * 1000)]);
+  await stopProc(ping);
+  await tcp;
+  parsePing(ping.out(), m, 'pingload');
+}
+
+/**
+ * TCP 1 stream while bench/flood.ts floods B's daemon with valid-mac1 initiations (tag
+ * tcp1flood), or the same flood to a closed port of B (tag tcp1floodctl: the control).
+ */
+async function measureTcpUnderFlood(t: Tunnel, dir: string, m: Metrics, tag: 'tcp1flood' | 'tcp1floodctl'): Promise<void> {
+  const port = tag === 'tcp1flood' ? WG_PORT : 9;
+  const flood = spawnIn(NS_A, [process.execPath, FLOOD_JS, U_B, String(port), t.pubB, String(FLOOD_RATE), String(DUR + 3)], DUR + 40);
+  await sleep(1000); // the responder reaches its under-load state before TCP starts
+  await measureTcp(t, tag, dir, m);
+  await Promise.race([flood.exited, sleep(10_000)]);
+  await stopProc(flood);
+  const r = /flood sent=(\d+) replies=(\d+) seconds=([\d.]+)/.exec(flood.out());
+  if (tag === 'tcp1floodctl') {
+    if (m.tcp1_gbps > 0 && m.tcp1floodctl_gbps !== undefined) m.tcp1floodctl_ratio = m.tcp1floodctl_gbps / m.tcp1_gbps;
+    return;
+  }
+  if (r) {
+    m.flood_sent_per_s = Number(r[1]) / Number(r[3]);
+    m.flood_replies_per_s = Number(r[2]) / Number(r[3]);
+  } else {
+    console.error(`  flood: no summary: ${flood.out().slice(-300)}`);
+  }
+  if (m.tcp1_gbps > 0 && m.tcp1flood_gbps !== undefined) m.tcp1flood_ratio = m.tcp1flood_gbps / m.tcp1_gbps;
 }
 
 async function measureDaemon(spec: DaemonSpec, dir: string): Promise<Metrics> {
@@ -380,6 +432,8 @@ async function measureDaemon(spec: DaemonSpec, dir: string): Promise<Metrics> {
     t = await setupTunnel(spec, tmp);
     for (const test of TESTS) {
       if (test === 'ping') measurePing(m);
+      else if (test === 'pingload') await measurePingUnderLoad(t, dir, m);
+      else if (test === 'tcp1flood' || test === 'tcp1floodctl') await measureTcpUnderFlood(t, dir, m, test);
       else if (test === 'tcp1') await measureTcp(t, 'tcp1', dir, m);
       else if (test === 'tcp4') await measureTcp(t, 'tcp4', dir, m, ['-P', '4']);
       else await measureUdp(t, 'udp64', dir, m);
@@ -422,6 +476,15 @@ const ROWS: Row[] = [
   { key: 'ping_max_ms', label: 'ping RTT max', unit: 'ms', scale: 1, digits: 3, better: 'lower' },
   { key: 'ping_p50_ms', label: 'ping RTT median (of each run)', unit: 'ms', scale: 1, digits: 3, better: 'lower' },
   { key: 'ping_p90_ms', label: 'ping RTT p90 (of each run)', unit: 'ms', scale: 1, digits: 3, better: 'lower' },
+  { key: 'pingload_avg_ms', label: 'ping RTT avg under TCP load', unit: 'ms', scale: 1, digits: 3, better: 'lower' },
+  { key: 'pingload_p90_ms', label: 'ping RTT p90 under TCP load', unit: 'ms', scale: 1, digits: 3, better: 'lower' },
+  { key: 'pingload_max_ms', label: 'ping RTT max under TCP load', unit: 'ms', scale: 1, digits: 3, better: 'lower' },
+  { key: 'tcp1flood_gbps', label: 'TCP 1 stream under initiation flood', unit: 'Gbit/s', scale: 1, digits: 3, better: 'higher' },
+  { key: 'tcp1flood_ratio', label: 'TCP 1 under flood / TCP 1 (same run)', unit: 'x', scale: 1, digits: 2, better: 'higher' },
+  { key: 'tcp1floodctl_ratio', label: 'control: TCP 1 under flood to a closed port / TCP 1', unit: 'x', scale: 1, digits: 2, better: 'higher' },
+  { key: 'tcp1flood_cpu_b', label: 'TCP 1 under flood: daemon CPU, flooded side', unit: '%core', scale: 1, digits: 0, better: '' },
+  { key: 'flood_sent_per_s', label: 'flood: initiations sent', unit: '/s', scale: 1, digits: 0, better: '' },
+  { key: 'flood_replies_per_s', label: 'flood: cookie replies received', unit: '/s', scale: 1, digits: 0, better: '' },
 ];
 
 function median(v: number[]): number {
@@ -512,7 +575,8 @@ async function main(): Promise<number> {
         const m = await measureDaemon(spec, dir);
         fs.writeFileSync(path.join(dir, 'metrics.json'), JSON.stringify(m, null, 1));
         process.stderr.write(`[tunnel]   tcp1 ${fmt(m.tcp1_gbps, 3)} Gbit/s, udp64 ${fmt(m.udp64_rx_pps / 1e3, 1)} kpps, ` +
-          `ping ${fmt(m.ping_avg_ms, 3)}/${fmt(m.ping_max_ms, 3)} ms, cpu tcp1 ${fmt(m.tcp1_cpu_a, 0)}/${fmt(m.tcp1_cpu_b, 0)} %\n`);
+          `ping ${fmt(m.ping_avg_ms, 3)}/${fmt(m.ping_max_ms, 3)} ms, cpu tcp1 ${fmt(m.tcp1_cpu_a, 0)}/${fmt(m.tcp1_cpu_b, 0)} %, ` +
+          `flood ${fmt(m.tcp1flood_ratio, 2)}x (control ${fmt(m.tcp1floodctl_ratio, 2)}x)\n`);
         results.get(spec.label)!.push(m);
       }
     }

@@ -8,8 +8,8 @@
     },
     {
       "target_name": "weft_crypto",
-      "sources": ["weft_crypto.c"],
-      "cflags": ["-O2", "-Wall", "-Wextra", "-Wno-unused-parameter"],
+      "sources": ["weft_crypto.c", "weft_x25519.c"],
+      "cflags": ["-O3", "-Wall", "-Wextra", "-Wno-unused-parameter"],
       "defines": ["NAPI_VERSION=8"]
     }
   ]

@@ -16,6 +16,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include "weft_x25519.h"
+
 #define BLOCK 64
 #define HASH_LEN 32
 #define MAC_LEN 16
@@ -275,12 +277,53 @@ static napi_value js_kdf(napi_env env, napi_callback_info info) {
   return NULL;
 }
 
+/* x25519(out, scalar, u): out[0..32) := X25519(scalar, u); false when the result is all zeros
+ * (a low-order u: out is zeroed then). Every argument is exactly 32 bytes (out: at least). */
+static napi_value js_x25519(napi_env env, napi_callback_info info) {
+  size_t argc = 3;
+  napi_value argv[3];
+  napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
+  if (argc < 3) THROW(env, type_error, "x25519(out, scalar, u)");
+  uint8_t *out, *k, *u;
+  size_t outl, kl, ul;
+  if (!bytes(env, argv[0], 0, &out, &outl) || !bytes(env, argv[1], 0, &k, &kl) || !bytes(env, argv[2], 0, &u, &ul)) return NULL;
+  if (outl < 32 || kl != 32 || ul != 32) THROW(env, range_error, "x25519 takes a 32-byte output, scalar and u-coordinate");
+  uint8_t tmp[32];
+  int ok = weft_x25519(tmp, k, u);
+  if (ok) memcpy(out, tmp, 32);
+  else memset(out, 0, 32);
+  wipe(tmp, sizeof tmp);
+  napi_value r;
+  napi_get_boolean(env, ok != 0, &r);
+  return r;
+}
+
+/* x25519Base(out, scalar): out[0..32) := X25519(scalar, 9), the public key of scalar. */
+static napi_value js_x25519_base(napi_env env, napi_callback_info info) {
+  size_t argc = 2;
+  napi_value argv[2];
+  napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
+  if (argc < 2) THROW(env, type_error, "x25519Base(out, scalar)");
+  uint8_t *out, *k;
+  size_t outl, kl;
+  if (!bytes(env, argv[0], 0, &out, &outl) || !bytes(env, argv[1], 0, &k, &kl)) return NULL;
+  if (outl < 32 || kl != 32) THROW(env, range_error, "x25519Base takes a 32-byte output and scalar");
+  uint8_t tmp[32];
+  weft_x25519_base(tmp, k);
+  memcpy(out, tmp, 32);
+  wipe(tmp, sizeof tmp);
+  return NULL;
+}
+
 static napi_value init(napi_env env, napi_value exports) {
+  weft_x25519_init();
   napi_property_descriptor d[] = {
     { "hash", NULL, js_hash, NULL, NULL, NULL, napi_default, NULL },
     { "mac", NULL, js_mac, NULL, NULL, NULL, napi_default, NULL },
     { "hmac", NULL, js_hmac, NULL, NULL, NULL, napi_default, NULL },
     { "kdf", NULL, js_kdf, NULL, NULL, NULL, napi_default, NULL },
+    { "x25519", NULL, js_x25519, NULL, NULL, NULL, napi_default, NULL },
+    { "x25519Base", NULL, js_x25519_base, NULL, NULL, NULL, napi_default, NULL },
   };
   napi_define_properties(env, exports, sizeof d / sizeof d[0], d);
   napi_value abi;

@@ -31,6 +31,7 @@ import { CryptoBackendError } from './errors.js';
 import { createEvpHashing, type EvpHashing } from './evp-hash.js';
 import { createEvpX25519, type EvpX25519 } from './evp-x25519.js';
 import { loadNativeHash } from './native-hash.js';
+import { loadNativeX25519 } from './native-x25519.js';
 import { processLibrary } from './ffi.js';
 import { createNodeBackend, loadNodeCrypto, nodeBackendUnavailableReason } from './node.js';
 import { KEY_LEN, NONCE_LEN, TAG_LEN } from './sizes.js';
@@ -242,9 +243,12 @@ export function opensslHashingUnavailableReason(): string | null {
  * come from OpenSSL's EVP functions when opensslHashingUnavailableReason() is null, and X25519
  * when opensslX25519UnavailableReason() is null, else from the node backend. With the native
  * addon (native-hash.ts) hash, mac, hmac and kdf are one N-API call each instead
- * (`nativeHash: false` keeps EVP: tests and benchmarks of that fallback). The OpenSSL contexts are freed when the backend object is garbage-collected.
+ * (`nativeHash: false` keeps EVP: tests and benchmarks of that fallback). X25519 comes from the
+ * addon's own ladder and fixed-base table (native-x25519.ts) when it passes its self-test, else
+ * from EVP_PKEY, else from node.ts (`nativeX25519: false` skips the first: tests and benchmarks).
+ * The OpenSSL contexts are freed when the backend object is garbage-collected.
  */
-export function createOpensslBackend(options: { readonly nativeHash?: boolean } = {}): CryptoBackend {
+export function createOpensslBackend(options: { readonly nativeHash?: boolean; readonly nativeX25519?: boolean } = {}): CryptoBackend {
   const reason = opensslBackendUnavailableReason();
   const evp = bindEvp();
   if (reason !== null || typeof evp === 'string') {
@@ -277,9 +281,23 @@ export function createOpensslBackend(options: { readonly nativeHash?: boolean } 
       : parts.length === 2 ? nh.hmac(out, key, parts[0], parts[1]) : hmac(out, key, ...parts));
     backend.kdf = nh.kdf;
   }
-  const x = createEvpX25519();
+  const nx = options.nativeX25519 === false ? 'not wanted' : loadNativeX25519();
+  const x = typeof nx === 'string' ? createEvpX25519() : 'the native addon is used';
   const x25519: EvpX25519 | null = typeof x === 'string' ? null : x;
-  if (x25519 !== null) {
+  if (typeof nx !== 'string') {
+    // The addon checks lengths too; these keep the backend's error messages and contract.
+    backend.dh = (out, privateKey, publicKey) => {
+      assertOutput(out, KEY_LEN, 'dh output');
+      assertBytes(privateKey, KEY_LEN, 'private key');
+      assertBytes(publicKey, KEY_LEN, 'public key');
+      return nx.x25519(out, privateKey, publicKey);
+    };
+    backend.publicKey = (out, privateKey) => {
+      assertOutput(out, KEY_LEN, 'public key output');
+      assertBytes(privateKey, KEY_LEN, 'private key');
+      nx.x25519Base(out, privateKey);
+    };
+  } else if (x25519 !== null) {
     backend.dh = (out, privateKey, publicKey) => {
       assertOutput(out, KEY_LEN, 'dh output');
       assertBytes(privateKey, KEY_LEN, 'private key');

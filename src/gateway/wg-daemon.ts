@@ -61,8 +61,13 @@ export interface WgDaemonOptions {
   readonly log?: (level: 'error' | 'info' | 'debug', msg: string) => void;
 }
 
-/** Segments of super-packets handled per encrypt-and-send round (the TUN batch's scratch). */
-const SEGMENTS_PER_FLUSH = 256;
+/**
+ * Segments of super-packets handled per encrypt-and-send round (the TUN batch's scratch): about
+ * one 64 KiB super-packet, so a small packet read behind bulk data waits for one round, not four
+ * (256 before; ping p90 under TCP load 6.1 -> 4.4 ms, TCP 1.39 -> 1.57 Gbit/s in one noisy run,
+ * bench/RESULTS.md). 64 is the least TunSegmenter accepts.
+ */
+const SEGMENTS_PER_FLUSH = 64;
 /** TUN reads per wake-up with offload on (each slot holds up to 64 KiB). */
 const OFFLOAD_TUN_BATCH = 16;
 /** Tailroom after a segment: WireGuard padding (≤ 15) + the 16-byte tag, rounded. */

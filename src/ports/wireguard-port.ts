@@ -14,8 +14,10 @@
  *   as one UDP GSO message, and a GRO receive slot holds a run of datagrams, each handled
  *   alone below.
  *   UDP batch → transport data: Device.receive decrypts in place → InnerSink.writeBatch once
- *   per batch (with the batch's scratch area for coalescing), with the peer each packet came from; handshake messages: copied into the handshake ring (bounded; full → counted
- *   drop) and processed a few per event-loop turn, so a handshake flood cannot starve data.
+ *   per batch (with the batch's scratch area for coalescing), with the peer each packet came from; handshake messages: screened at once
+ *   (Device.screenHandshake: mac1; under load mac2, cookie replies, rate limit; no DH), then
+ *   copied into the handshake ring (bounded; full → counted drop) and processed a few per
+ *   event-loop turn (Device.receiveScreened), so a handshake flood cannot starve data.
  *
  * Ownership: batches belong to their readers and are valid only during the callback; nothing
  * here keeps a reference to them. Outgoing engine messages are released right after sending.
@@ -102,6 +104,13 @@ const GRO_BATCH = 32;
 const GRO_MAX_SEGMENTS = 64;
 
 const HANDSHAKE_SLOT = 256; // largest handshake message is 148 bytes
+/**
+ * Decrypted bytes handed to the sink at once. A GRO batch holds up to 2 MiB; delivering only at
+ * its end made every packet in it (a lone ping among bulk TCP) wait for the whole batch's
+ * decryption. Per 256 KiB a packet waits for what precedes it, and coalescing loses nothing
+ * (a GRO slot is one flow's run of at most 64 KiB).
+ */
+const DELIVER_BYTES = 256 * 1024;
 const ADDR_RECORD_WORDS = ADDR_RECORD_LEN / 4;
 /** Longest the engine timer sleeps before re-checking deadlines (see armTimer). */
 const TIMER_HORIZON_MS = 1000;
@@ -395,6 +404,7 @@ export class WireGuardPort {
     const segs = b.segs;
     const gro = segs.length > 0;
     this.delivered = 0;
+    this.deliveredBytes = 0;
     for (let i = 0; i < b.count; i++) {
       // A batch usually comes from one peer: compare the 24-byte source record with the previous
       // datagram's (6 words) instead of interning its address again.
@@ -421,22 +431,28 @@ export class WireGuardPort {
   }
 
   private delivered = 0;
+  private deliveredBytes = 0;
 
   private receiveOne(b: PacketBatch, sock: UdpSocket, i: number, off: number, len: number, now: number, underLoad: boolean): void {
-    if (isHandshakeMessage(b.buf, off, len)) {
-      this.queueHandshake(b.buf, off, len, sock.addressOf(b, i), sock.portOf(b, i));
-      return;
-    }
     const from = this.from;
     const out = this.rxResult;
     from.address = this.lastAddress;
     from.port = this.lastPort;
+    if (isHandshakeMessage(b.buf, off, len)) {
+      // mac1, and under load mac2/cookie and the rate limit, now: a flood of valid-mac1
+      // initiations is answered or dropped here and never takes ring slots or event-loop turns.
+      if (this.device.screenHandshake(b.buf, off, len, from, now, underLoad || this.hsCount >= this.hsCapacity >>> 3, out)) {
+        this.queueHandshake(b.buf, off, len, this.lastAddress, this.lastPort);
+      }
+      return;
+    }
     if (this.device.receive(b.buf, off, len, from, now, underLoad, out) === RECEIVE_DELIVER) {
       const d = this.delivered++;
       this.deliverOffs[d] = out.start;
       this.deliverLens[d] = out.length;
       this.deliverPeers[d] = out.peer!;
-      if (this.delivered === this.deliverOffs.length) this.deliver(b);
+      this.deliveredBytes += out.length;
+      if (this.delivered === this.deliverOffs.length || this.deliveredBytes >= DELIVER_BYTES) this.deliver(b);
     }
   }
 
@@ -445,6 +461,7 @@ export class WireGuardPort {
     const n = this.delivered;
     if (n === 0) return;
     this.delivered = 0;
+    this.deliveredBytes = 0;
     const took = this.sink.writeBatch(b.buf, this.deliverOffs, this.deliverLens, this.deliverPeers, n, b.scratchOff, b.scratchLen);
     if (took < n) this.stats.innerSinkRefused += n - took;
   }
@@ -474,13 +491,12 @@ export class WireGuardPort {
     const now = this.clock();
     const from = this.from;
     for (let n = 0; n < this.hsPerTurn && this.hsCount > 0; n++) {
-      const underLoad = this.hsCount >= this.hsCapacity >>> 3;
       const slot = this.hsHead;
       this.hsHead = (this.hsHead + 1) % this.hsCapacity;
       this.hsCount--;
       from.address = this.hsAddr[slot];
       from.port = this.hsPort[slot];
-      this.device.receive(this.hsBuf, slot * HANDSHAKE_SLOT, this.hsLen[slot], from, now, underLoad, this.hsResult);
+      this.device.receiveScreened(this.hsBuf, slot * HANDSHAKE_SLOT, this.hsLen[slot], from, now, this.hsResult);
       this.stats.handshakesProcessed++;
     }
     if (this.hsCount > 0) {

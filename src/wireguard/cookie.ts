@@ -74,8 +74,13 @@ export class CookieChecker {
    */
   checkMac2(msg: Uint8Array, off: number, len: number, source: Uint8Array, now: number): boolean {
     if (now - this.secretSetAt > COOKIE_REFRESH_TIME) return false;
-    this.backend.mac(this.cookie, this.secret, source);
     const m2 = off + mac2Offset(len);
+    // 16 zero bytes is how an initiator without a cookie says so (whitepaper §5.4.4): refuse it
+    // without two MACs, the common case of an initiation flood (public bytes: no timing concern).
+    let any = 0;
+    for (let i = 0; i < MAC_LEN; i++) any |= msg[m2 + i];
+    if (any === 0) return false;
+    this.backend.mac(this.cookie, this.secret, source);
     this.backend.mac(this.scratch, this.cookie, msg.subarray(off, m2));
     this.cookie.fill(0);
     return equalCT(this.scratch, 0, msg, m2, MAC_LEN);

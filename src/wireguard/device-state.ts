@@ -64,6 +64,8 @@ export class DeviceState {
   readonly identity = new StaticIdentity();
   readonly cookieChecker: CookieChecker;
   readonly rateLimiter = new RateLimiter();
+  /** Cookie replies per source under load (same bucket parameters as rateLimiter). */
+  readonly cookieReplyLimiter = new RateLimiter();
   /**
    * Destination → peer for encrypt(), and (default mode) source → owner for the receive check.
    * In overlapping mode it is derived from the peers' own sets (peer.ownAllowedIps).

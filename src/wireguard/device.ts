@@ -47,7 +47,7 @@ import {
 } from './peer-config.js';
 import { keyHex, type Endpoint, type Peer } from './peer.js';
 import type { OutgoingMessage } from './pool.js';
-import { receive } from './receive.js';
+import { receive, receiveScreened, screen } from './receive.js';
 import { encrypt, encryptFor } from './send.js';
 import { applyUapiPlan, uapiSnapshot } from './uapi-apply.js';
 import { planSet, type UapiDeviceSnapshot, type UapiOperation, type UapiSetPlan } from './uapi.js';
@@ -300,6 +300,26 @@ export class Device {
    */
   receive(buf: Uint8Array, off: number, len: number, from: Endpoint, now: number, underLoad: boolean, out: ReceiveResult): number {
     return receive(this.s, buf, off, len, from, now, underLoad, out);
+  }
+
+  /**
+   * The cheap half of receive() for an initiation or response, for a daemon that queues
+   * handshakes: mac1, and under load mac2 (a cookie reply is queued, at most 20/s per source)
+   * and the per-source rate limit — no Diffie-Hellman. Returns false when the message was
+   * dropped here (counted by reason, `out` filled): it must not be queued. True: queue it and
+   * later call receiveScreened() (never receive(), which would check it again). Any other
+   * message kind returns true untouched.
+   */
+  screenHandshake(buf: Uint8Array, off: number, len: number, from: Endpoint, now: number, underLoad: boolean, out: ReceiveResult): boolean {
+    return screen(this.s, buf, off, len, from, now, underLoad, out);
+  }
+
+  /**
+   * receive() for a message that passed screenHandshake(): initiations and responses skip the
+   * checks done there; anything else takes the receive() path with underLoad false.
+   */
+  receiveScreened(buf: Uint8Array, off: number, len: number, from: Endpoint, now: number, out: ReceiveResult): number {
+    return receiveScreened(this.s, buf, off, len, from, now, out);
   }
 
   // ===========================================================================================

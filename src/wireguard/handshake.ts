@@ -172,6 +172,43 @@ function removeHandshakeIndex(s: DeviceState, peer: Peer): void {
  */
 export function receiveHandshake(s: DeviceState, kind: number, buf: Uint8Array, off: number, len: number, from: Endpoint,
   now: number, underLoad: boolean, out: ReceiveResult): number {
+  if (kind !== MESSAGE_COOKIE_REPLY && !screenHandshake(s, buf, off, len, from, now, underLoad, out)) return out.action;
+  return receiveScreenedHandshake(s, kind, buf, off, from, now, out);
+}
+
+/**
+ * The cheap checks of an initiation or response, before any Diffie-Hellman: a private key,
+ * mac1, and under load a valid mac2 (else a cookie reply, at most RATELIMIT_PACKETS_PER_SECOND
+ * per source: a real initiator retries every Rekey-Timeout and needs one, a flood from one
+ * source gets no reflection) and the per-source rate limit. Returns false when the message was
+ * dropped (counted; out filled), true when it deserves the full processing
+ * (receiveScreenedHandshake), which the daemon may defer to its handshake queue.
+ */
+export function screenHandshake(s: DeviceState, buf: Uint8Array, off: number, len: number, from: Endpoint,
+  now: number, underLoad: boolean, out: ReceiveResult): boolean {
+  if (!s.identity.hasKey) return dropped(s, out, DROP_NO_PRIVATE_KEY);
+  if (!s.cookieChecker.checkMac1(buf, off, len)) return dropped(s, out, DROP_INVALID_MAC1);
+  if (underLoad) s.underLoadUntil = now + UNDER_LOAD_AFTER_TIME;
+  if (underLoad || now < s.underLoadUntil) {
+    const source = sourceBytes(s, from);
+    if (!s.cookieChecker.checkMac2(buf, off, len, source, now)) {
+      if (s.cookieReplyLimiter.allow(rateLimitKey(from.address), now)) sendCookieReply(s, buf, off, len, source, from, now);
+      return dropped(s, out, DROP_COOKIE_REQUIRED);
+    }
+    if (!s.rateLimiter.allow(rateLimitKey(from.address), now)) return dropped(s, out, DROP_RATE_LIMITED);
+  }
+  return true;
+}
+
+/** Counts a drop and returns false (screenHandshake's "not for processing"). */
+function dropped(s: DeviceState, out: ReceiveResult, reason: number): boolean {
+  receiveDrop(s, out, reason);
+  return false;
+}
+
+/** A cookie reply, or an initiation/response that passed screenHandshake(). */
+export function receiveScreenedHandshake(s: DeviceState, kind: number, buf: Uint8Array, off: number, from: Endpoint,
+  now: number, out: ReceiveResult): number {
   if (kind === MESSAGE_COOKIE_REPLY) {
     const entry = s.indexTable.getAt(buf, off + COOKIE_REPLY_RECEIVER_OFFSET);
     if (entry === undefined) return receiveDrop(s, out, DROP_UNKNOWN_RECEIVER);
@@ -179,18 +216,6 @@ export function receiveHandshake(s: DeviceState, kind: number, buf: Uint8Array, 
     out.peer = entry.peer;
     out.action = RECEIVE_HANDSHAKE;
     return RECEIVE_HANDSHAKE;
-  }
-  // Initiation or response: cheap checks before any Diffie-Hellman.
-  if (!s.identity.hasKey) return receiveDrop(s, out, DROP_NO_PRIVATE_KEY);
-  if (!s.cookieChecker.checkMac1(buf, off, len)) return receiveDrop(s, out, DROP_INVALID_MAC1);
-  if (underLoad) s.underLoadUntil = now + UNDER_LOAD_AFTER_TIME;
-  if (underLoad || now < s.underLoadUntil) {
-    const source = sourceBytes(s, from);
-    if (!s.cookieChecker.checkMac2(buf, off, len, source, now)) {
-      sendCookieReply(s, buf, off, len, source, from, now);
-      return receiveDrop(s, out, DROP_COOKIE_REQUIRED);
-    }
-    if (!s.rateLimiter.allow(rateLimitKey(from.address), now)) return receiveDrop(s, out, DROP_RATE_LIMITED);
   }
   if (kind === MESSAGE_INITIATION) return receiveInitiation(s, buf, off, from, now, out);
   return receiveResponse(s, buf, off, from, now, out);

@@ -13,10 +13,12 @@ import {
   DROP_BAD_LENGTH, DROP_DECRYPT_FAILED, DROP_INNER_INVALID, DROP_INNER_SOURCE_NOT_ALLOWED, DROP_KEYPAIR_EXPIRED,
   DROP_REPLAYED_COUNTER, DROP_TOO_SHORT, DROP_UNKNOWN_RECEIVER, DROP_UNKNOWN_TYPE,
 } from './drops.js';
-import { receivedWithKeypair, receiveHandshake, roam, sendHandshakeInitiation } from './handshake.js';
+import {
+  receivedWithKeypair, receiveHandshake, receiveScreenedHandshake, roam, screenHandshake, sendHandshakeInitiation,
+} from './handshake.js';
 import { writeNonce } from './keypair.js';
 import {
-  CLASSIFY_BAD_LENGTH, CLASSIFY_TOO_SHORT, MESSAGE_RESPONSE, MESSAGE_TRANSPORT, TRANSPORT_COUNTER_OFFSET,
+  CLASSIFY_BAD_LENGTH, CLASSIFY_TOO_SHORT, MESSAGE_INITIATION, MESSAGE_RESPONSE, MESSAGE_TRANSPORT, TRANSPORT_COUNTER_OFFSET,
   TRANSPORT_HEADER_SIZE, TRANSPORT_OVERHEAD, TRANSPORT_RECEIVER_OFFSET, classifyMessage, readU32LE,
 } from './messages.js';
 import type { Endpoint, Peer } from './peer.js';
@@ -36,6 +38,30 @@ export function receive(s: DeviceState, buf: Uint8Array, off: number, len: numbe
   }
   const r = receiveHandshake(s, kind, buf, off, len, from, now, underLoad, out);
   // A consumed response began our session as initiator: confirm it to the responder.
+  if (kind === MESSAGE_RESPONSE && r === RECEIVE_HANDSHAKE) sendKeepalive(s, out.peer!, now);
+  return r;
+}
+
+/** Device.screenHandshake (see device.ts for the contract). */
+export function screen(s: DeviceState, buf: Uint8Array, off: number, len: number, from: Endpoint, now: number,
+  underLoad: boolean, out: ReceiveResult): boolean {
+  const kind = classifyMessage(buf, off, len);
+  if (kind !== MESSAGE_INITIATION && kind !== MESSAGE_RESPONSE) return true; // receive() handles (or drops) the rest
+  out.peer = null;
+  out.reason = -1;
+  return screenHandshake(s, buf, off, len, from, now, underLoad, out);
+}
+
+/** Device.receiveScreened (see device.ts for the contract). */
+export function receiveScreened(s: DeviceState, buf: Uint8Array, off: number, len: number, from: Endpoint, now: number,
+  out: ReceiveResult): number {
+  const kind = classifyMessage(buf, off, len);
+  if (kind !== MESSAGE_INITIATION && kind !== MESSAGE_RESPONSE) return receive(s, buf, off, len, from, now, false, out);
+  out.peer = null;
+  out.start = 0;
+  out.length = 0;
+  out.reason = -1;
+  const r = receiveScreenedHandshake(s, kind, buf, off, from, now, out);
   if (kind === MESSAGE_RESPONSE && r === RECEIVE_HANDSHAKE) sendKeepalive(s, out.peer!, now);
   return r;
 }

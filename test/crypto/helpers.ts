@@ -12,6 +12,8 @@ export const BACKENDS: ReadonlyArray<readonly [string, () => CryptoBackend]> = [
   ['openssl', () => createOpensslBackend()],
   // The openssl backend's fallback when the native BLAKE2s addon is not built: EVP hashing.
   ['openssl-evphash', () => createOpensslBackend({ nativeHash: false })],
+  // Its X25519 fallback when the addon's ladder is not usable: EVP_PKEY through koffi.
+  ['openssl-evpx25519', () => createOpensslBackend({ nativeX25519: false })],
   ['pure', () => createPureBackend()],
 ];
 
