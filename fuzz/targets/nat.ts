@@ -6,8 +6,9 @@
  * ours too (remapped 10.71.0.0/16), external 10.70.0.0/16 remapped 10.72.0.0/16, IPv6 fd00:b::/48
  * remapped fd99::/48; an IP mapping 10.70.5.5 ↔ 10.0.9.9; MTU 1340.
  *
- * Input: byte 0 = flags (bit 0: inbound instead of outbound; bit 1: fix checksums first; bit 2:
- * put palette addresses in — byte 1 picks the source, byte 2 the destination), then the packet.
+ * Input: up to 4 packets (fuzz/lib/records.ts), each with 3 header bytes: flags (bit 0: inbound
+ * instead of outbound; bit 1: fix checksums first; bit 2: put palette addresses in — header byte
+ * 1 picks the source, byte 2 the destination). Each input starts from a fresh NAT.
  * Invariants: the result is forward, reply or a named drop; a drop counts exactly one; forward
  * keeps the length and, for a packet whose checksums were right, every checksum still verifies
  * (incremental updates checked against full recomputation); a reply is a well-formed ICMP error
@@ -19,6 +20,7 @@ import { IP_OK, IpView, parseIp } from '../../src/packet/ip-view.js';
 import { Nat, type NatPeer } from '../../src/nat/nat.js';
 import { NAT_DROP_MIN, NAT_FORWARD, NAT_REPLY, NAT_RESULT_COUNT } from '../../src/nat/results.js';
 import { checksumProblem, fixChecksums, hex, must, total } from '../lib/check.js';
+import { records } from '../lib/records.js';
 
 const PALETTE4 = ['10.0.1.11', '10.0.2.23', '172.18.0.5', '10.71.2.23', '10.72.0.8', '10.70.0.1', '10.70.5.5', '10.0.9.9', '0.0.0.0', '255.255.255.255', '224.0.0.1', '10.71.255.255'].map(parseAddress);
 const PALETTE6 = ['fd00:a::11', 'fd00:b::5', 'fd99::5', 'fd70::1', 'fd18::5', '::', 'ff02::1', '::1'].map(parseAddress);
@@ -41,7 +43,7 @@ export function reset(): void {
     icmpSourceV6: 'fd80::1',
     icmpRatePerSecond: 1_000_000,
     icmpBurst: 1_000_000,
-    conntrack: { seed: 1, capacity: 4096 },
+    conntrack: { seed: 1, capacity: 64 },
   });
   peer = nat.addPeer({
     name: 'b',
@@ -83,16 +85,19 @@ function flowKey(buf: Uint8Array, w: IpView, mirror: boolean): string {
 }
 
 export function fuzz(data: Uint8Array): void {
-  if (data.length < 3) return;
+  reset();
+  for (const r of records(data, 3, 4)) one(r.head, r.body);
+}
+
+function one(h: Uint8Array, pkt: Uint8Array): void {
   now += 3;
-  const flags = data[0]!;
+  const flags = h[0]!;
   const inbound = (flags & 1) !== 0;
-  const pkt = data.subarray(3);
   const len = pkt.length;
   const buf = new Uint8Array(HEAD + len + TAIL);
   const off = HEAD;
   buf.set(pkt, off);
-  if ((flags & 4) !== 0) steer(buf, off, len, data[1]!, data[2]!);
+  if ((flags & 4) !== 0) steer(buf, off, len, h[1]!, h[2]!);
   const fixed = (flags & 2) !== 0 && fixChecksums(buf, off, len);
   const parsed = parseIp(buf, off, len, v) === IP_OK;
   const csumOk = parsed && checksumProblem(buf, off, len) === null;

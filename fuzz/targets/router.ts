@@ -7,9 +7,10 @@
  * peers b (remapped 10.71/16, 10.72/16) and c (10.73/16, 10.74/16); tunnel addresses
  * 169.254.18.1 (ours), .2 (b), .6 (c).
  *
- * Input: byte 0 = bits 0-1 source (node, host, peer b, peer c), bit 2 fix checksums, bit 3 put
- * palette addresses in (bytes 1 and 2 pick source and destination), bits 4-5 headroom (0, 40,
- * 76, 128 bytes); then the packet.
+ * Input: up to 4 packets (fuzz/lib/records.ts), each with 3 header bytes: bits 0-1 source (node,
+ * host, peer b, peer c), bit 2 fix checksums, bit 3 put palette addresses in (header bytes 1 and
+ * 2 pick source and destination), bits 4-5 headroom (0, 40, 76, 128 bytes). Each input starts
+ * from a fresh router and NAT.
  * Invariants: each packet has exactly one fate — one output packet or one counted drop (router or
  * NAT), except that an expired TTL counts ttl_expired and may output the Time Exceeded in its
  * place; an output lies inside the buffer, parses as IP, and its checksums verify whenever the
@@ -21,6 +22,7 @@ import { parseAddress } from '../../src/packet/addr.js';
 import { IP_OK, IpView, parseIp } from '../../src/packet/ip-view.js';
 import { Router, RouterDrop, RouterLanes } from '../../src/router/router.js';
 import { checksumProblem, fixChecksums, hex, must, total } from '../lib/check.js';
+import { records } from '../lib/records.js';
 
 type Link = { name: string };
 const PALETTE4 = ['10.0.1.11', '10.0.2.23', '10.0.3.3', '172.18.0.5', '10.71.2.23', '10.73.2.23', '10.72.0.8', '10.70.0.1', '10.80.0.1', '10.80.0.2',
@@ -38,7 +40,7 @@ const v = new IpView();
 let now = 1_700_000_000_000;
 
 export function reset(): void {
-  nat = new Nat({ localPodCIDRs: ['10.0.0.0/16'], localExternalCIDR: '10.70.0.0/16', mtu: 1340, icmpSourceV4: '10.80.0.1', conntrack: { seed: 1, capacity: 4096 } });
+  nat = new Nat({ localPodCIDRs: ['10.0.0.0/16'], localExternalCIDR: '10.70.0.0/16', mtu: 1340, icmpSourceV4: '10.80.0.1', conntrack: { seed: 1, capacity: 64 } });
   const table = new GeneveTunnelTable();
   table.add({ vni: 1, remoteUnderlay: '192.168.0.2', localInternalAddress: '10.80.0.1', remoteInternalAddress: '10.80.0.2', mode: 'l3', name: 'node1' });
   table.add({ vni: 2, remoteUnderlay: '192.168.0.3', localInternalAddress: '10.80.0.1', remoteInternalAddress: '10.80.0.3', mode: 'l3', name: 'node2' });
@@ -56,19 +58,22 @@ export function reset(): void {
 reset();
 
 export function fuzz(data: Uint8Array): void {
-  if (data.length < 3) return;
+  reset();
+  for (const r of records(data, 3, 4)) one(r.head, r.body);
+}
+
+function one(h: Uint8Array, pkt: Uint8Array): void {
   now += 5;
-  const flags = data[0]!;
+  const flags = h[0]!;
   const source = flags & 3;
   const head = HEADROOMS[(flags >>> 4) & 3]!;
-  const pkt = data.subarray(3);
   const len = pkt.length;
   const buf = new Uint8Array(head + len + 64);
   buf.set(pkt, head);
   const ver = len > 0 ? buf[head]! >>> 4 : 0;
   if ((flags & 8) !== 0) {
-    if (ver === 4 && len >= 20) { buf.set(PALETTE4[data[1]! % PALETTE4.length]!, head + 12); buf.set(PALETTE4[data[2]! % PALETTE4.length]!, head + 16); }
-    if (ver === 6 && len >= 40) { buf.set(PALETTE6[data[1]! % PALETTE6.length]!, head + 8); buf.set(PALETTE6[data[2]! % PALETTE6.length]!, head + 24); }
+    if (ver === 4 && len >= 20) { buf.set(PALETTE4[h[1]! % PALETTE4.length]!, head + 12); buf.set(PALETTE4[h[2]! % PALETTE4.length]!, head + 16); }
+    if (ver === 6 && len >= 40) { buf.set(PALETTE6[h[1]! % PALETTE6.length]!, head + 8); buf.set(PALETTE6[h[2]! % PALETTE6.length]!, head + 24); }
   }
   if ((flags & 4) !== 0) fixChecksums(buf, head, len);
   const csumOk = parseIp(buf, head, len, v) === IP_OK && checksumProblem(buf, head, len) === null;
