@@ -5,6 +5,7 @@
 //
 //   FUZZ_RUNS=1000000      executions per target (default 1,000,000)
 //   FUZZ_TARGETS=nat,uapi  only these targets (default: all)
+//   FUZZ_MAX_SECONDS=600   also stop a target after this long (libFuzzer -max_total_time; default none)
 //   FUZZ_NO_REPORT=1       do not rewrite FUZZING.md
 //
 // Coverage feedback: jazzer instruments our compiled code only (-i dist/src/, node_modules
@@ -15,6 +16,7 @@
 // test/fuzz/replay.test.ts replays both directories on every test run.
 import { spawn } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { loadavg } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -23,6 +25,8 @@ const RUNS = Number(process.env.FUZZ_RUNS ?? 1_000_000);
 if (!Number.isInteger(RUNS) || RUNS < 1) throw new Error(`FUZZ_RUNS must be a positive integer, got ${process.env.FUZZ_RUNS}`);
 const ALL = readdirSync(join(ROOT, 'fuzz/targets')).filter((f) => f.endsWith('.ts')).map((f) => f.slice(0, -3)).sort();
 const only = process.env.FUZZ_TARGETS ? process.env.FUZZ_TARGETS.split(',').map((s) => s.trim()) : ALL;
+const MAX_SECONDS = process.env.FUZZ_MAX_SECONDS === undefined ? 0 : Number(process.env.FUZZ_MAX_SECONDS);
+if (!Number.isInteger(MAX_SECONDS) || MAX_SECONDS < 0) throw new Error(`FUZZ_MAX_SECONDS must be a whole number of seconds, got ${process.env.FUZZ_MAX_SECONDS}`);
 for (const t of only) if (!ALL.includes(t)) throw new Error(`FUZZ_TARGETS: no target ${t} (have ${ALL.join(', ')})`);
 /** Inputs longer than this are not generated (packets up to a jumbo-ish MTU; edit programs are short). */
 const MAX_LEN = { 'k8s-translate': 256, rules: 256, 'config-yaml': 1024, uapi: 1024 };
@@ -49,6 +53,7 @@ function jazzer(target) {
     `-max_len=${MAX_LEN[target] ?? 4096}`,
     `-artifact_prefix=${crashes}/`,
     '-print_final_stats=1',
+    ...(MAX_SECONDS > 0 ? [`-max_total_time=${MAX_SECONDS}`] : []),
   ];
   return new Promise((resolve) => {
     const t0 = process.hrtime.bigint();
@@ -78,10 +83,10 @@ function report(results) {
   const file = join(ROOT, 'FUZZING.md');
   const start = '<!-- fuzz-results:start -->';
   const end = '<!-- fuzz-results:end -->';
-  const rows = results.map((r) => `| ${r.target} | ${r.execs.toLocaleString('en-US')} | ${r.cov} | ${r.ft} | ${r.corpus} | ${r.seconds.toFixed(0)} | ${Math.round(r.execs / r.seconds).toLocaleString('en-US')} | ${r.crash ? `crash: ${r.crash.replace(`${ROOT}/`, '')}` : r.code === 0 ? 'ok' : `exit ${r.code}`} |`);
+  const rows = results.map((r) => `| ${r.target} | ${r.execs.toLocaleString('en-US')} | ${r.cov} | ${r.ft} | ${r.corpus} | ${r.seconds.toFixed(0)} | ${Math.round(r.execs / r.seconds).toLocaleString('en-US')} | ${r.crash ? `crash: ${r.crash.replace(`${ROOT}/`, '')}` : r.code === 0 ? (r.execs < RUNS ? `stopped at the ${MAX_SECONDS} s cap` : 'ok') : `exit ${r.code}`} |`);
   const table = [
     start,
-    `Run of ${new Date().toISOString().slice(0, 16).replace('T', ' ')} UTC, \`${process.env.FUZZ_COMMAND ?? 'npm run fuzz'}\`, FUZZ_RUNS=${RUNS}, node ${process.version}:`,
+    `Run of ${new Date().toISOString().slice(0, 16).replace('T', ' ')} UTC, \`${process.env.FUZZ_COMMAND ?? 'npm run fuzz'}\`, FUZZ_RUNS=${RUNS}${MAX_SECONDS > 0 ? `, FUZZ_MAX_SECONDS=${MAX_SECONDS}` : ''}, node ${process.version}, load average ${loadavg().map((x) => x.toFixed(1)).join('/')} at the end:`,
     '',
     '| target | executions | cov | ft | corpus files | seconds | exec/s | result |',
     '|---|---:|---:|---:|---:|---:|---:|---|',
