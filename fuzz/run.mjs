@@ -72,7 +72,9 @@ function jazzer(target) {
       const last = lines[lines.length - 1] ?? '';
       const cov = Number((last.match(/cov: (\d+)/) ?? [])[1] ?? NaN);
       const ft = Number((last.match(/ft: (\d+)/) ?? [])[1] ?? NaN);
-      const execs = stat('number_of_executed_units') || Number((tail.match(/Done (\d+) runs/) ?? [])[1] ?? NaN);
+      // libFuzzer's final stats, else its "Done N runs", else the last status line (#N DONE …):
+      // output after the status lines (the recommended dictionary) can be cut off at exit.
+      const execs = stat('number_of_executed_units') || Number((tail.match(/Done (\d+) runs/) ?? [])[1] ?? NaN) || Number((last.match(/^#(\d+)/) ?? [])[1] ?? NaN);
       const crash = (tail.match(/Test unit written to (\S+)/) ?? [])[1] ?? null;
       resolve({ target, code, execs, cov, ft, seconds, corpus: readdirSync(corpus).length, crash });
     });
