@@ -19,6 +19,9 @@ command -v jq >/dev/null 2>&1 || need_apt+=(jq)
 command -v ip >/dev/null 2>&1 || need_apt+=(iproute2)
 command -v openssl >/dev/null 2>&1 || need_apt+=(openssl)
 command -v curl >/dev/null 2>&1 || need_apt+=(curl)
+# scripts/jazzer-compat.mjs (the fuzzer's addon on Debian 12) builds a shim and patches the ELF.
+command -v patchelf >/dev/null 2>&1 || need_apt+=(patchelf)
+command -v g++ >/dev/null 2>&1 || need_apt+=(g++)
 /usr/bin/python3 -c 'import scapy' >/dev/null 2>&1 || need_apt+=(python3-scapy)
 if [ ${#need_apt[@]} -gt 0 ]; then
   if [ "$(id -u)" != 0 ]; then
@@ -45,5 +48,8 @@ for m in weft_io weft_crypto; do
 done
 if [ $stale = 0 ] && [ -n "$(find native -maxdepth 1 \( -name '*.c' -o -name '*.h' -o -name binding.gyp \) -newer native/build/Release/weft_io.node)" ]; then stale=1; fi
 [ $stale = 0 ] || node native/build.mjs
+# @jazzer.js/fuzzer's prebuilt addon needs glibc 2.38; on older systems it is shimmed (FUZZING.md).
+# Idempotent: does nothing when the addon already loads.
+node scripts/jazzer-compat.mjs || echo "setup: scripts/jazzer-compat.mjs failed: npm run fuzz and test/fuzz/jazzer-addon.test.ts need it" >&2
 echo "setup: build" >&2
 npm run --silent build

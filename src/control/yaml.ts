@@ -54,7 +54,14 @@ export function parseConfigYaml(text: string, source: string, opts: ParseYamlOpt
   if (!isMap(doc.contents)) {
     throw new ConfigError(source, [{ path: '', line: 1, message: 'expected a YAML mapping with at least "role" and "cluster"' }]);
   }
-  const raw: unknown = doc.toJS({ maxAliasCount: 100 });
+  // The parser reports syntax; resolving the document can still fail (an alias before its
+  // anchor, too many aliases): the yaml library throws a ReferenceError then.
+  let raw: unknown;
+  try {
+    raw = doc.toJS({ maxAliasCount: 100 });
+  } catch (e) {
+    throw new ConfigError(source, [{ path: '', line: undefined, message: `YAML error: ${(e as Error).message.split('\n')[0]}` }]);
+  }
   resolveKeyFile(raw, source, doc, lc, opts);
   try {
     return parseConfig(raw, source);

@@ -76,7 +76,7 @@ import { MSS_OVERHEAD_V4, MSS_OVERHEAD_V6, clampMss } from './pmtu.js';
 import { QuotedPacket } from './quoted.js';
 import { NAT_DROP_MIN, NAT_FORWARD, NAT_REPLY, NAT_RESULT_COUNT, NatDrop, natResultName } from './results.js';
 import { PrefixRemap, RemapTable } from './remap.js';
-import { CSUM_ALWAYS, CSUM_NONE, CSUM_UDP, read16, rewriteAddress, rewriteWord } from './rewrite.js';
+import { CSUM_ALWAYS, CSUM_NONE, CSUM_UDP, fixZeroIcmpv4Checksum, read16, rewriteAddress, rewriteWord } from './rewrite.js';
 
 /** TCP and UDP headers both start with the source port, then the destination port (RFC 9293, RFC 768). */
 const L4_SRC_PORT_OFFSET = UDP_SRC_PORT_OFFSET;
@@ -560,6 +560,7 @@ export class Nat {
     ct.update(e, DIR_REPLY, flags, now);
     rewriteAddress(buf, this.v.dstOff, this.v.addrLen, ct.origAddr, ct.addrOffset(e), this.v.ipCsumOff, this.addrCsumOff, this.addrCsumKind);
     rewriteWord(buf, portOff, ct.origPort[e]!, this.fieldCsumOff, this.fieldCsumKind);
+    if (proto === IP_PROTO_ICMP) fixZeroIcmpv4Checksum(buf, l4, this.v.l4Len);
     return NAT_FORWARD;
   }
 

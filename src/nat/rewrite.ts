@@ -81,6 +81,21 @@ export function rewriteWord(buf: Uint8Array, off: number, value: number, csumOff
   write16(buf, off, value);
 }
 
+/**
+ * After an incremental update of the ICMPv4 message at buf[icmpOff, +len): RFC 1624 eqn. 3 yields
+ * 0x0000 when the message sums to zero, which is right for data summing to -0 but wrong for data
+ * that is all zero words (+0: only an echo reply with identifier 0, sequence 0 and no data, as
+ * restored for a masqueraded ping), where a receiver needs 0xffff. TCP, UDP and ICMPv6 include
+ * a pseudo header and IPv4 headers a version, so they never sum to +0. Scans only when the
+ * checksum is 0 (1 packet in 65536 at most).
+ */
+export function fixZeroIcmpv4Checksum(buf: Uint8Array, icmpOff: number, len: number): void {
+  if (buf[icmpOff + 2] !== 0 || buf[icmpOff + 3] !== 0) return;
+  for (let i = 0; i < len; i++) if (buf[icmpOff + i] !== 0) return;
+  buf[icmpOff + 2] = 0xff;
+  buf[icmpOff + 3] = 0xff;
+}
+
 /** Swap the two bytes of a 16-bit value. */
 export function swap16(v: number): number {
   return ((v & 0xff) << 8) | (v >>> 8);

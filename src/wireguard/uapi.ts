@@ -469,10 +469,10 @@ export function parseGet(text: string): UapiDeviceSnapshot & { readonly peers: r
       case 'preshared_key': { const k = parseHexKey(v, n, key); cur.presharedKey = isZeroKey(k) ? null : k; break; }
       case 'protocol_version': if (v !== '1') throw invalid(n, `protocol_version ${v}`); break;
       case 'endpoint': cur.endpoint = parseEndpoint(v, n); break;
-      case 'last_handshake_time_sec': cur.sec = Number(BigInt(checkDigits(v, n))); break;
-      case 'last_handshake_time_nsec': cur.nsec = Number(checkDigits(v, n)); break;
-      case 'tx_bytes': cur.txBytes = BigInt(checkDigits(v, n)); break;
-      case 'rx_bytes': cur.rxBytes = BigInt(checkDigits(v, n)); break;
+      case 'last_handshake_time_sec': cur.sec = Number(u64(v, n, key)); break;
+      case 'last_handshake_time_nsec': cur.nsec = Number(u64(v, n, key)); if (cur.nsec > 999_999_999) throw new UapiError(-UAPI_EPROTO, `${key} ${v} is not below 10^9`, n); break;
+      case 'tx_bytes': cur.txBytes = u64(v, n, key); break;
+      case 'rx_bytes': cur.rxBytes = u64(v, n, key); break;
       case 'persistent_keepalive_interval': cur.persistentKeepaliveInterval = parseUnsigned(v, 16, n, key); break;
       case 'allowed_ip': cur.allowedIps.push(parseAllowedIp(v, n)); break;
       default: throw new UapiError(-UAPI_EPROTO, `unknown key ${JSON.stringify(key)}`, n);
@@ -483,6 +483,13 @@ export function parseGet(text: string): UapiDeviceSnapshot & { readonly peers: r
     privateKey, listenPort, fwmark,
     peers: peers.map(({ sec, nsec, ...p }) => ({ ...p, lastHandshakeTimeMs: sec * 1000 + nsec / 1e6 })),
   };
+}
+
+/** A decimal uint64 as Go prints one; anything else (sign, overflow) is -EPROTO. */
+function u64(v: string, line: number, key: string): bigint {
+  const b = BigInt(checkDigits(v, line));
+  if (b > 0xffffffffffffffffn) throw new UapiError(-UAPI_EPROTO, `${key} ${v} is out of the uint64 range`, line);
+  return b;
 }
 
 function checkDigits(v: string, line: number): string {

@@ -37,6 +37,12 @@ describe('examples', () => {
 });
 
 describe('parseConfigYaml errors', () => {
+  test('an alias before its anchor is a ConfigError, not the yaml library\'s ReferenceError (found by fuzzing)', () => {
+    const text = ['role: gateway', 'cluster: *c', ''].join('\n');
+    expect(() => parseConfigYaml(text, 'x.yaml')).toThrow(ConfigError);
+    expect(() => parseConfigYaml(text, 'x.yaml')).toThrow(/x\.yaml.*YAML error: Unresolved alias/);
+  });
+
   test('field error carries file, line and field path', () => {
     const text = [
       'role: gateway',

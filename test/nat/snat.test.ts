@@ -214,6 +214,25 @@ describe('SNAT of host traffic', () => {
   });
 });
 
+describe('SNAT of pings: checksums', () => {
+  it('an echo reply restored to identifier 0, sequence 0, no data carries checksum 0xffff, not 0x0000 (found by fuzzing)', () => {
+    const { nat, peer } = gateway();
+    // Two hosts ping the same remote with identifier 0: the second gets another identifier.
+    for (const host of ['172.18.0.3', '172.18.0.4']) {
+      const p = icmpEcho({ src: host, dst: REMOTE_AT_A, ident: 0, seq: 0, payload: new Uint8Array(0) });
+      expect(nat.outbound(p.buf, p.off, p.len, peer, 0)).toBe(NAT_FORWARD);
+      const o = bytesOf(p);
+      const ident = (o[24]! << 8) | o[25]!;
+      const r = icmpEcho({ src: REMOTE_REAL, dst: '10.70.0.0', ident, seq: 0, type: ICMPV4_ECHO_REPLY, payload: new Uint8Array(0) });
+      expect(nat.inbound(r.buf, r.off, r.len, peer, 1)).toBe(NAT_FORWARD);
+      expect(dstOf(r)).toBe(host);
+      const b = bytesOf(r);
+      expect([...b.subarray(20, 28)]).toEqual([0, 0, 0xff, 0xff, 0, 0, 0, 0]);
+      exact(r);
+    }
+  });
+});
+
 describe('conntrack timeouts (virtual clock)', () => {
   const S = 1000;
   it('UDP: 30 s without a reply, 120 s once replied', () => {

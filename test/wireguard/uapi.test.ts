@@ -216,6 +216,14 @@ describe('formatGet / parseGet', () => {
     expect(formatGet(back)).toBe(formatGet(snap));
   });
 
+  it('parseGet refuses counters beyond uint64 and nanoseconds beyond 10^9 (found by fuzzing: formatGet threw on them)', () => {
+    const pk = `public_key=${'11'.repeat(32)}\n`;
+    expectUapiError(() => parseGet(`${pk}rx_bytes=18446744073709551616\nerrno=0\n\n`), -UAPI_EPROTO);
+    expectUapiError(() => parseGet(`${pk}tx_bytes=99999999999999999999999\nerrno=0\n\n`), -UAPI_EPROTO);
+    expectUapiError(() => parseGet(`${pk}last_handshake_time_nsec=1000000000\nerrno=0\n\n`), -UAPI_EPROTO);
+    expect(parseGet(`${pk}rx_bytes=18446744073709551615\nerrno=0\n\n`).peers[0]!.rxBytes).toBe(0xffffffffffffffffn);
+  });
+
   it('parseGet surfaces a non-zero errno', () => {
     expectUapiError(() => parseGet('errno=-22\n\n'), -22);
   });

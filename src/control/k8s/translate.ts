@@ -30,7 +30,7 @@
  * can explain are ConfigErrors naming the resource and field.
  */
 import { ConfigError, parseConfig, type ConfigIssue, type CryptoBackendChoice, type WeftConfig, type WeftConfigInput } from '../config.js';
-import { formatPrefix, isAddress, parsePrefix, prefixContainsPrefix } from '../../packet/addr.js';
+import { AddressParseError, formatPrefix, isAddress, parsePrefix, prefixContainsPrefix, type Prefix } from '../../packet/addr.js';
 import {
   NETWORK_TYPE_LABEL, REMOTE_CLUSTER_ID_LABEL, type GatewayClient, type GatewayServer, type InternalFabric,
   type InternalNode, type K8sObject, type LiqoResources,
@@ -279,7 +279,21 @@ function translateGateway(res: LiqoResources, opts: TranslateOptions): Translate
     }
   }
 
-  const podCidrs = local.pod.map((c) => parsePrefix(c, true));
+  // A pod CIDR that is not one (a Network's or Configuration's field) is an issue on that object,
+  // not an exception out of the translation.
+  const podCidrs: Prefix[] = [];
+  for (const c of local.pod) {
+    try {
+      podCidrs.push(parsePrefix(c, true));
+    } catch (e) {
+      if (!(e instanceof AddressParseError)) throw e;
+      const net = res.networks.find((n) => n.metadata?.labels?.[NETWORK_TYPE_LABEL] === 'pod-cidr' && (n.status?.cidr ?? n.spec?.cidr) === c);
+      const conf = res.configurations.find((x) => x.spec?.local?.cidr?.pod?.includes(c));
+      if (net !== undefined) issues.add(net, net.status?.cidr !== undefined ? 'status.cidr' : 'spec.cidr', e.message);
+      else if (conf !== undefined) issues.add(conf, 'spec.local.cidr.pod', e.message);
+      else throw new ConfigError(SOURCE, [{ path: 'podCIDRs', message: e.message }]);
+    }
+  }
   const podRoutes = new Map<string, string>();
   for (const rc of sortByName(res.routeConfigurations)) {
     for (const rule of rc.spec?.table?.rules ?? []) {

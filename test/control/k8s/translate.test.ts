@@ -1,6 +1,6 @@
 import { describe, expect, test } from 'vitest';
 import { ConfigError } from '../../../src/control/config.js';
-import { translate } from '../../../src/control/k8s/translate.js';
+import { TranslateError, translate } from '../../../src/control/k8s/translate.js';
 import { KINDS, type LiqoResourceName } from '../../../src/control/k8s/resources.js';
 import { loadCrds, validate } from '../../k8s-fake/schema.js';
 import { LIQO_CRD_DIR } from '../../k8s-fake/server.js';
@@ -130,6 +130,25 @@ describe('translate: gateway', () => {
     try { translate(r, { role: 'gateway', clusterId: 'cluster-a' }); } catch (e) { err = e; }
     expect(err).toBeInstanceOf(ConfigError);
     expect((err as Error).message).toBe(`kubernetes: Secret ${NS}/gw-keys: data.privateKey: expected the raw 32-byte WireGuard private key (base64-encoded by Kubernetes)`);
+  });
+
+  test('a pod CIDR that is not a CIDR is a TranslateError on the Network or Configuration holding it (found by fuzzing)', () => {
+    for (const bad of ['', '10.0.0.0', '10.0.0.1/16', 'fd00::/129']) {
+      const r = liqoResources();
+      r.networks[0]!.status!.cidr = bad;
+      let err: unknown;
+      try { translate(r, { role: 'gateway', clusterId: 'cluster-a' }); } catch (e) { err = e; }
+      expect(err, bad).toBeInstanceOf(TranslateError);
+      expect((err as TranslateError).objects).toEqual([r.networks[0]]);
+      expect((err as Error).message).toMatch(/^kubernetes: Network liqo\/pod-cidr: status\.cidr: /);
+    }
+    const r = liqoResources();
+    r.networks = r.networks.filter((n) => n.metadata?.name !== 'pod-cidr');
+    r.configurations[0]!.spec!.local!.cidr!.pod = ['10.0.0.0/33'];
+    let err: unknown;
+    try { translate(r, { role: 'gateway', clusterId: 'cluster-a' }); } catch (e) { err = e; }
+    expect(err).toBeInstanceOf(TranslateError);
+    expect((err as Error).message).toMatch(/Configuration liqo-tenant-cluster-b\/cluster-b: spec\.local\.cidr\.pod: /);
   });
 
   test('remoteClusterIds filters peers', () => {
