@@ -72,10 +72,11 @@ function shape(r: CNatRule, kind: number): { from: [number, number]; to: [number
 export class MirrorPlan {
   constructor(
     readonly tunnel: string,
-    /** Per pair: REM network, REAL network, host mask. */
-    readonly rem: Uint32Array,
-    readonly real: Uint32Array,
-    readonly mask: Uint32Array,
+    /** Per pair: REM network, REAL network, host mask, network mask (as int32 bit patterns). */
+    readonly rem: Int32Array,
+    readonly real: Int32Array,
+    readonly mask: Int32Array,
+    readonly net: Int32Array,
     /** SAFE as sorted ranges (lo, hi) pairs. */
     readonly safe: Float64Array,
     /** Per hook: its filter chains in order, and how many run before the NAT core (the translation point). */
@@ -83,14 +84,16 @@ export class MirrorPlan {
     readonly natAt: Uint8Array,
   ) {}
 
-  /** Pair whose REM contains `a`, else -1. */
+  /** Pair whose REM contains `a` (any 32-bit form), else -1. Int32 arithmetic only. */
   remOf(a: number): number {
-    for (let i = 0; i < this.rem.length; i++) if (((a & ~this.mask[i]!) >>> 0) === this.rem[i]) return i;
+    const rem = this.rem, net = this.net;
+    for (let i = 0; i < rem.length; i++) if ((a & net[i]!) === rem[i]) return i;
     return -1;
   }
 
   realOf(a: number): number {
-    for (let i = 0; i < this.real.length; i++) if (((a & ~this.mask[i]!) >>> 0) === this.real[i]) return i;
+    const real = this.real, net = this.net;
+    for (let i = 0; i < real.length; i++) if ((a & net[i]!) === real[i]) return i;
     return -1;
   }
 
@@ -174,9 +177,10 @@ export function planMirror(c: CompiledRules, devAddrs: readonly number[]): Mirro
   if (safe.length === 0) return null;
   return new MirrorPlan(
     tunnel,
-    Uint32Array.from(pairs.map((p) => p.rem[0])),
-    Uint32Array.from(pairs.map((p) => p.real[0])),
-    Uint32Array.from(pairs.map((p) => (p.rem[1] - p.rem[0]) >>> 0)),
+    Int32Array.from(pairs.map((p) => p.rem[0] | 0)),
+    Int32Array.from(pairs.map((p) => p.real[0] | 0)),
+    Int32Array.from(pairs.map((p) => (p.rem[1] - p.rem[0]) | 0)),
+    Int32Array.from(pairs.map((p) => ~(p.rem[1] - p.rem[0]) | 0)),
     Float64Array.from(safe.flat()),
     c.steps.map((l) => l.filter((s) => s.kind === S_CHAIN).map((s) => s.chain!)),
     Uint8Array.from(c.steps.map((l) => { const n = l.findIndex((s) => s.kind === S_NAT && s.chain === null); return l.slice(0, n < 0 ? l.length : n).filter((s) => s.kind === S_CHAIN).length; })),

@@ -290,6 +290,18 @@ export class RulesRuntime {
   private runMirror(h: number, buf: Uint8Array, v: IpView, meta: PacketMeta, now: number): number {
     const m = this.mirror!;
     const chains = m.chains[h]!;
+    if (chains.length === 0) {
+      // No filter chain at this hook (the usual case): the translation only.
+      if (h === HOOK_PREROUTING) {
+        this.st.stateless++;
+        if (this.mcls === M_D) rewriteIpv4Address(buf, v, v.dstOff, (m.real[this.mpair]! | (readU32(buf, v.dstOff) & m.mask[this.mpair]!)) >>> 0);
+        else if (this.mcls === M_ERR_PRE) this.mirrorError(buf, v, false);
+      } else if (h === HOOK_POSTROUTING) {
+        if (this.mcls === M_S) rewriteIpv4Address(buf, v, v.srcOff, (m.rem[this.mpair]! | (readU32(buf, v.srcOff) & m.mask[this.mpair]!)) >>> 0);
+        else if (this.mcls === M_ERR_POST) this.mirrorError(buf, v, true);
+      }
+      return VERDICT_ACCEPT;
+    }
     const at = m.natAt[h]!;
     for (let i = 0; i <= chains.length; i++) {
       if (i === at) {
@@ -336,7 +348,7 @@ export class RulesRuntime {
         if (t !== 8 && t !== 0) return M_NONE;
       }
     }
-    const name = this.inName(meta);
+    const name = meta.inDev !== '' ? meta.inDev : meta.source === SOURCE_PEER ? this.devices.peer : meta.source === SOURCE_NODE ? this.devices.node : '';
     if (name === '') return M_NONE;
     if (name !== m.tunnel) {
       const i = m.remOf(readU32(buf, v.dstOff));
