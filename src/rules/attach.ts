@@ -53,8 +53,10 @@ export interface HookTarget {
 
 class Delegate implements PacketHook {
   readonly name: string;
+  readonly owner: RulesRuntime;
   constructor(private readonly rt: RulesRuntime, private readonly hook: number) {
     this.name = `liqo-firewall:${HOOKS[hook]}`;
+    this.owner = rt;
   }
 
   process(buf: Uint8Array, v: IpView, meta: PacketMeta, now: number): number {

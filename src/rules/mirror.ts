@@ -23,7 +23,8 @@
 import { HOOK_INPUT, HOOK_OUTPUT, HOOK_POSTROUTING, HOOK_PREROUTING } from '../router/hooks.js';
 import { N_DNAT, N_MAP, N_MASQ, N_SNAT, S_CHAIN, S_NAT, A_CTMARK, A_METAMARK, A_NOTRACK, type CChain, type CompiledRules, type CNatRule } from './compile.js';
 import type { IpView } from '../packet/ip-view.js';
-import { CSUM_ALWAYS, CSUM_NONE, CSUM_UDP, patchWord } from '../nat/rewrite.js';
+import type { QuotedPacket } from '../nat/quoted.js';
+import { CSUM_ALWAYS, CSUM_NONE, CSUM_UDP, patchWord, rewriteAddress } from '../nat/rewrite.js';
 import { C_DEV_IN, C_IP_DST, C_IP_SRC, type CCond } from './match.js';
 
 export const M_NONE = 0, M_D = 1, M_S = 2, M_ERR_PRE = 3, M_ERR_POST = 4;
@@ -208,4 +209,20 @@ export function rewriteIpv4Address(buf: Uint8Array, v: IpView, ao: number, na: n
   patchWord(buf, v.ipCsumOff, CSUM_ALWAYS, os, ns);
   if (csum >= 0) patchWord(buf, csum, kind, os, ns);
   buf[ao] = nh >>> 8; buf[ao + 1] = nh & 255; buf[ao + 2] = nl >>> 8; buf[ao + 3] = nl & 255;
+}
+
+/**
+ * The related translation of an ICMP error about a mirror flow of pair k: post (srcManip) the
+ * quoted destination REAL → REM and the outer source to it; pre the quoted source REM → REAL and
+ * the outer destination to it — what the runtime's apply() does with a connection's tuples.
+ */
+export function mirrorError(q: QuotedPacket, scratch: Uint8Array, m: MirrorPlan, k: number, buf: Uint8Array, v: IpView, srcManip: boolean): void {
+  if (q.parse(buf, v) !== 0) return;
+  const qa = srcManip ? q.dst : q.src;
+  const old = (buf[qa]! << 24) | (buf[qa + 1]! << 16) | (buf[qa + 2]! << 8) | buf[qa + 3]!;
+  const na = ((srcManip ? m.rem[k]! : m.real[k]!) | (old & m.mask[k]!)) >>> 0;
+  scratch[0] = na >>> 24; scratch[1] = (na >>> 16) & 255; scratch[2] = (na >>> 8) & 255; scratch[3] = na & 255;
+  q.address(buf, qa, scratch, 0);
+  q.finish(buf, v.l4);
+  rewriteAddress(buf, srcManip ? v.srcOff : v.dstOff, 4, scratch, 0, v.ipCsumOff, -1, CSUM_NONE);
 }

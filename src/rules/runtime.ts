@@ -41,7 +41,7 @@ import {
 import type { RulesDevices } from './engine.js';
 import { clampMss, condsMatch, readU32 } from './match.js';
 import { HOOKS } from './model.js';
-import { M_D, M_ERR_POST, M_ERR_PRE, M_NONE, M_S, planMirror, rewriteIpv4Address, type MirrorPlan } from './mirror.js';
+import { M_D, M_ERR_POST, M_ERR_PRE, M_NONE, M_S, mirrorError, planMirror, rewriteIpv4Address, type MirrorPlan } from './mirror.js';
 
 export interface RuleCounterRow {
   readonly id: string;
@@ -239,7 +239,10 @@ export class RulesRuntime {
     }
     const c = this.compiled;
     if (c === null || v.family !== 4) return VERDICT_ACCEPT;
-    if (h === HOOK_PREROUTING && this.mirror !== null) this.mcls = this.classify(buf, v, meta);
+    if (h === HOOK_PREROUTING && this.mirror !== null) {
+      this.mcls = this.classify(buf, v, meta);
+      if (this.mcls !== M_NONE) this.skipLater(v, meta);
+    }
     if (this.mcls !== M_NONE) return this.runMirror(h, buf, v, meta, now);
     const steps = c.steps[h]!;
     let i = 0;
@@ -295,10 +298,10 @@ export class RulesRuntime {
       if (h === HOOK_PREROUTING) {
         this.st.stateless++;
         if (this.mcls === M_D) rewriteIpv4Address(buf, v, v.dstOff, (m.real[this.mpair]! | (readU32(buf, v.dstOff) & m.mask[this.mpair]!)) >>> 0);
-        else if (this.mcls === M_ERR_PRE) this.mirrorError(buf, v, false);
+        else if (this.mcls === M_ERR_PRE) mirrorError(this.q, this.scratch, this.mirror!, this.mpair, buf, v, false);
       } else if (h === HOOK_POSTROUTING) {
         if (this.mcls === M_S) rewriteIpv4Address(buf, v, v.srcOff, (m.rem[this.mpair]! | (readU32(buf, v.srcOff) & m.mask[this.mpair]!)) >>> 0);
-        else if (this.mcls === M_ERR_POST) this.mirrorError(buf, v, true);
+        else if (this.mcls === M_ERR_POST) mirrorError(this.q, this.scratch, this.mirror!, this.mpair, buf, v, true);
       }
       return VERDICT_ACCEPT;
     }
@@ -310,10 +313,10 @@ export class RulesRuntime {
         if (h === HOOK_PREROUTING) {
           this.st.stateless++;
           if (cls === M_D) rewriteIpv4Address(buf, v, v.dstOff, (m.real[k]! | (readU32(buf, v.dstOff) & m.mask[k]!)) >>> 0);
-          else if (cls === M_ERR_PRE) this.mirrorError(buf, v, false);
+          else if (cls === M_ERR_PRE) mirrorError(this.q, this.scratch, this.mirror!, this.mpair, buf, v, false);
         } else if (h === HOOK_POSTROUTING) {
           if (cls === M_S) rewriteIpv4Address(buf, v, v.srcOff, (m.rem[k]! | (readU32(buf, v.srcOff) & m.mask[k]!)) >>> 0);
-          else if (cls === M_ERR_POST) this.mirrorError(buf, v, true);
+          else if (cls === M_ERR_POST) mirrorError(this.q, this.scratch, this.mirror!, this.mpair, buf, v, true);
         }
       }
       if (i === chains.length) break;
@@ -321,6 +324,29 @@ export class RulesRuntime {
       if (r !== VERDICT_ACCEPT) return r;
     }
     return VERDICT_ACCEPT;
+  }
+
+  /**
+   * A mirror packet: the later hooks with nothing to do for it, for the router to skip
+   * (PacketMeta.skip). Forward chains whose rules all need another protocol are decided here:
+   * their accept policy is counted now (a packet the router drops before forwarding — no
+   * route, TTL — is then counted too).
+   */
+  private skipLater(v: IpView, meta: PacketMeta): void {
+    const m = this.mirror!;
+    let skip = 0;
+    if (m.chains[HOOK_INPUT]!.length === 0) skip |= 1 << HOOK_INPUT;
+    if ((this.mcls === M_D || this.mcls === M_ERR_PRE) && m.chains[HOOK_POSTROUTING]!.length === 0) skip |= 1 << HOOK_POSTROUTING;
+    const fwd = m.chains[HOOK_FORWARD]!;
+    let other = true;
+    for (let i = 0; i < fwd.length; i++) { const c = fwd[i]!; if (c.onlyProto < 0 || c.onlyProto === v.proto || c.dropPolicy) { other = false; break; } }
+    if (other) {
+      const len = v.end - v.off;
+      for (let i = 0; i < fwd.length; i++) { const id = fwd[i]!.policyId; this.packets[id]!++; this.bytes[id]! += len; }
+      skip |= 1 << HOOK_FORWARD;
+    }
+    meta.skip = skip;
+    meta.skipOwner = this;
   }
 
   /** The packet's mirror class (mirror.ts header) at PREROUTING; M_NONE: conntrack decides. */
@@ -358,25 +384,6 @@ export class RulesRuntime {
       if (i >= 0 && m.isSafe(readU32(buf, v.dstOff))) { this.mpair = i; return M_S; }
     }
     return M_NONE;
-  }
-
-  /**
-   * The related translation of an ICMP error about a mirror flow: post (srcManip) the quoted
-   * destination REAL → REM and the outer source to it; pre the quoted source REM → REAL and the
-   * outer destination to it — what apply() does with the connection's tuples.
-   */
-  private mirrorError(buf: Uint8Array, v: IpView, srcManip: boolean): void {
-    const q = this.q;
-    if (q.parse(buf, v) !== 0) return;
-    const m = this.mirror!;
-    const k = this.mpair;
-    const qa = srcManip ? q.dst : q.src;
-    const na = ((srcManip ? m.rem[k]! : m.real[k]!) | (readU32(buf, qa) & m.mask[k]!)) >>> 0;
-    const s = this.scratch;
-    s[0] = na >>> 24; s[1] = (na >>> 16) & 255; s[2] = (na >>> 8) & 255; s[3] = na & 255;
-    q.address(buf, qa, s, 0);
-    q.finish(buf, v.l4);
-    rewriteAddress(buf, srcManip ? v.srcOff : v.dstOff, 4, s, 0, v.ipCsumOff, -1, CSUM_NONE);
   }
 
   /** The router's names first (Liqo mode names the node tunnels' Geneve interfaces), else the lane's. */
@@ -677,8 +684,10 @@ export class RulesRuntime {
 
 class RuntimeHook implements PacketHook {
   readonly name: string;
+  readonly owner: RulesRuntime;
   constructor(private readonly rt: RulesRuntime, private readonly hook: number) {
     this.name = `rules:${HOOKS[hook]}`;
+    this.owner = rt;
   }
 
   process(buf: Uint8Array, v: IpView, meta: PacketMeta, now: number): number {
