@@ -8,7 +8,10 @@
  *   liqo_peer_receive_bytes_total, liqo_peer_transmit_bytes_total (counters).
  * Weft's:
  *   weft_handshakes_total{cluster_id}, weft_peer_last_handshake_timestamp_seconds{cluster_id},
- *   weft_drops_total{reason}, weft_nat_entries, weft_queue_depth{queue}.
+ *   weft_drops_total{reason}, weft_nat_entries, weft_queue_depth{queue},
+ *   weft_rule_packets_total / weft_rule_bytes_total{object,table,chain,rule} (rules with
+ *   `counter` and chain policies) and weft_rule_general_matches_total{object,table,chain,rule}
+ *   (rules run on the general matcher), from the compiled rules in force (both roles).
  */
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -31,6 +34,18 @@ export interface PeerStatsSample {
   lastHandshakeAtMs?: number;
 }
 
+/** One rule's counter; `object` is the FirewallConfiguration's namespace/name (YAML mode: weft/derived). */
+export interface RuleCounterSample {
+  object: string;
+  table: string;
+  chain: string;
+  /** The rule's name, or "policy" for the chain policy. */
+  rule: string;
+  packets: number;
+  /** Absent for general-matcher rows (matches only). */
+  bytes?: number;
+}
+
 /** What the data plane exposes to the metrics endpoint. Called on every scrape; must be cheap. */
 export interface StatsSource {
   peers(): readonly PeerStatsSample[];
@@ -40,6 +55,10 @@ export interface StatsSource {
   natEntries(): number;
   /** Queue name → current depth. */
   queueDepths(): Readonly<Record<string, number>>;
+  /** Rules with `counter` and chain policies (packets, bytes); absent: no rules in force. */
+  ruleCounters?(): readonly RuleCounterSample[];
+  /** Rules on the general matcher: packets each matched. */
+  generalRuleCounters?(): readonly RuleCounterSample[];
 }
 
 const DRIVER = 'wireguard';
@@ -90,6 +109,20 @@ export function createMetricsRegistry(source: StatsSource): Registry {
   new Gauge({
     name: 'weft_queue_depth', help: 'Current depth of the data-plane queues.', labelNames: ['queue'], registers,
     collect() { this.reset(); for (const [queue, n] of Object.entries(source.queueDepths())) this.set({ queue }, n); },
+  });
+  const ruleLabels = ['object', 'table', 'chain', 'rule'] as const;
+  const labels = (r: RuleCounterSample) => ({ object: r.object, table: r.table, chain: r.chain, rule: r.rule });
+  new Counter({
+    name: 'weft_rule_packets_total', help: 'Packets counted by a firewall rule with counter (or a chain policy) since its rule set was installed.', labelNames: ruleLabels, registers,
+    collect() { this.reset(); for (const r of source.ruleCounters?.() ?? []) this.inc(labels(r), r.packets); },
+  });
+  new Counter({
+    name: 'weft_rule_bytes_total', help: 'Bytes counted by a firewall rule with counter (or a chain policy) since its rule set was installed.', labelNames: ruleLabels, registers,
+    collect() { this.reset(); for (const r of source.ruleCounters?.() ?? []) this.inc(labels(r), r.bytes ?? 0); },
+  });
+  new Counter({
+    name: 'weft_rule_general_matches_total', help: 'Packets matched by a firewall rule run on the general matcher since its rule set was installed.', labelNames: ruleLabels, registers,
+    collect() { this.reset(); for (const r of source.generalRuleCounters?.() ?? []) this.inc(labels(r), r.packets); },
   });
   return registry;
 }

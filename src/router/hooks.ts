@@ -66,6 +66,13 @@ export class PacketMeta {
   /** Where a VERDICT_REPLY's reply is (valid only right after that verdict). */
   replyOff = 0;
   replyLen = 0;
+  /**
+   * Hooks (bit 1 << HOOK_*) where the stages of `skipOwner` have nothing to do for this packet,
+   * set by one of them: the router then skips such a hook when that owner's stage is alone
+   * there (saves the call). 0 at entry.
+   */
+  skip = 0;
+  skipOwner: unknown = null;
 }
 
 /**
@@ -75,5 +82,7 @@ export class PacketMeta {
  */
 export interface PacketHook {
   readonly name: string;
+  /** Who may set PacketMeta.skip for this stage (absent: never skipped). */
+  readonly owner?: unknown;
   process(buf: Uint8Array, v: IpView, meta: PacketMeta, now: number): number;
 }

@@ -291,6 +291,7 @@ export class Router<P, G> {
     meta.inDev = st !== null && source === SOURCE_NODE ? st.nodeDevice(from) : '';
     meta.outDev = '';
     meta.mark = 0;
+    meta.skip = 0;
     if (!this.runHooks(source === SOURCE_NODE ? HOOK_PREROUTING : HOOK_OUTPUT, buf, now, L)) return;
     const fam = v.family;
 
@@ -361,6 +362,7 @@ export class Router<P, G> {
     meta.inDev = st !== null ? st.devices.tunnel : '';
     meta.outDev = '';
     meta.mark = 0;
+    meta.skip = 0;
     if (!this.runHooks(HOOK_PREROUTING, buf, now, L)) return;
     const fam = v.family;
     if (this.tunnelLocal.lookup(buf, v.dstOff, fam) !== undefined && this.tunnelRemote.lookup(buf, v.srcOff, fam) === rp) {
@@ -446,6 +448,8 @@ export class Router<P, G> {
    */
   private runHooks(hook: number, buf: Uint8Array, now: number, L: RouterLanes<P, G>): boolean {
     const list = this.hooks[hook]!;
+    const m = this.meta;
+    if (m.skip !== 0 && ((m.skip >>> hook) & 1) !== 0 && list.length === 1 && list[0]!.owner === m.skipOwner) return true;
     for (let i = 0; i < list.length; i++) {
       const r = list[i]!.process(buf, this.v, this.meta, now);
       if (r !== VERDICT_ACCEPT) {

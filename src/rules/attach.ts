@@ -28,6 +28,23 @@ import { RulesRuntime, type RuleCounterRow, type RulesRuntimeOptions, type Rules
 
 export type { RulesDevices } from './engine.js';
 
+/** A counter row by its parts (same shape as src/control/metrics.ts RuleCounterSample). */
+export interface RuleCounterSample {
+  object: string;
+  table: string;
+  chain: string;
+  rule: string;
+  packets: number;
+  bytes?: number;
+}
+
+/** `<object…>/<table>/<chain>/<rule>` (compile.ts ids; the object may hold a slash) → parts. */
+export function splitRuleId(id: string): { object: string; table: string; chain: string; rule: string } {
+  const p = id.split('/');
+  const rule = p.pop() ?? '', chain = p.pop() ?? '', table = p.pop() ?? '';
+  return { object: p.join('/'), table, chain, rule };
+}
+
 /** What attach() needs of a router (src/router/router.ts Router). */
 export interface HookTarget {
   attach(hook: number, stage: PacketHook): void;
@@ -36,8 +53,10 @@ export interface HookTarget {
 
 class Delegate implements PacketHook {
   readonly name: string;
+  readonly owner: RulesRuntime;
   constructor(private readonly rt: RulesRuntime, private readonly hook: number) {
     this.name = `liqo-firewall:${HOOKS[hook]}`;
+    this.owner = rt;
   }
 
   process(buf: Uint8Array, v: IpView, meta: PacketMeta, now: number): number {
@@ -126,6 +145,16 @@ export class RulesAttachment {
   /** Rules on the general matcher and the packets each matched. */
   generalCounters(): { id: string; packets: number }[] {
     return this.runtime.generalCounters();
+  }
+
+  /** counters() split into object / table / chain / rule (`weft show`, metrics). */
+  counterSamples(): RuleCounterSample[] {
+    return this.runtime.counters().map((r) => ({ ...splitRuleId(r.id), packets: r.packets, bytes: r.bytes }));
+  }
+
+  /** generalCounters() split likewise. */
+  generalSamples(): RuleCounterSample[] {
+    return this.runtime.generalCounters().map((r) => ({ ...splitRuleId(r.id), packets: r.packets }));
   }
 
   stats(): RulesStats {

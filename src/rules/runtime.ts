@@ -41,6 +41,7 @@ import {
 import type { RulesDevices } from './engine.js';
 import { clampMss, condsMatch, readU32 } from './match.js';
 import { HOOKS } from './model.js';
+import { M_D, M_ERR_POST, M_ERR_PRE, M_NONE, M_S, mirrorError, planMirror, rewriteIpv4Address, type MirrorPlan } from './mirror.js';
 
 export interface RuleCounterRow {
   readonly id: string;
@@ -54,6 +55,11 @@ export interface RulesRuntimeOptions {
   /** Rate of reject replies (per second, burst). Default 100/20. */
   readonly rejectRatePerSecond?: number;
   readonly rejectBurst?: number;
+  /**
+   * Use the proven stateless shortcut for mirrored remap pairs when the rule set has its shape
+   * (mirror.ts). Default true; false runs every packet through conntrack (tests compare both).
+   */
+  readonly statelessMirror?: boolean;
 }
 
 export interface RulesStats {
@@ -70,6 +76,8 @@ export interface RulesStats {
   natNoPort: number;
   /** Connections removed by install() because the rule that bound their NAT is gone. */
   flushed: number;
+  /** Packets translated (or passed) by the stateless mirror shortcut, without conntrack. */
+  stateless: number;
 }
 
 const FRAG_SLOTS = 256;
@@ -105,6 +113,11 @@ export class RulesRuntime {
   /** The hook being run (reject's quote depends on it). */
   private hook = 0;
   private readonly st: RulesStats;
+  private readonly mirrorOn: boolean;
+  private mirror: MirrorPlan | null = null;
+  /** Mirror class of the packet being processed (M_*) and its pair. */
+  private mcls = M_NONE;
+  private mpair = 0;
   // Fragments: the connection of a datagram's first fragment, for its later fragments (no
   // reassembly; see header). Keyed by (source, destination, protocol, IP id), FRAG_SLOTS slots.
   private readonly fragSrc = new Uint32Array(FRAG_SLOTS);
@@ -118,7 +131,8 @@ export class RulesRuntime {
     this.dnatBy = new Int32Array(this.flows.capacity).fill(-1);
     this.snatBy = new Int32Array(this.flows.capacity).fill(-1);
     this.rejectBucket = new TokenBucket(opts.rejectRatePerSecond ?? 100, opts.rejectBurst ?? 20);
-    this.st = { flows: this.flows.stats(), rejected: 0, rejectNoReply: 0, untracked: 0, fragments: 0, natNoPort: 0, flushed: 0 };
+    this.st = { flows: this.flows.stats(), rejected: 0, rejectNoReply: 0, untracked: 0, fragments: 0, natNoPort: 0, flushed: 0, stateless: 0 };
+    this.mirrorOn = opts.statelessMirror ?? true;
     const hooks: PacketHook[] = [];
     for (let h = 0; h < HOOK_COUNT; h++) hooks.push(new RuntimeHook(this, h));
     this.hooks = hooks;
@@ -135,6 +149,7 @@ export class RulesRuntime {
     this.bytes = new Float64Array(this.ids.length);
     this.general = new Float64Array(this.ids.length);
     this.abandon();
+    this.replan();
     const keep = c === null ? new Set<string>() : c.binds;
     const gone = (b: number): boolean => b >= 0 && !keep.has(this.bindNames[b]!);
     const n = this.flows.removeWhere((e) => gone(this.dnatBy[e]!) || gone(this.snatBy[e]!));
@@ -145,6 +160,18 @@ export class RulesRuntime {
   /** Interface names and addresses (masquerade, reject source) from now on. */
   setDevices(d: RulesDevices): void {
     this.devices = d;
+    this.replan();
+  }
+
+  private replan(): void {
+    const c = this.compiled;
+    const d = this.devices;
+    this.mirror = c === null || !this.mirrorOn ? null : planMirror(c, [d.peerAddr, d.nodeAddr, d.hostAddr]);
+  }
+
+  /** Whether the stateless mirror shortcut is in force (mirror.ts). */
+  get statelessShortcut(): boolean {
+    return this.mirror !== null;
   }
 
   get rules(): CompiledRules | null {
@@ -208,9 +235,15 @@ export class RulesRuntime {
       this.isNew = false;
       this.notrack = false;
       this.related = false;
+      this.mcls = M_NONE;
     }
     const c = this.compiled;
     if (c === null || v.family !== 4) return VERDICT_ACCEPT;
+    if (h === HOOK_PREROUTING && this.mirror !== null) {
+      this.mcls = this.classify(buf, v, meta);
+      if (this.mcls !== M_NONE) this.skipLater(v, meta);
+    }
+    if (this.mcls !== M_NONE) return this.runMirror(h, buf, v, meta, now);
     const steps = c.steps[h]!;
     let i = 0;
     if (c.natOnly[h] === 1) {
@@ -254,6 +287,103 @@ export class RulesRuntime {
       }
     }
     return VERDICT_ACCEPT;
+  }
+
+  /** A packet of a mirror class: filter chains as usual, the pair's translation instead of conntrack. */
+  private runMirror(h: number, buf: Uint8Array, v: IpView, meta: PacketMeta, now: number): number {
+    const m = this.mirror!;
+    const chains = m.chains[h]!;
+    if (chains.length === 0) {
+      // No filter chain at this hook (the usual case): the translation only.
+      if (h === HOOK_PREROUTING) {
+        this.st.stateless++;
+        if (this.mcls === M_D) rewriteIpv4Address(buf, v, v.dstOff, (m.real[this.mpair]! | (readU32(buf, v.dstOff) & m.mask[this.mpair]!)) >>> 0);
+        else if (this.mcls === M_ERR_PRE) mirrorError(this.q, this.scratch, this.mirror!, this.mpair, buf, v, false);
+      } else if (h === HOOK_POSTROUTING) {
+        if (this.mcls === M_S) rewriteIpv4Address(buf, v, v.srcOff, (m.rem[this.mpair]! | (readU32(buf, v.srcOff) & m.mask[this.mpair]!)) >>> 0);
+        else if (this.mcls === M_ERR_POST) mirrorError(this.q, this.scratch, this.mirror!, this.mpair, buf, v, true);
+      }
+      return VERDICT_ACCEPT;
+    }
+    const at = m.natAt[h]!;
+    for (let i = 0; i <= chains.length; i++) {
+      if (i === at) {
+        const k = this.mpair;
+        const cls = this.mcls;
+        if (h === HOOK_PREROUTING) {
+          this.st.stateless++;
+          if (cls === M_D) rewriteIpv4Address(buf, v, v.dstOff, (m.real[k]! | (readU32(buf, v.dstOff) & m.mask[k]!)) >>> 0);
+          else if (cls === M_ERR_PRE) mirrorError(this.q, this.scratch, this.mirror!, this.mpair, buf, v, false);
+        } else if (h === HOOK_POSTROUTING) {
+          if (cls === M_S) rewriteIpv4Address(buf, v, v.srcOff, (m.rem[k]! | (readU32(buf, v.srcOff) & m.mask[k]!)) >>> 0);
+          else if (cls === M_ERR_POST) mirrorError(this.q, this.scratch, this.mirror!, this.mpair, buf, v, true);
+        }
+      }
+      if (i === chains.length) break;
+      const r = this.chain(chains[i]!, buf, v, meta, now);
+      if (r !== VERDICT_ACCEPT) return r;
+    }
+    return VERDICT_ACCEPT;
+  }
+
+  /**
+   * A mirror packet: the later hooks with nothing to do for it, for the router to skip
+   * (PacketMeta.skip). Forward chains whose rules all need another protocol are decided here:
+   * their accept policy is counted now (a packet the router drops before forwarding — no
+   * route, TTL — is then counted too).
+   */
+  private skipLater(v: IpView, meta: PacketMeta): void {
+    const m = this.mirror!;
+    let skip = 0;
+    if (m.chains[HOOK_INPUT]!.length === 0) skip |= 1 << HOOK_INPUT;
+    if ((this.mcls === M_D || this.mcls === M_ERR_PRE) && m.chains[HOOK_POSTROUTING]!.length === 0) skip |= 1 << HOOK_POSTROUTING;
+    const fwd = m.chains[HOOK_FORWARD]!;
+    let other = true;
+    for (let i = 0; i < fwd.length; i++) { const c = fwd[i]!; if (c.onlyProto < 0 || c.onlyProto === v.proto || c.dropPolicy) { other = false; break; } }
+    if (other) {
+      const len = v.end - v.off;
+      for (let i = 0; i < fwd.length; i++) { const id = fwd[i]!.policyId; this.packets[id]!++; this.bytes[id]! += len; }
+      skip |= 1 << HOOK_FORWARD;
+    }
+    meta.skip = skip;
+    meta.skipOwner = this;
+  }
+
+  /** The packet's mirror class (mirror.ts header) at PREROUTING; M_NONE: conntrack decides. */
+  private classify(buf: Uint8Array, v: IpView, meta: PacketMeta): number {
+    const m = this.mirror!;
+    const p = v.proto;
+    const l4 = v.l4;
+    if (l4 >= 0) {
+      // What conntrack leaves untracked stays with it (too short; ICMP other than echo).
+      if (p === 6 && v.l4Len < 20) return M_NONE;
+      if (p === 17 && v.l4Len < 8) return M_NONE;
+      if (p === 1) {
+        if (v.l4Len < 8) return M_NONE;
+        const t = buf[l4]!;
+        if (t < 32 && ((ICMP_ERR_TYPES >>> t) & 1) !== 0) {
+          const q = this.q;
+          if (q.parse(buf, v) !== 0 || !q.ports || q.addrLen !== 4) return M_NONE;
+          const qs = readU32(buf, q.src), qd = readU32(buf, q.dst);
+          let i = m.remOf(qs);
+          if (i >= 0 && m.isSafe(qd)) { this.mpair = i; return M_ERR_PRE; }
+          i = m.realOf(qd);
+          if (i >= 0 && m.isSafe(qs)) { this.mpair = i; return M_ERR_POST; }
+          return M_NONE;
+        }
+        if (t !== 8 && t !== 0) return M_NONE;
+      }
+    }
+    const name = meta.inDev !== '' ? meta.inDev : meta.source === SOURCE_PEER ? this.devices.peer : meta.source === SOURCE_NODE ? this.devices.node : '';
+    if (name === '') return M_NONE;
+    if (name !== m.tunnel) {
+      const i = m.remOf(readU32(buf, v.dstOff));
+      if (i >= 0 && m.isSafe(readU32(buf, v.srcOff))) { this.mpair = i; return M_D; }
+    } else {
+      const i = m.realOf(readU32(buf, v.srcOff));
+      if (i >= 0 && m.isSafe(readU32(buf, v.dstOff))) { this.mpair = i; return M_S; }
+    }
+    return M_NONE;
   }
 
   /** The router's names first (Liqo mode names the node tunnels' Geneve interfaces), else the lane's. */
@@ -525,27 +655,14 @@ export class RulesRuntime {
       rewriteAddress(buf, srcManip ? v.srcOff : v.dstOff, 4, f.addr, srcManip ? ob + 16 : ob, v.ipCsumOff, -1, CSUM_NONE);
       return;
     }
+    // IPv4 address against the tuple's number (no byte loop, no call when equal).
+    const ao = srcManip ? v.srcOff : v.dstOff;
+    rewriteIpv4Address(buf, v, ao, f.a32[e * 4 + other * 2 + (srcManip ? 1 : 0)]!);
     let csum = -1;
     let kind = CSUM_NONE;
     if (l4 >= 0) {
       if (proto === 6 && v.l4Len >= 18) { csum = l4 + 16; kind = CSUM_ALWAYS; }
       else if (proto === 17 && v.l4Len >= 8) { csum = l4 + 6; kind = CSUM_UDP; }
-    }
-    // IPv4 address as two words against the tuple's number (no byte loop, no call when equal).
-    const ao = srcManip ? v.srcOff : v.dstOff;
-    const na = f.a32[e * 4 + other * 2 + (srcManip ? 1 : 0)]!;
-    const oh = (buf[ao]! << 8) | buf[ao + 1]!;
-    const ol = (buf[ao + 2]! << 8) | buf[ao + 3]!;
-    const nh = na >>> 16;
-    const nl = na & 0xffff;
-    if (oh !== nh || ol !== nl) {
-      // One folded old/new pair updates every checksum covering the address (RFC 1624).
-      let os = oh + ol, ns = nh + nl;
-      os = (os & 0xffff) + (os >>> 16);
-      ns = (ns & 0xffff) + (ns >>> 16);
-      patchWord(buf, v.ipCsumOff, CSUM_ALWAYS, os, ns);
-      if (csum >= 0) patchWord(buf, csum, kind, os, ns);
-      buf[ao] = nh >>> 8; buf[ao + 1] = nh & 255; buf[ao + 2] = nl >>> 8; buf[ao + 3] = nl & 255;
     }
     if (l4 < 0) return;
     const port = srcManip ? f.port[op + 1]! : f.port[op]!;
@@ -567,8 +684,10 @@ export class RulesRuntime {
 
 class RuntimeHook implements PacketHook {
   readonly name: string;
+  readonly owner: RulesRuntime;
   constructor(private readonly rt: RulesRuntime, private readonly hook: number) {
     this.name = `rules:${HOOKS[hook]}`;
+    this.owner = rt;
   }
 
   process(buf: Uint8Array, v: IpView, meta: PacketMeta, now: number): number {

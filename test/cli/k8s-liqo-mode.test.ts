@@ -16,6 +16,7 @@ import { formatStatus } from '../../src/cli/commands/status.js';
 import { nodeRulesOptions } from '../../src/cli/commands/k8s-liqo.js';
 import { KINDS, type LiqoResourceName } from '../../src/control/k8s/resources.js';
 import { createLogger } from '../../src/control/log.js';
+import { createMetricsRegistry } from '../../src/control/metrics.js';
 import { FakeApiServer } from '../k8s-fake/server.js';
 import { NS, liqoResources } from '../control/k8s/liqo-fixtures.js';
 import { e2eUnavailableReason, Topology, waitFor } from '../util/netns.js';
@@ -81,6 +82,10 @@ describe.skipIf(skip !== null)('weft k8s --liqo-firewall', () => {
       .filter((e) => e.involvedObject.name === 'user-bad');
     expect(ev.map((e) => [e.involvedObject.kind, e.reason])).toEqual([['FirewallConfiguration', 'InvalidConfiguration']]);
     expect(ev[0]!.message).toContain(`${NS}/user-bad chain pre rule r1`);
+    // Its counter (rule with `counter`) is in weft show and the metrics.
+    expect(runtime.status().rules?.counters).toContainEqual({ object: `${NS}/user-good`, table: 'user-good', chain: 'pre', rule: 'r1', packets: 0, bytes: 0 });
+    expect(shown).toContain(`counter ${NS}/user-good user-good/pre/r1: 0 packets`);
+    expect(await createMetricsRegistry(runtime.statsSource()).metrics()).toContain(`weft_rule_packets_total{object="${NS}/user-good",table="user-good",chain="pre",rule="r1"} 0`);
     // The good one is in force (and the bad one, never accepted, is not).
     expect([...(mode as unknown as { liqoRules: { attachment: { tables(): Map<string, unknown> } } }).liqoRules.attachment.tables().keys()]).toEqual([`${NS}/user-good`]);
   }, 60_000);

@@ -272,6 +272,32 @@ describe('Router: every drop reason, counted', () => {
     expect(L.toPeers.count).toBe(2);
   });
 
+  it('PacketMeta.skip: a hook is skipped only when the owner that asked is alone there, and only for that packet', () => {
+    const { router, L } = setup();
+    const owner = {};
+    const calls: string[] = [];
+    const pre: PacketHook = { name: 'pre', owner, process: (_b, _v, meta) => { calls.push('pre'); meta.skip = 1 << HOOK_FORWARD; meta.skipOwner = owner; return VERDICT_ACCEPT; } };
+    const fwd: PacketHook = { name: 'fwd', owner, process: () => { calls.push('fwd'); return VERDICT_ACCEPT; } };
+    const other: PacketHook = { name: 'other', process: () => { calls.push('other'); return VERDICT_ACCEPT; } };
+    router.attach(HOOK_PREROUTING, pre);
+    router.attach(HOOK_FORWARD, fwd);
+    const p = one(udpPacket({ src: '10.0.1.11', dst: '10.71.2.23', sport: 1, dport: 2000 }));
+    router.fromNodes(p.buf.slice(), p.offs, p.lens, 1, NOW, L);
+    expect(calls).toEqual(['pre']);
+    // Another stage at forward: nobody is skipped there.
+    router.attach(HOOK_FORWARD, other);
+    calls.length = 0;
+    router.fromNodes(p.buf.slice(), p.offs, p.lens, 1, NOW, L);
+    expect(calls).toEqual(['pre', 'fwd', 'other']);
+    // The mark does not outlive its packet.
+    router.detach(HOOK_FORWARD, other);
+    router.detach(HOOK_PREROUTING, pre);
+    calls.length = 0;
+    router.fromNodes(p.buf.slice(), p.offs, p.lens, 1, NOW, L);
+    expect(calls).toEqual(['fwd']);
+    expect(L.toPeers.count).toBe(3);
+  });
+
   it('NAT drops are the NAT\'s: a TCP segment with a truncated header towards a peer', () => {
     const { router, L, nat } = setup();
     const t = tcpPacket({ src: '10.0.1.11', dst: '10.71.2.23', sport: 1, dport: 2 });

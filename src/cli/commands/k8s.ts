@@ -309,6 +309,7 @@ export class K8sMode {
         onObjectProblem: (obj, message) => { void this.objectEvent(obj as K8sObject, message); },
         onError: (e) => this.log.warn({ err: errText(e) }, 'liqo firewall watch'),
       });
+      this.runtime.setRules(this.liqoRules.attachment);
       return;
     }
     const gw = this.runtime.gateway();
@@ -321,6 +322,7 @@ export class K8sMode {
       onObjectProblem: (obj, message) => { void this.objectEvent(obj as K8sObject, message); },
       onError: (e) => this.log.warn({ err: errText(e) }, 'liqo firewall watch'),
     });
+    this.runtime.setRules(this.liqoRules.attachment);
   }
 
   /** A Warning Event on an object Liqo mode refused (best effort, logged). */
@@ -336,6 +338,7 @@ export class K8sMode {
     this.stopStatus();
     await this.liqoRules?.stop();
     this.liqoRules = null;
+    this.runtime.setRules(null);
     const was = this.runtime.active;
     await this.runtime.stopDataPlane();
     if (was) await this.labelPod(false);
@@ -508,6 +511,7 @@ export class K8sMode {
     await this.watcher?.stop();
     await this.liqoRules?.stop();
     this.liqoRules = null;
+    this.runtime.setRules(null);
     await this.runtime.stop();
   }
 }

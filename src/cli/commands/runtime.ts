@@ -19,7 +19,10 @@
  */
 import type { Logger } from 'pino';
 import type { GatewayConfig, NodeConfig, WeftConfig } from '../../control/config.js';
-import type { HookTarget } from '../../rules/attach.js';
+import type { HookTarget, RulesAttachment } from '../../rules/attach.js';
+
+/** What the runtime reads of a rules attachment. */
+export type RulesCounterSource = Pick<RulesAttachment, 'counterSamples' | 'generalSamples' | 'runtime'>;
 import type { Gateway } from '../../gateway/gateway.js';
 import type { NodeAgent } from '../../node/agent.js';
 import type { ConfigOp } from '../../control/diff.js';
@@ -64,6 +67,8 @@ export class Runtime {
   private stopped = false;
   /** Problems the control plane reports for `weft show` (e.g. a rejected Kubernetes object), by topic. */
   private readonly problems = new Map<string, { message: string; since: string }>();
+  /** Compiled rules in force (Liqo mode), for `weft show` and metrics. */
+  private rules: RulesCounterSource | null = null;
 
   private constructor(private readonly opts: RuntimeOptions) {}
 
@@ -81,6 +86,11 @@ export class Runtime {
 
   get active(): boolean {
     return this.dp !== null;
+  }
+
+  /** The rules whose counters `weft show` and the metrics report (null: none in force). */
+  setRules(r: RulesCounterSource | null): void {
+    this.rules = r;
   }
 
   /** The running gateway's Router (hook points for extra stages), null when none runs. */
@@ -250,6 +260,8 @@ export class Runtime {
       drops: () => src().drops(),
       natEntries: () => src().natEntries(),
       queueDepths: () => src().queueDepths(),
+      ruleCounters: () => this.rules?.counterSamples() ?? [],
+      generalRuleCounters: () => this.rules?.generalSamples() ?? [],
     };
   }
 
@@ -271,7 +283,9 @@ export class Runtime {
 
   /** What `weft show` prints (see status.ts). */
   status(): WeftStatus {
-    const st = this.statusOfDataPlane();
+    const r = this.rules;
+    const st0 = this.statusOfDataPlane();
+    const st = r === null ? st0 : { ...st0, rules: { statelessShortcut: r.runtime.statelessShortcut, counters: r.counterSamples(), general: r.generalSamples() } };
     if (this.problems.size === 0) return st;
     return { ...st, errors: [...this.problems].map(([topic, p]) => ({ topic, message: p.message, since: p.since })) };
   }

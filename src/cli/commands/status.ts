@@ -5,6 +5,7 @@
  * The JSON shape is a contract for scripts: fields are only ever added. It never carries a
  * private or preshared key (only `hasPresharedKey`).
  */
+import type { RuleCounterSample } from '../../control/metrics.js';
 
 export interface WeftPeerStatus {
   /** Peer name in the configuration (the remote cluster ID in Kubernetes mode). */
@@ -77,6 +78,12 @@ export interface WeftStatus {
   /** "stage.reason" → count (only non-zero). */
   drops: Record<string, number>;
   queues: Record<string, number>;
+  /**
+   * Compiled firewall rules in force (Liqo mode, both roles): rules with `counter` and chain
+   * policies (packets, bytes), rules on the general matcher (packets matched), and whether the
+   * stateless remap shortcut is in force. Absent when no rules run.
+   */
+  rules?: { statelessShortcut: boolean; counters: RuleCounterSample[]; general: RuleCounterSample[] };
   /** Problems in force (a rejected Kubernetes object, resources not usable yet…); absent when none. */
   errors?: { topic: string; message: string; since: string }[];
 }
@@ -157,6 +164,14 @@ export function formatStatus(st: WeftStatus, now: number): string {
     lines.push(`geneve tunnel: vni ${t.vni} (${t.name})`);
     lines.push(`  remote underlay: ${t.remoteUnderlay}`);
     lines.push(`  packets: ${t.rxPackets} received, ${t.txPackets} sent${t.drops > 0 ? `, ${t.drops} dropped` : ''}`);
+  }
+  if (st.rules !== undefined) {
+    const r = st.rules;
+    lines.push('');
+    lines.push(`rules: ${r.counters.length} counters, ${r.general.length} on the general matcher, remap shortcut ${r.statelessShortcut ? 'on' : 'off'}`);
+    const name = (c: RuleCounterSample): string => `${c.object} ${c.table}/${c.chain}/${c.rule}`;
+    for (const c of r.counters) lines.push(`  counter ${name(c)}: ${c.packets} packets, ${formatBytes(c.bytes ?? 0)}`);
+    for (const c of r.general) lines.push(`  general ${name(c)}: ${c.packets} matches`);
   }
   const drops = Object.entries(st.drops).filter(([, n]) => n > 0).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
   lines.push('');

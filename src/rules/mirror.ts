@@ -1,0 +1,228 @@
+/**
+ * Stateless shortcut for Liqo's mirrored remap pairs (runtime.ts uses it; compile.ts is its input).
+ *
+ * Shape: a prerouting nat rule `ip daddr REM, iifname != T → dnat prefix REAL` and a postrouting
+ * nat rule `ip saddr REAL, iifname == T → snat prefix REM` (REM and REAL of one length) form a
+ * bijection whose replies are its inverse. For packets between a local address `a` and the
+ * peer side of such a pair, conntrack's answer does not depend on the connection's history:
+ *   D  (iif ≠ T, dst ∈ REM, src a):  dst → REAL at prerouting — whether conntrack sees it as a
+ *      new connection (dnat rule) or as the reply of an S connection (binding reversed);
+ *   S  (iif = T, src ∈ REAL, dst a): src → REM at postrouting — new (snat rule) or reply of D;
+ *   ICMP errors quoting (src REM, dst a) / (src a, dst REAL): the related translation of the
+ *      quoted packet and the outer destination / source (nf_nat_icmp_reply_translation).
+ * It holds when `a` is in SAFE: no other nat rule can match such a packet (other postrouting
+ * rules exclude source a unless they need iif = T, other prerouting rules exclude destination a
+ * unless they need iif ≠ T), a is no NAT target of another rule nor an interface address
+ * (masquerade), nor in any REM/REAL; earlier rules of the pair's own chain cannot match its
+ * packets; no ct mark / notrack rule anywhere; no nat chain at input/output; one nat chain at
+ * prerouting and postrouting. Otherwise plan() returns null and every packet takes conntrack.
+ * Deviation (README "Rules: deviations"): a packet conntrack would find invalid (a TCP
+ * SYN-ACK/FIN/RST or echo reply without a connection) is translated here, not left untranslated.
+ * Per packet: no allocation.
+ */
+import { HOOK_INPUT, HOOK_OUTPUT, HOOK_POSTROUTING, HOOK_PREROUTING } from '../router/hooks.js';
+import { N_DNAT, N_MAP, N_MASQ, N_SNAT, S_CHAIN, S_NAT, A_CTMARK, A_METAMARK, A_NOTRACK, type CChain, type CompiledRules, type CNatRule } from './compile.js';
+import type { IpView } from '../packet/ip-view.js';
+import type { QuotedPacket } from '../nat/quoted.js';
+import { CSUM_ALWAYS, CSUM_NONE, CSUM_UDP, patchWord, rewriteAddress } from '../nat/rewrite.js';
+import { C_DEV_IN, C_IP_DST, C_IP_SRC, type CCond } from './match.js';
+
+export const M_NONE = 0, M_D = 1, M_S = 2, M_ERR_PRE = 3, M_ERR_POST = 4;
+
+type Ranges = [number, number][];
+
+function subtract(s: Ranges, lo: number, hi: number): Ranges {
+  const out: Ranges = [];
+  for (const [a, b] of s) {
+    if (hi < a || lo > b) { out.push([a, b]); continue; }
+    if (a < lo) out.push([a, lo - 1]);
+    if (b > hi) out.push([hi + 1, b]);
+  }
+  return out;
+}
+
+/** The addresses a rule's conditions at `kind` (C_IP_SRC/C_IP_DST) accept, as ranges. */
+function accepted(conds: readonly CCond[], kind: number): Ranges {
+  let lo = 0, hi = 0xffffffff;
+  for (const c of conds) if (c.kind === kind && !c.neq) { lo = Math.max(lo, c.lo); hi = Math.min(hi, c.hi); }
+  if (lo > hi) return [];
+  let r: Ranges = [[lo, hi]];
+  for (const c of conds) if (c.kind === kind && c.neq) r = subtract(r, c.lo, c.hi);
+  return r;
+}
+
+const devIs = (conds: readonly CCond[], neq: boolean, t: string): boolean => conds.some((c) => c.kind === C_DEV_IN && c.neq === neq && c.name === t);
+
+function prefixOf(p: { addr: Uint8Array; prefixLen: number }): [number, number] {
+  const lo = ((p.addr[0]! << 24) | (p.addr[1]! << 16) | (p.addr[2]! << 8) | p.addr[3]!) >>> 0;
+  const host = p.prefixLen === 32 ? 0 : p.prefixLen === 0 ? 0xffffffff : (0xffffffff >>> p.prefixLen) >>> 0;
+  return [lo, (lo | host) >>> 0];
+}
+
+/** A mirror-shaped rule: [REM or REAL range of its match, target range, tunnel name] or null. */
+function shape(r: CNatRule, kind: number): { from: [number, number]; to: [number, number]; tunnel: string } | null {
+  if (r.kind !== kind || r.remap === null || r.remap.family !== 4 || r.conds.length !== 2) return null;
+  const ip = r.conds.find((c) => c.kind === (kind === N_DNAT ? C_IP_DST : C_IP_SRC) && !c.neq);
+  const dev = r.conds.find((c) => c.kind === C_DEV_IN && c.neq === (kind === N_DNAT));
+  if (ip === undefined || dev === undefined) return null;
+  const from = prefixOf(r.remap.from);
+  if (ip.lo !== from[0] || ip.hi !== from[1]) return null;
+  return { from, to: prefixOf(r.remap.to), tunnel: dev.name };
+}
+
+export class MirrorPlan {
+  constructor(
+    readonly tunnel: string,
+    /** Per pair: REM network, REAL network, host mask, network mask (as int32 bit patterns). */
+    readonly rem: Int32Array,
+    readonly real: Int32Array,
+    readonly mask: Int32Array,
+    readonly net: Int32Array,
+    /** SAFE as sorted ranges (lo, hi) pairs. */
+    readonly safe: Float64Array,
+    /** Per hook: its filter chains in order, and how many run before the NAT core (the translation point). */
+    readonly chains: readonly (readonly CChain[])[],
+    readonly natAt: Uint8Array,
+  ) {}
+
+  /** Pair whose REM contains `a` (any 32-bit form), else -1. Int32 arithmetic only. */
+  remOf(a: number): number {
+    const rem = this.rem, net = this.net;
+    for (let i = 0; i < rem.length; i++) if ((a & net[i]!) === rem[i]) return i;
+    return -1;
+  }
+
+  realOf(a: number): number {
+    const real = this.real, net = this.net;
+    for (let i = 0; i < real.length; i++) if ((a & net[i]!) === real[i]) return i;
+    return -1;
+  }
+
+  isSafe(a: number): boolean {
+    const s = this.safe;
+    for (let i = 0; i < s.length; i += 2) if (a >= s[i]! && a <= s[i + 1]!) return true;
+    return false;
+  }
+}
+
+/**
+ * The shortcut for `c` with interface addresses `devAddrs` (masquerade targets), or null when the
+ * rule set is not of the proven shape (see header).
+ */
+export function planMirror(c: CompiledRules, devAddrs: readonly number[]): MirrorPlan | null {
+  if (!c.tracked) return null;
+  const natAt = (h: number): CChain[] => {
+    const out: CChain[] = [];
+    for (const s of c.steps[h]!) if (s.chain !== null && s.chain.nat && !out.includes(s.chain)) out.push(s.chain);
+    return out;
+  };
+  for (const steps of c.steps) for (const s of steps) {
+    if (s.kind === S_CHAIN && s.chain!.filter.some((r) => r.action === A_CTMARK || r.action === A_METAMARK || r.action === A_NOTRACK)) return null;
+  }
+  if (natAt(HOOK_INPUT).length > 0 || natAt(HOOK_OUTPUT).length > 0) return null;
+  const pres = natAt(HOOK_PREROUTING), posts = natAt(HOOK_POSTROUTING);
+  if (pres.length !== 1 || posts.length !== 1) return null;
+  const pre = pres[0]!.natRules, post = posts[0]!.natRules;
+  // Pairs: a prerouting mirror dnat REM→REAL with its postrouting snat REAL→REM, one tunnel.
+  let tunnel = '';
+  const pairs: { rem: [number, number]; real: [number, number]; di: number; si: number }[] = [];
+  for (let i = 0; i < pre.length; i++) {
+    const d = shape(pre[i]!, N_DNAT);
+    if (d === null) continue;
+    const si = post.findIndex((r) => { const s = shape(r, N_SNAT); return s !== null && s.tunnel === d.tunnel && s.from[0] === d.to[0] && s.from[1] === d.to[1] && s.to[0] === d.from[0] && s.to[1] === d.from[1]; });
+    if (si < 0 || (tunnel !== '' && tunnel !== d.tunnel)) continue;
+    tunnel = d.tunnel;
+    pairs.push({ rem: d.from, real: d.to, di: i, si });
+  }
+  if (pairs.length === 0) return null;
+  const all = pairs.flatMap((p) => [p.rem, p.real]);
+  for (let i = 0; i < all.length; i++) for (let j = i + 1; j < all.length; j++) if (!(all[i]![1] < all[j]![0] || all[j]![1] < all[i]![0])) return null;
+  const overlaps = (rs: Ranges, lo: number, hi: number): boolean => rs.some(([a, b]) => !(b < lo || a > hi));
+  const isPairRule = (r: CNatRule): boolean => pairs.some((p) => pre[p.di] === r || post[p.si] === r);
+  // Earlier rules of the pair's chain must not match its packets (first match).
+  for (const p of pairs) {
+    for (let j = 0; j < p.di; j++) {
+      const r = pre[j]!;
+      if (isPairRule(r) || devIs(r.conds, false, tunnel)) continue;
+      if (r.kind === N_MAP ? [...r.map!.keys()].some((k) => k >= p.rem[0] && k <= p.rem[1]) : overlaps(accepted(r.conds, C_IP_DST), p.rem[0], p.rem[1])) return null;
+    }
+    for (let j = 0; j < p.si; j++) {
+      const r = post[j]!;
+      if (isPairRule(r) || devIs(r.conds, true, tunnel)) continue;
+      if (overlaps(accepted(r.conds, C_IP_SRC), p.real[0], p.real[1])) return null;
+    }
+  }
+  let safe: Ranges = [[0, 0xffffffff]];
+  for (const [lo, hi] of all) safe = subtract(safe, lo, hi);
+  let masq = false;
+  for (const r of pre) {
+    if (isPairRule(r)) continue;
+    if (r.kind === N_MAP) {
+      for (const [k, t] of r.map!) { safe = subtract(safe, k, k); safe = subtract(safe, t.addr, t.addr); }
+      continue;
+    }
+    const [tlo, thi] = r.remap !== null ? prefixOf(r.remap.to) : [r.addr, r.addr];
+    safe = subtract(safe, tlo, thi);
+    if (devIs(r.conds, true, tunnel)) continue; // never sees S packets (iif = T)
+    for (const [lo, hi] of accepted(r.conds, C_IP_DST)) safe = subtract(safe, lo, hi);
+  }
+  for (const r of post) {
+    if (isPairRule(r)) continue;
+    if (r.kind === N_MASQ) masq = true;
+    else if (r.kind === N_MAP) for (const [k, t] of r.map!) { safe = subtract(safe, k, k); safe = subtract(safe, t.addr, t.addr); }
+    else { const [tlo, thi] = r.remap !== null ? prefixOf(r.remap.to) : [r.addr, r.addr]; safe = subtract(safe, tlo, thi); }
+    if (devIs(r.conds, false, tunnel)) continue; // never sees D packets (iif ≠ T)
+    for (const [lo, hi] of accepted(r.conds, C_IP_SRC)) safe = subtract(safe, lo, hi);
+  }
+  if (masq) for (const a of devAddrs) if (a !== 0) safe = subtract(safe, a, a);
+  if (safe.length === 0) return null;
+  return new MirrorPlan(
+    tunnel,
+    Int32Array.from(pairs.map((p) => p.rem[0] | 0)),
+    Int32Array.from(pairs.map((p) => p.real[0] | 0)),
+    Int32Array.from(pairs.map((p) => (p.rem[1] - p.rem[0]) | 0)),
+    Int32Array.from(pairs.map((p) => ~(p.rem[1] - p.rem[0]) | 0)),
+    Float64Array.from(safe.flat()),
+    c.steps.map((l) => l.filter((s) => s.kind === S_CHAIN).map((s) => s.chain!)),
+    Uint8Array.from(c.steps.map((l) => { const n = l.findIndex((s) => s.kind === S_NAT && s.chain === null); return l.slice(0, n < 0 ? l.length : n).filter((s) => s.kind === S_CHAIN).length; })),
+  );
+}
+
+/** An IPv4 address of the packet set to `na`, every checksum covering it patched (RFC 1624). */
+export function rewriteIpv4Address(buf: Uint8Array, v: IpView, ao: number, na: number): void {
+  const l4 = v.l4;
+  const proto = v.proto;
+  let csum = -1;
+  let kind = CSUM_NONE;
+  if (l4 >= 0) {
+    if (proto === 6 && v.l4Len >= 18) { csum = l4 + 16; kind = CSUM_ALWAYS; }
+    else if (proto === 17 && v.l4Len >= 8) { csum = l4 + 6; kind = CSUM_UDP; }
+  }
+  const oh = (buf[ao]! << 8) | buf[ao + 1]!;
+  const ol = (buf[ao + 2]! << 8) | buf[ao + 3]!;
+  const nh = na >>> 16;
+  const nl = na & 0xffff;
+  if (oh === nh && ol === nl) return;
+  let os = oh + ol, ns = nh + nl;
+  os = (os & 0xffff) + (os >>> 16);
+  ns = (ns & 0xffff) + (ns >>> 16);
+  patchWord(buf, v.ipCsumOff, CSUM_ALWAYS, os, ns);
+  if (csum >= 0) patchWord(buf, csum, kind, os, ns);
+  buf[ao] = nh >>> 8; buf[ao + 1] = nh & 255; buf[ao + 2] = nl >>> 8; buf[ao + 3] = nl & 255;
+}
+
+/**
+ * The related translation of an ICMP error about a mirror flow of pair k: post (srcManip) the
+ * quoted destination REAL → REM and the outer source to it; pre the quoted source REM → REAL and
+ * the outer destination to it — what the runtime's apply() does with a connection's tuples.
+ */
+export function mirrorError(q: QuotedPacket, scratch: Uint8Array, m: MirrorPlan, k: number, buf: Uint8Array, v: IpView, srcManip: boolean): void {
+  if (q.parse(buf, v) !== 0) return;
+  const qa = srcManip ? q.dst : q.src;
+  const old = (buf[qa]! << 24) | (buf[qa + 1]! << 16) | (buf[qa + 2]! << 8) | buf[qa + 3]!;
+  const na = ((srcManip ? m.rem[k]! : m.real[k]!) | (old & m.mask[k]!)) >>> 0;
+  scratch[0] = na >>> 24; scratch[1] = (na >>> 16) & 255; scratch[2] = (na >>> 8) & 255; scratch[3] = na & 255;
+  q.address(buf, qa, scratch, 0);
+  q.finish(buf, v.l4);
+  rewriteAddress(buf, srcManip ? v.srcOff : v.dstOff, 4, scratch, 0, v.ipCsumOff, -1, CSUM_NONE);
+}
