@@ -254,7 +254,7 @@ function translateGateway(res: LiqoResources, opts: TranslateOptions): Translate
   }
   issues.throwIfAny();
   if (privateKey === undefined) {
-    throw new ConfigError(SOURCE, [{ path: 'GatewayServer/GatewayClient', message: `no usable gateway${opts.remoteClusterIds ? ` for ${opts.remoteClusterIds.join(', ')}` : ''} (${warnings.join('; ') || 'none found'})` }]);
+    throw new ConfigError(SOURCE, [{ path: 'GatewayServer/GatewayClient', message: `no usable gateway${opts.remoteClusterIds ? ` for ${opts.remoteClusterIds.join(', ')}` : ''} (${warnings.map(oneLine).join('; ') || 'none found'})` }]);
   }
 
   const input = base(res, opts);
@@ -325,7 +325,7 @@ function translateGateway(res: LiqoResources, opts: TranslateOptions): Translate
     ipMappings,
     geneve: { ...opts.overrides?.geneve, tunnels, podRoutes: [...podRoutes].map(([podCIDR, nodeInternalAddress]) => ({ podCIDR, nodeInternalAddress })) },
   } as WeftConfigInput;
-  return { config: parseConfig(cfgInput, SOURCE), warnings };
+  return { config: parseConfig(cfgInput, SOURCE), warnings: warnings.map(oneLine) };
 }
 
 function geneveTunnelOf(
@@ -374,5 +374,14 @@ function translateNode(res: LiqoResources, opts: TranslateOptions): TranslateRes
   const node: Record<string, unknown> = { name: opts.nodeName, gateways, ...opts.overrides?.node };
   if (mtu !== undefined) node['mtu'] = mtu;
   const cfgInput = { role: 'node', ...base(res, opts), node, ...(opts.overrides?.geneve ? { geneve: { ...opts.overrides.geneve } } : {}) } as WeftConfigInput;
-  return { config: parseConfig(cfgInput, SOURCE), warnings };
+  return { config: parseConfig(cfgInput, SOURCE), warnings: warnings.map(oneLine) };
+}
+
+/**
+ * A warning as one log line: object fields are the API server's strings (a reference name is
+ * not validated like metadata.name), so control characters are written as JSON escapes.
+ */
+function oneLine(w: string): string {
+  // eslint-disable-next-line no-control-regex
+  return w.replace(/[\u0000-\u001f\u007f]/g, (c) => JSON.stringify(c).slice(1, -1));
 }

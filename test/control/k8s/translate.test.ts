@@ -170,3 +170,13 @@ describe('translate: node', () => {
     expect(() => translate(liqoResources(), { role: 'node', clusterId: 'cluster-a', nodeName: 'worker-9' })).toThrow(/InternalNode worker-9: not found/);
   });
 });
+
+describe('warnings', () => {
+  test('a reference name with control characters stays one log line (fuzz/crashes/k8s-translate)', () => {
+    const r = liqoResources();
+    r.geneveTunnels[1]!.spec!.internalNodeRef = { name: 'w\n2\u0007' };
+    const { warnings } = translate(r, { role: 'gateway', clusterId: 'cluster-a' });
+    const w = warnings.find((x) => x.includes('tunnel skipped'));
+    expect(w).toBe(`GeneveTunnel ${NS}/cluster-b-worker-2: InternalNode w\\n2\\u0007 not found; tunnel skipped`);
+  });
+});
