@@ -1,22 +1,24 @@
 /**
  * Fuzz target: the FirewallConfiguration parser and rule compiler (src/rules/parse.ts,
- * engine.ts, nft.ts) on FirewallConfigurations edited by the fuzzer (fuzz/lib/mutate.ts over the
+ * compile.ts and the conntrack runtime runtime.ts, nft.ts) on FirewallConfigurations edited by the fuzzer (fuzz/lib/mutate.ts over the
  * fixtures of test/rules: remap, IP mapping, masquerade bypass, NodePort routing, MSS clamp,
  * NOTRACK — types kept, as the API server's CRD schema keeps them).
  *
  * Input: byte 0 = the seed, byte 1 = which packet and direction to run through the compiled
  * rules, the rest = the edit program.
  * Invariants: a refusal is a RuleParseError, never another exception; an accepted table renders
- * to nft text and compiles; a packet run through every hook of the compiled rules gets accept or
- * drop, keeps its length, still parses, and its checksums still verify (NAT and MSS clamp
+ * to nft text and compiles; a packet run through every hook of the compiled rules gets accept,
+ * drop or reply (reject), keeps its length, still parses, and its checksums still verify (NAT and MSS clamp
  * rewrite it in place).
  */
 import { IP_OK, IpView, parseIp } from '../../src/packet/ip-view.js';
-import { OUTPUT_HOST, OUTPUT_NODE, OUTPUT_NONE, OUTPUT_PEER, PacketMeta, SOURCE_HOST, SOURCE_NODE, SOURCE_PEER, VERDICT_ACCEPT, VERDICT_DROP } from '../../src/router/hooks.js';
-import { RulesEngine, type RulesDevices } from '../../src/rules/engine.js';
+import { OUTPUT_HOST, OUTPUT_NODE, OUTPUT_NONE, OUTPUT_PEER, PacketMeta, SOURCE_HOST, SOURCE_NODE, SOURCE_PEER, VERDICT_ACCEPT, VERDICT_DROP, VERDICT_REPLY } from '../../src/router/hooks.js';
+import { compileRules } from '../../src/rules/compile.js';
+import type { RulesDevices } from '../../src/rules/devices.js';
 import { ipToNumber } from '../../src/rules/model.js';
 import { toNft } from '../../src/rules/nft.js';
 import { RuleParseError, parseFirewallConfiguration } from '../../src/rules/parse.js';
+import { RulesRuntime } from '../../src/rules/runtime.js';
 import { checksumProblem, fixChecksums, must, onlyTyped } from '../lib/check.js';
 import { loadSeeds, mutate } from '../lib/mutate.js';
 
@@ -50,7 +52,8 @@ export function fuzz(data: Uint8Array): void {
   if (table === undefined) return;
   const nft = onlyTyped(() => toNft(table), [], 'toNft of an accepted table');
   must(typeof nft === 'string' && nft.length > 0, 'nft text');
-  const engine = onlyTyped(() => new RulesEngine([table], DEV), [], 'compiling an accepted table');
+  // A fresh runtime per input (its connections would carry state from one input to the next).
+  const engine = onlyTyped(() => { const r = new RulesRuntime(DEV, { flows: { capacity: 64 } }); r.install(compileRules([table])); return r; }, [], 'compiling an accepted table');
   if (engine === undefined) return;
   const k = data[1]!;
   const p = packet(k);
@@ -60,9 +63,9 @@ export function fuzz(data: Uint8Array): void {
     meta.output = h === 0 || h === 3 ? OUTPUT_NONE : OUTPUTS[(k >>> 6) % 3]!;
     meta.peer = meta.source === SOURCE_PEER || meta.output === OUTPUT_PEER ? 'rlx' : '';
     const r = engine.hooks[h]!.process(p, v, meta, 0);
-    must(r === VERDICT_ACCEPT || r === VERDICT_DROP, `hook ${h}: verdict ${r}`);
+    must(r === VERDICT_ACCEPT || r === VERDICT_DROP || r === VERDICT_REPLY, `hook ${h}: verdict ${r}`);
     const c = checksumProblem(p, 0, p.length);
     must(c === null, `hook ${h} (${engine.hooks[h]!.name}) left a wrong ${c}`);
-    if (r === VERDICT_DROP) break;
+    if (r !== VERDICT_ACCEPT) break;
   }
 }

@@ -57,7 +57,7 @@ export class PacketMeta {
   /**
    * Interface names as Liqo's gateway has them (iifname/oifname), set by the router only when it
    * is steered by RouteConfigurations (Router.setSteering); '' = unknown, rules then name the
-   * lane's default device (src/rules/engine.ts RulesDevices).
+   * lane's default device (src/rules/devices.ts RulesDevices).
    */
   inDev = '';
   outDev = '';

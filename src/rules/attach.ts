@@ -21,12 +21,12 @@
 import type { IpView } from '../packet/ip-view.js';
 import { HOOK_COUNT, type PacketHook, type PacketMeta } from '../router/hooks.js';
 import { compileRules, type RulePlanRow } from './compile.js';
-import type { RulesDevices } from './engine.js';
+import type { RulesDevices } from './devices.js';
 import { HOOKS, type RuleTable } from './model.js';
 import { RuleParseError, parseFirewallConfiguration } from './parse.js';
 import { RulesRuntime, type RuleCounterRow, type RulesRuntimeOptions, type RulesStats } from './runtime.js';
 
-export type { RulesDevices } from './engine.js';
+export type { RulesDevices } from './devices.js';
 
 /** A counter row by its parts (same shape as src/control/metrics.ts RuleCounterSample). */
 export interface RuleCounterSample {

@@ -38,7 +38,7 @@ import {
   A_ACCEPT, A_CTMARK, A_DROP, A_METAMARK, A_MSS, A_NOTRACK, A_REJECT, N_DNAT, N_MAP, N_MASQ, S_CHAIN, S_CONFIRM, S_CT, S_NAT,
   type CChain, type CompiledRules, type CNatRule,
 } from './compile.js';
-import type { RulesDevices } from './engine.js';
+import type { RulesDevices } from './devices.js';
 import { clampMss, condsMatch, readU32 } from './match.js';
 import { HOOKS } from './model.js';
 import { M_D, M_ERR_POST, M_ERR_PRE, M_NONE, M_S, mirrorError, planMirror, rewriteIpv4Address, type MirrorPlan } from './mirror.js';

@@ -22,7 +22,7 @@ import { decrementIpv4Ttl } from '../../src/packet/ipv4.js';
 import { writeTimeExceeded } from '../../src/packet/icmp-error.js';
 import { HOOK_FORWARD, HOOK_POSTROUTING, HOOK_PREROUTING, OUTPUT_NODE, OUTPUT_NONE, OUTPUT_PEER, PacketMeta, SOURCE_NODE, SOURCE_PEER, VERDICT_ACCEPT, VERDICT_REPLY } from '../../src/router/hooks.js';
 import { compileRules } from '../../src/rules/compile.js';
-import type { RulesDevices } from '../../src/rules/engine.js';
+import type { RulesDevices } from '../../src/rules/devices.js';
 import { ipToNumber } from '../../src/rules/model.js';
 import { toNft } from '../../src/rules/nft.js';
 import { parseFirewallConfiguration } from '../../src/rules/parse.js';

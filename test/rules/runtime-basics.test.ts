@@ -4,8 +4,10 @@ import { IP_OK, IpView, parseIp } from '../../src/packet/ip-view.js';
 import {
   HOOK_FORWARD, HOOK_POSTROUTING, HOOK_PREROUTING, OUTPUT_NODE, OUTPUT_NONE, OUTPUT_PEER, PacketMeta, SOURCE_NODE, SOURCE_PEER, VERDICT_ACCEPT, VERDICT_DROP,
 } from '../../src/router/hooks.js';
-import { RulesEngine, type RulesDevices } from '../../src/rules/engine.js';
-import { ipToNumber } from '../../src/rules/model.js';
+import { compileRules } from '../../src/rules/compile.js';
+import type { RulesDevices } from '../../src/rules/devices.js';
+import { RulesRuntime } from '../../src/rules/runtime.js';
+import { ipToNumber, type RuleTable } from '../../src/rules/model.js';
 import { parseFirewallConfiguration } from '../../src/rules/parse.js';
 import * as fx from './fixtures.js';
 import { heapBytesPerOp } from '../util/alloc.js';
@@ -32,7 +34,14 @@ function syn(src: string, dst: string, mss: number): Uint8Array {
   return b;
 }
 
-function through(e: RulesEngine, b: Uint8Array, fromPeer: boolean): number {
+/** The compiled rules with conntrack, as the router runs them. */
+function mk(tables: RuleTable[]): RulesRuntime {
+  const r = new RulesRuntime(DEV, { flows: { capacity: 1024 } });
+  r.install(compileRules(tables));
+  return r;
+}
+
+function through(e: RulesRuntime, b: Uint8Array, fromPeer: boolean): number {
   const v = new IpView();
   expect(parseIp(b, 0, b.length, v)).toBe(IP_OK);
   const m = new PacketMeta();
@@ -46,9 +55,9 @@ function through(e: RulesEngine, b: Uint8Array, fromPeer: boolean): number {
 
 const tcpOk = (b: Uint8Array): boolean => checksumVerifies(b, 20, b.length - 20, pseudoHeaderSumV4(b, 12, 16, 6, b.length - 20));
 
-describe('RulesEngine', () => {
+describe('compiled rules (RulesRuntime)', () => {
   it('remap-podcidr: prefix DNAT from nodes, prefix SNAT from the tunnel, checksums kept valid', () => {
-    const e = new RulesEngine([parseFirewallConfiguration(fx.remapCidr('podcidr', '10.243.0.0/16', '10.70.0.0/16'))], DEV);
+    const e = mk([parseFirewallConfiguration(fx.remapCidr('podcidr', '10.243.0.0/16', '10.70.0.0/16'))]);
     const a = syn('10.112.0.1', '10.70.3.9', 1460);
     expect(through(e, a, false)).toBe(VERDICT_ACCEPT);
     expect([...a.subarray(16, 20)]).toEqual([10, 243, 3, 9]);
@@ -63,7 +72,7 @@ describe('RulesEngine', () => {
   });
 
   it('MSS clamp lowers, never raises, towards the tunnel only', () => {
-    const e = new RulesEngine([parseFirewallConfiguration(fx.mssClamp('1360'))], DEV);
+    const e = mk([parseFirewallConfiguration(fx.mssClamp('1360'))]);
     const hi = syn('10.112.0.1', '10.70.0.1', 1460);
     through(e, hi, false);
     expect((hi[42]! << 8) | hi[43]!).toBe(1360);
@@ -89,7 +98,7 @@ describe('RulesEngine', () => {
         ] } },
       ] } },
     };
-    const e = new RulesEngine([parseFirewallConfiguration(fc)], DEV);
+    const e = mk([parseFirewallConfiguration(fc)]);
     expect(through(e, syn('10.1.0.3', '10.9.0.1', 1460), false)).toBe(VERDICT_DROP);
     expect(through(e, syn('10.1.0.9', '10.9.0.1', 1460), false)).toBe(VERDICT_ACCEPT);
     expect(through(e, syn('10.1.0.9', '10.8.0.1', 1460), true)).toBe(VERDICT_DROP);
@@ -100,12 +109,12 @@ describe('RulesEngine', () => {
   });
 });
 
-describe('RulesEngine allocation', () => {
+describe('compiled rules: allocation', () => {
   it('evaluates every gateway producer (NAT, MSS clamp, marks, counters) without allocating per packet', () => {
-    const e = new RulesEngine([
+    const e = mk([
       fx.notrack(6091), fx.remapCidr('podcidr', '10.243.0.0/16', '10.70.0.0/16'), fx.ipMappingGw('db', '192.168.7.10', '10.73.0.5'),
       fx.serviceNodeportRouting('10.80.0.2', 7), fx.mssClamp('1360'),
-    ].map((o) => parseFirewallConfiguration(o)), DEV);
+    ].map((o) => parseFirewallConfiguration(o)));
     const a = syn('10.112.0.1', '10.70.3.9', 1460);
     const b = syn('10.243.1.2', '10.73.0.5', 1460);
     const origA = a.slice();
