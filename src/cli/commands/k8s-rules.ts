@@ -20,7 +20,7 @@ import type { KubeConfig, KubernetesObject } from '@kubernetes/client-node';
 import { GatewayRulesWatcher } from '../../control/k8s/firewall-watch.js';
 import type { Steering } from '../../router/steer.js';
 import { RulesAttachment, type HookTarget } from '../../rules/attach.js';
-import type { RulesDevices } from '../../rules/engine.js';
+import type { RulesDevices } from '../../rules/devices.js';
 import { RouteParseError, type RouteConfigSpec } from '../../rules/routes.js';
 import { buildSteering, parseRouteObjects } from '../../rules/steering.js';
 
