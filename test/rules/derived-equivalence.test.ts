@@ -6,24 +6,11 @@
  * ways, ICMP echo, TCP handshakes with MSS, ICMP errors quoting translated packets.
  */
 import { describe, expect, it } from 'vitest';
-import { writeTimeExceeded } from '../../src/packet/icmp-error.js';
 import { Nat } from '../../src/nat/nat.js';
-import type { NatConfig, NatPeerConfig } from '../../src/nat/config.js';
-import { Router, RouterLanes } from '../../src/router/router.js';
-import { RulesAttachment } from '../../src/rules/attach.js';
-import { identityPeer, passthroughNatConfig, rulesFromNatConfig } from '../../src/rules/from-nat.js';
-import { ipToNumber } from '../../src/rules/model.js';
+import { Router } from '../../src/router/router.js';
 import { icmpEcho, tcpPacket, udpPacket, type Built } from '../packet/factory.js';
+import { CFG, errorAbout, ip, nodes, PEER, replyTo, rng, rulesRouter, through } from './router-flows.js';
 
-const CFG: NatConfig = {
-  localPodCIDRs: ['10.112.0.0/16'], localExternalCIDR: '10.70.0.0/16', mtu: 1340,
-  ipMappings: [{ externalAddress: '10.70.5.5', realAddress: '192.168.7.10' }],
-  conntrack: { seed: 1 },
-};
-const PEER: NatPeerConfig = { name: 'b', remote: { podCIDRs: ['10.243.0.0/16'], externalCIDRs: ['10.244.0.0/16'] }, remapped: { podCIDRs: ['10.71.0.0/16'], externalCIDRs: ['10.72.0.0/16'] } };
-const TUN = 'liqo-tunnel';
-
-const nodes = { lookupDestination: (b: Uint8Array, o: number) => ((b[o] === 10 && b[o + 1] === 112) || b[o] === 192 ? 'n' : undefined) };
 
 function derivedRouter(): Router<string, string> {
   const nat = new Nat(CFG);
@@ -32,57 +19,14 @@ function derivedRouter(): Router<string, string> {
   return r;
 }
 
-function rulesRouter(): { r: Router<string, string>; rules: RulesAttachment } {
-  const nat = new Nat(passthroughNatConfig(CFG));
-  const r = new Router<string, string>({ nat, nodes });
-  r.addPeer('b', nat.addPeer(identityPeer(PEER)), 'link');
-  const rules = new RulesAttachment({ peer: TUN, node: 'liqo.geneve', host: 'eth0', peerAddr: ipToNumber('10.70.0.0')!, nodeAddr: 0, hostAddr: 0, pathMtu: 1340 }, { flows: { seed: 1 } });
-  rules.attachTo(r);
-  rules.setTables(rulesFromNatConfig(CFG, [PEER], { tunnel: TUN }));
-  return { r, rules };
-}
 
-function rng(seed: number): () => number {
-  let s = seed >>> 0;
-  return () => { s = (Math.imul(s, 1664525) + 1013904223) >>> 0; return s / 2 ** 32; };
-}
 
-type Out = { lane: string; hex: string; pkt: Uint8Array } | null;
 
-function through(r: Router<string, string>, p: Built, from: 'node' | 'peer', now: number): Out {
-  const L = new RouterLanes<string, string>(1);
-  const buf = p.buf.slice();
-  if (from === 'node') r.fromNodes(buf, Uint32Array.of(p.off), Uint32Array.of(p.len), 1, now, L);
-  else r.fromPeers(buf, Uint32Array.of(p.off), Uint32Array.of(p.len), ['link'], 1, now, L);
-  for (const [lane, l] of [['peer', L.toPeers], ['node', L.toNodes], ['host', L.toHost]] as const) {
-    if (l.count > 0) {
-      const pkt = buf.slice(l.offs[0]!, l.offs[0]! + l.lens[0]!);
-      return { lane, pkt, hex: Buffer.from(pkt).toString('hex') };
-    }
-  }
-  return null;
-}
 
 /** The packet without its outer source address and IPv4 header checksum. */
 const norm = (hex: string): string => hex.slice(0, 20) + hex.slice(24, 24) + hex.slice(32);
-const ip = (b: Uint8Array, o: number): string => [...b.subarray(o, o + 4)].join('.');
-const port = (b: Uint8Array, o: number): number => (b[o]! << 8) | b[o + 1]!;
 
-/** The reply to a packet that left a router (addresses and ports swapped). */
-function replyTo(p: Uint8Array, flags: number): Built {
-  const proto = p[9]!;
-  const src = ip(p, 16), dst = ip(p, 12);
-  if (proto === 6) return tcpPacket({ src, dst, sport: port(p, 22), dport: port(p, 20), flags, mss: 1460, headroom: 128 });
-  if (proto === 17) return udpPacket({ src, dst, sport: port(p, 22), dport: port(p, 20), headroom: 128 });
-  return icmpEcho({ src, dst, ident: port(p, 24), type: 0, headroom: 128 });
-}
 
-function errorAbout(p: Uint8Array, from: string): Built {
-  const buf = new Uint8Array(128 + p.length + 64);
-  buf.set(p, 128);
-  const n = writeTimeExceeded(buf, 128, p.length, Uint8Array.from(from.split('.').map(Number)));
-  return { buf, off: 100, len: n, l4: 120 };
-}
 
 describe('derived NAT ≡ its rules compiled (one data path)', () => {
   for (const seed of [1, 2, 3, 4, 5, 6]) {

@@ -7,23 +7,12 @@
  * not of its shape.
  */
 import { describe, expect, it } from 'vitest';
-import { writeTimeExceeded } from '../../src/packet/icmp-error.js';
-import { Nat } from '../../src/nat/nat.js';
-import type { NatConfig, NatPeerConfig } from '../../src/nat/config.js';
-import { Router, RouterLanes } from '../../src/router/router.js';
-import { RulesAttachment } from '../../src/rules/attach.js';
-import { identityPeer, passthroughNatConfig, rulesFromNatConfig } from '../../src/rules/from-nat.js';
 import { ipToNumber, type Cond, type Rule, type RuleTable } from '../../src/rules/model.js';
 import { icmpEcho, tcpPacket, udpPacket, type Built } from '../packet/factory.js';
+import { RulesAttachment } from '../../src/rules/attach.js';
+import { rulesFromNatConfig } from '../../src/rules/from-nat.js';
+import { CFG, errorAbout, ip, PEER, port, replyTo, rng, rulesRouter, through, TUN } from './router-flows.js';
 
-const CFG: NatConfig = {
-  localPodCIDRs: ['10.112.0.0/16'], localExternalCIDR: '10.70.0.0/16', mtu: 1340,
-  ipMappings: [{ externalAddress: '10.70.5.5', realAddress: '192.168.7.10' }],
-  conntrack: { seed: 1 },
-};
-const PEER: NatPeerConfig = { name: 'b', remote: { podCIDRs: ['10.243.0.0/16'], externalCIDRs: ['10.244.0.0/16'] }, remapped: { podCIDRs: ['10.71.0.0/16'], externalCIDRs: ['10.72.0.0/16'] } };
-const TUN = 'liqo-tunnel';
-const nodes = { lookupDestination: (b: Uint8Array, o: number) => ((b[o] === 10 && b[o + 1] === 112) || b[o] === 192 ? 'n' : undefined) };
 
 const REJECT_9: RuleTable = {
   object: 'user/fw', name: 'user', family: 'ip',
@@ -32,45 +21,10 @@ const REJECT_9: RuleTable = {
   ] }],
 };
 
-function rulesRouter(stateless: boolean, extra: RuleTable[]): { r: Router<string, string>; rules: RulesAttachment } {
-  const nat = new Nat(passthroughNatConfig(CFG));
-  const r = new Router<string, string>({ nat, nodes });
-  r.addPeer('b', nat.addPeer(identityPeer(PEER)), 'link');
-  const rules = new RulesAttachment({ peer: TUN, node: 'liqo.geneve', host: 'eth0', peerAddr: ipToNumber('10.70.0.0')!, nodeAddr: ipToNumber('10.112.0.254')!, hostAddr: 0, pathMtu: 1340 }, { flows: { seed: 1 }, statelessMirror: stateless });
-  rules.attachTo(r);
-  rules.setTables([...rulesFromNatConfig(CFG, [PEER], { tunnel: TUN }), ...extra]);
-  return { r, rules };
-}
 
-function rng(seed: number): () => number {
-  let s = seed >>> 0;
-  return () => { s = (Math.imul(s, 1664525) + 1013904223) >>> 0; return s / 2 ** 32; };
-}
 
-function through(r: Router<string, string>, p: Built, from: 'node' | 'peer', now: number): { lane: string; hex: string; pkt: Uint8Array } | null {
-  const L = new RouterLanes<string, string>(1);
-  const buf = p.buf.slice();
-  if (from === 'node') r.fromNodes(buf, Uint32Array.of(p.off), Uint32Array.of(p.len), 1, now, L);
-  else r.fromPeers(buf, Uint32Array.of(p.off), Uint32Array.of(p.len), ['link'], 1, now, L);
-  for (const [lane, l] of [['peer', L.toPeers], ['node', L.toNodes], ['host', L.toHost]] as const) {
-    if (l.count > 0) {
-      const pkt = buf.slice(l.offs[0]!, l.offs[0]! + l.lens[0]!);
-      return { lane, pkt, hex: Buffer.from(pkt).toString('hex') };
-    }
-  }
-  return null;
-}
 
-const ip = (b: Uint8Array, o: number): string => [...b.subarray(o, o + 4)].join('.');
-const port = (b: Uint8Array, o: number): number => (b[o]! << 8) | b[o + 1]!;
 
-function replyTo(p: Uint8Array, flags: number): Built {
-  const proto = p[9]!;
-  const src = ip(p, 16), dst = ip(p, 12);
-  if (proto === 6) return tcpPacket({ src, dst, sport: port(p, 22), dport: port(p, 20), flags, mss: 1460, headroom: 128 });
-  if (proto === 17) return udpPacket({ src, dst, sport: port(p, 22), dport: port(p, 20), headroom: 128 });
-  return icmpEcho({ src, dst, ident: port(p, 24), type: 0, headroom: 128 });
-}
 
 /** The same packet's direction again (TCP: a data ACK of the connection). */
 function again(p: Uint8Array, flags: number): Built {
@@ -81,18 +35,12 @@ function again(p: Uint8Array, flags: number): Built {
   return icmpEcho({ src, dst, ident: port(p, 24), headroom: 128 });
 }
 
-function errorAbout(p: Uint8Array, from: string): Built {
-  const buf = new Uint8Array(128 + p.length + 64);
-  buf.set(p, 128);
-  const n = writeTimeExceeded(buf, 128, p.length, Uint8Array.from(from.split('.').map(Number)));
-  return { buf, off: 100, len: n, l4: 120 };
-}
 
 describe('mirror shortcut ≡ conntrack', () => {
   for (const [seed, extra] of [[1, []], [2, []], [3, [REJECT_9]], [4, [REJECT_9]], [5, []], [6, [REJECT_9]]] as const) {
     it(`seed ${seed}${extra.length > 0 ? ' (+ a filter chain)' : ''}: 400 packets, same lane and bytes`, () => {
-      const { r: A, rules: ra } = rulesRouter(false, [...extra]);
-      const { r: B, rules: rb } = rulesRouter(true, [...extra]);
+      const { r: A, rules: ra } = rulesRouter({ nodeAddr: '10.112.0.254', statelessMirror: false, extra: [...extra] });
+      const { r: B, rules: rb } = rulesRouter({ nodeAddr: '10.112.0.254', statelessMirror: true, extra: [...extra] });
       expect(ra.runtime.statelessShortcut).toBe(false);
       expect(rb.runtime.statelessShortcut).toBe(true);
       const rand = rng(seed);
