@@ -39,6 +39,7 @@ import {
 } from '../../src/demo/run.js';
 import { buildTopology, destroyTopology } from '../../src/demo/topology.js';
 import { ensureBuilt, LAUNCH_JS, UP_JS, WEFT_BIN } from '../demo/dist.js';
+import { TSHARK_TCP_BAD } from '../util/pcap.js';
 import { needs, installHint } from '../util/requirements.js';
 
 const PYTHON = '/usr/bin/python3';
@@ -261,7 +262,7 @@ describe.skipIf(reason !== null)('two clusters, same pod CIDR, remapped: pod ⇄
     await stopCaptures();
     for (const c of captures) {
       const bad = await tsharkFields(c.file,
-        'ip.checksum.status==0 || tcp.checksum.status==0 || udp.checksum.status==0 || icmp.checksum.status==0 || _ws.malformed',
+        `ip.checksum.status==0 || ${TSHARK_TCP_BAD} || udp.checksum.status==0 || icmp.checksum.status==0 || _ws.malformed`,
         ['frame.number', '_ws.col.Protocol', '_ws.col.Info']);
       expect(bad, `${c.name}: frames with bad checksums`).toEqual([]);
       // The verification ran: good UDP/TCP/ICMP checksums were seen on every hop.

@@ -33,6 +33,7 @@ import { NodeAgent } from '../../src/node/agent.js';
 import { RulesAttachment } from '../../src/rules/attach.js';
 import { buildSteering, parseRouteObjects } from '../../src/rules/steering.js';
 import { DEFAULT_IF, TUNNEL_IF, fabricObjects, gatewayObjects, selects, type PeeringSide } from '../rules/liqo-peering-objects.js';
+import { TSHARK_TCP_BAD } from '../util/pcap.js';
 import { needs } from '../util/requirements.js';
 
 const PYTHON = '/usr/bin/python3';
@@ -198,7 +199,7 @@ describe.skipIf(reason !== null)('two clusters with conflicting pod CIDRs, drive
       '-d', 'udp.port==6091,geneve', '-d', 'udp.port==51840,wg', '-o', 'ip.check_checksum:TRUE', '-o', 'tcp.check_checksum:TRUE', '-o', 'udp.check_checksum:TRUE',
       '-Y', filter, '-T', 'fields', ...f.flatMap((x) => ['-e', x])], { timeoutMs: 60_000 })).stdout.split('\n').filter((l) => l.trim() !== '');
     for (const c of captures) {
-      expect(await fields(c.file, 'ip.checksum.status==0 || tcp.checksum.status==0 || udp.checksum.status==0 || icmp.checksum.status==0 || _ws.malformed', ['frame.number', '_ws.col.Info']), `${c.name}: bad checksums`).toEqual([]);
+      expect(await fields(c.file, `ip.checksum.status==0 || ${TSHARK_TCP_BAD} || udp.checksum.status==0 || icmp.checksum.status==0 || _ws.malformed`, ['frame.number', '_ws.col.Info']), `${c.name}: bad checksums`).toEqual([]);
       expect((await fields(c.file, 'udp.checksum.status==1 || tcp.checksum.status==1 || icmp.checksum.status==1', ['frame.number'])).length, `${c.name}: verified frames`).toBeGreaterThan(0);
     }
     const cap = (n: string): string => captures.find((c) => c.name === n)!.file;

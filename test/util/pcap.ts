@@ -63,3 +63,15 @@ export class PcapWriter {
     writeFileSync(path, this.toBytes());
   }
 }
+
+/**
+ * A tshark display filter for a TCP checksum that does not verify. Wireshark also flags a TCP
+ * checksum field of 0xffff where 0x0000 is computed (`tcp.checksum.ffff`, RFC 1624 §3): the two
+ * are the same ones'-complement value and every receiver accepts it, and the kernel writes it
+ * itself — skb_checksum_help() stores CSUM_MANGLED_0 (0xffff) for any zero result, UDP or TCP,
+ * when it completes a checksum for a device without checksum offload (a TUN without
+ * TUNSETOFFLOAD), so about 1 segment in 65,536 a local stack sends through one carries it.
+ */
+export const TSHARK_TCP_BAD = '(tcp.checksum.status==0 && !tcp.checksum.ffff)';
+/** As TSHARK_TCP_BAD, and also a TCP checksum tshark could not verify (a truncated segment). */
+export const TSHARK_TCP_NOT_GOOD = '(tcp.checksum.status!=1 && !tcp.checksum.ffff)';
