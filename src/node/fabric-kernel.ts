@@ -19,14 +19,19 @@
  */
 import { formatPrefix } from '../packet/addr.js';
 import { ip, RouteCommandError } from '../ports/iproute.js';
+import { ConntrackCommandError, runConntrack, type ConntrackRunner } from '../ports/conntrack.js';
 import { NftCommandError, runNft, type NftRunner } from '../ports/nft.js';
+import { flowMatchesNotrack, notrackConds, parseConntrackLine } from '../rules/notrack-flows.js';
 import type { KernelTable } from '../rules/fabric-split.js';
 import type { RouteConfigSpec } from '../rules/routes.js';
 
 export class KernelRuleError extends Error {
   override readonly name = 'KernelRuleError';
-  constructor(readonly object: string, readonly chain: string, readonly rule: string, readonly field: string, readonly problem: string, readonly fix: string) {
-    super(`FirewallConfiguration ${object}${chain ? ` chain ${chain}` : ''}${rule ? ` rule ${rule}` : ''}: ${field}: the node's kernel refused it: ${problem} (fix: ${fix}); its previous version stays in force`);
+  /** `applied`: the table is in force, only the flush its notrack rules ask for failed. */
+  constructor(readonly object: string, readonly chain: string, readonly rule: string, readonly field: string, readonly problem: string, readonly fix: string, readonly applied = false) {
+    super(`FirewallConfiguration ${object}${chain ? ` chain ${chain}` : ''}${rule ? ` rule ${rule}` : ''}: ${field}: ${applied
+      ? `in force, but the conntrack entries its notrack rules exempt could not be flushed: ${problem} (fix: ${fix})`
+      : `the node's kernel refused it: ${problem} (fix: ${fix}); its previous version stays in force`}`);
   }
 }
 
@@ -48,6 +53,7 @@ export interface FabricKernelOptions {
   readonly nodeDevs: () => ReadonlySet<string>;
   readonly nft?: NftRunner;
   readonly ip?: IpRunner;
+  readonly conntrack?: ConntrackRunner;
 }
 
 interface Cmd {
@@ -83,6 +89,7 @@ function ipFix(stderr: string): string {
 export class FabricKernel {
   private readonly nft: NftRunner;
   private readonly ipRun: IpRunner;
+  private readonly ct: ConntrackRunner;
   private readonly tables = new Map<string, KernelTable>();
   private readonly routes = new Map<string, InstalledRoutes>();
   private queue: Promise<unknown> = Promise.resolve();
@@ -90,6 +97,7 @@ export class FabricKernel {
   constructor(private readonly o: FabricKernelOptions) {
     this.nft = o.nft ?? runNft;
     this.ipRun = o.ip ?? ((args, netns) => ip(args, netns));
+    this.ct = o.conntrack ?? runConntrack;
   }
 
   /** The kernel tables in force, by object. */
@@ -126,6 +134,8 @@ export class FabricKernel {
         try {
           await this.nft([...drop, ...head, t.nft].join('\n'), this.o.netns);
           this.tables.set(k, t);
+          const e = await this.flushNotracked(t);
+          if (e !== null) errors.push(e);
         } catch (e) {
           if (!(e instanceof NftCommandError)) throw e;
           const line = e.lines().map((n) => n - head.length - drop.length).find((n) => n >= 0 && n < t.lines.length);
@@ -149,6 +159,27 @@ export class FabricKernel {
       }
       return errors;
     });
+  }
+
+  /**
+   * As Liqo after applying notrack rules: the tracked connections they would have exempted are
+   * deleted (new rules do not affect existing entries). Returns the failure, if any.
+   */
+  private async flushNotracked(t: KernelTable): Promise<KernelRuleError | null> {
+    const rules = notrackConds(t.table);
+    if (rules.length === 0) return null;
+    try {
+      const out = await this.ct(['-L'], this.o.netns);
+      for (const line of out.split('\n')) {
+        const f = parseConntrackLine(line);
+        if (f !== null && flowMatchesNotrack(f, rules)) await this.ct(['-D', ...f.deleteArgs], this.o.netns);
+      }
+      return null;
+    } catch (e) {
+      if (!(e instanceof ConntrackCommandError)) throw e;
+      const fix = /ENOENT/.test(e.stderr) ? 'install conntrack (conntrack-tools) on the node' : 'check that the agent has CAP_NET_ADMIN';
+      return new KernelRuleError(t.object, '', '', 'notrack', e.stderr.trim(), fix, true);
+    }
   }
 
   private dev(name: string): string {

@@ -73,7 +73,7 @@ describe.skipIf(skip !== null)('weft k8s --role node --liqo-firewall', () => {
     const runtime = await Runtime.create({ name: 'nxk', runDir: join(dir, 'run'), source: 'kubernetes', logger, conncheck: false, launch: { netns: ns } });
     mode = new K8sMode(s, server.kubeConfig(), runtime, logger);
     await mode.start();
-    const agent = await waitFor('the node agent', () => runtime.nodeAgent(), 10_000);
+    const agent = (await waitFor('the node agent', () => runtime.nodeAgent(), 10_000))!;
     const objs = fabricObjects(SIDE);
     for (const o of [...objs.firewall, ...objs.routes]) server.put(NET, o.kind === 'FirewallConfiguration' ? 'firewallconfigurations' : 'routeconfigurations', o);
     const id = liqoTableId('cluster-b-node-gw');

@@ -20,7 +20,9 @@
  * - ip rule / ip route get (mark, iif) give what Weft's policy router computes from the same
  *   RouteConfigurations;
  * - a change and a delete apply live; conntrack entries of other objects' flows stay (same ids);
- * - a route the kernel refuses is reported, the rest stays; stop removes everything installed.
+ * - a route the kernel refuses is reported, the rest stays; the Helm chart's fabric-notrack goes
+ *   into the kernel and, as Liqo does, the tracked flows it exempts are flushed (others stay);
+ *   stop removes everything installed.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { KubernetesObject } from '@kubernetes/client-node';
@@ -41,7 +43,7 @@ import { RulesAttachment } from '../../src/rules/attach.js';
 import { installRouteConfigurations, liqoTableId, parseRouteConfiguration, type RouteHop } from '../../src/rules/routes.js';
 import { toHex, udpPacket } from '../packet/factory.js';
 import { e2eUnavailableReason, Topology, waitFor } from '../util/netns.js';
-import { fabricObjects, selects, type PeeringSide } from '../rules/liqo-peering-objects.js';
+import { fabricObjects, helmNotrack, selects, type PeeringSide } from '../rules/liqo-peering-objects.js';
 
 const reason = e2eUnavailableReason(['ip', 'nft', 'conntrack'], { nativeAddon: true });
 const topo = new Topology('nx');
@@ -279,14 +281,25 @@ describe.skipIf(reason !== null)(`node role: fabric objects in the node's kernel
     expect(sh(node, ['ip', 'rule', 'show'])).not.toContain(`lookup ${liqoTableId('user-bad')}`);
     expect(sh(node, ['ip', 'rule', 'show'])).toContain(`to 10.73.0.0/16 lookup ${id}`);
     // Without Liqo's masquerade bypass in the kernel, the CNI masquerades a pod's flow to a remote pod.
-    await feed({ fw: o.fw.filter((x) => x.metadata?.name !== 'cluster-b-masquerade-bypass'), rt: o.rt.filter((x) => x !== bad) });
+    const last = { fw: o.fw.filter((x) => x.metadata?.name !== 'cluster-b-masquerade-bypass'), rt: o.rt.filter((x) => x !== bad) };
+    await feed(last);
     expect(sh(node, ['nft', 'list', 'tables'])).not.toContain('cluster-b-masquerade-bypass');
     sh(pod, ['ping', '-n', '-c', '1', '-W', '1', '10.71.0.20']);
     expect(ct('-p', 'icmp', '-d', '10.71.0.20')[0]).toMatch(/src=10\.71\.0\.20 dst=10\.80\.0\.2 /);
     expect(ctId(ct('-p', 'udp', '--orig-src', '10.71.3.3')[0])).toBe(before.mapping);
+    // The Helm chart's fabric-notrack (UDP 6091): in the kernel, and — as Liqo does — the tracked
+    // 6091 flow it exempts is deleted, the others keep their entries; new 6091 datagrams go untracked.
+    await feed({ fw: [...last.fw, helmNotrack('fabric') as KubernetesObject], rt: last.rt });
+    expect(sh(node, ['nft', 'list', 'table', 'ip', 'liqo-notrack-geneve'])).toMatch(/udp dport 6091 counter packets \d+ bytes \d+ notrack/);
+    expect(ct('-p', 'udp', '--orig-dst', '192.168.50.2', '--dport', '6091')).toEqual([]);
+    expect(ctId(ct('-p', 'udp', '--orig-src', '10.71.3.3')[0])).toBe(before.mapping);
+    udp(pod, '192.168.50.2', 6091);
+    expect(ct('-p', 'udp', '--orig-dst', '192.168.50.2', '--dport', '6091')).toEqual([]);
+    expect(problems.at(-1)).toBeNull();
   });
 
   it('stop removes every table, rule and route it installed, and only those', async () => {
+    expect(sh(node, ['nft', 'list', 'tables'])).toContain('liqo-notrack-geneve');
     await fabric!.stop();
     expect(sh(node, ['nft', 'list', 'tables']).trim()).toBe('table ip nxcni');
     expect(sh(node, ['ip', 'rule', 'show']).trim().split('\n').map((l) => l.split(':')[0])).toEqual(['0', '32766', '32767']);

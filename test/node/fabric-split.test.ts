@@ -8,11 +8,12 @@
 import { describe, expect, it } from 'vitest';
 import { fabricFirewallSelectors, fabricRouteSelectors } from '../../src/control/k8s/firewall-watch.js';
 import { RouteCommandError } from '../../src/ports/iproute.js';
+import { ConntrackCommandError } from '../../src/ports/conntrack.js';
 import { NftCommandError } from '../../src/ports/nft.js';
 import { FabricKernel } from '../../src/node/fabric-kernel.js';
 import { splitFabricFirewall, type KernelTable } from '../../src/rules/fabric-split.js';
 import { liqoTableId, parseRouteConfiguration } from '../../src/rules/routes.js';
-import { fabricObjects, selects, type PeeringSide } from '../rules/liqo-peering-objects.js';
+import { fabricObjects, helmNotrack, selects, type PeeringSide } from '../rules/liqo-peering-objects.js';
 
 const NODE_IF = 'liqo.a7c2n9x0qe';
 const TUN = 'weft0';
@@ -92,10 +93,10 @@ describe("the node role's split of fabric FirewallConfigurations", () => {
   });
 });
 
-interface Calls { nft: string[]; ip: string[] }
+interface Calls { nft: string[]; ip: string[]; ct: string[] }
 
-function fakeKernel(opts: { nftFail?: (s: string) => string | null; ipFail?: (a: string) => string | null } = {}): { k: FabricKernel; calls: Calls } {
-  const calls: Calls = { nft: [], ip: [] };
+function fakeKernel(opts: { nftFail?: (s: string) => string | null; ipFail?: (a: string) => string | null; conntrack?: string } = {}): { k: FabricKernel; calls: Calls } {
+  const calls: Calls = { nft: [], ip: [], ct: [] };
   const k = new FabricKernel({
     tun: TUN, nodeDevs: () => new Set([NODE_IF]),
     nft: async (script) => {
@@ -109,6 +110,11 @@ function fakeKernel(opts: { nftFail?: (s: string) => string | null; ipFail?: (a:
       if (err !== null) throw new RouteCommandError(['ip', ...args], err, '');
       calls.ip.push(a);
       return '';
+    },
+    conntrack: async (args) => {
+      calls.ct.push(args.join(' '));
+      if (opts.conntrack === undefined) throw new ConntrackCommandError(args, 'conntrack: not found (ENOENT)');
+      return args[0] === '-L' ? opts.conntrack : '';
     },
   });
   return { k, calls };
@@ -206,5 +212,30 @@ describe('FabricKernel (recorded nft and ip calls)', () => {
     expect(calls.ip.filter((c) => c.startsWith('rule del') || c.includes('10.72.0.0/16 table') && c.startsWith('route del'))).toEqual([]);
     expect(calls.ip.at(-1)).toMatch(/^route replace 10\.72\.0\.0\/16 via 10\.80\.0\.1 table/);
     expect(k.routeSpecs()).toEqual(specs);
+  });
+
+  it("the Helm chart's fabric-notrack in the kernel; then, as Liqo does, the tracked flows it exempts are deleted (orig or reply tuple), others stay", async () => {
+    const list = [
+      'udp      17 29 src=198.18.9.2 dst=198.18.9.1 sport=40000 dport=6091 [UNREPLIED] src=198.18.9.1 dst=198.18.9.2 sport=6091 dport=40000 mark=0 use=1',
+      'udp      17 29 src=198.18.9.1 dst=198.18.9.2 sport=6091 dport=41000 [UNREPLIED] src=198.18.9.2 dst=198.18.9.1 sport=41000 dport=6091 mark=0 use=1',
+      'udp      17 29 src=10.0.1.5 dst=192.168.50.2 sport=5000 dport=7777 [UNREPLIED] src=192.168.50.2 dst=10.0.1.5 sport=7777 dport=5000 mark=0 use=1',
+      'tcp      6 431999 ESTABLISHED src=10.0.1.5 dst=10.71.0.7 sport=6091 dport=80 src=10.71.0.7 dst=10.0.1.5 sport=80 dport=6091 [ASSURED] mark=0 use=1',
+      'icmp     1 29 src=10.0.1.5 dst=10.71.0.7 type=8 code=0 id=7 src=10.71.0.7 dst=10.0.1.5 type=0 code=0 id=7 mark=0 use=1',
+    ].join('\n');
+    const { k, calls } = fakeKernel({ conntrack: list });
+    const s = splitFabricFirewall([helmNotrack('fabric')], new Set([NODE_IF]), TUN, new Map());
+    expect(s.placements.map((p) => `${p.chain} ${p.path}`)).toEqual(['prerouting kernel', 'output kernel']);
+    expect(await k.syncFirewall(s.kernelTables)).toEqual([]);
+    expect(calls.nft[0]).toContain('meta l4proto udp @th,16,16 6091 counter notrack comment "notrack-geneve-dport"');
+    expect(calls.ct).toEqual([
+      '-L',
+      '-D -p udp --orig-src 198.18.9.2 --orig-dst 198.18.9.1 --orig-port-src 40000 --orig-port-dst 6091',
+      '-D -p udp --orig-src 198.18.9.1 --orig-dst 198.18.9.2 --orig-port-src 6091 --orig-port-dst 41000',
+    ]);
+    // Without the conntrack tool: the table is in force, the failed flush is reported.
+    const { k: k2 } = fakeKernel();
+    const e = await k2.syncFirewall(s.kernelTables);
+    expect(e[0]!.message).toMatch(/liqo\/fabric-notrack: notrack: in force, but the conntrack entries.*fix: install conntrack/);
+    expect(k2.firewall().size).toBe(1);
   });
 });

@@ -252,3 +252,22 @@ export function selects(selector: string, o: Obj): boolean {
   }
   return true;
 }
+
+/**
+ * The Helm chart's NOTRACK FirewallConfiguration (liqo-notrack-firewallconfiguration.yaml, when
+ * networking.notrack.enabled): `fabric-notrack` (fabric + all-nodes) or `gw-notrack` (gateway +
+ * all-gateways), table liqo-notrack-geneve, chains prerouting and output (filter, -300): notrack
+ * UDP to and from the Geneve port. Released without a namespace: in the release's (`liqo`).
+ */
+export function helmNotrack(category: 'fabric' | 'gateway', namespace = 'liqo'): Obj {
+  const rules = [
+    { name: 'notrack-geneve-dport', counter: true, action: 'notrack', match: [{ op: 'eq', proto: { value: 'udp' }, port: { position: 'dst', value: String(GENEVE_PORT) } }] },
+    { name: 'notrack-geneve-sport', counter: true, action: 'notrack', match: [{ op: 'eq', proto: { value: 'udp' }, port: { position: 'src', value: String(GENEVE_PORT) } }] },
+  ];
+  return {
+    ...meta('FirewallConfiguration', category === 'fabric' ? 'fabric-notrack' : 'gw-notrack', namespace, {
+      'networking.liqo.io/firewall-category': category, 'networking.liqo.io/firewall-subcategory': category === 'fabric' ? 'all-nodes' : 'all-gateways', 'liqo.io/webhook-skip': 'true',
+    }),
+    spec: { table: { family: 'IPV4', name: 'liqo-notrack-geneve', chains: ['prerouting', 'output'].map((hook) => ({ name: hook, type: 'filter', hook, policy: 'accept', priority: -300, rules: { filterRules: rules } })) } },
+  };
+}
