@@ -5,7 +5,11 @@
  * the previous version stays, and that clear() removes what was installed and only that.
  * The same against the real kernel: test/node/fabric-kernel.test.ts.
  */
+import type { KubernetesObject } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
+import { NodeFabric } from '../../src/cli/commands/k8s-fabric.js';
+import type { InternalFabric } from '../../src/control/k8s/resources.js';
+import type { NodeAgent } from '../../src/node/agent.js';
 import { fabricFirewallSelectors, fabricRouteSelectors } from '../../src/control/k8s/firewall-watch.js';
 import { RouteCommandError } from '../../src/ports/iproute.js';
 import { ConntrackCommandError } from '../../src/ports/conntrack.js';
@@ -237,5 +241,35 @@ describe('FabricKernel (recorded nft and ip calls)', () => {
     const e = await k2.syncFirewall(s.kernelTables);
     expect(e[0]!.message).toMatch(/liqo\/fabric-notrack: notrack: in force, but the conntrack entries.*fix: install conntrack/);
     expect(k2.firewall().size).toBe(1);
+  });
+
+  it("NodeFabric: a route naming a node-side interface whose InternalFabric is not known yet is refused, and installed once it is (resync)", async () => {
+    const calls: string[] = [];
+    const problems: (string | null)[] = [];
+    let fabrics: InternalFabric[] = [];
+    const nf = new NodeFabric({ tun: { name: TUN } as NodeAgent['tun'] }, {
+      internalFabrics: () => fabrics, onProblem: (p) => problems.push(p), onObjectProblem: () => {}, onError: (e) => { throw e; },
+      runners: {
+        nft: async () => {},
+        ip: async (args) => {
+          const dev = args[args.indexOf('dev') + 1];
+          if (args.includes('dev') && dev !== TUN) throw new RouteCommandError(['ip', ...args], `Cannot find device "${dev}"`, '');
+          calls.push(args.join(' '));
+          return '';
+        },
+      },
+    });
+    const rt = fabricObjects(SIDE).routes.filter((o) => fabricRouteSelectors().some((x) => selects(x, o))) as KubernetesObject[];
+    nf.split([], rt);
+    nf.routes(rt.map((o) => parseRouteConfiguration(o)));
+    await nf.settled();
+    expect(problems.at(-1)).toMatch(/cluster-b-node-gw rule #0 route #0: dev: .*Cannot find device "liqo\.a7c2n9x0qe"/);
+    expect(calls).toEqual([]);
+    fabrics = [{ spec: { interface: { node: { name: NODE_IF } } } } as InternalFabric];
+    nf.resync();
+    await nf.settled();
+    expect(problems.at(-1)).toBeNull();
+    expect(calls[0]).toBe(`route replace 10.80.0.1/32 dev ${TUN} scope link table ${liqoTableId('cluster-b-node-gw')}`);
+    expect(nf.status().routes).toEqual([{ object: `${SIDE.namespace}/cluster-b-node-gw`, table: 'cluster-b-node-gw', tableId: liqoTableId('cluster-b-node-gw'), rules: 3, routes: 3 }]);
   });
 });

@@ -9,7 +9,7 @@
  */
 import type { KubernetesObject } from '@kubernetes/client-node';
 import type { InternalFabric } from '../../control/k8s/resources.js';
-import { FabricKernel, type KernelRouteError, type KernelRuleError } from '../../node/fabric-kernel.js';
+import { FabricKernel, type FabricKernelOptions, type KernelRouteError, type KernelRuleError } from '../../node/fabric-kernel.js';
 import type { NodeAgent } from '../../node/agent.js';
 import { splitFabricFirewall, type ChainPlacement } from '../../rules/fabric-split.js';
 import type { RouteConfigSpec } from '../../rules/routes.js';
@@ -26,6 +26,8 @@ export interface NodeFabricOptions {
   readonly onProblem: (problem: string | null) => void;
   readonly onObjectProblem: (obj: KubernetesObject, message: string) => void;
   readonly onError: (e: unknown) => void;
+  /** Tests: recorded nft / ip / conntrack runners. */
+  readonly runners?: Pick<FabricKernelOptions, 'nft' | 'ip' | 'conntrack'>;
 }
 
 const keyOf = (o: KubernetesObject): string => `${o.metadata?.namespace ?? ''}/${o.metadata?.name ?? '?'}`;
@@ -36,9 +38,10 @@ export class NodeFabric {
   private fwErrors: KernelRuleError[] = [];
   private rtErrors: KernelRouteError[] = [];
   private readonly objects = new Map<string, KubernetesObject>();
+  private last: { fw: readonly KubernetesObject[]; rt: readonly KubernetesObject[]; specs: readonly RouteConfigSpec[] } = { fw: [], rt: [], specs: [] };
 
-  constructor(private readonly agent: NodeAgent, private readonly o: NodeFabricOptions) {
-    this.kernel = new FabricKernel({ ...(o.netns !== undefined ? { netns: o.netns } : {}), tun: agent.tun.name, nodeDevs: () => this.nodeDevs() });
+  constructor(private readonly agent: Pick<NodeAgent, 'tun'>, private readonly o: NodeFabricOptions) {
+    this.kernel = new FabricKernel({ ...o.runners, ...(o.netns !== undefined ? { netns: o.netns } : {}), tun: agent.tun.name, nodeDevs: () => this.nodeDevs() });
   }
 
   private nodeDevs(): Set<string> {
@@ -47,6 +50,7 @@ export class NodeFabric {
 
   /** The FirewallConfigurations (and RouteConfigurations, kept for Events) as watched; returns the part enforced in process. */
   split(fw: readonly KubernetesObject[], rt: readonly KubernetesObject[]): KubernetesObject[] {
+    this.last = { ...this.last, fw, rt };
     this.objects.clear();
     for (const x of fw) this.objects.set(`FirewallConfiguration:${keyOf(x)}`, { ...x, kind: x.kind ?? 'FirewallConfiguration', apiVersion: x.apiVersion ?? 'networking.liqo.io/v1beta1' });
     for (const x of rt) this.objects.set(`RouteConfiguration:${keyOf(x)}`, { ...x, kind: x.kind ?? 'RouteConfiguration', apiVersion: x.apiVersion ?? 'networking.liqo.io/v1beta1' });
@@ -58,7 +62,19 @@ export class NodeFabric {
 
   /** The fabric RouteConfigurations in force (in the watcher's order). */
   routes(specs: readonly RouteConfigSpec[]): void {
+    this.last = { ...this.last, specs };
     this.kernel.syncRoutes(specs).then((errs) => { this.rtErrors = errs; this.report(errs, 'RouteConfiguration'); }, this.o.onError);
+  }
+
+  /**
+   * Renders the last objects again (the node-side interface names come from the InternalFabrics,
+   * which may arrive after the objects naming them); only differences reach the kernel. Returns
+   * the in-process part, which the caller re-attaches if it changed.
+   */
+  resync(): KubernetesObject[] {
+    const tun = this.split(this.last.fw, this.last.rt);
+    this.routes(this.last.specs);
+    return tun;
   }
 
   private report(errs: readonly (KernelRuleError | KernelRouteError)[], kind: string): void {

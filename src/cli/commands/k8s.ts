@@ -369,6 +369,7 @@ export class K8sMode {
       if (ops.some((o) => o.kind === 'restart')) throw new Error('role changed');
       await this.runtime.apply(ops, next);
       this.liqoRules?.refresh(); // node tunnels may have changed
+      if (this.nodeFabric !== null) this.liqoRules?.attachment.update(this.nodeFabric.resync()); // node-side interface names may have changed
     } catch (e) {
       this.log.warn({ err: errText(e) }, 'change needs a restart of the data plane: restarting');
       await this.deactivate();
