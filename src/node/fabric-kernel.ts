@@ -9,7 +9,8 @@
  * - each RouteConfiguration as Liqo's route controller does: table id from the table name
  *   (liqoTableId), per rule `ip rule add … lookup ID` (no pref: the kernel's default preference,
  *   as Liqo leaves it) and its routes `ip route replace … table ID`. A change adds what is new
- *   first, then removes what went (a route that stays is replaced in place).
+ *   first, then removes what went (a route that stays is replaced in place). The first install
+ *   of a table id clears rules and routes a crashed instance left for it (no duplicates).
  * Liqo also names its tables in /etc/iproute2/rt_tables; Weft does not write /etc (the ids are
  * what the kernel uses; `ip rule show` prints them as numbers).
  * A change the kernel refuses is a KernelRuleError / KernelRouteError naming object, chain or
@@ -235,7 +236,21 @@ export class FabricKernel {
     });
   }
 
+  /**
+   * Before this instance first installs table `id`: rules that look it up and its routes are
+   * leftovers (a previous instance that crashed; the id is derived from a name only Liqo's
+   * objects use), removed as Liqo's controller replaces what it finds for a table id.
+   */
+  private async clearLeftovers(id: string): Promise<void> {
+    const out = await this.ipRun(['-j', 'rule', 'show', 'table', id], this.o.netns).catch(() => '[]');
+    let rules: { priority?: number }[] = [];
+    try { rules = JSON.parse(out.trim() || '[]') as { priority?: number }[]; } catch { rules = []; }
+    for (const r of rules) if (r.priority !== undefined) await this.ipRun(['rule', 'del', 'pref', String(r.priority), 'lookup', id], this.o.netns).catch(ignoreGone);
+    await this.ipRun(['route', 'flush', 'table', id], this.o.netns).catch(() => {});
+  }
+
   private async applyRoutes(s: RouteConfigSpec, cur: InstalledRoutes | undefined, next: { routes: Cmd[]; rules: Cmd[] }): Promise<KernelRouteError | null> {
+    if (cur === undefined && ![...this.routes.values()].some((r) => r.spec.tableId === s.tableId)) await this.clearLeftovers(String(s.tableId));
     const have = new Set((cur?.rules ?? []).map(key));
     const added: Cmd[] = [];
     const addedRoutes: Cmd[] = [];

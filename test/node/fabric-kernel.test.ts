@@ -143,6 +143,8 @@ describe.skipIf(reason !== null)(`node role: fabric objects in the node's kernel
     rules.attachTo(agent);
     runtime.setFabric(() => fabric!.status());
     runtime.setRules(rules);
+    // A leftover of a crashed instance: a rule looking up Liqo's table id of cluster-b-node-gw.
+    topo.exec(node, ['ip', 'rule', 'add', 'to', '10.71.0.0/16', 'lookup', String(liqoTableId('cluster-b-node-gw'))]);
     await feed(objects(SIDE, { fw: [userFw], rt: [userRoute('nxp0')] }));
   }, 60_000);
 
@@ -211,6 +213,8 @@ describe.skipIf(reason !== null)(`node role: fabric objects in the node's kernel
     const ids = specs.map((s) => s.tableId);
     expect(ids).toEqual([liqoTableId('cluster-b-node-gw'), liqoTableId('user-mark')]);
     const ruleShow = sh(node, ['ip', 'rule', 'show']);
+    // Each rule once (the leftover was replaced, not duplicated).
+    expect(ruleShow.split('\n').filter((l) => l.includes(`to 10.71.0.0/16 lookup ${ids[0]}`))).toHaveLength(1);
     for (const l of [`to 10.80.0.1 lookup ${ids[0]}`, `to 10.71.0.0/16 lookup ${ids[0]}`, `to 10.72.0.0/16 lookup ${ids[0]}`, `fwmark 0x7 iif nxp0 lookup ${ids[1]}`, `to 192.168.50.0/24 fwmark 0x9 lookup ${ids[1]}`]) expect(ruleShow).toContain(l);
     // Weft's policy router over the same objects (iif nxp0 = 1, the TUN = 2; the node-side interface is the TUN).
     const weft = new PolicyRouter<RouteHop>();
