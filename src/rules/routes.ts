@@ -32,7 +32,14 @@ export interface RouteHop {
 export interface RouteSpec {
   readonly dst: Prefix;
   readonly hop: RouteHop;
+  /** Kept for the kernel (the node role installs routes with them); not used by the lookup. */
+  readonly scope?: string;
+  readonly src?: string;
+  readonly onlink?: boolean;
 }
+
+/** Liqo's route scopes (networking.liqo.io/v1beta1 Route .scope). */
+export const ROUTE_SCOPES = ['global', 'link', 'host', 'site', 'nowhere'] as const;
 
 export interface PolicyRuleSpec {
   /** undefined: the kernel's default preference, assigned when applied. */
@@ -114,7 +121,12 @@ export function parseRouteConfiguration(rc: unknown): RouteConfigSpec {
       if (gw !== undefined && ipToNumber(gw) === null) throw new RouteParseError(o, wr, 'gw', `'${gw}' is not an IPv4 address`);
       const dev = optString(o, wr, 'dev', x.dev);
       if (gw === undefined && dev === undefined) throw new RouteParseError(o, wr, 'dev', 'a route needs a gw or a dev');
-      return { dst: d, hop: { dev, gw } };
+      const scope = optString(o, wr, 'scope', x.scope);
+      if (scope !== undefined && !(ROUTE_SCOPES as readonly string[]).includes(scope)) throw new RouteParseError(o, wr, 'scope', `must be one of ${ROUTE_SCOPES.join(', ')}`);
+      const src = optString(o, wr, 'src', x.src);
+      if (src !== undefined && ipToNumber(src) === null) throw new RouteParseError(o, wr, 'src', `'${src}' is not an IPv4 address`);
+      if (x.onlink !== undefined && x.onlink !== null && typeof x.onlink !== 'boolean') throw new RouteParseError(o, wr, 'onlink', 'must be a boolean');
+      return { dst: d, hop: { dev, gw }, ...(scope !== undefined ? { scope } : {}), ...(src !== undefined ? { src } : {}), ...(x.onlink === true ? { onlink: true } : {}) };
     });
     return { priority, iif: optString(o, w, 'iif', r.iif), oif: optString(o, w, 'oif', r.oif), src, dst, fwmark, routes };
   });

@@ -35,7 +35,18 @@
  * - .../internal-network/configuration-controller/firewall.go (fabric + all-nodes):
  *   `<cfg>-masquerade-bypass`, chain pre-postrouting (nat, postrouting, 99): local pod → remote
  *   pod snat to itself (no CNI masquerade), other sources → remote pods snat to the unknown-source
- *   IP, and the same two towards the remote external CIDR;
+ *   IP, and the same two towards the remote external CIDR (rule names podcidr-<cfg>-<local>-<remote>,
+ *   service-nodeport-<cfg>-<remote>, podcidr-<cfg>-ext-<local>, service-nodeport-<cfg>-ext, CIDRs
+ *   escaped with '-' for '.' and '/'; both nodeport rules exclude local pod sources);
+ * - .../internal-network/gw-masq-bypass/k8s.go (fabric + single-node + unique = the node of the
+ *   active gateway pod, label gateway-masquerade-bypass=true): `<node>-gw-masquerade-bypass` in
+ *   the Liqo namespace, table of that name, chain pre-postrouting (nat, postrouting, 99): per
+ *   gateway pod on that node, src = the pod's IP, UDP, dst port 6091 → snat to the pod's IP (its
+ *   Geneve datagrams to other nodes keep the pod's address: no CNI masquerade);
+ * - .../external-network/remapping/ip.go, an ipam IP with spec.masquerade (fabric + ip-mapping):
+ *   `<ip>-remap-ipmapping-fabric`, table `<that>-<namespace>`: prerouting (-100) dnat remapped →
+ *   real, postrouting (99) masquerade dst = real (what the node forwards to the real address
+ *   leaves with the node's address);
  * - .../internal-network/internalfabric-controller/route.go (route-category fabric):
  *   `<fabric>-node-gw`, table of that name: gateway internal IP/32 → dev node-side interface scope
  *   link, each remote CIDR → gw the gateway's internal IP;
@@ -46,6 +57,8 @@
  */
 export const TUNNEL_IF = 'liqo-tunnel';
 export const DEFAULT_IF = 'eth0';
+/** Liqo's Geneve port (the fabric's --geneve-port default). */
+export const GENEVE_PORT = 6091;
 const SERVER_IP = '169.254.18.1';
 const CLIENT_IP = '169.254.18.2';
 
@@ -78,7 +91,11 @@ export interface PeeringSide {
   readonly localPod: string;
   readonly localExt: string;
   /** ipam IPs: a non-pod `real` address exposed as `remapped` (in the local external CIDR), hosted behind `node`. */
-  readonly ipMappings?: readonly { readonly name: string; readonly real: string; readonly remapped: string; readonly node: string }[];
+  readonly ipMappings?: readonly { readonly name: string; readonly real: string; readonly remapped: string; readonly node: string; readonly masquerade?: boolean }[];
+  /** The active gateway pod (its IP and node): Liqo's gw-masquerade-bypass for that node (undefined: none generated). */
+  readonly gatewayPod?: { readonly ip: string; readonly node: string };
+  /** The Liqo namespace (gw-masquerade-bypass objects live there). Default 'liqo'. */
+  readonly liqoNamespace?: string;
   /** The gateway's internal IP (InternalFabric .spec.interface.gateway.ip) and the node-side Geneve interface name. */
   readonly gatewayInternalIP: string;
   readonly nodeSideIf: string;
@@ -181,15 +198,37 @@ export function fabricObjects(s: PeeringSide): { firewall: Obj[]; routes: Obj[] 
   const unknown = unknownSourceIP(s.localExt);
   const rp = s.remotePod.remapped;
   const re = s.remoteExt.remapped;
+  const esc = (c: string): string => c.replaceAll('/', '-').replaceAll('.', '-');
   const firewall: Obj[] = [{
     ...meta('FirewallConfiguration', `${s.cfg}-masquerade-bypass`, s.namespace, { 'networking.liqo.io/firewall-category': 'fabric', 'networking.liqo.io/firewall-subcategory': 'all-nodes' }),
     spec: { table: { name: `${s.cfg}-masquerade-bypass`, family: 'IPV4', chains: [{ name: 'pre-postrouting', type: 'nat', hook: 'postrouting', priority: 99, policy: 'accept', rules: { natRules: [
-      { name: `${s.cfg}-pod`, natType: 'snat', to: s.localPod, match: [eq(ip('dst', rp)), eq(ip('src', s.localPod))] },
-      { name: `${s.cfg}-nodeport`, natType: 'snat', to: unknown, match: [eq(ip('dst', rp)), neq(ip('src', s.localPod))] },
-      { name: `${s.cfg}-pod-ext`, natType: 'snat', to: s.localPod, match: [eq(ip('dst', re)), eq(ip('src', s.localPod))] },
-      { name: `${s.cfg}-nodeport-ext`, natType: 'snat', to: unknown, match: [eq(ip('dst', re))] },
+      { name: `podcidr-${s.cfg}-${esc(s.localPod)}-${esc(rp)}`, natType: 'snat', to: s.localPod, match: [eq(ip('dst', rp)), eq(ip('src', s.localPod))] },
+      { name: `service-nodeport-${s.cfg}-${esc(rp)}`, natType: 'snat', to: unknown, match: [eq(ip('dst', rp)), neq(ip('src', s.localPod))] },
+      { name: `podcidr-${s.cfg}-ext-${esc(s.localPod)}`, natType: 'snat', to: s.localPod, match: [eq(ip('dst', re)), eq(ip('src', s.localPod))] },
+      { name: `service-nodeport-${s.cfg}-ext`, natType: 'snat', to: unknown, match: [eq(ip('dst', re)), neq(ip('src', s.localPod))] },
     ] } }] } },
   }];
+  if (s.gatewayPod !== undefined) {
+    const g = s.gatewayPod;
+    const name = `${g.node}-gw-masquerade-bypass`;
+    firewall.push({
+      ...meta('FirewallConfiguration', name, s.liqoNamespace ?? 'liqo', { 'networking.liqo.io/firewall-category': 'fabric', 'networking.liqo.io/firewall-subcategory': 'single-node', 'networking.liqo.io/firewall-unique': g.node, 'networking.liqo.io/gateway-masquerade-bypass': 'true' }),
+      spec: { table: { name, family: 'IPV4', chains: [{ name: 'pre-postrouting', type: 'nat', hook: 'postrouting', priority: 99, policy: 'accept', rules: { natRules: [
+        { name: `gw-${s.cfg}`, natType: 'snat', to: g.ip, match: [{ op: 'eq', ip: { position: 'src', value: g.ip }, port: { position: 'dst', value: String(GENEVE_PORT) }, proto: { value: 'udp' } }], targetRef: { kind: 'Pod', name: `gw-${s.cfg}`, namespace: s.namespace } },
+      ] } }] } },
+    });
+  }
+  for (const m of s.ipMappings ?? []) {
+    if (m.masquerade !== true) continue;
+    const name = `${m.name}-remap-ipmapping-fabric`;
+    firewall.push({
+      ...meta('FirewallConfiguration', name, s.namespace, { 'networking.liqo.io/firewall-category': 'fabric', 'networking.liqo.io/firewall-subcategory': 'ip-mapping' }),
+      spec: { table: { name: `${name}-${s.namespace}`, family: 'IPV4', chains: [
+        { name: 'prerouting', type: 'nat', hook: 'prerouting', priority: -100, policy: 'accept', rules: { natRules: [{ name: m.name, natType: 'dnat', to: m.real, match: [eq(ip('dst', m.remapped))] }] } },
+        { name: 'postrouting', type: 'nat', hook: 'postrouting', priority: 99, policy: 'accept', rules: { natRules: [{ name: m.name, natType: 'masquerade', match: [eq(ip('dst', m.real))] }] } },
+      ] } },
+    });
+  }
   const routes: Obj[] = [{
     ...meta('RouteConfiguration', `${s.cfg}-node-gw`, s.namespace, { 'networking.liqo.io/route-category': 'fabric' }),
     spec: { table: { name: `${s.cfg}-node-gw`, rules: [
@@ -212,4 +251,23 @@ export function selects(selector: string, o: Obj): boolean {
     if (v === undefined ? !(k! in labels) : labels[k!] !== v) return false;
   }
   return true;
+}
+
+/**
+ * The Helm chart's NOTRACK FirewallConfiguration (liqo-notrack-firewallconfiguration.yaml, when
+ * networking.notrack.enabled): `fabric-notrack` (fabric + all-nodes) or `gw-notrack` (gateway +
+ * all-gateways), table liqo-notrack-geneve, chains prerouting and output (filter, -300): notrack
+ * UDP to and from the Geneve port. Released without a namespace: in the release's (`liqo`).
+ */
+export function helmNotrack(category: 'fabric' | 'gateway', namespace = 'liqo'): Obj {
+  const rules = [
+    { name: 'notrack-geneve-dport', counter: true, action: 'notrack', match: [{ op: 'eq', proto: { value: 'udp' }, port: { position: 'dst', value: String(GENEVE_PORT) } }] },
+    { name: 'notrack-geneve-sport', counter: true, action: 'notrack', match: [{ op: 'eq', proto: { value: 'udp' }, port: { position: 'src', value: String(GENEVE_PORT) } }] },
+  ];
+  return {
+    ...meta('FirewallConfiguration', category === 'fabric' ? 'fabric-notrack' : 'gw-notrack', namespace, {
+      'networking.liqo.io/firewall-category': category, 'networking.liqo.io/firewall-subcategory': category === 'fabric' ? 'all-nodes' : 'all-gateways', 'liqo.io/webhook-skip': 'true',
+    }),
+    spec: { table: { family: 'IPV4', name: 'liqo-notrack-geneve', chains: ['prerouting', 'output'].map((hook) => ({ name: hook, type: 'filter', hook, policy: 'accept', priority: -300, rules: { filterRules: rules } })) } },
+  };
 }

@@ -29,6 +29,7 @@ export const PACKAGE_OF: Readonly<Record<string, string>> = {
   jq: 'jq',
   openssl: 'openssl',
   nft: 'nftables',
+  conntrack: 'conntrack',
 };
 
 export class MissingRequirement extends Error {

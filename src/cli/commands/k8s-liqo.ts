@@ -9,9 +9,6 @@ import type { InternalNode, LiqoResources } from '../../control/k8s/resources.js
 import type { Gateway } from '../../gateway/gateway.js';
 import type { GeneveTunnel } from '../../geneve/table.js';
 import { ipToNumber } from '../../rules/model.js';
-import type { NodeAgent } from '../../node/agent.js';
-import type { RouteConfigSpec } from '../../rules/routes.js';
-import { fabricRouteDestinations } from '../../rules/steering.js';
 import type { SteerTarget } from './k8s-rules.js';
 
 export function gatewaySteerTarget(gw: Gateway, internalNodes: () => readonly InternalNode[]): SteerTarget<GeneveTunnel> {
@@ -44,17 +41,4 @@ export function gatewaySteerTarget(gw: Gateway, internalNodes: () => readonly In
 export function nodeRulesOptions(nodeName: string, res: LiqoResources | undefined): { nodeName: string; selectors: { firewall: string[]; routes: string[] }; devices: { node: string } | undefined } {
   const dev = res?.internalFabrics.map((f) => f.spec?.interface?.node?.name).find((n): n is string => typeof n === 'string' && n !== '');
   return { nodeName, selectors: { firewall: fabricFirewallSelectors(nodeName), routes: fabricRouteSelectors() }, devices: dev === undefined ? undefined : { node: dev } };
-}
-
-/**
- * The node role's routes towards its gateways from the fabric RouteConfigurations (Liqo's
- * `<internalfabric>-node-gw`: the gateway's internal IP on the node-side interface, each remote
- * CIDR via that IP) into the agent's kernel routes; failures go to `onError`.
- */
-export function nodeRoutesSink(agent: NodeAgent, res: () => LiqoResources | undefined, onError: (e: unknown) => void): (specs: readonly RouteConfigSpec[]) => void {
-  return (specs) => {
-    const devs = new Set((res()?.internalFabrics ?? []).map((f) => f.spec?.interface?.node?.name).filter((n): n is string => typeof n === 'string' && n !== ''));
-    const gws = new Set(agent.current.node.gateways.map((g) => g.gatewayInternalAddress));
-    agent.setFabricRoutes(fabricRouteDestinations(specs, devs, gws)).catch(onError);
-  };
 }

@@ -9,10 +9,9 @@
  *   a node's Geneve tunnel or the host; nodes' Geneve tunnels carry Liqo's interface names
  *   (InternalNode .spec.interface.gateway.name) so rules naming them match.
  * Node role (startGatewayRules with the fabric selectors and the node agent as target): the
- * fabric category for this node, as Liqo's fabric selects it (cmd/fabric), on the agent's
- * POSTROUTING (node → gateway) and PREROUTING (gateway → node) stages; its RouteConfigurations
- * are parsed and reported, and their routes towards the gateway go into the node kernel through
- * the agent's TUN (onRoutes).
+ * fabric category for this node, as Liqo's fabric selects it (cmd/fabric): chains that concern
+ * only TUN traffic on the agent's stages, the rest and the RouteConfigurations in the node's
+ * kernel (splitFirewall and onRoutes, k8s-fabric.ts).
  * A bad object is refused with an error naming object, chain, rule and field (onProblem, and
  * onObjectProblem for a Kubernetes Event on it); its previous version stays in force.
  */
@@ -55,6 +54,11 @@ export interface GatewayRulesOptions<G> {
   onProblem: (problem: string | null) => void;
   /** The RouteConfigurations in force after each change (the node role routes towards its gateways). */
   onRoutes?: (specs: readonly RouteConfigSpec[]) => void;
+  /**
+   * The node role: takes the watched objects and returns the FirewallConfigurations (or parts)
+   * to enforce in process; the rest it puts into the node's kernel (k8s-fabric.ts).
+   */
+  splitFirewall?: (fw: KubernetesObject[], rt: KubernetesObject[]) => KubernetesObject[];
   /** Each refused object with its error (for a Warning Event on it). */
   onObjectProblem?: (obj: KubernetesObject, message: string) => void;
   onError: (err: unknown) => void;
@@ -92,7 +96,7 @@ export async function startGatewayRules<G>(o: GatewayRulesOptions<G>): Promise<G
     ...(o.selectors !== undefined ? { selectors: o.selectors } : {}),
     onError: o.onError,
     onChange: (fw, rt) => {
-      const fwErrors = attachment.update(fw);
+      const fwErrors = attachment.update(o.splitFirewall !== undefined ? o.splitFirewall(fw, rt) : fw);
       const r = parseRouteObjects(rt, specs);
       specs = r.specs;
       steer();

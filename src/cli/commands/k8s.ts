@@ -41,7 +41,8 @@ import type { ConnectionValue } from '../../control/conncheck.js';
 import { getCryptoBackend, parseCryptoBackendName } from '../../crypto/select.js';
 import { EXIT_OK, fail, parseArgs, type CliIo } from './common.js';
 import { K8S_HELP, K8S_SPEC, loadKubeConfig, parseK8sArgs, type K8sSettings } from './k8s-args.js';
-import { gatewaySteerTarget, nodeRoutesSink, nodeRulesOptions } from './k8s-liqo.js';
+import { NodeFabric } from './k8s-fabric.js';
+import { gatewaySteerTarget, nodeRulesOptions } from './k8s-liqo.js';
 import { startGatewayRules, type GatewayRules } from './k8s-rules.js';
 import { errText, Runtime } from './runtime.js';
 
@@ -92,6 +93,8 @@ interface GatewayRef { obj: K8sObject; type: 'Server' | 'Client'; remote: string
 /** The long-running part of `weft k8s` (exported for tests). */
 export class K8sMode {
   private liqoRules: GatewayRules | null = null;
+  /** Node role in Liqo mode: the fabric objects' kernel part. */
+  private nodeFabric: NodeFabric | null = null;
   private watcher: LiqoWatcher | null = null;
   private elector: LeaderElector | null = null;
   private latest: WeftConfig | null = null;
@@ -302,8 +305,18 @@ export class K8sMode {
     if (!this.s.liqoFirewall) return;
     const agent = this.runtime.nodeAgent();
     if (agent !== null && this.s.nodeName !== undefined) {
+      const fabric = new NodeFabric(agent, {
+        ...(this.runtimeNetns() !== undefined ? { netns: this.runtimeNetns() } : {}),
+        internalFabrics: () => this.watcher?.snapshot().internalFabrics ?? [],
+        onProblem: (p) => this.runtime.setProblem('fabric-kernel', p),
+        onObjectProblem: (obj, message) => { void this.objectEvent(obj as K8sObject, message); },
+        onError: (e) => this.log.warn({ err: errText(e) }, 'fabric kernel'),
+      });
+      this.nodeFabric = fabric;
+      this.runtime.setFabric(() => fabric.status());
       this.liqoRules = await startGatewayRules({ ...nodeRulesOptions(this.s.nodeName, this.watcher?.snapshot()), kubeConfig: this.kc, router: agent, remoteClusterIds: undefined,
-        onRoutes: nodeRoutesSink(agent, () => this.watcher?.snapshot(), (e) => this.log.warn({ err: errText(e) }, 'fabric routes')),
+        splitFirewall: (fw, rt) => fabric.split(fw, rt),
+        onRoutes: (specs) => fabric.routes(specs),
         ...(this.s.namespace !== undefined ? { namespace: this.s.namespace } : {}),
         onProblem: (p) => this.runtime.setProblem('liqo-firewall', p),
         onObjectProblem: (obj, message) => { void this.objectEvent(obj as K8sObject, message); },
@@ -339,6 +352,7 @@ export class K8sMode {
     await this.liqoRules?.stop();
     this.liqoRules = null;
     this.runtime.setRules(null);
+    await this.stopNodeFabric();
     const was = this.runtime.active;
     await this.runtime.stopDataPlane();
     if (was) await this.labelPod(false);
@@ -355,6 +369,7 @@ export class K8sMode {
       if (ops.some((o) => o.kind === 'restart')) throw new Error('role changed');
       await this.runtime.apply(ops, next);
       this.liqoRules?.refresh(); // node tunnels may have changed
+      if (this.nodeFabric !== null) this.liqoRules?.attachment.update(this.nodeFabric.resync()); // node-side interface names may have changed
     } catch (e) {
       this.log.warn({ err: errText(e) }, 'change needs a restart of the data plane: restarting');
       await this.deactivate();
@@ -512,7 +527,20 @@ export class K8sMode {
     await this.liqoRules?.stop();
     this.liqoRules = null;
     this.runtime.setRules(null);
+    await this.stopNodeFabric();
     await this.runtime.stop();
+  }
+
+  /** Removes the fabric objects' kernel part (exit, standby): what Weft installed, and only that. */
+  private async stopNodeFabric(): Promise<void> {
+    const f = this.nodeFabric;
+    this.nodeFabric = null;
+    this.runtime.setFabric(null);
+    await f?.stop().catch((e: unknown) => this.log.warn({ err: errText(e) }, 'fabric kernel cleanup'));
+  }
+
+  private runtimeNetns(): string | undefined {
+    return this.runtime.launchNetns();
   }
 }
 

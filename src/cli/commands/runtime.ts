@@ -25,6 +25,7 @@ import type { HookTarget, RulesAttachment } from '../../rules/attach.js';
 export type RulesCounterSource = Pick<RulesAttachment, 'counterSamples' | 'generalSamples' | 'runtime'>;
 import type { Gateway } from '../../gateway/gateway.js';
 import type { NodeAgent } from '../../node/agent.js';
+import type { FabricPathStatus } from './k8s-fabric.js';
 import type { ConfigOp } from '../../control/diff.js';
 import { createMetricsRegistry, startMetricsServer, type MetricsServer, type PeerStatsSample, type StatsSource } from '../../control/metrics.js';
 import type { CryptoBackend } from '../../crypto/backend.js';
@@ -69,6 +70,7 @@ export class Runtime {
   private readonly problems = new Map<string, { message: string; since: string }>();
   /** Compiled rules in force (Liqo mode), for `weft show` and metrics. */
   private rules: RulesCounterSource | null = null;
+  private fabric: (() => FabricPathStatus) | null = null;
 
   private constructor(private readonly opts: RuntimeOptions) {}
 
@@ -86,6 +88,16 @@ export class Runtime {
 
   get active(): boolean {
     return this.dp !== null;
+  }
+
+  /** The node role's fabric enforcement points (Liqo mode), for `weft show`. */
+  setFabric(f: (() => FabricPathStatus) | null): void {
+    this.fabric = f;
+  }
+
+  /** The namespace the data plane is launched in (tests), undefined: this one. */
+  launchNetns(): string | undefined {
+    return this.opts.launch?.netns;
   }
 
   /** The rules whose counters `weft show` and the metrics report (null: none in force). */
@@ -285,7 +297,8 @@ export class Runtime {
   status(): WeftStatus {
     const r = this.rules;
     const st0 = this.statusOfDataPlane();
-    const st = r === null ? st0 : { ...st0, rules: { statelessShortcut: r.runtime.statelessShortcut, counters: r.counterSamples(), general: r.generalSamples() } };
+    const st1 = r === null ? st0 : { ...st0, rules: { statelessShortcut: r.runtime.statelessShortcut, counters: r.counterSamples(), general: r.generalSamples() } };
+    const st = this.fabric === null ? st1 : { ...st1, fabric: this.fabric() };
     if (this.problems.size === 0) return st;
     return { ...st, errors: [...this.problems].map(([topic, p]) => ({ topic, message: p.message, since: p.since })) };
   }

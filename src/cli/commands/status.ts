@@ -6,6 +6,7 @@
  * private or preshared key (only `hasPresharedKey`).
  */
 import type { RuleCounterSample } from '../../control/metrics.js';
+import type { FabricPathStatus } from './k8s-fabric.js';
 
 export interface WeftPeerStatus {
   /** Peer name in the configuration (the remote cluster ID in Kubernetes mode). */
@@ -84,6 +85,8 @@ export interface WeftStatus {
    * stateless remap shortcut is in force. Absent when no rules run.
    */
   rules?: { statelessShortcut: boolean; counters: RuleCounterSample[]; general: RuleCounterSample[] };
+  /** Node role, Liqo mode: where each fabric chain is enforced, and the RouteConfigurations in the kernel. */
+  fabric?: FabricPathStatus;
   /** Problems in force (a rejected Kubernetes object, resources not usable yet…); absent when none. */
   errors?: { topic: string; message: string; since: string }[];
 }
@@ -172,6 +175,12 @@ export function formatStatus(st: WeftStatus, now: number): string {
     const name = (c: RuleCounterSample): string => `${c.object} ${c.table}/${c.chain}/${c.rule}`;
     for (const c of r.counters) lines.push(`  counter ${name(c)}: ${c.packets} packets, ${formatBytes(c.bytes ?? 0)}`);
     for (const c of r.general) lines.push(`  general ${name(c)}: ${c.packets} matches`);
+  }
+  if (st.fabric !== undefined) {
+    lines.push('');
+    lines.push('fabric objects (node role):');
+    for (const c of st.fabric.chains) lines.push(`  chain ${c.object} ${c.table}/${c.chain}: ${c.path === 'tun' ? 'in process (TUN traffic only)' : `node kernel (nft table ip ${c.kernelTable ?? c.table})`}`);
+    for (const r of st.fabric.routes) lines.push(`  routes ${r.object}: node kernel, table ${r.table} (id ${r.tableId}), ${r.rules} rules, ${r.routes} routes`);
   }
   const drops = Object.entries(st.drops).filter(([, n]) => n > 0).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
   lines.push('');
