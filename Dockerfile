@@ -35,9 +35,10 @@ RUN npm run --silent build
 RUN npm prune --omit=dev --no-audit --no-fund
 
 FROM node:${NODE_VERSION}-bookworm-slim AS runtime
-# iproute2: the gateway and node agent set addresses and routes with `ip`.
+# iproute2: the gateway and node agent set addresses, routes and rules with `ip`; nftables and
+# conntrack: the node role puts Liqo's fabric FirewallConfigurations into the node's kernel.
 RUN apt-get update \
- && apt-get install -y --no-install-recommends iproute2 \
+ && apt-get install -y --no-install-recommends iproute2 nftables conntrack \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /opt/weft
 COPY --from=build /src/package.json ./package.json
