@@ -1,7 +1,8 @@
 // `weft k8s --liqo-firewall` (K8sMode + Runtime, in-process, gateway in namespace lw-k8s-*)
 // against the fake API server with Liqo's resources: Liqo mode steers the running gateway's
 // Router with the node tunnels named as Liqo's InternalNodes name them, Geneve defaults to L2,
-// and a FirewallConfiguration the parser refuses is named (object, chain, rule, field) in
+// objects are watched in every namespace (one in Liqo's own namespace is enforced), and a
+// FirewallConfiguration the parser refuses is named (object, chain, rule, field) in
 // `weft show` and in a Warning Event on it, while a good one is enforced.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -72,6 +73,9 @@ describe.skipIf(skip !== null)('weft k8s --liqo-firewall', () => {
       ] } }] } },
     });
     server.put(NET, 'firewallconfigurations', fc('user-good', 'drop'));
+    // In Liqo's own namespace, not --namespace (as the Helm chart's MSS clamp): watched all the same.
+    server.put(NET, 'firewallconfigurations', { ...fc('gw-mss-clamping', 'accept'), metadata: { name: 'gw-mss-clamping', namespace: 'liqo',
+      labels: { 'networking.liqo.io/firewall-category': 'gateway', 'networking.liqo.io/firewall-subcategory': 'all-gateways' } } });
     server.put(NET, 'firewallconfigurations', fc('user-bad', 'tcpmssclamp')); // no value before routing: refused
     await waitFor('the problem in weft show', () => (runtime.status().errors ?? []).some((e) => e.topic === 'liqo-firewall' && e.message.includes('user-bad')), 10_000);
     const shown = formatStatus(runtime.status(), Date.now());
@@ -87,7 +91,7 @@ describe.skipIf(skip !== null)('weft k8s --liqo-firewall', () => {
     expect(shown).toContain(`counter ${NS}/user-good user-good/pre/r1: 0 packets`);
     expect(await createMetricsRegistry(runtime.statsSource()).metrics()).toContain(`weft_rule_packets_total{object="${NS}/user-good",table="user-good",chain="pre",rule="r1"} 0`);
     // The good one is in force (and the bad one, never accepted, is not).
-    expect([...(mode as unknown as { liqoRules: { attachment: { tables(): Map<string, unknown> } } }).liqoRules.attachment.tables().keys()]).toEqual([`${NS}/user-good`]);
+    expect([...(mode as unknown as { liqoRules: { attachment: { tables(): Map<string, unknown> } } }).liqoRules.attachment.tables().keys()].sort()).toEqual([`${NS}/user-good`, 'liqo/gw-mss-clamping']);
   }, 60_000);
 });
 

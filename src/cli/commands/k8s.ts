@@ -298,13 +298,17 @@ export class K8sMode {
     await this.startStatus();
   }
 
+  /**
+   * Liqo mode's objects are watched in every namespace whatever --namespace says: Liqo's gateway
+   * and fabric managers watch cluster-wide, and Liqo puts the per-node routes, the Helm MSS
+   * clamp and service-nodeport-routing in its own namespace, not the tenant's.
+   */
   private async startLiqoFirewall(): Promise<void> {
     if (!this.s.liqoFirewall) return;
     const agent = this.runtime.nodeAgent();
     if (agent !== null && this.s.nodeName !== undefined) {
       this.liqoRules = await startGatewayRules({ ...nodeRulesOptions(this.s.nodeName, this.watcher?.snapshot()), kubeConfig: this.kc, router: agent, remoteClusterIds: undefined,
         onRoutes: nodeRoutesSink(agent, () => this.watcher?.snapshot(), (e) => this.log.warn({ err: errText(e) }, 'fabric routes')),
-        ...(this.s.namespace !== undefined ? { namespace: this.s.namespace } : {}),
         onProblem: (p) => this.runtime.setProblem('liqo-firewall', p),
         onObjectProblem: (obj, message) => { void this.objectEvent(obj as K8sObject, message); },
         onError: (e) => this.log.warn({ err: errText(e) }, 'liqo firewall watch'),
@@ -317,7 +321,6 @@ export class K8sMode {
     this.liqoRules = await startGatewayRules({
       kubeConfig: this.kc, router: gw.router, remoteClusterIds: this.s.remoteClusterIds, nodeName: this.s.nodeName ?? '',
       steer: gatewaySteerTarget(gw, () => this.watcher?.snapshot().internalNodes ?? []),
-      ...(this.s.namespace !== undefined ? { namespace: this.s.namespace } : {}),
       onProblem: (p) => this.runtime.setProblem('liqo-firewall', p),
       onObjectProblem: (obj, message) => { void this.objectEvent(obj as K8sObject, message); },
       onError: (e) => this.log.warn({ err: errText(e) }, 'liqo firewall watch'),
