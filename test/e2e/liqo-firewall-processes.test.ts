@@ -17,7 +17,8 @@
  * mark → fwmark route at the gateway); an IP-mapped non-pod address (192.168.61.10 on a's
  * worker-1, exposed as 10.70.0.5, reached from B4 as 10.72.0.5); a user FirewallConfiguration
  * created LIVE once the tunnel is up drops TCP 8081 (its counter counts) while 8080 passes, and
- * its deletion lets 8081 through again; SYNs clamped to the Helm MSS (1200, not the tunnel's
+ * its deletion lets 8081 through again; deleting the gateway's or the nodes' RouteConfiguration
+ * live cuts pod → pod and restoring it heals (no route of Weft's own); SYNs clamped to the Helm MSS (1200, not the tunnel's
  * 1300); tshark on every hop (pods, node underlays, WAN): no bad checksum.
  * Namespaces ex-a-… / ex-b-… (demo plan prefix `ex`), removed by name; processes by PID.
  */
@@ -247,6 +248,25 @@ describe.skipIf(reason !== null)('`weft k8s --liqo-firewall` processes, two clus
     a.server.remove(NET, 'firewallconfigurations', a.tenant, 'user-drop-port');
     await waitFor('the user FirewallConfiguration gone from gateway a', async () => (await counter()) === undefined, 15_000, 200);
     expect((await httpCheck(B3.ns, B3.ip, A1.ns, b3AtA, DROP_PORT, 5000)).status).toBe(200);
+  }, 90_000);
+
+  it('forwarding follows the RouteConfigurations live: deleting the gateway\'s `-gw-ext` or the nodes\' `-node-gw` cuts A1 → B3, restoring it heals', async () => {
+    const a = clusters[0]!;
+    const nodeNs = plan.a.nodes[0]!.ns;
+    const answers = async (): Promise<boolean> => (await ping(A1.ns, b3AtA, 1, 0.2)).received === 1;
+    const nodeRoutes = async (): Promise<string> => (await runCommand(['ip', '-n', nodeNs, 'route', 'show'])).stdout;
+    expect(await answers()).toBe(true);
+    for (const [name, ns] of [[`${otherCluster(plan, plan.a).id}-gw-ext`, a.tenant], [`${otherCluster(plan, plan.a).id}-node-gw`, a.tenant]] as const) {
+      const stored = a.server.getObject(NET, 'routeconfigurations', ns, name)!;
+      const again = { apiVersion: NET, kind: 'RouteConfiguration', metadata: { name, namespace: ns, labels: stored.metadata.labels }, spec: stored['spec'] };
+      a.server.remove(NET, 'routeconfigurations', ns, name);
+      await waitFor(`A1 → B3 cut without ${name}`, async () => !(await answers()), 15_000, 200);
+      // Without the fabric's route the node kernel has none towards the remapped peer (Weft adds none of its own).
+      if (name.endsWith('-node-gw')) expect(await nodeRoutes()).not.toContain('10.71.0.0/16');
+      a.server.put(NET, 'routeconfigurations', again);
+      await waitFor(`A1 → B3 back with ${name}`, answers, 15_000, 200);
+      if (name.endsWith('-node-gw')) expect(await nodeRoutes()).toContain('10.71.0.0/16');
+    }
   }, 90_000);
 
   it(`Weft derived nothing itself; tshark on every hop: no bad checksum; SYNs towards the tunnel clamped to ${MSS}`, async () => {

@@ -41,7 +41,8 @@ import type { ConnectionValue } from '../../control/conncheck.js';
 import { getCryptoBackend, parseCryptoBackendName } from '../../crypto/select.js';
 import { EXIT_OK, fail, parseArgs, type CliIo } from './common.js';
 import { K8S_HELP, K8S_SPEC, loadKubeConfig, parseK8sArgs, type K8sSettings } from './k8s-args.js';
-import { gatewaySteerTarget, nodeRoutesSink, nodeRulesOptions } from './k8s-liqo.js';
+import { fabricNodeDevices, gatewaySteerTarget, liqoNodeConfig, nodeRoutesSink, nodeRulesOptions } from './k8s-liqo.js';
+import type { RouteConfigSpec } from '../../rules/routes.js';
 import { startGatewayRules, type GatewayRules } from './k8s-rules.js';
 import { errText, Runtime } from './runtime.js';
 
@@ -113,6 +114,8 @@ export class K8sMode {
   private privateKey: string | undefined;
   /** Connection key (namespace/name) → key of the gateway object it reports on. */
   private readonly connToGateway = new Map<string, string>();
+  /** Liqo mode, node role: the fabric RouteConfigurations in force (see shaped()). */
+  private liqoNodeSpecs: readonly RouteConfigSpec[] = [];
   /** Serialises data-plane changes (config updates and leadership changes). */
   private chain: Promise<void> = Promise.resolve();
 
@@ -292,7 +295,7 @@ export class K8sMode {
 
   private async activate(): Promise<void> {
     if (this.stopped || !this.leading || this.runtime.active || this.latest === null) return;
-    await this.runtime.startDataPlane(this.latest);
+    await this.runtime.startDataPlane(this.shaped(this.latest));
     await this.startLiqoFirewall();
     await this.labelPod(true);
     await this.startStatus();
@@ -307,8 +310,14 @@ export class K8sMode {
     if (!this.s.liqoFirewall) return;
     const agent = this.runtime.nodeAgent();
     if (agent !== null && this.s.nodeName !== undefined) {
+      const sink = nodeRoutesSink(agent, () => this.watcher?.snapshot(), (e) => this.log.warn({ err: errText(e) }, 'fabric routes'));
       this.liqoRules = await startGatewayRules({ ...nodeRulesOptions(this.s.nodeName, this.watcher?.snapshot()), kubeConfig: this.kc, router: agent, remoteClusterIds: undefined,
-        onRoutes: nodeRoutesSink(agent, () => this.watcher?.snapshot(), (e) => this.log.warn({ err: errText(e) }, 'fabric routes')),
+        onRoutes: (specs) => {
+          sink(specs);
+          // The gateways' remoteCIDRs follow the routes (liqoNodeConfig): re-apply the configuration.
+          this.liqoNodeSpecs = specs;
+          this.enqueue(() => (this.latest === null ? Promise.resolve() : this.update(this.latest)));
+        },
         onProblem: (p) => this.runtime.setProblem('liqo-firewall', p),
         onObjectProblem: (obj, message) => { void this.objectEvent(obj as K8sObject, message); },
         onError: (e) => this.log.warn({ err: errText(e) }, 'liqo firewall watch'),
@@ -347,8 +356,15 @@ export class K8sMode {
     if (was) await this.labelPod(false);
   }
 
-  private async update(next: WeftConfig): Promise<void> {
+  /** Liqo mode, node role: the gateways carry what the fabric RouteConfigurations route to them (liqoNodeConfig). */
+  private shaped(cfg: WeftConfig): WeftConfig {
+    if (!this.s.liqoFirewall || cfg.role !== 'node') return cfg;
+    return liqoNodeConfig(cfg, this.liqoNodeSpecs, fabricNodeDevices(this.watcher?.snapshot()));
+  }
+
+  private async update(translated: WeftConfig): Promise<void> {
     if (this.stopped || !this.runtime.active) return;
+    const next = this.shaped(translated);
     const cur = this.runtime.current;
     if (cur === null) return;
     const ops = diffConfig(cur, next);
