@@ -96,7 +96,10 @@ describe.skipIf(skip !== null)('weft k8s --liqo-firewall', () => {
     expect(shown).toContain(`counter ${NS}/user-good user-good/pre/r1: 0 packets`);
     expect(await createMetricsRegistry(runtime.statsSource()).metrics()).toContain(`weft_rule_packets_total{object="${NS}/user-good",table="user-good",chain="pre",rule="r1"} 0`);
     // The good one is in force (and the bad one, never accepted, is not).
-    expect([...(mode as unknown as { liqoRules: { attachment: { tables(): Map<string, unknown> } } }).liqoRules.attachment.tables().keys()].sort()).toEqual([`${NS}/user-good`, 'liqo/gw-mss-clamping']);
+    const tables = (): string[] => [...(mode as unknown as { liqoRules: { attachment: { tables(): Map<string, unknown> } } }).liqoRules.attachment.tables().keys()].sort();
+    // Each label set has its own informer: the one in Liqo's namespace may land in a later (debounced) update.
+    await waitFor('both good objects in force', () => tables().length === 2, 10_000);
+    expect(tables()).toEqual([`${NS}/user-good`, 'liqo/gw-mss-clamping']);
   }, 60_000);
 });
 
