@@ -18,7 +18,8 @@
  * worker-1, exposed as 10.70.0.5, reached from B4 as 10.72.0.5); a user FirewallConfiguration
  * created LIVE once the tunnel is up drops TCP 8081 (its counter counts) while 8080 passes, and
  * its deletion lets 8081 through again; deleting the gateway's or the nodes' RouteConfiguration
- * live cuts pod → pod and restoring it heals (no route of Weft's own); SYNs clamped to the Helm MSS (1200, not the tunnel's
+ * live cuts pod → pod and restoring it heals (no route of Weft's own); after SIGKILL of gateway
+ * a's leader process a standby replica takes the Lease and pod ⇄ pod resumes; SYNs clamped to the Helm MSS (1200, not the tunnel's
  * 1300); tshark on every hop (pods, node underlays, WAN): no bad checksum.
  * Namespaces ex-a-… / ex-b-… (demo plan prefix `ex`), removed by name; processes by PID.
  */
@@ -42,7 +43,7 @@ import { TSHARK_TCP_BAD } from '../util/pcap.js';
 import { needs } from '../util/requirements.js';
 import { Topology, waitFor, type Spawned } from '../util/netns.js';
 import {
-  NET, forbiddenRequests, gatewayObject, gatewayPodCommand, hostRelay, nodeAgentCommand, relayIn, saKubeconfig, startLiqoApiServer,
+  NET, forbiddenRequests, gatewayObject, weftPid, gatewayPodCommand, hostRelay, nodeAgentCommand, relayIn, saKubeconfig, startLiqoApiServer,
 } from './liqo-processes.js';
 
 const PYTHON = '/usr/bin/python3';
@@ -76,6 +77,8 @@ interface Cluster {
   tenant: string;
   /** Process name → its run dir (weft show). */
   runDirs: Map<string, string>;
+  /** runDirs key of the gateway replica holding the Lease. */
+  active: string;
 }
 const clusters: Cluster[] = [];
 const relays: Server[] = [];
@@ -92,12 +95,37 @@ async function show(runDir: string, instance: string): Promise<WeftStatus> {
   return JSON.parse(r.stdout) as WeftStatus;
 }
 
-const gatewayShow = (k: Cluster): Promise<WeftStatus> => show(k.runDirs.get('gateway')!, 'k8s-gateway');
+const gatewayShow = (k: Cluster): Promise<WeftStatus> => show(k.runDirs.get(k.active)!, 'k8s-gateway');
 
 function spawnWeft(k: Cluster, name: string, netns: string, args: string[], env: Record<string, string>): void {
   const runDir = join(dir, `run-${k.c.key}-${name}`);
   k.runDirs.set(name, runDir);
   procs.set(`${k.c.key}-${name}`, topo.spawnIn(netns, `weft-${k.c.key}-${name}`, [process.execPath, WEFT_BIN, ...args, '--liqo-firewall', `--run-dir=${runDir}`], { lifetimeS: LIFETIME_S, env }));
+}
+
+/**
+ * Gateway replica N of the template's Deployment as a process in the gateway namespace (every
+ * replica shares the pod network namespace: one pod IP, as the InternalFabric sees one gateway).
+ * Only the first keeps --metrics-listen (one port per namespace).
+ */
+function startGateway(k: Cluster, replica: number): string {
+  const { c, server, tenant } = k;
+  const o = otherCluster(plan, c);
+  const mode = k.side.side;
+  const pod = `${o.id}-${replica}`;
+  const cmd = gatewayPodCommand(mode, gatewayObject(server, mode, tenant, o.id), pod, c.nodes[0]!.name);
+  // The gateway pod (its labels and IP are what the node agents' source detectors look for).
+  server.put('v1', 'pods', {
+    apiVersion: 'v1', kind: 'Pod', metadata: { name: pod, namespace: tenant, labels: cmd.labels },
+    spec: { nodeName: c.nodes[0]!.name, serviceAccountName: cmd.serviceAccount, containers: [{ name: 'gateway', image: 'weft' }] },
+    status: { phase: 'Running', podIP: c.gatewayUnderlay, hostIP: c.nodes[0]!.underlay },
+  });
+  const kc = saKubeconfig(server, join(dir, `${c.key}-gateway.kubeconfig`), tenant, cmd.serviceAccount);
+  const argv = cmd.args.filter((a) => replica === 1 || !a.startsWith('--metrics-listen='))
+    .map((a) => (a.startsWith('--wireguard-key-dir=') ? `--wireguard-key-dir=${join(dir, `keys-${c.key}`)}` : a));
+  const name = replica === 1 ? 'gateway' : `gateway-${replica}`;
+  spawnWeft(k, name, c.gatewayNs, [...argv, `--kubeconfig=${kc}`], cmd.env);
+  return pod;
 }
 
 /** One cluster: its API server with Liqo's objects, relays, the node agents and the gateway as processes. */
@@ -113,7 +141,7 @@ async function startCluster(c: DemoCluster, keys: Record<'a' | 'b', { priv: stri
   const tenant = tenantNamespace(o.id);
   const server = await startLiqoApiServer({ clusterId: c.id, res: liqoPeeringSide(side), extra: [{ plural: 'firewallconfigurations', objects: liqoFirewallConfigurations(side) }],
     gateway: { namespace: tenant, name: o.id } });
-  const k: Cluster = { c, side, server, tenant, runDirs: new Map() };
+  const k: Cluster = { c, side, server, tenant, runDirs: new Map(), active: 'gateway' };
   clusters.push(k);
   const sock = join(dir, `${c.key}-api.sock`);
   relays.push(await hostRelay(server, sock));
@@ -123,20 +151,10 @@ async function startCluster(c: DemoCluster, keys: Record<'a' | 'b', { priv: stri
     const kc = saKubeconfig(server, join(dir, `${c.key}-${n.name}.kubeconfig`), LIQO_NAMESPACE, cmd.serviceAccount);
     spawnWeft(k, n.name, n.ns, [...cmd.args, `--kubeconfig=${kc}`], cmd.env);
   }
-  // The gateway pod (its labels and IP are what the node agents' source detectors look for).
-  const pod = `${o.id}-1`;
-  const cmd = gatewayPodCommand(mode, gatewayObject(server, mode, tenant, o.id), pod, c.nodes[0]!.name);
-  server.put('v1', 'pods', {
-    apiVersion: 'v1', kind: 'Pod', metadata: { name: pod, namespace: tenant, labels: cmd.labels },
-    spec: { nodeName: c.nodes[0]!.name, serviceAccountName: cmd.serviceAccount, containers: [{ name: 'gateway', image: 'weft' }] },
-    status: { phase: 'Running', podIP: c.gatewayUnderlay, hostIP: c.nodes[0]!.underlay },
-  });
   const keyDir = join(dir, `keys-${c.key}`);
   mkdirSync(keyDir);
   writeFileSync(join(keyDir, 'privateKey'), Buffer.from(keys[c.key].priv, 'base64'));
-  const kc = saKubeconfig(server, join(dir, `${c.key}-gateway.kubeconfig`), tenant, cmd.serviceAccount);
-  const argv = cmd.args.map((a) => (a.startsWith('--wireguard-key-dir=') ? `--wireguard-key-dir=${keyDir}` : a));
-  spawnWeft(k, 'gateway', c.gatewayNs, [...argv, `--kubeconfig=${kc}`], cmd.env);
+  startGateway(k, 1);
   return k;
 }
 
@@ -201,7 +219,7 @@ describe.skipIf(reason !== null)('`weft k8s --liqo-firewall` processes, two clus
     for (const k of clusters) {
       expect(forbiddenRequests(k.server), k.c.id).toEqual([]);
       for (const [name, runDir] of k.runDirs) {
-        const st = await show(runDir, name === 'gateway' ? 'k8s-gateway' : 'k8s-node');
+        const st = await show(runDir, name.startsWith('gateway') ? 'k8s-gateway' : 'k8s-node');
         expect(st.weft.active, `${k.c.key} ${name}`).toBe(true);
         expect(st.errors ?? [], `${k.c.key} ${name}`).toEqual([]);
         expect(st.rules, `${k.c.key} ${name}: rules in force`).toBeDefined();
@@ -267,6 +285,33 @@ describe.skipIf(reason !== null)('`weft k8s --liqo-firewall` processes, two clus
       await waitFor(`A1 → B3 back with ${name}`, answers, 15_000, 200);
       if (name.endsWith('-node-gw')) expect(await nodeRoutes()).toContain('10.71.0.0/16');
     }
+  }, 90_000);
+
+  it('SIGKILL of gateway a\'s leader process: the standby takes the Lease and runs Liqo mode from the objects; pod ⇄ pod resumes', async () => {
+    const a = clusters[0]!;
+    const remote = otherCluster(plan, plan.a).id;
+    const lease = (): string | undefined => (a.server.getObject('coordination.k8s.io/v1', 'leases', a.tenant, `${remote}.${a.tenant}.server.connections.liqo.io`)?.['spec'] as { holderIdentity?: string } | undefined)?.holderIdentity;
+    expect(lease()).toBe(`${remote}-1`);
+    const standby = startGateway(a, 2);
+    await waitFor('the standby is up, not active', async () => {
+      try { return (await show(a.runDirs.get('gateway-2')!, 'k8s-gateway')).weft.active === false; } catch { return false; }
+    }, 20_000, 200);
+    const leader = procs.get('a-gateway')!;
+    const t0 = Date.now();
+    process.kill(weftPid(leader), 'SIGKILL');
+    await waitFor('standby holds the Lease', () => lease() === standby, 20_000, 100);
+    const tLease = Date.now() - t0;
+    a.active = 'gateway-2';
+    await waitFor('pod ⇄ pod answers again', async () => (await ping(B4.ns, a2AtB, 1, 0.2)).received === 1, 30_000, 200);
+    console.log(`[ex] leader SIGKILLed: Lease taken after ${tLease} ms; B4 → A2 answered again after ${Date.now() - t0} ms`);
+    expect((await ping(A1.ns, b3AtA, 5, 0.1)).received).toBeGreaterThanOrEqual(4);
+    const h = await httpCheck(B3.ns, B3.ip, A1.ns, b3AtA, 8084);
+    expect(h.seenSource).toBe(a1AtB);
+    const st = await gatewayShow(a);
+    expect(st.weft.active).toBe(true);
+    expect(st.errors ?? []).toEqual([]);
+    expect(st.rules?.counters.length).toBeGreaterThan(0);
+    await waitFor('both Connections Connected again', () => clusters.every((k) => connection(k) === 'Connected'), 30_000, 200);
   }, 90_000);
 
   it(`Weft derived nothing itself; tshark on every hop: no bad checksum; SYNs towards the tunnel clamped to ${MSS}`, async () => {

@@ -18,7 +18,7 @@
 // same pod network namespace (one pod IP, as the Service and InternalFabric see a single active
 // gateway), the leader `weft k8s` process is killed with SIGKILL by PID, and the gap in pod ⇄
 // pod pings is measured.
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import type { Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -33,7 +33,7 @@ import { LIQO_NAMESPACE, liqoPeeringSide, tenantNamespace } from '../k8s-fake/li
 import { e2eUnavailableReason, ping, Topology, waitFor, type Spawned } from '../util/netns.js';
 import { ensureBuilt, WEFT_BIN } from '../cli/helpers.js';
 import {
-  NET, forbiddenRequests, gatewayObject, gatewayPodCommand, hostRelay, nodeAgentCommand, relayIn, saKubeconfig, startLiqoApiServer,
+  NET, forbiddenRequests, gatewayObject, weftPid, gatewayPodCommand, hostRelay, nodeAgentCommand, relayIn, saKubeconfig, startLiqoApiServer,
 } from './liqo-processes.js';
 
 const skip = e2eUnavailableReason(['ip', 'ping', 'timeout', 'iperf3', 'ss']);
@@ -115,13 +115,6 @@ function startNodeAgent(c: Cluster): Spawned {
     { lifetimeS: 400, env: cmd.env });
   procs.set(`node-${c.letter}`, proc);
   return proc;
-}
-
-/** The weft process under spawnIn's `timeout` (`ip netns exec` execs the command). */
-function weftPid(s: Spawned): number {
-  const kids = readFileSync(`/proc/${s.pid}/task/${s.pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number);
-  if (kids.length !== 1) throw new Error(`expected one child of ${s.pid}, found ${kids.length}`);
-  return kids[0]!;
 }
 
 /**

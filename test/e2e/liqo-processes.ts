@@ -18,7 +18,7 @@ import { FakeApiServer } from '../k8s-fake/server.js';
 import { renderGatewayTemplate, type GatewayObject } from '../k8s-fake/liqo-render.js';
 import { LIQO_NAMESPACE } from '../k8s-fake/liqo-peering.js';
 import { ROOT } from '../cli/helpers.js';
-import type { Topology } from '../util/netns.js';
+import type { Spawned, Topology } from '../util/netns.js';
 
 export const NET = 'networking.liqo.io/v1beta1';
 const RBAC = 'rbac.authorization.k8s.io/v1';
@@ -132,4 +132,11 @@ export function nodeAgentCommand(clusterId: string, nodeName: string, pod: strin
 /** Requests the API server refused (RBAC). */
 export function forbiddenRequests(server: FakeApiServer): string[] {
   return server.requests.filter((r) => r.status === 403).map((r) => `${r.method} ${r.path}`);
+}
+
+/** The weft process under spawnIn's `timeout` (`ip netns exec` execs the command): the PID to SIGKILL. */
+export function weftPid(s: Spawned): number {
+  const kids = readFileSync(`/proc/${s.pid}/task/${s.pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number);
+  if (kids.length !== 1) throw new Error(`expected one child of ${s.pid}, found ${kids.length}`);
+  return kids[0]!;
 }
