@@ -32,6 +32,9 @@
  *   POD_IP/32 via the node's internal address per pod on that node (targetRef the pod).
  * Fabric IPAM allocations are taken in order from the internal CIDR (gateway first, then nodes).
  * Owner references are left out (the test server assigns uids when the objects are stored).
+ * The RouteConfigurations (and in Liqo mode, `liqoMode`, every RouteConfiguration and, from
+ * liqoFirewallConfigurations, every FirewallConfiguration of the peering) come from the one
+ * generator test/rules/liqo-peering-objects.ts, documented there against Liqo's source.
  */
 import { emptyResources, type LiqoResources } from '../../src/control/k8s/resources.js';
 import { fabricObjects, gatewayObjects, type PeeringSide as RulesSide } from '../rules/liqo-peering-objects.js';
