@@ -1,7 +1,8 @@
 // `weft k8s --liqo-firewall` (K8sMode + Runtime, in-process, gateway in namespace lw-k8s-*)
 // against the fake API server with Liqo's resources: Liqo mode steers the running gateway's
 // Router with the node tunnels named as Liqo's InternalNodes name them, Geneve defaults to L2,
-// and a FirewallConfiguration the parser refuses is named (object, chain, rule, field) in
+// objects are watched in every namespace (one in Liqo's own namespace is enforced), and a
+// FirewallConfiguration the parser refuses is named (object, chain, rule, field) in
 // `weft show` and in a Warning Event on it, while a good one is enforced.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -13,7 +14,12 @@ import { K8S_SPEC, LEASE_DEFAULTS, parseK8sArgs } from '../../src/cli/commands/k
 import { parseArgs } from '../../src/cli/commands/common.js';
 import { Runtime } from '../../src/cli/commands/runtime.js';
 import { formatStatus } from '../../src/cli/commands/status.js';
-import { nodeRulesOptions } from '../../src/cli/commands/k8s-liqo.js';
+import { fabricNodeDevices, liqoNodeConfig, nodeRulesOptions } from '../../src/cli/commands/k8s-liqo.js';
+import type { NodeConfig } from '../../src/control/config.js';
+import { translate } from '../../src/control/k8s/translate.js';
+import { parseRouteObjects } from '../../src/rules/steering.js';
+import { liqoPeeringSide } from '../k8s-fake/liqo-peering.js';
+import { KEYS } from '../control/fixtures.js';
 import { KINDS, type LiqoResourceName } from '../../src/control/k8s/resources.js';
 import { createLogger } from '../../src/control/log.js';
 import { createMetricsRegistry } from '../../src/control/metrics.js';
@@ -72,6 +78,9 @@ describe.skipIf(skip !== null)('weft k8s --liqo-firewall', () => {
       ] } }] } },
     });
     server.put(NET, 'firewallconfigurations', fc('user-good', 'drop'));
+    // In Liqo's own namespace, not --namespace (as the Helm chart's MSS clamp): watched all the same.
+    server.put(NET, 'firewallconfigurations', { ...fc('gw-mss-clamping', 'accept'), metadata: { name: 'gw-mss-clamping', namespace: 'liqo',
+      labels: { 'networking.liqo.io/firewall-category': 'gateway', 'networking.liqo.io/firewall-subcategory': 'all-gateways' } } });
     server.put(NET, 'firewallconfigurations', fc('user-bad', 'tcpmssclamp')); // no value before routing: refused
     await waitFor('the problem in weft show', () => (runtime.status().errors ?? []).some((e) => e.topic === 'liqo-firewall' && e.message.includes('user-bad')), 10_000);
     const shown = formatStatus(runtime.status(), Date.now());
@@ -87,7 +96,10 @@ describe.skipIf(skip !== null)('weft k8s --liqo-firewall', () => {
     expect(shown).toContain(`counter ${NS}/user-good user-good/pre/r1: 0 packets`);
     expect(await createMetricsRegistry(runtime.statsSource()).metrics()).toContain(`weft_rule_packets_total{object="${NS}/user-good",table="user-good",chain="pre",rule="r1"} 0`);
     // The good one is in force (and the bad one, never accepted, is not).
-    expect([...(mode as unknown as { liqoRules: { attachment: { tables(): Map<string, unknown> } } }).liqoRules.attachment.tables().keys()]).toEqual([`${NS}/user-good`]);
+    const tables = (): string[] => [...(mode as unknown as { liqoRules: { attachment: { tables(): Map<string, unknown> } } }).liqoRules.attachment.tables().keys()].sort();
+    // Each label set has its own informer: the one in Liqo's namespace may land in a later (debounced) update.
+    await waitFor('both good objects in force', () => tables().length === 2, 10_000);
+    expect(tables()).toEqual([`${NS}/user-good`, 'liqo/gw-mss-clamping']);
   }, 60_000);
 });
 
@@ -102,5 +114,37 @@ describe('weft k8s --liqo-firewall, node role', () => {
     expect(o.selectors.routes).toEqual(['networking.liqo.io/route-category=fabric']);
     expect(o.devices).toEqual({ node: 'liqo.cluster-b' });
     expect(nodeRulesOptions('worker-1', undefined).devices).toBeUndefined();
+  });
+
+  test('the gateways carry what the fabric RouteConfigurations route to them, not InternalFabric.spec.remoteCIDRs', () => {
+    const res = liqoPeeringSide({
+      local: 'cluster-a', remote: 'cluster-b', side: 'server', privateKey: KEYS.aPriv, publicKey: KEYS.aPub, remotePublicKey: KEYS.bPub,
+      endpoint: { address: '192.168.77.1', port: 51840 }, gatewayPod: { ip: '10.244.0.10', node: 'worker-1' },
+      nodes: [{ name: 'worker-1', pods: [] }], liqoMode: { mss: 1200 },
+    });
+    // A CIDR only the InternalFabric names: Liqo's fabric would not route it (no RouteConfiguration does).
+    res.internalFabrics[0]!.spec!.remoteCIDRs = [...res.internalFabrics[0]!.spec!.remoteCIDRs!, '10.60.0.0/16'];
+    const cfg = translate(res, { role: 'node', clusterId: 'cluster-a', nodeName: 'worker-1', geneveMode: 'l2' }).config as NodeConfig;
+    expect(cfg.node.gateways.map((g) => g.remoteCIDRs)).toEqual([['10.71.0.0/16', '10.72.0.0/16', '10.60.0.0/16']]);
+    const devs = fabricNodeDevices(res);
+    const nodeGw = res.routeConfigurations.filter((o) => o.metadata?.name === 'cluster-b-node-gw');
+    const { specs, errors } = parseRouteObjects(nodeGw, new Map());
+    expect(errors).toEqual([]);
+    const shaped = liqoNodeConfig(cfg, [...specs.values()], devs);
+    expect(shaped.node.gateways.map((g) => [g.name, g.remoteCIDRs])).toEqual([['cluster-b', ['10.71.0.0/16', '10.72.0.0/16']]]);
+    // Everything else of the gateway is kept; the input is not changed.
+    expect({ ...shaped.node.gateways[0]!, remoteCIDRs: [] }).toEqual({ ...cfg.node.gateways[0]!, remoteCIDRs: [] });
+    expect(cfg.node.gateways[0]!.remoteCIDRs).toContain('10.60.0.0/16');
+    // No RouteConfiguration (yet, or deleted): the gateway carries nothing.
+    expect(liqoNodeConfig(cfg, [], devs).node.gateways[0]!.remoteCIDRs).toEqual([]);
+    // Routes via another gateway's address or out of another interface are not this gateway's; on-link out of its interface is.
+    const other = { ...nodeGw[0]!, metadata: { ...nodeGw[0]!.metadata, name: 'other' }, spec: { table: { name: 'other', rules: [
+      { dst: '10.50.0.0/16', routes: [{ dst: '10.50.0.0/16', gw: '10.80.9.9' }] },
+      { dst: '10.51.0.0/16', routes: [{ dst: '10.51.0.0/16', dev: 'liqo.elsewhere', scope: 'link' }] },
+      { dst: '10.52.0.0/16', routes: [{ dst: '10.52.0.0/16', dev: devs.get('cluster-b')!, scope: 'link' }] },
+    ] } } };
+    const more = parseRouteObjects([other], new Map());
+    expect(more.errors).toEqual([]);
+    expect(liqoNodeConfig(cfg, [...more.specs.values()], devs).node.gateways[0]!.remoteCIDRs).toEqual(['10.52.0.0/16']);
   });
 });

@@ -18,27 +18,26 @@
 // same pod network namespace (one pod IP, as the Service and InternalFabric see a single active
 // gateway), the leader `weft k8s` process is killed with SIGKILL by PID, and the gap in pod ⇄
 // pod pings is measured.
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { createConnection, createServer, type Server } from 'node:net';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import type { Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { CustomObjectsApi, type KubernetesObject } from '@kubernetes/client-node';
-import { parseAllDocuments } from 'yaml';
+import { CustomObjectsApi } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { generatePrivateKeyBase64, publicKeyBase64 } from '../../src/crypto/keys.js';
 import { getCryptoBackend } from '../../src/crypto/select.js';
-import { KINDS, type LiqoResourceName, type LiqoResources } from '../../src/control/k8s/resources.js';
-import { FakeApiServer } from '../k8s-fake/server.js';
-import { renderGatewayTemplate, type GatewayObject } from '../k8s-fake/liqo-render.js';
+import type { LiqoResources } from '../../src/control/k8s/resources.js';
+import type { FakeApiServer } from '../k8s-fake/server.js';
+import type { GatewayObject } from '../k8s-fake/liqo-render.js';
 import { LIQO_NAMESPACE, liqoPeeringSide, tenantNamespace } from '../k8s-fake/liqo-peering.js';
 import { e2eUnavailableReason, ping, Topology, waitFor, type Spawned } from '../util/netns.js';
-import { ensureBuilt, ROOT, WEFT_BIN } from '../cli/helpers.js';
+import { ensureBuilt, WEFT_BIN } from '../cli/helpers.js';
+import {
+  NET, forbiddenRequests, gatewayObject, weftPid, gatewayPodCommand, hostRelay, nodeAgentCommand, relayIn, saKubeconfig, startLiqoApiServer,
+} from './liqo-processes.js';
 
 const skip = e2eUnavailableReason(['ip', 'ping', 'timeout', 'iperf3', 'ss']);
 const topo = new Topology('lq');
-const NET = 'networking.liqo.io/v1beta1';
-const RBAC = 'rbac.authorization.k8s.io/v1';
-const API_PORT = 6443;
 const WAN = { a: '192.168.77.1', b: '192.168.77.2' } as const;
 const GW_POD_IP = '10.244.0.10';
 const NODE_HOST_IP = '10.244.0.1';
@@ -63,61 +62,6 @@ const relays: Server[] = [];
 const procs = new Map<string, Spawned>();
 let dir = '';
 
-const PLURAL: Record<LiqoResourceName, string> = {
-  configurations: KINDS.configurations.plural, gatewayServers: KINDS.gatewayServers.plural, gatewayClients: KINDS.gatewayClients.plural,
-  secrets: KINDS.secrets.plural, publicKeys: KINDS.publicKeys.plural, internalNodes: KINDS.internalNodes.plural,
-  internalFabrics: KINDS.internalFabrics.plural, geneveTunnels: KINDS.geneveTunnels.plural, routeConfigurations: KINDS.routeConfigurations.plural,
-  networks: KINDS.networks.plural, ips: KINDS.ips.plural,
-};
-
-function yamlDocs(file: string): Record<string, unknown>[] {
-  return parseAllDocuments(readFileSync(join(ROOT, 'deploy/liqo', file), 'utf8')).map((d) => d.toJS() as Record<string, unknown>);
-}
-
-interface Container { args: string[]; env?: { name: string; value?: string; valueFrom?: Record<string, Record<string, string>> }[] }
-
-/**
- * argv and env of a container as the kubelet runs it: env from values and the fieldRefs /
- * configMapKeyRefs given, then $(VAR) in args expanded from that env.
- */
-function containerCommand(c: Container, fields: Record<string, string>, configMaps: Record<string, string>): { args: string[]; env: Record<string, string> } {
-  const env: Record<string, string> = {};
-  for (const e of c.env ?? []) {
-    if (e.value !== undefined) env[e.name] = e.value;
-    else if (e.valueFrom?.['fieldRef'] !== undefined) env[e.name] = fields[e.valueFrom['fieldRef']['fieldPath']!] ?? '';
-    else if (e.valueFrom?.['configMapKeyRef'] !== undefined) env[e.name] = configMaps[`${e.valueFrom['configMapKeyRef']['name']}/${e.valueFrom['configMapKeyRef']['key']}`] ?? '';
-  }
-  const args = c.args.map((a) => a.replace(/\$\(([A-Z_]+)\)/g, (_m, v: string) => env[v] ?? `$(${v})`));
-  return { args, env };
-}
-
-async function hostRelay(server: FakeApiServer, path: string): Promise<void> {
-  const port = Number(new URL(server.url).port);
-  const s = createServer((c) => {
-    const up = createConnection(port, '127.0.0.1');
-    c.pipe(up).pipe(c);
-    c.on('error', () => up.destroy());
-    up.on('error', () => c.destroy());
-  });
-  await new Promise<void>((resolve) => s.listen(path, resolve));
-  relays.push(s);
-}
-
-const NS_RELAY = `const net=require('net');net.createServer(c=>{const u=net.connect(process.argv[1]);c.pipe(u).pipe(c);` +
-  `c.on('error',()=>u.destroy());u.on('error',()=>c.destroy());}).listen(${API_PORT},'127.0.0.1')`;
-
-/** A kubeconfig for ServiceAccount saNs/sa reaching cluster c's API server at 127.0.0.1:6443 in the pod's namespace. */
-function saKubeconfig(c: Cluster, saNs: string, sa: string): string {
-  const file = join(dir, `${c.letter}-${saNs}-${sa}.kubeconfig`);
-  writeFileSync(file, JSON.stringify({
-    apiVersion: 'v1', kind: 'Config', 'current-context': 'in-cluster',
-    clusters: [{ name: 'c', cluster: { server: `https://127.0.0.1:${API_PORT}`, 'certificate-authority-data': Buffer.from(c.server.caPem).toString('base64') } }],
-    users: [{ name: sa, user: { token: `${c.server.token}:sa:${saNs}:${sa}` } }],
-    contexts: [{ name: 'in-cluster', context: { cluster: 'c', user: sa, namespace: saNs } }],
-  }));
-  return file;
-}
-
 async function startCluster(letter: Letter, keys: Record<Letter, { priv: string; pub: string }>): Promise<Cluster> {
   const other: Letter = letter === 'a' ? 'b' : 'a';
   const id = `cluster-${letter}`;
@@ -129,24 +73,13 @@ async function startCluster(letter: Letter, keys: Record<Letter, { priv: string;
     endpoint: { address: WAN.a, port: 51840 }, ports: [51840, 51841], gatewayPod: { ip: GW_POD_IP, node: 'worker-1' },
     nodes: [{ name: 'worker-1', pods: [{ name: 'app', ip: POD_IP }] }],
   });
-  const server = await FakeApiServer.start();
-  for (const [n, list] of Object.entries(res) as [LiqoResourceName, KubernetesObject[]][]) for (const o of list) server.put(o.apiVersion!, PLURAL[n], o as Record<string, unknown>);
   const ns = tenantNamespace(remote);
-  const kind = letter === 'a' ? 'GatewayServer' : 'GatewayClient';
-  const stored = server.getObject(NET, letter === 'a' ? 'gatewayservers' : 'gatewayclients', ns, remote)!;
-  const gw = { ...(stored as unknown as GatewayObject), apiVersion: NET, kind };
-  server.put('v1', 'configmaps', { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'liqo-clusterid-configmap', namespace: LIQO_NAMESPACE }, data: { CLUSTER_ID: id } });
   // deploy/liqo's RBAC: the gateway role (Liqo's controller-manager binds it to the gateway's
   // ServiceAccount, named like the gateway) and the fabric DaemonSet's own objects.
-  server.put(RBAC, 'clusterroles', yamlDocs('gateway-clusterrole.yaml')[0]!);
-  server.put(RBAC, 'clusterrolebindings', { apiVersion: RBAC, kind: 'ClusterRoleBinding', metadata: { name: `${ns}-${remote}` },
-    roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'weft-gateway' }, subjects: [{ kind: 'ServiceAccount', name: remote, namespace: ns }] });
-  for (const d of yamlDocs('fabric-daemonset.yaml')) {
-    if (d['kind'] === 'ClusterRole') server.put(RBAC, 'clusterroles', d);
-    if (d['kind'] === 'ClusterRoleBinding') server.put(RBAC, 'clusterrolebindings', d);
-  }
+  const server = await startLiqoApiServer({ clusterId: id, res, gateway: { namespace: ns, name: remote } });
+  const gw = gatewayObject(server, letter === 'a' ? 'server' : 'client', ns, remote);
   const sock = join(dir, `${letter}-api.sock`);
-  await hostRelay(server, sock);
+  relays.push(await hostRelay(server, sock));
   const keyDir = join(dir, `keys-${letter}`);
   rmSync(keyDir, { recursive: true, force: true });
   mkdirSync(keyDir);
@@ -156,52 +89,32 @@ async function startCluster(letter: Letter, keys: Record<Letter, { priv: string;
   return c;
 }
 
-function relayIn(c: Cluster, netns: string): void {
-  topo.spawnIn(netns, `relay-${netns}`, [process.execPath, '-e', NS_RELAY, c.sock], { lifetimeS: 400 });
-}
-
 /** A gateway replica: the pod Liqo renders from deploy/liqo's template, as a process in lqXg. */
 function startGateway(c: Cluster, replica: string): { pod: string; proc: Spawned } {
-  const file = c.letter === 'a' ? 'wireguard-server-template.yaml' : 'wireguard-client-template.yaml';
-  const wg = renderGatewayTemplate(yamlDocs(file)[0] as Parameters<typeof renderGatewayTemplate>[0], c.gw) as {
-    spec: { deployment: { spec: { template: { metadata: { labels: Record<string, string> }; spec: { serviceAccountName: string; containers: Container[] } } } } };
-  };
-  const tmpl = wg.spec.deployment.spec.template;
   const pod = `${c.remote}-${replica}`;
+  const cmd = gatewayPodCommand(c.letter === 'a' ? 'server' : 'client', c.gw, pod, 'worker-1');
   c.server.put('v1', 'pods', {
-    apiVersion: 'v1', kind: 'Pod', metadata: { name: pod, namespace: c.ns, labels: { ...tmpl.metadata.labels } },
-    spec: { nodeName: 'worker-1', serviceAccountName: tmpl.spec.serviceAccountName, containers: [{ name: 'gateway', image: 'weft' }] },
+    apiVersion: 'v1', kind: 'Pod', metadata: { name: pod, namespace: c.ns, labels: cmd.labels },
+    spec: { nodeName: 'worker-1', serviceAccountName: cmd.serviceAccount, containers: [{ name: 'gateway', image: 'weft' }] },
     status: { phase: 'Running', podIP: GW_POD_IP, hostIP: NODE_HOST_IP },
   });
-  const { args, env } = containerCommand(tmpl.spec.containers[0]!, { 'spec.nodeName': 'worker-1', 'metadata.name': pod }, {});
-  const argv = args.filter((a) => !a.startsWith('--metrics-listen='))
+  const argv = cmd.args.filter((a) => !a.startsWith('--metrics-listen='))
     .map((a) => (a.startsWith('--wireguard-key-dir=') ? `--wireguard-key-dir=${c.keyDir}` : a));
-  const kc = saKubeconfig(c, c.ns, tmpl.spec.serviceAccountName);
+  const kc = saKubeconfig(c.server, join(dir, `${c.letter}-${c.ns}-${cmd.serviceAccount}.kubeconfig`), c.ns, cmd.serviceAccount);
   const proc = topo.spawnIn(topo.ns(`${c.letter}g`), `gw-${pod}`, [process.execPath, WEFT_BIN, ...argv, `--kubeconfig=${kc}`, `--run-dir=${join(dir, `run-${pod}`)}`],
-    { lifetimeS: 400, env });
+    { lifetimeS: 400, env: cmd.env });
   procs.set(pod, proc);
   return { pod, proc };
 }
 
 /** The node agent the fabric DaemonSet runs on worker-1, as a process in lqXn (host network). */
 function startNodeAgent(c: Cluster): Spawned {
-  const ds = yamlDocs('fabric-daemonset.yaml').find((d) => d['kind'] === 'DaemonSet') as { spec: { template: { spec: { serviceAccountName: string; containers: Container[] } } } };
-  const spec = ds.spec.template.spec;
-  const pod = 'weft-fabric-w1';
-  const { args, env } = containerCommand(spec.containers[0]!, { 'spec.nodeName': 'worker-1', 'metadata.name': pod, 'status.hostIP': NODE_HOST_IP },
-    { 'liqo-clusterid-configmap/CLUSTER_ID': c.id });
-  const kc = saKubeconfig(c, LIQO_NAMESPACE, spec.serviceAccountName);
-  const proc = topo.spawnIn(topo.ns(`${c.letter}n`), `node-${c.letter}`, [process.execPath, WEFT_BIN, ...args, `--kubeconfig=${kc}`, `--run-dir=${join(dir, `run-node-${c.letter}`)}`],
-    { lifetimeS: 400, env });
+  const cmd = nodeAgentCommand(c.id, 'worker-1', 'weft-fabric-w1', NODE_HOST_IP);
+  const kc = saKubeconfig(c.server, join(dir, `${c.letter}-${LIQO_NAMESPACE}-${cmd.serviceAccount}.kubeconfig`), LIQO_NAMESPACE, cmd.serviceAccount);
+  const proc = topo.spawnIn(topo.ns(`${c.letter}n`), `node-${c.letter}`, [process.execPath, WEFT_BIN, ...cmd.args, `--kubeconfig=${kc}`, `--run-dir=${join(dir, `run-node-${c.letter}`)}`],
+    { lifetimeS: 400, env: cmd.env });
   procs.set(`node-${c.letter}`, proc);
   return proc;
-}
-
-/** The weft process under spawnIn's `timeout` (`ip netns exec` execs the command). */
-function weftPid(s: Spawned): number {
-  const kids = readFileSync(`/proc/${s.pid}/task/${s.pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number);
-  if (kids.length !== 1) throw new Error(`expected one child of ${s.pid}, found ${kids.length}`);
-  return kids[0]!;
 }
 
 /**
@@ -221,7 +134,7 @@ async function tcpTransfer(nsServer: string, nsClient: string): Promise<number> 
 
 const status = (c: Cluster) => c.server.getObject(NET, 'connections', c.ns, `gw-${c.remote}`)?.['status'] as { value?: string; latency?: { value?: string } } | undefined;
 const activeLabel = (c: Cluster, pod: string) => c.server.getObject('v1', 'pods', c.ns, pod)?.metadata.labels?.['networking.liqo.io/active'];
-const forbidden = (c: Cluster) => c.server.requests.filter((r) => r.status === 403).map((r) => `${r.method} ${r.path}`);
+const forbidden = (c: Cluster) => forbiddenRequests(c.server);
 const podNs = (l: Letter) => topo.ns(`${l}p`);
 const diag = (): string => [...procs].map(([n, p]) => `--- ${n}\n${p.output().slice(-1500)}`).join('\n');
 
@@ -259,8 +172,8 @@ describe.skipIf(skip !== null)('Liqo-shaped clusters: pod ⇄ pod through node a
     const cb = await startCluster('b', keys);
     const t0 = Date.now();
     for (const c of [ca, cb]) {
-      relayIn(c, topo.ns(`${c.letter}g`));
-      relayIn(c, topo.ns(`${c.letter}n`));
+      relayIn(topo, topo.ns(`${c.letter}g`), c.sock);
+      relayIn(topo, topo.ns(`${c.letter}n`), c.sock);
       startNodeAgent(c);
       startGateway(c, '1');
     }

@@ -32,8 +32,12 @@
  *   POD_IP/32 via the node's internal address per pod on that node (targetRef the pod).
  * Fabric IPAM allocations are taken in order from the internal CIDR (gateway first, then nodes).
  * Owner references are left out (the test server assigns uids when the objects are stored).
+ * The RouteConfigurations (and in Liqo mode, `liqoMode`, every RouteConfiguration and, from
+ * liqoFirewallConfigurations, every FirewallConfiguration of the peering) come from the one
+ * generator test/rules/liqo-peering-objects.ts, documented there against Liqo's source.
  */
 import { emptyResources, type LiqoResources } from '../../src/control/k8s/resources.js';
+import { fabricObjects, gatewayObjects, type PeeringSide as RulesSide } from '../rules/liqo-peering-objects.js';
 
 const NET = 'networking.liqo.io/v1beta1';
 const IPAM = 'ipam.liqo.io/v1alpha1';
@@ -61,6 +65,12 @@ export interface PeeringSide {
   gatewayPod: { ip: string; node: string };
   nodes: PeeringNode[];
   mtu?: number;
+  /**
+   * Liqo mode: also every RouteConfiguration of the peering (not only the two kinds Weft's own
+   * translation reads) and liqoFirewallConfigurations; the Helm MSS clamp value and ipam IP
+   * mappings (a non-pod `real` address exposed as `remapped` in the external CIDR, behind `node`).
+   */
+  liqoMode?: { mss: number; ipMappings?: { name: string; real: string; remapped: string; node: string }[] };
 }
 
 export const LIQO_NAMESPACE = 'liqo';
@@ -145,25 +155,34 @@ export function liqoPeeringSide(p: PeeringSide): LiqoResources {
     metadata: { name: `${fabricName}-${n.name}`, namespace: ns, labels: { 'networking.liqo.io/internal-fabric-name': fabricName, 'networking.liqo.io/internal-node-name': n.name } },
     spec: { id: i, internalFabricRef: { name: fabricName, namespace: ns }, internalNodeRef: { name: n.name } },
   }));
+  // Routes (and, in Liqo mode, every FirewallConfiguration): one generator, test/rules/liqo-peering-objects.ts.
+  const side = rulesSide(p);
+  const names = new Set([`${fabricName}-node-gw`, ...p.nodes.map((n) => `${n.name}-gw-node`)]);
+  const routes = [...fabricObjects(side).routes, ...gatewayObjects(side).routes].filter((o) => p.liqoMode !== undefined || names.has(nameOf(o)));
   // Liqo's routes carry fields Weft's reduced types leave out (scope, targetRef): typed loosely.
-  const routes: unknown[] = [
-    {
-      apiVersion: NET, kind: 'RouteConfiguration',
-      metadata: { name: `${fabricName}-node-gw`, namespace: ns, labels: { 'networking.liqo.io/route-category': 'fabric' } },
-      spec: { table: { name: `${fabricName}-node-gw`, rules: [
-        { dst: `${gwInternal}/32`, routes: [{ dst: `${gwInternal}/32`, dev: fabricIf, scope: 'link' }] },
-        ...[...remoteCIDRs].sort().map((c) => ({ dst: c, routes: [{ dst: c, gw: gwInternal }] })),
-      ] } },
-    },
-    ...p.nodes.map((n, i) => ({
-      apiVersion: NET, kind: 'RouteConfiguration',
-      metadata: { name: `${n.name}-gw-node`, namespace: LIQO_NAMESPACE, labels: { 'networking.liqo.io/route-category': 'gateway', 'networking.liqo.io/route-subcategory': 'fabric' } },
-      spec: { table: { name: n.name, rules: [
-        { dst: `${internalAddress(i + 1)}/32`, routes: [{ dst: `${internalAddress(i + 1)}/32`, dev: ifName(`node-${p.local}-${n.name}`), scope: 'link' }] },
-        { iif: 'liqo-tunnel', routes: n.pods.map((pod) => ({ dst: `${pod.ip}/32`, gw: internalAddress(i + 1), targetRef: { kind: 'Pod', name: pod.name, namespace: 'default' } })) },
-      ] } },
-    })),
-  ];
   r.routeConfigurations = routes as LiqoResources['routeConfigurations'];
   return r;
+}
+
+const nameOf = (o: Record<string, unknown>): string => (o['metadata'] as { name: string }).name;
+
+/** This side as the FirewallConfiguration/RouteConfiguration generator sees it. */
+export function rulesSide(p: PeeringSide): RulesSide {
+  return {
+    cfg: p.remote, remoteId: p.remote, namespace: tenantNamespace(p.remote), liqoNamespace: LIQO_NAMESPACE, mode: p.side,
+    remotePod: { real: POD_CIDR, remapped: REMAPPED_POD_CIDR }, remoteExt: { real: EXTERNAL_CIDR, remapped: REMAPPED_EXTERNAL_CIDR },
+    nodes: p.nodes.map((n, i) => ({ name: n.name, internalIP: internalAddress(i + 1), gatewayIf: ifName(`node-${p.local}-${n.name}`), pods: n.pods.map((x) => x.ip), podNames: n.pods.map((x) => x.name) })),
+    mss: p.liqoMode?.mss ?? 1300, localPod: POD_CIDR, localExt: EXTERNAL_CIDR,
+    ...(p.liqoMode?.ipMappings !== undefined ? { ipMappings: p.liqoMode.ipMappings } : {}),
+    gatewayInternalIP: internalAddress(0), nodeSideIf: ifName(`fabric-${p.local}-${p.remote}`),
+  };
+}
+
+/**
+ * Liqo mode (`weft k8s --liqo-firewall`): every FirewallConfiguration Liqo's controllers (and
+ * its Helm chart) create in this cluster for the peering, gateway and fabric categories.
+ */
+export function liqoFirewallConfigurations(p: PeeringSide): Record<string, unknown>[] {
+  const side = rulesSide(p);
+  return [...gatewayObjects(side).firewall, ...fabricObjects(side).firewall];
 }

@@ -52,6 +52,11 @@
  *   link, each remote CIDR → gw the gateway's internal IP;
  * - a user's FirewallConfiguration (not Liqo's): a forward filter chain dropping one TCP port,
  *   labelled category gateway + unique remote id so the gateway for that peer selects it.
+ * Namespaces: the per-peer objects live in the tenant namespace (`namespace`: remap, `-gw-ext`,
+ * masquerade bypass, `-node-gw`: the Configuration's / InternalFabric's); what the
+ * controller-manager makes per node in its own namespace (`liqoNamespace`, opts.Namespace in
+ * route/pod_k8s.go and internalnode_k8s.go: `-gw-node`, `-extcidr`, service-nodeport-routing),
+ * as the Helm MSS clamp (no namespace: the release's); an ip-mapping in its IP's namespace.
  * Interface names: liqo-tunnel (pkg/gateway/tunnel/const.go), `liqo.` + 10 random characters
  * for Geneve (internal-network/interface.go), the default interface eth0.
  */
@@ -71,6 +76,8 @@ export interface PeeringNode {
   /** InternalNode .spec.interface.gateway.name (the node's Geneve interface on the gateway). */
   readonly gatewayIf: string;
   readonly pods: readonly string[];
+  /** The pods' names (the `-gw-node` routes' targetRef, as Liqo sets it), when known. */
+  readonly podNames?: readonly string[];
 }
 
 export interface PeeringSide {
@@ -94,11 +101,11 @@ export interface PeeringSide {
   readonly ipMappings?: readonly { readonly name: string; readonly real: string; readonly remapped: string; readonly node: string; readonly masquerade?: boolean }[];
   /** The active gateway pod (its IP and node): Liqo's gw-masquerade-bypass for that node (undefined: none generated). */
   readonly gatewayPod?: { readonly ip: string; readonly node: string };
-  /** The Liqo namespace (gw-masquerade-bypass objects live there). Default 'liqo'. */
-  readonly liqoNamespace?: string;
   /** The gateway's internal IP (InternalFabric .spec.interface.gateway.ip) and the node-side Geneve interface name. */
   readonly gatewayInternalIP: string;
   readonly nodeSideIf: string;
+  /** Liqo's own namespace (default: `namespace`); see the file header. */
+  readonly liqoNamespace?: string;
 }
 
 /** GetUnknownSourceIP: the external CIDR's first (network) address. */
@@ -128,25 +135,32 @@ function remap(s: PeeringSide, kind: 'podcidr' | 'externalcidr'): Obj {
   };
 }
 
+/**
+ * A user's FirewallConfiguration (not Liqo's) dropping TCP destination `port` in the forward
+ * hook, labelled gateway + unique remote id so the gateway for that peer selects it.
+ */
+export function userDropPort(s: PeeringSide, port: number): Obj {
+  return {
+    ...meta('FirewallConfiguration', 'user-drop-port', s.namespace, { 'networking.liqo.io/firewall-category': 'gateway', 'networking.liqo.io/firewall-unique': s.remoteId }),
+    spec: { table: { name: 'user-drop-port', family: 'IPV4', chains: [{ name: 'drop-port', type: 'filter', hook: 'forward', policy: 'accept', priority: 0, rules: { filterRules: [
+      { name: `drop-tcp-${port}`, counter: true, action: 'drop', match: [{ op: 'eq', proto: { value: 'tcp' }, port: { position: 'dst', value: String(port) } }] },
+    ] } }] } },
+  };
+}
+
 /** Every FirewallConfiguration / RouteConfiguration of the gateway category for this side. */
 export function gatewayObjects(s: PeeringSide): { firewall: Obj[]; routes: Obj[] } {
+  const liqoNs = s.liqoNamespace ?? s.namespace;
   const firewall: Obj[] = [remap(s, 'podcidr'), remap(s, 'externalcidr'), {
-    ...meta('FirewallConfiguration', 'gw-mss-clamping', s.namespace, { 'networking.liqo.io/firewall-category': 'gateway', 'networking.liqo.io/firewall-subcategory': 'all-gateways' }),
+    ...meta('FirewallConfiguration', 'gw-mss-clamping', liqoNs, { 'networking.liqo.io/firewall-category': 'gateway', 'networking.liqo.io/firewall-subcategory': 'all-gateways' }),
     spec: { table: { name: 'mss-clamping', family: 'IPV4', chains: [{ name: 'mss-clamping', type: 'filter', hook: 'forward', policy: 'accept', priority: 0, rules: { filterRules: [
       { name: 'mss-clamping-out', counter: false, action: 'tcpmssclamp', value: String(s.mss), match: [{ op: 'eq', dev: { position: 'out', value: TUNNEL_IF }, proto: { value: 'tcp' } }] },
     ] } }] } },
   }];
-  if (s.dropPort !== undefined) {
-    firewall.push({
-      ...meta('FirewallConfiguration', 'user-drop-port', s.namespace, { 'networking.liqo.io/firewall-category': 'gateway', 'networking.liqo.io/firewall-unique': s.remoteId }),
-      spec: { table: { name: 'user-drop-port', family: 'IPV4', chains: [{ name: 'drop-port', type: 'filter', hook: 'forward', policy: 'accept', priority: 0, rules: { filterRules: [
-        { name: `drop-tcp-${s.dropPort}`, counter: true, action: 'drop', match: [{ op: 'eq', proto: { value: 'tcp' }, port: { position: 'dst', value: String(s.dropPort) } }] },
-      ] } }] } },
-    });
-  }
+  if (s.dropPort !== undefined) firewall.push(userDropPort(s, s.dropPort));
   const unknown = unknownSourceIP(s.localExt);
   firewall.push({
-    ...meta('FirewallConfiguration', 'service-nodeport-routing', s.namespace, { 'networking.liqo.io/firewall-category': 'gateway', 'networking.liqo.io/firewall-subcategory': 'fabric' }),
+    ...meta('FirewallConfiguration', 'service-nodeport-routing', liqoNs, { 'networking.liqo.io/firewall-category': 'gateway', 'networking.liqo.io/firewall-subcategory': 'fabric' }),
     spec: { table: { name: 'service-nodeport-routing', family: 'IPV4', chains: [
       { name: 'mark-to-conntrack', type: 'filter', hook: 'forward', priority: 0, policy: 'accept', rules: { filterRules: s.nodes.map((n, i) => (
         { name: n.name, counter: false, action: 'ctmark', value: String(i + 1), match: [eq(ip('src', unknown)), eq(dev('in', n.gatewayIf))] })) } },
@@ -172,19 +186,20 @@ export function gatewayObjects(s: PeeringSide): { firewall: Obj[]; routes: Obj[]
   }];
   for (const n of s.nodes) {
     routes.push({
-      ...meta('RouteConfiguration', `${n.name}-gw-node`, s.namespace, { 'networking.liqo.io/route-category': 'gateway', 'networking.liqo.io/route-subcategory': 'fabric' }),
+      ...meta('RouteConfiguration', `${n.name}-gw-node`, liqoNs, { 'networking.liqo.io/route-category': 'gateway', 'networking.liqo.io/route-subcategory': 'fabric' }),
       spec: { table: { name: n.name, rules: [
         { dst: `${n.internalIP}/32`, routes: [{ dst: `${n.internalIP}/32`, dev: n.gatewayIf, scope: 'link' }] },
-        { iif: TUNNEL_IF, routes: n.pods.map((p) => ({ dst: `${p}/32`, gw: n.internalIP })) },
+        { iif: TUNNEL_IF, routes: n.pods.map((p, i) => ({ dst: `${p}/32`, gw: n.internalIP,
+          ...(n.podNames?.[i] !== undefined ? { targetRef: { kind: 'Pod', name: n.podNames[i], namespace: 'default' } } : {}) })) },
       ] } },
     }, {
-      ...meta('RouteConfiguration', `${n.name}-extcidr`, s.namespace, { 'networking.liqo.io/route-category': 'gateway', 'networking.liqo.io/route-subcategory': 'fabric-node', 'networking.liqo.io/route-unique': n.name }),
+      ...meta('RouteConfiguration', `${n.name}-extcidr`, liqoNs, { 'networking.liqo.io/route-category': 'gateway', 'networking.liqo.io/route-subcategory': 'fabric-node', 'networking.liqo.io/route-unique': n.name }),
       spec: { table: { name: `${n.name}-extcidr`, rules: [
         { dst: s.remotePod.remapped, iif: TUNNEL_IF, routes: [{ dst: s.remotePod.remapped, dev: n.gatewayIf, gw: n.internalIP }] },
         { iif: TUNNEL_IF, routes: (s.ipMappings ?? []).map((m) => ({ dst: `${m.real}/32`, dev: n.gatewayIf, gw: n.internalIP })) },
       ] } },
     }, {
-      ...meta('RouteConfiguration', `${n.name}-service-nodeport-routing`, s.namespace, { 'networking.liqo.io/route-category': 'gateway', 'networking.liqo.io/route-subcategory': 'fabric' }),
+      ...meta('RouteConfiguration', `${n.name}-service-nodeport-routing`, liqoNs, { 'networking.liqo.io/route-category': 'gateway', 'networking.liqo.io/route-subcategory': 'fabric' }),
       spec: { table: { name: `${n.name}-service-nodeport-routing`, rules: [
         { fwmark: s.nodes.indexOf(n) + 1, dst: `${unknown}/32`, routes: [{ dst: `${unknown}/32`, dev: n.gatewayIf, gw: n.internalIP }] },
       ] } },
@@ -212,7 +227,7 @@ export function fabricObjects(s: PeeringSide): { firewall: Obj[]; routes: Obj[] 
     const g = s.gatewayPod;
     const name = `${g.node}-gw-masquerade-bypass`;
     firewall.push({
-      ...meta('FirewallConfiguration', name, s.liqoNamespace ?? 'liqo', { 'networking.liqo.io/firewall-category': 'fabric', 'networking.liqo.io/firewall-subcategory': 'single-node', 'networking.liqo.io/firewall-unique': g.node, 'networking.liqo.io/gateway-masquerade-bypass': 'true' }),
+      ...meta('FirewallConfiguration', name, s.liqoNamespace ?? s.namespace, { 'networking.liqo.io/firewall-category': 'fabric', 'networking.liqo.io/firewall-subcategory': 'single-node', 'networking.liqo.io/firewall-unique': g.node, 'networking.liqo.io/gateway-masquerade-bypass': 'true' }),
       spec: { table: { name, family: 'IPV4', chains: [{ name: 'pre-postrouting', type: 'nat', hook: 'postrouting', priority: 99, policy: 'accept', rules: { natRules: [
         { name: `gw-${s.cfg}`, natType: 'snat', to: g.ip, match: [{ op: 'eq', ip: { position: 'src', value: g.ip }, port: { position: 'dst', value: String(GENEVE_PORT) }, proto: { value: 'udp' } }], targetRef: { kind: 'Pod', name: `gw-${s.cfg}`, namespace: s.namespace } },
       ] } }] } },

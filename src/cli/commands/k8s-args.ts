@@ -41,9 +41,10 @@ Runs Weft from Liqo's Kubernetes resources (networking.liqo.io, ipam.liqo.io): a
                             between the tunnel addresses 169.254.18.1/.2 every 2 s, as Liqo);
                             then Connected = recent handshake. --conncheck: the default
   --liqo-firewall           Liqo mode: enforce Liqo's FirewallConfigurations (every chain,
-                            filter and nat) and RouteConfigurations, selected with Liqo's
-                            labels (gateway: cmd/gateway's; node: cmd/fabric's for this
-                            node); the gateway's own remap/masquerade NAT is switched off
+                            filter and nat) and RouteConfigurations of every namespace,
+                            selected with Liqo's labels (gateway: cmd/gateway's; node:
+                            cmd/fabric's for this node); the gateway's own remap/masquerade
+                            NAT is switched off
   --status-interval SEC     Connection status refresh (default 10)
   --instance NAME           instance name for "weft show" (default: k8s-ROLE; without --mode,
                             --name NAME is accepted for it too)

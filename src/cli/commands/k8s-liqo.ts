@@ -5,10 +5,14 @@
  * interface.go) and its peers' in-tunnel addresses as the gw of Liqo's external routes.
  */
 import { fabricFirewallSelectors, fabricRouteSelectors } from '../../control/k8s/firewall-watch.js';
+import type { NodeConfig } from '../../control/config.js';
 import type { InternalNode, LiqoResources } from '../../control/k8s/resources.js';
 import type { Gateway } from '../../gateway/gateway.js';
 import type { GeneveTunnel } from '../../geneve/table.js';
 import { ipToNumber } from '../../rules/model.js';
+import type { RouteConfigSpec } from '../../rules/routes.js';
+import { fabricRouteDestinations } from '../../rules/steering.js';
+import { formatPrefix, parsePrefix } from '../../packet/addr.js';
 import type { SteerTarget } from './k8s-rules.js';
 
 export function gatewaySteerTarget(gw: Gateway, internalNodes: () => readonly InternalNode[]): SteerTarget<GeneveTunnel> {
@@ -41,4 +45,32 @@ export function gatewaySteerTarget(gw: Gateway, internalNodes: () => readonly In
 export function nodeRulesOptions(nodeName: string, res: LiqoResources | undefined): { nodeName: string; selectors: { firewall: string[]; routes: string[] }; devices: { node: string } | undefined } {
   const dev = res?.internalFabrics.map((f) => f.spec?.interface?.node?.name).find((n): n is string => typeof n === 'string' && n !== '');
   return { nodeName, selectors: { firewall: fabricFirewallSelectors(nodeName), routes: fabricRouteSelectors() }, devices: dev === undefined ? undefined : { node: dev } };
+}
+
+/**
+ * Liqo mode, node role: what each gateway carries comes from the fabric RouteConfigurations, not
+ * from InternalFabric.spec.remoteCIDRs — a gateway's remoteCIDRs (the node kernel's routes into
+ * the TUN and the agent's choice of Geneve tunnel) become the destinations routed towards it:
+ * via its internal address, or out of its InternalFabric's node-side interface (`nodeDevs`:
+ * gateway name = InternalFabric name → interface). Its own internal address (always routed, the
+ * tunnel's far end) is left out. Before any RouteConfiguration arrives a gateway carries nothing.
+ */
+export function liqoNodeConfig(cfg: NodeConfig, specs: readonly RouteConfigSpec[], nodeDevs: ReadonlyMap<string, string>): NodeConfig {
+  const gateways = cfg.node.gateways.map((g) => {
+    const dev = nodeDevs.get(g.name);
+    const self = formatPrefix(parsePrefix(`${g.gatewayInternalAddress}/${g.gatewayInternalAddress.includes(':') ? 128 : 32}`));
+    const remoteCIDRs = fabricRouteDestinations(specs, new Set(dev === undefined ? [] : [dev]), new Set([g.gatewayInternalAddress])).filter((c) => c !== self);
+    return { ...g, remoteCIDRs };
+  });
+  return { ...cfg, node: { ...cfg.node, gateways } };
+}
+
+/** InternalFabric name → its node-side interface name (.spec.interface.node.name), for liqoNodeConfig. */
+export function fabricNodeDevices(res: LiqoResources | undefined): Map<string, string> {
+  const m = new Map<string, string>();
+  for (const f of res?.internalFabrics ?? []) {
+    const dev = f.spec?.interface?.node?.name;
+    if (f.metadata?.name !== undefined && typeof dev === 'string' && dev !== '') m.set(f.metadata.name, dev);
+  }
+  return m;
 }

@@ -42,7 +42,8 @@ import { getCryptoBackend, parseCryptoBackendName } from '../../crypto/select.js
 import { EXIT_OK, fail, parseArgs, type CliIo } from './common.js';
 import { K8S_HELP, K8S_SPEC, loadKubeConfig, parseK8sArgs, type K8sSettings } from './k8s-args.js';
 import { NodeFabric } from './k8s-fabric.js';
-import { gatewaySteerTarget, nodeRulesOptions } from './k8s-liqo.js';
+import { fabricNodeDevices, gatewaySteerTarget, liqoNodeConfig, nodeRulesOptions } from './k8s-liqo.js';
+import type { RouteConfigSpec } from '../../rules/routes.js';
 import { startGatewayRules, type GatewayRules } from './k8s-rules.js';
 import { errText, Runtime } from './runtime.js';
 
@@ -116,6 +117,8 @@ export class K8sMode {
   private privateKey: string | undefined;
   /** Connection key (namespace/name) → key of the gateway object it reports on. */
   private readonly connToGateway = new Map<string, string>();
+  /** Liqo mode, node role: the fabric RouteConfigurations in force (see shaped()). */
+  private liqoNodeSpecs: readonly RouteConfigSpec[] = [];
   /** Serialises data-plane changes (config updates and leadership changes). */
   private chain: Promise<void> = Promise.resolve();
 
@@ -295,12 +298,17 @@ export class K8sMode {
 
   private async activate(): Promise<void> {
     if (this.stopped || !this.leading || this.runtime.active || this.latest === null) return;
-    await this.runtime.startDataPlane(this.latest);
+    await this.runtime.startDataPlane(this.shaped(this.latest));
     await this.startLiqoFirewall();
     await this.labelPod(true);
     await this.startStatus();
   }
 
+  /**
+   * Liqo mode's objects are watched in every namespace whatever --namespace says: Liqo's gateway
+   * and fabric managers watch cluster-wide, and Liqo puts the per-node routes, the Helm MSS
+   * clamp and service-nodeport-routing in its own namespace, not the tenant's.
+   */
   private async startLiqoFirewall(): Promise<void> {
     if (!this.s.liqoFirewall) return;
     const agent = this.runtime.nodeAgent();
@@ -316,8 +324,13 @@ export class K8sMode {
       this.runtime.setFabric(() => fabric.status());
       this.liqoRules = await startGatewayRules({ ...nodeRulesOptions(this.s.nodeName, this.watcher?.snapshot()), kubeConfig: this.kc, router: agent, remoteClusterIds: undefined,
         splitFirewall: (fw, rt) => fabric.split(fw, rt),
-        onRoutes: (specs) => fabric.routes(specs),
-        ...(this.s.namespace !== undefined ? { namespace: this.s.namespace } : {}),
+        onRoutes: (specs) => {
+          // Liqo's tables and rules in the node's kernel (k8s-fabric.ts).
+          fabric.routes(specs);
+          // The gateways' remoteCIDRs follow the routes (liqoNodeConfig): re-apply the configuration.
+          this.liqoNodeSpecs = specs;
+          this.enqueue(() => (this.latest === null ? Promise.resolve() : this.update(this.latest)));
+        },
         onProblem: (p) => this.runtime.setProblem('liqo-firewall', p),
         onObjectProblem: (obj, message) => { void this.objectEvent(obj as K8sObject, message); },
         onError: (e) => this.log.warn({ err: errText(e) }, 'liqo firewall watch'),
@@ -330,7 +343,6 @@ export class K8sMode {
     this.liqoRules = await startGatewayRules({
       kubeConfig: this.kc, router: gw.router, remoteClusterIds: this.s.remoteClusterIds, nodeName: this.s.nodeName ?? '',
       steer: gatewaySteerTarget(gw, () => this.watcher?.snapshot().internalNodes ?? []),
-      ...(this.s.namespace !== undefined ? { namespace: this.s.namespace } : {}),
       onProblem: (p) => this.runtime.setProblem('liqo-firewall', p),
       onObjectProblem: (obj, message) => { void this.objectEvent(obj as K8sObject, message); },
       onError: (e) => this.log.warn({ err: errText(e) }, 'liqo firewall watch'),
@@ -358,8 +370,15 @@ export class K8sMode {
     if (was) await this.labelPod(false);
   }
 
-  private async update(next: WeftConfig): Promise<void> {
+  /** Liqo mode, node role: the gateways carry what the fabric RouteConfigurations route to them (liqoNodeConfig). */
+  private shaped(cfg: WeftConfig): WeftConfig {
+    if (!this.s.liqoFirewall || cfg.role !== 'node') return cfg;
+    return liqoNodeConfig(cfg, this.liqoNodeSpecs, fabricNodeDevices(this.watcher?.snapshot()));
+  }
+
+  private async update(translated: WeftConfig): Promise<void> {
     if (this.stopped || !this.runtime.active) return;
+    const next = this.shaped(translated);
     const cur = this.runtime.current;
     if (cur === null) return;
     const ops = diffConfig(cur, next);

@@ -356,7 +356,10 @@ export class Runtime {
         tunnels: st.tunnels.map((t) => ({ vni: t.vni, name: t.name, remoteUnderlay: t.remoteUnderlay, rxPackets: t.rxPackets, txPackets: t.txPackets, drops: t.drops })),
       },
       ...(st.offloads === null ? {} : { offloads: st.offloads }),
-      nat: { entries: gw.natEntries() },
+      nat: (() => {
+        const n = gw.nat.stats();
+        return { entries: n.conntrack.entries, forwarded: n.forwarded, replies: n.replies, mssClamped: n.mssClamped };
+      })(),
       forwarding: {
         in: { ...st.routed },
         out: { toNodes: st.forwarded.toGeneve, toHost: st.forwarded.toTun, toPeers: st.forwarded.toWireguard },

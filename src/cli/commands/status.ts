@@ -70,7 +70,12 @@ export interface WeftStatus {
   geneve: { port: number; tunnels: WeftTunnelStatus[] };
   /** Offloads in effect on the local TUN and the Geneve UDP socket (false: off or refused by the kernel). */
   offloads?: { tun: { csum: boolean; tso: boolean; uso: boolean }; geneve: { gso: boolean; gro: boolean } };
-  nat?: { entries: number };
+  /**
+   * Gateway: Weft's built-in remap/masquerade NAT — conntrack entries, packets it translated
+   * (forwarded out, replies back) and SYNs whose MSS it clamped. All stay 0 in Liqo mode
+   * (--liqo-firewall), where the FirewallConfigurations' chains translate instead.
+   */
+  nat?: { entries: number; forwarded?: number; replies?: number; mssClamped?: number };
   /** Gateway: packets into its router by input, and out of it by output (the rest are route_/nat_ drops). */
   forwarding?: {
     in: { fromNodes: number; fromHost: number; fromPeers: number };
@@ -139,7 +144,7 @@ export function formatStatus(st: WeftStatus, now: number): string {
   }
   lines.push(`  geneve port: ${st.geneve.port}`);
   if (st.offloads !== undefined) lines.push(`  offloads: tun ${onOff(st.offloads.tun)}, geneve udp ${onOff(st.offloads.geneve)}`);
-  if (st.nat !== undefined) lines.push(`  nat entries: ${st.nat.entries}`);
+  if (st.nat !== undefined) lines.push(`  nat entries: ${st.nat.entries}${st.nat.forwarded !== undefined ? `, forwarded ${st.nat.forwarded}, replies ${st.nat.replies ?? 0}, mss clamped ${st.nat.mssClamped ?? 0}` : ''}`);
   for (const e of st.errors ?? []) {
     const [first, ...rest] = e.message.split('\n');
     lines.push(`  error (${e.topic}, since ${formatDuration((now - Date.parse(e.since)) / 1000)} ago): ${first}`);
