@@ -28,6 +28,7 @@ const SIDE: PeeringSide = {
   mss: 1300, localPod: '10.0.0.0/16', localExt: '10.70.0.0/16', gatewayInternalIP: '10.80.0.1', nodeSideIf: NODE_IF,
   ipMappings: [{ name: 'db', real: '192.168.50.2', remapped: '10.70.0.5', node: 'worker', masquerade: true }],
   gatewayPod: { ip: '10.0.1.5', node: 'worker' },
+  liqoNamespace: 'liqo',
 };
 
 const fabricFw = (s: PeeringSide, node: string): Record<string, unknown>[] => fabricObjects(s).firewall.filter((o) => fabricFirewallSelectors(node).some((x) => selects(x, o)));
