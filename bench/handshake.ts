@@ -24,6 +24,7 @@ import { handshake, makePair } from './wireguard.js';
 function backendByName(name: string): CryptoBackend {
   if (name === 'openssl') return createOpensslBackend();
   if (name === 'openssl-evpx25519') return createOpensslBackend({ nativeX25519: false });
+  if (name === 'openssl-ladder') return createOpensslBackend({ nativeX25519: 'ladder' });
   if (name === 'node') return createNodeBackend();
   if (name === 'openssl-evphash' || name === 'openssl-keyobject') {
     // The openssl backend with EVP hashing instead of the native addon (step 1 of issue 13), and
@@ -70,13 +71,16 @@ function median(xs: number[]): number {
  * machine hits all of them alike; rates are per round, ratios are within a round, and the
  * table shows medians over rounds.
  */
-export async function runHandshakeBench(timeMs = 600, rounds = 5, names = ['openssl', 'openssl-evpx25519', 'openssl-evphash', 'node']): Promise<string> {
+export async function runHandshakeBench(timeMs = 600, rounds = 5, names = ['openssl', 'openssl-ladder', 'openssl-evpx25519', 'node']): Promise<string> {
   const a = generateKeyPairSync('x25519');
   const b = generateKeyPairSync('x25519');
   const anchor = (): void => { diffieHellman({ privateKey: a.privateKey, publicKey: b.publicKey }); };
   const tasks: [string, () => void][] = [['anchor', anchor]];
+  const impls = new Map<string, string>();
   for (const n of names) {
-    const p = makePair(backendByName(n));
+    const backend = backendByName(n);
+    impls.set(n, backend.x25519Impl ?? `${backend.name} backend default`);
+    const p = makePair(backend);
     for (let i = 0; i < 50; i++) handshake(p); // warm up
     tasks.push([n, () => handshake(p)]);
   }
@@ -104,7 +108,7 @@ export async function runHandshakeBench(timeMs = 600, rounds = 5, names = ['open
     '', `${'task'.padEnd(40)}${'ops/s'.padStart(10)}${'x anchor'.padStart(10)}`,
     `${'anchor node:crypto X25519 dh'.padEnd(40)}${median(anchors).toFixed(0).padStart(10)}${'1.000'.padStart(10)}`];
   for (const n of names) {
-    lines.push(`${`${n} handshake (Device API)`.padEnd(40)}${median(rates.get(n)!).toFixed(0).padStart(10)}${median(ratios.get(n)!).toFixed(3).padStart(10)}`);
+    lines.push(`${`${n} handshake (Device API)`.padEnd(40)}${median(rates.get(n)!).toFixed(0).padStart(10)}${median(ratios.get(n)!).toFixed(3).padStart(10)}   X25519: ${impls.get(n)}`);
   }
   return lines.join('\n');
 }
@@ -113,10 +117,21 @@ if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.a
   const [mode, name = 'openssl', count = '3000'] = process.argv.slice(2);
   if (mode === 'loop') {
     // For --cpu-prof: a fixed number of handshakes and nothing else.
-    const p = makePair(backendByName(name));
+    // CPU time (user + system of this process) per handshake: the "one core" figure of issue 13
+    // (4,000/s on one core = 250 us of CPU each), less sensitive to other load than wall time.
+    const backend = backendByName(name);
+    const p = makePair(backend);
+    console.log(`${name}: X25519 ${backend.x25519Impl ?? `${backend.name} backend default`}`);
+    for (let i = 0; i < 200; i++) handshake(p); // warm up
+    const n = Number(count);
     const t0 = performance.now();
-    for (let i = 0; i < Number(count); i++) handshake(p);
-    console.log(`${name}: ${count} handshakes, ${((Number(count) * 1000) / (performance.now() - t0)).toFixed(0)}/s`);
+    const c0 = process.cpuUsage();
+    for (let i = 0; i < n; i++) handshake(p);
+    const c = process.cpuUsage(c0);
+    const wall = performance.now() - t0;
+    const cpuUs = (c.user + c.system) / n;
+    console.log(`${name}: ${n} handshakes, ${((n * 1000) / wall).toFixed(0)}/s wall, ${cpuUs.toFixed(1)} us CPU each`
+      + ` (${(1e6 / cpuUs).toFixed(0)}/s per core)`);
   } else {
     runHandshakeBench(600, 5, mode === undefined ? undefined : [mode]).then((t) => console.log(t), (e) => { console.error(e); process.exitCode = 1; });
   }

@@ -10,7 +10,9 @@
  * TypeError/RangeError in JS). Outputs may alias inputs: all input is absorbed before output is
  * written. Stack scratch holding key material is wiped before returning. No allocation.
  */
+#include <dlfcn.h>
 #include <node_api.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
@@ -156,6 +158,114 @@ static void hmac(uint8_t *out, const uint8_t *key, size_t keylen, const uint8_t 
   wipe(inner, sizeof inner);
 }
 
+/* ---- X25519 selection ----------------------------------------------------------------------- */
+/*
+ * OpenSSL's own ossl_x25519 (crypto/ec/curve25519.c), exported by Node's binary: on x86-64 with
+ * BMI2+ADX it runs its radix-2^64 mulx/adcx/adox assembly (x25519_fe64_*), else its radix-2^51
+ * code; ~1.3x weft_x25519's C ladder here (bench/RESULTS.md, "Handshakes, issue 13 second pass").
+ * It is not a public API, so it is found with dlsym(RTLD_DEFAULT) at load, used only after it
+ * agrees with RFC 7748 (§5.2, §6.1), refuses low-order points, and equals weft_x25519 on 64
+ * pseudo-random (scalar, u) pairs; otherwise weft_x25519 stays (x25519Impl says which).
+ * Signature and contract (OpenSSL 1.1.0-3.x): int ossl_x25519(out, private_key, peer_public)
+ * clamps the scalar, returns 0 when the result is all zeros, 1 otherwise.
+ */
+typedef int (*ossl_x25519_fn)(uint8_t out[32], const uint8_t scalar[32], const uint8_t u[32]);
+static ossl_x25519_fn ossl_dh;
+static const char *x25519_impl = "weft radix-2^51 ladder (native/weft_x25519.c)";
+static const char *x25519_reason = "not probed";
+
+/* out := X25519(scalar, u) with the selected implementation; 0 when all zeros (out zeroed). */
+static int x25519_dh(uint8_t out[32], const uint8_t scalar[32], const uint8_t u[32]) {
+  int ok = ossl_dh != NULL ? ossl_dh(out, scalar, u) : weft_x25519(out, scalar, u);
+  if (!ok) memset(out, 0, 32);
+  return ok != 0;
+}
+
+static void unhex(uint8_t *out, const char *h) {
+  for (int i = 0; i < 32; i++) {
+    int v = 0;
+    for (int j = 0; j < 2; j++) {
+      char c = h[2 * i + j];
+      v = (v << 4) | (c <= '9' ? c - '0' : c - 'a' + 10);
+    }
+    out[i] = (uint8_t)v;
+  }
+}
+
+/* 1 when f(scalar, u) == expected (hex) and reports success. */
+static int kat(ossl_x25519_fn f, const char *k, const char *u, const char *want) {
+  uint8_t kb[32], ub[32], wb[32], out[32];
+  unhex(kb, k);
+  unhex(ub, u);
+  unhex(wb, want);
+  return f(out, kb, ub) == 1 && memcmp(out, wb, 32) == 0;
+}
+
+static const char *probe_ossl(ossl_x25519_fn f) {
+  if (!kat(f, "a546e36bf0527c9d3b16154b82465edd62144c0ac1fc5a18506a2244ba449ac4",
+           "e6db6867583030db3594c1a424b15f7c726624ec26b3353b10a903a6d0ab1c4c",
+           "c3da55379de9c6908e94ea4df28d084f32eccf03491c71f754b4075577a28552")
+      || !kat(f, "4b66e9d4d1b4673c5ad22691957d6af5c11b6421e0ea01d42ca4169e7918ba0d",
+              "e5210f12786811d3f4b7959d0538ae2c31dbe7106fc03c3efc4cd549c715a493",
+              "95cbde9476e8907d7aade45cb4b873f88b595a68799fa152e6f8f7647aac7957")
+      || !kat(f, "0900000000000000000000000000000000000000000000000000000000000000",
+              "0900000000000000000000000000000000000000000000000000000000000000",
+              "422c8e7a6227d7bca1350b3e2bb7279f7897b87bb6854b783c60e80311ae3079"))
+    return "ossl_x25519 disagrees with RFC 7748 §5.2";
+  if (!kat(f, "77076d0a7318a57d3c16c17251b26645df4c2f87ebc0992ab177fba51db92c2a",
+           "de9edb7d7b7dc1b4d35b61c2ece435373f8343c85b78674dadfc7e146f882b4f",
+           "4a5d9d5ba4ce2de1728e3bf480350f25e07e21c947d19e3376f09b3c1e161742")
+      || !kat(f, "5dab087e624a8a4b79e17f8b83800ee66f3bb1292618b6fd1c2f8b27ff88e0eb",
+              "8520f0098930a754748b7ddcb43ef75a0dbf3a0d26381af4eba4a98eaa9b4e6a",
+              "4a5d9d5ba4ce2de1728e3bf480350f25e07e21c947d19e3376f09b3c1e161742"))
+    return "ossl_x25519 disagrees with RFC 7748 §6.1";
+  /* Low-order u (0, 1, an order-8 point): must report an all-zero result. */
+  static const char *const low[] = {
+    "0000000000000000000000000000000000000000000000000000000000000000",
+    "0100000000000000000000000000000000000000000000000000000000000000",
+    "e0eb7a7c3b41b8ae1656e3faf19fc46ada098deb9c32b1fd866205165f49b800",
+  };
+  uint8_t k[32], u[32], a[32], b[32];
+  memset(k, 0x5a, 32);
+  for (int i = 0; i < 3; i++) {
+    unhex(u, low[i]);
+    if (f(a, k, u) != 0) return "ossl_x25519 accepted a low-order point";
+  }
+  /* 64 pseudo-random pairs (a BLAKE2s chain), both results identical to the C ladder's. */
+  uint8_t seed[32];
+  memset(seed, 0x25, 32);
+  for (int i = 0; i < 64; i++) {
+    b2s s;
+    b2s_init(&s, HASH_LEN, NULL, 0);
+    b2s_update(&s, seed, 32);
+    b2s_final(&s, k);
+    b2s_init(&s, HASH_LEN, NULL, 0);
+    b2s_update(&s, k, 32);
+    b2s_final(&s, u);
+    memcpy(seed, u, 32);
+    if (i & 1) u[31] |= 0x80; /* the ignored top bit */
+    int oka = f(a, k, u), okb = weft_x25519(b, k, u);
+    if ((oka != 0) != (okb != 0) || memcmp(a, b, 32) != 0) return "ossl_x25519 disagrees with weft_x25519 on random inputs";
+  }
+  return NULL;
+}
+
+static void x25519_select(void) {
+  ossl_x25519_fn f = (ossl_x25519_fn)dlsym(RTLD_DEFAULT, "ossl_x25519");
+  if (f == NULL) {
+    x25519_reason = "ossl_x25519 is not exported by this Node binary";
+    return;
+  }
+  const char *why = probe_ossl(f);
+  if (why != NULL) {
+    x25519_reason = why;
+    return;
+  }
+  ossl_dh = f;
+  x25519_impl = "OpenSSL ossl_x25519 (Node's libcrypto, self-tested at load)";
+  x25519_reason = NULL;
+}
+
 /* ---- N-API glue ---------------------------------------------------------------------------- */
 
 #define THROW(env, kind, msg) do { napi_throw_##kind(env, NULL, msg); return NULL; } while (0)
@@ -279,7 +389,7 @@ static napi_value js_kdf(napi_env env, napi_callback_info info) {
 
 /* x25519(out, scalar, u): out[0..32) := X25519(scalar, u); false when the result is all zeros
  * (a low-order u: out is zeroed then). Every argument is exactly 32 bytes (out: at least). */
-static napi_value js_x25519(napi_env env, napi_callback_info info) {
+static napi_value x25519_call(napi_env env, napi_callback_info info, int ladder) {
   size_t argc = 3;
   napi_value argv[3];
   napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
@@ -289,7 +399,7 @@ static napi_value js_x25519(napi_env env, napi_callback_info info) {
   if (!bytes(env, argv[0], 0, &out, &outl) || !bytes(env, argv[1], 0, &k, &kl) || !bytes(env, argv[2], 0, &u, &ul)) return NULL;
   if (outl < 32 || kl != 32 || ul != 32) THROW(env, range_error, "x25519 takes a 32-byte output, scalar and u-coordinate");
   uint8_t tmp[32];
-  int ok = weft_x25519(tmp, k, u);
+  int ok = ladder ? weft_x25519(tmp, k, u) : x25519_dh(tmp, k, u);
   if (ok) memcpy(out, tmp, 32);
   else memset(out, 0, 32);
   wipe(tmp, sizeof tmp);
@@ -297,6 +407,10 @@ static napi_value js_x25519(napi_env env, napi_callback_info info) {
   napi_get_boolean(env, ok != 0, &r);
   return r;
 }
+
+static napi_value js_x25519(napi_env env, napi_callback_info info) { return x25519_call(env, info, 0); }
+/* x25519Ladder: always weft_x25519 (tests and benchmarks of the fallback). */
+static napi_value js_x25519_ladder(napi_env env, napi_callback_info info) { return x25519_call(env, info, 1); }
 
 /* x25519Base(out, scalar): out[0..32) := X25519(scalar, 9), the public key of scalar. */
 static napi_value js_x25519_base(napi_env env, napi_callback_info info) {
@@ -316,19 +430,28 @@ static napi_value js_x25519_base(napi_env env, napi_callback_info info) {
 }
 
 static napi_value init(napi_env env, napi_value exports) {
+  static pthread_once_t select_once = PTHREAD_ONCE_INIT;
   weft_x25519_init();
+  pthread_once(&select_once, x25519_select);
   napi_property_descriptor d[] = {
     { "hash", NULL, js_hash, NULL, NULL, NULL, napi_default, NULL },
     { "mac", NULL, js_mac, NULL, NULL, NULL, napi_default, NULL },
     { "hmac", NULL, js_hmac, NULL, NULL, NULL, napi_default, NULL },
     { "kdf", NULL, js_kdf, NULL, NULL, NULL, napi_default, NULL },
     { "x25519", NULL, js_x25519, NULL, NULL, NULL, napi_default, NULL },
+    { "x25519Ladder", NULL, js_x25519_ladder, NULL, NULL, NULL, napi_default, NULL },
     { "x25519Base", NULL, js_x25519_base, NULL, NULL, NULL, napi_default, NULL },
   };
   napi_define_properties(env, exports, sizeof d / sizeof d[0], d);
   napi_value abi;
   napi_create_uint32(env, 1, &abi);
   napi_set_named_property(env, exports, "abi", abi);
+  napi_value impl, reason;
+  napi_create_string_utf8(env, x25519_impl, NAPI_AUTO_LENGTH, &impl);
+  napi_set_named_property(env, exports, "x25519Impl", impl);
+  if (x25519_reason != NULL) napi_create_string_utf8(env, x25519_reason, NAPI_AUTO_LENGTH, &reason);
+  else napi_get_null(env, &reason);
+  napi_set_named_property(env, exports, "x25519OsslReason", reason);
   return exports;
 }
 

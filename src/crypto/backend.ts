@@ -58,6 +58,9 @@ export interface CryptoBackend {
    */
   kdf?(t1: Uint8Array, t2: Uint8Array | null, t3: Uint8Array | null, key: Uint8Array, input: Uint8Array): void;
 
+  /** Which X25519 implementation dh() runs (`weft show`, benchmark output); absent: the backend's default. */
+  x25519Impl?: string;
+
   /** X25519(privateKey, publicKey) → 32-byte shared secret (RFC 7748 §5). Returns false if all-zero. */
   dh(out: Uint8Array, privateKey: Uint8Array, publicKey: Uint8Array): boolean;
 

@@ -244,11 +244,13 @@ export function opensslHashingUnavailableReason(): string | null {
  * when opensslX25519UnavailableReason() is null, else from the node backend. With the native
  * addon (native-hash.ts) hash, mac, hmac and kdf are one N-API call each instead
  * (`nativeHash: false` keeps EVP: tests and benchmarks of that fallback). X25519 comes from the
- * addon's own ladder and fixed-base table (native-x25519.ts) when it passes its self-test, else
- * from EVP_PKEY, else from node.ts (`nativeX25519: false` skips the first: tests and benchmarks).
+ * addon (native-x25519.ts: OpenSSL's ossl_x25519 or the addon's own ladder, and its fixed-base
+ * table) when it passes its self-test, else from EVP_PKEY, else from node.ts (`nativeX25519:
+ * false` skips the addon, 'ladder' forces its own ladder: tests and benchmarks). `x25519Impl`
+ * names the X25519 in use.
  * The OpenSSL contexts are freed when the backend object is garbage-collected.
  */
-export function createOpensslBackend(options: { readonly nativeHash?: boolean; readonly nativeX25519?: boolean } = {}): CryptoBackend {
+export function createOpensslBackend(options: { readonly nativeHash?: boolean; readonly nativeX25519?: boolean | 'ladder' } = {}): CryptoBackend {
   const reason = opensslBackendUnavailableReason();
   const evp = bindEvp();
   if (reason !== null || typeof evp === 'string') {
@@ -286,11 +288,13 @@ export function createOpensslBackend(options: { readonly nativeHash?: boolean; r
   const x25519: EvpX25519 | null = typeof x === 'string' ? null : x;
   if (typeof nx !== 'string') {
     // The addon checks lengths too; these keep the backend's error messages and contract.
+    const dh = options.nativeX25519 === 'ladder' ? nx.x25519Ladder : nx.x25519;
+    backend.x25519Impl = options.nativeX25519 === 'ladder' ? 'weft radix-2^51 ladder (forced)' : nx.impl;
     backend.dh = (out, privateKey, publicKey) => {
       assertOutput(out, KEY_LEN, 'dh output');
       assertBytes(privateKey, KEY_LEN, 'private key');
       assertBytes(publicKey, KEY_LEN, 'public key');
-      return nx.x25519(out, privateKey, publicKey);
+      return dh(out, privateKey, publicKey);
     };
     backend.publicKey = (out, privateKey) => {
       assertOutput(out, KEY_LEN, 'public key output');
@@ -298,6 +302,7 @@ export function createOpensslBackend(options: { readonly nativeHash?: boolean; r
       nx.x25519Base(out, privateKey);
     };
   } else if (x25519 !== null) {
+    backend.x25519Impl = 'OpenSSL EVP_PKEY through koffi';
     backend.dh = (out, privateKey, publicKey) => {
       assertOutput(out, KEY_LEN, 'dh output');
       assertBytes(privateKey, KEY_LEN, 'private key');
