@@ -5,9 +5,13 @@
  * KeyObjects made beforehand (the cheapest DH node:crypto offers). A handshake costs 6 X25519
  * (the static-static DH is precomputed per peer) and 2 public-key derivations (OpenSSL 3.0
  * computes a public key with the same ladder), so "hs/s x anchor" near 1/8 means bound by the
- * curve arithmetic alone. 'openssl-keyobject' is
- * the openssl backend with node.ts's KeyObject X25519 and EVP hashing (the path before issue 13),
- * 'openssl-evphash' the same with EVP_PKEY X25519 (without the native BLAKE2s addon).
+ * curve arithmetic alone. Variants (default set first): 'openssl' (what 'auto' picks: X25519
+ * through OpenSSL's ossl_x25519, whole handshake steps in the addon), 'openssl-steps' (the same
+ * with noise.ts's step-by-step code), 'openssl-ladder' (steps, the addon's C ladder: the state
+ * before issue 13's second pass), 'openssl-evpx25519' (steps, EVP_PKEY X25519), 'node';
+ * also 'openssl-keyobject' (node.ts's KeyObject X25519 and EVP hashing, the path before issue
+ * 13) and 'openssl-evphash' (EVP_PKEY X25519 without the native BLAKE2s addon). Each row names
+ * its X25519. `loop` mode prints CPU time per handshake (process.cpuUsage).
  *
  * Run: npm run bench -- handshake
  * Profile: npx tsc -p tsconfig.build.json && node --cpu-prof dist/bench/handshake.js loop openssl 3000
@@ -25,6 +29,7 @@ function backendByName(name: string): CryptoBackend {
   if (name === 'openssl') return createOpensslBackend();
   if (name === 'openssl-evpx25519') return createOpensslBackend({ nativeX25519: false });
   if (name === 'openssl-ladder') return createOpensslBackend({ nativeX25519: 'ladder' });
+  if (name === 'openssl-steps') return createOpensslBackend({ nativeNoise: false });
   if (name === 'node') return createNodeBackend();
   if (name === 'openssl-evphash' || name === 'openssl-keyobject') {
     // The openssl backend with EVP hashing instead of the native addon (step 1 of issue 13), and
@@ -71,7 +76,7 @@ function median(xs: number[]): number {
  * machine hits all of them alike; rates are per round, ratios are within a round, and the
  * table shows medians over rounds.
  */
-export async function runHandshakeBench(timeMs = 600, rounds = 5, names = ['openssl', 'openssl-ladder', 'openssl-evpx25519', 'node']): Promise<string> {
+export async function runHandshakeBench(timeMs = 600, rounds = 5, names = ['openssl', 'openssl-steps', 'openssl-ladder', 'openssl-evpx25519', 'node']): Promise<string> {
   const a = generateKeyPairSync('x25519');
   const b = generateKeyPairSync('x25519');
   const anchor = (): void => { diffieHellman({ privateKey: a.privateKey, publicKey: b.publicKey }); };
@@ -79,7 +84,7 @@ export async function runHandshakeBench(timeMs = 600, rounds = 5, names = ['open
   const impls = new Map<string, string>();
   for (const n of names) {
     const backend = backendByName(n);
-    impls.set(n, backend.x25519Impl ?? `${backend.name} backend default`);
+    impls.set(n, `${backend.x25519Impl ?? `${backend.name} backend default`}${backend.noise !== undefined ? '; native handshake steps' : ''}`);
     const p = makePair(backend);
     for (let i = 0; i < 50; i++) handshake(p); // warm up
     tasks.push([n, () => handshake(p)]);
@@ -121,7 +126,7 @@ if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.a
     // (4,000/s on one core = 250 us of CPU each), less sensitive to other load than wall time.
     const backend = backendByName(name);
     const p = makePair(backend);
-    console.log(`${name}: X25519 ${backend.x25519Impl ?? `${backend.name} backend default`}`);
+    console.log(`${name}: X25519 ${backend.x25519Impl ?? `${backend.name} backend default`}${backend.noise !== undefined ? '; native handshake steps' : ''}`);
     for (let i = 0; i < 200; i++) handshake(p); // warm up
     const n = Number(count);
     const t0 = performance.now();

@@ -31,6 +31,7 @@ import { CryptoBackendError } from './errors.js';
 import { createEvpHashing, type EvpHashing } from './evp-hash.js';
 import { createEvpX25519, type EvpX25519 } from './evp-x25519.js';
 import { loadNativeHash } from './native-hash.js';
+import { loadNativeNoise } from './native-noise.js';
 import { loadNativeX25519 } from './native-x25519.js';
 import { processLibrary } from './ffi.js';
 import { createNodeBackend, loadNodeCrypto, nodeBackendUnavailableReason } from './node.js';
@@ -247,10 +248,11 @@ export function opensslHashingUnavailableReason(): string | null {
  * addon (native-x25519.ts: OpenSSL's ossl_x25519 or the addon's own ladder, and its fixed-base
  * table) when it passes its self-test, else from EVP_PKEY, else from node.ts (`nativeX25519:
  * false` skips the addon, 'ladder' forces its own ladder: tests and benchmarks). `x25519Impl`
- * names the X25519 in use.
+ * names the X25519 in use. With the addon's hashing and X25519 the backend also offers whole
+ * handshake steps (`noise`, native-noise.ts; `nativeNoise: false` leaves them out).
  * The OpenSSL contexts are freed when the backend object is garbage-collected.
  */
-export function createOpensslBackend(options: { readonly nativeHash?: boolean; readonly nativeX25519?: boolean | 'ladder' } = {}): CryptoBackend {
+export function createOpensslBackend(options: { readonly nativeHash?: boolean; readonly nativeX25519?: boolean | 'ladder'; readonly nativeNoise?: boolean } = {}): CryptoBackend {
   const reason = opensslBackendUnavailableReason();
   const evp = bindEvp();
   if (reason !== null || typeof evp === 'string') {
@@ -316,6 +318,11 @@ export function createOpensslBackend(options: { readonly nativeHash?: boolean; r
       assertBytes(privateKey, KEY_LEN, 'private key');
       x25519.publicKey(out, privateKey);
     };
+  }
+  // Whole handshake steps: they use the addon's hashing and X25519, so only with both.
+  if (typeof nh !== 'string' && typeof nx !== 'string' && options.nativeX25519 === undefined && options.nativeNoise !== false) {
+    const steps = loadNativeNoise();
+    if (typeof steps !== 'string') backend.noise = steps;
   }
   resources.register(backend, { aead, hashing, x25519 });
   return backend;
