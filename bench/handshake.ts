@@ -9,6 +9,7 @@
  * through OpenSSL's ossl_x25519, whole handshake steps in the addon), 'openssl-steps' (the same
  * with noise.ts's step-by-step code), 'openssl-ladder' (steps, the addon's C ladder: the state
  * before issue 13's second pass), 'openssl-evpx25519' (steps, EVP_PKEY X25519), 'node';
+ * 'openssl+io' is 'openssl' with the daemon's transport AEAD in the I/O addon (the keepalive);
  * also 'openssl-keyobject' (node.ts's KeyObject X25519 and EVP hashing, the path before issue
  * 13) and 'openssl-evphash' (EVP_PKEY X25519 without the native BLAKE2s addon). Each row names
  * its X25519. `loop` mode prints CPU time per handshake (process.cpuUsage).
@@ -23,6 +24,7 @@ import { createEvpHashing } from '../src/crypto/evp-hash.js';
 import { createNodeBackend } from '../src/crypto/node.js';
 import { createOpensslBackend } from '../src/crypto/openssl.js';
 import { createPureBackend } from '../src/crypto/pure.js';
+import { withNativeAead } from '../src/ports/native-aead.js';
 import { handshake, makePair } from './wireguard.js';
 
 function backendByName(name: string): CryptoBackend {
@@ -30,6 +32,13 @@ function backendByName(name: string): CryptoBackend {
   if (name === 'openssl-evpx25519') return createOpensslBackend({ nativeX25519: false });
   if (name === 'openssl-ladder') return createOpensslBackend({ nativeX25519: 'ladder' });
   if (name === 'openssl-steps') return createOpensslBackend({ nativeNoise: false });
+  if (name === 'openssl+io') {
+    // As the daemon runs it (src/gateway/wg-daemon.ts): transport AEAD (here the keepalive) in
+    // the native I/O addon instead of through koffi.
+    const r = withNativeAead(createOpensslBackend());
+    if (r.reason !== null) throw new Error(r.reason);
+    return r.backend;
+  }
   if (name === 'node') return createNodeBackend();
   if (name === 'openssl-evphash' || name === 'openssl-keyobject') {
     // The openssl backend with EVP hashing instead of the native addon (step 1 of issue 13), and
@@ -76,7 +85,7 @@ function median(xs: number[]): number {
  * machine hits all of them alike; rates are per round, ratios are within a round, and the
  * table shows medians over rounds.
  */
-export async function runHandshakeBench(timeMs = 600, rounds = 5, names = ['openssl', 'openssl-steps', 'openssl-ladder', 'openssl-evpx25519', 'node']): Promise<string> {
+export async function runHandshakeBench(timeMs = 600, rounds = 5, names = ['openssl', 'openssl+io', 'openssl-steps', 'openssl-ladder', 'openssl-evpx25519', 'node']): Promise<string> {
   const a = generateKeyPairSync('x25519');
   const b = generateKeyPairSync('x25519');
   const anchor = (): void => { diffieHellman({ privateKey: a.privateKey, publicKey: b.publicKey }); };
