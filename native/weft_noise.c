@@ -7,6 +7,10 @@
  * "Handshakes, issue 13 second pass"). Protocol decisions (peer lookup, replay and flood checks,
  * state changes, indices) stay in noise.ts; these functions only compute.
  *
+ * DH(ephemeral, peer's static key) — once per initiation and once per response — runs through
+ * a table of that key (weft_x25519_table_*, built per peer by noise.ts) when one is passed: the
+ * fixed-base method, ~3x faster than a ladder, same result.
+ *
  * AEAD: RFC 8439 §2.8 composed from OpenSSL's ChaCha20_ctr32 and Poly1305_* (the assembly Node's
  * EVP cipher runs, as in weft_io.c), found with dlsym at first use; without them noiseAvailable()
  * is false and noise.ts keeps its JavaScript steps. Handshake keys are used once: nonce zero.
@@ -139,11 +143,22 @@ static void mix_hash(uint8_t h[32], const uint8_t *data, size_t len) {
   weft_b2s_final(&s, h);
 }
 
+/* DH(scalar, U) for U = hs's remote static key: through the peer's table when one was built for
+ * exactly that key (weft_x25519_table_*), else the selected ladder. Same result either way. */
+static int dh_static(uint8_t out[32], const uint8_t scalar[32], const uint8_t *hs, const uint8_t *table) {
+  if (table != NULL && weft_x25519_table_usable(table, hs + HS_RSTATIC)) {
+    if (weft_x25519_table_mul(out, scalar, table)) return 1;
+    memset(out, 0, 32);
+    return 0;
+  }
+  return weft_dh(out, scalar, hs + HS_RSTATIC);
+}
+
 /* ---- the steps (noise.ts calls them in the same places as its JavaScript equivalents) -------- */
 
 /* Initiation (§5.4.2) into msg: ephemeral public, sealed static, sealed timestamp; hs hash and
  * chaining key written on success. hs[HS_LEPH] holds the ephemeral private key. */
-static bool create_initiation(uint8_t *hs, const uint8_t *id, uint8_t *msg, const uint8_t ts[12]) {
+static bool create_initiation(uint8_t *hs, const uint8_t *id, uint8_t *msg, const uint8_t ts[12], const uint8_t *table) {
   uint8_t h[32], ck[32], ss[32], key[32];
   bool ok = false;
   memcpy(h, IH, 32);
@@ -151,7 +166,7 @@ static bool create_initiation(uint8_t *hs, const uint8_t *id, uint8_t *msg, cons
   weft_x25519_base(msg + I_EPH, hs + HS_LEPH);
   weft_kdf(ck, NULL, NULL, ICK, 32, msg + I_EPH, 32);
   mix_hash(h, msg + I_EPH, 32);
-  if (!weft_dh(ss, hs + HS_LEPH, hs + HS_RSTATIC)) goto out;
+  if (!dh_static(ss, hs + HS_LEPH, hs, table)) goto out;
   weft_kdf(ck, key, NULL, ck, 32, ss, 32);
   seal(key, h, id + ID_PUB, 32, msg + I_STATIC);
   mix_hash(h, msg + I_STATIC, I_STATIC_LEN);
@@ -210,7 +225,7 @@ out:
 
 /* Response (§5.4.3) into msg: ephemeral public and sealed empty payload; hs hash and chaining
  * key written on success. hs[HS_LEPH] holds the ephemeral private key. */
-static bool create_response(uint8_t *hs, uint8_t *msg) {
+static bool create_response(uint8_t *hs, uint8_t *msg, const uint8_t *table) {
   uint8_t h[32], ck[32], ss[32], tau[32], key[32];
   bool ok = false;
   memcpy(h, hs + HS_HASH, 32);
@@ -219,7 +234,7 @@ static bool create_response(uint8_t *hs, uint8_t *msg) {
   weft_kdf(ck, NULL, NULL, hs + HS_CK, 32, msg + R_EPH, 32);
   if (!weft_dh(ss, hs + HS_LEPH, hs + HS_REPH)) goto out;
   weft_kdf(ck, NULL, NULL, ck, 32, ss, 32);
-  if (!weft_dh(ss, hs + HS_LEPH, hs + HS_RSTATIC)) goto out;
+  if (!dh_static(ss, hs + HS_LEPH, hs, table)) goto out;
   weft_kdf(ck, NULL, NULL, ck, 32, ss, 32);
   weft_kdf(ck, tau, key, ck, 32, hs + HS_PSK, 32);
   mix_hash(h, tau, 32);
@@ -308,13 +323,24 @@ static napi_value boolean(napi_env env, bool v) {
     return NULL;                                              \
   }
 
-/* noiseInitiation(hs, identity, msg, off, timestamp12) -> bool */
+/* The optional peer table argument: NULL when absent/null or of the wrong size (ladder then). */
+static const uint8_t *table_arg(napi_env env, napi_value *argv, size_t argc, size_t i, bool *ok) {
+  uint8_t *p;
+  size_t n;
+  *ok = weft_bytes(env, i < argc ? argv[i] : NULL, 1, &p, &n) != 0;
+  return n == weft_x25519_table_size() ? p : NULL;
+}
+
+/* noiseInitiation(hs, identity, msg, off, timestamp12[, peerTable]) -> bool */
 static napi_value js_initiation(napi_env env, napi_callback_info info) {
-  ARGS(5)
+  ARGS(6)
   uint8_t *hs, *id, *msg, *ts;
+  bool ok;
   if (!(hs = arg(env, argv, argc, 0, HS_SIZE)) || !(id = arg(env, argv, argc, 1, ID_SIZE))
       || !(msg = msg_arg(env, argv, argc, 2, I_SIZE)) || !(ts = arg(env, argv, argc, 4, 12))) return NULL;
-  return boolean(env, create_initiation(hs, id, msg, ts));
+  const uint8_t *table = table_arg(env, argv, argc, 5, &ok);
+  if (!ok) return NULL;
+  return boolean(env, create_initiation(hs, id, msg, ts, table));
 }
 
 /* noiseBeginConsume(pending, identity, msg, off, outStatic) -> bool */
@@ -335,12 +361,41 @@ static napi_value js_finish_consume(napi_env env, napi_callback_info info) {
   return boolean(env, finish_consume(p, hs, msg, ts));
 }
 
-/* noiseResponse(hs, msg, off) -> bool */
+/* noiseResponse(hs, msg, off[, peerTable]) -> bool */
 static napi_value js_response(napi_env env, napi_callback_info info) {
-  ARGS(3)
+  ARGS(4)
   uint8_t *hs, *msg;
+  bool ok;
   if (!(hs = arg(env, argv, argc, 0, HS_SIZE)) || !(msg = msg_arg(env, argv, argc, 1, R_SIZE))) return NULL;
-  return boolean(env, create_response(hs, msg));
+  const uint8_t *table = table_arg(env, argv, argc, 3, &ok);
+  if (!ok) return NULL;
+  return boolean(env, create_response(hs, msg, table));
+}
+
+/* x25519Table(buf, u) -> bool: builds the table of u into buf (x25519TableSize bytes); false
+ * for a u that stays on the ladder (twist or small-order point). */
+static napi_value js_table(napi_env env, napi_callback_info info) {
+  size_t argc = 2;
+  napi_value argv[2];
+  napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
+  uint8_t *buf, *u;
+  if (!(buf = arg(env, argv, argc, 0, weft_x25519_table_size())) || !(u = arg(env, argv, argc, 1, 32))) return NULL;
+  return boolean(env, weft_x25519_table_build(buf, u) != 0);
+}
+
+/* x25519TableMul(out, scalar, buf) -> bool: X25519(scalar, u of buf) through the table (tests). */
+static napi_value js_table_mul(napi_env env, napi_callback_info info) {
+  size_t argc = 3;
+  napi_value argv[3];
+  napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
+  uint8_t *out, *k, *buf;
+  if (!(out = arg(env, argv, argc, 0, 32)) || !(k = arg(env, argv, argc, 1, 32))
+      || !(buf = arg(env, argv, argc, 2, weft_x25519_table_size()))) return NULL;
+  if (buf[32] != 1) {
+    napi_throw_range_error(env, NULL, "x25519TableMul: the buffer holds no table");
+    return NULL;
+  }
+  return boolean(env, weft_x25519_table_mul(out, k, buf) != 0);
 }
 
 /* noiseConsumeResponse(pending, hs, identity, msg, off) -> bool */
@@ -366,6 +421,11 @@ void weft_noise_register(napi_env env, napi_value exports) {
     { "noiseFinishConsume", NULL, js_finish_consume, NULL, NULL, NULL, napi_default, NULL },
     { "noiseResponse", NULL, js_response, NULL, NULL, NULL, napi_default, NULL },
     { "noiseConsumeResponse", NULL, js_consume_response, NULL, NULL, NULL, napi_default, NULL },
+    { "x25519Table", NULL, js_table, NULL, NULL, NULL, napi_default, NULL },
+    { "x25519TableMul", NULL, js_table_mul, NULL, NULL, NULL, napi_default, NULL },
   };
   napi_define_properties(env, exports, sizeof d / sizeof d[0], d);
+  napi_value size;
+  napi_create_uint32(env, (uint32_t)weft_x25519_table_size(), &size);
+  napi_set_named_property(env, exports, "x25519TableSize", size);
 }

@@ -27,8 +27,9 @@ function load(): NoiseSteps | string {
   const n = loadNativeHash();
   if (typeof n === 'string') return n;
   const m = n as unknown as Record<string, Fn | undefined>;
-  const names = ['noiseAvailable', 'noiseInitiation', 'noiseBeginConsume', 'noiseFinishConsume', 'noiseResponse', 'noiseConsumeResponse'];
-  if (names.some((k) => typeof m[k] !== 'function')) return 'the native addon has no handshake steps (built from older sources); rebuild with `node native/build.mjs`';
+  const names = ['noiseAvailable', 'noiseInitiation', 'noiseBeginConsume', 'noiseFinishConsume', 'noiseResponse', 'noiseConsumeResponse', 'x25519Table'];
+  const tableSize = (n as unknown as { x25519TableSize?: unknown }).x25519TableSize;
+  if (names.some((k) => typeof m[k] !== 'function') || typeof tableSize !== 'number') return 'the native addon has no handshake steps (built from older sources); rebuild with `node native/build.mjs`';
   if (m.noiseAvailable!() !== true) return 'OpenSSL ChaCha20_ctr32/Poly1305 primitives not found in this Node';
   const steps: NoiseSteps = {
     initiation: m.noiseInitiation as NoiseSteps['initiation'],
@@ -36,6 +37,8 @@ function load(): NoiseSteps | string {
     finishConsume: m.noiseFinishConsume as NoiseSteps['finishConsume'],
     response: m.noiseResponse as NoiseSteps['response'],
     consumeResponse: m.noiseConsumeResponse as NoiseSteps['consumeResponse'],
+    tableSize,
+    buildTable: m.x25519Table as NoiseSteps['buildTable'],
   };
   return selfTest(steps) ?? steps;
 }
@@ -64,9 +67,15 @@ function selfTest(s: NoiseSteps): string | null {
   id.set(hex(KAT_ID_PUB), 32);
   const msg = new Uint8Array(148);
   const ts = fill(12, (i) => 0x40 + i);
-  if (!s.initiation(hs, id, msg, 0, ts)) return 'native initiation step failed on the self-test keys';
-  const body = Array.from(msg.subarray(8, 116), (x) => x.toString(16).padStart(2, '0')).join('');
-  if (body !== KAT_BODY || !equal32(hs.subarray(0, 32), hex(KAT_HASH))) return 'native initiation step disagrees with noise.ts on noble (self-test)';
+  // Once with the ladder, once with the responder's table (the fixed-base path of that DH).
+  const table = new Uint8Array(s.tableSize);
+  if (!s.buildTable(table, hs.subarray(160, 192))) return 'native peer table refused the self-test key';
+  for (const t of [null, table]) {
+    hs.fill(0, 0, 64);
+    if (!s.initiation(hs, id, msg, 0, ts, t)) return 'native initiation step failed on the self-test keys';
+    const body = Array.from(msg.subarray(8, 116), (x) => x.toString(16).padStart(2, '0')).join('');
+    if (body !== KAT_BODY || !equal32(hs.subarray(0, 32), hex(KAT_HASH))) return 'native initiation step disagrees with noise.ts on noble (self-test)';
+  }
   const pending = new Uint8Array(96);
   const rid = new Uint8Array(64);
   rid.set(hex(KAT_R_PRIV), 0);

@@ -63,6 +63,11 @@ export const INITIATION_DECRYPT_FAILED = 2;
 export const INITIATION_REPLAYED = 3;
 export const INITIATION_FLOOD = 4;
 
+/** Peer tables alive in this thread (61 KB each): at most MAX_PEER_TABLES, the rest use ladders. */
+export const MAX_PEER_TABLES = 1024;
+let liveTables = 0;
+const tables = new FinalizationRegistry<number>(() => { liveTables--; });
+
 /** This device's static key pair. `hasKey` is false until a private key is configured. */
 export class StaticIdentity {
   /** privateKey ‖ publicKey (NoiseSteps' identity layout). */
@@ -102,6 +107,13 @@ export class Handshake {
   readonly remoteStatic = this.keys.subarray(5 * KEY_LEN, 6 * KEY_LEN);
   /** DH(Spriv_local, Spub_remote), recomputed when either key changes; all zero if invalid. */
   readonly precomputedStaticStatic = this.keys.subarray(6 * KEY_LEN, 7 * KEY_LEN);
+  /**
+   * The native steps' table of remoteStatic (NoiseSteps.buildTable): DH(ephemeral, remote static)
+   * in both roles becomes a fixed-base multiplication (~3x faster than a ladder). ~61 KB, built
+   * by precompute() while fewer than MAX_PEER_TABLES exist in this thread; null: the ladder.
+   */
+  peerTable: Uint8Array | null = null;
+  private tableTried = false;
   /** Greatest TAI64N accepted from this peer (replay protection, never reset by clear()). */
   readonly lastTimestamp = new Uint8Array(TIMESTAMP_LEN);
   /** `now` of the last consumed initiation (flood protection). */
@@ -130,6 +142,17 @@ export class Handshake {
   precompute(backend: CryptoBackend, identity: StaticIdentity): void {
     if (!identity.hasKey || !backend.dh(this.precomputedStaticStatic, identity.privateKey, this.remoteStatic)) {
       this.precomputedStaticStatic.fill(0);
+    }
+    // remoteStatic never changes for a Handshake: one attempt is enough.
+    const steps = backend.noise;
+    if (steps !== undefined && !this.tableTried && liveTables < MAX_PEER_TABLES) {
+      this.tableTried = true;
+      const t = new Uint8Array(steps.tableSize);
+      if (steps.buildTable(t, this.remoteStatic)) {
+        this.peerTable = t;
+        liveTables++;
+        tables.register(this, 0);
+      }
     }
   }
 }
@@ -182,7 +205,7 @@ export class NoiseContext {
     msg.fill(0, off, off + INITIATION_SIZE);
     hs.localEphemeral.set(ephemeralPrivate);
     if (this.steps !== null) {
-      if (!this.steps.initiation(hs.keys, identity.keys, msg, off, timestamp)) {
+      if (!this.steps.initiation(hs.keys, identity.keys, msg, off, timestamp, hs.peerTable)) {
         hs.clear();
         return false;
       }
@@ -338,7 +361,7 @@ export class NoiseContext {
     msg.fill(0, off, off + RESPONSE_SIZE);
     hs.localEphemeral.set(ephemeralPrivate);
     if (this.steps !== null) {
-      if (!this.steps.response(hs.keys, msg, off)) return this.failResponse(hs);
+      if (!this.steps.response(hs.keys, msg, off, hs.peerTable)) return this.failResponse(hs);
     } else if (!this.responseSteps(hs, msg, off)) {
       return false;
     }

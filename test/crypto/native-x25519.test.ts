@@ -7,6 +7,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { createNodeBackend } from '../../src/crypto/node.js';
+import { loadNativeHash } from '../../src/crypto/native-hash.js';
 import { loadNativeX25519, type NativeX25519 } from '../../src/crypto/native-x25519.js';
 import { createOpensslBackend } from '../../src/crypto/openssl.js';
 import { hex, seeded, toHex } from './helpers.js';
@@ -140,6 +141,31 @@ describe('native X25519', () => {
       x.x25519Base(a, k);
       node.publicKey(b, k);
       if (toHex(a) !== toHex(b)) diff++;
+    }
+    expect(diff).toBe(0);
+  });
+
+  it('peer tables (fixed-base DH with a fixed public key): 100 keys x 100 scalars equal node:crypto', () => {
+    const mod = loadNativeHash() as unknown as {
+      x25519TableSize: number;
+      x25519Table(buf: Uint8Array, u: Uint8Array): boolean;
+      x25519TableMul(out: Uint8Array, k: Uint8Array, buf: Uint8Array): boolean;
+    };
+    const node = createNodeBackend({ keyCache: false });
+    const rnd = seeded(0x7ab1e);
+    const table = new Uint8Array(mod.x25519TableSize);
+    const a = new Uint8Array(32);
+    const b = new Uint8Array(32);
+    let diff = 0;
+    for (let i = 0; i < 100; i++) {
+      const u = new Uint8Array(32);
+      node.publicKey(u, rnd(32));
+      if (i % 2 === 1) u[31] |= 0x80; // the ignored top bit
+      expect(mod.x25519Table(table, u)).toBe(true);
+      for (let j = 0; j < 100; j++) {
+        const k = rnd(32);
+        if (mod.x25519TableMul(a, k, table) !== node.dh(b, k, u) || toHex(a) !== toHex(b)) diff++;
+      }
     }
     expect(diff).toBe(0);
   });

@@ -3,9 +3,12 @@
  * step-by-step code: byte-identical messages and transport keys on random keys, PSKs, ephemerals
  * and odd message offsets, in both directions (native initiator with a step-by-step responder and
  * the reverse), the same refusals of forged messages and low-order ephemerals, and API misuse
- * (short state or message spans) throwing instead of reading out of bounds.
+ * (short state or message spans) throwing instead of reading out of bounds. Peer tables (the
+ * fixed-base DH with a peer's static key, both roles) against node:crypto.
  */
 import { describe, expect, it } from 'vitest';
+import { loadNativeHash } from '../../src/crypto/native-hash.js';
+import { createNodeBackend } from '../../src/crypto/node.js';
 import { createOpensslBackend } from '../../src/crypto/openssl.js';
 import type { CryptoBackend } from '../../src/crypto/backend.js';
 import {
@@ -67,14 +70,68 @@ describe('native handshake steps', () => {
   const native = createOpensslBackend();
   const steps = createOpensslBackend({ nativeNoise: false });
 
-  it('are what the openssl backend offers (and can be turned off)', () => {
+  it('are what the openssl backend offers (and can be turned off); a peer gets a table of its key', () => {
     expect(native.noise).toBeDefined();
     expect(steps.noise).toBeUndefined();
+    const gen = rng(3);
+    const pub = new Uint8Array(32);
+    native.publicKey(pub, gen(32));
+    expect(side(native, gen(32), pub, new Uint8Array(32)).hs.peerTable).not.toBeNull();
+    expect(side(steps, gen(32), pub, new Uint8Array(32)).hs.peerTable).toBeNull();
   });
 
-  it('give the same bytes as the step-by-step code, native on either side, over 200 random handshakes', () => {
+  it('peer tables: X25519 through a table equals node:crypto; twist and small-order keys get none', () => {
+    const s = native.noise!;
+    const node = createNodeBackend({ keyCache: false });
+    const gen = rng(0x7ab1e);
+    const table = new Uint8Array(s.tableSize);
+    const x = loadNativeHash() as unknown as { x25519TableMul(out: Uint8Array, k: Uint8Array, t: Uint8Array): boolean };
+    const a = new Uint8Array(32);
+    const b = new Uint8Array(32);
+    let diff = 0;
+    let built = 0;
+    for (let i = 0; i < 40; i++) {
+      const u = gen(32);
+      if (i % 4 !== 0) node.publicKey(u, gen(32)); // on the curve; every 4th a random string
+      const ok = s.buildTable(table, u);
+      if (i % 4 !== 0) expect(ok).toBe(true);
+      if (!ok) continue;
+      built++;
+      for (let j = 0; j < 50; j++) {
+        const k = gen(32);
+        if (x.x25519TableMul(a, k, table) !== node.dh(b, k, u) || hex(a) !== hex(b)) diff++;
+      }
+    }
+    expect(built).toBeGreaterThanOrEqual(30);
+    expect(diff).toBe(0);
+    // Small order (u = 0, 1, an order-8 point) and u = p - 1 (no affine Edwards image): no table.
+    for (const u of ['00'.repeat(32), `01${'00'.repeat(31)}`,
+      'e0eb7a7c3b41b8ae1656e3faf19fc46ada098deb9c32b1fd866205165f49b800', `ec${'ff'.repeat(30)}7f`]) {
+      expect(s.buildTable(table, Uint8Array.from(Buffer.from(u, 'hex')))).toBe(false);
+    }
+  });
+
+  it('a table built for another key is ignored (the ladder runs): same messages', () => {
+    const gen = rng(11);
+    const a = gen(32);
+    const b = gen(32);
+    const pa = new Uint8Array(32);
+    const pb = new Uint8Array(32);
+    native.publicKey(pa, a);
+    native.publicKey(pb, b);
+    const psk = gen(32);
+    const ref = run(side(steps, a, pb, psk), side(steps, b, pa, psk), rng(5), 0);
+    const ini = side(native, a, pb, psk);
+    const res = side(native, b, pa, psk);
+    const wrong = ini.hs.peerTable;
+    ini.hs.peerTable = res.hs.peerTable; // the other key's tables, swapped
+    res.hs.peerTable = wrong;
+    expect(run(ini, res, rng(5), 0)).toEqual(ref);
+  });
+
+  it('give the same bytes as the step-by-step code, native on either side, over 100 random handshakes', () => {
     const gen = rng(0x5eed);
-    for (let i = 0; i < 200; i++) {
+    for (let i = 0; i < 100; i++) {
       const a = gen(32);
       const b = gen(32);
       const pa = new Uint8Array(32);
@@ -144,9 +201,10 @@ describe('native handshake steps', () => {
     const m1 = new Uint8Array(INITIATION_SIZE);
     expect(ctx.beginConsumeInitiation(id, m1, 0, new Uint8Array(32))).toBe(false);
     const s = native.noise!;
-    expect(() => s.response(new Uint8Array(224), new Uint8Array(RESPONSE_SIZE), 1)).toThrow(RangeError);
-    expect(() => s.response(new Uint8Array(223), new Uint8Array(RESPONSE_SIZE), 0)).toThrow(RangeError);
-    expect(() => s.initiation(new Uint8Array(224), new Uint8Array(64), m1, 0, new Uint8Array(11))).toThrow(RangeError);
+    expect(() => s.response(new Uint8Array(224), new Uint8Array(RESPONSE_SIZE), 1, null)).toThrow(RangeError);
+    expect(() => s.response(new Uint8Array(223), new Uint8Array(RESPONSE_SIZE), 0, null)).toThrow(RangeError);
+    expect(() => s.initiation(new Uint8Array(224), new Uint8Array(64), m1, 0, new Uint8Array(11), null)).toThrow(RangeError);
+    expect(() => s.response(new Uint8Array(224), new Uint8Array(RESPONSE_SIZE), 0, [] as unknown as Uint8Array)).toThrow(TypeError);
     expect(() => s.beginConsume(new Uint8Array(96), new Uint8Array(64), m1, 1, new Uint8Array(32))).toThrow(RangeError);
     expect(() => s.consumeResponse(new Uint8Array(96), new Uint8Array(224), [] as unknown as Uint8Array, m1, 0)).toThrow(TypeError);
   });
