@@ -24,6 +24,7 @@
 #include "weft_x25519.h"
 
 #include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
@@ -322,9 +323,9 @@ static inline void ge_madd(ge *r, const ge *p, const ge_niels *q) {
   fe_mul(r->Z, f, g);
 }
 
-static void to_niels(ge_niels *n, const ge *p) {
-  fe zi, x, y;
-  fe_invert(zi, p->Z);
+/* n := p in niels form, given zi = 1/Z. */
+static void to_niels(ge_niels *n, const ge *p, const fe zi) {
+  fe x, y;
   fe_mul(x, p->X, zi);
   fe_mul(y, p->Y, zi);
   fe_add(n->ypx, y, x);
@@ -338,16 +339,43 @@ static void to_niels(ge_niels *n, const ge *p) {
   fe_mul(n->ymx, n->ymx, one);
 }
 
+/* The 512 points in extended coordinates first, then all their Z inverted at once
+ * (Montgomery's trick: one inversion and 3 multiplications per point instead of 512
+ * inversions; ~10x faster, so a peer's table costs ~0.3 ms). The scratch is on the heap
+ * (80 KiB); without it, one inversion per point. */
 static void build_table_of(point_table tab, ge base) {
+  ge *pts = malloc(512 * sizeof(ge));
+  fe *inv = malloc(512 * sizeof(fe));
   ge cur;
+  fe acc, zi;
   for (int i = 0; i < 64; i++) {
     cur = base;
     for (int j = 0; j < 8; j++) {
-      to_niels(&tab[i][j], &cur);
+      if (pts != NULL && inv != NULL) {
+        pts[8 * i + j] = cur;
+      } else {
+        fe_invert(zi, cur.Z);
+        to_niels(&tab[i][j], &cur, zi);
+      }
       ge_add(&cur, &cur, &base);
     }
     for (int s = 0; s < 4; s++) ge_add(&base, &base, &base);
   }
+  if (pts != NULL && inv != NULL) {
+    fe_1(acc);
+    for (int n = 0; n < 512; n++) { /* inv[n] = Z_0 ... Z_(n-1) */
+      fe_copy(inv[n], acc);
+      fe_mul(acc, acc, pts[n].Z);
+    }
+    fe_invert(acc, acc);
+    for (int n = 511; n >= 0; n--) {
+      fe_mul(inv[n], inv[n], acc); /* 1 / Z_n */
+      fe_mul(acc, acc, pts[n].Z);  /* 1 / (Z_0 ... Z_(n-1)) */
+      to_niels(&tab[n >> 3][n & 7], &pts[n], inv[n]);
+    }
+  }
+  free(pts);
+  free(inv);
 }
 
 static void build_table(void) {

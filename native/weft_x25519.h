@@ -17,7 +17,7 @@ void weft_x25519_init(void);
 
 /* Per-point tables, for X25519(k, U) with U fixed (a peer's static public key) and k secret:
  * the fixed-base method with a table of U (~3x faster than the ladder; the table is built in
- * ~2 ms and is weft_x25519_table_size() bytes: a 64-byte header holding U, then the points).
+ * ~0.2 ms and is weft_x25519_table_size() bytes: a 64-byte header holding U, then the points).
  * build: 0 (and the header cleared) when U is not on the curve, has small order, or buf is not
  * 8-byte aligned: use weft_x25519 for that U. usable: buf was built for exactly U. mul: as
  * weft_x25519 (0 when the result is all zeros), constant time in the scalar. */
