@@ -93,7 +93,7 @@ export async function runHandshakeBench(timeMs = 600, rounds = 5, names = ['open
   const impls = new Map<string, string>();
   for (const n of names) {
     const backend = backendByName(n);
-    impls.set(n, `${backend.x25519Impl ?? `${backend.name} backend default`}${backend.noise !== undefined ? '; native handshake steps' : ''}`);
+    impls.set(n, `${backend.x25519Impl ?? `${backend.name} backend default`}${backend.noise !== undefined ? '; native handshake steps, peer tables' : ''}`);
     const p = makePair(backend);
     for (let i = 0; i < 50; i++) handshake(p); // warm up
     tasks.push([n, () => handshake(p)]);
@@ -135,7 +135,7 @@ if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.a
     // (4,000/s on one core = 250 us of CPU each), less sensitive to other load than wall time.
     const backend = backendByName(name);
     const p = makePair(backend);
-    console.log(`${name}: X25519 ${backend.x25519Impl ?? `${backend.name} backend default`}${backend.noise !== undefined ? '; native handshake steps' : ''}`);
+    console.log(`${name}: X25519 ${backend.x25519Impl ?? `${backend.name} backend default`}${backend.noise !== undefined ? '; native handshake steps, peer tables' : ''}`);
     for (let i = 0; i < 200; i++) handshake(p); // warm up
     const n = Number(count);
     const t0 = performance.now();

@@ -320,7 +320,7 @@ export function createOpensslBackend(options: { readonly nativeHash?: boolean; r
     };
   }
   // Whole handshake steps: they use the addon's hashing and X25519, so only with both.
-  if (typeof nh !== 'string' && typeof nx !== 'string' && options.nativeX25519 === undefined && options.nativeNoise !== false) {
+  if (typeof nh !== 'string' && typeof nx !== 'string' && options.nativeX25519 !== 'ladder' && options.nativeNoise !== false) {
     const steps = loadNativeNoise();
     if (typeof steps !== 'string') backend.noise = steps;
   }
