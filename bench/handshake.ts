@@ -3,10 +3,10 @@
  * A, consumption + response at B, consumption of the response + first keepalive at A), one
  * backend at a time, beside a same-run anchor: a bare node:crypto X25519 diffieHellman with both
  * KeyObjects made beforehand (the cheapest DH node:crypto offers). A handshake costs 6 X25519
- * (the static-static DH is precomputed per peer) and 2 public-key derivations (OpenSSL 3.0
- * computes a public key with the same ladder), so "hs/s x anchor" near 1/8 means bound by the
- * curve arithmetic alone. Variants (default set first): 'openssl' (what 'auto' picks: X25519
- * through OpenSSL's ossl_x25519, whole handshake steps in the addon), 'openssl-steps' (the same
+ * DHs (the static-static DH is precomputed per peer) and 2 public-key derivations; with peer
+ * tables 2 of the 6 DHs are fixed-base multiplications, like the public keys. Variants (default set first): 'openssl' (what 'auto' picks: X25519
+ * through OpenSSL's ossl_x25519, whole handshake steps in the addon, peer tables),
+ * 'openssl-notables' (the same without peer tables), 'openssl-steps' (ossl_x25519
  * with noise.ts's step-by-step code), 'openssl-ladder' (steps, the addon's C ladder: the state
  * before issue 13's second pass), 'openssl-evpx25519' (steps, EVP_PKEY X25519), 'node';
  * 'openssl+io' is 'openssl' with the daemon's transport AEAD in the I/O addon (the keepalive);
@@ -18,6 +18,7 @@
  * Profile: npx tsc -p tsconfig.build.json && node --cpu-prof dist/bench/handshake.js loop openssl 3000
  */
 import { diffieHellman, generateKeyPairSync } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import { pathToFileURL } from 'node:url';
 import type { CryptoBackend } from '../src/crypto/backend.js';
 import { createEvpHashing } from '../src/crypto/evp-hash.js';
@@ -32,6 +33,12 @@ function backendByName(name: string): CryptoBackend {
   if (name === 'openssl-evpx25519') return createOpensslBackend({ nativeX25519: false });
   if (name === 'openssl-ladder') return createOpensslBackend({ nativeX25519: 'ladder' });
   if (name === 'openssl-steps') return createOpensslBackend({ nativeNoise: false });
+  if (name === 'openssl-notables') {
+    // Native steps, but every DH on the ladder: no peer tables.
+    const b = createOpensslBackend();
+    if (b.noise === undefined) throw new Error('no native handshake steps here');
+    return { ...b, noise: { ...b.noise, buildTable: () => false } };
+  }
   if (name === 'openssl+io') {
     // As the daemon runs it (src/gateway/wg-daemon.ts): transport AEAD (here the keepalive) in
     // the native I/O addon instead of through koffi.
@@ -73,6 +80,20 @@ function slice(fn: () => void, ms: number): [number, number] {
   return [n, t - t0];
 }
 
+/**
+ * CPU time of the main (JavaScript) thread alone, in us, from /proc (Linux; 10 ms ticks, so
+ * only meaningful over seconds): process.cpuUsage() also counts V8's GC and compiler threads.
+ */
+function mainThreadCpuUs(): number {
+  try {
+    const f = readFileSync(`/proc/self/task/${process.pid}/stat`, 'utf8');
+    const rest = f.slice(f.lastIndexOf(')') + 2).split(' '); // fields from 3 (state) on
+    return (Number(rest[11]) + Number(rest[12])) * 10_000; // utime, stime (fields 14, 15) in 1/100 s
+  } catch {
+    return Number.NaN;
+  }
+}
+
 function median(xs: number[]): number {
   const v = [...xs].sort((x, y) => x - y);
   const m = v.length >> 1;
@@ -85,7 +106,7 @@ function median(xs: number[]): number {
  * machine hits all of them alike; rates are per round, ratios are within a round, and the
  * table shows medians over rounds.
  */
-export async function runHandshakeBench(timeMs = 600, rounds = 5, names = ['openssl', 'openssl+io', 'openssl-steps', 'openssl-ladder', 'openssl-evpx25519', 'node']): Promise<string> {
+export async function runHandshakeBench(timeMs = 600, rounds = 5, names = ['openssl', 'openssl+io', 'openssl-notables', 'openssl-steps', 'openssl-ladder', 'openssl-evpx25519', 'node']): Promise<string> {
   const a = generateKeyPairSync('x25519');
   const b = generateKeyPairSync('x25519');
   const anchor = (): void => { diffieHellman({ privateKey: a.privateKey, publicKey: b.publicKey }); };
@@ -140,12 +161,14 @@ if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.a
     const n = Number(count);
     const t0 = performance.now();
     const c0 = process.cpuUsage();
+    const m0 = mainThreadCpuUs();
     for (let i = 0; i < n; i++) handshake(p);
     const c = process.cpuUsage(c0);
+    const main = (mainThreadCpuUs() - m0) / n;
     const wall = performance.now() - t0;
     const cpuUs = (c.user + c.system) / n;
     console.log(`${name}: ${n} handshakes, ${((n * 1000) / wall).toFixed(0)}/s wall, ${cpuUs.toFixed(1)} us CPU each`
-      + ` (${(1e6 / cpuUs).toFixed(0)}/s per core)`);
+      + ` (${(1e6 / cpuUs).toFixed(0)}/s per core; main thread alone ${main.toFixed(1)} us, ${(1e6 / main).toFixed(0)}/s)`);
   } else {
     runHandshakeBench(600, 5, mode === undefined ? undefined : [mode]).then((t) => console.log(t), (e) => { console.error(e); process.exitCode = 1; });
   }
