@@ -67,6 +67,13 @@ function backendByName(name: string): CryptoBackend {
   throw new Error(`unknown backend ${name}`);
 }
 
+/** The X25519 of a variant, and whether it runs the native steps and peer tables. */
+function describe(name: string, backend: CryptoBackend): string {
+  const steps = backend.noise === undefined ? '' : name === 'openssl-notables' ? '; native handshake steps, no peer tables'
+    : '; native handshake steps, peer tables';
+  return `${backend.x25519Impl ?? `${backend.name} backend default`}${steps}`;
+}
+
 /** Runs `fn` in batches for about `ms` milliseconds; returns [calls, elapsed ms]. */
 function slice(fn: () => void, ms: number): [number, number] {
   let n = 0;
@@ -114,7 +121,7 @@ export async function runHandshakeBench(timeMs = 600, rounds = 5, names = ['open
   const impls = new Map<string, string>();
   for (const n of names) {
     const backend = backendByName(n);
-    impls.set(n, `${backend.x25519Impl ?? `${backend.name} backend default`}${backend.noise !== undefined ? '; native handshake steps, peer tables' : ''}`);
+    impls.set(n, describe(n, backend));
     const p = makePair(backend);
     for (let i = 0; i < 50; i++) handshake(p); // warm up
     tasks.push([n, () => handshake(p)]);
@@ -156,7 +163,7 @@ if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.a
     // (4,000/s on one core = 250 us of CPU each), less sensitive to other load than wall time.
     const backend = backendByName(name);
     const p = makePair(backend);
-    console.log(`${name}: X25519 ${backend.x25519Impl ?? `${backend.name} backend default`}${backend.noise !== undefined ? '; native handshake steps, peer tables' : ''}`);
+    console.log(`${name}: X25519 ${describe(name, backend)}`);
     for (let i = 0; i < 200; i++) handshake(p); // warm up
     const n = Number(count);
     const t0 = performance.now();
