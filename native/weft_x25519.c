@@ -17,11 +17,14 @@
  * birational map u = (1+y)/(1-y), B having y = 4/5). [k]B is a sum of 64 table points
  * d_i * 16^i * B with signed digits d_i in [-8, 8], so 64 mixed additions (extended coordinates,
  * Hisil-Wong-Carter-Dawson 2008, a = -1) replace 255 ladder steps. The table (64 x 8 points,
- * 60 KiB) is computed once at load from B, not stored in the source.
+ * 60 KiB) is computed once at load from B, not stored in the source. The same method serves
+ * X25519(k, U) for any fixed U of large order on the curve (a peer's static key, whose Edwards
+ * point is recovered from u with a square root): weft_x25519_table_* at the end.
  */
 #include "weft_x25519.h"
 
 #include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
@@ -272,8 +275,10 @@ static const fe D2 = { 0x69b9426b2f159ULL, 0x35050762add7aULL, 0x3cf44c0038052UL
 static const fe BX = { 0x62d608f25d51aULL, 0x412a4b4f6592aULL, 0x75b7171a4b31dULL, 0x1ff60527118feULL, 0x216936d3cd6e5ULL };
 static const fe BY = { 0x6666666666658ULL, 0x4ccccccccccccULL, 0x1999999999999ULL, 0x3333333333333ULL, 0x6666666666666ULL };
 
-/* table[i][j] = (j + 1) * 16^i * B. */
-static ge_niels table[64][8];
+/* tab[i][j] = (j + 1) * 16^i * P: for P = B (the public-key table, built once) or a peer's
+ * static public key (weft_x25519_table_build). */
+typedef ge_niels point_table[64][8];
+static point_table table;
 static pthread_once_t table_once = PTHREAD_ONCE_INIT;
 
 /* r = p + q, both extended (add-2008-hwcd-3; complete for a = -1, so it also doubles). */
@@ -318,9 +323,9 @@ static inline void ge_madd(ge *r, const ge *p, const ge_niels *q) {
   fe_mul(r->Z, f, g);
 }
 
-static void to_niels(ge_niels *n, const ge *p) {
-  fe zi, x, y;
-  fe_invert(zi, p->Z);
+/* n := p in niels form, given zi = 1/Z. */
+static void to_niels(ge_niels *n, const ge *p, const fe zi) {
+  fe x, y;
   fe_mul(x, p->X, zi);
   fe_mul(y, p->Y, zi);
   fe_add(n->ypx, y, x);
@@ -334,20 +339,52 @@ static void to_niels(ge_niels *n, const ge *p) {
   fe_mul(n->ymx, n->ymx, one);
 }
 
-static void build_table(void) {
-  ge base, cur;
-  fe_copy(base.X, BX);
-  fe_copy(base.Y, BY);
-  fe_1(base.Z);
-  fe_mul(base.T, BX, BY);
+/* The 512 points in extended coordinates first, then all their Z inverted at once
+ * (Montgomery's trick: one inversion and 3 multiplications per point instead of 512
+ * inversions; ~10x faster, so a peer's table costs ~0.3 ms). The scratch is on the heap
+ * (80 KiB); without it, one inversion per point. */
+static void build_table_of(point_table tab, ge base) {
+  ge *pts = malloc(512 * sizeof(ge));
+  fe *inv = malloc(512 * sizeof(fe));
+  ge cur;
+  fe acc, zi;
   for (int i = 0; i < 64; i++) {
     cur = base;
     for (int j = 0; j < 8; j++) {
-      to_niels(&table[i][j], &cur);
+      if (pts != NULL && inv != NULL) {
+        pts[8 * i + j] = cur;
+      } else {
+        fe_invert(zi, cur.Z);
+        to_niels(&tab[i][j], &cur, zi);
+      }
       ge_add(&cur, &cur, &base);
     }
     for (int s = 0; s < 4; s++) ge_add(&base, &base, &base);
   }
+  if (pts != NULL && inv != NULL) {
+    fe_1(acc);
+    for (int n = 0; n < 512; n++) { /* inv[n] = Z_0 ... Z_(n-1) */
+      fe_copy(inv[n], acc);
+      fe_mul(acc, acc, pts[n].Z);
+    }
+    fe_invert(acc, acc);
+    for (int n = 511; n >= 0; n--) {
+      fe_mul(inv[n], inv[n], acc); /* 1 / Z_n */
+      fe_mul(acc, acc, pts[n].Z);  /* 1 / (Z_0 ... Z_(n-1)) */
+      to_niels(&tab[n >> 3][n & 7], &pts[n], inv[n]);
+    }
+  }
+  free(pts);
+  free(inv);
+}
+
+static void build_table(void) {
+  ge base;
+  fe_copy(base.X, BX);
+  fe_copy(base.Y, BY);
+  fe_1(base.Z);
+  fe_mul(base.T, BX, BY);
+  build_table_of(table, base);
 }
 
 void weft_x25519_init(void) { pthread_once(&table_once, build_table); }
@@ -358,7 +395,7 @@ static inline uint64_t eq_small(uint64_t a, uint64_t b) {
 }
 
 /* t := digit * 16^pos * B for a digit in [-8, 8], reading all eight entries. */
-static inline void select_point(ge_niels *t, int pos, int8_t digit) {
+static inline void select_point(ge_niels *t, const point_table tab, int pos, int8_t digit) {
   uint64_t neg = (uint64_t)((int64_t)digit >> 63) & 1;
   uint64_t abs = (uint64_t)(((int64_t)digit ^ -(int64_t)neg) + (int64_t)neg);
   fe_1(t->ypx);
@@ -366,9 +403,9 @@ static inline void select_point(ge_niels *t, int pos, int8_t digit) {
   fe_0(t->xy2d);
   for (int j = 0; j < 8; j++) {
     uint64_t hit = eq_small(abs, (uint64_t)j + 1);
-    fe_cmov(t->ypx, table[pos][j].ypx, hit);
-    fe_cmov(t->ymx, table[pos][j].ymx, hit);
-    fe_cmov(t->xy2d, table[pos][j].xy2d, hit);
+    fe_cmov(t->ypx, tab[pos][j].ypx, hit);
+    fe_cmov(t->ymx, tab[pos][j].ymx, hit);
+    fe_cmov(t->xy2d, tab[pos][j].xy2d, hit);
   }
   /* -(x, y) = (-x, y): swap y+x with y-x and negate 2dxy. */
   fe_cswap(t->ypx, t->ymx, neg);
@@ -377,7 +414,8 @@ static inline void select_point(ge_niels *t, int pos, int8_t digit) {
   fe_cmov(t->xy2d, nx, neg);
 }
 
-void weft_x25519_base(uint8_t out[32], const uint8_t scalar[32]) {
+/* out := u([k]P) for the P of tab, k the clamped scalar. */
+static void table_mul(uint8_t out[32], const uint8_t scalar[32], const point_table tab) {
   uint8_t k[32];
   int8_t digit[64];
   clamp(k, scalar);
@@ -400,7 +438,7 @@ void weft_x25519_base(uint8_t out[32], const uint8_t scalar[32]) {
   fe_1(h.Z);
   fe_0(h.T);
   for (int i = 0; i < 64; i++) {
-    select_point(&t, i, digit[i]);
+    select_point(&t, tab, i, digit[i]);
     ge_madd(&h, &h, &t);
   }
   /* u = (1 + y) / (1 - y) = (Z + Y) / (Z - Y). */
@@ -414,4 +452,116 @@ void weft_x25519_base(uint8_t out[32], const uint8_t scalar[32]) {
   explicit_bzero(digit, sizeof digit);
   explicit_bzero(&h, sizeof h);
   explicit_bzero(&t, sizeof t);
+}
+
+void weft_x25519_base(uint8_t out[32], const uint8_t scalar[32]) { table_mul(out, scalar, table); }
+
+/* ---- per-point tables: X25519(k, U) for a fixed U (a peer's static key) -------------------- */
+
+static const fe D = { 0x34dca135978a3ULL, 0x1a8283b156ebdULL, 0x5e7a26001c029ULL, 0x739c663a03cbbULL, 0x52036cee2b6ffULL };
+static const fe SQRTM1 = { 0x61b274a0ea0b0ULL, 0xd5a5fc8f189dULL, 0x7ef5e9cbd0c60ULL, 0x78595a6804c9eULL, 0x2b8324804fc1dULL };
+
+/* z^((p-5)/8) = z^(2^252 - 3). */
+static void fe_pow22523(fe out, const fe z) {
+  fe t0, t1, t2;
+  fe_sq(t0, z);
+  fe_sqn(t1, t0, 2);
+  fe_mul(t1, z, t1);        /* z^9 */
+  fe_mul(t0, t0, t1);       /* z^11 */
+  fe_sq(t0, t0);            /* z^22 */
+  fe_mul(t0, t1, t0);       /* z^(2^5 - 1) */
+  fe_sqn(t1, t0, 5);
+  fe_mul(t0, t1, t0);       /* 2^10 - 1 */
+  fe_sqn(t1, t0, 10);
+  fe_mul(t1, t1, t0);       /* 2^20 - 1 */
+  fe_sqn(t2, t1, 20);
+  fe_mul(t1, t2, t1);       /* 2^40 - 1 */
+  fe_sqn(t1, t1, 10);
+  fe_mul(t0, t1, t0);       /* 2^50 - 1 */
+  fe_sqn(t1, t0, 50);
+  fe_mul(t1, t1, t0);       /* 2^100 - 1 */
+  fe_sqn(t2, t1, 100);
+  fe_mul(t1, t2, t1);       /* 2^200 - 1 */
+  fe_sqn(t1, t1, 50);
+  fe_mul(t0, t1, t0);       /* 2^250 - 1 */
+  fe_sqn(t0, t0, 2);        /* 2^252 - 4 */
+  fe_mul(out, t0, z);       /* 2^252 - 3 */
+}
+
+static int fe_eq(const fe a, const fe b) {
+  uint8_t x[32], y[32];
+  fe_tobytes(x, a);
+  fe_tobytes(y, b);
+  return memcmp(x, y, 32) == 0;
+}
+
+static int fe_iszero(const fe a) {
+  fe z;
+  fe_0(z);
+  return fe_eq(a, z);
+}
+
+/*
+ * The edwards25519 point with u-coordinate u (RFC 7748 §4.1: y = (u-1)/(u+1), x from the curve
+ * equation; either sign of x gives the same X25519 results, [k](-P) and [k]P sharing u). 0 when
+ * u is not on the curve (a twist point) or the point has small order (8P = identity): those stay
+ * on the ladder, which handles every u. Public data only: not constant time.
+ */
+static int ge_from_u(ge *P, const uint8_t ub[32]) {
+  fe u, one, num, den, y, y2, n, dd, x2, x, chk;
+  fe_frombytes(u, ub);
+  fe_1(one);
+  fe_sub(num, u, one);
+  fe_add(den, u, one);
+  if (fe_iszero(den)) return 0;
+  fe_invert(den, den);
+  fe_mul(y, num, den);
+  fe_sq(y2, y);
+  fe_sub(n, y2, one);       /* x^2 = (y^2 - 1) / (d y^2 + 1) */
+  fe_mul(dd, y2, D);
+  fe_add(dd, dd, one);
+  fe_invert(dd, dd);
+  fe_mul(x2, n, dd);
+  fe_pow22523(x, x2);
+  fe_mul(x, x, x2);         /* x2^((p+3)/8) */
+  fe_sq(chk, x);
+  if (!fe_eq(chk, x2)) {
+    fe_mul(x, x, SQRTM1);
+    fe_sq(chk, x);
+    if (!fe_eq(chk, x2)) return 0;
+  }
+  fe_copy(P->X, x);
+  fe_copy(P->Y, y);
+  fe_1(P->Z);
+  fe_mul(P->T, x, y);
+  ge Q = *P;
+  for (int i = 0; i < 3; i++) ge_add(&Q, &Q, &Q);
+  fe ymz;
+  fe_sub(ymz, Q.Y, Q.Z);
+  if (fe_iszero(Q.X) && fe_iszero(ymz)) return 0;
+  return 1;
+}
+
+size_t weft_x25519_table_size(void) { return WEFT_X25519_TABLE_HEADER + sizeof(point_table); }
+
+int weft_x25519_table_build(uint8_t *buf, const uint8_t u[32]) {
+  memset(buf, 0, WEFT_X25519_TABLE_HEADER);
+  if (((uintptr_t)buf & 7) != 0) return 0;
+  ge P;
+  if (!ge_from_u(&P, u)) return 0;
+  build_table_of(*(point_table *)(buf + WEFT_X25519_TABLE_HEADER), P);
+  memcpy(buf, u, 32);
+  buf[32] = 1;
+  return 1;
+}
+
+int weft_x25519_table_usable(const uint8_t *buf, const uint8_t u[32]) {
+  return ((uintptr_t)buf & 7) == 0 && buf[32] == 1 && memcmp(buf, u, 32) == 0;
+}
+
+int weft_x25519_table_mul(uint8_t out[32], const uint8_t scalar[32], const uint8_t *buf) {
+  table_mul(out, scalar, *(const point_table *)(buf + WEFT_X25519_TABLE_HEADER));
+  uint8_t any = 0;
+  for (int i = 0; i < 32; i++) any |= out[i];
+  return any != 0;
 }

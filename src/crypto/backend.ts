@@ -1,4 +1,38 @@
 /**
+ * Whole Noise handshake steps in one native call each (native/weft_noise.c), offered by the
+ * 'openssl' backend with the addon; src/wireguard/noise.ts uses them instead of its
+ * step-by-step code when present. Each returns false when a DH result is all zeros or a tag
+ * does not verify. State buffers have a fixed layout (byte offsets):
+ *  - hs (224): hash 0, chaining key 32, PSK 64, local ephemeral private 96, remote ephemeral
+ *    public 128, remote static public 160, precomputed static-static DH 192;
+ *  - identity (64): private key 0, public key 32;
+ *  - pending (96): hash 0, chaining key 32, remote ephemeral 64.
+ * `off` is the message's offset in `msg` (initiation 148 bytes, response 92). `peerTable`
+ * (optional) is buildTable()'s output for hs's remote static key: DH(ephemeral, remote static)
+ * then runs as a fixed-base multiplication with that table instead of a ladder (same result);
+ * a table built for another key, or null, means the ladder.
+ */
+export interface NoiseSteps {
+  /** Initiation body (ephemeral, static, timestamp); writes hs hash and chaining key. */
+  initiation(hs: Uint8Array, identity: Uint8Array, msg: Uint8Array, off: number, timestamp: Uint8Array, peerTable: Uint8Array | null): boolean;
+  /** Consumes an initiation up to the static key (into outStatic); writes pending. */
+  beginConsume(pending: Uint8Array, identity: Uint8Array, msg: Uint8Array, off: number, outStatic: Uint8Array): boolean;
+  /** Continues with the static-static key of hs: decrypts the timestamp; advances pending. */
+  finishConsume(pending: Uint8Array, hs: Uint8Array, msg: Uint8Array, off: number, outTimestamp: Uint8Array): boolean;
+  /** Response body (ephemeral, empty); writes hs hash and chaining key. */
+  response(hs: Uint8Array, msg: Uint8Array, off: number, peerTable: Uint8Array | null): boolean;
+  /** Size in bytes of a peer table (~61 KB). */
+  readonly tableSize: number;
+  /**
+   * Builds the table of the X25519 public key `u` into `out` (tableSize bytes, ~0.2 ms); false
+   * for a key that is not on the curve or has small order (such keys stay on the ladder).
+   */
+  buildTable(out: Uint8Array, u: Uint8Array): boolean;
+  /** Consumes a response to hs's initiation; writes pending hash and chaining key. */
+  consumeResponse(pending: Uint8Array, hs: Uint8Array, identity: Uint8Array, msg: Uint8Array, off: number): boolean;
+}
+
+/**
  * The narrow crypto interface every protocol engine uses (WireGuard whitepaper §5.4 primitives).
  *
  * Contracts:
@@ -57,6 +91,12 @@ export interface CryptoBackend {
    * Same contract as kdf1/kdf2/kdf3, which call it after their own checks when it exists.
    */
   kdf?(t1: Uint8Array, t2: Uint8Array | null, t3: Uint8Array | null, key: Uint8Array, input: Uint8Array): void;
+
+  /** Optional: whole handshake steps in native code (see NoiseSteps), same results as the steps. */
+  noise?: NoiseSteps;
+
+  /** Which X25519 implementation dh() runs (`weft show`, benchmark output); absent: the backend's default. */
+  x25519Impl?: string;
 
   /** X25519(privateKey, publicKey) → 32-byte shared secret (RFC 7748 §5). Returns false if all-zero. */
   dh(out: Uint8Array, privateKey: Uint8Array, publicKey: Uint8Array): boolean;

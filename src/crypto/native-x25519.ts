@@ -1,7 +1,10 @@
 /**
- * X25519 from the native addon (native/weft_x25519.c, loaded with the BLAKE2s functions by
- * native-hash.ts): the RFC 7748 ladder for DH and an Edwards fixed-base table for public keys,
- * one N-API call each and no key import or context per call. The 'openssl' backend prefers it
+ * X25519 from the native addon (loaded with the BLAKE2s functions by native-hash.ts), one N-API
+ * call each and no key import or context per call. DH runs OpenSSL's own ossl_x25519 found in
+ * Node's binary (mulx/adx assembly on x86-64) when the addon's load-time self-test accepts it
+ * (native/weft_crypto.c: RFC 7748 vectors, low-order points, 64 random pairs against the C
+ * ladder), else the addon's RFC 7748 ladder (native/weft_x25519.c); `impl` says which. Public
+ * keys use the addon's Edwards fixed-base table (faster than OpenSSL's, measured). The 'openssl' backend prefers it
  * to EVP_PKEY through koffi (evp-x25519.ts), which prefers node:crypto's KeyObjects (node.ts).
  *
  * Nothing is loaded on import. An addon built before X25519 was added, or one that fails the
@@ -18,6 +21,12 @@ export interface NativeX25519 {
   x25519(out: Uint8Array, scalar: Uint8Array, u: Uint8Array): boolean;
   /** out[0..32) := X25519(scalar, 9), through the fixed-base table. */
   x25519Base(out: Uint8Array, scalar: Uint8Array): void;
+  /** As x25519, always through the addon's own C ladder (the fallback; tests and benchmarks). */
+  x25519Ladder(out: Uint8Array, scalar: Uint8Array, u: Uint8Array): boolean;
+  /** Which X25519 x25519() runs, for `weft show` and benchmark output. */
+  readonly impl: string;
+  /** Why OpenSSL's ossl_x25519 is not used (null when it is). */
+  readonly osslReason: string | null;
 }
 
 let cache: NativeX25519 | string | undefined;
@@ -31,12 +40,17 @@ export function loadNativeX25519(): NativeX25519 | string {
 function load(): NativeX25519 | string {
   const n = loadNativeHash();
   if (typeof n === 'string') return n;
-  const mod = n as unknown as Partial<NativeX25519>;
-  if (typeof mod.x25519 !== 'function' || typeof mod.x25519Base !== 'function') {
-    return 'the native addon has no X25519 (built from older sources); rebuild with `node native/build.mjs`';
+  const mod = n as unknown as Partial<NativeX25519> & { x25519Impl?: unknown; x25519OsslReason?: unknown };
+  if (typeof mod.x25519 !== 'function' || typeof mod.x25519Base !== 'function' || typeof mod.x25519Ladder !== 'function'
+    || typeof mod.x25519Impl !== 'string') {
+    return 'the native addon has no X25519 or no ossl_x25519 selection (built from older sources); rebuild with `node native/build.mjs`';
   }
-  const x: NativeX25519 = { x25519: mod.x25519, x25519Base: mod.x25519Base };
-  return selfTest(x) ?? x;
+  const x: NativeX25519 = {
+    x25519: mod.x25519, x25519Base: mod.x25519Base, x25519Ladder: mod.x25519Ladder, impl: mod.x25519Impl,
+    osslReason: typeof mod.x25519OsslReason === 'string' ? mod.x25519OsslReason : null,
+  };
+  // Both DH paths must pass: the ladder is the fallback and the cross-check of ossl_x25519.
+  return selfTest(x, x.x25519) ?? selfTest(x, x.x25519Ladder) ?? x;
 }
 
 function hex(s: string): Uint8Array {
@@ -46,9 +60,9 @@ function hex(s: string): Uint8Array {
 }
 
 /** RFC 7748 §5.2 vector 2 (top bit of u set), §6.1 (both public keys, the shared secret), u = 0. */
-function selfTest(x: NativeX25519): string | null {
+function selfTest(x: NativeX25519, dh: NativeX25519['x25519']): string | null {
   const out = new Uint8Array(KEY_LEN);
-  if (!x.x25519(out, hex('4b66e9d4d1b4673c5ad22691957d6af5c11b6421e0ea01d42ca4169e7918ba0d'),
+  if (!dh(out, hex('4b66e9d4d1b4673c5ad22691957d6af5c11b6421e0ea01d42ca4169e7918ba0d'),
     hex('e5210f12786811d3f4b7959d0538ae2c31dbe7106fc03c3efc4cd549c715a493'))
     || !equal32(out, hex('95cbde9476e8907d7aade45cb4b873f88b595a68799fa152e6f8f7647aac7957'))) {
     return 'weft_crypto X25519 disagrees with RFC 7748 §5.2';
@@ -62,9 +76,9 @@ function selfTest(x: NativeX25519): string | null {
   }
   x.x25519Base(out, bob);
   if (!equal32(out, bobPub)) return 'weft_crypto X25519 fixed-base public key disagrees with RFC 7748 §6.1';
-  if (!x.x25519(out, alice, bobPub) || !equal32(out, hex('4a5d9d5ba4ce2de1728e3bf480350f25e07e21c947d19e3376f09b3c1e161742'))) {
+  if (!dh(out, alice, bobPub) || !equal32(out, hex('4a5d9d5ba4ce2de1728e3bf480350f25e07e21c947d19e3376f09b3c1e161742'))) {
     return 'weft_crypto X25519 disagrees with RFC 7748 §6.1';
   }
-  if (x.x25519(out, alice, new Uint8Array(KEY_LEN))) return 'weft_crypto X25519 accepted a low-order point';
+  if (dh(out, alice, new Uint8Array(KEY_LEN))) return 'weft_crypto X25519 accepted a low-order point';
   return null;
 }

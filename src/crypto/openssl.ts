@@ -31,6 +31,7 @@ import { CryptoBackendError } from './errors.js';
 import { createEvpHashing, type EvpHashing } from './evp-hash.js';
 import { createEvpX25519, type EvpX25519 } from './evp-x25519.js';
 import { loadNativeHash } from './native-hash.js';
+import { loadNativeNoise } from './native-noise.js';
 import { loadNativeX25519 } from './native-x25519.js';
 import { processLibrary } from './ffi.js';
 import { createNodeBackend, loadNodeCrypto, nodeBackendUnavailableReason } from './node.js';
@@ -244,11 +245,14 @@ export function opensslHashingUnavailableReason(): string | null {
  * when opensslX25519UnavailableReason() is null, else from the node backend. With the native
  * addon (native-hash.ts) hash, mac, hmac and kdf are one N-API call each instead
  * (`nativeHash: false` keeps EVP: tests and benchmarks of that fallback). X25519 comes from the
- * addon's own ladder and fixed-base table (native-x25519.ts) when it passes its self-test, else
- * from EVP_PKEY, else from node.ts (`nativeX25519: false` skips the first: tests and benchmarks).
+ * addon (native-x25519.ts: OpenSSL's ossl_x25519 or the addon's own ladder, and its fixed-base
+ * table) when it passes its self-test, else from EVP_PKEY, else from node.ts (`nativeX25519:
+ * false` skips the addon, 'ladder' forces its own ladder: tests and benchmarks). `x25519Impl`
+ * names the X25519 in use. With the addon's hashing and X25519 the backend also offers whole
+ * handshake steps (`noise`, native-noise.ts; `nativeNoise: false` leaves them out).
  * The OpenSSL contexts are freed when the backend object is garbage-collected.
  */
-export function createOpensslBackend(options: { readonly nativeHash?: boolean; readonly nativeX25519?: boolean } = {}): CryptoBackend {
+export function createOpensslBackend(options: { readonly nativeHash?: boolean; readonly nativeX25519?: boolean | 'ladder'; readonly nativeNoise?: boolean } = {}): CryptoBackend {
   const reason = opensslBackendUnavailableReason();
   const evp = bindEvp();
   if (reason !== null || typeof evp === 'string') {
@@ -286,11 +290,13 @@ export function createOpensslBackend(options: { readonly nativeHash?: boolean; r
   const x25519: EvpX25519 | null = typeof x === 'string' ? null : x;
   if (typeof nx !== 'string') {
     // The addon checks lengths too; these keep the backend's error messages and contract.
+    const dh = options.nativeX25519 === 'ladder' ? nx.x25519Ladder : nx.x25519;
+    backend.x25519Impl = options.nativeX25519 === 'ladder' ? 'weft radix-2^51 ladder (forced)' : nx.impl;
     backend.dh = (out, privateKey, publicKey) => {
       assertOutput(out, KEY_LEN, 'dh output');
       assertBytes(privateKey, KEY_LEN, 'private key');
       assertBytes(publicKey, KEY_LEN, 'public key');
-      return nx.x25519(out, privateKey, publicKey);
+      return dh(out, privateKey, publicKey);
     };
     backend.publicKey = (out, privateKey) => {
       assertOutput(out, KEY_LEN, 'public key output');
@@ -298,6 +304,7 @@ export function createOpensslBackend(options: { readonly nativeHash?: boolean; r
       nx.x25519Base(out, privateKey);
     };
   } else if (x25519 !== null) {
+    backend.x25519Impl = 'OpenSSL EVP_PKEY through koffi';
     backend.dh = (out, privateKey, publicKey) => {
       assertOutput(out, KEY_LEN, 'dh output');
       assertBytes(privateKey, KEY_LEN, 'private key');
@@ -311,6 +318,11 @@ export function createOpensslBackend(options: { readonly nativeHash?: boolean; r
       assertBytes(privateKey, KEY_LEN, 'private key');
       x25519.publicKey(out, privateKey);
     };
+  }
+  // Whole handshake steps: they use the addon's hashing and X25519, so only with both.
+  if (typeof nh !== 'string' && typeof nx !== 'string' && options.nativeX25519 !== 'ladder' && options.nativeNoise !== false) {
+    const steps = loadNativeNoise();
+    if (typeof steps !== 'string') backend.noise = steps;
   }
   resources.register(backend, { aead, hashing, x25519 });
   return backend;

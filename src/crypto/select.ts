@@ -14,8 +14,8 @@
  *   3. 'pure'              0.43        0.42         0.34          0.28      noble
  *
  * For the handshake, 'node' does X25519 through node:crypto KeyObjects (~20x noble), 'openssl'
- * through the addon's own ladder (native/weft_x25519.c; EVP_PKEY or KeyObjects as fallbacks;
- * bench/handshake.ts); 'openssl'
+ * through the addon (OpenSSL's ossl_x25519 or the addon's own ladder, whole handshake steps in
+ * native/weft_noise.c; EVP_PKEY or KeyObjects as fallbacks; bench/handshake.ts); 'openssl'
  * also does BLAKE2s/HMAC/MAC through EVP (MAC ~12x the others, HASH ~1.7x node, HMAC
  * ~3x node). Each candidate is detected by trying it (nodeBackendUnavailableReason,
  * opensslBackendUnavailableReason: symbols, a working cipher, the RFC 8439 vector), never

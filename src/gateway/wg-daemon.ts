@@ -158,7 +158,7 @@ export class WgDaemon {
         get: () => d.snapshot(),
         set: (ops) => d.set(ops),
       }, { socketDir: opts.socketDir, onError: (e) => log('error', `uapi: ${String(e)}`) });
-      log('info', `interface ${tun.name} up: mtu ${mtu}, udp port ${port.port}, io ${tun.mechanism}, crypto ${opts.backend.name}${aeadNote}`);
+      log('info', `interface ${tun.name} up: mtu ${mtu}, udp port ${port.port}, io ${tun.mechanism}, crypto ${opts.backend.name}${opts.backend.x25519Impl !== undefined ? ` (X25519: ${opts.backend.x25519Impl})` : ''}${aeadNote}`);
       return d;
     } catch (e) {
       await port?.close();

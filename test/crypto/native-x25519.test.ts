@@ -7,6 +7,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { createNodeBackend } from '../../src/crypto/node.js';
+import { loadNativeHash } from '../../src/crypto/native-hash.js';
 import { loadNativeX25519, type NativeX25519 } from '../../src/crypto/native-x25519.js';
 import { createOpensslBackend } from '../../src/crypto/openssl.js';
 import { hex, seeded, toHex } from './helpers.js';
@@ -42,13 +43,23 @@ describe('native X25519', () => {
     expect(toHex(out)).toBe('95cbde9476e8907d7aade45cb4b873f88b595a68799fa152e6f8f7647aac7957');
   });
 
-  it('RFC 7748 §5.2 iterated vectors: 1 and 1,000 iterations', () => {
+  it('DH runs OpenSSL\'s ossl_x25519 when this Node exports it, and says so', () => {
     const x = addon();
+    // Node's official x86-64/arm64 binaries export it; a build without it keeps the C ladder.
+    expect(x.osslReason).toBeNull();
+    expect(x.impl).toContain('ossl_x25519');
+    expect(createOpensslBackend().x25519Impl).toBe(x.impl);
+    expect(createOpensslBackend({ nativeX25519: 'ladder' }).x25519Impl).toContain('ladder');
+  });
+
+  it.each(['x25519', 'x25519Ladder'] as const)('RFC 7748 §5.2 iterated vectors: 1 and 1,000 iterations (%s)', (fn) => {
+    const x = addon();
+    const dh = x[fn];
     let k: Uint8Array = hex('0900000000000000000000000000000000000000000000000000000000000000');
     let u: Uint8Array = k.slice();
     const out = new Uint8Array(32);
     for (let i = 1; i <= 1000; i++) {
-      x.x25519(out, k, u);
+      dh(out, k, u);
       u = k;
       k = out.slice();
       if (i === 1) expect(toHex(k)).toBe('422c8e7a6227d7bca1350b3e2bb7279f7897b87bb6854b783c60e80311ae3079');
@@ -100,13 +111,16 @@ describe('native X25519', () => {
       const out = new Uint8Array(32).fill(0xaa);
       expect(x.x25519(out, rnd(32), hex(u))).toBe(false);
       expect(toHex(out)).toBe('00'.repeat(32));
+      out.fill(0xaa);
+      expect(x.x25519Ladder(out, rnd(32), hex(u))).toBe(false);
+      expect(toHex(out)).toBe('00'.repeat(32));
     }
     const out = new Uint8Array(32).fill(0xaa);
     expect(createOpensslBackend().dh(out, rnd(32), hex(u))).toBe(false);
     expect(toHex(out)).toBe('00'.repeat(32));
   });
 
-  it('10,000 random scalars and u-coordinates equal node:crypto for both the ladder and the fixed base', () => {
+  it('10,000 random scalars and u-coordinates equal node:crypto for DH (ossl_x25519 and the C ladder) and the fixed base', () => {
     const x = addon();
     const node = createNodeBackend({ keyCache: false });
     const rnd = seeded(0x25519);
@@ -122,9 +136,36 @@ describe('native X25519', () => {
       const okA = x.x25519(a, k, u);
       const okB = node.dh(b, k, u);
       if (okA !== okB || toHex(a) !== toHex(b)) diff++;
+      const okL = x.x25519Ladder(a, k, u);
+      if (okL !== okB || toHex(a) !== toHex(b)) diff++;
       x.x25519Base(a, k);
       node.publicKey(b, k);
       if (toHex(a) !== toHex(b)) diff++;
+    }
+    expect(diff).toBe(0);
+  });
+
+  it('peer tables (fixed-base DH with a fixed public key): 100 keys x 100 scalars equal node:crypto', () => {
+    const mod = loadNativeHash() as unknown as {
+      x25519TableSize: number;
+      x25519Table(buf: Uint8Array, u: Uint8Array): boolean;
+      x25519TableMul(out: Uint8Array, k: Uint8Array, buf: Uint8Array): boolean;
+    };
+    const node = createNodeBackend({ keyCache: false });
+    const rnd = seeded(0x7ab1e);
+    const table = new Uint8Array(mod.x25519TableSize);
+    const a = new Uint8Array(32);
+    const b = new Uint8Array(32);
+    let diff = 0;
+    for (let i = 0; i < 100; i++) {
+      const u = new Uint8Array(32);
+      node.publicKey(u, rnd(32));
+      if (i % 2 === 1) u[31] |= 0x80; // the ignored top bit
+      expect(mod.x25519Table(table, u)).toBe(true);
+      for (let j = 0; j < 100; j++) {
+        const k = rnd(32);
+        if (mod.x25519TableMul(a, k, table) !== node.dh(b, k, u) || toHex(a) !== toHex(b)) diff++;
+      }
     }
     expect(diff).toBe(0);
   });

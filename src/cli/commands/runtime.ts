@@ -350,7 +350,7 @@ export class Runtime {
     return {
       ...base,
       interface: { name: st.tun.name, mtu: st.tun.mtu, rxPackets: st.tun.rxPackets, txPackets: st.tun.txPackets },
-      wireguard: { publicKey: pub === null ? '' : keyToBase64(pub), listenPort: st.ports.wireguard, crypto: gw.device.backend.name, peers },
+      wireguard: { publicKey: pub === null ? '' : keyToBase64(pub), listenPort: st.ports.wireguard, crypto: gw.device.backend.name, ...(gw.device.backend.x25519Impl !== undefined ? { x25519: gw.device.backend.x25519Impl } : {}), peers },
       geneve: {
         port: st.ports.geneve,
         tunnels: st.tunnels.map((t) => ({ vni: t.vni, name: t.name, remoteUnderlay: t.remoteUnderlay, rxPackets: t.rxPackets, txPackets: t.txPackets, drops: t.drops })),

@@ -66,7 +66,7 @@ export interface WeftStatus {
   cluster: { id: string };
   /** The local TUN device, when one is open. */
   interface?: { name: string; mtu: number; rxPackets: number; txPackets: number };
-  wireguard?: { publicKey: string; listenPort: number; crypto: string; peers: WeftPeerStatus[] };
+  wireguard?: { publicKey: string; listenPort: number; crypto: string; x25519?: string; peers: WeftPeerStatus[] };
   geneve: { port: number; tunnels: WeftTunnelStatus[] };
   /** Offloads in effect on the local TUN and the Geneve UDP socket (false: off or refused by the kernel). */
   offloads?: { tun: { csum: boolean; tso: boolean; uso: boolean }; geneve: { gso: boolean; gro: boolean } };
@@ -137,7 +137,7 @@ export function formatStatus(st: WeftStatus, now: number): string {
   if (st.wireguard !== undefined) {
     lines.push(`  public key: ${st.wireguard.publicKey}`);
     lines.push(`  listening port: ${st.wireguard.listenPort}`);
-    lines.push(`  crypto: ${st.wireguard.crypto}`);
+    lines.push(`  crypto: ${st.wireguard.crypto}${st.wireguard.x25519 !== undefined ? ` (X25519: ${st.wireguard.x25519})` : ''}`);
   }
   if (st.interface !== undefined) {
     lines.push(`  interface: ${st.interface.name} (mtu ${st.interface.mtu}), ${st.interface.rxPackets} packets read, ${st.interface.txPackets} written`);
