@@ -152,6 +152,20 @@ function inNs(ns: string, cmd: string[], opts: { timeoutMs?: number; allowFail?:
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
+/** Runs `cmd` to completion without blocking the event loop (SIGKILL after timeoutMs). */
+function runToEnd(cmd: string[], timeoutMs: number): Promise<{ status: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    const child = spawn(cmd[0], cmd.slice(1), { stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout!.on('data', (d: Buffer) => { stdout += d.toString('utf8'); });
+    child.stderr!.on('data', (d: Buffer) => { stderr = (stderr + d.toString('utf8')).slice(-16384); });
+    const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
+    child.on('close', (status) => { clearTimeout(timer); resolve({ status, stdout, stderr }); });
+    child.on('error', (err) => { clearTimeout(timer); resolve({ status: null, stdout, stderr: String(err) }); });
+  });
+}
+
 interface Proc { child: ChildProcess; pid: number; exited: Promise<void>; out: () => string }
 
 /** Starts `cmd` in `ns` under timeout(1), in its own process group (so we can stop exactly it). */
@@ -318,8 +332,10 @@ async function runIperf(t: Tunnel, tag: string, dir: string, m: Metrics, args: s
   const a0 = cpuSeconds(t.pidA);
   const b0 = cpuSeconds(t.pidB);
   const t0 = performance.now();
-  const r = spawnSync('ip', ['netns', 'exec', NS_A, 'iperf3', '-c', T_B, '-p', String(IPERF_PORT), '-t', String(DUR), '-J',
-    '--connect-timeout', '3000', ...args], { encoding: 'utf8', timeout: (DUR + 30) * 1000 });
+  // Asynchronous: pingload pings while this runs, and a spawnSync here would block the event
+  // loop (no timer, no ping started) until iperf3 had finished — pings after the load, not under it.
+  const r = await runToEnd(['ip', 'netns', 'exec', NS_A, 'iperf3', '-c', T_B, '-p', String(IPERF_PORT), '-t', String(DUR), '-J',
+    '--connect-timeout', '3000', ...args], (DUR + 30) * 1000);
   const wall = (performance.now() - t0) / 1000;
   const a1 = cpuSeconds(t.pidA);
   const b1 = cpuSeconds(t.pidB);

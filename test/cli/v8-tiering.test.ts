@@ -1,0 +1,63 @@
+// The daemons' V8 tier-up threshold (src/cli/v8-tiering.ts): parsing of WEFT_V8_INTERRUPT_BUDGET,
+// and that the flag really makes V8 optimize a function that its default threshold leaves in
+// the interpreter (checked in a child process with synchronous compilation: no timing involved).
+import { spawnSync } from 'node:child_process';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { describe, expect, test } from 'vitest';
+import { DAEMON_INTERRUPT_BUDGET, interruptBudgetFlag, TieringConfigError } from '../../src/cli/v8-tiering.js';
+import { ensureBuilt, ROOT } from './helpers.js';
+
+describe('interruptBudgetFlag', () => {
+  test('unset or empty: the daemon default; "default": no flag; an integer in range: that budget', () => {
+    expect(interruptBudgetFlag(undefined)).toBe(`--interrupt-budget=${DAEMON_INTERRUPT_BUDGET}`);
+    expect(interruptBudgetFlag(' ')).toBe(`--interrupt-budget=${DAEMON_INTERRUPT_BUDGET}`);
+    expect(interruptBudgetFlag('default')).toBeNull();
+    expect(interruptBudgetFlag('4096')).toBe('--interrupt-budget=4096');
+    expect(interruptBudgetFlag('64')).toBe('--interrupt-budget=64');
+  });
+
+  test.each(['abc', '-5', '1.5', '63', '2000000', '1e3'])('rejects %s naming the variable and the accepted values', (v) => {
+    expect(() => interruptBudgetFlag(v)).toThrow(TieringConfigError);
+    expect(() => interruptBudgetFlag(v)).toThrow(/WEFT_V8_INTERRUPT_BUDGET=.*"default".*64\.\.1048576/);
+  });
+});
+
+/** Runs 200 calls of a small loop in a child: is it optimized afterwards (V8's own status bits)? */
+function optimizedAfter200Calls(budgetEnv: string): boolean {
+  ensureBuilt(['src/cli/v8-tiering.js', 'src/cli/weft-wg.js']);
+  const mod = pathToFileURL(join(ROOT, 'dist/src/cli/v8-tiering.js')).href;
+  const script = `
+    const { applyDaemonTiering } = await import(${JSON.stringify(mod)});
+    applyDaemonTiering();
+    function sum(a) { let s = 0; for (let i = 0; i < a.length; i++) s += a[i]; return s; }
+    const a = new Uint8Array(8);
+    for (let i = 0; i < 200; i++) sum(a);
+    process.stdout.write(String(%GetOptimizationStatus(sum)));`;
+  const r = spawnSync(process.execPath, [
+    '--allow-natives-syntax', '--no-concurrent-recompilation', '--input-type=module', '-e', script,
+  ], { cwd: ROOT, encoding: 'utf8', env: { ...process.env, WEFT_V8_INTERRUPT_BUDGET: budgetEnv }, timeout: 30_000 });
+  expect(r.status, r.stderr).toBe(0);
+  const status = Number(r.stdout.trim());
+  expect(status & 1).toBe(1); // "is a function": the status is real
+  return (status & 16) !== 0; // V8's OptimizationStatus::kOptimized
+}
+
+describe('applyDaemonTiering in a process', () => {
+  test('with the daemon budget a hot function is optimized after 200 calls; with V8 default it is not', () => {
+    expect(optimizedAfter200Calls('')).toBe(true);
+    expect(optimizedAfter200Calls('default')).toBe(false);
+  });
+});
+
+test('bin/weft-wg refuses a bad WEFT_V8_INTERRUPT_BUDGET before starting (exit 2, the variable named)', () => {
+  ensureBuilt(['src/cli/v8-tiering.js', 'src/cli/weft-wg.js']);
+  const r = spawnSync(process.execPath, [join(ROOT, 'bin/weft-wg'), '--version'], {
+    encoding: 'utf8', env: { ...process.env, WEFT_V8_INTERRUPT_BUDGET: 'fast' }, timeout: 30_000,
+  });
+  expect(r.status).toBe(2);
+  expect(r.stderr).toMatch(/WEFT_V8_INTERRUPT_BUDGET=fast/);
+  const ok = spawnSync(process.execPath, [join(ROOT, 'bin/weft-wg'), '--version'], { encoding: 'utf8', timeout: 30_000 });
+  expect(ok.status).toBe(0);
+  expect(ok.stdout).toMatch(/^weft-wg v/);
+});
