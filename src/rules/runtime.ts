@@ -229,6 +229,9 @@ export class RulesRuntime {
 
   run(h: number, buf: Uint8Array, v: IpView, meta: PacketMeta, now: number): number {
     this.hook = h;
+    // A mirror packet past PREROUTING at a hook without filter chains: only POSTROUTING's
+    // source translation (kept small so the call stays cheap).
+    if (this.mcls !== M_NONE && h === HOOK_POSTROUTING && this.mirror!.chains[h]!.length === 0) return this.mirrorPost(buf, v);
     if (h === HOOK_PREROUTING || h === HOOK_OUTPUT) {
       this.abandon();
       this.e = -1;
@@ -286,6 +289,15 @@ export class RulesRuntime {
           break;
       }
     }
+    return VERDICT_ACCEPT;
+  }
+
+  /** runMirror at POSTROUTING without filter chains. */
+  private mirrorPost(buf: Uint8Array, v: IpView): number {
+    const m = this.mirror!;
+    const k = this.mpair;
+    if (this.mcls === M_S) rewriteIpv4Address(buf, v, v.srcOff, (m.rem[k]! | (readU32(buf, v.srcOff) & m.mask[k]!)) >>> 0);
+    else if (this.mcls === M_ERR_POST) mirrorError(this.q, this.scratch, m, k, buf, v, true);
     return VERDICT_ACCEPT;
   }
 
