@@ -39,6 +39,7 @@ import {
   type CChain, type CompiledRules, type CNatRule,
 } from './compile.js';
 import type { RulesDevices } from './devices.js';
+import { FragmentMemory } from './fragments.js';
 import { clampMss, condsMatch, readU32 } from './match.js';
 import { HOOKS } from './model.js';
 import { M_D, M_ERR_POST, M_ERR_PRE, M_NONE, M_S, mirrorError, planMirror, rewriteIpv4Address, type MirrorPlan } from './mirror.js';
@@ -80,11 +81,15 @@ export interface RulesStats {
   stateless: number;
 }
 
-const FRAG_SLOTS = 256;
-/** How long a first fragment's connection is remembered for the datagram's other fragments (ms). */
-const FRAG_TTL = 30_000;
 const ICMP_ERR_TYPES = (1 << 3) | (1 << 4) | (1 << 5) | (1 << 11) | (1 << 12);
 const SYN = 0x02, ACK = 0x10, FIN = 0x01, RST = 0x04;
+/**
+ * Forward chains of the packet: run at FORWARD (RUN); decided and counted at PREROUTING
+ * (DONE: a mirror packet, skipLater); or skipped with their policies counted at POSTROUTING
+ * (AT_POST: skipEstablished). When the router calls FORWARD anyway (another stage shares the
+ * hook) DONE returns at once and AT_POST falls back to RUN: nothing is counted twice.
+ */
+const FWD_RUN = 0, FWD_DONE = 1, FWD_AT_POST = 2;
 
 export class RulesRuntime {
   readonly flows: FlowTable;
@@ -117,14 +122,15 @@ export class RulesRuntime {
   private mirror: MirrorPlan | null = null;
   /** Mirror class of the packet being processed (M_*) and its pair. */
   private mcls = M_NONE;
+  /**
+   * Forward chains' protocol for skipEstablished: -2 never skipped (a chain may match any
+   * protocol, or drops by policy), -1 no forward chain, else every forward chain needs it.
+   */
+  private fwdNeed = -2;
+  /** FWD_*: how this packet's forward chains are run. */
+  private fwd = FWD_RUN;
   private mpair = 0;
-  // Fragments: the connection of a datagram's first fragment, for its later fragments (no
-  // reassembly; see header). Keyed by (source, destination, protocol, IP id), FRAG_SLOTS slots.
-  private readonly fragSrc = new Uint32Array(FRAG_SLOTS);
-  private readonly fragDst = new Uint32Array(FRAG_SLOTS);
-  private readonly fragIdProto = new Int32Array(FRAG_SLOTS).fill(-1);
-  private readonly fragConn = new Int32Array(FRAG_SLOTS);
-  private readonly fragExpires = new Float64Array(FRAG_SLOTS);
+  private readonly frags = new FragmentMemory();
 
   constructor(private devices: RulesDevices, opts: RulesRuntimeOptions = {}) {
     this.flows = new FlowTable({ capacity: opts.flows?.capacity ?? 65536, ...(opts.flows?.timeouts ? { timeouts: opts.flows.timeouts } : {}), ...(opts.flows?.seed !== undefined ? { seed: opts.flows.seed } : {}) });
@@ -167,6 +173,9 @@ export class RulesRuntime {
     const c = this.compiled;
     const d = this.devices;
     this.mirror = c === null || !this.mirrorOn ? null : planMirror(c, [d.peerAddr, d.nodeAddr, d.hostAddr]);
+    const fwd = c === null ? [] : c.steps[HOOK_FORWARD]!.map((x) => x.chain!);
+    const p = fwd.length === 0 ? -1 : fwd[0]!.onlyProto;
+    this.fwdNeed = fwd.length === 0 ? -1 : p >= 0 && fwd.every((x) => x.onlyProto === p && !x.dropPolicy) ? p : -2;
   }
 
   /** Whether the stateless mirror shortcut is in force (mirror.ts). */
@@ -232,7 +241,15 @@ export class RulesRuntime {
     // A mirror packet past PREROUTING at a hook without filter chains: only POSTROUTING's
     // source translation (kept small so the call stays cheap).
     if (this.mcls !== M_NONE && h === HOOK_POSTROUTING && this.mirror!.chains[h]!.length === 0) return this.mirrorPost(buf, v);
+    if (this.fwd !== FWD_RUN && h !== HOOK_PREROUTING && h !== HOOK_OUTPUT) {
+      // The forward chains were decided at PREROUTING (see FWD_*); the router still called.
+      if (h === HOOK_FORWARD) {
+        if (this.fwd === FWD_DONE) return VERDICT_ACCEPT;
+        this.fwd = FWD_RUN;
+      } else if (h === HOOK_POSTROUTING && this.fwd === FWD_AT_POST) this.countForward(v);
+    }
     if (h === HOOK_PREROUTING || h === HOOK_OUTPUT) {
+      this.fwd = FWD_RUN;
       this.abandon();
       this.e = -1;
       this.isNew = false;
@@ -256,6 +273,7 @@ export class RulesRuntime {
         this.track(buf, v, now);
         if (!this.isNew) {
           if (this.e >= 0) this.apply(buf, v, false);
+          this.skipEstablished(h, buf, v, meta);
           return VERDICT_ACCEPT;
         }
         i = 1; // the conntrack step is done
@@ -290,6 +308,42 @@ export class RulesRuntime {
       }
     }
     return VERDICT_ACCEPT;
+  }
+
+  /**
+   * A packet of an established connection (or untracked) after PREROUTING/OUTPUT: the later
+   * hooks where this runtime has nothing to do, for the router to skip (PacketMeta.skip) —
+   * INPUT / POSTROUTING when they have no filter chain and the connection's binding changes
+   * nothing there; FORWARD when each of its chains needs another protocol and POSTROUTING still
+   * runs: their accept policies are then counted at POSTROUTING, which a forwarded packet
+   * reaches exactly when it passed FORWARD (its TTL > 1 here: the router's hop cannot drop it).
+   */
+  private skipEstablished(h: number, buf: Uint8Array, v: IpView, meta: PacketMeta): void {
+    const c = this.compiled!;
+    let bit = FLOW_SNAT;
+    if (this.dir === DIR_REPLY) bit ^= FLOW_SNAT | FLOW_DNAT;
+    let skip = 0;
+    if (this.e < 0 || (this.flows.natBits(this.e) & bit) === 0) {
+      if (c.natOnly[HOOK_POSTROUTING] === 1) skip |= 1 << HOOK_POSTROUTING;
+      if (c.natOnly[HOOK_INPUT] === 1) skip |= 1 << HOOK_INPUT;
+    }
+    const need = this.fwdNeed;
+    if (h === HOOK_PREROUTING && need !== -2 && need !== v.proto && (skip & (1 << HOOK_POSTROUTING)) === 0 && buf[v.off + 8]! > 1) {
+      skip |= 1 << HOOK_FORWARD;
+      if (need >= 0) this.fwd = FWD_AT_POST;
+    }
+    if (skip !== 0) {
+      meta.skip = skip;
+      if (meta.skipOwner !== this) meta.skipOwner = this;
+    }
+  }
+
+  /** The accept policies of the forward chains skipped for this packet (skipEstablished). */
+  private countForward(v: IpView): void {
+    this.fwd = FWD_RUN;
+    const fwd = this.compiled!.steps[HOOK_FORWARD]!;
+    const len = v.end - v.off;
+    for (let i = 0; i < fwd.length; i++) { const id = fwd[i]!.chain!.policyId; this.packets[id]!++; this.bytes[id]! += len; }
   }
 
   /** runMirror at POSTROUTING without filter chains. */
@@ -356,6 +410,7 @@ export class RulesRuntime {
       const len = v.end - v.off;
       for (let i = 0; i < fwd.length; i++) { const id = fwd[i]!.policyId; this.packets[id]!++; this.bytes[id]! += len; }
       skip |= 1 << HOOK_FORWARD;
+      this.fwd = FWD_DONE;
     }
     meta.skip = skip;
     meta.skipOwner = this;
@@ -500,7 +555,7 @@ export class RulesRuntime {
       this.e = k >> 1;
       this.dir = k & 1;
       f.seen(this.e, this.dir, flags, now);
-      if (first) this.rememberFragment(buf, v, k, now);
+      if (first) this.frags.remember(buf, v, k, now);
       return;
     }
     // Not a connection's first packet: invalid, untracked (the NAT never sees it).
@@ -514,31 +569,14 @@ export class RulesRuntime {
     this.dir = DIR_ORIG;
     this.isNew = true;
     this.pending = e;
-    if (first) this.rememberFragment(buf, v, e * 2, now);
-  }
-
-  private fragSlot(buf: Uint8Array, v: IpView): number {
-    const x = Math.imul(readU32(buf, v.srcOff) ^ Math.imul(readU32(buf, v.dstOff), 0x9e3779b1) ^ (read16(buf, v.off + 4) << 8) ^ v.proto, 0x85ebca6b);
-    return (x ^ (x >>> 15)) & (FRAG_SLOTS - 1);
-  }
-
-  /** A first fragment (MF set) of connection key k (entry * 2 + direction). */
-  private rememberFragment(buf: Uint8Array, v: IpView, k: number, now: number): void {
-    const i = this.fragSlot(buf, v);
-    this.fragSrc[i] = readU32(buf, v.srcOff);
-    this.fragDst[i] = readU32(buf, v.dstOff);
-    this.fragIdProto[i] = (read16(buf, v.off + 4) << 8) | v.proto;
-    this.fragConn[i] = k;
-    this.fragExpires[i] = now + FRAG_TTL;
+    if (first) this.frags.remember(buf, v, e * 2, now);
   }
 
   /** A non-first fragment: the connection of its datagram's first fragment, if seen. */
   private trackFragment(buf: Uint8Array, v: IpView, now: number): void {
     this.st.fragments++;
-    const i = this.fragSlot(buf, v);
-    const k = this.fragConn[i]!;
-    if (this.fragIdProto[i] !== ((read16(buf, v.off + 4) << 8) | v.proto) || this.fragSrc[i] !== readU32(buf, v.srcOff) ||
-        this.fragDst[i] !== readU32(buf, v.dstOff) || this.fragExpires[i]! <= now || this.flows.state[k >> 1] === 0 || this.flows.unconfirmed(k >> 1)) {
+    const k = this.frags.lookup(buf, v, now);
+    if (k < 0 || this.flows.state[k >> 1] === 0 || this.flows.unconfirmed(k >> 1)) {
       this.st.untracked++;
       return;
     }
