@@ -8,6 +8,8 @@
  *    one data path for YAML and Kubernetes. Same packets (92-byte UDP, established flows: the
  *    first packet of each flow is sent before timing), buffer restored from a pristine copy
  *    before every packet on both sides.
+ * Liqo rows: B with the remap pair as Liqo's remap-podcidr FirewallConfiguration (its own
+ *    table, `iifname != eth0`, `oifname != eth0`) in place of the YAML mode's pair.
  * General matcher: B plus a forward filter chain of 64 rules of one kind that never match; the
  *    extra time per packet / 64 is the cost of one rule of that kind.
  *
@@ -22,6 +24,7 @@ import { ROUTER_DROP_NAMES, Router, RouterLanes } from '../src/router/router.js'
 import { RulesAttachment } from '../src/rules/attach.js';
 import { identityPeer, passthroughNatConfig, rulesFromNatConfig } from '../src/rules/from-nat.js';
 import { ipToNumber, type Cond, type RuleTable } from '../src/rules/model.js';
+import { parseFirewallConfiguration } from '../src/rules/parse.js';
 
 const HEAD = 128;
 const LEN = 92;
@@ -40,13 +43,33 @@ function derived(): Side {
   return { router };
 }
 
-function compiled(extra: RuleTable[] = []): Side {
+/**
+ * The same configuration with the remap pair as Liqo's controllers write it: the
+ * remap-podcidr FirewallConfiguration (test/rules/liqo-peering-objects.ts: its own table,
+ * `outgoing` dnat with `iifname != eth0` and `!= liqo-tunnel`, `incoming` snat with
+ * `oifname != eth0` and `iifname == liqo-tunnel`), the derived tables without their pair.
+ */
+function liqoTables(): RuleTable[] {
+  const [r, m] = [PEER.remote.podCIDRs[0]!, PEER.remapped!.podCIDRs[0]!];
+  const mt = (op: string, x: object): object => ({ op, ...x });
+  const remap = parseFirewallConfiguration({ metadata: { name: 'b-remap-podcidr', namespace: 'liqo-tenant-b' }, spec: { table: { name: 'remap-podcidr', family: 'IPV4', chains: [
+    { name: 'outgoing', type: 'nat', hook: 'prerouting', priority: -100, policy: 'accept', rules: { natRules: [
+      { natType: 'dnat', to: r, match: [mt('eq', { ip: { position: 'dst', value: m } }), mt('neq', { dev: { position: 'in', value: 'eth0' } }), mt('neq', { dev: { position: 'in', value: TUN } })] }] } },
+    { name: 'incoming', type: 'nat', hook: 'postrouting', priority: 100, policy: 'accept', rules: { natRules: [
+      { natType: 'snat', to: m, match: [mt('neq', { dev: { position: 'out', value: 'eth0' } }), mt('eq', { ip: { position: 'src', value: r } }), mt('eq', { dev: { position: 'in', value: TUN } })] }] } },
+  ] } } });
+  const rest = rulesFromNatConfig(CFG, [PEER], { tunnel: TUN }).map((t) => ({ ...t, chains: t.chains.map((c) => ({ ...c, rules: c.rules.filter((x) => !x.name.startsWith(`${PEER.name}-remap-`)) })) }));
+  return [remap, ...rest];
+}
+
+function compiled(extra: RuleTable[] = [], base: () => RuleTable[] = () => rulesFromNatConfig(CFG, [PEER], { tunnel: TUN })): Side {
   const nat = new Nat(passthroughNatConfig(CFG));
   const router = new Router<string, string>({ nat, nodes });
   router.addPeer('b', nat.addPeer(identityPeer(PEER)), 'link');
   const rules = new RulesAttachment({ peer: TUN, node: 'liqo.geneve', host: 'eth0', peerAddr: ipToNumber('10.70.0.0')!, nodeAddr: 0, hostAddr: 0, pathMtu: 1340 });
   rules.attachTo(router);
-  rules.setTables([...rulesFromNatConfig(CFG, [PEER], { tunnel: TUN }), ...extra]);
+  rules.setTables([...base(), ...extra]);
+  if (!rules.runtime.statelessShortcut) throw new Error('rules bench: the mirror shortcut is not in force');
   return { router, rules };
 }
 
@@ -84,7 +107,10 @@ function driver(s: Side, p: Path): () => void {
 }
 
 interface Row { path: Path; derived: () => Side; compiled: () => Side }
-const ROWS: Row[] = PATHS.map((path) => ({ path, derived: () => derived(), compiled: () => compiled() }));
+const ROWS: Row[] = [
+  ...PATHS.map((path) => ({ path, derived: () => derived(), compiled: () => compiled() })),
+  ...PATHS.slice(0, 2).map((path) => ({ path: { ...path, label: `Liqo remap rules (iifname/oifname): ${path.label}` }, derived: () => derived(), compiled: () => compiled([], liqoTables) })),
+];
 
 const med = (x: number[]): number => [...x].sort((p, q) => p - q)[x.length >> 1]!;
 const quantile = (x: number[], q: number): number => [...x].sort((p, r) => p - r)[Math.min(x.length - 1, Math.floor(q * x.length))]!;

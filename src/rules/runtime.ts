@@ -42,7 +42,7 @@ import type { RulesDevices } from './devices.js';
 import { FragmentMemory } from './fragments.js';
 import { clampMss, condsMatch, readU32 } from './match.js';
 import { HOOKS } from './model.js';
-import { M_D, M_ERR_POST, M_ERR_PRE, M_NONE, M_S, mirrorError, planMirror, rewriteIpv4Address, type MirrorPlan } from './mirror.js';
+import { ICMP_ERR_TYPES, M_D, M_ERR_POST, M_ERR_PRE, M_NONE, M_S, mirrorError, planMirror, rewriteIpv4Address, type MirrorPlan } from './mirror.js';
 
 export interface RuleCounterRow {
   readonly id: string;
@@ -81,7 +81,6 @@ export interface RulesStats {
   stateless: number;
 }
 
-const ICMP_ERR_TYPES = (1 << 3) | (1 << 4) | (1 << 5) | (1 << 11) | (1 << 12);
 const SYN = 0x02, ACK = 0x10, FIN = 0x01, RST = 0x04;
 /**
  * Forward chains of the packet: run at FORWARD (RUN); decided and counted at PREROUTING
@@ -240,7 +239,7 @@ export class RulesRuntime {
     this.hook = h;
     // A mirror packet past PREROUTING at a hook without filter chains: only POSTROUTING's
     // source translation (kept small so the call stays cheap).
-    if (this.mcls !== M_NONE && h === HOOK_POSTROUTING && this.mirror!.chains[h]!.length === 0) return this.mirrorPost(buf, v);
+    if (this.mcls !== M_NONE && h === HOOK_POSTROUTING && this.mirror!.chains[h]!.length === 0) return this.mirrorPost(buf, v, meta);
     if (this.fwd !== FWD_RUN && h !== HOOK_PREROUTING && h !== HOOK_OUTPUT) {
       // The forward chains were decided at PREROUTING (see FWD_*); the router still called.
       if (h === HOOK_FORWARD) {
@@ -260,7 +259,8 @@ export class RulesRuntime {
     const c = this.compiled;
     if (c === null || v.family !== 4) return VERDICT_ACCEPT;
     if (h === HOOK_PREROUTING && this.mirror !== null) {
-      this.mcls = this.classify(buf, v, meta);
+      this.mcls = this.mirror.classify(buf, v, this.inName(meta), this.q);
+      this.mpair = this.mirror.pair;
       if (this.mcls !== M_NONE) this.skipLater(v, meta);
     }
     if (this.mcls !== M_NONE) return this.runMirror(h, buf, v, meta, now);
@@ -346,50 +346,38 @@ export class RulesRuntime {
     for (let i = 0; i < fwd.length; i++) { const id = fwd[i]!.chain!.policyId; this.packets[id]!++; this.bytes[id]! += len; }
   }
 
-  /** runMirror at POSTROUTING without filter chains. */
-  private mirrorPost(buf: Uint8Array, v: IpView): number {
+  /** The pair's source translation (S) or an error's related one, at POSTROUTING. */
+  private mirrorPost(buf: Uint8Array, v: IpView, meta: PacketMeta): number {
     const m = this.mirror!;
     const k = this.mpair;
-    if (this.mcls === M_S) rewriteIpv4Address(buf, v, v.srcOff, (m.rem[k]! | (readU32(buf, v.srcOff) & m.mask[k]!)) >>> 0);
+    if (this.mcls === M_S) { if (m.snatOut(this.outName(meta))) rewriteIpv4Address(buf, v, v.srcOff, (m.rem[k]! | (readU32(buf, v.srcOff) & m.mask[k]!)) >>> 0); }
     else if (this.mcls === M_ERR_POST) mirrorError(this.q, this.scratch, m, k, buf, v, true);
     return VERDICT_ACCEPT;
   }
 
   /** A packet of a mirror class: filter chains as usual, the pair's translation instead of conntrack. */
   private runMirror(h: number, buf: Uint8Array, v: IpView, meta: PacketMeta, now: number): number {
-    const m = this.mirror!;
-    const chains = m.chains[h]!;
-    if (chains.length === 0) {
-      // No filter chain at this hook (the usual case): the translation only.
-      if (h === HOOK_PREROUTING) {
-        this.st.stateless++;
-        if (this.mcls === M_D) rewriteIpv4Address(buf, v, v.dstOff, (m.real[this.mpair]! | (readU32(buf, v.dstOff) & m.mask[this.mpair]!)) >>> 0);
-        else if (this.mcls === M_ERR_PRE) mirrorError(this.q, this.scratch, this.mirror!, this.mpair, buf, v, false);
-      } else if (h === HOOK_POSTROUTING) {
-        if (this.mcls === M_S) rewriteIpv4Address(buf, v, v.srcOff, (m.rem[this.mpair]! | (readU32(buf, v.srcOff) & m.mask[this.mpair]!)) >>> 0);
-        else if (this.mcls === M_ERR_POST) mirrorError(this.q, this.scratch, this.mirror!, this.mpair, buf, v, true);
-      }
-      return VERDICT_ACCEPT;
-    }
-    const at = m.natAt[h]!;
+    const chains = this.mirror!.chains[h]!;
+    // Filter chains in order, the pair's translation at the NAT core's place among them.
+    const at = chains.length === 0 ? 0 : this.mirror!.natAt[h]!;
     for (let i = 0; i <= chains.length; i++) {
       if (i === at) {
-        const k = this.mpair;
-        const cls = this.mcls;
-        if (h === HOOK_PREROUTING) {
-          this.st.stateless++;
-          if (cls === M_D) rewriteIpv4Address(buf, v, v.dstOff, (m.real[k]! | (readU32(buf, v.dstOff) & m.mask[k]!)) >>> 0);
-          else if (cls === M_ERR_PRE) mirrorError(this.q, this.scratch, this.mirror!, this.mpair, buf, v, false);
-        } else if (h === HOOK_POSTROUTING) {
-          if (cls === M_S) rewriteIpv4Address(buf, v, v.srcOff, (m.rem[k]! | (readU32(buf, v.srcOff) & m.mask[k]!)) >>> 0);
-          else if (cls === M_ERR_POST) mirrorError(this.q, this.scratch, this.mirror!, this.mpair, buf, v, true);
-        }
+        if (h === HOOK_PREROUTING) this.mirrorPre(buf, v);
+        else if (h === HOOK_POSTROUTING) this.mirrorPost(buf, v, meta);
       }
       if (i === chains.length) break;
       const r = this.chain(chains[i]!, buf, v, meta, now);
       if (r !== VERDICT_ACCEPT) return r;
     }
     return VERDICT_ACCEPT;
+  }
+
+  private mirrorPre(buf: Uint8Array, v: IpView): void {
+    const m = this.mirror!;
+    const k = this.mpair;
+    this.st.stateless++;
+    if (this.mcls === M_D) rewriteIpv4Address(buf, v, v.dstOff, (m.real[k]! | (readU32(buf, v.dstOff) & m.mask[k]!)) >>> 0);
+    else if (this.mcls === M_ERR_PRE) mirrorError(this.q, this.scratch, m, k, buf, v, false);
   }
 
   /**
@@ -414,43 +402,6 @@ export class RulesRuntime {
     }
     meta.skip = skip;
     meta.skipOwner = this;
-  }
-
-  /** The packet's mirror class (mirror.ts header) at PREROUTING; M_NONE: conntrack decides. */
-  private classify(buf: Uint8Array, v: IpView, meta: PacketMeta): number {
-    const m = this.mirror!;
-    const p = v.proto;
-    const l4 = v.l4;
-    if (l4 >= 0) {
-      // What conntrack leaves untracked stays with it (too short; ICMP other than echo).
-      if (p === 6 && v.l4Len < 20) return M_NONE;
-      if (p === 17 && v.l4Len < 8) return M_NONE;
-      if (p === 1) {
-        if (v.l4Len < 8) return M_NONE;
-        const t = buf[l4]!;
-        if (t < 32 && ((ICMP_ERR_TYPES >>> t) & 1) !== 0) {
-          const q = this.q;
-          if (q.parse(buf, v) !== 0 || !q.ports || q.addrLen !== 4) return M_NONE;
-          const qs = readU32(buf, q.src), qd = readU32(buf, q.dst);
-          let i = m.remOf(qs);
-          if (i >= 0 && m.isSafe(qd)) { this.mpair = i; return M_ERR_PRE; }
-          i = m.realOf(qd);
-          if (i >= 0 && m.isSafe(qs)) { this.mpair = i; return M_ERR_POST; }
-          return M_NONE;
-        }
-        if (t !== 8 && t !== 0) return M_NONE;
-      }
-    }
-    const name = meta.inDev !== '' ? meta.inDev : meta.source === SOURCE_PEER ? this.devices.peer : meta.source === SOURCE_NODE ? this.devices.node : '';
-    if (name === '') return M_NONE;
-    if (name !== m.tunnel) {
-      const i = m.remOf(readU32(buf, v.dstOff));
-      if (i >= 0 && m.isSafe(readU32(buf, v.srcOff))) { this.mpair = i; return M_D; }
-    } else {
-      const i = m.realOf(readU32(buf, v.srcOff));
-      if (i >= 0 && m.isSafe(readU32(buf, v.dstOff))) { this.mpair = i; return M_S; }
-    }
-    return M_NONE;
   }
 
   /** The router's names first (Liqo mode names the node tunnels' Geneve interfaces), else the lane's. */
