@@ -84,9 +84,11 @@ export function identityPeer(p: NatPeerConfig): NatPeerConfig {
 
 /**
  * The built-in NAT's configuration with its translations switched off (rules do them): no
- * masquerade, no IP mappings, no MSS clamp; peers are added with identityPeer(). Its PMTU
- * check (Fragmentation Needed / Packet Too Big towards a peer) stays.
+ * remap, masquerade, IP mappings nor MSS clamp. Its peers keep their remapped CIDRs to choose
+ * the peer of a packet by the destination it arrived with (Router; peers may share real CIDRs
+ * and overlap the local ones), or are added with identityPeer() when real CIDRs are unique.
+ * Its PMTU check (Fragmentation Needed / Packet Too Big towards a peer) stays.
  */
 export function passthroughNatConfig(cfg: NatConfig): NatConfig {
-  return { ...cfg, ipMappings: [], masquerade: false, fullMasquerade: false, clampMss: false };
+  return { ...cfg, ipMappings: [], masquerade: false, fullMasquerade: false, clampMss: false, remap: false };
 }

@@ -24,15 +24,14 @@
  * Deviations from the kernel are listed in README ("Rules: deviations").
  */
 import type { IpView } from '../packet/ip-view.js';
-import { writeTimeExceeded, TIME_EXCEEDED_V4_PREFIX } from '../packet/icmp-error.js';
-import { decrementIpv4Ttl } from '../packet/ipv4.js';
+import { TIME_EXCEEDED_V4_PREFIX } from '../packet/icmp-error.js';
 import { FLOW_DNAT, FLOW_ESTABLISHED, FLOW_OTHER, FLOW_SNAT, FLOW_SYN_SENT, FLOW_UDP, DIR_ORIG, DIR_REPLY, FlowTable, type FlowTableInit, type FlowStats } from '../nat/flows.js';
 import { QuotedPacket } from '../nat/quoted.js';
 import { CSUM_ALWAYS, CSUM_NONE, CSUM_UDP, patchWord, read16, rewriteAddress, rewriteWord } from '../nat/rewrite.js';
 import { TokenBucket } from '../ratelimit/token-bucket.js';
 import {
   HOOK_COUNT, HOOK_FORWARD, HOOK_INPUT, HOOK_OUTPUT, HOOK_POSTROUTING, HOOK_PREROUTING, OUTPUT_HOST, OUTPUT_NODE, OUTPUT_PEER, SOURCE_HOST, SOURCE_NODE,
-  SOURCE_PEER, VERDICT_ACCEPT, VERDICT_DROP, VERDICT_REPLY, type PacketHook, type PacketMeta,
+  SOURCE_PEER, SOURCE_SELF, VERDICT_ACCEPT, VERDICT_DROP, VERDICT_REPLY, type PacketHook, type PacketMeta,
 } from '../router/hooks.js';
 import {
   A_ACCEPT, A_CTMARK, A_DROP, A_METAMARK, A_MSS, A_NOTRACK, A_REJECT, N_DNAT, N_MAP, N_MASQ, S_CHAIN, S_CONFIRM, S_CT, S_NAT,
@@ -40,6 +39,7 @@ import {
 } from './compile.js';
 import type { RulesDevices } from './devices.js';
 import { FragmentMemory } from './fragments.js';
+import { writeReject } from './reject.js';
 import { clampMss, condsMatch, readU32 } from './match.js';
 import { HOOKS } from './model.js';
 import { ICMP_ERR_TYPES, M_D, M_ERR_POST, M_ERR_PRE, M_NONE, M_S, mirrorError, planMirror, rewriteIpv4Address, type MirrorPlan } from './mirror.js';
@@ -247,6 +247,10 @@ export class RulesRuntime {
         this.fwd = FWD_RUN;
       } else if (h === HOOK_POSTROUTING && this.fwd === FWD_AT_POST) this.countForward(v);
     }
+    // The router's Fragmentation Needed about a mirror packet (its NAT checks the tunnel MTU
+    // after POSTROUTING, where conntrack has confirmed the flow): related, translated back as
+    // conntrack does. (Time Exceeded and reject come before, for a new flow not related.)
+    const selfAfterMirror = h === HOOK_OUTPUT && this.mcls !== M_NONE && meta.source === SOURCE_SELF && v.proto === 1 && v.l4 >= 0 && buf[v.l4] === 3 && buf[v.l4 + 1] === 4;
     if (h === HOOK_PREROUTING || h === HOOK_OUTPUT) {
       this.fwd = FWD_RUN;
       this.abandon();
@@ -258,10 +262,10 @@ export class RulesRuntime {
     }
     const c = this.compiled;
     if (c === null || v.family !== 4) return VERDICT_ACCEPT;
-    if (h === HOOK_PREROUTING && this.mirror !== null) {
+    if ((h === HOOK_PREROUTING || selfAfterMirror) && this.mirror !== null) {
       this.mcls = this.mirror.classify(buf, v, this.inName(meta), this.q);
       this.mpair = this.mirror.pair;
-      if (this.mcls !== M_NONE) this.skipLater(v, meta);
+      if (this.mcls !== M_NONE && h === HOOK_PREROUTING) this.skipLater(v, meta);
     }
     if (this.mcls !== M_NONE) return this.runMirror(h, buf, v, meta, now);
     const steps = c.steps[h]!;
@@ -453,25 +457,9 @@ export class RulesRuntime {
     this.st.rejected++;
     const d = this.devices;
     const from = meta.source === SOURCE_PEER ? d.peerAddr : meta.source === SOURCE_NODE ? d.nodeAddr : meta.source === SOURCE_HOST ? d.hostAddr : 0;
-    const off = v.off;
-    if (from === 0 || off < TIME_EXCEEDED_V4_PREFIX + 64 || !this.rejectBucket.take(now)) { this.st.rejectNoReply++; return VERDICT_DROP; }
-    const s = this.scratch;
-    s[0] = from >>> 24; s[1] = (from >>> 16) & 255; s[2] = (from >>> 8) & 255; s[3] = from & 255;
-    // The kernel's forward path has decremented the TTL before the FORWARD hook: the quote shows it.
-    if (this.hook === HOOK_FORWARD && buf[off + 8]! > 1) decrementIpv4Ttl(buf, off);
-    const tos = buf[off + 1]!;
-    const n = writeTimeExceeded(buf, off, v.end - off, s);
-    if (n <= 0) { this.st.rejectNoReply++; return VERDICT_DROP; }
-    // Same builder as Time Exceeded; type 3 code 0 instead of 11/0; the kernel's error TOS
-    // (icmp_send: the original's TOS bits with precedence "internetwork control").
-    const start = off - TIME_EXCEEDED_V4_PREFIX;
-    const icmp = start + 20;
-    buf[icmp] = 3;
-    patchWord(buf, icmp + 2, CSUM_ALWAYS, 0x0b00, 0x0300);
-    const ntos = (tos & 0x1e) | 0xc0;
-    patchWord(buf, start + 10, CSUM_ALWAYS, (buf[start]! << 8) | buf[start + 1]!, (buf[start]! << 8) | ntos);
-    buf[start + 1] = ntos;
-    meta.replyOff = off - TIME_EXCEEDED_V4_PREFIX;
+    const n = from === 0 || v.off < TIME_EXCEEDED_V4_PREFIX + 64 || !this.rejectBucket.take(now) ? 0 : writeReject(buf, v, from, this.hook === HOOK_FORWARD, this.scratch);
+    if (n === 0) { this.st.rejectNoReply++; return VERDICT_DROP; }
+    meta.replyOff = v.off - TIME_EXCEEDED_V4_PREFIX;
     meta.replyLen = n;
     return VERDICT_REPLY;
   }
