@@ -395,17 +395,16 @@ export class RulesRuntime {
     let skip = 0;
     if (m.chains[HOOK_INPUT]!.length === 0) skip |= 1 << HOOK_INPUT;
     if ((this.mcls === M_D || this.mcls === M_ERR_PRE) && m.chains[HOOK_POSTROUTING]!.length === 0) skip |= 1 << HOOK_POSTROUTING;
-    const fwd = m.chains[HOOK_FORWARD]!;
-    let other = true;
-    for (let i = 0; i < fwd.length; i++) { const c = fwd[i]!; if (c.onlyProto < 0 || c.onlyProto === v.proto || c.dropPolicy) { other = false; break; } }
-    if (other) {
+    const need = this.fwdNeed;
+    if (need === -1 || (need >= 0 && need !== v.proto)) {
+      const fwd = m.chains[HOOK_FORWARD]!;
       const len = v.end - v.off;
       for (let i = 0; i < fwd.length; i++) { const id = fwd[i]!.policyId; this.packets[id]!++; this.bytes[id]! += len; }
       skip |= 1 << HOOK_FORWARD;
       this.fwd = FWD_DONE;
     }
     meta.skip = skip;
-    meta.skipOwner = this;
+    if (meta.skipOwner !== this) meta.skipOwner = this;
   }
 
   /** The router's names first (Liqo mode names the node tunnels' Geneve interfaces), else the lane's. */
