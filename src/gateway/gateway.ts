@@ -1,7 +1,7 @@
 /**
  * The Liqo gateway shell: owns the sockets and the local TUN, applies configuration, reports
- * statistics. Every routing decision is the Router's (src/router/router.ts, I/O-free); every
- * translation the compiled rules' at its hooks (yaml-rules.ts, Liqo mode: its objects'):
+ * statistics. Every routing decision is the Router's (src/router/router.ts, I/O-free); the
+ * translation its derived NAT's, or with `compiledRules` the compiled rules' (yaml-rules.ts):
  *
  *   nodes ══Geneve 6091══ GenevePort ─┐                         ┌─ WireGuardPort ══UDP 51840══ peers
  *                                     ├─ Router (hooks, NAT, ───┤
@@ -47,7 +47,7 @@ import { Router, RouterLanes, type RouterPeer } from '../router/router.js';
 import { Device } from '../wireguard/device.js';
 import type { Peer } from '../wireguard/peer.js';
 import { collectDrops, type GatewayStats } from './gateway-stats.js';
-import { natPeerOf, passthroughOf, YamlRules } from './yaml-rules.js';
+import { natConfigOf, natPeerOf, passthroughOf, YamlRules } from './yaml-rules.js';
 import type { RulesAttachment } from '../rules/attach.js';
 import { applyMappingOps, definedOnly, firstHost, hostCidr, keyBytes, resolveEndpoint, tunnelOf, tunnelSpec } from './config-values.js';
 
@@ -76,6 +76,8 @@ export interface GatewayOptions {
   /** Rate of generated ICMP Time Exceeded errors (per second, burst). Default 100/20 (the router's). */
   readonly icmpRatePerSecond?: number;
   readonly icmpBurst?: number;
+  /** Translate with the configuration compiled to rules (yaml-rules.ts) instead of the derived NAT (default false: README). */
+  readonly compiledRules?: boolean;
   /** Wall-clock milliseconds. Default Date.now. */
   readonly clock?: () => number;
   /** Unexpected I/O errors and non-fatal set-up problems (never per packet). */
@@ -132,7 +134,7 @@ export class Gateway implements StatsSource {
   private readonly lanesWg: RouterLanes<Peer, GeneveTunnel>;
   private housekeeping: NodeJS.Timeout | null = null;
   private stopped = false;
-  private readonly yaml: YamlRules;
+  private readonly yaml: YamlRules | null;
 
   private constructor(config: GatewayConfig, private readonly opts: GatewayOptions, backend: CryptoBackend) {
     this.config = config;
@@ -152,16 +154,16 @@ export class Gateway implements StatsSource {
       ...(opts.icmpRatePerSecond === undefined ? {} : { icmpRatePerSecond: opts.icmpRatePerSecond }),
       ...(opts.icmpBurst === undefined ? {} : { icmpBurst: opts.icmpBurst }),
     });
-    this.yaml = new YamlRules(this.router, config.wireguard.mtu);
+    this.yaml = opts.compiledRules === true ? new YamlRules(this.router, config.wireguard.mtu) : null;
   }
 
-  /** The translation rules compiled from the configuration (yaml-rules.ts), at the hooks unless Liqo mode detached them. */
-  get rules(): RulesAttachment { return this.yaml.attachment; }
+  /** With `compiledRules`: the rules compiled from the configuration (yaml-rules.ts), at the hooks unless Liqo mode detached them. */
+  get rules(): RulesAttachment | null { return this.yaml?.attachment ?? null; }
 
   /** Liqo mode: its FirewallConfigurations replace the configuration's rules at the hooks. */
-  detachConfigRules(): void { this.yaml.detach(); }
+  detachConfigRules(): void { this.yaml?.detach(); }
 
-  private syncRules(): void { this.yaml.sync(this.config, [...this.peersByName.values()].map((s) => s.cfg), this.internalAddress(this.config)); }
+  private syncRules(): void { this.yaml?.sync(this.config, [...this.peersByName.values()].map((s) => s.cfg), this.internalAddress(this.config)); }
 
   /** The NAT in force (replaced when cluster CIDRs or the MTU change). */
   get nat(): Nat {
@@ -295,7 +297,7 @@ export class Gateway implements StatsSource {
 
   /** The Router's Nat: passthrough (routing by remapped CIDR, PMTU); the rules translate. */
   private makeNat(c: GatewayConfig): Nat {
-    return new Nat(passthroughOf(c, this.internalAddress(c)));
+    return new Nat(this.opts.compiledRules === true ? passthroughOf(c, this.internalAddress(c)) : natConfigOf(c, this.internalAddress(c)));
   }
 
   private addLocalAddress(addr: string): void {
@@ -557,6 +559,7 @@ export class Gateway implements StatsSource {
     }
     if (ops.some((o) => o.kind.startsWith('ipMapping.'))) {
       this.config = { ...this.config, ipMappings: next?.ipMappings ?? applyMappingOps(this.config.ipMappings, ops) };
+      if (this.yaml === null) this.nat.setIpMappings(this.config.ipMappings);
     }
     this.config = next ?? {
       ...this.config,
@@ -586,7 +589,7 @@ export class Gateway implements StatsSource {
     if (this.stopped) return;
     const now = this.clock();
     this.nat.expire(now);
-    this.yaml.expire(now);
+    this.yaml?.expire(now);
     this.countHandshakes();
   }
 
@@ -629,7 +632,7 @@ export class Gateway implements StatsSource {
 
   /** StatsSource: conntrack entries (the rules' connections in YAML mode). */
   natEntries(): number {
-    return this.nat.stats().conntrack.entries + (this.yaml.active ? this.yaml.attachment.runtime.flows.size : 0);
+    return this.nat.stats().conntrack.entries + (this.yaml?.active === true ? this.yaml.attachment.runtime.flows.size : 0);
   }
 
   /** StatsSource: bounded queues' current depths. */
