@@ -126,6 +126,10 @@ export class RulesRuntime {
    * protocol, or drops by policy), -1 no forward chain, else every forward chain needs it.
    */
   private fwdNeed = -2;
+  /** Policy counter ids of the forward chains. */
+  private fwdPolicies = new Int32Array(0);
+  /** Mirror plan constants: PREROUTING / POSTROUTING without filter chain; skip masks of D / S packets; snat excludes an oif. */
+  private mPostPlain = false; private mPrePlain = false; private mSkipD = 0; private mSkipS = 0; private mNotOut = false;
   /** FWD_*: how this packet's forward chains are run. */
   private fwd = FWD_RUN;
   private mpair = 0;
@@ -175,6 +179,15 @@ export class RulesRuntime {
     const fwd = c === null ? [] : c.steps[HOOK_FORWARD]!.map((x) => x.chain!);
     const p = fwd.length === 0 ? -1 : fwd[0]!.onlyProto;
     this.fwdNeed = fwd.length === 0 ? -1 : p >= 0 && fwd.every((x) => x.onlyProto === p && !x.dropPolicy) ? p : -2;
+    this.fwdPolicies = Int32Array.from(fwd.map((x) => x.policyId));
+    // The mirror's per-packet constants (skipLater, run, mirrorPost).
+    const m = this.mirror;
+    const none = (h: number): boolean => m !== null && m.chains[h]!.length === 0;
+    this.mPostPlain = none(HOOK_POSTROUTING);
+    this.mPrePlain = none(HOOK_PREROUTING);
+    this.mSkipS = none(HOOK_INPUT) ? 1 << HOOK_INPUT : 0;
+    this.mSkipD = this.mSkipS | (none(HOOK_POSTROUTING) ? 1 << HOOK_POSTROUTING : 0);
+    this.mNotOut = m !== null && m.notOut.length > 0;
   }
 
   /** Whether the stateless mirror shortcut is in force (mirror.ts). */
@@ -239,7 +252,7 @@ export class RulesRuntime {
     this.hook = h;
     // A mirror packet past PREROUTING at a hook without filter chains: only POSTROUTING's
     // source translation (kept small so the call stays cheap).
-    if (this.mcls !== M_NONE && h === HOOK_POSTROUTING && this.mirror!.chains[h]!.length === 0) return this.mirrorPost(buf, v, meta);
+    if (this.mcls !== M_NONE && h === HOOK_POSTROUTING && this.mPostPlain) return this.mirrorPost(buf, v, meta);
     if (this.fwd !== FWD_RUN && h !== HOOK_PREROUTING && h !== HOOK_OUTPUT) {
       // The forward chains were decided at PREROUTING (see FWD_*); the router still called.
       if (h === HOOK_FORWARD) {
@@ -247,9 +260,8 @@ export class RulesRuntime {
         this.fwd = FWD_RUN;
       } else if (h === HOOK_POSTROUTING && this.fwd === FWD_AT_POST) this.countForward(v);
     }
-    // The router's Fragmentation Needed about a mirror packet (its NAT checks the tunnel MTU
-    // after POSTROUTING, where conntrack has confirmed the flow): related, translated back as
-    // conntrack does. (Time Exceeded and reject come before, for a new flow not related.)
+    // The router's Fragmentation Needed about a mirror packet (written after POSTROUTING, where
+    // conntrack confirms a flow): related, translated back (Time Exceeded / reject come before).
     const selfAfterMirror = h === HOOK_OUTPUT && this.mcls !== M_NONE && meta.source === SOURCE_SELF && v.proto === 1 && v.l4 >= 0 && buf[v.l4] === 3 && buf[v.l4 + 1] === 4;
     if (h === HOOK_PREROUTING || h === HOOK_OUTPUT) {
       this.fwd = FWD_RUN;
@@ -267,7 +279,10 @@ export class RulesRuntime {
       this.mpair = this.mirror.pair;
       if (this.mcls !== M_NONE && h === HOOK_PREROUTING) this.skipLater(v, meta);
     }
-    if (this.mcls !== M_NONE) return this.runMirror(h, buf, v, meta, now);
+    if (this.mcls !== M_NONE) {
+      if (h === HOOK_PREROUTING && this.mPrePlain) { this.mirrorPre(buf, v); return VERDICT_ACCEPT; }
+      return this.runMirror(h, buf, v, meta, now);
+    }
     const steps = c.steps[h]!;
     let i = 0;
     if (c.natOnly[h] === 1) {
@@ -345,16 +360,17 @@ export class RulesRuntime {
   /** The accept policies of the forward chains skipped for this packet (skipEstablished). */
   private countForward(v: IpView): void {
     this.fwd = FWD_RUN;
-    const fwd = this.compiled!.steps[HOOK_FORWARD]!;
+    const ids = this.fwdPolicies;
     const len = v.end - v.off;
-    for (let i = 0; i < fwd.length; i++) { const id = fwd[i]!.chain!.policyId; this.packets[id]!++; this.bytes[id]! += len; }
+    for (let i = 0; i < ids.length; i++) { const id = ids[i]!; this.packets[id]!++; this.bytes[id]! += len; }
   }
+
 
   /** The pair's source translation (S) or an error's related one, at POSTROUTING. */
   private mirrorPost(buf: Uint8Array, v: IpView, meta: PacketMeta): number {
     const m = this.mirror!;
     const k = this.mpair;
-    if (this.mcls === M_S) { if (m.snatOut(this.outName(meta))) rewriteIpv4Address(buf, v, v.srcOff, (m.rem[k]! | (readU32(buf, v.srcOff) & m.mask[k]!)) >>> 0); }
+    if (this.mcls === M_S) { if (!this.mNotOut || m.snatOut(this.outName(meta))) rewriteIpv4Address(buf, v, v.srcOff, (m.rem[k]! | (readU32(buf, v.srcOff) & m.mask[k]!)) >>> 0); }
     else if (this.mcls === M_ERR_POST) mirrorError(this.q, this.scratch, m, k, buf, v, true);
     return VERDICT_ACCEPT;
   }
@@ -391,15 +407,12 @@ export class RulesRuntime {
    * route, TTL — is then counted too).
    */
   private skipLater(v: IpView, meta: PacketMeta): void {
-    const m = this.mirror!;
-    let skip = 0;
-    if (m.chains[HOOK_INPUT]!.length === 0) skip |= 1 << HOOK_INPUT;
-    if ((this.mcls === M_D || this.mcls === M_ERR_PRE) && m.chains[HOOK_POSTROUTING]!.length === 0) skip |= 1 << HOOK_POSTROUTING;
+    let skip = this.mcls === M_D || this.mcls === M_ERR_PRE ? this.mSkipD : this.mSkipS;
     const need = this.fwdNeed;
     if (need === -1 || (need >= 0 && need !== v.proto)) {
-      const fwd = m.chains[HOOK_FORWARD]!;
+      const ids = this.fwdPolicies;
       const len = v.end - v.off;
-      for (let i = 0; i < fwd.length; i++) { const id = fwd[i]!.policyId; this.packets[id]!++; this.bytes[id]! += len; }
+      for (let i = 0; i < ids.length; i++) { const id = ids[i]!; this.packets[id]!++; this.bytes[id]! += len; }
       skip |= 1 << HOOK_FORWARD;
       this.fwd = FWD_DONE;
     }
