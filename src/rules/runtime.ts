@@ -129,7 +129,7 @@ export class RulesRuntime {
   /** Policy counter ids of the forward chains. */
   private fwdPolicies = new Int32Array(0);
   /** Mirror plan constants: PREROUTING / POSTROUTING without filter chain; skip masks of D / S packets; snat excludes an oif. */
-  private mPostPlain = false; private mPrePlain = false; private mSkipD = 0; private mSkipS = 0; private mNotOut = false;
+  private mPostPlain = false; private mPrePlain = false; private mSkipD = 0; private mSkipS = 0; private mNotOut = false; private mOutOk = new Uint8Array(3);
   /** FWD_*: how this packet's forward chains are run. */
   private fwd = FWD_RUN;
   private mpair = 0;
@@ -188,6 +188,7 @@ export class RulesRuntime {
     this.mSkipS = none(HOOK_INPUT) ? 1 << HOOK_INPUT : 0;
     this.mSkipD = this.mSkipS | (none(HOOK_POSTROUTING) ? 1 << HOOK_POSTROUTING : 0);
     this.mNotOut = m !== null && m.notOut.length > 0;
+    this.mOutOk = Uint8Array.from([d.host, d.node, d.peer].map((x) => (m?.snatOut(x) === true ? 1 : 0))); // by OUTPUT_HOST/NODE/PEER
   }
 
   /** Whether the stateless mirror shortcut is in force (mirror.ts). */
@@ -370,7 +371,7 @@ export class RulesRuntime {
   private mirrorPost(buf: Uint8Array, v: IpView, meta: PacketMeta): number {
     const m = this.mirror!;
     const k = this.mpair;
-    if (this.mcls === M_S) { if (!this.mNotOut || m.snatOut(this.outName(meta))) rewriteIpv4Address(buf, v, v.srcOff, (m.rem[k]! | (readU32(buf, v.srcOff) & m.mask[k]!)) >>> 0); }
+    if (this.mcls === M_S) { if (!this.mNotOut || (meta.outDev === '' ? meta.output >= 0 && this.mOutOk[meta.output] === 1 : m.snatOut(meta.outDev))) rewriteIpv4Address(buf, v, v.srcOff, (m.rem[k]! | (readU32(buf, v.srcOff) & m.mask[k]!)) >>> 0); }
     else if (this.mcls === M_ERR_POST) mirrorError(this.q, this.scratch, m, k, buf, v, true);
     return VERDICT_ACCEPT;
   }
