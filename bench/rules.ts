@@ -123,7 +123,7 @@ function time(f: () => void, n = N): number {
 
 const ROUNDS = Number(process.env['RULES_BENCH_ROUNDS'] ?? 20);
 const WARM = 4;
-const PROCS = Number(process.env['RULES_BENCH_PROCS'] ?? 7);
+const PROCS = Number(process.env['RULES_BENCH_PROCS'] ?? 11);
 
 /**
  * Alternated rounds of A and B (which side goes first alternates too), the first WARM of each
