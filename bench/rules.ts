@@ -1,6 +1,7 @@
 /**
- * Compiled rules (conntrack) vs today's derived NAT, in ONE process, rounds alternated (both see
- * the same load at the same moments), and what a rule on the general matcher costs per kind.
+ * Compiled rules (conntrack, mirror shortcut) vs today's derived NAT, both in the same process
+ * with rounds alternated (both see the same load at the same moments), each row in PROCS fresh
+ * processes (see main), and what a rule on the general matcher costs per kind.
  *
  * A: the Router with the derived NAT (src/nat/nat.ts: remap, masquerade, IP mapping, MSS
  *    clamp) — today's path. B: the Router with the NAT in passthrough and the same configuration
