@@ -305,7 +305,11 @@ export function planMirror(c: CompiledRules, devAddrs: readonly number[]): Mirro
   );
 }
 
-/** An IPv4 address of the packet set to `na`, every checksum covering it patched (RFC 1624). */
+/**
+ * An IPv4 address of the packet set to `na` (any 32-bit form: int32 or unsigned), every checksum
+ * covering it patched (RFC 1624). Callers pass `x | 0`: an int32 stays unboxed more often than
+ * an unsigned value ≥ 2^31 (no per-packet heap number when the call is not inlined).
+ */
 export function rewriteIpv4Address(buf: Uint8Array, v: IpView, ao: number, na: number): void {
   const l4 = v.l4;
   const proto = v.proto;
@@ -317,7 +321,7 @@ export function rewriteIpv4Address(buf: Uint8Array, v: IpView, ao: number, na: n
   }
   const oh = (buf[ao]! << 8) | buf[ao + 1]!;
   const ol = (buf[ao + 2]! << 8) | buf[ao + 3]!;
-  const nh = na >>> 16;
+  const nh = (na >>> 16) & 0xffff;
   const nl = na & 0xffff;
   if (oh === nh && ol === nl) return;
   let os = oh + ol, ns = nh + nl;

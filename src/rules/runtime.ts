@@ -371,7 +371,7 @@ export class RulesRuntime {
   private mirrorPost(buf: Uint8Array, v: IpView, meta: PacketMeta): number {
     const m = this.mirror!;
     const k = this.mpair;
-    if (this.mcls === M_S) { if (!this.mNotOut || (meta.outDev === '' ? meta.output >= 0 && this.mOutOk[meta.output] === 1 : m.snatOut(meta.outDev))) rewriteIpv4Address(buf, v, v.srcOff, (m.rem[k]! | (readU32(buf, v.srcOff) & m.mask[k]!)) >>> 0); }
+    if (this.mcls === M_S) { if (!this.mNotOut || (meta.outDev === '' ? meta.output >= 0 && this.mOutOk[meta.output] === 1 : m.snatOut(meta.outDev))) rewriteIpv4Address(buf, v, v.srcOff, m.rem[k]! | (readU32(buf, v.srcOff) & m.mask[k]!)); }
     else if (this.mcls === M_ERR_POST) mirrorError(this.q, this.scratch, m, k, buf, v, true);
     return VERDICT_ACCEPT;
   }
@@ -397,7 +397,7 @@ export class RulesRuntime {
     const m = this.mirror!;
     const k = this.mpair;
     this.st.stateless++;
-    if (this.mcls === M_D) rewriteIpv4Address(buf, v, v.dstOff, (m.real[k]! | (readU32(buf, v.dstOff) & m.mask[k]!)) >>> 0);
+    if (this.mcls === M_D) rewriteIpv4Address(buf, v, v.dstOff, m.real[k]! | (readU32(buf, v.dstOff) & m.mask[k]!));
     else if (this.mcls === M_ERR_PRE) mirrorError(this.q, this.scratch, m, k, buf, v, false);
   }
 
@@ -659,7 +659,7 @@ export class RulesRuntime {
     }
     // IPv4 address against the tuple's number (no byte loop, no call when equal).
     const ao = srcManip ? v.srcOff : v.dstOff;
-    rewriteIpv4Address(buf, v, ao, f.a32[e * 4 + other * 2 + (srcManip ? 1 : 0)]!);
+    rewriteIpv4Address(buf, v, ao, f.a32[e * 4 + other * 2 + (srcManip ? 1 : 0)]! | 0);
     let csum = -1;
     let kind = CSUM_NONE;
     if (l4 >= 0) {
