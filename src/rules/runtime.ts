@@ -501,7 +501,7 @@ export class RulesRuntime {
       } else { this.st.untracked++; return; }
     }
     const f = this.flows;
-    const k = f.lookup4(proto, readU32(buf, v.srcOff), readU32(buf, v.dstOff), sp, dp, now);
+    const k = f.lookup4(proto, readU32(buf, v.srcOff) | 0, readU32(buf, v.dstOff) | 0, sp, dp, now);
     const first = (buf[v.off + 6]! & 0x20) !== 0;
     if (k >= 0) {
       this.e = k >> 1;
