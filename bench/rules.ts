@@ -1,6 +1,7 @@
 /**
- * Compiled rules (conntrack) vs today's derived NAT, in ONE process, rounds alternated (both see
- * the same load at the same moments), and what a rule on the general matcher costs per kind.
+ * Compiled rules (conntrack, mirror shortcut) vs today's derived NAT, both in the same process
+ * with rounds alternated (both see the same load at the same moments), each row in PROCS fresh
+ * processes (see main), and what a rule on the general matcher costs per kind.
  *
  * A: the Router with the derived NAT (src/nat/nat.ts: remap, masquerade, IP mapping, MSS
  *    clamp) — today's path. B: the Router with the NAT in passthrough and the same configuration
@@ -8,11 +9,14 @@
  *    one data path for YAML and Kubernetes. Same packets (92-byte UDP, established flows: the
  *    first packet of each flow is sent before timing), buffer restored from a pristine copy
  *    before every packet on both sides.
+ * Liqo rows: B with the remap pair as Liqo's remap-podcidr FirewallConfiguration (its own
+ *    table, `iifname != eth0`, `oifname != eth0`) in place of the YAML mode's pair.
  * General matcher: B plus a forward filter chain of 64 rules of one kind that never match; the
  *    extra time per packet / 64 is the cost of one rule of that kind.
  *
  * Run: npm run build && node dist/bench/rules.js
  */
+import { execFileSync } from 'node:child_process';
 import type { NatConfig, NatPeerConfig } from '../src/nat/config.js';
 import { Nat } from '../src/nat/nat.js';
 import { parseAddress } from '../src/packet/addr.js';
@@ -21,10 +25,11 @@ import { ROUTER_DROP_NAMES, Router, RouterLanes } from '../src/router/router.js'
 import { RulesAttachment } from '../src/rules/attach.js';
 import { identityPeer, passthroughNatConfig, rulesFromNatConfig } from '../src/rules/from-nat.js';
 import { ipToNumber, type Cond, type RuleTable } from '../src/rules/model.js';
+import { parseFirewallConfiguration } from '../src/rules/parse.js';
 
 const HEAD = 128;
 const LEN = 92;
-const N = 100_000;
+const N = 50_000;
 const TUN = 'liqo-tunnel';
 const CFG: NatConfig = { localPodCIDRs: ['10.112.0.0/16'], localExternalCIDR: '10.70.0.0/16', ipMappings: [{ externalAddress: '10.70.5.5', realAddress: '192.168.7.10' }], conntrack: { seed: 1 } };
 const PEER: NatPeerConfig = { name: 'b', remote: { podCIDRs: ['10.243.0.0/16'], externalCIDRs: [] }, remapped: { podCIDRs: ['10.71.0.0/16'], externalCIDRs: [] } };
@@ -39,13 +44,33 @@ function derived(): Side {
   return { router };
 }
 
-function compiled(extra: RuleTable[] = []): Side {
+/**
+ * The same configuration with the remap pair as Liqo's controllers write it: the
+ * remap-podcidr FirewallConfiguration (test/rules/liqo-peering-objects.ts: its own table,
+ * `outgoing` dnat with `iifname != eth0` and `!= liqo-tunnel`, `incoming` snat with
+ * `oifname != eth0` and `iifname == liqo-tunnel`), the derived tables without their pair.
+ */
+function liqoTables(): RuleTable[] {
+  const [r, m] = [PEER.remote.podCIDRs[0]!, PEER.remapped!.podCIDRs[0]!];
+  const mt = (op: string, x: object): object => ({ op, ...x });
+  const remap = parseFirewallConfiguration({ metadata: { name: 'b-remap-podcidr', namespace: 'liqo-tenant-b' }, spec: { table: { name: 'remap-podcidr', family: 'IPV4', chains: [
+    { name: 'outgoing', type: 'nat', hook: 'prerouting', priority: -100, policy: 'accept', rules: { natRules: [
+      { natType: 'dnat', to: r, match: [mt('eq', { ip: { position: 'dst', value: m } }), mt('neq', { dev: { position: 'in', value: 'eth0' } }), mt('neq', { dev: { position: 'in', value: TUN } })] }] } },
+    { name: 'incoming', type: 'nat', hook: 'postrouting', priority: 100, policy: 'accept', rules: { natRules: [
+      { natType: 'snat', to: m, match: [mt('neq', { dev: { position: 'out', value: 'eth0' } }), mt('eq', { ip: { position: 'src', value: r } }), mt('eq', { dev: { position: 'in', value: TUN } })] }] } },
+  ] } } });
+  const rest = rulesFromNatConfig(CFG, [PEER], { tunnel: TUN }).map((t) => ({ ...t, chains: t.chains.map((c) => ({ ...c, rules: c.rules.filter((x) => !x.name.startsWith(`${PEER.name}-remap-`)) })) }));
+  return [remap, ...rest];
+}
+
+function compiled(extra: RuleTable[] = [], base: () => RuleTable[] = () => rulesFromNatConfig(CFG, [PEER], { tunnel: TUN })): Side {
   const nat = new Nat(passthroughNatConfig(CFG));
   const router = new Router<string, string>({ nat, nodes });
   router.addPeer('b', nat.addPeer(identityPeer(PEER)), 'link');
   const rules = new RulesAttachment({ peer: TUN, node: 'liqo.geneve', host: 'eth0', peerAddr: ipToNumber('10.70.0.0')!, nodeAddr: 0, hostAddr: 0, pathMtu: 1340 });
   rules.attachTo(router);
-  rules.setTables([...rulesFromNatConfig(CFG, [PEER], { tunnel: TUN }), ...extra]);
+  rules.setTables([...base(), ...extra]);
+  if (!rules.runtime.statelessShortcut) throw new Error('rules bench: the mirror shortcut is not in force');
   return { router, rules };
 }
 
@@ -82,24 +107,42 @@ function driver(s: Side, p: Path): () => void {
   return () => { L.clear(); send(); };
 }
 
-const med = (x: number[]): number => [...x].sort((p, q) => p - q)[x.length >> 1]!;
+interface Row { path: Path; derived: () => Side; compiled: () => Side }
+const ROWS: Row[] = [
+  ...PATHS.map((path) => ({ path, derived: () => derived(), compiled: () => compiled() })),
+  ...PATHS.slice(0, 2).map((path) => ({ path: { ...path, label: `Liqo remap rules (iifname/oifname): ${path.label}` }, derived: () => derived(), compiled: () => compiled([], liqoTables) })),
+];
 
-function time(f: () => void): number {
+const med = (x: number[]): number => [...x].sort((p, q) => p - q)[x.length >> 1]!;
+const quantile = (x: number[], q: number): number => [...x].sort((p, r) => p - r)[Math.min(x.length - 1, Math.floor(q * x.length))]!;
+
+function time(f: () => void, n = N): number {
   const t0 = process.hrtime.bigint();
-  for (let i = 0; i < N; i++) f();
-  return Number(process.hrtime.bigint() - t0) / N;
+  for (let i = 0; i < n; i++) f();
+  return Number(process.hrtime.bigint() - t0) / n;
 }
 
-/** Alternated rounds of A and B; per-round ratios B/A. */
-function ab(a: () => void, b: () => void, rounds = 12): { a: number; b: number; ratio: number; lo: number; hi: number } {
+const ROUNDS = Number(process.env['RULES_BENCH_ROUNDS'] ?? 20);
+const WARM = 4;
+const PROCS = Number(process.env['RULES_BENCH_PROCS'] ?? 11);
+
+/**
+ * Alternated rounds of A and B (which side goes first alternates too), the first WARM of each
+ * discarded. Robust to the shared machine's load: the figure is the ratio of the two medians;
+ * the spread is the interquartile range of the per-round ratios, and the ratio of the two
+ * minimums (the least disturbed round of each side) is reported next to it. Same treatment
+ * for both sides.
+ */
+function ab(a: () => void, b: () => void, rounds = ROUNDS): { a: number; b: number; speed: number; q1: number; q3: number; minSpeed: number } {
   const ta: number[] = [];
   const tb: number[] = [];
-  for (let r = 0; r < rounds; r++) {
+  for (let r = 0; r < rounds + WARM; r++) {
     if (r % 2) { ta.push(time(a)); tb.push(time(b)); } else { tb.push(time(b)); ta.push(time(a)); }
   }
-  const A = ta.slice(2), B = tb.slice(2);
-  const ratios = B.map((v, i) => v / A[i]!).sort((p, q) => p - q);
-  return { a: med(A), b: med(B), ratio: med(ratios), lo: ratios[0]!, hi: ratios[ratios.length - 1]! };
+  const A = ta.slice(WARM), B = tb.slice(WARM);
+  // Speed of B relative to A = time A / time B, per round.
+  const speeds = A.map((v, i) => v / B[i]!);
+  return { a: med(A), b: med(B), speed: med(A) / med(B), q1: quantile(speeds, 0.25), q3: quantile(speeds, 0.75), minSpeed: Math.min(...A) / Math.min(...B) };
 }
 
 function filterTable(name: string, cond: Cond, n = 64): RuleTable {
@@ -108,13 +151,42 @@ function filterTable(name: string, cond: Cond, n = 64): RuleTable {
 }
 
 function main(): void {
-  console.log('| path (92 B UDP, established) | derived NAT ns/pkt | compiled rules ns/pkt | compiled speed vs derived (time derived / time compiled; median of 10 alternated rounds, min–max) |');
-  console.log('|---|---|---|---|');
-  for (const p of PATHS) {
-    const r = ab(driver(derived(), p), driver(compiled(), p));
-    // Speed of B relative to A = time A / time B.
-    console.log(`| ${p.label} | ${r.a.toFixed(0)} | ${r.b.toFixed(0)} | ${(1 / r.ratio).toFixed(3)}x (${(1 / r.hi).toFixed(3)}–${(1 / r.lo).toFixed(3)}) |`);
+  const prof = process.argv.indexOf('--profile');
+  if (prof >= 0) {
+    // Focused loop for `node --cpu-prof`: one row, one side, ~2 s.
+    const row = ROWS[Number(process.argv[prof + 1] ?? 0)]!;
+    const side = process.argv[prof + 2] === 'derived' ? row.derived() : row.compiled();
+    const f = driver(side, row.path);
+    const t: number[] = [];
+    for (let i = 0; i < 40; i++) t.push(time(f));
+    console.log(`${row.path.label} ${process.argv[prof + 2]}: median ${med(t.slice(WARM)).toFixed(1)} ns/pkt`);
+    return;
   }
+  const child = process.argv.indexOf('--child');
+  if (child >= 0) {
+    // One process, one row: alternated rounds; the parent aggregates processes.
+    const row = ROWS[Number(process.argv[child + 1])]!;
+    const r = ab(driver(row.derived(), row.path), driver(row.compiled(), row.path));
+    console.log(JSON.stringify(r));
+    return;
+  }
+  const only = process.env['RULES_BENCH_ONLY'];
+  console.log(`| path (92 B UDP, established) | derived NAT ns/pkt | compiled rules ns/pkt | compiled speed vs derived: median over ${PROCS} processes of (median derived / median compiled), ${ROUNDS} alternated rounds of ${N / 1000}k packets each | min–max over processes | ratio of minimums (median over processes) |`);
+  console.log('|---|---|---|---|---|---|');
+  // Each row in PROCS fresh processes (alternated with the other rows): V8's optimisation of
+  // the router code both sides share differs from one process to the next (±10% seen), more
+  // than the load does within one; a process is one draw of it, for both sides at once.
+  const res: ReturnType<typeof ab>[][] = ROWS.map(() => []);
+  const rows = ROWS.map((_, i) => i).filter((i) => only === undefined || only.split(',').includes(String(i)));
+  for (let k = 0; k < PROCS; k++) {
+    for (const i of rows) res[i]!.push(JSON.parse(execFileSync(process.execPath, [process.argv[1]!, '--child', String(i)], { encoding: 'utf8' })) as ReturnType<typeof ab>);
+  }
+  for (const i of rows) {
+    const r = res[i]!;
+    const sp = r.map((x) => x.speed);
+    console.log(`| ${ROWS[i]!.path.label} | ${med(r.map((x) => x.a)).toFixed(0)} | ${med(r.map((x) => x.b)).toFixed(0)} | ${med(sp).toFixed(3)}x | ${Math.min(...sp).toFixed(3)}–${Math.max(...sp).toFixed(3)} | ${med(r.map((x) => x.minSpeed)).toFixed(3)}x |`);
+  }
+  if (only !== undefined) return;
   const kinds: [string, Cond][] = [
     ['proto tcp (a chain of tcp-only rules is skipped whole for udp)', { kind: 'proto', proto: 6 }],
     ['dev in eq', { kind: 'dev', dir: 'in', op: 'eq', name: 'nomatch0' }],
@@ -125,7 +197,7 @@ function main(): void {
   ];
   const p = PATHS[0]!;
   console.log('');
-  console.log('| general-matcher rule kind (never matching) | ns per rule per packet (64 rules, median of 10 alternated rounds) |');
+  console.log(`| general-matcher rule kind (never matching) | ns per rule per packet (64 rules, difference of medians, ${ROUNDS} alternated rounds) |`);
   console.log('|---|---|');
   for (const [label, cond] of kinds) {
     const r = ab(driver(compiled(), p), driver(compiled([filterTable('g', cond)]), p));

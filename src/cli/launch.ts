@@ -24,7 +24,7 @@ export type LaunchOptions = GatewayOptions & NodeAgentOptions;
  * Offloads (TUN TSO/USO, UDP GSO/GRO) are on unless `opts.offload` is false or WEFT_OFFLOAD=0.
  */
 export async function startFromConfig(config: WeftConfig, launchOpts: LaunchOptions = {}): Promise<RunningDataPlane> {
-  const opts: LaunchOptions = { ...launchOpts, offload: launchOpts.offload ?? process.env.WEFT_OFFLOAD !== '0' };
+  const opts: LaunchOptions = { ...launchOpts, offload: launchOpts.offload ?? process.env.WEFT_OFFLOAD !== '0', compiledRules: launchOpts.compiledRules ?? process.env.WEFT_RULES === '1' };
   if (config.role === 'gateway') {
     const gateway = await Gateway.start(config, opts);
     return {

@@ -1,6 +1,7 @@
 /**
  * The Liqo gateway shell: owns the sockets and the local TUN, applies configuration, reports
- * statistics. Every routing decision is the Router's (src/router/router.ts, I/O-free):
+ * statistics. Every routing decision is the Router's (src/router/router.ts, I/O-free); the
+ * translation its derived NAT's, or with `compiledRules` the compiled rules' (yaml-rules.ts):
  *
  *   nodes ══Geneve 6091══ GenevePort ─┐                         ┌─ WireGuardPort ══UDP 51840══ peers
  *                                     ├─ Router (hooks, NAT, ───┤
@@ -46,6 +47,8 @@ import { Router, RouterLanes, type RouterPeer } from '../router/router.js';
 import { Device } from '../wireguard/device.js';
 import type { Peer } from '../wireguard/peer.js';
 import { collectDrops, type GatewayStats } from './gateway-stats.js';
+import { natConfigOf, natPeerOf, passthroughOf, YamlRules } from './yaml-rules.js';
+import type { RulesAttachment } from '../rules/attach.js';
 import { applyMappingOps, definedOnly, firstHost, hostCidr, keyBytes, resolveEndpoint, tunnelOf, tunnelSpec } from './config-values.js';
 
 export interface GatewayOptions {
@@ -73,6 +76,8 @@ export interface GatewayOptions {
   /** Rate of generated ICMP Time Exceeded errors (per second, burst). Default 100/20 (the router's). */
   readonly icmpRatePerSecond?: number;
   readonly icmpBurst?: number;
+  /** Translate with the configuration compiled to rules (yaml-rules.ts) instead of the derived NAT (default false: README). */
+  readonly compiledRules?: boolean;
   /** Wall-clock milliseconds. Default Date.now. */
   readonly clock?: () => number;
   /** Unexpected I/O errors and non-fatal set-up problems (never per packet). */
@@ -129,6 +134,7 @@ export class Gateway implements StatsSource {
   private readonly lanesWg: RouterLanes<Peer, GeneveTunnel>;
   private housekeeping: NodeJS.Timeout | null = null;
   private stopped = false;
+  private readonly yaml: YamlRules | null;
 
   private constructor(config: GatewayConfig, private readonly opts: GatewayOptions, backend: CryptoBackend) {
     this.config = config;
@@ -148,7 +154,16 @@ export class Gateway implements StatsSource {
       ...(opts.icmpRatePerSecond === undefined ? {} : { icmpRatePerSecond: opts.icmpRatePerSecond }),
       ...(opts.icmpBurst === undefined ? {} : { icmpBurst: opts.icmpBurst }),
     });
+    this.yaml = opts.compiledRules === true ? new YamlRules(this.router, config.wireguard.mtu) : null;
   }
+
+  /** With `compiledRules`: the rules compiled from the configuration (yaml-rules.ts), at the hooks unless Liqo mode detached them. */
+  get rules(): RulesAttachment | null { return this.yaml?.attachment ?? null; }
+
+  /** Liqo mode: its FirewallConfigurations replace the configuration's rules at the hooks. */
+  detachConfigRules(): void { this.yaml?.detach(); }
+
+  private syncRules(): void { this.yaml?.sync(this.config, [...this.peersByName.values()].map((s) => s.cfg), this.internalAddress(this.config)); }
 
   /** The NAT in force (replaced when cluster CIDRs or the MTU change). */
   get nat(): Nat {
@@ -196,6 +211,7 @@ export class Gateway implements StatsSource {
     for (const t of c.geneve.tunnels) this.addLocalAddress(t.localInternalAddress);
     const now = this.clock();
     for (const p of c.peers) await this.addPeer(p, now);
+    this.syncRules();
     this.planTunnel();
 
     // Local TUN: the gateway host's interface into the fabric.
@@ -275,15 +291,13 @@ export class Gateway implements StatsSource {
   // =========================================================================================
   // Configuration
 
+  private internalAddress(c: GatewayConfig): string {
+    return this.opts.internalAddress ?? c.geneve.tunnels[0]?.localInternalAddress ?? firstHost(c.cluster.internalCIDR);
+  }
+
+  /** The Router's Nat: passthrough (routing by remapped CIDR, PMTU); the rules translate. */
   private makeNat(c: GatewayConfig): Nat {
-    const internal = this.opts.internalAddress ?? c.geneve.tunnels[0]?.localInternalAddress ?? firstHost(c.cluster.internalCIDR);
-    return new Nat({
-      localPodCIDRs: c.cluster.podCIDRs,
-      localExternalCIDR: c.cluster.externalCIDR,
-      ipMappings: c.ipMappings,
-      mtu: c.wireguard.mtu,
-      ...(internal.includes(':') ? {} : { icmpSourceV4: internal }),
-    });
+    return new Nat(this.opts.compiledRules === true ? passthroughOf(c, this.internalAddress(c)) : natConfigOf(c, this.internalAddress(c)));
   }
 
   private addLocalAddress(addr: string): void {
@@ -293,7 +307,7 @@ export class Gateway implements StatsSource {
   }
 
   private natPeerConfig(p: PeerConfig): Parameters<Nat['addPeer']>[0] {
-    return { name: p.name, remote: p.remote, remapped: p.remapped, mtu: this.config.wireguard.mtu };
+    return natPeerOf(p, this.config.wireguard.mtu);
   }
 
   private async addPeer(p: PeerConfig, now: number): Promise<void> {
@@ -545,13 +559,14 @@ export class Gateway implements StatsSource {
     }
     if (ops.some((o) => o.kind.startsWith('ipMapping.'))) {
       this.config = { ...this.config, ipMappings: next?.ipMappings ?? applyMappingOps(this.config.ipMappings, ops) };
-      this.nat.setIpMappings(this.config.ipMappings);
+      if (this.yaml === null) this.nat.setIpMappings(this.config.ipMappings);
     }
     this.config = next ?? {
       ...this.config,
       peers: [...this.peersByName.values()].map((s) => s.cfg),
       geneve: { ...this.config.geneve, tunnels: [...this.tunnelsById.values()], podRoutes: [...this.podRoutes.values()] },
     };
+    this.syncRules();
     const tunnelBefore = JSON.stringify(this.tunnelPlan.peers);
     this.planTunnel();
     if (routesDirty || JSON.stringify(this.tunnelPlan.peers) !== tunnelBefore) await this.syncKernelRoutes();
@@ -574,6 +589,7 @@ export class Gateway implements StatsSource {
     if (this.stopped) return;
     const now = this.clock();
     this.nat.expire(now);
+    this.yaml?.expire(now);
     this.countHandshakes();
   }
 
@@ -614,9 +630,9 @@ export class Gateway implements StatsSource {
     return collectDrops(this.router, this.nat, this.device, this.geneve, this.wg, this.tun);
   }
 
-  /** StatsSource: conntrack entries. */
+  /** StatsSource: conntrack entries (the rules' connections in YAML mode). */
   natEntries(): number {
-    return this.nat.stats().conntrack.entries;
+    return this.nat.stats().conntrack.entries + (this.yaml?.active === true ? this.yaml.attachment.runtime.flows.size : 0);
   }
 
   /** StatsSource: bounded queues' current depths. */

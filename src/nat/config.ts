@@ -126,6 +126,11 @@ export interface NatConfig {
    * are not reversed here.
    */
   readonly masquerade?: boolean;
+  /**
+   * Translate between the peers' remapped and real CIDRs (default true). false when compiled
+   * rules (src/rules/from-nat.ts) do it: the remapped CIDRs then only choose the peer (peerFor).
+   */
+  readonly remap?: boolean;
   /** Default tunnel MTU for peers without their own (default 1340, Liqo's). */
   readonly mtu?: number;
   /** Clamp the TCP MSS of SYN / SYN-ACK segments to the tunnel MTU (default true). */
@@ -177,6 +182,7 @@ export interface ParsedNatConfig {
   readonly mappings: readonly ParsedMapping[];
   readonly fullMasquerade: boolean;
   readonly masquerade: boolean;
+  readonly remap: boolean;
   readonly mtu: number;
   readonly clampMss: boolean;
   readonly icmpSource4: Uint8Array | undefined;
@@ -279,6 +285,7 @@ export function parseNatConfig(cfg: NatConfig): ParsedNatConfig {
     mappings,
     fullMasquerade: cfg.fullMasquerade ?? false,
     masquerade: cfg.masquerade ?? true,
+    remap: cfg.remap ?? true,
     mtu: checkMtu('mtu', cfg.mtu ?? DEFAULT_MTU),
     clampMss: cfg.clampMss ?? true,
     icmpSource4: src4,

@@ -166,8 +166,13 @@ export class FlowTable {
     return this.hash(this.family[e]!, this.proto[e]!, this.addr, base, base + 16, this.port[p]!, this.port[p + 1]!);
   }
 
-  /** lookup() for IPv4 addresses given as numbers. */
+  /**
+   * lookup() for IPv4 addresses given as numbers, int32 or unsigned (callers pass `x | 0`: an
+   * address ≥ 2^31 is then no heap number per call).
+   */
   lookup4(proto: number, src: number, dst: number, sport: number, dport: number, now: number): number {
+    src >>>= 0;
+    dst >>>= 0;
     let k = this.head[this.hash4(proto, src, dst, sport, dport)]!;
     while (k !== NIL) {
       const q = k << 1; // (e * 2 + d) * 2 = e * 4 + d * 2

@@ -275,7 +275,7 @@ export class Nat {
   outboundParsed(buf: Uint8Array, v: IpView, peer: NatPeer, now: number): number {
     if (this.peerSlots[peer.index] !== peer) throw new Error(`NAT: peer ${peer.name} was removed or belongs to another Nat`);
     const off = v.off;
-    if (peer.identityOnly && this.translatesNothing()) {
+    if ((peer.identityOnly || !this.config.remap) && this.translatesNothing()) {
       // Passthrough (rules do the translation, src/rules): only the tunnel MTU is enforced.
       const len = v.end - off;
       if (len > peer.parsed.mtu && (v.family === 6 || ipv4DontFragment(buf, off))) {
@@ -342,7 +342,7 @@ export class Nat {
   /** inbound() for a packet the caller already parsed into `v` (see outboundParsed). */
   inboundParsed(buf: Uint8Array, v: IpView, peer: NatPeer, now: number): number {
     if (this.peerSlots[peer.index] !== peer) throw new Error(`NAT: peer ${peer.name} was removed or belongs to another Nat`);
-    if (peer.identityOnly && this.translatesNothing()) {
+    if ((peer.identityOnly || !this.config.remap) && this.translatesNothing()) {
       this.forwarded++;
       return NAT_FORWARD;
     }
@@ -385,7 +385,7 @@ export class Nat {
     return NAT_FORWARD;
   }
 
-  /** No masquerade, no IP mapping, no MSS clamp: with an identity-only peer nothing is rewritten. */
+  /** No masquerade, no IP mapping, no MSS clamp: with an identity-only peer (or remap off) nothing is rewritten. */
   private translatesNothing(): boolean {
     return !this.config.masquerade && this.mappingCount === 0 && !this.config.clampMss;
   }

@@ -292,7 +292,12 @@ export class Router<P, G> {
     meta.outDev = '';
     meta.mark = 0;
     meta.skip = 0;
-    if (!this.runHooks(source === SOURCE_NODE ? HOOK_PREROUTING : HOOK_OUTPUT, buf, now, L)) return;
+    // The peer by the destination as the packet arrived (a remapped address), before rules at
+    // PREROUTING/OUTPUT translate it to the real one, which several peers may share (YAML mode
+    // on compiled rules: src/rules/from-nat.ts); the derived NAT picks the peer so too.
+    const entry = source === SOURCE_NODE ? HOOK_PREROUTING : HOOK_OUTPUT;
+    let np = st === null ? this.natValue.peerForParsed(buf, v) : undefined;
+    if (!this.runHooks(entry, buf, now, L)) return;
     const fam = v.family;
 
     if (this.local.lookup(buf, v.dstOff, fam) !== undefined) {
@@ -319,7 +324,7 @@ export class Router<P, G> {
       this.steer(st, buf, off, len, L, now, source, source === SOURCE_NODE ? st.nodeIif(from) : 0);
       return;
     }
-    const np = this.natValue.peerForParsed(buf, v);
+    if (np === undefined && this.hooks[entry]!.length > 0) np = this.natValue.peerForParsed(buf, v);
     if (np !== undefined) {
       const rp = this.byNatIndex[np.index]!;
       meta.output = OUTPUT_PEER;

@@ -5,11 +5,12 @@
  * - per peer and remapped CIDR (remapped ≠ real): Liqo's remap-podcidr / remap-externalcidr —
  *   prerouting `dnat prefix` remapped → real for traffic not from the tunnel, postrouting
  *   `snat prefix` real → remapped for traffic from the tunnel;
- * - per IP mapping: prerouting `dnat` external → real (Liqo's `<ip>-remap-ipmapping-gw`), and a
- *   postrouting `snat` real → external for connections the mapped host opens towards a peer
- *   (the derived NAT's outbound source mapping);
- * - masquerade of non-pod sources (every source with fullMasquerade) towards the tunnel:
- *   `snat` to the external CIDR's first address (Liqo's service-nodeport / unknown-source SNAT);
+ * - per IP mapping: prerouting `dnat` external → real (Liqo's `<ip>-remap-ipmapping-gw`), and
+ *   postrouting `snat` real → external for connections the mapped host opens towards a peer's
+ *   CIDRs (the derived NAT's outbound source mapping);
+ * - masquerade of non-pod sources (every source with fullMasquerade) towards a peer's CIDRs
+ *   through the tunnel: `snat` to the external CIDR's first address (Liqo's service-nodeport /
+ *   unknown-source SNAT), one rule per peer CIDR;
  * - MSS clamp (clampMss): tcpmssclamp to the smallest peer MTU − 40 both ways through the tunnel.
  * IPv4 only (Liqo's tables are family ip). Pure; allocates.
  */
@@ -51,6 +52,10 @@ export function rulesFromNatConfig(cfg: NatConfig, peers: readonly NatPeerConfig
       post.push({ kind: 'nat', name: `${p.name}-remap-${real.text}`, conds: [ipCond('src', 'eq', real), devCond('in', 'eq', opts.tunnel)], action: { type: 'snat', addr: rem.lo, prefixLen: rem.len, text: rem.text } });
     }
   }
+  // The derived NAT's source NAT applies only towards a peer's CIDRs (not, e.g., to the
+  // in-tunnel connection check): at postrouting those are the real ones (after the dnat).
+  const towards: { peer: string; cidr: { lo: number; hi: number; text: string } }[] = [];
+  for (const p of parsed) for (const r of p.remaps) { const x = v4(r.real); if (x !== null) towards.push({ peer: p.name, cidr: x }); }
   for (const m of g.mappings) {
     if (m.family !== 4) continue;
     const ext = ipToNumber([...m.external].join('.'))!;
@@ -58,13 +63,13 @@ export function rulesFromNatConfig(cfg: NatConfig, peers: readonly NatPeerConfig
     const e = { lo: ext, hi: ext, text: [...m.external].join('.') };
     const r = { lo: real, hi: real, text: [...m.real].join('.') };
     pre.push({ kind: 'nat', name: `${e.text}-remap-ipmapping-gw`, conds: [ipCond('dst', 'eq', e)], action: { type: 'dnat', addr: real, prefixLen: 32, text: r.text } });
-    post.push({ kind: 'nat', name: `${e.text}-ipmapping-out`, conds: [ipCond('src', 'eq', r), devCond('out', 'eq', opts.tunnel)], action: { type: 'snat', addr: ext, prefixLen: 32, text: e.text } });
+    towards.forEach((t, i) => post.push({ kind: 'nat', name: `${e.text}-ipmapping-out-${t.peer}-${i}`, conds: [ipCond('src', 'eq', r), devCond('out', 'eq', opts.tunnel), ipCond('dst', 'eq', t.cidr)], action: { type: 'snat', addr: ext, prefixLen: 32, text: e.text } }));
   }
   const ext = v4(g.external4);
   if (ext !== null) {
     const conds: Cond[] = [devCond('out', 'eq', opts.tunnel)];
     if (!g.fullMasquerade) for (const lp of g.localPod) { const x = v4(lp); if (x !== null) conds.push(ipCond('src', 'neq', x)); }
-    post.push({ kind: 'nat', name: 'unknown-source-snat', conds, action: { type: 'snat', addr: ext.lo, prefixLen: 32, text: ext.text.split('/')[0]! } });
+    towards.forEach((t, i) => post.push({ kind: 'nat', name: `unknown-source-snat-${t.peer}-${i}`, conds: [...conds, ipCond('dst', 'eq', t.cidr)], action: { type: 'snat', addr: ext.lo, prefixLen: 32, text: ext.text.split('/')[0]! } }));
   }
   const chains: Chain[] = [];
   if (pre.length > 0) chains.push({ name: 'prerouting', hook: 'prerouting', type: 'nat', priority: -100, policy: 'accept', rules: pre });
@@ -84,9 +89,11 @@ export function identityPeer(p: NatPeerConfig): NatPeerConfig {
 
 /**
  * The built-in NAT's configuration with its translations switched off (rules do them): no
- * masquerade, no IP mappings, no MSS clamp; peers are added with identityPeer(). Its PMTU
- * check (Fragmentation Needed / Packet Too Big towards a peer) stays.
+ * remap, masquerade, IP mappings nor MSS clamp. Its peers keep their remapped CIDRs to choose
+ * the peer of a packet by the destination it arrived with (Router; peers may share real CIDRs
+ * and overlap the local ones), or are added with identityPeer() when real CIDRs are unique.
+ * Its PMTU check (Fragmentation Needed / Packet Too Big towards a peer) stays.
  */
 export function passthroughNatConfig(cfg: NatConfig): NatConfig {
-  return { ...cfg, ipMappings: [], masquerade: false, fullMasquerade: false, clampMss: false };
+  return { ...cfg, ipMappings: [], masquerade: false, fullMasquerade: false, clampMss: false, remap: false };
 }

@@ -1,33 +1,43 @@
 /**
  * Stateless shortcut for Liqo's mirrored remap pairs (runtime.ts uses it; compile.ts is its input).
  *
- * Shape: a prerouting nat rule `ip daddr REM, iifname != T → dnat prefix REAL` and a postrouting
- * nat rule `ip saddr REAL, iifname == T → snat prefix REM` (REM and REAL of one length) form a
- * bijection whose replies are its inverse. For packets between a local address `a` and the
- * peer side of such a pair, conntrack's answer does not depend on the connection's history:
- *   D  (iif ≠ T, dst ∈ REM, src a):  dst → REAL at prerouting — whether conntrack sees it as a
- *      new connection (dnat rule) or as the reply of an S connection (binding reversed);
- *   S  (iif = T, src ∈ REAL, dst a): src → REM at postrouting — new (snat rule) or reply of D;
+ * Shape: a prerouting nat rule `ip daddr REM, iifname != T [, iifname != X…] → dnat prefix REAL`
+ * and a postrouting nat rule `ip saddr REAL, iifname == T [, oifname != Y…] → snat prefix REM`
+ * (REM and REAL of one length; Liqo's remap-podcidr / remap-externalcidr add X = Y = eth0, the
+ * YAML mode's pairs have none) form a bijection whose replies are its inverse. For packets
+ * between a local address `a` and the peer side of such a pair, conntrack's answer does not
+ * depend on the connection's history:
+ *   D  (iif ∉ {T, X…}, dst ∈ REM, src a): dst → REAL at prerouting — whether conntrack sees it
+ *      as a new connection (dnat rule) or as the reply of an S connection (binding reversed);
+ *   S  (iif = T, src ∈ REAL, dst a): src → REM at postrouting when oif ∉ {Y…} — new (snat rule)
+ *      or reply of D; out of Y it is untranslated (new: no rule may match it, checked below);
  *   ICMP errors quoting (src REM, dst a) / (src a, dst REAL): the related translation of the
  *      quoted packet and the outer destination / source (nf_nat_icmp_reply_translation).
- * It holds when `a` is in SAFE: no other nat rule can match such a packet (other postrouting
- * rules exclude source a unless they need iif = T, other prerouting rules exclude destination a
- * unless they need iif ≠ T), a is no NAT target of another rule nor an interface address
- * (masquerade), nor in any REM/REAL; earlier rules of the pair's own chain cannot match its
- * packets; no ct mark / notrack rule anywhere; no nat chain at input/output; one nat chain at
- * prerouting and postrouting. Otherwise plan() returns null and every packet takes conntrack.
- * Deviation (README "Rules: deviations"): a packet conntrack would find invalid (a TCP
- * SYN-ACK/FIN/RST or echo reply without a connection) is translated here, not left untranslated.
+ * A packet entering by an X is left to conntrack. It holds when `a` is in SAFE: no other nat
+ * rule can match such a packet (other postrouting rules exclude source a unless they need
+ * iif = T, and with Y… destination a if they may see the tunnel's REAL sources; other
+ * prerouting rules exclude destination a unless they need iif ≠ T), a is no NAT target of
+ * another rule nor an interface address (masquerade), nor in any REM/REAL; no ct mark or meta
+ * mark rule can see a D-direction (source a) or S-direction (destination a) packet; earlier
+ * rules of the hook's nat chains (walked as one list: the first binding wins) cannot match
+ * the pair's packets; no notrack rule anywhere; no nat chain at input/output, none with a drop
+ * policy. Otherwise plan() returns null and every packet takes conntrack.
+ * Deviations (README "Rules: deviations"): a packet conntrack would find invalid (a TCP
+ * SYN-ACK/FIN/RST or echo reply without a connection) is translated here; the reply of a D flow
+ * routed out of a Y (asymmetric) is not; a pair's tuple also used by an excluded packet (host
+ * OUTPUT, an X) is not remembered.
  * Per packet: no allocation.
  */
 import { HOOK_INPUT, HOOK_OUTPUT, HOOK_POSTROUTING, HOOK_PREROUTING } from '../router/hooks.js';
-import { N_DNAT, N_MAP, N_MASQ, N_SNAT, S_CHAIN, S_NAT, A_CTMARK, A_METAMARK, A_NOTRACK, type CChain, type CompiledRules, type CNatRule } from './compile.js';
+import { N_DNAT, N_MAP, N_MASQ, N_SNAT, S_CHAIN, S_NAT, A_CTMARK, A_METAMARK, A_NOTRACK, type CChain, type CFilterRule, type CompiledRules, type CNatRule } from './compile.js';
 import type { IpView } from '../packet/ip-view.js';
 import type { QuotedPacket } from '../nat/quoted.js';
 import { CSUM_ALWAYS, CSUM_NONE, CSUM_UDP, patchWord, rewriteAddress } from '../nat/rewrite.js';
-import { C_DEV_IN, C_IP_DST, C_IP_SRC, type CCond } from './match.js';
+import { C_DEV_IN, C_DEV_OUT, C_IP_DST, C_IP_SRC, readU32, type CCond } from './match.js';
 
 export const M_NONE = 0, M_D = 1, M_S = 2, M_ERR_PRE = 3, M_ERR_POST = 4;
+/** ICMPv4 error types (3, 4, 5, 11, 12) as bits. */
+export const ICMP_ERR_TYPES = (1 << 3) | (1 << 4) | (1 << 5) | (1 << 11) | (1 << 12);
 
 type Ranges = [number, number][];
 
@@ -59,16 +69,32 @@ function prefixOf(p: { addr: Uint8Array; prefixLen: number }): [number, number] 
   return [lo, (lo | host) >>> 0];
 }
 
-/** A mirror-shaped rule: [REM or REAL range of its match, target range, tunnel name] or null. */
-function shape(r: CNatRule, kind: number): { from: [number, number]; to: [number, number]; tunnel: string } | null {
-  if (r.kind !== kind || r.remap === null || r.remap.family !== 4 || r.conds.length !== 2) return null;
-  const ip = r.conds.find((c) => c.kind === (kind === N_DNAT ? C_IP_DST : C_IP_SRC) && !c.neq);
-  const dev = r.conds.find((c) => c.kind === C_DEV_IN && c.neq === (kind === N_DNAT));
-  if (ip === undefined || dev === undefined) return null;
+/**
+ * A mirror-shaped rule or null: a prefix dnat whose conditions are `ip daddr == REM` and one or
+ * more `iifname != X` (the tunnel among them: Liqo adds its default interface), or a prefix
+ * snat with `ip saddr == REAL`, `iifname == T` and any `oifname != Y` (Liqo: the default
+ * interface). from: REM / REAL range of the match, to: the target range.
+ */
+function shape(r: CNatRule, kind: number): { from: [number, number]; to: [number, number]; tunnel: string; notIn: string[]; notOut: string[] } | null {
+  if (r.kind !== kind || r.remap === null || r.remap.family !== 4) return null;
+  const dnat = kind === N_DNAT;
+  let ip: CCond | undefined;
+  let tunnel = '';
+  const notIn: string[] = [], notOut: string[] = [];
+  for (const c of r.conds) {
+    if (c.kind === (dnat ? C_IP_DST : C_IP_SRC) && !c.neq && ip === undefined) ip = c;
+    else if (c.kind === C_DEV_IN && c.neq && dnat) notIn.push(c.name);
+    else if (c.kind === C_DEV_IN && !c.neq && !dnat && tunnel === '') tunnel = c.name;
+    else if (c.kind === C_DEV_OUT && c.neq && !dnat) notOut.push(c.name);
+    else return null;
+  }
+  if (ip === undefined || (dnat ? notIn.length === 0 : tunnel === '')) return null;
   const from = prefixOf(r.remap.from);
   if (ip.lo !== from[0] || ip.hi !== from[1]) return null;
-  return { from, to: prefixOf(r.remap.to), tunnel: dev.name };
+  return { from, to: prefixOf(r.remap.to), tunnel, notIn, notOut };
 }
+
+const sameSet = (a: readonly string[], b: readonly string[]): boolean => a.length === b.length && a.every((x) => b.includes(x));
 
 export class MirrorPlan {
   constructor(
@@ -83,7 +109,63 @@ export class MirrorPlan {
     /** Per hook: its filter chains in order, and how many run before the NAT core (the translation point). */
     readonly chains: readonly (readonly CChain[])[],
     readonly natAt: Uint8Array,
+    /** Input interfaces the pairs' dnat excludes besides the tunnel (Liqo: eth0): conntrack's. */
+    readonly notIn: readonly string[],
+    /** Output interfaces the pairs' snat excludes (Liqo: eth0): an S packet leaving there is not translated. */
+    readonly notOut: readonly string[],
   ) {}
+
+  /** Pair of the last classify() (per packet). */
+  pair = 0;
+
+  /**
+   * The mirror class (M_*) of an IPv4 packet at PREROUTING entering by interface `name`
+   * ('' unknown), its pair in `pair`; M_NONE: conntrack decides. `q` is scratch.
+   */
+  classify(buf: Uint8Array, v: IpView, name: string, q: QuotedPacket): number {
+    const p = v.proto;
+    const l4 = v.l4;
+    if (l4 >= 0) {
+      // What conntrack leaves untracked stays with it (too short; ICMP other than echo).
+      if (p === 6 && v.l4Len < 20) return M_NONE;
+      if (p === 17 && v.l4Len < 8) return M_NONE;
+      if (p === 1) {
+        if (v.l4Len < 8) return M_NONE;
+        const t = buf[l4]!;
+        if (t < 32 && ((ICMP_ERR_TYPES >>> t) & 1) !== 0) {
+          // Related: translated by the connection whatever the error's interfaces.
+          if (q.parse(buf, v) !== 0 || !q.ports || q.addrLen !== 4) return M_NONE;
+          const qs = readU32(buf, q.src), qd = readU32(buf, q.dst);
+          let i = this.remOf(qs);
+          if (i >= 0 && this.isSafe(qd)) { this.pair = i; return M_ERR_PRE; }
+          i = this.realOf(qd);
+          if (i >= 0 && this.isSafe(qs)) { this.pair = i; return M_ERR_POST; }
+          return M_NONE;
+        }
+        if (t !== 8 && t !== 0) return M_NONE;
+      }
+    }
+    if (name === '') return M_NONE;
+    if (name !== this.tunnel) {
+      const x = this.notIn;
+      for (let j = 0; j < x.length; j++) if (x[j] === name) return M_NONE;
+      const i = this.remOf(readU32(buf, v.dstOff));
+      if (i >= 0 && this.isSafe(readU32(buf, v.srcOff))) { this.pair = i; return M_D; }
+    } else {
+      const i = this.realOf(readU32(buf, v.srcOff));
+      if (i >= 0 && this.isSafe(readU32(buf, v.dstOff))) { this.pair = i; return M_S; }
+    }
+    return M_NONE;
+  }
+
+  /** Whether an S packet leaving by `out` gets the pair's snat ('' unknown: a neq match fails). */
+  snatOut(out: string): boolean {
+    const x = this.notOut;
+    if (x.length === 0) return true;
+    if (out === '') return false;
+    for (let j = 0; j < x.length; j++) if (x[j] === out) return false;
+    return true;
+  }
 
   /** Pair whose REM contains `a` (any 32-bit form), else -1. Int32 arithmetic only. */
   remOf(a: number): number {
@@ -111,35 +193,51 @@ export class MirrorPlan {
  */
 export function planMirror(c: CompiledRules, devAddrs: readonly number[]): MirrorPlan | null {
   if (!c.tracked) return null;
+  // The nat chains of a hook, in order, as one rule list: the first binding wins (the kernel
+  // stops walking nat chains once the connection has this manipulation).
   const natAt = (h: number): CChain[] => {
     const out: CChain[] = [];
     for (const s of c.steps[h]!) if (s.chain !== null && s.chain.nat && !out.includes(s.chain)) out.push(s.chain);
     return out;
   };
+  const marks: CFilterRule[] = [];
   for (const steps of c.steps) for (const s of steps) {
-    if (s.kind === S_CHAIN && s.chain!.filter.some((r) => r.action === A_CTMARK || r.action === A_METAMARK || r.action === A_NOTRACK)) return null;
+    if (s.kind !== S_CHAIN) continue;
+    for (const r of s.chain!.filter) {
+      if (r.action === A_NOTRACK) return null;
+      if (r.action === A_CTMARK || r.action === A_METAMARK) marks.push(r);
+    }
   }
   if (natAt(HOOK_INPUT).length > 0 || natAt(HOOK_OUTPUT).length > 0) return null;
   const pres = natAt(HOOK_PREROUTING), posts = natAt(HOOK_POSTROUTING);
-  if (pres.length !== 1 || posts.length !== 1) return null;
-  const pre = pres[0]!.natRules, post = posts[0]!.natRules;
-  // Pairs: a prerouting mirror dnat REM→REAL with its postrouting snat REAL→REM, one tunnel.
+  if (pres.length === 0 || posts.length === 0 || [...pres, ...posts].some((ch) => ch.dropPolicy)) return null;
+  const pre = pres.flatMap((ch) => ch.natRules), post = posts.flatMap((ch) => ch.natRules);
+  // Pairs: a prerouting mirror dnat REM→REAL with its postrouting snat REAL→REM, one tunnel,
+  // the same excluded interfaces for every pair.
   let tunnel = '';
+  let notIn: string[] = [], notOut: string[] = [];
   const pairs: { rem: [number, number]; real: [number, number]; di: number; si: number }[] = [];
   for (let i = 0; i < pre.length; i++) {
     const d = shape(pre[i]!, N_DNAT);
     if (d === null) continue;
-    const si = post.findIndex((r) => { const s = shape(r, N_SNAT); return s !== null && s.tunnel === d.tunnel && s.from[0] === d.to[0] && s.from[1] === d.to[1] && s.to[0] === d.from[0] && s.to[1] === d.from[1]; });
-    if (si < 0 || (tunnel !== '' && tunnel !== d.tunnel)) continue;
-    tunnel = d.tunnel;
-    pairs.push({ rem: d.from, real: d.to, di: i, si });
+    let si = -1;
+    for (let j = 0; j < post.length && si < 0; j++) {
+      const s = shape(post[j]!, N_SNAT);
+      if (s !== null && d.notIn.includes(s.tunnel) && s.from[0] === d.to[0] && s.from[1] === d.to[1] && s.to[0] === d.from[0] && s.to[1] === d.from[1] &&
+          (pairs.length === 0 || (s.tunnel === tunnel && sameSet(d.notIn.filter((x) => x !== tunnel), notIn) && sameSet(s.notOut, notOut)))) {
+        si = j;
+        if (pairs.length === 0) { tunnel = s.tunnel; notIn = d.notIn.filter((x) => x !== tunnel); notOut = s.notOut; }
+      }
+    }
+    if (si >= 0) pairs.push({ rem: d.from, real: d.to, di: i, si });
   }
   if (pairs.length === 0) return null;
   const all = pairs.flatMap((p) => [p.rem, p.real]);
   for (let i = 0; i < all.length; i++) for (let j = i + 1; j < all.length; j++) if (!(all[i]![1] < all[j]![0] || all[j]![1] < all[i]![0])) return null;
   const overlaps = (rs: Ranges, lo: number, hi: number): boolean => rs.some(([a, b]) => !(b < lo || a > hi));
+  const touchesPairs = (rs: Ranges): boolean => all.some(([lo, hi]) => overlaps(rs, lo, hi));
   const isPairRule = (r: CNatRule): boolean => pairs.some((p) => pre[p.di] === r || post[p.si] === r);
-  // Earlier rules of the pair's chain must not match its packets (first match).
+  // Earlier rules must not match the pair's packets (first match).
   for (const p of pairs) {
     for (let j = 0; j < p.di; j++) {
       const r = pre[j]!;
@@ -171,10 +269,27 @@ export function planMirror(c: CompiledRules, devAddrs: readonly number[]): Mirro
     if (r.kind === N_MASQ) masq = true;
     else if (r.kind === N_MAP) for (const [k, t] of r.map!) { safe = subtract(safe, k, k); safe = subtract(safe, t.addr, t.addr); }
     else { const [tlo, thi] = r.remap !== null ? prefixOf(r.remap.to) : [r.addr, r.addr]; safe = subtract(safe, tlo, thi); }
+    // An S packet leaving by an excluded interface is not the pair's: later rules decide it
+    // (stateless here: untranslated), so none may see one from the tunnel.
+    const outOk = (y: string): boolean => r.conds.every((x) => x.kind !== C_DEV_OUT || (x.name === y) !== x.neq);
+    if (notOut.some(outOk) && !devIs(r.conds, true, tunnel) && pairs.some((p) => overlaps(accepted(r.conds, C_IP_SRC), p.real[0], p.real[1]))) {
+      for (const [lo, hi] of accepted(r.conds, C_IP_DST)) safe = subtract(safe, lo, hi);
+    }
     if (devIs(r.conds, false, tunnel)) continue; // never sees D packets (iif ≠ T)
     for (const [lo, hi] of accepted(r.conds, C_IP_SRC)) safe = subtract(safe, lo, hi);
   }
   if (masq) for (const a of devAddrs) if (a !== 0) safe = subtract(safe, a, a);
+  // ct mark / meta mark from ct mark: no such rule may see a mirror connection's packet (its
+  // mark lives on a connection the shortcut does not keep). D-direction packets (iif ≠ T)
+  // have source a and the other address in REM/REAL; S-direction (iif = T) destination a.
+  for (const r of marks) {
+    const src = accepted(r.conds, C_IP_SRC), dst = accepted(r.conds, C_IP_DST);
+    const inEq = r.conds.find((x) => x.kind === C_DEV_IN && !x.neq)?.name;
+    const seesD = inEq === undefined || inEq !== tunnel;
+    const seesS = inEq === undefined ? !devIs(r.conds, true, tunnel) : inEq === tunnel;
+    if (seesD && touchesPairs(dst)) for (const [lo, hi] of src) safe = subtract(safe, lo, hi);
+    if (seesS && touchesPairs(src)) for (const [lo, hi] of dst) safe = subtract(safe, lo, hi);
+  }
   if (safe.length === 0) return null;
   return new MirrorPlan(
     tunnel,
@@ -185,10 +300,16 @@ export function planMirror(c: CompiledRules, devAddrs: readonly number[]): Mirro
     Float64Array.from(safe.flat()),
     c.steps.map((l) => l.filter((s) => s.kind === S_CHAIN).map((s) => s.chain!)),
     Uint8Array.from(c.steps.map((l) => { const n = l.findIndex((s) => s.kind === S_NAT && s.chain === null); return l.slice(0, n < 0 ? l.length : n).filter((s) => s.kind === S_CHAIN).length; })),
+    notIn,
+    notOut,
   );
 }
 
-/** An IPv4 address of the packet set to `na`, every checksum covering it patched (RFC 1624). */
+/**
+ * An IPv4 address of the packet set to `na` (any 32-bit form: int32 or unsigned), every checksum
+ * covering it patched (RFC 1624). Callers pass `x | 0`: an int32 stays unboxed more often than
+ * an unsigned value ≥ 2^31 (no per-packet heap number when the call is not inlined).
+ */
 export function rewriteIpv4Address(buf: Uint8Array, v: IpView, ao: number, na: number): void {
   const l4 = v.l4;
   const proto = v.proto;
@@ -200,7 +321,7 @@ export function rewriteIpv4Address(buf: Uint8Array, v: IpView, ao: number, na: n
   }
   const oh = (buf[ao]! << 8) | buf[ao + 1]!;
   const ol = (buf[ao + 2]! << 8) | buf[ao + 3]!;
-  const nh = na >>> 16;
+  const nh = (na >>> 16) & 0xffff;
   const nl = na & 0xffff;
   if (oh === nh && ol === nl) return;
   let os = oh + ol, ns = nh + nl;

@@ -24,24 +24,25 @@
  * Deviations from the kernel are listed in README ("Rules: deviations").
  */
 import type { IpView } from '../packet/ip-view.js';
-import { writeTimeExceeded, TIME_EXCEEDED_V4_PREFIX } from '../packet/icmp-error.js';
-import { decrementIpv4Ttl } from '../packet/ipv4.js';
+import { TIME_EXCEEDED_V4_PREFIX } from '../packet/icmp-error.js';
 import { FLOW_DNAT, FLOW_ESTABLISHED, FLOW_OTHER, FLOW_SNAT, FLOW_SYN_SENT, FLOW_UDP, DIR_ORIG, DIR_REPLY, FlowTable, type FlowTableInit, type FlowStats } from '../nat/flows.js';
 import { QuotedPacket } from '../nat/quoted.js';
 import { CSUM_ALWAYS, CSUM_NONE, CSUM_UDP, patchWord, read16, rewriteAddress, rewriteWord } from '../nat/rewrite.js';
 import { TokenBucket } from '../ratelimit/token-bucket.js';
 import {
   HOOK_COUNT, HOOK_FORWARD, HOOK_INPUT, HOOK_OUTPUT, HOOK_POSTROUTING, HOOK_PREROUTING, OUTPUT_HOST, OUTPUT_NODE, OUTPUT_PEER, SOURCE_HOST, SOURCE_NODE,
-  SOURCE_PEER, VERDICT_ACCEPT, VERDICT_DROP, VERDICT_REPLY, type PacketHook, type PacketMeta,
+  SOURCE_PEER, SOURCE_SELF, VERDICT_ACCEPT, VERDICT_DROP, VERDICT_REPLY, type PacketHook, type PacketMeta,
 } from '../router/hooks.js';
 import {
   A_ACCEPT, A_CTMARK, A_DROP, A_METAMARK, A_MSS, A_NOTRACK, A_REJECT, N_DNAT, N_MAP, N_MASQ, S_CHAIN, S_CONFIRM, S_CT, S_NAT,
   type CChain, type CompiledRules, type CNatRule,
 } from './compile.js';
 import type { RulesDevices } from './devices.js';
+import { FragmentMemory } from './fragments.js';
+import { writeReject } from './reject.js';
 import { clampMss, condsMatch, readU32 } from './match.js';
 import { HOOKS } from './model.js';
-import { M_D, M_ERR_POST, M_ERR_PRE, M_NONE, M_S, mirrorError, planMirror, rewriteIpv4Address, type MirrorPlan } from './mirror.js';
+import { ICMP_ERR_TYPES, M_D, M_ERR_POST, M_ERR_PRE, M_NONE, M_S, mirrorError, planMirror, rewriteIpv4Address, type MirrorPlan } from './mirror.js';
 
 export interface RuleCounterRow {
   readonly id: string;
@@ -80,11 +81,14 @@ export interface RulesStats {
   stateless: number;
 }
 
-const FRAG_SLOTS = 256;
-/** How long a first fragment's connection is remembered for the datagram's other fragments (ms). */
-const FRAG_TTL = 30_000;
-const ICMP_ERR_TYPES = (1 << 3) | (1 << 4) | (1 << 5) | (1 << 11) | (1 << 12);
 const SYN = 0x02, ACK = 0x10, FIN = 0x01, RST = 0x04;
+/**
+ * Forward chains of the packet: run at FORWARD (RUN); decided and counted at PREROUTING
+ * (DONE: a mirror packet, skipLater); or skipped with their policies counted at POSTROUTING
+ * (AT_POST: skipEstablished). When the router calls FORWARD anyway (another stage shares the
+ * hook) DONE returns at once and AT_POST falls back to RUN: nothing is counted twice.
+ */
+const FWD_RUN = 0, FWD_DONE = 1, FWD_AT_POST = 2;
 
 export class RulesRuntime {
   readonly flows: FlowTable;
@@ -117,14 +121,19 @@ export class RulesRuntime {
   private mirror: MirrorPlan | null = null;
   /** Mirror class of the packet being processed (M_*) and its pair. */
   private mcls = M_NONE;
+  /**
+   * Forward chains' protocol for skipEstablished: -2 never skipped (a chain may match any
+   * protocol, or drops by policy), -1 no forward chain, else every forward chain needs it.
+   */
+  private fwdNeed = -2;
+  /** Policy counter ids of the forward chains. */
+  private fwdPolicies = new Int32Array(0);
+  /** Mirror plan constants: PREROUTING / POSTROUTING without filter chain; skip masks of D / S packets; snat excludes an oif. */
+  private mPostPlain = false; private mPrePlain = false; private mSkipD = 0; private mSkipS = 0; private mNotOut = false; private mOutOk = new Uint8Array(3);
+  /** FWD_*: how this packet's forward chains are run. */
+  private fwd = FWD_RUN;
   private mpair = 0;
-  // Fragments: the connection of a datagram's first fragment, for its later fragments (no
-  // reassembly; see header). Keyed by (source, destination, protocol, IP id), FRAG_SLOTS slots.
-  private readonly fragSrc = new Uint32Array(FRAG_SLOTS);
-  private readonly fragDst = new Uint32Array(FRAG_SLOTS);
-  private readonly fragIdProto = new Int32Array(FRAG_SLOTS).fill(-1);
-  private readonly fragConn = new Int32Array(FRAG_SLOTS);
-  private readonly fragExpires = new Float64Array(FRAG_SLOTS);
+  private readonly frags = new FragmentMemory();
 
   constructor(private devices: RulesDevices, opts: RulesRuntimeOptions = {}) {
     this.flows = new FlowTable({ capacity: opts.flows?.capacity ?? 65536, ...(opts.flows?.timeouts ? { timeouts: opts.flows.timeouts } : {}), ...(opts.flows?.seed !== undefined ? { seed: opts.flows.seed } : {}) });
@@ -167,6 +176,19 @@ export class RulesRuntime {
     const c = this.compiled;
     const d = this.devices;
     this.mirror = c === null || !this.mirrorOn ? null : planMirror(c, [d.peerAddr, d.nodeAddr, d.hostAddr]);
+    const fwd = c === null ? [] : c.steps[HOOK_FORWARD]!.map((x) => x.chain!);
+    const p = fwd.length === 0 ? -1 : fwd[0]!.onlyProto;
+    this.fwdNeed = fwd.length === 0 ? -1 : p >= 0 && fwd.every((x) => x.onlyProto === p && !x.dropPolicy) ? p : -2;
+    this.fwdPolicies = Int32Array.from(fwd.map((x) => x.policyId));
+    // The mirror's per-packet constants (skipLater, run, mirrorPost).
+    const m = this.mirror;
+    const none = (h: number): boolean => m !== null && m.chains[h]!.length === 0;
+    this.mPostPlain = none(HOOK_POSTROUTING);
+    this.mPrePlain = none(HOOK_PREROUTING);
+    this.mSkipS = none(HOOK_INPUT) ? 1 << HOOK_INPUT : 0;
+    this.mSkipD = this.mSkipS | (none(HOOK_POSTROUTING) ? 1 << HOOK_POSTROUTING : 0);
+    this.mNotOut = m !== null && m.notOut.length > 0;
+    this.mOutOk = Uint8Array.from([d.host, d.node, d.peer].map((x) => (m?.snatOut(x) === true ? 1 : 0))); // by OUTPUT_HOST/NODE/PEER
   }
 
   /** Whether the stateless mirror shortcut is in force (mirror.ts). */
@@ -229,7 +251,21 @@ export class RulesRuntime {
 
   run(h: number, buf: Uint8Array, v: IpView, meta: PacketMeta, now: number): number {
     this.hook = h;
+    // A mirror packet past PREROUTING at a hook without filter chains: only POSTROUTING's
+    // source translation (kept small so the call stays cheap).
+    if (this.mcls !== M_NONE && h === HOOK_POSTROUTING && this.mPostPlain) return this.mirrorPost(buf, v, meta);
+    if (this.fwd !== FWD_RUN && h !== HOOK_PREROUTING && h !== HOOK_OUTPUT) {
+      // The forward chains were decided at PREROUTING (see FWD_*); the router still called.
+      if (h === HOOK_FORWARD) {
+        if (this.fwd === FWD_DONE) return VERDICT_ACCEPT;
+        this.fwd = FWD_RUN;
+      } else if (h === HOOK_POSTROUTING && this.fwd === FWD_AT_POST) this.countForward(v);
+    }
+    // The router's Fragmentation Needed about a mirror packet (written after POSTROUTING, where
+    // conntrack confirms a flow): related, translated back (Time Exceeded / reject come before).
+    const selfAfterMirror = h === HOOK_OUTPUT && this.mcls !== M_NONE && meta.source === SOURCE_SELF && v.proto === 1 && v.l4 >= 0 && buf[v.l4] === 3 && buf[v.l4 + 1] === 4;
     if (h === HOOK_PREROUTING || h === HOOK_OUTPUT) {
+      this.fwd = FWD_RUN;
       this.abandon();
       this.e = -1;
       this.isNew = false;
@@ -239,11 +275,15 @@ export class RulesRuntime {
     }
     const c = this.compiled;
     if (c === null || v.family !== 4) return VERDICT_ACCEPT;
-    if (h === HOOK_PREROUTING && this.mirror !== null) {
-      this.mcls = this.classify(buf, v, meta);
-      if (this.mcls !== M_NONE) this.skipLater(v, meta);
+    if ((h === HOOK_PREROUTING || selfAfterMirror) && this.mirror !== null) {
+      this.mcls = this.mirror.classify(buf, v, this.inName(meta), this.q);
+      this.mpair = this.mirror.pair;
+      if (this.mcls !== M_NONE && h === HOOK_PREROUTING) this.skipLater(v, meta);
     }
-    if (this.mcls !== M_NONE) return this.runMirror(h, buf, v, meta, now);
+    if (this.mcls !== M_NONE) {
+      if (h === HOOK_PREROUTING && this.mPrePlain) { this.mirrorPre(buf, v); return VERDICT_ACCEPT; }
+      return this.runMirror(h, buf, v, meta, now);
+    }
     const steps = c.steps[h]!;
     let i = 0;
     if (c.natOnly[h] === 1) {
@@ -253,6 +293,7 @@ export class RulesRuntime {
         this.track(buf, v, now);
         if (!this.isNew) {
           if (this.e >= 0) this.apply(buf, v, false);
+          this.skipEstablished(h, buf, v, meta);
           return VERDICT_ACCEPT;
         }
         i = 1; // the conntrack step is done
@@ -289,41 +330,75 @@ export class RulesRuntime {
     return VERDICT_ACCEPT;
   }
 
+  /**
+   * A packet of an established connection (or untracked) after PREROUTING/OUTPUT: the later
+   * hooks where this runtime has nothing to do, for the router to skip (PacketMeta.skip) —
+   * INPUT / POSTROUTING when they have no filter chain and the connection's binding changes
+   * nothing there; FORWARD when each of its chains needs another protocol and POSTROUTING still
+   * runs: their accept policies are then counted at POSTROUTING, which a forwarded packet
+   * reaches exactly when it passed FORWARD (its TTL > 1 here: the router's hop cannot drop it).
+   */
+  private skipEstablished(h: number, buf: Uint8Array, v: IpView, meta: PacketMeta): void {
+    const c = this.compiled!;
+    let bit = FLOW_SNAT;
+    if (this.dir === DIR_REPLY) bit ^= FLOW_SNAT | FLOW_DNAT;
+    let skip = 0;
+    if (this.e < 0 || (this.flows.natBits(this.e) & bit) === 0) {
+      if (c.natOnly[HOOK_POSTROUTING] === 1) skip |= 1 << HOOK_POSTROUTING;
+      if (c.natOnly[HOOK_INPUT] === 1) skip |= 1 << HOOK_INPUT;
+    }
+    const need = this.fwdNeed;
+    if (h === HOOK_PREROUTING && need !== -2 && need !== v.proto && (skip & (1 << HOOK_POSTROUTING)) === 0 && buf[v.off + 8]! > 1) {
+      skip |= 1 << HOOK_FORWARD;
+      if (need >= 0) this.fwd = FWD_AT_POST;
+    }
+    if (skip !== 0) {
+      meta.skip = skip;
+      if (meta.skipOwner !== this) meta.skipOwner = this;
+    }
+  }
+
+  /** The accept policies of the forward chains skipped for this packet (skipEstablished). */
+  private countForward(v: IpView): void {
+    this.fwd = FWD_RUN;
+    const ids = this.fwdPolicies;
+    const len = v.end - v.off;
+    for (let i = 0; i < ids.length; i++) { const id = ids[i]!; this.packets[id]!++; this.bytes[id]! += len; }
+  }
+
+
+  /** The pair's source translation (S) or an error's related one, at POSTROUTING. */
+  private mirrorPost(buf: Uint8Array, v: IpView, meta: PacketMeta): number {
+    const m = this.mirror!;
+    const k = this.mpair;
+    if (this.mcls === M_S) { if (!this.mNotOut || (meta.outDev === '' ? meta.output >= 0 && this.mOutOk[meta.output] === 1 : m.snatOut(meta.outDev))) rewriteIpv4Address(buf, v, v.srcOff, m.rem[k]! | (readU32(buf, v.srcOff) & m.mask[k]!)); }
+    else if (this.mcls === M_ERR_POST) mirrorError(this.q, this.scratch, m, k, buf, v, true);
+    return VERDICT_ACCEPT;
+  }
+
   /** A packet of a mirror class: filter chains as usual, the pair's translation instead of conntrack. */
   private runMirror(h: number, buf: Uint8Array, v: IpView, meta: PacketMeta, now: number): number {
-    const m = this.mirror!;
-    const chains = m.chains[h]!;
-    if (chains.length === 0) {
-      // No filter chain at this hook (the usual case): the translation only.
-      if (h === HOOK_PREROUTING) {
-        this.st.stateless++;
-        if (this.mcls === M_D) rewriteIpv4Address(buf, v, v.dstOff, (m.real[this.mpair]! | (readU32(buf, v.dstOff) & m.mask[this.mpair]!)) >>> 0);
-        else if (this.mcls === M_ERR_PRE) mirrorError(this.q, this.scratch, this.mirror!, this.mpair, buf, v, false);
-      } else if (h === HOOK_POSTROUTING) {
-        if (this.mcls === M_S) rewriteIpv4Address(buf, v, v.srcOff, (m.rem[this.mpair]! | (readU32(buf, v.srcOff) & m.mask[this.mpair]!)) >>> 0);
-        else if (this.mcls === M_ERR_POST) mirrorError(this.q, this.scratch, this.mirror!, this.mpair, buf, v, true);
-      }
-      return VERDICT_ACCEPT;
-    }
-    const at = m.natAt[h]!;
+    const chains = this.mirror!.chains[h]!;
+    // Filter chains in order, the pair's translation at the NAT core's place among them.
+    const at = chains.length === 0 ? 0 : this.mirror!.natAt[h]!;
     for (let i = 0; i <= chains.length; i++) {
       if (i === at) {
-        const k = this.mpair;
-        const cls = this.mcls;
-        if (h === HOOK_PREROUTING) {
-          this.st.stateless++;
-          if (cls === M_D) rewriteIpv4Address(buf, v, v.dstOff, (m.real[k]! | (readU32(buf, v.dstOff) & m.mask[k]!)) >>> 0);
-          else if (cls === M_ERR_PRE) mirrorError(this.q, this.scratch, this.mirror!, this.mpair, buf, v, false);
-        } else if (h === HOOK_POSTROUTING) {
-          if (cls === M_S) rewriteIpv4Address(buf, v, v.srcOff, (m.rem[k]! | (readU32(buf, v.srcOff) & m.mask[k]!)) >>> 0);
-          else if (cls === M_ERR_POST) mirrorError(this.q, this.scratch, this.mirror!, this.mpair, buf, v, true);
-        }
+        if (h === HOOK_PREROUTING) this.mirrorPre(buf, v);
+        else if (h === HOOK_POSTROUTING) this.mirrorPost(buf, v, meta);
       }
       if (i === chains.length) break;
       const r = this.chain(chains[i]!, buf, v, meta, now);
       if (r !== VERDICT_ACCEPT) return r;
     }
     return VERDICT_ACCEPT;
+  }
+
+  private mirrorPre(buf: Uint8Array, v: IpView): void {
+    const m = this.mirror!;
+    const k = this.mpair;
+    this.st.stateless++;
+    if (this.mcls === M_D) rewriteIpv4Address(buf, v, v.dstOff, m.real[k]! | (readU32(buf, v.dstOff) & m.mask[k]!));
+    else if (this.mcls === M_ERR_PRE) mirrorError(this.q, this.scratch, m, k, buf, v, false);
   }
 
   /**
@@ -333,57 +408,17 @@ export class RulesRuntime {
    * route, TTL — is then counted too).
    */
   private skipLater(v: IpView, meta: PacketMeta): void {
-    const m = this.mirror!;
-    let skip = 0;
-    if (m.chains[HOOK_INPUT]!.length === 0) skip |= 1 << HOOK_INPUT;
-    if ((this.mcls === M_D || this.mcls === M_ERR_PRE) && m.chains[HOOK_POSTROUTING]!.length === 0) skip |= 1 << HOOK_POSTROUTING;
-    const fwd = m.chains[HOOK_FORWARD]!;
-    let other = true;
-    for (let i = 0; i < fwd.length; i++) { const c = fwd[i]!; if (c.onlyProto < 0 || c.onlyProto === v.proto || c.dropPolicy) { other = false; break; } }
-    if (other) {
+    let skip = this.mcls === M_D || this.mcls === M_ERR_PRE ? this.mSkipD : this.mSkipS;
+    const need = this.fwdNeed;
+    if (need === -1 || (need >= 0 && need !== v.proto)) {
+      const ids = this.fwdPolicies;
       const len = v.end - v.off;
-      for (let i = 0; i < fwd.length; i++) { const id = fwd[i]!.policyId; this.packets[id]!++; this.bytes[id]! += len; }
+      for (let i = 0; i < ids.length; i++) { const id = ids[i]!; this.packets[id]!++; this.bytes[id]! += len; }
       skip |= 1 << HOOK_FORWARD;
+      this.fwd = FWD_DONE;
     }
     meta.skip = skip;
-    meta.skipOwner = this;
-  }
-
-  /** The packet's mirror class (mirror.ts header) at PREROUTING; M_NONE: conntrack decides. */
-  private classify(buf: Uint8Array, v: IpView, meta: PacketMeta): number {
-    const m = this.mirror!;
-    const p = v.proto;
-    const l4 = v.l4;
-    if (l4 >= 0) {
-      // What conntrack leaves untracked stays with it (too short; ICMP other than echo).
-      if (p === 6 && v.l4Len < 20) return M_NONE;
-      if (p === 17 && v.l4Len < 8) return M_NONE;
-      if (p === 1) {
-        if (v.l4Len < 8) return M_NONE;
-        const t = buf[l4]!;
-        if (t < 32 && ((ICMP_ERR_TYPES >>> t) & 1) !== 0) {
-          const q = this.q;
-          if (q.parse(buf, v) !== 0 || !q.ports || q.addrLen !== 4) return M_NONE;
-          const qs = readU32(buf, q.src), qd = readU32(buf, q.dst);
-          let i = m.remOf(qs);
-          if (i >= 0 && m.isSafe(qd)) { this.mpair = i; return M_ERR_PRE; }
-          i = m.realOf(qd);
-          if (i >= 0 && m.isSafe(qs)) { this.mpair = i; return M_ERR_POST; }
-          return M_NONE;
-        }
-        if (t !== 8 && t !== 0) return M_NONE;
-      }
-    }
-    const name = meta.inDev !== '' ? meta.inDev : meta.source === SOURCE_PEER ? this.devices.peer : meta.source === SOURCE_NODE ? this.devices.node : '';
-    if (name === '') return M_NONE;
-    if (name !== m.tunnel) {
-      const i = m.remOf(readU32(buf, v.dstOff));
-      if (i >= 0 && m.isSafe(readU32(buf, v.srcOff))) { this.mpair = i; return M_D; }
-    } else {
-      const i = m.realOf(readU32(buf, v.srcOff));
-      if (i >= 0 && m.isSafe(readU32(buf, v.dstOff))) { this.mpair = i; return M_S; }
-    }
-    return M_NONE;
+    if (meta.skipOwner !== this) meta.skipOwner = this;
   }
 
   /** The router's names first (Liqo mode names the node tunnels' Geneve interfaces), else the lane's. */
@@ -435,25 +470,9 @@ export class RulesRuntime {
     this.st.rejected++;
     const d = this.devices;
     const from = meta.source === SOURCE_PEER ? d.peerAddr : meta.source === SOURCE_NODE ? d.nodeAddr : meta.source === SOURCE_HOST ? d.hostAddr : 0;
-    const off = v.off;
-    if (from === 0 || off < TIME_EXCEEDED_V4_PREFIX + 64 || !this.rejectBucket.take(now)) { this.st.rejectNoReply++; return VERDICT_DROP; }
-    const s = this.scratch;
-    s[0] = from >>> 24; s[1] = (from >>> 16) & 255; s[2] = (from >>> 8) & 255; s[3] = from & 255;
-    // The kernel's forward path has decremented the TTL before the FORWARD hook: the quote shows it.
-    if (this.hook === HOOK_FORWARD && buf[off + 8]! > 1) decrementIpv4Ttl(buf, off);
-    const tos = buf[off + 1]!;
-    const n = writeTimeExceeded(buf, off, v.end - off, s);
-    if (n <= 0) { this.st.rejectNoReply++; return VERDICT_DROP; }
-    // Same builder as Time Exceeded; type 3 code 0 instead of 11/0; the kernel's error TOS
-    // (icmp_send: the original's TOS bits with precedence "internetwork control").
-    const start = off - TIME_EXCEEDED_V4_PREFIX;
-    const icmp = start + 20;
-    buf[icmp] = 3;
-    patchWord(buf, icmp + 2, CSUM_ALWAYS, 0x0b00, 0x0300);
-    const ntos = (tos & 0x1e) | 0xc0;
-    patchWord(buf, start + 10, CSUM_ALWAYS, (buf[start]! << 8) | buf[start + 1]!, (buf[start]! << 8) | ntos);
-    buf[start + 1] = ntos;
-    meta.replyOff = off - TIME_EXCEEDED_V4_PREFIX;
+    const n = from === 0 || v.off < TIME_EXCEEDED_V4_PREFIX + 64 || !this.rejectBucket.take(now) ? 0 : writeReject(buf, v, from, this.hook === HOOK_FORWARD, this.scratch);
+    if (n === 0) { this.st.rejectNoReply++; return VERDICT_DROP; }
+    meta.replyOff = v.off - TIME_EXCEEDED_V4_PREFIX;
     meta.replyLen = n;
     return VERDICT_REPLY;
   }
@@ -482,13 +501,13 @@ export class RulesRuntime {
       } else { this.st.untracked++; return; }
     }
     const f = this.flows;
-    const k = f.lookup4(proto, readU32(buf, v.srcOff), readU32(buf, v.dstOff), sp, dp, now);
+    const k = f.lookup4(proto, readU32(buf, v.srcOff) | 0, readU32(buf, v.dstOff) | 0, sp, dp, now);
     const first = (buf[v.off + 6]! & 0x20) !== 0;
     if (k >= 0) {
       this.e = k >> 1;
       this.dir = k & 1;
       f.seen(this.e, this.dir, flags, now);
-      if (first) this.rememberFragment(buf, v, k, now);
+      if (first) this.frags.remember(buf, v, k, now);
       return;
     }
     // Not a connection's first packet: invalid, untracked (the NAT never sees it).
@@ -502,31 +521,14 @@ export class RulesRuntime {
     this.dir = DIR_ORIG;
     this.isNew = true;
     this.pending = e;
-    if (first) this.rememberFragment(buf, v, e * 2, now);
-  }
-
-  private fragSlot(buf: Uint8Array, v: IpView): number {
-    const x = Math.imul(readU32(buf, v.srcOff) ^ Math.imul(readU32(buf, v.dstOff), 0x9e3779b1) ^ (read16(buf, v.off + 4) << 8) ^ v.proto, 0x85ebca6b);
-    return (x ^ (x >>> 15)) & (FRAG_SLOTS - 1);
-  }
-
-  /** A first fragment (MF set) of connection key k (entry * 2 + direction). */
-  private rememberFragment(buf: Uint8Array, v: IpView, k: number, now: number): void {
-    const i = this.fragSlot(buf, v);
-    this.fragSrc[i] = readU32(buf, v.srcOff);
-    this.fragDst[i] = readU32(buf, v.dstOff);
-    this.fragIdProto[i] = (read16(buf, v.off + 4) << 8) | v.proto;
-    this.fragConn[i] = k;
-    this.fragExpires[i] = now + FRAG_TTL;
+    if (first) this.frags.remember(buf, v, e * 2, now);
   }
 
   /** A non-first fragment: the connection of its datagram's first fragment, if seen. */
   private trackFragment(buf: Uint8Array, v: IpView, now: number): void {
     this.st.fragments++;
-    const i = this.fragSlot(buf, v);
-    const k = this.fragConn[i]!;
-    if (this.fragIdProto[i] !== ((read16(buf, v.off + 4) << 8) | v.proto) || this.fragSrc[i] !== readU32(buf, v.srcOff) ||
-        this.fragDst[i] !== readU32(buf, v.dstOff) || this.fragExpires[i]! <= now || this.flows.state[k >> 1] === 0 || this.flows.unconfirmed(k >> 1)) {
+    const k = this.frags.lookup(buf, v, now);
+    if (k < 0 || this.flows.state[k >> 1] === 0 || this.flows.unconfirmed(k >> 1)) {
       this.st.untracked++;
       return;
     }
@@ -657,7 +659,7 @@ export class RulesRuntime {
     }
     // IPv4 address against the tuple's number (no byte loop, no call when equal).
     const ao = srcManip ? v.srcOff : v.dstOff;
-    rewriteIpv4Address(buf, v, ao, f.a32[e * 4 + other * 2 + (srcManip ? 1 : 0)]!);
+    rewriteIpv4Address(buf, v, ao, f.a32[e * 4 + other * 2 + (srcManip ? 1 : 0)]! | 0);
     let csum = -1;
     let kind = CSUM_NONE;
     if (l4 >= 0) {

@@ -105,6 +105,20 @@ describe('mirror shortcut ≡ conntrack', () => {
     });
   }
 
+  it('the router\'s own error about a pair\'s packet (Fragmentation Needed) quotes it as its sender sent it, as with conntrack', () => {
+    for (const statelessMirror of [false, true]) {
+      const { r } = rulesRouter({ nodeAddr: '10.112.0.254', statelessMirror });
+      // A DF datagram over the tunnel MTU (1340) from a pod to a remapped peer pod.
+      const big = udpPacket({ src: '10.112.0.7', dst: '10.71.2.3', sport: 5000, dport: 80, payload: new Uint8Array(1400), headroom: 128 });
+      const out = through(r, big, 'node', 1000);
+      expect(out?.lane, `statelessMirror ${statelessMirror}`).toBe('node');
+      const e = out!.pkt;
+      expect([e[20], e[21]]).toEqual([3, 4]);
+      // Outer source: the flow's remote address as the pod knows it; quoted destination too.
+      expect([ip(e, 12), ip(e, 16), ip(e, 28 + 12), ip(e, 28 + 16)]).toEqual(['10.71.2.3', '10.112.0.7', '10.112.0.7', '10.71.2.3']);
+    }
+  });
+
   it('is off for rule sets not of its shape', () => {
     const base = rulesFromNatConfig(CFG, [PEER], { tunnel: TUN });
     const on = (tables: RuleTable[]): boolean => {
@@ -120,8 +134,10 @@ describe('mirror shortcut ≡ conntrack', () => {
     // Masquerade of every source: no local address is safe.
     const t = structuredClone(base);
     const post = t[0]!.chains.find((c) => c.hook === 'postrouting')!;
-    const masq = post.rules.find((r) => r.name === "unknown-source-snat")! as unknown as { conds: Cond[] };
-    masq.conds = masq.conds.filter((c) => c.kind !== 'ip');
+    for (const r of post.rules.filter((x) => x.name.startsWith('unknown-source-snat'))) {
+      const masq = r as unknown as { conds: Cond[] };
+      masq.conds = masq.conds.filter((c) => c.kind !== 'ip');
+    }
     expect(on(t)).toBe(false);
     // An earlier rule in the prerouting chain catching part of a REM range.
     const t2 = structuredClone(base);

@@ -340,6 +340,8 @@ export class K8sMode {
     }
     const gw = this.runtime.gateway();
     if (gw === null) return;
+    // Liqo's objects are the whole contract: the configuration's own rules leave the hooks.
+    gw.detachConfigRules();
     this.liqoRules = await startGatewayRules({
       kubeConfig: this.kc, router: gw.router, remoteClusterIds: this.s.remoteClusterIds, nodeName: this.s.nodeName ?? '',
       steer: gatewaySteerTarget(gw, () => this.watcher?.snapshot().internalNodes ?? []),

@@ -68,7 +68,7 @@ export class Runtime {
   private stopped = false;
   /** Problems the control plane reports for `weft show` (e.g. a rejected Kubernetes object), by topic. */
   private readonly problems = new Map<string, { message: string; since: string }>();
-  /** Compiled rules in force (Liqo mode), for `weft show` and metrics. */
+  /** Compiled rules in force (YAML mode: the configuration's; Liqo mode: its objects'), for `weft show` and metrics. */
   private rules: RulesCounterSource | null = null;
   private fabric: (() => FabricPathStatus) | null = null;
 
@@ -135,6 +135,8 @@ export class Runtime {
       onError: (what, err) => this.opts.logger.warn({ err: errText(err) }, `data plane: ${what}`),
     };
     this.dp = await startFromConfig(config, launch);
+    // YAML mode: the configuration's compiled rules (Liqo mode replaces them with its own).
+    if (this.dp.role === 'gateway') this.rules = this.dp.gateway.rules;
     try {
       await this.syncMetrics(config);
       await this.syncConncheck(config);
@@ -149,6 +151,7 @@ export class Runtime {
   async stopDataPlane(): Promise<void> {
     const dp = this.dp;
     this.dp = null;
+    this.rules = null;
     await this.stopConncheck();
     if (dp !== null) {
       await dp.stop();

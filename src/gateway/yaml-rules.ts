@@ -1,0 +1,70 @@
+/**
+ * YAML mode's translation on the one rule model: the gateway configuration (cluster CIDRs, the
+ * peers' remapped CIDRs, IP mappings, MTU, MSS clamp) as rule tables (src/rules/from-nat.ts, the
+ * way Liqo's controllers express the same intent), compiled and attached at the Router's hook
+ * points (src/rules/attach.ts) — the data path Liqo mode runs on its FirewallConfigurations.
+ * The Router's built-in Nat stays, in passthrough (passthroughNatConfig): it parses and
+ * validates the configuration (NatConfigError naming the field), chooses the peer of a packet by
+ * the remapped destination it arrived with, and enforces the tunnel MTU (Fragmentation Needed /
+ * Packet Too Big); it translates nothing. Liqo mode detaches these rules (its own objects
+ * replace them).
+ */
+import type { GatewayConfig, PeerConfig } from '../control/config.js';
+import type { NatConfig, NatPeerConfig } from '../nat/config.js';
+import { RulesAttachment, type HookTarget } from '../rules/attach.js';
+import { passthroughNatConfig, rulesFromNatConfig } from '../rules/from-nat.js';
+
+/** The tunnel's interface name in the rules (RulesDevices.peer; Liqo's). */
+const TUNNEL_IF = 'liqo-tunnel';
+
+/** The NAT configuration the gateway's configuration means (rules derived from it; the Nat's own is its passthrough). */
+export function natConfigOf(c: GatewayConfig, internal: string): NatConfig {
+  return {
+    localPodCIDRs: c.cluster.podCIDRs,
+    localExternalCIDR: c.cluster.externalCIDR,
+    ipMappings: c.ipMappings,
+    mtu: c.wireguard.mtu,
+    ...(internal.includes(':') ? {} : { icmpSourceV4: internal }),
+  };
+}
+
+/** The Router's Nat configuration in YAML mode: routing and PMTU only. */
+export function passthroughOf(c: GatewayConfig, internal: string): NatConfig {
+  return passthroughNatConfig(natConfigOf(c, internal));
+}
+
+export function natPeerOf(p: PeerConfig, mtu: number): NatPeerConfig {
+  return { name: p.name, remote: p.remote, remapped: p.remapped, mtu };
+}
+
+export class YamlRules {
+  readonly attachment: RulesAttachment;
+  private attached: HookTarget | null = null;
+
+  constructor(router: HookTarget, mtu: number) {
+    this.attachment = new RulesAttachment({ peer: TUNNEL_IF, node: 'liqo.geneve', host: 'eth0', peerAddr: 0, nodeAddr: 0, hostAddr: 0, pathMtu: mtu });
+    this.attachment.attachTo(router);
+    this.attached = router;
+  }
+
+  /** Recompiles the rules for `c` (connections whose binding's rule is unchanged keep it). Throws NatConfigError as the Nat does. */
+  sync(c: GatewayConfig, peers: readonly PeerConfig[], internal: string): void {
+    const mtu = c.wireguard.mtu;
+    this.attachment.setTables(rulesFromNatConfig(natConfigOf(c, internal), peers.map((p) => natPeerOf(p, mtu)), { tunnel: TUNNEL_IF, object: 'weft/yaml' }));
+  }
+
+  /** Takes the rules off the router's hooks (Liqo mode attaches its own). */
+  detach(): void {
+    if (this.attached === null) return;
+    this.attachment.detachFrom(this.attached);
+    this.attached = null;
+  }
+
+  get active(): boolean {
+    return this.attached !== null;
+  }
+
+  expire(now: number): void {
+    this.attachment.expire(now);
+  }
+}
