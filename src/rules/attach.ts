@@ -22,7 +22,7 @@ import type { IpView } from '../packet/ip-view.js';
 import { HOOK_COUNT, type PacketHook, type PacketMeta } from '../router/hooks.js';
 import { compileRules, type RulePlanRow } from './compile.js';
 import type { RulesDevices } from './devices.js';
-import { HOOKS, type RuleTable } from './model.js';
+import { HOOKS, ruleIdName, type RuleTable } from './model.js';
 import { RuleParseError, parseFirewallConfiguration } from './parse.js';
 import { RulesRuntime, type RuleCounterRow, type RulesRuntimeOptions, type RulesStats } from './runtime.js';
 
@@ -41,7 +41,7 @@ export interface RuleCounterSample {
 /** `<object…>/<table>/<chain>/<rule>` (compile.ts ids; the object may hold a slash) → parts. */
 export function splitRuleId(id: string): { object: string; table: string; chain: string; rule: string } {
   const p = id.split('/');
-  const rule = p.pop() ?? '', chain = p.pop() ?? '', table = p.pop() ?? '';
+  const rule = ruleIdName(p.pop() ?? ''), chain = ruleIdName(p.pop() ?? ''), table = ruleIdName(p.pop() ?? '');
   return { object: p.join('/'), table, chain, rule };
 }
 

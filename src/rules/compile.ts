@@ -28,7 +28,7 @@
 import { PrefixRemap } from '../nat/remap.js';
 import { HOOK_FORWARD, HOOK_INPUT, HOOK_OUTPUT, HOOK_POSTROUTING, HOOK_PREROUTING } from '../router/hooks.js';
 import { compileCond, type CCond, C_IP_DST, C_PROTO } from './match.js';
-import { HOOKS, numberToIp, type Chain, type Rule, type RuleTable } from './model.js';
+import { HOOKS, numberToIp, ruleIdPart, type Chain, type Rule, type RuleTable } from './model.js';
 
 export type RuleForm =
   | 'prefix-nat' | 'addr-map' | 'snat-ct' | 'masquerade-ct' | 'mss-clamp' | 'ctmark' | 'metamark' | 'general';
@@ -169,18 +169,18 @@ export function compileRules(tables: readonly RuleTable[]): CompiledRules {
     steps.push(out.sort((a, b) => a.prio - b.prio).map((e) => e.step));
   }
   const counted = ids.map((id) => id.endsWith('/policy'));
-  for (const t of tables) for (const c of t.chains) for (const r of c.rules) if (r.kind === 'filter' && r.counter) counted[ids.indexOf(`${t.object}/${t.name}/${c.name}/${r.name}`)] = true;
+  for (const t of tables) for (const c of t.chains) for (const r of c.rules) if (r.kind === 'filter' && r.counter) counted[ids.indexOf(`${t.object}/${ruleIdPart(t.name)}/${ruleIdPart(c.name)}/${ruleIdPart(r.name)}`)] = true;
   return new CompiledRules(steps, ids, plan, tracked, binds, counted);
 }
 
 function compileChain(t: RuleTable, c: Chain, ids: string[], plan: RulePlanRow[], binds: Set<string>): CChain {
-  const base = `${t.object}/${t.name}/${c.name}`;
+  const base = `${t.object}/${ruleIdPart(t.name)}/${ruleIdPart(c.name)}`;
   const filter: CFilterRule[] = [];
   const natRules: CNatRule[] = [];
   let run: Map<number, MapTarget> | null = null;
   for (const r of c.rules) {
     const id = ids.length;
-    ids.push(`${base}/${r.name}`);
+    ids.push(`${base}/${ruleIdPart(r.name)}`);
     // Conditions are ANDed and side-effect free: cheapest first (protocol, addresses, ports, names).
     const conds = r.conds.map(compileCond).sort((x, y) => COST[x.kind]! - COST[y.kind]!);
     if (r.kind === 'nat') {

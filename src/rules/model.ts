@@ -68,6 +68,20 @@ export interface NatRule {
   readonly action: NatAction;
 }
 
+/**
+ * A table, chain or rule name as one segment of a rule id (`<namespace>/<object>/<table>/<chain>/<rule>`):
+ * '%' and '/' escaped as %25 and %2F, since nft names (and the YAML translation's, which carry
+ * CIDRs) may contain '/'. Kubernetes names cannot, so the object part is not escaped.
+ */
+export function ruleIdPart(name: string): string {
+  return name.includes('/') || name.includes('%') ? name.replaceAll('%', '%25').replaceAll('/', '%2F') : name;
+}
+
+/** The inverse of ruleIdPart. */
+export function ruleIdName(part: string): string {
+  return part.includes('%') ? part.replaceAll('%2F', '/').replaceAll('%25', '%') : part;
+}
+
 /** A route rule (chain type route): re-routes with a mark; kept, evaluated as "no verdict". */
 export interface RouteRule {
   readonly kind: 'route';

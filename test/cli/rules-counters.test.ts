@@ -35,6 +35,18 @@ describe('rule counters in weft show and metrics', () => {
     expect(splitRuleId(`${NS}/user-fw/user/fwd/drop-7777`)).toEqual({ object: `${NS}/user-fw`, table: 'user', chain: 'fwd', rule: 'drop-7777' });
   });
 
+  test('a rule, chain or table name holding "/" (nft names may; the YAML translation\'s carry CIDRs) comes back whole', () => {
+    const rules = new RulesAttachment({ peer: 'liqo-tunnel', node: 'liqo.n1', host: 'eth0', peerAddr: 0, nodeAddr: 0, hostAddr: 0, pathMtu: 1500 });
+    const fc = structuredClone(FC);
+    fc.spec.table.name = 'user/t';
+    fc.spec.table.chains[0]!.name = 'fwd%2F';
+    fc.spec.table.chains[0]!.rules.filterRules[0]!.name = 'b-remap-10.243.0.0/16';
+    expect(rules.update([fc])).toEqual([]);
+    const rows = rules.counterSamples().map((r) => [r.object, r.table, r.chain, r.rule]);
+    expect(rows).toContainEqual([`${NS}/user-fw`, 'user/t', 'fwd%2F', 'b-remap-10.243.0.0/16']);
+    expect(rows).toContainEqual([`${NS}/user-fw`, 'user/t', 'fwd%2F', 'policy']);
+  });
+
   test('packets through the rules are counted per rule and shown', async () => {
     const rules = new RulesAttachment({ peer: 'liqo-tunnel', node: 'liqo.n1', host: 'eth0', peerAddr: 0, nodeAddr: 0, hostAddr: 0, pathMtu: 1500 });
     expect(rules.update([FC])).toEqual([]);
