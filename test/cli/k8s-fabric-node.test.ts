@@ -79,12 +79,15 @@ describe.skipIf(skip !== null)('weft k8s --role node --liqo-firewall', () => {
     const id = liqoTableId('cluster-b-node-gw');
     const nft = (): string => topo.exec(ns, ['nft', 'list', 'tables'], { allowFail: true });
     const rules = (): string => topo.exec(ns, ['ip', 'rule', 'show'], { allowFail: true });
-    await waitFor('the kernel tables and rules', () => nft().includes('worker-1-gw-masquerade-bypass') && nft().includes('cluster-b-masquerade-bypass') && rules().includes(`to 10.72.0.0/16 lookup ${id}`), 10_000);
+    // The status records a RouteConfiguration once all of it (rules, then routes) is in: wait for that too.
+    const routesLine = `  routes ${NS}/cluster-b-node-gw: node kernel, table cluster-b-node-gw (id ${id}), 3 rules, 3 routes`;
+    await waitFor('the kernel tables and rules', () => nft().includes('worker-1-gw-masquerade-bypass') && nft().includes('cluster-b-masquerade-bypass') && rules().includes(`to 10.72.0.0/16 lookup ${id}`)
+      && formatStatus(runtime.status(), Date.now()).includes(routesLine), 10_000);
     expect(topo.exec(ns, ['ip', '-o', 'route', 'get', '10.71.0.9'])).toMatch(new RegExp(`via 10\\.80\\.0\\.1 dev ${agent.tun.name} table ${id}`));
     const shown = formatStatus(runtime.status(), Date.now());
     expect(shown).toContain(`  chain ${NS}/cluster-b-masquerade-bypass cluster-b-masquerade-bypass/pre-postrouting: node kernel (nft table ip cluster-b-masquerade-bypass)`);
     expect(shown).toContain(`  chain ${NS}/worker-1-gw-masquerade-bypass worker-1-gw-masquerade-bypass/pre-postrouting: node kernel`);
-    expect(shown).toContain(`  routes ${NS}/cluster-b-node-gw: node kernel, table cluster-b-node-gw (id ${id}), 3 rules, 3 routes`);
+    expect(shown).toContain(routesLine);
     expect(shown).not.toContain('error (');
 
     // A RouteConfiguration the kernel refuses: weft show and a Warning Event; the rest stays.
