@@ -36,10 +36,10 @@ const SIDE: PeeringSide = {
   nodes: [{ name: 'worker-1', internalIP: '10.80.0.2', gatewayIf: 'liqo.worker-1', pods: [] }],
   mss: 1340, localPod: '10.0.0.0/16', localExt: '10.70.0.0/16', gatewayInternalIP: '10.80.0.1', nodeSideIf: 'liqo.cluster-b',
   gatewayPod: { ip: '10.244.1.7', node: 'worker-1' },
-  // Weft records Events only in --namespace (its Role): the test watches that one namespace, so the
-  // gateway masquerade bypass (in the Liqo namespace in a real cluster) is put there.
   liqoNamespace: NS,
 };
+/** Liqo's own namespace: a refused object there gets its Warning Event there. */
+const LIQO_NS = 'liqo';
 
 beforeAll(async () => {
   if (skip) return;
@@ -66,7 +66,8 @@ describe.skipIf(skip !== null)('weft k8s --role node --liqo-firewall', () => {
     topo.exec(ns, ['ip', 'addr', 'add', '10.244.1.1/24', 'dev', 'nxkv0']);
     topo.exec(ns, ['ip', 'link', 'set', 'nxkv0', 'up']);
     topo.exec(ns, ['ip', 'link', 'set', 'nxkv1', 'up']);
-    const args = ['--role', 'node', '--cluster-id', 'cluster-a', '--namespace', NS, '--node-name', 'worker-1', '--liqo-firewall', '--no-conncheck'];
+    // As the fabric DaemonSet runs it: no --namespace.
+    const args = ['--role', 'node', '--cluster-id', 'cluster-a', '--node-name', 'worker-1', '--liqo-firewall', '--no-conncheck'];
     const s = { ...parseK8sArgs(parseArgs(args, K8S_SPEC), {}), runDir: join(dir, 'run'), name: 'nxk', logLevel: 'silent' as const,
       leaseDurationMs: LEASE_DEFAULTS.durationMs, leaseRenewDeadlineMs: LEASE_DEFAULTS.renewDeadlineMs, leaseRetryPeriodMs: LEASE_DEFAULTS.retryPeriodMs };
     const logger = createLogger({ level: 'silent', env: {} });
@@ -91,11 +92,14 @@ describe.skipIf(skip !== null)('weft k8s --role node --liqo-firewall', () => {
     expect(shown).not.toContain('error (');
 
     // A RouteConfiguration the kernel refuses: weft show and a Warning Event; the rest stays.
-    server.put(NET, 'routeconfigurations', { apiVersion: NET, kind: 'RouteConfiguration', metadata: { name: 'user-bad', namespace: NS, labels: { 'networking.liqo.io/route-category': 'fabric' } },
+    server.put(NET, 'routeconfigurations', { apiVersion: NET, kind: 'RouteConfiguration', metadata: { name: 'user-bad', namespace: LIQO_NS, labels: { 'networking.liqo.io/route-category': 'fabric' } },
       spec: { table: { name: 'user-bad', rules: [{ dst: '10.99.0.0/16', routes: [{ dst: '10.99.0.0/16', dev: 'nxknothere' }] }] } } });
     await waitFor('the problem in weft show', () => (runtime.status().errors ?? []).some((e) => e.topic === 'fabric-kernel' && e.message.includes('user-bad')), 10_000);
-    expect(formatStatus(runtime.status(), Date.now())).toMatch(/error \(fabric-kernel.*RouteConfiguration liqo-tenant-cluster-b\/user-bad rule #0 route #0: dev: the node's kernel refused it/);
-    await waitFor('the Event', () => server.listObjects('v1', 'events').some((e) => (e as unknown as { involvedObject: { name: string } }).involvedObject.name === 'user-bad'), 10_000);
+    expect(formatStatus(runtime.status(), Date.now())).toMatch(/error \(fabric-kernel.*RouteConfiguration liqo\/user-bad rule #0 route #0: dev: the node's kernel refused it/);
+    // The node agent has no --namespace: the Event goes to the object's own namespace.
+    type Ev = { metadata: { namespace: string }; involvedObject: { name: string; namespace: string }; type: string };
+    const ev = await waitFor('the Event', () => server.listObjects('v1', 'events').map((e) => e as unknown as Ev).find((e) => e.involvedObject.name === 'user-bad'), 10_000);
+    expect([ev!.metadata.namespace, ev!.involvedObject.namespace, ev!.type]).toEqual([LIQO_NS, LIQO_NS, 'Warning']);
     expect(rules()).toContain(`to 10.72.0.0/16 lookup ${id}`);
 
     await mode.stop();

@@ -13,7 +13,8 @@
  *   standby keeps watching so it can take over at once. SIGTERM sets the Connections to Error
  *   (the gateway is down, as Liqo's check would report) and releases the Lease.
  * - Problems (an object the translation rejects, resources not usable at start-up) are shown
- *   by `weft show`, recorded as a Warning Event on the object (in --namespace), and turn the
+ *   by `weft show`, recorded as a Warning Event on the object (in --namespace; with
+ *   --liqo-firewall in the object's own namespace), and turn the
  *   Connections to Error while they last; the previous configuration stays in force.
  * - Connection status (gateway role, leader): one Connection per GatewayServer/GatewayClient,
  *   named like it, value Connected/Connecting/Error and latency from the in-tunnel check (on
@@ -125,8 +126,12 @@ export class K8sMode {
   constructor(private readonly s: K8sSettings, private readonly kc: KubeConfig, readonly runtime: Runtime, private readonly log: Logger) {
     this.leading = s.leaseName === undefined;
     this.clusterId = s.clusterId;
-    this.events = s.namespace === undefined ? null
-      : new EventRecorder({ kubeConfig: kc, namespace: s.namespace, component: `weft-${s.role}`, instance: s.identity });
+    // Liqo mode reads objects from every namespace, and deploy/liqo's ClusterRoles may create
+    // Events in any: each goes to its object's namespace (node agents have no --namespace).
+    // Otherwise the Role of deploy/rbac.yaml allows Events in --namespace only.
+    const rec = { kubeConfig: kc, component: `weft-${s.role}`, instance: s.identity };
+    this.events = s.liqoFirewall ? new EventRecorder(rec)
+      : s.namespace === undefined ? null : new EventRecorder({ ...rec, namespace: s.namespace });
   }
 
   /** Resolves once the first configuration was translated (retrying until then). */
@@ -264,8 +269,8 @@ export class K8sMode {
   }
 
   /**
-   * Make a problem visible: `weft show`, a Warning Event on each object it names (in our
-   * namespace), and Error in the Connections while it lasts.
+   * Make a problem visible: `weft show`, a Warning Event on each object it names (where the
+   * recorder may write, see the constructor), and Error in the Connections while it lasts.
    */
   private async problem(e: unknown, prefix: string): Promise<void> {
     this.runtime.setProblem('kubernetes', `${prefix}${errText(e)}`);

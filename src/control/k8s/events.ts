@@ -4,8 +4,10 @@
  *
  * One Event per distinct (object, reason, message) while the problem lasts: the same problem
  * reported again is not written again; forget() (problem solved) lets it be reported anew.
- * Events go only to `namespace` (the one namespace Weft's Role may write Events in); other
- * objects are skipped, and their problem is still in the log and `weft show`.
+ * With `namespace` set (the one namespace a Role lets Weft write Events in), Events go only
+ * there and objects elsewhere are skipped (their problem is still in the log and `weft show`);
+ * without it each Event goes to its object's own namespace, as Kubernetes expects (deploy/liqo's
+ * ClusterRoles grant `events create` in every namespace; Liqo mode reads objects from several).
  */
 import { CoreV1Api, type CoreV1Event, type KubeConfig } from '@kubernetes/client-node';
 import { randomBytes } from 'node:crypto';
@@ -14,7 +16,8 @@ import type { K8sObject } from './resources.js';
 
 export interface EventRecorderOptions {
   kubeConfig: KubeConfig;
-  namespace: string;
+  /** The only namespace Events may be written in; undefined: the object's own namespace. */
+  namespace?: string;
   /** source.component / reportingComponent, e.g. "weft-gateway". */
   component: string;
   /** reportingInstance and source.host (pod or node name). */
@@ -33,9 +36,10 @@ export class EventRecorder {
     this.api = opts.kubeConfig.makeApiClient(CoreV1Api);
   }
 
-  /** Whether an Event about `obj` can be recorded (it lives in our namespace and has a name). */
+  /** Whether an Event about `obj` can be recorded (it has a namespace we may write in, a name and a kind). */
   covers(obj: K8sObject): boolean {
-    return obj.metadata?.namespace === this.opts.namespace && obj.metadata.name !== undefined && obj.kind !== undefined;
+    const ns = obj.metadata?.namespace;
+    return ns !== undefined && ns !== '' && (this.opts.namespace === undefined || ns === this.opts.namespace) && obj.metadata!.name !== undefined && obj.kind !== undefined;
   }
 
   /**
@@ -45,14 +49,15 @@ export class EventRecorder {
   async warn(obj: K8sObject, reason: string, message: string, now: Date = new Date()): Promise<boolean> {
     if (!this.covers(obj)) return false;
     const m = obj.metadata!;
-    const key = `${obj.kind}/${m.name}|${reason}|${message}`;
+    const ns = m.namespace!;
+    const key = `${obj.kind}/${ns}/${m.name}|${reason}|${message}`;
     if (this.sent.has(key)) return false;
     const t = now.toISOString().replace(/\.\d+Z$/, 'Z');
     const body: CoreV1Event = {
       apiVersion: 'v1', kind: 'Event',
-      metadata: { name: `${m.name}.${randomBytes(8).toString('hex')}`, namespace: this.opts.namespace },
+      metadata: { name: `${m.name}.${randomBytes(8).toString('hex')}`, namespace: ns },
       involvedObject: {
-        ...(obj.apiVersion !== undefined ? { apiVersion: obj.apiVersion } : {}), kind: obj.kind!, name: m.name!, namespace: this.opts.namespace,
+        ...(obj.apiVersion !== undefined ? { apiVersion: obj.apiVersion } : {}), kind: obj.kind!, name: m.name!, namespace: ns,
         ...(m.uid !== undefined ? { uid: m.uid } : {}), ...(m.resourceVersion !== undefined ? { resourceVersion: m.resourceVersion } : {}),
       },
       reason, message: message.slice(0, 1024), type: 'Warning', count: 1,
@@ -61,9 +66,9 @@ export class EventRecorder {
       source: { component: this.opts.component, host: this.opts.instance },
     };
     try {
-      await this.api.createNamespacedEvent({ namespace: this.opts.namespace, body });
+      await this.api.createNamespacedEvent({ namespace: ns, body });
     } catch (e) {
-      throw wrapApiError(`create Event on ${obj.kind} ${this.opts.namespace}/${m.name}`, e);
+      throw wrapApiError(`create Event on ${obj.kind} ${ns}/${m.name}`, e);
     }
     this.sent.add(key);
     return true;
