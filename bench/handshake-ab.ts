@@ -11,6 +11,7 @@
 import { diffieHellman, generateKeyPairSync } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
+import { slice } from './handshake.js';
 
 interface Tree { createOpensslBackend(): unknown }
 interface Bench { makePair(b: unknown): unknown; handshake(p: unknown): void }
@@ -19,18 +20,6 @@ function mainThreadUs(): number {
   const f = readFileSync(`/proc/self/task/${process.pid}/stat`, 'utf8');
   const r = f.slice(f.lastIndexOf(')') + 2).split(' ');
   return (Number(r[11]) + Number(r[12])) * 10_000;
-}
-
-function slice(fn: () => void, ms: number): [number, number] {
-  let n = 0;
-  const t0 = performance.now();
-  let t = t0;
-  while (t - t0 < ms) {
-    for (let i = 0; i < 8; i++) fn();
-    n += 8;
-    t = performance.now();
-  }
-  return [n, t - t0];
 }
 
 function median(xs: number[]): number {

@@ -75,7 +75,7 @@ function describe(name: string, backend: CryptoBackend): string {
 }
 
 /** Runs `fn` in batches for about `ms` milliseconds; returns [calls, elapsed ms]. */
-function slice(fn: () => void, ms: number): [number, number] {
+export function slice(fn: () => void, ms: number): [number, number] {
   let n = 0;
   const t0 = performance.now();
   let t = t0;
