@@ -77,7 +77,8 @@ describe('RootSkipReporter in a real vitest run', () => {
 
   it.each(['skip', 'todo'])('a %s test: fails as root naming it, passes as non-root', (mode) => {
     const r = runFixture(mode);
-    const name = mode === 'skip' ? 'is skipped (skipped)' : 'is todo (todo)';
+    const why = 'fixture of root-skip-reporter.test.ts, which the reporter must refuse as root';
+    const name = mode === 'skip' ? `is skipped: ${why} (skipped)` : `is todo: ${why} (todo)`;
     expect(r.out).toContain(`sample.fixture.ts > ${name}`);
     expect(r.status, r.out).toBe(isRoot() ? 1 : 0);
     // The summary stays after the check's message: CI reads the closing lines.
