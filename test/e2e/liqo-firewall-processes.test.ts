@@ -100,7 +100,7 @@ const gatewayShow = (k: Cluster): Promise<WeftStatus> => show(k.runDirs.get(k.ac
 function spawnWeft(k: Cluster, name: string, netns: string, args: string[], env: Record<string, string>): void {
   const runDir = join(dir, `run-${k.c.key}-${name}`);
   k.runDirs.set(name, runDir);
-  procs.set(`${k.c.key}-${name}`, topo.spawnIn(netns, `weft-${k.c.key}-${name}`, [process.execPath, WEFT_BIN, ...args, '--liqo-firewall', `--run-dir=${runDir}`], { lifetimeS: LIFETIME_S, env }));
+  procs.set(`${k.c.key}-${name}`, topo.spawnIn(netns, `weft-${k.c.key}-${name}`, [process.execPath, WEFT_BIN, ...args, `--run-dir=${runDir}`], { lifetimeS: LIFETIME_S, env }));
 }
 
 /**

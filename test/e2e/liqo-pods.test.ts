@@ -29,7 +29,7 @@ import { getCryptoBackend } from '../../src/crypto/select.js';
 import type { LiqoResources } from '../../src/control/k8s/resources.js';
 import type { FakeApiServer } from '../k8s-fake/server.js';
 import type { GatewayObject } from '../k8s-fake/liqo-render.js';
-import { LIQO_NAMESPACE, liqoPeeringSide, tenantNamespace } from '../k8s-fake/liqo-peering.js';
+import { LIQO_NAMESPACE, liqoFirewallConfigurations, liqoPeeringSide, tenantNamespace, type PeeringSide } from '../k8s-fake/liqo-peering.js';
 import { e2eUnavailableReason, ping, Topology, waitFor, type Spawned } from '../util/netns.js';
 import { ensureBuilt, WEFT_BIN } from '../cli/helpers.js';
 import {
@@ -66,17 +66,21 @@ async function startCluster(letter: Letter, keys: Record<Letter, { priv: string;
   const other: Letter = letter === 'a' ? 'b' : 'a';
   const id = `cluster-${letter}`;
   const remote = `cluster-${other}`;
-  const res: LiqoResources = liqoPeeringSide({
+  const side: PeeringSide = {
     local: id, remote, side: letter === 'a' ? 'server' : 'client',
     privateKey: keys[letter].priv, publicKey: keys[letter].pub, remotePublicKey: keys[other].pub,
     // Liqo's multi-port form on both sides: the client sends to the first port (Liqo's tunnel 0).
     endpoint: { address: WAN.a, port: 51840 }, ports: [51840, 51841], gatewayPod: { ip: GW_POD_IP, node: 'worker-1' },
     nodes: [{ name: 'worker-1', pods: [{ name: 'app', ip: POD_IP }] }],
-  });
+    // deploy/liqo runs Liqo mode: the Firewall- and RouteConfigurations Liqo creates are the contract.
+    liqoMode: { mss: 1300 },
+  };
+  const res: LiqoResources = liqoPeeringSide(side);
   const ns = tenantNamespace(remote);
   // deploy/liqo's RBAC: the gateway role (Liqo's controller-manager binds it to the gateway's
   // ServiceAccount, named like the gateway) and the fabric DaemonSet's own objects.
-  const server = await startLiqoApiServer({ clusterId: id, res, gateway: { namespace: ns, name: remote } });
+  const server = await startLiqoApiServer({ clusterId: id, res, extra: [{ plural: 'firewallconfigurations', objects: liqoFirewallConfigurations(side) }],
+    gateway: { namespace: ns, name: remote } });
   const gw = gatewayObject(server, letter === 'a' ? 'server' : 'client', ns, remote);
   const sock = join(dir, `${letter}-api.sock`);
   relays.push(await hostRelay(server, sock));
