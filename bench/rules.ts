@@ -35,12 +35,15 @@ const CFG: NatConfig = { localPodCIDRs: ['10.112.0.0/16'], localExternalCIDR: '1
 const PEER: NatPeerConfig = { name: 'b', remote: { podCIDRs: ['10.243.0.0/16'], externalCIDRs: [] }, remapped: { podCIDRs: ['10.71.0.0/16'], externalCIDRs: [] } };
 const nodes = { lookupDestination: (b: Uint8Array, o: number) => ((b[o] === 10 && b[o + 1] === 112) || b[o] === 192 ? 'n' : undefined) };
 
+/** Liqo's usual reason to remap: the peer's real pod CIDR is the local one (10.112.0.0/16 on both sides). */
+const PEER_SAME: NatPeerConfig = { name: 'b', remote: { podCIDRs: ['10.112.0.0/16'], externalCIDRs: [] }, remapped: { podCIDRs: ['10.71.0.0/16'], externalCIDRs: [] } };
+
 interface Side { router: Router<string, string>; rules?: RulesAttachment }
 
-function derived(): Side {
+function derived(peer: NatPeerConfig = PEER): Side {
   const nat = new Nat(CFG);
   const router = new Router<string, string>({ nat, nodes });
-  router.addPeer('b', nat.addPeer(PEER), 'link');
+  router.addPeer('b', nat.addPeer(peer), 'link');
   return { router };
 }
 
@@ -50,8 +53,8 @@ function derived(): Side {
  * `outgoing` dnat with `iifname != eth0` and `!= liqo-tunnel`, `incoming` snat with
  * `oifname != eth0` and `iifname == liqo-tunnel`), the derived tables without their pair.
  */
-function liqoTables(): RuleTable[] {
-  const [r, m] = [PEER.remote.podCIDRs[0]!, PEER.remapped!.podCIDRs[0]!];
+function liqoTables(peer: NatPeerConfig = PEER): RuleTable[] {
+  const [r, m] = [peer.remote.podCIDRs[0]!, peer.remapped!.podCIDRs[0]!];
   const mt = (op: string, x: object): object => ({ op, ...x });
   const remap = parseFirewallConfiguration({ metadata: { name: 'b-remap-podcidr', namespace: 'liqo-tenant-b' }, spec: { table: { name: 'remap-podcidr', family: 'IPV4', chains: [
     { name: 'outgoing', type: 'nat', hook: 'prerouting', priority: -100, policy: 'accept', rules: { natRules: [
@@ -59,14 +62,15 @@ function liqoTables(): RuleTable[] {
     { name: 'incoming', type: 'nat', hook: 'postrouting', priority: 100, policy: 'accept', rules: { natRules: [
       { natType: 'snat', to: m, match: [mt('neq', { dev: { position: 'out', value: 'eth0' } }), mt('eq', { ip: { position: 'src', value: r } }), mt('eq', { dev: { position: 'in', value: TUN } })] }] } },
   ] } } });
-  const rest = rulesFromNatConfig(CFG, [PEER], { tunnel: TUN }).map((t) => ({ ...t, chains: t.chains.map((c) => ({ ...c, rules: c.rules.filter((x) => !x.name.startsWith(`${PEER.name}-remap-`)) })) }));
+  const rest = rulesFromNatConfig(CFG, [peer], { tunnel: TUN }).map((t) => ({ ...t, chains: t.chains.map((c) => ({ ...c, rules: c.rules.filter((x) => !x.name.startsWith(`${peer.name}-remap-`)) })) }));
   return [remap, ...rest];
 }
 
-function compiled(extra: RuleTable[] = [], base: () => RuleTable[] = () => rulesFromNatConfig(CFG, [PEER], { tunnel: TUN })): Side {
+function compiled(extra: RuleTable[] = [], base: () => RuleTable[] = () => rulesFromNatConfig(CFG, [PEER], { tunnel: TUN }), peer: NatPeerConfig = PEER): Side {
   const nat = new Nat(passthroughNatConfig(CFG));
   const router = new Router<string, string>({ nat, nodes });
-  router.addPeer('b', nat.addPeer(identityPeer(PEER)), 'link');
+  // Real CIDRs overlapping ours: the peer keeps its remapped CIDRs, by which the router picks it.
+  router.addPeer('b', nat.addPeer(peer === PEER ? identityPeer(peer) : peer), 'link');
   const rules = new RulesAttachment({ peer: TUN, node: 'liqo.geneve', host: 'eth0', peerAddr: ipToNumber('10.70.0.0')!, nodeAddr: 0, hostAddr: 0, pathMtu: 1340 });
   rules.attachTo(router);
   rules.setTables([...base(), ...extra]);
@@ -81,6 +85,11 @@ const PATHS: Path[] = [
   { label: 'peer pod → pod (prefix SNAT)', from: 'peer', src: '10.243.2.23', dst: '10.112.1.11', sport: 2001, dport: 1001 },
   { label: 'host → peer pod (masquerade, established)', from: 'node', src: '192.168.1.5', dst: '10.71.2.23', sport: 3000, dport: 53 },
   { label: 'peer → masqueraded host (reply)', from: 'peer', src: '10.243.2.23', dst: '10.70.0.0', sport: 53, dport: 3000, prime: { src: '192.168.1.5', dst: '10.71.2.23', sport: 3000, dport: 53 } },
+];
+
+const SAME_PATHS: Path[] = [
+  { label: 'pod → remapped peer pod (prefix DNAT)', from: 'node', src: '10.112.1.11', dst: '10.71.2.23', sport: 1000, dport: 2000 },
+  { label: 'peer pod → pod (prefix SNAT)', from: 'peer', src: '10.112.2.23', dst: '10.112.1.11', sport: 2001, dport: 1001 },
 ];
 
 function packet(src: string, dst: string, sport: number, dport: number): Uint8Array {
@@ -111,6 +120,8 @@ interface Row { path: Path; derived: () => Side; compiled: () => Side }
 const ROWS: Row[] = [
   ...PATHS.map((path) => ({ path, derived: () => derived(), compiled: () => compiled() })),
   ...PATHS.slice(0, 2).map((path) => ({ path: { ...path, label: `Liqo remap rules (iifname/oifname): ${path.label}` }, derived: () => derived(), compiled: () => compiled([], liqoTables) })),
+  ...SAME_PATHS.map((path) => ({ path: { ...path, label: `Liqo remap rules, peer's real pod CIDR = ours: ${path.label}` }, derived: () => derived(PEER_SAME),
+    compiled: () => compiled([], () => liqoTables(PEER_SAME), PEER_SAME) })),
 ];
 
 const med = (x: number[]): number => [...x].sort((p, q) => p - q)[x.length >> 1]!;

@@ -17,7 +17,10 @@
  * rule can match such a packet (other postrouting rules exclude source a unless they need
  * iif = T, and with Y… destination a if they may see the tunnel's REAL sources; other
  * prerouting rules exclude destination a unless they need iif ≠ T), a is no NAT target of
- * another rule nor an interface address (masquerade), nor in any REM/REAL; no ct mark or meta
+ * another rule nor an interface address (masquerade), nor in any REM. `a` may be in a REAL
+ * (the peer's real CIDR overlapping ours, Liqo's reason to remap): the pair's dnat needs
+ * iif ≠ T and its snat iif = T, so the interface keeps D and S apart; an error quoting
+ * (REAL, REAL) is read as about a D packet only when it comes from the tunnel; no ct mark or meta
  * mark rule can see a D-direction (source a) or S-direction (destination a) packet; earlier
  * rules of the hook's nat chains (walked as one list: the first binding wins) cannot match
  * the pair's packets; no notrack rule anywhere; no nat chain at input/output, none with a drop
@@ -138,8 +141,11 @@ export class MirrorPlan {
           const qs = readU32(buf, q.src), qd = readU32(buf, q.dst);
           let i = this.remOf(qs);
           if (i >= 0 && this.isSafe(qd)) { this.pair = i; return M_ERR_PRE; }
+          // A quoted (a, REAL) leaves by the tunnel: its error comes back from there. When a is
+          // in REAL too (the peer's real CIDR is ours), (REAL, a) from elsewhere could be an
+          // untranslated S packet's: only the tunnel's is read as a D packet's.
           i = this.realOf(qd);
-          if (i >= 0 && this.isSafe(qs)) { this.pair = i; return M_ERR_POST; }
+          if (i >= 0 && this.isSafe(qs) && (name === this.tunnel || this.realOf(qs) < 0)) { this.pair = i; return M_ERR_POST; }
           return M_NONE;
         }
         if (t !== 8 && t !== 0) return M_NONE;
@@ -250,8 +256,11 @@ export function planMirror(c: CompiledRules, devAddrs: readonly number[]): Mirro
       if (overlaps(accepted(r.conds, C_IP_SRC), p.real[0], p.real[1])) return null;
     }
   }
+  // REAL stays in SAFE: a local address may lie in a peer's real CIDR (Liqo remaps because they
+  // overlap). The interface tells the directions apart (D enters elsewhere, S by the tunnel),
+  // and classify() reads an ambiguous error only from the tunnel.
   let safe: Ranges = [[0, 0xffffffff]];
-  for (const [lo, hi] of all) safe = subtract(safe, lo, hi);
+  for (const p of pairs) safe = subtract(safe, p.rem[0], p.rem[1]);
   let masq = false;
   for (const r of pre) {
     if (isPairRule(r)) continue;

@@ -22,16 +22,19 @@ import { errorAbout, replyTo, rng } from './router-flows.js';
 
 type Link = { name: string };
 const PEER_TUN = '169.254.18.2';
-const SIDE: PeeringSide = {
+/** remotePod.real: the peer's own pod CIDR, or ours (10.112.0.0/16: Liqo's usual reason to remap). */
+const sideWith = (remotePodReal: string): PeeringSide => ({
   cfg: 'cluster-b', remoteId: 'cluster-b', namespace: 'liqo-tenant-cluster-b', mode: 'server',
-  remotePod: { real: '10.243.0.0/16', remapped: '10.71.0.0/16' }, remoteExt: { real: '10.244.0.0/16', remapped: '10.72.0.0/16' },
+  remotePod: { real: remotePodReal, remapped: '10.71.0.0/16' }, remoteExt: { real: '10.244.0.0/16', remapped: '10.72.0.0/16' },
   nodes: [
     { name: 'w1', internalIP: '10.80.0.2', gatewayIf: 'liqo.k3x9q2m7va', pods: ['10.112.1.5', '10.112.1.6'] },
     { name: 'w2', internalIP: '10.80.0.3', gatewayIf: 'liqo.p0w8r1zt4c', pods: ['10.112.2.5', '10.112.2.6'] },
   ],
   mss: 1300, dropPort: 8081, ipMappings: [{ name: 'db', real: '192.168.60.10', remapped: '10.70.0.5', node: 'w1' }],
   localPod: '10.112.0.0/16', localExt: '10.70.0.0/16', gatewayInternalIP: '10.80.0.1', nodeSideIf: 'liqo.a7c2n9x0qe',
-};
+});
+const SIDE = sideWith('10.243.0.0/16');
+const SAME = sideWith('10.112.0.0/16');
 /** Not Liqo's: a route sending 192.168.50.0/24 from the tunnel out of eth0 (the host lane). */
 const TO_ETH0 = {
   apiVersion: 'networking.liqo.io/v1beta1', kind: 'RouteConfiguration',
@@ -41,13 +44,14 @@ const TO_ETH0 = {
 
 interface Gw { router: Router<Link, GeneveTunnel>; rules: RulesAttachment; nodes: GeneveTunnel[]; link: Link }
 
-function gateway(statelessMirror: boolean): Gw {
+function gateway(statelessMirror: boolean, side: PeeringSide = SIDE): Gw {
+  const SIDE = side;
   const nat = new Nat({ localPodCIDRs: [SIDE.localPod], localExternalCIDR: SIDE.localExt, mtu: 1340 });
   const table = new GeneveTunnelTable();
   const nodes = SIDE.nodes.map((n, i) => table.add({ vni: i + 1, remoteUnderlay: `192.168.0.${2 + i}`, localInternalAddress: '10.80.0.1', remoteInternalAddress: n.internalIP, mode: 'l3', name: n.name }));
   const router = new Router<Link, GeneveTunnel>({ nat, nodes: table });
   const link: Link = { name: SIDE.remoteId };
-  const rp = router.addPeer(SIDE.remoteId, nat.addPeer({ name: SIDE.remoteId, remote: { podCIDRs: ['10.243.0.0/16'], externalCIDRs: ['10.244.0.0/16'] }, remapped: { podCIDRs: ['10.98.0.0/16'], externalCIDRs: ['10.99.0.0/16'] } }), link);
+  const rp = router.addPeer(SIDE.remoteId, nat.addPeer({ name: SIDE.remoteId, remote: { podCIDRs: [SIDE.remotePod.real], externalCIDRs: ['10.244.0.0/16'] }, remapped: { podCIDRs: ['10.98.0.0/16'], externalCIDRs: ['10.99.0.0/16'] } }), link);
   router.setLocalAddresses(['10.80.0.1']);
   router.setTunnelAddresses(['169.254.18.1'], [{ address: PEER_TUN, peer: rp }]);
   const objs = gatewayObjects(SIDE);
@@ -108,10 +112,15 @@ describe('mirror shortcut ≡ conntrack on Liqo\'s gateway rule set (Liqo mode)'
     expect(on(masq(TUNNEL_IF, 'neq'))).toBe(false);
   });
 
-  for (const seed of [21, 22, 23, 24, 25, 26]) {
-    it(`seed ${seed}: 500 packets through every interface, same lane, tunnel and bytes`, () => {
-      const A = gateway(false);
-      const B = gateway(true);
+  it("the peer's real pod CIDR equal to ours: the pair still takes the shortcut", () => {
+    expect(gateway(true, SAME).rules.runtime.statelessShortcut).toBe(true);
+  });
+
+  for (const [seed, SIDE] of [21, 22, 23, 24, 25, 26, 31, 32, 33, 34].map((x) => [x, x < 30 ? sideWith('10.243.0.0/16') : SAME] as const)) {
+    const RP = SIDE.remotePod.real.split('.').slice(0, 2).join('.');
+    it(`seed ${seed}: 500 packets through every interface, same lane, tunnel and bytes (peer's real pod CIDR ${SIDE.remotePod.real})`, () => {
+      const A = gateway(false, SIDE);
+      const B = gateway(true, SIDE);
       const rand = rng(seed);
       const pick = <T,>(xs: readonly T[]): T => xs[Math.floor(rand() * xs.length)]!;
       const n = (k: number): number => 1 + Math.floor(rand() * k);
@@ -137,10 +146,10 @@ describe('mirror shortcut ≡ conntrack on Liqo\'s gateway rule set (Liqo mode)'
         let record = true;
         let kind: string;
         if (k <= 1) { kind = 'pod→REM'; p = mk(pod(node), `10.${pick([71, 72])}.${n(3)}.${n(9)}`); from = { kind: 'node', node }; back = { kind: 'peer' }; }
-        else if (k === 2) { kind = 'peer→pod'; const dn = Math.floor(rand() * 2); p = mk(`10.${pick([243, 244])}.${n(3)}.${n(9)}`, pod(dn)); from = { kind: 'peer' }; back = { kind: 'node', node: dn }; }
-        else if (k === 3) { kind = 'peer→eth0'; p = mk(`10.243.${n(3)}.${n(9)}`, `192.168.50.${n(9)}`); from = { kind: 'peer' }; back = { kind: 'host' }; }
-        else if (k === 4) { kind = 'host→remote'; p = mk(`192.168.50.${n(9)}`, `10.${pick([243, 71])}.${n(3)}.${n(9)}`); from = { kind: 'host' }; back = { kind: 'peer' }; }
-        else if (k === 5) { kind = 'peer→ipmapping'; p = mk(`10.243.${n(3)}.${n(9)}`, '10.70.0.5'); from = { kind: 'peer' }; back = { kind: 'node', node: 0 }; }
+        else if (k === 2) { kind = 'peer→pod'; const dn = Math.floor(rand() * 2); p = mk(`${pick([RP, '10.244'])}.${n(3)}.${n(9)}`, pod(dn)); from = { kind: 'peer' }; back = { kind: 'node', node: dn }; }
+        else if (k === 3) { kind = 'peer→eth0'; p = mk(`${RP}.${n(3)}.${n(9)}`, `192.168.50.${n(9)}`); from = { kind: 'peer' }; back = { kind: 'host' }; }
+        else if (k === 4) { kind = 'host→remote'; p = mk(`192.168.50.${n(9)}`, `${pick([RP, '10.71'])}.${n(3)}.${n(9)}`); from = { kind: 'host' }; back = { kind: 'peer' }; }
+        else if (k === 5) { kind = 'peer→ipmapping'; p = mk(`${RP}.${n(3)}.${n(9)}`, '10.70.0.5'); from = { kind: 'peer' }; back = { kind: 'node', node: 0 }; }
         else if (k === 6) { kind = 'unknown-source→REM'; p = mk('10.70.0.0', `10.71.${n(3)}.${n(9)}`); from = { kind: 'node', node }; back = { kind: 'peer' }; }
         else if ((k === 7 || k === 8) && sent.length > 0) {
           const s = pick(sent);
@@ -160,9 +169,20 @@ describe('mirror shortcut ≡ conntrack on Liqo\'s gateway rule set (Liqo mode)'
           // A router on the way answers with an error (to the packet's source, as it left).
           const s = pick(sent);
           kind = 'error';
-          p = errorAbout(s.out, s.back.kind === 'peer' ? '10.243.0.254' : s.back.kind === 'node' ? SIDE.nodes[s.back.node]!.internalIP : '192.168.50.254');
+          p = errorAbout(s.out, s.back.kind === 'peer' ? `${RP}.0.254` : s.back.kind === 'node' ? SIDE.nodes[s.back.node]!.internalIP : '192.168.50.254');
           from = s.back;
           back = s.from;
+          record = false;
+        } else if (k === 11) {
+          // A node's error about a packet between two local pods (never through this gateway):
+          // related to no connection, so untranslated. Both addresses are in the peer's REAL
+          // when its real pod CIDR is ours: not to be read as the peer's error about a D packet.
+          const dn = Math.floor(rand() * 2);
+          kind = 'node error about local';
+          const q = mk(pod(node), pod(dn));
+          p = errorAbout(q.buf.subarray(q.off, q.off + q.len), SIDE.nodes[dn]!.internalIP);
+          from = { kind: 'node', node: dn };
+          back = { kind: 'node', node };
           record = false;
         } else { kind = 'pod→REM'; p = mk(pod(node), `10.71.${n(3)}.${n(9)}`); from = { kind: 'node', node }; back = { kind: 'peer' }; }
         kinds.set(kind, (kinds.get(kind) ?? 0) + 1);
@@ -185,7 +205,7 @@ describe('mirror shortcut ≡ conntrack on Liqo\'s gateway rule set (Liqo mode)'
       expect(B.rules.counters().filter((c) => !natPolicy(c.id))).toEqual(A.rules.counters().filter((c) => !natPolicy(c.id)));
       expect(B.rules.counters().find((c) => c.id.includes('drop-tcp-8081'))!.packets).toBeGreaterThan(0);
       expect(A.router.drops).toEqual(B.router.drops);
-      for (const kd of ['pod→REM', 'peer→pod', 'peer→eth0', 'host→remote', 'unknown-source→REM', 'reply', 'error']) expect(kinds.get(kd) ?? 0, kd).toBeGreaterThan(5);
+      for (const kd of ['pod→REM', 'peer→pod', 'peer→eth0', 'host→remote', 'unknown-source→REM', 'reply', 'error', 'node error about local']) expect(kinds.get(kd) ?? 0, kd).toBeGreaterThan(5);
     });
   }
 });
