@@ -22,15 +22,20 @@ export const TUN = 'liqo-tunnel';
 export const nodes = { lookupDestination: (b: Uint8Array, o: number) => ((b[o] === 10 && b[o + 1] === 112) || b[o] === 192 ? 'n' : undefined) };
 
 /** A Router whose NAT passes through and whose translation is CFG as rule tables (plus `extra`). */
-export function rulesRouter(opts: { nodeAddr?: string; statelessMirror?: boolean; extra?: RuleTable[] } = {}): { r: Router<string, string>; rules: RulesAttachment } {
+/** PEER with its real pod CIDR equal to ours (Liqo's usual reason to remap). */
+export const PEER_SAME: NatPeerConfig = { ...PEER, remote: { podCIDRs: ['10.112.0.0/16'], externalCIDRs: ['10.244.0.0/16'] } };
+
+export function rulesRouter(opts: { nodeAddr?: string; statelessMirror?: boolean; extra?: RuleTable[]; peer?: NatPeerConfig } = {}): { r: Router<string, string>; rules: RulesAttachment } {
+  const peer = opts.peer ?? PEER;
   const nat = new Nat(passthroughNatConfig(CFG));
   const r = new Router<string, string>({ nat, nodes });
-  r.addPeer('b', nat.addPeer(identityPeer(PEER)), 'link');
+  // Real CIDRs overlapping ours: the peer keeps its remapped CIDRs, by which the router picks it.
+  r.addPeer('b', nat.addPeer(peer === PEER ? identityPeer(peer) : peer), 'link');
   const nodeAddr = opts.nodeAddr === undefined ? 0 : ipToNumber(opts.nodeAddr)!;
   const rules = new RulesAttachment({ peer: TUN, node: 'liqo.geneve', host: 'eth0', peerAddr: ipToNumber('10.70.0.0')!, nodeAddr, hostAddr: 0, pathMtu: 1340 },
     { flows: { seed: 1 }, ...(opts.statelessMirror === undefined ? {} : { statelessMirror: opts.statelessMirror }) });
   rules.attachTo(r);
-  rules.setTables([...rulesFromNatConfig(CFG, [PEER], { tunnel: TUN }), ...(opts.extra ?? [])]);
+  rules.setTables([...rulesFromNatConfig(CFG, [peer], { tunnel: TUN }), ...(opts.extra ?? [])]);
   return { r, rules };
 }
 
