@@ -26,7 +26,8 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { KubernetesObject } from '@kubernetes/client-node';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { NodeFabric } from '../../src/cli/commands/k8s-fabric.js';
@@ -45,7 +46,7 @@ import { toHex, udpPacket } from '../packet/factory.js';
 import { e2eUnavailableReason, Topology, waitFor } from '../util/netns.js';
 import { fabricObjects, helmNotrack, selects, type PeeringSide } from '../rules/liqo-peering-objects.js';
 
-const reason = e2eUnavailableReason(['ip', 'nft', 'conntrack'], { nativeAddon: true });
+const reason = e2eUnavailableReason(['ip', 'nft', 'conntrack', 'setpriv'], { nativeAddon: true });
 const topo = new Topology('nx');
 const NODE_IF = 'liqo.a7c2n9x0qe';
 const TUN = 'nxt0';
@@ -301,6 +302,31 @@ describe.skipIf(reason !== null)(`node role: fabric objects in the node's kernel
     udp(pod, '192.168.50.2', 6091);
     expect(ct('-p', 'udp', '--orig-dst', '192.168.50.2', '--dport', '6091')).toEqual([]);
     expect(problems.at(-1)).toBeNull();
+  });
+
+  it('a refusal by the kernel itself (nft without CAP_NET_ADMIN, a container without NET_ADMIN): the object and the fix named, the tables in force stay, a later success clears it', async () => {
+    // A PATH entry whose `nft` is the real one with CAP_NET_ADMIN dropped: runNft (`ip netns exec … nft`) finds it first.
+    const shim = mkdtempSync(join(tmpdir(), 'nx-shim-'));
+    const realNft = execFileSync('sh', ['-c', 'command -v nft'], { encoding: 'utf8' }).trim();
+    writeFileSync(join(shim, 'nft'), `#!/bin/sh\nexec setpriv --bounding-set=-net_admin --inh-caps=-net_admin ${realNft} "$@"\n`, { mode: 0o755 });
+    const tablesBefore = sh(node, ['nft', 'list', 'tables']);
+    expect(tablesBefore).not.toContain('cluster-b-masquerade-bypass');
+    const want = objects({ ...SIDE, remoteExt: { real: '10.70.0.0/16', remapped: '10.73.0.0/16' }, gatewayPod: undefined }, { fw: [userFw, helmNotrack('fabric') as KubernetesObject] });
+    const path = process.env['PATH'];
+    process.env['PATH'] = `${shim}:${path}`;
+    try {
+      await feed(want);
+    } finally {
+      process.env['PATH'] = path;
+      rmSync(shim, { recursive: true, force: true });
+    }
+    expect(problems.at(-1)).toMatch(/cluster-b-masquerade-bypass[^]*Operation not permitted[^]*fix: needs CAP_NET_ADMIN/);
+    expect(events.at(-1)).toMatch(/^FirewallConfiguration cluster-b-masquerade-bypass: /);
+    expect(sh(node, ['nft', 'list', 'tables'])).toBe(tablesBefore);
+    // With the capability back, the same objects apply and the problem clears.
+    await feed(want);
+    expect(problems.at(-1)).toBeNull();
+    expect(sh(node, ['nft', 'list', 'table', 'ip', 'cluster-b-masquerade-bypass'])).toContain('ip daddr 10.73.0.0/16');
   });
 
   it('stop removes every table, rule and route it installed, and only those', async () => {
