@@ -385,6 +385,31 @@ describe.skipIf(reason !== null)(`compiled rules with conntrack against kernel n
     expect(r.rt.stats().flows.entries).toBe(0);
   }, 120_000);
 
+  it("the same pair with the peer's real pod CIDR equal to ours (Liqo's usual reason to remap): the shortcut against the kernel", async () => {
+    const mt = (op: string, x: object): object => ({ op, ...x });
+    const pair = { metadata: { name: 'yaml-remap-same', namespace: 'weft' }, spec: { table: { name: 'weft-derived', family: 'IPV4', chains: [
+      { name: 'prerouting', type: 'nat', hook: 'prerouting', priority: -100, policy: 'accept', rules: { natRules: [
+        { name: 'b-remap', natType: 'dnat', to: '10.112.0.0/16', match: [mt('eq', { ip: { position: 'dst', value: '10.70.0.0/16' } }), mt('neq', { dev: { position: 'in', value: fx.TUNNEL } })] },
+      ] } },
+      { name: 'postrouting', type: 'nat', hook: 'postrouting', priority: 100, policy: 'accept', rules: { natRules: [
+        { name: 'b-remap', natType: 'snat', to: '10.70.0.0/16', match: [mt('eq', { ip: { position: 'src', value: '10.112.0.0/16' } }), mt('eq', { dev: { position: 'in', value: fx.TUNNEL } })] },
+      ] } },
+    ] } } };
+    const r = await play([pair], [
+      tcpFlow('b', '10.112.1.5', '10.70.3.9', 45000, 80),
+      tcpFlow('a', '10.112.3.3', '10.112.0.9', 45001, 443),
+      udpFlow('b', '10.112.1.5', '10.70.3.9', 45002, 53, true),
+      udpFlow('a', '10.112.0.1', '10.112.0.7', 45003, 53, true),
+      // A peer pod with the same address as the local one it talks to.
+      udpFlow('a', '10.112.1.5', '10.112.1.5', 45004, 53),
+      echoFlow('b', '10.112.0.6', '10.70.0.9', 0x45),
+    ]);
+    expect(r.mismatches, r.ruleset).toEqual([]);
+    expect(r.rt.statelessShortcut).toBe(true);
+    expect(r.rt.stats().stateless).toBeGreaterThan(10);
+    expect(r.rt.stats().flows.entries).toBe(0);
+  }, 120_000);
+
   it('ct mark on the connection, restored as meta mark of its replies: the policy router sees it (blackhole)', async () => {
     const r = await play([fx.serviceNodeportRouting('10.80.0.2', BLACKHOLE_MARK)], [
       udpFlow('b', '10.80.0.2', '10.70.0.1', 43000, 53),
