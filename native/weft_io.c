@@ -843,6 +843,7 @@ NAPI_MODULE_INIT() {
     {"gsoSegment", NULL, gso_segment, NULL, NULL, NULL, napi_enumerable, NULL},
     {"checksumVerdicts", NULL, checksum_verdicts, NULL, NULL, NULL, napi_enumerable, NULL},
     {"onesSum", NULL, ones_sum, NULL, NULL, NULL, napi_enumerable, NULL},
+    {"coalesceBatch", NULL, coalesce_batch, NULL, NULL, NULL, napi_enumerable, NULL},
     {"udpOpen", NULL, udp_open, NULL, NULL, NULL, napi_enumerable, NULL},
     {"setMark", NULL, set_mark, NULL, NULL, NULL, napi_enumerable, NULL},
     {"setNonBlocking", NULL, set_nonblocking, NULL, NULL, NULL, napi_enumerable, NULL},

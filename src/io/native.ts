@@ -65,6 +65,13 @@ export interface NativeIo {
    * other packet (not checked). → count.
    */
   checksumVerdicts?(buf: Uint8Array, offs: Uint32Array, lens: Uint32Array, count: number, out: Uint8Array): number;
+  /**
+   * packet/gro.ts Coalescer (verifyChecksums on) over packets i < count in one call: begin(buf,
+   * areaOff, areaLen), add(offs[i], lens[i]) each, flush; output entries to outOffs/outLens from
+   * outStart (room for `count` needed); stats += [packets, superPackets, mergedSegments,
+   * badChecksum, areaFull]. maxFlows ≤ 64. → entries written.
+   */
+  coalesceBatch?(buf: Uint8Array, offs: Uint32Array, lens: Uint32Array, count: number, areaOff: number, areaLen: number, vnetHdrLen: number, maxFlows: number, udp: boolean, outOffs: Uint32Array, outLens: Uint32Array, outStart: number, stats: Float64Array): number;
   /** foldSum(sumWords(buf, off, len, sum)) (packet/checksum.ts) in C. */
   onesSum?(buf: Uint8Array, off: number, len: number, sum: number): number;
   /** sendmmsg; destination i = addrs record (addrIdx ? addrIdx[i] : i) → datagrams sent. */

@@ -81,7 +81,7 @@ export interface CoalescerStats {
  * What the caller already knows about a packet's TCP/UDP checksum (Coalescer.add): nothing (the
  * Coalescer sums it itself when it needs to), or that it verifies / does not, checked over the
  * same bytes with the transport header right behind a 20-byte IPv4 / 40-byte IPv6 header (what
- * the Coalescer merges), e.g. by a native batch check (io/native-gso.ts).
+ * the Coalescer merges), e.g. by a native batch check (io/native-offload.ts).
  */
 export const CSUM_UNKNOWN = 0;
 export const CSUM_OK = 1;

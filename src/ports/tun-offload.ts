@@ -3,7 +3,7 @@
  *
  * - TunSegmenter (TUN → tunnel): each read slot holds an IP packet, possibly a TSO/USO
  *   super-packet of up to 64 KiB, with its virtio_net_hdr in the 10 bytes before it. Each is
- *   cut with gsoSegment (the native one when the addon has it: io/native-gso.ts) into segments of at most `mtu` bytes, laid out in the read batch's
+ *   cut with gsoSegment (the native one when the addon has it: io/native-offload.ts) into segments of at most `mtu` bytes, laid out in the read batch's
  *   scratch area with a stride that leaves `headroom` bytes before and room for padding + tag
  *   after every segment, so the next stage (WireGuard: header + AEAD in place) can grow each
  *   one in place. A packet without GSO stays in its slot (checksum completed if the kernel left
@@ -12,15 +12,17 @@
  * - TunCoalescingWriter (tunnel → TUN): an InnerSink-shaped writer that coalesces the
  *   decrypted TCP (and, with USO, UDP) segments of one batch per flow into super-packets
  *   (gro.ts) and writes them with their virtio_net_hdr in one writev batch. Flushes at the end
- *   of every call: no packet waits for a later batch. The segments' checksums, which the
- *   Coalescer checks before merging, are checked for the whole batch in one native call when
- *   the addon has it.
+ *   of every call: no packet waits for a later batch. With the addon, the whole batch is
+ *   coalesced in one native call (the same rules and bytes as gro.ts); with an older addon the
+ *   segments' checksums are at least checked in one native call for the batch.
  *
  * Ownership: buffers are the caller's, used only during a call. Drops are counted by reason in
  * `stats`, never thrown. No allocation per packet (lists and state are preallocated).
  */
 import type { PacketBatch } from '../io/batch.js';
-import { pickChecksumVerdicts, pickGsoSegment, type ChecksumVerdictsFn, type GsoSegmentFn } from '../io/native-gso.js';
+import {
+  pickChecksumVerdicts, pickCoalesceBatch, pickGsoSegment, type ChecksumVerdictsFn, type CoalesceBatchFn, type GsoSegmentFn,
+} from '../io/native-offload.js';
 import type { TunDevice } from '../io/tun.js';
 import { Coalescer } from '../packet/gro.js';
 import { GSO_ERR_MALFORMED, GSO_ERR_NO_ROOM } from '../packet/gso.js';
@@ -146,6 +148,7 @@ export function coalesceAreaFor(batchBytes: number, reservation: number, maxFlow
 export class TunCoalescingWriter {
   readonly coalescer: Coalescer;
   private readonly list: PacketList;
+  private readonly native: CoalesceBatchFn | null;
   private readonly verdicts: ChecksumVerdictsFn | null = pickChecksumVerdicts();
   /** CSUM_* per input packet of a write (filled by `verdicts`). */
   private readonly csum: Uint8Array;
@@ -155,6 +158,7 @@ export class TunCoalescingWriter {
     const off = tun.offload;
     if (off === null || !off.tso) throw new Error(`TUN ${tun.name}: coalescing needs a TUN with TSO (offload.tso)`);
     this.coalescer = new Coalescer({ maxFlows, vnetHdrLen: off.vnetHdrLen, udp: off.uso });
+    this.native = pickCoalesceBatch({ maxFlows, vnetHdrLen: off.vnetHdrLen, udp: off.uso });
     this.list = new PacketList(capacity);
     this.csum = new Uint8Array(capacity);
   }
@@ -174,16 +178,20 @@ export class TunCoalescingWriter {
     if (areaLen < c.reservation || count > this.list.capacity) return this.tun.writeBatch(buf, offs, lens, count);
     const list = this.list;
     list.count = 0;
-    c.begin(buf, areaOff, areaLen, list);
     const v = this.verdicts;
-    if (v === null) {
-      for (let i = 0; i < count; i++) c.add(offs[i], lens[i]);
+    if (this.native !== null) {
+      this.native(buf, offs, lens, count, areaOff, areaLen, list, c.stats);
     } else {
-      const csum = this.csum;
-      v(buf, offs, lens, count, csum);
-      for (let i = 0; i < count; i++) c.add(offs[i], lens[i], csum[i]);
+      c.begin(buf, areaOff, areaLen, list);
+      if (v === null) {
+        for (let i = 0; i < count; i++) c.add(offs[i], lens[i]);
+      } else {
+        const csum = this.csum;
+        v(buf, offs, lens, count, csum);
+        for (let i = 0; i < count; i++) c.add(offs[i], lens[i], csum[i]);
+      }
+      c.flush();
     }
-    c.flush();
     const ok = this.tun.writeVnetBatch(buf, list.offs, list.lens, list.count);
     return ok === list.count ? count : ok;
   }

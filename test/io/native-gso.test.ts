@@ -1,5 +1,5 @@
 /**
- * The native software GSO and checksum checks (native/weft_gso.c through io/native-gso.ts)
+ * The native software GSO and checksum checks (native/weft_gso.c through io/native-offload.ts)
  * against their TypeScript references, on seeded random input:
  * - gsoSegment: the same return code, list entries and the same whole buffer, byte for byte,
  *   as packet/gso.ts, over IPv4/IPv6 (options, extension headers), TCP/UDP, NEEDS_CSUM set or
@@ -20,7 +20,7 @@ import { PacketList } from '../../src/packet/packet-list.js';
 import { TCP_FLAG_ACK } from '../../src/packet/tcp.js';
 import { VIRTIO_NET_HDR_F_NEEDS_CSUM, VIRTIO_NET_HDR_GSO_ECN, VIRTIO_NET_HDR_GSO_NONE, writeVnetHdr } from '../../src/packet/virtio-net-hdr.js';
 import { loadNativeIo, nativeIoLoadError } from '../../src/io/native.js';
-import { pickChecksumVerdicts, pickGsoSegment } from '../../src/io/native-gso.js';
+import { pickChecksumVerdicts, pickGsoSegment } from '../../src/io/native-offload.js';
 import { Prng } from '../util/prng.js';
 import { skipUnlessRoot } from '../util/requirements.js';
 import { randomSpec, writeSuper } from '../packet/offload-gen.js';
