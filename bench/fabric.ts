@@ -23,7 +23,8 @@
  * the GSO/GRO counts, printed under the table, with where the CPU went during the TCP runs
  * (medians, % of one core): the node agent and the gateway (/proc/PID/stat), the iperf3 client
  * and server (iperf3's own cpu_utilization_percent), the machine's softirq and total busy time
- * (/proc/stat; the machine is shared, so these include other work).
+ * (/proc/stat; the machine is shared, so these include other work), and the data planes' CPU
+ * per Gbit/s carried (less sensitive to other load than the throughput itself).
  *
  * Namespaces are prefixed `wfb`, deleted at the end (also on failure); processes are killed by
  * their process-group id. Nothing routes outside the namespaces.
@@ -279,7 +280,9 @@ async function sample(target: string, node?: ChildProcess, gw?: ChildProcess): P
 /** Medians of the CPU split, one line. */
 function cpuLine(label: string, xs: Sample[]): string {
   const m = (k: keyof TcpCpu): string => { const v = median(xs.map((s) => s.cpu[k])); return v < 0 ? '?' : v.toFixed(0); };
-  return `${label} TCP CPU, % of one core: node agent ${m('node')}, gateway ${m('gateway')}, iperf3 client ${m('client')}, server ${m('server')}; machine softirq ${m('softirq')}, busy ${m('busy')} of ${cpus().length * 100}`;
+  const perGbit = median(xs.map((s) => (s.cpu.node < 0 ? -1 : (s.cpu.node + s.cpu.gateway) / s.tcpGbps)));
+  const dp = perGbit < 0 ? '' : `; node agent + gateway ${perGbit.toFixed(1)} per Gbit/s`;
+  return `${label} TCP CPU, % of one core: node agent ${m('node')}, gateway ${m('gateway')}, iperf3 client ${m('client')}, server ${m('server')}; machine softirq ${m('softirq')}, busy ${m('busy')} of ${cpus().length * 100}${dp}`;
 }
 
 function median(xs: number[]): number {
