@@ -20,14 +20,18 @@
  *   ROUNDS, SECONDS   (default 3 and 3); ONLY=tcp or ONLY=udp runs one of the two
  *   FB_DEBUG=1        print each variant's whole stats lines too
  * After each variant's round its counters (SIGUSR1 "stats" lines) give the offloads in effect and
- * the GSO/GRO counts, printed under the table.
+ * the GSO/GRO counts, printed under the table, with where the CPU went during the TCP runs
+ * (medians, % of one core): the node agent and the gateway (/proc/PID/stat), the iperf3 client
+ * and server (iperf3's own cpu_utilization_percent), the machine's softirq and total busy time
+ * (/proc/stat; the machine is shared, so these include other work), and the data planes' CPU
+ * per Gbit/s carried (less sensitive to other load than the throughput itself).
  *
  * Namespaces are prefixed `wfb`, deleted at the end (also on failure); processes are killed by
  * their process-group id. Nothing routes outside the namespaces.
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { generatePrivateKeyBase64 } from '../src/crypto/keys.js';
@@ -185,7 +189,35 @@ function kill(child: ChildProcess): void {
   try { process.kill(-child.pid, 'SIGTERM'); } catch { /* gone */ }
 }
 
-interface Sample { tcpGbps: number; udpPps: number; udpLoss: number }
+interface Sample { tcpGbps: number; udpPps: number; udpLoss: number; cpu: TcpCpu }
+
+/** CPU during the TCP run, % of one core (see the file comment); -1 where unknown. */
+interface TcpCpu { node: number; gateway: number; client: number; server: number; softirq: number; busy: number }
+const NO_CPU: TcpCpu = { node: -1, gateway: -1, client: -1, server: -1, softirq: -1, busy: -1 };
+
+/** utime + stime of a process in clock ticks (0 when gone). */
+function ticksOf(pid: number | undefined): number {
+  if (pid === undefined) return 0;
+  try {
+    const st = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const f = st.slice(st.lastIndexOf(')') + 2).split(' ');
+    return Number(f[11]) + Number(f[12]); // fields 14 and 15 of proc(5)
+  } catch { return 0; }
+}
+
+/** The machine's softirq and busy (not idle/iowait) clock ticks, all CPUs. */
+function machineTicks(): { softirq: number; busy: number } {
+  const f = readFileSync('/proc/stat', 'utf8').split('\n')[0]!.trim().split(/\s+/).slice(1).map(Number);
+  const busy = f.reduce((a, b) => a + b, 0) - f[3]! - f[4]!;
+  return { softirq: f[6]!, busy };
+}
+
+/** The data plane's own PID (the child of `timeout`, which ip netns exec became). */
+function dataPlanePid(child: ChildProcess | undefined): number | undefined {
+  if (child?.pid === undefined) return undefined;
+  const k = sh(['pgrep', '-P', String(child.pid)], true).trim().split(/\s+/).filter(Boolean)[0];
+  return k === undefined ? undefined : Number(k);
+}
 
 /** Offloads in effect and GSO/GRO counts from a stats line (older builds have none of it). */
 function counters(what: string, st: Record<string, unknown> | null): string {
@@ -198,7 +230,7 @@ function counters(what: string, st: Record<string, unknown> | null): string {
   return `${what} tun ${on(o.tun)}, geneve ${on(o.geneve)}, ${gso.superPackets} super-packets cut into ${gso.segments} segments, ${gro.packets} packets coalesced into ${gro.superPackets}`;
 }
 
-async function iperf(server: string, client: string, bind: string, udp: boolean): Promise<{ bps: number; pps: number; loss: number }> {
+async function iperf(server: string, client: string, bind: string, udp: boolean): Promise<{ bps: number; pps: number; loss: number; client: number; server: number }> {
   const port = String(5201 + Math.floor(Math.random() * 500));
   const srv = spawn('ip', ['netns', 'exec', server, 'iperf3', '-s', '-1', '-B', bind, '-p', port], { stdio: 'ignore', detached: true });
   try {
@@ -207,24 +239,50 @@ async function iperf(server: string, client: string, bind: string, udp: boolean)
     if (udp) args.push('-u', '-l', '64', '-b', '0');
     const j = JSON.parse(inNs(client, args, true, (SECONDS + 20) * 1000)) as {
       error?: string;
-      end?: { sum_received?: { bits_per_second?: number }; sum?: { packets?: number; lost_packets?: number; seconds?: number; lost_percent?: number } };
+      end?: {
+        sum_received?: { bits_per_second?: number }; sum?: { packets?: number; lost_packets?: number; seconds?: number; lost_percent?: number };
+        cpu_utilization_percent?: { host_total?: number; remote_total?: number };
+      };
     };
     if (j.error) throw new Error(`iperf3: ${j.error}`);
-    if (!udp) return { bps: j.end?.sum_received?.bits_per_second ?? 0, pps: 0, loss: 0 };
+    const cpu = j.end?.cpu_utilization_percent;
+    const cs = { client: cpu?.host_total ?? -1, server: cpu?.remote_total ?? -1 };
+    if (!udp) return { bps: j.end?.sum_received?.bits_per_second ?? 0, pps: 0, loss: 0, ...cs };
     const s = j.end?.sum ?? {};
     const got = (s.packets ?? 0) - (s.lost_packets ?? 0);
-    return { bps: 0, pps: got / (s.seconds ?? SECONDS), loss: s.lost_percent ?? 0 };
+    return { bps: 0, pps: got / (s.seconds ?? SECONDS), loss: s.lost_percent ?? 0, ...cs };
   } finally {
     if (srv.pid !== undefined) try { process.kill(-srv.pid, 'SIGKILL'); } catch { /* gone */ }
   }
 }
 
-async function sample(target: string): Promise<Sample> {
+/** One TCP and one UDP run to `target`; with the data planes given, the CPU of the TCP run. */
+async function sample(target: string, node?: ChildProcess, gw?: ChildProcess): Promise<Sample> {
   const only = process.env.ONLY; // 'tcp' or 'udp': the other is reported as 0
-  const none = { bps: 0, pps: 0, loss: 0 };
+  const none = { bps: 0, pps: 0, loss: 0, client: -1, server: -1 };
+  const pids = [dataPlanePid(node), dataPlanePid(gw)];
+  const t0 = [ticksOf(pids[0]), ticksOf(pids[1])];
+  const m0 = machineTicks();
+  const w0 = performance.now();
   const tcp = only === 'udp' ? none : await iperf(NS.gw, NS.pod, target, false);
+  const secs = (performance.now() - w0) / 1000;
+  const m1 = machineTicks();
+  const pct = (ticks: number): number => ticks / secs; // clock ticks are 1/100 s: ticks per second = % of one core
+  const cpu: TcpCpu = only === 'udp' ? NO_CPU : {
+    node: pids[0] === undefined ? -1 : pct(ticksOf(pids[0]) - t0[0]!),
+    gateway: pids[1] === undefined ? -1 : pct(ticksOf(pids[1]) - t0[1]!),
+    client: tcp.client, server: tcp.server, softirq: pct(m1.softirq - m0.softirq), busy: pct(m1.busy - m0.busy),
+  };
   const udp = only === 'tcp' ? none : await iperf(NS.gw, NS.pod, target, true);
-  return { tcpGbps: tcp.bps / 1e9, udpPps: udp.pps, udpLoss: udp.loss };
+  return { tcpGbps: tcp.bps / 1e9, udpPps: udp.pps, udpLoss: udp.loss, cpu };
+}
+
+/** Medians of the CPU split, one line. */
+function cpuLine(label: string, xs: Sample[]): string {
+  const m = (k: keyof TcpCpu): string => { const v = median(xs.map((s) => s.cpu[k])); return v < 0 ? '?' : v.toFixed(0); };
+  const perGbit = median(xs.map((s) => (s.cpu.node < 0 ? -1 : (s.cpu.node + s.cpu.gateway) / s.tcpGbps)));
+  const dp = perGbit < 0 ? '' : `; node agent + gateway ${perGbit.toFixed(1)} per Gbit/s`;
+  return `${label} TCP CPU, % of one core: node agent ${m('node')}, gateway ${m('gateway')}, iperf3 client ${m('client')}, server ${m('server')}; machine softirq ${m('softirq')}, busy ${m('busy')} of ${cpus().length * 100}${dp}`;
 }
 
 function median(xs: number[]): number {
@@ -256,7 +314,7 @@ export async function runFabricBench(): Promise<string> {
         const node = launch(NS.node, cfg.node, v);
         procs.push(node);
         await ready(node, 'node agent');
-        fabric[k]!.push(await sample('10.80.0.1'));
+        fabric[k]!.push(await sample('10.80.0.1', node, gw));
         if (r === ROUNDS - 1) { const sn = await statsOf(node); const sg = await statsOf(gw); notes.push(`${v.label}: ${counters("node", sn)}; ${counters("gateway", sg)}`); if (process.env.FB_DEBUG) notes.push(JSON.stringify(sn), JSON.stringify(sg)); }
         await stop(node);
         await stop(gw);
@@ -278,6 +336,7 @@ export async function runFabricBench(): Promise<string> {
       ...rows,
       '',
       ...notes,
+      ...(process.env.ONLY === 'udp' ? [] : [cpuLine('anchor', anchor), ...vs.map((v, k) => cpuLine(v.label, fabric[k]!))]),
     ].join('\n');
   } finally {
     for (const p of procs) kill(p);

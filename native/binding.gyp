@@ -2,8 +2,8 @@
   "targets": [
     {
       "target_name": "weft_io",
-      "sources": ["weft_io.c", "weft_offload.c"],
-      "cflags": ["-O2", "-Wall", "-Wextra", "-Wno-unused-parameter", "-fvisibility=hidden"],
+      "sources": ["weft_io.c", "weft_offload.c", "weft_gso.c", "weft_gro.c"],
+      "cflags": ["-O3", "-Wall", "-Wextra", "-Wno-unused-parameter", "-fvisibility=hidden"],
       "defines": ["NAPI_VERSION=8"]
     },
     {

@@ -1,6 +1,7 @@
 /*
- * Shared by the addon's translation units (weft_io.c, weft_offload.c): the address-record
- * layout, batch chunking, and the argument helpers (see weft_io.c for their contracts).
+ * Shared by the addon's translation units (weft_io.c, weft_offload.c, weft_gso.c,
+ * weft_gro.c): the address-record layout, batch chunking, and the argument helpers (see
+ * weft_io.c for their contracts).
  */
 #ifndef WEFT_IO_H
 #define WEFT_IO_H
@@ -33,5 +34,12 @@ socklen_t record_to_addr(const uint8_t *rec, int sock_family, struct sockaddr_st
 napi_value send_batch_gso(napi_env env, napi_callback_info info);
 napi_value udp_set_offload(napi_env env, napi_callback_info info);
 napi_value write_batch_hdr(napi_env env, napi_callback_info info);
+
+/* weft_gso.c: software GSO (segment + checksums) and checksum checks, the twins of gso.ts/gro.ts. */
+napi_value gso_segment(napi_env env, napi_callback_info info);
+napi_value checksum_verdicts(napi_env env, napi_callback_info info);
+napi_value ones_sum(napi_env env, napi_callback_info info);
+/* weft_gro.c: the Coalescer of gro.ts for a whole batch. */
+napi_value coalesce_batch(napi_env env, napi_callback_info info);
 
 #endif

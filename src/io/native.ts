@@ -52,6 +52,28 @@ export interface NativeIo {
   udpSetOffload?(fd: number, gso: boolean, gro: boolean): number;
   /** TUN with IFF_VNET_HDR: writev(all-zero header of hdrLen bytes, packet) each → packets written. */
   writeBatchHdr?(fd: number, arena: Uint8Array, offs: Uint32Array, lens: Uint32Array, count: number, hdrLen: number): number;
+  /**
+   * packet/gso.ts gsoSegment in C (native/weft_gso.c), payload copied and summed in one pass;
+   * the output list is (offs, lens) from index `count` (capacity: the shorter array).
+   * → entries written (≥ 1) or the same negative GSO_ERR_* code as the TypeScript. Absent from
+   * addons built before it.
+   */
+  gsoSegment?(buf: Uint8Array, hdrOff: number, off: number, len: number, outOff: number, outStride: number, offs: Uint32Array, lens: Uint32Array, count: number): number;
+  /**
+   * For the packets buf[offs[i], +lens[i]), i < count: out[i] = 1 when the TCP/UDP checksum
+   * right behind a 20-byte IPv4 or 40-byte IPv6 header verifies, 2 when it does not, 0 for any
+   * other packet (not checked). → count.
+   */
+  checksumVerdicts?(buf: Uint8Array, offs: Uint32Array, lens: Uint32Array, count: number, out: Uint8Array): number;
+  /**
+   * packet/gro.ts Coalescer (verifyChecksums on) over packets i < count in one call: begin(buf,
+   * areaOff, areaLen), add(offs[i], lens[i]) each, flush; output entries to outOffs/outLens from
+   * outStart (room for `count` needed); stats += [packets, superPackets, mergedSegments,
+   * badChecksum, areaFull]. maxFlows ≤ 64. → entries written.
+   */
+  coalesceBatch?(buf: Uint8Array, offs: Uint32Array, lens: Uint32Array, count: number, areaOff: number, areaLen: number, vnetHdrLen: number, maxFlows: number, udp: boolean, outOffs: Uint32Array, outLens: Uint32Array, outStart: number, stats: Float64Array): number;
+  /** foldSum(sumWords(buf, off, len, sum)) (packet/checksum.ts) in C. */
+  onesSum?(buf: Uint8Array, off: number, len: number, sum: number): number;
   /** sendmmsg; destination i = addrs record (addrIdx ? addrIdx[i] : i) → datagrams sent. */
   sendBatch(fd: number, family: 4 | 6, arena: Uint8Array, offs: Uint32Array, lens: Uint32Array, addrs: Uint8Array, addrIdx: Uint32Array | null, count: number): number;
   /** → [fd, boundPort, rcvbuf, sndbuf, forcedBits] or -errno. */

@@ -77,6 +77,16 @@ export interface CoalescerStats {
   areaFull: number;
 }
 
+/**
+ * What the caller already knows about a packet's TCP/UDP checksum (Coalescer.add): nothing (the
+ * Coalescer sums it itself when it needs to), or that it verifies / does not, checked over the
+ * same bytes with the transport header right behind a 20-byte IPv4 / 40-byte IPv6 header (what
+ * the Coalescer merges), e.g. by a native batch check (io/native-offload.ts).
+ */
+export const CSUM_UNKNOWN = 0;
+export const CSUM_OK = 1;
+export const CSUM_BAD = 2;
+
 const TCP_ALLOWED_FLAGS = TCP_FLAG_ACK | TCP_FLAG_ECE | TCP_FLAG_PSH;
 const NO_BUFFER = new Uint8Array(0);
 
@@ -100,6 +110,7 @@ export class Coalescer {
   private readonly lastId: Int32Array;
   private readonly proto: Uint8Array;
   private readonly version: Uint8Array;
+  private readonly headCsum: Uint8Array; // the head's CSUM_* verdict from add()
   private nFlows = 0;
   private buf: Uint8Array = NO_BUFFER;
   private out: PacketList<unknown> | null = null;
@@ -128,6 +139,7 @@ export class Coalescer {
     this.lastId = new Int32Array(maxFlows);
     this.proto = new Uint8Array(maxFlows);
     this.version = new Uint8Array(maxFlows);
+    this.headCsum = new Uint8Array(maxFlows);
   }
 
   /** Bytes of area one super-packet reserves while it grows (header + 64 KiB). */
@@ -151,8 +163,11 @@ export class Coalescer {
     this.nFlows = 0;
   }
 
-  /** Adds the IP packet buf[off, off+len) (with ≥ vnetHdrLen writable bytes before it). */
-  add(off: number, len: number): void {
+  /**
+   * Adds the IP packet buf[off, off+len) (with ≥ vnetHdrLen writable bytes before it). `csum`:
+   * what the caller already knows of its checksum (CSUM_*; see there), saving the sum here.
+   */
+  add(off: number, len: number, csum: number = CSUM_UNKNOWN): void {
     const buf = this.buf;
     if (this.out === null) throw new Error('Coalescer.add before begin');
     if (off < this.vhl || off + len > buf.length) throw new RangeError('Coalescer.add: packet outside the buffer or without header room');
@@ -195,7 +210,7 @@ export class Coalescer {
     const mergeable = payload > 0 && this.headCandidate(l4, proto);
     if (f >= 0) {
       if (mergeable && this.canMerge(f, off, len, hdrLen)) {
-        if (!this.verify || this.checksumOk(off, len, l4Rel, proto, version)) {
+        if (!this.verify || (csum !== CSUM_UNKNOWN ? csum === CSUM_OK : this.checksumOk(off, len, l4Rel, proto, version))) {
           if (this.merge(f, off, len, payload)) return;
         } else {
           this.stats.badChecksum++;
@@ -210,7 +225,7 @@ export class Coalescer {
       this.passThrough(off, len);
       return;
     }
-    this.openFlow(off, len, version, proto, l4Rel, hdrLen, payload);
+    this.openFlow(off, len, version, proto, l4Rel, hdrLen, payload, csum);
   }
 
   /** Ends the batch: every open flow is emitted. The buffer and list are released. */
@@ -300,7 +315,7 @@ export class Coalescer {
     return finishChecksum(sumWordsWide(buf, off + l4Rel, l4Len, pseudo)) === 0;
   }
 
-  private openFlow(off: number, len: number, version: number, proto: number, l4Rel: number, hdrLen: number, payload: number): void {
+  private openFlow(off: number, len: number, version: number, proto: number, l4Rel: number, hdrLen: number, payload: number, csum: number): void {
     if (this.nFlows === this.maxFlows) this.flushFlow(0);
     const f = this.nFlows++;
     const buf = this.buf;
@@ -314,6 +329,7 @@ export class Coalescer {
     this.segs[f] = 1;
     this.proto[f] = proto;
     this.version[f] = version;
+    this.headCsum[f] = csum;
     this.nextSeq[f] = proto === IP_PROTO_TCP ? (tcpSeq(buf, off + l4Rel) + payload) >>> 0 : 0;
     this.lastId[f] = version === 4 ? (buf[off + IPV4_ID_OFFSET]! << 8) | buf[off + IPV4_ID_OFFSET + 1]! : 0;
   }
@@ -324,7 +340,8 @@ export class Coalescer {
     const hdrLen = this.hdrLen[f]!;
     if (this.superOff[f]! < 0) {
       const head = this.head[f]!;
-      if (this.verify && !this.checksumOk(head, this.headLen[f]!, this.l4Rel[f]!, this.proto[f]!, this.version[f]!)) {
+      const hc = this.headCsum[f]!;
+      if (this.verify && (hc !== CSUM_UNKNOWN ? hc !== CSUM_OK : !this.checksumOk(head, this.headLen[f]!, this.l4Rel[f]!, this.proto[f]!, this.version[f]!))) {
         this.stats.badChecksum++;
         return false;
       }
@@ -401,6 +418,7 @@ export class Coalescer {
       this.lastId[i] = this.lastId[i + 1]!;
       this.proto[i] = this.proto[i + 1]!;
       this.version[i] = this.version[i + 1]!;
+      this.headCsum[i] = this.headCsum[i + 1]!;
     }
     this.nFlows = n;
   }

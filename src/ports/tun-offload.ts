@@ -3,7 +3,7 @@
  *
  * - TunSegmenter (TUN → tunnel): each read slot holds an IP packet, possibly a TSO/USO
  *   super-packet of up to 64 KiB, with its virtio_net_hdr in the 10 bytes before it. Each is
- *   cut with gsoSegment into segments of at most `mtu` bytes, laid out in the read batch's
+ *   cut with gsoSegment (the native one when the addon has it: io/native-offload.ts) into segments of at most `mtu` bytes, laid out in the read batch's
  *   scratch area with a stride that leaves `headroom` bytes before and room for padding + tag
  *   after every segment, so the next stage (WireGuard: header + AEAD in place) can grow each
  *   one in place. A packet without GSO stays in its slot (checksum completed if the kernel left
@@ -12,15 +12,20 @@
  * - TunCoalescingWriter (tunnel → TUN): an InnerSink-shaped writer that coalesces the
  *   decrypted TCP (and, with USO, UDP) segments of one batch per flow into super-packets
  *   (gro.ts) and writes them with their virtio_net_hdr in one writev batch. Flushes at the end
- *   of every call: no packet waits for a later batch.
+ *   of every call: no packet waits for a later batch. With the addon, the whole batch is
+ *   coalesced in one native call (the same rules and bytes as gro.ts); with an older addon the
+ *   segments' checksums are at least checked in one native call for the batch.
  *
  * Ownership: buffers are the caller's, used only during a call. Drops are counted by reason in
  * `stats`, never thrown. No allocation per packet (lists and state are preallocated).
  */
 import type { PacketBatch } from '../io/batch.js';
+import {
+  pickChecksumVerdicts, pickCoalesceBatch, pickGsoSegment, type ChecksumVerdictsFn, type CoalesceBatchFn, type GsoSegmentFn,
+} from '../io/native-offload.js';
 import type { TunDevice } from '../io/tun.js';
 import { Coalescer } from '../packet/gro.js';
-import { GSO_ERR_MALFORMED, GSO_ERR_NO_ROOM, gsoSegment } from '../packet/gso.js';
+import { GSO_ERR_MALFORMED, GSO_ERR_NO_ROOM } from '../packet/gso.js';
 import { PacketList } from '../packet/packet-list.js';
 import { VIRTIO_NET_HDR_GSO_NONE, vnetGsoSize, vnetGsoType } from '../packet/virtio-net-hdr.js';
 
@@ -57,6 +62,7 @@ export class TunSegmenter {
   private readonly stride: number;
   private readonly maxSegment: number;
   private readonly headroom: number;
+  private readonly segment: GsoSegmentFn = pickGsoSegment();
   private used = 0;
 
   /**
@@ -95,10 +101,10 @@ export class TunSegmenter {
       const len = b.lens[i];
       const hdr = off - this.vnetHdrLen;
       const gso = vnetGsoType(buf, hdr) !== VIRTIO_NET_HDR_GSO_NONE;
-      let n = gsoSegment(buf, hdr, off, len, this.outOff(), this.stride, list);
+      let n = this.segment(buf, hdr, off, len, this.outOff(), this.stride, list);
       if (n === GSO_ERR_NO_ROOM && list.count > 0) {
         this.flush(buf);
-        n = gsoSegment(buf, hdr, off, len, this.outOff(), this.stride, list);
+        n = this.segment(buf, hdr, off, len, this.outOff(), this.stride, list);
       }
       if (n < 0) {
         // With an empty list, no room means one segment cannot fit a stride: a gso_size above the MTU.
@@ -142,13 +148,19 @@ export function coalesceAreaFor(batchBytes: number, reservation: number, maxFlow
 export class TunCoalescingWriter {
   readonly coalescer: Coalescer;
   private readonly list: PacketList;
+  private readonly native: CoalesceBatchFn | null;
+  private readonly verdicts: ChecksumVerdictsFn | null = pickChecksumVerdicts();
+  /** CSUM_* per input packet of a write (filled by `verdicts`). */
+  private readonly csum: Uint8Array;
 
   /** `capacity`: the most packets one writeBatch call passes (the output never has more entries). */
   constructor(private readonly tun: TunDevice, capacity: number, readonly maxFlows = 16) {
     const off = tun.offload;
     if (off === null || !off.tso) throw new Error(`TUN ${tun.name}: coalescing needs a TUN with TSO (offload.tso)`);
     this.coalescer = new Coalescer({ maxFlows, vnetHdrLen: off.vnetHdrLen, udp: off.uso });
+    this.native = pickCoalesceBatch({ maxFlows, vnetHdrLen: off.vnetHdrLen, udp: off.uso });
     this.list = new PacketList(capacity);
+    this.csum = new Uint8Array(capacity);
   }
 
   /** Bytes one super-packet reserves in the area (Coalescer.reservation). */
@@ -166,9 +178,20 @@ export class TunCoalescingWriter {
     if (areaLen < c.reservation || count > this.list.capacity) return this.tun.writeBatch(buf, offs, lens, count);
     const list = this.list;
     list.count = 0;
-    c.begin(buf, areaOff, areaLen, list);
-    for (let i = 0; i < count; i++) c.add(offs[i], lens[i]);
-    c.flush();
+    const v = this.verdicts;
+    if (this.native !== null) {
+      this.native(buf, offs, lens, count, areaOff, areaLen, list, c.stats);
+    } else {
+      c.begin(buf, areaOff, areaLen, list);
+      if (v === null) {
+        for (let i = 0; i < count; i++) c.add(offs[i], lens[i]);
+      } else {
+        const csum = this.csum;
+        v(buf, offs, lens, count, csum);
+        for (let i = 0; i < count; i++) c.add(offs[i], lens[i], csum[i]);
+      }
+      c.flush();
+    }
     const ok = this.tun.writeVnetBatch(buf, list.offs, list.lens, list.count);
     return ok === list.count ? count : ok;
   }
