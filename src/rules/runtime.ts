@@ -39,6 +39,7 @@ import {
 } from './compile.js';
 import type { RulesDevices } from './devices.js';
 import { FragmentMemory } from './fragments.js';
+import { uniqueSourcePort } from './nat-port.js';
 import { writeReject } from './reject.js';
 import { clampMss, condsMatch, readU32 } from './match.js';
 import { HOOKS } from './model.js';
@@ -114,6 +115,9 @@ export class RulesRuntime {
   private notrack = false;
   private related = false;
   private pending = -1;
+  /** A dropped packet's new entry, freed at the next packet; `attached`: the router's error about it uses it. */
+  private held = -1;
+  private attached = -1;
   /** The hook being run (reject's quote depends on it). */
   private hook = 0;
   private readonly st: RulesStats;
@@ -157,7 +161,7 @@ export class RulesRuntime {
     this.packets = new Float64Array(this.ids.length);
     this.bytes = new Float64Array(this.ids.length);
     this.general = new Float64Array(this.ids.length);
-    this.abandon();
+    this.release(false);
     this.replan();
     const keep = c === null ? new Set<string>() : c.binds;
     const gone = (b: number): boolean => b >= 0 && !keep.has(this.bindNames[b]!);
@@ -240,11 +244,19 @@ export class RulesRuntime {
     return this.e < 0 ? -1 : this.flows.mark[this.e]!;
   }
 
+  /** The packet is dropped: its new entry is held (unconfirmed, unfindable) for the router's error about it. */
   private abandon(): void {
-    if (this.pending >= 0) {
-      this.flows.free(this.pending);
-      this.pending = -1;
-    }
+    if (this.pending < 0) return;
+    if (this.held >= 0) this.flows.free(this.held);
+    this.held = this.pending;
+    this.pending = -1;
+  }
+
+  /** At a packet's first hook: frees what the last packet left, but the entry its router error (`self`) is attached to. */
+  private release(self: boolean): void {
+    this.abandon();
+    this.attached = self ? this.held : -1;
+    if (!self && this.held >= 0) { this.flows.free(this.held); this.held = -1; }
   }
 
   // ------------------------------------------------------------------ per packet
@@ -261,12 +273,15 @@ export class RulesRuntime {
         this.fwd = FWD_RUN;
       } else if (h === HOOK_POSTROUTING && this.fwd === FWD_AT_POST) this.countForward(v);
     }
-    // The router's Fragmentation Needed about a mirror packet (written after POSTROUTING, where
-    // conntrack confirms a flow): related, translated back (Time Exceeded / reject come before).
-    const selfAfterMirror = h === HOOK_OUTPUT && this.mcls !== M_NONE && meta.source === SOURCE_SELF && v.proto === 1 && v.l4 >= 0 && buf[v.l4] === 3 && buf[v.l4 + 1] === 4;
+    // The router's own ICMP error about the packet it drops (Time Exceeded, reject, Fragmentation
+    // Needed) is related to that packet's connection, new ones included: the kernel attaches the
+    // dying packet's conntrack entry to the error (nf_ct_attach), so a mirror packet's error is
+    // translated back, and a new connection's entry is used, never confirmed (freed at the next packet).
+    const selfError = h === HOOK_OUTPUT && meta.source === SOURCE_SELF && v.proto === 1 && v.l4 >= 0 && (buf[v.l4] === 3 || buf[v.l4] === 11);
+    const selfAfterMirror = selfError && this.mcls !== M_NONE;
     if (h === HOOK_PREROUTING || h === HOOK_OUTPUT) {
       this.fwd = FWD_RUN;
-      this.abandon();
+      this.release(selfError);
       this.e = -1;
       this.isNew = false;
       this.notrack = false;
@@ -538,6 +553,7 @@ export class RulesRuntime {
 
   /** An ICMP error: related to the connection its quoted packet belongs to, if any. */
   private trackRelated(buf: Uint8Array, v: IpView, now: number): void {
+    if (this.attached >= 0) { this.e = this.attached; this.dir = DIR_REPLY; this.related = true; return; }
     const q = this.q;
     if (q.parse(buf, v) !== 0 || !q.ports || q.addrLen !== 4) { this.st.untracked++; return; }
     const p = q.proto;
@@ -606,23 +622,8 @@ export class RulesRuntime {
     let bi = this.bindIndex.get(bind);
     if (bi === undefined) { bi = this.bindNames.length; this.bindNames.push(bind); this.bindIndex.set(bind, bi); }
     if (srcManip) { f.setNat(e, FLOW_SNAT); this.snatBy[e] = bi; } else { f.setNat(e, FLOW_DNAT); this.dnatBy[e] = bi; }
-    const pr = f.proto[e]!;
-    const pi = e * 4 + 2;
-    if (!srcManip || !f.taken(4, pr, f.addr, rb, rb + 16, f.port[pi]!, f.port[pi + 1]!, now)) return true;
-    // Source port clash: another port of the original's class (the kernel's nf_nat_l4proto_unique_tuple).
-    if (pr !== 6 && pr !== 17 && pr !== 1) return false;
-    const orig = f.port[pi + 1]!;
-    const lo = pr === 1 ? 0 : orig < 512 ? 1 : orig < 1024 ? 600 : 1024;
-    const hi = pr === 1 ? 65535 : orig < 512 ? 511 : orig < 1024 ? 1023 : 65535;
-    const span = hi - lo + 1;
-    let p = lo + ((orig + 1 - lo) % span);
-    for (let i = 0; i < span && i < 4096; i++) {
-      f.port[pi + 1] = p;
-      if (pr === 1) f.port[pi] = p;
-      if (!f.taken(4, pr, f.addr, rb, rb + 16, f.port[pi]!, p, now)) return true;
-      p = p === hi ? lo : p + 1;
-    }
-    return false;
+    // Source port clash: another port of the original's class (nat-port.ts).
+    return !srcManip || uniqueSourcePort(f, e, rb, now);
   }
 
   /** Applies the connection's binding for this hook's manipulation to the packet. */
