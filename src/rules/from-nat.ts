@@ -11,7 +11,14 @@
  * - masquerade of non-pod sources (every source with fullMasquerade) towards a peer's CIDRs
  *   through the tunnel: `snat` to the external CIDR's first address (Liqo's service-nodeport /
  *   unknown-source SNAT), one rule per peer CIDR;
- * - MSS clamp (clampMss): tcpmssclamp to the smallest peer MTU − 40 both ways through the tunnel.
+ * - MSS clamp (clampMss): tcpmssclamp to the smallest peer MTU − 40 both ways through the tunnel;
+ * - beyond Liqo's rules (YAML mode only): ICMP errors (destination unreachable, time exceeded,
+ *   parameter problem) leaving through the tunnel from a source outside the local pod and
+ *   external CIDRs — a node's, or the router's own about a packet from a peer — get the external
+ *   CIDR's first address as source, statelessly (`ip saddr set`, forward and output): an error
+ *   is related to its connection, so no snat rule reaches it (the kernel's semantics), and the
+ *   peer's WireGuard would drop a source outside the CIDRs it routes to us (Liqo's own peers
+ *   accept any source: AllowedIPs 0.0.0.0/0, one peer per gateway).
  * IPv4 only (Liqo's tables are family ip). Pure; allocates.
  */
 import { formatPrefix, type Prefix } from '../packet/addr.js';
@@ -72,6 +79,14 @@ export function rulesFromNatConfig(cfg: NatConfig, peers: readonly NatPeerConfig
     towards.forEach((t, i) => post.push({ kind: 'nat', name: `unknown-source-snat-${t.peer}-${i}`, conds: [...conds, ipCond('dst', 'eq', t.cidr)], action: { type: 'snat', addr: ext.lo, prefixLen: 32, text: ext.text.split('/')[0]! } }));
   }
   const chains: Chain[] = [];
+  if (ext !== null) {
+    const first = ext.text.split('/')[0]!;
+    const notOurs: Cond[] = [...g.localPod.map(v4).filter((x) => x !== null).map((x) => ipCond('src', 'neq', x!)), ipCond('src', 'neq', ext)];
+    // ICMP type·code is what a port match reads at the transport header's offset 0.
+    const errorRules = (): FilterRule[] => [3, 11, 12].map((t) => ({ kind: 'filter', name: `icmp-error-source-${t}`, counter: false, action: { type: 'setsrc', addr: ext.lo, text: first },
+      conds: [devCond('out', 'eq', opts.tunnel), { kind: 'proto', proto: 1 }, ...notOurs, { kind: 'port', pos: 'src', op: 'eq', lo: t << 8, hi: (t << 8) | 255 }] }));
+    for (const hook of ['forward', 'output'] as const) chains.push({ name: `icmp-error-source-${hook}`, hook, type: 'filter', priority: 0, policy: 'accept', rules: errorRules() });
+  }
   if (pre.length > 0) chains.push({ name: 'prerouting', hook: 'prerouting', type: 'nat', priority: -100, policy: 'accept', rules: pre });
   if (post.length > 0) chains.push({ name: 'postrouting', hook: 'postrouting', type: 'nat', priority: 100, policy: 'accept', rules: post });
   if (g.clampMss && parsed.length > 0) {

@@ -34,7 +34,7 @@ import {
   SOURCE_PEER, SOURCE_SELF, VERDICT_ACCEPT, VERDICT_DROP, VERDICT_REPLY, type PacketHook, type PacketMeta,
 } from '../router/hooks.js';
 import {
-  A_ACCEPT, A_CTMARK, A_DROP, A_METAMARK, A_MSS, A_NOTRACK, A_REJECT, N_DNAT, N_MAP, N_MASQ, S_CHAIN, S_CONFIRM, S_CT, S_NAT,
+  A_ACCEPT, A_CTMARK, A_DROP, A_METAMARK, A_MSS, A_NOTRACK, A_REJECT, A_SETSRC, N_DNAT, N_MAP, N_MASQ, S_CHAIN, S_CONFIRM, S_CT, S_NAT,
   type CChain, type CompiledRules, type CNatRule,
 } from './compile.js';
 import type { RulesDevices } from './devices.js';
@@ -125,11 +125,8 @@ export class RulesRuntime {
   private mirror: MirrorPlan | null = null;
   /** Mirror class of the packet being processed (M_*) and its pair. */
   private mcls = M_NONE;
-  /**
-   * Forward chains' protocol for skipEstablished: -2 never skipped (a chain may match any
-   * protocol, or drops by policy), -1 no forward chain, else every forward chain needs it.
-   */
-  private fwdNeed = -2;
+  /** Per IP protocol: 1 when no forward chain can match it nor drops by policy (skipEstablished, skipLater). */
+  private fwdSkip = new Uint8Array(256);
   /** Policy counter ids of the forward chains. */
   private fwdPolicies = new Int32Array(0);
   /** Mirror plan constants: PREROUTING / POSTROUTING without filter chain; skip masks of D / S packets; snat excludes an oif. */
@@ -181,8 +178,8 @@ export class RulesRuntime {
     const d = this.devices;
     this.mirror = c === null || !this.mirrorOn ? null : planMirror(c, [d.peerAddr, d.nodeAddr, d.hostAddr]);
     const fwd = c === null ? [] : c.steps[HOOK_FORWARD]!.map((x) => x.chain!);
-    const p = fwd.length === 0 ? -1 : fwd[0]!.onlyProto;
-    this.fwdNeed = fwd.length === 0 ? -1 : p >= 0 && fwd.every((x) => x.onlyProto === p && !x.dropPolicy) ? p : -2;
+    this.fwdSkip = new Uint8Array(256).fill(fwd.every((x) => x.onlyProto >= 0 && !x.dropPolicy) ? 1 : 0);
+    for (const x of fwd) if (x.onlyProto >= 0) this.fwdSkip[x.onlyProto] = 0;
     this.fwdPolicies = Int32Array.from(fwd.map((x) => x.policyId));
     // The mirror's per-packet constants (skipLater, run, mirrorPost).
     const m = this.mirror;
@@ -362,10 +359,9 @@ export class RulesRuntime {
       if (c.natOnly[HOOK_POSTROUTING] === 1) skip |= 1 << HOOK_POSTROUTING;
       if (c.natOnly[HOOK_INPUT] === 1) skip |= 1 << HOOK_INPUT;
     }
-    const need = this.fwdNeed;
-    if (h === HOOK_PREROUTING && need !== -2 && need !== v.proto && (skip & (1 << HOOK_POSTROUTING)) === 0 && buf[v.off + 8]! > 1) {
+    if (h === HOOK_PREROUTING && this.fwdSkip[v.proto] === 1 && (skip & (1 << HOOK_POSTROUTING)) === 0 && buf[v.off + 8]! > 1) {
       skip |= 1 << HOOK_FORWARD;
-      if (need >= 0) this.fwd = FWD_AT_POST;
+      if (this.fwdPolicies.length > 0) this.fwd = FWD_AT_POST;
     }
     if (skip !== 0) {
       meta.skip = skip;
@@ -424,8 +420,7 @@ export class RulesRuntime {
    */
   private skipLater(v: IpView, meta: PacketMeta): void {
     let skip = this.mcls === M_D || this.mcls === M_ERR_PRE ? this.mSkipD : this.mSkipS;
-    const need = this.fwdNeed;
-    if (need === -1 || (need >= 0 && need !== v.proto)) {
+    if (this.fwdSkip[v.proto] === 1) {
       const ids = this.fwdPolicies;
       const len = v.end - v.off;
       for (let i = 0; i < ids.length; i++) { const id = ids[i]!; this.packets[id]!++; this.bytes[id]! += len; }
@@ -472,6 +467,7 @@ export class RulesRuntime {
         case A_METAMARK: if (this.e >= 0) meta.mark = this.flows.mark[this.e]!; break;
         case A_NOTRACK: if (ch.beforeConntrack) this.notrack = true; break;
         case A_MSS: clampMss(buf, v, r.value !== 0 ? r.value : this.devices.pathMtu - 40); break;
+        case A_SETSRC: rewriteIpv4Address(buf, v, v.srcOff, r.value); break;
         default: break;
       }
     }

@@ -299,11 +299,11 @@ async function play(fcs: (object | RuleTable)[], flows: Flow[], opts: { stateles
       const n = writeTimeExceeded(room, 128, pkt.length, Uint8Array.from((side === 'a' ? R_A_ADDR : R_B_ADDR).split('.').map(Number)));
       const at = 128 - TIME_EXCEEDED_V4_PREFIX;
       if (parseIp(room, at, n, v) !== IP_OK) throw new Error('bad Time Exceeded');
+      // Locally generated: routed before OUTPUT (its output chain sees the oifname).
       meta.source = SOURCE_SELF;
-      meta.output = OUTPUT_NONE;
+      meta.output = side === 'a' ? OUTPUT_PEER : OUTPUT_NODE;
       meta.mark = 0;
       if (rt.hooks[HOOK_OUTPUT]!.process(room, v, meta, now) !== VERDICT_ACCEPT) return null;
-      meta.output = side === 'a' ? OUTPUT_PEER : OUTPUT_NODE;
       if (rt.hooks[HOOK_POSTROUTING]!.process(room, v, meta, now) !== VERDICT_ACCEPT) return null;
       return hex(room.subarray(at, at + n));
     }
@@ -454,13 +454,15 @@ describe.skipIf(reason !== null)(`compiled rules with conntrack against kernel n
       // undone in the quote and the outer source is the address the sender used.
       const t1 = out(`ttl 1 b 10.112.1.5:${b} → 10.70.3.9:33435`, 0);
       expect([ip4(t1, 12), ip4(t1, 16), ip4(t1, 28 + 12), ip4(t1, 28 + 16)]).toEqual(['10.70.3.9', '10.112.1.5', '10.112.1.5', '10.70.3.9']);
-      // From the tunnel the snat would come at postrouting, after the hop: nothing is translated.
+      // From the tunnel the snat would come at postrouting, after the hop: nothing is translated
+      // (the router's own source R_A_ADDR is replaced by the translation's error-source rule).
       const t2 = out(`ttl 1 a 10.243.0.1:${b + 1} → 10.112.0.7:33436`, 0);
-      expect([ip4(t2, 12), ip4(t2, 16), ip4(t2, 28 + 12)]).toEqual([R_A_ADDR, '10.243.0.1', '10.243.0.1']);
-      // A node's error about a translated flow: related (quote and destination translated back),
-      // its non-pod source never masqueraded.
+      expect([ip4(t2, 12), ip4(t2, 16), ip4(t2, 28 + 12)]).toEqual(['10.71.0.0', '10.243.0.1', '10.243.0.1']);
+      // A node's error about a translated flow: related (quote and destination translated back);
+      // no snat reaches a related packet: its non-pod source 10.80.0.9 is replaced by the
+      // error-source rule's stateless rewrite.
       const t4 = out(`hop behind a 10.243.0.1:${b + 3} → 10.112.0.7:33438, error from 10.80.0.9`, 1);
-      expect([ip4(t4, 12), ip4(t4, 16), ip4(t4, 28 + 12)]).toEqual(['10.80.0.9', '10.243.0.1', '10.243.0.1']);
+      expect([ip4(t4, 12), ip4(t4, 16), ip4(t4, 28 + 12)]).toEqual(['10.71.0.0', '10.243.0.1', '10.243.0.1']);
       expect(r.rt.statelessShortcut).toBe(mirror);
     }, 120_000);
   }
