@@ -398,7 +398,7 @@ export class Router<P, G> {
     if (t !== undefined) {
       meta.output = OUTPUT_NODE;
       if (!this.runHooks(HOOK_FORWARD, buf, now, L)) return;
-      if (!this.hop(buf, off, len, fam, L, now)) return;
+      if (!this.hop(buf, off, len, fam, L, now, rp)) return;
       if (!this.runHooks(HOOK_POSTROUTING, buf, now, L)) return;
       L.toNodes.push(off, len, t);
       return;
@@ -469,9 +469,9 @@ export class Router<P, G> {
   /**
    * One router hop: decrement the TTL / hop limit and return true, or — when it would reach 0 —
    * replace the packet by an ICMP Time Exceeded written in its headroom, route that, and
-   * return false.
+   * return false. `back`: the peer the packet came from (see errorToPeer).
    */
-  private hop(buf: Uint8Array, off: number, len: number, fam: IpFamily, L: RouterLanes<P, G>, now: number): boolean {
+  private hop(buf: Uint8Array, off: number, len: number, fam: IpFamily, L: RouterLanes<P, G>, now: number, back?: RouterPeer<P>): boolean {
     if (fam === 4) {
       if (buf[off + IPV4_TTL_OFFSET]! > 1) { decrementIpv4Ttl(buf, off); return true; }
     } else {
@@ -486,8 +486,31 @@ export class Router<P, G> {
     if (off < prefix + 64) { this.drops[RouterDrop.NoHeadroom]!++; return false; }
     if (!this.icmpBucket.take(now)) { this.drops[RouterDrop.IcmpRateLimited]!++; return false; }
     const n = writeTimeExceeded(buf, off, len, from);
-    if (n > 0) this.routeInside(buf, off - prefix, n, L, now, SOURCE_SELF);
+    if (n > 0 && back !== undefined) this.errorToPeer(buf, off - prefix, n, back, L, now);
+    else if (n > 0) this.routeInside(buf, off - prefix, n, L, now, SOURCE_SELF);
     return false;
+  }
+
+  /**
+   * YAML mode: the router's own error about a packet from peer `rp` goes back to `rp` (a
+   * gateway does not transit: the packet's source is behind that peer), routed before OUTPUT as
+   * the kernel routes its own packets. Routing by its destination, as the kernel does, fails
+   * when the translation of the source was still to come (rules: snat at postrouting) and the
+   * peer's real CIDR overlaps a local one: the error would go to a local pod (README deviations).
+   */
+  private errorToPeer(buf: Uint8Array, off: number, len: number, rp: RouterPeer<P>, L: RouterLanes<P, G>, now: number): void {
+    const v = this.v;
+    if (parseIp(buf, off, len, v) !== IP_OK) { this.drops[RouterDrop.BadPacket]!++; return; }
+    const meta = this.meta;
+    meta.source = SOURCE_SELF;
+    meta.output = OUTPUT_PEER;
+    meta.peer = rp.name;
+    meta.inDev = '';
+    meta.outDev = '';
+    meta.mark = 0;
+    meta.skip = 0;
+    if (!this.runHooks(HOOK_OUTPUT, buf, now, L) || !this.runHooks(HOOK_POSTROUTING, buf, now, L)) return;
+    if (this.natValue.outboundParsed(buf, v, rp.nat, now) === NAT_FORWARD) L.toPeers.push(off, len, rp.link);
   }
 }
 
