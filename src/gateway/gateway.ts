@@ -1,7 +1,7 @@
 /**
  * The Liqo gateway shell: owns the sockets and the local TUN, applies configuration, reports
  * statistics. Every routing decision is the Router's (src/router/router.ts, I/O-free); the
- * translation its derived NAT's, or with `compiledRules` the compiled rules' (yaml-rules.ts):
+ * translation the compiled rules' (yaml-rules.ts; with `compiledRules: false` the derived NAT's):
  *
  *   nodes ══Geneve 6091══ GenevePort ─┐                         ┌─ WireGuardPort ══UDP 51840══ peers
  *                                     ├─ Router (hooks, NAT, ───┤
@@ -76,7 +76,7 @@ export interface GatewayOptions {
   /** Rate of generated ICMP Time Exceeded errors (per second, burst). Default 100/20 (the router's). */
   readonly icmpRatePerSecond?: number;
   readonly icmpBurst?: number;
-  /** Translate with the configuration compiled to rules (yaml-rules.ts) instead of the derived NAT (default false: README). */
+  /** Translate with the configuration's rules (yaml-rules.ts; default); false: the derived NAT (src/nat), for one release (README). */
   readonly compiledRules?: boolean;
   /** Wall-clock milliseconds. Default Date.now. */
   readonly clock?: () => number;
@@ -154,10 +154,10 @@ export class Gateway implements StatsSource {
       ...(opts.icmpRatePerSecond === undefined ? {} : { icmpRatePerSecond: opts.icmpRatePerSecond }),
       ...(opts.icmpBurst === undefined ? {} : { icmpBurst: opts.icmpBurst }),
     });
-    this.yaml = opts.compiledRules === true ? new YamlRules(this.router, config.wireguard.mtu) : null;
+    this.yaml = opts.compiledRules !== false ? new YamlRules(this.router, config.wireguard.mtu) : null;
   }
 
-  /** With `compiledRules`: the rules compiled from the configuration (yaml-rules.ts), at the hooks unless Liqo mode detached them. */
+  /** Unless `compiledRules: false`: the rules compiled from the configuration (yaml-rules.ts), at the hooks unless Liqo mode detached them. */
   get rules(): RulesAttachment | null { return this.yaml?.attachment ?? null; }
 
   /** Liqo mode: its FirewallConfigurations replace the configuration's rules at the hooks. */
@@ -297,7 +297,7 @@ export class Gateway implements StatsSource {
 
   /** The Router's Nat: passthrough (routing by remapped CIDR, PMTU); the rules translate. */
   private makeNat(c: GatewayConfig): Nat {
-    return new Nat(this.opts.compiledRules === true ? passthroughOf(c, this.internalAddress(c)) : natConfigOf(c, this.internalAddress(c)));
+    return new Nat(this.opts.compiledRules !== false ? passthroughOf(c, this.internalAddress(c)) : natConfigOf(c, this.internalAddress(c)));
   }
 
   private addLocalAddress(addr: string): void {
