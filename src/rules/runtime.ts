@@ -80,6 +80,8 @@ export interface RulesStats {
   flushed: number;
   /** Packets translated (or passed) by the stateless mirror shortcut, without conntrack. */
   stateless: number;
+  /** SYN / SYN-ACK segments whose MSS option tcpmssclamp lowered. */
+  mssClamped: number;
 }
 
 const SYN = 0x02, ACK = 0x10, FIN = 0x01, RST = 0x04;
@@ -141,7 +143,7 @@ export class RulesRuntime {
     this.dnatBy = new Int32Array(this.flows.capacity).fill(-1);
     this.snatBy = new Int32Array(this.flows.capacity).fill(-1);
     this.rejectBucket = new TokenBucket(opts.rejectRatePerSecond ?? 100, opts.rejectBurst ?? 20);
-    this.st = { flows: this.flows.stats(), rejected: 0, rejectNoReply: 0, untracked: 0, fragments: 0, natNoPort: 0, flushed: 0, stateless: 0 };
+    this.st = { flows: this.flows.stats(), rejected: 0, rejectNoReply: 0, untracked: 0, fragments: 0, natNoPort: 0, flushed: 0, stateless: 0, mssClamped: 0 };
     this.mirrorOn = opts.statelessMirror ?? true;
     const hooks: PacketHook[] = [];
     for (let h = 0; h < HOOK_COUNT; h++) hooks.push(new RuntimeHook(this, h));
@@ -466,7 +468,7 @@ export class RulesRuntime {
         case A_CTMARK: if (this.e >= 0) this.flows.mark[this.e] = r.value; break;
         case A_METAMARK: if (this.e >= 0) meta.mark = this.flows.mark[this.e]!; break;
         case A_NOTRACK: if (ch.beforeConntrack) this.notrack = true; break;
-        case A_MSS: clampMss(buf, v, r.value !== 0 ? r.value : this.devices.pathMtu - 40); break;
+        case A_MSS: if (clampMss(buf, v, r.value !== 0 ? r.value : this.devices.pathMtu - 40)) this.st.mssClamped++; break;
         case A_SETSRC: rewriteIpv4Address(buf, v, v.srcOff, r.value); break;
         default: break;
       }
