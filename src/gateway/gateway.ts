@@ -46,7 +46,7 @@ import { WireGuardPort } from '../ports/wireguard-port.js';
 import { Router, RouterLanes, type RouterPeer } from '../router/router.js';
 import { Device } from '../wireguard/device.js';
 import type { Peer } from '../wireguard/peer.js';
-import { collectDrops, type GatewayStats } from './gateway-stats.js';
+import { collectDrops, natStatsWithRules, type GatewayStats } from './gateway-stats.js';
 import { natConfigOf, natPeerOf, passthroughOf, YamlRules } from './yaml-rules.js';
 import type { RulesAttachment } from '../rules/attach.js';
 import { applyMappingOps, definedOnly, firstHost, hostCidr, keyBytes, resolveEndpoint, tunnelOf, tunnelSpec } from './config-values.js';
@@ -666,7 +666,7 @@ export class Gateway implements StatsSource {
         txPackets: x.txPackets, rxPackets: x.rxPackets, drops: x.drops,
       })),
       podRoutes: this.table.podRoutes().map((r) => ({ podCIDR: `${formatAddress(r.prefix.addr)}/${r.prefix.prefixLen}`, nodeInternalAddress: r.nodeInternalAddress, resolved: r.tunnel !== null })),
-      nat: this.nat.stats(),
+      nat: natStatsWithRules(this.nat.stats(), this.yaml?.active === true ? this.yaml.attachment.runtime : null),
       drops: { ...this.drops() },
       queues: { ...this.queueDepths() },
       tun: { name: this.tun?.name ?? '', mtu: this.tun?.mtu ?? 0, rxPackets: t?.rxPackets ?? 0, txPackets: t?.txPackets ?? 0, txErrors: t?.txErrors ?? 0 },

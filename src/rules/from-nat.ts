@@ -4,7 +4,8 @@
  * and Kubernetes mode share one data path (compile.ts → runtime.ts):
  * - per peer and remapped CIDR (remapped ≠ real): Liqo's remap-podcidr / remap-externalcidr —
  *   prerouting `dnat prefix` remapped → real for traffic not from the tunnel, postrouting
- *   `snat prefix` real → remapped for traffic from the tunnel;
+ *   `snat prefix` real → remapped for traffic from the tunnel; the same dnat at output for the
+ *   gateway host's own connections (beyond Liqo's rules: its gateway originates none);
  * - per IP mapping: prerouting `dnat` external → real (Liqo's `<ip>-remap-ipmapping-gw`), and
  *   postrouting `snat` real → external for connections the mapped host opens towards a peer's
  *   CIDRs (the derived NAT's outbound source mapping);
@@ -50,12 +51,15 @@ export function rulesFromNatConfig(cfg: NatConfig, peers: readonly NatPeerConfig
   const object = opts.object ?? 'weft/derived';
   const pre: NatRule[] = [];
   const post: NatRule[] = [];
+  /** The gateway host's own connections (Liqo's gateway originates none): the same remapped → real dnat at output. */
+  const out: NatRule[] = [];
   for (const p of parsed) {
     for (const r of p.remaps) {
       const real = v4(r.real);
       const rem = v4(r.remapped);
       if (real === null || rem === null || (real.lo === rem.lo && real.len === rem.len)) continue;
       pre.push({ kind: 'nat', name: `${p.name}-remap-${real.text}`, conds: [ipCond('dst', 'eq', rem), devCond('in', 'neq', opts.tunnel)], action: { type: 'dnat', addr: real.lo, prefixLen: real.len, text: real.text } });
+      out.push({ kind: 'nat', name: `${p.name}-remap-${real.text}`, conds: [ipCond('dst', 'eq', rem)], action: { type: 'dnat', addr: real.lo, prefixLen: real.len, text: real.text } });
       post.push({ kind: 'nat', name: `${p.name}-remap-${real.text}`, conds: [ipCond('src', 'eq', real), devCond('in', 'eq', opts.tunnel)], action: { type: 'snat', addr: rem.lo, prefixLen: rem.len, text: rem.text } });
     }
   }
@@ -88,6 +92,7 @@ export function rulesFromNatConfig(cfg: NatConfig, peers: readonly NatPeerConfig
     for (const hook of ['forward', 'output'] as const) chains.push({ name: `icmp-error-source-${hook}`, hook, type: 'filter', priority: 0, policy: 'accept', rules: errorRules() });
   }
   if (pre.length > 0) chains.push({ name: 'prerouting', hook: 'prerouting', type: 'nat', priority: -100, policy: 'accept', rules: pre });
+  if (out.length > 0) chains.push({ name: 'output', hook: 'output', type: 'nat', priority: -100, policy: 'accept', rules: out });
   if (post.length > 0) chains.push({ name: 'postrouting', hook: 'postrouting', type: 'nat', priority: 100, policy: 'accept', rules: post });
   if (g.clampMss && parsed.length > 0) {
     const mtu = Math.min(...parsed.map((p) => p.mtu));

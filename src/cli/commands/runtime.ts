@@ -360,10 +360,9 @@ export class Runtime {
       },
       ...(st.offloads === null ? {} : { offloads: st.offloads }),
       nat: (() => {
-        // On the compiled rules (YAML mode's default) the connections and the clamp are the rules'.
-        const n = gw.nat.stats();
-        const clamped = gw.rules === null ? 0 : gw.rules.runtime.stats().mssClamped;
-        return { entries: gw.natEntries(), forwarded: n.forwarded, replies: n.replies, mssClamped: n.mssClamped + clamped };
+        // On the compiled rules (YAML mode's default) the connections and the clamps are the rules' (Gateway.stats).
+        const n = st.nat;
+        return { entries: n.conntrack.entries, forwarded: n.forwarded, replies: n.replies, mssClamped: n.mssClamped };
       })(),
       forwarding: {
         in: { ...st.routed },
