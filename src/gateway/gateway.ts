@@ -47,7 +47,7 @@ import { Router, RouterLanes, type RouterPeer } from '../router/router.js';
 import { Device } from '../wireguard/device.js';
 import type { Peer } from '../wireguard/peer.js';
 import { collectDrops, natStatsWithRules, type GatewayStats } from './gateway-stats.js';
-import { natConfigOf, natPeerOf, passthroughOf, YamlRules } from './yaml-rules.js';
+import { natConfigOf, natPeerOf, passthroughOf, peerTunnel, YamlRules } from './yaml-rules.js';
 import type { RulesAttachment } from '../rules/attach.js';
 import { applyMappingOps, definedOnly, firstHost, hostCidr, keyBytes, resolveEndpoint, tunnelOf, tunnelSpec } from './config-values.js';
 
@@ -324,7 +324,7 @@ export class Gateway implements StatsSource {
       if (wp !== undefined) this.device.removePeer(wp);
       throw e;
     }
-    const rp = this.router.addPeer(p.name, natPeer, wp);
+    const rp = this.router.addPeer(p.name, natPeer, wp, this.yaml === null ? '' : peerTunnel(p.name));
     this.peersByName.set(p.name, { cfg: p, wg: wp, rp, handshakes: 0, lastSeenHandshake: 0, tunnelRemote: undefined });
   }
 
@@ -368,10 +368,10 @@ export class Gateway implements StatsSource {
       try {
         natPeer = this.nat.addPeer(this.natPeerConfig(cfg));
       } catch (e) {
-        s.rp = this.router.addPeer(s.cfg.name, this.nat.addPeer(this.natPeerConfig(s.cfg)), s.wg);
+        s.rp = this.router.addPeer(s.cfg.name, this.nat.addPeer(this.natPeerConfig(s.cfg)), s.wg, this.yaml === null ? '' : peerTunnel(s.cfg.name));
         throw e;
       }
-      s.rp = this.router.addPeer(cfg.name, natPeer, s.wg);
+      s.rp = this.router.addPeer(cfg.name, natPeer, s.wg, this.yaml === null ? '' : peerTunnel(cfg.name));
       this.device.clearAllowedIps(s.wg);
       s.tunnelRemote = undefined; // re-added by planTunnel after the ops
       for (const c of [...cfg.remote.podCIDRs, ...cfg.remote.externalCIDRs]) this.device.addAllowedIp(s.wg, parsePrefix(c));

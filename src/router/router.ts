@@ -88,6 +88,8 @@ export interface RouterPeer<P> {
   readonly name: string;
   readonly nat: NatPeer;
   readonly link: P;
+  /** Its tunnel's interface name for rules (PacketMeta.inDev / outDev) outside Liqo mode; '' none. */
+  readonly dev: string;
 }
 
 /** Output lists of one input batch; tags carry the peer link / the node tunnel of each packet. */
@@ -156,12 +158,12 @@ export class Router<P, G> {
 
   /**
    * Adds a peer: `natPeer` from this router's Nat, `link` what the shell encrypts with (a
-   * WireGuard Peer). Throws on a link or NAT peer already added (API misuse).
+   * WireGuard Peer), `dev` its tunnel's name for rules. Throws on a link or NAT peer already added (API misuse).
    */
-  addPeer(name: string, natPeer: NatPeer, link: P): RouterPeer<P> {
+  addPeer(name: string, natPeer: NatPeer, link: P, dev = ''): RouterPeer<P> {
     if (this.byLink.has(link)) throw new Error(`router: peer ${name}'s link is already added`);
     if (this.byNatIndex[natPeer.index] !== undefined) throw new Error(`router: NAT peer ${natPeer.name} is already added`);
-    const rp: RouterPeer<P> = { name, nat: natPeer, link };
+    const rp: RouterPeer<P> = { name, nat: natPeer, link, dev };
     this.byLink.set(link, rp);
     this.byNatIndex[natPeer.index] = rp;
     this.sole = this.byLink.size === 1 ? rp : undefined;
@@ -196,7 +198,7 @@ export class Router<P, G> {
     this.lastPeer = undefined;
     this.byNatIndex = [];
     const out = new Map<string, RouterPeer<P>>();
-    for (const rp of old) out.set(rp.name, this.addPeer(rp.name, natPeerOf(rp), rp.link));
+    for (const rp of old) out.set(rp.name, this.addPeer(rp.name, natPeerOf(rp), rp.link, rp.dev));
     // Tunnel addresses point at router peers: the shell re-applies them (setTunnelAddresses).
     this.tunnelRemote = new PrefixMatcher<RouterPeer<P>>();
     return out;
@@ -329,6 +331,7 @@ export class Router<P, G> {
       const rp = this.byNatIndex[np.index]!;
       meta.output = OUTPUT_PEER;
       meta.peer = rp.name;
+      meta.outDev = rp.dev;
       if (source === SOURCE_NODE && !this.runHooks(HOOK_FORWARD, buf, now, L)) return;
       if (source !== SOURCE_SELF && !this.hop(buf, off, len, fam, L, now)) return;
       if (!this.runHooks(HOOK_POSTROUTING, buf, now, L)) return;
@@ -364,7 +367,7 @@ export class Router<P, G> {
     meta.output = OUTPUT_NONE;
     meta.peer = rp.name;
     const st = this.steering;
-    meta.inDev = st !== null ? st.devices.tunnel : '';
+    meta.inDev = st !== null ? st.devices.tunnel : rp.dev;
     meta.outDev = '';
     meta.mark = 0;
     meta.skip = 0;
@@ -506,7 +509,7 @@ export class Router<P, G> {
     meta.output = OUTPUT_PEER;
     meta.peer = rp.name;
     meta.inDev = '';
-    meta.outDev = '';
+    meta.outDev = rp.dev;
     meta.mark = 0;
     meta.skip = 0;
     if (!this.runHooks(HOOK_OUTPUT, buf, now, L) || !this.runHooks(HOOK_POSTROUTING, buf, now, L)) return;
