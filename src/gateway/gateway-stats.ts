@@ -9,6 +9,7 @@ import type { CoalescerCounts, FabricOffloads, SegmenterCounts } from '../ports/
 import type { GenevePort } from '../ports/geneve-port.js';
 import type { WireGuardPort } from '../ports/wireguard-port.js';
 import { ROUTER_DROP_NAMES, type Router } from '../router/router.js';
+import type { RulesRuntime } from '../rules/runtime.js';
 import type { Device } from '../wireguard/device.js';
 import { DROP_REASON_COUNT, DROP_REASON_NAMES } from '../wireguard/drops.js';
 import type { Peer } from '../wireguard/peer.js';
@@ -61,4 +62,14 @@ export function collectDrops(
   }
   if (tun !== undefined) put('tun_write_failed', tun.stats.txErrors);
   return d;
+}
+
+/**
+ * The NAT numbers users saw with the derived NAT, on the compiled rules too: the rules'
+ * connections count as conntrack entries and their clamps as clamped segments (`rules`: the
+ * runtime in force, null when the derived NAT translates).
+ */
+export function natStatsWithRules(nat: ReturnType<Nat['stats']>, rules: RulesRuntime | null): ReturnType<Nat['stats']> {
+  if (rules === null) return nat;
+  return { ...nat, mssClamped: nat.mssClamped + rules.stats().mssClamped, conntrack: { ...nat.conntrack, entries: nat.conntrack.entries + rules.flows.size } };
 }

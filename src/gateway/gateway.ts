@@ -1,7 +1,7 @@
 /**
  * The Liqo gateway shell: owns the sockets and the local TUN, applies configuration, reports
  * statistics. Every routing decision is the Router's (src/router/router.ts, I/O-free); the
- * translation its derived NAT's, or with `compiledRules` the compiled rules' (yaml-rules.ts):
+ * translation the compiled rules' (yaml-rules.ts; with `compiledRules: false` the derived NAT's):
  *
  *   nodes ══Geneve 6091══ GenevePort ─┐                         ┌─ WireGuardPort ══UDP 51840══ peers
  *                                     ├─ Router (hooks, NAT, ───┤
@@ -46,8 +46,8 @@ import { WireGuardPort } from '../ports/wireguard-port.js';
 import { Router, RouterLanes, type RouterPeer } from '../router/router.js';
 import { Device } from '../wireguard/device.js';
 import type { Peer } from '../wireguard/peer.js';
-import { collectDrops, type GatewayStats } from './gateway-stats.js';
-import { natConfigOf, natPeerOf, passthroughOf, YamlRules } from './yaml-rules.js';
+import { collectDrops, natStatsWithRules, type GatewayStats } from './gateway-stats.js';
+import { natConfigOf, natPeerOf, passthroughOf, peerTunnel, YamlRules } from './yaml-rules.js';
 import type { RulesAttachment } from '../rules/attach.js';
 import { applyMappingOps, definedOnly, firstHost, hostCidr, keyBytes, resolveEndpoint, tunnelOf, tunnelSpec } from './config-values.js';
 
@@ -76,7 +76,7 @@ export interface GatewayOptions {
   /** Rate of generated ICMP Time Exceeded errors (per second, burst). Default 100/20 (the router's). */
   readonly icmpRatePerSecond?: number;
   readonly icmpBurst?: number;
-  /** Translate with the configuration compiled to rules (yaml-rules.ts) instead of the derived NAT (default false: README). */
+  /** Translate with the configuration's rules (yaml-rules.ts; default); false: the derived NAT (src/nat), for one release (README). */
   readonly compiledRules?: boolean;
   /** Wall-clock milliseconds. Default Date.now. */
   readonly clock?: () => number;
@@ -154,10 +154,10 @@ export class Gateway implements StatsSource {
       ...(opts.icmpRatePerSecond === undefined ? {} : { icmpRatePerSecond: opts.icmpRatePerSecond }),
       ...(opts.icmpBurst === undefined ? {} : { icmpBurst: opts.icmpBurst }),
     });
-    this.yaml = opts.compiledRules === true ? new YamlRules(this.router, config.wireguard.mtu) : null;
+    this.yaml = opts.compiledRules !== false ? new YamlRules(this.router, config.wireguard.mtu) : null;
   }
 
-  /** With `compiledRules`: the rules compiled from the configuration (yaml-rules.ts), at the hooks unless Liqo mode detached them. */
+  /** Unless `compiledRules: false`: the rules compiled from the configuration (yaml-rules.ts), at the hooks unless Liqo mode detached them. */
   get rules(): RulesAttachment | null { return this.yaml?.attachment ?? null; }
 
   /** Liqo mode: its FirewallConfigurations replace the configuration's rules at the hooks. */
@@ -297,7 +297,7 @@ export class Gateway implements StatsSource {
 
   /** The Router's Nat: passthrough (routing by remapped CIDR, PMTU); the rules translate. */
   private makeNat(c: GatewayConfig): Nat {
-    return new Nat(this.opts.compiledRules === true ? passthroughOf(c, this.internalAddress(c)) : natConfigOf(c, this.internalAddress(c)));
+    return new Nat(this.opts.compiledRules !== false ? passthroughOf(c, this.internalAddress(c)) : natConfigOf(c, this.internalAddress(c)));
   }
 
   private addLocalAddress(addr: string): void {
@@ -324,7 +324,7 @@ export class Gateway implements StatsSource {
       if (wp !== undefined) this.device.removePeer(wp);
       throw e;
     }
-    const rp = this.router.addPeer(p.name, natPeer, wp);
+    const rp = this.router.addPeer(p.name, natPeer, wp, this.yaml === null ? '' : peerTunnel(p.name));
     this.peersByName.set(p.name, { cfg: p, wg: wp, rp, handshakes: 0, lastSeenHandshake: 0, tunnelRemote: undefined });
   }
 
@@ -368,10 +368,10 @@ export class Gateway implements StatsSource {
       try {
         natPeer = this.nat.addPeer(this.natPeerConfig(cfg));
       } catch (e) {
-        s.rp = this.router.addPeer(s.cfg.name, this.nat.addPeer(this.natPeerConfig(s.cfg)), s.wg);
+        s.rp = this.router.addPeer(s.cfg.name, this.nat.addPeer(this.natPeerConfig(s.cfg)), s.wg, this.yaml === null ? '' : peerTunnel(s.cfg.name));
         throw e;
       }
-      s.rp = this.router.addPeer(cfg.name, natPeer, s.wg);
+      s.rp = this.router.addPeer(cfg.name, natPeer, s.wg, this.yaml === null ? '' : peerTunnel(cfg.name));
       this.device.clearAllowedIps(s.wg);
       s.tunnelRemote = undefined; // re-added by planTunnel after the ops
       for (const c of [...cfg.remote.podCIDRs, ...cfg.remote.externalCIDRs]) this.device.addAllowedIp(s.wg, parsePrefix(c));
@@ -666,7 +666,7 @@ export class Gateway implements StatsSource {
         txPackets: x.txPackets, rxPackets: x.rxPackets, drops: x.drops,
       })),
       podRoutes: this.table.podRoutes().map((r) => ({ podCIDR: `${formatAddress(r.prefix.addr)}/${r.prefix.prefixLen}`, nodeInternalAddress: r.nodeInternalAddress, resolved: r.tunnel !== null })),
-      nat: this.nat.stats(),
+      nat: natStatsWithRules(this.nat.stats(), this.yaml?.active === true ? this.yaml.attachment.runtime : null),
       drops: { ...this.drops() },
       queues: { ...this.queueDepths() },
       tun: { name: this.tun?.name ?? '', mtu: this.tun?.mtu ?? 0, rxPackets: t?.rxPackets ?? 0, txPackets: t?.txPackets ?? 0, txErrors: t?.txErrors ?? 0 },

@@ -17,6 +17,14 @@ import { passthroughNatConfig, rulesFromNatConfig } from '../rules/from-nat.js';
 /** The tunnel's interface name in the rules (RulesDevices.peer; Liqo's). */
 const TUNNEL_IF = 'liqo-tunnel';
 
+/**
+ * Each peer's tunnel in the rules (the router's RouterPeer.dev): one gateway may serve several
+ * peers whose real CIDRs overlap, which Liqo serves with one gateway (one liqo-tunnel) each.
+ */
+export function peerTunnel(peer: string): string {
+  return `${TUNNEL_IF}.${peer}`;
+}
+
 /** The NAT configuration the gateway's configuration means (rules derived from it; the Nat's own is its passthrough). */
 export function natConfigOf(c: GatewayConfig, internal: string): NatConfig {
   return {
@@ -50,7 +58,7 @@ export class YamlRules {
   /** Recompiles the rules for `c` (connections whose binding's rule is unchanged keep it). Throws NatConfigError as the Nat does. */
   sync(c: GatewayConfig, peers: readonly PeerConfig[], internal: string): void {
     const mtu = c.wireguard.mtu;
-    this.attachment.setTables(rulesFromNatConfig(natConfigOf(c, internal), peers.map((p) => natPeerOf(p, mtu)), { tunnel: TUNNEL_IF, object: 'weft/yaml' }));
+    this.attachment.setTables(rulesFromNatConfig(natConfigOf(c, internal), peers.map((p) => natPeerOf(p, mtu)), { tunnel: TUNNEL_IF, peerTunnel, object: 'weft/yaml' }));
   }
 
   /** Takes the rules off the router's hooks (Liqo mode attaches its own). */

@@ -88,6 +88,8 @@ export interface RouterPeer<P> {
   readonly name: string;
   readonly nat: NatPeer;
   readonly link: P;
+  /** Its tunnel's interface name for rules (PacketMeta.inDev / outDev) outside Liqo mode; '' none. */
+  readonly dev: string;
 }
 
 /** Output lists of one input batch; tags carry the peer link / the node tunnel of each packet. */
@@ -156,12 +158,12 @@ export class Router<P, G> {
 
   /**
    * Adds a peer: `natPeer` from this router's Nat, `link` what the shell encrypts with (a
-   * WireGuard Peer). Throws on a link or NAT peer already added (API misuse).
+   * WireGuard Peer), `dev` its tunnel's name for rules. Throws on a link or NAT peer already added (API misuse).
    */
-  addPeer(name: string, natPeer: NatPeer, link: P): RouterPeer<P> {
+  addPeer(name: string, natPeer: NatPeer, link: P, dev = ''): RouterPeer<P> {
     if (this.byLink.has(link)) throw new Error(`router: peer ${name}'s link is already added`);
     if (this.byNatIndex[natPeer.index] !== undefined) throw new Error(`router: NAT peer ${natPeer.name} is already added`);
-    const rp: RouterPeer<P> = { name, nat: natPeer, link };
+    const rp: RouterPeer<P> = { name, nat: natPeer, link, dev };
     this.byLink.set(link, rp);
     this.byNatIndex[natPeer.index] = rp;
     this.sole = this.byLink.size === 1 ? rp : undefined;
@@ -196,7 +198,7 @@ export class Router<P, G> {
     this.lastPeer = undefined;
     this.byNatIndex = [];
     const out = new Map<string, RouterPeer<P>>();
-    for (const rp of old) out.set(rp.name, this.addPeer(rp.name, natPeerOf(rp), rp.link));
+    for (const rp of old) out.set(rp.name, this.addPeer(rp.name, natPeerOf(rp), rp.link, rp.dev));
     // Tunnel addresses point at router peers: the shell re-applies them (setTunnelAddresses).
     this.tunnelRemote = new PrefixMatcher<RouterPeer<P>>();
     return out;
@@ -329,6 +331,7 @@ export class Router<P, G> {
       const rp = this.byNatIndex[np.index]!;
       meta.output = OUTPUT_PEER;
       meta.peer = rp.name;
+      meta.outDev = rp.dev;
       if (source === SOURCE_NODE && !this.runHooks(HOOK_FORWARD, buf, now, L)) return;
       if (source !== SOURCE_SELF && !this.hop(buf, off, len, fam, L, now)) return;
       if (!this.runHooks(HOOK_POSTROUTING, buf, now, L)) return;
@@ -364,7 +367,7 @@ export class Router<P, G> {
     meta.output = OUTPUT_NONE;
     meta.peer = rp.name;
     const st = this.steering;
-    meta.inDev = st !== null ? st.devices.tunnel : '';
+    meta.inDev = st !== null ? st.devices.tunnel : rp.dev;
     meta.outDev = '';
     meta.mark = 0;
     meta.skip = 0;
@@ -398,7 +401,7 @@ export class Router<P, G> {
     if (t !== undefined) {
       meta.output = OUTPUT_NODE;
       if (!this.runHooks(HOOK_FORWARD, buf, now, L)) return;
-      if (!this.hop(buf, off, len, fam, L, now)) return;
+      if (!this.hop(buf, off, len, fam, L, now, rp)) return;
       if (!this.runHooks(HOOK_POSTROUTING, buf, now, L)) return;
       L.toNodes.push(off, len, t);
       return;
@@ -469,9 +472,9 @@ export class Router<P, G> {
   /**
    * One router hop: decrement the TTL / hop limit and return true, or — when it would reach 0 —
    * replace the packet by an ICMP Time Exceeded written in its headroom, route that, and
-   * return false.
+   * return false. `back`: the peer the packet came from (see errorToPeer).
    */
-  private hop(buf: Uint8Array, off: number, len: number, fam: IpFamily, L: RouterLanes<P, G>, now: number): boolean {
+  private hop(buf: Uint8Array, off: number, len: number, fam: IpFamily, L: RouterLanes<P, G>, now: number, back?: RouterPeer<P>): boolean {
     if (fam === 4) {
       if (buf[off + IPV4_TTL_OFFSET]! > 1) { decrementIpv4Ttl(buf, off); return true; }
     } else {
@@ -486,8 +489,31 @@ export class Router<P, G> {
     if (off < prefix + 64) { this.drops[RouterDrop.NoHeadroom]!++; return false; }
     if (!this.icmpBucket.take(now)) { this.drops[RouterDrop.IcmpRateLimited]!++; return false; }
     const n = writeTimeExceeded(buf, off, len, from);
-    if (n > 0) this.routeInside(buf, off - prefix, n, L, now, SOURCE_SELF);
+    if (n > 0 && back !== undefined) this.errorToPeer(buf, off - prefix, n, back, L, now);
+    else if (n > 0) this.routeInside(buf, off - prefix, n, L, now, SOURCE_SELF);
     return false;
+  }
+
+  /**
+   * YAML mode: the router's own error about a packet from peer `rp` goes back to `rp` (a
+   * gateway does not transit: the packet's source is behind that peer), routed before OUTPUT as
+   * the kernel routes its own packets. Routing by its destination, as the kernel does, fails
+   * when the translation of the source was still to come (rules: snat at postrouting) and the
+   * peer's real CIDR overlaps a local one: the error would go to a local pod (README deviations).
+   */
+  private errorToPeer(buf: Uint8Array, off: number, len: number, rp: RouterPeer<P>, L: RouterLanes<P, G>, now: number): void {
+    const v = this.v;
+    if (parseIp(buf, off, len, v) !== IP_OK) { this.drops[RouterDrop.BadPacket]!++; return; }
+    const meta = this.meta;
+    meta.source = SOURCE_SELF;
+    meta.output = OUTPUT_PEER;
+    meta.peer = rp.name;
+    meta.inDev = '';
+    meta.outDev = rp.dev;
+    meta.mark = 0;
+    meta.skip = 0;
+    if (!this.runHooks(HOOK_OUTPUT, buf, now, L) || !this.runHooks(HOOK_POSTROUTING, buf, now, L)) return;
+    if (this.natValue.outboundParsed(buf, v, rp.nat, now) === NAT_FORWARD) L.toPeers.push(off, len, rp.link);
   }
 }
 

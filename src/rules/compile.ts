@@ -20,6 +20,7 @@
  *                   port class: 1-511, 600-1023, 1024-65535);
  * - `mss-clamp`:    tcpmssclamp → the SYN MSS clamp;
  * - `ctmark`, `metamark`: the mark stored on the connection / restored to PacketMeta.mark;
+ * - `set-source`:   setsrc → the source address rewritten in place, statelessly;
  * - `general`:      everything else (verdicts, counters-only, notrack, route rules) on the
  *                   general matcher, every match counted per rule (runtime.generalOf(id)).
  * Nat chains are walked for a connection's first packet only; filter chains for every packet.
@@ -31,7 +32,7 @@ import { compileCond, type CCond, C_IP_DST, C_PROTO } from './match.js';
 import { HOOKS, numberToIp, ruleIdPart, type Chain, type Rule, type RuleTable } from './model.js';
 
 export type RuleForm =
-  | 'prefix-nat' | 'addr-map' | 'snat-ct' | 'masquerade-ct' | 'mss-clamp' | 'ctmark' | 'metamark' | 'general';
+  | 'prefix-nat' | 'addr-map' | 'snat-ct' | 'masquerade-ct' | 'mss-clamp' | 'ctmark' | 'metamark' | 'set-source' | 'general';
 
 export interface RulePlanRow {
   readonly id: string;
@@ -39,7 +40,7 @@ export interface RulePlanRow {
 }
 
 // Filter actions.
-export const A_NONE = 0, A_ACCEPT = 1, A_DROP = 2, A_REJECT = 3, A_CTMARK = 4, A_METAMARK = 5, A_MSS = 6, A_NOTRACK = 7, A_ROUTE = 8;
+export const A_NONE = 0, A_ACCEPT = 1, A_DROP = 2, A_REJECT = 3, A_CTMARK = 4, A_METAMARK = 5, A_MSS = 6, A_NOTRACK = 7, A_ROUTE = 8, A_SETSRC = 9;
 // NAT kinds.
 export const N_DNAT = 0, N_SNAT = 1, N_MASQ = 2, N_MAP = 3;
 // Step kinds.
@@ -51,7 +52,7 @@ export class CFilterRule {
     readonly conds: readonly CCond[],
     readonly counter: boolean,
     readonly action: number,
-    /** ctmark value, MSS (0: route MTU − 40). */
+    /** ctmark value, MSS (0: route MTU − 40), setsrc address (int32). */
     readonly value: number,
     readonly general: boolean,
   ) {}
@@ -230,6 +231,7 @@ function compileChain(t: RuleTable, c: Chain, ids: string[], plan: RulePlanRow[]
       case 'ctmark': action = A_CTMARK; value = a.mark; form = 'ctmark'; break;
       case 'metamarkfromctmark': action = A_METAMARK; form = 'metamark'; break;
       case 'tcpmssclamp': action = A_MSS; value = a.mss; form = 'mss-clamp'; break;
+      case 'setsrc': action = A_SETSRC; value = a.addr | 0; form = 'set-source'; break;
     }
     plan.push({ id: ids[id]!, form });
     filter.push(new CFilterRule(id, conds, r.counter, action, value, form === 'general'));

@@ -23,8 +23,9 @@
  * (REAL, REAL) is read as about a D packet only when it comes from the tunnel; no ct mark or meta
  * mark rule can see a D-direction (source a) or S-direction (destination a) packet; earlier
  * rules of the hook's nat chains (walked as one list: the first binding wins) cannot match
- * the pair's packets; no notrack rule anywhere; no nat chain at input/output, none with a drop
- * policy. Otherwise plan() returns null and every packet takes conntrack.
+ * the pair's packets; no notrack rule anywhere; no nat chain at input, none with a drop
+ * policy; at output only the pairs' own dnat (the host's connections: never on the shortcut).
+ * Otherwise plan() returns null and every packet takes conntrack.
  * Deviations (README "Rules: deviations"): a packet conntrack would find invalid (a TCP
  * SYN-ACK/FIN/RST or echo reply without a connection) is translated here; the reply of a D flow
  * routed out of a Y (asymmetric) is not; a pair's tuple also used by an excluded packet (host
@@ -214,7 +215,7 @@ export function planMirror(c: CompiledRules, devAddrs: readonly number[]): Mirro
       if (r.action === A_CTMARK || r.action === A_METAMARK) marks.push(r);
     }
   }
-  if (natAt(HOOK_INPUT).length > 0 || natAt(HOOK_OUTPUT).length > 0) return null;
+  if (natAt(HOOK_INPUT).length > 0) return null;
   const pres = natAt(HOOK_PREROUTING), posts = natAt(HOOK_POSTROUTING);
   if (pres.length === 0 || posts.length === 0 || [...pres, ...posts].some((ch) => ch.dropPolicy)) return null;
   const pre = pres.flatMap((ch) => ch.natRules), post = posts.flatMap((ch) => ch.natRules);
@@ -238,6 +239,17 @@ export function planMirror(c: CompiledRules, devAddrs: readonly number[]): Mirro
     if (si >= 0) pairs.push({ rem: d.from, real: d.to, di: i, si });
   }
   if (pairs.length === 0) return null;
+  // Output nat chains only as a pair's dnat for the host's own connections (the YAML mode's):
+  // host packets never take the shortcut, and a reply to such a connection gets the pair's answer.
+  const same = (a: [number, number], b: [number, number]): boolean => a[0] === b[0] && a[1] === b[1];
+  for (const ch of natAt(HOOK_OUTPUT)) {
+    if (ch.dropPolicy) return null;
+    for (const r of ch.natRules) {
+      if (r.kind !== N_DNAT || r.remap === null || r.remap.family !== 4) return null;
+      const from = prefixOf(r.remap.from), to = prefixOf(r.remap.to);
+      if (!pairs.some((p) => same(p.rem, from) && same(p.real, to)) || !r.conds.every((c) => c.kind === C_IP_DST && !c.neq && c.lo === from[0] && c.hi === from[1])) return null;
+    }
+  }
   const all = pairs.flatMap((p) => [p.rem, p.real]);
   for (let i = 0; i < all.length; i++) for (let j = i + 1; j < all.length; j++) if (!(all[i]![1] < all[j]![0] || all[j]![1] < all[i]![0])) return null;
   const overlaps = (rs: Ranges, lo: number, hi: number): boolean => rs.some(([a, b]) => !(b < lo || a > hi));

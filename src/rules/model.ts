@@ -47,7 +47,13 @@ export type FilterAction =
   | { readonly type: 'metamarkfromctmark' }
   /** mss 0: clamp to the route's MTU − 40 (Liqo's `rt mtu` form), else set to `mss`. */
   | { readonly type: 'tcpmssclamp'; readonly mss: number }
-  | { readonly type: 'notrack' };
+  | { readonly type: 'notrack' }
+  /**
+   * Stateless source rewrite (nft `ip saddr set`; not in Liqo's CRD: the YAML translation's,
+   * src/rules/from-nat.ts). Does not end evaluation. Conntrack does not see it: only for packets
+   * that never create a connection (ICMP errors).
+   */
+  | { readonly type: 'setsrc'; readonly addr: number; readonly text: string };
 
 export type NatAction =
   | { readonly type: 'dnat' | 'snat'; readonly addr: number; readonly prefixLen: number; readonly text: string }

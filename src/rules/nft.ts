@@ -14,7 +14,7 @@ function q(s: string): string {
 function cond(c: Cond): string {
   const ne = 'op' in c && c.op === 'neq' ? '!= ' : '';
   switch (c.kind) {
-    case 'proto': return `meta l4proto ${c.proto === 6 ? 'tcp' : 'udp'}`;
+    case 'proto': return `meta l4proto ${c.proto === 6 ? 'tcp' : c.proto === 17 ? 'udp' : c.proto === 1 ? 'icmp' : String(c.proto)}`;
     case 'dev': return `${c.dir === 'in' ? 'iifname' : 'oifname'} ${ne}${q(c.name)}`;
     case 'ip': {
       const field = c.pos === 'src' ? 'ip saddr' : 'ip daddr';
@@ -40,6 +40,7 @@ function filterAction(r: FilterRule): string {
     case 'metamarkfromctmark': return 'meta mark set ct mark';
     case 'tcpmssclamp': return `@th,104,8 & 0x02 != 0 tcp option maxseg size set ${a.mss === 0 ? 'rt mtu' : String(a.mss)}`;
     case 'notrack': return 'notrack';
+    case 'setsrc': return `ip saddr set ${a.text}`;
   }
 }
 

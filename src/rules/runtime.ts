@@ -34,11 +34,12 @@ import {
   SOURCE_PEER, SOURCE_SELF, VERDICT_ACCEPT, VERDICT_DROP, VERDICT_REPLY, type PacketHook, type PacketMeta,
 } from '../router/hooks.js';
 import {
-  A_ACCEPT, A_CTMARK, A_DROP, A_METAMARK, A_MSS, A_NOTRACK, A_REJECT, N_DNAT, N_MAP, N_MASQ, S_CHAIN, S_CONFIRM, S_CT, S_NAT,
+  A_ACCEPT, A_CTMARK, A_DROP, A_METAMARK, A_MSS, A_NOTRACK, A_REJECT, A_SETSRC, N_DNAT, N_MAP, N_MASQ, S_CHAIN, S_CONFIRM, S_CT, S_NAT,
   type CChain, type CompiledRules, type CNatRule,
 } from './compile.js';
 import type { RulesDevices } from './devices.js';
 import { FragmentMemory } from './fragments.js';
+import { uniqueSourcePort } from './nat-port.js';
 import { writeReject } from './reject.js';
 import { clampMss, condsMatch, readU32 } from './match.js';
 import { HOOKS } from './model.js';
@@ -79,6 +80,8 @@ export interface RulesStats {
   flushed: number;
   /** Packets translated (or passed) by the stateless mirror shortcut, without conntrack. */
   stateless: number;
+  /** SYN / SYN-ACK segments whose MSS option tcpmssclamp lowered. */
+  mssClamped: number;
 }
 
 const SYN = 0x02, ACK = 0x10, FIN = 0x01, RST = 0x04;
@@ -114,6 +117,9 @@ export class RulesRuntime {
   private notrack = false;
   private related = false;
   private pending = -1;
+  /** A dropped packet's new entry, freed at the next packet; `attached`: the router's error about it uses it. */
+  private held = -1;
+  private attached = -1;
   /** The hook being run (reject's quote depends on it). */
   private hook = 0;
   private readonly st: RulesStats;
@@ -121,11 +127,8 @@ export class RulesRuntime {
   private mirror: MirrorPlan | null = null;
   /** Mirror class of the packet being processed (M_*) and its pair. */
   private mcls = M_NONE;
-  /**
-   * Forward chains' protocol for skipEstablished: -2 never skipped (a chain may match any
-   * protocol, or drops by policy), -1 no forward chain, else every forward chain needs it.
-   */
-  private fwdNeed = -2;
+  /** Per IP protocol: 1 when no forward chain can match it nor drops by policy (skipEstablished, skipLater). */
+  private fwdSkip = new Uint8Array(256);
   /** Policy counter ids of the forward chains. */
   private fwdPolicies = new Int32Array(0);
   /** Mirror plan constants: PREROUTING / POSTROUTING without filter chain; skip masks of D / S packets; snat excludes an oif. */
@@ -140,7 +143,7 @@ export class RulesRuntime {
     this.dnatBy = new Int32Array(this.flows.capacity).fill(-1);
     this.snatBy = new Int32Array(this.flows.capacity).fill(-1);
     this.rejectBucket = new TokenBucket(opts.rejectRatePerSecond ?? 100, opts.rejectBurst ?? 20);
-    this.st = { flows: this.flows.stats(), rejected: 0, rejectNoReply: 0, untracked: 0, fragments: 0, natNoPort: 0, flushed: 0, stateless: 0 };
+    this.st = { flows: this.flows.stats(), rejected: 0, rejectNoReply: 0, untracked: 0, fragments: 0, natNoPort: 0, flushed: 0, stateless: 0, mssClamped: 0 };
     this.mirrorOn = opts.statelessMirror ?? true;
     const hooks: PacketHook[] = [];
     for (let h = 0; h < HOOK_COUNT; h++) hooks.push(new RuntimeHook(this, h));
@@ -157,7 +160,7 @@ export class RulesRuntime {
     this.packets = new Float64Array(this.ids.length);
     this.bytes = new Float64Array(this.ids.length);
     this.general = new Float64Array(this.ids.length);
-    this.abandon();
+    this.release(false);
     this.replan();
     const keep = c === null ? new Set<string>() : c.binds;
     const gone = (b: number): boolean => b >= 0 && !keep.has(this.bindNames[b]!);
@@ -177,8 +180,8 @@ export class RulesRuntime {
     const d = this.devices;
     this.mirror = c === null || !this.mirrorOn ? null : planMirror(c, [d.peerAddr, d.nodeAddr, d.hostAddr]);
     const fwd = c === null ? [] : c.steps[HOOK_FORWARD]!.map((x) => x.chain!);
-    const p = fwd.length === 0 ? -1 : fwd[0]!.onlyProto;
-    this.fwdNeed = fwd.length === 0 ? -1 : p >= 0 && fwd.every((x) => x.onlyProto === p && !x.dropPolicy) ? p : -2;
+    this.fwdSkip = new Uint8Array(256).fill(fwd.every((x) => x.onlyProto >= 0 && !x.dropPolicy) ? 1 : 0);
+    for (const x of fwd) if (x.onlyProto >= 0) this.fwdSkip[x.onlyProto] = 0;
     this.fwdPolicies = Int32Array.from(fwd.map((x) => x.policyId));
     // The mirror's per-packet constants (skipLater, run, mirrorPost).
     const m = this.mirror;
@@ -240,11 +243,19 @@ export class RulesRuntime {
     return this.e < 0 ? -1 : this.flows.mark[this.e]!;
   }
 
+  /** The packet is dropped: its new entry is held (unconfirmed, unfindable) for the router's error about it. */
   private abandon(): void {
-    if (this.pending >= 0) {
-      this.flows.free(this.pending);
-      this.pending = -1;
-    }
+    if (this.pending < 0) return;
+    if (this.held >= 0) this.flows.free(this.held);
+    this.held = this.pending;
+    this.pending = -1;
+  }
+
+  /** At a packet's first hook: frees what the last packet left, but the entry its router error (`self`) is attached to. */
+  private release(self: boolean): void {
+    this.abandon();
+    this.attached = self ? this.held : -1;
+    if (!self && this.held >= 0) { this.flows.free(this.held); this.held = -1; }
   }
 
   // ------------------------------------------------------------------ per packet
@@ -261,12 +272,15 @@ export class RulesRuntime {
         this.fwd = FWD_RUN;
       } else if (h === HOOK_POSTROUTING && this.fwd === FWD_AT_POST) this.countForward(v);
     }
-    // The router's Fragmentation Needed about a mirror packet (written after POSTROUTING, where
-    // conntrack confirms a flow): related, translated back (Time Exceeded / reject come before).
-    const selfAfterMirror = h === HOOK_OUTPUT && this.mcls !== M_NONE && meta.source === SOURCE_SELF && v.proto === 1 && v.l4 >= 0 && buf[v.l4] === 3 && buf[v.l4 + 1] === 4;
+    // The router's own ICMP error about the packet it drops (Time Exceeded, reject, Fragmentation
+    // Needed) is related to that packet's connection, new ones included: the kernel attaches the
+    // dying packet's conntrack entry to the error (nf_ct_attach), so a mirror packet's error is
+    // translated back, and a new connection's entry is used, never confirmed (freed at the next packet).
+    const selfError = h === HOOK_OUTPUT && meta.source === SOURCE_SELF && v.proto === 1 && v.l4 >= 0 && (buf[v.l4] === 3 || buf[v.l4] === 11);
+    const selfAfterMirror = selfError && this.mcls !== M_NONE;
     if (h === HOOK_PREROUTING || h === HOOK_OUTPUT) {
       this.fwd = FWD_RUN;
-      this.abandon();
+      this.release(selfError);
       this.e = -1;
       this.isNew = false;
       this.notrack = false;
@@ -347,10 +361,9 @@ export class RulesRuntime {
       if (c.natOnly[HOOK_POSTROUTING] === 1) skip |= 1 << HOOK_POSTROUTING;
       if (c.natOnly[HOOK_INPUT] === 1) skip |= 1 << HOOK_INPUT;
     }
-    const need = this.fwdNeed;
-    if (h === HOOK_PREROUTING && need !== -2 && need !== v.proto && (skip & (1 << HOOK_POSTROUTING)) === 0 && buf[v.off + 8]! > 1) {
+    if (h === HOOK_PREROUTING && this.fwdSkip[v.proto] === 1 && (skip & (1 << HOOK_POSTROUTING)) === 0 && buf[v.off + 8]! > 1) {
       skip |= 1 << HOOK_FORWARD;
-      if (need >= 0) this.fwd = FWD_AT_POST;
+      if (this.fwdPolicies.length > 0) this.fwd = FWD_AT_POST;
     }
     if (skip !== 0) {
       meta.skip = skip;
@@ -409,8 +422,7 @@ export class RulesRuntime {
    */
   private skipLater(v: IpView, meta: PacketMeta): void {
     let skip = this.mcls === M_D || this.mcls === M_ERR_PRE ? this.mSkipD : this.mSkipS;
-    const need = this.fwdNeed;
-    if (need === -1 || (need >= 0 && need !== v.proto)) {
+    if (this.fwdSkip[v.proto] === 1) {
       const ids = this.fwdPolicies;
       const len = v.end - v.off;
       for (let i = 0; i < ids.length; i++) { const id = ids[i]!; this.packets[id]!++; this.bytes[id]! += len; }
@@ -456,7 +468,8 @@ export class RulesRuntime {
         case A_CTMARK: if (this.e >= 0) this.flows.mark[this.e] = r.value; break;
         case A_METAMARK: if (this.e >= 0) meta.mark = this.flows.mark[this.e]!; break;
         case A_NOTRACK: if (ch.beforeConntrack) this.notrack = true; break;
-        case A_MSS: clampMss(buf, v, r.value !== 0 ? r.value : this.devices.pathMtu - 40); break;
+        case A_MSS: if (clampMss(buf, v, r.value !== 0 ? r.value : this.devices.pathMtu - 40)) this.st.mssClamped++; break;
+        case A_SETSRC: rewriteIpv4Address(buf, v, v.srcOff, r.value); break;
         default: break;
       }
     }
@@ -538,6 +551,7 @@ export class RulesRuntime {
 
   /** An ICMP error: related to the connection its quoted packet belongs to, if any. */
   private trackRelated(buf: Uint8Array, v: IpView, now: number): void {
+    if (this.attached >= 0) { this.e = this.attached; this.dir = DIR_REPLY; this.related = true; return; }
     const q = this.q;
     if (q.parse(buf, v) !== 0 || !q.ports || q.addrLen !== 4) { this.st.untracked++; return; }
     const p = q.proto;
@@ -606,23 +620,8 @@ export class RulesRuntime {
     let bi = this.bindIndex.get(bind);
     if (bi === undefined) { bi = this.bindNames.length; this.bindNames.push(bind); this.bindIndex.set(bind, bi); }
     if (srcManip) { f.setNat(e, FLOW_SNAT); this.snatBy[e] = bi; } else { f.setNat(e, FLOW_DNAT); this.dnatBy[e] = bi; }
-    const pr = f.proto[e]!;
-    const pi = e * 4 + 2;
-    if (!srcManip || !f.taken(4, pr, f.addr, rb, rb + 16, f.port[pi]!, f.port[pi + 1]!, now)) return true;
-    // Source port clash: another port of the original's class (the kernel's nf_nat_l4proto_unique_tuple).
-    if (pr !== 6 && pr !== 17 && pr !== 1) return false;
-    const orig = f.port[pi + 1]!;
-    const lo = pr === 1 ? 0 : orig < 512 ? 1 : orig < 1024 ? 600 : 1024;
-    const hi = pr === 1 ? 65535 : orig < 512 ? 511 : orig < 1024 ? 1023 : 65535;
-    const span = hi - lo + 1;
-    let p = lo + ((orig + 1 - lo) % span);
-    for (let i = 0; i < span && i < 4096; i++) {
-      f.port[pi + 1] = p;
-      if (pr === 1) f.port[pi] = p;
-      if (!f.taken(4, pr, f.addr, rb, rb + 16, f.port[pi]!, p, now)) return true;
-      p = p === hi ? lo : p + 1;
-    }
-    return false;
+    // Source port clash: another port of the original's class (nat-port.ts).
+    return !srcManip || uniqueSourcePort(f, e, rb, now);
   }
 
   /** Applies the connection's binding for this hook's manipulation to the packet. */

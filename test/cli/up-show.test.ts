@@ -128,6 +128,9 @@ describe.skipIf(skip !== null)('weft up / show against two running gateways', ()
     expect(pa.txBytes).toBeGreaterThan(0);
     expect(pa.rxBytes).toBeGreaterThan(0);
     expect(Date.now() - Date.parse(pa.latestHandshake!)).toBeLessThan(60_000);
+    // The host's pings are masqueraded: connections of the compiled rules (YAML mode's default)
+    // are the NAT entries show reports, as the derived NAT's were.
+    expect(a.nat?.entries).toBeGreaterThan(0);
     const b = await show(join(dir, 'run-b'), 'gateway-b');
     const pb = b.wireguard!.peers[0]!;
     expect(pb.endpoint).toBe('198.18.7.1:51840'); // learned from the handshake (B has none configured)
@@ -139,6 +142,7 @@ describe.skipIf(skip !== null)('weft up / show against two running gateways', ()
     expect(text.stdout).toMatch(/^gateway: gateway-a\n/);
     expect(text.stdout).toMatch(/\n {2}offloads: tun csum tso( uso)?, geneve udp gso gro\n/);
     expect(text.stdout).toContain(`peer: ${keys.bPub}\n`);
+    expect(text.stdout).toMatch(/\n {2}nat entries: [1-9]\d*, forwarded \d+/);
     expect(text.stdout).toMatch(/\n {2}latest handshake: (\d+ seconds?|0 seconds) ago\n/);
     expect(text.stdout).toMatch(/\n {2}transfer: \d+(\.\d+)? (B|KiB) received, \d+(\.\d+)? (B|KiB) sent\n/);
 

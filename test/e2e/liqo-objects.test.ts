@@ -121,6 +121,8 @@ describe.skipIf(reason !== null)('two clusters with conflicting pod CIDRs, drive
       for (const t of gcfg.geneve.tunnels) t.mode = 'l2';
       const gw = await Gateway.start(gcfg, { netns: c.gatewayNs });
       gateways.push(gw);
+      // As `weft k8s` in Liqo mode: the objects' rules replace the configuration's at the hooks.
+      gw.detachConfigRules();
       const objs = gatewayObjects(side);
       const fw = objs.firewall.filter((o) => gatewayFirewallSelectors([side.remoteId]).some((s) => selects(s, o)));
       const rules = new RulesAttachment({ peer: TUNNEL_IF, node: 'liqo.geneve', host: DEFAULT_IF, peerAddr: 0, nodeAddr: 0, hostAddr: 0, pathMtu: plan.mtu });

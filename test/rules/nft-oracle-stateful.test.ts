@@ -19,11 +19,12 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { checksumVerifies } from '../../src/packet/checksum.js';
 import { IP_OK, IpView, parseIp } from '../../src/packet/ip-view.js';
 import { decrementIpv4Ttl } from '../../src/packet/ipv4.js';
-import { writeTimeExceeded } from '../../src/packet/icmp-error.js';
-import { HOOK_FORWARD, HOOK_POSTROUTING, HOOK_PREROUTING, OUTPUT_NODE, OUTPUT_NONE, OUTPUT_PEER, PacketMeta, SOURCE_NODE, SOURCE_PEER, VERDICT_ACCEPT, VERDICT_REPLY } from '../../src/router/hooks.js';
+import { TIME_EXCEEDED_V4_PREFIX, writeTimeExceeded } from '../../src/packet/icmp-error.js';
+import { HOOK_FORWARD, HOOK_OUTPUT, HOOK_POSTROUTING, HOOK_PREROUTING, OUTPUT_NODE, OUTPUT_NONE, OUTPUT_PEER, PacketMeta, SOURCE_NODE, SOURCE_PEER, SOURCE_SELF, VERDICT_ACCEPT, VERDICT_REPLY } from '../../src/router/hooks.js';
 import { compileRules } from '../../src/rules/compile.js';
 import type { RulesDevices } from '../../src/rules/devices.js';
-import { ipToNumber } from '../../src/rules/model.js';
+import { ipToNumber, type RuleTable } from '../../src/rules/model.js';
+import { rulesFromNatConfig } from '../../src/rules/from-nat.js';
 import { toNft } from '../../src/rules/nft.js';
 import { parseFirewallConfiguration } from '../../src/rules/parse.js';
 import { RulesRuntime } from '../../src/rules/runtime.js';
@@ -126,6 +127,10 @@ function setup(): void {
     r(['ip', fam, 'rule', 'add', 'iif', fx.TUNNEL, 'lookup', '100', 'pref', '100']);
     r(['ip', fam, 'rule', 'add', 'iif', fx.NODE_IF, 'lookup', '101', 'pref', '101']);
   }
+  // The main table (the router's own packets, e.g. its ICMP errors): the remote real CIDR via A,
+  // local pods and nodes via B (as a gateway routes them).
+  r(['ip', 'route', 'add', '10.243.0.0/16', 'via', A_ADDR, 'dev', fx.TUNNEL]);
+  for (const c of ['10.112.0.0/16', '10.80.0.0/16']) r(['ip', 'route', 'add', c, 'via', B_ADDR, 'dev', fx.NODE_IF]);
   for (const [side, ns, dev] of [['a', a, 'ncoa0'], ['b', b, 'ncob0']] as const) {
     const child = spawn('timeout', ['-k', '3', '900', 'ip', 'netns', 'exec', ns, PY, join(HERE, 'nc_peer.py'), dev, macs[side]], { stdio: ['pipe', 'pipe', 'pipe'], detached: true });
     children.push(child);
@@ -135,7 +140,11 @@ function setup(): void {
 
 type Side = 'a' | 'b';
 /** One step of a flow: which side sends, and the packet built from the last packet the sender's peer saw. */
-interface Step { side: Side; build: (last: Uint8Array | null) => Built | null; what: string; /** The answer comes back to the sender (reject). */ back?: boolean }
+interface Step {
+  side: Side; build: (last: Uint8Array | null) => Built | null; what: string;
+  /** The answer comes back to the sender (reject, the router's Time Exceeded). */ back?: boolean;
+  /** The answer is the router's own ICMP error: its outer TOS, IP id and header checksum are compared masked (README deviation). */ ownError?: boolean;
+}
 /** joined: compare the outputs of all steps together (the kernel holds fragments until the datagram is complete). */
 interface Flow { name: string; steps: Step[]; joined?: boolean }
 
@@ -192,6 +201,25 @@ function udpFlow(from: Side, src: string, dst: string, sport: number, dport: num
   return { name: `udp ${from} ${src}:${sport} → ${dst}:${dport}${error ? ' + ICMP error' : ''}`, steps };
 }
 
+/** A traceroute probe that dies at the router (TTL 1): the router's own Time Exceeded comes back to the sender. */
+function ttlProbe(from: Side, src: string, dst: string, sport: number, dport: number): Flow {
+  return { name: `ttl 1 ${from} ${src}:${sport} → ${dst}:${dport}`, steps: [{ side: from, back: true, ownError: true, what: 'probe, TTL 1', build: () => udpPacket({ src, dst, sport, dport, ttl: 1, id: nextId++ }) }] };
+}
+
+/** A probe that passes the router and dies one hop behind it: a node there (source `errSrc`) answers Time Exceeded. */
+function hopBehind(from: Side, src: string, dst: string, sport: number, dport: number, errSrc: string): Flow {
+  return { name: `hop behind ${from} ${src}:${sport} → ${dst}:${dport}, error from ${errSrc}`, steps: [
+    { side: from, what: 'probe, TTL 2', build: () => udpPacket({ src, dst, sport, dport, ttl: 2, id: nextId++ }) },
+    { side: other(from), what: 'Time Exceeded from the node', build: (l) => {
+      if (l === null) return null;
+      const buf = new Uint8Array(128 + l.length);
+      buf.set(l, 128);
+      const n = writeTimeExceeded(buf, 128, l.length, Uint8Array.from(errSrc.split('.').map(Number)));
+      return { buf, off: 128 - TIME_EXCEEDED_V4_PREFIX, len: n, l4: 128 - 8 };
+    } },
+  ] };
+}
+
 function echoFlow(from: Side, src: string, dst: string, ident: number): Flow {
   return {
     name: `echo ${from} ${src} → ${dst}`,
@@ -238,13 +266,13 @@ function ours(list: string[]): string[] {
 interface Mismatch { flow: string; step: string; kernel: string; weft: string }
 
 /** Loads `fcs` in R and in a fresh runtime, plays the flows step by step (all flows' step k together). */
-async function play(fcs: object[], flows: Flow[]): Promise<{ mismatches: Mismatch[]; outputs: Map<string, (string | null)[]>; rt: RulesRuntime; ruleset: string }> {
-  const tables = fcs.map((o) => parseFirewallConfiguration(o));
+async function play(fcs: (object | RuleTable)[], flows: Flow[], opts: { statelessMirror?: boolean } = {}): Promise<{ mismatches: Mismatch[]; outputs: Map<string, (string | null)[]>; rt: RulesRuntime; ruleset: string }> {
+  const tables = fcs.map((o) => ('family' in o && 'chains' in o ? o as RuleTable : parseFirewallConfiguration(o)));
   const ruleset = tables.map(toNft).join('');
   topo.exec(nsR, ['nft', 'flush', 'ruleset']);
   topo.exec(nsR, ['nft', '-f', '-'], { input: ruleset });
   topo.exec(nsR, ['conntrack', '-F'], { allowFail: true });
-  const rt = new RulesRuntime(DEVICES, { flows: { capacity: 1024 } });
+  const rt = new RulesRuntime(DEVICES, { flows: { capacity: 1024 }, ...opts });
   rt.install(compileRules(tables));
   const v = new IpView();
   const meta = new PacketMeta();
@@ -265,6 +293,20 @@ async function play(fcs: object[], flows: Flow[]): Promise<{ mismatches: Mismatc
     const fv = rt.hooks[HOOK_FORWARD]!.process(room, v, meta, now);
     if (fv === VERDICT_REPLY) return hex(room.subarray(meta.replyOff, meta.replyOff + meta.replyLen));
     if (fv !== VERDICT_ACCEPT) return null;
+    if (v.family === 4 && b[8]! <= 1) {
+      // The router's hop (src/router/router.ts hop()): Time Exceeded from its address on the
+      // sender's side, as the router's own packet: OUTPUT, then POSTROUTING towards the sender.
+      const n = writeTimeExceeded(room, 128, pkt.length, Uint8Array.from((side === 'a' ? R_A_ADDR : R_B_ADDR).split('.').map(Number)));
+      const at = 128 - TIME_EXCEEDED_V4_PREFIX;
+      if (parseIp(room, at, n, v) !== IP_OK) throw new Error('bad Time Exceeded');
+      // Locally generated: routed before OUTPUT (its output chain sees the oifname).
+      meta.source = SOURCE_SELF;
+      meta.output = side === 'a' ? OUTPUT_PEER : OUTPUT_NODE;
+      meta.mark = 0;
+      if (rt.hooks[HOOK_OUTPUT]!.process(room, v, meta, now) !== VERDICT_ACCEPT) return null;
+      if (rt.hooks[HOOK_POSTROUTING]!.process(room, v, meta, now) !== VERDICT_ACCEPT) return null;
+      return hex(room.subarray(at, at + n));
+    }
     v.off -= 128; v.end -= 128; v.srcOff -= 128; v.dstOff -= 128; if (v.ipCsumOff >= 0) v.ipCsumOff -= 128; if (v.l4 >= 0) v.l4 -= 128;
     if (rt.hooks[HOOK_POSTROUTING]!.process(b, v, meta, now) !== VERDICT_ACCEPT) return null;
     if (v.family === 4) decrementIpv4Ttl(b, 0); else b[7] = b[7]! - 1;
@@ -301,6 +343,10 @@ async function play(fcs: object[], flows: Flow[]): Promise<{ mismatches: Mismatc
       if (f.joined) {
         if (kernel !== null) joinedK.set(f.name, [...(joinedK.get(f.name) ?? []), kernel]);
         if (w !== null) joinedW.set(f.name, [...(joinedW.get(f.name) ?? []), w]);
+      } else if (s.ownError && kernel !== null && w !== null) {
+        // TOS 0 (kernel 0xc0) and IP id 0 (kernel pseudo-random); Weft's header checksum must verify.
+        const mask = (h: string): string => h.slice(0, 2) + 'xx' + h.slice(4, 8) + 'xxxx' + h.slice(12, 20) + 'xxxx' + h.slice(24);
+        if (mask(kernel) !== mask(w) || !checksumVerifies(Uint8Array.from(Buffer.from(w, 'hex')), 0, 20)) mismatches.push({ flow: f.name, step: s.what, kernel, weft: w });
       } else if (kernel !== w) mismatches.push({ flow: f.name, step: s.what, kernel: kernel ?? 'dropped', weft: w ?? 'dropped' });
       outs.push(kernel);
       last.set(f.name, kernel === null ? null : Uint8Array.from(Buffer.from(got[got.length - 1]!, 'hex')));
@@ -409,6 +455,42 @@ describe.skipIf(reason !== null)(`compiled rules with conntrack against kernel n
     expect(r.rt.stats().stateless).toBeGreaterThan(10);
     expect(r.rt.stats().flows.entries).toBe(0);
   }, 120_000);
+
+  // Traceroute through the YAML mode's translation (src/rules/from-nat.ts): local pods
+  // 10.112/16 and nodes 10.80/16 on B's side, the peer's real pods 10.243/16 (remapped 10.70/16)
+  // behind the tunnel, the local external CIDR 10.71/16 (non-pod sources masqueraded to 10.71.0.0).
+  const yamlTables = (): RuleTable[] => rulesFromNatConfig({ localPodCIDRs: ['10.112.0.0/16'], localExternalCIDR: '10.71.0.0/16', clampMss: false },
+    [{ name: 'b', remote: { podCIDRs: ['10.243.0.0/16'], externalCIDRs: [] }, remapped: { podCIDRs: ['10.70.0.0/16'], externalCIDRs: [] } }], { tunnel: fx.TUNNEL });
+  const traceFlows = (base: number): Flow[] => [
+    ttlProbe('b', '10.112.1.5', '10.70.3.9', base, 33435),
+    ttlProbe('a', '10.243.0.1', '10.112.0.7', base + 1, 33436),
+    ttlProbe('b', '10.80.0.3', '10.70.3.9', base + 2, 33437),
+    hopBehind('a', '10.243.0.1', '10.112.0.7', base + 3, 33438, '10.80.0.9'),
+    hopBehind('b', '10.112.1.5', '10.70.3.9', base + 4, 33439, A_ADDR),
+    hopBehind('b', '10.80.0.3', '10.70.3.9', base + 5, 33440, A_ADDR),
+  ];
+  for (const mirror of [true, false]) {
+    it(`traceroute through the YAML translation (${mirror ? 'stateless shortcut' : 'conntrack only'}): the router's own Time Exceeded, errors from a node behind it`, async () => {
+      const r = await play(yamlTables(), traceFlows(mirror ? 46000 : 46100), { statelessMirror: mirror });
+      expect(r.mismatches, r.ruleset).toEqual([]);
+      const out = (name: string, i: number): Uint8Array => Uint8Array.from(Buffer.from(r.outputs.get(name)![i]!, 'hex'));
+      const b = mirror ? 46000 : 46100;
+      // The kernel relates its own error to the dying packet's new connection: the dnat is
+      // undone in the quote and the outer source is the address the sender used.
+      const t1 = out(`ttl 1 b 10.112.1.5:${b} → 10.70.3.9:33435`, 0);
+      expect([ip4(t1, 12), ip4(t1, 16), ip4(t1, 28 + 12), ip4(t1, 28 + 16)]).toEqual(['10.70.3.9', '10.112.1.5', '10.112.1.5', '10.70.3.9']);
+      // From the tunnel the snat would come at postrouting, after the hop: nothing is translated
+      // (the router's own source R_A_ADDR is replaced by the translation's error-source rule).
+      const t2 = out(`ttl 1 a 10.243.0.1:${b + 1} → 10.112.0.7:33436`, 0);
+      expect([ip4(t2, 12), ip4(t2, 16), ip4(t2, 28 + 12)]).toEqual(['10.71.0.0', '10.243.0.1', '10.243.0.1']);
+      // A node's error about a translated flow: related (quote and destination translated back);
+      // no snat reaches a related packet: its non-pod source 10.80.0.9 is replaced by the
+      // error-source rule's stateless rewrite.
+      const t4 = out(`hop behind a 10.243.0.1:${b + 3} → 10.112.0.7:33438, error from 10.80.0.9`, 1);
+      expect([ip4(t4, 12), ip4(t4, 16), ip4(t4, 28 + 12)]).toEqual(['10.71.0.0', '10.243.0.1', '10.243.0.1']);
+      expect(r.rt.statelessShortcut).toBe(mirror);
+    }, 120_000);
+  }
 
   it('ct mark on the connection, restored as meta mark of its replies: the policy router sees it (blackhole)', async () => {
     const r = await play([fx.serviceNodeportRouting('10.80.0.2', BLACKHOLE_MARK)], [

@@ -360,7 +360,8 @@ export class Runtime {
       },
       ...(st.offloads === null ? {} : { offloads: st.offloads }),
       nat: (() => {
-        const n = gw.nat.stats();
+        // On the compiled rules (YAML mode's default) the connections and the clamps are the rules' (Gateway.stats).
+        const n = st.nat;
         return { entries: n.conntrack.entries, forwarded: n.forwarded, replies: n.replies, mssClamped: n.mssClamped };
       })(),
       forwarding: {
