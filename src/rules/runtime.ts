@@ -277,7 +277,7 @@ export class RulesRuntime {
     // dying packet's conntrack entry to the error (nf_ct_attach), so a mirror packet's error is
     // translated back, and a new connection's entry is used, never confirmed (freed at the next packet).
     const selfError = h === HOOK_OUTPUT && meta.source === SOURCE_SELF && v.proto === 1 && v.l4 >= 0 && (buf[v.l4] === 3 || buf[v.l4] === 11);
-    const selfAfterMirror = selfError && this.mcls !== M_NONE;
+    const selfAfterMirror = selfError && this.mcls !== M_NONE, dyingD = this.mcls === M_D;
     if (h === HOOK_PREROUTING || h === HOOK_OUTPUT) {
       this.fwd = FWD_RUN;
       this.release(selfError);
@@ -290,7 +290,8 @@ export class RulesRuntime {
     const c = this.compiled;
     if (c === null || v.family !== 4) return VERDICT_ACCEPT;
     if ((h === HOOK_PREROUTING || selfAfterMirror) && this.mirror !== null) {
-      this.mcls = this.mirror.classify(buf, v, this.inName(meta), this.q);
+      // The router's own error about a dying D packet is read as the peer's would be (from the tunnel).
+      this.mcls = this.mirror.classify(buf, v, selfAfterMirror && dyingD ? this.mirror.tunnel : this.inName(meta), this.q);
       this.mpair = this.mirror.pair;
       if (this.mcls !== M_NONE && h === HOOK_PREROUTING) this.skipLater(v, meta);
     }
