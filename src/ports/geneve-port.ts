@@ -352,10 +352,21 @@ export class GenevePort {
     const table = this.table;
     const chosen = this.chosen;
     let sent = 0;
-    // Chunked so that `chosen` (scratch) never overflows for large batches.
+    // Chunked so that `chosen` (scratch) never overflows for large batches. A packet with the
+    // previous one's destination (the segments of a super-packet) reuses its tunnel.
     for (let start = 0; start < count; start += chosen.length) {
       const end = Math.min(count, start + chosen.length);
-      for (let i = start; i < end; i++) chosen[i - start] = table.lookupSend(buf, offs[i]!, lens[i]!);
+      let prevOff = -1;
+      let prevLen = 0;
+      let t: GeneveTunnel | undefined;
+      for (let i = start; i < end; i++) {
+        const off = offs[i]!;
+        const len = lens[i]!;
+        if (prevOff < 0 || !table.sameSendKey(buf, prevOff, prevLen, off, len)) t = table.lookupSend(buf, off, len);
+        chosen[i - start] = t;
+        prevOff = off;
+        prevLen = len;
+      }
       sent += this.encapAndSend(buf, offs, lens, chosen, start, end, true);
     }
     return sent;
@@ -376,18 +387,25 @@ export class GenevePort {
     const s4 = this.send4;
     const s6 = this.send6;
     let sent = 0;
+    // The segments of one super-packet share tunnel, header and source port: each after the
+    // first copies the previous header (engine.encapsulateNext) and reuses its record.
+    res.verdict = GeneveVerdict.Drop;
+    let rec: Uint8Array | null = null;
     for (let i = start; i < end; i++) {
       const t = tunnels[relative ? i - start : i];
       if (t === undefined) { this.stats.txNoTunnel++; continue; }
       const off = offs[i]!;
-      const need = GENEVE_HEADER_LEN + t.options.length + (t.l2 ? GENEVE_INNER_ETHERNET_LEN : 0);
-      if (off < need) { this.stats.txNoHeadroom++; continue; }
-      const v = engine.encapsulate(buf, off, lens[i]!, t, now, res);
-      if (v === GeneveVerdict.Drop) continue;
-      if (v === GeneveVerdict.SendControl) this.stats.controlSent++;
       const list = t.underlayFamily === 4 ? s4 : s6;
+      if (!engine.encapsulateNext(buf, off, lens[i]!, t, res)) {
+        const need = GENEVE_HEADER_LEN + t.options.length + (t.l2 ? GENEVE_INNER_ETHERNET_LEN : 0);
+        if (off < need) { this.stats.txNoHeadroom++; continue; }
+        const v = engine.encapsulate(buf, off, lens[i]!, t, now, res);
+        if (v === GeneveVerdict.Drop) continue;
+        if (v === GeneveVerdict.SendControl) this.stats.controlSent++;
+        rec = this.recordOf(t);
+      }
       if (list.count === list.offs.length) sent += this.flush(list, buf);
-      list.add(res.off, res.len, this.recordOf(t));
+      list.add(res.off, res.len, rec!);
     }
     sent += this.flush(s4, buf);
     sent += this.flush(s6, buf);
@@ -398,10 +416,10 @@ export class GenevePort {
   private flush(list: SendList, buf: Uint8Array): number {
     const n = list.count;
     if (n === 0) return 0;
-    list.count = 0;
     const sock = list === this.send4 ? this.udp4 : this.udp6;
-    if (sock === null || this.closed) { this.stats.txNoSocket += n; return 0; }
-    const sent = sock.sendBatch(buf, list.offs, list.lens, list.addrs, null, n);
+    if (sock === null || this.closed) { this.stats.txNoSocket += n; list.clear(); return 0; }
+    const sent = sock.sendBatch(buf, list.offs, list.lens, list.addrs, list.idx, n);
+    list.clear();
     if (sent < n) this.stats.txSendFailures += n - sent;
     return sent;
   }
