@@ -305,6 +305,25 @@ export class GeneveEngine {
   }
 
   /**
+   * Decapsulate the next datagram of a run from one sender (the datagrams of one UDP GRO slot)
+   * without validating and looking up again: when `out` holds a Deliver for the datagram at
+   * buf[prevOff, ...) of the same sender in the same synchronous batch, and the datagram at
+   * buf[off, +len) starts with the same Geneve header bytes (base header and options, which
+   * fully decide validateGeneve and, with the sender, the tunnel), it continues as decapsulate
+   * would after the lookup and returns true (verdict in `out`). Returns false and changes
+   * nothing otherwise: the caller then calls decapsulate.
+   */
+  decapsulateNext(buf: Uint8Array, off: number, len: number, prevOff: number, now: number, out: GeneveResult): boolean {
+    const tunnel = out.tunnel;
+    if (out.verdict !== GeneveVerdict.Deliver || tunnel === null) return false;
+    const hdrLen = GENEVE_HEADER_LEN + geneveOptionsLen(buf, prevOff);
+    if (!(off >= 0 && len >= hdrLen && off + len <= buf.length)) return false;
+    for (let i = 0; i < hdrLen; i++) if (buf[off + i] !== buf[prevOff + i]) return false;
+    this.decapsulateFor(buf, off, len, out.vni, tunnel, now, out);
+    return true;
+  }
+
+  /**
    * Decapsulate a whole outer IP packet at buf[off, off+len) (IPv4 or IPv6 + UDP + Geneve):
    * validates the outer IP header (IPv4 header checksum; no fragments), that it carries UDP to
    * our port, the UDP length and checksum (zero accepted over IPv4; over IPv6 only with

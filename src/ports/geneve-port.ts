@@ -13,12 +13,15 @@
  * internal /32, else the longest pod route), `sendBatchVia` takes tunnels the caller already
  * chose; either way the engine writes the Geneve header (+ inner Ethernet in L2 mode) into the
  * headroom in front of each packet, and all datagrams leave with one sendmmsg per address family.
+ * A packet of the previous one's flow and tunnel (the segments of a super-packet) reuses its
+ * tunnel lookup, header bytes, source port and address record (engine.encapsulateNext).
  *
  * Offloads (`offload: true`; per feature, whatever the kernel refuses stays off, udpOffload()
  * says what is on): with UDP GRO a receive slot holds a run of datagrams of batch.segs[i] bytes,
  * spread apart within the slot
- * (one copyWithin each: the sink needs headroom and tailroom around every packet) and each
- * decapsulated alone, so one wake-up can deliver up to GRO_BATCH × 64 inner packets; with
+ * (one copyWithin each: the sink needs headroom and tailroom around every packet) and
+ * decapsulated (a datagram with the previous one's Geneve header skips validation and lookup:
+ * engine.decapsulateNext), so one wake-up can deliver up to GRO_BATCH × 64 inner packets; with
  * UDP GSO the sockets send every run of equal-sized datagrams to one tunnel (the encapsulated
  * segments of one super-packet) as one sendmmsg entry. With `rxCoalesceReservation` every
  * receive batch carries a scratch area after its slots, handed to the sink for coalescing.
@@ -299,7 +302,15 @@ export class GenevePort {
           const src = off + k * seg;
           b.buf.copyWithin(off + k * stride, src, src + Math.min(seg, len - k * seg));
         }
-        for (let k = 0; k <= last; k++) this.receiveOne(b, off + k * stride, Math.min(seg, len - k * seg), from, now);
+        // One sender, one run: after the first, a datagram with the previous one's Geneve header
+        // skips validation and the tunnel lookup (engine.decapsulateNext).
+        this.receiveOne(b, off, Math.min(seg, len), from, now);
+        for (let k = 1; k <= last; k++) {
+          const o = off + k * stride;
+          const n = Math.min(seg, len - k * seg);
+          if (this.engine.decapsulateNext(b.buf, o, n, o - stride, now, this.rxResult)) this.received(b);
+          else this.receiveOne(b, o, n, from, now);
+        }
       }
     }
     this.deliver(b);
@@ -309,9 +320,15 @@ export class GenevePort {
   private pending = 0;
 
   private receiveOne(b: PacketBatch, off: number, len: number, from: string, now: number): void {
+    this.engine.decapsulate(b.buf, off, len, from, now, this.rxResult);
+    this.received(b);
+  }
+
+  /** Hands on what the engine made of a datagram (rxResult). */
+  private received(b: PacketBatch): void {
     const res = this.rxResult;
     this.stats.rxDatagrams++;
-    const v = this.engine.decapsulate(b.buf, off, len, from, now, res);
+    const v = res.verdict;
     if (v === GeneveVerdict.Deliver) {
       const n = this.pending++;
       this.outOffs[n] = res.off;
@@ -327,6 +344,8 @@ export class GenevePort {
     const n = this.pending;
     if (n === 0) return;
     this.pending = 0;
+    // The sink may rewrite the buffer (headers in place): no decapsulateNext against it after.
+    this.rxResult.verdict = GeneveVerdict.Drop;
     this.stats.rxDelivered += n;
     this.sink.deliverBatch(b.buf, this.outOffs, this.outLens, this.outTunnels, n, b.scratchOff, b.scratchLen);
   }
