@@ -19,7 +19,9 @@
  * Offloads (`offload: true`; per feature, whatever the kernel refuses stays off, udpOffload()
  * says what is on): with UDP GRO a receive slot holds a run of datagrams of batch.segs[i] bytes,
  * spread apart within the slot
- * (one copyWithin each: the sink needs headroom and tailroom around every packet) and
+ * (one copyWithin each: the sink needs headroom and tailroom around every packet; with an addon
+ * that scatters, the kernel receives the next slots in pieces at the last run's size, so a
+ * steady sender's runs arrive spread already and other sizes are joined first) and
  * decapsulated (a datagram with the previous one's Geneve header skips validation and lookup:
  * engine.decapsulateNext), so one wake-up can deliver up to GRO_BATCH × 64 inner packets; with
  * UDP GSO the sockets send every run of equal-sized datagrams to one tunnel (the encapsulated
@@ -115,6 +117,10 @@ export interface GenevePortStats {
   controlSent: number;
   /** A GRO slot with more datagrams than UDP_GRO_CNT_MAX (64): dropped whole. */
   rxGroOverrun: number;
+  /** GRO runs the kernel scattered at their own size: already spread apart, no copy. */
+  rxRunsInPlace: number;
+  /** Scattered slots holding something else, whose pieces were moved back together first. */
+  rxJoined: number;
 }
 
 /** Problems opening the Geneve socket, with what to fix. */
@@ -137,6 +143,7 @@ export class GenevePort {
   readonly table: GeneveTunnelTable;
   readonly stats: GenevePortStats = {
     rxDatagrams: 0, rxDelivered: 0, txPackets: 0, txNoTunnel: 0, txNoHeadroom: 0, txSendFailures: 0, txNoSocket: 0, controlSent: 0, rxGroOverrun: 0,
+    rxRunsInPlace: 0, rxJoined: 0,
   };
   /** Headroom and tailroom every delivered packet has (see GeneveSink). */
   readonly rxHeadroom: number;
@@ -284,23 +291,33 @@ export class GenevePort {
     const now = this.clock();
     const segs = b.segs;
     const gro = segs.length > 0;
+    const gap = this.rxHeadroom + this.rxTailroom;
+    // The layout the slots were received in: pieces of `lay` bytes at `lay + gap` apart, or 0.
+    const lay = b.scatterSeg;
+    let nextLay = lay;
     this.pending = 0;
     for (let i = 0; i < b.count; i++) {
       const from = sock.addressOf(b, i);
       const off = b.offs[i]!;
       const len = b.lens[i]!;
       const seg = gro ? segs[i]! : 0;
+      if (seg !== 0) nextLay = seg;
+      if (lay > 0 && len > lay && seg !== lay) { this.joinPieces(b.buf, off, len, lay, b.maxLen); this.stats.rxJoined++; }
       if (seg === 0 || len <= seg) {
         this.receiveOne(b, off, len, from, now);
       } else {
-        // A GRO run: datagram k at off + k*seg, back to back. The sink's contract (headroom and
-        // tailroom around every packet) needs gaps: spread the run within its slot first.
-        const stride = seg + this.rxHeadroom + this.rxTailroom;
+        // A GRO run: datagram k at off + k*seg, back to back, unless the kernel already
+        // scattered it at the stride (seg === lay). The sink's contract (headroom and tailroom
+        // around every packet) needs gaps: spread the run within its slot first.
+        const stride = seg + gap;
         const last = Math.ceil(len / seg) - 1;
         if (last >= GRO_MAX_SEGMENTS) { this.stats.rxGroOverrun++; continue; } // more than the kernel's limit: no room to spread
-        for (let k = last; k > 0; k--) {
-          const src = off + k * seg;
-          b.buf.copyWithin(off + k * stride, src, src + Math.min(seg, len - k * seg));
+        if (seg === lay) this.stats.rxRunsInPlace++;
+        else {
+          for (let k = last; k > 0; k--) {
+            const src = off + k * seg;
+            b.buf.copyWithin(off + k * stride, src, src + Math.min(seg, len - k * seg));
+          }
         }
         // One sender, one run: after the first, a datagram with the previous one's Geneve header
         // skips validation and the tunnel lookup (engine.decapsulateNext).
@@ -314,6 +331,27 @@ export class GenevePort {
       }
     }
     this.deliver(b);
+    // The next receives scatter at the size of the last run seen: a steady sender's runs then
+    // arrive spread apart and need no copy.
+    if (sock.canScatter && nextLay !== lay) {
+      b.scatterSeg = nextLay;
+      b.scatterStride = nextLay + gap;
+    }
+  }
+
+  /**
+   * A slot received scattered in pieces of `lay` bytes (recvBatch: at most 64, the last holding
+   * the rest of maxLen) holding something other than a run of `lay`-byte datagrams: moves the
+   * pieces back to back (forward: each one moves down).
+   */
+  private joinPieces(buf: Uint8Array, off: number, len: number, lay: number, maxLen: number): void {
+    const stride = lay + this.rxHeadroom + this.rxTailroom;
+    const pieces = Math.min(GRO_MAX_SEGMENTS, Math.ceil(maxLen / lay));
+    for (let k = 1; k * lay < len; k++) {
+      const n = k === pieces - 1 ? len - k * lay : Math.min(lay, len - k * lay);
+      buf.copyWithin(off + k * lay, off + k * stride, off + k * stride + n);
+      if (k === pieces - 1) break;
+    }
   }
 
   /** Inner packets collected for the sink (index < pending). */
