@@ -449,25 +449,6 @@ export class GeneveTunnelTable {
     return undefined;
   }
 
-  /**
-   * True only when lookupSend gives the packets at buf[a, +aLen) and buf[b, +bLen) the same
-   * answer (same version, both long enough, same destination address), so a sender may reuse
-   * the tunnel it looked up for the first while the table is unchanged.
-   */
-  sameSendKey(buf: Uint8Array, a: number, aLen: number, b: number, bLen: number): boolean {
-    const v = aLen > 0 ? buf[a]! >>> 4 : 0;
-    if (bLen <= 0 || buf[b]! >>> 4 !== v) return false;
-    if (v === 4) {
-      if (aLen < IPV4_MIN_HEADER_LEN || bLen < IPV4_MIN_HEADER_LEN) return false;
-      const x = a + IPV4_DST_OFFSET;
-      const y = b + IPV4_DST_OFFSET;
-      return buf[x] === buf[y] && buf[x + 1] === buf[y + 1] && buf[x + 2] === buf[y + 2] && buf[x + 3] === buf[y + 3];
-    }
-    if (v !== 6 || aLen < IPV6_HEADER_LEN || bLen < IPV6_HEADER_LEN) return false;
-    for (let i = 0; i < 16; i++) if (buf[a + IPV6_DST_OFFSET + i] !== buf[b + IPV6_DST_OFFSET + i]) return false;
-    return true;
-  }
-
   /** As lookupSend for an address at buf[addrOff] of `family`. */
   lookupDestination(buf: Uint8Array, addrOff: number, family: IpFamily): GeneveTunnel | undefined {
     const direct = family === 4 ? this.internal4.lookup(buf, addrOff) : this.internal6.lookup(buf, addrOff);

@@ -172,8 +172,6 @@ export class GenevePort {
   private readonly send6: SendList;
   /** Destination record per tunnel, rebuilt when the tunnel's port changes. */
   private readonly records = new WeakMap<GeneveTunnel, Uint8Array>();
-  /** Scratch for sendBatch: tunnels chosen per packet. */
-  private readonly chosen: (GeneveTunnel | undefined)[];
 
   private constructor(opts: GenevePortOptions) {
     this.table = opts.table;
@@ -199,7 +197,6 @@ export class GenevePort {
     const sendCap = Math.max(batch, 256);
     this.send4 = new SendList(sendCap);
     this.send6 = new SendList(sendCap);
-    this.chosen = new Array<GeneveTunnel | undefined>(sendCap).fill(undefined);
   }
 
   /** Coalescing area for a batch of `bytes` input bytes (0 without rxCoalesceReservation). */
@@ -406,61 +403,47 @@ export class GenevePort {
    * counted. Returns the number of datagrams handed to the kernel.
    */
   sendBatch(buf: Uint8Array, offs: Uint32Array, lens: Uint32Array, count: number): number {
-    const table = this.table;
-    const chosen = this.chosen;
-    let sent = 0;
-    // Chunked so that `chosen` (scratch) never overflows for large batches. A packet with the
-    // previous one's destination (the segments of a super-packet) reuses its tunnel.
-    for (let start = 0; start < count; start += chosen.length) {
-      const end = Math.min(count, start + chosen.length);
-      let prevOff = -1;
-      let prevLen = 0;
-      let t: GeneveTunnel | undefined;
-      for (let i = start; i < end; i++) {
-        const off = offs[i]!;
-        const len = lens[i]!;
-        if (prevOff < 0 || !table.sameSendKey(buf, prevOff, prevLen, off, len)) t = table.lookupSend(buf, off, len);
-        chosen[i - start] = t;
-        prevOff = off;
-        prevLen = len;
-      }
-      sent += this.encapAndSend(buf, offs, lens, chosen, start, end, true);
-    }
-    return sent;
+    return this.encapAndSend(buf, offs, lens, null, count);
   }
 
   /** As sendBatch, with the tunnel of packet i given as tunnels[i] (undefined: counted drop). */
   sendBatchVia(buf: Uint8Array, offs: Uint32Array, lens: Uint32Array, tunnels: readonly (GeneveTunnel | undefined)[], count: number): number {
-    return this.encapAndSend(buf, offs, lens, tunnels, 0, count, false);
+    return this.encapAndSend(buf, offs, lens, tunnels, count);
   }
 
-  private encapAndSend(
-    buf: Uint8Array, offs: Uint32Array, lens: Uint32Array, tunnels: readonly (GeneveTunnel | undefined)[],
-    start: number, end: number, relative: boolean,
-  ): number {
+  /** `tunnels` null: each packet's tunnel by lookupSend (sendBatch). */
+  private encapAndSend(buf: Uint8Array, offs: Uint32Array, lens: Uint32Array, tunnels: readonly (GeneveTunnel | undefined)[] | null, count: number): number {
     const now = this.clock();
     const res = this.txResult;
     const engine = this.engine;
+    const table = this.table;
     const s4 = this.send4;
     const s6 = this.send6;
     let sent = 0;
     // The segments of one super-packet share tunnel, header and source port: each after the
-    // first copies the previous header (engine.encapsulateNext) and reuses its record.
+    // first copies the previous header (engine.encapsulateNext: same flow key, hence the same
+    // destination and lookupSend answer) and reuses its address record; only the first of a
+    // run is looked up and encapsulated in full.
     res.verdict = GeneveVerdict.Drop;
     let rec: Uint8Array | null = null;
-    for (let i = start; i < end; i++) {
-      const t = tunnels[relative ? i - start : i];
-      if (t === undefined) { this.stats.txNoTunnel++; continue; }
+    for (let i = 0; i < count; i++) {
       const off = offs[i]!;
-      const list = t.underlayFamily === 4 ? s4 : s6;
-      if (!engine.encapsulateNext(buf, off, lens[i]!, t, res)) {
+      const len = lens[i]!;
+      const prev = res.tunnel;
+      let t: GeneveTunnel | undefined;
+      if (prev !== null && (tunnels === null || tunnels[i] === prev) && engine.encapsulateNext(buf, off, len, prev, res)) {
+        t = prev;
+      } else {
+        t = tunnels === null ? table.lookupSend(buf, off, len) : tunnels[i];
+        if (t === undefined) { this.stats.txNoTunnel++; continue; }
         const need = GENEVE_HEADER_LEN + t.options.length + (t.l2 ? GENEVE_INNER_ETHERNET_LEN : 0);
         if (off < need) { this.stats.txNoHeadroom++; continue; }
-        const v = engine.encapsulate(buf, off, lens[i]!, t, now, res);
+        const v = engine.encapsulate(buf, off, len, t, now, res);
         if (v === GeneveVerdict.Drop) continue;
         if (v === GeneveVerdict.SendControl) this.stats.controlSent++;
         rec = this.recordOf(t);
       }
+      const list = t.underlayFamily === 4 ? s4 : s6;
       if (list.count === list.offs.length) sent += this.flush(list, buf);
       list.add(res.off, res.len, rec!);
     }
