@@ -327,14 +327,23 @@ socklen_t record_to_addr(const uint8_t *rec, int sock_family, struct sockaddr_st
   return 0;
 }
 
-/* recvBatch(fd, arena, slotSize, headroom, maxLen, maxCount, lens, addrs[, segs: Uint32Array])
+/* recvBatch(fd, arena, slotSize, headroom, maxLen, maxCount, lens, addrs[, segs: Uint32Array
+ *           [, scatterSeg, scatterStride]])
  *   -> datagrams received (>= 0) or -errno when nothing was received because of a real error.
  *   With `segs` (a socket with UDP_GRO on), segs[i] is the segment size from the UDP_GRO
  *   control message of message i (the kernel coalesced a run of datagrams of that size, the
- *   last possibly shorter), or 0 when message i is one plain datagram. */
+ *   last possibly shorter), or 0 when message i is one plain datagram.
+ *   With scatterSeg > 0 (and segs), each slot is received as up to 64 pieces: piece k of
+ *   scatterSeg bytes at headroom + k*scatterStride, the last piece taking the rest up to maxLen
+ *   bytes in all, so a run of datagrams of scatterSeg bytes lands already spread apart (no
+ *   copy); any other size lands cut at scatterSeg boundaries (the caller joins the pieces).
+ *   The slot must hold headroom + maxLen + (pieces - 1) * (scatterStride - scatterSeg). */
+#define SCATTER_MAX 64
+static struct iovec scatter_iov[MMSG_CHUNK * SCATTER_MAX];
+
 static napi_value recv_batch(napi_env env, napi_callback_info info) {
-  size_t argc = 9;
-  napi_value argv[9];
+  size_t argc = 11;
+  napi_value argv[11];
   NAPI_OK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
   int64_t fd, slot, head, max_len, max_count;
   uint8_t *arena, *addrs;
@@ -357,6 +366,19 @@ static napi_value recv_batch(napi_env env, napi_callback_info info) {
       (size_t)max_count > nlens || (size_t)(slot * max_count) > arena_len || (size_t)(max_count * ADDR_SLOT) > addrs_len ||
       (segs && (size_t)max_count > nsegs))
     return throw_range(env, "recvBatch: slots do not fit the arena, lens, addrs or segs");
+  int64_t sc_seg = 0, sc_stride = 0, pieces = 1;
+  if (argc >= 11 && segs) {
+    if (!get_i64(env, argv[9], &sc_seg) || !get_i64(env, argv[10], &sc_stride))
+      return throw_type(env, "recvBatch: scatterSeg and scatterStride must be numbers");
+    if (sc_seg > 0) {
+      if (sc_stride < sc_seg) return throw_range(env, "recvBatch: scatterStride < scatterSeg");
+      pieces = (max_len + sc_seg - 1) / sc_seg;
+      if (pieces > SCATTER_MAX) pieces = SCATTER_MAX;
+      if (head + max_len + (pieces - 1) * (sc_stride - sc_seg) > slot)
+        return throw_range(env, "recvBatch: the scattered pieces do not fit the slot");
+      if (pieces == 1) sc_seg = 0;
+    }
+  }
 
   struct mmsghdr msgs[MMSG_CHUNK];
   struct iovec iov[MMSG_CHUNK];
@@ -370,11 +392,22 @@ static napi_value recv_batch(napi_env env, napi_callback_info info) {
   while (n < max_count) {
     int want = (int)((max_count - n) < MMSG_CHUNK ? (max_count - n) : MMSG_CHUNK);
     for (int i = 0; i < want; i++) {
-      iov[i].iov_base = arena + (n + i) * slot + head;
-      iov[i].iov_len = (size_t)max_len;
       memset(&msgs[i].msg_hdr, 0, sizeof(msgs[i].msg_hdr));
-      msgs[i].msg_hdr.msg_iov = &iov[i];
-      msgs[i].msg_hdr.msg_iovlen = 1;
+      if (sc_seg > 0) {
+        struct iovec *v = &scatter_iov[i * SCATTER_MAX];
+        uint8_t *base = arena + (n + i) * slot + head;
+        for (int64_t k = 0; k < pieces; k++) {
+          v[k].iov_base = base + k * sc_stride;
+          v[k].iov_len = (size_t)(k < pieces - 1 ? sc_seg : max_len - (pieces - 1) * sc_seg);
+        }
+        msgs[i].msg_hdr.msg_iov = v;
+        msgs[i].msg_hdr.msg_iovlen = (size_t)pieces;
+      } else {
+        iov[i].iov_base = arena + (n + i) * slot + head;
+        iov[i].iov_len = (size_t)max_len;
+        msgs[i].msg_hdr.msg_iov = &iov[i];
+        msgs[i].msg_hdr.msg_iovlen = 1;
+      }
       msgs[i].msg_hdr.msg_name = &from[i];
       msgs[i].msg_hdr.msg_namelen = sizeof(from[i]);
       if (segs) {
@@ -854,5 +887,8 @@ NAPI_MODULE_INIT() {
   if (napi_define_properties(env, exports, sizeof(props) / sizeof(props[0]), props) != napi_ok) return NULL;
   napi_value abi;
   if (napi_create_int32(env, 1, &abi) == napi_ok) napi_set_named_property(env, exports, "abi", abi);
+  /* recvBatch takes scatterSeg/scatterStride (GRO runs received spread apart). */
+  napi_value scatter;
+  if (napi_create_int32(env, 1, &scatter) == napi_ok) napi_set_named_property(env, exports, "recvScatter", scatter);
   return exports;
 }

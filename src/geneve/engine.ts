@@ -52,7 +52,7 @@ import { IPV6_HEADER_LEN, IPV6_NEXT_HEADER_OFFSET, IPV6_SRC_OFFSET, ipv6HeaderVa
 import {
   UDP_HEADER_LEN, udpChecksumValidV4, udpChecksumValidV6, udpDstPort, udpLength, writeIpv4UdpHeaders, writeIpv6UdpHeaders,
 } from '../packet/udp.js';
-import { flowSourcePort } from './flowhash.js';
+import { flowSourcePort, sameFlowKey } from './flowhash.js';
 import {
   GENEVE_HEADER_LEN, GENEVE_LIQO_UDP_PORT, GENEVE_PROTO_IPV4, GENEVE_PROTO_IPV6, GENEVE_PROTO_TEB, geneveOptionKey, geneveOptionsLen,
   geneveProtocolType, geneveVni, validateGeneve, writeGeneveHeaderUnchecked,
@@ -218,6 +218,38 @@ export class GeneveEngine {
   }
 
   /**
+   * Encapsulate the next segment of the flow `out` holds, without looking anything up again:
+   * when `out` describes a Send from encapsulate (or from this method) for a packet of this
+   * same `buf` whose header bytes are still in place, through the same `tunnel`, in the same
+   * synchronous batch (no table, tunnel or engine change in between), and the packet at
+   * buf[innerOff, +innerLen) has the same flow key (flowhash.ts sameFlowKey), its datagram
+   * equals what encapsulate would build: the previous header is copied in front of it and
+   * srcPort is kept. Returns true and updates `out` (off, len; counters as encapsulate).
+   * Returns false and changes nothing otherwise: the caller then calls encapsulate. Reset
+   * `out.verdict` to Drop at the start of a batch.
+   */
+  encapsulateNext(buf: Uint8Array, innerOff: number, innerLen: number, tunnel: GeneveTunnel, out: GeneveResult): boolean {
+    if (out.verdict !== GeneveVerdict.Send || out.tunnel !== tunnel) return false;
+    const hdrLen = GENEVE_HEADER_LEN + tunnel.options.length + (tunnel.l2 ? ETH_HEADER_LEN : 0);
+    const prev = out.off;
+    const geneveOff = innerOff - hdrLen;
+    // Overlapping headers (or a region outside buf): leave it to encapsulate's checks.
+    if (!(geneveOff >= prev + hdrLen || geneveOff + hdrLen <= prev) || geneveOff < 0 || !(innerLen >= 0 && innerOff + innerLen <= buf.length)) return false;
+    if (innerLen + hdrLen + IPV6_HEADER_LEN + UDP_HEADER_LEN > IPV4_MAX_TOTAL_LENGTH) return false;
+    if (!sameFlowKey(buf, prev + hdrLen, out.len - hdrLen, innerOff, innerLen)) return false;
+    for (let i = 0; i < hdrLen; i++) buf[geneveOff + i] = buf[prev + i]!;
+    out.off = geneveOff;
+    out.len = innerLen + hdrLen;
+    const ts = tunnel.stats;
+    ts[STAT_TX_PACKETS]++;
+    ts[STAT_TX_BYTES] += innerLen;
+    const c = this.counters.values;
+    c[STAT_TX_PACKETS]++;
+    c[STAT_TX_BYTES] += innerLen;
+    return true;
+  }
+
+  /**
    * As encapsulate, then also write the outer UDP and IPv4/IPv6 headers in front (for a path
    * that sends whole IP packets, e.g. a raw socket or a test pcap). Needs tunnel.localUnderlay
    * (throws GeneveConfigError if missing) and geneveOverhead(...) bytes of headroom (RangeError if not).
@@ -270,6 +302,25 @@ export class GeneveEngine {
       : this.table.lookupReceiveBytes(vni, from, 0, from.length === 4 ? 4 : 6);
     if (tunnel === undefined) return this.drop(out, GeneveDrop.UnknownTunnel, null);
     return this.decapsulateFor(buf, off, len, vni, tunnel, now, out);
+  }
+
+  /**
+   * Decapsulate the next datagram of a run from one sender (the datagrams of one UDP GRO slot)
+   * without validating and looking up again: when `out` holds a Deliver for the datagram at
+   * buf[prevOff, ...) of the same sender in the same synchronous batch, and the datagram at
+   * buf[off, +len) starts with the same Geneve header bytes (base header and options, which
+   * fully decide validateGeneve and, with the sender, the tunnel), it continues as decapsulate
+   * would after the lookup and returns true (verdict in `out`). Returns false and changes
+   * nothing otherwise: the caller then calls decapsulate.
+   */
+  decapsulateNext(buf: Uint8Array, off: number, len: number, prevOff: number, now: number, out: GeneveResult): boolean {
+    const tunnel = out.tunnel;
+    if (out.verdict !== GeneveVerdict.Deliver || tunnel === null) return false;
+    const hdrLen = GENEVE_HEADER_LEN + geneveOptionsLen(buf, prevOff);
+    if (!(off >= 0 && len >= hdrLen && off + len <= buf.length)) return false;
+    for (let i = 0; i < hdrLen; i++) if (buf[off + i] !== buf[prevOff + i]) return false;
+    this.decapsulateFor(buf, off, len, out.vni, tunnel, now, out);
+    return true;
   }
 
   /**

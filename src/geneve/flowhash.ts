@@ -98,6 +98,43 @@ function flowMix(buf: Uint8Array, off: number, len: number, seed: number): numbe
   return finish(h);
 }
 
+/**
+ * True only when the IP packets at buf[a, +aLen) and buf[b, +bLen) hash alike (flowMix reads
+ * equal inputs) and have the same version and destination: the fields the hash reads (version
+ * and header length, addresses, protocol, fragment state, ports when hashed) are compared
+ * instead of hashed. False for anything that is not a long-enough IPv4/IPv6 packet. Lets a
+ * sender reuse the previous packet's tunnel, header and source port (RFC 8926 §3.3) for the
+ * next segment of the same flow.
+ */
+export function sameFlowKey(buf: Uint8Array, a: number, aLen: number, b: number, bLen: number): boolean {
+  const v = aLen > 0 ? buf[a]! >>> 4 : 0;
+  if (bLen <= 0 || buf[b]! >>> 4 !== v) return false;
+  if (v === 4) {
+    if (aLen < IPV4_MIN_HEADER_LEN || bLen < IPV4_MIN_HEADER_LEN || buf[a] !== buf[b]) return false;
+    const proto = buf[a + IPV4_PROTOCOL_OFFSET]!;
+    if (buf[b + IPV4_PROTOCOL_OFFSET] !== proto) return false;
+    if (word(buf, a + IPV4_SRC_OFFSET) !== word(buf, b + IPV4_SRC_OFFSET) || word(buf, a + IPV4_DST_OFFSET) !== word(buf, b + IPV4_DST_OFFSET)) return false;
+    const fragA = ipv4IsFragment(buf, a);
+    if (fragA !== ipv4IsFragment(buf, b)) return false;
+    const ihl = ipv4HeaderLen(buf, a); // equal for both: same first byte
+    const hashed = hasPorts(proto) && !fragA && ihl >= IPV4_MIN_HEADER_LEN;
+    const portsA = hashed && ihl + PORTS_LEN <= aLen;
+    if (portsA !== (hashed && ihl + PORTS_LEN <= bLen)) return false;
+    return !portsA || word(buf, a + ihl) === word(buf, b + ihl);
+  }
+  if (v === 6) {
+    if (aLen < IPV6_HEADER_LEN || bLen < IPV6_HEADER_LEN) return false;
+    const nh = buf[a + IPV6_NEXT_HEADER_OFFSET]!;
+    if (buf[b + IPV6_NEXT_HEADER_OFFSET] !== nh) return false;
+    for (let i = 0; i < 32; i += 4) if (word(buf, a + IPV6_SRC_OFFSET + i) !== word(buf, b + IPV6_SRC_OFFSET + i)) return false;
+    const hashed = hasPorts(nh);
+    const portsA = hashed && IPV6_HEADER_LEN + PORTS_LEN <= aLen;
+    if (portsA !== (hashed && IPV6_HEADER_LEN + PORTS_LEN <= bLen)) return false;
+    return !portsA || word(buf, a + IPV6_HEADER_LEN) === word(buf, b + IPV6_HEADER_LEN);
+  }
+  return false;
+}
+
 /** Map a 32-bit hash onto 49152..65535 using its top 14 bits (the best-mixed ones). */
 export function sourcePortFromHash(hash: number): number {
   return GENEVE_SRC_PORT_MIN + (hash >>> (32 - PORT_RANGE_BITS));

@@ -61,6 +61,15 @@ export class PacketBatch {
   readonly scratchLen: number;
   /** Packets filled by the last read. */
   count = 0;
+  /**
+   * UDP GRO with a scattering addon (io/udp.ts): when > 0, the next receives (and the last,
+   * until the owner changes it) put slot i's bytes in pieces of scatterSeg bytes at
+   * offs[i] + k*scatterStride (the last piece holds the rest): a run of datagrams of scatterSeg
+   * bytes lands spread apart; other sizes must be joined. 0: back to back. The reader resets
+   * it to 0 when the socket cannot scatter.
+   */
+  scatterSeg = 0;
+  scatterStride = 0;
 
   constructor(opts: PacketBatchOptions) {
     const capacity = opts.capacity ?? 64;

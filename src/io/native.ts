@@ -40,7 +40,16 @@ export interface NativeIo {
    * built before it ignore the argument and leave segs untouched), segs[i] = the segment size
    * from message i's UDP_GRO control message, or 0 for one plain datagram.
    */
-  recvBatch(fd: number, arena: Uint8Array, slotSize: number, headroom: number, maxLen: number, maxCount: number, lens: Uint32Array, addrs: Uint8Array, segs?: Uint32Array): number;
+  recvBatch(
+    fd: number, arena: Uint8Array, slotSize: number, headroom: number, maxLen: number, maxCount: number, lens: Uint32Array, addrs: Uint8Array,
+    segs?: Uint32Array, scatterSeg?: number, scatterStride?: number,
+  ): number;
+  /**
+   * 1 when recvBatch takes scatterSeg/scatterStride (with segs): each slot is received in
+   * pieces of scatterSeg bytes at headroom + k*scatterStride (at most 64, the last taking the
+   * rest of maxLen), so a GRO run of datagrams of that size arrives spread apart.
+   */
+  readonly recvScatter?: number;
   /**
    * As sendBatch, with UDP GSO: consecutive datagrams to the same destination record with equal
    * lengths (the last of a run may be shorter) go out as one sendmmsg entry with a UDP_SEGMENT

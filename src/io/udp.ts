@@ -305,6 +305,11 @@ export class UdpSocket {
     }
   }
 
+  /** GRO receives can be scattered (PacketBatch.scatterSeg): native path, GRO on, an addon that scatters. */
+  get canScatter(): boolean {
+    return this.native !== null && this.offload.gro && this.native.recvScatter === 1;
+  }
+
   /** Source address text of datagram i (interned: no allocation for a known sender). */
   addressOf(batch: PacketBatch, i: number): string {
     return this.addresses.text(batch.addrs, i * ADDR_RECORD_LEN);
@@ -319,8 +324,9 @@ export class UdpSocket {
     if (this.closed || batch === null) return;
     if (status < 0) { this.stats.rxErrors++; return; }
     const gro = this.offload.gro;
+    if (batch.scatterSeg !== 0 && (!gro || this.native!.recvScatter !== 1)) batch.scatterSeg = 0;
     const n = gro
-      ? this.native!.recvBatch(this.fd, batch.buf, batch.slotSize, batch.headroom, batch.maxLen, batch.capacity, batch.lens, batch.addrs, batch.segs)
+      ? this.native!.recvBatch(this.fd, batch.buf, batch.slotSize, batch.headroom, batch.maxLen, batch.capacity, batch.lens, batch.addrs, batch.segs, batch.scatterSeg, batch.scatterStride)
       : this.native!.recvBatch(this.fd, batch.buf, batch.slotSize, batch.headroom, batch.maxLen, batch.capacity, batch.lens, batch.addrs);
     if (n < 0) { this.stats.rxErrors++; return; }
     if (n === 0) return;
@@ -347,7 +353,8 @@ export class UdpSocket {
 
   private moveSlot(batch: PacketBatch, from: number, to: number): void {
     const s = from * batch.slotSize + batch.headroom;
-    batch.buf.copyWithin(to * batch.slotSize + batch.headroom, s, s + batch.lens[from]);
+    // Scattered slots: the pieces lie anywhere after the headroom.
+    batch.buf.copyWithin(to * batch.slotSize + batch.headroom, s, s + (batch.scatterSeg > 0 ? batch.slotSize - batch.headroom : batch.lens[from]));
     batch.lens[to] = batch.lens[from];
     batch.addrs.copyWithin(to * ADDR_RECORD_LEN, from * ADDR_RECORD_LEN, (from + 1) * ADDR_RECORD_LEN);
     if (batch.segs.length > to) batch.segs[to] = batch.segs[from];

@@ -13,12 +13,17 @@
  * internal /32, else the longest pod route), `sendBatchVia` takes tunnels the caller already
  * chose; either way the engine writes the Geneve header (+ inner Ethernet in L2 mode) into the
  * headroom in front of each packet, and all datagrams leave with one sendmmsg per address family.
+ * A packet of the previous one's flow and tunnel (the segments of a super-packet) reuses its
+ * tunnel lookup, header bytes, source port and address record (engine.encapsulateNext).
  *
  * Offloads (`offload: true`; per feature, whatever the kernel refuses stays off, udpOffload()
  * says what is on): with UDP GRO a receive slot holds a run of datagrams of batch.segs[i] bytes,
  * spread apart within the slot
- * (one copyWithin each: the sink needs headroom and tailroom around every packet) and each
- * decapsulated alone, so one wake-up can deliver up to GRO_BATCH × 64 inner packets; with
+ * (one copyWithin each: the sink needs headroom and tailroom around every packet; with an addon
+ * that scatters, the kernel receives the next slots in pieces at the last run's size, so a
+ * steady sender's runs arrive spread already and other sizes are joined first) and
+ * decapsulated (a datagram with the previous one's Geneve header skips validation and lookup:
+ * engine.decapsulateNext), so one wake-up can deliver up to GRO_BATCH × 64 inner packets; with
  * UDP GSO the sockets send every run of equal-sized datagrams to one tunnel (the encapsulated
  * segments of one super-packet) as one sendmmsg entry. With `rxCoalesceReservation` every
  * receive batch carries a scratch area after its slots, handed to the sink for coalescing.
@@ -112,6 +117,10 @@ export interface GenevePortStats {
   controlSent: number;
   /** A GRO slot with more datagrams than UDP_GRO_CNT_MAX (64): dropped whole. */
   rxGroOverrun: number;
+  /** GRO runs the kernel scattered at their own size: already spread apart, no copy. */
+  rxRunsInPlace: number;
+  /** Scattered slots holding something else, whose pieces were moved back together first. */
+  rxJoined: number;
 }
 
 /** Problems opening the Geneve socket, with what to fix. */
@@ -134,6 +143,7 @@ export class GenevePort {
   readonly table: GeneveTunnelTable;
   readonly stats: GenevePortStats = {
     rxDatagrams: 0, rxDelivered: 0, txPackets: 0, txNoTunnel: 0, txNoHeadroom: 0, txSendFailures: 0, txNoSocket: 0, controlSent: 0, rxGroOverrun: 0,
+    rxRunsInPlace: 0, rxJoined: 0,
   };
   /** Headroom and tailroom every delivered packet has (see GeneveSink). */
   readonly rxHeadroom: number;
@@ -162,8 +172,6 @@ export class GenevePort {
   private readonly send6: SendList;
   /** Destination record per tunnel, rebuilt when the tunnel's port changes. */
   private readonly records = new WeakMap<GeneveTunnel, Uint8Array>();
-  /** Scratch for sendBatch: tunnels chosen per packet. */
-  private readonly chosen: (GeneveTunnel | undefined)[];
 
   private constructor(opts: GenevePortOptions) {
     this.table = opts.table;
@@ -189,7 +197,6 @@ export class GenevePort {
     const sendCap = Math.max(batch, 256);
     this.send4 = new SendList(sendCap);
     this.send6 = new SendList(sendCap);
-    this.chosen = new Array<GeneveTunnel | undefined>(sendCap).fill(undefined);
   }
 
   /** Coalescing area for a batch of `bytes` input bytes (0 without rxCoalesceReservation). */
@@ -281,37 +288,82 @@ export class GenevePort {
     const now = this.clock();
     const segs = b.segs;
     const gro = segs.length > 0;
+    const gap = this.rxHeadroom + this.rxTailroom;
+    // The layout the slots were received in: pieces of `lay` bytes at `lay + gap` apart, or 0.
+    const lay = b.scatterSeg;
+    let nextLay = lay;
     this.pending = 0;
     for (let i = 0; i < b.count; i++) {
       const from = sock.addressOf(b, i);
       const off = b.offs[i]!;
       const len = b.lens[i]!;
       const seg = gro ? segs[i]! : 0;
+      if (seg !== 0) nextLay = seg;
+      if (lay > 0 && len > lay && seg !== lay) { this.joinPieces(b.buf, off, len, lay, b.maxLen); this.stats.rxJoined++; }
       if (seg === 0 || len <= seg) {
         this.receiveOne(b, off, len, from, now);
       } else {
-        // A GRO run: datagram k at off + k*seg, back to back. The sink's contract (headroom and
-        // tailroom around every packet) needs gaps: spread the run within its slot first.
-        const stride = seg + this.rxHeadroom + this.rxTailroom;
+        // A GRO run: datagram k at off + k*seg, back to back, unless the kernel already
+        // scattered it at the stride (seg === lay). The sink's contract (headroom and tailroom
+        // around every packet) needs gaps: spread the run within its slot first.
+        const stride = seg + gap;
         const last = Math.ceil(len / seg) - 1;
         if (last >= GRO_MAX_SEGMENTS) { this.stats.rxGroOverrun++; continue; } // more than the kernel's limit: no room to spread
-        for (let k = last; k > 0; k--) {
-          const src = off + k * seg;
-          b.buf.copyWithin(off + k * stride, src, src + Math.min(seg, len - k * seg));
+        if (seg === lay) this.stats.rxRunsInPlace++;
+        else {
+          for (let k = last; k > 0; k--) {
+            const src = off + k * seg;
+            b.buf.copyWithin(off + k * stride, src, src + Math.min(seg, len - k * seg));
+          }
         }
-        for (let k = 0; k <= last; k++) this.receiveOne(b, off + k * stride, Math.min(seg, len - k * seg), from, now);
+        // One sender, one run: after the first, a datagram with the previous one's Geneve header
+        // skips validation and the tunnel lookup (engine.decapsulateNext).
+        this.receiveOne(b, off, Math.min(seg, len), from, now);
+        for (let k = 1; k <= last; k++) {
+          const o = off + k * stride;
+          const n = Math.min(seg, len - k * seg);
+          if (this.engine.decapsulateNext(b.buf, o, n, o - stride, now, this.rxResult)) this.received(b);
+          else this.receiveOne(b, o, n, from, now);
+        }
       }
     }
     this.deliver(b);
+    // The next receives scatter at the size of the last run seen: a steady sender's runs then
+    // arrive spread apart and need no copy.
+    if (sock.canScatter && nextLay !== lay) {
+      b.scatterSeg = nextLay;
+      b.scatterStride = nextLay + gap;
+    }
+  }
+
+  /**
+   * A slot received scattered in pieces of `lay` bytes (recvBatch: at most 64, the last holding
+   * the rest of maxLen) holding something other than a run of `lay`-byte datagrams: moves the
+   * pieces back to back (forward: each one moves down).
+   */
+  private joinPieces(buf: Uint8Array, off: number, len: number, lay: number, maxLen: number): void {
+    const stride = lay + this.rxHeadroom + this.rxTailroom;
+    const pieces = Math.min(GRO_MAX_SEGMENTS, Math.ceil(maxLen / lay));
+    for (let k = 1; k * lay < len; k++) {
+      const n = k === pieces - 1 ? len - k * lay : Math.min(lay, len - k * lay);
+      buf.copyWithin(off + k * lay, off + k * stride, off + k * stride + n);
+      if (k === pieces - 1) break;
+    }
   }
 
   /** Inner packets collected for the sink (index < pending). */
   private pending = 0;
 
   private receiveOne(b: PacketBatch, off: number, len: number, from: string, now: number): void {
+    this.engine.decapsulate(b.buf, off, len, from, now, this.rxResult);
+    this.received(b);
+  }
+
+  /** Hands on what the engine made of a datagram (rxResult). */
+  private received(b: PacketBatch): void {
     const res = this.rxResult;
     this.stats.rxDatagrams++;
-    const v = this.engine.decapsulate(b.buf, off, len, from, now, res);
+    const v = res.verdict;
     if (v === GeneveVerdict.Deliver) {
       const n = this.pending++;
       this.outOffs[n] = res.off;
@@ -327,6 +379,8 @@ export class GenevePort {
     const n = this.pending;
     if (n === 0) return;
     this.pending = 0;
+    // The sink may rewrite the buffer (headers in place): no decapsulateNext against it after.
+    this.rxResult.verdict = GeneveVerdict.Drop;
     this.stats.rxDelivered += n;
     this.sink.deliverBatch(b.buf, this.outOffs, this.outLens, this.outTunnels, n, b.scratchOff, b.scratchLen);
   }
@@ -349,45 +403,49 @@ export class GenevePort {
    * counted. Returns the number of datagrams handed to the kernel.
    */
   sendBatch(buf: Uint8Array, offs: Uint32Array, lens: Uint32Array, count: number): number {
-    const table = this.table;
-    const chosen = this.chosen;
-    let sent = 0;
-    // Chunked so that `chosen` (scratch) never overflows for large batches.
-    for (let start = 0; start < count; start += chosen.length) {
-      const end = Math.min(count, start + chosen.length);
-      for (let i = start; i < end; i++) chosen[i - start] = table.lookupSend(buf, offs[i]!, lens[i]!);
-      sent += this.encapAndSend(buf, offs, lens, chosen, start, end, true);
-    }
-    return sent;
+    return this.encapAndSend(buf, offs, lens, null, count);
   }
 
   /** As sendBatch, with the tunnel of packet i given as tunnels[i] (undefined: counted drop). */
   sendBatchVia(buf: Uint8Array, offs: Uint32Array, lens: Uint32Array, tunnels: readonly (GeneveTunnel | undefined)[], count: number): number {
-    return this.encapAndSend(buf, offs, lens, tunnels, 0, count, false);
+    return this.encapAndSend(buf, offs, lens, tunnels, count);
   }
 
-  private encapAndSend(
-    buf: Uint8Array, offs: Uint32Array, lens: Uint32Array, tunnels: readonly (GeneveTunnel | undefined)[],
-    start: number, end: number, relative: boolean,
-  ): number {
+  /** `tunnels` null: each packet's tunnel by lookupSend (sendBatch). */
+  private encapAndSend(buf: Uint8Array, offs: Uint32Array, lens: Uint32Array, tunnels: readonly (GeneveTunnel | undefined)[] | null, count: number): number {
     const now = this.clock();
     const res = this.txResult;
     const engine = this.engine;
+    const table = this.table;
     const s4 = this.send4;
     const s6 = this.send6;
     let sent = 0;
-    for (let i = start; i < end; i++) {
-      const t = tunnels[relative ? i - start : i];
-      if (t === undefined) { this.stats.txNoTunnel++; continue; }
+    // The segments of one super-packet share tunnel, header and source port: each after the
+    // first copies the previous header (engine.encapsulateNext: same flow key, hence the same
+    // destination and lookupSend answer) and reuses its address record; only the first of a
+    // run is looked up and encapsulated in full.
+    res.verdict = GeneveVerdict.Drop;
+    let rec: Uint8Array | null = null;
+    for (let i = 0; i < count; i++) {
       const off = offs[i]!;
-      const need = GENEVE_HEADER_LEN + t.options.length + (t.l2 ? GENEVE_INNER_ETHERNET_LEN : 0);
-      if (off < need) { this.stats.txNoHeadroom++; continue; }
-      const v = engine.encapsulate(buf, off, lens[i]!, t, now, res);
-      if (v === GeneveVerdict.Drop) continue;
-      if (v === GeneveVerdict.SendControl) this.stats.controlSent++;
+      const len = lens[i]!;
+      const prev = res.tunnel;
+      let t: GeneveTunnel | undefined;
+      if (prev !== null && (tunnels === null || tunnels[i] === prev) && engine.encapsulateNext(buf, off, len, prev, res)) {
+        t = prev;
+      } else {
+        t = tunnels === null ? table.lookupSend(buf, off, len) : tunnels[i];
+        if (t === undefined) { this.stats.txNoTunnel++; continue; }
+        const need = GENEVE_HEADER_LEN + t.options.length + (t.l2 ? GENEVE_INNER_ETHERNET_LEN : 0);
+        if (off < need) { this.stats.txNoHeadroom++; continue; }
+        const v = engine.encapsulate(buf, off, len, t, now, res);
+        if (v === GeneveVerdict.Drop) continue;
+        if (v === GeneveVerdict.SendControl) this.stats.controlSent++;
+        rec = this.recordOf(t);
+      }
       const list = t.underlayFamily === 4 ? s4 : s6;
       if (list.count === list.offs.length) sent += this.flush(list, buf);
-      list.add(res.off, res.len, this.recordOf(t));
+      list.add(res.off, res.len, rec!);
     }
     sent += this.flush(s4, buf);
     sent += this.flush(s6, buf);
@@ -398,10 +456,10 @@ export class GenevePort {
   private flush(list: SendList, buf: Uint8Array): number {
     const n = list.count;
     if (n === 0) return 0;
-    list.count = 0;
     const sock = list === this.send4 ? this.udp4 : this.udp6;
-    if (sock === null || this.closed) { this.stats.txNoSocket += n; return 0; }
-    const sent = sock.sendBatch(buf, list.offs, list.lens, list.addrs, null, n);
+    if (sock === null || this.closed) { this.stats.txNoSocket += n; list.clear(); return 0; }
+    const sent = sock.sendBatch(buf, list.offs, list.lens, list.addrs, list.idx, n);
+    list.clear();
     if (sent < n) this.stats.txSendFailures += n - sent;
     return sent;
   }

@@ -317,8 +317,8 @@ export class WireGuardPort {
     const out = this.encResult;
     const s4 = this.send4;
     const s6 = this.send6;
-    s4.count = 0;
-    s6.count = 0;
+    s4.clear();
+    s6.clear();
     // Segments of one super-packet (and most of a bulk batch) share a destination: the peer
     // looked up for the previous one is reused while the destination address is unchanged
     // (allowed IPs cannot change during this synchronous call).
@@ -387,10 +387,10 @@ export class WireGuardPort {
     if (sock === null) {
       this.stats.noSocketForFamily += list.count;
     } else {
-      const sent = sock.sendBatch(buf, list.offs, list.lens, list.addrs, null, list.count);
+      const sent = sock.sendBatch(buf, list.offs, list.lens, list.addrs, list.idx, list.count);
       if (sent < list.count) this.stats.sendFailures += list.count - sent;
     }
-    list.count = 0;
+    list.clear();
   }
 
   // =========================================================================================
