@@ -340,8 +340,13 @@ export class TunDevice {
     this.batch = batch;
     this.onBatch = onBatch;
     this.reading = true;
-    if (this.native) {
-      this.poll = this.native.pollStart(this.fd, false, (status) => this.onNativeReadable(status));
+    const native = this.native;
+    if (native && typeof native.readPollStart === 'function') {
+      // The drain runs natively on readiness: one crossing per wake-up (see native.ts).
+      this.poll = native.readPollStart(this.fd, batch.buf, batch.slotSize, batch.headroom - this.vhl, batch.maxLen + this.vhl,
+        batch.capacity, batch.lens, (n) => this.onRead(n));
+    } else if (native) {
+      this.poll = native.pollStart(this.fd, false, (status) => this.onNativeReadable(status));
     } else {
       this.slotViews = [];
       for (let i = 0; i < batch.capacity; i++) {
@@ -382,7 +387,14 @@ export class TunDevice {
     if (!this.reading || batch === null || this.native === null) return;
     if (status < 0) { this.stats.rxErrors++; return; }
     const vhl = this.vhl;
-    const n = this.native.readBatch(this.fd, batch.buf, batch.slotSize, batch.headroom - vhl, batch.maxLen + vhl, batch.capacity, batch.lens);
+    this.onRead(this.native.readBatch(this.fd, batch.buf, batch.slotSize, batch.headroom - vhl, batch.maxLen + vhl, batch.capacity, batch.lens));
+  }
+
+  /** After a drain into the batch: n packets, or a negative errno. */
+  private onRead(n: number): void {
+    const batch = this.batch;
+    if (!this.reading || batch === null) return;
+    const vhl = this.vhl;
     if (vhl !== 0) {
       // The header went into the headroom; lens count the IP packet only.
       const lens = batch.lens;

@@ -297,8 +297,13 @@ export class UdpSocket {
     }
     this.batch = batch;
     this.cb = cb;
-    if (this.native) {
-      this.poll = this.native.pollStart(this.fd, false, (status) => this.onReadable(status));
+    const native = this.native;
+    if (native && typeof native.recvPollStart === 'function') {
+      // The drain runs natively on readiness: one crossing per wake-up (see native.ts).
+      this.poll = native.recvPollStart(this.fd, batch.buf, batch.slotSize, batch.headroom, batch.maxLen, batch.capacity,
+        batch.lens, batch.addrs, this.offload.gro ? batch.segs : null, (n) => this.onReceived(n));
+    } else if (native) {
+      this.poll = native.pollStart(this.fd, false, (status) => this.onReadable(status));
     } else {
       const sock = this.sock!;
       sock.on('message', (msg, rinfo) => this.onMessage(msg, rinfo));
@@ -318,12 +323,19 @@ export class UdpSocket {
     const batch = this.batch;
     if (this.closed || batch === null) return;
     if (status < 0) { this.stats.rxErrors++; return; }
-    const gro = this.offload.gro;
-    const n = gro
+    const n = this.offload.gro
       ? this.native!.recvBatch(this.fd, batch.buf, batch.slotSize, batch.headroom, batch.maxLen, batch.capacity, batch.lens, batch.addrs, batch.segs)
       : this.native!.recvBatch(this.fd, batch.buf, batch.slotSize, batch.headroom, batch.maxLen, batch.capacity, batch.lens, batch.addrs);
+    this.onReceived(n);
+  }
+
+  /** After a drain into the batch: n datagrams, or a negative errno. */
+  private onReceived(n: number): void {
+    const batch = this.batch;
+    if (this.closed || batch === null) return;
     if (n < 0) { this.stats.rxErrors++; return; }
     if (n === 0) return;
+    const gro = this.offload.gro;
     // Compact away truncated datagrams (rare: a datagram larger than the slot) so callers never see them.
     let kept = 0;
     let bytes = 0;
