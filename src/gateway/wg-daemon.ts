@@ -125,6 +125,11 @@ export class WgDaemon {
       let coalescer: TunCoalescingWriter | null = null;
       if (tunOff !== null && tunOff.tso) coalescer = new TunCoalescingWriter(tun, 64 * 64);
       const co = coalescer;
+      // Back-off of the reply read (see the sink): after k empty reads in a row, the next
+      // 2^k - 1 light batches skip it (k ≤ 10), so a receiver whose stack never answers at once
+      // (a UDP sink, a forwarded flow) pays one empty read per 1024 batches at most.
+      let replyMisses = 0;
+      let replySkip = 0;
       port = new WireGuardPort({
         device, mtu: MAX_PACKET,
         // The TUN takes packets of every peer alike (the kernel routes them).
@@ -135,7 +140,14 @@ export class WgDaemon {
             // on the TUN: read it now rather than after another epoll round trip. Only for light
             // batches, where that round trip is most of the latency; under load the next
             // readiness callback picks the replies up with the rest.
-            if (n <= REPLY_POLL_MAX_PACKETS) tun.pollNow();
+            if (n <= REPLY_POLL_MAX_PACKETS) {
+              if (replySkip > 0) replySkip--;
+              else if (tun.pollNow() > 0) replyMisses = 0;
+              else {
+                if (replyMisses < 10) replyMisses++;
+                replySkip = (1 << replyMisses) - 1;
+              }
+            }
             return took;
           },
         },
