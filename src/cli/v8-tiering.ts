@@ -1,5 +1,5 @@
 /**
- * V8 tier-up threshold for the packet daemons.
+ * V8 tier-up thresholds for the packet daemons.
  *
  * Why: V8 optimizes a function (TurboFan) only after it has run about 66 KB of bytecode (its
  * "interrupt budget"). A tunnel that carries a ping every few milliseconds never gets there: its
@@ -10,6 +10,14 @@
  * A smaller budget gets the data path optimized after the first few hundred packets; the cost
  * is compiling some start-up code that did not need it (on V8's background thread, once).
  *
+ * The budget alone is not enough: whenever one of a function's inline caches changes (a new
+ * object shape, a branch run for the first time: the first handshake, the first keepalive, a
+ * replay window moving to a new block), V8 postpones its optimization by 500 more calls
+ * (--minimum-invocations-after-ic-update). At ping rates that is 10 s per change, so in a young
+ * tunnel the receive path (receiveTransport, the allowed-IPs lookup, the replay filter) still ran
+ * in baseline code thousands of packets after start (--trace-opt-verbose: "delaying optimization
+ * …, IC changed"). The daemons wait DAEMON_MIN_INVOCATIONS_AFTER_IC_UPDATE calls instead.
+ *
  * Contract: call before the data-path modules are imported (the budget applies to functions
  * whose feedback is allocated afterwards; earlier ones pick it up at their next tier-up check).
  */
@@ -17,6 +25,12 @@ import * as v8 from 'node:v8';
 
 /** Bytecode bytes per tier-up check for the daemons (V8's default is 67584). */
 export const DAEMON_INTERRUPT_BUDGET = 1024;
+
+/**
+ * Calls V8 waits after an inline-cache change before optimizing a function that is otherwise
+ * ready (V8's default is 500). Measured in bench/RESULTS.md (issue 13, "Ping latency … session 2").
+ */
+export const DAEMON_MIN_INVOCATIONS_AFTER_IC_UPDATE = 16;
 
 /** Accepted range for WEFT_V8_INTERRUPT_BUDGET (below 64 V8 would re-check on every call). */
 const MIN_BUDGET = 64;
@@ -45,9 +59,20 @@ export function interruptBudgetFlag(raw: string | undefined): string | null {
   return `--interrupt-budget=${n}`;
 }
 
-/** Applies interruptBudgetFlag(env.WEFT_V8_INTERRUPT_BUDGET); returns the flag set, or null. */
-export function applyDaemonTiering(env: NodeJS.ProcessEnv = process.env): string | null {
-  const flag = interruptBudgetFlag(env.WEFT_V8_INTERRUPT_BUDGET);
-  if (flag !== null) v8.setFlagsFromString(flag);
-  return flag;
+/**
+ * The V8 flags for the WEFT_V8_INTERRUPT_BUDGET value `raw`: the interrupt budget and the
+ * shorter wait after inline-cache changes, or none for "default" (V8's own tiering).
+ * Throws TieringConfigError.
+ */
+export function daemonTieringFlags(raw: string | undefined): string[] {
+  const budget = interruptBudgetFlag(raw);
+  if (budget === null) return [];
+  return [budget, `--minimum-invocations-after-ic-update=${DAEMON_MIN_INVOCATIONS_AFTER_IC_UPDATE}`];
+}
+
+/** Applies daemonTieringFlags(env.WEFT_V8_INTERRUPT_BUDGET); returns the flags set. */
+export function applyDaemonTiering(env: NodeJS.ProcessEnv = process.env): string[] {
+  const flags = daemonTieringFlags(env.WEFT_V8_INTERRUPT_BUDGET);
+  for (const f of flags) v8.setFlagsFromString(f);
+  return flags;
 }

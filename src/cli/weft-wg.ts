@@ -22,7 +22,7 @@ Environment: LOG_LEVEL=silent|error|verbose|debug, WEFT_CRYPTO=auto|openssl|node
 WG_PROCESS_FOREGROUND=1 (same as -f), WG_TUN_MTU (default 1420), WEFT_NATIVE_AEAD=0 (transport
 AEAD through the selected backend instead of the native addon), WEFT_OFFLOAD=0 (no TUN TSO/USO
 and no UDP GSO/GRO; the offloads in effect are logged at LOG_LEVEL=info),
-WEFT_V8_INTERRUPT_BUDGET (V8 tier-up threshold, default 1024; "default" keeps V8's own).
+WEFT_V8_INTERRUPT_BUDGET (V8 tier-up threshold, default 1024; "default" keeps V8's own tiering).
 `;
 
 type Level = 'error' | 'info' | 'debug';

@@ -73,6 +73,12 @@ const OFFLOAD_TUN_BATCH = 16;
 /** Tailroom after a segment: WireGuard padding (≤ 15) + the 16-byte tag, rounded. */
 const WG_TAILROOM = 32;
 
+/**
+ * Receive batches of at most this many packets are followed by an immediate TUN read (see the
+ * sink in start()): an empty read costs one syscall, so only where the tunnel is lightly loaded.
+ */
+const REPLY_POLL_MAX_PACKETS = 4;
+
 /** Which offloads are in effect (reported at start and by WgDaemon.offloads). */
 export interface WgOffloads {
   /** TUN: virtio_net_hdr with checksum offload, TSO (TCP super-packets), USO (UDP). */
@@ -119,13 +125,31 @@ export class WgDaemon {
       let coalescer: TunCoalescingWriter | null = null;
       if (tunOff !== null && tunOff.tso) coalescer = new TunCoalescingWriter(tun, 64 * 64);
       const co = coalescer;
+      // Back-off of the reply read (see the sink): after k empty reads in a row, the next
+      // 2^k - 1 light batches skip it (k ≤ 10), so a receiver whose stack never answers at once
+      // (a UDP sink, a forwarded flow) pays one empty read per 1024 batches at most.
+      let replyMisses = 0;
+      let replySkip = 0;
       port = new WireGuardPort({
         device, mtu: MAX_PACKET,
         // The TUN takes packets of every peer alike (the kernel routes them).
         sink: {
-          writeBatch: co === null
-            ? (buf, offs, lens, _peers, n) => tun.writeBatch(buf, offs, lens, n)
-            : (buf, offs, lens, _peers, n, areaOff, areaLen) => co.write(buf, offs, lens, n, areaOff, areaLen),
+          writeBatch: (buf, offs, lens, _peers, n, areaOff, areaLen) => {
+            const took = co === null ? tun.writeBatch(buf, offs, lens, n) : co.write(buf, offs, lens, n, areaOff, areaLen);
+            // A reply the local stack makes within the write (ping, a TCP ACK) is already queued
+            // on the TUN: read it now rather than after another epoll round trip. Only for light
+            // batches, where that round trip is most of the latency; under load the next
+            // readiness callback picks the replies up with the rest.
+            if (n <= REPLY_POLL_MAX_PACKETS) {
+              if (replySkip > 0) replySkip--;
+              else if (tun.pollNow() > 0) replyMisses = 0;
+              else {
+                if (replyMisses < 10) replyMisses++;
+                replySkip = (1 << replyMisses) - 1;
+              }
+            }
+            return took;
+          },
         },
         udpOffload: wantOffload,
         rxCoalesceReservation: co === null ? 0 : co.reservation,

@@ -29,6 +29,16 @@ export interface NativeIo {
   /** Calls `cb(status, events)` on every readiness of `fd` (libuv: status < 0 is an error). */
   pollStart(fd: number, writable: boolean, cb: (status: number, events: number) => void): PollHandle;
   pollStop(h: PollHandle): void;
+  /**
+   * pollStart with readBatch's drain done natively before JS runs: on readiness the fd is read
+   * into the arena (readBatch's contract) and cb(n) gets the packet count, or a negative errno;
+   * a readiness that finds nothing calls nothing. One JS<->native crossing per wake-up instead
+   * of two. The arrays stay referenced until pollStop and must not be detached. Absent from
+   * addons built before it (then: pollStart + readBatch).
+   */
+  readPollStart?(fd: number, arena: Uint8Array, slotSize: number, headroom: number, maxLen: number, maxCount: number, lens: Uint32Array, cb: (n: number) => void): PollHandle;
+  /** The same with recvBatch's drain (segs: a UDP_GRO socket's segment sizes, else null). */
+  recvPollStart?(fd: number, arena: Uint8Array, slotSize: number, headroom: number, maxLen: number, maxCount: number, lens: Uint32Array, addrs: Uint8Array, segs: Uint32Array | null, cb: (n: number) => void): PollHandle;
   /** read() until EAGAIN or maxCount; slot i at i*slotSize+headroom. → count, or -errno. */
   readBatch(fd: number, arena: Uint8Array, slotSize: number, headroom: number, maxLen: number, maxCount: number, lens: Uint32Array): number;
   /** write() each packet → packets written (failures skipped). */

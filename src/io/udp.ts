@@ -297,17 +297,26 @@ export class UdpSocket {
     }
     this.batch = batch;
     this.cb = cb;
-    if (this.native) {
-      this.poll = this.native.pollStart(this.fd, false, (status) => this.onReadable(status));
+    const native = this.native;
+    if (native && typeof native.recvPollStart === 'function') {
+      // The drain runs natively on readiness: one crossing per wake-up (see native.ts).
+      this.poll = native.recvPollStart(this.fd, batch.buf, batch.slotSize, batch.headroom, batch.maxLen, batch.capacity,
+        batch.lens, batch.addrs, this.offload.gro ? batch.segs : null, (n) => this.onReceived(n));
+    } else if (native) {
+      this.poll = native.pollStart(this.fd, false, (status) => this.onReadable(status));
     } else {
       const sock = this.sock!;
       sock.on('message', (msg, rinfo) => this.onMessage(msg, rinfo));
     }
   }
 
-  /** GRO receives can be scattered (PacketBatch.scatterSeg): native path, GRO on, an addon that scatters. */
+  /**
+   * GRO receives can be scattered (PacketBatch.scatterSeg): native path, GRO on, an addon that
+   * scatters, and the drain not done by recvPollStart (its drain does not scatter: the fewer
+   * crossings per wake-up won over the saved copy, bench/RESULTS.md).
+   */
   get canScatter(): boolean {
-    return this.native !== null && this.offload.gro && this.native.recvScatter === 1;
+    return this.native !== null && this.offload.gro && this.native.recvScatter === 1 && typeof this.native.recvPollStart !== 'function';
   }
 
   /** Source address text of datagram i (interned: no allocation for a known sender). */
@@ -328,8 +337,16 @@ export class UdpSocket {
     const n = gro
       ? this.native!.recvBatch(this.fd, batch.buf, batch.slotSize, batch.headroom, batch.maxLen, batch.capacity, batch.lens, batch.addrs, batch.segs, batch.scatterSeg, batch.scatterStride)
       : this.native!.recvBatch(this.fd, batch.buf, batch.slotSize, batch.headroom, batch.maxLen, batch.capacity, batch.lens, batch.addrs);
+    this.onReceived(n);
+  }
+
+  /** After a drain into the batch: n datagrams, or a negative errno. */
+  private onReceived(n: number): void {
+    const batch = this.batch;
+    if (this.closed || batch === null) return;
     if (n < 0) { this.stats.rxErrors++; return; }
     if (n === 0) return;
+    const gro = this.offload.gro;
     // Compact away truncated datagrams (rare: a datagram larger than the slot) so callers never see them.
     let kept = 0;
     let bytes = 0;

@@ -175,6 +175,9 @@ export class TunCoalescingWriter {
    */
   write(buf: Uint8Array, offs: Uint32Array, lens: Uint32Array, count: number, areaOff: number, areaLen: number): number {
     const c = this.coalescer;
+    // One packet has nothing to merge with: written as is (what the coalescer would pass through),
+    // without touching its flow tables — the common case of a lightly loaded tunnel.
+    if (count === 1) { c.stats.packets++; return this.tun.writeBatch(buf, offs, lens, 1); }
     if (areaLen < c.reservation || count > this.list.capacity) return this.tun.writeBatch(buf, offs, lens, count);
     const list = this.list;
     list.count = 0;

@@ -5,7 +5,9 @@ import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { describe, expect, test } from 'vitest';
-import { DAEMON_INTERRUPT_BUDGET, interruptBudgetFlag, TieringConfigError } from '../../src/cli/v8-tiering.js';
+import {
+  DAEMON_INTERRUPT_BUDGET, DAEMON_MIN_INVOCATIONS_AFTER_IC_UPDATE, daemonTieringFlags, interruptBudgetFlag, TieringConfigError,
+} from '../../src/cli/v8-tiering.js';
 import { ensureBuilt, ROOT } from './helpers.js';
 
 describe('interruptBudgetFlag', () => {
@@ -20,6 +22,26 @@ describe('interruptBudgetFlag', () => {
   test.each(['abc', '-5', '1.5', '63', '2000000', '1e3'])('rejects %s naming the variable and the accepted values', (v) => {
     expect(() => interruptBudgetFlag(v)).toThrow(TieringConfigError);
     expect(() => interruptBudgetFlag(v)).toThrow(/WEFT_V8_INTERRUPT_BUDGET=.*"default".*64\.\.1048576/);
+  });
+});
+
+describe('daemonTieringFlags', () => {
+  const wait = `--minimum-invocations-after-ic-update=${DAEMON_MIN_INVOCATIONS_AFTER_IC_UPDATE}`;
+
+  test('the budget and the shorter wait after inline-cache changes; none for "default"', () => {
+    expect(daemonTieringFlags(undefined)).toEqual([`--interrupt-budget=${DAEMON_INTERRUPT_BUDGET}`, wait]);
+    expect(daemonTieringFlags('4096')).toEqual(['--interrupt-budget=4096', wait]);
+    expect(daemonTieringFlags('default')).toEqual([]);
+    expect(() => daemonTieringFlags('fast')).toThrow(TieringConfigError);
+  });
+
+  test("this Node's V8 knows every flag (v8.setFlagsFromString would ignore an unknown one silently)", () => {
+    // On the command line V8 refuses unknown flags: a renamed flag fails here, not silently in production.
+    const r = spawnSync(process.execPath, [...daemonTieringFlags(undefined), '-e', '0'], { encoding: 'utf8', timeout: 30_000 });
+    expect(r.stderr).toBe('');
+    expect(r.status).toBe(0);
+    const bad = spawnSync(process.execPath, ['--minimum-invocations-after-ic-updat=16', '-e', '0'], { encoding: 'utf8', timeout: 30_000 });
+    expect(bad.status).not.toBe(0);
   });
 });
 
