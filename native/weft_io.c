@@ -87,7 +87,8 @@ napi_value make_i64(napi_env env, int64_t v) {
 
 /* What a poller does on readiness before calling JS (see poll_io_start). */
 enum { POLL_IO_NONE = 0, POLL_IO_READ = 1, POLL_IO_RECV = 2 };
-#define POLL_IO_REFS 4
+#define POLL_IO_REFS 5
+#define SCATTER_MAX 64 /* iovecs of one scattered GRO slot */
 
 typedef struct {
   uv_poll_t handle;
@@ -105,6 +106,8 @@ typedef struct {
   uint32_t *lens;
   uint8_t *addrs;
   uint32_t *segs;
+  /* recvPollStart's optional [scatterSeg, scatterStride], read at every drain (PacketBatch). */
+  uint32_t *scatter;
 } poller_t;
 
 static void poller_freed(uv_handle_t *h) {
@@ -120,7 +123,7 @@ static void poller_freed(uv_handle_t *h) {
 
 static int64_t read_into(int fd, uint8_t *arena, int64_t slot, int64_t head, int64_t max_len, int64_t max_count, uint32_t *lens);
 static int64_t recv_into(int fd, uint8_t *arena, int64_t slot, int64_t head, int64_t max_len, int64_t max_count,
-                         uint32_t *lens, uint8_t *addrs, uint32_t *segs);
+                         uint32_t *lens, uint8_t *addrs, uint32_t *segs, int64_t sc_seg, int64_t sc_stride, int64_t pieces);
 
 /* A poller with I/O: fills the batch, then calls cb(n) only when there is something to report
  * (n > 0 packets, or n < 0 an errno / libuv error); an empty drain calls nothing. */
@@ -128,7 +131,20 @@ static void on_poll_io(poller_t *p, int status) {
   int64_t n;
   if (status < 0) n = status;
   else if (p->io == POLL_IO_READ) n = read_into(p->fd, p->arena, p->slot, p->head, p->max_len, p->max_count, p->lens);
-  else n = recv_into(p->fd, p->arena, p->slot, p->head, p->max_len, p->max_count, p->lens, p->addrs, p->segs);
+  else {
+    /* Scattered GRO receive as recvBatch does it; a layout that does not fit is refused by
+     * writing 0 back (the batch then reads back to back). */
+    int64_t seg = 0, stride = 0, pieces = 1;
+    if (p->scatter != NULL && p->segs != NULL && p->scatter[0] > 0) {
+      seg = p->scatter[0];
+      stride = p->scatter[1];
+      pieces = (p->max_len + seg - 1) / seg;
+      if (pieces > SCATTER_MAX) pieces = SCATTER_MAX;
+      if (stride < seg || p->head + p->max_len + (pieces - 1) * (stride - seg) > p->slot) { p->scatter[0] = 0; seg = 0; pieces = 1; }
+      else if (pieces == 1) seg = 0;
+    }
+    n = recv_into(p->fd, p->arena, p->slot, p->head, p->max_len, p->max_count, p->lens, p->addrs, p->segs, seg, stride, pieces);
+  }
   if (n == 0) return;
   napi_env env = p->env;
   napi_handle_scope scope;
@@ -242,7 +258,8 @@ static int pin_array(napi_env env, poller_t *p, int i, napi_value v, int u32, vo
 
 /*
  * readPollStart(fd, arena, slotSize, headroom, maxLen, maxCount, lens, cb(n)) -> External
- * recvPollStart(fd, arena, slotSize, headroom, maxLen, maxCount, lens, addrs, segs|null, cb(n)) -> External
+ * recvPollStart(fd, arena, slotSize, headroom, maxLen, maxCount, lens, addrs, segs|null, scatter|null, cb(n)) -> External
+ *   scatter: Uint32Array [scatterSeg, scatterStride], read at every drain (recvBatch's scatter).
  *
  * pollStart with the batch drain of readBatch / recvBatch done here, before JS runs: on
  * readiness the fd is drained into the arena (same contract as those calls) and cb(n) is called
@@ -253,12 +270,12 @@ static int pin_array(napi_env env, poller_t *p, int i, napi_value v, int u32, vo
  * buffers must not be detached meanwhile. Stop with pollStop.
  */
 static napi_value poll_io_start(napi_env env, napi_callback_info info, int io) {
-  size_t argc = 10;
-  napi_value argv[10];
+  size_t argc = 11;
+  napi_value argv[11];
   NAPI_OK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
   const char *usage = io == POLL_IO_READ ? "readPollStart(fd, arena, slotSize, headroom, maxLen, maxCount, lens, cb)"
-                                         : "recvPollStart(fd, arena, slotSize, headroom, maxLen, maxCount, lens, addrs, segs, cb)";
-  size_t need = io == POLL_IO_READ ? 8 : 10;
+                                         : "recvPollStart(fd, arena, slotSize, headroom, maxLen, maxCount, lens, addrs, segs, scatter, cb)";
+  size_t need = io == POLL_IO_READ ? 8 : 11;
   int64_t fd, slot, head, max_len, max_count;
   napi_valuetype t;
   if (argc < need || !get_i64(env, argv[0], &fd) || fd < 0 || !get_i64(env, argv[2], &slot) || !get_i64(env, argv[3], &head) ||
@@ -275,6 +292,9 @@ static napi_value poll_io_start(napi_env env, napi_callback_info info, int io) {
     napi_valuetype st;
     if (ok && napi_typeof(env, argv[8], &st) == napi_ok && st != napi_undefined && st != napi_null)
       ok = pin_array(env, p, 3, argv[8], 1, (void **)&p->segs, &nsegs);
+    size_t nsc = 0;
+    if (ok && napi_typeof(env, argv[9], &st) == napi_ok && st != napi_undefined && st != napi_null)
+      ok = pin_array(env, p, 4, argv[9], 1, (void **)&p->scatter, &nsc) && nsc >= 2;
   }
   const char *bad = NULL;
   if (!ok) bad = usage;
@@ -466,7 +486,6 @@ socklen_t record_to_addr(const uint8_t *rec, int sock_family, struct sockaddr_st
  *   bytes in all, so a run of datagrams of scatterSeg bytes lands already spread apart (no
  *   copy); any other size lands cut at scatterSeg boundaries (the caller joins the pieces).
  *   The slot must hold headroom + maxLen + (pieces - 1) * (scatterStride - scatterSeg). */
-#define SCATTER_MAX 64
 static struct iovec scatter_iov[MMSG_CHUNK * SCATTER_MAX];
 
 static napi_value recv_batch(napi_env env, napi_callback_info info) {
@@ -508,12 +527,12 @@ static napi_value recv_batch(napi_env env, napi_callback_info info) {
     }
   }
 
-  return make_i64(env, recv_into((int)fd, arena, slot, head, max_len, max_count, lens, addrs, segs));
+  return make_i64(env, recv_into((int)fd, arena, slot, head, max_len, max_count, lens, addrs, segs, sc_seg, sc_stride, pieces));
 }
 
 /* recvmmsg until EAGAIN or max_count -> count, or -errno when nothing was received because of a real error. */
 static int64_t recv_into(int fd, uint8_t *arena, int64_t slot, int64_t head, int64_t max_len, int64_t max_count,
-                         uint32_t *lens, uint8_t *addrs, uint32_t *segs) {
+                         uint32_t *lens, uint8_t *addrs, uint32_t *segs, int64_t sc_seg, int64_t sc_stride, int64_t pieces) {
   struct mmsghdr msgs[MMSG_CHUNK];
   struct iovec iov[MMSG_CHUNK];
   struct sockaddr_storage from[MMSG_CHUNK];

@@ -68,8 +68,12 @@ export class PacketBatch {
    * bytes lands spread apart; other sizes must be joined. 0: back to back. The reader resets
    * it to 0 when the socket cannot scatter.
    */
-  scatterSeg = 0;
-  scatterStride = 0;
+  get scatterSeg(): number { return this.scatter[0]!; }
+  set scatterSeg(v: number) { this.scatter[0] = v; }
+  get scatterStride(): number { return this.scatter[1]!; }
+  set scatterStride(v: number) { this.scatter[1] = v; }
+  /** [scatterSeg, scatterStride]: the native drain (recvPollStart) reads it at every receive. */
+  readonly scatter = new Uint32Array(2);
 
   constructor(opts: PacketBatchOptions) {
     const capacity = opts.capacity ?? 64;

@@ -38,7 +38,7 @@ export interface NativeIo {
    */
   readPollStart?(fd: number, arena: Uint8Array, slotSize: number, headroom: number, maxLen: number, maxCount: number, lens: Uint32Array, cb: (n: number) => void): PollHandle;
   /** The same with recvBatch's drain (segs: a UDP_GRO socket's segment sizes, else null). */
-  recvPollStart?(fd: number, arena: Uint8Array, slotSize: number, headroom: number, maxLen: number, maxCount: number, lens: Uint32Array, addrs: Uint8Array, segs: Uint32Array | null, cb: (n: number) => void): PollHandle;
+  recvPollStart?(fd: number, arena: Uint8Array, slotSize: number, headroom: number, maxLen: number, maxCount: number, lens: Uint32Array, addrs: Uint8Array, segs: Uint32Array | null, scatter: Uint32Array | null, cb: (n: number) => void): PollHandle;
   /** read() until EAGAIN or maxCount; slot i at i*slotSize+headroom. → count, or -errno. */
   readBatch(fd: number, arena: Uint8Array, slotSize: number, headroom: number, maxLen: number, maxCount: number, lens: Uint32Array): number;
   /** write() each packet → packets written (failures skipped). */

@@ -301,7 +301,7 @@ export class UdpSocket {
     if (native && typeof native.recvPollStart === 'function') {
       // The drain runs natively on readiness: one crossing per wake-up (see native.ts).
       this.poll = native.recvPollStart(this.fd, batch.buf, batch.slotSize, batch.headroom, batch.maxLen, batch.capacity,
-        batch.lens, batch.addrs, this.offload.gro ? batch.segs : null, (n) => this.onReceived(n));
+        batch.lens, batch.addrs, this.offload.gro ? batch.segs : null, this.offload.gro ? batch.scatter : null, (n) => this.onReceived(n));
     } else if (native) {
       this.poll = native.pollStart(this.fd, false, (status) => this.onReadable(status));
     } else {
@@ -312,11 +312,10 @@ export class UdpSocket {
 
   /**
    * GRO receives can be scattered (PacketBatch.scatterSeg): native path, GRO on, an addon that
-   * scatters, and the drain not done by recvPollStart (its drain does not scatter: the fewer
-   * crossings per wake-up won over the saved copy, bench/RESULTS.md).
+   * scatters (recvBatch, and recvPollStart's drain reading PacketBatch.scatter).
    */
   get canScatter(): boolean {
-    return this.native !== null && this.offload.gro && this.native.recvScatter === 1 && typeof this.native.recvPollStart !== 'function';
+    return this.native !== null && this.offload.gro && this.native.recvScatter === 1;
   }
 
   /** Source address text of datagram i (interned: no allocation for a known sender). */
