@@ -45,26 +45,19 @@
  * wrapper we spawned, or the PIDs living inside our own wp-* namespaces); every command is
  * bounded by a timeout; the namespaces are deleted on exit, SIGINT and SIGTERM.
  */
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import {
+  cpuSeconds, daemonSpecs, inNs, intEnv, live, machineLine, median, need, pingTimes, runToEnd, setupTunnel, setupUnderlay, sh, sleep, slot, spawnIn, stopProc,
+  teardown as teardownSlot, WG_MTU, WG_PORT, type DaemonSpec, type Tunnel,
+} from './tunnel-netns.js';
 
-const NS_A = 'wp-a';
-const NS_B = 'wp-b';
-const VETH_A = 'wp-va';
-const VETH_B = 'wp-vb';
-const WG_A = 'wp-wga';
-const WG_B = 'wp-wgb';
-const U_A = '198.18.5.1';
-const U_B = '198.18.5.2';
-const T_A = '100.64.5.1';
-const T_B = '100.64.5.2';
-const WG_PORT = 51820;
+const S = slot(0);
+const { NS_A, NS_B, WG_A, WG_B, U_B, T_B } = S;
 const IPERF_PORT = 5201;
-const WG_MTU = 1420;
-const UAPI_DIR = '/var/run/wireguard';
 
 const RUNS = intEnv('RUNS', 3);
 const DUR = intEnv('DUR', 10);
@@ -74,229 +67,13 @@ const TESTS = (process.env.TESTS ?? 'ping,tcp1,udp64').split(',').map((t) => t.t
 const KNOWN_TESTS = ['ping', 'pingload', 'tcp1', 'tcp4', 'udp64', 'tcp1flood', 'tcp1floodctl'];
 for (const t of TESTS) if (!KNOWN_TESTS.includes(t)) throw new Error(`TESTS: unknown test ${t} (${KNOWN_TESTS.join(', ')})`);
 const FLOOD_RATE = intEnv('FLOOD_RATE', 30_000);
-const HZ = Number(spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).stdout.trim()) || 100;
 
-const WEFT_WG = process.env.WEFT_WG ?? path.join(findRoot(), 'bin/weft-wg');
 const FLOOD_JS = fileURLToPath(new URL('./flood.js', import.meta.url));
-
-interface DaemonSpec { label: string; cmd: string[]; env: Record<string, string> }
-
-function parseEnv(text: string): Record<string, string> {
-  const env: Record<string, string> = {};
-  for (const kv of text.split(/\s+/).filter(Boolean)) {
-    const i = kv.indexOf('=');
-    if (i <= 0) throw new Error(`expected K=V, got ${kv}`);
-    env[kv.slice(0, i)] = kv.slice(i + 1);
-  }
-  return env;
-}
-
-function daemonSpecs(): DaemonSpec[] {
-  const nodeArgs = (process.env.WEFT_NODE_ARGS ?? '').split(/\s+/).filter(Boolean);
-  const weftEnv = parseEnv(process.env.WEFT_ENV ?? '');
-  const weftCmd = [process.execPath, ...nodeArgs, WEFT_WG, '-f'];
-  const all: DaemonSpec[] = [
-    { label: 'wireguard-go', cmd: ['wireguard-go', '-f'], env: {} },
-    { label: 'weft', cmd: weftCmd, env: weftEnv },
-  ];
-  for (const v of (process.env.WEFT_VARIANTS ?? '').split(';').map((x) => x.trim()).filter(Boolean)) {
-    const c = v.indexOf(':');
-    const name = c < 0 ? v : v.slice(0, c);
-    if (!/^[a-z0-9-]+$/.test(name)) throw new Error(`WEFT_VARIANTS: bad label ${name}`);
-    const env = { ...weftEnv, ...parseEnv(c < 0 ? '' : v.slice(c + 1)) };
-    // WEFT_WG=… in a variant runs another build (e.g. an older commit's bin/weft-wg).
-    const cmd = env.WEFT_WG ? [process.execPath, ...nodeArgs, env.WEFT_WG, '-f'] : weftCmd;
-    all.push({ label: `weft-${name}`, cmd, env });
-  }
-  const want = (process.env.DAEMONS ?? all.map((d) => d.label).join(',')).split(',').map((s) => s.trim()).filter(Boolean);
-  const specs = want.map((w) => {
-    const s = all.find((d) => d.label === w);
-    if (!s) throw new Error(`DAEMONS: unknown daemon ${w} (known: ${all.map((d) => d.label).join(', ')})`);
-    return s;
-  });
-  if (specs.length === 0) throw new Error('DAEMONS is empty');
-  return specs;
-}
-
-function intEnv(name: string, dflt: number): number {
-  const v = process.env[name];
-  if (v === undefined || v === '') return dflt;
-  const n = Number(v);
-  if (!Number.isInteger(n) || n < 1) throw new Error(`${name}=${v}: expected a positive integer`);
-  return n;
-}
-
-function findRoot(): string {
-  // dist/bench/tunnel.js → ../..; bench/tunnel.ts (tsx) → ..
-  for (const rel of ['../..', '..']) {
-    const p = fileURLToPath(new URL(rel, import.meta.url));
-    if (fs.existsSync(path.join(p, 'bin/weft-wg'))) return p;
-  }
-  throw new Error('cannot find bin/weft-wg next to this benchmark');
-}
-
-// ------------------------------------------------------------------------------------------
-// Small process helpers (every command bounded)
-
-function sh(cmd: string[], opts: { timeoutMs?: number; allowFail?: boolean; input?: string } = {}): string {
-  const r = spawnSync(cmd[0], cmd.slice(1), { encoding: 'utf8', timeout: opts.timeoutMs ?? 15_000, input: opts.input });
-  if ((r.status !== 0 || r.error) && !opts.allowFail) {
-    throw new Error(`command failed (${r.status}): ${cmd.join(' ')}\n${(r.stderr ?? '').trim()}${r.error ? String(r.error) : ''}`);
-  }
-  return r.stdout ?? '';
-}
-
-function inNs(ns: string, cmd: string[], opts: { timeoutMs?: number; allowFail?: boolean; input?: string } = {}): string {
-  return sh(['ip', 'netns', 'exec', ns, ...cmd], opts);
-}
-
-const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
-
-/** Runs `cmd` to completion without blocking the event loop (SIGKILL after timeoutMs). */
-function runToEnd(cmd: string[], timeoutMs: number): Promise<{ status: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-    const child = spawn(cmd[0], cmd.slice(1), { stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout!.on('data', (d: Buffer) => { stdout += d.toString('utf8'); });
-    child.stderr!.on('data', (d: Buffer) => { stderr = (stderr + d.toString('utf8')).slice(-16384); });
-    const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
-    child.on('close', (status) => { clearTimeout(timer); resolve({ status, stdout, stderr }); });
-    child.on('error', (err) => { clearTimeout(timer); resolve({ status: null, stdout, stderr: String(err) }); });
-  });
-}
-
-interface Proc { child: ChildProcess; pid: number; exited: Promise<void>; out: () => string }
-
-/** Starts `cmd` in `ns` under timeout(1), in its own process group (so we can stop exactly it). */
-function spawnIn(ns: string, cmd: string[], lifetimeS: number, env: Record<string, string> = {}): Proc {
-  // -k 15: timeout(1) also SIGKILLs its child that long after forwarding our SIGTERM; a daemon
-  // writing a --cpu-prof profile on its way out needs a few seconds.
-  const argv = ['timeout', '-k', '15', String(lifetimeS), 'ip', 'netns', 'exec', ns, ...cmd];
-  const child = spawn(argv[0], argv.slice(1), { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env }, detached: true });
-  if (child.pid === undefined) throw new Error(`cannot start ${cmd.join(' ')}`);
-  let out = '';
-  const keep = (d: Buffer): void => { out = (out + d.toString('utf8')).slice(-16384); };
-  child.stdout!.on('data', keep);
-  child.stderr!.on('data', keep);
-  const exited = new Promise<void>((r) => { child.on('exit', () => r()); child.on('error', () => r()); });
-  const p: Proc = { child, pid: child.pid, exited, out: () => out };
-  live.add(p);
-  void exited.then(() => live.delete(p));
-  return p;
-}
-
-const live = new Set<Proc>();
-
-async function stopProc(p: Proc, graceMs = 20_000): Promise<void> {
-  if (p.child.exitCode !== null || p.child.signalCode !== null) return;
-  try { process.kill(-p.pid, 'SIGTERM'); } catch { /* gone */ }
-  const done = await Promise.race([p.exited.then(() => true), sleep(graceMs).then(() => false)]);
-  if (!done) {
-    try { process.kill(-p.pid, 'SIGKILL'); } catch { /* gone */ }
-    await Promise.race([p.exited, sleep(1000)]);
-  }
-}
-
-/** The daemon's PID: timeout → ip netns exec → (env) → daemon is an exec chain, so it is timeout's only child. */
-async function childPid(wrapperPid: number): Promise<number> {
-  for (let i = 0; i < 50; i++) {
-    try {
-      const c = fs.readFileSync(`/proc/${wrapperPid}/task/${wrapperPid}/children`, 'utf8').trim().split(/\s+/)[0];
-      if (c) {
-        // Wait until the exec chain has reached the daemon (no longer `ip`).
-        const comm = fs.readFileSync(`/proc/${c}/comm`, 'utf8').trim();
-        if (comm !== 'ip') return Number(c);
-      }
-    } catch { /* not yet */ }
-    await sleep(100);
-  }
-  throw new Error(`no child of ${wrapperPid}`);
-}
-
-/** utime+stime of all threads, in seconds; 0 if the process is gone. */
-function cpuSeconds(pid: number): number {
-  try {
-    const s = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const f = s.slice(s.lastIndexOf(')') + 2).split(' ');
-    return (Number(f[11]) + Number(f[12])) / HZ; // fields 14 and 15 of proc(5)
-  } catch {
-    return 0;
-  }
-}
-
-// ------------------------------------------------------------------------------------------
-// Topology
-
-function teardown(): void {
-  for (const ns of [NS_A, NS_B]) {
-    const list = sh(['ip', 'netns', 'list'], { allowFail: true });
-    if (!new RegExp(`^${ns}( |$)`, 'm').test(list)) continue;
-    // Anything still inside our own namespaces was started by this benchmark.
-    for (const pid of sh(['ip', 'netns', 'pids', ns], { allowFail: true }).split(/\s+/).filter(Boolean)) {
-      try { process.kill(Number(pid), 'SIGKILL'); } catch { /* gone */ }
-    }
-    sh(['ip', 'netns', 'del', ns], { allowFail: true });
-  }
-  sh(['ip', 'link', 'del', VETH_A], { allowFail: true });
-  for (const ifc of [WG_A, WG_B]) fs.rmSync(path.join(UAPI_DIR, `${ifc}.sock`), { force: true });
-}
-
-function setupUnderlay(): void {
-  sh(['ip', 'netns', 'add', NS_A]);
-  sh(['ip', 'netns', 'add', NS_B]);
-  sh(['ip', 'link', 'add', VETH_A, 'netns', NS_A, 'type', 'veth', 'peer', 'name', VETH_B, 'netns', NS_B]);
-  sh(['ip', '-n', NS_A, 'addr', 'add', `${U_A}/24`, 'dev', VETH_A]);
-  sh(['ip', '-n', NS_B, 'addr', 'add', `${U_B}/24`, 'dev', VETH_B]);
-  for (const [ns, dev] of [[NS_A, VETH_A], [NS_B, VETH_B]]) {
-    sh(['ip', '-n', ns, 'link', 'set', 'lo', 'up']);
-    sh(['ip', '-n', ns, 'link', 'set', dev, 'up']);
-  }
-  inNs(NS_A, ['ping', '-n', '-q', '-c', '2', '-i', '0.2', '-W', '1', U_B], { timeoutMs: 10_000 });
-}
-
-interface Tunnel { a: Proc; b: Proc; pidA: number; pidB: number; pubB: string }
-
-async function startDaemon(spec: DaemonSpec, ns: string, ifc: string, lifetimeS: number): Promise<{ proc: Proc; pid: number }> {
-  const proc = spawnIn(ns, [...spec.cmd, ifc], lifetimeS, { LOG_LEVEL: 'error', WG_PROCESS_FOREGROUND: '1', ...spec.env });
-  const pid = await childPid(proc.pid);
-  const sock = path.join(UAPI_DIR, `${ifc}.sock`);
-  for (let i = 0; i < 100 && !fs.existsSync(sock); i++) await sleep(100);
-  if (!fs.existsSync(sock)) throw new Error(`${spec.label}: no UAPI socket ${sock}: ${proc.out()}`);
-  return { proc, pid };
-}
-
-async function setupTunnel(spec: DaemonSpec, tmp: string): Promise<Tunnel> {
-  const lifetime = DUR * 6 + 300;
-  const keyA = path.join(tmp, 'a.key');
-  const keyB = path.join(tmp, 'b.key');
-  fs.writeFileSync(keyA, sh(['wg', 'genkey']), { mode: 0o600 });
-  fs.writeFileSync(keyB, sh(['wg', 'genkey']), { mode: 0o600 });
-  const pubA = sh(['wg', 'pubkey'], { input: fs.readFileSync(keyA, 'utf8') }).trim();
-  const pubB = sh(['wg', 'pubkey'], { input: fs.readFileSync(keyB, 'utf8') }).trim();
-  const a = await startDaemon(spec, NS_A, WG_A, lifetime);
-  const b = await startDaemon(spec, NS_B, WG_B, lifetime);
-  inNs(NS_A, ['wg', 'set', WG_A, 'listen-port', String(WG_PORT), 'private-key', keyA,
-    'peer', pubB, 'endpoint', `${U_B}:${WG_PORT}`, 'allowed-ips', `${T_B}/32`], { timeoutMs: 10_000 });
-  inNs(NS_B, ['wg', 'set', WG_B, 'listen-port', String(WG_PORT), 'private-key', keyB,
-    'peer', pubA, 'endpoint', `${U_A}:${WG_PORT}`, 'allowed-ips', `${T_A}/32`], { timeoutMs: 10_000 });
-  sh(['ip', '-n', NS_A, 'addr', 'add', `${T_A}/24`, 'dev', WG_A]);
-  sh(['ip', '-n', NS_B, 'addr', 'add', `${T_B}/24`, 'dev', WG_B]);
-  sh(['ip', '-n', NS_A, 'link', 'set', WG_A, 'mtu', String(WG_MTU), 'up']);
-  sh(['ip', '-n', NS_B, 'link', 'set', WG_B, 'mtu', String(WG_MTU), 'up']);
-  let ok = false;
-  for (let i = 0; i < 10 && !ok; i++) {
-    ok = spawnSync('ip', ['netns', 'exec', NS_A, 'ping', '-n', '-q', '-c', '1', '-W', '1', T_B], { stdio: 'ignore', timeout: 3000 }).status === 0;
-  }
-  if (!ok) throw new Error(`${spec.label}: the tunnel does not pass traffic\nA: ${a.proc.out()}\nB: ${b.proc.out()}`);
-  // Warm-up, the same for every daemon: 100 pings over ~1 s, so a JIT-compiled daemon is measured
-  // warm (as it runs in production) rather than on its first packets.
-  inNs(NS_A, ['ping', '-n', '-q', '-c', '100', '-i', '0.01', '-W', '1', T_B], { timeoutMs: 10_000, allowFail: true });
-  return { a: a.proc, b: b.proc, pidA: a.pid, pidB: b.pid, pubB };
-}
 
 // ------------------------------------------------------------------------------------------
 // Measurements
+
+const teardown = (): void => teardownSlot(S);
 
 type Metrics = Record<string, number>;
 
@@ -384,7 +161,7 @@ function measurePing(m: Metrics): void {
 }
 
 function parsePing(out: string, m: Metrics, prefix: string): void {
-  const each = [...out.matchAll(/time=([\d.]+) ms/g)].map((x) => Number(x[1])).sort((x, y) => x - y);
+  const each = pingTimes(out).sort((x, y) => x - y);
   if (each.length > 0) {
     m[`${prefix}_p50_ms`] = median(each);
     m[`${prefix}_p90_ms`] = each[Math.min(each.length - 1, Math.floor(each.length * 0.9))];
@@ -441,11 +218,11 @@ async function measureTcpUnderFlood(t: Tunnel, dir: string, m: Metrics, tag: 'tc
 async function measureDaemon(spec: DaemonSpec, dir: string): Promise<Metrics> {
   const m: Metrics = {};
   teardown();
-  setupUnderlay();
+  setupUnderlay(S);
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'wp-keys-'));
   let t: Tunnel | null = null;
   try {
-    t = await setupTunnel(spec, tmp);
+    t = await setupTunnel(spec, S, tmp, DUR * 6 + 300);
     for (const test of TESTS) {
       if (test === 'ping') measurePing(m);
       else if (test === 'pingload') await measurePingUnderLoad(t, dir, m);
@@ -503,12 +280,6 @@ const ROWS: Row[] = [
   { key: 'flood_replies_per_s', label: 'flood: cookie replies received', unit: '/s', scale: 1, digits: 0, better: '' },
 ];
 
-function median(v: number[]): number {
-  const s = [...v].sort((x, y) => x - y);
-  const n = s.length;
-  return n % 2 ? s[(n - 1) / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
-}
-
 function summarize(labels: string[], results: Map<string, Metrics[]>): string {
   const lines: string[] = [];
   const head = ['metric', 'unit', ...labels.map((l) => `${l} median (min–max)`)];
@@ -543,28 +314,10 @@ function summarize(labels: string[], results: Map<string, Metrics[]>): string {
   return lines.join('\n');
 }
 
-function machineLine(): string {
-  const cpu = /model name\s*:\s*(.*)/.exec(fs.readFileSync('/proc/cpuinfo', 'utf8'))?.[1] ?? 'unknown CPU';
-  const wgv = sh(['wireguard-go', '--version'], { allowFail: true }).split('\n')[0];
-  return `${cpu} x ${os.cpus().length}, kernel ${os.release()}, node ${process.version}, ${wgv}, ` +
-    `${sh(['iperf3', '--version'], { allowFail: true }).split('\n')[0]}`;
-}
-
-function need(): void {
-  if (process.getuid?.() !== 0) throw new Error('must run as root (network namespaces, veth, TUN)');
-  for (const c of ['ip', 'iperf3', 'ping', 'wg', 'wireguard-go', 'timeout', 'nstat', 'ss']) {
-    if (spawnSync('sh', ['-c', `command -v ${c}`], { stdio: 'ignore' }).status !== 0) throw new Error(`missing command: ${c}`);
-  }
-  if (!process.env.WEFT_WG && !fs.existsSync(path.join(path.dirname(WEFT_WG), '../dist/src/cli/weft-wg.js'))) {
-    throw new Error('weft-wg is not built (npm run build)');
-  }
-  if (!fs.existsSync(WEFT_WG)) throw new Error(`WEFT_WG: ${WEFT_WG} does not exist`);
-}
-
 // ------------------------------------------------------------------------------------------
 
 async function main(): Promise<number> {
-  need();
+  need(['iperf3', 'nstat', 'ss']);
   const specs = daemonSpecs();
   const outDir = process.env.RESULTS_DIR ?? fs.mkdtempSync(path.join(os.tmpdir(), 'wp-tunnel-'));
   fs.mkdirSync(outDir, { recursive: true });

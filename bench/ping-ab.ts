@@ -1,0 +1,156 @@
+/**
+ * Idle ping RTT of several WireGuard daemons measured at the same time: every daemon's tunnel
+ * is up at once (one namespace pair each, bench/tunnel-netns.ts slots), and one ping(8) per
+ * tunnel runs concurrently at the same interval, the k-th started k/n of an interval after the
+ * first, so the echoes interleave (A, B, A, B, …) instead of taking turns by minutes as in
+ * bench/tunnel.ts. Load and frequency drift of a shared machine then hit every daemon alike,
+ * which the sequential ping test cannot promise (its run-to-run spread was larger than the
+ * differences it had to tell apart).
+ *
+ * Run (root):  npm run bench:ping          (= build, then node dist/bench/ping-ab.js)
+ * Knobs: ROUNDS=5 (fresh tunnels each round; the start order of the pings and the slot of
+ *        each daemon rotate every round), PINGS=300, PING_INTERVAL=0.02 (s),
+ *        DAEMONS / WEFT_VARIANTS / WEFT_ENV / WEFT_NODE_ARGS / WEFT_WG as bench/tunnel.ts.
+ * Printed per daemon: the median over rounds of each round's median, p90 and mean RTT, the
+ * same over all echoes pooled, and each weft daemon's ratio to wireguard-go (the anchor).
+ * The pings drift against each other over a round: an echo that came within COLLIDE_MS = 1 ms
+ * of another tunnel's (ping -D timestamps) is left out, with that one, and counted; the
+ * figures are the daemons' alone on the machine.
+ */
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import {
+  daemonSpecs, intEnv, live, machineLine, median, need, setupTunnel, setupUnderlay, sleep, slot, spawnIn, stopProc,
+  teardown, type DaemonSpec, type Proc, type Slot, type Tunnel,
+} from './tunnel-netns.js';
+
+const ROUNDS = intEnv('ROUNDS', 5);
+const PINGS = intEnv('PINGS', 300);
+const PING_INTERVAL = process.env.PING_INTERVAL ?? '0.02';
+const INTERVAL_MS = Number(PING_INTERVAL) * 1000;
+if (!(INTERVAL_MS >= 2)) throw new Error(`PING_INTERVAL=${PING_INTERVAL}: expected seconds ≥ 0.002`);
+const COLLIDE_MS = 1;
+
+interface RoundFigures { p50: number; p90: number; avg: number; n: number }
+
+function quantile(sorted: number[], q: number): number {
+  return sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * q))];
+}
+
+function figures(rtts: number[]): RoundFigures {
+  const s = [...rtts].sort((x, y) => x - y);
+  return { p50: median(s), p90: quantile(s, 0.9), avg: s.reduce((a, b) => a + b, 0) / (s.length || 1), n: s.length };
+}
+
+interface Echo { send: number; rtt: number }
+
+/** ping -D's echo lines, "[1700000000.123456] 64 bytes from …: … time=0.512 ms": the time printed is the reply's. */
+function echoes(out: string): Echo[] {
+  return [...out.matchAll(/^\[([\d.]+)\] .*time=([\d.]+) ms/gm)].map((x) => ({ send: Number(x[1]) * 1000 - Number(x[2]), rtt: Number(x[2]) }));
+}
+
+/**
+ * The echoes of each tunnel that no other tunnel's echo came near: an echo whose [send, reply]
+ * span lies within COLLIDE_MS of another tunnel's is dropped from both, so the daemons never
+ * share the CPUs during a measured echo (the pings drift against each other over a round).
+ */
+function clean(all: Echo[][]): { kept: number[][]; dropped: number } {
+  const flat = all.flatMap((es, i) => es.map((e) => ({ ...e, i, bad: false }))).sort((x, y) => x.send - y.send);
+  for (let k = 0; k < flat.length; k++) {
+    for (let j = k + 1; j < flat.length && flat[j].send <= flat[k].send + flat[k].rtt + COLLIDE_MS; j++) {
+      if (flat[j].i !== flat[k].i) { flat[j].bad = true; flat[k].bad = true; }
+    }
+  }
+  return { kept: all.map((_, i) => flat.filter((e) => e.i === i && !e.bad).map((e) => e.rtt)), dropped: flat.filter((e) => e.bad).length };
+}
+
+async function round(r: number, specs: DaemonSpec[], tmp: string): Promise<{ rtts: Map<string, number[]>; dropped: number }> {
+  // Rotate both the slot each daemon gets and the order the pings start in.
+  const order = specs.map((_, i) => specs[(i + r) % specs.length]);
+  const slots = new Map<string, Slot>(order.map((s, i) => [s.label, slot(i)]));
+  const tunnels: Tunnel[] = [];
+  try {
+    for (const s of order) {
+      teardown(slots.get(s.label)!);
+      setupUnderlay(slots.get(s.label)!);
+      tunnels.push(await setupTunnel(s, slots.get(s.label)!, tmp, PINGS * Number(PING_INTERVAL) + 300));
+    }
+    await sleep(500);
+    const pings: Proc[] = [];
+    for (const [k, s] of order.entries()) {
+      const sl = slots.get(s.label)!;
+      if (k > 0) await sleep(INTERVAL_MS / order.length);
+      pings.push(spawnIn(sl.NS_A, ['ping', '-D', '-n', '-c', String(PINGS), '-i', PING_INTERVAL, '-W', '1', sl.T_B], PINGS * Number(PING_INTERVAL) + 30));
+    }
+    await Promise.all(pings.map((p) => Promise.race([p.exited, sleep((PINGS * Number(PING_INTERVAL) + 30) * 1000)])));
+    const { kept, dropped } = clean(pings.map((p) => echoes(p.out())));
+    return { rtts: new Map<string, number[]>(order.map((s, k) => [s.label, kept[k]])), dropped };
+  } finally {
+    for (const t of tunnels) { await stopProc(t.a); await stopProc(t.b); }
+    for (const s of order) teardown(slots.get(s.label)!);
+  }
+}
+
+async function main(): Promise<number> {
+  need();
+  const specs = daemonSpecs();
+  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'wp-pingab-'));
+  const cleanup = (): void => {
+    for (const p of live) { try { process.kill(-p.pid, 'SIGKILL'); } catch { /* gone */ } }
+    for (let i = 0; i < specs.length; i++) teardown(slot(i));
+    fs.rmSync(tmp, { recursive: true, force: true });
+  };
+  process.once('SIGINT', () => { cleanup(); process.exit(130); });
+  process.once('SIGTERM', () => { cleanup(); process.exit(143); });
+  console.log(`# ping-ab: ${specs.map((s) => s.label).join(' / ')} interleaved; ROUNDS=${ROUNDS} PINGS=${PINGS}x${PING_INTERVAL}s; load ${os.loadavg().map((x) => x.toFixed(2)).join(' ')}`);
+  console.log(`# ${machineLine()}`);
+  const perRound = new Map<string, RoundFigures[]>(specs.map((s) => [s.label, []]));
+  const pooled = new Map<string, number[]>(specs.map((s) => [s.label, []]));
+  try {
+    for (let r = 0; r < ROUNDS; r++) {
+      const { rtts, dropped } = await round(r, specs, tmp);
+      const parts: string[] = [];
+      for (const s of specs) {
+        const f = figures(rtts.get(s.label)!);
+        perRound.get(s.label)!.push(f);
+        pooled.get(s.label)!.push(...rtts.get(s.label)!);
+        parts.push(`${s.label} p50 ${f.p50.toFixed(3)} p90 ${f.p90.toFixed(3)} avg ${f.avg.toFixed(3)} ms (${f.n} echoes)`);
+      }
+      process.stderr.write(`[ping-ab] round ${r + 1}/${ROUNDS}: ${parts.join('; ')}; ${dropped} echoes left out (near another tunnel's)\n`);
+    }
+  } finally {
+    cleanup();
+  }
+  const ANCHOR = 'wireguard-go';
+  const rows: [string, (l: string) => number][] = [
+    ['median RTT (median of rounds)', (l) => median(perRound.get(l)!.map((f) => f.p50))],
+    ['p90 RTT (median of rounds)', (l) => median(perRound.get(l)!.map((f) => f.p90))],
+    ['mean RTT (median of rounds)', (l) => median(perRound.get(l)!.map((f) => f.avg))],
+    ['median RTT (all echoes)', (l) => figures(pooled.get(l)!).p50],
+    ['p90 RTT (all echoes)', (l) => figures(pooled.get(l)!).p90],
+    ['p99 RTT (all echoes)', (l) => quantile([...pooled.get(l)!].sort((x, y) => x - y), 0.99)],
+  ];
+  const labels = specs.map((s) => s.label);
+  const compared = labels.includes(ANCHOR) ? labels.filter((l) => l !== ANCHOR) : [];
+  const head = ['metric (ms)', ...labels, ...compared.map((l) => `${l} / ${ANCHOR}`)];
+  console.log(`\n| ${head.join(' | ')} |\n|${head.map(() => '---').join('|')}|`);
+  for (const [name, f] of rows) {
+    const v = new Map(labels.map((l) => [l, f(l)]));
+    const ratios = compared.map((l) => `${(v.get(l)! / v.get(ANCHOR)!).toFixed(2)}x`);
+    console.log(`| ${name} | ${labels.map((l) => v.get(l)!.toFixed(3)).join(' | ')} | ${ratios.join(' | ')} |`);
+  }
+  // Per round ratios: how often weft is ahead, not only the medians.
+  for (const l of compared) {
+    const rs = perRound.get(l)!.map((f, i) => f.p50 / perRound.get(ANCHOR)![i].p50);
+    const ps = perRound.get(l)!.map((f, i) => f.p90 / perRound.get(ANCHOR)![i].p90);
+    console.log(`\n${l} / ${ANCHOR} per round: median ${rs.map((x) => x.toFixed(2)).join(' ')}; p90 ${ps.map((x) => x.toFixed(2)).join(' ')}`);
+  }
+  console.log(`# load after: ${os.loadavg().map((x) => x.toFixed(2)).join(' ')}`);
+  return 0;
+}
+
+main().then((c) => { process.exitCode = c; }, (e) => {
+  console.error(`bench/ping-ab: ${e instanceof Error ? e.message : String(e)}`);
+  process.exitCode = 1;
+});
