@@ -198,6 +198,8 @@ export function parseFirewallConfiguration(fc: unknown): RuleTable {
     const prio = c.priority ?? 0;
     if (typeof prio !== 'number' || !Number.isInteger(prio)) fail(w, 'priority', 'must be an integer');
     if (type === 'nat' && (hook === 'forward')) fail(w, 'hook', 'a nat chain cannot attach at forward');
+    // The kernel refuses a nat chain at or before conntrack (NF_IP_PRI_CONNTRACK, -200).
+    if (type === 'nat' && prio <= -200) fail(w, 'priority', `a nat chain needs a priority above -200 (conntrack), got ${prio}`);
     if (type === 'route' && hook !== 'output') fail(w, 'hook', 'a route chain attaches at output only');
     const rs = isObj(c.rules) ? c.rules : {};
     const key = type === 'filter' ? 'filterRules' : type === 'nat' ? 'natRules' : 'routeRules';
@@ -220,6 +222,7 @@ export function parseFirewallConfiguration(fc: unknown): RuleTable {
         // nftables refuses these at load time: destination NAT before routing, source NAT after.
         if (dst && hook !== 'prerouting' && hook !== 'output') fail(w, 'natType', `dnat needs a prerouting or output chain, this one is at ${hook}`);
         if (!dst && hook !== 'postrouting' && hook !== 'input') fail(w, 'natType', `${n.action.type} needs a postrouting or input chain, this one is at ${hook}`);
+        if (n.action.type === 'masquerade' && hook !== 'postrouting') fail(w, 'natType', `masquerade (no \`to\`) needs a postrouting chain, this one is at ${hook}`);
         return n;
       }
       return { kind: 'route' as const, name: w.rule, conds: parseConds(w, r) };

@@ -64,6 +64,8 @@ describe('parseFirewallConfiguration', () => {
     ['rt mtu clamp at prerouting', withRule({ hook: 'prerouting', type: 'filter' }, { name: 'r', action: 'tcpmssclamp' }), 'c', 'r', 'value'],
     ['dnat at postrouting', withRule({ hook: 'postrouting', type: 'nat' }, { name: 'r', natType: 'dnat', to: '10.0.0.1', match: [] }), 'c', 'r', 'natType'],
     ['nat to range', withRule({ hook: 'postrouting', type: 'nat' }, { name: 'r', natType: 'snat', to: '10.0.0.1-10.0.0.9', match: [] }), 'c', 'r', 'to'],
+    ['masquerade at input', withRule({ hook: 'input', type: 'nat' }, { name: 'r', natType: 'masquerade', match: [] }), 'c', 'r', 'natType'],
+    ['nat chain at conntrack priority', withRule({ hook: 'prerouting', type: 'nat', priority: -200 }, { name: 'r', natType: 'dnat', to: '10.0.0.1', match: [] }), 'c', '', 'priority'],
   ])('names object, chain, rule and field: %s', (_what, o, chain, rule, field) => {
     const e = err(o);
     expect(e.object).toBe(o === undefined ? '' : (o as { metadata: Obj }).metadata ? 'ns/x' : '?');
