@@ -150,7 +150,9 @@ export function compileRules(tables: readonly RuleTable[]): CompiledRules {
   }
   const steps: CStep[][] = [];
   for (let h = 0; h < HOOKS.length; h++) {
-    const list = perHook[h]!.sort((a, b) => a.prio - b.prio || a.seq - b.seq);
+    // Equal priorities: the chain registered last first (the kernel inserts a hook before those
+    // of its priority), registration being the tables' order, each table's chains in order.
+    const list = perHook[h]!.sort((a, b) => a.prio - b.prio || b.seq - a.seq);
     const filters = list.filter((e) => !e.chain.nat);
     const nats = list.filter((e) => e.chain.nat);
     const out: { prio: number; step: CStep }[] = filters.map((e) => ({ prio: e.prio, step: new CStep(S_CHAIN, e.chain) }));
@@ -164,9 +166,9 @@ export function compileRules(tables: readonly RuleTable[]): CompiledRules {
       }
       if (h === HOOK_POSTROUTING || h === HOOK_INPUT) out.push({ prio: Number.MAX_SAFE_INTEGER, step: new CStep(S_CONFIRM, null) });
     }
-    // Stable sort: at equal priority the CT / NAT core steps go after filter chains registered
-    // before them, as the kernel orders hooks of equal priority by registration (nft's chains
-    // before the conntrack/NAT core, whose modules load with the first rule needing them).
+    // Stable sort: at equal priority the CT / NAT core steps go after the filter chains, the
+    // kernel's order when conntrack / NAT were in use before the chain was created (a new hook
+    // goes before those of its priority; README deviations: a table bringing them in is after).
     steps.push(out.sort((a, b) => a.prio - b.prio).map((e) => e.step));
   }
   const counted = ids.map((id) => id.endsWith('/policy'));

@@ -107,6 +107,17 @@ describe('compiled rules (RulesRuntime)', () => {
     expect(e.counterOf('n/f/t/late/ok')).toBe(1);
     expect(e.counterOf('n/f/t/late/policy')).toBe(1);
   });
+
+  it('as the kernel: of two chains at one priority, the one created last runs first', () => {
+    const chain = (name: string, filterRules: object[]): object => ({ name, type: 'filter', hook: 'prerouting', priority: 0, policy: 'accept', rules: { filterRules } });
+    const fc = { metadata: { name: 'f', namespace: 'n' }, spec: { table: { name: 't', family: 'IPV4', chains: [
+      chain('first', [{ name: 'all', counter: true, action: 'drop' }]),
+      chain('second', [{ name: 'all', counter: true }]),
+    ] } } };
+    const e = mk([parseFirewallConfiguration(fc)]);
+    expect(through(e, syn('10.1.0.3', '10.9.0.1', 1460), false)).toBe(VERDICT_DROP);
+    expect([e.counterOf('n/f/t/second/all'), e.counterOf('n/f/t/first/all')]).toEqual([1, 1]);
+  });
 });
 
 describe('compiled rules: allocation', () => {
