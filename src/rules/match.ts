@@ -28,7 +28,8 @@ export function readU32(buf: Uint8Array, o: number): number {
 
 /**
  * Whether every condition holds for the IPv4 packet `v`. `inName`/`outName` are the packet's
- * interface names ('' when unknown: a dev match then fails, neq included).
+ * interface names, '' for none (oifname before routing, iifname of the router's own packets):
+ * the kernel's meta compares the empty name, so eq fails and neq holds.
  */
 export function condsMatch(conds: readonly CCond[], buf: Uint8Array, v: IpView, inName: string, outName: string): boolean {
   for (let i = 0; i < conds.length; i++) {
@@ -38,12 +39,9 @@ export function condsMatch(conds: readonly CCond[], buf: Uint8Array, v: IpView, 
       case C_PROTO:
         if (v.proto !== c.lo) return false;
         continue;
-      case C_DEV_IN: case C_DEV_OUT: {
-        const name = c.kind === C_DEV_IN ? inName : outName;
-        if (name === '') return false;
-        hit = name === c.name;
+      case C_DEV_IN: case C_DEV_OUT:
+        hit = (c.kind === C_DEV_IN ? inName : outName) === c.name;
         break;
-      }
       case C_IP_SRC: case C_IP_DST: {
         const a = readU32(buf, c.kind === C_IP_SRC ? v.srcOff : v.dstOff);
         hit = a >= c.lo && a <= c.hi;

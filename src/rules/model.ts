@@ -13,7 +13,8 @@
  * - ports are read at transport-header offset 0/2 whatever the protocol (no dependency is
  *   added), so for ICMP they read type·code and the checksum; with no transport header
  *   (non-first fragment) the match fails, for neq too;
- * - oifname is unknown before routing (prerouting): a dev/out match fails there, neq too;
+ * - a packet without an interface (oifname before routing, iifname of the router's own
+ *   packets) has the empty name, as the kernel's meta: a dev eq match fails there, neq holds;
  * - a filter rule without an action only counts; ctmark / metamarkfromctmark / tcpmssclamp /
  *   notrack do not end evaluation; accept ends the chain (later chains at the hook still run),
  *   drop and reject end the packet;

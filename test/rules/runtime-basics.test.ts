@@ -118,6 +118,18 @@ describe('compiled rules (RulesRuntime)', () => {
     expect(through(e, syn('10.1.0.3', '10.9.0.1', 1460), false)).toBe(VERDICT_DROP);
     expect([e.counterOf('n/f/t/second/all'), e.counterOf('n/f/t/first/all')]).toEqual([1, 1]);
   });
+
+  it('as the kernel: no interface is the empty name (before routing, oifname != X holds, == X fails)', () => {
+    const fc = { metadata: { name: 'f', namespace: 'n' }, spec: { table: { name: 't', family: 'IPV4', chains: [
+      { name: 'pre', type: 'filter', hook: 'prerouting', priority: 0, policy: 'accept', rules: { filterRules: [
+        { name: 'not-tunnel', counter: true, match: [{ op: 'neq', dev: { position: 'out', value: fx.TUNNEL } }] },
+        { name: 'tunnel', counter: true, match: [{ op: 'eq', dev: { position: 'out', value: fx.TUNNEL } }] },
+      ] } },
+    ] } } };
+    const e = mk([parseFirewallConfiguration(fc)]);
+    expect(through(e, syn('10.1.0.3', '10.9.0.1', 1460), false)).toBe(VERDICT_ACCEPT);
+    expect([e.counterOf('n/f/t/pre/not-tunnel'), e.counterOf('n/f/t/pre/tunnel')]).toEqual([1, 0]);
+  });
 });
 
 describe('compiled rules: allocation', () => {
