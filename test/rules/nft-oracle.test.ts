@@ -33,6 +33,7 @@ import { e2eUnavailableReason, sleep, Topology } from '../util/netns.js';
 import { Prng } from '../util/prng.js';
 import { missingPythonModule } from '../util/requirements.js';
 import * as fx from './fixtures.js';
+import { Peer } from './oracle-flows.js';
 
 const PY = '/usr/bin/python3';
 const HERE = dirname(fileURLToPath(import.meta.url));
@@ -49,45 +50,6 @@ const DEVICES: RulesDevices = {
 
 type Kind = 'syn' | 'synopt' | 'ack' | 'udp' | 'icmp';
 interface Spec { from: 'a' | 'b'; kind: Kind; src: string; dst: string; sport: number; dport: number; id: number; mss?: number }
-
-/** A line-protocol client of test/rules/rlx_peer.py running in a namespace. */
-class Peer {
-  private buf = '';
-  private waiters: ((line: string) => void)[] = [];
-  /** Lines that arrived before anyone waited for them. */
-  private lines: string[] = [];
-  private err = '';
-  constructor(readonly child: ChildProcess) {
-    child.stdout!.on('data', (d: Buffer) => {
-      this.buf += d.toString('utf8');
-      let i: number;
-      while ((i = this.buf.indexOf('\n')) >= 0) {
-        const line = this.buf.slice(0, i);
-        this.buf = this.buf.slice(i + 1);
-        const w = this.waiters.shift();
-        if (w) w(line);
-        else this.lines.push(line);
-      }
-    });
-    child.stderr!.on('data', (d: Buffer) => { this.err = (this.err + d.toString('utf8')).slice(-4000); });
-  }
-
-  /** The next line (bounded: 30 s). */
-  async next(): Promise<Record<string, string[]>> {
-    const queued = this.lines.shift();
-    const line = queued ?? await new Promise<string>((resolve, reject) => {
-      const t = setTimeout(() => reject(new Error(`scapy peer did not answer in 30 s: ${this.err}`)), 30_000);
-      this.waiters.push((l) => { clearTimeout(t); resolve(l); });
-    });
-    return JSON.parse(line) as Record<string, string[]>;
-  }
-
-  async call(cmd: object): Promise<Record<string, string[]>> {
-    const answer = this.next();
-    this.child.stdin!.write(`${JSON.stringify(cmd)}\n`);
-    return answer;
-  }
-}
 
 const topo = new Topology('rlx');
 let nsR = '';
