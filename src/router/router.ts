@@ -24,7 +24,9 @@
  *   delivery to the host nor on the router's own packets. A packet that would leave with TTL 0
  *   is replaced by an ICMP Time Exceeded written in its headroom, sourced from the gateway's
  *   internal address and routed as the router's own traffic (so towards a peer it is
- *   masqueraded and its quote translated like any ICMP error).
+ *   masqueraded and its quote translated like any ICMP error). As the kernel's ip_forward, the
+ *   hop comes before the FORWARD hook: forward stages see the decremented TTL and never a
+ *   packet that expires here.
  *
  * Liqo mode (setSteering, see steer.ts): the built-in NAT is bypassed and, after the local and
  * tunnel-address checks, policy routes (RouteConfigurations) choose the lane.
@@ -332,8 +334,8 @@ export class Router<P, G> {
       meta.output = OUTPUT_PEER;
       meta.peer = rp.name;
       meta.outDev = rp.dev;
-      if (source === SOURCE_NODE && !this.runHooks(HOOK_FORWARD, buf, now, L)) return;
       if (source !== SOURCE_SELF && !this.hop(buf, off, len, fam, L, now)) return;
+      if (source === SOURCE_NODE && !this.runHooks(HOOK_FORWARD, buf, now, L)) return;
       if (!this.runHooks(HOOK_POSTROUTING, buf, now, L)) return;
       const r = this.natValue.outboundParsed(buf, v, np, now);
       if (r === NAT_FORWARD) L.toPeers.push(off, len, rp.link);
@@ -343,8 +345,8 @@ export class Router<P, G> {
     const t = this.nodes.lookupDestination(buf, v.dstOff, fam);
     if (t !== undefined) {
       meta.output = OUTPUT_NODE;
-      if (source === SOURCE_NODE && !this.runHooks(HOOK_FORWARD, buf, now, L)) return;
       if (source !== SOURCE_SELF && !this.hop(buf, off, len, fam, L, now)) return;
+      if (source === SOURCE_NODE && !this.runHooks(HOOK_FORWARD, buf, now, L)) return;
       if (!this.runHooks(HOOK_POSTROUTING, buf, now, L)) return;
       L.toNodes.push(off, len, t);
       return;
@@ -400,8 +402,8 @@ export class Router<P, G> {
     const t = this.nodes.lookupDestination(buf, v.dstOff, fam);
     if (t !== undefined) {
       meta.output = OUTPUT_NODE;
-      if (!this.runHooks(HOOK_FORWARD, buf, now, L)) return;
       if (!this.hop(buf, off, len, fam, L, now, rp)) return;
+      if (!this.runHooks(HOOK_FORWARD, buf, now, L)) return;
       if (!this.runHooks(HOOK_POSTROUTING, buf, now, L)) return;
       L.toNodes.push(off, len, t);
       return;
@@ -413,8 +415,8 @@ export class Router<P, G> {
   /**
    * Liqo mode, after PREROUTING / OUTPUT and the local-address check: the policy route's next
    * hop chooses the lane (steer.ts); without one the node table decides, as the kernel's main
-   * table would. Forwarded packets pass FORWARD (not the host's own: OUTPUT → POSTROUTING),
-   * lose one TTL, then pass POSTROUTING.
+   * table would. Forwarded packets lose one TTL, pass FORWARD (not the host's own: OUTPUT →
+   * POSTROUTING), then POSTROUTING.
    */
   private steer(st: Steering<G>, buf: Uint8Array, off: number, len: number, L: RouterLanes<P, G>, now: number, source: number, iif: number): void {
     const v = this.v;
@@ -442,8 +444,8 @@ export class Router<P, G> {
       meta.output = OUTPUT_HOST;
       meta.outDev = hop!.dev !== '' ? hop!.dev : st.devices.host;
     }
-    if ((source === SOURCE_NODE || source === SOURCE_PEER) && !this.runHooks(HOOK_FORWARD, buf, now, L)) return;
     if (source !== SOURCE_SELF && !this.hop(buf, off, len, fam, L, now)) return;
+    if ((source === SOURCE_NODE || source === SOURCE_PEER) && !this.runHooks(HOOK_FORWARD, buf, now, L)) return;
     if (!this.runHooks(HOOK_POSTROUTING, buf, now, L)) return;
     if (rp !== undefined) L.toPeers.push(off, len, rp.link);
     else if (t !== undefined) L.toNodes.push(off, len, t);

@@ -1,25 +1,23 @@
 /**
  * nft `reject` as Liqo renders it (icmp net-unreachable) written in the packet's headroom: the
  * kernel's error from the input interface's address `from`, its TOS (the original's TOS bits
- * with precedence "internetwork control"), the quote's TTL already decremented at forward.
+ * with precedence "internetwork control"). At FORWARD the router's hop has already decremented
+ * the TTL, as the kernel's forward path does before its FORWARD hook: the quote shows it.
  * Per packet: no allocation.
  */
 import type { IpView } from '../packet/ip-view.js';
 import { writeTimeExceeded, TIME_EXCEEDED_V4_PREFIX } from '../packet/icmp-error.js';
-import { decrementIpv4Ttl } from '../packet/ipv4.js';
 import { CSUM_ALWAYS, patchWord } from '../nat/rewrite.js';
 
 /**
  * Writes the reply in front of the packet at v.off; returns its length (its offset is
  * v.off − TIME_EXCEEDED_V4_PREFIX), or 0 when it cannot be written (no headroom, too short).
- * `scratch`: 4 bytes. `forward`: the packet is at the FORWARD hook.
+ * `scratch`: 4 bytes.
  */
-export function writeReject(buf: Uint8Array, v: IpView, from: number, forward: boolean, scratch: Uint8Array): number {
+export function writeReject(buf: Uint8Array, v: IpView, from: number, scratch: Uint8Array): number {
   const off = v.off;
   if (off < TIME_EXCEEDED_V4_PREFIX + 64) return 0;
   scratch[0] = from >>> 24; scratch[1] = (from >>> 16) & 255; scratch[2] = (from >>> 8) & 255; scratch[3] = from & 255;
-  // The kernel's forward path has decremented the TTL before the FORWARD hook: the quote shows it.
-  if (forward && buf[off + 8]! > 1) decrementIpv4Ttl(buf, off);
   const tos = buf[off + 1]!;
   const n = writeTimeExceeded(buf, off, v.end - off, scratch);
   if (n <= 0) return 0;

@@ -351,7 +351,7 @@ export class RulesRuntime {
    * INPUT / POSTROUTING when they have no filter chain and the connection's binding changes
    * nothing there; FORWARD when each of its chains needs another protocol and POSTROUTING still
    * runs: their accept policies are then counted at POSTROUTING, which a forwarded packet
-   * reaches exactly when it passed FORWARD (its TTL > 1 here: the router's hop cannot drop it).
+   * reaches exactly when it passed FORWARD (the router's hop, which may drop it, comes before).
    */
   private skipEstablished(h: number, buf: Uint8Array, v: IpView, meta: PacketMeta): void {
     const c = this.compiled!;
@@ -362,7 +362,7 @@ export class RulesRuntime {
       if (c.natOnly[HOOK_POSTROUTING] === 1) skip |= 1 << HOOK_POSTROUTING;
       if (c.natOnly[HOOK_INPUT] === 1) skip |= 1 << HOOK_INPUT;
     }
-    if (h === HOOK_PREROUTING && this.fwdSkip[v.proto] === 1 && (skip & (1 << HOOK_POSTROUTING)) === 0 && buf[v.off + 8]! > 1) {
+    if (h === HOOK_PREROUTING && this.fwdSkip[v.proto] === 1 && (skip & (1 << HOOK_POSTROUTING)) === 0) {
       skip |= 1 << HOOK_FORWARD;
       if (this.fwdPolicies.length > 0) this.fwd = FWD_AT_POST;
     }
@@ -484,7 +484,7 @@ export class RulesRuntime {
     this.st.rejected++;
     const d = this.devices;
     const from = meta.source === SOURCE_PEER ? d.peerAddr : meta.source === SOURCE_NODE ? d.nodeAddr : meta.source === SOURCE_HOST ? d.hostAddr : 0;
-    const n = from === 0 || v.off < TIME_EXCEEDED_V4_PREFIX + 64 || !this.rejectBucket.take(now) ? 0 : writeReject(buf, v, from, this.hook === HOOK_FORWARD, this.scratch);
+    const n = from === 0 || v.off < TIME_EXCEEDED_V4_PREFIX + 64 || !this.rejectBucket.take(now) ? 0 : writeReject(buf, v, from, this.scratch);
     if (n === 0) { this.st.rejectNoReply++; return VERDICT_DROP; }
     meta.replyOff = v.off - TIME_EXCEEDED_V4_PREFIX;
     meta.replyLen = n;

@@ -337,9 +337,24 @@ describe('Router: hook points', () => {
     const fromHost = one(udpPacket({ src: '10.80.0.1', dst: '10.0.1.11', sport: 1, dport: 2 }));
     router.fromHost(fromHost.buf, fromHost.offs, fromHost.lens, 1, NOW, L);
     expect(seen.splice(0)).toEqual(['output:host>none', 'postrouting:host>node']);
+    // The hop comes before FORWARD, as in the kernel's ip_forward: an expiring packet never
+    // reaches the forward stages; its Time Exceeded is the router's own packet.
     const expired = one(udpPacket({ src: '10.0.1.11', dst: '10.0.2.9', sport: 1, dport: 2, ttl: 1 }));
     router.fromNodes(expired.buf, expired.offs, expired.lens, 1, NOW, L);
-    expect(seen.splice(0)).toEqual(['prerouting:node>none', 'forward:node>node', 'output:self>none', 'postrouting:self>node']);
+    expect(seen.splice(0)).toEqual(['prerouting:node>none', 'output:self>none', 'postrouting:self>node']);
+  });
+
+  it('FORWARD stages see the TTL already decremented, PREROUTING the TTL as received (kernel order)', () => {
+    const { router, L, linkC } = setup();
+    const ttls: string[] = [];
+    for (const h of [HOOK_PREROUTING, HOOK_FORWARD, HOOK_POSTROUTING]) {
+      router.attach(h, { name: HOOK_NAMES[h]!, process: (b: Uint8Array, v: IpView) => { ttls.push(`${HOOK_NAMES[h]}:${b[v.off + 8]}`); return VERDICT_ACCEPT; } });
+    }
+    const toPeer = one(udpPacket({ src: '10.0.1.11', dst: '10.73.2.23', sport: 1, dport: 2, ttl: 9 }));
+    router.fromNodes(toPeer.buf, toPeer.offs, toPeer.lens, 1, NOW, L);
+    const toNode = one(udpPacket({ src: '10.0.2.23', dst: '10.0.1.11', sport: 1, dport: 2, ttl: 2 }));
+    router.fromPeers(toNode.buf, toNode.offs, toNode.lens, [linkC], 1, NOW, L);
+    expect(ttls).toEqual(['prerouting:9', 'forward:8', 'postrouting:8', 'prerouting:2', 'forward:1', 'postrouting:1']);
   });
 
   it('attach refuses a hook point that does not exist', () => {

@@ -146,9 +146,9 @@ async function runCase(fcs: object[], specs: Spec[]): Promise<{ outcomes: Outcom
     meta.output = OUTPUT_NONE;
     if (hooks[HOOK_PREROUTING]!.process(buf, v, meta, now) !== VERDICT_ACCEPT) return null;
     meta.output = s.from === 'a' ? OUTPUT_NODE : OUTPUT_PEER;
+    decrementIpv4Ttl(buf, 0); // the router's hop, before FORWARD as the kernel's
     if (hooks[HOOK_FORWARD]!.process(buf, v, meta, now) !== VERDICT_ACCEPT) return null;
     if (hooks[HOOK_POSTROUTING]!.process(buf, v, meta, now) !== VERDICT_ACCEPT) return null;
-    decrementIpv4Ttl(buf, 0);
     return Buffer.from(buf).toString('hex');
   };
   const both = (s: Spec, hex: string, kernel: string | null): Outcome => ({ spec: s, kernel, weft: run(runtime.hooks, s, hex) });

@@ -235,11 +235,10 @@ export interface Tally { steps: number; forwarded: number; dropped: number; back
 
 /**
  * outputs: the kernel's per step (anySide: `side:hex`, several joined by '+'), weftOutputs:
- * Weft's; ttlAtForward: flows with a TTL-1 packet Weft's FORWARD chains dropped or rejected.
+ * Weft's.
  */
 export interface PlayResult {
   mismatches: Mismatch[]; outputs: Map<string, (string | null)[]>; weftOutputs: Map<string, (string | null)[]>; rt: RulesRuntime; ruleset: string; tally: Tally;
-  ttlAtForward: Set<string>;
 }
 
 /** The router's own ICMP error: IP id and header checksum masked; Time Exceeded's TOS too (README deviations). */
@@ -380,8 +379,6 @@ export class OracleBed {
     const v = new IpView();
     const meta = new PacketMeta();
     let now = 1000;
-    let diedAtForward = false;
-    const ttlAtForward = new Set<string>();
     /**
      * The router's own packet at `at` in `room` (an ICMP error about a packet from `side`): OUTPUT,
      * then POSTROUTING. It goes back to `side`; anySide: where R's main table sends its
@@ -420,20 +417,18 @@ export class OracleBed {
       if (pv !== VERDICT_ACCEPT) return [null, false, to];
       if (meta.mark === BLACKHOLE_MARK) { tally.blackholed++; return [null, false, to]; } // the policy router's blackhole table
       meta.output = side === 'a' ? OUTPUT_NODE : OUTPUT_PEER;
-      const fv = rt.hooks[HOOK_FORWARD]!.process(room, v, meta, now);
-      // The router's hop comes after FORWARD (the kernel's before: README deviations).
-      if (fv !== VERDICT_ACCEPT && v.family === 4 && b[8]! <= 1) diedAtForward = true;
-      if (fv === VERDICT_REPLY) return own(side, room, meta.replyOff, meta.replyLen);
-      if (fv !== VERDICT_ACCEPT) return [null, false, to];
+      // The router's hop (src/router/router.ts hop()), before FORWARD as the kernel's: Time
+      // Exceeded from its address on the sender's side, as the router's own packet.
       if (v.family === 4 && b[8]! <= 1) {
-        // The router's hop (src/router/router.ts hop()): Time Exceeded from its address on the
-        // sender's side, as the router's own packet.
         const n = writeTimeExceeded(room, 128, pkt.length, Uint8Array.from((side === 'a' ? R_A_ADDR : R_B_ADDR).split('.').map(Number)));
         return own(side, room, 128 - TIME_EXCEEDED_V4_PREFIX, n);
       }
+      if (v.family === 4) decrementIpv4Ttl(b, 0); else b[7] = b[7]! - 1;
+      const fv = rt.hooks[HOOK_FORWARD]!.process(room, v, meta, now);
+      if (fv === VERDICT_REPLY) return own(side, room, meta.replyOff, meta.replyLen);
+      if (fv !== VERDICT_ACCEPT) return [null, false, to];
       v.off -= 128; v.end -= 128; v.srcOff -= 128; v.dstOff -= 128; if (v.ipCsumOff >= 0) v.ipCsumOff -= 128; if (v.l4 >= 0) v.l4 -= 128;
       if (rt.hooks[HOOK_POSTROUTING]!.process(b, v, meta, now) !== VERDICT_ACCEPT) return [null, false, to];
-      if (v.family === 4) decrementIpv4Ttl(b, 0); else b[7] = b[7]! - 1;
       return [hex(b), false, to];
     };
     const collect = async (side: Side): Promise<string[]> => ours((await peers[side].call({ op: 'collect' })).got!);
@@ -472,9 +467,7 @@ export class OracleBed {
         }
         // Also drain the sender's side (nothing is expected there).
         if (!opts.anySide) await collect(s.side);
-        diedAtForward = false;
         const [wOut, wOwn, wSide] = weft(s.side, bytes);
-        if (diedAtForward) ttlAtForward.add(f.name);
         const wOuts = weftOutputs.get(f.name) ?? [];
         weftOutputs.set(f.name, wOuts);
         // anySide: each packet with the side it came out of.
@@ -510,6 +503,6 @@ export class OracleBed {
       const w = (joinedW.get(f.name) ?? []).join('+');
       if (k !== w) mismatches.push({ flow: f.name, step: 'all (joined)', kernel: k, weft: w });
     }
-    return { mismatches, outputs, weftOutputs, rt, ruleset, tally, ttlAtForward };
+    return { mismatches, outputs, weftOutputs, rt, ruleset, tally };
   }
 }
