@@ -66,6 +66,8 @@ function accepted(conds: readonly CCond[], kind: number): Ranges {
 }
 
 const devIs = (conds: readonly CCond[], neq: boolean, t: string): boolean => conds.some((c) => c.kind === C_DEV_IN && c.neq === neq && c.name === t);
+/** The rule needs `oifname == t`: never an S packet (iif = T; a gateway does not send a peer's packet back into the tunnel). */
+const outIs = (conds: readonly CCond[], t: string): boolean => conds.some((c) => c.kind === C_DEV_OUT && !c.neq && c.name === t);
 
 function prefixOf(p: { addr: Uint8Array; prefixLen: number }): [number, number] {
   const lo = ((p.addr[0]! << 24) | (p.addr[1]! << 16) | (p.addr[2]! << 8) | p.addr[3]!) >>> 0;
@@ -264,7 +266,7 @@ export function planMirror(c: CompiledRules, devAddrs: readonly number[]): Mirro
     }
     for (let j = 0; j < p.si; j++) {
       const r = post[j]!;
-      if (isPairRule(r) || devIs(r.conds, true, tunnel)) continue;
+      if (isPairRule(r) || devIs(r.conds, true, tunnel) || outIs(r.conds, tunnel)) continue;
       if (overlaps(accepted(r.conds, C_IP_SRC), p.real[0], p.real[1])) return null;
     }
   }

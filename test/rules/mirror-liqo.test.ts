@@ -94,11 +94,11 @@ describe('mirror shortcut ≡ conntrack on Liqo\'s gateway rule set (Liqo mode)'
   });
 
   it('an snat that could take a tunnel packet leaving by eth0 (where the pair does not apply) keeps the pair on conntrack', () => {
-    const on = (extraPost: object | null): boolean => {
+    const on = (extraPost: object | null, priority = 110): boolean => {
       const objs = gatewayObjects(SIDE).firewall.filter((o) => (o['metadata'] as { name: string }).name.includes('remap-podcidr'));
       const fw = [...objs];
       if (extraPost !== null) fw.push({ metadata: { name: 'other', namespace: 'x' }, spec: { table: { name: 'other', family: 'IPV4', chains: [
-        { name: 'post', type: 'nat', hook: 'postrouting', priority: 110, policy: 'accept', rules: { natRules: [extraPost] } }] } } });
+        { name: 'post', type: 'nat', hook: 'postrouting', priority, policy: 'accept', rules: { natRules: [extraPost] } }] } } });
       const rules = new RulesAttachment({ peer: TUNNEL_IF, node: '', host: DEFAULT_IF, peerAddr: 0, nodeAddr: 0, hostAddr: 0, pathMtu: 1340 });
       expect(rules.update(fw)).toEqual([]);
       return rules.runtime.statelessShortcut;
@@ -110,6 +110,11 @@ describe('mirror shortcut ≡ conntrack on Liqo\'s gateway rule set (Liqo mode)'
     // Out of eth0, or anywhere but the tunnel: would bind what the pair leaves untranslated.
     expect(on(masq(DEFAULT_IF, 'eq'))).toBe(false);
     expect(on(masq(TUNNEL_IF, 'neq'))).toBe(false);
+    // At the pair's own priority, registered after it: it runs BEFORE the pair's snat (the kernel's
+    // order of equal priorities). Needing oifname == liqo-tunnel it never sees a tunnel packet
+    // (a gateway sends none back into the tunnel), so the pair keeps the shortcut.
+    expect(on(masq(TUNNEL_IF, 'eq'), 100)).toBe(true);
+    expect(on(masq(DEFAULT_IF, 'eq'), 100)).toBe(false);
   });
 
   it("the peer's real pod CIDR equal to ours: the pair still takes the shortcut", () => {
