@@ -8,7 +8,7 @@
     },
     {
       "target_name": "weft_crypto",
-      "sources": ["weft_crypto.c", "weft_x25519.c", "weft_noise.c"],
+      "sources": ["weft_crypto_addon.c", "weft_crypto.c", "weft_x25519.c", "weft_noise.c"],
       "cflags": ["-O3", "-Wall", "-Wextra", "-Wno-unused-parameter", "-fvisibility=hidden"],
       "defines": ["NAPI_VERSION=8"]
     }

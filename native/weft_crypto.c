@@ -474,7 +474,8 @@ static napi_value js_x25519_base(napi_env env, napi_callback_info info) {
   return NULL;
 }
 
-static napi_value init(napi_env env, napi_value exports) {
+/* The module's own functions and facts (weft_crypto_addon.c calls it first). */
+void weft_crypto_register(napi_env env, napi_value exports) {
   static pthread_once_t select_once = PTHREAD_ONCE_INIT;
   weft_x25519_init();
   pthread_once(&select_once, x25519_select);
@@ -488,7 +489,6 @@ static napi_value init(napi_env env, napi_value exports) {
     { "x25519Base", NULL, js_x25519_base, NULL, NULL, NULL, napi_default, NULL },
   };
   napi_define_properties(env, exports, sizeof d / sizeof d[0], d);
-  weft_noise_register(env, exports);
   napi_value abi;
   napi_create_uint32(env, 1, &abi);
   napi_set_named_property(env, exports, "abi", abi);
@@ -498,7 +498,4 @@ static napi_value init(napi_env env, napi_value exports) {
   if (x25519_reason != NULL) napi_create_string_utf8(env, x25519_reason, NAPI_AUTO_LENGTH, &reason);
   else napi_get_null(env, &reason);
   napi_set_named_property(env, exports, "x25519OsslReason", reason);
-  return exports;
 }
-
-NAPI_MODULE(NODE_GYP_MODULE_NAME, init)

@@ -36,7 +36,9 @@ int weft_dh(uint8_t out[32], const uint8_t scalar[32], const uint8_t u[32]);
  * Returns 0 with a TypeError thrown otherwise. */
 int weft_bytes(napi_env env, napi_value v, int optional, uint8_t **p, size_t *len);
 
-/* Adds the noise step functions to the module's exports (weft_noise.c). */
+/* Module set-up, called by weft_crypto_addon.c: the primitives, X25519 selection and facts
+ * (weft_crypto.c), then the noise step functions (weft_noise.c). */
+void weft_crypto_register(napi_env env, napi_value exports);
 void weft_noise_register(napi_env env, napi_value exports);
 
 #endif
