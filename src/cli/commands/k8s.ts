@@ -452,8 +452,8 @@ export class K8sMode {
       });
       this.connToGateway.set(`${m.namespace}/${connName}`, key);
       try {
-        await w.ensure();
-        this.writers.set(key, w);
+        // null: its owner is already gone (unpeering), nothing to report on.
+        if ((await w.ensure()) !== null) this.writers.set(key, w);
       } catch (e) {
         this.log.warn({ err: errText(e) }, `Connection ${key}`);
       }
@@ -477,7 +477,7 @@ export class K8sMode {
         const ref = this.gatewayRefs().find((g) => `${g.obj.metadata?.namespace}/${g.obj.metadata?.name}` === key);
         // Its gateway object is gone (unpeer): the garbage collector removes the Connection;
         // writing would create it again (404 → create).
-        if (ref === undefined) { this.writers.delete(key); continue; }
+        if (ref === undefined || w.ownerGone) { this.writers.delete(key); continue; }
         const p = ref === undefined ? undefined : peers.get(ref.remote);
         const conn = st.wireguard?.peers.find((x) => x.clusterId === ref?.remote)?.connection;
         const seen: ConnectionValue = conn !== undefined ? conn.value as ConnectionValue : p?.connected ? 'Connected' : 'Connecting';

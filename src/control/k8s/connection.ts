@@ -45,6 +45,11 @@ export class ConnectionStatusWriter {
   private lastLatencyAt: number | undefined;
   /** Status writes performed (for tests and metrics). */
   writes = 0;
+  /**
+   * The owner was gone when the Connection had to be created (unpeering, with the garbage
+   * collector on its way): nothing was created and this writer is done.
+   */
+  ownerGone = false;
 
   constructor(private readonly opts: ConnectionStatusWriterOptions) {
     this.api = opts.kubeConfig.makeApiClient(CustomObjectsApi);
@@ -55,14 +60,21 @@ export class ConnectionStatusWriter {
     return { group: k.group, version: k.version, plural: k.plural, namespace: this.opts.namespace };
   }
 
-  /** Get the Connection, creating it (status Connecting) if it does not exist. Throws KubernetesApiError. */
-  async ensure(now: Date = new Date()): Promise<Connection> {
+  /**
+   * Get the Connection, creating it (status Connecting) if it does not exist — unless its owner
+   * is gone or being deleted: then null, nothing created, `ownerGone` set (the garbage collector
+   * deletes a dependent whose owner is absent, so a Connection created then would only come and
+   * go; the owner's DELETED event may reach the caller's cache after the Connection's).
+   * Throws KubernetesApiError.
+   */
+  async ensure(now: Date = new Date()): Promise<Connection | null> {
     const { name } = this.opts;
     let conn: Connection;
     try {
       conn = await this.api.getNamespacedCustomObject({ ...this.coords, name }) as Connection;
     } catch (e) {
       if (httpStatusOf(e) !== 404) throw wrapApiError(`get Connection ${this.opts.namespace}/${name}`, e);
+      if (!(await this.ownerAlive())) { this.ownerGone = true; return null; }
       const o = this.opts.owner;
       const body: Connection = {
         apiVersion: apiVersionOf(KINDS.connections), kind: KINDS.connections.kind,
@@ -93,9 +105,8 @@ export class ConnectionStatusWriter {
    */
   async report(value: ConnectionValue, latencyMs: number, now: Date = new Date()): Promise<boolean> {
     const interval = this.opts.updateIntervalMs ?? 10_000;
-    if (value === this.lastValue && this.lastLatencyAt !== undefined && now.getTime() - this.lastLatencyAt <= interval) return false;
-    await this.write(value, latencyMs, now);
-    return true;
+    if (this.ownerGone || (value === this.lastValue && this.lastLatencyAt !== undefined && now.getTime() - this.lastLatencyAt <= interval)) return false;
+    return this.write(value, latencyMs, now);
   }
 
   /** Create the Connection again (it was deleted) and write the last reported value into it. */
@@ -103,7 +114,7 @@ export class ConnectionStatusWriter {
     const value = this.lastValue;
     this.lastValue = undefined;
     this.lastLatencyAt = undefined;
-    await this.ensure(now);
+    if ((await this.ensure(now)) === null) return;
     if (value !== undefined && value !== 'Connecting') await this.write(value as ConnectionValue, 0, now);
   }
 
@@ -143,14 +154,15 @@ export class ConnectionStatusWriter {
     }
   }
 
-  private async write(value: ConnectionValue, latencyMs: number, now: Date, retried = false): Promise<void> {
+  /** False when the Connection was gone with its owner (nothing written). */
+  private async write(value: ConnectionValue, latencyMs: number, now: Date, retried = false): Promise<boolean> {
     const body = { status: { value, latency: { value: formatLatency(latencyMs), timestamp: metaTime(now) } } };
     try {
       await this.api.patchNamespacedCustomObjectStatus({ ...this.coords, name: this.opts.name, body }, patchOptions('merge'));
     } catch (e) {
       // Deleted under us (kubectl delete): create it again, then write once more.
       if (httpStatusOf(e) === 404 && !retried) {
-        await this.ensure(now);
+        if ((await this.ensure(now)) === null) return false;
         return this.write(value, latencyMs, now, true);
       }
       throw wrapApiError(`patch Connection ${this.opts.namespace}/${this.opts.name} status`, e);
@@ -158,6 +170,21 @@ export class ConnectionStatusWriter {
     this.writes++;
     this.lastValue = value;
     this.lastLatencyAt = now.getTime();
+    return true;
+  }
+
+  /** Whether the owner exists with our uid and is not being deleted (true without an owner, or of a kind not known here). */
+  private async ownerAlive(): Promise<boolean> {
+    const o = this.opts.owner;
+    const k = o === undefined ? undefined : Object.values(KINDS).find((x) => x.kind === o.kind && apiVersionOf(x) === o.apiVersion && x.group !== '');
+    if (o === undefined || k === undefined) return true;
+    try {
+      const obj = await this.api.getNamespacedCustomObject({ group: k.group, version: k.version, plural: k.plural, namespace: this.opts.namespace, name: o.name }) as KubernetesObject;
+      return obj.metadata?.uid === o.uid && obj.metadata?.deletionTimestamp === undefined;
+    } catch (e) {
+      if (httpStatusOf(e) === 404) return false;
+      throw wrapApiError(`get ${o.kind} ${this.opts.namespace}/${o.name} (the Connection's owner)`, e);
+    }
   }
 }
 

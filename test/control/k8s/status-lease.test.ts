@@ -122,6 +122,36 @@ describe('ConnectionStatusWriter against real-server behaviour', () => {
     expect((server.getObject(NET, 'connections', 'liqo-tenant-c', 'gw-c')!['status'] as { value: string }).value).toBe('Connected');
   });
 
+  test('its owner gone (unpeering), the Connection is not created again — not by a write, not by recreate()', async () => {
+    const owner = server.create(NET, 'gatewayservers', {
+      apiVersion: NET, kind: 'GatewayServer', metadata: { name: 'gw-d', namespace: 'liqo-tenant-c' }, spec: { endpoint: { port: 51841 }, mtu: 1340 },
+    });
+    const w = new ConnectionStatusWriter({
+      kubeConfig: server.kubeConfig(), namespace: 'liqo-tenant-c', name: 'gw-d', remoteClusterId: 'cluster-d', type: 'Server',
+      gatewayRef: { apiVersion: NET, kind: 'GatewayServer', name: 'gw-d', namespace: 'liqo-tenant-c' },
+      owner: { apiVersion: NET, kind: 'GatewayServer', name: 'gw-d', uid: owner.metadata.uid! }, updateIntervalMs: 10_000,
+    });
+    expect(await w.ensure(new Date('2025-06-01T10:00:00Z'))).not.toBeNull();
+    expect(await w.report('Connected', 1, new Date('2025-06-01T10:00:01Z'))).toBe(true);
+    // The gateway's cache has not seen the GatewayServer go yet: it still writes, meets 404, and
+    // must not create a Connection the garbage collector would only delete again.
+    server.remove(NET, 'gatewayservers', 'liqo-tenant-c', 'gw-d');
+    expect(server.getObject(NET, 'connections', 'liqo-tenant-c', 'gw-d')).toBeUndefined();
+    expect(await w.report('Connected', 1, new Date('2025-06-01T10:00:20Z'))).toBe(false);
+    expect(w.ownerGone).toBe(true);
+    await w.recreate(new Date('2025-06-01T10:00:21Z'));
+    expect(server.getObject(NET, 'connections', 'liqo-tenant-c', 'gw-d')).toBeUndefined();
+    // An owner of the same name but another uid (a new peering) is not ours either.
+    server.create(NET, 'gatewayservers', { apiVersion: NET, kind: 'GatewayServer', metadata: { name: 'gw-d', namespace: 'liqo-tenant-c' }, spec: { endpoint: { port: 51841 }, mtu: 1340 } });
+    const again = new ConnectionStatusWriter({
+      kubeConfig: server.kubeConfig(), namespace: 'liqo-tenant-c', name: 'gw-d', remoteClusterId: 'cluster-d', type: 'Server',
+      gatewayRef: { apiVersion: NET, kind: 'GatewayServer', name: 'gw-d', namespace: 'liqo-tenant-c' },
+      owner: { apiVersion: NET, kind: 'GatewayServer', name: 'gw-d', uid: owner.metadata.uid! },
+    });
+    expect(await again.ensure()).toBeNull();
+    expect(server.getObject(NET, 'connections', 'liqo-tenant-c', 'gw-d')).toBeUndefined();
+  });
+
   test('markDown reports Error (a stopped gateway), and deleting the gateway object removes the Connection', async () => {
     const w = mk();
     await w.ensure();
