@@ -30,7 +30,9 @@
  * - create drops `status` for kinds with a status subresource, over HTTP and through `create()`;
  *   `put()` keeps it (a test's shortcut for "the controller has filled the status in");
  * - deleting an object deletes, in the background, every object whose ownerReferences name it
- *   (and nothing else) — the garbage collector, immediately;
+ *   (and nothing else) — the garbage collector, immediately; an object created with
+ *   ownerReferences none of which names a live object (by uid) is deleted right after its
+ *   creation, as the collector deletes a dependent whose owners are absent;
  * - core v1 Events (no schema) can be created and listed.
  *
  * Test hooks: `compact()` forgets the history (so existing watchers' next resume gets 410),
@@ -453,7 +455,17 @@ export class FakeApiServer {
     o.metadata.resourceVersion = String(++this.rv);
     map.set(key, o);
     this.emit(t, 'ADDED', o);
+    const refs = (o.metadata['ownerReferences'] ?? []) as { uid?: string }[];
+    if (refs.length > 0 && refs.every((r) => r.uid === undefined || !this.isLive(r.uid))) {
+      // The garbage collector: every owner is absent (the create has already been answered).
+      setImmediate(() => { if (map.get(key) === o) this.doDelete(t, ns, o.metadata.name!); });
+    }
     return clone(o);
+  }
+
+  private isLive(uid: string): boolean {
+    for (const m of this.store.values()) for (const x of m.values()) if (x.metadata.uid === uid) return true;
+    return false;
   }
 
   /** Store `next` in place of `cur`. `scope` says which part the write may change. */

@@ -128,6 +128,12 @@ describe('fake API server semantics', () => {
     expect(await status(api.getNamespacedCustomObject({ ...G, name: 'owned' }))).toBe(404);
     expect(await status(api.getNamespacedCustomObject({ ...G, name: 'free' }))).toBe(200);
     expect(await status(api.patchNamespacedCustomObjectStatus({ ...G, name: 'owned', body: { status: { value: 'Error' } } }, patchOptions('merge')))).toBe(404);
+    // Created for an owner that is gone: answered 201, then collected (all owners absent).
+    const orphan = conn('orphan');
+    (orphan.metadata as Record<string, unknown>)['ownerReferences'] = [{ apiVersion: 'networking.liqo.io/v1beta1', kind: 'GatewayServer', name: 'o', uid: owner.metadata.uid }];
+    await api.createNamespacedCustomObject({ ...G, body: orphan });
+    await new Promise((r) => setTimeout(r, 50));
+    expect(await status(api.getNamespacedCustomObject({ ...G, name: 'orphan' }))).toBe(404);
   });
 
   test('outage: connections are refused, then the same URL answers again', async () => {
