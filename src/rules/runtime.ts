@@ -120,8 +120,6 @@ export class RulesRuntime {
   /** A dropped packet's new entry, freed at the next packet; `attached`: the router's error about it uses it. */
   private held = -1;
   private attached = -1;
-  /** The hook being run (reject's quote depends on it). */
-  private hook = 0;
   private readonly st: RulesStats;
   private readonly mirrorOn: boolean;
   private mirror: MirrorPlan | null = null;
@@ -261,7 +259,6 @@ export class RulesRuntime {
   // ------------------------------------------------------------------ per packet
 
   run(h: number, buf: Uint8Array, v: IpView, meta: PacketMeta, now: number): number {
-    this.hook = h;
     // A mirror packet past PREROUTING at a hook without filter chains: only POSTROUTING's
     // source translation (kept small so the call stays cheap).
     if (this.mcls !== M_NONE && h === HOOK_POSTROUTING && this.mPostPlain) return this.mirrorPost(buf, v, meta);
@@ -308,7 +305,7 @@ export class RulesRuntime {
         this.track(buf, v, now);
         if (!this.isNew) {
           if (this.e >= 0) this.apply(buf, v, false);
-          this.skipEstablished(h, buf, v, meta);
+          this.skipEstablished(h, v, meta);
           return VERDICT_ACCEPT;
         }
         i = 1; // the conntrack step is done
@@ -353,7 +350,7 @@ export class RulesRuntime {
    * runs: their accept policies are then counted at POSTROUTING, which a forwarded packet
    * reaches exactly when it passed FORWARD (the router's hop, which may drop it, comes before).
    */
-  private skipEstablished(h: number, buf: Uint8Array, v: IpView, meta: PacketMeta): void {
+  private skipEstablished(h: number, v: IpView, meta: PacketMeta): void {
     const c = this.compiled!;
     let bit = FLOW_SNAT;
     if (this.dir === DIR_REPLY) bit ^= FLOW_SNAT | FLOW_DNAT;
