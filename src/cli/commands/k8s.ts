@@ -478,8 +478,8 @@ export class K8sMode {
         // Its gateway object is gone (unpeer): the garbage collector removes the Connection;
         // writing would create it again (404 → create).
         if (ref === undefined || w.ownerGone) { this.writers.delete(key); continue; }
-        const p = ref === undefined ? undefined : peers.get(ref.remote);
-        const conn = st.wireguard?.peers.find((x) => x.clusterId === ref?.remote)?.connection;
+        const p = peers.get(ref.remote);
+        const conn = st.wireguard?.peers.find((x) => x.clusterId === ref.remote)?.connection;
         const seen: ConnectionValue = conn !== undefined ? conn.value as ConnectionValue : p?.connected ? 'Connected' : 'Connecting';
         const value: ConnectionValue = this.configProblem ? 'Error' : seen;
         try {
