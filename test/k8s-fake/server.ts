@@ -456,16 +456,19 @@ export class FakeApiServer {
     map.set(key, o);
     this.emit(t, 'ADDED', o);
     const refs = (o.metadata['ownerReferences'] ?? []) as { uid?: string }[];
-    if (refs.length > 0 && refs.every((r) => r.uid === undefined || !this.isLive(r.uid))) {
+    const live = refs.length > 0 ? this.liveUids() : null;
+    if (live !== null && refs.every((r) => r.uid === undefined || !live.has(r.uid))) {
       // The garbage collector: every owner is absent (the create has already been answered).
       setImmediate(() => { if (map.get(key) === o) this.doDelete(t, ns, o.metadata.name!); });
     }
     return clone(o);
   }
 
-  private isLive(uid: string): boolean {
-    for (const m of this.store.values()) for (const x of m.values()) if (x.metadata.uid === uid) return true;
-    return false;
+  /** The uids of every stored object (what the garbage collector calls present). */
+  private liveUids(): Set<string> {
+    const live = new Set<string>();
+    for (const m of this.store.values()) for (const o of m.values()) if (o.metadata.uid !== undefined) live.add(o.metadata.uid);
+    return live;
   }
 
   /** Store `next` in place of `cur`. `scope` says which part the write may change. */
@@ -516,8 +519,7 @@ export class FakeApiServer {
   /** Delete the dependents of a deleted owner whose every owner is now gone (background GC). */
   private collectGarbage(uid: string | undefined): void {
     if (uid === undefined) return;
-    const live = new Set<string>();
-    for (const m of this.store.values()) for (const o of m.values()) if (o.metadata.uid !== undefined) live.add(o.metadata.uid);
+    const live = this.liveUids();
     for (const t of this.types.values()) {
       for (const o of [...this.store.get(this.tk(t))!.values()]) {
         const refs = (o.metadata['ownerReferences'] ?? []) as { uid?: string }[];

@@ -22,7 +22,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { checksumVerifies } from '../../src/packet/checksum.js';
 import { IP_OK, IpView, parseIp } from '../../src/packet/ip-view.js';
-import { decrementIpv4Ttl } from '../../src/packet/ipv4.js';
+import { decrementIpv4Ttl, fillIpv4Checksum } from '../../src/packet/ipv4.js';
 import { TIME_EXCEEDED_V4_PREFIX, writeTimeExceeded } from '../../src/packet/icmp-error.js';
 import { HOOK_FORWARD, HOOK_OUTPUT, HOOK_POSTROUTING, HOOK_PREROUTING, OUTPUT_NODE, OUTPUT_NONE, OUTPUT_PEER, PacketMeta, SOURCE_NODE, SOURCE_PEER, SOURCE_SELF, VERDICT_ACCEPT, VERDICT_REPLY } from '../../src/router/hooks.js';
 import { compileRules } from '../../src/rules/compile.js';
@@ -134,21 +134,21 @@ export function udpFlow(from: Side, src: string, dst: string, sport: number, dpo
     // A router on the far side answers the last request with Time Exceeded quoting it as it arrived.
     steps.push({ side: o, what: 'ICMP error', build: (l) => {
       if (l === null) return null;
-      const from4 = o === 'a' ? A_ADDR : B_ADDR;
-      const buf = new Uint8Array(128 + l.length);
-      buf.set(l, 128);
-      const n = writeTimeExceeded(buf, 128, l.length, Uint8Array.from(from4.split('.').map(Number)));
-      buf[100 + 4] = (nextId >> 8) & 255; buf[100 + 5] = nextId++ & 255;
-      // IP header checksum after the id change.
-      buf[110] = 0; buf[111] = 0;
-      let c = 0;
-      for (let i = 0; i < 20; i += 2) c += (buf[100 + i]! << 8) | buf[101 + i]!;
-      while (c > 0xffff) c = (c & 0xffff) + (c >>> 16);
-      buf[110] = (~c >>> 8) & 255; buf[111] = ~c & 255;
-      return { buf, off: 100, len: n, l4: 120 };
+      const e = timeExceeded(l, o === 'a' ? A_ADDR : B_ADDR);
+      e.buf[e.off + 4] = (nextId >> 8) & 255; e.buf[e.off + 5] = nextId++ & 255;
+      fillIpv4Checksum(e.buf, e.off);
+      return e;
     } });
   }
   return { name: `udp ${from} ${src}:${sport} → ${dst}:${dport}${error ? ' + ICMP error' : ''}`, steps };
+}
+
+/** A router at `src` answers IPv4 packet `l` (as it arrived there) with Time Exceeded quoting it. */
+function timeExceeded(l: Uint8Array, src: string): Built {
+  const buf = new Uint8Array(128 + l.length);
+  buf.set(l, 128);
+  const n = writeTimeExceeded(buf, 128, l.length, Uint8Array.from(src.split('.').map(Number)));
+  return { buf, off: 128 - TIME_EXCEEDED_V4_PREFIX, len: n, l4: 128 - 8 };
 }
 
 /** A traceroute probe that dies at the router (TTL 1): the router's own Time Exceeded comes back to the sender. */
@@ -160,13 +160,7 @@ export function ttlProbe(from: Side, src: string, dst: string, sport: number, dp
 export function hopBehind(from: Side, src: string, dst: string, sport: number, dport: number, errSrc: string): Flow {
   return { name: `hop behind ${from} ${src}:${sport} → ${dst}:${dport}, error from ${errSrc}`, steps: [
     { side: from, what: 'probe, TTL 2', build: () => udpPacket({ src, dst, sport, dport, ttl: 2, id: nextId++ }) },
-    { side: other(from), what: 'Time Exceeded from the node', build: (l) => {
-      if (l === null) return null;
-      const buf = new Uint8Array(128 + l.length);
-      buf.set(l, 128);
-      const n = writeTimeExceeded(buf, 128, l.length, Uint8Array.from(errSrc.split('.').map(Number)));
-      return { buf, off: 128 - TIME_EXCEEDED_V4_PREFIX, len: n, l4: 128 - 8 };
-    } },
+    { side: other(from), what: 'Time Exceeded from the node', build: (l) => (l === null ? null : timeExceeded(l, errSrc)) },
   ] };
 }
 
@@ -191,11 +185,7 @@ export function fragments(from: Side, src: string, dst: string, sport: number): 
     b.set(body, 20);
     b[2] = 0; b[3] = b.length;
     b[6] = first ? 0x20 : 0x00; b[7] = first ? 0 : 3; // MF / offset 3 × 8 = 24
-    b[10] = 0; b[11] = 0;
-    let c = 0;
-    for (let i = 0; i < 20; i += 2) c += (b[i]! << 8) | b[i + 1]!;
-    while (c > 0xffff) c = (c & 0xffff) + (c >>> 16);
-    b[10] = (~c >>> 8) & 255; b[11] = ~c & 255;
+    fillIpv4Checksum(b, 0);
     return { buf: b, off: 0, len: b.length, l4: first ? 20 : -1 };
   };
   return { name: `fragments ${from} ${src} → ${dst}`, joined: true, steps: [{ side: from, build: () => frag(true), what: 'first fragment' }, { side: from, build: () => frag(false), what: 'second fragment' }] };
