@@ -21,7 +21,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import {
-  daemonSpecs, intEnv, live, machineLine, median, need, setupTunnel, setupUnderlay, sleep, slot, spawnIn, stopProc,
+  daemonSpecs, intEnv, live, machineLine, median, need, quantile, setupTunnel, setupUnderlay, sleep, slot, spawnIn, stopProc,
   teardown, type DaemonSpec, type Proc, type Slot, type Tunnel,
 } from './tunnel-netns.js';
 
@@ -33,10 +33,6 @@ if (!(INTERVAL_MS >= 2)) throw new Error(`PING_INTERVAL=${PING_INTERVAL}: expect
 const COLLIDE_MS = 1;
 
 interface RoundFigures { p50: number; p90: number; avg: number; n: number }
-
-function quantile(sorted: number[], q: number): number {
-  return sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * q))];
-}
 
 function figures(rtts: number[]): RoundFigures {
   const s = [...rtts].sort((x, y) => x - y);

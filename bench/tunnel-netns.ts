@@ -268,6 +268,11 @@ export function median(v: number[]): number {
   return n % 2 ? s[(n - 1) / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
 }
 
+/** The q-quantile of ascending `sorted` (the value at index ⌊n·q⌋). */
+export function quantile(sorted: number[], q: number): number {
+  return sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * q))];
+}
+
 /** The per-echo RTTs (ms) of ping(8)'s output, in the order printed. */
 export function pingTimes(out: string): number[] {
   return [...out.matchAll(/time=([\d.]+) ms/g)].map((x) => Number(x[1]));

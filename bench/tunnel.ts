@@ -51,7 +51,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import {
-  cpuSeconds, daemonSpecs, inNs, intEnv, live, machineLine, median, need, pingTimes, runToEnd, setupTunnel, setupUnderlay, sh, sleep, slot, spawnIn, stopProc,
+  cpuSeconds, daemonSpecs, inNs, intEnv, live, machineLine, median, need, pingTimes, quantile, runToEnd, setupTunnel, setupUnderlay, sh, sleep, slot, spawnIn, stopProc,
   teardown as teardownSlot, WG_MTU, WG_PORT, type DaemonSpec, type Tunnel,
 } from './tunnel-netns.js';
 
@@ -164,7 +164,7 @@ function parsePing(out: string, m: Metrics, prefix: string): void {
   const each = pingTimes(out).sort((x, y) => x - y);
   if (each.length > 0) {
     m[`${prefix}_p50_ms`] = median(each);
-    m[`${prefix}_p90_ms`] = each[Math.min(each.length - 1, Math.floor(each.length * 0.9))];
+    m[`${prefix}_p90_ms`] = quantile(each, 0.9);
   }
   const rtt = /= ([\d.]+)\/([\d.]+)\/([\d.]+)\/([\d.]+) ms/.exec(out);
   const loss = /([\d.]+)% packet loss/.exec(out);
