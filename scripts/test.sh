@@ -8,4 +8,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
+# The formatter decides layout (Prettier, .prettierrc.json): a file it would change fails the run.
+npx prettier --check . >/dev/null || { npx prettier --list-different . >&2; echo 'test: run npm run format' >&2; exit 1; }
 exec npx vitest run --reporter=./test/util/root-skip-reporter.ts --reporter=default "$@"
