@@ -78,16 +78,23 @@ function aeadRows(b: CryptoBackend, size: number): Row[] {
   const batch = size <= 64 ? 32 : 8;
   return [
     {
-      group: `seal ${size} B`, label: `${b.name}.seal`, batch, anchor: size === 64 ? 64 : 1420,
+      group: `seal ${size} B`,
+      label: `${b.name}.seal`,
+      batch,
+      anchor: size === 64 ? 64 : 1420,
       fn: () => {
         for (let i = 0; i < batch; i++) b.seal(key, nonce, null, packet, HEADROOM, size, packet, HEADROOM);
         sink ^= packet[HEADROOM]!;
       },
     },
     {
-      group: `open ${size} B`, label: `${b.name}.open`, batch, anchor: size === 64 ? 64 : 1420,
+      group: `open ${size} B`,
+      label: `${b.name}.open`,
+      batch,
+      anchor: size === 64 ? 64 : 1420,
       fn: () => {
-        for (let i = 0; i < batch; i++) if (!b.open(key, nonce, null, sealed, 0, size + TAG, plain, 0)) throw new Error('open failed');
+        for (let i = 0; i < batch; i++)
+          if (!b.open(key, nonce, null, sealed, 0, size + TAG, plain, 0)) throw new Error('open failed');
         sink ^= plain[0]!;
       },
     },
@@ -110,21 +117,30 @@ function otherRows(b: CryptoBackend, tag: string = b.name): Row[] {
   const msg116 = bytes(25, 116); // mac1 covers the first 116 bytes of a handshake initiation
   return [
     {
-      group: 'xseal 16 B (cookie)', label: `${tag}.xseal`, batch: 16, anchor: 64,
+      group: 'xseal 16 B (cookie)',
+      label: `${tag}.xseal`,
+      batch: 16,
+      anchor: 64,
       fn: () => {
         for (let i = 0; i < 16; i++) b.xseal(key, xnonce, mac1, cookie, 0, 16, cookie, 0);
         sink ^= cookie[0]!;
       },
     },
     {
-      group: 'x25519 dh', label: `${tag}.dh`, batch: 1, anchor: 64,
+      group: 'x25519 dh',
+      label: `${tag}.dh`,
+      batch: 1,
+      anchor: 64,
       fn: () => {
         if (!b.dh(shared, priv, peerPub)) throw new Error('dh failed');
         sink ^= shared[0]!;
       },
     },
     {
-      group: 'x25519 public key', label: `${tag}.publicKey`, batch: 1, anchor: 64,
+      group: 'x25519 public key',
+      label: `${tag}.publicKey`,
+      batch: 1,
+      anchor: 64,
       fn: () => {
         // A fresh key each time (as for a handshake ephemeral), so no cache can help.
         const k = b.generatePrivateKey();
@@ -133,21 +149,30 @@ function otherRows(b: CryptoBackend, tag: string = b.name): Row[] {
       },
     },
     {
-      group: 'hash 64 B (H := HASH(H ‖ x))', label: `${tag}.hash`, batch: 32, anchor: 64,
+      group: 'hash 64 B (H := HASH(H ‖ x))',
+      label: `${tag}.hash`,
+      batch: 32,
+      anchor: 64,
       fn: () => {
         for (let i = 0; i < 32; i++) b.hash(h, h, x);
         sink ^= h[0]!;
       },
     },
     {
-      group: 'mac 116 B (mac1)', label: `${tag}.mac`, batch: 32, anchor: 64,
+      group: 'mac 116 B (mac1)',
+      label: `${tag}.mac`,
+      batch: 32,
+      anchor: 64,
       fn: () => {
         for (let i = 0; i < 32; i++) b.mac(out16, key, msg116);
         sink ^= out16[0]!;
       },
     },
     {
-      group: 'hmac 32 B (KDF step)', label: `${tag}.hmac`, batch: 32, anchor: 64,
+      group: 'hmac 32 B (KDF step)',
+      label: `${tag}.hmac`,
+      batch: 32,
+      anchor: 64,
       fn: () => {
         for (let i = 0; i < 32; i++) b.hmac(out32, key, x);
         sink ^= out32[0]!;
@@ -196,8 +221,13 @@ function anchorRow(size: 64 | 1420): Row {
   const one = anchorTask(size);
   const batch = size === 64 ? 32 : 8;
   return {
-    group: `anchor ${size} B`, label: 'node:crypto one-shot', batch, anchor: size,
-    fn: () => { for (let i = 0; i < batch; i++) one(); },
+    group: `anchor ${size} B`,
+    label: 'node:crypto one-shot',
+    batch,
+    anchor: size,
+    fn: () => {
+      for (let i = 0; i < batch; i++) one();
+    },
   };
 }
 
@@ -219,7 +249,8 @@ export async function runCryptoBench(timeMs = 150, rounds = 3): Promise<string> 
     for (const b of [node, openssl]) {
       const c = new Uint8Array(size + TAG);
       b.seal(bytes(1, 32), bytes(2, 12), null, bytes(3, size), 0, size, c, 0);
-      if (Buffer.compare(ref, c) !== 0) throw new Error(`crypto bench: ${b.name} and pure seal disagree at ${size} bytes`);
+      if (Buffer.compare(ref, c) !== 0)
+        throw new Error(`crypto bench: ${b.name} and pure seal disagree at ${size} bytes`);
     }
   }
 
@@ -256,13 +287,19 @@ export async function runCryptoBench(timeMs = 150, rounds = 3): Promise<string> 
   ];
   for (const size of [64, 1420] as const) {
     const all = rows.flatMap((row, i) => (row.anchor === size ? pairs[i]!.map((p) => p.anchorOps) : []));
-    lines.push(`${`anchor ${size} B`.padEnd(30)}${'node:crypto one-shot'.padEnd(26)}${fmt(median(all)).padStart(11)}` +
-      `${'1.000'.padStart(10)}   (range ${fmt(Math.min(...all))} to ${fmt(Math.max(...all))} over ${all.length} runs)`);
+    lines.push(
+      `${`anchor ${size} B`.padEnd(30)}${'node:crypto one-shot'.padEnd(26)}${fmt(median(all)).padStart(11)}` +
+        `${'1.000'.padStart(10)}   (range ${fmt(Math.min(...all))} to ${fmt(Math.max(...all))} over ${all.length} runs)`,
+    );
   }
   rows.forEach((row, i) => {
     const ps = pairs[i]!;
-    lines.push(`${row.group.padEnd(30)}${row.label.padEnd(26)}${fmt(median(ps.map((p) => p.ops))).padStart(11)}` +
-      `${median(ps.map((p) => p.ratio)).toFixed(3).padStart(10)}`);
+    lines.push(
+      `${row.group.padEnd(30)}${row.label.padEnd(26)}${fmt(median(ps.map((p) => p.ops))).padStart(11)}` +
+        `${median(ps.map((p) => p.ratio))
+          .toFixed(3)
+          .padStart(10)}`,
+    );
   });
   lines.push(`(sink ${sink & 1})`);
   return lines.join('\n');

@@ -13,7 +13,10 @@ import type { WeftStatus } from '../src/cli/commands/status.js';
 
 /** Every instance's status in `runDir` (`weft show --json --run-dir DIR`), by instance name. */
 export function showAll(weftBin: string, runDir: string): Map<string, WeftStatus> {
-  const r = spawnSync(process.execPath, [weftBin, 'show', '--json', '--run-dir', runDir], { encoding: 'utf8', timeout: 20_000 });
+  const r = spawnSync(process.execPath, [weftBin, 'show', '--json', '--run-dir', runDir], {
+    encoding: 'utf8',
+    timeout: 20_000,
+  });
   if (r.status !== 0) throw new Error(`weft show --json --run-dir ${runDir} failed (${r.status}): ${r.stderr}`);
   const list = JSON.parse(r.stdout) as WeftStatus[];
   return new Map(list.map((s) => [s.weft.name, s] as const));
@@ -33,14 +36,24 @@ export function rssKiB(pid: number): number | null {
  * The kernel's UDP receive-side drops in a namespace (/proc/net/snmp Udp: InErrors, RcvbufErrors,
  * InCsumErrors, and NoPorts: datagrams to a port nobody listens on).
  */
-export function kernelUdpDrops(ns: string): { inErrors: number; rcvbufErrors: number; inCsumErrors: number; noPorts: number } {
+export function kernelUdpDrops(ns: string): {
+  inErrors: number;
+  rcvbufErrors: number;
+  inCsumErrors: number;
+  noPorts: number;
+} {
   const r = spawnSync('ip', ['netns', 'exec', ns, 'cat', '/proc/net/snmp'], { encoding: 'utf8', timeout: 10_000 });
   const lines = r.stdout.split('\n').filter((l) => l.startsWith('Udp:'));
   if (lines.length < 2) throw new Error(`no Udp: lines in /proc/net/snmp of namespace ${ns}: ${r.stderr}`);
   const keys = lines[0]!.split(/\s+/).slice(1);
   const vals = lines[1]!.split(/\s+/).slice(1).map(Number);
   const get = (k: string): number => vals[keys.indexOf(k)] ?? 0;
-  return { inErrors: get('InErrors'), rcvbufErrors: get('RcvbufErrors'), inCsumErrors: get('InCsumErrors'), noPorts: get('NoPorts') };
+  return {
+    inErrors: get('InErrors'),
+    rcvbufErrors: get('RcvbufErrors'),
+    inCsumErrors: get('InCsumErrors'),
+    noPorts: get('NoPorts'),
+  };
 }
 
 /** TCP segments a namespace's kernel dropped for a bad checksum (/proc/net/snmp Tcp: InCsumErrors). */
@@ -78,7 +91,12 @@ export function pingSummary(text: string): PingSummary {
   }
   const tx = /(\d+) packets transmitted/.exec(text);
   const rx = /(\d+) received/.exec(text);
-  return { transmitted: tx ? Number(tx[1]) : 0, received: rx ? Number(rx[1]) : times.length, longestGapMs: Math.round(longest), stalls };
+  return {
+    transmitted: tx ? Number(tx[1]) : 0,
+    received: rx ? Number(rx[1]) : times.length,
+    longestGapMs: Math.round(longest),
+    stalls,
+  };
 }
 
 export interface StageBalance {
@@ -105,7 +123,13 @@ function pick(drops: Record<string, number>, keep: (k: string) => boolean): Reco
   return out;
 }
 
-export function balance(stage: string, sent: number, received: number, drops: Record<string, number>, unit = 'packets'): StageBalance {
+export function balance(
+  stage: string,
+  sent: number,
+  received: number,
+  drops: Record<string, number>,
+  unit = 'packets',
+): StageBalance {
   return { stage, sent, received, drops, unaccounted: sent - received - sum(drops), unit };
 }
 
@@ -116,8 +140,18 @@ export function geneveRxDrops(s: WeftStatus): Record<string, number> {
 
 /** WireGuard receive-side drops of a gateway (wg_* reasons of the receive path). */
 export function wireguardRxDrops(s: WeftStatus): Record<string, number> {
-  const tx = new Set(['wg_outbound_invalid', 'wg_no_route', 'wg_no_endpoint', 'wg_packet_too_big', 'wg_staged_queue_full',
-    'wg_staged_flushed', 'wg_outbox_full', 'wg_send_failed', 'wg_no_socket', 'wg_handshake_queue_full']);
+  const tx = new Set([
+    'wg_outbound_invalid',
+    'wg_no_route',
+    'wg_no_endpoint',
+    'wg_packet_too_big',
+    'wg_staged_queue_full',
+    'wg_staged_flushed',
+    'wg_outbox_full',
+    'wg_send_failed',
+    'wg_no_socket',
+    'wg_handshake_queue_full',
+  ]);
   return pick(s.drops, (k) => k.startsWith('wg_') && !tx.has(k));
 }
 
@@ -128,7 +162,13 @@ export function wireguardRxDrops(s: WeftStatus): Record<string, number> {
  * namespace. Exact once the fabric is idle. Drops are per instance, so every sender that
  * reaches `to` must be listed.
  */
-export function geneveStage(stage: string, senders: ReadonlyArray<[WeftStatus, number]>, to: WeftStatus, toVnis: readonly number[], kernelDrops: number): StageBalance {
+export function geneveStage(
+  stage: string,
+  senders: ReadonlyArray<[WeftStatus, number]>,
+  to: WeftStatus,
+  toVnis: readonly number[],
+  kernelDrops: number,
+): StageBalance {
   let sent = 0;
   for (const [from, vni] of senders) {
     const t = from.geneve.tunnels.find((x) => x.vni === vni);
@@ -141,7 +181,10 @@ export function geneveStage(stage: string, senders: ReadonlyArray<[WeftStatus, n
     if (t === undefined) throw new Error(`${stage}: no tunnel with VNI ${vni} in ${to.weft.name}`);
     received += t.rxPackets;
   }
-  return balance(stage, sent, received, { ...geneveRxDrops(to), ...(kernelDrops > 0 ? { kernel_udp_in_errors: kernelDrops } : {}) });
+  return balance(stage, sent, received, {
+    ...geneveRxDrops(to),
+    ...(kernelDrops > 0 ? { kernel_udp_in_errors: kernelDrops } : {}),
+  });
 }
 
 /**
@@ -150,10 +193,19 @@ export function geneveStage(stage: string, senders: ReadonlyArray<[WeftStatus, n
  * failures + the kernel's UDP receive drops in `to`'s namespace (+ `extra`: drops counted outside
  * both, e.g. by a relay on the WAN). Needs the per-peer packet counters (`rxPackets`/`txPackets`).
  */
-export function wireguardStage(stage: string, from: WeftStatus, to: WeftStatus, kernelDrops: number, extra: Record<string, number> = {}): StageBalance {
+export function wireguardStage(
+  stage: string,
+  from: WeftStatus,
+  to: WeftStatus,
+  kernelDrops: number,
+  extra: Record<string, number> = {},
+): StageBalance {
   const p = from.wireguard?.peers[0];
   const q = to.wireguard?.peers[0];
-  if (p?.txPackets === undefined || q?.rxPackets === undefined) throw new Error(`${stage}: ${from.weft.name} or ${to.weft.name} has no peer packet counters (weft show --json peers[].txPackets/rxPackets)`);
+  if (p?.txPackets === undefined || q?.rxPackets === undefined)
+    throw new Error(
+      `${stage}: ${from.weft.name} or ${to.weft.name} has no peer packet counters (weft show --json peers[].txPackets/rxPackets)`,
+    );
   const sendFailed = pick(from.drops, (k) => k === 'wg_send_failed' || k === 'wg_no_socket');
   const drops: Record<string, number> = { ...wireguardRxDrops(to), ...extra };
   for (const [k, v] of Object.entries(sendFailed)) drops[`sender_${k}`] = v;
@@ -168,14 +220,24 @@ export function nodeEgressStage(stage: string, node: WeftStatus): StageBalance {
   const sent = node.interface?.rxPackets ?? 0;
   let out = 0;
   for (const t of node.geneve.tunnels) out += t.txPackets;
-  return balance(stage, sent, out, pick(node.drops, (k) => k.startsWith('geneve_tx_') || NODE_TX_DROPS.has(k)));
+  return balance(
+    stage,
+    sent,
+    out,
+    pick(node.drops, (k) => k.startsWith('geneve_tx_') || NODE_TX_DROPS.has(k)),
+  );
 }
 
 /** A node agent's ingress: Geneve packets received on its tunnels = packets written to its TUN + write failures. */
 export function nodeIngressStage(stage: string, node: WeftStatus): StageBalance {
   let got = 0;
   for (const t of node.geneve.tunnels) got += t.rxPackets;
-  return balance(stage, got, node.interface?.txPackets ?? 0, pick(node.drops, (k) => k === 'tun_write_failed'));
+  return balance(
+    stage,
+    got,
+    node.interface?.txPackets ?? 0,
+    pick(node.drops, (k) => k === 'tun_write_failed'),
+  );
 }
 
 /**
@@ -185,7 +247,12 @@ export function nodeIngressStage(stage: string, node: WeftStatus): StageBalance 
  */
 export function gatewayRouterStage(stage: string, gw: WeftStatus): StageBalance {
   const f = gw.forwarding;
-  if (f === undefined) throw new Error(`${stage}: ${gw.weft.name} reports no forwarding counters (weft show --json forwarding)`);
-  return balance(stage, f.in.fromNodes + f.in.fromHost + f.in.fromPeers, f.out.toNodes + f.out.toHost + f.out.toPeers,
-    pick(gw.drops, (k) => k.startsWith('route_') || k.startsWith('nat_')));
+  if (f === undefined)
+    throw new Error(`${stage}: ${gw.weft.name} reports no forwarding counters (weft show --json forwarding)`);
+  return balance(
+    stage,
+    f.in.fromNodes + f.in.fromHost + f.in.fromPeers,
+    f.out.toNodes + f.out.toHost + f.out.toPeers,
+    pick(gw.drops, (k) => k.startsWith('route_') || k.startsWith('nat_')),
+  );
 }

@@ -41,12 +41,19 @@ const NS = { pod: 'wfbp', node: 'wfbn', gw: 'wfbg' } as const;
 const ROUNDS = Number(process.env.ROUNDS ?? 3);
 const SECONDS = Number(process.env.SECONDS ?? 3);
 
-interface Variant { label: string; root: string; env: Record<string, string> }
+interface Variant {
+  label: string;
+  root: string;
+  env: Record<string, string>;
+}
 
 function variants(): Variant[] {
   const here = fileURLToPath(new URL('../..', import.meta.url));
   const out: Variant[] = [{ label: 'weft', root: here, env: {} }];
-  for (const v of (process.env.WEFT_VARIANTS ?? '').split(';').map((x) => x.trim()).filter(Boolean)) {
+  for (const v of (process.env.WEFT_VARIANTS ?? '')
+    .split(';')
+    .map((x) => x.trim())
+    .filter(Boolean)) {
     const c = v.indexOf(':');
     const label = c < 0 ? v : v.slice(0, c);
     if (!/^[a-z0-9-]+$/.test(label)) throw new Error(`WEFT_VARIANTS: bad label ${label}`);
@@ -65,7 +72,8 @@ function variants(): Variant[] {
 
 function sh(cmd: string[], allowFail = false, timeoutMs = 30_000): string {
   const r = spawnSync(cmd[0]!, cmd.slice(1), { encoding: 'utf8', timeout: timeoutMs });
-  if ((r.status !== 0 || r.error) && !allowFail) throw new Error(`${cmd.join(' ')}: ${r.stderr ?? ''}${r.error ? String(r.error) : ''}`);
+  if ((r.status !== 0 || r.error) && !allowFail)
+    throw new Error(`${cmd.join(' ')}: ${r.stderr ?? ''}${r.error ? String(r.error) : ''}`);
   return r.stdout ?? '';
 }
 
@@ -76,7 +84,11 @@ function inNs(ns: string, cmd: string[], allowFail = false, timeoutMs = 30_000):
 function cleanup(): void {
   for (const ns of Object.values(NS)) {
     for (const pid of sh(['ip', 'netns', 'pids', ns], true).split(/\s+/).filter(Boolean)) {
-      try { process.kill(Number(pid), 'SIGKILL'); } catch { /* gone */ }
+      try {
+        process.kill(Number(pid), 'SIGKILL');
+      } catch {
+        /* gone */
+      }
     }
     sh(['ip', 'netns', 'del', ns], true);
   }
@@ -114,7 +126,15 @@ function configs(dir: string): { gw: string; node: string } {
     cluster: { id: 'bench', podCIDRs: ['10.0.0.0/16'] },
     wireguard: { privateKey, listenPort: 51840, interfaceName: 'wfbgt' },
     geneve: {
-      tunnels: [{ id: 1, nodeName: 'node', remoteUnderlay: '198.18.1.2', localInternalAddress: '10.80.0.1', remoteInternalAddress: '10.80.0.2' }],
+      tunnels: [
+        {
+          id: 1,
+          nodeName: 'node',
+          remoteUnderlay: '198.18.1.2',
+          localInternalAddress: '10.80.0.1',
+          remoteInternalAddress: '10.80.0.2',
+        },
+      ],
       podRoutes: [{ podCIDR: '10.0.1.0/24', nodeInternalAddress: '10.80.0.2' }],
     },
   };
@@ -122,8 +142,19 @@ function configs(dir: string): { gw: string; node: string } {
     role: 'node',
     cluster: { id: 'bench', podCIDRs: ['10.0.1.0/24'] },
     node: {
-      name: 'node', underlayAddress: '198.18.1.2', tunName: 'wfbnt',
-      gateways: [{ name: 'gw', vni: 1, gatewayUnderlay: '198.18.1.1', gatewayInternalAddress: '10.80.0.1', localInternalAddress: '10.80.0.2', remoteCIDRs: [] }],
+      name: 'node',
+      underlayAddress: '198.18.1.2',
+      tunName: 'wfbnt',
+      gateways: [
+        {
+          name: 'gw',
+          vni: 1,
+          gatewayUnderlay: '198.18.1.1',
+          gatewayInternalAddress: '10.80.0.1',
+          localInternalAddress: '10.80.0.2',
+          remoteCIDRs: [],
+        },
+      ],
     },
   };
   const paths = { gw: join(dir, 'gw.yaml'), node: join(dir, 'node.yaml') };
@@ -135,19 +166,39 @@ function configs(dir: string): { gw: string; node: string } {
 function launch(ns: string, config: string, v: Variant): ChildProcess {
   const entry = join(v.root, 'dist/src/cli/launch.js');
   const nodeArgs = (process.env.WEFT_NODE_ARGS ?? '').split(/\s+/).filter(Boolean);
-  const child = spawn('timeout', ['-k', '3', '600', 'ip', 'netns', 'exec', ns, process.execPath, ...nodeArgs, '--input-type=module', '-e',
-    `const m = await import(${JSON.stringify(entry)}); process.exitCode = await m.runUntilSignal(${JSON.stringify(config)}); process.exit();`],
-  { stdio: ['ignore', 'pipe', 'pipe'], detached: true, env: { ...process.env, ...v.env } });
+  const child = spawn(
+    'timeout',
+    [
+      '-k',
+      '3',
+      '600',
+      'ip',
+      'netns',
+      'exec',
+      ns,
+      process.execPath,
+      ...nodeArgs,
+      '--input-type=module',
+      '-e',
+      `const m = await import(${JSON.stringify(entry)}); process.exitCode = await m.runUntilSignal(${JSON.stringify(config)}); process.exit();`,
+    ],
+    { stdio: ['ignore', 'pipe', 'pipe'], detached: true, env: { ...process.env, ...v.env } },
+  );
   return child;
 }
 
 /** The data plane's own stats line (SIGUSR1 to the node process under timeout → ip netns exec). */
 async function statsOf(child: ChildProcess): Promise<Record<string, unknown> | null> {
   if (child.pid === undefined) return null;
-  const kids = sh(['pgrep', '-P', String(child.pid)], true).trim().split(/\s+/).filter(Boolean);
+  const kids = sh(['pgrep', '-P', String(child.pid)], true)
+    .trim()
+    .split(/\s+/)
+    .filter(Boolean);
   if (kids.length === 0) return null;
   let out = '';
-  const on = (d: Buffer): void => { out += d.toString(); };
+  const on = (d: Buffer): void => {
+    out += d.toString();
+  };
   child.stdout?.on('data', on);
   try {
     process.kill(Number(kids[0]), 'SIGUSR1');
@@ -156,7 +207,7 @@ async function statsOf(child: ChildProcess): Promise<Record<string, unknown> | n
     child.stdout?.off('data', on);
   }
   const line = /stats (.*)\n/.exec(out)?.[1];
-  return line === undefined ? null : JSON.parse(line) as Record<string, unknown>;
+  return line === undefined ? null : (JSON.parse(line) as Record<string, unknown>);
 }
 
 async function stop(child: ChildProcess): Promise<void> {
@@ -164,8 +215,16 @@ async function stop(child: ChildProcess): Promise<void> {
   const done = new Promise<void>((r) => child.once('exit', () => r()));
   // One SIGTERM to the data plane itself (a second one, as a group signal plus timeout's
   // forwarding would send, kills it before it can write its --cpu-prof profile).
-  const kids = sh(['pgrep', '-P', String(child.pid)], true).trim().split(/\s+/).filter(Boolean);
-  if (kids.length > 0) try { process.kill(Number(kids[0]), 'SIGTERM'); } catch { /* gone */ }
+  const kids = sh(['pgrep', '-P', String(child.pid)], true)
+    .trim()
+    .split(/\s+/)
+    .filter(Boolean);
+  if (kids.length > 0)
+    try {
+      process.kill(Number(kids[0]), 'SIGTERM');
+    } catch {
+      /* gone */
+    }
   else kill(child);
   await Promise.race([done, new Promise((r) => setTimeout(r, 5000))]);
 }
@@ -176,23 +235,45 @@ async function ready(child: ChildProcess, what: string): Promise<void> {
     const t = setTimeout(() => reject(new Error(`${what} did not start: ${out}`)), 15_000);
     const on = (d: Buffer): void => {
       out += d.toString();
-      if (out.includes('ready')) { clearTimeout(t); resolve(); }
+      if (out.includes('ready')) {
+        clearTimeout(t);
+        resolve();
+      }
     };
     child.stdout?.on('data', on);
     child.stderr?.on('data', on);
-    child.on('exit', () => { clearTimeout(t); reject(new Error(`${what} exited: ${out}`)); });
+    child.on('exit', () => {
+      clearTimeout(t);
+      reject(new Error(`${what} exited: ${out}`));
+    });
   });
 }
 
 function kill(child: ChildProcess): void {
   if (child.pid === undefined) return;
-  try { process.kill(-child.pid, 'SIGTERM'); } catch { /* gone */ }
+  try {
+    process.kill(-child.pid, 'SIGTERM');
+  } catch {
+    /* gone */
+  }
 }
 
-interface Sample { tcpGbps: number; udpPps: number; udpLoss: number; cpu: TcpCpu }
+interface Sample {
+  tcpGbps: number;
+  udpPps: number;
+  udpLoss: number;
+  cpu: TcpCpu;
+}
 
 /** CPU during the TCP run, % of one core (see the file comment); -1 where unknown. */
-interface TcpCpu { node: number; gateway: number; client: number; server: number; softirq: number; busy: number }
+interface TcpCpu {
+  node: number;
+  gateway: number;
+  client: number;
+  server: number;
+  softirq: number;
+  busy: number;
+}
 const NO_CPU: TcpCpu = { node: -1, gateway: -1, client: -1, server: -1, softirq: -1, busy: -1 };
 
 /** utime + stime of a process in clock ticks (0 when gone). */
@@ -202,7 +283,9 @@ function ticksOf(pid: number | undefined): number {
     const st = readFileSync(`/proc/${pid}/stat`, 'utf8');
     const f = st.slice(st.lastIndexOf(')') + 2).split(' ');
     return Number(f[11]) + Number(f[12]); // fields 14 and 15 of proc(5)
-  } catch { return 0; }
+  } catch {
+    return 0;
+  }
 }
 
 /** The machine's softirq and busy (not idle/iowait) clock ticks, all CPUs. */
@@ -215,7 +298,10 @@ function machineTicks(): { softirq: number; busy: number } {
 /** The data plane's own PID (the child of `timeout`, which ip netns exec became). */
 function dataPlanePid(child: ChildProcess | undefined): number | undefined {
   if (child?.pid === undefined) return undefined;
-  const k = sh(['pgrep', '-P', String(child.pid)], true).trim().split(/\s+/).filter(Boolean)[0];
+  const k = sh(['pgrep', '-P', String(child.pid)], true)
+    .trim()
+    .split(/\s+/)
+    .filter(Boolean)[0];
   return k === undefined ? undefined : Number(k);
 }
 
@@ -224,23 +310,37 @@ function counters(what: string, st: Record<string, unknown> | null): string {
   if (st === null) return `${what} (no stats)`;
   const o = st.offloads as { tun: Record<string, boolean>; geneve: Record<string, boolean> } | null | undefined;
   if (o === undefined || o === null) return `${what} (no offload counters)`;
-  const on = (r: Record<string, boolean>): string => Object.entries(r).filter(([, b]) => b).map(([k]) => k).join('+') || 'none';
+  const on = (r: Record<string, boolean>): string =>
+    Object.entries(r)
+      .filter(([, b]) => b)
+      .map(([k]) => k)
+      .join('+') || 'none';
   const gso = st.gso as { superPackets: number; segments: number };
   const gro = st.gro as { packets: number; superPackets: number };
   return `${what} tun ${on(o.tun)}, geneve ${on(o.geneve)}, ${gso.superPackets} super-packets cut into ${gso.segments} segments, ${gro.packets} packets coalesced into ${gro.superPackets}`;
 }
 
-async function iperf(server: string, client: string, bind: string, udp: boolean): Promise<{ bps: number; pps: number; loss: number; client: number; server: number }> {
+async function iperf(
+  server: string,
+  client: string,
+  bind: string,
+  udp: boolean,
+): Promise<{ bps: number; pps: number; loss: number; client: number; server: number }> {
   const port = String(5201 + Math.floor(Math.random() * 500));
-  const srv = spawn('ip', ['netns', 'exec', server, 'iperf3', '-s', '-1', '-B', bind, '-p', port], { stdio: 'ignore', detached: true });
+  const srv = spawn('ip', ['netns', 'exec', server, 'iperf3', '-s', '-1', '-B', bind, '-p', port], {
+    stdio: 'ignore',
+    detached: true,
+  });
   try {
-    for (let i = 0; i < 50 && inNs(server, ['ss', '-Hln', `sport = :${port}`], true).trim() === ''; i++) await new Promise((r) => setTimeout(r, 100));
+    for (let i = 0; i < 50 && inNs(server, ['ss', '-Hln', `sport = :${port}`], true).trim() === ''; i++)
+      await new Promise((r) => setTimeout(r, 100));
     const args = ['iperf3', '-c', bind, '-p', port, '-t', String(SECONDS), '-J', '--connect-timeout', '3000'];
     if (udp) args.push('-u', '-l', '64', '-b', '0');
     const j = JSON.parse(inNs(client, args, true, (SECONDS + 20) * 1000)) as {
       error?: string;
       end?: {
-        sum_received?: { bits_per_second?: number }; sum?: { packets?: number; lost_packets?: number; seconds?: number; lost_percent?: number };
+        sum_received?: { bits_per_second?: number };
+        sum?: { packets?: number; lost_packets?: number; seconds?: number; lost_percent?: number };
         cpu_utilization_percent?: { host_total?: number; remote_total?: number };
       };
     };
@@ -252,7 +352,12 @@ async function iperf(server: string, client: string, bind: string, udp: boolean)
     const got = (s.packets ?? 0) - (s.lost_packets ?? 0);
     return { bps: 0, pps: got / (s.seconds ?? SECONDS), loss: s.lost_percent ?? 0, ...cs };
   } finally {
-    if (srv.pid !== undefined) try { process.kill(-srv.pid, 'SIGKILL'); } catch { /* gone */ }
+    if (srv.pid !== undefined)
+      try {
+        process.kill(-srv.pid, 'SIGKILL');
+      } catch {
+        /* gone */
+      }
   }
 }
 
@@ -268,18 +373,27 @@ async function sample(target: string, node?: ChildProcess, gw?: ChildProcess): P
   const secs = (performance.now() - w0) / 1000;
   const m1 = machineTicks();
   const pct = (ticks: number): number => ticks / secs; // clock ticks are 1/100 s: ticks per second = % of one core
-  const cpu: TcpCpu = only === 'udp' ? NO_CPU : {
-    node: pids[0] === undefined ? -1 : pct(ticksOf(pids[0]) - t0[0]!),
-    gateway: pids[1] === undefined ? -1 : pct(ticksOf(pids[1]) - t0[1]!),
-    client: tcp.client, server: tcp.server, softirq: pct(m1.softirq - m0.softirq), busy: pct(m1.busy - m0.busy),
-  };
+  const cpu: TcpCpu =
+    only === 'udp'
+      ? NO_CPU
+      : {
+          node: pids[0] === undefined ? -1 : pct(ticksOf(pids[0]) - t0[0]!),
+          gateway: pids[1] === undefined ? -1 : pct(ticksOf(pids[1]) - t0[1]!),
+          client: tcp.client,
+          server: tcp.server,
+          softirq: pct(m1.softirq - m0.softirq),
+          busy: pct(m1.busy - m0.busy),
+        };
   const udp = only === 'tcp' ? none : await iperf(NS.gw, NS.pod, target, true);
   return { tcpGbps: tcp.bps / 1e9, udpPps: udp.pps, udpLoss: udp.loss, cpu };
 }
 
 /** Medians of the CPU split, one line. */
 function cpuLine(label: string, xs: Sample[]): string {
-  const m = (k: keyof TcpCpu): string => { const v = median(xs.map((s) => s.cpu[k])); return v < 0 ? '?' : v.toFixed(0); };
+  const m = (k: keyof TcpCpu): string => {
+    const v = median(xs.map((s) => s.cpu[k]));
+    return v < 0 ? '?' : v.toFixed(0);
+  };
   const perGbit = median(xs.map((s) => (s.cpu.node < 0 ? -1 : (s.cpu.node + s.cpu.gateway) / s.tcpGbps)));
   const dp = perGbit < 0 ? '' : `; node agent + gateway ${perGbit.toFixed(1)} per Gbit/s`;
   return `${label} TCP CPU, % of one core: node agent ${m('node')}, gateway ${m('gateway')}, iperf3 client ${m('client')}, server ${m('server')}; machine softirq ${m('softirq')}, busy ${m('busy')} of ${cpus().length * 100}${dp}`;
@@ -293,8 +407,10 @@ function median(xs: number[]): number {
 
 /** Runs the benchmark; returns a Markdown table (or why it could not run). */
 export async function runFabricBench(): Promise<string> {
-  if (typeof process.getuid !== 'function' || process.getuid() !== 0) return 'fabric bench skipped: needs root (network namespaces, TUN)';
-  if (spawnSync('sh', ['-c', 'command -v iperf3'], { stdio: 'ignore' }).status !== 0) return 'fabric bench skipped: iperf3 not installed';
+  if (typeof process.getuid !== 'function' || process.getuid() !== 0)
+    return 'fabric bench skipped: needs root (network namespaces, TUN)';
+  if (spawnSync('sh', ['-c', 'command -v iperf3'], { stdio: 'ignore' }).status !== 0)
+    return 'fabric bench skipped: iperf3 not installed';
   const dir = mkdtempSync(join(tmpdir(), 'weft-bench-fabric-'));
   const procs: ChildProcess[] = [];
   try {
@@ -315,13 +431,21 @@ export async function runFabricBench(): Promise<string> {
         procs.push(node);
         await ready(node, 'node agent');
         fabric[k]!.push(await sample('10.80.0.1', node, gw));
-        if (r === ROUNDS - 1) { const sn = await statsOf(node); const sg = await statsOf(gw); notes.push(`${v.label}: ${counters("node", sn)}; ${counters("gateway", sg)}`); if (process.env.FB_DEBUG) notes.push(JSON.stringify(sn), JSON.stringify(sg)); }
+        if (r === ROUNDS - 1) {
+          const sn = await statsOf(node);
+          const sg = await statsOf(gw);
+          notes.push(`${v.label}: ${counters('node', sn)}; ${counters('gateway', sg)}`);
+          if (process.env.FB_DEBUG) notes.push(JSON.stringify(sn), JSON.stringify(sg));
+        }
         await stop(node);
         await stop(gw);
       }
     }
-    const med = (xs: Sample[]): { tcp: number; pps: number; loss: number } =>
-      ({ tcp: median(xs.map((s) => s.tcpGbps)), pps: median(xs.map((s) => s.udpPps)), loss: median(xs.map((s) => s.udpLoss)) });
+    const med = (xs: Sample[]): { tcp: number; pps: number; loss: number } => ({
+      tcp: median(xs.map((s) => s.tcpGbps)),
+      pps: median(xs.map((s) => s.udpPps)),
+      loss: median(xs.map((s) => s.udpLoss)),
+    });
     const a = med(anchor);
     const rows = vs.map((v, k) => {
       const f = med(fabric[k]!);
@@ -336,7 +460,9 @@ export async function runFabricBench(): Promise<string> {
       ...rows,
       '',
       ...notes,
-      ...(process.env.ONLY === 'udp' ? [] : [cpuLine('anchor', anchor), ...vs.map((v, k) => cpuLine(v.label, fabric[k]!))]),
+      ...(process.env.ONLY === 'udp'
+        ? []
+        : [cpuLine('anchor', anchor), ...vs.map((v, k) => cpuLine(v.label, fabric[k]!))]),
     ].join('\n');
   } finally {
     for (const p of procs) kill(p);

@@ -49,7 +49,9 @@ async function main(): Promise<void> {
   const sock = await UdpSocket.open({ family: 4, port: 0 });
   const rx = new PacketBatch({ capacity: 64, maxLen: 256, withAddresses: true });
   let replies = 0;
-  sock.onBatch(rx, (batch) => { replies += batch.count; });
+  sock.onBatch(rx, (batch) => {
+    replies += batch.count;
+  });
   const rec = new Uint8Array(ADDR_RECORD_LEN);
   encodeAddress(host, port, rec, 0);
   const offs = new Uint32Array(MAX_PER_TICK);
@@ -76,4 +78,7 @@ async function main(): Promise<void> {
   tick();
 }
 
-main().catch((e: unknown) => { console.error(e); process.exitCode = 1; });
+main().catch((e: unknown) => {
+  console.error(e);
+  process.exitCode = 1;
+});

@@ -29,7 +29,16 @@ let sink = 0;
 /** A valid IPv4/UDP packet of `size` bytes at `headroom` in a fresh buffer. */
 function innerPacket(size: number, headroom: number): Uint8Array {
   const buf = new Uint8Array(headroom + size);
-  writeIpv4Header(buf, headroom, new Uint8Array([10, 0, 0, 1]), 0, new Uint8Array([10, 1, 0, 1]), 0, IP_PROTO_UDP, size - 20);
+  writeIpv4Header(
+    buf,
+    headroom,
+    new Uint8Array([10, 0, 0, 1]),
+    0,
+    new Uint8Array([10, 1, 0, 1]),
+    0,
+    IP_PROTO_UDP,
+    size - 20,
+  );
   for (let i = headroom + 20; i < buf.length; i++) buf[i] = i & 0xff;
   return buf;
 }
@@ -47,9 +56,18 @@ function fmt(n: number): string {
 
 async function measure(size: number, timeMs: number): Promise<Row[]> {
   const table = new GeneveTunnelTable();
-  const l3 = table.add({ vni: 1, remoteUnderlay: '192.0.2.2', localInternalAddress: '10.80.0.1', remoteInternalAddress: '10.80.0.2' });
+  const l3 = table.add({
+    vni: 1,
+    remoteUnderlay: '192.0.2.2',
+    localInternalAddress: '10.80.0.1',
+    remoteInternalAddress: '10.80.0.2',
+  });
   const l2 = table.add({
-    vni: 2, remoteUnderlay: '192.0.2.3', localInternalAddress: '10.80.0.1', remoteInternalAddress: '10.80.0.3', mode: 'l2',
+    vni: 2,
+    remoteUnderlay: '192.0.2.3',
+    localInternalAddress: '10.80.0.1',
+    remoteInternalAddress: '10.80.0.3',
+    mode: 'l2',
     remoteMac: '02:00:00:00:00:03',
   });
   const engine = new GeneveEngine(table);
@@ -85,7 +103,8 @@ async function measure(size: number, timeMs: number): Promise<Row[]> {
   };
   const dec = (buf: Uint8Array, off: number, len: number, from: string): void => {
     for (let i = 0; i < BATCH; i++) {
-      if (engine.decapsulate(buf, off, len, from, i, res) !== GeneveVerdict.Deliver) throw new Error('decapsulate failed');
+      if (engine.decapsulate(buf, off, len, from, i, res) !== GeneveVerdict.Deliver)
+        throw new Error('decapsulate failed');
       sink ^= res.len;
     }
   };
@@ -132,7 +151,12 @@ async function measure(size: number, timeMs: number): Promise<Row[]> {
  */
 async function gcDuringPackets(n: number): Promise<number> {
   const table = new GeneveTunnelTable();
-  const t = table.add({ vni: 1, remoteUnderlay: '192.0.2.2', localInternalAddress: '10.80.0.1', remoteInternalAddress: '10.80.0.2' });
+  const t = table.add({
+    vni: 1,
+    remoteUnderlay: '192.0.2.2',
+    localInternalAddress: '10.80.0.1',
+    remoteInternalAddress: '10.80.0.2',
+  });
   table.addPodRoute('10.1.0.0/16', '10.80.0.2');
   const engine = new GeneveEngine(table);
   const res = new GeneveResult();
@@ -142,8 +166,10 @@ async function gcDuringPackets(n: number): Promise<number> {
   const run = (count: number): void => {
     for (let i = 0; i < count; i++) {
       const tunnel = table.lookupSend(buf, h, 1400);
-      if (tunnel === undefined || engine.encapsulate(buf, h, 1400, tunnel, i, res) !== GeneveVerdict.Send) throw new Error('encapsulate failed');
-      if (engine.decapsulate(buf, res.off, res.len, '192.0.2.2', i, rx) !== GeneveVerdict.Deliver) throw new Error('decapsulate failed');
+      if (tunnel === undefined || engine.encapsulate(buf, h, 1400, tunnel, i, res) !== GeneveVerdict.Send)
+        throw new Error('encapsulate failed');
+      if (engine.decapsulate(buf, res.off, res.len, '192.0.2.2', i, rx) !== GeneveVerdict.Deliver)
+        throw new Error('decapsulate failed');
     }
   };
   run(200_000);
@@ -170,14 +196,20 @@ export async function runGeneveBench(timeMs = 1000): Promise<string> {
     const get = (l: string): number => rows.find((r) => r.label === l)?.hz ?? 0;
     const copy = get('anchor: copy');
     for (const r of rows) {
-      const naive = r.label.startsWith('encap') ? get('naive encap (alloc+concat)') : r.label.startsWith('decap') ? get('naive decap (alloc+copy)') : 0;
+      const naive = r.label.startsWith('encap')
+        ? get('naive encap (alloc+concat)')
+        : r.label.startsWith('decap')
+          ? get('naive decap (alloc+copy)')
+          : 0;
       lines.push(
         `${`${size} B`.padEnd(7)}${r.label.padEnd(30)}${fmt(r.hz).padStart(12)}${`${(r.hz / copy).toFixed(2)}x`.padStart(10)}${(naive > 0 ? `${(r.hz / naive).toFixed(2)}x` : '').padStart(10)}`,
       );
     }
   }
   const n = 2_000_000;
-  lines.push(`garbage collections during ${n / 1e6}M lookupSend+encapsulate+decapsulate (1400 B): ${await gcDuringPackets(n)}`);
+  lines.push(
+    `garbage collections during ${n / 1e6}M lookupSend+encapsulate+decapsulate (1400 B): ${await gcDuringPackets(n)}`,
+  );
   lines.push(`(sink ${sink & 1})`);
   return lines.join('\n');
 }

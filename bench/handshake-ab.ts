@@ -13,8 +13,13 @@ import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { slice } from './handshake.js';
 
-interface Tree { createOpensslBackend(): unknown }
-interface Bench { makePair(b: unknown): unknown; handshake(p: unknown): void }
+interface Tree {
+  createOpensslBackend(): unknown;
+}
+interface Bench {
+  makePair(b: unknown): unknown;
+  handshake(p: unknown): void;
+}
 
 function mainThreadUs(): number {
   const f = readFileSync(`/proc/self/task/${process.pid}/stat`, 'utf8');
@@ -29,8 +34,8 @@ function median(xs: number[]): number {
 }
 
 async function pairOf(root: string): Promise<() => void> {
-  const { createOpensslBackend } = await import(`${root}/dist/src/crypto/openssl.js`) as Tree;
-  const w = await import(`${root}/dist/bench/wireguard.js`) as Bench;
+  const { createOpensslBackend } = (await import(`${root}/dist/src/crypto/openssl.js`)) as Tree;
+  const w = (await import(`${root}/dist/bench/wireguard.js`)) as Bench;
   const p = w.makePair(createOpensslBackend());
   for (let i = 0; i < 300; i++) w.handshake(p);
   return () => w.handshake(p);
@@ -42,7 +47,12 @@ const here = fileURLToPath(new URL('../..', import.meta.url));
 const a = generateKeyPairSync('x25519');
 const b = generateKeyPairSync('x25519');
 const tasks: [string, () => void][] = [
-  ['anchor', () => { diffieHellman({ privateKey: a.privateKey, publicKey: b.publicKey }); }],
+  [
+    'anchor',
+    () => {
+      diffieHellman({ privateKey: a.privateKey, publicKey: b.publicKey });
+    },
+  ],
   ['other', await pairOf(other)],
   ['this', await pairOf(here)],
 ];
@@ -65,7 +75,9 @@ for (let r = 0; r < 5; r++) {
   }
 }
 for (const [n] of tasks) {
-  console.log(`${n.padEnd(8)}${median(rates.get(n)!).toFixed(0).padStart(8)}/s ${median(ratios.get(n)!).toFixed(3)} x anchor`);
+  console.log(
+    `${n.padEnd(8)}${median(rates.get(n)!).toFixed(0).padStart(8)}/s ${median(ratios.get(n)!).toFixed(3)} x anchor`,
+  );
 }
 const n = Number(count);
 for (let rep = 0; rep < 2; rep++) {
@@ -77,7 +89,9 @@ for (let rep = 0; rep < 2; rep++) {
     const d = process.cpuUsage(c0);
     const cpu = (d.user + d.system) / n;
     const main = (mainThreadUs() - m0) / n;
-    console.log(`${name}: ${n} handshakes, ${((n * 1000) / (performance.now() - t0)).toFixed(0)}/s wall, `
-      + `${cpu.toFixed(1)} us CPU each (${(1e6 / cpu).toFixed(0)}/s per core), main thread ${main.toFixed(1)} us (${(1e6 / main).toFixed(0)}/s)`);
+    console.log(
+      `${name}: ${n} handshakes, ${((n * 1000) / (performance.now() - t0)).toFixed(0)}/s wall, ` +
+        `${cpu.toFixed(1)} us CPU each (${(1e6 / cpu).toFixed(0)}/s per core), main thread ${main.toFixed(1)} us (${(1e6 / main).toFixed(0)}/s)`,
+    );
   }
 }

@@ -50,7 +50,9 @@ function backendByName(name: string): CryptoBackend {
   if (name === 'openssl-evphash' || name === 'openssl-keyobject') {
     // The openssl backend with EVP hashing instead of the native addon (step 1 of issue 13), and
     // also with node's KeyObject X25519 instead of EVP_PKEY (the path before issue 13).
-    const evp = createEvpHashing(() => { throw new Error('empty HMAC key'); });
+    const evp = createEvpHashing(() => {
+      throw new Error('empty HMAC key');
+    });
     if (typeof evp === 'string') throw new Error(evp);
     const b: CryptoBackend = {
       ...createOpensslBackend({ nativeX25519: false }),
@@ -69,8 +71,12 @@ function backendByName(name: string): CryptoBackend {
 
 /** The X25519 of a variant, and whether it runs the native steps and peer tables. */
 function describe(name: string, backend: CryptoBackend): string {
-  const steps = backend.noise === undefined ? '' : name === 'openssl-notables' ? '; native handshake steps, no peer tables'
-    : '; native handshake steps, peer tables';
+  const steps =
+    backend.noise === undefined
+      ? ''
+      : name === 'openssl-notables'
+        ? '; native handshake steps, no peer tables'
+        : '; native handshake steps, peer tables';
   return `${backend.x25519Impl ?? `${backend.name} backend default`}${steps}`;
 }
 
@@ -113,10 +119,16 @@ function median(xs: number[]): number {
  * machine hits all of them alike; rates are per round, ratios are within a round, and the
  * table shows medians over rounds.
  */
-export async function runHandshakeBench(timeMs = 600, rounds = 5, names = ['openssl', 'openssl+io', 'openssl-notables', 'openssl-steps', 'openssl-ladder', 'openssl-evpx25519', 'node']): Promise<string> {
+export async function runHandshakeBench(
+  timeMs = 600,
+  rounds = 5,
+  names = ['openssl', 'openssl+io', 'openssl-notables', 'openssl-steps', 'openssl-ladder', 'openssl-evpx25519', 'node'],
+): Promise<string> {
   const a = generateKeyPairSync('x25519');
   const b = generateKeyPairSync('x25519');
-  const anchor = (): void => { diffieHellman({ privateKey: a.privateKey, publicKey: b.publicKey }); };
+  const anchor = (): void => {
+    diffieHellman({ privateKey: a.privateKey, publicKey: b.publicKey });
+  };
   const tasks: [string, () => void][] = [['anchor', anchor]];
   const impls = new Map<string, string>();
   for (const n of names) {
@@ -146,11 +158,16 @@ export async function runHandshakeBench(timeMs = 600, rounds = 5, names = ['open
     }
   }
   const anchors = rates.get('anchor')!;
-  const lines = [`node ${process.version}, OpenSSL ${process.versions.openssl}; ${rounds} rounds of ${timeMs} ms per task in interleaved 50 ms slices; medians`,
-    '', `${'task'.padEnd(40)}${'ops/s'.padStart(10)}${'x anchor'.padStart(10)}`,
-    `${'anchor node:crypto X25519 dh'.padEnd(40)}${median(anchors).toFixed(0).padStart(10)}${'1.000'.padStart(10)}`];
+  const lines = [
+    `node ${process.version}, OpenSSL ${process.versions.openssl}; ${rounds} rounds of ${timeMs} ms per task in interleaved 50 ms slices; medians`,
+    '',
+    `${'task'.padEnd(40)}${'ops/s'.padStart(10)}${'x anchor'.padStart(10)}`,
+    `${'anchor node:crypto X25519 dh'.padEnd(40)}${median(anchors).toFixed(0).padStart(10)}${'1.000'.padStart(10)}`,
+  ];
   for (const n of names) {
-    lines.push(`${`${n} handshake (Device API)`.padEnd(40)}${median(rates.get(n)!).toFixed(0).padStart(10)}${median(ratios.get(n)!).toFixed(3).padStart(10)}   X25519: ${impls.get(n)}`);
+    lines.push(
+      `${`${n} handshake (Device API)`.padEnd(40)}${median(rates.get(n)!).toFixed(0).padStart(10)}${median(ratios.get(n)!).toFixed(3).padStart(10)}   X25519: ${impls.get(n)}`,
+    );
   }
   return lines.join('\n');
 }
@@ -174,9 +191,17 @@ if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.a
     const main = (mainThreadCpuUs() - m0) / n;
     const wall = performance.now() - t0;
     const cpuUs = (c.user + c.system) / n;
-    console.log(`${name}: ${n} handshakes, ${((n * 1000) / wall).toFixed(0)}/s wall, ${cpuUs.toFixed(1)} us CPU each`
-      + ` (${(1e6 / cpuUs).toFixed(0)}/s per core; main thread alone ${main.toFixed(1)} us, ${(1e6 / main).toFixed(0)}/s)`);
+    console.log(
+      `${name}: ${n} handshakes, ${((n * 1000) / wall).toFixed(0)}/s wall, ${cpuUs.toFixed(1)} us CPU each` +
+        ` (${(1e6 / cpuUs).toFixed(0)}/s per core; main thread alone ${main.toFixed(1)} us, ${(1e6 / main).toFixed(0)}/s)`,
+    );
   } else {
-    runHandshakeBench(600, 5, mode === undefined ? undefined : [mode]).then((t) => console.log(t), (e) => { console.error(e); process.exitCode = 1; });
+    runHandshakeBench(600, 5, mode === undefined ? undefined : [mode]).then(
+      (t) => console.log(t),
+      (e) => {
+        console.error(e);
+        process.exitCode = 1;
+      },
+    );
   }
 }

@@ -60,9 +60,11 @@ function sh(cmd: string[], allowFail = false): string {
 }
 
 /** Atomics.waitAsync (V8 ≥ 8.7, Node ≥ 16) is missing from the ES2022 lib typings. */
-const waitAsync = (Atomics as unknown as {
-  waitAsync(a: Int32Array, i: number, v: number, t: number): { async: boolean; value: Promise<string> | string };
-}).waitAsync;
+const waitAsync = (
+  Atomics as unknown as {
+    waitAsync(a: Int32Array, i: number, v: number, t: number): { async: boolean; value: Promise<string> | string };
+  }
+).waitAsync;
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
@@ -92,19 +94,43 @@ for (;;) {
 console.log(JSON.stringify({ sent, pps: sent / ((Date.now() - t0) / 1000) }));
 `;
 
-interface Blaster { child: ChildProcess; result: Promise<{ sent: number; pps: number }> }
+interface Blaster {
+  child: ChildProcess;
+  result: Promise<{ sent: number; pps: number }>;
+}
 
 function startBlaster(ns: string | null, dst: string, port: number, payload: number, ms: number): Blaster {
-  const argv = ['timeout', '-k', '2', String(Math.ceil(ms / 1000) + 10),
-    ...(ns ? ['ip', 'netns', 'exec', ns] : []), process.execPath, '-e', BLASTER, addonPath(), dst, String(port), String(payload), String(ms)];
+  const argv = [
+    'timeout',
+    '-k',
+    '2',
+    String(Math.ceil(ms / 1000) + 10),
+    ...(ns ? ['ip', 'netns', 'exec', ns] : []),
+    process.execPath,
+    '-e',
+    BLASTER,
+    addonPath(),
+    dst,
+    String(port),
+    String(payload),
+    String(ms),
+  ];
   const child = spawn(argv[0], argv.slice(1), { stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   let err = '';
-  child.stdout!.on('data', (d: Buffer) => { out += d.toString(); });
-  child.stderr!.on('data', (d: Buffer) => { err += d.toString(); });
+  child.stdout!.on('data', (d: Buffer) => {
+    out += d.toString();
+  });
+  child.stderr!.on('data', (d: Buffer) => {
+    err += d.toString();
+  });
   const result = new Promise<{ sent: number; pps: number }>((resolve, reject) => {
     child.on('exit', (code) => {
-      try { resolve(JSON.parse(out) as { sent: number; pps: number }); } catch { reject(new Error(`blaster exited ${code}: ${err}`)); }
+      try {
+        resolve(JSON.parse(out) as { sent: number; pps: number });
+      } catch {
+        reject(new Error(`blaster exited ${code}: ${err}`));
+      }
     });
   });
   return { child, result };
@@ -113,18 +139,34 @@ function startBlaster(ns: string | null, dst: string, port: number, payload: num
 // ------------------------------------------------------------------------------------------
 // Measurement frame: a source runs for warmup + window; the counter is sampled at both edges.
 
-interface Row { mechanism: string; size: number; pps: number; cpuUs?: number; note?: string }
+interface Row {
+  mechanism: string;
+  size: number;
+  pps: number;
+  cpuUs?: number;
+  note?: string;
+}
 
 /**
  * Rate plus this process's CPU time (all threads: main, libuv threadpool, workers; user + sys)
  * per packet. On 2 cores the packet source competes for CPU, so rates are often source-bound;
  * CPU µs per packet is the fair comparison of the mechanisms' cost.
  */
-interface ReadResult { pps: number; sourcePps: number; cpuUs: number; drained?: number }
+interface ReadResult {
+  pps: number;
+  sourcePps: number;
+  cpuUs: number;
+  drained?: number;
+}
 
 const DRAIN_QUEUE = 20000;
 
-async function measureRead(size: number, windowMs: number, counter: () => number, source: () => Blaster): Promise<ReadResult> {
+async function measureRead(
+  size: number,
+  windowMs: number,
+  counter: () => number,
+  source: () => Blaster,
+): Promise<ReadResult> {
   const warmup = 300;
   const b = source();
   await sleep(warmup);
@@ -161,11 +203,26 @@ const tunSource = (size: number, ms: number) => (): Blaster => startBlaster(NS, 
 type ReadKind = 'fs' | 'koffi' | 'worker' | 'native';
 
 /** A running reader: packets counted, time of the first possible and of the last read. */
-interface Reader { n: number; first: number; last: number; cpu0: NodeJS.CpuUsage; stop(): Promise<void> }
+interface Reader {
+  n: number;
+  first: number;
+  last: number;
+  cpu0: NodeJS.CpuUsage;
+  stop(): Promise<void>;
+}
 
 function readerDevice(dev: TunDevice): Reader {
-  const r: Reader = { n: 0, first: performance.now(), last: 0, cpu0: process.cpuUsage(), stop: () => Promise.resolve(dev.stop()) };
-  dev.start(new PacketBatch({ maxLen: 1420, capacity: 64 }), (b) => { r.n += b.count; r.last = performance.now(); });
+  const r: Reader = {
+    n: 0,
+    first: performance.now(),
+    last: 0,
+    cpu0: process.cpuUsage(),
+    stop: () => Promise.resolve(dev.stop()),
+  };
+  dev.start(new PacketBatch({ maxLen: 1420, capacity: 64 }), (b) => {
+    r.n += b.count;
+    r.last = performance.now();
+  });
   return r;
 }
 
@@ -174,9 +231,14 @@ function readerFs(dev: TunDevice, native: NativeIo): Reader {
   let stop = false;
   const buf = Buffer.alloc(2048);
   let done!: () => void;
-  const finished = new Promise<void>((res) => { done = res; });
+  const finished = new Promise<void>((res) => {
+    done = res;
+  });
   const r: Reader = {
-    n: 0, first: performance.now(), last: 0, cpu0: process.cpuUsage(),
+    n: 0,
+    first: performance.now(),
+    last: 0,
+    cpu0: process.cpuUsage(),
     stop: async () => {
       stop = true;
       // The read in flight blocks until a packet arrives: send a few more to release it.
@@ -187,7 +249,10 @@ function readerFs(dev: TunDevice, native: NativeIo): Reader {
   };
   const next = (): void => {
     fs.read(dev.fd, buf, 16, 1420, null, (err) => {
-      if (err || stop) { done(); return; }
+      if (err || stop) {
+        done();
+        return;
+      }
       r.n++;
       r.last = performance.now();
       next();
@@ -236,12 +301,20 @@ async function readerWorker(dev: TunDevice): Promise<Reader> {
   // A .cjs file rather than eval: an eval worker inherits the parent's module type.
   const workerFile = `${(await import('node:os')).tmpdir()}/wio-bench-worker-${process.pid}.cjs`;
   fs.writeFileSync(workerFile, WORKER);
-  const worker = new Worker(workerFile, { workerData: { fd: dev.fd, sab, slots, slotSize, koffi: createRequire(import.meta.url).resolve('koffi') } });
-  await new Promise<void>((res, rej) => { worker.once('message', () => res()); worker.once('error', rej); });
+  const worker = new Worker(workerFile, {
+    workerData: { fd: dev.fd, sab, slots, slotSize, koffi: createRequire(import.meta.url).resolve('koffi') },
+  });
+  await new Promise<void>((res, rej) => {
+    worker.once('message', () => res());
+    worker.once('error', rej);
+  });
   let running = true;
   let bytes = 0;
   const r: Reader = {
-    n: 0, first: performance.now(), last: 0, cpu0: process.cpuUsage(),
+    n: 0,
+    first: performance.now(),
+    last: 0,
+    cpu0: process.cpuUsage(),
     stop: async () => {
       running = false;
       Atomics.store(hdr, 3, 1);
@@ -262,7 +335,10 @@ async function readerWorker(dev: TunDevice): Promise<Reader> {
         if (w.async) await w.value;
         continue;
       }
-      for (; tail < head; tail++) { bytes += lens[tail % slots]; r.n++; }
+      for (; tail < head; tail++) {
+        bytes += lens[tail % slots];
+        r.n++;
+      }
       r.last = performance.now();
       Atomics.store(hdr, 1, tail);
       Atomics.notify(hdr, 1);
@@ -274,9 +350,12 @@ async function readerWorker(dev: TunDevice): Promise<Reader> {
 
 async function startReader(kind: ReadKind, dev: TunDevice, native: NativeIo): Promise<Reader> {
   switch (kind) {
-    case 'fs': return readerFs(dev, native);
-    case 'worker': return readerWorker(dev);
-    default: return readerDevice(dev);
+    case 'fs':
+      return readerFs(dev, native);
+    case 'worker':
+      return readerWorker(dev);
+    default:
+      return readerDevice(dev);
   }
 }
 
@@ -285,7 +364,13 @@ async function startReader(kind: ReadKind, dev: TunDevice, native: NativeIo): Pr
  * drain: the source first fills a 20000-packet TUN queue and stops; then the reader empties it
  *   alone on the machine: its rate with full batches is the mechanism's read capacity.
  */
-async function tunRead(kind: ReadKind, size: number, ms: number, mode: 'stream' | 'drain', native: NativeIo): Promise<ReadResult> {
+async function tunRead(
+  kind: ReadKind,
+  size: number,
+  ms: number,
+  mode: 'stream' | 'drain',
+  native: NativeIo,
+): Promise<ReadResult> {
   const dev = tunOpen(kind === 'koffi' ? 'koffi' : 'native');
   try {
     if (mode === 'stream') {
@@ -301,10 +386,18 @@ async function tunRead(kind: ReadKind, size: number, ms: number, mode: 'stream' 
     const r = await startReader(kind, dev, native);
     let prev = -1;
     const deadline = performance.now() + 30_000;
-    while (r.n !== prev && performance.now() < deadline) { prev = r.n; await sleep(100); }
+    while (r.n !== prev && performance.now() < deadline) {
+      prev = r.n;
+      await sleep(100);
+    }
     const cpu = process.cpuUsage(r.cpu0);
     await r.stop();
-    return { pps: r.n / ((r.last - r.first) / 1000), sourcePps: src.pps, cpuUs: (cpu.user + cpu.system) / r.n, drained: r.n };
+    return {
+      pps: r.n / ((r.last - r.first) / 1000),
+      sourcePps: src.pps,
+      cpuUs: (cpu.user + cpu.system) / r.n,
+      drained: r.n,
+    };
   } finally {
     await dev.close();
   }
@@ -316,21 +409,35 @@ function buildTunPackets(size: number, n: number): PacketBatch {
   for (let i = 0; i < n; i++) {
     const o = b.offs[i];
     const p = b.buf;
-    p[o] = 0x45; p[o + 2] = size >> 8; p[o + 3] = size & 0xff; p[o + 8] = 64; p[o + 9] = 17;
-    p.set([198, 18, 0, 2], o + 12); p.set([198, 18, 0, 1], o + 16);
+    p[o] = 0x45;
+    p[o + 2] = size >> 8;
+    p[o + 3] = size & 0xff;
+    p[o + 8] = 64;
+    p[o + 9] = 17;
+    p.set([198, 18, 0, 2], o + 12);
+    p.set([198, 18, 0, 1], o + 16);
     let s = 0;
     for (let k = 0; k < 20; k += 2) s += (p[o + k] << 8) | p[o + k + 1];
     while (s > 0xffff) s = (s & 0xffff) + (s >>> 16);
-    const c = ~s & 0xffff; p[o + 10] = c >> 8; p[o + 11] = c & 0xff;
-    p[o + 20] = 0x04; p[o + 21] = 0xd2; p[o + 22] = 0; p[o + 23] = 9;
-    p[o + 24] = (size - 20) >> 8; p[o + 25] = (size - 20) & 0xff; // UDP checksum 0: none
+    const c = ~s & 0xffff;
+    p[o + 10] = c >> 8;
+    p[o + 11] = c & 0xff;
+    p[o + 20] = 0x04;
+    p[o + 21] = 0xd2;
+    p[o + 22] = 0;
+    p[o + 23] = 9;
+    p[o + 24] = (size - 20) >> 8;
+    p[o + 25] = (size - 20) & 0xff; // UDP checksum 0: none
     b.lens[i] = size;
   }
   b.count = n;
   return b;
 }
 
-interface WriteResult { pps: number; cpuUs: number }
+interface WriteResult {
+  pps: number;
+  cpuUs: number;
+}
 
 async function timeLoop(ms: number, step: () => number): Promise<WriteResult> {
   // Runs `step` (returns packets done) in slices of ~5 ms, yielding to the event loop between.
@@ -362,20 +469,36 @@ async function tunWrite(mech: string, size: number, ms: number, native: NativeIo
         const t0 = performance.now();
         await new Promise<void>((resolve) => {
           const next = (): void => {
-            if (stop) { resolve(); return; }
-            fs.write(dev.fd, buf, 0, size, null, () => { n++; next(); });
+            if (stop) {
+              resolve();
+              return;
+            }
+            fs.write(dev.fd, buf, 0, size, null, () => {
+              n++;
+              next();
+            });
           };
           next();
-          setTimeout(() => { stop = true; }, ms);
+          setTimeout(() => {
+            stop = true;
+          }, ms);
         });
         const cpu = process.cpuUsage(cpu0);
         return { pps: n / ((performance.now() - t0) / 1000), cpuUs: (cpu.user + cpu.system) / n };
       }
-      case 'fs.writeSync': return await timeLoop(ms, () => { fs.writeSync(dev.fd, buf, 0, size); return 1; });
-      case 'koffi write()': return await timeLoop(ms, () => (libc.write(dev.fd, one, size) >= 0 ? 1 : 0));
-      case 'native write1': return await timeLoop(ms, () => (native.write1(dev.fd, pk.buf, pk.offs[0], size) >= 0 ? 1 : 0));
-      case 'native writeBatch ×64': return await timeLoop(ms, () => native.writeBatch(dev.fd, pk.buf, pk.offs, pk.lens, 64));
-      default: throw new Error(mech);
+      case 'fs.writeSync':
+        return await timeLoop(ms, () => {
+          fs.writeSync(dev.fd, buf, 0, size);
+          return 1;
+        });
+      case 'koffi write()':
+        return await timeLoop(ms, () => (libc.write(dev.fd, one, size) >= 0 ? 1 : 0));
+      case 'native write1':
+        return await timeLoop(ms, () => (native.write1(dev.fd, pk.buf, pk.offs[0], size) >= 0 ? 1 : 0));
+      case 'native writeBatch ×64':
+        return await timeLoop(ms, () => native.writeBatch(dev.fd, pk.buf, pk.offs, pk.lens, 64));
+      default:
+        throw new Error(mech);
     }
   } finally {
     await dev.close();
@@ -388,15 +511,27 @@ async function tunWrite(mech: string, size: number, ms: number, native: NativeIo
 async function udpRecv(mechanism: 'dgram' | 'native', size: number, ms: number): Promise<ReadResult> {
   const s = await UdpSocket.open({ family: 4, address: '127.0.0.1', port: 0, mechanism });
   let n = 0;
-  s.onBatch(new PacketBatch({ maxLen: 1500, capacity: 64, withAddresses: true }), (b) => { n += b.count; });
+  s.onBatch(new PacketBatch({ maxLen: 1500, capacity: 64, withAddresses: true }), (b) => {
+    n += b.count;
+  });
   try {
-    return await measureRead(size, ms, () => n, () => startBlaster(null, '127.0.0.1', s.port, size, ms + 500));
+    return await measureRead(
+      size,
+      ms,
+      () => n,
+      () => startBlaster(null, '127.0.0.1', s.port, size, ms + 500),
+    );
   } finally {
     await s.close();
   }
 }
 
-async function udpSend(mechanism: 'dgram' | 'native', size: number, ms: number, native: NativeIo): Promise<WriteResult> {
+async function udpSend(
+  mechanism: 'dgram' | 'native',
+  size: number,
+  ms: number,
+  native: NativeIo,
+): Promise<WriteResult> {
   // Sink: a bound socket nobody reads (the kernel drops once its buffer is full).
   const sink = native.udpOpen(4, new Uint8Array([127, 0, 0, 1]), 0, 0, 0, 0) as number[];
   const s = await UdpSocket.open({ family: 4, address: '127.0.0.1', port: 0, mechanism });
@@ -426,22 +561,32 @@ async function udpSend(mechanism: 'dgram' | 'native', size: number, ms: number, 
 // ------------------------------------------------------------------------------------------
 
 function table(title: string, rows: Row[]): string {
-  const out = [`### ${title}`, '',
+  const out = [
+    `### ${title}`,
+    '',
     '| mechanism | size (B) | packets/s | × first row | CPU µs/packet (this process) | CPU cost × first row | note |',
-    '|---|---:|---:|---:|---:|---:|---|'];
+    '|---|---:|---:|---:|---:|---:|---|',
+  ];
   for (const size of SIZES) {
     const rs = rows.filter((r) => r.size === size);
     const anchor = rs[0]?.pps ?? 1;
     const cpuAnchor = rs[0]?.cpuUs ?? NaN;
     for (const r of rs) {
-      out.push(`| ${r.mechanism} | ${r.size} | ${Math.round(r.pps).toLocaleString('en-US')} | ${(r.pps / anchor).toFixed(2)} | ` +
-        `${r.cpuUs?.toFixed(2) ?? ''} | ${r.cpuUs !== undefined ? (r.cpuUs / cpuAnchor).toFixed(2) : ''} | ${r.note ?? ''} |`);
+      out.push(
+        `| ${r.mechanism} | ${r.size} | ${Math.round(r.pps).toLocaleString('en-US')} | ${(r.pps / anchor).toFixed(2)} | ` +
+          `${r.cpuUs?.toFixed(2) ?? ''} | ${r.cpuUs !== undefined ? (r.cpuUs / cpuAnchor).toFixed(2) : ''} | ${r.note ?? ''} |`,
+      );
     }
   }
   return out.join('\n');
 }
 
-interface Case { table: number; mechanism: string; size: number; run: () => Promise<{ pps: number; cpuUs: number; sourcePps?: number; drained?: number }> }
+interface Case {
+  table: number;
+  mechanism: string;
+  size: number;
+  run: () => Promise<{ pps: number; cpuUs: number; sourcePps?: number; drained?: number }>;
+}
 
 function median(xs: number[]): number {
   const s = [...xs].sort((a, b) => a - b);
@@ -455,7 +600,8 @@ function median(xs: number[]): number {
 export async function runIoBench(seconds = 2, repeats = 3): Promise<string> {
   if (process.getuid?.() !== 0) return '_skipped: the I/O benchmark needs root (network namespace, TUN)_';
   const native = loadNativeIo();
-  if (!native) return '_skipped: the native addon is not built (node native/build.mjs); it also drives the packet source_';
+  if (!native)
+    return '_skipped: the native addon is not built (node native/build.mjs); it also drives the packet source_';
   const os = await import('node:os');
   const ms = seconds * 1000;
   const cases: Case[] = [];
@@ -466,17 +612,35 @@ export async function runIoBench(seconds = 2, repeats = 3): Promise<string> {
       ['worker', '(b) worker: koffi poll()+read() → SAB ring'],
       ['native', '(c) native: uv_poll + read() batch'],
     ];
-    for (const [k, label] of kinds) cases.push({ table: 0, size, mechanism: label, run: () => tunRead(k, size, ms, 'drain', native) });
-    for (const [k, label] of kinds) cases.push({ table: 4, size, mechanism: label, run: () => tunRead(k, size, ms, 'stream', native) });
-    for (const m of ['fs.write (async, 1 in flight)', 'fs.writeSync', 'koffi write()', 'native write1', 'native writeBatch ×64']) {
+    for (const [k, label] of kinds)
+      cases.push({ table: 0, size, mechanism: label, run: () => tunRead(k, size, ms, 'drain', native) });
+    for (const [k, label] of kinds)
+      cases.push({ table: 4, size, mechanism: label, run: () => tunRead(k, size, ms, 'stream', native) });
+    for (const m of [
+      'fs.write (async, 1 in flight)',
+      'fs.writeSync',
+      'koffi write()',
+      'native write1',
+      'native writeBatch ×64',
+    ]) {
       cases.push({ table: 1, size, mechanism: m, run: () => tunWrite(m, size, ms, native) });
     }
     cases.push({ table: 2, size, mechanism: "node:dgram 'message'", run: () => udpRecv('dgram', size, ms) });
     cases.push({ table: 2, size, mechanism: 'native recvmmsg batch', run: () => udpRecv('native', size, ms) });
-    cases.push({ table: 3, size, mechanism: 'node:dgram send (≤4096 in flight)', run: () => udpSend('dgram', size, ms, native) });
+    cases.push({
+      table: 3,
+      size,
+      mechanism: 'node:dgram send (≤4096 in flight)',
+      run: () => udpSend('dgram', size, ms, native),
+    });
     cases.push({ table: 3, size, mechanism: 'native sendmmsg ×64', run: () => udpSend('native', size, ms, native) });
   }
-  const results = cases.map(() => ({ pps: [] as number[], cpu: [] as number[], src: [] as number[], drained: [] as number[] }));
+  const results = cases.map(() => ({
+    pps: [] as number[],
+    cpu: [] as number[],
+    src: [] as number[],
+    drained: [] as number[],
+  }));
   const load0 = os.loadavg()[0];
   setupNs();
   try {
@@ -492,19 +656,33 @@ export async function runIoBench(seconds = 2, repeats = 3): Promise<string> {
   } finally {
     sh(['ip', 'netns', 'del', NS], true);
   }
-  const titles = [`TUN read capacity: drain a full ${DRAIN_QUEUE}-packet TUN queue with the source stopped, netns`,
-    'TUN write (Node → kernel), netns', 'UDP receive while a sendmmsg source runs, loopback', 'UDP send, loopback',
-    'TUN read while the source runs (source-bound on 2 cores; CPU µs/packet is the comparable figure), netns'];
-  const parts = [`node ${process.version}, ${new Date().toISOString()}, ${os.cpus().length} CPUs, ${seconds}s per case, ` +
-    `median of ${repeats} interleaved runs, load average ${load0.toFixed(2)} → ${os.loadavg()[0].toFixed(2)}`];
+  const titles = [
+    `TUN read capacity: drain a full ${DRAIN_QUEUE}-packet TUN queue with the source stopped, netns`,
+    'TUN write (Node → kernel), netns',
+    'UDP receive while a sendmmsg source runs, loopback',
+    'UDP send, loopback',
+    'TUN read while the source runs (source-bound on 2 cores; CPU µs/packet is the comparable figure), netns',
+  ];
+  const parts = [
+    `node ${process.version}, ${new Date().toISOString()}, ${os.cpus().length} CPUs, ${seconds}s per case, ` +
+      `median of ${repeats} interleaved runs, load average ${load0.toFixed(2)} → ${os.loadavg()[0].toFixed(2)}`,
+  ];
   for (const t of [0, 4, 1, 2, 3]) {
     const rows: Row[] = [];
     cases.forEach((c, i) => {
       if (c.table !== t) return;
       const rs = results[i];
-      rows.push({ mechanism: c.mechanism, size: c.size, pps: median(rs.pps), cpuUs: median(rs.cpu),
-        note: rs.drained.length ? `${Math.round(median(rs.drained)).toLocaleString('en-US')} packets drained`
-          : rs.src.length ? `source ${Math.round(median(rs.src)).toLocaleString('en-US')}/s` : undefined });
+      rows.push({
+        mechanism: c.mechanism,
+        size: c.size,
+        pps: median(rs.pps),
+        cpuUs: median(rs.cpu),
+        note: rs.drained.length
+          ? `${Math.round(median(rs.drained)).toLocaleString('en-US')} packets drained`
+          : rs.src.length
+            ? `source ${Math.round(median(rs.src)).toLocaleString('en-US')}/s`
+            : undefined,
+      });
     });
     parts.push(table(titles[t], rows));
   }
@@ -514,5 +692,13 @@ export async function runIoBench(seconds = 2, repeats = 3): Promise<string> {
 if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
   const seconds = Number(process.argv[2] ?? 2);
   const repeats = Number(process.argv[3] ?? 3);
-  runIoBench(seconds, repeats).then((s) => { console.log(s); }, (e) => { console.error(e); process.exitCode = 1; });
+  runIoBench(seconds, repeats).then(
+    (s) => {
+      console.log(s);
+    },
+    (e) => {
+      console.error(e);
+      process.exitCode = 1;
+    },
+  );
 }

@@ -10,18 +10,39 @@
 import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 
-interface Build { nat: typeof import('../src/nat/nat.js'); udp: typeof import('../src/packet/udp.js'); addr: typeof import('../src/packet/addr.js') }
+interface Build {
+  nat: typeof import('../src/nat/nat.js');
+  udp: typeof import('../src/packet/udp.js');
+  addr: typeof import('../src/packet/addr.js');
+}
 
 async function load(dir: string): Promise<Build> {
   const u = (p: string) => pathToFileURL(resolve(dir, p)).href;
-  return { nat: await import(u('nat/nat.js')), udp: await import(u('packet/udp.js')), addr: await import(u('packet/addr.js')) };
+  return {
+    nat: await import(u('nat/nat.js')),
+    udp: await import(u('packet/udp.js')),
+    addr: await import(u('packet/addr.js')),
+  };
 }
 
 function translator(m: Build, size: number): () => void {
   const n = new m.nat.Nat({ localPodCIDRs: ['10.0.0.0/16'], localExternalCIDR: '10.70.0.0/16' });
-  const p = n.addPeer({ name: 'b', remote: { podCIDRs: ['10.0.0.0/16'], externalCIDRs: [] }, remapped: { podCIDRs: ['10.71.0.0/16'], externalCIDRs: [] } });
+  const p = n.addPeer({
+    name: 'b',
+    remote: { podCIDRs: ['10.0.0.0/16'], externalCIDRs: [] },
+    remapped: { podCIDRs: ['10.71.0.0/16'], externalCIDRs: [] },
+  });
   const buf = new Uint8Array(size);
-  m.udp.writeIpv4UdpHeaders(buf, 0, m.addr.parseAddress('10.0.1.11'), m.addr.parseAddress('10.71.2.23'), 1000, 2000, size - 28, true);
+  m.udp.writeIpv4UdpHeaders(
+    buf,
+    0,
+    m.addr.parseAddress('10.0.1.11'),
+    m.addr.parseAddress('10.71.2.23'),
+    1000,
+    2000,
+    size - 28,
+    true,
+  );
   const pristine = buf.slice();
   return () => {
     buf.set(pristine);
@@ -31,7 +52,8 @@ function translator(m: Build, size: number): () => void {
 
 async function main(): Promise<void> {
   const [aDir, bDir = resolve(import.meta.dirname, '../src')] = process.argv.slice(2);
-  if (aDir === undefined) throw new Error('usage: node dist/bench/nat-ab.js <dist/src of build A> [dist/src of build B]');
+  if (aDir === undefined)
+    throw new Error('usage: node dist/bench/nat-ab.js <dist/src of build A> [dist/src of build B]');
   const builds = { A: await load(aDir), B: await load(bDir) };
   for (const size of [92, 1300]) {
     const fns = { A: translator(builds.A, size), B: translator(builds.B, size) };
@@ -49,8 +71,13 @@ async function main(): Promise<void> {
     const b = t.B.slice(2);
     const med = (x: number[]) => [...x].sort((p, q) => p - q)[x.length >> 1]!;
     const ratios = b.map((v, i) => v / a[i]!).sort((p, q) => p - q);
-    console.log(`${size} B stateless remap: A ${med(a).toFixed(1)} ns, B ${med(b).toFixed(1)} ns per translation; B/A pairwise median ${med(ratios).toFixed(3)} (min ${ratios[0]!.toFixed(3)}, max ${ratios[ratios.length - 1]!.toFixed(3)})`);
+    console.log(
+      `${size} B stateless remap: A ${med(a).toFixed(1)} ns, B ${med(b).toFixed(1)} ns per translation; B/A pairwise median ${med(ratios).toFixed(3)} (min ${ratios[0]!.toFixed(3)}, max ${ratios[ratios.length - 1]!.toFixed(3)})`,
+    );
   }
 }
 
-main().catch((e) => { console.error(e); process.exitCode = 1; });
+main().catch((e) => {
+  console.error(e);
+  process.exitCode = 1;
+});

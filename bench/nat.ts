@@ -83,11 +83,11 @@ class NaiveNat {
     const total = (b[off + 2]! << 8) | b[off + 3]!;
     const dst = u32(b, off + 16);
     let rm: NaiveRemap | undefined;
-    for (const r of this.remaps) if (((dst & r.mask) >>> 0) === r.net) rm = r;
+    for (const r of this.remaps) if ((dst & r.mask) >>> 0 === r.net) rm = r;
     if (rm === undefined) return false;
     const src = u32(b, off + 12);
     const l4 = off + ihl;
-    if (((src & this.localPod.mask) >>> 0) !== this.localPod.net) {
+    if ((src & this.localPod.mask) >>> 0 !== this.localPod.net) {
       const key = `${proto}|${formatAddress(b, off + 12, 4)}|${(b[l4]! << 8) | b[l4 + 1]!}|${formatAddress(b, off + 16, 4)}|${(b[l4 + 2]! << 8) | b[l4 + 3]!}`;
       let f = this.flows.get(key);
       if (f === undefined) {
@@ -125,7 +125,11 @@ function naiveRemap(from: string, to: string, len: number): NaiveRemap {
 function statelessPair(): { a: Nat; ap: NatPeer; b: Nat; bp: NatPeer; na: NaiveNat; nb: NaiveNat } {
   const mk = (remapped: string, real: string): { n: Nat; p: NatPeer } => {
     const n = new Nat({ localPodCIDRs: ['10.0.0.0/16'], localExternalCIDR: '10.70.0.0/16' });
-    const p = n.addPeer({ name: 'peer', remote: { podCIDRs: [real], externalCIDRs: [] }, remapped: { podCIDRs: [remapped], externalCIDRs: [] } });
+    const p = n.addPeer({
+      name: 'peer',
+      remote: { podCIDRs: [real], externalCIDRs: [] },
+      remapped: { podCIDRs: [remapped], externalCIDRs: [] },
+    });
     return { n, p };
   };
   const x = mk('10.71.0.0/16', '10.72.0.0/16');
@@ -137,9 +141,22 @@ function statelessPair(): { a: Nat; ap: NatPeer; b: Nat; bp: NatPeer; na: NaiveN
 }
 
 function snatGateway(): { nat: Nat; peer: NatPeer; naive: NaiveNat } {
-  const nat = new Nat({ localPodCIDRs: ['10.0.0.0/16'], localExternalCIDR: '10.70.0.0/16', conntrack: { capacity: 65536, seed: 1 } });
-  const peer = nat.addPeer({ name: 'peer', remote: { podCIDRs: ['10.0.0.0/16'], externalCIDRs: [] }, remapped: { podCIDRs: ['10.71.0.0/16'], externalCIDRs: [] } });
-  const naive = new NaiveNat([naiveRemap('10.71.0.0', '10.0.0.0', 16)], naiveRemap('10.0.0.0', '10.0.0.0', 16), u32(parseAddress('10.70.0.0'), 0), 65536);
+  const nat = new Nat({
+    localPodCIDRs: ['10.0.0.0/16'],
+    localExternalCIDR: '10.70.0.0/16',
+    conntrack: { capacity: 65536, seed: 1 },
+  });
+  const peer = nat.addPeer({
+    name: 'peer',
+    remote: { podCIDRs: ['10.0.0.0/16'], externalCIDRs: [] },
+    remapped: { podCIDRs: ['10.71.0.0/16'], externalCIDRs: [] },
+  });
+  const naive = new NaiveNat(
+    [naiveRemap('10.71.0.0', '10.0.0.0', 16)],
+    naiveRemap('10.0.0.0', '10.0.0.0', 16),
+    u32(parseAddress('10.70.0.0'), 0),
+    65536,
+  );
   return { nat, peer, naive };
 }
 
@@ -156,10 +173,20 @@ interface Row {
  * Measure `ours` and `naive` in alternating rounds (ours, naive, ours, naive, …) and keep each
  * one's best round: on a shared machine a load spike then cannot land on one side only.
  */
-async function pairBench(label: string, timeMs: number, perCall: number, ours: () => void, naive: () => void, rounds = 3): Promise<Row> {
+async function pairBench(
+  label: string,
+  timeMs: number,
+  perCall: number,
+  ours: () => void,
+  naive: () => void,
+  rounds = 3,
+): Promise<Row> {
   let best = { ours: 0, naive: 0 };
   for (let r = 0; r < rounds; r++) {
-    for (const [name, fn] of [['ours', ours], ['naive', naive]] as const) {
+    for (const [name, fn] of [
+      ['ours', ours],
+      ['naive', naive],
+    ] as const) {
       const bench = new Bench({ time: timeMs / rounds, warmupTime: Math.min(100, timeMs / rounds / 2), iterations: 5 });
       bench.add(name, fn);
       await bench.run();
@@ -179,37 +206,46 @@ function hex(b: Uint8Array): string {
 async function statelessRow(size: number, timeMs: number): Promise<Row> {
   const { a, ap, b, bp, na, nb } = statelessPair();
   const pkts: Uint8Array[] = [];
-  for (let i = 0; i < BATCH; i++) pkts.push(udp4(`10.0.${i >> 8}.${i & 0xff}`, `10.71.${(i * 7) & 0xff}.${(i * 13) & 0xff}`, 1024 + i, 53, size));
+  for (let i = 0; i < BATCH; i++)
+    pkts.push(udp4(`10.0.${i >> 8}.${i & 0xff}`, `10.71.${(i * 7) & 0xff}.${(i * 13) & 0xff}`, 1024 + i, 53, size));
   // Sanity: both translators produce the same bytes.
   const x = new Uint8Array(pkts[5]!);
   const y = new Uint8Array(pkts[5]!);
-  if (a.outbound(x, 0, x.length, ap, 0) !== NAT_FORWARD || !na.outbound(y, 0)) throw new Error('nat bench: stateless sanity failed');
+  if (a.outbound(x, 0, x.length, ap, 0) !== NAT_FORWARD || !na.outbound(y, 0))
+    throw new Error('nat bench: stateless sanity failed');
   if (hex(x) !== hex(y)) throw new Error('nat bench: ours and naive disagree (stateless)');
   let now = 0;
-  return pairBench(`stateless remap ${size} B`, timeMs, 2 * BATCH, () => {
-    now++;
-    let s = 0;
-    for (let i = 0; i < BATCH; i++) {
-      const p = pkts[i]!;
-      s += a.outbound(p, 0, p.length, ap, now);
-      s += b.outbound(p, 0, p.length, bp, now);
-    }
-    sink ^= s;
-  }, () => {
-    let s = 0;
-    for (let i = 0; i < BATCH; i++) {
-      const p = pkts[i]!;
-      if (na.outbound(p, 0)) s++;
-      if (nb.outbound(p, 0)) s++;
-    }
-    sink ^= s;
-  });
+  return pairBench(
+    `stateless remap ${size} B`,
+    timeMs,
+    2 * BATCH,
+    () => {
+      now++;
+      let s = 0;
+      for (let i = 0; i < BATCH; i++) {
+        const p = pkts[i]!;
+        s += a.outbound(p, 0, p.length, ap, now);
+        s += b.outbound(p, 0, p.length, bp, now);
+      }
+      sink ^= s;
+    },
+    () => {
+      let s = 0;
+      for (let i = 0; i < BATCH; i++) {
+        const p = pkts[i]!;
+        if (na.outbound(p, 0)) s++;
+        if (nb.outbound(p, 0)) s++;
+      }
+      sink ^= s;
+    },
+  );
 }
 
 async function snatEstablishedRow(size: number, timeMs: number): Promise<Row> {
   const { nat, peer, naive } = snatGateway();
   const pristine: Uint8Array[] = [];
-  for (let i = 0; i < BATCH; i++) pristine.push(udp4(`172.18.${i >> 8}.${i & 0xff}`, `10.71.0.${i & 7}`, 20000 + i, 53, size));
+  for (let i = 0; i < BATCH; i++)
+    pristine.push(udp4(`172.18.${i >> 8}.${i & 0xff}`, `10.71.0.${i & 7}`, 20000 + i, 53, size));
   const work = new Uint8Array(size);
   // Create the flows in both, and check both translate identically.
   for (let i = 0; i < BATCH; i++) {
@@ -220,22 +256,28 @@ async function snatEstablishedRow(size: number, timeMs: number): Promise<Row> {
     if (hex(work) !== hex(w2)) throw new Error(`nat bench: ours and naive disagree (SNAT flow ${i})`);
   }
   let now = 0;
-  return pairBench(`SNAT established ${size} B`, timeMs, BATCH, () => {
-    now += 1;
-    let s = 0;
-    for (let i = 0; i < BATCH; i++) {
-      work.set(pristine[i]!);
-      s += nat.outbound(work, 0, size, peer, now);
-    }
-    sink ^= s;
-  }, () => {
-    let s = 0;
-    for (let i = 0; i < BATCH; i++) {
-      work.set(pristine[i]!);
-      if (naive.outbound(work, 0)) s++;
-    }
-    sink ^= s;
-  });
+  return pairBench(
+    `SNAT established ${size} B`,
+    timeMs,
+    BATCH,
+    () => {
+      now += 1;
+      let s = 0;
+      for (let i = 0; i < BATCH; i++) {
+        work.set(pristine[i]!);
+        s += nat.outbound(work, 0, size, peer, now);
+      }
+      sink ^= s;
+    },
+    () => {
+      let s = 0;
+      for (let i = 0; i < BATCH; i++) {
+        work.set(pristine[i]!);
+        if (naive.outbound(work, 0)) s++;
+      }
+      sink ^= s;
+    },
+  );
 }
 
 async function snatNewFlowRow(size: number, timeMs: number): Promise<Row> {
@@ -256,22 +298,28 @@ async function snatNewFlowRow(size: number, timeMs: number): Promise<Row> {
     work[21] = port & 0xff;
   };
   let now = 0;
-  return pairBench(`SNAT new flow ${size} B`, timeMs, BATCH, () => {
-    now += 1;
-    let s = 0;
-    for (let i = 0; i < BATCH; i++) {
-      fresh();
-      s += nat.outbound(work, 0, size, peer, now);
-    }
-    sink ^= s;
-  }, () => {
-    let s = 0;
-    for (let i = 0; i < BATCH; i++) {
-      fresh();
-      if (naive.outbound(work, 0)) s++;
-    }
-    sink ^= s;
-  });
+  return pairBench(
+    `SNAT new flow ${size} B`,
+    timeMs,
+    BATCH,
+    () => {
+      now += 1;
+      let s = 0;
+      for (let i = 0; i < BATCH; i++) {
+        fresh();
+        s += nat.outbound(work, 0, size, peer, now);
+      }
+      sink ^= s;
+    },
+    () => {
+      let s = 0;
+      for (let i = 0; i < BATCH; i++) {
+        fresh();
+        if (naive.outbound(work, 0)) s++;
+      }
+      sink ^= s;
+    },
+  );
 }
 
 function fmt(n: number): string {
@@ -292,7 +340,10 @@ export async function runNatBench(timeMs = 1000): Promise<string> {
     'NAT translations/s (Nat: incremental checksums + typed-array conntrack; naive: full checksums + Map<string> 5-tuples; same run)',
     `${'case'.padEnd(28)}${'Nat /s'.padStart(12)}${'naive /s'.padStart(12)}${'Nat/naive'.padStart(11)}`,
   ];
-  for (const r of rows) lines.push(`${r.label.padEnd(28)}${fmt(r.ours).padStart(12)}${fmt(r.naive).padStart(12)}${`${(r.ours / r.naive).toFixed(1)}x`.padStart(11)}`);
+  for (const r of rows)
+    lines.push(
+      `${r.label.padEnd(28)}${fmt(r.ours).padStart(12)}${fmt(r.naive).padStart(12)}${`${(r.ours / r.naive).toFixed(1)}x`.padStart(11)}`,
+    );
   lines.push(`(sink ${sink & 1})`);
   return lines.join('\n');
 }

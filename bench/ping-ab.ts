@@ -21,8 +21,24 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import {
-  daemonSpecs, intEnv, live, machineLine, median, need, quantile, setupTunnel, setupUnderlay, sleep, slot, spawnIn, stopProc,
-  teardown, type DaemonSpec, type Proc, type Slot, type Tunnel,
+  daemonSpecs,
+  intEnv,
+  live,
+  machineLine,
+  median,
+  need,
+  quantile,
+  setupTunnel,
+  setupUnderlay,
+  sleep,
+  slot,
+  spawnIn,
+  stopProc,
+  teardown,
+  type DaemonSpec,
+  type Proc,
+  type Slot,
+  type Tunnel,
 } from './tunnel-netns.js';
 
 const ROUNDS = intEnv('ROUNDS', 5);
@@ -32,18 +48,29 @@ const INTERVAL_MS = Number(PING_INTERVAL) * 1000;
 if (!(INTERVAL_MS >= 2)) throw new Error(`PING_INTERVAL=${PING_INTERVAL}: expected seconds ≥ 0.002`);
 const COLLIDE_MS = 1;
 
-interface RoundFigures { p50: number; p90: number; avg: number; n: number }
+interface RoundFigures {
+  p50: number;
+  p90: number;
+  avg: number;
+  n: number;
+}
 
 function figures(rtts: number[]): RoundFigures {
   const s = [...rtts].sort((x, y) => x - y);
   return { p50: median(s), p90: quantile(s, 0.9), avg: s.reduce((a, b) => a + b, 0) / (s.length || 1), n: s.length };
 }
 
-interface Echo { send: number; rtt: number }
+interface Echo {
+  send: number;
+  rtt: number;
+}
 
 /** ping -D's echo lines, "[1700000000.123456] 64 bytes from …: … time=0.512 ms": the time printed is the reply's. */
 function echoes(out: string): Echo[] {
-  return [...out.matchAll(/^\[([\d.]+)\] .*time=([\d.]+) ms/gm)].map((x) => ({ send: Number(x[1]) * 1000 - Number(x[2]), rtt: Number(x[2]) }));
+  return [...out.matchAll(/^\[([\d.]+)\] .*time=([\d.]+) ms/gm)].map((x) => ({
+    send: Number(x[1]) * 1000 - Number(x[2]),
+    rtt: Number(x[2]),
+  }));
 }
 
 /**
@@ -55,13 +82,23 @@ function clean(all: Echo[][]): { kept: number[][]; dropped: number } {
   const flat = all.flatMap((es, i) => es.map((e) => ({ ...e, i, bad: false }))).sort((x, y) => x.send - y.send);
   for (let k = 0; k < flat.length; k++) {
     for (let j = k + 1; j < flat.length && flat[j].send <= flat[k].send + flat[k].rtt + COLLIDE_MS; j++) {
-      if (flat[j].i !== flat[k].i) { flat[j].bad = true; flat[k].bad = true; }
+      if (flat[j].i !== flat[k].i) {
+        flat[j].bad = true;
+        flat[k].bad = true;
+      }
     }
   }
-  return { kept: all.map((_, i) => flat.filter((e) => e.i === i && !e.bad).map((e) => e.rtt)), dropped: flat.filter((e) => e.bad).length };
+  return {
+    kept: all.map((_, i) => flat.filter((e) => e.i === i && !e.bad).map((e) => e.rtt)),
+    dropped: flat.filter((e) => e.bad).length,
+  };
 }
 
-async function round(r: number, specs: DaemonSpec[], tmp: string): Promise<{ rtts: Map<string, number[]>; dropped: number }> {
+async function round(
+  r: number,
+  specs: DaemonSpec[],
+  tmp: string,
+): Promise<{ rtts: Map<string, number[]>; dropped: number }> {
   // Rotate both the slot each daemon gets and the order the pings start in.
   const order = specs.map((_, i) => specs[(i + r) % specs.length]);
   const slots = new Map<string, Slot>(order.map((s, i) => [s.label, slot(i)]));
@@ -77,13 +114,22 @@ async function round(r: number, specs: DaemonSpec[], tmp: string): Promise<{ rtt
     for (const [k, s] of order.entries()) {
       const sl = slots.get(s.label)!;
       if (k > 0) await sleep(INTERVAL_MS / order.length);
-      pings.push(spawnIn(sl.NS_A, ['ping', '-D', '-n', '-c', String(PINGS), '-i', PING_INTERVAL, '-W', '1', sl.T_B], PINGS * Number(PING_INTERVAL) + 30));
+      pings.push(
+        spawnIn(
+          sl.NS_A,
+          ['ping', '-D', '-n', '-c', String(PINGS), '-i', PING_INTERVAL, '-W', '1', sl.T_B],
+          PINGS * Number(PING_INTERVAL) + 30,
+        ),
+      );
     }
     await Promise.all(pings.map((p) => Promise.race([p.exited, sleep((PINGS * Number(PING_INTERVAL) + 30) * 1000)])));
     const { kept, dropped } = clean(pings.map((p) => echoes(p.out())));
     return { rtts: new Map<string, number[]>(order.map((s, k) => [s.label, kept[k]])), dropped };
   } finally {
-    for (const t of tunnels) { await stopProc(t.a); await stopProc(t.b); }
+    for (const t of tunnels) {
+      await stopProc(t.a);
+      await stopProc(t.b);
+    }
     for (const s of order) teardown(slots.get(s.label)!);
   }
 }
@@ -93,13 +139,30 @@ async function main(): Promise<number> {
   const specs = daemonSpecs();
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'wp-pingab-'));
   const cleanup = (): void => {
-    for (const p of live) { try { process.kill(-p.pid, 'SIGKILL'); } catch { /* gone */ } }
+    for (const p of live) {
+      try {
+        process.kill(-p.pid, 'SIGKILL');
+      } catch {
+        /* gone */
+      }
+    }
     for (let i = 0; i < specs.length; i++) teardown(slot(i));
     fs.rmSync(tmp, { recursive: true, force: true });
   };
-  process.once('SIGINT', () => { cleanup(); process.exit(130); });
-  process.once('SIGTERM', () => { cleanup(); process.exit(143); });
-  console.log(`# ping-ab: ${specs.map((s) => s.label).join(' / ')} interleaved; ROUNDS=${ROUNDS} PINGS=${PINGS}x${PING_INTERVAL}s; load ${os.loadavg().map((x) => x.toFixed(2)).join(' ')}`);
+  process.once('SIGINT', () => {
+    cleanup();
+    process.exit(130);
+  });
+  process.once('SIGTERM', () => {
+    cleanup();
+    process.exit(143);
+  });
+  console.log(
+    `# ping-ab: ${specs.map((s) => s.label).join(' / ')} interleaved; ROUNDS=${ROUNDS} PINGS=${PINGS}x${PING_INTERVAL}s; load ${os
+      .loadavg()
+      .map((x) => x.toFixed(2))
+      .join(' ')}`,
+  );
   console.log(`# ${machineLine()}`);
   const perRound = new Map<string, RoundFigures[]>(specs.map((s) => [s.label, []]));
   const pooled = new Map<string, number[]>(specs.map((s) => [s.label, []]));
@@ -111,9 +174,13 @@ async function main(): Promise<number> {
         const f = figures(rtts.get(s.label)!);
         perRound.get(s.label)!.push(f);
         pooled.get(s.label)!.push(...rtts.get(s.label)!);
-        parts.push(`${s.label} p50 ${f.p50.toFixed(3)} p90 ${f.p90.toFixed(3)} avg ${f.avg.toFixed(3)} ms (${f.n} echoes)`);
+        parts.push(
+          `${s.label} p50 ${f.p50.toFixed(3)} p90 ${f.p90.toFixed(3)} avg ${f.avg.toFixed(3)} ms (${f.n} echoes)`,
+        );
       }
-      process.stderr.write(`[ping-ab] round ${r + 1}/${ROUNDS}: ${parts.join('; ')}; ${dropped} echoes left out (near another tunnel's)\n`);
+      process.stderr.write(
+        `[ping-ab] round ${r + 1}/${ROUNDS}: ${parts.join('; ')}; ${dropped} echoes left out (near another tunnel's)\n`,
+      );
     }
   } finally {
     cleanup();
@@ -125,7 +192,14 @@ async function main(): Promise<number> {
     ['mean RTT (median of rounds)', (l) => median(perRound.get(l)!.map((f) => f.avg))],
     ['median RTT (all echoes)', (l) => figures(pooled.get(l)!).p50],
     ['p90 RTT (all echoes)', (l) => figures(pooled.get(l)!).p90],
-    ['p99 RTT (all echoes)', (l) => quantile([...pooled.get(l)!].sort((x, y) => x - y), 0.99)],
+    [
+      'p99 RTT (all echoes)',
+      (l) =>
+        quantile(
+          [...pooled.get(l)!].sort((x, y) => x - y),
+          0.99,
+        ),
+    ],
   ];
   const labels = specs.map((s) => s.label);
   const compared = labels.includes(ANCHOR) ? labels.filter((l) => l !== ANCHOR) : [];
@@ -140,13 +214,25 @@ async function main(): Promise<number> {
   for (const l of compared) {
     const rs = perRound.get(l)!.map((f, i) => f.p50 / perRound.get(ANCHOR)![i].p50);
     const ps = perRound.get(l)!.map((f, i) => f.p90 / perRound.get(ANCHOR)![i].p90);
-    console.log(`\n${l} / ${ANCHOR} per round: median ${rs.map((x) => x.toFixed(2)).join(' ')}; p90 ${ps.map((x) => x.toFixed(2)).join(' ')}`);
+    console.log(
+      `\n${l} / ${ANCHOR} per round: median ${rs.map((x) => x.toFixed(2)).join(' ')}; p90 ${ps.map((x) => x.toFixed(2)).join(' ')}`,
+    );
   }
-  console.log(`# load after: ${os.loadavg().map((x) => x.toFixed(2)).join(' ')}`);
+  console.log(
+    `# load after: ${os
+      .loadavg()
+      .map((x) => x.toFixed(2))
+      .join(' ')}`,
+  );
   return 0;
 }
 
-main().then((c) => { process.exitCode = c; }, (e) => {
-  console.error(`bench/ping-ab: ${e instanceof Error ? e.message : String(e)}`);
-  process.exitCode = 1;
-});
+main().then(
+  (c) => {
+    process.exitCode = c;
+  },
+  (e) => {
+    console.error(`bench/ping-ab: ${e instanceof Error ? e.message : String(e)}`);
+    process.exitCode = 1;
+  },
+);

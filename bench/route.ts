@@ -187,7 +187,13 @@ async function measure(family: 4 | 6, size: number, timeMs: number): Promise<Row
     if (mean === undefined || !(mean > 0)) throw new Error(`route bench: task ${name} produced no result`);
     return 1000 / mean;
   };
-  return { label: `IPv${family} ${size}`, trie: hz('trie') * trieBatch, naive: hz('naive') * naiveBatch, nodes: table.nodeUsage, mb: table.memoryBytes / 1e6 };
+  return {
+    label: `IPv${family} ${size}`,
+    trie: hz('trie') * trieBatch,
+    naive: hz('naive') * naiveBatch,
+    nodes: table.nodeUsage,
+    mb: table.memoryBytes / 1e6,
+  };
 }
 
 function fmt(n: number): string {
@@ -199,7 +205,12 @@ function fmt(n: number): string {
 /** Run the benchmark and return the printed table (also used by the combined bench runner). */
 export async function runRouteBench(timeMs = 1000): Promise<string> {
   const rows: Row[] = [];
-  for (const [family, size] of [[4, 10], [4, 10_000], [4, 100_000], [6, 10_000]] as const) {
+  for (const [family, size] of [
+    [4, 10],
+    [4, 10_000],
+    [4, 100_000],
+    [6, 10_000],
+  ] as const) {
     rows.push(await measure(family, size, timeMs));
   }
   const lines = [

@@ -37,11 +37,22 @@ function packet(src: string, dst: string): Uint8Array {
 function setup(hooks: boolean) {
   const nat = new Nat({ localPodCIDRs: ['10.0.0.0/16'], localExternalCIDR: '10.70.0.0/16' });
   const table = new GeneveTunnelTable();
-  table.add({ vni: 1, remoteUnderlay: '192.168.0.2', localInternalAddress: '10.80.0.1', remoteInternalAddress: '10.80.0.2', mode: 'l3', name: 'n1' });
+  table.add({
+    vni: 1,
+    remoteUnderlay: '192.168.0.2',
+    localInternalAddress: '10.80.0.1',
+    remoteInternalAddress: '10.80.0.2',
+    mode: 'l3',
+    name: 'n1',
+  });
   table.addPodRoute('10.0.1.0/24', '10.80.0.2');
   const router = new Router<object, GeneveTunnel>({ nat, nodes: table });
   const link = {};
-  const np = nat.addPeer({ name: 'b', remote: { podCIDRs: ['10.0.0.0/16'], externalCIDRs: [] }, remapped: { podCIDRs: ['10.71.0.0/16'], externalCIDRs: [] } });
+  const np = nat.addPeer({
+    name: 'b',
+    remote: { podCIDRs: ['10.0.0.0/16'], externalCIDRs: [] },
+    remapped: { podCIDRs: ['10.71.0.0/16'], externalCIDRs: [] },
+  });
   router.addPeer('b', np, link);
   router.setLocalAddresses(['10.80.0.1']);
   if (hooks) for (let h = 0; h < HOOK_COUNT; h++) router.attach(h, { name: 'accept', process: () => VERDICT_ACCEPT });
@@ -96,7 +107,10 @@ export async function runRouterBench(timeMs = 600): Promise<string> {
         if (a.nat.inbound(back, HEAD, LEN, a.np, 0) !== NAT_FORWARD) throw new Error('nat drop');
       }
     };
-    for (const [label, ours, anchor] of [['node → peer', routerOut, natOut], ['peer → node', routerIn, natIn]] as const) {
+    for (const [label, ours, anchor] of [
+      ['node → peer', routerOut, natOut],
+      ['peer → node', routerIn, natIn],
+    ] as const) {
       // Alternate rounds, keep each side's best (a busy machine only ever slows a round down).
       let rb = 0;
       let nb = 0;
@@ -105,7 +119,9 @@ export async function runRouterBench(timeMs = 600): Promise<string> {
         nb = Math.max(nb, await best(anchor, timeMs / 3));
       }
       if (r.router.drops.some((d) => d !== 0)) throw new Error('router bench: unexpected drops');
-      rows.push(`| ${label}${hooks ? ' + 5 hooks' : ''} | ${(rb / 1e6).toFixed(2)} | ${(nb / 1e6).toFixed(2)} | ${(rb / nb).toFixed(2)}x |`);
+      rows.push(
+        `| ${label}${hooks ? ' + 5 hooks' : ''} | ${(rb / 1e6).toFixed(2)} | ${(nb / 1e6).toFixed(2)} | ${(rb / nb).toFixed(2)}x |`,
+      );
     }
   }
   return rows.join('\n');

@@ -31,14 +31,33 @@ const HEAD = 128;
 const LEN = 92;
 const N = 50_000;
 const TUN = 'liqo-tunnel';
-const CFG: NatConfig = { localPodCIDRs: ['10.112.0.0/16'], localExternalCIDR: '10.70.0.0/16', ipMappings: [{ externalAddress: '10.70.5.5', realAddress: '192.168.7.10' }], conntrack: { seed: 1 } };
-const PEER: NatPeerConfig = { name: 'b', remote: { podCIDRs: ['10.243.0.0/16'], externalCIDRs: [] }, remapped: { podCIDRs: ['10.71.0.0/16'], externalCIDRs: [] } };
-const nodes = { lookupDestination: (b: Uint8Array, o: number) => ((b[o] === 10 && b[o + 1] === 112) || b[o] === 192 ? 'n' : undefined) };
+const CFG: NatConfig = {
+  localPodCIDRs: ['10.112.0.0/16'],
+  localExternalCIDR: '10.70.0.0/16',
+  ipMappings: [{ externalAddress: '10.70.5.5', realAddress: '192.168.7.10' }],
+  conntrack: { seed: 1 },
+};
+const PEER: NatPeerConfig = {
+  name: 'b',
+  remote: { podCIDRs: ['10.243.0.0/16'], externalCIDRs: [] },
+  remapped: { podCIDRs: ['10.71.0.0/16'], externalCIDRs: [] },
+};
+const nodes = {
+  lookupDestination: (b: Uint8Array, o: number) =>
+    (b[o] === 10 && b[o + 1] === 112) || b[o] === 192 ? 'n' : undefined,
+};
 
 /** Liqo's usual reason to remap: the peer's real pod CIDR is the local one (10.112.0.0/16 on both sides). */
-const PEER_SAME: NatPeerConfig = { name: 'b', remote: { podCIDRs: ['10.112.0.0/16'], externalCIDRs: [] }, remapped: { podCIDRs: ['10.71.0.0/16'], externalCIDRs: [] } };
+const PEER_SAME: NatPeerConfig = {
+  name: 'b',
+  remote: { podCIDRs: ['10.112.0.0/16'], externalCIDRs: [] },
+  remapped: { podCIDRs: ['10.71.0.0/16'], externalCIDRs: [] },
+};
 
-interface Side { router: Router<string, string>; rules?: RulesAttachment }
+interface Side {
+  router: Router<string, string>;
+  rules?: RulesAttachment;
+}
 
 function derived(peer: NatPeerConfig = PEER): Side {
   const nat = new Nat(CFG);
@@ -56,40 +75,151 @@ function derived(peer: NatPeerConfig = PEER): Side {
 function liqoTables(peer: NatPeerConfig = PEER): RuleTable[] {
   const [r, m] = [peer.remote.podCIDRs[0]!, peer.remapped!.podCIDRs[0]!];
   const mt = (op: string, x: object): object => ({ op, ...x });
-  const remap = parseFirewallConfiguration({ metadata: { name: 'b-remap-podcidr', namespace: 'liqo-tenant-b' }, spec: { table: { name: 'remap-podcidr', family: 'IPV4', chains: [
-    { name: 'outgoing', type: 'nat', hook: 'prerouting', priority: -100, policy: 'accept', rules: { natRules: [
-      { natType: 'dnat', to: r, match: [mt('eq', { ip: { position: 'dst', value: m } }), mt('neq', { dev: { position: 'in', value: 'eth0' } }), mt('neq', { dev: { position: 'in', value: TUN } })] }] } },
-    { name: 'incoming', type: 'nat', hook: 'postrouting', priority: 100, policy: 'accept', rules: { natRules: [
-      { natType: 'snat', to: m, match: [mt('neq', { dev: { position: 'out', value: 'eth0' } }), mt('eq', { ip: { position: 'src', value: r } }), mt('eq', { dev: { position: 'in', value: TUN } })] }] } },
-  ] } } });
-  const rest = rulesFromNatConfig(CFG, [peer], { tunnel: TUN }).map((t) => ({ ...t, chains: t.chains.map((c) => ({ ...c, rules: c.rules.filter((x) => !x.name.startsWith(`${peer.name}-remap-`)) })) }));
+  const remap = parseFirewallConfiguration({
+    metadata: { name: 'b-remap-podcidr', namespace: 'liqo-tenant-b' },
+    spec: {
+      table: {
+        name: 'remap-podcidr',
+        family: 'IPV4',
+        chains: [
+          {
+            name: 'outgoing',
+            type: 'nat',
+            hook: 'prerouting',
+            priority: -100,
+            policy: 'accept',
+            rules: {
+              natRules: [
+                {
+                  natType: 'dnat',
+                  to: r,
+                  match: [
+                    mt('eq', { ip: { position: 'dst', value: m } }),
+                    mt('neq', { dev: { position: 'in', value: 'eth0' } }),
+                    mt('neq', { dev: { position: 'in', value: TUN } }),
+                  ],
+                },
+              ],
+            },
+          },
+          {
+            name: 'incoming',
+            type: 'nat',
+            hook: 'postrouting',
+            priority: 100,
+            policy: 'accept',
+            rules: {
+              natRules: [
+                {
+                  natType: 'snat',
+                  to: m,
+                  match: [
+                    mt('neq', { dev: { position: 'out', value: 'eth0' } }),
+                    mt('eq', { ip: { position: 'src', value: r } }),
+                    mt('eq', { dev: { position: 'in', value: TUN } }),
+                  ],
+                },
+              ],
+            },
+          },
+        ],
+      },
+    },
+  });
+  const rest = rulesFromNatConfig(CFG, [peer], { tunnel: TUN }).map((t) => ({
+    ...t,
+    chains: t.chains.map((c) => ({ ...c, rules: c.rules.filter((x) => !x.name.startsWith(`${peer.name}-remap-`)) })),
+  }));
   return [remap, ...rest];
 }
 
-function compiled(extra: RuleTable[] = [], base: () => RuleTable[] = () => rulesFromNatConfig(CFG, [PEER], { tunnel: TUN }), peer: NatPeerConfig = PEER): Side {
+function compiled(
+  extra: RuleTable[] = [],
+  base: () => RuleTable[] = () => rulesFromNatConfig(CFG, [PEER], { tunnel: TUN }),
+  peer: NatPeerConfig = PEER,
+): Side {
   const nat = new Nat(passthroughNatConfig(CFG));
   const router = new Router<string, string>({ nat, nodes });
   // Real CIDRs overlapping ours: the peer keeps its remapped CIDRs, by which the router picks it.
   router.addPeer('b', nat.addPeer(peer === PEER ? identityPeer(peer) : peer), 'link');
-  const rules = new RulesAttachment({ peer: TUN, node: 'liqo.geneve', host: 'eth0', peerAddr: ipToNumber('10.70.0.0')!, nodeAddr: 0, hostAddr: 0, pathMtu: 1340 });
+  const rules = new RulesAttachment({
+    peer: TUN,
+    node: 'liqo.geneve',
+    host: 'eth0',
+    peerAddr: ipToNumber('10.70.0.0')!,
+    nodeAddr: 0,
+    hostAddr: 0,
+    pathMtu: 1340,
+  });
   rules.attachTo(router);
   rules.setTables([...base(), ...extra]);
   if (!rules.runtime.statelessShortcut) throw new Error('rules bench: the mirror shortcut is not in force');
   return { router, rules };
 }
 
-interface Path { label: string; from: 'node' | 'peer'; src: string; dst: string; sport: number; dport: number; prime?: { src: string; dst: string; sport: number; dport: number } }
+interface Path {
+  label: string;
+  from: 'node' | 'peer';
+  src: string;
+  dst: string;
+  sport: number;
+  dport: number;
+  prime?: { src: string; dst: string; sport: number; dport: number };
+}
 
 const PATHS: Path[] = [
-  { label: 'pod → remapped peer pod (prefix DNAT)', from: 'node', src: '10.112.1.11', dst: '10.71.2.23', sport: 1000, dport: 2000 },
-  { label: 'peer pod → pod (prefix SNAT)', from: 'peer', src: '10.243.2.23', dst: '10.112.1.11', sport: 2001, dport: 1001 },
-  { label: 'host → peer pod (masquerade, established)', from: 'node', src: '192.168.1.5', dst: '10.71.2.23', sport: 3000, dport: 53 },
-  { label: 'peer → masqueraded host (reply)', from: 'peer', src: '10.243.2.23', dst: '10.70.0.0', sport: 53, dport: 3000, prime: { src: '192.168.1.5', dst: '10.71.2.23', sport: 3000, dport: 53 } },
+  {
+    label: 'pod → remapped peer pod (prefix DNAT)',
+    from: 'node',
+    src: '10.112.1.11',
+    dst: '10.71.2.23',
+    sport: 1000,
+    dport: 2000,
+  },
+  {
+    label: 'peer pod → pod (prefix SNAT)',
+    from: 'peer',
+    src: '10.243.2.23',
+    dst: '10.112.1.11',
+    sport: 2001,
+    dport: 1001,
+  },
+  {
+    label: 'host → peer pod (masquerade, established)',
+    from: 'node',
+    src: '192.168.1.5',
+    dst: '10.71.2.23',
+    sport: 3000,
+    dport: 53,
+  },
+  {
+    label: 'peer → masqueraded host (reply)',
+    from: 'peer',
+    src: '10.243.2.23',
+    dst: '10.70.0.0',
+    sport: 53,
+    dport: 3000,
+    prime: { src: '192.168.1.5', dst: '10.71.2.23', sport: 3000, dport: 53 },
+  },
 ];
 
 const SAME_PATHS: Path[] = [
-  { label: 'pod → remapped peer pod (prefix DNAT)', from: 'node', src: '10.112.1.11', dst: '10.71.2.23', sport: 1000, dport: 2000 },
-  { label: 'peer pod → pod (prefix SNAT)', from: 'peer', src: '10.112.2.23', dst: '10.112.1.11', sport: 2001, dport: 1001 },
+  {
+    label: 'pod → remapped peer pod (prefix DNAT)',
+    from: 'node',
+    src: '10.112.1.11',
+    dst: '10.71.2.23',
+    sport: 1000,
+    dport: 2000,
+  },
+  {
+    label: 'peer pod → pod (prefix SNAT)',
+    from: 'peer',
+    src: '10.112.2.23',
+    dst: '10.112.1.11',
+    sport: 2001,
+    dport: 1001,
+  },
 ];
 
 function packet(src: string, dst: string, sport: number, dport: number): Uint8Array {
@@ -107,25 +237,50 @@ function driver(s: Side, p: Path): () => void {
   if (p.prime) s.router.fromNodes(packet(p.prime.src, p.prime.dst, p.prime.sport, p.prime.dport), offs, lens, 1, 0, L);
   const pristine = packet(p.src, p.dst, p.sport, p.dport);
   const buf = pristine.slice();
-  const send = p.from === 'node'
-    ? () => { buf.set(pristine); s.router.fromNodes(buf, offs, lens, 1, 0, L); }
-    : () => { buf.set(pristine); s.router.fromPeers(buf, offs, lens, links, 1, 0, L); };
+  const send =
+    p.from === 'node'
+      ? () => {
+          buf.set(pristine);
+          s.router.fromNodes(buf, offs, lens, 1, 0, L);
+        }
+      : () => {
+          buf.set(pristine);
+          s.router.fromPeers(buf, offs, lens, links, 1, 0, L);
+        };
   L.clear();
   send();
-  if (L.toPeers.count + L.toNodes.count !== 1) throw new Error(`rules bench: ${p.label} not forwarded (${ROUTER_DROP_NAMES.filter((_, i) => s.router.drops[i]! > 0).join(',')})`);
-  return () => { L.clear(); send(); };
+  if (L.toPeers.count + L.toNodes.count !== 1)
+    throw new Error(
+      `rules bench: ${p.label} not forwarded (${ROUTER_DROP_NAMES.filter((_, i) => s.router.drops[i]! > 0).join(',')})`,
+    );
+  return () => {
+    L.clear();
+    send();
+  };
 }
 
-interface Row { path: Path; derived: () => Side; compiled: () => Side }
+interface Row {
+  path: Path;
+  derived: () => Side;
+  compiled: () => Side;
+}
 const ROWS: Row[] = [
   ...PATHS.map((path) => ({ path, derived: () => derived(), compiled: () => compiled() })),
-  ...PATHS.slice(0, 2).map((path) => ({ path: { ...path, label: `Liqo remap rules (iifname/oifname): ${path.label}` }, derived: () => derived(), compiled: () => compiled([], liqoTables) })),
-  ...SAME_PATHS.map((path) => ({ path: { ...path, label: `Liqo remap rules, peer's real pod CIDR = ours: ${path.label}` }, derived: () => derived(PEER_SAME),
-    compiled: () => compiled([], () => liqoTables(PEER_SAME), PEER_SAME) })),
+  ...PATHS.slice(0, 2).map((path) => ({
+    path: { ...path, label: `Liqo remap rules (iifname/oifname): ${path.label}` },
+    derived: () => derived(),
+    compiled: () => compiled([], liqoTables),
+  })),
+  ...SAME_PATHS.map((path) => ({
+    path: { ...path, label: `Liqo remap rules, peer's real pod CIDR = ours: ${path.label}` },
+    derived: () => derived(PEER_SAME),
+    compiled: () => compiled([], () => liqoTables(PEER_SAME), PEER_SAME),
+  })),
 ];
 
 const med = (x: number[]): number => [...x].sort((p, q) => p - q)[x.length >> 1]!;
-const quantile = (x: number[], q: number): number => [...x].sort((p, r) => p - r)[Math.min(x.length - 1, Math.floor(q * x.length))]!;
+const quantile = (x: number[], q: number): number =>
+  [...x].sort((p, r) => p - r)[Math.min(x.length - 1, Math.floor(q * x.length))]!;
 
 function time(f: () => void, n = N): number {
   const t0 = process.hrtime.bigint();
@@ -144,21 +299,50 @@ const PROCS = Number(process.env['RULES_BENCH_PROCS'] ?? 11);
  * minimums (the least disturbed round of each side) is reported next to it. Same treatment
  * for both sides.
  */
-function ab(a: () => void, b: () => void, rounds = ROUNDS): { a: number; b: number; speed: number; q1: number; q3: number; minSpeed: number } {
+function ab(
+  a: () => void,
+  b: () => void,
+  rounds = ROUNDS,
+): { a: number; b: number; speed: number; q1: number; q3: number; minSpeed: number } {
   const ta: number[] = [];
   const tb: number[] = [];
   for (let r = 0; r < rounds + WARM; r++) {
-    if (r % 2) { ta.push(time(a)); tb.push(time(b)); } else { tb.push(time(b)); ta.push(time(a)); }
+    if (r % 2) {
+      ta.push(time(a));
+      tb.push(time(b));
+    } else {
+      tb.push(time(b));
+      ta.push(time(a));
+    }
   }
-  const A = ta.slice(WARM), B = tb.slice(WARM);
+  const A = ta.slice(WARM),
+    B = tb.slice(WARM);
   // Speed of B relative to A = time A / time B, per round.
   const speeds = A.map((v, i) => v / B[i]!);
-  return { a: med(A), b: med(B), speed: med(A) / med(B), q1: quantile(speeds, 0.25), q3: quantile(speeds, 0.75), minSpeed: Math.min(...A) / Math.min(...B) };
+  return {
+    a: med(A),
+    b: med(B),
+    speed: med(A) / med(B),
+    q1: quantile(speeds, 0.25),
+    q3: quantile(speeds, 0.75),
+    minSpeed: Math.min(...A) / Math.min(...B),
+  };
 }
 
 function filterTable(name: string, cond: Cond, n = 64): RuleTable {
-  const rules = Array.from({ length: n }, (_, i) => ({ kind: 'filter' as const, name: `r${i}`, conds: [cond], counter: false, action: { type: 'drop' as const } }));
-  return { object: 'bench/general', name, family: 'ip', chains: [{ name: 'fwd', hook: 'forward', type: 'filter', priority: 0, policy: 'accept', rules }] };
+  const rules = Array.from({ length: n }, (_, i) => ({
+    kind: 'filter' as const,
+    name: `r${i}`,
+    conds: [cond],
+    counter: false,
+    action: { type: 'drop' as const },
+  }));
+  return {
+    object: 'bench/general',
+    name,
+    family: 'ip',
+    chains: [{ name: 'fwd', hook: 'forward', type: 'filter', priority: 0, policy: 'accept', rules }],
+  };
 }
 
 function main(): void {
@@ -182,7 +366,9 @@ function main(): void {
     return;
   }
   const only = process.env['RULES_BENCH_ONLY'];
-  console.log(`| path (92 B UDP, established) | derived NAT ns/pkt | compiled rules ns/pkt | compiled speed vs derived: median over ${PROCS} processes of (median derived / median compiled), ${ROUNDS} alternated rounds of ${N / 1000}k packets each | min–max over processes | ratio of minimums (median over processes) |`);
+  console.log(
+    `| path (92 B UDP, established) | derived NAT ns/pkt | compiled rules ns/pkt | compiled speed vs derived: median over ${PROCS} processes of (median derived / median compiled), ${ROUNDS} alternated rounds of ${N / 1000}k packets each | min–max over processes | ratio of minimums (median over processes) |`,
+  );
   console.log('|---|---|---|---|---|---|');
   // Each row in PROCS fresh processes (alternated with the other rows): V8's optimisation of
   // the router code both sides share differs from one process to the next (±10% seen), more
@@ -190,25 +376,54 @@ function main(): void {
   const res: ReturnType<typeof ab>[][] = ROWS.map(() => []);
   const rows = ROWS.map((_, i) => i).filter((i) => only === undefined || only.split(',').includes(String(i)));
   for (let k = 0; k < PROCS; k++) {
-    for (const i of rows) res[i]!.push(JSON.parse(execFileSync(process.execPath, [process.argv[1]!, '--child', String(i)], { encoding: 'utf8' })) as ReturnType<typeof ab>);
+    for (const i of rows)
+      res[i]!.push(
+        JSON.parse(
+          execFileSync(process.execPath, [process.argv[1]!, '--child', String(i)], { encoding: 'utf8' }),
+        ) as ReturnType<typeof ab>,
+      );
   }
   for (const i of rows) {
     const r = res[i]!;
     const sp = r.map((x) => x.speed);
-    console.log(`| ${ROWS[i]!.path.label} | ${med(r.map((x) => x.a)).toFixed(0)} | ${med(r.map((x) => x.b)).toFixed(0)} | ${med(sp).toFixed(3)}x | ${Math.min(...sp).toFixed(3)}–${Math.max(...sp).toFixed(3)} | ${med(r.map((x) => x.minSpeed)).toFixed(3)}x |`);
+    console.log(
+      `| ${ROWS[i]!.path.label} | ${med(r.map((x) => x.a)).toFixed(0)} | ${med(r.map((x) => x.b)).toFixed(0)} | ${med(sp).toFixed(3)}x | ${Math.min(...sp).toFixed(3)}–${Math.max(...sp).toFixed(3)} | ${med(r.map((x) => x.minSpeed)).toFixed(3)}x |`,
+    );
   }
   if (only !== undefined) return;
   const kinds: [string, Cond][] = [
     ['proto tcp (a chain of tcp-only rules is skipped whole for udp)', { kind: 'proto', proto: 6 }],
     ['dev in eq', { kind: 'dev', dir: 'in', op: 'eq', name: 'nomatch0' }],
-    ['ip src eq address', { kind: 'ip', pos: 'src', op: 'eq', lo: ipToNumber('172.16.0.1')!, hi: ipToNumber('172.16.0.1')!, text: '172.16.0.1' }],
-    ['ip dst subnet', { kind: 'ip', pos: 'dst', op: 'eq', lo: ipToNumber('172.16.0.0')!, hi: ipToNumber('172.16.255.255')!, text: '172.16.0.0/16' }],
+    [
+      'ip src eq address',
+      {
+        kind: 'ip',
+        pos: 'src',
+        op: 'eq',
+        lo: ipToNumber('172.16.0.1')!,
+        hi: ipToNumber('172.16.0.1')!,
+        text: '172.16.0.1',
+      },
+    ],
+    [
+      'ip dst subnet',
+      {
+        kind: 'ip',
+        pos: 'dst',
+        op: 'eq',
+        lo: ipToNumber('172.16.0.0')!,
+        hi: ipToNumber('172.16.255.255')!,
+        text: '172.16.0.0/16',
+      },
+    ],
     ['ip src neq range', { kind: 'ip', pos: 'src', op: 'neq', lo: 0, hi: 0xffffffff, text: '0.0.0.0-255.255.255.255' }],
     ['port dst eq', { kind: 'port', pos: 'dst', op: 'eq', lo: 9, hi: 9 }],
   ];
   const p = PATHS[0]!;
   console.log('');
-  console.log(`| general-matcher rule kind (never matching) | ns per rule per packet (64 rules, difference of medians, ${ROUNDS} alternated rounds) |`);
+  console.log(
+    `| general-matcher rule kind (never matching) | ns per rule per packet (64 rules, difference of medians, ${ROUNDS} alternated rounds) |`,
+  );
   console.log('|---|---|');
   for (const [label, cond] of kinds) {
     const r = ab(driver(compiled(), p), driver(compiled([filterTable('g', cond)]), p));

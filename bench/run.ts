@@ -4,7 +4,10 @@
  * ratios are comparable across machines). `npm run bench -- crypto nat` runs a subset.
  * The tunnel comparison against wireguard-go in network namespaces is `npm run bench:tunnel`.
  */
-interface BenchModule { name: string; load: () => Promise<() => Promise<string>> }
+interface BenchModule {
+  name: string;
+  load: () => Promise<() => Promise<string>>;
+}
 
 const modules: BenchModule[] = [
   { name: 'crypto', load: async () => (await import('./crypto.js')).runCryptoBench },
@@ -34,4 +37,12 @@ async function main(): Promise<number> {
   return 0;
 }
 
-main().then((code) => { process.exitCode = code; }, (err) => { console.error(err); process.exitCode = 1; });
+main().then(
+  (code) => {
+    process.exitCode = code;
+  },
+  (err) => {
+    console.error(err);
+    process.exitCode = 1;
+  },
+);

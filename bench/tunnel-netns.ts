@@ -22,21 +22,41 @@ const UAPI_DIR = '/var/run/wireguard';
 const HZ = Number(spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).stdout.trim()) || 100;
 
 export interface Slot {
-  NS_A: string; NS_B: string; VETH_A: string; VETH_B: string; WG_A: string; WG_B: string;
-  U_A: string; U_B: string; T_A: string; T_B: string;
+  NS_A: string;
+  NS_B: string;
+  VETH_A: string;
+  VETH_B: string;
+  WG_A: string;
+  WG_B: string;
+  U_A: string;
+  U_B: string;
+  T_A: string;
+  T_B: string;
 }
 
 /** Slot 0: wp-a/wp-b, the names of every earlier bench/tunnel.ts run; slot i > 0: wp<i>-a/… */
 export function slot(i: number): Slot {
   const p = i === 0 ? 'wp-' : `wp${i}-`;
   return {
-    NS_A: `${p}a`, NS_B: `${p}b`, VETH_A: `${p}va`, VETH_B: `${p}vb`, WG_A: `${p}wga`, WG_B: `${p}wgb`,
+    NS_A: `${p}a`,
+    NS_B: `${p}b`,
+    VETH_A: `${p}va`,
+    VETH_B: `${p}vb`,
+    WG_A: `${p}wga`,
+    WG_B: `${p}wgb`,
     // Each slot has its own namespaces, so the addresses may repeat; they do not, to keep captures readable.
-    U_A: `198.18.${5 + i}.1`, U_B: `198.18.${5 + i}.2`, T_A: `100.64.${5 + i}.1`, T_B: `100.64.${5 + i}.2`,
+    U_A: `198.18.${5 + i}.1`,
+    U_B: `198.18.${5 + i}.2`,
+    T_A: `100.64.${5 + i}.1`,
+    T_B: `100.64.${5 + i}.2`,
   };
 }
 
-export interface DaemonSpec { label: string; cmd: string[]; env: Record<string, string> }
+export interface DaemonSpec {
+  label: string;
+  cmd: string[];
+  env: Record<string, string>;
+}
 
 export function parseEnv(text: string): Record<string, string> {
   const env: Record<string, string> = {};
@@ -80,7 +100,10 @@ export function daemonSpecs(): DaemonSpec[] {
     { label: 'wireguard-go', cmd: ['wireguard-go', '-f'], env: {} },
     { label: 'weft', cmd: weftCmd, env: weftEnv },
   ];
-  for (const v of (process.env.WEFT_VARIANTS ?? '').split(';').map((x) => x.trim()).filter(Boolean)) {
+  for (const v of (process.env.WEFT_VARIANTS ?? '')
+    .split(';')
+    .map((x) => x.trim())
+    .filter(Boolean)) {
     const c = v.indexOf(':');
     const name = c < 0 ? v : v.slice(0, c);
     if (!/^[a-z0-9-]+$/.test(name)) throw new Error(`WEFT_VARIANTS: bad label ${name}`);
@@ -88,7 +111,10 @@ export function daemonSpecs(): DaemonSpec[] {
     const cmd = env.WEFT_WG ? [process.execPath, ...nodeArgs, env.WEFT_WG, '-f'] : weftCmd;
     all.push({ label: `weft-${name}`, cmd, env });
   }
-  const want = (process.env.DAEMONS ?? all.map((d) => d.label).join(',')).split(',').map((s) => s.trim()).filter(Boolean);
+  const want = (process.env.DAEMONS ?? all.map((d) => d.label).join(','))
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
   const specs = want.map((w) => {
     const s = all.find((d) => d.label === w);
     if (!s) throw new Error(`DAEMONS: unknown daemon ${w} (known: ${all.map((d) => d.label).join(', ')})`);
@@ -104,32 +130,56 @@ export function daemonSpecs(): DaemonSpec[] {
 export function sh(cmd: string[], opts: { timeoutMs?: number; allowFail?: boolean; input?: string } = {}): string {
   const r = spawnSync(cmd[0], cmd.slice(1), { encoding: 'utf8', timeout: opts.timeoutMs ?? 15_000, input: opts.input });
   if ((r.status !== 0 || r.error) && !opts.allowFail) {
-    throw new Error(`command failed (${r.status}): ${cmd.join(' ')}\n${(r.stderr ?? '').trim()}${r.error ? String(r.error) : ''}`);
+    throw new Error(
+      `command failed (${r.status}): ${cmd.join(' ')}\n${(r.stderr ?? '').trim()}${r.error ? String(r.error) : ''}`,
+    );
   }
   return r.stdout ?? '';
 }
 
-export function inNs(ns: string, cmd: string[], opts: { timeoutMs?: number; allowFail?: boolean; input?: string } = {}): string {
+export function inNs(
+  ns: string,
+  cmd: string[],
+  opts: { timeoutMs?: number; allowFail?: boolean; input?: string } = {},
+): string {
   return sh(['ip', 'netns', 'exec', ns, ...cmd], opts);
 }
 
 export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
 /** Runs `cmd` to completion without blocking the event loop (SIGKILL after timeoutMs). */
-export function runToEnd(cmd: string[], timeoutMs: number): Promise<{ status: number | null; stdout: string; stderr: string }> {
+export function runToEnd(
+  cmd: string[],
+  timeoutMs: number,
+): Promise<{ status: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
     const child = spawn(cmd[0], cmd.slice(1), { stdio: ['ignore', 'pipe', 'pipe'] });
     let stdout = '';
     let stderr = '';
-    child.stdout!.on('data', (d: Buffer) => { stdout += d.toString('utf8'); });
-    child.stderr!.on('data', (d: Buffer) => { stderr = (stderr + d.toString('utf8')).slice(-16384); });
+    child.stdout!.on('data', (d: Buffer) => {
+      stdout += d.toString('utf8');
+    });
+    child.stderr!.on('data', (d: Buffer) => {
+      stderr = (stderr + d.toString('utf8')).slice(-16384);
+    });
     const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
-    child.on('close', (status) => { clearTimeout(timer); resolve({ status, stdout, stderr }); });
-    child.on('error', (err) => { clearTimeout(timer); resolve({ status: null, stdout, stderr: String(err) }); });
+    child.on('close', (status) => {
+      clearTimeout(timer);
+      resolve({ status, stdout, stderr });
+    });
+    child.on('error', (err) => {
+      clearTimeout(timer);
+      resolve({ status: null, stdout, stderr: String(err) });
+    });
   });
 }
 
-export interface Proc { child: ChildProcess; pid: number; exited: Promise<void>; out: () => string }
+export interface Proc {
+  child: ChildProcess;
+  pid: number;
+  exited: Promise<void>;
+  out: () => string;
+}
 
 /** Every process spawnIn started that has not exited yet. */
 export const live = new Set<Proc>();
@@ -139,13 +189,22 @@ export function spawnIn(ns: string, cmd: string[], lifetimeS: number, env: Recor
   // -k 15: timeout(1) also SIGKILLs its child that long after forwarding our SIGTERM; a daemon
   // writing a --cpu-prof profile on its way out needs a few seconds.
   const argv = ['timeout', '-k', '15', String(lifetimeS), 'ip', 'netns', 'exec', ns, ...cmd];
-  const child = spawn(argv[0], argv.slice(1), { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env }, detached: true });
+  const child = spawn(argv[0], argv.slice(1), {
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: { ...process.env, ...env },
+    detached: true,
+  });
   if (child.pid === undefined) throw new Error(`cannot start ${cmd.join(' ')}`);
   let out = '';
-  const keep = (d: Buffer): void => { out = (out + d.toString('utf8')).slice(-16384); };
+  const keep = (d: Buffer): void => {
+    out = (out + d.toString('utf8')).slice(-16384);
+  };
   child.stdout!.on('data', keep);
   child.stderr!.on('data', keep);
-  const exited = new Promise<void>((r) => { child.on('exit', () => r()); child.on('error', () => r()); });
+  const exited = new Promise<void>((r) => {
+    child.on('exit', () => r());
+    child.on('error', () => r());
+  });
   const p: Proc = { child, pid: child.pid, exited, out: () => out };
   live.add(p);
   void exited.then(() => live.delete(p));
@@ -154,10 +213,18 @@ export function spawnIn(ns: string, cmd: string[], lifetimeS: number, env: Recor
 
 export async function stopProc(p: Proc, graceMs = 20_000): Promise<void> {
   if (p.child.exitCode !== null || p.child.signalCode !== null) return;
-  try { process.kill(-p.pid, 'SIGTERM'); } catch { /* gone */ }
+  try {
+    process.kill(-p.pid, 'SIGTERM');
+  } catch {
+    /* gone */
+  }
   const done = await Promise.race([p.exited.then(() => true), sleep(graceMs).then(() => false)]);
   if (!done) {
-    try { process.kill(-p.pid, 'SIGKILL'); } catch { /* gone */ }
+    try {
+      process.kill(-p.pid, 'SIGKILL');
+    } catch {
+      /* gone */
+    }
     await Promise.race([p.exited, sleep(1000)]);
   }
 }
@@ -172,7 +239,9 @@ async function childPid(wrapperPid: number): Promise<number> {
         const comm = fs.readFileSync(`/proc/${c}/comm`, 'utf8').trim();
         if (comm !== 'ip') return Number(c);
       }
-    } catch { /* not yet */ }
+    } catch {
+      /* not yet */
+    }
     await sleep(100);
   }
   throw new Error(`no child of ${wrapperPid}`);
@@ -198,7 +267,11 @@ export function teardown(s: Slot): void {
     if (!new RegExp(`^${ns}( |$)`, 'm').test(list)) continue;
     // Anything still inside our own namespaces was started by this benchmark.
     for (const pid of sh(['ip', 'netns', 'pids', ns], { allowFail: true }).split(/\s+/).filter(Boolean)) {
-      try { process.kill(Number(pid), 'SIGKILL'); } catch { /* gone */ }
+      try {
+        process.kill(Number(pid), 'SIGKILL');
+      } catch {
+        /* gone */
+      }
     }
     sh(['ip', 'netns', 'del', ns], { allowFail: true });
   }
@@ -212,17 +285,35 @@ export function setupUnderlay(s: Slot): void {
   sh(['ip', 'link', 'add', s.VETH_A, 'netns', s.NS_A, 'type', 'veth', 'peer', 'name', s.VETH_B, 'netns', s.NS_B]);
   sh(['ip', '-n', s.NS_A, 'addr', 'add', `${s.U_A}/24`, 'dev', s.VETH_A]);
   sh(['ip', '-n', s.NS_B, 'addr', 'add', `${s.U_B}/24`, 'dev', s.VETH_B]);
-  for (const [ns, dev] of [[s.NS_A, s.VETH_A], [s.NS_B, s.VETH_B]]) {
+  for (const [ns, dev] of [
+    [s.NS_A, s.VETH_A],
+    [s.NS_B, s.VETH_B],
+  ]) {
     sh(['ip', '-n', ns, 'link', 'set', 'lo', 'up']);
     sh(['ip', '-n', ns, 'link', 'set', dev, 'up']);
   }
   inNs(s.NS_A, ['ping', '-n', '-q', '-c', '2', '-i', '0.2', '-W', '1', s.U_B], { timeoutMs: 10_000 });
 }
 
-export interface Tunnel { a: Proc; b: Proc; pidA: number; pidB: number; pubB: string }
+export interface Tunnel {
+  a: Proc;
+  b: Proc;
+  pidA: number;
+  pidB: number;
+  pubB: string;
+}
 
-async function startDaemon(spec: DaemonSpec, ns: string, ifc: string, lifetimeS: number): Promise<{ proc: Proc; pid: number }> {
-  const proc = spawnIn(ns, [...spec.cmd, ifc], lifetimeS, { LOG_LEVEL: 'error', WG_PROCESS_FOREGROUND: '1', ...spec.env });
+async function startDaemon(
+  spec: DaemonSpec,
+  ns: string,
+  ifc: string,
+  lifetimeS: number,
+): Promise<{ proc: Proc; pid: number }> {
+  const proc = spawnIn(ns, [...spec.cmd, ifc], lifetimeS, {
+    LOG_LEVEL: 'error',
+    WG_PROCESS_FOREGROUND: '1',
+    ...spec.env,
+  });
   const pid = await childPid(proc.pid);
   const sock = path.join(UAPI_DIR, `${ifc}.sock`);
   for (let i = 0; i < 100 && !fs.existsSync(sock); i++) await sleep(100);
@@ -240,22 +331,63 @@ export async function setupTunnel(spec: DaemonSpec, s: Slot, tmp: string, lifeti
   const pubB = sh(['wg', 'pubkey'], { input: fs.readFileSync(keyB, 'utf8') }).trim();
   const a = await startDaemon(spec, s.NS_A, s.WG_A, lifetimeS);
   const b = await startDaemon(spec, s.NS_B, s.WG_B, lifetimeS);
-  inNs(s.NS_A, ['wg', 'set', s.WG_A, 'listen-port', String(WG_PORT), 'private-key', keyA,
-    'peer', pubB, 'endpoint', `${s.U_B}:${WG_PORT}`, 'allowed-ips', `${s.T_B}/32`], { timeoutMs: 10_000 });
-  inNs(s.NS_B, ['wg', 'set', s.WG_B, 'listen-port', String(WG_PORT), 'private-key', keyB,
-    'peer', pubA, 'endpoint', `${s.U_A}:${WG_PORT}`, 'allowed-ips', `${s.T_A}/32`], { timeoutMs: 10_000 });
+  inNs(
+    s.NS_A,
+    [
+      'wg',
+      'set',
+      s.WG_A,
+      'listen-port',
+      String(WG_PORT),
+      'private-key',
+      keyA,
+      'peer',
+      pubB,
+      'endpoint',
+      `${s.U_B}:${WG_PORT}`,
+      'allowed-ips',
+      `${s.T_B}/32`,
+    ],
+    { timeoutMs: 10_000 },
+  );
+  inNs(
+    s.NS_B,
+    [
+      'wg',
+      'set',
+      s.WG_B,
+      'listen-port',
+      String(WG_PORT),
+      'private-key',
+      keyB,
+      'peer',
+      pubA,
+      'endpoint',
+      `${s.U_A}:${WG_PORT}`,
+      'allowed-ips',
+      `${s.T_A}/32`,
+    ],
+    { timeoutMs: 10_000 },
+  );
   sh(['ip', '-n', s.NS_A, 'addr', 'add', `${s.T_A}/24`, 'dev', s.WG_A]);
   sh(['ip', '-n', s.NS_B, 'addr', 'add', `${s.T_B}/24`, 'dev', s.WG_B]);
   sh(['ip', '-n', s.NS_A, 'link', 'set', s.WG_A, 'mtu', String(WG_MTU), 'up']);
   sh(['ip', '-n', s.NS_B, 'link', 'set', s.WG_B, 'mtu', String(WG_MTU), 'up']);
   let ok = false;
   for (let i = 0; i < 10 && !ok; i++) {
-    ok = spawnSync('ip', ['netns', 'exec', s.NS_A, 'ping', '-n', '-q', '-c', '1', '-W', '1', s.T_B], { stdio: 'ignore', timeout: 3000 }).status === 0;
+    ok =
+      spawnSync('ip', ['netns', 'exec', s.NS_A, 'ping', '-n', '-q', '-c', '1', '-W', '1', s.T_B], {
+        stdio: 'ignore',
+        timeout: 3000,
+      }).status === 0;
   }
   if (!ok) throw new Error(`${spec.label}: the tunnel does not pass traffic\nA: ${a.proc.out()}\nB: ${b.proc.out()}`);
   // Warm-up, the same for every daemon: 100 pings over ~1 s, so a JIT-compiled daemon is measured
   // warm (as it runs in production) rather than on its first packets.
-  inNs(s.NS_A, ['ping', '-n', '-q', '-c', '100', '-i', '0.01', '-W', '1', s.T_B], { timeoutMs: 10_000, allowFail: true });
+  inNs(s.NS_A, ['ping', '-n', '-q', '-c', '100', '-i', '0.01', '-W', '1', s.T_B], {
+    timeoutMs: 10_000,
+    allowFail: true,
+  });
   return { a: a.proc, b: b.proc, pidA: a.pid, pidB: b.pid, pubB };
 }
 
@@ -281,7 +413,8 @@ export function pingTimes(out: string): number[] {
 export function need(extra: string[] = []): void {
   if (process.getuid?.() !== 0) throw new Error('must run as root (network namespaces, veth, TUN)');
   for (const c of ['ip', 'ping', 'wg', 'wireguard-go', 'timeout', ...extra]) {
-    if (spawnSync('sh', ['-c', `command -v ${c}`], { stdio: 'ignore' }).status !== 0) throw new Error(`missing command: ${c}`);
+    if (spawnSync('sh', ['-c', `command -v ${c}`], { stdio: 'ignore' }).status !== 0)
+      throw new Error(`missing command: ${c}`);
   }
   if (!process.env.WEFT_WG && !fs.existsSync(path.join(path.dirname(WEFT_WG), '../dist/src/cli/weft-wg.js'))) {
     throw new Error('weft-wg is not built (npm run build)');
@@ -293,6 +426,8 @@ export function need(extra: string[] = []): void {
 export function machineLine(): string {
   const cpu = /model name\s*:\s*(.*)/.exec(fs.readFileSync('/proc/cpuinfo', 'utf8'))?.[1] ?? 'unknown CPU';
   const wgv = sh(['wireguard-go', '--version'], { allowFail: true }).split('\n')[0];
-  return `${cpu} x ${os.cpus().length}, kernel ${os.release()}, node ${process.version}, ${wgv}, ` +
-    `${sh(['iperf3', '--version'], { allowFail: true }).split('\n')[0]}`;
+  return (
+    `${cpu} x ${os.cpus().length}, kernel ${os.release()}, node ${process.version}, ${wgv}, ` +
+    `${sh(['iperf3', '--version'], { allowFail: true }).split('\n')[0]}`
+  );
 }

@@ -51,8 +51,29 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import {
-  cpuSeconds, daemonSpecs, inNs, intEnv, live, machineLine, median, need, pingTimes, quantile, runToEnd, setupTunnel, setupUnderlay, sh, sleep, slot, spawnIn, stopProc,
-  teardown as teardownSlot, WG_MTU, WG_PORT, type DaemonSpec, type Tunnel,
+  cpuSeconds,
+  daemonSpecs,
+  inNs,
+  intEnv,
+  live,
+  machineLine,
+  median,
+  need,
+  pingTimes,
+  quantile,
+  runToEnd,
+  setupTunnel,
+  setupUnderlay,
+  sh,
+  sleep,
+  slot,
+  spawnIn,
+  stopProc,
+  teardown as teardownSlot,
+  WG_MTU,
+  WG_PORT,
+  type DaemonSpec,
+  type Tunnel,
 } from './tunnel-netns.js';
 
 const S = slot(0);
@@ -63,9 +84,13 @@ const RUNS = intEnv('RUNS', 3);
 const DUR = intEnv('DUR', 10);
 const PINGS = intEnv('PINGS', 20);
 const PING_INTERVAL = process.env.PING_INTERVAL ?? '0.05';
-const TESTS = (process.env.TESTS ?? 'ping,tcp1,udp64').split(',').map((t) => t.trim()).filter(Boolean);
+const TESTS = (process.env.TESTS ?? 'ping,tcp1,udp64')
+  .split(',')
+  .map((t) => t.trim())
+  .filter(Boolean);
 const KNOWN_TESTS = ['ping', 'pingload', 'tcp1', 'tcp4', 'udp64', 'tcp1flood', 'tcp1floodctl'];
-for (const t of TESTS) if (!KNOWN_TESTS.includes(t)) throw new Error(`TESTS: unknown test ${t} (${KNOWN_TESTS.join(', ')})`);
+for (const t of TESTS)
+  if (!KNOWN_TESTS.includes(t)) throw new Error(`TESTS: unknown test ${t} (${KNOWN_TESTS.join(', ')})`);
 const FLOOD_RATE = intEnv('FLOOD_RATE', 30_000);
 
 const FLOOD_JS = fileURLToPath(new URL('./flood.js', import.meta.url));
@@ -80,9 +105,13 @@ type Metrics = Record<string, number>;
 function dropCounters(): { tunA: number; tunB: number; udpA: number; udpB: number } {
   const txDropped = (ns: string, dev: string): number => {
     try {
-      const j = JSON.parse(sh(['ip', '-n', ns, '-j', '-s', 'link', 'show', dev], { allowFail: true })) as { stats64?: { tx?: { dropped?: number } } }[];
+      const j = JSON.parse(sh(['ip', '-n', ns, '-j', '-s', 'link', 'show', dev], { allowFail: true })) as {
+        stats64?: { tx?: { dropped?: number } };
+      }[];
       return j[0]?.stats64?.tx?.dropped ?? 0;
-    } catch { return 0; }
+    } catch {
+      return 0;
+    }
   };
   const rcvbuf = (ns: string): number => {
     const m = /UdpRcvbufErrors\s+(\d+)/.exec(inNs(ns, ['nstat', '-asz', 'UdpRcvbufErrors'], { allowFail: true }));
@@ -95,7 +124,13 @@ interface IperfJson {
   error?: string;
   end?: {
     sum_sent?: { bits_per_second?: number; retransmits?: number; packets?: number; seconds?: number };
-    sum_received?: { bits_per_second?: number; packets?: number; lost_packets?: number; seconds?: number; lost_percent?: number };
+    sum_received?: {
+      bits_per_second?: number;
+      packets?: number;
+      lost_packets?: number;
+      seconds?: number;
+      lost_percent?: number;
+    };
   };
 }
 
@@ -111,8 +146,26 @@ async function runIperf(t: Tunnel, tag: string, dir: string, m: Metrics, args: s
   const t0 = performance.now();
   // Asynchronous: pingload pings while this runs, and a spawnSync here would block the event
   // loop (no timer, no ping started) until iperf3 had finished — pings after the load, not under it.
-  const r = await runToEnd(['ip', 'netns', 'exec', NS_A, 'iperf3', '-c', T_B, '-p', String(IPERF_PORT), '-t', String(DUR), '-J',
-    '--connect-timeout', '3000', ...args], (DUR + 30) * 1000);
+  const r = await runToEnd(
+    [
+      'ip',
+      'netns',
+      'exec',
+      NS_A,
+      'iperf3',
+      '-c',
+      T_B,
+      '-p',
+      String(IPERF_PORT),
+      '-t',
+      String(DUR),
+      '-J',
+      '--connect-timeout',
+      '3000',
+      ...args,
+    ],
+    (DUR + 30) * 1000,
+  );
   const wall = (performance.now() - t0) / 1000;
   const a1 = cpuSeconds(t.pidA);
   const b1 = cpuSeconds(t.pidB);
@@ -126,7 +179,11 @@ async function runIperf(t: Tunnel, tag: string, dir: string, m: Metrics, args: s
   m[`${tag}_udpB_rcvbuf`] = d1.udpB - d0.udpB;
   m[`${tag}_udpA_rcvbuf`] = d1.udpA - d0.udpA;
   let j: IperfJson;
-  try { j = JSON.parse(r.stdout) as IperfJson; } catch { j = { error: `no JSON: ${(r.stderr ?? '').slice(0, 300)}` }; }
+  try {
+    j = JSON.parse(r.stdout) as IperfJson;
+  } catch {
+    j = { error: `no JSON: ${(r.stderr ?? '').slice(0, 300)}` };
+  }
   if (j.error || !j.end?.sum_sent) {
     console.error(`  ${tag} failed: ${j.error ?? 'no summary'}`);
     return null;
@@ -194,9 +251,18 @@ async function measurePingUnderLoad(t: Tunnel, dir: string, m: Metrics): Promise
  * TCP 1 stream while bench/flood.ts floods B's daemon with valid-mac1 initiations (tag
  * tcp1flood), or the same flood to a closed port of B (tag tcp1floodctl: the control).
  */
-async function measureTcpUnderFlood(t: Tunnel, dir: string, m: Metrics, tag: 'tcp1flood' | 'tcp1floodctl'): Promise<void> {
+async function measureTcpUnderFlood(
+  t: Tunnel,
+  dir: string,
+  m: Metrics,
+  tag: 'tcp1flood' | 'tcp1floodctl',
+): Promise<void> {
   const port = tag === 'tcp1flood' ? WG_PORT : 9;
-  const flood = spawnIn(NS_A, [process.execPath, FLOOD_JS, U_B, String(port), t.pubB, String(FLOOD_RATE), String(DUR + 3)], DUR + 40);
+  const flood = spawnIn(
+    NS_A,
+    [process.execPath, FLOOD_JS, U_B, String(port), t.pubB, String(FLOOD_RATE), String(DUR + 3)],
+    DUR + 40,
+  );
   await sleep(1000); // the responder reaches its under-load state before TCP starts
   await measureTcp(t, tag, dir, m);
   await Promise.race([flood.exited, sleep(10_000)]);
@@ -246,14 +312,28 @@ async function measureDaemon(spec: DaemonSpec, dir: string): Promise<Metrics> {
 // ------------------------------------------------------------------------------------------
 // Summary
 
-interface Row { key: string; label: string; unit: string; scale: number; digits: number; better: 'higher' | 'lower' | '' }
+interface Row {
+  key: string;
+  label: string;
+  unit: string;
+  scale: number;
+  digits: number;
+  better: 'higher' | 'lower' | '';
+}
 
 const ROWS: Row[] = [
   { key: 'tcp1_gbps', label: 'TCP 1 stream', unit: 'Gbit/s', scale: 1, digits: 3, better: 'higher' },
   { key: 'tcp1_retr', label: 'TCP 1 stream retransmits', unit: 'count', scale: 1, digits: 0, better: '' },
   { key: 'tcp1_cpu_a', label: 'TCP 1: daemon CPU, sender side', unit: '%core', scale: 1, digits: 0, better: '' },
   { key: 'tcp1_cpu_b', label: 'TCP 1: daemon CPU, receiver side', unit: '%core', scale: 1, digits: 0, better: '' },
-  { key: 'tcp1_cpu_per_gbps', label: 'TCP 1: daemon CPU (both) per Gbit/s', unit: '%core', scale: 1, digits: 0, better: 'lower' },
+  {
+    key: 'tcp1_cpu_per_gbps',
+    label: 'TCP 1: daemon CPU (both) per Gbit/s',
+    unit: '%core',
+    scale: 1,
+    digits: 0,
+    better: 'lower',
+  },
   { key: 'tcp1_udpB_rcvbuf', label: 'TCP 1: UDP rcvbuf drops in B', unit: 'count', scale: 1, digits: 0, better: '' },
   { key: 'tcp4_gbps', label: 'TCP 4 streams', unit: 'Gbit/s', scale: 1, digits: 3, better: 'higher' },
   { key: 'tcp4_cpu_a', label: 'TCP 4: daemon CPU, sender side', unit: '%core', scale: 1, digits: 0, better: '' },
@@ -272,10 +352,38 @@ const ROWS: Row[] = [
   { key: 'pingload_avg_ms', label: 'ping RTT avg under TCP load', unit: 'ms', scale: 1, digits: 3, better: 'lower' },
   { key: 'pingload_p90_ms', label: 'ping RTT p90 under TCP load', unit: 'ms', scale: 1, digits: 3, better: 'lower' },
   { key: 'pingload_max_ms', label: 'ping RTT max under TCP load', unit: 'ms', scale: 1, digits: 3, better: 'lower' },
-  { key: 'tcp1flood_gbps', label: 'TCP 1 stream under initiation flood', unit: 'Gbit/s', scale: 1, digits: 3, better: 'higher' },
-  { key: 'tcp1flood_ratio', label: 'TCP 1 under flood / TCP 1 (same run)', unit: 'x', scale: 1, digits: 2, better: 'higher' },
-  { key: 'tcp1floodctl_ratio', label: 'control: TCP 1 under flood to a closed port / TCP 1', unit: 'x', scale: 1, digits: 2, better: 'higher' },
-  { key: 'tcp1flood_cpu_b', label: 'TCP 1 under flood: daemon CPU, flooded side', unit: '%core', scale: 1, digits: 0, better: '' },
+  {
+    key: 'tcp1flood_gbps',
+    label: 'TCP 1 stream under initiation flood',
+    unit: 'Gbit/s',
+    scale: 1,
+    digits: 3,
+    better: 'higher',
+  },
+  {
+    key: 'tcp1flood_ratio',
+    label: 'TCP 1 under flood / TCP 1 (same run)',
+    unit: 'x',
+    scale: 1,
+    digits: 2,
+    better: 'higher',
+  },
+  {
+    key: 'tcp1floodctl_ratio',
+    label: 'control: TCP 1 under flood to a closed port / TCP 1',
+    unit: 'x',
+    scale: 1,
+    digits: 2,
+    better: 'higher',
+  },
+  {
+    key: 'tcp1flood_cpu_b',
+    label: 'TCP 1 under flood: daemon CPU, flooded side',
+    unit: '%core',
+    scale: 1,
+    digits: 0,
+    better: '',
+  },
   { key: 'flood_sent_per_s', label: 'flood: initiations sent', unit: '/s', scale: 1, digits: 0, better: '' },
   { key: 'flood_replies_per_s', label: 'flood: cookie replies received', unit: '/s', scale: 1, digits: 0, better: '' },
 ];
@@ -293,8 +401,13 @@ function summarize(labels: string[], results: Map<string, Metrics[]>): string {
     const cells: string[] = [];
     let any = false;
     for (const l of labels) {
-      const vals = (results.get(l) ?? []).map((m) => m[r.key]).filter((x): x is number => typeof x === 'number' && Number.isFinite(x));
-      if (vals.length === 0) { cells.push('–'); continue; }
+      const vals = (results.get(l) ?? [])
+        .map((m) => m[r.key])
+        .filter((x): x is number => typeof x === 'number' && Number.isFinite(x));
+      if (vals.length === 0) {
+        cells.push('–');
+        continue;
+      }
       any = true;
       const md = median(vals) * r.scale;
       med.set(l, md);
@@ -322,7 +435,13 @@ async function main(): Promise<number> {
   const outDir = process.env.RESULTS_DIR ?? fs.mkdtempSync(path.join(os.tmpdir(), 'wp-tunnel-'));
   fs.mkdirSync(outDir, { recursive: true });
   const onSignal = (): void => {
-    for (const p of live) { try { process.kill(-p.pid, 'SIGKILL'); } catch { /* gone */ } }
+    for (const p of live) {
+      try {
+        process.kill(-p.pid, 'SIGKILL');
+      } catch {
+        /* gone */
+      }
+    }
     teardown();
     process.exit(130);
   };
@@ -330,7 +449,9 @@ async function main(): Promise<number> {
   process.once('SIGTERM', onSignal);
 
   const machine = machineLine();
-  console.log(`# tunnel: ${specs.map((s) => s.label).join(' vs ')}; RUNS=${RUNS} DUR=${DUR}s PINGS=${PINGS}x${PING_INTERVAL}s TESTS=${TESTS.join(',')}; MTU ${WG_MTU}`);
+  console.log(
+    `# tunnel: ${specs.map((s) => s.label).join(' vs ')}; RUNS=${RUNS} DUR=${DUR}s PINGS=${PINGS}x${PING_INTERVAL}s TESTS=${TESTS.join(',')}; MTU ${WG_MTU}`,
+  );
   console.log(`# ${machine}`);
   const results = new Map<string, Metrics[]>(specs.map((s) => [s.label, []]));
   try {
@@ -343,9 +464,11 @@ async function main(): Promise<number> {
         process.stderr.write(`[tunnel] run ${r}/${RUNS}: ${spec.label}\n`);
         const m = await measureDaemon(spec, dir);
         fs.writeFileSync(path.join(dir, 'metrics.json'), JSON.stringify(m, null, 1));
-        process.stderr.write(`[tunnel]   tcp1 ${fmt(m.tcp1_gbps, 3)} Gbit/s, udp64 ${fmt(m.udp64_rx_pps / 1e3, 1)} kpps, ` +
-          `ping ${fmt(m.ping_avg_ms, 3)}/${fmt(m.ping_max_ms, 3)} ms, cpu tcp1 ${fmt(m.tcp1_cpu_a, 0)}/${fmt(m.tcp1_cpu_b, 0)} %, ` +
-          `flood ${fmt(m.tcp1flood_ratio, 2)}x (control ${fmt(m.tcp1floodctl_ratio, 2)}x)\n`);
+        process.stderr.write(
+          `[tunnel]   tcp1 ${fmt(m.tcp1_gbps, 3)} Gbit/s, udp64 ${fmt(m.udp64_rx_pps / 1e3, 1)} kpps, ` +
+            `ping ${fmt(m.ping_avg_ms, 3)}/${fmt(m.ping_max_ms, 3)} ms, cpu tcp1 ${fmt(m.tcp1_cpu_a, 0)}/${fmt(m.tcp1_cpu_b, 0)} %, ` +
+            `flood ${fmt(m.tcp1flood_ratio, 2)}x (control ${fmt(m.tcp1floodctl_ratio, 2)}x)\n`,
+        );
         results.get(spec.label)!.push(m);
       }
     }
@@ -353,8 +476,14 @@ async function main(): Promise<number> {
     for (const p of live) await stopProc(p);
     teardown();
   }
-  const table = summarize(specs.map((s) => s.label), results);
-  fs.writeFileSync(path.join(outDir, 'results.json'), JSON.stringify({ machine, RUNS, DUR, results: Object.fromEntries(results) }, null, 1));
+  const table = summarize(
+    specs.map((s) => s.label),
+    results,
+  );
+  fs.writeFileSync(
+    path.join(outDir, 'results.json'),
+    JSON.stringify({ machine, RUNS, DUR, results: Object.fromEntries(results) }, null, 1),
+  );
   console.log('');
   console.log(table);
   console.log(`\n(raw iperf3 JSON and metrics: ${outDir})`);
@@ -365,8 +494,13 @@ function fmt(v: number | undefined, d: number): string {
   return v === undefined || !Number.isFinite(v) ? 'NA' : v.toFixed(d);
 }
 
-main().then((c) => { process.exitCode = c; }, (e) => {
-  console.error(`bench/tunnel: ${e instanceof Error ? e.message : String(e)}`);
-  teardown();
-  process.exitCode = 1;
-});
+main().then(
+  (c) => {
+    process.exitCode = c;
+  },
+  (e) => {
+    console.error(`bench/tunnel: ${e instanceof Error ? e.message : String(e)}`);
+    teardown();
+    process.exitCode = 1;
+  },
+);

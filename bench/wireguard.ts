@@ -23,7 +23,12 @@ import { createPureBackend } from '../src/crypto/pure.js';
 import { parsePrefix } from '../src/packet/addr.js';
 import { REKEY_TIMEOUT } from '../src/wireguard/constants.js';
 import {
-  Device, ENCRYPT_SEND, EncryptResult, RECEIVE_DELIVER, RECEIVE_HANDSHAKE, ReceiveResult,
+  Device,
+  ENCRYPT_SEND,
+  EncryptResult,
+  RECEIVE_DELIVER,
+  RECEIVE_HANDSHAKE,
+  ReceiveResult,
 } from '../src/wireguard/device.js';
 import type { Peer } from '../src/wireguard/peer.js';
 import { OutgoingMessage } from '../src/wireguard/pool.js';
@@ -94,7 +99,8 @@ const er = new EncryptResult();
 /** One transport round trip: encrypt in place at A, decrypt in place at B (restores the packet). */
 function roundTrip(p: Pair, buf: Uint8Array, len: number): void {
   if (p.a.encrypt(buf, 16, len, p.now, er) !== ENCRYPT_SEND) throw new Error(`encrypt failed (reason ${er.reason})`);
-  if (p.b.receive(buf, er.start, er.length, EP_A, p.now, false, rr) !== RECEIVE_DELIVER) throw new Error(`receive failed (reason ${rr.reason})`);
+  if (p.b.receive(buf, er.start, er.length, EP_A, p.now, false, rr) !== RECEIVE_DELIVER)
+    throw new Error(`receive failed (reason ${rr.reason})`);
 }
 
 function anchorRoundTrip(key: Uint8Array, nonce: Uint8Array, pkt: Uint8Array): void {
@@ -139,7 +145,9 @@ function median(xs: number[]): number {
  */
 export async function runWireguardBench(timeMs = 250, rounds = 5): Promise<string> {
   const backends: [string, CryptoBackend][] = [
-    ['openssl', createOpensslBackend()], ['node', createNodeBackend()], ['pure', createPureBackend()],
+    ['openssl', createOpensslBackend()],
+    ['node', createNodeBackend()],
+    ['pure', createPureBackend()],
   ];
   const key = new Uint8Array(32).fill(7);
   const nonce = new Uint8Array(12);
@@ -154,12 +162,16 @@ export async function runWireguardBench(timeMs = 250, rounds = 5): Promise<strin
   }
   const rates = new Map<string, number[]>();
   const ratios = new Map<string, number[]>();
-  const push = (m: Map<string, number[]>, k: string, v: number): void => { (m.get(k) ?? m.set(k, []).get(k)!).push(v); };
+  const push = (m: Map<string, number[]>, k: string, v: number): void => {
+    (m.get(k) ?? m.set(k, []).get(k)!).push(v);
+  };
   for (let round = 0; round < rounds; round++) {
     const bench = new Bench({ time: timeMs, warmupTime: Math.min(100, timeMs / 2) });
     for (const size of SIZES) {
       const pkt = anchorPkts.get(size)!;
-      bench.add(`anchor ${size}`, () => { for (let i = 0; i < BATCH; i++) anchorRoundTrip(key, nonce, pkt); });
+      bench.add(`anchor ${size}`, () => {
+        for (let i = 0; i < BATCH; i++) anchorRoundTrip(key, nonce, pkt);
+      });
     }
     for (const [name] of backends) {
       const hp = hsPairs.get(name)!;
@@ -167,7 +179,9 @@ export async function runWireguardBench(timeMs = 250, rounds = 5): Promise<strin
       const tp = pairs.get(name)!;
       for (const size of SIZES) {
         const buf = ipv4(size);
-        bench.add(`${name} transport ${size}`, () => { for (let i = 0; i < BATCH; i++) roundTrip(tp, buf, size); });
+        bench.add(`${name} transport ${size}`, () => {
+          for (let i = 0; i < BATCH; i++) roundTrip(tp, buf, size);
+        });
       }
     }
     await bench.run();
@@ -192,14 +206,20 @@ export async function runWireguardBench(timeMs = 250, rounds = 5): Promise<strin
   lines.push('');
   lines.push(`${'task'.padEnd(26)}${'ops/s'.padStart(14)}${'vs anchor'.padStart(12)}${'heap B/op'.padStart(12)}`);
   for (const size of SIZES) {
-    lines.push(`${`anchor seal+open ${size}`.padEnd(26)}${fmt(median(rates.get(`anchor ${size}`)!)).padStart(14)}${'1.00'.padStart(12)}${''.padStart(12)}`);
+    lines.push(
+      `${`anchor seal+open ${size}`.padEnd(26)}${fmt(median(rates.get(`anchor ${size}`)!)).padStart(14)}${'1.00'.padStart(12)}${''.padStart(12)}`,
+    );
   }
   for (const [name] of backends) {
-    lines.push(`${`${name} handshake`.padEnd(26)}${fmt(median(rates.get(`${name} handshake`)!)).padStart(14)}${''.padStart(12)}${''.padStart(12)}`);
+    lines.push(
+      `${`${name} handshake`.padEnd(26)}${fmt(median(rates.get(`${name} handshake`)!)).padStart(14)}${''.padStart(12)}${''.padStart(12)}`,
+    );
     for (const size of SIZES) {
       const k = `${name} transport ${size}`;
       const heap = bytesPerRoundTrip(pairs.get(name)!, size);
-      lines.push(`${k.padEnd(26)}${fmt(median(rates.get(k)!)).padStart(14)}${median(ratios.get(k)!).toFixed(2).padStart(12)}${heap.toFixed(0).padStart(12)}`);
+      lines.push(
+        `${k.padEnd(26)}${fmt(median(rates.get(k)!)).padStart(14)}${median(ratios.get(k)!).toFixed(2).padStart(12)}${heap.toFixed(0).padStart(12)}`,
+      );
     }
   }
   lines.push('');

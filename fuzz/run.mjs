@@ -22,11 +22,16 @@ import { fileURLToPath } from 'node:url';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 const RUNS = Number(process.env.FUZZ_RUNS ?? 1_000_000);
-if (!Number.isInteger(RUNS) || RUNS < 1) throw new Error(`FUZZ_RUNS must be a positive integer, got ${process.env.FUZZ_RUNS}`);
-const ALL = readdirSync(join(ROOT, 'fuzz/targets')).filter((f) => f.endsWith('.ts')).map((f) => f.slice(0, -3)).sort();
+if (!Number.isInteger(RUNS) || RUNS < 1)
+  throw new Error(`FUZZ_RUNS must be a positive integer, got ${process.env.FUZZ_RUNS}`);
+const ALL = readdirSync(join(ROOT, 'fuzz/targets'))
+  .filter((f) => f.endsWith('.ts'))
+  .map((f) => f.slice(0, -3))
+  .sort();
 const only = process.env.FUZZ_TARGETS ? process.env.FUZZ_TARGETS.split(',').map((s) => s.trim()) : ALL;
 const MAX_SECONDS = process.env.FUZZ_MAX_SECONDS === undefined ? 0 : Number(process.env.FUZZ_MAX_SECONDS);
-if (!Number.isInteger(MAX_SECONDS) || MAX_SECONDS < 0) throw new Error(`FUZZ_MAX_SECONDS must be a whole number of seconds, got ${process.env.FUZZ_MAX_SECONDS}`);
+if (!Number.isInteger(MAX_SECONDS) || MAX_SECONDS < 0)
+  throw new Error(`FUZZ_MAX_SECONDS must be a whole number of seconds, got ${process.env.FUZZ_MAX_SECONDS}`);
 for (const t of only) if (!ALL.includes(t)) throw new Error(`FUZZ_TARGETS: no target ${t} (have ${ALL.join(', ')})`);
 /** Inputs longer than this are not generated (packets up to a jumbo-ish MTU; edit programs are short). */
 const MAX_LEN = { 'k8s-translate': 256, rules: 256, 'config-yaml': 1024, uapi: 1024 };
@@ -41,13 +46,17 @@ function jazzer(target) {
     join(ROOT, 'dist/fuzz/targets', `${target}.js`),
     corpus,
     '--sync',
-    '-i', 'dist/src/',
-    '-e', 'node_modules',
-    '--timeout', '10000',
+    '-i',
+    'dist/src/',
+    '-e',
+    'node_modules',
+    '--timeout',
+    '10000',
     // jazzer's bug detectors (command injection, path traversal, prototype pollution) hook
     // child_process, fs and Object.prototype and halve the speed; no target reaches a process
     // or a file (config-yaml injects its key-file reader), and the invariants are the oracle.
-    '--disableBugDetectors', '.*',
+    '--disableBugDetectors',
+    '.*',
     '--',
     `-runs=${RUNS}`,
     `-max_len=${MAX_LEN[target] ?? 4096}`,
@@ -74,7 +83,10 @@ function jazzer(target) {
       const ft = Number((last.match(/ft: (\d+)/) ?? [])[1] ?? NaN);
       // libFuzzer's final stats, else its "Done N runs", else the last status line (#N DONE …):
       // output after the status lines (the recommended dictionary) can be cut off at exit.
-      const execs = stat('number_of_executed_units') || Number((tail.match(/Done (\d+) runs/) ?? [])[1] ?? NaN) || Number((last.match(/^#(\d+)/) ?? [])[1] ?? NaN);
+      const execs =
+        stat('number_of_executed_units') ||
+        Number((tail.match(/Done (\d+) runs/) ?? [])[1] ?? NaN) ||
+        Number((last.match(/^#(\d+)/) ?? [])[1] ?? NaN);
       const crash = (tail.match(/Test unit written to (\S+)/) ?? [])[1] ?? null;
       resolve({ target, code, execs, cov, ft, seconds, corpus: readdirSync(corpus).length, crash });
     });
@@ -85,10 +97,15 @@ function report(results) {
   const file = join(ROOT, 'FUZZING.md');
   const start = '<!-- fuzz-results:start -->';
   const end = '<!-- fuzz-results:end -->';
-  const rows = results.map((r) => `| ${r.target} | ${r.execs.toLocaleString('en-US')} | ${r.cov} | ${r.ft} | ${r.corpus} | ${r.seconds.toFixed(0)} | ${Math.round(r.execs / r.seconds).toLocaleString('en-US')} | ${r.crash ? `crash: ${r.crash.replace(`${ROOT}/`, '')}` : r.code === 0 ? (r.execs < RUNS ? `stopped at the ${MAX_SECONDS} s cap` : 'ok') : `exit ${r.code}`} |`);
+  const rows = results.map(
+    (r) =>
+      `| ${r.target} | ${r.execs.toLocaleString('en-US')} | ${r.cov} | ${r.ft} | ${r.corpus} | ${r.seconds.toFixed(0)} | ${Math.round(r.execs / r.seconds).toLocaleString('en-US')} | ${r.crash ? `crash: ${r.crash.replace(`${ROOT}/`, '')}` : r.code === 0 ? (r.execs < RUNS ? `stopped at the ${MAX_SECONDS} s cap` : 'ok') : `exit ${r.code}`} |`,
+  );
   const table = [
     start,
-    `Run of ${new Date().toISOString().slice(0, 16).replace('T', ' ')} UTC, \`${process.env.FUZZ_COMMAND ?? 'npm run fuzz'}\`, FUZZ_RUNS=${RUNS}${MAX_SECONDS > 0 ? `, FUZZ_MAX_SECONDS=${MAX_SECONDS}` : ''}, node ${process.version}, load average ${loadavg().map((x) => x.toFixed(1)).join('/')} at the end:`,
+    `Run of ${new Date().toISOString().slice(0, 16).replace('T', ' ')} UTC, \`${process.env.FUZZ_COMMAND ?? 'npm run fuzz'}\`, FUZZ_RUNS=${RUNS}${MAX_SECONDS > 0 ? `, FUZZ_MAX_SECONDS=${MAX_SECONDS}` : ''}, node ${process.version}, load average ${loadavg()
+      .map((x) => x.toFixed(1))
+      .join('/')} at the end:`,
     '',
     '| target | executions | cov | ft | corpus files | seconds | exec/s | result |',
     '|---|---:|---:|---:|---:|---:|---:|---|',
@@ -99,7 +116,11 @@ function report(results) {
   if (!text.includes(start)) text += `\n${start}\n${end}\n`;
   const old = text.slice(text.indexOf(start), text.indexOf(end) + end.length);
   // Targets not run this time keep their previous row.
-  const keptRows = old.split('\n').filter((l) => l.startsWith('| ') && !l.startsWith('| target') && !results.some((r) => l.startsWith(`| ${r.target} |`)));
+  const keptRows = old
+    .split('\n')
+    .filter(
+      (l) => l.startsWith('| ') && !l.startsWith('| target') && !results.some((r) => l.startsWith(`| ${r.target} |`)),
+    );
   const merged = keptRows.length === 0 ? table : table.replace(`\n${end}`, `\n${keptRows.join('\n')}\n${end}`);
   writeFileSync(file, text.replace(old, merged));
 }
@@ -109,6 +130,9 @@ for (const t of only) {
   process.stderr.write(`\n=== fuzz ${t}: ${RUNS} executions ===\n`);
   results.push(await jazzer(t));
 }
-for (const r of results) console.log(`${r.target}: ${r.execs} executions, cov ${r.cov}, ft ${r.ft}, ${r.seconds.toFixed(1)} s, corpus ${r.corpus}${r.crash ? `, CRASH ${r.crash}` : ''}`);
+for (const r of results)
+  console.log(
+    `${r.target}: ${r.execs} executions, cov ${r.cov}, ft ${r.ft}, ${r.seconds.toFixed(1)} s, corpus ${r.corpus}${r.crash ? `, CRASH ${r.crash}` : ''}`,
+  );
 if (!process.env.FUZZ_NO_REPORT) report(results);
 process.exitCode = results.some((r) => r.code !== 0) ? 1 : 0;

@@ -32,7 +32,8 @@ const args = [gyp, 'rebuild', '--directory', here];
 // Build against the headers of the running Node when they are installed (Debian: /usr/include/node);
 // node-gyp would otherwise try to download them, which fails offline.
 const prefix = join(dirname(process.execPath), '..');
-if (!process.env.npm_config_nodedir && existsSync(join(prefix, 'include', 'node', 'node_api.h'))) args.push(`--nodedir=${prefix}`);
+if (!process.env.npm_config_nodedir && existsSync(join(prefix, 'include', 'node', 'node_api.h')))
+  args.push(`--nodedir=${prefix}`);
 
 const r = spawnSync(process.execPath, args, { stdio: ['ignore', 'inherit', 'inherit'], timeout: 300_000 });
 if (r.status !== 0) skip(`node-gyp exited with ${r.status ?? r.signal}`);

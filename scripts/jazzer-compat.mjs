@@ -35,14 +35,18 @@ export function addonLoadError() {
 
 function run(cmd, args) {
   const r = spawnSync(cmd, args, { encoding: 'utf8' });
-  if (r.error) throw new Error(`jazzer-compat: ${cmd} not runnable (${r.error.message}); install it (scripts/setup.sh installs patchelf and g++)`);
+  if (r.error)
+    throw new Error(
+      `jazzer-compat: ${cmd} not runnable (${r.error.message}); install it (scripts/setup.sh installs patchelf and g++)`,
+    );
   if (r.status !== 0) throw new Error(`jazzer-compat: ${cmd} ${args.join(' ')} failed: ${r.stderr.trim()}`);
 }
 
 /** Sets VER_FLG_WEAK on the Vernaux entries named in `names` (ELF64 little-endian only). */
 export function weakenVersionNeeds(file, names) {
   const b = readFileSync(file);
-  if (b.readUInt32BE(0) !== 0x7f454c46 || b[4] !== 2 || b[5] !== 1) throw new Error(`jazzer-compat: ${file} is not an ELF64 little-endian file`);
+  if (b.readUInt32BE(0) !== 0x7f454c46 || b[4] !== 2 || b[5] !== 1)
+    throw new Error(`jazzer-compat: ${file} is not an ELF64 little-endian file`);
   const shoff = Number(b.readBigUInt64LE(0x28));
   const shentsize = b.readUInt16LE(0x3a);
   const shnum = b.readUInt16LE(0x3c);
@@ -55,7 +59,7 @@ export function weakenVersionNeeds(file, names) {
     const s = section(i);
     if (s.type !== 0x6ffffffe) continue; // SHT_GNU_verneed
     const strtab = section(s.link).offset;
-    for (let vn = s.offset; ; ) {
+    for (let vn = s.offset; ;) {
       const cnt = b.readUInt16LE(vn + 2);
       let aux = vn + b.readUInt32LE(vn + 8);
       for (let k = 0; k < cnt; k++) {

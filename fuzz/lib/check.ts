@@ -15,12 +15,18 @@ export function must(cond: boolean, what: string): asserts cond {
 }
 
 /** A throw from `fn` must be one of `allowed` (typed errors); anything else is rethrown as a finding. */
-export function onlyTyped<T>(fn: () => T, allowed: readonly (abstract new (...a: never[]) => Error)[], what: string): T | undefined {
+export function onlyTyped<T>(
+  fn: () => T,
+  allowed: readonly (abstract new (...a: never[]) => Error)[],
+  what: string,
+): T | undefined {
   try {
     return fn();
   } catch (e) {
     if (allowed.some((c) => e instanceof c)) return undefined;
-    throw new InvariantError(`${what}: untyped exception ${e instanceof Error ? `${e.name}: ${e.message}` : String(e)}`);
+    throw new InvariantError(
+      `${what}: untyped exception ${e instanceof Error ? `${e.name}: ${e.message}` : String(e)}`,
+    );
   }
 }
 
@@ -68,13 +74,13 @@ export function checksumProblem(buf: Uint8Array, off: number, len: number): stri
   const l4len = v.l4Len;
   if (v.proto === 6) {
     if (l4len < 20) return null;
-    return (sum16(buf, v.l4, l4len, pseudo(buf, v, 6, l4len)) === 0xffff) ? null : 'TCP checksum';
+    return sum16(buf, v.l4, l4len, pseudo(buf, v, 6, l4len)) === 0xffff ? null : 'TCP checksum';
   }
   if (v.proto === 17) {
     if (l4len < 8) return null;
     const c = (buf[v.l4 + 6]! << 8) | buf[v.l4 + 7]!;
     if (c === 0 && v.family === 4) return null;
-    return (sum16(buf, v.l4, l4len, pseudo(buf, v, 17, l4len)) === 0xffff) ? null : 'UDP checksum';
+    return sum16(buf, v.l4, l4len, pseudo(buf, v, 17, l4len)) === 0xffff ? null : 'UDP checksum';
   }
   if (v.proto === 1 && v.family === 4) {
     if (l4len < 8) return null;
@@ -110,12 +116,20 @@ export function fixChecksums(buf: Uint8Array, off: number, len: number): boolean
   const l4len = v.l4Len;
   let at = -1;
   let init = 0;
-  if (v.proto === 6 && l4len >= 20) { at = 16; init = pseudo(buf, v, 6, l4len); }
-  else if (v.proto === 17 && l4len >= 8) {
+  if (v.proto === 6 && l4len >= 20) {
+    at = 16;
+    init = pseudo(buf, v, 6, l4len);
+  } else if (v.proto === 17 && l4len >= 8) {
     if (v.family === 4 && buf[v.l4 + 6] === 0 && buf[v.l4 + 7] === 0) return true;
-    at = 6; init = pseudo(buf, v, 17, l4len);
-  } else if (v.proto === 1 && v.family === 4 && l4len >= 8) { at = 2; init = 0; }
-  else if (v.proto === 58 && v.family === 6 && l4len >= 8) { at = 2; init = pseudo(buf, v, 58, l4len); }
+    at = 6;
+    init = pseudo(buf, v, 17, l4len);
+  } else if (v.proto === 1 && v.family === 4 && l4len >= 8) {
+    at = 2;
+    init = 0;
+  } else if (v.proto === 58 && v.family === 6 && l4len >= 8) {
+    at = 2;
+    init = pseudo(buf, v, 58, l4len);
+  }
   if (at < 0) return true;
   put16(buf, v.l4 + at, 0);
   let c = ~sum16(buf, v.l4, l4len, init) & 0xffff;

@@ -12,7 +12,13 @@
  * header (TEB) + Ethernet + ARP reply from our MAC, inside the buffer; Consumed ⇒ no drop.
  */
 import { GeneveEngine, GeneveResult, GeneveVerdict } from '../../src/geneve/engine.js';
-import { GENEVE_PROTO_IPV4, GENEVE_PROTO_IPV6, GENEVE_PROTO_TEB, geneveHeaderLen, geneveProtocolType } from '../../src/geneve/header.js';
+import {
+  GENEVE_PROTO_IPV4,
+  GENEVE_PROTO_IPV6,
+  GENEVE_PROTO_TEB,
+  geneveHeaderLen,
+  geneveProtocolType,
+} from '../../src/geneve/header.js';
 import { GENEVE_DROP_COUNT } from '../../src/geneve/reasons.js';
 import { GeneveTunnelTable } from '../../src/geneve/table.js';
 import { parseAddress } from '../../src/packet/addr.js';
@@ -38,9 +44,30 @@ export class GeneveHarness {
 
   private static make(mode: 'l2' | 'l3'): GeneveEngine {
     const table = new GeneveTunnelTable();
-    table.add({ vni: 1, remoteUnderlay: UNDERLAYS[0]!, localUnderlay: '192.0.2.1', localInternalAddress: '10.80.0.1', remoteInternalAddress: '10.80.0.2', mode });
-    table.add({ vni: 2, remoteUnderlay: UNDERLAYS[1]!, localUnderlay: '2001:db8::1', localInternalAddress: '10.80.0.1', remoteInternalAddress: '10.80.0.3', mode });
-    table.add({ vni: 0xabcdef, remoteUnderlay: UNDERLAYS[2]!, localInternalAddress: 'fd80::1', remoteInternalAddress: 'fd80::2', mode, remoteMac: '0a:1b:2c:3d:4e:5f' });
+    table.add({
+      vni: 1,
+      remoteUnderlay: UNDERLAYS[0]!,
+      localUnderlay: '192.0.2.1',
+      localInternalAddress: '10.80.0.1',
+      remoteInternalAddress: '10.80.0.2',
+      mode,
+    });
+    table.add({
+      vni: 2,
+      remoteUnderlay: UNDERLAYS[1]!,
+      localUnderlay: '2001:db8::1',
+      localInternalAddress: '10.80.0.1',
+      remoteInternalAddress: '10.80.0.3',
+      mode,
+    });
+    table.add({
+      vni: 0xabcdef,
+      remoteUnderlay: UNDERLAYS[2]!,
+      localInternalAddress: 'fd80::1',
+      remoteInternalAddress: 'fd80::2',
+      mode,
+      remoteMac: '0a:1b:2c:3d:4e:5f',
+    });
     return new GeneveEngine(table, { understoodOptions: [{ optionClass: 0x0102, type: 0x80 }], arpRetryMs: 1000 });
   }
 
@@ -93,13 +120,22 @@ export class GeneveHarness {
       return;
     }
     must(drops === 0, `verdict ${verdict} counted ${drops} drops`);
-    must(r.off >= 0 && r.len >= 0 && r.off + r.len <= buf.length, `result region [${r.off}, +${r.len}) inside the buffer`);
+    must(
+      r.off >= 0 && r.len >= 0 && r.off + r.len <= buf.length,
+      `result region [${r.off}, +${r.len}) inside the buffer`,
+    );
     if (verdict === GeneveVerdict.Deliver) {
       must(r.off >= off && r.off + r.len <= off + len, 'the inner packet lies inside the datagram');
       must(c.rxPackets === rxBefore + 1, 'a delivery counts one rx packet');
       must(parseIp(buf, r.off, r.len, this.v) === IP_OK, 'the delivered packet parses as IP');
-      must(r.innerProtocol === (this.v.family === 4 ? GENEVE_PROTO_IPV4 : GENEVE_PROTO_IPV6), `inner protocol 0x${r.innerProtocol.toString(16)} matches IPv${this.v.family}`);
-      must(r.tunnel !== null && (this.mode === 'l2') === (r.tunnel.mode === 'l2'), 'delivered through a tunnel of this mode');
+      must(
+        r.innerProtocol === (this.v.family === 4 ? GENEVE_PROTO_IPV4 : GENEVE_PROTO_IPV6),
+        `inner protocol 0x${r.innerProtocol.toString(16)} matches IPv${this.v.family}`,
+      );
+      must(
+        r.tunnel !== null && (this.mode === 'l2') === (r.tunnel.mode === 'l2'),
+        'delivered through a tunnel of this mode',
+      );
     } else if (verdict === GeneveVerdict.SendControl) {
       must(this.mode === 'l2', 'only L2 answers with control frames');
       const g = r.off;
@@ -107,9 +143,16 @@ export class GeneveHarness {
       const eth = g + geneveHeaderLen(buf, g);
       must(((buf[eth + 12]! << 8) | buf[eth + 13]!) === ETHERTYPE_ARP, 'control frame is ARP');
       const arp = eth + ETH_HEADER_LEN;
-      must(arp + 28 <= g + r.len && arpValid(buf, arp, 28) && arpOperation(buf, arp) === ARP_OP_REPLY, 'control frame is a valid ARP reply');
+      must(
+        arp + 28 <= g + r.len && arpValid(buf, arp, 28) && arpOperation(buf, arp) === ARP_OP_REPLY,
+        'control frame is a valid ARP reply',
+      );
       must(r.tunnel !== null, 'a reply names its tunnel');
-      for (let i = 0; i < 6; i++) must(buf[eth + 6 + i] === r.tunnel.localMac[i] && buf[arp + 8 + i] === r.tunnel.localMac[i], 'the reply comes from our MAC');
+      for (let i = 0; i < 6; i++)
+        must(
+          buf[eth + 6 + i] === r.tunnel.localMac[i] && buf[arp + 8 + i] === r.tunnel.localMac[i],
+          'the reply comes from our MAC',
+        );
     } else {
       must(verdict === GeneveVerdict.Consumed && this.mode === 'l2', `verdict ${verdict} on receive`);
     }
@@ -123,16 +166,26 @@ function writeOuter(buf: Uint8Array, off: number, from: Uint8Array, payloadLen: 
   const udpLen = 8 + payloadLen;
   if (v4) {
     buf[off] = 0x45;
-    buf[off + 2] = (ip + udpLen) >>> 8; buf[off + 3] = (ip + udpLen) & 0xff;
-    buf[off + 8] = 64; buf[off + 9] = 17;
-    buf.set(from, off + 12); buf.set(LOCAL4, off + 16);
+    buf[off + 2] = (ip + udpLen) >>> 8;
+    buf[off + 3] = (ip + udpLen) & 0xff;
+    buf[off + 8] = 64;
+    buf[off + 9] = 17;
+    buf.set(from, off + 12);
+    buf.set(LOCAL4, off + 16);
   } else {
     buf[off] = 0x60;
-    buf[off + 4] = udpLen >>> 8; buf[off + 5] = udpLen & 0xff;
-    buf[off + 6] = 17; buf[off + 7] = 64;
-    buf.set(from, off + 8); buf.set(LOCAL6, off + 24);
+    buf[off + 4] = udpLen >>> 8;
+    buf[off + 5] = udpLen & 0xff;
+    buf[off + 6] = 17;
+    buf[off + 7] = 64;
+    buf.set(from, off + 8);
+    buf.set(LOCAL6, off + 24);
   }
   const u = off + ip;
-  buf[u] = 0xc0; buf[u + 1] = 0x01; buf[u + 2] = 6091 >>> 8; buf[u + 3] = 6091 & 0xff;
-  buf[u + 4] = udpLen >>> 8; buf[u + 5] = udpLen & 0xff;
+  buf[u] = 0xc0;
+  buf[u + 1] = 0x01;
+  buf[u + 2] = 6091 >>> 8;
+  buf[u + 3] = 6091 & 0xff;
+  buf[u + 4] = udpLen >>> 8;
+  buf[u + 5] = udpLen & 0xff;
 }

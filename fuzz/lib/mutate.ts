@@ -17,28 +17,153 @@ import { fileURLToPath } from 'node:url';
 
 /** Values network configuration is made of, valid and not. */
 export const PALETTE: readonly string[] = [
-  '', '0', '1', '-1', '65535', '65536', '4294967296', 'true', 'null', 'a', ' ', '\u0000', '%', ':', '/', '.', ',',
-  '10.0.0.0/16', '10.0.0.0/8', '10.0.0.1/16', '10.70.0.0/16', '10.71.0.0/16', '0.0.0.0/0', '10.0.0.0/33', '10.0.0.0/-1', '10.0.0.0/', '/16',
-  '10.0.0.1', '10.80.0.1', '10.80.0.2', '172.18.0.3', '192.168.1.10', '0.0.0.0', '255.255.255.255', '256.0.0.1', '1.2.3', '01.2.3.4',
-  '::', '::1', 'fd00::/48', 'fd00::1', '2001:db8::7', 'fe80::1%eth0', '::ffff:10.0.0.1', '[::1]:51820', '1:2:3:4:5:6:7:8:9',
-  '192.0.2.20:51840', 'host:1', ':51840', '10.0.0.1:0', '10.0.0.1:99999',
-  'cluster-a', 'cluster-b', 'worker-1', 'worker-2', 'gw-keys', 'liqo-tenant-cluster-b', 'liqo.io/remote-cluster-id', 'ipam.liqo.io/network-type',
-  'pod-cidr', 'service-cidr', 'external-cidr', 'internal-cidr', 'NodePort', 'LoadBalancer', 'UDP', 'TCP',
-  'KDhoEFGiPp0W+S+G9mI2QmMnMCEL2f//Nma/xnbRDkU=', 'oJa8v5MaKeN3sGri52LniAqMBI7ot5Hpj14D9Bb0mXk=', 'AAAA', '====',
-  'IPV4', 'IPV6', 'prerouting', 'input', 'forward', 'output', 'postrouting', 'filter', 'nat', 'route', 'accept', 'drop', 'reject',
-  'dnat', 'snat', 'masquerade', 'eq', 'neq', 'src', 'dst', 'in', 'out', 'tcp', 'udp', 'icmp', 'liqo-tunnel', 'eth0', '1360', '1000-2000', '2000-1000',
-  'ctmark', 'metamark', 'tcpmssclamp', 'notrack', 'l2', 'l3', 'gateway', 'node', 'auto', 'pure', 'openssl',
+  '',
+  '0',
+  '1',
+  '-1',
+  '65535',
+  '65536',
+  '4294967296',
+  'true',
+  'null',
+  'a',
+  ' ',
+  '\u0000',
+  '%',
+  ':',
+  '/',
+  '.',
+  ',',
+  '10.0.0.0/16',
+  '10.0.0.0/8',
+  '10.0.0.1/16',
+  '10.70.0.0/16',
+  '10.71.0.0/16',
+  '0.0.0.0/0',
+  '10.0.0.0/33',
+  '10.0.0.0/-1',
+  '10.0.0.0/',
+  '/16',
+  '10.0.0.1',
+  '10.80.0.1',
+  '10.80.0.2',
+  '172.18.0.3',
+  '192.168.1.10',
+  '0.0.0.0',
+  '255.255.255.255',
+  '256.0.0.1',
+  '1.2.3',
+  '01.2.3.4',
+  '::',
+  '::1',
+  'fd00::/48',
+  'fd00::1',
+  '2001:db8::7',
+  'fe80::1%eth0',
+  '::ffff:10.0.0.1',
+  '[::1]:51820',
+  '1:2:3:4:5:6:7:8:9',
+  '192.0.2.20:51840',
+  'host:1',
+  ':51840',
+  '10.0.0.1:0',
+  '10.0.0.1:99999',
+  'cluster-a',
+  'cluster-b',
+  'worker-1',
+  'worker-2',
+  'gw-keys',
+  'liqo-tenant-cluster-b',
+  'liqo.io/remote-cluster-id',
+  'ipam.liqo.io/network-type',
+  'pod-cidr',
+  'service-cidr',
+  'external-cidr',
+  'internal-cidr',
+  'NodePort',
+  'LoadBalancer',
+  'UDP',
+  'TCP',
+  'KDhoEFGiPp0W+S+G9mI2QmMnMCEL2f//Nma/xnbRDkU=',
+  'oJa8v5MaKeN3sGri52LniAqMBI7ot5Hpj14D9Bb0mXk=',
+  'AAAA',
+  '====',
+  'IPV4',
+  'IPV6',
+  'prerouting',
+  'input',
+  'forward',
+  'output',
+  'postrouting',
+  'filter',
+  'nat',
+  'route',
+  'accept',
+  'drop',
+  'reject',
+  'dnat',
+  'snat',
+  'masquerade',
+  'eq',
+  'neq',
+  'src',
+  'dst',
+  'in',
+  'out',
+  'tcp',
+  'udp',
+  'icmp',
+  'liqo-tunnel',
+  'eth0',
+  '1360',
+  '1000-2000',
+  '2000-1000',
+  'ctmark',
+  'metamark',
+  'tcpmssclamp',
+  'notrack',
+  'l2',
+  'l3',
+  'gateway',
+  'node',
+  'auto',
+  'pure',
+  'openssl',
 ];
 
-const NUMBERS: readonly number[] = [0, 1, -1, 2, 255, 256, 1280, 1340, 65535, 65536, 2 ** 24, 2 ** 31, 2 ** 32, 2 ** 53, 1.5, -0.5, 1e300];
+const NUMBERS: readonly number[] = [
+  0,
+  1,
+  -1,
+  2,
+  255,
+  256,
+  1280,
+  1340,
+  65535,
+  65536,
+  2 ** 24,
+  2 ** 31,
+  2 ** 32,
+  2 ** 53,
+  1.5,
+  -0.5,
+  1e300,
+];
 
 /** Reads bytes in order; 0 once exhausted. */
 class Cursor {
   i = 0;
   constructor(readonly d: Uint8Array) {}
-  get done(): boolean { return this.i >= this.d.length; }
-  byte(): number { return this.i < this.d.length ? this.d[this.i++]! : 0; }
-  u32(): number { return (this.byte() | (this.byte() << 8) | (this.byte() << 16) | (this.byte() << 24)) >>> 0; }
+  get done(): boolean {
+    return this.i >= this.d.length;
+  }
+  byte(): number {
+    return this.i < this.d.length ? this.d[this.i++]! : 0;
+  }
+  u32(): number {
+    return (this.byte() | (this.byte() << 8) | (this.byte() << 16) | (this.byte() << 24)) >>> 0;
+  }
 }
 
 type Slot = { parent: Record<string, unknown> | unknown[]; key: string | number; value: unknown };
@@ -46,9 +171,16 @@ type Slot = { parent: Record<string, unknown> | unknown[]; key: string | number;
 function slots(root: unknown): Slot[] {
   const out: Slot[] = [];
   const walk = (node: unknown): void => {
-    if (Array.isArray(node)) node.forEach((v, i) => { out.push({ parent: node, key: i, value: v }); walk(v); });
+    if (Array.isArray(node))
+      node.forEach((v, i) => {
+        out.push({ parent: node, key: i, value: v });
+        walk(v);
+      });
     else if (typeof node === 'object' && node !== null) {
-      for (const [k, v] of Object.entries(node)) { out.push({ parent: node as Record<string, unknown>, key: k, value: v }); walk(v); }
+      for (const [k, v] of Object.entries(node)) {
+        out.push({ parent: node as Record<string, unknown>, key: k, value: v });
+        walk(v);
+      }
     }
   };
   walk(root);
@@ -71,12 +203,19 @@ export function mutate<T>(seed: T, data: Uint8Array, typeChanges: boolean): T {
     // Leaves of the kind an edit needs: retarget to the next one in order when `s` is not one.
     const find = (pred: (v: unknown) => boolean): Slot | undefined => {
       const start = all.indexOf(s);
-      for (let k = 0; k < all.length; k++) { const t = all[(start + k) % all.length]!; if (pred(t.value)) return t; }
+      for (let k = 0; k < all.length; k++) {
+        const t = all[(start + k) % all.length]!;
+        if (pred(t.value)) return t;
+      }
       return undefined;
     };
     const str = (v: unknown) => typeof v === 'string';
     switch (op) {
-      case 0: { const t = find(str); if (t) set(t, PALETTE[c.byte() % PALETTE.length]); break; }
+      case 0: {
+        const t = find(str);
+        if (t) set(t, PALETTE[c.byte() % PALETTE.length]);
+        break;
+      }
       case 1: {
         const t = find(str);
         const len = c.byte() % 40;
@@ -97,15 +236,34 @@ export function mutate<T>(seed: T, data: Uint8Array, typeChanges: boolean): T {
       case 3: {
         const t = find((v) => typeof v === 'number');
         const pick = c.byte();
-        if (t) set(t, pick < 128 ? NUMBERS[pick % NUMBERS.length] : (c.u32() | 0));
+        if (t) set(t, pick < 128 ? NUMBERS[pick % NUMBERS.length] : c.u32() | 0);
         break;
       }
-      case 4: if (!Array.isArray(s.parent)) delete (s.parent as Record<string, unknown>)[s.key as string]; break;
-      case 5: if (Array.isArray(s.parent)) s.parent.splice(s.key as number, 1); break;
-      case 6: if (Array.isArray(s.parent)) s.parent.splice(s.key as number, 0, structuredClone(s.value)); break;
+      case 4:
+        if (!Array.isArray(s.parent)) delete (s.parent as Record<string, unknown>)[s.key as string];
+        break;
+      case 5:
+        if (Array.isArray(s.parent)) s.parent.splice(s.key as number, 1);
+        break;
+      case 6:
+        if (Array.isArray(s.parent)) s.parent.splice(s.key as number, 0, structuredClone(s.value));
+        break;
       case 7: {
         const k = c.byte() % 6;
-        set(s, k === 0 ? null : k === 1 ? [] : k === 2 ? {} : k === 3 ? NUMBERS[c.byte() % NUMBERS.length] : k === 4 ? PALETTE[c.byte() % PALETTE.length] : true);
+        set(
+          s,
+          k === 0
+            ? null
+            : k === 1
+              ? []
+              : k === 2
+                ? {}
+                : k === 3
+                  ? NUMBERS[c.byte() % NUMBERS.length]
+                  : k === 4
+                    ? PALETTE[c.byte() % PALETTE.length]
+                    : true,
+        );
         break;
       }
     }

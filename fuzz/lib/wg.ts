@@ -12,7 +12,14 @@
 import type { CryptoBackend } from '../../src/crypto/backend.js';
 import { createNodeBackend } from '../../src/crypto/node.js';
 import { parsePrefix } from '../../src/packet/addr.js';
-import { Device, RECEIVE_DELIVER, RECEIVE_DROP, RECEIVE_HANDSHAKE, RECEIVE_KEEPALIVE, ReceiveResult } from '../../src/wireguard/device.js';
+import {
+  Device,
+  RECEIVE_DELIVER,
+  RECEIVE_DROP,
+  RECEIVE_HANDSHAKE,
+  RECEIVE_KEEPALIVE,
+  ReceiveResult,
+} from '../../src/wireguard/device.js';
 import { DROP_REASON_COUNT } from '../../src/wireguard/drops.js';
 import { COOKIE_REPLY_SIZE, INITIATION_SIZE, KEEPALIVE_SIZE, RESPONSE_SIZE } from '../../src/wireguard/messages.js';
 import type { Endpoint, Peer } from '../../src/wireguard/peer.js';
@@ -83,7 +90,8 @@ function checkOutgoing(buf: Uint8Array, off: number, len: number): void {
   const type = buf[off]!;
   must(buf[off + 1] === 0 && buf[off + 2] === 0 && buf[off + 3] === 0, 'outgoing message: reserved bytes zero');
   const size = type === 1 ? INITIATION_SIZE : type === 2 ? RESPONSE_SIZE : type === 3 ? COOKIE_REPLY_SIZE : -1;
-  if (type === 4) must(len >= KEEPALIVE_SIZE && (len - KEEPALIVE_SIZE) % 16 === 0, `outgoing transport of ${len} bytes is padded`);
+  if (type === 4)
+    must(len >= KEEPALIVE_SIZE && (len - KEEPALIVE_SIZE) % 16 === 0, `outgoing transport of ${len} bytes is padded`);
   else must(len === size, `outgoing type ${type} of ${len} bytes (want ${size})`);
 }
 
@@ -99,24 +107,46 @@ export function established(): World {
 }
 
 /** Device.receive plus the invariants in the header; returns the result code, `rr` holds the rest. */
-export function receiveChecked(d: Device, buf: Uint8Array, off: number, len: number, from: Endpoint, now: number, underLoad: boolean): number {
+export function receiveChecked(
+  d: Device,
+  buf: Uint8Array,
+  off: number,
+  len: number,
+  from: Endpoint,
+  now: number,
+  underLoad: boolean,
+): number {
   const before = total(d.drops);
   const r = d.receive(buf, off, len, from, now, underLoad, rr);
   const counted = total(d.drops) - before;
   must(r === rr.action || r === RECEIVE_DROP, `returned ${r}, result says ${rr.action}`);
   if (r === RECEIVE_DROP) {
     must(counted === 1, `a drop counts exactly one (counted ${counted})`);
-    must(rr.reason >= 0 && rr.reason < DROP_REASON_COUNT && d.drops[rr.reason]! > 0, `drop reason ${rr.reason} named and counted`);
+    must(
+      rr.reason >= 0 && rr.reason < DROP_REASON_COUNT && d.drops[rr.reason]! > 0,
+      `drop reason ${rr.reason} named and counted`,
+    );
     return r;
   }
   must(counted === 0, `result ${r} counted ${counted} drops`);
   must(r === RECEIVE_DELIVER || r === RECEIVE_KEEPALIVE || r === RECEIVE_HANDSHAKE, `result ${r} is a RECEIVE_* code`);
   if (r === RECEIVE_DELIVER) {
     must(rr.peer !== null, 'a delivery names its peer');
-    must(rr.start >= off + 16 && rr.start + rr.length <= off + len - 16, `plaintext [${rr.start}, +${rr.length}) inside the datagram`);
+    must(
+      rr.start >= off + 16 && rr.start + rr.length <= off + len - 16,
+      `plaintext [${rr.start}, +${rr.length}) inside the datagram`,
+    );
     const ver = buf[rr.start]! >>> 4;
-    const stated = ver === 4 ? (buf[rr.start + 2]! << 8) | buf[rr.start + 3]! : ver === 6 ? 40 + ((buf[rr.start + 4]! << 8) | buf[rr.start + 5]!) : -1;
-    must(stated === rr.length && rr.length >= (ver === 4 ? 20 : 40), `the plaintext is one whole IP packet (v${ver}, states ${stated}, delivered ${rr.length})`);
+    const stated =
+      ver === 4
+        ? (buf[rr.start + 2]! << 8) | buf[rr.start + 3]!
+        : ver === 6
+          ? 40 + ((buf[rr.start + 4]! << 8) | buf[rr.start + 5]!)
+          : -1;
+    must(
+      stated === rr.length && rr.length >= (ver === 4 ? 20 : 40),
+      `the plaintext is one whole IP packet (v${ver}, states ${stated}, delivered ${rr.length})`,
+    );
   }
   return r;
 }

@@ -22,22 +22,41 @@ export function fuzz(data: Uint8Array): void {
   const node = (data[0]! & 1) === 1;
   const res = mutate(SEEDS[(data[0]! >>> 1) % SEEDS.length]!, data.subarray(1), false);
   // The watcher always hands over every list (emptyResources()); edits change what is in them.
-  for (const k of Object.keys(SEEDS[0]!) as (keyof LiqoResources)[]) if (!Array.isArray(res[k])) (res as unknown as Record<string, unknown[]>)[k] = [];
+  for (const k of Object.keys(SEEDS[0]!) as (keyof LiqoResources)[])
+    if (!Array.isArray(res[k])) (res as unknown as Record<string, unknown[]>)[k] = [];
   let out;
   try {
-    out = translate(res, node ? { role: 'node', clusterId: 'cluster-a', nodeName: 'worker-1' } : { role: 'gateway', clusterId: 'cluster-a', nodeName: 'worker-1' });
+    out = translate(
+      res,
+      node
+        ? { role: 'node', clusterId: 'cluster-a', nodeName: 'worker-1' }
+        : { role: 'gateway', clusterId: 'cluster-a', nodeName: 'worker-1' },
+    );
   } catch (e) {
-    if (!(e instanceof ConfigError)) throw new InvariantError(`translate threw ${e instanceof Error ? `${e.name}: ${e.message}` : String(e)}`);
-    must(e.issues.length > 0 && e.issues.every((i) => typeof i.message === 'string' && i.message !== ''), 'a ConfigError names its issues');
-    if (e instanceof TranslateError) must(e.objects.length === e.issues.length, `TranslateError: ${e.objects.length} objects for ${e.issues.length} issues`);
+    if (!(e instanceof ConfigError))
+      throw new InvariantError(`translate threw ${e instanceof Error ? `${e.name}: ${e.message}` : String(e)}`);
+    must(
+      e.issues.length > 0 && e.issues.every((i) => typeof i.message === 'string' && i.message !== ''),
+      'a ConfigError names its issues',
+    );
+    if (e instanceof TranslateError)
+      must(
+        e.objects.length === e.issues.length,
+        `TranslateError: ${e.objects.length} objects for ${e.issues.length} issues`,
+      );
     return;
   }
-  must(out.warnings.every((w) => typeof w === 'string' && !w.includes('\n')), 'warnings are one-line strings');
+  must(
+    out.warnings.every((w) => typeof w === 'string' && !w.includes('\n')),
+    'warnings are one-line strings',
+  );
   let again;
   try {
     again = parseConfig(JSON.parse(JSON.stringify(out.config)), 'fuzz');
   } catch (e) {
-    throw new InvariantError(`the translated configuration does not validate again: ${e instanceof Error ? e.message : String(e)}`);
+    throw new InvariantError(
+      `the translated configuration does not validate again: ${e instanceof Error ? e.message : String(e)}`,
+    );
   }
   must(JSON.stringify(again) === JSON.stringify(out.config), 'revalidation changes the translated configuration');
 }

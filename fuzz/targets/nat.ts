@@ -22,7 +22,20 @@ import { NAT_DROP_MIN, NAT_FORWARD, NAT_REPLY, NAT_RESULT_COUNT } from '../../sr
 import { checksumProblem, fixChecksums, hex, must, total } from '../lib/check.js';
 import { records } from '../lib/records.js';
 
-const PALETTE4 = ['10.0.1.11', '10.0.2.23', '172.18.0.5', '10.71.2.23', '10.72.0.8', '10.70.0.1', '10.70.5.5', '10.0.9.9', '0.0.0.0', '255.255.255.255', '224.0.0.1', '10.71.255.255'].map(parseAddress);
+const PALETTE4 = [
+  '10.0.1.11',
+  '10.0.2.23',
+  '172.18.0.5',
+  '10.71.2.23',
+  '10.72.0.8',
+  '10.70.0.1',
+  '10.70.5.5',
+  '10.0.9.9',
+  '0.0.0.0',
+  '255.255.255.255',
+  '224.0.0.1',
+  '10.71.255.255',
+].map(parseAddress);
 const PALETTE6 = ['fd00:a::11', 'fd00:b::5', 'fd99::5', 'fd70::1', 'fd18::5', '::', 'ff02::1', '::1'].map(parseAddress);
 const HEAD = 64;
 const TAIL = 64;
@@ -69,7 +82,10 @@ function translate(buf: Uint8Array, off: number, len: number, inbound: boolean):
   const drops = total(nat.drops);
   const r = inbound ? nat.inbound(buf, off, len, peer, now) : nat.outbound(buf, off, len, peer, now);
   const counted = total(nat.drops) - drops;
-  must(r === NAT_FORWARD || r === NAT_REPLY || (r >= NAT_DROP_MIN && r < NAT_RESULT_COUNT), `result ${r} is forward, reply or a named drop`);
+  must(
+    r === NAT_FORWARD || r === NAT_REPLY || (r >= NAT_DROP_MIN && r < NAT_RESULT_COUNT),
+    `result ${r} is forward, reply or a named drop`,
+  );
   must(counted === (r >= NAT_DROP_MIN ? 1 : 0), `result ${r} counted ${counted} drops`);
   return r;
 }
@@ -116,13 +132,17 @@ function one(h: Uint8Array, pkt: Uint8Array): void {
   must(parseIp(buf, off, len, v) === IP_OK, 'a forwarded packet still parses');
   if (fixed || csumOk) {
     const p = checksumProblem(buf, off, len);
-    must(p === null, `${inbound ? 'inbound' : 'outbound'} left a wrong ${p}: in ${hex(original)} out ${hex(buf, off, len)}`);
+    must(
+      p === null,
+      `${inbound ? 'inbound' : 'outbound'} left a wrong ${p}: in ${hex(original)} out ${hex(buf, off, len)}`,
+    );
   }
   // Round trip: the peer answers what left, from where it went to where it came from.
   if (!towardsPeer || !csumOk || v.l4 < 0) return;
-  const icmpEcho = (v.proto === 1 && v.family === 4 && buf[v.l4] === 8) || (v.proto === 58 && v.family === 6 && buf[v.l4] === 128);
+  const icmpEcho =
+    (v.proto === 1 && v.family === 4 && buf[v.l4] === 8) || (v.proto === 58 && v.family === 6 && buf[v.l4] === 128);
   if (!(v.proto === 6 || v.proto === 17 || icmpEcho) || v.l4Len < (v.proto === 6 ? 20 : 8)) return;
-  if ((v.family === 4 && ((buf[off + 6]! & 0x3f) | buf[off + 7]!) !== 0)) return; // fragments carry no ports to restore
+  if (v.family === 4 && ((buf[off + 6]! & 0x3f) | buf[off + 7]!) !== 0) return; // fragments carry no ports to restore
   const sent = flowKey(buf, v, true);
   const o = new IpView();
   parseIp(original, 0, len, o);

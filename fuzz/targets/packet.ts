@@ -9,8 +9,23 @@
  * built parses, carries correct checksums, is addressed to the packet's source and quotes the
  * packet's first bytes unchanged; an ARP request turned into a reply is a valid reply.
  */
-import { ARP_OP_REPLY, ARP_OP_REQUEST, ARP_SPA_OFFSET, ARP_TPA_OFFSET, arpOperation, arpRequestToReply, arpValid } from '../../src/packet/arp.js';
-import { TIME_EXCEEDED_V4_PREFIX, TIME_EXCEEDED_V6_PREFIX, errorAllowed, writeFragNeededV4, writePacketTooBigV6, writeTimeExceeded } from '../../src/packet/icmp-error.js';
+import {
+  ARP_OP_REPLY,
+  ARP_OP_REQUEST,
+  ARP_SPA_OFFSET,
+  ARP_TPA_OFFSET,
+  arpOperation,
+  arpRequestToReply,
+  arpValid,
+} from '../../src/packet/arp.js';
+import {
+  TIME_EXCEEDED_V4_PREFIX,
+  TIME_EXCEEDED_V6_PREFIX,
+  errorAllowed,
+  writeFragNeededV4,
+  writePacketTooBigV6,
+  writeTimeExceeded,
+} from '../../src/packet/icmp-error.js';
 import { IP_OK, IpView, parseIp } from '../../src/packet/ip-view.js';
 import { ipv4HeaderValid } from '../../src/packet/ipv4.js';
 import { ipv6HeaderValid } from '../../src/packet/ipv6.js';
@@ -52,8 +67,14 @@ export function fuzz(data: Uint8Array): void {
   if (r !== IP_OK) return;
   must(v.family === ver, `family ${v.family} = version nibble ${ver}`);
   must(v.off === off && v.end > off && v.end <= off + len, `end ${v.end - off} within [1, ${len}]`);
-  must(v.srcOff >= off && v.dstOff >= v.srcOff + v.addrLen && v.dstOff + v.addrLen <= v.end, 'addresses inside the header');
-  must(v.l4 === -1 ? v.l4Len === 0 : v.l4 > v.dstOff && v.l4 <= v.end && v.l4Len === v.end - v.l4, `transport offset ${v.l4 - off}/${v.l4Len}`);
+  must(
+    v.srcOff >= off && v.dstOff >= v.srcOff + v.addrLen && v.dstOff + v.addrLen <= v.end,
+    'addresses inside the header',
+  );
+  must(
+    v.l4 === -1 ? v.l4Len === 0 : v.l4 > v.dstOff && v.l4 <= v.end && v.l4Len === v.end - v.l4,
+    `transport offset ${v.l4 - off}/${v.l4Len}`,
+  );
   // ipv4HeaderValid also verifies the header checksum, which parseIp leaves to the receiver.
   if (ver === 6) must(ipv6HeaderValid(buf, off, len), 'parseIp accepted an IPv6 header ipv6HeaderValid refuses');
   if ((flags & 1) !== 0) {
@@ -65,7 +86,10 @@ export function fuzz(data: Uint8Array): void {
     const hl = tcpHeaderLen(buf, v.l4);
     must(hl >= 20 && hl <= v.l4Len, `TCP header length ${hl} within ${v.l4Len}`);
     const mss = tcpFindMssOption(buf, v.l4, v.l4Len);
-    must(mss === -1 || (mss >= v.l4 + 22 && mss + 2 <= v.l4 + hl), `MSS value at ${mss - v.l4} inside the ${hl}-byte header`);
+    must(
+      mss === -1 || (mss >= v.l4 + 22 && mss + 2 <= v.l4 + hl),
+      `MSS value at ${mss - v.l4} inside the ${hl}-byte header`,
+    );
   }
 
   // Errors about the packet, built from a copy so the original stays for comparison.
@@ -75,7 +99,15 @@ export function fuzz(data: Uint8Array): void {
     const b = buf.slice();
     const n = writeTimeExceeded(b, off, len, ver === 4 ? SRC4 : SRC6);
     must(allowed ? n > 0 : n <= 0, `writeTimeExceeded ${n} agrees with errorAllowed ${allowed}`);
-    if (n > 0) checkError(b, off - (ver === 4 ? TIME_EXCEEDED_V4_PREFIX : TIME_EXCEEDED_V6_PREFIX), n, orig, ver, 'Time Exceeded');
+    if (n > 0)
+      checkError(
+        b,
+        off - (ver === 4 ? TIME_EXCEEDED_V4_PREFIX : TIME_EXCEEDED_V6_PREFIX),
+        n,
+        orig,
+        ver,
+        'Time Exceeded',
+      );
   }
   {
     const b = buf.slice(off);
@@ -93,6 +125,9 @@ function checkError(b: Uint8Array, start: number, n: number, orig: Uint8Array, v
   must(sameBytes(b, e.dstOff, orig, ver === 4 ? 12 : 8, e.addrLen), `${what}: addressed to the packet's source`);
   const hdr = (ver === 4 ? 20 : 40) + 8;
   const quoted = n - hdr;
-  must(quoted > 0 && quoted <= orig.length && sameBytes(b, start + hdr, orig, 0, quoted), `${what}: quotes the packet's first ${quoted} bytes`);
+  must(
+    quoted > 0 && quoted <= orig.length && sameBytes(b, start + hdr, orig, 0, quoted),
+    `${what}: quotes the packet's first ${quoted} bytes`,
+  );
   must(n <= (ver === 4 ? 576 : 1280), `${what}: ${n} bytes within the RFC limit`);
 }

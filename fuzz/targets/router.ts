@@ -25,8 +25,24 @@ import { checksumProblem, fixChecksums, hex, must, total } from '../lib/check.js
 import { records } from '../lib/records.js';
 
 type Link = { name: string };
-const PALETTE4 = ['10.0.1.11', '10.0.2.23', '10.0.3.3', '172.18.0.5', '10.71.2.23', '10.73.2.23', '10.72.0.8', '10.70.0.1', '10.80.0.1', '10.80.0.2',
-  '169.254.18.1', '169.254.18.2', '169.254.18.6', '10.0.0.1', '0.0.0.0', '224.0.0.1'].map(parseAddress);
+const PALETTE4 = [
+  '10.0.1.11',
+  '10.0.2.23',
+  '10.0.3.3',
+  '172.18.0.5',
+  '10.71.2.23',
+  '10.73.2.23',
+  '10.72.0.8',
+  '10.70.0.1',
+  '10.80.0.1',
+  '10.80.0.2',
+  '169.254.18.1',
+  '169.254.18.2',
+  '169.254.18.6',
+  '10.0.0.1',
+  '0.0.0.0',
+  '224.0.0.1',
+].map(parseAddress);
 const PALETTE6 = ['fd00::1', 'fd00::3', 'fd00::9', '2001:db8::1', '::', 'ff02::1'].map(parseAddress);
 const HEADROOMS = [0, 40, 76, 128];
 
@@ -40,19 +56,60 @@ const v = new IpView();
 let now = 1_700_000_000_000;
 
 export function reset(): void {
-  nat = new Nat({ localPodCIDRs: ['10.0.0.0/16'], localExternalCIDR: '10.70.0.0/16', mtu: 1340, icmpSourceV4: '10.80.0.1', conntrack: { seed: 1, capacity: 64 } });
+  nat = new Nat({
+    localPodCIDRs: ['10.0.0.0/16'],
+    localExternalCIDR: '10.70.0.0/16',
+    mtu: 1340,
+    icmpSourceV4: '10.80.0.1',
+    conntrack: { seed: 1, capacity: 64 },
+  });
   const table = new GeneveTunnelTable();
-  table.add({ vni: 1, remoteUnderlay: '192.168.0.2', localInternalAddress: '10.80.0.1', remoteInternalAddress: '10.80.0.2', mode: 'l3', name: 'node1' });
-  table.add({ vni: 2, remoteUnderlay: '192.168.0.3', localInternalAddress: '10.80.0.1', remoteInternalAddress: '10.80.0.3', mode: 'l3', name: 'node2' });
-  table.add({ vni: 3, remoteUnderlay: '192.168.0.4', localInternalAddress: 'fd00::1', remoteInternalAddress: 'fd00::3', mode: 'l3', name: 'node3' });
+  table.add({
+    vni: 1,
+    remoteUnderlay: '192.168.0.2',
+    localInternalAddress: '10.80.0.1',
+    remoteInternalAddress: '10.80.0.2',
+    mode: 'l3',
+    name: 'node1',
+  });
+  table.add({
+    vni: 2,
+    remoteUnderlay: '192.168.0.3',
+    localInternalAddress: '10.80.0.1',
+    remoteInternalAddress: '10.80.0.3',
+    mode: 'l3',
+    name: 'node2',
+  });
+  table.add({
+    vni: 3,
+    remoteUnderlay: '192.168.0.4',
+    localInternalAddress: 'fd00::1',
+    remoteInternalAddress: 'fd00::3',
+    mode: 'l3',
+    name: 'node3',
+  });
   table.addPodRoute('10.0.1.0/24', '10.80.0.2');
   table.addPodRoute('10.0.2.0/24', '10.80.0.3');
   router = new Router<Link, GeneveTunnel>({ nat, nodes: table, icmpRatePerSecond: 1_000_000, icmpBurst: 1_000_000 });
   const remote = { podCIDRs: ['10.0.0.0/16'], externalCIDRs: ['10.70.0.0/16'] };
-  const b = router.addPeer('b', nat.addPeer({ name: 'b', remote, remapped: { podCIDRs: ['10.71.0.0/16'], externalCIDRs: ['10.72.0.0/16'] } }), links[0]!);
-  const c = router.addPeer('c', nat.addPeer({ name: 'c', remote, remapped: { podCIDRs: ['10.73.0.0/16'], externalCIDRs: ['10.74.0.0/16'] } }), links[1]!);
+  const b = router.addPeer(
+    'b',
+    nat.addPeer({ name: 'b', remote, remapped: { podCIDRs: ['10.71.0.0/16'], externalCIDRs: ['10.72.0.0/16'] } }),
+    links[0]!,
+  );
+  const c = router.addPeer(
+    'c',
+    nat.addPeer({ name: 'c', remote, remapped: { podCIDRs: ['10.73.0.0/16'], externalCIDRs: ['10.74.0.0/16'] } }),
+    links[1]!,
+  );
   router.setLocalAddresses(['10.80.0.1', 'fd00::1']);
-  router.setTunnelAddresses(['169.254.18.1'], [{ address: '169.254.18.2', peer: b }, { address: '169.254.18.6', peer: c }]);
+  router.setTunnelAddresses(
+    ['169.254.18.1'],
+    [
+      { address: '169.254.18.2', peer: b },
+      { address: '169.254.18.6', peer: c },
+    ],
+  );
   now = 1_700_000_000_000;
 }
 reset();
@@ -72,8 +129,14 @@ function one(h: Uint8Array, pkt: Uint8Array): void {
   buf.set(pkt, head);
   const ver = len > 0 ? buf[head]! >>> 4 : 0;
   if ((flags & 8) !== 0) {
-    if (ver === 4 && len >= 20) { buf.set(PALETTE4[h[1]! % PALETTE4.length]!, head + 12); buf.set(PALETTE4[h[2]! % PALETTE4.length]!, head + 16); }
-    if (ver === 6 && len >= 40) { buf.set(PALETTE6[h[1]! % PALETTE6.length]!, head + 8); buf.set(PALETTE6[h[2]! % PALETTE6.length]!, head + 24); }
+    if (ver === 4 && len >= 20) {
+      buf.set(PALETTE4[h[1]! % PALETTE4.length]!, head + 12);
+      buf.set(PALETTE4[h[2]! % PALETTE4.length]!, head + 16);
+    }
+    if (ver === 6 && len >= 40) {
+      buf.set(PALETTE6[h[1]! % PALETTE6.length]!, head + 8);
+      buf.set(PALETTE6[h[2]! % PALETTE6.length]!, head + 24);
+    }
   }
   if ((flags & 4) !== 0) fixChecksums(buf, head, len);
   const csumOk = parseIp(buf, head, len, v) === IP_OK && checksumProblem(buf, head, len) === null;
@@ -91,7 +154,10 @@ function one(h: Uint8Array, pkt: Uint8Array): void {
   const drops = total(rd) - rd[RouterDrop.TtlExpired]! + total(nat.drops) - dropsBefore;
   const expired = rd[RouterDrop.TtlExpired]! - ttlBefore;
   must(expired <= 1 && outputs <= 1, `one packet in, ${outputs} out, ${expired} expired`);
-  must(expired === 1 ? outputs + drops <= 1 : outputs + drops === 1, `exactly one fate: ${outputs} outputs, ${drops} drops, ${expired} expired (source ${source}, ${input})`);
+  must(
+    expired === 1 ? outputs + drops <= 1 : outputs + drops === 1,
+    `exactly one fate: ${outputs} outputs, ${drops} drops, ${expired} expired (source ${source}, ${input})`,
+  );
   for (const list of [L.toPeers, L.toNodes, L.toHost] as const) {
     for (let i = 0; i < list.count; i++) {
       const o = list.offs[i]!;

@@ -12,7 +12,19 @@
  * rewrite it in place).
  */
 import { IP_OK, IpView, parseIp } from '../../src/packet/ip-view.js';
-import { OUTPUT_HOST, OUTPUT_NODE, OUTPUT_NONE, OUTPUT_PEER, PacketMeta, SOURCE_HOST, SOURCE_NODE, SOURCE_PEER, VERDICT_ACCEPT, VERDICT_DROP, VERDICT_REPLY } from '../../src/router/hooks.js';
+import {
+  OUTPUT_HOST,
+  OUTPUT_NODE,
+  OUTPUT_NONE,
+  OUTPUT_PEER,
+  PacketMeta,
+  SOURCE_HOST,
+  SOURCE_NODE,
+  SOURCE_PEER,
+  VERDICT_ACCEPT,
+  VERDICT_DROP,
+  VERDICT_REPLY,
+} from '../../src/router/hooks.js';
 import { compileRules } from '../../src/rules/compile.js';
 import type { RulesDevices } from '../../src/rules/devices.js';
 import { ipToNumber } from '../../src/rules/model.js';
@@ -23,17 +35,36 @@ import { checksumProblem, fixChecksums, must, onlyTyped } from '../lib/check.js'
 import { loadSeeds, mutate } from '../lib/mutate.js';
 
 const SEEDS = loadSeeds<unknown>('firewall-configurations');
-const DEV: RulesDevices = { peer: 'liqo-tunnel', node: 'liqo.rlxn1', host: 'eth0', peerAddr: ipToNumber('192.0.2.1')!, nodeAddr: ipToNumber('198.51.100.1')!, hostAddr: 0, pathMtu: 1500 };
+const DEV: RulesDevices = {
+  peer: 'liqo-tunnel',
+  node: 'liqo.rlxn1',
+  host: 'eth0',
+  peerAddr: ipToNumber('192.0.2.1')!,
+  nodeAddr: ipToNumber('198.51.100.1')!,
+  hostAddr: 0,
+  pathMtu: 1500,
+};
 
 /** TCP SYN with an MSS option, UDP to 6091, ICMP echo: sources and destinations Liqo's rules name. */
 function packet(kind: number): Uint8Array {
-  const src = [[10, 1, 0, 5], [10, 243, 1, 2], [10, 4, 0, 2], [192, 168, 0, 1]][kind & 3]!;
-  const dst = [[10, 70, 1, 1], [10, 2, 0, 9], [10, 1, 0, 1], [10, 3, 0, 4]][(kind >>> 2) & 3]!;
+  const src = [
+    [10, 1, 0, 5],
+    [10, 243, 1, 2],
+    [10, 4, 0, 2],
+    [192, 168, 0, 1],
+  ][kind & 3]!;
+  const dst = [
+    [10, 70, 1, 1],
+    [10, 2, 0, 9],
+    [10, 1, 0, 1],
+    [10, 3, 0, 4],
+  ][(kind >>> 2) & 3]!;
   const proto = [6, 17, 1][((kind >>> 4) & 3) % 3]!;
   const l4 = proto === 6 ? 24 : 8;
   const b = new Uint8Array(20 + l4 + 8);
   b.set([0x45, 0, 0, b.length, 0, 1, 0x40, 0, 64, proto, 0, 0, ...src, ...dst]);
-  if (proto === 6) b.set([0x30, 0x39, 0, 80, 0, 0, 0, 1, 0, 0, 0, 0, 0x60, 0x02, 0xff, 0xff, 0, 0, 0, 0, 2, 4, 0x05, 0xb4], 20);
+  if (proto === 6)
+    b.set([0x30, 0x39, 0, 80, 0, 0, 0, 1, 0, 0, 0, 0, 0x60, 0x02, 0xff, 0xff, 0, 0, 0, 0, 2, 4, 0x05, 0xb4], 20);
   else if (proto === 17) b.set([0x30, 0x39, 0x17, 0xcb, 0, l4 + 8, 0, 0], 20);
   else b.set([8, 0, 0, 0, 0x12, 0x34, 0, 1], 20);
   fixChecksums(b, 0, b.length);
@@ -53,7 +84,15 @@ export function fuzz(data: Uint8Array): void {
   const nft = onlyTyped(() => toNft(table), [], 'toNft of an accepted table');
   must(typeof nft === 'string' && nft.length > 0, 'nft text');
   // A fresh runtime per input (its connections would carry state from one input to the next).
-  const engine = onlyTyped(() => { const r = new RulesRuntime(DEV, { flows: { capacity: 64 } }); r.install(compileRules([table])); return r; }, [], 'compiling an accepted table');
+  const engine = onlyTyped(
+    () => {
+      const r = new RulesRuntime(DEV, { flows: { capacity: 64 } });
+      r.install(compileRules([table]));
+      return r;
+    },
+    [],
+    'compiling an accepted table',
+  );
   if (engine === undefined) return;
   const k = data[1]!;
   const p = packet(k);

@@ -29,10 +29,17 @@ export function fuzz(data: Uint8Array): void {
     const plan = onlyTyped(() => planSet(ops), [UapiError, WireGuardConfigError], 'planSet');
     if (plan === undefined) return;
     const d = new Device({ backend: backend() });
-    const applied = onlyTyped(() => { d.applyUapiPlan(plan, NOW); return true; }, [UapiError, WireGuardConfigError], 'applyUapiPlan');
+    const applied = onlyTyped(
+      () => {
+        d.applyUapiPlan(plan, NOW);
+        return true;
+      },
+      [UapiError, WireGuardConfigError],
+      'applyUapiPlan',
+    );
     if (applied === undefined) return;
     const g = formatGet(d.uapiSnapshot());
-    const back = onlyTyped(() => parseGet(g), [], 'parseGet of the device\'s own get=1');
+    const back = onlyTyped(() => parseGet(g), [], "parseGet of the device's own get=1");
     must(back !== undefined && formatGet(back) === g, `get round trip: ${JSON.stringify(g)}`);
   } else {
     const snap = onlyTyped(() => parseGet(text), [UapiError], 'parseGet');

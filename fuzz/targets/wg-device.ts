@@ -15,7 +15,13 @@
  *      is a drop.
  * Every receive is checked by fuzz/lib/wg.ts receiveChecked (one counted drop, no exception…).
  */
-import { ENCRYPT_SEND, ENCRYPT_STAGED, EncryptResult, RECEIVE_DELIVER, RECEIVE_DROP } from '../../src/wireguard/device.js';
+import {
+  ENCRYPT_SEND,
+  ENCRYPT_STAGED,
+  EncryptResult,
+  RECEIVE_DELIVER,
+  RECEIVE_DROP,
+} from '../../src/wireguard/device.js';
 import { OutgoingMessage } from '../../src/wireguard/pool.js';
 import type { Peer } from '../../src/wireguard/peer.js';
 import { must } from '../lib/check.js';
@@ -73,14 +79,18 @@ function plausible(inner: Uint8Array): void {
   if (inner.length >= 40 && (inner[0]! & 0x10) !== 0) {
     inner[0] = 0x60 | (inner[0]! & 0x0f);
     const pl = inner.length - 40;
-    inner[4] = pl >>> 8; inner[5] = pl & 0xff;
+    inner[4] = pl >>> 8;
+    inner[5] = pl & 0xff;
   } else if (inner.length >= 20) {
     inner[0] = 0x45;
-    inner[2] = inner.length >>> 8; inner[3] = inner.length & 0xff;
+    inner[2] = inner.length >>> 8;
+    inner[3] = inner.length & 0xff;
   }
 }
 
-const GOOD = Uint8Array.from([0x45, 0, 0, 28, 0, 0, 0, 0, 64, 17, 0, 0, 10, 1, 0, 1, 10, 2, 0, 1, 0, 1, 0, 2, 0, 8, 0, 0]);
+const GOOD = Uint8Array.from([
+  0x45, 0, 0, 28, 0, 0, 0, 0, 64, 17, 0, 0, 10, 1, 0, 1, 10, 2, 0, 1, 0, 1, 0, 2, 0, 8, 0, 0,
+]);
 
 export function fuzz(data: Uint8Array): void {
   if (data.length < 1) return;
@@ -101,11 +111,22 @@ export function fuzz(data: Uint8Array): void {
     const res = lastResult();
     if (r === RECEIVE_DELIVER) {
       must(res.peer === w.pa, 'delivered as from A');
-      for (let i = 0; i < res.length; i++) must(m[res.start + i] === inner[i], `delivered byte ${i} differs from what A sent`);
+      for (let i = 0; i < res.length; i++)
+        must(m[res.start + i] === inner[i], `delivered byte ${i} differs from what A sent`);
       const v4 = inner[0]! >>> 4 === 4;
-      must(v4 ? inner[12] === 10 && inner[13] === 1 : inner[8] === 0xfd && inner[9] === 0x01 && inner[10] === 0 && inner[11] === 0 && inner[12] === 0 && inner[13] === 0, 'source inside A\'s allowed IPs');
+      must(
+        v4
+          ? inner[12] === 10 && inner[13] === 1
+          : inner[8] === 0xfd &&
+              inner[9] === 0x01 &&
+              inner[10] === 0 &&
+              inner[11] === 0 &&
+              inner[12] === 0 &&
+              inner[13] === 0,
+        "source inside A's allowed IPs",
+      );
     } else {
-      must(r === RECEIVE_DROP || (inner.length === 0), `inner of ${inner.length} bytes: result ${r}`);
+      must(r === RECEIVE_DROP || inner.length === 0, `inner of ${inner.length} bytes: result ${r}`);
     }
   } else if (mode === 2) {
     const m0 = seal(GOOD);
@@ -114,13 +135,18 @@ export function fuzz(data: Uint8Array): void {
     const x = rest.subarray(1);
     let m = m0.slice();
     for (let i = 0; i < x.length && at + i < m.length; i++) m[at + i]! ^= x[i]!;
-    if (bit && x.length > 0) m = x[0]! & 1 ? m.subarray(0, Math.max(0, m.length - x[0]! % 48)) : Uint8Array.from([...m, ...x]);
+    if (bit && x.length > 0)
+      m = x[0]! & 1 ? m.subarray(0, Math.max(0, m.length - (x[0]! % 48))) : Uint8Array.from([...m, ...x]);
     let changed = m.length !== m0.length;
     for (let i = 0; !changed && i < m.length; i++) changed = m[i] !== m0[i];
     const copy = m.slice();
     const r = receiveChecked(w.b, copy, 0, copy.length, EP_A, w.now, false);
     if (changed) must(r === RECEIVE_DROP, `a changed transport message was accepted (result ${r})`);
-    else must(r === RECEIVE_DELIVER, `an intact transport message was refused (result ${r}, reason ${lastResult().reason})`);
+    else
+      must(
+        r === RECEIVE_DELIVER,
+        `an intact transport message was refused (result ${r}, reason ${lastResult().reason})`,
+      );
   } else {
     const reply = cookieReply();
     if (reply === null) return;

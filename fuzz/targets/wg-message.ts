@@ -28,7 +28,8 @@ export function fuzz(data: Uint8Array): void {
   const flags = data[0]!;
   const m = data.slice(1);
   const type = m.length >= 4 ? m[0]! : 0;
-  if ((flags & 2) !== 0 && ((type === 1 && m.length === 148) || (type === 2 && m.length === 92))) macs.addMacs(m, 0, m.length, w.now);
+  if ((flags & 2) !== 0 && ((type === 1 && m.length === 148) || (type === 2 && m.length === 92)))
+    macs.addMacs(m, 0, m.length, w.now);
   const r = receiveChecked(w.b, m, 0, m.length, EP_A, w.now, (flags & 1) !== 0);
   must(r !== RECEIVE_DELIVER && r !== RECEIVE_KEEPALIVE, 'no session, yet a transport message was accepted');
   drain(w.b);

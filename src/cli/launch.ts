@@ -14,8 +14,18 @@ import { NodeAgent, type NodeAgentOptions } from '../node/agent.js';
 import { Gateway, type GatewayOptions } from '../gateway/gateway.js';
 
 export type RunningDataPlane =
-  | { readonly role: 'gateway'; readonly gateway: Gateway; apply(ops: readonly ConfigOp[], next?: WeftConfig): Promise<void>; stop(): Promise<void> }
-  | { readonly role: 'node'; readonly node: NodeAgent; apply(ops: readonly ConfigOp[], next?: WeftConfig): Promise<void>; stop(): Promise<void> };
+  | {
+      readonly role: 'gateway';
+      readonly gateway: Gateway;
+      apply(ops: readonly ConfigOp[], next?: WeftConfig): Promise<void>;
+      stop(): Promise<void>;
+    }
+  | {
+      readonly role: 'node';
+      readonly node: NodeAgent;
+      apply(ops: readonly ConfigOp[], next?: WeftConfig): Promise<void>;
+      stop(): Promise<void>;
+    };
 
 export type LaunchOptions = GatewayOptions & NodeAgentOptions;
 
@@ -25,18 +35,24 @@ export type LaunchOptions = GatewayOptions & NodeAgentOptions;
  * the compiled rules translate unless `opts.compiledRules` is false or WEFT_RULES=0 (the derived NAT).
  */
 export async function startFromConfig(config: WeftConfig, launchOpts: LaunchOptions = {}): Promise<RunningDataPlane> {
-  const opts: LaunchOptions = { ...launchOpts, offload: launchOpts.offload ?? process.env.WEFT_OFFLOAD !== '0', compiledRules: launchOpts.compiledRules ?? process.env.WEFT_RULES !== '0' };
+  const opts: LaunchOptions = {
+    ...launchOpts,
+    offload: launchOpts.offload ?? process.env.WEFT_OFFLOAD !== '0',
+    compiledRules: launchOpts.compiledRules ?? process.env.WEFT_RULES !== '0',
+  };
   if (config.role === 'gateway') {
     const gateway = await Gateway.start(config, opts);
     return {
-      role: 'gateway', gateway,
+      role: 'gateway',
+      gateway,
       apply: (ops, next) => gateway.apply(ops, next as GatewayConfig | undefined),
       stop: () => gateway.stop(),
     };
   }
   const node = await NodeAgent.start(config, opts);
   return {
-    role: 'node', node,
+    role: 'node',
+    node,
     apply: (ops, next) => node.apply(ops, next as NodeConfig | undefined),
     stop: () => node.stop(),
   };

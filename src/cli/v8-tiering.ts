@@ -39,8 +39,10 @@ const MAX_BUDGET = 1 << 20;
 /** A WEFT_V8_INTERRUPT_BUDGET value that is neither "default" nor an integer in range. */
 export class TieringConfigError extends Error {
   constructor(value: string) {
-    super(`WEFT_V8_INTERRUPT_BUDGET=${value}: expected "default" (V8's own threshold) or an integer ` +
-      `${MIN_BUDGET}..${MAX_BUDGET} (bytecode bytes per tier-up check; unset = ${DAEMON_INTERRUPT_BUDGET})`);
+    super(
+      `WEFT_V8_INTERRUPT_BUDGET=${value}: expected "default" (V8's own threshold) or an integer ` +
+        `${MIN_BUDGET}..${MAX_BUDGET} (bytecode bytes per tier-up check; unset = ${DAEMON_INTERRUPT_BUDGET})`,
+    );
     this.name = 'TieringConfigError';
   }
 }

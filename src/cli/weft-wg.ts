@@ -41,18 +41,26 @@ export async function main(argv: string[]): Promise<number | undefined> {
   const rest: string[] = [];
   for (const a of argv) {
     if (a === '-f' || a === '--foreground') foreground = true;
-    else if (a === '--version' || a === '-v') { process.stdout.write(`weft-wg v${WEFT_VERSION}\n`); return 0; }
-    else if (a === '-h' || a === '--help') { process.stdout.write(USAGE); return 0; }
-    else rest.push(a);
+    else if (a === '--version' || a === '-v') {
+      process.stdout.write(`weft-wg v${WEFT_VERSION}\n`);
+      return 0;
+    } else if (a === '-h' || a === '--help') {
+      process.stdout.write(USAGE);
+      return 0;
+    } else rest.push(a);
   }
-  if (rest.length !== 1) { process.stderr.write(USAGE); return 2; }
+  if (rest.length !== 1) {
+    process.stderr.write(USAGE);
+    return 2;
+  }
   const ifname = rest[0];
 
   if (!foreground) return detach(argv);
 
   const level = logLevel();
   const log = (l: Level, msg: string): void => {
-    if (RANK[l] <= RANK[level]) process.stderr.write(`${l.toUpperCase()}: (${ifname}) ${new Date().toISOString()} ${msg}\n`);
+    if (RANK[l] <= RANK[level])
+      process.stderr.write(`${l.toUpperCase()}: (${ifname}) ${new Date().toISOString()} ${msg}\n`);
   };
   const backend = getCryptoBackend(parseCryptoBackendName(process.env.WEFT_CRYPTO));
   const mtu = process.env.WG_TUN_MTU ? Number(process.env.WG_TUN_MTU) : undefined;
@@ -91,7 +99,9 @@ async function detach(argv: string[]): Promise<number> {
     env: { ...process.env, WG_PROCESS_FOREGROUND: '1', WEFT_WG_NOTIFY: '1' },
   });
   let err = '';
-  child.stderr?.on('data', (d: Buffer) => { err += d.toString('utf8'); });
+  child.stderr?.on('data', (d: Buffer) => {
+    err += d.toString('utf8');
+  });
   const ok = await new Promise<boolean>((resolve) => {
     child.once('message', (m) => resolve(m === 'ready'));
     child.once('exit', () => resolve(false));

@@ -34,9 +34,18 @@ const COMMANDS: Readonly<Record<string, () => Promise<Runner>>> = {
   up: async () => (await import('./commands/up.js')).runUp,
   k8s: async () => (await import('./commands/k8s.js')).runK8s,
   show: async () => (await import('./commands/show.js')).runShow,
-  genkey: async () => { const m = await import('./commands/keys.js'); return (a, io) => m.runKeyCommand('genkey', a, io); },
-  pubkey: async () => { const m = await import('./commands/keys.js'); return (a, io) => m.runKeyCommand('pubkey', a, io); },
-  genpsk: async () => { const m = await import('./commands/keys.js'); return (a, io) => m.runKeyCommand('genpsk', a, io); },
+  genkey: async () => {
+    const m = await import('./commands/keys.js');
+    return (a, io) => m.runKeyCommand('genkey', a, io);
+  },
+  pubkey: async () => {
+    const m = await import('./commands/keys.js');
+    return (a, io) => m.runKeyCommand('pubkey', a, io);
+  },
+  genpsk: async () => {
+    const m = await import('./commands/keys.js');
+    return (a, io) => m.runKeyCommand('genpsk', a, io);
+  },
   demo: async () => (await import('./commands/demo.js')).runDemoCommand,
   bench: async () => (await import('./commands/bench.js')).runBench,
   version: async () => (await import('./commands/version.js')).runVersion,

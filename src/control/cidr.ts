@@ -27,12 +27,16 @@ export interface Endpoint {
 /** Bad endpoint text (configuration input). `reason` is the explanation without the offending text. */
 export class EndpointParseError extends Error {
   override readonly name = 'EndpointParseError';
-  constructor(readonly text: string, readonly reason: string) {
+  constructor(
+    readonly text: string,
+    readonly reason: string,
+  ) {
     super(`invalid endpoint ${JSON.stringify(text)}: ${reason}`);
   }
 }
 
-const DNS_NAME = /^(?=.{1,253}$)([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\.?$/;
+const DNS_NAME =
+  /^(?=.{1,253}$)([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\.?$/;
 
 /** The address of an endpoint's host part; an address error becomes an EndpointParseError. */
 function endpointAddress(endpoint: string, host: string): Uint8Array {
@@ -67,7 +71,8 @@ export function parseEndpoint(text: string): Endpoint {
     portText = text.slice(colon + 1);
     if (host.includes(':')) throw new EndpointParseError(text, 'an IPv6 endpoint must be written "[address]:port"');
     if (/^[0-9.]+$/.test(host)) endpointAddress(text, host);
-    else if (!DNS_NAME.test(host)) throw new EndpointParseError(text, `host ${JSON.stringify(host)} is neither an IP address nor a DNS name`);
+    else if (!DNS_NAME.test(host))
+      throw new EndpointParseError(text, `host ${JSON.stringify(host)} is neither an IP address nor a DNS name`);
   }
   if (!/^[1-9][0-9]{0,4}$/.test(portText) || Number(portText) > 65535) {
     throw new EndpointParseError(text, `port ${JSON.stringify(portText)} is not in 1..65535`);

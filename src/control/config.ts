@@ -21,7 +21,13 @@
  */
 import { z } from 'zod';
 import {
-  AddressParseError, formatAddress, parseAddress, parsePrefix, prefixContains, prefixContainsPrefix, prefixesOverlap,
+  AddressParseError,
+  formatAddress,
+  parseAddress,
+  parsePrefix,
+  prefixContains,
+  prefixContainsPrefix,
+  prefixesOverlap,
   type Prefix,
 } from '../packet/addr.js';
 import { LIQO_TUNNEL_SERVER_ADDRESS } from './tunnel-address.js';
@@ -44,11 +50,18 @@ export interface ConfigIssue {
  */
 export class ConfigError extends Error {
   override readonly name = 'ConfigError';
-  constructor(readonly source: string, readonly issues: readonly ConfigIssue[]) {
-    super(issues.map((i) => {
-      const where = i.line === undefined ? source : `${source}:${i.line}`;
-      return `${where}: ${i.path === '' ? '(root)' : i.path}: ${i.message}`;
-    }).join('\n'));
+  constructor(
+    readonly source: string,
+    readonly issues: readonly ConfigIssue[],
+  ) {
+    super(
+      issues
+        .map((i) => {
+          const where = i.line === undefined ? source : `${source}:${i.line}`;
+          return `${where}: ${i.path === '' ? '(root)' : i.path}: ${i.message}`;
+        })
+        .join('\n'),
+    );
   }
 }
 
@@ -110,7 +123,8 @@ const endpointText = z.string(expected('"host:port" (IPv6 as "[addr]:port")')).t
 });
 
 const KEY_B64 = /^[A-Za-z0-9+/]{43}=$/;
-const keyText = z.string(expected('a base64 WireGuard key (44 characters, 32 bytes)'))
+const keyText = z
+  .string(expected('a base64 WireGuard key (44 characters, 32 bytes)'))
   .transform((s) => s.trim())
   .refine((s) => KEY_B64.test(s), {
     message: 'expected a base64 WireGuard key of 32 bytes (44 characters ending in "=", as printed by `wg genkey`)',
@@ -124,7 +138,11 @@ const idText = z.string(expected('a name')).regex(/^[A-Za-z0-9]([-A-Za-z0-9_.]{0
 const port = z.number(expected('a port number')).int().min(1).max(65535);
 const mtu = z.number(expected('an MTU (number)')).int().min(576, { message: 'MTU must be at least 576' }).max(65535);
 /** RFC 8926 §3.4: the VNI is 24 bits. Liqo allocates GeneveTunnel.spec.id from 0. */
-const vni = z.number(expected('a VNI (number)')).int().min(0).max(0xffffff, { message: 'a Geneve VNI is 24 bits (0..16777215)' });
+const vni = z
+  .number(expected('a VNI (number)'))
+  .int()
+  .min(0)
+  .max(0xffffff, { message: 'a Geneve VNI is 24 bits (0..16777215)' });
 const ifName = z.string().regex(/^[A-Za-z0-9_.-]{1,15}$/, { message: 'expected an interface name of 1-15 characters' });
 
 function reasonOf(e: unknown): string {
@@ -192,10 +210,12 @@ export const PeerSchema = z.strictObject({
    * How the local cluster addresses the peer (Configuration.status.remote.cidr); index i maps
    * 1:1 onto remote[i]. An absent list defaults to the real one (no remapping).
    */
-  remapped: z.strictObject({
-    podCIDRs: z.array(cidrText).optional(),
-    externalCIDRs: z.array(cidrText).optional(),
-  }).optional(),
+  remapped: z
+    .strictObject({
+      podCIDRs: z.array(cidrText).optional(),
+      externalCIDRs: z.array(cidrText).optional(),
+    })
+    .optional(),
 });
 
 /** One Geneve tunnel from this gateway to a node (Liqo GeneveTunnel + InternalNode). */
@@ -466,23 +486,41 @@ function checkNoOverlap(ctx: Ctx, set: NamedCidr[], from = 0): void {
     const hits = set.slice(0, i).filter((a) => prefixesOverlap(a.cidr, b.cidr));
     if (hits.length === 0) continue;
     const list = hits.map((a) => `${a.what} ${a.text} (at ${formatPath(a.path)})`).join(', ');
-    ctx.issue(b.path, `${b.what} ${b.text} overlaps ${list}; choose a non-overlapping prefix (remap the peer if its real CIDR collides)`);
+    ctx.issue(
+      b.path,
+      `${b.what} ${b.text} overlaps ${list}; choose a non-overlapping prefix (remap the peer if its real CIDR collides)`,
+    );
   }
 }
 
-function checkUnique<T>(ctx: Ctx, items: readonly T[], key: (t: T) => string | number, path: (i: number) => PropertyKey[], what: string): void {
+function checkUnique<T>(
+  ctx: Ctx,
+  items: readonly T[],
+  key: (t: T) => string | number,
+  path: (i: number) => PropertyKey[],
+  what: string,
+): void {
   const seen = new Map<string | number, number>();
   items.forEach((it, i) => {
     const k = key(it);
     const prev = seen.get(k);
-    if (prev !== undefined) ctx.issue(path(i), `duplicate ${what} ${JSON.stringify(k)} (also at index ${prev}); must be unique`);
+    if (prev !== undefined)
+      ctx.issue(path(i), `duplicate ${what} ${JSON.stringify(k)} (also at index ${prev}); must be unique`);
     else seen.set(k, i);
   });
 }
 
-function checkInside(ctx: Ctx, path: PropertyKey[], addr: string, outer: Prefix, outerText: string, what: string): void {
+function checkInside(
+  ctx: Ctx,
+  path: PropertyKey[],
+  addr: string,
+  outer: Prefix,
+  outerText: string,
+  what: string,
+): void {
   const a = parseAddress(addr);
-  if (a.length !== outer.addr.length || !prefixContains(outer, a, 0)) ctx.issue(path, `${what} ${addr} must lie inside ${outerText}`);
+  if (a.length !== outer.addr.length || !prefixContains(outer, a, 0))
+    ctx.issue(path, `${what} ${addr} must lie inside ${outerText}`);
 }
 
 function completePeer(p: RawGateway['peers'][number]): PeerConfig {
@@ -500,12 +538,31 @@ function validateGateway(ctx: Ctx, c: GatewayConfig): void {
   const local = localCidrs(c.cluster);
   checkNoOverlap(ctx, local);
 
-  checkUnique(ctx, c.peers, (p) => p.name, (i) => ['peers', i, 'name'], 'peer name');
-  checkUnique(ctx, c.peers, (p) => p.clusterId, (i) => ['peers', i, 'clusterId'], 'peer clusterId');
-  checkUnique(ctx, c.peers, (p) => p.publicKey, (i) => ['peers', i, 'publicKey'], 'peer publicKey');
+  checkUnique(
+    ctx,
+    c.peers,
+    (p) => p.name,
+    (i) => ['peers', i, 'name'],
+    'peer name',
+  );
+  checkUnique(
+    ctx,
+    c.peers,
+    (p) => p.clusterId,
+    (i) => ['peers', i, 'clusterId'],
+    'peer clusterId',
+  );
+  checkUnique(
+    ctx,
+    c.peers,
+    (p) => p.publicKey,
+    (i) => ['peers', i, 'publicKey'],
+    'peer publicKey',
+  );
   if (c.cluster.id !== '') {
     c.peers.forEach((p, i) => {
-      if (p.clusterId === c.cluster.id) ctx.issue(['peers', i, 'clusterId'], `a peer cannot have the local cluster ID ${p.clusterId}`);
+      if (p.clusterId === c.cluster.id)
+        ctx.issue(['peers', i, 'clusterId'], `a peer cannot have the local cluster ID ${p.clusterId}`);
     });
   }
 
@@ -516,14 +573,20 @@ function validateGateway(ctx: Ctx, c: GatewayConfig): void {
       const real = p.remote[kind];
       const rem = p.remapped[kind];
       if (real.length !== rem.length) {
-        ctx.issue(['peers', i, 'remapped', kind], `expected ${real.length} entries, one per remote.${kind} entry (1:1 prefix remapping); got ${rem.length}`);
+        ctx.issue(
+          ['peers', i, 'remapped', kind],
+          `expected ${real.length} entries, one per remote.${kind} entry (1:1 prefix remapping); got ${rem.length}`,
+        );
         continue;
       }
       rem.forEach((t, j) => {
         const a = parsePrefix(real[j]!, true);
         const b = parsePrefix(t, true);
         if (a.family !== b.family || a.prefixLen !== b.prefixLen) {
-          ctx.issue(['peers', i, 'remapped', kind, j], `remapped ${t} must have the same family and prefix length as remote.${kind}[${j}] ${real[j]}`);
+          ctx.issue(
+            ['peers', i, 'remapped', kind, j],
+            `remapped ${t} must have the same family and prefix length as remote.${kind}[${j}] ${real[j]}`,
+          );
         }
         remappedAll.push(named(['peers', i, 'remapped', kind, j], `peer ${p.name} remapped CIDR`, t));
       });
@@ -535,23 +598,69 @@ function validateGateway(ctx: Ctx, c: GatewayConfig): void {
 
   // Geneve towards nodes.
   const internal = parsePrefix(c.cluster.internalCIDR, true);
-  checkUnique(ctx, c.geneve.tunnels, (t) => t.id, (i) => ['geneve', 'tunnels', i, 'id'], 'tunnel id (VNI)');
-  checkUnique(ctx, c.geneve.tunnels, (t) => t.nodeName, (i) => ['geneve', 'tunnels', i, 'nodeName'], 'tunnel nodeName');
-  checkUnique(ctx, c.geneve.tunnels, (t) => t.remoteInternalAddress, (i) => ['geneve', 'tunnels', i, 'remoteInternalAddress'], 'remoteInternalAddress');
+  checkUnique(
+    ctx,
+    c.geneve.tunnels,
+    (t) => t.id,
+    (i) => ['geneve', 'tunnels', i, 'id'],
+    'tunnel id (VNI)',
+  );
+  checkUnique(
+    ctx,
+    c.geneve.tunnels,
+    (t) => t.nodeName,
+    (i) => ['geneve', 'tunnels', i, 'nodeName'],
+    'tunnel nodeName',
+  );
+  checkUnique(
+    ctx,
+    c.geneve.tunnels,
+    (t) => t.remoteInternalAddress,
+    (i) => ['geneve', 'tunnels', i, 'remoteInternalAddress'],
+    'remoteInternalAddress',
+  );
   c.geneve.tunnels.forEach((t, i) => {
-    checkInside(ctx, ['geneve', 'tunnels', i, 'localInternalAddress'], t.localInternalAddress, internal, c.cluster.internalCIDR, 'internal address');
-    checkInside(ctx, ['geneve', 'tunnels', i, 'remoteInternalAddress'], t.remoteInternalAddress, internal, c.cluster.internalCIDR, 'internal address');
+    checkInside(
+      ctx,
+      ['geneve', 'tunnels', i, 'localInternalAddress'],
+      t.localInternalAddress,
+      internal,
+      c.cluster.internalCIDR,
+      'internal address',
+    );
+    checkInside(
+      ctx,
+      ['geneve', 'tunnels', i, 'remoteInternalAddress'],
+      t.remoteInternalAddress,
+      internal,
+      c.cluster.internalCIDR,
+      'internal address',
+    );
   });
   const nodeAddrs = new Set(c.geneve.tunnels.map((t) => t.remoteInternalAddress));
-  checkUnique(ctx, c.geneve.podRoutes, (r) => r.podCIDR, (i) => ['geneve', 'podRoutes', i, 'podCIDR'], 'podRoute podCIDR');
+  checkUnique(
+    ctx,
+    c.geneve.podRoutes,
+    (r) => r.podCIDR,
+    (i) => ['geneve', 'podRoutes', i, 'podCIDR'],
+    'podRoute podCIDR',
+  );
   c.geneve.podRoutes.forEach((r, i) => {
     if (!nodeAddrs.has(r.nodeInternalAddress)) {
-      ctx.issue(['geneve', 'podRoutes', i, 'nodeInternalAddress'],
-        `${r.nodeInternalAddress} is not the remoteInternalAddress of any geneve.tunnels entry`);
+      ctx.issue(
+        ['geneve', 'podRoutes', i, 'nodeInternalAddress'],
+        `${r.nodeInternalAddress} is not the remoteInternalAddress of any geneve.tunnels entry`,
+      );
     }
     const pc = parsePrefix(r.podCIDR, true);
-    if (c.cluster.podCIDRs.length > 0 && !c.cluster.podCIDRs.some((t) => prefixContainsPrefix(parsePrefix(t, true), pc))) {
-      ctx.issue(['geneve', 'podRoutes', i, 'podCIDR'], `${r.podCIDR} must lie inside one of cluster.podCIDRs (${c.cluster.podCIDRs.join(', ')})`);
+    if (
+      c.cluster.podCIDRs.length > 0 &&
+      !c.cluster.podCIDRs.some((t) => prefixContainsPrefix(parsePrefix(t, true), pc))
+    ) {
+      ctx.issue(
+        ['geneve', 'podRoutes', i, 'podCIDR'],
+        `${r.podCIDR} must lie inside one of cluster.podCIDRs (${c.cluster.podCIDRs.join(', ')})`,
+      );
     }
   });
 
@@ -559,11 +668,27 @@ function validateGateway(ctx: Ctx, c: GatewayConfig): void {
   // address (reserved as the SNAT source for host traffic), and unique.
   const ext = parsePrefix(c.cluster.externalCIDR, true);
   const first = formatAddress(ext.addr);
-  checkUnique(ctx, c.ipMappings, (m) => m.externalAddress, (i) => ['ipMappings', i, 'externalAddress'], 'externalAddress');
+  checkUnique(
+    ctx,
+    c.ipMappings,
+    (m) => m.externalAddress,
+    (i) => ['ipMappings', i, 'externalAddress'],
+    'externalAddress',
+  );
   c.ipMappings.forEach((m, i) => {
-    checkInside(ctx, ['ipMappings', i, 'externalAddress'], m.externalAddress, ext, c.cluster.externalCIDR, 'externalAddress');
+    checkInside(
+      ctx,
+      ['ipMappings', i, 'externalAddress'],
+      m.externalAddress,
+      ext,
+      c.cluster.externalCIDR,
+      'externalAddress',
+    );
     if (m.externalAddress === first) {
-      ctx.issue(['ipMappings', i, 'externalAddress'], `${first} is the first address of the external CIDR, reserved as the SNAT source`);
+      ctx.issue(
+        ['ipMappings', i, 'externalAddress'],
+        `${first} is the first address of the external CIDR, reserved as the SNAT source`,
+      );
     }
   });
 }
@@ -575,18 +700,28 @@ function validateGateway(ctx: Ctx, c: GatewayConfig): void {
  * 169.254.18.1/.2) are not checked here: src/control/tunnel-address.ts leaves a peer whose
  * default collides out of the check and says which field to set.
  */
-function validateTunnelAddresses(ctx: Ctx, c: GatewayConfig, local: readonly NamedCidr[], remapped: readonly NamedCidr[]): void {
+function validateTunnelAddresses(
+  ctx: Ctx,
+  c: GatewayConfig,
+  local: readonly NamedCidr[],
+  remapped: readonly NamedCidr[],
+): void {
   const routed: NamedCidr[] = [...local, ...remapped];
   c.peers.forEach((p, i) => {
     for (const kind of ['podCIDRs', 'externalCIDRs'] as const) {
-      p.remote[kind].forEach((t, j) => routed.push(named(['peers', i, 'remote', kind, j], `peer ${p.name} real CIDR`, t)));
+      p.remote[kind].forEach((t, j) =>
+        routed.push(named(['peers', i, 'remote', kind, j], `peer ${p.name} real CIDR`, t)),
+      );
     }
   });
   const check = (path: PropertyKey[], addr: string): void => {
     const a = parseAddress(addr);
     const hit = routed.find((r) => r.cidr.addr.length === a.length && prefixContains(r.cidr, a, 0));
     if (hit !== undefined) {
-      ctx.issue(path, `tunnel address ${addr} lies inside ${hit.what} ${hit.text} (at ${formatPath(hit.path)}); use an address outside every routed CIDR (Liqo: 169.254.18.0/30)`);
+      ctx.issue(
+        path,
+        `tunnel address ${addr} lies inside ${hit.what} ${hit.text} (at ${formatPath(hit.path)}); use an address outside every routed CIDR (Liqo: 169.254.18.0/30)`,
+      );
     }
   };
   const ours = c.wireguard.tunnelAddress;
@@ -597,12 +732,23 @@ function validateTunnelAddresses(ctx: Ctx, c: GatewayConfig, local: readonly Nam
     const addr = p.tunnelAddress;
     if (addr === undefined) return;
     const prev = seen.get(addr);
-    if (prev !== undefined) ctx.issue(['peers', i, 'tunnelAddress'], `duplicate peer tunnelAddress ${addr} (also at peers[${prev}]); must be unique`);
+    if (prev !== undefined)
+      ctx.issue(
+        ['peers', i, 'tunnelAddress'],
+        `duplicate peer tunnelAddress ${addr} (also at peers[${prev}]); must be unique`,
+      );
     else seen.set(addr, i);
     check(['peers', i, 'tunnelAddress'], addr);
-    if (addr === ours) ctx.issue(['peers', i, 'tunnelAddress'], `${addr} is this gateway's own wireguard.tunnelAddress; the peer needs another`);
+    if (addr === ours)
+      ctx.issue(
+        ['peers', i, 'tunnelAddress'],
+        `${addr} is this gateway's own wireguard.tunnelAddress; the peer needs another`,
+      );
     if (parseAddress(addr).length !== ourFamily) {
-      ctx.issue(['peers', i, 'tunnelAddress'], `${addr} must have the family of this gateway's tunnel address (${ours ?? `default ${LIQO_TUNNEL_SERVER_ADDRESS}, IPv4`})`);
+      ctx.issue(
+        ['peers', i, 'tunnelAddress'],
+        `${addr} must have the family of this gateway's tunnel address (${ours ?? `default ${LIQO_TUNNEL_SERVER_ADDRESS}, IPv4`})`,
+      );
     }
   });
 }
@@ -610,17 +756,50 @@ function validateTunnelAddresses(ctx: Ctx, c: GatewayConfig, local: readonly Nam
 function validateNode(ctx: Ctx, c: NodeConfig): void {
   const local = localCidrs(c.cluster);
   checkNoOverlap(ctx, local);
-  if (c.geneve.tunnels.length > 0) ctx.issue(['geneve', 'tunnels'], 'geneve.tunnels is for gateways; a node agent lists its tunnels under node.gateways');
-  if (c.geneve.podRoutes.length > 0) ctx.issue(['geneve', 'podRoutes'], 'geneve.podRoutes is for gateways; remove it from a node configuration');
+  if (c.geneve.tunnels.length > 0)
+    ctx.issue(
+      ['geneve', 'tunnels'],
+      'geneve.tunnels is for gateways; a node agent lists its tunnels under node.gateways',
+    );
+  if (c.geneve.podRoutes.length > 0)
+    ctx.issue(['geneve', 'podRoutes'], 'geneve.podRoutes is for gateways; remove it from a node configuration');
   const gws = c.node.gateways;
-  checkUnique(ctx, gws, (g) => g.name, (i) => ['node', 'gateways', i, 'name'], 'gateway name');
-  checkUnique(ctx, gws, (g) => g.vni, (i) => ['node', 'gateways', i, 'vni'], 'gateway vni');
+  checkUnique(
+    ctx,
+    gws,
+    (g) => g.name,
+    (i) => ['node', 'gateways', i, 'name'],
+    'gateway name',
+  );
+  checkUnique(
+    ctx,
+    gws,
+    (g) => g.vni,
+    (i) => ['node', 'gateways', i, 'vni'],
+    'gateway vni',
+  );
   const internal = parsePrefix(c.cluster.internalCIDR, true);
   const remotes: NamedCidr[] = [];
   gws.forEach((g, i) => {
-    checkInside(ctx, ['node', 'gateways', i, 'gatewayInternalAddress'], g.gatewayInternalAddress, internal, c.cluster.internalCIDR, 'internal address');
-    checkInside(ctx, ['node', 'gateways', i, 'localInternalAddress'], g.localInternalAddress, internal, c.cluster.internalCIDR, 'internal address');
-    g.remoteCIDRs.forEach((t, j) => remotes.push(named(['node', 'gateways', i, 'remoteCIDRs', j], `gateway ${g.name} remote CIDR`, t)));
+    checkInside(
+      ctx,
+      ['node', 'gateways', i, 'gatewayInternalAddress'],
+      g.gatewayInternalAddress,
+      internal,
+      c.cluster.internalCIDR,
+      'internal address',
+    );
+    checkInside(
+      ctx,
+      ['node', 'gateways', i, 'localInternalAddress'],
+      g.localInternalAddress,
+      internal,
+      c.cluster.internalCIDR,
+      'internal address',
+    );
+    g.remoteCIDRs.forEach((t, j) =>
+      remotes.push(named(['node', 'gateways', i, 'remoteCIDRs', j], `gateway ${g.name} remote CIDR`, t)),
+    );
   });
   checkNoOverlap(ctx, [...local, ...remotes], local.length);
 }
@@ -640,7 +819,10 @@ const RawSchema = z.discriminatedUnion('role', [GatewayRawSchema, NodeRawSchema]
 export function parseConfig(input: unknown, source = '<config>'): WeftConfig {
   const res = RawSchema.safeParse(input);
   if (!res.success) {
-    throw new ConfigError(source, res.error.issues.map((i) => ({ path: formatPath(i.path), message: i.message })));
+    throw new ConfigError(
+      source,
+      res.error.issues.map((i) => ({ path: formatPath(i.path), message: i.message })),
+    );
   }
   const issues: ConfigIssue[] = [];
   const ctx: Ctx = { issue: (path, message) => issues.push({ path: formatPath(path), message }) };
@@ -649,7 +831,10 @@ export function parseConfig(input: unknown, source = '<config>'): WeftConfig {
     const raw = res.data;
     const { privateKey, ...wgRest } = raw.wireguard;
     if (privateKey === undefined) {
-      ctx.issue(['wireguard', 'privateKey'], 'expected a base64 private key: set wireguard.privateKey or wireguard.privateKeyFile');
+      ctx.issue(
+        ['wireguard', 'privateKey'],
+        'expected a base64 private key: set wireguard.privateKey or wireguard.privateKeyFile',
+      );
       throw new ConfigError(source, issues);
     }
     const gw: GatewayConfig = { ...raw, wireguard: { privateKey, ...wgRest }, peers: raw.peers.map(completePeer) };

@@ -115,7 +115,12 @@ export function decodeMessage(bytes: Uint8Array): ConnCheckMessage | null {
   }
   if (typeof v !== 'object' || v === null) return null;
   const o = v as Record<string, unknown>;
-  if (typeof o['clusterID'] !== 'string' || (o['msgType'] !== 'PING' && o['msgType'] !== 'PONG') || typeof o['timeStamp'] !== 'string') return null;
+  if (
+    typeof o['clusterID'] !== 'string' ||
+    (o['msgType'] !== 'PING' && o['msgType'] !== 'PONG') ||
+    typeof o['timeStamp'] !== 'string'
+  )
+    return null;
   return { clusterID: o['clusterID'], msgType: o['msgType'], timeStamp: o['timeStamp'] };
 }
 
@@ -124,7 +129,13 @@ export class ConnChecker {
   private readonly interval: number;
   private readonly threshold: number;
   private readonly port: number;
-  readonly drops: Record<ConnCheckDropReason, number> = { 'malformed': 0, 'too-large': 0, 'unknown-peer': 0, 'out-of-order': 0, 'future-timestamp': 0 };
+  readonly drops: Record<ConnCheckDropReason, number> = {
+    malformed: 0,
+    'too-large': 0,
+    'unknown-peer': 0,
+    'out-of-order': 0,
+    'future-timestamp': 0,
+  };
   pingsSent = 0;
   pongsSent = 0;
 
@@ -132,14 +143,23 @@ export class ConnChecker {
     this.interval = opts.intervalMs ?? CONNCHECK_INTERVAL_MS;
     this.threshold = opts.lossThreshold ?? CONNCHECK_LOSS_THRESHOLD;
     this.port = opts.port ?? CONNCHECK_PORT;
-    if (!(this.interval > 0) || !(this.threshold >= 1)) throw new RangeError('ConnChecker: intervalMs must be > 0 and lossThreshold ≥ 1');
+    if (!(this.interval > 0) || !(this.threshold >= 1))
+      throw new RangeError('ConnChecker: intervalMs must be > 0 and lossThreshold ≥ 1');
   }
 
   /** Start checking `clusterId` at its in-tunnel `address`; the first PING goes out at `now`. */
   addPeer(clusterId: string, address: string, now: number): void {
     if (clusterId === '') throw new TypeError('ConnChecker.addPeer: empty cluster ID');
     if (this.peers.has(clusterId)) throw new Error(`ConnChecker.addPeer: ${clusterId} already added`);
-    this.peers.set(clusterId, { address, addedAt: now, nextPingAt: now, value: 'Connecting', latencyMs: 0, lastReplyAt: undefined, lastEchoTs: -Infinity });
+    this.peers.set(clusterId, {
+      address,
+      addedAt: now,
+      nextPingAt: now,
+      value: 'Connecting',
+      latencyMs: 0,
+      lastReplyAt: undefined,
+      lastEchoTs: -Infinity,
+    });
   }
 
   removePeer(clusterId: string): boolean {
@@ -171,7 +191,11 @@ export class ConnChecker {
   poll(now: number): void {
     for (const [id, p] of this.peers) {
       if (now >= p.nextPingAt) {
-        this.opts.send(encodeMessage({ clusterID: id, msgType: 'PING', timeStamp: formatTimestamp(now) }), p.address, this.port);
+        this.opts.send(
+          encodeMessage({ clusterID: id, msgType: 'PING', timeStamp: formatTimestamp(now) }),
+          p.address,
+          this.port,
+        );
         this.pingsSent++;
         // Keep a fixed cadence; after a stall skip the missed slots instead of bursting.
         p.nextPingAt += this.interval;
@@ -187,9 +211,15 @@ export class ConnChecker {
 
   /** Handle one datagram received on the check port from `fromAddress`:`fromPort`. */
   receive(bytes: Uint8Array, fromAddress: string, fromPort: number, now: number): void {
-    if (bytes.length > CONNCHECK_MAX_MESSAGE) { this.drops['too-large']++; return; }
+    if (bytes.length > CONNCHECK_MAX_MESSAGE) {
+      this.drops['too-large']++;
+      return;
+    }
     const m = decodeMessage(bytes);
-    if (m === null) { this.drops.malformed++; return; }
+    if (m === null) {
+      this.drops.malformed++;
+      return;
+    }
     if (m.msgType === 'PING') {
       // Echo unchanged but for the type (Liqo's receiver does the same), to the sender's address.
       this.opts.send(encodeMessage({ ...m, msgType: 'PONG' }), fromAddress, fromPort);
@@ -197,11 +227,23 @@ export class ConnChecker {
       return;
     }
     const p = this.peers.get(m.clusterID);
-    if (p === undefined) { this.drops['unknown-peer']++; return; }
+    if (p === undefined) {
+      this.drops['unknown-peer']++;
+      return;
+    }
     const ts = parseTimestamp(m.timeStamp);
-    if (Number.isNaN(ts)) { this.drops.malformed++; return; }
-    if (ts < p.lastEchoTs) { this.drops['out-of-order']++; return; }
-    if (ts > now) { this.drops['future-timestamp']++; return; }
+    if (Number.isNaN(ts)) {
+      this.drops.malformed++;
+      return;
+    }
+    if (ts < p.lastEchoTs) {
+      this.drops['out-of-order']++;
+      return;
+    }
+    if (ts > now) {
+      this.drops['future-timestamp']++;
+      return;
+    }
     p.lastEchoTs = ts;
     p.lastReplyAt = now;
     p.latencyMs = now - ts;

@@ -17,8 +17,18 @@
  * - diff(a, a) is [].
  */
 import type {
-  ClusterConfig, GatewayConfig, GeneveTunnelConfig, IpMappingConfig, LogLevel, NodeConfig,
-  NodeGatewayConfig, PeerCidrs, PeerConfig, PodRouteConfig, WeftConfig, WireguardConfig,
+  ClusterConfig,
+  GatewayConfig,
+  GeneveTunnelConfig,
+  IpMappingConfig,
+  LogLevel,
+  NodeConfig,
+  NodeGatewayConfig,
+  PeerCidrs,
+  PeerConfig,
+  PodRouteConfig,
+  WeftConfig,
+  WireguardConfig,
 } from './config.js';
 
 /** Changed fields of a peer (only those that changed; null = optional field removed). */
@@ -36,13 +46,23 @@ export interface PeerChanges {
 }
 
 export type WireguardChanges = {
-  [K in keyof WireguardConfig]?: undefined extends WireguardConfig[K] ? Exclude<WireguardConfig[K], undefined> | null : WireguardConfig[K];
+  [K in keyof WireguardConfig]?: undefined extends WireguardConfig[K]
+    ? Exclude<WireguardConfig[K], undefined> | null
+    : WireguardConfig[K];
 };
 export type ClusterChanges = Partial<ClusterConfig>;
 export type TunnelChanges = Partial<Omit<GeneveTunnelConfig, 'id'>>;
 export type NodeGatewayChanges = Partial<Omit<NodeGatewayConfig, 'name'>>;
-export interface GeneveSettingsChanges { port?: number; listenAddress?: string | null }
-export interface NodeSettingsChanges { name?: string; underlayAddress?: string | null; tunName?: string; mtu?: number }
+export interface GeneveSettingsChanges {
+  port?: number;
+  listenAddress?: string | null;
+}
+export interface NodeSettingsChanges {
+  name?: string;
+  underlayAddress?: string | null;
+  tunName?: string;
+  mtu?: number;
+}
 
 export type ConfigOp =
   | { kind: 'restart'; reason: string }
@@ -90,7 +110,11 @@ export function deepEqual(a: unknown, b: unknown): boolean {
  * Fields of `b` that differ from `a`, for the listed keys. An optional field present in `a` and
  * absent in `b` is reported as null. Returns undefined when nothing changed.
  */
-function changedFields<T extends object, K extends keyof T>(a: T, b: T, keys: readonly K[]): Record<string, unknown> | undefined {
+function changedFields<T extends object, K extends keyof T>(
+  a: T,
+  b: T,
+  keys: readonly K[],
+): Record<string, unknown> | undefined {
   const out: Record<string, unknown> = {};
   let any = false;
   for (const k of keys) {
@@ -104,8 +128,12 @@ function changedFields<T extends object, K extends keyof T>(a: T, b: T, keys: re
 
 /** Remove/update/add ops for a keyed list. */
 function diffKeyed<T, K extends string | number>(
-  before: readonly T[], after: readonly T[], key: (t: T) => K,
-  onRemove: (t: T) => ConfigOp[], onUpdate: (a: T, b: T) => ConfigOp[], onAdd: (t: T) => ConfigOp[],
+  before: readonly T[],
+  after: readonly T[],
+  key: (t: T) => K,
+  onRemove: (t: T) => ConfigOp[],
+  onUpdate: (a: T, b: T) => ConfigOp[],
+  onAdd: (t: T) => ConfigOp[],
 ): { removes: ConfigOp[]; updates: ConfigOp[]; adds: ConfigOp[] } {
   const beforeBy = new Map(before.map((t) => [key(t), t] as const));
   const afterKeys = new Set(after.map(key));
@@ -121,28 +149,67 @@ function diffKeyed<T, K extends string | number>(
   return { removes, updates, adds };
 }
 
-const PEER_FIELDS = ['clusterId', 'presharedKey', 'endpoint', 'persistentKeepalive', 'tunnelAddress', 'remote', 'remapped'] as const;
-const WG_FIELDS = ['privateKey', 'privateKeyFile', 'listenAddress', 'listenPort', 'mtu', 'interfaceName', 'cryptoBackend', 'tunnelAddress'] as const;
+const PEER_FIELDS = [
+  'clusterId',
+  'presharedKey',
+  'endpoint',
+  'persistentKeepalive',
+  'tunnelAddress',
+  'remote',
+  'remapped',
+] as const;
+const WG_FIELDS = [
+  'privateKey',
+  'privateKeyFile',
+  'listenAddress',
+  'listenPort',
+  'mtu',
+  'interfaceName',
+  'cryptoBackend',
+  'tunnelAddress',
+] as const;
 const CLUSTER_FIELDS = ['id', 'podCIDRs', 'externalCIDR', 'internalCIDR', 'serviceCIDRs'] as const;
 const TUNNEL_FIELDS = ['nodeName', 'remoteUnderlay', 'localInternalAddress', 'remoteInternalAddress', 'mode'] as const;
-const NODE_GW_FIELDS = ['vni', 'gatewayUnderlay', 'gatewayInternalAddress', 'localInternalAddress', 'remoteCIDRs', 'mode'] as const;
+const NODE_GW_FIELDS = [
+  'vni',
+  'gatewayUnderlay',
+  'gatewayInternalAddress',
+  'localInternalAddress',
+  'remoteCIDRs',
+  'mode',
+] as const;
 const NODE_FIELDS = ['name', 'underlayAddress', 'tunName', 'mtu'] as const;
 
-function diffPeers(a: readonly PeerConfig[], b: readonly PeerConfig[]): { removes: ConfigOp[]; updates: ConfigOp[]; adds: ConfigOp[] } {
-  return diffKeyed(a, b, (p) => p.name,
+function diffPeers(
+  a: readonly PeerConfig[],
+  b: readonly PeerConfig[],
+): { removes: ConfigOp[]; updates: ConfigOp[]; adds: ConfigOp[] } {
+  return diffKeyed(
+    a,
+    b,
+    (p) => p.name,
     (p) => [{ kind: 'peer.remove', name: p.name, publicKey: p.publicKey }],
     (x, y) => {
       if (x.publicKey !== y.publicKey) {
         // A new identity: sessions cannot be kept.
-        return [{ kind: 'peer.remove', name: x.name, publicKey: x.publicKey }, { kind: 'peer.add', peer: y }];
+        return [
+          { kind: 'peer.remove', name: x.name, publicKey: x.publicKey },
+          { kind: 'peer.add', peer: y },
+        ];
       }
       const changes = changedFields(x, y, PEER_FIELDS);
-      return changes === undefined ? [] : [{ kind: 'peer.update', name: y.name, publicKey: y.publicKey, changes: changes as PeerChanges }];
+      return changes === undefined
+        ? []
+        : [{ kind: 'peer.update', name: y.name, publicKey: y.publicKey, changes: changes as PeerChanges }];
     },
-    (p) => [{ kind: 'peer.add', peer: p }]);
+    (p) => [{ kind: 'peer.add', peer: p }],
+  );
 }
 
-function diffGateway(a: GatewayConfig, b: GatewayConfig): { removes: ConfigOp[]; updates: ConfigOp[]; adds: ConfigOp[] } {
+function diffGateway(
+  a: GatewayConfig,
+  b: GatewayConfig,
+): { removes: ConfigOp[]; updates: ConfigOp[]; adds: ConfigOp[] } {
   const removes: ConfigOp[] = [];
   const updates: ConfigOp[] = [];
   const adds: ConfigOp[] = [];
@@ -151,25 +218,44 @@ function diffGateway(a: GatewayConfig, b: GatewayConfig): { removes: ConfigOp[];
 
   const peers = diffPeers(a.peers, b.peers);
   // peer.update that came from a key change is split into remove+add: route them accordingly.
-  for (const op of peers.updates) (op.kind === 'peer.remove' ? removes : op.kind === 'peer.add' ? adds : updates).push(op);
+  for (const op of peers.updates)
+    (op.kind === 'peer.remove' ? removes : op.kind === 'peer.add' ? adds : updates).push(op);
   removes.push(...peers.removes);
   adds.push(...peers.adds);
 
-  const tunnels = diffKeyed(a.geneve.tunnels, b.geneve.tunnels, (t) => t.id,
+  const tunnels = diffKeyed(
+    a.geneve.tunnels,
+    b.geneve.tunnels,
+    (t) => t.id,
     (t) => [{ kind: 'tunnel.remove', id: t.id, tunnel: t }],
     (x, y) => {
       const c = changedFields(x, y, TUNNEL_FIELDS);
       return c === undefined ? [] : [{ kind: 'tunnel.update', id: y.id, changes: c as TunnelChanges }];
     },
-    (t) => [{ kind: 'tunnel.add', tunnel: t }]);
-  const routes = diffKeyed(a.geneve.podRoutes, b.geneve.podRoutes, (r) => r.podCIDR,
+    (t) => [{ kind: 'tunnel.add', tunnel: t }],
+  );
+  const routes = diffKeyed(
+    a.geneve.podRoutes,
+    b.geneve.podRoutes,
+    (r) => r.podCIDR,
     (r) => [{ kind: 'podRoute.remove', route: r }],
-    (x, y) => (x.nodeInternalAddress === y.nodeInternalAddress ? [] : [{ kind: 'podRoute.update', podCIDR: y.podCIDR, nodeInternalAddress: y.nodeInternalAddress }]),
-    (r) => [{ kind: 'podRoute.add', route: r }]);
-  const maps = diffKeyed(a.ipMappings, b.ipMappings, (m) => m.externalAddress,
+    (x, y) =>
+      x.nodeInternalAddress === y.nodeInternalAddress
+        ? []
+        : [{ kind: 'podRoute.update', podCIDR: y.podCIDR, nodeInternalAddress: y.nodeInternalAddress }],
+    (r) => [{ kind: 'podRoute.add', route: r }],
+  );
+  const maps = diffKeyed(
+    a.ipMappings,
+    b.ipMappings,
+    (m) => m.externalAddress,
     (m) => [{ kind: 'ipMapping.remove', mapping: m }],
-    (x, y) => (x.realAddress === y.realAddress ? [] : [{ kind: 'ipMapping.update', externalAddress: y.externalAddress, realAddress: y.realAddress }]),
-    (m) => [{ kind: 'ipMapping.add', mapping: m }]);
+    (x, y) =>
+      x.realAddress === y.realAddress
+        ? []
+        : [{ kind: 'ipMapping.update', externalAddress: y.externalAddress, realAddress: y.realAddress }],
+    (m) => [{ kind: 'ipMapping.add', mapping: m }],
+  );
   // Routes depend on tunnels: remove routes before their tunnel, add them after.
   removes.push(...routes.removes, ...tunnels.removes, ...maps.removes);
   updates.push(...tunnels.updates, ...routes.updates, ...maps.updates);
@@ -181,13 +267,17 @@ function diffNode(a: NodeConfig, b: NodeConfig): { removes: ConfigOp[]; updates:
   const updates: ConfigOp[] = [];
   const n = changedFields(a.node, b.node, NODE_FIELDS);
   if (n !== undefined) updates.push({ kind: 'node.update', changes: n as NodeSettingsChanges });
-  const gws = diffKeyed(a.node.gateways, b.node.gateways, (g) => g.name,
+  const gws = diffKeyed(
+    a.node.gateways,
+    b.node.gateways,
+    (g) => g.name,
     (g) => [{ kind: 'nodeGateway.remove', name: g.name, vni: g.vni }],
     (x, y) => {
       const c = changedFields(x, y, NODE_GW_FIELDS);
       return c === undefined ? [] : [{ kind: 'nodeGateway.update', name: y.name, changes: c as NodeGatewayChanges }];
     },
-    (g) => [{ kind: 'nodeGateway.add', gateway: g }]);
+    (g) => [{ kind: 'nodeGateway.add', gateway: g }],
+  );
   return { removes: gws.removes, updates: [...updates, ...gws.updates], adds: gws.adds };
 }
 
@@ -202,11 +292,11 @@ export function diffConfig(before: WeftConfig, after: WeftConfig): ConfigOp[] {
   const geneve = changedFields(before.geneve, after.geneve, ['port', 'listenAddress'] as const);
   if (geneve !== undefined) head.push({ kind: 'geneve.update', changes: geneve as GeneveSettingsChanges });
   const tail: ConfigOp[] = [];
-  if (before.metrics.listen !== after.metrics.listen) tail.push({ kind: 'metrics.update', listen: after.metrics.listen ?? null });
+  if (before.metrics.listen !== after.metrics.listen)
+    tail.push({ kind: 'metrics.update', listen: after.metrics.listen ?? null });
   if (before.logging.level !== after.logging.level) tail.push({ kind: 'logging.update', level: after.logging.level });
 
-  const parts = before.role === 'gateway'
-    ? diffGateway(before, after as GatewayConfig)
-    : diffNode(before, after as NodeConfig);
+  const parts =
+    before.role === 'gateway' ? diffGateway(before, after as GatewayConfig) : diffNode(before, after as NodeConfig);
   return [...parts.removes, ...head, ...parts.updates, ...parts.adds, ...tail];
 }

@@ -17,7 +17,9 @@ export const LIQO_POOLS: readonly string[] = ['10.0.0.0/8', '172.16.0.0/12', '19
 export class IpamExhaustedError extends Error {
   override readonly name = 'IpamExhaustedError';
   constructor(readonly requested: string) {
-    super(`IPAM: no free /${requested.split('/')[1]} left in the pools for ${requested}; add a pool or release allocations`);
+    super(
+      `IPAM: no free /${requested.split('/')[1]} left in the pools for ${requested}; add a pool or release allocations`,
+    );
   }
 }
 
@@ -32,7 +34,8 @@ interface Range {
 }
 
 function toRange(c: Prefix): Range {
-  if (c.family !== 4) throw new IpamRequestError(`IPAM: ${formatPrefix(c)} is IPv6; the remapping IPAM handles IPv4 only`);
+  if (c.family !== 4)
+    throw new IpamRequestError(`IPAM: ${formatPrefix(c)} is IPv6; the remapping IPAM handles IPv4 only`);
   const start = readIpv4U32(c.addr, 0);
   const size = 2 ** (32 - c.prefixLen);
   return { start, end: start + size - 1 };
@@ -98,7 +101,12 @@ export class Ipam {
     const prev = this.allocs.get(owner);
     const used = this.used(owner);
     // Idempotence: the same owner asking again keeps what it has if it is still free.
-    if (prev !== undefined && prev.range.end - prev.range.start === want.end - want.start && this.free(prev.range, used)) return prev.cidr;
+    if (
+      prev !== undefined &&
+      prev.range.end - prev.range.start === want.end - want.start &&
+      this.free(prev.range, used)
+    )
+      return prev.cidr;
     let chosen: Range | undefined;
     if (this.pools.some((p) => p.start <= want.start && want.end <= p.end) && this.free(want, used)) chosen = want;
     else chosen = this.firstFree(req.prefixLen, used);

@@ -26,11 +26,17 @@ export interface LoggerOptions {
 }
 
 /** The effective level: LOG_LEVEL, else the configured one, else 'warn'. Throws LogLevelError. */
-export function resolveLogLevel(configured: LogLevel | undefined, env: Readonly<Record<string, string | undefined>> = process.env): LogLevel {
+export function resolveLogLevel(
+  configured: LogLevel | undefined,
+  env: Readonly<Record<string, string | undefined>> = process.env,
+): LogLevel {
   const fromEnv = env['LOG_LEVEL'];
   if (fromEnv !== undefined && fromEnv !== '') {
     const r = LogLevelSchema.safeParse(fromEnv.toLowerCase());
-    if (!r.success) throw new LogLevelError(`LOG_LEVEL=${JSON.stringify(fromEnv)} is not one of ${LogLevelSchema.options.join(', ')}`);
+    if (!r.success)
+      throw new LogLevelError(
+        `LOG_LEVEL=${JSON.stringify(fromEnv)} is not one of ${LogLevelSchema.options.join(', ')}`,
+      );
     return r.data;
   }
   return configured ?? 'warn';

@@ -70,59 +70,127 @@ export function createMetricsRegistry(source: StatsSource): Registry {
   const liqo = ['driver', 'cluster_id'] as const;
 
   new Gauge({
-    name: 'liqo_peer_is_connected', help: 'Status of the connectivity to a given peer (1 = tunnel up and gateways pinging each other).',
-    labelNames: liqo, registers,
-    collect() { this.reset(); for (const p of source.peers()) this.set({ driver: DRIVER, cluster_id: p.clusterId }, p.connected ? 1 : 0); },
-  });
-  new Gauge({
-    name: 'liqo_peer_latency_us', help: 'Round-trip latency of a given peer in microseconds.', labelNames: liqo, registers,
-    collect() { this.reset(); for (const p of source.peers()) this.set({ driver: DRIVER, cluster_id: p.clusterId }, p.connected ? p.latencyUs : 0); },
-  });
-  new Counter({
-    name: 'liqo_peer_receive_bytes_total', help: 'Number of bytes received from a given peer.', labelNames: liqo, registers,
-    collect() { this.reset(); for (const p of source.peers()) this.inc({ driver: DRIVER, cluster_id: p.clusterId }, p.rxBytes); },
-  });
-  new Counter({
-    name: 'liqo_peer_transmit_bytes_total', help: 'Number of bytes transmitted to a given peer.', labelNames: liqo, registers,
-    collect() { this.reset(); for (const p of source.peers()) this.inc({ driver: DRIVER, cluster_id: p.clusterId }, p.txBytes); },
-  });
-
-  new Counter({
-    name: 'weft_handshakes_total', help: 'Completed WireGuard handshakes per peer.', labelNames: ['cluster_id'], registers,
-    collect() { this.reset(); for (const p of source.peers()) this.inc({ cluster_id: p.clusterId }, p.handshakes); },
-  });
-  new Gauge({
-    name: 'weft_peer_last_handshake_timestamp_seconds', help: 'Unix time of the last completed handshake per peer.', labelNames: ['cluster_id'], registers,
+    name: 'liqo_peer_is_connected',
+    help: 'Status of the connectivity to a given peer (1 = tunnel up and gateways pinging each other).',
+    labelNames: liqo,
+    registers,
     collect() {
       this.reset();
-      for (const p of source.peers()) if (p.lastHandshakeAtMs !== undefined) this.set({ cluster_id: p.clusterId }, p.lastHandshakeAtMs / 1000);
+      for (const p of source.peers()) this.set({ driver: DRIVER, cluster_id: p.clusterId }, p.connected ? 1 : 0);
+    },
+  });
+  new Gauge({
+    name: 'liqo_peer_latency_us',
+    help: 'Round-trip latency of a given peer in microseconds.',
+    labelNames: liqo,
+    registers,
+    collect() {
+      this.reset();
+      for (const p of source.peers())
+        this.set({ driver: DRIVER, cluster_id: p.clusterId }, p.connected ? p.latencyUs : 0);
     },
   });
   new Counter({
-    name: 'weft_drops_total', help: 'Packets dropped, by reason.', labelNames: ['reason'], registers,
-    collect() { this.reset(); for (const [reason, n] of Object.entries(source.drops())) this.inc({ reason }, n); },
+    name: 'liqo_peer_receive_bytes_total',
+    help: 'Number of bytes received from a given peer.',
+    labelNames: liqo,
+    registers,
+    collect() {
+      this.reset();
+      for (const p of source.peers()) this.inc({ driver: DRIVER, cluster_id: p.clusterId }, p.rxBytes);
+    },
+  });
+  new Counter({
+    name: 'liqo_peer_transmit_bytes_total',
+    help: 'Number of bytes transmitted to a given peer.',
+    labelNames: liqo,
+    registers,
+    collect() {
+      this.reset();
+      for (const p of source.peers()) this.inc({ driver: DRIVER, cluster_id: p.clusterId }, p.txBytes);
+    },
+  });
+
+  new Counter({
+    name: 'weft_handshakes_total',
+    help: 'Completed WireGuard handshakes per peer.',
+    labelNames: ['cluster_id'],
+    registers,
+    collect() {
+      this.reset();
+      for (const p of source.peers()) this.inc({ cluster_id: p.clusterId }, p.handshakes);
+    },
   });
   new Gauge({
-    name: 'weft_nat_entries', help: 'Entries in the NAT/conntrack table.', registers,
-    collect() { this.set(source.natEntries()); },
+    name: 'weft_peer_last_handshake_timestamp_seconds',
+    help: 'Unix time of the last completed handshake per peer.',
+    labelNames: ['cluster_id'],
+    registers,
+    collect() {
+      this.reset();
+      for (const p of source.peers())
+        if (p.lastHandshakeAtMs !== undefined) this.set({ cluster_id: p.clusterId }, p.lastHandshakeAtMs / 1000);
+    },
+  });
+  new Counter({
+    name: 'weft_drops_total',
+    help: 'Packets dropped, by reason.',
+    labelNames: ['reason'],
+    registers,
+    collect() {
+      this.reset();
+      for (const [reason, n] of Object.entries(source.drops())) this.inc({ reason }, n);
+    },
   });
   new Gauge({
-    name: 'weft_queue_depth', help: 'Current depth of the data-plane queues.', labelNames: ['queue'], registers,
-    collect() { this.reset(); for (const [queue, n] of Object.entries(source.queueDepths())) this.set({ queue }, n); },
+    name: 'weft_nat_entries',
+    help: 'Entries in the NAT/conntrack table.',
+    registers,
+    collect() {
+      this.set(source.natEntries());
+    },
+  });
+  new Gauge({
+    name: 'weft_queue_depth',
+    help: 'Current depth of the data-plane queues.',
+    labelNames: ['queue'],
+    registers,
+    collect() {
+      this.reset();
+      for (const [queue, n] of Object.entries(source.queueDepths())) this.set({ queue }, n);
+    },
   });
   const ruleLabels = ['object', 'table', 'chain', 'rule'] as const;
   const labels = (r: RuleCounterSample) => ({ object: r.object, table: r.table, chain: r.chain, rule: r.rule });
   new Counter({
-    name: 'weft_rule_packets_total', help: 'Packets counted by a firewall rule with counter (or a chain policy) since its rule set was installed.', labelNames: ruleLabels, registers,
-    collect() { this.reset(); for (const r of source.ruleCounters?.() ?? []) this.inc(labels(r), r.packets); },
+    name: 'weft_rule_packets_total',
+    help: 'Packets counted by a firewall rule with counter (or a chain policy) since its rule set was installed.',
+    labelNames: ruleLabels,
+    registers,
+    collect() {
+      this.reset();
+      for (const r of source.ruleCounters?.() ?? []) this.inc(labels(r), r.packets);
+    },
   });
   new Counter({
-    name: 'weft_rule_bytes_total', help: 'Bytes counted by a firewall rule with counter (or a chain policy) since its rule set was installed.', labelNames: ruleLabels, registers,
-    collect() { this.reset(); for (const r of source.ruleCounters?.() ?? []) this.inc(labels(r), r.bytes ?? 0); },
+    name: 'weft_rule_bytes_total',
+    help: 'Bytes counted by a firewall rule with counter (or a chain policy) since its rule set was installed.',
+    labelNames: ruleLabels,
+    registers,
+    collect() {
+      this.reset();
+      for (const r of source.ruleCounters?.() ?? []) this.inc(labels(r), r.bytes ?? 0);
+    },
   });
   new Counter({
-    name: 'weft_rule_general_matches_total', help: 'Packets matched by a firewall rule run on the general matcher since its rule set was installed.', labelNames: ruleLabels, registers,
-    collect() { this.reset(); for (const r of source.generalRuleCounters?.() ?? []) this.inc(labels(r), r.packets); },
+    name: 'weft_rule_general_matches_total',
+    help: 'Packets matched by a firewall rule run on the general matcher since its rule set was installed.',
+    labelNames: ruleLabels,
+    registers,
+    collect() {
+      this.reset();
+      for (const r of source.generalRuleCounters?.() ?? []) this.inc(labels(r), r.packets);
+    },
   });
   return registry;
 }
@@ -147,7 +215,9 @@ export async function startMetricsServer(registry: Registry, listen: string): Pr
   const host = m?.[1];
   const port = Number(m?.[2]);
   if (host === undefined || !(port >= 0 && port <= 65535)) {
-    throw new MetricsListenError(`metrics.listen ${JSON.stringify(listen)}: expected "host:port" (IPv6 as "[addr]:port", port 0 = any)`);
+    throw new MetricsListenError(
+      `metrics.listen ${JSON.stringify(listen)}: expected "host:port" (IPv6 as "[addr]:port", port 0 = any)`,
+    );
   }
   const server: Server = createServer((req, res) => {
     if (req.method !== 'GET' || (req.url ?? '').split('?')[0] !== '/metrics') {
@@ -156,17 +226,26 @@ export async function startMetricsServer(registry: Registry, listen: string): Pr
     }
     registry.metrics().then(
       (text) => res.writeHead(200, { 'content-type': registry.contentType }).end(text),
-      (e: unknown) => res.writeHead(500, { 'content-type': 'text/plain' }).end(`metrics collection failed: ${(e as Error).message}\n`),
+      (e: unknown) =>
+        res
+          .writeHead(500, { 'content-type': 'text/plain' })
+          .end(`metrics collection failed: ${(e as Error).message}\n`),
     );
   });
   await new Promise<void>((resolve, reject) => {
-    server.once('error', (e: NodeJS.ErrnoException) => reject(new MetricsListenError(`cannot listen on ${listen} for metrics: ${e.code ?? e.message}`)));
+    server.once('error', (e: NodeJS.ErrnoException) =>
+      reject(new MetricsListenError(`cannot listen on ${listen} for metrics: ${e.code ?? e.message}`)),
+    );
     server.listen(port, host, () => resolve());
   });
   const addr = server.address() as AddressInfo;
   return {
     port: addr.port,
     address: addr.address,
-    close: () => new Promise<void>((resolve) => { server.closeAllConnections(); server.close(() => resolve()); }),
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
   };
 }

@@ -56,7 +56,10 @@ export interface TunnelPlan {
 }
 
 /** Liqo's default pair for a peer (see the module header): the side with an endpoint is the client. */
-export function defaultTunnelAddresses(peer: { readonly endpoint?: string | undefined }): { local: string; remote: string } {
+export function defaultTunnelAddresses(peer: { readonly endpoint?: string | undefined }): {
+  local: string;
+  remote: string;
+} {
   return peer.endpoint !== undefined
     ? { local: LIQO_TUNNEL_CLIENT_ADDRESS, remote: LIQO_TUNNEL_SERVER_ADDRESS }
     : { local: LIQO_TUNNEL_SERVER_ADDRESS, remote: LIQO_TUNNEL_CLIENT_ADDRESS };

@@ -45,14 +45,19 @@ export function parseConfigYaml(text: string, source: string, opts: ParseYamlOpt
   const lc = new LineCounter();
   const doc = parseDocument(text, { lineCounter: lc, prettyErrors: false, uniqueKeys: true });
   if (doc.errors.length > 0) {
-    throw new ConfigError(source, doc.errors.map((e) => ({
-      path: '',
-      line: e.linePos?.[0].line ?? lc.linePos(e.pos[0]).line,
-      message: `YAML syntax error: ${e.message.split('\n')[0]}`,
-    })));
+    throw new ConfigError(
+      source,
+      doc.errors.map((e) => ({
+        path: '',
+        line: e.linePos?.[0].line ?? lc.linePos(e.pos[0]).line,
+        message: `YAML syntax error: ${e.message.split('\n')[0]}`,
+      })),
+    );
   }
   if (!isMap(doc.contents)) {
-    throw new ConfigError(source, [{ path: '', line: 1, message: 'expected a YAML mapping with at least "role" and "cluster"' }]);
+    throw new ConfigError(source, [
+      { path: '', line: 1, message: 'expected a YAML mapping with at least "role" and "cluster"' },
+    ]);
   }
   // The parser reports syntax; resolving the document can still fail (an alias before its
   // anchor, too many aliases): the yaml library throws a ReferenceError then.
@@ -60,17 +65,22 @@ export function parseConfigYaml(text: string, source: string, opts: ParseYamlOpt
   try {
     raw = doc.toJS({ maxAliasCount: 100 });
   } catch (e) {
-    throw new ConfigError(source, [{ path: '', line: undefined, message: `YAML error: ${(e as Error).message.split('\n')[0]}` }]);
+    throw new ConfigError(source, [
+      { path: '', line: undefined, message: `YAML error: ${(e as Error).message.split('\n')[0]}` },
+    ]);
   }
   resolveKeyFile(raw, source, doc, lc, opts);
   try {
     return parseConfig(raw, source);
   } catch (e) {
     if (!(e instanceof ConfigError)) throw e;
-    throw new ConfigError(source, e.issues.map((i): ConfigIssue => {
-      const line = lineOf(doc, lc, parsePathText(i.path));
-      return line === undefined ? i : { ...i, line };
-    }));
+    throw new ConfigError(
+      source,
+      e.issues.map((i): ConfigIssue => {
+        const line = lineOf(doc, lc, parsePathText(i.path));
+        return line === undefined ? i : { ...i, line };
+      }),
+    );
   }
 }
 
@@ -96,7 +106,8 @@ function resolveKeyFile(raw: unknown, source: string, doc: Document, lc: LineCou
     return fail(`cannot read private key file ${abs}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`);
   }
   const key = content.trim();
-  if (!/^[A-Za-z0-9+/]{43}=$/.test(key)) fail(`file ${abs} does not hold a base64 32-byte key (as written by \`wg genkey\`)`);
+  if (!/^[A-Za-z0-9+/]{43}=$/.test(key))
+    fail(`file ${abs} does not hold a base64 32-byte key (as written by \`wg genkey\`)`);
   w['privateKey'] = key;
 }
 
@@ -111,7 +122,12 @@ export function loadConfigFileSync(path: string, opts: ParseYamlOptions = {}): W
   try {
     text = readFileSync(path, 'utf8');
   } catch (e) {
-    throw new ConfigError(path, [{ path: '', message: `cannot read configuration file: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}` }]);
+    throw new ConfigError(path, [
+      {
+        path: '',
+        message: `cannot read configuration file: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`,
+      },
+    ]);
   }
   return parseConfigYaml(text, path, { baseDir: dirname(resolve(path)), ...opts });
 }
@@ -121,6 +137,11 @@ export async function readConfigText(path: string): Promise<string> {
   try {
     return await readFile(path, 'utf8');
   } catch (e) {
-    throw new ConfigError(path, [{ path: '', message: `cannot read configuration file: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}` }]);
+    throw new ConfigError(path, [
+      {
+        path: '',
+        message: `cannot read configuration file: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`,
+      },
+    ]);
   }
 }

@@ -6,7 +6,6 @@
  */
 import { KEY_LEN, TAG_LEN } from './sizes.js';
 
-
 /** Throws unless `buf` is a Uint8Array of exactly `len` bytes. */
 export function assertBytes(buf: Uint8Array, len: number, what: string): void {
   if (!(buf instanceof Uint8Array)) throw new TypeError(`${what} must be a Uint8Array`);
@@ -43,8 +42,17 @@ export function assertParts(parts: readonly Uint8Array[]): void {
  * The argument checks of seal()/xseal() (CryptoBackend contract): a 32-byte key, a nonce of
  * `nonceLen` bytes, `ad` null or bytes, the src span, and a dst span with room for the tag.
  */
-export function assertSealArgs(key: Uint8Array, nonce: Uint8Array, nonceLen: number, ad: Uint8Array | null,
-  src: Uint8Array, srcOff: number, len: number, dst: Uint8Array, dstOff: number): void {
+export function assertSealArgs(
+  key: Uint8Array,
+  nonce: Uint8Array,
+  nonceLen: number,
+  ad: Uint8Array | null,
+  src: Uint8Array,
+  srcOff: number,
+  len: number,
+  dst: Uint8Array,
+  dstOff: number,
+): void {
   assertBytes(key, KEY_LEN, 'key');
   assertBytes(nonce, nonceLen, 'nonce');
   assertAd(ad);
@@ -57,8 +65,15 @@ export function assertSealArgs(key: Uint8Array, nonce: Uint8Array, nonceLen: num
  * the src span. The caller checks the dst span (len - TAG_LEN bytes) only once `len` holds a tag,
  * because a message too short for one is bad input (open returns false), not misuse.
  */
-export function assertOpenArgs(key: Uint8Array, nonce: Uint8Array, nonceLen: number, ad: Uint8Array | null,
-  src: Uint8Array, srcOff: number, len: number): void {
+export function assertOpenArgs(
+  key: Uint8Array,
+  nonce: Uint8Array,
+  nonceLen: number,
+  ad: Uint8Array | null,
+  src: Uint8Array,
+  srcOff: number,
+  len: number,
+): void {
   assertBytes(key, KEY_LEN, 'key');
   assertBytes(nonce, nonceLen, 'nonce');
   assertAd(ad);

@@ -14,7 +14,14 @@
  */
 export interface NoiseSteps {
   /** Initiation body (ephemeral, static, timestamp); writes hs hash and chaining key. */
-  initiation(hs: Uint8Array, identity: Uint8Array, msg: Uint8Array, off: number, timestamp: Uint8Array, peerTable: Uint8Array | null): boolean;
+  initiation(
+    hs: Uint8Array,
+    identity: Uint8Array,
+    msg: Uint8Array,
+    off: number,
+    timestamp: Uint8Array,
+    peerTable: Uint8Array | null,
+  ): boolean;
   /** Consumes an initiation up to the static key (into outStatic); writes pending. */
   beginConsume(pending: Uint8Array, identity: Uint8Array, msg: Uint8Array, off: number, outStatic: Uint8Array): boolean;
   /** Continues with the static-static key of hs: decrypts the timestamp; advances pending. */
@@ -59,23 +66,55 @@ export interface CryptoBackend {
    * `dst[dstOff, dstOff+len)` and writes the 16-byte tag at `dst[dstOff+len, dstOff+len+16)`.
    * Returns len + 16.
    */
-  seal(key: Uint8Array, nonce: Uint8Array, ad: Uint8Array | null,
-    src: Uint8Array, srcOff: number, len: number, dst: Uint8Array, dstOff: number): number;
+  seal(
+    key: Uint8Array,
+    nonce: Uint8Array,
+    ad: Uint8Array | null,
+    src: Uint8Array,
+    srcOff: number,
+    len: number,
+    dst: Uint8Array,
+    dstOff: number,
+  ): number;
 
   /**
    * ChaCha20-Poly1305 open. `len` includes the 16-byte tag. On success writes len - 16 plaintext
    * bytes at `dst[dstOff, ...)` and returns true; on failure returns false (dst contents undefined).
    */
-  open(key: Uint8Array, nonce: Uint8Array, ad: Uint8Array | null,
-    src: Uint8Array, srcOff: number, len: number, dst: Uint8Array, dstOff: number): boolean;
+  open(
+    key: Uint8Array,
+    nonce: Uint8Array,
+    ad: Uint8Array | null,
+    src: Uint8Array,
+    srcOff: number,
+    len: number,
+    dst: Uint8Array,
+    dstOff: number,
+  ): boolean;
 
   /** XChaCha20-Poly1305 (draft-irtf-cfrg-xchacha-03), same contract as seal(); nonce is 24 bytes. */
-  xseal(key: Uint8Array, nonce: Uint8Array, ad: Uint8Array | null,
-    src: Uint8Array, srcOff: number, len: number, dst: Uint8Array, dstOff: number): number;
+  xseal(
+    key: Uint8Array,
+    nonce: Uint8Array,
+    ad: Uint8Array | null,
+    src: Uint8Array,
+    srcOff: number,
+    len: number,
+    dst: Uint8Array,
+    dstOff: number,
+  ): number;
 
   /** XChaCha20-Poly1305 open, same contract as open(). */
-  xopen(key: Uint8Array, nonce: Uint8Array, ad: Uint8Array | null,
-    src: Uint8Array, srcOff: number, len: number, dst: Uint8Array, dstOff: number): boolean;
+  xopen(
+    key: Uint8Array,
+    nonce: Uint8Array,
+    ad: Uint8Array | null,
+    src: Uint8Array,
+    srcOff: number,
+    len: number,
+    dst: Uint8Array,
+    dstOff: number,
+  ): boolean;
 
   /** BLAKE2s-256 of the concatenation of `parts` (RFC 7693), written to out[0..32). */
   hash(out: Uint8Array, ...parts: Uint8Array[]): void;

@@ -38,33 +38,53 @@ export interface EvpHashing {
  * Builds the EVP hashing functions, or returns why it cannot (missing symbols, OpenSSL without
  * EVP_MAC or BLAKE2SMAC, or a self-test mismatch against noble).
  */
-export function createEvpHashing(fallbackHmac: (out: Uint8Array, key: Uint8Array, parts: Parts) => void): EvpHashing | string {
+export function createEvpHashing(
+  fallbackHmac: (out: Uint8Array, key: Uint8Array, parts: Parts) => void,
+): EvpHashing | string {
   const p = processLibrary();
   if (typeof p === 'string') return p;
   const { koffi, lib } = p;
   let made: EvpHashing;
   try {
     const param = koffi.struct({
-      key: 'const char *', data_type: 'uint', data: 'void *', data_size: 'size_t', return_size: 'size_t',
+      key: 'const char *',
+      data_type: 'uint',
+      data: 'void *',
+      data_size: 'size_t',
+      return_size: 'size_t',
     });
     const f = <T>(decl: string): T => lib.func(decl) as unknown as T;
     const mdCtxNew = f<() => Ptr>('void *EVP_MD_CTX_new()');
     const mdCtxFree = f<(ctx: Ptr) => void>('void EVP_MD_CTX_free(void *ctx)');
     const blake2s256 = f<() => Ptr>('void *EVP_blake2s256()');
-    const digestInit = f<(ctx: Ptr, md: Ptr, impl: null) => number>('int EVP_DigestInit_ex(void *ctx, void *type, void *impl)');
-    const digestUpdate = f<(ctx: Ptr, d: Uint8Array, n: number) => number>('int EVP_DigestUpdate(void *ctx, const uint8_t *d, size_t cnt)');
-    const digestFinal = f<(ctx: Ptr, md: Uint8Array, s: Uint32Array) => number>('int EVP_DigestFinal_ex(void *ctx, uint8_t *md, uint32_t *s)');
-    const macFetch = f<(libctx: null, alg: string, props: null) => Ptr>('void *EVP_MAC_fetch(void *libctx, const char *algorithm, const char *properties)');
+    const digestInit = f<(ctx: Ptr, md: Ptr, impl: null) => number>(
+      'int EVP_DigestInit_ex(void *ctx, void *type, void *impl)',
+    );
+    const digestUpdate = f<(ctx: Ptr, d: Uint8Array, n: number) => number>(
+      'int EVP_DigestUpdate(void *ctx, const uint8_t *d, size_t cnt)',
+    );
+    const digestFinal = f<(ctx: Ptr, md: Uint8Array, s: Uint32Array) => number>(
+      'int EVP_DigestFinal_ex(void *ctx, uint8_t *md, uint32_t *s)',
+    );
+    const macFetch = f<(libctx: null, alg: string, props: null) => Ptr>(
+      'void *EVP_MAC_fetch(void *libctx, const char *algorithm, const char *properties)',
+    );
     const macFree = f<(mac: Ptr) => void>('void EVP_MAC_free(void *mac)');
     const macCtxNew = f<(mac: Ptr) => Ptr>('void *EVP_MAC_CTX_new(void *mac)');
     const macCtxFree = f<(ctx: Ptr) => void>('void EVP_MAC_CTX_free(void *ctx)');
-    const macSetParams = lib.func('EVP_MAC_CTX_set_params', 'int', ['void *', koffi.pointer(param)]) as unknown as
-      (ctx: Ptr, params: object[]) => number;
+    const macSetParams = lib.func('EVP_MAC_CTX_set_params', 'int', ['void *', koffi.pointer(param)]) as unknown as (
+      ctx: Ptr,
+      params: object[],
+    ) => number;
     const macInit = f<(ctx: Ptr, key: Uint8Array, keylen: number, params: null) => number>(
-      'int EVP_MAC_init(void *ctx, const uint8_t *key, size_t keylen, void *params)');
-    const macUpdate = f<(ctx: Ptr, d: Uint8Array, n: number) => number>('int EVP_MAC_update(void *ctx, const uint8_t *data, size_t datalen)');
+      'int EVP_MAC_init(void *ctx, const uint8_t *key, size_t keylen, void *params)',
+    );
+    const macUpdate = f<(ctx: Ptr, d: Uint8Array, n: number) => number>(
+      'int EVP_MAC_update(void *ctx, const uint8_t *data, size_t datalen)',
+    );
     const macFinal = f<(ctx: Ptr, out: Uint8Array, outl: BigUint64Array, outsize: number) => number>(
-      'int EVP_MAC_final(void *ctx, uint8_t *out, size_t *outl, size_t outsize)');
+      'int EVP_MAC_final(void *ctx, uint8_t *out, size_t *outl, size_t outsize)',
+    );
 
     const md = blake2s256();
     const hmacAlg = macFetch(null, 'HMAC', null);
@@ -76,11 +96,32 @@ export function createEvpHashing(fallbackHmac: (out: Uint8Array, key: Uint8Array
     // The contexts hold their own references to the algorithms.
     macFree(hmacAlg);
     macFree(b2mac);
-    if (mdCtx === null || hmacCtx === null || b2Ctx === null) throw new Error('OpenSSL could not allocate a digest or MAC context');
+    if (mdCtx === null || hmacCtx === null || b2Ctx === null)
+      throw new Error('OpenSSL could not allocate a digest or MAC context');
     const end = { key: null, data_type: 0, data: null, data_size: 0, return_size: 0 };
     const digestName = new TextEncoder().encode('BLAKE2S-256\0');
-    if (macSetParams(hmacCtx, [{ key: 'digest', data_type: OSSL_PARAM_UTF8_STRING, data: digestName, data_size: digestName.length - 1, return_size: 0 }, end]) !== 1
-      || macSetParams(b2Ctx, [{ key: 'size', data_type: OSSL_PARAM_UNSIGNED_INTEGER, data: new BigUint64Array([BigInt(MAC_LEN)]), data_size: 8, return_size: 0 }, end]) !== 1) {
+    if (
+      macSetParams(hmacCtx, [
+        {
+          key: 'digest',
+          data_type: OSSL_PARAM_UTF8_STRING,
+          data: digestName,
+          data_size: digestName.length - 1,
+          return_size: 0,
+        },
+        end,
+      ]) !== 1 ||
+      macSetParams(b2Ctx, [
+        {
+          key: 'size',
+          data_type: OSSL_PARAM_UNSIGNED_INTEGER,
+          data: new BigUint64Array([BigInt(MAC_LEN)]),
+          data_size: 8,
+          return_size: 0,
+        },
+        end,
+      ]) !== 1
+    ) {
       throw new Error('OpenSSL rejected the HMAC digest or BLAKE2SMAC size parameter');
     }
     const mdLen = new Uint32Array(1);
@@ -94,7 +135,8 @@ export function createEvpHashing(fallbackHmac: (out: Uint8Array, key: Uint8Array
         assertOutput(out, HASH_LEN, 'hash output');
         assertParts(parts);
         check(digestInit(mdCtx, md, null), 'EVP_DigestInit_ex');
-        for (let i = 0; i < parts.length; i++) check(digestUpdate(mdCtx, parts[i], parts[i].length), 'EVP_DigestUpdate');
+        for (let i = 0; i < parts.length; i++)
+          check(digestUpdate(mdCtx, parts[i], parts[i].length), 'EVP_DigestUpdate');
         check(digestFinal(mdCtx, out, mdLen), 'EVP_DigestFinal_ex');
       },
       mac(out, key, parts) {

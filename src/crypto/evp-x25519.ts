@@ -69,19 +69,24 @@ export function createEvpX25519(): EvpX25519 | string {
   try {
     const f = <T>(decl: string): T => lib.func(decl) as unknown as T;
     const newPrivate = f<(type: number, e: null, key: Uint8Array, len: number) => Ptr>(
-      'void *EVP_PKEY_new_raw_private_key(int type, void *e, const uint8_t *key, size_t len)');
+      'void *EVP_PKEY_new_raw_private_key(int type, void *e, const uint8_t *key, size_t len)',
+    );
     const newPublic = f<(type: number, e: null, key: Uint8Array, len: number) => Ptr>(
-      'void *EVP_PKEY_new_raw_public_key(int type, void *e, const uint8_t *key, size_t len)');
+      'void *EVP_PKEY_new_raw_public_key(int type, void *e, const uint8_t *key, size_t len)',
+    );
     const getPublic = f<(pkey: Ptr, out: Uint8Array, len: BigUint64Array) => number>(
-      'int EVP_PKEY_get_raw_public_key(void *pkey, uint8_t *pub, size_t *len)');
+      'int EVP_PKEY_get_raw_public_key(void *pkey, uint8_t *pub, size_t *len)',
+    );
     const freeKey = f<(pkey: Ptr) => void>('void EVP_PKEY_free(void *pkey)');
     const ctxNew = f<(pkey: Ptr, e: null) => Ptr>('void *EVP_PKEY_CTX_new(void *pkey, void *e)');
     const ctxFree = f<(ctx: Ptr) => void>('void EVP_PKEY_CTX_free(void *ctx)');
     const deriveInit = f<(ctx: Ptr) => number>('int EVP_PKEY_derive_init(void *ctx)');
     const setPeer = f<(ctx: Ptr, peer: Ptr, validate: number) => number>(
-      'int EVP_PKEY_derive_set_peer_ex(void *ctx, void *peer, int validate_peer)');
+      'int EVP_PKEY_derive_set_peer_ex(void *ctx, void *peer, int validate_peer)',
+    );
     const derive = f<(ctx: Ptr, out: Uint8Array, len: BigUint64Array) => number>(
-      'int EVP_PKEY_derive(void *ctx, uint8_t *key, size_t *keylen)');
+      'int EVP_PKEY_derive(void *ctx, uint8_t *key, size_t *keylen)',
+    );
 
     const cache = new Map<Uint8Array, Entry>();
     const len = new BigUint64Array(1);
@@ -140,7 +145,8 @@ export function createEvpX25519(): EvpX25519 | string {
       publicKey(out, privateKey) {
         const e = privateEntry(privateKey);
         len[0] = BigInt(KEY_LEN);
-        if (getPublic(e.pkey, out, len) !== 1 || len[0] !== BigInt(KEY_LEN)) throw new Error('EVP_PKEY_get_raw_public_key failed');
+        if (getPublic(e.pkey, out, len) !== 1 || len[0] !== BigInt(KEY_LEN))
+          throw new Error('EVP_PKEY_get_raw_public_key failed');
       },
       dispose() {
         for (const e of cache.values()) release(e);
@@ -163,7 +169,8 @@ function selfTest(x: EvpX25519): string | null {
     const out = new Uint8Array(KEY_LEN);
     x.publicKey(out, ALICE_PRIV);
     if (!equal32(out, ALICE_PUB)) return 'OpenSSL EVP X25519 public key disagrees with RFC 7748 §6.1';
-    if (!x.dh(out, ALICE_PRIV, BOB_PUB) || !equal32(out, SHARED)) return 'OpenSSL EVP X25519 disagrees with RFC 7748 §6.1';
+    if (!x.dh(out, ALICE_PRIV, BOB_PUB) || !equal32(out, SHARED))
+      return 'OpenSSL EVP X25519 disagrees with RFC 7748 §6.1';
     if (x.dh(out, ALICE_PRIV, new Uint8Array(KEY_LEN))) return 'OpenSSL EVP X25519 accepted a low-order point';
   } catch (e) {
     return `OpenSSL EVP X25519 does not work: ${(e as Error).message}`;

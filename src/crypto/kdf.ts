@@ -42,8 +42,7 @@ export function kdf1(backend: CryptoBackend, t1: Uint8Array, key: Uint8Array, in
 }
 
 /** (τ1, τ2) := KDF2(key, input). */
-export function kdf2(backend: CryptoBackend, t1: Uint8Array, t2: Uint8Array,
-  key: Uint8Array, input: Uint8Array): void {
+export function kdf2(backend: CryptoBackend, t1: Uint8Array, t2: Uint8Array, key: Uint8Array, input: Uint8Array): void {
   assertOutput(t1, HASH_LEN, 'kdf output t1');
   assertOutput(t2, HASH_LEN, 'kdf output t2');
   if (t1 === t2) throw new RangeError('kdf2 outputs t1 and t2 must be different arrays');
@@ -55,8 +54,14 @@ export function kdf2(backend: CryptoBackend, t1: Uint8Array, t2: Uint8Array,
 }
 
 /** (τ1, τ2, τ3) := KDF3(key, input). */
-export function kdf3(backend: CryptoBackend, t1: Uint8Array, t2: Uint8Array, t3: Uint8Array,
-  key: Uint8Array, input: Uint8Array): void {
+export function kdf3(
+  backend: CryptoBackend,
+  t1: Uint8Array,
+  t2: Uint8Array,
+  t3: Uint8Array,
+  key: Uint8Array,
+  input: Uint8Array,
+): void {
   assertOutput(t1, HASH_LEN, 'kdf output t1');
   assertOutput(t2, HASH_LEN, 'kdf output t2');
   assertOutput(t3, HASH_LEN, 'kdf output t3');

@@ -51,17 +51,22 @@ export function keyFromBase64(text: string, what = 'key'): Uint8Array {
   const t = text.trim();
   if (t.length !== KEY_BASE64_LEN) {
     throw new KeyFormatError(
-      `${what} must be ${KEY_BASE64_LEN} characters of base64 (32 bytes, as printed by 'wg genkey'), got ${t.length} characters`);
+      `${what} must be ${KEY_BASE64_LEN} characters of base64 (32 bytes, as printed by 'wg genkey'), got ${t.length} characters`,
+    );
   }
   if (!CANONICAL_B64_KEY.test(t)) {
     throw new KeyFormatError(
-      `${what} is not canonical base64 of 32 bytes (standard alphabet A-Z a-z 0-9 + /, ending in '=')`);
+      `${what} is not canonical base64 of 32 bytes (standard alphabet A-Z a-z 0-9 + /, ending in '=')`,
+    );
   }
   const out = new Uint8Array(KEY_LEN);
   let o = 0;
   for (let i = 0; i < 40; i += 4) {
-    const n = (b64Value(t.charCodeAt(i)) << 18) | (b64Value(t.charCodeAt(i + 1)) << 12)
-      | (b64Value(t.charCodeAt(i + 2)) << 6) | b64Value(t.charCodeAt(i + 3));
+    const n =
+      (b64Value(t.charCodeAt(i)) << 18) |
+      (b64Value(t.charCodeAt(i + 1)) << 12) |
+      (b64Value(t.charCodeAt(i + 2)) << 6) |
+      b64Value(t.charCodeAt(i + 3));
     out[o++] = n >>> 16;
     out[o++] = (n >>> 8) & 0xff;
     out[o++] = n & 0xff;

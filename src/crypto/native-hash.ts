@@ -40,17 +40,20 @@ export function loadNativeHash(): NativeHash | string {
 function load(): NativeHash | string {
   if (process.env.WEFT_NO_ADDON === '1') return 'disabled by WEFT_NO_ADDON=1';
   // src/crypto → ../../native; dist/src/crypto → ../../../native
-  const paths = ['../../native/build/Release/weft_crypto.node', '../../../native/build/Release/weft_crypto.node']
-    .map((rel) => fileURLToPath(new URL(rel, import.meta.url)));
+  const paths = ['../../native/build/Release/weft_crypto.node', '../../../native/build/Release/weft_crypto.node'].map(
+    (rel) => fileURLToPath(new URL(rel, import.meta.url)),
+  );
   const path = paths.find((p) => existsSync(p));
-  if (path === undefined) return 'native/build/Release/weft_crypto.node not found; build it with `node native/build.mjs`';
+  if (path === undefined)
+    return 'native/build/Release/weft_crypto.node not found; build it with `node native/build.mjs`';
   let mod: NativeHash;
   try {
     mod = createRequire(import.meta.url)(path) as NativeHash;
   } catch (e) {
     return `${path}: ${(e as Error).message}`;
   }
-  if (mod.abi !== ABI) return `${path} has ABI ${String(mod.abi)}, expected ${ABI}; rebuild with \`node native/build.mjs\``;
+  if (mod.abi !== ABI)
+    return `${path} has ABI ${String(mod.abi)}, expected ${ABI}; rebuild with \`node native/build.mjs\``;
   return selfTest(mod) ?? mod;
 }
 

@@ -27,9 +27,18 @@ function load(): NoiseSteps | string {
   const n = loadNativeHash();
   if (typeof n === 'string') return n;
   const m = n as unknown as Record<string, Fn | undefined>;
-  const names = ['noiseAvailable', 'noiseInitiation', 'noiseBeginConsume', 'noiseFinishConsume', 'noiseResponse', 'noiseConsumeResponse', 'x25519Table'];
+  const names = [
+    'noiseAvailable',
+    'noiseInitiation',
+    'noiseBeginConsume',
+    'noiseFinishConsume',
+    'noiseResponse',
+    'noiseConsumeResponse',
+    'x25519Table',
+  ];
   const tableSize = (n as unknown as { x25519TableSize?: unknown }).x25519TableSize;
-  if (names.some((k) => typeof m[k] !== 'function') || typeof tableSize !== 'number') return 'the native addon has no handshake steps (built from older sources); rebuild with `node native/build.mjs`';
+  if (names.some((k) => typeof m[k] !== 'function') || typeof tableSize !== 'number')
+    return 'the native addon has no handshake steps (built from older sources); rebuild with `node native/build.mjs`';
   if (m.noiseAvailable!() !== true) return 'OpenSSL ChaCha20_ctr32/Poly1305 primitives not found in this Node';
   const steps: NoiseSteps = {
     initiation: m.noiseInitiation as NoiseSteps['initiation'],
@@ -60,7 +69,10 @@ function fill(n: number, f: (i: number) => number): Uint8Array {
  */
 function selfTest(s: NoiseSteps): string | null {
   const hs = new Uint8Array(224);
-  hs.set(fill(32, (i) => i + 1), 96); // local ephemeral private
+  hs.set(
+    fill(32, (i) => i + 1),
+    96,
+  ); // local ephemeral private
   hs.set(hex(KAT_RSTATIC), 160);
   hs.set(hex(KAT_SS), 192);
   const id = new Uint8Array(64);
@@ -74,19 +86,23 @@ function selfTest(s: NoiseSteps): string | null {
     hs.fill(0, 0, 64);
     if (!s.initiation(hs, id, msg, 0, ts, t)) return 'native initiation step failed on the self-test keys';
     const body = Array.from(msg.subarray(8, 116), (x) => x.toString(16).padStart(2, '0')).join('');
-    if (body !== KAT_BODY || !equal32(hs.subarray(0, 32), hex(KAT_HASH))) return 'native initiation step disagrees with noise.ts on noble (self-test)';
+    if (body !== KAT_BODY || !equal32(hs.subarray(0, 32), hex(KAT_HASH)))
+      return 'native initiation step disagrees with noise.ts on noble (self-test)';
   }
   const pending = new Uint8Array(96);
   const rid = new Uint8Array(64);
   rid.set(hex(KAT_R_PRIV), 0);
   rid.set(hex(KAT_RSTATIC), 32);
   const st = new Uint8Array(32);
-  if (!s.beginConsume(pending, rid, msg, 0, st) || !equal32(st, hex(KAT_ID_PUB))) return 'native beginConsume did not recover the static key (self-test)';
+  if (!s.beginConsume(pending, rid, msg, 0, st) || !equal32(st, hex(KAT_ID_PUB)))
+    return 'native beginConsume did not recover the static key (self-test)';
   const out = new Uint8Array(12);
   msg[100] ^= 1;
-  if (s.finishConsume(pending.slice(), hs, msg, 0, out)) return 'native finishConsume accepted a forged timestamp (self-test)';
+  if (s.finishConsume(pending.slice(), hs, msg, 0, out))
+    return 'native finishConsume accepted a forged timestamp (self-test)';
   msg[100] ^= 1;
-  if (!s.finishConsume(pending, hs, msg, 0, out) || out.some((x, i) => x !== ts[i])) return 'native finishConsume did not recover the timestamp (self-test)';
+  if (!s.finishConsume(pending, hs, msg, 0, out) || out.some((x, i) => x !== ts[i]))
+    return 'native finishConsume did not recover the timestamp (self-test)';
   return null;
 }
 
@@ -95,5 +111,6 @@ const KAT_RSTATIC = '446e5080171513a59ffbf40bd6a9dd388de4347afe92b00bde8d7beffec
 const KAT_R_PRIV = '0b10151a1f24292e33383d42474c51565b60656a6f74797e83888d92979ca1a6';
 const KAT_SS = 'c5de449b6c65930971cc89aea9ef947a448c7c2905ce0e579fe2a2156395dc7b';
 const KAT_ID_PUB = '5dcf0d8a6a6141364cb5fd97e47c753e6f3fc72acc1550ed38a51cd9274a8d37';
-const KAT_BODY = '07a37cbc142093c8b755dc1b10e86cb426374ad16aa853ed0bdfc0b2b86d1c7c48c07e0588ad0085ea4042f0270005a1a16192625b6dfdd94a5e74b7e9116d57b00c85831e53c0700f41ea2b7a7c27871f1f7d14d1e0d93f8306da15392e865be264e77b85e6ee273221c6a1';
+const KAT_BODY =
+  '07a37cbc142093c8b755dc1b10e86cb426374ad16aa853ed0bdfc0b2b86d1c7c48c07e0588ad0085ea4042f0270005a1a16192625b6dfdd94a5e74b7e9116d57b00c85831e53c0700f41ea2b7a7c27871f1f7d14d1e0d93f8306da15392e865be264e77b85e6ee273221c6a1';
 const KAT_HASH = '69ab8e63e13ef1a82da3785c82e11c5b0163f98a4ad1f53ee8c44eff21978730';

@@ -41,12 +41,19 @@ function load(): NativeX25519 | string {
   const n = loadNativeHash();
   if (typeof n === 'string') return n;
   const mod = n as unknown as Partial<NativeX25519> & { x25519Impl?: unknown; x25519OsslReason?: unknown };
-  if (typeof mod.x25519 !== 'function' || typeof mod.x25519Base !== 'function' || typeof mod.x25519Ladder !== 'function'
-    || typeof mod.x25519Impl !== 'string') {
+  if (
+    typeof mod.x25519 !== 'function' ||
+    typeof mod.x25519Base !== 'function' ||
+    typeof mod.x25519Ladder !== 'function' ||
+    typeof mod.x25519Impl !== 'string'
+  ) {
     return 'the native addon has no X25519 or no ossl_x25519 selection (built from older sources); rebuild with `node native/build.mjs`';
   }
   const x: NativeX25519 = {
-    x25519: mod.x25519, x25519Base: mod.x25519Base, x25519Ladder: mod.x25519Ladder, impl: mod.x25519Impl,
+    x25519: mod.x25519,
+    x25519Base: mod.x25519Base,
+    x25519Ladder: mod.x25519Ladder,
+    impl: mod.x25519Impl,
     osslReason: typeof mod.x25519OsslReason === 'string' ? mod.x25519OsslReason : null,
   };
   // Both DH paths must pass: the ladder is the fallback and the cross-check of ossl_x25519.
@@ -62,9 +69,14 @@ function hex(s: string): Uint8Array {
 /** RFC 7748 §5.2 vector 2 (top bit of u set), §6.1 (both public keys, the shared secret), u = 0. */
 function selfTest(x: NativeX25519, dh: NativeX25519['x25519']): string | null {
   const out = new Uint8Array(KEY_LEN);
-  if (!dh(out, hex('4b66e9d4d1b4673c5ad22691957d6af5c11b6421e0ea01d42ca4169e7918ba0d'),
-    hex('e5210f12786811d3f4b7959d0538ae2c31dbe7106fc03c3efc4cd549c715a493'))
-    || !equal32(out, hex('95cbde9476e8907d7aade45cb4b873f88b595a68799fa152e6f8f7647aac7957'))) {
+  if (
+    !dh(
+      out,
+      hex('4b66e9d4d1b4673c5ad22691957d6af5c11b6421e0ea01d42ca4169e7918ba0d'),
+      hex('e5210f12786811d3f4b7959d0538ae2c31dbe7106fc03c3efc4cd549c715a493'),
+    ) ||
+    !equal32(out, hex('95cbde9476e8907d7aade45cb4b873f88b595a68799fa152e6f8f7647aac7957'))
+  ) {
     return 'weft_crypto X25519 disagrees with RFC 7748 §5.2';
   }
   const alice = hex('77076d0a7318a57d3c16c17251b26645df4c2f87ebc0992ab177fba51db92c2a');
@@ -76,7 +88,10 @@ function selfTest(x: NativeX25519, dh: NativeX25519['x25519']): string | null {
   }
   x.x25519Base(out, bob);
   if (!equal32(out, bobPub)) return 'weft_crypto X25519 fixed-base public key disagrees with RFC 7748 §6.1';
-  if (!dh(out, alice, bobPub) || !equal32(out, hex('4a5d9d5ba4ce2de1728e3bf480350f25e07e21c947d19e3376f09b3c1e161742'))) {
+  if (
+    !dh(out, alice, bobPub) ||
+    !equal32(out, hex('4a5d9d5ba4ce2de1728e3bf480350f25e07e21c947d19e3376f09b3c1e161742'))
+  ) {
     return 'weft_crypto X25519 disagrees with RFC 7748 §6.1';
   }
   if (dh(out, alice, new Uint8Array(KEY_LEN))) return 'weft_crypto X25519 accepted a low-order point';

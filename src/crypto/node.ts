@@ -27,7 +27,16 @@
  */
 import type * as NodeCrypto from 'node:crypto';
 import type { CryptoBackend } from './backend.js';
-import { assertBytes, assertOpenArgs, assertOutput, assertParts, assertSealArgs, assertSpan, equal32, finishDh } from './assert.js';
+import {
+  assertBytes,
+  assertOpenArgs,
+  assertOutput,
+  assertParts,
+  assertSealArgs,
+  assertSpan,
+  equal32,
+  finishDh,
+} from './assert.js';
 import { CryptoBackendError } from './errors.js';
 import { randomPrivateKey } from './keys.js';
 import { nobleHash, nobleHmac, nobleMac } from './pure.js';
@@ -44,7 +53,23 @@ const AEAD_OPTIONS = { authTagLength: TAG_LEN } as const;
 const JWK_PLACEHOLDER_X = 'AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA';
 /** RFC 8410 §7 PKCS#8 prefix for a raw X25519 private key (OID 1.3.101.110). */
 const PKCS8_X25519_PREFIX = Uint8Array.of(
-  0x30, 0x2e, 0x02, 0x01, 0x00, 0x30, 0x05, 0x06, 0x03, 0x2b, 0x65, 0x6e, 0x04, 0x22, 0x04, 0x20);
+  0x30,
+  0x2e,
+  0x02,
+  0x01,
+  0x00,
+  0x30,
+  0x05,
+  0x06,
+  0x03,
+  0x2b,
+  0x65,
+  0x6e,
+  0x04,
+  0x22,
+  0x04,
+  0x20,
+);
 
 // RFC 7748 §6.1 test keys: used once per backend to probe how this runtime imports raw keys.
 const PROBE_PRIVATE = hex('77076d0a7318a57d3c16c17251b26645df4c2f87ebc0992ab177fba51db92c2a');
@@ -91,7 +116,8 @@ export function nodeBackendUnavailableReason(c: Crypto | null = loadNodeCrypto()
   }
   try {
     const { privateKey, publicKey } = c.generateKeyPairSync('x25519');
-    if (c.diffieHellman({ privateKey, publicKey }).length !== KEY_LEN) return 'X25519 returned a secret that is not 32 bytes';
+    if (c.diffieHellman({ privateKey, publicKey }).length !== KEY_LEN)
+      return 'X25519 returned a secret that is not 32 bytes';
   } catch (e) {
     return `X25519 does not work: ${(e as Error).message}`;
   }
@@ -122,7 +148,9 @@ export function createNodeBackend(options: NodeBackendOptions = {}): CryptoBacke
   const c = options.nodeCrypto === undefined ? loadNodeCrypto() : options.nodeCrypto;
   const reason = nodeBackendUnavailableReason(c);
   if (c === null || reason !== null) {
-    throw new CryptoBackendError(`the node crypto backend cannot run: ${reason ?? 'unknown'}; choose the 'pure' backend (WEFT_CRYPTO=pure)`);
+    throw new CryptoBackendError(
+      `the node crypto backend cannot run: ${reason ?? 'unknown'}; choose the 'pure' backend (WEFT_CRYPTO=pure)`,
+    );
   }
   const keyCache = options.keyCache ?? true;
   const opensslBlake2s = c.getHashes().includes(BLAKE2S);
@@ -136,7 +164,9 @@ export function createNodeBackend(options: NodeBackendOptions = {}): CryptoBacke
 
   function importPrivateJwk(raw: Uint8Array): KeyObject {
     return c!.createPrivateKey({
-      key: { kty: 'OKP', crv: 'X25519', d: b64url(raw), x: JWK_PLACEHOLDER_X }, format: 'jwk' });
+      key: { kty: 'OKP', crv: 'X25519', d: b64url(raw), x: JWK_PLACEHOLDER_X },
+      format: 'jwk',
+    });
   }
 
   function importPrivatePkcs8(raw: Uint8Array): KeyObject {
@@ -161,7 +191,11 @@ export function createNodeBackend(options: NodeBackendOptions = {}): CryptoBacke
     return c!.createPublicKey({ key: { kty: 'OKP', crv: 'X25519', x: b64url(raw) }, format: 'jwk' });
   }
 
-  function cached(cache: WeakMap<Uint8Array, CachedKey>, raw: Uint8Array, load: (raw: Uint8Array) => KeyObject): KeyObject {
+  function cached(
+    cache: WeakMap<Uint8Array, CachedKey>,
+    raw: Uint8Array,
+    load: (raw: Uint8Array) => KeyObject,
+  ): KeyObject {
     if (!keyCache) return load(raw);
     const entry = cache.get(raw);
     if (entry !== undefined && equal32(entry.bytes, raw)) return entry.key;
@@ -175,8 +209,16 @@ export function createNodeBackend(options: NodeBackendOptions = {}): CryptoBacke
     return key;
   }
 
-  function seal(key: Uint8Array, nonce: Uint8Array, ad: Uint8Array | null,
-    src: Uint8Array, srcOff: number, len: number, dst: Uint8Array, dstOff: number): number {
+  function seal(
+    key: Uint8Array,
+    nonce: Uint8Array,
+    ad: Uint8Array | null,
+    src: Uint8Array,
+    srcOff: number,
+    len: number,
+    dst: Uint8Array,
+    dstOff: number,
+  ): number {
     assertSealArgs(key, nonce, NONCE_LEN, ad, src, srcOff, len, dst, dstOff);
     const cipher = c!.createCipheriv(AEAD, key, nonce, AEAD_OPTIONS);
     if (ad !== null && ad.length > 0) cipher.setAAD(ad, { plaintextLength: len });
@@ -187,8 +229,16 @@ export function createNodeBackend(options: NodeBackendOptions = {}): CryptoBacke
     return len + TAG_LEN;
   }
 
-  function open(key: Uint8Array, nonce: Uint8Array, ad: Uint8Array | null,
-    src: Uint8Array, srcOff: number, len: number, dst: Uint8Array, dstOff: number): boolean {
+  function open(
+    key: Uint8Array,
+    nonce: Uint8Array,
+    ad: Uint8Array | null,
+    src: Uint8Array,
+    srcOff: number,
+    len: number,
+    dst: Uint8Array,
+    dstOff: number,
+  ): boolean {
     assertOpenArgs(key, nonce, NONCE_LEN, ad, src, srcOff, len);
     if (len < TAG_LEN) return false; // too short to hold a tag: bad input, not misuse
     const ctLen = len - TAG_LEN;
@@ -220,12 +270,12 @@ export function createNodeBackend(options: NodeBackendOptions = {}): CryptoBacke
 
     hash: opensslBlake2s
       ? (out: Uint8Array, ...parts: Uint8Array[]): void => {
-        assertOutput(out, HASH_LEN, 'hash output');
-        assertParts(parts);
-        const h = c.createHash(BLAKE2S);
-        for (let i = 0; i < parts.length; i++) h.update(parts[i]);
-        out.set(h.digest());
-      }
+          assertOutput(out, HASH_LEN, 'hash output');
+          assertParts(parts);
+          const h = c.createHash(BLAKE2S);
+          for (let i = 0; i < parts.length; i++) h.update(parts[i]);
+          out.set(h.digest());
+        }
       : (out: Uint8Array, ...parts: Uint8Array[]): void => nobleHash(out, parts),
 
     // No keyed BLAKE2s with a 16-byte digest in node:crypto: noble.
@@ -235,15 +285,15 @@ export function createNodeBackend(options: NodeBackendOptions = {}): CryptoBacke
 
     hmac: opensslBlake2s
       ? (out: Uint8Array, key: Uint8Array, ...parts: Uint8Array[]): void => {
-        assertOutput(out, HASH_LEN, 'hmac output');
-        if (!(key instanceof Uint8Array)) throw new TypeError('hmac key must be a Uint8Array');
-        assertParts(parts);
-        const h = c.createHmac(BLAKE2S, key);
-        for (let i = 0; i < parts.length; i++) h.update(parts[i]);
-        const d = h.digest();
-        out.set(d);
-        d.fill(0);
-      }
+          assertOutput(out, HASH_LEN, 'hmac output');
+          if (!(key instanceof Uint8Array)) throw new TypeError('hmac key must be a Uint8Array');
+          assertParts(parts);
+          const h = c.createHmac(BLAKE2S, key);
+          for (let i = 0; i < parts.length; i++) h.update(parts[i]);
+          const d = h.digest();
+          out.set(d);
+          d.fill(0);
+        }
       : (out: Uint8Array, key: Uint8Array, ...parts: Uint8Array[]): void => nobleHmac(out, key, parts),
 
     dh(out, privateKey, publicKey) {

@@ -78,8 +78,12 @@ function bindEvp(): Evp | string {
       newCtx: f('void *EVP_CIPHER_CTX_new()'),
       freeCtx: f('void EVP_CIPHER_CTX_free(void *ctx)'),
       cipher,
-      encryptInit: f('int EVP_EncryptInit_ex(void *ctx, void *type, void *impl, const uint8_t *key, const uint8_t *iv)'),
-      decryptInit: f('int EVP_DecryptInit_ex(void *ctx, void *type, void *impl, const uint8_t *key, const uint8_t *iv)'),
+      encryptInit: f(
+        'int EVP_EncryptInit_ex(void *ctx, void *type, void *impl, const uint8_t *key, const uint8_t *iv)',
+      ),
+      decryptInit: f(
+        'int EVP_DecryptInit_ex(void *ctx, void *type, void *impl, const uint8_t *key, const uint8_t *iv)',
+      ),
       encryptUpdate: f('int EVP_EncryptUpdate(void *ctx, uint8_t *out, int *outl, const uint8_t *in, int inl)'),
       decryptUpdate: f('int EVP_DecryptUpdate(void *ctx, uint8_t *out, int *outl, const uint8_t *in, int inl)'),
       encryptFinal: f('int EVP_EncryptFinal_ex(void *ctx, uint8_t *out, int *outl)'),
@@ -105,8 +109,25 @@ const SELFTEST_KEY = Uint8Array.from({ length: 32 }, (_, i) => 0x80 + i);
 const SELFTEST_NONCE = Uint8Array.of(7, 0, 0, 0, 0x40, 0x41, 0x42, 0x43, 0x44, 0x45, 0x46, 0x47);
 const SELFTEST_AD = Uint8Array.of(0x50, 0x51, 0x52, 0x53, 0xc0, 0xc1, 0xc2, 0xc3, 0xc4, 0xc5, 0xc6, 0xc7);
 const SELFTEST_TAG = Uint8Array.of(
-  0x1a, 0xe1, 0x0b, 0x59, 0x4f, 0x09, 0xe2, 0x6a, 0x7e, 0x90, 0x2e, 0xcb, 0xd0, 0x60, 0x06, 0x91);
-const SELFTEST_TEXT = "Ladies and Gentlemen of the class of '99: If I could offer you only one tip for the future, sunscreen would be it.";
+  0x1a,
+  0xe1,
+  0x0b,
+  0x59,
+  0x4f,
+  0x09,
+  0xe2,
+  0x6a,
+  0x7e,
+  0x90,
+  0x2e,
+  0xcb,
+  0xd0,
+  0x60,
+  0x06,
+  0x91,
+);
+const SELFTEST_TEXT =
+  "Ladies and Gentlemen of the class of '99: If I could offer you only one tip for the future, sunscreen would be it.";
 
 /**
  * Why the openssl backend cannot run here, or null if it can. Checks the node backend's
@@ -132,11 +153,15 @@ function probe(): string | null {
     buf.set(pt);
     aead.seal(SELFTEST_KEY, SELFTEST_NONCE, SELFTEST_AD, buf, 0, pt.length, buf, 0);
     for (let i = 0; i < TAG_LEN; i++) {
-      if (buf[pt.length + i] !== SELFTEST_TAG[i]) return 'OpenSSL EVP ChaCha20-Poly1305 failed the RFC 8439 §2.8.2 self-test';
+      if (buf[pt.length + i] !== SELFTEST_TAG[i])
+        return 'OpenSSL EVP ChaCha20-Poly1305 failed the RFC 8439 §2.8.2 self-test';
     }
     const back = new Uint8Array(pt.length);
-    if (!aead.open(SELFTEST_KEY, SELFTEST_NONCE, SELFTEST_AD, buf, 0, buf.length, back, 0)
-      || new TextDecoder().decode(back) !== SELFTEST_TEXT) return 'OpenSSL EVP ChaCha20-Poly1305 did not open its own output';
+    if (
+      !aead.open(SELFTEST_KEY, SELFTEST_NONCE, SELFTEST_AD, buf, 0, buf.length, back, 0) ||
+      new TextDecoder().decode(back) !== SELFTEST_TEXT
+    )
+      return 'OpenSSL EVP ChaCha20-Poly1305 did not open its own output';
     buf[pt.length] ^= 1;
     if (aead.open(SELFTEST_KEY, SELFTEST_NONCE, SELFTEST_AD, buf, 0, buf.length, back, 0)) {
       return 'OpenSSL EVP ChaCha20-Poly1305 accepted a forged tag';
@@ -188,7 +213,8 @@ function createEvpAead(evp: Evp): EvpAead {
       const inp = input(src, srcOff, len, dst, dstOff);
       const out = dst.subarray(dstOff, dstOff + len + TAG_LEN);
       check(evp.encryptInit(ectx, null, null, key, nonce), 'EVP_EncryptInit_ex');
-      if (ad !== null && ad.length > 0) check(evp.encryptUpdate(ectx, null, outl, ad, ad.length), 'EVP_EncryptUpdate(AD)');
+      if (ad !== null && ad.length > 0)
+        check(evp.encryptUpdate(ectx, null, outl, ad, ad.length), 'EVP_EncryptUpdate(AD)');
       check(evp.encryptUpdate(ectx, out, outl, inp, len), 'EVP_EncryptUpdate');
       check(evp.encryptFinal(ectx, out, outl), 'EVP_EncryptFinal_ex');
       check(evp.ctrl(ectx, EVP_CTRL_AEAD_GET_TAG, TAG_LEN, tag), 'EVP_CTRL_AEAD_GET_TAG');
@@ -207,7 +233,8 @@ function createEvpAead(evp: Evp): EvpAead {
       const out = dst.subarray(dstOff, dstOff + ctLen);
       check(evp.decryptInit(dctx, null, null, key, nonce), 'EVP_DecryptInit_ex');
       check(evp.ctrl(dctx, EVP_CTRL_AEAD_SET_TAG, TAG_LEN, tag), 'EVP_CTRL_AEAD_SET_TAG');
-      if (ad !== null && ad.length > 0) check(evp.decryptUpdate(dctx, null, outl, ad, ad.length), 'EVP_DecryptUpdate(AD)');
+      if (ad !== null && ad.length > 0)
+        check(evp.decryptUpdate(dctx, null, outl, ad, ad.length), 'EVP_DecryptUpdate(AD)');
       check(evp.decryptUpdate(dctx, out, outl, inp, ctLen), 'EVP_DecryptUpdate');
       if (evp.decryptFinal(dctx, out, outl) !== 1) {
         out.fill(0); // never leave unauthenticated plaintext behind
@@ -231,7 +258,9 @@ let hashingCache: { reason: string | null } | undefined;
  */
 export function opensslHashingUnavailableReason(): string | null {
   if (hashingCache === undefined) {
-    const h = createEvpHashing(() => { throw new Error('unused'); });
+    const h = createEvpHashing(() => {
+      throw new Error('unused');
+    });
     hashingCache = { reason: typeof h === 'string' ? h : null };
     if (typeof h !== 'string') h.dispose();
   }
@@ -252,11 +281,19 @@ export function opensslHashingUnavailableReason(): string | null {
  * handshake steps (`noise`, native-noise.ts; `nativeNoise: false` leaves them out).
  * The OpenSSL contexts are freed when the backend object is garbage-collected.
  */
-export function createOpensslBackend(options: { readonly nativeHash?: boolean; readonly nativeX25519?: boolean | 'ladder'; readonly nativeNoise?: boolean } = {}): CryptoBackend {
+export function createOpensslBackend(
+  options: {
+    readonly nativeHash?: boolean;
+    readonly nativeX25519?: boolean | 'ladder';
+    readonly nativeNoise?: boolean;
+  } = {},
+): CryptoBackend {
   const reason = opensslBackendUnavailableReason();
   const evp = bindEvp();
   if (reason !== null || typeof evp === 'string') {
-    throw new CryptoBackendError(`the openssl crypto backend cannot run: ${reason ?? String(evp)}; choose 'node' or 'pure' (WEFT_CRYPTO)`);
+    throw new CryptoBackendError(
+      `the openssl crypto backend cannot run: ${reason ?? String(evp)}; choose 'node' or 'pure' (WEFT_CRYPTO)`,
+    );
   }
   const node = createNodeBackend();
   const aead = createEvpAead(evp);
@@ -278,11 +315,19 @@ export function createOpensslBackend(options: { readonly nativeHash?: boolean; r
   if (typeof nh !== 'string') {
     // One N-API call instead of 3-4 koffi crossings; more parts than WireGuard uses go to EVP.
     const { hash, mac, hmac } = backend;
-    backend.hash = (out, ...parts) => (parts.length === 1 ? nh.hash(out, parts[0])
-      : parts.length === 2 ? nh.hash(out, parts[0], parts[1]) : hash(out, ...parts));
+    backend.hash = (out, ...parts) =>
+      parts.length === 1
+        ? nh.hash(out, parts[0])
+        : parts.length === 2
+          ? nh.hash(out, parts[0], parts[1])
+          : hash(out, ...parts);
     backend.mac = (out, key, ...parts) => (parts.length === 1 ? nh.mac(out, key, parts[0]) : mac(out, key, ...parts));
-    backend.hmac = (out, key, ...parts) => (parts.length === 1 ? nh.hmac(out, key, parts[0])
-      : parts.length === 2 ? nh.hmac(out, key, parts[0], parts[1]) : hmac(out, key, ...parts));
+    backend.hmac = (out, key, ...parts) =>
+      parts.length === 1
+        ? nh.hmac(out, key, parts[0])
+        : parts.length === 2
+          ? nh.hmac(out, key, parts[0], parts[1])
+          : hmac(out, key, ...parts);
     backend.kdf = nh.kdf;
   }
   const nx = options.nativeX25519 === false ? 'not wanted' : loadNativeX25519();
@@ -320,7 +365,12 @@ export function createOpensslBackend(options: { readonly nativeHash?: boolean; r
     };
   }
   // Whole handshake steps: they use the addon's hashing and X25519, so only with both.
-  if (typeof nh !== 'string' && typeof nx !== 'string' && options.nativeX25519 !== 'ladder' && options.nativeNoise !== false) {
+  if (
+    typeof nh !== 'string' &&
+    typeof nx !== 'string' &&
+    options.nativeX25519 !== 'ladder' &&
+    options.nativeNoise !== false
+  ) {
     const steps = loadNativeNoise();
     if (typeof steps !== 'string') backend.noise = steps;
   }
@@ -343,8 +393,10 @@ export function opensslX25519UnavailableReason(): string | null {
   return x25519Cache.reason;
 }
 
-const resources = new FinalizationRegistry<{ aead: EvpAead; hashing: EvpHashing | null; x25519: EvpX25519 | null }>((r) => {
-  r.aead.dispose();
-  r.hashing?.dispose();
-  r.x25519?.dispose();
-});
+const resources = new FinalizationRegistry<{ aead: EvpAead; hashing: EvpHashing | null; x25519: EvpX25519 | null }>(
+  (r) => {
+    r.aead.dispose();
+    r.hashing?.dispose();
+    r.x25519?.dispose();
+  },
+);

@@ -22,7 +22,15 @@ import { blake2s } from '@noble/hashes/blake2.js';
 import { hmac } from '@noble/hashes/hmac.js';
 import { x25519 } from '@noble/curves/ed25519.js';
 import type { CryptoBackend } from './backend.js';
-import { assertBytes, assertOpenArgs, assertOutput, assertParts, assertSealArgs, assertSpan, finishDh } from './assert.js';
+import {
+  assertBytes,
+  assertOpenArgs,
+  assertOutput,
+  assertParts,
+  assertSealArgs,
+  assertSpan,
+  finishDh,
+} from './assert.js';
 import { BLAKE2S_MAX_KEY_LEN, HASH_LEN, KEY_LEN, MAC_LEN, NONCE_LEN, TAG_LEN, XNONCE_LEN } from './sizes.js';
 import { randomPrivateKey } from './keys.js';
 import { CryptoBackendError } from './errors.js';
@@ -30,7 +38,11 @@ import { CryptoBackendError } from './errors.js';
 /** Web Crypto getRandomValues throws QuotaExceededError above 65536 bytes per call. */
 const RANDOM_CHUNK = 65536;
 
-type AeadFactory = (key: Uint8Array, nonce: Uint8Array, aad?: Uint8Array) => {
+type AeadFactory = (
+  key: Uint8Array,
+  nonce: Uint8Array,
+  aad?: Uint8Array,
+) => {
   encrypt(data: Uint8Array, output?: Uint8Array): Uint8Array;
   decrypt(data: Uint8Array, output?: Uint8Array): Uint8Array;
 };
@@ -44,16 +56,38 @@ function webRandom(): RandomSource | null {
   return c !== undefined && typeof c.getRandomValues === 'function' ? (c as RandomSource) : null;
 }
 
-function sealWith(aead: AeadFactory, nonceLen: number, key: Uint8Array, nonce: Uint8Array, ad: Uint8Array | null,
-  src: Uint8Array, srcOff: number, len: number, dst: Uint8Array, dstOff: number): number {
+function sealWith(
+  aead: AeadFactory,
+  nonceLen: number,
+  key: Uint8Array,
+  nonce: Uint8Array,
+  ad: Uint8Array | null,
+  src: Uint8Array,
+  srcOff: number,
+  len: number,
+  dst: Uint8Array,
+  dstOff: number,
+): number {
   assertSealArgs(key, nonce, nonceLen, ad, src, srcOff, len, dst, dstOff);
   aead(key, nonce, ad ?? undefined).encrypt(
-    src.subarray(srcOff, srcOff + len), dst.subarray(dstOff, dstOff + len + TAG_LEN));
+    src.subarray(srcOff, srcOff + len),
+    dst.subarray(dstOff, dstOff + len + TAG_LEN),
+  );
   return len + TAG_LEN;
 }
 
-function openWith(aead: AeadFactory, nonceLen: number, key: Uint8Array, nonce: Uint8Array, ad: Uint8Array | null,
-  src: Uint8Array, srcOff: number, len: number, dst: Uint8Array, dstOff: number): boolean {
+function openWith(
+  aead: AeadFactory,
+  nonceLen: number,
+  key: Uint8Array,
+  nonce: Uint8Array,
+  ad: Uint8Array | null,
+  src: Uint8Array,
+  srcOff: number,
+  len: number,
+  dst: Uint8Array,
+  dstOff: number,
+): boolean {
   assertOpenArgs(key, nonce, nonceLen, ad, src, srcOff, len);
   if (len < TAG_LEN) return false; // too short to hold a tag: bad input, not misuse
   assertSpan(dst, dstOff, len - TAG_LEN, 'dst');
@@ -115,7 +149,9 @@ export function nobleHmac(out: Uint8Array, key: Uint8Array, parts: readonly Uint
 export function createPureBackend(): CryptoBackend {
   const random = webRandom();
   if (random === null) {
-    throw new CryptoBackendError('pure crypto backend needs globalThis.crypto.getRandomValues, which this runtime lacks');
+    throw new CryptoBackendError(
+      'pure crypto backend needs globalThis.crypto.getRandomValues, which this runtime lacks',
+    );
   }
   function randomFill(out: Uint8Array): void {
     assertOutput(out, 0, 'randomFill output');

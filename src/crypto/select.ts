@@ -82,5 +82,7 @@ export function parseCryptoBackendName(text: string | undefined, source = 'WEFT_
   const t = text.trim().toLowerCase();
   if (t === '') return 'auto';
   if ((NAMES as readonly string[]).includes(t)) return t as CryptoBackendName;
-  throw new CryptoBackendError(`${source}=${JSON.stringify(text)} is not a crypto backend; set it to one of ${NAMES.join(', ')}`);
+  throw new CryptoBackendError(
+    `${source}=${JSON.stringify(text)} is not a crypto backend; set it to one of ${NAMES.join(', ')}`,
+  );
 }

@@ -11,14 +11,46 @@ import { hchacha } from '@noble/ciphers/chacha.js';
 import { assertBytes } from './assert.js';
 import { KEY_LEN, NONCE_LEN, XNONCE_LEN } from './sizes.js';
 
-type Seal = (key: Uint8Array, nonce: Uint8Array, ad: Uint8Array | null,
-  src: Uint8Array, srcOff: number, len: number, dst: Uint8Array, dstOff: number) => number;
-type Open = (key: Uint8Array, nonce: Uint8Array, ad: Uint8Array | null,
-  src: Uint8Array, srcOff: number, len: number, dst: Uint8Array, dstOff: number) => boolean;
+type Seal = (
+  key: Uint8Array,
+  nonce: Uint8Array,
+  ad: Uint8Array | null,
+  src: Uint8Array,
+  srcOff: number,
+  len: number,
+  dst: Uint8Array,
+  dstOff: number,
+) => number;
+type Open = (
+  key: Uint8Array,
+  nonce: Uint8Array,
+  ad: Uint8Array | null,
+  src: Uint8Array,
+  srcOff: number,
+  len: number,
+  dst: Uint8Array,
+  dstOff: number,
+) => boolean;
 
 /** "expand 32-byte k" (RFC 8439 §2.3), as bytes so its u32 view has the in-memory order noble expects. */
 const SIGMA_BYTES = Uint8Array.of(
-  0x65, 0x78, 0x70, 0x61, 0x6e, 0x64, 0x20, 0x33, 0x32, 0x2d, 0x62, 0x79, 0x74, 0x65, 0x20, 0x6b);
+  0x65,
+  0x78,
+  0x70,
+  0x61,
+  0x6e,
+  0x64,
+  0x20,
+  0x33,
+  0x32,
+  0x2d,
+  0x62,
+  0x79,
+  0x74,
+  0x65,
+  0x20,
+  0x6b,
+);
 
 /** Builds xseal/xopen (CryptoBackend contract) from a backend's seal/open. */
 export function createXChaCha(seal: Seal, open: Open): { xseal: Seal; xopen: Open } {

@@ -21,11 +21,20 @@ export interface PingResult {
 }
 
 /** `count` echo requests from namespace `ns` to `addr`, `intervalS` apart, 1 s reply timeout each. */
-export async function ping(ns: string, addr: string, count = 5, intervalS = 0.2, extra: readonly string[] = []): Promise<PingResult> {
-  const r = await runCommand(inNs(ns, ['ping', '-n', '-c', String(count), '-i', String(intervalS), '-W', '1', ...extra, addr]), {
-    allowFail: true,
-    timeoutMs: Math.ceil((count * intervalS + 5) * 1000),
-  });
+export async function ping(
+  ns: string,
+  addr: string,
+  count = 5,
+  intervalS = 0.2,
+  extra: readonly string[] = [],
+): Promise<PingResult> {
+  const r = await runCommand(
+    inNs(ns, ['ping', '-n', '-c', String(count), '-i', String(intervalS), '-W', '1', ...extra, addr]),
+    {
+      allowFail: true,
+      timeoutMs: Math.ceil((count * intervalS + 5) * 1000),
+    },
+  );
   const out = r.stdout;
   const tx = /(\d+) packets transmitted/.exec(out);
   const rx = /(\d+) received/.exec(out);
@@ -57,7 +66,10 @@ export interface TraceHop {
 export async function traceroute(ns: string, addr: string, maxTtl = 8): Promise<TraceHop[]> {
   const hops: TraceHop[] = [];
   for (let ttl = 1; ttl <= maxTtl; ttl++) {
-    const r = await runCommand(inNs(ns, ['ping', '-n', '-c', '1', '-W', '1', '-t', String(ttl), addr]), { allowFail: true, timeoutMs: 5000 });
+    const r = await runCommand(inNs(ns, ['ping', '-n', '-c', '1', '-W', '1', '-t', String(ttl), addr]), {
+      allowFail: true,
+      timeoutMs: 5000,
+    });
     const out = r.stdout;
     const reached = /bytes from ([0-9.]+)/.exec(out);
     const exceeded = /From ([0-9.]+)[^\n]*Time to live exceeded/i.exec(out);
@@ -110,13 +122,24 @@ export interface HttpResult {
 }
 
 /** Starts a server that answers with the source address it saw; resolves once it listens. */
-async function startServer(ns: string, name: string, script: string, args: readonly string[], lifetimeS: number): Promise<Daemon> {
+async function startServer(
+  ns: string,
+  name: string,
+  script: string,
+  args: readonly string[],
+  lifetimeS: number,
+): Promise<Daemon> {
   const d = startDaemon(ns, name, [process.execPath, '-e', script, ...args], { lifetimeS });
   try {
-    await waitFor(`${name} to listen in ${ns}`, () => {
-      if (d.exitStatus !== null) throw new WaitAbort(`${name} exited (${d.exitStatus}): ${d.output().trim()}`);
-      return d.output().includes('listening');
-    }, 10_000, 50);
+    await waitFor(
+      `${name} to listen in ${ns}`,
+      () => {
+        if (d.exitStatus !== null) throw new WaitAbort(`${name} exited (${d.exitStatus}): ${d.output().trim()}`);
+        return d.output().includes('listening');
+      },
+      10_000,
+      50,
+    );
   } catch (e) {
     await d.stop();
     throw e;
@@ -128,23 +151,50 @@ async function startServer(ns: string, name: string, script: string, args: reado
  * An HTTP GET from `clientNs` to `targetAddr:port`, served in `serverNs` on `bindAddr`; the
  * server echoes req.socket.remoteAddress, i.e. the source address after every NAT on the way.
  */
-export async function httpCheck(serverNs: string, bindAddr: string, clientNs: string, targetAddr: string, port = 8080, timeoutMs = 5000): Promise<HttpResult> {
+export async function httpCheck(
+  serverNs: string,
+  bindAddr: string,
+  clientNs: string,
+  targetAddr: string,
+  port = 8080,
+  timeoutMs = 5000,
+): Promise<HttpResult> {
   const server = await startServer(serverNs, 'http-server', HTTP_SERVER, [bindAddr, String(port)], 60);
   try {
-    const r = await runCommand(inNs(clientNs, [process.execPath, '-e', HTTP_CLIENT, `http://${targetAddr}:${port}/weft-demo`, String(timeoutMs)]), {
-      allowFail: true,
-      timeoutMs: timeoutMs + 5000,
-    });
+    const r = await runCommand(
+      inNs(clientNs, [
+        process.execPath,
+        '-e',
+        HTTP_CLIENT,
+        `http://${targetAddr}:${port}/weft-demo`,
+        String(timeoutMs),
+      ]),
+      {
+        allowFail: true,
+        timeoutMs: timeoutMs + 5000,
+      },
+    );
     const line = r.stdout.trim().split('\n').pop() ?? '';
     let j: { status?: number; body?: string; ms?: number; error?: string };
     try {
       j = JSON.parse(line) as typeof j;
     } catch {
-      return { ok: false, status: 0, seenSource: null, ms: NaN, error: `no answer (${(r.stderr || line).trim().slice(0, 200)})` };
+      return {
+        ok: false,
+        status: 0,
+        seenSource: null,
+        ms: NaN,
+        error: `no answer (${(r.stderr || line).trim().slice(0, 200)})`,
+      };
     }
     if (j.error !== undefined) return { ok: false, status: 0, seenSource: null, ms: NaN, error: j.error };
     const body = JSON.parse(j.body ?? '{}') as { remoteAddress?: string };
-    return { ok: j.status === 200, status: j.status ?? 0, seenSource: stripV4Mapped(body.remoteAddress ?? null), ms: j.ms ?? NaN };
+    return {
+      ok: j.status === 200,
+      status: j.status ?? 0,
+      seenSource: stripV4Mapped(body.remoteAddress ?? null),
+      ms: j.ms ?? NaN,
+    };
   } finally {
     await server.stop();
   }
@@ -186,14 +236,29 @@ export interface UdpEchoResult {
 }
 
 /** `count` UDP datagrams of `size` bytes from `clientNs` to `targetAddr:port`; the server in `serverNs` echoes who sent them. */
-export async function udpEchoCheck(serverNs: string, bindAddr: string, clientNs: string, targetAddr: string, port = 9090, count = 10, size = 512): Promise<UdpEchoResult> {
+export async function udpEchoCheck(
+  serverNs: string,
+  bindAddr: string,
+  clientNs: string,
+  targetAddr: string,
+  port = 9090,
+  count = 10,
+  size = 512,
+): Promise<UdpEchoResult> {
   const server = await startServer(serverNs, 'udp-echo', UDP_SERVER, [bindAddr, String(port)], 60);
   try {
-    const r = await runCommand(inNs(clientNs, [process.execPath, '-e', UDP_CLIENT, targetAddr, String(port), String(count), String(size)]), {
-      allowFail: true,
-      timeoutMs: count * 20 + 10_000,
-    });
-    const j = JSON.parse(r.stdout.trim().split('\n').pop() || '{}') as { sent?: number; received?: number; seen?: string | null };
+    const r = await runCommand(
+      inNs(clientNs, [process.execPath, '-e', UDP_CLIENT, targetAddr, String(port), String(count), String(size)]),
+      {
+        allowFail: true,
+        timeoutMs: count * 20 + 10_000,
+      },
+    );
+    const j = JSON.parse(r.stdout.trim().split('\n').pop() || '{}') as {
+      sent?: number;
+      received?: number;
+      seen?: string | null;
+    };
     return { sent: j.sent ?? 0, received: j.received ?? 0, seenSource: j.seen ?? null };
   } finally {
     await server.stop();
@@ -213,16 +278,30 @@ export interface IperfResult {
 let iperfPort = 5201;
 
 /** iperf3 for `seconds` from `clientNs` to `targetAddr`; the server runs in `serverNs` bound to `bindAddr`. */
-export async function iperfCheck(serverNs: string, bindAddr: string, clientNs: string, targetAddr: string, seconds = 3, udp?: { bitrate: string; length: number }): Promise<IperfResult> {
+export async function iperfCheck(
+  serverNs: string,
+  bindAddr: string,
+  clientNs: string,
+  targetAddr: string,
+  seconds = 3,
+  udp?: { bitrate: string; length: number },
+): Promise<IperfResult> {
   const port = String(iperfPort);
   iperfPort = iperfPort >= 5299 ? 5201 : iperfPort + 1;
-  const server = startDaemon(serverNs, 'iperf3-server', ['iperf3', '-s', '-1', '-B', bindAddr, '-p', port], { lifetimeS: seconds + 30 });
+  const server = startDaemon(serverNs, 'iperf3-server', ['iperf3', '-s', '-1', '-B', bindAddr, '-p', port], {
+    lifetimeS: seconds + 30,
+  });
   try {
-    await waitFor(`iperf3 server in ${serverNs}`, async () => {
-      if (server.exitStatus !== null) throw new WaitAbort(`iperf3 server exited: ${server.output().trim()}`);
-      const ss = await runCommand(inNs(serverNs, ['ss', '-Hltn', `sport = :${port}`]), { allowFail: true });
-      return ss.stdout.trim().length > 0;
-    }, 5000, 50);
+    await waitFor(
+      `iperf3 server in ${serverNs}`,
+      async () => {
+        if (server.exitStatus !== null) throw new WaitAbort(`iperf3 server exited: ${server.output().trim()}`);
+        const ss = await runCommand(inNs(serverNs, ['ss', '-Hltn', `sport = :${port}`]), { allowFail: true });
+        return ss.stdout.trim().length > 0;
+      },
+      5000,
+      50,
+    );
     const args = ['iperf3', '-c', targetAddr, '-p', port, '-t', String(seconds), '-J', '--connect-timeout', '3000'];
     if (udp) args.push('-u', '-b', udp.bitrate, '-l', String(udp.length));
     const r = await runCommand(inNs(clientNs, args), { allowFail: true, timeoutMs: (seconds + 20) * 1000 });
@@ -237,13 +316,26 @@ export async function iperfCheck(serverNs: string, bindAddr: string, clientNs: s
     try {
       j = JSON.parse(r.stdout) as typeof j;
     } catch {
-      return { bitsPerSecond: 0, retransmits: null, lostPercent: null, error: (r.stderr || r.stdout).trim().slice(0, 200) || 'no output' };
+      return {
+        bitsPerSecond: 0,
+        retransmits: null,
+        lostPercent: null,
+        error: (r.stderr || r.stdout).trim().slice(0, 200) || 'no output',
+      };
     }
     if (j.error) return { bitsPerSecond: 0, retransmits: null, lostPercent: null, error: j.error };
     if (udp) {
-      return { bitsPerSecond: j.end?.sum?.bits_per_second ?? 0, retransmits: null, lostPercent: j.end?.sum?.lost_percent ?? null };
+      return {
+        bitsPerSecond: j.end?.sum?.bits_per_second ?? 0,
+        retransmits: null,
+        lostPercent: j.end?.sum?.lost_percent ?? null,
+      };
     }
-    return { bitsPerSecond: j.end?.sum_received?.bits_per_second ?? 0, retransmits: j.end?.sum_sent?.retransmits ?? null, lostPercent: null };
+    return {
+      bitsPerSecond: j.end?.sum_received?.bits_per_second ?? 0,
+      retransmits: j.end?.sum_sent?.retransmits ?? null,
+      lostPercent: null,
+    };
   } finally {
     await server.stop();
   }

@@ -17,7 +17,11 @@ import { closeSync, openSync } from 'node:fs';
 
 export class HostCommandError extends Error {
   override readonly name = 'HostCommandError';
-  constructor(readonly cmd: readonly string[], readonly status: number | string | null, readonly stderr: string) {
+  constructor(
+    readonly cmd: readonly string[],
+    readonly status: number | string | null,
+    readonly stderr: string,
+  ) {
     super(`command failed (${status ?? 'no status'}): ${cmd.join(' ')}${stderr.trim() ? `\n${stderr.trim()}` : ''}`);
   }
 }
@@ -41,19 +45,34 @@ export interface RunResult {
 /** Runs a command (no shell) with a time limit; resolves with its output or throws HostCommandError. */
 export function runCommand(cmd: readonly string[], opts: RunOptions = {}): Promise<RunResult> {
   return new Promise((resolve, reject) => {
-    const child = execFile(cmd[0]!, cmd.slice(1), {
-      encoding: 'utf8',
-      timeout: opts.timeoutMs ?? 15_000,
-      killSignal: 'SIGKILL',
-      maxBuffer: 16 * 1024 * 1024,
-      ...(opts.env === undefined ? {} : { env: { ...process.env, ...opts.env } }),
-    }, (err, stdout, stderr) => {
-      const e = err as (NodeJS.ErrnoException & { code?: number | string; signal?: string; killed?: boolean }) | null;
-      const status = e === null ? 0 : (e.killed ? 'timeout' : (e.signal ?? (typeof e.code === 'number' ? e.code : e.code ?? 'error')));
-      const res: RunResult = { ok: e === null, status, stdout: stdout ?? '', stderr: `${stderr ?? ''}${e !== null && typeof e.code === 'string' ? String(e.message) : ''}` };
-      if (!res.ok && !opts.allowFail) reject(new HostCommandError(cmd, status, res.stderr));
-      else resolve(res);
-    });
+    const child = execFile(
+      cmd[0]!,
+      cmd.slice(1),
+      {
+        encoding: 'utf8',
+        timeout: opts.timeoutMs ?? 15_000,
+        killSignal: 'SIGKILL',
+        maxBuffer: 16 * 1024 * 1024,
+        ...(opts.env === undefined ? {} : { env: { ...process.env, ...opts.env } }),
+      },
+      (err, stdout, stderr) => {
+        const e = err as (NodeJS.ErrnoException & { code?: number | string; signal?: string; killed?: boolean }) | null;
+        const status =
+          e === null
+            ? 0
+            : e.killed
+              ? 'timeout'
+              : (e.signal ?? (typeof e.code === 'number' ? e.code : (e.code ?? 'error')));
+        const res: RunResult = {
+          ok: e === null,
+          status,
+          stdout: stdout ?? '',
+          stderr: `${stderr ?? ''}${e !== null && typeof e.code === 'string' ? String(e.message) : ''}`,
+        };
+        if (!res.ok && !opts.allowFail) reject(new HostCommandError(cmd, status, res.stderr));
+        else resolve(res);
+      },
+    );
     if (opts.input !== undefined) child.stdin?.end(opts.input);
     else child.stdin?.end();
   });
@@ -96,7 +115,12 @@ export async function deleteNamespaces(names: readonly string[]): Promise<string
     let signalled = 0;
     for (const ns of present) {
       for (const pid of await pidsIn(ns)) {
-        try { process.kill(pid, sig); signalled++; } catch { /* already gone */ }
+        try {
+          process.kill(pid, sig);
+          signalled++;
+        } catch {
+          /* already gone */
+        }
       }
     }
     if (signalled === 0) break;
@@ -121,7 +145,11 @@ export async function deleteNamespaces(names: readonly string[]): Promise<string
 /** PIDs of the processes inside namespace `ns` (never our own, never init). */
 async function pidsIn(ns: string): Promise<number[]> {
   const out = (await runCommand(['ip', 'netns', 'pids', ns], { allowFail: true })).stdout;
-  return out.split(/\s+/).filter(Boolean).map(Number).filter((n) => Number.isInteger(n) && n > 1 && n !== process.pid);
+  return out
+    .split(/\s+/)
+    .filter(Boolean)
+    .map(Number)
+    .filter((n) => Number.isInteger(n) && n > 1 && n !== process.pid);
 }
 
 export interface DaemonOptions {
@@ -139,7 +167,10 @@ export class Daemon {
   private out = '';
   private exitValue: number | string | null = null;
 
-  constructor(readonly name: string, readonly child: ChildProcess) {
+  constructor(
+    readonly name: string,
+    readonly child: ChildProcess,
+  ) {
     if (child.pid === undefined) throw new HostCommandError(child.spawnargs, 'spawn-error', `could not start ${name}`);
     this.pid = child.pid;
     const keep = (d: Buffer): void => {
@@ -190,7 +221,11 @@ export class Daemon {
 }
 
 function signalGroup(pid: number, sig: NodeJS.Signals): void {
-  try { process.kill(-pid, sig); } catch { /* group already gone */ }
+  try {
+    process.kill(-pid, sig);
+  } catch {
+    /* group already gone */
+  }
 }
 
 /** Starts `cmd` in namespace `ns` (null: here) under a hard lifetime, in its own process group. */
@@ -224,7 +259,12 @@ export class WaitAbort extends Error {
  * Polls `check` until it returns a truthy value or `timeoutMs` passes (then throws, naming
  * `what`). Other errors thrown by `check` count as "not yet"; a WaitAbort ends the wait at once.
  */
-export async function waitFor<T>(what: string, check: () => T | Promise<T>, timeoutMs = 10_000, intervalMs = 100): Promise<T> {
+export async function waitFor<T>(
+  what: string,
+  check: () => T | Promise<T>,
+  timeoutMs = 10_000,
+  intervalMs = 100,
+): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   let last: unknown;
   for (;;) {
@@ -235,7 +275,10 @@ export async function waitFor<T>(what: string, check: () => T | Promise<T>, time
       if (e instanceof WaitAbort) throw e;
       last = e;
     }
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${last ? `: ${last instanceof Error ? last.message : String(last)}` : ''}`);
+    if (Date.now() > deadline)
+      throw new Error(
+        `timed out after ${timeoutMs} ms waiting for ${what}${last ? `: ${last instanceof Error ? last.message : String(last)}` : ''}`,
+      );
     await sleep(intervalMs);
   }
 }

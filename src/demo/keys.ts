@@ -10,5 +10,8 @@ export function generateDemoKeys(): DemoKeys {
   const b = getCryptoBackend('auto');
   const a = generatePrivateKeyBase64(b);
   const c = generatePrivateKeyBase64(b);
-  return { a: { privateKey: a, publicKey: publicKeyBase64(b, a) }, b: { privateKey: c, publicKey: publicKeyBase64(b, c) } };
+  return {
+    a: { privateKey: a, publicKey: publicKeyBase64(b, a) },
+    b: { privateKey: c, publicKey: publicKeyBase64(b, c) },
+  };
 }

@@ -196,7 +196,8 @@ function buildCluster(prefix: string, s: ClusterSeed): DemoCluster {
   };
   for (const n of c.nodes) {
     for (const name of [n.underlayIf, n.gatewayPortIf, n.tunName, ...n.pods.flatMap((p) => [p.podIf, p.nodeIf])]) {
-      if (name.length > MAX_IFNAME) throw new DemoPlanError(`interface name ${name} is longer than ${MAX_IFNAME} characters`);
+      if (name.length > MAX_IFNAME)
+        throw new DemoPlanError(`interface name ${name} is longer than ${MAX_IFNAME} characters`);
     }
   }
   return c;
@@ -209,7 +210,9 @@ function buildCluster(prefix: string, s: ClusterSeed): DemoCluster {
  */
 export function buildPlan(prefix: string = DEMO_DEFAULT_PREFIX): DemoPlan {
   if (!PREFIX_RE.test(prefix)) {
-    throw new DemoPlanError(`namespace prefix ${JSON.stringify(prefix)} must be 1-6 lowercase letters or digits, starting with a letter`);
+    throw new DemoPlanError(
+      `namespace prefix ${JSON.stringify(prefix)} must be 1-6 lowercase letters or digits, starting with a letter`,
+    );
   }
   return {
     prefix,
@@ -243,18 +246,20 @@ export function translateAddress(addr: string, from: string, to: string): string
   const [fromNet, fromLenText] = from.split('/');
   const [toNet, toLenText] = to.split('/');
   const len = Number(fromLenText);
-  if (len !== Number(toLenText) || !fromNet || !toNet) throw new DemoPlanError(`cannot translate between ${from} and ${to}`);
+  if (len !== Number(toLenText) || !fromNet || !toNet)
+    throw new DemoPlanError(`cannot translate between ${from} and ${to}`);
   const a = ipv4ToInt(addr);
   const f = ipv4ToInt(fromNet);
   const t = ipv4ToInt(toNet);
   const mask = len === 0 ? 0 : (0xffffffff << (32 - len)) >>> 0;
-  if (((a & mask) >>> 0) !== ((f & mask) >>> 0)) throw new DemoPlanError(`${addr} is not inside ${from}`);
+  if ((a & mask) >>> 0 !== (f & mask) >>> 0) throw new DemoPlanError(`${addr} is not inside ${from}`);
   return intToIpv4(((t & mask) | (a & ~mask)) >>> 0);
 }
 
 function ipv4ToInt(text: string): number {
   const parts = text.split('.').map(Number);
-  if (parts.length !== 4 || parts.some((p) => !Number.isInteger(p) || p < 0 || p > 255)) throw new DemoPlanError(`not an IPv4 address: ${text}`);
+  if (parts.length !== 4 || parts.some((p) => !Number.isInteger(p) || p < 0 || p > 255))
+    throw new DemoPlanError(`not an IPv4 address: ${text}`);
   return ((parts[0]! << 24) | (parts[1]! << 16) | (parts[2]! << 8) | parts[3]!) >>> 0;
 }
 
@@ -265,7 +270,8 @@ function intToIpv4(v: number): string {
 /** How cluster `viewer` addresses `pod` of the other cluster (its remapped address). */
 export function remotePodAddress(plan: DemoPlan, viewer: DemoCluster, pod: DemoPod): string {
   const owner = otherCluster(plan, viewer);
-  if (!owner.pods.includes(pod)) throw new DemoPlanError(`pod ${pod.name} is not in the cluster peered with ${viewer.id}`);
+  if (!owner.pods.includes(pod))
+    throw new DemoPlanError(`pod ${pod.name} is not in the cluster peered with ${viewer.id}`);
   return translateAddress(pod.ip, owner.podCIDR, viewer.remappedPeerPodCIDR);
 }
 
@@ -309,7 +315,12 @@ export function keyFileName(c: DemoCluster): string {
 }
 
 /** The gateway configuration of cluster `c` (before schema defaults: what the YAML file holds). */
-export function gatewayConfig(plan: DemoPlan, c: DemoCluster, keys: DemoKeys, opts: ConfigOptions = {}): WeftConfigInput {
+export function gatewayConfig(
+  plan: DemoPlan,
+  c: DemoCluster,
+  keys: DemoKeys,
+  opts: ConfigOptions = {},
+): WeftConfigInput {
   const peer = otherCluster(plan, c);
   const own = keys[c.key];
   const peerKeys = keys[peer.key];
@@ -328,16 +339,18 @@ export function gatewayConfig(plan: DemoPlan, c: DemoCluster, keys: DemoKeys, op
       mtu: plan.mtu,
       ...(opts.cryptoBackend ? { cryptoBackend: opts.cryptoBackend } : {}),
     },
-    peers: [{
-      name: peer.id,
-      clusterId: peer.id,
-      publicKey: peerKeys.publicKey,
-      // A is the WireGuard client (Liqo GatewayClient): it knows the server's endpoint. B, the
-      // server, learns A's endpoint from the first handshake.
-      ...(c.key === 'a' ? { endpoint: `${peer.wanAddress}:${plan.wireguardPort}` } : {}),
-      remote: { podCIDRs: [peer.podCIDR], externalCIDRs: [peer.externalCIDR] },
-      remapped: { podCIDRs: [c.remappedPeerPodCIDR], externalCIDRs: [c.remappedPeerExternalCIDR] },
-    }],
+    peers: [
+      {
+        name: peer.id,
+        clusterId: peer.id,
+        publicKey: peerKeys.publicKey,
+        // A is the WireGuard client (Liqo GatewayClient): it knows the server's endpoint. B, the
+        // server, learns A's endpoint from the first handshake.
+        ...(c.key === 'a' ? { endpoint: `${peer.wanAddress}:${plan.wireguardPort}` } : {}),
+        remote: { podCIDRs: [peer.podCIDR], externalCIDRs: [peer.externalCIDR] },
+        remapped: { podCIDRs: [c.remappedPeerPodCIDR], externalCIDRs: [c.remappedPeerExternalCIDR] },
+      },
+    ],
     geneve: {
       port: plan.genevePort,
       tunnels: c.nodes.map((n) => ({
@@ -369,15 +382,17 @@ export function nodeConfig(plan: DemoPlan, c: DemoCluster, n: DemoNode, opts: Co
       name: n.name,
       underlayAddress: n.underlay,
       tunName: n.tunName,
-      gateways: [{
-        name: peer.id,
-        vni: n.vni,
-        gatewayUnderlay: c.gatewayUnderlay,
-        gatewayInternalAddress: c.gatewayInternal,
-        localInternalAddress: n.internal,
-        remoteCIDRs: [c.remappedPeerPodCIDR, c.remappedPeerExternalCIDR],
-        mode: 'l3',
-      }],
+      gateways: [
+        {
+          name: peer.id,
+          vni: n.vni,
+          gatewayUnderlay: c.gatewayUnderlay,
+          gatewayInternalAddress: c.gatewayInternal,
+          localInternalAddress: n.internal,
+          remoteCIDRs: [c.remappedPeerPodCIDR, c.remappedPeerExternalCIDR],
+          mode: 'l3',
+        },
+      ],
     },
     geneve: { port: plan.genevePort },
     logging: { level: opts.logLevel ?? 'warn' },
@@ -399,7 +414,10 @@ export interface DemoConfigFile {
 
 /** YAML text of a configuration object with a comment header. */
 export function renderYaml(header: string, config: WeftConfigInput): string {
-  const comment = header.split('\n').map((l) => `# ${l}`.trimEnd()).join('\n');
+  const comment = header
+    .split('\n')
+    .map((l) => `# ${l}`.trimEnd())
+    .join('\n');
   return `${comment}\n${stringify(config, { lineWidth: 0 })}`;
 }
 
@@ -418,8 +436,10 @@ export function renderConfigs(plan: DemoPlan, keys: DemoKeys, opts: ConfigOption
       config,
       yaml: renderYaml(
         `weft demo: gateway of ${c.id} (namespace ${c.gatewayNs}), peered with ${peer.id}.\n` +
-        `${peer.id}'s pods ${peer.podCIDR} are addressed here as ${c.remappedPeerPodCIDR}, its external CIDR as ${c.remappedPeerExternalCIDR}.\n` +
-        'Demo keys, generated for this run only.', config),
+          `${peer.id}'s pods ${peer.podCIDR} are addressed here as ${c.remappedPeerPodCIDR}, its external CIDR as ${c.remappedPeerExternalCIDR}.\n` +
+          'Demo keys, generated for this run only.',
+        config,
+      ),
     });
   }
   for (const c of [plan.a, plan.b]) {
@@ -432,7 +452,10 @@ export function renderConfigs(plan: DemoPlan, keys: DemoKeys, opts: ConfigOption
         cluster: c.key,
         label: `node ${c.label}/${n.name}`,
         config,
-        yaml: renderYaml(`weft demo: node agent of ${c.id}/${n.name} (namespace ${n.ns}), pods ${n.pods.map((p) => `${p.name} ${p.ip}`).join(', ')}.`, config),
+        yaml: renderYaml(
+          `weft demo: node agent of ${c.id}/${n.name} (namespace ${n.ns}), pods ${n.pods.map((p) => `${p.name} ${p.ip}`).join(', ')}.`,
+          config,
+        ),
       });
     }
   }

@@ -21,10 +21,32 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { httpCheck, iperfCheck, ping, traceroute, udpEchoCheck } from './checks.js';
-import { WaitAbort, haveCommand, inNs, isRoot, listNamespaces, runCommand, sleep, startDaemon, waitFor, type Daemon } from './host.js';
 import {
-  DEMO_DEFAULT_PREFIX, buildPlan, describePlan, findPod, keyFileName, planNamespaces, remotePodAddress, remoteSnatAddress, renderConfigs,
-  type DemoConfigFile, type DemoKeys, type DemoPlan, type DemoRow,
+  WaitAbort,
+  haveCommand,
+  inNs,
+  isRoot,
+  listNamespaces,
+  runCommand,
+  sleep,
+  startDaemon,
+  waitFor,
+  type Daemon,
+} from './host.js';
+import {
+  DEMO_DEFAULT_PREFIX,
+  buildPlan,
+  describePlan,
+  findPod,
+  keyFileName,
+  planNamespaces,
+  remotePodAddress,
+  remoteSnatAddress,
+  renderConfigs,
+  type DemoConfigFile,
+  type DemoKeys,
+  type DemoPlan,
+  type DemoRow,
 } from './plan.js';
 import { generateDemoKeys } from './keys.js';
 import { buildTopology, destroyTopology } from './topology.js';
@@ -51,7 +73,6 @@ export interface DemoOptions {
   /** Install SIGINT/SIGTERM handlers that clean up before exiting. Default true. */
   handleSignals?: boolean;
 }
-
 
 export interface DemoReport {
   mode: 'namespaces' | 'simulated' | 'cleanup';
@@ -86,7 +107,9 @@ export function findWeftBin(): string {
       try {
         const j = JSON.parse(readFileSync(pkg, 'utf8')) as { name?: string };
         if (j.name === 'weft') return join(dir, 'bin', 'weft');
-      } catch { /* not ours */ }
+      } catch {
+        /* not ours */
+      }
     }
     dir = dirname(dir);
   }
@@ -116,7 +139,9 @@ export interface DataPlaneCommand {
 
 /** `node <weftBin> up -c FILE`: the product's way (default). */
 export function weftUpCommand(weftBin: string): DataPlaneCommand {
-  return Object.assign((configPath: string) => [process.execPath, weftBin, 'up', '-c', configPath], { label: 'weft up -c' });
+  return Object.assign((configPath: string) => [process.execPath, weftBin, 'up', '-c', configPath], {
+    label: 'weft up -c',
+  });
 }
 
 /**
@@ -125,8 +150,11 @@ export function weftUpCommand(weftBin: string): DataPlaneCommand {
  * socket. Used by tests when the CLI is not built.
  */
 export function launchModuleCommand(launchJs: string): DataPlaneCommand {
-  const script = 'import(process.argv[1]).then((m) => m.runUntilSignal(process.argv[2])).then((c) => { process.exitCode = c; }, (e) => { console.error(e); process.exitCode = 1; });';
-  return Object.assign((configPath: string) => [process.execPath, '-e', script, launchJs, configPath], { label: 'launch.runUntilSignal' });
+  const script =
+    'import(process.argv[1]).then((m) => m.runUntilSignal(process.argv[2])).then((c) => { process.exitCode = c; }, (e) => { console.error(e); process.exitCode = 1; });';
+  return Object.assign((configPath: string) => [process.execPath, '-e', script, launchJs, configPath], {
+    label: 'launch.runUntilSignal',
+  });
 }
 
 export interface RunningProcess {
@@ -156,7 +184,11 @@ function tail(file: string, lines = 15): string {
  * once (the caller's array, so it can stop them even when this throws half-way).
  */
 export async function startDataPlane(
-  plan: DemoPlan, files: readonly DemoConfigFile[], dir: string, command: DataPlaneCommand, lifetimeS: number,
+  plan: DemoPlan,
+  files: readonly DemoConfigFile[],
+  dir: string,
+  command: DataPlaneCommand,
+  lifetimeS: number,
   report: (s: string) => void = () => {},
   procs: RunningProcess[] = [],
 ): Promise<RunningProcess[]> {
@@ -180,17 +212,26 @@ export async function startDataPlane(
   for (const p of procs) {
     const f = p.file;
     try {
-      await waitFor(`${f.label} to come up`, async () => {
-        if (p.daemon.exitStatus !== null) throw new WaitAbort(`${f.label} exited (${p.daemon.exitStatus})`);
-        if (f.role === 'gateway') {
-          const ss = await runCommand(inNs(f.ns, ['ss', '-Hlun']), { allowFail: true });
-          return ss.stdout.includes(`:${plan.wireguardPort} `) && ss.stdout.includes(`:${plan.genevePort} `);
-        }
-        const r = await runCommand(inNs(f.ns, ['ip', '-4', 'route', 'show', 'dev', tunOf.get(f.ns)!]), { allowFail: true });
-        return r.ok && r.stdout.includes(plan.a.remappedPeerPodCIDR);
-      }, 20_000, 100);
+      await waitFor(
+        `${f.label} to come up`,
+        async () => {
+          if (p.daemon.exitStatus !== null) throw new WaitAbort(`${f.label} exited (${p.daemon.exitStatus})`);
+          if (f.role === 'gateway') {
+            const ss = await runCommand(inNs(f.ns, ['ss', '-Hlun']), { allowFail: true });
+            return ss.stdout.includes(`:${plan.wireguardPort} `) && ss.stdout.includes(`:${plan.genevePort} `);
+          }
+          const r = await runCommand(inNs(f.ns, ['ip', '-4', 'route', 'show', 'dev', tunOf.get(f.ns)!]), {
+            allowFail: true,
+          });
+          return r.ok && r.stdout.includes(plan.a.remappedPeerPodCIDR);
+        },
+        20_000,
+        100,
+      );
     } catch (e) {
-      throw new DemoError(`${e instanceof Error ? e.message : String(e)}\n--- ${p.logFile} (last lines) ---\n${tail(p.logFile)}`);
+      throw new DemoError(
+        `${e instanceof Error ? e.message : String(e)}\n--- ${p.logFile} (last lines) ---\n${tail(p.logFile)}`,
+      );
     }
   }
   return procs;
@@ -208,9 +249,13 @@ export async function stopDataPlane(procs: readonly RunningProcess[]): Promise<v
 export async function waitForFirstReply(fromNs: string, addr: string, timeoutMs = 20_000): Promise<number> {
   const t0 = Date.now();
   for (;;) {
-    const r = await runCommand(inNs(fromNs, ['ping', '-n', '-c', '1', '-W', '1', addr]), { allowFail: true, timeoutMs: 5000 });
+    const r = await runCommand(inNs(fromNs, ['ping', '-n', '-c', '1', '-W', '1', addr]), {
+      allowFail: true,
+      timeoutMs: 5000,
+    });
     if (/1 received/.test(r.stdout)) return Date.now() - t0;
-    if (Date.now() - t0 > timeoutMs) throw new DemoError(`no reply from ${addr} (from ${fromNs}) within ${timeoutMs} ms`);
+    if (Date.now() - t0 > timeoutMs)
+      throw new DemoError(`no reply from ${addr} (from ${fromNs}) within ${timeoutMs} ms`);
     await sleep(100);
   }
 }
@@ -229,12 +274,20 @@ export function formatTable(rows: readonly DemoRow[]): string {
   const head = ['', 'check', 'path', 'result'];
   const cells = rows.map((r) => [r.ok === null ? ' ' : r.ok ? '✓' : '✗', r.check, r.path, r.result]);
   const widths = head.map((h, i) => Math.max(h.length, ...cells.map((c) => c[i]!.length)));
-  const line = (c: readonly string[]): string => c.map((x, i) => x.padEnd(widths[i]!)).join('  ').trimEnd();
+  const line = (c: readonly string[]): string =>
+    c
+      .map((x, i) => x.padEnd(widths[i]!))
+      .join('  ')
+      .trimEnd();
   return [line(head), widths.map((w) => '─'.repeat(w)).join('  '), ...cells.map(line)].join('\n');
 }
 
 /** The cross-cluster checks of the namespace demo, as table rows. */
-export async function runChecks(plan: DemoPlan, opts: { iperfSeconds: number; handshakeMs: number }, report: (s: string) => void): Promise<DemoRow[]> {
+export async function runChecks(
+  plan: DemoPlan,
+  opts: { iperfSeconds: number; handshakeMs: number },
+  report: (s: string) => void,
+): Promise<DemoRow[]> {
   const rows: DemoRow[] = [];
   const A1 = findPod(plan, 'A1');
   const A2 = findPod(plan, 'A2');
@@ -250,37 +303,84 @@ export async function runChecks(plan: DemoPlan, opts: { iperfSeconds: number; ha
   const snatAtB = remoteSnatAddress(plan, plan.b);
   const nodeA1 = plan.a.nodes[0]!;
 
-  rows.push({ check: 'WireGuard handshake', path: `gateway A ${plan.a.wanAddress} → gateway B ${plan.b.wanAddress}:${plan.wireguardPort}`, result: `first reply after ${fmtMs(opts.handshakeMs)}`, ok: true });
+  rows.push({
+    check: 'WireGuard handshake',
+    path: `gateway A ${plan.a.wanAddress} → gateway B ${plan.b.wanAddress}:${plan.wireguardPort}`,
+    result: `first reply after ${fmtMs(opts.handshakeMs)}`,
+    ok: true,
+  });
 
   report(`ping ${A1.name} → ${B3.name} as ${b3AtA}`);
   const p1 = await ping(A1.ns, b3AtA, 10, 0.1);
-  rows.push({ check: 'ping', path: `${A1.name} ${A1.ip} → ${B3.name} as ${b3AtA}`, result: `${p1.received}/${p1.sent}, rtt avg ${fmtMs(p1.avgMs)} (min ${fmtMs(p1.minMs)}, max ${fmtMs(p1.maxMs)})`, ok: p1.received === p1.sent && p1.sent > 0 });
+  rows.push({
+    check: 'ping',
+    path: `${A1.name} ${A1.ip} → ${B3.name} as ${b3AtA}`,
+    result: `${p1.received}/${p1.sent}, rtt avg ${fmtMs(p1.avgMs)} (min ${fmtMs(p1.minMs)}, max ${fmtMs(p1.maxMs)})`,
+    ok: p1.received === p1.sent && p1.sent > 0,
+  });
 
   report(`ping ${B4.name} → ${A2.name} as ${a2AtB} (the other way)`);
   const p2 = await ping(B4.ns, a2AtB, 5, 0.1);
-  rows.push({ check: 'ping (B → A)', path: `${B4.name} ${B4.ip} → ${A2.name} as ${a2AtB}`, result: `${p2.received}/${p2.sent}, rtt avg ${fmtMs(p2.avgMs)}`, ok: p2.received === p2.sent && p2.sent > 0 });
+  rows.push({
+    check: 'ping (B → A)',
+    path: `${B4.name} ${B4.ip} → ${A2.name} as ${a2AtB}`,
+    result: `${p2.received}/${p2.sent}, rtt avg ${fmtMs(p2.avgMs)}`,
+    ok: p2.received === p2.sent && p2.sent > 0,
+  });
 
   report(`HTTP ${A1.name} → ${B3.name}:8080 (node http server in ${B3.ns})`);
   const h = await httpCheck(B3.ns, B3.ip, A1.ns, b3AtA, 8080);
-  rows.push({ check: 'HTTP GET', path: `${A1.name} → ${B3.name} ${b3AtA}:8080`, result: h.ok ? `${h.status} in ${fmtMs(h.ms)}` : `failed: ${h.error ?? h.status}`, ok: h.ok });
-  rows.push({ check: `source seen by ${B3.name}`, path: `${A1.name} ${A1.ip} (remapped by B)`, result: `${h.seenSource ?? '—'} (expected ${a1AtB})`, ok: h.seenSource === a1AtB });
+  rows.push({
+    check: 'HTTP GET',
+    path: `${A1.name} → ${B3.name} ${b3AtA}:8080`,
+    result: h.ok ? `${h.status} in ${fmtMs(h.ms)}` : `failed: ${h.error ?? h.status}`,
+    ok: h.ok,
+  });
+  rows.push({
+    check: `source seen by ${B3.name}`,
+    path: `${A1.name} ${A1.ip} (remapped by B)`,
+    result: `${h.seenSource ?? '—'} (expected ${a1AtB})`,
+    ok: h.seenSource === a1AtB,
+  });
 
   report(`UDP echo ${A3.name} → ${B1.name} as ${b1AtA}`);
   const u = await udpEchoCheck(B1.ns, B1.ip, A3.ns, b1AtA, 9090, 10, 512);
-  rows.push({ check: 'UDP echo', path: `${A3.name} → ${B1.name} ${b1AtA}:9090`, result: `${u.received}/${u.sent} echoed, ${B1.name} saw ${u.seenSource ?? '—'} (expected ${a3AtB})`, ok: u.received === u.sent && u.seenSource === a3AtB });
+  rows.push({
+    check: 'UDP echo',
+    path: `${A3.name} → ${B1.name} ${b1AtA}:9090`,
+    result: `${u.received}/${u.sent} echoed, ${B1.name} saw ${u.seenSource ?? '—'} (expected ${a3AtB})`,
+    ok: u.received === u.sent && u.seenSource === a3AtB,
+  });
 
   if (haveCommand('iperf3')) {
     report(`iperf3 TCP ${opts.iperfSeconds} s ${A1.name} → ${B3.name}`);
     const t = await iperfCheck(B3.ns, B3.ip, A1.ns, b3AtA, opts.iperfSeconds);
-    rows.push({ check: `iperf3 TCP ${opts.iperfSeconds} s`, path: `${A1.name} → ${B3.name} ${b3AtA}`, result: t.error ? `failed: ${t.error}` : `${fmtRate(t.bitsPerSecond)}${t.retransmits === null ? '' : `, ${t.retransmits} retransmits`}`, ok: !t.error && t.bitsPerSecond > 0 });
+    rows.push({
+      check: `iperf3 TCP ${opts.iperfSeconds} s`,
+      path: `${A1.name} → ${B3.name} ${b3AtA}`,
+      result: t.error
+        ? `failed: ${t.error}`
+        : `${fmtRate(t.bitsPerSecond)}${t.retransmits === null ? '' : `, ${t.retransmits} retransmits`}`,
+      ok: !t.error && t.bitsPerSecond > 0,
+    });
   } else {
-    rows.push({ check: 'iperf3 TCP', path: '—', result: 'skipped: iperf3 not installed (apt-get install iperf3)', ok: null });
+    rows.push({
+      check: 'iperf3 TCP',
+      path: '—',
+      result: 'skipped: iperf3 not installed (apt-get install iperf3)',
+      ok: null,
+    });
   }
 
   report(`host network: ${nodeA1.ns} → ${B3.name} (SNAT to ${plan.a.snatAddress})`);
   const hp = await ping(nodeA1.ns, b3AtA, 3, 0.1);
   const hh = await httpCheck(B3.ns, B3.ip, nodeA1.ns, b3AtA, 8081);
-  rows.push({ check: 'host-network SNAT', path: `node A/${nodeA1.name} → ${B3.name} ${b3AtA}`, result: `ping ${hp.received}/${hp.sent}; HTTP ${hh.ok ? hh.status : 'failed'}; ${B3.name} saw ${hh.seenSource ?? '—'} (expected ${snatAtB} = A's ${plan.a.snatAddress} remapped)`, ok: hp.received === hp.sent && hh.ok && hh.seenSource === snatAtB });
+  rows.push({
+    check: 'host-network SNAT',
+    path: `node A/${nodeA1.name} → ${B3.name} ${b3AtA}`,
+    result: `ping ${hp.received}/${hp.sent}; HTTP ${hh.ok ? hh.status : 'failed'}; ${B3.name} saw ${hh.seenSource ?? '—'} (expected ${snatAtB} = A's ${plan.a.snatAddress} remapped)`,
+    ok: hp.received === hp.sent && hh.ok && hh.seenSource === snatAtB,
+  });
 
   report(`traceroute (ping -t 1..8) ${A1.name} → ${B3.name}`);
   const hops = await traceroute(A1.ns, b3AtA, 8);
@@ -303,7 +403,11 @@ export async function runChecks(plan: DemoPlan, opts: { iperfSeconds: number; ha
  * DemoError / HostCommandError after cleaning up.
  */
 export async function runDemo(opts: DemoOptions = {}): Promise<DemoReport> {
-  const out = opts.out ?? ((t: string) => { process.stdout.write(t); });
+  const out =
+    opts.out ??
+    ((t: string) => {
+      process.stdout.write(t);
+    });
   const prefix = opts.prefix ?? DEMO_DEFAULT_PREFIX;
   const plan = buildPlan(prefix);
   const dir = opts.dir ?? defaultDemoDir(prefix);
@@ -313,30 +417,43 @@ export async function runDemo(opts: DemoOptions = {}): Promise<DemoReport> {
   };
 
   if (opts.cleanup) {
-    if (!isRoot()) throw new DemoError('weft demo --cleanup needs root (it deletes network namespaces); run it with sudo');
+    if (!isRoot())
+      throw new DemoError('weft demo --cleanup needs root (it deletes network namespaces); run it with sudo');
     const removed = await destroyTopology(plan);
     const hadDir = existsSync(dir);
     rmSync(dir, { recursive: true, force: true });
-    out(removed.length === 0 && !hadDir
-      ? `nothing to clean up (no ${prefix}-a-*/${prefix}-b-* namespaces, no ${dir})\n`
-      : `removed ${removed.length} namespaces${removed.length ? ` (${removed.join(' ')})` : ''}${hadDir ? ` and ${dir}` : ''}\n`);
+    out(
+      removed.length === 0 && !hadDir
+        ? `nothing to clean up (no ${prefix}-a-*/${prefix}-b-* namespaces, no ${dir})\n`
+        : `removed ${removed.length} namespaces${removed.length ? ` (${removed.join(' ')})` : ''}${hadDir ? ` and ${dir}` : ''}\n`,
+    );
     return { mode: 'cleanup', rows: [], ok: true, exitCode: 0 };
   }
 
   const simulated = opts.simulate === true || !isRoot();
   out(`${describePlan(plan, simulated)}\n\n`);
   if (simulated) {
-    if (!opts.simulate) out('weft demo: not running as root, so no network namespaces, veth or TUN devices can be created.\nRunning the same two clusters in ONE process over a simulated network instead (sudo weft demo for the real thing).\n\n');
+    if (!opts.simulate)
+      out(
+        'weft demo: not running as root, so no network namespaces, veth or TUN devices can be created.\nRunning the same two clusters in ONE process over a simulated network instead (sudo weft demo for the real thing).\n\n',
+      );
     const { runSimulatedDemo } = await import('./sim.js');
     const rows = await runSimulatedDemo(plan, step);
     out(`\n${formatTable(rows)}\n`);
     const ok = rows.every((r) => r.ok !== false);
-    out(ok ? '\nall checks passed (simulated network)\n' : `\n${rows.filter((r) => r.ok === false).length} check(s) failed\n`);
+    out(
+      ok
+        ? '\nall checks passed (simulated network)\n'
+        : `\n${rows.filter((r) => r.ok === false).length} check(s) failed\n`,
+    );
     return { mode: 'simulated', rows, ok, exitCode: ok ? 0 : 1 };
   }
 
   for (const cmd of ['ip', 'ping', 'ss', 'timeout']) {
-    if (!haveCommand(cmd)) throw new DemoError(`${cmd} is not installed; run scripts/setup.sh (Debian: apt-get install iproute2 iputils-ping coreutils)`);
+    if (!haveCommand(cmd))
+      throw new DemoError(
+        `${cmd} is not installed; run scripts/setup.sh (Debian: apt-get install iproute2 iputils-ping coreutils)`,
+      );
   }
   const weftBin = opts.weftBin ?? findWeftBin();
   const lifetimeS = opts.lifetimeS ?? (opts.keep ? 3600 : 300);
@@ -346,7 +463,9 @@ export async function runDemo(opts: DemoOptions = {}): Promise<DemoReport> {
   const cleanupAll = async (keepDir: boolean): Promise<void> => {
     if (cleaned) return;
     cleaned = true;
-    step(`cleaning up: stopping ${procs.length} processes, deleting ${planNamespaces(plan).length} namespaces${keepDir ? '' : `, removing ${dir}`}`);
+    step(
+      `cleaning up: stopping ${procs.length} processes, deleting ${planNamespaces(plan).length} namespaces${keepDir ? '' : `, removing ${dir}`}`,
+    );
     await stopDataPlane(procs);
     await destroyTopology(plan);
     if (keepDir) out(`configuration and logs kept in ${dir} (node ${weftBin} demo --cleanup removes them)\n`);
@@ -366,7 +485,9 @@ export async function runDemo(opts: DemoOptions = {}): Promise<DemoReport> {
     if (aborted !== null) return;
     aborted = sig;
     out(`\n${sig}: stopping the demo\n`);
-    forceTimer = setTimeout(() => { void cleanupAll(false).finally(() => reraise(sig)); }, 20_000);
+    forceTimer = setTimeout(() => {
+      void cleanupAll(false).finally(() => reraise(sig));
+    }, 20_000);
   }
   const checkpoint = (s: string): void => {
     if (aborted !== null) throw new DemoAbortedError(aborted);
@@ -381,7 +502,9 @@ export async function runDemo(opts: DemoOptions = {}): Promise<DemoReport> {
     const existing = await listNamespaces();
     const left = planNamespaces(plan).filter((n) => existing.has(n));
     if (left.length > 0) {
-      checkpoint(`removing ${left.length} namespaces left by an earlier run (${left.slice(0, 3).join(' ')}${left.length > 3 ? ' …' : ''})`);
+      checkpoint(
+        `removing ${left.length} namespaces left by an earlier run (${left.slice(0, 3).join(' ')}${left.length > 3 ? ' …' : ''})`,
+      );
       await destroyTopology(plan);
     }
     checkpoint(`generating gateway keys and writing 6 configuration files to ${dir}`);
@@ -401,18 +524,28 @@ export async function runDemo(opts: DemoOptions = {}): Promise<DemoReport> {
     const rows = await runChecks(plan, { iperfSeconds: opts.iperfSeconds ?? 3, handshakeMs }, checkpoint);
     if (aborted !== null) throw new DemoAbortedError(aborted);
     for (const p of procs) {
-      if (p.daemon.exitStatus !== null) rows.push({ check: 'process', path: p.file.label, result: `exited (${p.daemon.exitStatus}) during the checks`, ok: false });
+      if (p.daemon.exitStatus !== null)
+        rows.push({
+          check: 'process',
+          path: p.file.label,
+          result: `exited (${p.daemon.exitStatus}) during the checks`,
+          ok: false,
+        });
     }
     out(`\n${formatTable(rows)}\n\n`);
     const ok = rows.every((r) => r.ok !== false);
-    out(ok ? 'all checks passed\n' : `${rows.filter((r) => r.ok === false).length} check(s) failed; logs: ${dir}/*.log\n`);
+    out(
+      ok ? 'all checks passed\n' : `${rows.filter((r) => r.ok === false).length} check(s) failed; logs: ${dir}/*.log\n`,
+    );
     if (opts.keep) {
       for (const p of procs) p.daemon.detach();
-      out(`\n--keep: everything stays up for ${lifetimeS} s. Try:\n` +
-        `  ip netns exec ${A1.ns} ping ${b3AtA}\n` +
-        `  WEFT_RUN_DIR=${join(dir, 'run')} node ${weftBin} show gateway-a\n` +
-        `  configuration and logs: ${dir}\n` +
-        `  remove it all: node ${weftBin} demo --cleanup${prefix === DEMO_DEFAULT_PREFIX ? '' : ` --prefix ${prefix}`}\n`);
+      out(
+        `\n--keep: everything stays up for ${lifetimeS} s. Try:\n` +
+          `  ip netns exec ${A1.ns} ping ${b3AtA}\n` +
+          `  WEFT_RUN_DIR=${join(dir, 'run')} node ${weftBin} show gateway-a\n` +
+          `  configuration and logs: ${dir}\n` +
+          `  remove it all: node ${weftBin} demo --cleanup${prefix === DEMO_DEFAULT_PREFIX ? '' : ` --prefix ${prefix}`}\n`,
+      );
     } else {
       await cleanupAll(!ok);
     }

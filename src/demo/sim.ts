@@ -27,25 +27,58 @@ import { NAT_DROP_MIN } from '../nat/results.js';
 import { addressEquals, formatAddress, parseAddress, parsePrefix } from '../packet/addr.js';
 import { internetChecksum } from '../packet/checksum.js';
 import {
-  ICMP_ECHO_ID_OFFSET, ICMP_ECHO_SEQ_OFFSET, ICMP_ERROR_PAYLOAD_OFFSET, ICMP_HEADER_LEN, ICMPV4_CODE_PORT_UNREACHABLE,
-  ICMPV4_DEST_UNREACHABLE, ICMPV4_ECHO_REPLY, ICMPV4_ECHO_REQUEST, fillIcmpv4Checksum, icmpv4ChecksumValid,
+  ICMP_ECHO_ID_OFFSET,
+  ICMP_ECHO_SEQ_OFFSET,
+  ICMP_ERROR_PAYLOAD_OFFSET,
+  ICMP_HEADER_LEN,
+  ICMPV4_CODE_PORT_UNREACHABLE,
+  ICMPV4_DEST_UNREACHABLE,
+  ICMPV4_ECHO_REPLY,
+  ICMPV4_ECHO_REQUEST,
+  fillIcmpv4Checksum,
+  icmpv4ChecksumValid,
 } from '../packet/icmp.js';
 import {
-  IPV4_DST_OFFSET, IPV4_MIN_HEADER_LEN, IPV4_PROTOCOL_OFFSET, IPV4_SRC_OFFSET, IP_PROTO_ICMP, IP_PROTO_UDP,
-  ipv4HeaderLen, ipv4HeaderValid, ipv4TotalLength, writeIpv4Header,
+  IPV4_DST_OFFSET,
+  IPV4_MIN_HEADER_LEN,
+  IPV4_PROTOCOL_OFFSET,
+  IPV4_SRC_OFFSET,
+  IP_PROTO_ICMP,
+  IP_PROTO_UDP,
+  ipv4HeaderLen,
+  ipv4HeaderValid,
+  ipv4TotalLength,
+  writeIpv4Header,
 } from '../packet/ipv4.js';
 import {
-  UDP_DST_PORT_OFFSET, UDP_HEADER_LEN, UDP_SRC_PORT_OFFSET, fillUdpChecksumV4, udpChecksumValidV4, writeUdpHeader,
+  UDP_DST_PORT_OFFSET,
+  UDP_HEADER_LEN,
+  UDP_SRC_PORT_OFFSET,
+  fillUdpChecksumV4,
+  udpChecksumValidV4,
+  writeUdpHeader,
 } from '../packet/udp.js';
 import {
-  Device, ENCRYPT_DROP, ENCRYPT_SEND, EncryptResult, RECEIVE_DELIVER, ReceiveResult,
+  Device,
+  ENCRYPT_DROP,
+  ENCRYPT_SEND,
+  EncryptResult,
+  RECEIVE_DELIVER,
+  ReceiveResult,
 } from '../wireguard/device.js';
 import type { Peer } from '../wireguard/peer.js';
 import { OutgoingMessage } from '../wireguard/pool.js';
 import { Router, RouterLanes } from '../router/router.js';
 import { generateDemoKeys } from './keys.js';
 import {
-  findPod, gatewayConfig, type DemoRow, nodeConfig, remotePodAddress, remoteSnatAddress, type DemoCluster, type DemoPlan,
+  findPod,
+  gatewayConfig,
+  type DemoRow,
+  nodeConfig,
+  remotePodAddress,
+  remoteSnatAddress,
+  type DemoCluster,
+  type DemoPlan,
 } from './plan.js';
 
 /** Room for the packets pods and hosts originate. */
@@ -137,7 +170,11 @@ export class SimPod {
   discardBytes = 0;
   private readonly scratch = new Uint8Array(SLOT_SIZE);
 
-  constructor(readonly name: string, readonly ip: string, private readonly node: SimNode) {
+  constructor(
+    readonly name: string,
+    readonly ip: string,
+    private readonly node: SimNode,
+  ) {
     this.address = parseAddress(ip);
   }
 
@@ -147,7 +184,10 @@ export class SimPod {
     const hl = ipv4HeaderLen(buf, off);
     const total = ipv4TotalLength(buf, off);
     const l4 = off + hl;
-    if (proto === IP_PROTO_UDP && ((buf[l4 + UDP_DST_PORT_OFFSET]! << 8) | buf[l4 + UDP_DST_PORT_OFFSET + 1]!) === UDP_DISCARD_PORT) {
+    if (
+      proto === IP_PROTO_UDP &&
+      ((buf[l4 + UDP_DST_PORT_OFFSET]! << 8) | buf[l4 + UDP_DST_PORT_OFFSET + 1]!) === UDP_DISCARD_PORT
+    ) {
       // The throughput sink: count without looking further (like a socket that reads and drops).
       this.discardPackets++;
       this.discardBytes += total;
@@ -194,7 +234,9 @@ export class SimPod {
 
   /** Sends an ICMP echo request to `dst` (id/seq given), built in the pod's own buffer. */
   sendEcho(dst: string, id: number, seq: number, payload = 56): void {
-    sendEchoFrom(this.scratch, this.address, parseAddress(dst), id, seq, payload, (b, o, l) => this.node.fromPod(b, o, l));
+    sendEchoFrom(this.scratch, this.address, parseAddress(dst), id, seq, payload, (b, o, l) =>
+      this.node.fromPod(b, o, l),
+    );
   }
 
   /** Sends one UDP datagram of `payload` bytes to dst:port. */
@@ -211,7 +253,15 @@ export class SimPod {
   }
 }
 
-function sendEchoFrom(s: Uint8Array, src: Uint8Array, dst: Uint8Array, id: number, seq: number, payload: number, out: (b: Uint8Array, o: number, l: number) => void): void {
+function sendEchoFrom(
+  s: Uint8Array,
+  src: Uint8Array,
+  dst: Uint8Array,
+  id: number,
+  seq: number,
+  payload: number,
+  out: (b: Uint8Array, o: number, l: number) => void,
+): void {
   const o = TX_OFFSET;
   const icmpLen = ICMP_HEADER_LEN + payload;
   writeIpv4Header(s, o, src, 0, dst, 0, IP_PROTO_ICMP, icmpLen, 64, seq & 0xffff, true);
@@ -239,14 +289,23 @@ export class SimNode {
   private readonly res = new GeneveResult();
   private readonly scratch = new Uint8Array(SLOT_SIZE);
 
-  constructor(readonly name: string, readonly config: NodeConfig, private readonly wire: MemoryWire) {
+  constructor(
+    readonly name: string,
+    readonly config: NodeConfig,
+    private readonly wire: MemoryWire,
+  ) {
     this.engine = new GeneveEngine(this.table);
     const n = config.node;
     this.internal = parseAddress(n.gateways[0]!.localInternalAddress);
     for (const g of n.gateways) {
       this.table.add({
-        vni: g.vni, remoteUnderlay: g.gatewayUnderlay, remotePort: config.geneve.port,
-        localInternalAddress: g.localInternalAddress, remoteInternalAddress: g.gatewayInternalAddress, mode: g.mode, name: g.name,
+        vni: g.vni,
+        remoteUnderlay: g.gatewayUnderlay,
+        remotePort: config.geneve.port,
+        localInternalAddress: g.localInternalAddress,
+        remoteInternalAddress: g.gatewayInternalAddress,
+        mode: g.mode,
+        name: g.name,
       });
       for (const c of g.remoteCIDRs) this.table.addPodRoute(c, g.gatewayInternalAddress);
     }
@@ -276,14 +335,30 @@ export class SimNode {
       this.drops++;
       return;
     }
-    this.wire.send(t.remoteUnderlayText, t.remotePort, this.config.node.underlayAddress!, this.config.geneve.port, buf, this.res.off, this.res.len);
+    this.wire.send(
+      t.remoteUnderlayText,
+      t.remotePort,
+      this.config.node.underlayAddress!,
+      this.config.geneve.port,
+      buf,
+      this.res.off,
+      this.res.len,
+    );
   }
 
   private fromUnderlay(buf: Uint8Array, off: number, len: number, from: string): void {
     const v = this.engine.decapsulate(buf, off, len, from, now(), this.res);
     if (v === GeneveVerdict.SendControl) {
       const t = this.res.tunnel!;
-      this.wire.send(t.remoteUnderlayText, t.remotePort, this.config.node.underlayAddress!, this.config.geneve.port, buf, this.res.off, this.res.len);
+      this.wire.send(
+        t.remoteUnderlayText,
+        t.remotePort,
+        this.config.node.underlayAddress!,
+        this.config.geneve.port,
+        buf,
+        this.res.off,
+        this.res.len,
+      );
       return;
     }
     if (v !== GeneveVerdict.Deliver) return;
@@ -325,32 +400,58 @@ export class SimGatewayShell {
   private readonly links: Peer[] = [];
   private readonly underlay: string;
 
-  constructor(readonly cluster: DemoCluster, readonly config: GatewayConfig, private readonly wire: MemoryWire) {
+  constructor(
+    readonly cluster: DemoCluster,
+    readonly config: GatewayConfig,
+    private readonly wire: MemoryWire,
+  ) {
     const c = config;
     this.underlay = cluster.gatewayUnderlay;
     this.geneve = new GeneveEngine(this.table);
     for (const t of c.geneve.tunnels) {
       this.table.add({
-        vni: t.id, remoteUnderlay: t.remoteUnderlay, remotePort: c.geneve.port,
-        localInternalAddress: t.localInternalAddress, remoteInternalAddress: t.remoteInternalAddress, mode: t.mode, name: t.nodeName,
+        vni: t.id,
+        remoteUnderlay: t.remoteUnderlay,
+        remotePort: c.geneve.port,
+        localInternalAddress: t.localInternalAddress,
+        remoteInternalAddress: t.remoteInternalAddress,
+        mode: t.mode,
+        name: t.nodeName,
       });
     }
     for (const r of c.geneve.podRoutes) this.table.addPodRoute(r.podCIDR, r.nodeInternalAddress);
     const internal = c.geneve.tunnels[0]!.localInternalAddress;
-    const nat = new Nat({ localPodCIDRs: c.cluster.podCIDRs, localExternalCIDR: c.cluster.externalCIDR, mtu: c.wireguard.mtu, icmpSourceV4: internal });
+    const nat = new Nat({
+      localPodCIDRs: c.cluster.podCIDRs,
+      localExternalCIDR: c.cluster.externalCIDR,
+      mtu: c.wireguard.mtu,
+      icmpSourceV4: internal,
+    });
     this.router = new Router({ nat, nodes: this.table });
     this.router.setLocalAddresses([internal]);
-    this.device = new Device({ backend: getCryptoBackend(c.wireguard.cryptoBackend), mtu: c.wireguard.mtu, overlappingAllowedIps: true });
+    this.device = new Device({
+      backend: getCryptoBackend(c.wireguard.cryptoBackend),
+      mtu: c.wireguard.mtu,
+      overlappingAllowedIps: true,
+    });
     this.device.setPrivateKey(decodeKey(c.wireguard.privateKey));
     this.device.listenPort = c.wireguard.listenPort;
     for (const peer of c.peers) {
       const wgPeer = this.device.addPeer(decodeKey(peer.publicKey));
-      for (const cidr of [...peer.remote.podCIDRs, ...peer.remote.externalCIDRs]) this.device.addAllowedIp(wgPeer, parsePrefix(cidr));
+      for (const cidr of [...peer.remote.podCIDRs, ...peer.remote.externalCIDRs])
+        this.device.addAllowedIp(wgPeer, parsePrefix(cidr));
       if (peer.endpoint !== undefined) {
         const colon = peer.endpoint.lastIndexOf(':');
-        this.device.setEndpoint(wgPeer, { address: peer.endpoint.slice(0, colon), port: Number(peer.endpoint.slice(colon + 1)) });
+        this.device.setEndpoint(wgPeer, {
+          address: peer.endpoint.slice(0, colon),
+          port: Number(peer.endpoint.slice(colon + 1)),
+        });
       }
-      this.router.addPeer(peer.name, nat.addPeer({ name: peer.name, remote: peer.remote, remapped: peer.remapped, mtu: c.wireguard.mtu }), wgPeer);
+      this.router.addPeer(
+        peer.name,
+        nat.addPeer({ name: peer.name, remote: peer.remote, remapped: peer.remapped, mtu: c.wireguard.mtu }),
+        wgPeer,
+      );
     }
     wire.listen(this.underlay, c.geneve.port, (b, o, l, from) => this.fromNode(b, o, l, from));
     wire.listen(cluster.wanAddress, c.wireguard.listenPort, (b, o, l, from, port) => this.fromWan(b, o, l, from, port));
@@ -373,7 +474,15 @@ export class SimGatewayShell {
     const v = this.geneve.decapsulate(buf, off, len, from, now(), this.gres);
     if (v === GeneveVerdict.SendControl) {
       const t = this.gres.tunnel!;
-      this.wire.send(t.remoteUnderlayText, t.remotePort, this.underlay, this.config.geneve.port, buf, this.gres.off, this.gres.len);
+      this.wire.send(
+        t.remoteUnderlayText,
+        t.remotePort,
+        this.underlay,
+        this.config.geneve.port,
+        buf,
+        this.gres.off,
+        this.gres.len,
+      );
       return;
     }
     if (v !== GeneveVerdict.Deliver) return;
@@ -400,14 +509,42 @@ export class SimGatewayShell {
     const L = this.lanes;
     for (let i = 0; i < L.toNodes.count; i++) {
       const t = L.toNodes.tags[i]!;
-      if (this.geneve.encapsulate(buf, L.toNodes.offs[i]!, L.toNodes.lens[i]!, t, now(), this.gres) === GeneveVerdict.Drop) { this.drops++; continue; }
-      this.wire.send(t.remoteUnderlayText, t.remotePort, this.underlay, this.config.geneve.port, buf, this.gres.off, this.gres.len);
+      if (
+        this.geneve.encapsulate(buf, L.toNodes.offs[i]!, L.toNodes.lens[i]!, t, now(), this.gres) === GeneveVerdict.Drop
+      ) {
+        this.drops++;
+        continue;
+      }
+      this.wire.send(
+        t.remoteUnderlayText,
+        t.remotePort,
+        this.underlay,
+        this.config.geneve.port,
+        buf,
+        this.gres.off,
+        this.gres.len,
+      );
     }
     for (let i = 0; i < L.toPeers.count; i++) {
-      const a = this.device.encryptFor(L.toPeers.tags[i]!, buf, L.toPeers.offs[i]!, L.toPeers.lens[i]!, now(), this.eres);
+      const a = this.device.encryptFor(
+        L.toPeers.tags[i]!,
+        buf,
+        L.toPeers.offs[i]!,
+        L.toPeers.lens[i]!,
+        now(),
+        this.eres,
+      );
       if (a === ENCRYPT_SEND) {
         const ep = this.eres.endpoint!;
-        this.wire.send(ep.address, ep.port, this.cluster.wanAddress, this.config.wireguard.listenPort, buf, this.eres.start, this.eres.length);
+        this.wire.send(
+          ep.address,
+          ep.port,
+          this.cluster.wanAddress,
+          this.config.wireguard.listenPort,
+          buf,
+          this.eres.start,
+          this.eres.length,
+        );
       } else if (a === ENCRYPT_DROP) this.drops++;
     }
     for (let i = 0; i < L.toHost.count; i++) this.hostSeen.add(describe(buf, L.toHost.offs[i]!, L.toHost.lens[i]!));
@@ -419,7 +556,15 @@ export class SimGatewayShell {
   flushOutbox(): void {
     const m = this.msg;
     while (this.device.popOutgoing(m)) {
-      this.wire.send(m.address, m.port, this.cluster.wanAddress, this.config.wireguard.listenPort, m.buf, m.start, m.length);
+      this.wire.send(
+        m.address,
+        m.port,
+        this.cluster.wanAddress,
+        this.config.wireguard.listenPort,
+        m.buf,
+        m.start,
+        m.length,
+      );
       this.device.releaseOutgoing(m.slot);
     }
   }
@@ -491,7 +636,9 @@ function echo(sys: SimSystem, from: SimPod, to: string, id: number, seq: number)
  * where they make sense without a kernel: no TCP, no iperf3).
  */
 export async function runSimulatedDemo(plan: DemoPlan, step: (s: string) => void): Promise<DemoRow[]> {
-  step('building the two clusters in-process: 2 gateways (WireGuard Device + Nat + GeneveEngine), 4 nodes (GeneveEngine), 8 pods');
+  step(
+    'building the two clusters in-process: 2 gateways (WireGuard Device + Nat + GeneveEngine), 4 nodes (GeneveEngine), 8 pods',
+  );
   const sys = new SimSystem(plan);
   const rows: DemoRow[] = [];
   const A1 = findPod(plan, 'A1');
@@ -512,7 +659,12 @@ export async function runSimulatedDemo(plan: DemoPlan, step: (s: string) => void
   step(`WireGuard handshake + first echo ${A1.name} → ${B3.name} as ${b3AtA} (crypto backend ${backend})`);
   const first = echo(sys, a1, b3AtA, 0x4242, 1);
   const hs = sys.gateways.a.device.peers()[0]!.lastHandshakeMs;
-  rows.push({ check: 'WireGuard handshake', path: `gateway A → gateway B (simulated WAN, ${backend} crypto)`, result: first.ok ? `done; handshake + first echo in ${fmtUs(first.us)}` : 'failed', ok: first.ok && hs > 0 });
+  rows.push({
+    check: 'WireGuard handshake',
+    path: `gateway A → gateway B (simulated WAN, ${backend} crypto)`,
+    result: first.ok ? `done; handshake + first echo in ${fmtUs(first.us)}` : 'failed',
+    ok: first.ok && hs > 0,
+  });
 
   step(`200 ICMP echoes ${A1.name} → ${B3.name}`);
   let okCount = 0;
@@ -522,13 +674,28 @@ export async function runSimulatedDemo(plan: DemoPlan, step: (s: string) => void
     if (r.ok) okCount++;
     total += r.us;
   }
-  rows.push({ check: 'ping (ICMP echo)', path: `${A1.name} ${A1.ip} → ${B3.name} as ${b3AtA}`, result: `${okCount}/200, in-process round trip avg ${fmtUs(total / 200)}`, ok: okCount === 200 });
+  rows.push({
+    check: 'ping (ICMP echo)',
+    path: `${A1.name} ${A1.ip} → ${B3.name} as ${b3AtA}`,
+    result: `${okCount}/200, in-process round trip avg ${fmtUs(total / 200)}`,
+    ok: okCount === 200,
+  });
   const seenByB3 = b3.seen.recent.filter((p) => p.icmpType === ICMPV4_ECHO_REQUEST).pop();
-  rows.push({ check: `source seen by ${B3.name}`, path: `${A1.name} ${A1.ip} (remapped by B)`, result: `${seenByB3?.src ?? '—'} (expected ${a1AtB})`, ok: seenByB3?.src === a1AtB && seenByB3.dst === B3.ip });
+  rows.push({
+    check: `source seen by ${B3.name}`,
+    path: `${A1.name} ${A1.ip} (remapped by B)`,
+    result: `${seenByB3?.src ?? '—'} (expected ${a1AtB})`,
+    ok: seenByB3?.src === a1AtB && seenByB3.dst === B3.ip,
+  });
 
   step(`echo the other way: ${B4.name} → ${A2.name} as ${a2AtB}`);
   const back = echo(sys, b4, a2AtB, 0x4343, 1);
-  rows.push({ check: 'ping (B → A)', path: `${B4.name} ${B4.ip} → ${A2.name} as ${a2AtB}`, result: back.ok ? `reply in ${fmtUs(back.us)}` : 'no reply', ok: back.ok });
+  rows.push({
+    check: 'ping (B → A)',
+    path: `${B4.name} ${B4.ip} → ${A2.name} as ${a2AtB}`,
+    result: back.ok ? `reply in ${fmtUs(back.us)}` : 'no reply',
+    ok: back.ok,
+  });
 
   step(`UDP to a closed port: ICMP Port Unreachable from ${B3.name} back to ${A3.name}, translated`);
   const before = a3.seen.total;
@@ -538,11 +705,15 @@ export async function runSimulatedDemo(plan: DemoPlan, step: (s: string) => void
   rows.push({
     check: 'ICMP error translated',
     path: `${B3.name} → ${A3.name} (port unreachable)`,
-    result: err ? `from ${err.src}, quoting ${err.quotedSrc} → ${err.quotedDst}, checksums ${err.checksumsOk ? 'valid' : 'BAD'}` : 'no ICMP error came back',
+    result: err
+      ? `from ${err.src}, quoting ${err.quotedSrc} → ${err.quotedDst}, checksums ${err.checksumsOk ? 'valid' : 'BAD'}`
+      : 'no ICMP error came back',
     ok: err !== undefined && err.src === b3AtA && err.quotedSrc === A3.ip && err.quotedDst === b3AtA && err.checksumsOk,
   });
 
-  step(`host network: node A/${plan.a.nodes[0]!.name} (${plan.a.nodes[0]!.internal}) → ${B3.name}, SNAT to ${plan.a.snatAddress}`);
+  step(
+    `host network: node A/${plan.a.nodes[0]!.name} (${plan.a.nodes[0]!.internal}) → ${B3.name}, SNAT to ${plan.a.snatAddress}`,
+  );
   const node = sys.nodes.get(plan.a.nodes[0]!.ns)!;
   const b3Before = b3.seen.total;
   const hostBefore = node.hostSeen.total;
@@ -578,7 +749,13 @@ export async function runSimulatedDemo(plan: DemoPlan, step: (s: string) => void
     ok: got === count,
   });
 
-  const drops = sys.gateways.a.dropCount + sys.gateways.b.dropCount + [...sys.nodes.values()].reduce((s, n) => s + n.drops, 0);
-  rows.push({ check: 'drops', path: 'gateways, nodes, wire', result: `${drops} in the pipelines, ${sys.wire.droppedFull + sys.wire.droppedNoListener} on the wire; ${sys.wire.delivered} datagrams delivered`, ok: null });
+  const drops =
+    sys.gateways.a.dropCount + sys.gateways.b.dropCount + [...sys.nodes.values()].reduce((s, n) => s + n.drops, 0);
+  rows.push({
+    check: 'drops',
+    path: 'gateways, nodes, wire',
+    result: `${drops} in the pipelines, ${sys.wire.droppedFull + sys.wire.droppedNoListener} on the wire; ${sys.wire.delivered} datagrams delivered`,
+    ok: null,
+  });
   return rows;
 }

@@ -30,7 +30,24 @@ async function sysctl(ns: string, settings: Record<string, string>): Promise<voi
 
 /** veth pair with one end in each namespace (names are per namespace), both up. */
 async function vethPair(nsA: string, ifA: string, nsB: string, ifB: string, mtu: number): Promise<void> {
-  await ip(['link', 'add', ifA, 'mtu', String(mtu), 'netns', nsA, 'type', 'veth', 'peer', 'name', ifB, 'mtu', String(mtu), 'netns', nsB]);
+  await ip([
+    'link',
+    'add',
+    ifA,
+    'mtu',
+    String(mtu),
+    'netns',
+    nsA,
+    'type',
+    'veth',
+    'peer',
+    'name',
+    ifB,
+    'mtu',
+    String(mtu),
+    'netns',
+    nsB,
+  ]);
 }
 
 async function up(ns: string, ifName: string): Promise<void> {
@@ -50,7 +67,11 @@ export interface BuildOptions {
  * Creates every namespace of the plan and wires them. Throws HostCommandError on the first
  * failure; the caller removes what exists with `destroyTopology` (also on failure).
  */
-export async function buildTopology(plan: DemoPlan, report: StepReporter = () => {}, opts: BuildOptions = {}): Promise<void> {
+export async function buildTopology(
+  plan: DemoPlan,
+  report: StepReporter = () => {},
+  opts: BuildOptions = {},
+): Promise<void> {
   const mtu = opts.mtu ?? 1500;
   const all = planNamespaces(plan);
   report(`creating ${all.length} network namespaces (${plan.prefix}-a-*, ${plan.prefix}-b-*)`);
@@ -67,7 +88,9 @@ export async function buildTopology(plan: DemoPlan, report: StepReporter = () =>
   }
 
   for (const c of [plan.a, plan.b]) {
-    report(`cluster ${c.label}: underlay bridge ${c.gatewayUnderlay}/${c.underlayPrefixLen}, nodes ${c.nodes.map((n) => n.underlay).join(', ')}`);
+    report(
+      `cluster ${c.label}: underlay bridge ${c.gatewayUnderlay}/${c.underlayPrefixLen}, nodes ${c.nodes.map((n) => n.underlay).join(', ')}`,
+    );
     await buildUnderlay(c, mtu);
     report(`cluster ${c.label}: pods ${c.pods.map((p) => `${p.name} ${p.ip}`).join(', ')}`);
     await buildPods(plan, c, mtu);

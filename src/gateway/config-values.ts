@@ -12,8 +12,12 @@ import type { Endpoint } from '../wireguard/peer.js';
 
 export function tunnelSpec(t: GeneveTunnelConfig): GeneveTunnelSpec {
   return {
-    vni: t.id, remoteUnderlay: t.remoteUnderlay, localInternalAddress: t.localInternalAddress,
-    remoteInternalAddress: t.remoteInternalAddress, mode: t.mode, name: t.nodeName,
+    vni: t.id,
+    remoteUnderlay: t.remoteUnderlay,
+    localInternalAddress: t.localInternalAddress,
+    remoteInternalAddress: t.remoteInternalAddress,
+    mode: t.mode,
+    name: t.nodeName,
   };
 }
 
@@ -61,7 +65,10 @@ export function definedOnly<T extends object>(o: T): Partial<{ [K in keyof T]: E
   return out as Partial<{ [K in keyof T]: Exclude<T[K], null> }>;
 }
 
-export function applyMappingOps(list: GatewayConfig['ipMappings'], ops: readonly ConfigOp[]): GatewayConfig['ipMappings'] {
+export function applyMappingOps(
+  list: GatewayConfig['ipMappings'],
+  ops: readonly ConfigOp[],
+): GatewayConfig['ipMappings'] {
   const m = new Map(list.map((x) => [x.externalAddress, x.realAddress] as const));
   for (const op of ops) {
     if (op.kind === 'ipMapping.remove') m.delete(op.mapping.externalAddress);

@@ -17,11 +17,21 @@ import type { Peer } from '../wireguard/peer.js';
 /** Everything `weft show` prints (a snapshot; allocates). */
 export interface GatewayStats {
   peers: (PeerStatsSample & {
-    name: string; endpoint: string | null; allowedIps: string[];
+    name: string;
+    endpoint: string | null;
+    allowedIps: string[];
     /** In-tunnel addresses (ours, the peer's), null when the peer has none (tunnel-address.ts). */
     tunnel: { local: string; remote: string } | null;
   })[];
-  tunnels: { name: string; vni: number; remoteUnderlay: string; remoteInternal: string; txPackets: number; rxPackets: number; drops: number }[];
+  tunnels: {
+    name: string;
+    vni: number;
+    remoteUnderlay: string;
+    remoteInternal: string;
+    txPackets: number;
+    rxPackets: number;
+    drops: number;
+  }[];
   podRoutes: { podCIDR: string; nodeInternalAddress: string; resolved: boolean }[];
   nat: ReturnType<Nat['stats']>;
   drops: Record<string, number>;
@@ -38,10 +48,17 @@ export interface GatewayStats {
 
 /** Drops by reason from every stage of a gateway (non-zero only), prefixed by stage (allocates). */
 export function collectDrops(
-  router: Router<Peer, GeneveTunnel>, nat: Nat, device: Device, geneve: GenevePort | undefined, wg: WireGuardPort | undefined, tun: TunDevice | undefined,
+  router: Router<Peer, GeneveTunnel>,
+  nat: Nat,
+  device: Device,
+  geneve: GenevePort | undefined,
+  wg: WireGuardPort | undefined,
+  tun: TunDevice | undefined,
 ): Record<string, number> {
   const d: Record<string, number> = {};
-  const put = (k: string, v: number): void => { if (v > 0) d[k] = (d[k] ?? 0) + v; };
+  const put = (k: string, v: number): void => {
+    if (v > 0) d[k] = (d[k] ?? 0) + v;
+  };
   for (let i = 0; i < ROUTER_DROP_NAMES.length; i++) put(`route_${ROUTER_DROP_NAMES[i]!}`, router.drops[i]!);
   const g = geneve?.engine.counters.drops;
   if (g !== undefined) for (let i = 1; i < g.length; i++) put(`geneve_${GENEVE_DROP_NAMES[i]!}`, g[i]!);
@@ -71,5 +88,9 @@ export function collectDrops(
  */
 export function natStatsWithRules(nat: ReturnType<Nat['stats']>, rules: RulesRuntime | null): ReturnType<Nat['stats']> {
   if (rules === null) return nat;
-  return { ...nat, mssClamped: nat.mssClamped + rules.stats().mssClamped, conntrack: { ...nat.conntrack, entries: nat.conntrack.entries + rules.flows.size } };
+  return {
+    ...nat,
+    mssClamped: nat.mssClamped + rules.stats().mssClamped,
+    conntrack: { ...nat.conntrack, entries: nat.conntrack.entries + rules.flows.size },
+  };
 }

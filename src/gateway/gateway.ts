@@ -37,7 +37,14 @@ import { MAX_PACKET } from '../io/sizes.js';
 import { TunDevice } from '../io/tun.js';
 import { Nat, type NatPeer } from '../nat/nat.js';
 import { formatAddress, parsePrefix } from '../packet/addr.js';
-import { coalescerStats, fabricOffloads, FabricTunWriter, segmenterStats, startTunReader, tunReaderMaxCount } from '../ports/fabric-offload.js';
+import {
+  coalescerStats,
+  fabricOffloads,
+  FabricTunWriter,
+  segmenterStats,
+  startTunReader,
+  tunReaderMaxCount,
+} from '../ports/fabric-offload.js';
 import { GENEVE_OFFLOAD_DELIVER_MAX, GenevePort } from '../ports/geneve-port.js';
 import type { TunSegmenter } from '../ports/tun-offload.js';
 import { KernelState } from '../ports/iproute.js';
@@ -49,7 +56,16 @@ import type { Peer } from '../wireguard/peer.js';
 import { collectDrops, natStatsWithRules, type GatewayStats } from './gateway-stats.js';
 import { natConfigOf, natPeerOf, passthroughOf, peerTunnel, YamlRules } from './yaml-rules.js';
 import type { RulesAttachment } from '../rules/attach.js';
-import { applyMappingOps, definedOnly, firstHost, hostCidr, keyBytes, resolveEndpoint, tunnelOf, tunnelSpec } from './config-values.js';
+import {
+  applyMappingOps,
+  definedOnly,
+  firstHost,
+  hostCidr,
+  keyBytes,
+  resolveEndpoint,
+  tunnelOf,
+  tunnelSpec,
+} from './config-values.js';
 
 export interface GatewayOptions {
   /** Create the TUN, sockets and routes inside this network namespace (tests; needs the native addon). */
@@ -136,7 +152,11 @@ export class Gateway implements StatsSource {
   private stopped = false;
   private readonly yaml: YamlRules | null;
 
-  private constructor(config: GatewayConfig, private readonly opts: GatewayOptions, backend: CryptoBackend) {
+  private constructor(
+    config: GatewayConfig,
+    private readonly opts: GatewayOptions,
+    backend: CryptoBackend,
+  ) {
     this.config = config;
     this.clock = opts.clock ?? Date.now;
     this.onError = opts.onError ?? (() => {});
@@ -150,7 +170,8 @@ export class Gateway implements StatsSource {
     this.device = new Device({ backend, mtu: config.wireguard.mtu, overlappingAllowedIps: true });
     this.device.setPrivateKey(keyBytes(config.wireguard.privateKey));
     this.router = new Router({
-      nat: this.makeNat(config), nodes: this.table,
+      nat: this.makeNat(config),
+      nodes: this.table,
       ...(opts.icmpRatePerSecond === undefined ? {} : { icmpRatePerSecond: opts.icmpRatePerSecond }),
       ...(opts.icmpBurst === undefined ? {} : { icmpBurst: opts.icmpBurst }),
     });
@@ -158,12 +179,22 @@ export class Gateway implements StatsSource {
   }
 
   /** Unless `compiledRules: false`: the rules compiled from the configuration (yaml-rules.ts), at the hooks unless Liqo mode detached them. */
-  get rules(): RulesAttachment | null { return this.yaml?.attachment ?? null; }
+  get rules(): RulesAttachment | null {
+    return this.yaml?.attachment ?? null;
+  }
 
   /** Liqo mode: its FirewallConfigurations replace the configuration's rules at the hooks. */
-  detachConfigRules(): void { this.yaml?.detach(); }
+  detachConfigRules(): void {
+    this.yaml?.detach();
+  }
 
-  private syncRules(): void { this.yaml?.sync(this.config, [...this.peersByName.values()].map((s) => s.cfg), this.internalAddress(this.config)); }
+  private syncRules(): void {
+    this.yaml?.sync(
+      this.config,
+      [...this.peersByName.values()].map((s) => s.cfg),
+      this.internalAddress(this.config),
+    );
+  }
 
   /** The NAT in force (replaced when cluster CIDRs or the MTU change). */
   get nat(): Nat {
@@ -206,7 +237,8 @@ export class Gateway implements StatsSource {
       this.table.addPodRoute(r.podCIDR, r.nodeInternalAddress);
       this.podRoutes.set(r.podCIDR, r);
     }
-    const internal = opts.internalAddress ?? c.geneve.tunnels[0]?.localInternalAddress ?? firstHost(c.cluster.internalCIDR);
+    const internal =
+      opts.internalAddress ?? c.geneve.tunnels[0]?.localInternalAddress ?? firstHost(c.cluster.internalCIDR);
     this.addLocalAddress(internal);
     for (const t of c.geneve.tunnels) this.addLocalAddress(t.localInternalAddress);
     const now = this.clock();
@@ -224,21 +256,41 @@ export class Gateway implements StatsSource {
     await this.syncKernelRoutes();
 
     this.geneve = await GenevePort.open({
-      table: this.table, port: c.geneve.port, address: c.geneve.listenAddress, batchSize: batch,
-      rxHeadroom: HEADROOM, rxTailroom: TAILROOM, clock: this.clock, onError: this.onError,
-      offload, rxCoalesceReservation: this.tunWriter.reservation, rxCoalesceFlows: this.tunWriter.maxFlows,
+      table: this.table,
+      port: c.geneve.port,
+      address: c.geneve.listenAddress,
+      batchSize: batch,
+      rxHeadroom: HEADROOM,
+      rxTailroom: TAILROOM,
+      clock: this.clock,
+      onError: this.onError,
+      offload,
+      rxCoalesceReservation: this.tunWriter.reservation,
+      rxCoalesceFlows: this.tunWriter.maxFlows,
       ...(opts.netns === undefined ? {} : { netns: opts.netns }),
       ...(opts.socketBuffer === undefined ? {} : { socketBuffer: opts.socketBuffer }),
-      sink: { deliverBatch: (buf, offs, lens, t, n, areaOff, areaLen) => this.onGenevePackets(buf, offs, lens, t, n, areaOff, areaLen) },
+      sink: {
+        deliverBatch: (buf, offs, lens, t, n, areaOff, areaLen) =>
+          this.onGenevePackets(buf, offs, lens, t, n, areaOff, areaLen),
+      },
     });
     this.wg = new WireGuardPort({
-      device: this.device, mtu: MAX_PACKET, batchSize: batch, rxHeadroom: HEADROOM, rxTailroom: TAILROOM,
-      clock: this.clock, onError: this.onError,
+      device: this.device,
+      mtu: MAX_PACKET,
+      batchSize: batch,
+      rxHeadroom: HEADROOM,
+      rxTailroom: TAILROOM,
+      clock: this.clock,
+      onError: this.onError,
       ...(opts.socketBuffer === undefined ? {} : { socketBuffer: opts.socketBuffer }),
       sink: { writeBatch: (buf, offs, lens, peers, n) => this.onWireguardPackets(buf, offs, lens, peers, n) },
     });
     await withNetnsAsync(opts.netns, () => this.wg.bind(c.wireguard.listenPort));
-    this.segmenter = startTunReader(this.tun, { mtu, headroom: HEADROOM, tailroom: TAILROOM, batchSize: batch }, (buf, offs, lens, n) => this.onTunPackets(buf, offs, lens, n));
+    this.segmenter = startTunReader(
+      this.tun,
+      { mtu, headroom: HEADROOM, tailroom: TAILROOM, batchSize: batch },
+      (buf, offs, lens, n) => this.onTunPackets(buf, offs, lens, n),
+    );
     this.housekeeping = setInterval(() => this.tick(), 1000);
     this.housekeeping.unref();
     this.wg.poll();
@@ -248,7 +300,13 @@ export class Gateway implements StatsSource {
   // Inputs: the router sorts each batch into lanes, flushed once per batch.
 
   private onGenevePackets(
-    buf: Uint8Array, offs: Uint32Array, lens: Uint32Array, tunnels: readonly GeneveTunnel[], n: number, areaOff: number, areaLen: number,
+    buf: Uint8Array,
+    offs: Uint32Array,
+    lens: Uint32Array,
+    tunnels: readonly GeneveTunnel[],
+    n: number,
+    areaOff: number,
+    areaLen: number,
   ): void {
     this.routed.fromNodes += n;
     this.router.fromNodes(buf, offs, lens, n, this.clock(), this.lanesGeneve, tunnels);
@@ -261,7 +319,13 @@ export class Gateway implements StatsSource {
     this.flush(buf, this.lanesTun, 0, 0);
   }
 
-  private onWireguardPackets(buf: Uint8Array, offs: Uint32Array, lens: Uint32Array, peers: readonly Peer[], n: number): number {
+  private onWireguardPackets(
+    buf: Uint8Array,
+    offs: Uint32Array,
+    lens: Uint32Array,
+    peers: readonly Peer[],
+    n: number,
+  ): number {
     this.routed.fromPeers += n;
     this.router.fromPeers(buf, offs, lens, peers, n, this.clock(), this.lanesWg);
     this.flush(buf, this.lanesWg, 0, 0);
@@ -297,7 +361,11 @@ export class Gateway implements StatsSource {
 
   /** The Router's Nat: passthrough (routing by remapped CIDR, PMTU); the rules translate. */
   private makeNat(c: GatewayConfig): Nat {
-    return new Nat(this.opts.compiledRules !== false ? passthroughOf(c, this.internalAddress(c)) : natConfigOf(c, this.internalAddress(c)));
+    return new Nat(
+      this.opts.compiledRules !== false
+        ? passthroughOf(c, this.internalAddress(c))
+        : natConfigOf(c, this.internalAddress(c)),
+    );
   }
 
   private addLocalAddress(addr: string): void {
@@ -344,18 +412,22 @@ export class Gateway implements StatsSource {
     const cfg: PeerConfig = { ...s.cfg };
     if (ch.clusterId !== undefined) cfg.clusterId = ch.clusterId;
     if (ch.presharedKey !== undefined) {
-      if (ch.presharedKey === null) delete cfg.presharedKey; else cfg.presharedKey = ch.presharedKey;
+      if (ch.presharedKey === null) delete cfg.presharedKey;
+      else cfg.presharedKey = ch.presharedKey;
       this.device.setPresharedKey(s.wg, ch.presharedKey === null ? null : keyBytes(ch.presharedKey));
     }
     if (ch.endpoint !== undefined) {
-      if (ch.endpoint === null) delete cfg.endpoint; else cfg.endpoint = ch.endpoint;
+      if (ch.endpoint === null) delete cfg.endpoint;
+      else cfg.endpoint = ch.endpoint;
       if (ch.endpoint !== null) this.device.setEndpoint(s.wg, await resolveEndpoint(ch.endpoint));
     }
     if (ch.tunnelAddress !== undefined) {
-      if (ch.tunnelAddress === null) delete cfg.tunnelAddress; else cfg.tunnelAddress = ch.tunnelAddress;
+      if (ch.tunnelAddress === null) delete cfg.tunnelAddress;
+      else cfg.tunnelAddress = ch.tunnelAddress;
     }
     if (ch.persistentKeepalive !== undefined) {
-      if (ch.persistentKeepalive === null) delete cfg.persistentKeepalive; else cfg.persistentKeepalive = ch.persistentKeepalive;
+      if (ch.persistentKeepalive === null) delete cfg.persistentKeepalive;
+      else cfg.persistentKeepalive = ch.persistentKeepalive;
       this.device.setPersistentKeepalive(s.wg, ch.persistentKeepalive ?? 0, this.clock());
     }
     if (ch.remote !== undefined || ch.remapped !== undefined) {
@@ -368,13 +440,19 @@ export class Gateway implements StatsSource {
       try {
         natPeer = this.nat.addPeer(this.natPeerConfig(cfg));
       } catch (e) {
-        s.rp = this.router.addPeer(s.cfg.name, this.nat.addPeer(this.natPeerConfig(s.cfg)), s.wg, this.yaml === null ? '' : peerTunnel(s.cfg.name));
+        s.rp = this.router.addPeer(
+          s.cfg.name,
+          this.nat.addPeer(this.natPeerConfig(s.cfg)),
+          s.wg,
+          this.yaml === null ? '' : peerTunnel(s.cfg.name),
+        );
         throw e;
       }
       s.rp = this.router.addPeer(cfg.name, natPeer, s.wg, this.yaml === null ? '' : peerTunnel(cfg.name));
       this.device.clearAllowedIps(s.wg);
       s.tunnelRemote = undefined; // re-added by planTunnel after the ops
-      for (const c of [...cfg.remote.podCIDRs, ...cfg.remote.externalCIDRs]) this.device.addAllowedIp(s.wg, parsePrefix(c));
+      for (const c of [...cfg.remote.podCIDRs, ...cfg.remote.externalCIDRs])
+        this.device.addAllowedIp(s.wg, parsePrefix(c));
     }
     s.cfg = cfg;
   }
@@ -424,7 +502,8 @@ export class Gateway implements StatsSource {
    */
   private async syncKernelRoutes(): Promise<void> {
     const want = new Set<string>();
-    for (const s of this.peersByName.values()) for (const c of [...s.cfg.remapped.podCIDRs, ...s.cfg.remapped.externalCIDRs]) want.add(c);
+    for (const s of this.peersByName.values())
+      for (const c of [...s.cfg.remapped.podCIDRs, ...s.cfg.remapped.externalCIDRs]) want.add(c);
     want.add(this.config.cluster.internalCIDR);
     if (this.opts.routePodCIDRs ?? true) for (const r of this.podRoutes.values()) want.add(r.podCIDR);
     const tunnelLocals = new Set(this.tunnelPlan.peers.map((t) => t.local));
@@ -452,15 +531,20 @@ export class Gateway implements StatsSource {
    * syncKernelRoutes. Peers left out are reported through onError, once per change.
    */
   private planTunnel(): void {
-    const plan: TunnelPlan = (this.opts.tunnelAddresses ?? true)
-      ? planTunnelAddresses({ wireguard: this.config.wireguard, peers: [...this.peersByName.values()].map((s) => s.cfg) })
-      : { peers: [], skipped: [] };
+    const plan: TunnelPlan =
+      (this.opts.tunnelAddresses ?? true)
+        ? planTunnelAddresses({
+            wireguard: this.config.wireguard,
+            peers: [...this.peersByName.values()].map((s) => s.cfg),
+          })
+        : { peers: [], skipped: [] };
     const byName = new Map(plan.peers.map((t) => [t.name, t] as const));
     const locals: string[] = [];
     const remotes: { address: string; peer: RouterPeer<Peer> }[] = [];
     for (const s of this.peersByName.values()) {
       const t = byName.get(s.cfg.name);
-      if (s.tunnelRemote !== undefined && s.tunnelRemote !== t?.remote) this.device.removeAllowedIp(s.wg, parsePrefix(hostCidr(s.tunnelRemote)));
+      if (s.tunnelRemote !== undefined && s.tunnelRemote !== t?.remote)
+        this.device.removeAllowedIp(s.wg, parsePrefix(hostCidr(s.tunnelRemote)));
       s.tunnelRemote = t?.remote;
       if (t === undefined) continue;
       // Re-added every time: a peer update that rewrote its allowed IPs dropped it.
@@ -470,7 +554,8 @@ export class Gateway implements StatsSource {
     }
     const before = new Set(this.tunnelPlan.skipped.map((x) => `${x.name}\n${x.reason}`));
     for (const x of plan.skipped) {
-      if (!before.has(`${x.name}\n${x.reason}`)) this.onError('tunnel address', new Error(`peer ${x.name}: no in-tunnel connection check: ${x.reason}`));
+      if (!before.has(`${x.name}\n${x.reason}`))
+        this.onError('tunnel address', new Error(`peer ${x.name}: no in-tunnel connection check: ${x.reason}`));
     }
     this.router.setTunnelAddresses(locals, remotes);
     this.tunnelPlan = plan;
@@ -497,11 +582,16 @@ export class Gateway implements StatsSource {
   async apply(ops: readonly ConfigOp[], next?: GatewayConfig): Promise<void> {
     for (const op of ops) {
       if (op.kind === 'restart') throw new GatewayApplyError(`cannot apply live: ${op.reason}; restart the gateway`);
-      if (op.kind === 'geneve.update') throw new GatewayApplyError('geneve.port/listenAddress changed: restart the gateway to rebind the Geneve socket');
+      if (op.kind === 'geneve.update')
+        throw new GatewayApplyError(
+          'geneve.port/listenAddress changed: restart the gateway to rebind the Geneve socket',
+        );
       if (op.kind === 'wireguard.update') {
         const ch = op.changes;
         if (ch.interfaceName !== undefined || ch.cryptoBackend !== undefined || ch.listenAddress !== undefined) {
-          throw new GatewayApplyError('wireguard.interfaceName/cryptoBackend/listenAddress changed: restart the gateway');
+          throw new GatewayApplyError(
+            'wireguard.interfaceName/cryptoBackend/listenAddress changed: restart the gateway',
+          );
         }
       }
     }
@@ -509,12 +599,29 @@ export class Gateway implements StatsSource {
     let routesDirty = false;
     for (const op of ops) {
       switch (op.kind) {
-        case 'peer.remove': this.removePeer(op.name); routesDirty = true; break;
-        case 'peer.update': await this.updatePeer(op.name, op.changes); routesDirty = true; break;
-        case 'peer.add': await this.addPeer(op.peer, now); routesDirty = true; break;
-        case 'tunnel.remove': this.tunnelRemove(op.id); break;
-        case 'tunnel.update': this.tunnelUpdate(op.id, op.changes); routesDirty = true; break;
-        case 'tunnel.add': this.tunnelAdd(op.tunnel); routesDirty = true; break;
+        case 'peer.remove':
+          this.removePeer(op.name);
+          routesDirty = true;
+          break;
+        case 'peer.update':
+          await this.updatePeer(op.name, op.changes);
+          routesDirty = true;
+          break;
+        case 'peer.add':
+          await this.addPeer(op.peer, now);
+          routesDirty = true;
+          break;
+        case 'tunnel.remove':
+          this.tunnelRemove(op.id);
+          break;
+        case 'tunnel.update':
+          this.tunnelUpdate(op.id, op.changes);
+          routesDirty = true;
+          break;
+        case 'tunnel.add':
+          this.tunnelAdd(op.tunnel);
+          routesDirty = true;
+          break;
         case 'podRoute.remove':
           this.table.removePodRoute(op.route.podCIDR);
           this.podRoutes.delete(op.route.podCIDR);
@@ -529,7 +636,9 @@ export class Gateway implements StatsSource {
           this.podRoutes.set(op.route.podCIDR, op.route);
           routesDirty = true;
           break;
-        case 'ipMapping.remove': case 'ipMapping.update': case 'ipMapping.add':
+        case 'ipMapping.remove':
+        case 'ipMapping.update':
+        case 'ipMapping.add':
           break; // applied below from the full list
         case 'wireguard.update': {
           const ch = op.changes;
@@ -564,7 +673,11 @@ export class Gateway implements StatsSource {
     this.config = next ?? {
       ...this.config,
       peers: [...this.peersByName.values()].map((s) => s.cfg),
-      geneve: { ...this.config.geneve, tunnels: [...this.tunnelsById.values()], podRoutes: [...this.podRoutes.values()] },
+      geneve: {
+        ...this.config.geneve,
+        tunnels: [...this.tunnelsById.values()],
+        podRoutes: [...this.podRoutes.values()],
+      },
     };
     this.syncRules();
     const tunnelBefore = JSON.stringify(this.tunnelPlan.peers);
@@ -632,7 +745,9 @@ export class Gateway implements StatsSource {
 
   /** StatsSource: conntrack entries (the rules' connections in YAML mode). */
   natEntries(): number {
-    return this.nat.stats().conntrack.entries + (this.yaml?.active === true ? this.yaml.attachment.runtime.flows.size : 0);
+    return (
+      this.nat.stats().conntrack.entries + (this.yaml?.active === true ? this.yaml.attachment.runtime.flows.size : 0)
+    );
   }
 
   /** StatsSource: bounded queues' current depths. */
@@ -652,8 +767,10 @@ export class Gateway implements StatsSource {
     for (const s of this.peersByName.values()) {
       const ep = s.wg.endpoint;
       out.push({
-        ...peers[i++]!, name: s.cfg.name,
-        endpoint: ep === null ? null : ep.address.includes(':') ? `[${ep.address}]:${ep.port}` : `${ep.address}:${ep.port}`,
+        ...peers[i++]!,
+        name: s.cfg.name,
+        endpoint:
+          ep === null ? null : ep.address.includes(':') ? `[${ep.address}]:${ep.port}` : `${ep.address}:${ep.port}`,
         allowedIps: [...s.cfg.remote.podCIDRs, ...s.cfg.remote.externalCIDRs],
         tunnel: tunnelOf(this.tunnelPlan, s.cfg.name),
       });
@@ -662,16 +779,34 @@ export class Gateway implements StatsSource {
     return {
       peers: out,
       tunnels: [...this.table.tunnels()].map((x) => ({
-        name: x.name, vni: x.vni, remoteUnderlay: x.remoteUnderlayText, remoteInternal: formatAddress(x.remoteInternal),
-        txPackets: x.txPackets, rxPackets: x.rxPackets, drops: x.drops,
+        name: x.name,
+        vni: x.vni,
+        remoteUnderlay: x.remoteUnderlayText,
+        remoteInternal: formatAddress(x.remoteInternal),
+        txPackets: x.txPackets,
+        rxPackets: x.rxPackets,
+        drops: x.drops,
       })),
-      podRoutes: this.table.podRoutes().map((r) => ({ podCIDR: `${formatAddress(r.prefix.addr)}/${r.prefix.prefixLen}`, nodeInternalAddress: r.nodeInternalAddress, resolved: r.tunnel !== null })),
+      podRoutes: this.table
+        .podRoutes()
+        .map((r) => ({
+          podCIDR: `${formatAddress(r.prefix.addr)}/${r.prefix.prefixLen}`,
+          nodeInternalAddress: r.nodeInternalAddress,
+          resolved: r.tunnel !== null,
+        })),
       nat: natStatsWithRules(this.nat.stats(), this.yaml?.active === true ? this.yaml.attachment.runtime : null),
       drops: { ...this.drops() },
       queues: { ...this.queueDepths() },
-      tun: { name: this.tun?.name ?? '', mtu: this.tun?.mtu ?? 0, rxPackets: t?.rxPackets ?? 0, txPackets: t?.txPackets ?? 0, txErrors: t?.txErrors ?? 0 },
+      tun: {
+        name: this.tun?.name ?? '',
+        mtu: this.tun?.mtu ?? 0,
+        rxPackets: t?.rxPackets ?? 0,
+        txPackets: t?.txPackets ?? 0,
+        txErrors: t?.txErrors ?? 0,
+      },
       offloads: this.tun === undefined || this.geneve === undefined ? null : fabricOffloads(this.tun, this.geneve),
-      gso: segmenterStats(this.segmenter), gro: coalescerStats(this.tunWriter?.coalescer ?? null),
+      gso: segmenterStats(this.segmenter),
+      gro: coalescerStats(this.tunWriter?.coalescer ?? null),
       ports: { geneve: this.geneve?.port ?? -1, wireguard: this.wg?.port ?? -1 },
       forwarded: { ...this.forwarded },
       routed: { ...this.routed },
@@ -690,7 +825,11 @@ export class Gateway implements StatsSource {
     if (this.housekeeping !== null) clearInterval(this.housekeeping);
     this.tun?.stop();
     let err: unknown;
-    try { await this.kernel?.clear(); } catch (e) { err = e; }
+    try {
+      await this.kernel?.clear();
+    } catch (e) {
+      err = e;
+    }
     await this.wg?.close();
     await this.geneve?.close();
     await this.tun?.close();

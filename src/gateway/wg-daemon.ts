@@ -117,7 +117,14 @@ export class WgDaemon {
     }
     const device = new Device({ backend, mtu });
     const wantOffload = opts.offload ?? true;
-    const tun = TunDevice.open({ name: opts.ifname, mtu, netns: opts.netns, up: false, txQueueLen: opts.txQueueLen ?? DEFAULT_TUN_TXQUEUELEN, offload: wantOffload });
+    const tun = TunDevice.open({
+      name: opts.ifname,
+      mtu,
+      netns: opts.netns,
+      up: false,
+      txQueueLen: opts.txQueueLen ?? DEFAULT_TUN_TXQUEUELEN,
+      offload: wantOffload,
+    });
     let port: WireGuardPort | null = null;
     try {
       const tunOff = tun.offload;
@@ -131,11 +138,13 @@ export class WgDaemon {
       let replyMisses = 0;
       let replySkip = 0;
       port = new WireGuardPort({
-        device, mtu: MAX_PACKET,
+        device,
+        mtu: MAX_PACKET,
         // The TUN takes packets of every peer alike (the kernel routes them).
         sink: {
           writeBatch: (buf, offs, lens, _peers, n, areaOff, areaLen) => {
-            const took = co === null ? tun.writeBatch(buf, offs, lens, n) : co.write(buf, offs, lens, n, areaOff, areaLen);
+            const took =
+              co === null ? tun.writeBatch(buf, offs, lens, n) : co.write(buf, offs, lens, n, areaOff, areaLen);
             // A reply the local stack makes within the write (ping, a TCP ACK) is already queued
             // on the TUN: read it now rather than after another epoll round trip. Only for light
             // batches, where that round trip is most of the latency; under load the next
@@ -161,28 +170,51 @@ export class WgDaemon {
       d.coalescer = coalescer;
       const p = port;
       if (tunOff === null) {
-        const batch = new PacketBatch({ capacity: 64, headroom: TRANSPORT_HEADER_SIZE, maxLen: MAX_PACKET, tailroom: WG_TAILROOM });
+        const batch = new PacketBatch({
+          capacity: 64,
+          headroom: TRANSPORT_HEADER_SIZE,
+          maxLen: MAX_PACKET,
+          tailroom: WG_TAILROOM,
+        });
         tun.start(batch, (b) => p.encryptBatch(b.buf, b.offs, b.lens, b.count));
       } else {
         // Reads carry a virtio_net_hdr (in the headroom): segment, then encrypt each segment.
         const batch = new PacketBatch({
-          capacity: OFFLOAD_TUN_BATCH, headroom: TRANSPORT_HEADER_SIZE,
-          maxLen: tunOff.tso || tunOff.uso ? TUN_OFFLOAD_MAX_PACKET : MAX_PACKET, tailroom: WG_TAILROOM,
+          capacity: OFFLOAD_TUN_BATCH,
+          headroom: TRANSPORT_HEADER_SIZE,
+          maxLen: tunOff.tso || tunOff.uso ? TUN_OFFLOAD_MAX_PACKET : MAX_PACKET,
+          tailroom: WG_TAILROOM,
           scratch: segmenterScratch(mtu, TRANSPORT_HEADER_SIZE, WG_TAILROOM, SEGMENTS_PER_FLUSH),
         });
-        const seg = new TunSegmenter(batch, tunOff.vnetHdrLen, mtu, TRANSPORT_HEADER_SIZE, WG_TAILROOM,
-          (buf, offs, lens, n) => p.encryptBatch(buf, offs, lens, n));
+        const seg = new TunSegmenter(
+          batch,
+          tunOff.vnetHdrLen,
+          mtu,
+          TRANSPORT_HEADER_SIZE,
+          WG_TAILROOM,
+          (buf, offs, lens, n) => p.encryptBatch(buf, offs, lens, n),
+        );
         d.segmenter = seg;
         tun.start(batch, (b) => seg.process(b));
       }
       const o = d.offloads;
-      log('info', `offloads: tun ${tunOff === null ? (wantOffload ? 'none (refused)' : 'off') : `csum ${o.tunCsum} tso ${o.tunTso} uso ${o.tunUso}`}, ` +
-        `udp gso ${o.udpGso} gro ${o.udpGro}${wantOffload ? '' : ' (disabled by configuration)'}`);
-      d.uapi = await UapiServer.listen(tun.name, {
-        get: () => d.snapshot(),
-        set: (ops) => d.set(ops),
-      }, { socketDir: opts.socketDir, onError: (e) => log('error', `uapi: ${String(e)}`) });
-      log('info', `interface ${tun.name} up: mtu ${mtu}, udp port ${port.port}, io ${tun.mechanism}, crypto ${opts.backend.name}${opts.backend.x25519Impl !== undefined ? ` (X25519: ${opts.backend.x25519Impl})` : ''}${aeadNote}`);
+      log(
+        'info',
+        `offloads: tun ${tunOff === null ? (wantOffload ? 'none (refused)' : 'off') : `csum ${o.tunCsum} tso ${o.tunTso} uso ${o.tunUso}`}, ` +
+          `udp gso ${o.udpGso} gro ${o.udpGro}${wantOffload ? '' : ' (disabled by configuration)'}`,
+      );
+      d.uapi = await UapiServer.listen(
+        tun.name,
+        {
+          get: () => d.snapshot(),
+          set: (ops) => d.set(ops),
+        },
+        { socketDir: opts.socketDir, onError: (e) => log('error', `uapi: ${String(e)}`) },
+      );
+      log(
+        'info',
+        `interface ${tun.name} up: mtu ${mtu}, udp port ${port.port}, io ${tun.mechanism}, crypto ${opts.backend.name}${opts.backend.x25519Impl !== undefined ? ` (X25519: ${opts.backend.x25519Impl})` : ''}${aeadNote}`,
+      );
       return d;
     } catch (e) {
       await port?.close();
@@ -196,8 +228,11 @@ export class WgDaemon {
     const t = this.tun.offload;
     const u = this.port.udpOffload();
     return {
-      tunCsum: t?.csum ?? false, tunTso: t?.tso ?? false, tunUso: t?.uso ?? false,
-      udpGso: u?.gso ?? false, udpGro: u?.gro ?? false,
+      tunCsum: t?.csum ?? false,
+      tunTso: t?.tso ?? false,
+      tunUso: t?.uso ?? false,
+      udpGso: u?.gso ?? false,
+      udpGro: u?.gro ?? false,
     };
   }
 

@@ -50,7 +50,15 @@ export class YamlRules {
   private attached: HookTarget | null = null;
 
   constructor(router: HookTarget, mtu: number) {
-    this.attachment = new RulesAttachment({ peer: TUNNEL_IF, node: 'liqo.geneve', host: 'eth0', peerAddr: 0, nodeAddr: 0, hostAddr: 0, pathMtu: mtu });
+    this.attachment = new RulesAttachment({
+      peer: TUNNEL_IF,
+      node: 'liqo.geneve',
+      host: 'eth0',
+      peerAddr: 0,
+      nodeAddr: 0,
+      hostAddr: 0,
+      pathMtu: mtu,
+    });
     this.attachment.attachTo(router);
     this.attached = router;
   }
@@ -58,7 +66,13 @@ export class YamlRules {
   /** Recompiles the rules for `c` (connections whose binding's rule is unchanged keep it). Throws NatConfigError as the Nat does. */
   sync(c: GatewayConfig, peers: readonly PeerConfig[], internal: string): void {
     const mtu = c.wireguard.mtu;
-    this.attachment.setTables(rulesFromNatConfig(natConfigOf(c, internal), peers.map((p) => natPeerOf(p, mtu)), { tunnel: TUNNEL_IF, peerTunnel, object: 'weft/yaml' }));
+    this.attachment.setTables(
+      rulesFromNatConfig(
+        natConfigOf(c, internal),
+        peers.map((p) => natPeerOf(p, mtu)),
+        { tunnel: TUNNEL_IF, peerTunnel, object: 'weft/yaml' },
+      ),
+    );
   }
 
   /** Takes the rules off the router's hooks (Liqo mode attaches its own). */

@@ -39,27 +39,84 @@
 
 import { formatAddress } from '../packet/addr.js';
 import {
-  ARP_OP_REPLY, ARP_OP_REQUEST, ARP_PACKET_LEN, ARP_SHA_OFFSET, ARP_SPA_OFFSET, ARP_TPA_OFFSET, arpOperation, arpValid, writeArp,
+  ARP_OP_REPLY,
+  ARP_OP_REQUEST,
+  ARP_PACKET_LEN,
+  ARP_SHA_OFFSET,
+  ARP_SPA_OFFSET,
+  ARP_TPA_OFFSET,
+  arpOperation,
+  arpValid,
+  writeArp,
 } from '../packet/arp.js';
 import {
-  BROADCAST_MAC, ETH_DST_OFFSET, ETH_HEADER_LEN, ETH_SRC_OFFSET, ETH_TYPE_OFFSET, ETHERTYPE_ARP, ETHERTYPE_IPV4, ETHERTYPE_IPV6, MAC_LEN, ethType, formatMac, writeEthHeader,
+  BROADCAST_MAC,
+  ETH_DST_OFFSET,
+  ETH_HEADER_LEN,
+  ETH_SRC_OFFSET,
+  ETH_TYPE_OFFSET,
+  ETHERTYPE_ARP,
+  ETHERTYPE_IPV4,
+  ETHERTYPE_IPV6,
+  MAC_LEN,
+  ethType,
+  formatMac,
+  writeEthHeader,
 } from '../packet/ethernet.js';
 import {
-  IPV4_MAX_TOTAL_LENGTH, IPV4_MIN_HEADER_LEN, IPV4_PROTOCOL_OFFSET, IPV4_SRC_OFFSET, IP_PROTO_UDP, ipv4HeaderLen, ipv4HeaderValid,
-  ipv4IsFragment, ipv4TotalLength,
+  IPV4_MAX_TOTAL_LENGTH,
+  IPV4_MIN_HEADER_LEN,
+  IPV4_PROTOCOL_OFFSET,
+  IPV4_SRC_OFFSET,
+  IP_PROTO_UDP,
+  ipv4HeaderLen,
+  ipv4HeaderValid,
+  ipv4IsFragment,
+  ipv4TotalLength,
 } from '../packet/ipv4.js';
-import { IPV6_HEADER_LEN, IPV6_NEXT_HEADER_OFFSET, IPV6_SRC_OFFSET, ipv6HeaderValid, ipv6PayloadLength } from '../packet/ipv6.js';
 import {
-  UDP_HEADER_LEN, udpChecksumValidV4, udpChecksumValidV6, udpDstPort, udpLength, writeIpv4UdpHeaders, writeIpv6UdpHeaders,
+  IPV6_HEADER_LEN,
+  IPV6_NEXT_HEADER_OFFSET,
+  IPV6_SRC_OFFSET,
+  ipv6HeaderValid,
+  ipv6PayloadLength,
+} from '../packet/ipv6.js';
+import {
+  UDP_HEADER_LEN,
+  udpChecksumValidV4,
+  udpChecksumValidV6,
+  udpDstPort,
+  udpLength,
+  writeIpv4UdpHeaders,
+  writeIpv6UdpHeaders,
 } from '../packet/udp.js';
 import { flowSourcePort, sameFlowKey } from './flowhash.js';
 import {
-  GENEVE_HEADER_LEN, GENEVE_LIQO_UDP_PORT, GENEVE_PROTO_IPV4, GENEVE_PROTO_IPV6, GENEVE_PROTO_TEB, geneveOptionKey, geneveOptionsLen,
-  geneveProtocolType, geneveVni, validateGeneve, writeGeneveHeaderUnchecked,
+  GENEVE_HEADER_LEN,
+  GENEVE_LIQO_UDP_PORT,
+  GENEVE_PROTO_IPV4,
+  GENEVE_PROTO_IPV6,
+  GENEVE_PROTO_TEB,
+  geneveOptionKey,
+  geneveOptionsLen,
+  geneveProtocolType,
+  geneveVni,
+  validateGeneve,
+  writeGeneveHeaderUnchecked,
 } from './header.js';
 import {
-  GeneveCounters, GeneveDrop, STAT_ARP_REPLIES_RECEIVED, STAT_ARP_REPLIES_SENT, STAT_ARP_REQUESTS_SENT, STAT_DROPS, STAT_MAC_CHANGED,
-  STAT_MAC_LEARNED, STAT_RX_BYTES, STAT_RX_PACKETS, STAT_TX_BYTES, STAT_TX_PACKETS,
+  GeneveCounters,
+  GeneveDrop,
+  STAT_ARP_REPLIES_RECEIVED,
+  STAT_ARP_REPLIES_SENT,
+  STAT_ARP_REQUESTS_SENT,
+  STAT_DROPS,
+  STAT_MAC_CHANGED,
+  STAT_MAC_LEARNED,
+  STAT_RX_BYTES,
+  STAT_RX_PACKETS,
+  STAT_TX_BYTES,
+  STAT_TX_PACKETS,
 } from './reasons.js';
 import { GeneveConfigError, type GeneveTunnel, type GeneveTunnelTable } from './table.js';
 
@@ -144,7 +201,10 @@ export class GeneveEngine {
   private readonly askerMac = new Uint8Array(MAC_LEN);
   private readonly askerIp = new Uint8Array(4);
 
-  constructor(readonly table: GeneveTunnelTable, opts: GeneveEngineOptions = {}) {
+  constructor(
+    readonly table: GeneveTunnelTable,
+    opts: GeneveEngineOptions = {},
+  ) {
     this.understood = new Set();
     for (const o of opts.understoodOptions ?? []) this.understood.add(geneveOptionKey(o.optionClass, o.type));
     this.hashSeed = (opts.hashSeed ?? 0) | 0;
@@ -154,8 +214,10 @@ export class GeneveEngine {
     this.port = opts.port ?? GENEVE_LIQO_UDP_PORT;
     this.ttl = opts.ttl ?? 64;
     if (!(this.arpRetryMs >= 0)) throw new RangeError(`arpRetryMs must be ≥ 0, got ${this.arpRetryMs}`);
-    if (!Number.isInteger(this.port) || this.port < 1 || this.port > 65535) throw new RangeError(`port must be 1..65535, got ${this.port}`);
-    if (!Number.isInteger(this.ttl) || this.ttl < 1 || this.ttl > 255) throw new RangeError(`ttl must be 1..255, got ${this.ttl}`);
+    if (!Number.isInteger(this.port) || this.port < 1 || this.port > 65535)
+      throw new RangeError(`port must be 1..65535, got ${this.port}`);
+    if (!Number.isInteger(this.ttl) || this.ttl < 1 || this.ttl > 255)
+      throw new RangeError(`ttl must be 1..255, got ${this.ttl}`);
   }
 
   // -------------------------------------------------------------------------------------------
@@ -169,12 +231,21 @@ export class GeneveEngine {
    * otherwise: API misuse). Returns (and stores in out.verdict) Send, SendControl (L2, peer
    * MAC unknown: an ARP request replaced the packet) or Drop.
    */
-  encapsulate(buf: Uint8Array, innerOff: number, innerLen: number, tunnel: GeneveTunnel, now: number, out: GeneveResult): GeneveVerdict {
+  encapsulate(
+    buf: Uint8Array,
+    innerOff: number,
+    innerLen: number,
+    tunnel: GeneveTunnel,
+    now: number,
+    out: GeneveResult,
+  ): GeneveVerdict {
     const optsLen = tunnel.options.length;
     const l2 = tunnel.l2;
     const hdrLen = GENEVE_HEADER_LEN + optsLen + (l2 ? ETH_HEADER_LEN : 0);
     if (!(innerOff >= hdrLen && innerLen >= 0 && innerOff + innerLen <= buf.length)) {
-      throw new RangeError(`encapsulate: inner packet [${innerOff}, +${innerLen}) needs ${hdrLen} bytes of headroom inside a ${buf.length}-byte buffer`);
+      throw new RangeError(
+        `encapsulate: inner packet [${innerOff}, +${innerLen}) needs ${hdrLen} bytes of headroom inside a ${buf.length}-byte buffer`,
+      );
     }
     out.tunnel = tunnel;
     out.ipOff = -1;
@@ -184,7 +255,8 @@ export class GeneveEngine {
     if (v === 4 && innerLen >= IPV4_MIN_HEADER_LEN) proto = GENEVE_PROTO_IPV4;
     else if (v === 6 && innerLen >= IPV6_HEADER_LEN) proto = GENEVE_PROTO_IPV6;
     else return this.drop(out, GeneveDrop.BadInnerPacket, tunnel);
-    if (innerLen + hdrLen + IPV6_HEADER_LEN + UDP_HEADER_LEN > IPV4_MAX_TOTAL_LENGTH) return this.drop(out, GeneveDrop.TooBig, tunnel);
+    if (innerLen + hdrLen + IPV6_HEADER_LEN + UDP_HEADER_LEN > IPV4_MAX_TOTAL_LENGTH)
+      return this.drop(out, GeneveDrop.TooBig, tunnel);
 
     let p = innerOff;
     if (l2) {
@@ -228,13 +300,24 @@ export class GeneveEngine {
    * Returns false and changes nothing otherwise: the caller then calls encapsulate. Reset
    * `out.verdict` to Drop at the start of a batch.
    */
-  encapsulateNext(buf: Uint8Array, innerOff: number, innerLen: number, tunnel: GeneveTunnel, out: GeneveResult): boolean {
+  encapsulateNext(
+    buf: Uint8Array,
+    innerOff: number,
+    innerLen: number,
+    tunnel: GeneveTunnel,
+    out: GeneveResult,
+  ): boolean {
     if (out.verdict !== GeneveVerdict.Send || out.tunnel !== tunnel) return false;
     const hdrLen = GENEVE_HEADER_LEN + tunnel.options.length + (tunnel.l2 ? ETH_HEADER_LEN : 0);
     const prev = out.off;
     const geneveOff = innerOff - hdrLen;
     // Overlapping headers (or a region outside buf): leave it to encapsulate's checks.
-    if (!(geneveOff >= prev + hdrLen || geneveOff + hdrLen <= prev) || geneveOff < 0 || !(innerLen >= 0 && innerOff + innerLen <= buf.length)) return false;
+    if (
+      !(geneveOff >= prev + hdrLen || geneveOff + hdrLen <= prev) ||
+      geneveOff < 0 ||
+      !(innerLen >= 0 && innerOff + innerLen <= buf.length)
+    )
+      return false;
     if (innerLen + hdrLen + IPV6_HEADER_LEN + UDP_HEADER_LEN > IPV4_MAX_TOTAL_LENGTH) return false;
     if (!sameFlowKey(buf, prev + hdrLen, out.len - hdrLen, innerOff, innerLen)) return false;
     for (let i = 0; i < hdrLen; i++) buf[geneveOff + i] = buf[prev + i]!;
@@ -257,21 +340,54 @@ export class GeneveEngine {
    * payload. The UDP checksum is always computed over IPv6 and, unless udpChecksumV4 is false,
    * over IPv4.
    */
-  encapsulateIp(buf: Uint8Array, innerOff: number, innerLen: number, tunnel: GeneveTunnel, now: number, out: GeneveResult): GeneveVerdict {
+  encapsulateIp(
+    buf: Uint8Array,
+    innerOff: number,
+    innerLen: number,
+    tunnel: GeneveTunnel,
+    now: number,
+    out: GeneveResult,
+  ): GeneveVerdict {
     const local = tunnel.localUnderlay;
     if (local === null) {
-      throw new GeneveConfigError('localUnderlay', `tunnel ${tunnel.name} needs a local underlay address to build whole outer IP packets (encapsulateIp)`);
+      throw new GeneveConfigError(
+        'localUnderlay',
+        `tunnel ${tunnel.name} needs a local underlay address to build whole outer IP packets (encapsulateIp)`,
+      );
     }
     const outerLen = (tunnel.underlayFamily === 4 ? IPV4_MIN_HEADER_LEN : IPV6_HEADER_LEN) + UDP_HEADER_LEN;
     if (innerOff < outerLen + GENEVE_HEADER_LEN + tunnel.options.length + (tunnel.l2 ? ETH_HEADER_LEN : 0)) {
-      throw new RangeError(`encapsulateIp: inner packet at ${innerOff} leaves too little headroom for outer IP/UDP/Geneve headers`);
+      throw new RangeError(
+        `encapsulateIp: inner packet at ${innerOff} leaves too little headroom for outer IP/UDP/Geneve headers`,
+      );
     }
     const verdict = this.encapsulate(buf, innerOff, innerLen, tunnel, now, out);
     if (verdict === GeneveVerdict.Drop) return verdict;
     const ipOff = out.off - outerLen;
-    out.ipLen = tunnel.underlayFamily === 4
-      ? writeIpv4UdpHeaders(buf, ipOff, local, tunnel.remoteUnderlay, out.srcPort, tunnel.remotePort, out.len, this.udpChecksumV4, this.ttl)
-      : writeIpv6UdpHeaders(buf, ipOff, local, tunnel.remoteUnderlay, out.srcPort, tunnel.remotePort, out.len, true, this.ttl);
+    out.ipLen =
+      tunnel.underlayFamily === 4
+        ? writeIpv4UdpHeaders(
+            buf,
+            ipOff,
+            local,
+            tunnel.remoteUnderlay,
+            out.srcPort,
+            tunnel.remotePort,
+            out.len,
+            this.udpChecksumV4,
+            this.ttl,
+          )
+        : writeIpv6UdpHeaders(
+            buf,
+            ipOff,
+            local,
+            tunnel.remoteUnderlay,
+            out.srcPort,
+            tunnel.remotePort,
+            out.len,
+            true,
+            this.ttl,
+          );
     out.ipOff = ipOff;
     return verdict;
   }
@@ -287,7 +403,14 @@ export class GeneveEngine {
    * Deliver (inner IP packet at out.off/len), SendControl (L2: ARP reply built in this buffer,
    * send it back to the tunnel), Consumed, or Drop. Never throws for any packet content.
    */
-  decapsulate(buf: Uint8Array, off: number, len: number, from: string | Uint8Array, now: number, out: GeneveResult): GeneveVerdict {
+  decapsulate(
+    buf: Uint8Array,
+    off: number,
+    len: number,
+    from: string | Uint8Array,
+    now: number,
+    out: GeneveResult,
+  ): GeneveVerdict {
     if (!(off >= 0 && len >= 0 && off + len <= buf.length)) {
       throw new RangeError(`decapsulate: region [${off}, +${len}) is outside the ${buf.length}-byte buffer`);
     }
@@ -297,9 +420,10 @@ export class GeneveEngine {
     const reason = validateGeneve(buf, off, len, this.understood);
     if (reason !== GeneveDrop.None) return this.drop(out, reason, null);
     const vni = geneveVni(buf, off);
-    const tunnel = typeof from === 'string'
-      ? this.table.lookupReceive(vni, from)
-      : this.table.lookupReceiveBytes(vni, from, 0, from.length === 4 ? 4 : 6);
+    const tunnel =
+      typeof from === 'string'
+        ? this.table.lookupReceive(vni, from)
+        : this.table.lookupReceiveBytes(vni, from, 0, from.length === 4 ? 4 : 6);
     if (tunnel === undefined) return this.drop(out, GeneveDrop.UnknownTunnel, null);
     return this.decapsulateFor(buf, off, len, vni, tunnel, now, out);
   }
@@ -338,13 +462,15 @@ export class GeneveEngine {
     let ipEnd: number;
     let family: 4 | 6;
     if (v === 4) {
-      if (!ipv4HeaderValid(buf, off, len) || buf[off + IPV4_PROTOCOL_OFFSET] !== IP_PROTO_UDP) return this.drop(out, GeneveDrop.BadOuter, null);
+      if (!ipv4HeaderValid(buf, off, len) || buf[off + IPV4_PROTOCOL_OFFSET] !== IP_PROTO_UDP)
+        return this.drop(out, GeneveDrop.BadOuter, null);
       if (ipv4IsFragment(buf, off)) return this.drop(out, GeneveDrop.BadOuter, null);
       udpOff = off + ipv4HeaderLen(buf, off);
       ipEnd = off + ipv4TotalLength(buf, off);
       family = 4;
     } else if (v === 6) {
-      if (!ipv6HeaderValid(buf, off, len) || buf[off + IPV6_NEXT_HEADER_OFFSET] !== IP_PROTO_UDP) return this.drop(out, GeneveDrop.BadOuter, null);
+      if (!ipv6HeaderValid(buf, off, len) || buf[off + IPV6_NEXT_HEADER_OFFSET] !== IP_PROTO_UDP)
+        return this.drop(out, GeneveDrop.BadOuter, null);
       udpOff = off + IPV6_HEADER_LEN;
       ipEnd = udpOff + ipv6PayloadLength(buf, off);
       family = 6;
@@ -356,16 +482,22 @@ export class GeneveEngine {
     if (udpLen < UDP_HEADER_LEN || udpOff + udpLen > ipEnd || udpDstPort(buf, udpOff) !== this.port) {
       return this.drop(out, GeneveDrop.BadOuter, null);
     }
-    const csumOk = family === 4
-      ? udpChecksumValidV4(buf, off, udpOff, udpLen)
-      : udpChecksumValidV6(buf, off, udpOff, udpLen, this.acceptZeroChecksumV6);
+    const csumOk =
+      family === 4
+        ? udpChecksumValidV4(buf, off, udpOff, udpLen)
+        : udpChecksumValidV6(buf, off, udpOff, udpLen, this.acceptZeroChecksumV6);
     if (!csumOk) return this.drop(out, GeneveDrop.BadOuter, null);
     const gOff = udpOff + UDP_HEADER_LEN;
     const gLen = udpLen - UDP_HEADER_LEN;
     const reason = validateGeneve(buf, gOff, gLen, this.understood);
     if (reason !== GeneveDrop.None) return this.drop(out, reason, null);
     const vni = geneveVni(buf, gOff);
-    const tunnel = this.table.lookupReceiveBytes(vni, buf, off + (family === 4 ? IPV4_SRC_OFFSET : IPV6_SRC_OFFSET), family);
+    const tunnel = this.table.lookupReceiveBytes(
+      vni,
+      buf,
+      off + (family === 4 ? IPV4_SRC_OFFSET : IPV6_SRC_OFFSET),
+      family,
+    );
     if (tunnel === undefined) return this.drop(out, GeneveDrop.UnknownTunnel, null);
     return this.decapsulateFor(buf, gOff, gLen, vni, tunnel, now, out);
   }
@@ -374,7 +506,13 @@ export class GeneveEngine {
 
   /** After validation and tunnel lookup: dispatch on the protocol type. */
   private decapsulateFor(
-    buf: Uint8Array, off: number, len: number, vni: number, tunnel: GeneveTunnel, now: number, out: GeneveResult,
+    buf: Uint8Array,
+    off: number,
+    len: number,
+    vni: number,
+    tunnel: GeneveTunnel,
+    now: number,
+    out: GeneveResult,
   ): GeneveVerdict {
     out.tunnel = tunnel;
     out.vni = vni;
@@ -398,7 +536,14 @@ export class GeneveEngine {
   }
 
   /** Check the inner IP packet's version and length fields; deliver it trimmed to its own length. */
-  private deliverIp(buf: Uint8Array, p: number, n: number, proto: number, tunnel: GeneveTunnel, out: GeneveResult): GeneveVerdict {
+  private deliverIp(
+    buf: Uint8Array,
+    p: number,
+    n: number,
+    proto: number,
+    tunnel: GeneveTunnel,
+    out: GeneveResult,
+  ): GeneveVerdict {
     let ipLen: number;
     if (proto === GENEVE_PROTO_IPV4) {
       if (n < IPV4_MIN_HEADER_LEN || buf[p]! >>> 4 !== 4) return this.drop(out, GeneveDrop.InnerMalformed, tunnel);
@@ -428,18 +573,33 @@ export class GeneveEngine {
 
   /** L2: an inner Ethernet frame at buf[eth, eth+n) in a datagram starting at geneveOff. */
   private receiveFrame(
-    buf: Uint8Array, geneveOff: number, eth: number, n: number, tunnel: GeneveTunnel, now: number, out: GeneveResult,
+    buf: Uint8Array,
+    geneveOff: number,
+    eth: number,
+    n: number,
+    tunnel: GeneveTunnel,
+    now: number,
+    out: GeneveResult,
   ): GeneveVerdict {
     if (n < ETH_HEADER_LEN) return this.drop(out, GeneveDrop.InnerMalformed, tunnel);
     const dstGroup = (buf[eth + ETH_DST_OFFSET]! & 1) !== 0;
-    if (!dstGroup && !macEquals(buf, eth + ETH_DST_OFFSET, tunnel.localMac)) return this.drop(out, GeneveDrop.NotForUs, tunnel);
+    if (!dstGroup && !macEquals(buf, eth + ETH_DST_OFFSET, tunnel.localMac))
+      return this.drop(out, GeneveDrop.NotForUs, tunnel);
     // A group (multicast) or all-zero source is not a station address: malformed.
-    if ((buf[eth + ETH_SRC_OFFSET]! & 1) !== 0 || macIsZero(buf, eth + ETH_SRC_OFFSET)) return this.drop(out, GeneveDrop.InnerMalformed, tunnel);
+    if ((buf[eth + ETH_SRC_OFFSET]! & 1) !== 0 || macIsZero(buf, eth + ETH_SRC_OFFSET))
+      return this.drop(out, GeneveDrop.InnerMalformed, tunnel);
     const type = ethType(buf, eth);
     const p = eth + ETH_HEADER_LEN;
     const m = n - ETH_HEADER_LEN;
     if (type === ETHERTYPE_IPV4 || type === ETHERTYPE_IPV6) {
-      const verdict = this.deliverIp(buf, p, m, type === ETHERTYPE_IPV4 ? GENEVE_PROTO_IPV4 : GENEVE_PROTO_IPV6, tunnel, out);
+      const verdict = this.deliverIp(
+        buf,
+        p,
+        m,
+        type === ETHERTYPE_IPV4 ? GENEVE_PROTO_IPV4 : GENEVE_PROTO_IPV6,
+        tunnel,
+        out,
+      );
       if (verdict === GeneveVerdict.Deliver) this.learn(tunnel, buf, eth + ETH_SRC_OFFSET);
       return verdict;
     }
@@ -452,7 +612,11 @@ export class GeneveEngine {
       this.counters.values[STAT_ARP_REPLIES_RECEIVED]++;
       return this.consumed(out);
     }
-    if (op === ARP_OP_REQUEST && tunnel.internalFamily === 4 && ipv4Equals(buf, p + ARP_TPA_OFFSET, tunnel.localInternal)) {
+    if (
+      op === ARP_OP_REQUEST &&
+      tunnel.internalFamily === 4 &&
+      ipv4Equals(buf, p + ARP_TPA_OFFSET, tunnel.localInternal)
+    ) {
       return this.arpReply(buf, geneveOff, p, tunnel, out);
     }
     // Gratuitous ARP (sender = target): an announcement, already learned from.
@@ -482,7 +646,13 @@ export class GeneveEngine {
   }
 
   /** L2 send without a peer MAC: drop the packet and, rate-limited, write an ARP request in its place. */
-  private arpInsteadOf(buf: Uint8Array, innerOff: number, tunnel: GeneveTunnel, now: number, out: GeneveResult): GeneveVerdict {
+  private arpInsteadOf(
+    buf: Uint8Array,
+    innerOff: number,
+    tunnel: GeneveTunnel,
+    now: number,
+    out: GeneveResult,
+  ): GeneveVerdict {
     this.drop(out, GeneveDrop.NoPeerMac, tunnel);
     if (tunnel.internalFamily !== 4 || now - tunnel.lastArpRequestAt < this.arpRetryMs) return GeneveVerdict.Drop;
     const eth = innerOff - ETH_HEADER_LEN;
@@ -492,14 +662,29 @@ export class GeneveEngine {
     tunnel.lastArpRequestAt = now;
     this.writeHeader(buf, off, tunnel, GENEVE_PROTO_TEB);
     writeEthHeader(buf, eth, BROADCAST_MAC, 0, tunnel.localMac, 0, ETHERTYPE_ARP);
-    writeArp(buf, eth + ETH_HEADER_LEN, ARP_OP_REQUEST, tunnel.localMac, tunnel.localInternal, ZERO_MAC, tunnel.remoteInternal);
+    writeArp(
+      buf,
+      eth + ETH_HEADER_LEN,
+      ARP_OP_REQUEST,
+      tunnel.localMac,
+      tunnel.localInternal,
+      ZERO_MAC,
+      tunnel.remoteInternal,
+    );
     this.counters.values[STAT_ARP_REQUESTS_SENT]++;
     this.control(buf, off, end - off, eth, tunnel, out);
     out.reason = GeneveDrop.NoPeerMac; // the inner packet itself was dropped (counted above)
     return GeneveVerdict.SendControl;
   }
 
-  private control(buf: Uint8Array, off: number, len: number, eth: number, tunnel: GeneveTunnel, out: GeneveResult): GeneveVerdict {
+  private control(
+    buf: Uint8Array,
+    off: number,
+    len: number,
+    eth: number,
+    tunnel: GeneveTunnel,
+    out: GeneveResult,
+  ): GeneveVerdict {
     out.verdict = GeneveVerdict.SendControl;
     out.reason = GeneveDrop.None;
     out.off = off;

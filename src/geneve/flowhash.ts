@@ -12,7 +12,14 @@
  */
 
 import {
-  IPV4_DST_OFFSET, IPV4_MIN_HEADER_LEN, IPV4_PROTOCOL_OFFSET, IPV4_SRC_OFFSET, IP_PROTO_TCP, IP_PROTO_UDP, ipv4HeaderLen, ipv4IsFragment,
+  IPV4_DST_OFFSET,
+  IPV4_MIN_HEADER_LEN,
+  IPV4_PROTOCOL_OFFSET,
+  IPV4_SRC_OFFSET,
+  IP_PROTO_TCP,
+  IP_PROTO_UDP,
+  ipv4HeaderLen,
+  ipv4IsFragment,
 } from '../packet/ipv4.js';
 import { IPV6_DST_OFFSET, IPV6_HEADER_LEN, IPV6_NEXT_HEADER_OFFSET, IPV6_SRC_OFFSET } from '../packet/ipv6.js';
 
@@ -113,7 +120,11 @@ export function sameFlowKey(buf: Uint8Array, a: number, aLen: number, b: number,
     if (aLen < IPV4_MIN_HEADER_LEN || bLen < IPV4_MIN_HEADER_LEN || buf[a] !== buf[b]) return false;
     const proto = buf[a + IPV4_PROTOCOL_OFFSET]!;
     if (buf[b + IPV4_PROTOCOL_OFFSET] !== proto) return false;
-    if (word(buf, a + IPV4_SRC_OFFSET) !== word(buf, b + IPV4_SRC_OFFSET) || word(buf, a + IPV4_DST_OFFSET) !== word(buf, b + IPV4_DST_OFFSET)) return false;
+    if (
+      word(buf, a + IPV4_SRC_OFFSET) !== word(buf, b + IPV4_SRC_OFFSET) ||
+      word(buf, a + IPV4_DST_OFFSET) !== word(buf, b + IPV4_DST_OFFSET)
+    )
+      return false;
     const fragA = ipv4IsFragment(buf, a);
     if (fragA !== ipv4IsFragment(buf, b)) return false;
     const ihl = ipv4HeaderLen(buf, a); // equal for both: same first byte
@@ -126,7 +137,8 @@ export function sameFlowKey(buf: Uint8Array, a: number, aLen: number, b: number,
     if (aLen < IPV6_HEADER_LEN || bLen < IPV6_HEADER_LEN) return false;
     const nh = buf[a + IPV6_NEXT_HEADER_OFFSET]!;
     if (buf[b + IPV6_NEXT_HEADER_OFFSET] !== nh) return false;
-    for (let i = 0; i < 32; i += 4) if (word(buf, a + IPV6_SRC_OFFSET + i) !== word(buf, b + IPV6_SRC_OFFSET + i)) return false;
+    for (let i = 0; i < 32; i += 4)
+      if (word(buf, a + IPV6_SRC_OFFSET + i) !== word(buf, b + IPV6_SRC_OFFSET + i)) return false;
     const hashed = hasPorts(nh);
     const portsA = hashed && IPV6_HEADER_LEN + PORTS_LEN <= aLen;
     if (portsA !== (hashed && IPV6_HEADER_LEN + PORTS_LEN <= bLen)) return false;

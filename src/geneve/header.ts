@@ -115,8 +115,13 @@ export function geneveVni(buf: Uint8Array, off: number): number {
  * VNI, protocol type or options length) — never on packet contents.
  */
 export function writeGeneveHeader(
-  buf: Uint8Array, off: number, vni: number, protocolType: number, optionsLen: number,
-  oam: boolean, critical: boolean,
+  buf: Uint8Array,
+  off: number,
+  vni: number,
+  protocolType: number,
+  optionsLen: number,
+  oam: boolean,
+  critical: boolean,
 ): void {
   if (!(vni >= 0 && vni <= GENEVE_MAX_VNI && Number.isInteger(vni))) {
     throw new RangeError(`Geneve VNI must be an integer 0..${GENEVE_MAX_VNI}, got ${vni}`);
@@ -125,7 +130,9 @@ export function writeGeneveHeader(
     throw new RangeError(`Geneve protocol type must be a 16-bit integer, got ${protocolType}`);
   }
   if (!(optionsLen >= 0 && optionsLen <= GENEVE_MAX_OPTIONS_LEN && (optionsLen & 3) === 0)) {
-    throw new RangeError(`Geneve options length must be a multiple of 4 in 0..${GENEVE_MAX_OPTIONS_LEN}, got ${optionsLen}`);
+    throw new RangeError(
+      `Geneve options length must be a multiple of 4 in 0..${GENEVE_MAX_OPTIONS_LEN}, got ${optionsLen}`,
+    );
   }
   if (off < 0 || off + GENEVE_HEADER_LEN > buf.length) {
     throw new RangeError(`no room for a Geneve header at offset ${off} in a ${buf.length}-byte buffer`);
@@ -138,8 +145,13 @@ export function writeGeneveHeader(
  * options length come from a validated tunnel and the offset from a checked headroom.
  */
 export function writeGeneveHeaderUnchecked(
-  buf: Uint8Array, off: number, vni: number, protocolType: number, optionsLen: number,
-  oam: boolean, critical: boolean,
+  buf: Uint8Array,
+  off: number,
+  vni: number,
+  protocolType: number,
+  optionsLen: number,
+  oam: boolean,
+  critical: boolean,
 ): void {
   buf[off + GENEVE_VER_OPTLEN_OFFSET] = (GENEVE_VERSION << GENEVE_VERSION_SHIFT) | (optionsLen >>> 2);
   buf[off + GENEVE_FLAGS_OFFSET] = (oam ? GENEVE_FLAG_OAM : 0) | (critical ? GENEVE_FLAG_CRITICAL : 0);
@@ -196,8 +208,13 @@ export function geneveOptionKey(optionClass: number, type: number): number {
  * just past the option. The reserved bits are zeroed. Throws RangeError on API misuse.
  */
 export function writeGeneveOption(
-  buf: Uint8Array, off: number, optionClass: number, type: number,
-  data: Uint8Array | null, dataOff: number, dataLen: number,
+  buf: Uint8Array,
+  off: number,
+  optionClass: number,
+  type: number,
+  data: Uint8Array | null,
+  dataOff: number,
+  dataLen: number,
 ): number {
   if (!(optionClass >= 0 && optionClass <= 0xffff && Number.isInteger(optionClass))) {
     throw new RangeError(`Geneve option class must be a 16-bit integer, got ${optionClass}`);
@@ -206,7 +223,9 @@ export function writeGeneveOption(
     throw new RangeError(`Geneve option type must be an 8-bit integer, got ${type}`);
   }
   if (!(dataLen >= 0 && dataLen <= GENEVE_OPTION_MAX_DATA_LEN && (dataLen & 3) === 0)) {
-    throw new RangeError(`Geneve option data length must be a multiple of 4 in 0..${GENEVE_OPTION_MAX_DATA_LEN}, got ${dataLen}`);
+    throw new RangeError(
+      `Geneve option data length must be a multiple of 4 in 0..${GENEVE_OPTION_MAX_DATA_LEN}, got ${dataLen}`,
+    );
   }
   const end = off + GENEVE_OPTION_HEADER_LEN + dataLen;
   if (off < 0 || end > buf.length) {
@@ -251,7 +270,10 @@ export interface GeneveOptionRegistry {
  * Never throws for any byte content; reads only inside buf[off, off+len).
  */
 export function validateGeneve(
-  buf: Uint8Array, off: number, len: number, understood: GeneveOptionRegistry | null,
+  buf: Uint8Array,
+  off: number,
+  len: number,
+  understood: GeneveOptionRegistry | null,
 ): GeneveDrop {
   if (len < GENEVE_HEADER_LEN) return GeneveDrop.Truncated;
   const b0 = buf[off + GENEVE_VER_OPTLEN_OFFSET]!;
@@ -265,7 +287,8 @@ export function validateGeneve(
   // Each option takes at least 4 bytes and the area is a multiple of 4, so the walk either
   // lands exactly on `end` or a TLV claims bytes beyond it.
   while (p < end) {
-    const next = p + GENEVE_OPTION_HEADER_LEN + ((buf[p + GENEVE_OPTION_LENGTH_OFFSET]! & GENEVE_OPTION_LENGTH_MASK) << 2);
+    const next =
+      p + GENEVE_OPTION_HEADER_LEN + ((buf[p + GENEVE_OPTION_LENGTH_OFFSET]! & GENEVE_OPTION_LENGTH_MASK) << 2);
     if (next > end) return GeneveDrop.OptionMalformed;
     const type = buf[p + GENEVE_OPTION_TYPE_OFFSET]!;
     if ((type & GENEVE_OPTION_TYPE_CRITICAL) !== 0) {
@@ -285,7 +308,10 @@ export function validateGeneve(
  */
 export function checkGeneveOptionsBlock(block: Uint8Array): { error: string | null; critical: boolean } {
   if (block.length > GENEVE_MAX_OPTIONS_LEN) {
-    return { error: `Geneve options are at most ${GENEVE_MAX_OPTIONS_LEN} bytes, got ${block.length}`, critical: false };
+    return {
+      error: `Geneve options are at most ${GENEVE_MAX_OPTIONS_LEN} bytes, got ${block.length}`,
+      critical: false,
+    };
   }
   if ((block.length & 3) !== 0) {
     return { error: `Geneve options must be a multiple of 4 bytes, got ${block.length}`, critical: false };

@@ -45,7 +45,9 @@ export function geneveOverhead(underlayFamily: 4 | 6, mode: GeneveMode, optionsL
 export function geneveInnerMtu(underlayMtu: number, underlayFamily: 4 | 6, mode: GeneveMode, optionsLen = 0): number {
   const inner = underlayMtu - geneveOverhead(underlayFamily, mode, optionsLen);
   if (!Number.isInteger(underlayMtu) || inner < 1) {
-    throw new RangeError(`underlay MTU ${underlayMtu} leaves no room for Geneve (${geneveOverhead(underlayFamily, mode, optionsLen)} bytes of headers)`);
+    throw new RangeError(
+      `underlay MTU ${underlayMtu} leaves no room for Geneve (${geneveOverhead(underlayFamily, mode, optionsLen)} bytes of headers)`,
+    );
   }
   return inner;
 }
@@ -60,4 +62,5 @@ export function geneveUnderlayMtu(innerMtu: number, underlayFamily: 4 | 6, mode:
  * encapsulation (both families, L2, maximum options, outer IP+UDP headers) fits: 40 + 8 + 8 +
  * 252 + 14 = 322 bytes. Pipelines that know their tunnels may use geneveOverhead instead.
  */
-export const GENEVE_MAX_HEADROOM = IPV6_HEADER_LEN + UDP_HEADER_LEN + GENEVE_HEADER_LEN + GENEVE_MAX_OPTIONS_LEN + GENEVE_INNER_ETHERNET_LEN;
+export const GENEVE_MAX_HEADROOM =
+  IPV6_HEADER_LEN + UDP_HEADER_LEN + GENEVE_HEADER_LEN + GENEVE_MAX_OPTIONS_LEN + GENEVE_INNER_ETHERNET_LEN;

@@ -57,10 +57,26 @@ export const GENEVE_DROP_COUNT = 20;
 
 /** Metric-friendly names, indexed by reason. */
 export const GENEVE_DROP_NAMES: readonly string[] = [
-  'none', 'truncated', 'bad_version', 'options_truncated', 'option_malformed', 'critical_option',
-  'oam', 'unknown_protocol', 'unknown_tunnel', 'mode_mismatch', 'inner_malformed', 'not_for_us',
-  'unsupported_ethertype', 'arp_malformed', 'arp_not_for_us', 'no_peer_mac', 'bad_inner_packet',
-  'bad_outer', 'no_room', 'too_big',
+  'none',
+  'truncated',
+  'bad_version',
+  'options_truncated',
+  'option_malformed',
+  'critical_option',
+  'oam',
+  'unknown_protocol',
+  'unknown_tunnel',
+  'mode_mismatch',
+  'inner_malformed',
+  'not_for_us',
+  'unsupported_ethertype',
+  'arp_malformed',
+  'arp_not_for_us',
+  'no_peer_mac',
+  'bad_inner_packet',
+  'bad_outer',
+  'no_room',
+  'too_big',
 ];
 
 /** Indexes into GeneveCounters.values (and, for the first five, GeneveTunnel.stats). */
@@ -88,18 +104,36 @@ export class GeneveCounters {
   readonly values = new Float64Array(STAT_COUNT);
 
   /** Packets encapsulated for sending (data only) and their inner bytes. */
-  get txPackets(): number { return this.values[STAT_TX_PACKETS]!; }
-  get txBytes(): number { return this.values[STAT_TX_BYTES]!; }
+  get txPackets(): number {
+    return this.values[STAT_TX_PACKETS]!;
+  }
+  get txBytes(): number {
+    return this.values[STAT_TX_BYTES]!;
+  }
   /** Packets decapsulated and delivered (data only) and their inner bytes. */
-  get rxPackets(): number { return this.values[STAT_RX_PACKETS]!; }
-  get rxBytes(): number { return this.values[STAT_RX_BYTES]!; }
+  get rxPackets(): number {
+    return this.values[STAT_RX_PACKETS]!;
+  }
+  get rxBytes(): number {
+    return this.values[STAT_RX_BYTES]!;
+  }
   /** L2 control traffic. */
-  get arpRequestsSent(): number { return this.values[STAT_ARP_REQUESTS_SENT]!; }
-  get arpRepliesSent(): number { return this.values[STAT_ARP_REPLIES_SENT]!; }
-  get arpRepliesReceived(): number { return this.values[STAT_ARP_REPLIES_RECEIVED]!; }
+  get arpRequestsSent(): number {
+    return this.values[STAT_ARP_REQUESTS_SENT]!;
+  }
+  get arpRepliesSent(): number {
+    return this.values[STAT_ARP_REPLIES_SENT]!;
+  }
+  get arpRepliesReceived(): number {
+    return this.values[STAT_ARP_REPLIES_RECEIVED]!;
+  }
   /** A peer MAC was learned for the first time, or changed. */
-  get macLearned(): number { return this.values[STAT_MAC_LEARNED]!; }
-  get macChanged(): number { return this.values[STAT_MAC_CHANGED]!; }
+  get macLearned(): number {
+    return this.values[STAT_MAC_LEARNED]!;
+  }
+  get macChanged(): number {
+    return this.values[STAT_MAC_CHANGED]!;
+  }
 
   /** Total of all drops. */
   totalDrops(): number {
@@ -111,9 +145,15 @@ export class GeneveCounters {
   /** A plain object for metrics / logs (allocates; not for the packet path). */
   snapshot(): Record<string, number> {
     const s: Record<string, number> = {
-      tx_packets: this.txPackets, tx_bytes: this.txBytes, rx_packets: this.rxPackets, rx_bytes: this.rxBytes,
-      arp_requests_sent: this.arpRequestsSent, arp_replies_sent: this.arpRepliesSent,
-      arp_replies_received: this.arpRepliesReceived, mac_learned: this.macLearned, mac_changed: this.macChanged,
+      tx_packets: this.txPackets,
+      tx_bytes: this.txBytes,
+      rx_packets: this.rxPackets,
+      rx_bytes: this.rxBytes,
+      arp_requests_sent: this.arpRequestsSent,
+      arp_replies_sent: this.arpRepliesSent,
+      arp_replies_received: this.arpRepliesReceived,
+      mac_learned: this.macLearned,
+      mac_changed: this.macChanged,
     };
     for (let i = 1; i < GENEVE_DROP_COUNT; i++) s[`drop_${GENEVE_DROP_NAMES[i]!}`] = this.drops[i]!;
     return s;

@@ -21,7 +21,14 @@
  */
 
 import {
-  AddressParseError, addressEquals, familyOf, formatAddress, parseAddress, parsePrefix, type IpFamily, type Prefix,
+  AddressParseError,
+  addressEquals,
+  familyOf,
+  formatAddress,
+  parseAddress,
+  parsePrefix,
+  type IpFamily,
+  type Prefix,
 } from '../packet/addr.js';
 import { MAC_LEN, MacParseError, parseMac } from '../packet/ethernet.js';
 import { IPV4_DST_OFFSET, IPV4_MIN_HEADER_LEN } from '../packet/ipv4.js';
@@ -34,7 +41,10 @@ import { STAT_DROPS, STAT_RX_BYTES, STAT_RX_PACKETS, STAT_TX_BYTES, STAT_TX_PACK
 /** A configuration problem in a tunnel or pod route. The message names the field and what to fix. */
 export class GeneveConfigError extends Error {
   override readonly name = 'GeneveConfigError';
-  constructor(readonly field: string, readonly reason: string) {
+  constructor(
+    readonly field: string,
+    readonly reason: string,
+  ) {
     super(`geneve ${field}: ${reason}`);
   }
 }
@@ -114,7 +124,8 @@ export class GeneveTunnel {
     this.remoteUnderlay = v.remoteUnderlay;
     this.underlayFamily = familyOf(v.remoteUnderlay);
     this.remoteUnderlayText = formatAddress(v.remoteUnderlay);
-    this.remoteUnderlayAlias = this.underlayFamily === 4 ? `::ffff:${this.remoteUnderlayText}` : this.remoteUnderlayText;
+    this.remoteUnderlayAlias =
+      this.underlayFamily === 4 ? `::ffff:${this.remoteUnderlayText}` : this.remoteUnderlayText;
     this.configure(v, false);
   }
 
@@ -148,11 +159,21 @@ export class GeneveTunnel {
     this.name = v.name;
   }
 
-  get txPackets(): number { return this.stats[STAT_TX_PACKETS]!; }
-  get txBytes(): number { return this.stats[STAT_TX_BYTES]!; }
-  get rxPackets(): number { return this.stats[STAT_RX_PACKETS]!; }
-  get rxBytes(): number { return this.stats[STAT_RX_BYTES]!; }
-  get drops(): number { return this.stats[STAT_DROPS]!; }
+  get txPackets(): number {
+    return this.stats[STAT_TX_PACKETS]!;
+  }
+  get txBytes(): number {
+    return this.stats[STAT_TX_BYTES]!;
+  }
+  get rxPackets(): number {
+    return this.stats[STAT_RX_PACKETS]!;
+  }
+  get rxBytes(): number {
+    return this.stats[STAT_RX_BYTES]!;
+  }
+  get drops(): number {
+    return this.stats[STAT_DROPS]!;
+  }
 
   /** Key of the tunnel in the table: VNI and remote underlay address. */
   get key(): string {
@@ -187,7 +208,8 @@ function specKey(vni: number, remoteUnderlay: Uint8Array): string {
 
 function addressField(field: string, v: string | Uint8Array): Uint8Array {
   if (v instanceof Uint8Array) {
-    if (v.length !== 4 && v.length !== 16) throw new GeneveConfigError(field, `an address is 4 or 16 bytes, got ${v.length}`);
+    if (v.length !== 4 && v.length !== 16)
+      throw new GeneveConfigError(field, `an address is 4 or 16 bytes, got ${v.length}`);
     return new Uint8Array(v);
   }
   try {
@@ -231,7 +253,10 @@ export function defaultLocalMac(localInternal: Uint8Array): Uint8Array {
 export function validateTunnelSpec(spec: GeneveTunnelSpec): ValidatedSpec {
   const vni = spec.vni;
   if (!Number.isInteger(vni) || vni < 0 || vni > GENEVE_MAX_VNI) {
-    throw new GeneveConfigError('vni', `a VNI is an integer 0..${GENEVE_MAX_VNI} (GeneveTunnel.spec.id), got ${String(vni)}`);
+    throw new GeneveConfigError(
+      'vni',
+      `a VNI is an integer 0..${GENEVE_MAX_VNI} (GeneveTunnel.spec.id), got ${String(vni)}`,
+    );
   }
   const remoteUnderlay = addressField('remoteUnderlay', spec.remoteUnderlay);
   const remotePort = spec.remotePort ?? GENEVE_LIQO_UDP_PORT;
@@ -258,8 +283,18 @@ export function validateTunnelSpec(spec: GeneveTunnelSpec): ValidatedSpec {
   const chk = checkGeneveOptionsBlock(options);
   if (chk.error !== null) throw new GeneveConfigError('options', chk.error);
   return {
-    vni, remoteUnderlay, remotePort, localUnderlay, localInternal, remoteInternal, mode, localMac, remoteMac,
-    options, optionsCritical: chk.critical, name: spec.name ?? `vni-${vni}`,
+    vni,
+    remoteUnderlay,
+    remotePort,
+    localUnderlay,
+    localInternal,
+    remoteInternal,
+    mode,
+    localMac,
+    remoteMac,
+    options,
+    optionsCritical: chk.critical,
+    name: spec.name ?? `vni-${vni}`,
   };
 }
 
@@ -267,7 +302,10 @@ export function validateTunnelSpec(spec: GeneveTunnelSpec): ValidatedSpec {
 class NextHop {
   tunnel: GeneveTunnel | null = null;
   refs = 0;
-  constructor(readonly address: Uint8Array, readonly text: string) {}
+  constructor(
+    readonly address: Uint8Array,
+    readonly text: string,
+  ) {}
 }
 
 /** A pod route as listed by podRoutes(). */
@@ -306,7 +344,10 @@ export class GeneveTunnelTable {
     const v = validateTunnelSpec(spec);
     const key = specKey(v.vni, v.remoteUnderlay);
     if (this.byKey.has(key)) {
-      throw new GeneveConfigError('vni', `a tunnel with VNI ${v.vni} to ${formatAddress(v.remoteUnderlay)} already exists`);
+      throw new GeneveConfigError(
+        'vni',
+        `a tunnel with VNI ${v.vni} to ${formatAddress(v.remoteUnderlay)} already exists`,
+      );
     }
     this.checkInternalFree(v.remoteInternal, null);
     const t = new GeneveTunnel(v);
@@ -331,9 +372,10 @@ export class GeneveTunnelTable {
     const t = this.byKey.get(specKey(v.vni, v.remoteUnderlay));
     if (t === undefined) return this.add(spec);
     this.checkInternalFree(v.remoteInternal, t);
-    const neighbourChanged = t.mode !== v.mode
-      || !sameAddress(t.localInternal, v.localInternal)
-      || !sameAddress(t.remoteInternal, v.remoteInternal);
+    const neighbourChanged =
+      t.mode !== v.mode ||
+      !sameAddress(t.localInternal, v.localInternal) ||
+      !sameAddress(t.remoteInternal, v.remoteInternal);
     this.unindexInternal(t);
     t.configure(v, neighbourChanged);
     this.indexInternal(t);
@@ -368,13 +410,21 @@ export class GeneveTunnelTable {
         throw e;
       }
       const key = specKey(v.vni, v.remoteUnderlay);
-      if (keep.has(key)) throw new GeneveConfigError(`tunnels[${i}].vni`, `duplicate tunnel (VNI ${v.vni}, ${formatAddress(v.remoteUnderlay)})`);
+      if (keep.has(key))
+        throw new GeneveConfigError(
+          `tunnels[${i}].vni`,
+          `duplicate tunnel (VNI ${v.vni}, ${formatAddress(v.remoteUnderlay)})`,
+        );
       keep.add(key);
     }
     const seenInternal = new Set<string>();
     for (let i = 0; i < specs.length; i++) {
       const ri = formatAddress(addressField('remoteInternalAddress', specs[i]!.remoteInternalAddress));
-      if (seenInternal.has(ri)) throw new GeneveConfigError(`tunnels[${i}].remoteInternalAddress`, `${ri} is the remote internal address of another tunnel`);
+      if (seenInternal.has(ri))
+        throw new GeneveConfigError(
+          `tunnels[${i}].remoteInternalAddress`,
+          `${ri} is the remote internal address of another tunnel`,
+        );
       seenInternal.add(ri);
     }
     let removed = 0;
@@ -388,7 +438,10 @@ export class GeneveTunnelTable {
     // may swap addresses (each set() below re-indexes its tunnel).
     for (const s of specs) {
       const t = this.byKey.get(specKey(s.vni, addressField('remoteUnderlay', s.remoteUnderlay)));
-      if (t !== undefined && !sameAddress(t.remoteInternal, addressField('remoteInternalAddress', s.remoteInternalAddress))) {
+      if (
+        t !== undefined &&
+        !sameAddress(t.remoteInternal, addressField('remoteInternalAddress', s.remoteInternalAddress))
+      ) {
         this.unindexInternal(t);
       }
     }
@@ -428,7 +481,13 @@ export class GeneveTunnelTable {
     for (let i = 0; i < list.length; i++) {
       const t = list[i]!;
       if (t.underlayFamily === family && addressEquals(t.remoteUnderlay, 0, buf, off, family === 4 ? 4 : 16)) return t;
-      if (t.underlayFamily === 4 && family === 6 && isV4Mapped(buf, off) && addressEquals(t.remoteUnderlay, 0, buf, off + 12, 4)) return t;
+      if (
+        t.underlayFamily === 4 &&
+        family === 6 &&
+        isV4Mapped(buf, off) &&
+        addressEquals(t.remoteUnderlay, 0, buf, off + 12, 4)
+      )
+        return t;
     }
     return undefined;
   }
@@ -513,16 +572,21 @@ export class GeneveTunnelTable {
     try {
       return parsePrefix(prefix);
     } catch (e) {
-      if (e instanceof AddressParseError) throw new GeneveConfigError('podCIDR', `expected a CIDR like "10.0.1.0/24": ${e.message}`);
+      if (e instanceof AddressParseError)
+        throw new GeneveConfigError('podCIDR', `expected a CIDR like "10.0.1.0/24": ${e.message}`);
       throw e;
     }
   }
 
   /** Parse and check one pod route's prefix and next hop (same family). Throws GeneveConfigError. */
-  private podRouteFields(prefix: string | Prefix, nodeInternalAddress: string | Uint8Array): { p: Prefix; nhAddr: Uint8Array } {
+  private podRouteFields(
+    prefix: string | Prefix,
+    nodeInternalAddress: string | Uint8Array,
+  ): { p: Prefix; nhAddr: Uint8Array } {
     const p = this.prefixField(prefix);
     const nhAddr = addressField('nodeInternalAddress', nodeInternalAddress);
-    if (nhAddr.length !== p.addr.length) throw new GeneveConfigError('nodeInternalAddress', 'must be the same IP family as the pod prefix');
+    if (nhAddr.length !== p.addr.length)
+      throw new GeneveConfigError('nodeInternalAddress', 'must be the same IP family as the pod prefix');
     return { p, nhAddr };
   }
 
@@ -549,7 +613,10 @@ export class GeneveTunnelTable {
   private checkInternalFree(remoteInternal: Uint8Array, self: GeneveTunnel | null): void {
     const other = this.tunnelWithInternal(remoteInternal);
     if (other !== undefined && other !== self) {
-      throw new GeneveConfigError('remoteInternalAddress', `${formatAddress(remoteInternal)} is already the remote internal address of tunnel ${other.name} (VNI ${other.vni})`);
+      throw new GeneveConfigError(
+        'remoteInternalAddress',
+        `${formatAddress(remoteInternal)} is already the remote internal address of tunnel ${other.name} (VNI ${other.vni})`,
+      );
     }
   }
 

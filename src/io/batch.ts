@@ -68,10 +68,18 @@ export class PacketBatch {
    * bytes lands spread apart; other sizes must be joined. 0: back to back. The reader resets
    * it to 0 when the socket cannot scatter.
    */
-  get scatterSeg(): number { return this.scatter[0]!; }
-  set scatterSeg(v: number) { this.scatter[0] = v; }
-  get scatterStride(): number { return this.scatter[1]!; }
-  set scatterStride(v: number) { this.scatter[1] = v; }
+  get scatterSeg(): number {
+    return this.scatter[0]!;
+  }
+  set scatterSeg(v: number) {
+    this.scatter[0] = v;
+  }
+  get scatterStride(): number {
+    return this.scatter[1]!;
+  }
+  set scatterStride(v: number) {
+    this.scatter[1] = v;
+  }
   /** [scatterSeg, scatterStride]: the native drain (recvPollStart) reads it at every receive. */
   readonly scatter = new Uint32Array(2);
 
@@ -79,9 +87,12 @@ export class PacketBatch {
     const capacity = opts.capacity ?? 64;
     const headroom = opts.headroom ?? 16;
     const tailroom = opts.tailroom ?? 32;
-    if (!Number.isInteger(capacity) || capacity < 1 || capacity > 4096) throw new RangeError(`capacity ${capacity} not in 1..4096`);
-    if (!Number.isInteger(headroom) || headroom < 0 || headroom > 4096) throw new RangeError(`headroom ${headroom} not in 0..4096`);
-    if (!Number.isInteger(opts.maxLen) || opts.maxLen < 1 || opts.maxLen > PACKET_BATCH_MAX_LEN) throw new RangeError(`maxLen ${opts.maxLen} not in 1..${PACKET_BATCH_MAX_LEN}`);
+    if (!Number.isInteger(capacity) || capacity < 1 || capacity > 4096)
+      throw new RangeError(`capacity ${capacity} not in 1..4096`);
+    if (!Number.isInteger(headroom) || headroom < 0 || headroom > 4096)
+      throw new RangeError(`headroom ${headroom} not in 0..4096`);
+    if (!Number.isInteger(opts.maxLen) || opts.maxLen < 1 || opts.maxLen > PACKET_BATCH_MAX_LEN)
+      throw new RangeError(`maxLen ${opts.maxLen} not in 1..${PACKET_BATCH_MAX_LEN}`);
     if (!Number.isInteger(tailroom) || tailroom < 0) throw new RangeError(`tailroom ${tailroom} must be >= 0`);
     this.capacity = capacity;
     this.headroom = headroom;
@@ -89,7 +100,8 @@ export class PacketBatch {
     // Round slots to 64 bytes so every packet starts cache-line aligned (plus headroom).
     this.slotSize = Math.ceil((headroom + opts.maxLen + tailroom) / 64) * 64;
     const scratch = opts.scratch ?? 0;
-    if (!Number.isInteger(scratch) || scratch < 0 || scratch > 1 << 28) throw new RangeError(`scratch ${scratch} not in 0..${1 << 28}`);
+    if (!Number.isInteger(scratch) || scratch < 0 || scratch > 1 << 28)
+      throw new RangeError(`scratch ${scratch} not in 0..${1 << 28}`);
     this.scratchOff = this.slotSize * capacity;
     this.scratchLen = scratch;
     this.buf = new Uint8Array(this.scratchOff + scratch);

@@ -46,7 +46,9 @@ export function getLibc(): Libc {
     read: read as (fd: number, buf: Uint8Array, len: number) => number,
     write: write as (fd: number, buf: Uint8Array, len: number) => number,
     poll: poll as (fds: Uint8Array, n: number, t: number) => number,
-    pollAsync: (fds, n, t, cb) => { poll.async(fds, n, t, cb); },
+    pollAsync: (fds, n, t, cb) => {
+      poll.async(fds, n, t, cb);
+    },
     setns: lib.func('int setns(int fd, int nstype)') as (fd: number, t: number) => number,
     ifNameToIndex: lib.func('unsigned int if_nametoindex(const char *name)') as (name: string) => number,
     fcntl: (fd, cmd, arg) => fcntl(fd, cmd, 'int', arg) as number,

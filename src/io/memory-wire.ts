@@ -49,13 +49,15 @@ export class MemoryWire {
    * Optional observer of every datagram accepted onto the wire (tests: what travels where). The
    * bytes are a view valid only during the call.
    */
-  tap: ((toAddress: string, toPort: number, fromAddress: string, fromPort: number, bytes: Uint8Array) => void) | null = null;
+  tap: ((toAddress: string, toPort: number, fromAddress: string, fromPort: number, bytes: Uint8Array) => void) | null =
+    null;
 
   constructor(opts: MemoryWireOptions = {}) {
     this.capacity = opts.slots ?? 1024;
     this.headroom = opts.headroom ?? 128;
     this.slotSize = this.headroom + (opts.maxDatagram ?? 1920);
-    if (!(Number.isInteger(this.capacity) && this.capacity >= 1)) throw new RangeError(`memory wire: slots ${opts.slots} must be a positive integer`);
+    if (!(Number.isInteger(this.capacity) && this.capacity >= 1))
+      throw new RangeError(`memory wire: slots ${opts.slots} must be a positive integer`);
     this.lens = new Int32Array(this.capacity);
     this.to = new Array<string>(this.capacity).fill('');
     this.fromAddr = new Array<string>(this.capacity).fill('');
@@ -78,7 +80,15 @@ export class MemoryWire {
     return this.count;
   }
 
-  send(toAddress: string, toPort: number, fromAddress: string, fromPort: number, buf: Uint8Array, off: number, len: number): void {
+  send(
+    toAddress: string,
+    toPort: number,
+    fromAddress: string,
+    fromPort: number,
+    buf: Uint8Array,
+    off: number,
+    len: number,
+  ): void {
     if (this.count === this.capacity || this.headroom + len > this.slotSize) {
       this.droppedFull++;
       return;

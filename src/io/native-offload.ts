@@ -18,13 +18,27 @@ import type { PacketList } from '../packet/packet-list.js';
 import { loadNativeIo } from './native.js';
 
 /** gsoSegment's signature (packet/gso.ts). */
-export type GsoSegmentFn = (buf: Uint8Array, hdrOff: number, off: number, len: number, outOff: number, outStride: number, out: PacketList<unknown>) => number;
+export type GsoSegmentFn = (
+  buf: Uint8Array,
+  hdrOff: number,
+  off: number,
+  len: number,
+  outOff: number,
+  outStride: number,
+  out: PacketList<unknown>,
+) => number;
 
 /**
  * out[i] = CSUM_OK / CSUM_BAD / CSUM_UNKNOWN (packet/gro.ts) for packet i < count: the verdict on
  * the TCP/UDP checksum right behind a 20-byte IPv4 / 40-byte IPv6 header.
  */
-export type ChecksumVerdictsFn = (buf: Uint8Array, offs: Uint32Array, lens: Uint32Array, count: number, out: Uint8Array) => void;
+export type ChecksumVerdictsFn = (
+  buf: Uint8Array,
+  offs: Uint32Array,
+  lens: Uint32Array,
+  count: number,
+  out: Uint8Array,
+) => void;
 
 function nativeWanted(): boolean {
   return process.env.WEFT_NATIVE_GSO !== '0';
@@ -53,17 +67,32 @@ export function pickChecksumVerdicts(): ChecksumVerdictsFn | null {
   const n = nativeWanted() ? loadNativeIo() : null;
   const f = n?.checksumVerdicts;
   if (n === null || f === undefined) return null;
-  return (buf, offs, lens, count, out) => { f.call(n, buf, offs, lens, count, out); };
+  return (buf, offs, lens, count, out) => {
+    f.call(n, buf, offs, lens, count, out);
+  };
 }
 
 /** How the Coalescer to mirror is set up (CoalescerOptions; verifyChecksums is on). */
-export interface CoalesceSetup { readonly vnetHdrLen: number; readonly maxFlows: number; readonly udp: boolean }
+export interface CoalesceSetup {
+  readonly vnetHdrLen: number;
+  readonly maxFlows: number;
+  readonly udp: boolean;
+}
 
 /**
  * A Coalescer batch over packets i < count: the same entries pushed to `out` (room for `count`
  * more needed) and the same bytes as Coalescer begin/add/flush, its counters added to `stats`.
  */
-export type CoalesceBatchFn = (buf: Uint8Array, offs: Uint32Array, lens: Uint32Array, count: number, areaOff: number, areaLen: number, out: PacketList<unknown>, stats: CoalescerStats) => void;
+export type CoalesceBatchFn = (
+  buf: Uint8Array,
+  offs: Uint32Array,
+  lens: Uint32Array,
+  count: number,
+  areaOff: number,
+  areaLen: number,
+  out: PacketList<unknown>,
+  stats: CoalescerStats,
+) => void;
 
 /** Most open flows the native coalescer keeps (its state is on the C stack). */
 const NATIVE_MAX_FLOWS = 64;

@@ -36,11 +36,40 @@ export interface NativeIo {
    * of two. The arrays stay referenced until pollStop and must not be detached. Absent from
    * addons built before it (then: pollStart + readBatch).
    */
-  readPollStart?(fd: number, arena: Uint8Array, slotSize: number, headroom: number, maxLen: number, maxCount: number, lens: Uint32Array, cb: (n: number) => void): PollHandle;
+  readPollStart?(
+    fd: number,
+    arena: Uint8Array,
+    slotSize: number,
+    headroom: number,
+    maxLen: number,
+    maxCount: number,
+    lens: Uint32Array,
+    cb: (n: number) => void,
+  ): PollHandle;
   /** The same with recvBatch's drain (segs: a UDP_GRO socket's segment sizes, else null). */
-  recvPollStart?(fd: number, arena: Uint8Array, slotSize: number, headroom: number, maxLen: number, maxCount: number, lens: Uint32Array, addrs: Uint8Array, segs: Uint32Array | null, scatter: Uint32Array | null, cb: (n: number) => void): PollHandle;
+  recvPollStart?(
+    fd: number,
+    arena: Uint8Array,
+    slotSize: number,
+    headroom: number,
+    maxLen: number,
+    maxCount: number,
+    lens: Uint32Array,
+    addrs: Uint8Array,
+    segs: Uint32Array | null,
+    scatter: Uint32Array | null,
+    cb: (n: number) => void,
+  ): PollHandle;
   /** read() until EAGAIN or maxCount; slot i at i*slotSize+headroom. → count, or -errno. */
-  readBatch(fd: number, arena: Uint8Array, slotSize: number, headroom: number, maxLen: number, maxCount: number, lens: Uint32Array): number;
+  readBatch(
+    fd: number,
+    arena: Uint8Array,
+    slotSize: number,
+    headroom: number,
+    maxLen: number,
+    maxCount: number,
+    lens: Uint32Array,
+  ): number;
   /** write() each packet → packets written (failures skipped). */
   writeBatch(fd: number, arena: Uint8Array, offs: Uint32Array, lens: Uint32Array, count: number): number;
   /** One write() → bytes or -errno. */
@@ -51,8 +80,17 @@ export interface NativeIo {
    * from message i's UDP_GRO control message, or 0 for one plain datagram.
    */
   recvBatch(
-    fd: number, arena: Uint8Array, slotSize: number, headroom: number, maxLen: number, maxCount: number, lens: Uint32Array, addrs: Uint8Array,
-    segs?: Uint32Array, scatterSeg?: number, scatterStride?: number,
+    fd: number,
+    arena: Uint8Array,
+    slotSize: number,
+    headroom: number,
+    maxLen: number,
+    maxCount: number,
+    lens: Uint32Array,
+    addrs: Uint8Array,
+    segs?: Uint32Array,
+    scatterSeg?: number,
+    scatterStride?: number,
   ): number;
   /**
    * 1 when recvBatch takes scatterSeg/scatterStride (with segs): each slot is received in
@@ -66,18 +104,46 @@ export interface NativeIo {
    * control message, ≤ maxSegs (1..64) datagrams and ≤ 65507 bytes each. → datagrams sent;
    * info[0] += entries used; info[1] += runs refused with EIO (resent without GSO: stop using it).
    */
-  sendBatchGso?(fd: number, family: 4 | 6, arena: Uint8Array, offs: Uint32Array, lens: Uint32Array, addrs: Uint8Array, addrIdx: Uint32Array | null, count: number, maxSegs: number, info: Uint32Array): number;
+  sendBatchGso?(
+    fd: number,
+    family: 4 | 6,
+    arena: Uint8Array,
+    offs: Uint32Array,
+    lens: Uint32Array,
+    addrs: Uint8Array,
+    addrIdx: Uint32Array | null,
+    count: number,
+    maxSegs: number,
+    info: Uint32Array,
+  ): number;
   /** → bits: 1 = UDP_SEGMENT supported, 2 = UDP_GRO switched on. */
   udpSetOffload?(fd: number, gso: boolean, gro: boolean): number;
   /** TUN with IFF_VNET_HDR: writev(all-zero header of hdrLen bytes, packet) each → packets written. */
-  writeBatchHdr?(fd: number, arena: Uint8Array, offs: Uint32Array, lens: Uint32Array, count: number, hdrLen: number): number;
+  writeBatchHdr?(
+    fd: number,
+    arena: Uint8Array,
+    offs: Uint32Array,
+    lens: Uint32Array,
+    count: number,
+    hdrLen: number,
+  ): number;
   /**
    * packet/gso.ts gsoSegment in C (native/weft_gso.c), payload copied and summed in one pass;
    * the output list is (offs, lens) from index `count` (capacity: the shorter array).
    * → entries written (≥ 1) or the same negative GSO_ERR_* code as the TypeScript. Absent from
    * addons built before it.
    */
-  gsoSegment?(buf: Uint8Array, hdrOff: number, off: number, len: number, outOff: number, outStride: number, offs: Uint32Array, lens: Uint32Array, count: number): number;
+  gsoSegment?(
+    buf: Uint8Array,
+    hdrOff: number,
+    off: number,
+    len: number,
+    outOff: number,
+    outStride: number,
+    offs: Uint32Array,
+    lens: Uint32Array,
+    count: number,
+  ): number;
   /**
    * For the packets buf[offs[i], +lens[i]), i < count: out[i] = 1 when the TCP/UDP checksum
    * right behind a 20-byte IPv4 or 40-byte IPv6 header verifies, 2 when it does not, 0 for any
@@ -90,13 +156,43 @@ export interface NativeIo {
    * outStart (room for `count` needed); stats += [packets, superPackets, mergedSegments,
    * badChecksum, areaFull]. maxFlows ≤ 64. → entries written.
    */
-  coalesceBatch?(buf: Uint8Array, offs: Uint32Array, lens: Uint32Array, count: number, areaOff: number, areaLen: number, vnetHdrLen: number, maxFlows: number, udp: boolean, outOffs: Uint32Array, outLens: Uint32Array, outStart: number, stats: Float64Array): number;
+  coalesceBatch?(
+    buf: Uint8Array,
+    offs: Uint32Array,
+    lens: Uint32Array,
+    count: number,
+    areaOff: number,
+    areaLen: number,
+    vnetHdrLen: number,
+    maxFlows: number,
+    udp: boolean,
+    outOffs: Uint32Array,
+    outLens: Uint32Array,
+    outStart: number,
+    stats: Float64Array,
+  ): number;
   /** foldSum(sumWords(buf, off, len, sum)) (packet/checksum.ts) in C. */
   onesSum?(buf: Uint8Array, off: number, len: number, sum: number): number;
   /** sendmmsg; destination i = addrs record (addrIdx ? addrIdx[i] : i) → datagrams sent. */
-  sendBatch(fd: number, family: 4 | 6, arena: Uint8Array, offs: Uint32Array, lens: Uint32Array, addrs: Uint8Array, addrIdx: Uint32Array | null, count: number): number;
+  sendBatch(
+    fd: number,
+    family: 4 | 6,
+    arena: Uint8Array,
+    offs: Uint32Array,
+    lens: Uint32Array,
+    addrs: Uint8Array,
+    addrIdx: Uint32Array | null,
+    count: number,
+  ): number;
   /** → [fd, boundPort, rcvbuf, sndbuf, forcedBits] or -errno. */
-  udpOpen(family: 4 | 6, addr: Uint8Array | null, port: number, rcvbuf: number, sndbuf: number, scopeId: number): number[] | number;
+  udpOpen(
+    family: 4 | 6,
+    addr: Uint8Array | null,
+    port: number,
+    rcvbuf: number,
+    sndbuf: number,
+    scopeId: number,
+  ): number[] | number;
   setMark(fd: number, mark: number): number;
   setNonBlocking(fd: number, on: boolean): number;
   /**
@@ -120,8 +216,9 @@ function candidates(): string[] {
   const fromEnv = process.env.WEFT_IO_ADDON;
   if (fromEnv) return [fromEnv];
   // src/io/native.ts → ../../native; dist/src/io/native.js → ../../../native
-  return ['../../native/build/Release/weft_io.node', '../../../native/build/Release/weft_io.node']
-    .map((rel) => fileURLToPath(new URL(rel, import.meta.url)));
+  return ['../../native/build/Release/weft_io.node', '../../../native/build/Release/weft_io.node'].map((rel) =>
+    fileURLToPath(new URL(rel, import.meta.url)),
+  );
 }
 
 /** The addon, or null when unavailable (see `nativeIoLoadError()` for why). */

@@ -33,7 +33,18 @@ import * as fs from 'node:fs';
 import { PacketBatch } from './batch.js';
 import { loadNativeIo, type NativeIo, type PollHandle } from './native.js';
 import {
-  getLibc, AF_INET, SOCK_DGRAM, SOCK_CLOEXEC, CLONE_NEWNET, POLLIN, EAGAIN, EINTR, EACCES, EPERM, EBUSY, EINVAL,
+  getLibc,
+  AF_INET,
+  SOCK_DGRAM,
+  SOCK_CLOEXEC,
+  CLONE_NEWNET,
+  POLLIN,
+  EAGAIN,
+  EINTR,
+  EACCES,
+  EPERM,
+  EBUSY,
+  EINVAL,
   type Libc,
 } from './libc.js';
 
@@ -117,26 +128,41 @@ export class TunError extends Error {
 /** /dev/net/tun is missing (no tun module, or not mounted into the container). */
 export class TunUnavailableError extends TunError {
   override readonly name = 'TunUnavailableError';
-  constructor(readonly path: string, reason: string) {
-    super(`${path} is not available (${reason}): load the tun module (modprobe tun) or, in a container, ` +
-      'expose the device (c 10:200, e.g. a hostPath /dev/net/tun or a device plugin)');
+  constructor(
+    readonly path: string,
+    reason: string,
+  ) {
+    super(
+      `${path} is not available (${reason}): load the tun module (modprobe tun) or, in a container, ` +
+        'expose the device (c 10:200, e.g. a hostPath /dev/net/tun or a device plugin)',
+    );
   }
 }
 
 /** Creating the device needs CAP_NET_ADMIN (in the owning user namespace). */
 export class TunPermissionError extends TunError {
   override readonly name = 'TunPermissionError';
-  constructor(readonly ifname: string, reason: string) {
-    super(`cannot create TUN device ${ifname} (${reason}): the process needs CAP_NET_ADMIN ` +
-      '(run as root or add the NET_ADMIN capability to the container securityContext)');
+  constructor(
+    readonly ifname: string,
+    reason: string,
+  ) {
+    super(
+      `cannot create TUN device ${ifname} (${reason}): the process needs CAP_NET_ADMIN ` +
+        '(run as root or add the NET_ADMIN capability to the container securityContext)',
+    );
   }
 }
 
 /** The interface name is taken (an attached TUN, or a non-TUN interface of that name). */
 export class TunBusyError extends TunError {
   override readonly name = 'TunBusyError';
-  constructor(readonly ifname: string, reason: string) {
-    super(`interface name ${ifname} is already in use (${reason}); choose another name or delete the existing interface`);
+  constructor(
+    readonly ifname: string,
+    reason: string,
+  ) {
+    super(
+      `interface name ${ifname} is already in use (${reason}); choose another name or delete the existing interface`,
+    );
   }
 }
 
@@ -151,7 +177,15 @@ export interface TunStats {
 }
 
 function errnoName(e: number): string {
-  const names: Record<number, string> = { 1: 'EPERM', 2: 'ENOENT', 6: 'ENXIO', 13: 'EACCES', 16: 'EBUSY', 19: 'ENODEV', 22: 'EINVAL' };
+  const names: Record<number, string> = {
+    1: 'EPERM',
+    2: 'ENOENT',
+    6: 'ENXIO',
+    13: 'EACCES',
+    16: 'EBUSY',
+    19: 'ENODEV',
+    22: 'EINVAL',
+  };
   return names[e] ?? `errno ${e}`;
 }
 
@@ -190,7 +224,8 @@ export function enterNetns(netns: string): () => void {
     if (libc.setns(targetFd, CLONE_NEWNET) !== 0) {
       const e = libc.errno();
       fs.closeSync(selfFd);
-      if (e === EPERM) throw new TunPermissionError(netns, 'setns: EPERM (CAP_SYS_ADMIN is needed to enter a namespace)');
+      if (e === EPERM)
+        throw new TunPermissionError(netns, 'setns: EPERM (CAP_SYS_ADMIN is needed to enter a namespace)');
       throw new TunError(`setns(${target}) failed: ${errnoName(e)}`);
     }
   } finally {
@@ -219,7 +254,15 @@ export function withNetns<T>(netns: string | undefined, fn: () => T): T {
 }
 
 export class TunDevice {
-  readonly stats: TunStats = { rxPackets: 0, rxBytes: 0, rxBatches: 0, rxErrors: 0, txPackets: 0, txBytes: 0, txErrors: 0 };
+  readonly stats: TunStats = {
+    rxPackets: 0,
+    rxBytes: 0,
+    rxBatches: 0,
+    rxErrors: 0,
+    txPackets: 0,
+    txBytes: 0,
+    txErrors: 0,
+  };
   private readonly native: NativeIo | null;
   private readonly libc: Libc;
   private poll: PollHandle | null = null;
@@ -275,18 +318,21 @@ export class TunDevice {
         fd = fs.openSync(devicePath, fs.constants.O_RDWR | fs.constants.O_NONBLOCK /* libuv adds O_CLOEXEC */);
       } catch (e) {
         const code = (e as NodeJS.ErrnoException).code ?? 'error';
-        if (code === 'EACCES' || code === 'EPERM') throw new TunPermissionError(opts.name, `open ${devicePath}: ${code}`);
+        if (code === 'EACCES' || code === 'EPERM')
+          throw new TunPermissionError(opts.name, `open ${devicePath}: ${code}`);
         throw new TunUnavailableError(devicePath, code);
       }
       try {
-        const wantOffload = opts.offload === true && mechanism === 'native' && typeof loadNativeIo()?.writeBatchHdr === 'function';
+        const wantOffload =
+          opts.offload === true && mechanism === 'native' && typeof loadNativeIo()?.writeBatchHdr === 'function';
         const flags = IFF_TUN | IFF_NO_PI | (opts.multiQueue ? IFF_MULTI_QUEUE : 0) | (wantOffload ? IFF_VNET_HDR : 0);
         new DataView(ifr.buffer).setUint16(IFREQ_UNION_OFFSET, flags, true);
         if (libc.ioctlPtr(fd, TUNSETIFF, ifr) !== 0) {
           const e = libc.errno();
           if (e === EPERM || e === EACCES) throw new TunPermissionError(opts.name, `TUNSETIFF: ${errnoName(e)}`);
           if (e === EBUSY) throw new TunBusyError(opts.name, 'a TUN device of that name is attached to another fd');
-          if (e === EINVAL && libc.ifNameToIndex(opts.name) !== 0) { // (checked inside the target netns)
+          if (e === EINVAL && libc.ifNameToIndex(opts.name) !== 0) {
+            // (checked inside the target netns)
             throw new TunBusyError(opts.name, 'an interface of that name exists and is not a compatible TUN device');
           }
           if (e === 19 || e === 6) throw new TunUnavailableError(devicePath, errnoName(e));
@@ -316,7 +362,8 @@ export class TunDevice {
   setMtu(mtu: number): void {
     if (this.closed) throw new TunError(`TUN ${this.name} is closed`);
     if (!Number.isInteger(mtu) || mtu < 68 || mtu > 65535) throw new RangeError(`MTU ${mtu} not in 68..65535`);
-    if (this.batch !== null && mtu > this.batch.maxLen) throw new RangeError(`MTU ${mtu} is above the read batch's maxLen ${this.batch.maxLen}`);
+    if (this.batch !== null && mtu > this.batch.maxLen)
+      throw new RangeError(`MTU ${mtu} is above the read batch's maxLen ${this.batch.maxLen}`);
     if (mtu === this.linkMtu) return;
     withNetns(this.netns, () => configureLink(this.libc, this.name, mtu, false, undefined));
     this.linkMtu = mtu;
@@ -332,9 +379,12 @@ export class TunDevice {
     if (batch.maxLen < this.mtu) throw new RangeError(`batch.maxLen ${batch.maxLen} is below the MTU ${this.mtu}`);
     const off = this.offload;
     if (off) {
-      if (batch.headroom < off.vnetHdrLen) throw new RangeError(`batch.headroom ${batch.headroom} cannot hold the ${off.vnetHdrLen}-byte virtio_net_hdr`);
+      if (batch.headroom < off.vnetHdrLen)
+        throw new RangeError(`batch.headroom ${batch.headroom} cannot hold the ${off.vnetHdrLen}-byte virtio_net_hdr`);
       if ((off.tso || off.uso) && batch.maxLen < TUN_OFFLOAD_MAX_PACKET) {
-        throw new RangeError(`batch.maxLen ${batch.maxLen} is below ${TUN_OFFLOAD_MAX_PACKET}: with TSO/USO a read may return a 64 KiB super-packet`);
+        throw new RangeError(
+          `batch.maxLen ${batch.maxLen} is below ${TUN_OFFLOAD_MAX_PACKET}: with TSO/USO a read may return a 64 KiB super-packet`,
+        );
       }
     }
     this.batch = batch;
@@ -343,8 +393,16 @@ export class TunDevice {
     const native = this.native;
     if (native && typeof native.readPollStart === 'function') {
       // The drain runs natively on readiness: one crossing per wake-up (see native.ts).
-      this.poll = native.readPollStart(this.fd, batch.buf, batch.slotSize, batch.headroom - this.vhl, batch.maxLen + this.vhl,
-        batch.capacity, batch.lens, (n) => this.onRead(n));
+      this.poll = native.readPollStart(
+        this.fd,
+        batch.buf,
+        batch.slotSize,
+        batch.headroom - this.vhl,
+        batch.maxLen + this.vhl,
+        batch.capacity,
+        batch.lens,
+        (n) => this.onRead(n),
+      );
     } else if (native) {
       this.poll = native.pollStart(this.fd, false, (status) => this.onNativeReadable(status));
     } else {
@@ -385,9 +443,22 @@ export class TunDevice {
   private onNativeReadable(status: number): void {
     const batch = this.batch;
     if (!this.reading || batch === null || this.native === null) return;
-    if (status < 0) { this.stats.rxErrors++; return; }
+    if (status < 0) {
+      this.stats.rxErrors++;
+      return;
+    }
     const vhl = this.vhl;
-    this.onRead(this.native.readBatch(this.fd, batch.buf, batch.slotSize, batch.headroom - vhl, batch.maxLen + vhl, batch.capacity, batch.lens));
+    this.onRead(
+      this.native.readBatch(
+        this.fd,
+        batch.buf,
+        batch.slotSize,
+        batch.headroom - vhl,
+        batch.maxLen + vhl,
+        batch.capacity,
+        batch.lens,
+      ),
+    );
   }
 
   /** After a drain into the batch: n packets, or a negative errno. */
@@ -408,7 +479,10 @@ export class TunDevice {
     this.koffiPollInFlight = true;
     this.libc.pollAsync(this.pollfd, 1, KOFFI_POLL_TIMEOUT_MS, (err, res) => {
       this.koffiPollInFlight = false;
-      if (this.closed) { this.finishClose(); return; }
+      if (this.closed) {
+        this.finishClose();
+        return;
+      }
       if (!this.reading) return;
       if (err || res < 0) this.stats.rxErrors++;
       else if (res > 0) this.drainKoffi();
@@ -435,7 +509,10 @@ export class TunDevice {
   }
 
   private deliver(batch: PacketBatch, n: number): void {
-    if (n < 0) { this.stats.rxErrors++; return; }
+    if (n < 0) {
+      this.stats.rxErrors++;
+      return;
+    }
     if (n === 0) return;
     batch.filled(n);
     this.stats.rxBatches++;
@@ -464,7 +541,10 @@ export class TunDevice {
       if (off < 0 || len < 0 || off + len > buf.length) throw new RangeError('write: outside the buffer');
       r = this.libc.write(this.fd, buf.subarray(off, off + len), len);
     }
-    if (r < 0) { this.stats.txErrors++; return false; }
+    if (r < 0) {
+      this.stats.txErrors++;
+      return false;
+    }
     this.stats.txPackets++;
     this.stats.txBytes += len;
     return true;
@@ -475,7 +555,10 @@ export class TunDevice {
     if (this.fdClosed) throw new TunError(`TUN ${this.name} is closed`);
     let ok: number;
     if (this.native) {
-      ok = this.vhl !== 0 ? this.native.writeBatchHdr!(this.fd, buf, offs, lens, count, this.vhl) : this.native.writeBatch(this.fd, buf, offs, lens, count);
+      ok =
+        this.vhl !== 0
+          ? this.native.writeBatchHdr!(this.fd, buf, offs, lens, count, this.vhl)
+          : this.native.writeBatch(this.fd, buf, offs, lens, count);
       // Which packet failed is not reported: bytes are exact when all went, approximate otherwise.
       let bytes = 0;
       for (let i = 0; i < ok; i++) bytes += lens[i];
@@ -484,7 +567,10 @@ export class TunDevice {
       ok = 0;
       for (let i = 0; i < count; i++) {
         const o = offs[i];
-        if (this.libc.write(this.fd, buf.subarray(o, o + lens[i]), lens[i]) >= 0) { ok++; this.stats.txBytes += lens[i]; }
+        if (this.libc.write(this.fd, buf.subarray(o, o + lens[i]), lens[i]) >= 0) {
+          ok++;
+          this.stats.txBytes += lens[i];
+        }
       }
     }
     this.stats.txPackets += ok;
@@ -499,7 +585,8 @@ export class TunDevice {
    */
   writeVnetBatch(buf: Uint8Array, offs: Uint32Array, lens: Uint32Array, count: number): number {
     if (this.fdClosed) throw new TunError(`TUN ${this.name} is closed`);
-    if (this.vhl === 0) throw new TunError(`TUN ${this.name} was not opened with offload: writeVnetBatch needs a vnet header`);
+    if (this.vhl === 0)
+      throw new TunError(`TUN ${this.name} was not opened with offload: writeVnetBatch needs a vnet header`);
     const ok = this.native!.writeBatch(this.fd, buf, offs, lens, count);
     let bytes = 0;
     for (let i = 0; i < ok; i++) bytes += lens[i] - this.vhl;
@@ -527,7 +614,11 @@ export class TunDevice {
   private finishClose(): void {
     if (this.fdClosed) return;
     this.fdClosed = true;
-    try { fs.closeSync(this.fd); } catch { /* already closed */ }
+    try {
+      fs.closeSync(this.fd);
+    } catch {
+      /* already closed */
+    }
     for (const w of this.closeWaiters.splice(0)) w();
   }
 }
@@ -540,12 +631,17 @@ function negotiateOffload(libc: Libc, fd: number, name: string): TunOffloadState
   const sz = new Uint8Array(4);
   new DataView(sz.buffer).setInt32(0, TUN_VNET_HDR_LEN, true);
   if (libc.ioctlPtr(fd, TUNSETVNETHDRSZ, sz) !== 0) {
-    throw new TunError(`TUNSETVNETHDRSZ ${TUN_VNET_HDR_LEN} on ${name} failed: ${errnoName(libc.errno())}; open it without offload`);
+    throw new TunError(
+      `TUNSETVNETHDRSZ ${TUN_VNET_HDR_LEN} on ${name} failed: ${errnoName(libc.errno())}; open it without offload`,
+    );
   }
   const tso = TUN_F_CSUM | TUN_F_TSO4 | TUN_F_TSO6;
   let flags = 0;
   for (const f of [tso | TUN_F_USO4 | TUN_F_USO6, tso, 0]) {
-    if (libc.ioctlInt(fd, TUNSETOFFLOAD, f) === 0) { flags = f; break; }
+    if (libc.ioctlInt(fd, TUNSETOFFLOAD, f) === 0) {
+      flags = f;
+      break;
+    }
   }
   return {
     vnetHdrLen: TUN_VNET_HDR_LEN,
@@ -574,14 +670,17 @@ function configureLink(libc: Libc, name: string, mtu: number, up: boolean, txQue
       writeIfName(ifr, name);
       ifr.fill(0, IFREQ_UNION_OFFSET);
       dv.setInt32(IFREQ_UNION_OFFSET, txQueueLen, true); // ifr_qlen
-      if (libc.ioctlPtr(sock, SIOCSIFTXQLEN, ifr) !== 0) throw new TunError(`setting txqueuelen ${txQueueLen} on ${name} failed: ${errnoName(libc.errno())}`);
+      if (libc.ioctlPtr(sock, SIOCSIFTXQLEN, ifr) !== 0)
+        throw new TunError(`setting txqueuelen ${txQueueLen} on ${name} failed: ${errnoName(libc.errno())}`);
     }
     if (!up) return;
     writeIfName(ifr, name);
     ifr.fill(0, IFREQ_UNION_OFFSET);
-    if (libc.ioctlPtr(sock, SIOCGIFFLAGS, ifr) !== 0) throw new TunError(`SIOCGIFFLAGS ${name} failed: ${errnoName(libc.errno())}`);
+    if (libc.ioctlPtr(sock, SIOCGIFFLAGS, ifr) !== 0)
+      throw new TunError(`SIOCGIFFLAGS ${name} failed: ${errnoName(libc.errno())}`);
     dv.setUint16(IFREQ_UNION_OFFSET, dv.getUint16(IFREQ_UNION_OFFSET, true) | IFF_UP, true);
-    if (libc.ioctlPtr(sock, SIOCSIFFLAGS, ifr) !== 0) throw new TunError(`bringing ${name} up failed: ${errnoName(libc.errno())}`);
+    if (libc.ioctlPtr(sock, SIOCSIFFLAGS, ifr) !== 0)
+      throw new TunError(`bringing ${name} up failed: ${errnoName(libc.errno())}`);
   } finally {
     libc.close(sock);
   }

@@ -21,8 +21,14 @@ import * as fs from 'node:fs';
 import * as net from 'node:net';
 import * as path from 'node:path';
 import {
-  UapiError, UAPI_EINVAL, UAPI_EMSGSIZE, UAPI_ENOANO, formatGet, parseSet,
-  type UapiDeviceSnapshot, type UapiOperation,
+  UapiError,
+  UAPI_EINVAL,
+  UAPI_EMSGSIZE,
+  UAPI_ENOANO,
+  formatGet,
+  parseSet,
+  type UapiDeviceSnapshot,
+  type UapiOperation,
 } from '../wireguard/uapi.js';
 
 /** What the server calls; the daemon implements it on the WireGuard Device. */
@@ -57,13 +63,17 @@ export class UapiSocketInUseError extends Error {
 /** The socket path exists but is not a socket, or cannot be created. */
 export class UapiSocketPathError extends Error {
   override readonly name = 'UapiSocketPathError';
-  constructor(readonly socketPath: string, reason: string) {
+  constructor(
+    readonly socketPath: string,
+    reason: string,
+  ) {
     super(`cannot create UAPI socket ${socketPath}: ${reason}`);
   }
 }
 
 export function uapiSocketPath(ifname: string, socketDir = UAPI_SOCKET_DIR): string {
-  if (!INTERFACE_NAME_RE.test(ifname)) throw new TypeError(`invalid interface name ${JSON.stringify(ifname)} (1-15 characters, no / or spaces)`);
+  if (!INTERFACE_NAME_RE.test(ifname))
+    throw new TypeError(`invalid interface name ${JSON.stringify(ifname)} (1-15 characters, no / or spaces)`);
   return path.join(socketDir, `${ifname}.sock`);
 }
 
@@ -78,7 +88,11 @@ export class UapiServer {
   /** Requests answered, requests rejected (parse error or handler errno), connections refused. */
   readonly stats = { requests: 0, errors: 0, refusedConnections: 0 };
 
-  private constructor(ifname: string, private readonly handler: UapiHandler, private readonly opts: UapiServerOptions) {
+  private constructor(
+    ifname: string,
+    private readonly handler: UapiHandler,
+    private readonly opts: UapiServerOptions,
+  ) {
     this.socketPath = uapiSocketPath(ifname, opts.socketDir);
     this.maxRequestBytes = opts.maxRequestBytes ?? 4 << 20;
     this.maxConnections = opts.maxConnections ?? 16;
@@ -103,7 +117,8 @@ export class UapiServer {
       await this.tryListen();
       return;
     } catch (e) {
-      if ((e as NodeJS.ErrnoException).code !== 'EADDRINUSE') throw new UapiSocketPathError(this.socketPath, (e as Error).message);
+      if ((e as NodeJS.ErrnoException).code !== 'EADDRINUSE')
+        throw new UapiSocketPathError(this.socketPath, (e as Error).message);
     }
     let st: fs.Stats;
     try {
@@ -111,7 +126,11 @@ export class UapiServer {
     } catch (e) {
       throw new UapiSocketPathError(this.socketPath, (e as Error).message);
     }
-    if (!st.isSocket()) throw new UapiSocketPathError(this.socketPath, 'the path exists and is not a socket; remove it by hand if it is stale');
+    if (!st.isSocket())
+      throw new UapiSocketPathError(
+        this.socketPath,
+        'the path exists and is not a socket; remove it by hand if it is stale',
+      );
     if (await isLive(this.socketPath)) throw new UapiSocketInUseError(this.socketPath);
     fs.unlinkSync(this.socketPath); // stale: nobody listens
     try {
@@ -123,7 +142,9 @@ export class UapiServer {
 
   private tryListen(): Promise<void> {
     return new Promise((resolve, reject) => {
-      const onError = (e: Error): void => { reject(e); };
+      const onError = (e: Error): void => {
+        reject(e);
+      };
       this.server.once('error', onError);
       // For a unix path, Node binds synchronously inside listen(); the umask covers the bind.
       const old = process.umask(0o077);
@@ -133,7 +154,9 @@ export class UapiServer {
           try {
             fs.chmodSync(this.socketPath, 0o700);
             this.inode = fs.lstatSync(this.socketPath).ino;
-          } catch { /* chmod is belt and braces; the umask already applied */ }
+          } catch {
+            /* chmod is belt and braces; the umask already applied */
+          }
           this.server.on('error', (err) => this.opts.onError?.(err));
           resolve();
         });
@@ -170,8 +193,14 @@ export class UapiServer {
       if (queued > this.maxRequestBytes) sock.pause();
       wake?.();
     });
-    sock.on('end', () => { ended = true; wake?.(); });
-    sock.on('close', () => { ended = true; wake?.(); });
+    sock.on('end', () => {
+      ended = true;
+      wake?.();
+    });
+    sock.on('close', () => {
+      ended = true;
+      wake?.();
+    });
     for (;;) {
       let req = reader.next();
       while (req === null) {
@@ -183,11 +212,19 @@ export class UapiServer {
           req = reader.next();
           continue;
         }
-        if (ended) { sock.end(); return; }
-        await new Promise<void>((r) => { wake = r; });
+        if (ended) {
+          sock.end();
+          return;
+        }
+        await new Promise<void>((r) => {
+          wake = r;
+        });
         wake = null;
       }
-      if (req.kind === 'close') { sock.end(); return; }
+      if (req.kind === 'close') {
+        sock.end();
+        return;
+      }
       if (req.kind === 'oversize') {
         this.stats.errors++;
         sock.end(`errno=${-UAPI_EMSGSIZE}\n\n`);
@@ -203,18 +240,25 @@ export class UapiServer {
     this.stats.requests++;
     try {
       if (req.kind === 'get') {
-        if (!req.ok) { this.stats.errors++; return `errno=${-UAPI_EINVAL}\n\n`; }
+        if (!req.ok) {
+          this.stats.errors++;
+          return `errno=${-UAPI_EINVAL}\n\n`;
+        }
         return formatGet(await this.handler.get());
       }
       let ops: UapiOperation[];
       try {
         ops = parseSet(req.body);
       } catch (e) {
-        if (e instanceof UapiError) { this.stats.errors++; return `errno=${e.errno}\n\n`; }
+        if (e instanceof UapiError) {
+          this.stats.errors++;
+          return `errno=${e.errno}\n\n`;
+        }
         throw e;
       }
       const errno = await this.handler.set(ops);
-      if (!Number.isInteger(errno) || errno > 0) throw new TypeError(`UapiHandler.set returned ${errno}; expected 0 or a negative errno`);
+      if (!Number.isInteger(errno) || errno > 0)
+        throw new TypeError(`UapiHandler.set returned ${errno}; expected 0 or a negative errno`);
       if (errno !== 0) this.stats.errors++;
       return `errno=${errno}\n\n`;
     } catch (e) {
@@ -232,15 +276,13 @@ export class UapiServer {
     await new Promise<void>((r) => this.server.close(() => r()));
     try {
       if (fs.lstatSync(this.socketPath).ino === this.inode) fs.unlinkSync(this.socketPath);
-    } catch { /* already gone */ }
+    } catch {
+      /* already gone */
+    }
   }
 }
 
-type Request =
-  | { kind: 'get'; ok: boolean }
-  | { kind: 'set'; body: string }
-  | { kind: 'close' }
-  | { kind: 'oversize' };
+type Request = { kind: 'get'; ok: boolean } | { kind: 'set'; body: string } | { kind: 'close' } | { kind: 'oversize' };
 
 /**
  * Splits a byte stream into requests. Bytes are kept as latin1 text while scanning for line
@@ -294,8 +336,18 @@ class RequestReader {
 function isLive(socketPath: string): Promise<boolean> {
   return new Promise((resolve) => {
     const c = net.connect(socketPath);
-    const t = setTimeout(() => { c.destroy(); resolve(true); }, 1000);
-    c.once('connect', () => { clearTimeout(t); c.destroy(); resolve(true); });
-    c.once('error', () => { clearTimeout(t); resolve(false); });
+    const t = setTimeout(() => {
+      c.destroy();
+      resolve(true);
+    }, 1000);
+    c.once('connect', () => {
+      clearTimeout(t);
+      c.destroy();
+      resolve(true);
+    });
+    c.once('error', () => {
+      clearTimeout(t);
+      resolve(false);
+    });
   });
 }

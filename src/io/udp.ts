@@ -30,8 +30,16 @@ import * as dgram from 'node:dgram';
 import * as fs from 'node:fs';
 import { PacketBatch } from './batch.js';
 import {
-  loadNativeIo, ADDR_RECORD_LEN, ADDR_FAMILY_OFFSET, ADDR_FLAGS_OFFSET, ADDR_PORT_OFFSET, ADDR_IP_OFFSET,
-  ADDR_SCOPE_OFFSET, ADDR_FLAG_TRUNCATED, type NativeIo, type PollHandle,
+  loadNativeIo,
+  ADDR_RECORD_LEN,
+  ADDR_FAMILY_OFFSET,
+  ADDR_FLAGS_OFFSET,
+  ADDR_PORT_OFFSET,
+  ADDR_IP_OFFSET,
+  ADDR_SCOPE_OFFSET,
+  ADDR_FLAG_TRUNCATED,
+  type NativeIo,
+  type PollHandle,
 } from './native.js';
 import { formatAddress, parseAddress } from '../packet/addr.js';
 
@@ -73,7 +81,10 @@ export interface UdpOffloadState {
 
 export class UdpError extends Error {
   override readonly name = 'UdpError';
-  constructor(message: string, readonly errno = 0) {
+  constructor(
+    message: string,
+    readonly errno = 0,
+  ) {
     super(message);
   }
 }
@@ -101,7 +112,13 @@ export interface UdpStats {
   gsoFallbacks: number;
 }
 
-const ERRNO_NAMES: Record<number, string> = { 1: 'EPERM', 13: 'EACCES', 97: 'EAFNOSUPPORT', 98: 'EADDRINUSE', 99: 'EADDRNOTAVAIL' };
+const ERRNO_NAMES: Record<number, string> = {
+  1: 'EPERM',
+  13: 'EACCES',
+  97: 'EAFNOSUPPORT',
+  98: 'EADDRINUSE',
+  99: 'EADDRNOTAVAIL',
+};
 
 /**
  * Writes the address record for `address`/`port` at rec[off..off+24). `address` is an IPv4 or
@@ -115,7 +132,8 @@ export function encodeAddress(address: string, port: number, rec: Uint8Array, of
   const pct = address.indexOf('%');
   if (pct >= 0) {
     scope = Number(address.slice(pct + 1));
-    if (!Number.isInteger(scope) || scope < 0) throw new TypeError(`only numeric IPv6 scopes are supported: ${address}`);
+    if (!Number.isInteger(scope) || scope < 0)
+      throw new TypeError(`only numeric IPv6 scopes are supported: ${address}`);
     text = address.slice(0, pct);
   }
   const bytes = parseAddress(text);
@@ -158,8 +176,11 @@ export class AddressInterner {
       return s;
     }
     if (fam !== 6) throw new TypeError(`address record has family ${fam}`);
-    const scope = rec[off + ADDR_SCOPE_OFFSET] | (rec[off + ADDR_SCOPE_OFFSET + 1] << 8) |
-      (rec[off + ADDR_SCOPE_OFFSET + 2] << 16) | (rec[off + ADDR_SCOPE_OFFSET + 3] << 24);
+    const scope =
+      rec[off + ADDR_SCOPE_OFFSET] |
+      (rec[off + ADDR_SCOPE_OFFSET + 1] << 8) |
+      (rec[off + ADDR_SCOPE_OFFSET + 2] << 16) |
+      (rec[off + ADDR_SCOPE_OFFSET + 3] << 24);
     let h = scope | 0;
     for (let i = 0; i < 16; i++) h = Math.imul(h ^ rec[a + i], 0x01000193);
     const bucket = this.v6.get(h);
@@ -191,7 +212,17 @@ export class AddressInterner {
 }
 
 export class UdpSocket {
-  readonly stats: UdpStats = { rxPackets: 0, rxBytes: 0, rxBatches: 0, rxTruncated: 0, rxErrors: 0, txPackets: 0, txBytes: 0, txDropped: 0, gsoFallbacks: 0 };
+  readonly stats: UdpStats = {
+    rxPackets: 0,
+    rxBytes: 0,
+    rxBatches: 0,
+    rxTruncated: 0,
+    rxErrors: 0,
+    txPackets: 0,
+    txBytes: 0,
+    txDropped: 0,
+    gsoFallbacks: 0,
+  };
   /** Offloads in effect (all false unless asked for and accepted). */
   readonly offload: UdpOffloadState;
   private readonly gsoInfo = new Uint32Array(2);
@@ -221,7 +252,9 @@ export class UdpSocket {
   ) {
     this.offload = { gso: (offloadBits & 1) !== 0, gro: (offloadBits & 2) !== 0 };
     // node:dgram throws an unhandled 'error' event otherwise; socket errors are counted.
-    sock?.on('error', () => { this.stats.rxErrors++; });
+    sock?.on('error', () => {
+      this.stats.rxErrors++;
+    });
   }
 
   /** Binds the socket. Throws UdpError naming the address/port on failure (e.g. EADDRINUSE). */
@@ -229,8 +262,9 @@ export class UdpSocket {
     const rcv = opts.rcvbuf ?? DEFAULT_UDP_BUFFER_BYTES;
     const snd = opts.sndbuf ?? DEFAULT_UDP_BUFFER_BYTES;
     const native = opts.mechanism === 'dgram' ? null : loadNativeIo();
-    if (opts.mechanism === 'native' && native === null) throw new UdpError('the native I/O addon is not available (build it with `node native/build.mjs`)');
-    const where = `${opts.family === 6 ? `[${opts.address ?? '::'}]` : opts.address ?? '0.0.0.0'}:${opts.port}`;
+    if (opts.mechanism === 'native' && native === null)
+      throw new UdpError('the native I/O addon is not available (build it with `node native/build.mjs`)');
+    const where = `${opts.family === 6 ? `[${opts.address ?? '::'}]` : (opts.address ?? '0.0.0.0')}:${opts.port}`;
     if (native) {
       let addr: Uint8Array | null = null;
       let scope = 0;
@@ -243,22 +277,58 @@ export class UdpSocket {
       }
       const r = native.udpOpen(opts.family, addr, opts.port, rcv, snd, scope);
       if (typeof r === 'number') {
-        throw new UdpError(`cannot bind UDP ${where}: ${ERRNO_NAMES[-r] ?? `errno ${-r}`}` +
-          (r === -98 ? ' (the port is in use; choose another listen port)' : ''), -r);
+        throw new UdpError(
+          `cannot bind UDP ${where}: ${ERRNO_NAMES[-r] ?? `errno ${-r}`}` +
+            (r === -98 ? ' (the port is in use; choose another listen port)' : ''),
+          -r,
+        );
       }
       const [fd, port, gotR, gotS, forced] = r;
       const wantOffload = (opts.gso === true || opts.gro === true) && typeof native.udpSetOffload === 'function';
-      const bits = wantOffload ? native.udpSetOffload!(fd, opts.gso === true && typeof native.sendBatchGso === 'function', opts.gro === true) : 0;
-      return new UdpSocket(opts.family, 'native', port, { requestedRcvbuf: rcv, requestedSndbuf: snd, rcvbuf: gotR, sndbuf: gotS, forced: forced === 3 },
-        native, fd, null, 0, bits);
+      const bits = wantOffload
+        ? native.udpSetOffload!(fd, opts.gso === true && typeof native.sendBatchGso === 'function', opts.gro === true)
+        : 0;
+      return new UdpSocket(
+        opts.family,
+        'native',
+        port,
+        { requestedRcvbuf: rcv, requestedSndbuf: snd, rcvbuf: gotR, sndbuf: gotS, forced: forced === 3 },
+        native,
+        fd,
+        null,
+        0,
+        bits,
+      );
     }
-    const sock = dgram.createSocket({ type: opts.family === 4 ? 'udp4' : 'udp6', ipv6Only: opts.family === 6, recvBufferSize: rcv, sendBufferSize: snd });
+    const sock = dgram.createSocket({
+      type: opts.family === 4 ? 'udp4' : 'udp6',
+      ipv6Only: opts.family === 6,
+      recvBufferSize: rcv,
+      sendBufferSize: snd,
+    });
     await new Promise<void>((resolve, reject) => {
-      sock.once('error', (e) => reject(new UdpError(`cannot bind UDP ${where}: ${(e as NodeJS.ErrnoException).code ?? e.message}`)));
+      sock.once('error', (e) =>
+        reject(new UdpError(`cannot bind UDP ${where}: ${(e as NodeJS.ErrnoException).code ?? e.message}`)),
+      );
       sock.bind(opts.port, opts.address, () => resolve());
     });
-    const sizes = { requestedRcvbuf: rcv, requestedSndbuf: snd, rcvbuf: sock.getRecvBufferSize(), sndbuf: sock.getSendBufferSize(), forced: false };
-    return new UdpSocket(opts.family, 'dgram', sock.address().port, sizes, null, -1, sock, opts.maxInFlightSends ?? 4096);
+    const sizes = {
+      requestedRcvbuf: rcv,
+      requestedSndbuf: snd,
+      rcvbuf: sock.getRecvBufferSize(),
+      sndbuf: sock.getSendBufferSize(),
+      forced: false,
+    };
+    return new UdpSocket(
+      opts.family,
+      'dgram',
+      sock.address().port,
+      sizes,
+      null,
+      -1,
+      sock,
+      opts.maxInFlightSends ?? 4096,
+    );
   }
 
   /**
@@ -266,10 +336,18 @@ export class UdpSocket {
    * native path (node:dgram cannot set it): throws UdpError naming what is missing.
    */
   setMark(mark: number): void {
-    if (!Number.isInteger(mark) || mark < 0 || mark > 0xffffffff) throw new RangeError(`fwmark ${mark} is not a uint32`);
-    if (!this.native) throw new UdpError('fwmark needs the native I/O addon (node:dgram cannot set SO_MARK); build it with `node native/build.mjs`');
+    if (!Number.isInteger(mark) || mark < 0 || mark > 0xffffffff)
+      throw new RangeError(`fwmark ${mark} is not a uint32`);
+    if (!this.native)
+      throw new UdpError(
+        'fwmark needs the native I/O addon (node:dgram cannot set SO_MARK); build it with `node native/build.mjs`',
+      );
     const r = this.native.setMark(this.fd, mark);
-    if (r < 0) throw new UdpError(`setting fwmark ${mark} failed: ${r === -1 ? 'EPERM (needs CAP_NET_ADMIN)' : `errno ${-r}`}`, -r);
+    if (r < 0)
+      throw new UdpError(
+        `setting fwmark ${mark} failed: ${r === -1 ? 'EPERM (needs CAP_NET_ADMIN)' : `errno ${-r}`}`,
+        -r,
+      );
   }
 
   /** sendmmsg entries used by GSO sends so far (one per run; for tests and statistics). */
@@ -290,18 +368,33 @@ export class UdpSocket {
   onBatch(batch: PacketBatch, cb: (batch: PacketBatch) => void): void {
     if (this.closed) throw new UdpError('socket is closed');
     if (this.cb) throw new Error('onBatch already set');
-    if (batch.addrs.length < batch.capacity * ADDR_RECORD_LEN) throw new TypeError('the batch needs withAddresses: true');
+    if (batch.addrs.length < batch.capacity * ADDR_RECORD_LEN)
+      throw new TypeError('the batch needs withAddresses: true');
     if (this.offload.gro) {
       if (batch.segs.length < batch.capacity) throw new TypeError('with gro the batch needs withSegments: true');
-      if (batch.maxLen < UDP_GRO_MAX_LEN) throw new RangeError(`with gro the batch needs maxLen ${UDP_GRO_MAX_LEN} (a slot holds a coalesced run), not ${batch.maxLen}`);
+      if (batch.maxLen < UDP_GRO_MAX_LEN)
+        throw new RangeError(
+          `with gro the batch needs maxLen ${UDP_GRO_MAX_LEN} (a slot holds a coalesced run), not ${batch.maxLen}`,
+        );
     }
     this.batch = batch;
     this.cb = cb;
     const native = this.native;
     if (native && typeof native.recvPollStart === 'function') {
       // The drain runs natively on readiness: one crossing per wake-up (see native.ts).
-      this.poll = native.recvPollStart(this.fd, batch.buf, batch.slotSize, batch.headroom, batch.maxLen, batch.capacity,
-        batch.lens, batch.addrs, this.offload.gro ? batch.segs : null, this.offload.gro ? batch.scatter : null, (n) => this.onReceived(n));
+      this.poll = native.recvPollStart(
+        this.fd,
+        batch.buf,
+        batch.slotSize,
+        batch.headroom,
+        batch.maxLen,
+        batch.capacity,
+        batch.lens,
+        batch.addrs,
+        this.offload.gro ? batch.segs : null,
+        this.offload.gro ? batch.scatter : null,
+        (n) => this.onReceived(n),
+      );
     } else if (native) {
       this.poll = native.pollStart(this.fd, false, (status) => this.onReadable(status));
     } else {
@@ -330,12 +423,36 @@ export class UdpSocket {
   private onReadable(status: number): void {
     const batch = this.batch;
     if (this.closed || batch === null) return;
-    if (status < 0) { this.stats.rxErrors++; return; }
+    if (status < 0) {
+      this.stats.rxErrors++;
+      return;
+    }
     const gro = this.offload.gro;
     if (batch.scatterSeg !== 0 && (!gro || this.native!.recvScatter !== 1)) batch.scatterSeg = 0;
     const n = gro
-      ? this.native!.recvBatch(this.fd, batch.buf, batch.slotSize, batch.headroom, batch.maxLen, batch.capacity, batch.lens, batch.addrs, batch.segs, batch.scatterSeg, batch.scatterStride)
-      : this.native!.recvBatch(this.fd, batch.buf, batch.slotSize, batch.headroom, batch.maxLen, batch.capacity, batch.lens, batch.addrs);
+      ? this.native!.recvBatch(
+          this.fd,
+          batch.buf,
+          batch.slotSize,
+          batch.headroom,
+          batch.maxLen,
+          batch.capacity,
+          batch.lens,
+          batch.addrs,
+          batch.segs,
+          batch.scatterSeg,
+          batch.scatterStride,
+        )
+      : this.native!.recvBatch(
+          this.fd,
+          batch.buf,
+          batch.slotSize,
+          batch.headroom,
+          batch.maxLen,
+          batch.capacity,
+          batch.lens,
+          batch.addrs,
+        );
     this.onReceived(n);
   }
 
@@ -343,7 +460,10 @@ export class UdpSocket {
   private onReceived(n: number): void {
     const batch = this.batch;
     if (this.closed || batch === null) return;
-    if (n < 0) { this.stats.rxErrors++; return; }
+    if (n < 0) {
+      this.stats.rxErrors++;
+      return;
+    }
     if (n === 0) return;
     const gro = this.offload.gro;
     // Compact away truncated datagrams (rare: a datagram larger than the slot) so callers never see them.
@@ -351,7 +471,10 @@ export class UdpSocket {
     let bytes = 0;
     let datagrams = 0;
     for (let i = 0; i < n; i++) {
-      if (batch.addrs[i * ADDR_RECORD_LEN + ADDR_FLAGS_OFFSET] & ADDR_FLAG_TRUNCATED) { this.stats.rxTruncated++; continue; }
+      if (batch.addrs[i * ADDR_RECORD_LEN + ADDR_FLAGS_OFFSET] & ADDR_FLAG_TRUNCATED) {
+        this.stats.rxTruncated++;
+        continue;
+      }
       if (kept !== i) this.moveSlot(batch, i, kept);
       const len = batch.lens[kept];
       bytes += len;
@@ -370,7 +493,11 @@ export class UdpSocket {
   private moveSlot(batch: PacketBatch, from: number, to: number): void {
     const s = from * batch.slotSize + batch.headroom;
     // Scattered slots: the pieces lie anywhere after the headroom.
-    batch.buf.copyWithin(to * batch.slotSize + batch.headroom, s, s + (batch.scatterSeg > 0 ? batch.slotSize - batch.headroom : batch.lens[from]));
+    batch.buf.copyWithin(
+      to * batch.slotSize + batch.headroom,
+      s,
+      s + (batch.scatterSeg > 0 ? batch.slotSize - batch.headroom : batch.lens[from]),
+    );
     batch.lens[to] = batch.lens[from];
     batch.addrs.copyWithin(to * ADDR_RECORD_LEN, from * ADDR_RECORD_LEN, (from + 1) * ADDR_RECORD_LEN);
     if (batch.segs.length > to) batch.segs[to] = batch.segs[from];
@@ -378,7 +505,10 @@ export class UdpSocket {
 
   private onMessage(msg: Buffer, rinfo: dgram.RemoteInfo): void {
     const batch = this.batch!;
-    if (msg.length > batch.maxLen) { this.stats.rxTruncated++; return; }
+    if (msg.length > batch.maxLen) {
+      this.stats.rxTruncated++;
+      return;
+    }
     batch.buf.set(msg, batch.headroom);
     batch.lens[0] = msg.length;
     encodeAddress(rinfo.address, rinfo.port, batch.addrs, 0);
@@ -416,9 +546,22 @@ export class UdpSocket {
         one.idx[0] = recOff / ADDR_RECORD_LEN; // record index: no view allocated
         ok = this.native.sendBatch(this.fd, this.family, buf, one.offs, one.lens, rec, one.idx, 1) === 1;
       } else {
-        ok = this.native.sendBatch(this.fd, this.family, buf, one.offs, one.lens, rec.subarray(recOff, recOff + ADDR_RECORD_LEN), null, 1) === 1;
+        ok =
+          this.native.sendBatch(
+            this.fd,
+            this.family,
+            buf,
+            one.offs,
+            one.lens,
+            rec.subarray(recOff, recOff + ADDR_RECORD_LEN),
+            null,
+            1,
+          ) === 1;
       }
-      if (ok) { this.stats.txPackets++; this.stats.txBytes += len; } else this.stats.txDropped++;
+      if (ok) {
+        this.stats.txPackets++;
+        this.stats.txBytes += len;
+      } else this.stats.txDropped++;
       return ok;
     }
     return this.dgramSend(buf, off, len, rec, recOff);
@@ -429,14 +572,32 @@ export class UdpSocket {
    * addrs[(addrIdx ? addrIdx[i] : i) * 24 ..]. Returns how many were queued; the rest are
    * dropped and counted.
    */
-  sendBatch(buf: Uint8Array, offs: Uint32Array, lens: Uint32Array, addrs: Uint8Array, addrIdx: Uint32Array | null, count: number): number {
+  sendBatch(
+    buf: Uint8Array,
+    offs: Uint32Array,
+    lens: Uint32Array,
+    addrs: Uint8Array,
+    addrIdx: Uint32Array | null,
+    count: number,
+  ): number {
     if (this.closed) throw new UdpError('socket is closed');
     let sent: number;
     if (this.native) {
       if (this.offload.gso) {
         const info = this.gsoInfo;
         info[1] = 0;
-        sent = this.native.sendBatchGso!(this.fd, this.family, buf, offs, lens, addrs, addrIdx, count, UDP_GSO_MAX_SEGMENTS, info);
+        sent = this.native.sendBatchGso!(
+          this.fd,
+          this.family,
+          buf,
+          offs,
+          lens,
+          addrs,
+          addrIdx,
+          count,
+          UDP_GSO_MAX_SEGMENTS,
+          info,
+        );
         if (info[1] !== 0) {
           this.stats.gsoFallbacks += info[1];
           this.offload.gso = false; // the route's device cannot segment: as wireguard-go, stop trying
@@ -461,7 +622,10 @@ export class UdpSocket {
   }
 
   private dgramSend(buf: Uint8Array, off: number, len: number, rec: Uint8Array, recOff: number): boolean {
-    if (this.inFlight >= this.maxInFlight) { this.stats.txDropped++; return false; }
+    if (this.inFlight >= this.maxInFlight) {
+      this.stats.txDropped++;
+      return false;
+    }
     const fam = rec[recOff + ADDR_FAMILY_OFFSET];
     let address = this.addresses.text(rec, recOff);
     if (fam === 4 && this.family === 6) address = `::ffff:${address}`;
@@ -471,7 +635,10 @@ export class UdpSocket {
     this.inFlight++;
     this.sock!.send(copy, port, address, (err) => {
       this.inFlight--;
-      if (err) { this.stats.txDropped++; return; }
+      if (err) {
+        this.stats.txDropped++;
+        return;
+      }
       this.stats.txPackets++;
       this.stats.txBytes += len;
     });

@@ -28,9 +28,23 @@ import type { CryptoBackend } from '../crypto/backend.js';
 
 export { ConfigError, parseConfig } from '../control/config.js';
 export type {
-  ClusterConfig, ConfigIssue, CryptoBackendChoice, GatewayConfig, GeneveConfig, GeneveTunnelConfig, IpMappingConfig,
-  LoggingConfig, MetricsConfig, NodeAgentConfig, NodeConfig, NodeGatewayConfig, PeerCidrs, PeerConfig,
-  PodRouteConfig, WeftConfig, WireguardConfig,
+  ClusterConfig,
+  ConfigIssue,
+  CryptoBackendChoice,
+  GatewayConfig,
+  GeneveConfig,
+  GeneveTunnelConfig,
+  IpMappingConfig,
+  LoggingConfig,
+  MetricsConfig,
+  NodeAgentConfig,
+  NodeConfig,
+  NodeGatewayConfig,
+  PeerCidrs,
+  PeerConfig,
+  PodRouteConfig,
+  WeftConfig,
+  WireguardConfig,
 } from '../control/config.js';
 export { parseConfigYaml } from '../control/yaml.js';
 export type { ParseYamlOptions } from '../control/yaml.js';
@@ -86,7 +100,12 @@ export function generatePresharedKey(backend: CryptoBackendName = 'auto'): strin
 
 export { createWireGuardDevice, WireGuardDevice, wireGuardStatus } from './wireguard.js';
 export type {
-  CreateWireGuardDeviceOptions, Datagram, ReceiveOutcome, WireGuardPeerOptions, WireGuardPeerStatus, WireGuardStatus,
+  CreateWireGuardDeviceOptions,
+  Datagram,
+  ReceiveOutcome,
+  WireGuardPeerOptions,
+  WireGuardPeerStatus,
+  WireGuardStatus,
 } from './wireguard.js';
 export { MemoryNetwork } from './memory-network.js';
 export type { MemoryNetworkOptions } from './memory-network.js';
@@ -95,8 +114,17 @@ export type { StartWgDaemonOptions } from './daemon.js';
 export type { WgDaemon } from '../gateway/wg-daemon.js';
 /** The engine behind a WireGuardDevice (`device.engine`): the zero-copy API. */
 export {
-  Device, EncryptResult, ReceiveResult, WireGuardConfigError,
-  ENCRYPT_DROP, ENCRYPT_SEND, ENCRYPT_STAGED, RECEIVE_DELIVER, RECEIVE_DROP, RECEIVE_HANDSHAKE, RECEIVE_KEEPALIVE,
+  Device,
+  EncryptResult,
+  ReceiveResult,
+  WireGuardConfigError,
+  ENCRYPT_DROP,
+  ENCRYPT_SEND,
+  ENCRYPT_STAGED,
+  RECEIVE_DELIVER,
+  RECEIVE_DROP,
+  RECEIVE_HANDSHAKE,
+  RECEIVE_KEEPALIVE,
 } from '../wireguard/device.js';
 export type { DeviceOptions } from '../wireguard/device.js';
 export type { Endpoint, Peer } from '../wireguard/peer.js';
@@ -116,7 +144,15 @@ export type { PeerStatsSample, StatsSource } from '../control/metrics.js';
 export { Router, RouterLanes, RouterDrop, ROUTER_DROP_NAMES } from '../router/router.js';
 export type { NodeRoutes, RouterOptions, RouterPeer } from '../router/router.js';
 export {
-  HOOK_FORWARD, HOOK_INPUT, HOOK_NAMES, HOOK_OUTPUT, HOOK_POSTROUTING, HOOK_PREROUTING, VERDICT_ACCEPT, VERDICT_DROP, PacketMeta,
+  HOOK_FORWARD,
+  HOOK_INPUT,
+  HOOK_NAMES,
+  HOOK_OUTPUT,
+  HOOK_POSTROUTING,
+  HOOK_PREROUTING,
+  VERDICT_ACCEPT,
+  VERDICT_DROP,
+  PacketMeta,
 } from '../router/hooks.js';
 export type { PacketHook } from '../router/hooks.js';
 export { Nat } from '../nat/nat.js';

@@ -19,7 +19,12 @@ import { keyFromBase64, keyToBase64 } from '../crypto/keys.js';
 import { getCryptoBackend, type CryptoBackendName } from '../crypto/select.js';
 import { formatPrefix, isAddress, parsePrefix } from '../packet/addr.js';
 import {
-  Device, EncryptResult, ENCRYPT_SEND, ReceiveResult, RECEIVE_DELIVER, WireGuardConfigError,
+  Device,
+  EncryptResult,
+  ENCRYPT_SEND,
+  ReceiveResult,
+  RECEIVE_DELIVER,
+  WireGuardConfigError,
 } from '../wireguard/device.js';
 import { DROP_REASON_NAMES } from '../wireguard/drops.js';
 import type { Endpoint, Peer } from '../wireguard/peer.js';
@@ -102,7 +107,8 @@ function keyBytes(k: string | Uint8Array, what: string): Uint8Array {
 
 function endpointOf(text: string): Endpoint {
   const e = parseEndpoint(text);
-  if (!isAddress(e.host)) throw new WireGuardConfigError(`endpoint ${text}: the host must be an IP address (resolve DNS names first)`);
+  if (!isAddress(e.host))
+    throw new WireGuardConfigError(`endpoint ${text}: the host must be an IP address (resolve DNS names first)`);
   return { address: e.host, port: e.port };
 }
 
@@ -170,7 +176,8 @@ export class WireGuardDevice {
     if (psk !== null) this.engine.setPresharedKey(peer, psk);
     if (endpoint !== null) this.engine.setEndpoint(peer, endpoint);
     for (const pre of prefixes) this.engine.addAllowedIp(peer, pre);
-    if (p.persistentKeepalive !== undefined && p.persistentKeepalive > 0) this.engine.setPersistentKeepalive(peer, p.persistentKeepalive, now);
+    if (p.persistentKeepalive !== undefined && p.persistentKeepalive > 0)
+      this.engine.setPersistentKeepalive(peer, p.persistentKeepalive, now);
   }
 
   /** Removes a peer by public key; false if there was none. */
@@ -191,7 +198,11 @@ export class WireGuardDevice {
     const out: Datagram[] = [];
     if (this.engine.encrypt(buf, HEADROOM, packet.length, now, this.enc) === ENCRYPT_SEND) {
       const ep = this.enc.endpoint!;
-      out.push({ data: buf.slice(this.enc.start, this.enc.start + this.enc.length), address: ep.address, port: ep.port });
+      out.push({
+        data: buf.slice(this.enc.start, this.enc.start + this.enc.length),
+        address: ep.address,
+        port: ep.port,
+      });
     }
     this.drain(out);
     return out;
@@ -275,7 +286,9 @@ export function createWireGuardDevice(options: CreateWireGuardDeviceOptions | Ga
  */
 export function wireGuardStatus(engine: Device): WireGuardStatus {
   const drops: Record<string, number> = {};
-  engine.drops.forEach((n, i) => { if (n > 0) drops[DROP_REASON_NAMES[i] ?? `reason_${i}`] = n; });
+  engine.drops.forEach((n, i) => {
+    if (n > 0) drops[DROP_REASON_NAMES[i] ?? `reason_${i}`] = n;
+  });
   const pub = engine.publicKey;
   return {
     publicKey: pub === null ? '' : keyToBase64(pub),

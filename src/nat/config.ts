@@ -200,7 +200,8 @@ function prefixAt(field: string, text: string): Prefix {
   try {
     return parsePrefix(text, true);
   } catch (e) {
-    if (e instanceof AddressParseError) throw new NatConfigError(field, `${e.reason} (got ${JSON.stringify(text)}; expected a CIDR like 10.0.0.0/16)`);
+    if (e instanceof AddressParseError)
+      throw new NatConfigError(field, `${e.reason} (got ${JSON.stringify(text)}; expected a CIDR like 10.0.0.0/16)`);
     throw e;
   }
 }
@@ -209,13 +210,15 @@ function addressAt(field: string, text: string): Uint8Array {
   try {
     return parseAddress(text);
   } catch (e) {
-    if (e instanceof AddressParseError) throw new NatConfigError(field, `${e.reason} (got ${JSON.stringify(text)}; expected an IP address)`);
+    if (e instanceof AddressParseError)
+      throw new NatConfigError(field, `${e.reason} (got ${JSON.stringify(text)}; expected an IP address)`);
     throw e;
   }
 }
 
 function positiveInt(field: string, v: number, min: number, max: number): number {
-  if (!Number.isInteger(v) || v < min || v > max) throw new NatConfigError(field, `expected an integer in ${min}..${max}, got ${String(v)}`);
+  if (!Number.isInteger(v) || v < min || v > max)
+    throw new NatConfigError(field, `expected an integer in ${min}..${max}, got ${String(v)}`);
   return v;
 }
 
@@ -228,15 +231,25 @@ export function parseNatConfig(cfg: NatConfig): ParsedNatConfig {
   if (cfg === null || typeof cfg !== 'object') throw new NatConfigError('(root)', 'expected an object');
   if (!Array.isArray(cfg.localPodCIDRs)) throw new NatConfigError('localPodCIDRs', 'expected a list of CIDRs');
   const localPod = cfg.localPodCIDRs.map((t, i) => prefixAt(`localPodCIDRs[${i}]`, t));
-  if (typeof cfg.localExternalCIDR !== 'string') throw new NatConfigError('localExternalCIDR', 'expected an IPv4 CIDR such as 10.70.0.0/16');
+  if (typeof cfg.localExternalCIDR !== 'string')
+    throw new NatConfigError('localExternalCIDR', 'expected an IPv4 CIDR such as 10.70.0.0/16');
   const external4 = prefixAt('localExternalCIDR', cfg.localExternalCIDR);
-  if (external4.family !== 4) throw new NatConfigError('localExternalCIDR', `expected an IPv4 CIDR, got ${cfg.localExternalCIDR} (use localExternalCIDRv6 for IPv6)`);
-  const external6 = cfg.localExternalCIDRv6 === undefined ? undefined : prefixAt('localExternalCIDRv6', cfg.localExternalCIDRv6);
-  if (external6 !== undefined && external6.family !== 6) throw new NatConfigError('localExternalCIDRv6', `expected an IPv6 CIDR, got ${cfg.localExternalCIDRv6}`);
+  if (external4.family !== 4)
+    throw new NatConfigError(
+      'localExternalCIDR',
+      `expected an IPv4 CIDR, got ${cfg.localExternalCIDR} (use localExternalCIDRv6 for IPv6)`,
+    );
+  const external6 =
+    cfg.localExternalCIDRv6 === undefined ? undefined : prefixAt('localExternalCIDRv6', cfg.localExternalCIDRv6);
+  if (external6 !== undefined && external6.family !== 6)
+    throw new NatConfigError('localExternalCIDRv6', `expected an IPv6 CIDR, got ${cfg.localExternalCIDRv6}`);
   for (const [i, p] of localPod.entries()) {
     for (const ext of [external4, external6]) {
       if (ext !== undefined && prefixesOverlap(p, ext)) {
-        throw new NatConfigError(`localPodCIDRs[${i}]`, `${formatPrefix(p)} overlaps the external CIDR ${formatPrefix(ext)}`);
+        throw new NatConfigError(
+          `localPodCIDRs[${i}]`,
+          `${formatPrefix(p)} overlaps the external CIDR ${formatPrefix(ext)}`,
+        );
       }
     }
   }
@@ -246,14 +259,21 @@ export function parseNatConfig(cfg: NatConfig): ParsedNatConfig {
     const f = `ipMappings[${i}]`;
     const external = addressAt(`${f}.externalAddress`, m.externalAddress);
     const real = addressAt(`${f}.realAddress`, m.realAddress);
-    if (external.length !== real.length) throw new NatConfigError(f, 'externalAddress and realAddress must be of the same IP family');
+    if (external.length !== real.length)
+      throw new NatConfigError(f, 'externalAddress and realAddress must be of the same IP family');
     const family = familyOf(external);
     const ext = family === 4 ? external4 : external6;
     if (ext === undefined || !prefixContains(ext, external, 0)) {
-      throw new NatConfigError(`${f}.externalAddress`, `${m.externalAddress} is not inside the local external CIDR${ext ? ` ${formatPrefix(ext)}` : ' (no IPv6 external CIDR configured)'}`);
+      throw new NatConfigError(
+        `${f}.externalAddress`,
+        `${m.externalAddress} is not inside the local external CIDR${ext ? ` ${formatPrefix(ext)}` : ' (no IPv6 external CIDR configured)'}`,
+      );
     }
     if (addressEquals(external, 0, ext.addr, 0, external.length)) {
-      throw new NatConfigError(`${f}.externalAddress`, `${m.externalAddress} is the first address of the external CIDR, reserved as the SNAT source`);
+      throw new NatConfigError(
+        `${f}.externalAddress`,
+        `${m.externalAddress} is the first address of the external CIDR, reserved as the SNAT source`,
+      );
     }
     for (const [j, o] of mappings.entries()) {
       if (o.family === family && addressEquals(o.external, 0, external, 0, external.length)) {
@@ -290,7 +310,12 @@ export function parseNatConfig(cfg: NatConfig): ParsedNatConfig {
     clampMss: cfg.clampMss ?? true,
     icmpSource4: src4,
     icmpSource6: src6,
-    icmpRatePerSecond: positiveInt('icmpRatePerSecond', cfg.icmpRatePerSecond ?? DEFAULT_ICMP_RATE_PER_SECOND, 0, 1_000_000),
+    icmpRatePerSecond: positiveInt(
+      'icmpRatePerSecond',
+      cfg.icmpRatePerSecond ?? DEFAULT_ICMP_RATE_PER_SECOND,
+      0,
+      1_000_000,
+    ),
     icmpBurst: positiveInt('icmpBurst', cfg.icmpBurst ?? DEFAULT_ICMP_BURST, 1, 1_000_000),
     capacity: positiveInt('conntrack.capacity', ct.capacity ?? DEFAULT_CONNTRACK_CAPACITY, 1, 1 << 24),
     timeouts,
@@ -305,9 +330,11 @@ export function parseNatConfig(cfg: NatConfig): ParsedNatConfig {
  * must not overlap this one's: the remapped CIDR is what tells peers apart locally).
  */
 export function parseNatPeer(p: NatPeerConfig, global: ParsedNatConfig, others: readonly ParsedPeer[]): ParsedPeer {
-  if (p === null || typeof p !== 'object' || typeof p.name !== 'string' || p.name === '') throw new NatConfigError('peers[?].name', 'expected a non-empty peer name');
+  if (p === null || typeof p !== 'object' || typeof p.name !== 'string' || p.name === '')
+    throw new NatConfigError('peers[?].name', 'expected a non-empty peer name');
   const base = `peers[${p.name}]`;
-  if (others.some((o) => o.name === p.name)) throw new NatConfigError(base, 'a peer with this name is already installed');
+  if (others.some((o) => o.name === p.name))
+    throw new NatConfigError(base, 'a peer with this name is already installed');
   const remaps: ParsedRemap[] = [];
   for (const kind of ['podCIDRs', 'externalCIDRs'] as const) {
     const real = p.remote?.[kind];
@@ -315,14 +342,20 @@ export function parseNatPeer(p: NatPeerConfig, global: ParsedNatConfig, others: 
     const rem = p.remapped?.[kind] ?? real;
     if (!Array.isArray(rem)) throw new NatConfigError(`${base}.remapped.${kind}`, 'expected a list of CIDRs');
     if (rem.length !== real.length) {
-      throw new NatConfigError(`${base}.remapped.${kind}`, `expected ${real.length} entries, one per remote.${kind} entry (1:1 prefix remapping); got ${rem.length}`);
+      throw new NatConfigError(
+        `${base}.remapped.${kind}`,
+        `expected ${real.length} entries, one per remote.${kind} entry (1:1 prefix remapping); got ${rem.length}`,
+      );
     }
     for (let i = 0; i < real.length; i++) {
       const field = `${base}.remapped.${kind}[${i}]`;
       const r = prefixAt(`${base}.remote.${kind}[${i}]`, real[i]!);
       const m = prefixAt(field, rem[i]!);
       if (r.family !== m.family || r.prefixLen !== m.prefixLen) {
-        throw new NatConfigError(field, `${formatPrefix(m)} must have the same family and prefix length as remote.${kind}[${i}] ${formatPrefix(r)}`);
+        throw new NatConfigError(
+          field,
+          `${formatPrefix(m)} must have the same family and prefix length as remote.${kind}[${i}] ${formatPrefix(r)}`,
+        );
       }
       remaps.push({ real: r, remapped: m, field });
     }
@@ -334,17 +367,32 @@ export function parseNatPeer(p: NatPeerConfig, global: ParsedNatConfig, others: 
   if (global.external6) locals.push(['the local IPv6 external CIDR', global.external6]);
   for (const [i, a] of remaps.entries()) {
     for (const [what, l] of locals) {
-      if (prefixesOverlap(a.remapped, l)) throw new NatConfigError(a.field, `${formatPrefix(a.remapped)} overlaps ${what} ${formatPrefix(l)}; remap the peer`);
+      if (prefixesOverlap(a.remapped, l))
+        throw new NatConfigError(
+          a.field,
+          `${formatPrefix(a.remapped)} overlaps ${what} ${formatPrefix(l)}; remap the peer`,
+        );
     }
     for (let j = 0; j < i; j++) {
       const b = remaps[j]!;
-      if (prefixesOverlap(a.remapped, b.remapped)) throw new NatConfigError(a.field, `${formatPrefix(a.remapped)} overlaps ${b.field} ${formatPrefix(b.remapped)}`);
-      if (prefixesOverlap(a.real, b.real)) throw new NatConfigError(a.field.replace('.remapped.', '.remote.'), `${formatPrefix(a.real)} overlaps another real CIDR of the same peer`);
+      if (prefixesOverlap(a.remapped, b.remapped))
+        throw new NatConfigError(
+          a.field,
+          `${formatPrefix(a.remapped)} overlaps ${b.field} ${formatPrefix(b.remapped)}`,
+        );
+      if (prefixesOverlap(a.real, b.real))
+        throw new NatConfigError(
+          a.field.replace('.remapped.', '.remote.'),
+          `${formatPrefix(a.real)} overlaps another real CIDR of the same peer`,
+        );
     }
     for (const o of others) {
       for (const b of o.remaps) {
         if (prefixesOverlap(a.remapped, b.remapped)) {
-          throw new NatConfigError(a.field, `${formatPrefix(a.remapped)} overlaps peer ${o.name}'s ${formatPrefix(b.remapped)}; every peer needs its own remapped CIDRs`);
+          throw new NatConfigError(
+            a.field,
+            `${formatPrefix(a.remapped)} overlaps peer ${o.name}'s ${formatPrefix(b.remapped)}; every peer needs its own remapped CIDRs`,
+          );
         }
       }
     }

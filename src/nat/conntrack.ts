@@ -149,12 +149,14 @@ export class Conntrack {
 
   constructor(init: ConntrackInit) {
     const cap = init.capacity;
-    if (!Number.isInteger(cap) || cap < 1 || cap > 1 << 24) throw new RangeError(`conntrack capacity must be an integer in 1..2^24, got ${cap}`);
+    if (!Number.isInteger(cap) || cap < 1 || cap > 1 << 24)
+      throw new RangeError(`conntrack capacity must be an integer in 1..2^24, got ${cap}`);
     this.capacity = cap;
     this.timeouts = init.timeouts ?? DEFAULT_CONNTRACK_TIMEOUTS;
     this.portMin = init.portMin ?? DEFAULT_PORT_MIN;
     this.portMax = init.portMax ?? DEFAULT_PORT_MAX;
-    if (this.portMin < 1 || this.portMax > 65535 || this.portMax < this.portMin) throw new RangeError(`bad SNAT port range ${this.portMin}..${this.portMax}`);
+    if (this.portMin < 1 || this.portMax > 65535 || this.portMax < this.portMin)
+      throw new RangeError(`bad SNAT port range ${this.portMin}..${this.portMax}`);
     this.seed = (init.seed ?? randomSeed()) | 0;
     let buckets = 16;
     while (buckets < cap * 2) buckets *= 2;
@@ -208,7 +210,15 @@ export class Conntrack {
     this.freeHead = 0;
   }
 
-  private origHash(fam: number, proto: number, buf: Uint8Array, srcOff: number, srcPort: number, dstOff: number, dstPort: number): number {
+  private origHash(
+    fam: number,
+    proto: number,
+    buf: Uint8Array,
+    srcOff: number,
+    srcPort: number,
+    dstOff: number,
+    dstPort: number,
+  ): number {
     const alen = fam === 4 ? 4 : 16;
     let h = mix(this.seed, (fam << 8) | proto);
     h = mixAddr(h, buf, srcOff, alen);
@@ -217,7 +227,14 @@ export class Conntrack {
     return finalize(h) & this.bucketMask;
   }
 
-  private replyHash(fam: number, proto: number, buf: Uint8Array, remoteOff: number, remotePort: number, natPort: number): number {
+  private replyHash(
+    fam: number,
+    proto: number,
+    buf: Uint8Array,
+    remoteOff: number,
+    remotePort: number,
+    natPort: number,
+  ): number {
     const alen = fam === 4 ? 4 : 16;
     let h = mix(this.seed ^ 0x5bd1e995, (fam << 8) | proto);
     h = mixAddr(h, buf, remoteOff, alen);
@@ -235,7 +252,16 @@ export class Conntrack {
    * The live entry whose original-direction key matches, or -1. An entry found expired is freed
    * (and counted) and -1 is returned.
    */
-  findOriginal(fam: number, proto: number, buf: Uint8Array, srcOff: number, srcPort: number, dstOff: number, dstPort: number, now: number): number {
+  findOriginal(
+    fam: number,
+    proto: number,
+    buf: Uint8Array,
+    srcOff: number,
+    srcPort: number,
+    dstOff: number,
+    dstPort: number,
+    now: number,
+  ): number {
     const alen = fam === 4 ? 4 : 16;
     let e = this.origHead[this.origHash(fam, proto, buf, srcOff, srcPort, dstOff, dstPort)]!;
     while (e !== NIL) {
@@ -263,7 +289,15 @@ export class Conntrack {
   }
 
   /** The live entry whose reply-direction key matches, or -1 (expired entries are freed). */
-  findReply(fam: number, proto: number, buf: Uint8Array, remoteOff: number, remotePort: number, natPort: number, now: number): number {
+  findReply(
+    fam: number,
+    proto: number,
+    buf: Uint8Array,
+    remoteOff: number,
+    remotePort: number,
+    natPort: number,
+    now: number,
+  ): number {
     const alen = fam === 4 ? 4 : 16;
     let e = this.replyHead[this.replyHash(fam, proto, buf, remoteOff, remotePort, natPort)]!;
     while (e !== NIL) {
@@ -286,10 +320,19 @@ export class Conntrack {
    * live flow already uses it towards that endpoint, else the first free port of the range,
    * probing from a rotating start (bounded by MAX_PORT_PROBES). -1 when none is free.
    */
-  private allocPort(fam: number, proto: number, buf: Uint8Array, remoteOff: number, remotePort: number, preferred: number, now: number): number {
+  private allocPort(
+    fam: number,
+    proto: number,
+    buf: Uint8Array,
+    remoteOff: number,
+    remotePort: number,
+    preferred: number,
+    now: number,
+  ): number {
     if (this.findReply(fam, proto, buf, remoteOff, remotePort, preferred, now) === NIL) return preferred;
     const span = this.portMax - this.portMin + 1;
-    let p = this.portMin + ((this.replyHash(fam, proto, buf, remoteOff, remotePort, preferred) + this.portCursor++) % span);
+    let p =
+      this.portMin + ((this.replyHash(fam, proto, buf, remoteOff, remotePort, preferred) + this.portCursor++) % span);
     const probes = span < MAX_PORT_PROBES ? span : MAX_PORT_PROBES;
     for (let i = 0; i < probes; i++) {
       if (this.findReply(fam, proto, buf, remoteOff, remotePort, p, now) === NIL) return p;
@@ -303,7 +346,18 @@ export class Conntrack {
    * findOriginal). `state` is the initial CT_* state. Returns the entry, or -1 when no SNAT port
    * is free (counted). At capacity an expired or the least recently used entry is evicted first.
    */
-  create(fam: number, proto: number, buf: Uint8Array, srcOff: number, srcPort: number, dstOff: number, dstPort: number, peer: number, state: number, now: number): number {
+  create(
+    fam: number,
+    proto: number,
+    buf: Uint8Array,
+    srcOff: number,
+    srcPort: number,
+    dstOff: number,
+    dstPort: number,
+    peer: number,
+    state: number,
+    now: number,
+  ): number {
     const port = this.allocPort(fam, proto, buf, dstOff, dstPort, srcPort, now);
     if (port === NIL) {
       this.portExhausted++;

@@ -100,7 +100,8 @@ export class FlowTable {
 
   constructor(init: FlowTableInit) {
     const cap = init.capacity;
-    if (!Number.isInteger(cap) || cap < 1 || cap > 1 << 22) throw new RangeError(`flow table capacity must be an integer in 1..2^22, got ${cap}`);
+    if (!Number.isInteger(cap) || cap < 1 || cap > 1 << 22)
+      throw new RangeError(`flow table capacity must be an integer in 1..2^22, got ${cap}`);
     this.capacity = cap;
     this.timeouts = init.timeouts ?? DEFAULT_CONNTRACK_TIMEOUTS;
     this.seed = (init.seed ?? 0x2545f491) | 0;
@@ -128,7 +129,14 @@ export class FlowTable {
   }
 
   stats(): FlowStats {
-    return { entries: this.count, capacity: this.capacity, created: this.created, evicted: this.evicted, expired: this.expiredCount, clashes: this.clashes };
+    return {
+      entries: this.count,
+      capacity: this.capacity,
+      created: this.created,
+      evicted: this.evicted,
+      expired: this.expiredCount,
+      clashes: this.clashes,
+    };
   }
 
   /** Offset in `addr` of entry e's tuple `dir` source (destination: + 16). */
@@ -136,11 +144,21 @@ export class FlowTable {
     return e * ASTRIDE + dir * 32;
   }
 
-  private hash(fam: number, proto: number, a: Uint8Array, srcOff: number, dstOff: number, sport: number, dport: number): number {
+  private hash(
+    fam: number,
+    proto: number,
+    a: Uint8Array,
+    srcOff: number,
+    dstOff: number,
+    sport: number,
+    dport: number,
+  ): number {
     const alen = fam === 4 ? 4 : 16;
     let h = mix(this.seed, (fam << 8) | proto);
-    for (let i = 0; i < alen; i += 4) h = mix(h, (a[srcOff + i]! << 24) | (a[srcOff + i + 1]! << 16) | (a[srcOff + i + 2]! << 8) | a[srcOff + i + 3]!);
-    for (let i = 0; i < alen; i += 4) h = mix(h, (a[dstOff + i]! << 24) | (a[dstOff + i + 1]! << 16) | (a[dstOff + i + 2]! << 8) | a[dstOff + i + 3]!);
+    for (let i = 0; i < alen; i += 4)
+      h = mix(h, (a[srcOff + i]! << 24) | (a[srcOff + i + 1]! << 16) | (a[srcOff + i + 2]! << 8) | a[srcOff + i + 3]!);
+    for (let i = 0; i < alen; i += 4)
+      h = mix(h, (a[dstOff + i]! << 24) | (a[dstOff + i + 1]! << 16) | (a[dstOff + i + 2]! << 8) | a[dstOff + i + 3]!);
     h = mix(h, (sport << 16) | dport);
     h ^= h >>> 16;
     h = Math.imul(h, 0x85ebca6b);
@@ -161,7 +179,14 @@ export class FlowTable {
 
   private hashOf(e: number, d: number): number {
     const p = e * 4 + d * 2;
-    if (this.family[e] === 4) return this.hash4(this.proto[e]!, this.a32[e * 4 + d * 2]!, this.a32[e * 4 + d * 2 + 1]!, this.port[p]!, this.port[p + 1]!);
+    if (this.family[e] === 4)
+      return this.hash4(
+        this.proto[e]!,
+        this.a32[e * 4 + d * 2]!,
+        this.a32[e * 4 + d * 2 + 1]!,
+        this.port[p]!,
+        this.port[p + 1]!,
+      );
     const base = e * ASTRIDE + d * 32;
     return this.hash(this.family[e]!, this.proto[e]!, this.addr, base, base + 16, this.port[p]!, this.port[p + 1]!);
   }
@@ -176,7 +201,14 @@ export class FlowTable {
     let k = this.head[this.hash4(proto, src, dst, sport, dport)]!;
     while (k !== NIL) {
       const q = k << 1; // (e * 2 + d) * 2 = e * 4 + d * 2
-      if (this.a32[q] === src && this.a32[q + 1] === dst && this.port[q] === sport && this.port[q + 1] === dport && this.proto[k >> 1] === proto && this.family[k >> 1] === 4) {
+      if (
+        this.a32[q] === src &&
+        this.a32[q + 1] === dst &&
+        this.port[q] === sport &&
+        this.port[q + 1] === dport &&
+        this.proto[k >> 1] === proto &&
+        this.family[k >> 1] === 4
+      ) {
         const e = k >> 1;
         if (this.expires[e]! > now) return k;
         this.expiredCount++;
@@ -192,7 +224,10 @@ export class FlowTable {
   setReplyAddr4(e: number, dst: boolean, a: number): void {
     const o = e * ASTRIDE + 32 + (dst ? 16 : 0);
     const b = this.addr;
-    b[o] = a >>> 24; b[o + 1] = (a >>> 16) & 255; b[o + 2] = (a >>> 8) & 255; b[o + 3] = a & 255;
+    b[o] = a >>> 24;
+    b[o + 1] = (a >>> 16) & 255;
+    b[o + 2] = (a >>> 8) & 255;
+    b[o + 3] = a & 255;
     this.a32[e * 4 + 2 + (dst ? 1 : 0)] = a >>> 0;
   }
 
@@ -200,7 +235,16 @@ export class FlowTable {
    * The confirmed connection one of whose tuples is (src, dst, sport, dport): returns
    * e * 2 + dir, or -1. An expired entry found is freed (counted) and -1 returned.
    */
-  lookup(fam: number, proto: number, buf: Uint8Array, srcOff: number, dstOff: number, sport: number, dport: number, now: number): number {
+  lookup(
+    fam: number,
+    proto: number,
+    buf: Uint8Array,
+    srcOff: number,
+    dstOff: number,
+    sport: number,
+    dport: number,
+    now: number,
+  ): number {
     if (fam === 4) return this.lookup4(proto, rd32(buf, srcOff), rd32(buf, dstOff), sport, dport, now);
     const alen = fam === 4 ? 4 : 16;
     let k = this.head[this.hash(fam, proto, buf, srcOff, dstOff, sport, dport)]!;
@@ -208,10 +252,16 @@ export class FlowTable {
     while (k !== NIL) {
       const e = k >> 1;
       const d = k & 1;
-      if (this.port[e * 4 + d * 2] === sport && this.port[e * 4 + d * 2 + 1] === dport && this.proto[e] === proto && this.family[e] === fam) {
+      if (
+        this.port[e * 4 + d * 2] === sport &&
+        this.port[e * 4 + d * 2 + 1] === dport &&
+        this.proto[e] === proto &&
+        this.family[e] === fam
+      ) {
         const base = e * ASTRIDE + d * 32;
         let same = true;
-        for (let i = 0; i < alen && same; i++) same = a[base + i] === buf[srcOff + i] && a[base + 16 + i] === buf[dstOff + i];
+        for (let i = 0; i < alen && same; i++)
+          same = a[base + i] === buf[srcOff + i] && a[base + 16 + i] === buf[dstOff + i];
         if (same) {
           if (this.expires[e]! > now) return k;
           this.expiredCount++;
@@ -225,7 +275,16 @@ export class FlowTable {
   }
 
   /** Whether a confirmed connection has tuple (buf[srcOff], buf[dstOff], sport, dport). */
-  taken(fam: number, proto: number, buf: Uint8Array, srcOff: number, dstOff: number, sport: number, dport: number, now: number): boolean {
+  taken(
+    fam: number,
+    proto: number,
+    buf: Uint8Array,
+    srcOff: number,
+    dstOff: number,
+    sport: number,
+    dport: number,
+    now: number,
+  ): boolean {
     return this.lookup(fam, proto, buf, srcOff, dstOff, sport, dport, now) !== NIL;
   }
 
@@ -233,7 +292,17 @@ export class FlowTable {
    * A new unconfirmed entry for a packet with tuple (src, dst, sport, dport): original = that,
    * reply = its inverse. Evicts one entry at capacity. `state` is FLOW_*.
    */
-  create(fam: number, proto: number, buf: Uint8Array, srcOff: number, dstOff: number, sport: number, dport: number, state: number, now: number): number {
+  create(
+    fam: number,
+    proto: number,
+    buf: Uint8Array,
+    srcOff: number,
+    dstOff: number,
+    sport: number,
+    dport: number,
+    state: number,
+    now: number,
+  ): number {
     if (this.freeHead === NIL) this.evictOne(now);
     const e = this.freeHead;
     this.freeHead = this.next[e * 2]!;
@@ -248,8 +317,12 @@ export class FlowTable {
       a[base + 48 + i] = buf[srcOff + i]!;
     }
     if (fam === 4) {
-      const s4 = rd32(buf, srcOff), d4 = rd32(buf, dstOff);
-      this.a32[e * 4] = s4; this.a32[e * 4 + 1] = d4; this.a32[e * 4 + 2] = d4; this.a32[e * 4 + 3] = s4;
+      const s4 = rd32(buf, srcOff),
+        d4 = rd32(buf, dstOff);
+      this.a32[e * 4] = s4;
+      this.a32[e * 4 + 1] = d4;
+      this.a32[e * 4 + 2] = d4;
+      this.a32[e * 4 + 3] = s4;
     }
     const p = e * 4;
     this.port[p] = sport;
@@ -281,8 +354,10 @@ export class FlowTable {
     const a = this.addr;
     const base = e * ASTRIDE;
     const p = e * 4;
-    if (this.lookup(fam, pr, a, base + 32, base + 48, this.port[p + 2]!, this.port[p + 3]!, now) !== NIL ||
-        this.lookup(fam, pr, a, base, base + 16, this.port[p]!, this.port[p + 1]!, now) !== NIL) {
+    if (
+      this.lookup(fam, pr, a, base + 32, base + 48, this.port[p + 2]!, this.port[p + 3]!, now) !== NIL ||
+      this.lookup(fam, pr, a, base, base + 16, this.port[p]!, this.port[p + 1]!, now) !== NIL
+    ) {
       this.clashes++;
       this.free(e);
       return false;
@@ -327,7 +402,11 @@ export class FlowTable {
       const e = this.cursor;
       this.cursor = e + 1 === this.capacity ? 0 : e + 1;
       if (this.state[e] === FLOW_FREE || (this.flags[e]! & F_UNCONFIRMED) !== 0) continue;
-      if (this.expires[e]! <= now) { this.expiredCount++; this.free(e); return; }
+      if (this.expires[e]! <= now) {
+        this.expiredCount++;
+        this.free(e);
+        return;
+      }
       if (victim === NIL) victim = e;
       if (i >= 8) break;
     }
@@ -340,12 +419,18 @@ export class FlowTable {
     const t = this.timeouts;
     const replied = (this.flags[e]! & F_REPLIED) !== 0;
     switch (this.state[e]) {
-      case FLOW_ESTABLISHED: return replied ? t.tcpEstablished : t.tcpTransitory;
-      case FLOW_TIME_WAIT: return t.tcpTimeWait;
-      case FLOW_CLOSE: return t.tcpClose;
-      case FLOW_UDP: return replied ? t.udpReplied : t.udp;
-      case FLOW_OTHER: return t.icmp;
-      default: return t.tcpTransitory;
+      case FLOW_ESTABLISHED:
+        return replied ? t.tcpEstablished : t.tcpTransitory;
+      case FLOW_TIME_WAIT:
+        return t.tcpTimeWait;
+      case FLOW_CLOSE:
+        return t.tcpClose;
+      case FLOW_UDP:
+        return replied ? t.udpReplied : t.udp;
+      case FLOW_OTHER:
+        return t.icmp;
+      default:
+        return t.tcpTransitory;
     }
   }
 
@@ -396,7 +481,10 @@ export class FlowTable {
   removeWhere(pred: (e: number) => boolean): number {
     let n = 0;
     for (let e = 0; e < this.capacity; e++) {
-      if (this.state[e] !== FLOW_FREE && (this.flags[e]! & F_UNCONFIRMED) === 0 && pred(e)) { this.free(e); n++; }
+      if (this.state[e] !== FLOW_FREE && (this.flags[e]! & F_UNCONFIRMED) === 0 && pred(e)) {
+        this.free(e);
+        n++;
+      }
     }
     return n;
   }

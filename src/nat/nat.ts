@@ -53,9 +53,24 @@ import {
   isIcmpv4Error,
   isIcmpv6Error,
 } from '../packet/icmp.js';
-import { IPV4_DST_OFFSET, IPV4_MIN_HEADER_LEN, IP_PROTO_ICMP, IP_PROTO_ICMPV6, IP_PROTO_TCP, IP_PROTO_UDP, ipv4DontFragment } from '../packet/ipv4.js';
+import {
+  IPV4_DST_OFFSET,
+  IPV4_MIN_HEADER_LEN,
+  IP_PROTO_ICMP,
+  IP_PROTO_ICMPV6,
+  IP_PROTO_TCP,
+  IP_PROTO_UDP,
+  ipv4DontFragment,
+} from '../packet/ipv4.js';
 import { IPV6_DST_OFFSET, IPV6_HEADER_LEN } from '../packet/ipv6.js';
-import { TCP_CHECKSUM_OFFSET, TCP_FLAGS_OFFSET, TCP_FLAG_ACK, TCP_FLAG_RST, TCP_FLAG_SYN, tcpHeaderValid } from '../packet/tcp.js';
+import {
+  TCP_CHECKSUM_OFFSET,
+  TCP_FLAGS_OFFSET,
+  TCP_FLAG_ACK,
+  TCP_FLAG_RST,
+  TCP_FLAG_SYN,
+  tcpHeaderValid,
+} from '../packet/tcp.js';
 import { UDP_CHECKSUM_OFFSET, UDP_DST_PORT_OFFSET, UDP_HEADER_LEN, UDP_SRC_PORT_OFFSET } from '../packet/udp.js';
 import {
   parseNatConfig,
@@ -68,15 +83,37 @@ import {
   type ParsedNatConfig,
   type ParsedPeer,
 } from './config.js';
-import { CT_ICMP, CT_TCP_ESTABLISHED, CT_TCP_SYN_SENT, CT_UDP, Conntrack, DIR_ORIGINAL, DIR_REPLY, type ConntrackStats } from './conntrack.js';
-import { ipv4SourceAcceptsError, ipv6SourceAcceptsError, writeFragNeededV4, writePacketTooBigV6 } from '../packet/icmp-error.js';
+import {
+  CT_ICMP,
+  CT_TCP_ESTABLISHED,
+  CT_TCP_SYN_SENT,
+  CT_UDP,
+  Conntrack,
+  DIR_ORIGINAL,
+  DIR_REPLY,
+  type ConntrackStats,
+} from './conntrack.js';
+import {
+  ipv4SourceAcceptsError,
+  ipv6SourceAcceptsError,
+  writeFragNeededV4,
+  writePacketTooBigV6,
+} from '../packet/icmp-error.js';
 import { PrefixMatcher } from '../route/prefix-matcher.js';
 import { TokenBucket } from '../ratelimit/token-bucket.js';
 import { MSS_OVERHEAD_V4, MSS_OVERHEAD_V6, clampMss } from './pmtu.js';
 import { QuotedPacket } from './quoted.js';
 import { NAT_DROP_MIN, NAT_FORWARD, NAT_REPLY, NAT_RESULT_COUNT, NatDrop, natResultName } from './results.js';
 import { PrefixRemap, RemapTable } from './remap.js';
-import { CSUM_ALWAYS, CSUM_NONE, CSUM_UDP, fixZeroIcmpv4Checksum, read16, rewriteAddress, rewriteWord } from './rewrite.js';
+import {
+  CSUM_ALWAYS,
+  CSUM_NONE,
+  CSUM_UDP,
+  fixZeroIcmpv4Checksum,
+  read16,
+  rewriteAddress,
+  rewriteWord,
+} from './rewrite.js';
 
 /** TCP and UDP headers both start with the source port, then the destination port (RFC 9293, RFC 768). */
 const L4_SRC_PORT_OFFSET = UDP_SRC_PORT_OFFSET;
@@ -111,7 +148,9 @@ export class NatPeer {
   ) {
     this.mss4 = parsed.mtu - MSS_OVERHEAD_V4;
     this.mss6 = parsed.mtu - MSS_OVERHEAD_V6;
-    this.identityOnly = parsed.remaps.every((r) => addressEquals(r.real.addr, 0, r.remapped.addr, 0, r.real.addr.length));
+    this.identityOnly = parsed.remaps.every((r) =>
+      addressEquals(r.real.addr, 0, r.remapped.addr, 0, r.real.addr.length),
+    );
     for (const r of parsed.remaps) {
       this.toReal.add(new PrefixRemap(r.remapped, r.real));
       this.toRemapped.add(new PrefixRemap(r.real, r.remapped));
@@ -169,7 +208,13 @@ export class Nat {
     this.config = parseNatConfig(config);
     this.raw = config;
     const c = this.config;
-    this.conntrack = new Conntrack({ capacity: c.capacity, timeouts: c.timeouts, portMin: c.portMin, portMax: c.portMax, ...(c.seed === undefined ? {} : { seed: c.seed }) });
+    this.conntrack = new Conntrack({
+      capacity: c.capacity,
+      timeouts: c.timeouts,
+      portMin: c.portMin,
+      portMax: c.portMax,
+      ...(c.seed === undefined ? {} : { seed: c.seed }),
+    });
     for (const p of c.localPod) this.localPod.insert(p, true);
     this.snat4 = unknownSourceAddress(c.external4);
     this.snat6 = c.external6 === undefined ? undefined : unknownSourceAddress(c.external6);
@@ -273,7 +318,8 @@ export class Nat {
    * parses once and hands the view along. `v` is read, never kept.
    */
   outboundParsed(buf: Uint8Array, v: IpView, peer: NatPeer, now: number): number {
-    if (this.peerSlots[peer.index] !== peer) throw new Error(`NAT: peer ${peer.name} was removed or belongs to another Nat`);
+    if (this.peerSlots[peer.index] !== peer)
+      throw new Error(`NAT: peer ${peer.name} was removed or belongs to another Nat`);
     const off = v.off;
     if ((peer.identityOnly || !this.config.remap) && this.translatesNothing()) {
       // Passthrough (rules do the translation, src/rules): only the tunnel MTU is enforced.
@@ -296,10 +342,24 @@ export class Nat {
     const route = peer.toReal.lookup(buf, this.v.dstOff, fam);
 
     // Source: IP mapping, else masquerade of non-pod sources towards the peer's CIDRs.
-    const mapping = this.mappingCount === 0 || route === undefined ? undefined : this.mapByReal.lookup(buf, this.v.srcOff, fam);
+    const mapping =
+      this.mappingCount === 0 || route === undefined ? undefined : this.mapByReal.lookup(buf, this.v.srcOff, fam);
     if (mapping !== undefined) {
-      rewriteAddress(buf, this.v.srcOff, this.v.addrLen, mapping.external, 0, this.v.ipCsumOff, this.addrCsumOff, this.addrCsumKind);
-    } else if (route !== undefined && this.config.masquerade && (this.config.fullMasquerade || this.localPod.lookup(buf, this.v.srcOff, fam) === undefined)) {
+      rewriteAddress(
+        buf,
+        this.v.srcOff,
+        this.v.addrLen,
+        mapping.external,
+        0,
+        this.v.ipCsumOff,
+        this.addrCsumOff,
+        this.addrCsumKind,
+      );
+    } else if (
+      route !== undefined &&
+      this.config.masquerade &&
+      (this.config.fullMasquerade || this.localPod.lookup(buf, this.v.srcOff, fam) === undefined)
+    ) {
       r = this.icmpError ? this.snatOutboundIcmpError(buf, now) : this.snatOutbound(buf, peer, now);
       if (r !== NAT_FORWARD) return this.drop(r);
     }
@@ -312,7 +372,16 @@ export class Nat {
     // Destination: remapped → real (remap-podcidr / remap-externalcidr DNAT).
     if (route !== undefined && !route.identity) {
       route.translate(buf, this.v.dstOff, this.scratch, 0);
-      rewriteAddress(buf, this.v.dstOff, this.v.addrLen, this.scratch, 0, this.v.ipCsumOff, this.addrCsumOff, this.addrCsumKind);
+      rewriteAddress(
+        buf,
+        this.v.dstOff,
+        this.v.addrLen,
+        this.scratch,
+        0,
+        this.v.ipCsumOff,
+        this.addrCsumOff,
+        this.addrCsumKind,
+      );
     }
     if (this.icmpError) {
       // Mirror: the quoted packet came from the peer, its source is the remapped peer address.
@@ -341,7 +410,8 @@ export class Nat {
 
   /** inbound() for a packet the caller already parsed into `v` (see outboundParsed). */
   inboundParsed(buf: Uint8Array, v: IpView, peer: NatPeer, now: number): number {
-    if (this.peerSlots[peer.index] !== peer) throw new Error(`NAT: peer ${peer.name} was removed or belongs to another Nat`);
+    if (this.peerSlots[peer.index] !== peer)
+      throw new Error(`NAT: peer ${peer.name} was removed or belongs to another Nat`);
     if ((peer.identityOnly || !this.config.remap) && this.translatesNothing()) {
       this.forwarded++;
       return NAT_FORWARD;
@@ -354,7 +424,16 @@ export class Nat {
     const rm = peer.toRemapped.lookup(buf, this.v.srcOff, fam);
     if (rm !== undefined && !rm.identity) {
       rm.translate(buf, this.v.srcOff, this.scratch, 0);
-      rewriteAddress(buf, this.v.srcOff, this.v.addrLen, this.scratch, 0, this.v.ipCsumOff, this.addrCsumOff, this.addrCsumKind);
+      rewriteAddress(
+        buf,
+        this.v.srcOff,
+        this.v.addrLen,
+        this.scratch,
+        0,
+        this.v.ipCsumOff,
+        this.addrCsumOff,
+        this.addrCsumKind,
+      );
     }
     if (this.icmpError) {
       const ir = peer.toRemapped.lookup(buf, this.q.dst, fam);
@@ -368,7 +447,16 @@ export class Nat {
     const mapping = this.mappingCount === 0 ? undefined : this.mapByExt.lookup(buf, this.v.dstOff, fam);
     const snat = !this.config.masquerade ? undefined : fam === 4 ? this.snat4 : this.snat6;
     if (mapping !== undefined) {
-      rewriteAddress(buf, this.v.dstOff, this.v.addrLen, mapping.real, 0, this.v.ipCsumOff, this.addrCsumOff, this.addrCsumKind);
+      rewriteAddress(
+        buf,
+        this.v.dstOff,
+        this.v.addrLen,
+        mapping.real,
+        0,
+        this.v.ipCsumOff,
+        this.addrCsumOff,
+        this.addrCsumKind,
+      );
     } else if (snat !== undefined && addressEquals(buf, this.v.dstOff, snat, 0, this.v.addrLen)) {
       r = this.icmpError ? this.snatInboundIcmpError(buf, now) : this.snatInbound(buf, now);
       if (r !== NAT_FORWARD) return this.drop(r);
@@ -399,14 +487,22 @@ export class Nat {
   stats(): NatStats {
     const drops: Record<string, number> = {};
     for (let i = NAT_DROP_MIN; i < NAT_RESULT_COUNT; i++) drops[natResultName(i)] = this.drops[i]!;
-    return { forwarded: this.forwarded, replies: this.replies, mssClamped: this.mssClamped, drops, conntrack: this.conntrack.stats() };
+    return {
+      forwarded: this.forwarded,
+      replies: this.replies,
+      mssClamped: this.mssClamped,
+      drops,
+      conntrack: this.conntrack.stats(),
+    };
   }
 
   // ------------------------------------------------------------------ internals
 
   private checkCall(buf: Uint8Array, off: number, len: number, peer: NatPeer): void {
-    if (!(off >= 0 && len >= 0 && off + len <= buf.length)) throw new RangeError(`NAT: packet range [${off}, ${off + len}) is outside the buffer of ${buf.length}`);
-    if (this.peerSlots[peer.index] !== peer) throw new Error(`NAT: peer ${peer.name} was removed or belongs to another Nat`);
+    if (!(off >= 0 && len >= 0 && off + len <= buf.length))
+      throw new RangeError(`NAT: packet range [${off}, ${off + len}) is outside the buffer of ${buf.length}`);
+    if (this.peerSlots[peer.index] !== peer)
+      throw new Error(`NAT: peer ${peer.name} was removed or belongs to another Nat`);
   }
 
   private drop(code: number): number {
@@ -478,7 +574,10 @@ export class Nat {
       } else {
         state = CT_UDP;
       }
-    } else if (this.isIcmpProto(proto) && buf[l4] === (this.v.family === 4 ? ICMPV4_ECHO_REQUEST : ICMPV6_ECHO_REQUEST)) {
+    } else if (
+      this.isIcmpProto(proto) &&
+      buf[l4] === (this.v.family === 4 ? ICMPV4_ECHO_REQUEST : ICMPV6_ECHO_REQUEST)
+    ) {
       portOff = l4 + ICMP_ECHO_ID_OFFSET;
       remotePort = 0;
       state = CT_ICMP;
@@ -558,7 +657,16 @@ export class Nat {
     const e = ct.findReply(this.v.family, proto, buf, this.v.srcOff, remotePort, read16(buf, portOff), now);
     if (e < 0) return NatDrop.NoConntrack;
     ct.update(e, DIR_REPLY, flags, now);
-    rewriteAddress(buf, this.v.dstOff, this.v.addrLen, ct.origAddr, ct.addrOffset(e), this.v.ipCsumOff, this.addrCsumOff, this.addrCsumKind);
+    rewriteAddress(
+      buf,
+      this.v.dstOff,
+      this.v.addrLen,
+      ct.origAddr,
+      ct.addrOffset(e),
+      this.v.ipCsumOff,
+      this.addrCsumOff,
+      this.addrCsumKind,
+    );
     rewriteWord(buf, portOff, ct.origPort[e]!, this.fieldCsumOff, this.fieldCsumKind);
     if (proto === IP_PROTO_ICMP) fixZeroIcmpv4Checksum(buf, l4, this.v.l4Len);
     return NAT_FORWARD;
@@ -585,7 +693,16 @@ export class Nat {
     const e = ct.findReply(this.v.family, p, buf, this.q.dst, remotePort, read16(buf, natOff), now);
     if (e < 0) return NatDrop.NoConntrack;
     const a = ct.addrOffset(e);
-    rewriteAddress(buf, this.v.dstOff, this.v.addrLen, ct.origAddr, a, this.v.ipCsumOff, this.addrCsumOff, this.addrCsumKind);
+    rewriteAddress(
+      buf,
+      this.v.dstOff,
+      this.v.addrLen,
+      ct.origAddr,
+      a,
+      this.v.ipCsumOff,
+      this.addrCsumOff,
+      this.addrCsumKind,
+    );
     this.q.address(buf, this.q.src, ct.origAddr, a);
     this.q.word(buf, natOff, ct.origPort[e]!);
     return NAT_FORWARD;
@@ -603,16 +720,17 @@ export class Nat {
     // RFC 1812 §4.3.2.7 / RFC 4443 §2.4(e): no error about an ICMP error or a non-first
     // fragment, none to a source that cannot be a unicast sender.
     if (this.icmpError || this.v.l4 < 0) return this.drop(NatDrop.TooBig);
-    const okSource = this.v.family === 4 ? ipv4SourceAcceptsError(buf, this.v.srcOff) : ipv6SourceAcceptsError(buf, this.v.srcOff);
+    const okSource =
+      this.v.family === 4 ? ipv4SourceAcceptsError(buf, this.v.srcOff) : ipv6SourceAcceptsError(buf, this.v.srcOff);
     if (!okSource) return this.drop(NatDrop.TooBig);
     if (!this.icmpBucket.take(now)) return this.drop(NatDrop.TooBigRateLimited);
-    const n = this.v.family === 4
-      ? writeFragNeededV4(buf, off, total, peer.parsed.mtu, this.config.icmpSource4)
-      : writePacketTooBigV6(buf, off, total, peer.parsed.mtu, this.config.icmpSource6);
+    const n =
+      this.v.family === 4
+        ? writeFragNeededV4(buf, off, total, peer.parsed.mtu, this.config.icmpSource4)
+        : writePacketTooBigV6(buf, off, total, peer.parsed.mtu, this.config.icmpSource6);
     if (n === 0) return this.drop(NatDrop.TooBig);
     this.replyLength = n;
     this.replies++;
     return NAT_REPLY;
   }
 }
-

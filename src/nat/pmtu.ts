@@ -31,6 +31,3 @@ export function clampMss(buf: Uint8Array, tcpOff: number, tcpLen: number, mss: n
   write16(buf, o, mss);
   return true;
 }
-
-
-

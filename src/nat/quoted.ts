@@ -5,10 +5,39 @@
  * (RFC 1624 applied to the region as one quantity). Reused error after error; no allocation.
  */
 import { foldSum, sumWords, checksumUpdate16, readChecksum, writeChecksum } from '../packet/checksum.js';
-import { ICMP_CHECKSUM_OFFSET, ICMP_ECHO_ID_OFFSET, ICMP_HEADER_LEN, ICMPV4_ECHO_REPLY, ICMPV4_ECHO_REQUEST, ICMPV6_ECHO_REPLY, ICMPV6_ECHO_REQUEST } from '../packet/icmp.js';
+import {
+  ICMP_CHECKSUM_OFFSET,
+  ICMP_ECHO_ID_OFFSET,
+  ICMP_HEADER_LEN,
+  ICMPV4_ECHO_REPLY,
+  ICMPV4_ECHO_REQUEST,
+  ICMPV6_ECHO_REPLY,
+  ICMPV6_ECHO_REQUEST,
+} from '../packet/icmp.js';
 import type { IpView } from '../packet/ip-view.js';
-import { IPV4_CHECKSUM_OFFSET, IPV4_DST_OFFSET, IPV4_MIN_HEADER_LEN, IPV4_PROTOCOL_OFFSET, IPV4_SRC_OFFSET, IP_PROTO_ICMP, IP_PROTO_ICMPV6, IP_PROTO_IPV6_FRAG, IP_PROTO_TCP, IP_PROTO_UDP, ipv4FragmentOffset, ipv4HeaderLen } from '../packet/ipv4.js';
-import { IPV6_CHAIN_INVALID, IPV6_DST_OFFSET, IPV6_HEADER_LEN, IPV6_SRC_OFFSET, chainOffset, chainProtocol, ipv6TransportOffset } from '../packet/ipv6.js';
+import {
+  IPV4_CHECKSUM_OFFSET,
+  IPV4_DST_OFFSET,
+  IPV4_MIN_HEADER_LEN,
+  IPV4_PROTOCOL_OFFSET,
+  IPV4_SRC_OFFSET,
+  IP_PROTO_ICMP,
+  IP_PROTO_ICMPV6,
+  IP_PROTO_IPV6_FRAG,
+  IP_PROTO_TCP,
+  IP_PROTO_UDP,
+  ipv4FragmentOffset,
+  ipv4HeaderLen,
+} from '../packet/ipv4.js';
+import {
+  IPV6_CHAIN_INVALID,
+  IPV6_DST_OFFSET,
+  IPV6_HEADER_LEN,
+  IPV6_SRC_OFFSET,
+  chainOffset,
+  chainProtocol,
+  ipv6TransportOffset,
+} from '../packet/ipv6.js';
 import { TCP_CHECKSUM_OFFSET } from '../packet/tcp.js';
 import { UDP_CHECKSUM_OFFSET, UDP_HEADER_LEN } from '../packet/udp.js';
 import { NAT_FORWARD, NatDrop } from './results.js';
@@ -90,7 +119,10 @@ export class QuotedPacket {
         }
       } else if ((p === IP_PROTO_ICMP && v.family === 4) || (p === IP_PROTO_ICMPV6 && v.family === 6)) {
         const t = ia >= 1 ? buf[il4]! : 0xff;
-        const echo = v.family === 4 ? t === ICMPV4_ECHO_REQUEST || t === ICMPV4_ECHO_REPLY : t === ICMPV6_ECHO_REQUEST || t === ICMPV6_ECHO_REPLY;
+        const echo =
+          v.family === 4
+            ? t === ICMPV4_ECHO_REQUEST || t === ICMPV4_ECHO_REPLY
+            : t === ICMPV6_ECHO_REQUEST || t === ICMPV6_ECHO_REPLY;
         if (echo) {
           this.ports = ia >= ICMP_ECHO_ID_OFFSET + 2;
           if (ia >= ICMP_CHECKSUM_OFFSET + 2) {

@@ -25,14 +25,17 @@ export class PrefixRemap {
 
   constructor(from: Prefix, to: Prefix) {
     if (from.family !== to.family || from.prefixLen !== to.prefixLen) {
-      throw new RangeError(`remap ${formatPrefix(from)} → ${formatPrefix(to)}: both prefixes need the same family and length`);
+      throw new RangeError(
+        `remap ${formatPrefix(from)} → ${formatPrefix(to)}: both prefixes need the same family and length`,
+      );
     }
     this.family = from.family;
     this.from = from;
     this.to = to;
     this.identity = addressEquals(from.addr, 0, to.addr, 0, from.addr.length);
     if (from.family === 4) {
-      this.hostMask = from.prefixLen === 0 ? 0xffffffff : from.prefixLen === 32 ? 0 : (0xffffffff >>> from.prefixLen) >>> 0;
+      this.hostMask =
+        from.prefixLen === 0 ? 0xffffffff : from.prefixLen === 32 ? 0 : (0xffffffff >>> from.prefixLen) >>> 0;
       this.toNet = readIpv4U32(to.addr, 0);
     } else {
       this.hostMask = 0;
@@ -68,7 +71,6 @@ export class PrefixRemap {
     return `${formatPrefix(this.from)} → ${formatPrefix(this.to)}`;
   }
 }
-
 
 /** Remaps keyed by the prefix they match (`from`), for IPv4 and IPv6. */
 export class RemapTable {

@@ -34,10 +34,29 @@ import { TunDevice } from '../io/tun.js';
 import { GENEVE_OFFLOAD_DELIVER_MAX, GenevePort, type GeneveSink, type GenevePortStats } from '../ports/geneve-port.js';
 import type { TunCoalescingWriter, TunSegmenter } from '../ports/tun-offload.js';
 import {
-  coalescerStats, fabricOffloads, FabricTunWriter, startTunReader, segmenterStats, type CoalescerCounts, type FabricOffloads, type SegmenterCounts,
+  coalescerStats,
+  fabricOffloads,
+  FabricTunWriter,
+  startTunReader,
+  segmenterStats,
+  type CoalescerCounts,
+  type FabricOffloads,
+  type SegmenterCounts,
 } from '../ports/fabric-offload.js';
 import { ip, KernelState, writeSysctl } from '../ports/iproute.js';
-import { HOOK_COUNT, HOOK_INPUT, HOOK_OUTPUT, HOOK_POSTROUTING, HOOK_PREROUTING, OUTPUT_NODE, OUTPUT_NONE, PacketMeta, SOURCE_HOST, SOURCE_NODE, type PacketHook } from '../router/hooks.js';
+import {
+  HOOK_COUNT,
+  HOOK_INPUT,
+  HOOK_OUTPUT,
+  HOOK_POSTROUTING,
+  HOOK_PREROUTING,
+  OUTPUT_NODE,
+  OUTPUT_NONE,
+  PacketMeta,
+  SOURCE_HOST,
+  SOURCE_NODE,
+  type PacketHook,
+} from '../router/hooks.js';
 import { BatchStages } from '../router/stage-batch.js';
 
 export interface NodeAgentOptions {
@@ -141,8 +160,11 @@ export class NodeAgent {
   private readonly hookOf = new Map<PacketHook, number>();
 
   private stageList(hook: number): PacketHook[] {
-    return hook === HOOK_OUTPUT || hook === HOOK_POSTROUTING ? this.outStages.stages
-      : hook === HOOK_PREROUTING || hook === HOOK_INPUT ? this.inStages.stages : [];
+    return hook === HOOK_OUTPUT || hook === HOOK_POSTROUTING
+      ? this.outStages.stages
+      : hook === HOOK_PREROUTING || hook === HOOK_INPUT
+        ? this.inStages.stages
+        : [];
   }
 
   /** Packets dropped by attached stages: node → gateway, gateway → node. */
@@ -156,7 +178,14 @@ export class NodeAgent {
   }
 
   /** buf[areaOff, +areaLen): the receive batch's scratch for coalesced super-packets (0: none). */
-  private fromGateway(buf: Uint8Array, offs: Uint32Array, lens: Uint32Array, n: number, areaOff: number, areaLen: number): void {
+  private fromGateway(
+    buf: Uint8Array,
+    offs: Uint32Array,
+    lens: Uint32Array,
+    n: number,
+    areaOff: number,
+    areaLen: number,
+  ): void {
     const k = this.inStages.run(buf, offs, lens, n, this.inMeta, this.now());
     if (k > 0) this.writer.write(buf, offs, lens, k, areaOff, areaLen);
   }
@@ -185,14 +214,22 @@ export class NodeAgent {
       // Coalescing writes need TSO on the TUN; the Geneve receive batches then carry its area.
       const writer = new FabricTunWriter(tun, Math.max(batchSize, GENEVE_OFFLOAD_DELIVER_MAX));
       let agentRef: NodeAgent | null = null;
-      const sink: GeneveSink = { deliverBatch: (buf, offs, lens, _t, n, areaOff, areaLen) => {
-        if (agentRef !== null) agentRef.fromGateway(buf, offs, lens, n, areaOff, areaLen);
-        else writer.write(buf, offs, lens, n, areaOff, areaLen);
-      } };
+      const sink: GeneveSink = {
+        deliverBatch: (buf, offs, lens, _t, n, areaOff, areaLen) => {
+          if (agentRef !== null) agentRef.fromGateway(buf, offs, lens, n, areaOff, areaLen);
+          else writer.write(buf, offs, lens, n, areaOff, areaLen);
+        },
+      };
       geneve = await GenevePort.open({
-        table, sink, netns, batchSize, offload: wantOffload,
-        rxHeadroom: GENEVE_RX_HEADROOM, rxTailroom: GENEVE_RX_TAILROOM,
-        rxCoalesceReservation: writer.reservation, rxCoalesceFlows: writer.maxFlows,
+        table,
+        sink,
+        netns,
+        batchSize,
+        offload: wantOffload,
+        rxHeadroom: GENEVE_RX_HEADROOM,
+        rxTailroom: GENEVE_RX_TAILROOM,
+        rxCoalesceReservation: writer.reservation,
+        rxCoalesceFlows: writer.maxFlows,
         port: config.geneve.port,
         address: config.geneve.listenAddress ?? config.node.underlayAddress,
         ...(opts.clock === undefined ? {} : { clock: opts.clock }),
@@ -203,7 +240,13 @@ export class NodeAgent {
       await agent.installKernelState();
       // With a vnet header, super-packets are cut to the inner MTU and each segment is
       // encapsulated in place (after the stages): a super-packet's segments leave as one GSO run.
-      agent.segmenter = startTunReader(tun, { mtu, headroom: TUN_HEADROOM, tailroom: TUN_TAILROOM, batchSize }, (buf, offs, lens, n) => { agent.toGateway(buf, offs, lens, n); });
+      agent.segmenter = startTunReader(
+        tun,
+        { mtu, headroom: TUN_HEADROOM, tailroom: TUN_TAILROOM, batchSize },
+        (buf, offs, lens, n) => {
+          agent.toGateway(buf, offs, lens, n);
+        },
+      );
       return agent;
     } catch (e) {
       await kernel.clear().catch(() => {});
@@ -222,7 +265,9 @@ export class NodeAgent {
     if (this.gateways.size > 0) await k.addRoute(this.config.cluster.internalCIDR);
     // Loose reverse-path filtering on the TUN: replies from remote clusters arrive here with
     // sources that the main table may route elsewhere (RFC 3704 loose mode, as Liqo sets).
-    await writeSysctl(`net/ipv4/conf/${k.dev}/rp_filter`, '2', k.netns).catch((e: unknown) => this.opts.onError?.('rp_filter', e));
+    await writeSysctl(`net/ipv4/conf/${k.dev}/rp_filter`, '2', k.netns).catch((e: unknown) =>
+      this.opts.onError?.('rp_filter', e),
+    );
   }
 
   private async installGateway(g: NodeGatewayConfig): Promise<void> {
@@ -236,10 +281,13 @@ export class NodeAgent {
     const k = this.kernel;
     const others = [...this.gateways.values()].filter((o) => o.name !== g.name);
     // A route the fabric RouteConfigurations still want (Liqo mode) stays too.
-    for (const c of g.remoteCIDRs) if (!others.some((o) => o.remoteCIDRs.includes(c)) && !this.fabricRoutes.has(c)) await k.removeRoute(c);
+    for (const c of g.remoteCIDRs)
+      if (!others.some((o) => o.remoteCIDRs.includes(c)) && !this.fabricRoutes.has(c)) await k.removeRoute(c);
     const gw = hostCidr(g.gatewayInternalAddress);
-    if (!others.some((o) => hostCidr(o.gatewayInternalAddress) === gw) && !this.fabricRoutes.has(gw)) await k.removeRoute(gw);
-    if (!others.some((o) => o.localInternalAddress === g.localInternalAddress)) await k.removeAddress(g.localInternalAddress);
+    if (!others.some((o) => hostCidr(o.gatewayInternalAddress) === gw) && !this.fabricRoutes.has(gw))
+      await k.removeRoute(gw);
+    if (!others.some((o) => o.localInternalAddress === g.localInternalAddress))
+      await k.removeAddress(g.localInternalAddress);
   }
 
   /** Routes from the fabric RouteConfigurations (Liqo mode); see setFabricRoutes. */
@@ -253,7 +301,9 @@ export class NodeAgent {
    */
   async setFabricRoutes(cidrs: readonly string[]): Promise<void> {
     const want = new Set(cidrs);
-    const configured = new Set([...this.gateways.values()].flatMap((g) => [...g.remoteCIDRs, hostCidr(g.gatewayInternalAddress)]));
+    const configured = new Set(
+      [...this.gateways.values()].flatMap((g) => [...g.remoteCIDRs, hostCidr(g.gatewayInternalAddress)]),
+    );
     for (const c of want) if (!this.kernel.hasRoute(c)) await this.kernel.addRoute(c);
     for (const c of this.fabricRoutes) if (!want.has(c) && !configured.has(c)) await this.kernel.removeRoute(c);
     this.fabricRoutes = want;
@@ -273,9 +323,17 @@ export class NodeAgent {
   async apply(ops: readonly ConfigOp[], next?: NodeConfig): Promise<void> {
     for (const op of ops) {
       if (op.kind === 'restart') throw new NodeAgentApplyError(`cannot apply live: ${op.reason}; restart the agent`);
-      if (op.kind === 'geneve.update') throw new NodeAgentApplyError('geneve.port/listenAddress changed: restart the node agent to rebind the Geneve socket');
-      if (op.kind === 'node.update' && (op.changes.tunName !== undefined || op.changes.mtu !== undefined || op.changes.underlayAddress !== undefined)) {
-        throw new NodeAgentApplyError('node.tunName/mtu/underlayAddress changed: restart the node agent to recreate the TUN device');
+      if (op.kind === 'geneve.update')
+        throw new NodeAgentApplyError(
+          'geneve.port/listenAddress changed: restart the node agent to rebind the Geneve socket',
+        );
+      if (
+        op.kind === 'node.update' &&
+        (op.changes.tunName !== undefined || op.changes.mtu !== undefined || op.changes.underlayAddress !== undefined)
+      ) {
+        throw new NodeAgentApplyError(
+          'node.tunName/mtu/underlayAddress changed: restart the node agent to recreate the TUN device',
+        );
       }
     }
     for (const op of ops) {
@@ -329,13 +387,24 @@ export class NodeAgent {
   stats(): NodeAgentStats {
     const t = this.tun.stats;
     const tunnels = [...this.table.tunnels()].map((x) => ({
-      name: x.name, vni: x.vni, remoteUnderlay: x.remoteUnderlayText, txPackets: x.txPackets, rxPackets: x.rxPackets, drops: x.drops,
+      name: x.name,
+      vni: x.vni,
+      remoteUnderlay: x.remoteUnderlayText,
+      txPackets: x.txPackets,
+      rxPackets: x.rxPackets,
+      drops: x.drops,
     }));
     const snap = this.geneve.engine.counters.snapshot();
     const drops: Record<string, number> = {};
     for (const [k, v] of Object.entries(snap)) if (k.startsWith('drop_') && v > 0) drops[k.slice(5)] = v;
     return {
-      tun: { name: this.tun.name, mtu: this.tun.mtu, rxPackets: t.rxPackets, txPackets: t.txPackets, txErrors: t.txErrors },
+      tun: {
+        name: this.tun.name,
+        mtu: this.tun.mtu,
+        rxPackets: t.rxPackets,
+        txPackets: t.txPackets,
+        txErrors: t.txErrors,
+      },
       offloads: this.offloads,
       gso: segmenterStats(this.segmenter),
       gro: coalescerStats(this.coalescer),
@@ -350,7 +419,11 @@ export class NodeAgent {
     this.stopped = true;
     this.tun.stop();
     let err: unknown;
-    try { await this.kernel.clear(); } catch (e) { err = e; }
+    try {
+      await this.kernel.clear();
+    } catch (e) {
+      err = e;
+    }
     await this.geneve.close();
     await this.tun.close();
     if (err !== undefined) throw err;
@@ -379,7 +452,7 @@ async function tunnelMtu(config: NodeConfig, opts: NodeAgentOptions): Promise<nu
   let mtu = Number.POSITIVE_INFINITY;
   for (const g of config.node.gateways) {
     const fam = g.gatewayUnderlay.includes(':') ? 6 : 4;
-    const under = await underlayMtu(g.gatewayUnderlay, opts.netns).catch(() => undefined) ?? opts.underlayMtu ?? 1500;
+    const under = (await underlayMtu(g.gatewayUnderlay, opts.netns).catch(() => undefined)) ?? opts.underlayMtu ?? 1500;
     mtu = Math.min(mtu, geneveInnerMtu(under, fam, g.mode));
   }
   return Number.isFinite(mtu) ? mtu : geneveInnerMtu(opts.underlayMtu ?? 1500, 4, 'l3');
@@ -396,4 +469,3 @@ export async function underlayMtu(dst: string, netns?: string): Promise<number |
   const m = /\bmtu (\d+)/.exec(link);
   return m ? Number(m[1]) : undefined;
 }
-

@@ -29,17 +29,37 @@ import type { RouteConfigSpec } from '../rules/routes.js';
 export class KernelRuleError extends Error {
   override readonly name = 'KernelRuleError';
   /** `applied`: the table is in force, only the flush its notrack rules ask for failed. */
-  constructor(readonly object: string, readonly chain: string, readonly rule: string, readonly field: string, readonly problem: string, readonly fix: string, readonly applied = false) {
-    super(`FirewallConfiguration ${object}${chain ? ` chain ${chain}` : ''}${rule ? ` rule ${rule}` : ''}: ${field}: ${applied
-      ? `in force, but the conntrack entries its notrack rules exempt could not be flushed: ${problem} (fix: ${fix})`
-      : `the node's kernel refused it: ${problem} (fix: ${fix}); its previous version stays in force`}`);
+  constructor(
+    readonly object: string,
+    readonly chain: string,
+    readonly rule: string,
+    readonly field: string,
+    readonly problem: string,
+    readonly fix: string,
+    readonly applied = false,
+  ) {
+    super(
+      `FirewallConfiguration ${object}${chain ? ` chain ${chain}` : ''}${rule ? ` rule ${rule}` : ''}: ${field}: ${
+        applied
+          ? `in force, but the conntrack entries its notrack rules exempt could not be flushed: ${problem} (fix: ${fix})`
+          : `the node's kernel refused it: ${problem} (fix: ${fix}); its previous version stays in force`
+      }`,
+    );
   }
 }
 
 export class KernelRouteError extends Error {
   override readonly name = 'KernelRouteError';
-  constructor(readonly object: string, readonly where: string, readonly field: string, readonly problem: string, readonly fix: string) {
-    super(`RouteConfiguration ${object} ${where}: ${field}: the node's kernel refused it: ${problem} (fix: ${fix}); its previous version stays in force`);
+  constructor(
+    readonly object: string,
+    readonly where: string,
+    readonly field: string,
+    readonly problem: string,
+    readonly fix: string,
+  ) {
+    super(
+      `RouteConfiguration ${object} ${where}: ${field}: the node's kernel refused it: ${problem} (fix: ${fix}); its previous version stays in force`,
+    );
   }
 }
 
@@ -72,18 +92,23 @@ interface InstalledRoutes {
 const GONE = [/No such process/i, /No such file or directory/i, /Cannot find device/i, /does not exist/i, /not found/i];
 
 function nftFix(stderr: string): string {
-  if (/ENOENT|not found/i.test(stderr) && !/Error:/.test(stderr)) return 'install nftables (the `nft` tool) on the node';
+  if (/ENOENT|not found/i.test(stderr) && !/Error:/.test(stderr))
+    return 'install nftables (the `nft` tool) on the node';
   if (/Operation not supported|Protocol not supported|No such file or directory|Could not process rule/i.test(stderr)) {
     return 'the kernel lacks nf_tables or one of its expressions: load nf_tables, nft_chain_nat, nft_nat, nft_masq, nft_ct (modprobe) or use a kernel with them';
   }
-  if (/Operation not permitted/i.test(stderr)) return 'needs CAP_NET_ADMIN: run as root or add NET_ADMIN to the container';
+  if (/Operation not permitted/i.test(stderr))
+    return 'needs CAP_NET_ADMIN: run as root or add NET_ADMIN to the container';
   return 'correct the object so that nft accepts it';
 }
 
 function ipFix(stderr: string): string {
-  if (/Cannot find device/i.test(stderr)) return 'the interface does not exist on this node (the InternalFabric\'s node interface maps to the agent\'s TUN; any other must exist)';
-  if (/Nexthop has invalid gateway|Network is unreachable/i.test(stderr)) return 'the gw must be reachable through a route of the same table (list it first) or of main';
-  if (/Operation not permitted/i.test(stderr)) return 'needs CAP_NET_ADMIN: run as root or add NET_ADMIN to the container';
+  if (/Cannot find device/i.test(stderr))
+    return "the interface does not exist on this node (the InternalFabric's node interface maps to the agent's TUN; any other must exist)";
+  if (/Nexthop has invalid gateway|Network is unreachable/i.test(stderr))
+    return 'the gw must be reachable through a route of the same table (list it first) or of main';
+  if (/Operation not permitted/i.test(stderr))
+    return 'needs CAP_NET_ADMIN: run as root or add NET_ADMIN to the container';
   return 'correct the object so that `ip` accepts it';
 }
 
@@ -139,9 +164,16 @@ export class FabricKernel {
           if (e !== null) errors.push(e);
         } catch (e) {
           if (!(e instanceof NftCommandError)) throw e;
-          const line = e.lines().map((n) => n - head.length - drop.length).find((n) => n >= 0 && n < t.lines.length);
+          const line = e
+            .lines()
+            .map((n) => n - head.length - drop.length)
+            .find((n) => n >= 0 && n < t.lines.length);
           const src = line === undefined ? { chain: '', rule: '', field: 'spec.table' } : t.lines[line]!;
-          const problem = e.stderr.split('\n').find((l) => /Error/.test(l))?.replace(/^[^:]*:\d+:[\d-]+: /, '') ?? e.stderr.trim();
+          const problem =
+            e.stderr
+              .split('\n')
+              .find((l) => /Error/.test(l))
+              ?.replace(/^[^:]*:\d+:[\d-]+: /, '') ?? e.stderr.trim();
           errors.push(new KernelRuleError(t.object, src.chain, src.rule, src.field, problem, nftFix(e.stderr)));
         }
       }
@@ -178,7 +210,9 @@ export class FabricKernel {
       return null;
     } catch (e) {
       if (!(e instanceof ConntrackCommandError)) throw e;
-      const fix = /ENOENT/.test(e.stderr) ? 'install conntrack (conntrack-tools) on the node' : 'check that the agent has CAP_NET_ADMIN';
+      const fix = /ENOENT/.test(e.stderr)
+        ? 'install conntrack (conntrack-tools) on the node'
+        : 'check that the agent has CAP_NET_ADMIN';
       return new KernelRuleError(t.object, '', '', 'notrack', e.stderr.trim(), fix, true);
     }
   }
@@ -244,13 +278,24 @@ export class FabricKernel {
   private async clearLeftovers(id: string): Promise<void> {
     const out = await this.ipRun(['-j', 'rule', 'show', 'table', id], this.o.netns).catch(() => '[]');
     let rules: { priority?: number }[] = [];
-    try { rules = JSON.parse(out.trim() || '[]') as { priority?: number }[]; } catch { rules = []; }
-    for (const r of rules) if (r.priority !== undefined) await this.ipRun(['rule', 'del', 'pref', String(r.priority), 'lookup', id], this.o.netns).catch(ignoreGone);
+    try {
+      rules = JSON.parse(out.trim() || '[]') as { priority?: number }[];
+    } catch {
+      rules = [];
+    }
+    for (const r of rules)
+      if (r.priority !== undefined)
+        await this.ipRun(['rule', 'del', 'pref', String(r.priority), 'lookup', id], this.o.netns).catch(ignoreGone);
     await this.ipRun(['route', 'flush', 'table', id], this.o.netns).catch(() => {});
   }
 
-  private async applyRoutes(s: RouteConfigSpec, cur: InstalledRoutes | undefined, next: { routes: Cmd[]; rules: Cmd[] }): Promise<KernelRouteError | null> {
-    if (cur === undefined && ![...this.routes.values()].some((r) => r.spec.tableId === s.tableId)) await this.clearLeftovers(String(s.tableId));
+  private async applyRoutes(
+    s: RouteConfigSpec,
+    cur: InstalledRoutes | undefined,
+    next: { routes: Cmd[]; rules: Cmd[] },
+  ): Promise<KernelRouteError | null> {
+    if (cur === undefined && ![...this.routes.values()].some((r) => r.spec.tableId === s.tableId))
+      await this.clearLeftovers(String(s.tableId));
     const have = new Set((cur?.rules ?? []).map(key));
     const added: Cmd[] = [];
     const addedRoutes: Cmd[] = [];
@@ -269,9 +314,20 @@ export class FabricKernel {
       if (!(e instanceof RouteCommandError)) throw e;
       const failed = [...next.routes, ...next.rules].find((c) => !addedRoutes.includes(c) && !added.includes(c))!;
       // Back to the previous version: new rules and routes out, old routes re-replaced.
-      await this.removeCmds(added, addedRoutes.filter((c) => !(cur?.routes ?? []).some((o) => dstKey(o) === dstKey(c))), [], []).catch(() => {});
+      await this.removeCmds(
+        added,
+        addedRoutes.filter((c) => !(cur?.routes ?? []).some((o) => dstKey(o) === dstKey(c))),
+        [],
+        [],
+      ).catch(() => {});
       for (const c of cur?.routes ?? []) await this.ipRun(c.args, this.o.netns).catch(() => {});
-      return new KernelRouteError(s.object, failed.where, failed.field, `${failed.args.join(' ')}: ${e.stderr.trim()}`, ipFix(e.stderr));
+      return new KernelRouteError(
+        s.object,
+        failed.where,
+        failed.field,
+        `${failed.args.join(' ')}: ${e.stderr.trim()}`,
+        ipFix(e.stderr),
+      );
     }
     if (cur !== undefined) await this.removeCmds(cur.rules, cur.routes, next.rules, next.routes);
     this.routes.set(s.object, { spec: s, routes: next.routes, rules: next.rules });
@@ -279,11 +335,21 @@ export class FabricKernel {
   }
 
   /** Deletes `rules` and `routes` except those also in `keepRules` / (by destination) `keepRoutes`. */
-  private async removeCmds(rules: readonly Cmd[], routes: readonly Cmd[], keepRules: readonly Cmd[], keepRoutes: readonly Cmd[]): Promise<void> {
+  private async removeCmds(
+    rules: readonly Cmd[],
+    routes: readonly Cmd[],
+    keepRules: readonly Cmd[],
+    keepRoutes: readonly Cmd[],
+  ): Promise<void> {
     const kr = new Set(keepRules.map(key));
     const kd = new Set(keepRoutes.map(dstKey));
-    for (const c of rules) if (!kr.has(key(c))) await this.ipRun(['rule', 'del', ...c.args.slice(2)], this.o.netns).catch(ignoreGone);
-    for (const c of routes) if (!kd.has(dstKey(c))) await this.ipRun(['route', 'del', c.args[2]!, 'table', c.args[c.args.length - 1]!], this.o.netns).catch(ignoreGone);
+    for (const c of rules)
+      if (!kr.has(key(c))) await this.ipRun(['rule', 'del', ...c.args.slice(2)], this.o.netns).catch(ignoreGone);
+    for (const c of routes)
+      if (!kd.has(dstKey(c)))
+        await this.ipRun(['route', 'del', c.args[2]!, 'table', c.args[c.args.length - 1]!], this.o.netns).catch(
+          ignoreGone,
+        );
   }
 
   /** Removes every table, rule and route this instance installed. Throws the first failure after trying all. */
@@ -291,11 +357,17 @@ export class FabricKernel {
     return this.serial(async () => {
       let first: unknown;
       for (const cur of this.routes.values()) {
-        try { await this.removeCmds(cur.rules, cur.routes, [], []); } catch (e) { first ??= e; }
+        try {
+          await this.removeCmds(cur.rules, cur.routes, [], []);
+        } catch (e) {
+          first ??= e;
+        }
       }
       this.routes.clear();
       for (const t of this.tables.values()) {
-        try { await this.nft(`delete table ip ${t.kernelName}`, this.o.netns); } catch (e) {
+        try {
+          await this.nft(`delete table ip ${t.kernelName}`, this.o.netns);
+        } catch (e) {
           if (!(e instanceof NftCommandError && /No such file or directory/i.test(e.stderr))) first ??= e;
         }
       }
@@ -308,7 +380,8 @@ export class FabricKernel {
 const key = (c: Cmd): string => c.args.join(' ');
 /** A route's identity in the kernel: destination and table. */
 const dstKey = (c: Cmd): string => `${c.args[2]} ${c.args[c.args.length - 1]}`;
-const same = (a: readonly Cmd[], b: readonly Cmd[]): boolean => a.length === b.length && a.every((c, i) => key(c) === key(b[i]!));
+const same = (a: readonly Cmd[], b: readonly Cmd[]): boolean =>
+  a.length === b.length && a.every((c, i) => key(c) === key(b[i]!));
 
 function ignoreGone(e: unknown): void {
   if (e instanceof RouteCommandError && GONE.some((r) => r.test(e.stderr))) return;

@@ -186,10 +186,12 @@ export function isAddress(text: string, family?: IpFamily): boolean {
  * addresses (::ffff:0:0/96) in mixed notation (§5).
  */
 export function formatAddress(buf: Uint8Array, off = 0, family?: IpFamily): string {
-  if (family === undefined && off !== 0) throw new TypeError('formatAddress: pass the family when reading at an offset');
+  if (family === undefined && off !== 0)
+    throw new TypeError('formatAddress: pass the family when reading at an offset');
   const fam: IpFamily = family ?? familyOf(buf);
   const need = addrLen(fam);
-  if (off < 0 || off + need > buf.length) throw new RangeError(`formatAddress: ${need} bytes at ${off} exceed buffer of ${buf.length}`);
+  if (off < 0 || off + need > buf.length)
+    throw new RangeError(`formatAddress: ${need} bytes at ${off} exceed buffer of ${buf.length}`);
   if (fam === 4) return `${buf[off]}.${buf[off + 1]}.${buf[off + 2]}.${buf[off + 3]}`;
   const w = new Array<number>(8);
   for (let i = 0; i < 8; i++) w[i] = (buf[off + 2 * i]! << 8) | buf[off + 2 * i + 1]!;
@@ -199,7 +201,7 @@ export function formatAddress(buf: Uint8Array, off = 0, family?: IpFamily): stri
   }
   let bestStart = -1;
   let bestLen = 1; // RFC 5952 §4.2.2: a single zero group is not compressed
-  for (let i = 0; i < 8; ) {
+  for (let i = 0; i < 8;) {
     if (w[i] !== 0) {
       i++;
       continue;
@@ -234,14 +236,19 @@ export function parsePrefix(text: string, strict = false): Prefix {
     throw e;
   }
   const lenText = text.slice(slash + 1);
-  if (!/^(0|[1-9][0-9]{0,2})$/.test(lenText)) throw new AddressParseError(text, 'prefix length is not a decimal number');
+  if (!/^(0|[1-9][0-9]{0,2})$/.test(lenText))
+    throw new AddressParseError(text, 'prefix length is not a decimal number');
   const prefixLen = Number(lenText);
   const family = familyOf(addr);
-  if (prefixLen > addr.length * 8) throw new AddressParseError(text, `prefix length ${prefixLen} exceeds ${addr.length * 8}`);
+  if (prefixLen > addr.length * 8)
+    throw new AddressParseError(text, `prefix length ${prefixLen} exceeds ${addr.length * 8}`);
   const masked = new Uint8Array(addr);
   maskInPlace(masked, prefixLen);
   if (strict && compareAddress(masked, 0, addr, 0, addr.length) !== 0) {
-    throw new AddressParseError(text, `host bits are set; did you mean ${formatPrefix({ family, addr: masked, prefixLen })}?`);
+    throw new AddressParseError(
+      text,
+      `host bits are set; did you mean ${formatPrefix({ family, addr: masked, prefixLen })}?`,
+    );
   }
   return { family, addr: masked, prefixLen };
 }
@@ -297,7 +304,9 @@ export function prefixesOverlap(a: Prefix, b: Prefix): boolean {
 
 /** Same family, same length, same network. */
 export function prefixEquals(a: Prefix, b: Prefix): boolean {
-  return a.family === b.family && a.prefixLen === b.prefixLen && compareAddress(a.addr, 0, b.addr, 0, a.addr.length) === 0;
+  return (
+    a.family === b.family && a.prefixLen === b.prefixLen && compareAddress(a.addr, 0, b.addr, 0, a.addr.length) === 0
+  );
 }
 
 /** Lexicographic comparison of `len` bytes: negative, zero or positive. No allocation. */

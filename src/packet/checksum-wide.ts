@@ -22,7 +22,12 @@ const WIDE_MIN = 64;
 // batches) finds its view without allocating.
 const CACHE = 4;
 const viewOf: (ArrayBufferLike | null)[] = [null, null, null, null];
-const views: Uint32Array<ArrayBufferLike>[] = [new Uint32Array(0), new Uint32Array(0), new Uint32Array(0), new Uint32Array(0)];
+const views: Uint32Array<ArrayBufferLike>[] = [
+  new Uint32Array(0),
+  new Uint32Array(0),
+  new Uint32Array(0),
+  new Uint32Array(0),
+];
 
 function words(buf: Uint8Array): Uint32Array<ArrayBufferLike> {
   const ab = buf.buffer;

@@ -20,7 +20,11 @@ export function sumWords(buf: Uint8Array, off: number, len: number, sum = 0): nu
   // Unrolled by 8 bytes: four independent word loads per iteration.
   const end8 = end - 7;
   for (; i < end8; i += 8) {
-    s += ((buf[i]! << 8) | buf[i + 1]!) + ((buf[i + 2]! << 8) | buf[i + 3]!) + ((buf[i + 4]! << 8) | buf[i + 5]!) + ((buf[i + 6]! << 8) | buf[i + 7]!);
+    s +=
+      ((buf[i]! << 8) | buf[i + 1]!) +
+      ((buf[i + 2]! << 8) | buf[i + 3]!) +
+      ((buf[i + 4]! << 8) | buf[i + 5]!) +
+      ((buf[i + 6]! << 8) | buf[i + 7]!);
   }
   const end2 = end - 1;
   for (; i < end2; i += 2) s += (buf[i]! << 8) | buf[i + 1]!;
@@ -60,7 +64,13 @@ export function checksumVerifies(buf: Uint8Array, off: number, len: number, init
  * Sum of the IPv4 pseudo header (RFC 768, RFC 9293 §3.1): source and destination addresses
  * read from buf at srcOff/dstOff, zero, protocol, and the transport length.
  */
-export function pseudoHeaderSumV4(buf: Uint8Array, srcOff: number, dstOff: number, protocol: number, transportLen: number): number {
+export function pseudoHeaderSumV4(
+  buf: Uint8Array,
+  srcOff: number,
+  dstOff: number,
+  protocol: number,
+  transportLen: number,
+): number {
   return (
     ((buf[srcOff]! << 8) | buf[srcOff + 1]!) +
     ((buf[srcOff + 2]! << 8) | buf[srcOff + 3]!) +
@@ -75,7 +85,13 @@ export function pseudoHeaderSumV4(buf: Uint8Array, srcOff: number, dstOff: numbe
  * Sum of the IPv6 pseudo header (RFC 8200 §8.1): 16-byte source and destination, the 32-bit
  * upper-layer length and the next header value.
  */
-export function pseudoHeaderSumV6(buf: Uint8Array, srcOff: number, dstOff: number, nextHeader: number, transportLen: number): number {
+export function pseudoHeaderSumV6(
+  buf: Uint8Array,
+  srcOff: number,
+  dstOff: number,
+  nextHeader: number,
+  transportLen: number,
+): number {
   let s = sumWords(buf, srcOff, 16, 0);
   s = sumWords(buf, dstOff, 16, s);
   return s + (transportLen >>> 16) + (transportLen & 0xffff) + nextHeader;
@@ -106,21 +122,42 @@ export function checksumUpdate16(hc: number, oldWord: number, newWord: number): 
  * new[newOff..]; e.g. an IPv4 (4) or IPv6 (16) address rewritten by NAT. The old bytes must be
  * read before they are overwritten when the two views alias.
  */
-export function checksumUpdateBytes(hc: number, oldBuf: Uint8Array, oldOff: number, newBuf: Uint8Array, newOff: number, len: number): number {
+export function checksumUpdateBytes(
+  hc: number,
+  oldBuf: Uint8Array,
+  oldOff: number,
+  newBuf: Uint8Array,
+  newOff: number,
+  len: number,
+): number {
   let s = ~hc & 0xffff;
   for (let i = 0; i < len; i += 2) {
-    s += (~((oldBuf[oldOff + i]! << 8) | oldBuf[oldOff + i + 1]!) & 0xffff) + ((newBuf[newOff + i]! << 8) | newBuf[newOff + i + 1]!);
+    s +=
+      (~((oldBuf[oldOff + i]! << 8) | oldBuf[oldOff + i + 1]!) & 0xffff) +
+      ((newBuf[newOff + i]! << 8) | newBuf[newOff + i + 1]!);
   }
   return ~foldSum(s) & 0xffff;
 }
 
 /** checksumUpdateBytes for a 4-byte field (IPv4 address). */
-export function checksumUpdate4(hc: number, oldBuf: Uint8Array, oldOff: number, newBuf: Uint8Array, newOff: number): number {
+export function checksumUpdate4(
+  hc: number,
+  oldBuf: Uint8Array,
+  oldOff: number,
+  newBuf: Uint8Array,
+  newOff: number,
+): number {
   return checksumUpdateBytes(hc, oldBuf, oldOff, newBuf, newOff, 4);
 }
 
 /** checksumUpdateBytes for a 16-byte field (IPv6 address). */
-export function checksumUpdate16Bytes(hc: number, oldBuf: Uint8Array, oldOff: number, newBuf: Uint8Array, newOff: number): number {
+export function checksumUpdate16Bytes(
+  hc: number,
+  oldBuf: Uint8Array,
+  oldOff: number,
+  newBuf: Uint8Array,
+  newOff: number,
+): number {
   return checksumUpdateBytes(hc, oldBuf, oldOff, newBuf, newOff, 16);
 }
 
@@ -137,6 +174,14 @@ export function adjustChecksum16(buf: Uint8Array, csumOff: number, oldWord: numb
  * oldBuf[oldOff..] to newBuf[newOff..] (the caller copies the new bytes in afterwards or before,
  * as long as oldBuf still holds the old value when this runs).
  */
-export function adjustChecksumBytes(buf: Uint8Array, csumOff: number, oldBuf: Uint8Array, oldOff: number, newBuf: Uint8Array, newOff: number, len: number): void {
+export function adjustChecksumBytes(
+  buf: Uint8Array,
+  csumOff: number,
+  oldBuf: Uint8Array,
+  oldOff: number,
+  newBuf: Uint8Array,
+  newOff: number,
+  len: number,
+): void {
   writeChecksum(buf, csumOff, checksumUpdateBytes(readChecksum(buf, csumOff), oldBuf, oldOff, newBuf, newOff, len));
 }

@@ -50,7 +50,15 @@ export function ethDstIsBroadcast(buf: Uint8Array, off: number): boolean {
  * Write a 14-byte Ethernet II header at buf[off]; dst/src are 6-byte MACs read from
  * dstBuf[dstOff], srcBuf[srcOff]. Returns 14.
  */
-export function writeEthHeader(buf: Uint8Array, off: number, dstBuf: Uint8Array, dstOff: number, srcBuf: Uint8Array, srcOff: number, type: number): number {
+export function writeEthHeader(
+  buf: Uint8Array,
+  off: number,
+  dstBuf: Uint8Array,
+  dstOff: number,
+  srcBuf: Uint8Array,
+  srcOff: number,
+  type: number,
+): number {
   if (off < 0 || off + ETH_HEADER_LEN > buf.length) throw new RangeError('Ethernet header does not fit in the buffer');
   for (let i = 0; i < MAC_LEN; i++) {
     buf[off + ETH_DST_OFFSET + i] = dstBuf[dstOff + i]!;
@@ -64,7 +72,10 @@ export const BROADCAST_MAC: Readonly<Uint8Array> = new Uint8Array([0xff, 0xff, 0
 
 /** Parse "aa:bb:cc:dd:ee:ff" (or with '-') into 6 new bytes. Throws MacParseError. */
 export function parseMac(text: string): Uint8Array {
-  const m = /^([0-9a-fA-F]{2})([:-])([0-9a-fA-F]{2})\2([0-9a-fA-F]{2})\2([0-9a-fA-F]{2})\2([0-9a-fA-F]{2})\2([0-9a-fA-F]{2})$/.exec(text);
+  const m =
+    /^([0-9a-fA-F]{2})([:-])([0-9a-fA-F]{2})\2([0-9a-fA-F]{2})\2([0-9a-fA-F]{2})\2([0-9a-fA-F]{2})\2([0-9a-fA-F]{2})$/.exec(
+      text,
+    );
   if (m === null) throw new MacParseError(text);
   return new Uint8Array([m[1]!, m[3]!, m[4]!, m[5]!, m[6]!, m[7]!].map((h) => parseInt(h, 16)));
 }

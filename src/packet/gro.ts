@@ -31,19 +31,52 @@
 import { finishChecksum, foldSum, pseudoHeaderSumV4, pseudoHeaderSumV6, writeChecksum } from './checksum.js';
 import { sumWordsWide } from './checksum-wide.js';
 import {
-  IPV4_DST_OFFSET, IPV4_FLAGS_FRAGMENT_OFFSET, IPV4_ID_OFFSET, IPV4_MIN_HEADER_LEN, IPV4_SRC_OFFSET, IPV4_TOS_OFFSET,
-  IPV4_TTL_OFFSET, IP_PROTO_TCP, IP_PROTO_UDP, IPV4_FLAG_MF, IPV4_FRAGMENT_OFFSET_MASK, fillIpv4Checksum, ipv4HeaderValid,
-  ipv4TotalLength, setIpv4TotalLength,
+  IPV4_DST_OFFSET,
+  IPV4_FLAGS_FRAGMENT_OFFSET,
+  IPV4_ID_OFFSET,
+  IPV4_MIN_HEADER_LEN,
+  IPV4_SRC_OFFSET,
+  IPV4_TOS_OFFSET,
+  IPV4_TTL_OFFSET,
+  IP_PROTO_TCP,
+  IP_PROTO_UDP,
+  IPV4_FLAG_MF,
+  IPV4_FRAGMENT_OFFSET_MASK,
+  fillIpv4Checksum,
+  ipv4HeaderValid,
+  ipv4TotalLength,
+  setIpv4TotalLength,
 } from './ipv4.js';
-import { IPV6_DST_OFFSET, IPV6_HEADER_LEN, IPV6_HOP_LIMIT_OFFSET, IPV6_NEXT_HEADER_OFFSET, IPV6_SRC_OFFSET, ipv6PayloadLength, setIpv6PayloadLength } from './ipv6.js';
+import {
+  IPV6_DST_OFFSET,
+  IPV6_HEADER_LEN,
+  IPV6_HOP_LIMIT_OFFSET,
+  IPV6_NEXT_HEADER_OFFSET,
+  IPV6_SRC_OFFSET,
+  ipv6PayloadLength,
+  setIpv6PayloadLength,
+} from './ipv6.js';
 import type { PacketList } from './packet-list.js';
 import {
-  TCP_CHECKSUM_OFFSET, TCP_FLAGS_OFFSET, TCP_FLAG_ACK, TCP_FLAG_ECE, TCP_FLAG_PSH, TCP_MIN_HEADER_LEN, tcpHeaderLen, tcpSeq,
+  TCP_CHECKSUM_OFFSET,
+  TCP_FLAGS_OFFSET,
+  TCP_FLAG_ACK,
+  TCP_FLAG_ECE,
+  TCP_FLAG_PSH,
+  TCP_MIN_HEADER_LEN,
+  tcpHeaderLen,
+  tcpSeq,
 } from './tcp.js';
 import { UDP_CHECKSUM_OFFSET, UDP_HEADER_LEN, UDP_LENGTH_OFFSET } from './udp.js';
 import {
-  VIRTIO_NET_HDR_F_NEEDS_CSUM, VIRTIO_NET_HDR_GSO_TCPV4, VIRTIO_NET_HDR_GSO_TCPV6, VIRTIO_NET_HDR_GSO_UDP_L4, VIRTIO_NET_HDR_LEN,
-  VIRTIO_NET_HDR_MRG_LEN, writeVnetHdr, writeVnetHdrNone,
+  VIRTIO_NET_HDR_F_NEEDS_CSUM,
+  VIRTIO_NET_HDR_GSO_TCPV4,
+  VIRTIO_NET_HDR_GSO_TCPV6,
+  VIRTIO_NET_HDR_GSO_UDP_L4,
+  VIRTIO_NET_HDR_LEN,
+  VIRTIO_NET_HDR_MRG_LEN,
+  writeVnetHdr,
+  writeVnetHdrNone,
 } from './virtio-net-hdr.js';
 
 /** The largest IPv4 super-packet (total length is 16 bits). */
@@ -119,9 +152,11 @@ export class Coalescer {
 
   constructor(opts: CoalescerOptions = {}) {
     const maxFlows = opts.maxFlows ?? 16;
-    if (!Number.isInteger(maxFlows) || maxFlows < 1 || maxFlows > 1024) throw new RangeError(`maxFlows ${maxFlows} not in 1..1024`);
+    if (!Number.isInteger(maxFlows) || maxFlows < 1 || maxFlows > 1024)
+      throw new RangeError(`maxFlows ${maxFlows} not in 1..1024`);
     const vhl = opts.vnetHdrLen ?? VIRTIO_NET_HDR_LEN;
-    if (vhl !== VIRTIO_NET_HDR_LEN && vhl !== VIRTIO_NET_HDR_MRG_LEN) throw new RangeError(`vnetHdrLen ${vhl} must be 10 or 12`);
+    if (vhl !== VIRTIO_NET_HDR_LEN && vhl !== VIRTIO_NET_HDR_MRG_LEN)
+      throw new RangeError(`vnetHdrLen ${vhl} must be 10 or 12`);
     this.maxFlows = maxFlows;
     this.vhl = vhl;
     this.udp = opts.udp ?? false;
@@ -154,7 +189,9 @@ export class Coalescer {
   begin(buf: Uint8Array, areaOff: number, areaLen: number, out: PacketList<unknown>): void {
     if (this.out !== null) throw new Error('Coalescer.begin: the previous batch was not flushed');
     if (areaOff < 0 || areaLen < this.reservation || areaOff + areaLen > buf.length) {
-      throw new RangeError(`Coalescer.begin: the area [${areaOff}, +${areaLen}) must lie in the buffer and hold ${this.reservation} bytes`);
+      throw new RangeError(
+        `Coalescer.begin: the area [${areaOff}, +${areaLen}) must lie in the buffer and hold ${this.reservation} bytes`,
+      );
     }
     this.buf = buf;
     this.out = out;
@@ -170,21 +207,31 @@ export class Coalescer {
   add(off: number, len: number, csum: number = CSUM_UNKNOWN): void {
     const buf = this.buf;
     if (this.out === null) throw new Error('Coalescer.add before begin');
-    if (off < this.vhl || off + len > buf.length) throw new RangeError('Coalescer.add: packet outside the buffer or without header room');
+    if (off < this.vhl || off + len > buf.length)
+      throw new RangeError('Coalescer.add: packet outside the buffer or without header room');
     this.stats.packets++;
     // Parse just enough: version, transport offset, protocol, payload.
     let version = 0;
     let l4Rel = 0;
     let proto = 0;
     if (len >= IPV4_MIN_HEADER_LEN && buf[off]! >>> 4 === 4) {
-      if (buf[off] !== 0x45 || !ipv4HeaderValid(buf, off, len) || ipv4TotalLength(buf, off) !== len) { this.passThrough(off, len); return; }
+      if (buf[off] !== 0x45 || !ipv4HeaderValid(buf, off, len) || ipv4TotalLength(buf, off) !== len) {
+        this.passThrough(off, len);
+        return;
+      }
       const ff = (buf[off + IPV4_FLAGS_FRAGMENT_OFFSET]! << 8) | buf[off + IPV4_FLAGS_FRAGMENT_OFFSET + 1]!;
-      if ((ff & (IPV4_FLAG_MF | IPV4_FRAGMENT_OFFSET_MASK)) !== 0) { this.passThrough(off, len); return; }
+      if ((ff & (IPV4_FLAG_MF | IPV4_FRAGMENT_OFFSET_MASK)) !== 0) {
+        this.passThrough(off, len);
+        return;
+      }
       version = 4;
       l4Rel = IPV4_MIN_HEADER_LEN;
       proto = buf[off + 9]!;
     } else if (len >= IPV6_HEADER_LEN && buf[off]! >>> 4 === 6) {
-      if (IPV6_HEADER_LEN + ipv6PayloadLength(buf, off) !== len) { this.passThrough(off, len); return; }
+      if (IPV6_HEADER_LEN + ipv6PayloadLength(buf, off) !== len) {
+        this.passThrough(off, len);
+        return;
+      }
       version = 6;
       l4Rel = IPV6_HEADER_LEN;
       proto = buf[off + IPV6_NEXT_HEADER_OFFSET]!;
@@ -195,11 +242,23 @@ export class Coalescer {
     let hdrLen: number;
     const l4 = off + l4Rel;
     if (proto === IP_PROTO_TCP) {
-      if (len < l4Rel + TCP_MIN_HEADER_LEN) { this.passThrough(off, len); return; }
+      if (len < l4Rel + TCP_MIN_HEADER_LEN) {
+        this.passThrough(off, len);
+        return;
+      }
       hdrLen = l4Rel + tcpHeaderLen(buf, l4);
-      if (hdrLen < l4Rel + TCP_MIN_HEADER_LEN || hdrLen > len) { this.passThrough(off, len); return; }
+      if (hdrLen < l4Rel + TCP_MIN_HEADER_LEN || hdrLen > len) {
+        this.passThrough(off, len);
+        return;
+      }
     } else if (proto === IP_PROTO_UDP && this.udp) {
-      if (len < l4Rel + UDP_HEADER_LEN || ((buf[l4 + UDP_LENGTH_OFFSET]! << 8) | buf[l4 + UDP_LENGTH_OFFSET + 1]!) !== len - l4Rel) { this.passThrough(off, len); return; }
+      if (
+        len < l4Rel + UDP_HEADER_LEN ||
+        ((buf[l4 + UDP_LENGTH_OFFSET]! << 8) | buf[l4 + UDP_LENGTH_OFFSET + 1]!) !== len - l4Rel
+      ) {
+        this.passThrough(off, len);
+        return;
+      }
       hdrLen = l4Rel + UDP_HEADER_LEN;
     } else {
       this.passThrough(off, len);
@@ -210,7 +269,10 @@ export class Coalescer {
     const mergeable = payload > 0 && this.headCandidate(l4, proto);
     if (f >= 0) {
       if (mergeable && this.canMerge(f, off, len, hdrLen)) {
-        if (!this.verify || (csum !== CSUM_UNKNOWN ? csum === CSUM_OK : this.checksumOk(off, len, l4Rel, proto, version))) {
+        if (
+          !this.verify ||
+          (csum !== CSUM_UNKNOWN ? csum === CSUM_OK : this.checksumOk(off, len, l4Rel, proto, version))
+        ) {
           if (this.merge(f, off, len, payload)) return;
         } else {
           this.stats.badChecksum++;
@@ -282,9 +344,17 @@ export class Coalescer {
     // A UDP super-packet of more segments than the kernel's UDP_MAX_SEGMENTS is refused by the
     // TUN write (EINVAL, the whole super-packet lost): 64, the limit of every kernel with USO.
     if (this.proto[f] === IP_PROTO_UDP && this.segs[f]! >= GRO_MAX_UDP_SEGMENTS) return false;
-    if (payload > this.gsoSize[f]! || this.total[f]! + payload > (this.version[f] === 4 ? GRO_MAX_PACKET_V4 : GRO_MAX_PACKET_V6)) return false;
+    if (
+      payload > this.gsoSize[f]! ||
+      this.total[f]! + payload > (this.version[f] === 4 ? GRO_MAX_PACKET_V4 : GRO_MAX_PACKET_V6)
+    )
+      return false;
     if (this.version[f] === 4) {
-      if (buf[off + IPV4_TOS_OFFSET] !== buf[r + IPV4_TOS_OFFSET] || buf[off + IPV4_TTL_OFFSET] !== buf[r + IPV4_TTL_OFFSET]) return false;
+      if (
+        buf[off + IPV4_TOS_OFFSET] !== buf[r + IPV4_TOS_OFFSET] ||
+        buf[off + IPV4_TTL_OFFSET] !== buf[r + IPV4_TTL_OFFSET]
+      )
+        return false;
       if (buf[off + IPV4_FLAGS_FRAGMENT_OFFSET] !== buf[r + IPV4_FLAGS_FRAGMENT_OFFSET]) return false;
       const id = (buf[off + IPV4_ID_OFFSET]! << 8) | buf[off + IPV4_ID_OFFSET + 1]!;
       if (id !== ((this.lastId[f]! + 1) & 0xffff)) return false;
@@ -300,7 +370,13 @@ export class Coalescer {
       if ((buf[c + TCP_FLAGS_OFFSET]! & ~TCP_FLAG_PSH) !== buf[h + TCP_FLAGS_OFFSET]) return false;
       // ack (8..11), data offset (12), window (14..15), urgent (18..19), options (20..).
       for (let i = 8; i < 13; i++) if (buf[c + i] !== buf[h + i]) return false;
-      if (buf[c + 14] !== buf[h + 14] || buf[c + 15] !== buf[h + 15] || buf[c + 18] !== buf[h + 18] || buf[c + 19] !== buf[h + 19]) return false;
+      if (
+        buf[c + 14] !== buf[h + 14] ||
+        buf[c + 15] !== buf[h + 15] ||
+        buf[c + 18] !== buf[h + 18] ||
+        buf[c + 19] !== buf[h + 19]
+      )
+        return false;
       for (let i = l4Rel + TCP_MIN_HEADER_LEN; i < hdrLen; i++) if (buf[off + i] !== buf[r + i]) return false;
     }
     return true;
@@ -309,13 +385,23 @@ export class Coalescer {
   private checksumOk(off: number, len: number, l4Rel: number, proto: number, version: number): boolean {
     const buf = this.buf;
     const l4Len = len - l4Rel;
-    const pseudo = version === 4
-      ? pseudoHeaderSumV4(buf, off + IPV4_SRC_OFFSET, off + IPV4_DST_OFFSET, proto, l4Len)
-      : pseudoHeaderSumV6(buf, off + IPV6_SRC_OFFSET, off + IPV6_DST_OFFSET, proto, l4Len);
+    const pseudo =
+      version === 4
+        ? pseudoHeaderSumV4(buf, off + IPV4_SRC_OFFSET, off + IPV4_DST_OFFSET, proto, l4Len)
+        : pseudoHeaderSumV6(buf, off + IPV6_SRC_OFFSET, off + IPV6_DST_OFFSET, proto, l4Len);
     return finishChecksum(sumWordsWide(buf, off + l4Rel, l4Len, pseudo)) === 0;
   }
 
-  private openFlow(off: number, len: number, version: number, proto: number, l4Rel: number, hdrLen: number, payload: number, csum: number): void {
+  private openFlow(
+    off: number,
+    len: number,
+    version: number,
+    proto: number,
+    l4Rel: number,
+    hdrLen: number,
+    payload: number,
+    csum: number,
+  ): void {
     if (this.nFlows === this.maxFlows) this.flushFlow(0);
     const f = this.nFlows++;
     const buf = this.buf;
@@ -341,14 +427,22 @@ export class Coalescer {
     if (this.superOff[f]! < 0) {
       const head = this.head[f]!;
       const hc = this.headCsum[f]!;
-      if (this.verify && (hc !== CSUM_UNKNOWN ? hc !== CSUM_OK : !this.checksumOk(head, this.headLen[f]!, this.l4Rel[f]!, this.proto[f]!, this.version[f]!))) {
+      if (
+        this.verify &&
+        (hc !== CSUM_UNKNOWN
+          ? hc !== CSUM_OK
+          : !this.checksumOk(head, this.headLen[f]!, this.l4Rel[f]!, this.proto[f]!, this.version[f]!))
+      ) {
         this.stats.badChecksum++;
         return false;
       }
       // Reserve the worst case; the unused tail is returned when it is flushed, if still last.
       const start = this.areaNext + this.vhl;
       const end = start + GRO_MAX_PACKET_V6;
-      if (end > this.areaEnd) { this.stats.areaFull++; return false; }
+      if (end > this.areaEnd) {
+        this.stats.areaFull++;
+        return false;
+      }
       this.areaNext = end;
       this.reserveEnd[f] = end;
       this.superOff[f] = start;
@@ -395,8 +489,23 @@ export class Coalescer {
       }
       // CHECKSUM_PARTIAL: the field holds the folded pseudo-header sum, not complemented.
       writeChecksum(buf, s + l4Rel + csumOffset, foldSum(pseudo));
-      const gsoType = proto === IP_PROTO_UDP ? VIRTIO_NET_HDR_GSO_UDP_L4 : version === 4 ? VIRTIO_NET_HDR_GSO_TCPV4 : VIRTIO_NET_HDR_GSO_TCPV6;
-      writeVnetHdr(buf, s - this.vhl, this.vhl, VIRTIO_NET_HDR_F_NEEDS_CSUM, gsoType, this.hdrLen[f]!, this.gsoSize[f]!, l4Rel, csumOffset);
+      const gsoType =
+        proto === IP_PROTO_UDP
+          ? VIRTIO_NET_HDR_GSO_UDP_L4
+          : version === 4
+            ? VIRTIO_NET_HDR_GSO_TCPV4
+            : VIRTIO_NET_HDR_GSO_TCPV6;
+      writeVnetHdr(
+        buf,
+        s - this.vhl,
+        this.vhl,
+        VIRTIO_NET_HDR_F_NEEDS_CSUM,
+        gsoType,
+        this.hdrLen[f]!,
+        this.gsoSize[f]!,
+        l4Rel,
+        csumOffset,
+      );
       this.out!.push(s - this.vhl, total + this.vhl);
       this.stats.superPackets++;
       this.stats.mergedSegments += this.segs[f]!;

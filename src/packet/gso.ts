@@ -22,19 +22,55 @@
 import { finishChecksum, foldSum, pseudoHeaderSumV4, pseudoHeaderSumV6, writeChecksum } from './checksum.js';
 import { sumWordsWide } from './checksum-wide.js';
 import {
-  IPV4_DST_OFFSET, IPV4_ID_OFFSET, IPV4_MIN_HEADER_LEN, IPV4_SRC_OFFSET, IP_PROTO_TCP, IP_PROTO_UDP, fillIpv4Checksum, ipv4HeaderLen, ipv4Identification,
-  ipv4Protocol, ipv4TotalLength, setIpv4TotalLength,
+  IPV4_DST_OFFSET,
+  IPV4_ID_OFFSET,
+  IPV4_MIN_HEADER_LEN,
+  IPV4_SRC_OFFSET,
+  IP_PROTO_TCP,
+  IP_PROTO_UDP,
+  fillIpv4Checksum,
+  ipv4HeaderLen,
+  ipv4Identification,
+  ipv4Protocol,
+  ipv4TotalLength,
+  setIpv4TotalLength,
 } from './ipv4.js';
-import { IPV6_CHAIN_INVALID, IPV6_DST_OFFSET, IPV6_HEADER_LEN, IPV6_SRC_OFFSET, chainOffset, chainProtocol, ipv6PayloadLength, ipv6TransportOffset, setIpv6PayloadLength } from './ipv6.js';
+import {
+  IPV6_CHAIN_INVALID,
+  IPV6_DST_OFFSET,
+  IPV6_HEADER_LEN,
+  IPV6_SRC_OFFSET,
+  chainOffset,
+  chainProtocol,
+  ipv6PayloadLength,
+  ipv6TransportOffset,
+  setIpv6PayloadLength,
+} from './ipv6.js';
 import type { PacketList } from './packet-list.js';
 import {
-  TCP_CHECKSUM_OFFSET, TCP_FLAGS_OFFSET, TCP_FLAG_CWR, TCP_FLAG_FIN, TCP_FLAG_PSH, TCP_MIN_HEADER_LEN, TCP_SEQ_OFFSET,
-  tcpHeaderLen, tcpSeq,
+  TCP_CHECKSUM_OFFSET,
+  TCP_FLAGS_OFFSET,
+  TCP_FLAG_CWR,
+  TCP_FLAG_FIN,
+  TCP_FLAG_PSH,
+  TCP_MIN_HEADER_LEN,
+  TCP_SEQ_OFFSET,
+  tcpHeaderLen,
+  tcpSeq,
 } from './tcp.js';
 import { UDP_CHECKSUM_OFFSET, UDP_HEADER_LEN, UDP_LENGTH_OFFSET } from './udp.js';
 import {
-  VIRTIO_NET_HDR_F_NEEDS_CSUM, VIRTIO_NET_HDR_GSO_ECN, VIRTIO_NET_HDR_GSO_NONE, VIRTIO_NET_HDR_GSO_TCPV4,
-  VIRTIO_NET_HDR_GSO_TCPV6, VIRTIO_NET_HDR_GSO_UDP_L4, vnetCsumOffset, vnetCsumStart, vnetFlags, vnetGsoSize, vnetGsoType,
+  VIRTIO_NET_HDR_F_NEEDS_CSUM,
+  VIRTIO_NET_HDR_GSO_ECN,
+  VIRTIO_NET_HDR_GSO_NONE,
+  VIRTIO_NET_HDR_GSO_TCPV4,
+  VIRTIO_NET_HDR_GSO_TCPV6,
+  VIRTIO_NET_HDR_GSO_UDP_L4,
+  vnetCsumOffset,
+  vnetCsumStart,
+  vnetFlags,
+  vnetGsoSize,
+  vnetGsoType,
 } from './virtio-net-hdr.js';
 
 /** The IP packet or its headers are malformed (lengths, version, header chain). */
@@ -49,7 +85,13 @@ export const GSO_ERR_NO_ROOM = -3;
  * the pseudo-header sum; the checksum is ~fold(sum of buf[off+csumStart, off+len)).
  * Returns false when the offsets fall outside the packet.
  */
-export function completeChecksum(buf: Uint8Array, off: number, len: number, csumStart: number, csumOffset: number): boolean {
+export function completeChecksum(
+  buf: Uint8Array,
+  off: number,
+  len: number,
+  csumStart: number,
+  csumOffset: number,
+): boolean {
   if (csumStart >= len || csumStart + csumOffset + 2 > len) return false;
   const field = off + csumStart + csumOffset;
   let c = ~foldSum(sumWordsWide(buf, off + csumStart, len - csumStart)) & 0xffff;
@@ -80,7 +122,10 @@ export function gsoSegment(
   const gsoType = vnetGsoType(buf, hdrOff) & ~VIRTIO_NET_HDR_GSO_ECN;
   const flags = vnetFlags(buf, hdrOff);
   if (gsoType === VIRTIO_NET_HDR_GSO_NONE) {
-    if ((flags & VIRTIO_NET_HDR_F_NEEDS_CSUM) !== 0 && !completeChecksum(buf, off, len, vnetCsumStart(buf, hdrOff), vnetCsumOffset(buf, hdrOff))) {
+    if (
+      (flags & VIRTIO_NET_HDR_F_NEEDS_CSUM) !== 0 &&
+      !completeChecksum(buf, off, len, vnetCsumStart(buf, hdrOff), vnetCsumOffset(buf, hdrOff))
+    ) {
       return GSO_ERR_MALFORMED;
     }
     if (out.count >= out.capacity) return GSO_ERR_NO_ROOM;
@@ -88,7 +133,12 @@ export function gsoSegment(
     return 1;
   }
   const proto = gsoType === VIRTIO_NET_HDR_GSO_UDP_L4 ? IP_PROTO_UDP : IP_PROTO_TCP;
-  if (gsoType !== VIRTIO_NET_HDR_GSO_TCPV4 && gsoType !== VIRTIO_NET_HDR_GSO_TCPV6 && gsoType !== VIRTIO_NET_HDR_GSO_UDP_L4) return GSO_ERR_UNSUPPORTED;
+  if (
+    gsoType !== VIRTIO_NET_HDR_GSO_TCPV4 &&
+    gsoType !== VIRTIO_NET_HDR_GSO_TCPV6 &&
+    gsoType !== VIRTIO_NET_HDR_GSO_UDP_L4
+  )
+    return GSO_ERR_UNSUPPORTED;
 
   // Headers: parsed from the packet itself (hdr_len from the kernel is only a hint).
   const version = buf[off]! >>> 4;
@@ -96,7 +146,8 @@ export function gsoSegment(
   if (version === 4) {
     if (gsoType === VIRTIO_NET_HDR_GSO_TCPV6) return GSO_ERR_UNSUPPORTED;
     const ihl = ipv4HeaderLen(buf, off);
-    if (ihl < IPV4_MIN_HEADER_LEN || ipv4TotalLength(buf, off) !== len || ipv4Protocol(buf, off) !== proto) return GSO_ERR_MALFORMED;
+    if (ihl < IPV4_MIN_HEADER_LEN || ipv4TotalLength(buf, off) !== len || ipv4Protocol(buf, off) !== proto)
+      return GSO_ERR_MALFORMED;
     l4Off = off + ihl;
   } else if (version === 6) {
     if (gsoType === VIRTIO_NET_HDR_GSO_TCPV4) return GSO_ERR_UNSUPPORTED;
@@ -122,7 +173,12 @@ export function gsoSegment(
   if (gsoSize === 0 || payload <= 0) return GSO_ERR_MALFORMED;
   const nseg = Math.ceil(payload / gsoSize);
   if (out.capacity - out.count < nseg) return GSO_ERR_NO_ROOM;
-  if (hdrLen + gsoSize > outStride || outOff < 0 || outOff + (nseg - 1) * outStride + hdrLen + Math.min(gsoSize, payload) > buf.length) return GSO_ERR_NO_ROOM;
+  if (
+    hdrLen + gsoSize > outStride ||
+    outOff < 0 ||
+    outOff + (nseg - 1) * outStride + hdrLen + Math.min(gsoSize, payload) > buf.length
+  )
+    return GSO_ERR_NO_ROOM;
   if (outOff < off + len && off < outOff + (nseg - 1) * outStride + hdrLen + gsoSize) return GSO_ERR_NO_ROOM;
 
   const l4Rel = l4Off - off;
@@ -169,11 +225,20 @@ export function gsoSegment(
 }
 
 /** The full TCP/UDP checksum (pseudo header + segment) of a fresh segment; UDP sends a computed 0 as 0xffff. */
-function fillTransportChecksum(buf: Uint8Array, ip: number, version: number, proto: number, l4: number, l4Len: number, csumOffset: number): void {
+function fillTransportChecksum(
+  buf: Uint8Array,
+  ip: number,
+  version: number,
+  proto: number,
+  l4: number,
+  l4Len: number,
+  csumOffset: number,
+): void {
   writeChecksum(buf, l4 + csumOffset, 0);
-  const pseudo = version === 4
-    ? pseudoHeaderSumV4(buf, ip + IPV4_SRC_OFFSET, ip + IPV4_DST_OFFSET, proto, l4Len)
-    : pseudoHeaderSumV6(buf, ip + IPV6_SRC_OFFSET, ip + IPV6_DST_OFFSET, proto, l4Len);
+  const pseudo =
+    version === 4
+      ? pseudoHeaderSumV4(buf, ip + IPV4_SRC_OFFSET, ip + IPV4_DST_OFFSET, proto, l4Len)
+      : pseudoHeaderSumV6(buf, ip + IPV6_SRC_OFFSET, ip + IPV6_DST_OFFSET, proto, l4Len);
   const c = finishChecksum(sumWordsWide(buf, l4, l4Len, pseudo));
   writeChecksum(buf, l4 + csumOffset, c === 0 && proto === IP_PROTO_UDP ? 0xffff : c);
 }

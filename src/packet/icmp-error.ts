@@ -16,16 +16,43 @@
  * allocation.
  */
 import {
-  ICMP_CHECKSUM_OFFSET, ICMP_CODE_OFFSET, ICMP_HEADER_LEN, ICMP_NEXT_HOP_MTU_OFFSET, ICMP_TYPE_OFFSET, ICMPV4_CODE_FRAG_NEEDED,
-  ICMPV4_DEST_UNREACHABLE, ICMPV4_TIME_EXCEEDED, ICMPV6_MTU_OFFSET, ICMPV6_PACKET_TOO_BIG, ICMPV6_TIME_EXCEEDED,
-  fillIcmpv4Checksum, fillIcmpv6Checksum, isIcmpv4Error, isIcmpv6Error,
+  ICMP_CHECKSUM_OFFSET,
+  ICMP_CODE_OFFSET,
+  ICMP_HEADER_LEN,
+  ICMP_NEXT_HOP_MTU_OFFSET,
+  ICMP_TYPE_OFFSET,
+  ICMPV4_CODE_FRAG_NEEDED,
+  ICMPV4_DEST_UNREACHABLE,
+  ICMPV4_TIME_EXCEEDED,
+  ICMPV6_MTU_OFFSET,
+  ICMPV6_PACKET_TOO_BIG,
+  ICMPV6_TIME_EXCEEDED,
+  fillIcmpv4Checksum,
+  fillIcmpv6Checksum,
+  isIcmpv4Error,
+  isIcmpv6Error,
 } from './icmp.js';
 import {
-  IPV4_DST_OFFSET, IPV4_FLAGS_FRAGMENT_OFFSET, IPV4_FRAGMENT_OFFSET_MASK, IPV4_MIN_HEADER_LEN, IPV4_PROTOCOL_OFFSET, IPV4_SRC_OFFSET,
-  IP_PROTO_ICMP, IP_PROTO_ICMPV6, ipv4HeaderLen, ipv4TotalLength, writeIpv4Header,
+  IPV4_DST_OFFSET,
+  IPV4_FLAGS_FRAGMENT_OFFSET,
+  IPV4_FRAGMENT_OFFSET_MASK,
+  IPV4_MIN_HEADER_LEN,
+  IPV4_PROTOCOL_OFFSET,
+  IPV4_SRC_OFFSET,
+  IP_PROTO_ICMP,
+  IP_PROTO_ICMPV6,
+  ipv4HeaderLen,
+  ipv4TotalLength,
+  writeIpv4Header,
 } from './ipv4.js';
 import {
-  IPV6_DST_OFFSET, IPV6_HEADER_LEN, IPV6_MIN_MTU, IPV6_NEXT_HEADER_OFFSET, IPV6_SRC_OFFSET, ipv6PayloadLength, writeIpv6Header,
+  IPV6_DST_OFFSET,
+  IPV6_HEADER_LEN,
+  IPV6_MIN_MTU,
+  IPV6_NEXT_HEADER_OFFSET,
+  IPV6_SRC_OFFSET,
+  ipv6PayloadLength,
+  writeIpv6Header,
 } from './ipv6.js';
 
 /** RFC 1812 §4.3.2.3: an ICMPv4 error carries as much of the datagram as fits in 576 bytes. */
@@ -70,7 +97,9 @@ export function errorAllowed(buf: Uint8Array, off: number, len: number): boolean
   if (v === 4) {
     if (len < IPV4_MIN_HEADER_LEN) return false;
     const hl = ipv4HeaderLen(buf, off);
-    const frag = ((buf[off + IPV4_FLAGS_FRAGMENT_OFFSET]! << 8) | buf[off + IPV4_FLAGS_FRAGMENT_OFFSET + 1]!) & IPV4_FRAGMENT_OFFSET_MASK;
+    const frag =
+      ((buf[off + IPV4_FLAGS_FRAGMENT_OFFSET]! << 8) | buf[off + IPV4_FLAGS_FRAGMENT_OFFSET + 1]!) &
+      IPV4_FRAGMENT_OFFSET_MASK;
     if (frag !== 0) return false;
     if (buf[off + IPV4_PROTOCOL_OFFSET] === IP_PROTO_ICMP) {
       if (len < hl + 1 || isIcmpv4Error(buf[off + hl]!)) return false;
@@ -103,7 +132,19 @@ export function writeTimeExceeded(buf: Uint8Array, off: number, len: number, src
     if (start < 0) return ICMP_ERR_NO_HEADROOM;
     let quote = Math.min(len, ipv4TotalLength(buf, off), ICMPV4_ERROR_MAX_LEN - TIME_EXCEEDED_V4_PREFIX);
     if (quote < ipv4HeaderLen(buf, off)) quote = Math.min(len, ipv4HeaderLen(buf, off));
-    writeIpv4Header(buf, start, src, 0, buf, off + IPV4_SRC_OFFSET, IP_PROTO_ICMP, ICMP_HEADER_LEN + quote, ICMP_ERROR_TTL, 0, false);
+    writeIpv4Header(
+      buf,
+      start,
+      src,
+      0,
+      buf,
+      off + IPV4_SRC_OFFSET,
+      IP_PROTO_ICMP,
+      ICMP_HEADER_LEN + quote,
+      ICMP_ERROR_TTL,
+      0,
+      false,
+    );
     const icmp = start + IPV4_MIN_HEADER_LEN;
     writeIcmpHeader(buf, icmp, ICMPV4_TIME_EXCEEDED);
     fillIcmpv4Checksum(buf, icmp, ICMP_HEADER_LEN + quote);
@@ -112,8 +153,22 @@ export function writeTimeExceeded(buf: Uint8Array, off: number, len: number, src
   if (src.length !== 16) return ICMP_ERR_NOT_ALLOWED;
   const start = off - TIME_EXCEEDED_V6_PREFIX;
   if (start < 0) return ICMP_ERR_NO_HEADROOM;
-  const quote = Math.min(len, IPV6_HEADER_LEN + ipv6PayloadLength(buf, off), ICMPV6_ERROR_MAX_LEN - TIME_EXCEEDED_V6_PREFIX);
-  writeIpv6Header(buf, start, src, 0, buf, off + IPV6_SRC_OFFSET, IP_PROTO_ICMPV6, ICMP_HEADER_LEN + quote, ICMP_ERROR_TTL);
+  const quote = Math.min(
+    len,
+    IPV6_HEADER_LEN + ipv6PayloadLength(buf, off),
+    ICMPV6_ERROR_MAX_LEN - TIME_EXCEEDED_V6_PREFIX,
+  );
+  writeIpv6Header(
+    buf,
+    start,
+    src,
+    0,
+    buf,
+    off + IPV6_SRC_OFFSET,
+    IP_PROTO_ICMPV6,
+    ICMP_HEADER_LEN + quote,
+    ICMP_ERROR_TTL,
+  );
   const icmp = start + IPV6_HEADER_LEN;
   writeIcmpHeader(buf, icmp, ICMPV6_TIME_EXCEEDED);
   fillIcmpv6Checksum(buf, start, icmp, ICMP_HEADER_LEN + quote);
@@ -141,7 +196,13 @@ function writeIcmpHeader(buf: Uint8Array, icmp: number, type: number): void {
  * absent, the original destination is used. Returns the new total length, or 0 when the buffer
  * cannot hold the reply (the caller then drops).
  */
-export function writeFragNeededV4(buf: Uint8Array, off: number, len: number, mtu: number, src: Uint8Array | undefined): number {
+export function writeFragNeededV4(
+  buf: Uint8Array,
+  off: number,
+  len: number,
+  mtu: number,
+  src: Uint8Array | undefined,
+): number {
   const hdr = IPV4_MIN_HEADER_LEN + ICMP_HEADER_LEN;
   let quote = len < ICMPV4_ERROR_MAX_LEN - hdr ? len : ICMPV4_ERROR_MAX_LEN - hdr;
   if (off + hdr + quote > buf.length) quote = buf.length - off - hdr;
@@ -149,8 +210,34 @@ export function writeFragNeededV4(buf: Uint8Array, off: number, len: number, mtu
   if (quote < ihl + ICMPV4_QUOTE_MIN_DATA) return 0;
   buf.copyWithin(off + hdr, off, off + quote);
   const q = off + hdr; // the quoted original header now starts here
-  if (src !== undefined) writeIpv4Header(buf, off, src, 0, buf, q + IPV4_SRC_OFFSET, IP_PROTO_ICMP, ICMP_HEADER_LEN + quote, ICMP_ERROR_TTL, 0, false);
-  else writeIpv4Header(buf, off, buf, q + IPV4_DST_OFFSET, buf, q + IPV4_SRC_OFFSET, IP_PROTO_ICMP, ICMP_HEADER_LEN + quote, ICMP_ERROR_TTL, 0, false);
+  if (src !== undefined)
+    writeIpv4Header(
+      buf,
+      off,
+      src,
+      0,
+      buf,
+      q + IPV4_SRC_OFFSET,
+      IP_PROTO_ICMP,
+      ICMP_HEADER_LEN + quote,
+      ICMP_ERROR_TTL,
+      0,
+      false,
+    );
+  else
+    writeIpv4Header(
+      buf,
+      off,
+      buf,
+      q + IPV4_DST_OFFSET,
+      buf,
+      q + IPV4_SRC_OFFSET,
+      IP_PROTO_ICMP,
+      ICMP_HEADER_LEN + quote,
+      ICMP_ERROR_TTL,
+      0,
+      false,
+    );
   const icmp = off + IPV4_MIN_HEADER_LEN;
   buf[icmp + ICMP_TYPE_OFFSET] = ICMPV4_DEST_UNREACHABLE;
   buf[icmp + ICMP_CODE_OFFSET] = ICMPV4_CODE_FRAG_NEEDED;
@@ -169,15 +256,43 @@ export function writeFragNeededV4(buf: Uint8Array, off: number, len: number, mtu
  * §3.2) with MTU `mtu`, addressed to its source, quoting as much of the original as keeps the
  * reply within 1280 bytes (§2.4(c)). `src` as in writeFragNeededV4. Returns the new length or 0.
  */
-export function writePacketTooBigV6(buf: Uint8Array, off: number, len: number, mtu: number, src: Uint8Array | undefined): number {
+export function writePacketTooBigV6(
+  buf: Uint8Array,
+  off: number,
+  len: number,
+  mtu: number,
+  src: Uint8Array | undefined,
+): number {
   const hdr = IPV6_HEADER_LEN + ICMP_HEADER_LEN;
   let quote = len < ICMPV6_ERROR_MAX_LEN - hdr ? len : ICMPV6_ERROR_MAX_LEN - hdr;
   if (off + hdr + quote > buf.length) quote = buf.length - off - hdr;
   if (quote < IPV6_HEADER_LEN) return 0;
   buf.copyWithin(off + hdr, off, off + quote);
   const q = off + hdr;
-  if (src !== undefined) writeIpv6Header(buf, off, src, 0, buf, q + IPV6_SRC_OFFSET, IP_PROTO_ICMPV6, ICMP_HEADER_LEN + quote, ICMP_ERROR_TTL);
-  else writeIpv6Header(buf, off, buf, q + IPV6_DST_OFFSET, buf, q + IPV6_SRC_OFFSET, IP_PROTO_ICMPV6, ICMP_HEADER_LEN + quote, ICMP_ERROR_TTL);
+  if (src !== undefined)
+    writeIpv6Header(
+      buf,
+      off,
+      src,
+      0,
+      buf,
+      q + IPV6_SRC_OFFSET,
+      IP_PROTO_ICMPV6,
+      ICMP_HEADER_LEN + quote,
+      ICMP_ERROR_TTL,
+    );
+  else
+    writeIpv6Header(
+      buf,
+      off,
+      buf,
+      q + IPV6_DST_OFFSET,
+      buf,
+      q + IPV6_SRC_OFFSET,
+      IP_PROTO_ICMPV6,
+      ICMP_HEADER_LEN + quote,
+      ICMP_ERROR_TTL,
+    );
   const icmp = off + IPV6_HEADER_LEN;
   buf[icmp + ICMP_TYPE_OFFSET] = ICMPV6_PACKET_TOO_BIG;
   buf[icmp + ICMP_CODE_OFFSET] = 0;

@@ -130,7 +130,11 @@ export function icmpv4ChecksumValid(buf: Uint8Array, off: number, len: number): 
 /** ICMPv6 checksum includes the IPv6 pseudo header (RFC 4443 §2.3); stores it. */
 export function fillIcmpv6Checksum(buf: Uint8Array, ipOff: number, icmpOff: number, len: number): void {
   writeChecksum(buf, icmpOff + ICMP_CHECKSUM_OFFSET, 0);
-  writeChecksum(buf, icmpOff + ICMP_CHECKSUM_OFFSET, finishChecksum(ipv6TransportSum(buf, ipOff, IP_PROTO_ICMPV6, icmpOff, len)));
+  writeChecksum(
+    buf,
+    icmpOff + ICMP_CHECKSUM_OFFSET,
+    finishChecksum(ipv6TransportSum(buf, ipOff, IP_PROTO_ICMPV6, icmpOff, len)),
+  );
 }
 
 /** True when the ICMPv6 message at buf[icmpOff, +len) in the IPv6 packet at buf[ipOff] carries a correct checksum. */

@@ -12,8 +12,29 @@
  * allocation); it is valid while the bytes it describes are unchanged in size and position.
  */
 import type { IpFamily } from './addr.js';
-import { IPV4_CHECKSUM_OFFSET, IPV4_DST_OFFSET, IPV4_MIN_HEADER_LEN, IPV4_PROTOCOL_OFFSET, IPV4_SRC_OFFSET, IP_PROTO_IPV6_FRAG, ipVersion, ipv4FragmentOffset, ipv4HeaderLen, ipv4TotalLength } from './ipv4.js';
-import { IPV6_CHAIN_INVALID, IPV6_DST_OFFSET, IPV6_HEADER_LEN, IPV6_SRC_OFFSET, chainOffset, chainProtocol, ipv6HeaderValid, ipv6PayloadLength, ipv6TransportOffset } from './ipv6.js';
+import {
+  IPV4_CHECKSUM_OFFSET,
+  IPV4_DST_OFFSET,
+  IPV4_MIN_HEADER_LEN,
+  IPV4_PROTOCOL_OFFSET,
+  IPV4_SRC_OFFSET,
+  IP_PROTO_IPV6_FRAG,
+  ipVersion,
+  ipv4FragmentOffset,
+  ipv4HeaderLen,
+  ipv4TotalLength,
+} from './ipv4.js';
+import {
+  IPV6_CHAIN_INVALID,
+  IPV6_DST_OFFSET,
+  IPV6_HEADER_LEN,
+  IPV6_SRC_OFFSET,
+  chainOffset,
+  chainProtocol,
+  ipv6HeaderValid,
+  ipv6PayloadLength,
+  ipv6TransportOffset,
+} from './ipv6.js';
 
 /** parseIp results. */
 export const IP_OK = 0;

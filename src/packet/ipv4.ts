@@ -5,7 +5,14 @@
  * (e.g. with ipv4HeaderValid); nothing here allocates or retains the buffer.
  */
 
-import { checksumUpdate16, checksumVerifies, internetChecksum, pseudoHeaderSumV4, sumWords, writeChecksum } from './checksum.js';
+import {
+  checksumUpdate16,
+  checksumVerifies,
+  internetChecksum,
+  pseudoHeaderSumV4,
+  sumWords,
+  writeChecksum,
+} from './checksum.js';
 
 export const IPV4_VERSION_IHL_OFFSET = 0;
 export const IPV4_TOS_OFFSET = 1;
@@ -121,7 +128,11 @@ export function decrementIpv4Ttl(buf: Uint8Array, off: number): number {
   const ttl = old - 1;
   buf[off + IPV4_TTL_OFFSET] = ttl;
   const proto = buf[off + IPV4_PROTOCOL_OFFSET]!;
-  writeChecksum(buf, off + IPV4_CHECKSUM_OFFSET, checksumUpdate16(ipv4Checksum(buf, off), (old << 8) | proto, (ttl << 8) | proto));
+  writeChecksum(
+    buf,
+    off + IPV4_CHECKSUM_OFFSET,
+    checksumUpdate16(ipv4Checksum(buf, off), (old << 8) | proto, (ttl << 8) | proto),
+  );
   return ttl;
 }
 
@@ -147,7 +158,13 @@ export function ipv4HeaderValid(buf: Uint8Array, off: number, len: number): bool
  * finishChecksum() of it is the value to store (computed with the checksum field zeroed), or 0
  * when a received segment verifies.
  */
-export function ipv4TransportSum(buf: Uint8Array, ipOff: number, protocol: number, l4Off: number, l4Len: number): number {
+export function ipv4TransportSum(
+  buf: Uint8Array,
+  ipOff: number,
+  protocol: number,
+  l4Off: number,
+  l4Len: number,
+): number {
   const pseudo = pseudoHeaderSumV4(buf, ipOff + IPV4_SRC_OFFSET, ipOff + IPV4_DST_OFFSET, protocol, l4Len);
   return sumWords(buf, l4Off, l4Len, pseudo);
 }

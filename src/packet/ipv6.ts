@@ -67,7 +67,9 @@ export function ipv6HeaderValid(buf: Uint8Array, off: number, len: number): bool
 
 /** True for the extension headers ipv6TransportOffset knows how to skip. */
 export function isIpv6ExtensionHeader(nh: number): boolean {
-  return nh === IP_PROTO_HOPOPTS || nh === IP_PROTO_IPV6_ROUTE || nh === IP_PROTO_IPV6_FRAG || nh === IP_PROTO_IPV6_OPTS;
+  return (
+    nh === IP_PROTO_HOPOPTS || nh === IP_PROTO_IPV6_ROUTE || nh === IP_PROTO_IPV6_FRAG || nh === IP_PROTO_IPV6_OPTS
+  );
 }
 
 /** Result of ipv6TransportOffset when the chain is malformed or truncated. */
@@ -120,7 +122,13 @@ export function chainProtocol(packed: number): number {
  * finishChecksum() of it is the value to store (computed with the checksum field zeroed), or 0
  * when a received packet verifies.
  */
-export function ipv6TransportSum(buf: Uint8Array, ipOff: number, nextHeader: number, l4Off: number, l4Len: number): number {
+export function ipv6TransportSum(
+  buf: Uint8Array,
+  ipOff: number,
+  nextHeader: number,
+  l4Off: number,
+  l4Len: number,
+): number {
   const pseudo = pseudoHeaderSumV6(buf, ipOff + IPV6_SRC_OFFSET, ipOff + IPV6_DST_OFFSET, nextHeader, l4Len);
   return sumWords(buf, l4Off, l4Len, pseudo);
 }
@@ -142,7 +150,8 @@ export function writeIpv6Header(
   trafficClass = 0,
   flowLabel = 0,
 ): number {
-  if (payloadLen > 0xffff || payloadLen < 0) throw new RangeError(`IPv6 payload length ${payloadLen} is not in 0..65535`);
+  if (payloadLen > 0xffff || payloadLen < 0)
+    throw new RangeError(`IPv6 payload length ${payloadLen} is not in 0..65535`);
   if (off < 0 || off + IPV6_HEADER_LEN > buf.length) throw new RangeError('IPv6 header does not fit in the buffer');
   buf[off] = 0x60 | ((trafficClass >>> 4) & 0x0f);
   buf[off + 1] = ((trafficClass & 0x0f) << 4) | ((flowLabel >>> 16) & 0x0f);

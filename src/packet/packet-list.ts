@@ -15,7 +15,8 @@ export class PacketList<T = never> {
   count = 0;
 
   constructor(readonly capacity: number) {
-    if (!Number.isInteger(capacity) || capacity < 1) throw new RangeError(`packet list capacity ${capacity} must be a positive integer`);
+    if (!Number.isInteger(capacity) || capacity < 1)
+      throw new RangeError(`packet list capacity ${capacity} must be a positive integer`);
     this.offs = new Uint32Array(capacity);
     this.lens = new Uint32Array(capacity);
     this.tags = new Array<T | undefined>(capacity).fill(undefined);

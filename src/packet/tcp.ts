@@ -123,13 +123,21 @@ export function tcpFindMssOption(buf: Uint8Array, off: number, len: number): num
 /** TCP checksum over pseudo header + segment for TCP in IPv4; stores it. */
 export function fillTcpChecksumV4(buf: Uint8Array, ipOff: number, tcpOff: number, tcpLen: number): void {
   writeChecksum(buf, tcpOff + TCP_CHECKSUM_OFFSET, 0);
-  writeChecksum(buf, tcpOff + TCP_CHECKSUM_OFFSET, finishChecksum(ipv4TransportSum(buf, ipOff, IP_PROTO_TCP, tcpOff, tcpLen)));
+  writeChecksum(
+    buf,
+    tcpOff + TCP_CHECKSUM_OFFSET,
+    finishChecksum(ipv4TransportSum(buf, ipOff, IP_PROTO_TCP, tcpOff, tcpLen)),
+  );
 }
 
 /** TCP checksum for TCP in IPv6 (RFC 8200 §8.1); stores it. */
 export function fillTcpChecksumV6(buf: Uint8Array, ipOff: number, tcpOff: number, tcpLen: number): void {
   writeChecksum(buf, tcpOff + TCP_CHECKSUM_OFFSET, 0);
-  writeChecksum(buf, tcpOff + TCP_CHECKSUM_OFFSET, finishChecksum(ipv6TransportSum(buf, ipOff, IP_PROTO_TCP, tcpOff, tcpLen)));
+  writeChecksum(
+    buf,
+    tcpOff + TCP_CHECKSUM_OFFSET,
+    finishChecksum(ipv6TransportSum(buf, ipOff, IP_PROTO_TCP, tcpOff, tcpLen)),
+  );
 }
 
 /** True when the TCP segment in IPv4 at buf[tcpOff, +tcpLen) carries a correct checksum. */

@@ -93,7 +93,13 @@ export function udpChecksumValidV4(buf: Uint8Array, ipOff: number, udpOff: numbe
  * Verify the UDP checksum of a datagram in IPv6. A zero field is invalid unless
  * `allowZero` (RFC 6935/6936 permit it for tunnel encapsulations such as Geneve, RFC 8926 §3.3).
  */
-export function udpChecksumValidV6(buf: Uint8Array, ipOff: number, udpOff: number, udpLen: number, allowZero = false): boolean {
+export function udpChecksumValidV6(
+  buf: Uint8Array,
+  ipOff: number,
+  udpOff: number,
+  udpLen: number,
+  allowZero = false,
+): boolean {
   if (udpChecksum(buf, udpOff) === 0) return allowZero;
   return finishChecksum(ipv6TransportSum(buf, ipOff, IP_PROTO_UDP, udpOff, udpLen)) === 0;
 }

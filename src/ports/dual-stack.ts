@@ -33,9 +33,18 @@ export interface DualStack {
 export async function openDualStack(o: DualStackOptions): Promise<DualStack> {
   const off = o.offload === true;
   const open = (family: 4 | 6, port: number, address?: string): Promise<UdpSocket> =>
-    withNetnsAsync(o.netns, () => UdpSocket.open({
-      family, port, ...(address === undefined ? {} : { address }), rcvbuf: o.socketBuffer, sndbuf: o.socketBuffer, mechanism: o.mechanism, gso: off, gro: off,
-    }));
+    withNetnsAsync(o.netns, () =>
+      UdpSocket.open({
+        family,
+        port,
+        ...(address === undefined ? {} : { address }),
+        rcvbuf: o.socketBuffer,
+        sndbuf: o.socketBuffer,
+        mechanism: o.mechanism,
+        gso: off,
+        gro: off,
+      }),
+    );
   if (o.address !== undefined) {
     const fam: 4 | 6 = o.address.includes(':') ? 6 : 4;
     const s = await open(fam, o.port, o.address);

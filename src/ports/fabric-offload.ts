@@ -37,14 +37,21 @@ export function tunReaderMaxCount(batchSize: number): number {
 export function startTunReader(tun: TunDevice, o: TunReaderOptions, consume: SegmentConsumer): TunSegmenter | null {
   const off = tun.offload;
   if (off === null) {
-    const batch = new PacketBatch({ capacity: o.batchSize, headroom: o.headroom, maxLen: Math.max(o.mtu, 1500), tailroom: o.tailroom });
+    const batch = new PacketBatch({
+      capacity: o.batchSize,
+      headroom: o.headroom,
+      maxLen: Math.max(o.mtu, 1500),
+      tailroom: o.tailroom,
+    });
     tun.start(batch, (b) => consume(b.buf, b.offs, b.lens, b.count));
     return null;
   }
   // Reads carry a virtio_net_hdr (in the headroom): segment, then hand the segments on.
   const batch = new PacketBatch({
-    capacity: OFFLOAD_TUN_BATCH, headroom: o.headroom,
-    maxLen: off.tso || off.uso ? TUN_OFFLOAD_MAX_PACKET : Math.max(o.mtu, 1500), tailroom: o.tailroom,
+    capacity: OFFLOAD_TUN_BATCH,
+    headroom: o.headroom,
+    maxLen: off.tso || off.uso ? TUN_OFFLOAD_MAX_PACKET : Math.max(o.mtu, 1500),
+    tailroom: o.tailroom,
     scratch: segmenterScratch(o.mtu, o.headroom, o.tailroom, SEGMENTS_PER_FLUSH),
   });
   const seg = new TunSegmenter(batch, off.vnetHdrLen, o.mtu, o.headroom, o.tailroom, consume);
@@ -57,7 +64,10 @@ export class FabricTunWriter {
   readonly coalescer: TunCoalescingWriter | null;
 
   /** `capacity`: the most packets one write passes. */
-  constructor(private readonly tun: TunDevice, capacity: number) {
+  constructor(
+    private readonly tun: TunDevice,
+    capacity: number,
+  ) {
     const off = tun.offload;
     this.coalescer = off !== null && off.tso ? new TunCoalescingWriter(tun, capacity) : null;
   }
@@ -72,9 +82,18 @@ export class FabricTunWriter {
   }
 
   /** Writes packets i < count; buf[areaOff, +areaLen) is scratch for super-packets (0: none). */
-  write(buf: Uint8Array, offs: Uint32Array, lens: Uint32Array, count: number, areaOff: number, areaLen: number): number {
+  write(
+    buf: Uint8Array,
+    offs: Uint32Array,
+    lens: Uint32Array,
+    count: number,
+    areaOff: number,
+    areaLen: number,
+  ): number {
     const c = this.coalescer;
-    return c === null || areaLen === 0 ? this.tun.writeBatch(buf, offs, lens, count) : c.write(buf, offs, lens, count, areaOff, areaLen);
+    return c === null || areaLen === 0
+      ? this.tun.writeBatch(buf, offs, lens, count)
+      : c.write(buf, offs, lens, count, areaOff, areaLen);
   }
 }
 
@@ -87,9 +106,18 @@ export interface FabricOffloads {
 }
 
 /** TUN → tunnel: super-packets cut, segments made, drops (all reasons). */
-export interface SegmenterCounts { superPackets: number; segments: number; drops: number }
+export interface SegmenterCounts {
+  superPackets: number;
+  segments: number;
+  drops: number;
+}
 /** Tunnel → TUN: packets offered, super-packets written, segments merged into them, not merged for a bad checksum. */
-export interface CoalescerCounts { packets: number; superPackets: number; mergedSegments: number; badChecksum: number }
+export interface CoalescerCounts {
+  packets: number;
+  superPackets: number;
+  mergedSegments: number;
+  badChecksum: number;
+}
 
 /** What a TUN and a Geneve port have in effect. */
 export function fabricOffloads(tun: TunDevice, geneve: GenevePort): FabricOffloads {
@@ -104,11 +132,20 @@ export function fabricOffloads(tun: TunDevice, geneve: GenevePort): FabricOffloa
 export function segmenterStats(s: TunSegmenter | null): SegmenterCounts {
   if (s === null) return { superPackets: 0, segments: 0, drops: 0 };
   const x = s.stats;
-  return { superPackets: x.superPackets, segments: x.segments, drops: x.malformed + x.unsupported + x.oversize + x.noRoom };
+  return {
+    superPackets: x.superPackets,
+    segments: x.segments,
+    drops: x.malformed + x.unsupported + x.oversize + x.noRoom,
+  };
 }
 
 export function coalescerStats(c: TunCoalescingWriter | null): CoalescerCounts {
   if (c === null) return { packets: 0, superPackets: 0, mergedSegments: 0, badChecksum: 0 };
   const x = c.coalescer.stats;
-  return { packets: x.packets, superPackets: x.superPackets, mergedSegments: x.mergedSegments, badChecksum: x.badChecksum };
+  return {
+    packets: x.packets,
+    superPackets: x.superPackets,
+    mergedSegments: x.mergedSegments,
+    badChecksum: x.badChecksum,
+  };
 }

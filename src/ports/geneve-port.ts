@@ -57,7 +57,15 @@ export interface GeneveSink {
    * buf[areaOff, +areaLen) is free scratch space in the same buffer (rxCoalesceReservation;
    * length 0 without it). `count` is at most `deliverCapacity`.
    */
-  deliverBatch(buf: Uint8Array, offs: Uint32Array, lens: Uint32Array, tunnels: readonly GeneveTunnel[], count: number, areaOff: number, areaLen: number): void;
+  deliverBatch(
+    buf: Uint8Array,
+    offs: Uint32Array,
+    lens: Uint32Array,
+    tunnels: readonly GeneveTunnel[],
+    count: number,
+    areaOff: number,
+    areaLen: number,
+  ): void;
 }
 
 export interface GenevePortOptions {
@@ -142,8 +150,17 @@ export class GenevePort {
   readonly engine: GeneveEngine;
   readonly table: GeneveTunnelTable;
   readonly stats: GenevePortStats = {
-    rxDatagrams: 0, rxDelivered: 0, txPackets: 0, txNoTunnel: 0, txNoHeadroom: 0, txSendFailures: 0, txNoSocket: 0, controlSent: 0, rxGroOverrun: 0,
-    rxRunsInPlace: 0, rxJoined: 0,
+    rxDatagrams: 0,
+    rxDelivered: 0,
+    txPackets: 0,
+    txNoTunnel: 0,
+    txNoHeadroom: 0,
+    txSendFailures: 0,
+    txNoSocket: 0,
+    controlSent: 0,
+    rxGroOverrun: 0,
+    rxRunsInPlace: 0,
+    rxJoined: 0,
   };
   /** Headroom and tailroom every delivered packet has (see GeneveSink). */
   readonly rxHeadroom: number;
@@ -183,8 +200,10 @@ export class GenevePort {
     const batch = opts.batchSize ?? DEFAULT_BATCH;
     this.rxHeadroom = opts.rxHeadroom ?? 128;
     this.rxTailroom = opts.rxTailroom ?? 64;
-    if (this.rxHeadroom < MIN_RX_HEADROOM) throw new RangeError(`rxHeadroom must be ≥ ${MIN_RX_HEADROOM}, got ${this.rxHeadroom}`);
-    if (this.rxTailroom < MIN_RX_TAILROOM) throw new RangeError(`rxTailroom must be ≥ ${MIN_RX_TAILROOM}, got ${this.rxTailroom}`);
+    if (this.rxHeadroom < MIN_RX_HEADROOM)
+      throw new RangeError(`rxHeadroom must be ≥ ${MIN_RX_HEADROOM}, got ${this.rxHeadroom}`);
+    if (this.rxTailroom < MIN_RX_TAILROOM)
+      throw new RangeError(`rxTailroom must be ≥ ${MIN_RX_TAILROOM}, got ${this.rxTailroom}`);
     const maxLen = opts.maxDatagram ?? 9216;
     this.opts = opts;
     this.maxLen = maxLen;
@@ -214,15 +233,24 @@ export class GenevePort {
   private rxBatchFor(sock: UdpSocket): PacketBatch {
     if (!sock.offload.gro) {
       return new PacketBatch({
-        capacity: this.batch, headroom: this.rxHeadroom, tailroom: this.rxTailroom, maxLen: this.maxLen, withAddresses: true,
+        capacity: this.batch,
+        headroom: this.rxHeadroom,
+        tailroom: this.rxTailroom,
+        maxLen: this.maxLen,
+        withAddresses: true,
         scratch: this.areaFor(this.batch * this.maxLen),
       });
     }
     // Tailroom for spreading a run of up to 64 datagrams apart (see onUdpBatch).
     const spread = (GRO_MAX_SEGMENTS - 1) * (this.rxHeadroom + this.rxTailroom);
     return new PacketBatch({
-      capacity: GRO_BATCH, headroom: this.rxHeadroom, maxLen: UDP_GRO_MAX_LEN, tailroom: this.rxTailroom + spread,
-      withAddresses: true, withSegments: true, scratch: this.areaFor(GRO_BATCH * UDP_GRO_MAX_LEN),
+      capacity: GRO_BATCH,
+      headroom: this.rxHeadroom,
+      maxLen: UDP_GRO_MAX_LEN,
+      tailroom: this.rxTailroom + spread,
+      withAddresses: true,
+      withSegments: true,
+      scratch: this.areaFor(GRO_BATCH * UDP_GRO_MAX_LEN),
     });
   }
 
@@ -237,10 +265,16 @@ export class GenevePort {
     const port = opts.port ?? GENEVE_LIQO_UDP_PORT;
     const mech = opts.udpMechanism;
     if (opts.netns !== undefined && (mech === 'dgram' || loadNativeIo() === null)) {
-      throw new GenevePortError(`opening the Geneve socket inside network namespace ${opts.netns} needs the native I/O addon (build it with \`node native/build.mjs\`), or run the process inside the namespace`);
+      throw new GenevePortError(
+        `opening the Geneve socket inside network namespace ${opts.netns} needs the native I/O addon (build it with \`node native/build.mjs\`), or run the process inside the namespace`,
+      );
     }
     const socks = await openDualStack({
-      port, socketBuffer: opts.socketBuffer, label: 'geneve', onError: this.onError, offload: opts.offload === true,
+      port,
+      socketBuffer: opts.socketBuffer,
+      label: 'geneve',
+      onError: this.onError,
+      offload: opts.offload === true,
       ...(opts.address === undefined ? {} : { address: opts.address }),
       ...(mech === undefined ? {} : { mechanism: mech }),
       ...(opts.netns === undefined ? {} : { netns: opts.netns }),
@@ -299,7 +333,10 @@ export class GenevePort {
       const len = b.lens[i]!;
       const seg = gro ? segs[i]! : 0;
       if (seg !== 0) nextLay = seg;
-      if (lay > 0 && len > lay && seg !== lay) { this.joinPieces(b.buf, off, len, lay, b.maxLen); this.stats.rxJoined++; }
+      if (lay > 0 && len > lay && seg !== lay) {
+        this.joinPieces(b.buf, off, len, lay, b.maxLen);
+        this.stats.rxJoined++;
+      }
       if (seg === 0 || len <= seg) {
         this.receiveOne(b, off, len, from, now);
       } else {
@@ -308,7 +345,10 @@ export class GenevePort {
         // around every packet) needs gaps: spread the run within its slot first.
         const stride = seg + gap;
         const last = Math.ceil(len / seg) - 1;
-        if (last >= GRO_MAX_SEGMENTS) { this.stats.rxGroOverrun++; continue; } // more than the kernel's limit: no room to spread
+        if (last >= GRO_MAX_SEGMENTS) {
+          this.stats.rxGroOverrun++;
+          continue;
+        } // more than the kernel's limit: no room to spread
         if (seg === lay) this.stats.rxRunsInPlace++;
         else {
           for (let k = last; k > 0; k--) {
@@ -388,7 +428,10 @@ export class GenevePort {
   private sendControl(buf: Uint8Array, res: GeneveResult): void {
     const t = res.tunnel!;
     const sock = t.underlayFamily === 4 ? this.udp4 : this.udp6;
-    if (sock === null) { this.stats.txNoSocket++; return; }
+    if (sock === null) {
+      this.stats.txNoSocket++;
+      return;
+    }
     if (sock.sendTo(buf, res.off, res.len, this.recordOf(t), 0)) this.stats.controlSent++;
     else this.stats.txSendFailures++;
   }
@@ -407,12 +450,24 @@ export class GenevePort {
   }
 
   /** As sendBatch, with the tunnel of packet i given as tunnels[i] (undefined: counted drop). */
-  sendBatchVia(buf: Uint8Array, offs: Uint32Array, lens: Uint32Array, tunnels: readonly (GeneveTunnel | undefined)[], count: number): number {
+  sendBatchVia(
+    buf: Uint8Array,
+    offs: Uint32Array,
+    lens: Uint32Array,
+    tunnels: readonly (GeneveTunnel | undefined)[],
+    count: number,
+  ): number {
     return this.encapAndSend(buf, offs, lens, tunnels, count);
   }
 
   /** `tunnels` null: each packet's tunnel by lookupSend (sendBatch). */
-  private encapAndSend(buf: Uint8Array, offs: Uint32Array, lens: Uint32Array, tunnels: readonly (GeneveTunnel | undefined)[] | null, count: number): number {
+  private encapAndSend(
+    buf: Uint8Array,
+    offs: Uint32Array,
+    lens: Uint32Array,
+    tunnels: readonly (GeneveTunnel | undefined)[] | null,
+    count: number,
+  ): number {
     const now = this.clock();
     const res = this.txResult;
     const engine = this.engine;
@@ -431,13 +486,23 @@ export class GenevePort {
       const len = lens[i]!;
       const prev = res.tunnel;
       let t: GeneveTunnel | undefined;
-      if (prev !== null && (tunnels === null || tunnels[i] === prev) && engine.encapsulateNext(buf, off, len, prev, res)) {
+      if (
+        prev !== null &&
+        (tunnels === null || tunnels[i] === prev) &&
+        engine.encapsulateNext(buf, off, len, prev, res)
+      ) {
         t = prev;
       } else {
         t = tunnels === null ? table.lookupSend(buf, off, len) : tunnels[i];
-        if (t === undefined) { this.stats.txNoTunnel++; continue; }
+        if (t === undefined) {
+          this.stats.txNoTunnel++;
+          continue;
+        }
         const need = GENEVE_HEADER_LEN + t.options.length + (t.l2 ? GENEVE_INNER_ETHERNET_LEN : 0);
-        if (off < need) { this.stats.txNoHeadroom++; continue; }
+        if (off < need) {
+          this.stats.txNoHeadroom++;
+          continue;
+        }
         const v = engine.encapsulate(buf, off, len, t, now, res);
         if (v === GeneveVerdict.Drop) continue;
         if (v === GeneveVerdict.SendControl) this.stats.controlSent++;
@@ -457,7 +522,11 @@ export class GenevePort {
     const n = list.count;
     if (n === 0) return 0;
     const sock = list === this.send4 ? this.udp4 : this.udp6;
-    if (sock === null || this.closed) { this.stats.txNoSocket += n; list.clear(); return 0; }
+    if (sock === null || this.closed) {
+      this.stats.txNoSocket += n;
+      list.clear();
+      return 0;
+    }
     const sent = sock.sendBatch(buf, list.offs, list.lens, list.addrs, list.idx, n);
     list.clear();
     if (sent < n) this.stats.txSendFailures += n - sent;

@@ -13,13 +13,18 @@ import { execFile } from 'node:child_process';
 /** An `ip` command failed. `command` is the full argument list, `stderr` what ip printed. */
 export class RouteCommandError extends Error {
   override readonly name = 'RouteCommandError';
-  constructor(readonly command: readonly string[], readonly stderr: string, hint: string) {
+  constructor(
+    readonly command: readonly string[],
+    readonly stderr: string,
+    hint: string,
+  ) {
     super(`${command.join(' ')} failed: ${stderr.trim() || 'no output'}${hint ? ` (${hint})` : ''}`);
   }
 }
 
 function hintFor(stderr: string): string {
-  if (/Operation not permitted/i.test(stderr)) return 'needs CAP_NET_ADMIN: run as root or add NET_ADMIN to the container';
+  if (/Operation not permitted/i.test(stderr))
+    return 'needs CAP_NET_ADMIN: run as root or add NET_ADMIN to the container';
   if (/Cannot find device/i.test(stderr)) return 'the interface does not exist (was the TUN device closed?)';
   if (/No such file or directory/i.test(stderr) && /netns/i.test(stderr)) return 'the network namespace does not exist';
   if (/ENOENT/.test(stderr)) return 'iproute2 (`ip`) is not installed or not in PATH';
@@ -31,15 +36,27 @@ export function ip(args: readonly string[], netns?: string, ok: readonly RegExp[
   const argv = netns === undefined ? [...args] : ['-n', netns, ...args];
   return new Promise((resolve, reject) => {
     execFile('ip', argv, { timeout: 10_000, encoding: 'utf8' }, (err, stdout, stderr) => {
-      if (err === null) { resolve(stdout); return; }
+      if (err === null) {
+        resolve(stdout);
+        return;
+      }
       const text = `${stderr ?? ''}${(err as NodeJS.ErrnoException).code === 'ENOENT' ? 'ENOENT' : ''}`;
-      if (ok.some((r) => r.test(text))) { resolve(stdout); return; }
+      if (ok.some((r) => r.test(text))) {
+        resolve(stdout);
+        return;
+      }
       reject(new RouteCommandError(['ip', ...argv], text || err.message, hintFor(text)));
     });
   });
 }
 
-const GONE = [/No such process/i, /Cannot assign requested address/i, /Cannot find device/i, /does not exist/i, /not found/i];
+const GONE = [
+  /No such process/i,
+  /Cannot assign requested address/i,
+  /Cannot find device/i,
+  /does not exist/i,
+  /not found/i,
+];
 
 /** Adds `addr` (host address, /32 or /128 unless a prefix is given) to `dev`. Idempotent. */
 export function addAddress(dev: string, addr: string, netns?: string): Promise<string> {
@@ -70,7 +87,10 @@ export class KernelState {
   private readonly routes = new Set<string>();
   private readonly addrs = new Set<string>();
 
-  constructor(readonly dev: string, readonly netns?: string) {}
+  constructor(
+    readonly dev: string,
+    readonly netns?: string,
+  ) {}
 
   async addAddress(addr: string): Promise<void> {
     await addAddress(this.dev, addr, this.netns);
@@ -111,10 +131,18 @@ export class KernelState {
   async clear(): Promise<void> {
     let first: unknown;
     for (const c of [...this.routes]) {
-      try { await this.removeRoute(c); } catch (e) { first ??= e; }
+      try {
+        await this.removeRoute(c);
+      } catch (e) {
+        first ??= e;
+      }
     }
     for (const a of [...this.addrs]) {
-      try { await this.removeAddress(a); } catch (e) { first ??= e; }
+      try {
+        await this.removeAddress(a);
+      } catch (e) {
+        first ??= e;
+      }
     }
     if (first !== undefined) throw first;
   }
@@ -122,7 +150,10 @@ export class KernelState {
 
 /** Writes a sysctl under /proc/sys (e.g. net/ipv4/conf/weft0/rp_filter) in the current namespace. */
 export async function writeSysctl(path: string, value: string, netns?: string): Promise<void> {
-  const argv = netns === undefined ? ['sysctl', '-qw', `${path}=${value}`] : ['ip', 'netns', 'exec', netns, 'sysctl', '-qw', `${path}=${value}`];
+  const argv =
+    netns === undefined
+      ? ['sysctl', '-qw', `${path}=${value}`]
+      : ['ip', 'netns', 'exec', netns, 'sysctl', '-qw', `${path}=${value}`];
   await new Promise<void>((resolve, reject) => {
     execFile(argv[0]!, argv.slice(1), { timeout: 10_000, encoding: 'utf8' }, (err, _o, stderr) => {
       if (err === null) resolve();

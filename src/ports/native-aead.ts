@@ -23,13 +23,20 @@ type AeadFn = (key: Uint8Array, nonce: Uint8Array, buf: Uint8Array, off: number,
  * `base` with transport AEAD in the addon, or `base` itself (and the reason) when the addon or
  * its OpenSSL symbols are unavailable, or when the addon disagrees with `base` on a self-test.
  */
-export function withNativeAead(base: CryptoBackend, native: NativeIo | null = loadNativeIo()): { backend: CryptoBackend; reason: string | null } {
+export function withNativeAead(
+  base: CryptoBackend,
+  native: NativeIo | null = loadNativeIo(),
+): { backend: CryptoBackend; reason: string | null } {
   if (native === null) return { backend: base, reason: 'the native I/O addon is not available' };
   const { aeadAvailable, aeadSeal, aeadOpen } = native;
   if (typeof aeadAvailable !== 'function' || typeof aeadSeal !== 'function' || typeof aeadOpen !== 'function') {
-    return { backend: base, reason: 'the native I/O addon predates aeadSeal/aeadOpen; rebuild it with `node native/build.mjs`' };
+    return {
+      backend: base,
+      reason: 'the native I/O addon predates aeadSeal/aeadOpen; rebuild it with `node native/build.mjs`',
+    };
   }
-  if (aeadAvailable() === false) return { backend: base, reason: 'OpenSSL ChaCha20-Poly1305 symbols not found in this Node' };
+  if (aeadAvailable() === false)
+    return { backend: base, reason: 'OpenSSL ChaCha20-Poly1305 symbols not found in this Node' };
   const seal = aeadSeal as AeadFn;
   const open = aeadOpen as AeadFn;
   const mismatch = selfTest(base, seal, open);
@@ -37,12 +44,14 @@ export function withNativeAead(base: CryptoBackend, native: NativeIo | null = lo
   const backend: CryptoBackend = {
     ...base,
     seal(key, nonce, ad, src, srcOff, len, dst, dstOff) {
-      if (src !== dst || srcOff !== dstOff || (ad !== null && ad.length > 0)) return base.seal(key, nonce, ad, src, srcOff, len, dst, dstOff);
+      if (src !== dst || srcOff !== dstOff || (ad !== null && ad.length > 0))
+        return base.seal(key, nonce, ad, src, srcOff, len, dst, dstOff);
       if (seal(key, nonce, dst, dstOff, len) !== 1) throw new Error('OpenSSL ChaCha20-Poly1305 seal failed'); // not reachable from network input
       return len + 16;
     },
     open(key, nonce, ad, src, srcOff, len, dst, dstOff) {
-      if (src !== dst || srcOff !== dstOff || (ad !== null && ad.length > 0)) return base.open(key, nonce, ad, src, srcOff, len, dst, dstOff);
+      if (src !== dst || srcOff !== dstOff || (ad !== null && ad.length > 0))
+        return base.open(key, nonce, ad, src, srcOff, len, dst, dstOff);
       if (len < 16) return false;
       return open(key, nonce, dst, dstOff, len) === 1;
     },
@@ -63,9 +72,11 @@ function selfTest(base: CryptoBackend, seal: AeadFn, open: AeadFn): string | nul
     const b = a.slice();
     base.seal(key, nonce, null, a, 3, len, a, 3);
     if (seal(key, nonce, b, 3, len) !== 1) return `native seal failed at ${len} bytes`;
-    for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return `native seal differs from ${base.name} at ${len} bytes`;
+    for (let i = 0; i < a.length; i++)
+      if (a[i] !== b[i]) return `native seal differs from ${base.name} at ${len} bytes`;
     if (open(key, nonce, b, 3, len + 16) !== 1) return `native open rejects its own ${len}-byte message`;
-    for (let i = 0; i < len; i++) if (b[3 + i] !== ((i * 29 + len) & 0xff)) return `native open returns wrong plaintext at ${len} bytes`;
+    for (let i = 0; i < len; i++)
+      if (b[3 + i] !== ((i * 29 + len) & 0xff)) return `native open returns wrong plaintext at ${len} bytes`;
     a[3 + len] ^= 1; // first tag byte
     if (open(key, nonce, a, 3, len + 16) !== 0) return `native open accepts a forged ${len}-byte message`;
   }

@@ -9,7 +9,10 @@ import { execFile } from 'node:child_process';
 
 export class NftCommandError extends Error {
   override readonly name = 'NftCommandError';
-  constructor(readonly stderr: string, readonly netns: string | undefined) {
+  constructor(
+    readonly stderr: string,
+    readonly netns: string | undefined,
+  ) {
     super(`nft -f failed${netns === undefined ? '' : ` in netns ${netns}`}: ${stderr.trim() || 'no output'}`);
   }
 
@@ -28,7 +31,10 @@ export const runNft: NftRunner = (script, netns) => {
   const argv = netns === undefined ? ['nft', '-f', '-'] : ['ip', 'netns', 'exec', netns, 'nft', '-f', '-'];
   return new Promise((resolve, reject) => {
     const child = execFile(argv[0]!, argv.slice(1), { timeout: 10_000, encoding: 'utf8' }, (err, _out, stderr) => {
-      if (err === null) { resolve(); return; }
+      if (err === null) {
+        resolve();
+        return;
+      }
       const missing = (err as NodeJS.ErrnoException).code === 'ENOENT';
       reject(new NftCommandError(missing ? `${argv[0]}: not found (ENOENT)` : stderr || err.message, netns));
     });

@@ -21,7 +21,12 @@
  */
 import type { PacketBatch } from '../io/batch.js';
 import {
-  pickChecksumVerdicts, pickCoalesceBatch, pickGsoSegment, type ChecksumVerdictsFn, type CoalesceBatchFn, type GsoSegmentFn,
+  pickChecksumVerdicts,
+  pickCoalesceBatch,
+  pickGsoSegment,
+  type ChecksumVerdictsFn,
+  type CoalesceBatchFn,
+  type GsoSegmentFn,
 } from '../io/native-offload.js';
 import type { TunDevice } from '../io/tun.js';
 import { Coalescer } from '../packet/gro.js';
@@ -57,7 +62,14 @@ export function segmenterScratch(mtu: number, headroom: number, tailroom: number
 }
 
 export class TunSegmenter {
-  readonly stats: TunSegmenterStats = { superPackets: 0, segments: 0, malformed: 0, unsupported: 0, oversize: 0, noRoom: 0 };
+  readonly stats: TunSegmenterStats = {
+    superPackets: 0,
+    segments: 0,
+    malformed: 0,
+    unsupported: 0,
+    oversize: 0,
+    noRoom: 0,
+  };
   private readonly list: PacketList;
   private readonly stride: number;
   private readonly maxSegment: number;
@@ -80,11 +92,14 @@ export class TunSegmenter {
     this.stride = segmentStride(mtu, headroom, tailroom);
     this.maxSegment = mtu;
     this.headroom = headroom;
-    if (batch.headroom < vnetHdrLen || batch.headroom < headroom) throw new RangeError(`TUN batch headroom ${batch.headroom} < ${Math.max(vnetHdrLen, headroom)}`);
+    if (batch.headroom < vnetHdrLen || batch.headroom < headroom)
+      throw new RangeError(`TUN batch headroom ${batch.headroom} < ${Math.max(vnetHdrLen, headroom)}`);
     const segs = Math.floor(batch.scratchLen / this.stride);
     // gsoSegment bounds its output by the end of the buffer: the scratch must end there, in whole strides.
-    if (batch.scratchLen % this.stride !== 0 || batch.scratchOff + batch.scratchLen !== batch.buf.length) throw new RangeError('TUN batch scratch must be a whole number of segment strides (segmenterScratch)');
-    if (segs < 64) throw new RangeError(`TUN batch scratch ${batch.scratchLen} holds ${segs} segments; at least 64 are needed`);
+    if (batch.scratchLen % this.stride !== 0 || batch.scratchOff + batch.scratchLen !== batch.buf.length)
+      throw new RangeError('TUN batch scratch must be a whole number of segment strides (segmenterScratch)');
+    if (segs < 64)
+      throw new RangeError(`TUN batch scratch ${batch.scratchLen} holds ${segs} segments; at least 64 are needed`);
     this.list = new PacketList(segs + batch.capacity);
   }
 
@@ -108,8 +123,10 @@ export class TunSegmenter {
       }
       if (n < 0) {
         // With an empty list, no room means one segment cannot fit a stride: a gso_size above the MTU.
-        if (n === GSO_ERR_NO_ROOM) { if (vnetGsoSize(buf, hdr) >= this.maxSegment) st.oversize++; else st.noRoom++; }
-        else if (n === GSO_ERR_MALFORMED) st.malformed++;
+        if (n === GSO_ERR_NO_ROOM) {
+          if (vnetGsoSize(buf, hdr) >= this.maxSegment) st.oversize++;
+          else st.noRoom++;
+        } else if (n === GSO_ERR_MALFORMED) st.malformed++;
         else st.unsupported++;
         continue;
       }
@@ -154,7 +171,11 @@ export class TunCoalescingWriter {
   private readonly csum: Uint8Array;
 
   /** `capacity`: the most packets one writeBatch call passes (the output never has more entries). */
-  constructor(private readonly tun: TunDevice, capacity: number, readonly maxFlows = 16) {
+  constructor(
+    private readonly tun: TunDevice,
+    capacity: number,
+    readonly maxFlows = 16,
+  ) {
     const off = tun.offload;
     if (off === null || !off.tso) throw new Error(`TUN ${tun.name}: coalescing needs a TUN with TSO (offload.tso)`);
     this.coalescer = new Coalescer({ maxFlows, vnetHdrLen: off.vnetHdrLen, udp: off.uso });
@@ -173,11 +194,21 @@ export class TunCoalescingWriter {
    * buf[areaOff, +areaLen) for the super-packets; without a usable area, written one by one.
    * Returns `count` when the kernel took every write, else how many writes it took.
    */
-  write(buf: Uint8Array, offs: Uint32Array, lens: Uint32Array, count: number, areaOff: number, areaLen: number): number {
+  write(
+    buf: Uint8Array,
+    offs: Uint32Array,
+    lens: Uint32Array,
+    count: number,
+    areaOff: number,
+    areaLen: number,
+  ): number {
     const c = this.coalescer;
     // One packet has nothing to merge with: written as is (what the coalescer would pass through),
     // without touching its flow tables — the common case of a lightly loaded tunnel.
-    if (count === 1) { c.stats.packets++; return this.tun.writeBatch(buf, offs, lens, 1); }
+    if (count === 1) {
+      c.stats.packets++;
+      return this.tun.writeBatch(buf, offs, lens, 1);
+    }
     if (areaLen < c.reservation || count > this.list.capacity) return this.tun.writeBatch(buf, offs, lens, count);
     const list = this.list;
     list.count = 0;

@@ -25,9 +25,7 @@
 import { ADDR_FAMILY_OFFSET, ADDR_RECORD_LEN } from '../io/native.js';
 import { PacketBatch } from '../io/batch.js';
 import { encodeAddress, UDP_GRO_MAX_LEN, UdpSocket, type UdpMechanism } from '../io/udp.js';
-import {
-  Device, EncryptResult, ENCRYPT_SEND, ReceiveResult, RECEIVE_DELIVER,
-} from '../wireguard/device.js';
+import { Device, EncryptResult, ENCRYPT_SEND, ReceiveResult, RECEIVE_DELIVER } from '../wireguard/device.js';
 import { isHandshakeMessage } from '../wireguard/messages.js';
 import type { Endpoint } from '../wireguard/peer.js';
 import { OutgoingMessage } from '../wireguard/pool.js';
@@ -43,7 +41,15 @@ export interface InnerSink {
    * valid only during the call (entries at i >= count are stale). buf[areaOff, +areaLen) is
    * free scratch space in the same buffer (rxCoalesceReservation; length 0 without it).
    */
-  writeBatch(buf: Uint8Array, offs: Uint32Array, lens: Uint32Array, peers: readonly Peer[], count: number, areaOff: number, areaLen: number): number;
+  writeBatch(
+    buf: Uint8Array,
+    offs: Uint32Array,
+    lens: Uint32Array,
+    peers: readonly Peer[],
+    count: number,
+    areaOff: number,
+    areaLen: number,
+  ): number;
 }
 
 export interface WireGuardPortOptions {
@@ -118,8 +124,12 @@ const TIMER_HORIZON_MS = 1000;
 export class WireGuardPort {
   readonly device: Device;
   readonly stats: WireGuardPortStats = {
-    handshakesQueued: 0, handshakesDroppedQueueFull: 0, handshakesProcessed: 0,
-    sendFailures: 0, innerSinkRefused: 0, noSocketForFamily: 0,
+    handshakesQueued: 0,
+    handshakesDroppedQueueFull: 0,
+    handshakesProcessed: 0,
+    sendFailures: 0,
+    innerSinkRefused: 0,
+    noSocketForFamily: 0,
   };
   private readonly sink: InnerSink;
   private readonly clock: () => number;
@@ -189,8 +199,22 @@ export class WireGuardPort {
     const headroom = opts.rxHeadroom ?? 0;
     const tailroom = opts.rxTailroom ?? 0;
     const scratch = this.areaFor(batch * maxDatagram);
-    this.rxPlain4 = new PacketBatch({ capacity: batch, headroom, maxLen: maxDatagram, tailroom, withAddresses: true, scratch });
-    this.rxPlain6 = new PacketBatch({ capacity: batch, headroom, maxLen: maxDatagram, tailroom, withAddresses: true, scratch });
+    this.rxPlain4 = new PacketBatch({
+      capacity: batch,
+      headroom,
+      maxLen: maxDatagram,
+      tailroom,
+      withAddresses: true,
+      scratch,
+    });
+    this.rxPlain6 = new PacketBatch({
+      capacity: batch,
+      headroom,
+      maxLen: maxDatagram,
+      tailroom,
+      withAddresses: true,
+      scratch,
+    });
     this.rx4 = this.rxPlain4;
     this.rx6 = this.rxPlain6;
     this.rx4Words = wordsOf(this.rx4);
@@ -221,10 +245,16 @@ export class WireGuardPort {
     let b = v6 ? this.rxGro6 : this.rxGro4;
     if (b === null) {
       b = new PacketBatch({
-        capacity: GRO_BATCH, headroom: this.opts.rxHeadroom ?? 0, maxLen: UDP_GRO_MAX_LEN, tailroom: this.opts.rxTailroom ?? 0,
-        withAddresses: true, withSegments: true, scratch: this.areaFor(GRO_BATCH * UDP_GRO_MAX_LEN),
+        capacity: GRO_BATCH,
+        headroom: this.opts.rxHeadroom ?? 0,
+        maxLen: UDP_GRO_MAX_LEN,
+        tailroom: this.opts.rxTailroom ?? 0,
+        withAddresses: true,
+        withSegments: true,
+        scratch: this.areaFor(GRO_BATCH * UDP_GRO_MAX_LEN),
       });
-      if (v6) this.rxGro6 = b; else this.rxGro4 = b;
+      if (v6) this.rxGro6 = b;
+      else this.rxGro4 = b;
       const need = GRO_BATCH * GRO_MAX_SEGMENTS;
       if (this.deliverOffs.length < need) {
         this.deliverOffs = new Uint32Array(need);
@@ -270,7 +300,11 @@ export class WireGuardPort {
     await this.closeSockets();
     // No IPv6 on this host (or the port taken only for v6): IPv4-only, as wireguard-go runs.
     const socks = await openDualStack({
-      port, socketBuffer: this.opts.socketBuffer, label: 'wireguard', onError: this.onError, offload: this.opts.udpOffload === true,
+      port,
+      socketBuffer: this.opts.socketBuffer,
+      label: 'wireguard',
+      onError: this.onError,
+      offload: this.opts.udpOffload === true,
       ...(this.opts.udpMechanism === undefined ? {} : { mechanism: this.opts.udpMechanism }),
     });
     const v4 = socks.v4!;
@@ -326,7 +360,8 @@ export class WireGuardPort {
     for (let i = 0; i < count; i++) {
       let r: number;
       if (peers !== undefined) r = dev.encryptFor(peers[i], buf, offs[i], lens[i], now, out);
-      else if (runPeer !== null && this.sameDestination(buf, offs[i], lens[i])) r = dev.encryptFor(runPeer, buf, offs[i], lens[i], now, out);
+      else if (runPeer !== null && this.sameDestination(buf, offs[i], lens[i]))
+        r = dev.encryptFor(runPeer, buf, offs[i], lens[i], now, out);
       else {
         this.rememberDestination(buf, offs[i], lens[i]);
         r = dev.encrypt(buf, offs[i], lens[i], now, out);
@@ -364,7 +399,14 @@ export class WireGuardPort {
     const v = this.runVersion;
     const d = this.runDst;
     if (v === 4) {
-      return len >= 20 && buf[off] >>> 4 === 4 && buf[off + 16] === d[0] && buf[off + 17] === d[1] && buf[off + 18] === d[2] && buf[off + 19] === d[3];
+      return (
+        len >= 20 &&
+        buf[off] >>> 4 === 4 &&
+        buf[off + 16] === d[0] &&
+        buf[off + 17] === d[1] &&
+        buf[off + 18] === d[2] &&
+        buf[off + 19] === d[3]
+      );
     }
     if (v !== 6 || len < 40 || buf[off] >>> 4 !== 6) return false;
     for (let k = 0; k < 16; k++) if (buf[off + 24 + k] !== d[k]) return false;
@@ -409,8 +451,15 @@ export class WireGuardPort {
       // A batch usually comes from one peer: compare the 24-byte source record with the previous
       // datagram's (6 words) instead of interning its address again.
       const w = i * ADDR_RECORD_WORDS;
-      if (words[w] !== last[0] || words[w + 1] !== last[1] || words[w + 2] !== last[2] || words[w + 3] !== last[3] ||
-          words[w + 4] !== last[4] || words[w + 5] !== last[5] || this.lastSourceSock !== sock) {
+      if (
+        words[w] !== last[0] ||
+        words[w + 1] !== last[1] ||
+        words[w + 2] !== last[2] ||
+        words[w + 3] !== last[3] ||
+        words[w + 4] !== last[4] ||
+        words[w + 5] !== last[5] ||
+        this.lastSourceSock !== sock
+      ) {
         for (let k = 0; k < ADDR_RECORD_WORDS; k++) last[k] = words[w + k];
         this.lastSourceSock = sock;
         this.lastAddress = sock.addressOf(b, i);
@@ -433,7 +482,15 @@ export class WireGuardPort {
   private delivered = 0;
   private deliveredBytes = 0;
 
-  private receiveOne(b: PacketBatch, sock: UdpSocket, i: number, off: number, len: number, now: number, underLoad: boolean): void {
+  private receiveOne(
+    b: PacketBatch,
+    sock: UdpSocket,
+    i: number,
+    off: number,
+    len: number,
+    now: number,
+    underLoad: boolean,
+  ): void {
     const from = this.from;
     const out = this.rxResult;
     from.address = this.lastAddress;
@@ -441,7 +498,9 @@ export class WireGuardPort {
     if (isHandshakeMessage(b.buf, off, len)) {
       // mac1, and under load mac2/cookie and the rate limit, now: a flood of valid-mac1
       // initiations is answered or dropped here and never takes ring slots or event-loop turns.
-      if (this.device.screenHandshake(b.buf, off, len, from, now, underLoad || this.hsCount >= this.hsCapacity >>> 3, out)) {
+      if (
+        this.device.screenHandshake(b.buf, off, len, from, now, underLoad || this.hsCount >= this.hsCapacity >>> 3, out)
+      ) {
         this.queueHandshake(b.buf, off, len, this.lastAddress, this.lastPort);
       }
       return;
@@ -462,7 +521,15 @@ export class WireGuardPort {
     if (n === 0) return;
     this.delivered = 0;
     this.deliveredBytes = 0;
-    const took = this.sink.writeBatch(b.buf, this.deliverOffs, this.deliverLens, this.deliverPeers, n, b.scratchOff, b.scratchLen);
+    const took = this.sink.writeBatch(
+      b.buf,
+      this.deliverOffs,
+      this.deliverLens,
+      this.deliverPeers,
+      n,
+      b.scratchOff,
+      b.scratchLen,
+    );
     if (took < n) this.stats.innerSinkRefused += n - took;
   }
 

@@ -12,7 +12,8 @@ export class TokenBucket {
     readonly ratePerSecond: number,
     readonly burst: number,
   ) {
-    if (!(ratePerSecond >= 0) || !(burst >= 1)) throw new RangeError(`token bucket needs rate ≥ 0 and burst ≥ 1, got ${ratePerSecond}/${burst}`);
+    if (!(ratePerSecond >= 0) || !(burst >= 1))
+      throw new RangeError(`token bucket needs rate ≥ 0 and burst ≥ 1, got ${ratePerSecond}/${burst}`);
     this.tokens = burst;
   }
 

@@ -91,15 +91,27 @@ export class Router<N> {
 
   /** Add a rule. Throws RouteConfigError for an unknown table or src/dst of different families. */
   addRule(spec: RuleSpec): Rule {
-    if (!this.tables.has(spec.table)) throw new RouteConfigError(`rule priority ${spec.priority}: table ${String(spec.table)} does not exist (addTable first)`);
-    if (!Number.isInteger(spec.priority) || spec.priority < 0) throw new RouteConfigError(`rule priority ${spec.priority} must be a non-negative integer`);
+    if (!this.tables.has(spec.table))
+      throw new RouteConfigError(
+        `rule priority ${spec.priority}: table ${String(spec.table)} does not exist (addTable first)`,
+      );
+    if (!Number.isInteger(spec.priority) || spec.priority < 0)
+      throw new RouteConfigError(`rule priority ${spec.priority} must be a non-negative integer`);
     const src = spec.src === undefined ? undefined : toPrefix(spec.src);
     const dst = spec.dst === undefined ? undefined : toPrefix(spec.dst);
     if (src !== undefined && dst !== undefined && src.family !== dst.family) {
       throw new RouteConfigError(`rule priority ${spec.priority}: src and dst prefixes are of different IP families`);
     }
     const family = src?.family ?? dst?.family ?? 0;
-    const rule: Rule = { priority: spec.priority, iif: spec.iif, src, dst, fwmark: spec.fwmark, table: spec.table, family };
+    const rule: Rule = {
+      priority: spec.priority,
+      iif: spec.iif,
+      src,
+      dst,
+      fwmark: spec.fwmark,
+      table: spec.table,
+      family,
+    };
     const next = this.rules.slice();
     let i = next.length;
     while (i > 0 && next[i - 1]!.priority > rule.priority) i--;

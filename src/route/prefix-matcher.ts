@@ -70,7 +70,7 @@ export class PrefixMatcher<T> {
     if (n === 0) return undefined;
     const a = readIpv4U32(buf, off);
     const masks = this.masks;
-    for (let i = 0; i < n; i++) if (((a & masks[i]!) >>> 0) === nets[i]) return this.vals[i];
+    for (let i = 0; i < n; i++) if ((a & masks[i]!) >>> 0 === nets[i]) return this.vals[i];
     return undefined;
   }
 }

@@ -47,8 +47,24 @@ import { NAT_FORWARD, NAT_REPLY } from '../nat/results.js';
 import { TokenBucket } from '../ratelimit/token-bucket.js';
 import { PrefixMatcher } from '../route/prefix-matcher.js';
 import {
-  HOOK_COUNT, HOOK_FORWARD, HOOK_INPUT, HOOK_OUTPUT, HOOK_POSTROUTING, HOOK_PREROUTING, OUTPUT_HOST, OUTPUT_NODE, OUTPUT_NONE,
-  OUTPUT_PEER, PacketMeta, SOURCE_HOST, SOURCE_NODE, SOURCE_PEER, SOURCE_SELF, VERDICT_ACCEPT, VERDICT_REPLY, type PacketHook,
+  HOOK_COUNT,
+  HOOK_FORWARD,
+  HOOK_INPUT,
+  HOOK_OUTPUT,
+  HOOK_POSTROUTING,
+  HOOK_PREROUTING,
+  OUTPUT_HOST,
+  OUTPUT_NODE,
+  OUTPUT_NONE,
+  OUTPUT_PEER,
+  PacketMeta,
+  SOURCE_HOST,
+  SOURCE_NODE,
+  SOURCE_PEER,
+  SOURCE_SELF,
+  VERDICT_ACCEPT,
+  VERDICT_REPLY,
+  type PacketHook,
 } from './hooks.js';
 import { LANE_HOST, LANE_NODE, LANE_PEER, type Steering } from './steer.js';
 
@@ -77,7 +93,16 @@ export const RouterDrop = {
 } as const;
 export type RouterDrop = (typeof RouterDrop)[keyof typeof RouterDrop];
 export const ROUTER_DROP_NAMES: readonly string[] = [
-  'bad_packet', 'no_route', 'ttl_expired', 'icmp_rate_limited', 'no_headroom', 'unknown_peer', 'peer_transit', 'loop', 'tunnel_source', 'filtered',
+  'bad_packet',
+  'no_route',
+  'ttl_expired',
+  'icmp_rate_limited',
+  'no_headroom',
+  'unknown_peer',
+  'peer_transit',
+  'loop',
+  'tunnel_source',
+  'filtered',
 ];
 
 /** Next hops towards nodes (the Geneve tunnel table): a tunnel for a destination address. */
@@ -164,7 +189,8 @@ export class Router<P, G> {
    */
   addPeer(name: string, natPeer: NatPeer, link: P, dev = ''): RouterPeer<P> {
     if (this.byLink.has(link)) throw new Error(`router: peer ${name}'s link is already added`);
-    if (this.byNatIndex[natPeer.index] !== undefined) throw new Error(`router: NAT peer ${natPeer.name} is already added`);
+    if (this.byNatIndex[natPeer.index] !== undefined)
+      throw new Error(`router: NAT peer ${natPeer.name} is already added`);
     const rp: RouterPeer<P> = { name, nat: natPeer, link, dev };
     this.byLink.set(link, rp);
     this.byNatIndex[natPeer.index] = rp;
@@ -267,7 +293,15 @@ export class Router<P, G> {
    * Routes packets i < n from nodes (decapsulated Geneve) into `L`; `tunnels[i]`, when given, is
    * the tunnel packet i came through (its interface is the packet's iif in Liqo mode).
    */
-  fromNodes(buf: Uint8Array, offs: Uint32Array, lens: Uint32Array, n: number, now: number, L: RouterLanes<P, G>, tunnels?: readonly G[]): void {
+  fromNodes(
+    buf: Uint8Array,
+    offs: Uint32Array,
+    lens: Uint32Array,
+    n: number,
+    now: number,
+    L: RouterLanes<P, G>,
+    tunnels?: readonly G[],
+  ): void {
     if (n > L.capacity) throw new RangeError(`router: ${n} packets for lanes of ${L.capacity}`);
     for (let i = 0; i < n; i++) this.routeInside(buf, offs[i]!, lens[i]!, L, now, SOURCE_NODE, tunnels?.[i]);
   }
@@ -279,14 +313,33 @@ export class Router<P, G> {
   }
 
   /** Routes decrypted packets i < n; links[i] is the peer whose session decrypted packet i. */
-  fromPeers(buf: Uint8Array, offs: Uint32Array, lens: Uint32Array, links: readonly P[], n: number, now: number, L: RouterLanes<P, G>): void {
+  fromPeers(
+    buf: Uint8Array,
+    offs: Uint32Array,
+    lens: Uint32Array,
+    links: readonly P[],
+    n: number,
+    now: number,
+    L: RouterLanes<P, G>,
+  ): void {
     if (n > L.capacity) throw new RangeError(`router: ${n} packets for lanes of ${L.capacity}`);
     for (let i = 0; i < n; i++) this.routeFromPeer(buf, offs[i]!, lens[i]!, links[i]!, L, now);
   }
 
-  private routeInside(buf: Uint8Array, off: number, len: number, L: RouterLanes<P, G>, now: number, source: number, from?: G): void {
+  private routeInside(
+    buf: Uint8Array,
+    off: number,
+    len: number,
+    L: RouterLanes<P, G>,
+    now: number,
+    source: number,
+    from?: G,
+  ): void {
     const v = this.v;
-    if (parseIp(buf, off, len, v) !== IP_OK) { this.drops[RouterDrop.BadPacket]!++; return; }
+    if (parseIp(buf, off, len, v) !== IP_OK) {
+      this.drops[RouterDrop.BadPacket]!++;
+      return;
+    }
     const meta = this.meta;
     meta.source = source;
     meta.output = OUTPUT_NONE;
@@ -305,7 +358,10 @@ export class Router<P, G> {
     const fam = v.family;
 
     if (this.local.lookup(buf, v.dstOff, fam) !== undefined) {
-      if (source === SOURCE_HOST) { this.drops[RouterDrop.Loop]!++; return; }
+      if (source === SOURCE_HOST) {
+        this.drops[RouterDrop.Loop]!++;
+        return;
+      }
       meta.output = OUTPUT_HOST;
       if (!this.runHooks(HOOK_INPUT, buf, now, L)) return;
       L.toHost.push(off, len);
@@ -315,7 +371,10 @@ export class Router<P, G> {
       const tp = this.tunnelRemote.lookup(buf, v.dstOff, fam);
       if (tp !== undefined) {
         // The gateway host's own tunnel traffic (connection check): no NAT, no router hop.
-        if (this.tunnelLocal.lookup(buf, v.srcOff, fam) === undefined) { this.drops[RouterDrop.TunnelSource]!++; return; }
+        if (this.tunnelLocal.lookup(buf, v.srcOff, fam) === undefined) {
+          this.drops[RouterDrop.TunnelSource]!++;
+          return;
+        }
         meta.output = OUTPUT_PEER;
         meta.peer = tp.name;
         if (!this.runHooks(HOOK_POSTROUTING, buf, now, L)) return;
@@ -356,11 +415,17 @@ export class Router<P, G> {
 
   private routeFromPeer(buf: Uint8Array, off: number, len: number, link: P, L: RouterLanes<P, G>, now: number): void {
     const v = this.v;
-    if (parseIp(buf, off, len, v) !== IP_OK) { this.drops[RouterDrop.BadPacket]!++; return; }
+    if (parseIp(buf, off, len, v) !== IP_OK) {
+      this.drops[RouterDrop.BadPacket]!++;
+      return;
+    }
     let rp = this.lastPeer;
     if (link !== this.lastLink || rp === undefined) {
       rp = this.byLink.get(link);
-      if (rp === undefined) { this.drops[RouterDrop.UnknownPeer]!++; return; }
+      if (rp === undefined) {
+        this.drops[RouterDrop.UnknownPeer]!++;
+        return;
+      }
       this.lastLink = link;
       this.lastPeer = rp;
     }
@@ -375,7 +440,10 @@ export class Router<P, G> {
     meta.skip = 0;
     if (!this.runHooks(HOOK_PREROUTING, buf, now, L)) return;
     const fam = v.family;
-    if (this.tunnelLocal.lookup(buf, v.dstOff, fam) !== undefined && this.tunnelRemote.lookup(buf, v.srcOff, fam) === rp) {
+    if (
+      this.tunnelLocal.lookup(buf, v.dstOff, fam) !== undefined &&
+      this.tunnelRemote.lookup(buf, v.srcOff, fam) === rp
+    ) {
       // This peer's tunnel address to ours: to the gateway host as is.
       meta.output = OUTPUT_HOST;
       if (!this.runHooks(HOOK_INPUT, buf, now, L)) return;
@@ -418,7 +486,16 @@ export class Router<P, G> {
    * table would. Forwarded packets lose one TTL, pass FORWARD (not the host's own: OUTPUT →
    * POSTROUTING), then POSTROUTING.
    */
-  private steer(st: Steering<G>, buf: Uint8Array, off: number, len: number, L: RouterLanes<P, G>, now: number, source: number, iif: number): void {
+  private steer(
+    st: Steering<G>,
+    buf: Uint8Array,
+    off: number,
+    len: number,
+    L: RouterLanes<P, G>,
+    now: number,
+    source: number,
+    iif: number,
+  ): void {
     const v = this.v;
     const meta = this.meta;
     const fam = v.family;
@@ -429,17 +506,29 @@ export class Router<P, G> {
     let t: G | undefined;
     if (lane === LANE_PEER) {
       rp = gw === null ? this.sole : this.tunnelRemote.lookup(gw, 0, gw.length === 4 ? 4 : 6);
-      if (rp === undefined) { this.drops[RouterDrop.NoRoute]!++; return; }
-      if (source === SOURCE_PEER) { this.drops[RouterDrop.PeerTransit]!++; return; }
+      if (rp === undefined) {
+        this.drops[RouterDrop.NoRoute]!++;
+        return;
+      }
+      if (source === SOURCE_PEER) {
+        this.drops[RouterDrop.PeerTransit]!++;
+        return;
+      }
       meta.output = OUTPUT_PEER;
       meta.peer = rp.name;
       meta.outDev = hop!.dev !== '' ? hop!.dev : st.devices.tunnel;
     } else if (lane === LANE_NODE) {
-      t = gw === null ? this.nodes.lookupDestination(buf, v.dstOff, fam) : this.nodes.lookupDestination(gw, 0, gw.length === 4 ? 4 : 6);
-      if (t === undefined) { this.drops[RouterDrop.NoRoute]!++; return; }
+      t =
+        gw === null
+          ? this.nodes.lookupDestination(buf, v.dstOff, fam)
+          : this.nodes.lookupDestination(gw, 0, gw.length === 4 ? 4 : 6);
+      if (t === undefined) {
+        this.drops[RouterDrop.NoRoute]!++;
+        return;
+      }
       meta.output = OUTPUT_NODE;
       const named = st.nodeDevice(t);
-      meta.outDev = named !== '' ? named : hop?.dev ?? '';
+      meta.outDev = named !== '' ? named : (hop?.dev ?? '');
     } else {
       meta.output = OUTPUT_HOST;
       meta.outDev = hop!.dev !== '' ? hop!.dev : st.devices.host;
@@ -459,12 +548,14 @@ export class Router<P, G> {
   private runHooks(hook: number, buf: Uint8Array, now: number, L: RouterLanes<P, G>): boolean {
     const list = this.hooks[hook]!;
     const m = this.meta;
-    if (m.skip !== 0 && ((m.skip >>> hook) & 1) !== 0 && list.length === 1 && list[0]!.owner === m.skipOwner) return true;
+    if (m.skip !== 0 && ((m.skip >>> hook) & 1) !== 0 && list.length === 1 && list[0]!.owner === m.skipOwner)
+      return true;
     for (let i = 0; i < list.length; i++) {
       const r = list[i]!.process(buf, this.v, this.meta, now);
       if (r !== VERDICT_ACCEPT) {
         this.drops[RouterDrop.Filtered]!++;
-        if (r === VERDICT_REPLY && this.meta.source !== SOURCE_SELF) this.routeInside(buf, this.meta.replyOff, this.meta.replyLen, L, now, SOURCE_SELF);
+        if (r === VERDICT_REPLY && this.meta.source !== SOURCE_SELF)
+          this.routeInside(buf, this.meta.replyOff, this.meta.replyLen, L, now, SOURCE_SELF);
         return false;
       }
     }
@@ -476,20 +567,40 @@ export class Router<P, G> {
    * replace the packet by an ICMP Time Exceeded written in its headroom, route that, and
    * return false. `back`: the peer the packet came from (see errorToPeer).
    */
-  private hop(buf: Uint8Array, off: number, len: number, fam: IpFamily, L: RouterLanes<P, G>, now: number, back?: RouterPeer<P>): boolean {
+  private hop(
+    buf: Uint8Array,
+    off: number,
+    len: number,
+    fam: IpFamily,
+    L: RouterLanes<P, G>,
+    now: number,
+    back?: RouterPeer<P>,
+  ): boolean {
     if (fam === 4) {
-      if (buf[off + IPV4_TTL_OFFSET]! > 1) { decrementIpv4Ttl(buf, off); return true; }
+      if (buf[off + IPV4_TTL_OFFSET]! > 1) {
+        decrementIpv4Ttl(buf, off);
+        return true;
+      }
     } else {
       const hl = buf[off + IPV6_HOP_LIMIT_OFFSET]!;
-      if (hl > 1) { buf[off + IPV6_HOP_LIMIT_OFFSET] = hl - 1; return true; }
+      if (hl > 1) {
+        buf[off + IPV6_HOP_LIMIT_OFFSET] = hl - 1;
+        return true;
+      }
     }
     this.drops[RouterDrop.TtlExpired]!++;
     const from = fam === 4 ? this.internal4 : this.internal6;
     if (from === null) return false;
     const prefix = fam === 4 ? TIME_EXCEEDED_V4_PREFIX : TIME_EXCEEDED_V6_PREFIX;
     // Room for the error's headers and, in front of them, the largest header a later stage writes.
-    if (off < prefix + 64) { this.drops[RouterDrop.NoHeadroom]!++; return false; }
-    if (!this.icmpBucket.take(now)) { this.drops[RouterDrop.IcmpRateLimited]!++; return false; }
+    if (off < prefix + 64) {
+      this.drops[RouterDrop.NoHeadroom]!++;
+      return false;
+    }
+    if (!this.icmpBucket.take(now)) {
+      this.drops[RouterDrop.IcmpRateLimited]!++;
+      return false;
+    }
     const n = writeTimeExceeded(buf, off, len, from);
     if (n > 0 && back !== undefined) this.errorToPeer(buf, off - prefix, n, back, L, now);
     else if (n > 0) this.routeInside(buf, off - prefix, n, L, now, SOURCE_SELF);
@@ -503,9 +614,19 @@ export class Router<P, G> {
    * when the translation of the source was still to come (rules: snat at postrouting) and the
    * peer's real CIDR overlaps a local one: the error would go to a local pod (README deviations).
    */
-  private errorToPeer(buf: Uint8Array, off: number, len: number, rp: RouterPeer<P>, L: RouterLanes<P, G>, now: number): void {
+  private errorToPeer(
+    buf: Uint8Array,
+    off: number,
+    len: number,
+    rp: RouterPeer<P>,
+    L: RouterLanes<P, G>,
+    now: number,
+  ): void {
     const v = this.v;
-    if (parseIp(buf, off, len, v) !== IP_OK) { this.drops[RouterDrop.BadPacket]!++; return; }
+    if (parseIp(buf, off, len, v) !== IP_OK) {
+      this.drops[RouterDrop.BadPacket]!++;
+      return;
+    }
     const meta = this.meta;
     meta.source = SOURCE_SELF;
     meta.output = OUTPUT_PEER;

@@ -25,9 +25,13 @@ export class BatchStages {
       if (parseIp(buf, off, len, this.v) === IP_OK) {
         meta.mark = 0;
         meta.skip = 0;
-        for (let s = 0; s < list.length && keep; s++) keep = list[s]!.process(buf, this.v, meta, now) === VERDICT_ACCEPT;
+        for (let s = 0; s < list.length && keep; s++)
+          keep = list[s]!.process(buf, this.v, meta, now) === VERDICT_ACCEPT;
       }
-      if (!keep) { this.dropped++; continue; }
+      if (!keep) {
+        this.dropped++;
+        continue;
+      }
       offs[k] = off;
       lens[k] = len;
       k++;

@@ -80,12 +80,12 @@ export class Steering<G> {
 
   /** The interface name of a node tunnel ('' when not named). */
   nodeDevice(tunnel: G | undefined): string {
-    return tunnel === undefined ? '' : this.nodeDevs.get(tunnel) ?? '';
+    return tunnel === undefined ? '' : (this.nodeDevs.get(tunnel) ?? '');
   }
 
   /** Input id of a node tunnel (0: unknown, matches only rules without iif). */
   nodeIif(tunnel: G | undefined): number {
-    return tunnel === undefined ? 0 : this.nodeIifs.get(tunnel) ?? 0;
+    return tunnel === undefined ? 0 : (this.nodeIifs.get(tunnel) ?? 0);
   }
 
   get tunnelIif(): number {

@@ -41,7 +41,9 @@ export interface RuleCounterSample {
 /** `<object…>/<table>/<chain>/<rule>` (compile.ts ids; the object may hold a slash) → parts. */
 export function splitRuleId(id: string): { object: string; table: string; chain: string; rule: string } {
   const p = id.split('/');
-  const rule = ruleIdName(p.pop() ?? ''), chain = ruleIdName(p.pop() ?? ''), table = ruleIdName(p.pop() ?? '');
+  const rule = ruleIdName(p.pop() ?? ''),
+    chain = ruleIdName(p.pop() ?? ''),
+    table = ruleIdName(p.pop() ?? '');
   return { object: p.join('/'), table, chain, rule };
 }
 
@@ -54,7 +56,10 @@ export interface HookTarget {
 class Delegate implements PacketHook {
   readonly name: string;
   readonly owner: RulesRuntime;
-  constructor(private readonly rt: RulesRuntime, private readonly hook: number) {
+  constructor(
+    private readonly rt: RulesRuntime,
+    private readonly hook: number,
+  ) {
     this.name = `liqo-firewall:${HOOKS[hook]}`;
     this.owner = rt;
   }

@@ -32,7 +32,15 @@ import { compileCond, type CCond, C_IP_DST, C_PROTO } from './match.js';
 import { HOOKS, numberToIp, ruleIdPart, type Chain, type Rule, type RuleTable } from './model.js';
 
 export type RuleForm =
-  | 'prefix-nat' | 'addr-map' | 'snat-ct' | 'masquerade-ct' | 'mss-clamp' | 'ctmark' | 'metamark' | 'set-source' | 'general';
+  | 'prefix-nat'
+  | 'addr-map'
+  | 'snat-ct'
+  | 'masquerade-ct'
+  | 'mss-clamp'
+  | 'ctmark'
+  | 'metamark'
+  | 'set-source'
+  | 'general';
 
 export interface RulePlanRow {
   readonly id: string;
@@ -40,11 +48,26 @@ export interface RulePlanRow {
 }
 
 // Filter actions.
-export const A_NONE = 0, A_ACCEPT = 1, A_DROP = 2, A_REJECT = 3, A_CTMARK = 4, A_METAMARK = 5, A_MSS = 6, A_NOTRACK = 7, A_ROUTE = 8, A_SETSRC = 9;
+export const A_NONE = 0,
+  A_ACCEPT = 1,
+  A_DROP = 2,
+  A_REJECT = 3,
+  A_CTMARK = 4,
+  A_METAMARK = 5,
+  A_MSS = 6,
+  A_NOTRACK = 7,
+  A_ROUTE = 8,
+  A_SETSRC = 9;
 // NAT kinds.
-export const N_DNAT = 0, N_SNAT = 1, N_MASQ = 2, N_MAP = 3;
+export const N_DNAT = 0,
+  N_SNAT = 1,
+  N_MASQ = 2,
+  N_MAP = 3;
 // Step kinds.
-export const S_CHAIN = 0, S_CT = 1, S_NAT = 2, S_CONFIRM = 3;
+export const S_CHAIN = 0,
+  S_CT = 1,
+  S_NAT = 2,
+  S_CONFIRM = 3;
 
 export class CFilterRule {
   constructor(
@@ -96,7 +119,10 @@ export class CChain {
 }
 
 export class CStep {
-  constructor(readonly kind: number, readonly chain: CChain | null) {}
+  constructor(
+    readonly kind: number,
+    readonly chain: CChain | null,
+  ) {}
 }
 
 export class CompiledRules {
@@ -116,11 +142,27 @@ export class CompiledRules {
    * fast path for established packets), else 0.
    */
   readonly natOnly: Uint8Array;
-  constructor(steps: CStep[][], ids: string[], plan: RulePlanRow[], tracked: boolean, binds: Set<string>, counted: boolean[]) {
+  constructor(
+    steps: CStep[][],
+    ids: string[],
+    plan: RulePlanRow[],
+    tracked: boolean,
+    binds: Set<string>,
+    counted: boolean[],
+  ) {
     this.counted = counted;
     this.steps = steps;
-    this.natOnly = Uint8Array.from(steps.map((l, h) => (tracked && h !== HOOK_FORWARD && l.length > 0 && l.every((x) => x.kind !== S_CHAIN) &&
-      (h !== HOOK_PREROUTING && h !== HOOK_OUTPUT ? true : l[0]!.kind === S_CT) ? 1 : 0)));
+    this.natOnly = Uint8Array.from(
+      steps.map((l, h) =>
+        tracked &&
+        h !== HOOK_FORWARD &&
+        l.length > 0 &&
+        l.every((x) => x.kind !== S_CHAIN) &&
+        (h !== HOOK_PREROUTING && h !== HOOK_OUTPUT ? true : l[0]!.kind === S_CT)
+          ? 1
+          : 0,
+      ),
+    );
     this.ids = ids;
     this.plan = plan;
     this.tracked = tracked;
@@ -155,7 +197,10 @@ export function compileRules(tables: readonly RuleTable[]): CompiledRules {
     const list = perHook[h]!.sort((a, b) => a.prio - b.prio || b.seq - a.seq);
     const filters = list.filter((e) => !e.chain.nat);
     const nats = list.filter((e) => e.chain.nat);
-    const out: { prio: number; step: CStep }[] = filters.map((e) => ({ prio: e.prio, step: new CStep(S_CHAIN, e.chain) }));
+    const out: { prio: number; step: CStep }[] = filters.map((e) => ({
+      prio: e.prio,
+      step: new CStep(S_CHAIN, e.chain),
+    }));
     if (tracked) {
       if (h === HOOK_PREROUTING || h === HOOK_OUTPUT) out.push({ prio: -200, step: new CStep(S_CT, null) });
       // The NAT core's hook: nat chains run inside it, in their priority order.
@@ -164,7 +209,8 @@ export function compileRules(tables: readonly RuleTable[]): CompiledRules {
         for (const n of nats) out.push({ prio: NAT_PRIO[h]!, step: new CStep(S_NAT, n.chain) });
         out.push({ prio: NAT_PRIO[h]!, step: new CStep(S_NAT, null) });
       }
-      if (h === HOOK_POSTROUTING || h === HOOK_INPUT) out.push({ prio: Number.MAX_SAFE_INTEGER, step: new CStep(S_CONFIRM, null) });
+      if (h === HOOK_POSTROUTING || h === HOOK_INPUT)
+        out.push({ prio: Number.MAX_SAFE_INTEGER, step: new CStep(S_CONFIRM, null) });
     }
     // Stable sort: at equal priority the CT / NAT core steps go after the filter chains, the
     // kernel's order when conntrack / NAT were in use before the chain was created (a new hook
@@ -172,7 +218,11 @@ export function compileRules(tables: readonly RuleTable[]): CompiledRules {
     steps.push(out.sort((a, b) => a.prio - b.prio).map((e) => e.step));
   }
   const counted = ids.map((id) => id.endsWith('/policy'));
-  for (const t of tables) for (const c of t.chains) for (const r of c.rules) if (r.kind === 'filter' && r.counter) counted[ids.indexOf(`${t.object}/${ruleIdPart(t.name)}/${ruleIdPart(c.name)}/${ruleIdPart(r.name)}`)] = true;
+  for (const t of tables)
+    for (const c of t.chains)
+      for (const r of c.rules)
+        if (r.kind === 'filter' && r.counter)
+          counted[ids.indexOf(`${t.object}/${ruleIdPart(t.name)}/${ruleIdPart(c.name)}/${ruleIdPart(r.name)}`)] = true;
   return new CompiledRules(steps, ids, plan, tracked, binds, counted);
 }
 
@@ -225,15 +275,40 @@ function compileChain(t: RuleTable, c: Chain, ids: string[], plan: RulePlanRow[]
     let value = 0;
     let form: RuleForm = 'general';
     switch (a.type) {
-      case 'none': action = A_NONE; break;
-      case 'accept': action = A_ACCEPT; break;
-      case 'drop': action = A_DROP; break;
-      case 'reject': action = A_REJECT; break;
-      case 'notrack': action = A_NOTRACK; break;
-      case 'ctmark': action = A_CTMARK; value = a.mark; form = 'ctmark'; break;
-      case 'metamarkfromctmark': action = A_METAMARK; form = 'metamark'; break;
-      case 'tcpmssclamp': action = A_MSS; value = a.mss; form = 'mss-clamp'; break;
-      case 'setsrc': action = A_SETSRC; value = a.addr | 0; form = 'set-source'; break;
+      case 'none':
+        action = A_NONE;
+        break;
+      case 'accept':
+        action = A_ACCEPT;
+        break;
+      case 'drop':
+        action = A_DROP;
+        break;
+      case 'reject':
+        action = A_REJECT;
+        break;
+      case 'notrack':
+        action = A_NOTRACK;
+        break;
+      case 'ctmark':
+        action = A_CTMARK;
+        value = a.mark;
+        form = 'ctmark';
+        break;
+      case 'metamarkfromctmark':
+        action = A_METAMARK;
+        form = 'metamark';
+        break;
+      case 'tcpmssclamp':
+        action = A_MSS;
+        value = a.mss;
+        form = 'mss-clamp';
+        break;
+      case 'setsrc':
+        action = A_SETSRC;
+        value = a.addr | 0;
+        form = 'set-source';
+        break;
     }
     plan.push({ id: ids[id]!, form });
     filter.push(new CFilterRule(id, conds, r.counter, action, value, form === 'general'));
@@ -262,7 +337,14 @@ function isSingleDst(r: Rule): boolean {
 function matchedPrefix(r: Rule, pos: 'src' | 'dst', len: number): number {
   const mask = len === 0 ? 0 : (0xffffffff << (32 - len)) >>> 0;
   for (const c of r.conds) {
-    if (c.kind === 'ip' && c.pos === pos && c.op === 'eq' && (c.lo & mask) >>> 0 === c.lo && ((c.hi & ~mask) >>> 0) === (~mask >>> 0)) return c.lo;
+    if (
+      c.kind === 'ip' &&
+      c.pos === pos &&
+      c.op === 'eq' &&
+      (c.lo & mask) >>> 0 === c.lo &&
+      (c.hi & ~mask) >>> 0 === ~mask >>> 0
+    )
+      return c.lo;
   }
   return 0;
 }

@@ -75,7 +75,9 @@ export function chainConcernsOnlyTun(c: Chain, nodeDevs: ReadonlySet<string>): b
   if (c.type !== 'filter' || c.policy !== 'accept' || c.rules.length === 0) return false;
   const dir = IN_HOOKS.has(c.hook) ? 'in' : OUT_HOOKS.has(c.hook) ? 'out' : null;
   if (dir === null) return false;
-  return c.rules.every((r) => r.conds.some((k) => k.kind === 'dev' && k.op === 'eq' && k.dir === dir && nodeDevs.has(k.name)));
+  return c.rules.every((r) =>
+    r.conds.some((k) => k.kind === 'dev' && k.op === 'eq' && k.dir === dir && nodeDevs.has(k.name)),
+  );
 }
 
 /** nft's text syntax names tables and chains by identifiers only (no leading digit, no quotes). */
@@ -89,15 +91,27 @@ function renameDevs(r: Rule, nodeDevs: ReadonlySet<string>, tun: string): Rule {
 }
 
 /** The kernel part of `t` (chains on path kernel, node-side interface renamed) as nft text with line sources. */
-export function kernelTableOf(t: RuleTable, chains: readonly Chain[], nodeDevs: ReadonlySet<string>, tun: string): KernelTable {
+export function kernelTableOf(
+  t: RuleTable,
+  chains: readonly Chain[],
+  nodeDevs: ReadonlySet<string>,
+  tun: string,
+): KernelTable {
   const kernelName = nftIdentifier(t.name) ? t.name : `weft_${t.name.replace(/[^A-Za-z0-9_.\-/]/g, '_')}`;
-  const table: RuleTable = { ...t, name: kernelName, chains: chains.map((c) => ({ ...c, rules: c.rules.map((r) => renameDevs(r, nodeDevs, tun)) })) };
+  const table: RuleTable = {
+    ...t,
+    name: kernelName,
+    chains: chains.map((c) => ({ ...c, rules: c.rules.map((r) => renameDevs(r, nodeDevs, tun)) })),
+  };
   // toNft's layout: the table line, per chain its line and its type line, one line per rule, `}`.
   const lines: NftLineSource[] = [{ chain: '', rule: '', field: 'spec.table' }];
   table.chains.forEach((c, ci) => {
     const ref = t.chains.findIndex((x) => x.name === c.name);
     const f = `spec.table.chains[${ref >= 0 ? ref : ci}]`;
-    lines.push({ chain: c.name, rule: '', field: `${f}.name` }, { chain: c.name, rule: '', field: `${f}.type/hook/priority/policy` });
+    lines.push(
+      { chain: c.name, rule: '', field: `${f}.name` },
+      { chain: c.name, rule: '', field: `${f}.type/hook/priority/policy` },
+    );
     const list = c.type === 'filter' ? 'filterRules' : c.type === 'nat' ? 'natRules' : 'routeRules';
     c.rules.forEach((r, ri) => lines.push({ chain: c.name, rule: r.name, field: `${f}.rules.${list}[${ri}]` }));
     lines.push({ chain: c.name, rule: '', field: f });
@@ -110,7 +124,12 @@ export function kernelTableOf(t: RuleTable, chains: readonly Chain[], nodeDevs: 
  * Splits the node's fabric FirewallConfigurations between the TUN (in process) and the kernel.
  * `previous`: the kernel tables in force, kept for objects that now fail to parse.
  */
-export function splitFabricFirewall(objects: readonly unknown[], nodeDevs: ReadonlySet<string>, tun: string, previous: ReadonlyMap<string, KernelTable>): FabricSplit {
+export function splitFabricFirewall(
+  objects: readonly unknown[],
+  nodeDevs: ReadonlySet<string>,
+  tun: string,
+  previous: ReadonlyMap<string, KernelTable>,
+): FabricSplit {
   const tunObjects: unknown[] = [];
   const kernelTables = new Map<string, KernelTable>();
   const placements: ChainPlacement[] = [];
@@ -127,10 +146,17 @@ export function splitFabricFirewall(objects: readonly unknown[], nodeDevs: Reado
       continue;
     }
     const tunChains = new Set(t.chains.filter((c) => chainConcernsOnlyTun(c, nodeDevs)).map((c) => c.name));
-    for (const c of t.chains) placements.push({ object: t.object, table: t.name, chain: c.name, path: tunChains.has(c.name) ? 'tun' : 'kernel' });
+    for (const c of t.chains)
+      placements.push({
+        object: t.object,
+        table: t.name,
+        chain: c.name,
+        path: tunChains.has(c.name) ? 'tun' : 'kernel',
+      });
     if (tunChains.size > 0) tunObjects.push(withChains(o, tunChains));
     const kernelChains = t.chains.filter((c) => !tunChains.has(c.name));
-    if (kernelChains.length > 0 || t.chains.length === 0) kernelTables.set(k, kernelTableOf(t, kernelChains, nodeDevs, tun));
+    if (kernelChains.length > 0 || t.chains.length === 0)
+      kernelTables.set(k, kernelTableOf(t, kernelChains, nodeDevs, tun));
   }
   return { tunObjects, kernelTables, placements };
 }
@@ -138,5 +164,11 @@ export function splitFabricFirewall(objects: readonly unknown[], nodeDevs: Reado
 /** A copy of FirewallConfiguration `o` with only the chains named in `keep`. */
 function withChains(o: unknown, keep: ReadonlySet<string>): unknown {
   const x = o as { spec: { table: Obj & { chains: Obj[] } } };
-  return { ...(o as Obj), spec: { ...x.spec, table: { ...x.spec.table, chains: x.spec.table.chains.filter((c) => keep.has(String(c.name))) } } };
+  return {
+    ...(o as Obj),
+    spec: {
+      ...x.spec,
+      table: { ...x.spec.table, chains: x.spec.table.chains.filter((c) => keep.has(String(c.name))) },
+    },
+  };
 }

@@ -20,7 +20,10 @@ export class FragmentMemory {
   private readonly expires = new Float64Array(FRAG_SLOTS);
 
   private slot(buf: Uint8Array, v: IpView): number {
-    const x = Math.imul(readU32(buf, v.srcOff) ^ Math.imul(readU32(buf, v.dstOff), 0x9e3779b1) ^ (read16(buf, v.off + 4) << 8) ^ v.proto, 0x85ebca6b);
+    const x = Math.imul(
+      readU32(buf, v.srcOff) ^ Math.imul(readU32(buf, v.dstOff), 0x9e3779b1) ^ (read16(buf, v.off + 4) << 8) ^ v.proto,
+      0x85ebca6b,
+    );
     return (x ^ (x >>> 15)) & (FRAG_SLOTS - 1);
   }
 
@@ -37,8 +40,13 @@ export class FragmentMemory {
   /** The connection key remembered for this non-first fragment's datagram, or -1. */
   lookup(buf: Uint8Array, v: IpView, now: number): number {
     const i = this.slot(buf, v);
-    if (this.idProto[i] !== ((read16(buf, v.off + 4) << 8) | v.proto) || this.src[i] !== readU32(buf, v.srcOff) ||
-        this.dst[i] !== readU32(buf, v.dstOff) || this.expires[i]! <= now) return -1;
+    if (
+      this.idProto[i] !== ((read16(buf, v.off + 4) << 8) | v.proto) ||
+      this.src[i] !== readU32(buf, v.srcOff) ||
+      this.dst[i] !== readU32(buf, v.dstOff) ||
+      this.expires[i]! <= now
+    )
+      return -1;
     return this.conn[i]!;
   }
 }

@@ -46,11 +46,22 @@ function v4(p: Prefix): { lo: number; hi: number; text: string; len: number } | 
   return { lo, hi: (lo | host) >>> 0, text: formatPrefix(p), len: p.prefixLen };
 }
 
-const ipCond = (pos: 'src' | 'dst', op: 'eq' | 'neq', r: { lo: number; hi: number; text: string }): Cond => ({ kind: 'ip', pos, op, lo: r.lo, hi: r.hi, text: r.text });
+const ipCond = (pos: 'src' | 'dst', op: 'eq' | 'neq', r: { lo: number; hi: number; text: string }): Cond => ({
+  kind: 'ip',
+  pos,
+  op,
+  lo: r.lo,
+  hi: r.hi,
+  text: r.text,
+});
 const devCond = (dir: 'in' | 'out', op: 'eq' | 'neq', name: string): Cond => ({ kind: 'dev', dir, op, name });
 
 /** The rule tables equivalent to `cfg` with `peers` (throws NatConfigError as Nat does). */
-export function rulesFromNatConfig(cfg: NatConfig, peers: readonly NatPeerConfig[], opts: DerivedRulesOptions): RuleTable[] {
+export function rulesFromNatConfig(
+  cfg: NatConfig,
+  peers: readonly NatPeerConfig[],
+  opts: DerivedRulesOptions,
+): RuleTable[] {
   const g = parseNatConfig(cfg);
   const parsed: ParsedPeer[] = [];
   for (const p of peers) parsed.push(parseNatPeer(p, g, parsed));
@@ -69,48 +80,141 @@ export function rulesFromNatConfig(cfg: NatConfig, peers: readonly NatPeerConfig
       const real = v4(r.real);
       const rem = v4(r.remapped);
       if (real === null || rem === null || (real.lo === rem.lo && real.len === rem.len)) continue;
-      pre.push({ kind: 'nat', name: `${p.name}-remap-${real.text}`, conds: [ipCond('dst', 'eq', rem), ...notTunnel], action: { type: 'dnat', addr: real.lo, prefixLen: real.len, text: real.text } });
-      out.push({ kind: 'nat', name: `${p.name}-remap-${real.text}`, conds: [ipCond('dst', 'eq', rem)], action: { type: 'dnat', addr: real.lo, prefixLen: real.len, text: real.text } });
-      post.push({ kind: 'nat', name: `${p.name}-remap-${real.text}`, conds: [ipCond('src', 'eq', real), devCond('in', 'eq', tun(p.name))], action: { type: 'snat', addr: rem.lo, prefixLen: rem.len, text: rem.text } });
+      pre.push({
+        kind: 'nat',
+        name: `${p.name}-remap-${real.text}`,
+        conds: [ipCond('dst', 'eq', rem), ...notTunnel],
+        action: { type: 'dnat', addr: real.lo, prefixLen: real.len, text: real.text },
+      });
+      out.push({
+        kind: 'nat',
+        name: `${p.name}-remap-${real.text}`,
+        conds: [ipCond('dst', 'eq', rem)],
+        action: { type: 'dnat', addr: real.lo, prefixLen: real.len, text: real.text },
+      });
+      post.push({
+        kind: 'nat',
+        name: `${p.name}-remap-${real.text}`,
+        conds: [ipCond('src', 'eq', real), devCond('in', 'eq', tun(p.name))],
+        action: { type: 'snat', addr: rem.lo, prefixLen: rem.len, text: rem.text },
+      });
     }
   }
   // The derived NAT's source NAT applies only towards a peer's CIDRs (not, e.g., to the
   // in-tunnel connection check): at postrouting those are the real ones (after the dnat).
   const towards: { peer: string; cidr: { lo: number; hi: number; text: string } }[] = [];
-  for (const p of parsed) for (const r of p.remaps) { const x = v4(r.real); if (x !== null) towards.push({ peer: p.name, cidr: x }); }
+  for (const p of parsed)
+    for (const r of p.remaps) {
+      const x = v4(r.real);
+      if (x !== null) towards.push({ peer: p.name, cidr: x });
+    }
   for (const m of g.mappings) {
     if (m.family !== 4) continue;
     const ext = ipToNumber([...m.external].join('.'))!;
     const real = ipToNumber([...m.real].join('.'))!;
     const e = { lo: ext, hi: ext, text: [...m.external].join('.') };
     const r = { lo: real, hi: real, text: [...m.real].join('.') };
-    pre.push({ kind: 'nat', name: `${e.text}-remap-ipmapping-gw`, conds: [ipCond('dst', 'eq', e)], action: { type: 'dnat', addr: real, prefixLen: 32, text: r.text } });
-    towards.forEach((t, i) => post.push({ kind: 'nat', name: `${e.text}-ipmapping-out-${t.peer}-${i}`, conds: [ipCond('src', 'eq', r), devCond('out', 'eq', tun(t.peer)), ipCond('dst', 'eq', t.cidr)], action: { type: 'snat', addr: ext, prefixLen: 32, text: e.text } }));
+    pre.push({
+      kind: 'nat',
+      name: `${e.text}-remap-ipmapping-gw`,
+      conds: [ipCond('dst', 'eq', e)],
+      action: { type: 'dnat', addr: real, prefixLen: 32, text: r.text },
+    });
+    towards.forEach((t, i) =>
+      post.push({
+        kind: 'nat',
+        name: `${e.text}-ipmapping-out-${t.peer}-${i}`,
+        conds: [ipCond('src', 'eq', r), devCond('out', 'eq', tun(t.peer)), ipCond('dst', 'eq', t.cidr)],
+        action: { type: 'snat', addr: ext, prefixLen: 32, text: e.text },
+      }),
+    );
   }
   const ext = v4(g.external4);
   if (ext !== null) {
     const conds: Cond[] = [];
-    if (!g.fullMasquerade) for (const lp of g.localPod) { const x = v4(lp); if (x !== null) conds.push(ipCond('src', 'neq', x)); }
-    towards.forEach((t, i) => post.push({ kind: 'nat', name: `unknown-source-snat-${t.peer}-${i}`, conds: [devCond('out', 'eq', tun(t.peer)), ...conds, ipCond('dst', 'eq', t.cidr)], action: { type: 'snat', addr: ext.lo, prefixLen: 32, text: ext.text.split('/')[0]! } }));
+    if (!g.fullMasquerade)
+      for (const lp of g.localPod) {
+        const x = v4(lp);
+        if (x !== null) conds.push(ipCond('src', 'neq', x));
+      }
+    towards.forEach((t, i) =>
+      post.push({
+        kind: 'nat',
+        name: `unknown-source-snat-${t.peer}-${i}`,
+        conds: [devCond('out', 'eq', tun(t.peer)), ...conds, ipCond('dst', 'eq', t.cidr)],
+        action: { type: 'snat', addr: ext.lo, prefixLen: 32, text: ext.text.split('/')[0]! },
+      }),
+    );
   }
   const chains: Chain[] = [];
   if (ext !== null) {
     const first = ext.text.split('/')[0]!;
-    const notOurs: Cond[] = [...g.localPod.map(v4).filter((x) => x !== null).map((x) => ipCond('src', 'neq', x!)), ipCond('src', 'neq', ext)];
+    const notOurs: Cond[] = [
+      ...g.localPod
+        .map(v4)
+        .filter((x) => x !== null)
+        .map((x) => ipCond('src', 'neq', x!)),
+      ipCond('src', 'neq', ext),
+    ];
     // ICMP type·code is what a port match reads at the transport header's offset 0.
-    const errorRules = (): FilterRule[] => tunnels.flatMap((tn) => [3, 11, 12].map((t): FilterRule => ({
-      kind: 'filter', name: `icmp-error-source-${t}${tunnels.length > 1 ? `-${tn}` : ''}`, counter: false, action: { type: 'setsrc', addr: ext.lo, text: first },
-      conds: [devCond('out', 'eq', tn), { kind: 'proto', proto: 1 }, ...notOurs, { kind: 'port', pos: 'src', op: 'eq', lo: t << 8, hi: (t << 8) | 255 }] })));
-    for (const hook of ['forward', 'output'] as const) chains.push({ name: `icmp-error-source-${hook}`, hook, type: 'filter', priority: 0, policy: 'accept', rules: errorRules() });
+    const errorRules = (): FilterRule[] =>
+      tunnels.flatMap((tn) =>
+        [3, 11, 12].map((t): FilterRule => ({
+          kind: 'filter',
+          name: `icmp-error-source-${t}${tunnels.length > 1 ? `-${tn}` : ''}`,
+          counter: false,
+          action: { type: 'setsrc', addr: ext.lo, text: first },
+          conds: [
+            devCond('out', 'eq', tn),
+            { kind: 'proto', proto: 1 },
+            ...notOurs,
+            { kind: 'port', pos: 'src', op: 'eq', lo: t << 8, hi: (t << 8) | 255 },
+          ],
+        })),
+      );
+    for (const hook of ['forward', 'output'] as const)
+      chains.push({
+        name: `icmp-error-source-${hook}`,
+        hook,
+        type: 'filter',
+        priority: 0,
+        policy: 'accept',
+        rules: errorRules(),
+      });
   }
-  if (pre.length > 0) chains.push({ name: 'prerouting', hook: 'prerouting', type: 'nat', priority: -100, policy: 'accept', rules: pre });
-  if (out.length > 0) chains.push({ name: 'output', hook: 'output', type: 'nat', priority: -100, policy: 'accept', rules: out });
-  if (post.length > 0) chains.push({ name: 'postrouting', hook: 'postrouting', type: 'nat', priority: 100, policy: 'accept', rules: post });
+  if (pre.length > 0)
+    chains.push({ name: 'prerouting', hook: 'prerouting', type: 'nat', priority: -100, policy: 'accept', rules: pre });
+  if (out.length > 0)
+    chains.push({ name: 'output', hook: 'output', type: 'nat', priority: -100, policy: 'accept', rules: out });
+  if (post.length > 0)
+    chains.push({
+      name: 'postrouting',
+      hook: 'postrouting',
+      type: 'nat',
+      priority: 100,
+      policy: 'accept',
+      rules: post,
+    });
   if (g.clampMss && parsed.length > 0) {
     // Per tunnel, the smallest MTU of its peers.
-    const clamp = (tn: string, dir: 'in' | 'out'): FilterRule => ({ kind: 'filter', name: `mss-${dir}${tunnels.length > 1 ? `-${tn}` : ''}`, conds: [devCond(dir, 'eq', tn), { kind: 'proto', proto: 6 }], counter: false,
-      action: { type: 'tcpmssclamp', mss: Math.min(...parsed.filter((p) => tun(p.name) === tn).map((p) => p.mtu)) - 40 } });
-    chains.push({ name: 'mss-clamping', hook: 'forward', type: 'filter', priority: 0, policy: 'accept', rules: tunnels.flatMap((tn) => [clamp(tn, 'out'), clamp(tn, 'in')]) });
+    const clamp = (tn: string, dir: 'in' | 'out'): FilterRule => ({
+      kind: 'filter',
+      name: `mss-${dir}${tunnels.length > 1 ? `-${tn}` : ''}`,
+      conds: [devCond(dir, 'eq', tn), { kind: 'proto', proto: 6 }],
+      counter: false,
+      action: {
+        type: 'tcpmssclamp',
+        mss: Math.min(...parsed.filter((p) => tun(p.name) === tn).map((p) => p.mtu)) - 40,
+      },
+    });
+    chains.push({
+      name: 'mss-clamping',
+      hook: 'forward',
+      type: 'filter',
+      priority: 0,
+      policy: 'accept',
+      rules: tunnels.flatMap((tn) => [clamp(tn, 'out'), clamp(tn, 'in')]),
+    });
   }
   return [{ object, name: 'weft-derived', family: 'ip', chains }];
 }

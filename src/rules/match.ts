@@ -7,18 +7,34 @@ import type { IpView } from '../packet/ip-view.js';
 import { CSUM_ALWAYS, patchWord, read16, swap16 } from '../nat/rewrite.js';
 import type { Cond } from './model.js';
 
-export const C_PROTO = 0, C_DEV_IN = 1, C_DEV_OUT = 2, C_IP_SRC = 3, C_IP_DST = 4, C_PORT_SRC = 5, C_PORT_DST = 6;
+export const C_PROTO = 0,
+  C_DEV_IN = 1,
+  C_DEV_OUT = 2,
+  C_IP_SRC = 3,
+  C_IP_DST = 4,
+  C_PORT_SRC = 5,
+  C_PORT_DST = 6;
 
 export class CCond {
-  constructor(readonly kind: number, readonly neq: boolean, readonly lo: number, readonly hi: number, readonly name: string) {}
+  constructor(
+    readonly kind: number,
+    readonly neq: boolean,
+    readonly lo: number,
+    readonly hi: number,
+    readonly name: string,
+  ) {}
 }
 
 export function compileCond(c: Cond): CCond {
   switch (c.kind) {
-    case 'proto': return new CCond(C_PROTO, false, c.proto, c.proto, '');
-    case 'dev': return new CCond(c.dir === 'in' ? C_DEV_IN : C_DEV_OUT, c.op === 'neq', 0, 0, c.name);
-    case 'ip': return new CCond(c.pos === 'src' ? C_IP_SRC : C_IP_DST, c.op === 'neq', c.lo, c.hi, '');
-    case 'port': return new CCond(c.pos === 'src' ? C_PORT_SRC : C_PORT_DST, c.op === 'neq', c.lo, c.hi, '');
+    case 'proto':
+      return new CCond(C_PROTO, false, c.proto, c.proto, '');
+    case 'dev':
+      return new CCond(c.dir === 'in' ? C_DEV_IN : C_DEV_OUT, c.op === 'neq', 0, 0, c.name);
+    case 'ip':
+      return new CCond(c.pos === 'src' ? C_IP_SRC : C_IP_DST, c.op === 'neq', c.lo, c.hi, '');
+    case 'port':
+      return new CCond(c.pos === 'src' ? C_PORT_SRC : C_PORT_DST, c.op === 'neq', c.lo, c.hi, '');
   }
 }
 
@@ -31,7 +47,13 @@ export function readU32(buf: Uint8Array, o: number): number {
  * interface names, '' for none (oifname before routing, iifname of the router's own packets):
  * the kernel's meta compares the empty name, so eq fails and neq holds.
  */
-export function condsMatch(conds: readonly CCond[], buf: Uint8Array, v: IpView, inName: string, outName: string): boolean {
+export function condsMatch(
+  conds: readonly CCond[],
+  buf: Uint8Array,
+  v: IpView,
+  inName: string,
+  outName: string,
+): boolean {
   for (let i = 0; i < conds.length; i++) {
     const c = conds[i]!;
     let hit: boolean;
@@ -39,10 +61,12 @@ export function condsMatch(conds: readonly CCond[], buf: Uint8Array, v: IpView, 
       case C_PROTO:
         if (v.proto !== c.lo) return false;
         continue;
-      case C_DEV_IN: case C_DEV_OUT:
+      case C_DEV_IN:
+      case C_DEV_OUT:
         hit = (c.kind === C_DEV_IN ? inName : outName) === c.name;
         break;
-      case C_IP_SRC: case C_IP_DST: {
+      case C_IP_SRC:
+      case C_IP_DST: {
         const a = readU32(buf, c.kind === C_IP_SRC ? v.srcOff : v.dstOff);
         hit = a >= c.lo && a <= c.hi;
         break;
@@ -74,7 +98,10 @@ export function clampMss(buf: Uint8Array, v: IpView, mss: number): boolean {
   while (o < end) {
     const kind = buf[o]!;
     if (kind === 0) return false;
-    if (kind === 1) { o++; continue; }
+    if (kind === 1) {
+      o++;
+      continue;
+    }
     if (o + 1 >= end) return false;
     const olen = buf[o + 1]!;
     if (olen < 2 || o + olen > end) return false;

@@ -33,13 +33,31 @@
  * Per packet: no allocation.
  */
 import { HOOK_INPUT, HOOK_OUTPUT, HOOK_POSTROUTING, HOOK_PREROUTING } from '../router/hooks.js';
-import { N_DNAT, N_MAP, N_MASQ, N_SNAT, S_CHAIN, S_NAT, A_CTMARK, A_METAMARK, A_NOTRACK, type CChain, type CFilterRule, type CompiledRules, type CNatRule } from './compile.js';
+import {
+  N_DNAT,
+  N_MAP,
+  N_MASQ,
+  N_SNAT,
+  S_CHAIN,
+  S_NAT,
+  A_CTMARK,
+  A_METAMARK,
+  A_NOTRACK,
+  type CChain,
+  type CFilterRule,
+  type CompiledRules,
+  type CNatRule,
+} from './compile.js';
 import type { IpView } from '../packet/ip-view.js';
 import type { QuotedPacket } from '../nat/quoted.js';
 import { CSUM_ALWAYS, CSUM_NONE, CSUM_UDP, patchWord, rewriteAddress } from '../nat/rewrite.js';
 import { C_DEV_IN, C_DEV_OUT, C_IP_DST, C_IP_SRC, readU32, type CCond } from './match.js';
 
-export const M_NONE = 0, M_D = 1, M_S = 2, M_ERR_PRE = 3, M_ERR_POST = 4;
+export const M_NONE = 0,
+  M_D = 1,
+  M_S = 2,
+  M_ERR_PRE = 3,
+  M_ERR_POST = 4;
 /** ICMPv4 error types (3, 4, 5, 11, 12) as bits. */
 export const ICMP_ERR_TYPES = (1 << 3) | (1 << 4) | (1 << 5) | (1 << 11) | (1 << 12);
 
@@ -48,7 +66,10 @@ type Ranges = [number, number][];
 function subtract(s: Ranges, lo: number, hi: number): Ranges {
   const out: Ranges = [];
   for (const [a, b] of s) {
-    if (hi < a || lo > b) { out.push([a, b]); continue; }
+    if (hi < a || lo > b) {
+      out.push([a, b]);
+      continue;
+    }
     if (a < lo) out.push([a, lo - 1]);
     if (b > hi) out.push([hi + 1, b]);
   }
@@ -57,17 +78,24 @@ function subtract(s: Ranges, lo: number, hi: number): Ranges {
 
 /** The addresses a rule's conditions at `kind` (C_IP_SRC/C_IP_DST) accept, as ranges. */
 function accepted(conds: readonly CCond[], kind: number): Ranges {
-  let lo = 0, hi = 0xffffffff;
-  for (const c of conds) if (c.kind === kind && !c.neq) { lo = Math.max(lo, c.lo); hi = Math.min(hi, c.hi); }
+  let lo = 0,
+    hi = 0xffffffff;
+  for (const c of conds)
+    if (c.kind === kind && !c.neq) {
+      lo = Math.max(lo, c.lo);
+      hi = Math.min(hi, c.hi);
+    }
   if (lo > hi) return [];
   let r: Ranges = [[lo, hi]];
   for (const c of conds) if (c.kind === kind && c.neq) r = subtract(r, c.lo, c.hi);
   return r;
 }
 
-const devIs = (conds: readonly CCond[], neq: boolean, t: string): boolean => conds.some((c) => c.kind === C_DEV_IN && c.neq === neq && c.name === t);
+const devIs = (conds: readonly CCond[], neq: boolean, t: string): boolean =>
+  conds.some((c) => c.kind === C_DEV_IN && c.neq === neq && c.name === t);
 /** The rule needs `oifname == t`: never an S packet (iif = T; a gateway does not send a peer's packet back into the tunnel). */
-const outIs = (conds: readonly CCond[], t: string): boolean => conds.some((c) => c.kind === C_DEV_OUT && !c.neq && c.name === t);
+const outIs = (conds: readonly CCond[], t: string): boolean =>
+  conds.some((c) => c.kind === C_DEV_OUT && !c.neq && c.name === t);
 
 function prefixOf(p: { addr: Uint8Array; prefixLen: number }): [number, number] {
   const lo = ((p.addr[0]! << 24) | (p.addr[1]! << 16) | (p.addr[2]! << 8) | p.addr[3]!) >>> 0;
@@ -81,12 +109,16 @@ function prefixOf(p: { addr: Uint8Array; prefixLen: number }): [number, number] 
  * snat with `ip saddr == REAL`, `iifname == T` and any `oifname != Y` (Liqo: the default
  * interface). from: REM / REAL range of the match, to: the target range.
  */
-function shape(r: CNatRule, kind: number): { from: [number, number]; to: [number, number]; tunnel: string; notIn: string[]; notOut: string[] } | null {
+function shape(
+  r: CNatRule,
+  kind: number,
+): { from: [number, number]; to: [number, number]; tunnel: string; notIn: string[]; notOut: string[] } | null {
   if (r.kind !== kind || r.remap === null || r.remap.family !== 4) return null;
   const dnat = kind === N_DNAT;
   let ip: CCond | undefined;
   let tunnel = '';
-  const notIn: string[] = [], notOut: string[] = [];
+  const notIn: string[] = [],
+    notOut: string[] = [];
   for (const c of r.conds) {
     if (c.kind === (dnat ? C_IP_DST : C_IP_SRC) && !c.neq && ip === undefined) ip = c;
     else if (c.kind === C_DEV_IN && c.neq && dnat) notIn.push(c.name);
@@ -100,7 +132,8 @@ function shape(r: CNatRule, kind: number): { from: [number, number]; to: [number
   return { from, to: prefixOf(r.remap.to), tunnel, notIn, notOut };
 }
 
-const sameSet = (a: readonly string[], b: readonly string[]): boolean => a.length === b.length && a.every((x) => b.includes(x));
+const sameSet = (a: readonly string[], b: readonly string[]): boolean =>
+  a.length === b.length && a.every((x) => b.includes(x));
 
 export class MirrorPlan {
   constructor(
@@ -141,14 +174,21 @@ export class MirrorPlan {
         if (t < 32 && ((ICMP_ERR_TYPES >>> t) & 1) !== 0) {
           // Related: translated by the connection whatever the error's interfaces.
           if (q.parse(buf, v) !== 0 || !q.ports || q.addrLen !== 4) return M_NONE;
-          const qs = readU32(buf, q.src), qd = readU32(buf, q.dst);
+          const qs = readU32(buf, q.src),
+            qd = readU32(buf, q.dst);
           let i = this.remOf(qs);
-          if (i >= 0 && this.isSafe(qd)) { this.pair = i; return M_ERR_PRE; }
+          if (i >= 0 && this.isSafe(qd)) {
+            this.pair = i;
+            return M_ERR_PRE;
+          }
           // A quoted (a, REAL) leaves by the tunnel: its error comes back from there. When a is
           // in REAL too (the peer's real CIDR is ours), (REAL, a) from elsewhere could be an
           // untranslated S packet's: only the tunnel's is read as a D packet's.
           i = this.realOf(qd);
-          if (i >= 0 && this.isSafe(qs) && (name === this.tunnel || this.realOf(qs) < 0)) { this.pair = i; return M_ERR_POST; }
+          if (i >= 0 && this.isSafe(qs) && (name === this.tunnel || this.realOf(qs) < 0)) {
+            this.pair = i;
+            return M_ERR_POST;
+          }
           return M_NONE;
         }
         if (t !== 8 && t !== 0) return M_NONE;
@@ -159,10 +199,16 @@ export class MirrorPlan {
       const x = this.notIn;
       for (let j = 0; j < x.length; j++) if (x[j] === name) return M_NONE;
       const i = this.remOf(readU32(buf, v.dstOff));
-      if (i >= 0 && this.isSafe(readU32(buf, v.srcOff))) { this.pair = i; return M_D; }
+      if (i >= 0 && this.isSafe(readU32(buf, v.srcOff))) {
+        this.pair = i;
+        return M_D;
+      }
     } else {
       const i = this.realOf(readU32(buf, v.srcOff));
-      if (i >= 0 && this.isSafe(readU32(buf, v.dstOff))) { this.pair = i; return M_S; }
+      if (i >= 0 && this.isSafe(readU32(buf, v.dstOff))) {
+        this.pair = i;
+        return M_S;
+      }
     }
     return M_NONE;
   }
@@ -178,13 +224,15 @@ export class MirrorPlan {
 
   /** Pair whose REM contains `a` (any 32-bit form), else -1. Int32 arithmetic only. */
   remOf(a: number): number {
-    const rem = this.rem, net = this.net;
+    const rem = this.rem,
+      net = this.net;
     for (let i = 0; i < rem.length; i++) if ((a & net[i]!) === rem[i]) return i;
     return -1;
   }
 
   realOf(a: number): number {
-    const real = this.real, net = this.net;
+    const real = this.real,
+      net = this.net;
     for (let i = 0; i < real.length; i++) if ((a & net[i]!) === real[i]) return i;
     return -1;
   }
@@ -210,21 +258,25 @@ export function planMirror(c: CompiledRules, devAddrs: readonly number[]): Mirro
     return out;
   };
   const marks: CFilterRule[] = [];
-  for (const steps of c.steps) for (const s of steps) {
-    if (s.kind !== S_CHAIN) continue;
-    for (const r of s.chain!.filter) {
-      if (r.action === A_NOTRACK) return null;
-      if (r.action === A_CTMARK || r.action === A_METAMARK) marks.push(r);
+  for (const steps of c.steps)
+    for (const s of steps) {
+      if (s.kind !== S_CHAIN) continue;
+      for (const r of s.chain!.filter) {
+        if (r.action === A_NOTRACK) return null;
+        if (r.action === A_CTMARK || r.action === A_METAMARK) marks.push(r);
+      }
     }
-  }
   if (natAt(HOOK_INPUT).length > 0) return null;
-  const pres = natAt(HOOK_PREROUTING), posts = natAt(HOOK_POSTROUTING);
+  const pres = natAt(HOOK_PREROUTING),
+    posts = natAt(HOOK_POSTROUTING);
   if (pres.length === 0 || posts.length === 0 || [...pres, ...posts].some((ch) => ch.dropPolicy)) return null;
-  const pre = pres.flatMap((ch) => ch.natRules), post = posts.flatMap((ch) => ch.natRules);
+  const pre = pres.flatMap((ch) => ch.natRules),
+    post = posts.flatMap((ch) => ch.natRules);
   // Pairs: a prerouting mirror dnat REM→REAL with its postrouting snat REAL→REM, one tunnel,
   // the same excluded interfaces for every pair.
   let tunnel = '';
-  let notIn: string[] = [], notOut: string[] = [];
+  let notIn: string[] = [],
+    notOut: string[] = [];
   const pairs: { rem: [number, number]; real: [number, number]; di: number; si: number }[] = [];
   for (let i = 0; i < pre.length; i++) {
     const d = shape(pre[i]!, N_DNAT);
@@ -232,10 +284,27 @@ export function planMirror(c: CompiledRules, devAddrs: readonly number[]): Mirro
     let si = -1;
     for (let j = 0; j < post.length && si < 0; j++) {
       const s = shape(post[j]!, N_SNAT);
-      if (s !== null && d.notIn.includes(s.tunnel) && s.from[0] === d.to[0] && s.from[1] === d.to[1] && s.to[0] === d.from[0] && s.to[1] === d.from[1] &&
-          (pairs.length === 0 || (s.tunnel === tunnel && sameSet(d.notIn.filter((x) => x !== tunnel), notIn) && sameSet(s.notOut, notOut)))) {
+      if (
+        s !== null &&
+        d.notIn.includes(s.tunnel) &&
+        s.from[0] === d.to[0] &&
+        s.from[1] === d.to[1] &&
+        s.to[0] === d.from[0] &&
+        s.to[1] === d.from[1] &&
+        (pairs.length === 0 ||
+          (s.tunnel === tunnel &&
+            sameSet(
+              d.notIn.filter((x) => x !== tunnel),
+              notIn,
+            ) &&
+            sameSet(s.notOut, notOut)))
+      ) {
         si = j;
-        if (pairs.length === 0) { tunnel = s.tunnel; notIn = d.notIn.filter((x) => x !== tunnel); notOut = s.notOut; }
+        if (pairs.length === 0) {
+          tunnel = s.tunnel;
+          notIn = d.notIn.filter((x) => x !== tunnel);
+          notOut = s.notOut;
+        }
       }
     }
     if (si >= 0) pairs.push({ rem: d.from, real: d.to, di: i, si });
@@ -248,12 +317,18 @@ export function planMirror(c: CompiledRules, devAddrs: readonly number[]): Mirro
     if (ch.dropPolicy) return null;
     for (const r of ch.natRules) {
       if (r.kind !== N_DNAT || r.remap === null || r.remap.family !== 4) return null;
-      const from = prefixOf(r.remap.from), to = prefixOf(r.remap.to);
-      if (!pairs.some((p) => same(p.rem, from) && same(p.real, to)) || !r.conds.every((c) => c.kind === C_IP_DST && !c.neq && c.lo === from[0] && c.hi === from[1])) return null;
+      const from = prefixOf(r.remap.from),
+        to = prefixOf(r.remap.to);
+      if (
+        !pairs.some((p) => same(p.rem, from) && same(p.real, to)) ||
+        !r.conds.every((c) => c.kind === C_IP_DST && !c.neq && c.lo === from[0] && c.hi === from[1])
+      )
+        return null;
     }
   }
   const all = pairs.flatMap((p) => [p.rem, p.real]);
-  for (let i = 0; i < all.length; i++) for (let j = i + 1; j < all.length; j++) if (!(all[i]![1] < all[j]![0] || all[j]![1] < all[i]![0])) return null;
+  for (let i = 0; i < all.length; i++)
+    for (let j = i + 1; j < all.length; j++) if (!(all[i]![1] < all[j]![0] || all[j]![1] < all[i]![0])) return null;
   const overlaps = (rs: Ranges, lo: number, hi: number): boolean => rs.some(([a, b]) => !(b < lo || a > hi));
   const touchesPairs = (rs: Ranges): boolean => all.some(([lo, hi]) => overlaps(rs, lo, hi));
   const isPairRule = (r: CNatRule): boolean => pairs.some((p) => pre[p.di] === r || post[p.si] === r);
@@ -262,7 +337,12 @@ export function planMirror(c: CompiledRules, devAddrs: readonly number[]): Mirro
     for (let j = 0; j < p.di; j++) {
       const r = pre[j]!;
       if (isPairRule(r) || devIs(r.conds, false, tunnel)) continue;
-      if (r.kind === N_MAP ? [...r.map!.keys()].some((k) => k >= p.rem[0] && k <= p.rem[1]) : overlaps(accepted(r.conds, C_IP_DST), p.rem[0], p.rem[1])) return null;
+      if (
+        r.kind === N_MAP
+          ? [...r.map!.keys()].some((k) => k >= p.rem[0] && k <= p.rem[1])
+          : overlaps(accepted(r.conds, C_IP_DST), p.rem[0], p.rem[1])
+      )
+        return null;
     }
     for (let j = 0; j < p.si; j++) {
       const r = post[j]!;
@@ -279,7 +359,10 @@ export function planMirror(c: CompiledRules, devAddrs: readonly number[]): Mirro
   for (const r of pre) {
     if (isPairRule(r)) continue;
     if (r.kind === N_MAP) {
-      for (const [k, t] of r.map!) { safe = subtract(safe, k, k); safe = subtract(safe, t.addr, t.addr); }
+      for (const [k, t] of r.map!) {
+        safe = subtract(safe, k, k);
+        safe = subtract(safe, t.addr, t.addr);
+      }
       continue;
     }
     const [tlo, thi] = r.remap !== null ? prefixOf(r.remap.to) : [r.addr, r.addr];
@@ -290,12 +373,23 @@ export function planMirror(c: CompiledRules, devAddrs: readonly number[]): Mirro
   for (const r of post) {
     if (isPairRule(r)) continue;
     if (r.kind === N_MASQ) masq = true;
-    else if (r.kind === N_MAP) for (const [k, t] of r.map!) { safe = subtract(safe, k, k); safe = subtract(safe, t.addr, t.addr); }
-    else { const [tlo, thi] = r.remap !== null ? prefixOf(r.remap.to) : [r.addr, r.addr]; safe = subtract(safe, tlo, thi); }
+    else if (r.kind === N_MAP)
+      for (const [k, t] of r.map!) {
+        safe = subtract(safe, k, k);
+        safe = subtract(safe, t.addr, t.addr);
+      }
+    else {
+      const [tlo, thi] = r.remap !== null ? prefixOf(r.remap.to) : [r.addr, r.addr];
+      safe = subtract(safe, tlo, thi);
+    }
     // An S packet leaving by an excluded interface is not the pair's: later rules decide it
     // (stateless here: untranslated), so none may see one from the tunnel.
     const outOk = (y: string): boolean => r.conds.every((x) => x.kind !== C_DEV_OUT || (x.name === y) !== x.neq);
-    if (notOut.some(outOk) && !devIs(r.conds, true, tunnel) && pairs.some((p) => overlaps(accepted(r.conds, C_IP_SRC), p.real[0], p.real[1]))) {
+    if (
+      notOut.some(outOk) &&
+      !devIs(r.conds, true, tunnel) &&
+      pairs.some((p) => overlaps(accepted(r.conds, C_IP_SRC), p.real[0], p.real[1]))
+    ) {
       for (const [lo, hi] of accepted(r.conds, C_IP_DST)) safe = subtract(safe, lo, hi);
     }
     if (devIs(r.conds, false, tunnel)) continue; // never sees D packets (iif ≠ T)
@@ -306,7 +400,8 @@ export function planMirror(c: CompiledRules, devAddrs: readonly number[]): Mirro
   // mark lives on a connection the shortcut does not keep). D-direction packets (iif ≠ T)
   // have source a and the other address in REM/REAL; S-direction (iif = T) destination a.
   for (const r of marks) {
-    const src = accepted(r.conds, C_IP_SRC), dst = accepted(r.conds, C_IP_DST);
+    const src = accepted(r.conds, C_IP_SRC),
+      dst = accepted(r.conds, C_IP_DST);
     const inEq = r.conds.find((x) => x.kind === C_DEV_IN && !x.neq)?.name;
     const seesD = inEq === undefined || inEq !== tunnel;
     const seesS = inEq === undefined ? !devIs(r.conds, true, tunnel) : inEq === tunnel;
@@ -322,7 +417,12 @@ export function planMirror(c: CompiledRules, devAddrs: readonly number[]): Mirro
     Int32Array.from(pairs.map((p) => ~(p.rem[1] - p.rem[0]) | 0)),
     Float64Array.from(safe.flat()),
     c.steps.map((l) => l.filter((s) => s.kind === S_CHAIN).map((s) => s.chain!)),
-    Uint8Array.from(c.steps.map((l) => { const n = l.findIndex((s) => s.kind === S_NAT && s.chain === null); return l.slice(0, n < 0 ? l.length : n).filter((s) => s.kind === S_CHAIN).length; })),
+    Uint8Array.from(
+      c.steps.map((l) => {
+        const n = l.findIndex((s) => s.kind === S_NAT && s.chain === null);
+        return l.slice(0, n < 0 ? l.length : n).filter((s) => s.kind === S_CHAIN).length;
+      }),
+    ),
     notIn,
     notOut,
   );
@@ -339,20 +439,29 @@ export function rewriteIpv4Address(buf: Uint8Array, v: IpView, ao: number, na: n
   let csum = -1;
   let kind = CSUM_NONE;
   if (l4 >= 0) {
-    if (proto === 6 && v.l4Len >= 18) { csum = l4 + 16; kind = CSUM_ALWAYS; }
-    else if (proto === 17 && v.l4Len >= 8) { csum = l4 + 6; kind = CSUM_UDP; }
+    if (proto === 6 && v.l4Len >= 18) {
+      csum = l4 + 16;
+      kind = CSUM_ALWAYS;
+    } else if (proto === 17 && v.l4Len >= 8) {
+      csum = l4 + 6;
+      kind = CSUM_UDP;
+    }
   }
   const oh = (buf[ao]! << 8) | buf[ao + 1]!;
   const ol = (buf[ao + 2]! << 8) | buf[ao + 3]!;
   const nh = (na >>> 16) & 0xffff;
   const nl = na & 0xffff;
   if (oh === nh && ol === nl) return;
-  let os = oh + ol, ns = nh + nl;
+  let os = oh + ol,
+    ns = nh + nl;
   os = (os & 0xffff) + (os >>> 16);
   ns = (ns & 0xffff) + (ns >>> 16);
   patchWord(buf, v.ipCsumOff, CSUM_ALWAYS, os, ns);
   if (csum >= 0) patchWord(buf, csum, kind, os, ns);
-  buf[ao] = nh >>> 8; buf[ao + 1] = nh & 255; buf[ao + 2] = nl >>> 8; buf[ao + 3] = nl & 255;
+  buf[ao] = nh >>> 8;
+  buf[ao + 1] = nh & 255;
+  buf[ao + 2] = nl >>> 8;
+  buf[ao + 3] = nl & 255;
 }
 
 /**
@@ -360,12 +469,23 @@ export function rewriteIpv4Address(buf: Uint8Array, v: IpView, ao: number, na: n
  * quoted destination REAL → REM and the outer source to it; pre the quoted source REM → REAL and
  * the outer destination to it — what the runtime's apply() does with a connection's tuples.
  */
-export function mirrorError(q: QuotedPacket, scratch: Uint8Array, m: MirrorPlan, k: number, buf: Uint8Array, v: IpView, srcManip: boolean): void {
+export function mirrorError(
+  q: QuotedPacket,
+  scratch: Uint8Array,
+  m: MirrorPlan,
+  k: number,
+  buf: Uint8Array,
+  v: IpView,
+  srcManip: boolean,
+): void {
   if (q.parse(buf, v) !== 0) return;
   const qa = srcManip ? q.dst : q.src;
   const old = (buf[qa]! << 24) | (buf[qa + 1]! << 16) | (buf[qa + 2]! << 8) | buf[qa + 3]!;
   const na = ((srcManip ? m.rem[k]! : m.real[k]!) | (old & m.mask[k]!)) >>> 0;
-  scratch[0] = na >>> 24; scratch[1] = (na >>> 16) & 255; scratch[2] = (na >>> 8) & 255; scratch[3] = na & 255;
+  scratch[0] = na >>> 24;
+  scratch[1] = (na >>> 16) & 255;
+  scratch[2] = (na >>> 8) & 255;
+  scratch[3] = na & 255;
   q.address(buf, qa, scratch, 0);
   q.finish(buf, v.l4);
   rewriteAddress(buf, srcManip ? v.srcOff : v.dstOff, 4, scratch, 0, v.ipCsumOff, -1, CSUM_NONE);

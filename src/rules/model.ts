@@ -36,7 +36,14 @@ export type Cond =
   | { readonly kind: 'proto'; readonly proto: number }
   | { readonly kind: 'dev'; readonly dir: 'in' | 'out'; readonly op: MatchOp; readonly name: string }
   /** Address in [lo, hi] (unsigned 32-bit): an IP is lo = hi, a subnet its first/last address. */
-  | { readonly kind: 'ip'; readonly pos: Position; readonly op: MatchOp; readonly lo: number; readonly hi: number; readonly text: string }
+  | {
+      readonly kind: 'ip';
+      readonly pos: Position;
+      readonly op: MatchOp;
+      readonly lo: number;
+      readonly hi: number;
+      readonly text: string;
+    }
   | { readonly kind: 'port'; readonly pos: Position; readonly op: MatchOp; readonly lo: number; readonly hi: number };
 
 export type FilterAction =

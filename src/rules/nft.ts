@@ -14,8 +14,10 @@ function q(s: string): string {
 function cond(c: Cond): string {
   const ne = 'op' in c && c.op === 'neq' ? '!= ' : '';
   switch (c.kind) {
-    case 'proto': return `meta l4proto ${c.proto === 6 ? 'tcp' : c.proto === 17 ? 'udp' : c.proto === 1 ? 'icmp' : String(c.proto)}`;
-    case 'dev': return `${c.dir === 'in' ? 'iifname' : 'oifname'} ${ne}${q(c.name)}`;
+    case 'proto':
+      return `meta l4proto ${c.proto === 6 ? 'tcp' : c.proto === 17 ? 'udp' : c.proto === 1 ? 'icmp' : String(c.proto)}`;
+    case 'dev':
+      return `${c.dir === 'in' ? 'iifname' : 'oifname'} ${ne}${q(c.name)}`;
     case 'ip': {
       const field = c.pos === 'src' ? 'ip saddr' : 'ip daddr';
       if (c.text.includes('/')) return `${field} ${ne}${c.text.trim()}`;
@@ -32,15 +34,24 @@ function cond(c: Cond): string {
 function filterAction(r: FilterRule): string {
   const a = r.action;
   switch (a.type) {
-    case 'none': return '';
-    case 'accept': return 'accept';
-    case 'drop': return 'drop';
-    case 'reject': return 'reject with icmp type net-unreachable';
-    case 'ctmark': return `ct mark set ${a.mark}`;
-    case 'metamarkfromctmark': return 'meta mark set ct mark';
-    case 'tcpmssclamp': return `@th,104,8 & 0x02 != 0 tcp option maxseg size set ${a.mss === 0 ? 'rt mtu' : String(a.mss)}`;
-    case 'notrack': return 'notrack';
-    case 'setsrc': return `ip saddr set ${a.text}`;
+    case 'none':
+      return '';
+    case 'accept':
+      return 'accept';
+    case 'drop':
+      return 'drop';
+    case 'reject':
+      return 'reject with icmp type net-unreachable';
+    case 'ctmark':
+      return `ct mark set ${a.mark}`;
+    case 'metamarkfromctmark':
+      return 'meta mark set ct mark';
+    case 'tcpmssclamp':
+      return `@th,104,8 & 0x02 != 0 tcp option maxseg size set ${a.mss === 0 ? 'rt mtu' : String(a.mss)}`;
+    case 'notrack':
+      return 'notrack';
+    case 'setsrc':
+      return `ip saddr set ${a.text}`;
   }
 }
 

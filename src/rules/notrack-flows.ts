@@ -26,13 +26,22 @@ export interface CtFlow {
 }
 
 function tuple(fields: readonly string[], at: number): CtTuple | null {
-  const get = (k: string): string | undefined => fields.slice(at).find((f) => f.startsWith(`${k}=`))?.slice(k.length + 1);
+  const get = (k: string): string | undefined =>
+    fields
+      .slice(at)
+      .find((f) => f.startsWith(`${k}=`))
+      ?.slice(k.length + 1);
   const src = ipToNumber(get('src') ?? '');
   const dst = ipToNumber(get('dst') ?? '');
   if (src === null || dst === null) return null;
   const sp = get('sport');
   const dp = get('dport');
-  return { src, dst, sport: sp === undefined ? undefined : Number(sp), dport: dp === undefined ? undefined : Number(dp) };
+  return {
+    src,
+    dst,
+    sport: sp === undefined ? undefined : Number(sp),
+    dport: dp === undefined ? undefined : Number(dp),
+  };
 }
 
 /** One line of `conntrack -L` (IPv4), or null for anything else. */
@@ -47,15 +56,29 @@ export function parseConntrackLine(line: string): CtFlow | null {
   const reply = tuple(f, second);
   if (orig === null || reply === null) return null;
   const origText = f.slice(first, second).filter((x) => /^(src|dst|sport|dport)=/.test(x));
-  const flag: Record<string, string> = { src: '--orig-src', dst: '--orig-dst', sport: '--orig-port-src', dport: '--orig-port-dst' };
-  const deleteArgs = ['-p', f[0]!, ...origText.flatMap((x) => { const [k, v] = x.split('='); return [flag[k!]!, v!]; })];
+  const flag: Record<string, string> = {
+    src: '--orig-src',
+    dst: '--orig-dst',
+    sport: '--orig-port-src',
+    dport: '--orig-port-dst',
+  };
+  const deleteArgs = [
+    '-p',
+    f[0]!,
+    ...origText.flatMap((x) => {
+      const [k, v] = x.split('=');
+      return [flag[k!]!, v!];
+    }),
+  ];
   return { proto, orig, reply, deleteArgs };
 }
 
 function holds(c: Cond, proto: number, t: CtTuple): boolean {
   switch (c.kind) {
-    case 'dev': return true;
-    case 'proto': return c.proto === proto;
+    case 'dev':
+      return true;
+    case 'proto':
+      return c.proto === proto;
     case 'ip': {
       const a = c.pos === 'src' ? t.src : t.dst;
       const inside = a >= c.lo && a <= c.hi;
@@ -71,7 +94,9 @@ function holds(c: Cond, proto: number, t: CtTuple): boolean {
 
 /** The notrack rules' conditions of `t` (one list per rule); empty when it has none. */
 export function notrackConds(t: RuleTable): Cond[][] {
-  return t.chains.flatMap((c) => c.rules.filter((r) => r.kind === 'filter' && r.action.type === 'notrack').map((r) => [...r.conds]));
+  return t.chains.flatMap((c) =>
+    c.rules.filter((r) => r.kind === 'filter' && r.action.type === 'notrack').map((r) => [...r.conds]),
+  );
 }
 
 export function flowMatchesNotrack(flow: CtFlow, rules: readonly (readonly Cond[])[]): boolean {

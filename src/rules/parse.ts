@@ -4,9 +4,21 @@
  * naming the object, chain, rule and field; the caller keeps the previous rules running.
  */
 import {
-  HOOKS, ipToNumber, numberToIp,
-  type Chain, type ChainType, type Cond, type FilterAction, type FilterRule, type HookName, type MatchOp, type NatRule, type Policy,
-  type Position, type Rule, type RuleTable,
+  HOOKS,
+  ipToNumber,
+  numberToIp,
+  type Chain,
+  type ChainType,
+  type Cond,
+  type FilterAction,
+  type FilterRule,
+  type HookName,
+  type MatchOp,
+  type NatRule,
+  type Policy,
+  type Position,
+  type Rule,
+  type RuleTable,
 } from './model.js';
 
 export class RuleParseError extends Error {
@@ -17,7 +29,9 @@ export class RuleParseError extends Error {
     readonly field: string,
     readonly problem: string,
   ) {
-    super(`FirewallConfiguration ${object}${chain ? ` chain ${chain}` : ''}${rule ? ` rule ${rule}` : ''}: ${field}: ${problem}`);
+    super(
+      `FirewallConfiguration ${object}${chain ? ` chain ${chain}` : ''}${rule ? ` rule ${rule}` : ''}: ${field}: ${problem}`,
+    );
     this.name = 'RuleParseError';
   }
 }
@@ -46,7 +60,8 @@ function str(w: Where, o: Obj, key: string, field: string, required: boolean): s
 }
 
 function oneOf<T extends string>(w: Where, v: string | undefined, allowed: readonly T[], field: string): T {
-  if (v === undefined || !(allowed as readonly string[]).includes(v)) fail(w, field, `must be one of ${allowed.join(', ')} (got ${String(v)})`);
+  if (v === undefined || !(allowed as readonly string[]).includes(v))
+    fail(w, field, `must be one of ${allowed.join(', ')} (got ${String(v)})`);
   return v as T;
 }
 
@@ -56,7 +71,8 @@ function parseIpValue(w: Where, text: string, field: string): { lo: number; hi: 
   if (slash >= 0) {
     const base = ipToNumber(text.slice(0, slash));
     const len = Number(text.slice(slash + 1));
-    if (base === null || !Number.isInteger(len) || len < 0 || len > 32) fail(w, field, `'${text}' is not an IPv4 CIDR (IPv6 is not supported)`);
+    if (base === null || !Number.isInteger(len) || len < 0 || len > 32)
+      fail(w, field, `'${text}' is not an IPv4 CIDR (IPv6 is not supported)`);
     const mask = len === 0 ? 0 : (0xffffffff << (32 - len)) >>> 0;
     const lo = (base & mask) >>> 0;
     // Liqo compares the masked packet address with the UNmasked base: with host bits set the
@@ -101,19 +117,30 @@ function parseMatch(w: Where, m: unknown, i: number, out: Cond[]): void {
     if (!isObj(m.dev)) fail(w, `${f}.dev`, 'must be an object');
     const dir = oneOf(w, str(w, m.dev, 'position', `${f}.dev.position`, true), ['in', 'out'], `${f}.dev.position`);
     const name = str(w, m.dev, 'value', `${f}.dev.value`, true)!;
-    if (name.length === 0 || name.length > 15) fail(w, `${f}.dev.value`, `'${name}' is not an interface name (1-15 characters)`);
+    if (name.length === 0 || name.length > 15)
+      fail(w, `${f}.dev.value`, `'${name}' is not an interface name (1-15 characters)`);
     out.push({ kind: 'dev', dir, op, name });
   }
   if (m.ip !== undefined && m.ip !== null) {
     if (!isObj(m.ip)) fail(w, `${f}.ip`, 'must be an object');
-    const pos = oneOf<Position>(w, str(w, m.ip, 'position', `${f}.ip.position`, true), ['src', 'dst'], `${f}.ip.position`);
+    const pos = oneOf<Position>(
+      w,
+      str(w, m.ip, 'position', `${f}.ip.position`, true),
+      ['src', 'dst'],
+      `${f}.ip.position`,
+    );
     const text = str(w, m.ip, 'value', `${f}.ip.value`, true)!;
     const { lo, hi } = parseIpValue(w, text, `${f}.ip.value`);
     out.push({ kind: 'ip', pos, op, lo, hi, text });
   }
   if (m.port !== undefined && m.port !== null) {
     if (!isObj(m.port)) fail(w, `${f}.port`, 'must be an object');
-    const pos = oneOf<Position>(w, str(w, m.port, 'position', `${f}.port.position`, true), ['src', 'dst'], `${f}.port.position`);
+    const pos = oneOf<Position>(
+      w,
+      str(w, m.port, 'position', `${f}.port.position`, true),
+      ['src', 'dst'],
+      `${f}.port.position`,
+    );
     const p = parsePort(w, str(w, m.port, 'value', `${f}.port.value`, true)!, `${f}.port.value`);
     // Liqo renders a range as gte/lte whatever the op.
     out.push({ kind: 'port', pos, op: p.range ? 'eq' : op, lo: p.lo, hi: p.hi });
@@ -143,11 +170,32 @@ function parseFilterRule(w: Where, r: Obj): FilterRule {
   const value = str(w, r, 'value', 'value', false);
   let action: FilterAction;
   switch (a) {
-    case undefined: case '': action = { type: 'none' }; break;
-    case 'accept': case 'drop': case 'reject': case 'notrack': case 'metamarkfromctmark': action = { type: a }; break;
-    case 'ctmark': action = { type: 'ctmark', mark: intValue(w, value, 'value', 0, 0xffffffff) }; break;
-    case 'tcpmssclamp': action = { type: 'tcpmssclamp', mss: value === undefined || value === '' ? 0 : intValue(w, value, 'value', 1, 65535) }; break;
-    default: return fail(w, 'action', `'${a}' is not supported (accept, drop, reject, ctmark, metamarkfromctmark, tcpmssclamp, notrack)`);
+    case undefined:
+    case '':
+      action = { type: 'none' };
+      break;
+    case 'accept':
+    case 'drop':
+    case 'reject':
+    case 'notrack':
+    case 'metamarkfromctmark':
+      action = { type: a };
+      break;
+    case 'ctmark':
+      action = { type: 'ctmark', mark: intValue(w, value, 'value', 0, 0xffffffff) };
+      break;
+    case 'tcpmssclamp':
+      action = {
+        type: 'tcpmssclamp',
+        mss: value === undefined || value === '' ? 0 : intValue(w, value, 'value', 1, 65535),
+      };
+      break;
+    default:
+      return fail(
+        w,
+        'action',
+        `'${a}' is not supported (accept, drop, reject, ctmark, metamarkfromctmark, tcpmssclamp, notrack)`,
+      );
   }
   return { kind: 'filter', name: w.rule, conds, counter, action };
 }
@@ -166,7 +214,12 @@ function parseNatRule(w: Where, r: Obj): NatRule {
     return { kind: 'nat', name: w.rule, conds, action: { type, addr, prefixLen: 32, text: to } };
   }
   const { lo } = parseIpValue(w, to, 'to');
-  return { kind: 'nat', name: w.rule, conds, action: { type, addr: lo, prefixLen: Number(to.slice(slash + 1)), text: to } };
+  return {
+    kind: 'nat',
+    name: w.rule,
+    conds,
+    action: { type, addr: lo, prefixLen: Number(to.slice(slash + 1)), text: to },
+  };
 }
 
 /** Parses one FirewallConfiguration object; throws RuleParseError. */
@@ -179,7 +232,12 @@ export function parseFirewallConfiguration(fc: unknown): RuleTable {
   const t = fc.spec.table;
   const name = str(w, t, 'name', 'spec.table.name', true)!;
   const family = str(w, t, 'family', 'spec.table.family', true);
-  if (family !== 'IPV4') fail(w, 'spec.table.family', `'${String(family)}' is not supported: only IPV4 (Liqo's matches and NAT are IPv4-only)`);
+  if (family !== 'IPV4')
+    fail(
+      w,
+      'spec.table.family',
+      `'${String(family)}' is not supported: only IPV4 (Liqo's matches and NAT are IPv4-only)`,
+    );
   const rawChains = t.chains ?? [];
   if (!Array.isArray(rawChains)) fail(w, 'spec.table.chains', 'must be a list');
   const chains: Chain[] = [];
@@ -197,9 +255,10 @@ export function parseFirewallConfiguration(fc: unknown): RuleTable {
     const policy = oneOf<Policy>(w, str(w, c, 'policy', 'policy', false) ?? 'accept', ['accept', 'drop'], 'policy');
     const prio = c.priority ?? 0;
     if (typeof prio !== 'number' || !Number.isInteger(prio)) fail(w, 'priority', 'must be an integer');
-    if (type === 'nat' && (hook === 'forward')) fail(w, 'hook', 'a nat chain cannot attach at forward');
+    if (type === 'nat' && hook === 'forward') fail(w, 'hook', 'a nat chain cannot attach at forward');
     // The kernel refuses a nat chain at or before conntrack (NF_IP_PRI_CONNTRACK, -200).
-    if (type === 'nat' && prio <= -200) fail(w, 'priority', `a nat chain needs a priority above -200 (conntrack), got ${prio}`);
+    if (type === 'nat' && prio <= -200)
+      fail(w, 'priority', `a nat chain needs a priority above -200 (conntrack), got ${prio}`);
     if (type === 'route' && hook !== 'output') fail(w, 'hook', 'a route chain attaches at output only');
     const rs = isObj(c.rules) ? c.rules : {};
     const key = type === 'filter' ? 'filterRules' : type === 'nat' ? 'natRules' : 'routeRules';
@@ -212,17 +271,32 @@ export function parseFirewallConfiguration(fc: unknown): RuleTable {
       if (type === 'filter') {
         const f = parseFilterRule(w, r);
         // The kernel refuses these at load time (nft: "Operation not supported").
-        if (f.action.type === 'reject' && hook === 'postrouting') fail(w, 'action', 'reject is not valid at postrouting (prerouting, input, forward or output)');
-        if (f.action.type === 'tcpmssclamp' && f.action.mss === 0 && hook !== 'forward' && hook !== 'output' && hook !== 'postrouting') fail(w, 'value', `tcpmssclamp without a value (route MTU) is only valid at forward, output or postrouting, this chain is at ${hook}`);
+        if (f.action.type === 'reject' && hook === 'postrouting')
+          fail(w, 'action', 'reject is not valid at postrouting (prerouting, input, forward or output)');
+        if (
+          f.action.type === 'tcpmssclamp' &&
+          f.action.mss === 0 &&
+          hook !== 'forward' &&
+          hook !== 'output' &&
+          hook !== 'postrouting'
+        )
+          fail(
+            w,
+            'value',
+            `tcpmssclamp without a value (route MTU) is only valid at forward, output or postrouting, this chain is at ${hook}`,
+          );
         return f;
       }
       if (type === 'nat') {
         const n = parseNatRule(w, r);
         const dst = n.action.type === 'dnat';
         // nftables refuses these at load time: destination NAT before routing, source NAT after.
-        if (dst && hook !== 'prerouting' && hook !== 'output') fail(w, 'natType', `dnat needs a prerouting or output chain, this one is at ${hook}`);
-        if (!dst && hook !== 'postrouting' && hook !== 'input') fail(w, 'natType', `${n.action.type} needs a postrouting or input chain, this one is at ${hook}`);
-        if (n.action.type === 'masquerade' && hook !== 'postrouting') fail(w, 'natType', `masquerade (no \`to\`) needs a postrouting chain, this one is at ${hook}`);
+        if (dst && hook !== 'prerouting' && hook !== 'output')
+          fail(w, 'natType', `dnat needs a prerouting or output chain, this one is at ${hook}`);
+        if (!dst && hook !== 'postrouting' && hook !== 'input')
+          fail(w, 'natType', `${n.action.type} needs a postrouting or input chain, this one is at ${hook}`);
+        if (n.action.type === 'masquerade' && hook !== 'postrouting')
+          fail(w, 'natType', `masquerade (no \`to\`) needs a postrouting chain, this one is at ${hook}`);
         return n;
       }
       return { kind: 'route' as const, name: w.rule, conds: parseConds(w, r) };

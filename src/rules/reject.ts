@@ -17,7 +17,10 @@ import { CSUM_ALWAYS, patchWord } from '../nat/rewrite.js';
 export function writeReject(buf: Uint8Array, v: IpView, from: number, scratch: Uint8Array): number {
   const off = v.off;
   if (off < TIME_EXCEEDED_V4_PREFIX + 64) return 0;
-  scratch[0] = from >>> 24; scratch[1] = (from >>> 16) & 255; scratch[2] = (from >>> 8) & 255; scratch[3] = from & 255;
+  scratch[0] = from >>> 24;
+  scratch[1] = (from >>> 16) & 255;
+  scratch[2] = (from >>> 8) & 255;
+  scratch[3] = from & 255;
   const tos = buf[off + 1]!;
   const n = writeTimeExceeded(buf, off, v.end - off, scratch);
   if (n <= 0) return 0;

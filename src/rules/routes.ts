@@ -18,7 +18,12 @@ import { type Router as PolicyRouter } from '../route/policy.js';
 import { ipToNumber } from './model.js';
 
 export class RouteParseError extends Error {
-  constructor(readonly object: string, readonly where: string, readonly field: string, readonly problem: string) {
+  constructor(
+    readonly object: string,
+    readonly where: string,
+    readonly field: string,
+    readonly problem: string,
+  ) {
     super(`RouteConfiguration ${object}${where ? ` ${where}` : ''}: ${field}: ${problem}`);
     this.name = 'RouteParseError';
   }
@@ -100,17 +105,20 @@ export function parseRouteConfiguration(rc: unknown): RouteConfigSpec {
     if (!isObj(r)) throw new RouteParseError(o, w, 'rule', 'must be an object');
     let priority: number | undefined;
     if (r.priority !== undefined && r.priority !== null) {
-      if (typeof r.priority !== 'number' || !Number.isInteger(r.priority) || r.priority < 0 || r.priority > 0xffffffff) throw new RouteParseError(o, w, 'priority', 'must be a non-negative integer');
+      if (typeof r.priority !== 'number' || !Number.isInteger(r.priority) || r.priority < 0 || r.priority > 0xffffffff)
+        throw new RouteParseError(o, w, 'priority', 'must be a non-negative integer');
       priority = r.priority > 0 ? r.priority : undefined;
     }
     let fwmark: number | undefined;
     if (r.fwmark !== undefined && r.fwmark !== null) {
-      if (typeof r.fwmark !== 'number' || !Number.isInteger(r.fwmark) || r.fwmark < 0 || r.fwmark > 0xffffffff) throw new RouteParseError(o, w, 'fwmark', 'must be an integer in 0..2^32-1');
+      if (typeof r.fwmark !== 'number' || !Number.isInteger(r.fwmark) || r.fwmark < 0 || r.fwmark > 0xffffffff)
+        throw new RouteParseError(o, w, 'fwmark', 'must be an integer in 0..2^32-1');
       fwmark = r.fwmark;
     }
     const src = prefixOf(o, w, 'src', r.src);
     const dst = prefixOf(o, w, 'dst', r.dst);
-    if (src && dst && src.family !== dst.family) throw new RouteParseError(o, w, 'dst', 'src and dst are of different IP families');
+    if (src && dst && src.family !== dst.family)
+      throw new RouteParseError(o, w, 'dst', 'src and dst are of different IP families');
     if (!Array.isArray(r.routes)) throw new RouteParseError(o, w, 'routes', 'must be a list');
     const routes = r.routes.map((x: unknown, xi: number): RouteSpec => {
       const wr = `${w} route #${xi}`;
@@ -118,17 +126,35 @@ export function parseRouteConfiguration(rc: unknown): RouteConfigSpec {
       const d = prefixOf(o, wr, 'dst', x.dst);
       if (!d) throw new RouteParseError(o, wr, 'dst', 'missing');
       const gw = optString(o, wr, 'gw', x.gw);
-      if (gw !== undefined && ipToNumber(gw) === null) throw new RouteParseError(o, wr, 'gw', `'${gw}' is not an IPv4 address`);
+      if (gw !== undefined && ipToNumber(gw) === null)
+        throw new RouteParseError(o, wr, 'gw', `'${gw}' is not an IPv4 address`);
       const dev = optString(o, wr, 'dev', x.dev);
       if (gw === undefined && dev === undefined) throw new RouteParseError(o, wr, 'dev', 'a route needs a gw or a dev');
       const scope = optString(o, wr, 'scope', x.scope);
-      if (scope !== undefined && !(ROUTE_SCOPES as readonly string[]).includes(scope)) throw new RouteParseError(o, wr, 'scope', `must be one of ${ROUTE_SCOPES.join(', ')}`);
+      if (scope !== undefined && !(ROUTE_SCOPES as readonly string[]).includes(scope))
+        throw new RouteParseError(o, wr, 'scope', `must be one of ${ROUTE_SCOPES.join(', ')}`);
       const src = optString(o, wr, 'src', x.src);
-      if (src !== undefined && ipToNumber(src) === null) throw new RouteParseError(o, wr, 'src', `'${src}' is not an IPv4 address`);
-      if (x.onlink !== undefined && x.onlink !== null && typeof x.onlink !== 'boolean') throw new RouteParseError(o, wr, 'onlink', 'must be a boolean');
-      return { dst: d, hop: { dev, gw }, ...(scope !== undefined ? { scope } : {}), ...(src !== undefined ? { src } : {}), ...(x.onlink === true ? { onlink: true } : {}) };
+      if (src !== undefined && ipToNumber(src) === null)
+        throw new RouteParseError(o, wr, 'src', `'${src}' is not an IPv4 address`);
+      if (x.onlink !== undefined && x.onlink !== null && typeof x.onlink !== 'boolean')
+        throw new RouteParseError(o, wr, 'onlink', 'must be a boolean');
+      return {
+        dst: d,
+        hop: { dev, gw },
+        ...(scope !== undefined ? { scope } : {}),
+        ...(src !== undefined ? { src } : {}),
+        ...(x.onlink === true ? { onlink: true } : {}),
+      };
     });
-    return { priority, iif: optString(o, w, 'iif', r.iif), oif: optString(o, w, 'oif', r.oif), src, dst, fwmark, routes };
+    return {
+      priority,
+      iif: optString(o, w, 'iif', r.iif),
+      oif: optString(o, w, 'oif', r.oif),
+      src,
+      dst,
+      fwmark,
+      routes,
+    };
   });
   return { object: o, table: t.name, tableId: liqoTableId(t.name), rules };
 }
@@ -141,10 +167,24 @@ export const KERNEL_MAIN_PREF = 32766;
  * `iifId` names input interfaces as the router's `iif` numbers. Rules without priority get the
  * kernel's default preference (computed over the rules added so far plus `main`).
  */
-export function installRouteConfigurations(router: PolicyRouter<RouteHop>, specs: readonly RouteConfigSpec[], iifId: (name: string) => number): void;
+export function installRouteConfigurations(
+  router: PolicyRouter<RouteHop>,
+  specs: readonly RouteConfigSpec[],
+  iifId: (name: string) => number,
+): void;
 /** The same with each route's next hop mapped by `hopOf` (e.g. to the lane it leaves by). */
-export function installRouteConfigurations<N>(router: PolicyRouter<N>, specs: readonly RouteConfigSpec[], iifId: (name: string) => number, hopOf: (h: RouteHop) => N): void;
-export function installRouteConfigurations<N>(router: PolicyRouter<N>, specs: readonly RouteConfigSpec[], iifId: (name: string) => number, hopOf?: (h: RouteHop) => N): void {
+export function installRouteConfigurations<N>(
+  router: PolicyRouter<N>,
+  specs: readonly RouteConfigSpec[],
+  iifId: (name: string) => number,
+  hopOf: (h: RouteHop) => N,
+): void;
+export function installRouteConfigurations<N>(
+  router: PolicyRouter<N>,
+  specs: readonly RouteConfigSpec[],
+  iifId: (name: string) => number,
+  hopOf?: (h: RouteHop) => N,
+): void {
   const prefs: number[] = [KERNEL_MAIN_PREF, KERNEL_MAIN_PREF + 1];
   for (const s of specs) {
     router.addTable(s.tableId);
@@ -156,10 +196,11 @@ export function installRouteConfigurations<N>(router: PolicyRouter<N>, specs: re
         pref = first > 0 ? first - 1 : 0;
       }
       prefs.push(pref);
-      for (const x of r.routes) router.addRoute(s.tableId, x.dst, hopOf === undefined ? x.hop as N : hopOf(x.hop));
+      for (const x of r.routes) router.addRoute(s.tableId, x.dst, hopOf === undefined ? (x.hop as N) : hopOf(x.hop));
       if (r.oif !== undefined) continue;
       router.addRule({
-        priority: pref, table: s.tableId,
+        priority: pref,
+        table: s.tableId,
         ...(r.iif !== undefined ? { iif: iifId(r.iif) } : {}),
         ...(r.src !== undefined ? { src: r.src } : {}),
         ...(r.dst !== undefined ? { dst: r.dst } : {}),

@@ -25,17 +25,61 @@
  */
 import type { IpView } from '../packet/ip-view.js';
 import { TIME_EXCEEDED_V4_PREFIX } from '../packet/icmp-error.js';
-import { FLOW_DNAT, FLOW_ESTABLISHED, FLOW_OTHER, FLOW_SNAT, FLOW_SYN_SENT, FLOW_UDP, DIR_ORIG, DIR_REPLY, FlowTable, type FlowTableInit, type FlowStats } from '../nat/flows.js';
+import {
+  FLOW_DNAT,
+  FLOW_ESTABLISHED,
+  FLOW_OTHER,
+  FLOW_SNAT,
+  FLOW_SYN_SENT,
+  FLOW_UDP,
+  DIR_ORIG,
+  DIR_REPLY,
+  FlowTable,
+  type FlowTableInit,
+  type FlowStats,
+} from '../nat/flows.js';
 import { QuotedPacket } from '../nat/quoted.js';
 import { CSUM_ALWAYS, CSUM_NONE, CSUM_UDP, patchWord, read16, rewriteAddress, rewriteWord } from '../nat/rewrite.js';
 import { TokenBucket } from '../ratelimit/token-bucket.js';
 import {
-  HOOK_COUNT, HOOK_FORWARD, HOOK_INPUT, HOOK_OUTPUT, HOOK_POSTROUTING, HOOK_PREROUTING, OUTPUT_HOST, OUTPUT_NODE, OUTPUT_PEER, SOURCE_HOST, SOURCE_NODE,
-  SOURCE_PEER, SOURCE_SELF, VERDICT_ACCEPT, VERDICT_DROP, VERDICT_REPLY, type PacketHook, type PacketMeta,
+  HOOK_COUNT,
+  HOOK_FORWARD,
+  HOOK_INPUT,
+  HOOK_OUTPUT,
+  HOOK_POSTROUTING,
+  HOOK_PREROUTING,
+  OUTPUT_HOST,
+  OUTPUT_NODE,
+  OUTPUT_PEER,
+  SOURCE_HOST,
+  SOURCE_NODE,
+  SOURCE_PEER,
+  SOURCE_SELF,
+  VERDICT_ACCEPT,
+  VERDICT_DROP,
+  VERDICT_REPLY,
+  type PacketHook,
+  type PacketMeta,
 } from '../router/hooks.js';
 import {
-  A_ACCEPT, A_CTMARK, A_DROP, A_METAMARK, A_MSS, A_NOTRACK, A_REJECT, A_SETSRC, N_DNAT, N_MAP, N_MASQ, S_CHAIN, S_CONFIRM, S_CT, S_NAT,
-  type CChain, type CompiledRules, type CNatRule,
+  A_ACCEPT,
+  A_CTMARK,
+  A_DROP,
+  A_METAMARK,
+  A_MSS,
+  A_NOTRACK,
+  A_REJECT,
+  A_SETSRC,
+  N_DNAT,
+  N_MAP,
+  N_MASQ,
+  S_CHAIN,
+  S_CONFIRM,
+  S_CT,
+  S_NAT,
+  type CChain,
+  type CompiledRules,
+  type CNatRule,
 } from './compile.js';
 import type { RulesDevices } from './devices.js';
 import { FragmentMemory } from './fragments.js';
@@ -43,7 +87,18 @@ import { uniqueSourcePort } from './nat-port.js';
 import { writeReject } from './reject.js';
 import { clampMss, condsMatch, readU32 } from './match.js';
 import { HOOKS } from './model.js';
-import { ICMP_ERR_TYPES, M_D, M_ERR_POST, M_ERR_PRE, M_NONE, M_S, mirrorError, planMirror, rewriteIpv4Address, type MirrorPlan } from './mirror.js';
+import {
+  ICMP_ERR_TYPES,
+  M_D,
+  M_ERR_POST,
+  M_ERR_PRE,
+  M_NONE,
+  M_S,
+  mirrorError,
+  planMirror,
+  rewriteIpv4Address,
+  type MirrorPlan,
+} from './mirror.js';
 
 export interface RuleCounterRow {
   readonly id: string;
@@ -84,14 +139,19 @@ export interface RulesStats {
   mssClamped: number;
 }
 
-const SYN = 0x02, ACK = 0x10, FIN = 0x01, RST = 0x04;
+const SYN = 0x02,
+  ACK = 0x10,
+  FIN = 0x01,
+  RST = 0x04;
 /**
  * Forward chains of the packet: run at FORWARD (RUN); decided and counted at PREROUTING
  * (DONE: a mirror packet, skipLater); or skipped with their policies counted at POSTROUTING
  * (AT_POST: skipEstablished). When the router calls FORWARD anyway (another stage shares the
  * hook) DONE returns at once and AT_POST falls back to RUN: nothing is counted twice.
  */
-const FWD_RUN = 0, FWD_DONE = 1, FWD_AT_POST = 2;
+const FWD_RUN = 0,
+  FWD_DONE = 1,
+  FWD_AT_POST = 2;
 
 export class RulesRuntime {
   readonly flows: FlowTable;
@@ -130,18 +190,40 @@ export class RulesRuntime {
   /** Policy counter ids of the forward chains. */
   private fwdPolicies = new Int32Array(0);
   /** Mirror plan constants: PREROUTING / POSTROUTING without filter chain; skip masks of D / S packets; snat excludes an oif. */
-  private mPostPlain = false; private mPrePlain = false; private mSkipD = 0; private mSkipS = 0; private mNotOut = false; private mOutOk = new Uint8Array(3);
+  private mPostPlain = false;
+  private mPrePlain = false;
+  private mSkipD = 0;
+  private mSkipS = 0;
+  private mNotOut = false;
+  private mOutOk = new Uint8Array(3);
   /** FWD_*: how this packet's forward chains are run. */
   private fwd = FWD_RUN;
   private mpair = 0;
   private readonly frags = new FragmentMemory();
 
-  constructor(private devices: RulesDevices, opts: RulesRuntimeOptions = {}) {
-    this.flows = new FlowTable({ capacity: opts.flows?.capacity ?? 65536, ...(opts.flows?.timeouts ? { timeouts: opts.flows.timeouts } : {}), ...(opts.flows?.seed !== undefined ? { seed: opts.flows.seed } : {}) });
+  constructor(
+    private devices: RulesDevices,
+    opts: RulesRuntimeOptions = {},
+  ) {
+    this.flows = new FlowTable({
+      capacity: opts.flows?.capacity ?? 65536,
+      ...(opts.flows?.timeouts ? { timeouts: opts.flows.timeouts } : {}),
+      ...(opts.flows?.seed !== undefined ? { seed: opts.flows.seed } : {}),
+    });
     this.dnatBy = new Int32Array(this.flows.capacity).fill(-1);
     this.snatBy = new Int32Array(this.flows.capacity).fill(-1);
     this.rejectBucket = new TokenBucket(opts.rejectRatePerSecond ?? 100, opts.rejectBurst ?? 20);
-    this.st = { flows: this.flows.stats(), rejected: 0, rejectNoReply: 0, untracked: 0, fragments: 0, natNoPort: 0, flushed: 0, stateless: 0, mssClamped: 0 };
+    this.st = {
+      flows: this.flows.stats(),
+      rejected: 0,
+      rejectNoReply: 0,
+      untracked: 0,
+      fragments: 0,
+      natNoPort: 0,
+      flushed: 0,
+      stateless: 0,
+      mssClamped: 0,
+    };
     this.mirrorOn = opts.statelessMirror ?? true;
     const hooks: PacketHook[] = [];
     for (let h = 0; h < HOOK_COUNT; h++) hooks.push(new RuntimeHook(this, h));
@@ -205,7 +287,8 @@ export class RulesRuntime {
   counters(): RuleCounterRow[] {
     const rows: RuleCounterRow[] = [];
     const counted = this.compiled?.counted ?? [];
-    for (let i = 0; i < this.ids.length; i++) if (counted[i] === true) rows.push({ id: this.ids[i]!, packets: this.packets[i]!, bytes: this.bytes[i]! });
+    for (let i = 0; i < this.ids.length; i++)
+      if (counted[i] === true) rows.push({ id: this.ids[i]!, packets: this.packets[i]!, bytes: this.bytes[i]! });
     return rows;
   }
 
@@ -253,7 +336,10 @@ export class RulesRuntime {
   private release(self: boolean): void {
     this.abandon();
     this.attached = self ? this.held : -1;
-    if (!self && this.held >= 0) { this.flows.free(this.held); this.held = -1; }
+    if (!self && this.held >= 0) {
+      this.flows.free(this.held);
+      this.held = -1;
+    }
   }
 
   // ------------------------------------------------------------------ per packet
@@ -273,8 +359,14 @@ export class RulesRuntime {
     // Needed) is related to that packet's connection, new ones included: the kernel attaches the
     // dying packet's conntrack entry to the error (nf_ct_attach), so a mirror packet's error is
     // translated back, and a new connection's entry is used, never confirmed (freed at the next packet).
-    const selfError = h === HOOK_OUTPUT && meta.source === SOURCE_SELF && v.proto === 1 && v.l4 >= 0 && (buf[v.l4] === 3 || buf[v.l4] === 11);
-    const selfAfterMirror = selfError && this.mcls !== M_NONE, dyingD = this.mcls === M_D;
+    const selfError =
+      h === HOOK_OUTPUT &&
+      meta.source === SOURCE_SELF &&
+      v.proto === 1 &&
+      v.l4 >= 0 &&
+      (buf[v.l4] === 3 || buf[v.l4] === 11);
+    const selfAfterMirror = selfError && this.mcls !== M_NONE,
+      dyingD = this.mcls === M_D;
     if (h === HOOK_PREROUTING || h === HOOK_OUTPUT) {
       this.fwd = FWD_RUN;
       this.release(selfError);
@@ -288,12 +380,20 @@ export class RulesRuntime {
     if (c === null || v.family !== 4) return VERDICT_ACCEPT;
     if ((h === HOOK_PREROUTING || selfAfterMirror) && this.mirror !== null) {
       // The router's own error about a dying D packet is read as the peer's would be (from the tunnel).
-      this.mcls = this.mirror.classify(buf, v, selfAfterMirror && dyingD ? this.mirror.tunnel : this.inName(meta), this.q);
+      this.mcls = this.mirror.classify(
+        buf,
+        v,
+        selfAfterMirror && dyingD ? this.mirror.tunnel : this.inName(meta),
+        this.q,
+      );
       this.mpair = this.mirror.pair;
       if (this.mcls !== M_NONE && h === HOOK_PREROUTING) this.skipLater(v, meta);
     }
     if (this.mcls !== M_NONE) {
-      if (h === HOOK_PREROUTING && this.mPrePlain) { this.mirrorPre(buf, v); return VERDICT_ACCEPT; }
+      if (h === HOOK_PREROUTING && this.mPrePlain) {
+        this.mirrorPre(buf, v);
+        return VERDICT_ACCEPT;
+      }
       return this.runMirror(h, buf, v, meta, now);
     }
     const steps = c.steps[h]!;
@@ -319,13 +419,21 @@ export class RulesRuntime {
       switch (s.kind) {
         case S_CHAIN: {
           const r = this.chain(s.chain!, buf, v, meta, now);
-          if (r !== VERDICT_ACCEPT) { this.abandon(); return r; }
+          if (r !== VERDICT_ACCEPT) {
+            this.abandon();
+            return r;
+          }
           break;
         }
-        case S_CT: this.track(buf, v, now); break;
+        case S_CT:
+          this.track(buf, v, now);
+          break;
         case S_NAT:
           if (s.chain !== null) {
-            if (this.isNew && this.e >= 0 && this.decide(s.chain, h, buf, v, meta, now) === VERDICT_DROP) { this.abandon(); return VERDICT_DROP; }
+            if (this.isNew && this.e >= 0 && this.decide(s.chain, h, buf, v, meta, now) === VERDICT_DROP) {
+              this.abandon();
+              return VERDICT_DROP;
+            }
           } else if (this.e >= 0) {
             this.apply(buf, v, h === HOOK_POSTROUTING || h === HOOK_INPUT);
           }
@@ -334,7 +442,10 @@ export class RulesRuntime {
           if (this.pending >= 0) {
             const ok = this.flows.confirm(this.pending, now);
             this.pending = -1;
-            if (!ok) { this.e = -1; return VERDICT_DROP; }
+            if (!ok) {
+              this.e = -1;
+              return VERDICT_DROP;
+            }
           }
           break;
       }
@@ -374,16 +485,24 @@ export class RulesRuntime {
     this.fwd = FWD_RUN;
     const ids = this.fwdPolicies;
     const len = v.end - v.off;
-    for (let i = 0; i < ids.length; i++) { const id = ids[i]!; this.packets[id]!++; this.bytes[id]! += len; }
+    for (let i = 0; i < ids.length; i++) {
+      const id = ids[i]!;
+      this.packets[id]!++;
+      this.bytes[id]! += len;
+    }
   }
-
 
   /** The pair's source translation (S) or an error's related one, at POSTROUTING. */
   private mirrorPost(buf: Uint8Array, v: IpView, meta: PacketMeta): number {
     const m = this.mirror!;
     const k = this.mpair;
-    if (this.mcls === M_S) { if (!this.mNotOut || (meta.outDev === '' ? meta.output >= 0 && this.mOutOk[meta.output] === 1 : m.snatOut(meta.outDev))) rewriteIpv4Address(buf, v, v.srcOff, m.rem[k]! | (readU32(buf, v.srcOff) & m.mask[k]!)); }
-    else if (this.mcls === M_ERR_POST) mirrorError(this.q, this.scratch, m, k, buf, v, true);
+    if (this.mcls === M_S) {
+      if (
+        !this.mNotOut ||
+        (meta.outDev === '' ? meta.output >= 0 && this.mOutOk[meta.output] === 1 : m.snatOut(meta.outDev))
+      )
+        rewriteIpv4Address(buf, v, v.srcOff, m.rem[k]! | (readU32(buf, v.srcOff) & m.mask[k]!));
+    } else if (this.mcls === M_ERR_POST) mirrorError(this.q, this.scratch, m, k, buf, v, true);
     return VERDICT_ACCEPT;
   }
 
@@ -423,7 +542,11 @@ export class RulesRuntime {
     if (this.fwdSkip[v.proto] === 1) {
       const ids = this.fwdPolicies;
       const len = v.end - v.off;
-      for (let i = 0; i < ids.length; i++) { const id = ids[i]!; this.packets[id]!++; this.bytes[id]! += len; }
+      for (let i = 0; i < ids.length; i++) {
+        const id = ids[i]!;
+        this.packets[id]!++;
+        this.bytes[id]! += len;
+      }
       skip |= 1 << HOOK_FORWARD;
       this.fwd = FWD_DONE;
     }
@@ -441,7 +564,13 @@ export class RulesRuntime {
   private outName(meta: PacketMeta): string {
     if (meta.outDev !== '') return meta.outDev;
     const o = meta.output;
-    return o === OUTPUT_PEER ? this.devices.peer : o === OUTPUT_NODE ? this.devices.node : o === OUTPUT_HOST ? this.devices.host : '';
+    return o === OUTPUT_PEER
+      ? this.devices.peer
+      : o === OUTPUT_NODE
+        ? this.devices.node
+        : o === OUTPUT_HOST
+          ? this.devices.host
+          : '';
   }
 
   private chain(ch: CChain, buf: Uint8Array, v: IpView, meta: PacketMeta, now: number): number {
@@ -457,18 +586,35 @@ export class RulesRuntime {
     for (let i = 0; i < rules.length; i++) {
       const r = rules[i]!;
       if (!condsMatch(r.conds, buf, v, inName, outName)) continue;
-      if (r.counter) { this.packets[r.id]!++; this.bytes[r.id]! += len; }
+      if (r.counter) {
+        this.packets[r.id]!++;
+        this.bytes[r.id]! += len;
+      }
       if (r.general) this.general[r.id]!++;
       switch (r.action) {
-        case A_ACCEPT: return VERDICT_ACCEPT;
-        case A_DROP: return VERDICT_DROP;
-        case A_REJECT: return this.reject(buf, v, meta, now);
-        case A_CTMARK: if (this.e >= 0) this.flows.mark[this.e] = r.value; break;
-        case A_METAMARK: if (this.e >= 0) meta.mark = this.flows.mark[this.e]!; break;
-        case A_NOTRACK: if (ch.beforeConntrack) this.notrack = true; break;
-        case A_MSS: if (clampMss(buf, v, r.value !== 0 ? r.value : this.devices.pathMtu - 40)) this.st.mssClamped++; break;
-        case A_SETSRC: rewriteIpv4Address(buf, v, v.srcOff, r.value); break;
-        default: break;
+        case A_ACCEPT:
+          return VERDICT_ACCEPT;
+        case A_DROP:
+          return VERDICT_DROP;
+        case A_REJECT:
+          return this.reject(buf, v, meta, now);
+        case A_CTMARK:
+          if (this.e >= 0) this.flows.mark[this.e] = r.value;
+          break;
+        case A_METAMARK:
+          if (this.e >= 0) meta.mark = this.flows.mark[this.e]!;
+          break;
+        case A_NOTRACK:
+          if (ch.beforeConntrack) this.notrack = true;
+          break;
+        case A_MSS:
+          if (clampMss(buf, v, r.value !== 0 ? r.value : this.devices.pathMtu - 40)) this.st.mssClamped++;
+          break;
+        case A_SETSRC:
+          rewriteIpv4Address(buf, v, v.srcOff, r.value);
+          break;
+        default:
+          break;
       }
     }
     this.packets[ch.policyId]!++;
@@ -480,9 +626,22 @@ export class RulesRuntime {
   private reject(buf: Uint8Array, v: IpView, meta: PacketMeta, now: number): number {
     this.st.rejected++;
     const d = this.devices;
-    const from = meta.source === SOURCE_PEER ? d.peerAddr : meta.source === SOURCE_NODE ? d.nodeAddr : meta.source === SOURCE_HOST ? d.hostAddr : 0;
-    const n = from === 0 || v.off < TIME_EXCEEDED_V4_PREFIX + 64 || !this.rejectBucket.take(now) ? 0 : writeReject(buf, v, from, this.scratch);
-    if (n === 0) { this.st.rejectNoReply++; return VERDICT_DROP; }
+    const from =
+      meta.source === SOURCE_PEER
+        ? d.peerAddr
+        : meta.source === SOURCE_NODE
+          ? d.nodeAddr
+          : meta.source === SOURCE_HOST
+            ? d.hostAddr
+            : 0;
+    const n =
+      from === 0 || v.off < TIME_EXCEEDED_V4_PREFIX + 64 || !this.rejectBucket.take(now)
+        ? 0
+        : writeReject(buf, v, from, this.scratch);
+    if (n === 0) {
+      this.st.rejectNoReply++;
+      return VERDICT_DROP;
+    }
     meta.replyOff = v.off - TIME_EXCEEDED_V4_PREFIX;
     meta.replyLen = n;
     return VERDICT_REPLY;
@@ -490,26 +649,44 @@ export class RulesRuntime {
 
   /** Conntrack lookup / new entry (see header). */
   private track(buf: Uint8Array, v: IpView, now: number): void {
-    if (this.notrack) { this.st.untracked++; return; }
+    if (this.notrack) {
+      this.st.untracked++;
+      return;
+    }
     const l4 = v.l4;
-    if (l4 < 0) { this.trackFragment(buf, v, now); return; }
+    if (l4 < 0) {
+      this.trackFragment(buf, v, now);
+      return;
+    }
     const proto = v.proto;
-    let sp = 0, dp = 0, flags = 0, state = FLOW_OTHER;
+    let sp = 0,
+      dp = 0,
+      flags = 0,
+      state = FLOW_OTHER;
     if (proto === 6 || proto === 17) {
-      if (v.l4Len < (proto === 6 ? 20 : 8)) { this.st.untracked++; return; }
+      if (v.l4Len < (proto === 6 ? 20 : 8)) {
+        this.st.untracked++;
+        return;
+      }
       sp = read16(buf, l4);
       dp = read16(buf, l4 + 2);
       if (proto === 6) flags = buf[l4 + 13]!;
       state = proto === 6 ? ((flags & (SYN | ACK)) === SYN ? FLOW_SYN_SENT : FLOW_ESTABLISHED) : FLOW_UDP;
     } else if (proto === 1) {
-      if (v.l4Len < 8) { this.st.untracked++; return; }
+      if (v.l4Len < 8) {
+        this.st.untracked++;
+        return;
+      }
       const t = buf[l4]!;
       if (t === 8 || t === 0) {
         sp = dp = read16(buf, l4 + 4);
       } else if (t < 32 && ((ICMP_ERR_TYPES >>> t) & 1) !== 0) {
         this.trackRelated(buf, v, now);
         return;
-      } else { this.st.untracked++; return; }
+      } else {
+        this.st.untracked++;
+        return;
+      }
     }
     const f = this.flows;
     const k = f.lookup4(proto, readU32(buf, v.srcOff) | 0, readU32(buf, v.dstOff) | 0, sp, dp, now);
@@ -523,7 +700,10 @@ export class RulesRuntime {
     }
     // Not a connection's first packet: invalid, untracked (the NAT never sees it).
     const tcpInvalid = proto === 6 && ((flags & (RST | FIN)) !== 0 || (flags & (SYN | ACK)) === (SYN | ACK));
-    if (tcpInvalid || (proto === 1 && buf[l4] === 0)) { this.st.untracked++; return; }
+    if (tcpInvalid || (proto === 1 && buf[l4] === 0)) {
+      this.st.untracked++;
+      return;
+    }
     const e = f.create(4, proto, buf, v.srcOff, v.dstOff, sp, dp, state, now);
     this.dnatBy[e] = -1;
     this.snatBy[e] = -1;
@@ -549,9 +729,17 @@ export class RulesRuntime {
 
   /** An ICMP error: related to the connection its quoted packet belongs to, if any. */
   private trackRelated(buf: Uint8Array, v: IpView, now: number): void {
-    if (this.attached >= 0) { this.e = this.attached; this.dir = DIR_REPLY; this.related = true; return; }
+    if (this.attached >= 0) {
+      this.e = this.attached;
+      this.dir = DIR_REPLY;
+      this.related = true;
+      return;
+    }
     const q = this.q;
-    if (q.parse(buf, v) !== 0 || !q.ports || q.addrLen !== 4) { this.st.untracked++; return; }
+    if (q.parse(buf, v) !== 0 || !q.ports || q.addrLen !== 4) {
+      this.st.untracked++;
+      return;
+    }
     const p = q.proto;
     let sp: number, dp: number;
     if (p === 6 || p === 17) {
@@ -562,7 +750,10 @@ export class RulesRuntime {
     }
     // The quoted packet went the other way: look its tuple up inverted.
     const k = this.flows.lookup(4, p, buf, q.dst, q.src, dp, sp, now);
-    if (k < 0) { this.st.untracked++; return; }
+    if (k < 0) {
+      this.st.untracked++;
+      return;
+    }
     this.e = k >> 1;
     this.dir = k & 1;
     this.related = true;
@@ -591,7 +782,10 @@ export class RulesRuntime {
         bind = r.bind;
         target = this.targetOf(r, buf, v, meta);
       }
-      if (!this.bindTo(e, srcManip, target, bind, now)) { this.st.natNoPort++; return VERDICT_DROP; }
+      if (!this.bindTo(e, srcManip, target, bind, now)) {
+        this.st.natNoPort++;
+        return VERDICT_DROP;
+      }
       return VERDICT_ACCEPT;
     }
     this.packets[ch.policyId]!++;
@@ -616,8 +810,18 @@ export class RulesRuntime {
     // Reply tuple: source = where the original goes (DNAT), destination = where it comes from (SNAT).
     f.setReplyAddr4(e, srcManip, addr);
     let bi = this.bindIndex.get(bind);
-    if (bi === undefined) { bi = this.bindNames.length; this.bindNames.push(bind); this.bindIndex.set(bind, bi); }
-    if (srcManip) { f.setNat(e, FLOW_SNAT); this.snatBy[e] = bi; } else { f.setNat(e, FLOW_DNAT); this.dnatBy[e] = bi; }
+    if (bi === undefined) {
+      bi = this.bindNames.length;
+      this.bindNames.push(bind);
+      this.bindIndex.set(bind, bi);
+    }
+    if (srcManip) {
+      f.setNat(e, FLOW_SNAT);
+      this.snatBy[e] = bi;
+    } else {
+      f.setNat(e, FLOW_DNAT);
+      this.dnatBy[e] = bi;
+    }
     // Source port clash: another port of the original's class (nat-port.ts).
     return !srcManip || uniqueSourcePort(f, e, rb, now);
   }
@@ -651,7 +855,16 @@ export class RulesRuntime {
         this.quotedPort(buf, q.l4, f.port[op]!);
       }
       q.finish(buf, l4);
-      rewriteAddress(buf, srcManip ? v.srcOff : v.dstOff, 4, f.addr, srcManip ? ob + 16 : ob, v.ipCsumOff, -1, CSUM_NONE);
+      rewriteAddress(
+        buf,
+        srcManip ? v.srcOff : v.dstOff,
+        4,
+        f.addr,
+        srcManip ? ob + 16 : ob,
+        v.ipCsumOff,
+        -1,
+        CSUM_NONE,
+      );
       return;
     }
     // IPv4 address against the tuple's number (no byte loop, no call when equal).
@@ -660,8 +873,13 @@ export class RulesRuntime {
     let csum = -1;
     let kind = CSUM_NONE;
     if (l4 >= 0) {
-      if (proto === 6 && v.l4Len >= 18) { csum = l4 + 16; kind = CSUM_ALWAYS; }
-      else if (proto === 17 && v.l4Len >= 8) { csum = l4 + 6; kind = CSUM_UDP; }
+      if (proto === 6 && v.l4Len >= 18) {
+        csum = l4 + 16;
+        kind = CSUM_ALWAYS;
+      } else if (proto === 17 && v.l4Len >= 8) {
+        csum = l4 + 6;
+        kind = CSUM_UDP;
+      }
     }
     if (l4 < 0) return;
     const port = srcManip ? f.port[op + 1]! : f.port[op]!;
@@ -684,7 +902,10 @@ export class RulesRuntime {
 class RuntimeHook implements PacketHook {
   readonly name: string;
   readonly owner: RulesRuntime;
-  constructor(private readonly rt: RulesRuntime, private readonly hook: number) {
+  constructor(
+    private readonly rt: RulesRuntime,
+    private readonly hook: number,
+  ) {
     this.name = `rules:${HOOKS[hook]}`;
     this.owner = rt;
   }
@@ -693,4 +914,3 @@ class RuntimeHook implements PacketHook {
     return this.rt.run(this.hook, buf, v, meta, now);
   }
 }
-

@@ -12,7 +12,12 @@
  */
 import { formatPrefix } from '../packet/addr.js';
 import { LANE_HOST, LANE_NODE, LANE_PEER, SteerHop, Steering, type SteerDevices } from '../router/steer.js';
-import { RouteParseError, installRouteConfigurations, parseRouteConfiguration, type RouteConfigSpec } from './routes.js';
+import {
+  RouteParseError,
+  installRouteConfigurations,
+  parseRouteConfiguration,
+  type RouteConfigSpec,
+} from './routes.js';
 
 export interface SteeringInput<G> {
   readonly devices: SteerDevices;
@@ -22,8 +27,14 @@ export interface SteeringInput<G> {
   readonly isPeerAddress: (gw: string) => boolean;
 }
 
-export function hopFor(devices: SteerDevices, isPeerAddress: (gw: string) => boolean, dev: string | undefined, gw: string | undefined): SteerHop {
-  if (dev === devices.tunnel || (dev === undefined && gw !== undefined && isPeerAddress(gw))) return new SteerHop(LANE_PEER, dev ?? '', gw);
+export function hopFor(
+  devices: SteerDevices,
+  isPeerAddress: (gw: string) => boolean,
+  dev: string | undefined,
+  gw: string | undefined,
+): SteerHop {
+  if (dev === devices.tunnel || (dev === undefined && gw !== undefined && isPeerAddress(gw)))
+    return new SteerHop(LANE_PEER, dev ?? '', gw);
   if (dev === devices.host) return new SteerHop(LANE_HOST, dev, gw);
   return new SteerHop(LANE_NODE, dev ?? '', gw);
 }
@@ -32,7 +43,12 @@ export function hopFor(devices: SteerDevices, isPeerAddress: (gw: string) => boo
 export function buildSteering<G>(input: SteeringInput<G>, specs: readonly RouteConfigSpec[]): Steering<G> {
   const st = new Steering<G>(input.devices);
   for (const n of input.nodes) st.setNodeDevice(n.tunnel, n.dev);
-  installRouteConfigurations(st.policy, specs, (name) => st.iifId(name), (h) => hopFor(input.devices, input.isPeerAddress, h.dev, h.gw));
+  installRouteConfigurations(
+    st.policy,
+    specs,
+    (name) => st.iifId(name),
+    (h) => hopFor(input.devices, input.isPeerAddress, h.dev, h.gw),
+  );
   return st;
 }
 
@@ -40,13 +56,18 @@ export function buildSteering<G>(input: SteeringInput<G>, specs: readonly RouteC
  * Parses RouteConfiguration objects; one that fails keeps its previously accepted version
  * (`previous`, by namespace/name) and its error is returned. Sorted by namespace/name.
  */
-export function parseRouteObjects(objects: readonly unknown[], previous: ReadonlyMap<string, RouteConfigSpec>): { specs: Map<string, RouteConfigSpec>; errors: RouteParseError[] } {
+export function parseRouteObjects(
+  objects: readonly unknown[],
+  previous: ReadonlyMap<string, RouteConfigSpec>,
+): { specs: Map<string, RouteConfigSpec>; errors: RouteParseError[] } {
   const specs = new Map<string, RouteConfigSpec>();
   const errors: RouteParseError[] = [];
-  const keyed = objects.map((o) => {
-    const md = (o as { metadata?: { namespace?: string; name?: string } } | null)?.metadata;
-    return { k: `${md?.namespace ?? ''}/${md?.name ?? '?'}`, o };
-  }).sort((a, b) => (a.k < b.k ? -1 : a.k > b.k ? 1 : 0));
+  const keyed = objects
+    .map((o) => {
+      const md = (o as { metadata?: { namespace?: string; name?: string } } | null)?.metadata;
+      return { k: `${md?.namespace ?? ''}/${md?.name ?? '?'}`, o };
+    })
+    .sort((a, b) => (a.k < b.k ? -1 : a.k > b.k ? 1 : 0));
   for (const { k, o } of keyed) {
     try {
       specs.set(k, parseRouteConfiguration(o));
@@ -65,12 +86,20 @@ export function parseRouteObjects(objects: readonly unknown[], previous: Readonl
  * gateway — out of one of `nodeDevs` (the node-side Geneve interfaces) or via one of
  * `gatewayAddrs` (gateways' internal addresses). Sorted, each once.
  */
-export function fabricRouteDestinations(specs: Iterable<RouteConfigSpec>, nodeDevs: ReadonlySet<string>, gatewayAddrs: ReadonlySet<string>): string[] {
+export function fabricRouteDestinations(
+  specs: Iterable<RouteConfigSpec>,
+  nodeDevs: ReadonlySet<string>,
+  gatewayAddrs: ReadonlySet<string>,
+): string[] {
   const out = new Set<string>();
   for (const s of specs) {
     for (const r of s.rules) {
       for (const x of r.routes) {
-        if ((x.hop.dev !== undefined && nodeDevs.has(x.hop.dev)) || (x.hop.gw !== undefined && gatewayAddrs.has(x.hop.gw))) out.add(formatPrefix(x.dst));
+        if (
+          (x.hop.dev !== undefined && nodeDevs.has(x.hop.dev)) ||
+          (x.hop.gw !== undefined && gatewayAddrs.has(x.hop.gw))
+        )
+          out.add(formatPrefix(x.dst));
       }
     }
   }

@@ -19,9 +19,22 @@
 import type { CryptoBackend } from '../crypto/backend.js';
 import { COOKIE_REFRESH_TIME } from './constants.js';
 import {
-  COOKIE_LEN, COOKIE_NONCE_LEN, COOKIE_REPLY_COOKIE_LEN, COOKIE_REPLY_COOKIE_OFFSET, COOKIE_REPLY_NONCE_OFFSET,
-  COOKIE_REPLY_RECEIVER_OFFSET, COOKIE_REPLY_SIZE, KEY_LEN, MAC_LEN, MESSAGE_COOKIE_REPLY, TYPE_OFFSET,
-  INITIATION_SENDER_OFFSET, mac1Offset, mac2Offset, readU32LE, writeU32LE,
+  COOKIE_LEN,
+  COOKIE_NONCE_LEN,
+  COOKIE_REPLY_COOKIE_LEN,
+  COOKIE_REPLY_COOKIE_OFFSET,
+  COOKIE_REPLY_NONCE_OFFSET,
+  COOKIE_REPLY_RECEIVER_OFFSET,
+  COOKIE_REPLY_SIZE,
+  KEY_LEN,
+  MAC_LEN,
+  MESSAGE_COOKIE_REPLY,
+  TYPE_OFFSET,
+  INITIATION_SENDER_OFFSET,
+  mac1Offset,
+  mac2Offset,
+  readU32LE,
+  writeU32LE,
 } from './messages.js';
 
 const encoder = new TextEncoder();
@@ -92,8 +105,16 @@ export class CookieChecker {
    * associated data. Rotates the secret Rm when it is older than 120 s. `nonce24` must hold
    * 24 fresh random bytes. Returns the reply size.
    */
-  createReply(msg: Uint8Array, off: number, len: number, source: Uint8Array, now: number,
-    nonce24: Uint8Array, out: Uint8Array, outOff: number): number {
+  createReply(
+    msg: Uint8Array,
+    off: number,
+    len: number,
+    source: Uint8Array,
+    now: number,
+    nonce24: Uint8Array,
+    out: Uint8Array,
+    outOff: number,
+  ): number {
     if (now - this.secretSetAt > COOKIE_REFRESH_TIME) {
       this.backend.randomFill(this.secret);
       this.secretSetAt = now;
@@ -104,8 +125,16 @@ export class CookieChecker {
     writeU32LE(out, outOff + COOKIE_REPLY_RECEIVER_OFFSET, readU32LE(msg, off + INITIATION_SENDER_OFFSET));
     out.set(nonce24.subarray(0, COOKIE_NONCE_LEN), outOff + COOKIE_REPLY_NONCE_OFFSET);
     const m1 = off + mac1Offset(len);
-    this.backend.xseal(this.cookieKey, out.subarray(outOff + COOKIE_REPLY_NONCE_OFFSET, outOff + COOKIE_REPLY_NONCE_OFFSET + COOKIE_NONCE_LEN),
-      msg.subarray(m1, m1 + MAC_LEN), this.cookie, 0, COOKIE_LEN, out, outOff + COOKIE_REPLY_COOKIE_OFFSET);
+    this.backend.xseal(
+      this.cookieKey,
+      out.subarray(outOff + COOKIE_REPLY_NONCE_OFFSET, outOff + COOKIE_REPLY_NONCE_OFFSET + COOKIE_NONCE_LEN),
+      msg.subarray(m1, m1 + MAC_LEN),
+      this.cookie,
+      0,
+      COOKIE_LEN,
+      out,
+      outOff + COOKIE_REPLY_COOKIE_OFFSET,
+    );
     this.cookie.fill(0);
     return COOKIE_REPLY_SIZE;
   }
@@ -121,7 +150,10 @@ export class CookieGenerator {
   private hasLastMac1 = false;
   private readonly decrypted = new Uint8Array(COOKIE_LEN);
 
-  constructor(private readonly backend: CryptoBackend, peerPublicKey: Uint8Array) {
+  constructor(
+    private readonly backend: CryptoBackend,
+    peerPublicKey: Uint8Array,
+  ) {
     backend.hash(this.mac1Key, LABEL_MAC1, peerPublicKey);
     backend.hash(this.cookieKey, LABEL_COOKIE, peerPublicKey);
   }
@@ -147,8 +179,16 @@ export class CookieGenerator {
   consumeReply(msg: Uint8Array, off: number, now: number): boolean {
     if (!this.hasLastMac1) return false;
     const n = off + COOKIE_REPLY_NONCE_OFFSET;
-    const ok = this.backend.xopen(this.cookieKey, msg.subarray(n, n + COOKIE_NONCE_LEN), this.lastMac1,
-      msg, off + COOKIE_REPLY_COOKIE_OFFSET, COOKIE_REPLY_COOKIE_LEN, this.decrypted, 0);
+    const ok = this.backend.xopen(
+      this.cookieKey,
+      msg.subarray(n, n + COOKIE_NONCE_LEN),
+      this.lastMac1,
+      msg,
+      off + COOKIE_REPLY_COOKIE_OFFSET,
+      COOKIE_REPLY_COOKIE_LEN,
+      this.decrypted,
+      0,
+    );
     if (!ok) return false;
     this.cookie.set(this.decrypted);
     this.decrypted.fill(0);

@@ -146,7 +146,8 @@ export class DeviceState {
   }
 
   setMtu(v: number): void {
-    if (!Number.isInteger(v) || v < 0 || v > 65535) throw new WireGuardConfigError(`MTU must be an integer in 0..65535, got ${v}`);
+    if (!Number.isInteger(v) || v < 0 || v > 65535)
+      throw new WireGuardConfigError(`MTU must be an integer in 0..65535, got ${v}`);
     this.mtu = v;
   }
 }

@@ -43,11 +43,26 @@ function pollPeer(s: DeviceState, peer: Peer, now: number): void {
   for (let guard = 0; guard < 32; guard++) {
     let which = -1;
     let best = now;
-    if (t.retransmitHandshake <= best) { which = 0; best = t.retransmitHandshake; }
-    if (t.sendKeepalive < best || (which < 0 && t.sendKeepalive <= best)) { which = 1; best = t.sendKeepalive; }
-    if (t.newHandshake < best || (which < 0 && t.newHandshake <= best)) { which = 2; best = t.newHandshake; }
-    if (t.zeroKeyMaterial < best || (which < 0 && t.zeroKeyMaterial <= best)) { which = 3; best = t.zeroKeyMaterial; }
-    if (t.persistentKeepalive < best || (which < 0 && t.persistentKeepalive <= best)) { which = 4; best = t.persistentKeepalive; }
+    if (t.retransmitHandshake <= best) {
+      which = 0;
+      best = t.retransmitHandshake;
+    }
+    if (t.sendKeepalive < best || (which < 0 && t.sendKeepalive <= best)) {
+      which = 1;
+      best = t.sendKeepalive;
+    }
+    if (t.newHandshake < best || (which < 0 && t.newHandshake <= best)) {
+      which = 2;
+      best = t.newHandshake;
+    }
+    if (t.zeroKeyMaterial < best || (which < 0 && t.zeroKeyMaterial <= best)) {
+      which = 3;
+      best = t.zeroKeyMaterial;
+    }
+    if (t.persistentKeepalive < best || (which < 0 && t.persistentKeepalive <= best)) {
+      which = 4;
+      best = t.persistentKeepalive;
+    }
     switch (which) {
       case 0:
         t.retransmitHandshake = NEVER;

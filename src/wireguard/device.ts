@@ -42,8 +42,18 @@ import { poll, updateNextDeadline } from './device-timers.js';
 import { sendHandshakeInitiation } from './handshake.js';
 import { isHandshakeMessage } from './messages.js';
 import {
-  addAllowedIp, addPeer, allowedIpsOf, checkKey, checkPeer, clearAllowedIps, removeAllowedIp, removePeer,
-  setEndpoint, setPersistentKeepalive, setPresharedKey, setPrivateKey,
+  addAllowedIp,
+  addPeer,
+  allowedIpsOf,
+  checkKey,
+  checkPeer,
+  clearAllowedIps,
+  removeAllowedIp,
+  removePeer,
+  setEndpoint,
+  setPersistentKeepalive,
+  setPresharedKey,
+  setPrivateKey,
 } from './peer-config.js';
 import { keyHex, type Endpoint, type Peer } from './peer.js';
 import type { OutgoingMessage } from './pool.js';
@@ -53,8 +63,16 @@ import { applyUapiPlan, uapiSnapshot } from './uapi-apply.js';
 import { planSet, type UapiDeviceSnapshot, type UapiOperation, type UapiSetPlan } from './uapi.js';
 
 export {
-  ENCRYPT_DROP, ENCRYPT_SEND, ENCRYPT_STAGED, EncryptResult, RECEIVE_DELIVER, RECEIVE_DROP, RECEIVE_HANDSHAKE,
-  RECEIVE_KEEPALIVE, ReceiveResult, WireGuardConfigError,
+  ENCRYPT_DROP,
+  ENCRYPT_SEND,
+  ENCRYPT_STAGED,
+  EncryptResult,
+  RECEIVE_DELIVER,
+  RECEIVE_DROP,
+  RECEIVE_HANDSHAKE,
+  RECEIVE_KEEPALIVE,
+  ReceiveResult,
+  WireGuardConfigError,
 } from './device-types.js';
 export type { DeviceOptions } from './device-state.js';
 export { paddedLength } from './padding.js';
@@ -298,7 +316,15 @@ export class Device {
    * pass a per-source rate limiter; the state lingers for 1 s after the last report.
    * Returns RECEIVE_* and fills `out`.
    */
-  receive(buf: Uint8Array, off: number, len: number, from: Endpoint, now: number, underLoad: boolean, out: ReceiveResult): number {
+  receive(
+    buf: Uint8Array,
+    off: number,
+    len: number,
+    from: Endpoint,
+    now: number,
+    underLoad: boolean,
+    out: ReceiveResult,
+  ): number {
     return receive(this.s, buf, off, len, from, now, underLoad, out);
   }
 
@@ -310,7 +336,15 @@ export class Device {
    * later call receiveScreened() (never receive(), which would check it again). Any other
    * message kind returns true untouched.
    */
-  screenHandshake(buf: Uint8Array, off: number, len: number, from: Endpoint, now: number, underLoad: boolean, out: ReceiveResult): boolean {
+  screenHandshake(
+    buf: Uint8Array,
+    off: number,
+    len: number,
+    from: Endpoint,
+    now: number,
+    underLoad: boolean,
+    out: ReceiveResult,
+  ): boolean {
     return screen(this.s, buf, off, len, from, now, underLoad, out);
   }
 

@@ -10,20 +10,41 @@ import { REKEY_TIMEOUT, UNDER_LOAD_AFTER_TIME } from './constants.js';
 import { receiveDrop, SOURCE_SCRATCH_LEN, type DeviceState } from './device-state.js';
 import { RECEIVE_HANDSHAKE, type ReceiveResult } from './device-types.js';
 import {
-  DROP_COOKIE_DECRYPT_FAILED, DROP_COOKIE_REQUIRED, DROP_HANDSHAKE_FAILED, DROP_INITIATION_DECRYPT_FAILED,
-  DROP_INITIATION_FLOOD, DROP_INITIATION_REPLAY, DROP_INVALID_MAC1, DROP_NO_ENDPOINT, DROP_NO_PRIVATE_KEY,
-  DROP_OUTBOX_FULL, DROP_POOL_EXHAUSTED, DROP_RATE_LIMITED, DROP_RESPONSE_DECRYPT_FAILED, DROP_RESPONSE_UNEXPECTED,
-  DROP_UNKNOWN_PEER, DROP_UNKNOWN_RECEIVER,
+  DROP_COOKIE_DECRYPT_FAILED,
+  DROP_COOKIE_REQUIRED,
+  DROP_HANDSHAKE_FAILED,
+  DROP_INITIATION_DECRYPT_FAILED,
+  DROP_INITIATION_FLOOD,
+  DROP_INITIATION_REPLAY,
+  DROP_INVALID_MAC1,
+  DROP_NO_ENDPOINT,
+  DROP_NO_PRIVATE_KEY,
+  DROP_OUTBOX_FULL,
+  DROP_POOL_EXHAUSTED,
+  DROP_RATE_LIMITED,
+  DROP_RESPONSE_DECRYPT_FAILED,
+  DROP_RESPONSE_UNEXPECTED,
+  DROP_UNKNOWN_PEER,
+  DROP_UNKNOWN_RECEIVER,
 } from './drops.js';
 import { IndexEntry } from './index-table.js';
 import { Keypair } from './keypair.js';
 import {
-  COOKIE_REPLY_RECEIVER_OFFSET, INITIATION_SIZE, MESSAGE_COOKIE_REPLY, MESSAGE_INITIATION, RESPONSE_RECEIVER_OFFSET,
-  RESPONSE_SIZE, readU32LE,
+  COOKIE_REPLY_RECEIVER_OFFSET,
+  INITIATION_SIZE,
+  MESSAGE_COOKIE_REPLY,
+  MESSAGE_INITIATION,
+  RESPONSE_RECEIVER_OFFSET,
+  RESPONSE_SIZE,
+  readU32LE,
 } from './messages.js';
 import {
-  HANDSHAKE_INITIATION_CREATED, HANDSHAKE_RESPONSE_CONSUMED, INITIATION_DECRYPT_FAILED, INITIATION_FLOOD,
-  INITIATION_OK, INITIATION_REPLAYED,
+  HANDSHAKE_INITIATION_CREATED,
+  HANDSHAKE_RESPONSE_CONSUMED,
+  INITIATION_DECRYPT_FAILED,
+  INITIATION_FLOOD,
+  INITIATION_OK,
+  INITIATION_REPLAYED,
 } from './noise.js';
 import { keyHex, type Endpoint, type Peer } from './peer.js';
 import { OUT_COOKIE_REPLY, OUT_INITIATION, OUT_RESPONSE } from './pool.js';
@@ -103,7 +124,15 @@ function sendHandshakeResponse(s: DeviceState, peer: Peer, now: number): void {
   sendOwned(s, peer, slot, RESPONSE_SIZE, OUT_RESPONSE);
 }
 
-function sendCookieReply(s: DeviceState, buf: Uint8Array, off: number, len: number, source: Uint8Array, from: Endpoint, now: number): void {
+function sendCookieReply(
+  s: DeviceState,
+  buf: Uint8Array,
+  off: number,
+  len: number,
+  source: Uint8Array,
+  from: Endpoint,
+  now: number,
+): void {
   const slot = s.pool.acquire();
   if (slot < 0) {
     s.drops[DROP_POOL_EXHAUSTED]++;
@@ -170,8 +199,17 @@ function removeHandshakeIndex(s: DeviceState, peer: Peer): void {
  * Consumes a handshake message (kind: MESSAGE_INITIATION/RESPONSE/COOKIE_REPLY). On a consumed
  * response the session is begun here and the caller must send the confirming keepalive.
  */
-export function receiveHandshake(s: DeviceState, kind: number, buf: Uint8Array, off: number, len: number, from: Endpoint,
-  now: number, underLoad: boolean, out: ReceiveResult): number {
+export function receiveHandshake(
+  s: DeviceState,
+  kind: number,
+  buf: Uint8Array,
+  off: number,
+  len: number,
+  from: Endpoint,
+  now: number,
+  underLoad: boolean,
+  out: ReceiveResult,
+): number {
   if (kind !== MESSAGE_COOKIE_REPLY && !screenHandshake(s, buf, off, len, from, now, underLoad, out)) return out.action;
   return receiveScreenedHandshake(s, kind, buf, off, from, now, out);
 }
@@ -184,15 +222,24 @@ export function receiveHandshake(s: DeviceState, kind: number, buf: Uint8Array, 
  * dropped (counted; out filled), true when it deserves the full processing
  * (receiveScreenedHandshake), which the daemon may defer to its handshake queue.
  */
-export function screenHandshake(s: DeviceState, buf: Uint8Array, off: number, len: number, from: Endpoint,
-  now: number, underLoad: boolean, out: ReceiveResult): boolean {
+export function screenHandshake(
+  s: DeviceState,
+  buf: Uint8Array,
+  off: number,
+  len: number,
+  from: Endpoint,
+  now: number,
+  underLoad: boolean,
+  out: ReceiveResult,
+): boolean {
   if (!s.identity.hasKey) return dropped(s, out, DROP_NO_PRIVATE_KEY);
   if (!s.cookieChecker.checkMac1(buf, off, len)) return dropped(s, out, DROP_INVALID_MAC1);
   if (underLoad) s.underLoadUntil = now + UNDER_LOAD_AFTER_TIME;
   if (underLoad || now < s.underLoadUntil) {
     const source = sourceBytes(s, from);
     if (!s.cookieChecker.checkMac2(buf, off, len, source, now)) {
-      if (s.cookieReplyLimiter.allow(rateLimitKey(from.address), now)) sendCookieReply(s, buf, off, len, source, from, now);
+      if (s.cookieReplyLimiter.allow(rateLimitKey(from.address), now))
+        sendCookieReply(s, buf, off, len, source, from, now);
       return dropped(s, out, DROP_COOKIE_REQUIRED);
     }
     if (!s.rateLimiter.allow(rateLimitKey(from.address), now)) return dropped(s, out, DROP_RATE_LIMITED);
@@ -207,8 +254,15 @@ function dropped(s: DeviceState, out: ReceiveResult, reason: number): boolean {
 }
 
 /** A cookie reply, or an initiation/response that passed screenHandshake(). */
-export function receiveScreenedHandshake(s: DeviceState, kind: number, buf: Uint8Array, off: number, from: Endpoint,
-  now: number, out: ReceiveResult): number {
+export function receiveScreenedHandshake(
+  s: DeviceState,
+  kind: number,
+  buf: Uint8Array,
+  off: number,
+  from: Endpoint,
+  now: number,
+  out: ReceiveResult,
+): number {
   if (kind === MESSAGE_COOKIE_REPLY) {
     const entry = s.indexTable.getAt(buf, off + COOKIE_REPLY_RECEIVER_OFFSET);
     if (entry === undefined) return receiveDrop(s, out, DROP_UNKNOWN_RECEIVER);
@@ -221,9 +275,17 @@ export function receiveScreenedHandshake(s: DeviceState, kind: number, buf: Uint
   return receiveResponse(s, buf, off, from, now, out);
 }
 
-function receiveInitiation(s: DeviceState, buf: Uint8Array, off: number, from: Endpoint, now: number, out: ReceiveResult): number {
+function receiveInitiation(
+  s: DeviceState,
+  buf: Uint8Array,
+  off: number,
+  from: Endpoint,
+  now: number,
+  out: ReceiveResult,
+): number {
   const noise = s.noise;
-  if (!noise.beginConsumeInitiation(s.identity, buf, off, s.staticKey)) return receiveDrop(s, out, DROP_INITIATION_DECRYPT_FAILED);
+  if (!noise.beginConsumeInitiation(s.identity, buf, off, s.staticKey))
+    return receiveDrop(s, out, DROP_INITIATION_DECRYPT_FAILED);
   const peer = s.peerMap.get(keyHex(s.staticKey));
   if (peer === undefined) {
     noise.abandonInitiation();
@@ -231,9 +293,17 @@ function receiveInitiation(s: DeviceState, buf: Uint8Array, off: number, from: E
   }
   const r = noise.finishConsumeInitiation(peer.handshake, buf, off, now);
   if (r !== INITIATION_OK) {
-    return receiveDrop(s, out, r === INITIATION_REPLAYED ? DROP_INITIATION_REPLAY
-      : r === INITIATION_FLOOD ? DROP_INITIATION_FLOOD
-        : r === INITIATION_DECRYPT_FAILED ? DROP_INITIATION_DECRYPT_FAILED : DROP_HANDSHAKE_FAILED);
+    return receiveDrop(
+      s,
+      out,
+      r === INITIATION_REPLAYED
+        ? DROP_INITIATION_REPLAY
+        : r === INITIATION_FLOOD
+          ? DROP_INITIATION_FLOOD
+          : r === INITIATION_DECRYPT_FAILED
+            ? DROP_INITIATION_DECRYPT_FAILED
+            : DROP_HANDSHAKE_FAILED,
+    );
   }
   out.peer = peer;
   const t = peer.timers;
@@ -247,13 +317,21 @@ function receiveInitiation(s: DeviceState, buf: Uint8Array, off: number, from: E
   return RECEIVE_HANDSHAKE;
 }
 
-function receiveResponse(s: DeviceState, buf: Uint8Array, off: number, from: Endpoint, now: number, out: ReceiveResult): number {
+function receiveResponse(
+  s: DeviceState,
+  buf: Uint8Array,
+  off: number,
+  from: Endpoint,
+  now: number,
+  out: ReceiveResult,
+): number {
   const receiver = readU32LE(buf, off + RESPONSE_RECEIVER_OFFSET);
   const entry = s.indexTable.get(receiver);
   if (entry === undefined || entry.keypair !== null) return receiveDrop(s, out, DROP_UNKNOWN_RECEIVER);
   const peer = entry.peer;
   const hs = peer.handshake;
-  if (hs.localIndex !== receiver || hs.state !== HANDSHAKE_INITIATION_CREATED) return receiveDrop(s, out, DROP_RESPONSE_UNEXPECTED);
+  if (hs.localIndex !== receiver || hs.state !== HANDSHAKE_INITIATION_CREATED)
+    return receiveDrop(s, out, DROP_RESPONSE_UNEXPECTED);
   if (!s.noise.consumeResponse(s.identity, hs, buf, off)) return receiveDrop(s, out, DROP_RESPONSE_DECRYPT_FAILED);
   out.peer = peer;
   roam(peer, from);

@@ -7,7 +7,10 @@ import type { Peer } from './peer.js';
 
 /** An index-table entry: a handshake in flight (keypair null) or a session. */
 export class IndexEntry {
-  constructor(readonly peer: Peer, public keypair: Keypair | null) {}
+  constructor(
+    readonly peer: Peer,
+    public keypair: Keypair | null,
+  ) {}
 }
 
 /**

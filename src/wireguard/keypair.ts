@@ -15,7 +15,10 @@
  * because it also maintains the index table.
  */
 import {
-  REJECT_AFTER_MESSAGES_HI, REJECT_AFTER_MESSAGES_LO, REJECT_AFTER_TIME, REKEY_AFTER_MESSAGES_HI,
+  REJECT_AFTER_MESSAGES_HI,
+  REJECT_AFTER_MESSAGES_LO,
+  REJECT_AFTER_TIME,
+  REKEY_AFTER_MESSAGES_HI,
 } from './constants.js';
 import { KEY_LEN } from './messages.js';
 import { ReplayFilter } from './replay.js';

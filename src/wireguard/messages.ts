@@ -132,7 +132,13 @@ export function mac2Offset(len: number): number {
  * Write the 16-byte transport header (§5.4.6) at buf[off]: type 4, the receiver's index and the
  * 64-bit nonce counter as two uint32 halves (a counter never passes through a float above 2^53).
  */
-export function writeTransportHeader(buf: Uint8Array, off: number, receiver: number, counterLo: number, counterHi: number): void {
+export function writeTransportHeader(
+  buf: Uint8Array,
+  off: number,
+  receiver: number,
+  counterLo: number,
+  counterHi: number,
+): void {
   writeU32LE(buf, off + TYPE_OFFSET, MESSAGE_TRANSPORT);
   writeU32LE(buf, off + TRANSPORT_RECEIVER_OFFSET, receiver);
   writeU32LE(buf, off + TRANSPORT_COUNTER_OFFSET, counterLo);

@@ -30,11 +30,26 @@ import { isZeroKey } from '../crypto/keys.js';
 import { NONCE_LEN } from '../crypto/sizes.js';
 import { HANDSHAKE_INITIATION_RATE } from './constants.js';
 import {
-  INITIATION_EPHEMERAL_OFFSET, INITIATION_SENDER_OFFSET, INITIATION_SIZE,
-  INITIATION_STATIC_LEN, INITIATION_STATIC_OFFSET, INITIATION_TIMESTAMP_LEN, INITIATION_TIMESTAMP_OFFSET,
-  KEY_LEN, MESSAGE_INITIATION, MESSAGE_RESPONSE, RESPONSE_EMPTY_LEN, RESPONSE_EMPTY_OFFSET,
-  RESPONSE_EPHEMERAL_OFFSET, RESPONSE_RECEIVER_OFFSET, RESPONSE_SENDER_OFFSET,
-  RESPONSE_SIZE, TIMESTAMP_LEN, TYPE_OFFSET, readU32LE, writeU32LE,
+  INITIATION_EPHEMERAL_OFFSET,
+  INITIATION_SENDER_OFFSET,
+  INITIATION_SIZE,
+  INITIATION_STATIC_LEN,
+  INITIATION_STATIC_OFFSET,
+  INITIATION_TIMESTAMP_LEN,
+  INITIATION_TIMESTAMP_OFFSET,
+  KEY_LEN,
+  MESSAGE_INITIATION,
+  MESSAGE_RESPONSE,
+  RESPONSE_EMPTY_LEN,
+  RESPONSE_EMPTY_OFFSET,
+  RESPONSE_EPHEMERAL_OFFSET,
+  RESPONSE_RECEIVER_OFFSET,
+  RESPONSE_SENDER_OFFSET,
+  RESPONSE_SIZE,
+  TIMESTAMP_LEN,
+  TYPE_OFFSET,
+  readU32LE,
+  writeU32LE,
 } from './messages.js';
 import { compareTai64n } from './tai64n.js';
 
@@ -66,7 +81,9 @@ export const INITIATION_FLOOD = 4;
 /** Peer tables alive in this thread (61 KB each): at most MAX_PEER_TABLES, the rest use ladders. */
 export const MAX_PEER_TABLES = 1024;
 let liveTables = 0;
-const tables = new FinalizationRegistry<number>(() => { liveTables--; });
+const tables = new FinalizationRegistry<number>(() => {
+  liveTables--;
+});
 
 /** This device's static key pair. `hasKey` is false until a private key is configured. */
 export class StaticIdentity {
@@ -83,7 +100,8 @@ export class StaticIdentity {
       this.hasKey = false;
       return;
     }
-    if (privateKey.length !== KEY_LEN) throw new RangeError(`a private key is ${KEY_LEN} bytes, got ${privateKey.length}`);
+    if (privateKey.length !== KEY_LEN)
+      throw new RangeError(`a private key is ${KEY_LEN} bytes, got ${privateKey.length}`);
     this.privateKey.set(privateKey);
     backend.publicKey(this.publicKey, this.privateKey);
     this.hasKey = true;
@@ -196,8 +214,15 @@ export class NoiseContext {
    * are inputs so that tests can reproduce captured messages. Returns false (state zeroed) when
    * no message can be made: no private key, or a DH result of all zeros.
    */
-  createInitiation(identity: StaticIdentity, hs: Handshake, msg: Uint8Array, off: number,
-    ephemeralPrivate: Uint8Array, timestamp: Uint8Array, sender: number): boolean {
+  createInitiation(
+    identity: StaticIdentity,
+    hs: Handshake,
+    msg: Uint8Array,
+    off: number,
+    ephemeralPrivate: Uint8Array,
+    timestamp: Uint8Array,
+    sender: number,
+  ): boolean {
     if (!identity.hasKey || isZeroKey(hs.precomputedStaticStatic)) {
       hs.clear();
       return false;
@@ -220,7 +245,13 @@ export class NoiseContext {
   }
 
   /** createInitiation's message body, step by step (no native steps); false: hs cleared. */
-  private initiationSteps(identity: StaticIdentity, hs: Handshake, msg: Uint8Array, off: number, timestamp: Uint8Array): boolean {
+  private initiationSteps(
+    identity: StaticIdentity,
+    hs: Handshake,
+    msg: Uint8Array,
+    off: number,
+    timestamp: Uint8Array,
+  ): boolean {
     const b = this.backend;
     const h = hs.hash;
     const ck = hs.chainKey;
@@ -279,7 +310,16 @@ export class NoiseContext {
     }
     kdf2(b, ck, this.key, ck, this.ss);
     this.ss.fill(0);
-    const ok = b.open(this.key, ZERO_NONCE, h, msg, off + INITIATION_STATIC_OFFSET, INITIATION_STATIC_LEN, outStatic, 0);
+    const ok = b.open(
+      this.key,
+      ZERO_NONCE,
+      h,
+      msg,
+      off + INITIATION_STATIC_OFFSET,
+      INITIATION_STATIC_LEN,
+      outStatic,
+      0,
+    );
     this.key.fill(0);
     if (!ok) {
       this.abandonInitiation();
@@ -319,7 +359,16 @@ export class NoiseContext {
       ok = this.steps.finishConsume(this.pendingState, hs.keys, msg, off, this.timestamp);
     } else {
       kdf2(b, ck, this.key, ck, hs.precomputedStaticStatic);
-      ok = b.open(this.key, ZERO_NONCE, h, msg, off + INITIATION_TIMESTAMP_OFFSET, INITIATION_TIMESTAMP_LEN, this.timestamp, 0);
+      ok = b.open(
+        this.key,
+        ZERO_NONCE,
+        h,
+        msg,
+        off + INITIATION_TIMESTAMP_OFFSET,
+        INITIATION_TIMESTAMP_LEN,
+        this.timestamp,
+        0,
+      );
       this.key.fill(0);
       if (ok) this.mixHash(h, msg, off + INITIATION_TIMESTAMP_OFFSET, INITIATION_TIMESTAMP_LEN);
     }
@@ -477,4 +526,3 @@ export class NoiseContext {
     return role;
   }
 }
-

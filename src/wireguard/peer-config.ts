@@ -15,12 +15,15 @@ import { sendKeepalive } from './send.js';
 const NEVER = Number.POSITIVE_INFINITY;
 
 export function checkKey(k: Uint8Array, what: string): void {
-  if (!(k instanceof Uint8Array) || k.length !== KEY_LEN) throw new TypeError(`${what} must be a ${KEY_LEN}-byte Uint8Array`);
+  if (!(k instanceof Uint8Array) || k.length !== KEY_LEN)
+    throw new TypeError(`${what} must be a ${KEY_LEN}-byte Uint8Array`);
 }
 
 export function checkEndpoint(ep: Endpoint): void {
-  if (typeof ep.address !== 'string' || ep.address.length === 0) throw new WireGuardConfigError('endpoint address must be a non-empty IP literal');
-  if (!Number.isInteger(ep.port) || ep.port < 0 || ep.port > 0xffff) throw new WireGuardConfigError(`endpoint port ${ep.port} is not in 0..65535`);
+  if (typeof ep.address !== 'string' || ep.address.length === 0)
+    throw new WireGuardConfigError('endpoint address must be a non-empty IP literal');
+  if (!Number.isInteger(ep.port) || ep.port < 0 || ep.port > 0xffff)
+    throw new WireGuardConfigError(`endpoint port ${ep.port} is not in 0..65535`);
 }
 
 export function checkPeer(s: DeviceState, peer: Peer): void {

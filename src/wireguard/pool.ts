@@ -22,9 +22,14 @@ export class BufferPool {
   private readonly free: Int32Array;
   private freeCount = 0;
 
-  constructor(readonly slotSize: number, readonly maxSlots: number) {
-    if (!Number.isInteger(slotSize) || slotSize < 64) throw new RangeError(`slot size must be an integer >= 64, got ${slotSize}`);
-    if (!Number.isInteger(maxSlots) || maxSlots < 1) throw new RangeError(`maxSlots must be a positive integer, got ${maxSlots}`);
+  constructor(
+    readonly slotSize: number,
+    readonly maxSlots: number,
+  ) {
+    if (!Number.isInteger(slotSize) || slotSize < 64)
+      throw new RangeError(`slot size must be an integer >= 64, got ${slotSize}`);
+    if (!Number.isInteger(maxSlots) || maxSlots < 1)
+      throw new RangeError(`maxSlots must be a positive integer, got ${maxSlots}`);
     this.free = new Int32Array(maxSlots);
   }
 
@@ -84,7 +89,8 @@ export class Outbox<P> {
   private count = 0;
 
   constructor(readonly capacity: number) {
-    if (!Number.isInteger(capacity) || capacity < 1) throw new RangeError(`outbox capacity must be a positive integer, got ${capacity}`);
+    if (!Number.isInteger(capacity) || capacity < 1)
+      throw new RangeError(`outbox capacity must be a positive integer, got ${capacity}`);
     this.slots = new Int32Array(capacity);
     this.starts = new Int32Array(capacity);
     this.lengths = new Int32Array(capacity);
@@ -99,7 +105,15 @@ export class Outbox<P> {
   }
 
   /** Queue a message; false when full (nothing queued). */
-  push(slot: number, start: number, length: number, address: string, port: number, peer: P | null, kind: number): boolean {
+  push(
+    slot: number,
+    start: number,
+    length: number,
+    address: string,
+    port: number,
+    peer: P | null,
+    kind: number,
+  ): boolean {
     if (this.count === this.capacity) return false;
     const i = (this.head + this.count) % this.capacity;
     this.slots[i] = slot;

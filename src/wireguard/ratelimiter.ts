@@ -12,7 +12,12 @@
  * sources a new source is refused. Garbage collection is driven by `now`: entries idle for more
  * than a second are dropped at most once per second, during allow() or gc().
  */
-import { RATELIMIT_BURST, RATELIMIT_GC_INTERVAL, RATELIMIT_MAX_ENTRIES, RATELIMIT_PACKETS_PER_SECOND } from './constants.js';
+import {
+  RATELIMIT_BURST,
+  RATELIMIT_GC_INTERVAL,
+  RATELIMIT_MAX_ENTRIES,
+  RATELIMIT_PACKETS_PER_SECOND,
+} from './constants.js';
 
 const PACKET_COST = 1000 / RATELIMIT_PACKETS_PER_SECOND;
 const MAX_TOKENS = PACKET_COST * RATELIMIT_BURST;

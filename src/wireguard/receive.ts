@@ -10,23 +10,52 @@ import { REJECT_AFTER_TIME, REKEY_ON_RECEIVE_AGE } from './constants.js';
 import { receiveDrop, type DeviceState } from './device-state.js';
 import { RECEIVE_DELIVER, RECEIVE_HANDSHAKE, RECEIVE_KEEPALIVE, type ReceiveResult } from './device-types.js';
 import {
-  DROP_BAD_LENGTH, DROP_DECRYPT_FAILED, DROP_INNER_INVALID, DROP_INNER_SOURCE_NOT_ALLOWED, DROP_KEYPAIR_EXPIRED,
-  DROP_REPLAYED_COUNTER, DROP_TOO_SHORT, DROP_UNKNOWN_RECEIVER, DROP_UNKNOWN_TYPE,
+  DROP_BAD_LENGTH,
+  DROP_DECRYPT_FAILED,
+  DROP_INNER_INVALID,
+  DROP_INNER_SOURCE_NOT_ALLOWED,
+  DROP_KEYPAIR_EXPIRED,
+  DROP_REPLAYED_COUNTER,
+  DROP_TOO_SHORT,
+  DROP_UNKNOWN_RECEIVER,
+  DROP_UNKNOWN_TYPE,
 } from './drops.js';
 import {
-  receivedWithKeypair, receiveHandshake, receiveScreenedHandshake, roam, screenHandshake, sendHandshakeInitiation,
+  receivedWithKeypair,
+  receiveHandshake,
+  receiveScreenedHandshake,
+  roam,
+  screenHandshake,
+  sendHandshakeInitiation,
 } from './handshake.js';
 import { writeNonce } from './keypair.js';
 import {
-  CLASSIFY_BAD_LENGTH, CLASSIFY_TOO_SHORT, MESSAGE_INITIATION, MESSAGE_RESPONSE, MESSAGE_TRANSPORT, TRANSPORT_COUNTER_OFFSET,
-  TRANSPORT_HEADER_SIZE, TRANSPORT_OVERHEAD, TRANSPORT_RECEIVER_OFFSET, classifyMessage, readU32LE,
+  CLASSIFY_BAD_LENGTH,
+  CLASSIFY_TOO_SHORT,
+  MESSAGE_INITIATION,
+  MESSAGE_RESPONSE,
+  MESSAGE_TRANSPORT,
+  TRANSPORT_COUNTER_OFFSET,
+  TRANSPORT_HEADER_SIZE,
+  TRANSPORT_OVERHEAD,
+  TRANSPORT_RECEIVER_OFFSET,
+  classifyMessage,
+  readU32LE,
 } from './messages.js';
 import type { Endpoint, Peer } from './peer.js';
 import { sendKeepalive, sendStagedPackets } from './send.js';
 
 /** Device.receive (see device.ts for the contract). */
-export function receive(s: DeviceState, buf: Uint8Array, off: number, len: number, from: Endpoint, now: number,
-  underLoad: boolean, out: ReceiveResult): number {
+export function receive(
+  s: DeviceState,
+  buf: Uint8Array,
+  off: number,
+  len: number,
+  from: Endpoint,
+  now: number,
+  underLoad: boolean,
+  out: ReceiveResult,
+): number {
   out.peer = null;
   out.start = 0;
   out.length = 0;
@@ -34,7 +63,11 @@ export function receive(s: DeviceState, buf: Uint8Array, off: number, len: numbe
   const kind = classifyMessage(buf, off, len);
   if (kind === MESSAGE_TRANSPORT) return receiveTransport(s, buf, off, len, from, now, out);
   if (kind < 0) {
-    return receiveDrop(s, out, kind === CLASSIFY_TOO_SHORT ? DROP_TOO_SHORT : kind === CLASSIFY_BAD_LENGTH ? DROP_BAD_LENGTH : DROP_UNKNOWN_TYPE);
+    return receiveDrop(
+      s,
+      out,
+      kind === CLASSIFY_TOO_SHORT ? DROP_TOO_SHORT : kind === CLASSIFY_BAD_LENGTH ? DROP_BAD_LENGTH : DROP_UNKNOWN_TYPE,
+    );
   }
   const r = receiveHandshake(s, kind, buf, off, len, from, now, underLoad, out);
   // A consumed response began our session as initiator: confirm it to the responder.
@@ -43,8 +76,16 @@ export function receive(s: DeviceState, buf: Uint8Array, off: number, len: numbe
 }
 
 /** Device.screenHandshake (see device.ts for the contract). */
-export function screen(s: DeviceState, buf: Uint8Array, off: number, len: number, from: Endpoint, now: number,
-  underLoad: boolean, out: ReceiveResult): boolean {
+export function screen(
+  s: DeviceState,
+  buf: Uint8Array,
+  off: number,
+  len: number,
+  from: Endpoint,
+  now: number,
+  underLoad: boolean,
+  out: ReceiveResult,
+): boolean {
   const kind = classifyMessage(buf, off, len);
   if (kind !== MESSAGE_INITIATION && kind !== MESSAGE_RESPONSE) return true; // receive() handles (or drops) the rest
   out.peer = null;
@@ -53,8 +94,15 @@ export function screen(s: DeviceState, buf: Uint8Array, off: number, len: number
 }
 
 /** Device.receiveScreened (see device.ts for the contract). */
-export function receiveScreened(s: DeviceState, buf: Uint8Array, off: number, len: number, from: Endpoint, now: number,
-  out: ReceiveResult): number {
+export function receiveScreened(
+  s: DeviceState,
+  buf: Uint8Array,
+  off: number,
+  len: number,
+  from: Endpoint,
+  now: number,
+  out: ReceiveResult,
+): number {
   const kind = classifyMessage(buf, off, len);
   if (kind !== MESSAGE_INITIATION && kind !== MESSAGE_RESPONSE) return receive(s, buf, off, len, from, now, false, out);
   out.peer = null;
@@ -66,7 +114,15 @@ export function receiveScreened(s: DeviceState, buf: Uint8Array, off: number, le
   return r;
 }
 
-function receiveTransport(s: DeviceState, buf: Uint8Array, off: number, len: number, from: Endpoint, now: number, out: ReceiveResult): number {
+function receiveTransport(
+  s: DeviceState,
+  buf: Uint8Array,
+  off: number,
+  len: number,
+  from: Endpoint,
+  now: number,
+  out: ReceiveResult,
+): number {
   const entry = s.indexTable.getAt(buf, off + TRANSPORT_RECEIVER_OFFSET);
   const kp = entry === undefined ? null : entry.keypair;
   if (kp === null) return receiveDrop(s, out, DROP_UNKNOWN_RECEIVER);
@@ -113,7 +169,9 @@ function receiveTransport(s: DeviceState, buf: Uint8Array, off: number, len: num
     owner = table.lookupV4Source(buf, content);
   } else if (version === 6) {
     if (plainLen < IPV6_HEADER_LEN) return receiveDrop(s, out, DROP_INNER_INVALID);
-    ipLen = ((buf[content + IPV6_PAYLOAD_LENGTH_OFFSET] << 8) | buf[content + IPV6_PAYLOAD_LENGTH_OFFSET + 1]) + IPV6_HEADER_LEN;
+    ipLen =
+      ((buf[content + IPV6_PAYLOAD_LENGTH_OFFSET] << 8) | buf[content + IPV6_PAYLOAD_LENGTH_OFFSET + 1]) +
+      IPV6_HEADER_LEN;
     if (ipLen > plainLen) return receiveDrop(s, out, DROP_INNER_INVALID);
     owner = table.lookupV6Source(buf, content);
   } else {

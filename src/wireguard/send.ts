@@ -9,7 +9,11 @@ import { REKEY_AFTER_TIME } from './constants.js';
 import type { DeviceState } from './device-state.js';
 import { ENCRYPT_DROP, ENCRYPT_SEND, ENCRYPT_STAGED, type EncryptResult } from './device-types.js';
 import {
-  DROP_NO_ENDPOINT, DROP_NO_ROUTE, DROP_OUTBOUND_INVALID, DROP_OUTBOX_FULL, DROP_POOL_EXHAUSTED,
+  DROP_NO_ENDPOINT,
+  DROP_NO_ROUTE,
+  DROP_OUTBOUND_INVALID,
+  DROP_OUTBOX_FULL,
+  DROP_POOL_EXHAUSTED,
 } from './drops.js';
 import { sendHandshakeInitiation } from './handshake.js';
 import { writeNonce, type Keypair } from './keypair.js';
@@ -20,7 +24,14 @@ import { OUT_KEEPALIVE, OUT_TRANSPORT } from './pool.js';
 import { enstage, stage, unstage } from './staging.js';
 
 /** Device.encrypt: the peer is chosen by the destination's allowed IPs. */
-export function encrypt(s: DeviceState, buf: Uint8Array, off: number, len: number, now: number, out: EncryptResult): number {
+export function encrypt(
+  s: DeviceState,
+  buf: Uint8Array,
+  off: number,
+  len: number,
+  now: number,
+  out: EncryptResult,
+): number {
   resetEncrypt(out, off);
   let peer: Peer | undefined;
   const version = len > 0 ? buf[off] >> 4 : 0;
@@ -32,7 +43,15 @@ export function encrypt(s: DeviceState, buf: Uint8Array, off: number, len: numbe
 }
 
 /** Device.encryptFor: the caller chose the peer; no allowed-IPs lookup. A removed peer: DROP_NO_ROUTE. */
-export function encryptFor(s: DeviceState, peer: Peer, buf: Uint8Array, off: number, len: number, now: number, out: EncryptResult): number {
+export function encryptFor(
+  s: DeviceState,
+  peer: Peer,
+  buf: Uint8Array,
+  off: number,
+  len: number,
+  now: number,
+  out: EncryptResult,
+): number {
   resetEncrypt(out, off);
   const version = len > 0 ? buf[off] >> 4 : 0;
   if (!((version === 4 && len >= IPV4_MIN_HEADER_LEN) || (version === 6 && len >= IPV6_HEADER_LEN))) {
@@ -48,10 +67,19 @@ function resetEncrypt(out: EncryptResult, off: number): void {
   out.start = 0;
   out.length = 0;
   out.reason = -1;
-  if (off < TRANSPORT_HEADER_SIZE) throw new RangeError(`encrypt needs ${TRANSPORT_HEADER_SIZE} bytes of headroom, got offset ${off}`);
+  if (off < TRANSPORT_HEADER_SIZE)
+    throw new RangeError(`encrypt needs ${TRANSPORT_HEADER_SIZE} bytes of headroom, got offset ${off}`);
 }
 
-function encryptToPeer(s: DeviceState, peer: Peer, buf: Uint8Array, off: number, len: number, now: number, out: EncryptResult): number {
+function encryptToPeer(
+  s: DeviceState,
+  peer: Peer,
+  buf: Uint8Array,
+  off: number,
+  len: number,
+  now: number,
+  out: EncryptResult,
+): number {
   out.peer = peer;
   const kp = peer.keypairs.current;
   if (peer.stagedCount === 0 && kp !== null && kp.canSend(now)) {
@@ -138,7 +166,9 @@ export function sendStagedPackets(s: DeviceState, peer: Peer, now: number): void
       }
       const buf = s.pool.buffer(slot);
       const total = sealTransport(s, kp, buf, TRANSPORT_HEADER_SIZE, len, paddedLength(len, s.mtu));
-      if (!s.outbox.push(slot, 0, total, endpoint.address, endpoint.port, peer, len === 0 ? OUT_KEEPALIVE : OUT_TRANSPORT)) {
+      if (
+        !s.outbox.push(slot, 0, total, endpoint.address, endpoint.port, peer, len === 0 ? OUT_KEEPALIVE : OUT_TRANSPORT)
+      ) {
         s.pool.release(slot);
         s.drops[DROP_OUTBOX_FULL]++;
         continue;

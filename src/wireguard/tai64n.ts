@@ -17,7 +17,8 @@ const TWO_32 = 4294967296;
 
 /** Writes the TAI64N stamp of wall-clock `unixMs` into out[off, off+12). No allocation. */
 export function writeTai64n(out: Uint8Array, off: number, unixMs: number): void {
-  if (!(unixMs >= 0) || !Number.isFinite(unixMs)) throw new RangeError(`wall-clock time must be a non-negative number of ms, got ${unixMs}`);
+  if (!(unixMs >= 0) || !Number.isFinite(unixMs))
+    throw new RangeError(`wall-clock time must be a non-negative number of ms, got ${unixMs}`);
   const ms = Math.floor(unixMs);
   const secs = Math.floor(ms / 1000);
   let lo = (secs % TWO_32) + TAI64_OFFSET_LO;

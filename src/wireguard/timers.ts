@@ -19,9 +19,7 @@
  *
  * The jitter (0..333 ms, uniform) comes from an injected source so tests are deterministic.
  */
-import {
-  KEEPALIVE_TIMEOUT, REKEY_TIMEOUT, REKEY_TIMEOUT_JITTER_MAX, ZERO_KEY_MATERIAL_AFTER,
-} from './constants.js';
+import { KEEPALIVE_TIMEOUT, REKEY_TIMEOUT, REKEY_TIMEOUT_JITTER_MAX, ZERO_KEY_MATERIAL_AFTER } from './constants.js';
 
 const NEVER = Number.POSITIVE_INFINITY;
 
@@ -45,8 +43,13 @@ export class PeerTimers {
 
   /** The earliest pending deadline. */
   earliest(): number {
-    return Math.min(this.retransmitHandshake, this.sendKeepalive, this.newHandshake, this.zeroKeyMaterial,
-      this.persistentKeepalive);
+    return Math.min(
+      this.retransmitHandshake,
+      this.sendKeepalive,
+      this.newHandshake,
+      this.zeroKeyMaterial,
+      this.persistentKeepalive,
+    );
   }
 
   /** After an authenticated data packet (not a keepalive) was sent. */

@@ -6,8 +6,17 @@ import { isZeroKey } from '../crypto/keys.js';
 import type { DeviceState } from './device-state.js';
 import { WireGuardConfigError } from './device-types.js';
 import {
-  addAllowedIp, addPeer, allowedIpsOf, checkEndpoint, checkKey, clearAllowedIps, isOwnPublicKey, removePeer,
-  setEndpoint, setPresharedKey, setPrivateKey,
+  addAllowedIp,
+  addPeer,
+  allowedIpsOf,
+  checkEndpoint,
+  checkKey,
+  clearAllowedIps,
+  isOwnPublicKey,
+  removePeer,
+  setEndpoint,
+  setPresharedKey,
+  setPrivateKey,
 } from './peer-config.js';
 import { keyHex } from './peer.js';
 import { sendKeepalive, sendStagedPackets } from './send.js';
@@ -23,7 +32,10 @@ const NEVER = Number.POSITIVE_INFINITY;
  */
 export function applyUapiPlan(s: DeviceState, plan: UapiSetPlan, now: number): void {
   if (plan.privateKey !== undefined) checkKey(plan.privateKey, 'private_key');
-  if (plan.listenPort !== undefined && (!Number.isInteger(plan.listenPort) || plan.listenPort < 0 || plan.listenPort > 0xffff)) {
+  if (
+    plan.listenPort !== undefined &&
+    (!Number.isInteger(plan.listenPort) || plan.listenPort < 0 || plan.listenPort > 0xffff)
+  ) {
     throw new WireGuardConfigError(`listen_port ${plan.listenPort} is not in 0..65535`);
   }
   if (plan.fwmark !== undefined && (!Number.isInteger(plan.fwmark) || plan.fwmark < 0 || plan.fwmark > 0xffffffff)) {

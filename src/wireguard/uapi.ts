@@ -23,7 +23,14 @@
  * Everything here allocates freely: this is the configuration path, never the packet path.
  */
 import { isZeroKey } from '../crypto/keys.js';
-import { formatAddress, formatPrefix, parseAddress, parsePrefix, AddressParseError, type Prefix } from '../packet/addr.js';
+import {
+  formatAddress,
+  formatPrefix,
+  parseAddress,
+  parsePrefix,
+  AddressParseError,
+  type Prefix,
+} from '../packet/addr.js';
 
 /** Linux errno values that wireguard-go's UAPI replies with (negated on the wire). */
 export const UAPI_EIO = 5;
@@ -141,7 +148,8 @@ function invalid(line: number, message: string): UapiError {
 
 /** 64 hex digits → 32 bytes (Go's hex decoding accepts both cases). */
 export function parseHexKey(text: string, line = 0, what = 'key'): Uint8Array {
-  if (text.length !== UAPI_KEY_LEN * 2) throw invalid(line, `${what} must be ${UAPI_KEY_LEN * 2} hex digits, got ${text.length} characters`);
+  if (text.length !== UAPI_KEY_LEN * 2)
+    throw invalid(line, `${what} must be ${UAPI_KEY_LEN * 2} hex digits, got ${text.length} characters`);
   const out = new Uint8Array(UAPI_KEY_LEN);
   for (let i = 0; i < UAPI_KEY_LEN; i++) {
     const hi = hexNibble(text.charCodeAt(2 * i));
@@ -191,7 +199,8 @@ export function parseEndpoint(text: string, line = 0): UapiEndpoint {
   let portText: string;
   if (text.startsWith('[')) {
     const close = text.indexOf(']');
-    if (close < 0 || text[close + 1] !== ':') throw invalid(line, `endpoint ${JSON.stringify(text)} must be [IPv6]:port`);
+    if (close < 0 || text[close + 1] !== ':')
+      throw invalid(line, `endpoint ${JSON.stringify(text)} must be [IPv6]:port`);
     host = text.slice(1, close);
     portText = text.slice(close + 2);
     const pct = host.indexOf('%');
@@ -203,11 +212,13 @@ export function parseEndpoint(text: string, line = 0): UapiEndpoint {
     const colon = text.lastIndexOf(':');
     if (colon < 0) throw invalid(line, `endpoint ${JSON.stringify(text)} has no port`);
     host = text.slice(0, colon);
-    if (host.includes(':')) throw invalid(line, `endpoint ${JSON.stringify(text)}: an IPv6 endpoint needs brackets, e.g. [::1]:51820`);
+    if (host.includes(':'))
+      throw invalid(line, `endpoint ${JSON.stringify(text)}: an IPv6 endpoint needs brackets, e.g. [::1]:51820`);
     host = canonicalAddress(host, line, text);
     portText = text.slice(colon + 1);
   }
-  if (!/^[0-9]{1,5}$/.test(portText) || Number(portText) > 0xffff) throw invalid(line, `endpoint ${JSON.stringify(text)} has a bad port`);
+  if (!/^[0-9]{1,5}$/.test(portText) || Number(portText) > 0xffff)
+    throw invalid(line, `endpoint ${JSON.stringify(text)} has a bad port`);
   return { address: host, port: Number(portText) };
 }
 
@@ -304,7 +315,10 @@ function parsePeerLine(key: string, value: string, line: number): UapiOperation 
     case 'endpoint':
       return { op: 'endpoint', endpoint: parseEndpoint(value, line) };
     case 'persistent_keepalive_interval':
-      return { op: 'persistent_keepalive_interval', seconds: parseUnsigned(value, 16, line, 'persistent_keepalive_interval') };
+      return {
+        op: 'persistent_keepalive_interval',
+        seconds: parseUnsigned(value, 16, line, 'persistent_keepalive_interval'),
+      };
     case 'replace_allowed_ips':
       parseTrue(value, line, key);
       return { op: 'replace_allowed_ips' };
@@ -326,18 +340,34 @@ export function planSet(ops: readonly UapiOperation[]): UapiSetPlan {
   let replacePeers = false;
   const peers: UapiPeerPlan[] = [];
   let cur: {
-    publicKey: Uint8Array; updateOnly: boolean; remove: boolean; presharedKey?: Uint8Array;
-    endpoint?: UapiEndpoint; persistentKeepaliveInterval?: number; replaceAllowedIps: boolean; allowedIps: Prefix[];
+    publicKey: Uint8Array;
+    updateOnly: boolean;
+    remove: boolean;
+    presharedKey?: Uint8Array;
+    endpoint?: UapiEndpoint;
+    persistentKeepaliveInterval?: number;
+    replaceAllowedIps: boolean;
+    allowedIps: Prefix[];
   } | null = null;
   for (const o of ops) {
     if (cur === null) {
       switch (o.op) {
-        case 'private_key': privateKey = o.key; continue;
-        case 'listen_port': listenPort = o.port; continue;
-        case 'fwmark': fwmark = o.mark; continue;
-        case 'replace_peers': replacePeers = true; continue;
-        case 'public_key': break;
-        default: throw new TypeError(`operation ${o.op} before any public_key`);
+        case 'private_key':
+          privateKey = o.key;
+          continue;
+        case 'listen_port':
+          listenPort = o.port;
+          continue;
+        case 'fwmark':
+          fwmark = o.mark;
+          continue;
+        case 'replace_peers':
+          replacePeers = true;
+          continue;
+        case 'public_key':
+          break;
+        default:
+          throw new TypeError(`operation ${o.op} before any public_key`);
       }
     }
     switch (o.op) {
@@ -345,22 +375,43 @@ export function planSet(ops: readonly UapiOperation[]): UapiSetPlan {
         cur = { publicKey: o.key, updateOnly: false, remove: false, replaceAllowedIps: false, allowedIps: [] };
         peers.push(cur);
         break;
-      case 'private_key': case 'listen_port': case 'fwmark': case 'replace_peers':
+      case 'private_key':
+      case 'listen_port':
+      case 'fwmark':
+      case 'replace_peers':
         throw new TypeError(`device operation ${o.op} after a public_key`);
-      case 'update_only': cur!.updateOnly = true; break;
-      case 'remove': cur!.remove = true; break;
-      case 'preshared_key': cur!.presharedKey = o.key; break;
-      case 'endpoint': cur!.endpoint = o.endpoint; break;
-      case 'persistent_keepalive_interval': cur!.persistentKeepaliveInterval = o.seconds; break;
-      case 'replace_allowed_ips': cur!.replaceAllowedIps = true; cur!.allowedIps.length = 0; break;
-      case 'allowed_ip': cur!.allowedIps.push(o.prefix); break;
-      case 'protocol_version': break;
+      case 'update_only':
+        cur!.updateOnly = true;
+        break;
+      case 'remove':
+        cur!.remove = true;
+        break;
+      case 'preshared_key':
+        cur!.presharedKey = o.key;
+        break;
+      case 'endpoint':
+        cur!.endpoint = o.endpoint;
+        break;
+      case 'persistent_keepalive_interval':
+        cur!.persistentKeepaliveInterval = o.seconds;
+        break;
+      case 'replace_allowed_ips':
+        cur!.replaceAllowedIps = true;
+        cur!.allowedIps.length = 0;
+        break;
+      case 'allowed_ip':
+        cur!.allowedIps.push(o.prefix);
+        break;
+      case 'protocol_version':
+        break;
     }
   }
   // Once removed, nothing else in the section matters (wireguard-go turns the peer into a dummy).
-  const folded = peers.map((p) => (p.remove
-    ? { publicKey: p.publicKey, updateOnly: p.updateOnly, remove: true, replaceAllowedIps: false, allowedIps: [] }
-    : p));
+  const folded = peers.map((p) =>
+    p.remove
+      ? { publicKey: p.publicKey, updateOnly: p.updateOnly, remove: true, replaceAllowedIps: false, allowedIps: [] }
+      : p,
+  );
   return { privateKey, listenPort, fwmark, replacePeers, peers: folded };
 }
 
@@ -369,16 +420,35 @@ export function formatSet(ops: readonly UapiOperation[]): string {
   let s = '';
   for (const o of ops) {
     switch (o.op) {
-      case 'private_key': case 'public_key': case 'preshared_key':
-        s += `${o.op}=${formatHexKey(o.key)}\n`; break;
-      case 'listen_port': s += `listen_port=${o.port}\n`; break;
-      case 'fwmark': s += `fwmark=${o.mark}\n`; break;
-      case 'replace_peers': case 'update_only': case 'remove': case 'replace_allowed_ips':
-        s += `${o.op}=true\n`; break;
-      case 'endpoint': s += `endpoint=${formatEndpoint(o.endpoint)}\n`; break;
-      case 'persistent_keepalive_interval': s += `persistent_keepalive_interval=${o.seconds}\n`; break;
-      case 'allowed_ip': s += `allowed_ip=${formatPrefix(o.prefix)}\n`; break;
-      case 'protocol_version': s += 'protocol_version=1\n'; break;
+      case 'private_key':
+      case 'public_key':
+      case 'preshared_key':
+        s += `${o.op}=${formatHexKey(o.key)}\n`;
+        break;
+      case 'listen_port':
+        s += `listen_port=${o.port}\n`;
+        break;
+      case 'fwmark':
+        s += `fwmark=${o.mark}\n`;
+        break;
+      case 'replace_peers':
+      case 'update_only':
+      case 'remove':
+      case 'replace_allowed_ips':
+        s += `${o.op}=true\n`;
+        break;
+      case 'endpoint':
+        s += `endpoint=${formatEndpoint(o.endpoint)}\n`;
+        break;
+      case 'persistent_keepalive_interval':
+        s += `persistent_keepalive_interval=${o.seconds}\n`;
+        break;
+      case 'allowed_ip':
+        s += `allowed_ip=${formatPrefix(o.prefix)}\n`;
+        break;
+      case 'protocol_version':
+        s += 'protocol_version=1\n';
+        break;
     }
   }
   return s + '\n';
@@ -430,11 +500,19 @@ export function formatGet(snap: UapiDeviceSnapshot): string {
  * snapshot. A non-zero errno throws UapiError with that errno; counters come back as bigint.
  * Unknown keys throw (-EPROTO): this is a client for our own tests and tools, kept strict.
  */
-export function parseGet(text: string): UapiDeviceSnapshot & { readonly peers: readonly (UapiPeerSnapshot & { txBytes: bigint; rxBytes: bigint })[] } {
+export function parseGet(
+  text: string,
+): UapiDeviceSnapshot & { readonly peers: readonly (UapiPeerSnapshot & { txBytes: bigint; rxBytes: bigint })[] } {
   let privateKey: Uint8Array | null = null;
   let listenPort = 0;
   let fwmark = 0;
-  type P = { -readonly [K in keyof UapiPeerSnapshot]: UapiPeerSnapshot[K] } & { txBytes: bigint; rxBytes: bigint; allowedIps: Prefix[]; sec: number; nsec: number };
+  type P = { -readonly [K in keyof UapiPeerSnapshot]: UapiPeerSnapshot[K] } & {
+    txBytes: bigint;
+    rxBytes: bigint;
+    allowedIps: Prefix[];
+    sec: number;
+    nsec: number;
+  };
   const peers: P[] = [];
   let cur: P | null = null;
   let sawErrno = false;
@@ -442,7 +520,10 @@ export function parseGet(text: string): UapiDeviceSnapshot & { readonly peers: r
   for (let i = 0; i < lines.length; i++) {
     const line = lines[i];
     const n = i + 1;
-    if (line === '') { if (sawErrno) break; continue; }
+    if (line === '') {
+      if (sawErrno) break;
+      continue;
+    }
     const eq = line.indexOf('=');
     if (eq < 0) throw new UapiError(-UAPI_EPROTO, `cannot parse ${JSON.stringify(line)}`, n);
     const key = line.slice(0, eq);
@@ -455,32 +536,72 @@ export function parseGet(text: string): UapiDeviceSnapshot & { readonly peers: r
         sawErrno = true;
         continue;
       }
-      case 'private_key': privateKey = parseHexKey(v, n, key); continue;
-      case 'listen_port': listenPort = parseUnsigned(v, 16, n, key); continue;
-      case 'fwmark': fwmark = parseUnsigned(v, 32, n, key); continue;
+      case 'private_key':
+        privateKey = parseHexKey(v, n, key);
+        continue;
+      case 'listen_port':
+        listenPort = parseUnsigned(v, 16, n, key);
+        continue;
+      case 'fwmark':
+        fwmark = parseUnsigned(v, 32, n, key);
+        continue;
       case 'public_key':
-        cur = { publicKey: parseHexKey(v, n, key), presharedKey: null, endpoint: null, lastHandshakeTimeMs: 0, txBytes: 0n,
-          rxBytes: 0n, persistentKeepaliveInterval: 0, allowedIps: [], sec: 0, nsec: 0 };
+        cur = {
+          publicKey: parseHexKey(v, n, key),
+          presharedKey: null,
+          endpoint: null,
+          lastHandshakeTimeMs: 0,
+          txBytes: 0n,
+          rxBytes: 0n,
+          persistentKeepaliveInterval: 0,
+          allowedIps: [],
+          sec: 0,
+          nsec: 0,
+        };
         peers.push(cur);
         continue;
     }
     if (cur === null) throw new UapiError(-UAPI_EPROTO, `peer key ${JSON.stringify(key)} before public_key`, n);
     switch (key) {
-      case 'preshared_key': { const k = parseHexKey(v, n, key); cur.presharedKey = isZeroKey(k) ? null : k; break; }
-      case 'protocol_version': if (v !== '1') throw invalid(n, `protocol_version ${v}`); break;
-      case 'endpoint': cur.endpoint = parseEndpoint(v, n); break;
-      case 'last_handshake_time_sec': cur.sec = Number(u64(v, n, key)); break;
-      case 'last_handshake_time_nsec': cur.nsec = Number(u64(v, n, key)); if (cur.nsec > 999_999_999) throw new UapiError(-UAPI_EPROTO, `${key} ${v} is not below 10^9`, n); break;
-      case 'tx_bytes': cur.txBytes = u64(v, n, key); break;
-      case 'rx_bytes': cur.rxBytes = u64(v, n, key); break;
-      case 'persistent_keepalive_interval': cur.persistentKeepaliveInterval = parseUnsigned(v, 16, n, key); break;
-      case 'allowed_ip': cur.allowedIps.push(parseAllowedIp(v, n)); break;
-      default: throw new UapiError(-UAPI_EPROTO, `unknown key ${JSON.stringify(key)}`, n);
+      case 'preshared_key': {
+        const k = parseHexKey(v, n, key);
+        cur.presharedKey = isZeroKey(k) ? null : k;
+        break;
+      }
+      case 'protocol_version':
+        if (v !== '1') throw invalid(n, `protocol_version ${v}`);
+        break;
+      case 'endpoint':
+        cur.endpoint = parseEndpoint(v, n);
+        break;
+      case 'last_handshake_time_sec':
+        cur.sec = Number(u64(v, n, key));
+        break;
+      case 'last_handshake_time_nsec':
+        cur.nsec = Number(u64(v, n, key));
+        if (cur.nsec > 999_999_999) throw new UapiError(-UAPI_EPROTO, `${key} ${v} is not below 10^9`, n);
+        break;
+      case 'tx_bytes':
+        cur.txBytes = u64(v, n, key);
+        break;
+      case 'rx_bytes':
+        cur.rxBytes = u64(v, n, key);
+        break;
+      case 'persistent_keepalive_interval':
+        cur.persistentKeepaliveInterval = parseUnsigned(v, 16, n, key);
+        break;
+      case 'allowed_ip':
+        cur.allowedIps.push(parseAllowedIp(v, n));
+        break;
+      default:
+        throw new UapiError(-UAPI_EPROTO, `unknown key ${JSON.stringify(key)}`, n);
     }
   }
   if (!sawErrno) throw new UapiError(-UAPI_EPROTO, 'reply has no errno line');
   return {
-    privateKey, listenPort, fwmark,
+    privateKey,
+    listenPort,
+    fwmark,
     peers: peers.map(({ sec, nsec, ...p }) => ({ ...p, lastHandshakeTimeMs: sec * 1000 + nsec / 1e6 })),
   };
 }

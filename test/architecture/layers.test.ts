@@ -15,13 +15,19 @@ const SRC = join(ROOT, 'src');
 /** Layer of each top folder (README's table, bottom = 0); a folder may import its own and lower ones. */
 const LAYER: Record<string, number> = {
   packet: 0,
-  crypto: 1, route: 1, ratelimit: 1,
-  wireguard: 2, geneve: 2, nat: 2,
+  crypto: 1,
+  route: 1,
+  ratelimit: 1,
+  wireguard: 2,
+  geneve: 2,
+  nat: 2,
   router: 3,
   io: 3,
-  control: 4, rules: 4,
+  control: 4,
+  rules: 4,
   ports: 5,
-  gateway: 6, node: 6,
+  gateway: 6,
+  node: 6,
   demo: 7,
   cli: 8,
   lib: 9,
@@ -75,7 +81,8 @@ describe('architecture: layers, circles, file sizes', () => {
     const visit = (f: string, path: string[]): void => {
       state.set(f, 1);
       for (const t of graph.get(f) ?? []) {
-        if (state.get(t) === 1) circles.push([...path.slice(path.indexOf(t)), t].map((x) => relative(ROOT, x)).join(' → '));
+        if (state.get(t) === 1)
+          circles.push([...path.slice(path.indexOf(t)), t].map((x) => relative(ROOT, x)).join(' → '));
         else if (state.get(t) === undefined) visit(t, [...path, t]);
       }
       state.set(f, 2);
@@ -85,13 +92,16 @@ describe('architecture: layers, circles, file sizes', () => {
   });
 
   it('no file under src/ is longer than 700 lines', () => {
-    const long = all.map((f) => [relative(ROOT, f), readFileSync(f, 'utf8').split('\n').length - 1] as const).filter(([, n]) => n > 700);
+    const long = all
+      .map((f) => [relative(ROOT, f), readFileSync(f, 'utf8').split('\n').length - 1] as const)
+      .filter(([, n]) => n > 700);
     expect(long).toEqual([]);
   });
 
   it('resolves the imports it checks (a moved file is not silently skipped)', () => {
     const missing: string[] = [];
-    for (const [f, targets] of graph) for (const t of targets) if (!all.includes(t)) missing.push(`${relative(ROOT, f)} → ${relative(ROOT, t)}`);
+    for (const [f, targets] of graph)
+      for (const t of targets) if (!all.includes(t)) missing.push(`${relative(ROOT, f)} → ${relative(ROOT, t)}`);
     expect(missing).toEqual([]);
   });
 });

@@ -6,7 +6,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, test } from 'vitest';
 import {
-  EXIT_CONFIG, EXIT_FAILURE, EXIT_PERMISSION, EXIT_USAGE, exitCodeFor, parseArgs, UsageError,
+  EXIT_CONFIG,
+  EXIT_FAILURE,
+  EXIT_PERMISSION,
+  EXIT_USAGE,
+  exitCodeFor,
+  parseArgs,
+  UsageError,
 } from '../../src/cli/commands/common.js';
 import { K8S_SPEC, parseK8sArgs } from '../../src/cli/commands/k8s-args.js';
 import { formatBytes, formatDuration } from '../../src/cli/commands/status.js';
@@ -61,8 +67,12 @@ describe('exit codes for typed errors', () => {
     expect(exitCodeFor(new TunPermissionError('weft0', 'TUNSETIFF: EPERM'))).toBe(EXIT_PERMISSION);
     expect(exitCodeFor(new UdpError('bind 51840: EACCES', 13))).toBe(EXIT_PERMISSION);
     expect(exitCodeFor(new UdpError('bind 51840: EADDRINUSE', 98))).toBe(EXIT_FAILURE);
-    expect(exitCodeFor(new RouteCommandError(['ip', 'route', 'replace'], 'RTNETLINK answers: Operation not permitted', ''))).toBe(EXIT_PERMISSION);
-    expect(exitCodeFor(new RouteCommandError(['ip', 'route', 'replace'], 'Error: Nexthop has invalid gateway.', ''))).toBe(EXIT_FAILURE);
+    expect(
+      exitCodeFor(new RouteCommandError(['ip', 'route', 'replace'], 'RTNETLINK answers: Operation not permitted', '')),
+    ).toBe(EXIT_PERMISSION);
+    expect(
+      exitCodeFor(new RouteCommandError(['ip', 'route', 'replace'], 'Error: Nexthop has invalid gateway.', '')),
+    ).toBe(EXIT_FAILURE);
     expect(exitCodeFor(Object.assign(new Error('mkdir /run/weft'), { code: 'EACCES' }))).toBe(EXIT_PERMISSION);
     expect(exitCodeFor(new Error('something broke'))).toBe(EXIT_FAILURE);
   });
@@ -85,7 +95,9 @@ describe('weft (main)', () => {
 
   test('the main help lists every command and the exit codes', () => {
     for (const c of COMMANDS) expect(MAIN_HELP).toMatch(new RegExp(`^  ${c}\\b`, 'm'));
-    expect(MAIN_HELP).toMatch(/Exit codes: 0 ok, 1 runtime failure, 2 usage error, 3 configuration error,\s+4 needs root/);
+    expect(MAIN_HELP).toMatch(
+      /Exit codes: 0 ok, 1 runtime failure, 2 usage error, 3 configuration error,\s+4 needs root/,
+    );
   });
 
   test('every command has --help (exit 0, its usage on stdout, nothing on stderr); "help CMD" is the same', async () => {
@@ -116,7 +128,13 @@ describe('weft (main)', () => {
 
 describe('weft up: usage and configuration errors before anything starts', () => {
   test('missing -c, stray argument, bad --log-level, bad --name: exit 2', async () => {
-    for (const argv of [['up'], ['up', 'file.yaml'], ['up', '-c', 'x.yaml', '--log-level', 'loud'], ['up', '-c', 'x.yaml', '--name', '../x'], ['up', '--bogus']]) {
+    for (const argv of [
+      ['up'],
+      ['up', 'file.yaml'],
+      ['up', '-c', 'x.yaml', '--log-level', 'loud'],
+      ['up', '-c', 'x.yaml', '--name', '../x'],
+      ['up', '--bogus'],
+    ]) {
       const io = captureIo();
       expect(await main(argv, io), argv.join(' ')).toBe(2);
       expect(io.stderr).toMatch(/^weft up: /);
@@ -133,16 +151,19 @@ describe('weft up: usage and configuration errors before anything starts', () =>
 
   test('an invalid file: exit 3 with file:line: field path: what is expected, for every problem', async () => {
     const f = join(dir, 'bad.yaml');
-    writeFileSync(f, [
-      'role: gateway',
-      'cluster:',
-      '  id: a',
-      '  podCIDRs: [10.0.0.0/33]',
-      'wireguard:',
-      '  privateKey: KDhoEFGiPp0W+S+G9mI2QmMnMCEL2f//Nma/xnbRDkU=',
-      '  listenPort: 70000',
-      '',
-    ].join('\n'));
+    writeFileSync(
+      f,
+      [
+        'role: gateway',
+        'cluster:',
+        '  id: a',
+        '  podCIDRs: [10.0.0.0/33]',
+        'wireguard:',
+        '  privateKey: KDhoEFGiPp0W+S+G9mI2QmMnMCEL2f//Nma/xnbRDkU=',
+        '  listenPort: 70000',
+        '',
+      ].join('\n'),
+    );
     const io = captureIo();
     expect(await main(['up', '-c', f, '--run-dir', join(dir, 'run')], io)).toBe(3);
     expect(io.stderr).toMatch(/^weft up: invalid configuration:\n/);
@@ -155,12 +176,17 @@ describe('weft up: usage and configuration errors before anything starts', () =>
     writeFileSync(f, 'role: gateway\ncluster: { id: a }\nwireguard:\n  privateKeyFile: ./nokey\n');
     const io = captureIo();
     expect(await main(['up', '-c', f], io)).toBe(3);
-    expect(io.stderr).toContain(`${f}:4: wireguard.privateKeyFile: cannot read private key file ${join(dir, 'nokey')}: ENOENT`);
+    expect(io.stderr).toContain(
+      `${f}:4: wireguard.privateKeyFile: cannot read private key file ${join(dir, 'nokey')}: ENOENT`,
+    );
   });
 
   test('WEFT_CRYPTO that is not a backend: exit 3', async () => {
     const f = join(dir, 'ok.yaml');
-    writeFileSync(f, 'role: gateway\ncluster: { id: a }\nwireguard:\n  privateKey: KDhoEFGiPp0W+S+G9mI2QmMnMCEL2f//Nma/xnbRDkU=\n');
+    writeFileSync(
+      f,
+      'role: gateway\ncluster: { id: a }\nwireguard:\n  privateKey: KDhoEFGiPp0W+S+G9mI2QmMnMCEL2f//Nma/xnbRDkU=\n',
+    );
     const io = captureIo({ env: { WEFT_CRYPTO: 'quantum' } });
     expect(await main(['up', '-c', f, '--run-dir', join(dir, 'run')], io)).toBe(3);
     expect(io.stderr).toMatch(/WEFT_CRYPTO="quantum"/);
@@ -177,9 +203,30 @@ describe('weft up: usage and configuration errors before anything starts', () =>
 describe('weft k8s / show / demo / bench: argument checks', () => {
   const parse = (argv: string[], env: Record<string, string> = {}) => {
     const spec = [
-      'role', 'cluster-id', 'kubeconfig', 'namespace', 'ipam-namespace', 'node-name', 'lease-name', 'identity', 'geneve-mode',
-      'metrics-listen', 'status-interval', 'name', 'run-dir', 'log-level', 'lease-duration', 'lease-renew-deadline', 'lease-retry-period',
-    ].map((name) => ({ name, value: true })).concat([{ name: 'remote-cluster-id', value: true, repeatable: true } as never, { name: 'pod-cidr', value: true, repeatable: true } as never, { name: 'conncheck', value: false }]);
+      'role',
+      'cluster-id',
+      'kubeconfig',
+      'namespace',
+      'ipam-namespace',
+      'node-name',
+      'lease-name',
+      'identity',
+      'geneve-mode',
+      'metrics-listen',
+      'status-interval',
+      'name',
+      'run-dir',
+      'log-level',
+      'lease-duration',
+      'lease-renew-deadline',
+      'lease-retry-period',
+    ]
+      .map((name) => ({ name, value: true }))
+      .concat([
+        { name: 'remote-cluster-id', value: true, repeatable: true } as never,
+        { name: 'pod-cidr', value: true, repeatable: true } as never,
+        { name: 'conncheck', value: false },
+      ]);
     return parseK8sArgs(parseArgs(argv, spec), env);
   };
 
@@ -187,14 +234,26 @@ describe('weft k8s / show / demo / bench: argument checks', () => {
     const liqo = (argv: string[]) => parseK8sArgs(parseArgs(argv, K8S_SPEC), {});
     const base = ['--role=gateway', '--name=peer-b', '--namespace=liqo-tenant-b', '--gateway-uid=u-1'];
     expect(() => liqo([...base, '--mode=both'])).toThrow(/use server or client/);
-    expect(() => liqo(['--role=gateway', '--namespace=x', '--gateway-uid=u', '--mode=server'])).toThrow(/--mode needs --name/);
-    expect(() => liqo(['--role=gateway', '--name=n', '--namespace=x', '--mode=client'])).toThrow(/--mode needs --gateway-uid/);
-    expect(() => liqo(['--role=gateway', '--name=n', '--gateway-uid=u', '--mode=client'])).toThrow(/--mode needs --namespace/);
+    expect(() => liqo(['--role=gateway', '--namespace=x', '--gateway-uid=u', '--mode=server'])).toThrow(
+      /--mode needs --name/,
+    );
+    expect(() => liqo(['--role=gateway', '--name=n', '--namespace=x', '--mode=client'])).toThrow(
+      /--mode needs --gateway-uid/,
+    );
+    expect(() => liqo(['--role=gateway', '--name=n', '--gateway-uid=u', '--mode=client'])).toThrow(
+      /--mode needs --namespace/,
+    );
     expect(() => liqo(['--role=gateway', '--gateway-uid=u'])).toThrow(/--gateway-uid is a Liqo gateway argument/);
     expect(() => liqo([...base, '--mode=server', '--leader-election=yes'])).toThrow(/true or false/);
     const s = liqo([...base, '--mode=client', '--leader-election=true', '--pod-name=peer-b-x1']);
-    expect(s).toMatchObject({ liqo: { name: 'peer-b', namespace: 'liqo-tenant-b', mode: 'client', gatewayUid: 'u-1' },
-      leaseName: 'peer-b.liqo-tenant-b.client.connections.liqo.io', identity: 'peer-b-x1', podName: 'peer-b-x1', name: 'k8s-gateway', liqoNamespace: 'liqo' });
+    expect(s).toMatchObject({
+      liqo: { name: 'peer-b', namespace: 'liqo-tenant-b', mode: 'client', gatewayUid: 'u-1' },
+      leaseName: 'peer-b.liqo-tenant-b.client.connections.liqo.io',
+      identity: 'peer-b-x1',
+      podName: 'peer-b-x1',
+      name: 'k8s-gateway',
+      liqoNamespace: 'liqo',
+    });
     expect(liqo([...base, '--mode=server', '--leader-election=false']).leaseName).toBeUndefined();
     // Without --mode, --name stays the instance name.
     expect(liqo(['--role=gateway', '--name=mine']).name).toBe('mine');
@@ -207,26 +266,48 @@ describe('weft k8s / show / demo / bench: argument checks', () => {
     expect(() => parse(['--role', 'gateway', '--cluster-id', ''])).toThrow(/--cluster-id: empty/);
     expect(() => parse(['--role', 'node', '--cluster-id', 'a'])).toThrow(/--node-name/);
     expect(() => parse(['--role', 'gateway', '--cluster-id', 'a', '--lease-name', 'l'])).toThrow(/needs --namespace/);
-    expect(() => parse(['--role', 'node', '--cluster-id', 'a', '--node-name', 'n', '--lease-name', 'l', '--namespace', 'x'])).toThrow(/gateway role/);
+    expect(() =>
+      parse(['--role', 'node', '--cluster-id', 'a', '--node-name', 'n', '--lease-name', 'l', '--namespace', 'x']),
+    ).toThrow(/gateway role/);
     expect(() => parse(['--role', 'router', '--cluster-id', 'a'])).toThrow(/use gateway or node/);
     expect(() => parse(['--role', 'gateway', '--cluster-id', 'a', '--geneve-mode', 'l4'])).toThrow(/l3 or l2/);
     expect(() => parse(['--role', 'gateway', '--cluster-id', 'a', '--status-interval', '0'])).toThrow(/1\.\.3600/);
-    const s = parse(['--role', 'gateway', '--remote-cluster-id', 'b', '--remote-cluster-id', 'c', '--lease-name', 'weft-gw'],
-      { WEFT_CLUSTER_ID: 'a', POD_NAMESPACE: 'liqo-tenant-b', POD_NAME: 'weft-0', NODE_NAME: 'w1' });
+    const s = parse(
+      ['--role', 'gateway', '--remote-cluster-id', 'b', '--remote-cluster-id', 'c', '--lease-name', 'weft-gw'],
+      { WEFT_CLUSTER_ID: 'a', POD_NAMESPACE: 'liqo-tenant-b', POD_NAME: 'weft-0', NODE_NAME: 'w1' },
+    );
     expect(s).toMatchObject({
-      role: 'gateway', clusterId: 'a', namespace: 'liqo-tenant-b', identity: 'weft-0', nodeName: 'w1',
-      remoteClusterIds: ['b', 'c'], leaseName: 'weft-gw', name: 'k8s-gateway', geneveMode: 'l3', statusIntervalMs: 10_000,
-      leaseDurationMs: 6000, leaseRenewDeadlineMs: 4000, leaseRetryPeriodMs: 1000,
+      role: 'gateway',
+      clusterId: 'a',
+      namespace: 'liqo-tenant-b',
+      identity: 'weft-0',
+      nodeName: 'w1',
+      remoteClusterIds: ['b', 'c'],
+      leaseName: 'weft-gw',
+      name: 'k8s-gateway',
+      geneveMode: 'l3',
+      statusIntervalMs: 10_000,
+      leaseDurationMs: 6000,
+      leaseRenewDeadlineMs: 4000,
+      leaseRetryPeriodMs: 1000,
     });
   });
 
   test('k8s: Lease timing from flags or env, checked for order', () => {
     const base = ['--role', 'gateway', '--cluster-id', 'a'];
-    expect(parse([...base, '--lease-duration', '15', '--lease-renew-deadline', '10', '--lease-retry-period', '2'])).toMatchObject({
-      leaseDurationMs: 15_000, leaseRenewDeadlineMs: 10_000, leaseRetryPeriodMs: 2000,
+    expect(
+      parse([...base, '--lease-duration', '15', '--lease-renew-deadline', '10', '--lease-retry-period', '2']),
+    ).toMatchObject({
+      leaseDurationMs: 15_000,
+      leaseRenewDeadlineMs: 10_000,
+      leaseRetryPeriodMs: 2000,
     });
-    expect(parse(base, { WEFT_LEASE_DURATION: '8', WEFT_LEASE_RENEW_DEADLINE: '5', WEFT_LEASE_RETRY_PERIOD: '0.5' })).toMatchObject({
-      leaseDurationMs: 8000, leaseRenewDeadlineMs: 5000, leaseRetryPeriodMs: 500,
+    expect(
+      parse(base, { WEFT_LEASE_DURATION: '8', WEFT_LEASE_RENEW_DEADLINE: '5', WEFT_LEASE_RETRY_PERIOD: '0.5' }),
+    ).toMatchObject({
+      leaseDurationMs: 8000,
+      leaseRenewDeadlineMs: 5000,
+      leaseRetryPeriodMs: 500,
     });
     expect(() => parse([...base, '--lease-duration', '4'])).toThrow(/renew-deadline must be shorter/);
     expect(() => parse([...base, '--lease-retry-period', '4'])).toThrow(/retry-period must be shorter/);
@@ -238,7 +319,12 @@ describe('weft k8s / show / demo / bench: argument checks', () => {
     const io = captureIo();
     const f = join(dir, 'kubeconfig');
     writeFileSync(f, 'this: is: not yaml: [');
-    expect(await main(['k8s', '--role', 'gateway', '--cluster-id', 'a', '--kubeconfig', f, '--run-dir', join(dir, 'run')], io)).toBe(3);
+    expect(
+      await main(
+        ['k8s', '--role', 'gateway', '--cluster-id', 'a', '--kubeconfig', f, '--run-dir', join(dir, 'run')],
+        io,
+      ),
+    ).toBe(3);
     expect(io.stderr).toMatch(/kubeconfig/);
   });
 
@@ -251,7 +337,12 @@ describe('weft k8s / show / demo / bench: argument checks', () => {
   });
 
   test('demo and bench reject bad arguments with exit 2', async () => {
-    for (const argv of [['demo', '--keep', '--cleanup'], ['demo', '--prefix', 'Way-Too-Long'], ['demo', 'now'], ['demo', '--iperf-seconds', 'x']]) {
+    for (const argv of [
+      ['demo', '--keep', '--cleanup'],
+      ['demo', '--prefix', 'Way-Too-Long'],
+      ['demo', 'now'],
+      ['demo', '--iperf-seconds', 'x'],
+    ]) {
       const io = captureIo();
       expect(await main(argv, io), argv.join(' ')).toBe(2);
     }

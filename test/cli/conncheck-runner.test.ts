@@ -7,7 +7,9 @@ import { ConnCheckRunner } from '../../src/cli/commands/conncheck-runner.js';
 import { waitFor } from '../util/netns.js';
 
 const open: ConnCheckRunner[] = [];
-afterEach(async () => { for (const r of open.splice(0)) await r.stop(); });
+afterEach(async () => {
+  for (const r of open.splice(0)) await r.stop();
+});
 
 async function runner(opts: Parameters<typeof ConnCheckRunner.start>[0]): Promise<ConnCheckRunner> {
   const r = await ConnCheckRunner.start({ bindAddress: '127.0.0.1', port: 0, ...opts });
@@ -18,7 +20,12 @@ async function runner(opts: Parameters<typeof ConnCheckRunner.start>[0]): Promis
 describe('ConnCheckRunner', () => {
   test('two runners: the pinger sees Connected with a latency; the answerer echoes PONGs', async () => {
     const answerer = await runner({});
-    const pinger = await runner({ peerPort: answerer.port, intervalMs: 50, lossThreshold: 3, targets: [{ clusterId: 'cluster-b', address: '127.0.0.1' }] });
+    const pinger = await runner({
+      peerPort: answerer.port,
+      intervalMs: 50,
+      lossThreshold: 3,
+      targets: [{ clusterId: 'cluster-b', address: '127.0.0.1' }],
+    });
     await waitFor('Connected', () => pinger.status('cluster-b')?.value === 'Connected', 5000, 10);
     const st = pinger.status('cluster-b')!;
     expect(st.latencyMs).toBeGreaterThan(0);
@@ -38,7 +45,11 @@ describe('ConnCheckRunner', () => {
       peer.send(JSON.stringify({ ...o, msgType: 'PONG' }), rinfo.port, rinfo.address);
     });
     try {
-      const r = await runner({ peerPort: peer.address().port, intervalMs: 100, targets: [{ clusterId: 'liqo-b', address: '127.0.0.1' }] });
+      const r = await runner({
+        peerPort: peer.address().port,
+        intervalMs: 100,
+        targets: [{ clusterId: 'liqo-b', address: '127.0.0.1' }],
+      });
       await waitFor('Connected', () => r.status('liqo-b')?.value === 'Connected', 5000, 10);
       const ping = JSON.parse(got[0]!) as Record<string, string>;
       expect(Object.keys(ping)).toEqual(['clusterID', 'msgType', 'timeStamp']);
@@ -54,7 +65,12 @@ describe('ConnCheckRunner', () => {
     const silent = createSocket('udp4');
     await new Promise<void>((r) => silent.bind(0, '127.0.0.1', () => r()));
     try {
-      const r = await runner({ peerPort: silent.address().port, intervalMs: 40, lossThreshold: 2, targets: [{ clusterId: 'gone', address: '127.0.0.1' }] });
+      const r = await runner({
+        peerPort: silent.address().port,
+        intervalMs: 40,
+        lossThreshold: 2,
+        targets: [{ clusterId: 'gone', address: '127.0.0.1' }],
+      });
       expect(r.status('gone')?.value).toBe('Connecting');
       await waitFor('Error', () => r.status('gone')?.value === 'Error', 5000, 10);
       const junk = createSocket('udp4');
@@ -68,7 +84,11 @@ describe('ConnCheckRunner', () => {
 
   test('setTargets adds and removes peers', async () => {
     const answerer = await runner({});
-    const r = await runner({ peerPort: answerer.port, intervalMs: 50, targets: [{ clusterId: 'x', address: '127.0.0.1' }] });
+    const r = await runner({
+      peerPort: answerer.port,
+      intervalMs: 50,
+      targets: [{ clusterId: 'x', address: '127.0.0.1' }],
+    });
     r.setTargets([{ clusterId: 'y', address: '127.0.0.1' }]);
     expect(r.status('x')).toBeUndefined();
     await waitFor('y Connected', () => r.status('y')?.value === 'Connected', 5000, 10);

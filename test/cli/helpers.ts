@@ -16,17 +16,27 @@ export interface CapturedIo extends CliIo {
   readonly stderr: string;
 }
 
-export function captureIo(opts: { stdin?: string; env?: Record<string, string | undefined>; worldReadable?: boolean } = {}): CapturedIo {
+export function captureIo(
+  opts: { stdin?: string; env?: Record<string, string | undefined>; worldReadable?: boolean } = {},
+): CapturedIo {
   let out = '';
   let err = '';
   return {
-    out: (t) => { out += t; },
-    err: (t) => { err += t; },
+    out: (t) => {
+      out += t;
+    },
+    err: (t) => {
+      err += t;
+    },
     readStdin: async () => opts.stdin ?? '',
     env: opts.env ?? {},
     stdoutWorldReadable: () => opts.worldReadable ?? false,
-    get stdout() { return out; },
-    get stderr() { return err; },
+    get stdout() {
+      return out;
+    },
+    get stderr() {
+      return err;
+    },
   };
 }
 
@@ -47,29 +57,54 @@ function newest(dir: string): number {
  */
 export function ensureBuilt(outputs: readonly string[]): void {
   const src = newest(join(ROOT, 'src'));
-  const fresh = () => outputs.every((o) => existsSync(join(ROOT, 'dist', o)) && statSync(join(ROOT, 'dist', o)).mtimeMs >= src);
+  const fresh = () =>
+    outputs.every((o) => existsSync(join(ROOT, 'dist', o)) && statSync(join(ROOT, 'dist', o)).mtimeMs >= src);
   if (fresh()) return;
-  spawnSync(process.execPath, [join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', join(ROOT, 'tsconfig.build.json')], { cwd: ROOT, stdio: 'ignore', timeout: 300_000 });
+  spawnSync(
+    process.execPath,
+    [join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', join(ROOT, 'tsconfig.build.json')],
+    { cwd: ROOT, stdio: 'ignore', timeout: 300_000 },
+  );
   for (const o of outputs) {
     if (!existsSync(join(ROOT, 'dist', o))) throw new Error(`build did not produce dist/${o}`);
   }
 }
 
-export interface RunResult { code: number | null; signal: NodeJS.Signals | null; stdout: string; stderr: string }
+export interface RunResult {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+  stdout: string;
+  stderr: string;
+}
 
 /** Runs `node bin/weft ARGS` to completion (bounded by `timeoutMs`). */
-export function runWeft(args: readonly string[], opts: { stdin?: string; env?: NodeJS.ProcessEnv; timeoutMs?: number; cwd?: string } = {}): Promise<RunResult> {
+export function runWeft(
+  args: readonly string[],
+  opts: { stdin?: string; env?: NodeJS.ProcessEnv; timeoutMs?: number; cwd?: string } = {},
+): Promise<RunResult> {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [WEFT_BIN, ...args], {
-      cwd: opts.cwd ?? ROOT, env: opts.env ?? process.env, stdio: ['pipe', 'pipe', 'pipe'],
+      cwd: opts.cwd ?? ROOT,
+      env: opts.env ?? process.env,
+      stdio: ['pipe', 'pipe', 'pipe'],
     });
     let stdout = '';
     let stderr = '';
-    child.stdout.on('data', (d: Buffer) => { stdout += d.toString('utf8'); });
-    child.stderr.on('data', (d: Buffer) => { stderr += d.toString('utf8'); });
+    child.stdout.on('data', (d: Buffer) => {
+      stdout += d.toString('utf8');
+    });
+    child.stderr.on('data', (d: Buffer) => {
+      stderr += d.toString('utf8');
+    });
     const timer = setTimeout(() => child.kill('SIGKILL'), opts.timeoutMs ?? 30_000);
-    child.once('error', (e) => { clearTimeout(timer); reject(e); });
-    child.once('close', (code, signal) => { clearTimeout(timer); resolve({ code, signal, stdout, stderr }); });
+    child.once('error', (e) => {
+      clearTimeout(timer);
+      reject(e);
+    });
+    child.once('close', (code, signal) => {
+      clearTimeout(timer);
+      resolve({ code, signal, stdout, stderr });
+    });
     child.stdin.end(opts.stdin ?? '');
   });
 }

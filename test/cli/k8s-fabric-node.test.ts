@@ -31,10 +31,18 @@ let mode: K8sMode | undefined;
 
 // As the fixtures' cluster-a sees its peering with cluster-b (InternalFabric node interface liqo.cluster-b).
 const SIDE: PeeringSide = {
-  cfg: 'cluster-b', remoteId: 'cluster-b', namespace: NS, mode: 'server',
-  remotePod: { real: '10.0.0.0/16', remapped: '10.71.0.0/16' }, remoteExt: { real: '10.70.0.0/16', remapped: '10.72.0.0/16' },
+  cfg: 'cluster-b',
+  remoteId: 'cluster-b',
+  namespace: NS,
+  mode: 'server',
+  remotePod: { real: '10.0.0.0/16', remapped: '10.71.0.0/16' },
+  remoteExt: { real: '10.70.0.0/16', remapped: '10.72.0.0/16' },
   nodes: [{ name: 'worker-1', internalIP: '10.80.0.2', gatewayIf: 'liqo.worker-1', pods: [] }],
-  mss: 1340, localPod: '10.0.0.0/16', localExt: '10.70.0.0/16', gatewayInternalIP: '10.80.0.1', nodeSideIf: 'liqo.cluster-b',
+  mss: 1340,
+  localPod: '10.0.0.0/16',
+  localExt: '10.70.0.0/16',
+  gatewayInternalIP: '10.80.0.1',
+  nodeSideIf: 'liqo.cluster-b',
   gatewayPod: { ip: '10.244.1.7', node: 'worker-1' },
   liqoNamespace: NS,
 };
@@ -67,38 +75,98 @@ describe.skipIf(skip !== null)('weft k8s --role node --liqo-firewall', () => {
     topo.exec(ns, ['ip', 'link', 'set', 'nxkv0', 'up']);
     topo.exec(ns, ['ip', 'link', 'set', 'nxkv1', 'up']);
     // As the fabric DaemonSet runs it: no --namespace.
-    const args = ['--role', 'node', '--cluster-id', 'cluster-a', '--node-name', 'worker-1', '--liqo-firewall', '--no-conncheck'];
-    const s = { ...parseK8sArgs(parseArgs(args, K8S_SPEC), {}), runDir: join(dir, 'run'), name: 'nxk', logLevel: 'silent' as const,
-      leaseDurationMs: LEASE_DEFAULTS.durationMs, leaseRenewDeadlineMs: LEASE_DEFAULTS.renewDeadlineMs, leaseRetryPeriodMs: LEASE_DEFAULTS.retryPeriodMs };
+    const args = [
+      '--role',
+      'node',
+      '--cluster-id',
+      'cluster-a',
+      '--node-name',
+      'worker-1',
+      '--liqo-firewall',
+      '--no-conncheck',
+    ];
+    const s = {
+      ...parseK8sArgs(parseArgs(args, K8S_SPEC), {}),
+      runDir: join(dir, 'run'),
+      name: 'nxk',
+      logLevel: 'silent' as const,
+      leaseDurationMs: LEASE_DEFAULTS.durationMs,
+      leaseRenewDeadlineMs: LEASE_DEFAULTS.renewDeadlineMs,
+      leaseRetryPeriodMs: LEASE_DEFAULTS.retryPeriodMs,
+    };
     const logger = createLogger({ level: 'silent', env: {} });
-    const runtime = await Runtime.create({ name: 'nxk', runDir: join(dir, 'run'), source: 'kubernetes', logger, conncheck: false, launch: { netns: ns } });
+    const runtime = await Runtime.create({
+      name: 'nxk',
+      runDir: join(dir, 'run'),
+      source: 'kubernetes',
+      logger,
+      conncheck: false,
+      launch: { netns: ns },
+    });
     mode = new K8sMode(s, server.kubeConfig(), runtime, logger);
     await mode.start();
     const agent = (await waitFor('the node agent', () => runtime.nodeAgent(), 10_000))!;
     const objs = fabricObjects(SIDE);
-    for (const o of [...objs.firewall, ...objs.routes]) server.put(NET, o.kind === 'FirewallConfiguration' ? 'firewallconfigurations' : 'routeconfigurations', o);
+    for (const o of [...objs.firewall, ...objs.routes])
+      server.put(NET, o.kind === 'FirewallConfiguration' ? 'firewallconfigurations' : 'routeconfigurations', o);
     const id = liqoTableId('cluster-b-node-gw');
     const nft = (): string => topo.exec(ns, ['nft', 'list', 'tables'], { allowFail: true });
     const rules = (): string => topo.exec(ns, ['ip', 'rule', 'show'], { allowFail: true });
     // The status records a RouteConfiguration once all of it (rules, then routes) is in: wait for that too.
     const routesLine = `  routes ${NS}/cluster-b-node-gw: node kernel, table cluster-b-node-gw (id ${id}), 3 rules, 3 routes`;
-    await waitFor('the kernel tables and rules', () => nft().includes('worker-1-gw-masquerade-bypass') && nft().includes('cluster-b-masquerade-bypass') && rules().includes(`to 10.72.0.0/16 lookup ${id}`)
-      && formatStatus(runtime.status(), Date.now()).includes(routesLine), 10_000);
-    expect(topo.exec(ns, ['ip', '-o', 'route', 'get', '10.71.0.9'])).toMatch(new RegExp(`via 10\\.80\\.0\\.1 dev ${agent.tun.name} table ${id}`));
+    await waitFor(
+      'the kernel tables and rules',
+      () =>
+        nft().includes('worker-1-gw-masquerade-bypass') &&
+        nft().includes('cluster-b-masquerade-bypass') &&
+        rules().includes(`to 10.72.0.0/16 lookup ${id}`) &&
+        formatStatus(runtime.status(), Date.now()).includes(routesLine),
+      10_000,
+    );
+    expect(topo.exec(ns, ['ip', '-o', 'route', 'get', '10.71.0.9'])).toMatch(
+      new RegExp(`via 10\\.80\\.0\\.1 dev ${agent.tun.name} table ${id}`),
+    );
     const shown = formatStatus(runtime.status(), Date.now());
-    expect(shown).toContain(`  chain ${NS}/cluster-b-masquerade-bypass cluster-b-masquerade-bypass/pre-postrouting: node kernel (nft table ip cluster-b-masquerade-bypass)`);
-    expect(shown).toContain(`  chain ${NS}/worker-1-gw-masquerade-bypass worker-1-gw-masquerade-bypass/pre-postrouting: node kernel`);
+    expect(shown).toContain(
+      `  chain ${NS}/cluster-b-masquerade-bypass cluster-b-masquerade-bypass/pre-postrouting: node kernel (nft table ip cluster-b-masquerade-bypass)`,
+    );
+    expect(shown).toContain(
+      `  chain ${NS}/worker-1-gw-masquerade-bypass worker-1-gw-masquerade-bypass/pre-postrouting: node kernel`,
+    );
     expect(shown).toContain(routesLine);
     expect(shown).not.toContain('error (');
 
     // A RouteConfiguration the kernel refuses: weft show and a Warning Event; the rest stays.
-    server.put(NET, 'routeconfigurations', { apiVersion: NET, kind: 'RouteConfiguration', metadata: { name: 'user-bad', namespace: LIQO_NS, labels: { 'networking.liqo.io/route-category': 'fabric' } },
-      spec: { table: { name: 'user-bad', rules: [{ dst: '10.99.0.0/16', routes: [{ dst: '10.99.0.0/16', dev: 'nxknothere' }] }] } } });
-    await waitFor('the problem in weft show', () => (runtime.status().errors ?? []).some((e) => e.topic === 'fabric-kernel' && e.message.includes('user-bad')), 10_000);
-    expect(formatStatus(runtime.status(), Date.now())).toMatch(/error \(fabric-kernel.*RouteConfiguration liqo\/user-bad rule #0 route #0: dev: the node's kernel refused it/);
+    server.put(NET, 'routeconfigurations', {
+      apiVersion: NET,
+      kind: 'RouteConfiguration',
+      metadata: { name: 'user-bad', namespace: LIQO_NS, labels: { 'networking.liqo.io/route-category': 'fabric' } },
+      spec: {
+        table: {
+          name: 'user-bad',
+          rules: [{ dst: '10.99.0.0/16', routes: [{ dst: '10.99.0.0/16', dev: 'nxknothere' }] }],
+        },
+      },
+    });
+    await waitFor(
+      'the problem in weft show',
+      () => (runtime.status().errors ?? []).some((e) => e.topic === 'fabric-kernel' && e.message.includes('user-bad')),
+      10_000,
+    );
+    expect(formatStatus(runtime.status(), Date.now())).toMatch(
+      /error \(fabric-kernel.*RouteConfiguration liqo\/user-bad rule #0 route #0: dev: the node's kernel refused it/,
+    );
     // The node agent has no --namespace: the Event goes to the object's own namespace.
     type Ev = { metadata: { namespace: string }; involvedObject: { name: string; namespace: string }; type: string };
-    const ev = await waitFor('the Event', () => server.listObjects('v1', 'events').map((e) => e as unknown as Ev).find((e) => e.involvedObject.name === 'user-bad'), 10_000);
+    const ev = await waitFor(
+      'the Event',
+      () =>
+        server
+          .listObjects('v1', 'events')
+          .map((e) => e as unknown as Ev)
+          .find((e) => e.involvedObject.name === 'user-bad'),
+      10_000,
+    );
     expect([ev!.metadata.namespace, ev!.involvedObject.namespace, ev!.type]).toEqual([LIQO_NS, LIQO_NS, 'Warning']);
     expect(rules()).toContain(`to 10.72.0.0/16 lookup ${id}`);
 

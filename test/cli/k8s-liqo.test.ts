@@ -35,10 +35,17 @@ const modes: K8sMode[] = [];
 function load(s: FakeApiServer): void {
   const r = liqoResources();
   const plural: Record<LiqoResourceName, string> = {
-    configurations: KINDS.configurations.plural, gatewayServers: KINDS.gatewayServers.plural, gatewayClients: KINDS.gatewayClients.plural,
-    secrets: KINDS.secrets.plural, publicKeys: KINDS.publicKeys.plural, internalNodes: KINDS.internalNodes.plural,
-    internalFabrics: KINDS.internalFabrics.plural, geneveTunnels: KINDS.geneveTunnels.plural, routeConfigurations: KINDS.routeConfigurations.plural,
-    networks: KINDS.networks.plural, ips: KINDS.ips.plural,
+    configurations: KINDS.configurations.plural,
+    gatewayServers: KINDS.gatewayServers.plural,
+    gatewayClients: KINDS.gatewayClients.plural,
+    secrets: KINDS.secrets.plural,
+    publicKeys: KINDS.publicKeys.plural,
+    internalNodes: KINDS.internalNodes.plural,
+    internalFabrics: KINDS.internalFabrics.plural,
+    geneveTunnels: KINDS.geneveTunnels.plural,
+    routeConfigurations: KINDS.routeConfigurations.plural,
+    networks: KINDS.networks.plural,
+    ips: KINDS.ips.plural,
   };
   for (const [name, list] of Object.entries(r) as [LiqoResourceName, KubernetesObject[]][]) {
     for (const o of list) s.put(o.apiVersion!, plural[name], o as Record<string, unknown>);
@@ -47,45 +54,121 @@ function load(s: FakeApiServer): void {
   gsUid = gs.metadata.uid!;
   // What Liqo's controller-manager creates from the GatewayServer: the WgGatewayServer it controls.
   s.put(NET, 'wggatewayservers', {
-    apiVersion: NET, kind: 'WgGatewayServer',
-    metadata: { name: 'cluster-b', namespace: NS, labels: { 'liqo.io/remote-cluster-id': 'cluster-b' },
-      ownerReferences: [{ apiVersion: NET, kind: 'GatewayServer', name: 'cluster-b', uid: gsUid, controller: true }] },
+    apiVersion: NET,
+    kind: 'WgGatewayServer',
+    metadata: {
+      name: 'cluster-b',
+      namespace: NS,
+      labels: { 'liqo.io/remote-cluster-id': 'cluster-b' },
+      ownerReferences: [{ apiVersion: NET, kind: 'GatewayServer', name: 'cluster-b', uid: gsUid, controller: true }],
+    },
     spec: { secretRef: { name: 'gw-keys' }, deployment: {}, service: {} },
   });
-  s.put('v1', 'configmaps', { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'liqo-clusterid-configmap', namespace: 'liqo', labels: { 'app.kubernetes.io/name': 'clusterid-configmap' } }, data: { CLUSTER_ID: 'cluster-a' } });
+  s.put('v1', 'configmaps', {
+    apiVersion: 'v1',
+    kind: 'ConfigMap',
+    metadata: {
+      name: 'liqo-clusterid-configmap',
+      namespace: 'liqo',
+      labels: { 'app.kubernetes.io/name': 'clusterid-configmap' },
+    },
+    data: { CLUSTER_ID: 'cluster-a' },
+  });
   // RBAC as in a Liqo cluster: deploy/liqo's ClusterRole, bound by Liqo's controller-manager to
   // the gateway's ServiceAccount (named like the gateway); the pods authenticate as it.
-  s.put('rbac.authorization.k8s.io/v1', 'clusterroles', parse(readFileSync(join(ROOT, 'deploy/liqo/gateway-clusterrole.yaml'), 'utf8')) as Record<string, unknown>);
+  s.put(
+    'rbac.authorization.k8s.io/v1',
+    'clusterroles',
+    parse(readFileSync(join(ROOT, 'deploy/liqo/gateway-clusterrole.yaml'), 'utf8')) as Record<string, unknown>,
+  );
   s.put('rbac.authorization.k8s.io/v1', 'clusterrolebindings', {
-    apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'ClusterRoleBinding', metadata: { name: `${NS}-cluster-b` },
+    apiVersion: 'rbac.authorization.k8s.io/v1',
+    kind: 'ClusterRoleBinding',
+    metadata: { name: `${NS}-cluster-b` },
     roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'weft-gateway' },
     subjects: [{ kind: 'ServiceAccount', name: 'cluster-b', namespace: NS }],
   });
   for (const p of ['cluster-b-pod-b', 'cluster-b-pod-c', 'cluster-b-pod-d']) {
-    s.put('v1', 'pods', { apiVersion: 'v1', kind: 'Pod', metadata: { name: p, namespace: NS, labels: { 'networking.liqo.io/component': 'gateway', 'app.kubernetes.io/name': 'cluster-b' } }, spec: { containers: [{ name: 'gateway', image: 'weft' }] } });
+    s.put('v1', 'pods', {
+      apiVersion: 'v1',
+      kind: 'Pod',
+      metadata: {
+        name: p,
+        namespace: NS,
+        labels: { 'networking.liqo.io/component': 'gateway', 'app.kubernetes.io/name': 'cluster-b' },
+      },
+      spec: { containers: [{ name: 'gateway', image: 'weft' }] },
+    });
   }
   // The active replica of another gateway in the same namespace: not ours to unlabel.
-  s.put('v1', 'pods', { apiVersion: 'v1', kind: 'Pod', metadata: { name: 'cluster-z-pod', namespace: NS, labels: { 'networking.liqo.io/component': 'gateway', 'app.kubernetes.io/name': 'cluster-z', [ACTIVE_GATEWAY_LABEL]: 'true' } }, spec: { containers: [{ name: 'gateway', image: 'weft' }] } });
+  s.put('v1', 'pods', {
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: {
+      name: 'cluster-z-pod',
+      namespace: NS,
+      labels: {
+        'networking.liqo.io/component': 'gateway',
+        'app.kubernetes.io/name': 'cluster-z',
+        [ACTIVE_GATEWAY_LABEL]: 'true',
+      },
+    },
+    spec: { containers: [{ name: 'gateway', image: 'weft' }] },
+  });
 }
 
 /** The arguments of deploy/liqo/wireguard-server-template.yaml as Liqo renders them, parsed by the CLI. */
 function settings(id: string): K8sSettings {
   const pod = `cluster-b-pod-${id}`;
-  const argv = ['--role=gateway', '--name=cluster-b', `--namespace=${NS}`, '--remote-cluster-id=cluster-b', '--node-name=worker-1',
-    `--pod-name=${pod}`, `--gateway-uid=${gsUid}`, '--mode=server', '--leader-election=true', `--wireguard-key-dir=${join(dir, 'keys')}`];
+  const argv = [
+    '--role=gateway',
+    '--name=cluster-b',
+    `--namespace=${NS}`,
+    '--remote-cluster-id=cluster-b',
+    '--node-name=worker-1',
+    `--pod-name=${pod}`,
+    `--gateway-uid=${gsUid}`,
+    '--mode=server',
+    '--leader-election=true',
+    `--wireguard-key-dir=${join(dir, 'keys')}`,
+  ];
   const spec = [
-    'role', 'name', 'namespace', 'remote-cluster-id', 'node-name', 'pod-name', 'gateway-uid', 'mode', 'leader-election', 'wireguard-key-dir',
+    'role',
+    'name',
+    'namespace',
+    'remote-cluster-id',
+    'node-name',
+    'pod-name',
+    'gateway-uid',
+    'mode',
+    'leader-election',
+    'wireguard-key-dir',
   ].map((name) => ({ name, value: true, ...(name === 'remote-cluster-id' ? { repeatable: true } : {}) }));
   const s = parseK8sArgs(parseArgs(argv, spec), {});
-  return { ...s, conncheck: false, runDir: join(dir, 'run'), logLevel: 'silent', name: `lqx-${id}`, kubeconfig: undefined,
-    leaseDurationMs: LEASE_DEFAULTS.durationMs, leaseRenewDeadlineMs: LEASE_DEFAULTS.renewDeadlineMs, leaseRetryPeriodMs: LEASE_DEFAULTS.retryPeriodMs };
+  return {
+    ...s,
+    conncheck: false,
+    runDir: join(dir, 'run'),
+    logLevel: 'silent',
+    name: `lqx-${id}`,
+    kubeconfig: undefined,
+    leaseDurationMs: LEASE_DEFAULTS.durationMs,
+    leaseRenewDeadlineMs: LEASE_DEFAULTS.renewDeadlineMs,
+    leaseRetryPeriodMs: LEASE_DEFAULTS.retryPeriodMs,
+  };
 }
 
 async function startMode(id: string): Promise<K8sMode> {
   const ns = topo.addNamespace(id);
   topo.exec(ns, ['ip', 'link', 'set', 'lo', 'up']);
   const logger = createLogger({ level: 'silent', env: {} });
-  const runtime = await Runtime.create({ name: `lqx-${id}`, runDir: join(dir, 'run'), source: 'kubernetes', logger, launch: { netns: ns } });
+  const runtime = await Runtime.create({
+    name: `lqx-${id}`,
+    runDir: join(dir, 'run'),
+    source: 'kubernetes',
+    logger,
+    launch: { netns: ns },
+  });
   const mode = new K8sMode(settings(id), server.serviceAccountKubeConfig(NS, 'cluster-b'), runtime, logger);
   modes.push(mode);
   await mode.start();
@@ -95,7 +178,8 @@ async function startMode(id: string): Promise<K8sMode> {
 /** Requests the RBAC refused (403). */
 const forbidden = (): string[] => server.requests.filter((r) => r.status === 403).map((r) => `${r.method} ${r.path}`);
 
-const label = (pod: string): string | undefined => server.getObject('v1', 'pods', NS, pod)?.metadata.labels?.[ACTIVE_GATEWAY_LABEL];
+const label = (pod: string): string | undefined =>
+  server.getObject('v1', 'pods', NS, pod)?.metadata.labels?.[ACTIVE_GATEWAY_LABEL];
 
 beforeAll(async () => {
   if (skip) return;
@@ -115,8 +199,8 @@ afterAll(async () => {
   if (dir) rmSync(dir, { recursive: true, force: true });
 }, 60_000);
 
-describe.skipIf(skip !== null)('weft k8s as the pod of Liqo\'s gateway template', () => {
-  test('the template arguments parse into Liqo\'s identity, Lease name and pod', () => {
+describe.skipIf(skip !== null)("weft k8s as the pod of Liqo's gateway template", () => {
+  test("the template arguments parse into Liqo's identity, Lease name and pod", () => {
     const s = settings('b');
     expect(s.liqo).toEqual({ name: 'cluster-b', namespace: NS, mode: 'server', gatewayUid: gsUid });
     expect(s.leaseName).toBe(`cluster-b.${NS}.server.connections.liqo.io`);
@@ -126,7 +210,7 @@ describe.skipIf(skip !== null)('weft k8s as the pod of Liqo\'s gateway template'
     expect(s.name).toBe('lqx-b');
   });
 
-  test('leader: cluster ID from the ConfigMap, key from the mounted file, Liqo\'s Connection, active label; standby unlabelled; takeover relabels', async () => {
+  test("leader: cluster ID from the ConfigMap, key from the mounted file, Liqo's Connection, active label; standby unlabelled; takeover relabels", async () => {
     const b = await startMode('b');
     await waitFor('b leads', () => b.runtime.active, 15_000);
     expect(b.runtime.status().cluster.id).toBe('cluster-a');
@@ -134,12 +218,21 @@ describe.skipIf(skip !== null)('weft k8s as the pod of Liqo\'s gateway template'
     expect(forbidden()).toEqual([]);
     await waitFor('active label on b', () => label('cluster-b-pod-b') === 'true', 10_000);
 
-    await waitFor('Connection gw-cluster-b', () => server.getObject(NET, 'connections', NS, 'gw-cluster-b')?.['status'] !== undefined, 10_000);
+    await waitFor(
+      'Connection gw-cluster-b',
+      () => server.getObject(NET, 'connections', NS, 'gw-cluster-b')?.['status'] !== undefined,
+      10_000,
+    );
     const conn = server.getObject(NET, 'connections', NS, 'gw-cluster-b')!;
     expect(server.getObject(NET, 'connections', NS, 'cluster-b')).toBeUndefined();
     expect(conn.metadata.labels).toEqual({ 'liqo.io/remote-cluster-id': 'cluster-b' });
-    expect(conn.metadata['ownerReferences']).toEqual([{ apiVersion: NET, kind: 'GatewayServer', name: 'cluster-b', uid: gsUid }]);
-    expect(conn['spec']).toEqual({ type: 'Server', gatewayRef: { apiVersion: NET, kind: 'WgGatewayServer', name: 'cluster-b', namespace: NS, uid: gsUid } });
+    expect(conn.metadata['ownerReferences']).toEqual([
+      { apiVersion: NET, kind: 'GatewayServer', name: 'cluster-b', uid: gsUid },
+    ]);
+    expect(conn['spec']).toEqual({
+      type: 'Server',
+      gatewayRef: { apiVersion: NET, kind: 'WgGatewayServer', name: 'cluster-b', namespace: NS, uid: gsUid },
+    });
     expect((conn['status'] as { value: string }).value).toBe('Connecting');
 
     const c = await startMode('c');
@@ -148,12 +241,21 @@ describe.skipIf(skip !== null)('weft k8s as the pod of Liqo\'s gateway template'
     expect(label('cluster-b-pod-c')).toBeUndefined();
     await b.stop(); // releases the Lease and drops its label
     await waitFor('c takes over', () => c.runtime.active, 15_000);
-    await waitFor('active label moves to c', () => label('cluster-b-pod-c') === 'true' && label('cluster-b-pod-b') === undefined, 10_000);
-    const lease = server.getObject('coordination.k8s.io/v1', 'leases', NS, `cluster-b.${NS}.server.connections.liqo.io`)!;
+    await waitFor(
+      'active label moves to c',
+      () => label('cluster-b-pod-c') === 'true' && label('cluster-b-pod-b') === undefined,
+      10_000,
+    );
+    const lease = server.getObject(
+      'coordination.k8s.io/v1',
+      'leases',
+      NS,
+      `cluster-b.${NS}.server.connections.liqo.io`,
+    )!;
     expect((lease['spec'] as { holderIdentity: string }).holderIdentity).toBe('cluster-b-pod-c');
   });
 
-  test('a crashed leader keeps its active label until the new leader removes it, as Liqo\'s gateway does', async () => {
+  test("a crashed leader keeps its active label until the new leader removes it, as Liqo's gateway does", async () => {
     const c = modes[1]!;
     expect(label('cluster-b-pod-c')).toBe('true');
     const d = await startMode('d');
@@ -167,19 +269,31 @@ describe.skipIf(skip !== null)('weft k8s as the pod of Liqo\'s gateway template'
     await c.runtime.stopDataPlane();
     expect(label('cluster-b-pod-c')).toBe('true');
     await waitFor('d takes over', () => d.runtime.active, 15_000);
-    await waitFor('d labelled, c\'s stale label removed', () => label('cluster-b-pod-d') === 'true' && label('cluster-b-pod-c') === undefined, 10_000);
+    await waitFor(
+      "d labelled, c's stale label removed",
+      () => label('cluster-b-pod-d') === 'true' && label('cluster-b-pod-c') === undefined,
+      10_000,
+    );
     // Two replicas never both carry it once d has claimed it; another gateway's pod is untouched.
     expect(['b', 'c', 'd'].filter((x) => label(`cluster-b-pod-${x}`) === 'true')).toEqual(['d']);
     expect(label('cluster-z-pod')).toBe('true');
     // Done with the pods list the ClusterRole grants (the replicas by app.kubernetes.io/name).
-    expect(server.requests.some((r) => r.method === 'GET' && r.path.startsWith(`/api/v1/namespaces/${NS}/pods?labelSelector=app.kubernetes.io`))).toBe(true);
+    expect(
+      server.requests.some(
+        (r) => r.method === 'GET' && r.path.startsWith(`/api/v1/namespaces/${NS}/pods?labelSelector=app.kubernetes.io`),
+      ),
+    ).toBe(true);
     expect(forbidden()).toEqual([]);
   }, 40_000);
 
   test('unpeer: deleting the GatewayServer removes the WgGatewayServer and the Connection', async () => {
     expect(server.getObject(NET, 'connections', NS, 'gw-cluster-b')).toBeDefined();
     server.remove(NET, 'gatewayservers', NS, 'cluster-b');
-    await waitFor('Connection collected', () => server.getObject(NET, 'connections', NS, 'gw-cluster-b') === undefined, 10_000);
+    await waitFor(
+      'Connection collected',
+      () => server.getObject(NET, 'connections', NS, 'gw-cluster-b') === undefined,
+      10_000,
+    );
     expect(server.getObject(NET, 'wggatewayservers', NS, 'cluster-b')).toBeUndefined();
     // The gateway does not create it again: its GatewayServer is gone.
     await new Promise((r) => setTimeout(r, 1500));
@@ -189,7 +303,7 @@ describe.skipIf(skip !== null)('weft k8s as the pod of Liqo\'s gateway template'
 });
 
 describe('node role: the source address towards a gateway pod', () => {
-  test('is the kernel route\'s source (loopback for a loopback address)', async () => {
+  test("is the kernel route's source (loopback for a loopback address)", async () => {
     expect(await routeSourceFor('127.0.0.1')).toBe('127.0.0.1');
     expect(await routeSourceFor('127.0.0.2')).toBe('127.0.0.1');
   });

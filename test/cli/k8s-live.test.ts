@@ -31,12 +31,30 @@ const logs = new Map<string, { level: number; msg: string }[]>();
 
 function settings(identity: string, lease: boolean): K8sSettings {
   return {
-    role: 'gateway', clusterId: 'cluster-a', kubeconfig: undefined, namespace: NS, ipamNamespace: undefined,
-    liqoNamespace: 'liqo', liqo: undefined, podName: undefined, wireguardKeyDir: undefined,
-    remoteClusterIds: ['cluster-b'], nodeName: 'worker-1', leaseName: lease ? 'weft-gw-k8x' : undefined, identity,
-    leaseDurationMs: LEASE_DEFAULTS.durationMs, leaseRenewDeadlineMs: LEASE_DEFAULTS.renewDeadlineMs, leaseRetryPeriodMs: LEASE_DEFAULTS.retryPeriodMs,
-    podCIDRs: [], geneveMode: 'l3', metricsListen: undefined, conncheck: false, statusIntervalMs: 10_000,
-    name: `k8x-${identity}`, runDir: join(dir, 'run'), logLevel: 'debug',
+    role: 'gateway',
+    clusterId: 'cluster-a',
+    kubeconfig: undefined,
+    namespace: NS,
+    ipamNamespace: undefined,
+    liqoNamespace: 'liqo',
+    liqo: undefined,
+    podName: undefined,
+    wireguardKeyDir: undefined,
+    remoteClusterIds: ['cluster-b'],
+    nodeName: 'worker-1',
+    leaseName: lease ? 'weft-gw-k8x' : undefined,
+    identity,
+    leaseDurationMs: LEASE_DEFAULTS.durationMs,
+    leaseRenewDeadlineMs: LEASE_DEFAULTS.renewDeadlineMs,
+    leaseRetryPeriodMs: LEASE_DEFAULTS.retryPeriodMs,
+    podCIDRs: [],
+    geneveMode: 'l3',
+    metricsListen: undefined,
+    conncheck: false,
+    statusIntervalMs: 10_000,
+    name: `k8x-${identity}`,
+    runDir: join(dir, 'run'),
+    logLevel: 'debug',
   };
 }
 
@@ -47,9 +65,19 @@ async function startMode(identity: string, lease: boolean, wait = true): Promise
   // What LOG_LEVEL=debug gives the CLI (resolveLogLevel reads it from this env).
   const logger = createLogger({
     env: { LOG_LEVEL: 'debug' },
-    destination: { write: (s: string) => { for (const l of s.split('\n')) if (l !== '') lines.push(JSON.parse(l) as { level: number; msg: string }); } },
+    destination: {
+      write: (s: string) => {
+        for (const l of s.split('\n')) if (l !== '') lines.push(JSON.parse(l) as { level: number; msg: string });
+      },
+    },
   });
-  const runtime = await Runtime.create({ name: `k8x-${identity}`, runDir: join(dir, 'run'), source: 'kubernetes', logger, launch: { netns: ns } });
+  const runtime = await Runtime.create({
+    name: `k8x-${identity}`,
+    runDir: join(dir, 'run'),
+    source: 'kubernetes',
+    logger,
+    launch: { netns: ns },
+  });
   const mode = new K8sMode(settings(identity, lease), server.kubeConfig(), runtime, logger);
   modes.push(mode);
   if (wait) await mode.start();
@@ -59,7 +87,8 @@ async function startMode(identity: string, lease: boolean, wait = true): Promise
 
 const conn = () => server.getObject(NET, 'connections', NS, 'cluster-b');
 const connValue = () => (conn()?.['status'] as { value?: string } | undefined)?.value;
-const linkMtu = (ns: string) => Number(/ mtu (\d+)/.exec(topo.exec(ns, ['ip', '-o', 'link', 'show', 'liqo-tunnel']))?.[1]);
+const linkMtu = (ns: string) =>
+  Number(/ mtu (\d+)/.exec(topo.exec(ns, ['ip', '-o', 'link', 'show', 'liqo-tunnel']))?.[1]);
 
 beforeAll(async () => {
   if (skip) return;
@@ -89,13 +118,20 @@ describe.skipIf(skip !== null)('weft k8s against real-server behaviour (k8x name
     // Live, not by a restart of the data plane.
     expect(logs.get('a')!.some((l) => l.msg.includes('restarting'))).toBe(false);
     // LOG_LEVEL=debug: debug lines (pino level 20) about the change.
-    expect(logs.get('a')!.filter((l) => l.level === 20).map((l) => l.msg)).toContainEqual(expect.stringContaining('configuration change: wireguard.update'));
+    expect(
+      logs
+        .get('a')!
+        .filter((l) => l.level === 20)
+        .map((l) => l.msg),
+    ).toContainEqual(expect.stringContaining('configuration change: wireguard.update'));
   });
 
   test('the Connection is owned by the GatewayServer and comes back after kubectl delete', async () => {
     await waitFor('Connection', () => conn() !== undefined, 10_000);
     const gw = server.getObject(NET, 'gatewayservers', NS, 'cluster-b')!;
-    expect(conn()!.metadata['ownerReferences']).toEqual([{ apiVersion: NET, kind: 'GatewayServer', name: 'cluster-b', uid: gw.metadata.uid }]);
+    expect(conn()!.metadata['ownerReferences']).toEqual([
+      { apiVersion: NET, kind: 'GatewayServer', name: 'cluster-b', uid: gw.metadata.uid },
+    ]);
     const uid = conn()!.metadata.uid;
     server.remove(NET, 'connections', NS, 'cluster-b');
     const t0 = Date.now();
@@ -119,12 +155,17 @@ describe.skipIf(skip !== null)('weft k8s against real-server behaviour (k8x name
     expect(text).toContain(`PublicKey ${NS}/gw-cluster-b: spec.publicKey`);
     await waitFor('Connection Error', () => connValue() === 'Error', 10_000);
     const tConn = Date.now() - t0;
-    const events = () => server.listObjects('v1', 'events').filter((e) => (e['involvedObject'] as { kind: string }).kind === 'PublicKey');
+    const events = () =>
+      server.listObjects('v1', 'events').filter((e) => (e['involvedObject'] as { kind: string }).kind === 'PublicKey');
     await waitFor('Event', () => events().length > 0, 10_000);
     const tEvent = Date.now() - t0;
     console.log(`bad PublicKey visible: weft show ${tShow} ms, Connection ${tConn} ms, Event ${tEvent} ms`);
     const ev = events()[0]!;
-    expect(ev).toMatchObject({ type: 'Warning', reason: 'InvalidConfiguration', involvedObject: { name: 'gw-cluster-b', namespace: NS, uid: pk.metadata.uid } });
+    expect(ev).toMatchObject({
+      type: 'Warning',
+      reason: 'InvalidConfiguration',
+      involvedObject: { name: 'gw-cluster-b', namespace: NS, uid: pk.metadata.uid },
+    });
     expect(ev['message']).toContain('spec.publicKey');
     // The data plane keeps the previous configuration.
     expect(m.runtime.active).toBe(true);
@@ -142,7 +183,11 @@ describe.skipIf(skip !== null)('weft k8s against real-server behaviour (k8x name
     server.put('v1', 'secrets', sec);
     await waitFor('weft show error', () => (m.runtime.status().errors ?? []).length > 0, 10_000);
     expect(m.runtime.status().errors![0]!.message).toContain(`Secret ${NS}/gw-keys: data.privateKey`);
-    await waitFor('Event on the Secret', () => server.listObjects('v1', 'events').some((e) => (e['involvedObject'] as { kind: string }).kind === 'Secret'), 10_000);
+    await waitFor(
+      'Event on the Secret',
+      () => server.listObjects('v1', 'events').some((e) => (e['involvedObject'] as { kind: string }).kind === 'Secret'),
+      10_000,
+    );
     server.put('v1', 'secrets', good);
     await waitFor('error cleared', () => m.runtime.status().errors === undefined, 10_000);
   });
@@ -175,7 +220,9 @@ describe.skipIf(skip !== null)('weft k8s against real-server behaviour (k8x name
     await c.stop(); // what SIGTERM runs
     await waitFor('d takes over after SIGTERM', () => d.runtime.active, 12_000);
     const tTerm = Date.now() - t1;
-    console.log(`takeover (defaults ${LEASE_DEFAULTS.durationMs / 1000}/${LEASE_DEFAULTS.renewDeadlineMs / 1000}/${LEASE_DEFAULTS.retryPeriodMs / 1000} s): after crash ${tKill} ms, after SIGTERM ${tTerm} ms`);
+    console.log(
+      `takeover (defaults ${LEASE_DEFAULTS.durationMs / 1000}/${LEASE_DEFAULTS.renewDeadlineMs / 1000}/${LEASE_DEFAULTS.retryPeriodMs / 1000} s): after crash ${tKill} ms, after SIGTERM ${tTerm} ms`,
+    );
     // SIGTERM: the release is logged at info, never as "lost the Lease" (warning).
     const cl = logs.get('c')!;
     expect(cl.some((l) => l.msg === 'released the Lease' && l.level === 30)).toBe(true);
@@ -188,8 +235,14 @@ describe.skipIf(skip !== null)('weft k8s against real-server behaviour (k8x name
     const good = structuredClone(sec);
     (sec['data'] as Record<string, string>)['privateKey'] = Buffer.from('still not a key').toString('base64');
     server.put('v1', 'secrets', sec);
-    const eventsOnSecret = () => server.listObjects('v1', 'events').filter((e) => (e['involvedObject'] as { kind: string }).kind === 'Secret'
-      && String(e['message']).includes('data.privateKey')).length;
+    const eventsOnSecret = () =>
+      server
+        .listObjects('v1', 'events')
+        .filter(
+          (e) =>
+            (e['involvedObject'] as { kind: string }).kind === 'Secret' &&
+            String(e['message']).includes('data.privateKey'),
+        ).length;
     const before = eventsOnSecret();
     const e = await startMode('e', false, false);
     await waitFor('weft show error', () => (e.runtime.status().errors ?? []).length > 0, 10_000);

@@ -34,7 +34,8 @@ async function hostRelay(path: string): Promise<void> {
   relays.push(s);
 }
 
-const NS_RELAY = `const net=require('net');net.createServer(c=>{const u=net.connect(process.argv[1]);c.pipe(u).pipe(c);` +
+const NS_RELAY =
+  `const net=require('net');net.createServer(c=>{const u=net.connect(process.argv[1]);c.pipe(u).pipe(c);` +
   `c.on('error',()=>u.destroy());u.on('error',()=>c.destroy());}).listen(${API_PORT},'127.0.0.1')`;
 
 /** One replica: namespace, relay, kubeconfig, `weft k8s` process. */
@@ -44,27 +45,78 @@ async function replica(id: string): Promise<{ ns: string; proc: Spawned }> {
   await hostRelay(sock);
   topo.spawnIn(ns, `relay-${id}`, [process.execPath, '-e', NS_RELAY, sock], { lifetimeS: 120 });
   const kc = join(dir, `${id}.kubeconfig`);
-  writeFileSync(kc, JSON.stringify({
-    apiVersion: 'v1', kind: 'Config', 'current-context': 'fake',
-    clusters: [{ name: 'fake', cluster: { server: `https://127.0.0.1:${API_PORT}`, 'certificate-authority-data': Buffer.from(server.caPem).toString('base64') } }],
-    users: [{ name: 't', user: { token: server.token } }],
-    contexts: [{ name: 'fake', context: { cluster: 'fake', user: 't', namespace: NS } }],
-  }));
-  const proc = topo.spawnIn(ns, `weft-${id}`, [process.execPath, WEFT_BIN, 'k8s', '--role', 'gateway', '--cluster-id', 'cluster-a',
-    '--remote-cluster-id', 'cluster-b', '--namespace', NS, '--node-name', 'worker-1', '--lease-name', 'weft-proc', '--identity', id,
-    '--kubeconfig', kc, '--no-conncheck', '--name', `k8xp-${id}`, '--run-dir', join(dir, `run-${id}`), '--log-level', 'info'], { lifetimeS: 120 });
+  writeFileSync(
+    kc,
+    JSON.stringify({
+      apiVersion: 'v1',
+      kind: 'Config',
+      'current-context': 'fake',
+      clusters: [
+        {
+          name: 'fake',
+          cluster: {
+            server: `https://127.0.0.1:${API_PORT}`,
+            'certificate-authority-data': Buffer.from(server.caPem).toString('base64'),
+          },
+        },
+      ],
+      users: [{ name: 't', user: { token: server.token } }],
+      contexts: [{ name: 'fake', context: { cluster: 'fake', user: 't', namespace: NS } }],
+    }),
+  );
+  const proc = topo.spawnIn(
+    ns,
+    `weft-${id}`,
+    [
+      process.execPath,
+      WEFT_BIN,
+      'k8s',
+      '--role',
+      'gateway',
+      '--cluster-id',
+      'cluster-a',
+      '--remote-cluster-id',
+      'cluster-b',
+      '--namespace',
+      NS,
+      '--node-name',
+      'worker-1',
+      '--lease-name',
+      'weft-proc',
+      '--identity',
+      id,
+      '--kubeconfig',
+      kc,
+      '--no-conncheck',
+      '--name',
+      `k8xp-${id}`,
+      '--run-dir',
+      join(dir, `run-${id}`),
+      '--log-level',
+      'info',
+    ],
+    { lifetimeS: 120 },
+  );
   return { ns, proc };
 }
 
 /** The one child of `timeout` (spawnIn's wrapper; `ip netns exec` execs the command). */
 function childPid(pid: number): number {
-  const kids = readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number);
+  const kids = readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8')
+    .trim()
+    .split(/\s+/)
+    .filter(Boolean)
+    .map(Number);
   if (kids.length !== 1) throw new Error(`expected one child of ${pid}, found ${kids.length}`);
   return kids[0]!;
 }
 
 const hasTun = (ns: string) => topo.exec(ns, ['ip', '-o', 'link'], { allowFail: true }).includes('liqo-tunnel');
-const holder = () => (server.getObject('coordination.k8s.io/v1', 'leases', NS, 'weft-proc')?.['spec'] as { holderIdentity?: string } | undefined)?.holderIdentity;
+const holder = () =>
+  (
+    server.getObject('coordination.k8s.io/v1', 'leases', NS, 'weft-proc')?.['spec'] as
+      { holderIdentity?: string } | undefined
+  )?.holderIdentity;
 
 beforeAll(async () => {
   if (skip) return;

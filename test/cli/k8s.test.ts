@@ -27,10 +27,17 @@ const NET = 'networking.liqo.io/v1beta1';
 function load(s: FakeApiServer): void {
   const r = liqoResources();
   const plural: Record<LiqoResourceName, string> = {
-    configurations: KINDS.configurations.plural, gatewayServers: KINDS.gatewayServers.plural, gatewayClients: KINDS.gatewayClients.plural,
-    secrets: KINDS.secrets.plural, publicKeys: KINDS.publicKeys.plural, internalNodes: KINDS.internalNodes.plural,
-    internalFabrics: KINDS.internalFabrics.plural, geneveTunnels: KINDS.geneveTunnels.plural, routeConfigurations: KINDS.routeConfigurations.plural,
-    networks: KINDS.networks.plural, ips: KINDS.ips.plural,
+    configurations: KINDS.configurations.plural,
+    gatewayServers: KINDS.gatewayServers.plural,
+    gatewayClients: KINDS.gatewayClients.plural,
+    secrets: KINDS.secrets.plural,
+    publicKeys: KINDS.publicKeys.plural,
+    internalNodes: KINDS.internalNodes.plural,
+    internalFabrics: KINDS.internalFabrics.plural,
+    geneveTunnels: KINDS.geneveTunnels.plural,
+    routeConfigurations: KINDS.routeConfigurations.plural,
+    networks: KINDS.networks.plural,
+    ips: KINDS.ips.plural,
   };
   for (const [name, list] of Object.entries(r) as [LiqoResourceName, KubernetesObject[]][]) {
     for (const o of list) s.put(o.apiVersion!, plural[name], o as Record<string, unknown>);
@@ -39,12 +46,30 @@ function load(s: FakeApiServer): void {
 
 function settings(identity: string, lease: boolean): K8sSettings {
   return {
-    role: 'gateway', clusterId: 'cluster-a', kubeconfig: undefined, namespace: NS, ipamNamespace: undefined,
-    liqoNamespace: 'liqo', liqo: undefined, podName: undefined, wireguardKeyDir: undefined,
-    remoteClusterIds: ['cluster-b'], nodeName: 'worker-1', leaseName: lease ? 'weft-gateway' : undefined, identity,
-    leaseDurationMs: LEASE_DEFAULTS.durationMs, leaseRenewDeadlineMs: LEASE_DEFAULTS.renewDeadlineMs, leaseRetryPeriodMs: LEASE_DEFAULTS.retryPeriodMs,
-    podCIDRs: [], geneveMode: 'l3', metricsListen: undefined, conncheck: false, statusIntervalMs: 10_000,
-    name: `k8s-${identity}`, runDir: join(dir, 'run'), logLevel: 'silent',
+    role: 'gateway',
+    clusterId: 'cluster-a',
+    kubeconfig: undefined,
+    namespace: NS,
+    ipamNamespace: undefined,
+    liqoNamespace: 'liqo',
+    liqo: undefined,
+    podName: undefined,
+    wireguardKeyDir: undefined,
+    remoteClusterIds: ['cluster-b'],
+    nodeName: 'worker-1',
+    leaseName: lease ? 'weft-gateway' : undefined,
+    identity,
+    leaseDurationMs: LEASE_DEFAULTS.durationMs,
+    leaseRenewDeadlineMs: LEASE_DEFAULTS.renewDeadlineMs,
+    leaseRetryPeriodMs: LEASE_DEFAULTS.retryPeriodMs,
+    podCIDRs: [],
+    geneveMode: 'l3',
+    metricsListen: undefined,
+    conncheck: false,
+    statusIntervalMs: 10_000,
+    name: `k8s-${identity}`,
+    runDir: join(dir, 'run'),
+    logLevel: 'silent',
   };
 }
 
@@ -52,7 +77,13 @@ async function startMode(identity: string, lease: boolean): Promise<K8sMode> {
   const ns = topo.addNamespace(identity);
   topo.exec(ns, ['ip', 'link', 'set', 'lo', 'up']);
   const logger = createLogger({ level: 'silent', env: {} });
-  const runtime = await Runtime.create({ name: `k8s-${identity}`, runDir: join(dir, 'run'), source: 'kubernetes', logger, launch: { netns: ns } });
+  const runtime = await Runtime.create({
+    name: `k8s-${identity}`,
+    runDir: join(dir, 'run'),
+    source: 'kubernetes',
+    logger,
+    launch: { netns: ns },
+  });
   const mode = new K8sMode(settings(identity, lease), server.kubeConfig(), runtime, logger);
   modes.push(mode);
   await mode.start();
@@ -83,13 +114,23 @@ describe.skipIf(skip !== null)('weft k8s: Liqo resources → gateway, Connection
     expect(st.wireguard!.peers.map((p) => [p.name, p.allowedIPs, p.remappedCIDRs])).toEqual([
       ['cluster-b', ['10.0.0.0/16', '10.70.0.0/16'], ['10.71.0.0/16', '10.72.0.0/16']],
     ]);
-    expect(st.geneve.tunnels.map((t) => [t.vni, t.name])).toEqual([[0, 'worker-1'], [1, 'worker-2']]);
+    expect(st.geneve.tunnels.map((t) => [t.vni, t.name])).toEqual([
+      [0, 'worker-1'],
+      [1, 'worker-2'],
+    ]);
     expect(topo.exec(topo.ns('a'), ['ip', '-o', 'link'])).toContain('liqo-tunnel');
 
-    await waitFor('Connection status', () => server.getObject(NET, 'connections', NS, 'cluster-b')?.['status'] !== undefined, 10_000);
+    await waitFor(
+      'Connection status',
+      () => server.getObject(NET, 'connections', NS, 'cluster-b')?.['status'] !== undefined,
+      10_000,
+    );
     const conn = server.getObject(NET, 'connections', NS, 'cluster-b')!;
     expect(conn.metadata.labels).toEqual({ 'liqo.io/remote-cluster-id': 'cluster-b' });
-    expect(conn['spec']).toMatchObject({ type: 'Server', gatewayRef: { kind: 'GatewayServer', name: 'cluster-b', namespace: NS } });
+    expect(conn['spec']).toMatchObject({
+      type: 'Server',
+      gatewayRef: { kind: 'GatewayServer', name: 'cluster-b', namespace: NS },
+    });
     // No handshake with the (absent) peer: Connecting, as Liqo reports before the first pong.
     expect((conn['status'] as { value: string }).value).toBe('Connecting');
   });
@@ -101,7 +142,11 @@ describe.skipIf(skip !== null)('weft k8s: Liqo resources → gateway, Connection
     next.status.remote.cidr.pod = ['10.73.0.0/16'];
     delete (next.metadata as { resourceVersion?: string }).resourceVersion;
     server.put(NET, 'configurations', next as unknown as Record<string, unknown>);
-    await waitFor('remapping applied', () => m.runtime.status().wireguard!.peers[0]!.remappedCIDRs[0] === '10.73.0.0/16', 10_000);
+    await waitFor(
+      'remapping applied',
+      () => m.runtime.status().wireguard!.peers[0]!.remappedCIDRs[0] === '10.73.0.0/16',
+      10_000,
+    );
     // The kernel route for the remapped CIDR moved with it.
     await waitFor('route', () => topo.exec(topo.ns('a'), ['ip', '-4', 'route']).includes('10.73.0.0/16'), 5000);
     expect(m.runtime.active).toBe(true);
@@ -122,7 +167,10 @@ describe.skipIf(skip !== null)('weft k8s: Liqo resources → gateway, Connection
     expect((lease['spec'] as { holderIdentity: string }).holderIdentity).toBe('b');
     await b.stop(); // releases the Lease
     await waitFor('c takes over', () => c.runtime.active, 15_000);
-    expect((server.getObject('coordination.k8s.io/v1', 'leases', NS, 'weft-gateway')!['spec'] as { holderIdentity: string }).holderIdentity).toBe('c');
+    expect(
+      (server.getObject('coordination.k8s.io/v1', 'leases', NS, 'weft-gateway')!['spec'] as { holderIdentity: string })
+        .holderIdentity,
+    ).toBe('c');
     expect(topo.exec(topo.ns('c'), ['ip', '-o', 'link'])).toContain('liqo-tunnel');
   });
 });

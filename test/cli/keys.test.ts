@@ -56,8 +56,16 @@ describe('weft genkey / pubkey / genpsk (bin/weft) vs wg', () => {
   test('malformed private keys fail like wg (exit 1, same message), good ones with whitespace succeed like wg', async () => {
     const k = wg(['genkey']).stdout.trim();
     const cases = [
-      `${k}`, `${k}\n`, `${k}  \r\n\t`, // accepted by wg
-      `  ${k}`, `${k} extra`, `${k.slice(0, 43)}`, '', `${k.slice(0, 42)}B=`, `${k.slice(0, 20)}*${k.slice(21)}`, `${k}\nmore`,
+      `${k}`,
+      `${k}\n`,
+      `${k}  \r\n\t`, // accepted by wg
+      `  ${k}`,
+      `${k} extra`,
+      `${k.slice(0, 43)}`,
+      '',
+      `${k.slice(0, 42)}B=`,
+      `${k.slice(0, 20)}*${k.slice(21)}`,
+      `${k}\nmore`,
     ];
     for (const input of cases) {
       const theirs = wg(['pubkey'], input);
@@ -74,9 +82,14 @@ describe('genkey with stdout redirected to a file (the real fd check)', () => {
   test('umask 022 warns like wg; umask 077 is quiet; the file holds the key', () => {
     const dir = mkdtempSync(join(tmpdir(), 'wc-keys-'));
     try {
-      for (const [mask, warns] of [['022', true], ['077', false]] as const) {
+      for (const [mask, warns] of [
+        ['022', true],
+        ['077', false],
+      ] as const) {
         const file = join(dir, `k${mask}`);
-        const ours = spawnSync('sh', ['-c', `umask ${mask}; "${process.execPath}" "${WEFT_BIN}" genkey > "${file}"`], { encoding: 'utf8' });
+        const ours = spawnSync('sh', ['-c', `umask ${mask}; "${process.execPath}" "${WEFT_BIN}" genkey > "${file}"`], {
+          encoding: 'utf8',
+        });
         const theirs = spawnSync('sh', ['-c', `umask ${mask}; wg genkey > "${file}.wg"`], { encoding: 'utf8' });
         expect(ours.status).toBe(0);
         expect(ours.stderr).toBe(theirs.stderr);
@@ -93,7 +106,9 @@ describe('key commands in-process', () => {
   test('genkey warns when stdout is a world-readable file, as wg does', async () => {
     const io = captureIo({ worldReadable: true });
     expect(await main(['genkey'], io)).toBe(0);
-    expect(io.stderr).toBe('Warning: writing to world accessible file.\nConsider setting the umask to 077 and trying again.\n');
+    expect(io.stderr).toBe(
+      'Warning: writing to world accessible file.\nConsider setting the umask to 077 and trying again.\n',
+    );
     expect(io.stdout).toMatch(B64_KEY);
     const quiet = captureIo();
     expect(await main(['genkey'], quiet)).toBe(0);

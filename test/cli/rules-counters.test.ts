@@ -13,18 +13,48 @@ import { formatStatus, type WeftStatus } from '../../src/cli/commands/status.js'
 import { createLogger } from '../../src/control/log.js';
 import { createMetricsRegistry } from '../../src/control/metrics.js';
 import { IP_OK, IpView, parseIp } from '../../src/packet/ip-view.js';
-import { HOOK_FORWARD, OUTPUT_PEER, PacketMeta, SOURCE_NODE, VERDICT_ACCEPT, VERDICT_DROP } from '../../src/router/hooks.js';
+import {
+  HOOK_FORWARD,
+  OUTPUT_PEER,
+  PacketMeta,
+  SOURCE_NODE,
+  VERDICT_ACCEPT,
+  VERDICT_DROP,
+} from '../../src/router/hooks.js';
 import { RulesAttachment, splitRuleId } from '../../src/rules/attach.js';
 import { udpPacket } from '../packet/factory.js';
 
 const NS = 'liqo-tenant-x';
 const FC = {
-  apiVersion: 'networking.liqo.io/v1beta1', kind: 'FirewallConfiguration',
+  apiVersion: 'networking.liqo.io/v1beta1',
+  kind: 'FirewallConfiguration',
   metadata: { name: 'user-fw', namespace: NS, labels: {} },
-  spec: { table: { name: 'user', family: 'IPV4', chains: [{ name: 'fwd', type: 'filter', hook: 'forward', priority: 0, policy: 'accept', rules: { filterRules: [
-    { name: 'drop-7777', counter: true, action: 'drop', match: [{ op: 'eq', proto: { value: 'udp' }, port: { position: 'dst', value: '7777' } }] },
-    { name: 'accept-53', action: 'accept', match: [{ op: 'eq', port: { position: 'dst', value: '53' } }] },
-  ] } }] } },
+  spec: {
+    table: {
+      name: 'user',
+      family: 'IPV4',
+      chains: [
+        {
+          name: 'fwd',
+          type: 'filter',
+          hook: 'forward',
+          priority: 0,
+          policy: 'accept',
+          rules: {
+            filterRules: [
+              {
+                name: 'drop-7777',
+                counter: true,
+                action: 'drop',
+                match: [{ op: 'eq', proto: { value: 'udp' }, port: { position: 'dst', value: '7777' } }],
+              },
+              { name: 'accept-53', action: 'accept', match: [{ op: 'eq', port: { position: 'dst', value: '53' } }] },
+            ],
+          },
+        },
+      ],
+    },
+  },
 };
 
 const dir = mkdtempSync(join(tmpdir(), 'r2-counters-'));
@@ -32,11 +62,24 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 describe('rule counters in weft show and metrics', () => {
   test('splitRuleId keeps a namespaced object whole', () => {
-    expect(splitRuleId(`${NS}/user-fw/user/fwd/drop-7777`)).toEqual({ object: `${NS}/user-fw`, table: 'user', chain: 'fwd', rule: 'drop-7777' });
+    expect(splitRuleId(`${NS}/user-fw/user/fwd/drop-7777`)).toEqual({
+      object: `${NS}/user-fw`,
+      table: 'user',
+      chain: 'fwd',
+      rule: 'drop-7777',
+    });
   });
 
   test('a rule, chain or table name holding "/" (nft names may; the YAML translation\'s carry CIDRs) comes back whole', () => {
-    const rules = new RulesAttachment({ peer: 'liqo-tunnel', node: 'liqo.n1', host: 'eth0', peerAddr: 0, nodeAddr: 0, hostAddr: 0, pathMtu: 1500 });
+    const rules = new RulesAttachment({
+      peer: 'liqo-tunnel',
+      node: 'liqo.n1',
+      host: 'eth0',
+      peerAddr: 0,
+      nodeAddr: 0,
+      hostAddr: 0,
+      pathMtu: 1500,
+    });
     const fc = structuredClone(FC);
     fc.spec.table.name = 'user/t';
     fc.spec.table.chains[0]!.name = 'fwd%2F';
@@ -48,10 +91,25 @@ describe('rule counters in weft show and metrics', () => {
   });
 
   test('packets through the rules are counted per rule and shown', async () => {
-    const rules = new RulesAttachment({ peer: 'liqo-tunnel', node: 'liqo.n1', host: 'eth0', peerAddr: 0, nodeAddr: 0, hostAddr: 0, pathMtu: 1500 });
+    const rules = new RulesAttachment({
+      peer: 'liqo-tunnel',
+      node: 'liqo.n1',
+      host: 'eth0',
+      peerAddr: 0,
+      nodeAddr: 0,
+      hostAddr: 0,
+      pathMtu: 1500,
+    });
     expect(rules.update([FC])).toEqual([]);
     const send = (dport: number, payload: number): number => {
-      const p = udpPacket({ src: '10.112.0.5', dst: '10.243.0.9', sport: 4000, dport, payload: new Uint8Array(payload), headroom: 128 });
+      const p = udpPacket({
+        src: '10.112.0.5',
+        dst: '10.243.0.9',
+        sport: 4000,
+        dport,
+        payload: new Uint8Array(payload),
+        headroom: 128,
+      });
       const v = new IpView();
       expect(parseIp(p.buf, p.off, p.len, v)).toBe(IP_OK);
       const meta = new PacketMeta();
@@ -64,11 +122,17 @@ describe('rule counters in weft show and metrics', () => {
     expect(send(80, 0)).toBe(VERDICT_ACCEPT);
 
     const logger = createLogger({ level: 'silent', env: {} });
-    const runtime = await Runtime.create({ name: 'r2-counters', runDir: join(dir, 'run'), source: 'kubernetes', logger, conncheck: false });
+    const runtime = await Runtime.create({
+      name: 'r2-counters',
+      runDir: join(dir, 'run'),
+      source: 'kubernetes',
+      logger,
+      conncheck: false,
+    });
     try {
       expect(runtime.status().rules).toBeUndefined();
       runtime.setRules(rules);
-      const st = await requestStatus(runtime.socketPath) as WeftStatus;
+      const st = (await requestStatus(runtime.socketPath)) as WeftStatus;
       const obj = `${NS}/user-fw`;
       expect(st.rules!.counters).toEqual([
         { object: obj, table: 'user', chain: 'fwd', rule: 'drop-7777', packets: 3, bytes: 3 * 128 },

@@ -85,14 +85,24 @@ logging:
 function start(ns: string, label: string, argv: string[]): Spawned {
   const p = topo.spawnIn(ns, label, argv, { lifetimeS: 150, env: { LOG_LEVEL: 'debug' } });
   let all = '';
-  p.child.stdout?.on('data', (d: Buffer) => { all += d.toString('utf8'); });
-  p.child.stderr?.on('data', (d: Buffer) => { all += d.toString('utf8'); });
+  p.child.stdout?.on('data', (d: Buffer) => {
+    all += d.toString('utf8');
+  });
+  p.child.stderr?.on('data', (d: Buffer) => {
+    all += d.toString('utf8');
+  });
   procs.push({ p, all: () => all });
   return p;
 }
 
 async function show(run: 'run-a' | 'run-b', json: boolean): Promise<string> {
-  const r = await runWeft(['show', ...(json ? ['--json'] : []), '--run-dir', join(dir, run), `gateway-${run.slice(-1)}`]);
+  const r = await runWeft([
+    'show',
+    ...(json ? ['--json'] : []),
+    '--run-dir',
+    join(dir, run),
+    `gateway-${run.slice(-1)}`,
+  ]);
   expect(r.code, r.stderr).toBe(0);
   outputs.push({ what: `weft show${json ? ' --json' : ''} (${run})`, text: r.stdout + r.stderr });
   return r.stdout;
@@ -116,12 +126,27 @@ beforeAll(async () => {
   nsA = topo.addNamespace('a');
   nsB = topo.addNamespace('b');
   topo.link(nsA, '-wa', '198.18.11.1/24', nsB, '-wb', '198.18.11.2/24');
-  for (const [ns, me] of [[nsB, 'b'], [nsA, 'a']] as const) {
-    const g = start(ns, `gateway-${me}`, [process.execPath, WEFT_BIN, 'up', '-c', join(dir, `gateway-${me}.yaml`), '--run-dir', join(dir, `run-${me}`)]);
-    await waitFor(`${g.name} control socket`, () => {
-      if (g.child.exitCode !== null) throw new Error(`${g.name} exited: ${g.output()}`);
-      return existsSync(join(dir, `run-${me}`, `gateway-${me}.sock`));
-    }, 20_000);
+  for (const [ns, me] of [
+    [nsB, 'b'],
+    [nsA, 'a'],
+  ] as const) {
+    const g = start(ns, `gateway-${me}`, [
+      process.execPath,
+      WEFT_BIN,
+      'up',
+      '-c',
+      join(dir, `gateway-${me}.yaml`),
+      '--run-dir',
+      join(dir, `run-${me}`),
+    ]);
+    await waitFor(
+      `${g.name} control socket`,
+      () => {
+        if (g.child.exitCode !== null) throw new Error(`${g.name} exited: ${g.output()}`);
+        return existsSync(join(dir, `run-${me}`, `gateway-${me}.sock`));
+      },
+      20_000,
+    );
   }
 }, 120_000);
 
@@ -131,123 +156,195 @@ afterAll(async () => {
   rmSync(UAPI_SOCK, { force: true });
 });
 
-describe.skipIf(skip !== null)(`no secret in any output; owner-only sockets${skip ? ` (skipped: ${skip})` : ''}`, () => {
-  test('gateways with a preshared key reach a handshake; show, show --json and metrics carry no key', async () => {
-    await waitFor('handshake A→B', async () => {
-      topo.exec(nsA, ['ping', '-c', '1', '-W', '1', '10.71.0.9'], { allowFail: true });
-      return (JSON.parse(await show('run-a', true)) as { wireguard: { peers: Array<{ latestHandshake: string | null }> } }).wireguard.peers[0]!.latestHandshake !== null;
-    }, 20_000, 300);
-    const st = JSON.parse(await show('run-a', true)) as { wireguard: { publicKey: string; peers: Array<{ hasPresharedKey: boolean }> } };
-    // The public side is shown (so the leak check below is not vacuous about what show prints).
-    expect(st.wireguard.publicKey).toBe(keys.aPub);
-    expect(st.wireguard.peers[0]!.hasPresharedKey).toBe(true);
-    await show('run-a', false);
-    await show('run-b', true);
-    await show('run-b', false);
-    for (const ns of [nsA, nsB]) {
-      const m = topo.exec(ns, ['curl', '-sf', 'http://127.0.0.1:9466/metrics']);
-      expect(m).toMatch(/weft_handshakes_total\{cluster_id="cix-cluster-[ab]"\} [1-9]/);
-      outputs.push({ what: `metrics (${ns})`, text: m });
-    }
-  });
-
-  test('a reload changing the preshared key, and a rejected reload, log no key', async () => {
-    const gwA = procs.find(({ p }) => p.name === 'gateway-a')!;
-    const pidA = (JSON.parse(await show('run-a', true)) as { weft: { pid: number } }).weft.pid;
-    const pidB = (JSON.parse(await show('run-b', true)) as { weft: { pid: number } }).weft.pid;
-    // Applied by the file watch or by SIGHUP, whichever comes first.
-    const start0 = gwA.all().length;
-    for (const me of ['a', 'b'] as const) writeFileSync(join(dir, `gateway-${me}.yaml`), gatewayYaml(me, keys.psk2), { mode: 0o600 });
-    process.kill(pidA, 'SIGHUP');
-    process.kill(pidB, 'SIGHUP');
-    await waitFor('reload applied at A', () => /configuration applied/.test(gwA.all().slice(start0)), 10_000);
-    const st = JSON.parse(await show('run-a', true)) as { wireguard: { peers: Array<{ hasPresharedKey: boolean }> } };
-    expect(st.wireguard.peers[0]!.hasPresharedKey).toBe(true);
-    // Rejected: the preshared key one character short, next to a bad field.
-    const before = gwA.all().length;
-    writeFileSync(join(dir, 'gateway-a.yaml'), gatewayYaml('a', keys.psk.slice(0, 43)).replace('listenPort: 51850', 'listenPort: "many"'), { mode: 0o600 });
-    process.kill(pidA, 'SIGHUP');
-    await waitFor('rejection logged', () => /reload rejected/.test(gwA.all().slice(before)), 10_000);
-    expect(gwA.all().slice(before)).toMatch(/presharedKey/);
-    writeFileSync(join(dir, 'gateway-a.yaml'), gatewayYaml('a', keys.psk2), { mode: 0o600 });
-  });
-
-  test('weft up on bad configurations: the error names the field, never the key', async () => {
-    const bad: Array<[string, string, RegExp]> = [
-      // Trailing garbage after a real private key.
-      ['key with garbage', gatewayYaml('b', keys.psk).replace(`privateKey: ${keys.b}`, `privateKey: ${keys.b}xyz`), /:6: wireguard\.privateKey: expected a base64 WireGuard key/],
-      // A preshared key of the wrong length (the real one, truncated).
-      ['short preshared key', gatewayYaml('b', keys.psk.slice(0, 40)), /:13: peers\[0\]\.presharedKey: expected a base64/],
-      // A YAML syntax error on the line after the key (parsers like to quote the source).
-      ['yaml syntax', gatewayYaml('b', keys.psk).replace(`privateKey: ${keys.b}\n`, `privateKey: ${keys.b}\n  listenPort: [51850\n`), /:8: \(root\): YAML syntax error/],
-      // A misspelt field holding the key.
-      ['unknown field', gatewayYaml('b', keys.psk).replace(`privateKey: ${keys.b}`, `privateKey: ${keys.b}\n  privatekey: ${keys.b}`), /wireguard: Unrecognized key: "privatekey"/],
-      // The private key where the public key goes.
-      ['private key as public key', gatewayYaml('b', keys.psk).replace(`publicKey: ${keys.aPub}`, `publicKey: ${keys.a}=x`), /peers\[0\]\.publicKey: expected a base64/],
-    ];
-    writeFileSync(join(dir, 'bad.key'), `${keys.a} trailing\n`, { mode: 0o600 });
-    bad.push(['bad key file', gatewayYaml('a', keys.psk).replace('privateKeyFile: ./a.key', 'privateKeyFile: ./bad.key'), /wireguard\.privateKeyFile: file .*bad\.key does not hold a base64 32-byte key/]);
-    for (const [what, yaml, field] of bad) {
-      const file = join(dir, `bad-${what.replace(/ /g, '-')}.yaml`);
-      writeFileSync(file, yaml, { mode: 0o600 });
-      const r = await runWeft(['up', '-c', file, '--run-dir', join(dir, 'run-bad')], { env: { ...process.env, LOG_LEVEL: 'debug' } });
-      expect(r.code, `${what}: ${r.stderr}`).toBe(3);
-      expect(r.stderr, what).toMatch(field);
-      outputs.push({ what: `weft up ${what}`, text: r.stdout + r.stderr });
-    }
-  });
-
-  test('weft-wg over UAPI: keys set, shown and a malformed request; owner-only socket', async () => {
-    const d = start(nsA, 'weft-wg', [process.execPath, join(ROOT, 'bin/weft-wg'), '-f', WG_IF]);
-    await waitFor('UAPI socket', () => {
-      if (d.child.exitCode !== null) throw new Error(`weft-wg exited: ${d.output()}`);
-      return existsSync(UAPI_SOCK);
-    }, 20_000);
-    const st = statSync(UAPI_SOCK);
-    expect(st.isSocket()).toBe(true);
-    expect(st.mode & 0o077).toBe(0);
-    const peer = wg(['pubkey'], wg(['genkey']));
-    writeFileSync(join(dir, 'wg.key'), `${keys.wgPriv}\n`, { mode: 0o600 });
-    writeFileSync(join(dir, 'wg.psk'), `${keys.wgPsk}\n`, { mode: 0o600 });
-    topo.exec(nsA, ['wg', 'set', WG_IF, 'private-key', join(dir, 'wg.key'), 'peer', peer, 'preshared-key', join(dir, 'wg.psk'), 'allowed-ips', '10.9.0.0/16']);
-    const shown = topo.exec(nsA, ['wg', 'show', WG_IF]);
-    expect(shown).toContain(`peer: ${peer}`);
-    outputs.push({ what: 'wg show', text: shown });
-    // A set request with the private key, then a preshared key outside any peer: rejected.
-    const reply = await new Promise<string>((resolve, reject) => {
-      const c = createConnection(UAPI_SOCK);
-      let got = '';
-      c.on('data', (b) => { got += b.toString('utf8'); if (got.endsWith('\n\n')) { c.end(); resolve(got); } });
-      c.on('error', reject);
-      c.write(`set=1\nprivate_key=${hexOf(keys.wgPriv)}\npreshared_key=${hexOf(keys.wgPsk)}\n\n`);
-      setTimeout(() => reject(new Error(`no reply: ${got}`)), 5000).unref();
+describe.skipIf(skip !== null)(
+  `no secret in any output; owner-only sockets${skip ? ` (skipped: ${skip})` : ''}`,
+  () => {
+    test('gateways with a preshared key reach a handshake; show, show --json and metrics carry no key', async () => {
+      await waitFor(
+        'handshake A→B',
+        async () => {
+          topo.exec(nsA, ['ping', '-c', '1', '-W', '1', '10.71.0.9'], { allowFail: true });
+          return (
+            (
+              JSON.parse(await show('run-a', true)) as {
+                wireguard: { peers: Array<{ latestHandshake: string | null }> };
+              }
+            ).wireguard.peers[0]!.latestHandshake !== null
+          );
+        },
+        20_000,
+        300,
+      );
+      const st = JSON.parse(await show('run-a', true)) as {
+        wireguard: { publicKey: string; peers: Array<{ hasPresharedKey: boolean }> };
+      };
+      // The public side is shown (so the leak check below is not vacuous about what show prints).
+      expect(st.wireguard.publicKey).toBe(keys.aPub);
+      expect(st.wireguard.peers[0]!.hasPresharedKey).toBe(true);
+      await show('run-a', false);
+      await show('run-b', true);
+      await show('run-b', false);
+      for (const ns of [nsA, nsB]) {
+        const m = topo.exec(ns, ['curl', '-sf', 'http://127.0.0.1:9466/metrics']);
+        expect(m).toMatch(/weft_handshakes_total\{cluster_id="cix-cluster-[ab]"\} [1-9]/);
+        outputs.push({ what: `metrics (${ns})`, text: m });
+      }
     });
-    expect(reply).toMatch(/^errno=-\d+\n\n$/);
-    outputs.push({ what: 'UAPI error reply', text: reply });
-  });
 
-  test('control sockets are owner-only', () => {
-    for (const me of ['a', 'b']) {
-      const sock = join(dir, `run-${me}`, `gateway-${me}.sock`);
-      expect(statSync(sock).isSocket()).toBe(true);
-      expect(statSync(sock).mode & 0o077, sock).toBe(0);
-      expect(statSync(join(dir, `run-${me}`)).mode & 0o077).toBe(0);
-    }
-  });
+    test('a reload changing the preshared key, and a rejected reload, log no key', async () => {
+      const gwA = procs.find(({ p }) => p.name === 'gateway-a')!;
+      const pidA = (JSON.parse(await show('run-a', true)) as { weft: { pid: number } }).weft.pid;
+      const pidB = (JSON.parse(await show('run-b', true)) as { weft: { pid: number } }).weft.pid;
+      // Applied by the file watch or by SIGHUP, whichever comes first.
+      const start0 = gwA.all().length;
+      for (const me of ['a', 'b'] as const)
+        writeFileSync(join(dir, `gateway-${me}.yaml`), gatewayYaml(me, keys.psk2), { mode: 0o600 });
+      process.kill(pidA, 'SIGHUP');
+      process.kill(pidB, 'SIGHUP');
+      await waitFor('reload applied at A', () => /configuration applied/.test(gwA.all().slice(start0)), 10_000);
+      const st = JSON.parse(await show('run-a', true)) as { wireguard: { peers: Array<{ hasPresharedKey: boolean }> } };
+      expect(st.wireguard.peers[0]!.hasPresharedKey).toBe(true);
+      // Rejected: the preshared key one character short, next to a bad field.
+      const before = gwA.all().length;
+      writeFileSync(
+        join(dir, 'gateway-a.yaml'),
+        gatewayYaml('a', keys.psk.slice(0, 43)).replace('listenPort: 51850', 'listenPort: "many"'),
+        { mode: 0o600 },
+      );
+      process.kill(pidA, 'SIGHUP');
+      await waitFor('rejection logged', () => /reload rejected/.test(gwA.all().slice(before)), 10_000);
+      expect(gwA.all().slice(before)).toMatch(/presharedKey/);
+      writeFileSync(join(dir, 'gateway-a.yaml'), gatewayYaml('a', keys.psk2), { mode: 0o600 });
+    });
 
-  test('no output of the whole run contains a key or a 16-character piece of one', async () => {
-    // Stop everything cleanly so shutdown logs are included too.
-    for (const { p } of procs) if (p.child.exitCode === null) process.kill(-p.pid, 'SIGTERM');
-    await Promise.all(procs.map(({ p }) => Promise.race([p.exited, new Promise((r) => setTimeout(r, 10_000))])));
-    for (const { p, all } of procs) outputs.push({ what: `${p.name} output`, text: all() });
-    // The outputs are real (the check below is not vacuous): the gateway logged its reloads and
-    // the rejected one; weft-wg logged its start.
-    const gw = procs.find(({ p }) => p.name === 'gateway-a')!.all();
-    expect(gw).toMatch(/configuration applied/);
-    expect(gw).toMatch(/reload rejected/);
-    expect(procs.find(({ p }) => p.name === 'weft-wg')!.all()).toMatch(/device started/);
-    expect(outputs.length).toBeGreaterThanOrEqual(16);
-    const leaks = outputs.map((o) => ({ what: o.what, leak: leak(o.text) })).filter((l) => l.leak !== null);
-    expect(leaks).toEqual([]);
-  });
-});
+    test('weft up on bad configurations: the error names the field, never the key', async () => {
+      const bad: Array<[string, string, RegExp]> = [
+        // Trailing garbage after a real private key.
+        [
+          'key with garbage',
+          gatewayYaml('b', keys.psk).replace(`privateKey: ${keys.b}`, `privateKey: ${keys.b}xyz`),
+          /:6: wireguard\.privateKey: expected a base64 WireGuard key/,
+        ],
+        // A preshared key of the wrong length (the real one, truncated).
+        [
+          'short preshared key',
+          gatewayYaml('b', keys.psk.slice(0, 40)),
+          /:13: peers\[0\]\.presharedKey: expected a base64/,
+        ],
+        // A YAML syntax error on the line after the key (parsers like to quote the source).
+        [
+          'yaml syntax',
+          gatewayYaml('b', keys.psk).replace(
+            `privateKey: ${keys.b}\n`,
+            `privateKey: ${keys.b}\n  listenPort: [51850\n`,
+          ),
+          /:8: \(root\): YAML syntax error/,
+        ],
+        // A misspelt field holding the key.
+        [
+          'unknown field',
+          gatewayYaml('b', keys.psk).replace(`privateKey: ${keys.b}`, `privateKey: ${keys.b}\n  privatekey: ${keys.b}`),
+          /wireguard: Unrecognized key: "privatekey"/,
+        ],
+        // The private key where the public key goes.
+        [
+          'private key as public key',
+          gatewayYaml('b', keys.psk).replace(`publicKey: ${keys.aPub}`, `publicKey: ${keys.a}=x`),
+          /peers\[0\]\.publicKey: expected a base64/,
+        ],
+      ];
+      writeFileSync(join(dir, 'bad.key'), `${keys.a} trailing\n`, { mode: 0o600 });
+      bad.push([
+        'bad key file',
+        gatewayYaml('a', keys.psk).replace('privateKeyFile: ./a.key', 'privateKeyFile: ./bad.key'),
+        /wireguard\.privateKeyFile: file .*bad\.key does not hold a base64 32-byte key/,
+      ]);
+      for (const [what, yaml, field] of bad) {
+        const file = join(dir, `bad-${what.replace(/ /g, '-')}.yaml`);
+        writeFileSync(file, yaml, { mode: 0o600 });
+        const r = await runWeft(['up', '-c', file, '--run-dir', join(dir, 'run-bad')], {
+          env: { ...process.env, LOG_LEVEL: 'debug' },
+        });
+        expect(r.code, `${what}: ${r.stderr}`).toBe(3);
+        expect(r.stderr, what).toMatch(field);
+        outputs.push({ what: `weft up ${what}`, text: r.stdout + r.stderr });
+      }
+    });
+
+    test('weft-wg over UAPI: keys set, shown and a malformed request; owner-only socket', async () => {
+      const d = start(nsA, 'weft-wg', [process.execPath, join(ROOT, 'bin/weft-wg'), '-f', WG_IF]);
+      await waitFor(
+        'UAPI socket',
+        () => {
+          if (d.child.exitCode !== null) throw new Error(`weft-wg exited: ${d.output()}`);
+          return existsSync(UAPI_SOCK);
+        },
+        20_000,
+      );
+      const st = statSync(UAPI_SOCK);
+      expect(st.isSocket()).toBe(true);
+      expect(st.mode & 0o077).toBe(0);
+      const peer = wg(['pubkey'], wg(['genkey']));
+      writeFileSync(join(dir, 'wg.key'), `${keys.wgPriv}\n`, { mode: 0o600 });
+      writeFileSync(join(dir, 'wg.psk'), `${keys.wgPsk}\n`, { mode: 0o600 });
+      topo.exec(nsA, [
+        'wg',
+        'set',
+        WG_IF,
+        'private-key',
+        join(dir, 'wg.key'),
+        'peer',
+        peer,
+        'preshared-key',
+        join(dir, 'wg.psk'),
+        'allowed-ips',
+        '10.9.0.0/16',
+      ]);
+      const shown = topo.exec(nsA, ['wg', 'show', WG_IF]);
+      expect(shown).toContain(`peer: ${peer}`);
+      outputs.push({ what: 'wg show', text: shown });
+      // A set request with the private key, then a preshared key outside any peer: rejected.
+      const reply = await new Promise<string>((resolve, reject) => {
+        const c = createConnection(UAPI_SOCK);
+        let got = '';
+        c.on('data', (b) => {
+          got += b.toString('utf8');
+          if (got.endsWith('\n\n')) {
+            c.end();
+            resolve(got);
+          }
+        });
+        c.on('error', reject);
+        c.write(`set=1\nprivate_key=${hexOf(keys.wgPriv)}\npreshared_key=${hexOf(keys.wgPsk)}\n\n`);
+        setTimeout(() => reject(new Error(`no reply: ${got}`)), 5000).unref();
+      });
+      expect(reply).toMatch(/^errno=-\d+\n\n$/);
+      outputs.push({ what: 'UAPI error reply', text: reply });
+    });
+
+    test('control sockets are owner-only', () => {
+      for (const me of ['a', 'b']) {
+        const sock = join(dir, `run-${me}`, `gateway-${me}.sock`);
+        expect(statSync(sock).isSocket()).toBe(true);
+        expect(statSync(sock).mode & 0o077, sock).toBe(0);
+        expect(statSync(join(dir, `run-${me}`)).mode & 0o077).toBe(0);
+      }
+    });
+
+    test('no output of the whole run contains a key or a 16-character piece of one', async () => {
+      // Stop everything cleanly so shutdown logs are included too.
+      for (const { p } of procs) if (p.child.exitCode === null) process.kill(-p.pid, 'SIGTERM');
+      await Promise.all(procs.map(({ p }) => Promise.race([p.exited, new Promise((r) => setTimeout(r, 10_000))])));
+      for (const { p, all } of procs) outputs.push({ what: `${p.name} output`, text: all() });
+      // The outputs are real (the check below is not vacuous): the gateway logged its reloads and
+      // the rejected one; weft-wg logged its start.
+      const gw = procs.find(({ p }) => p.name === 'gateway-a')!.all();
+      expect(gw).toMatch(/configuration applied/);
+      expect(gw).toMatch(/reload rejected/);
+      expect(procs.find(({ p }) => p.name === 'weft-wg')!.all()).toMatch(/device started/);
+      expect(outputs.length).toBeGreaterThanOrEqual(16);
+      const leaks = outputs.map((o) => ({ what: o.what, leak: leak(o.text) })).filter((l) => l.leak !== null);
+      expect(leaks).toEqual([]);
+    });
+  },
+);

@@ -5,13 +5,27 @@ import { describe, expect, test } from 'vitest';
 import { formatStatus, type WeftStatus } from '../../src/cli/commands/status.js';
 
 const base: WeftStatus = {
-  weft: { version: '0.1.0', name: 'k8s-gateway', role: 'gateway', pid: 1, startedAt: '2026-01-01T00:00:00Z', source: 'kubernetes', active: true },
-  cluster: { id: 'cluster-a' }, geneve: { port: 6091, tunnels: [] }, drops: {}, queues: {},
+  weft: {
+    version: '0.1.0',
+    name: 'k8s-gateway',
+    role: 'gateway',
+    pid: 1,
+    startedAt: '2026-01-01T00:00:00Z',
+    source: 'kubernetes',
+    active: true,
+  },
+  cluster: { id: 'cluster-a' },
+  geneve: { port: 6091, tunnels: [] },
+  drops: {},
+  queues: {},
 };
 
 describe('weft show: the built-in NAT', () => {
   test('entries, translated packets and clamped SYNs', () => {
-    const text = formatStatus({ ...base, nat: { entries: 3, forwarded: 10, replies: 9, mssClamped: 2 } }, Date.parse('2026-01-01T00:00:05Z'));
+    const text = formatStatus(
+      { ...base, nat: { entries: 3, forwarded: 10, replies: 9, mssClamped: 2 } },
+      Date.parse('2026-01-01T00:00:05Z'),
+    );
     expect(text).toContain('  nat entries: 3, forwarded 10, replies 9, mss clamped 2\n');
   });
 

@@ -56,7 +56,9 @@ async function show(runDir: string, name?: string): Promise<WeftStatus> {
 }
 
 function startUp(ns: string, label: string, file: string, runDir: string): Spawned {
-  return topo.spawnIn(ns, label, [process.execPath, WEFT_BIN, 'up', '-c', file, '--run-dir', runDir], { lifetimeS: 120 });
+  return topo.spawnIn(ns, label, [process.execPath, WEFT_BIN, 'up', '-c', file, '--run-dir', runDir], {
+    lifetimeS: 120,
+  });
 }
 
 beforeAll(async () => {
@@ -77,11 +79,18 @@ beforeAll(async () => {
   topo.link(nsA, 'wc-wan-a', '198.18.7.1/24', nsB, 'wc-wan-b', '198.18.7.2/24');
   gwB = startUp(nsB, 'gateway-b', join(dir, 'gateway-b.yaml'), join(dir, 'run-b'));
   gwA = startUp(nsA, 'gateway-a', join(dir, 'gateway-a.yaml'), join(dir, 'run-a'));
-  for (const [g, d] of [[gwA, 'run-a'], [gwB, 'run-b']] as const) {
-    await waitFor(`${g.name} control socket`, () => {
-      if (g.child.exitCode !== null) throw new Error(`${g.name} exited: ${g.output()}`);
-      return existsSync(join(dir, d, `gateway-${d.slice(-1)}.sock`));
-    }, 20_000);
+  for (const [g, d] of [
+    [gwA, 'run-a'],
+    [gwB, 'run-b'],
+  ] as const) {
+    await waitFor(
+      `${g.name} control socket`,
+      () => {
+        if (g.child.exitCode !== null) throw new Error(`${g.name} exited: ${g.output()}`);
+        return existsSync(join(dir, d, `gateway-${d.slice(-1)}.sock`));
+      },
+      20_000,
+    );
   }
 }, 120_000);
 
@@ -93,9 +102,16 @@ afterAll(async () => {
 describe.skipIf(skip !== null)('weft up / show against two running gateways', () => {
   test('show --json: identity, peer configuration, ports, no secrets', async () => {
     const st = await show(join(dir, 'run-a'), 'gateway-a');
-    expect(st.weft).toMatchObject({ name: 'gateway-a', role: 'gateway', active: true, source: join(dir, 'gateway-a.yaml') });
+    expect(st.weft).toMatchObject({
+      name: 'gateway-a',
+      role: 'gateway',
+      active: true,
+      source: join(dir, 'gateway-a.yaml'),
+    });
     // The node process inside `timeout … ip netns exec …` (spawnIn's wrapper).
-    expect(spawnSync('ps', ['-o', 'args=', '-p', String(st.weft.pid)], { encoding: 'utf8' }).stdout).toContain('gateway-a.yaml');
+    expect(spawnSync('ps', ['-o', 'args=', '-p', String(st.weft.pid)], { encoding: 'utf8' }).stdout).toContain(
+      'gateway-a.yaml',
+    );
     expect(st.cluster.id).toBe('wc-cluster-a');
     expect(st.wireguard?.publicKey).toBe(keys.aPub);
     expect(st.wireguard?.listenPort).toBe(51840);
@@ -107,8 +123,13 @@ describe.skipIf(skip !== null)('weft up / show against two running gateways', ()
     const p = st.wireguard!.peers;
     expect(p).toHaveLength(1);
     expect(p[0]).toMatchObject({
-      name: 'cluster-b', clusterId: 'wc-cluster-b', publicKey: keys.bPub, endpoint: '198.18.7.2:51840',
-      allowedIPs: ['10.0.0.0/16', '10.70.0.0/16'], remappedCIDRs: ['10.71.0.0/16', '10.72.0.0/16'], hasPresharedKey: false,
+      name: 'cluster-b',
+      clusterId: 'wc-cluster-b',
+      publicKey: keys.bPub,
+      endpoint: '198.18.7.2:51840',
+      allowedIPs: ['10.0.0.0/16', '10.70.0.0/16'],
+      remappedCIDRs: ['10.71.0.0/16', '10.72.0.0/16'],
+      hasPresharedKey: false,
     });
     const raw = JSON.stringify(st);
     expect(raw).not.toContain(keys.a);
@@ -118,11 +139,16 @@ describe.skipIf(skip !== null)('weft up / show against two running gateways', ()
   test('traffic to a remapped address: handshake, transfer and drops appear in show and metrics', async () => {
     // A packet from gateway A's host to B's remapped pod range starts the handshake; B has no
     // pod routes, so B counts the packet as a routing drop after the NAT.
-    await waitFor('handshake A→B', async () => {
-      topo.exec(nsA, ['ping', '-c', '1', '-W', '1', '10.71.0.9'], { allowFail: true });
-      const st = await show(join(dir, 'run-a'), 'gateway-a');
-      return st.wireguard!.peers[0]!.latestHandshake !== null;
-    }, 20_000, 200);
+    await waitFor(
+      'handshake A→B',
+      async () => {
+        topo.exec(nsA, ['ping', '-c', '1', '-W', '1', '10.71.0.9'], { allowFail: true });
+        const st = await show(join(dir, 'run-a'), 'gateway-a');
+        return st.wireguard!.peers[0]!.latestHandshake !== null;
+      },
+      20_000,
+      200,
+    );
     const a = await show(join(dir, 'run-a'), 'gateway-a');
     const pa = a.wireguard!.peers[0]!;
     expect(pa.txBytes).toBeGreaterThan(0);
@@ -135,7 +161,12 @@ describe.skipIf(skip !== null)('weft up / show against two running gateways', ()
     const pb = b.wireguard!.peers[0]!;
     expect(pb.endpoint).toBe('198.18.7.1:51840'); // learned from the handshake (B has none configured)
     expect(pb.latestHandshake).not.toBeNull();
-    await waitFor('routing drop at B', async () => Object.keys((await show(join(dir, 'run-b'), 'gateway-b')).drops).some((k) => k.startsWith('route_')), 10_000, 200);
+    await waitFor(
+      'routing drop at B',
+      async () => Object.keys((await show(join(dir, 'run-b'), 'gateway-b')).drops).some((k) => k.startsWith('route_')),
+      10_000,
+      200,
+    );
 
     const text = await runWeft(['show', '--run-dir', join(dir, 'run-a')]);
     expect(text.code).toBe(0);
@@ -155,7 +186,12 @@ describe.skipIf(skip !== null)('weft up / show against two running gateways', ()
     const before = (await show(join(dir, 'run-a'), 'gateway-a')).wireguard!.peers[0]!;
     const extra = `  - name: cluster-c\n    clusterId: wc-cluster-c\n    publicKey: ${keys.c}\n    remote: { podCIDRs: [10.5.0.0/16] }\n    remapped: { podCIDRs: [10.75.0.0/16] }\n`;
     writeFileSync(join(dir, 'gateway-a.yaml'), gatewayYaml('a', extra));
-    await waitFor('peer cluster-c', async () => (await show(join(dir, 'run-a'), 'gateway-a')).wireguard!.peers.length === 2, 10_000, 200);
+    await waitFor(
+      'peer cluster-c',
+      async () => (await show(join(dir, 'run-a'), 'gateway-a')).wireguard!.peers.length === 2,
+      10_000,
+      200,
+    );
     const after = (await show(join(dir, 'run-a'), 'gateway-a')).wireguard!.peers;
     expect(after.map((p) => p.name)).toEqual(['cluster-b', 'cluster-c']);
     expect(after[0]!.latestHandshake).toBe(before.latestHandshake); // not re-created
@@ -163,7 +199,12 @@ describe.skipIf(skip !== null)('weft up / show against two running gateways', ()
     // Back to one peer, applied by SIGHUP (no watch needed: the signal re-reads the file).
     writeFileSync(join(dir, 'gateway-a.yaml'), gatewayYaml('a'));
     process.kill((await show(join(dir, 'run-a'), 'gateway-a')).weft.pid, 'SIGHUP');
-    await waitFor('peer cluster-c removed', async () => (await show(join(dir, 'run-a'), 'gateway-a')).wireguard!.peers.length === 1, 10_000, 200);
+    await waitFor(
+      'peer cluster-c removed',
+      async () => (await show(join(dir, 'run-a'), 'gateway-a')).wireguard!.peers.length === 1,
+      10_000,
+      200,
+    );
   });
 
   test('an invalid file on reload is rejected and the running configuration stays', async () => {
@@ -179,11 +220,31 @@ describe.skipIf(skip !== null)('weft up / show against two running gateways', ()
 
   test('a second instance with the same name exits 1 without touching the running one', async () => {
     const r = await new Promise<{ code: number | null; err: string }>((resolve) => {
-      const c = spawn('ip', ['netns', 'exec', nsA, process.execPath, WEFT_BIN, 'up', '-c', join(dir, 'gateway-a.yaml'), '--run-dir', join(dir, 'run-a')], { stdio: ['ignore', 'ignore', 'pipe'] });
+      const c = spawn(
+        'ip',
+        [
+          'netns',
+          'exec',
+          nsA,
+          process.execPath,
+          WEFT_BIN,
+          'up',
+          '-c',
+          join(dir, 'gateway-a.yaml'),
+          '--run-dir',
+          join(dir, 'run-a'),
+        ],
+        { stdio: ['ignore', 'ignore', 'pipe'] },
+      );
       let err = '';
-      c.stderr.on('data', (d: Buffer) => { err += d.toString(); });
+      c.stderr.on('data', (d: Buffer) => {
+        err += d.toString();
+      });
       const t = setTimeout(() => c.kill('SIGKILL'), 20_000);
-      c.once('close', (code) => { clearTimeout(t); resolve({ code, err }); });
+      c.once('close', (code) => {
+        clearTimeout(t);
+        resolve({ code, err });
+      });
     });
     expect(r.code).toBe(1);
     expect(r.err).toMatch(/another weft named "gateway-a" is running/);
@@ -204,9 +265,32 @@ describe.skipIf(skip !== null)('weft up / show against two running gateways', ()
     const pub = mkdtempSync(join(tmpdir(), 'wc-up-nobody-'));
     try {
       chmodSync(pub, 0o777);
-      writeFileSync(join(pub, 'gw.yaml'), gatewayYaml('a').replace('privateKeyFile: ./a.key', `privateKey: ${keys.a}`).replace('wc-tun-a', 'wc-tun-x'), { mode: 0o644 });
-      const r = spawnSync('ip', ['netns', 'exec', nsA, 'setpriv', '--reuid=65534', '--regid=65534', '--clear-groups', '--inh-caps=-all',
-        process.execPath, WEFT_BIN, 'up', '-c', join(pub, 'gw.yaml'), '--run-dir', join(pub, 'run')], { encoding: 'utf8', timeout: 20_000 });
+      writeFileSync(
+        join(pub, 'gw.yaml'),
+        gatewayYaml('a').replace('privateKeyFile: ./a.key', `privateKey: ${keys.a}`).replace('wc-tun-a', 'wc-tun-x'),
+        { mode: 0o644 },
+      );
+      const r = spawnSync(
+        'ip',
+        [
+          'netns',
+          'exec',
+          nsA,
+          'setpriv',
+          '--reuid=65534',
+          '--regid=65534',
+          '--clear-groups',
+          '--inh-caps=-all',
+          process.execPath,
+          WEFT_BIN,
+          'up',
+          '-c',
+          join(pub, 'gw.yaml'),
+          '--run-dir',
+          join(pub, 'run'),
+        ],
+        { encoding: 'utf8', timeout: 20_000 },
+      );
       expect(r.status, r.stderr).toBe(4);
       expect(r.stderr).toMatch(/CAP_NET_ADMIN/);
       expect(r.stderr).toMatch(/wc-tun-x/);
@@ -217,7 +301,10 @@ describe.skipIf(skip !== null)('weft up / show against two running gateways', ()
 
   test('SIGTERM: clean stop, exit 0, socket and TUN removed', async () => {
     // SIGTERM to the weft process itself (not the timeout wrapper), whose exit status timeout(1) passes on.
-    for (const [g, d, n] of [[gwA!, 'run-a', 'gateway-a'], [gwB!, 'run-b', 'gateway-b']] as const) {
+    for (const [g, d, n] of [
+      [gwA!, 'run-a', 'gateway-a'],
+      [gwB!, 'run-b', 'gateway-b'],
+    ] as const) {
       const pid = (await show(join(dir, d), n)).weft.pid;
       process.kill(pid, 'SIGTERM');
       const code = await Promise.race([g.exited, new Promise((r) => setTimeout(() => r('timeout'), 10_000))]);

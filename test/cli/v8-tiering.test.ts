@@ -6,7 +6,11 @@ import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { describe, expect, test } from 'vitest';
 import {
-  DAEMON_INTERRUPT_BUDGET, DAEMON_MIN_INVOCATIONS_AFTER_IC_UPDATE, daemonTieringFlags, interruptBudgetFlag, TieringConfigError,
+  DAEMON_INTERRUPT_BUDGET,
+  DAEMON_MIN_INVOCATIONS_AFTER_IC_UPDATE,
+  daemonTieringFlags,
+  interruptBudgetFlag,
+  TieringConfigError,
 } from '../../src/cli/v8-tiering.js';
 import { ensureBuilt, ROOT } from './helpers.js';
 
@@ -19,10 +23,13 @@ describe('interruptBudgetFlag', () => {
     expect(interruptBudgetFlag('64')).toBe('--interrupt-budget=64');
   });
 
-  test.each(['abc', '-5', '1.5', '63', '2000000', '1e3'])('rejects %s naming the variable and the accepted values', (v) => {
-    expect(() => interruptBudgetFlag(v)).toThrow(TieringConfigError);
-    expect(() => interruptBudgetFlag(v)).toThrow(/WEFT_V8_INTERRUPT_BUDGET=.*"default".*64\.\.1048576/);
-  });
+  test.each(['abc', '-5', '1.5', '63', '2000000', '1e3'])(
+    'rejects %s naming the variable and the accepted values',
+    (v) => {
+      expect(() => interruptBudgetFlag(v)).toThrow(TieringConfigError);
+      expect(() => interruptBudgetFlag(v)).toThrow(/WEFT_V8_INTERRUPT_BUDGET=.*"default".*64\.\.1048576/);
+    },
+  );
 });
 
 describe('daemonTieringFlags', () => {
@@ -37,10 +44,16 @@ describe('daemonTieringFlags', () => {
 
   test("this Node's V8 knows every flag (v8.setFlagsFromString would ignore an unknown one silently)", () => {
     // On the command line V8 refuses unknown flags: a renamed flag fails here, not silently in production.
-    const r = spawnSync(process.execPath, [...daemonTieringFlags(undefined), '-e', '0'], { encoding: 'utf8', timeout: 30_000 });
+    const r = spawnSync(process.execPath, [...daemonTieringFlags(undefined), '-e', '0'], {
+      encoding: 'utf8',
+      timeout: 30_000,
+    });
     expect(r.stderr).toBe('');
     expect(r.status).toBe(0);
-    const bad = spawnSync(process.execPath, ['--minimum-invocations-after-ic-updat=16', '-e', '0'], { encoding: 'utf8', timeout: 30_000 });
+    const bad = spawnSync(process.execPath, ['--minimum-invocations-after-ic-updat=16', '-e', '0'], {
+      encoding: 'utf8',
+      timeout: 30_000,
+    });
     expect(bad.status).not.toBe(0);
   });
 });
@@ -56,9 +69,11 @@ function optimizedAfter200Calls(budgetEnv: string): boolean {
     const a = new Uint8Array(8);
     for (let i = 0; i < 200; i++) sum(a);
     process.stdout.write(String(%GetOptimizationStatus(sum)));`;
-  const r = spawnSync(process.execPath, [
-    '--allow-natives-syntax', '--no-concurrent-recompilation', '--input-type=module', '-e', script,
-  ], { cwd: ROOT, encoding: 'utf8', env: { ...process.env, WEFT_V8_INTERRUPT_BUDGET: budgetEnv }, timeout: 30_000 });
+  const r = spawnSync(
+    process.execPath,
+    ['--allow-natives-syntax', '--no-concurrent-recompilation', '--input-type=module', '-e', script],
+    { cwd: ROOT, encoding: 'utf8', env: { ...process.env, WEFT_V8_INTERRUPT_BUDGET: budgetEnv }, timeout: 30_000 },
+  );
   expect(r.status, r.stderr).toBe(0);
   const status = Number(r.stdout.trim());
   expect(status & 1).toBe(1); // "is a function": the status is real
@@ -75,11 +90,16 @@ describe('applyDaemonTiering in a process', () => {
 test('bin/weft-wg refuses a bad WEFT_V8_INTERRUPT_BUDGET before starting (exit 2, the variable named)', () => {
   ensureBuilt(['src/cli/v8-tiering.js', 'src/cli/weft-wg.js']);
   const r = spawnSync(process.execPath, [join(ROOT, 'bin/weft-wg'), '--version'], {
-    encoding: 'utf8', env: { ...process.env, WEFT_V8_INTERRUPT_BUDGET: 'fast' }, timeout: 30_000,
+    encoding: 'utf8',
+    env: { ...process.env, WEFT_V8_INTERRUPT_BUDGET: 'fast' },
+    timeout: 30_000,
   });
   expect(r.status).toBe(2);
   expect(r.stderr).toMatch(/WEFT_V8_INTERRUPT_BUDGET=fast/);
-  const ok = spawnSync(process.execPath, [join(ROOT, 'bin/weft-wg'), '--version'], { encoding: 'utf8', timeout: 30_000 });
+  const ok = spawnSync(process.execPath, [join(ROOT, 'bin/weft-wg'), '--version'], {
+    encoding: 'utf8',
+    timeout: 30_000,
+  });
   expect(ok.status).toBe(0);
   expect(ok.stdout).toMatch(/^weft-wg v/);
 });

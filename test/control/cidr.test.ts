@@ -26,7 +26,17 @@ describe('parseEndpoint', () => {
     expect(formatEndpoint(parseEndpoint('[2001:DB8::1]:51820'))).toBe('[2001:db8::1]:51820');
   });
   test('rejections', () => {
-    for (const bad of ['2001:db8::1:51820', '[10.0.0.1]:1', '1.2.3.4', '1.2.3.4:0', '1.2.3.4:65536', '[::1]51820', 'bad_host:1', '1.2.3.999:1', '[1::2::3]:1']) {
+    for (const bad of [
+      '2001:db8::1:51820',
+      '[10.0.0.1]:1',
+      '1.2.3.4',
+      '1.2.3.4:0',
+      '1.2.3.4:65536',
+      '[::1]51820',
+      'bad_host:1',
+      '1.2.3.999:1',
+      '[1::2::3]:1',
+    ]) {
       let err: unknown;
       try {
         parseEndpoint(bad);

@@ -43,7 +43,11 @@ describe('parseConfig: gateway', () => {
     const input = gatewayInput();
     (input.peers[1]!['remote'] as Record<string, unknown>)['podCIDRs'] = ['10.200.0.0/33'];
     let err: unknown;
-    try { parseConfig(input, 'gw.yaml'); } catch (e) { err = e; }
+    try {
+      parseConfig(input, 'gw.yaml');
+    } catch (e) {
+      err = e;
+    }
     expect(err).toBeInstanceOf(ConfigError);
     const msg = (err as Error).message;
     expect(msg).toContain('gw.yaml');
@@ -122,7 +126,11 @@ describe('parseConfig: gateway', () => {
     g.tunnels[0]!['remoteInternalAddress'] = '10.81.0.2';
     g.podRoutes[0]!['podCIDR'] = '10.50.0.0/24';
     const paths = issuesOf(input).map((i) => i.path);
-    expect(paths).toEqual(['geneve.tunnels[0].remoteInternalAddress', 'geneve.podRoutes[0].nodeInternalAddress', 'geneve.podRoutes[0].podCIDR']);
+    expect(paths).toEqual([
+      'geneve.tunnels[0].remoteInternalAddress',
+      'geneve.podRoutes[0].nodeInternalAddress',
+      'geneve.podRoutes[0].podCIDR',
+    ]);
   });
 
   test('ipMappings: inside the external CIDR, not its first address', () => {
@@ -132,7 +140,10 @@ describe('parseConfig: gateway', () => {
       { externalAddress: '10.71.0.5', realAddress: '192.168.1.2' },
       { externalAddress: '10.70.0.9', realAddress: '192.168.1.3' },
     ];
-    expect(issuesOf(input).map((i) => i.path)).toEqual(['ipMappings[0].externalAddress', 'ipMappings[1].externalAddress']);
+    expect(issuesOf(input).map((i) => i.path)).toEqual([
+      'ipMappings[0].externalAddress',
+      'ipMappings[1].externalAddress',
+    ]);
   });
 
   test('role is required and drives the shape', () => {
@@ -149,7 +160,16 @@ describe('parseConfig: node', () => {
     cluster: { id: 'cluster-a', podCIDRs: ['10.0.0.0/16'] },
     node: {
       name: 'worker-1',
-      gateways: [{ name: 'cluster-b', vni: 0, gatewayUnderlay: '172.18.0.2', gatewayInternalAddress: '10.80.0.1', localInternalAddress: '10.80.0.2', remoteCIDRs: ['10.71.0.0/16'] }],
+      gateways: [
+        {
+          name: 'cluster-b',
+          vni: 0,
+          gatewayUnderlay: '172.18.0.2',
+          gatewayInternalAddress: '10.80.0.1',
+          localInternalAddress: '10.80.0.2',
+          remoteCIDRs: ['10.71.0.0/16'],
+        },
+      ],
     },
   });
 

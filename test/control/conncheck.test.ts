@@ -1,6 +1,12 @@
 import { describe, expect, test } from 'vitest';
 import {
-  CONNCHECK_PORT, ConnChecker, decodeMessage, encodeMessage, formatLatency, formatTimestamp, parseTimestamp,
+  CONNCHECK_PORT,
+  ConnChecker,
+  decodeMessage,
+  encodeMessage,
+  formatLatency,
+  formatTimestamp,
+  parseTimestamp,
 } from '../../src/control/conncheck.js';
 
 describe('formats', () => {
@@ -26,11 +32,27 @@ describe('formats', () => {
     expect(parseTimestamp('yesterday')).toBeNaN();
   });
 
-  test('message codec matches Liqo\'s JSON field names', () => {
-    const bytes = encodeMessage({ clusterID: 'cluster-b', msgType: 'PING', timeStamp: '2024-01-02T03:04:05.000000001Z' });
-    expect(new TextDecoder().decode(bytes)).toBe('{"clusterID":"cluster-b","msgType":"PING","timeStamp":"2024-01-02T03:04:05.000000001Z"}');
-    expect(decodeMessage(bytes)).toEqual({ clusterID: 'cluster-b', msgType: 'PING', timeStamp: '2024-01-02T03:04:05.000000001Z' });
-    for (const bad of ['', '{', '[]', '{"clusterID":1,"msgType":"PING","timeStamp":"x"}', '{"clusterID":"a","msgType":"HELLO","timeStamp":"x"}']) {
+  test("message codec matches Liqo's JSON field names", () => {
+    const bytes = encodeMessage({
+      clusterID: 'cluster-b',
+      msgType: 'PING',
+      timeStamp: '2024-01-02T03:04:05.000000001Z',
+    });
+    expect(new TextDecoder().decode(bytes)).toBe(
+      '{"clusterID":"cluster-b","msgType":"PING","timeStamp":"2024-01-02T03:04:05.000000001Z"}',
+    );
+    expect(decodeMessage(bytes)).toEqual({
+      clusterID: 'cluster-b',
+      msgType: 'PING',
+      timeStamp: '2024-01-02T03:04:05.000000001Z',
+    });
+    for (const bad of [
+      '',
+      '{',
+      '[]',
+      '{"clusterID":1,"msgType":"PING","timeStamp":"x"}',
+      '{"clusterID":"a","msgType":"HELLO","timeStamp":"x"}',
+    ]) {
       expect(decodeMessage(new TextEncoder().encode(bad)), bad).toBeNull();
     }
     expect(decodeMessage(new Uint8Array([0xff, 0xfe]))).toBeNull();
@@ -44,13 +66,21 @@ function pair(oneWayMs: number) {
   let linkUp = true;
   const inflight: { at: number; to: 'a' | 'b'; bytes: Uint8Array; from: string; port: number }[] = [];
   const updates: { who: string; peer: string; value: string; latencyMs: number }[] = [];
-  const mk = (self: 'a' | 'b', addr: string) => new ConnChecker({
-    send: (bytes, address, port) => {
-      expect(port === CONNCHECK_PORT || port === 40000).toBe(true);
-      if (linkUp) inflight.push({ at: now + oneWayMs, to: address === '10.80.0.1' ? 'a' : 'b', bytes: bytes.slice(), from: addr, port: 40000 });
-    },
-    onUpdate: (peer, s) => updates.push({ who: self, peer, value: s.value, latencyMs: s.latencyMs }),
-  });
+  const mk = (self: 'a' | 'b', addr: string) =>
+    new ConnChecker({
+      send: (bytes, address, port) => {
+        expect(port === CONNCHECK_PORT || port === 40000).toBe(true);
+        if (linkUp)
+          inflight.push({
+            at: now + oneWayMs,
+            to: address === '10.80.0.1' ? 'a' : 'b',
+            bytes: bytes.slice(),
+            from: addr,
+            port: 40000,
+          });
+      },
+      onUpdate: (peer, s) => updates.push({ who: self, peer, value: s.value, latencyMs: s.latencyMs }),
+    });
   const a = mk('a', '10.80.0.1');
   const b = mk('b', '10.80.0.9');
   a.addPeer('cluster-b', '10.80.0.9', now);
@@ -59,7 +89,11 @@ function pair(oneWayMs: number) {
     while (now < untilMs) {
       const next = Math.min(untilMs, a.nextDeadline(), b.nextDeadline(), ...inflight.map((p) => p.at));
       now = Math.max(now, next);
-      for (const p of inflight.splice(0).filter((p) => { if (p.at <= now) return true; inflight.push(p); return false; })) {
+      for (const p of inflight.splice(0).filter((p) => {
+        if (p.at <= now) return true;
+        inflight.push(p);
+        return false;
+      })) {
         (p.to === 'a' ? a : b).receive(p.bytes, p.from, p.port, now);
       }
       a.poll(now);
@@ -67,7 +101,16 @@ function pair(oneWayMs: number) {
       if (next === untilMs && now >= untilMs) break;
     }
   };
-  return { a, b, updates, run, t: (ms: number) => T0 + ms, setLink: (v: boolean) => { linkUp = v; } };
+  return {
+    a,
+    b,
+    updates,
+    run,
+    t: (ms: number) => T0 + ms,
+    setLink: (v: boolean) => {
+      linkUp = v;
+    },
+  };
 }
 
 describe('ConnChecker state machine', () => {
@@ -117,11 +160,37 @@ describe('ConnChecker state machine', () => {
     c.addPeer('x', '10.80.0.2', t0);
     c.receive(new TextEncoder().encode('nope'), '10.80.0.2', 12345, t0);
     c.receive(new Uint8Array(2000), '10.80.0.2', 12345, t0);
-    c.receive(encodeMessage({ clusterID: 'y', msgType: 'PONG', timeStamp: formatTimestamp(t0) }), '10.80.0.2', 12345, t0);
-    c.receive(encodeMessage({ clusterID: 'x', msgType: 'PONG', timeStamp: formatTimestamp(t0 + 5) }), '10.80.0.2', 12345, t0);
-    c.receive(encodeMessage({ clusterID: 'x', msgType: 'PONG', timeStamp: formatTimestamp(t0 - 3) }), '10.80.0.2', 12345, t0);
-    c.receive(encodeMessage({ clusterID: 'x', msgType: 'PONG', timeStamp: formatTimestamp(t0 - 10) }), '10.80.0.2', 12345, t0);
-    expect(c.drops).toEqual({ 'malformed': 1, 'too-large': 1, 'unknown-peer': 1, 'out-of-order': 1, 'future-timestamp': 1 });
+    c.receive(
+      encodeMessage({ clusterID: 'y', msgType: 'PONG', timeStamp: formatTimestamp(t0) }),
+      '10.80.0.2',
+      12345,
+      t0,
+    );
+    c.receive(
+      encodeMessage({ clusterID: 'x', msgType: 'PONG', timeStamp: formatTimestamp(t0 + 5) }),
+      '10.80.0.2',
+      12345,
+      t0,
+    );
+    c.receive(
+      encodeMessage({ clusterID: 'x', msgType: 'PONG', timeStamp: formatTimestamp(t0 - 3) }),
+      '10.80.0.2',
+      12345,
+      t0,
+    );
+    c.receive(
+      encodeMessage({ clusterID: 'x', msgType: 'PONG', timeStamp: formatTimestamp(t0 - 10) }),
+      '10.80.0.2',
+      12345,
+      t0,
+    );
+    expect(c.drops).toEqual({
+      malformed: 1,
+      'too-large': 1,
+      'unknown-peer': 1,
+      'out-of-order': 1,
+      'future-timestamp': 1,
+    });
     expect(c.status('x')!.latencyMs).toBe(3);
     expect(() => c.addPeer('x', '10.80.0.2', t0)).toThrow(/already/);
   });

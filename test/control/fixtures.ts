@@ -17,18 +17,29 @@ export function gatewayInput(): Record<string, unknown> & { peers: Record<string
     wireguard: { privateKey: KEYS.aPriv },
     peers: [
       {
-        name: 'cluster-b', clusterId: 'cluster-b', publicKey: KEYS.bPub, endpoint: '192.0.2.20:51840',
+        name: 'cluster-b',
+        clusterId: 'cluster-b',
+        publicKey: KEYS.bPub,
+        endpoint: '192.0.2.20:51840',
         remote: { podCIDRs: ['10.0.0.0/16'], externalCIDRs: ['10.70.0.0/16'] },
         remapped: { podCIDRs: ['10.71.0.0/16'], externalCIDRs: ['10.72.0.0/16'] },
       },
       {
-        name: 'cluster-c', clusterId: 'cluster-c', publicKey: KEYS.cPub,
+        name: 'cluster-c',
+        clusterId: 'cluster-c',
+        publicKey: KEYS.cPub,
         remote: { podCIDRs: ['10.200.0.0/16'], externalCIDRs: ['10.73.0.0/16'] },
       },
     ],
     geneve: {
       tunnels: [
-        { id: 0, nodeName: 'worker-1', remoteUnderlay: '172.18.0.3', localInternalAddress: '10.80.0.1', remoteInternalAddress: '10.80.0.2' },
+        {
+          id: 0,
+          nodeName: 'worker-1',
+          remoteUnderlay: '172.18.0.3',
+          localInternalAddress: '10.80.0.1',
+          remoteInternalAddress: '10.80.0.2',
+        },
       ],
       podRoutes: [{ podCIDR: '10.0.1.0/24', nodeInternalAddress: '10.80.0.2' }],
     },

@@ -5,7 +5,7 @@ import { Ipam, IpamExhaustedError, IpamRequestError } from '../../src/control/ip
 const LOCAL = ['10.0.0.0/16', '10.96.0.0/12', '10.70.0.0/16', '10.80.0.0/16'];
 
 describe('Ipam (Liqo policy)', () => {
-  test('keeps the peer\'s exact CIDR when it is free', () => {
+  test("keeps the peer's exact CIDR when it is free", () => {
     const ipam = new Ipam({ reserved: LOCAL });
     expect(ipam.allocate('b/pod', '10.1.0.0/16')).toBe('10.1.0.0/16');
     expect(ipam.allocate('c/pod', '192.168.10.0/24')).toBe('192.168.10.0/24');

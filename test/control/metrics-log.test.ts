@@ -1,12 +1,27 @@
 import { Writable } from 'node:stream';
 import { afterEach, describe, expect, test } from 'vitest';
 import { createLogger, LogLevelError, resolveLogLevel } from '../../src/control/log.js';
-import { createMetricsRegistry, MetricsListenError, startMetricsServer, type MetricsServer, type PeerStatsSample, type StatsSource } from '../../src/control/metrics.js';
+import {
+  createMetricsRegistry,
+  MetricsListenError,
+  startMetricsServer,
+  type MetricsServer,
+  type PeerStatsSample,
+  type StatsSource,
+} from '../../src/control/metrics.js';
 
 function source(): StatsSource & { peerList: PeerStatsSample[]; dropMap: Record<string, number> } {
   const s = {
     peerList: [
-      { clusterId: 'cluster-b', connected: true, latencyUs: 850, rxBytes: 1000, txBytes: 2500, handshakes: 3, lastHandshakeAtMs: 1_700_000_000_500 },
+      {
+        clusterId: 'cluster-b',
+        connected: true,
+        latencyUs: 850,
+        rxBytes: 1000,
+        txBytes: 2500,
+        handshakes: 3,
+        lastHandshakeAtMs: 1_700_000_000_500,
+      },
       { clusterId: 'cluster-c', connected: false, latencyUs: 0, rxBytes: 0, txBytes: 148, handshakes: 0 },
     ] as PeerStatsSample[],
     dropMap: { 'bad-mac1': 4, 'no-route': 1 } as Record<string, number>,
@@ -30,10 +45,13 @@ function parse(text: string): Map<string, number> {
 }
 
 let server: MetricsServer | undefined;
-afterEach(async () => { await server?.close(); server = undefined; });
+afterEach(async () => {
+  await server?.close();
+  server = undefined;
+});
 
 describe('metrics endpoint', () => {
-  test('serves Liqo\'s and Weft\'s metrics from the StatsSource, current at every scrape', async () => {
+  test("serves Liqo's and Weft's metrics from the StatsSource, current at every scrape", async () => {
     const src = source();
     server = await startMetricsServer(createMetricsRegistry(src), '127.0.0.1:0');
     const scrape = async () => {
@@ -72,7 +90,9 @@ describe('metrics endpoint', () => {
 
   test('a failing source gives HTTP 500, not a crash', async () => {
     const src = source();
-    src.natEntries = () => { throw new Error('engine gone'); };
+    src.natEntries = () => {
+      throw new Error('engine gone');
+    };
     server = await startMetricsServer(createMetricsRegistry(src), '127.0.0.1:0');
     const res = await fetch(`http://127.0.0.1:${server.port}/metrics`);
     expect(res.status).toBe(500);
@@ -84,14 +104,21 @@ describe('metrics endpoint', () => {
     await expect(startMetricsServer(reg, 'localhost')).rejects.toBeInstanceOf(MetricsListenError);
     server = await startMetricsServer(reg, '[::1]:0').catch(() => startMetricsServer(reg, '127.0.0.1:0'));
     const busy = `${server.address.includes(':') ? `[${server.address}]` : server.address}:${server.port}`;
-    await expect(startMetricsServer(reg, busy)).rejects.toThrow(new RegExp(`cannot listen on .*${server.port}.*EADDRINUSE`));
+    await expect(startMetricsServer(reg, busy)).rejects.toThrow(
+      new RegExp(`cannot listen on .*${server.port}.*EADDRINUSE`),
+    );
   });
 });
 
 describe('logger', () => {
   const sink = () => {
     const lines: Record<string, unknown>[] = [];
-    const stream = new Writable({ write(chunk, _enc, cb) { lines.push(JSON.parse(String(chunk)) as Record<string, unknown>); cb(); } });
+    const stream = new Writable({
+      write(chunk, _enc, cb) {
+        lines.push(JSON.parse(String(chunk)) as Record<string, unknown>);
+        cb();
+      },
+    });
     return { lines, stream };
   };
 

@@ -21,15 +21,24 @@ interface Recorder {
   next(): Promise<void>;
 }
 
-function recorder(failApply = false): Recorder & { applier: { apply: (ops: readonly ConfigOp[], n: WeftConfig, p: WeftConfig) => void }; onError: (e: unknown) => void } {
+function recorder(
+  failApply = false,
+): Recorder & {
+  applier: { apply: (ops: readonly ConfigOp[], n: WeftConfig, p: WeftConfig) => void };
+  onError: (e: unknown) => void;
+} {
   let wake: (() => void) | undefined;
   const r = {
     calls: [] as Recorder['calls'],
     errors: [] as unknown[],
-    next: () => new Promise<void>((resolve, reject) => {
-      const t = setTimeout(() => reject(new Error('no reload within 5 s')), 5000);
-      wake = () => { clearTimeout(t); resolve(); };
-    }),
+    next: () =>
+      new Promise<void>((resolve, reject) => {
+        const t = setTimeout(() => reject(new Error('no reload within 5 s')), 5000);
+        wake = () => {
+          clearTimeout(t);
+          resolve();
+        };
+      }),
     applier: {
       apply: (ops: readonly ConfigOp[], next: WeftConfig, previous: WeftConfig) => {
         r.calls.push({ ops, next, previous });
@@ -37,7 +46,10 @@ function recorder(failApply = false): Recorder & { applier: { apply: (ops: reado
         if (failApply) throw new Error('data plane refused');
       },
     },
-    onError: (e: unknown) => { r.errors.push(e); wake?.(); },
+    onError: (e: unknown) => {
+      r.errors.push(e);
+      wake?.();
+    },
   };
   return r;
 }
@@ -64,7 +76,9 @@ describe('ConfigReloader', () => {
     writeFileSync(path, stringify(i));
     await waiting;
     expect(r.calls).toHaveLength(1);
-    expect(r.calls[0]!.ops).toEqual([{ kind: 'peer.update', name: 'cluster-b', publicKey: expect.any(String), changes: { persistentKeepalive: 25 } }]);
+    expect(r.calls[0]!.ops).toEqual([
+      { kind: 'peer.update', name: 'cluster-b', publicKey: expect.any(String), changes: { persistentKeepalive: 25 } },
+    ]);
     expect(r.calls[0]!.previous).toBe(first);
     await reloader.whenIdle();
     expect(reloader.current).toBe(r.calls[0]!.next);
@@ -127,7 +141,9 @@ describe('ConfigReloader', () => {
   });
 
   test('start() on an invalid file throws ConfigError', async () => {
-    const path = writeConfig((i) => { i['role'] = 'router'; });
+    const path = writeConfig((i) => {
+      i['role'] = 'router';
+    });
     reloader = new ConfigReloader({ path, applier: { apply: () => {} } });
     await expect(reloader.start(false)).rejects.toBeInstanceOf(ConfigError);
     expect(() => reloader!.current).toThrow(/start\(\)/);

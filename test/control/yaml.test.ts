@@ -25,7 +25,7 @@ describe('examples', () => {
     expect(c.cluster.id).toMatch(/^cluster-/);
   });
 
-  test('gateway-a and gateway-b are mirror images (each one the other\'s peer)', async () => {
+  test("gateway-a and gateway-b are mirror images (each one the other's peer)", async () => {
     const a = await loadConfigFile('examples/gateway-a.yaml');
     const b = await loadConfigFile('examples/gateway-b.yaml');
     if (a.role !== 'gateway' || b.role !== 'gateway') throw new Error('role');
@@ -37,7 +37,7 @@ describe('examples', () => {
 });
 
 describe('parseConfigYaml errors', () => {
-  test('an alias before its anchor is a ConfigError, not the yaml library\'s ReferenceError (found by fuzzing)', () => {
+  test("an alias before its anchor is a ConfigError, not the yaml library's ReferenceError (found by fuzzing)", () => {
     const text = ['role: gateway', 'cluster: *c', ''].join('\n');
     expect(() => parseConfigYaml(text, 'x.yaml')).toThrow(ConfigError);
     expect(() => parseConfigYaml(text, 'x.yaml')).toThrow(/x\.yaml.*YAML error: Unresolved alias/);
@@ -61,11 +61,15 @@ describe('parseConfigYaml errors', () => {
     expect(err.issues).toHaveLength(1);
     expect(err.issues[0]!.path).toBe('peers[0].remote.podCIDRs[1]');
     expect(err.issues[0]!.line).toBe(11);
-    expect(err.message).toBe('/etc/weft/gw.yaml:11: peers[0].remote.podCIDRs[1]: expected a CIDR like "10.0.0.0/16": host bits are set; did you mean 10.2.0.0/16?');
+    expect(err.message).toBe(
+      '/etc/weft/gw.yaml:11: peers[0].remote.podCIDRs[1]: expected a CIDR like "10.0.0.0/16": host bits are set; did you mean 10.2.0.0/16?',
+    );
   });
 
   test('missing field points at the closest existing parent line', () => {
-    const err = errorOf(() => parseConfigYaml('role: gateway\ncluster:\n  id: a\nwireguard:\n  listenPort: 1\n', 'x.yaml'));
+    const err = errorOf(() =>
+      parseConfigYaml('role: gateway\ncluster:\n  id: a\nwireguard:\n  listenPort: 1\n', 'x.yaml'),
+    );
     expect(err.issues[0]!.path).toBe('wireguard.privateKey');
     expect(err.issues[0]!.line).toBe(5);
   });
@@ -102,8 +106,12 @@ describe('privateKeyFile', () => {
     writeFileSync(join(dir, 'k1.yaml'), base('  privateKeyFile: missing.key'));
     writeFileSync(join(dir, 'k2.yaml'), base('  privateKeyFile: bad.key'));
     writeFileSync(join(dir, 'k3.yaml'), base(`  privateKeyFile: bad.key\n  privateKey: ${KEYS.aPriv}`));
-    expect(() => loadConfigFileSync(join(dir, 'k1.yaml'))).toThrow(/k1\.yaml:4: wireguard\.privateKeyFile: cannot read private key file .*missing\.key: ENOENT/);
-    expect(() => loadConfigFileSync(join(dir, 'k2.yaml'))).toThrow(/wireguard\.privateKeyFile: file .*bad\.key does not hold a base64 32-byte key/);
+    expect(() => loadConfigFileSync(join(dir, 'k1.yaml'))).toThrow(
+      /k1\.yaml:4: wireguard\.privateKeyFile: cannot read private key file .*missing\.key: ENOENT/,
+    );
+    expect(() => loadConfigFileSync(join(dir, 'k2.yaml'))).toThrow(
+      /wireguard\.privateKeyFile: file .*bad\.key does not hold a base64 32-byte key/,
+    );
     expect(() => loadConfigFileSync(join(dir, 'k3.yaml'))).toThrow(/not both/);
   });
 });

@@ -80,9 +80,24 @@ describe.each(BACKENDS)('%s backend: AEAD contract', (_name, create) => {
     b.seal(key, nonce, ad, payload, 0, 80, sealed, 0);
 
     it.each([
-      ['a flipped tag bit', (c: Uint8Array) => { c[80 + 5] ^= 0x01; }],
-      ['a flipped ciphertext bit', (c: Uint8Array) => { c[0] ^= 0x80; }],
-      ['a flipped last ciphertext bit', (c: Uint8Array) => { c[79] ^= 0x01; }],
+      [
+        'a flipped tag bit',
+        (c: Uint8Array) => {
+          c[80 + 5] ^= 0x01;
+        },
+      ],
+      [
+        'a flipped ciphertext bit',
+        (c: Uint8Array) => {
+          c[0] ^= 0x80;
+        },
+      ],
+      [
+        'a flipped last ciphertext bit',
+        (c: Uint8Array) => {
+          c[79] ^= 0x01;
+        },
+      ],
     ])('%s', (_what, tamper) => {
       const c = sealed.slice();
       tamper(c);
@@ -184,7 +199,9 @@ describe.each(BACKENDS)('%s backend: hashing, keys and randomness', (_name, crea
     expect(toHex(big.subarray(1, 33))).toBe(toHex(h));
     expect(toHex(big.subarray(35, 51))).toBe(toHex(m));
     expect(toHex(big.subarray(53, 85))).toBe(toHex(hm));
-    expect([big[0], big[33], big[34], big[51], big[52], big[85], big[89]]).toEqual([0x55, 0x55, 0x55, 0x55, 0x55, 0x55, 0x55]);
+    expect([big[0], big[33], big[34], big[51], big[52], big[85], big[89]]).toEqual([
+      0x55, 0x55, 0x55, 0x55, 0x55, 0x55, 0x55,
+    ]);
   });
 
   it('generatePrivateKey returns distinct clamped keys whose public keys agree with dh', () => {
@@ -250,7 +267,10 @@ describe('the node, openssl and pure backends agree on seeded random inputs', ()
     const xnonce = rnd(24);
     const ad = len % 2 === 0 ? rnd(len % 40) : null;
     const pt = rnd(len);
-    for (const [s, n, open] of [['seal', nonce, 'open'], ['xseal', xnonce, 'xopen']] as const) {
+    for (const [s, n, open] of [
+      ['seal', nonce, 'open'],
+      ['xseal', xnonce, 'xopen'],
+    ] as const) {
       const a = new Uint8Array(len + TAG);
       const c = new Uint8Array(len + TAG);
       const o = new Uint8Array(len + TAG);

@@ -7,8 +7,17 @@
 import { execFileSync } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
 import {
-  KeyFormatError, clampPrivateKey, generatePresharedKeyBase64, generatePrivateKeyBase64, isZeroKey,
-  keyFromBase64, keyFromHex, keyToBase64, keyToHex, keysEqual, publicKeyBase64,
+  KeyFormatError,
+  clampPrivateKey,
+  generatePresharedKeyBase64,
+  generatePrivateKeyBase64,
+  isZeroKey,
+  keyFromBase64,
+  keyFromHex,
+  keyToBase64,
+  keyToHex,
+  keysEqual,
+  publicKeyBase64,
 } from '../../src/crypto/keys.js';
 import { BACKENDS, hex, seeded, toHex } from './helpers.js';
 
@@ -40,7 +49,8 @@ describe('base64 and hex codecs', () => {
 
   it('ignores surrounding whitespace such as the newline of a key file', () => {
     expect(toHex(keyFromBase64('  dwdtCnMYpX08FsFyUbJmRd9ML4frwJkqsXf7pR25LCo=\n'))).toBe(
-      '77076d0a7318a57d3c16c17251b26645df4c2f87ebc0992ab177fba51db92c2a');
+      '77076d0a7318a57d3c16c17251b26645df4c2f87ebc0992ab177fba51db92c2a',
+    );
   });
 
   const good = 'dwdtCnMYpX08FsFyUbJmRd9ML4frwJkqsXf7pR25LCo=';

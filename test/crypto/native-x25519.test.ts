@@ -35,15 +35,25 @@ describe('native X25519', () => {
   it('RFC 7748 §5.2 vectors', () => {
     const x = addon();
     const out = new Uint8Array(32);
-    expect(x.x25519(out, hex('a546e36bf0527c9d3b16154b82465edd62144c0ac1fc5a18506a2244ba449ac4'),
-      hex('e6db6867583030db3594c1a424b15f7c726624ec26b3353b10a903a6d0ab1c4c'))).toBe(true);
+    expect(
+      x.x25519(
+        out,
+        hex('a546e36bf0527c9d3b16154b82465edd62144c0ac1fc5a18506a2244ba449ac4'),
+        hex('e6db6867583030db3594c1a424b15f7c726624ec26b3353b10a903a6d0ab1c4c'),
+      ),
+    ).toBe(true);
     expect(toHex(out)).toBe('c3da55379de9c6908e94ea4df28d084f32eccf03491c71f754b4075577a28552');
-    expect(x.x25519(out, hex('4b66e9d4d1b4673c5ad22691957d6af5c11b6421e0ea01d42ca4169e7918ba0d'),
-      hex('e5210f12786811d3f4b7959d0538ae2c31dbe7106fc03c3efc4cd549c715a493'))).toBe(true);
+    expect(
+      x.x25519(
+        out,
+        hex('4b66e9d4d1b4673c5ad22691957d6af5c11b6421e0ea01d42ca4169e7918ba0d'),
+        hex('e5210f12786811d3f4b7959d0538ae2c31dbe7106fc03c3efc4cd549c715a493'),
+      ),
+    ).toBe(true);
     expect(toHex(out)).toBe('95cbde9476e8907d7aade45cb4b873f88b595a68799fa152e6f8f7647aac7957');
   });
 
-  it('DH runs OpenSSL\'s ossl_x25519 when this Node exports it, and says so', () => {
+  it("DH runs OpenSSL's ossl_x25519 when this Node exports it, and says so", () => {
     const x = addon();
     // Node's official x86-64/arm64 binaries export it; a build without it keeps the C ladder.
     expect(x.osslReason).toBeNull();

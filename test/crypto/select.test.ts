@@ -5,8 +5,17 @@ import type * as NodeCrypto from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { CryptoBackendError } from '../../src/crypto/errors.js';
 import { createNodeBackend, loadNodeCrypto, nodeBackendUnavailableReason } from '../../src/crypto/node.js';
-import { opensslBackendUnavailableReason, opensslHashingUnavailableReason, opensslX25519UnavailableReason } from '../../src/crypto/openssl.js';
-import { autoBackendName, getCryptoBackend, parseCryptoBackendName, type CryptoBackendName } from '../../src/crypto/select.js';
+import {
+  opensslBackendUnavailableReason,
+  opensslHashingUnavailableReason,
+  opensslX25519UnavailableReason,
+} from '../../src/crypto/openssl.js';
+import {
+  autoBackendName,
+  getCryptoBackend,
+  parseCryptoBackendName,
+  type CryptoBackendName,
+} from '../../src/crypto/select.js';
 
 describe('getCryptoBackend', () => {
   it('returns the named backend, one shared instance per name', () => {
@@ -18,8 +27,12 @@ describe('getCryptoBackend', () => {
   });
 
   it("'auto' (the default) is the first of openssl, node, pure that can run here", () => {
-    const expected = opensslBackendUnavailableReason() === null ? 'openssl'
-      : nodeBackendUnavailableReason() === null ? 'node' : 'pure';
+    const expected =
+      opensslBackendUnavailableReason() === null
+        ? 'openssl'
+        : nodeBackendUnavailableReason() === null
+          ? 'node'
+          : 'pure';
     expect(autoBackendName()).toBe(expected);
     expect(getCryptoBackend().name).toBe(expected);
     expect(getCryptoBackend('auto')).toBe(getCryptoBackend(expected));
@@ -39,7 +52,12 @@ describe('getCryptoBackend', () => {
 
 describe('parseCryptoBackendName (WEFT_CRYPTO)', () => {
   it.each([
-    [undefined, 'auto'], ['', 'auto'], ['  ', 'auto'], ['node', 'node'], [' PURE\n', 'pure'], ['Auto', 'auto'],
+    [undefined, 'auto'],
+    ['', 'auto'],
+    ['  ', 'auto'],
+    ['node', 'node'],
+    [' PURE\n', 'pure'],
+    ['Auto', 'auto'],
     ['OpenSSL', 'openssl'],
   ] as const)('%j -> %s', (text, expected) => {
     expect(parseCryptoBackendName(text)).toBe(expected);
@@ -71,7 +89,9 @@ describe('node:crypto detection', () => {
   it('reports an OpenSSL whose X25519 fails', () => {
     const fake = {
       ...real,
-      generateKeyPairSync: () => { throw new Error('Unsupported key type'); },
+      generateKeyPairSync: () => {
+        throw new Error('Unsupported key type');
+      },
     } as unknown as typeof NodeCrypto;
     expect(nodeBackendUnavailableReason(fake)).toMatch(/X25519 does not work: Unsupported key type/);
   });

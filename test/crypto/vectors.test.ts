@@ -16,7 +16,9 @@ import { describe, expect, it } from 'vitest';
 import { blake2s } from '@noble/hashes/blake2.js';
 import { BACKENDS, hex, sequence, toHex, utf8 } from './helpers.js';
 
-const SUNSCREEN = utf8("Ladies and Gentlemen of the class of '99: If I could offer you only one tip for the future, sunscreen would be it.");
+const SUNSCREEN = utf8(
+  "Ladies and Gentlemen of the class of '99: If I could offer you only one tip for the future, sunscreen would be it.",
+);
 
 describe('test-vector inputs are transcribed correctly', () => {
   it('the RFC 8439 §2.8.2 plaintext is the 114 bytes the RFC lists (length block 0x72)', () => {
@@ -69,9 +71,11 @@ describe.each(BACKENDS)('%s backend: published vectors', (_name, create) => {
         49e617d91d361094fa68f0ff77987130 305beaba2eda04df997b714d6c6f2c29
         a6ad5cb4022b02709b`);
       const receivedTag = hex('eead9d67890cbb22392336fea1851f38');
-      const expected = utf8('Internet-Drafts are draft documents valid for a maximum of six months and may be ' +
-        'updated, replaced, or obsoleted by other documents at any time. It is inappropriate to use ' +
-        'Internet-Drafts as reference material or to cite them other than as /\u201cwork in progress./\u201d');
+      const expected = utf8(
+        'Internet-Drafts are draft documents valid for a maximum of six months and may be ' +
+          'updated, replaced, or obsoleted by other documents at any time. It is inappropriate to use ' +
+          'Internet-Drafts as reference material or to cite them other than as /\u201cwork in progress./\u201d',
+      );
       expect(ct.length).toBe(265);
       expect(expected.length).toBe(265);
       const src = new Uint8Array([...ct, ...receivedTag]);
@@ -154,17 +158,25 @@ describe.each(BACKENDS)('%s backend: published vectors', (_name, create) => {
   describe('X25519 (RFC 7748)', () => {
     it('§5.2 vector 1', () => {
       const out = new Uint8Array(32);
-      expect(b.dh(out,
-        hex('a546e36bf0527c9d3b16154b82465edd62144c0ac1fc5a18506a2244ba449ac4'),
-        hex('e6db6867583030db3594c1a424b15f7c726624ec26b3353b10a903a6d0ab1c4c'))).toBe(true);
+      expect(
+        b.dh(
+          out,
+          hex('a546e36bf0527c9d3b16154b82465edd62144c0ac1fc5a18506a2244ba449ac4'),
+          hex('e6db6867583030db3594c1a424b15f7c726624ec26b3353b10a903a6d0ab1c4c'),
+        ),
+      ).toBe(true);
       expect(toHex(out)).toBe('c3da55379de9c6908e94ea4df28d084f32eccf03491c71f754b4075577a28552');
     });
 
     it('§5.2 vector 2 (input u has the top bit set, which X25519 must mask)', () => {
       const out = new Uint8Array(32);
-      expect(b.dh(out,
-        hex('4b66e9d4d1b4673c5ad22691957d6af5c11b6421e0ea01d42ca4169e7918ba0d'),
-        hex('e5210f12786811d3f4b7959d0538ae2c31dbe7106fc03c3efc4cd549c715a493'))).toBe(true);
+      expect(
+        b.dh(
+          out,
+          hex('4b66e9d4d1b4673c5ad22691957d6af5c11b6421e0ea01d42ca4169e7918ba0d'),
+          hex('e5210f12786811d3f4b7959d0538ae2c31dbe7106fc03c3efc4cd549c715a493'),
+        ),
+      ).toBe(true);
       expect(toHex(out)).toBe('95cbde9476e8907d7aade45cb4b873f88b595a68799fa152e6f8f7647aac7957');
     });
 

@@ -9,15 +9,26 @@ import { parseConfigYaml } from '../../src/control/yaml.js';
 import { getCryptoBackend } from '../../src/crypto/select.js';
 import { generatePrivateKeyBase64, publicKeyBase64 } from '../../src/crypto/keys.js';
 import {
-  DemoPlanError, buildPlan, findPod, keyFileName, planNamespaces, remotePodAddress, remoteSnatAddress, renderConfigs,
-  translateAddress, type DemoKeys,
+  DemoPlanError,
+  buildPlan,
+  findPod,
+  keyFileName,
+  planNamespaces,
+  remotePodAddress,
+  remoteSnatAddress,
+  renderConfigs,
+  translateAddress,
+  type DemoKeys,
 } from '../../src/demo/plan.js';
 
 function keys(): DemoKeys {
   const b = getCryptoBackend('pure');
   const a = generatePrivateKeyBase64(b);
   const c = generatePrivateKeyBase64(b);
-  return { a: { privateKey: a, publicKey: publicKeyBase64(b, a) }, b: { privateKey: c, publicKey: publicKeyBase64(b, c) } };
+  return {
+    a: { privateKey: a, publicKey: publicKeyBase64(b, a) },
+    b: { privateKey: c, publicKey: publicKeyBase64(b, c) },
+  };
 }
 
 describe('demo plan', () => {
@@ -46,7 +57,9 @@ describe('demo plan', () => {
     expect(planNamespaces(buildPlan('wd'))).toEqual(names);
     expect(planNamespaces(buildPlan('wx'))[0]).toBe('wx-a-gw');
     for (const c of [plan.a, plan.b]) {
-      for (const n of c.nodes) for (const i of [n.underlayIf, n.gatewayPortIf, n.tunName, ...n.pods.map((p) => p.nodeIf)]) expect(i.length).toBeLessThanOrEqual(15);
+      for (const n of c.nodes)
+        for (const i of [n.underlayIf, n.gatewayPortIf, n.tunName, ...n.pods.map((p) => p.nodeIf)])
+          expect(i.length).toBeLessThanOrEqual(15);
     }
   });
 
@@ -75,7 +88,12 @@ describe('demo plan', () => {
     const k = keys();
     const files = renderConfigs(plan, k);
     expect(files.map((f) => f.file)).toEqual([
-      'gateway-a.yaml', 'gateway-b.yaml', 'node-a-worker-1.yaml', 'node-a-worker-2.yaml', 'node-b-worker-1.yaml', 'node-b-worker-2.yaml',
+      'gateway-a.yaml',
+      'gateway-b.yaml',
+      'node-a-worker-1.yaml',
+      'node-a-worker-2.yaml',
+      'node-b-worker-1.yaml',
+      'node-b-worker-2.yaml',
     ]);
     const keyFiles: Record<string, string> = {
       [`/cfg/${keyFileName(plan.a)}`]: `${k.a.privateKey}\n`,
@@ -108,7 +126,10 @@ describe('demo plan', () => {
         { podCIDR: '10.0.2.0/24', nodeInternalAddress: '10.80.0.3' },
       ]);
     }
-    expect(gwA.geneve.tunnels.map((t) => [t.id, t.remoteUnderlay, t.remoteInternalAddress])).toEqual([[0, '172.18.0.2', '10.80.0.2'], [1, '172.18.0.3', '10.80.0.3']]);
+    expect(gwA.geneve.tunnels.map((t) => [t.id, t.remoteUnderlay, t.remoteInternalAddress])).toEqual([
+      [0, '172.18.0.2', '10.80.0.2'],
+      [1, '172.18.0.3', '10.80.0.3'],
+    ]);
     expect(gwB.geneve.tunnels.map((t) => t.remoteUnderlay)).toEqual(['172.19.0.2', '172.19.0.3']);
     const nodes = parsed.slice(2) as NodeConfig[];
     for (const n of nodes) {
@@ -117,7 +138,16 @@ describe('demo plan', () => {
       expect(n.node.gateways[0]!.remoteCIDRs).toEqual(['10.71.0.0/16', '10.72.0.0/16']);
       expect(n.node.gateways[0]!.gatewayInternalAddress).toBe('10.80.0.1');
     }
-    expect(nodes.map((n) => [n.cluster.id, n.node.name, n.node.underlayAddress, n.node.gateways[0]!.gatewayUnderlay, n.node.gateways[0]!.vni, n.node.gateways[0]!.localInternalAddress])).toEqual([
+    expect(
+      nodes.map((n) => [
+        n.cluster.id,
+        n.node.name,
+        n.node.underlayAddress,
+        n.node.gateways[0]!.gatewayUnderlay,
+        n.node.gateways[0]!.vni,
+        n.node.gateways[0]!.localInternalAddress,
+      ]),
+    ).toEqual([
       ['cluster-a', 'worker-1', '172.18.0.2', '172.18.0.1', 0, '10.80.0.2'],
       ['cluster-a', 'worker-2', '172.18.0.3', '172.18.0.1', 1, '10.80.0.3'],
       ['cluster-b', 'worker-1', '172.19.0.2', '172.19.0.1', 0, '10.80.0.2'],

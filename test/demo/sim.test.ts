@@ -14,7 +14,13 @@ import { runSimulatedDemo, SimSystem } from '../../src/demo/sim.js';
 
 const plan = buildPlan('wd');
 
-interface Sent { to: string; from: string; vni?: number; inner?: [string, string]; wgType?: number }
+interface Sent {
+  to: string;
+  from: string;
+  vni?: number;
+  inner?: [string, string];
+  wgType?: number;
+}
 
 function record(sys: SimSystem): Sent[] {
   const log: Sent[] = [];
@@ -47,17 +53,37 @@ describe('simulated two-cluster demo (no root)', () => {
     expect([rep.src, rep.dst, rep.checksumsOk]).toEqual(['10.71.2.23', '10.0.1.11', true]);
 
     // Underlay A: worker-1 (VNI 0) → gateway A with the packet as the pod sent it.
-    expect(log[0]).toMatchObject({ to: '172.18.0.1:6091', from: '172.18.0.2:6091', vni: 0, inner: ['10.0.1.11', '10.71.2.23'] });
+    expect(log[0]).toMatchObject({
+      to: '172.18.0.1:6091',
+      from: '172.18.0.2:6091',
+      vni: 0,
+      inner: ['10.0.1.11', '10.71.2.23'],
+    });
     // WAN: handshake initiation (1) from A, response (2) from B, then transport data (4) only.
     const wan = log.filter((s) => s.wgType !== undefined);
     expect(wan[0]).toMatchObject({ to: '198.18.0.2:51840', from: '198.18.0.1:51840', wgType: 1 });
     expect(wan[1]).toMatchObject({ to: '198.18.0.1:51840', from: '198.18.0.2:51840', wgType: 2 });
     expect(wan.slice(2).every((s) => s.wgType === 4)).toBe(true);
     // Underlay B: gateway B → worker-2 (VNI 1, B3's node), source already remapped by B.
-    expect(log).toContainEqual({ to: '172.19.0.3:6091', from: '172.19.0.1:6091', vni: 1, inner: ['10.71.1.11', '10.0.2.23'] });
+    expect(log).toContainEqual({
+      to: '172.19.0.3:6091',
+      from: '172.19.0.1:6091',
+      vni: 1,
+      inner: ['10.71.1.11', '10.0.2.23'],
+    });
     // And back: worker-2 → gateway B with the reply to A1 as B sees it.
-    expect(log).toContainEqual({ to: '172.19.0.1:6091', from: '172.19.0.3:6091', vni: 1, inner: ['10.0.2.23', '10.71.1.11'] });
-    expect(log).toContainEqual({ to: '172.18.0.2:6091', from: '172.18.0.1:6091', vni: 0, inner: ['10.71.2.23', '10.0.1.11'] });
+    expect(log).toContainEqual({
+      to: '172.19.0.1:6091',
+      from: '172.19.0.3:6091',
+      vni: 1,
+      inner: ['10.0.2.23', '10.71.1.11'],
+    });
+    expect(log).toContainEqual({
+      to: '172.18.0.2:6091',
+      from: '172.18.0.1:6091',
+      vni: 0,
+      inner: ['10.71.2.23', '10.0.1.11'],
+    });
   });
 
   it("B's real pod address means nothing in A: the packet is dropped at A's node, not delivered to a twin", () => {
@@ -79,7 +105,12 @@ describe('simulated two-cluster demo (no root)', () => {
     const atB1 = sys.pod('B1').seen.recent[0]!;
     expect([atB1.src, atB1.dst]).toEqual(['10.72.0.0', '10.0.1.21']);
     const back = node.hostSeen.recent[0]!;
-    expect([back.src, back.dst, back.icmpType, back.checksumsOk]).toEqual(['10.71.1.21', '10.80.0.3', ICMPV4_ECHO_REPLY, true]);
+    expect([back.src, back.dst, back.icmpType, back.checksumsOk]).toEqual([
+      '10.71.1.21',
+      '10.80.0.3',
+      ICMPV4_ECHO_REPLY,
+      true,
+    ]);
   });
 
   it('an ICMP error from B comes back with the outer and the quoted addresses translated', () => {
@@ -88,7 +119,13 @@ describe('simulated two-cluster demo (no root)', () => {
     a2.sendUdp('10.71.2.24', 40000, 33434, 16);
     sys.run();
     const e = a2.seen.recent.find((p) => p.icmpType === ICMPV4_DEST_UNREACHABLE)!;
-    expect([e.src, e.dst, e.quotedSrc, e.quotedDst, e.checksumsOk]).toEqual(['10.71.2.24', '10.0.1.12', '10.0.1.12', '10.71.2.24', true]);
+    expect([e.src, e.dst, e.quotedSrc, e.quotedDst, e.checksumsOk]).toEqual([
+      '10.71.2.24',
+      '10.0.1.12',
+      '10.0.1.12',
+      '10.71.2.24',
+      true,
+    ]);
   });
 
   it('runSimulatedDemo: every row of the table passes, one progress line per step', async () => {
@@ -96,8 +133,14 @@ describe('simulated two-cluster demo (no root)', () => {
     const rows = await runSimulatedDemo(plan, (s) => steps.push(s));
     expect(rows.filter((r) => r.ok === false)).toEqual([]);
     expect(rows.map((r) => r.check)).toEqual([
-      'WireGuard handshake', 'ping (ICMP echo)', 'source seen by B3', 'ping (B → A)', 'ICMP error translated', 'host-network SNAT',
-      'throughput (in-process)', 'drops',
+      'WireGuard handshake',
+      'ping (ICMP echo)',
+      'source seen by B3',
+      'ping (B → A)',
+      'ICMP error translated',
+      'host-network SNAT',
+      'throughput (in-process)',
+      'drops',
     ]);
     expect(steps.length).toBe(7);
   });

@@ -13,7 +13,10 @@ const plan = buildPlan('wxt');
 const skip = needs({ root: true, commands: ['ip', 'ping'] });
 
 async function ping(ns: string, addr: string): Promise<number> {
-  const r = await runCommand(inNs(ns, ['ping', '-n', '-q', '-c', '2', '-i', '0.2', '-W', '1', addr]), { allowFail: true, timeoutMs: 10_000 });
+  const r = await runCommand(inNs(ns, ['ping', '-n', '-q', '-c', '2', '-i', '0.2', '-W', '1', addr]), {
+    allowFail: true,
+    timeoutMs: 10_000,
+  });
   return Number(/(\d+) received/.exec(r.stdout)?.[1] ?? 0);
 }
 

@@ -83,13 +83,31 @@ function metric(text: string, name: string, cluster: string): number {
 
 async function startGateway(me: 'a' | 'b'): Promise<Spawned> {
   const ns = me === 'a' ? nsA : nsB;
-  const g = topo.spawnIn(ns, `gateway-${me}`, [process.execPath, WEFT_BIN, 'up', '-c', join(dir, `gateway-${me}.yaml`), '--run-dir', runDir(me),
-    '--conncheck-interval', String(INTERVAL_MS)], { lifetimeS: 150 });
+  const g = topo.spawnIn(
+    ns,
+    `gateway-${me}`,
+    [
+      process.execPath,
+      WEFT_BIN,
+      'up',
+      '-c',
+      join(dir, `gateway-${me}.yaml`),
+      '--run-dir',
+      runDir(me),
+      '--conncheck-interval',
+      String(INTERVAL_MS),
+    ],
+    { lifetimeS: 150 },
+  );
   procs[me] = g;
-  await waitFor(`gateway-${me} control socket`, () => {
-    if (g.child.exitCode !== null) throw new Error(`gateway-${me} exited: ${g.output()}`);
-    return existsSync(join(runDir(me), `gateway-${me}.sock`));
-  }, 20_000);
+  await waitFor(
+    `gateway-${me} control socket`,
+    () => {
+      if (g.child.exitCode !== null) throw new Error(`gateway-${me} exited: ${g.output()}`);
+      return existsSync(join(runDir(me), `gateway-${me}.sock`));
+    },
+    20_000,
+  );
   // The control socket opens before the data plane: wait until it forwards.
   await waitFor(`gateway-${me} active`, async () => (await show(me)).weft.active, 20_000);
   return g;
@@ -120,23 +138,34 @@ afterAll(async () => {
 }, 30_000);
 
 describe.skipIf(skip !== null)('in-tunnel connection check between two weft gateways', () => {
-  test('each gateway carries its tunnel address and routes the peer\'s via its TUN with that source', () => {
+  test("each gateway carries its tunnel address and routes the peer's via its TUN with that source", () => {
     expect(topo.exec(nsA, ['ip', '-o', '-4', 'addr', 'show', 'dev', 'wk-tun-a'])).toContain('inet 169.254.18.2/32');
     expect(topo.exec(nsB, ['ip', '-o', '-4', 'addr', 'show', 'dev', 'wk-tun-b'])).toContain('inet 169.254.18.1/32');
-    expect(topo.exec(nsA, ['ip', 'route', 'get', '169.254.18.1'])).toMatch(/169\.254\.18\.1 dev wk-tun-a src 169\.254\.18\.2/);
-    expect(topo.exec(nsB, ['ip', 'route', 'get', '169.254.18.2'])).toMatch(/169\.254\.18\.2 dev wk-tun-b src 169\.254\.18\.1/);
+    expect(topo.exec(nsA, ['ip', 'route', 'get', '169.254.18.1'])).toMatch(
+      /169\.254\.18\.1 dev wk-tun-a src 169\.254\.18\.2/,
+    );
+    expect(topo.exec(nsB, ['ip', 'route', 'get', '169.254.18.2'])).toMatch(
+      /169\.254\.18\.2 dev wk-tun-b src 169\.254\.18\.1/,
+    );
   });
 
   test('both sides reach Connected with a measured latency: show (JSON, text) and metrics', async ({ annotate }) => {
     for (const me of ['a', 'b'] as const) {
-      await waitFor(`gateway-${me} Connected`, async () => (await peerOf(me)).connection?.value === 'Connected', 10_000, 100);
+      await waitFor(
+        `gateway-${me} Connected`,
+        async () => (await peerOf(me)).connection?.value === 'Connected',
+        10_000,
+        100,
+      );
     }
     const a = await peerOf('a');
     expect(a).toMatchObject({ tunnelAddress: '169.254.18.1', localTunnelAddress: '169.254.18.2' });
     expect(a.connection!.latencyMs).toBeGreaterThan(0);
     expect(a.connection!.latencyMs).toBeLessThan(1000);
     const b = await peerOf('b');
-    await annotate(`latency A→B ${a.connection!.latencyMs.toFixed(3)} ms, B→A ${b.connection!.latencyMs.toFixed(3)} ms`);
+    await annotate(
+      `latency A→B ${a.connection!.latencyMs.toFixed(3)} ms, B→A ${b.connection!.latencyMs.toFixed(3)} ms`,
+    );
     expect(b).toMatchObject({ tunnelAddress: '169.254.18.2', localTunnelAddress: '169.254.18.1' });
     expect(b.connection!.latencyMs).toBeGreaterThan(0);
     expect(b.connection!.latencyMs).toBeLessThan(1000);
@@ -158,36 +187,57 @@ describe.skipIf(skip !== null)('in-tunnel connection check between two weft gate
     // solicitations on the TUN are the only no_route drops).
     for (const me of ['a', 'b'] as const) {
       const drops = Object.keys((await show(me)).drops);
-      expect(drops.filter((k) => (k.startsWith('route_') && k !== 'route_no_route') || k.startsWith('nat_'))).toEqual([]);
+      expect(drops.filter((k) => (k.startsWith('route_') && k !== 'route_no_route') || k.startsWith('nat_'))).toEqual(
+        [],
+      );
     }
   });
 
   test('on the WAN the check travels only inside WireGuard', () => {
     // ~3 intervals of traffic on B's WAN end: WireGuard datagrams, no plaintext UDP 12345.
     const cap = (filter: string): number => {
-      const out = topo.exec(nsB, ['timeout', '2', 'tcpdump', '-nn', '-q', '-l', '-i', 'wkwan-b', filter], { allowFail: true, timeoutMs: 10_000 });
+      const out = topo.exec(nsB, ['timeout', '2', 'tcpdump', '-nn', '-q', '-l', '-i', 'wkwan-b', filter], {
+        allowFail: true,
+        timeoutMs: 10_000,
+      });
       return out.split('\n').filter((l) => l.includes(' IP ')).length;
     };
     expect(cap('udp port 51840')).toBeGreaterThanOrEqual(2);
     expect(cap('udp port 12345 or net 169.254.0.0/16')).toBe(0);
   });
 
-  test('the gateway host pings the peer\'s tunnel address; any other source towards it is dropped and counted', async () => {
-    const icmp = (extra: string[]): string => topo.exec(nsA, ['ping', '-n', '-q', '-c', '2', '-i', '0.2', '-W', '1', ...extra, '169.254.18.1'], { allowFail: true, timeoutMs: 10_000 });
+  test("the gateway host pings the peer's tunnel address; any other source towards it is dropped and counted", async () => {
+    const icmp = (extra: string[]): string =>
+      topo.exec(nsA, ['ping', '-n', '-q', '-c', '2', '-i', '0.2', '-W', '1', ...extra, '169.254.18.1'], {
+        allowFail: true,
+        timeoutMs: 10_000,
+      });
     expect(icmp([])).toMatch(/2 packets transmitted, 2 received/);
     // From A's internal address (also on its TUN) B could not accept it (allowed IPs): dropped at A.
     expect(icmp(['-I', '10.80.0.1'])).toMatch(/2 packets transmitted, 0 received/);
-    await waitFor('route_tunnel_source at A', async () => (await show('a')).drops['route_tunnel_source'] === 2, 5000, 100);
+    await waitFor(
+      'route_tunnel_source at A',
+      async () => (await show('a')).drops['route_tunnel_source'] === 2,
+      5000,
+      100,
+    );
   });
 
   test('a reload moving both ends to other tunnel addresses moves the check live', async () => {
     writeFileSync(join(dir, 'gateway-a.yaml'), gatewayYaml('a', ['169.254.30.2', '169.254.30.1']));
     writeFileSync(join(dir, 'gateway-b.yaml'), gatewayYaml('b', ['169.254.30.1', '169.254.30.2']));
     for (const me of ['a', 'b'] as const) {
-      await waitFor(`gateway-${me} on the new addresses, Connected`, async () => {
-        const p = await peerOf(me);
-        return p.tunnelAddress === (me === 'a' ? '169.254.30.1' : '169.254.30.2') && p.connection?.value === 'Connected';
-      }, 15_000, 100);
+      await waitFor(
+        `gateway-${me} on the new addresses, Connected`,
+        async () => {
+          const p = await peerOf(me);
+          return (
+            p.tunnelAddress === (me === 'a' ? '169.254.30.1' : '169.254.30.2') && p.connection?.value === 'Connected'
+          );
+        },
+        15_000,
+        100,
+      );
     }
     const addrs = topo.exec(nsA, ['ip', '-o', '-4', 'addr', 'show', 'dev', 'wk-tun-a']);
     expect(addrs).toContain('inet 169.254.30.2/32');
@@ -198,14 +248,21 @@ describe.skipIf(skip !== null)('in-tunnel connection check between two weft gate
     writeFileSync(join(dir, 'gateway-a.yaml'), gatewayYaml('a'));
     writeFileSync(join(dir, 'gateway-b.yaml'), gatewayYaml('b'));
     for (const me of ['a', 'b'] as const) {
-      await waitFor(`gateway-${me} back on 169.254.18.x, Connected`, async () => {
-        const p = await peerOf(me);
-        return p.tunnelAddress?.startsWith('169.254.18.') === true && p.connection?.value === 'Connected';
-      }, 15_000, 100);
+      await waitFor(
+        `gateway-${me} back on 169.254.18.x, Connected`,
+        async () => {
+          const p = await peerOf(me);
+          return p.tunnelAddress?.startsWith('169.254.18.') === true && p.connection?.value === 'Connected';
+        },
+        15_000,
+        100,
+      );
     }
   });
 
-  test('B killed: A reaches Error after 5 missed replies and reports it; a restarted B brings it back', async ({ annotate }) => {
+  test('B killed: A reaches Error after 5 missed replies and reports it; a restarted B brings it back', async ({
+    annotate,
+  }) => {
     await waitFor('A Connected', async () => (await peerOf('a')).connection?.value === 'Connected', 10_000, 100);
     const pidB = (await show('b')).weft.pid;
     process.kill(pidB, 'SIGKILL'); // the weft process itself (not the timeout wrapper), by PID
@@ -215,7 +272,9 @@ describe.skipIf(skip !== null)('in-tunnel connection check between two weft gate
     await waitFor('A Error', async () => (await peerOf('a')).connection?.value === 'Error', lossWindow + 5000, 50);
     // When A declared Error: the time of its log line (same host clock; polling `weft show`
     // adds its own process start-up to any other measurement).
-    const errorAt = procs.a!.output().split('\n')
+    const errorAt = procs
+      .a!.output()
+      .split('\n')
       .filter((l) => l.includes('"msg":"connection check"') && l.includes('"value":"Error"'))
       .map((l) => (JSON.parse(l) as { time: number }).time)
       .find((t) => t >= killedAt);
@@ -241,7 +300,9 @@ describe.skipIf(skip !== null)('in-tunnel connection check between two weft gate
     const restartAt = Date.now();
     await startGateway('b');
     await waitFor('A Connected again', async () => (await peerOf('a')).connection?.value === 'Connected', 40_000, 200);
-    await annotate(`Connected again ${Date.now() - restartAt} ms after B restarted (${Date.now() - killedAt} ms after the kill)`);
+    await annotate(
+      `Connected again ${Date.now() - restartAt} ms after B restarted (${Date.now() - killedAt} ms after the kill)`,
+    );
     expect((await peerOf('a')).connection!.latencyMs).toBeGreaterThan(0);
   }, 70_000);
 });

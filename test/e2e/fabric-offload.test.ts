@@ -36,17 +36,21 @@ const PORT = 7700;
 
 /** A TCP server: prints the sha256 and length of everything one connection sends, then exits. */
 function sinkServer(addr: string): string {
-  return `const h = require('crypto').createHash('sha256'); let n = 0;` +
+  return (
+    `const h = require('crypto').createHash('sha256'); let n = 0;` +
     ` const srv = require('net').createServer((s) => { s.on('data', (d) => { h.update(d); n += d.length; }); s.on('end', () => { console.log('got ' + h.digest('hex') + ' ' + n); s.end(); srv.close(); }); });` +
-    ` srv.listen(${PORT}, '${addr}', () => console.log('listening'));`;
+    ` srv.listen(${PORT}, '${addr}', () => console.log('listening'));`
+  );
 }
 
 /** A TCP client: sends BYTES seeded pseudo-random bytes (sha256 chain), prints their sha256. */
 function sourceClient(addr: string, seed: number): string {
-  return `const c = require('crypto'); const h = c.createHash('sha256'); const buf = Buffer.alloc(${BYTES});` +
+  return (
+    `const c = require('crypto'); const h = c.createHash('sha256'); const buf = Buffer.alloc(${BYTES});` +
     ` let k = Buffer.from('${seed}'); for (let o = 0; o < buf.length; o += 32) { k = c.createHash('sha256').update(k).digest(); k.copy(buf, o); }` +
     ` h.update(buf); const s = require('net').connect(${PORT}, '${addr}', () => { s.end(buf); });` +
-    ` s.on('close', () => { console.log('sent ' + h.digest('hex') + ' ' + buf.length); process.exit(0); }); s.on('error', (e) => { console.log('error ' + e.code); process.exit(1); });`;
+    ` s.on('close', () => { console.log('sent ' + h.digest('hex') + ' ' + buf.length); process.exit(0); }); s.on('error', (e) => { console.log('error ' + e.code); process.exit(1); });`
+  );
 }
 
 /** Frames of a capture that match a tshark display filter (Geneve decoded on 6091, checksums verified). */
@@ -70,11 +74,25 @@ for (const offload of [true, false]) {
       try {
         [cl] = buildFabric(topo, { clusters: 1, nodesPerCluster: 2 }) as [FabricCluster];
         gw = topo.spawnIn(cl.gwNs, 'gateway', launchArgv(ROOT, cl.gatewayConfigPath), { lifetimeS: 170, env });
-        await waitFor('gateway ready', () => gw.output().includes('ready gateway') || (gw.child.exitCode !== null && Promise.reject(new Error(gw.output()))), 15_000);
+        await waitFor(
+          'gateway ready',
+          () =>
+            gw.output().includes('ready gateway') ||
+            (gw.child.exitCode !== null && Promise.reject(new Error(gw.output()))),
+          15_000,
+        );
         for (let i = 0; i < cl.nodeNs.length; i++) {
-          agents.push(topo.spawnIn(cl.nodeNs[i]!, `node-${i}`, launchArgv(ROOT, cl.nodeConfigPaths[i]!), { lifetimeS: 170, env }));
+          agents.push(
+            topo.spawnIn(cl.nodeNs[i]!, `node-${i}`, launchArgv(ROOT, cl.nodeConfigPaths[i]!), { lifetimeS: 170, env }),
+          );
         }
-        for (const a of agents) await waitFor(`${a.name} ready`, () => a.output().includes('ready node') || (a.child.exitCode !== null && Promise.reject(new Error(a.output()))), 15_000);
+        for (const a of agents)
+          await waitFor(
+            `${a.name} ready`,
+            () =>
+              a.output().includes('ready node') || (a.child.exitCode !== null && Promise.reject(new Error(a.output()))),
+            15_000,
+          );
         expect(ping(topo, cl.podNs[0]!, GATEWAY_INTERNAL, 2, 0.1).received).toBe(2);
         expect(ping(topo, cl.podNs[0]!, cl.podAddr[1]!, 2, 0.1).received).toBe(2);
       } catch (e) {
@@ -111,10 +129,16 @@ for (const offload of [true, false]) {
       for (const h of hops) {
         const pcap = join(dir, `${h.name.replace(' ', '-')}.pcap`);
         // Whole frames: tshark verifies a checksum only when it has every byte.
-        const proc = topo.spawnIn(h.ns, `tshark ${h.name}`, ['tshark', '-q', '-i', h.iface, '-a', 'duration:90', '-w', pcap], { lifetimeS: 100 });
+        const proc = topo.spawnIn(
+          h.ns,
+          `tshark ${h.name}`,
+          ['tshark', '-q', '-i', h.iface, '-a', 'duration:90', '-w', pcap],
+          { lifetimeS: 100 },
+        );
         caps.push({ ...h, pcap, proc });
       }
-      for (const c of caps) await waitFor(`tshark on ${c.name}`, () => c.proc.output().includes('Capturing on'), 10_000);
+      for (const c of caps)
+        await waitFor(`tshark on ${c.name}`, () => c.proc.output().includes('Capturing on'), 10_000);
       await sleep(500);
       const transfers = [
         { what: 'pod → gateway host', serverNs: cl.gwNs, clientNs: cl.podNs[0]!, addr: GATEWAY_INTERNAL },
@@ -124,7 +148,9 @@ for (const offload of [true, false]) {
       for (const [k, t] of transfers.entries()) {
         const srv = topo.spawnIn(t.serverNs, `sink ${t.what}`, ['node', '-e', sinkServer(t.addr)], { lifetimeS: 90 });
         await waitFor(`${t.what} server`, () => srv.output().includes('listening'), 10_000);
-        const cli = topo.spawnIn(t.clientNs, `source ${t.what}`, ['node', '-e', sourceClient(t.addr, k + 1)], { lifetimeS: 90 });
+        const cli = topo.spawnIn(t.clientNs, `source ${t.what}`, ['node', '-e', sourceClient(t.addr, k + 1)], {
+          lifetimeS: 90,
+        });
         const [code] = await Promise.all([cli.exited, srv.exited]);
         expect(code, cli.output()).toBe(0);
         const sent = /sent ([0-9a-f]{64}) (\d+)/.exec(cli.output());
@@ -145,10 +171,14 @@ for (const offload of [true, false]) {
         expect(g.gro.superPackets).toBeGreaterThan(0);
         expect(n0.gro.superPackets).toBeGreaterThan(0);
       } else {
-        expect([n0.gso.superPackets, g.gso.superPackets, g.gro.superPackets, n0.gro.superPackets]).toEqual([0, 0, 0, 0]);
+        expect([n0.gso.superPackets, g.gso.superPackets, g.gro.superPackets, n0.gro.superPackets]).toEqual([
+          0, 0, 0, 0,
+        ]);
       }
       for (const k of Object.keys(g.drops)) expect(['route_no_route'], JSON.stringify(g.drops)).toContain(k);
-      console.log(`${offload ? 'on' : 'off'}: node ${JSON.stringify({ gso: n0.gso, gro: n0.gro })}, gateway ${JSON.stringify({ gso: g.gso, gro: g.gro })}`);
+      console.log(
+        `${offload ? 'on' : 'off'}: node ${JSON.stringify({ gso: n0.gso, gro: n0.gro })}, gateway ${JSON.stringify({ gso: g.gso, gro: g.gro })}`,
+      );
     }, 150_000);
 
     it('tshark: no malformed packet, no bad checksum we made; GSO-sized Geneve datagrams only with offloads on', () => {
@@ -165,18 +195,57 @@ for (const offload of [true, false]) {
         // come from the gateway host — each at most one MTU long (a coalesced super-packet is
         // written with NEEDS_CSUM and is the kernel's to finish).
         // (ICMP errors of the kernels quote truncated TCP headers: not ours, not checkable.)
-        const ours = c.name === 'node underlay' ? 'geneve && tcp && !icmp'
-          : c.name === 'pod veth' ? `ip.dst == ${pod0} && tcp && !icmp && ip.len <= 1340` : `ip.src != ${GATEWAY_INTERNAL} && tcp && !icmp && ip.len <= 1340`;
+        const ours =
+          c.name === 'node underlay'
+            ? 'geneve && tcp && !icmp'
+            : c.name === 'pod veth'
+              ? `ip.dst == ${pod0} && tcp && !icmp && ip.len <= 1340`
+              : `ip.src != ${GATEWAY_INTERNAL} && tcp && !icmp && ip.len <= 1340`;
         const oursTotal = count(c.pcap, ours);
         const oursBad = count(c.pcap, `${ours} && ${TSHARK_TCP_NOT_GOOD}`);
         const gsoSized = count(c.pcap, 'udp.dstport == 6091 && ip.len > 1500');
-        console.log(`${offload ? 'on' : 'off'} ${c.name}: ${frames} frames, ${malformed} malformed, ${badIp} bad ip checksum, ${oursTotal} ours (${oursBad} bad tcp checksum, ${count(c.pcap, `${ours} && tcp.checksum.ffff`)} with 0xffff for 0), ${gsoSized} gso-sized geneve`);
+        console.log(
+          `${offload ? 'on' : 'off'} ${c.name}: ${frames} frames, ${malformed} malformed, ${badIp} bad ip checksum, ${oursTotal} ours (${oursBad} bad tcp checksum, ${count(c.pcap, `${ours} && tcp.checksum.ffff`)} with 0xffff for 0), ${gsoSized} gso-sized geneve`,
+        );
         expect(frames, c.name).toBeGreaterThan(offload ? 100 : 1000); // with offloads, 64 KiB frames
         expect(malformed, c.name).toBe(0);
         expect(badIp, c.name).toBe(0);
         expect(oursTotal, c.name).toBeGreaterThan(offload ? 20 : 1000); // with offloads: mostly ACKs and the tail segments of bursts
-        const badRows = oursBad === 0 ? '' : run(['tshark', '-r', c.pcap, '-d', 'udp.port==6091,geneve', '-o', 'tcp.check_checksum:TRUE', '-Y', `${ours} && ${TSHARK_TCP_NOT_GOOD}`,
-          '-T', 'fields', '-e', 'frame.number', '-e', 'ip.src', '-e', 'ip.dst', '-e', 'ip.len', '-e', 'tcp.flags.str', '-e', 'tcp.checksum', '-e', 'tcp.checksum.status', '-e', 'tcp.len'], { timeoutMs: 60_000 });
+        const badRows =
+          oursBad === 0
+            ? ''
+            : run(
+                [
+                  'tshark',
+                  '-r',
+                  c.pcap,
+                  '-d',
+                  'udp.port==6091,geneve',
+                  '-o',
+                  'tcp.check_checksum:TRUE',
+                  '-Y',
+                  `${ours} && ${TSHARK_TCP_NOT_GOOD}`,
+                  '-T',
+                  'fields',
+                  '-e',
+                  'frame.number',
+                  '-e',
+                  'ip.src',
+                  '-e',
+                  'ip.dst',
+                  '-e',
+                  'ip.len',
+                  '-e',
+                  'tcp.flags.str',
+                  '-e',
+                  'tcp.checksum',
+                  '-e',
+                  'tcp.checksum.status',
+                  '-e',
+                  'tcp.len',
+                ],
+                { timeoutMs: 60_000 },
+              );
         expect(oursBad, `${c.name}: ${badRows}`).toBe(0);
         if (c.name === 'node underlay') {
           if (offload) expect(gsoSized).toBeGreaterThan(0);

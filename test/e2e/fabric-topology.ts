@@ -77,9 +77,20 @@ export function buildFabric(topo: Topology, opts: FabricOptions): FabricCluster[
     const L = String.fromCharCode(97 + c);
     const gwNs = topo.addNamespace(`${L}g`);
     const cl: FabricCluster = {
-      letter: L, gwNs, nodeNs: [], podNs: [], podAddr: [], nodeUnderlay: [], gatewayUnderlay: [], gwUnderlayIf: [],
-      gatewayConfig: undefined as unknown as GatewayConfig, gatewayConfigPath: '', nodeConfigs: [], nodeConfigPaths: [],
-      privateKey: keys[c]!.priv, publicKey: keys[c]!.pub,
+      letter: L,
+      gwNs,
+      nodeNs: [],
+      podNs: [],
+      podAddr: [],
+      nodeUnderlay: [],
+      gatewayUnderlay: [],
+      gwUnderlayIf: [],
+      gatewayConfig: undefined as unknown as GatewayConfig,
+      gatewayConfigPath: '',
+      nodeConfigs: [],
+      nodeConfigPaths: [],
+      privateKey: keys[c]!.priv,
+      publicKey: keys[c]!.pub,
     };
     for (let i = 0; i < opts.nodesPerCluster; i++) {
       const nodeNs = topo.addNamespace(`${L}n${i}`);
@@ -107,20 +118,38 @@ export function buildFabric(topo: Topology, opts: FabricOptions): FabricCluster[
     const n = opts.nodesPerCluster;
     const raw = {
       role: 'gateway',
-      cluster: { id: `cluster-${cl.letter}`, podCIDRs: ['10.0.0.0/16'], externalCIDR: '10.70.0.0/16', internalCIDR: '10.80.0.0/16' },
+      cluster: {
+        id: `cluster-${cl.letter}`,
+        podCIDRs: ['10.0.0.0/16'],
+        externalCIDR: '10.70.0.0/16',
+        internalCIDR: '10.80.0.0/16',
+      },
       wireguard: { privateKey: cl.privateKey, listenPort: 51840, mtu, interfaceName: `${topo.prefix}${cl.letter}gt` },
-      peers: other === undefined ? [] : [{
-        name: `cluster-${other.letter}`, clusterId: `cluster-${other.letter}`, publicKey: other.publicKey,
-        endpoint: `198.19.0.${2 - c}:51840`,
-        remote: { podCIDRs: ['10.0.0.0/16'], externalCIDRs: ['10.70.0.0/16'] },
-        remapped: { podCIDRs: [REMAPPED_PODS], externalCIDRs: [REMAPPED_EXTERNAL] },
-      }],
+      peers:
+        other === undefined
+          ? []
+          : [
+              {
+                name: `cluster-${other.letter}`,
+                clusterId: `cluster-${other.letter}`,
+                publicKey: other.publicKey,
+                endpoint: `198.19.0.${2 - c}:51840`,
+                remote: { podCIDRs: ['10.0.0.0/16'], externalCIDRs: ['10.70.0.0/16'] },
+                remapped: { podCIDRs: [REMAPPED_PODS], externalCIDRs: [REMAPPED_EXTERNAL] },
+              },
+            ],
       geneve: {
         tunnels: Array.from({ length: n }, (_, i) => ({
-          id: i + 1, nodeName: `node-${i}`, remoteUnderlay: cl.nodeUnderlay[i], localInternalAddress: GATEWAY_INTERNAL,
+          id: i + 1,
+          nodeName: `node-${i}`,
+          remoteUnderlay: cl.nodeUnderlay[i],
+          localInternalAddress: GATEWAY_INTERNAL,
           remoteInternalAddress: `10.80.0.${i + 2}`,
         })),
-        podRoutes: Array.from({ length: n }, (_, i) => ({ podCIDR: `10.0.${i + 1}.0/24`, nodeInternalAddress: `10.80.0.${i + 2}` })),
+        podRoutes: Array.from({ length: n }, (_, i) => ({
+          podCIDR: `10.0.${i + 1}.0/24`,
+          nodeInternalAddress: `10.80.0.${i + 2}`,
+        })),
       },
     };
     cl.gatewayConfig = parseConfig(raw, `${cl.letter}-gateway`) as GatewayConfig;
@@ -128,18 +157,29 @@ export function buildFabric(topo: Topology, opts: FabricOptions): FabricCluster[
     writeFileSync(cl.gatewayConfigPath, JSON.stringify(raw));
     for (let i = 0; i < n; i++) {
       const remote = [
-        ...Array.from({ length: n }, (_, j) => j).filter((j) => j !== i).map((j) => `10.0.${j + 1}.0/24`),
+        ...Array.from({ length: n }, (_, j) => j)
+          .filter((j) => j !== i)
+          .map((j) => `10.0.${j + 1}.0/24`),
         ...(other === undefined ? [] : [REMAPPED_PODS, REMAPPED_EXTERNAL]),
       ];
       const nraw = {
         role: 'node',
         cluster: { id: `cluster-${cl.letter}`, podCIDRs: [`10.0.${i + 1}.0/24`], internalCIDR: '10.80.0.0/16' },
         node: {
-          name: `node-${i}`, underlayAddress: cl.nodeUnderlay[i], tunName: `${topo.prefix}${cl.letter}n${i}t`, mtu,
-          gateways: [{
-            name: 'gateway', vni: i + 1, gatewayUnderlay: cl.gatewayUnderlay[i], gatewayInternalAddress: GATEWAY_INTERNAL,
-            localInternalAddress: `10.80.0.${i + 2}`, remoteCIDRs: remote,
-          }],
+          name: `node-${i}`,
+          underlayAddress: cl.nodeUnderlay[i],
+          tunName: `${topo.prefix}${cl.letter}n${i}t`,
+          mtu,
+          gateways: [
+            {
+              name: 'gateway',
+              vni: i + 1,
+              gatewayUnderlay: cl.gatewayUnderlay[i],
+              gatewayInternalAddress: GATEWAY_INTERNAL,
+              localInternalAddress: `10.80.0.${i + 2}`,
+              remoteCIDRs: remote,
+            },
+          ],
         },
       };
       cl.nodeConfigs.push(parseConfig(nraw, `${cl.letter}-node-${i}`) as NodeConfig);
@@ -155,24 +195,45 @@ export function buildFabric(topo: Topology, opts: FabricOptions): FabricCluster[
 /** argv that runs a data plane from a config file until SIGTERM (prints "ready <role>"). */
 export function launchArgv(root: string, configPath: string): string[] {
   const entry = join(root, 'dist/src/cli/launch.js');
-  return ['node', '--input-type=module', '-e',
-    `const m = await import(${JSON.stringify(entry)}); process.exitCode = await m.runUntilSignal(${JSON.stringify(configPath)});`];
+  return [
+    'node',
+    '--input-type=module',
+    '-e',
+    `const m = await import(${JSON.stringify(entry)}); process.exitCode = await m.runUntilSignal(${JSON.stringify(configPath)});`,
+  ];
 }
 
 /**
  * Asks a data plane started with launchArgv for its stats (SIGUSR1 → one "stats <json>" line)
  * and returns the parsed object of the newest line.
  */
-export async function statsOf<T = Record<string, unknown>>(p: { pid: number; output(): string; child: { pid?: number } }): Promise<T> {
-  const complete = (): string[] => { const all = p.output().split('\n'); all.pop(); return all.filter((l) => l.startsWith('stats ')); };
+export async function statsOf<T = Record<string, unknown>>(p: {
+  pid: number;
+  output(): string;
+  child: { pid?: number };
+}): Promise<T> {
+  const complete = (): string[] => {
+    const all = p.output().split('\n');
+    all.pop();
+    return all.filter((l) => l.startsWith('stats '));
+  };
   const before = complete().length;
   // The launcher runs under `timeout … ip netns exec … node`: signal the node process itself.
   const { execFileSync } = await import('node:child_process');
-  const pids = execFileSync('pgrep', ['-P', String(p.pid)], { encoding: 'utf8' }).trim().split(/\s+/);
+  const pids = execFileSync('pgrep', ['-P', String(p.pid)], { encoding: 'utf8' })
+    .trim()
+    .split(/\s+/);
   let target = Number(pids[0]);
   for (let depth = 0; depth < 3; depth++) {
     let kids: string[] = [];
-    try { kids = execFileSync('pgrep', ['-P', String(target)], { encoding: 'utf8' }).trim().split(/\s+/).filter(Boolean); } catch { kids = []; }
+    try {
+      kids = execFileSync('pgrep', ['-P', String(target)], { encoding: 'utf8' })
+        .trim()
+        .split(/\s+/)
+        .filter(Boolean);
+    } catch {
+      kids = [];
+    }
     if (kids.length === 0) break;
     target = Number(kids[0]);
   }

@@ -20,7 +20,10 @@ import { e2eUnavailableReason, ping, sleep, Topology, waitFor, type Spawned } fr
 import { buildFabric, launchArgv, remapped, statsOf, type FabricCluster } from './fabric-topology.js';
 
 const ROOT = resolve(import.meta.dirname, '../..');
-const skip = e2eUnavailableReason(['iperf3', 'tshark', 'ping'], { nativeAddon: true, built: ['dist/src/cli/launch.js'] });
+const skip = e2eUnavailableReason(['iperf3', 'tshark', 'ping'], {
+  nativeAddon: true,
+  built: ['dist/src/cli/launch.js'],
+});
 
 const ECHO_PORT = 8080;
 /** A TCP server that answers every connection with the peer address it sees. */
@@ -28,13 +31,17 @@ const ECHO_SERVER = `require('net').createServer((s) => s.end(s.remoteAddress + 
 const UDP_ECHO = `const d = require('dgram').createSocket('udp4'); d.on('message', (m, r) => d.send(r.address, r.port, r.address)); d.bind(${ECHO_PORT + 1}, () => console.log('listening'))`;
 
 function tcpClient(addr: string): string {
-  return `const s = require('net').connect(${ECHO_PORT}, '${addr}'); let b = ''; s.on('data', (d) => b += d); s.on('end', () => { console.log(b.trim()); process.exit(0); });` +
-    ` s.on('error', (e) => { console.log('error ' + e.code); process.exit(1); }); setTimeout(() => { console.log('timeout'); process.exit(1); }, 5000);`;
+  return (
+    `const s = require('net').connect(${ECHO_PORT}, '${addr}'); let b = ''; s.on('data', (d) => b += d); s.on('end', () => { console.log(b.trim()); process.exit(0); });` +
+    ` s.on('error', (e) => { console.log('error ' + e.code); process.exit(1); }); setTimeout(() => { console.log('timeout'); process.exit(1); }, 5000);`
+  );
 }
 
 function udpClient(addr: string): string {
-  return `const d = require('dgram').createSocket('udp4'); d.on('message', (m) => { console.log(String(m)); process.exit(0); });` +
-    ` d.send('hello', ${ECHO_PORT + 1}, '${addr}'); setTimeout(() => { console.log('timeout'); process.exit(1); }, 5000);`;
+  return (
+    `const d = require('dgram').createSocket('udp4'); d.on('message', (m) => { console.log(String(m)); process.exit(0); });` +
+    ` d.send('hello', ${ECHO_PORT + 1}, '${addr}'); setTimeout(() => { console.log('timeout'); process.exit(1); }, 5000);`
+  );
 }
 
 describe.skipIf(skip !== null)('fabric e2e: two gateways over WireGuard with NAT', () => {
@@ -49,16 +56,31 @@ describe.skipIf(skip !== null)('fabric e2e: two gateways over WireGuard with NAT
       [A, B] = buildFabric(topo, { clusters: 2, nodesPerCluster: 1 }) as [FabricCluster, FabricCluster];
       const procs: Spawned[] = [];
       for (const c of [A, B]) {
-        const g = topo.spawnIn(c.gwNs, `gateway-${c.letter}`, launchArgv(ROOT, c.gatewayConfigPath), { lifetimeS: 170 });
+        const g = topo.spawnIn(c.gwNs, `gateway-${c.letter}`, launchArgv(ROOT, c.gatewayConfigPath), {
+          lifetimeS: 170,
+        });
         gws.push(g);
-        procs.push(g, topo.spawnIn(c.nodeNs[0]!, `node-${c.letter}`, launchArgv(ROOT, c.nodeConfigPaths[0]!), { lifetimeS: 170 }));
+        procs.push(
+          g,
+          topo.spawnIn(c.nodeNs[0]!, `node-${c.letter}`, launchArgv(ROOT, c.nodeConfigPaths[0]!), { lifetimeS: 170 }),
+        );
       }
       for (const p of procs) {
-        await waitFor(`${p.name} ready`, () => /ready (gateway|node)/.test(p.output()) || (p.child.exitCode !== null && Promise.reject(new Error(p.output()))), 15_000);
+        await waitFor(
+          `${p.name} ready`,
+          () =>
+            /ready (gateway|node)/.test(p.output()) ||
+            (p.child.exitCode !== null && Promise.reject(new Error(p.output()))),
+          15_000,
+        );
       }
       topo.spawnIn(B.podNs[0]!, 'echo-tcp', ['node', '-e', ECHO_SERVER], { lifetimeS: 170 });
       topo.spawnIn(B.podNs[0]!, 'echo-udp', ['node', '-e', UDP_ECHO], { lifetimeS: 170 });
-      await waitFor('echo servers', () => topo.exec(B.podNs[0]!, ['ss', '-Hlntu'], { allowFail: true }).includes(`:${ECHO_PORT + 1}`), 10_000);
+      await waitFor(
+        'echo servers',
+        () => topo.exec(B.podNs[0]!, ['ss', '-Hlntu'], { allowFail: true }).includes(`:${ECHO_PORT + 1}`),
+        10_000,
+      );
     } catch (e) {
       await topo.cleanup();
       throw e;
@@ -83,27 +105,43 @@ describe.skipIf(skip !== null)('fabric e2e: two gateways over WireGuard with NAT
   });
 
   it('TCP to a remote pod: the server sees the client by its remapped address', () => {
-    const out = topo.exec(A.podNs[0]!, ['node', '-e', tcpClient(remapped(B.podAddr[0]!))], { timeoutMs: 10_000, allowFail: true });
+    const out = topo.exec(A.podNs[0]!, ['node', '-e', tcpClient(remapped(B.podAddr[0]!))], {
+      timeoutMs: 10_000,
+      allowFail: true,
+    });
     expect(out.trim()).toBe(remapped(A.podAddr[0]!)); // 10.0.1.2 in A is 10.71.1.2 in B
   });
 
   it('UDP to a remote pod works and is answered', () => {
-    const out = topo.exec(A.podNs[0]!, ['node', '-e', udpClient(remapped(B.podAddr[0]!))], { timeoutMs: 10_000, allowFail: true });
+    const out = topo.exec(A.podNs[0]!, ['node', '-e', udpClient(remapped(B.podAddr[0]!))], {
+      timeoutMs: 10_000,
+      allowFail: true,
+    });
     expect(out.trim()).toBe(remapped(A.podAddr[0]!));
   });
 
   it('host-network traffic of a node and of the gateway is masqueraded to the external CIDR first address', async () => {
-    const fromNode = topo.exec(A.nodeNs[0]!, ['node', '-e', tcpClient(remapped(B.podAddr[0]!))], { timeoutMs: 10_000, allowFail: true });
+    const fromNode = topo.exec(A.nodeNs[0]!, ['node', '-e', tcpClient(remapped(B.podAddr[0]!))], {
+      timeoutMs: 10_000,
+      allowFail: true,
+    });
     expect(fromNode.trim()).toBe('10.72.0.0'); // A's 10.70.0.0 as B addresses A's external CIDR
-    const fromGw = topo.exec(A.gwNs, ['node', '-e', tcpClient(remapped(B.podAddr[0]!))], { timeoutMs: 10_000, allowFail: true });
+    const fromGw = topo.exec(A.gwNs, ['node', '-e', tcpClient(remapped(B.podAddr[0]!))], {
+      timeoutMs: 10_000,
+      allowFail: true,
+    });
     expect(fromGw.trim()).toBe('10.72.0.0');
     expect(ping(topo, A.gwNs, remapped(B.podAddr[0]!), 3, 0.1).received).toBe(3);
     expect((await stats(0)).nat.conntrack.entries).toBeGreaterThanOrEqual(2);
   });
 
-  it('TTL expiring at gateway A and at gateway B: Time Exceeded, B\'s translated by both NATs', () => {
+  it("TTL expiring at gateway A and at gateway B: Time Exceeded, B's translated by both NATs", () => {
     const target = remapped(B.podAddr[0]!);
-    const at = (ttl: number): string => topo.exec(A.podNs[0]!, ['ping', '-n', '-c', '1', '-W', '2', '-t', String(ttl), target], { allowFail: true, timeoutMs: 5000 });
+    const at = (ttl: number): string =>
+      topo.exec(A.podNs[0]!, ['ping', '-n', '-c', '1', '-W', '2', '-t', String(ttl), target], {
+        allowFail: true,
+        timeoutMs: 5000,
+      });
     // TTL 1: node A's kernel; 2: gateway A; 3: gateway B (its 10.80.0.1, sent back to A with
     // B's 10.70.0.0 as source); 4: node B's kernel (its 10.80.0.2, the same). From gateway A on,
     // the errors are about the connection gateway A dnat-ed and come, as the kernel's NAT presents
@@ -128,14 +166,42 @@ describe.skipIf(skip !== null)('fabric e2e: two gateways over WireGuard with NAT
   it('the WAN carries well-formed WireGuard only', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'wf-wan-'));
     const pcap = join(dir, 'wan.pcap');
-    const cap = topo.spawnIn(A.gwNs, 'tshark-wan', ['tshark', '-q', '-i', 'wfag-wan', '-a', 'duration:20', '-w', pcap], { lifetimeS: 30 });
+    const cap = topo.spawnIn(
+      A.gwNs,
+      'tshark-wan',
+      ['tshark', '-q', '-i', 'wfag-wan', '-a', 'duration:20', '-w', pcap],
+      { lifetimeS: 30 },
+    );
     await waitFor('tshark capturing', () => cap.output().includes('Capturing on'), 10_000);
     await sleep(500);
     expect(ping(topo, A.podNs[0]!, remapped(B.podAddr[0]!), 3, 0.1).received).toBe(3);
     await sleep(1000);
     await topo.stop(cap);
-    const out = topo.exec(A.gwNs, ['tshark', '-r', pcap, '-d', 'udp.port==51840,wg', '-Y', 'udp',
-      '-T', 'fields', '-E', 'separator=,', '-E', 'aggregator=;', '-e', 'udp.port', '-e', 'wg.type', '-e', '_ws.malformed'], { timeoutMs: 20_000 });
+    const out = topo.exec(
+      A.gwNs,
+      [
+        'tshark',
+        '-r',
+        pcap,
+        '-d',
+        'udp.port==51840,wg',
+        '-Y',
+        'udp',
+        '-T',
+        'fields',
+        '-E',
+        'separator=,',
+        '-E',
+        'aggregator=;',
+        '-e',
+        'udp.port',
+        '-e',
+        'wg.type',
+        '-e',
+        '_ws.malformed',
+      ],
+      { timeoutMs: 20_000 },
+    );
     const rows = out.trim().split('\n').filter(Boolean);
     expect(rows.length).toBeGreaterThanOrEqual(6);
     for (const r of rows) {
@@ -156,13 +222,31 @@ describe.skipIf(skip !== null)('fabric e2e: two gateways over WireGuard with NAT
 });
 
 /** iperf3 TCP with the server bound to its real address and the client dialling another (remapped) one. */
-async function iperfRemapped(topo: Topology, nsServer: string, bindAddr: string, nsClient: string, dialAddr: string, seconds: number): Promise<number> {
+async function iperfRemapped(
+  topo: Topology,
+  nsServer: string,
+  bindAddr: string,
+  nsClient: string,
+  dialAddr: string,
+  seconds: number,
+): Promise<number> {
   const port = String(5201 + Math.floor(Math.random() * 500));
-  const server = topo.spawnIn(nsServer, 'iperf3-server', ['iperf3', '-s', '-1', '-B', bindAddr, '-p', port], { lifetimeS: seconds + 30 });
-  await waitFor('iperf3 server', () => topo.exec(nsServer, ['ss', '-Hltn', `sport = :${port}`], { allowFail: true }).trim().length > 0, 5000);
-  const out = topo.exec(nsClient, ['iperf3', '-c', dialAddr, '-p', port, '-t', String(seconds), '-J', '--connect-timeout', '3000'], {
-    timeoutMs: (seconds + 20) * 1000, allowFail: true,
+  const server = topo.spawnIn(nsServer, 'iperf3-server', ['iperf3', '-s', '-1', '-B', bindAddr, '-p', port], {
+    lifetimeS: seconds + 30,
   });
+  await waitFor(
+    'iperf3 server',
+    () => topo.exec(nsServer, ['ss', '-Hltn', `sport = :${port}`], { allowFail: true }).trim().length > 0,
+    5000,
+  );
+  const out = topo.exec(
+    nsClient,
+    ['iperf3', '-c', dialAddr, '-p', port, '-t', String(seconds), '-J', '--connect-timeout', '3000'],
+    {
+      timeoutMs: (seconds + 20) * 1000,
+      allowFail: true,
+    },
+  );
   await topo.stop(server);
   const j = JSON.parse(out) as { end?: { sum_received?: { bits_per_second?: number } }; error?: string };
   if (j.error) throw new Error(`iperf3: ${j.error}`);

@@ -20,7 +20,10 @@ import { e2eUnavailableReason, iperfTcp, ping, sleep, Topology, waitFor, type Sp
 import { buildFabric, GATEWAY_INTERNAL, launchArgv, statsOf, type FabricCluster } from './fabric-topology.js';
 
 const ROOT = resolve(import.meta.dirname, '../..');
-const skip = e2eUnavailableReason(['iperf3', 'tshark', 'ping'], { nativeAddon: true, built: ['dist/src/cli/launch.js'] });
+const skip = e2eUnavailableReason(['iperf3', 'tshark', 'ping'], {
+  nativeAddon: true,
+  built: ['dist/src/cli/launch.js'],
+});
 
 describe.skipIf(skip !== null)('fabric e2e: pods ↔ nodes ↔ gateway over Geneve', () => {
   const topo = new Topology('wf');
@@ -33,11 +36,25 @@ describe.skipIf(skip !== null)('fabric e2e: pods ↔ nodes ↔ gateway over Gene
     try {
       [cl] = buildFabric(topo, { clusters: 1, nodesPerCluster: 2 }) as [FabricCluster];
       gw = topo.spawnIn(cl.gwNs, 'gateway', launchArgv(ROOT, cl.gatewayConfigPath), { lifetimeS: 170 });
-      await waitFor('gateway ready', () => gw.output().includes('ready gateway') || (gw.child.exitCode !== null && Promise.reject(new Error(gw.output()))), 15_000);
+      await waitFor(
+        'gateway ready',
+        () =>
+          gw.output().includes('ready gateway') ||
+          (gw.child.exitCode !== null && Promise.reject(new Error(gw.output()))),
+        15_000,
+      );
       for (let i = 0; i < cl.nodeNs.length; i++) {
-        agents.push(topo.spawnIn(cl.nodeNs[i]!, `node-${i}`, launchArgv(ROOT, cl.nodeConfigPaths[i]!), { lifetimeS: 170 }));
+        agents.push(
+          topo.spawnIn(cl.nodeNs[i]!, `node-${i}`, launchArgv(ROOT, cl.nodeConfigPaths[i]!), { lifetimeS: 170 }),
+        );
       }
-      for (const a of agents) await waitFor(`${a.name} ready`, () => a.output().includes('ready node') || (a.child.exitCode !== null && Promise.reject(new Error(a.output()))), 15_000);
+      for (const a of agents)
+        await waitFor(
+          `${a.name} ready`,
+          () =>
+            a.output().includes('ready node') || (a.child.exitCode !== null && Promise.reject(new Error(a.output()))),
+          15_000,
+        );
     } catch (e) {
       await topo.cleanup();
       throw e;
@@ -79,7 +96,12 @@ describe.skipIf(skip !== null)('fabric e2e: pods ↔ nodes ↔ gateway over Gene
   it('the underlay carries well-formed Geneve (tshark)', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'wf-cap-'));
     const pcap = join(dir, 'underlay.pcap');
-    const cap = topo.spawnIn(cl.gwNs, 'tshark', ['tshark', '-q', '-i', cl.gwUnderlayIf[0]!, '-a', 'duration:20', '-w', pcap], { lifetimeS: 30 });
+    const cap = topo.spawnIn(
+      cl.gwNs,
+      'tshark',
+      ['tshark', '-q', '-i', cl.gwUnderlayIf[0]!, '-a', 'duration:20', '-w', pcap],
+      { lifetimeS: 30 },
+    );
     await waitFor('tshark capturing', () => cap.output().includes('Capturing on'), 10_000);
     await sleep(500); // dumpcap announces itself slightly before its socket is attached
     const p1 = ping(topo, cl.podNs[0]!, cl.podAddr[1]!, 3, 0.1).received;
@@ -87,10 +109,49 @@ describe.skipIf(skip !== null)('fabric e2e: pods ↔ nodes ↔ gateway over Gene
     expect(p1 + p2).toBe(6);
     await sleep(1000);
     await topo.stop(cap);
-    const out = topo.exec(cl.gwNs, ['tshark', '-r', pcap, '-d', 'udp.port==6091,geneve', '-o', 'udp.check_checksum:TRUE', '-o', 'ip.check_checksum:TRUE',
-      '-T', 'fields', '-E', 'separator=,', '-E', 'aggregator=;', '-e', 'udp.dstport', '-e', 'geneve.vni', '-e', 'geneve.proto_type', '-e', 'geneve.version',
-      '-e', 'ip.checksum.status', '-e', '_ws.malformed', '-e', 'icmp.checksum.status', '-e', 'frame.time_relative', '-e', 'ip.dst'], { timeoutMs: 20_000 });
-    const rows = out.trim().split('\n').filter((l) => l.startsWith('6091'));
+    const out = topo.exec(
+      cl.gwNs,
+      [
+        'tshark',
+        '-r',
+        pcap,
+        '-d',
+        'udp.port==6091,geneve',
+        '-o',
+        'udp.check_checksum:TRUE',
+        '-o',
+        'ip.check_checksum:TRUE',
+        '-T',
+        'fields',
+        '-E',
+        'separator=,',
+        '-E',
+        'aggregator=;',
+        '-e',
+        'udp.dstport',
+        '-e',
+        'geneve.vni',
+        '-e',
+        'geneve.proto_type',
+        '-e',
+        'geneve.version',
+        '-e',
+        'ip.checksum.status',
+        '-e',
+        '_ws.malformed',
+        '-e',
+        'icmp.checksum.status',
+        '-e',
+        'frame.time_relative',
+        '-e',
+        'ip.dst',
+      ],
+      { timeoutMs: 20_000 },
+    );
+    const rows = out
+      .trim()
+      .split('\n')
+      .filter((l) => l.startsWith('6091'));
     expect(rows.length, out).toBeGreaterThanOrEqual(12); // 6 requests + 6 replies on node 0's underlay
     for (const row of rows) {
       const [, vni, proto, ver, ipCsum, malformed, icmpCsum] = row.split(',');
@@ -109,10 +170,16 @@ describe.skipIf(skip !== null)('fabric e2e: pods ↔ nodes ↔ gateway over Gene
 
   it('a TTL expiring at the gateway is answered with Time Exceeded from its internal address', async () => {
     // TTL 1 expires at the node's kernel; TTL 2 reaches the gateway with TTL 1 and expires there.
-    const out = topo.exec(cl.podNs[0]!, ['ping', '-n', '-c', '1', '-W', '2', '-t', '2', cl.podAddr[1]!], { allowFail: true, timeoutMs: 5000 });
+    const out = topo.exec(cl.podNs[0]!, ['ping', '-n', '-c', '1', '-W', '2', '-t', '2', cl.podAddr[1]!], {
+      allowFail: true,
+      timeoutMs: 5000,
+    });
     expect(out).toMatch(new RegExp(`From ${GATEWAY_INTERNAL.replaceAll('.', '\\.')} icmp_seq=1 Time to live exceeded`));
     // TTL 3 makes it through the gateway (TTL 2 → 1 at the gateway, node 1's kernel forwards with 1 → expired there).
-    const out3 = topo.exec(cl.podNs[0]!, ['ping', '-n', '-c', '1', '-W', '2', '-t', '3', cl.podAddr[1]!], { allowFail: true, timeoutMs: 5000 });
+    const out3 = topo.exec(cl.podNs[0]!, ['ping', '-n', '-c', '1', '-W', '2', '-t', '3', cl.podAddr[1]!], {
+      allowFail: true,
+      timeoutMs: 5000,
+    });
     // Node 1's kernel answers from its own internal address (its route back is the TUN).
     expect(out3).toMatch(/From 10\.80\.0\.3 icmp_seq=1 Time to live exceeded/);
     expect((await gwStats()).drops['route_ttl_expired']).toBeGreaterThanOrEqual(1);

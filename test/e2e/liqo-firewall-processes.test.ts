@@ -33,23 +33,51 @@ import { getCryptoBackend } from '../../src/crypto/select.js';
 import type { WeftStatus } from '../../src/cli/commands/status.js';
 import { httpCheck, ping } from '../../src/demo/checks.js';
 import { inNs, runCommand } from '../../src/demo/host.js';
-import { buildPlan, findPod, otherCluster, planNamespaces, remotePodAddress, type DemoCluster } from '../../src/demo/plan.js';
+import {
+  buildPlan,
+  findPod,
+  otherCluster,
+  planNamespaces,
+  remotePodAddress,
+  type DemoCluster,
+} from '../../src/demo/plan.js';
 import { buildTopology, destroyTopology } from '../../src/demo/topology.js';
 import type { FakeApiServer } from '../k8s-fake/server.js';
-import { LIQO_NAMESPACE, liqoFirewallConfigurations, liqoPeeringSide, rulesSide, tenantNamespace, type PeeringSide } from '../k8s-fake/liqo-peering.js';
+import {
+  LIQO_NAMESPACE,
+  liqoFirewallConfigurations,
+  liqoPeeringSide,
+  rulesSide,
+  tenantNamespace,
+  type PeeringSide,
+} from '../k8s-fake/liqo-peering.js';
 import { userDropPort } from '../rules/liqo-peering-objects.js';
 import { ensureBuilt, runWeft, WEFT_BIN } from '../cli/helpers.js';
 import { TSHARK_TCP_BAD } from '../util/pcap.js';
 import { needs } from '../util/requirements.js';
 import { Topology, waitFor, type Spawned } from '../util/netns.js';
 import {
-  NET, forbiddenRequests, gatewayObject, weftPid, gatewayPodCommand, hostRelay, nodeAgentCommand, relayIn, saKubeconfig, startLiqoApiServer,
+  NET,
+  forbiddenRequests,
+  gatewayObject,
+  weftPid,
+  gatewayPodCommand,
+  hostRelay,
+  nodeAgentCommand,
+  relayIn,
+  saKubeconfig,
+  startLiqoApiServer,
 } from './liqo-processes.js';
 
 const PYTHON = '/usr/bin/python3';
 const plan = buildPlan('ex');
 const topo = new Topology('ex');
-const reason = needs({ root: true, commands: ['ip', 'ping', 'timeout', 'tshark', 'tcpdump'], nativeAddon: true, other: [existsSync(PYTHON) ? null : `${PYTHON} not installed: apt-get install python3`] });
+const reason = needs({
+  root: true,
+  commands: ['ip', 'ping', 'timeout', 'tshark', 'tcpdump'],
+  nativeAddon: true,
+  other: [existsSync(PYTHON) ? null : `${PYTHON} not installed: apt-get install python3`],
+});
 const MSS = 1200;
 const DROP_PORT = 8081;
 const MAPPED = { name: 'db', real: '192.168.61.10', remapped: '10.70.0.5' };
@@ -66,7 +94,9 @@ for name in sys.argv[1:]:
 
 async function txChecksumOff(ns: string): Promise<void> {
   const links = (await runCommand(['ip', '-n', ns, '-o', 'link', 'show'])).stdout
-    .split('\n').map((l) => /^\d+: ([^:@]+)/.exec(l)?.[1]).filter((n): n is string => n !== undefined && n !== 'lo');
+    .split('\n')
+    .map((l) => /^\d+: ([^:@]+)/.exec(l)?.[1])
+    .filter((n): n is string => n !== undefined && n !== 'lo');
   await runCommand(inNs(ns, [PYTHON, '-c', TX_CSUM_OFF, ...links]));
 }
 
@@ -83,7 +113,11 @@ interface Cluster {
 const clusters: Cluster[] = [];
 const relays: Server[] = [];
 const procs = new Map<string, Spawned>();
-interface Capture { name: string; file: string; proc: Spawned }
+interface Capture {
+  name: string;
+  file: string;
+  proc: Spawned;
+}
 const captures: Capture[] = [];
 let dir = '';
 
@@ -100,7 +134,13 @@ const gatewayShow = (k: Cluster): Promise<WeftStatus> => show(k.runDirs.get(k.ac
 function spawnWeft(k: Cluster, name: string, netns: string, args: string[], env: Record<string, string>): void {
   const runDir = join(dir, `run-${k.c.key}-${name}`);
   k.runDirs.set(name, runDir);
-  procs.set(`${k.c.key}-${name}`, topo.spawnIn(netns, `weft-${k.c.key}-${name}`, [process.execPath, WEFT_BIN, ...args, `--run-dir=${runDir}`], { lifetimeS: LIFETIME_S, env }));
+  procs.set(
+    `${k.c.key}-${name}`,
+    topo.spawnIn(netns, `weft-${k.c.key}-${name}`, [process.execPath, WEFT_BIN, ...args, `--run-dir=${runDir}`], {
+      lifetimeS: LIFETIME_S,
+      env,
+    }),
+  );
 }
 
 /**
@@ -116,12 +156,19 @@ function startGateway(k: Cluster, replica: number): string {
   const cmd = gatewayPodCommand(mode, gatewayObject(server, mode, tenant, o.id), pod, c.nodes[0]!.name);
   // The gateway pod (its labels and IP are what the node agents' source detectors look for).
   server.put('v1', 'pods', {
-    apiVersion: 'v1', kind: 'Pod', metadata: { name: pod, namespace: tenant, labels: cmd.labels },
-    spec: { nodeName: c.nodes[0]!.name, serviceAccountName: cmd.serviceAccount, containers: [{ name: 'gateway', image: 'weft' }] },
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: { name: pod, namespace: tenant, labels: cmd.labels },
+    spec: {
+      nodeName: c.nodes[0]!.name,
+      serviceAccountName: cmd.serviceAccount,
+      containers: [{ name: 'gateway', image: 'weft' }],
+    },
     status: { phase: 'Running', podIP: c.gatewayUnderlay, hostIP: c.nodes[0]!.underlay },
   });
   const kc = saKubeconfig(server, join(dir, `${c.key}-gateway.kubeconfig`), tenant, cmd.serviceAccount);
-  const argv = cmd.args.filter((a) => replica === 1 || !a.startsWith('--metrics-listen='))
+  const argv = cmd.args
+    .filter((a) => replica === 1 || !a.startsWith('--metrics-listen='))
     .map((a) => (a.startsWith('--wireguard-key-dir=') ? `--wireguard-key-dir=${join(dir, `keys-${c.key}`)}` : a));
   const name = replica === 1 ? 'gateway' : `gateway-${replica}`;
   spawnWeft(k, name, c.gatewayNs, [...argv, `--kubeconfig=${kc}`], cmd.env);
@@ -133,14 +180,25 @@ async function startCluster(c: DemoCluster, keys: Record<'a' | 'b', { priv: stri
   const o = otherCluster(plan, c);
   const mode = c.key === 'a' ? 'server' : 'client';
   const side: PeeringSide = {
-    local: c.id, remote: o.id, side: mode, privateKey: keys[c.key].priv, publicKey: keys[c.key].pub, remotePublicKey: keys[o.key].pub,
-    endpoint: { address: plan.a.wanAddress, port: plan.wireguardPort }, gatewayPod: { ip: c.gatewayUnderlay, node: c.nodes[0]!.name },
-    nodes: c.nodes.map((n) => ({ name: n.name, pods: n.pods.map((p) => ({ name: p.name.toLowerCase(), ip: p.ip })) })), mtu: plan.mtu,
+    local: c.id,
+    remote: o.id,
+    side: mode,
+    privateKey: keys[c.key].priv,
+    publicKey: keys[c.key].pub,
+    remotePublicKey: keys[o.key].pub,
+    endpoint: { address: plan.a.wanAddress, port: plan.wireguardPort },
+    gatewayPod: { ip: c.gatewayUnderlay, node: c.nodes[0]!.name },
+    nodes: c.nodes.map((n) => ({ name: n.name, pods: n.pods.map((p) => ({ name: p.name.toLowerCase(), ip: p.ip })) })),
+    mtu: plan.mtu,
     liqoMode: { mss: MSS, ...(c.key === 'a' ? { ipMappings: [{ ...MAPPED, node: c.nodes[0]!.name }] } : {}) },
   };
   const tenant = tenantNamespace(o.id);
-  const server = await startLiqoApiServer({ clusterId: c.id, res: liqoPeeringSide(side), extra: [{ plural: 'firewallconfigurations', objects: liqoFirewallConfigurations(side) }],
-    gateway: { namespace: tenant, name: o.id } });
+  const server = await startLiqoApiServer({
+    clusterId: c.id,
+    res: liqoPeeringSide(side),
+    extra: [{ plural: 'firewallconfigurations', objects: liqoFirewallConfigurations(side) }],
+    gateway: { namespace: tenant, name: o.id },
+  });
   const k: Cluster = { c, side, server, tenant, runDirs: new Map(), active: 'gateway' };
   clusters.push(k);
   const sock = join(dir, `${c.key}-api.sock`);
@@ -159,184 +217,311 @@ async function startCluster(c: DemoCluster, keys: Record<'a' | 'b', { priv: stri
 }
 
 const connection = (k: Cluster): string | undefined =>
-  (k.server.getObject(NET, 'connections', k.tenant, `gw-${otherCluster(plan, k.c).id}`)?.['status'] as { value?: string } | undefined)?.value;
+  (
+    k.server.getObject(NET, 'connections', k.tenant, `gw-${otherCluster(plan, k.c).id}`)?.['status'] as
+      { value?: string } | undefined
+  )?.value;
 
-describe.skipIf(reason !== null)('`weft k8s --liqo-firewall` processes, two clusters with conflicting pod CIDRs, driven only by Liqo\'s objects', () => {
-  const A1 = findPod(plan, 'A1');
-  const A2 = findPod(plan, 'A2');
-  const B3 = findPod(plan, 'B3');
-  const B4 = findPod(plan, 'B4');
-  const b3AtA = remotePodAddress(plan, plan.a, B3);
-  const a1AtB = remotePodAddress(plan, plan.b, A1);
-  const a2AtB = remotePodAddress(plan, plan.b, A2);
+describe.skipIf(reason !== null)(
+  "`weft k8s --liqo-firewall` processes, two clusters with conflicting pod CIDRs, driven only by Liqo's objects",
+  () => {
+    const A1 = findPod(plan, 'A1');
+    const A2 = findPod(plan, 'A2');
+    const B3 = findPod(plan, 'B3');
+    const B4 = findPod(plan, 'B4');
+    const b3AtA = remotePodAddress(plan, plan.a, B3);
+    const a1AtB = remotePodAddress(plan, plan.b, A1);
+    const a2AtB = remotePodAddress(plan, plan.b, A2);
 
-  beforeAll(async () => {
-    ensureBuilt(['src/cli/weft.js', 'src/cli/commands/k8s.js', 'src/control/k8s/firewall-watch.js']);
-    await destroyTopology(plan);
-    dir = mkdtempSync(join(tmpdir(), 'weft-e2e-exfw-'));
-    await buildTopology(plan);
-    for (const ns of planNamespaces(plan)) await txChecksumOff(ns);
-    await runCommand(['ip', '-n', plan.a.nodes[0]!.ns, 'addr', 'add', `${MAPPED.real}/32`, 'dev', 'lo']);
+    beforeAll(async () => {
+      ensureBuilt(['src/cli/weft.js', 'src/cli/commands/k8s.js', 'src/control/k8s/firewall-watch.js']);
+      await destroyTopology(plan);
+      dir = mkdtempSync(join(tmpdir(), 'weft-e2e-exfw-'));
+      await buildTopology(plan);
+      for (const ns of planNamespaces(plan)) await txChecksumOff(ns);
+      await runCommand(['ip', '-n', plan.a.nodes[0]!.ns, 'addr', 'add', `${MAPPED.real}/32`, 'dev', 'lo']);
 
-    const points: Array<[string, string, string]> = [
-      ['pod-A1', A1.ns, A1.podIf], ['pod-B3', B3.ns, B3.podIf], ['pod-A2', A2.ns, A2.podIf], ['pod-B4', B4.ns, B4.podIf],
-      ['underlay-a-n1', plan.a.nodes[0]!.ns, plan.a.nodes[0]!.underlayIf], ['underlay-b-n2', plan.b.nodes[1]!.ns, plan.b.nodes[1]!.underlayIf],
-      ['wan', plan.a.gatewayNs, plan.a.wanIf],
-    ];
-    for (const [name, ns, ifName] of points) {
-      const file = join(dir, `${name}.pcap`);
-      captures.push({ name, file, proc: topo.spawnIn(ns, `tcpdump-${name}`, ['tcpdump', '-n', '-U', '-s', '0', '-Z', 'root', '-i', ifName, '-w', file], { lifetimeS: LIFETIME_S }) });
-    }
-    for (const c of captures) await waitFor(`tcpdump on ${c.name}`, () => c.proc.output().includes('listening on'), 10_000, 50);
-
-    const backend = getCryptoBackend('auto');
-    const keys = Object.fromEntries((['a', 'b'] as const).map((l) => {
-      const priv = generatePrivateKeyBase64(backend);
-      return [l, { priv, pub: publicKeyBase64(backend, priv) }];
-    })) as Record<'a' | 'b', { priv: string; pub: string }>;
-    const t0 = Date.now();
-    for (const c of [plan.a, plan.b]) await startCluster(c, keys);
-    try {
-      await waitFor('Connected on both sides', () => clusters.every((k) => connection(k) === 'Connected'), 60_000, 200);
-      // The first packet through the nodes also waits for the gateways' node tunnels (nodeIP written by the agents).
-      await waitFor('first reply A1 → B3', async () => (await ping(A1.ns, b3AtA, 1, 0.2)).received === 1, 30_000, 200);
-    } catch (e) {
-      console.log(diag());
-      throw e;
-    }
-    console.log(`[ex] 6 weft k8s processes: first A1 → B3 reply ${Date.now() - t0} ms after start`);
-  }, 120_000);
-
-  afterAll(async () => {
-    await topo.cleanup();
-    for (const r of relays) r.close();
-    for (const k of clusters) await k.server.stop();
-    await destroyTopology(plan);
-    if (dir) rmSync(dir, { recursive: true, force: true });
-  }, 60_000);
-
-  it('every process runs in Liqo mode with every object accepted; no request refused (RBAC)', async () => {
-    for (const k of clusters) {
-      expect(forbiddenRequests(k.server), k.c.id).toEqual([]);
-      for (const [name, runDir] of k.runDirs) {
-        const st = await show(runDir, name.startsWith('gateway') ? 'k8s-gateway' : 'k8s-node');
-        expect(st.weft.active, `${k.c.key} ${name}`).toBe(true);
-        expect(st.errors ?? [], `${k.c.key} ${name}`).toEqual([]);
-        expect(st.rules, `${k.c.key} ${name}: rules in force`).toBeDefined();
+      const points: Array<[string, string, string]> = [
+        ['pod-A1', A1.ns, A1.podIf],
+        ['pod-B3', B3.ns, B3.podIf],
+        ['pod-A2', A2.ns, A2.podIf],
+        ['pod-B4', B4.ns, B4.podIf],
+        ['underlay-a-n1', plan.a.nodes[0]!.ns, plan.a.nodes[0]!.underlayIf],
+        ['underlay-b-n2', plan.b.nodes[1]!.ns, plan.b.nodes[1]!.underlayIf],
+        ['wan', plan.a.gatewayNs, plan.a.wanIf],
+      ];
+      for (const [name, ns, ifName] of points) {
+        const file = join(dir, `${name}.pcap`);
+        captures.push({
+          name,
+          file,
+          proc: topo.spawnIn(
+            ns,
+            `tcpdump-${name}`,
+            ['tcpdump', '-n', '-U', '-s', '0', '-Z', 'root', '-i', ifName, '-w', file],
+            { lifetimeS: LIFETIME_S },
+          ),
+        });
       }
-    }
-  }, 60_000);
+      for (const c of captures)
+        await waitFor(`tcpdump on ${c.name}`, () => c.proc.output().includes('listening on'), 10_000, 50);
 
-  it('pod ⇄ pod both ways: ping A1 → B3 and B4 → A2; HTTP B3 ← A1 sees A1 as B remaps it', async () => {
-    expect((await ping(A1.ns, b3AtA, 5, 0.1)).received).toBe(5);
-    expect((await ping(B4.ns, a2AtB, 5, 0.1)).received).toBe(5);
-    const h = await httpCheck(B3.ns, B3.ip, A1.ns, b3AtA, 8080);
-    expect(h.error).toBeUndefined();
-    expect(h.seenSource).toBe(a1AtB);
-    const back = await httpCheck(A2.ns, A2.ip, B4.ns, a2AtB, 8080);
-    expect(back.seenSource).toBe(remotePodAddress(plan, plan.a, B4));
-  }, 60_000);
+      const backend = getCryptoBackend('auto');
+      const keys = Object.fromEntries(
+        (['a', 'b'] as const).map((l) => {
+          const priv = generatePrivateKeyBase64(backend);
+          return [l, { priv, pub: publicKeyBase64(backend, priv) }];
+        }),
+      ) as Record<'a' | 'b', { priv: string; pub: string }>;
+      const t0 = Date.now();
+      for (const c of [plan.a, plan.b]) await startCluster(c, keys);
+      try {
+        await waitFor(
+          'Connected on both sides',
+          () => clusters.every((k) => connection(k) === 'Connected'),
+          60_000,
+          200,
+        );
+        // The first packet through the nodes also waits for the gateways' node tunnels (nodeIP written by the agents).
+        await waitFor(
+          'first reply A1 → B3',
+          async () => (await ping(A1.ns, b3AtA, 1, 0.2)).received === 1,
+          30_000,
+          200,
+        );
+      } catch (e) {
+        console.log(diag());
+        throw e;
+      }
+      console.log(`[ex] 6 weft k8s processes: first A1 → B3 reply ${Date.now() - t0} ms after start`);
+    }, 120_000);
 
-  it("host network: node A1 reaches B3, B3 sees A's unknown-source IP as B remaps it, the reply reaches the node", async () => {
-    const h = await httpCheck(B3.ns, B3.ip, plan.a.nodes[0]!.ns, b3AtA, 8082);
-    expect(h.status).toBe(200);
-    expect(h.seenSource).toBe('10.72.0.0'); // 10.70.0.0 (GetUnknownSourceIP) in B's 10.72.0.0/16 view
-  }, 60_000);
+    afterAll(async () => {
+      await topo.cleanup();
+      for (const r of relays) r.close();
+      for (const k of clusters) await k.server.stop();
+      await destroyTopology(plan);
+      if (dir) rmSync(dir, { recursive: true, force: true });
+    }, 60_000);
 
-  it('an IP-mapped non-pod address: B4 reaches 192.168.61.10 on node A1 as 10.72.0.5', async () => {
-    const h = await httpCheck(plan.a.nodes[0]!.ns, MAPPED.real, B4.ns, '10.72.0.5', 8083);
-    expect(h.status).toBe(200);
-    expect(h.seenSource).toBe(remotePodAddress(plan, plan.a, B4));
-  }, 60_000);
+    it('every process runs in Liqo mode with every object accepted; no request refused (RBAC)', async () => {
+      for (const k of clusters) {
+        expect(forbiddenRequests(k.server), k.c.id).toEqual([]);
+        for (const [name, runDir] of k.runDirs) {
+          const st = await show(runDir, name.startsWith('gateway') ? 'k8s-gateway' : 'k8s-node');
+          expect(st.weft.active, `${k.c.key} ${name}`).toBe(true);
+          expect(st.errors ?? [], `${k.c.key} ${name}`).toEqual([]);
+          expect(st.rules, `${k.c.key} ${name}: rules in force`).toBeDefined();
+        }
+      }
+    }, 60_000);
 
-  it(`a user FirewallConfiguration created live drops TCP ${DROP_PORT} (counted) while ${DROP_PORT - 1} passes; deleting it lets ${DROP_PORT} through`, async () => {
-    const a = clusters[0]!;
-    const obj = userDropPort(rulesSide(a.side), DROP_PORT);
-    const key = `${a.tenant}/user-drop-port`;
-    const counter = async (): Promise<number | undefined> => (await gatewayShow(a)).rules?.counters.find((x) => x.object === key && x.rule === `drop-tcp-${DROP_PORT}`)?.packets;
-    // Before: the port passes.
-    expect((await httpCheck(B3.ns, B3.ip, A1.ns, b3AtA, DROP_PORT, 5000)).status).toBe(200);
-    a.server.put(NET, 'firewallconfigurations', obj);
-    await waitFor('the user FirewallConfiguration in force at gateway a', async () => (await counter()) !== undefined, 15_000, 200);
-    const dropped = await httpCheck(B3.ns, B3.ip, A1.ns, b3AtA, DROP_PORT, 2000);
-    expect(dropped.ok).toBe(false);
-    expect((await httpCheck(B3.ns, B3.ip, A1.ns, b3AtA, DROP_PORT - 1, 5000)).status).toBe(200);
-    expect(await counter()).toBeGreaterThan(0);
-    expect((await gatewayShow(a)).errors ?? []).toEqual([]);
-    a.server.remove(NET, 'firewallconfigurations', a.tenant, 'user-drop-port');
-    await waitFor('the user FirewallConfiguration gone from gateway a', async () => (await counter()) === undefined, 15_000, 200);
-    expect((await httpCheck(B3.ns, B3.ip, A1.ns, b3AtA, DROP_PORT, 5000)).status).toBe(200);
-  }, 90_000);
+    it('pod ⇄ pod both ways: ping A1 → B3 and B4 → A2; HTTP B3 ← A1 sees A1 as B remaps it', async () => {
+      expect((await ping(A1.ns, b3AtA, 5, 0.1)).received).toBe(5);
+      expect((await ping(B4.ns, a2AtB, 5, 0.1)).received).toBe(5);
+      const h = await httpCheck(B3.ns, B3.ip, A1.ns, b3AtA, 8080);
+      expect(h.error).toBeUndefined();
+      expect(h.seenSource).toBe(a1AtB);
+      const back = await httpCheck(A2.ns, A2.ip, B4.ns, a2AtB, 8080);
+      expect(back.seenSource).toBe(remotePodAddress(plan, plan.a, B4));
+    }, 60_000);
 
-  it('forwarding follows the RouteConfigurations live: deleting the gateway\'s `-gw-ext` or the nodes\' `-node-gw` cuts A1 → B3, restoring it heals', async () => {
-    const a = clusters[0]!;
-    const nodeNs = plan.a.nodes[0]!.ns;
-    const answers = async (): Promise<boolean> => (await ping(A1.ns, b3AtA, 1, 0.2)).received === 1;
-    const nodeRoutes = async (): Promise<string> => (await runCommand(['ip', '-n', nodeNs, 'route', 'show'])).stdout;
-    expect(await answers()).toBe(true);
-    for (const [name, ns] of [[`${otherCluster(plan, plan.a).id}-gw-ext`, a.tenant], [`${otherCluster(plan, plan.a).id}-node-gw`, a.tenant]] as const) {
-      const stored = a.server.getObject(NET, 'routeconfigurations', ns, name)!;
-      const again = { apiVersion: NET, kind: 'RouteConfiguration', metadata: { name, namespace: ns, labels: stored.metadata.labels }, spec: stored['spec'] };
-      a.server.remove(NET, 'routeconfigurations', ns, name);
-      await waitFor(`A1 → B3 cut without ${name}`, async () => !(await answers()), 15_000, 200);
-      // Without the fabric's route the node kernel has none towards the remapped peer (Weft adds none of its own).
-      if (name.endsWith('-node-gw')) expect(await nodeRoutes()).not.toContain('10.71.0.0/16');
-      a.server.put(NET, 'routeconfigurations', again);
-      await waitFor(`A1 → B3 back with ${name}`, answers, 15_000, 200);
-      if (name.endsWith('-node-gw')) expect(await nodeRoutes()).toContain('10.71.0.0/16');
-    }
-  }, 90_000);
+    it("host network: node A1 reaches B3, B3 sees A's unknown-source IP as B remaps it, the reply reaches the node", async () => {
+      const h = await httpCheck(B3.ns, B3.ip, plan.a.nodes[0]!.ns, b3AtA, 8082);
+      expect(h.status).toBe(200);
+      expect(h.seenSource).toBe('10.72.0.0'); // 10.70.0.0 (GetUnknownSourceIP) in B's 10.72.0.0/16 view
+    }, 60_000);
 
-  it('SIGKILL of gateway a\'s leader process: the standby takes the Lease and runs Liqo mode from the objects; pod ⇄ pod resumes', async () => {
-    const a = clusters[0]!;
-    const remote = otherCluster(plan, plan.a).id;
-    const lease = (): string | undefined => (a.server.getObject('coordination.k8s.io/v1', 'leases', a.tenant, `${remote}.${a.tenant}.server.connections.liqo.io`)?.['spec'] as { holderIdentity?: string } | undefined)?.holderIdentity;
-    expect(lease()).toBe(`${remote}-1`);
-    const standby = startGateway(a, 2);
-    await waitFor('the standby is up, not active', async () => {
-      try { return (await show(a.runDirs.get('gateway-2')!, 'k8s-gateway')).weft.active === false; } catch { return false; }
-    }, 20_000, 200);
-    const leader = procs.get('a-gateway')!;
-    const t0 = Date.now();
-    process.kill(weftPid(leader), 'SIGKILL');
-    await waitFor('standby holds the Lease', () => lease() === standby, 20_000, 100);
-    const tLease = Date.now() - t0;
-    a.active = 'gateway-2';
-    await waitFor('pod ⇄ pod answers again', async () => (await ping(B4.ns, a2AtB, 1, 0.2)).received === 1, 30_000, 200);
-    console.log(`[ex] leader SIGKILLed: Lease taken after ${tLease} ms; B4 → A2 answered again after ${Date.now() - t0} ms`);
-    expect((await ping(A1.ns, b3AtA, 5, 0.1)).received).toBeGreaterThanOrEqual(4);
-    const h = await httpCheck(B3.ns, B3.ip, A1.ns, b3AtA, 8084);
-    expect(h.seenSource).toBe(a1AtB);
-    const st = await gatewayShow(a);
-    expect(st.weft.active).toBe(true);
-    expect(st.errors ?? []).toEqual([]);
-    expect(st.rules?.counters.length).toBeGreaterThan(0);
-    await waitFor('both Connections Connected again', () => clusters.every((k) => connection(k) === 'Connected'), 30_000, 200);
-  }, 90_000);
+    it('an IP-mapped non-pod address: B4 reaches 192.168.61.10 on node A1 as 10.72.0.5', async () => {
+      const h = await httpCheck(plan.a.nodes[0]!.ns, MAPPED.real, B4.ns, '10.72.0.5', 8083);
+      expect(h.status).toBe(200);
+      expect(h.seenSource).toBe(remotePodAddress(plan, plan.a, B4));
+    }, 60_000);
 
-  it(`Weft derived nothing itself; tshark on every hop: no bad checksum; SYNs towards the tunnel clamped to ${MSS}`, async () => {
-    // Weft's own remap/masquerade NAT (conntrack entries) never ran: every translation came from the objects' chains.
-    for (const k of clusters) {
-      const st = await gatewayShow(k);
-      expect(st.nat, `${k.c.id}: built-in NAT`).toEqual({ entries: 0, forwarded: 0, replies: 0, mssClamped: 0 });
-      expect(st.forwarding!.out.toPeers, `${k.c.id}: forwarded to the peer`).toBeGreaterThan(0);
-    }
-    for (const c of captures) await topo.stop(c.proc);
-    const fields = async (file: string, filter: string, f: readonly string[]): Promise<string[]> => (await runCommand(['tshark', '-n', '-r', file,
-      '-d', 'udp.port==6091,geneve', '-d', `udp.port==${plan.wireguardPort},wg`, '-o', 'ip.check_checksum:TRUE', '-o', 'tcp.check_checksum:TRUE', '-o', 'udp.check_checksum:TRUE',
-      '-Y', filter, '-T', 'fields', ...f.flatMap((x) => ['-e', x])], { timeoutMs: 60_000 })).stdout.split('\n').filter((l) => l.trim() !== '');
-    for (const c of captures) {
-      expect(await fields(c.file, `ip.checksum.status==0 || ${TSHARK_TCP_BAD} || udp.checksum.status==0 || icmp.checksum.status==0 || _ws.malformed`, ['frame.number', '_ws.col.Info']), `${c.name}: bad checksums`).toEqual([]);
-      expect((await fields(c.file, 'udp.checksum.status==1 || tcp.checksum.status==1 || icmp.checksum.status==1', ['frame.number'])).length, `${c.name}: verified frames`).toBeGreaterThan(0);
-    }
-    const cap = (n: string): string => captures.find((c) => c.name === n)!.file;
-    const syns = await fields(cap('pod-B3'), `tcp.flags.syn==1 && tcp.flags.ack==0 && ip.src==${a1AtB}`, ['tcp.options.mss_val']);
-    expect(syns.length).toBeGreaterThan(0);
-    for (const m of syns) expect(Number(m)).toBe(MSS);
-    const synAcks = await fields(cap('pod-A1'), `tcp.flags.syn==1 && tcp.flags.ack==1 && ip.src==${b3AtA}`, ['tcp.options.mss_val']);
-    expect(synAcks.length).toBeGreaterThan(0);
-    for (const m of synAcks) expect(Number(m)).toBe(MSS);
-    // L2 Geneve as Liqo's fabric: Ethernet (0x6558) inside the underlay's Geneve.
-    expect((await fields(cap('underlay-a-n1'), 'geneve.proto_type==0x6558', ['frame.number'])).length).toBeGreaterThan(0);
-  }, 120_000);
-});
+    it(`a user FirewallConfiguration created live drops TCP ${DROP_PORT} (counted) while ${DROP_PORT - 1} passes; deleting it lets ${DROP_PORT} through`, async () => {
+      const a = clusters[0]!;
+      const obj = userDropPort(rulesSide(a.side), DROP_PORT);
+      const key = `${a.tenant}/user-drop-port`;
+      const counter = async (): Promise<number | undefined> =>
+        (await gatewayShow(a)).rules?.counters.find((x) => x.object === key && x.rule === `drop-tcp-${DROP_PORT}`)
+          ?.packets;
+      // Before: the port passes.
+      expect((await httpCheck(B3.ns, B3.ip, A1.ns, b3AtA, DROP_PORT, 5000)).status).toBe(200);
+      a.server.put(NET, 'firewallconfigurations', obj);
+      await waitFor(
+        'the user FirewallConfiguration in force at gateway a',
+        async () => (await counter()) !== undefined,
+        15_000,
+        200,
+      );
+      const dropped = await httpCheck(B3.ns, B3.ip, A1.ns, b3AtA, DROP_PORT, 2000);
+      expect(dropped.ok).toBe(false);
+      expect((await httpCheck(B3.ns, B3.ip, A1.ns, b3AtA, DROP_PORT - 1, 5000)).status).toBe(200);
+      expect(await counter()).toBeGreaterThan(0);
+      expect((await gatewayShow(a)).errors ?? []).toEqual([]);
+      a.server.remove(NET, 'firewallconfigurations', a.tenant, 'user-drop-port');
+      await waitFor(
+        'the user FirewallConfiguration gone from gateway a',
+        async () => (await counter()) === undefined,
+        15_000,
+        200,
+      );
+      expect((await httpCheck(B3.ns, B3.ip, A1.ns, b3AtA, DROP_PORT, 5000)).status).toBe(200);
+    }, 90_000);
+
+    it("forwarding follows the RouteConfigurations live: deleting the gateway's `-gw-ext` or the nodes' `-node-gw` cuts A1 → B3, restoring it heals", async () => {
+      const a = clusters[0]!;
+      const nodeNs = plan.a.nodes[0]!.ns;
+      const answers = async (): Promise<boolean> => (await ping(A1.ns, b3AtA, 1, 0.2)).received === 1;
+      const nodeRoutes = async (): Promise<string> => (await runCommand(['ip', '-n', nodeNs, 'route', 'show'])).stdout;
+      expect(await answers()).toBe(true);
+      for (const [name, ns] of [
+        [`${otherCluster(plan, plan.a).id}-gw-ext`, a.tenant],
+        [`${otherCluster(plan, plan.a).id}-node-gw`, a.tenant],
+      ] as const) {
+        const stored = a.server.getObject(NET, 'routeconfigurations', ns, name)!;
+        const again = {
+          apiVersion: NET,
+          kind: 'RouteConfiguration',
+          metadata: { name, namespace: ns, labels: stored.metadata.labels },
+          spec: stored['spec'],
+        };
+        a.server.remove(NET, 'routeconfigurations', ns, name);
+        await waitFor(`A1 → B3 cut without ${name}`, async () => !(await answers()), 15_000, 200);
+        // Without the fabric's route the node kernel has none towards the remapped peer (Weft adds none of its own).
+        if (name.endsWith('-node-gw')) expect(await nodeRoutes()).not.toContain('10.71.0.0/16');
+        a.server.put(NET, 'routeconfigurations', again);
+        await waitFor(`A1 → B3 back with ${name}`, answers, 15_000, 200);
+        if (name.endsWith('-node-gw')) expect(await nodeRoutes()).toContain('10.71.0.0/16');
+      }
+    }, 90_000);
+
+    it("SIGKILL of gateway a's leader process: the standby takes the Lease and runs Liqo mode from the objects; pod ⇄ pod resumes", async () => {
+      const a = clusters[0]!;
+      const remote = otherCluster(plan, plan.a).id;
+      const lease = (): string | undefined =>
+        (
+          a.server.getObject(
+            'coordination.k8s.io/v1',
+            'leases',
+            a.tenant,
+            `${remote}.${a.tenant}.server.connections.liqo.io`,
+          )?.['spec'] as { holderIdentity?: string } | undefined
+        )?.holderIdentity;
+      expect(lease()).toBe(`${remote}-1`);
+      const standby = startGateway(a, 2);
+      await waitFor(
+        'the standby is up, not active',
+        async () => {
+          try {
+            return (await show(a.runDirs.get('gateway-2')!, 'k8s-gateway')).weft.active === false;
+          } catch {
+            return false;
+          }
+        },
+        20_000,
+        200,
+      );
+      const leader = procs.get('a-gateway')!;
+      const t0 = Date.now();
+      process.kill(weftPid(leader), 'SIGKILL');
+      await waitFor('standby holds the Lease', () => lease() === standby, 20_000, 100);
+      const tLease = Date.now() - t0;
+      a.active = 'gateway-2';
+      await waitFor(
+        'pod ⇄ pod answers again',
+        async () => (await ping(B4.ns, a2AtB, 1, 0.2)).received === 1,
+        30_000,
+        200,
+      );
+      console.log(
+        `[ex] leader SIGKILLed: Lease taken after ${tLease} ms; B4 → A2 answered again after ${Date.now() - t0} ms`,
+      );
+      expect((await ping(A1.ns, b3AtA, 5, 0.1)).received).toBeGreaterThanOrEqual(4);
+      const h = await httpCheck(B3.ns, B3.ip, A1.ns, b3AtA, 8084);
+      expect(h.seenSource).toBe(a1AtB);
+      const st = await gatewayShow(a);
+      expect(st.weft.active).toBe(true);
+      expect(st.errors ?? []).toEqual([]);
+      expect(st.rules?.counters.length).toBeGreaterThan(0);
+      await waitFor(
+        'both Connections Connected again',
+        () => clusters.every((k) => connection(k) === 'Connected'),
+        30_000,
+        200,
+      );
+    }, 90_000);
+
+    it(`Weft derived nothing itself; tshark on every hop: no bad checksum; SYNs towards the tunnel clamped to ${MSS}`, async () => {
+      // Weft's own remap/masquerade NAT (conntrack entries) never ran: every translation came from the objects' chains.
+      for (const k of clusters) {
+        const st = await gatewayShow(k);
+        expect(st.nat, `${k.c.id}: built-in NAT`).toEqual({ entries: 0, forwarded: 0, replies: 0, mssClamped: 0 });
+        expect(st.forwarding!.out.toPeers, `${k.c.id}: forwarded to the peer`).toBeGreaterThan(0);
+      }
+      for (const c of captures) await topo.stop(c.proc);
+      const fields = async (file: string, filter: string, f: readonly string[]): Promise<string[]> =>
+        (
+          await runCommand(
+            [
+              'tshark',
+              '-n',
+              '-r',
+              file,
+              '-d',
+              'udp.port==6091,geneve',
+              '-d',
+              `udp.port==${plan.wireguardPort},wg`,
+              '-o',
+              'ip.check_checksum:TRUE',
+              '-o',
+              'tcp.check_checksum:TRUE',
+              '-o',
+              'udp.check_checksum:TRUE',
+              '-Y',
+              filter,
+              '-T',
+              'fields',
+              ...f.flatMap((x) => ['-e', x]),
+            ],
+            { timeoutMs: 60_000 },
+          )
+        ).stdout
+          .split('\n')
+          .filter((l) => l.trim() !== '');
+      for (const c of captures) {
+        expect(
+          await fields(
+            c.file,
+            `ip.checksum.status==0 || ${TSHARK_TCP_BAD} || udp.checksum.status==0 || icmp.checksum.status==0 || _ws.malformed`,
+            ['frame.number', '_ws.col.Info'],
+          ),
+          `${c.name}: bad checksums`,
+        ).toEqual([]);
+        expect(
+          (
+            await fields(c.file, 'udp.checksum.status==1 || tcp.checksum.status==1 || icmp.checksum.status==1', [
+              'frame.number',
+            ])
+          ).length,
+          `${c.name}: verified frames`,
+        ).toBeGreaterThan(0);
+      }
+      const cap = (n: string): string => captures.find((c) => c.name === n)!.file;
+      const syns = await fields(cap('pod-B3'), `tcp.flags.syn==1 && tcp.flags.ack==0 && ip.src==${a1AtB}`, [
+        'tcp.options.mss_val',
+      ]);
+      expect(syns.length).toBeGreaterThan(0);
+      for (const m of syns) expect(Number(m)).toBe(MSS);
+      const synAcks = await fields(cap('pod-A1'), `tcp.flags.syn==1 && tcp.flags.ack==1 && ip.src==${b3AtA}`, [
+        'tcp.options.mss_val',
+      ]);
+      expect(synAcks.length).toBeGreaterThan(0);
+      for (const m of synAcks) expect(Number(m)).toBe(MSS);
+      // L2 Geneve as Liqo's fabric: Ethernet (0x6558) inside the underlay's Geneve.
+      expect(
+        (await fields(cap('underlay-a-n1'), 'geneve.proto_type==0x6558', ['frame.number'])).length,
+      ).toBeGreaterThan(0);
+    }, 120_000);
+  },
+);

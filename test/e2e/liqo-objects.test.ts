@@ -21,24 +21,49 @@ import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { fabricFirewallSelectors, gatewayFirewallSelectors, gatewayRouteSelectors } from '../../src/control/k8s/firewall-watch.js';
+import {
+  fabricFirewallSelectors,
+  gatewayFirewallSelectors,
+  gatewayRouteSelectors,
+} from '../../src/control/k8s/firewall-watch.js';
 import { parseConfig, type GatewayConfig, type NodeConfig } from '../../src/control/config.js';
 import { httpCheck, ping } from '../../src/demo/checks.js';
 import { WaitAbort, inNs, runCommand, startDaemon, waitFor, type Daemon } from '../../src/demo/host.js';
 import { generateDemoKeys } from '../../src/demo/keys.js';
-import { buildPlan, findPod, gatewayConfig, nodeConfig, otherCluster, planNamespaces, remotePodAddress, type DemoCluster } from '../../src/demo/plan.js';
+import {
+  buildPlan,
+  findPod,
+  gatewayConfig,
+  nodeConfig,
+  otherCluster,
+  planNamespaces,
+  remotePodAddress,
+  type DemoCluster,
+} from '../../src/demo/plan.js';
 import { buildTopology, destroyTopology } from '../../src/demo/topology.js';
 import { Gateway } from '../../src/gateway/gateway.js';
 import { NodeAgent } from '../../src/node/agent.js';
 import { RulesAttachment } from '../../src/rules/attach.js';
 import { buildSteering, parseRouteObjects } from '../../src/rules/steering.js';
-import { DEFAULT_IF, TUNNEL_IF, fabricObjects, gatewayObjects, selects, type PeeringSide } from '../rules/liqo-peering-objects.js';
+import {
+  DEFAULT_IF,
+  TUNNEL_IF,
+  fabricObjects,
+  gatewayObjects,
+  selects,
+  type PeeringSide,
+} from '../rules/liqo-peering-objects.js';
 import { TSHARK_TCP_BAD } from '../util/pcap.js';
 import { needs } from '../util/requirements.js';
 
 const PYTHON = '/usr/bin/python3';
 const plan = buildPlan('lw');
-const reason = needs({ root: true, commands: ['ip', 'ping', 'timeout', 'tshark', 'tcpdump'], nativeAddon: true, other: [existsSync(PYTHON) ? null : `${PYTHON} not installed: apt-get install python3`] });
+const reason = needs({
+  root: true,
+  commands: ['ip', 'ping', 'timeout', 'tshark', 'tcpdump'],
+  nativeAddon: true,
+  other: [existsSync(PYTHON) ? null : `${PYTHON} not installed: apt-get install python3`],
+});
 const MSS = 1200;
 const DROP_PORT = 8081;
 const MAPPED = { name: 'db', real: '192.168.61.10', remapped: '10.70.0.5' };
@@ -54,7 +79,9 @@ for name in sys.argv[1:]:
 
 async function txChecksumOff(ns: string): Promise<void> {
   const links = (await runCommand(['ip', '-n', ns, '-o', 'link', 'show'])).stdout
-    .split('\n').map((l) => /^\d+: ([^:@]+)/.exec(l)?.[1]).filter((n): n is string => n !== undefined && n !== 'lo');
+    .split('\n')
+    .map((l) => /^\d+: ([^:@]+)/.exec(l)?.[1])
+    .filter((n): n is string => n !== undefined && n !== 'lo');
   await runCommand(inNs(ns, [PYTHON, '-c', TX_CSUM_OFF, ...links]));
 }
 
@@ -62,158 +89,270 @@ async function txChecksumOff(ns: string): Promise<void> {
 function sideOf(c: DemoCluster): PeeringSide {
   const o = otherCluster(plan, c);
   return {
-    cfg: o.id, remoteId: o.id, namespace: `liqo-tenant-${o.id}`,
+    cfg: o.id,
+    remoteId: o.id,
+    namespace: `liqo-tenant-${o.id}`,
     // A knows B's endpoint: A is the WireGuard client (Liqo's GatewayClient), B the server.
     mode: c.key === 'a' ? 'client' : 'server',
-    remotePod: { real: o.podCIDR, remapped: c.remappedPeerPodCIDR }, remoteExt: { real: o.externalCIDR, remapped: c.remappedPeerExternalCIDR },
-    nodes: c.nodes.map((n, i) => ({ name: n.name, internalIP: n.internal, gatewayIf: `liqo.${c.key}gwside0${i}`, pods: n.pods.map((p) => p.ip) })),
-    mss: MSS, localPod: c.podCIDR, localExt: c.externalCIDR, gatewayInternalIP: c.gatewayInternal, nodeSideIf: `liqo.${c.key}nodeside`,
+    remotePod: { real: o.podCIDR, remapped: c.remappedPeerPodCIDR },
+    remoteExt: { real: o.externalCIDR, remapped: c.remappedPeerExternalCIDR },
+    nodes: c.nodes.map((n, i) => ({
+      name: n.name,
+      internalIP: n.internal,
+      gatewayIf: `liqo.${c.key}gwside0${i}`,
+      pods: n.pods.map((p) => p.ip),
+    })),
+    mss: MSS,
+    localPod: c.podCIDR,
+    localExt: c.externalCIDR,
+    gatewayInternalIP: c.gatewayInternal,
+    nodeSideIf: `liqo.${c.key}nodeside`,
     ...(c.key === 'a' ? { dropPort: DROP_PORT, ipMappings: [{ ...MAPPED, node: c.nodes[0]!.name }] } : {}),
   };
 }
 
-interface Capture { name: string; file: string; daemon: Daemon }
+interface Capture {
+  name: string;
+  file: string;
+  daemon: Daemon;
+}
 
-describe.skipIf(reason !== null)('two clusters with conflicting pod CIDRs, driven only by Liqo FirewallConfigurations and RouteConfigurations', () => {
-  const A1 = findPod(plan, 'A1');
-  const A2 = findPod(plan, 'A2');
-  const B3 = findPod(plan, 'B3');
-  const B4 = findPod(plan, 'B4');
-  const b3AtA = remotePodAddress(plan, plan.a, B3);
-  const a1AtB = remotePodAddress(plan, plan.b, A1);
-  const a2AtB = remotePodAddress(plan, plan.b, A2);
-  let dir = '';
-  const gateways: Gateway[] = [];
-  const agents: NodeAgent[] = [];
-  const captures: Capture[] = [];
-  const problems: string[] = [];
+describe.skipIf(reason !== null)(
+  'two clusters with conflicting pod CIDRs, driven only by Liqo FirewallConfigurations and RouteConfigurations',
+  () => {
+    const A1 = findPod(plan, 'A1');
+    const A2 = findPod(plan, 'A2');
+    const B3 = findPod(plan, 'B3');
+    const B4 = findPod(plan, 'B4');
+    const b3AtA = remotePodAddress(plan, plan.a, B3);
+    const a1AtB = remotePodAddress(plan, plan.b, A1);
+    const a2AtB = remotePodAddress(plan, plan.b, A2);
+    let dir = '';
+    const gateways: Gateway[] = [];
+    const agents: NodeAgent[] = [];
+    const captures: Capture[] = [];
+    const problems: string[] = [];
 
-  beforeAll(async () => {
-    await destroyTopology(plan);
-    dir = mkdtempSync(join(tmpdir(), 'weft-e2e-lqwire-'));
-    await buildTopology(plan);
-    for (const ns of planNamespaces(plan)) await txChecksumOff(ns);
-    // The IP-mapped non-pod address: hosted on node A1.
-    await runCommand(['ip', '-n', plan.a.nodes[0]!.ns, 'addr', 'add', `${MAPPED.real}/32`, 'dev', 'lo']);
+    beforeAll(async () => {
+      await destroyTopology(plan);
+      dir = mkdtempSync(join(tmpdir(), 'weft-e2e-lqwire-'));
+      await buildTopology(plan);
+      for (const ns of planNamespaces(plan)) await txChecksumOff(ns);
+      // The IP-mapped non-pod address: hosted on node A1.
+      await runCommand(['ip', '-n', plan.a.nodes[0]!.ns, 'addr', 'add', `${MAPPED.real}/32`, 'dev', 'lo']);
 
-    const points: Array<[string, string, string]> = [
-      ['pod-A1', A1.ns, A1.podIf], ['pod-B3', B3.ns, B3.podIf], ['pod-A2', A2.ns, A2.podIf], ['pod-B4', B4.ns, B4.podIf],
-      // The underlays of the nodes these flows cross (A1, A2 and the mapped address on a's first node; B3, B4 on b's second).
-      ['underlay-a-n1', plan.a.nodes[0]!.ns, plan.a.nodes[0]!.underlayIf], ['underlay-b-n2', plan.b.nodes[1]!.ns, plan.b.nodes[1]!.underlayIf],
-      ['wan', plan.a.gatewayNs, plan.a.wanIf],
-    ];
-    for (const [name, ns, ifName] of points) {
-      const file = join(dir, `${name}.pcap`);
-      captures.push({ name, file, daemon: startDaemon(ns, `tcpdump ${name}`, ['tcpdump', '-n', '-U', '-s', '0', '-Z', 'root', '-i', ifName, '-w', file], { lifetimeS: 200 }) });
-    }
-    for (const c of captures) {
-      await waitFor(`tcpdump on ${c.name}`, () => {
-        if (c.daemon.exitStatus !== null) throw new WaitAbort(`tcpdump ${c.name} exited: ${c.daemon.output()}`);
-        return c.daemon.output().includes('listening on');
-      }, 10_000, 50);
-    }
-
-    const keys = generateDemoKeys();
-    for (const c of [plan.a, plan.b]) {
-      const side = sideOf(c);
-      // Liqo's fabric creates Geneve interfaces as L2 (Ethernet inside, ARP): both ends L2.
-      const gcfg = parseConfig(gatewayConfig(plan, c, keys, { keyFile: false, logLevel: 'silent' })) as GatewayConfig;
-      for (const t of gcfg.geneve.tunnels) t.mode = 'l2';
-      const gw = await Gateway.start(gcfg, { netns: c.gatewayNs });
-      gateways.push(gw);
-      // As `weft k8s` in Liqo mode: the objects' rules replace the configuration's at the hooks.
-      gw.detachConfigRules();
-      const objs = gatewayObjects(side);
-      const fw = objs.firewall.filter((o) => gatewayFirewallSelectors([side.remoteId]).some((s) => selects(s, o)));
-      const rules = new RulesAttachment({ peer: TUNNEL_IF, node: 'liqo.geneve', host: DEFAULT_IF, peerAddr: 0, nodeAddr: 0, hostAddr: 0, pathMtu: plan.mtu });
-      rules.attachTo(gw.router);
-      problems.push(...rules.update(fw).map((e) => e.message));
-      const devOf = new Map(side.nodes.map((n) => [n.name, n.gatewayIf]));
-      // The gateway pod runs on the first node: it selects that node's fabric-node objects.
-      const rt = objs.routes.filter((o) => gatewayRouteSelectors([side.remoteId], c.nodes[0]!.name).some((s) => selects(s, o)));
-      const { specs, errors } = parseRouteObjects(rt, new Map());
-      problems.push(...errors.map((e) => e.message));
-      const peerAddr = gw.tunnelAddresses().peers[0]!.remote;
-      gw.router.setSteering(buildSteering({
-        devices: { tunnel: TUNNEL_IF, host: DEFAULT_IF },
-        nodes: gw.nodeTunnels().map((t) => ({ tunnel: t.tunnel, dev: devOf.get(t.nodeName)! })),
-        isPeerAddress: (g) => g === peerAddr,
-      }, [...specs.values()]));
-      for (const n of c.nodes) {
-        const ncfg = parseConfig(nodeConfig(plan, c, n, { logLevel: 'silent' })) as NodeConfig;
-        for (const g of ncfg.node.gateways) g.mode = 'l2';
-        const agent = await NodeAgent.start(ncfg, { netns: n.ns });
-        agents.push(agent);
-        const nr = new RulesAttachment({ peer: TUNNEL_IF, node: side.nodeSideIf, host: DEFAULT_IF, peerAddr: 0, nodeAddr: 0, hostAddr: 0, pathMtu: plan.mtu });
-        nr.attachTo(agent);
-        problems.push(...nr.update(fabricObjects(side).firewall.filter((o) => fabricFirewallSelectors(n.name).some((s) => selects(s, o)))).map((e) => e.message));
+      const points: Array<[string, string, string]> = [
+        ['pod-A1', A1.ns, A1.podIf],
+        ['pod-B3', B3.ns, B3.podIf],
+        ['pod-A2', A2.ns, A2.podIf],
+        ['pod-B4', B4.ns, B4.podIf],
+        // The underlays of the nodes these flows cross (A1, A2 and the mapped address on a's first node; B3, B4 on b's second).
+        ['underlay-a-n1', plan.a.nodes[0]!.ns, plan.a.nodes[0]!.underlayIf],
+        ['underlay-b-n2', plan.b.nodes[1]!.ns, plan.b.nodes[1]!.underlayIf],
+        ['wan', plan.a.gatewayNs, plan.a.wanIf],
+      ];
+      for (const [name, ns, ifName] of points) {
+        const file = join(dir, `${name}.pcap`);
+        captures.push({
+          name,
+          file,
+          daemon: startDaemon(
+            ns,
+            `tcpdump ${name}`,
+            ['tcpdump', '-n', '-U', '-s', '0', '-Z', 'root', '-i', ifName, '-w', file],
+            { lifetimeS: 200 },
+          ),
+        });
       }
-    }
-    // The first packet starts the WireGuard handshake.
-    await waitFor('first reply A1 → B3', async () => (await ping(A1.ns, b3AtA, 1, 0.2)).received === 1, 20_000, 200);
-  }, 120_000);
+      for (const c of captures) {
+        await waitFor(
+          `tcpdump on ${c.name}`,
+          () => {
+            if (c.daemon.exitStatus !== null) throw new WaitAbort(`tcpdump ${c.name} exited: ${c.daemon.output()}`);
+            return c.daemon.output().includes('listening on');
+          },
+          10_000,
+          50,
+        );
+      }
 
-  afterAll(async () => {
-    for (const c of captures) await c.daemon.stop();
-    for (const a of agents) await a.stop().catch(() => {});
-    for (const g of gateways) await g.stop().catch(() => {});
-    await destroyTopology(plan);
-    if (dir) rmSync(dir, { recursive: true, force: true });
-  }, 60_000);
+      const keys = generateDemoKeys();
+      for (const c of [plan.a, plan.b]) {
+        const side = sideOf(c);
+        // Liqo's fabric creates Geneve interfaces as L2 (Ethernet inside, ARP): both ends L2.
+        const gcfg = parseConfig(gatewayConfig(plan, c, keys, { keyFile: false, logLevel: 'silent' })) as GatewayConfig;
+        for (const t of gcfg.geneve.tunnels) t.mode = 'l2';
+        const gw = await Gateway.start(gcfg, { netns: c.gatewayNs });
+        gateways.push(gw);
+        // As `weft k8s` in Liqo mode: the objects' rules replace the configuration's at the hooks.
+        gw.detachConfigRules();
+        const objs = gatewayObjects(side);
+        const fw = objs.firewall.filter((o) => gatewayFirewallSelectors([side.remoteId]).some((s) => selects(s, o)));
+        const rules = new RulesAttachment({
+          peer: TUNNEL_IF,
+          node: 'liqo.geneve',
+          host: DEFAULT_IF,
+          peerAddr: 0,
+          nodeAddr: 0,
+          hostAddr: 0,
+          pathMtu: plan.mtu,
+        });
+        rules.attachTo(gw.router);
+        problems.push(...rules.update(fw).map((e) => e.message));
+        const devOf = new Map(side.nodes.map((n) => [n.name, n.gatewayIf]));
+        // The gateway pod runs on the first node: it selects that node's fabric-node objects.
+        const rt = objs.routes.filter((o) =>
+          gatewayRouteSelectors([side.remoteId], c.nodes[0]!.name).some((s) => selects(s, o)),
+        );
+        const { specs, errors } = parseRouteObjects(rt, new Map());
+        problems.push(...errors.map((e) => e.message));
+        const peerAddr = gw.tunnelAddresses().peers[0]!.remote;
+        gw.router.setSteering(
+          buildSteering(
+            {
+              devices: { tunnel: TUNNEL_IF, host: DEFAULT_IF },
+              nodes: gw.nodeTunnels().map((t) => ({ tunnel: t.tunnel, dev: devOf.get(t.nodeName)! })),
+              isPeerAddress: (g) => g === peerAddr,
+            },
+            [...specs.values()],
+          ),
+        );
+        for (const n of c.nodes) {
+          const ncfg = parseConfig(nodeConfig(plan, c, n, { logLevel: 'silent' })) as NodeConfig;
+          for (const g of ncfg.node.gateways) g.mode = 'l2';
+          const agent = await NodeAgent.start(ncfg, { netns: n.ns });
+          agents.push(agent);
+          const nr = new RulesAttachment({
+            peer: TUNNEL_IF,
+            node: side.nodeSideIf,
+            host: DEFAULT_IF,
+            peerAddr: 0,
+            nodeAddr: 0,
+            hostAddr: 0,
+            pathMtu: plan.mtu,
+          });
+          nr.attachTo(agent);
+          problems.push(
+            ...nr
+              .update(
+                fabricObjects(side).firewall.filter((o) => fabricFirewallSelectors(n.name).some((s) => selects(s, o))),
+              )
+              .map((e) => e.message),
+          );
+        }
+      }
+      // The first packet starts the WireGuard handshake.
+      await waitFor('first reply A1 → B3', async () => (await ping(A1.ns, b3AtA, 1, 0.2)).received === 1, 20_000, 200);
+    }, 120_000);
 
-  it('every object is accepted', () => {
-    expect(problems).toEqual([]);
-  });
+    afterAll(async () => {
+      for (const c of captures) await c.daemon.stop();
+      for (const a of agents) await a.stop().catch(() => {});
+      for (const g of gateways) await g.stop().catch(() => {});
+      await destroyTopology(plan);
+      if (dir) rmSync(dir, { recursive: true, force: true });
+    }, 60_000);
 
-  it('pod ⇄ pod both ways: ping A1 → B3 and B4 → A2; HTTP B3 ← A1 sees A1 as B remaps it', async () => {
-    expect((await ping(A1.ns, b3AtA, 5, 0.1)).received).toBe(5);
-    expect((await ping(B4.ns, a2AtB, 5, 0.1)).received).toBe(5);
-    const h = await httpCheck(B3.ns, B3.ip, A1.ns, b3AtA, 8080);
-    expect(h.error).toBeUndefined();
-    expect(h.seenSource).toBe(a1AtB);
-    const back = await httpCheck(A2.ns, A2.ip, B4.ns, a2AtB, 8080);
-    expect(back.seenSource).toBe(remotePodAddress(plan, plan.a, B4));
-  }, 60_000);
+    it('every object is accepted', () => {
+      expect(problems).toEqual([]);
+    });
 
-  it(`the user FirewallConfiguration drops TCP ${DROP_PORT} towards b; ${DROP_PORT - 1} passes`, async () => {
-    const dropped = await httpCheck(B3.ns, B3.ip, A1.ns, b3AtA, DROP_PORT, 2000);
-    expect(dropped.ok).toBe(false);
-    const passed = await httpCheck(B3.ns, B3.ip, A1.ns, b3AtA, DROP_PORT - 1, 5000);
-    expect(passed.status).toBe(200);
-  }, 60_000);
+    it('pod ⇄ pod both ways: ping A1 → B3 and B4 → A2; HTTP B3 ← A1 sees A1 as B remaps it', async () => {
+      expect((await ping(A1.ns, b3AtA, 5, 0.1)).received).toBe(5);
+      expect((await ping(B4.ns, a2AtB, 5, 0.1)).received).toBe(5);
+      const h = await httpCheck(B3.ns, B3.ip, A1.ns, b3AtA, 8080);
+      expect(h.error).toBeUndefined();
+      expect(h.seenSource).toBe(a1AtB);
+      const back = await httpCheck(A2.ns, A2.ip, B4.ns, a2AtB, 8080);
+      expect(back.seenSource).toBe(remotePodAddress(plan, plan.a, B4));
+    }, 60_000);
 
-  it("host network: node A1 reaches B3, B3 sees A's unknown-source IP as B remaps it, the reply reaches the node", async () => {
-    const node = plan.a.nodes[0]!;
-    const h = await httpCheck(B3.ns, B3.ip, node.ns, b3AtA, 8082);
-    expect(h.status).toBe(200);
-    expect(h.seenSource).toBe('10.72.0.0'); // 10.70.0.0 (GetUnknownSourceIP) in B's 10.72.0.0/16 view
-  }, 60_000);
+    it(`the user FirewallConfiguration drops TCP ${DROP_PORT} towards b; ${DROP_PORT - 1} passes`, async () => {
+      const dropped = await httpCheck(B3.ns, B3.ip, A1.ns, b3AtA, DROP_PORT, 2000);
+      expect(dropped.ok).toBe(false);
+      const passed = await httpCheck(B3.ns, B3.ip, A1.ns, b3AtA, DROP_PORT - 1, 5000);
+      expect(passed.status).toBe(200);
+    }, 60_000);
 
-  it('an IP-mapped non-pod address: B4 reaches 192.168.61.10 on node A1 as 10.72.0.5', async () => {
-    const h = await httpCheck(plan.a.nodes[0]!.ns, MAPPED.real, B4.ns, '10.72.0.5', 8083);
-    expect(h.status).toBe(200);
-    expect(h.seenSource).toBe(remotePodAddress(plan, plan.a, B4));
-  }, 60_000);
+    it("host network: node A1 reaches B3, B3 sees A's unknown-source IP as B remaps it, the reply reaches the node", async () => {
+      const node = plan.a.nodes[0]!;
+      const h = await httpCheck(B3.ns, B3.ip, node.ns, b3AtA, 8082);
+      expect(h.status).toBe(200);
+      expect(h.seenSource).toBe('10.72.0.0'); // 10.70.0.0 (GetUnknownSourceIP) in B's 10.72.0.0/16 view
+    }, 60_000);
 
-  it(`tshark on every hop: no bad checksum; SYNs towards the tunnel clamped to ${MSS}`, async () => {
-    for (const c of captures) await c.daemon.stop();
-    const fields = async (file: string, filter: string, f: readonly string[]): Promise<string[]> => (await runCommand(['tshark', '-n', '-r', file,
-      '-d', 'udp.port==6091,geneve', '-d', 'udp.port==51840,wg', '-o', 'ip.check_checksum:TRUE', '-o', 'tcp.check_checksum:TRUE', '-o', 'udp.check_checksum:TRUE',
-      '-Y', filter, '-T', 'fields', ...f.flatMap((x) => ['-e', x])], { timeoutMs: 60_000 })).stdout.split('\n').filter((l) => l.trim() !== '');
-    for (const c of captures) {
-      expect(await fields(c.file, `ip.checksum.status==0 || ${TSHARK_TCP_BAD} || udp.checksum.status==0 || icmp.checksum.status==0 || _ws.malformed`, ['frame.number', '_ws.col.Info']), `${c.name}: bad checksums`).toEqual([]);
-      expect((await fields(c.file, 'udp.checksum.status==1 || tcp.checksum.status==1 || icmp.checksum.status==1', ['frame.number'])).length, `${c.name}: verified frames`).toBeGreaterThan(0);
-    }
-    const cap = (n: string): string => captures.find((c) => c.name === n)!.file;
-    const syns = await fields(cap('pod-B3'), `tcp.flags.syn==1 && tcp.flags.ack==0 && ip.src==${a1AtB}`, ['tcp.options.mss_val']);
-    expect(syns.length).toBeGreaterThan(0);
-    for (const m of syns) expect(Number(m)).toBe(MSS);
-    const synAcks = await fields(cap('pod-A1'), `tcp.flags.syn==1 && tcp.flags.ack==1 && ip.src==${b3AtA}`, ['tcp.options.mss_val']);
-    expect(synAcks.length).toBeGreaterThan(0);
-    for (const m of synAcks) expect(Number(m)).toBe(MSS);
-    // Nothing went through the gateways' built-in NAT: Liqo mode bypasses it.
-    for (const g of gateways) expect([g.nat.stats().forwarded, g.nat.stats().mssClamped]).toEqual([0, 0]);
-    // L2 Geneve as Liqo's fabric: Ethernet (0x6558) inside the underlay's Geneve.
-    expect((await fields(cap('underlay-a-n1'), 'geneve.proto_type==0x6558', ['frame.number'])).length).toBeGreaterThan(0);
-  }, 120_000);
-});
+    it('an IP-mapped non-pod address: B4 reaches 192.168.61.10 on node A1 as 10.72.0.5', async () => {
+      const h = await httpCheck(plan.a.nodes[0]!.ns, MAPPED.real, B4.ns, '10.72.0.5', 8083);
+      expect(h.status).toBe(200);
+      expect(h.seenSource).toBe(remotePodAddress(plan, plan.a, B4));
+    }, 60_000);
+
+    it(`tshark on every hop: no bad checksum; SYNs towards the tunnel clamped to ${MSS}`, async () => {
+      for (const c of captures) await c.daemon.stop();
+      const fields = async (file: string, filter: string, f: readonly string[]): Promise<string[]> =>
+        (
+          await runCommand(
+            [
+              'tshark',
+              '-n',
+              '-r',
+              file,
+              '-d',
+              'udp.port==6091,geneve',
+              '-d',
+              'udp.port==51840,wg',
+              '-o',
+              'ip.check_checksum:TRUE',
+              '-o',
+              'tcp.check_checksum:TRUE',
+              '-o',
+              'udp.check_checksum:TRUE',
+              '-Y',
+              filter,
+              '-T',
+              'fields',
+              ...f.flatMap((x) => ['-e', x]),
+            ],
+            { timeoutMs: 60_000 },
+          )
+        ).stdout
+          .split('\n')
+          .filter((l) => l.trim() !== '');
+      for (const c of captures) {
+        expect(
+          await fields(
+            c.file,
+            `ip.checksum.status==0 || ${TSHARK_TCP_BAD} || udp.checksum.status==0 || icmp.checksum.status==0 || _ws.malformed`,
+            ['frame.number', '_ws.col.Info'],
+          ),
+          `${c.name}: bad checksums`,
+        ).toEqual([]);
+        expect(
+          (
+            await fields(c.file, 'udp.checksum.status==1 || tcp.checksum.status==1 || icmp.checksum.status==1', [
+              'frame.number',
+            ])
+          ).length,
+          `${c.name}: verified frames`,
+        ).toBeGreaterThan(0);
+      }
+      const cap = (n: string): string => captures.find((c) => c.name === n)!.file;
+      const syns = await fields(cap('pod-B3'), `tcp.flags.syn==1 && tcp.flags.ack==0 && ip.src==${a1AtB}`, [
+        'tcp.options.mss_val',
+      ]);
+      expect(syns.length).toBeGreaterThan(0);
+      for (const m of syns) expect(Number(m)).toBe(MSS);
+      const synAcks = await fields(cap('pod-A1'), `tcp.flags.syn==1 && tcp.flags.ack==1 && ip.src==${b3AtA}`, [
+        'tcp.options.mss_val',
+      ]);
+      expect(synAcks.length).toBeGreaterThan(0);
+      for (const m of synAcks) expect(Number(m)).toBe(MSS);
+      // Nothing went through the gateways' built-in NAT: Liqo mode bypasses it.
+      for (const g of gateways) expect([g.nat.stats().forwarded, g.nat.stats().mssClamped]).toEqual([0, 0]);
+      // L2 Geneve as Liqo's fabric: Ethernet (0x6558) inside the underlay's Geneve.
+      expect(
+        (await fields(cap('underlay-a-n1'), 'geneve.proto_type==0x6558', ['frame.number'])).length,
+      ).toBeGreaterThan(0);
+    }, 120_000);
+  },
+);

@@ -33,10 +33,17 @@ const RBAC = 'rbac.authorization.k8s.io/v1';
 const A_IP = '192.168.77.1';
 const B_IP = '192.168.77.2';
 const PLURAL: Record<LiqoResourceName, string> = {
-  configurations: KINDS.configurations.plural, gatewayServers: KINDS.gatewayServers.plural, gatewayClients: KINDS.gatewayClients.plural,
-  secrets: KINDS.secrets.plural, publicKeys: KINDS.publicKeys.plural, internalNodes: KINDS.internalNodes.plural,
-  internalFabrics: KINDS.internalFabrics.plural, geneveTunnels: KINDS.geneveTunnels.plural, routeConfigurations: KINDS.routeConfigurations.plural,
-  networks: KINDS.networks.plural, ips: KINDS.ips.plural,
+  configurations: KINDS.configurations.plural,
+  gatewayServers: KINDS.gatewayServers.plural,
+  gatewayClients: KINDS.gatewayClients.plural,
+  secrets: KINDS.secrets.plural,
+  publicKeys: KINDS.publicKeys.plural,
+  internalNodes: KINDS.internalNodes.plural,
+  internalFabrics: KINDS.internalFabrics.plural,
+  geneveTunnels: KINDS.geneveTunnels.plural,
+  routeConfigurations: KINDS.routeConfigurations.plural,
+  networks: KINDS.networks.plural,
+  ips: KINDS.ips.plural,
 };
 
 /**
@@ -46,14 +53,22 @@ const PLURAL: Record<LiqoResourceName, string> = {
  * GatewayServer, the keys Secret holds b's key pair and the PublicKey a's public key.
  */
 function peeringOf(a: LiqoResources, serverAddress: string): LiqoResources {
-  const text = JSON.stringify(a).replaceAll('liqo-tenant-cluster-b', 'liqo-tenant-cluster-a')
+  const text = JSON.stringify(a)
+    .replaceAll('liqo-tenant-cluster-b', 'liqo-tenant-cluster-a')
     .replaceAll('"liqo.io/remote-cluster-id":"cluster-b"', '"liqo.io/remote-cluster-id":"cluster-a"');
   const b = JSON.parse(text) as LiqoResources;
-  for (const list of Object.values(b) as KubernetesObject[][]) for (const o of list) if (o.metadata?.name === 'cluster-b') o.metadata.name = 'cluster-a';
+  for (const list of Object.values(b) as KubernetesObject[][])
+    for (const o of list) if (o.metadata?.name === 'cluster-b') o.metadata.name = 'cluster-a';
   const srv = b.gatewayServers.pop()!;
   b.gatewayClients.push({
-    apiVersion: NET, kind: 'GatewayClient', metadata: { ...srv.metadata! },
-    spec: { endpoint: { addresses: [serverAddress], port: srv.spec!.endpoint!.port!, protocol: 'UDP' }, mtu: srv.spec!.mtu!, secretRef: srv.spec!.secretRef! },
+    apiVersion: NET,
+    kind: 'GatewayClient',
+    metadata: { ...srv.metadata! },
+    spec: {
+      endpoint: { addresses: [serverAddress], port: srv.spec!.endpoint!.port!, protocol: 'UDP' },
+      mtu: srv.spec!.mtu!,
+      secretRef: srv.spec!.secretRef!,
+    },
   });
   b.secrets[0]!.data = { privateKey: KEYS.bPriv, publicKey: KEYS.bPub };
   b.publicKeys[0]!.metadata!.name = 'gw-cluster-a';
@@ -61,22 +76,51 @@ function peeringOf(a: LiqoResources, serverAddress: string): LiqoResources {
   return b;
 }
 
-interface Cluster { server: FakeApiServer; gw: GatewayObject; ns: string; keyDir: string }
+interface Cluster {
+  server: FakeApiServer;
+  gw: GatewayObject;
+  ns: string;
+  keyDir: string;
+}
 const clusters: Cluster[] = [];
 const modes: K8sMode[] = [];
 let dir = '';
 
-async function startCluster(name: string, res: LiqoResources, kind: 'GatewayServer' | 'GatewayClient'): Promise<Cluster> {
+async function startCluster(
+  name: string,
+  res: LiqoResources,
+  kind: 'GatewayServer' | 'GatewayClient',
+): Promise<Cluster> {
   const server = await FakeApiServer.start();
-  for (const [n, list] of Object.entries(res) as [LiqoResourceName, KubernetesObject[]][]) for (const o of list) server.put(o.apiVersion!, PLURAL[n], o as Record<string, unknown>);
+  for (const [n, list] of Object.entries(res) as [LiqoResourceName, KubernetesObject[]][])
+    for (const o of list) server.put(o.apiVersion!, PLURAL[n], o as Record<string, unknown>);
   const obj = (kind === 'GatewayServer' ? res.gatewayServers : res.gatewayClients)[0]!;
   const ns = obj.metadata!.namespace!;
-  const stored = server.getObject(NET, kind === 'GatewayServer' ? 'gatewayservers' : 'gatewayclients', ns, obj.metadata!.name!)!;
+  const stored = server.getObject(
+    NET,
+    kind === 'GatewayServer' ? 'gatewayservers' : 'gatewayclients',
+    ns,
+    obj.metadata!.name!,
+  )!;
   const gw = { ...(stored as unknown as GatewayObject), apiVersion: NET, kind };
-  server.put('v1', 'configmaps', { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'liqo-clusterid-configmap', namespace: 'liqo' }, data: { CLUSTER_ID: name } });
-  server.put(RBAC, 'clusterroles', parse(readFileSync(join(ROOT, 'deploy/liqo/gateway-clusterrole.yaml'), 'utf8')) as Record<string, unknown>);
-  server.put(RBAC, 'clusterrolebindings', { apiVersion: RBAC, kind: 'ClusterRoleBinding', metadata: { name: `${ns}-${gw.metadata.name}` },
-    roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'weft-gateway' }, subjects: [{ kind: 'ServiceAccount', name: gw.metadata.name, namespace: ns }] });
+  server.put('v1', 'configmaps', {
+    apiVersion: 'v1',
+    kind: 'ConfigMap',
+    metadata: { name: 'liqo-clusterid-configmap', namespace: 'liqo' },
+    data: { CLUSTER_ID: name },
+  });
+  server.put(
+    RBAC,
+    'clusterroles',
+    parse(readFileSync(join(ROOT, 'deploy/liqo/gateway-clusterrole.yaml'), 'utf8')) as Record<string, unknown>,
+  );
+  server.put(RBAC, 'clusterrolebindings', {
+    apiVersion: RBAC,
+    kind: 'ClusterRoleBinding',
+    metadata: { name: `${ns}-${gw.metadata.name}` },
+    roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'weft-gateway' },
+    subjects: [{ kind: 'ServiceAccount', name: gw.metadata.name, namespace: ns }],
+  });
   const keyDir = join(dir, `keys-${name}`);
   mkdirSync(keyDir);
   writeFileSync(join(keyDir, 'privateKey'), Buffer.from(res.secrets[0]!.data!['privateKey']!, 'base64'));
@@ -87,18 +131,41 @@ async function startCluster(name: string, res: LiqoResources, kind: 'GatewayServ
 
 /** Start the gateway pod Liqo would render from deploy/liqo's template for `c.gw`. */
 async function startGateway(c: Cluster, id: string, tmplFile: string, netnsId = id): Promise<K8sMode> {
-  const tmpl = parseAllDocuments(readFileSync(join(ROOT, 'deploy/liqo', tmplFile), 'utf8'))[0]!.toJS() as Parameters<typeof renderGatewayTemplate>[0];
-  const wg = renderGatewayTemplate(tmpl, c.gw) as { spec: { deployment: { spec: { template: { spec: { containers: { args: string[] }[] } } } } } };
+  const tmpl = parseAllDocuments(readFileSync(join(ROOT, 'deploy/liqo', tmplFile), 'utf8'))[0]!.toJS() as Parameters<
+    typeof renderGatewayTemplate
+  >[0];
+  const wg = renderGatewayTemplate(tmpl, c.gw) as {
+    spec: { deployment: { spec: { template: { spec: { containers: { args: string[] }[] } } } } };
+  };
   const pod = `${c.gw.metadata.name}-${id}`;
-  c.server.put('v1', 'pods', { apiVersion: 'v1', kind: 'Pod', metadata: { name: pod, namespace: c.ns, labels: { 'networking.liqo.io/component': 'gateway' } }, spec: { containers: [{ name: 'gateway', image: 'weft' }] } });
+  c.server.put('v1', 'pods', {
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: { name: pod, namespace: c.ns, labels: { 'networking.liqo.io/component': 'gateway' } },
+    spec: { containers: [{ name: 'gateway', image: 'weft' }] },
+  });
   const args = wg.spec.deployment.spec.template.spec.containers[0]!.args.slice(1)
     .map((a) => a.replace('$(NODE_NAME)', 'worker-1').replace('$(POD_NAME)', pod))
     .map((a) => (a.startsWith('--wireguard-key-dir=') ? `--wireguard-key-dir=${c.keyDir}` : a))
     .filter((a) => !a.startsWith('--metrics-listen='));
-  const s = { ...parseK8sArgs(parseArgs(args, K8S_SPEC), {}), runDir: join(dir, 'run'), name: `lqx-${id}`, logLevel: 'silent' as const,
-    leaseDurationMs: LEASE_DEFAULTS.durationMs, leaseRenewDeadlineMs: LEASE_DEFAULTS.renewDeadlineMs, leaseRetryPeriodMs: LEASE_DEFAULTS.retryPeriodMs };
+  const s = {
+    ...parseK8sArgs(parseArgs(args, K8S_SPEC), {}),
+    runDir: join(dir, 'run'),
+    name: `lqx-${id}`,
+    logLevel: 'silent' as const,
+    leaseDurationMs: LEASE_DEFAULTS.durationMs,
+    leaseRenewDeadlineMs: LEASE_DEFAULTS.renewDeadlineMs,
+    leaseRetryPeriodMs: LEASE_DEFAULTS.retryPeriodMs,
+  };
   const logger = createLogger({ level: 'silent', env: {} });
-  const runtime = await Runtime.create({ name: `lqx-${id}`, runDir: join(dir, 'run'), source: 'kubernetes', logger, conncheck: true, launch: { netns: topo.ns(netnsId) } });
+  const runtime = await Runtime.create({
+    name: `lqx-${id}`,
+    runDir: join(dir, 'run'),
+    source: 'kubernetes',
+    logger,
+    conncheck: true,
+    launch: { netns: topo.ns(netnsId) },
+  });
   const m = new K8sMode(s, c.server.serviceAccountKubeConfig(c.ns, c.gw.metadata.name), runtime, logger);
   modes.push(m);
   await m.start();
@@ -130,16 +197,41 @@ describe.skipIf(skip !== null)('two Liqo-shaped clusters, Weft as the templated 
     const ga = await startGateway(ca, 'a', 'wireguard-server-template.yaml');
     const gb = await startGateway(cb, 'b', 'wireguard-client-template.yaml');
     await waitFor('both gateways forward', () => ga.runtime.active && gb.runtime.active, 20_000);
-    const status = (c: Cluster, name: string) => c.server.getObject(NET, 'connections', c.ns, name)?.['status'] as { value?: string; latency?: { value?: string } } | undefined;
-    await waitFor('Connected on both sides', () => status(ca, 'gw-cluster-b')?.value === 'Connected' && status(cb, 'gw-cluster-a')?.value === 'Connected', 30_000);
+    const status = (c: Cluster, name: string) =>
+      c.server.getObject(NET, 'connections', c.ns, name)?.['status'] as
+        { value?: string; latency?: { value?: string } } | undefined;
+    await waitFor(
+      'Connected on both sides',
+      () => status(ca, 'gw-cluster-b')?.value === 'Connected' && status(cb, 'gw-cluster-a')?.value === 'Connected',
+      30_000,
+    );
     console.log(`[lqx] both Connections Connected ${Date.now() - t0} ms after the gateways started`);
     // Latency is written with the value (or within the status interval after it).
-    await waitFor('latency on both sides', () => [status(ca, 'gw-cluster-b'), status(cb, 'gw-cluster-a')].every((s) => /^\d+(\.\d+)?(ms|μs|s)$/.test(s?.latency?.value ?? '')), 15_000);
-    console.log(`[lqx] latency a→b ${status(ca, 'gw-cluster-b')!.latency!.value}, b→a ${status(cb, 'gw-cluster-a')!.latency!.value}`);
+    await waitFor(
+      'latency on both sides',
+      () =>
+        [status(ca, 'gw-cluster-b'), status(cb, 'gw-cluster-a')].every((s) =>
+          /^\d+(\.\d+)?(ms|μs|s)$/.test(s?.latency?.value ?? ''),
+        ),
+      15_000,
+    );
+    console.log(
+      `[lqx] latency a→b ${status(ca, 'gw-cluster-b')!.latency!.value}, b→a ${status(cb, 'gw-cluster-a')!.latency!.value}`,
+    );
     expect(cb.server.getObject(NET, 'connections', cb.ns, 'gw-cluster-a')!['spec']).toEqual({
-      type: 'Client', gatewayRef: { apiVersion: NET, kind: 'WgGatewayClient', name: 'cluster-a', namespace: cb.ns, uid: cb.gw.metadata.uid },
+      type: 'Client',
+      gatewayRef: {
+        apiVersion: NET,
+        kind: 'WgGatewayClient',
+        name: 'cluster-a',
+        namespace: cb.ns,
+        uid: cb.gw.metadata.uid,
+      },
     });
-    for (const [c, pod] of [[ca, 'cluster-b-a'], [cb, 'cluster-a-b']] as const) {
+    for (const [c, pod] of [
+      [ca, 'cluster-b-a'],
+      [cb, 'cluster-a-b'],
+    ] as const) {
       expect(c.server.getObject('v1', 'pods', c.ns, pod)!.metadata.labels?.['networking.liqo.io/active']).toBe('true');
       expect(c.server.requests.filter((r) => r.status === 403).map((r) => `${r.method} ${r.path}`)).toEqual([]);
     }
@@ -152,9 +244,13 @@ describe.skipIf(skip !== null)('two Liqo-shaped clusters, Weft as the templated 
     const a2 = await startGateway(ca, 'a2', 'wireguard-server-template.yaml', 'a');
     await new Promise((r) => setTimeout(r, 1500));
     expect(a2.runtime.active).toBe(false);
-    expect(ca.server.getObject('v1', 'pods', ca.ns, 'cluster-b-a2')!.metadata.labels?.['networking.liqo.io/active']).toBeUndefined();
+    expect(
+      ca.server.getObject('v1', 'pods', ca.ns, 'cluster-b-a2')!.metadata.labels?.['networking.liqo.io/active'],
+    ).toBeUndefined();
     // In-tunnel pings from cluster-b's gateway to cluster-a's tunnel address, every 100 ms.
-    const ping = topo.spawnIn(topo.ns('b'), 'ping', ['ping', '-n', '-i', '0.1', '-W', '1', '169.254.18.1'], { lifetimeS: 40 });
+    const ping = topo.spawnIn(topo.ns('b'), 'ping', ['ping', '-n', '-i', '0.1', '-W', '1', '169.254.18.1'], {
+      lifetimeS: 40,
+    });
     await waitFor('pings answered before the crash', () => /icmp_seq=5 /.test(ping.output()), 10_000);
     // Crash as the Lease sees a SIGKILL: renewals stop, nothing released; its sockets and TUN go.
     const t0 = Date.now();
@@ -162,24 +258,43 @@ describe.skipIf(skip !== null)('two Liqo-shaped clusters, Weft as the templated 
     await ga.runtime.stopDataPlane();
     await waitFor('a2 takes over', () => a2.runtime.active, 15_000);
     const tTakeover = Date.now() - t0;
-    await waitFor('a2 labelled active', () => ca.server.getObject('v1', 'pods', ca.ns, 'cluster-b-a2')!.metadata.labels?.['networking.liqo.io/active'] === 'true', 10_000);
-    const seqNow = (): number => Math.max(0, ...[...ping.output().matchAll(/icmp_seq=(\d+) /g)].map((m) => Number(m[1])));
+    await waitFor(
+      'a2 labelled active',
+      () =>
+        ca.server.getObject('v1', 'pods', ca.ns, 'cluster-b-a2')!.metadata.labels?.['networking.liqo.io/active'] ===
+        'true',
+      10_000,
+    );
+    const seqNow = (): number =>
+      Math.max(0, ...[...ping.output().matchAll(/icmp_seq=(\d+) /g)].map((m) => Number(m[1])));
     const resumedFrom = seqNow();
     await waitFor('pings answered again', () => seqNow() >= resumedFrom + 5, 20_000);
     await topo.stop(ping);
     const seqs = [...ping.output().matchAll(/icmp_seq=(\d+) /g)].map((m) => Number(m[1]));
     let gap = 0;
     for (let i = 1; i < seqs.length; i++) gap = Math.max(gap, seqs[i]! - seqs[i - 1]!);
-    console.log(`[lqx] leader crash: takeover ${tTakeover} ms; longest in-tunnel ping gap ${gap * 100} ms (${gap - 1} pings lost at 100 ms)`);
+    console.log(
+      `[lqx] leader crash: takeover ${tTakeover} ms; longest in-tunnel ping gap ${gap * 100} ms (${gap - 1} pings lost at 100 ms)`,
+    );
     expect(gap).toBeGreaterThan(1); // the crash did interrupt the tunnel
-    await waitFor('cluster-a Connection Connected again', () => (ca.server.getObject(NET, 'connections', ca.ns, 'gw-cluster-b')?.['status'] as { value?: string } | undefined)?.value === 'Connected', 20_000);
+    await waitFor(
+      'cluster-a Connection Connected again',
+      () =>
+        (ca.server.getObject(NET, 'connections', ca.ns, 'gw-cluster-b')?.['status'] as { value?: string } | undefined)
+          ?.value === 'Connected',
+      20_000,
+    );
   }, 90_000);
 
-  test('unpeer: deleting cluster-a\'s GatewayServer removes its Connection (garbage collector), not re-created', async () => {
+  test("unpeer: deleting cluster-a's GatewayServer removes its Connection (garbage collector), not re-created", async () => {
     const ca = clusters[0]!;
     expect(ca.server.getObject(NET, 'connections', ca.ns, 'gw-cluster-b')).toBeDefined();
     ca.server.remove(NET, 'gatewayservers', ca.ns, 'cluster-b');
-    await waitFor('Connection collected', () => ca.server.getObject(NET, 'connections', ca.ns, 'gw-cluster-b') === undefined, 10_000);
+    await waitFor(
+      'Connection collected',
+      () => ca.server.getObject(NET, 'connections', ca.ns, 'gw-cluster-b') === undefined,
+      10_000,
+    );
     await new Promise((r) => setTimeout(r, 2500)); // two status ticks
     expect(ca.server.getObject(NET, 'connections', ca.ns, 'gw-cluster-b')).toBeUndefined();
   }, 30_000);

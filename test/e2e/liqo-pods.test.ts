@@ -29,11 +29,26 @@ import { getCryptoBackend } from '../../src/crypto/select.js';
 import type { LiqoResources } from '../../src/control/k8s/resources.js';
 import type { FakeApiServer } from '../k8s-fake/server.js';
 import type { GatewayObject } from '../k8s-fake/liqo-render.js';
-import { LIQO_NAMESPACE, liqoFirewallConfigurations, liqoPeeringSide, tenantNamespace, type PeeringSide } from '../k8s-fake/liqo-peering.js';
+import {
+  LIQO_NAMESPACE,
+  liqoFirewallConfigurations,
+  liqoPeeringSide,
+  tenantNamespace,
+  type PeeringSide,
+} from '../k8s-fake/liqo-peering.js';
 import { e2eUnavailableReason, ping, Topology, waitFor, type Spawned } from '../util/netns.js';
 import { ensureBuilt, WEFT_BIN } from '../cli/helpers.js';
 import {
-  NET, forbiddenRequests, gatewayObject, weftPid, gatewayPodCommand, hostRelay, nodeAgentCommand, relayIn, saKubeconfig, startLiqoApiServer,
+  NET,
+  forbiddenRequests,
+  gatewayObject,
+  weftPid,
+  gatewayPodCommand,
+  hostRelay,
+  nodeAgentCommand,
+  relayIn,
+  saKubeconfig,
+  startLiqoApiServer,
 } from './liqo-processes.js';
 
 const skip = e2eUnavailableReason(['ip', 'ping', 'timeout', 'iperf3', 'ss']);
@@ -67,10 +82,16 @@ async function startCluster(letter: Letter, keys: Record<Letter, { priv: string;
   const id = `cluster-${letter}`;
   const remote = `cluster-${other}`;
   const side: PeeringSide = {
-    local: id, remote, side: letter === 'a' ? 'server' : 'client',
-    privateKey: keys[letter].priv, publicKey: keys[letter].pub, remotePublicKey: keys[other].pub,
+    local: id,
+    remote,
+    side: letter === 'a' ? 'server' : 'client',
+    privateKey: keys[letter].priv,
+    publicKey: keys[letter].pub,
+    remotePublicKey: keys[other].pub,
     // Liqo's multi-port form on both sides: the client sends to the first port (Liqo's tunnel 0).
-    endpoint: { address: WAN.a, port: 51840 }, ports: [51840, 51841], gatewayPod: { ip: GW_POD_IP, node: 'worker-1' },
+    endpoint: { address: WAN.a, port: 51840 },
+    ports: [51840, 51841],
+    gatewayPod: { ip: GW_POD_IP, node: 'worker-1' },
     nodes: [{ name: 'worker-1', pods: [{ name: 'app', ip: POD_IP }] }],
     // deploy/liqo runs Liqo mode: the Firewall- and RouteConfigurations Liqo creates are the contract.
     liqoMode: { mss: 1300 },
@@ -79,8 +100,12 @@ async function startCluster(letter: Letter, keys: Record<Letter, { priv: string;
   const ns = tenantNamespace(remote);
   // deploy/liqo's RBAC: the gateway role (Liqo's controller-manager binds it to the gateway's
   // ServiceAccount, named like the gateway) and the fabric DaemonSet's own objects.
-  const server = await startLiqoApiServer({ clusterId: id, res, extra: [{ plural: 'firewallconfigurations', objects: liqoFirewallConfigurations(side) }],
-    gateway: { namespace: ns, name: remote } });
+  const server = await startLiqoApiServer({
+    clusterId: id,
+    res,
+    extra: [{ plural: 'firewallconfigurations', objects: liqoFirewallConfigurations(side) }],
+    gateway: { namespace: ns, name: remote },
+  });
   const gw = gatewayObject(server, letter === 'a' ? 'server' : 'client', ns, remote);
   const sock = join(dir, `${letter}-api.sock`);
   relays.push(await hostRelay(server, sock));
@@ -98,15 +123,31 @@ function startGateway(c: Cluster, replica: string): { pod: string; proc: Spawned
   const pod = `${c.remote}-${replica}`;
   const cmd = gatewayPodCommand(c.letter === 'a' ? 'server' : 'client', c.gw, pod, 'worker-1');
   c.server.put('v1', 'pods', {
-    apiVersion: 'v1', kind: 'Pod', metadata: { name: pod, namespace: c.ns, labels: cmd.labels },
-    spec: { nodeName: 'worker-1', serviceAccountName: cmd.serviceAccount, containers: [{ name: 'gateway', image: 'weft' }] },
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: { name: pod, namespace: c.ns, labels: cmd.labels },
+    spec: {
+      nodeName: 'worker-1',
+      serviceAccountName: cmd.serviceAccount,
+      containers: [{ name: 'gateway', image: 'weft' }],
+    },
     status: { phase: 'Running', podIP: GW_POD_IP, hostIP: NODE_HOST_IP },
   });
-  const argv = cmd.args.filter((a) => !a.startsWith('--metrics-listen='))
+  const argv = cmd.args
+    .filter((a) => !a.startsWith('--metrics-listen='))
     .map((a) => (a.startsWith('--wireguard-key-dir=') ? `--wireguard-key-dir=${c.keyDir}` : a));
-  const kc = saKubeconfig(c.server, join(dir, `${c.letter}-${c.ns}-${cmd.serviceAccount}.kubeconfig`), c.ns, cmd.serviceAccount);
-  const proc = topo.spawnIn(topo.ns(`${c.letter}g`), `gw-${pod}`, [process.execPath, WEFT_BIN, ...argv, `--kubeconfig=${kc}`, `--run-dir=${join(dir, `run-${pod}`)}`],
-    { lifetimeS: 400, env: cmd.env });
+  const kc = saKubeconfig(
+    c.server,
+    join(dir, `${c.letter}-${c.ns}-${cmd.serviceAccount}.kubeconfig`),
+    c.ns,
+    cmd.serviceAccount,
+  );
+  const proc = topo.spawnIn(
+    topo.ns(`${c.letter}g`),
+    `gw-${pod}`,
+    [process.execPath, WEFT_BIN, ...argv, `--kubeconfig=${kc}`, `--run-dir=${join(dir, `run-${pod}`)}`],
+    { lifetimeS: 400, env: cmd.env },
+  );
   procs.set(pod, proc);
   return { pod, proc };
 }
@@ -114,9 +155,18 @@ function startGateway(c: Cluster, replica: string): { pod: string; proc: Spawned
 /** The node agent the fabric DaemonSet runs on worker-1, as a process in lqXn (host network). */
 function startNodeAgent(c: Cluster): Spawned {
   const cmd = nodeAgentCommand(c.id, 'worker-1', 'weft-fabric-w1', NODE_HOST_IP);
-  const kc = saKubeconfig(c.server, join(dir, `${c.letter}-${LIQO_NAMESPACE}-${cmd.serviceAccount}.kubeconfig`), LIQO_NAMESPACE, cmd.serviceAccount);
-  const proc = topo.spawnIn(topo.ns(`${c.letter}n`), `node-${c.letter}`, [process.execPath, WEFT_BIN, ...cmd.args, `--kubeconfig=${kc}`, `--run-dir=${join(dir, `run-node-${c.letter}`)}`],
-    { lifetimeS: 400, env: cmd.env });
+  const kc = saKubeconfig(
+    c.server,
+    join(dir, `${c.letter}-${LIQO_NAMESPACE}-${cmd.serviceAccount}.kubeconfig`),
+    LIQO_NAMESPACE,
+    cmd.serviceAccount,
+  );
+  const proc = topo.spawnIn(
+    topo.ns(`${c.letter}n`),
+    `node-${c.letter}`,
+    [process.execPath, WEFT_BIN, ...cmd.args, `--kubeconfig=${kc}`, `--run-dir=${join(dir, `run-node-${c.letter}`)}`],
+    { lifetimeS: 400, env: cmd.env },
+  );
   procs.set(`node-${c.letter}`, proc);
   return proc;
 }
@@ -128,16 +178,30 @@ function startNodeAgent(c: Cluster): Spawned {
 async function tcpTransfer(nsServer: string, nsClient: string): Promise<number> {
   const port = String(5201 + Math.floor(Math.random() * 500));
   const server = topo.spawnIn(nsServer, 'iperf3-server', ['iperf3', '-s', '-1', '-p', port], { lifetimeS: 40 });
-  await waitFor('iperf3 server', () => topo.exec(nsServer, ['ss', '-Hltn', `sport = :${port}`], { allowFail: true }).trim().length > 0, 5000);
-  const out = topo.exec(nsClient, ['iperf3', '-c', POD_IP_REMOTE, '-p', port, '-t', '2', '-J', '--connect-timeout', '3000'], { timeoutMs: 25_000, allowFail: true });
+  await waitFor(
+    'iperf3 server',
+    () => topo.exec(nsServer, ['ss', '-Hltn', `sport = :${port}`], { allowFail: true }).trim().length > 0,
+    5000,
+  );
+  const out = topo.exec(
+    nsClient,
+    ['iperf3', '-c', POD_IP_REMOTE, '-p', port, '-t', '2', '-J', '--connect-timeout', '3000'],
+    { timeoutMs: 25_000, allowFail: true },
+  );
   await topo.stop(server);
-  const j = JSON.parse(out) as { end?: { sum_received?: { bits_per_second?: number; bytes?: number } }; error?: string };
+  const j = JSON.parse(out) as {
+    end?: { sum_received?: { bits_per_second?: number; bytes?: number } };
+    error?: string;
+  };
   if (j.error) throw new Error(`iperf3: ${j.error}`);
   return (j.end?.sum_received?.bits_per_second ?? 0) / 1e9;
 }
 
-const status = (c: Cluster) => c.server.getObject(NET, 'connections', c.ns, `gw-${c.remote}`)?.['status'] as { value?: string; latency?: { value?: string } } | undefined;
-const activeLabel = (c: Cluster, pod: string) => c.server.getObject('v1', 'pods', c.ns, pod)?.metadata.labels?.['networking.liqo.io/active'];
+const status = (c: Cluster) =>
+  c.server.getObject(NET, 'connections', c.ns, `gw-${c.remote}`)?.['status'] as
+    { value?: string; latency?: { value?: string } } | undefined;
+const activeLabel = (c: Cluster, pod: string) =>
+  c.server.getObject('v1', 'pods', c.ns, pod)?.metadata.labels?.['networking.liqo.io/active'];
 const forbidden = (c: Cluster) => forbiddenRequests(c.server);
 const podNs = (l: Letter) => topo.ns(`${l}p`);
 const diag = (): string => [...procs].map(([n, p]) => `--- ${n}\n${p.output().slice(-1500)}`).join('\n');
@@ -165,108 +229,188 @@ afterAll(async () => {
   if (dir) rmSync(dir, { recursive: true, force: true });
 }, 60_000);
 
-describe.skipIf(skip !== null)('Liqo-shaped clusters: pod ⇄ pod through node agents and templated gateways (processes)', () => {
-  test('ping and TCP both ways; Connections Connected with latency; active labels; source detector; no 403', async () => {
-    const backend = getCryptoBackend('auto');
-    const keys = Object.fromEntries((['a', 'b'] as const).map((l) => {
-      const priv = generatePrivateKeyBase64(backend);
-      return [l, { priv, pub: publicKeyBase64(backend, priv) }];
-    })) as Record<Letter, { priv: string; pub: string }>;
-    const ca = await startCluster('a', keys);
-    const cb = await startCluster('b', keys);
-    const t0 = Date.now();
-    for (const c of [ca, cb]) {
-      relayIn(topo, topo.ns(`${c.letter}g`), c.sock);
-      relayIn(topo, topo.ns(`${c.letter}n`), c.sock);
-      startNodeAgent(c);
-      startGateway(c, '1');
-    }
-    try {
-      // The node agents' source detectors write where the gateways send Geneve.
-      for (const c of [ca, cb]) {
-        await waitFor(`${c.id}: InternalNode worker-1 status.nodeIP.local`, () =>
-          (c.server.getObject(NET, 'internalnodes', undefined, 'worker-1')?.['status'] as { nodeIP?: { local?: string } } | undefined)?.nodeIP?.local === NODE_HOST_IP, 30_000);
-      }
-      await waitFor('Connected on both sides', () => status(ca)?.value === 'Connected' && status(cb)?.value === 'Connected', 45_000);
-      console.log(`[lq] both Connections Connected ${Date.now() - t0} ms after the processes started`);
-      await waitFor('latency on both sides', () => [status(ca), status(cb)].every((s) => /^\d+(\.\d+)?(ms|μs|s)$/.test(s?.latency?.value ?? '')), 15_000);
-      for (const c of [ca, cb]) expect(activeLabel(c, `${c.remote}-1`)).toBe('true');
-      // spec.endpoint.ports [51840, 51841]: the server listens on the first, the client dials it.
-      expect(topo.exec(topo.ns('ag'), ['ss', '-Hlun'], { allowFail: true })).toMatch(/:51840\b/);
-      // Pod ⇄ pod: each cluster addresses the other's pod through the remapped CIDR.
-      const tPing = Date.now();
-      await waitFor('pod a → pod b answers', () => ping(topo, podNs('a'), POD_IP_REMOTE, 1, 0.2).received === 1, 20_000, 200);
-      console.log(`[lq] first pod a → pod b reply ${Date.now() - tPing} ms after Connected`);
-      const ab = ping(topo, podNs('a'), POD_IP_REMOTE, 10, 0.1);
-      const ba = ping(topo, podNs('b'), POD_IP_REMOTE, 10, 0.1);
-      console.log(`[lq] pod a → pod b ${ab.received}/10 (avg ${ab.avgMs} ms), pod b → pod a ${ba.received}/10 (avg ${ba.avgMs} ms)`);
-      expect(ab.received).toBeGreaterThanOrEqual(9);
-      expect(ba.received).toBeGreaterThanOrEqual(9);
-      const gAB = await tcpTransfer(podNs('b'), podNs('a'));
-      const gBA = await tcpTransfer(podNs('a'), podNs('b'));
-      console.log(`[lq] TCP pod a → pod b ${gAB.toFixed(3)} Gbit/s, pod b → pod a ${gBA.toFixed(3)} Gbit/s`);
-      expect(gAB).toBeGreaterThan(0);
-      expect(gBA).toBeGreaterThan(0);
-      // Every request, the node agents' (fabric ClusterRole: the node-role watcher's lists and
-      // watches, the source detector's InternalNode status patch) and the gateways'
-      // (weft-gateway), was allowed — and RBAC is enforced: the fabric account may not write a Connection.
-      for (const c of [ca, cb]) {
-        expect(forbidden(c)).toEqual([]);
-        expect(c.server.requests.some((r) => r.method === 'PATCH' && r.path.startsWith('/apis/networking.liqo.io/v1beta1/internalnodes/worker-1/status') && r.status === 200)).toBe(true);
-        expect(c.server.requests.some((r) => r.method === 'GET' && r.path.startsWith('/apis/networking.liqo.io/v1beta1/genevetunnels') && r.status === 200)).toBe(true);
-      }
-      const fabric = ca.server.serviceAccountKubeConfig(LIQO_NAMESPACE, 'weft-fabric').makeApiClient(CustomObjectsApi);
-      await expect(fabric.createNamespacedCustomObject({ group: 'networking.liqo.io', version: 'v1beta1', namespace: ca.ns, plural: 'connections',
-        body: { apiVersion: NET, kind: 'Connection', metadata: { name: 'x' } } })).rejects.toMatchObject({ code: 403 });
-    } catch (e) {
-      console.log(diag());
-      throw e;
-    }
-  }, 180_000);
-
-  test('SIGKILL of the leader gateway process: the standby takes the Lease, labels itself, removes the stale label; pod ⇄ pod resumes (gap measured)', async () => {
-    const ca = clusters.get('a')!;
-    const cb = clusters.get('b')!;
-    const leader = procs.get(`${ca.remote}-1`)!;
-    const lease = () => (ca.server.getObject('coordination.k8s.io/v1', 'leases', ca.ns, `${ca.remote}.${ca.ns}.server.connections.liqo.io`)?.['spec'] as { holderIdentity?: string } | undefined)?.holderIdentity;
-    expect(lease()).toBe(`${ca.remote}-1`);
-    // The second replica of the Deployment (replicas: 2), in the same pod network namespace.
-    const { pod: standby } = startGateway(ca, '2');
-    try {
-      await waitFor('the standby is up (its control socket)', () => topo.exec(topo.ns('ag'), ['ss', '-Hlx'], { allowFail: true }).includes(`run-${standby}`), 20_000);
-      await new Promise((r) => setTimeout(r, 2000));
-      expect(lease()).toBe(`${ca.remote}-1`);
-      expect(activeLabel(ca, standby)).toBeUndefined();
-      // Pod b pings pod a every 100 ms through both node agents and the gateways.
-      const pinger = topo.spawnIn(podNs('b'), 'ping', ['ping', '-n', '-i', '0.1', '-W', '1', POD_IP_REMOTE], { lifetimeS: 60 });
-      await waitFor('pings answered before the kill', () => /icmp_seq=5 /.test(pinger.output()), 10_000);
-      const pid = weftPid(leader);
+describe.skipIf(skip !== null)(
+  'Liqo-shaped clusters: pod ⇄ pod through node agents and templated gateways (processes)',
+  () => {
+    test('ping and TCP both ways; Connections Connected with latency; active labels; source detector; no 403', async () => {
+      const backend = getCryptoBackend('auto');
+      const keys = Object.fromEntries(
+        (['a', 'b'] as const).map((l) => {
+          const priv = generatePrivateKeyBase64(backend);
+          return [l, { priv, pub: publicKeyBase64(backend, priv) }];
+        }),
+      ) as Record<Letter, { priv: string; pub: string }>;
+      const ca = await startCluster('a', keys);
+      const cb = await startCluster('b', keys);
       const t0 = Date.now();
-      process.kill(pid, 'SIGKILL');
-      await waitFor('standby holds the Lease', () => lease() === standby, 20_000, 50);
-      const tLease = Date.now() - t0;
-      await waitFor('standby labelled active, the killed leader\'s stale label removed', () => activeLabel(ca, standby) === 'true' && activeLabel(ca, `${ca.remote}-1`) === undefined, 10_000, 50);
-      const tLabel = Date.now() - t0;
-      const seqs = (): number[] => [...pinger.output().matchAll(/icmp_seq=(\d+) /g)].map((m) => Number(m[1]));
-      const before = Math.max(...seqs());
-      await waitFor('pod ⇄ pod pings answered again', () => seqs().filter((x) => x > before).length >= 5, 40_000, 100);
-      const tBack = Date.now() - t0;
-      await topo.stop(pinger);
-      const got = seqs();
-      let gap = 0;
-      for (let i = 1; i < got.length; i++) gap = Math.max(gap, got[i]! - got[i - 1]!);
-      console.log(`[lq] SIGKILL of the leader (pid ${pid}): Lease taken ${tLease} ms, labels moved ${tLabel} ms, pings back within ${tBack} ms; ` +
-        `longest pod b → pod a gap ${gap * 100} ms (${gap - 1} pings at 100 ms lost)`);
-      expect(await leader.exited).toBe('SIGKILL'); // timeout(1) dies by the signal that killed its child
-      expect(gap).toBeGreaterThan(1);
-      const ab = ping(topo, podNs('a'), POD_IP_REMOTE, 5, 0.1);
-      expect(ab.received).toBeGreaterThanOrEqual(4);
-      // Both sides saw the check fail during the gap (Error) and report Connected again.
-      await waitFor('both Connections Connected again', () => status(ca)?.value === 'Connected' && status(cb)?.value === 'Connected', 30_000);
-      for (const c of [ca, cb]) expect(forbidden(c).filter((r) => !r.includes('/connections'))).toEqual([]);
-    } catch (e) {
-      console.log(diag());
-      throw e;
-    }
-  }, 120_000);
-});
+      for (const c of [ca, cb]) {
+        relayIn(topo, topo.ns(`${c.letter}g`), c.sock);
+        relayIn(topo, topo.ns(`${c.letter}n`), c.sock);
+        startNodeAgent(c);
+        startGateway(c, '1');
+      }
+      try {
+        // The node agents' source detectors write where the gateways send Geneve.
+        for (const c of [ca, cb]) {
+          await waitFor(
+            `${c.id}: InternalNode worker-1 status.nodeIP.local`,
+            () =>
+              (
+                c.server.getObject(NET, 'internalnodes', undefined, 'worker-1')?.['status'] as
+                  { nodeIP?: { local?: string } } | undefined
+              )?.nodeIP?.local === NODE_HOST_IP,
+            30_000,
+          );
+        }
+        await waitFor(
+          'Connected on both sides',
+          () => status(ca)?.value === 'Connected' && status(cb)?.value === 'Connected',
+          45_000,
+        );
+        console.log(`[lq] both Connections Connected ${Date.now() - t0} ms after the processes started`);
+        await waitFor(
+          'latency on both sides',
+          () => [status(ca), status(cb)].every((s) => /^\d+(\.\d+)?(ms|μs|s)$/.test(s?.latency?.value ?? '')),
+          15_000,
+        );
+        for (const c of [ca, cb]) expect(activeLabel(c, `${c.remote}-1`)).toBe('true');
+        // spec.endpoint.ports [51840, 51841]: the server listens on the first, the client dials it.
+        expect(topo.exec(topo.ns('ag'), ['ss', '-Hlun'], { allowFail: true })).toMatch(/:51840\b/);
+        // Pod ⇄ pod: each cluster addresses the other's pod through the remapped CIDR.
+        const tPing = Date.now();
+        await waitFor(
+          'pod a → pod b answers',
+          () => ping(topo, podNs('a'), POD_IP_REMOTE, 1, 0.2).received === 1,
+          20_000,
+          200,
+        );
+        console.log(`[lq] first pod a → pod b reply ${Date.now() - tPing} ms after Connected`);
+        const ab = ping(topo, podNs('a'), POD_IP_REMOTE, 10, 0.1);
+        const ba = ping(topo, podNs('b'), POD_IP_REMOTE, 10, 0.1);
+        console.log(
+          `[lq] pod a → pod b ${ab.received}/10 (avg ${ab.avgMs} ms), pod b → pod a ${ba.received}/10 (avg ${ba.avgMs} ms)`,
+        );
+        expect(ab.received).toBeGreaterThanOrEqual(9);
+        expect(ba.received).toBeGreaterThanOrEqual(9);
+        const gAB = await tcpTransfer(podNs('b'), podNs('a'));
+        const gBA = await tcpTransfer(podNs('a'), podNs('b'));
+        console.log(`[lq] TCP pod a → pod b ${gAB.toFixed(3)} Gbit/s, pod b → pod a ${gBA.toFixed(3)} Gbit/s`);
+        expect(gAB).toBeGreaterThan(0);
+        expect(gBA).toBeGreaterThan(0);
+        // Every request, the node agents' (fabric ClusterRole: the node-role watcher's lists and
+        // watches, the source detector's InternalNode status patch) and the gateways'
+        // (weft-gateway), was allowed — and RBAC is enforced: the fabric account may not write a Connection.
+        for (const c of [ca, cb]) {
+          expect(forbidden(c)).toEqual([]);
+          expect(
+            c.server.requests.some(
+              (r) =>
+                r.method === 'PATCH' &&
+                r.path.startsWith('/apis/networking.liqo.io/v1beta1/internalnodes/worker-1/status') &&
+                r.status === 200,
+            ),
+          ).toBe(true);
+          expect(
+            c.server.requests.some(
+              (r) =>
+                r.method === 'GET' &&
+                r.path.startsWith('/apis/networking.liqo.io/v1beta1/genevetunnels') &&
+                r.status === 200,
+            ),
+          ).toBe(true);
+        }
+        const fabric = ca.server
+          .serviceAccountKubeConfig(LIQO_NAMESPACE, 'weft-fabric')
+          .makeApiClient(CustomObjectsApi);
+        await expect(
+          fabric.createNamespacedCustomObject({
+            group: 'networking.liqo.io',
+            version: 'v1beta1',
+            namespace: ca.ns,
+            plural: 'connections',
+            body: { apiVersion: NET, kind: 'Connection', metadata: { name: 'x' } },
+          }),
+        ).rejects.toMatchObject({ code: 403 });
+      } catch (e) {
+        console.log(diag());
+        throw e;
+      }
+    }, 180_000);
+
+    test('SIGKILL of the leader gateway process: the standby takes the Lease, labels itself, removes the stale label; pod ⇄ pod resumes (gap measured)', async () => {
+      const ca = clusters.get('a')!;
+      const cb = clusters.get('b')!;
+      const leader = procs.get(`${ca.remote}-1`)!;
+      const lease = () =>
+        (
+          ca.server.getObject(
+            'coordination.k8s.io/v1',
+            'leases',
+            ca.ns,
+            `${ca.remote}.${ca.ns}.server.connections.liqo.io`,
+          )?.['spec'] as { holderIdentity?: string } | undefined
+        )?.holderIdentity;
+      expect(lease()).toBe(`${ca.remote}-1`);
+      // The second replica of the Deployment (replicas: 2), in the same pod network namespace.
+      const { pod: standby } = startGateway(ca, '2');
+      try {
+        await waitFor(
+          'the standby is up (its control socket)',
+          () => topo.exec(topo.ns('ag'), ['ss', '-Hlx'], { allowFail: true }).includes(`run-${standby}`),
+          20_000,
+        );
+        await new Promise((r) => setTimeout(r, 2000));
+        expect(lease()).toBe(`${ca.remote}-1`);
+        expect(activeLabel(ca, standby)).toBeUndefined();
+        // Pod b pings pod a every 100 ms through both node agents and the gateways.
+        const pinger = topo.spawnIn(podNs('b'), 'ping', ['ping', '-n', '-i', '0.1', '-W', '1', POD_IP_REMOTE], {
+          lifetimeS: 60,
+        });
+        await waitFor('pings answered before the kill', () => /icmp_seq=5 /.test(pinger.output()), 10_000);
+        const pid = weftPid(leader);
+        const t0 = Date.now();
+        process.kill(pid, 'SIGKILL');
+        await waitFor('standby holds the Lease', () => lease() === standby, 20_000, 50);
+        const tLease = Date.now() - t0;
+        await waitFor(
+          "standby labelled active, the killed leader's stale label removed",
+          () => activeLabel(ca, standby) === 'true' && activeLabel(ca, `${ca.remote}-1`) === undefined,
+          10_000,
+          50,
+        );
+        const tLabel = Date.now() - t0;
+        const seqs = (): number[] => [...pinger.output().matchAll(/icmp_seq=(\d+) /g)].map((m) => Number(m[1]));
+        const before = Math.max(...seqs());
+        await waitFor(
+          'pod ⇄ pod pings answered again',
+          () => seqs().filter((x) => x > before).length >= 5,
+          40_000,
+          100,
+        );
+        const tBack = Date.now() - t0;
+        await topo.stop(pinger);
+        const got = seqs();
+        let gap = 0;
+        for (let i = 1; i < got.length; i++) gap = Math.max(gap, got[i]! - got[i - 1]!);
+        console.log(
+          `[lq] SIGKILL of the leader (pid ${pid}): Lease taken ${tLease} ms, labels moved ${tLabel} ms, pings back within ${tBack} ms; ` +
+            `longest pod b → pod a gap ${gap * 100} ms (${gap - 1} pings at 100 ms lost)`,
+        );
+        expect(await leader.exited).toBe('SIGKILL'); // timeout(1) dies by the signal that killed its child
+        expect(gap).toBeGreaterThan(1);
+        const ab = ping(topo, podNs('a'), POD_IP_REMOTE, 5, 0.1);
+        expect(ab.received).toBeGreaterThanOrEqual(4);
+        // Both sides saw the check fail during the gap (Error) and report Connected again.
+        await waitFor(
+          'both Connections Connected again',
+          () => status(ca)?.value === 'Connected' && status(cb)?.value === 'Connected',
+          30_000,
+        );
+        for (const c of [ca, cb]) expect(forbidden(c).filter((r) => !r.includes('/connections'))).toEqual([]);
+      } catch (e) {
+        console.log(diag());
+        throw e;
+      }
+    }, 120_000);
+  },
+);

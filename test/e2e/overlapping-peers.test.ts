@@ -29,8 +29,10 @@ const PORT = 8080;
 /** Answers every TCP connection with the address it came from. */
 const ECHO_SERVER = `require('net').createServer((s) => s.end(s.remoteAddress + '\\n')).listen(${PORT}, '0.0.0.0')`;
 function tcpClient(addr: string): string {
-  return `const s = require('net').connect(${PORT}, '${addr}'); let b = ''; s.on('data', (d) => b += d); s.on('end', () => { console.log(b.trim()); process.exit(0); });` +
-    ` s.on('error', (e) => { console.log('error ' + e.code); process.exit(1); }); setTimeout(() => { console.log('timeout'); process.exit(1); }, 5000);`;
+  return (
+    `const s = require('net').connect(${PORT}, '${addr}'); let b = ''; s.on('data', (d) => b += d); s.on('end', () => { console.log(b.trim()); process.exit(0); });` +
+    ` s.on('error', (e) => { console.log('error ' + e.code); process.exit(1); }); setTimeout(() => { console.log('timeout'); process.exit(1); }, 5000);`
+  );
 }
 
 const POD = '10.0.1.2';
@@ -62,7 +64,9 @@ describe.skipIf(skip !== null)('one gateway, two peers with the same real pod CI
       topo.link(ns.a!.gw, 'a-wanc', '198.19.2.1/24', ns.c!.gw, 'c-wan', '198.19.2.2/24');
 
       const peer = (c: string, endpoint: string | undefined, pods: string, ext: string) => ({
-        name: `cluster-${c}`, clusterId: `cluster-${c}`, publicKey: keys[c]!.pub,
+        name: `cluster-${c}`,
+        clusterId: `cluster-${c}`,
+        publicKey: keys[c]!.pub,
         // The client side (it knows the endpoint) keeps the tunnel up, as Liqo's does.
         ...(endpoint === undefined ? {} : { endpoint, persistentKeepalive: 5 }),
         remote: { podCIDRs: ['10.0.0.0/16'], externalCIDRs: ['10.70.0.0/16'] },
@@ -82,11 +86,24 @@ describe.skipIf(skip !== null)('one gateway, two peers with the same real pod CI
       for (const c of ['a', 'b', 'c']) {
         const gw = {
           role: 'gateway',
-          cluster: { id: `cluster-${c}`, podCIDRs: ['10.0.0.0/16'], externalCIDR: '10.70.0.0/16', internalCIDR: '10.80.0.0/16' },
+          cluster: {
+            id: `cluster-${c}`,
+            podCIDRs: ['10.0.0.0/16'],
+            externalCIDR: '10.70.0.0/16',
+            internalCIDR: '10.80.0.0/16',
+          },
           wireguard: { privateKey: keys[c]!.priv, listenPort: 51840, mtu: 1340, interfaceName: `wo${c}gt` },
           peers: peersOf[c],
           geneve: {
-            tunnels: [{ id: 1, nodeName: 'node-0', remoteUnderlay: '198.18.0.2', localInternalAddress: INTERNAL, remoteInternalAddress: '10.80.0.2' }],
+            tunnels: [
+              {
+                id: 1,
+                nodeName: 'node-0',
+                remoteUnderlay: '198.18.0.2',
+                localInternalAddress: INTERNAL,
+                remoteInternalAddress: '10.80.0.2',
+              },
+            ],
             podRoutes: [{ podCIDR: '10.0.1.0/24', nodeInternalAddress: '10.80.0.2' }],
           },
         };
@@ -94,26 +111,57 @@ describe.skipIf(skip !== null)('one gateway, two peers with the same real pod CI
           role: 'node',
           cluster: { id: `cluster-${c}`, podCIDRs: ['10.0.1.0/24'], internalCIDR: '10.80.0.0/16' },
           node: {
-            name: 'node-0', underlayAddress: '198.18.0.2', tunName: `wo${c}nt`, mtu: 1340,
-            gateways: [{ name: 'gateway', vni: 1, gatewayUnderlay: '198.18.0.1', gatewayInternalAddress: INTERNAL, localInternalAddress: '10.80.0.2', remoteCIDRs: remoteCIDRs[c] }],
+            name: 'node-0',
+            underlayAddress: '198.18.0.2',
+            tunName: `wo${c}nt`,
+            mtu: 1340,
+            gateways: [
+              {
+                name: 'gateway',
+                vni: 1,
+                gatewayUnderlay: '198.18.0.1',
+                gatewayInternalAddress: INTERNAL,
+                localInternalAddress: '10.80.0.2',
+                remoteCIDRs: remoteCIDRs[c],
+              },
+            ],
           },
         };
         // JSON is YAML: the loader reads it as is.
         writeFileSync(join(dir, `${c}-gw.yaml`), JSON.stringify(gw));
         writeFileSync(join(dir, `${c}-node.yaml`), JSON.stringify(node));
-        procs[`${c}gw`] = topo.spawnIn(ns[c]!.gw, `gateway-${c}`, launchArgv(ROOT, join(dir, `${c}-gw.yaml`)), { lifetimeS: 170 });
-        procs[`${c}node`] = topo.spawnIn(ns[c]!.node, `node-${c}`, launchArgv(ROOT, join(dir, `${c}-node.yaml`)), { lifetimeS: 170 });
+        procs[`${c}gw`] = topo.spawnIn(ns[c]!.gw, `gateway-${c}`, launchArgv(ROOT, join(dir, `${c}-gw.yaml`)), {
+          lifetimeS: 170,
+        });
+        procs[`${c}node`] = topo.spawnIn(ns[c]!.node, `node-${c}`, launchArgv(ROOT, join(dir, `${c}-node.yaml`)), {
+          lifetimeS: 170,
+        });
         procs[`${c}echo`] = topo.spawnIn(ns[c]!.pod, `echo-${c}`, ['node', '-e', ECHO_SERVER], { lifetimeS: 170 });
       }
       for (const p of Object.values(procs).filter((x) => x.name.startsWith('gateway') || x.name.startsWith('node'))) {
-        await waitFor(`${p.name} ready`, () => /ready (gateway|node)/.test(p.output()) || (p.child.exitCode !== null && Promise.reject(new Error(p.output()))), 15_000);
+        await waitFor(
+          `${p.name} ready`,
+          () =>
+            /ready (gateway|node)/.test(p.output()) ||
+            (p.child.exitCode !== null && Promise.reject(new Error(p.output()))),
+          15_000,
+        );
       }
-      await waitFor('A has a session with B and with C', async () => {
-        const st = await statsOf<GatewayStats>(procs.agw!);
-        return st.peers.length === 2 && st.peers.every((p) => p.connected);
-      }, 15_000, 300);
+      await waitFor(
+        'A has a session with B and with C',
+        async () => {
+          const st = await statsOf<GatewayStats>(procs.agw!);
+          return st.peers.length === 2 && st.peers.every((p) => p.connected);
+        },
+        15_000,
+        300,
+      );
       for (const c of ['a', 'b', 'c']) {
-        await waitFor(`echo server in ${c}`, () => topo.exec(ns[c]!.pod, ['ss', '-Hlnt'], { allowFail: true }).includes(`:${PORT}`), 10_000);
+        await waitFor(
+          `echo server in ${c}`,
+          () => topo.exec(ns[c]!.pod, ['ss', '-Hlnt'], { allowFail: true }).includes(`:${PORT}`),
+          10_000,
+        );
       }
     } catch (e) {
       await topo.cleanup();
@@ -128,7 +176,7 @@ describe.skipIf(skip !== null)('one gateway, two peers with the same real pod CI
   const client = (from: string, to: string): string =>
     topo.exec(ns[from]!.pod, ['node', '-e', tcpClient(to)], { allowFail: true, timeoutMs: 8000 }).trim();
 
-  it('A\'s pod reaches B\'s pod as 10.71.1.2 and C\'s pod as 10.73.1.2 (both really 10.0.1.2)', () => {
+  it("A's pod reaches B's pod as 10.71.1.2 and C's pod as 10.73.1.2 (both really 10.0.1.2)", () => {
     expect(ping(topo, ns.a!.pod, '10.71.1.2', 4, 0.2).received).toBeGreaterThanOrEqual(3);
     expect(ping(topo, ns.a!.pod, '10.73.1.2', 4, 0.2).received).toBeGreaterThanOrEqual(3);
     // Each far pod sees A's pod as its own cluster addresses A (10.71.1.2 in both).
@@ -136,7 +184,7 @@ describe.skipIf(skip !== null)('one gateway, two peers with the same real pod CI
     expect(client('a', '10.73.1.2')).toBe('10.71.1.2');
   });
 
-  it('B\'s pod and C\'s pod reach A\'s pod, which sees each by its own remapped address', () => {
+  it("B's pod and C's pod reach A's pod, which sees each by its own remapped address", () => {
     expect(client('b', '10.71.1.2')).toBe('10.71.1.2');
     expect(client('c', '10.71.1.2')).toBe('10.73.1.2');
     expect(ping(topo, ns.b!.pod, '10.71.1.2', 3, 0.2).received).toBeGreaterThanOrEqual(2);

@@ -20,7 +20,10 @@ const skip = e2eUnavailableReason(['ping', 'pgrep'], { nativeAddon: true, built:
 
 /** The node process a launchArgv spawn runs (timeout → ip netns exec, which execs node). */
 function dataPlanePid(p: Spawned): number {
-  const kids = execFileSync('pgrep', ['-P', String(p.pid)], { encoding: 'utf8' }).trim().split(/\s+/).filter(Boolean);
+  const kids = execFileSync('pgrep', ['-P', String(p.pid)], { encoding: 'utf8' })
+    .trim()
+    .split(/\s+/)
+    .filter(Boolean);
   if (kids.length !== 1) throw new Error(`expected one child of ${p.pid}, got ${kids.join(',')}`);
   return Number(kids[0]);
 }
@@ -34,7 +37,13 @@ describe.skipIf(skip !== null)('restarts: kill -9 and start again, traffic back 
   async function start(name: string, ns: string, config: string): Promise<void> {
     const spawned = topo.spawnIn(ns, name, launchArgv(ROOT, config), { lifetimeS: 170 });
     procs.set(name, { spawned, ns, config });
-    await waitFor(`${name} ready`, () => /ready (gateway|node)/.test(spawned.output()) || (spawned.child.exitCode !== null && Promise.reject(new Error(spawned.output()))), 15_000);
+    await waitFor(
+      `${name} ready`,
+      () =>
+        /ready (gateway|node)/.test(spawned.output()) ||
+        (spawned.child.exitCode !== null && Promise.reject(new Error(spawned.output()))),
+      15_000,
+    );
   }
 
   const pingOnce = (ns: string, addr: string): boolean =>
@@ -61,7 +70,8 @@ describe.skipIf(skip !== null)('restarts: kill -9 and start again, traffic back 
     await start(name, p.ns, p.config);
     for (;;) {
       if (bothWays()) return (performance.now() - t0) / 1000;
-      if (performance.now() - t0 > 30_000) throw new Error(`${name}: no traffic 30 s after the kill\n${procs.get(name)!.spawned.output().slice(-2000)}`);
+      if (performance.now() - t0 > 30_000)
+        throw new Error(`${name}: no traffic 30 s after the kill\n${procs.get(name)!.spawned.output().slice(-2000)}`);
       await sleep(100);
     }
   }

@@ -14,7 +14,10 @@ const ADDON = join(ROOT, 'node_modules/@jazzer.js/fuzzer/prebuilds', `fuzzer-${p
 
 function loadError(): string | null {
   if (!existsSync(ADDON)) return `${ADDON} missing: run npm ci (@jazzer.js/core is a devDependency)`;
-  const r = spawnSync(process.execPath, ['-e', `require(${JSON.stringify(ADDON)})`], { encoding: 'utf8', timeout: 30_000 });
+  const r = spawnSync(process.execPath, ['-e', `require(${JSON.stringify(ADDON)})`], {
+    encoding: 'utf8',
+    timeout: 30_000,
+  });
   if (r.status === 0) return null;
   const why = r.stderr.split('\n').find((l) => l.startsWith('Error')) ?? r.stderr.trim();
   return `the jazzer fuzzer addon does not load (${why}): run node scripts/jazzer-compat.mjs (scripts/setup.sh does; needs g++ and patchelf)`;
@@ -24,13 +27,20 @@ const skip = skipUnlessRoot(loadError());
 
 describe.skipIf(skip !== null)(`jazzer fuzzer addon${skip !== null ? ` (skipped: ${skip})` : ''}`, () => {
   it('loads and exposes libFuzzer entry points', () => {
-    const r = spawnSync(process.execPath, ['-e', `const a = require(${JSON.stringify(ADDON)}); console.log(Object.keys(a).sort().join(','))`], { encoding: 'utf8', timeout: 30_000 });
+    const r = spawnSync(
+      process.execPath,
+      ['-e', `const a = require(${JSON.stringify(ADDON)}); console.log(Object.keys(a).sort().join(','))`],
+      { encoding: 'utf8', timeout: 30_000 },
+    );
     expect(r.status, r.stderr).toBe(0);
     expect(r.stdout).toMatch(/start/i);
   });
 
   it('the compatibility step is idempotent: nothing to do once the addon loads', () => {
-    const r = spawnSync(process.execPath, [join(ROOT, 'scripts/jazzer-compat.mjs')], { encoding: 'utf8', timeout: 120_000 });
+    const r = spawnSync(process.execPath, [join(ROOT, 'scripts/jazzer-compat.mjs')], {
+      encoding: 'utf8',
+      timeout: 120_000,
+    });
     expect(r.status, r.stderr).toBe(0);
     expect(r.stderr).toContain('nothing to do');
   });

@@ -12,10 +12,18 @@ import { join, resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
 const ROOT = resolve(import.meta.dirname, '../..');
-const TARGETS = readdirSync(join(ROOT, 'fuzz/targets')).filter((f) => f.endsWith('.ts')).map((f) => f.slice(0, -3)).sort();
+const TARGETS = readdirSync(join(ROOT, 'fuzz/targets'))
+  .filter((f) => f.endsWith('.ts'))
+  .map((f) => f.slice(0, -3))
+  .sort();
 
 function inputs(dir: string): string[] {
-  return existsSync(dir) ? readdirSync(dir).filter((f) => !f.startsWith('.') && !f.endsWith('.md')).sort().map((f) => join(dir, f)) : [];
+  return existsSync(dir)
+    ? readdirSync(dir)
+        .filter((f) => !f.startsWith('.') && !f.endsWith('.md'))
+        .sort()
+        .map((f) => join(dir, f))
+    : [];
 }
 
 describe('fuzz corpus and crash replay', () => {
@@ -24,18 +32,25 @@ describe('fuzz corpus and crash replay', () => {
     expect(TARGETS.filter((t) => inputs(join(ROOT, 'fuzz/corpus', t)).length === 0)).toEqual([]);
   });
 
-  it.each(TARGETS)('%s: every corpus and crash input passes the invariants', async (target) => {
-    const m = (await import(`../../fuzz/targets/${target}.ts`)) as { fuzz: (d: Uint8Array) => void; reset?: () => void };
-    const files = [...inputs(join(ROOT, 'fuzz/corpus', target)), ...inputs(join(ROOT, 'fuzz/crashes', target))];
-    const failures: string[] = [];
-    for (const f of files) {
-      m.reset?.();
-      try {
-        m.fuzz(readFileSync(f));
-      } catch (e) {
-        failures.push(`${f.slice(ROOT.length + 1)}: ${e instanceof Error ? `${e.name}: ${e.message}` : String(e)}`);
+  it.each(TARGETS)(
+    '%s: every corpus and crash input passes the invariants',
+    async (target) => {
+      const m = (await import(`../../fuzz/targets/${target}.ts`)) as {
+        fuzz: (d: Uint8Array) => void;
+        reset?: () => void;
+      };
+      const files = [...inputs(join(ROOT, 'fuzz/corpus', target)), ...inputs(join(ROOT, 'fuzz/crashes', target))];
+      const failures: string[] = [];
+      for (const f of files) {
+        m.reset?.();
+        try {
+          m.fuzz(readFileSync(f));
+        } catch (e) {
+          failures.push(`${f.slice(ROOT.length + 1)}: ${e instanceof Error ? `${e.name}: ${e.message}` : String(e)}`);
+        }
       }
-    }
-    expect(failures).toEqual([]);
-  }, 120_000);
+      expect(failures).toEqual([]);
+    },
+    120_000,
+  );
 });

@@ -19,14 +19,24 @@ const NS = `wfn-${process.pid}`;
 const UNDER = `wfo-${process.pid}`;
 
 function config(mtu: number, gateways: Record<string, unknown>[]): NodeConfig {
-  return parseConfig({
-    role: 'node',
-    cluster: { id: 'c', podCIDRs: ['10.0.1.0/24'] },
-    node: { name: 'n1', underlayAddress: '198.18.7.2', tunName: 'wfnt', mtu, gateways },
-  }, 'test') as NodeConfig;
+  return parseConfig(
+    {
+      role: 'node',
+      cluster: { id: 'c', podCIDRs: ['10.0.1.0/24'] },
+      node: { name: 'n1', underlayAddress: '198.18.7.2', tunName: 'wfnt', mtu, gateways },
+    },
+    'test',
+  ) as NodeConfig;
 }
 
-const gw1 = { name: 'gw1', vni: 1, gatewayUnderlay: '198.18.7.1', gatewayInternalAddress: '10.80.0.1', localInternalAddress: '10.80.0.2', remoteCIDRs: ['10.71.0.0/16', '10.72.0.0/16'] };
+const gw1 = {
+  name: 'gw1',
+  vni: 1,
+  gatewayUnderlay: '198.18.7.1',
+  gatewayInternalAddress: '10.80.0.1',
+  localInternalAddress: '10.80.0.2',
+  remoteCIDRs: ['10.71.0.0/16', '10.72.0.0/16'],
+};
 const ipIn = (...args: string[]): string => run(['ip', '-n', NS, ...args], { allowFail: true });
 
 describe.skipIf(skip !== null)('NodeAgent kernel state', () => {
@@ -40,7 +50,25 @@ describe.skipIf(skip !== null)('NodeAgent kernel state', () => {
       run(['ip', 'netns', 'del', ns], { allowFail: true });
       run(['ip', 'netns', 'add', ns]);
     }
-    run(['ip', 'link', 'add', 'wfn-u', 'mtu', '1400', 'netns', NS, 'type', 'veth', 'peer', 'name', 'wfo-u', 'mtu', '1400', 'netns', UNDER]);
+    run([
+      'ip',
+      'link',
+      'add',
+      'wfn-u',
+      'mtu',
+      '1400',
+      'netns',
+      NS,
+      'type',
+      'veth',
+      'peer',
+      'name',
+      'wfo-u',
+      'mtu',
+      '1400',
+      'netns',
+      UNDER,
+    ]);
     run(['ip', '-n', NS, 'addr', 'add', '198.18.7.2/24', 'dev', 'wfn-u']);
     run(['ip', '-n', UNDER, 'addr', 'add', '198.18.7.1/24', 'dev', 'wfo-u']);
     run(['ip', '-n', NS, 'link', 'set', 'wfn-u', 'up']);
@@ -53,11 +81,22 @@ describe.skipIf(skip !== null)('NodeAgent kernel state', () => {
       expect(ipIn('-o', 'link', 'show', 'wfnt')).toMatch(/mtu 1364\b/);
       expect(ipIn('-o', 'addr', 'show', 'dev', 'wfnt')).toMatch(/inet 10\.80\.0\.2\/32/);
       const routes = ipIn('route', 'show', 'dev', 'wfnt');
-      for (const r of ['10.71.0.0/16', '10.72.0.0/16', '10.80.0.1', '10.80.0.0/16']) expect(routes).toMatch(new RegExp(`^${r.replaceAll('.', '\\.')} `, 'm'));
+      for (const r of ['10.71.0.0/16', '10.72.0.0/16', '10.80.0.1', '10.80.0.0/16'])
+        expect(routes).toMatch(new RegExp(`^${r.replaceAll('.', '\\.')} `, 'm'));
 
       const t = agent.table.get(1, '198.18.7.1')!;
       t.stats[0] = 5; // pretend traffic: an update in place keeps the tunnel's counters
-      const c2 = config(1500, [{ ...gw1, remoteCIDRs: ['10.71.0.0/16'] }, { ...gw1, name: 'gw2', vni: 2, gatewayUnderlay: '198.18.7.3', gatewayInternalAddress: '10.80.0.9', remoteCIDRs: ['10.73.0.0/16'] }]);
+      const c2 = config(1500, [
+        { ...gw1, remoteCIDRs: ['10.71.0.0/16'] },
+        {
+          ...gw1,
+          name: 'gw2',
+          vni: 2,
+          gatewayUnderlay: '198.18.7.3',
+          gatewayInternalAddress: '10.80.0.9',
+          remoteCIDRs: ['10.73.0.0/16'],
+        },
+      ]);
       await agent.apply(diffConfig(c1, c2), c2);
       const r2 = ipIn('route', 'show', 'dev', 'wfnt');
       expect(r2).not.toMatch(/^10\.72\.0\.0\/16/m);
@@ -72,7 +111,9 @@ describe.skipIf(skip !== null)('NodeAgent kernel state', () => {
       expect(ipIn('route', 'show', 'dev', 'wfnt')).not.toMatch(/10\.73\.0\.0|10\.80\.0\.9/);
       expect(agent.table.size).toBe(1);
 
-      await expect(agent.apply([{ kind: 'node.update', changes: { mtu: 1400 } }])).rejects.toThrow(/restart the node agent/);
+      await expect(agent.apply([{ kind: 'node.update', changes: { mtu: 1400 } }])).rejects.toThrow(
+        /restart the node agent/,
+      );
     } finally {
       await agent.stop();
     }

@@ -17,14 +17,47 @@ const STRIDE = H + 1600;
 
 /** Our tunnels; the peer's are the mirror images (the senders of the datagrams). */
 const SPECS: GeneveTunnelSpec[] = [
-  { vni: 1, remoteUnderlay: '192.0.2.2', localUnderlay: '192.0.2.1', localInternalAddress: '10.80.0.1', remoteInternalAddress: '10.80.0.2' },
-  { vni: 2, remoteUnderlay: '192.0.2.2', localUnderlay: '192.0.2.1', localInternalAddress: '10.81.0.1', remoteInternalAddress: '10.81.0.2', options: new Uint8Array([1, 2, 5, 1, 9, 8, 7, 6]) },
-  { vni: 3, remoteUnderlay: '192.0.2.3', localUnderlay: '192.0.2.1', localInternalAddress: '10.82.0.1', remoteInternalAddress: '10.82.0.2', options: new Uint8Array([1, 2, 0x85, 1, 1, 2, 3, 4]) },
-  { vni: 4, remoteUnderlay: '192.0.2.4', localUnderlay: '192.0.2.1', localInternalAddress: '10.83.0.1', remoteInternalAddress: '10.83.0.2', mode: 'l2' },
+  {
+    vni: 1,
+    remoteUnderlay: '192.0.2.2',
+    localUnderlay: '192.0.2.1',
+    localInternalAddress: '10.80.0.1',
+    remoteInternalAddress: '10.80.0.2',
+  },
+  {
+    vni: 2,
+    remoteUnderlay: '192.0.2.2',
+    localUnderlay: '192.0.2.1',
+    localInternalAddress: '10.81.0.1',
+    remoteInternalAddress: '10.81.0.2',
+    options: new Uint8Array([1, 2, 5, 1, 9, 8, 7, 6]),
+  },
+  {
+    vni: 3,
+    remoteUnderlay: '192.0.2.3',
+    localUnderlay: '192.0.2.1',
+    localInternalAddress: '10.82.0.1',
+    remoteInternalAddress: '10.82.0.2',
+    options: new Uint8Array([1, 2, 0x85, 1, 1, 2, 3, 4]),
+  },
+  {
+    vni: 4,
+    remoteUnderlay: '192.0.2.4',
+    localUnderlay: '192.0.2.1',
+    localInternalAddress: '10.83.0.1',
+    remoteInternalAddress: '10.83.0.2',
+    mode: 'l2',
+  },
 ];
 
 function mirror(s: GeneveTunnelSpec): GeneveTunnelSpec {
-  return { ...s, remoteUnderlay: s.localUnderlay!, localUnderlay: s.remoteUnderlay, localInternalAddress: s.remoteInternalAddress, remoteInternalAddress: s.localInternalAddress };
+  return {
+    ...s,
+    remoteUnderlay: s.localUnderlay!,
+    localUnderlay: s.remoteUnderlay,
+    localInternalAddress: s.remoteInternalAddress,
+    remoteInternalAddress: s.localInternalAddress,
+  };
 }
 
 function makeEngine(): { engine: GeneveEngine; table: GeneveTunnelTable } {
@@ -34,7 +67,11 @@ function makeEngine(): { engine: GeneveEngine; table: GeneveTunnelTable } {
   return { table, engine: new GeneveEngine(table, { understoodOptions: [{ optionClass: 0x0102, type: 0x85 }] }) };
 }
 
-interface Run { from: string; offs: number[]; lens: number[] }
+interface Run {
+  from: string;
+  offs: number[];
+  lens: number[];
+}
 
 /** Datagrams in runs from one sender each: the peer's encapsulation of random segments, some damaged. */
 function makeRuns(rng: Prng, nRuns: number): { buf: Uint8Array; runs: Run[] } {
@@ -50,32 +87,65 @@ function makeRuns(rng: Prng, nRuns: number): { buf: Uint8Array; runs: Run[] } {
     const k = rng.int(0, SPECS.length - 1);
     const t = peers[k]!;
     // L2 without a learned MAC sends ARP requests instead (rate limit 0: every time); with it, frames.
-    if (t.l2) { if (rng.int(0, 1) === 0) { t.remoteMac.set([2, 0, 0, 0, 0, 9]); t.remoteMacKnown = true; } else t.remoteMacKnown = false; }
+    if (t.l2) {
+      if (rng.int(0, 1) === 0) {
+        t.remoteMac.set([2, 0, 0, 0, 0, 9]);
+        t.remoteMacKnown = true;
+      } else t.remoteMacKnown = false;
+    }
     const run: Run = { from: SPECS[k]!.remoteUnderlay as string, offs: [], lens: [] };
     const sport = rng.int(1, 3);
     const seg = rng.int(0, 1300);
     const n = Math.min(total - slot, rng.int(1, 40));
     for (let i = 0; i < n; i++, slot++) {
-      const common = { src: SPECS[k]!.remoteInternalAddress as string, dst: SPECS[k]!.localInternalAddress as string, payload: rng.bytes(i === n - 1 ? rng.int(0, seg) : seg), headroom: 0 };
-      const p = rng.int(0, 1) === 0 ? tcpPacket({ ...common, sport, dport: 80 }) : udpPacket({ ...common, sport, dport: 53 });
+      const common = {
+        src: SPECS[k]!.remoteInternalAddress as string,
+        dst: SPECS[k]!.localInternalAddress as string,
+        payload: rng.bytes(i === n - 1 ? rng.int(0, seg) : seg),
+        headroom: 0,
+      };
+      const p =
+        rng.int(0, 1) === 0 ? tcpPacket({ ...common, sport, dport: 80 }) : udpPacket({ ...common, sport, dport: 53 });
       const inner = slot * STRIDE + H;
       buf.set(p.buf.subarray(p.off, p.off + p.len), inner);
       const v = peer.encapsulate(buf, inner, p.len, t, 0, res);
       let off = res.off;
       let len = v === GeneveVerdict.Drop ? 0 : res.len;
       switch (rng.int(0, 19)) {
-        case 0: buf[off + 6]! ^= rng.int(0, 1) === 0 ? 1 : 3; break; // VNI: another tunnel of this sender, or none
-        case 1: buf[off + 1]! |= 0x80; break; // OAM
-        case 2: buf[off]! ^= 0x40; break; // version
-        case 3: buf[off]! = (buf[off]! & 0xc0) | rng.int(0, 63); break; // options length
-        case 4: len = rng.int(0, 12); break; // truncated
-        case 5: buf[off + len - p.len]! ^= 0x20; break; // inner version
-        case 6: if (len > 40) len -= rng.int(1, 20); break; // inner packet cut
-        case 7: buf[off + 3]! ^= 0xff; break; // protocol type
-        case 8: if ((buf[off]! & 0x3f) > 0) buf[off + 10]! ^= 0x81; break; // option type: critical and unknown, or not critical
-        default: break;
+        case 0:
+          buf[off + 6]! ^= rng.int(0, 1) === 0 ? 1 : 3;
+          break; // VNI: another tunnel of this sender, or none
+        case 1:
+          buf[off + 1]! |= 0x80;
+          break; // OAM
+        case 2:
+          buf[off]! ^= 0x40;
+          break; // version
+        case 3:
+          buf[off]! = (buf[off]! & 0xc0) | rng.int(0, 63);
+          break; // options length
+        case 4:
+          len = rng.int(0, 12);
+          break; // truncated
+        case 5:
+          buf[off + len - p.len]! ^= 0x20;
+          break; // inner version
+        case 6:
+          if (len > 40) len -= rng.int(1, 20);
+          break; // inner packet cut
+        case 7:
+          buf[off + 3]! ^= 0xff;
+          break; // protocol type
+        case 8:
+          if ((buf[off]! & 0x3f) > 0) buf[off + 10]! ^= 0x81;
+          break; // option type: critical and unknown, or not critical
+        default:
+          break;
       }
-      if (len === 0) { off = slot * STRIDE + H; len = 8; }
+      if (len === 0) {
+        off = slot * STRIDE + H;
+        len = 8;
+      }
       run.offs.push(off);
       run.lens.push(len);
     }
@@ -85,7 +155,14 @@ function makeRuns(rng: Prng, nRuns: number): { buf: Uint8Array; runs: Run[] } {
 }
 
 function outcome(r: GeneveResult): unknown[] {
-  return [r.verdict, r.reason, r.off, r.len, r.tunnel?.name ?? null, r.verdict === GeneveVerdict.Deliver ? r.innerProtocol : 0];
+  return [
+    r.verdict,
+    r.reason,
+    r.off,
+    r.len,
+    r.tunnel?.name ?? null,
+    r.verdict === GeneveVerdict.Deliver ? r.innerProtocol : 0,
+  ];
 }
 
 describe('Geneve decapsulation of a run from one sender', () => {
@@ -104,7 +181,8 @@ describe('Geneve decapsulation of a run from one sender', () => {
       for (const run of runs) {
         for (let i = 0; i < run.offs.length; i++) {
           A.engine.decapsulate(a, run.offs[i]!, run.lens[i]!, run.from, 5000, ra);
-          if (i > 0 && B.engine.decapsulateNext(buf, run.offs[i]!, run.lens[i]!, run.offs[i - 1]!, 5000, rb)) shortcut++;
+          if (i > 0 && B.engine.decapsulateNext(buf, run.offs[i]!, run.lens[i]!, run.offs[i - 1]!, 5000, rb))
+            shortcut++;
           else B.engine.decapsulate(buf, run.offs[i]!, run.lens[i]!, run.from, 5000, rb);
           expect(outcome(rb)).toEqual(outcome(ra));
           verdicts.add(ra.verdict);
@@ -112,9 +190,13 @@ describe('Geneve decapsulation of a run from one sender', () => {
         }
       }
       expect(Buffer.compare(buf, a)).toBe(0);
-      expect([Array.from(B.engine.counters.values), Array.from(B.engine.counters.drops)]).toEqual([Array.from(A.engine.counters.values), Array.from(A.engine.counters.drops)]);
-      expect([...B.table.tunnels()].map((t) => [Array.from(t.stats), t.remoteMacKnown, Array.from(t.remoteMac)]))
-        .toEqual([...A.table.tunnels()].map((t) => [Array.from(t.stats), t.remoteMacKnown, Array.from(t.remoteMac)]));
+      expect([Array.from(B.engine.counters.values), Array.from(B.engine.counters.drops)]).toEqual([
+        Array.from(A.engine.counters.values),
+        Array.from(A.engine.counters.drops),
+      ]);
+      expect(
+        [...B.table.tunnels()].map((t) => [Array.from(t.stats), t.remoteMacKnown, Array.from(t.remoteMac)]),
+      ).toEqual([...A.table.tunnels()].map((t) => [Array.from(t.stats), t.remoteMacKnown, Array.from(t.remoteMac)]));
     }
     expect(shortcut).toBeGreaterThan(total / 5);
     expect([...verdicts].sort()).toEqual([GeneveVerdict.Drop, GeneveVerdict.SendControl, GeneveVerdict.Deliver].sort());

@@ -18,14 +18,60 @@ const STRIDE = H + 1500 + 64;
 /** Tunnels in every mode: L3 without and with options (one critical), L2 with a static MAC, L2 unresolved (ARP), an IPv6 underlay. */
 const SPECS: GeneveTunnelSpec[] = [
   { vni: 1, remoteUnderlay: '192.0.2.2', localInternalAddress: '10.80.0.1', remoteInternalAddress: '10.80.0.2' },
-  { vni: 2, remoteUnderlay: '192.0.2.3', localInternalAddress: '10.80.0.1', remoteInternalAddress: '10.80.0.3', options: new Uint8Array([1, 2, 5, 1, 9, 8, 7, 6]) },
-  { vni: 3, remoteUnderlay: '192.0.2.4', localInternalAddress: '10.80.0.1', remoteInternalAddress: '10.80.0.4', options: new Uint8Array([1, 2, 0x85, 2, 1, 2, 3, 4, 5, 6, 7, 8]) },
-  { vni: 4, remoteUnderlay: '192.0.2.5', localInternalAddress: '10.80.0.1', remoteInternalAddress: '10.80.0.5', mode: 'l2', remoteMac: '02:00:00:00:00:05' },
-  { vni: 5, remoteUnderlay: '192.0.2.6', localInternalAddress: '10.80.0.1', remoteInternalAddress: '10.80.0.6', mode: 'l2', options: new Uint8Array([1, 2, 3, 1, 0, 0, 0, 1]) },
-  { vni: 6, remoteUnderlay: '2001:db8::7', localInternalAddress: '10.80.0.1', remoteInternalAddress: '10.80.0.7', mode: 'l2', remoteMac: '02:00:00:00:00:07' },
+  {
+    vni: 2,
+    remoteUnderlay: '192.0.2.3',
+    localInternalAddress: '10.80.0.1',
+    remoteInternalAddress: '10.80.0.3',
+    options: new Uint8Array([1, 2, 5, 1, 9, 8, 7, 6]),
+  },
+  {
+    vni: 3,
+    remoteUnderlay: '192.0.2.4',
+    localInternalAddress: '10.80.0.1',
+    remoteInternalAddress: '10.80.0.4',
+    options: new Uint8Array([1, 2, 0x85, 2, 1, 2, 3, 4, 5, 6, 7, 8]),
+  },
+  {
+    vni: 4,
+    remoteUnderlay: '192.0.2.5',
+    localInternalAddress: '10.80.0.1',
+    remoteInternalAddress: '10.80.0.5',
+    mode: 'l2',
+    remoteMac: '02:00:00:00:00:05',
+  },
+  {
+    vni: 5,
+    remoteUnderlay: '192.0.2.6',
+    localInternalAddress: '10.80.0.1',
+    remoteInternalAddress: '10.80.0.6',
+    mode: 'l2',
+    options: new Uint8Array([1, 2, 3, 1, 0, 0, 0, 1]),
+  },
+  {
+    vni: 6,
+    remoteUnderlay: '2001:db8::7',
+    localInternalAddress: '10.80.0.1',
+    remoteInternalAddress: '10.80.0.7',
+    mode: 'l2',
+    remoteMac: '02:00:00:00:00:07',
+  },
   // IPv6 internal addressing (the next hops of the IPv6 pod routes).
-  { vni: 7, remoteUnderlay: '192.0.2.8', localInternalAddress: 'fd80::1', remoteInternalAddress: 'fd80::8', options: new Uint8Array([1, 2, 5, 1, 9, 8, 7, 6]) },
-  { vni: 8, remoteUnderlay: '2001:db8::9', localInternalAddress: 'fd80::1', remoteInternalAddress: 'fd80::9', mode: 'l2', remoteMac: '02:00:00:00:00:09' },
+  {
+    vni: 7,
+    remoteUnderlay: '192.0.2.8',
+    localInternalAddress: 'fd80::1',
+    remoteInternalAddress: 'fd80::8',
+    options: new Uint8Array([1, 2, 5, 1, 9, 8, 7, 6]),
+  },
+  {
+    vni: 8,
+    remoteUnderlay: '2001:db8::9',
+    localInternalAddress: 'fd80::1',
+    remoteInternalAddress: 'fd80::9',
+    mode: 'l2',
+    remoteMac: '02:00:00:00:00:09',
+  },
 ];
 const V4_TUNNELS = 6;
 
@@ -39,7 +85,14 @@ function makeTable(): GeneveTunnelTable {
   return table; // 10.99.x.x / fd00:99:: have no route
 }
 
-interface Flow { v6: boolean; src: string; dst: string; kind: number; sport: number; dport: number }
+interface Flow {
+  v6: boolean;
+  src: string;
+  dst: string;
+  kind: number;
+  sport: number;
+  dport: number;
+}
 
 function randomFlow(rng: Prng): Flow {
   const v6 = rng.int(0, 2) === 0;
@@ -48,14 +101,18 @@ function randomFlow(rng: Prng): Flow {
     v6,
     src: v6 ? `fd00:1::${rng.int(1, 9)}` : `10.1.0.${rng.int(1, 9)}`,
     dst: v6 ? `fd00:${net}::${rng.int(1, 4)}` : `10.${net}.0.${rng.int(1, 4)}`,
-    kind: rng.int(0, 4), sport: rng.int(1, 4), dport: rng.int(1, 4),
+    kind: rng.int(0, 4),
+    sport: rng.int(1, 4),
+    dport: rng.int(1, 4),
   };
 }
 
 function build(f: Flow, payload: number, rng: Prng): Built {
   const common = { src: f.src, dst: f.dst, payload: rng.bytes(payload), headroom: 0 };
-  return f.kind === 0 ? icmpEcho(common)
-    : f.kind === 1 ? udpPacket({ ...common, sport: f.sport, dport: f.dport })
+  return f.kind === 0
+    ? icmpEcho(common)
+    : f.kind === 1
+      ? udpPacket({ ...common, sport: f.sport, dport: f.dport })
       : tcpPacket({ ...common, sport: f.sport, dport: f.dport, seq: rng.nextU32() });
 }
 
@@ -79,15 +136,32 @@ function makeBatch(rng: Prng, n: number): { buf: Uint8Array; offs: Uint32Array; 
       let len = b.len;
       // Damage: a field the hash or the lookup reads, or a field they do not read.
       switch (rng.int(0, 24)) {
-        case 0: buf[off + (f.v6 ? 39 : 19)]! ^= 1; break; // destination
-        case 1: buf[off + (f.v6 ? 23 : 15)]! ^= 1; break; // source
-        case 2: if (!f.v6) buf[off + 6]! ^= 0x20; break; // IPv4 MF: a fragment hashes without ports
-        case 3: buf[off + (f.v6 ? 40 : 20)]! ^= 1; break; // source port (ICMP: type)
-        case 4: len = rng.int(0, f.v6 ? 45 : 25); break; // too short for headers or ports
-        case 5: buf[off]! ^= rng.int(1, 0xff); break; // version / IHL
-        case 6: buf[off + (f.v6 ? 6 : 9)]! = rng.int(0, 255); break; // protocol
-        case 7: buf[off + (f.v6 ? 7 : 8)]! ^= 0xff; break; // TTL: not read
-        default: break;
+        case 0:
+          buf[off + (f.v6 ? 39 : 19)]! ^= 1;
+          break; // destination
+        case 1:
+          buf[off + (f.v6 ? 23 : 15)]! ^= 1;
+          break; // source
+        case 2:
+          if (!f.v6) buf[off + 6]! ^= 0x20;
+          break; // IPv4 MF: a fragment hashes without ports
+        case 3:
+          buf[off + (f.v6 ? 40 : 20)]! ^= 1;
+          break; // source port (ICMP: type)
+        case 4:
+          len = rng.int(0, f.v6 ? 45 : 25);
+          break; // too short for headers or ports
+        case 5:
+          buf[off]! ^= rng.int(1, 0xff);
+          break; // version / IHL
+        case 6:
+          buf[off + (f.v6 ? 6 : 9)]! = rng.int(0, 255);
+          break; // protocol
+        case 7:
+          buf[off + (f.v6 ? 7 : 8)]! ^= 0xff;
+          break; // TTL: not read
+        default:
+          break;
       }
       offs[i] = off;
       lens[i] = len;
@@ -96,23 +170,48 @@ function makeBatch(rng: Prng, n: number): { buf: Uint8Array; offs: Uint32Array; 
   return { buf, offs, lens };
 }
 
-interface Outcome { verdict: number; off: number; len: number; srcPort: number; tunnel: string | null }
+interface Outcome {
+  verdict: number;
+  off: number;
+  len: number;
+  srcPort: number;
+  tunnel: string | null;
+}
 
 /** The per-packet reference: lookupSend and encapsulate for every packet. */
-function perPacket(engine: GeneveEngine, table: GeneveTunnelTable, buf: Uint8Array, offs: Uint32Array, lens: Uint32Array): Outcome[] {
+function perPacket(
+  engine: GeneveEngine,
+  table: GeneveTunnelTable,
+  buf: Uint8Array,
+  offs: Uint32Array,
+  lens: Uint32Array,
+): Outcome[] {
   const res = new GeneveResult();
   const out: Outcome[] = [];
   for (let i = 0; i < offs.length; i++) {
     const t = table.lookupSend(buf, offs[i]!, lens[i]!);
-    if (t === undefined) { out.push({ verdict: -1, off: 0, len: 0, srcPort: 0, tunnel: null }); continue; }
+    if (t === undefined) {
+      out.push({ verdict: -1, off: 0, len: 0, srcPort: 0, tunnel: null });
+      continue;
+    }
     const v = engine.encapsulate(buf, offs[i]!, lens[i]!, t, 0, res);
-    out.push(v === GeneveVerdict.Drop ? { verdict: v, off: 0, len: 0, srcPort: 0, tunnel: t.name } : { verdict: v, off: res.off, len: res.len, srcPort: res.srcPort, tunnel: t.name });
+    out.push(
+      v === GeneveVerdict.Drop
+        ? { verdict: v, off: 0, len: 0, srcPort: 0, tunnel: t.name }
+        : { verdict: v, off: res.off, len: res.len, srcPort: res.srcPort, tunnel: t.name },
+    );
   }
   return out;
 }
 
 /** As GenevePort.sendBatch: encapsulateNext with the previous packet's tunnel (no lookup), else lookupSend and encapsulate. */
-function perRun(engine: GeneveEngine, table: GeneveTunnelTable, buf: Uint8Array, offs: Uint32Array, lens: Uint32Array): { out: Outcome[]; reused: number } {
+function perRun(
+  engine: GeneveEngine,
+  table: GeneveTunnelTable,
+  buf: Uint8Array,
+  offs: Uint32Array,
+  lens: Uint32Array,
+): { out: Outcome[]; reused: number } {
   const res = new GeneveResult();
   res.verdict = GeneveVerdict.Drop;
   const out: Outcome[] = [];
@@ -125,15 +224,26 @@ function perRun(engine: GeneveEngine, table: GeneveTunnelTable, buf: Uint8Array,
       continue;
     }
     const t = table.lookupSend(buf, offs[i]!, lens[i]!);
-    if (t === undefined) { out.push({ verdict: -1, off: 0, len: 0, srcPort: 0, tunnel: null }); continue; }
+    if (t === undefined) {
+      out.push({ verdict: -1, off: 0, len: 0, srcPort: 0, tunnel: null });
+      continue;
+    }
     const v = engine.encapsulate(buf, offs[i]!, lens[i]!, t, 0, res);
-    out.push(v === GeneveVerdict.Drop ? { verdict: v, off: 0, len: 0, srcPort: 0, tunnel: t.name } : { verdict: v, off: res.off, len: res.len, srcPort: res.srcPort, tunnel: t.name });
+    out.push(
+      v === GeneveVerdict.Drop
+        ? { verdict: v, off: 0, len: 0, srcPort: 0, tunnel: t.name }
+        : { verdict: v, off: res.off, len: res.len, srcPort: res.srcPort, tunnel: t.name },
+    );
   }
   return { out, reused };
 }
 
 function countersOf(engine: GeneveEngine, table: GeneveTunnelTable): number[][] {
-  return [Array.from(engine.counters.values), Array.from(engine.counters.drops), ...[...table.tunnels()].map((t) => Array.from(t.stats))];
+  return [
+    Array.from(engine.counters.values),
+    Array.from(engine.counters.drops),
+    ...[...table.tunnels()].map((t) => Array.from(t.stats)),
+  ];
 }
 
 describe('Geneve encapsulation once per run of segments', () => {
@@ -190,7 +300,14 @@ describe('Geneve encapsulation once per run of segments', () => {
     const engine = new GeneveEngine(table);
     const res = new GeneveResult();
     const t = [...table.tunnels()][0]!;
-    const b = udpPacket({ src: '10.1.0.1', dst: '10.10.0.1', sport: 1, dport: 2, headroom: H, payload: new Uint8Array(100) });
+    const b = udpPacket({
+      src: '10.1.0.1',
+      dst: '10.10.0.1',
+      sport: 1,
+      dport: 2,
+      headroom: H,
+      payload: new Uint8Array(100),
+    });
     const buf = new Uint8Array(4 * STRIDE);
     buf.set(b.buf.subarray(b.off, b.off + b.len), H);
     buf.set(b.buf.subarray(b.off, b.off + b.len), STRIDE + H);

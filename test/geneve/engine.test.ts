@@ -1,11 +1,32 @@
 import { describe, expect, it } from 'vitest';
 import { GeneveEngine, GeneveResult, GeneveVerdict } from '../../src/geneve/engine.js';
-import { GENEVE_SRC_PORT_MAX, GENEVE_SRC_PORT_MIN, flowSourcePort, innerFlowHash, sourcePortFromHash } from '../../src/geneve/flowhash.js';
 import {
-  GENEVE_FLAG_OAM, GENEVE_PROTO_IPV4, GENEVE_PROTO_IPV6, GENEVE_PROTO_TEB, geneveCritical, geneveOam, geneveOptionsLen, geneveProtocolType,
-  geneveVni, writeGeneveHeader, writeGeneveOption,
+  GENEVE_SRC_PORT_MAX,
+  GENEVE_SRC_PORT_MIN,
+  flowSourcePort,
+  innerFlowHash,
+  sourcePortFromHash,
+} from '../../src/geneve/flowhash.js';
+import {
+  GENEVE_FLAG_OAM,
+  GENEVE_PROTO_IPV4,
+  GENEVE_PROTO_IPV6,
+  GENEVE_PROTO_TEB,
+  geneveCritical,
+  geneveOam,
+  geneveOptionsLen,
+  geneveProtocolType,
+  geneveVni,
+  writeGeneveHeader,
+  writeGeneveOption,
 } from '../../src/geneve/header.js';
-import { GENEVE_MAX_HEADROOM, geneveEncapHeaderLen, geneveInnerMtu, geneveOverhead, geneveUnderlayMtu } from '../../src/geneve/mtu.js';
+import {
+  GENEVE_MAX_HEADROOM,
+  geneveEncapHeaderLen,
+  geneveInnerMtu,
+  geneveOverhead,
+  geneveUnderlayMtu,
+} from '../../src/geneve/mtu.js';
 import { GENEVE_DROP_COUNT, GENEVE_DROP_NAMES, GeneveDrop } from '../../src/geneve/reasons.js';
 import { GeneveTunnelTable, type GeneveTunnelSpec } from '../../src/geneve/table.js';
 import { IPV4_FLAG_MF, ipv4HeaderValid } from '../../src/packet/ipv4.js';
@@ -18,21 +39,46 @@ const H = GENEVE_MAX_HEADROOM;
 function setup(extra: Partial<GeneveTunnelSpec> = {}, opts: ConstructorParameters<typeof GeneveEngine>[1] = {}) {
   const table = new GeneveTunnelTable();
   const t = table.add({
-    vni: 0x0a0b0c, remoteUnderlay: '192.0.2.2', localUnderlay: '192.0.2.1', localInternalAddress: '10.80.0.1',
-    remoteInternalAddress: '10.80.0.2', ...extra,
+    vni: 0x0a0b0c,
+    remoteUnderlay: '192.0.2.2',
+    localUnderlay: '192.0.2.1',
+    localInternalAddress: '10.80.0.1',
+    remoteInternalAddress: '10.80.0.2',
+    ...extra,
   });
   const t6 = table.add({
-    vni: 77, remoteUnderlay: '2001:db8::2', localUnderlay: '2001:db8::1', localInternalAddress: '10.80.0.9', remoteInternalAddress: '10.80.0.3',
+    vni: 77,
+    remoteUnderlay: '2001:db8::2',
+    localUnderlay: '2001:db8::1',
+    localInternalAddress: '10.80.0.9',
+    remoteInternalAddress: '10.80.0.3',
   });
   // The other end of both tunnels, for packets that travel towards `engine` as whole IP packets.
   const peerTable = new GeneveTunnelTable();
   const pt = peerTable.add({
-    vni: t.vni, remoteUnderlay: '192.0.2.1', localUnderlay: '192.0.2.2', localInternalAddress: '10.80.0.2', remoteInternalAddress: '10.80.0.1',
+    vni: t.vni,
+    remoteUnderlay: '192.0.2.1',
+    localUnderlay: '192.0.2.2',
+    localInternalAddress: '10.80.0.2',
+    remoteInternalAddress: '10.80.0.1',
   });
   const pt6 = peerTable.add({
-    vni: 77, remoteUnderlay: '2001:db8::1', localUnderlay: '2001:db8::2', localInternalAddress: '10.80.0.3', remoteInternalAddress: '10.80.0.9',
+    vni: 77,
+    remoteUnderlay: '2001:db8::1',
+    localUnderlay: '2001:db8::2',
+    localInternalAddress: '10.80.0.3',
+    remoteInternalAddress: '10.80.0.9',
   });
-  return { table, t, t6, engine: new GeneveEngine(table, opts), res: new GeneveResult(), peer: new GeneveEngine(peerTable, opts), pt, pt6 };
+  return {
+    table,
+    t,
+    t6,
+    engine: new GeneveEngine(table, opts),
+    res: new GeneveResult(),
+    peer: new GeneveEngine(peerTable, opts),
+    pt,
+    pt6,
+  };
 }
 
 function packets(rng: Prng, n: number): Built[] {
@@ -44,9 +90,13 @@ function packets(rng: Prng, n: number): Built[] {
     const payload = rng.bytes(rng.int(0, 1300));
     const kind = rng.int(0, 2);
     const common = { src, dst, payload, headroom: H, tailroom: rng.int(0, 16) };
-    out.push(kind === 0 ? icmpEcho(common)
-      : kind === 1 ? udpPacket({ ...common, sport: rng.int(1, 65535), dport: rng.int(1, 65535) })
-        : tcpPacket({ ...common, sport: rng.int(1, 65535), dport: rng.int(1, 65535), mss: 1400 }));
+    out.push(
+      kind === 0
+        ? icmpEcho(common)
+        : kind === 1
+          ? udpPacket({ ...common, sport: rng.int(1, 65535), dport: rng.int(1, 65535) })
+          : tcpPacket({ ...common, sport: rng.int(1, 65535), dport: rng.int(1, 65535), mss: 1400 }),
+    );
   }
   return out;
 }
@@ -54,7 +104,10 @@ function packets(rng: Prng, n: number): Built[] {
 describe('GeneveEngine L3 encapsulation', () => {
   it('writes the Geneve header into the headroom and leaves the inner packet and everything before untouched', () => {
     const { t, engine, res } = setup();
-    for (const b of [icmpEcho({ src: '10.0.0.1', dst: '10.1.0.1', headroom: H }), udpPacket({ src: 'fd00::1', dst: 'fd00:1::1', sport: 1, dport: 2, headroom: H })]) {
+    for (const b of [
+      icmpEcho({ src: '10.0.0.1', dst: '10.1.0.1', headroom: H }),
+      udpPacket({ src: 'fd00::1', dst: 'fd00:1::1', sport: 1, dport: 2, headroom: H }),
+    ]) {
       const before = b.buf.slice();
       expect(engine.encapsulate(b.buf, b.off, b.len, t, 0, res)).toBe(GeneveVerdict.Send);
       expect(res.verdict).toBe(GeneveVerdict.Send);
@@ -62,7 +115,9 @@ describe('GeneveEngine L3 encapsulation', () => {
       expect(res.off).toBe(b.off - 8);
       expect(res.len).toBe(b.len + 8);
       expect(geneveVni(b.buf, res.off)).toBe(0x0a0b0c);
-      expect(geneveProtocolType(b.buf, res.off)).toBe(b.buf[b.off]! >>> 4 === 4 ? GENEVE_PROTO_IPV4 : GENEVE_PROTO_IPV6);
+      expect(geneveProtocolType(b.buf, res.off)).toBe(
+        b.buf[b.off]! >>> 4 === 4 ? GENEVE_PROTO_IPV4 : GENEVE_PROTO_IPV6,
+      );
       expect(geneveOptionsLen(b.buf, res.off)).toBe(0);
       expect(geneveOam(b.buf, res.off)).toBe(false);
       expect(geneveCritical(b.buf, res.off)).toBe(false);
@@ -75,7 +130,15 @@ describe('GeneveEngine L3 encapsulation', () => {
 
   it('copies the tunnel options and sets the C bit when one is critical', () => {
     const opts = new Uint8Array(4 + 8 + 4);
-    writeGeneveOption(opts, writeGeneveOption(opts, 0, 0x0102, 0x03, new Uint8Array([1, 2, 3, 4, 5, 6, 7, 8]), 0, 8), 0xffff, 0x80, null, 0, 0);
+    writeGeneveOption(
+      opts,
+      writeGeneveOption(opts, 0, 0x0102, 0x03, new Uint8Array([1, 2, 3, 4, 5, 6, 7, 8]), 0, 8),
+      0xffff,
+      0x80,
+      null,
+      0,
+      0,
+    );
     const { t, engine, res } = setup({ options: opts });
     const b = icmpEcho({ src: '10.0.0.1', dst: '10.1.0.1', headroom: H });
     engine.encapsulate(b.buf, b.off, b.len, t, 0, res);
@@ -128,8 +191,20 @@ describe('outer UDP source port (RFC 8926 §3.3)', () => {
   it('is in 49152..65535, equal for a flow whatever the payload, and spread over flows', () => {
     const ports = new Set<number>();
     for (let i = 0; i < 2000; i++) {
-      const a = udpPacket({ src: '10.0.0.1', dst: '10.1.0.1', sport: 1024 + i, dport: 53, payload: new Uint8Array(10) });
-      const b = udpPacket({ src: '10.0.0.1', dst: '10.1.0.1', sport: 1024 + i, dport: 53, payload: new Uint8Array(900).fill(i) });
+      const a = udpPacket({
+        src: '10.0.0.1',
+        dst: '10.1.0.1',
+        sport: 1024 + i,
+        dport: 53,
+        payload: new Uint8Array(10),
+      });
+      const b = udpPacket({
+        src: '10.0.0.1',
+        dst: '10.1.0.1',
+        sport: 1024 + i,
+        dport: 53,
+        payload: new Uint8Array(900).fill(i),
+      });
       const pa = sourcePortFromHash(innerFlowHash(a.buf, a.off, a.len, 0));
       const pb = sourcePortFromHash(innerFlowHash(b.buf, b.off, b.len, 0));
       expect(pa).toBe(pb);
@@ -150,7 +225,9 @@ describe('outer UDP source port (RFC 8926 §3.3)', () => {
     }
     // The seed changes the mapping.
     const p = tcpPacket({ src: '10.0.0.1', dst: '10.1.0.1', sport: 1, dport: 2 });
-    const seeds = new Set([1, 2, 3, 4, 5, 6, 7, 8].map((s) => sourcePortFromHash(innerFlowHash(p.buf, p.off, p.len, s))));
+    const seeds = new Set(
+      [1, 2, 3, 4, 5, 6, 7, 8].map((s) => sourcePortFromHash(innerFlowHash(p.buf, p.off, p.len, s))),
+    );
     expect(seeds.size).toBeGreaterThan(4);
   });
 
@@ -186,20 +263,70 @@ describe('GeneveEngine receive rules and drops', () => {
     const { engine, t, res } = setup();
     const cases: [GeneveDrop, { buf: Uint8Array; off: number; len: number }, string?][] = [
       [GeneveDrop.Truncated, { ...datagram(), len: 7 }],
-      [GeneveDrop.BadVersion, datagram((b) => { b[0] = 0x40; })],
-      [GeneveDrop.OptionsTruncated, datagram((b) => { b[0] = 0x3f; })],
-      [GeneveDrop.Oam, datagram((b) => { b[1] = GENEVE_FLAG_OAM; })],
-      [GeneveDrop.UnknownTunnel, datagram((b) => { b[6] = 0x0d; })],
+      [
+        GeneveDrop.BadVersion,
+        datagram((b) => {
+          b[0] = 0x40;
+        }),
+      ],
+      [
+        GeneveDrop.OptionsTruncated,
+        datagram((b) => {
+          b[0] = 0x3f;
+        }),
+      ],
+      [
+        GeneveDrop.Oam,
+        datagram((b) => {
+          b[1] = GENEVE_FLAG_OAM;
+        }),
+      ],
+      [
+        GeneveDrop.UnknownTunnel,
+        datagram((b) => {
+          b[6] = 0x0d;
+        }),
+      ],
       [GeneveDrop.UnknownTunnel, datagram(), '192.0.2.99'],
-      [GeneveDrop.ModeMismatch, datagram((b) => { b[2] = GENEVE_PROTO_TEB >>> 8; b[3] = GENEVE_PROTO_TEB & 0xff; })],
-      [GeneveDrop.UnknownProtocol, datagram((b) => { b[2] = 0x12; b[3] = 0x34; })],
-      [GeneveDrop.InnerMalformed, datagram((b) => { b[2] = GENEVE_PROTO_IPV6 >>> 8; b[3] = GENEVE_PROTO_IPV6 & 0xff; })],
-      [GeneveDrop.InnerMalformed, datagram((b) => { b[8 + 2] = 0xff; })], // total length beyond the data
-      [GeneveDrop.InnerMalformed, datagram((b) => { b[8] = 0x44; })], // IHL 4
+      [
+        GeneveDrop.ModeMismatch,
+        datagram((b) => {
+          b[2] = GENEVE_PROTO_TEB >>> 8;
+          b[3] = GENEVE_PROTO_TEB & 0xff;
+        }),
+      ],
+      [
+        GeneveDrop.UnknownProtocol,
+        datagram((b) => {
+          b[2] = 0x12;
+          b[3] = 0x34;
+        }),
+      ],
+      [
+        GeneveDrop.InnerMalformed,
+        datagram((b) => {
+          b[2] = GENEVE_PROTO_IPV6 >>> 8;
+          b[3] = GENEVE_PROTO_IPV6 & 0xff;
+        }),
+      ],
+      [
+        GeneveDrop.InnerMalformed,
+        datagram((b) => {
+          b[8 + 2] = 0xff;
+        }),
+      ], // total length beyond the data
+      [
+        GeneveDrop.InnerMalformed,
+        datagram((b) => {
+          b[8] = 0x44;
+        }),
+      ], // IHL 4
       [GeneveDrop.InnerMalformed, { ...datagram(), len: 8 + 19 }],
     ];
     for (const [reason, d, from] of cases) {
-      expect(engine.decapsulate(d.buf, d.off, d.len, from ?? '192.0.2.2', 0, res), GENEVE_DROP_NAMES[reason]).toBe(GeneveVerdict.Drop);
+      expect(engine.decapsulate(d.buf, d.off, d.len, from ?? '192.0.2.2', 0, res), GENEVE_DROP_NAMES[reason]).toBe(
+        GeneveVerdict.Drop,
+      );
       expect(res.reason).toBe(reason);
     }
     for (let r = 1; r < GENEVE_DROP_COUNT; r++) {
@@ -222,12 +349,16 @@ describe('GeneveEngine receive rules and drops', () => {
     expect(plain.engine.decapsulate(crit.buf, 0, crit.buf.length, '192.0.2.2', 0, plain.res)).toBe(GeneveVerdict.Drop);
     expect(plain.res.reason).toBe(GeneveDrop.CriticalOption);
     const nonCrit = build(0x05);
-    expect(plain.engine.decapsulate(nonCrit.buf, 0, nonCrit.buf.length, '192.0.2.2', 0, plain.res)).toBe(GeneveVerdict.Deliver);
+    expect(plain.engine.decapsulate(nonCrit.buf, 0, nonCrit.buf.length, '192.0.2.2', 0, plain.res)).toBe(
+      GeneveVerdict.Deliver,
+    );
     expect(plain.res.optionsOff).toBe(8);
     expect(plain.res.optionsLen).toBe(8);
     expect(plain.res.off).toBe(16);
     const knowing = setup({}, { understoodOptions: [{ optionClass: 0x0101, type: 0x85 }] });
-    expect(knowing.engine.decapsulate(crit.buf, 0, crit.buf.length, '192.0.2.2', 0, knowing.res)).toBe(GeneveVerdict.Deliver);
+    expect(knowing.engine.decapsulate(crit.buf, 0, crit.buf.length, '192.0.2.2', 0, knowing.res)).toBe(
+      GeneveVerdict.Deliver,
+    );
   });
 
   it('trims link padding after the inner packet to its own length', () => {
@@ -245,12 +376,18 @@ describe('GeneveEngine receive rules and drops', () => {
     const valid = packets(rng, 40).map((b) => {
       const v4 = rng.int(0, 1) === 0;
       peer.encapsulateIp(b.buf, b.off, b.len, v4 ? pt : pt6, 0, res);
-      return { buf: b.buf.slice(res.ipOff, res.ipOff + res.ipLen), udpPayloadAt: res.off - res.ipOff, from: (v4 ? t : t6).remoteUnderlayText };
+      return {
+        buf: b.buf.slice(res.ipOff, res.ipOff + res.ipLen),
+        udpPayloadAt: res.off - res.ipOff,
+        from: (v4 ? t : t6).remoteUnderlayText,
+      };
     });
     // Unmodified, every one of them is delivered both ways.
     for (const v of valid) {
       expect(engine.decapsulateIp(v.buf, 0, v.buf.length, 0, res)).toBe(GeneveVerdict.Deliver);
-      expect(engine.decapsulate(v.buf, v.udpPayloadAt, v.buf.length - v.udpPayloadAt, v.from, 0, res)).toBe(GeneveVerdict.Deliver);
+      expect(engine.decapsulate(v.buf, v.udpPayloadAt, v.buf.length - v.udpPayloadAt, v.from, 0, res)).toBe(
+        GeneveVerdict.Deliver,
+      );
     }
     engine.counters.reset();
     let calls = 0;
@@ -269,7 +406,14 @@ describe('GeneveEngine receive rules and drops', () => {
       const whole = i % 2 === 0;
       const verdict = whole
         ? engine.decapsulateIp(buf, 0, buf.length, i, res)
-        : engine.decapsulate(buf, Math.min(v.udpPayloadAt, buf.length), buf.length - Math.min(v.udpPayloadAt, buf.length), v.from, i, res);
+        : engine.decapsulate(
+            buf,
+            Math.min(v.udpPayloadAt, buf.length),
+            buf.length - Math.min(v.udpPayloadAt, buf.length),
+            v.from,
+            i,
+            res,
+          );
       calls++;
       if (verdict === GeneveVerdict.Deliver) {
         delivered++;
@@ -289,7 +433,14 @@ describe('whole outer packets (encapsulateIp / decapsulateIp)', () => {
   it('builds valid IPv4 and IPv6 outer headers with UDP checksums, and reads them back', () => {
     const { engine, pt, pt6, peer, res } = setup();
     for (const tunnel of [pt, pt6]) {
-      const b = tcpPacket({ src: '10.0.0.1', dst: '10.1.0.1', sport: 5, dport: 6, payload: new Uint8Array(500).fill(3), headroom: H });
+      const b = tcpPacket({
+        src: '10.0.0.1',
+        dst: '10.1.0.1',
+        sport: 5,
+        dport: 6,
+        payload: new Uint8Array(500).fill(3),
+        headroom: H,
+      });
       const inner = toHex(b.buf, b.off, b.len);
       expect(peer.encapsulateIp(b.buf, b.off, b.len, tunnel, 0, res)).toBe(GeneveVerdict.Send);
       expect(res.ipLen).toBe(b.len + geneveOverhead(tunnel.underlayFamily, 'l3'));
@@ -321,7 +472,9 @@ describe('whole outer packets (encapsulateIp / decapsulateIp)', () => {
       s.peer.encapsulateIp(c.buf, c.off, c.len, s.pt6, 0, s.res);
       c.buf[s.res.off - 2] = 0;
       c.buf[s.res.off - 1] = 0;
-      expect(s.engine.decapsulateIp(c.buf, s.res.ipOff, s.res.ipLen, 0, rx)).toBe(accept ? GeneveVerdict.Deliver : GeneveVerdict.Drop);
+      expect(s.engine.decapsulateIp(c.buf, s.res.ipOff, s.res.ipLen, 0, rx)).toBe(
+        accept ? GeneveVerdict.Deliver : GeneveVerdict.Drop,
+      );
     }
   });
 
@@ -347,7 +500,12 @@ describe('whole outer packets (encapsulateIp / decapsulateIp)', () => {
     expect(engine.decapsulateIp(p.buf, p.off, p.len, 0, rx)).toBe(GeneveVerdict.Drop);
     expect(rx.reason).toBe(GeneveDrop.BadOuter);
     const table = new GeneveTunnelTable();
-    const noLocal = table.add({ vni: 1, remoteUnderlay: '192.0.2.2', localInternalAddress: '10.80.0.1', remoteInternalAddress: '10.80.0.2' });
+    const noLocal = table.add({
+      vni: 1,
+      remoteUnderlay: '192.0.2.2',
+      localInternalAddress: '10.80.0.1',
+      remoteInternalAddress: '10.80.0.2',
+    });
     const b = icmpEcho({ src: '10.0.0.1', dst: '10.1.0.1', headroom: H });
     expect(() => new GeneveEngine(table).encapsulateIp(b.buf, b.off, b.len, noLocal, 0, res)).toThrow(/localUnderlay/);
   });
@@ -372,7 +530,14 @@ describe('MTU accounting', () => {
     const { engine, t, t6, res } = setup();
     for (const tunnel of [t, t6]) {
       const mtu = geneveInnerMtu(1400, tunnel.underlayFamily, 'l3');
-      const b = udpPacket({ src: '10.0.0.1', dst: '10.1.0.1', sport: 1, dport: 2, payload: new Uint8Array(mtu - 28), headroom: H });
+      const b = udpPacket({
+        src: '10.0.0.1',
+        dst: '10.1.0.1',
+        sport: 1,
+        dport: 2,
+        payload: new Uint8Array(mtu - 28),
+        headroom: H,
+      });
       expect(b.len).toBe(mtu);
       engine.encapsulateIp(b.buf, b.off, b.len, tunnel, 0, res);
       expect(res.ipLen).toBe(1400);

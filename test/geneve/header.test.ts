@@ -1,9 +1,32 @@
 import { describe, expect, it } from 'vitest';
 import {
-  checkGeneveOptionsBlock, GENEVE_FLAG_CRITICAL, GENEVE_FLAG_OAM, GENEVE_HEADER_LEN, GENEVE_MAX_OPTIONS_LEN, GENEVE_MAX_VNI,
-  GENEVE_OPTION_MAX_DATA_LEN, GENEVE_PROTO_IPV4, GENEVE_PROTO_IPV6, GENEVE_PROTO_TEB, geneveCritical, geneveHeaderLen, geneveNextOption,
-  geneveOam, geneveOptionClass, geneveOptionCritical, geneveOptionDataLen, geneveOptionDataOffset, geneveOptionKey, geneveOptionsLen,
-  geneveOptionType, geneveProtocolType, geneveVersion, geneveVni, validateGeneve, writeGeneveHeader, writeGeneveOption,
+  checkGeneveOptionsBlock,
+  GENEVE_FLAG_CRITICAL,
+  GENEVE_FLAG_OAM,
+  GENEVE_HEADER_LEN,
+  GENEVE_MAX_OPTIONS_LEN,
+  GENEVE_MAX_VNI,
+  GENEVE_OPTION_MAX_DATA_LEN,
+  GENEVE_PROTO_IPV4,
+  GENEVE_PROTO_IPV6,
+  GENEVE_PROTO_TEB,
+  geneveCritical,
+  geneveHeaderLen,
+  geneveNextOption,
+  geneveOam,
+  geneveOptionClass,
+  geneveOptionCritical,
+  geneveOptionDataLen,
+  geneveOptionDataOffset,
+  geneveOptionKey,
+  geneveOptionsLen,
+  geneveOptionType,
+  geneveProtocolType,
+  geneveVersion,
+  geneveVni,
+  validateGeneve,
+  writeGeneveHeader,
+  writeGeneveOption,
 } from '../../src/geneve/header.js';
 import { GeneveDrop } from '../../src/geneve/reasons.js';
 import { Prng } from '../util/prng.js';
@@ -15,7 +38,7 @@ function optionsBlock(rng: Prng, total: number, critical = false): Uint8Array {
   while (p < total) {
     const dataLen = Math.min(total - p - 4, GENEVE_OPTION_MAX_DATA_LEN);
     const data = rng.bytes(dataLen);
-    p = writeGeneveOption(b, p, rng.int(0, 0xffff), (rng.int(0, 0x7f)) | (critical ? 0x80 : 0), data, 0, dataLen);
+    p = writeGeneveOption(b, p, rng.int(0, 0xffff), rng.int(0, 0x7f) | (critical ? 0x80 : 0), data, 0, dataLen);
   }
   return b;
 }
@@ -23,12 +46,26 @@ function optionsBlock(rng: Prng, total: number, critical = false): Uint8Array {
 describe('Geneve base header', () => {
   it('round-trips every field, with reserved bits zero on send', () => {
     const rng = new Prng(8926);
-    const vnis = [0, 1, 0xff, 0x100, 0xffff, 0x10000, GENEVE_MAX_VNI, ...Array.from({ length: 16 }, () => rng.int(0, GENEVE_MAX_VNI))];
+    const vnis = [
+      0,
+      1,
+      0xff,
+      0x100,
+      0xffff,
+      0x10000,
+      GENEVE_MAX_VNI,
+      ...Array.from({ length: 16 }, () => rng.int(0, GENEVE_MAX_VNI)),
+    ];
     const protos = [GENEVE_PROTO_IPV4, GENEVE_PROTO_IPV6, GENEVE_PROTO_TEB, 0, 0xffff, 0x1234];
     for (const vni of vnis) {
       for (const proto of protos) {
         for (const optionsLen of [0, 4, 124, 128, GENEVE_MAX_OPTIONS_LEN]) {
-          for (const [oam, critical] of [[false, false], [true, false], [false, true], [true, true]] as const) {
+          for (const [oam, critical] of [
+            [false, false],
+            [true, false],
+            [false, true],
+            [true, true],
+          ] as const) {
             const buf = new Uint8Array(3 + GENEVE_HEADER_LEN).fill(0xaa);
             writeGeneveHeader(buf, 3, vni, proto, optionsLen, oam, critical);
             expect(geneveVersion(buf, 3)).toBe(0);
@@ -141,7 +178,8 @@ describe('RFC 8926 receive rules (validateGeneve)', () => {
 
   it('drops anything shorter than the base header', () => {
     const pkt = base();
-    for (let len = 0; len < GENEVE_HEADER_LEN; len++) expect(validateGeneve(pkt, 0, len, null)).toBe(GeneveDrop.Truncated);
+    for (let len = 0; len < GENEVE_HEADER_LEN; len++)
+      expect(validateGeneve(pkt, 0, len, null)).toBe(GeneveDrop.Truncated);
     expect(validateGeneve(pkt, 0, GENEVE_HEADER_LEN, null)).toBe(GeneveDrop.None);
   });
 
@@ -231,8 +269,15 @@ describe('RFC 8926 receive rules (validateGeneve)', () => {
       counts.set(r, (counts.get(r) ?? 0) + 1);
     }
     // The fuzz reached every header-level verdict.
-    for (const r of [GeneveDrop.None, GeneveDrop.Truncated, GeneveDrop.BadVersion, GeneveDrop.OptionsTruncated,
-      GeneveDrop.OptionMalformed, GeneveDrop.CriticalOption, GeneveDrop.Oam]) {
+    for (const r of [
+      GeneveDrop.None,
+      GeneveDrop.Truncated,
+      GeneveDrop.BadVersion,
+      GeneveDrop.OptionsTruncated,
+      GeneveDrop.OptionMalformed,
+      GeneveDrop.CriticalOption,
+      GeneveDrop.Oam,
+    ]) {
       expect(counts.get(r) ?? 0).toBeGreaterThan(0);
     }
   });

@@ -6,7 +6,12 @@
 import { describe, expect, it } from 'vitest';
 import { GeneveEngine, GeneveResult, GeneveVerdict } from '../../src/geneve/engine.js';
 import {
-  GENEVE_PROTO_TEB, geneveOptionsLen, geneveProtocolType, geneveVni, writeGeneveHeader, writeGeneveOption,
+  GENEVE_PROTO_TEB,
+  geneveOptionsLen,
+  geneveProtocolType,
+  geneveVni,
+  writeGeneveHeader,
+  writeGeneveOption,
 } from '../../src/geneve/header.js';
 import { GENEVE_MAX_HEADROOM } from '../../src/geneve/mtu.js';
 import { GeneveDrop } from '../../src/geneve/reasons.js';
@@ -22,12 +27,23 @@ const VNI = 4;
 
 function setup(extra: Partial<GeneveTunnelSpec> = {}, arpRetryMs = 1000) {
   const table = new GeneveTunnelTable();
-  const t = table.add({ vni: VNI, remoteUnderlay: FROM, localInternalAddress: '10.80.0.1', remoteInternalAddress: '10.80.0.2', mode: 'l2', ...extra });
+  const t = table.add({
+    vni: VNI,
+    remoteUnderlay: FROM,
+    localInternalAddress: '10.80.0.1',
+    remoteInternalAddress: '10.80.0.2',
+    mode: 'l2',
+    ...extra,
+  });
   return { table, t, engine: new GeneveEngine(table, { arpRetryMs }), res: new GeneveResult() };
 }
 
 /** A Geneve(TEB) datagram carrying `frame`, with `tailroom` spare bytes after it. */
-function datagram(frame: number[], tailroom = 0, options: Uint8Array = new Uint8Array(0)): { buf: Uint8Array; len: number } {
+function datagram(
+  frame: number[],
+  tailroom = 0,
+  options: Uint8Array = new Uint8Array(0),
+): { buf: Uint8Array; len: number } {
   const buf = new Uint8Array(8 + options.length + frame.length + tailroom);
   writeGeneveHeader(buf, 0, VNI, GENEVE_PROTO_TEB, options.length, false, false);
   buf.set(options, 8);
@@ -62,7 +78,7 @@ describe('L2 mode: ARP', () => {
     expect(engine.counters.macLearned).toBe(1);
   });
 
-  it('answers the asker at the addresses in its request, even when it is not the tunnel\'s remote internal address', () => {
+  it("answers the asker at the addresses in its request, even when it is not the tunnel's remote internal address", () => {
     const { engine, res } = setup();
     const askerMac = [0x0a, 0, 0, 0, 0, 0x50];
     const askerIp = [10, 80, 0, 50];
@@ -154,8 +170,10 @@ describe('L2 mode: sending before and after the peer MAC is known', () => {
     // The peer answers; now IP goes out in Ethernet addressed to it.
     const reply = datagram([...OUR_MAC, ...PEER_MAC, 0x08, 0x06, ...arp(2, PEER_MAC, PEER_IP, OUR_MAC, OUR_IP)]);
     expect(engine.decapsulate(reply.buf, 0, reply.len, FROM, 6001, res)).toBe(GeneveVerdict.Consumed);
-    for (const pkt of [icmpEcho({ src: '10.0.0.1', dst: '10.1.0.1', headroom: GENEVE_MAX_HEADROOM }),
-      udpPacket({ src: 'fd00::1', dst: 'fd00:1::1', sport: 1, dport: 2, headroom: GENEVE_MAX_HEADROOM })]) {
+    for (const pkt of [
+      icmpEcho({ src: '10.0.0.1', dst: '10.1.0.1', headroom: GENEVE_MAX_HEADROOM }),
+      udpPacket({ src: 'fd00::1', dst: 'fd00:1::1', sport: 1, dport: 2, headroom: GENEVE_MAX_HEADROOM }),
+    ]) {
       const inner = toHex(pkt.buf, pkt.off, pkt.len);
       expect(engine.encapsulate(pkt.buf, pkt.off, pkt.len, t, 6002, res)).toBe(GeneveVerdict.Send);
       expect(res.off).toBe(pkt.off - 14 - 8);
@@ -168,7 +186,13 @@ describe('L2 mode: sending before and after the peer MAC is known', () => {
 
   it('an IPv6-only internal addressing cannot ARP: plain drop', () => {
     const table = new GeneveTunnelTable();
-    const t = table.add({ vni: 1, remoteUnderlay: FROM, localInternalAddress: 'fd80::1', remoteInternalAddress: 'fd80::2', mode: 'l2' });
+    const t = table.add({
+      vni: 1,
+      remoteUnderlay: FROM,
+      localInternalAddress: 'fd80::1',
+      remoteInternalAddress: 'fd80::2',
+      mode: 'l2',
+    });
     const engine = new GeneveEngine(table);
     const res = new GeneveResult();
     const p = icmpEcho({ src: '10.0.0.1', dst: '10.1.0.1', headroom: GENEVE_MAX_HEADROOM });

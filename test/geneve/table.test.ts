@@ -1,13 +1,30 @@
 import { describe, expect, it } from 'vitest';
-import { GeneveConfigError, GeneveTunnelTable, defaultLocalMac, type GeneveTunnel, type GeneveTunnelSpec } from '../../src/geneve/table.js';
+import {
+  GeneveConfigError,
+  GeneveTunnelTable,
+  defaultLocalMac,
+  type GeneveTunnel,
+  type GeneveTunnelSpec,
+} from '../../src/geneve/table.js';
 import { writeGeneveOption } from '../../src/geneve/header.js';
 import { STAT_RX_PACKETS } from '../../src/geneve/reasons.js';
 import { formatAddress, parseAddress } from '../../src/packet/addr.js';
 import { icmpEcho } from '../packet/factory.js';
 import { Prng } from '../util/prng.js';
 
-function spec(vni: number, remote: string, remoteInternal: string, extra: Partial<GeneveTunnelSpec> = {}): GeneveTunnelSpec {
-  return { vni, remoteUnderlay: remote, localInternalAddress: '10.80.0.1', remoteInternalAddress: remoteInternal, ...extra };
+function spec(
+  vni: number,
+  remote: string,
+  remoteInternal: string,
+  extra: Partial<GeneveTunnelSpec> = {},
+): GeneveTunnelSpec {
+  return {
+    vni,
+    remoteUnderlay: remote,
+    localInternalAddress: '10.80.0.1',
+    remoteInternalAddress: remoteInternal,
+    ...extra,
+  };
 }
 
 /** The tunnel lookupSend picks for an ICMP packet to `dst`. */
@@ -54,13 +71,23 @@ describe('GeneveTunnelTable: configuration', () => {
     expect(configError(() => table.add(spec(1, '192.0.2', '10.80.0.2'))).field).toBe('remoteUnderlay');
     expect(configError(() => table.add(spec(1, '192.0.2.1', 'fd00::2'))).field).toBe('remoteInternalAddress');
     expect(configError(() => table.add(spec(1, '192.0.2.1', '10.80.0.1'))).field).toBe('remoteInternalAddress');
-    expect(configError(() => table.add(spec(1, '192.0.2.1', '10.80.0.2', { localUnderlay: '::1' }))).field).toBe('localUnderlay');
+    expect(configError(() => table.add(spec(1, '192.0.2.1', '10.80.0.2', { localUnderlay: '::1' }))).field).toBe(
+      'localUnderlay',
+    );
     expect(configError(() => table.add(spec(1, '192.0.2.1', '10.80.0.2', { remotePort: 0 }))).field).toBe('remotePort');
     expect(configError(() => table.add(spec(1, '192.0.2.1', '10.80.0.2', { mode: 'l4' as 'l2' }))).field).toBe('mode');
-    expect(configError(() => table.add(spec(1, '192.0.2.1', '10.80.0.2', { localMac: '01:00:5e:00:00:01' }))).message).toMatch(/multicast/);
-    expect(configError(() => table.add(spec(1, '192.0.2.1', '10.80.0.2', { remoteMac: '00:00:00:00:00:00' }))).message).toMatch(/all-zero/);
-    expect(configError(() => table.add(spec(1, '192.0.2.1', '10.80.0.2', { remoteMac: 'not a mac' }))).field).toBe('remoteMac');
-    expect(configError(() => table.add(spec(1, '192.0.2.1', '10.80.0.2', { options: new Uint8Array(5) }))).field).toBe('options');
+    expect(
+      configError(() => table.add(spec(1, '192.0.2.1', '10.80.0.2', { localMac: '01:00:5e:00:00:01' }))).message,
+    ).toMatch(/multicast/);
+    expect(
+      configError(() => table.add(spec(1, '192.0.2.1', '10.80.0.2', { remoteMac: '00:00:00:00:00:00' }))).message,
+    ).toMatch(/all-zero/);
+    expect(configError(() => table.add(spec(1, '192.0.2.1', '10.80.0.2', { remoteMac: 'not a mac' }))).field).toBe(
+      'remoteMac',
+    );
+    expect(configError(() => table.add(spec(1, '192.0.2.1', '10.80.0.2', { options: new Uint8Array(5) }))).field).toBe(
+      'options',
+    );
     expect(table.size).toBe(0);
   });
 
@@ -68,7 +95,9 @@ describe('GeneveTunnelTable: configuration', () => {
     const table = new GeneveTunnelTable();
     table.add(spec(3, '192.0.2.1', '10.80.0.2'));
     expect(configError(() => table.add(spec(3, '192.0.2.1', '10.80.0.9'))).message).toMatch(/already exists/);
-    expect(configError(() => table.add(spec(4, '192.0.2.9', '10.80.0.2'))).message).toMatch(/already the remote internal address/);
+    expect(configError(() => table.add(spec(4, '192.0.2.9', '10.80.0.2'))).message).toMatch(
+      /already the remote internal address/,
+    );
     // Same VNI from another underlay address is a different tunnel.
     expect(table.add(spec(3, '192.0.2.2', '10.80.0.3')).vni).toBe(3);
     expect(table.size).toBe(2);
@@ -82,7 +111,9 @@ describe('GeneveTunnelTable: configuration', () => {
     t.remoteMacKnown = true;
     const opts = new Uint8Array(8);
     writeGeneveOption(opts, 0, 0x0101, 0x81, new Uint8Array(4), 0, 4);
-    expect(table.set(spec(5, '192.0.2.1', '10.80.0.2', { mode: 'l2', remotePort: 7000, options: opts, name: 'renamed' }))).toBe(t);
+    expect(
+      table.set(spec(5, '192.0.2.1', '10.80.0.2', { mode: 'l2', remotePort: 7000, options: opts, name: 'renamed' })),
+    ).toBe(t);
     expect(t.remotePort).toBe(7000);
     expect(t.optionsCritical).toBe(true);
     expect(t.name).toBe('renamed');
@@ -109,19 +140,32 @@ describe('GeneveTunnelTable: configuration', () => {
     table.add(spec(2, '192.0.2.2', '10.80.0.3'));
     const before = [...table.tunnels()];
     // Invalid: nothing changes.
-    expect(configError(() => table.replaceAll([spec(1, '192.0.2.1', '10.80.0.2'), spec(9, 'bad', '10.80.0.9')])).field).toBe('tunnels[1].remoteUnderlay');
-    expect(configError(() => table.replaceAll([spec(1, '192.0.2.1', '10.80.0.2'), spec(1, '192.0.2.1', '10.80.0.5')])).field).toBe('tunnels[1].vni');
-    expect(configError(() => table.replaceAll([spec(1, '192.0.2.1', '10.80.0.2'), spec(8, '192.0.2.8', '10.80.0.2')])).field).toBe('tunnels[1].remoteInternalAddress');
+    expect(
+      configError(() => table.replaceAll([spec(1, '192.0.2.1', '10.80.0.2'), spec(9, 'bad', '10.80.0.9')])).field,
+    ).toBe('tunnels[1].remoteUnderlay');
+    expect(
+      configError(() => table.replaceAll([spec(1, '192.0.2.1', '10.80.0.2'), spec(1, '192.0.2.1', '10.80.0.5')])).field,
+    ).toBe('tunnels[1].vni');
+    expect(
+      configError(() => table.replaceAll([spec(1, '192.0.2.1', '10.80.0.2'), spec(8, '192.0.2.8', '10.80.0.2')])).field,
+    ).toBe('tunnels[1].remoteInternalAddress');
     expect([...table.tunnels()]).toEqual(before);
     // Swapping remote internal addresses between two kept tunnels is legal as a whole.
     const b = table.get(2, '192.0.2.2')!;
     table.addPodRoute('10.0.2.0/24', '10.80.0.2');
     expect(sendTo(table, '10.0.2.9')).toBe(a);
-    expect(table.replaceAll([spec(1, '192.0.2.1', '10.80.0.3'), spec(2, '192.0.2.2', '10.80.0.2')])).toEqual({ added: 0, updated: 2, removed: 0 });
+    expect(table.replaceAll([spec(1, '192.0.2.1', '10.80.0.3'), spec(2, '192.0.2.2', '10.80.0.2')])).toEqual({
+      added: 0,
+      updated: 2,
+      removed: 0,
+    });
     expect(table.byRemoteInternal('10.80.0.3')).toBe(a);
     expect(table.byRemoteInternal('10.80.0.2')).toBe(b);
     expect(sendTo(table, '10.0.2.9')).toBe(b); // the pod route follows its next-hop address
-    const r = table.replaceAll([spec(1, '192.0.2.1', '10.80.0.2', { remotePort: 6081 }), spec(3, '2001:db8::3', '10.80.0.4')]);
+    const r = table.replaceAll([
+      spec(1, '192.0.2.1', '10.80.0.2', { remotePort: 6081 }),
+      spec(3, '2001:db8::3', '10.80.0.4'),
+    ]);
     expect(r).toEqual({ added: 1, updated: 1, removed: 1 });
     expect(table.get(1, '192.0.2.1')).toBe(a);
     expect(a.remotePort).toBe(6081);
@@ -187,8 +231,12 @@ describe('GeneveTunnelTable: send lookup (remote internal addresses and pod rout
     expect(table.removePodRoute('10.0.1.77/32')).toBe(true);
     expect(table.removePodRoute('10.0.1.77/32')).toBe(false);
     expect(sendTo(table, '10.0.1.77')).toBe(n1);
-    expect(table.podRoutes().map((r) => `${formatAddress(r.prefix.addr)}/${r.prefix.prefixLen}>${r.nodeInternalAddress}`).sort())
-      .toEqual(['10.0.1.0/24>10.80.0.11', '10.80.0.0/16>10.80.0.11']);
+    expect(
+      table
+        .podRoutes()
+        .map((r) => `${formatAddress(r.prefix.addr)}/${r.prefix.prefixLen}>${r.nodeInternalAddress}`)
+        .sort(),
+    ).toEqual(['10.0.1.0/24>10.80.0.11', '10.80.0.0/16>10.80.0.11']);
   });
 
   it('resolves next hops as tunnels come and go', () => {
@@ -209,15 +257,26 @@ describe('GeneveTunnelTable: send lookup (remote internal addresses and pod rout
 
   it('handles IPv6 pod routes and rejects mixed families and bad prefixes', () => {
     const table = new GeneveTunnelTable();
-    const t = table.add({ vni: 1, remoteUnderlay: '2001:db8::11', localInternalAddress: 'fd80::1', remoteInternalAddress: 'fd80::11' });
+    const t = table.add({
+      vni: 1,
+      remoteUnderlay: '2001:db8::11',
+      localInternalAddress: 'fd80::1',
+      remoteInternalAddress: 'fd80::11',
+    });
     table.addPodRoute('fd00:1::/64', 'fd80::11');
     expect(sendTo(table, 'fd00:1::42')).toBe(t);
     expect(sendTo(table, 'fd80::11')).toBe(t);
     expect(sendTo(table, 'fd00:2::1')).toBeUndefined();
     expect(configError(() => table.addPodRoute('10.0.0.0/8', 'fd80::11')).field).toBe('nodeInternalAddress');
     expect(configError(() => table.addPodRoute('10.0.0.0', '10.80.0.1')).field).toBe('podCIDR');
-    expect(configError(() => table.replacePodRoutes([{ podCIDR: '10.0.0.0/8', nodeInternalAddress: '10.80.0.1' }, { podCIDR: 'x', nodeInternalAddress: '10.80.0.1' }])).field)
-      .toBe('podRoutes[1].podCIDR');
+    expect(
+      configError(() =>
+        table.replacePodRoutes([
+          { podCIDR: '10.0.0.0/8', nodeInternalAddress: '10.80.0.1' },
+          { podCIDR: 'x', nodeInternalAddress: '10.80.0.1' },
+        ]),
+      ).field,
+    ).toBe('podRoutes[1].podCIDR');
     expect(table.podRoutes().length).toBe(1); // unchanged by the failed replace
     table.replacePodRoutes([{ podCIDR: '10.0.0.0/8', nodeInternalAddress: '10.80.0.1' }]);
     expect(table.podRoutes().length).toBe(1);
@@ -259,11 +318,11 @@ describe('GeneveTunnelTable: send lookup (remote internal addresses and pod rout
       }
     }
     for (let i = 0; i < 3000; i++) {
-      const dst = ((0x0a000000 | (rng.nextU32() & 0x00ffffff)) >>> 0);
+      const dst = (0x0a000000 | (rng.nextU32() & 0x00ffffff)) >>> 0;
       let best: { len: number; nh: number } | undefined;
       for (const r of routes.values()) {
         const mask = (0xffffffff << (32 - r.len)) >>> 0;
-        if (((dst & mask) >>> 0) === r.net && (best === undefined || r.len > best.len)) best = r;
+        if ((dst & mask) >>> 0 === r.net && (best === undefined || r.len > best.len)) best = r;
       }
       let want: GeneveTunnel | undefined = best === undefined ? undefined : tunnels[best.nh];
       const host = dst - 0x0a500100; // 10.80.1.x: a tunnel's own internal address

@@ -50,11 +50,16 @@ if (unavailable !== null) {
 
     it('detaches into the background once the interface and socket are up, replacing a stale socket', async () => {
       // A stale socket: a unix socket file nobody listens on any more.
-      spawnSync('/usr/bin/python3', ['-c', `import socket; s=socket.socket(socket.AF_UNIX); s.bind(${JSON.stringify(sock)}); s.close()`]);
+      spawnSync('/usr/bin/python3', [
+        '-c',
+        `import socket; s=socket.socket(socket.AF_UNIX); s.bind(${JSON.stringify(sock)}); s.close()`,
+      ]);
       expect(statSync(sock).isSocket()).toBe(true);
 
       const r = spawnSync('timeout', ['30', 'ip', 'netns', 'exec', ns, process.execPath, WEFT_WG, ifname], {
-        encoding: 'utf8', timeout: 35_000, env: { ...process.env, LOG_LEVEL: 'error' },
+        encoding: 'utf8',
+        timeout: 35_000,
+        env: { ...process.env, LOG_LEVEL: 'error' },
       });
       expect(r.status).toBe(0); // the parent returned: the child reported readiness
       expect(statSync(sock).isSocket()).toBe(true);
@@ -66,7 +71,8 @@ if (unavailable !== null) {
 
     it('refuses a second daemon for the same interface with a clear error', () => {
       const r = spawnSync('timeout', ['30', 'ip', 'netns', 'exec', ns, process.execPath, WEFT_WG, '-f', ifname], {
-        encoding: 'utf8', timeout: 35_000,
+        encoding: 'utf8',
+        timeout: 35_000,
       });
       expect(r.status).toBe(1);
       expect(r.stderr).toMatch(/in use|busy|exists/i);
@@ -80,12 +86,28 @@ if (unavailable !== null) {
       const p2 = k('pubkey', k('genkey'));
       const psk = k('genpsk');
       const conf = join(tmp, 'wg.conf');
-      writeFileSync(conf, [
-        '[Interface]', `PrivateKey = ${priv}`, 'ListenPort = 51999', 'FwMark = 0x1234', '',
-        '[Peer]', `PublicKey = ${p1}`, `PresharedKey = ${psk}`, 'AllowedIPs = 10.1.0.0/16, fd00:1::/64',
-        'Endpoint = 192.0.2.1:51820', 'PersistentKeepalive = 25', '',
-        '[Peer]', `PublicKey = ${p2}`, 'AllowedIPs = 10.2.0.0/16', 'Endpoint = [2001:db8::2]:51820', '',
-      ].join('\n'));
+      writeFileSync(
+        conf,
+        [
+          '[Interface]',
+          `PrivateKey = ${priv}`,
+          'ListenPort = 51999',
+          'FwMark = 0x1234',
+          '',
+          '[Peer]',
+          `PublicKey = ${p1}`,
+          `PresharedKey = ${psk}`,
+          'AllowedIPs = 10.1.0.0/16, fd00:1::/64',
+          'Endpoint = 192.0.2.1:51820',
+          'PersistentKeepalive = 25',
+          '',
+          '[Peer]',
+          `PublicKey = ${p2}`,
+          'AllowedIPs = 10.2.0.0/16',
+          'Endpoint = [2001:db8::2]:51820',
+          '',
+        ].join('\n'),
+      );
       wg(['setconf', ifname, conf]);
       const shown = wg(['showconf', ifname]);
       expect(shown).toContain('ListenPort = 51999');
@@ -110,7 +132,13 @@ if (unavailable !== null) {
       const reply = await new Promise<string>((resolve, reject) => {
         const c = createConnection(sock);
         let got = '';
-        c.on('data', (d) => { got += d.toString('utf8'); if (got.endsWith('\n\n')) { c.end(); resolve(got); } });
+        c.on('data', (d) => {
+          got += d.toString('utf8');
+          if (got.endsWith('\n\n')) {
+            c.end();
+            resolve(got);
+          }
+        });
         c.on('error', reject);
         c.write(`set=1\nlisten_port=51998\npublic_key=${'00'.repeat(31)}zz\n\n`);
         setTimeout(() => reject(new Error(`no reply: ${got}`)), 5000).unref();

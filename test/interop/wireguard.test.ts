@@ -12,13 +12,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LINKTYPE_ETHERNET, LINKTYPE_RAW, PcapWriter } from '../util/pcap.js';
-import {
-  e2eUnavailableReason, iperfTcp, ping, run, sleep, Topology, waitFor, type Spawned,
-} from '../util/netns.js';
+import { e2eUnavailableReason, iperfTcp, ping, run, sleep, Topology, waitFor, type Spawned } from '../util/netns.js';
 
 const ROOT = new URL('../../', import.meta.url).pathname;
 const WEFT_WG = join(ROOT, 'bin/weft-wg');
-const unavailable = e2eUnavailableReason(['wireguard-go', 'wg', 'iperf3', 'tshark', 'python3'], { built: ['dist/src/cli/weft-wg.js'] });
+const unavailable = e2eUnavailableReason(['wireguard-go', 'wg', 'iperf3', 'tshark', 'python3'], {
+  built: ['dist/src/cli/weft-wg.js'],
+});
 
 type Kind = 'weft' | 'wireguard-go';
 
@@ -43,13 +43,17 @@ function wg(topo: Topology, side: Side, args: string[]): string {
 async function startDaemon(topo: Topology, side: Side): Promise<void> {
   const sock = `/var/run/wireguard/${side.ifname}.sock`;
   const cmd = side.kind === 'weft' ? ['node', WEFT_WG, '-f', side.ifname] : ['wireguard-go', '-f', side.ifname];
-  const env = side.kind === 'weft' ? { LOG_LEVEL: 'info', WEFT_OFFLOAD: side.offload ? '1' : '0' } : { LOG_LEVEL: 'error' };
+  const env =
+    side.kind === 'weft' ? { LOG_LEVEL: 'info', WEFT_OFFLOAD: side.offload ? '1' : '0' } : { LOG_LEVEL: 'error' };
   side.proc = topo.spawnIn(side.ns, `${side.kind}-${side.ifname}`, cmd, { lifetimeS: 600, env });
   await waitFor(`${side.kind} UAPI socket ${sock}`, () => existsSync(sock) && wgShowOk(topo, side), 10_000);
 }
 
 function wgShowOk(topo: Topology, side: Side): boolean {
-  return spawnSync('ip', ['netns', 'exec', side.ns, 'wg', 'show', side.ifname], { stdio: 'ignore', timeout: 5000 }).status === 0;
+  return (
+    spawnSync('ip', ['netns', 'exec', side.ns, 'wg', 'show', side.ifname], { stdio: 'ignore', timeout: 5000 })
+      .status === 0
+  );
 }
 
 function configureAddresses(topo: Topology, side: Side): void {
@@ -61,29 +65,70 @@ function configureAddresses(topo: Topology, side: Side): void {
 /** Sets our interface and one peer; `endpoint` null = learn it from the peer's handshake. */
 function setPeer(topo: Topology, self: Side, other: Side, endpoint: string | null, extra: string[] = []): void {
   wg(topo, self, [
-    'set', self.ifname, 'private-key', self.keyFile, 'listen-port', '51820',
-    'peer', other.pub, 'allowed-ips', `${other.tunnel4}/32,${other.tunnel6}/128`,
-    ...(endpoint ? ['endpoint', endpoint] : []), ...extra,
+    'set',
+    self.ifname,
+    'private-key',
+    self.keyFile,
+    'listen-port',
+    '51820',
+    'peer',
+    other.pub,
+    'allowed-ips',
+    `${other.tunnel4}/32,${other.tunnel6}/128`,
+    ...(endpoint ? ['endpoint', endpoint] : []),
+    ...extra,
   ]);
 }
 
-function dump(topo: Topology, side: Side): { endpoint: string; latestHandshake: number; rx: number; tx: number; keepalive: string } {
+function dump(
+  topo: Topology,
+  side: Side,
+): { endpoint: string; latestHandshake: number; rx: number; tx: number; keepalive: string } {
   // wg show IF dump: first line interface; then peer lines:
   // public-key preshared-key endpoint allowed-ips latest-handshake rx tx keepalive
   const lines = wg(topo, side, ['show', side.ifname, 'dump']).trim().split('\n');
   const f = (lines[1] ?? '').split('\t');
-  return { endpoint: f[2] ?? '', latestHandshake: Number(f[4] ?? 0), rx: Number(f[5] ?? 0), tx: Number(f[6] ?? 0), keepalive: f[7] ?? '' };
+  return {
+    endpoint: f[2] ?? '',
+    latestHandshake: Number(f[4] ?? 0),
+    rx: Number(f[5] ?? 0),
+    tx: Number(f[6] ?? 0),
+    keepalive: f[7] ?? '',
+  };
 }
 
 /** Captures UDP on B's veth for `seconds` with tshark, returning the pcap path. */
 function startCapture(topo: Topology, side: Side, dev: string, file: string, seconds: number, maxPackets = 0): Spawned {
   const count = maxPackets > 0 ? ['-c', String(maxPackets), '-F', 'pcap'] : [];
-  return topo.spawnIn(side.ns, 'tshark', ['tshark', '-q', '-i', dev, '-f', 'udp port 51820', '-a', `duration:${seconds}`, ...count, '-w', file], { lifetimeS: seconds + 20 });
+  return topo.spawnIn(
+    side.ns,
+    'tshark',
+    ['tshark', '-q', '-i', dev, '-f', 'udp port 51820', '-a', `duration:${seconds}`, ...count, '-w', file],
+    { lifetimeS: seconds + 20 },
+  );
 }
 
 function tsharkFields(file: string, filter: string, fields: string[]): string[][] {
-  const r = run(['tshark', '-r', file, '-d', 'udp.port==51820,wg', '-Y', filter, '-T', 'fields', ...fields.flatMap((f) => ['-e', f])], { timeoutMs: 30_000 });
-  return r.trim().split('\n').filter(Boolean).map((l) => l.split('\t'));
+  const r = run(
+    [
+      'tshark',
+      '-r',
+      file,
+      '-d',
+      'udp.port==51820,wg',
+      '-Y',
+      filter,
+      '-T',
+      'fields',
+      ...fields.flatMap((f) => ['-e', f]),
+    ],
+    { timeoutMs: 30_000 },
+  );
+  return r
+    .trim()
+    .split('\n')
+    .filter(Boolean)
+    .map((l) => l.split('\t'));
 }
 
 /** A server in `ns` that prints "<bytes> <sha256>" of what one TCP connection brought. */
@@ -108,11 +153,24 @@ const SOURCE_PY = [
 ].join('\n');
 
 /** Sends `bytes` seeded random bytes from `from` to addr in `to` over TCP; returns [sent, received] summaries. */
-async function transfer(topo: Topology, from: string, to: string, addr: string, bytes: number, seed: number): Promise<[string, string]> {
+async function transfer(
+  topo: Topology,
+  from: string,
+  to: string,
+  addr: string,
+  bytes: number,
+  seed: number,
+): Promise<[string, string]> {
   const port = String(6100 + seed);
   const server = topo.spawnIn(to, 'py-sink', ['python3', '-c', SINK_PY, addr, port], { lifetimeS: 60 });
-  await waitFor('tcp sink', () => topo.exec(to, ['ss', '-Hltn', `sport = :${port}`], { allowFail: true }).trim().length > 0, 10_000);
-  const sent = topo.exec(from, ['python3', '-c', SOURCE_PY, addr, port, String(bytes), String(seed)], { timeoutMs: 60_000 }).trim();
+  await waitFor(
+    'tcp sink',
+    () => topo.exec(to, ['ss', '-Hltn', `sport = :${port}`], { allowFail: true }).trim().length > 0,
+    10_000,
+  );
+  const sent = topo
+    .exec(from, ['python3', '-c', SOURCE_PY, addr, port, String(bytes), String(seed)], { timeoutMs: 60_000 })
+    .trim();
   await server.exited;
   return [sent, server.output().trim()];
 }
@@ -126,19 +184,34 @@ const MAX_WG_MESSAGE = 1452;
  * and counter + 1 starts (all but the last equal-sized). Every datagram is written to a raw-IP
  * pcap (UDP port 51820) for tshark. `bad` counts payloads that cannot be cut that way.
  */
-function splitGsoCapture(file: Uint8Array): { pcap: Uint8Array; frames: number; gsoFrames: number; datagrams: number; bad: number; badWhy: string } {
+function splitGsoCapture(file: Uint8Array): {
+  pcap: Uint8Array;
+  frames: number;
+  gsoFrames: number;
+  datagrams: number;
+  bad: number;
+  badWhy: string;
+} {
   const dv = new DataView(file.buffer, file.byteOffset, file.byteLength);
-  if (dv.getUint32(0, true) !== 0xa1b2c3d4 || dv.getUint32(20, true) !== LINKTYPE_ETHERNET) throw new Error('expected a classic little-endian Ethernet pcap');
+  if (dv.getUint32(0, true) !== 0xa1b2c3d4 || dv.getUint32(20, true) !== LINKTYPE_ETHERNET)
+    throw new Error('expected a classic little-endian Ethernet pcap');
   const w = new PcapWriter(LINKTYPE_RAW);
-  let frames = 0; let gsoFrames = 0; let datagrams = 0; let bad = 0; let badWhy = '';
+  let frames = 0;
+  let gsoFrames = 0;
+  let datagrams = 0;
+  let bad = 0;
+  let badWhy = '';
   const emit = (ip: number, payload: number, len: number): void => {
     const d = new Uint8Array(28 + len);
     d.set(file.subarray(ip, ip + 20), 0); // IPv4 header (no options on this veth)
     d[0] = 0x45;
-    d[2] = (28 + len) >>> 8; d[3] = (28 + len) & 0xff;
-    d[10] = 0; d[11] = 0;
+    d[2] = (28 + len) >>> 8;
+    d[3] = (28 + len) & 0xff;
+    d[10] = 0;
+    d[11] = 0;
     d.set(file.subarray(ip + 20, ip + 24), 20); // ports
-    d[24] = (8 + len) >>> 8; d[25] = (8 + len) & 0xff;
+    d[24] = (8 + len) >>> 8;
+    d[25] = (8 + len) & 0xff;
     d.set(file.subarray(payload, payload + len), 28);
     w.add(d);
     datagrams++;
@@ -153,13 +226,19 @@ function splitGsoCapture(file: Uint8Array): { pcap: Uint8Array; frames: number; 
     const ip = f + 14;
     const pl = ip + 28;
     const len = dv.getUint16(ip + 2) - 28; // the IP length, not the (possibly truncated) capture
-    if (len <= MAX_WG_MESSAGE) { emit(ip, pl, len); continue; }
+    if (len <= MAX_WG_MESSAGE) {
+      emit(ip, pl, len);
+      continue;
+    }
     gsoFrames++;
     const idx = u32(pl + 4);
     const c0 = u32(pl + 8);
     let seg = 0;
     for (let s = 32; s <= MAX_WG_MESSAGE && s < len; s++) {
-      if (u32(pl + s) === 4 && u32(pl + s + 4) === idx && u32(pl + s + 8) === c0 + 1) { seg = s; break; }
+      if (u32(pl + s) === 4 && u32(pl + s + 4) === idx && u32(pl + s + 8) === c0 + 1) {
+        seg = s;
+        break;
+      }
     }
     let ok = file[pl] === 4 && seg > 0;
     for (let k = 0; ok && k * seg < len; k++) {
@@ -167,7 +246,11 @@ function splitGsoCapture(file: Uint8Array): { pcap: Uint8Array; frames: number; 
       const l = Math.min(seg, len - k * seg);
       ok = l >= 32 && u32(o) === 4 && u32(o + 4) === idx && u32(o + 8) === (c0 + k) >>> 0;
     }
-    if (!ok) { bad++; badWhy = `frame ${frames}: ${len} bytes cannot be cut into transport messages (segment ${seg})`; continue; }
+    if (!ok) {
+      bad++;
+      badWhy = `frame ${frames}: ${len} bytes cannot be cut into transport messages (segment ${seg})`;
+      continue;
+    }
     for (let k = 0; k * seg < len; k++) emit(ip, pl + k * seg, Math.min(seg, len - k * seg));
   }
   return { pcap: w.toBytes(), frames, gsoFrames, datagrams, bad, badWhy };
@@ -277,7 +360,8 @@ describe.skipIf(unavailable !== null).each(pairs)('WireGuard interop: %s', (_lab
     const split = splitGsoCapture(readFileSync(pcap));
     expect(split.bad, split.badWhy).toBe(0);
     expect(split.frames).toBeGreaterThan(1000);
-    if (offload) expect(split.gsoFrames).toBeGreaterThan(0); // A sent super-datagrams
+    if (offload)
+      expect(split.gsoFrames).toBeGreaterThan(0); // A sent super-datagrams
     else expect(split.gsoFrames).toBe(0);
     const cut = join(tmp, 'bulk-split.pcap');
     writeFileSync(cut, split.pcap);
@@ -316,7 +400,9 @@ describe.skipIf(unavailable !== null).each(pairs)('WireGuard interop: %s', (_lab
     await cap.exited;
     wg(topo, A, ['set', A.ifname, 'peer', B.pub, 'persistent-keepalive', '0']);
     // Keepalives: transport data (type 4) with an empty payload = 32 bytes of UDP payload, from A.
-    const keepalives = tsharkFields(pcap, `wg.type == 4 && udp.length == 40 && ip.src == ${A.underlay}`, ['frame.number']);
+    const keepalives = tsharkFields(pcap, `wg.type == 4 && udp.length == 40 && ip.src == ${A.underlay}`, [
+      'frame.number',
+    ]);
     expect(keepalives.length).toBeGreaterThanOrEqual(2);
     // Every captured datagram is WireGuard of a known type; none malformed.
     const all = tsharkFields(pcap, 'udp', ['wg.type']);
@@ -357,7 +443,10 @@ describe.skipIf(unavailable !== null).each(pairs)('WireGuard interop: %s', (_lab
 
   it('the peer daemon killed with SIGKILL by its PID and started again: traffic both ways again in < 10 s', async () => {
     // timeout(1) → ip netns exec (which execs) → the daemon: the daemon is timeout's only child.
-    const kids = spawnSync('pgrep', ['-P', String(B.proc!.pid)], { encoding: 'utf8' }).stdout.trim().split(/\s+/).filter(Boolean);
+    const kids = spawnSync('pgrep', ['-P', String(B.proc!.pid)], { encoding: 'utf8' })
+      .stdout.trim()
+      .split(/\s+/)
+      .filter(Boolean);
     expect(kids).toHaveLength(1);
     const t0 = performance.now();
     process.kill(Number(kids[0]), 'SIGKILL');
@@ -367,7 +456,9 @@ describe.skipIf(unavailable !== null).each(pairs)('WireGuard interop: %s', (_lab
     configureAddresses(topo, B);
     setPeer(topo, B, A, `${A.underlay}:51820`, ['preshared-key', join(tmp, 'psk')]);
     const once = (ns: string, addr: string): boolean =>
-      /1 received/.test(topo.exec(ns, ['ping', '-n', '-c', '1', '-W', '1', addr], { allowFail: true, timeoutMs: 3000 }));
+      /1 received/.test(
+        topo.exec(ns, ['ping', '-n', '-c', '1', '-W', '1', addr], { allowFail: true, timeoutMs: 3000 }),
+      );
     for (;;) {
       const ba = once(B.ns, A.tunnel4);
       const ab = once(A.ns, B.tunnel4);
@@ -376,7 +467,9 @@ describe.skipIf(unavailable !== null).each(pairs)('WireGuard interop: %s', (_lab
       await sleep(100);
     }
     const seconds = (performance.now() - t0) / 1000;
-    console.log(`SIGKILL of the ${B.kind} peer (our side ${A.kind}): traffic both ways again after ${seconds.toFixed(2)} s`);
+    console.log(
+      `SIGKILL of the ${B.kind} peer (our side ${A.kind}): traffic both ways again after ${seconds.toFixed(2)} s`,
+    );
     expect(seconds).toBeLessThan(10);
   }, 45_000);
 });

@@ -3,7 +3,13 @@ import { PACKET_BATCH_MAX_LEN, PacketBatch } from '../../src/io/batch.js';
 
 describe('PacketBatch for offloads', () => {
   it('takes 64 KiB IPv6 super-packets, a scratch area after the slots and a segment size per slot', () => {
-    const b = new PacketBatch({ maxLen: PACKET_BATCH_MAX_LEN, capacity: 2, headroom: 16, scratch: 5000, withSegments: true });
+    const b = new PacketBatch({
+      maxLen: PACKET_BATCH_MAX_LEN,
+      capacity: 2,
+      headroom: 16,
+      scratch: 5000,
+      withSegments: true,
+    });
     expect(PACKET_BATCH_MAX_LEN).toBe(65575);
     expect(b.slotSize).toBeGreaterThanOrEqual(16 + 65575);
     expect(b.scratchOff).toBe(2 * b.slotSize);

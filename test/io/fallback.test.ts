@@ -43,7 +43,9 @@ describe('without the native addon', () => {
   const reason = e2eUnavailableReason();
   describe.skipIf(reason !== null)(`TUN${reason ? ` (skipped: ${reason})` : ''}`, () => {
     const topo = new Topology('wio-');
-    afterAll(async () => { await topo.cleanup(); });
+    afterAll(async () => {
+      await topo.cleanup();
+    });
 
     it('TunDevice picks the koffi path by itself', async () => {
       const ns = topo.addNamespace('fb');

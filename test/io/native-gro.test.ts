@@ -15,7 +15,14 @@ import { gsoSegment } from '../../src/packet/gso.js';
 import { IP_PROTO_TCP, IP_PROTO_UDP, ipv4TransportSum } from '../../src/packet/ipv4.js';
 import { ipv6TransportSum } from '../../src/packet/ipv6.js';
 import { PacketList } from '../../src/packet/packet-list.js';
-import { TCP_FLAG_ACK, TCP_FLAG_CWR, TCP_FLAG_ECE, TCP_FLAG_FIN, TCP_FLAG_PSH, TCP_FLAG_SYN } from '../../src/packet/tcp.js';
+import {
+  TCP_FLAG_ACK,
+  TCP_FLAG_CWR,
+  TCP_FLAG_ECE,
+  TCP_FLAG_FIN,
+  TCP_FLAG_PSH,
+  TCP_FLAG_SYN,
+} from '../../src/packet/tcp.js';
 import { loadNativeIo, nativeIoLoadError } from '../../src/io/native.js';
 import { pickCoalesceBatch } from '../../src/io/native-offload.js';
 import { Prng } from '../util/prng.js';
@@ -23,8 +30,11 @@ import { skipUnlessRoot } from '../util/requirements.js';
 import { randomSpec, writeSuper } from '../packet/offload-gen.js';
 
 const native = loadNativeIo();
-const skip = skipUnlessRoot(native === null || native.coalesceBatch === undefined
-  ? `native addon without coalesceBatch (${nativeIoLoadError() ?? 'an older build'}): run node native/build.mjs` : null);
+const skip = skipUnlessRoot(
+  native === null || native.coalesceBatch === undefined
+    ? `native addon without coalesceBatch (${nativeIoLoadError() ?? 'an older build'}): run node native/build.mjs`
+    : null,
+);
 
 const IN_AT = 1;
 const SEG_AT = 70 * 1024;
@@ -44,20 +54,27 @@ function refill(buf: Uint8Array, off: number, len: number): void {
   const l4Rel = v === 4 ? (buf[off]! & 0x0f) * 4 : 40;
   const proto = buf[off + (v === 4 ? 9 : 6)]!;
   if (v === 4) {
-    buf[off + 10] = 0; buf[off + 11] = 0;
+    buf[off + 10] = 0;
+    buf[off + 11] = 0;
     let s = 0;
     for (let i = 0; i < l4Rel; i += 2) s += (buf[off + i]! << 8) | buf[off + i + 1]!;
     const c = finishChecksum(s);
-    buf[off + 10] = c >>> 8; buf[off + 11] = c & 0xff;
+    buf[off + 10] = c >>> 8;
+    buf[off + 11] = c & 0xff;
   }
   if (proto !== IP_PROTO_TCP && proto !== IP_PROTO_UDP) return;
   const co = off + l4Rel + (proto === IP_PROTO_TCP ? 16 : 6);
-  buf[co] = 0; buf[co + 1] = 0;
+  buf[co] = 0;
+  buf[co + 1] = 0;
   const l4 = off + l4Rel;
-  const sum = v === 4 ? ipv4TransportSum(buf, off, proto, l4, off + len - l4) : ipv6TransportSum(buf, off, proto, l4, off + len - l4);
+  const sum =
+    v === 4
+      ? ipv4TransportSum(buf, off, proto, l4, off + len - l4)
+      : ipv6TransportSum(buf, off, proto, l4, off + len - l4);
   let c = finishChecksum(sum);
   if (c === 0 && proto === IP_PROTO_UDP) c = 0xffff;
-  buf[co] = c >>> 8; buf[co + 1] = c & 0xff;
+  buf[co] = c >>> 8;
+  buf[co + 1] = c & 0xff;
 }
 
 /** A damaged, interleaved batch of segments of 1–4 flows (two may share a 5-tuple). */
@@ -66,9 +83,16 @@ function randomBatch(buf: Uint8Array, rng: Prng): { offs: number[]; lens: number
   let at = SEG_AT + 16;
   const flows = rng.int(1, 4);
   for (let fl = 0; fl < flows; fl++) {
-    const spec = randomSpec(rng, { flags: rng.pick([TCP_FLAG_ACK, TCP_FLAG_ACK, TCP_FLAG_ACK | TCP_FLAG_PSH, TCP_FLAG_ACK | TCP_FLAG_ECE]) });
+    const spec = randomSpec(rng, {
+      flags: rng.pick([TCP_FLAG_ACK, TCP_FLAG_ACK, TCP_FLAG_ACK | TCP_FLAG_PSH, TCP_FLAG_ACK | TCP_FLAG_ECE]),
+    });
     spec.srcHost = rng.int(1, 3);
-    if (rng.chance(0.2)) { spec.proto = IP_PROTO_UDP; spec.optLen = 0; spec.gsoSize = rng.int(1, 40); spec.payload = spec.gsoSize * rng.int(60, 70); }
+    if (rng.chance(0.2)) {
+      spec.proto = IP_PROTO_UDP;
+      spec.optLen = 0;
+      spec.gsoSize = rng.int(1, 40);
+      spec.payload = spec.gsoSize * rng.int(60, 70);
+    }
     const room = Math.floor((AREA_AT - at) / STRIDE) - 1;
     if (room < 2) break;
     spec.payload = Math.min(spec.payload, spec.gsoSize * Math.min(room, 70), 65_000);
@@ -78,7 +102,10 @@ function randomBatch(buf: Uint8Array, rng: Prng): { offs: number[]; lens: number
     for (let k = 0; k < segs.count; k++) pool.push({ off: segs.offs[k]!, len: segs.lens[k]! });
     at += segs.count * STRIDE;
   }
-  const order = pool.map((p, i) => ({ p, key: i + rng.int(0, 4) * 9 })).sort((a, b) => a.key - b.key).map((e) => e.p);
+  const order = pool
+    .map((p, i) => ({ p, key: i + rng.int(0, 4) * 9 }))
+    .sort((a, b) => a.key - b.key)
+    .map((e) => e.p);
   for (let d = rng.int(0, 6); d > 0 && order.length > 2; d--) {
     const i = rng.int(0, order.length - 2);
     const p = order[i]!;
@@ -86,20 +113,42 @@ function randomBatch(buf: Uint8Array, rng: Prng): { offs: number[]; lens: number
     const l4 = p.off + (v === 4 ? 20 : 40);
     const proto = buf[p.off + (v === 4 ? 9 : 6)];
     switch (rng.int(0, 8)) {
-      case 0: [order[i], order[i + 1]] = [order[i + 1]!, order[i]!]; break;
-      case 1: order.splice(i, 1); break;
+      case 0:
+        [order[i], order[i + 1]] = [order[i + 1]!, order[i]!];
+        break;
+      case 1:
+        order.splice(i, 1);
+        break;
       case 2:
-        if (proto === IP_PROTO_TCP) buf[l4 + 13] = (buf[l4 + 13]! | rng.pick([TCP_FLAG_PSH, TCP_FLAG_FIN, TCP_FLAG_SYN, TCP_FLAG_CWR])) & 0xff;
+        if (proto === IP_PROTO_TCP)
+          buf[l4 + 13] = (buf[l4 + 13]! | rng.pick([TCP_FLAG_PSH, TCP_FLAG_FIN, TCP_FLAG_SYN, TCP_FLAG_CWR])) & 0xff;
         refill(buf, p.off, p.len);
         break;
-      case 3: buf[p.off + (v === 4 ? 8 : 7)] ^= 1; refill(buf, p.off, p.len); break; // TTL / hop limit
-      case 4: buf[p.off + rng.int(0, p.len - 1)] ^= 1 << rng.int(0, 7); break; // anywhere: bad checksum, or worse
-      case 5: buf[p.off + rng.int(0, 9)] = rng.int(0, 255); break; // IP header
-      case 6: p.len = Math.max(1, p.len - rng.int(1, 3)); break;
-      case 7: // TCP ack, window, urgent pointer or an option byte
-        if (proto === IP_PROTO_TCP) { buf[l4 + rng.pick([8, 11, 14, 15, 18, 19, 22])] ^= 1; refill(buf, p.off, p.len); }
+      case 3:
+        buf[p.off + (v === 4 ? 8 : 7)] ^= 1;
+        refill(buf, p.off, p.len);
+        break; // TTL / hop limit
+      case 4:
+        buf[p.off + rng.int(0, p.len - 1)] ^= 1 << rng.int(0, 7);
+        break; // anywhere: bad checksum, or worse
+      case 5:
+        buf[p.off + rng.int(0, 9)] = rng.int(0, 255);
+        break; // IP header
+      case 6:
+        p.len = Math.max(1, p.len - rng.int(1, 3));
         break;
-      default: if (v === 4) { buf[p.off + 6] |= 0x20; refill(buf, p.off, p.len); } break; // a fragment
+      case 7: // TCP ack, window, urgent pointer or an option byte
+        if (proto === IP_PROTO_TCP) {
+          buf[l4 + rng.pick([8, 11, 14, 15, 18, 19, 22])] ^= 1;
+          refill(buf, p.off, p.len);
+        }
+        break;
+      default:
+        if (v === 4) {
+          buf[p.off + 6] |= 0x20;
+          refill(buf, p.off, p.len);
+        }
+        break; // a fragment
     }
   }
   return { offs: order.map((p) => p.off), lens: order.map((p) => p.len) };
@@ -124,7 +173,10 @@ describe.skipIf(skip !== null)(`native coalescer${skip ? ` (skipped: ${skip})` :
       const pre = rng.int(0, 3);
       const la = new PacketList(count + pre + 2);
       const lb = new PacketList(count + pre + 2);
-      for (let i = 0; i < pre; i++) { la.push(7, 7); lb.push(7, 7); }
+      for (let i = 0; i < pre; i++) {
+        la.push(7, 7);
+        lb.push(7, 7);
+      }
       ga.begin(a, AREA_AT, areaLen, la);
       for (let i = 0; i < count; i++) ga.add(offs[i]!, lens[i]!);
       ga.flush();
@@ -152,7 +204,16 @@ describe.skipIf(skip !== null)(`native coalescer${skip ? ` (skipped: ${skip})` :
     for (let iter = 0; iter < 150; iter++) {
       const { offs, lens } = randomBatch(buf, rng);
       const nat = pickCoalesceBatch({ maxFlows: 2, vnetHdrLen: 10, udp: true })!;
-      nat(buf, new Uint32Array(offs), new Uint32Array(lens), offs.length, AREA_AT, rng.chance(0.5) ? RESERVATION : 6 * RESERVATION, new PacketList(offs.length + 1), total);
+      nat(
+        buf,
+        new Uint32Array(offs),
+        new Uint32Array(lens),
+        offs.length,
+        AREA_AT,
+        rng.chance(0.5) ? RESERVATION : 6 * RESERVATION,
+        new PacketList(offs.length + 1),
+        total,
+      );
     }
     expect(total.badChecksum).toBeGreaterThan(5);
     expect(total.areaFull).toBeGreaterThan(5);
@@ -164,9 +225,24 @@ describe.skipIf(skip !== null)(`native coalescer${skip ? ` (skipped: ${skip})` :
     const nat = pickCoalesceBatch({ maxFlows: 16, vnetHdrLen: 10, udp: false })!;
     const st: CoalescerStats = { packets: 0, superPackets: 0, mergedSegments: 0, badChecksum: 0, areaFull: 0 };
     const out = new PacketList(4);
-    expect(() => nat(buf, new Uint32Array([5]), new Uint32Array([40]), 1, AREA_AT, 6 * RESERVATION, out, st)).toThrow(RangeError); // no header room
-    expect(() => nat(buf, new Uint32Array([100]), new Uint32Array([40]), 1, AREA_AT, 1000, out, st)).toThrow(RangeError); // area too small
-    expect(() => nat(buf, new Uint32Array([100, 200, 300, 400, 500]), new Uint32Array(5).fill(40), 5, AREA_AT, 6 * RESERVATION, out, st)).toThrow(RangeError); // output too short
+    expect(() => nat(buf, new Uint32Array([5]), new Uint32Array([40]), 1, AREA_AT, 6 * RESERVATION, out, st)).toThrow(
+      RangeError,
+    ); // no header room
+    expect(() => nat(buf, new Uint32Array([100]), new Uint32Array([40]), 1, AREA_AT, 1000, out, st)).toThrow(
+      RangeError,
+    ); // area too small
+    expect(() =>
+      nat(
+        buf,
+        new Uint32Array([100, 200, 300, 400, 500]),
+        new Uint32Array(5).fill(40),
+        5,
+        AREA_AT,
+        6 * RESERVATION,
+        out,
+        st,
+      ),
+    ).toThrow(RangeError); // output too short
     expect(out.count).toBe(0);
     expect(st.packets).toBe(0);
     expect(pickCoalesceBatch({ maxFlows: 65, vnetHdrLen: 10, udp: false })).toBeNull();

@@ -18,7 +18,12 @@ import { IP_PROTO_TCP, IP_PROTO_UDP, ipv4TransportSum } from '../../src/packet/i
 import { ipv6TransportSum } from '../../src/packet/ipv6.js';
 import { PacketList } from '../../src/packet/packet-list.js';
 import { TCP_FLAG_ACK } from '../../src/packet/tcp.js';
-import { VIRTIO_NET_HDR_F_NEEDS_CSUM, VIRTIO_NET_HDR_GSO_ECN, VIRTIO_NET_HDR_GSO_NONE, writeVnetHdr } from '../../src/packet/virtio-net-hdr.js';
+import {
+  VIRTIO_NET_HDR_F_NEEDS_CSUM,
+  VIRTIO_NET_HDR_GSO_ECN,
+  VIRTIO_NET_HDR_GSO_NONE,
+  writeVnetHdr,
+} from '../../src/packet/virtio-net-hdr.js';
 import { loadNativeIo, nativeIoLoadError } from '../../src/io/native.js';
 import { pickChecksumVerdicts, pickGsoSegment } from '../../src/io/native-offload.js';
 import { Prng } from '../util/prng.js';
@@ -26,8 +31,11 @@ import { skipUnlessRoot } from '../util/requirements.js';
 import { randomSpec, writeSuper } from '../packet/offload-gen.js';
 
 const native = loadNativeIo();
-const skip = skipUnlessRoot(native === null || native.gsoSegment === undefined
-  ? `native addon without gsoSegment (${nativeIoLoadError() ?? 'an older build'}): run node native/build.mjs` : null);
+const skip = skipUnlessRoot(
+  native === null || native.gsoSegment === undefined
+    ? `native addon without gsoSegment (${nativeIoLoadError() ?? 'an older build'}): run node native/build.mjs`
+    : null,
+);
 
 const VHL = 10;
 const IN_AT = 3; // odd: the super-packet and its spans start at odd addresses too
@@ -62,8 +70,14 @@ function randomInput(buf: Uint8Array, at: number, rng: Prng): { hdrOff: number; 
     firstExt = rng.pick([0, 60, 44, 44, 43]);
     extra = new Uint8Array(firstExt === 44 ? 8 : 8 * rng.int(1, 3));
     extra[0] = spec.proto;
-    if (firstExt !== 44) { extra[1] = extra.length / 8 - 1; extra[2] = 1; extra[3] = extra.length - 4; }
-    else if (rng.chance(0.3)) { extra[2] = 0x01; extra[3] = 0x08; } // offset 33: a later fragment
+    if (firstExt !== 44) {
+      extra[1] = extra.length / 8 - 1;
+      extra[2] = 1;
+      extra[3] = extra.length - 4;
+    } else if (rng.chance(0.3)) {
+      extra[2] = 0x01;
+      extra[3] = 0x08;
+    } // offset 33: a later fragment
   }
   spec.payload = Math.min(spec.payload, 65535 - 60 - extra.length - 80);
   const sp = writeSuper(tmp, 0, spec, rng);
@@ -75,10 +89,12 @@ function randomInput(buf: Uint8Array, at: number, rng: Prng): { hdrOff: number; 
   if (extra.length > 0) {
     if (spec.version === 4) {
       buf[off] = 0x40 | ((ipLen + extra.length) >> 2);
-      buf[off + 2] = len >> 8; buf[off + 3] = len & 0xff;
+      buf[off + 2] = len >> 8;
+      buf[off + 3] = len & 0xff;
     } else {
       buf[off + 6] = firstExt;
-      buf[off + 4] = (len - 40) >> 8; buf[off + 5] = (len - 40) & 0xff;
+      buf[off + 4] = (len - 40) >> 8;
+      buf[off + 5] = (len - 40) & 0xff;
     }
   }
   const l4Rel = ipLen + extra.length;
@@ -117,7 +133,8 @@ describe.skipIf(skip !== null)(`native software GSO and checksums${skip ? ` (ski
       expect(pickGsoSegment()).toBe(gsoSegment);
       expect(pickChecksumVerdicts()).toBeNull();
     } finally {
-      if (was === undefined) delete process.env.WEFT_NATIVE_GSO; else process.env.WEFT_NATIVE_GSO = was;
+      if (was === undefined) delete process.env.WEFT_NATIVE_GSO;
+      else process.env.WEFT_NATIVE_GSO = was;
     }
   });
 
@@ -133,13 +150,18 @@ describe.skipIf(skip !== null)(`native software GSO and checksums${skip ? ` (ski
       // Output: usually a fitting area at an odd or even offset; sometimes a tight stride, an
       // overlap with the input, the end of the buffer, or a list nearly full.
       const stride = rng.chance(0.9) ? 2048 + rng.int(0, 63) : rng.int(0, 1600);
-      const outOff = rng.chance(0.9) ? SEG_AT + rng.int(0, 200) : rng.pick([inp.off + rng.int(-200, 200), BUF_LEN - rng.int(0, 4000)]);
+      const outOff = rng.chance(0.9)
+        ? SEG_AT + rng.int(0, 200)
+        : rng.pick([inp.off + rng.int(-200, 200), BUF_LEN - rng.int(0, 4000)]);
       const cap = rng.chance(0.85) ? 80 : rng.int(1, 70);
       const pre = rng.int(0, Math.min(cap - 1, 5));
       b.set(a);
       const la = new PacketList(cap);
       const lb = new PacketList(cap);
-      for (let i = 0; i < pre; i++) { la.push(i, i); lb.push(i, i); }
+      for (let i = 0; i < pre; i++) {
+        la.push(i, i);
+        lb.push(i, i);
+      }
       const ra = gsoSegment(a, inp.hdrOff, inp.off, len, outOff, stride, la);
       const rb = nativeSeg(b, inp.hdrOff, inp.off, len, outOff, stride, lb);
       expect(rb).toBe(ra);
@@ -155,7 +177,8 @@ describe.skipIf(skip !== null)(`native software GSO and checksums${skip ? ` (ski
       codes.set(key, (codes.get(key) ?? 0) + 1);
     }
     // Every outcome was exercised, most runs cut several segments.
-    for (const c of [1, 2, GSO_ERR_MALFORMED, GSO_ERR_UNSUPPORTED, GSO_ERR_NO_ROOM]) expect(codes.get(c) ?? 0).toBeGreaterThan(10);
+    for (const c of [1, 2, GSO_ERR_MALFORMED, GSO_ERR_UNSUPPORTED, GSO_ERR_NO_ROOM])
+      expect(codes.get(c) ?? 0).toBeGreaterThan(10);
     expect(codes.get(2)!).toBeGreaterThan(700);
   });
 
@@ -166,20 +189,35 @@ describe.skipIf(skip !== null)(`native software GSO and checksums${skip ? ` (ski
         const a = new Uint8Array(BUF_LEN);
         const spec = { version: 4 as const, proto, payload: gso ? 3000 + 200 : 200, gsoSize: 1000, seq: 7 };
         const sp = writeSuper(a, IN_AT, spec, rng);
-        if (!gso) writeVnetHdr(a, sp.hdrOff, VHL, VIRTIO_NET_HDR_F_NEEDS_CSUM, VIRTIO_NET_HDR_GSO_NONE, 0, 0, sp.l4 - sp.off, proto === IP_PROTO_TCP ? 16 : 6);
+        if (!gso)
+          writeVnetHdr(
+            a,
+            sp.hdrOff,
+            VHL,
+            VIRTIO_NET_HDR_F_NEEDS_CSUM,
+            VIRTIO_NET_HDR_GSO_NONE,
+            0,
+            0,
+            sp.l4 - sp.off,
+            proto === IP_PROTO_TCP ? 16 : 6,
+          );
         // Zero two bytes at the start of the last segment's payload, see the checksum the
         // reference gives, then put that checksum there: the sum becomes all ones.
         const at = sp.off + sp.hdrLen + (gso ? 3000 : 0);
-        a[at] = 0; a[at + 1] = 0;
+        a[at] = 0;
+        a[at + 1] = 0;
         const first = a.slice();
         const l = new PacketList(8);
         gsoSegment(first, sp.hdrOff, sp.off, sp.len, SEG_AT, 2048, l);
         const co = l.offs[l.count - 1]! + sp.hdrLen - (proto === IP_PROTO_TCP ? 4 : 2);
-        a[at] = first[co]!; a[at + 1] = first[co + 1]!;
+        a[at] = first[co]!;
+        a[at + 1] = first[co + 1]!;
         const b = a.slice();
         const la = new PacketList(8);
         const lb = new PacketList(8);
-        expect(nativeSeg(b, sp.hdrOff, sp.off, sp.len, SEG_AT, 2048, lb)).toBe(gsoSegment(a, sp.hdrOff, sp.off, sp.len, SEG_AT, 2048, la));
+        expect(nativeSeg(b, sp.hdrOff, sp.off, sp.len, SEG_AT, 2048, lb)).toBe(
+          gsoSegment(a, sp.hdrOff, sp.off, sp.len, SEG_AT, 2048, la),
+        );
         const c = la.offs[la.count - 1]! + sp.hdrLen - (proto === IP_PROTO_TCP ? 4 : 2);
         expect(hex(a, c, 2)).toBe(proto === IP_PROTO_UDP ? 'ffff' : '0000');
         expect(same(a, b)).toBe(true);
@@ -251,9 +289,15 @@ describe.skipIf(skip !== null)(`native software GSO and checksums${skip ? ` (ski
         const proto = buf[off + (v === 4 ? 9 : 6)]!;
         const l4Rel = v === 4 ? 20 : 40;
         let want = CSUM_UNKNOWN;
-        const lenOk = v === 4 ? ((buf[off + 2]! << 8) | buf[off + 3]!) === len : 40 + ((buf[off + 4]! << 8) | buf[off + 5]!) === len;
+        const lenOk =
+          v === 4
+            ? ((buf[off + 2]! << 8) | buf[off + 3]!) === len
+            : 40 + ((buf[off + 4]! << 8) | buf[off + 5]!) === len;
         if ((v === 4 ? buf[off] === 0x45 : v === 6) && lenOk && (proto === IP_PROTO_TCP || proto === IP_PROTO_UDP)) {
-          const s = v === 4 ? ipv4TransportSum(buf, off, proto, off + l4Rel, len - l4Rel) : ipv6TransportSum(buf, off, proto, off + l4Rel, len - l4Rel);
+          const s =
+            v === 4
+              ? ipv4TransportSum(buf, off, proto, off + l4Rel, len - l4Rel)
+              : ipv6TransportSum(buf, off, proto, off + l4Rel, len - l4Rel);
           want = finishChecksum(s) === 0 ? CSUM_OK : CSUM_BAD;
         }
         expect(out[i]).toBe(want);
@@ -275,7 +319,10 @@ describe.skipIf(skip !== null)(`native software GSO and checksums${skip ? ` (ski
     for (let iter = 0; iter < 120; iter++) {
       const list = segmentsWithDamage(a, rng);
       // Interleave the flows, keeping each one's order mostly.
-      const order = Array.from({ length: list.count }, (_, i) => i).map((i) => ({ i, key: i + rng.int(0, 4) * 7 })).sort((x, y) => x.key - y.key).map((e) => e.i);
+      const order = Array.from({ length: list.count }, (_, i) => i)
+        .map((i) => ({ i, key: i + rng.int(0, 4) * 7 }))
+        .sort((x, y) => x.key - y.key)
+        .map((e) => e.i);
       const offs = new Uint32Array(order.map((i) => list.offs[i]!));
       const lens = new Uint32Array(order.map((i) => list.lens[i]!));
       b.set(a);

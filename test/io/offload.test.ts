@@ -24,7 +24,9 @@ import { udpChecksumValidV4 } from '../../src/packet/udp.js';
 import { VIRTIO_NET_HDR_GSO_UDP_L4, vnetGsoType } from '../../src/packet/virtio-net-hdr.js';
 import { Topology, e2eUnavailableReason, isRoot, run, sleep, waitFor } from '../util/netns.js';
 
-const reason = e2eUnavailableReason(['node', 'ss']) ?? (loadNativeIo() === null ? `native addon: ${nativeIoLoadError()} (run scripts/setup.sh)` : null);
+const reason =
+  e2eUnavailableReason(['node', 'ss']) ??
+  (loadNativeIo() === null ? `native addon: ${nativeIoLoadError()} (run scripts/setup.sh)` : null);
 // As root nothing is skipped: a missing prerequisite fails the first test, naming it.
 const skip = !isRoot();
 
@@ -133,13 +135,36 @@ describe.skipIf(skip)(`offloads on a real kernel${skip ? ` (skipped: ${reason})`
     }
   });
 
-  interface Counters { superIn: number; largestIn: number; segments: number; badSegments: number; gsoErrors: number; superOut: number; written: number; writeFailed: number }
-  const newCounters = (): Counters => ({ superIn: 0, largestIn: 0, segments: 0, badSegments: 0, gsoErrors: 0, superOut: 0, written: 0, writeFailed: 0 });
+  interface Counters {
+    superIn: number;
+    largestIn: number;
+    segments: number;
+    badSegments: number;
+    gsoErrors: number;
+    superOut: number;
+    written: number;
+    writeFailed: number;
+  }
+  const newCounters = (): Counters => ({
+    superIn: 0,
+    largestIn: 0,
+    segments: 0,
+    badSegments: 0,
+    gsoErrors: 0,
+    superOut: 0,
+    written: 0,
+    writeFailed: 0,
+  });
   const STRIDE = 2048;
 
   /** Our "wire" between two offload TUNs: read (super-)packets, cut them, check every segment, merge again, write. */
   function forwardOffload(from: TunDevice, to: TunDevice, c: Counters): void {
-    const batch = new PacketBatch({ maxLen: TUN_OFFLOAD_MAX_PACKET, capacity: 4, headroom: 16, scratch: 260 * STRIDE + 4 * 65600 });
+    const batch = new PacketBatch({
+      maxLen: TUN_OFFLOAD_MAX_PACKET,
+      capacity: 4,
+      headroom: 16,
+      scratch: 260 * STRIDE + 4 * 65600,
+    });
     const segs = new PacketList(260);
     const out = new PacketList(260);
     const gro = new Coalescer({ maxFlows: 4 });
@@ -193,17 +218,39 @@ describe.skipIf(skip)(`offloads on a real kernel${skip ? ` (skipped: ${reason})`
   /** Sends BYTES of a fixed pseudo-random stream from nsClient to 198.18.2.1 in nsServer; checks count and SHA-256. */
   async function tcpTransfer(nsClient: string, nsServer: string, bytes: number): Promise<void> {
     const port = 5300 + Math.floor(Math.random() * 500);
-    const server = topo.spawnIn(nsServer, 'tcp-server', ['node', '-e', `
+    const server = topo.spawnIn(
+      nsServer,
+      'tcp-server',
+      [
+        'node',
+        '-e',
+        `
       const h = require('crypto').createHash('sha256'); let n = 0;
       const s = require('net').createServer((c) => { c.on('data', (d) => { n += d.length; h.update(d); });
         c.on('end', () => { console.log('RESULT', n, h.digest('hex')); s.close(); }); });
-      s.listen(${port}, '198.18.2.1');`], { lifetimeS: 60 });
-    await waitFor('server listening', () => topo.exec(nsServer, ['ss', '-Hltn', `sport = :${port}`], { allowFail: true }).trim().length > 0, 10_000);
-    const client = topo.spawnIn(nsClient, 'tcp-client', ['node', '-e', `
+      s.listen(${port}, '198.18.2.1');`,
+      ],
+      { lifetimeS: 60 },
+    );
+    await waitFor(
+      'server listening',
+      () => topo.exec(nsServer, ['ss', '-Hltn', `sport = :${port}`], { allowFail: true }).trim().length > 0,
+      10_000,
+    );
+    const client = topo.spawnIn(
+      nsClient,
+      'tcp-client',
+      [
+        'node',
+        '-e',
+        `
       const buf = Buffer.alloc(${bytes}); let x = 12345;
       for (let i = 0; i < buf.length; i++) { x = (x * 1103515245 + 12345) >>> 0; buf[i] = x >>> 24; }
       const c = require('net').connect(${port}, '198.18.2.1', () => { c.end(buf); });
-      c.on('error', (e) => { console.error(e); process.exit(1); });`], { lifetimeS: 60 });
+      c.on('error', (e) => { console.error(e); process.exit(1); });`,
+      ],
+      { lifetimeS: 60 },
+    );
     const code = await Promise.race([client.exited, sleep(20_000).then(() => 'timeout (the flow stalled)')]);
     expect(code, client.output()).toBe(0);
     await Promise.race([server.exited, sleep(10_000)]);
@@ -212,7 +259,10 @@ describe.skipIf(skip)(`offloads on a real kernel${skip ? ` (skipped: ${reason})`
     expect(m, server.output()).not.toBeNull();
     const want = Buffer.alloc(bytes);
     let x = 12345;
-    for (let i = 0; i < bytes; i++) { x = (x * 1103515245 + 12345) >>> 0; want[i] = x >>> 24; }
+    for (let i = 0; i < bytes; i++) {
+      x = (x * 1103515245 + 12345) >>> 0;
+      want[i] = x >>> 24;
+    }
     expect(Number(m![1])).toBe(bytes);
     expect(m![2]).toBe(createHash('sha256').update(want).digest('hex'));
   }
@@ -287,7 +337,12 @@ describe.skipIf(skip)(`offloads on a real kernel${skip ? ` (skipped: ${reason})`
     try {
       expect(t.offload!.uso, 'TUNSETOFFLOAD refused USO (needs Linux >= 6.2)').toBe(true);
       run(['ip', '-n', nsU, 'addr', 'add', '198.18.7.1/24', 'dev', 'ofl-tu']);
-      const batch = new PacketBatch({ maxLen: TUN_OFFLOAD_MAX_PACKET, capacity: 4, headroom: 16, scratch: 64 * STRIDE });
+      const batch = new PacketBatch({
+        maxLen: TUN_OFFLOAD_MAX_PACKET,
+        capacity: 4,
+        headroom: 16,
+        scratch: 64 * STRIDE,
+      });
       const segs = new PacketList(64);
       const datagrams: number[][] = [];
       let superLen = 0;
@@ -335,7 +390,8 @@ describe.skipIf(skip)(`offloads on a real kernel${skip ? ` (skipped: ${reason})`
         for (let i = 0; i < b.count; i++) {
           const o = b.offs[i];
           const l = b.lens[i];
-          if (b.buf[o + 9] === 17) seen.push([l - 28, b.buf[o + 28], udpChecksumValidV4(b.buf, o, o + 20, l - 20) ? 1 : 0]);
+          if (b.buf[o + 9] === 17)
+            seen.push([l - 28, b.buf[o + 28], udpChecksumValidV4(b.buf, o, o + 20, l - 20) ? 1 : 0]);
         }
       });
       tx = await withNetns(nsU, () => UdpSocket.open({ family: 4, address: '198.18.8.1', port: 0, gso: true }));
@@ -359,7 +415,9 @@ describe.skipIf(skip)(`offloads on a real kernel${skip ? ` (skipped: ${reason})`
       run(['ip', '-n', nsU, 'addr', 'add', '198.18.6.1/24', 'dev', 'ofl-tm']);
       const seen: number[] = [];
       const batch = new PacketBatch({ maxLen: 1280, capacity: 64 });
-      t.start(batch, (b) => { for (let i = 0; i < b.count; i++) if (b.buf[b.offs[i] + 9] === 17) seen.push(b.lens[i]); });
+      t.start(batch, (b) => {
+        for (let i = 0; i < b.count; i++) if (b.buf[b.offs[i] + 9] === 17) seen.push(b.lens[i]);
+      });
       tx = await withNetns(nsU, () => UdpSocket.open({ family: 4, address: '198.18.6.1', port: 0, gso: true }));
       const buf = new Uint8Array(4 * 2048);
       const offs = new Uint32Array([16, 2064, 4112, 6160]);
@@ -389,19 +447,24 @@ describe.skipIf(skip)(`offloads on a real kernel${skip ? ` (skipped: ${reason})`
       // An ICMP echo request to our own address, written as a plain packet, is answered by the kernel.
       const replies: number[] = [];
       const batch = new PacketBatch({ maxLen: TUN_OFFLOAD_MAX_PACKET, capacity: 4, headroom: 16 });
-      t.start(batch, (bb) => { for (let i = 0; i < bb.count; i++) if (bb.buf[bb.offs[i] + 9] === 1 && bb.buf[bb.offs[i] + 20] === 0) replies.push(bb.lens[i]); });
+      t.start(batch, (bb) => {
+        for (let i = 0; i < bb.count; i++)
+          if (bb.buf[bb.offs[i] + 9] === 1 && bb.buf[bb.offs[i] + 20] === 0) replies.push(bb.lens[i]);
+      });
       const p = new Uint8Array(16 + 84);
       const o = 16;
       p.set([0x45, 0, 0, 84, 0, 1, 0x40, 0, 64, 1, 0, 0, 198, 18, 9, 2, 198, 18, 9, 1], o);
       let s = 0;
       for (let i = 0; i < 20; i += 2) s += (p[o + i] << 8) | p[o + i + 1];
       while (s > 0xffff) s = (s & 0xffff) + (s >>> 16);
-      p[o + 10] = (~s >> 8) & 0xff; p[o + 11] = ~s & 0xff;
+      p[o + 10] = (~s >> 8) & 0xff;
+      p[o + 11] = ~s & 0xff;
       p.set([8, 0, 0, 0, 0, 7, 0, 1], o + 20);
       s = 0;
       for (let i = 20; i < 84; i += 2) s += (p[o + i] << 8) | p[o + i + 1];
       while (s > 0xffff) s = (s & 0xffff) + (s >>> 16);
-      p[o + 22] = (~s >> 8) & 0xff; p[o + 23] = ~s & 0xff;
+      p[o + 22] = (~s >> 8) & 0xff;
+      p[o + 23] = ~s & 0xff;
       expect(t.write(p, o, 84)).toBe(true);
       expect(t.writeBatch(p, new Uint32Array([o]), new Uint32Array([84]), 1)).toBe(1);
       await waitFor('two echo replies', () => replies.length === 2, 5000, 10);

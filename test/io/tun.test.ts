@@ -3,7 +3,13 @@ import koffi from 'koffi';
 import { Topology, e2eUnavailableReason, run, waitFor } from '../util/netns.js';
 import { PacketBatch } from '../../src/io/batch.js';
 import { loadNativeIo, nativeIoLoadError } from '../../src/io/native.js';
-import { TunBusyError, TunDevice, TunPermissionError, TunUnavailableError, type TunMechanism } from '../../src/io/tun.js';
+import {
+  TunBusyError,
+  TunDevice,
+  TunPermissionError,
+  TunUnavailableError,
+  type TunMechanism,
+} from '../../src/io/tun.js';
 import { skipUnlessRoot } from '../util/requirements.js';
 
 const IPV4_PROTO_ICMP = 1;
@@ -44,7 +50,15 @@ function answerEcho(buf: Uint8Array, off: number, len: number): boolean {
 }
 
 /** Writes an IPv4 ICMP echo request src→dst with `id`/`seq` and `payload` bytes at buf[off..]. */
-function buildEcho(buf: Uint8Array, off: number, src: string, dst: string, id: number, seq: number, payload: number): number {
+function buildEcho(
+  buf: Uint8Array,
+  off: number,
+  src: string,
+  dst: string,
+  id: number,
+  seq: number,
+  payload: number,
+): number {
   const len = 20 + 8 + payload;
   buf.fill(0, off, off + len);
   buf[off] = 0x45;
@@ -84,7 +98,11 @@ describe.skipIf(reason !== null)(`TunDevice in a network namespace${reason ? ` (
   });
 
   for (const mechanism of mechanisms) {
-    const missing = skipUnlessRoot(mechanism === 'native' && loadNativeIo() === null ? `native addon unusable (${nativeIoLoadError()}): run node native/build.mjs` : null);
+    const missing = skipUnlessRoot(
+      mechanism === 'native' && loadNativeIo() === null
+        ? `native addon unusable (${nativeIoLoadError()}): run node native/build.mjs`
+        : null,
+    );
     describe.skipIf(missing !== null)(`${mechanism} data path${missing ? ` (skipped: ${missing})` : ''}`, () => {
       it('creates the link with MTU and UP, then answers the kernel ping through the fd', async () => {
         const name = `wio-t${mechanism[0]}`;
@@ -92,7 +110,10 @@ describe.skipIf(reason !== null)(`TunDevice in a network namespace${reason ? ` (
         try {
           expect(dev.mechanism).toBe(mechanism);
           expect(dev.name).toBe(name);
-          const link = JSON.parse(run(['ip', '-n', ns, '-j', 'link', 'show', name])) as { mtu: number; flags: string[] }[];
+          const link = JSON.parse(run(['ip', '-n', ns, '-j', 'link', 'show', name])) as {
+            mtu: number;
+            flags: string[];
+          }[];
           expect(link[0].mtu).toBe(1340);
           expect(link[0].flags).toContain('UP');
           // The device must not exist in our own namespace.
@@ -109,7 +130,9 @@ describe.skipIf(reason !== null)(`TunDevice in a network namespace${reason ? ` (
               }
             }
           });
-          const ping = topo.spawnIn(ns, 'ping', ['ping', '-n', '-c', '4', '-i', '0.2', '-W', '2', PEER_ADDR], { lifetimeS: 20 });
+          const ping = topo.spawnIn(ns, 'ping', ['ping', '-n', '-c', '4', '-i', '0.2', '-W', '2', PEER_ADDR], {
+            lifetimeS: 20,
+          });
           await ping.exited;
           expect(ping.output()).toMatch(/4 packets transmitted, 4 received/);
           expect(echoes).toBe(4);
@@ -117,7 +140,12 @@ describe.skipIf(reason !== null)(`TunDevice in a network namespace${reason ? ` (
         } finally {
           await dev.close();
         }
-        await waitFor('interface gone', () => run(['ip', '-n', ns, 'link', 'show', name], { allowFail: true }) === '', 3000, 50);
+        await waitFor(
+          'interface gone',
+          () => run(['ip', '-n', ns, 'link', 'show', name], { allowFail: true }) === '',
+          3000,
+          50,
+        );
       });
 
       it('writeBatch injects many packets and one wake-up reads the kernel replies as a batch', async () => {
@@ -127,7 +155,8 @@ describe.skipIf(reason !== null)(`TunDevice in a network namespace${reason ? ` (
           run(['ip', '-n', ns, 'addr', 'add', `${TUN_ADDR}/24`, 'dev', name]);
           const N = 32;
           const out = new PacketBatch({ maxLen: 1420, capacity: N });
-          for (let i = 0; i < N; i++) out.lens[i] = buildEcho(out.buf, out.offs[i], PEER_ADDR, TUN_ADDR, 0x4242, i, i * 13);
+          for (let i = 0; i < N; i++)
+            out.lens[i] = buildEcho(out.buf, out.offs[i], PEER_ADDR, TUN_ADDR, 0x4242, i, i * 13);
           const seen = new Set<number>();
           let maxBatch = 0;
           const inb = new PacketBatch({ maxLen: 1420, capacity: 64 });
@@ -136,7 +165,11 @@ describe.skipIf(reason !== null)(`TunDevice in a network namespace${reason ? ` (
             for (let i = 0; i < b.count; i++) {
               const o = b.offs[i];
               const p = b.buf;
-              if (p[o + 9] === IPV4_PROTO_ICMP && p[o + 20] === ICMP_ECHO_REPLY && ((p[o + 24] << 8) | p[o + 25]) === 0x4242) {
+              if (
+                p[o + 9] === IPV4_PROTO_ICMP &&
+                p[o + 20] === ICMP_ECHO_REPLY &&
+                ((p[o + 24] << 8) | p[o + 25]) === 0x4242
+              ) {
                 const seq = (p[o + 26] << 8) | p[o + 27];
                 // The reply carries our payload back unchanged.
                 expect(b.lens[i]).toBe(28 + seq * 13);
@@ -170,7 +203,11 @@ describe.skipIf(reason !== null)(`TunDevice in a network namespace${reason ? ` (
     const dev = TunDevice.open({ name: 'wio-busy', netns: ns });
     try {
       let err: unknown;
-      try { TunDevice.open({ name: 'wio-busy', netns: ns }); } catch (e) { err = e; }
+      try {
+        TunDevice.open({ name: 'wio-busy', netns: ns });
+      } catch (e) {
+        err = e;
+      }
       expect(err).toBeInstanceOf(TunBusyError);
       expect((err as Error).message).toContain('wio-busy');
     } finally {

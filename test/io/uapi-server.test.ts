@@ -9,7 +9,11 @@ import { promisify } from 'node:util';
 const execFileP = promisify(execFile);
 import { UapiServer, UapiSocketInUseError, UapiSocketPathError, type UapiHandler } from '../../src/io/uapi-server.js';
 import {
-  formatHexKey, planSet, type UapiDeviceSnapshot, type UapiOperation, type UapiPeerSnapshot,
+  formatHexKey,
+  planSet,
+  type UapiDeviceSnapshot,
+  type UapiOperation,
+  type UapiPeerSnapshot,
 } from '../../src/wireguard/uapi.js';
 import { formatPrefix, type Prefix } from '../../src/packet/addr.js';
 import { needs } from '../util/requirements.js';
@@ -19,14 +23,29 @@ class FakeDevice implements UapiHandler {
   privateKey: Uint8Array | null = null;
   listenPort = 0;
   fwmark = 0;
-  peers = new Map<string, { pub: Uint8Array; psk: Uint8Array | null; endpoint: { address: string; port: number } | null; keepalive: number; allowed: Prefix[] }>();
+  peers = new Map<
+    string,
+    {
+      pub: Uint8Array;
+      psk: Uint8Array | null;
+      endpoint: { address: string; port: number } | null;
+      keepalive: number;
+      allowed: Prefix[];
+    }
+  >();
   sets: UapiOperation[][] = [];
   nextErrno = 0;
 
   get(): UapiDeviceSnapshot {
     const peers: UapiPeerSnapshot[] = [...this.peers.values()].map((p) => ({
-      publicKey: p.pub, presharedKey: p.psk, endpoint: p.endpoint, lastHandshakeTimeMs: 1_600_000_000_500,
-      txBytes: 1234, rxBytes: 5678n, persistentKeepaliveInterval: p.keepalive, allowedIps: p.allowed,
+      publicKey: p.pub,
+      presharedKey: p.psk,
+      endpoint: p.endpoint,
+      lastHandshakeTimeMs: 1_600_000_000_500,
+      txBytes: 1234,
+      rxBytes: 5678n,
+      persistentKeepaliveInterval: p.keepalive,
+      allowedIps: p.allowed,
     }));
     return { privateKey: this.privateKey, listenPort: this.listenPort, fwmark: this.fwmark, peers };
   }
@@ -41,7 +60,10 @@ class FakeDevice implements UapiHandler {
     if (plan.replacePeers) this.peers.clear();
     for (const p of plan.peers) {
       const id = formatHexKey(p.publicKey);
-      if (p.remove) { this.peers.delete(id); continue; }
+      if (p.remove) {
+        this.peers.delete(id);
+        continue;
+      }
       let cur = this.peers.get(id);
       if (!cur) {
         if (p.updateOnly) continue;
@@ -63,14 +85,27 @@ function exchange(socketPath: string, payload: string, until: (s: string) => boo
   return new Promise((resolve, reject) => {
     const c = net.connect(socketPath);
     let got = '';
-    const t = setTimeout(() => { c.destroy(); reject(new Error(`no reply; got ${JSON.stringify(got)}`)); }, 5000);
+    const t = setTimeout(() => {
+      c.destroy();
+      reject(new Error(`no reply; got ${JSON.stringify(got)}`));
+    }, 5000);
     c.on('connect', () => c.write(payload));
     c.on('data', (d) => {
       got += d.toString();
-      if (until(got)) { clearTimeout(t); c.destroy(); resolve(got); }
+      if (until(got)) {
+        clearTimeout(t);
+        c.destroy();
+        resolve(got);
+      }
     });
-    c.on('close', () => { clearTimeout(t); resolve(got); });
-    c.on('error', (e) => { clearTimeout(t); reject(e); });
+    c.on('close', () => {
+      clearTimeout(t);
+      resolve(got);
+    });
+    c.on('error', (e) => {
+      clearTimeout(t);
+      reject(e);
+    });
   });
 }
 
@@ -99,8 +134,11 @@ describe('UapiServer over a temp directory', () => {
 
   it('answers several requests on one connection in order', async () => {
     const pk = 'a'.repeat(64);
-    const reply = await exchange(srv.socketPath, `set=1\nlisten_port=5555\npublic_key=${pk}\nallowed_ip=10.0.0.0/8\n\nget=1\n\nget=1\n\n`,
-      (s) => count(s, 'errno=0\n\n') === 3);
+    const reply = await exchange(
+      srv.socketPath,
+      `set=1\nlisten_port=5555\npublic_key=${pk}\nallowed_ip=10.0.0.0/8\n\nget=1\n\nget=1\n\n`,
+      (s) => count(s, 'errno=0\n\n') === 3,
+    );
     const parts = reply.split('errno=0\n\n');
     expect(parts[0]).toBe('');
     expect(parts[1]).toContain('listen_port=5555\n');
@@ -143,10 +181,15 @@ describe('UapiServer over a temp directory', () => {
   });
 
   it('refuses a second server on a live socket, replaces a stale one, never deletes a non-socket', async () => {
-    await expect(UapiServer.listen('wiotest0', dev, { socketDir: path.join(dir, 'run') })).rejects.toBeInstanceOf(UapiSocketInUseError);
+    await expect(UapiServer.listen('wiotest0', dev, { socketDir: path.join(dir, 'run') })).rejects.toBeInstanceOf(
+      UapiSocketInUseError,
+    );
     // Stale: a socket file left behind by a process that is gone (bound, then the fd closed without unlink).
     const stalePath = path.join(dir, 'run', 'wiotest1.sock');
-    const py = spawnSync('/usr/bin/python3', ['-c', `import socket; s=socket.socket(socket.AF_UNIX); s.bind(${JSON.stringify(stalePath)}); s.close()`]);
+    const py = spawnSync('/usr/bin/python3', [
+      '-c',
+      `import socket; s=socket.socket(socket.AF_UNIX); s.bind(${JSON.stringify(stalePath)}); s.close()`,
+    ]);
     expect(py.status).toBe(0);
     expect(fs.lstatSync(stalePath).isSocket()).toBe(true);
     const s2 = await UapiServer.listen('wiotest1', dev, { socketDir: path.join(dir, 'run') });
@@ -156,81 +199,106 @@ describe('UapiServer over a temp directory', () => {
     expect(fs.existsSync(stalePath)).toBe(false);
     const filePath = path.join(dir, 'run', 'wiotest2.sock');
     fs.writeFileSync(filePath, 'not a socket');
-    await expect(UapiServer.listen('wiotest2', dev, { socketDir: path.join(dir, 'run') })).rejects.toBeInstanceOf(UapiSocketPathError);
+    await expect(UapiServer.listen('wiotest2', dev, { socketDir: path.join(dir, 'run') })).rejects.toBeInstanceOf(
+      UapiSocketPathError,
+    );
     expect(fs.readFileSync(filePath, 'utf8')).toBe('not a socket');
   });
 });
 
 const wgSkip = needs({ root: true, commands: ['wg'] });
 
-describe.skipIf(wgSkip !== null)(`UapiServer with the real wg tool (root: /var/run/wireguard)${wgSkip ? ` (skipped: ${wgSkip})` : ''}`, () => {
-  const ifname = `wio-uapi${process.pid % 100000}`;
-  const dev = new FakeDevice();
-  let srv: UapiServer;
-  let tmp: string;
-  // Asynchronous on purpose: the server runs in this process, so the event loop must stay free.
-  const wg = async (...args: string[]): Promise<string> => {
-    try {
-      const r = await execFileP('wg', args, { encoding: 'utf8', timeout: 10_000 });
-      return r.stdout;
-    } catch (e) {
-      throw new Error(`wg ${args.join(' ')} failed: ${(e as { stderr?: string }).stderr ?? String(e)}`);
-    }
-  };
-  const b64hex = (b64: string): string => Buffer.from(b64.trim(), 'base64').toString('hex');
+describe.skipIf(wgSkip !== null)(
+  `UapiServer with the real wg tool (root: /var/run/wireguard)${wgSkip ? ` (skipped: ${wgSkip})` : ''}`,
+  () => {
+    const ifname = `wio-uapi${process.pid % 100000}`;
+    const dev = new FakeDevice();
+    let srv: UapiServer;
+    let tmp: string;
+    // Asynchronous on purpose: the server runs in this process, so the event loop must stay free.
+    const wg = async (...args: string[]): Promise<string> => {
+      try {
+        const r = await execFileP('wg', args, { encoding: 'utf8', timeout: 10_000 });
+        return r.stdout;
+      } catch (e) {
+        throw new Error(`wg ${args.join(' ')} failed: ${(e as { stderr?: string }).stderr ?? String(e)}`);
+      }
+    };
+    const b64hex = (b64: string): string => Buffer.from(b64.trim(), 'base64').toString('hex');
 
-  beforeAll(async () => {
-    tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'wio-wg-'));
-    srv = await UapiServer.listen(ifname, dev);
-  });
-  afterAll(async () => {
-    await srv?.close();
-    fs.rmSync(tmp, { recursive: true, force: true });
-  });
+    beforeAll(async () => {
+      tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'wio-wg-'));
+      srv = await UapiServer.listen(ifname, dev);
+    });
+    afterAll(async () => {
+      await srv?.close();
+      fs.rmSync(tmp, { recursive: true, force: true });
+    });
 
-  it('wg set → handler, then wg show dump / showconf ← handler', async () => {
-    const priv = spawnSync('wg', ['genkey'], { encoding: 'utf8' }).stdout.trim();
-    const pub = spawnSync('wg', ['pubkey'], { input: priv, encoding: 'utf8' }).stdout.trim();
-    const peerPriv = spawnSync('wg', ['genkey'], { encoding: 'utf8' }).stdout.trim();
-    const peerPub = spawnSync('wg', ['pubkey'], { input: peerPriv, encoding: 'utf8' }).stdout.trim();
-    const psk = spawnSync('wg', ['genpsk'], { encoding: 'utf8' }).stdout.trim();
-    fs.writeFileSync(path.join(tmp, 'priv'), priv, { mode: 0o600 });
-    fs.writeFileSync(path.join(tmp, 'psk'), psk, { mode: 0o600 });
+    it('wg set → handler, then wg show dump / showconf ← handler', async () => {
+      const priv = spawnSync('wg', ['genkey'], { encoding: 'utf8' }).stdout.trim();
+      const pub = spawnSync('wg', ['pubkey'], { input: priv, encoding: 'utf8' }).stdout.trim();
+      const peerPriv = spawnSync('wg', ['genkey'], { encoding: 'utf8' }).stdout.trim();
+      const peerPub = spawnSync('wg', ['pubkey'], { input: peerPriv, encoding: 'utf8' }).stdout.trim();
+      const psk = spawnSync('wg', ['genpsk'], { encoding: 'utf8' }).stdout.trim();
+      fs.writeFileSync(path.join(tmp, 'priv'), priv, { mode: 0o600 });
+      fs.writeFileSync(path.join(tmp, 'psk'), psk, { mode: 0o600 });
 
-    await wg('set', ifname, 'private-key', path.join(tmp, 'priv'), 'listen-port', '51820', 'fwmark', '0x1234',
-      'peer', peerPub, 'preshared-key', path.join(tmp, 'psk'), 'allowed-ips', '10.10.0.0/16,fd00:10::/64',
-      'endpoint', '[::1]:51820', 'persistent-keepalive', '25');
+      await wg(
+        'set',
+        ifname,
+        'private-key',
+        path.join(tmp, 'priv'),
+        'listen-port',
+        '51820',
+        'fwmark',
+        '0x1234',
+        'peer',
+        peerPub,
+        'preshared-key',
+        path.join(tmp, 'psk'),
+        'allowed-ips',
+        '10.10.0.0/16,fd00:10::/64',
+        'endpoint',
+        '[::1]:51820',
+        'persistent-keepalive',
+        '25',
+      );
 
-    // Direction 1: what wg sent arrived as typed operations.
-    expect(dev.privateKey && formatHexKey(dev.privateKey)).toBe(b64hex(priv));
-    expect(dev.listenPort).toBe(51820);
-    expect(dev.fwmark).toBe(0x1234);
-    const p = dev.peers.get(b64hex(peerPub));
-    expect(p).toBeDefined();
-    expect(p!.endpoint).toEqual({ address: '::1', port: 51820 });
-    expect(p!.keepalive).toBe(25);
-    expect(p!.psk && formatHexKey(p!.psk)).toBe(b64hex(psk));
-    expect(p!.allowed.map(formatPrefix).sort()).toEqual(['10.10.0.0/16', 'fd00:10::/64']);
+      // Direction 1: what wg sent arrived as typed operations.
+      expect(dev.privateKey && formatHexKey(dev.privateKey)).toBe(b64hex(priv));
+      expect(dev.listenPort).toBe(51820);
+      expect(dev.fwmark).toBe(0x1234);
+      const p = dev.peers.get(b64hex(peerPub));
+      expect(p).toBeDefined();
+      expect(p!.endpoint).toEqual({ address: '::1', port: 51820 });
+      expect(p!.keepalive).toBe(25);
+      expect(p!.psk && formatHexKey(p!.psk)).toBe(b64hex(psk));
+      expect(p!.allowed.map(formatPrefix).sort()).toEqual(['10.10.0.0/16', 'fd00:10::/64']);
 
-    // Direction 2: wg parses our get=1 reply.
-    const dump = (await wg('show', ifname, 'dump')).trim().split('\n').map((l) => l.split('\t'));
-    expect(dump[0]).toEqual([priv, pub, '51820', '0x1234']);
-    expect(dump[1][0]).toBe(peerPub);
-    expect(dump[1][1]).toBe(psk);
-    expect(dump[1][2]).toBe('[::1]:51820');
-    expect(dump[1][3].split(',').sort()).toEqual(['10.10.0.0/16', 'fd00:10::/64']);
-    expect(dump[1].slice(4)).toEqual(['1600000000', '5678', '1234', '25']);
+      // Direction 2: wg parses our get=1 reply.
+      const dump = (await wg('show', ifname, 'dump'))
+        .trim()
+        .split('\n')
+        .map((l) => l.split('\t'));
+      expect(dump[0]).toEqual([priv, pub, '51820', '0x1234']);
+      expect(dump[1][0]).toBe(peerPub);
+      expect(dump[1][1]).toBe(psk);
+      expect(dump[1][2]).toBe('[::1]:51820');
+      expect(dump[1][3].split(',').sort()).toEqual(['10.10.0.0/16', 'fd00:10::/64']);
+      expect(dump[1].slice(4)).toEqual(['1600000000', '5678', '1234', '25']);
 
-    const conf = await wg('showconf', ifname);
-    expect(conf).toContain(`PrivateKey = ${priv}`);
-    expect(conf).toContain('ListenPort = 51820');
-    expect(conf).toContain(`PublicKey = ${peerPub}`);
-    expect(conf).toContain('Endpoint = [::1]:51820');
-    expect(conf).toContain('PersistentKeepalive = 25');
+      const conf = await wg('showconf', ifname);
+      expect(conf).toContain(`PrivateKey = ${priv}`);
+      expect(conf).toContain('ListenPort = 51820');
+      expect(conf).toContain(`PublicKey = ${peerPub}`);
+      expect(conf).toContain('Endpoint = [::1]:51820');
+      expect(conf).toContain('PersistentKeepalive = 25');
 
-    // Removal through wg reaches the handler too.
-    await wg('set', ifname, 'peer', peerPub, 'remove');
-    expect(dev.peers.size).toBe(0);
-    expect((await wg('show', ifname, 'peers')).trim()).toBe('');
-  });
-});
+      // Removal through wg reaches the handler too.
+      await wg('set', ifname, 'peer', peerPub, 'remove');
+      expect(dev.peers.size).toBe(0);
+      expect((await wg('show', ifname, 'peers')).trim()).toBe('');
+    });
+  },
+);

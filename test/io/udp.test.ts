@@ -3,7 +3,14 @@ import * as dgram from 'node:dgram';
 import { spawnSync } from 'node:child_process';
 import { PacketBatch } from '../../src/io/batch.js';
 import { ADDR_RECORD_LEN, loadNativeIo, nativeIoLoadError } from '../../src/io/native.js';
-import { AddressInterner, UdpError, UdpSocket, encodeAddress, recordPort, type UdpMechanism } from '../../src/io/udp.js';
+import {
+  AddressInterner,
+  UdpError,
+  UdpSocket,
+  encodeAddress,
+  recordPort,
+  type UdpMechanism,
+} from '../../src/io/udp.js';
 import { waitFor } from '../util/netns.js';
 import { skipUnlessRoot, isRoot } from '../util/requirements.js';
 
@@ -51,8 +58,17 @@ describe('encodeAddress / AddressInterner', () => {
   });
 });
 
-const nativeMissing = skipUnlessRoot(loadNativeIo() === null ? `native addon unusable (${nativeIoLoadError()}): run node native/build.mjs (scripts/setup.sh does it)` : null);
-const cases: [UdpMechanism, 4 | 6][] = [['dgram', 4], ['dgram', 6], ['native', 4], ['native', 6]];
+const nativeMissing = skipUnlessRoot(
+  loadNativeIo() === null
+    ? `native addon unusable (${nativeIoLoadError()}): run node native/build.mjs (scripts/setup.sh does it)`
+    : null,
+);
+const cases: [UdpMechanism, 4 | 6][] = [
+  ['dgram', 4],
+  ['dgram', 6],
+  ['native', 4],
+  ['native', 6],
+];
 
 for (const [mechanism, family] of cases) {
   const skip = mechanism === 'native' ? nativeMissing : null;
@@ -101,7 +117,9 @@ for (const [mechanism, family] of cases) {
       const a = await sock(family, mechanism);
       const rx = new PacketBatch({ maxLen: 100, capacity: 4, withAddresses: true });
       const lens: number[] = [];
-      b.onBatch(rx, (batch) => { for (let i = 0; i < batch.count; i++) lens.push(batch.lens[i]); });
+      b.onBatch(rx, (batch) => {
+        for (let i = 0; i < batch.count; i++) lens.push(batch.lens[i]);
+      });
       const buf = new Uint8Array(300);
       const dest = family === 4 ? '127.0.0.1' : '::1';
       expect(a.send(buf, 0, 200, dest, b.port)).toBe(true); // too long for the 100-byte slots
@@ -128,21 +146,27 @@ for (const [mechanism, family] of cases) {
         expect(sizes.forced).toBe(true);
         expect(sizes.rcvbuf).toBe(2 * (8 << 20));
       }
-      await expect(UdpSocket.open({ family, address: family === 4 ? '127.0.0.1' : '::1', port: a.port, mechanism }))
-        .rejects.toBeInstanceOf(UdpError);
+      await expect(
+        UdpSocket.open({ family, address: family === 4 ? '127.0.0.1' : '::1', port: a.port, mechanism }),
+      ).rejects.toBeInstanceOf(UdpError);
     });
   });
 }
 
 describe('fwmark (SO_MARK)', () => {
-  it.skipIf(nativeMissing !== null || !isRoot())(`native: the kernel reports the mark on the socket${isRoot() ? '' : ' (skipped: needs root)'}`, async () => {
-    const s = await sock(4, 'native');
-    s.setMark(0x5a17);
-    const out = spawnSync('ss', ['-u', '-a', '-n', '-H', 'fwmark = 0x5a17'], { encoding: 'utf8' }).stdout;
-    expect(out).toContain(`127.0.0.1:${s.port}`);
-    s.setMark(0);
-    expect(spawnSync('ss', ['-u', '-a', '-n', '-H', 'fwmark = 0x5a17'], { encoding: 'utf8' }).stdout).not.toContain(`127.0.0.1:${s.port}`);
-  });
+  it.skipIf(nativeMissing !== null || !isRoot())(
+    `native: the kernel reports the mark on the socket${isRoot() ? '' : ' (skipped: needs root)'}`,
+    async () => {
+      const s = await sock(4, 'native');
+      s.setMark(0x5a17);
+      const out = spawnSync('ss', ['-u', '-a', '-n', '-H', 'fwmark = 0x5a17'], { encoding: 'utf8' }).stdout;
+      expect(out).toContain(`127.0.0.1:${s.port}`);
+      s.setMark(0);
+      expect(spawnSync('ss', ['-u', '-a', '-n', '-H', 'fwmark = 0x5a17'], { encoding: 'utf8' }).stdout).not.toContain(
+        `127.0.0.1:${s.port}`,
+      );
+    },
+  );
 
   it('dgram: refuses with a typed error naming the addon', async () => {
     const s = await sock(4, 'dgram');
@@ -163,7 +187,10 @@ describe.skipIf(nativeMissing !== null)('native and node:dgram interoperate', ()
     try {
       const reply = await new Promise<Buffer>((resolve, reject) => {
         const t = setTimeout(() => reject(new Error('no echo')), 5000);
-        client.on('message', (m) => { clearTimeout(t); resolve(m); });
+        client.on('message', (m) => {
+          clearTimeout(t);
+          resolve(m);
+        });
         client.send(Buffer.from('hello weft'), srv.port, '127.0.0.1');
       });
       expect(reply.toString()).toBe('hello weft');

@@ -12,26 +12,43 @@
 export type Rule = (self: unknown, oldSelf: unknown, isUpdate: boolean) => boolean;
 
 const FIELD = '([A-Za-z_][A-Za-z0-9_]*)';
-const has = (o: unknown, k: string): boolean => o !== null && typeof o === 'object' && (o as Record<string, unknown>)[k] !== undefined && (o as Record<string, unknown>)[k] !== null;
+const has = (o: unknown, k: string): boolean =>
+  o !== null &&
+  typeof o === 'object' &&
+  (o as Record<string, unknown>)[k] !== undefined &&
+  (o as Record<string, unknown>)[k] !== null;
 const field = (o: unknown, k: string): unknown => (o as Record<string, unknown>)[k];
 const json = (v: unknown): string => JSON.stringify(v);
 
 export function compileRule(text: string): Rule {
   const t = text.replace(/\s+/g, ' ').trim();
   let m = new RegExp(`^!\\(has\\(self\\.${FIELD}\\) && has\\(self\\.${FIELD}\\)\\)$`).exec(t);
-  if (m) { const [, a, b] = m as unknown as [string, string, string]; return (self) => !(has(self, a) && has(self, b)); }
-  m = new RegExp(`^has\\(self\\.${FIELD}\\) \\|\\| \\(has\\(self\\.${FIELD}\\) && size\\(self\\.\\2\\) > 0\\)$`).exec(t);
+  if (m) {
+    const [, a, b] = m as unknown as [string, string, string];
+    return (self) => !(has(self, a) && has(self, b));
+  }
+  m = new RegExp(`^has\\(self\\.${FIELD}\\) \\|\\| \\(has\\(self\\.${FIELD}\\) && size\\(self\\.\\2\\) > 0\\)$`).exec(
+    t,
+  );
   if (m) {
     const [, a, b] = m as unknown as [string, string, string];
     return (self) => has(self, a) || (has(self, b) && (field(self, b) as unknown[]).length > 0);
   }
-  m = new RegExp(`^!\\(has\\(self\\.${FIELD}\\)\\) \\|\\| self\\.\\1\\.all\\(p, self\\.\\1\\.filter\\(q, q == p\\)\\.size\\(\\) == 1\\)$`).exec(t);
+  m = new RegExp(
+    `^!\\(has\\(self\\.${FIELD}\\)\\) \\|\\| self\\.\\1\\.all\\(p, self\\.\\1\\.filter\\(q, q == p\\)\\.size\\(\\) == 1\\)$`,
+  ).exec(t);
   if (m) {
     const a = m[1]!;
-    return (self) => !has(self, a) || (field(self, a) as unknown[]).every((p) => (field(self, a) as unknown[]).filter((q) => json(q) === json(p)).length === 1);
+    return (self) =>
+      !has(self, a) ||
+      (field(self, a) as unknown[]).every(
+        (p) => (field(self, a) as unknown[]).filter((q) => json(q) === json(p)).length === 1,
+      );
   }
   if (t === 'self == oldSelf') return (self, oldSelf, isUpdate) => !isUpdate || json(self) === json(oldSelf);
-  throw new Error(`CEL rule not supported by the test API server: ${JSON.stringify(text)} (add its form to test/k8s-fake/cel.ts)`);
+  throw new Error(
+    `CEL rule not supported by the test API server: ${JSON.stringify(text)} (add its form to test/k8s-fake/cel.ts)`,
+  );
 }
 
 /** The type word the API server puts in `Invalid value: "<type>"` for a failed rule. */

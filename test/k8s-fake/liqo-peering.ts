@@ -108,57 +108,120 @@ export function liqoPeeringSide(p: PeeringSide): LiqoResources {
   const kind = p.side === 'server' ? 'GatewayServer' : 'GatewayClient';
   const r = emptyResources();
   const net = (name: string, type: string, cidr: string, extra: Record<string, unknown> = {}) => ({
-    apiVersion: IPAM, kind: 'Network', metadata: { name, namespace: LIQO_NAMESPACE, labels: { 'ipam.liqo.io/network-type': type } },
-    spec: { cidr, ...extra }, status: { cidr },
+    apiVersion: IPAM,
+    kind: 'Network',
+    metadata: { name, namespace: LIQO_NAMESPACE, labels: { 'ipam.liqo.io/network-type': type } },
+    spec: { cidr, ...extra },
+    status: { cidr },
   });
   r.networks = [
-    net('pod-cidr', 'pod-cidr', POD_CIDR), net('service-cidr', 'service-cidr', '10.96.0.0/12'),
-    net('external-cidr', 'external-cidr', EXTERNAL_CIDR, { preAllocated: 1 }), net('internal-cidr', 'internal-cidr', INTERNAL_CIDR),
+    net('pod-cidr', 'pod-cidr', POD_CIDR),
+    net('service-cidr', 'service-cidr', '10.96.0.0/12'),
+    net('external-cidr', 'external-cidr', EXTERNAL_CIDR, { preAllocated: 1 }),
+    net('internal-cidr', 'internal-cidr', INTERNAL_CIDR),
   ];
-  r.configurations = [{
-    apiVersion: NET, kind: 'Configuration', metadata: { name: p.remote, namespace: ns, labels: { ...L } },
-    spec: { local: { cidr: { pod: [POD_CIDR], external: [EXTERNAL_CIDR] } }, remote: { cidr: { pod: [POD_CIDR], external: [EXTERNAL_CIDR] } } },
-    status: { remote: { cidr: { pod: [REMAPPED_POD_CIDR], external: [REMAPPED_EXTERNAL_CIDR] } } },
-  }];
+  r.configurations = [
+    {
+      apiVersion: NET,
+      kind: 'Configuration',
+      metadata: { name: p.remote, namespace: ns, labels: { ...L } },
+      spec: {
+        local: { cidr: { pod: [POD_CIDR], external: [EXTERNAL_CIDR] } },
+        remote: { cidr: { pod: [POD_CIDR], external: [EXTERNAL_CIDR] } },
+      },
+      status: { remote: { cidr: { pod: [REMAPPED_POD_CIDR], external: [REMAPPED_EXTERNAL_CIDR] } } },
+    },
+  ];
   const internalEndpoint = { ip: p.gatewayPod.ip, node: p.gatewayPod.node };
   if (p.side === 'server') {
-    r.gatewayServers = [{
-      apiVersion: NET, kind, metadata: { name: p.remote, namespace: ns, labels: { ...L } },
-      spec: { endpoint: { ...portsOf(p), serviceType: 'NodePort' }, mtu, secretRef: { name: `gw-keys-${p.remote}` } },
-      status: { endpoint: { addresses: [p.endpoint.address], port: p.endpoint.port, protocol: 'UDP' }, internalEndpoint },
-    }];
+    r.gatewayServers = [
+      {
+        apiVersion: NET,
+        kind,
+        metadata: { name: p.remote, namespace: ns, labels: { ...L } },
+        spec: { endpoint: { ...portsOf(p), serviceType: 'NodePort' }, mtu, secretRef: { name: `gw-keys-${p.remote}` } },
+        status: {
+          endpoint: { addresses: [p.endpoint.address], port: p.endpoint.port, protocol: 'UDP' },
+          internalEndpoint,
+        },
+      },
+    ];
   } else {
-    r.gatewayClients = [{
-      apiVersion: NET, kind, metadata: { name: p.remote, namespace: ns, labels: { ...L } },
-      spec: { endpoint: { addresses: [p.endpoint.address], ...portsOf(p), protocol: 'UDP' }, mtu, secretRef: { name: `gw-keys-${p.remote}` } },
-      status: { internalEndpoint },
-    }];
+    r.gatewayClients = [
+      {
+        apiVersion: NET,
+        kind,
+        metadata: { name: p.remote, namespace: ns, labels: { ...L } },
+        spec: {
+          endpoint: { addresses: [p.endpoint.address], ...portsOf(p), protocol: 'UDP' },
+          mtu,
+          secretRef: { name: `gw-keys-${p.remote}` },
+        },
+        status: { internalEndpoint },
+      },
+    ];
   }
-  r.secrets = [{ apiVersion: 'v1', kind: 'Secret', metadata: { name: `gw-keys-${p.remote}`, namespace: ns, labels: { ...L } }, data: { privateKey: p.privateKey, publicKey: p.publicKey } }];
-  r.publicKeys = [{ apiVersion: NET, kind: 'PublicKey', metadata: { name: `gw-${p.remote}`, namespace: ns, labels: { ...L } }, spec: { publicKey: p.remotePublicKey } }];
+  r.secrets = [
+    {
+      apiVersion: 'v1',
+      kind: 'Secret',
+      metadata: { name: `gw-keys-${p.remote}`, namespace: ns, labels: { ...L } },
+      data: { privateKey: p.privateKey, publicKey: p.publicKey },
+    },
+  ];
+  r.publicKeys = [
+    {
+      apiVersion: NET,
+      kind: 'PublicKey',
+      metadata: { name: `gw-${p.remote}`, namespace: ns, labels: { ...L } },
+      spec: { publicKey: p.remotePublicKey },
+    },
+  ];
 
   const fabricName = p.remote;
   const gwInternal = internalAddress(0);
   const fabricIf = ifName(`fabric-${p.local}-${fabricName}`);
   const remoteCIDRs = [REMAPPED_POD_CIDR, REMAPPED_EXTERNAL_CIDR];
-  r.internalFabrics = [{
-    apiVersion: NET, kind: 'InternalFabric',
-    metadata: { name: fabricName, namespace: ns, labels: { ...L } },
-    spec: { gatewayIP: p.gatewayPod.ip, interface: { gateway: { ip: gwInternal }, node: { name: fabricIf } }, mtu, remoteCIDRs },
-  }];
+  r.internalFabrics = [
+    {
+      apiVersion: NET,
+      kind: 'InternalFabric',
+      metadata: { name: fabricName, namespace: ns, labels: { ...L } },
+      spec: {
+        gatewayIP: p.gatewayPod.ip,
+        interface: { gateway: { ip: gwInternal }, node: { name: fabricIf } },
+        mtu,
+        remoteCIDRs,
+      },
+    },
+  ];
   r.internalNodes = p.nodes.map((n, i) => ({
-    apiVersion: NET, kind: 'InternalNode', metadata: { name: n.name, labels: {} },
-    spec: { interface: { gateway: { name: ifName(`node-${p.local}-${n.name}`) }, node: { ip: internalAddress(i + 1) } } },
+    apiVersion: NET,
+    kind: 'InternalNode',
+    metadata: { name: n.name, labels: {} },
+    spec: {
+      interface: { gateway: { name: ifName(`node-${p.local}-${n.name}`) }, node: { ip: internalAddress(i + 1) } },
+    },
   }));
   r.geneveTunnels = p.nodes.map((n, i) => ({
-    apiVersion: NET, kind: 'GeneveTunnel',
-    metadata: { name: `${fabricName}-${n.name}`, namespace: ns, labels: { 'networking.liqo.io/internal-fabric-name': fabricName, 'networking.liqo.io/internal-node-name': n.name } },
+    apiVersion: NET,
+    kind: 'GeneveTunnel',
+    metadata: {
+      name: `${fabricName}-${n.name}`,
+      namespace: ns,
+      labels: {
+        'networking.liqo.io/internal-fabric-name': fabricName,
+        'networking.liqo.io/internal-node-name': n.name,
+      },
+    },
     spec: { id: i, internalFabricRef: { name: fabricName, namespace: ns }, internalNodeRef: { name: n.name } },
   }));
   // Routes (and, in Liqo mode, every FirewallConfiguration): one generator, test/rules/liqo-peering-objects.ts.
   const side = rulesSide(p);
   const names = new Set([`${fabricName}-node-gw`, ...p.nodes.map((n) => `${n.name}-gw-node`)]);
-  const routes = [...fabricObjects(side).routes, ...gatewayObjects(side).routes].filter((o) => p.liqoMode !== undefined || names.has(nameOf(o)));
+  const routes = [...fabricObjects(side).routes, ...gatewayObjects(side).routes].filter(
+    (o) => p.liqoMode !== undefined || names.has(nameOf(o)),
+  );
   // Liqo's routes carry fields Weft's reduced types leave out (scope, targetRef): typed loosely.
   r.routeConfigurations = routes as LiqoResources['routeConfigurations'];
   return r;
@@ -169,12 +232,26 @@ const nameOf = (o: Record<string, unknown>): string => (o['metadata'] as { name:
 /** This side as the FirewallConfiguration/RouteConfiguration generator sees it. */
 export function rulesSide(p: PeeringSide): RulesSide {
   return {
-    cfg: p.remote, remoteId: p.remote, namespace: tenantNamespace(p.remote), liqoNamespace: LIQO_NAMESPACE, mode: p.side,
-    remotePod: { real: POD_CIDR, remapped: REMAPPED_POD_CIDR }, remoteExt: { real: EXTERNAL_CIDR, remapped: REMAPPED_EXTERNAL_CIDR },
-    nodes: p.nodes.map((n, i) => ({ name: n.name, internalIP: internalAddress(i + 1), gatewayIf: ifName(`node-${p.local}-${n.name}`), pods: n.pods.map((x) => x.ip), podNames: n.pods.map((x) => x.name) })),
-    mss: p.liqoMode?.mss ?? 1300, localPod: POD_CIDR, localExt: EXTERNAL_CIDR,
+    cfg: p.remote,
+    remoteId: p.remote,
+    namespace: tenantNamespace(p.remote),
+    liqoNamespace: LIQO_NAMESPACE,
+    mode: p.side,
+    remotePod: { real: POD_CIDR, remapped: REMAPPED_POD_CIDR },
+    remoteExt: { real: EXTERNAL_CIDR, remapped: REMAPPED_EXTERNAL_CIDR },
+    nodes: p.nodes.map((n, i) => ({
+      name: n.name,
+      internalIP: internalAddress(i + 1),
+      gatewayIf: ifName(`node-${p.local}-${n.name}`),
+      pods: n.pods.map((x) => x.ip),
+      podNames: n.pods.map((x) => x.name),
+    })),
+    mss: p.liqoMode?.mss ?? 1300,
+    localPod: POD_CIDR,
+    localExt: EXTERNAL_CIDR,
     ...(p.liqoMode?.ipMappings !== undefined ? { ipMappings: p.liqoMode.ipMappings } : {}),
-    gatewayInternalIP: internalAddress(0), nodeSideIf: ifName(`fabric-${p.local}-${p.remote}`),
+    gatewayInternalIP: internalAddress(0),
+    nodeSideIf: ifName(`fabric-${p.local}-${p.remote}`),
   };
 }
 

@@ -36,13 +36,17 @@ function lookup(data: Record<string, unknown>, path: string[]): unknown {
 /** A template value: `.A.B` (field reference) or `index .A.B N` (list element). */
 function evalExpr(text: string, expr: string, data: Record<string, unknown>): unknown {
   const field = (ref: string): unknown => {
-    if (!/^(\.[A-Za-z][A-Za-z0-9]*)+$/.test(ref)) throw new Error(`template ${JSON.stringify(text)}: only {{ .Field }}, {{ index .Field N }}, {{ if .Field }}…{{ else }}…{{ end }} are supported here, not ${JSON.stringify(expr)}`);
+    if (!/^(\.[A-Za-z][A-Za-z0-9]*)+$/.test(ref))
+      throw new Error(
+        `template ${JSON.stringify(text)}: only {{ .Field }}, {{ index .Field N }}, {{ if .Field }}…{{ else }}…{{ end }} are supported here, not ${JSON.stringify(expr)}`,
+      );
     return lookup(data, ref.slice(1).split('.'));
   };
   const idx = /^index\s+(\S+)\s+(\d+)$/.exec(expr);
   if (idx !== null) {
     const list = field(idx[1]!);
-    if (!Array.isArray(list) || Number(idx[2]) >= list.length) throw new Error(`template ${JSON.stringify(text)}: ${expr}: index out of range (Go's template fails the render)`);
+    if (!Array.isArray(list) || Number(idx[2]) >= list.length)
+      throw new Error(`template ${JSON.stringify(text)}: ${expr}: index out of range (Go's template fails the render)`);
     return list[Number(idx[2])];
   }
   return field(expr);
@@ -68,7 +72,10 @@ export function renderString(text: string, data: Record<string, unknown>): strin
     while (pos < tokens.length) {
       const t = tokens[pos++]!;
       const m = /^\{\{(.*)\}\}$/.exec(t);
-      if (m === null) { out += t; continue; }
+      if (m === null) {
+        out += t;
+        continue;
+      }
       const expr = m[1]!.trim();
       if (expr === 'else' || expr === 'end') return { out, stop: expr };
       const cond = /^if\s+(.+)$/.exec(expr);
@@ -117,21 +124,37 @@ export function render(obj: Json, data: Record<string, unknown>, forceString: bo
 }
 
 /** The WgGatewayServer/WgGatewayClient Liqo's controller makes from `template` for `gw`. */
-export function renderGatewayTemplate(template: { spec: { objectKind: { apiVersion: string; kind: string }; template: { metadata: Record<string, unknown>; spec: unknown } } }, gw: GatewayObject): Record<string, unknown> {
+export function renderGatewayTemplate(
+  template: {
+    spec: {
+      objectKind: { apiVersion: string; kind: string };
+      template: { metadata: Record<string, unknown>; spec: unknown };
+    };
+  },
+  gw: GatewayObject,
+): Record<string, unknown> {
   const clusterId = gw.metadata.labels['liqo.io/remote-cluster-id'];
   if (clusterId === undefined) throw new Error(`${gw.kind} ${gw.metadata.name}: no liqo.io/remote-cluster-id label`);
   const data: Record<string, unknown> = {
-    Spec: gw.spec, Name: gw.metadata.name, Namespace: gw.metadata.namespace, GatewayUID: gw.metadata.uid,
-    ClusterID: clusterId, SecretName: gw.spec.secretRef?.name ?? '',
+    Spec: gw.spec,
+    Name: gw.metadata.name,
+    Namespace: gw.metadata.namespace,
+    GatewayUID: gw.metadata.uid,
+    ClusterID: clusterId,
+    SecretName: gw.spec.secretRef?.name ?? '',
   };
   const md = template.spec.template.metadata;
   const labels = render(md['labels'] ?? {}, data, true) as Record<string, string>;
   return {
-    apiVersion: template.spec.objectKind.apiVersion, kind: template.spec.objectKind.kind,
+    apiVersion: template.spec.objectKind.apiVersion,
+    kind: template.spec.objectKind.kind,
     metadata: {
-      name: render(md['name'], data, true), namespace: render(md['namespace'], data, true),
+      name: render(md['name'], data, true),
+      namespace: render(md['namespace'], data, true),
       labels: { ...labels, 'liqo.io/remote-cluster-id': clusterId },
-      ownerReferences: [{ apiVersion: gw.apiVersion, kind: gw.kind, name: gw.metadata.name, uid: gw.metadata.uid, controller: true }],
+      ownerReferences: [
+        { apiVersion: gw.apiVersion, kind: gw.kind, name: gw.metadata.name, uid: gw.metadata.uid, controller: true },
+      ],
     },
     spec: render(structuredClone(template.spec.template.spec), data, false),
   };

@@ -10,7 +10,11 @@ export function deepEqual(a: unknown, b: unknown): boolean {
 function sortKeys(v: unknown): unknown {
   if (Array.isArray(v)) return v.map(sortKeys);
   if (v !== null && typeof v === 'object') {
-    return Object.fromEntries(Object.keys(v as object).sort().map((k) => [k, sortKeys((v as Record<string, unknown>)[k])]));
+    return Object.fromEntries(
+      Object.keys(v as object)
+        .sort()
+        .map((k) => [k, sortKeys((v as Record<string, unknown>)[k])]),
+    );
   }
   return v;
 }
@@ -20,7 +24,10 @@ function sortKeys(v: unknown): unknown {
 /** RFC 7386 JSON Merge Patch. */
 export function mergePatch(target: unknown, patch: unknown): unknown {
   if (patch === null || typeof patch !== 'object' || Array.isArray(patch)) return clone(patch);
-  const out: Record<string, unknown> = target !== null && typeof target === 'object' && !Array.isArray(target) ? { ...(target as Record<string, unknown>) } : {};
+  const out: Record<string, unknown> =
+    target !== null && typeof target === 'object' && !Array.isArray(target)
+      ? { ...(target as Record<string, unknown>) }
+      : {};
   for (const [k, v] of Object.entries(patch as Record<string, unknown>)) {
     if (v === null) delete out[k];
     else out[k] = mergePatch(out[k], v);
@@ -31,7 +38,10 @@ export function mergePatch(target: unknown, patch: unknown): unknown {
 function pointer(path: string): string[] {
   if (path === '') return [];
   if (!path.startsWith('/')) throw new HttpError(422, 'Invalid', `bad JSON pointer ${path}`);
-  return path.slice(1).split('/').map((s) => s.replace(/~1/g, '/').replace(/~0/g, '~'));
+  return path
+    .slice(1)
+    .split('/')
+    .map((s) => s.replace(/~1/g, '/').replace(/~0/g, '~'));
 }
 
 /** RFC 6902 JSON Patch (add, remove, replace, move, copy, test). */
@@ -42,7 +52,8 @@ export function jsonPatch(doc: unknown, ops: unknown): unknown {
     let cur: unknown = root;
     for (const s of segs.slice(0, -1)) {
       cur = Array.isArray(cur) ? cur[Number(s)] : (cur as Record<string, unknown> | undefined)?.[s];
-      if (cur === undefined || cur === null || typeof cur !== 'object') throw new HttpError(422, 'Invalid', `path /${segs.join('/')} does not exist`);
+      if (cur === undefined || cur === null || typeof cur !== 'object')
+        throw new HttpError(422, 'Invalid', `path /${segs.join('/')} does not exist`);
     }
     return [cur as Record<string, unknown> | unknown[], segs[segs.length - 1]!];
   };
@@ -55,7 +66,10 @@ export function jsonPatch(doc: unknown, ops: unknown): unknown {
     return cur;
   };
   const add = (segs: string[], value: unknown) => {
-    if (segs.length === 0) { root = value; return; }
+    if (segs.length === 0) {
+      root = value;
+      return;
+    }
     const [p, k] = parentOf(segs);
     if (Array.isArray(p)) p.splice(k === '-' ? p.length : Number(k), 0, value);
     else p[k] = value;
@@ -69,13 +83,31 @@ export function jsonPatch(doc: unknown, ops: unknown): unknown {
   for (const op of ops as { op: string; path: string; from?: string; value?: unknown }[]) {
     const segs = pointer(op.path);
     switch (op.op) {
-      case 'add': add(segs, clone(op.value)); break;
-      case 'remove': remove(segs); break;
-      case 'replace': remove(segs); add(segs, clone(op.value)); break;
-      case 'move': { const f = pointer(op.from ?? ''); const v = get(f); remove(f); add(segs, v); break; }
-      case 'copy': add(segs, clone(get(pointer(op.from ?? '')))); break;
-      case 'test': if (!deepEqual(get(segs), op.value)) throw new HttpError(422, 'Invalid', `test failed at ${op.path}`); break;
-      default: throw new HttpError(422, 'Invalid', `unknown op ${op.op}`);
+      case 'add':
+        add(segs, clone(op.value));
+        break;
+      case 'remove':
+        remove(segs);
+        break;
+      case 'replace':
+        remove(segs);
+        add(segs, clone(op.value));
+        break;
+      case 'move': {
+        const f = pointer(op.from ?? '');
+        const v = get(f);
+        remove(f);
+        add(segs, v);
+        break;
+      }
+      case 'copy':
+        add(segs, clone(get(pointer(op.from ?? ''))));
+        break;
+      case 'test':
+        if (!deepEqual(get(segs), op.value)) throw new HttpError(422, 'Invalid', `test failed at ${op.path}`);
+        break;
+      default:
+        throw new HttpError(422, 'Invalid', `unknown op ${op.op}`);
     }
   }
   return root;
@@ -84,6 +116,11 @@ export function jsonPatch(doc: unknown, ops: unknown): unknown {
 // --- errors ------------------------------------------------------------------------------------
 
 export class HttpError extends Error {
-  constructor(readonly code: number, readonly reason: string, message: string) { super(message); }
+  constructor(
+    readonly code: number,
+    readonly reason: string,
+    message: string,
+  ) {
+    super(message);
+  }
 }
-

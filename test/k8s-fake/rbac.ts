@@ -7,21 +7,69 @@
  * list/watch/create of a collection (as in Kubernetes). Denials use the real server's message.
  */
 export const RBAC_TYPES = [
-  { group: 'rbac.authorization.k8s.io', version: 'v1', plural: 'roles', kind: 'Role', listKind: 'RoleList', namespaced: true, statusSubresource: false },
-  { group: 'rbac.authorization.k8s.io', version: 'v1', plural: 'rolebindings', kind: 'RoleBinding', listKind: 'RoleBindingList', namespaced: true, statusSubresource: false },
-  { group: 'rbac.authorization.k8s.io', version: 'v1', plural: 'clusterroles', kind: 'ClusterRole', listKind: 'ClusterRoleList', namespaced: false, statusSubresource: false },
-  { group: 'rbac.authorization.k8s.io', version: 'v1', plural: 'clusterrolebindings', kind: 'ClusterRoleBinding', listKind: 'ClusterRoleBindingList', namespaced: false, statusSubresource: false },
+  {
+    group: 'rbac.authorization.k8s.io',
+    version: 'v1',
+    plural: 'roles',
+    kind: 'Role',
+    listKind: 'RoleList',
+    namespaced: true,
+    statusSubresource: false,
+  },
+  {
+    group: 'rbac.authorization.k8s.io',
+    version: 'v1',
+    plural: 'rolebindings',
+    kind: 'RoleBinding',
+    listKind: 'RoleBindingList',
+    namespaced: true,
+    statusSubresource: false,
+  },
+  {
+    group: 'rbac.authorization.k8s.io',
+    version: 'v1',
+    plural: 'clusterroles',
+    kind: 'ClusterRole',
+    listKind: 'ClusterRoleList',
+    namespaced: false,
+    statusSubresource: false,
+  },
+  {
+    group: 'rbac.authorization.k8s.io',
+    version: 'v1',
+    plural: 'clusterrolebindings',
+    kind: 'ClusterRoleBinding',
+    listKind: 'ClusterRoleBindingList',
+    namespaced: false,
+    statusSubresource: false,
+  },
 ] as const;
 
-export interface PolicyRule { apiGroups?: string[]; resources?: string[]; verbs?: string[]; resourceNames?: string[] }
-interface RbacObj { metadata: { name?: string; namespace?: string }; rules?: PolicyRule[]; roleRef?: { kind: string; name: string }; subjects?: { kind: string; name: string; namespace?: string }[] }
+export interface PolicyRule {
+  apiGroups?: string[];
+  resources?: string[];
+  verbs?: string[];
+  resourceNames?: string[];
+}
+interface RbacObj {
+  metadata: { name?: string; namespace?: string };
+  rules?: PolicyRule[];
+  roleRef?: { kind: string; name: string };
+  subjects?: { kind: string; name: string; namespace?: string }[];
+}
 
 /** The RBAC objects the server holds, by kind. */
 export interface RbacStore {
-  roles: RbacObj[]; clusterRoles: RbacObj[]; roleBindings: RbacObj[]; clusterRoleBindings: RbacObj[];
+  roles: RbacObj[];
+  clusterRoles: RbacObj[];
+  roleBindings: RbacObj[];
+  clusterRoleBindings: RbacObj[];
 }
 
-export interface ServiceAccountUser { namespace: string; name: string }
+export interface ServiceAccountUser {
+  namespace: string;
+  name: string;
+}
 
 /** What one request asks for (Kubernetes' authorizer attributes). */
 export interface RbacAttrs {
@@ -33,7 +81,8 @@ export interface RbacAttrs {
   name?: string;
 }
 
-const has = (list: readonly string[] | undefined, v: string): boolean => list !== undefined && (list.includes('*') || list.includes(v));
+const has = (list: readonly string[] | undefined, v: string): boolean =>
+  list !== undefined && (list.includes('*') || list.includes(v));
 
 export function ruleAllows(r: PolicyRule, a: RbacAttrs): boolean {
   const res = a.subresource === undefined ? a.resource : `${a.resource}/${a.subresource}`;
@@ -44,7 +93,9 @@ export function ruleAllows(r: PolicyRule, a: RbacAttrs): boolean {
 }
 
 function boundTo(b: RbacObj, u: ServiceAccountUser): boolean {
-  return (b.subjects ?? []).some((s) => s.kind === 'ServiceAccount' && s.name === u.name && (s.namespace ?? b.metadata.namespace) === u.namespace);
+  return (b.subjects ?? []).some(
+    (s) => s.kind === 'ServiceAccount' && s.name === u.name && (s.namespace ?? b.metadata.namespace) === u.namespace,
+  );
 }
 
 export function authorize(store: RbacStore, u: ServiceAccountUser, a: RbacAttrs): boolean {
@@ -56,8 +107,10 @@ export function authorize(store: RbacStore, u: ServiceAccountUser, a: RbacAttrs)
   if (a.namespace === undefined) return false;
   for (const b of store.roleBindings) {
     if (b.metadata.namespace !== a.namespace || !boundTo(b, u) || b.roleRef === undefined) continue;
-    const role = b.roleRef.kind === 'ClusterRole' ? clusterRole(b.roleRef.name)
-      : store.roles.find((r) => r.metadata.name === b.roleRef!.name && r.metadata.namespace === a.namespace);
+    const role =
+      b.roleRef.kind === 'ClusterRole'
+        ? clusterRole(b.roleRef.name)
+        : store.roles.find((r) => r.metadata.name === b.roleRef!.name && r.metadata.namespace === a.namespace);
     if ((role?.rules ?? []).some((r) => ruleAllows(r, a))) return true;
   }
   return false;

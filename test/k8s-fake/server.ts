@@ -51,15 +51,25 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { KubeConfig } from '@kubernetes/client-node';
 import { deepEqual, HttpError, jsonPatch, mergePatch } from './patch.js';
-import { authorize, forbiddenMessage, RBAC_TYPES, type RbacAttrs, type RbacStore, type ServiceAccountUser } from './rbac.js';
+import {
+  authorize,
+  forbiddenMessage,
+  RBAC_TYPES,
+  type RbacAttrs,
+  type RbacStore,
+  type ServiceAccountUser,
+} from './rbac.js';
 import { loadCrds, validate, type JsonSchema } from './schema.js';
 
 /**
  * Liqo's real CRDs live in shared/ beside the repository (CI clones the repo with shared/ next to
  * it); WEFT_LIQO_CRDS overrides the location.
  */
-export const LIQO_CRD_DIR = process.env.WEFT_LIQO_CRDS ??
-  [fileURLToPath(new URL('../../../shared/liqo/crds', import.meta.url)), '/work/shared/liqo/crds'].find((d) => existsSync(d)) ??
+export const LIQO_CRD_DIR =
+  process.env.WEFT_LIQO_CRDS ??
+  [fileURLToPath(new URL('../../../shared/liqo/crds', import.meta.url)), '/work/shared/liqo/crds'].find((d) =>
+    existsSync(d),
+  ) ??
   fileURLToPath(new URL('../../../shared/liqo/crds', import.meta.url));
 
 interface ResourceType {
@@ -134,18 +144,36 @@ function parseSelector(text: string | null): Selector {
   for (const ch of text) {
     if (ch === '(') depth++;
     if (ch === ')') depth--;
-    if (ch === ',' && depth === 0) { parts.push(cur); cur = ''; } else cur += ch;
+    if (ch === ',' && depth === 0) {
+      parts.push(cur);
+      cur = '';
+    } else cur += ch;
   }
   parts.push(cur);
   for (const raw of parts) {
     const p = raw.trim();
     let m: RegExpMatchArray | null;
-    if ((m = p.match(/^([^!=\s]+)\s*(==|=)\s*(.*)$/))) { const [, k, , v] = m; terms.push((l) => l?.[k!] === v); }
-    else if ((m = p.match(/^([^!=\s]+)\s*!=\s*(.*)$/))) { const [, k, v] = m; terms.push((l) => l?.[k!] !== v); }
-    else if ((m = p.match(/^(\S+)\s+in\s+\((.*)\)$/))) { const k = m[1]!; const vs = m[2]!.split(',').map((s) => s.trim()); terms.push((l) => l?.[k] !== undefined && vs.includes(l[k]!)); }
-    else if ((m = p.match(/^(\S+)\s+notin\s+\((.*)\)$/))) { const k = m[1]!; const vs = m[2]!.split(',').map((s) => s.trim()); terms.push((l) => l?.[k] === undefined || !vs.includes(l[k]!)); }
-    else if ((m = p.match(/^!(\S+)$/))) { const k = m[1]!; terms.push((l) => l?.[k] === undefined); }
-    else { const k = p; terms.push((l) => l?.[k] !== undefined); }
+    if ((m = p.match(/^([^!=\s]+)\s*(==|=)\s*(.*)$/))) {
+      const [, k, , v] = m;
+      terms.push((l) => l?.[k!] === v);
+    } else if ((m = p.match(/^([^!=\s]+)\s*!=\s*(.*)$/))) {
+      const [, k, v] = m;
+      terms.push((l) => l?.[k!] !== v);
+    } else if ((m = p.match(/^(\S+)\s+in\s+\((.*)\)$/))) {
+      const k = m[1]!;
+      const vs = m[2]!.split(',').map((s) => s.trim());
+      terms.push((l) => l?.[k] !== undefined && vs.includes(l[k]!));
+    } else if ((m = p.match(/^(\S+)\s+notin\s+\((.*)\)$/))) {
+      const k = m[1]!;
+      const vs = m[2]!.split(',').map((s) => s.trim());
+      terms.push((l) => l?.[k] === undefined || !vs.includes(l[k]!));
+    } else if ((m = p.match(/^!(\S+)$/))) {
+      const k = m[1]!;
+      terms.push((l) => l?.[k] === undefined);
+    } else {
+      const k = p;
+      terms.push((l) => l?.[k] !== undefined);
+    }
   }
   return (l) => terms.every((t) => t(l));
 }
@@ -189,12 +217,60 @@ export class FakeApiServer {
   caPem = '';
 
   private constructor(private readonly opts: FakeApiServerOptions) {
-    this.addType({ group: '', version: 'v1', plural: 'secrets', kind: 'Secret', listKind: 'SecretList', namespaced: true, statusSubresource: false });
-    this.addType({ group: '', version: 'v1', plural: 'namespaces', kind: 'Namespace', listKind: 'NamespaceList', namespaced: false, statusSubresource: true });
-    this.addType({ group: 'coordination.k8s.io', version: 'v1', plural: 'leases', kind: 'Lease', listKind: 'LeaseList', namespaced: true, statusSubresource: false });
-    this.addType({ group: '', version: 'v1', plural: 'pods', kind: 'Pod', listKind: 'PodList', namespaced: true, statusSubresource: true });
-    this.addType({ group: '', version: 'v1', plural: 'configmaps', kind: 'ConfigMap', listKind: 'ConfigMapList', namespaced: true, statusSubresource: false });
-    this.addType({ group: '', version: 'v1', plural: 'events', kind: 'Event', listKind: 'EventList', namespaced: true, statusSubresource: false });
+    this.addType({
+      group: '',
+      version: 'v1',
+      plural: 'secrets',
+      kind: 'Secret',
+      listKind: 'SecretList',
+      namespaced: true,
+      statusSubresource: false,
+    });
+    this.addType({
+      group: '',
+      version: 'v1',
+      plural: 'namespaces',
+      kind: 'Namespace',
+      listKind: 'NamespaceList',
+      namespaced: false,
+      statusSubresource: true,
+    });
+    this.addType({
+      group: 'coordination.k8s.io',
+      version: 'v1',
+      plural: 'leases',
+      kind: 'Lease',
+      listKind: 'LeaseList',
+      namespaced: true,
+      statusSubresource: false,
+    });
+    this.addType({
+      group: '',
+      version: 'v1',
+      plural: 'pods',
+      kind: 'Pod',
+      listKind: 'PodList',
+      namespaced: true,
+      statusSubresource: true,
+    });
+    this.addType({
+      group: '',
+      version: 'v1',
+      plural: 'configmaps',
+      kind: 'ConfigMap',
+      listKind: 'ConfigMapList',
+      namespaced: true,
+      statusSubresource: false,
+    });
+    this.addType({
+      group: '',
+      version: 'v1',
+      plural: 'events',
+      kind: 'Event',
+      listKind: 'EventList',
+      namespaced: true,
+      statusSubresource: false,
+    });
     for (const t of RBAC_TYPES) this.addType({ ...t });
     for (const c of loadCrds(opts.crdDir ?? LIQO_CRD_DIR)) this.addType(c);
   }
@@ -218,9 +294,29 @@ export class FakeApiServer {
     this.certDir = mkdtempSync(join(tmpdir(), 'weft-k8s-fake-'));
     const key = join(this.certDir, 'key.pem');
     const cert = join(this.certDir, 'cert.pem');
-    const r = spawnSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes',
-      '-keyout', key, '-out', cert, '-days', '1', '-subj', '/CN=weft-fake-apiserver',
-      '-addext', 'subjectAltName=IP:127.0.0.1,DNS:localhost'], { encoding: 'utf8', timeout: 20_000 });
+    const r = spawnSync(
+      'openssl',
+      [
+        'req',
+        '-x509',
+        '-newkey',
+        'ec',
+        '-pkeyopt',
+        'ec_paramgen_curve:prime256v1',
+        '-nodes',
+        '-keyout',
+        key,
+        '-out',
+        cert,
+        '-days',
+        '1',
+        '-subj',
+        '/CN=weft-fake-apiserver',
+        '-addext',
+        'subjectAltName=IP:127.0.0.1,DNS:localhost',
+      ],
+      { encoding: 'utf8', timeout: 20_000 },
+    );
     if (r.status !== 0) throw new Error(`openssl req failed: ${r.stderr}`);
     this.caPem = readFileSync(cert, 'utf8');
     this.server = createServer({ key: readFileSync(key), cert: this.caPem }, (req, res) => {
@@ -249,7 +345,10 @@ export class FakeApiServer {
     if (!this.down) return;
     await new Promise<void>((resolve, reject) => {
       this.server.once('error', reject);
-      this.server.listen(this.port, '127.0.0.1', () => { this.server.off('error', reject); resolve(); });
+      this.server.listen(this.port, '127.0.0.1', () => {
+        this.server.off('error', reject);
+        resolve();
+      });
     });
     this.down = false;
   }
@@ -269,7 +368,9 @@ export class FakeApiServer {
   kubeConfig(namespace = 'default'): KubeConfig {
     const kc = new KubeConfig();
     kc.loadFromOptions({
-      clusters: [{ name: 'fake', server: this.url, caData: Buffer.from(this.caPem).toString('base64'), skipTLSVerify: false }],
+      clusters: [
+        { name: 'fake', server: this.url, caData: Buffer.from(this.caPem).toString('base64'), skipTLSVerify: false },
+      ],
       users: [{ name: 'tester', token: this.token }],
       contexts: [{ name: 'fake', cluster: 'fake', user: 'tester', namespace }],
       currentContext: 'fake',
@@ -284,7 +385,9 @@ export class FakeApiServer {
   serviceAccountKubeConfig(saNamespace: string, saName: string): KubeConfig {
     const kc = new KubeConfig();
     kc.loadFromOptions({
-      clusters: [{ name: 'fake', server: this.url, caData: Buffer.from(this.caPem).toString('base64'), skipTLSVerify: false }],
+      clusters: [
+        { name: 'fake', server: this.url, caData: Buffer.from(this.caPem).toString('base64'), skipTLSVerify: false },
+      ],
       users: [{ name: `${saNamespace}-${saName}`, token: `${this.token}:sa:${saNamespace}:${saName}` }],
       contexts: [{ name: 'fake', cluster: 'fake', user: `${saNamespace}-${saName}`, namespace: saNamespace }],
       currentContext: 'fake',
@@ -293,8 +396,16 @@ export class FakeApiServer {
   }
 
   private rbacStore(): RbacStore {
-    const all = (plural: string) => [...this.store.get(this.tk(this.typeFor('rbac.authorization.k8s.io/v1', plural)))!.values()] as unknown as RbacStore['roles'];
-    return { roles: all('roles'), clusterRoles: all('clusterroles'), roleBindings: all('rolebindings'), clusterRoleBindings: all('clusterrolebindings') };
+    const all = (plural: string) =>
+      [
+        ...this.store.get(this.tk(this.typeFor('rbac.authorization.k8s.io/v1', plural)))!.values(),
+      ] as unknown as RbacStore['roles'];
+    return {
+      roles: all('roles'),
+      clusterRoles: all('clusterroles'),
+      roleBindings: all('rolebindings'),
+      clusterRoleBindings: all('clusterrolebindings'),
+    };
   }
 
   async stop(): Promise<void> {
@@ -338,7 +449,7 @@ export class FakeApiServer {
   // --- direct access for tests (same semantics as the HTTP verbs) ---
 
   private typeFor(apiVersion: string, plural: string): ResourceType {
-    const [g, v] = apiVersion.includes('/') ? apiVersion.split('/') as [string, string] : ['', apiVersion];
+    const [g, v] = apiVersion.includes('/') ? (apiVersion.split('/') as [string, string]) : ['', apiVersion];
     const t = this.types.get(this.typeKey(g, v, plural));
     if (t === undefined) throw new Error(`unknown resource ${apiVersion} ${plural}`);
     return t;
@@ -351,7 +462,9 @@ export class FakeApiServer {
     const key = this.objKey(t, o.metadata.namespace, o.metadata.name!);
     const existing = this.store.get(this.tk(t))!.get(key);
     o.metadata.resourceVersion = existing?.metadata.resourceVersion;
-    return existing === undefined ? this.doCreate(t, o.metadata.namespace, o, true) : this.doReplace(t, existing, o, 'all');
+    return existing === undefined
+      ? this.doCreate(t, o.metadata.namespace, o, true)
+      : this.doReplace(t, existing, o, 'all');
   }
 
   /** Create an object as a client's POST would (status dropped for status-subresource kinds). */
@@ -399,18 +512,37 @@ export class FakeApiServer {
   private check(t: ResourceType, o: Obj, cur?: Obj): void {
     if (t.schema === undefined) return;
     const pruned: string[] = [];
-    const errs = validate(o, t.schema, 'prune', '', { ...(cur !== undefined ? { old: cur, isUpdate: true } : {}), pruned });
+    const errs = validate(o, t.schema, 'prune', '', {
+      ...(cur !== undefined ? { old: cur, isUpdate: true } : {}),
+      pruned,
+    });
     const what = `${t.group === '' ? t.kind : `${t.kind}.${t.group}`} "${o.metadata.name ?? ''}"`;
-    if (errs.length > 0) throw new HttpError(422, 'Invalid', `${what} is invalid: ${errs.length === 1 ? errs[0] : `[${errs.join(', ')}]`}`);
+    if (errs.length > 0)
+      throw new HttpError(
+        422,
+        'Invalid',
+        `${what} is invalid: ${errs.length === 1 ? errs[0] : `[${errs.join(', ')}]`}`,
+      );
     const fv = this.fieldValidation;
     if (pruned.length === 0 || fv === undefined || fv.mode === 'Ignore') return;
     const unknown = pruned.map((p) => `unknown field "${p}"`);
-    if (fv.mode === 'Strict') throw new HttpError(400, 'BadRequest', `${t.kind} in version "${t.version}" cannot be handled as a ${t.kind}: strict decoding error: ${unknown.join(', ')}`);
+    if (fv.mode === 'Strict')
+      throw new HttpError(
+        400,
+        'BadRequest',
+        `${t.kind} in version "${t.version}" cannot be handled as a ${t.kind}: strict decoding error: ${unknown.join(', ')}`,
+      );
     fv.warnings.push(...unknown);
   }
 
   private emit(t: ResourceType, type: StoredEvent['type'], obj: Obj, old?: Obj): void {
-    const ev: StoredEvent = { rv: Number(obj.metadata.resourceVersion), typeKey: this.tk(t), type, obj: clone(obj), ...(old ? { old: clone(old) } : {}) };
+    const ev: StoredEvent = {
+      rv: Number(obj.metadata.resourceVersion),
+      typeKey: this.tk(t),
+      type,
+      obj: clone(obj),
+      ...(old ? { old: clone(old) } : {}),
+    };
     this.history.push(ev);
     const limit = this.opts.historyLimit ?? 1000;
     if (this.history.length > limit) {
@@ -435,8 +567,10 @@ export class FakeApiServer {
   }
 
   private doCreate(t: ResourceType, ns: string | undefined, o: Obj, keepStatus = false): Obj {
-    if (o.metadata === undefined || typeof o.metadata !== 'object') throw new HttpError(422, 'Invalid', 'metadata is required');
-    if (o.metadata.name === undefined && o.metadata.generateName !== undefined) o.metadata.name = `${o.metadata.generateName}${randomUUID().slice(0, 5)}`;
+    if (o.metadata === undefined || typeof o.metadata !== 'object')
+      throw new HttpError(422, 'Invalid', 'metadata is required');
+    if (o.metadata.name === undefined && o.metadata.generateName !== undefined)
+      o.metadata.name = `${o.metadata.generateName}${randomUUID().slice(0, 5)}`;
     if (!o.metadata.name) throw new HttpError(422, 'Invalid', 'metadata.name: Required value');
     if (t.namespaced) {
       if (ns === undefined) throw new HttpError(400, 'BadRequest', 'namespace required');
@@ -459,7 +593,9 @@ export class FakeApiServer {
     const live = refs.length > 0 ? this.liveUids() : null;
     if (live !== null && refs.every((r) => r.uid === undefined || !live.has(r.uid))) {
       // The garbage collector: every owner is absent (the create has already been answered).
-      setImmediate(() => { if (map.get(key) === o) this.doDelete(t, ns, o.metadata.name!); });
+      setImmediate(() => {
+        if (map.get(key) === o) this.doDelete(t, ns, o.metadata.name!);
+      });
     }
     return clone(o);
   }
@@ -467,7 +603,8 @@ export class FakeApiServer {
   /** The uids of every stored object (what the garbage collector calls present). */
   private liveUids(): Set<string> {
     const live = new Set<string>();
-    for (const m of this.store.values()) for (const o of m.values()) if (o.metadata.uid !== undefined) live.add(o.metadata.uid);
+    for (const m of this.store.values())
+      for (const o of m.values()) if (o.metadata.uid !== undefined) live.add(o.metadata.uid);
     return live;
   }
 
@@ -475,7 +612,11 @@ export class FakeApiServer {
   private doReplace(t: ResourceType, cur: Obj, next: Obj, scope: 'main' | 'status' | 'all'): Obj {
     const sentRv = next.metadata?.resourceVersion;
     if (sentRv !== undefined && sentRv !== '' && sentRv !== cur.metadata.resourceVersion) {
-      throw new HttpError(409, 'Conflict', `Operation cannot be fulfilled on ${t.plural} "${cur.metadata.name}": the object has been modified; please apply your changes to the latest version and try again`);
+      throw new HttpError(
+        409,
+        'Conflict',
+        `Operation cannot be fulfilled on ${t.plural} "${cur.metadata.name}": the object has been modified; please apply your changes to the latest version and try again`,
+      );
     }
     let o: Obj;
     if (scope === 'status') {
@@ -490,7 +631,13 @@ export class FakeApiServer {
       }
     }
     // Identity and server-owned fields cannot change.
-    o.metadata = { ...o.metadata, name: cur.metadata.name, uid: cur.metadata.uid, creationTimestamp: cur.metadata.creationTimestamp, resourceVersion: cur.metadata.resourceVersion };
+    o.metadata = {
+      ...o.metadata,
+      name: cur.metadata.name,
+      uid: cur.metadata.uid,
+      creationTimestamp: cur.metadata.creationTimestamp,
+      resourceVersion: cur.metadata.resourceVersion,
+    };
     if (t.namespaced) o.metadata.namespace = cur.metadata.namespace;
     o['apiVersion'] = this.apiVersionOf(t);
     o['kind'] = t.kind;
@@ -535,16 +682,32 @@ export class FakeApiServer {
     let group: string;
     let version: string;
     let rest: string[];
-    if (segs[0] === 'api') { group = ''; version = segs[1] ?? ''; rest = segs.slice(2); }
-    else if (segs[0] === 'apis') { group = segs[1] ?? ''; version = segs[2] ?? ''; rest = segs.slice(3); }
-    else throw new HttpError(404, 'NotFound', `unknown path ${pathname}`);
+    if (segs[0] === 'api') {
+      group = '';
+      version = segs[1] ?? '';
+      rest = segs.slice(2);
+    } else if (segs[0] === 'apis') {
+      group = segs[1] ?? '';
+      version = segs[2] ?? '';
+      rest = segs.slice(3);
+    } else throw new HttpError(404, 'NotFound', `unknown path ${pathname}`);
     let ns: string | undefined;
-    if (rest[0] === 'namespaces' && rest.length >= 3) { ns = rest[1]; rest = rest.slice(2); }
+    if (rest[0] === 'namespaces' && rest.length >= 3) {
+      ns = rest[1];
+      rest = rest.slice(2);
+    }
     const [plural, name, sub] = rest;
     const t = plural === undefined ? undefined : this.types.get(this.typeKey(group, version, plural));
-    if (t === undefined) throw new HttpError(404, 'NotFound', `the server could not find the requested resource (${pathname})`);
-    if (sub !== undefined && (sub !== 'status' || !t.statusSubresource)) throw new HttpError(404, 'NotFound', `unknown subresource ${sub}`);
-    return { t, ...(ns !== undefined ? { ns } : {}), ...(name !== undefined ? { name } : {}), ...(sub !== undefined ? { sub } : {}) };
+    if (t === undefined)
+      throw new HttpError(404, 'NotFound', `the server could not find the requested resource (${pathname})`);
+    if (sub !== undefined && (sub !== 'status' || !t.statusSubresource))
+      throw new HttpError(404, 'NotFound', `unknown subresource ${sub}`);
+    return {
+      t,
+      ...(ns !== undefined ? { ns } : {}),
+      ...(name !== undefined ? { name } : {}),
+      ...(sub !== undefined ? { sub } : {}),
+    };
   }
 
   private async body(req: IncomingMessage): Promise<unknown> {
@@ -561,13 +724,20 @@ export class FakeApiServer {
   private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const u = new URL(req.url ?? '/', 'https://x');
     const ct = req.headers['content-type'];
-    const entry: LoggedRequest = { method: req.method ?? '', path: `${u.pathname}${u.search}`, ...(ct !== undefined ? { contentType: ct } : {}) };
+    const entry: LoggedRequest = {
+      method: req.method ?? '',
+      path: `${u.pathname}${u.search}`,
+      ...(ct !== undefined ? { contentType: ct } : {}),
+    };
     this.requests.push(entry);
     const reply = (code: number, obj: unknown) => {
       entry.status = code;
       const warnings = this.fieldValidation?.warnings ?? [];
       this.fieldValidation = undefined;
-      res.writeHead(code, { 'content-type': 'application/json', ...(warnings.length > 0 ? { warning: warnings.map((w) => `299 - ${JSON.stringify(w)}`).join(', ') } : {}) });
+      res.writeHead(code, {
+        'content-type': 'application/json',
+        ...(warnings.length > 0 ? { warning: warnings.map((w) => `299 - ${JSON.stringify(w)}`).join(', ') } : {}),
+      });
       res.end(JSON.stringify(obj));
     };
     try {
@@ -580,10 +750,26 @@ export class FakeApiServer {
       const { t, ns, name, sub } = this.parsePath(u.pathname);
       if (user !== undefined) {
         const w = u.searchParams.get('watch');
-        const verb = req.method === 'GET' ? (name !== undefined ? 'get' : w === '1' || w === 'true' ? 'watch' : 'list')
-          : ({ POST: 'create', PUT: 'update', PATCH: 'patch', DELETE: 'delete' } as Record<string, string>)[req.method ?? ''] ?? 'unknown';
-        const attrs: RbacAttrs = { verb, group: t.group, resource: t.plural, ...(sub !== undefined ? { subresource: sub } : {}), ...(ns !== undefined ? { namespace: ns } : {}), ...(name !== undefined ? { name } : {}) };
-        if (!authorize(this.rbacStore(), user, attrs)) throw new HttpError(403, 'Forbidden', forbiddenMessage(user, attrs));
+        const verb =
+          req.method === 'GET'
+            ? name !== undefined
+              ? 'get'
+              : w === '1' || w === 'true'
+                ? 'watch'
+                : 'list'
+            : (({ POST: 'create', PUT: 'update', PATCH: 'patch', DELETE: 'delete' } as Record<string, string>)[
+                req.method ?? ''
+              ] ?? 'unknown');
+        const attrs: RbacAttrs = {
+          verb,
+          group: t.group,
+          resource: t.plural,
+          ...(sub !== undefined ? { subresource: sub } : {}),
+          ...(ns !== undefined ? { namespace: ns } : {}),
+          ...(name !== undefined ? { name } : {}),
+        };
+        if (!authorize(this.rbacStore(), user, attrs))
+          throw new HttpError(403, 'Forbidden', forbiddenMessage(user, attrs));
       }
       const map = this.store.get(this.tk(t))!;
       switch (req.method) {
@@ -598,9 +784,18 @@ export class FakeApiServer {
           const w = u.searchParams.get('watch');
           if (w === '1' || w === 'true') return this.watch(t, ns, sel, u.searchParams, res);
           // Like the real server: list items carry no kind/apiVersion (the list itself does).
-          const items = [...map.values()].filter((o) => (ns === undefined || o.metadata.namespace === ns) && sel(o.metadata.labels) && fsel(o))
-            .map((o) => { const { kind: _k, apiVersion: _a, ...rest } = o; return rest; });
-          return reply(200, { apiVersion: this.apiVersionOf(t), kind: t.listKind, metadata: { resourceVersion: String(this.rv) }, items });
+          const items = [...map.values()]
+            .filter((o) => (ns === undefined || o.metadata.namespace === ns) && sel(o.metadata.labels) && fsel(o))
+            .map((o) => {
+              const { kind: _k, apiVersion: _a, ...rest } = o;
+              return rest;
+            });
+          return reply(200, {
+            apiVersion: this.apiVersionOf(t),
+            kind: t.listKind,
+            metadata: { resourceVersion: String(this.rv) },
+            items,
+          });
         }
         case 'POST': {
           if (name !== undefined) throw new HttpError(405, 'MethodNotAllowed', 'POST to a named resource');
@@ -623,7 +818,8 @@ export class FakeApiServer {
           const patch = await this.body(req);
           let next: unknown;
           const type = (ct ?? '').split(';')[0]!.trim();
-          if (type === 'application/merge-patch+json' || type === 'application/strategic-merge-patch+json') next = mergePatch(cur, patch);
+          if (type === 'application/merge-patch+json' || type === 'application/strategic-merge-patch+json')
+            next = mergePatch(cur, patch);
           else if (type === 'application/json-patch+json') next = jsonPatch(cur, patch);
           else throw new HttpError(415, 'UnsupportedMediaType', `unsupported patch type ${type}`);
           const n = next as Obj;
@@ -645,7 +841,13 @@ export class FakeApiServer {
     }
   }
 
-  private watch(t: ResourceType, ns: string | undefined, selector: Selector, q: URLSearchParams, res: ServerResponse): void {
+  private watch(
+    t: ResourceType,
+    ns: string | undefined,
+    selector: Selector,
+    q: URLSearchParams,
+    res: ServerResponse,
+  ): void {
     const rvText = q.get('resourceVersion');
     const from = rvText === null || rvText === '' ? 0 : Number(rvText);
     if (from !== 0 && from < this.minResumeRv) {
@@ -666,7 +868,8 @@ export class FakeApiServer {
     const w: Watcher = { typeKey: this.tk(t), ...(ns !== undefined ? { namespace: ns } : {}), selector, res };
     if (from === 0) {
       for (const o of this.store.get(this.tk(t))!.values()) {
-        if ((ns === undefined || o.metadata.namespace === ns) && selector(o.metadata.labels)) res.write(`${JSON.stringify({ type: 'ADDED', object: o })}\n`);
+        if ((ns === undefined || o.metadata.namespace === ns) && selector(o.metadata.labels))
+          res.write(`${JSON.stringify({ type: 'ADDED', object: o })}\n`);
       }
     } else {
       for (const ev of this.history) if (ev.rv > from) this.send(w, ev);

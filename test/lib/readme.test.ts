@@ -12,7 +12,9 @@ beforeAll(() => {
   ensureBuilt(['src/lib/index.js', 'src/lib/wireguard.js', 'src/lib/memory-network.js']);
   dir = mkdtempSync(join(ROOT, 'test/lib/.tmp-'));
 }, 120_000);
-afterAll(() => { if (dir) rmSync(dir, { recursive: true, force: true }); });
+afterAll(() => {
+  if (dir) rmSync(dir, { recursive: true, force: true });
+});
 
 function runModule(name: string, code: string): { status: number | null; stdout: string; stderr: string } {
   const f = join(dir, name);
@@ -43,7 +45,9 @@ describe('weft as a package', () => {
   });
 
   test('deep imports through the package name are refused; package.json is exported', () => {
-    const r = runModule('deep.mjs', `
+    const r = runModule(
+      'deep.mjs',
+      `
       const out = {};
       for (const spec of ['weft/dist/src/wireguard/device.js', 'weft/dist/src/lib/index.js', 'weft/src/lib/index.ts', 'weft/bin/weft']) {
         try { await import(spec); out[spec] = 'loaded'; } catch (e) { out[spec] = e.code; }
@@ -51,7 +55,8 @@ describe('weft as a package', () => {
       const pkg = await import('weft/package.json', { with: { type: 'json' } });
       out.version = pkg.default.version;
       console.log(JSON.stringify(out));
-    `);
+    `,
+    );
     expect(r.status, r.stderr).toBe(0);
     const out = JSON.parse(r.stdout) as Record<string, string>;
     expect(out['weft/dist/src/wireguard/device.js']).toBe('ERR_PACKAGE_PATH_NOT_EXPORTED');
@@ -62,35 +67,84 @@ describe('weft as a package', () => {
   });
 
   test('the public surface is exactly this list of runtime names', () => {
-    const r = runModule('names.mjs', `import * as weft from 'weft'; console.log(JSON.stringify(Object.keys(weft).sort()));`);
+    const r = runModule(
+      'names.mjs',
+      `import * as weft from 'weft'; console.log(JSON.stringify(Object.keys(weft).sort()));`,
+    );
     expect(r.status, r.stderr).toBe(0);
     expect(JSON.parse(r.stdout)).toEqual([
-      'ConfigError', 'CryptoBackendError', 'DROP_REASON_NAMES', 'Device', 'ENCRYPT_DROP', 'ENCRYPT_SEND',
-      'ENCRYPT_STAGED', 'EncryptResult', 'GeneveTunnelTable', 'HOOK_FORWARD', 'HOOK_INPUT', 'HOOK_NAMES',
-      'HOOK_OUTPUT', 'HOOK_POSTROUTING', 'HOOK_PREROUTING', 'IpView', 'KeyFormatError', 'MemoryNetwork', 'Nat',
-      'PacketMeta', 'RECEIVE_DELIVER', 'RECEIVE_DROP', 'RECEIVE_HANDSHAKE', 'RECEIVE_KEEPALIVE', 'ROUTER_DROP_NAMES',
-      'ReceiveResult', 'Router', 'RouterDrop', 'RouterLanes', 'VERDICT_ACCEPT', 'VERDICT_DROP', 'WEFT_VERSION',
-      'WireGuardConfigError', 'WireGuardDevice', 'createWireGuardDevice', 'diffConfig', 'generatePresharedKey',
-      'generatePrivateKey', 'getCryptoBackend', 'loadConfig', 'parseConfig', 'parseConfigYaml', 'parseIp',
-      'publicKeyOf', 'startGateway', 'startNodeAgent', 'startWgDaemon', 'wireGuardStatus',
+      'ConfigError',
+      'CryptoBackendError',
+      'DROP_REASON_NAMES',
+      'Device',
+      'ENCRYPT_DROP',
+      'ENCRYPT_SEND',
+      'ENCRYPT_STAGED',
+      'EncryptResult',
+      'GeneveTunnelTable',
+      'HOOK_FORWARD',
+      'HOOK_INPUT',
+      'HOOK_NAMES',
+      'HOOK_OUTPUT',
+      'HOOK_POSTROUTING',
+      'HOOK_PREROUTING',
+      'IpView',
+      'KeyFormatError',
+      'MemoryNetwork',
+      'Nat',
+      'PacketMeta',
+      'RECEIVE_DELIVER',
+      'RECEIVE_DROP',
+      'RECEIVE_HANDSHAKE',
+      'RECEIVE_KEEPALIVE',
+      'ROUTER_DROP_NAMES',
+      'ReceiveResult',
+      'Router',
+      'RouterDrop',
+      'RouterLanes',
+      'VERDICT_ACCEPT',
+      'VERDICT_DROP',
+      'WEFT_VERSION',
+      'WireGuardConfigError',
+      'WireGuardDevice',
+      'createWireGuardDevice',
+      'diffConfig',
+      'generatePresharedKey',
+      'generatePrivateKey',
+      'getCryptoBackend',
+      'loadConfig',
+      'parseConfig',
+      'parseConfigYaml',
+      'parseIp',
+      'publicKeyOf',
+      'startGateway',
+      'startNodeAgent',
+      'startWgDaemon',
+      'wireGuardStatus',
     ]);
   });
 
   test('importing the package loads no native code (koffi, the I/O addon) until a function needs it', () => {
-    const r = runModule('lazy.mjs', `
+    const r = runModule(
+      'lazy.mjs',
+      `
       import { createRequire } from 'node:module';
       await import('weft');
       const require = createRequire(import.meta.url);
       const loaded = Object.keys(require.cache).filter((k) => /koffi|weft_io/.test(k));
       const dl = process.moduleLoadList?.filter((m) => /koffi/.test(m)) ?? [];
       console.log(JSON.stringify({ loaded, dl }));
-    `);
+    `,
+    );
     expect(r.status, r.stderr).toBe(0);
     expect(JSON.parse(r.stdout)).toEqual({ loaded: [], dl: [] });
   });
 
   test('the type declarations for the entry point exist (package.json "types")', () => {
-    const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { exports: Record<string, unknown>; types: string };
+    const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as {
+      exports: Record<string, unknown>;
+      types: string;
+    };
     expect(Object.keys(pkg.exports).sort()).toEqual(['.', './package.json']);
     const dts = readFileSync(join(ROOT, pkg.types), 'utf8');
     expect(dts).toMatch(/export declare function loadConfig\(/);

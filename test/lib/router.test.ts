@@ -4,7 +4,15 @@
  * and the simulation run.
  */
 import { describe, expect, it } from 'vitest';
-import { GeneveTunnelTable, HOOK_FORWARD, Nat, ROUTER_DROP_NAMES, Router, RouterLanes, VERDICT_DROP } from '../../src/lib/index.js';
+import {
+  GeneveTunnelTable,
+  HOOK_FORWARD,
+  Nat,
+  ROUTER_DROP_NAMES,
+  Router,
+  RouterLanes,
+  VERDICT_DROP,
+} from '../../src/lib/index.js';
 import { udpPacket } from '../packet/factory.js';
 
 describe('library: Router', () => {
@@ -12,7 +20,15 @@ describe('library: Router', () => {
     const nat = new Nat({ localPodCIDRs: ['10.0.0.0/16'], localExternalCIDR: '10.70.0.0/16' });
     const table = new GeneveTunnelTable();
     const router = new Router<string, unknown>({ nat, nodes: table });
-    router.addPeer('b', nat.addPeer({ name: 'b', remote: { podCIDRs: ['10.0.0.0/16'], externalCIDRs: [] }, remapped: { podCIDRs: ['10.71.0.0/16'], externalCIDRs: [] } }), 'link-b');
+    router.addPeer(
+      'b',
+      nat.addPeer({
+        name: 'b',
+        remote: { podCIDRs: ['10.0.0.0/16'], externalCIDRs: [] },
+        remapped: { podCIDRs: ['10.71.0.0/16'], externalCIDRs: [] },
+      }),
+      'link-b',
+    );
     const p = udpPacket({ src: '10.0.1.1', dst: '10.71.0.9', sport: 1, dport: 2, headroom: 128 });
     const lanes = new RouterLanes<string, unknown>(4);
     router.fromNodes(p.buf, Uint32Array.of(p.off), Uint32Array.of(p.len), 1, Date.now(), lanes);

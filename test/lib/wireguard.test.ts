@@ -6,8 +6,15 @@ import { join } from 'node:path';
 import { describe, expect, test } from 'vitest';
 import type { GatewayConfig } from '../../src/control/config.js';
 import {
-  createWireGuardDevice, generatePresharedKey, generatePrivateKey, loadConfig, MemoryNetwork, publicKeyOf,
-  wireGuardStatus, KeyFormatError, WireGuardDevice,
+  createWireGuardDevice,
+  generatePresharedKey,
+  generatePrivateKey,
+  loadConfig,
+  MemoryNetwork,
+  publicKeyOf,
+  wireGuardStatus,
+  KeyFormatError,
+  WireGuardDevice,
 } from '../../src/lib/index.js';
 import { ROOT } from '../cli/helpers.js';
 
@@ -32,8 +39,8 @@ const text = (p: Uint8Array): string => Buffer.from(p.subarray(28)).toString();
 
 describe('createWireGuardDevice + MemoryNetwork', () => {
   test('from the example gateway configurations: A (client) and B (server) exchange packets both ways', async () => {
-    const a = await loadConfig(join(ROOT, 'examples/gateway-a.yaml')) as GatewayConfig;
-    const b = await loadConfig(join(ROOT, 'examples/gateway-b.yaml')) as GatewayConfig;
+    const a = (await loadConfig(join(ROOT, 'examples/gateway-a.yaml'))) as GatewayConfig;
+    const b = (await loadConfig(join(ROOT, 'examples/gateway-b.yaml'))) as GatewayConfig;
     const net = new MemoryNetwork();
     const devA = net.attach('192.0.2.10:51840', createWireGuardDevice(a));
     const devB = net.attach(a.peers[0]!.endpoint!, createWireGuardDevice(b)); // where A expects B
@@ -62,8 +69,14 @@ describe('createWireGuardDevice + MemoryNetwork', () => {
   test('a session is reused: the second packet costs one datagram, no handshake', () => {
     const kA = generatePrivateKey();
     const kB = generatePrivateKey();
-    const a = createWireGuardDevice({ privateKey: kA, peers: [{ publicKey: publicKeyOf(kB), endpoint: '[2001:db8::2]:51820', allowedIPs: ['10.9.0.2/32'] }] });
-    const b = createWireGuardDevice({ privateKey: kB, peers: [{ publicKey: publicKeyOf(kA), allowedIPs: ['10.9.0.1/32'] }] });
+    const a = createWireGuardDevice({
+      privateKey: kA,
+      peers: [{ publicKey: publicKeyOf(kB), endpoint: '[2001:db8::2]:51820', allowedIPs: ['10.9.0.2/32'] }],
+    });
+    const b = createWireGuardDevice({
+      privateKey: kB,
+      peers: [{ publicKey: publicKeyOf(kA), allowedIPs: ['10.9.0.1/32'] }],
+    });
     const net = new MemoryNetwork();
     net.attach('[2001:db8::1]:51820', a);
     net.attach('[2001:db8::2]:51820', b);
@@ -78,9 +91,11 @@ describe('createWireGuardDevice + MemoryNetwork', () => {
     const kA = generatePrivateKey();
     const kB = generatePrivateKey();
     const psk = generatePresharedKey();
-    const mk = (mine: string, theirs: string, p: string, ep?: string, ip = '10.9.0.2/32') => createWireGuardDevice({
-      privateKey: mine, peers: [{ publicKey: publicKeyOf(theirs), presharedKey: p, allowedIPs: [ip], ...(ep ? { endpoint: ep } : {}) }],
-    });
+    const mk = (mine: string, theirs: string, p: string, ep?: string, ip = '10.9.0.2/32') =>
+      createWireGuardDevice({
+        privateKey: mine,
+        peers: [{ publicKey: publicKeyOf(theirs), presharedKey: p, allowedIPs: [ip], ...(ep ? { endpoint: ep } : {}) }],
+      });
     const net = new MemoryNetwork();
     const a = net.attach('192.0.2.1:1', mk(kA, kB, psk, '192.0.2.2:1'));
     const b = net.attach('192.0.2.2:1', mk(kB, kA, psk, undefined, '10.9.0.1/32'));
@@ -105,7 +120,13 @@ describe('createWireGuardDevice + MemoryNetwork', () => {
     expect(r).toEqual({ packets: [], datagrams: [] });
     expect(a.status().drops['too_short'] ?? a.status().drops['bad_length']).toBe(1);
     const net = new MemoryNetwork();
-    const b = net.attach('192.0.2.1:1', createWireGuardDevice({ privateKey: generatePrivateKey(), peers: [{ publicKey: a.publicKey, endpoint: '192.0.2.99:1', allowedIPs: ['0.0.0.0/0'] }] }));
+    const b = net.attach(
+      '192.0.2.1:1',
+      createWireGuardDevice({
+        privateKey: generatePrivateKey(),
+        peers: [{ publicKey: a.publicKey, endpoint: '192.0.2.99:1', allowedIPs: ['0.0.0.0/0'] }],
+      }),
+    );
     net.send(b, udp4('10.0.0.1', '10.0.0.2', 'lost'));
     expect(net.undeliverable).toBe(1);
   });
@@ -122,8 +143,14 @@ describe('createWireGuardDevice + MemoryNetwork', () => {
 
   test('timers: an unanswered initiation is retransmitted by poll() at nextDeadline()', () => {
     let now = 1_700_000_000_000;
-    const a = createWireGuardDevice({ privateKey: generatePrivateKey(), clock: () => now, random: () => 0,
-      peers: [{ publicKey: publicKeyOf(generatePrivateKey()), endpoint: '192.0.2.2:51820', allowedIPs: ['10.0.0.2/32'] }] });
+    const a = createWireGuardDevice({
+      privateKey: generatePrivateKey(),
+      clock: () => now,
+      random: () => 0,
+      peers: [
+        { publicKey: publicKeyOf(generatePrivateKey()), endpoint: '192.0.2.2:51820', allowedIPs: ['10.0.0.2/32'] },
+      ],
+    });
     const first = a.send(udp4('10.0.0.1', '10.0.0.2', 'x'));
     expect(first).toHaveLength(1);
     expect(first[0]!.data[0]).toBe(1); // handshake initiation
@@ -149,14 +176,32 @@ describe('createWireGuardDevice + MemoryNetwork', () => {
   test('MemoryNetwork is bounded: a full queue drops and counts', () => {
     const net = new MemoryNetwork({ maxQueue: 1 });
     // Persistent keepalive starts a handshake at once: two peers → two initiations waiting.
-    const a = net.attach('192.0.2.1:1', createWireGuardDevice({ privateKey: generatePrivateKey(), peers: [
-      { publicKey: publicKeyOf(generatePrivateKey()), endpoint: '192.0.2.2:1', allowedIPs: ['10.0.0.2/32'], persistentKeepalive: 25 },
-      { publicKey: publicKeyOf(generatePrivateKey()), endpoint: '192.0.2.3:1', allowedIPs: ['10.0.0.3/32'], persistentKeepalive: 25 },
-    ] }));
+    const a = net.attach(
+      '192.0.2.1:1',
+      createWireGuardDevice({
+        privateKey: generatePrivateKey(),
+        peers: [
+          {
+            publicKey: publicKeyOf(generatePrivateKey()),
+            endpoint: '192.0.2.2:1',
+            allowedIPs: ['10.0.0.2/32'],
+            persistentKeepalive: 25,
+          },
+          {
+            publicKey: publicKeyOf(generatePrivateKey()),
+            endpoint: '192.0.2.3:1',
+            allowedIPs: ['10.0.0.3/32'],
+            persistentKeepalive: 25,
+          },
+        ],
+      }),
+    );
     net.poll();
     expect(net.dropped).toBe(1);
     expect(net.undeliverable).toBe(1); // the one that fitted: nobody at 192.0.2.2/3
-    expect(() => net.attach('192.0.2.1:1', createWireGuardDevice({ privateKey: generatePrivateKey() }))).toThrow(/already attached/);
+    expect(() => net.attach('192.0.2.1:1', createWireGuardDevice({ privateKey: generatePrivateKey() }))).toThrow(
+      /already attached/,
+    );
     expect(() => net.attach('192.0.2.9:1', a)).toThrow(/already attached/);
   });
 });

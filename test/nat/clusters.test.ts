@@ -4,7 +4,13 @@
  * sees the other through its own cluster's remapped CIDR; replies reverse.
  */
 import { describe, expect, it } from 'vitest';
-import { ICMPV4_ECHO_REPLY, ICMPV4_DEST_UNREACHABLE, ICMPV4_CODE_PORT_UNREACHABLE, ICMPV6_DEST_UNREACHABLE, ICMPV6_CODE_PORT_UNREACHABLE } from '../../src/packet/icmp.js';
+import {
+  ICMPV4_ECHO_REPLY,
+  ICMPV4_DEST_UNREACHABLE,
+  ICMPV4_CODE_PORT_UNREACHABLE,
+  ICMPV6_DEST_UNREACHABLE,
+  ICMPV6_CODE_PORT_UNREACHABLE,
+} from '../../src/packet/icmp.js';
 import { TCP_FLAG_ACK, TCP_FLAG_SYN } from '../../src/packet/tcp.js';
 import { Nat } from '../../src/nat/nat.js';
 import { NAT_FORWARD } from '../../src/nat/results.js';
@@ -13,7 +19,11 @@ import { bytesOf, dstOf, icmpErrorPacket, portsOf, quotedOf, recomputeAll, srcOf
 
 /** Cluster A's gateway: B's pods are 10.71/16 here, B's external CIDR 10.72/16. */
 function gatewayA(): { nat: Nat; peer: ReturnType<Nat['addPeer']> } {
-  const nat = new Nat({ localPodCIDRs: ['10.0.0.0/16', 'fd00:a::/48'], localExternalCIDR: '10.70.0.0/16', conntrack: { seed: 1 } });
+  const nat = new Nat({
+    localPodCIDRs: ['10.0.0.0/16', 'fd00:a::/48'],
+    localExternalCIDR: '10.70.0.0/16',
+    conntrack: { seed: 1 },
+  });
   const peer = nat.addPeer({
     name: 'cluster-b',
     remote: { podCIDRs: ['10.0.0.0/16', 'fd00:a::/48'], externalCIDRs: ['10.70.0.0/16'] },
@@ -24,7 +34,11 @@ function gatewayA(): { nat: Nat; peer: ReturnType<Nat['addPeer']> } {
 
 /** Cluster B's gateway: A's pods are 10.61/16 here, A's external CIDR 10.62/16. */
 function gatewayB(): { nat: Nat; peer: ReturnType<Nat['addPeer']> } {
-  const nat = new Nat({ localPodCIDRs: ['10.0.0.0/16', 'fd00:a::/48'], localExternalCIDR: '10.70.0.0/16', conntrack: { seed: 2 } });
+  const nat = new Nat({
+    localPodCIDRs: ['10.0.0.0/16', 'fd00:a::/48'],
+    localExternalCIDR: '10.70.0.0/16',
+    conntrack: { seed: 2 },
+  });
   const peer = nat.addPeer({
     name: 'cluster-a',
     remote: { podCIDRs: ['10.0.0.0/16', 'fd00:a::/48'], externalCIDRs: ['10.70.0.0/16'] },
@@ -62,40 +76,46 @@ describe('two clusters with the same pod CIDR, each remapping the other', () => 
     ['tcp', 'fd00:a::15', 'fd00:a:0:1::27', 'fd71:b:0:1::27', 'fd61:a::15'],
     ['udp', 'fd00:a::15', 'fd00:a:0:1::27', 'fd71:b:0:1::27', 'fd61:a::15'],
   ];
-  it.each(cases)('%s %s → %s: real IPs in the tunnel, remapped source at B, reply reversed', (kind, aPod, bPodReal, bPodAtA, aPodAtB) => {
-    const A = gatewayA();
-    const B = gatewayB();
-    // A pod → B pod, addressed by B's remapped address.
-    const p = build(kind, aPod, bPodAtA, 40000, 8080);
-    expect(A.nat.peerFor(p.buf, p.off, p.len)).toBe(A.peer);
-    expect(A.nat.outbound(p.buf, p.off, p.len, A.peer, 0)).toBe(NAT_FORWARD);
-    // In the tunnel: real addresses on both sides, ports untouched.
-    expect(srcOf(p)).toBe(aPod);
-    expect(dstOf(p)).toBe(bPodReal);
-    expect(portsOf(p)).toEqual(kind === 'icmp' ? [40000, 40000] : [40000, 8080]);
-    expectChecksumsExact(p);
-    // Arrives at B's gateway: source becomes B's remapped view of A.
-    expect(B.nat.inbound(p.buf, p.off, p.len, B.peer, 1)).toBe(NAT_FORWARD);
-    expect(srcOf(p)).toBe(aPodAtB);
-    expect(dstOf(p)).toBe(bPodReal);
-    expectChecksumsExact(p);
-    if (kind === 'udp0') expect(p.buf[p.off + 20 + 6]! | p.buf[p.off + 20 + 7]!).toBe(0);
+  it.each(cases)(
+    '%s %s → %s: real IPs in the tunnel, remapped source at B, reply reversed',
+    (kind, aPod, bPodReal, bPodAtA, aPodAtB) => {
+      const A = gatewayA();
+      const B = gatewayB();
+      // A pod → B pod, addressed by B's remapped address.
+      const p = build(kind, aPod, bPodAtA, 40000, 8080);
+      expect(A.nat.peerFor(p.buf, p.off, p.len)).toBe(A.peer);
+      expect(A.nat.outbound(p.buf, p.off, p.len, A.peer, 0)).toBe(NAT_FORWARD);
+      // In the tunnel: real addresses on both sides, ports untouched.
+      expect(srcOf(p)).toBe(aPod);
+      expect(dstOf(p)).toBe(bPodReal);
+      expect(portsOf(p)).toEqual(kind === 'icmp' ? [40000, 40000] : [40000, 8080]);
+      expectChecksumsExact(p);
+      // Arrives at B's gateway: source becomes B's remapped view of A.
+      expect(B.nat.inbound(p.buf, p.off, p.len, B.peer, 1)).toBe(NAT_FORWARD);
+      expect(srcOf(p)).toBe(aPodAtB);
+      expect(dstOf(p)).toBe(bPodReal);
+      expectChecksumsExact(p);
+      if (kind === 'udp0') expect(p.buf[p.off + 20 + 6]! | p.buf[p.off + 20 + 7]!).toBe(0);
 
-    // The reply from B's pod to the address it saw.
-    const r = kind === 'icmp' ? icmpEcho({ src: bPodReal, dst: aPodAtB, ident: 40000, seq: 9, type: ICMPV4_ECHO_REPLY }) : build(kind, bPodReal, aPodAtB, 8080, 40000);
-    expect(B.nat.peerFor(r.buf, r.off, r.len)).toBe(B.peer);
-    expect(B.nat.outbound(r.buf, r.off, r.len, B.peer, 2)).toBe(NAT_FORWARD);
-    expect(srcOf(r)).toBe(bPodReal);
-    expect(dstOf(r)).toBe(aPod);
-    expectChecksumsExact(r);
-    expect(A.nat.inbound(r.buf, r.off, r.len, A.peer, 3)).toBe(NAT_FORWARD);
-    expect(srcOf(r)).toBe(bPodAtA);
-    expect(dstOf(r)).toBe(aPod);
-    expectChecksumsExact(r);
-    // Pod-to-pod traffic is stateless: nothing was tracked.
-    expect(A.nat.conntrack.size).toBe(0);
-    expect(B.nat.conntrack.size).toBe(0);
-  });
+      // The reply from B's pod to the address it saw.
+      const r =
+        kind === 'icmp'
+          ? icmpEcho({ src: bPodReal, dst: aPodAtB, ident: 40000, seq: 9, type: ICMPV4_ECHO_REPLY })
+          : build(kind, bPodReal, aPodAtB, 8080, 40000);
+      expect(B.nat.peerFor(r.buf, r.off, r.len)).toBe(B.peer);
+      expect(B.nat.outbound(r.buf, r.off, r.len, B.peer, 2)).toBe(NAT_FORWARD);
+      expect(srcOf(r)).toBe(bPodReal);
+      expect(dstOf(r)).toBe(aPod);
+      expectChecksumsExact(r);
+      expect(A.nat.inbound(r.buf, r.off, r.len, A.peer, 3)).toBe(NAT_FORWARD);
+      expect(srcOf(r)).toBe(bPodAtA);
+      expect(dstOf(r)).toBe(aPod);
+      expectChecksumsExact(r);
+      // Pod-to-pod traffic is stateless: nothing was tracked.
+      expect(A.nat.conntrack.size).toBe(0);
+      expect(B.nat.conntrack.size).toBe(0);
+    },
+  );
 
   it('an ICMP port-unreachable from B about A’s packet: quoted header translated on both gateways', () => {
     const A = gatewayA();
@@ -143,11 +163,25 @@ describe('two clusters with the same pod CIDR, each remapping the other', () => 
   it('TCP handshake both ways keeps MSS within the tunnel MTU and checksums exact', () => {
     const A = gatewayA();
     const B = gatewayB();
-    const syn = tcpPacket({ src: '10.0.1.5', dst: '10.71.2.7', sport: 33333, dport: 80, flags: TCP_FLAG_SYN, mss: 1460 });
+    const syn = tcpPacket({
+      src: '10.0.1.5',
+      dst: '10.71.2.7',
+      sport: 33333,
+      dport: 80,
+      flags: TCP_FLAG_SYN,
+      mss: 1460,
+    });
     A.nat.outbound(syn.buf, syn.off, syn.len, A.peer, 0);
     expect((syn.buf[syn.off + 42]! << 8) | syn.buf[syn.off + 43]!).toBe(1300); // 1340 − 40
     expectChecksumsExact(syn);
-    const synack = tcpPacket({ src: '10.0.2.7', dst: '10.61.1.5', sport: 80, dport: 33333, flags: TCP_FLAG_SYN | TCP_FLAG_ACK, mss: 8960 });
+    const synack = tcpPacket({
+      src: '10.0.2.7',
+      dst: '10.61.1.5',
+      sport: 80,
+      dport: 33333,
+      flags: TCP_FLAG_SYN | TCP_FLAG_ACK,
+      mss: 8960,
+    });
     B.nat.outbound(synack.buf, synack.off, synack.len, B.peer, 0);
     A.nat.inbound(synack.buf, synack.off, synack.len, A.peer, 0);
     expect((synack.buf[synack.off + 42]! << 8) | synack.buf[synack.off + 43]!).toBe(1300);
@@ -160,7 +194,11 @@ describe('only one side remaps', () => {
   // A (pods 10.0/16) remaps B (pods 10.1/16) to 10.71/16 (10.1/16 is taken at A); B keeps A's real CIDR.
   function pair(): { a: Nat; ap: ReturnType<Nat['addPeer']>; b: Nat; bp: ReturnType<Nat['addPeer']> } {
     const a = new Nat({ localPodCIDRs: ['10.0.0.0/16'], localExternalCIDR: '10.70.0.0/16' });
-    const ap = a.addPeer({ name: 'b', remote: { podCIDRs: ['10.1.0.0/16'], externalCIDRs: [] }, remapped: { podCIDRs: ['10.71.0.0/16'], externalCIDRs: [] } });
+    const ap = a.addPeer({
+      name: 'b',
+      remote: { podCIDRs: ['10.1.0.0/16'], externalCIDRs: [] },
+      remapped: { podCIDRs: ['10.71.0.0/16'], externalCIDRs: [] },
+    });
     const b = new Nat({ localPodCIDRs: ['10.1.0.0/16'], localExternalCIDR: '10.70.0.0/16' });
     const bp = b.addPeer({ name: 'a', remote: { podCIDRs: ['10.0.0.0/16'], externalCIDRs: [] } });
     return { a, ap, b, bp };
@@ -168,13 +206,27 @@ describe('only one side remaps', () => {
 
   it('A rewrites; B, whose remapped CIDR equals the real one, rewrites nothing', () => {
     const { a, ap, b, bp } = pair();
-    const p = tcpPacket({ src: '10.0.3.3', dst: '10.71.4.4', sport: 1234, dport: 80, flags: TCP_FLAG_ACK, payload: new Uint8Array(33) });
+    const p = tcpPacket({
+      src: '10.0.3.3',
+      dst: '10.71.4.4',
+      sport: 1234,
+      dport: 80,
+      flags: TCP_FLAG_ACK,
+      payload: new Uint8Array(33),
+    });
     a.outbound(p.buf, p.off, p.len, ap, 0);
     expect(dstOf(p)).toBe('10.1.4.4');
     const inTunnel = bytesOf(p);
     expect(b.inbound(p.buf, p.off, p.len, bp, 0)).toBe(NAT_FORWARD);
     expect(Buffer.from(bytesOf(p)).equals(Buffer.from(inTunnel))).toBe(true); // untouched at B
-    const r = tcpPacket({ src: '10.1.4.4', dst: '10.0.3.3', sport: 80, dport: 1234, flags: TCP_FLAG_ACK, payload: new Uint8Array(7) });
+    const r = tcpPacket({
+      src: '10.1.4.4',
+      dst: '10.0.3.3',
+      sport: 80,
+      dport: 1234,
+      flags: TCP_FLAG_ACK,
+      payload: new Uint8Array(7),
+    });
     expect(b.peerFor(r.buf, r.off, r.len)).toBe(bp); // identity CIDRs still select the peer
     const before = bytesOf(r);
     expect(b.outbound(r.buf, r.off, r.len, bp, 0)).toBe(NAT_FORWARD);

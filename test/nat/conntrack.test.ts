@@ -87,14 +87,19 @@ describe('Conntrack table', () => {
     expect(ct.size).toBe(0);
     expect(ct.findReply(4, PROTO_UDP, buf, 4, 2, 1, 0)).toBe(-1);
     // Usable after clear: all 8 slots.
-    for (let i = 0; i < 8; i++) expect(ct.create(4, PROTO_UDP, buf, 0, 100 + i, 4, 2, 0, CT_UDP, 0)).toBeGreaterThanOrEqual(0);
+    for (let i = 0; i < 8; i++)
+      expect(ct.create(4, PROTO_UDP, buf, 0, 100 + i, 4, 2, 0, CT_UDP, 0)).toBeGreaterThanOrEqual(0);
     expect(ct.size).toBe(8);
     expect(ct.stats().evicted).toBe(0);
   });
 
   it('removing a peer from the NAT removes its flows', () => {
     const nat = new Nat({ localPodCIDRs: ['10.0.0.0/16'], localExternalCIDR: '10.70.0.0/16' });
-    const peer = nat.addPeer({ name: 'b', remote: { podCIDRs: ['10.0.0.0/16'], externalCIDRs: [] }, remapped: { podCIDRs: ['10.71.0.0/16'], externalCIDRs: [] } });
+    const peer = nat.addPeer({
+      name: 'b',
+      remote: { podCIDRs: ['10.0.0.0/16'], externalCIDRs: [] },
+      remapped: { podCIDRs: ['10.71.0.0/16'], externalCIDRs: [] },
+    });
     const p = new Uint8Array(28);
     p.set([0x45, 0, 0, 28, 0, 0, 0, 0, 64, 17, 0, 0, 172, 18, 0, 1, 10, 71, 0, 1, 0, 1, 0, 2, 0, 8, 0, 0]);
     let s = 0;
@@ -115,23 +120,74 @@ describe('configuration errors name the field and what to fix', () => {
   const base = { localPodCIDRs: ['10.0.0.0/16'], localExternalCIDR: '10.70.0.0/16' };
   const peer = (p: object) => ({ name: 'milan', remote: { podCIDRs: ['10.0.0.0/16'], externalCIDRs: [] }, ...p });
   const cases: Array<[string, () => unknown, RegExp]> = [
-    ['bad local CIDR', () => parseNatConfig({ ...base, localPodCIDRs: ['10.0.0.0/33'] }), /localPodCIDRs\[0\].*prefix length 33/],
-    ['host bits set', () => parseNatConfig({ ...base, localExternalCIDR: '10.70.0.1/16' }), /localExternalCIDR.*host bits.*10\.70\.0\.0\/16/],
-    ['IPv6 external in the IPv4 field', () => parseNatConfig({ ...base, localExternalCIDR: 'fd70::/64' }), /localExternalCIDR.*IPv4/],
-    ['pod CIDR overlapping the external CIDR', () => parseNatConfig({ ...base, localPodCIDRs: ['10.70.5.0/24'] }), /localPodCIDRs\[0\].*overlaps the external CIDR/],
-    ['mapping outside the external CIDR', () => parseNatConfig({ ...base, ipMappings: [{ externalAddress: '10.9.0.1', realAddress: '10.0.0.5' }] }), /ipMappings\[0\]\.externalAddress.*not inside/],
-    ['duplicate mapping', () => parseNatConfig({ ...base, ipMappings: [{ externalAddress: '10.70.0.9', realAddress: '10.0.0.5' }, { externalAddress: '10.70.0.9', realAddress: '10.0.0.6' }] }), /ipMappings\[1\]\.externalAddress.*already used/],
+    [
+      'bad local CIDR',
+      () => parseNatConfig({ ...base, localPodCIDRs: ['10.0.0.0/33'] }),
+      /localPodCIDRs\[0\].*prefix length 33/,
+    ],
+    [
+      'host bits set',
+      () => parseNatConfig({ ...base, localExternalCIDR: '10.70.0.1/16' }),
+      /localExternalCIDR.*host bits.*10\.70\.0\.0\/16/,
+    ],
+    [
+      'IPv6 external in the IPv4 field',
+      () => parseNatConfig({ ...base, localExternalCIDR: 'fd70::/64' }),
+      /localExternalCIDR.*IPv4/,
+    ],
+    [
+      'pod CIDR overlapping the external CIDR',
+      () => parseNatConfig({ ...base, localPodCIDRs: ['10.70.5.0/24'] }),
+      /localPodCIDRs\[0\].*overlaps the external CIDR/,
+    ],
+    [
+      'mapping outside the external CIDR',
+      () => parseNatConfig({ ...base, ipMappings: [{ externalAddress: '10.9.0.1', realAddress: '10.0.0.5' }] }),
+      /ipMappings\[0\]\.externalAddress.*not inside/,
+    ],
+    [
+      'duplicate mapping',
+      () =>
+        parseNatConfig({
+          ...base,
+          ipMappings: [
+            { externalAddress: '10.70.0.9', realAddress: '10.0.0.5' },
+            { externalAddress: '10.70.0.9', realAddress: '10.0.0.6' },
+          ],
+        }),
+      /ipMappings\[1\]\.externalAddress.*already used/,
+    ],
     ['MTU too small', () => parseNatConfig({ ...base, mtu: 40 }), /mtu: expected an integer in 68\.\.65535/],
-    ['inverted port range', () => parseNatConfig({ ...base, conntrack: { portMin: 5000, portMax: 4000 } }), /conntrack\.portMax/],
-    ['remap count mismatch', () => new Nat(base).addPeer(peer({ remapped: { podCIDRs: [], externalCIDRs: [] } })), /peers\[milan\]\.remapped\.podCIDRs: expected 1 entries/],
-    ['remap length mismatch', () => new Nat(base).addPeer(peer({ remapped: { podCIDRs: ['10.71.0.0/24'], externalCIDRs: [] } })), /remapped\.podCIDRs\[0\].*same family and prefix length/],
-    ['remapped overlapping a local CIDR', () => new Nat(base).addPeer(peer({})), /remapped\.podCIDRs\[0\].*overlaps a local pod CIDR.*remap the peer/],
+    [
+      'inverted port range',
+      () => parseNatConfig({ ...base, conntrack: { portMin: 5000, portMax: 4000 } }),
+      /conntrack\.portMax/,
+    ],
+    [
+      'remap count mismatch',
+      () => new Nat(base).addPeer(peer({ remapped: { podCIDRs: [], externalCIDRs: [] } })),
+      /peers\[milan\]\.remapped\.podCIDRs: expected 1 entries/,
+    ],
+    [
+      'remap length mismatch',
+      () => new Nat(base).addPeer(peer({ remapped: { podCIDRs: ['10.71.0.0/24'], externalCIDRs: [] } })),
+      /remapped\.podCIDRs\[0\].*same family and prefix length/,
+    ],
+    [
+      'remapped overlapping a local CIDR',
+      () => new Nat(base).addPeer(peer({})),
+      /remapped\.podCIDRs\[0\].*overlaps a local pod CIDR.*remap the peer/,
+    ],
     [
       'two peers with overlapping remapped CIDRs',
       () => {
         const n = new Nat(base);
         n.addPeer(peer({ remapped: { podCIDRs: ['10.71.0.0/16'], externalCIDRs: [] } }));
-        return n.addPeer({ name: 'rome', remote: { podCIDRs: ['10.0.0.0/17'], externalCIDRs: [] }, remapped: { podCIDRs: ['10.71.128.0/17'], externalCIDRs: [] } });
+        return n.addPeer({
+          name: 'rome',
+          remote: { podCIDRs: ['10.0.0.0/17'], externalCIDRs: [] },
+          remapped: { podCIDRs: ['10.71.128.0/17'], externalCIDRs: [] },
+        });
       },
       /peers\[rome\].*overlaps peer milan/,
     ],

@@ -5,7 +5,13 @@
  */
 
 import { parseAddress, formatAddress } from '../../src/packet/addr.js';
-import { fillIcmpv4Checksum, fillIcmpv6Checksum, ICMP_HEADER_LEN, isIcmpv4Error, isIcmpv6Error } from '../../src/packet/icmp.js';
+import {
+  fillIcmpv4Checksum,
+  fillIcmpv6Checksum,
+  ICMP_HEADER_LEN,
+  isIcmpv4Error,
+  isIcmpv6Error,
+} from '../../src/packet/icmp.js';
 import {
   fillIpv4Checksum,
   IP_PROTO_ICMP,
@@ -18,7 +24,14 @@ import {
   ipv4TotalLength,
   writeIpv4Header,
 } from '../../src/packet/ipv4.js';
-import { chainOffset, chainProtocol, IPV6_HEADER_LEN, ipv6PayloadLength, ipv6TransportOffset, writeIpv6Header } from '../../src/packet/ipv6.js';
+import {
+  chainOffset,
+  chainProtocol,
+  IPV6_HEADER_LEN,
+  ipv6PayloadLength,
+  ipv6TransportOffset,
+  writeIpv6Header,
+} from '../../src/packet/ipv6.js';
 import { fillTcpChecksumV4, fillTcpChecksumV6 } from '../../src/packet/tcp.js';
 import { fillUdpChecksumV4, fillUdpChecksumV6, udpChecksum } from '../../src/packet/udp.js';
 
@@ -47,10 +60,28 @@ export function layout(buf: Uint8Array, off: number, avail?: number): Layout {
     const end = off + IPV6_HEADER_LEN + ipv6PayloadLength(buf, off);
     const packed = ipv6TransportOffset(buf, off, Math.min(end, off + (avail ?? end - off)) - off);
     const proto = packed < 0 ? -1 : chainProtocol(packed);
-    return { v6, ip: off, end, src: off + 8, dst: off + 24, alen: 16, proto, l4: packed < 0 || proto === 44 ? -1 : chainOffset(packed) };
+    return {
+      v6,
+      ip: off,
+      end,
+      src: off + 8,
+      dst: off + 24,
+      alen: 16,
+      proto,
+      l4: packed < 0 || proto === 44 ? -1 : chainOffset(packed),
+    };
   }
   const end = off + ipv4TotalLength(buf, off);
-  return { v6, ip: off, end, src: off + 12, dst: off + 16, alen: 4, proto: buf[off + 9]!, l4: ipv4FragmentOffset(buf, off) === 0 ? off + ipv4HeaderLen(buf, off) : -1 };
+  return {
+    v6,
+    ip: off,
+    end,
+    src: off + 12,
+    dst: off + 16,
+    alen: 4,
+    proto: buf[off + 9]!,
+    l4: ipv4FragmentOffset(buf, off) === 0 ? off + ipv4HeaderLen(buf, off) : -1,
+  };
 }
 
 export function isIcmpErrorPacket(buf: Uint8Array, off: number): boolean {
@@ -135,7 +166,8 @@ function swapRange(b: Uint8Array, a: number, c: number, n: number): void {
 function swapOne(b: Uint8Array, off: number): void {
   const l = layout(b, off);
   swapRange(b, l.src, l.dst, l.alen);
-  if (l.l4 >= 0 && (l.proto === IP_PROTO_TCP || l.proto === IP_PROTO_UDP) && l.end - l.l4 >= 4) swapRange(b, l.l4, l.l4 + 2, 2);
+  if (l.l4 >= 0 && (l.proto === IP_PROTO_TCP || l.proto === IP_PROTO_UDP) && l.end - l.l4 >= 4)
+    swapRange(b, l.l4, l.l4 + 2, 2);
 }
 
 /**
@@ -164,7 +196,8 @@ export function dstOf(p: Pkt): string {
 export function portsOf(p: Pkt): [number, number] {
   const l = layout(p.buf, p.off);
   const b = p.buf;
-  if (l.proto === IP_PROTO_TCP || l.proto === IP_PROTO_UDP) return [(b[l.l4]! << 8) | b[l.l4 + 1]!, (b[l.l4 + 2]! << 8) | b[l.l4 + 3]!];
+  if (l.proto === IP_PROTO_TCP || l.proto === IP_PROTO_UDP)
+    return [(b[l.l4]! << 8) | b[l.l4 + 1]!, (b[l.l4 + 2]! << 8) | b[l.l4 + 3]!];
   const id = (b[l.l4 + 4]! << 8) | b[l.l4 + 5]!;
   return [id, id];
 }

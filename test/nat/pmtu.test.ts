@@ -18,8 +18,21 @@ import {
   icmpv6ChecksumValid,
   icmpv6Mtu,
 } from '../../src/packet/icmp.js';
-import { IPV4_DST_OFFSET, IPV4_SRC_OFFSET, fillIpv4Checksum, ipv4HeaderValid, ipv4Protocol, ipv4TotalLength } from '../../src/packet/ipv4.js';
-import { IPV6_DST_OFFSET, IPV6_SRC_OFFSET, ipv6HeaderValid, ipv6NextHeader, ipv6PayloadLength } from '../../src/packet/ipv6.js';
+import {
+  IPV4_DST_OFFSET,
+  IPV4_SRC_OFFSET,
+  fillIpv4Checksum,
+  ipv4HeaderValid,
+  ipv4Protocol,
+  ipv4TotalLength,
+} from '../../src/packet/ipv4.js';
+import {
+  IPV6_DST_OFFSET,
+  IPV6_SRC_OFFSET,
+  ipv6HeaderValid,
+  ipv6NextHeader,
+  ipv6PayloadLength,
+} from '../../src/packet/ipv6.js';
 import { TCP_FLAG_ACK, TCP_FLAG_SYN, tcpFindMssOption } from '../../src/packet/tcp.js';
 import { clampMss } from '../../src/nat/pmtu.js';
 import { TokenBucket } from '../../src/ratelimit/token-bucket.js';
@@ -30,7 +43,12 @@ import { bytesOf, icmpErrorPacket, recomputeAll, withHeadroom, type Pkt } from '
 import { needs, missingPythonModule } from '../util/requirements.js';
 
 function gateway(extra: Partial<ConstructorParameters<typeof Nat>[0]> = {}, mtu?: number): { nat: Nat; peer: NatPeer } {
-  const nat = new Nat({ localPodCIDRs: ['10.0.0.0/16', 'fd00:a::/48'], localExternalCIDR: '10.70.0.0/16', conntrack: { seed: 3 }, ...extra });
+  const nat = new Nat({
+    localPodCIDRs: ['10.0.0.0/16', 'fd00:a::/48'],
+    localExternalCIDR: '10.70.0.0/16',
+    conntrack: { seed: 3 },
+    ...extra,
+  });
   const peer = nat.addPeer({
     name: 'b',
     remote: { podCIDRs: ['10.0.0.0/16', 'fd00:a::/48'], externalCIDRs: [] },
@@ -66,7 +84,14 @@ describe('MSS clamping', () => {
 
   it('clamps a SYN-ACK arriving from the tunnel too; uses the peer’s own MTU', () => {
     const { nat, peer } = gateway({}, 1200);
-    const p = tcpPacket({ src: '10.0.0.2', dst: '10.0.0.1', sport: 2, dport: 1, flags: TCP_FLAG_SYN | TCP_FLAG_ACK, mss: 1460 });
+    const p = tcpPacket({
+      src: '10.0.0.2',
+      dst: '10.0.0.1',
+      sport: 2,
+      dport: 1,
+      flags: TCP_FLAG_SYN | TCP_FLAG_ACK,
+      mss: 1460,
+    });
     nat.inbound(p.buf, p.off, p.len, peer, 0);
     expect(mssOf(p)).toBe(1160);
     exact(p);
@@ -75,7 +100,14 @@ describe('MSS clamping', () => {
   it('leaves a SYN without an MSS option, a smaller MSS and non-SYN segments byte-identical', () => {
     const { nat, peer } = gateway();
     const cases = [
-      tcpPacket({ src: '10.0.0.9', dst: '10.0.0.1', sport: 2, dport: 1, flags: TCP_FLAG_SYN, options: [1, 1, 3, 3, 7, 0] }),
+      tcpPacket({
+        src: '10.0.0.9',
+        dst: '10.0.0.1',
+        sport: 2,
+        dport: 1,
+        flags: TCP_FLAG_SYN,
+        options: [1, 1, 3, 3, 7, 0],
+      }),
       tcpPacket({ src: '10.0.0.9', dst: '10.0.0.1', sport: 2, dport: 1, flags: TCP_FLAG_SYN, mss: 1200 }),
       tcpPacket({ src: '10.0.0.9', dst: '10.0.0.1', sport: 2, dport: 1, flags: TCP_FLAG_ACK, mss: 9000 }),
     ];
@@ -93,7 +125,14 @@ describe('MSS clamping', () => {
   });
 
   it('handles an MSS option at an odd offset (after one NOP)', () => {
-    const p = tcpPacket({ src: '10.0.0.1', dst: '10.0.0.2', sport: 1, dport: 2, flags: TCP_FLAG_SYN, options: [1, 2, 4, 0x23, 0x28, 1, 1, 1] });
+    const p = tcpPacket({
+      src: '10.0.0.1',
+      dst: '10.0.0.2',
+      sport: 1,
+      dport: 2,
+      flags: TCP_FLAG_SYN,
+      options: [1, 2, 4, 0x23, 0x28, 1, 1, 1],
+    });
     expect(clampMss(p.buf, 20, p.len - 20, 1300)).toBe(true);
     expect(mssOf(p)).toBe(1300);
     exact(p);
@@ -110,7 +149,13 @@ describe('MSS clamping', () => {
 const HEADROOM = 80;
 
 function oversizeV4(df = true): Pkt {
-  const p = udpPacket({ src: '10.0.3.4', dst: '10.71.5.6', sport: 4444, dport: 53, payload: new Uint8Array(1400).map((_, i) => i & 0xff) });
+  const p = udpPacket({
+    src: '10.0.3.4',
+    dst: '10.71.5.6',
+    sport: 4444,
+    dport: 53,
+    payload: new Uint8Array(1400).map((_, i) => i & 0xff),
+  });
   if (!df) {
     p.buf[p.off + 6] = 0;
     fillIpv4Checksum(p.buf, p.off);
@@ -216,16 +261,28 @@ describe('oversized packets: Fragmentation Needed / Packet Too Big', () => {
 const PY = '/usr/bin/python3';
 const scapyMissing = needs({ other: [missingPythonModule(PY, 'scapy', 'python3-scapy', 'import scapy.all')] });
 
-describe.skipIf(scapyMissing !== null)(`scapy parses the generated ICMP errors and agrees on every field and checksum${scapyMissing ? ` (skipped: ${scapyMissing})` : ''}`, () => {
-  it('Fragmentation Needed (IPv4) and Packet Too Big (IPv6)', () => {
-    const { nat, peer } = gateway({ icmpSourceV4: '10.80.0.1', icmpSourceV6: 'fd80::1' });
-    const p4 = oversizeV4();
-    expect(nat.outbound(p4.buf, p4.off, p4.len, peer, 0)).toBe(NAT_REPLY);
-    const h4 = Buffer.from(p4.buf.subarray(p4.off, p4.off + nat.replyLength)).toString('hex');
-    const q = withHeadroom(tcpPacket({ src: 'fd00:a::4', dst: 'fd71:b::6', sport: 1, dport: 2, flags: TCP_FLAG_ACK, payload: new Uint8Array(1400) }), 8);
-    expect(nat.outbound(q.buf, q.off, q.len, peer, 0)).toBe(NAT_REPLY);
-    const h6 = Buffer.from(q.buf.subarray(q.off, q.off + nat.replyLength)).toString('hex');
-    const script = `
+describe.skipIf(scapyMissing !== null)(
+  `scapy parses the generated ICMP errors and agrees on every field and checksum${scapyMissing ? ` (skipped: ${scapyMissing})` : ''}`,
+  () => {
+    it('Fragmentation Needed (IPv4) and Packet Too Big (IPv6)', () => {
+      const { nat, peer } = gateway({ icmpSourceV4: '10.80.0.1', icmpSourceV6: 'fd80::1' });
+      const p4 = oversizeV4();
+      expect(nat.outbound(p4.buf, p4.off, p4.len, peer, 0)).toBe(NAT_REPLY);
+      const h4 = Buffer.from(p4.buf.subarray(p4.off, p4.off + nat.replyLength)).toString('hex');
+      const q = withHeadroom(
+        tcpPacket({
+          src: 'fd00:a::4',
+          dst: 'fd71:b::6',
+          sport: 1,
+          dport: 2,
+          flags: TCP_FLAG_ACK,
+          payload: new Uint8Array(1400),
+        }),
+        8,
+      );
+      expect(nat.outbound(q.buf, q.off, q.len, peer, 0)).toBe(NAT_REPLY);
+      const h6 = Buffer.from(q.buf.subarray(q.off, q.off + nat.replyLength)).toString('hex');
+      const script = `
 import sys, json
 from scapy.all import IP, IPv6, ICMP, ICMPv6PacketTooBig, IPerror, UDPerror, IPerror6
 d = json.loads(sys.stdin.read())
@@ -247,22 +304,54 @@ c6 = IPv6(bytes(c6))
 r['v6']['cksum_rebuilt'] = c6[ICMPv6PacketTooBig].cksum
 print(json.dumps(r))
 `;
-    const out = spawnSync(PY, ['-c', script], { input: JSON.stringify({ v4: h4, v6: h6 }), encoding: 'utf8', timeout: 60_000 });
-    expect(out.status, out.stderr).toBe(0);
-    const r = JSON.parse(out.stdout) as { v4: Record<string, number | string>; v6: Record<string, number | string> };
-    expect(r.v4).toMatchObject({ src: '10.80.0.1', dst: '10.0.3.4', len: 576, proto: 1, type: 3, code: 4, mtu: 1340, inner_src: '10.0.3.4', inner_dst: '10.71.5.6', inner_sport: 4444, inner_dport: 53 });
-    expect(r.v4.ipsum_rebuilt).toBe(r.v4.ipsum);
-    expect(r.v4.icmpsum_rebuilt).toBe(r.v4.icmpsum);
-    expect(r.v6).toMatchObject({ src: 'fd80::1', dst: 'fd00:a::4', plen: 1240, nh: 58, type: 2, mtu: 1340, inner_src: 'fd00:a::4', inner_dst: 'fd71:b::6' });
-    expect(r.v6.cksum_rebuilt).toBe(r.v6.cksum);
-  });
+      const out = spawnSync(PY, ['-c', script], {
+        input: JSON.stringify({ v4: h4, v6: h6 }),
+        encoding: 'utf8',
+        timeout: 60_000,
+      });
+      expect(out.status, out.stderr).toBe(0);
+      const r = JSON.parse(out.stdout) as { v4: Record<string, number | string>; v6: Record<string, number | string> };
+      expect(r.v4).toMatchObject({
+        src: '10.80.0.1',
+        dst: '10.0.3.4',
+        len: 576,
+        proto: 1,
+        type: 3,
+        code: 4,
+        mtu: 1340,
+        inner_src: '10.0.3.4',
+        inner_dst: '10.71.5.6',
+        inner_sport: 4444,
+        inner_dport: 53,
+      });
+      expect(r.v4.ipsum_rebuilt).toBe(r.v4.ipsum);
+      expect(r.v4.icmpsum_rebuilt).toBe(r.v4.icmpsum);
+      expect(r.v6).toMatchObject({
+        src: 'fd80::1',
+        dst: 'fd00:a::4',
+        plen: 1240,
+        nh: 58,
+        type: 2,
+        mtu: 1340,
+        inner_src: 'fd00:a::4',
+        inner_dst: 'fd71:b::6',
+      });
+      expect(r.v6.cksum_rebuilt).toBe(r.v6.cksum);
+    });
 
-  it('a masqueraded TCP SYN with clamped MSS: scapy recomputes the same checksums', () => {
-    const { nat, peer } = gateway();
-    const p = tcpPacket({ src: '172.18.0.3', dst: '10.71.2.7', sport: 40000, dport: 443, flags: TCP_FLAG_SYN, options: [1, 2, 4, 0x05, 0xb4, 1, 4, 2] });
-    expect(nat.outbound(p.buf, p.off, p.len, peer, 0)).toBe(NAT_FORWARD);
-    const hex = Buffer.from(bytesOf(p)).toString('hex');
-    const script = `
+    it('a masqueraded TCP SYN with clamped MSS: scapy recomputes the same checksums', () => {
+      const { nat, peer } = gateway();
+      const p = tcpPacket({
+        src: '172.18.0.3',
+        dst: '10.71.2.7',
+        sport: 40000,
+        dport: 443,
+        flags: TCP_FLAG_SYN,
+        options: [1, 2, 4, 0x05, 0xb4, 1, 4, 2],
+      });
+      expect(nat.outbound(p.buf, p.off, p.len, peer, 0)).toBe(NAT_FORWARD);
+      const hex = Buffer.from(bytesOf(p)).toString('hex');
+      const script = `
 import sys, json
 from scapy.all import IP, TCP
 p = IP(bytes.fromhex(sys.stdin.read().strip()))
@@ -271,11 +360,19 @@ c = IP(bytes(c))
 mss = [v for k, v in p[TCP].options if k == 'MSS'][0]
 print(json.dumps(dict(src=p.src, dst=p.dst, sport=p[TCP].sport, mss=mss, ip=[p.chksum, c.chksum], tcp=[p[TCP].chksum, c[TCP].chksum])))
 `;
-    const out = spawnSync(PY, ['-c', script], { input: hex, encoding: 'utf8', timeout: 60_000 });
-    expect(out.status, out.stderr).toBe(0);
-    const r = JSON.parse(out.stdout) as { src: string; dst: string; sport: number; mss: number; ip: number[]; tcp: number[] };
-    expect(r).toMatchObject({ src: '10.70.0.0', dst: '10.0.2.7', sport: 40000, mss: 1300 });
-    expect(r.ip[1]).toBe(r.ip[0]);
-    expect(r.tcp[1]).toBe(r.tcp[0]);
-  });
-});
+      const out = spawnSync(PY, ['-c', script], { input: hex, encoding: 'utf8', timeout: 60_000 });
+      expect(out.status, out.stderr).toBe(0);
+      const r = JSON.parse(out.stdout) as {
+        src: string;
+        dst: string;
+        sport: number;
+        mss: number;
+        ip: number[];
+        tcp: number[];
+      };
+      expect(r).toMatchObject({ src: '10.70.0.0', dst: '10.0.2.7', sport: 40000, mss: 1300 });
+      expect(r.ip[1]).toBe(r.ip[0]);
+      expect(r.tcp[1]).toBe(r.tcp[0]);
+    });
+  },
+);

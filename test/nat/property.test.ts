@@ -8,7 +8,12 @@
  */
 import { describe, expect, it } from 'vitest';
 import { parseAddress, formatAddress, parsePrefix, type Prefix } from '../../src/packet/addr.js';
-import { ICMPV4_DEST_UNREACHABLE, ICMPV4_TIME_EXCEEDED, ICMPV6_DEST_UNREACHABLE, ICMPV6_TIME_EXCEEDED } from '../../src/packet/icmp.js';
+import {
+  ICMPV4_DEST_UNREACHABLE,
+  ICMPV4_TIME_EXCEEDED,
+  ICMPV6_DEST_UNREACHABLE,
+  ICMPV6_TIME_EXCEEDED,
+} from '../../src/packet/icmp.js';
 import { IPV4_MIN_HEADER_LEN, fillIpv4Checksum, writeIpv4Header } from '../../src/packet/ipv4.js';
 import { IPV6_HEADER_LEN, writeIpv6Header } from '../../src/packet/ipv6.js';
 import { TCP_FLAG_ACK, TCP_FLAG_FIN, TCP_FLAG_PSH, TCP_FLAG_SYN } from '../../src/packet/tcp.js';
@@ -29,7 +34,12 @@ const PAIRS: Array<[string, string]> = [
 const EXT_PAIR: [string, string] = ['10.70.0.0/16', '10.72.0.0/16'];
 
 function gateway(seed: number, capacity = 4096): { nat: Nat; peer: NatPeer } {
-  const nat = new Nat({ localPodCIDRs: LOCAL_POD, localExternalCIDR: '10.70.0.0/16', localExternalCIDRv6: 'fd70::/64', conntrack: { seed, capacity } });
+  const nat = new Nat({
+    localPodCIDRs: LOCAL_POD,
+    localExternalCIDR: '10.70.0.0/16',
+    localExternalCIDRv6: 'fd70::/64',
+    conntrack: { seed, capacity },
+  });
   const peer = nat.addPeer({
     name: 'b',
     remote: { podCIDRs: PAIRS.map((p) => p[0]), externalCIDRs: [EXT_PAIR[0]] },
@@ -71,14 +81,38 @@ function randomOutbound(rng: Prng, kind: Kind, v6: boolean): Pkt {
   const dport = rng.int(1, 65535);
   switch (kind) {
     case 'tcp': {
-      const flags = rng.pick([TCP_FLAG_SYN, TCP_FLAG_SYN | TCP_FLAG_ACK, TCP_FLAG_ACK, TCP_FLAG_ACK | TCP_FLAG_PSH, TCP_FLAG_FIN | TCP_FLAG_ACK]);
+      const flags = rng.pick([
+        TCP_FLAG_SYN,
+        TCP_FLAG_SYN | TCP_FLAG_ACK,
+        TCP_FLAG_ACK,
+        TCP_FLAG_ACK | TCP_FLAG_PSH,
+        TCP_FLAG_FIN | TCP_FLAG_ACK,
+      ]);
       // MSS below the clamp (1300/1280) so the round trip is exact; a NOP first puts it at an odd offset.
       const mss = rng.chance(0.5) ? rng.int(500, 1280) : undefined;
       const options = rng.chance(0.5) ? [1, 3, 3, 7] : [];
-      const p = tcpPacket({ src, dst, sport, dport, flags, seq: rng.nextU32(), ack: rng.nextU32(), payload: payload(rng), options });
+      const p = tcpPacket({
+        src,
+        dst,
+        sport,
+        dport,
+        flags,
+        seq: rng.nextU32(),
+        ack: rng.nextU32(),
+        payload: payload(rng),
+        options,
+      });
       if (mss !== undefined && rng.chance(0.5)) {
         // Rebuild with a leading NOP so the MSS value sits at an odd offset.
-        return tcpPacket({ src, dst, sport, dport, flags, payload: payload(rng), options: [1, 2, 4, mss >>> 8, mss & 0xff, 1, 1, 1] });
+        return tcpPacket({
+          src,
+          dst,
+          sport,
+          dport,
+          flags,
+          payload: payload(rng),
+          options: [1, 2, 4, mss >>> 8, mss & 0xff, 1, 1, 1],
+        });
       }
       return mss === undefined ? p : tcpPacket({ src, dst, sport, dport, flags, mss, payload: payload(rng), options });
     }
@@ -105,12 +139,22 @@ function randomOutbound(rng: Prng, kind: Kind, v6: boolean): Pkt {
       const pod = randomIn(rng, parsePrefix(v6 ? LOCAL_POD[1]! : LOCAL_POD[0]!));
       const inner = rng.pick(['tcp', 'udp', 'udp0', 'icmp'] as const);
       const from = randomIn(rng, rng.pick(v6 ? remapped6 : remapped4));
-      const quoted = inner === 'icmp'
-        ? icmpEcho({ src: from, dst: pod, ident: sport, payload: payload(rng) })
-        : inner === 'tcp'
-          ? tcpPacket({ src: from, dst: pod, sport, dport, flags: TCP_FLAG_ACK, payload: payload(rng) })
-          : udpPacket({ src: from, dst: pod, sport, dport, payload: payload(rng), noChecksum: inner === 'udp0' && !v6 });
-      const type = v6 ? rng.pick([ICMPV6_DEST_UNREACHABLE, ICMPV6_TIME_EXCEEDED]) : rng.pick([ICMPV4_DEST_UNREACHABLE, ICMPV4_TIME_EXCEEDED]);
+      const quoted =
+        inner === 'icmp'
+          ? icmpEcho({ src: from, dst: pod, ident: sport, payload: payload(rng) })
+          : inner === 'tcp'
+            ? tcpPacket({ src: from, dst: pod, sport, dport, flags: TCP_FLAG_ACK, payload: payload(rng) })
+            : udpPacket({
+                src: from,
+                dst: pod,
+                sport,
+                dport,
+                payload: payload(rng),
+                noChecksum: inner === 'udp0' && !v6,
+              });
+      const type = v6
+        ? rng.pick([ICMPV6_DEST_UNREACHABLE, ICMPV6_TIME_EXCEEDED])
+        : rng.pick([ICMPV4_DEST_UNREACHABLE, ICMPV4_TIME_EXCEEDED]);
       // Quote either the whole packet or a truncated prefix (header + ≥ 8 bytes).
       const hl = v6 ? IPV6_HEADER_LEN : IPV4_MIN_HEADER_LEN;
       const qlen = rng.chance(0.5) ? quoted.len : rng.int(hl + 8, quoted.len);
@@ -205,11 +249,12 @@ describe('properties (seeded)', () => {
       const dst = randomIn(rng, rng.pick(v6 ? remapped6 : remapped4));
       const sport = rng.int(1, 200); // few ports → collisions → rewritten ports
       const dport = rng.int(1, 3);
-      const p = kind === 'icmp'
-        ? icmpEcho({ src: host, dst, ident: sport, payload: payload(rng) })
-        : kind === 'tcp'
-          ? tcpPacket({ src: host, dst, sport, dport, flags: TCP_FLAG_SYN, payload: payload(rng) })
-          : udpPacket({ src: host, dst, sport, dport, payload: payload(rng), noChecksum: kind === 'udp0' && !v6 });
+      const p =
+        kind === 'icmp'
+          ? icmpEcho({ src: host, dst, ident: sport, payload: payload(rng) })
+          : kind === 'tcp'
+            ? tcpPacket({ src: host, dst, sport, dport, flags: TCP_FLAG_SYN, payload: payload(rng) })
+            : udpPacket({ src: host, dst, sport, dport, payload: payload(rng), noChecksum: kind === 'udp0' && !v6 });
       const original = bytesOf(p);
       expect(nat.outbound(p.buf, p.off, p.len, peer, i)).toBe(NAT_FORWARD);
       // The peer's answer: an ICMP error from its real address quoting what it received.
@@ -219,7 +264,13 @@ describe('properties (seeded)', () => {
       // checksum only partly quoted cannot be patched and is left as is, like Linux does).
       const l4min = hl + 20;
       const qlen = rng.pick([p.len, hl + 8, p.len > l4min ? rng.int(l4min, p.len) : p.len]);
-      const err = icmpErrorPacket(peerSrc, v6 ? 'fd70::' : '10.70.0.0', v6 ? ICMPV6_DEST_UNREACHABLE : ICMPV4_DEST_UNREACHABLE, 3, { buf: p.buf, off: p.off, len: qlen });
+      const err = icmpErrorPacket(
+        peerSrc,
+        v6 ? 'fd70::' : '10.70.0.0',
+        v6 ? ICMPV6_DEST_UNREACHABLE : ICMPV4_DEST_UNREACHABLE,
+        3,
+        { buf: p.buf, off: p.off, len: qlen },
+      );
       expect(nat.inbound(err.buf, err.off, err.len, peer, i)).toBe(NAT_FORWARD);
       expect(hex(bytesOf(err))).toBe(hex(recomputeAll(err)));
       // The quoted packet is (the prefix of) what the host originally sent.
@@ -273,4 +324,3 @@ function isHostSourced(packet: Uint8Array): boolean {
   for (let i = 0; i < pod.prefixLen >> 3; i++) if (src[i] !== pod.addr[i]) return true;
   return false;
 }
-

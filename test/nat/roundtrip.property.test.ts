@@ -54,53 +54,103 @@ const bytes = (n: number): fc.Arbitrary<Uint8Array> => fc.uint8Array({ minLength
 
 /** A prefix of length `len` inside `within` (random network bits below it). */
 function prefixIn(within: Prefix, len: number): fc.Arbitrary<Prefix> {
-  return bytes(within.addr.length).map((r) => ({ family: within.family, addr: masked(blend(within.addr, within.prefixLen, r), len), prefixLen: len }));
+  return bytes(within.addr.length).map((r) => ({
+    family: within.family,
+    addr: masked(blend(within.addr, within.prefixLen, r), len),
+    prefixLen: len,
+  }));
 }
 
-interface Remaps { real4: Prefix; remapped4: Prefix; same4: Prefix; real6: Prefix; remapped6: Prefix }
+interface Remaps {
+  real4: Prefix;
+  remapped4: Prefix;
+  same4: Prefix;
+  real6: Prefix;
+  remapped6: Prefix;
+}
 
-const remaps: fc.Arbitrary<Remaps> = fc.record({ l4: fc.integer({ min: 16, max: 30 }), l6: fc.integer({ min: 32, max: 126 }) }).chain(({ l4, l6 }) =>
-  fc.record({
-    real4: prefixIn(pfx(4, [192, 168], 16), l4),
-    remapped4: prefixIn(pfx(4, [100, 64], 10), l4),
-    // The Liqo case: the peer uses our own pod CIDR, remapped somewhere free.
-    same4: prefixIn(pfx(4, [10, 128], 9), LOCAL_POD4.prefixLen),
-    real6: prefixIn(pfx(6, [0xfd, 0, 0, 0x0b], 32), l6),
-    remapped6: prefixIn(pfx(6, [0xfd, 0x99], 16), l6),
-  }));
+const remaps: fc.Arbitrary<Remaps> = fc
+  .record({ l4: fc.integer({ min: 16, max: 30 }), l6: fc.integer({ min: 32, max: 126 }) })
+  .chain(({ l4, l6 }) =>
+    fc.record({
+      real4: prefixIn(pfx(4, [192, 168], 16), l4),
+      remapped4: prefixIn(pfx(4, [100, 64], 10), l4),
+      // The Liqo case: the peer uses our own pod CIDR, remapped somewhere free.
+      same4: prefixIn(pfx(4, [10, 128], 9), LOCAL_POD4.prefixLen),
+      real6: prefixIn(pfx(6, [0xfd, 0, 0, 0x0b], 32), l6),
+      remapped6: prefixIn(pfx(6, [0xfd, 0x99], 16), l6),
+    }),
+  );
 
-interface Flow { v6: boolean; fromPod: boolean; target: 0 | 1; src: Uint8Array; dst: Uint8Array; proto: 'tcp' | 'udp' | 'udp0'; sport: number; dport: number; payload: Uint8Array; headroom: number }
+interface Flow {
+  v6: boolean;
+  fromPod: boolean;
+  target: 0 | 1;
+  src: Uint8Array;
+  dst: Uint8Array;
+  proto: 'tcp' | 'udp' | 'udp0';
+  sport: number;
+  dport: number;
+  payload: Uint8Array;
+  headroom: number;
+}
 
 // Few distinct host addresses, destinations and ports, so that masqueraded flows often collide on
 // the SNAT address and port.
-const flow: fc.Arbitrary<Flow> = fc.record({
-  v6: fc.boolean(),
-  fromPod: fc.boolean(),
-  target: fc.constantFrom(0 as const, 1 as const),
-  src: bytes(16),
-  hostPick: fc.integer({ min: 0, max: 3 }),
-  dst: fc.oneof({ weight: 3, arbitrary: fc.constant(new Uint8Array(16).fill(0x01)) }, { weight: 1, arbitrary: bytes(16) }),
-  proto: fc.constantFrom('tcp' as const, 'udp' as const, 'udp0' as const),
-  sport: fc.oneof({ weight: 3, arbitrary: fc.integer({ min: 1, max: 2 }) }, { weight: 1, arbitrary: fc.integer({ min: 1, max: 65535 }) }),
-  dport: fc.oneof({ weight: 3, arbitrary: fc.constant(80) }, { weight: 1, arbitrary: fc.integer({ min: 1, max: 65535 }) }),
-  payload: fc.uint8Array({ maxLength: 41 }),
-  headroom: fc.integer({ min: 0, max: 40 }),
-}).map(({ hostPick, ...f }) => (f.fromPod ? f : { ...f, src: Uint8Array.from({ length: 16 }, (_, i) => (i === 15 ? hostPick : 0)) }));
+const flow: fc.Arbitrary<Flow> = fc
+  .record({
+    v6: fc.boolean(),
+    fromPod: fc.boolean(),
+    target: fc.constantFrom(0 as const, 1 as const),
+    src: bytes(16),
+    hostPick: fc.integer({ min: 0, max: 3 }),
+    dst: fc.oneof(
+      { weight: 3, arbitrary: fc.constant(new Uint8Array(16).fill(0x01)) },
+      { weight: 1, arbitrary: bytes(16) },
+    ),
+    proto: fc.constantFrom('tcp' as const, 'udp' as const, 'udp0' as const),
+    sport: fc.oneof(
+      { weight: 3, arbitrary: fc.integer({ min: 1, max: 2 }) },
+      { weight: 1, arbitrary: fc.integer({ min: 1, max: 65535 }) },
+    ),
+    dport: fc.oneof(
+      { weight: 3, arbitrary: fc.constant(80) },
+      { weight: 1, arbitrary: fc.integer({ min: 1, max: 65535 }) },
+    ),
+    payload: fc.uint8Array({ maxLength: 41 }),
+    headroom: fc.integer({ min: 0, max: 40 }),
+  })
+  .map(({ hostPick, ...f }) =>
+    f.fromPod ? f : { ...f, src: Uint8Array.from({ length: 16 }, (_, i) => (i === 15 ? hostPick : 0)) },
+  );
 
 function addressesOf(f: Flow, r: Remaps): { src: string; dst: string; real: Prefix; remapped: Prefix } {
-  const [real, remapped] = f.v6 ? [r.real6, r.remapped6] : f.target === 0 ? [r.real4, r.remapped4] : [LOCAL_POD4, r.same4];
+  const [real, remapped] = f.v6
+    ? [r.real6, r.remapped6]
+    : f.target === 0
+      ? [r.real4, r.remapped4]
+      : [LOCAL_POD4, r.same4];
   const src = f.fromPod
-    ? blend((f.v6 ? LOCAL_POD6 : LOCAL_POD4).addr, (f.v6 ? LOCAL_POD6 : LOCAL_POD4).prefixLen, f.v6 ? f.src : f.src.subarray(0, 4))
-    : blend(f.v6 ? pfx(6, [0xfd, 0x18], 16).addr : pfx(4, [172, 18], 16).addr, f.v6 ? 120 : 24, f.v6 ? f.src : f.src.subarray(12, 16));
+    ? blend(
+        (f.v6 ? LOCAL_POD6 : LOCAL_POD4).addr,
+        (f.v6 ? LOCAL_POD6 : LOCAL_POD4).prefixLen,
+        f.v6 ? f.src : f.src.subarray(0, 4),
+      )
+    : blend(
+        f.v6 ? pfx(6, [0xfd, 0x18], 16).addr : pfx(4, [172, 18], 16).addr,
+        f.v6 ? 120 : 24,
+        f.v6 ? f.src : f.src.subarray(12, 16),
+      );
   const dst = blend(remapped.addr, remapped.prefixLen, f.v6 ? f.dst : f.dst.subarray(0, 4));
   return { src: formatAddress(src), dst: formatAddress(dst), real, remapped };
 }
 
 function build(f: Flow, src: string, dst: string): Pkt {
   const { sport, dport, payload } = f;
-  const p = f.proto === 'tcp'
-    ? tcpPacket({ src, dst, sport, dport, flags: TCP_FLAG_ACK | TCP_FLAG_PSH, payload })
-    : udpPacket({ src, dst, sport, dport, payload, noChecksum: f.proto === 'udp0' && !f.v6 });
+  const p =
+    f.proto === 'tcp'
+      ? tcpPacket({ src, dst, sport, dport, flags: TCP_FLAG_ACK | TCP_FLAG_PSH, payload })
+      : udpPacket({ src, dst, sport, dport, payload, noChecksum: f.proto === 'udp0' && !f.v6 });
   return withHeadroom(p, f.headroom, 3);
 }
 
@@ -118,7 +168,10 @@ test.prop([remaps, fc.array(flow, { minLength: 1, maxLength: 24 })], { numRuns: 
     const peer = nat.addPeer({
       name: 'b',
       remote: { podCIDRs: [formatPrefix(r.real4), formatPrefix(LOCAL_POD4), formatPrefix(r.real6)], externalCIDRs: [] },
-      remapped: { podCIDRs: [formatPrefix(r.remapped4), formatPrefix(r.same4), formatPrefix(r.remapped6)], externalCIDRs: [] },
+      remapped: {
+        podCIDRs: [formatPrefix(r.remapped4), formatPrefix(r.same4), formatPrefix(r.remapped6)],
+        externalCIDRs: [],
+      },
     });
     const sent: Array<{ original: Uint8Array; out: Pkt }> = [];
     for (const [i, f] of flows.entries()) {
@@ -135,9 +188,12 @@ test.prop([remaps, fc.array(flow, { minLength: 1, maxLength: 24 })], { numRuns: 
       // DNAT: the real network bits, the original host bits (dst XOR changes exactly as real XOR remapped).
       expect(inside(a.real, outDst), `${formatAddress(outDst)} in ${formatPrefix(a.real)}`).toBe(true);
       expect(hex(outDst.map((b, k) => b ^ origDst[k]!))).toBe(hex(a.real.addr.map((b, k) => b ^ a.remapped.addr[k]!)));
-      if (f.fromPod) expect(hex(p.buf.subarray(srcAt, srcAt + alen))).toBe(hex(original.subarray(srcAt - p.off, srcAt - p.off + alen)));
+      if (f.fromPod)
+        expect(hex(p.buf.subarray(srcAt, srcAt + alen))).toBe(
+          hex(original.subarray(srcAt - p.off, srcAt - p.off + alen)),
+        );
       // The destination port is never rewritten.
-      expect(p.buf[p.off + hl + 2]! << 8 | p.buf[p.off + hl + 3]!).toBe(f.dport);
+      expect((p.buf[p.off + hl + 2]! << 8) | p.buf[p.off + hl + 3]!).toBe(f.dport);
       sent.push({ original, out: { buf: p.buf, off: p.off, len: p.len } });
     }
     // Replies after all flows are set up, newest first.
@@ -150,10 +206,12 @@ test.prop([remaps, fc.array(flow, { minLength: 1, maxLength: 24 })], { numRuns: 
   },
 );
 
-test.prop([fc.constantFrom(4 as const, 6 as const).chain((family) => {
-  const n = family === 4 ? 4 : 16;
-  return fc.record({ len: fc.integer({ min: 0, max: n * 8 }), from: bytes(n), to: bytes(n), host: bytes(n) });
-})])('PrefixRemap: into `to` keeping the host bits, and back with the reversed remap', ({ len, from, to, host }) => {
+test.prop([
+  fc.constantFrom(4 as const, 6 as const).chain((family) => {
+    const n = family === 4 ? 4 : 16;
+    return fc.record({ len: fc.integer({ min: 0, max: n * 8 }), from: bytes(n), to: bytes(n), host: bytes(n) });
+  }),
+])('PrefixRemap: into `to` keeping the host bits, and back with the reversed remap', ({ len, from, to, host }) => {
   const family = from.length === 4 ? 4 : 6;
   const f: Prefix = { family, addr: masked(from, len), prefixLen: len };
   const t: Prefix = { family, addr: masked(to, len), prefixLen: len };

@@ -3,15 +3,38 @@
  * IP mappings (Liqo IP resources).
  */
 import { describe, expect, it } from 'vitest';
-import { ICMPV4_CODE_PORT_UNREACHABLE, ICMPV4_DEST_UNREACHABLE, ICMPV4_ECHO_REPLY, ICMPV4_TIME_EXCEEDED, ICMPV6_ECHO_REPLY } from '../../src/packet/icmp.js';
+import {
+  ICMPV4_CODE_PORT_UNREACHABLE,
+  ICMPV4_DEST_UNREACHABLE,
+  ICMPV4_ECHO_REPLY,
+  ICMPV4_TIME_EXCEEDED,
+  ICMPV6_ECHO_REPLY,
+} from '../../src/packet/icmp.js';
 import { fillIpv4Checksum } from '../../src/packet/ipv4.js';
 import { TCP_FLAG_ACK, TCP_FLAG_FIN, TCP_FLAG_RST, TCP_FLAG_SYN } from '../../src/packet/tcp.js';
 import { NatConfigError } from '../../src/nat/config.js';
-import { CT_TCP_CLOSE, CT_TCP_ESTABLISHED, CT_TCP_FIN_WAIT, CT_TCP_SYN_RECV, CT_TCP_SYN_SENT, CT_TCP_TIME_WAIT } from '../../src/nat/conntrack.js';
+import {
+  CT_TCP_CLOSE,
+  CT_TCP_ESTABLISHED,
+  CT_TCP_FIN_WAIT,
+  CT_TCP_SYN_RECV,
+  CT_TCP_SYN_SENT,
+  CT_TCP_TIME_WAIT,
+} from '../../src/nat/conntrack.js';
 import { Nat, type NatPeer } from '../../src/nat/nat.js';
 import { NAT_FORWARD, NatDrop } from '../../src/nat/results.js';
 import { icmpEcho, tcpPacket, udpPacket } from '../packet/factory.js';
-import { bytesOf, dstOf, icmpErrorPacket, mirror, portsOf, quotedOf, recomputeAll, srcOf, type Pkt } from './helpers.js';
+import {
+  bytesOf,
+  dstOf,
+  icmpErrorPacket,
+  mirror,
+  portsOf,
+  quotedOf,
+  recomputeAll,
+  srcOf,
+  type Pkt,
+} from './helpers.js';
 
 const HOST = '172.18.0.3';
 const REMOTE_AT_A = '10.71.2.7';
@@ -89,7 +112,13 @@ describe('SNAT of host traffic', () => {
     const outs: Pkt[] = [];
     for (let i = 0; i < n; i++) {
       const host = `172.18.${1 + (i >> 8)}.${i & 0xff}`;
-      const p = udpPacket({ src: host, dst: REMOTE_AT_A, sport: 40000, dport: 53, payload: new Uint8Array([i & 0xff, i >> 8]) });
+      const p = udpPacket({
+        src: host,
+        dst: REMOTE_AT_A,
+        sport: 40000,
+        dport: 53,
+        payload: new Uint8Array([i & 0xff, i >> 8]),
+      });
       expect(nat.outbound(p.buf, p.off, p.len, peer, i)).toBe(NAT_FORWARD);
       const [sp] = portsOf(p);
       expect(seen.has(sp)).toBe(false);
@@ -124,7 +153,10 @@ describe('SNAT of host traffic', () => {
     expect(idb).not.toBe(77);
     exact(a);
     exact(b);
-    for (const [p, host] of [[b, '172.18.0.2'], [a, '172.18.0.1']] as const) {
+    for (const [p, host] of [
+      [b, '172.18.0.2'],
+      [a, '172.18.0.1'],
+    ] as const) {
       const r = icmpEcho({ src: REMOTE_REAL, dst: '10.70.0.0', ident: portsOf(p)[0], seq: 1, type: ICMPV4_ECHO_REPLY });
       expect(nat.inbound(r.buf, r.off, r.len, peer, 1)).toBe(NAT_FORWARD);
       expect(dstOf(r)).toBe(host);
@@ -223,7 +255,14 @@ describe('SNAT of pings: checksums', () => {
       expect(nat.outbound(p.buf, p.off, p.len, peer, 0)).toBe(NAT_FORWARD);
       const o = bytesOf(p);
       const ident = (o[24]! << 8) | o[25]!;
-      const r = icmpEcho({ src: REMOTE_REAL, dst: '10.70.0.0', ident, seq: 0, type: ICMPV4_ECHO_REPLY, payload: new Uint8Array(0) });
+      const r = icmpEcho({
+        src: REMOTE_REAL,
+        dst: '10.70.0.0',
+        ident,
+        seq: 0,
+        type: ICMPV4_ECHO_REPLY,
+        payload: new Uint8Array(0),
+      });
       expect(nat.inbound(r.buf, r.off, r.len, peer, 1)).toBe(NAT_FORWARD);
       expect(dstOf(r)).toBe(host);
       const b = bytesOf(r);
@@ -254,9 +293,10 @@ describe('conntrack timeouts (virtual clock)', () => {
   });
 
   function tcpFlow(nat: Nat, peer: NatPeer, flags: number, now: number, dir: 'out' | 'in', sport = 2222): number {
-    const p = dir === 'out'
-      ? tcpPacket({ src: HOST, dst: REMOTE_AT_A, sport, dport: 80, flags })
-      : tcpPacket({ src: REMOTE_REAL, dst: '10.70.0.0', sport: 80, dport: sport, flags });
+    const p =
+      dir === 'out'
+        ? tcpPacket({ src: HOST, dst: REMOTE_AT_A, sport, dport: 80, flags })
+        : tcpPacket({ src: REMOTE_REAL, dst: '10.70.0.0', sport: 80, dport: sport, flags });
     return dir === 'out' ? nat.outbound(p.buf, p.off, p.len, peer, now) : nat.inbound(p.buf, p.off, p.len, peer, now);
   }
   function state(nat: Nat): number {
@@ -381,7 +421,12 @@ describe('bounded table', () => {
 
 describe('IP mappings (Liqo IP resources)', () => {
   it('external address ↔ real address, both directions, stateless', () => {
-    const { nat, peer } = gateway({ ipMappings: [{ externalAddress: '10.70.0.4', realAddress: '10.0.1.11' }, { externalAddress: '10.70.0.5', realAddress: '192.168.1.20' }] });
+    const { nat, peer } = gateway({
+      ipMappings: [
+        { externalAddress: '10.70.0.4', realAddress: '10.0.1.11' },
+        { externalAddress: '10.70.0.5', realAddress: '192.168.1.20' },
+      ],
+    });
     // The peer reaches the mapped pod through our external CIDR (it arrives with the real external address).
     const p = tcpPacket({ src: REMOTE_REAL, dst: '10.70.0.4', sport: 5555, dport: 80, flags: TCP_FLAG_SYN });
     expect(nat.inbound(p.buf, p.off, p.len, peer, 0)).toBe(NAT_FORWARD);
@@ -407,8 +452,12 @@ describe('IP mappings (Liqo IP resources)', () => {
     const p = udpPacket({ src: REMOTE_REAL, dst: '10.70.3.3', sport: 1, dport: 2 });
     nat.inbound(p.buf, p.off, p.len, peer, 0);
     expect(dstOf(p)).toBe('10.0.3.3');
-    expect(() => nat.setIpMappings([{ externalAddress: '10.70.0.0', realAddress: '10.0.3.3' }])).toThrow(/ipMappings\[0\]\.externalAddress.*reserved as the SNAT source/);
-    expect(() => nat.setIpMappings([{ externalAddress: '10.99.0.1', realAddress: '10.0.3.3' }])).toThrow(NatConfigError);
+    expect(() => nat.setIpMappings([{ externalAddress: '10.70.0.0', realAddress: '10.0.3.3' }])).toThrow(
+      /ipMappings\[0\]\.externalAddress.*reserved as the SNAT source/,
+    );
+    expect(() => nat.setIpMappings([{ externalAddress: '10.99.0.1', realAddress: '10.0.3.3' }])).toThrow(
+      NatConfigError,
+    );
     // The old set is still active after a rejected update.
     const q = udpPacket({ src: REMOTE_REAL, dst: '10.70.3.3', sport: 1, dport: 2 });
     nat.inbound(q.buf, q.off, q.len, peer, 0);

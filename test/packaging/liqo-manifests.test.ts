@@ -20,13 +20,19 @@ import { renderGatewayTemplate, type GatewayObject } from '../k8s-fake/liqo-rend
 import { ROOT } from '../cli/helpers.js';
 
 const DIR = join(ROOT, 'deploy/liqo');
-type Obj = Record<string, unknown> & { apiVersion: string; kind: string; metadata: { name: string; namespace?: string } };
+type Obj = Record<string, unknown> & {
+  apiVersion: string;
+  kind: string;
+  metadata: { name: string; namespace?: string };
+};
 const crds = loadCrds(LIQO_CRD_DIR);
 const crd = (kind: string) => crds.find((c) => c.kind === kind)!;
 
 function docs(): { file: string; obj: Obj }[] {
   const out: { file: string; obj: Obj }[] = [];
-  for (const f of readdirSync(DIR).filter((n) => n.endsWith('.yaml') && n !== 'values.yaml').sort()) {
+  for (const f of readdirSync(DIR)
+    .filter((n) => n.endsWith('.yaml') && n !== 'values.yaml')
+    .sort()) {
     for (const d of parseAllDocuments(readFileSync(join(DIR, f), 'utf8'), { uniqueKeys: true })) {
       expect(d.errors, f).toEqual([]);
       out.push({ file: f, obj: d.toJS() as Obj });
@@ -34,30 +40,78 @@ function docs(): { file: string; obj: Obj }[] {
   }
   return out;
 }
-const find = (kind: string, name?: string): Obj => docs().find((d) => d.obj.kind === kind && (name === undefined || d.obj.metadata.name === name))!.obj;
+const find = (kind: string, name?: string): Obj =>
+  docs().find((d) => d.obj.kind === kind && (name === undefined || d.obj.metadata.name === name))!.obj;
 
 function modelRoundTrip(obj: Obj): void {
-  const type = `${obj.apiVersion.split('/').pop()!.replace(/^./, (c) => c.toUpperCase())}${obj.kind}`;
+  const type = `${obj.apiVersion
+    .split('/')
+    .pop()!
+    .replace(/^./, (c) => c.toUpperCase())}${obj.kind}`;
   const model = ObjectSerializer.deserialize(structuredClone(obj), type) as unknown;
   expect(model, `${type} is a client-node model`).toBeTypeOf('object');
-  expect(ObjectSerializer.serialize(model, type), `${obj.kind} ${obj.metadata?.name}: no unknown or misspelt field`).toEqual(obj);
+  expect(
+    ObjectSerializer.serialize(model, type),
+    `${obj.kind} ${obj.metadata?.name}: no unknown or misspelt field`,
+  ).toEqual(obj);
 }
 
 const NS = 'liqo-tenant-cluster-b';
 const NET = 'networking.liqo.io/v1beta1';
 /** A GatewayServer/GatewayClient as liqoctl peer creates them (fields from Liqo's CRDs). */
 const gatewayServer: GatewayObject = {
-  apiVersion: NET, kind: 'GatewayServer',
-  metadata: { name: 'cluster-b', namespace: NS, uid: '0b7c1f6e-4a64-4a8e-9f57-3f2c8d1e5a10', labels: { 'liqo.io/remote-cluster-id': 'cluster-b' } },
-  spec: { endpoint: { port: 51840, serviceType: 'NodePort' }, mtu: 1340, secretRef: { name: 'gw-cluster-b' }, serverTemplateRef: { apiVersion: NET, kind: 'WgGatewayServerTemplate', name: 'weft-wireguard-server', namespace: 'liqo' } },
+  apiVersion: NET,
+  kind: 'GatewayServer',
+  metadata: {
+    name: 'cluster-b',
+    namespace: NS,
+    uid: '0b7c1f6e-4a64-4a8e-9f57-3f2c8d1e5a10',
+    labels: { 'liqo.io/remote-cluster-id': 'cluster-b' },
+  },
+  spec: {
+    endpoint: { port: 51840, serviceType: 'NodePort' },
+    mtu: 1340,
+    secretRef: { name: 'gw-cluster-b' },
+    serverTemplateRef: {
+      apiVersion: NET,
+      kind: 'WgGatewayServerTemplate',
+      name: 'weft-wireguard-server',
+      namespace: 'liqo',
+    },
+  },
 };
 const gatewayClient: GatewayObject = {
-  apiVersion: NET, kind: 'GatewayClient',
-  metadata: { name: 'cluster-a', namespace: 'liqo-tenant-cluster-a', uid: '5d0e2b77-1c3a-4f43-8d11-2b8a6c0e9f21', labels: { 'liqo.io/remote-cluster-id': 'cluster-a' } },
-  spec: { endpoint: { addresses: ['172.18.0.2'], port: 31840, protocol: 'UDP' }, mtu: 1340, secretRef: { name: 'gw-cluster-a' }, clientTemplateRef: { apiVersion: NET, kind: 'WgGatewayClientTemplate', name: 'weft-wireguard-client', namespace: 'liqo' } },
+  apiVersion: NET,
+  kind: 'GatewayClient',
+  metadata: {
+    name: 'cluster-a',
+    namespace: 'liqo-tenant-cluster-a',
+    uid: '5d0e2b77-1c3a-4f43-8d11-2b8a6c0e9f21',
+    labels: { 'liqo.io/remote-cluster-id': 'cluster-a' },
+  },
+  spec: {
+    endpoint: { addresses: ['172.18.0.2'], port: 31840, protocol: 'UDP' },
+    mtu: 1340,
+    secretRef: { name: 'gw-cluster-a' },
+    clientTemplateRef: {
+      apiVersion: NET,
+      kind: 'WgGatewayClientTemplate',
+      name: 'weft-wireguard-client',
+      namespace: 'liqo',
+    },
+  },
 };
 
-interface PodSpec { serviceAccountName: string; containers: { name: string; args: string[]; env: { name: string; valueFrom?: { fieldRef?: { fieldPath: string } } }[]; volumeMounts: { name: string; mountPath: string }[] }[]; volumes: { name: string; secret?: { secretName: string } }[] }
+interface PodSpec {
+  serviceAccountName: string;
+  containers: {
+    name: string;
+    args: string[];
+    env: { name: string; valueFrom?: { fieldRef?: { fieldPath: string } } }[];
+    volumeMounts: { name: string; mountPath: string }[];
+  }[];
+  volumes: { name: string; secret?: { secretName: string } }[];
+}
 
 /** $(VAR) expansion as the kubelet does, with the values the downward API would give. */
 function expand(args: string[], env: Record<string, string>): string[] {
@@ -65,11 +119,16 @@ function expand(args: string[], env: Record<string, string>): string[] {
 }
 
 describe('deploy/liqo manifests', () => {
-  test('the gateway templates validate against Liqo\'s CRDs; every other object against client-node\'s models', () => {
+  test("the gateway templates validate against Liqo's CRDs; every other object against client-node's models", () => {
     const all = docs();
     expect(all.map((d) => `${d.obj.kind}/${d.obj.metadata.name}`).sort()).toEqual([
-      'ClusterRole/weft-fabric', 'ClusterRole/weft-gateway', 'ClusterRoleBinding/weft-fabric', 'DaemonSet/weft-fabric',
-      'ServiceAccount/weft-fabric', 'WgGatewayClientTemplate/weft-wireguard-client', 'WgGatewayServerTemplate/weft-wireguard-server',
+      'ClusterRole/weft-fabric',
+      'ClusterRole/weft-gateway',
+      'ClusterRoleBinding/weft-fabric',
+      'DaemonSet/weft-fabric',
+      'ServiceAccount/weft-fabric',
+      'WgGatewayClientTemplate/weft-wireguard-client',
+      'WgGatewayServerTemplate/weft-wireguard-server',
     ]);
     for (const { obj } of all) {
       if (obj.apiVersion === NET) expect(validate(obj, crd(obj.kind).schema, 'strict'), `${obj.kind}`).toEqual([]);
@@ -87,10 +146,19 @@ describe('deploy/liqo manifests', () => {
   ] as const) {
     test(`${side}: rendered by Liqo's rules, valid for the ${objKind} CRD and client-node; the pod is \`weft k8s\` as the ${side} gateway`, () => {
       const tmpl = find(tmplKind) as unknown as Parameters<typeof renderGatewayTemplate>[0];
-      const wg = renderGatewayTemplate(tmpl, gw) as Obj & { spec: { deployment: Obj & { spec: { template: { metadata: { labels: Record<string, string> }; spec: PodSpec } } }; service?: Obj & { spec: { selector: Record<string, string>; ports: { port: number }[] } } } };
+      const wg = renderGatewayTemplate(tmpl, gw) as Obj & {
+        spec: {
+          deployment: Obj & { spec: { template: { metadata: { labels: Record<string, string> }; spec: PodSpec } } };
+          service?: Obj & { spec: { selector: Record<string, string>; ports: { port: number }[] } };
+        };
+      };
       expect(validate(wg, crd(objKind).schema, 'strict')).toEqual([]);
       expect(wg.metadata).toMatchObject({ name: gw.metadata.name, namespace: gw.metadata.namespace });
-      const dep = { apiVersion: 'apps/v1', kind: 'Deployment', ...(wg.spec.deployment as Record<string, unknown>) } as Obj;
+      const dep = {
+        apiVersion: 'apps/v1',
+        kind: 'Deployment',
+        ...(wg.spec.deployment as Record<string, unknown>),
+      } as Obj;
       modelRoundTrip(dep);
       const pod = wg.spec.deployment.spec.template.spec;
       expect(pod.serviceAccountName).toBe(gw.metadata.name); // the ServiceAccount Liqo binds the ClusterRole to
@@ -100,7 +168,12 @@ describe('deploy/liqo manifests', () => {
       expect(args[0]).toBe('k8s');
       const s = parseK8sArgs(parseArgs(args.slice(1), K8S_SPEC), {});
       expect(s.role).toBe('gateway');
-      expect(s.liqo).toEqual({ name: gw.metadata.name, namespace: gw.metadata.namespace, mode: side, gatewayUid: gw.metadata.uid });
+      expect(s.liqo).toEqual({
+        name: gw.metadata.name,
+        namespace: gw.metadata.namespace,
+        mode: side,
+        gatewayUid: gw.metadata.uid,
+      });
       expect(s.remoteClusterIds).toEqual([gw.metadata.labels['liqo.io/remote-cluster-id']]);
       expect(s.leaseName).toBe(`${gw.metadata.name}.${gw.metadata.namespace}.${side}.connections.liqo.io`);
       expect(s.podName).toBe(`${gw.metadata.name}-7d9f-x2`);
@@ -108,17 +181,26 @@ describe('deploy/liqo manifests', () => {
       // The key: the keys Secret mounted where --wireguard-key-dir points.
       const vol = pod.volumes.find((v) => v.secret?.secretName === gw.spec.secretRef!.name)!;
       expect(c.volumeMounts.find((m) => m.name === vol.name)!.mountPath).toBe(s.wireguardKeyDir);
-      expect(c.env.filter((e) => e.valueFrom?.fieldRef !== undefined).map((e) => [e.name, e.valueFrom!.fieldRef!.fieldPath]))
-        .toEqual([['NODE_NAME', 'spec.nodeName'], ['POD_NAME', 'metadata.name']]);
+      expect(
+        c.env.filter((e) => e.valueFrom?.fieldRef !== undefined).map((e) => [e.name, e.valueFrom!.fieldRef!.fieldPath]),
+      ).toEqual([
+        ['NODE_NAME', 'spec.nodeName'],
+        ['POD_NAME', 'metadata.name'],
+      ]);
       // Liqo's selector labels on the pods (InternalFabric and the fabric's source detector find it by them).
       expect(wg.spec.deployment.spec.template.metadata.labels).toMatchObject({
-        'networking.liqo.io/component': 'gateway', 'networking.liqo.io/gateway-name': gw.metadata.name,
-        'networking.liqo.io/gateway-namespace': gw.metadata.namespace, 'app.kubernetes.io/name': gw.metadata.name,
+        'networking.liqo.io/component': 'gateway',
+        'networking.liqo.io/gateway-name': gw.metadata.name,
+        'networking.liqo.io/gateway-namespace': gw.metadata.namespace,
+        'app.kubernetes.io/name': gw.metadata.name,
       });
       if (side === 'server') {
         const svc = { apiVersion: 'v1', kind: 'Service', ...(wg.spec.service as Record<string, unknown>) } as Obj;
         modelRoundTrip(svc);
-        expect(wg.spec.service!.spec.selector).toEqual({ ...wg.spec.deployment.spec.template.metadata.labels, 'networking.liqo.io/active': 'true' });
+        expect(wg.spec.service!.spec.selector).toEqual({
+          ...wg.spec.deployment.spec.template.metadata.labels,
+          'networking.liqo.io/active': 'true',
+        });
         expect(wg.spec.service!.spec.ports).toEqual([{ port: 51840, protocol: 'UDP', targetPort: 51840 }]);
       } else {
         expect(wg.spec.service).toBeUndefined();
@@ -126,34 +208,60 @@ describe('deploy/liqo manifests', () => {
     });
   }
 
-  test('server with spec.endpoint.ports/nodePorts: the Service exposes the first, the port Liqo\'s client sends to (tunnel 0)', () => {
+  test("server with spec.endpoint.ports/nodePorts: the Service exposes the first, the port Liqo's client sends to (tunnel 0)", () => {
     const tmpl = find('WgGatewayServerTemplate') as unknown as Parameters<typeof renderGatewayTemplate>[0];
     const gw = structuredClone(gatewayServer);
     gw.spec['endpoint'] = { ports: [51841, 51842], nodePorts: [32001, 32002], serviceType: 'NodePort' };
     // The GatewayServer itself is valid for Liqo's CRD (CEL: ports xor port, no duplicates).
-    expect(validate({ apiVersion: NET, kind: 'GatewayServer', metadata: gw.metadata, spec: gw.spec }, crd('GatewayServer').schema, 'strict')).toEqual([]);
+    expect(
+      validate(
+        { apiVersion: NET, kind: 'GatewayServer', metadata: gw.metadata, spec: gw.spec },
+        crd('GatewayServer').schema,
+        'strict',
+      ),
+    ).toEqual([]);
     const wg = renderGatewayTemplate(tmpl, gw) as Obj & { spec: { service: Obj & { spec: { ports: unknown[] } } } };
     expect(validate(wg, crd('WgGatewayServer').schema, 'strict')).toEqual([]);
     expect(wg.spec.service.spec.ports).toEqual([{ port: 51841, protocol: 'UDP', targetPort: 51841, nodePort: 32001 }]);
     modelRoundTrip({ apiVersion: 'v1', kind: 'Service', ...(wg.spec.service as Record<string, unknown>) } as Obj);
     // With the single (deprecated) field the Service is as before.
-    expect((renderGatewayTemplate(tmpl, gatewayServer) as typeof wg).spec.service.spec.ports).toEqual([{ port: 51840, protocol: 'UDP', targetPort: 51840 }]);
+    expect((renderGatewayTemplate(tmpl, gatewayServer) as typeof wg).spec.service.spec.ports).toEqual([
+      { port: 51840, protocol: 'UDP', targetPort: 51840 },
+    ]);
   });
 
-  test('the fabric DaemonSet runs the node agent only where Liqo\'s fabric (with values.yaml) does not', () => {
-    const ds = find('DaemonSet') as Obj & { spec: { template: { spec: PodSpec & { hostNetwork: boolean; nodeSelector: Record<string, string> } } } };
+  test("the fabric DaemonSet runs the node agent only where Liqo's fabric (with values.yaml) does not", () => {
+    const ds = find('DaemonSet') as Obj & {
+      spec: { template: { spec: PodSpec & { hostNetwork: boolean; nodeSelector: Record<string, string> } } };
+    };
     const pod = ds.spec.template.spec;
     expect(pod.hostNetwork).toBe(true);
     const c = pod.containers[0]!;
-    const s = parseK8sArgs(parseArgs(expand(c.args, { NODE_NAME: 'worker-3', POD_NAME: 'weft-fabric-abcde' }).slice(1), K8S_SPEC), { WEFT_CLUSTER_ID: 'cluster-a' });
+    const s = parseK8sArgs(
+      parseArgs(expand(c.args, { NODE_NAME: 'worker-3', POD_NAME: 'weft-fabric-abcde' }).slice(1), K8S_SPEC),
+      { WEFT_CLUSTER_ID: 'cluster-a' },
+    );
     expect([s.role, s.nodeName, s.clusterId]).toEqual(['node', 'worker-3', 'cluster-a']);
-    const cid = (c.env as { name: string; valueFrom?: { configMapKeyRef?: { name: string; key: string } } }[]).find((e) => e.name === 'WEFT_CLUSTER_ID')!;
+    const cid = (c.env as { name: string; valueFrom?: { configMapKeyRef?: { name: string; key: string } } }[]).find(
+      (e) => e.name === 'WEFT_CLUSTER_ID',
+    )!;
     expect(cid.valueFrom!.configMapKeyRef).toEqual({ name: 'liqo-clusterid-configmap', key: 'CLUSTER_ID' });
     const values = parse(readFileSync(join(DIR, 'values.yaml'), 'utf8')) as {
       controllerManager: { pod: { extraArgs: string[] } };
-      networking: { fabric: { affinity: { nodeAffinity: { requiredDuringSchedulingIgnoredDuringExecution: { nodeSelectorTerms: { matchExpressions: { key: string; operator: string; values: string[] }[] }[] } } } } };
+      networking: {
+        fabric: {
+          affinity: {
+            nodeAffinity: {
+              requiredDuringSchedulingIgnoredDuringExecution: {
+                nodeSelectorTerms: { matchExpressions: { key: string; operator: string; values: string[] }[] }[];
+              };
+            };
+          };
+        };
+      };
     };
-    const [term] = values.networking.fabric.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms;
+    const [term] =
+      values.networking.fabric.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms;
     const [[key, value]] = Object.entries(pod.nodeSelector) as [[string, string]];
     expect(term!.matchExpressions).toEqual([{ key, operator: 'NotIn', values: [value] }]);
     // The controller-manager binds Weft's ClusterRole to the gateways it creates.

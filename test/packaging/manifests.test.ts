@@ -22,11 +22,16 @@ import { ROOT } from '../cli/helpers.js';
 
 const DEPLOY = join(ROOT, 'deploy');
 
-interface Doc { file: string; obj: KubernetesObject & Record<string, unknown> }
+interface Doc {
+  file: string;
+  obj: KubernetesObject & Record<string, unknown>;
+}
 
 function manifests(): Doc[] {
   const out: Doc[] = [];
-  for (const f of readdirSync(DEPLOY).filter((n) => /\.ya?ml$/.test(n)).sort()) {
+  for (const f of readdirSync(DEPLOY)
+    .filter((n) => /\.ya?ml$/.test(n))
+    .sort()) {
     const docs = parseAllDocuments(readFileSync(join(DEPLOY, f), 'utf8'), { uniqueKeys: true });
     for (const d of docs) {
       expect(d.errors, `${f}: YAML errors`).toEqual([]);
@@ -47,8 +52,13 @@ describe('(a) deploy/ manifests', () => {
   test('every object deserialises into its client-node model and serialises back unchanged', () => {
     const docs = manifests();
     expect(docs.map((d) => `${d.obj.kind}/${d.obj.metadata?.name}`).sort()).toEqual([
-      'ClusterRole/weft-gateway', 'ClusterRoleBinding/weft-gateway-liqo-tenant-cluster-b', 'Deployment/weft-gateway',
-      'Role/weft-gateway', 'RoleBinding/weft-gateway', 'Service/weft-gateway', 'ServiceAccount/weft-gateway',
+      'ClusterRole/weft-gateway',
+      'ClusterRoleBinding/weft-gateway-liqo-tenant-cluster-b',
+      'Deployment/weft-gateway',
+      'Role/weft-gateway',
+      'RoleBinding/weft-gateway',
+      'Service/weft-gateway',
+      'ServiceAccount/weft-gateway',
     ]);
     for (const { file, obj } of docs) {
       const type = modelType(obj.apiVersion!, obj.kind!);
@@ -62,14 +72,27 @@ describe('(a) deploy/ manifests', () => {
     const dep = manifests().find((d) => d.obj.kind === 'Deployment')!.obj;
     const bad = structuredClone(dep) as { spec: { template: { spec: { containers: Record<string, unknown>[] } } } };
     bad.spec.template.spec.containers[0]!['securityContex'] = { runAsUser: 0 };
-    expect(ObjectSerializer.serialize(ObjectSerializer.deserialize(structuredClone(bad), 'V1Deployment'), 'V1Deployment')).not.toEqual(bad);
+    expect(
+      ObjectSerializer.serialize(ObjectSerializer.deserialize(structuredClone(bad), 'V1Deployment'), 'V1Deployment'),
+    ).not.toEqual(bad);
   });
 
   test('the Deployment runs `weft k8s` as the ServiceAccount, with only NET_ADMIN and /dev/net/tun', () => {
     const docs = manifests();
     const dep = docs.find((d) => d.obj.kind === 'Deployment')!.obj as unknown as {
       metadata: { namespace: string };
-      spec: { template: { spec: { serviceAccountName: string; containers: { args: string[]; securityContext: { capabilities: { add: string[]; drop: string[] } }; volumeMounts: { mountPath: string }[] }[] } } };
+      spec: {
+        template: {
+          spec: {
+            serviceAccountName: string;
+            containers: {
+              args: string[];
+              securityContext: { capabilities: { add: string[]; drop: string[] } };
+              volumeMounts: { mountPath: string }[];
+            }[];
+          };
+        };
+      };
     };
     const sa = docs.find((d) => d.obj.kind === 'ServiceAccount')!.obj;
     const pod = dep.spec.template.spec;
@@ -86,20 +109,32 @@ describe('(a) deploy/ manifests', () => {
 
 // ---------------------------------------------------------------------------------------------
 
-interface Grant { group: string; resource: string; verbs: Set<string>; cluster: boolean }
+interface Grant {
+  group: string;
+  resource: string;
+  verbs: Set<string>;
+  cluster: boolean;
+}
 
 function grants(): Grant[] {
   const out: Grant[] = [];
   for (const { obj } of manifests()) {
     if (obj.kind !== 'Role' && obj.kind !== 'ClusterRole') continue;
-    for (const r of (obj['rules'] as { apiGroups: string[]; resources: string[]; verbs: string[] }[])) {
-      for (const g of r.apiGroups) for (const res of r.resources) out.push({ group: g, resource: res, verbs: new Set(r.verbs), cluster: obj.kind === 'ClusterRole' });
+    for (const r of obj['rules'] as { apiGroups: string[]; resources: string[]; verbs: string[] }[]) {
+      for (const g of r.apiGroups)
+        for (const res of r.resources)
+          out.push({ group: g, resource: res, verbs: new Set(r.verbs), cluster: obj.kind === 'ClusterRole' });
     }
   }
   return out;
 }
 
-interface ApiCall { group: string; resource: string; verb: string; namespace: string | undefined }
+interface ApiCall {
+  group: string;
+  resource: string;
+  verb: string;
+  namespace: string | undefined;
+}
 
 /** Turns a logged request into what RBAC authorises (group, resource[/subresource], verb, namespace). */
 function apiCall(r: LoggedRequest): ApiCall {
@@ -107,28 +142,52 @@ function apiCall(r: LoggedRequest): ApiCall {
   const parts = u.pathname.split('/').filter(Boolean);
   let group: string;
   let rest: string[];
-  if (parts[0] === 'api') { group = ''; rest = parts.slice(2); } else { group = parts[1]!; rest = parts.slice(3); }
+  if (parts[0] === 'api') {
+    group = '';
+    rest = parts.slice(2);
+  } else {
+    group = parts[1]!;
+    rest = parts.slice(3);
+  }
   let namespace: string | undefined;
-  if (rest[0] === 'namespaces' && rest.length >= 3) { namespace = rest[1]; rest = rest.slice(2); }
+  if (rest[0] === 'namespaces' && rest.length >= 3) {
+    namespace = rest[1];
+    rest = rest.slice(2);
+  }
   const [resource, name, sub] = rest;
   const watch = u.searchParams.get('watch');
-  const verb = r.method === 'GET' ? (watch === 'true' || watch === '1' ? 'watch' : name === undefined ? 'list' : 'get')
-    : ({ POST: 'create', PUT: 'update', PATCH: 'patch', DELETE: 'delete' } as Record<string, string>)[r.method]!;
+  const verb =
+    r.method === 'GET'
+      ? watch === 'true' || watch === '1'
+        ? 'watch'
+        : name === undefined
+          ? 'list'
+          : 'get'
+      : ({ POST: 'create', PUT: 'update', PATCH: 'patch', DELETE: 'delete' } as Record<string, string>)[r.method]!;
   return { group, resource: sub === undefined ? resource! : `${resource}/${sub}`, verb, namespace };
 }
 
 function allowed(c: ApiCall, gs: readonly Grant[]): boolean {
   // A Role (bound in NS) covers requests in NS; only a ClusterRole covers cluster-wide ones.
-  return gs.some((g) => g.group === c.group && g.resource === c.resource && g.verbs.has(c.verb) && (g.cluster || c.namespace === NS));
+  return gs.some(
+    (g) => g.group === c.group && g.resource === c.resource && g.verbs.has(c.verb) && (g.cluster || c.namespace === NS),
+  );
 }
 
 function load(server: FakeApiServer): void {
   const r = liqoResources();
   const plural: Record<LiqoResourceName, string> = {
-    configurations: KINDS.configurations.plural, gatewayServers: KINDS.gatewayServers.plural, gatewayClients: KINDS.gatewayClients.plural,
-    secrets: KINDS.secrets.plural, publicKeys: KINDS.publicKeys.plural, internalNodes: KINDS.internalNodes.plural,
-    internalFabrics: KINDS.internalFabrics.plural, geneveTunnels: KINDS.geneveTunnels.plural, routeConfigurations: KINDS.routeConfigurations.plural,
-    networks: KINDS.networks.plural, ips: KINDS.ips.plural,
+    configurations: KINDS.configurations.plural,
+    gatewayServers: KINDS.gatewayServers.plural,
+    gatewayClients: KINDS.gatewayClients.plural,
+    secrets: KINDS.secrets.plural,
+    publicKeys: KINDS.publicKeys.plural,
+    internalNodes: KINDS.internalNodes.plural,
+    internalFabrics: KINDS.internalFabrics.plural,
+    geneveTunnels: KINDS.geneveTunnels.plural,
+    routeConfigurations: KINDS.routeConfigurations.plural,
+    networks: KINDS.networks.plural,
+    ips: KINDS.ips.plural,
   };
   for (const [name, list] of Object.entries(r) as [LiqoResourceName, KubernetesObject[]][]) {
     for (const o of list) server.put(o.apiVersion!, plural[name], o as Record<string, unknown>);
@@ -152,20 +211,42 @@ describe('(b) RBAC = what the Kubernetes code does', () => {
     const kc = server.kubeConfig();
     // Exactly what `weft k8s --role gateway --namespace NS --lease-name … --conncheck` runs
     // (src/cli/commands/k8s.ts uses these four classes and no other API client).
-    const watcher = new LiqoWatcher({ kubeConfig: kc, namespace: NS, role: 'gateway', clusterId: 'cluster-a', nodeName: 'worker-1', onConfig: () => {} });
+    const watcher = new LiqoWatcher({
+      kubeConfig: kc,
+      namespace: NS,
+      role: 'gateway',
+      clusterId: 'cluster-a',
+      nodeName: 'worker-1',
+      onConfig: () => {},
+    });
     await watcher.start();
     const writer = new ConnectionStatusWriter({
-      kubeConfig: kc, namespace: NS, name: 'cluster-b', remoteClusterId: 'cluster-b', type: 'Server',
-      gatewayRef: { apiVersion: 'networking.liqo.io/v1beta1', kind: 'GatewayServer', name: 'cluster-b', namespace: NS }, updateIntervalMs: 0,
+      kubeConfig: kc,
+      namespace: NS,
+      name: 'cluster-b',
+      remoteClusterId: 'cluster-b',
+      type: 'Server',
+      gatewayRef: { apiVersion: 'networking.liqo.io/v1beta1', kind: 'GatewayServer', name: 'cluster-b', namespace: NS },
+      updateIntervalMs: 0,
     });
     await writer.ensure();
     await writer.report('Connected', 2);
     // A Connection made before ownerReferences (or by someone else) is adopted: a metadata patch.
     const gw = server.getObject('networking.liqo.io/v1beta1', 'gatewayservers', NS, 'cluster-b')!;
     const owned = new ConnectionStatusWriter({
-      kubeConfig: kc, namespace: NS, name: 'cluster-b', remoteClusterId: 'cluster-b', type: 'Server',
-      gatewayRef: { apiVersion: 'networking.liqo.io/v1beta1', kind: 'GatewayServer', name: 'cluster-b', namespace: NS }, updateIntervalMs: 0,
-      owner: { apiVersion: 'networking.liqo.io/v1beta1', kind: 'GatewayServer', name: 'cluster-b', uid: gw.metadata.uid! },
+      kubeConfig: kc,
+      namespace: NS,
+      name: 'cluster-b',
+      remoteClusterId: 'cluster-b',
+      type: 'Server',
+      gatewayRef: { apiVersion: 'networking.liqo.io/v1beta1', kind: 'GatewayServer', name: 'cluster-b', namespace: NS },
+      updateIntervalMs: 0,
+      owner: {
+        apiVersion: 'networking.liqo.io/v1beta1',
+        kind: 'GatewayServer',
+        name: 'cluster-b',
+        uid: gw.metadata.uid!,
+      },
     });
     await owned.ensure();
     await owned.markDown();
@@ -173,21 +254,40 @@ describe('(b) RBAC = what the Kubernetes code does', () => {
     await deletes.start();
     await deletes.stop();
     // A Warning Event on a rejected object.
-    await new EventRecorder({ kubeConfig: kc, namespace: NS, component: 'weft-gateway', instance: 'weft-0' })
-      .warn({ ...gw, kind: 'GatewayServer', apiVersion: 'networking.liqo.io/v1beta1' }, 'InvalidConfiguration', 'spec.mtu: test');
+    await new EventRecorder({ kubeConfig: kc, namespace: NS, component: 'weft-gateway', instance: 'weft-0' }).warn(
+      { ...gw, kind: 'GatewayServer', apiVersion: 'networking.liqo.io/v1beta1' },
+      'InvalidConfiguration',
+      'spec.mtu: test',
+    );
     let leading = false;
     const elector = new LeaderElector({
-      kubeConfig: kc, namespace: NS, name: 'weft-gateway', identity: 'weft-0', retryPeriodMs: 50, renewDeadlineMs: 500, leaseDurationMs: 1000,
-      onStartedLeading: () => { leading = true; }, onStoppedLeading: () => { leading = false; },
+      kubeConfig: kc,
+      namespace: NS,
+      name: 'weft-gateway',
+      identity: 'weft-0',
+      retryPeriodMs: 50,
+      renewDeadlineMs: 500,
+      leaseDurationMs: 1000,
+      onStartedLeading: () => {
+        leading = true;
+      },
+      onStoppedLeading: () => {
+        leading = false;
+      },
     });
     elector.start();
     await until(() => leading, 'leadership');
-    await until(() => server.requests.filter((r) => r.method === 'PUT' && r.path.includes('/leases/')).length >= 1, 'a Lease renewal');
+    await until(
+      () => server.requests.filter((r) => r.method === 'PUT' && r.path.includes('/leases/')).length >= 1,
+      'a Lease renewal',
+    );
     await elector.stop({ release: true });
     await watcher.stop();
     calls = server.requests.map(apiCall);
   }, 60_000);
-  afterAll(async () => { await server?.stop(); });
+  afterAll(async () => {
+    await server?.stop();
+  });
 
   test('every request the code made is allowed by deploy/rbac.yaml', () => {
     expect(calls.length).toBeGreaterThan(20);
@@ -222,7 +322,9 @@ describe('(b) RBAC = what the Kubernetes code does', () => {
   });
 
   test('the traced code covers the resource kinds the k8s module declares (grep of src/control/k8s)', () => {
-    const src = readdirSync(join(ROOT, 'src/control/k8s')).map((f) => readFileSync(join(ROOT, 'src/control/k8s', f), 'utf8')).join('\n');
+    const src = readdirSync(join(ROOT, 'src/control/k8s'))
+      .map((f) => readFileSync(join(ROOT, 'src/control/k8s', f), 'utf8'))
+      .join('\n');
     const declared = [...src.matchAll(/KINDS\.(\w+)/g)].map((m) => m[1]!);
     const kinds = new Set(declared.map((k) => KINDS[k as keyof typeof KINDS]).filter((k) => k !== undefined));
     const used = new Set(calls.map((c) => `${c.group}/${c.resource.split('/')[0]}`));
@@ -230,16 +332,27 @@ describe('(b) RBAC = what the Kubernetes code does', () => {
     // The CLI's Kubernetes mode uses exactly the four API-calling classes traced above.
     const cli = readFileSync(join(ROOT, 'src/cli/commands/k8s.ts'), 'utf8');
     const imports = [...cli.matchAll(/from '\.\.\/\.\.\/control\/k8s\/([\w-]+)\.js'/g)].map((m) => m[1]).sort();
-    expect(imports).toEqual(['connection', 'events', 'lease', 'liqo-gateway', 'resources', 'source-detector', 'translate', 'watcher']);
+    expect(imports).toEqual([
+      'connection',
+      'events',
+      'lease',
+      'liqo-gateway',
+      'resources',
+      'source-detector',
+      'translate',
+      'watcher',
+    ]);
     expect(cli).not.toMatch(/makeApiClient/);
     // liqo-gateway's calls (pod label, cluster-id ConfigMap; only with --mode) run under deploy/liqo's
     // ClusterRole in test/cli/k8s-liqo.test.ts; source-detector (node role) is not part of this gateway's RBAC.
   });
 
-  test('every Liqo resource in the RBAC exists in Liqo\'s CRDs, namespaced ones in the Role, cluster-scoped in the ClusterRole', () => {
+  test("every Liqo resource in the RBAC exists in Liqo's CRDs, namespaced ones in the Role, cluster-scoped in the ClusterRole", () => {
     const crds = new Map<string, 'Namespaced' | 'Cluster'>();
     for (const f of readdirSync(LIQO_CRD_DIR)) {
-      const crd = parseAllDocuments(readFileSync(join(LIQO_CRD_DIR, f), 'utf8'))[0]!.toJS() as { spec: { group: string; scope: 'Namespaced' | 'Cluster'; names: { plural: string } } };
+      const crd = parseAllDocuments(readFileSync(join(LIQO_CRD_DIR, f), 'utf8'))[0]!.toJS() as {
+        spec: { group: string; scope: 'Namespaced' | 'Cluster'; names: { plural: string } };
+      };
       crds.set(`${crd.spec.group}/${crd.spec.names.plural}`, crd.spec.scope);
     }
     for (const g of grants()) {

@@ -7,10 +7,29 @@
  */
 
 import { parseAddress } from '../../src/packet/addr.js';
-import { fillIcmpv4Checksum, fillIcmpv6Checksum, ICMP_HEADER_LEN, ICMPV4_ECHO_REQUEST, ICMPV6_ECHO_REQUEST } from '../../src/packet/icmp.js';
-import { IP_PROTO_ICMP, IP_PROTO_ICMPV6, IP_PROTO_TCP, IP_PROTO_UDP, IPV4_MIN_HEADER_LEN, writeIpv4Header } from '../../src/packet/ipv4.js';
+import {
+  fillIcmpv4Checksum,
+  fillIcmpv6Checksum,
+  ICMP_HEADER_LEN,
+  ICMPV4_ECHO_REQUEST,
+  ICMPV6_ECHO_REQUEST,
+} from '../../src/packet/icmp.js';
+import {
+  IP_PROTO_ICMP,
+  IP_PROTO_ICMPV6,
+  IP_PROTO_TCP,
+  IP_PROTO_UDP,
+  IPV4_MIN_HEADER_LEN,
+  writeIpv4Header,
+} from '../../src/packet/ipv4.js';
 import { IPV6_HEADER_LEN, writeIpv6Header } from '../../src/packet/ipv6.js';
-import { fillTcpChecksumV4, fillTcpChecksumV6, TCP_FLAG_SYN, TCP_MIN_HEADER_LEN, TCP_OPT_MSS } from '../../src/packet/tcp.js';
+import {
+  fillTcpChecksumV4,
+  fillTcpChecksumV6,
+  TCP_FLAG_SYN,
+  TCP_MIN_HEADER_LEN,
+  TCP_OPT_MSS,
+} from '../../src/packet/tcp.js';
 import { fillUdpChecksumV4, fillUdpChecksumV6, UDP_HEADER_LEN, writeUdpHeader } from '../../src/packet/udp.js';
 
 export interface Built {

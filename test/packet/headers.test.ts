@@ -27,7 +27,13 @@ import {
   parseMac,
   writeEthHeader,
 } from '../../src/packet/ethernet.js';
-import { ICMP_ERROR_PAYLOAD_OFFSET, icmpv4NextHopMtu, icmpv6Mtu, isIcmpv4Error, isIcmpv6Error } from '../../src/packet/icmp.js';
+import {
+  ICMP_ERROR_PAYLOAD_OFFSET,
+  icmpv4NextHopMtu,
+  icmpv6Mtu,
+  isIcmpv4Error,
+  isIcmpv6Error,
+} from '../../src/packet/icmp.js';
 import { IPV4_DST_OFFSET, ipv4HeaderValid, ipv4IsFragment, ipVersion, writeIpv4Header } from '../../src/packet/ipv4.js';
 import { IPV6_CHAIN_INVALID, ipv6HeaderValid, ipv6TransportOffset } from '../../src/packet/ipv6.js';
 import { TCP_OPT_NOP, tcpFindMssOption, tcpHeaderValid } from '../../src/packet/tcp.js';
@@ -97,7 +103,13 @@ describe('IPv6', () => {
 
 describe('TCP MSS option walking', () => {
   it('finds MSS after other options', () => {
-    const p = tcpPacket({ src: '10.0.0.1', dst: '10.0.0.2', sport: 1, dport: 2, options: [TCP_OPT_NOP, TCP_OPT_NOP, 8, 10, 0, 0, 0, 0, 0, 0, 0, 0, 2, 4, 0x05, 0xb4] });
+    const p = tcpPacket({
+      src: '10.0.0.1',
+      dst: '10.0.0.2',
+      sport: 1,
+      dport: 2,
+      options: [TCP_OPT_NOP, TCP_OPT_NOP, 8, 10, 0, 0, 0, 0, 0, 0, 0, 0, 2, 4, 0x05, 0xb4],
+    });
     const at = tcpFindMssOption(p.buf, p.l4, p.len - 20);
     expect((p.buf[at]! << 8) | p.buf[at + 1]!).toBe(1460);
     expect(tcpHeaderValid(p.buf, p.l4, p.len - 20)).toBe(true);
@@ -106,13 +118,25 @@ describe('TCP MSS option walking', () => {
   it('absent or malformed options yield -1', () => {
     const none = tcpPacket({ src: '10.0.0.1', dst: '10.0.0.2', sport: 1, dport: 2 });
     expect(tcpFindMssOption(none.buf, none.l4, none.len - 20)).toBe(-1);
-    const zeroLen = tcpPacket({ src: '10.0.0.1', dst: '10.0.0.2', sport: 1, dport: 2, options: [8, 0, 2, 4, 5, 0xb4, 0, 0] });
+    const zeroLen = tcpPacket({
+      src: '10.0.0.1',
+      dst: '10.0.0.2',
+      sport: 1,
+      dport: 2,
+      options: [8, 0, 2, 4, 5, 0xb4, 0, 0],
+    });
     expect(tcpFindMssOption(zeroLen.buf, zeroLen.l4, zeroLen.len - 20)).toBe(-1);
     const overrun = tcpPacket({ src: '10.0.0.1', dst: '10.0.0.2', sport: 1, dport: 2, options: [2, 40, 5, 0xb4] });
     expect(tcpFindMssOption(overrun.buf, overrun.l4, overrun.len - 20)).toBe(-1);
     const badMssLen = tcpPacket({ src: '10.0.0.1', dst: '10.0.0.2', sport: 1, dport: 2, options: [2, 3, 5, 0] });
     expect(tcpFindMssOption(badMssLen.buf, badMssLen.l4, badMssLen.len - 20)).toBe(-1);
-    const afterEol = tcpPacket({ src: '10.0.0.1', dst: '10.0.0.2', sport: 1, dport: 2, options: [0, 0, 0, 0, 2, 4, 5, 0xb4] });
+    const afterEol = tcpPacket({
+      src: '10.0.0.1',
+      dst: '10.0.0.2',
+      sport: 1,
+      dport: 2,
+      options: [0, 0, 0, 0, 2, 4, 5, 0xb4],
+    });
     expect(tcpFindMssOption(afterEol.buf, afterEol.l4, afterEol.len - 20)).toBe(-1);
     // Data offset claims more bytes than available.
     expect(tcpFindMssOption(afterEol.buf, afterEol.l4, 24)).toBe(-1);
@@ -149,7 +173,15 @@ describe('Ethernet and ARP', () => {
     const me = parseMac('02:00:00:00:00:fe');
     const frame = new Uint8Array(ETH_HEADER_LEN + ARP_PACKET_LEN);
     writeEthHeader(frame, 0, BROADCAST_MAC, 0, asker, 0, ETHERTYPE_ARP);
-    writeArp(frame, ETH_HEADER_LEN, ARP_OP_REQUEST, asker, parseAddress('10.0.0.1'), new Uint8Array(6), parseAddress('10.0.0.254'));
+    writeArp(
+      frame,
+      ETH_HEADER_LEN,
+      ARP_OP_REQUEST,
+      asker,
+      parseAddress('10.0.0.1'),
+      new Uint8Array(6),
+      parseAddress('10.0.0.254'),
+    );
     expect(ethDstIsBroadcast(frame, 0)).toBe(true);
     expect(ethDstIsMulticast(frame, 0)).toBe(true);
     expect(arpValid(frame, ETH_HEADER_LEN, ARP_PACKET_LEN)).toBe(true);

@@ -10,7 +10,11 @@
  */
 import { describe, expect, it } from 'vitest';
 import {
-  ICMP_ERR_NO_HEADROOM, ICMP_ERR_NOT_ALLOWED, TIME_EXCEEDED_V4_PREFIX, TIME_EXCEEDED_V6_PREFIX, writeTimeExceeded,
+  ICMP_ERR_NO_HEADROOM,
+  ICMP_ERR_NOT_ALLOWED,
+  TIME_EXCEEDED_V4_PREFIX,
+  TIME_EXCEEDED_V6_PREFIX,
+  writeTimeExceeded,
 } from '../../src/packet/icmp-error.js';
 import { formatAddress, parseAddress } from '../../src/packet/addr.js';
 import { icmpv4ChecksumValid, icmpv6ChecksumValid } from '../../src/packet/icmp.js';
@@ -37,7 +41,15 @@ describe('writeTimeExceeded', () => {
   });
 
   it('IPv4: the error is at most 576 bytes', () => {
-    const p = udpPacket({ src: '10.0.1.5', dst: '10.71.0.9', sport: 1, dport: 2, ttl: 1, headroom: 64, payload: new Uint8Array(1300).fill(7) });
+    const p = udpPacket({
+      src: '10.0.1.5',
+      dst: '10.71.0.9',
+      sport: 1,
+      dport: 2,
+      ttl: 1,
+      headroom: 64,
+      payload: new Uint8Array(1300).fill(7),
+    });
     const n = writeTimeExceeded(p.buf, p.off, p.len, ROUTER4);
     expect(n).toBe(576);
     const e = p.off - TIME_EXCEEDED_V4_PREFIX;
@@ -56,7 +68,15 @@ describe('writeTimeExceeded', () => {
     expect([small.buf[e + 40], small.buf[e + 41]]).toEqual([3, 0]);
     expect(icmpv6ChecksumValid(small.buf, e, e + 40, n - 40)).toBe(true);
 
-    const big = udpPacket({ src: 'fd00::5', dst: 'fd71::9', sport: 1, dport: 2, ttl: 1, headroom: 64, payload: new Uint8Array(1400) });
+    const big = udpPacket({
+      src: 'fd00::5',
+      dst: 'fd71::9',
+      sport: 1,
+      dport: 2,
+      ttl: 1,
+      headroom: 64,
+      payload: new Uint8Array(1400),
+    });
     n = writeTimeExceeded(big.buf, big.off, big.len, ROUTER6);
     e = big.off - TIME_EXCEEDED_V6_PREFIX;
     expect(n).toBe(1280);

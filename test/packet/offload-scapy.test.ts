@@ -17,7 +17,8 @@ import { writeSuper, type SuperSpec } from './offload-gen.js';
 const PY = '/usr/bin/python3';
 const probe = spawnSync(PY, ['-c', 'import scapy.all'], { encoding: 'utf8' });
 const haveScapy = probe.status === 0;
-if (!haveScapy && !isRoot()) console.warn(`scapy offload checks SKIPPED: ${PY} cannot import scapy (install python3-scapy)`);
+if (!haveScapy && !isRoot())
+  console.warn(`scapy offload checks SKIPPED: ${PY} cannot import scapy (install python3-scapy)`);
 
 const CHECK = String.raw`
 import json, sys
@@ -40,7 +41,9 @@ for line in sys.stdin.read().split():
 
 describe.skipIf(!haveScapy && !isRoot())('offload segments checked by scapy', () => {
   it('scapy is installed (python3-scapy)', () => {
-    expect(probe.status, `${PY} cannot import scapy: install the Debian package python3-scapy (${probe.stderr})`).toBe(0);
+    expect(probe.status, `${PY} cannot import scapy: install the Debian package python3-scapy (${probe.stderr})`).toBe(
+      0,
+    );
   });
 
   it('every segment of TCP/UDP super-packets (IPv4/IPv6) has the checksums and fields scapy computes', () => {
@@ -48,7 +51,16 @@ describe.skipIf(!haveScapy && !isRoot())('offload segments checked by scapy', ()
     const buf = new Uint8Array(1 << 20);
     const out = new PacketList(64);
     const specs: SuperSpec[] = [
-      { version: 4, proto: 6, payload: 5000, gsoSize: 1448, optLen: 12, flags: TCP_FLAG_ACK | TCP_FLAG_PSH | TCP_FLAG_FIN, seq: 0xfffff000, id: 0xfffe },
+      {
+        version: 4,
+        proto: 6,
+        payload: 5000,
+        gsoSize: 1448,
+        optLen: 12,
+        flags: TCP_FLAG_ACK | TCP_FLAG_PSH | TCP_FLAG_FIN,
+        seq: 0xfffff000,
+        id: 0xfffe,
+      },
       { version: 4, proto: 6, payload: 3000, gsoSize: 1000, flags: TCP_FLAG_ACK | TCP_FLAG_CWR | TCP_FLAG_ECE, seq: 7 },
       { version: 6, proto: 6, payload: 4001, gsoSize: 1220, optLen: 12, flags: TCP_FLAG_ACK | TCP_FLAG_PSH, seq: 99 },
       { version: 4, proto: 17, payload: 2500, gsoSize: 1200 },
@@ -64,7 +76,12 @@ describe.skipIf(!haveScapy && !isRoot())('offload segments checked by scapy', ()
       for (let k = 0; k < n; k++) {
         lines.push(Buffer.from(buf.subarray(out.offs[k], out.offs[k] + out.lens[k])).toString('hex'));
         const last = k === n - 1;
-        const e: Record<string, unknown> = { l4ok: true, ipok: true, len: out.lens[k], payload: last ? spec.payload - k * spec.gsoSize : spec.gsoSize };
+        const e: Record<string, unknown> = {
+          l4ok: true,
+          ipok: true,
+          len: out.lens[k],
+          payload: last ? spec.payload - k * spec.gsoSize : spec.gsoSize,
+        };
         if (spec.proto === 6) {
           let f = spec.flags!;
           if (!last) f &= ~(TCP_FLAG_PSH | TCP_FLAG_FIN);
@@ -92,9 +109,17 @@ describe.skipIf(!haveScapy && !isRoot())('offload segments checked by scapy', ()
     lines.push(Buffer.from(buf.subarray(p, p + plen)).toString('hex'));
     expected.push({ l4ok: true, ipok: true, len: plen, payload: 4344, seq: 1000, flags: TCP_FLAG_ACK, id: 0x1234 });
 
-    const r = spawnSync(PY, ['-c', CHECK], { input: lines.join('\n'), encoding: 'utf8', timeout: 60_000, maxBuffer: 1 << 24 });
+    const r = spawnSync(PY, ['-c', CHECK], {
+      input: lines.join('\n'),
+      encoding: 'utf8',
+      timeout: 60_000,
+      maxBuffer: 1 << 24,
+    });
     expect(r.status, r.stderr).toBe(0);
-    const got = r.stdout.trim().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>);
+    const got = r.stdout
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as Record<string, unknown>);
     expect(got).toEqual(expected);
   });
 });

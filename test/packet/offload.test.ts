@@ -11,15 +11,43 @@
 import { describe, expect, it } from 'vitest';
 import { checksumVerifies, finishChecksum, foldSum, pseudoHeaderSumV4 } from '../../src/packet/checksum.js';
 import { Coalescer } from '../../src/packet/gro.js';
-import { GSO_ERR_MALFORMED, GSO_ERR_NO_ROOM, GSO_ERR_UNSUPPORTED, completeChecksum, gsoSegment } from '../../src/packet/gso.js';
-import { IP_PROTO_TCP, IP_PROTO_UDP, ipv4HeaderValid, ipv4Identification, ipv4TotalLength, ipv4TransportSum } from '../../src/packet/ipv4.js';
+import {
+  GSO_ERR_MALFORMED,
+  GSO_ERR_NO_ROOM,
+  GSO_ERR_UNSUPPORTED,
+  completeChecksum,
+  gsoSegment,
+} from '../../src/packet/gso.js';
+import {
+  IP_PROTO_TCP,
+  IP_PROTO_UDP,
+  ipv4HeaderValid,
+  ipv4Identification,
+  ipv4TotalLength,
+  ipv4TransportSum,
+} from '../../src/packet/ipv4.js';
 import { ipv6PayloadLength, ipv6TransportSum } from '../../src/packet/ipv6.js';
 import { PacketList } from '../../src/packet/packet-list.js';
-import { TCP_FLAG_ACK, TCP_FLAG_CWR, TCP_FLAG_ECE, TCP_FLAG_FIN, TCP_FLAG_PSH, TCP_FLAG_SYN, tcpFlags, tcpSeq } from '../../src/packet/tcp.js';
+import {
+  TCP_FLAG_ACK,
+  TCP_FLAG_CWR,
+  TCP_FLAG_ECE,
+  TCP_FLAG_FIN,
+  TCP_FLAG_PSH,
+  TCP_FLAG_SYN,
+  tcpFlags,
+  tcpSeq,
+} from '../../src/packet/tcp.js';
 import { udpChecksum, udpLength } from '../../src/packet/udp.js';
 import {
-  VIRTIO_NET_HDR_F_NEEDS_CSUM, VIRTIO_NET_HDR_GSO_NONE, VIRTIO_NET_HDR_GSO_TCPV4, VIRTIO_NET_HDR_GSO_UDP, vnetFlags, vnetGsoSize,
-  vnetGsoType, writeVnetHdr,
+  VIRTIO_NET_HDR_F_NEEDS_CSUM,
+  VIRTIO_NET_HDR_GSO_NONE,
+  VIRTIO_NET_HDR_GSO_TCPV4,
+  VIRTIO_NET_HDR_GSO_UDP,
+  vnetFlags,
+  vnetGsoSize,
+  vnetGsoType,
+  writeVnetHdr,
 } from '../../src/packet/virtio-net-hdr.js';
 import { Prng } from '../util/prng.js';
 import { randomSpec, writeSuper, type SuperSpec } from './offload-gen.js';
@@ -37,7 +65,10 @@ function transportValid(buf: Uint8Array, off: number, len: number): boolean {
   const v = buf[off]! >>> 4;
   const l4 = off + (v === 4 ? 20 : 40);
   const proto = buf[off + (v === 4 ? 9 : 6)]!;
-  const sum = v === 4 ? ipv4TransportSum(buf, off, proto, l4, off + len - l4) : ipv6TransportSum(buf, off, proto, l4, off + len - l4);
+  const sum =
+    v === 4
+      ? ipv4TransportSum(buf, off, proto, l4, off + len - l4)
+      : ipv6TransportSum(buf, off, proto, l4, off + len - l4);
   return finishChecksum(sum) === 0;
 }
 
@@ -51,7 +82,14 @@ describe('gsoSegment', () => {
     const buf = new Uint8Array(BUF_LEN);
     const out = new PacketList(64);
     for (let iter = 0; iter < 300; iter++) {
-      const spec = randomSpec(rng, { flags: rng.pick([TCP_FLAG_ACK, TCP_FLAG_ACK | TCP_FLAG_PSH, TCP_FLAG_ACK | TCP_FLAG_FIN | TCP_FLAG_PSH, TCP_FLAG_ACK | TCP_FLAG_CWR | TCP_FLAG_ECE]) });
+      const spec = randomSpec(rng, {
+        flags: rng.pick([
+          TCP_FLAG_ACK,
+          TCP_FLAG_ACK | TCP_FLAG_PSH,
+          TCP_FLAG_ACK | TCP_FLAG_FIN | TCP_FLAG_PSH,
+          TCP_FLAG_ACK | TCP_FLAG_CWR | TCP_FLAG_ECE,
+        ]),
+      });
       const sp = writeSuper(buf, IN_AT, spec, rng);
       const orig = buf.slice(sp.off, sp.off + sp.len);
       out.clear();
@@ -86,8 +124,12 @@ describe('gsoSegment', () => {
           expect((f & TCP_FLAG_CWR) !== 0).toBe(k === 0 && (spec.flags! & TCP_FLAG_CWR) !== 0);
           expect(f & TCP_FLAG_ECE).toBe(spec.flags! & TCP_FLAG_ECE);
           // Everything else in the headers is the original's (ports, ack, window, options).
-          expect(bytes(buf, l4 + 8, sp.hdrLen - (l4 - o) - 8).replace(/^(.{10})(..)(....)(....)/, '$1__$3____'))
-            .toBe(bytes(orig, sp.l4 - sp.off + 8, sp.hdrLen - (sp.l4 - sp.off) - 8).replace(/^(.{10})(..)(....)(....)/, '$1__$3____'));
+          expect(bytes(buf, l4 + 8, sp.hdrLen - (l4 - o) - 8).replace(/^(.{10})(..)(....)(....)/, '$1__$3____')).toBe(
+            bytes(orig, sp.l4 - sp.off + 8, sp.hdrLen - (sp.l4 - sp.off) - 8).replace(
+              /^(.{10})(..)(....)(....)/,
+              '$1__$3____',
+            ),
+          );
         } else {
           expect(udpLength(buf, l4)).toBe(len - (l4 - o));
           expect(udpChecksum(buf, l4)).not.toBe(0);
@@ -107,7 +149,17 @@ describe('gsoSegment', () => {
       { version: 4, proto: 17, payload: 999, gsoSize: 1400 },
     ] as SuperSpec[]) {
       const sp = writeSuper(buf, IN_AT, spec, rng);
-      writeVnetHdr(buf, sp.hdrOff, VHL, VIRTIO_NET_HDR_F_NEEDS_CSUM, VIRTIO_NET_HDR_GSO_NONE, 0, 0, sp.l4 - sp.off, spec.proto === 6 ? 16 : 6);
+      writeVnetHdr(
+        buf,
+        sp.hdrOff,
+        VHL,
+        VIRTIO_NET_HDR_F_NEEDS_CSUM,
+        VIRTIO_NET_HDR_GSO_NONE,
+        0,
+        0,
+        sp.l4 - sp.off,
+        spec.proto === 6 ? 16 : 6,
+      );
       expect(transportValid(buf, sp.off, sp.len)).toBe(false);
       out.clear();
       expect(gsoSegment(buf, sp.hdrOff, sp.off, sp.len, SEG_AT, STRIDE, out)).toBe(1);
@@ -130,7 +182,8 @@ describe('gsoSegment', () => {
     buf[sp.hdrOff + 1] = VIRTIO_NET_HDR_GSO_UDP;
     expect(gsoSegment(buf, sp.hdrOff, sp.off, sp.len, SEG_AT, STRIDE, big)).toBe(GSO_ERR_UNSUPPORTED);
     buf[sp.hdrOff + 1] = VIRTIO_NET_HDR_GSO_TCPV4;
-    buf[sp.hdrOff + 4] = 0; buf[sp.hdrOff + 5] = 0; // gso_size 0
+    buf[sp.hdrOff + 4] = 0;
+    buf[sp.hdrOff + 5] = 0; // gso_size 0
     expect(gsoSegment(buf, sp.hdrOff, sp.off, sp.len, SEG_AT, STRIDE, big)).toBe(GSO_ERR_MALFORMED);
     expect(big.count).toBe(0);
   });
@@ -145,7 +198,8 @@ function resegment(buf: Uint8Array, list: PacketList, scratchAt: number): { flow
     segs.clear();
     const n = gsoSegment(buf, list.offs[i]!, list.offs[i]! + VHL, list.lens[i]! - VHL, at, STRIDE, segs);
     expect(n).toBeGreaterThan(0);
-    for (let k = 0; k < segs.count; k++) res.push({ flow: flowKey(buf, segs.offs[k]!), hex: bytes(buf, segs.offs[k]!, segs.lens[k]!) });
+    for (let k = 0; k < segs.count; k++)
+      res.push({ flow: flowKey(buf, segs.offs[k]!), hex: bytes(buf, segs.offs[k]!, segs.lens[k]!) });
     at += n * STRIDE;
   }
   return res;
@@ -175,7 +229,9 @@ describe('Coalescer', () => {
     const gro = new Coalescer({ udp: true });
     let merged = 0;
     for (let iter = 0; iter < 300; iter++) {
-      const spec = randomSpec(rng, { flags: rng.pick([TCP_FLAG_ACK, TCP_FLAG_ACK | TCP_FLAG_PSH, TCP_FLAG_ACK | TCP_FLAG_ECE]) });
+      const spec = randomSpec(rng, {
+        flags: rng.pick([TCP_FLAG_ACK, TCP_FLAG_ACK | TCP_FLAG_PSH, TCP_FLAG_ACK | TCP_FLAG_ECE]),
+      });
       const sp = writeSuper(buf, IN_AT, spec, rng);
       const want = bytes(buf, sp.hdrOff, VHL + sp.len);
       segs.clear();
@@ -221,7 +277,10 @@ describe('Coalescer', () => {
         at += segs.count * STRIDE;
       }
       // Interleave flows while keeping each flow's order, then damage: swaps, drops, flag/TTL changes.
-      const order = pool.map((p, i) => ({ p, key: i + rng.int(0, 4) * 7 })).sort((a, b) => a.key - b.key).map((e) => e.p);
+      const order = pool
+        .map((p, i) => ({ p, key: i + rng.int(0, 4) * 7 }))
+        .sort((a, b) => a.key - b.key)
+        .map((e) => e.p);
       for (let d = rng.int(0, 3); d > 0; d--) {
         const i = rng.int(0, order.length - 2);
         const kind = rng.int(0, 3);
@@ -231,18 +290,31 @@ describe('Coalescer', () => {
           const p = order[i]!;
           const v = buf[p.off]! >>> 4;
           const proto = buf[p.off + (v === 4 ? 9 : 6)];
-          if (kind === 2 && proto === IP_PROTO_TCP) buf[p.off + (v === 4 ? 20 : 40) + 13] |= rng.pick([TCP_FLAG_PSH, TCP_FLAG_FIN, TCP_FLAG_SYN, TCP_FLAG_CWR]);
-          else if (v === 4) buf[p.off + 8] ^= 1; // TTL
+          if (kind === 2 && proto === IP_PROTO_TCP)
+            buf[p.off + (v === 4 ? 20 : 40) + 13] |= rng.pick([TCP_FLAG_PSH, TCP_FLAG_FIN, TCP_FLAG_SYN, TCP_FLAG_CWR]);
+          else if (v === 4)
+            buf[p.off + 8] ^= 1; // TTL
           else buf[p.off + 7] ^= 1; // hop limit
           // Keep the damaged packet itself valid.
           const l4 = p.off + (v === 4 ? 20 : 40);
-          if (v === 4) { buf[p.off + 10] = 0; buf[p.off + 11] = 0; const c = finishChecksum(sumHdr(buf, p.off)); buf[p.off + 10] = c >>> 8; buf[p.off + 11] = c & 0xff; }
+          if (v === 4) {
+            buf[p.off + 10] = 0;
+            buf[p.off + 11] = 0;
+            const c = finishChecksum(sumHdr(buf, p.off));
+            buf[p.off + 10] = c >>> 8;
+            buf[p.off + 11] = c & 0xff;
+          }
           const co = l4 + (proto === IP_PROTO_TCP ? 16 : 6);
-          buf[co] = 0; buf[co + 1] = 0;
-          const s = v === 4 ? ipv4TransportSum(buf, p.off, proto!, l4, p.off + p.len - l4) : ipv6TransportSum(buf, p.off, proto!, l4, p.off + p.len - l4);
+          buf[co] = 0;
+          buf[co + 1] = 0;
+          const s =
+            v === 4
+              ? ipv4TransportSum(buf, p.off, proto!, l4, p.off + p.len - l4)
+              : ipv6TransportSum(buf, p.off, proto!, l4, p.off + p.len - l4);
           let c = finishChecksum(s);
           if (c === 0 && proto === IP_PROTO_UDP) c = 0xffff;
-          buf[co] = c >>> 8; buf[co + 1] = c & 0xff;
+          buf[co] = c >>> 8;
+          buf[co + 1] = c & 0xff;
         }
       }
       const input = order.map((p) => ({ flow: flowKey(buf, p.off), hex: bytes(buf, p.off, p.len) }));
@@ -251,7 +323,8 @@ describe('Coalescer', () => {
       for (const p of order) gro.add(p.off, p.len);
       gro.flush();
       expect(out.count).toBeLessThanOrEqual(order.length);
-      for (let i = 0; i < out.count; i++) if (vnetGsoType(buf, out.offs[i]!) !== VIRTIO_NET_HDR_GSO_NONE) superPackets++;
+      for (let i = 0; i < out.count; i++)
+        if (vnetGsoType(buf, out.offs[i]!) !== VIRTIO_NET_HDR_GSO_NONE) superPackets++;
       // Re-segmenting what came out gives back exactly what went in, flow by flow, in order.
       const back = resegment(buf, out, RESEG_AT);
       expect(byFlow(back)).toEqual(byFlow(input));
@@ -273,7 +346,9 @@ describe('Coalescer', () => {
       gro.begin(buf, AREA_AT, AREA_LEN, out);
       for (const [o, l] of list) gro.add(o, l);
       gro.flush();
-      return Array.from({ length: out.count }, (_, i) => (vnetGsoType(buf, out.offs[i]!) === 0 ? 1 : (out.lens[i]! - VHL - 40) / 1000));
+      return Array.from({ length: out.count }, (_, i) =>
+        vnetGsoType(buf, out.offs[i]!) === 0 ? 1 : (out.lens[i]! - VHL - 40) / 1000,
+      );
     };
     expect(run([s(0), s(1), s(2), s(3)])).toEqual([4]);
     expect(run([s(0), s(2), s(1), s(3)])).toEqual([1, 1, 1, 1]); // each out of order against its predecessor
@@ -315,7 +390,12 @@ describe('Coalescer', () => {
     const buf = new Uint8Array(BUF_LEN);
     const segs = new PacketList(64);
     const out = new PacketList(64);
-    const sp = writeSuper(buf, IN_AT, { version: 4, proto: 6, payload: 2900, gsoSize: 1448, optLen: 12, flags: TCP_FLAG_ACK | TCP_FLAG_PSH }, rng);
+    const sp = writeSuper(
+      buf,
+      IN_AT,
+      { version: 4, proto: 6, payload: 2900, gsoSize: 1448, optLen: 12, flags: TCP_FLAG_ACK | TCP_FLAG_PSH },
+      rng,
+    );
     gsoSegment(buf, sp.hdrOff, sp.off, sp.len, SEG_AT + 16, STRIDE, segs);
     const gro = new Coalescer();
     gro.begin(buf, AREA_AT, AREA_LEN, out);
@@ -330,7 +410,9 @@ describe('Coalescer', () => {
     expect(checksumVerifies(buf, p, 20)).toBe(true);
     // The TCP checksum field holds the folded pseudo-header sum over the whole transport length.
     const l4Len = out.lens[0]! - VHL - 20;
-    expect((buf[p + 36]! << 8) | buf[p + 37]!).toBe(foldSum(pseudoHeaderSumV4(buf, p + 12, p + 16, IP_PROTO_TCP, l4Len)));
+    expect((buf[p + 36]! << 8) | buf[p + 37]!).toBe(
+      foldSum(pseudoHeaderSumV4(buf, p + 12, p + 16, IP_PROTO_TCP, l4Len)),
+    );
     // Completing it as a device would (sum from csum_start to the end, field included) gives the
     // checksum an independent full computation verifies.
     expect(completeChecksum(buf, p, out.lens[0]! - VHL, 20, 16)).toBe(true);
@@ -376,10 +458,14 @@ function sumHdr(buf: Uint8Array, off: number): number {
 
 /** Recomputes the IPv4 header and TCP checksums of a 20-byte-header IPv4/TCP packet. */
 function refill(buf: Uint8Array, off: number, len: number): void {
-  buf[off + 10] = 0; buf[off + 11] = 0;
+  buf[off + 10] = 0;
+  buf[off + 11] = 0;
   const c = finishChecksum(sumHdr(buf, off));
-  buf[off + 10] = c >>> 8; buf[off + 11] = c & 0xff;
-  buf[off + 36] = 0; buf[off + 37] = 0;
+  buf[off + 10] = c >>> 8;
+  buf[off + 11] = c & 0xff;
+  buf[off + 36] = 0;
+  buf[off + 37] = 0;
   const t = finishChecksum(ipv4TransportSum(buf, off, IP_PROTO_TCP, off + 20, len - 20));
-  buf[off + 36] = t >>> 8; buf[off + 37] = t & 0xff;
+  buf[off + 36] = t >>> 8;
+  buf[off + 37] = t & 0xff;
 }

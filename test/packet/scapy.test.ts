@@ -7,7 +7,14 @@ import { describe, expect, it } from 'vitest';
 import { formatAddress } from '../../src/packet/addr.js';
 import { arpOperation, arpValid, ARP_SPA_OFFSET, ARP_TPA_OFFSET } from '../../src/packet/arp.js';
 import { ETH_HEADER_LEN, ethType, formatMac } from '../../src/packet/ethernet.js';
-import { icmpCode, icmpEchoId, icmpEchoSeq, icmpType, icmpv4ChecksumValid, icmpv6ChecksumValid } from '../../src/packet/icmp.js';
+import {
+  icmpCode,
+  icmpEchoId,
+  icmpEchoSeq,
+  icmpType,
+  icmpv4ChecksumValid,
+  icmpv6ChecksumValid,
+} from '../../src/packet/icmp.js';
 import {
   IPV4_DST_OFFSET,
   IPV4_SRC_OFFSET,
@@ -35,8 +42,28 @@ import {
   ipv6TrafficClass,
   ipv6TransportOffset,
 } from '../../src/packet/ipv6.js';
-import { tcpAck, tcpChecksumValidV4, tcpChecksumValidV6, tcpDstPort, tcpFindMssOption, tcpFlags, tcpHeaderLen, tcpSeq, tcpSrcPort, tcpWindow } from '../../src/packet/tcp.js';
-import { udpChecksum, udpChecksumValidV4, udpChecksumValidV6, udpDstPort, udpLength, udpSrcPort, writeIpv4UdpHeaders, writeIpv6UdpHeaders } from '../../src/packet/udp.js';
+import {
+  tcpAck,
+  tcpChecksumValidV4,
+  tcpChecksumValidV6,
+  tcpDstPort,
+  tcpFindMssOption,
+  tcpFlags,
+  tcpHeaderLen,
+  tcpSeq,
+  tcpSrcPort,
+  tcpWindow,
+} from '../../src/packet/tcp.js';
+import {
+  udpChecksum,
+  udpChecksumValidV4,
+  udpChecksumValidV6,
+  udpDstPort,
+  udpLength,
+  udpSrcPort,
+  writeIpv4UdpHeaders,
+  writeIpv6UdpHeaders,
+} from '../../src/packet/udp.js';
 import { parseAddress } from '../../src/packet/addr.js';
 import { fromHex, icmpEcho, tcpPacket, toHex, udpPacket } from './factory.js';
 import { needs, missingPythonModule } from '../util/requirements.js';
@@ -46,7 +73,11 @@ const scapyMissing = needs({ other: [missingPythonModule(PY, 'scapy', 'python3-s
 const skipped = scapyMissing ? ` (skipped: ${scapyMissing})` : '';
 
 function py(script: string, input = ''): string {
-  const r = spawnSync(PY, ['-c', `import sys, json\nfrom scapy.all import *\n${script}`], { input, encoding: 'utf8', timeout: 60_000 });
+  const r = spawnSync(PY, ['-c', `import sys, json\nfrom scapy.all import *\n${script}`], {
+    input,
+    encoding: 'utf8',
+    timeout: 60_000,
+  });
   if (r.status !== 0) throw new Error(`scapy script failed: ${r.stderr}`);
   return r.stdout.trim();
 }
@@ -175,20 +206,61 @@ print(json.dumps({k: bytes(v).hex() for k, v in pkts.items()}))
 describe.skipIf(scapyMissing !== null)(`packets we build are parsed by scapy with matching checksums${skipped}`, () => {
   it('factory packets and encapsulation headers', () => {
     const built: Record<string, string> = {};
-    built.udp4 = ((p) => toHex(p.buf, p.off, p.len))(udpPacket({ src: '10.0.0.1', dst: '10.0.0.2', sport: 999, dport: 6091, payload: new Uint8Array(17).fill(7) }));
-    built.udp6 = ((p) => toHex(p.buf, p.off, p.len))(udpPacket({ src: 'fd00::1', dst: 'fd00::2', sport: 999, dport: 51840 }));
-    built.tcp4 = ((p) => toHex(p.buf, p.off, p.len))(tcpPacket({ src: '10.0.0.1', dst: '10.0.0.2', sport: 1111, dport: 80, mss: 1400, seq: 123456789, payload: new Uint8Array([1, 2, 3]) }));
-    built.tcp6 = ((p) => toHex(p.buf, p.off, p.len))(tcpPacket({ src: 'fd00::1', dst: 'fd00::2', sport: 1111, dport: 80, mss: 1380 }));
-    built.icmp4 = ((p) => toHex(p.buf, p.off, p.len))(icmpEcho({ src: '10.0.0.1', dst: '10.0.0.2', ident: 9, seq: 10 }));
+    built.udp4 = ((p) => toHex(p.buf, p.off, p.len))(
+      udpPacket({ src: '10.0.0.1', dst: '10.0.0.2', sport: 999, dport: 6091, payload: new Uint8Array(17).fill(7) }),
+    );
+    built.udp6 = ((p) => toHex(p.buf, p.off, p.len))(
+      udpPacket({ src: 'fd00::1', dst: 'fd00::2', sport: 999, dport: 51840 }),
+    );
+    built.tcp4 = ((p) => toHex(p.buf, p.off, p.len))(
+      tcpPacket({
+        src: '10.0.0.1',
+        dst: '10.0.0.2',
+        sport: 1111,
+        dport: 80,
+        mss: 1400,
+        seq: 123456789,
+        payload: new Uint8Array([1, 2, 3]),
+      }),
+    );
+    built.tcp6 = ((p) => toHex(p.buf, p.off, p.len))(
+      tcpPacket({ src: 'fd00::1', dst: 'fd00::2', sport: 1111, dport: 80, mss: 1380 }),
+    );
+    built.icmp4 = ((p) => toHex(p.buf, p.off, p.len))(
+      icmpEcho({ src: '10.0.0.1', dst: '10.0.0.2', ident: 9, seq: 10 }),
+    );
     built.icmp6 = ((p) => toHex(p.buf, p.off, p.len))(icmpEcho({ src: 'fd00::1', dst: 'fd00::2', ident: 9, seq: 10 }));
     // Headroom encapsulation: inner packet placed first, outer headers written in front.
     const inner = icmpEcho({ src: '10.200.0.1', dst: '10.201.0.1' });
     const buf = new Uint8Array(64 + inner.len);
     buf.set(inner.buf.subarray(0, inner.len), 64);
-    const n4 = writeIpv4UdpHeaders(buf, 64 - 28, parseAddress('192.0.2.1'), parseAddress('192.0.2.2'), 50000, 6091, inner.len, true, 63, 7);
+    const n4 = writeIpv4UdpHeaders(
+      buf,
+      64 - 28,
+      parseAddress('192.0.2.1'),
+      parseAddress('192.0.2.2'),
+      50000,
+      6091,
+      inner.len,
+      true,
+      63,
+      7,
+    );
     built.encap4 = toHex(buf, 64 - 28, n4);
     expect(udpChecksum(buf, 64 - 8)).not.toBe(0);
-    const n6 = writeIpv6UdpHeaders(buf, 64 - 48, parseAddress('2001:db8::1'), parseAddress('2001:db8::2'), 50000, 6091, inner.len, true, 5, 0x20, 0x12345);
+    const n6 = writeIpv6UdpHeaders(
+      buf,
+      64 - 48,
+      parseAddress('2001:db8::1'),
+      parseAddress('2001:db8::2'),
+      50000,
+      6091,
+      inner.len,
+      true,
+      5,
+      0x20,
+      0x12345,
+    );
     built.encap6 = toHex(buf, 64 - 48, n6);
 
     const out = py(
@@ -220,7 +292,10 @@ print(json.dumps(res))
 `,
       JSON.stringify(built),
     );
-    const res = JSON.parse(out) as Record<string, { same: boolean; summary: string; dport?: number; mss?: number; inner?: string; ttl?: number }>;
+    const res = JSON.parse(out) as Record<
+      string,
+      { same: boolean; summary: string; dport?: number; mss?: number; inner?: string; ttl?: number }
+    >;
     for (const [k, info] of Object.entries(res)) expect({ k, same: info.same }).toEqual({ k, same: true });
     expect(res.udp4!.dport).toBe(6091);
     expect(res.tcp4!.mss).toBe(1400);

@@ -58,11 +58,19 @@ function flowOf(buf: Uint8Array, off: number): number {
 function concat(parts: Uint8Array[]): Uint8Array {
   const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
   let o = 0;
-  for (const p of parts) { out.set(p, o); o += p.length; }
+  for (const p of parts) {
+    out.set(p, o);
+    o += p.length;
+  }
   return out;
 }
 
-interface World { node: GenevePort; gw: GenevePort; seg: TunSegmenter; tunBatch: PacketBatch }
+interface World {
+  node: GenevePort;
+  gw: GenevePort;
+  seg: TunSegmenter;
+  tunBatch: PacketBatch;
+}
 
 /**
  * A node port (127.0.0.2, routes everything in 10.0.0.0/8 to the gateway) whose
@@ -71,19 +79,57 @@ interface World { node: GenevePort; gw: GenevePort; seg: TunSegmenter; tunBatch:
  */
 async function world(sink: GeneveSink, offload: boolean, reservation: number): Promise<World> {
   const gwTable = new GeneveTunnelTable();
-  gwTable.add({ vni: 7, remoteUnderlay: '127.0.0.2', remotePort: PORT, localInternalAddress: '10.80.0.1', remoteInternalAddress: '10.80.0.2', mode: 'l3', name: 'node' });
+  gwTable.add({
+    vni: 7,
+    remoteUnderlay: '127.0.0.2',
+    remotePort: PORT,
+    localInternalAddress: '10.80.0.1',
+    remoteInternalAddress: '10.80.0.2',
+    mode: 'l3',
+    name: 'node',
+  });
   const nodeTable = new GeneveTunnelTable();
-  nodeTable.add({ vni: 7, remoteUnderlay: '127.0.0.1', remotePort: PORT, localInternalAddress: '10.80.0.2', remoteInternalAddress: '10.80.0.1', mode: 'l3', name: 'gw' });
+  nodeTable.add({
+    vni: 7,
+    remoteUnderlay: '127.0.0.1',
+    remotePort: PORT,
+    localInternalAddress: '10.80.0.2',
+    remoteInternalAddress: '10.80.0.1',
+    mode: 'l3',
+    name: 'gw',
+  });
   nodeTable.addPodRoute('10.0.0.0/8', '10.80.0.1');
   const gw = await GenevePort.open({
-    table: gwTable, sink, port: PORT, address: '127.0.0.1', offload, rxHeadroom: HEADROOM, rxTailroom: TAILROOM,
-    rxCoalesceReservation: reservation, clock: () => 0,
+    table: gwTable,
+    sink,
+    port: PORT,
+    address: '127.0.0.1',
+    offload,
+    rxHeadroom: HEADROOM,
+    rxTailroom: TAILROOM,
+    rxCoalesceReservation: reservation,
+    clock: () => 0,
   });
   open.push(gw);
-  const node = await GenevePort.open({ table: nodeTable, sink: { deliverBatch: () => {} }, port: PORT, address: '127.0.0.2', offload, clock: () => 0 });
+  const node = await GenevePort.open({
+    table: nodeTable,
+    sink: { deliverBatch: () => {} },
+    port: PORT,
+    address: '127.0.0.2',
+    offload,
+    clock: () => 0,
+  });
   open.push(node);
-  const tunBatch = new PacketBatch({ capacity: 8, headroom: HEADROOM, maxLen: TUN_OFFLOAD_MAX_PACKET, tailroom: TAILROOM, scratch: segmenterScratch(MTU, HEADROOM, TAILROOM, 256) });
-  const seg = new TunSegmenter(tunBatch, 10, MTU, HEADROOM, TAILROOM, (buf, offs, lens, n) => { node.sendBatch(buf, offs, lens, n); });
+  const tunBatch = new PacketBatch({
+    capacity: 8,
+    headroom: HEADROOM,
+    maxLen: TUN_OFFLOAD_MAX_PACKET,
+    tailroom: TAILROOM,
+    scratch: segmenterScratch(MTU, HEADROOM, TAILROOM, 256),
+  });
+  const seg = new TunSegmenter(tunBatch, 10, MTU, HEADROOM, TAILROOM, (buf, offs, lens, n) => {
+    node.sendBatch(buf, offs, lens, n);
+  });
   return { node, gw, seg, tunBatch };
 }
 
@@ -101,8 +147,15 @@ function spec(rng: Prng, k: number, version: 4 | 6, proto: 6 | 17, segments: num
   const hdr = (version === 4 ? 20 : 40) + (proto === 6 ? 32 : 8);
   const gsoSize = MTU - hdr;
   return {
-    version, proto, gsoSize, payload: gsoSize * (segments - 1) + rng.int(1, gsoSize), optLen: proto === 6 ? 12 : 0,
-    seq: rng.nextU32(), id: rng.int(0, 0xffff), srcPort: 20000 + k, dstPort: 5201,
+    version,
+    proto,
+    gsoSize,
+    payload: gsoSize * (segments - 1) + rng.int(1, gsoSize),
+    optLen: proto === 6 ? 12 : 0,
+    seq: rng.nextU32(),
+    id: rng.int(0, 0xffff),
+    srcPort: 20000 + k,
+    dstPort: 5201,
   };
 }
 
@@ -123,7 +176,8 @@ describe.skipIf(nativeMissing !== null)('Geneve fabric path with UDP GSO/GRO (lo
           const order = Array.from({ length: n }, (_, i) => i).sort((a, b) => offs[a]! - offs[b]!);
           for (let j = 1; j < n; j++) {
             const prevEnd = offs[order[j - 1]!]! + lens[order[j - 1]!]!;
-            if (offs[order[j]!]! - (HEADROOM + 8) < prevEnd + TAILROOM) contractBroken = `packet at ${offs[order[j]!]} too close to the one ending at ${prevEnd}`;
+            if (offs[order[j]!]! - (HEADROOM + 8) < prevEnd + TAILROOM)
+              contractBroken = `packet at ${offs[order[j]!]} too close to the one ending at ${prevEnd}`;
           }
           for (let i = 0; i < n; i++) {
             if (tunnels[i]!.name !== 'node') contractBroken = `tunnel ${tunnels[i]!.name}`;
@@ -150,10 +204,17 @@ describe.skipIf(nativeMissing !== null)('Geneve fabric path with UDP GSO/GRO (lo
       const expected = new Map<number, Uint8Array>();
       let segments = 0;
       for (let round = 0; round < 6; round++) {
-        const specs = [spec(rng, round * 4, 4, 6, rng.int(2, 40)), spec(rng, round * 4 + 1, 4, 6, rng.int(2, 40)),
-          spec(rng, round * 4 + 2, 4, 17, rng.int(2, 20)), spec(rng, round * 4 + 3, 4, 6, 1)];
+        const specs = [
+          spec(rng, round * 4, 4, 6, rng.int(2, 40)),
+          spec(rng, round * 4 + 1, 4, 6, rng.int(2, 40)),
+          spec(rng, round * 4 + 2, 4, 17, rng.int(2, 20)),
+          spec(rng, round * 4 + 3, 4, 6, 1),
+        ];
         const payloads = fill(w.tunBatch, specs, rng);
-        specs.forEach((s, k) => { expected.set(s.srcPort!, payloads[k]!); segments += Math.ceil(s.payload / s.gsoSize); });
+        specs.forEach((s, k) => {
+          expected.set(s.srcPort!, payloads[k]!);
+          segments += Math.ceil(s.payload / s.gsoSize);
+        });
         w.seg.process(w.tunBatch);
         await waitFor(`round ${round} delivered`, () => packets >= segments, 5000, 5);
       }
@@ -219,7 +280,11 @@ describe.skipIf(nativeMissing !== null)('Geneve fabric path with UDP GSO/GRO (lo
     s.connect();
     try {
       await post(s, 'HeapProfiler.enable');
-      await post(s, 'HeapProfiler.startSampling', { samplingInterval: 64, includeObjectsCollectedByMajorGC: true, includeObjectsCollectedByMinorGC: true });
+      await post(s, 'HeapProfiler.startSampling', {
+        samplingInterval: 64,
+        includeObjectsCollectedByMajorGC: true,
+        includeObjectsCollectedByMinorGC: true,
+      });
       const before = packets;
       for (let i = 0; i < 200; i++) await round();
       const n = packets - before;
@@ -228,7 +293,11 @@ describe.skipIf(nativeMissing !== null)('Geneve fabric path with UDP GSO/GRO (lo
       const where: string[] = [];
       const walk = (node: ProfileNode): void => {
         const url = node.callFrame.url;
-        const dataPath = url.includes('/src/ports/') || url.includes('/src/geneve/') || url.includes('/src/packet/') || url.includes('/src/io/');
+        const dataPath =
+          url.includes('/src/ports/') ||
+          url.includes('/src/geneve/') ||
+          url.includes('/src/packet/') ||
+          url.includes('/src/io/');
         if (node.selfSize > 0 && dataPath) {
           bytes += node.selfSize;
           where.push(`${node.callFrame.functionName} ${url.split('/').pop()}: ${node.selfSize}`);
@@ -254,7 +323,8 @@ describe.skipIf(nativeMissing !== null)('Geneve fabric path with UDP GSO/GRO (lo
         const order = Array.from({ length: n }, (_, i) => i).sort((a, b) => offs[a]! - offs[b]!);
         for (let j = 1; j < n; j++) {
           const prevEnd = offs[order[j - 1]!]! + lens[order[j - 1]!]!;
-          if (offs[order[j]!]! - (HEADROOM + 8) < prevEnd + TAILROOM) contractBroken = `packet at ${offs[order[j]!]} too close to the one ending at ${prevEnd}`;
+          if (offs[order[j]!]! - (HEADROOM + 8) < prevEnd + TAILROOM)
+            contractBroken = `packet at ${offs[order[j]!]} too close to the one ending at ${prevEnd}`;
         }
         for (let i = 0; i < n; i++) got.push(Buffer.from(buf.subarray(offs[i]!, offs[i]! + lens[i]!)).toString('hex'));
       },
@@ -275,7 +345,8 @@ describe.skipIf(nativeMissing !== null)('Geneve fabric path with UDP GSO/GRO (lo
       const before = got.length;
       for (let i = 0; i < n; i++) {
         const payload = rng.bytes(size);
-        payload[0] = seq & 0xff; payload[1] = (seq++ >> 8) & 0xff;
+        payload[0] = seq & 0xff;
+        payload[1] = (seq++ >> 8) & 0xff;
         const p = udpPacket({ src: '10.1.0.1', dst: '10.2.0.1', sport: 1000, dport: 2000, payload, headroom: 0 });
         offs[i] = i * stride + HEADROOM;
         lens[i] = p.len;
@@ -287,7 +358,8 @@ describe.skipIf(nativeMissing !== null)('Geneve fabric path with UDP GSO/GRO (lo
     }
     expect(contractBroken).toBe('');
     expect(got.length).toBe(want.length);
-    for (let i = 0; i < want.length; i++) if (got[i] !== want[i]) expect(`packet ${i}: ${got[i]}`).toBe(`packet ${i}: ${want[i]}`);
+    for (let i = 0; i < want.length; i++)
+      if (got[i] !== want[i]) expect(`packet ${i}: ${got[i]}`).toBe(`packet ${i}: ${want[i]}`);
     expect(w.gw.stats.rxRunsInPlace).toBeGreaterThan(5);
     expect(w.gw.stats.rxJoined).toBeGreaterThan(5);
     expect(w.gw.stats.rxGroOverrun).toBe(0);

@@ -16,9 +16,20 @@ import { UdpSocket } from '../../src/io/udp.js';
 import { icmpEcho, udpPacket, type Built } from '../packet/factory.js';
 import { waitFor } from '../util/netns.js';
 
-interface Got { bytes: Uint8Array; tunnel: GeneveTunnel }
+interface Got {
+  bytes: Uint8Array;
+  tunnel: GeneveTunnel;
+}
 
-function collector(): { got: Got[]; calls: number; sink: { deliverBatch: GenevePort extends never ? never : (buf: Uint8Array, offs: Uint32Array, lens: Uint32Array, t: readonly GeneveTunnel[], n: number) => void } } {
+function collector(): {
+  got: Got[];
+  calls: number;
+  sink: {
+    deliverBatch: GenevePort extends never
+      ? never
+      : (buf: Uint8Array, offs: Uint32Array, lens: Uint32Array, t: readonly GeneveTunnel[], n: number) => void;
+  };
+} {
   const c = {
     got: [] as Got[],
     calls: 0,
@@ -49,12 +60,35 @@ function arena(pkts: Built[], headroom = 64): { buf: Uint8Array; offs: Uint32Arr
 const PORT = 46091 + Math.floor(Math.random() * 1000);
 const open: GenevePort[] = [];
 
-async function pair(mode: 'l3' | 'l2' = 'l3'): Promise<{ gw: GenevePort; node: GenevePort; gwSink: ReturnType<typeof collector>; nodeSink: ReturnType<typeof collector> }> {
+async function pair(
+  mode: 'l3' | 'l2' = 'l3',
+): Promise<{
+  gw: GenevePort;
+  node: GenevePort;
+  gwSink: ReturnType<typeof collector>;
+  nodeSink: ReturnType<typeof collector>;
+}> {
   const gwTable = new GeneveTunnelTable();
-  gwTable.add({ vni: 7, remoteUnderlay: '127.0.0.2', remotePort: PORT, localInternalAddress: '10.80.0.1', remoteInternalAddress: '10.80.0.2', mode, name: 'node-a' });
+  gwTable.add({
+    vni: 7,
+    remoteUnderlay: '127.0.0.2',
+    remotePort: PORT,
+    localInternalAddress: '10.80.0.1',
+    remoteInternalAddress: '10.80.0.2',
+    mode,
+    name: 'node-a',
+  });
   gwTable.addPodRoute('10.0.1.0/24', '10.80.0.2');
   const nodeTable = new GeneveTunnelTable();
-  nodeTable.add({ vni: 7, remoteUnderlay: '127.0.0.1', remotePort: PORT, localInternalAddress: '10.80.0.2', remoteInternalAddress: '10.80.0.1', mode, name: 'gw' });
+  nodeTable.add({
+    vni: 7,
+    remoteUnderlay: '127.0.0.1',
+    remotePort: PORT,
+    localInternalAddress: '10.80.0.2',
+    remoteInternalAddress: '10.80.0.1',
+    mode,
+    name: 'gw',
+  });
   nodeTable.addPodRoute('10.71.0.0/16', '10.80.0.1');
   const gwSink = collector();
   const nodeSink = collector();
@@ -113,7 +147,7 @@ describe('GenevePort', () => {
     expect(nodeSink.got[0]!.bytes).toEqual(ok.buf.slice(ok.off, ok.off + ok.len));
   });
 
-  it('sendBatchVia uses the caller\'s tunnels (undefined = counted drop)', async () => {
+  it("sendBatchVia uses the caller's tunnels (undefined = counted drop)", async () => {
     const { gw, nodeSink } = await pair();
     const t = gw.table.get(7, '127.0.0.2')!;
     const p = icmpEcho({ src: '10.71.0.9', dst: '198.51.100.1' }); // no route: the caller decided
@@ -157,11 +191,19 @@ describe('GenevePort', () => {
 describe('GenevePort send path allocation', () => {
   it('routes, encapsulates and sends a batch without allocating per packet', async () => {
     const table = new GeneveTunnelTable();
-    table.add({ vni: 9, remoteUnderlay: '127.0.0.9', remotePort: PORT + 1, localInternalAddress: '10.80.0.1', remoteInternalAddress: '10.80.0.2' });
+    table.add({
+      vni: 9,
+      remoteUnderlay: '127.0.0.9',
+      remotePort: PORT + 1,
+      localInternalAddress: '10.80.0.1',
+      remoteInternalAddress: '10.80.0.2',
+    });
     table.addPodRoute('10.0.0.0/16', '10.80.0.2');
     const port = await GenevePort.open({ table, sink: collector().sink, port: 0, address: '127.0.0.1' });
     open.push(port);
-    const pkts = Array.from({ length: 32 }, (_, i) => udpPacket({ src: '10.71.0.9', dst: `10.0.${i}.5`, sport: 1000 + i, dport: 53 }));
+    const pkts = Array.from({ length: 32 }, (_, i) =>
+      udpPacket({ src: '10.71.0.9', dst: `10.0.${i}.5`, sport: 1000 + i, dport: 53 }),
+    );
     const a = arena(pkts);
     const batch = () => {
       // The engine writes headers in front of each packet; the packets themselves stay intact.

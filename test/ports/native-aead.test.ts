@@ -16,7 +16,11 @@ import { skipUnlessRoot } from '../util/requirements.js';
 
 const native = loadNativeIo();
 const available = native?.aeadAvailable?.() ?? false;
-const skip = skipUnlessRoot(available === false ? 'native addon without aeadSeal/aeadOpen here (addon not built, or this Node exports no OpenSSL EVP ChaCha20-Poly1305): run node native/build.mjs on a Node with OpenSSL' : null);
+const skip = skipUnlessRoot(
+  available === false
+    ? 'native addon without aeadSeal/aeadOpen here (addon not built, or this Node exports no OpenSSL EVP ChaCha20-Poly1305): run node native/build.mjs on a Node with OpenSSL'
+    : null,
+);
 
 function hex(s: string): Uint8Array {
   const clean = s.replace(/\s+/g, '');
@@ -30,7 +34,9 @@ function bytes(n: number, seed: number): Uint8Array {
   const out = new Uint8Array(n);
   let x = seed | 1;
   for (let i = 0; i < n; i++) {
-    x ^= x << 13; x ^= x >>> 17; x ^= x << 5;
+    x ^= x << 13;
+    x ^= x >>> 17;
+    x ^= x << 5;
     out[i] = x & 0xff;
   }
   return out;
@@ -90,7 +96,9 @@ describe.skipIf(skip !== null)(`withNativeAead${skip ? ` (skipped: ${skip})` : '
     const key = hex('808182838485868788898a8b8c8d8e8f909192939495969798999a9b9c9d9e9f');
     const nonce = hex('070000004041424344454647');
     const ad = hex('50515253c0c1c2c3c4c5c6c7');
-    const pt = new TextEncoder().encode("Ladies and Gentlemen of the class of '99: If I could offer you only one tip for the future, sunscreen would be it.");
+    const pt = new TextEncoder().encode(
+      "Ladies and Gentlemen of the class of '99: If I could offer you only one tip for the future, sunscreen would be it.",
+    );
     const tag = hex('1ae10b594f09e26a7e902ecbd0600691');
     const out = new Uint8Array(pt.length + 16);
     backend.seal(key, nonce, ad, pt, 0, pt.length, out, 0);
@@ -136,7 +144,9 @@ describe.skipIf(skip !== null)('native AEAD through the EVP interface (fallback 
   it('matches noble, opens its output, and rejects a forged tag leaving zeros', () => {
     const addonPath = fileURLToPath(new URL('../../native/build/Release/weft_io.node', import.meta.url));
     const r = spawnSync(process.execPath, ['-e', EVP_CHILD, addonPath], {
-      encoding: 'utf8', timeout: 20_000, env: { ...process.env, WEFT_NATIVE_AEAD_MODE: 'evp' },
+      encoding: 'utf8',
+      timeout: 20_000,
+      env: { ...process.env, WEFT_NATIVE_AEAD_MODE: 'evp' },
       cwd: fileURLToPath(new URL('../../', import.meta.url)),
     });
     expect(r.stderr).toBe('');
@@ -149,14 +159,22 @@ describe('withNativeAead fallbacks', () => {
 
   it('keeps the base backend when there is no addon, or an addon without the AEAD functions', () => {
     expect(withNativeAead(base, null)).toEqual({ backend: base, reason: expect.stringContaining('not available') });
-    const old = { ...(native ?? {}), aeadSeal: undefined, aeadOpen: undefined, aeadAvailable: undefined } as unknown as NativeIo;
+    const old = {
+      ...(native ?? {}),
+      aeadSeal: undefined,
+      aeadOpen: undefined,
+      aeadAvailable: undefined,
+    } as unknown as NativeIo;
     expect(withNativeAead(base, old).backend).toBe(base);
   });
 
   it('refuses an implementation that disagrees with the base backend', () => {
     const wrong = {
       aeadAvailable: () => 'evp',
-      aeadSeal: (_k: Uint8Array, _n: Uint8Array, buf: Uint8Array, off: number, len: number) => { buf.fill(0, off, off + len + 16); return 1; },
+      aeadSeal: (_k: Uint8Array, _n: Uint8Array, buf: Uint8Array, off: number, len: number) => {
+        buf.fill(0, off, off + len + 16);
+        return 1;
+      },
       aeadOpen: () => 1,
     } as unknown as NativeIo;
     const r = withNativeAead(base, wrong);

@@ -39,12 +39,21 @@ function transportValid(buf: Uint8Array, off: number, len: number): boolean {
   const v = buf[off]! >>> 4;
   const proto = buf[off + (v === 4 ? 9 : 6)]!;
   const l4 = off + (v === 4 ? (buf[off]! & 15) * 4 : 40);
-  const sum = v === 4 ? ipv4TransportSum(buf, off, proto, l4, off + len - l4) : ipv6TransportSum(buf, off, proto, l4, off + len - l4);
+  const sum =
+    v === 4
+      ? ipv4TransportSum(buf, off, proto, l4, off + len - l4)
+      : ipv6TransportSum(buf, off, proto, l4, off + len - l4);
   return finishChecksum(sum) === 0;
 }
 
 function tunBatch(): PacketBatch {
-  return new PacketBatch({ capacity: 4, headroom: 16, maxLen: TUN_OFFLOAD_MAX_PACKET, tailroom: 32, scratch: segmenterScratch(MTU, 16, 32, 64) });
+  return new PacketBatch({
+    capacity: 4,
+    headroom: 16,
+    maxLen: TUN_OFFLOAD_MAX_PACKET,
+    tailroom: 32,
+    scratch: segmenterScratch(MTU, 16, 32, 64),
+  });
 }
 
 describe('TunSegmenter', () => {
@@ -86,7 +95,8 @@ describe('TunSegmenter', () => {
       // Room for the WireGuard header before and padding + tag after every segment.
       for (let i = 0; i < got.length; i++) {
         expect(got[i]!.len).toBeLessThanOrEqual(MTU);
-        if (i > 0 && got[i]!.off > got[i - 1]!.off) expect(got[i]!.off - 16).toBeGreaterThanOrEqual(got[i - 1]!.off + got[i - 1]!.len + 32);
+        if (i > 0 && got[i]!.off > got[i - 1]!.off)
+          expect(got[i]!.off - 16).toBeGreaterThanOrEqual(got[i - 1]!.off + got[i - 1]!.len + 32);
       }
       expect(seg.stats.segments).toBe(segs);
     }
@@ -95,7 +105,9 @@ describe('TunSegmenter', () => {
   it('passes a packet without GSO through in place; counts oversize and malformed drops', () => {
     const b = tunBatch();
     const got: number[] = [];
-    const seg = new TunSegmenter(b, 10, MTU, 16, 32, (_buf, offs, _lens, n) => { for (let i = 0; i < n; i++) got.push(offs[i]!); });
+    const seg = new TunSegmenter(b, 10, MTU, 16, 32, (_buf, offs, _lens, n) => {
+      for (let i = 0; i < n; i++) got.push(offs[i]!);
+    });
     const plain = ipv4Packet('10.0.0.1', '10.0.0.2', 100);
     b.buf.set(plain, b.slotSize + 16);
     b.lens[1] = plain.length;
@@ -121,12 +133,24 @@ afterEach(async () => {
 });
 
 /** Port A (udpOffload) and a plain Device B with its own loopback socket, one session. */
-async function world(backend: CryptoBackend, sink: (buf: Uint8Array, offs: Uint32Array, lens: Uint32Array, n: number) => void) {
+async function world(
+  backend: CryptoBackend,
+  sink: (buf: Uint8Array, offs: Uint32Array, lens: Uint32Array, n: number) => void,
+) {
   const a = memoryDevice(backend, 1, { mtu: MTU });
   const b = memoryDevice(backend, 2, { mtu: MTU });
   const port = new WireGuardPort({
-    device: a, mtu: MTU, clock: () => T, udpMechanism: 'native', udpOffload: true,
-    sink: { writeBatch: (buf, offs, lens, _p, n) => { sink(buf, offs, lens, n); return n; } },
+    device: a,
+    mtu: MTU,
+    clock: () => T,
+    udpMechanism: 'native',
+    udpOffload: true,
+    sink: {
+      writeBatch: (buf, offs, lens, _p, n) => {
+        sink(buf, offs, lens, n);
+        return n;
+      },
+    },
   });
   open.push(port);
   await port.bind(0);
@@ -157,7 +181,8 @@ function sealedBurst(b: Device, pab: Peer, n: number, size: number, tag: number)
     const p = ipv4Packet('10.9.0.1', '10.1.0.1', body);
     plain.push(p);
     buf.set(p, i * slot + 16);
-    if (b.encryptFor(pab, buf, i * slot + 16, p.length, T, er) !== ENCRYPT_SEND) throw new Error(`encrypt: ${er.reason}`);
+    if (b.encryptFor(pab, buf, i * slot + 16, p.length, T, er) !== ENCRYPT_SEND)
+      throw new Error(`encrypt: ${er.reason}`);
     offs[i] = er.start;
     lens[i] = er.length;
   }
@@ -183,7 +208,8 @@ describe.skipIf(nativeMissing !== null)('WireGuardPort with UDP GSO/GRO (loopbac
     const rr = new ReceiveResult();
     w.sockB.onBatch(new PacketBatch({ capacity: 64, maxLen: 2048, withAddresses: true }), (bt) => {
       for (let i = 0; i < bt.count; i++) {
-        if (w.b.receive(bt.buf, bt.offs[i]!, bt.lens[i]!, w.epA, T, false, rr) === RECEIVE_DELIVER) atB.push(bt.buf.slice(rr.start, rr.start + rr.length));
+        if (w.b.receive(bt.buf, bt.offs[i]!, bt.lens[i]!, w.epA, T, false, rr) === RECEIVE_DELIVER)
+          atB.push(bt.buf.slice(rr.start, rr.start + rr.length));
       }
     });
     const slot = 2048;
@@ -208,7 +234,9 @@ describe.skipIf(nativeMissing !== null)('WireGuardPort with UDP GSO/GRO (loopbac
   it('the GRO receive path allocates nothing per packet (sampling heap profiler)', async () => {
     let sunk = 0;
     const backend = nullAeadBackend();
-    const w = await world(backend, (_b, _o, _l, n) => { sunk += n; });
+    const w = await world(backend, (_b, _o, _l, n) => {
+      sunk += n;
+    });
     const N = 128; // per round: per-batch costs (a timer deadline's heap number) amortize as in bulk traffic
     const rec = new Uint8Array(24 * N);
     for (let i = 0; i < N; i++) encodeAddress('127.0.0.1', w.port.port, rec, i * 24);
@@ -222,7 +250,8 @@ describe.skipIf(nativeMissing !== null)('WireGuardPort with UDP GSO/GRO (loopbac
     const er = new EncryptResult();
     for (let i = 0; i < N * ROUNDS; i++) {
       buf.set(one, i * slot + 16);
-      if (w.b.encryptFor(w.pab, buf, i * slot + 16, one.length, T, er) !== ENCRYPT_SEND) throw new Error(`encrypt ${er.reason}`);
+      if (w.b.encryptFor(w.pab, buf, i * slot + 16, one.length, T, er) !== ENCRYPT_SEND)
+        throw new Error(`encrypt ${er.reason}`);
       offs[i] = er.start;
       lens[i] = er.length;
     }
@@ -239,7 +268,11 @@ describe.skipIf(nativeMissing !== null)('WireGuardPort with UDP GSO/GRO (loopbac
     s.connect();
     try {
       await post(s, 'HeapProfiler.enable');
-      await post(s, 'HeapProfiler.startSampling', { samplingInterval: 64, includeObjectsCollectedByMajorGC: true, includeObjectsCollectedByMinorGC: true });
+      await post(s, 'HeapProfiler.startSampling', {
+        samplingInterval: 64,
+        includeObjectsCollectedByMajorGC: true,
+        includeObjectsCollectedByMinorGC: true,
+      });
       const before = sunk;
       for (let i = 0; i < ROUNDS / 2; i++) await round();
       const packets = sunk - before;
@@ -249,7 +282,10 @@ describe.skipIf(nativeMissing !== null)('WireGuardPort with UDP GSO/GRO (loopbac
       const walk = (node: ProfileNode): void => {
         const url = node.callFrame.url;
         // B's sendBatch (the test's sender) excluded: the receive path is what is measured.
-        const receivePath = url.includes('/src/wireguard/') || url.includes('/src/ports/') || (url.includes('/src/io/udp') && node.callFrame.functionName !== 'sendBatch');
+        const receivePath =
+          url.includes('/src/wireguard/') ||
+          url.includes('/src/ports/') ||
+          (url.includes('/src/io/udp') && node.callFrame.functionName !== 'sendBatch');
         if (node.selfSize > 0 && receivePath) {
           bytes += node.selfSize;
           where.push(`${node.callFrame.functionName} ${url.split('/').pop()}: ${node.selfSize}`);
@@ -257,15 +293,13 @@ describe.skipIf(nativeMissing !== null)('WireGuardPort with UDP GSO/GRO (loopbac
         node.children.forEach(walk);
       };
       walk(profile.head);
-      expect(packets).toBe(ROUNDS / 2 * N);
+      expect(packets).toBe((ROUNDS / 2) * N);
       expect(bytes / packets, where.join('; ')).toBeLessThan(2);
     } finally {
       await post(s, 'HeapProfiler.disable').catch(() => {});
       s.disconnect();
     }
     expect(w.port.udpStats().v4!.rxPackets).toBeGreaterThanOrEqual(ROUNDS * N);
-    expect(w.port.udpStats().v4!.rxBatches).toBeLessThan(ROUNDS * N / 8); // runs arrived coalesced
+    expect(w.port.udpStats().v4!.rxBatches).toBeLessThan((ROUNDS * N) / 8); // runs arrived coalesced
   }, 60_000);
 });
-
-

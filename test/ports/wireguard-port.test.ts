@@ -15,9 +15,7 @@ import { loadNativeIo, nativeIoLoadError } from '../../src/io/native.js';
 import { UdpSocket } from '../../src/io/udp.js';
 import { formatAddress, parsePrefix } from '../../src/packet/addr.js';
 import { WireGuardPort } from '../../src/ports/wireguard-port.js';
-import {
-  Device, ENCRYPT_SEND, EncryptResult, RECEIVE_DELIVER, ReceiveResult,
-} from '../../src/wireguard/device.js';
+import { Device, ENCRYPT_SEND, EncryptResult, RECEIVE_DELIVER, ReceiveResult } from '../../src/wireguard/device.js';
 import type { Peer } from '../../src/wireguard/peer.js';
 import { waitFor } from '../util/netns.js';
 import { ipv4Packet } from '../wireguard/sim.js';
@@ -116,7 +114,10 @@ describe.skipIf(nativeMissing !== null)('WireGuardPort: the peer travels with ea
       const rr = new ReceiveResult();
       sock.onBatch(new PacketBatch({ capacity: 8, maxLen: 2048, withAddresses: true }), (bt) => {
         for (let i = 0; i < bt.count; i++) {
-          if (d.receive(bt.buf, bt.offs[i]!, bt.lens[i]!, { address: '127.0.0.1', port: w.port.port }, T, false, rr) === RECEIVE_DELIVER) {
+          if (
+            d.receive(bt.buf, bt.offs[i]!, bt.lens[i]!, { address: '127.0.0.1', port: w.port.port }, T, false, rr) ===
+            RECEIVE_DELIVER
+          ) {
             out.push(bt.buf.slice(rr.start, rr.start + rr.length));
           }
         }
@@ -136,7 +137,6 @@ describe.skipIf(nativeMissing !== null)('WireGuardPort: the peer travels with ea
     expect(atC).toEqual([p0, p2]);
   });
 });
-
 
 describe('encryptBatch with peers + overlapping receive: allocation (sampling heap profiler)', () => {
   it('allocates nothing per packet', async () => {
@@ -159,7 +159,17 @@ describe('encryptBatch with peers + overlapping receive: allocation (sampling he
     memoryHandshake(c, pac, a, epC, epA, T);
     // Never bound: packets are encrypted for real and counted as "no socket", nothing is sent.
     let sunk = 0;
-    const port = new WireGuardPort({ device: a, mtu: 1500, clock: () => T, sink: { writeBatch: (_b, _o, _l, _p, n) => { sunk += n; return n; } } });
+    const port = new WireGuardPort({
+      device: a,
+      mtu: 1500,
+      clock: () => T,
+      sink: {
+        writeBatch: (_b, _o, _l, _p, n) => {
+          sunk += n;
+          return n;
+        },
+      },
+    });
     open.push(port);
     const N = 64;
     const pkts: Uint8Array[] = [];
@@ -179,7 +189,8 @@ describe('encryptBatch with peers + overlapping receive: allocation (sampling he
       port.encryptBatch(batch.buf, batch.offs, batch.lens, N, peers);
       rbuf.set(one, 16);
       if (b.encryptFor(pab, rbuf, 16, one.length, T, er) !== ENCRYPT_SEND) throw new Error(`encrypt: ${er.reason}`);
-      if (a.receive(rbuf, er.start, er.length, epB, T, false, rr) !== RECEIVE_DELIVER) throw new Error(`receive: ${rr.reason}`);
+      if (a.receive(rbuf, er.start, er.length, epB, T, false, rr) !== RECEIVE_DELIVER)
+        throw new Error(`receive: ${rr.reason}`);
       packets += N + 1;
     };
     for (let i = 0; i < 3000; i++) round(); // optimized code, as in a running daemon
@@ -193,7 +204,9 @@ describe('encryptBatch with peers + overlapping receive: allocation (sampling he
     try {
       await post(s, 'HeapProfiler.enable');
       await post(s, 'HeapProfiler.startSampling', {
-        samplingInterval: 64, includeObjectsCollectedByMajorGC: true, includeObjectsCollectedByMinorGC: true,
+        samplingInterval: 64,
+        includeObjectsCollectedByMajorGC: true,
+        includeObjectsCollectedByMinorGC: true,
       });
       packets = 0;
       for (let i = 0; i < 1500; i++) round();

@@ -43,7 +43,11 @@ class LinearModel<T> {
   }
   removeValue(value: T): number {
     let n = 0;
-    for (const [k, e] of this.entries) if (e.value === value) { this.entries.delete(k); n++; }
+    for (const [k, e] of this.entries)
+      if (e.value === value) {
+        this.entries.delete(k);
+        n++;
+      }
     return n;
   }
   get(family: IpFamily, a: Uint8Array, len: number): T | undefined {
@@ -80,7 +84,12 @@ function opArb(families: readonly IpFamily[]): fc.Arbitrary<Op> {
     });
   });
   return fc.oneof(
-    { weight: 6, arbitrary: fc.tuple(keyed, fc.integer({ min: 1, max: 6 })).map(([k, value]): Op => ({ op: 'insert', ...k, value })) },
+    {
+      weight: 6,
+      arbitrary: fc
+        .tuple(keyed, fc.integer({ min: 1, max: 6 }))
+        .map(([k, value]): Op => ({ op: 'insert', ...k, value })),
+    },
     { weight: 3, arbitrary: keyed.map((k): Op => ({ op: 'remove', ...k })) },
     { weight: 1, arbitrary: fc.integer({ min: 1, max: 6 }).map((value): Op => ({ op: 'removeValue', value })) },
   );
@@ -106,7 +115,9 @@ function probesOf(ops: readonly Op[], extra: readonly Uint8Array[]): Uint8Array[
 
 for (const family of [4, 6] as const) {
   const bytes = family === 4 ? 4 : 16;
-  test.prop([fc.array(opArb([family]), { minLength: 1, maxLength: 60 }), fc.array(addr(bytes), { maxLength: 10 })], { numRuns: 200 })(
+  test.prop([fc.array(opArb([family]), { minLength: 1, maxLength: 60 }), fc.array(addr(bytes), { maxLength: 10 })], {
+    numRuns: 200,
+  })(
     `PrefixTable IPv${family}: lookup, get, size and entries() equal a linear scan after any inserts/removes`,
     (ops, extra) => {
       const t = new PrefixTable<number>(family);
@@ -115,8 +126,10 @@ for (const family of [4, 6] as const) {
       // A probe placed at an offset inside a larger buffer, as packets are.
       const buf = new Uint8Array(bytes + 3);
       for (const o of ops) {
-        if (o.op === 'insert') { t.insert(o.addr, o.len, o.value); m.insert(family, o.addr, o.len, o.value); }
-        else if (o.op === 'remove') expect(t.remove(o.addr, o.len)).toBe(m.remove(family, o.addr, o.len));
+        if (o.op === 'insert') {
+          t.insert(o.addr, o.len, o.value);
+          m.insert(family, o.addr, o.len, o.value);
+        } else if (o.op === 'remove') expect(t.remove(o.addr, o.len)).toBe(m.remove(family, o.addr, o.len));
         else expect(t.removeValue(o.value)).toBe(m.removeValue(o.value));
         expect(t.size).toBe(m.count());
         for (const p of probes) {
@@ -132,7 +145,13 @@ for (const family of [4, 6] as const) {
   );
 }
 
-test.prop([fc.array(opArb([4, 4, 4, 6]), { minLength: 1, maxLength: 40 }), fc.array(fc.oneof(addr(4), addr(16)), { maxLength: 10 })], { numRuns: 200 })(
+test.prop(
+  [
+    fc.array(opArb([4, 4, 4, 6]), { minLength: 1, maxLength: 40 }),
+    fc.array(fc.oneof(addr(4), addr(16)), { maxLength: 10 }),
+  ],
+  { numRuns: 200 },
+)(
   `PrefixMatcher (both families, across the ${SMALL_V4_SET}-prefix linear-scan threshold) equals a linear scan`,
   (ops, extra) => {
     const pm = new PrefixMatcher<number>();

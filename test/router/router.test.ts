@@ -16,8 +16,17 @@ import type { IpView } from '../../src/packet/ip-view.js';
 import { IPV4_DST_OFFSET, IPV4_SRC_OFFSET, IPV4_TTL_OFFSET, ipv4HeaderValid } from '../../src/packet/ipv4.js';
 import { IPV6_HOP_LIMIT_OFFSET } from '../../src/packet/ipv6.js';
 import {
-  HOOK_FORWARD, HOOK_INPUT, HOOK_NAMES, HOOK_OUTPUT, HOOK_POSTROUTING, HOOK_PREROUTING, SOURCE_NAMES, VERDICT_ACCEPT, VERDICT_DROP,
-  type PacketHook, type PacketMeta,
+  HOOK_FORWARD,
+  HOOK_INPUT,
+  HOOK_NAMES,
+  HOOK_OUTPUT,
+  HOOK_POSTROUTING,
+  HOOK_PREROUTING,
+  SOURCE_NAMES,
+  VERDICT_ACCEPT,
+  VERDICT_DROP,
+  type PacketHook,
+  type PacketMeta,
 } from '../../src/router/hooks.js';
 import { ROUTER_DROP_NAMES, Router, RouterDrop, RouterLanes } from '../../src/router/router.js';
 import { icmpEcho, tcpPacket, udpPacket, type Built } from '../packet/factory.js';
@@ -30,23 +39,78 @@ const NOW = 1_700_000_000_000;
 const OUTPUT_NAMES = ['none', 'host', 'node', 'peer'];
 
 function setup(opts: { icmpBurst?: number } = {}) {
-  const nat = new Nat({ localPodCIDRs: ['10.0.0.0/16'], localExternalCIDR: '10.70.0.0/16', mtu: 1340, icmpSourceV4: '10.80.0.1' });
+  const nat = new Nat({
+    localPodCIDRs: ['10.0.0.0/16'],
+    localExternalCIDR: '10.70.0.0/16',
+    mtu: 1340,
+    icmpSourceV4: '10.80.0.1',
+  });
   const table = new GeneveTunnelTable();
-  table.add({ vni: 1, remoteUnderlay: '192.168.0.2', localInternalAddress: '10.80.0.1', remoteInternalAddress: '10.80.0.2', mode: 'l3', name: 'node1' });
-  table.add({ vni: 2, remoteUnderlay: '192.168.0.3', localInternalAddress: '10.80.0.1', remoteInternalAddress: '10.80.0.3', mode: 'l3', name: 'node2' });
-  table.add({ vni: 3, remoteUnderlay: '192.168.0.4', localInternalAddress: 'fd00::1', remoteInternalAddress: 'fd00::3', mode: 'l3', name: 'node3' });
+  table.add({
+    vni: 1,
+    remoteUnderlay: '192.168.0.2',
+    localInternalAddress: '10.80.0.1',
+    remoteInternalAddress: '10.80.0.2',
+    mode: 'l3',
+    name: 'node1',
+  });
+  table.add({
+    vni: 2,
+    remoteUnderlay: '192.168.0.3',
+    localInternalAddress: '10.80.0.1',
+    remoteInternalAddress: '10.80.0.3',
+    mode: 'l3',
+    name: 'node2',
+  });
+  table.add({
+    vni: 3,
+    remoteUnderlay: '192.168.0.4',
+    localInternalAddress: 'fd00::1',
+    remoteInternalAddress: 'fd00::3',
+    mode: 'l3',
+    name: 'node3',
+  });
   table.addPodRoute('10.0.1.0/24', '10.80.0.2');
   table.addPodRoute('10.0.2.0/24', '10.80.0.3');
-  const router = new Router<Link, GeneveTunnel>({ nat, nodes: table, icmpRatePerSecond: 1, icmpBurst: opts.icmpBurst ?? 20 });
+  const router = new Router<Link, GeneveTunnel>({
+    nat,
+    nodes: table,
+    icmpRatePerSecond: 1,
+    icmpBurst: opts.icmpBurst ?? 20,
+  });
   const remote = { podCIDRs: ['10.0.0.0/16'], externalCIDRs: ['10.70.0.0/16'] };
   const linkB: Link = { name: 'b' };
   const linkC: Link = { name: 'c' };
-  const b = router.addPeer('b', nat.addPeer({ name: 'b', remote, remapped: { podCIDRs: ['10.71.0.0/16'], externalCIDRs: ['10.72.0.0/16'] } }), linkB);
-  const c = router.addPeer('c', nat.addPeer({ name: 'c', remote, remapped: { podCIDRs: ['10.73.0.0/16'], externalCIDRs: ['10.74.0.0/16'] } }), linkC);
+  const b = router.addPeer(
+    'b',
+    nat.addPeer({ name: 'b', remote, remapped: { podCIDRs: ['10.71.0.0/16'], externalCIDRs: ['10.72.0.0/16'] } }),
+    linkB,
+  );
+  const c = router.addPeer(
+    'c',
+    nat.addPeer({ name: 'c', remote, remapped: { podCIDRs: ['10.73.0.0/16'], externalCIDRs: ['10.74.0.0/16'] } }),
+    linkC,
+  );
   router.setLocalAddresses(['10.80.0.1', 'fd00::1']);
-  router.setTunnelAddresses(['169.254.18.1'], [{ address: '169.254.18.2', peer: b }, { address: '169.254.18.6', peer: c }]);
+  router.setTunnelAddresses(
+    ['169.254.18.1'],
+    [
+      { address: '169.254.18.2', peer: b },
+      { address: '169.254.18.6', peer: c },
+    ],
+  );
   const byName = (n: string) => [...table.tunnels()].find((t) => t.name === n)!;
-  return { nat, table, router, linkB, linkC, node1: byName('node1'), node2: byName('node2'), node3: byName('node3'), L: new RouterLanes<Link, GeneveTunnel>(8) };
+  return {
+    nat,
+    table,
+    router,
+    linkB,
+    linkC,
+    node1: byName('node1'),
+    node2: byName('node2'),
+    node3: byName('node3'),
+    L: new RouterLanes<Link, GeneveTunnel>(8),
+  };
 }
 
 /** One packet in an arena with headroom, as the ports hand them over. */
@@ -57,10 +121,11 @@ function one(p: Built, headroom = HEAD): { buf: Uint8Array; offs: Uint32Array; l
 }
 
 const addr = (buf: Uint8Array, off: number, field: number) => formatAddress(buf.subarray(off + field, off + field + 4));
-const drops = (r: Router<Link, GeneveTunnel>) => Object.fromEntries(ROUTER_DROP_NAMES.map((n, i) => [n, r.drops[i]]).filter(([, v]) => v !== 0));
+const drops = (r: Router<Link, GeneveTunnel>) =>
+  Object.fromEntries(ROUTER_DROP_NAMES.map((n, i) => [n, r.drops[i]]).filter(([, v]) => v !== 0));
 
 describe('Router: paths', () => {
-  it('node → peer b: destination back to the real address, TTL − 1, handed to b\'s link', () => {
+  it("node → peer b: destination back to the real address, TTL − 1, handed to b's link", () => {
     const { router, L, linkB } = setup();
     const a = one(udpPacket({ src: '10.0.1.11', dst: '10.71.2.23', sport: 1000, dport: 2000, ttl: 10 }));
     router.fromNodes(a.buf, a.offs, a.lens, 1, NOW, L);
@@ -85,9 +150,12 @@ describe('Router: paths', () => {
     expect(addr(pc.buf, L.toPeers.offs[1]!, IPV4_DST_OFFSET)).toBe('10.0.2.23');
   });
 
-  it('the same real source from b and from c arrives as each peer\'s remapped address', () => {
+  it("the same real source from b and from c arrives as each peer's remapped address", () => {
     const { router, L, linkB, linkC, node1 } = setup();
-    for (const [link, want] of [[linkB, '10.71.2.23'], [linkC, '10.73.2.23']] as const) {
+    for (const [link, want] of [
+      [linkB, '10.71.2.23'],
+      [linkC, '10.73.2.23'],
+    ] as const) {
       L.clear();
       const p = one(udpPacket({ src: '10.0.2.23', dst: '10.0.1.11', sport: 2000, dport: 1000, ttl: 5 }));
       router.fromPeers(p.buf, p.offs, p.lens, [link], 1, NOW, L);
@@ -98,7 +166,7 @@ describe('Router: paths', () => {
     }
   });
 
-  it('node → node through the router (hairpin), and node → the gateway\'s own address (no TTL change)', () => {
+  it("node → node through the router (hairpin), and node → the gateway's own address (no TTL change)", () => {
     const { router, L, node2 } = setup();
     const h = one(icmpEcho({ src: '10.0.1.11', dst: '10.0.2.5', ttl: 9 }));
     router.fromNodes(h.buf, h.offs, h.lens, 1, NOW, L);
@@ -119,14 +187,16 @@ describe('Router: paths', () => {
     expect(addr(out.buf, o, IPV4_SRC_OFFSET)).toBe('10.70.0.0');
     L.clear();
     // b answers to A's SNAT address (as b sees it, A's external CIDR is remapped at b; inside the tunnel it is real).
-    const reply = one(icmpEcho({ src: '10.0.2.23', dst: '10.70.0.0', type: 0, ident: out.buf[o + 24]! * 256 + out.buf[o + 25]! }));
+    const reply = one(
+      icmpEcho({ src: '10.0.2.23', dst: '10.70.0.0', type: 0, ident: out.buf[o + 24]! * 256 + out.buf[o + 25]! }),
+    );
     router.fromPeers(reply.buf, reply.offs, reply.lens, [linkB], 1, NOW, L);
     expect(L.toHost.count).toBe(1);
     expect(addr(reply.buf, L.toHost.offs[0]!, IPV4_DST_OFFSET)).toBe('10.80.0.1');
     expect(addr(reply.buf, L.toHost.offs[0]!, IPV4_SRC_OFFSET)).toBe('10.71.2.23');
   });
 
-  it('in-tunnel addresses: host → b\'s tunnel address untranslated; b\'s reply to the host; c may not use b\'s address', () => {
+  it("in-tunnel addresses: host → b's tunnel address untranslated; b's reply to the host; c may not use b's address", () => {
     const { router, L, linkB, linkC } = setup();
     const p = one(udpPacket({ src: '169.254.18.1', dst: '169.254.18.2', sport: 12345, dport: 12345, ttl: 64 }));
     router.fromHost(p.buf, p.offs, p.lens, 1, NOW, L);
@@ -143,9 +213,11 @@ describe('Router: paths', () => {
     expect(drops(router)).toEqual({ no_route: 1 });
   });
 
-  it('DF packet over the tunnel MTU: Fragmentation Needed (MTU 1340) from 10.80.0.1 back to the sender\'s node', () => {
+  it("DF packet over the tunnel MTU: Fragmentation Needed (MTU 1340) from 10.80.0.1 back to the sender's node", () => {
     const { router, L, node1 } = setup();
-    const big = one(udpPacket({ src: '10.0.1.11', dst: '10.71.2.23', sport: 1, dport: 2, payload: new Uint8Array(1400) }));
+    const big = one(
+      udpPacket({ src: '10.0.1.11', dst: '10.71.2.23', sport: 1, dport: 2, payload: new Uint8Array(1400) }),
+    );
     router.fromNodes(big.buf, big.offs, big.lens, 1, NOW, L);
     expect(L.toPeers.count).toBe(0);
     expect(L.toNodes.count).toBe(1);
@@ -180,7 +252,7 @@ describe('Router: every drop reason, counted', () => {
     expect(drops(router)).toEqual({ no_route: 2 });
   });
 
-  it('ttl_expired: Time Exceeded from the gateway\'s address quoting the original, back to the sender (IPv4)', () => {
+  it("ttl_expired: Time Exceeded from the gateway's address quoting the original, back to the sender (IPv4)", () => {
     const { router, L, node1 } = setup();
     const p = one(udpPacket({ src: '10.0.1.11', dst: '10.71.2.23', sport: 33434, dport: 33434, ttl: 1 }));
     router.fromNodes(p.buf, p.offs, p.lens, 1, NOW, L);
@@ -194,7 +266,7 @@ describe('Router: every drop reason, counted', () => {
     expect(addr(p.buf, o + 28, IPV4_DST_OFFSET)).toBe('10.71.2.23'); // quoted as it arrived
   });
 
-  it('IPv6: hop limit − 1 on a forward; at 1, ICMPv6 Time Exceeded from the gateway\'s IPv6 address back to the sender', () => {
+  it("IPv6: hop limit − 1 on a forward; at 1, ICMPv6 Time Exceeded from the gateway's IPv6 address back to the sender", () => {
     const { router, L, node3 } = setup();
     const fwd = one(udpPacket({ src: 'fd00::1:5', dst: 'fd00::3', sport: 1, dport: 2, ttl: 7 }));
     router.fromHost(fwd.buf, fwd.offs, fwd.lens, 1, NOW, L);
@@ -236,21 +308,21 @@ describe('Router: every drop reason, counted', () => {
     expect(drops(router)).toEqual({ unknown_peer: 1 });
   });
 
-  it('peer_transit: from b to c\'s remapped CIDR', () => {
+  it("peer_transit: from b to c's remapped CIDR", () => {
     const { router, L, linkB } = setup();
     const p = one(udpPacket({ src: '10.0.2.23', dst: '10.73.0.9', sport: 1, dport: 2 }));
     router.fromPeers(p.buf, p.offs, p.lens, [linkB], 1, NOW, L);
     expect(drops(router)).toEqual({ peer_transit: 1 });
   });
 
-  it('loop: from the host to the gateway\'s own address', () => {
+  it("loop: from the host to the gateway's own address", () => {
     const { router, L } = setup();
     const p = one(icmpEcho({ src: '10.80.0.1', dst: '10.80.0.1' }));
     router.fromHost(p.buf, p.offs, p.lens, 1, NOW, L);
     expect(drops(router)).toEqual({ loop: 1 });
   });
 
-  it('tunnel_source: from the host to a peer\'s tunnel address with another source', () => {
+  it("tunnel_source: from the host to a peer's tunnel address with another source", () => {
     const { router, L } = setup();
     const p = one(udpPacket({ src: '10.80.0.1', dst: '169.254.18.2', sport: 1, dport: 12345 }));
     router.fromHost(p.buf, p.offs, p.lens, 1, NOW, L);
@@ -259,7 +331,11 @@ describe('Router: every drop reason, counted', () => {
 
   it('filtered: a stage at a hook point drops, the router counts it', () => {
     const { router, L } = setup();
-    const dropUdp2000: PacketHook = { name: 'drop-2000', process: (buf, v) => (v.proto === 17 && buf[v.l4 + 2]! * 256 + buf[v.l4 + 3]! === 2000 ? VERDICT_DROP : VERDICT_ACCEPT) };
+    const dropUdp2000: PacketHook = {
+      name: 'drop-2000',
+      process: (buf, v) =>
+        v.proto === 17 && buf[v.l4 + 2]! * 256 + buf[v.l4 + 3]! === 2000 ? VERDICT_DROP : VERDICT_ACCEPT,
+    };
     router.attach(HOOK_FORWARD, dropUdp2000);
     const p = one(udpPacket({ src: '10.0.1.11', dst: '10.71.2.23', sport: 1, dport: 2000 }));
     router.fromNodes(p.buf, p.offs, p.lens, 1, NOW, L);
@@ -276,9 +352,31 @@ describe('Router: every drop reason, counted', () => {
     const { router, L } = setup();
     const owner = {};
     const calls: string[] = [];
-    const pre: PacketHook = { name: 'pre', owner, process: (_b, _v, meta) => { calls.push('pre'); meta.skip = 1 << HOOK_FORWARD; meta.skipOwner = owner; return VERDICT_ACCEPT; } };
-    const fwd: PacketHook = { name: 'fwd', owner, process: () => { calls.push('fwd'); return VERDICT_ACCEPT; } };
-    const other: PacketHook = { name: 'other', process: () => { calls.push('other'); return VERDICT_ACCEPT; } };
+    const pre: PacketHook = {
+      name: 'pre',
+      owner,
+      process: (_b, _v, meta) => {
+        calls.push('pre');
+        meta.skip = 1 << HOOK_FORWARD;
+        meta.skipOwner = owner;
+        return VERDICT_ACCEPT;
+      },
+    };
+    const fwd: PacketHook = {
+      name: 'fwd',
+      owner,
+      process: () => {
+        calls.push('fwd');
+        return VERDICT_ACCEPT;
+      },
+    };
+    const other: PacketHook = {
+      name: 'other',
+      process: () => {
+        calls.push('other');
+        return VERDICT_ACCEPT;
+      },
+    };
     router.attach(HOOK_PREROUTING, pre);
     router.attach(HOOK_FORWARD, fwd);
     const p = one(udpPacket({ src: '10.0.1.11', dst: '10.71.2.23', sport: 1, dport: 2000 }));
@@ -298,7 +396,7 @@ describe('Router: every drop reason, counted', () => {
     expect(L.toPeers.count).toBe(3);
   });
 
-  it('NAT drops are the NAT\'s: a TCP segment with a truncated header towards a peer', () => {
+  it("NAT drops are the NAT's: a TCP segment with a truncated header towards a peer", () => {
     const { router, L, nat } = setup();
     const t = tcpPacket({ src: '10.0.1.11', dst: '10.71.2.23', sport: 1, dport: 2 });
     const p = one(t);
@@ -317,10 +415,20 @@ describe('Router: every drop reason, counted', () => {
 describe('Router: hook points', () => {
   function tracer() {
     const seen: string[] = [];
-    const hooks = [HOOK_PREROUTING, HOOK_INPUT, HOOK_FORWARD, HOOK_OUTPUT, HOOK_POSTROUTING].map((h): [number, PacketHook] => [h, {
-      name: HOOK_NAMES[h]!,
-      process: (_b: Uint8Array, _v: IpView, m: PacketMeta) => { seen.push(`${HOOK_NAMES[h]}:${SOURCE_NAMES[m.source]}>${OUTPUT_NAMES[m.output + 1]}${m.peer ? `@${m.peer}` : ''}`); return VERDICT_ACCEPT; },
-    }]);
+    const hooks = [HOOK_PREROUTING, HOOK_INPUT, HOOK_FORWARD, HOOK_OUTPUT, HOOK_POSTROUTING].map(
+      (h): [number, PacketHook] => [
+        h,
+        {
+          name: HOOK_NAMES[h]!,
+          process: (_b: Uint8Array, _v: IpView, m: PacketMeta) => {
+            seen.push(
+              `${HOOK_NAMES[h]}:${SOURCE_NAMES[m.source]}>${OUTPUT_NAMES[m.output + 1]}${m.peer ? `@${m.peer}` : ''}`,
+            );
+            return VERDICT_ACCEPT;
+          },
+        },
+      ],
+    );
     return { seen, hooks };
   }
 
@@ -348,7 +456,13 @@ describe('Router: hook points', () => {
     const { router, L, linkC } = setup();
     const ttls: string[] = [];
     for (const h of [HOOK_PREROUTING, HOOK_FORWARD, HOOK_POSTROUTING]) {
-      router.attach(h, { name: HOOK_NAMES[h]!, process: (b: Uint8Array, v: IpView) => { ttls.push(`${HOOK_NAMES[h]}:${b[v.off + 8]}`); return VERDICT_ACCEPT; } });
+      router.attach(h, {
+        name: HOOK_NAMES[h]!,
+        process: (b: Uint8Array, v: IpView) => {
+          ttls.push(`${HOOK_NAMES[h]}:${b[v.off + 8]}`);
+          return VERDICT_ACCEPT;
+        },
+      });
     }
     const toPeer = one(udpPacket({ src: '10.0.1.11', dst: '10.73.2.23', sport: 1, dport: 2, ttl: 9 }));
     router.fromNodes(toPeer.buf, toPeer.offs, toPeer.lens, 1, NOW, L);
@@ -368,7 +482,9 @@ describe('Router: misuse and allocation', () => {
     const { router } = setup();
     const small = new RouterLanes<Link, GeneveTunnel>(1);
     const p = one(udpPacket({ src: '10.0.1.11', dst: '10.71.2.23', sport: 1, dport: 2 }));
-    expect(() => router.fromNodes(p.buf, Uint32Array.of(HEAD, HEAD), Uint32Array.of(p.lens[0]!, p.lens[0]!), 2, NOW, small)).toThrow(RangeError);
+    expect(() =>
+      router.fromNodes(p.buf, Uint32Array.of(HEAD, HEAD), Uint32Array.of(p.lens[0]!, p.lens[0]!), 2, NOW, small),
+    ).toThrow(RangeError);
   });
 
   it('routes node → peer and peer → node without allocating per packet', () => {

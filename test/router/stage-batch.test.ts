@@ -30,7 +30,8 @@ describe('BatchStages', () => {
       lens[i] = b.len;
       at += b.len + 16;
     });
-    offs[5] = at; lens[5] = 3; // too short to be IP
+    offs[5] = at;
+    lens[5] = 3; // too short to be IP
     const st = new BatchStages();
     const s = new DropPort9();
     expect(st.run(buf, offs, lens, 6, new PacketMeta(), 0)).toBe(6); // no stage: everything passes

@@ -11,7 +11,6 @@ import { Router } from '../../src/router/router.js';
 import { icmpEcho, tcpPacket, udpPacket, type Built } from '../packet/factory.js';
 import { CFG, errorAbout, ip, nodes, PEER, replyTo, rng, rulesRouter, through } from './router-flows.js';
 
-
 function derivedRouter(): Router<string, string> {
   const nat = new Nat(CFG);
   const r = new Router<string, string>({ nat, nodes });
@@ -19,14 +18,8 @@ function derivedRouter(): Router<string, string> {
   return r;
 }
 
-
-
-
-
 /** The packet without its outer source address and IPv4 header checksum. */
 const norm = (hex: string): string => hex.slice(0, 20) + hex.slice(24, 24) + hex.slice(32);
-
-
 
 describe('derived NAT ≡ its rules compiled (one data path)', () => {
   for (const seed of [1, 2, 3, 4, 5, 6]) {
@@ -34,11 +27,12 @@ describe('derived NAT ≡ its rules compiled (one data path)', () => {
       const A = derivedRouter();
       const { r: B, rules } = rulesRouter();
       const rand = rng(seed);
-      const pick = <T,>(xs: readonly T[]): T => xs[Math.floor(rand() * xs.length)]!;
+      const pick = <T>(xs: readonly T[]): T => xs[Math.floor(rand() * xs.length)]!;
       const sent: { out: Uint8Array; dir: 'out' | 'in' }[] = [];
       let now = 1000;
       let sport = 20000;
-      let compared = 0, translated = 0;
+      let compared = 0,
+        translated = 0;
       for (let i = 0; i < 300; i++) {
         now += 7;
         const kind = Math.floor(rand() * 9);
@@ -48,14 +42,28 @@ describe('derived NAT ≡ its rules compiled (one data path)', () => {
         let dir: 'out' | 'in' | null = null;
         const proto = pick(['tcp', 'udp', 'icmp']);
         const mk = (src: string, dst: string): Built =>
-          proto === 'tcp' ? tcpPacket({ src, dst, sport: ++sport, dport: 80, flags: 0x02, mss: 1460, headroom: 128 })
-            : proto === 'udp' ? udpPacket({ src, dst, sport: ++sport, dport: 53, headroom: 128 })
+          proto === 'tcp'
+            ? tcpPacket({ src, dst, sport: ++sport, dport: 80, flags: 0x02, mss: 1460, headroom: 128 })
+            : proto === 'udp'
+              ? udpPacket({ src, dst, sport: ++sport, dport: 53, headroom: 128 })
               : icmpEcho({ src, dst, ident: ++sport, headroom: 128 });
-        if (kind === 0) { p = mk(`10.112.0.${1 + Math.floor(rand() * 9)}`, remote); from = 'node'; dir = 'out'; }
-        else if (kind === 1) { p = mk(`192.168.1.${1 + Math.floor(rand() * 9)}`, remote); from = 'node'; dir = 'out'; }
-        else if (kind === 2) { p = mk('192.168.7.10', remote); from = 'node'; dir = 'out'; }
-        else if (kind === 3) { p = mk(`10.${pick([243, 244])}.0.${1 + Math.floor(rand() * 9)}`, pick(['10.112.0.3', '10.70.5.5'])); from = 'peer'; dir = 'in'; }
-        else if ((kind === 4 || kind === 5) && sent.length > 0) {
+        if (kind === 0) {
+          p = mk(`10.112.0.${1 + Math.floor(rand() * 9)}`, remote);
+          from = 'node';
+          dir = 'out';
+        } else if (kind === 1) {
+          p = mk(`192.168.1.${1 + Math.floor(rand() * 9)}`, remote);
+          from = 'node';
+          dir = 'out';
+        } else if (kind === 2) {
+          p = mk('192.168.7.10', remote);
+          from = 'node';
+          dir = 'out';
+        } else if (kind === 3) {
+          p = mk(`10.${pick([243, 244])}.0.${1 + Math.floor(rand() * 9)}`, pick(['10.112.0.3', '10.70.5.5']));
+          from = 'peer';
+          dir = 'in';
+        } else if ((kind === 4 || kind === 5) && sent.length > 0) {
           const s = pick(sent);
           p = replyTo(s.out, kind === 4 ? 0x12 : 0x11);
           from = s.dir === 'out' ? 'peer' : 'node';
@@ -63,7 +71,11 @@ describe('derived NAT ≡ its rules compiled (one data path)', () => {
           const s = pick(sent);
           p = errorAbout(s.out, s.dir === 'out' ? '10.243.0.254' : '10.112.0.254');
           from = s.dir === 'out' ? 'peer' : 'node';
-        } else { p = mk(`10.112.0.${1 + Math.floor(rand() * 9)}`, remote); from = 'node'; dir = 'out'; }
+        } else {
+          p = mk(`10.112.0.${1 + Math.floor(rand() * 9)}`, remote);
+          from = 'node';
+          dir = 'out';
+        }
         const a = through(A, p, from, now);
         const b = through(B, p, from, now);
         expect(b?.lane ?? 'dropped', `packet ${i} (kind ${kind})`).toBe(a?.lane ?? 'dropped');
@@ -74,7 +86,9 @@ describe('derived NAT ≡ its rules compiled (one data path)', () => {
           // The outer source becomes the quoted packet's (translated) destination when the connection
           // had a destination NAT (all flows out: remap; flows in: the IP mapping), else stays.
           const innerDst = ip(b.pkt, 28 + 16);
-          expect(ip(b.pkt, 12), `packet ${i}`).toBe(from === 'peer' || innerDst === '10.70.5.5' ? innerDst : ip(p.buf, p.off + 12));
+          expect(ip(b.pkt, 12), `packet ${i}`).toBe(
+            from === 'peer' || innerDst === '10.70.5.5' ? innerDst : ip(p.buf, p.off + 12),
+          );
           expect(norm(b.hex), `packet ${i} (kind ${kind})`).toBe(norm(a.hex));
         } else {
           expect(b?.hex, `packet ${i} (kind ${kind})`).toBe(a?.hex);

@@ -18,7 +18,7 @@ describe('hook skipping ≡ every hook called', () => {
       const all = rulesRouter({ nodeAddr: '10.112.0.254' });
       for (let h = 0; h < HOOK_COUNT; h++) all.r.attach(h, { name: 'noop', process: () => VERDICT_ACCEPT });
       const rand = rng(seed);
-      const pick = <T,>(xs: readonly T[]): T => xs[Math.floor(rand() * xs.length)]!;
+      const pick = <T>(xs: readonly T[]): T => xs[Math.floor(rand() * xs.length)]!;
       const sent: { out: Uint8Array; orig: Built; from: 'node' | 'peer' }[] = [];
       let now = 1000;
       let sport = 30000;
@@ -28,17 +28,28 @@ describe('hook skipping ≡ every hook called', () => {
         const ttl = rand() < 0.15 ? 1 : 64;
         const proto = pick(['tcp', 'udp', 'icmp']);
         const mk = (src: string, dst: string): Built =>
-          proto === 'tcp' ? tcpPacket({ src, dst, sport: ++sport, dport: 80, flags: 0x02, mss: 1460, ttl, headroom: 128 })
-            : proto === 'udp' ? udpPacket({ src, dst, sport: ++sport, dport: 53, ttl, headroom: 128 })
+          proto === 'tcp'
+            ? tcpPacket({ src, dst, sport: ++sport, dport: 80, flags: 0x02, mss: 1460, ttl, headroom: 128 })
+            : proto === 'udp'
+              ? udpPacket({ src, dst, sport: ++sport, dport: 53, ttl, headroom: 128 })
               : icmpEcho({ src, dst, ident: ++sport, ttl, headroom: 128 });
         const remote = `10.${pick([71, 72])}.0.${1 + Math.floor(rand() * 5)}`;
         let p: Built;
         let from: 'node' | 'peer';
         let record = false;
-        if (kind === 0) { p = mk(`10.112.0.${1 + Math.floor(rand() * 5)}`, remote); from = 'node'; record = true; }
-        else if (kind === 1) { p = mk(`192.168.1.${1 + Math.floor(rand() * 5)}`, remote); from = 'node'; record = true; }
-        else if (kind === 2) { p = mk(`10.243.0.${1 + Math.floor(rand() * 5)}`, '10.70.5.5'); from = 'peer'; record = true; }
-        else if (kind === 3 && sent.length > 0) {
+        if (kind === 0) {
+          p = mk(`10.112.0.${1 + Math.floor(rand() * 5)}`, remote);
+          from = 'node';
+          record = true;
+        } else if (kind === 1) {
+          p = mk(`192.168.1.${1 + Math.floor(rand() * 5)}`, remote);
+          from = 'node';
+          record = true;
+        } else if (kind === 2) {
+          p = mk(`10.243.0.${1 + Math.floor(rand() * 5)}`, '10.70.5.5');
+          from = 'peer';
+          record = true;
+        } else if (kind === 3 && sent.length > 0) {
           // The flow's other end answers (established / reply direction).
           const s = pick(sent);
           p = replyTo(s.out, 0x12);
@@ -47,9 +58,19 @@ describe('hook skipping ≡ every hook called', () => {
           // The same packet again (established, original direction), sometimes with TTL 1.
           const s = pick(sent);
           p = { ...s.orig, buf: s.orig.buf.slice() };
-          if (ttl === 1) { const o = p.off; p.buf[o + 10] = 0; p.buf[o + 11] = 0; p.buf[o + 8] = 1; fixIpSum(p.buf, o); }
+          if (ttl === 1) {
+            const o = p.off;
+            p.buf[o + 10] = 0;
+            p.buf[o + 11] = 0;
+            p.buf[o + 8] = 1;
+            fixIpSum(p.buf, o);
+          }
           from = s.from;
-        } else { p = mk('10.112.0.9', remote); from = 'node'; record = true; }
+        } else {
+          p = mk('10.112.0.9', remote);
+          from = 'node';
+          record = true;
+        }
         const a = through(all.r, p, from, now);
         const b = through(skipping.r, p, from, now);
         expect(b?.lane ?? 'dropped', `packet ${i} (kind ${kind})`).toBe(a?.lane ?? 'dropped');

@@ -98,7 +98,13 @@ export interface PeeringSide {
   readonly localPod: string;
   readonly localExt: string;
   /** ipam IPs: a non-pod `real` address exposed as `remapped` (in the local external CIDR), hosted behind `node`. */
-  readonly ipMappings?: readonly { readonly name: string; readonly real: string; readonly remapped: string; readonly node: string; readonly masquerade?: boolean }[];
+  readonly ipMappings?: readonly {
+    readonly name: string;
+    readonly real: string;
+    readonly remapped: string;
+    readonly node: string;
+    readonly masquerade?: boolean;
+  }[];
   /** The active gateway pod (its IP and node): Liqo's gw-masquerade-bypass for that node (undefined: none generated). */
   readonly gatewayPod?: { readonly ip: string; readonly node: string };
   /** The gateway's internal IP (InternalFabric .spec.interface.gateway.ip) and the node-side Geneve interface name. */
@@ -124,14 +130,55 @@ function meta(kind: string, name: string, namespace: string, labels: Record<stri
 
 function remap(s: PeeringSide, kind: 'podcidr' | 'externalcidr'): Obj {
   const c = kind === 'podcidr' ? s.remotePod : s.remoteExt;
-  const dnat = c.real === c.remapped ? [] : [{ natType: 'dnat', to: c.real, match: [eq(ip('dst', c.remapped)), neq(dev('in', DEFAULT_IF)), neq(dev('in', TUNNEL_IF))] }];
-  const snat = c.real === c.remapped ? [] : [{ natType: 'snat', to: c.remapped, match: [neq(dev('out', DEFAULT_IF)), eq(ip('src', c.real)), eq(dev('in', TUNNEL_IF))] }];
+  const dnat =
+    c.real === c.remapped
+      ? []
+      : [
+          {
+            natType: 'dnat',
+            to: c.real,
+            match: [eq(ip('dst', c.remapped)), neq(dev('in', DEFAULT_IF)), neq(dev('in', TUNNEL_IF))],
+          },
+        ];
+  const snat =
+    c.real === c.remapped
+      ? []
+      : [
+          {
+            natType: 'snat',
+            to: c.remapped,
+            match: [neq(dev('out', DEFAULT_IF)), eq(ip('src', c.real)), eq(dev('in', TUNNEL_IF))],
+          },
+        ];
   return {
-    ...meta('FirewallConfiguration', `${s.cfg}-remap-${kind}`, s.namespace, { 'networking.liqo.io/firewall-category': 'gateway', 'networking.liqo.io/firewall-unique': s.remoteId }),
-    spec: { table: { name: `remap-${kind}`, family: 'IPV4', chains: [
-      { name: 'outgoing', type: 'nat', hook: 'prerouting', priority: -100, policy: 'accept', rules: { natRules: dnat } },
-      { name: 'incoming', type: 'nat', hook: 'postrouting', priority: 100, policy: 'accept', rules: { natRules: snat } },
-    ] } },
+    ...meta('FirewallConfiguration', `${s.cfg}-remap-${kind}`, s.namespace, {
+      'networking.liqo.io/firewall-category': 'gateway',
+      'networking.liqo.io/firewall-unique': s.remoteId,
+    }),
+    spec: {
+      table: {
+        name: `remap-${kind}`,
+        family: 'IPV4',
+        chains: [
+          {
+            name: 'outgoing',
+            type: 'nat',
+            hook: 'prerouting',
+            priority: -100,
+            policy: 'accept',
+            rules: { natRules: dnat },
+          },
+          {
+            name: 'incoming',
+            type: 'nat',
+            hook: 'postrouting',
+            priority: 100,
+            policy: 'accept',
+            rules: { natRules: snat },
+          },
+        ],
+      },
+    },
   };
 }
 
@@ -141,69 +188,248 @@ function remap(s: PeeringSide, kind: 'podcidr' | 'externalcidr'): Obj {
  */
 export function userDropPort(s: PeeringSide, port: number): Obj {
   return {
-    ...meta('FirewallConfiguration', 'user-drop-port', s.namespace, { 'networking.liqo.io/firewall-category': 'gateway', 'networking.liqo.io/firewall-unique': s.remoteId }),
-    spec: { table: { name: 'user-drop-port', family: 'IPV4', chains: [{ name: 'drop-port', type: 'filter', hook: 'forward', policy: 'accept', priority: 0, rules: { filterRules: [
-      { name: `drop-tcp-${port}`, counter: true, action: 'drop', match: [{ op: 'eq', proto: { value: 'tcp' }, port: { position: 'dst', value: String(port) } }] },
-    ] } }] } },
+    ...meta('FirewallConfiguration', 'user-drop-port', s.namespace, {
+      'networking.liqo.io/firewall-category': 'gateway',
+      'networking.liqo.io/firewall-unique': s.remoteId,
+    }),
+    spec: {
+      table: {
+        name: 'user-drop-port',
+        family: 'IPV4',
+        chains: [
+          {
+            name: 'drop-port',
+            type: 'filter',
+            hook: 'forward',
+            policy: 'accept',
+            priority: 0,
+            rules: {
+              filterRules: [
+                {
+                  name: `drop-tcp-${port}`,
+                  counter: true,
+                  action: 'drop',
+                  match: [{ op: 'eq', proto: { value: 'tcp' }, port: { position: 'dst', value: String(port) } }],
+                },
+              ],
+            },
+          },
+        ],
+      },
+    },
   };
 }
 
 /** Every FirewallConfiguration / RouteConfiguration of the gateway category for this side. */
 export function gatewayObjects(s: PeeringSide): { firewall: Obj[]; routes: Obj[] } {
   const liqoNs = s.liqoNamespace ?? s.namespace;
-  const firewall: Obj[] = [remap(s, 'podcidr'), remap(s, 'externalcidr'), {
-    ...meta('FirewallConfiguration', 'gw-mss-clamping', liqoNs, { 'networking.liqo.io/firewall-category': 'gateway', 'networking.liqo.io/firewall-subcategory': 'all-gateways' }),
-    spec: { table: { name: 'mss-clamping', family: 'IPV4', chains: [{ name: 'mss-clamping', type: 'filter', hook: 'forward', policy: 'accept', priority: 0, rules: { filterRules: [
-      { name: 'mss-clamping-out', counter: false, action: 'tcpmssclamp', value: String(s.mss), match: [{ op: 'eq', dev: { position: 'out', value: TUNNEL_IF }, proto: { value: 'tcp' } }] },
-    ] } }] } },
-  }];
+  const firewall: Obj[] = [
+    remap(s, 'podcidr'),
+    remap(s, 'externalcidr'),
+    {
+      ...meta('FirewallConfiguration', 'gw-mss-clamping', liqoNs, {
+        'networking.liqo.io/firewall-category': 'gateway',
+        'networking.liqo.io/firewall-subcategory': 'all-gateways',
+      }),
+      spec: {
+        table: {
+          name: 'mss-clamping',
+          family: 'IPV4',
+          chains: [
+            {
+              name: 'mss-clamping',
+              type: 'filter',
+              hook: 'forward',
+              policy: 'accept',
+              priority: 0,
+              rules: {
+                filterRules: [
+                  {
+                    name: 'mss-clamping-out',
+                    counter: false,
+                    action: 'tcpmssclamp',
+                    value: String(s.mss),
+                    match: [{ op: 'eq', dev: { position: 'out', value: TUNNEL_IF }, proto: { value: 'tcp' } }],
+                  },
+                ],
+              },
+            },
+          ],
+        },
+      },
+    },
+  ];
   if (s.dropPort !== undefined) firewall.push(userDropPort(s, s.dropPort));
   const unknown = unknownSourceIP(s.localExt);
   firewall.push({
-    ...meta('FirewallConfiguration', 'service-nodeport-routing', liqoNs, { 'networking.liqo.io/firewall-category': 'gateway', 'networking.liqo.io/firewall-subcategory': 'fabric' }),
-    spec: { table: { name: 'service-nodeport-routing', family: 'IPV4', chains: [
-      { name: 'mark-to-conntrack', type: 'filter', hook: 'forward', priority: 0, policy: 'accept', rules: { filterRules: s.nodes.map((n, i) => (
-        { name: n.name, counter: false, action: 'ctmark', value: String(i + 1), match: [eq(ip('src', unknown)), eq(dev('in', n.gatewayIf))] })) } },
-      { name: 'conntrack-mark-to-meta-mark', type: 'filter', hook: 'prerouting', priority: 0, policy: 'accept', rules: { filterRules: [
-        { name: 'conntrack-mark-to-meta-mark', counter: false, action: 'metamarkfromctmark', match: [eq(ip('dst', unknown)), eq(dev('in', TUNNEL_IF))] },
-      ] } },
-    ] } },
+    ...meta('FirewallConfiguration', 'service-nodeport-routing', liqoNs, {
+      'networking.liqo.io/firewall-category': 'gateway',
+      'networking.liqo.io/firewall-subcategory': 'fabric',
+    }),
+    spec: {
+      table: {
+        name: 'service-nodeport-routing',
+        family: 'IPV4',
+        chains: [
+          {
+            name: 'mark-to-conntrack',
+            type: 'filter',
+            hook: 'forward',
+            priority: 0,
+            policy: 'accept',
+            rules: {
+              filterRules: s.nodes.map((n, i) => ({
+                name: n.name,
+                counter: false,
+                action: 'ctmark',
+                value: String(i + 1),
+                match: [eq(ip('src', unknown)), eq(dev('in', n.gatewayIf))],
+              })),
+            },
+          },
+          {
+            name: 'conntrack-mark-to-meta-mark',
+            type: 'filter',
+            hook: 'prerouting',
+            priority: 0,
+            policy: 'accept',
+            rules: {
+              filterRules: [
+                {
+                  name: 'conntrack-mark-to-meta-mark',
+                  counter: false,
+                  action: 'metamarkfromctmark',
+                  match: [eq(ip('dst', unknown)), eq(dev('in', TUNNEL_IF))],
+                },
+              ],
+            },
+          },
+        ],
+      },
+    },
   });
   for (const m of s.ipMappings ?? []) {
     const name = `${m.name}-remap-ipmapping-gw`;
     firewall.push({
-      ...meta('FirewallConfiguration', name, s.namespace, { 'networking.liqo.io/firewall-category': 'gateway', 'networking.liqo.io/firewall-subcategory': 'ip-mapping' }),
-      spec: { table: { name: `${name}-${s.namespace}`, family: 'IPV4', chains: [
-        { name: 'prerouting', type: 'nat', hook: 'prerouting', priority: -100, policy: 'accept', rules: { natRules: [{ name: m.name, natType: 'dnat', to: m.real, match: [eq(ip('dst', m.remapped))] }] } },
-        { name: 'postrouting', type: 'nat', hook: 'postrouting', priority: 100, policy: 'accept', rules: { natRules: [{ name: m.name, natType: 'snat', to: m.real, match: [eq(ip('src', m.remapped))] }] } },
-      ] } },
+      ...meta('FirewallConfiguration', name, s.namespace, {
+        'networking.liqo.io/firewall-category': 'gateway',
+        'networking.liqo.io/firewall-subcategory': 'ip-mapping',
+      }),
+      spec: {
+        table: {
+          name: `${name}-${s.namespace}`,
+          family: 'IPV4',
+          chains: [
+            {
+              name: 'prerouting',
+              type: 'nat',
+              hook: 'prerouting',
+              priority: -100,
+              policy: 'accept',
+              rules: { natRules: [{ name: m.name, natType: 'dnat', to: m.real, match: [eq(ip('dst', m.remapped))] }] },
+            },
+            {
+              name: 'postrouting',
+              type: 'nat',
+              hook: 'postrouting',
+              priority: 100,
+              policy: 'accept',
+              rules: { natRules: [{ name: m.name, natType: 'snat', to: m.real, match: [eq(ip('src', m.remapped))] }] },
+            },
+          ],
+        },
+      },
     });
   }
   const remoteIfIp = s.mode === 'server' ? CLIENT_IP : SERVER_IP;
-  const routes: Obj[] = [{
-    ...meta('RouteConfiguration', `${s.cfg}-gw-ext`, s.namespace, { 'networking.liqo.io/route-category': 'gateway', 'networking.liqo.io/route-unique': s.remoteId }),
-    spec: { table: { name: s.cfg, rules: s.nodes.flatMap((n) => [s.remotePod.real, s.remoteExt.real].map((dst) => ({ iif: n.gatewayIf, dst, routes: [{ dst, gw: remoteIfIp }] }))) } },
-  }];
+  const routes: Obj[] = [
+    {
+      ...meta('RouteConfiguration', `${s.cfg}-gw-ext`, s.namespace, {
+        'networking.liqo.io/route-category': 'gateway',
+        'networking.liqo.io/route-unique': s.remoteId,
+      }),
+      spec: {
+        table: {
+          name: s.cfg,
+          rules: s.nodes.flatMap((n) =>
+            [s.remotePod.real, s.remoteExt.real].map((dst) => ({
+              iif: n.gatewayIf,
+              dst,
+              routes: [{ dst, gw: remoteIfIp }],
+            })),
+          ),
+        },
+      },
+    },
+  ];
   for (const n of s.nodes) {
-    routes.push({
-      ...meta('RouteConfiguration', `${n.name}-gw-node`, liqoNs, { 'networking.liqo.io/route-category': 'gateway', 'networking.liqo.io/route-subcategory': 'fabric' }),
-      spec: { table: { name: n.name, rules: [
-        { dst: `${n.internalIP}/32`, routes: [{ dst: `${n.internalIP}/32`, dev: n.gatewayIf, scope: 'link' }] },
-        { iif: TUNNEL_IF, routes: n.pods.map((p, i) => ({ dst: `${p}/32`, gw: n.internalIP,
-          ...(n.podNames?.[i] !== undefined ? { targetRef: { kind: 'Pod', name: n.podNames[i], namespace: 'default' } } : {}) })) },
-      ] } },
-    }, {
-      ...meta('RouteConfiguration', `${n.name}-extcidr`, liqoNs, { 'networking.liqo.io/route-category': 'gateway', 'networking.liqo.io/route-subcategory': 'fabric-node', 'networking.liqo.io/route-unique': n.name }),
-      spec: { table: { name: `${n.name}-extcidr`, rules: [
-        { dst: s.remotePod.remapped, iif: TUNNEL_IF, routes: [{ dst: s.remotePod.remapped, dev: n.gatewayIf, gw: n.internalIP }] },
-        { iif: TUNNEL_IF, routes: (s.ipMappings ?? []).map((m) => ({ dst: `${m.real}/32`, dev: n.gatewayIf, gw: n.internalIP })) },
-      ] } },
-    }, {
-      ...meta('RouteConfiguration', `${n.name}-service-nodeport-routing`, liqoNs, { 'networking.liqo.io/route-category': 'gateway', 'networking.liqo.io/route-subcategory': 'fabric' }),
-      spec: { table: { name: `${n.name}-service-nodeport-routing`, rules: [
-        { fwmark: s.nodes.indexOf(n) + 1, dst: `${unknown}/32`, routes: [{ dst: `${unknown}/32`, dev: n.gatewayIf, gw: n.internalIP }] },
-      ] } },
-    });
+    routes.push(
+      {
+        ...meta('RouteConfiguration', `${n.name}-gw-node`, liqoNs, {
+          'networking.liqo.io/route-category': 'gateway',
+          'networking.liqo.io/route-subcategory': 'fabric',
+        }),
+        spec: {
+          table: {
+            name: n.name,
+            rules: [
+              { dst: `${n.internalIP}/32`, routes: [{ dst: `${n.internalIP}/32`, dev: n.gatewayIf, scope: 'link' }] },
+              {
+                iif: TUNNEL_IF,
+                routes: n.pods.map((p, i) => ({
+                  dst: `${p}/32`,
+                  gw: n.internalIP,
+                  ...(n.podNames?.[i] !== undefined
+                    ? { targetRef: { kind: 'Pod', name: n.podNames[i], namespace: 'default' } }
+                    : {}),
+                })),
+              },
+            ],
+          },
+        },
+      },
+      {
+        ...meta('RouteConfiguration', `${n.name}-extcidr`, liqoNs, {
+          'networking.liqo.io/route-category': 'gateway',
+          'networking.liqo.io/route-subcategory': 'fabric-node',
+          'networking.liqo.io/route-unique': n.name,
+        }),
+        spec: {
+          table: {
+            name: `${n.name}-extcidr`,
+            rules: [
+              {
+                dst: s.remotePod.remapped,
+                iif: TUNNEL_IF,
+                routes: [{ dst: s.remotePod.remapped, dev: n.gatewayIf, gw: n.internalIP }],
+              },
+              {
+                iif: TUNNEL_IF,
+                routes: (s.ipMappings ?? []).map((m) => ({ dst: `${m.real}/32`, dev: n.gatewayIf, gw: n.internalIP })),
+              },
+            ],
+          },
+        },
+      },
+      {
+        ...meta('RouteConfiguration', `${n.name}-service-nodeport-routing`, liqoNs, {
+          'networking.liqo.io/route-category': 'gateway',
+          'networking.liqo.io/route-subcategory': 'fabric',
+        }),
+        spec: {
+          table: {
+            name: `${n.name}-service-nodeport-routing`,
+            rules: [
+              {
+                fwmark: s.nodes.indexOf(n) + 1,
+                dst: `${unknown}/32`,
+                routes: [{ dst: `${unknown}/32`, dev: n.gatewayIf, gw: n.internalIP }],
+              },
+            ],
+          },
+        },
+      },
+    );
   }
   return { firewall, routes };
 }
@@ -214,54 +440,170 @@ export function fabricObjects(s: PeeringSide): { firewall: Obj[]; routes: Obj[] 
   const rp = s.remotePod.remapped;
   const re = s.remoteExt.remapped;
   const esc = (c: string): string => c.replaceAll('/', '-').replaceAll('.', '-');
-  const firewall: Obj[] = [{
-    ...meta('FirewallConfiguration', `${s.cfg}-masquerade-bypass`, s.namespace, { 'networking.liqo.io/firewall-category': 'fabric', 'networking.liqo.io/firewall-subcategory': 'all-nodes' }),
-    spec: { table: { name: `${s.cfg}-masquerade-bypass`, family: 'IPV4', chains: [{ name: 'pre-postrouting', type: 'nat', hook: 'postrouting', priority: 99, policy: 'accept', rules: { natRules: [
-      { name: `podcidr-${s.cfg}-${esc(s.localPod)}-${esc(rp)}`, natType: 'snat', to: s.localPod, match: [eq(ip('dst', rp)), eq(ip('src', s.localPod))] },
-      { name: `service-nodeport-${s.cfg}-${esc(rp)}`, natType: 'snat', to: unknown, match: [eq(ip('dst', rp)), neq(ip('src', s.localPod))] },
-      { name: `podcidr-${s.cfg}-ext-${esc(s.localPod)}`, natType: 'snat', to: s.localPod, match: [eq(ip('dst', re)), eq(ip('src', s.localPod))] },
-      { name: `service-nodeport-${s.cfg}-ext`, natType: 'snat', to: unknown, match: [eq(ip('dst', re)), neq(ip('src', s.localPod))] },
-    ] } }] } },
-  }];
+  const firewall: Obj[] = [
+    {
+      ...meta('FirewallConfiguration', `${s.cfg}-masquerade-bypass`, s.namespace, {
+        'networking.liqo.io/firewall-category': 'fabric',
+        'networking.liqo.io/firewall-subcategory': 'all-nodes',
+      }),
+      spec: {
+        table: {
+          name: `${s.cfg}-masquerade-bypass`,
+          family: 'IPV4',
+          chains: [
+            {
+              name: 'pre-postrouting',
+              type: 'nat',
+              hook: 'postrouting',
+              priority: 99,
+              policy: 'accept',
+              rules: {
+                natRules: [
+                  {
+                    name: `podcidr-${s.cfg}-${esc(s.localPod)}-${esc(rp)}`,
+                    natType: 'snat',
+                    to: s.localPod,
+                    match: [eq(ip('dst', rp)), eq(ip('src', s.localPod))],
+                  },
+                  {
+                    name: `service-nodeport-${s.cfg}-${esc(rp)}`,
+                    natType: 'snat',
+                    to: unknown,
+                    match: [eq(ip('dst', rp)), neq(ip('src', s.localPod))],
+                  },
+                  {
+                    name: `podcidr-${s.cfg}-ext-${esc(s.localPod)}`,
+                    natType: 'snat',
+                    to: s.localPod,
+                    match: [eq(ip('dst', re)), eq(ip('src', s.localPod))],
+                  },
+                  {
+                    name: `service-nodeport-${s.cfg}-ext`,
+                    natType: 'snat',
+                    to: unknown,
+                    match: [eq(ip('dst', re)), neq(ip('src', s.localPod))],
+                  },
+                ],
+              },
+            },
+          ],
+        },
+      },
+    },
+  ];
   if (s.gatewayPod !== undefined) {
     const g = s.gatewayPod;
     const name = `${g.node}-gw-masquerade-bypass`;
     firewall.push({
-      ...meta('FirewallConfiguration', name, s.liqoNamespace ?? s.namespace, { 'networking.liqo.io/firewall-category': 'fabric', 'networking.liqo.io/firewall-subcategory': 'single-node', 'networking.liqo.io/firewall-unique': g.node, 'networking.liqo.io/gateway-masquerade-bypass': 'true' }),
-      spec: { table: { name, family: 'IPV4', chains: [{ name: 'pre-postrouting', type: 'nat', hook: 'postrouting', priority: 99, policy: 'accept', rules: { natRules: [
-        { name: `gw-${s.cfg}`, natType: 'snat', to: g.ip, match: [{ op: 'eq', ip: { position: 'src', value: g.ip }, port: { position: 'dst', value: String(GENEVE_PORT) }, proto: { value: 'udp' } }], targetRef: { kind: 'Pod', name: `gw-${s.cfg}`, namespace: s.namespace } },
-      ] } }] } },
+      ...meta('FirewallConfiguration', name, s.liqoNamespace ?? s.namespace, {
+        'networking.liqo.io/firewall-category': 'fabric',
+        'networking.liqo.io/firewall-subcategory': 'single-node',
+        'networking.liqo.io/firewall-unique': g.node,
+        'networking.liqo.io/gateway-masquerade-bypass': 'true',
+      }),
+      spec: {
+        table: {
+          name,
+          family: 'IPV4',
+          chains: [
+            {
+              name: 'pre-postrouting',
+              type: 'nat',
+              hook: 'postrouting',
+              priority: 99,
+              policy: 'accept',
+              rules: {
+                natRules: [
+                  {
+                    name: `gw-${s.cfg}`,
+                    natType: 'snat',
+                    to: g.ip,
+                    match: [
+                      {
+                        op: 'eq',
+                        ip: { position: 'src', value: g.ip },
+                        port: { position: 'dst', value: String(GENEVE_PORT) },
+                        proto: { value: 'udp' },
+                      },
+                    ],
+                    targetRef: { kind: 'Pod', name: `gw-${s.cfg}`, namespace: s.namespace },
+                  },
+                ],
+              },
+            },
+          ],
+        },
+      },
     });
   }
   for (const m of s.ipMappings ?? []) {
     if (m.masquerade !== true) continue;
     const name = `${m.name}-remap-ipmapping-fabric`;
     firewall.push({
-      ...meta('FirewallConfiguration', name, s.namespace, { 'networking.liqo.io/firewall-category': 'fabric', 'networking.liqo.io/firewall-subcategory': 'ip-mapping' }),
-      spec: { table: { name: `${name}-${s.namespace}`, family: 'IPV4', chains: [
-        { name: 'prerouting', type: 'nat', hook: 'prerouting', priority: -100, policy: 'accept', rules: { natRules: [{ name: m.name, natType: 'dnat', to: m.real, match: [eq(ip('dst', m.remapped))] }] } },
-        { name: 'postrouting', type: 'nat', hook: 'postrouting', priority: 99, policy: 'accept', rules: { natRules: [{ name: m.name, natType: 'masquerade', match: [eq(ip('dst', m.real))] }] } },
-      ] } },
+      ...meta('FirewallConfiguration', name, s.namespace, {
+        'networking.liqo.io/firewall-category': 'fabric',
+        'networking.liqo.io/firewall-subcategory': 'ip-mapping',
+      }),
+      spec: {
+        table: {
+          name: `${name}-${s.namespace}`,
+          family: 'IPV4',
+          chains: [
+            {
+              name: 'prerouting',
+              type: 'nat',
+              hook: 'prerouting',
+              priority: -100,
+              policy: 'accept',
+              rules: { natRules: [{ name: m.name, natType: 'dnat', to: m.real, match: [eq(ip('dst', m.remapped))] }] },
+            },
+            {
+              name: 'postrouting',
+              type: 'nat',
+              hook: 'postrouting',
+              priority: 99,
+              policy: 'accept',
+              rules: { natRules: [{ name: m.name, natType: 'masquerade', match: [eq(ip('dst', m.real))] }] },
+            },
+          ],
+        },
+      },
     });
   }
-  const routes: Obj[] = [{
-    ...meta('RouteConfiguration', `${s.cfg}-node-gw`, s.namespace, { 'networking.liqo.io/route-category': 'fabric' }),
-    spec: { table: { name: `${s.cfg}-node-gw`, rules: [
-      { dst: `${s.gatewayInternalIP}/32`, routes: [{ dst: `${s.gatewayInternalIP}/32`, dev: s.nodeSideIf, scope: 'link' }] },
-      ...[rp, re].sort().map((c) => ({ dst: c, routes: [{ dst: c, gw: s.gatewayInternalIP }] })),
-    ] } },
-  }];
+  const routes: Obj[] = [
+    {
+      ...meta('RouteConfiguration', `${s.cfg}-node-gw`, s.namespace, { 'networking.liqo.io/route-category': 'fabric' }),
+      spec: {
+        table: {
+          name: `${s.cfg}-node-gw`,
+          rules: [
+            {
+              dst: `${s.gatewayInternalIP}/32`,
+              routes: [{ dst: `${s.gatewayInternalIP}/32`, dev: s.nodeSideIf, scope: 'link' }],
+            },
+            ...[rp, re].sort().map((c) => ({ dst: c, routes: [{ dst: c, gw: s.gatewayInternalIP }] })),
+          ],
+        },
+      },
+    },
+  ];
   return { firewall, routes };
 }
 
 /** Selects objects by a Kubernetes label selector of the `a=b,c,!d,e in (x,y)` forms the watchers use. */
 export function selects(selector: string, o: Obj): boolean {
-  const labels = ((o['metadata'] as { labels?: Record<string, string> }).labels) ?? {};
+  const labels = (o['metadata'] as { labels?: Record<string, string> }).labels ?? {};
   for (const part of selector.match(/[^,()]+(\([^)]*\))?/g) ?? []) {
     const p = part.trim();
     const inM = /^(\S+) in \(([^)]*)\)$/.exec(p);
-    if (inM) { if (!inM[2]!.split(',').includes(labels[inM[1]!] ?? '\0')) return false; continue; }
-    if (p.startsWith('!')) { if (p.slice(1) in labels) return false; continue; }
+    if (inM) {
+      if (!inM[2]!.split(',').includes(labels[inM[1]!] ?? '\0')) return false;
+      continue;
+    }
+    if (p.startsWith('!')) {
+      if (p.slice(1) in labels) return false;
+      continue;
+    }
     const [k, v] = p.split('=');
     if (v === undefined ? !(k! in labels) : labels[k!] !== v) return false;
   }
@@ -276,13 +618,38 @@ export function selects(selector: string, o: Obj): boolean {
  */
 export function helmNotrack(category: 'fabric' | 'gateway', namespace = 'liqo'): Obj {
   const rules = [
-    { name: 'notrack-geneve-dport', counter: true, action: 'notrack', match: [{ op: 'eq', proto: { value: 'udp' }, port: { position: 'dst', value: String(GENEVE_PORT) } }] },
-    { name: 'notrack-geneve-sport', counter: true, action: 'notrack', match: [{ op: 'eq', proto: { value: 'udp' }, port: { position: 'src', value: String(GENEVE_PORT) } }] },
+    {
+      name: 'notrack-geneve-dport',
+      counter: true,
+      action: 'notrack',
+      match: [{ op: 'eq', proto: { value: 'udp' }, port: { position: 'dst', value: String(GENEVE_PORT) } }],
+    },
+    {
+      name: 'notrack-geneve-sport',
+      counter: true,
+      action: 'notrack',
+      match: [{ op: 'eq', proto: { value: 'udp' }, port: { position: 'src', value: String(GENEVE_PORT) } }],
+    },
   ];
   return {
     ...meta('FirewallConfiguration', category === 'fabric' ? 'fabric-notrack' : 'gw-notrack', namespace, {
-      'networking.liqo.io/firewall-category': category, 'networking.liqo.io/firewall-subcategory': category === 'fabric' ? 'all-nodes' : 'all-gateways', 'liqo.io/webhook-skip': 'true',
+      'networking.liqo.io/firewall-category': category,
+      'networking.liqo.io/firewall-subcategory': category === 'fabric' ? 'all-nodes' : 'all-gateways',
+      'liqo.io/webhook-skip': 'true',
     }),
-    spec: { table: { family: 'IPV4', name: 'liqo-notrack-geneve', chains: ['prerouting', 'output'].map((hook) => ({ name: hook, type: 'filter', hook, policy: 'accept', priority: -300, rules: { filterRules: rules } })) } },
+    spec: {
+      table: {
+        family: 'IPV4',
+        name: 'liqo-notrack-geneve',
+        chains: ['prerouting', 'output'].map((hook) => ({
+          name: hook,
+          type: 'filter',
+          hook,
+          policy: 'accept',
+          priority: -300,
+          rules: { filterRules: rules },
+        })),
+      },
+    },
   };
 }

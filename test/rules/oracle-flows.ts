@@ -24,7 +24,21 @@ import { checksumVerifies } from '../../src/packet/checksum.js';
 import { IP_OK, IpView, parseIp } from '../../src/packet/ip-view.js';
 import { decrementIpv4Ttl, fillIpv4Checksum } from '../../src/packet/ipv4.js';
 import { TIME_EXCEEDED_V4_PREFIX, writeTimeExceeded } from '../../src/packet/icmp-error.js';
-import { HOOK_FORWARD, HOOK_OUTPUT, HOOK_POSTROUTING, HOOK_PREROUTING, OUTPUT_NODE, OUTPUT_NONE, OUTPUT_PEER, PacketMeta, SOURCE_NODE, SOURCE_PEER, SOURCE_SELF, VERDICT_ACCEPT, VERDICT_REPLY } from '../../src/router/hooks.js';
+import {
+  HOOK_FORWARD,
+  HOOK_OUTPUT,
+  HOOK_POSTROUTING,
+  HOOK_PREROUTING,
+  OUTPUT_NODE,
+  OUTPUT_NONE,
+  OUTPUT_PEER,
+  PacketMeta,
+  SOURCE_NODE,
+  SOURCE_PEER,
+  SOURCE_SELF,
+  VERDICT_ACCEPT,
+  VERDICT_REPLY,
+} from '../../src/router/hooks.js';
 import { compileRules } from '../../src/rules/compile.js';
 import type { RulesDevices } from '../../src/rules/devices.js';
 import { ipToNumber, type RuleTable } from '../../src/rules/model.js';
@@ -40,12 +54,22 @@ import * as fx from './fixtures.js';
 const PY = '/usr/bin/python3';
 const HERE = dirname(fileURLToPath(import.meta.url));
 /** Why the oracle cannot run here (not root), or null. */
-export const oracleUnavailable = e2eUnavailableReason(['ip', 'nft', 'timeout'], { other: [missingPythonModule(PY, 'scapy', 'python3-scapy', 'import scapy.all')] });
+export const oracleUnavailable = e2eUnavailableReason(['ip', 'nft', 'timeout'], {
+  other: [missingPythonModule(PY, 'scapy', 'python3-scapy', 'import scapy.all')],
+});
 
-export const A_ADDR = '192.0.2.2', R_A_ADDR = '192.0.2.1', B_ADDR = '198.51.100.2', R_B_ADDR = '198.51.100.1';
+export const A_ADDR = '192.0.2.2',
+  R_A_ADDR = '192.0.2.1',
+  B_ADDR = '198.51.100.2',
+  R_B_ADDR = '198.51.100.1';
 export const DEVICES: RulesDevices = {
-  peer: fx.TUNNEL, node: fx.NODE_IF, host: fx.DEFAULT_IF,
-  peerAddr: ipToNumber(R_A_ADDR)!, nodeAddr: ipToNumber(R_B_ADDR)!, hostAddr: 0, pathMtu: 1500,
+  peer: fx.TUNNEL,
+  node: fx.NODE_IF,
+  host: fx.DEFAULT_IF,
+  peerAddr: ipToNumber(R_A_ADDR)!,
+  nodeAddr: ipToNumber(R_B_ADDR)!,
+  hostAddr: 0,
+  pathMtu: 1500,
 };
 export const BLACKHOLE_MARK = 7;
 
@@ -63,20 +87,30 @@ export class Peer {
         const line = this.buf.slice(0, i);
         this.buf = this.buf.slice(i + 1);
         const w = this.waiters.shift();
-        if (w) w(line); else this.lines.push(line);
+        if (w) w(line);
+        else this.lines.push(line);
       }
     });
-    child.stderr!.on('data', (d: Buffer) => { this.err = (this.err + d.toString('utf8')).slice(-4000); });
+    child.stderr!.on('data', (d: Buffer) => {
+      this.err = (this.err + d.toString('utf8')).slice(-4000);
+    });
     // A peer killed (cleanup after a timeout) fails the next call by its 30 s bound, not the process.
-    child.stdin!.on('error', (e) => { this.err += String(e); });
+    child.stdin!.on('error', (e) => {
+      this.err += String(e);
+    });
   }
 
   async next(): Promise<Record<string, string[]>> {
     const queued = this.lines.shift();
-    const line = queued ?? await new Promise<string>((resolve, reject) => {
-      const t = setTimeout(() => reject(new Error(`scapy peer did not answer in 30 s: ${this.err}`)), 30_000);
-      this.waiters.push((l) => { clearTimeout(t); resolve(l); });
-    });
+    const line =
+      queued ??
+      (await new Promise<string>((resolve, reject) => {
+        const t = setTimeout(() => reject(new Error(`scapy peer did not answer in 30 s: ${this.err}`)), 30_000);
+        this.waiters.push((l) => {
+          clearTimeout(t);
+          resolve(l);
+        });
+      }));
     return JSON.parse(line) as Record<string, string[]>;
   }
 
@@ -89,12 +123,18 @@ export class Peer {
 export type Side = 'a' | 'b';
 /** One step of a flow: which side sends, and the packet built from the last packet the sender's peer saw. */
 export interface Step {
-  side: Side; build: (last: Uint8Array | null) => Built | null; what: string;
+  side: Side;
+  build: (last: Uint8Array | null) => Built | null;
+  what: string;
   /** The answer comes back to the sender (reject, the router's Time Exceeded). */ back?: boolean;
   /** The answer is the router's own ICMP error: its outer TOS, IP id and header checksum are compared masked (README deviation). */ ownError?: boolean;
 }
 /** joined: compare the outputs of all steps together (the kernel holds fragments until the datagram is complete). */
-export interface Flow { name: string; steps: Step[]; joined?: boolean }
+export interface Flow {
+  name: string;
+  steps: Step[];
+  joined?: boolean;
+}
 
 let nextId = 0x100;
 /** A fresh IP id (one counter for every packet the flows build). */
@@ -106,10 +146,26 @@ export const p16 = (b: Uint8Array, o: number): number => (b[o]! << 8) | b[o + 1]
 
 /** TCP open/close: SYN, SYN-ACK, ACK, FIN, FIN, ACK with valid sequence numbers (conntrack checks them). */
 export function tcpFlow(from: Side, src: string, dst: string, sport: number, dport: number, mss = 1460): Flow {
-  const s = from, o = other(from);
-  const fwd = (flags: number, seq: number, ack: number, m?: number) => (): Built => tcpPacket({ src, dst, sport, dport, flags, seq, ack, id: nextId++, ...(m ? { mss: m } : {}) });
-  const rev = (flags: number, seq: number, ack: number) => (last: Uint8Array | null): Built | null => last === null ? null
-    : tcpPacket({ src: ip4(last, 16), dst: ip4(last, 12), sport: p16(last, 22), dport: p16(last, 20), flags, seq, ack, id: nextId++, ...(flags & 2 ? { mss: 1460 } : {}) });
+  const s = from,
+    o = other(from);
+  const fwd = (flags: number, seq: number, ack: number, m?: number) => (): Built =>
+    tcpPacket({ src, dst, sport, dport, flags, seq, ack, id: nextId++, ...(m ? { mss: m } : {}) });
+  const rev =
+    (flags: number, seq: number, ack: number) =>
+    (last: Uint8Array | null): Built | null =>
+      last === null
+        ? null
+        : tcpPacket({
+            src: ip4(last, 16),
+            dst: ip4(last, 12),
+            sport: p16(last, 22),
+            dport: p16(last, 20),
+            flags,
+            seq,
+            ack,
+            id: nextId++,
+            ...(flags & 2 ? { mss: 1460 } : {}),
+          });
   return {
     name: `tcp ${from} ${src}:${sport} → ${dst}:${dport}`,
     steps: [
@@ -124,21 +180,34 @@ export function tcpFlow(from: Side, src: string, dst: string, sport: number, dpo
 }
 
 export function udpFlow(from: Side, src: string, dst: string, sport: number, dport: number, error = false): Flow {
-  const s = from, o = other(from);
+  const s = from,
+    o = other(from);
   const steps: Step[] = [
     { side: s, build: () => udpPacket({ src, dst, sport, dport, id: nextId++ }), what: 'request' },
-    { side: o, build: (l) => l === null ? null : udpPacket({ src: ip4(l, 16), dst: ip4(l, 12), sport: p16(l, 22), dport: p16(l, 20), id: nextId++ }), what: 'reply' },
+    {
+      side: o,
+      build: (l) =>
+        l === null
+          ? null
+          : udpPacket({ src: ip4(l, 16), dst: ip4(l, 12), sport: p16(l, 22), dport: p16(l, 20), id: nextId++ }),
+      what: 'reply',
+    },
     { side: s, build: () => udpPacket({ src, dst, sport, dport, id: nextId++ }), what: 'request again' },
   ];
   if (error) {
     // A router on the far side answers the last request with Time Exceeded quoting it as it arrived.
-    steps.push({ side: o, what: 'ICMP error', build: (l) => {
-      if (l === null) return null;
-      const e = timeExceeded(l, o === 'a' ? A_ADDR : B_ADDR);
-      e.buf[e.off + 4] = (nextId >> 8) & 255; e.buf[e.off + 5] = nextId++ & 255;
-      fillIpv4Checksum(e.buf, e.off);
-      return e;
-    } });
+    steps.push({
+      side: o,
+      what: 'ICMP error',
+      build: (l) => {
+        if (l === null) return null;
+        const e = timeExceeded(l, o === 'a' ? A_ADDR : B_ADDR);
+        e.buf[e.off + 4] = (nextId >> 8) & 255;
+        e.buf[e.off + 5] = nextId++ & 255;
+        fillIpv4Checksum(e.buf, e.off);
+        return e;
+      },
+    });
   }
   return { name: `udp ${from} ${src}:${sport} → ${dst}:${dport}${error ? ' + ICMP error' : ''}`, steps };
 }
@@ -153,15 +222,33 @@ function timeExceeded(l: Uint8Array, src: string): Built {
 
 /** A traceroute probe that dies at the router (TTL 1): the router's own Time Exceeded comes back to the sender. */
 export function ttlProbe(from: Side, src: string, dst: string, sport: number, dport: number): Flow {
-  return { name: `ttl 1 ${from} ${src}:${sport} → ${dst}:${dport}`, steps: [{ side: from, back: true, ownError: true, what: 'probe, TTL 1', build: () => udpPacket({ src, dst, sport, dport, ttl: 1, id: nextId++ }) }] };
+  return {
+    name: `ttl 1 ${from} ${src}:${sport} → ${dst}:${dport}`,
+    steps: [
+      {
+        side: from,
+        back: true,
+        ownError: true,
+        what: 'probe, TTL 1',
+        build: () => udpPacket({ src, dst, sport, dport, ttl: 1, id: nextId++ }),
+      },
+    ],
+  };
 }
 
 /** A probe that passes the router and dies one hop behind it: a node there (source `errSrc`) answers Time Exceeded. */
 export function hopBehind(from: Side, src: string, dst: string, sport: number, dport: number, errSrc: string): Flow {
-  return { name: `hop behind ${from} ${src}:${sport} → ${dst}:${dport}, error from ${errSrc}`, steps: [
-    { side: from, what: 'probe, TTL 2', build: () => udpPacket({ src, dst, sport, dport, ttl: 2, id: nextId++ }) },
-    { side: other(from), what: 'Time Exceeded from the node', build: (l) => (l === null ? null : timeExceeded(l, errSrc)) },
-  ] };
+  return {
+    name: `hop behind ${from} ${src}:${sport} → ${dst}:${dport}, error from ${errSrc}`,
+    steps: [
+      { side: from, what: 'probe, TTL 2', build: () => udpPacket({ src, dst, sport, dport, ttl: 2, id: nextId++ }) },
+      {
+        side: other(from),
+        what: 'Time Exceeded from the node',
+        build: (l) => (l === null ? null : timeExceeded(l, errSrc)),
+      },
+    ],
+  };
 }
 
 export function echoFlow(from: Side, src: string, dst: string, ident: number): Flow {
@@ -169,7 +256,12 @@ export function echoFlow(from: Side, src: string, dst: string, ident: number): F
     name: `echo ${from} ${src} → ${dst}`,
     steps: [
       { side: from, build: () => icmpEcho({ src, dst, ident, id: nextId++ }), what: 'echo request' },
-      { side: other(from), build: (l) => l === null ? null : icmpEcho({ src: ip4(l, 16), dst: ip4(l, 12), ident: p16(l, 24), type: 0, id: nextId++ }), what: 'echo reply' },
+      {
+        side: other(from),
+        build: (l) =>
+          l === null ? null : icmpEcho({ src: ip4(l, 16), dst: ip4(l, 12), ident: p16(l, 24), type: 0, id: nextId++ }),
+        what: 'echo reply',
+      },
     ],
   };
 }
@@ -183,27 +275,54 @@ export function fragments(from: Side, src: string, dst: string, sport: number): 
     const b = new Uint8Array(20 + body.length);
     b.set(ip.subarray(0, 20));
     b.set(body, 20);
-    b[2] = 0; b[3] = b.length;
-    b[6] = first ? 0x20 : 0x00; b[7] = first ? 0 : 3; // MF / offset 3 × 8 = 24
+    b[2] = 0;
+    b[3] = b.length;
+    b[6] = first ? 0x20 : 0x00;
+    b[7] = first ? 0 : 3; // MF / offset 3 × 8 = 24
     fillIpv4Checksum(b, 0);
     return { buf: b, off: 0, len: b.length, l4: first ? 20 : -1 };
   };
-  return { name: `fragments ${from} ${src} → ${dst}`, joined: true, steps: [{ side: from, build: () => frag(true), what: 'first fragment' }, { side: from, build: () => frag(false), what: 'second fragment' }] };
+  return {
+    name: `fragments ${from} ${src} → ${dst}`,
+    joined: true,
+    steps: [
+      { side: from, build: () => frag(true), what: 'first fragment' },
+      { side: from, build: () => frag(false), what: 'second fragment' },
+    ],
+  };
 }
 
 export function ipv6Flow(): Flow {
-  return { name: 'IPv6 UDP through the ip tables', steps: [
-    { side: 'b', build: () => udpPacket({ src: 'fd00:b::2', dst: 'fd00:a::2', sport: 4444, dport: 53 }), what: 'v6 request' },
-    { side: 'a', build: () => udpPacket({ src: 'fd00:a::2', dst: 'fd00:b::2', sport: 53, dport: 4444 }), what: 'v6 reply' },
-  ] };
+  return {
+    name: 'IPv6 UDP through the ip tables',
+    steps: [
+      {
+        side: 'b',
+        build: () => udpPacket({ src: 'fd00:b::2', dst: 'fd00:a::2', sport: 4444, dport: 53 }),
+        what: 'v6 request',
+      },
+      {
+        side: 'a',
+        build: () => udpPacket({ src: 'fd00:a::2', dst: 'fd00:b::2', sport: 53, dport: 4444 }),
+        what: 'v6 reply',
+      },
+    ],
+  };
 }
 
 /** Without the router's own IPv6 chatter (MLD reports, neighbour/router discovery to multicast). */
 function ours(list: string[]): string[] {
-  return list.filter((h) => h.startsWith('4') || (h.startsWith('6') && h.slice(12, 14) !== '3a' && h.slice(48, 52) === 'fd00'));
+  return list.filter(
+    (h) => h.startsWith('4') || (h.startsWith('6') && h.slice(12, 14) !== '3a' && h.slice(48, 52) === 'fd00'),
+  );
 }
 
-export interface Mismatch { flow: string; step: string; kernel: string; weft: string }
+export interface Mismatch {
+  flow: string;
+  step: string;
+  kernel: string;
+  weft: string;
+}
 
 export interface PlayOptions {
   statelessMirror?: boolean;
@@ -221,14 +340,26 @@ export interface PlayOptions {
 }
 
 /** What the kernel did with the steps (anySide counts): forwarded, dropped, answered back; translated (addresses or ports changed), blackholed (Weft's mark 7). */
-export interface Tally { steps: number; forwarded: number; dropped: number; back: number; translated: number; blackholed: number }
+export interface Tally {
+  steps: number;
+  forwarded: number;
+  dropped: number;
+  back: number;
+  translated: number;
+  blackholed: number;
+}
 
 /**
  * outputs: the kernel's per step (anySide: `side:hex`, several joined by '+'), weftOutputs:
  * Weft's.
  */
 export interface PlayResult {
-  mismatches: Mismatch[]; outputs: Map<string, (string | null)[]>; weftOutputs: Map<string, (string | null)[]>; rt: RulesRuntime; ruleset: string; tally: Tally;
+  mismatches: Mismatch[];
+  outputs: Map<string, (string | null)[]>;
+  weftOutputs: Map<string, (string | null)[]>;
+  rt: RulesRuntime;
+  ruleset: string;
+  tally: Tally;
 }
 
 /** The router's own ICMP error: IP id and header checksum masked; Time Exceeded's TOS too (README deviations). */
@@ -269,7 +400,8 @@ export class OracleBed {
   }
 
   private macOf(ns: string, dev: string): string {
-    return (JSON.parse(this.topo.exec(ns, ['ip', '-j', 'link', 'show', 'dev', dev])) as { address: string }[])[0]!.address;
+    return (JSON.parse(this.topo.exec(ns, ['ip', '-j', 'link', 'show', 'dev', dev])) as { address: string }[])[0]!
+      .address;
   }
 
   /** Runs a command in R. */
@@ -289,16 +421,27 @@ export class OracleBed {
     topo.exec(a, ['ip', 'addr', 'add', 'fd00:a::2/64', 'dev', `${p}oa0`, 'nodad']);
     topo.exec(b, ['ip', 'addr', 'add', 'fd00:b::2/64', 'dev', `${p}ob0`, 'nodad']);
     const r = (args: string[]): string => this.r(args);
-    for (const [from, to, addr, addr6] of [[`${p}or0`, fx.TUNNEL, R_A_ADDR, 'fd00:a::1'], [`${p}or1`, fx.NODE_IF, R_B_ADDR, 'fd00:b::1']] as const) {
+    for (const [from, to, addr, addr6] of [
+      [`${p}or0`, fx.TUNNEL, R_A_ADDR, 'fd00:a::1'],
+      [`${p}or1`, fx.NODE_IF, R_B_ADDR, 'fd00:b::1'],
+    ] as const) {
       r(['ip', 'link', 'set', from, 'down']);
       r(['ip', 'link', 'set', from, 'name', to]);
       r(['ip', 'addr', 'add', `${addr}/24`, 'dev', to]);
       r(['ip', 'addr', 'add', `${addr6}/64`, 'dev', to, 'nodad']);
       r(['ip', 'link', 'set', to, 'up']);
     }
-    for (const s of ['net/ipv4/ip_forward=1', 'net/ipv6/conf/all/forwarding=1', 'net/ipv4/conf/all/rp_filter=0', 'net/ipv4/conf/default/rp_filter=0',
-      `net/ipv4/conf/${fx.TUNNEL}/rp_filter=0`, `net/ipv4/conf/${fx.NODE_IF}/rp_filter=0`, 'net/ipv4/conf/all/send_redirects=0',
-      'net/ipv6/conf/all/accept_redirects=0', 'net/netfilter/nf_conntrack_tcp_loose=1']) {
+    for (const s of [
+      'net/ipv4/ip_forward=1',
+      'net/ipv6/conf/all/forwarding=1',
+      'net/ipv4/conf/all/rp_filter=0',
+      'net/ipv4/conf/default/rp_filter=0',
+      `net/ipv4/conf/${fx.TUNNEL}/rp_filter=0`,
+      `net/ipv4/conf/${fx.NODE_IF}/rp_filter=0`,
+      'net/ipv4/conf/all/send_redirects=0',
+      'net/ipv6/conf/all/accept_redirects=0',
+      'net/netfilter/nf_conntrack_tcp_loose=1',
+    ]) {
       r(['sysctl', '-qw', s]);
     }
     this.macs.a = this.macOf(this.nsR, fx.TUNNEL);
@@ -322,9 +465,19 @@ export class OracleBed {
     // local pods and nodes via B (as a gateway routes them).
     this.route('10.243.0.0/16', 'a');
     for (const c of ['10.112.0.0/16', '10.80.0.0/16']) this.route(c, 'b');
-    this.main.push([(ipToNumber(A_ADDR)! & 0xffffff00) >>> 0, 0xffffff00, 'a'], [(ipToNumber(B_ADDR)! & 0xffffff00) >>> 0, 0xffffff00, 'b']);
-    for (const [side, ns, dev] of [['a', a, `${p}oa0`], ['b', b, `${p}ob0`]] as const) {
-      const child = spawn('timeout', ['-k', '3', '900', 'ip', 'netns', 'exec', ns, PY, join(HERE, 'nc_peer.py'), dev, this.macs[side]], { stdio: ['pipe', 'pipe', 'pipe'], detached: true });
+    this.main.push(
+      [(ipToNumber(A_ADDR)! & 0xffffff00) >>> 0, 0xffffff00, 'a'],
+      [(ipToNumber(B_ADDR)! & 0xffffff00) >>> 0, 0xffffff00, 'b'],
+    );
+    for (const [side, ns, dev] of [
+      ['a', a, `${p}oa0`],
+      ['b', b, `${p}ob0`],
+    ] as const) {
+      const child = spawn(
+        'timeout',
+        ['-k', '3', '900', 'ip', 'netns', 'exec', ns, PY, join(HERE, 'nc_peer.py'), dev, this.macs[side]],
+        { stdio: ['pipe', 'pipe', 'pipe'], detached: true },
+      );
       this.children.push(child);
       this.peers[side] = new Peer(child);
     }
@@ -332,7 +485,16 @@ export class OracleBed {
 
   /** A route of R's main table towards `side` (via that side's peer). */
   route(cidr: string, side: Side): void {
-    this.r(['ip', 'route', 'add', cidr, 'via', side === 'a' ? A_ADDR : B_ADDR, 'dev', side === 'a' ? fx.TUNNEL : fx.NODE_IF]);
+    this.r([
+      'ip',
+      'route',
+      'add',
+      cidr,
+      'via',
+      side === 'a' ? A_ADDR : B_ADDR,
+      'dev',
+      side === 'a' ? fx.TUNNEL : fx.NODE_IF,
+    ]);
     const [net, len] = cidr.split('/');
     const mask = Number(len) === 0 ? 0 : (0xffffffff << (32 - Number(len))) >>> 0;
     this.main.push([(ipToNumber(net!)! & mask) >>> 0, mask, side]);
@@ -341,20 +503,27 @@ export class OracleBed {
   /** The side R's main table sends `dst` to (longest prefix), or null: no route. */
   sideOf(dst: number): Side | null {
     let best: [number, number, Side] | null = null;
-    for (const e of this.main) if (((dst & e[1]) >>> 0) === e[0] && (best === null || e[1] >>> 0 > best[1] >>> 0)) best = e;
+    for (const e of this.main)
+      if ((dst & e[1]) >>> 0 === e[0] && (best === null || e[1] >>> 0 > best[1] >>> 0)) best = e;
     return best === null ? null : best[2];
   }
 
   /** Kills the peers (by process group) and deletes the namespaces. */
   async cleanup(): Promise<void> {
-    for (const c of this.children.splice(0)) { try { process.kill(-c.pid!, 'SIGKILL'); } catch { /* gone */ } }
+    for (const c of this.children.splice(0)) {
+      try {
+        process.kill(-c.pid!, 'SIGKILL');
+      } catch {
+        /* gone */
+      }
+    }
     await this.topo.cleanup();
   }
 
   /** Loads `fcs` in R and in a fresh runtime, plays the flows step by step (all flows' step k together). */
   async play(fcs: (object | RuleTable)[], flows: Flow[], opts: PlayOptions = {}): Promise<PlayResult> {
     const { peers, macs } = this;
-    const tables = fcs.map((o) => ('family' in o && 'chains' in o ? o as RuleTable : parseFirewallConfiguration(o)));
+    const tables = fcs.map((o) => ('family' in o && 'chains' in o ? (o as RuleTable) : parseFirewallConfiguration(o)));
     const ruleset = tables.map(toNft).join('');
     this.r(['nft', 'flush', 'ruleset']);
     this.r(['nft', '-f', '-'], { input: ruleset });
@@ -362,7 +531,9 @@ export class OracleBed {
     const rt = new RulesRuntime(DEVICES, {
       flows: { capacity: 1024 },
       ...(opts.statelessMirror !== undefined ? { statelessMirror: opts.statelessMirror } : {}),
-      ...(opts.rejectRatePerSecond !== undefined ? { rejectRatePerSecond: opts.rejectRatePerSecond, rejectBurst: opts.rejectRatePerSecond } : {}),
+      ...(opts.rejectRatePerSecond !== undefined
+        ? { rejectRatePerSecond: opts.rejectRatePerSecond, rejectBurst: opts.rejectRatePerSecond }
+        : {}),
     });
     rt.install(compileRules(tables));
     const tally: Tally = { steps: 0, forwarded: 0, dropped: 0, back: 0, translated: 0, blackholed: 0 };
@@ -405,19 +576,33 @@ export class OracleBed {
       const pv = rt.hooks[HOOK_PREROUTING]!.process(room, v, meta, now);
       if (pv === VERDICT_REPLY) return own(side, room, meta.replyOff, meta.replyLen);
       if (pv !== VERDICT_ACCEPT) return [null, false, to];
-      if (meta.mark === BLACKHOLE_MARK) { tally.blackholed++; return [null, false, to]; } // the policy router's blackhole table
+      if (meta.mark === BLACKHOLE_MARK) {
+        tally.blackholed++;
+        return [null, false, to];
+      } // the policy router's blackhole table
       meta.output = side === 'a' ? OUTPUT_NODE : OUTPUT_PEER;
       // The router's hop (src/router/router.ts hop()), before FORWARD as the kernel's: Time
       // Exceeded from its address on the sender's side, as the router's own packet.
       if (v.family === 4 && b[8]! <= 1) {
-        const n = writeTimeExceeded(room, 128, pkt.length, Uint8Array.from((side === 'a' ? R_A_ADDR : R_B_ADDR).split('.').map(Number)));
+        const n = writeTimeExceeded(
+          room,
+          128,
+          pkt.length,
+          Uint8Array.from((side === 'a' ? R_A_ADDR : R_B_ADDR).split('.').map(Number)),
+        );
         return own(side, room, 128 - TIME_EXCEEDED_V4_PREFIX, n);
       }
-      if (v.family === 4) decrementIpv4Ttl(b, 0); else b[7] = b[7]! - 1;
+      if (v.family === 4) decrementIpv4Ttl(b, 0);
+      else b[7] = b[7]! - 1;
       const fv = rt.hooks[HOOK_FORWARD]!.process(room, v, meta, now);
       if (fv === VERDICT_REPLY) return own(side, room, meta.replyOff, meta.replyLen);
       if (fv !== VERDICT_ACCEPT) return [null, false, to];
-      v.off -= 128; v.end -= 128; v.srcOff -= 128; v.dstOff -= 128; if (v.ipCsumOff >= 0) v.ipCsumOff -= 128; if (v.l4 >= 0) v.l4 -= 128;
+      v.off -= 128;
+      v.end -= 128;
+      v.srcOff -= 128;
+      v.dstOff -= 128;
+      if (v.ipCsumOff >= 0) v.ipCsumOff -= 128;
+      if (v.l4 >= 0) v.l4 -= 128;
       if (rt.hooks[HOOK_POSTROUTING]!.process(b, v, meta, now) !== VERDICT_ACCEPT) return [null, false, to];
       return [hex(b), false, to];
     };
@@ -438,7 +623,10 @@ export class OracleBed {
         const outs = outputs.get(f.name) ?? [];
         outputs.set(f.name, outs);
         const pkt = stopped.has(f.name) ? null : s.build(last.get(f.name) ?? null);
-        if (pkt === null) { outs.push(null); continue; }
+        if (pkt === null) {
+          outs.push(null);
+          continue;
+        }
         const bytes = pkt.buf.slice(pkt.off, pkt.off + pkt.len);
         await peers[s.side].call({ op: 'send', mac: macs[s.side], pkts: [hex(bytes)] });
         // Bounded wait for the kernel's packet (a drop waits the whole 600 ms).
@@ -452,8 +640,8 @@ export class OracleBed {
         }
         if (got.length > 0 || back.length > 0) {
           await sleep(30);
-          got = [...got, ...await collect(where)];
-          if (opts.anySide) back = [...back, ...await collect(s.side)];
+          got = [...got, ...(await collect(where))];
+          if (opts.anySide) back = [...back, ...(await collect(s.side))];
         }
         // Also drain the sender's side (nothing is expected there).
         if (!opts.anySide) await collect(s.side);
@@ -461,7 +649,11 @@ export class OracleBed {
         const wOuts = weftOutputs.get(f.name) ?? [];
         weftOutputs.set(f.name, wOuts);
         // anySide: each packet with the side it came out of.
-        const kernel = opts.anySide ? ([...got.map((h) => `${where}:${h}`), ...back.map((h) => `${s.side}:${h}`)].join('+') || null) : got.length === 0 ? null : got.join('+');
+        const kernel = opts.anySide
+          ? [...got.map((h) => `${where}:${h}`), ...back.map((h) => `${s.side}:${h}`)].join('+') || null
+          : got.length === 0
+            ? null
+            : got.join('+');
         const w = opts.anySide && wOut !== null ? `${wSide}:${wOut}` : wOut;
         wOuts.push(w);
         const passed = got.length > 0 && !wOwn;
@@ -476,15 +668,22 @@ export class OracleBed {
           if (kernel !== null) joinedK.set(f.name, [...(joinedK.get(f.name) ?? []), kernel]);
           if (w !== null) joinedW.set(f.name, [...(joinedW.get(f.name) ?? []), w]);
         } else if (opts.anySide) {
-          if (kernel === null ? w !== null : w === null || !sameAnswer(kernel, w, wOwn)) mismatches.push({ flow: f.name, step: s.what, kernel: kernel ?? 'dropped', weft: w ?? 'dropped' });
+          if (kernel === null ? w !== null : w === null || !sameAnswer(kernel, w, wOwn))
+            mismatches.push({ flow: f.name, step: s.what, kernel: kernel ?? 'dropped', weft: w ?? 'dropped' });
         } else if (s.ownError && kernel !== null && w !== null) {
           // TOS 0 (kernel 0xc0) and IP id 0 (kernel pseudo-random); Weft's header checksum must verify.
-          const mask = (h: string): string => h.slice(0, 2) + 'xx' + h.slice(4, 8) + 'xxxx' + h.slice(12, 20) + 'xxxx' + h.slice(24);
-          if (mask(kernel) !== mask(w) || !checksumVerifies(Uint8Array.from(Buffer.from(w, 'hex')), 0, 20)) mismatches.push({ flow: f.name, step: s.what, kernel, weft: w });
-        } else if (kernel !== w) mismatches.push({ flow: f.name, step: s.what, kernel: kernel ?? 'dropped', weft: w ?? 'dropped' });
+          const mask = (h: string): string =>
+            h.slice(0, 2) + 'xx' + h.slice(4, 8) + 'xxxx' + h.slice(12, 20) + 'xxxx' + h.slice(24);
+          if (mask(kernel) !== mask(w) || !checksumVerifies(Uint8Array.from(Buffer.from(w, 'hex')), 0, 20))
+            mismatches.push({ flow: f.name, step: s.what, kernel, weft: w });
+        } else if (kernel !== w)
+          mismatches.push({ flow: f.name, step: s.what, kernel: kernel ?? 'dropped', weft: w ?? 'dropped' });
         outs.push(kernel);
         if (opts.anySide && !f.joined && !passed) stopped.add(f.name);
-        if (opts.anySide && !passed) { last.set(f.name, null); continue; }
+        if (opts.anySide && !passed) {
+          last.set(f.name, null);
+          continue;
+        }
         last.set(f.name, got.length === 0 ? null : Uint8Array.from(Buffer.from(got[got.length - 1]!, 'hex')));
       }
     }

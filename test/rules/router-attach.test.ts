@@ -17,18 +17,64 @@ describe('RulesAttachment on the Router', () => {
   it('Helm MSS clamp lowers SYNs towards the tunnel; a forward drop rule filters and counts', () => {
     const nat = new Nat({ localPodCIDRs: ['10.0.0.0/16'], localExternalCIDR: '10.70.0.0/16' });
     const router = new Router<string, unknown>({ nat, nodes: new GeneveTunnelTable() });
-    router.addPeer('b', nat.addPeer({ name: 'b', remote: { podCIDRs: ['10.0.0.0/16'], externalCIDRs: [] }, remapped: { podCIDRs: ['10.71.0.0/16'], externalCIDRs: [] } }), 'link-b');
-    const rules = new RulesAttachment({ peer: fx.TUNNEL, node: fx.NODE_IF, host: fx.DEFAULT_IF, peerAddr: 0, nodeAddr: 0, hostAddr: 0, pathMtu: 1500 });
+    router.addPeer(
+      'b',
+      nat.addPeer({
+        name: 'b',
+        remote: { podCIDRs: ['10.0.0.0/16'], externalCIDRs: [] },
+        remapped: { podCIDRs: ['10.71.0.0/16'], externalCIDRs: [] },
+      }),
+      'link-b',
+    );
+    const rules = new RulesAttachment({
+      peer: fx.TUNNEL,
+      node: fx.NODE_IF,
+      host: fx.DEFAULT_IF,
+      peerAddr: 0,
+      nodeAddr: 0,
+      hostAddr: 0,
+      pathMtu: 1500,
+    });
     rules.attachTo(router);
     const deny = {
       metadata: { name: 'rlx-deny', namespace: 'n' },
-      spec: { table: { name: 'rlx-deny', family: 'IPV4', chains: [{ name: 'fwd', type: 'filter', hook: 'forward', priority: 0, policy: 'accept', rules: { filterRules: [
-        { name: 'no-9999', counter: true, action: 'drop', match: [{ op: 'eq', proto: { value: 'tcp' }, port: { position: 'dst', value: '9999' } }] },
-      ] } }] } },
+      spec: {
+        table: {
+          name: 'rlx-deny',
+          family: 'IPV4',
+          chains: [
+            {
+              name: 'fwd',
+              type: 'filter',
+              hook: 'forward',
+              priority: 0,
+              policy: 'accept',
+              rules: {
+                filterRules: [
+                  {
+                    name: 'no-9999',
+                    counter: true,
+                    action: 'drop',
+                    match: [{ op: 'eq', proto: { value: 'tcp' }, port: { position: 'dst', value: '9999' } }],
+                  },
+                ],
+              },
+            },
+          ],
+        },
+      },
     };
     expect(rules.update([fx.mssClamp('1200'), deny])).toEqual([]);
     const lanes = new RouterLanes<string, unknown>(4);
-    const p = tcpPacket({ src: '10.0.1.1', dst: '10.71.0.9', sport: 40000, dport: 80, flags: SYN, mss: 1460, headroom: 128 });
+    const p = tcpPacket({
+      src: '10.0.1.1',
+      dst: '10.71.0.9',
+      sport: 40000,
+      dport: 80,
+      flags: SYN,
+      mss: 1460,
+      headroom: 128,
+    });
     router.fromNodes(p.buf, Uint32Array.of(p.off), Uint32Array.of(p.len), 1, 1000, lanes);
     expect(lanes.toPeers.count).toBe(1);
     const off = lanes.toPeers.offs[0]!;
@@ -37,7 +83,15 @@ describe('RulesAttachment on the Router', () => {
     expect((b[off + 42]! << 8) | b[off + 43]!).toBe(1200);
     expect(checksumVerifies(b, off + 20, len - 20, pseudoHeaderSumV4(b, off + 12, off + 16, 6, len - 20))).toBe(true);
     lanes.clear();
-    const q = tcpPacket({ src: '10.0.1.1', dst: '10.71.0.9', sport: 40001, dport: 9999, flags: SYN, mss: 1460, headroom: 128 });
+    const q = tcpPacket({
+      src: '10.0.1.1',
+      dst: '10.71.0.9',
+      sport: 40001,
+      dport: 9999,
+      flags: SYN,
+      mss: 1460,
+      headroom: 128,
+    });
     router.fromNodes(q.buf, Uint32Array.of(q.off), Uint32Array.of(q.len), 1, 1000, lanes);
     expect(lanes.toPeers.count).toBe(0);
     expect(router.drops[ROUTER_DROP_NAMES.indexOf('filtered')]).toBe(1);

@@ -13,27 +13,51 @@ import { ipToNumber, type RuleTable } from '../../src/rules/model.js';
 import { icmpEcho, tcpPacket, udpPacket, type Built } from '../packet/factory.js';
 
 export const CFG: NatConfig = {
-  localPodCIDRs: ['10.112.0.0/16'], localExternalCIDR: '10.70.0.0/16', mtu: 1340,
+  localPodCIDRs: ['10.112.0.0/16'],
+  localExternalCIDR: '10.70.0.0/16',
+  mtu: 1340,
   ipMappings: [{ externalAddress: '10.70.5.5', realAddress: '192.168.7.10' }],
   conntrack: { seed: 1 },
 };
-export const PEER: NatPeerConfig = { name: 'b', remote: { podCIDRs: ['10.243.0.0/16'], externalCIDRs: ['10.244.0.0/16'] }, remapped: { podCIDRs: ['10.71.0.0/16'], externalCIDRs: ['10.72.0.0/16'] } };
+export const PEER: NatPeerConfig = {
+  name: 'b',
+  remote: { podCIDRs: ['10.243.0.0/16'], externalCIDRs: ['10.244.0.0/16'] },
+  remapped: { podCIDRs: ['10.71.0.0/16'], externalCIDRs: ['10.72.0.0/16'] },
+};
 export const TUN = 'liqo-tunnel';
-export const nodes = { lookupDestination: (b: Uint8Array, o: number) => ((b[o] === 10 && b[o + 1] === 112) || b[o] === 192 ? 'n' : undefined) };
+export const nodes = {
+  lookupDestination: (b: Uint8Array, o: number) =>
+    (b[o] === 10 && b[o + 1] === 112) || b[o] === 192 ? 'n' : undefined,
+};
 
 /** A Router whose NAT passes through and whose translation is CFG as rule tables (plus `extra`). */
 /** PEER with its real pod CIDR equal to ours (Liqo's usual reason to remap). */
-export const PEER_SAME: NatPeerConfig = { ...PEER, remote: { podCIDRs: ['10.112.0.0/16'], externalCIDRs: ['10.244.0.0/16'] } };
+export const PEER_SAME: NatPeerConfig = {
+  ...PEER,
+  remote: { podCIDRs: ['10.112.0.0/16'], externalCIDRs: ['10.244.0.0/16'] },
+};
 
-export function rulesRouter(opts: { nodeAddr?: string; statelessMirror?: boolean; extra?: RuleTable[]; peer?: NatPeerConfig } = {}): { r: Router<string, string>; rules: RulesAttachment } {
+export function rulesRouter(
+  opts: { nodeAddr?: string; statelessMirror?: boolean; extra?: RuleTable[]; peer?: NatPeerConfig } = {},
+): { r: Router<string, string>; rules: RulesAttachment } {
   const peer = opts.peer ?? PEER;
   const nat = new Nat(passthroughNatConfig(CFG));
   const r = new Router<string, string>({ nat, nodes });
   // Real CIDRs overlapping ours: the peer keeps its remapped CIDRs, by which the router picks it.
   r.addPeer('b', nat.addPeer(peer === PEER ? identityPeer(peer) : peer), 'link');
   const nodeAddr = opts.nodeAddr === undefined ? 0 : ipToNumber(opts.nodeAddr)!;
-  const rules = new RulesAttachment({ peer: TUN, node: 'liqo.geneve', host: 'eth0', peerAddr: ipToNumber('10.70.0.0')!, nodeAddr, hostAddr: 0, pathMtu: 1340 },
-    { flows: { seed: 1 }, ...(opts.statelessMirror === undefined ? {} : { statelessMirror: opts.statelessMirror }) });
+  const rules = new RulesAttachment(
+    {
+      peer: TUN,
+      node: 'liqo.geneve',
+      host: 'eth0',
+      peerAddr: ipToNumber('10.70.0.0')!,
+      nodeAddr,
+      hostAddr: 0,
+      pathMtu: 1340,
+    },
+    { flows: { seed: 1 }, ...(opts.statelessMirror === undefined ? {} : { statelessMirror: opts.statelessMirror }) },
+  );
   rules.attachTo(r);
   rules.setTables([...rulesFromNatConfig(CFG, [peer], { tunnel: TUN }), ...(opts.extra ?? [])]);
   return { r, rules };
@@ -41,7 +65,10 @@ export function rulesRouter(opts: { nodeAddr?: string; statelessMirror?: boolean
 
 export function rng(seed: number): () => number {
   let s = seed >>> 0;
-  return () => { s = (Math.imul(s, 1664525) + 1013904223) >>> 0; return s / 2 ** 32; };
+  return () => {
+    s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
+    return s / 2 ** 32;
+  };
 }
 
 export type Out = { lane: string; hex: string; pkt: Uint8Array } | null;
@@ -52,7 +79,11 @@ export function through(r: Router<string, string>, p: Built, from: 'node' | 'pee
   const buf = p.buf.slice();
   if (from === 'node') r.fromNodes(buf, Uint32Array.of(p.off), Uint32Array.of(p.len), 1, now, L);
   else r.fromPeers(buf, Uint32Array.of(p.off), Uint32Array.of(p.len), ['link'], 1, now, L);
-  for (const [lane, l] of [['peer', L.toPeers], ['node', L.toNodes], ['host', L.toHost]] as const) {
+  for (const [lane, l] of [
+    ['peer', L.toPeers],
+    ['node', L.toNodes],
+    ['host', L.toHost],
+  ] as const) {
     if (l.count > 0) {
       const pkt = buf.slice(l.offs[0]!, l.offs[0]! + l.lens[0]!);
       return { lane, pkt, hex: Buffer.from(pkt).toString('hex') };
@@ -67,8 +98,10 @@ export const port = (b: Uint8Array, o: number): number => (b[o]! << 8) | b[o + 1
 /** The reply to a packet that left a router (addresses and ports swapped). */
 export function replyTo(p: Uint8Array, flags: number): Built {
   const proto = p[9]!;
-  const src = ip(p, 16), dst = ip(p, 12);
-  if (proto === 6) return tcpPacket({ src, dst, sport: port(p, 22), dport: port(p, 20), flags, mss: 1460, headroom: 128 });
+  const src = ip(p, 16),
+    dst = ip(p, 12);
+  if (proto === 6)
+    return tcpPacket({ src, dst, sport: port(p, 22), dport: port(p, 20), flags, mss: 1460, headroom: 128 });
   if (proto === 17) return udpPacket({ src, dst, sport: port(p, 22), dport: port(p, 20), headroom: 128 });
   return icmpEcho({ src, dst, ident: port(p, 24), type: 0, headroom: 128 });
 }

@@ -2,7 +2,17 @@ import { describe, expect, it } from 'vitest';
 import { checksumVerifies, pseudoHeaderSumV4 } from '../../src/packet/checksum.js';
 import { IP_OK, IpView, parseIp } from '../../src/packet/ip-view.js';
 import {
-  HOOK_FORWARD, HOOK_POSTROUTING, HOOK_PREROUTING, OUTPUT_NODE, OUTPUT_NONE, OUTPUT_PEER, PacketMeta, SOURCE_NODE, SOURCE_PEER, VERDICT_ACCEPT, VERDICT_DROP,
+  HOOK_FORWARD,
+  HOOK_POSTROUTING,
+  HOOK_PREROUTING,
+  OUTPUT_NODE,
+  OUTPUT_NONE,
+  OUTPUT_PEER,
+  PacketMeta,
+  SOURCE_NODE,
+  SOURCE_PEER,
+  VERDICT_ACCEPT,
+  VERDICT_DROP,
 } from '../../src/router/hooks.js';
 import { compileRules } from '../../src/rules/compile.js';
 import type { RulesDevices } from '../../src/rules/devices.js';
@@ -12,7 +22,15 @@ import { parseFirewallConfiguration } from '../../src/rules/parse.js';
 import * as fx from './fixtures.js';
 import { heapBytesPerOp } from '../util/alloc.js';
 
-const DEV: RulesDevices = { peer: fx.TUNNEL, node: fx.NODE_IF, host: fx.DEFAULT_IF, peerAddr: ipToNumber('192.0.2.1')!, nodeAddr: ipToNumber('198.51.100.1')!, hostAddr: 0, pathMtu: 1500 };
+const DEV: RulesDevices = {
+  peer: fx.TUNNEL,
+  node: fx.NODE_IF,
+  host: fx.DEFAULT_IF,
+  peerAddr: ipToNumber('192.0.2.1')!,
+  nodeAddr: ipToNumber('198.51.100.1')!,
+  hostAddr: 0,
+  pathMtu: 1500,
+};
 
 /** A TCP SYN with an MSS option (checksums valid). */
 function syn(src: string, dst: string, mss: number): Uint8Array {
@@ -53,7 +71,8 @@ function through(e: RulesRuntime, b: Uint8Array, fromPeer: boolean): number {
   return e.hooks[HOOK_POSTROUTING]!.process(b, v, m, 0);
 }
 
-const tcpOk = (b: Uint8Array): boolean => checksumVerifies(b, 20, b.length - 20, pseudoHeaderSumV4(b, 12, 16, 6, b.length - 20));
+const tcpOk = (b: Uint8Array): boolean =>
+  checksumVerifies(b, 20, b.length - 20, pseudoHeaderSumV4(b, 12, 16, 6, b.length - 20));
 
 describe('compiled rules (RulesRuntime)', () => {
   it('remap-podcidr: prefix DNAT from nodes, prefix SNAT from the tunnel, checksums kept valid', () => {
@@ -88,15 +107,49 @@ describe('compiled rules (RulesRuntime)', () => {
   it('first match, chain policy drop, counters per rule; chains at one hook in priority order', () => {
     const fc = {
       metadata: { name: 'f', namespace: 'n' },
-      spec: { table: { name: 't', family: 'IPV4', chains: [
-        { name: 'late', type: 'filter', hook: 'forward', priority: 10, policy: 'drop', rules: { filterRules: [
-          { name: 'ok', counter: true, action: 'accept', match: [{ op: 'eq', ip: { position: 'dst', value: '10.9.0.0/16' } }] },
-        ] } },
-        { name: 'early', type: 'filter', hook: 'forward', priority: -10, policy: 'accept', rules: { filterRules: [
-          { name: 'count', counter: true, match: [{ op: 'neq', dev: { position: 'in', value: fx.TUNNEL } }] },
-          { name: 'block', counter: true, action: 'drop', match: [{ op: 'eq', ip: { position: 'src', value: '10.1.0.1-10.1.0.5' } }] },
-        ] } },
-      ] } },
+      spec: {
+        table: {
+          name: 't',
+          family: 'IPV4',
+          chains: [
+            {
+              name: 'late',
+              type: 'filter',
+              hook: 'forward',
+              priority: 10,
+              policy: 'drop',
+              rules: {
+                filterRules: [
+                  {
+                    name: 'ok',
+                    counter: true,
+                    action: 'accept',
+                    match: [{ op: 'eq', ip: { position: 'dst', value: '10.9.0.0/16' } }],
+                  },
+                ],
+              },
+            },
+            {
+              name: 'early',
+              type: 'filter',
+              hook: 'forward',
+              priority: -10,
+              policy: 'accept',
+              rules: {
+                filterRules: [
+                  { name: 'count', counter: true, match: [{ op: 'neq', dev: { position: 'in', value: fx.TUNNEL } }] },
+                  {
+                    name: 'block',
+                    counter: true,
+                    action: 'drop',
+                    match: [{ op: 'eq', ip: { position: 'src', value: '10.1.0.1-10.1.0.5' } }],
+                  },
+                ],
+              },
+            },
+          ],
+        },
+      },
     };
     const e = mk([parseFirewallConfiguration(fc)]);
     expect(through(e, syn('10.1.0.3', '10.9.0.1', 1460), false)).toBe(VERDICT_DROP);
@@ -109,23 +162,61 @@ describe('compiled rules (RulesRuntime)', () => {
   });
 
   it('as the kernel: of two chains at one priority, the one created last runs first', () => {
-    const chain = (name: string, filterRules: object[]): object => ({ name, type: 'filter', hook: 'prerouting', priority: 0, policy: 'accept', rules: { filterRules } });
-    const fc = { metadata: { name: 'f', namespace: 'n' }, spec: { table: { name: 't', family: 'IPV4', chains: [
-      chain('first', [{ name: 'all', counter: true, action: 'drop' }]),
-      chain('second', [{ name: 'all', counter: true }]),
-    ] } } };
+    const chain = (name: string, filterRules: object[]): object => ({
+      name,
+      type: 'filter',
+      hook: 'prerouting',
+      priority: 0,
+      policy: 'accept',
+      rules: { filterRules },
+    });
+    const fc = {
+      metadata: { name: 'f', namespace: 'n' },
+      spec: {
+        table: {
+          name: 't',
+          family: 'IPV4',
+          chains: [
+            chain('first', [{ name: 'all', counter: true, action: 'drop' }]),
+            chain('second', [{ name: 'all', counter: true }]),
+          ],
+        },
+      },
+    };
     const e = mk([parseFirewallConfiguration(fc)]);
     expect(through(e, syn('10.1.0.3', '10.9.0.1', 1460), false)).toBe(VERDICT_DROP);
     expect([e.counterOf('n/f/t/second/all'), e.counterOf('n/f/t/first/all')]).toEqual([1, 1]);
   });
 
   it('as the kernel: no interface is the empty name (before routing, oifname != X holds, == X fails)', () => {
-    const fc = { metadata: { name: 'f', namespace: 'n' }, spec: { table: { name: 't', family: 'IPV4', chains: [
-      { name: 'pre', type: 'filter', hook: 'prerouting', priority: 0, policy: 'accept', rules: { filterRules: [
-        { name: 'not-tunnel', counter: true, match: [{ op: 'neq', dev: { position: 'out', value: fx.TUNNEL } }] },
-        { name: 'tunnel', counter: true, match: [{ op: 'eq', dev: { position: 'out', value: fx.TUNNEL } }] },
-      ] } },
-    ] } } };
+    const fc = {
+      metadata: { name: 'f', namespace: 'n' },
+      spec: {
+        table: {
+          name: 't',
+          family: 'IPV4',
+          chains: [
+            {
+              name: 'pre',
+              type: 'filter',
+              hook: 'prerouting',
+              priority: 0,
+              policy: 'accept',
+              rules: {
+                filterRules: [
+                  {
+                    name: 'not-tunnel',
+                    counter: true,
+                    match: [{ op: 'neq', dev: { position: 'out', value: fx.TUNNEL } }],
+                  },
+                  { name: 'tunnel', counter: true, match: [{ op: 'eq', dev: { position: 'out', value: fx.TUNNEL } }] },
+                ],
+              },
+            },
+          ],
+        },
+      },
+    };
     const e = mk([parseFirewallConfiguration(fc)]);
     expect(through(e, syn('10.1.0.3', '10.9.0.1', 1460), false)).toBe(VERDICT_ACCEPT);
     expect([e.counterOf('n/f/t/pre/not-tunnel'), e.counterOf('n/f/t/pre/tunnel')]).toEqual([1, 0]);
@@ -134,10 +225,15 @@ describe('compiled rules (RulesRuntime)', () => {
 
 describe('compiled rules: allocation', () => {
   it('evaluates every gateway producer (NAT, MSS clamp, marks, counters) without allocating per packet', () => {
-    const e = mk([
-      fx.notrack(6091), fx.remapCidr('podcidr', '10.243.0.0/16', '10.70.0.0/16'), fx.ipMappingGw('db', '192.168.7.10', '10.73.0.5'),
-      fx.serviceNodeportRouting('10.80.0.2', 7), fx.mssClamp('1360'),
-    ].map((o) => parseFirewallConfiguration(o)));
+    const e = mk(
+      [
+        fx.notrack(6091),
+        fx.remapCidr('podcidr', '10.243.0.0/16', '10.70.0.0/16'),
+        fx.ipMappingGw('db', '192.168.7.10', '10.73.0.5'),
+        fx.serviceNodeportRouting('10.80.0.2', 7),
+        fx.mssClamp('1360'),
+      ].map((o) => parseFirewallConfiguration(o)),
+    );
     const a = syn('10.112.0.1', '10.70.3.9', 1460);
     const b = syn('10.243.1.2', '10.73.0.5', 1460);
     const origA = a.slice();
@@ -154,7 +250,10 @@ describe('compiled rules: allocation', () => {
       e.hooks[HOOK_FORWARD]!.process(buf, v, m, 0);
       e.hooks[HOOK_POSTROUTING]!.process(buf, v, m, 0);
     };
-    const trip = (): void => { one(a, origA, false); one(b, origB, true); };
+    const trip = (): void => {
+      one(a, origA, false);
+      one(b, origB, true);
+    };
     for (let i = 0; i < 50_000; i++) trip();
     // The translations did happen (so the loop measures the real work).
     expect([...a.subarray(16, 20)]).toEqual([10, 243, 3, 9]);

@@ -9,7 +9,17 @@ import { writeTimeExceeded } from '../../src/packet/icmp-error.js';
 import { IP_OK, IpView, parseIp } from '../../src/packet/ip-view.js';
 import { Nat } from '../../src/nat/nat.js';
 import { FLOW_TIME_WAIT } from '../../src/nat/flows.js';
-import { HOOK_FORWARD, HOOK_POSTROUTING, HOOK_PREROUTING, OUTPUT_NODE, OUTPUT_NONE, PacketMeta, SOURCE_NODE, VERDICT_ACCEPT, type PacketHook } from '../../src/router/hooks.js';
+import {
+  HOOK_FORWARD,
+  HOOK_POSTROUTING,
+  HOOK_PREROUTING,
+  OUTPUT_NODE,
+  OUTPUT_NONE,
+  PacketMeta,
+  SOURCE_NODE,
+  VERDICT_ACCEPT,
+  type PacketHook,
+} from '../../src/router/hooks.js';
 import { ROUTER_DROP_NAMES, Router, RouterLanes } from '../../src/router/router.js';
 import { RulesAttachment } from '../../src/rules/attach.js';
 import { passthroughNatConfig } from '../../src/rules/from-nat.js';
@@ -18,23 +28,59 @@ import { icmpEcho, tcpPacket, udpPacket, type Built } from '../packet/factory.js
 import { heapBytesPerOp } from '../util/alloc.js';
 import * as fx from './fixtures.js';
 
-const SYN = 0x02, ACK = 0x10, FIN = 0x01;
+const SYN = 0x02,
+  ACK = 0x10,
+  FIN = 0x01;
 type Obj = Record<string, unknown>;
 
-const DEV = { peer: fx.TUNNEL, node: fx.NODE_IF, host: fx.DEFAULT_IF, peerAddr: ipToNumber('10.99.0.1')!, nodeAddr: ipToNumber('10.112.0.1')!, hostAddr: 0, pathMtu: 1500 };
+const DEV = {
+  peer: fx.TUNNEL,
+  node: fx.NODE_IF,
+  host: fx.DEFAULT_IF,
+  peerAddr: ipToNumber('10.99.0.1')!,
+  nodeAddr: ipToNumber('10.112.0.1')!,
+  hostAddr: 0,
+  pathMtu: 1500,
+};
 
 function fc(name: string, chains: Obj[]): Obj {
   return { metadata: { name, namespace: 't' }, spec: { table: { name, family: 'IPV4', chains } } };
 }
-const natChain = (hook: string, natRules: Obj[]): Obj => ({ name: hook, type: 'nat', hook, priority: hook === 'prerouting' ? -100 : 100, policy: 'accept', rules: { natRules } });
+const natChain = (hook: string, natRules: Obj[]): Obj => ({
+  name: hook,
+  type: 'nat',
+  hook,
+  priority: hook === 'prerouting' ? -100 : 100,
+  policy: 'accept',
+  rules: { natRules },
+});
 /** Masquerade of everything leaving through the tunnel that is not from a local pod. */
-const MASQ = fc('masq', [natChain('postrouting', [{ name: 'unknown-src', natType: 'snat', to: '10.99.0.0', match: [{ op: 'eq', dev: { position: 'out', value: fx.TUNNEL } }, { op: 'neq', ip: { position: 'src', value: '10.112.0.0/16' } }] }])]);
-const MASQ_ALL = fc('masq-all', [natChain('postrouting', [{ name: 'all', natType: 'masquerade', match: [{ op: 'eq', dev: { position: 'out', value: fx.TUNNEL } }] }])]);
+const MASQ = fc('masq', [
+  natChain('postrouting', [
+    {
+      name: 'unknown-src',
+      natType: 'snat',
+      to: '10.99.0.0',
+      match: [
+        { op: 'eq', dev: { position: 'out', value: fx.TUNNEL } },
+        { op: 'neq', ip: { position: 'src', value: '10.112.0.0/16' } },
+      ],
+    },
+  ]),
+]);
+const MASQ_ALL = fc('masq-all', [
+  natChain('postrouting', [
+    { name: 'all', natType: 'masquerade', match: [{ op: 'eq', dev: { position: 'out', value: fx.TUNNEL } }] },
+  ]),
+]);
 
 /** A router with one peer (real pod CIDR 10.243.0.0/16, nothing remapped by the built-in NAT) and the rules. */
 function setup(objects: Obj[]) {
   const nat = new Nat(passthroughNatConfig({ localPodCIDRs: ['10.112.0.0/16'], localExternalCIDR: '10.99.0.0/16' }));
-  const nodes = { lookupDestination: (b: Uint8Array, o: number) => (b[o] === 10 && b[o + 1] === 112) || b[o] === 192 || (b[o] === 10 && b[o + 1] === 200) ? 'n1' : undefined };
+  const nodes = {
+    lookupDestination: (b: Uint8Array, o: number) =>
+      (b[o] === 10 && b[o + 1] === 112) || b[o] === 192 || (b[o] === 10 && b[o + 1] === 200) ? 'n1' : undefined,
+  };
   const router = new Router<string, string>({ nat, nodes });
   router.addPeer('b', nat.addPeer({ name: 'b', remote: { podCIDRs: ['10.243.0.0/16'], externalCIDRs: [] } }), 'link-b');
   const rules = new RulesAttachment(DEV, { flows: { capacity: 64, seed: 1 } });
@@ -48,7 +94,11 @@ function setup(objects: Obj[]) {
     now += 10;
     if (from === 'node') router.fromNodes(p.buf, Uint32Array.of(p.off), Uint32Array.of(p.len), 1, now, lanes);
     else router.fromPeers(p.buf, Uint32Array.of(p.off), Uint32Array.of(p.len), ['link-b'], 1, now, lanes);
-    for (const [lane, l] of [['peer', lanes.toPeers], ['node', lanes.toNodes], ['host', lanes.toHost]] as const) {
+    for (const [lane, l] of [
+      ['peer', lanes.toPeers],
+      ['node', lanes.toNodes],
+      ['host', lanes.toHost],
+    ] as const) {
       if (l.count > 0) return { lane, pkt: p.buf.slice(l.offs[0]!, l.offs[0]! + l.lens[0]!) };
     }
     return null;
@@ -58,51 +108,100 @@ function setup(objects: Obj[]) {
 
 const addr = (b: Uint8Array, o: number): string => [...b.subarray(o, o + 4)].join('.');
 const ports = (b: Uint8Array): string => `${(b[20]! << 8) | b[21]!}>${(b[22]! << 8) | b[23]!}`;
-const tuple = (b: Uint8Array): string => `${addr(b, 12)}:${(b[20]! << 8) | b[21]!}>${addr(b, 16)}:${(b[22]! << 8) | b[23]!}`;
-const l4ok = (b: Uint8Array): boolean => checksumVerifies(b, 20, b.length - 20, pseudoHeaderSumV4(b, 12, 16, b[9]!, b.length - 20)) && checksumVerifies(b, 0, 20);
+const tuple = (b: Uint8Array): string =>
+  `${addr(b, 12)}:${(b[20]! << 8) | b[21]!}>${addr(b, 16)}:${(b[22]! << 8) | b[23]!}`;
+const l4ok = (b: Uint8Array): boolean =>
+  checksumVerifies(b, 20, b.length - 20, pseudoHeaderSumV4(b, 12, 16, b[9]!, b.length - 20)) &&
+  checksumVerifies(b, 0, 20);
 const H = { headroom: 128 };
 
 describe('compiled rules with conntrack', () => {
   it('masquerade: SYN, SYN-ACK, ACK, FIN both ways translated by the connection; a clashing client gets another port', () => {
     const { rules, send } = setup([MASQ]);
     expect(rules.plan()).toEqual([{ id: 't/masq/masq/postrouting/unknown-src', form: 'snat-ct' }]);
-    const out = send(tcpPacket({ src: '192.168.1.5', dst: '10.243.3.9', sport: 40000, dport: 80, flags: SYN, ...H }), 'node')!;
+    const out = send(
+      tcpPacket({ src: '192.168.1.5', dst: '10.243.3.9', sport: 40000, dport: 80, flags: SYN, ...H }),
+      'node',
+    )!;
     expect(out.lane).toBe('peer');
     expect(tuple(out.pkt)).toBe('10.99.0.0:40000>10.243.3.9:80');
     expect(l4ok(out.pkt)).toBe(true);
-    const synack = send(tcpPacket({ src: '10.243.3.9', dst: '10.99.0.0', sport: 80, dport: 40000, flags: SYN | ACK, ...H }), 'peer')!;
+    const synack = send(
+      tcpPacket({ src: '10.243.3.9', dst: '10.99.0.0', sport: 80, dport: 40000, flags: SYN | ACK, ...H }),
+      'peer',
+    )!;
     expect(synack.lane).toBe('node');
     expect(tuple(synack.pkt)).toBe('10.243.3.9:80>192.168.1.5:40000');
     expect(l4ok(synack.pkt)).toBe(true);
-    expect(tuple(send(tcpPacket({ src: '192.168.1.5', dst: '10.243.3.9', sport: 40000, dport: 80, flags: ACK, ...H }), 'node')!.pkt)).toBe('10.99.0.0:40000>10.243.3.9:80');
+    expect(
+      tuple(
+        send(tcpPacket({ src: '192.168.1.5', dst: '10.243.3.9', sport: 40000, dport: 80, flags: ACK, ...H }), 'node')!
+          .pkt,
+      ),
+    ).toBe('10.99.0.0:40000>10.243.3.9:80');
     // Same source port from another host towards the same server: the reply tuple is taken.
-    const other = send(tcpPacket({ src: '192.168.1.6', dst: '10.243.3.9', sport: 40000, dport: 80, flags: SYN, ...H }), 'node')!;
+    const other = send(
+      tcpPacket({ src: '192.168.1.6', dst: '10.243.3.9', sport: 40000, dport: 80, flags: SYN, ...H }),
+      'node',
+    )!;
     expect(addr(other.pkt, 12)).toBe('10.99.0.0');
     const p2 = (other.pkt[20]! << 8) | other.pkt[21]!;
     expect(p2).not.toBe(40000);
     expect(p2).toBeGreaterThanOrEqual(1024);
     expect(l4ok(other.pkt)).toBe(true);
-    expect(tuple(send(tcpPacket({ src: '10.243.3.9', dst: '10.99.0.0', sport: 80, dport: p2, flags: SYN | ACK, ...H }), 'peer')!.pkt)).toBe('10.243.3.9:80>192.168.1.6:40000');
+    expect(
+      tuple(
+        send(tcpPacket({ src: '10.243.3.9', dst: '10.99.0.0', sport: 80, dport: p2, flags: SYN | ACK, ...H }), 'peer')!
+          .pkt,
+      ),
+    ).toBe('10.243.3.9:80>192.168.1.6:40000');
     // FINs both ways: the first connection goes to TIME_WAIT (and stays translated).
-    expect(tuple(send(tcpPacket({ src: '192.168.1.5', dst: '10.243.3.9', sport: 40000, dport: 80, flags: FIN | ACK, ...H }), 'node')!.pkt)).toBe('10.99.0.0:40000>10.243.3.9:80');
-    expect(tuple(send(tcpPacket({ src: '10.243.3.9', dst: '10.99.0.0', sport: 80, dport: 40000, flags: FIN | ACK, ...H }), 'peer')!.pkt)).toBe('10.243.3.9:80>192.168.1.5:40000');
+    expect(
+      tuple(
+        send(
+          tcpPacket({ src: '192.168.1.5', dst: '10.243.3.9', sport: 40000, dport: 80, flags: FIN | ACK, ...H }),
+          'node',
+        )!.pkt,
+      ),
+    ).toBe('10.99.0.0:40000>10.243.3.9:80');
+    expect(
+      tuple(
+        send(
+          tcpPacket({ src: '10.243.3.9', dst: '10.99.0.0', sport: 80, dport: 40000, flags: FIN | ACK, ...H }),
+          'peer',
+        )!.pkt,
+      ),
+    ).toBe('10.243.3.9:80>192.168.1.5:40000');
     const f = rules.runtime.flows;
     expect(f.size).toBe(2);
     const states = [...f.state].filter((s) => s !== 0);
     expect(states).toContain(FLOW_TIME_WAIT);
     // A segment to the SNAT address without a connection is not translated (no rule for it).
-    expect(send(tcpPacket({ src: '10.243.3.9', dst: '10.99.0.0', sport: 80, dport: 555, flags: ACK, ...H }), 'peer')).toBeNull();
+    expect(
+      send(tcpPacket({ src: '10.243.3.9', dst: '10.99.0.0', sport: 80, dport: 555, flags: ACK, ...H }), 'peer'),
+    ).toBeNull();
   });
 
-  it('nat chains decide only a connection\'s first packet: the reply of a flow from the peer is not masqueraded', () => {
+  it("nat chains decide only a connection's first packet: the reply of a flow from the peer is not masqueraded", () => {
     const { send } = setup([MASQ_ALL]);
-    const inb = send(tcpPacket({ src: '10.243.1.2', dst: '10.112.0.5', sport: 5555, dport: 80, flags: SYN, ...H }), 'peer')!;
+    const inb = send(
+      tcpPacket({ src: '10.243.1.2', dst: '10.112.0.5', sport: 5555, dport: 80, flags: SYN, ...H }),
+      'peer',
+    )!;
     expect(tuple(inb.pkt)).toBe('10.243.1.2:5555>10.112.0.5:80');
-    const rep = send(tcpPacket({ src: '10.112.0.5', dst: '10.243.1.2', sport: 80, dport: 5555, flags: SYN | ACK, ...H }), 'node')!;
+    const rep = send(
+      tcpPacket({ src: '10.112.0.5', dst: '10.243.1.2', sport: 80, dport: 5555, flags: SYN | ACK, ...H }),
+      'node',
+    )!;
     expect(rep.lane).toBe('peer');
     expect(tuple(rep.pkt)).toBe('10.112.0.5:80>10.243.1.2:5555');
     // A new connection from the node is masqueraded to the tunnel interface's address.
-    expect(tuple(send(tcpPacket({ src: '10.112.0.5', dst: '10.243.1.2', sport: 81, dport: 5555, flags: SYN, ...H }), 'node')!.pkt)).toBe('10.99.0.1:81>10.243.1.2:5555');
+    expect(
+      tuple(
+        send(tcpPacket({ src: '10.112.0.5', dst: '10.243.1.2', sport: 81, dport: 5555, flags: SYN, ...H }), 'node')!
+          .pkt,
+      ),
+    ).toBe('10.99.0.1:81>10.243.1.2:5555');
   });
 
   it('IP mapping DNAT: replies get the mapped source back from the connection, forms planned', () => {
@@ -120,7 +219,13 @@ describe('compiled rules with conntrack', () => {
   it('ct mark set on a connection in forward is restored as the meta mark of its replies at prerouting', () => {
     const { router, send } = setup([fx.serviceNodeportRouting('10.200.0.1', 7)]);
     const seen: number[] = [];
-    const probe: PacketHook = { name: 'probe', process: (_b, _v, m) => { seen.push(m.mark); return VERDICT_ACCEPT; } };
+    const probe: PacketHook = {
+      name: 'probe',
+      process: (_b, _v, m) => {
+        seen.push(m.mark);
+        return VERDICT_ACCEPT;
+      },
+    };
     router.attach(HOOK_PREROUTING, probe);
     send(udpPacket({ src: '10.200.0.1', dst: '10.243.3.9', sport: 3000, dport: 53, ...H }), 'node');
     send(udpPacket({ src: '10.243.3.9', dst: '10.200.0.1', sport: 53, dport: 3000, ...H }), 'peer');
@@ -154,11 +259,30 @@ describe('compiled rules with conntrack', () => {
   });
 
   it('reject answers with ICMP net-unreachable from the input interface, quoting the packet', () => {
-    const rej = fc('rej', [{ name: 'fwd', type: 'filter', hook: 'forward', priority: 0, policy: 'accept', rules: { filterRules: [
-      { name: 'no-9999', counter: true, action: 'reject', match: [{ op: 'eq', proto: { value: 'tcp' }, port: { position: 'dst', value: '9999' } }] },
-    ] } }]);
+    const rej = fc('rej', [
+      {
+        name: 'fwd',
+        type: 'filter',
+        hook: 'forward',
+        priority: 0,
+        policy: 'accept',
+        rules: {
+          filterRules: [
+            {
+              name: 'no-9999',
+              counter: true,
+              action: 'reject',
+              match: [{ op: 'eq', proto: { value: 'tcp' }, port: { position: 'dst', value: '9999' } }],
+            },
+          ],
+        },
+      },
+    ]);
     const { rules, router, send } = setup([rej]);
-    const r = send(tcpPacket({ src: '10.112.0.5', dst: '10.243.3.9', sport: 1234, dport: 9999, flags: SYN, ...H }), 'node')!;
+    const r = send(
+      tcpPacket({ src: '10.112.0.5', dst: '10.243.3.9', sport: 1234, dport: 9999, flags: SYN, ...H }),
+      'node',
+    )!;
     expect(r.lane).toBe('node');
     const b = r.pkt;
     expect(addr(b, 12)).toBe('10.112.0.1');
@@ -188,8 +312,12 @@ describe('compiled rules with conntrack', () => {
     expect(rules.update([MASQ])).toEqual([]);
     expect(rules.runtime.flows.size).toBe(2);
     expect(rules.stats().flushed).toBe(1);
-    expect(tuple(send(udpPacket({ src: '10.243.3.9', dst: '10.99.0.0', sport: 53, dport: 40000, ...H }), 'peer')!.pkt)).toBe('10.243.3.9:53>192.168.1.5:40000');
-    expect(tuple(send(udpPacket({ src: '192.168.7.10', dst: '10.243.1.2', sport: 53, dport: 5353, ...H }), 'node')!.pkt)).toBe('10.99.0.0:53>10.243.1.2:5353');
+    expect(
+      tuple(send(udpPacket({ src: '10.243.3.9', dst: '10.99.0.0', sport: 53, dport: 40000, ...H }), 'peer')!.pkt),
+    ).toBe('10.243.3.9:53>192.168.1.5:40000');
+    expect(
+      tuple(send(udpPacket({ src: '192.168.7.10', dst: '10.243.1.2', sport: 53, dport: 5353, ...H }), 'node')!.pkt),
+    ).toBe('10.99.0.0:53>10.243.1.2:5353');
   });
 
   it('IPv6 and non-first fragments pass untouched and untracked', () => {
@@ -212,18 +340,21 @@ describe('compiled rules with conntrack', () => {
     const six = udpPacket({ src: 'fd00::1', dst: 'fd00::2', sport: 1, dport: 2 });
     expect([...six.buf]).toEqual([...run(six)]);
     const frag = udpPacket({ src: '10.1.0.1', dst: '10.2.0.1', sport: 1, dport: 2 });
-    frag.buf[6] = 0x00; frag.buf[7] = 0x10; // offset 16 × 8 bytes: a non-first fragment
-    frag.buf[10] = 0; frag.buf[11] = 0;
+    frag.buf[6] = 0x00;
+    frag.buf[7] = 0x10; // offset 16 × 8 bytes: a non-first fragment
+    frag.buf[10] = 0;
+    frag.buf[11] = 0;
     let s = 0;
     for (let i = 0; i < 20; i += 2) s += (frag.buf[i]! << 8) | frag.buf[i + 1]!;
     while (s > 0xffff) s = (s & 0xffff) + (s >>> 16);
-    frag.buf[10] = (~s >>> 8) & 0xff; frag.buf[11] = ~s & 0xff;
+    frag.buf[10] = (~s >>> 8) & 0xff;
+    frag.buf[11] = ~s & 0xff;
     expect([...frag.buf]).toEqual([...run(frag)]);
     expect(rules.stats().fragments).toBe(1);
     expect(rules.runtime.flows.size).toBe(0);
   });
 
-  it('an established connection\'s packets allocate nothing', () => {
+  it("an established connection's packets allocate nothing", () => {
     const { router } = setup([MASQ, fx.remapCidr('podcidr', '10.243.0.0/16', '10.70.0.0/16')]);
     const p = udpPacket({ src: '192.168.1.5', dst: '10.70.3.9', sport: 40000, dport: 53, ...H });
     const copy = p.buf.slice();

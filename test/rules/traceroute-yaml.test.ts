@@ -18,25 +18,52 @@ import { ipToNumber } from '../../src/rules/model.js';
 import { udpPacket } from '../packet/factory.js';
 import { errorAbout, ip, port, through, TUN } from './router-flows.js';
 
-const CFG: NatConfig = { localPodCIDRs: ['10.112.0.0/16'], localExternalCIDR: '10.70.0.0/16', mtu: 1340, conntrack: { seed: 1 } };
-const PEER: NatPeerConfig = { name: 'b', remote: { podCIDRs: ['10.112.0.0/16'], externalCIDRs: ['10.70.0.0/16'] }, remapped: { podCIDRs: ['10.71.0.0/16'], externalCIDRs: ['10.72.0.0/16'] } };
-const nodes = { lookupDestination: (b: Uint8Array, o: number) => (b[o] === 10 && (b[o + 1] === 112 || b[o + 1] === 80) ? 'n' : undefined) };
+const CFG: NatConfig = {
+  localPodCIDRs: ['10.112.0.0/16'],
+  localExternalCIDR: '10.70.0.0/16',
+  mtu: 1340,
+  conntrack: { seed: 1 },
+};
+const PEER: NatPeerConfig = {
+  name: 'b',
+  remote: { podCIDRs: ['10.112.0.0/16'], externalCIDRs: ['10.70.0.0/16'] },
+  remapped: { podCIDRs: ['10.71.0.0/16'], externalCIDRs: ['10.72.0.0/16'] },
+};
+const nodes = {
+  lookupDestination: (b: Uint8Array, o: number) =>
+    b[o] === 10 && (b[o + 1] === 112 || b[o + 1] === 80) ? 'n' : undefined,
+};
 
 function gateway(errorSourceRule: boolean): Router<string, string> {
   const nat = new Nat(passthroughNatConfig(CFG));
   const r = new Router<string, string>({ nat, nodes });
   r.setLocalAddresses(['10.80.0.1']);
   r.addPeer('b', nat.addPeer(PEER), 'link');
-  const rules = new RulesAttachment({ peer: TUN, node: 'liqo.geneve', host: 'eth0', peerAddr: 0, nodeAddr: 0, hostAddr: 0, pathMtu: 1340 }, { flows: { seed: 1 } });
+  const rules = new RulesAttachment(
+    { peer: TUN, node: 'liqo.geneve', host: 'eth0', peerAddr: 0, nodeAddr: 0, hostAddr: 0, pathMtu: 1340 },
+    { flows: { seed: 1 } },
+  );
   rules.attachTo(r);
   const tables = rulesFromNatConfig(CFG, [PEER], { tunnel: TUN });
-  rules.setTables(errorSourceRule ? tables : tables.map((t) => ({ ...t, chains: t.chains.filter((c) => !c.name.startsWith('icmp-error-source')) })));
+  rules.setTables(
+    errorSourceRule
+      ? tables
+      : tables.map((t) => ({ ...t, chains: t.chains.filter((c) => !c.name.startsWith('icmp-error-source')) })),
+  );
   return r;
 }
 
-const probe = (ttl: number, dport: number) => udpPacket({ src: '10.112.1.11', dst: '10.112.2.23', sport: 40000, dport, ttl, headroom: 128 });
+const probe = (ttl: number, dport: number) =>
+  udpPacket({ src: '10.112.1.11', dst: '10.112.2.23', sport: 40000, dport, ttl, headroom: 128 });
 /** Outer source, destination, ICMP type; quoted source, destination, destination port. */
-const fields = (p: Uint8Array): (string | number)[] => [ip(p, 12), ip(p, 16), p[20]!, ip(p, 28 + 12), ip(p, 28 + 16), port(p, 28 + 22)];
+const fields = (p: Uint8Array): (string | number)[] => [
+  ip(p, 12),
+  ip(p, 16),
+  p[20]!,
+  ip(p, 28 + 12),
+  ip(p, 28 + 16),
+  port(p, 28 + 22),
+];
 
 describe('traceroute through a YAML gateway on the compiled rules (peer real CIDR = local CIDR)', () => {
   it("the gateway's own Time Exceeded about a probe from the peer goes back to it, from the external address", () => {

@@ -16,12 +16,14 @@ export function nullAeadBackend(random?: Uint8Array): CryptoBackend {
   let next = 0;
   return {
     ...pure,
-    ...(random === undefined ? {} : {
-      randomFill(out: Uint8Array): void {
-        for (let i = 0; i < out.length; i++) out[i] = random[(next + i) % random.length]!;
-        next += out.length;
-      },
-    }),
+    ...(random === undefined
+      ? {}
+      : {
+          randomFill(out: Uint8Array): void {
+            for (let i = 0; i < out.length; i++) out[i] = random[(next + i) % random.length]!;
+            next += out.length;
+          },
+        }),
     seal(_key, _nonce, _ad, src, srcOff, len, dst, dstOff) {
       if (src !== dst || srcOff !== dstOff) dst.set(src.subarray(srcOff, srcOff + len), dstOff);
       dst.fill(0, dstOff + len, dstOff + len + 16);
@@ -52,7 +54,11 @@ export function heapBytesPerOp(trip: () => void, n = 100_000): number {
 }
 
 /** A node of the inspector's sampled heap profile. */
-export interface ProfileNode { selfSize: number; children: ProfileNode[]; callFrame: { functionName: string; url: string } }
+export interface ProfileNode {
+  selfSize: number;
+  children: ProfileNode[];
+  callFrame: { functionName: string; url: string };
+}
 
 /** One inspector call as a promise. */
 export function post<R>(s: Session, method: string, params?: object): Promise<R> {

@@ -18,12 +18,19 @@ export { haveCommand, isRoot } from './requirements.js';
  * Why e2e tests cannot run here (non-root: the reason to skip), or null when they can.
  * As root a missing tool throws, naming the package to install (see requirements.ts).
  */
-export function e2eUnavailableReason(commands: string[] = [], more: Omit<Needs, 'root' | 'commands'> = {}): string | null {
+export function e2eUnavailableReason(
+  commands: string[] = [],
+  more: Omit<Needs, 'root' | 'commands'> = {},
+): string | null {
   return needs({ root: true, commands, ...more });
 }
 
 export class CommandError extends Error {
-  constructor(readonly cmd: string[], readonly status: number | null, readonly stderr: string) {
+  constructor(
+    readonly cmd: string[],
+    readonly status: number | null,
+    readonly stderr: string,
+  ) {
     super(`command failed (${status}): ${cmd.join(' ')}\n${stderr.trim()}`);
   }
 }
@@ -74,11 +81,37 @@ export class Topology {
    * Joins two namespaces with a veth pair and gives each end an address (CIDR notation).
    * Interface names are `${prefix}${ifA}` etc. and must fit 15 characters.
    */
-  link(nsA: string, ifA: string, addrA: string | null, nsB: string, ifB: string, addrB: string | null, mtu = 1500): void {
+  link(
+    nsA: string,
+    ifA: string,
+    addrA: string | null,
+    nsB: string,
+    ifB: string,
+    addrB: string | null,
+    mtu = 1500,
+  ): void {
     const a = `${this.prefix}${ifA}`;
     const b = `${this.prefix}${ifB}`;
     if (a.length > 15 || b.length > 15) throw new Error(`interface name too long: ${a} / ${b}`);
-    run(['ip', 'link', 'add', a, 'mtu', String(mtu), 'netns', nsA, 'type', 'veth', 'peer', 'name', b, 'mtu', String(mtu), 'netns', nsB]);
+    run([
+      'ip',
+      'link',
+      'add',
+      a,
+      'mtu',
+      String(mtu),
+      'netns',
+      nsA,
+      'type',
+      'veth',
+      'peer',
+      'name',
+      b,
+      'mtu',
+      String(mtu),
+      'netns',
+      nsB,
+    ]);
     if (addrA) run(['ip', '-n', nsA, 'addr', 'add', addrA, 'dev', a, ...(addrA.includes(':') ? ['nodad'] : [])]);
     if (addrB) run(['ip', '-n', nsB, 'addr', 'add', addrB, 'dev', b, ...(addrB.includes(':') ? ['nodad'] : [])]);
     run(['ip', '-n', nsA, 'link', 'set', a, 'up']);
@@ -94,9 +127,16 @@ export class Topology {
    * Starts a long-running process inside a namespace, with a hard lifetime (timeout -k).
    * Its output (stdout+stderr) is kept (last 64 KiB) for diagnostics.
    */
-  spawnIn(ns: string | null, name: string, cmd: string[], opts: { lifetimeS?: number; env?: NodeJS.ProcessEnv } = {}): Spawned {
+  spawnIn(
+    ns: string | null,
+    name: string,
+    cmd: string[],
+    opts: { lifetimeS?: number; env?: NodeJS.ProcessEnv } = {},
+  ): Spawned {
     const lifetime = String(opts.lifetimeS ?? 300);
-    const argv = ns ? ['timeout', '-k', '3', lifetime, 'ip', 'netns', 'exec', ns, ...cmd] : ['timeout', '-k', '3', lifetime, ...cmd];
+    const argv = ns
+      ? ['timeout', '-k', '3', lifetime, 'ip', 'netns', 'exec', ns, ...cmd]
+      : ['timeout', '-k', '3', lifetime, ...cmd];
     const child = spawn(argv[0], argv.slice(1), {
       stdio: ['ignore', 'pipe', 'pipe'],
       env: { ...process.env, ...opts.env },
@@ -122,10 +162,18 @@ export class Topology {
   /** Stops one spawned process: SIGTERM to its group, SIGKILL after `graceMs`. */
   async stop(s: Spawned, graceMs = 3000): Promise<void> {
     if (s.child.exitCode !== null || s.child.signalCode !== null) return;
-    try { process.kill(-s.pid, 'SIGTERM'); } catch { /* already gone */ }
+    try {
+      process.kill(-s.pid, 'SIGTERM');
+    } catch {
+      /* already gone */
+    }
     const done = await Promise.race([s.exited.then(() => true), sleep(graceMs).then(() => false)]);
     if (!done) {
-      try { process.kill(-s.pid, 'SIGKILL'); } catch { /* already gone */ }
+      try {
+        process.kill(-s.pid, 'SIGKILL');
+      } catch {
+        /* already gone */
+      }
       await Promise.race([s.exited, sleep(1000)]);
     }
   }
@@ -136,7 +184,13 @@ export class Topology {
     for (const ns of this.namespaces.splice(0)) {
       // Anything still inside a namespace we created was started by this test.
       const pids = run(['ip', 'netns', 'pids', ns], { allowFail: true }).split(/\s+/).filter(Boolean);
-      for (const pid of pids) { try { process.kill(Number(pid), 'SIGKILL'); } catch { /* gone */ } }
+      for (const pid of pids) {
+        try {
+          process.kill(Number(pid), 'SIGKILL');
+        } catch {
+          /* gone */
+        }
+      }
       run(['ip', 'netns', 'del', ns], { allowFail: true });
     }
   }
@@ -147,7 +201,12 @@ export function sleep(ms: number): Promise<void> {
 }
 
 /** Polls `check` every `intervalMs` until it returns a truthy value or `timeoutMs` passes. */
-export async function waitFor<T>(what: string, check: () => T | Promise<T>, timeoutMs = 10_000, intervalMs = 100): Promise<T> {
+export async function waitFor<T>(
+  what: string,
+  check: () => T | Promise<T>,
+  timeoutMs = 10_000,
+  intervalMs = 100,
+): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   let last: unknown;
   for (;;) {
@@ -163,7 +222,13 @@ export async function waitFor<T>(what: string, check: () => T | Promise<T>, time
 }
 
 /** Pings from a namespace; returns the parsed summary. Bounded by count × interval + slack. */
-export function ping(topo: Topology, ns: string, addr: string, count = 3, intervalS = 0.2): { received: number; avgMs: number } {
+export function ping(
+  topo: Topology,
+  ns: string,
+  addr: string,
+  count = 3,
+  intervalS = 0.2,
+): { received: number; avgMs: number } {
   const out = topo.exec(ns, ['ping', '-n', '-q', '-c', String(count), '-i', String(intervalS), '-W', '1', addr], {
     timeoutMs: (count * intervalS + 5) * 1000,
     allowFail: true,
@@ -174,14 +239,31 @@ export function ping(topo: Topology, ns: string, addr: string, count = 3, interv
 }
 
 /** Runs a bounded iperf3 TCP test from nsClient to a server in nsServer; returns Gbit/s received. */
-export async function iperfTcp(topo: Topology, nsServer: string, nsClient: string, addr: string, seconds = 2, extra: string[] = []): Promise<number> {
+export async function iperfTcp(
+  topo: Topology,
+  nsServer: string,
+  nsClient: string,
+  addr: string,
+  seconds = 2,
+  extra: string[] = [],
+): Promise<number> {
   const port = String(5201 + Math.floor(Math.random() * 500));
-  const server = topo.spawnIn(nsServer, 'iperf3-server', ['iperf3', '-s', '-1', '-B', addr, '-p', port], { lifetimeS: seconds + 30 });
-  await waitFor('iperf3 server', () => topo.exec(nsServer, ['ss', '-Hltn', `sport = :${port}`], { allowFail: true }).trim().length > 0, 5000);
-  const out = topo.exec(nsClient, ['iperf3', '-c', addr, '-p', port, '-t', String(seconds), '-J', '--connect-timeout', '3000', ...extra], {
-    timeoutMs: (seconds + 20) * 1000,
-    allowFail: true,
+  const server = topo.spawnIn(nsServer, 'iperf3-server', ['iperf3', '-s', '-1', '-B', addr, '-p', port], {
+    lifetimeS: seconds + 30,
   });
+  await waitFor(
+    'iperf3 server',
+    () => topo.exec(nsServer, ['ss', '-Hltn', `sport = :${port}`], { allowFail: true }).trim().length > 0,
+    5000,
+  );
+  const out = topo.exec(
+    nsClient,
+    ['iperf3', '-c', addr, '-p', port, '-t', String(seconds), '-J', '--connect-timeout', '3000', ...extra],
+    {
+      timeoutMs: (seconds + 20) * 1000,
+      allowFail: true,
+    },
+  );
   await topo.stop(server);
   const j = JSON.parse(out) as { end?: { sum_received?: { bits_per_second?: number } }; error?: string };
   if (j.error) throw new Error(`iperf3: ${j.error}`);

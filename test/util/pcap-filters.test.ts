@@ -19,7 +19,14 @@ const missing = needs({ commands: ['tshark'] });
 describe.skipIf(missing !== null)('tshark checksum filters', () => {
   it('match a wrong TCP checksum, not a good one nor 0xffff standing for 0x0000', () => {
     // Two payload bytes chosen so that the computed checksum is 0x0000.
-    const p = tcpPacket({ src: '10.80.0.1', dst: '10.0.1.2', sport: 7700, dport: 40000, flags: TCP_FLAG_ACK, payload: new Uint8Array(2) });
+    const p = tcpPacket({
+      src: '10.80.0.1',
+      dst: '10.0.1.2',
+      sport: 7700,
+      dport: 40000,
+      flags: TCP_FLAG_ACK,
+      payload: new Uint8Array(2),
+    });
     const csumOff = p.l4 + 16;
     const c = readChecksum(p.buf, csumOff);
     p.buf[p.off + p.len - 2] = c >>> 8;
@@ -36,8 +43,14 @@ describe.skipIf(missing !== null)('tshark checksum filters', () => {
     try {
       const file = join(dir, 'f.pcap');
       w.writeFile(file);
-      const frames = (filter: string): string[] => spawnSync('tshark', ['-n', '-r', file, '-o', 'tcp.check_checksum:TRUE', '-Y', filter, '-T', 'fields', '-e', 'frame.number'], { encoding: 'utf8' })
-        .stdout.split('\n').filter((l) => l !== '');
+      const frames = (filter: string): string[] =>
+        spawnSync(
+          'tshark',
+          ['-n', '-r', file, '-o', 'tcp.check_checksum:TRUE', '-Y', filter, '-T', 'fields', '-e', 'frame.number'],
+          { encoding: 'utf8' },
+        )
+          .stdout.split('\n')
+          .filter((l) => l !== '');
       expect(frames('tcp.checksum.status==0')).toEqual(['2', '3']); // tshark alone flags both
       expect(frames(TSHARK_TCP_BAD)).toEqual(['3']);
       expect(frames(TSHARK_TCP_NOT_GOOD)).toEqual(['3']);

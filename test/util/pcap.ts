@@ -19,7 +19,10 @@ export class PcapWriter {
   private size = GLOBAL_HEADER_LEN;
   private count = 0;
 
-  constructor(readonly linktype = LINKTYPE_ETHERNET, readonly snaplen = 262144) {}
+  constructor(
+    readonly linktype = LINKTYPE_ETHERNET,
+    readonly snaplen = 262144,
+  ) {}
 
   get packets(): number {
     return this.count;

@@ -48,7 +48,12 @@ export function haveCommand(cmd: string): boolean {
 }
 
 /** A reason when the Python interpreter cannot import `module`, else null. */
-export function missingPythonModule(python: string, module: string, pkg: string, probeStatement = `import ${module}`): string | null {
+export function missingPythonModule(
+  python: string,
+  module: string,
+  pkg: string,
+  probeStatement = `import ${module}`,
+): string | null {
   const r = spawnSync(python, ['-c', probeStatement], { encoding: 'utf8', timeout: 30_000 });
   if (r.status === 0) return null;
   const why = (r.stderr?.trim().split('\n').pop() ?? r.error?.message ?? '').trim();
@@ -64,7 +69,10 @@ export function missingCommand(commands: readonly string[]): string | null {
   for (const c of commands) {
     if (haveCommand(c)) continue;
     const pkg = PACKAGE_OF[c];
-    if (pkg === undefined) throw new Error(`test/util/requirements.ts: no package known for command '${c}'; add it to PACKAGE_OF and scripts/setup.sh`);
+    if (pkg === undefined)
+      throw new Error(
+        `test/util/requirements.ts: no package known for command '${c}'; add it to PACKAGE_OF and scripts/setup.sh`,
+      );
     return `${c} not installed: ${installHint(pkg)}`;
   }
   return null;
@@ -94,7 +102,8 @@ export function unmetNeed(n: Needs): string | null {
   if (n.nativeAddon && !existsSync(join(ROOT, 'native/build/Release/weft_io.node'))) {
     return 'native addon not built: run node native/build.mjs (needs build-essential and python3; scripts/setup.sh does it)';
   }
-  for (const f of n.built ?? []) if (!existsSync(join(ROOT, f))) return `${f} not built: run npm run build (scripts/setup.sh does it)`;
+  for (const f of n.built ?? [])
+    if (!existsSync(join(ROOT, f))) return `${f} not built: run npm run build (scripts/setup.sh does it)`;
   for (const r of n.other ?? []) if (r !== null) return r;
   return null;
 }

@@ -11,7 +11,12 @@ import { isRoot, MissingRequirement, skipUnlessRoot, missingCommand } from './re
 
 const ROOT = resolve(import.meta.dirname, '../..');
 const passed: TestOutcome = { file: 'test/a.test.ts', name: 'a works', state: 'passed', mode: 'run' };
-const skipped: TestOutcome = { file: 'test/b.test.ts', name: 'b (skipped: tcpdump not installed)', state: 'skipped', mode: 'skip' };
+const skipped: TestOutcome = {
+  file: 'test/b.test.ts',
+  name: 'b (skipped: tcpdump not installed)',
+  state: 'skipped',
+  mode: 'skip',
+};
 const todo: TestOutcome = { file: 'test/c.test.ts', name: 'c later', state: 'skipped', mode: 'todo' };
 
 describe('checkSkips', () => {
@@ -48,7 +53,9 @@ describe('skipUnlessRoot / missingCommand', () => {
     const saved = process.env.PATH;
     process.env.PATH = '/nonexistent';
     try {
-      expect(missingCommand(['tcpdump'])).toBe('tcpdump not installed: install tcpdump (apt-get install --no-install-recommends tcpdump, or run scripts/setup.sh)');
+      expect(missingCommand(['tcpdump'])).toBe(
+        'tcpdump not installed: install tcpdump (apt-get install --no-install-recommends tcpdump, or run scripts/setup.sh)',
+      );
       expect(missingCommand(['nft'])).toMatch(/^nft not installed: install nftables /);
     } finally {
       process.env.PATH = saved;
@@ -59,12 +66,28 @@ describe('skipUnlessRoot / missingCommand', () => {
 
 describe('RootSkipReporter in a real vitest run', () => {
   function runFixture(mode: string): { status: number | null; out: string } {
-    const r = spawnSync(process.execPath, [
-      join(ROOT, 'node_modules/vitest/vitest.mjs'), 'run',
-      // The runner config loader writes no bundled config next to it (works for any user).
-      '--configLoader', 'runner', '--config', join(ROOT, 'test/util/fixtures/root-skip/vitest.config.ts'),
-      '--reporter', join(ROOT, 'test/util/root-skip-reporter.ts'), '--reporter', 'default',
-    ], { cwd: ROOT, encoding: 'utf8', timeout: 120_000, env: { ...process.env, CIX_FIXTURE_MODE: mode, NO_COLOR: '1', CI: '1' } });
+    const r = spawnSync(
+      process.execPath,
+      [
+        join(ROOT, 'node_modules/vitest/vitest.mjs'),
+        'run',
+        // The runner config loader writes no bundled config next to it (works for any user).
+        '--configLoader',
+        'runner',
+        '--config',
+        join(ROOT, 'test/util/fixtures/root-skip/vitest.config.ts'),
+        '--reporter',
+        join(ROOT, 'test/util/root-skip-reporter.ts'),
+        '--reporter',
+        'default',
+      ],
+      {
+        cwd: ROOT,
+        encoding: 'utf8',
+        timeout: 120_000,
+        env: { ...process.env, CIX_FIXTURE_MODE: mode, NO_COLOR: '1', CI: '1' },
+      },
+    );
     return { status: r.status, out: `${r.stdout}${r.stderr}` };
   }
 
@@ -72,7 +95,12 @@ describe('RootSkipReporter in a real vitest run', () => {
     const r = runFixture('clean');
     expect(r.status, r.out).toBe(0);
     expect(r.out).not.toContain('root-skip check');
-    expect(r.out.trim().split('\n').filter((l) => /Tests\s+1 passed/.test(l))).toHaveLength(1);
+    expect(
+      r.out
+        .trim()
+        .split('\n')
+        .filter((l) => /Tests\s+1 passed/.test(l)),
+    ).toHaveLength(1);
   });
 
   it.each(['skip', 'todo'])('a %s test: fails as root naming it, passes as non-root', (mode) => {

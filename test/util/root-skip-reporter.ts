@@ -36,7 +36,8 @@ export function checkSkips(tests: readonly TestOutcome[], root: boolean): SkipVe
   return {
     ok: false,
     skipped,
-    message: `FAIL: ${skipped.length} test(s) skipped while running as root; as root nothing may be skipped ` +
+    message:
+      `FAIL: ${skipped.length} test(s) skipped while running as root; as root nothing may be skipped ` +
       `(install what they need: bash scripts/setup.sh):\n${list}`,
   };
 }

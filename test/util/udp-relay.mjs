@@ -20,24 +20,61 @@ import dgram from 'node:dgram';
 import { renameSync, writeFileSync } from 'node:fs';
 
 function parseArgs(argv) {
-  const o = { seed: 1, loss: 0, dup: 0, reorder: 0, corrupt: 0, delayMs: 0, jitterMs: 0, duration: 60, via: null, statsFile: null };
+  const o = {
+    seed: 1,
+    loss: 0,
+    dup: 0,
+    reorder: 0,
+    corrupt: 0,
+    delayMs: 0,
+    jitterMs: 0,
+    duration: 60,
+    via: null,
+    statsFile: null,
+  };
   for (let i = 0; i < argv.length; i += 2) {
-    const k = argv[i], v = argv[i + 1];
+    const k = argv[i],
+      v = argv[i + 1];
     if (v === undefined) throw new Error(`missing value for ${k}`);
     switch (k) {
-      case '--listen': o.listen = v; break;
-      case '--target': o.target = v; break;
-      case '--via': o.via = v; break;
-      case '--seed': o.seed = Number(v); break;
-      case '--loss': o.loss = Number(v); break;
-      case '--dup': o.dup = Number(v); break;
-      case '--reorder': o.reorder = Number(v); break;
-      case '--corrupt': o.corrupt = Number(v); break;
-      case '--stats-file': o.statsFile = v; break;
-      case '--delay-ms': o.delayMs = Number(v); break;
-      case '--jitter-ms': o.jitterMs = Number(v); break;
-      case '--duration': o.duration = Number(v); break;
-      default: throw new Error(`unknown option ${k}`);
+      case '--listen':
+        o.listen = v;
+        break;
+      case '--target':
+        o.target = v;
+        break;
+      case '--via':
+        o.via = v;
+        break;
+      case '--seed':
+        o.seed = Number(v);
+        break;
+      case '--loss':
+        o.loss = Number(v);
+        break;
+      case '--dup':
+        o.dup = Number(v);
+        break;
+      case '--reorder':
+        o.reorder = Number(v);
+        break;
+      case '--corrupt':
+        o.corrupt = Number(v);
+        break;
+      case '--stats-file':
+        o.statsFile = v;
+        break;
+      case '--delay-ms':
+        o.delayMs = Number(v);
+        break;
+      case '--jitter-ms':
+        o.jitterMs = Number(v);
+        break;
+      case '--duration':
+        o.duration = Number(v);
+        break;
+      default:
+        throw new Error(`unknown option ${k}`);
     }
   }
   if (!o.listen || !o.target) throw new Error('--listen and --target are required');
@@ -97,27 +134,58 @@ function corrupted(msg) {
 function emit(sock, msg, port, host, dir) {
   const d = perDir[dir];
   let out = msg;
-  if (opt.corrupt > 0 && rand() < opt.corrupt) { out = corrupted(msg); stats.corrupted++; d.corrupted++; }
+  if (opt.corrupt > 0 && rand() < opt.corrupt) {
+    out = corrupted(msg);
+    stats.corrupted++;
+    d.corrupted++;
+  }
   const delay = opt.delayMs + (opt.jitterMs > 0 ? rand() * opt.jitterMs : 0);
-  if (delay <= 0) { stats.sent++; d.sent++; sock.send(out, port, host); return; }
-  if (held >= MAX_HELD) { stats.dropped++; d.dropped++; return; }
+  if (delay <= 0) {
+    stats.sent++;
+    d.sent++;
+    sock.send(out, port, host);
+    return;
+  }
+  if (held >= MAX_HELD) {
+    stats.dropped++;
+    d.dropped++;
+    return;
+  }
   held++;
-  setTimeout(() => { held--; stats.sent++; d.sent++; sock.send(out, port, host); }, delay);
+  setTimeout(() => {
+    held--;
+    stats.sent++;
+    d.sent++;
+    sock.send(out, port, host);
+  }, delay);
 }
 
 function relay(sock, msg, port, host, dir) {
   const d = perDir[dir];
   d.received++;
-  if (rand() < opt.loss) { stats.dropped++; d.dropped++; return; }
+  if (rand() < opt.loss) {
+    stats.dropped++;
+    d.dropped++;
+    return;
+  }
   const copies = rand() < opt.dup ? 2 : 1;
-  if (copies === 2) { stats.duplicated++; d.duplicated++; }
+  if (copies === 2) {
+    stats.duplicated++;
+    d.duplicated++;
+  }
   for (let i = 0; i < copies; i++) {
     if (parked[dir] === null && rand() < opt.reorder) {
-      parked[dir] = msg; stats.reordered++; d.reordered++;
+      parked[dir] = msg;
+      stats.reordered++;
+      d.reordered++;
       continue;
     }
     emit(sock, msg, port, host, dir);
-    if (parked[dir] !== null) { const p = parked[dir]; parked[dir] = null; emit(sock, p, port, host, dir); }
+    if (parked[dir] !== null) {
+      const p = parked[dir];
+      parked[dir] = null;
+      emit(sock, p, port, host, dir);
+    }
   }
 }
 
@@ -129,12 +197,23 @@ front.on('message', (msg, rinfo) => {
 back.on('message', (msg) => {
   stats.returned++;
   // Nobody to return it to yet: a counted drop (the target may speak first, e.g. a Geneve node).
-  if (!client) { perDir.rev.received++; perDir.rev.dropped++; perDir.rev.noClient++; stats.dropped++; return; }
+  if (!client) {
+    perDir.rev.received++;
+    perDir.rev.dropped++;
+    perDir.rev.noClient++;
+    stats.dropped++;
+    return;
+  }
   relay(front, msg, client.port, client.host, 'rev');
 });
 
 function snapshot() {
-  return JSON.stringify({ ...stats, fwd: perDir.fwd, rev: perDir.rev, parked: (parked.fwd ? 1 : 0) + (parked.rev ? 1 : 0) });
+  return JSON.stringify({
+    ...stats,
+    fwd: perDir.fwd,
+    rev: perDir.rev,
+    parked: (parked.fwd ? 1 : 0) + (parked.rev ? 1 : 0),
+  });
 }
 
 function writeStats() {
@@ -147,7 +226,8 @@ if (opt.statsFile !== null) setInterval(writeStats, 1000).unref();
 function stop() {
   writeStats();
   process.stdout.write(`${snapshot()}\n`);
-  front.close(); back.close();
+  front.close();
+  back.close();
   process.exit(0);
 }
 process.on('SIGTERM', stop);
@@ -155,8 +235,12 @@ process.on('SIGINT', stop);
 setTimeout(stop, opt.duration * 1000).unref();
 
 front.bind(listen.port, listen.host, () => {
-  const via = opt.via === null ? null
-    : /^(\[.+\]|[^:]+):\d+$/.test(opt.via) ? splitHostPort(opt.via) : { host: opt.via, port: 0 };
+  const via =
+    opt.via === null
+      ? null
+      : /^(\[.+\]|[^:]+):\d+$/.test(opt.via)
+        ? splitHostPort(opt.via)
+        : { host: opt.via, port: 0 };
   back.bind(via?.port ?? 0, via?.host ?? undefined, () => {
     process.stderr.write(`relay ready ${opt.listen} -> ${opt.target}\n`);
   });

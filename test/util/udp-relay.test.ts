@@ -27,15 +27,23 @@ relay.stderr.on('data', async (d) => {
 sink.bind(40002, '127.0.0.1');
 `;
 
-interface Exchange { got: string[]; relay: { corrupted: number; sent: number; fwd: { received: number; corrupted: number } } }
+interface Exchange {
+  got: string[];
+  relay: { corrupted: number; sent: number; fwd: { received: number; corrupted: number } };
+}
 
 describe.skipIf(skip !== null)('udp-relay: seeded byte corruption', () => {
   const topo = new Topology('chr');
   let ns = '';
-  beforeAll(() => { ns = topo.addNamespace('relay'); });
-  afterAll(async () => { await topo.cleanup(); });
+  beforeAll(() => {
+    ns = topo.addNamespace('relay');
+  });
+  afterAll(async () => {
+    await topo.cleanup();
+  });
 
-  const exchange = (seed: number): Exchange => JSON.parse(topo.exec(ns, ['node', '-e', EXCHANGE, RELAY, String(seed)], { timeoutMs: 30_000 }).trim()) as Exchange;
+  const exchange = (seed: number): Exchange =>
+    JSON.parse(topo.exec(ns, ['node', '-e', EXCHANGE, RELAY, String(seed)], { timeoutMs: 30_000 }).trim()) as Exchange;
 
   /** [index of the datagram's value, offset of the flipped byte] for each corrupted datagram. */
   function corruptions(x: Exchange): Array<[number, number]> {

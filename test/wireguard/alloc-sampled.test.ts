@@ -17,7 +17,6 @@ import { OutgoingMessage } from '../../src/wireguard/pool.js';
 import type { Peer } from '../../src/wireguard/peer.js';
 import { nullAeadBackend, type ProfileNode, post } from '../util/alloc.js';
 
-
 describe('data path allocation (sampling heap profiler)', () => {
   it('allocates nothing per packet with daemon-like traffic and a session index >= 2^31', async () => {
     // Every 4-byte index drawn from these bytes is 0xfedcba98 or similar: >= 2^31.
@@ -59,8 +58,14 @@ describe('data path allocation (sampling heap profiler)', () => {
       buf[o] = 0x45;
       buf[o + 2] = size >> 8;
       buf[o + 3] = size & 0xff;
-      buf[o + 12] = 10; buf[o + 13] = src; buf[o + 14] = 0; buf[o + 15] = 1;
-      buf[o + 16] = 10; buf[o + 17] = dst; buf[o + 18] = 0; buf[o + 19] = 1;
+      buf[o + 12] = 10;
+      buf[o + 13] = src;
+      buf[o + 14] = 0;
+      buf[o + 15] = 1;
+      buf[o + 16] = 10;
+      buf[o + 17] = dst;
+      buf[o + 18] = 0;
+      buf[o + 19] = 1;
     };
     let packets = 0;
     const round = (r: number): void => {
@@ -70,12 +75,14 @@ describe('data path allocation (sampling heap profiler)', () => {
         const size = 40 + ((r * 7 + i * 131) % 1380); // 40..1419
         ipv4(o, 1, 2, size);
         if (a.encrypt(buf, o, size, now, er) !== ENCRYPT_SEND) throw new Error(`encrypt: ${er.reason}`);
-        if (b.receive(buf, er.start, er.length, epA, now, false, rr) !== RECEIVE_DELIVER) throw new Error(`receive: ${rr.reason}`);
+        if (b.receive(buf, er.start, er.length, epA, now, false, rr) !== RECEIVE_DELIVER)
+          throw new Error(`receive: ${rr.reason}`);
         packets++;
         if ((i & 1) === 0) {
           ipv4(o, 2, 1, 52);
           if (b.encrypt(buf, o, 52, now, er) !== ENCRYPT_SEND) throw new Error(`encrypt back: ${er.reason}`);
-          if (a.receive(buf, er.start, er.length, epB, now, false, rr) !== RECEIVE_DELIVER) throw new Error(`receive back: ${rr.reason}`);
+          if (a.receive(buf, er.start, er.length, epB, now, false, rr) !== RECEIVE_DELIVER)
+            throw new Error(`receive back: ${rr.reason}`);
           packets++;
         }
       }
@@ -87,7 +94,9 @@ describe('data path allocation (sampling heap profiler)', () => {
     try {
       await post(s, 'HeapProfiler.enable');
       await post(s, 'HeapProfiler.startSampling', {
-        samplingInterval: 64, includeObjectsCollectedByMajorGC: true, includeObjectsCollectedByMinorGC: true,
+        samplingInterval: 64,
+        includeObjectsCollectedByMajorGC: true,
+        includeObjectsCollectedByMinorGC: true,
       });
       packets = 0;
       for (let r = 0; r < 1500; r++) round(r);

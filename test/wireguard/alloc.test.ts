@@ -49,7 +49,8 @@ describe('data path allocation', () => {
     buf.set([10, 1, 0, 1, 10, 2, 0, 1], 28);
     const trip = () => {
       if (a.encrypt(buf, 16, len, now, er) !== ENCRYPT_SEND) throw new Error(`encrypt: ${er.reason}`);
-      if (b.receive(buf, er.start, er.length, epA, now, false, rr) !== RECEIVE_DELIVER) throw new Error(`receive: ${rr.reason}`);
+      if (b.receive(buf, er.start, er.length, epA, now, false, rr) !== RECEIVE_DELIVER)
+        throw new Error(`receive: ${rr.reason}`);
     };
     for (let i = 0; i < 50_000; i++) trip();
     // Smallest of three windows (a per-packet allocation shows in each): test/util/alloc.ts.

@@ -7,7 +7,9 @@ import { Prng } from '../util/prng.js';
 class Naive<P> {
   entries: { prefix: Prefix; peer: P }[] = [];
   insert(prefix: Prefix, peer: P): void {
-    this.entries = this.entries.filter((e) => !(e.prefix.prefixLen === prefix.prefixLen && same(e.prefix.addr, prefix.addr)));
+    this.entries = this.entries.filter(
+      (e) => !(e.prefix.prefixLen === prefix.prefixLen && same(e.prefix.addr, prefix.addr)),
+    );
     this.entries.push({ prefix, peer });
   }
   removeByPeer(peer: P): void {
@@ -94,7 +96,10 @@ describe('AllowedIps (cryptokey routing)', () => {
       // The per-peer listing equals the reference's entries.
       for (const peer of peers) {
         const mine = t.prefixesOf(peer).map(formatPrefix).sort();
-        const theirs = ref.entries.filter((e) => e.peer === peer).map((e) => formatPrefix(e.prefix)).sort();
+        const theirs = ref.entries
+          .filter((e) => e.peer === peer)
+          .map((e) => formatPrefix(e.prefix))
+          .sort();
         expect(mine).toEqual(theirs);
       }
     }

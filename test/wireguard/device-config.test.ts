@@ -24,21 +24,23 @@ describe.each(BACKENDS)('Device configuration ($name backend)', ({ create }) => 
     const me = keyPair(3);
     const p1 = keyPair(4);
     const p2 = keyPair(5);
-    const ops = parseSet([
-      `private_key=${toHex(me.priv)}`,
-      'listen_port=51840',
-      'fwmark=4660',
-      `public_key=${toHex(p1.pub)}`,
-      `preshared_key=${hex(0x11)}`,
-      'endpoint=[2001:db8::7]:51820',
-      'persistent_keepalive_interval=0',
-      'allowed_ip=10.71.0.0/16',
-      'allowed_ip=fd00:71::/64',
-      `public_key=${toHex(p2.pub)}`,
-      'endpoint=192.0.2.9:4000',
-      'allowed_ip=10.72.0.0/16',
-      '',
-    ].join('\n'));
+    const ops = parseSet(
+      [
+        `private_key=${toHex(me.priv)}`,
+        'listen_port=51840',
+        'fwmark=4660',
+        `public_key=${toHex(p1.pub)}`,
+        `preshared_key=${hex(0x11)}`,
+        'endpoint=[2001:db8::7]:51820',
+        'persistent_keepalive_interval=0',
+        'allowed_ip=10.71.0.0/16',
+        'allowed_ip=fd00:71::/64',
+        `public_key=${toHex(p2.pub)}`,
+        'endpoint=192.0.2.9:4000',
+        'allowed_ip=10.72.0.0/16',
+        '',
+      ].join('\n'),
+    );
     dev.applyUapiSet(ops, T0);
     expect(dev.listenPort).toBe(51840);
     expect(dev.fwmark).toBe(4660);
@@ -61,10 +63,20 @@ describe.each(BACKENDS)('Device configuration ($name backend)', ({ create }) => 
     const dev = new Device({ backend });
     dev.setPrivateKey(keyPair(3).priv);
     const [p1, p2, p3] = [keyPair(4), keyPair(5), keyPair(6)];
-    dev.applyUapiSet(parseSet(`public_key=${toHex(p1.pub)}\nallowed_ip=10.1.0.0/16\npublic_key=${toHex(p2.pub)}\nallowed_ip=10.2.0.0/16\n`), T0);
+    dev.applyUapiSet(
+      parseSet(
+        `public_key=${toHex(p1.pub)}\nallowed_ip=10.1.0.0/16\npublic_key=${toHex(p2.pub)}\nallowed_ip=10.2.0.0/16\n`,
+      ),
+      T0,
+    );
     // update_only for an unknown peer does nothing; for a known one it updates.
-    dev.applyUapiSet(parseSet(`public_key=${toHex(p3.pub)}\nupdate_only=true\nallowed_ip=10.3.0.0/16\n` +
-      `public_key=${toHex(p1.pub)}\nupdate_only=true\nreplace_allowed_ips=true\nallowed_ip=10.11.0.0/16\n`), T0);
+    dev.applyUapiSet(
+      parseSet(
+        `public_key=${toHex(p3.pub)}\nupdate_only=true\nallowed_ip=10.3.0.0/16\n` +
+          `public_key=${toHex(p1.pub)}\nupdate_only=true\nreplace_allowed_ips=true\nallowed_ip=10.11.0.0/16\n`,
+      ),
+      T0,
+    );
     let snap = dev.uapiSnapshot();
     expect(snap.peers.map((p) => toHex(p.publicKey))).toEqual([toHex(p1.pub), toHex(p2.pub)]);
     expect(snap.peers[0].allowedIps.map(formatPrefix)).toEqual(['10.11.0.0/16']);
@@ -99,12 +111,30 @@ describe.each(BACKENDS)('Device configuration ($name backend)', ({ create }) => 
       listenPort: 1234,
       replacePeers: true,
       peers: [
-        { publicKey: keyPair(7).pub, updateOnly: false, remove: false, replaceAllowedIps: false, allowedIps: [parsePrefix('10.7.0.0/16')] },
-        { publicKey: keyPair(8).pub, updateOnly: false, remove: false, replaceAllowedIps: false, allowedIps: [], endpoint: { address: '192.0.2.1', port: 70000 } },
+        {
+          publicKey: keyPair(7).pub,
+          updateOnly: false,
+          remove: false,
+          replaceAllowedIps: false,
+          allowedIps: [parsePrefix('10.7.0.0/16')],
+        },
+        {
+          publicKey: keyPair(8).pub,
+          updateOnly: false,
+          remove: false,
+          replaceAllowedIps: false,
+          allowedIps: [],
+          endpoint: { address: '192.0.2.1', port: 70000 },
+        },
       ],
     };
     expect(() => dev.applyUapiPlan(bad, T0)).toThrow(WireGuardConfigError);
-    const badKey: UapiSetPlan = { replacePeers: true, peers: [{ publicKey: new Uint8Array(31), updateOnly: false, remove: false, replaceAllowedIps: false, allowedIps: [] }] };
+    const badKey: UapiSetPlan = {
+      replacePeers: true,
+      peers: [
+        { publicKey: new Uint8Array(31), updateOnly: false, remove: false, replaceAllowedIps: false, allowedIps: [] },
+      ],
+    };
     expect(() => dev.applyUapiPlan(badKey, T0)).toThrow(TypeError);
     expect(formatGet(dev.uapiSnapshot())).toBe(before);
     expect(dev.listenPort).toBe(0);
@@ -167,6 +197,8 @@ describe.each(BACKENDS)('Device configuration ($name backend)', ({ create }) => 
     expect(a.device.publicKey).toBeNull();
     expect(() => a.device.addPeer(new Uint8Array(3))).toThrow(TypeError);
     expect(() => a.device.addPeer(b.publicKey)).toThrow(WireGuardConfigError);
-    expect(() => { a.device.mtu = 70000; }).toThrow(WireGuardConfigError);
+    expect(() => {
+      a.device.mtu = 70000;
+    }).toThrow(WireGuardConfigError);
   });
 });

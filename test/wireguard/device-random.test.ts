@@ -32,7 +32,8 @@ describe('DeviceState.randomFill', () => {
     const got: number[] = [];
     const key = new Uint8Array(32);
     const index = new Uint8Array(4);
-    for (let i = 0; i < 100; i++) { // 100 handshake messages' worth: 3600 bytes
+    for (let i = 0; i < 100; i++) {
+      // 100 handshake messages' worth: 3600 bytes
       s.randomFill(index);
       got.push(...index);
       s.randomFill(key);

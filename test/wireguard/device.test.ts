@@ -1,16 +1,40 @@
 import { describe, expect, it } from 'vitest';
 import {
-  ENCRYPT_DROP, ENCRYPT_SEND, ENCRYPT_STAGED, EncryptResult, RECEIVE_DELIVER, RECEIVE_DROP, RECEIVE_HANDSHAKE,
-  RECEIVE_KEEPALIVE, paddedLength,
+  ENCRYPT_DROP,
+  ENCRYPT_SEND,
+  ENCRYPT_STAGED,
+  EncryptResult,
+  RECEIVE_DELIVER,
+  RECEIVE_DROP,
+  RECEIVE_HANDSHAKE,
+  RECEIVE_KEEPALIVE,
+  paddedLength,
 } from '../../src/wireguard/device.js';
 import {
-  DROP_COOKIE_REQUIRED, DROP_DECRYPT_FAILED, DROP_INITIATION_FLOOD, DROP_INITIATION_REPLAY, DROP_INNER_INVALID, DROP_INNER_SOURCE_NOT_ALLOWED,
-  DROP_KEYPAIR_EXPIRED, DROP_NO_ROUTE, DROP_OUTBOUND_INVALID, DROP_RATE_LIMITED, DROP_REPLAYED_COUNTER,
-  DROP_RESPONSE_DECRYPT_FAILED, DROP_STAGED_FLUSHED, DROP_STAGED_QUEUE_FULL, DROP_UNKNOWN_RECEIVER,
+  DROP_COOKIE_REQUIRED,
+  DROP_DECRYPT_FAILED,
+  DROP_INITIATION_FLOOD,
+  DROP_INITIATION_REPLAY,
+  DROP_INNER_INVALID,
+  DROP_INNER_SOURCE_NOT_ALLOWED,
+  DROP_KEYPAIR_EXPIRED,
+  DROP_NO_ROUTE,
+  DROP_OUTBOUND_INVALID,
+  DROP_RATE_LIMITED,
+  DROP_REPLAYED_COUNTER,
+  DROP_RESPONSE_DECRYPT_FAILED,
+  DROP_STAGED_FLUSHED,
+  DROP_STAGED_QUEUE_FULL,
+  DROP_UNKNOWN_RECEIVER,
 } from '../../src/wireguard/drops.js';
 import {
-  KEEPALIVE_TIMEOUT, MAX_TIMER_HANDSHAKES, REJECT_AFTER_TIME, REKEY_AFTER_TIME, REKEY_TIMEOUT,
-  REKEY_TIMEOUT_JITTER_MAX, ZERO_KEY_MATERIAL_AFTER,
+  KEEPALIVE_TIMEOUT,
+  MAX_TIMER_HANDSHAKES,
+  REJECT_AFTER_TIME,
+  REKEY_AFTER_TIME,
+  REKEY_TIMEOUT,
+  REKEY_TIMEOUT_JITTER_MAX,
+  ZERO_KEY_MATERIAL_AFTER,
 } from '../../src/wireguard/constants.js';
 import { KEEPALIVE_SIZE } from '../../src/wireguard/messages.js';
 import { BACKENDS } from './backends.js';
@@ -21,7 +45,11 @@ const RESP = 2;
 const COOKIE = 3;
 const DATA = 4;
 
-function setup(backend: ReturnType<(typeof BACKENDS)[number]['create']>, seed = 1, psk: [Uint8Array | null, Uint8Array | null] = [null, null]) {
+function setup(
+  backend: ReturnType<(typeof BACKENDS)[number]['create']>,
+  seed = 1,
+  psk: [Uint8Array | null, Uint8Array | null] = [null, null],
+) {
   const net = new VirtualNet(backend, seed);
   const a = net.addNode('a', '192.0.2.1');
   const b = net.addNode('b', '192.0.2.2');
@@ -36,7 +64,8 @@ function same(x: Uint8Array, y: Uint8Array): boolean {
 
 /** Completes a handshake initiated by `from` by sending one packet and running the network. */
 function establish(net: VirtualNet, from: SimNode, to: SimNode, v6 = false): Uint8Array {
-  const pkt = v6 ? ipv6Packet(from === net.nodes[0] ? 'fd01::1' : 'fd02::1', from === net.nodes[0] ? 'fd02::1' : 'fd01::1', 100)
+  const pkt = v6
+    ? ipv6Packet(from === net.nodes[0] ? 'fd01::1' : 'fd02::1', from === net.nodes[0] ? 'fd02::1' : 'fd01::1', 100)
     : ipv4Packet(from === net.nodes[0] ? '10.1.0.1' : '10.2.0.1', from === net.nodes[0] ? '10.2.0.1' : '10.1.0.1', 100);
   from.send(pkt);
   net.advance(50);
@@ -401,7 +430,10 @@ describe.each(BACKENDS)('Device over a virtual network ($name backend)', ({ crea
       net.drainAll();
     }
     b.offline = false;
-    const msgs = net.sent(a, INIT).slice(-8).map((w) => w.bytes);
+    const msgs = net
+      .sent(a, INIT)
+      .slice(-8)
+      .map((w) => w.bytes);
     expect(msgs.every((m) => m.subarray(132).some((x) => x !== 0))).toBe(true);
     // All arrive at one instant from one source: 5 pass the bucket, 3 are refused before any DH.
     const codes = msgs.map((m) => net.deliverRaw(b, m, a.address, a.port));
@@ -483,7 +515,12 @@ describe.each(BACKENDS)('Device over a virtual network ($name backend)', ({ crea
     const { net, a, b } = setup(backend);
     establish(net, a, b);
     // IPv4 total length larger than the packet, and smaller than a header.
-    for (const [total, ok] of [[200, false], [19, false], [40, true], [60, true]] as const) {
+    for (const [total, ok] of [
+      [200, false],
+      [19, false],
+      [40, true],
+      [60, true],
+    ] as const) {
       const p = ipv4Packet('10.1.0.1', '10.2.0.1', 40);
       p[2] = total >> 8;
       p[3] = total & 0xff;

@@ -7,8 +7,14 @@ import { describe, expect, it } from 'vitest';
 import { RECEIVE_DELIVER, RECEIVE_DROP, RECEIVE_HANDSHAKE } from '../../src/wireguard/device.js';
 import { CookieGenerator } from '../../src/wireguard/cookie.js';
 import {
-  DROP_BAD_LENGTH, DROP_COOKIE_REQUIRED, DROP_INITIATION_DECRYPT_FAILED, DROP_INVALID_MAC1, DROP_RESPONSE_DECRYPT_FAILED,
-  DROP_TOO_SHORT, DROP_UNKNOWN_RECEIVER, DROP_UNKNOWN_TYPE,
+  DROP_BAD_LENGTH,
+  DROP_COOKIE_REQUIRED,
+  DROP_INITIATION_DECRYPT_FAILED,
+  DROP_INVALID_MAC1,
+  DROP_RESPONSE_DECRYPT_FAILED,
+  DROP_TOO_SHORT,
+  DROP_UNKNOWN_RECEIVER,
+  DROP_UNKNOWN_TYPE,
 } from '../../src/wireguard/drops.js';
 import { BACKENDS } from './backends.js';
 import { VirtualNet, ipv4Packet, type SimNode } from './sim.js';
@@ -35,7 +41,9 @@ describe.each(BACKENDS)('malformed messages are counted drops ($name backend)', 
     const before = totalDrops(to);
     const beforeReason = reason === undefined ? 0 : to.device.drops[reason];
     let code = -1;
-    expect(() => { code = net.deliverRaw(to, m, from.address, from.port); }).not.toThrow();
+    expect(() => {
+      code = net.deliverRaw(to, m, from.address, from.port);
+    }).not.toThrow();
     expect(code).toBe(RECEIVE_DROP);
     expect(totalDrops(to)).toBe(before + 1);
     if (reason !== undefined) expect(to.device.drops[reason]).toBe(beforeReason + 1);
@@ -131,7 +139,13 @@ describe.each(BACKENDS)('malformed messages are counted drops ($name backend)', 
     for (let pos = 0; pos < 64; pos++) {
       const m = Uint8Array.from(cookie);
       m[pos] ^= 1 << (pos % 8);
-      expectDrop(net, a, b, m, pos === 0 ? undefined : pos < 4 ? DROP_UNKNOWN_TYPE : pos < 8 ? DROP_UNKNOWN_RECEIVER : undefined);
+      expectDrop(
+        net,
+        a,
+        b,
+        m,
+        pos === 0 ? undefined : pos < 4 ? DROP_UNKNOWN_TYPE : pos < 8 ? DROP_UNKNOWN_RECEIVER : undefined,
+      );
     }
     expect(net.deliverRaw(a, cookie, b.address, b.port)).toBe(RECEIVE_HANDSHAKE);
   });
@@ -151,7 +165,13 @@ describe.each(BACKENDS)('malformed messages are counted drops ($name backend)', 
     for (let pos = 0; pos < data.length; pos++) {
       const m = Uint8Array.from(data);
       m[pos] ^= 1 << (pos % 8);
-      expectDrop(net, b, a, m, pos === 0 ? undefined : pos < 4 ? DROP_UNKNOWN_TYPE : pos < 8 ? DROP_UNKNOWN_RECEIVER : undefined);
+      expectDrop(
+        net,
+        b,
+        a,
+        m,
+        pos === 0 ? undefined : pos < 4 ? DROP_UNKNOWN_TYPE : pos < 8 ? DROP_UNKNOWN_RECEIVER : undefined,
+      );
     }
     expect(net.deliverRaw(b, data, a.address, a.port)).toBe(RECEIVE_DELIVER);
   });

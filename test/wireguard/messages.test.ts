@@ -1,10 +1,31 @@
 import { describe, expect, it } from 'vitest';
 import {
-  CLASSIFY_BAD_LENGTH, CLASSIFY_TOO_SHORT, CLASSIFY_UNKNOWN_TYPE, COOKIE_REPLY_SIZE, INITIATION_SIZE,
-  MESSAGE_COOKIE_REPLY, MESSAGE_INITIATION, MESSAGE_RESPONSE, MESSAGE_TRANSPORT, RESPONSE_SIZE,
-  TRANSPORT_MIN_SIZE, classifyMessage, decodeCookieReply, decodeInitiation, decodeResponse, decodeTransport,
-  isHandshakeMessage, mac1Offset, mac2Offset, INITIATION_MAC1_OFFSET, INITIATION_MAC2_OFFSET,
-  RESPONSE_MAC1_OFFSET, RESPONSE_MAC2_OFFSET, readU32LE, writeU32LE, writeTransportHeader,
+  CLASSIFY_BAD_LENGTH,
+  CLASSIFY_TOO_SHORT,
+  CLASSIFY_UNKNOWN_TYPE,
+  COOKIE_REPLY_SIZE,
+  INITIATION_SIZE,
+  MESSAGE_COOKIE_REPLY,
+  MESSAGE_INITIATION,
+  MESSAGE_RESPONSE,
+  MESSAGE_TRANSPORT,
+  RESPONSE_SIZE,
+  TRANSPORT_MIN_SIZE,
+  classifyMessage,
+  decodeCookieReply,
+  decodeInitiation,
+  decodeResponse,
+  decodeTransport,
+  isHandshakeMessage,
+  mac1Offset,
+  mac2Offset,
+  INITIATION_MAC1_OFFSET,
+  INITIATION_MAC2_OFFSET,
+  RESPONSE_MAC1_OFFSET,
+  RESPONSE_MAC2_OFFSET,
+  readU32LE,
+  writeU32LE,
+  writeTransportHeader,
 } from '../../src/wireguard/messages.js';
 import { createPureBackend } from '../../src/crypto/pure.js';
 import { CookieChecker } from '../../src/wireguard/cookie.js';
@@ -40,7 +61,16 @@ describe('message layout', () => {
     const init = fromHex(WS_INITIATION_HEX);
     const nonce = Uint8Array.from({ length: 24 }, (_, i) => 0xa0 + i);
     const out = new Uint8Array(3 + COOKIE_REPLY_SIZE);
-    const n = new CookieChecker(createPureBackend()).createReply(init, 0, init.length, Uint8Array.of(192, 0, 2, 1, 0xca, 0x6c), 0, nonce, out, 3);
+    const n = new CookieChecker(createPureBackend()).createReply(
+      init,
+      0,
+      init.length,
+      Uint8Array.of(192, 0, 2, 1, 0xca, 0x6c),
+      0,
+      nonce,
+      out,
+      3,
+    );
     expect(n).toBe(COOKIE_REPLY_SIZE);
     expect(classifyMessage(out, 3, n)).toBe(MESSAGE_COOKIE_REPLY);
     const reply = decodeCookieReply(out, 3);
@@ -87,7 +117,11 @@ describe('classifyMessage', () => {
   }
 
   it('handshake messages must have their exact size', () => {
-    for (const [type, size] of [[1, 148], [2, 92], [3, 64]]) {
+    for (const [type, size] of [
+      [1, 148],
+      [2, 92],
+      [3, 64],
+    ]) {
       const m = new Uint8Array(size + 1);
       m[0] = type;
       expect(classifyMessage(m, 0, size)).toBe(type);
@@ -125,7 +159,9 @@ describe('drop reasons', () => {
     const d = await import('../../src/wireguard/drops.js');
     expect(d.DROP_REASON_NAMES).toHaveLength(d.DROP_REASON_COUNT);
     expect(new Set(d.DROP_REASON_NAMES).size).toBe(d.DROP_REASON_COUNT);
-    const values = Object.entries(d).filter(([k]) => k.startsWith('DROP_') && k !== 'DROP_REASON_COUNT' && k !== 'DROP_REASON_NAMES').map(([, v]) => v as number);
+    const values = Object.entries(d)
+      .filter(([k]) => k.startsWith('DROP_') && k !== 'DROP_REASON_COUNT' && k !== 'DROP_REASON_NAMES')
+      .map(([, v]) => v as number);
     expect(values.sort((x, y) => x - y)).toEqual(Array.from({ length: d.DROP_REASON_COUNT }, (_, i) => i));
   });
 

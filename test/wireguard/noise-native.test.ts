@@ -12,7 +12,12 @@ import { createNodeBackend } from '../../src/crypto/node.js';
 import { createOpensslBackend } from '../../src/crypto/openssl.js';
 import type { CryptoBackend } from '../../src/crypto/backend.js';
 import {
-  HANDSHAKE_RESPONSE_CONSUMED, Handshake, INITIATION_DECRYPT_FAILED, INITIATION_OK, NoiseContext, StaticIdentity,
+  HANDSHAKE_RESPONSE_CONSUMED,
+  Handshake,
+  INITIATION_DECRYPT_FAILED,
+  INITIATION_OK,
+  NoiseContext,
+  StaticIdentity,
 } from '../../src/wireguard/noise.js';
 import { INITIATION_SIZE, RESPONSE_SIZE } from '../../src/wireguard/messages.js';
 
@@ -21,7 +26,11 @@ function rng(seed: number): (n: number) => Uint8Array {
   return (n) => {
     const out = new Uint8Array(n);
     for (let i = 0; i < n; i++) {
-      x ^= x << 13; x >>>= 0; x ^= x >>> 17; x ^= x << 5; x >>>= 0;
+      x ^= x << 13;
+      x >>>= 0;
+      x ^= x >>> 17;
+      x ^= x << 5;
+      x >>>= 0;
       out[i] = x & 0xff;
     }
     return out;
@@ -30,7 +39,11 @@ function rng(seed: number): (n: number) => Uint8Array {
 
 const hex = (b: Uint8Array): string => Buffer.from(b).toString('hex');
 
-interface Side { ctx: NoiseContext; id: StaticIdentity; hs: Handshake }
+interface Side {
+  ctx: NoiseContext;
+  id: StaticIdentity;
+  hs: Handshake;
+}
 
 function side(backend: CryptoBackend, priv: Uint8Array, remotePub: Uint8Array, psk: Uint8Array): Side {
   const id = new StaticIdentity();
@@ -105,8 +118,12 @@ describe('native handshake steps', () => {
     expect(built).toBeGreaterThanOrEqual(30);
     expect(diff).toBe(0);
     // Small order (u = 0, 1, an order-8 point) and u = p - 1 (no affine Edwards image): no table.
-    for (const u of ['00'.repeat(32), `01${'00'.repeat(31)}`,
-      'e0eb7a7c3b41b8ae1656e3faf19fc46ada098deb9c32b1fd866205165f49b800', `ec${'ff'.repeat(30)}7f`]) {
+    for (const u of [
+      '00'.repeat(32),
+      `01${'00'.repeat(31)}`,
+      'e0eb7a7c3b41b8ae1656e3faf19fc46ada098deb9c32b1fd866205165f49b800',
+      `ec${'ff'.repeat(30)}7f`,
+    ]) {
       expect(s.buildTable(table, Uint8Array.from(Buffer.from(u, 'hex')))).toBe(false);
     }
   });
@@ -166,7 +183,8 @@ describe('native handshake steps', () => {
       const m1 = new Uint8Array(INITIATION_SIZE);
       expect(ini.ctx.createInitiation(ini.id, ini.hs, m1, 0, gen(32), gen(12), 1)).toBe(true);
       const st = new Uint8Array(32);
-      for (const at of [8, 45, 87]) { // ephemeral, static ciphertext, static tag
+      for (const at of [8, 45, 87]) {
+        // ephemeral, static ciphertext, static tag
         m1[at] ^= 0x20;
         expect(res.ctx.beginConsumeInitiation(res.id, m1, 0, st)).toBe(false);
         m1[at] ^= 0x20;
@@ -179,7 +197,8 @@ describe('native handshake steps', () => {
       expect(res.ctx.finishConsumeInitiation(res.hs, m1, 0, 1000)).toBe(INITIATION_OK);
       const m2 = new Uint8Array(RESPONSE_SIZE);
       expect(res.ctx.createResponse(res.hs, m2, 0, gen(32), 2)).toBe(true);
-      for (const at of [12, 50, 59]) { // ephemeral, empty tag
+      for (const at of [12, 50, 59]) {
+        // ephemeral, empty tag
         m2[at] ^= 4;
         expect(ini.ctx.consumeResponse(ini.id, ini.hs, m2, 0)).toBe(false);
         m2[at] ^= 4;
@@ -203,9 +222,15 @@ describe('native handshake steps', () => {
     const s = native.noise!;
     expect(() => s.response(new Uint8Array(224), new Uint8Array(RESPONSE_SIZE), 1, null)).toThrow(RangeError);
     expect(() => s.response(new Uint8Array(223), new Uint8Array(RESPONSE_SIZE), 0, null)).toThrow(RangeError);
-    expect(() => s.initiation(new Uint8Array(224), new Uint8Array(64), m1, 0, new Uint8Array(11), null)).toThrow(RangeError);
-    expect(() => s.response(new Uint8Array(224), new Uint8Array(RESPONSE_SIZE), 0, [] as unknown as Uint8Array)).toThrow(TypeError);
+    expect(() => s.initiation(new Uint8Array(224), new Uint8Array(64), m1, 0, new Uint8Array(11), null)).toThrow(
+      RangeError,
+    );
+    expect(() =>
+      s.response(new Uint8Array(224), new Uint8Array(RESPONSE_SIZE), 0, [] as unknown as Uint8Array),
+    ).toThrow(TypeError);
     expect(() => s.beginConsume(new Uint8Array(96), new Uint8Array(64), m1, 1, new Uint8Array(32))).toThrow(RangeError);
-    expect(() => s.consumeResponse(new Uint8Array(96), new Uint8Array(224), [] as unknown as Uint8Array, m1, 0)).toThrow(TypeError);
+    expect(() =>
+      s.consumeResponse(new Uint8Array(96), new Uint8Array(224), [] as unknown as Uint8Array, m1, 0),
+    ).toThrow(TypeError);
   });
 });

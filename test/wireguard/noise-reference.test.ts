@@ -19,7 +19,10 @@ const enc = new TextEncoder();
 const cat = (...a: Uint8Array[]) => {
   const out = new Uint8Array(a.reduce((s, x) => s + x.length, 0));
   let o = 0;
-  for (const x of a) { out.set(x, o); o += x.length; }
+  for (const x of a) {
+    out.set(x, o);
+    o += x.length;
+  }
   return out;
 };
 const HASH = (...a: Uint8Array[]) => blake2s(cat(...a));
@@ -42,10 +45,23 @@ const AEAD = (key: Uint8Array, counter: number, plain: Uint8Array, ad: Uint8Arra
 };
 const DH = (priv: Uint8Array, pub: Uint8Array) => x25519.getSharedSecret(priv, pub);
 const PUB = (priv: Uint8Array) => x25519.getPublicKey(priv);
-const le32 = (v: number) => { const b = new Uint8Array(4); new DataView(b.buffer).setUint32(0, v, true); return b; };
+const le32 = (v: number) => {
+  const b = new Uint8Array(4);
+  new DataView(b.buffer).setUint32(0, v, true);
+  return b;
+};
 
 /** The whole handshake from the whitepaper, returning both messages (with mac1, zero mac2) and the keys. */
-function reference(o: { Si: Uint8Array; Sr: Uint8Array; Ei: Uint8Array; Er: Uint8Array; Q: Uint8Array; ts: Uint8Array; I_i: number; I_r: number }) {
+function reference(o: {
+  Si: Uint8Array;
+  Sr: Uint8Array;
+  Ei: Uint8Array;
+  Er: Uint8Array;
+  Q: Uint8Array;
+  ts: Uint8Array;
+  I_i: number;
+  I_r: number;
+}) {
   const Spub_i = PUB(o.Si);
   const Spub_r = PUB(o.Sr);
   const Epub_i = PUB(o.Ei);
@@ -87,9 +103,14 @@ describe.each(BACKENDS)('handshake vs an independent whitepaper implementation (
     const rng = new Prng(2024);
     for (let round = 0; round < 6; round++) {
       const o = {
-        Si: rng.bytes(32), Sr: rng.bytes(32), Ei: rng.bytes(32), Er: rng.bytes(32),
+        Si: rng.bytes(32),
+        Sr: rng.bytes(32),
+        Ei: rng.bytes(32),
+        Er: rng.bytes(32),
         Q: round % 2 === 0 ? rng.bytes(32) : new Uint8Array(32),
-        ts: tai64n(1_600_000_000_000 + round * 1000), I_i: rng.nextU32(), I_r: rng.nextU32(),
+        ts: tai64n(1_600_000_000_000 + round * 1000),
+        I_i: rng.nextU32(),
+        I_r: rng.nextU32(),
       };
       const ref = reference(o);
       const idI = new StaticIdentity();

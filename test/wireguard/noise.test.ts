@@ -1,14 +1,30 @@
 import { describe, expect, it } from 'vitest';
 import { CookieChecker, CookieGenerator } from '../../src/wireguard/cookie.js';
 import {
-  HANDSHAKE_INITIATION_CONSUMED, HANDSHAKE_INITIATION_CREATED, HANDSHAKE_RESPONSE_CONSUMED, HANDSHAKE_RESPONSE_CREATED,
-  HANDSHAKE_ZEROED, Handshake, INITIATION_DECRYPT_FAILED, INITIATION_FLOOD, INITIATION_OK, INITIATION_REPLAYED,
-  NoiseContext, StaticIdentity,
+  HANDSHAKE_INITIATION_CONSUMED,
+  HANDSHAKE_INITIATION_CREATED,
+  HANDSHAKE_RESPONSE_CONSUMED,
+  HANDSHAKE_RESPONSE_CREATED,
+  HANDSHAKE_ZEROED,
+  Handshake,
+  INITIATION_DECRYPT_FAILED,
+  INITIATION_FLOOD,
+  INITIATION_OK,
+  INITIATION_REPLAYED,
+  NoiseContext,
+  StaticIdentity,
 } from '../../src/wireguard/noise.js';
 import { INITIATION_SIZE, RESPONSE_SIZE } from '../../src/wireguard/messages.js';
 import { tai64n } from '../../src/wireguard/tai64n.js';
 import {
-  WS_INITIATION_HEX, WS_INITIATION_TIMESTAMP_NANOS, WS_KEYS, WS_RESPONSE_HEX, WS_TRANSPORT_HEX, fromBase64, fromHex, toHex,
+  WS_INITIATION_HEX,
+  WS_INITIATION_TIMESTAMP_NANOS,
+  WS_KEYS,
+  WS_RESPONSE_HEX,
+  WS_TRANSPORT_HEX,
+  fromBase64,
+  fromHex,
+  toHex,
 } from './vectors.js';
 import { BACKENDS } from './backends.js';
 
@@ -21,7 +37,10 @@ function nonceFor(counter: number): Uint8Array {
 describe.each(BACKENDS)('Noise IKpsk2 against a real WireGuard capture ($name backend)', ({ create }) => {
   const backend = create();
   const ctx = new NoiseContext(backend);
-  const k = Object.fromEntries(Object.entries(WS_KEYS).map(([n, v]) => [n, fromBase64(v)])) as Record<keyof typeof WS_KEYS, Uint8Array>;
+  const k = Object.fromEntries(Object.entries(WS_KEYS).map(([n, v]) => [n, fromBase64(v)])) as Record<
+    keyof typeof WS_KEYS,
+    Uint8Array
+  >;
   const initiation = fromHex(WS_INITIATION_HEX);
   const response = fromHex(WS_RESPONSE_HEX);
   const transport = fromHex(WS_TRANSPORT_HEX);

@@ -7,7 +7,12 @@ import { describe, expect, it } from 'vitest';
 import { createNodeBackend } from '../../src/crypto/node.js';
 import { formatPrefix, parsePrefix } from '../../src/packet/addr.js';
 import {
-  Device, ENCRYPT_DROP, ENCRYPT_SEND, ENCRYPT_STAGED, EncryptResult, RECEIVE_DROP,
+  Device,
+  ENCRYPT_DROP,
+  ENCRYPT_SEND,
+  ENCRYPT_STAGED,
+  EncryptResult,
+  RECEIVE_DROP,
 } from '../../src/wireguard/device.js';
 import { DROP_INNER_SOURCE_NOT_ALLOWED, DROP_NO_ROUTE, DROP_OUTBOUND_INVALID } from '../../src/wireguard/drops.js';
 import type { Peer } from '../../src/wireguard/peer.js';
@@ -39,7 +44,8 @@ function sendFor(net: VirtualNet, node: SimNode, peer: Peer, packet: Uint8Array)
   buf.set(packet, HEADROOM);
   const r = net.encryptResult;
   const code = node.device.encryptFor(peer, buf, HEADROOM, packet.length, net.now, r);
-  if (code === ENCRYPT_SEND) net.transmit(node, r.endpoint!.address, r.endpoint!.port, buf.subarray(r.start, r.start + r.length));
+  if (code === ENCRYPT_SEND)
+    net.transmit(node, r.endpoint!.address, r.endpoint!.port, buf.subarray(r.start, r.start + r.length));
   net.drainAll();
   net.advance(10);
   return code;
@@ -48,7 +54,7 @@ function sendFor(net: VirtualNet, node: SimNode, peer: Peer, packet: Uint8Array)
 const prefixes = (d: Device, p: Peer): string[] => d.allowedIpsOf(p).map((x) => formatPrefix(x));
 
 describe('Device.encryptFor', () => {
-  it('sends to the named peer even when another peer\'s allowed IPs hold the destination', () => {
+  it("sends to the named peer even when another peer's allowed IPs hold the destination", () => {
     const { net, a, b, c, pb, pc } = triangle({ b: ['10.2.0.0/16'], c: ['10.3.0.0/16'] }, false);
     // Sessions both ways (b and c initiate: their 0.0.0.0/0 routes everything to a).
     b.send(ipv4Packet('10.2.0.1', '10.1.0.1', 10));
@@ -101,7 +107,7 @@ describe('Device.encryptFor', () => {
 });
 
 describe('overlapping allowed IPs', () => {
-  it('default mode is WireGuard\'s: a prefix added to one peer leaves the other', () => {
+  it("default mode is WireGuard's: a prefix added to one peer leaves the other", () => {
     const { net, a, b, pb, pc } = triangle({ b: ['10.9.0.0/16'], c: [] }, false);
     expect(a.device.overlappingAllowedIps).toBe(false);
     a.device.addAllowedIp(pc, parsePrefix('10.9.0.0/16'));
@@ -115,7 +121,7 @@ describe('overlapping allowed IPs', () => {
     expect(a.device.drops[DROP_INNER_SOURCE_NOT_ALLOWED]).toBe(before + 1);
   });
 
-  it('two peers with the same prefix both deliver; a source outside the decrypting peer\'s own set is a counted drop', () => {
+  it("two peers with the same prefix both deliver; a source outside the decrypting peer's own set is a counted drop", () => {
     const { net, a, b, c, pb, pc } = triangle({ b: ['10.9.0.0/16'], c: ['10.9.0.0/16', '10.7.0.0/16'] }, true);
     expect(a.device.overlappingAllowedIps).toBe(true);
     expect(prefixes(a.device, pb)).toEqual(['10.9.0.0/16']);
@@ -168,6 +174,8 @@ describe('overlapping allowed IPs', () => {
     expect(net.encryptResult.reason).toBe(DROP_NO_ROUTE);
     // UAPI sees each peer's own set.
     a.device.addAllowedIp(pc, parsePrefix('10.9.0.0/16'));
-    expect(a.device.uapiSnapshot().peers.map((p) => p.allowedIps.map((x) => formatPrefix(x)))).toEqual([['10.9.0.0/16']]);
+    expect(a.device.uapiSnapshot().peers.map((p) => p.allowedIps.map((x) => formatPrefix(x)))).toEqual([
+      ['10.9.0.0/16'],
+    ]);
   });
 });

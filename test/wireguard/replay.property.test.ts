@@ -42,15 +42,26 @@ type Step =
 const step: fc.Arbitrary<Step> = fc.oneof(
   { weight: 6, arbitrary: fc.integer({ min: -200, max: 200 }).map((delta): Step => ({ kind: 'near', delta })) },
   // Around the window edge (±W) and a whole ring (8192) ahead.
-  { weight: 3, arbitrary: fc.integer({ min: -3, max: 3 }).chain((d) => fc.constantFrom(-REPLAY_WINDOW_SIZE + d, REPLAY_WINDOW_SIZE + d, 8192 + d, 64 + d, -64 + d)).map((delta): Step => ({ kind: 'edge', delta })) },
-  { weight: 1, arbitrary: fc.bigInt({ min: -(1n << 40n), max: 1n << 40n }).map((delta): Step => ({ kind: 'far', delta })) },
+  {
+    weight: 3,
+    arbitrary: fc
+      .integer({ min: -3, max: 3 })
+      .chain((d) => fc.constantFrom(-REPLAY_WINDOW_SIZE + d, REPLAY_WINDOW_SIZE + d, 8192 + d, 64 + d, -64 + d))
+      .map((delta): Step => ({ kind: 'edge', delta })),
+  },
   {
     weight: 1,
-    arbitrary: fc.oneof(
-      fc.bigInt({ min: (1n << 32n) - 100n, max: (1n << 32n) + 100n }), // lo/hi boundary
-      fc.bigInt({ min: REJECT - 10_000n, max: MAX }), // the end of the counter space
-      fc.bigInt({ min: 0n, max: MAX }),
-    ).map((value): Step => ({ kind: 'abs', value })),
+    arbitrary: fc.bigInt({ min: -(1n << 40n), max: 1n << 40n }).map((delta): Step => ({ kind: 'far', delta })),
+  },
+  {
+    weight: 1,
+    arbitrary: fc
+      .oneof(
+        fc.bigInt({ min: (1n << 32n) - 100n, max: (1n << 32n) + 100n }), // lo/hi boundary
+        fc.bigInt({ min: REJECT - 10_000n, max: MAX }), // the end of the counter space
+        fc.bigInt({ min: 0n, max: MAX }),
+      )
+      .map((value): Step => ({ kind: 'abs', value })),
   },
 );
 
@@ -79,13 +90,13 @@ test.prop([fc.array(step, { minLength: 1, maxLength: 300 })], { numRuns: 300 })(
   },
 );
 
-test.prop([fc.array(fc.bigInt({ min: 0n, max: 20_000n }), { maxLength: 200 }), fc.array(fc.bigInt({ min: 0n, max: 20_000n }), { maxLength: 50 })])(
-  'reset() forgets everything: afterwards the filter behaves like a fresh one',
-  (before, after) => {
-    const f = new ReplayFilter();
-    for (const c of before) f.validate(Number(c), 0);
-    f.reset();
-    const fresh = new SetModel();
-    for (const c of after) expect(f.validate(Number(c), 0)).toBe(fresh.accept(c));
-  },
-);
+test.prop([
+  fc.array(fc.bigInt({ min: 0n, max: 20_000n }), { maxLength: 200 }),
+  fc.array(fc.bigInt({ min: 0n, max: 20_000n }), { maxLength: 50 }),
+])('reset() forgets everything: afterwards the filter behaves like a fresh one', (before, after) => {
+  const f = new ReplayFilter();
+  for (const c of before) f.validate(Number(c), 0);
+  f.reset();
+  const fresh = new SetModel();
+  for (const c of after) expect(f.validate(Number(c), 0)).toBe(fresh.accept(c));
+});

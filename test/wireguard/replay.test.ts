@@ -138,9 +138,12 @@ describe('ReplayFilter (RFC 6479 ring, wireguard-go parameters)', () => {
       for (let i = 0; i < 5000; i++) {
         const r = rng.next();
         let c: bigint;
-        if (r < 0.55) c = head + BigInt(rng.int(0, 3)); // mostly in order
-        else if (r < 0.9) c = head - BigInt(rng.int(0, 9000)); // reordered / too old
-        else if (r < 0.98) c = head + BigInt(rng.int(0, 20_000)); // jump
+        if (r < 0.55)
+          c = head + BigInt(rng.int(0, 3)); // mostly in order
+        else if (r < 0.9)
+          c = head - BigInt(rng.int(0, 9000)); // reordered / too old
+        else if (r < 0.98)
+          c = head + BigInt(rng.int(0, 20_000)); // jump
         else c = head - BigInt(rng.int(8120, 8140)); // boundary
         if (c < 0n) c = 0n;
         if (c > head) head = c;

@@ -10,7 +10,13 @@
 import type { CryptoBackend } from '../../src/crypto/backend.js';
 import { parsePrefix } from '../../src/packet/addr.js';
 import {
-  Device, ENCRYPT_SEND, EncryptResult, RECEIVE_DELIVER, RECEIVE_DROP, ReceiveResult, type DeviceOptions,
+  Device,
+  ENCRYPT_SEND,
+  EncryptResult,
+  RECEIVE_DELIVER,
+  RECEIVE_DROP,
+  ReceiveResult,
+  type DeviceOptions,
 } from '../../src/wireguard/device.js';
 import type { Peer } from '../../src/wireguard/peer.js';
 import { OutgoingMessage } from '../../src/wireguard/pool.js';
@@ -59,8 +65,14 @@ export class SimNode {
   /** When set, everything this node receives is dropped by the network before reaching it. */
   offline = false;
 
-  constructor(readonly net: VirtualNet, readonly name: string, public address: string, public port: number,
-    readonly privateKey: Uint8Array, options: DeviceOptions) {
+  constructor(
+    readonly net: VirtualNet,
+    readonly name: string,
+    public address: string,
+    public port: number,
+    readonly privateKey: Uint8Array,
+    options: DeviceOptions,
+  ) {
     this.device = new Device(options);
     this.device.setPrivateKey(privateKey);
     this.device.listenPort = port;
@@ -91,7 +103,8 @@ export class SimNode {
     buf.set(packet, HEADROOM);
     const r = this.net.encryptResult;
     const code = this.device.encrypt(buf, HEADROOM, packet.length, this.net.now, r);
-    if (code === ENCRYPT_SEND) this.net.transmit(this, r.endpoint!.address, r.endpoint!.port, buf.subarray(r.start, r.start + r.length));
+    if (code === ENCRYPT_SEND)
+      this.net.transmit(this, r.endpoint!.address, r.endpoint!.port, buf.subarray(r.start, r.start + r.length));
     this.net.drainAll();
     return code;
   }
@@ -111,7 +124,10 @@ export class VirtualNet {
   private inFlight: InFlight[] = [];
   private seq = 0;
 
-  constructor(readonly backend: CryptoBackend, seed = 1) {
+  constructor(
+    readonly backend: CryptoBackend,
+    seed = 1,
+  ) {
     this.rng = new Prng(seed);
   }
 
@@ -120,14 +136,26 @@ export class VirtualNet {
     const key = new Uint8Array(32);
     for (let i = 0; i < 32; i++) key[i] = (this.nodes.length * 37 + i * 11 + 1) & 0xff;
     const jitter = new Prng(1000 + this.nodes.length);
-    const node = new SimNode(this, name, address, port, key, { backend: this.backend, random: () => jitter.next(), ...extra });
+    const node = new SimNode(this, name, address, port, key, {
+      backend: this.backend,
+      random: () => jitter.next(),
+      ...extra,
+    });
     this.nodes.push(node);
     return node;
   }
 
   transmit(from: SimNode, toAddress: string, toPort: number, bytes: Uint8Array): void {
     const copy = Uint8Array.from(bytes);
-    const record: WireRecord = { time: this.now, from, toAddress, toPort, bytes: copy, type: copy.length >= 4 ? readU32LE(copy, 0) : -1, delivered: false };
+    const record: WireRecord = {
+      time: this.now,
+      from,
+      toAddress,
+      toPort,
+      bytes: copy,
+      type: copy.length >= 4 ? readU32LE(copy, 0) : -1,
+      delivered: false,
+    };
     this.wire.push(record);
     const to = this.nodes.find((n) => n.address === toAddress && n.port === toPort);
     if (to === undefined) return; // nobody there: a black hole
@@ -135,7 +163,15 @@ export class VirtualNet {
     for (let i = 0; i < copies; i++) {
       if (this.rng.next() < this.impair.loss) continue;
       const extra = this.impair.reorderMs > 0 ? this.rng.next() * this.impair.reorderMs : 0;
-      this.inFlight.push({ at: this.now + this.delay + extra, seq: this.seq++, to, fromAddress: from.address, fromPort: from.port, bytes: copy, record });
+      this.inFlight.push({
+        at: this.now + this.delay + extra,
+        seq: this.seq++,
+        to,
+        fromAddress: from.address,
+        fromPort: from.port,
+        bytes: copy,
+        record,
+      });
     }
   }
 
@@ -161,7 +197,15 @@ export class VirtualNet {
     const buf = new Uint8Array(bytes.length + 8);
     buf.set(bytes, 4); // odd placement on purpose: offsets are honoured
     const r = this.receiveResult;
-    const code = to.device.receive(buf, 4, bytes.length, { address: fromAddress, port: fromPort }, this.now, to.underLoad, r);
+    const code = to.device.receive(
+      buf,
+      4,
+      bytes.length,
+      { address: fromAddress, port: fromPort },
+      this.now,
+      to.underLoad,
+      r,
+    );
     if (code === RECEIVE_DELIVER) to.delivered.push(buf.slice(r.start, r.start + r.length));
     else to.results.push([code, r.reason]);
     this.drainAll();

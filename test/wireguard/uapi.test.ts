@@ -1,7 +1,17 @@
 import { describe, expect, it } from 'vitest';
 import {
-  UapiError, UAPI_EINVAL, UAPI_EPROTO, formatGet, formatSet, parseGet, parseSet, planSet, parseEndpoint,
-  formatHexKey, parseHexKey, type UapiDeviceSnapshot,
+  UapiError,
+  UAPI_EINVAL,
+  UAPI_EPROTO,
+  formatGet,
+  formatSet,
+  parseGet,
+  parseSet,
+  planSet,
+  parseEndpoint,
+  formatHexKey,
+  parseHexKey,
+  type UapiDeviceSnapshot,
 } from '../../src/wireguard/uapi.js';
 import { formatPrefix, parsePrefix } from '../../src/packet/addr.js';
 
@@ -53,11 +63,25 @@ describe('parseSet', () => {
   it('parses the specification example into ordered typed operations', () => {
     const ops = parseSet(SPEC_SET);
     expect(ops.map((o) => o.op)).toEqual([
-      'private_key', 'listen_port',
-      'public_key', 'preshared_key', 'replace_allowed_ips', 'allowed_ip', 'endpoint',
-      'public_key', 'replace_allowed_ips', 'allowed_ip', 'persistent_keepalive_interval', 'endpoint',
-      'public_key', 'endpoint', 'replace_allowed_ips', 'allowed_ip', 'allowed_ip',
-      'public_key', 'remove',
+      'private_key',
+      'listen_port',
+      'public_key',
+      'preshared_key',
+      'replace_allowed_ips',
+      'allowed_ip',
+      'endpoint',
+      'public_key',
+      'replace_allowed_ips',
+      'allowed_ip',
+      'persistent_keepalive_interval',
+      'endpoint',
+      'public_key',
+      'endpoint',
+      'replace_allowed_ips',
+      'allowed_ip',
+      'allowed_ip',
+      'public_key',
+      'remove',
     ]);
     const pk = ops[0];
     expect(pk.op === 'private_key' && formatHexKey(pk.key)).toBe(PRIV);
@@ -79,7 +103,9 @@ describe('parseSet', () => {
   });
 
   it('accepts upper-case hex, CRLF line ends, leading zeros in numbers and masks host bits', () => {
-    const ops = parseSet(`private_key=${PRIV.toUpperCase()}\r\nlisten_port=00080\r\npublic_key=${PEER1}\r\nallowed_ip=10.1.2.3/8\r\n\r\n`);
+    const ops = parseSet(
+      `private_key=${PRIV.toUpperCase()}\r\nlisten_port=00080\r\npublic_key=${PEER1}\r\nallowed_ip=10.1.2.3/8\r\n\r\n`,
+    );
     expect(ops[0].op === 'private_key' && formatHexKey(ops[0].key)).toBe(PRIV);
     expect(ops[1]).toEqual({ op: 'listen_port', port: 80 });
     expect(ops[3].op === 'allowed_ip' && formatPrefix(ops[3].prefix)).toBe('10.0.0.0/8');
@@ -92,9 +118,13 @@ describe('parseSet', () => {
 
   it('accepts the numeric limits and boundaries', () => {
     expect(parseSet('listen_port=65535\nfwmark=4294967295\n')).toEqual([
-      { op: 'listen_port', port: 65535 }, { op: 'fwmark', mark: 4294967295 },
+      { op: 'listen_port', port: 65535 },
+      { op: 'fwmark', mark: 4294967295 },
     ]);
-    expect(parseSet(`public_key=${PEER1}\npersistent_keepalive_interval=0\n`)[1]).toEqual({ op: 'persistent_keepalive_interval', seconds: 0 });
+    expect(parseSet(`public_key=${PEER1}\npersistent_keepalive_interval=0\n`)[1]).toEqual({
+      op: 'persistent_keepalive_interval',
+      seconds: 0,
+    });
   });
 
   // Every bad input gives the errno wireguard-go gives and the failing line; no operation escapes.
@@ -129,12 +159,23 @@ describe('parseSet', () => {
     ['allowed_ip length too big', `public_key=${PEER1}\nallowed_ip=10.0.0.0/33\n`, -UAPI_EINVAL, 2],
     ['allowed_ip v6 length too big', `public_key=${PEER1}\nallowed_ip=fd00::/129\n`, -UAPI_EINVAL, 2],
     ['allowed_ip garbage', `public_key=${PEER1}\nallowed_ip=10.0.0.256/32\n`, -UAPI_EINVAL, 2],
-    ['error late in a long request', `${SPEC_SET.split('\n').slice(0, 16).join('\n')}\nallowed_ip=nope\n`, -UAPI_EINVAL, 17],
+    [
+      'error late in a long request',
+      `${SPEC_SET.split('\n').slice(0, 16).join('\n')}\nallowed_ip=nope\n`,
+      -UAPI_EINVAL,
+      17,
+    ],
   ];
   for (const [name, text, errno, line] of bad) {
     it(`rejects ${name} with errno ${errno}`, () => {
       let ops: unknown = 'untouched';
-      expectUapiError(() => { ops = parseSet(text); }, errno, line);
+      expectUapiError(
+        () => {
+          ops = parseSet(text);
+        },
+        errno,
+        line,
+      );
       expect(ops).toBe('untouched');
     });
   }
@@ -142,12 +183,28 @@ describe('parseSet', () => {
 
 describe('planSet', () => {
   it('folds sections with wireguard-go semantics', () => {
-    const plan = planSet(parseSet([
-      `private_key=${PRIV}`, 'listen_port=1', 'listen_port=2', 'replace_peers=true',
-      `public_key=${PEER1}`, 'allowed_ip=10.0.0.0/8', 'replace_allowed_ips=true', 'allowed_ip=10.1.0.0/16',
-      `public_key=${PEER2}`, 'endpoint=1.2.3.4:5', 'remove=true', 'allowed_ip=10.2.0.0/16',
-      `public_key=${PEER1}`, 'update_only=true', 'persistent_keepalive_interval=25', '',
-    ].join('\n')));
+    const plan = planSet(
+      parseSet(
+        [
+          `private_key=${PRIV}`,
+          'listen_port=1',
+          'listen_port=2',
+          'replace_peers=true',
+          `public_key=${PEER1}`,
+          'allowed_ip=10.0.0.0/8',
+          'replace_allowed_ips=true',
+          'allowed_ip=10.1.0.0/16',
+          `public_key=${PEER2}`,
+          'endpoint=1.2.3.4:5',
+          'remove=true',
+          'allowed_ip=10.2.0.0/16',
+          `public_key=${PEER1}`,
+          'update_only=true',
+          'persistent_keepalive_interval=25',
+          '',
+        ].join('\n'),
+      ),
+    );
     expect(plan.listenPort).toBe(2);
     expect(plan.replacePeers).toBe(true);
     expect(formatHexKey(plan.privateKey!)).toBe(PRIV);
@@ -171,14 +228,24 @@ describe('formatGet / parseGet', () => {
     fwmark: 0,
     peers: [
       {
-        publicKey: parseHexKey(PEER1), presharedKey: parseHexKey(PSK1),
-        endpoint: { address: 'abcd:23::33', port: 51820 }, lastHandshakeTimeMs: 1_700_000_000_123.456,
-        txBytes: 38333n, rxBytes: 2224, persistentKeepaliveInterval: 0,
+        publicKey: parseHexKey(PEER1),
+        presharedKey: parseHexKey(PSK1),
+        endpoint: { address: 'abcd:23::33', port: 51820 },
+        lastHandshakeTimeMs: 1_700_000_000_123.456,
+        txBytes: 38333n,
+        rxBytes: 2224,
+        persistentKeepaliveInterval: 0,
         allowedIps: [parsePrefix('192.168.4.4/32'), parsePrefix('fd00:1::/64')],
       },
       {
-        publicKey: parseHexKey(PEER2), presharedKey: null, endpoint: null, lastHandshakeTimeMs: 0,
-        txBytes: 0xffffffffffffffffn, rxBytes: 0, persistentKeepaliveInterval: 111, allowedIps: [],
+        publicKey: parseHexKey(PEER2),
+        presharedKey: null,
+        endpoint: null,
+        lastHandshakeTimeMs: 0,
+        txBytes: 0xffffffffffffffffn,
+        rxBytes: 0,
+        persistentKeepaliveInterval: 111,
+        allowedIps: [],
       },
     ],
   };
@@ -186,20 +253,38 @@ describe('formatGet / parseGet', () => {
   it('writes wireguard-go line order, omits zero device fields and ends with errno=0', () => {
     const text = formatGet(snap);
     expect(text.split('\n')).toEqual([
-      `private_key=${PRIV}`, 'listen_port=12912',
-      `public_key=${PEER1}`, `preshared_key=${PSK1}`, 'protocol_version=1', 'endpoint=[abcd:23::33]:51820',
-      'last_handshake_time_sec=1700000000', 'last_handshake_time_nsec=123456000', 'tx_bytes=38333', 'rx_bytes=2224',
-      'persistent_keepalive_interval=0', 'allowed_ip=192.168.4.4/32', 'allowed_ip=fd00:1::/64',
-      `public_key=${PEER2}`, `preshared_key=${'0'.repeat(64)}`, 'protocol_version=1',
-      'last_handshake_time_sec=0', 'last_handshake_time_nsec=0', 'tx_bytes=18446744073709551615', 'rx_bytes=0',
+      `private_key=${PRIV}`,
+      'listen_port=12912',
+      `public_key=${PEER1}`,
+      `preshared_key=${PSK1}`,
+      'protocol_version=1',
+      'endpoint=[abcd:23::33]:51820',
+      'last_handshake_time_sec=1700000000',
+      'last_handshake_time_nsec=123456000',
+      'tx_bytes=38333',
+      'rx_bytes=2224',
+      'persistent_keepalive_interval=0',
+      'allowed_ip=192.168.4.4/32',
+      'allowed_ip=fd00:1::/64',
+      `public_key=${PEER2}`,
+      `preshared_key=${'0'.repeat(64)}`,
+      'protocol_version=1',
+      'last_handshake_time_sec=0',
+      'last_handshake_time_nsec=0',
+      'tx_bytes=18446744073709551615',
+      'rx_bytes=0',
       'persistent_keepalive_interval=111',
-      'errno=0', '', '',
+      'errno=0',
+      '',
+      '',
     ]);
   });
 
   it('prints fwmark only when set and nothing but errno for an empty device', () => {
     expect(formatGet({ privateKey: null, listenPort: 0, fwmark: 0, peers: [] })).toBe('errno=0\n\n');
-    expect(formatGet({ privateKey: new Uint8Array(32), listenPort: 0, fwmark: 7, peers: [] })).toBe('fwmark=7\nerrno=0\n\n');
+    expect(formatGet({ privateKey: new Uint8Array(32), listenPort: 0, fwmark: 7, peers: [] })).toBe(
+      'fwmark=7\nerrno=0\n\n',
+    );
   });
 
   it('round-trips through parseGet', () => {
@@ -230,7 +315,9 @@ describe('formatGet / parseGet', () => {
 
   it('rejects snapshot values that cannot be represented', () => {
     expect(() => formatGet({ ...snap, peers: [{ ...snap.peers[1], txBytes: -1 }] })).toThrow(RangeError);
-    expect(() => formatGet({ ...snap, peers: [{ ...snap.peers[1], publicKey: new Uint8Array(31) }] })).toThrow(TypeError);
+    expect(() => formatGet({ ...snap, peers: [{ ...snap.peers[1], publicKey: new Uint8Array(31) }] })).toThrow(
+      TypeError,
+    );
   });
 });
 

@@ -21,7 +21,11 @@ const RESP = 2;
 const COOKIE = 3;
 
 /** Random initiations carrying a valid mac1 for `responderPublic` (mac2 zero). */
-function floodMessages(backend: ReturnType<typeof createOpensslBackend>, responderPublic: Uint8Array, n: number): Uint8Array[] {
+function floodMessages(
+  backend: ReturnType<typeof createOpensslBackend>,
+  responderPublic: Uint8Array,
+  n: number,
+): Uint8Array[] {
   const key = new Uint8Array(32);
   backend.hash(key, LABEL_MAC1, responderPublic);
   const rnd = seeded(99);

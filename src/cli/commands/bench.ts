@@ -24,7 +24,10 @@ export async function runBench(argv: readonly string[], io: CliIo): Promise<numb
   let names: readonly string[];
   try {
     const args = parseArgs(argv, []);
-    if (args.help) { io.out(BENCH_HELP); return EXIT_OK; }
+    if (args.help) {
+      io.out(BENCH_HELP);
+      return EXIT_OK;
+    }
     names = args.positionals;
   } catch (e) {
     return fail(io, 'bench', e, BENCH_HELP);
@@ -38,8 +41,11 @@ export async function runBench(argv: readonly string[], io: CliIo): Promise<numb
     const child = spawn(process.execPath, ['--expose-gc', entry, ...names], { stdio: ['ignore', 'pipe', 'pipe'] });
     child.stdout.on('data', (d: Buffer) => io.out(d.toString('utf8')));
     child.stderr.on('data', (d: Buffer) => io.err(d.toString('utf8')));
-    child.once('error', (e) => { io.err(`weft bench: ${e.message}\n`); resolve(EXIT_FAILURE); });
+    child.once('error', (e) => {
+      io.err(`weft bench: ${e.message}\n`);
+      resolve(EXIT_FAILURE);
+    });
     // run.js exits 2 for unknown benchmark names: keep the usage meaning.
-    child.once('close', (code) => resolve(code === 2 ? EXIT_USAGE : code ?? EXIT_FAILURE));
+    child.once('close', (code) => resolve(code === 2 ? EXIT_USAGE : (code ?? EXIT_FAILURE)));
   });
 }

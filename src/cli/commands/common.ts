@@ -36,8 +36,12 @@ export interface CliIo {
 
 export function processIo(): CliIo {
   return {
-    out: (t) => { process.stdout.write(t); },
-    err: (t) => { process.stderr.write(t); },
+    out: (t) => {
+      process.stdout.write(t);
+    },
+    err: (t) => {
+      process.stderr.write(t);
+    },
     readStdin: async () => {
       const chunks: Buffer[] = [];
       for await (const c of process.stdin) chunks.push(c as Buffer);
@@ -96,8 +100,14 @@ export function parseArgs(argv: readonly string[], spec: readonly OptionSpec[]):
   let help = false;
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i]!;
-    if (a === '--') { positionals.push(...argv.slice(i + 1)); break; }
-    if (a === '-h' || a === '--help') { help = true; continue; }
+    if (a === '--') {
+      positionals.push(...argv.slice(i + 1));
+      break;
+    }
+    if (a === '-h' || a === '--help') {
+      help = true;
+      continue;
+    }
     let s: OptionSpec | undefined;
     let inline: string | undefined;
     if (a.startsWith('--')) {
@@ -148,7 +158,8 @@ export function optInt(args: ParsedArgs, name: string, min: number, max: number)
   const v = optString(args, name);
   if (v === undefined) return undefined;
   const n = Number(v);
-  if (!/^\d+$/.test(v) || !(n >= min && n <= max)) throw new UsageError(`--${name} must be an integer in ${min}..${max}, got ${JSON.stringify(v)}`);
+  if (!/^\d+$/.test(v) || !(n >= min && n <= max))
+    throw new UsageError(`--${name} must be an integer in ${min}..${max}, got ${JSON.stringify(v)}`);
   return n;
 }
 
@@ -158,7 +169,14 @@ export function optInt(args: ParsedArgs, name: string, min: number, max: number)
 // Errors from modules that are expensive to load (koffi, prom-client, pino, client-node) are
 // recognised by their `name`, so `weft genkey` does not load the Kubernetes client.
 
-const CONFIG_ERROR_NAMES = new Set(['ConfigError', 'LogLevelError', 'CryptoBackendError', 'WireGuardConfigError', 'GeneveConfigError', 'NatConfigError']);
+const CONFIG_ERROR_NAMES = new Set([
+  'ConfigError',
+  'LogLevelError',
+  'CryptoBackendError',
+  'WireGuardConfigError',
+  'GeneveConfigError',
+  'NatConfigError',
+]);
 const PERMISSION_ERROR_NAMES = new Set(['TunPermissionError']);
 
 function errnoCode(e: unknown): string | undefined {
@@ -192,9 +210,10 @@ export function exitCodeFor(e: unknown): number {
 /** One line (or the ConfigError's list) for stderr, prefixed with the command. */
 export function describeError(command: string, e: unknown): string {
   const msg = e instanceof Error ? e.message : String(e);
-  const hint = isPermissionError(e) && !(e instanceof UsageError)
-    ? '\n(run as root, or grant CAP_NET_ADMIN: it is needed to create TUN devices and set routes)'
-    : '';
+  const hint =
+    isPermissionError(e) && !(e instanceof UsageError)
+      ? '\n(run as root, or grant CAP_NET_ADMIN: it is needed to create TUN devices and set routes)'
+      : '';
   if (e instanceof ConfigError) return `weft ${command}: invalid configuration:\n${msg}\n`;
   return `weft ${command}: ${msg}${hint}\n`;
 }

@@ -14,7 +14,11 @@
  */
 import { createSocket, type Socket } from 'node:dgram';
 import {
-  CONNCHECK_MAX_MESSAGE, CONNCHECK_PORT, ConnChecker, type ConnCheckerOptions, type PeerCheckStatus,
+  CONNCHECK_MAX_MESSAGE,
+  CONNCHECK_PORT,
+  ConnChecker,
+  type ConnCheckerOptions,
+  type PeerCheckStatus,
 } from '../../control/conncheck.js';
 import { withNetnsAsync } from '../../ports/netns.js';
 
@@ -62,12 +66,17 @@ export class ConnCheckRunner {
   private readonly clock: () => number;
   private readonly targets = new Map<string, string>();
 
-  private constructor(private readonly sock: Socket, opts: ConnCheckRunnerOptions) {
+  private constructor(
+    private readonly sock: Socket,
+    opts: ConnCheckRunnerOptions,
+  ) {
     this.clock = opts.clock ?? wallClockMs;
     this.checker = new ConnChecker({
       // PINGs go to the peers' check port, PONGs back to the sender's port.
       send: (bytes, address, port) => {
-        this.sock.send(bytes, port, address, (err) => { if (err) this.sendErrors++; });
+        this.sock.send(bytes, port, address, (err) => {
+          if (err) this.sendErrors++;
+        });
       },
       port: opts.peerPort ?? opts.port ?? CONNCHECK_PORT,
       ...(opts.intervalMs !== undefined ? { intervalMs: opts.intervalMs } : {}),
@@ -76,11 +85,16 @@ export class ConnCheckRunner {
     });
     sock.on('message', (msg, rinfo) => {
       if (this.stopped) return;
-      if (msg.length > CONNCHECK_MAX_MESSAGE) { this.checker.drops['too-large']++; return; }
+      if (msg.length > CONNCHECK_MAX_MESSAGE) {
+        this.checker.drops['too-large']++;
+        return;
+      }
       this.checker.receive(msg, rinfo.address, rinfo.port, this.clock());
       this.schedule();
     });
-    sock.on('error', () => { /* reported through sendErrors; the socket stays open */ });
+    sock.on('error', () => {
+      /* reported through sendErrors; the socket stays open */
+    });
   }
 
   /** Binds the socket and starts checking `targets`. Rejects when the port cannot be bound. */
@@ -91,9 +105,19 @@ export class ConnCheckRunner {
     const sock = await withNetnsAsync(opts.netns, async () => {
       const s = createSocket({ type: bind.includes(':') ? 'udp6' : 'udp4', reuseAddr: false });
       await new Promise<void>((resolve, reject) => {
-        const fail = (e: Error): void => { try { s.close(); } catch { /* never bound */ } reject(e); };
+        const fail = (e: Error): void => {
+          try {
+            s.close();
+          } catch {
+            /* never bound */
+          }
+          reject(e);
+        };
         s.once('error', fail);
-        s.bind(opts.port ?? CONNCHECK_PORT, bind, () => { s.removeListener('error', fail); resolve(); });
+        s.bind(opts.port ?? CONNCHECK_PORT, bind, () => {
+          s.removeListener('error', fail);
+          resolve();
+        });
       });
       return s;
     });
@@ -112,10 +136,16 @@ export class ConnCheckRunner {
     const now = this.clock();
     const want = new Map(targets.map((t) => [t.clusterId, t.address] as const));
     for (const [id, addr] of this.targets) {
-      if (want.get(id) !== addr) { this.checker.removePeer(id); this.targets.delete(id); }
+      if (want.get(id) !== addr) {
+        this.checker.removePeer(id);
+        this.targets.delete(id);
+      }
     }
     for (const [id, addr] of want) {
-      if (!this.targets.has(id)) { this.checker.addPeer(id, addr, now); this.targets.set(id, addr); }
+      if (!this.targets.has(id)) {
+        this.checker.addPeer(id, addr, now);
+        this.targets.set(id, addr);
+      }
     }
     this.schedule();
   }
@@ -130,12 +160,15 @@ export class ConnCheckRunner {
     this.timer = undefined;
     const next = this.checker.nextDeadline();
     if (!Number.isFinite(next)) return;
-    this.timer = setTimeout(() => {
-      this.timer = undefined;
-      if (this.stopped) return;
-      this.checker.poll(this.clock());
-      this.schedule();
-    }, Math.max(0, next - this.clock()));
+    this.timer = setTimeout(
+      () => {
+        this.timer = undefined;
+        if (this.stopped) return;
+        this.checker.poll(this.clock());
+        this.schedule();
+      },
+      Math.max(0, next - this.clock()),
+    );
     this.timer.unref();
   }
 

@@ -45,13 +45,19 @@ const NAME_RE = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$/;
 
 /** Validates an instance name (it becomes a file name): UsageError when it cannot be one. */
 export function checkInstanceName(name: string): string {
-  if (!NAME_RE.test(name)) throw new UsageError(`instance name ${JSON.stringify(name)}: use 1-63 characters [A-Za-z0-9_.-], starting alphanumeric`);
+  if (!NAME_RE.test(name))
+    throw new UsageError(
+      `instance name ${JSON.stringify(name)}: use 1-63 characters [A-Za-z0-9_.-], starting alphanumeric`,
+    );
   return name;
 }
 
 export function socketPathFor(runDir: string, name: string): string {
   const p = join(runDir, `${checkInstanceName(name)}.sock`);
-  if (Buffer.byteLength(p) > MAX_SOCKET_PATH) throw new ControlSocketError(`control socket path ${p} is longer than ${MAX_SOCKET_PATH} bytes; use a shorter --run-dir or name`);
+  if (Buffer.byteLength(p) > MAX_SOCKET_PATH)
+    throw new ControlSocketError(
+      `control socket path ${p} is longer than ${MAX_SOCKET_PATH} bytes; use a shorter --run-dir or name`,
+    );
   return p;
 }
 
@@ -63,7 +69,10 @@ export function listInstances(runDir: string): string[] {
   } catch {
     return [];
   }
-  return names.filter((n) => n.endsWith('.sock')).map((n) => n.slice(0, -5)).sort();
+  return names
+    .filter((n) => n.endsWith('.sock'))
+    .map((n) => n.slice(0, -5))
+    .sort();
 }
 
 export type StatusProvider = () => unknown;
@@ -76,7 +85,10 @@ export interface ControlServer {
 function answers(path: string): Promise<boolean> {
   return new Promise((resolve) => {
     const s = connect(path);
-    s.once('connect', () => { s.destroy(); resolve(true); });
+    s.once('connect', () => {
+      s.destroy();
+      resolve(true);
+    });
     s.once('error', () => resolve(false));
   });
 }
@@ -87,13 +99,22 @@ export async function startControlServer(runDir: string, name: string, status: S
   try {
     mkdirSync(runDir, { recursive: true, mode: 0o700 });
   } catch (e) {
-    const err = new ControlSocketError(`cannot create the run directory ${runDir}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message} (set --run-dir or WEFT_RUN_DIR)`);
+    const err = new ControlSocketError(
+      `cannot create the run directory ${runDir}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message} (set --run-dir or WEFT_RUN_DIR)`,
+    );
     (err as { code?: string }).code = (e as NodeJS.ErrnoException).code;
     throw err;
   }
   if (existsSync(path)) {
-    if (await answers(path)) throw new ControlSocketInUseError(`another weft named ${JSON.stringify(name)} is running (${path} answers); stop it or choose another --name`);
-    try { unlinkSync(path); } catch { /* raced with its removal */ }
+    if (await answers(path))
+      throw new ControlSocketInUseError(
+        `another weft named ${JSON.stringify(name)} is running (${path} answers); stop it or choose another --name`,
+      );
+    try {
+      unlinkSync(path);
+    } catch {
+      /* raced with its removal */
+    }
   }
   const sockets = new Set<Socket>();
   const server: Server = createServer((sock) => {
@@ -127,7 +148,9 @@ export async function startControlServer(runDir: string, name: string, status: S
         reply(sock, { ok: false, error: `status failed: ${e instanceof Error ? e.message : String(e)}` });
       }
     });
-    sock.on('error', () => { /* the client went away */ });
+    sock.on('error', () => {
+      /* the client went away */
+    });
   });
   await new Promise<void>((resolve, reject) => {
     server.once('error', (e: NodeJS.ErrnoException) => {
@@ -144,7 +167,11 @@ export async function startControlServer(runDir: string, name: string, status: S
       process.umask(old);
     }
   });
-  try { chmodSync(path, 0o600); } catch { /* belt and braces: the umask already applied */ }
+  try {
+    chmodSync(path, 0o600);
+  } catch {
+    /* belt and braces: the umask already applied */
+  }
   let closed = false;
   return {
     path,
@@ -153,7 +180,11 @@ export async function startControlServer(runDir: string, name: string, status: S
       closed = true;
       for (const s of sockets) s.destroy();
       await new Promise<void>((resolve) => server.close(() => resolve()));
-      try { unlinkSync(path); } catch { /* already gone */ }
+      try {
+        unlinkSync(path);
+      } catch {
+        /* already gone */
+      }
     },
   };
 }
@@ -168,9 +199,14 @@ export function requestStatus(path: string, timeoutMs = 5000): Promise<unknown> 
   return new Promise((resolve, reject) => {
     const s = connect(path);
     let buf = '';
-    const timer = setTimeout(() => { s.destroy(); reject(new ControlSocketError(`${path}: no answer within ${timeoutMs} ms`)); }, timeoutMs);
+    const timer = setTimeout(() => {
+      s.destroy();
+      reject(new ControlSocketError(`${path}: no answer within ${timeoutMs} ms`));
+    }, timeoutMs);
     s.once('connect', () => s.write('{"op":"status"}\n'));
-    s.on('data', (d: Buffer) => { buf += d.toString('utf8'); });
+    s.on('data', (d: Buffer) => {
+      buf += d.toString('utf8');
+    });
     s.once('error', (e: NodeJS.ErrnoException) => {
       clearTimeout(timer);
       const hint = e.code === 'ECONNREFUSED' ? ' (a stale socket: the instance is not running)' : '';

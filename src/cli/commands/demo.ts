@@ -22,14 +22,24 @@ Without root it runs the same clusters in one process over a simulated network.
 export async function runDemoCommand(argv: readonly string[], io: CliIo): Promise<number> {
   try {
     const args = parseArgs(argv, [
-      { name: 'keep', value: false }, { name: 'cleanup', value: false }, { name: 'simulate', value: false },
-      { name: 'prefix', value: true }, { name: 'iperf-seconds', value: true },
+      { name: 'keep', value: false },
+      { name: 'cleanup', value: false },
+      { name: 'simulate', value: false },
+      { name: 'prefix', value: true },
+      { name: 'iperf-seconds', value: true },
     ]);
-    if (args.help) { io.out(DEMO_HELP); return EXIT_OK; }
+    if (args.help) {
+      io.out(DEMO_HELP);
+      return EXIT_OK;
+    }
     if (args.positionals.length > 0) throw new UsageError(`unexpected argument ${JSON.stringify(args.positionals[0])}`);
-    if (optFlag(args, 'keep') && optFlag(args, 'cleanup')) throw new UsageError('--keep and --cleanup exclude each other');
+    if (optFlag(args, 'keep') && optFlag(args, 'cleanup'))
+      throw new UsageError('--keep and --cleanup exclude each other');
     const prefix = optString(args, 'prefix');
-    if (prefix !== undefined && !/^[a-z][a-z0-9]{0,3}$/.test(prefix)) throw new UsageError('--prefix: 1-4 lowercase letters/digits, starting with a letter (namespace names stay short)');
+    if (prefix !== undefined && !/^[a-z][a-z0-9]{0,3}$/.test(prefix))
+      throw new UsageError(
+        '--prefix: 1-4 lowercase letters/digits, starting with a letter (namespace names stay short)',
+      );
     const iperfSeconds = optInt(args, 'iperf-seconds', 1, 60);
     const { runDemo } = await import('../../demo/run.js');
     const report = await runDemo({

@@ -64,18 +64,35 @@ label networking.liqo.io/active=true on the replica that forwards.
 `;
 
 export const K8S_SPEC = [
-  { name: 'role', value: true }, { name: 'cluster-id', value: true }, { name: 'kubeconfig', value: true },
-  { name: 'namespace', value: true }, { name: 'ipam-namespace', value: true },
-  { name: 'remote-cluster-id', value: true, repeatable: true }, { name: 'node-name', value: true },
-  { name: 'lease-name', value: true }, { name: 'identity', value: true }, { name: 'pod-cidr', value: true, repeatable: true },
-  { name: 'geneve-mode', value: true }, { name: 'metrics-listen', value: true }, { name: 'conncheck', value: false },
-  { name: 'no-conncheck', value: false }, { name: 'liqo-firewall', value: false },
-  { name: 'status-interval', value: true }, { name: 'name', value: true }, { name: 'run-dir', value: true },
+  { name: 'role', value: true },
+  { name: 'cluster-id', value: true },
+  { name: 'kubeconfig', value: true },
+  { name: 'namespace', value: true },
+  { name: 'ipam-namespace', value: true },
+  { name: 'remote-cluster-id', value: true, repeatable: true },
+  { name: 'node-name', value: true },
+  { name: 'lease-name', value: true },
+  { name: 'identity', value: true },
+  { name: 'pod-cidr', value: true, repeatable: true },
+  { name: 'geneve-mode', value: true },
+  { name: 'metrics-listen', value: true },
+  { name: 'conncheck', value: false },
+  { name: 'no-conncheck', value: false },
+  { name: 'liqo-firewall', value: false },
+  { name: 'status-interval', value: true },
+  { name: 'name', value: true },
+  { name: 'run-dir', value: true },
   { name: 'log-level', value: true },
-  { name: 'liqo-namespace', value: true }, { name: 'instance', value: true }, { name: 'mode', value: true },
-  { name: 'gateway-uid', value: true }, { name: 'pod-name', value: true }, { name: 'leader-election', value: true },
+  { name: 'liqo-namespace', value: true },
+  { name: 'instance', value: true },
+  { name: 'mode', value: true },
+  { name: 'gateway-uid', value: true },
+  { name: 'pod-name', value: true },
+  { name: 'leader-election', value: true },
   { name: 'wireguard-key-dir', value: true },
-  { name: 'lease-duration', value: true }, { name: 'lease-renew-deadline', value: true }, { name: 'lease-retry-period', value: true },
+  { name: 'lease-duration', value: true },
+  { name: 'lease-renew-deadline', value: true },
+  { name: 'lease-retry-period', value: true },
 ] as const;
 
 /** Lease timing defaults: takeover after a crash in about 6 + 1 s (< 10 s with the data plane start). */
@@ -117,7 +134,10 @@ export interface K8sSettings {
 export function parseK8sArgs(args: ParsedArgs, env: CliIo['env']): K8sSettings {
   if (args.positionals.length > 0) throw new UsageError(`unexpected argument ${JSON.stringify(args.positionals[0])}`);
   const role = optString(args, 'role');
-  if (role !== 'gateway' && role !== 'node') throw new UsageError(role === undefined ? 'missing --role gateway|node' : `--role ${JSON.stringify(role)}: use gateway or node`);
+  if (role !== 'gateway' && role !== 'node')
+    throw new UsageError(
+      role === undefined ? 'missing --role gateway|node' : `--role ${JSON.stringify(role)}: use gateway or node`,
+    );
   const clusterId = optString(args, 'cluster-id') ?? (env['WEFT_CLUSTER_ID'] || undefined);
   if (clusterId === '') throw new UsageError('--cluster-id: empty');
   const nodeName = optString(args, 'node-name') ?? (env['NODE_NAME'] || undefined);
@@ -127,23 +147,30 @@ export function parseK8sArgs(args: ParsedArgs, env: CliIo['env']): K8sSettings {
   let liqo: LiqoGatewayIdentity | undefined;
   let leaseName = optString(args, 'lease-name');
   const le = optString(args, 'leader-election');
-  if (le !== undefined && le !== 'true' && le !== 'false') throw new UsageError(`--leader-election ${JSON.stringify(le)}: use true or false`);
+  if (le !== undefined && le !== 'true' && le !== 'false')
+    throw new UsageError(`--leader-election ${JSON.stringify(le)}: use true or false`);
   if (modeArg !== undefined) {
-    if (modeArg !== 'server' && modeArg !== 'client') throw new UsageError(`--mode ${JSON.stringify(modeArg)}: use server or client`);
+    if (modeArg !== 'server' && modeArg !== 'client')
+      throw new UsageError(`--mode ${JSON.stringify(modeArg)}: use server or client`);
     if (role !== 'gateway') throw new UsageError('--mode (Liqo gateway arguments) is for the gateway role');
     const gwName = optString(args, 'name');
     const uid = optString(args, 'gateway-uid');
-    if (gwName === undefined || gwName === '') throw new UsageError('--mode needs --name (the GatewayServer/GatewayClient name)');
-    if (uid === undefined || uid === '') throw new UsageError('--mode needs --gateway-uid (the GatewayServer/GatewayClient uid)');
-    if (namespace === undefined) throw new UsageError('--mode needs --namespace (the gateway\'s namespace)');
+    if (gwName === undefined || gwName === '')
+      throw new UsageError('--mode needs --name (the GatewayServer/GatewayClient name)');
+    if (uid === undefined || uid === '')
+      throw new UsageError('--mode needs --gateway-uid (the GatewayServer/GatewayClient uid)');
+    if (namespace === undefined) throw new UsageError("--mode needs --namespace (the gateway's namespace)");
     liqo = { name: gwName, namespace, mode: modeArg, gatewayUid: uid };
     if (le === 'true') leaseName ??= liqoLeaseName(liqo);
   } else {
-    for (const f of ['gateway-uid', 'leader-election'] as const) if (optString(args, f) !== undefined) throw new UsageError(`--${f} is a Liqo gateway argument: it needs --mode server|client`);
+    for (const f of ['gateway-uid', 'leader-election'] as const)
+      if (optString(args, f) !== undefined)
+        throw new UsageError(`--${f} is a Liqo gateway argument: it needs --mode server|client`);
   }
   const podName = optString(args, 'pod-name') ?? (env['POD_NAME'] || undefined);
   if (leaseName !== undefined && role !== 'gateway') throw new UsageError('--lease-name is for the gateway role');
-  if (leaseName !== undefined && namespace === undefined) throw new UsageError('--lease-name needs --namespace (or POD_NAMESPACE): the Lease lives there');
+  if (leaseName !== undefined && namespace === undefined)
+    throw new UsageError('--lease-name needs --namespace (or POD_NAMESPACE): the Lease lives there');
   // Liqo's fabric creates its Geneve interfaces as L2 (Ethernet, ARP): the default in Liqo mode.
   const mode = optString(args, 'geneve-mode') ?? (optFlag(args, 'liqo-firewall') ? 'l2' : 'l3');
   if (mode !== 'l3' && mode !== 'l2') throw new UsageError(`--geneve-mode ${JSON.stringify(mode)}: use l3 or l2`);
@@ -151,26 +178,47 @@ export function parseK8sArgs(args: ParsedArgs, env: CliIo['env']): K8sSettings {
   let logLevel: LogLevel | undefined;
   if (lvl !== undefined) {
     const r = LogLevelSchema.safeParse(lvl.toLowerCase());
-    if (!r.success) throw new UsageError(`--log-level ${JSON.stringify(lvl)}: use one of ${LogLevelSchema.options.join(', ')}`);
+    if (!r.success)
+      throw new UsageError(`--log-level ${JSON.stringify(lvl)}: use one of ${LogLevelSchema.options.join(', ')}`);
     logLevel = r.data;
   }
   const seconds = (flag: string, envName: string, def: number): number => {
     const text = optString(args, flag) ?? (env[envName] || undefined);
     if (text === undefined) return def;
     const v = Number(text);
-    if (!/^\d+(\.\d+)?$/.test(text.trim()) || !(v >= 0.1 && v <= 3600)) throw new UsageError(`--${flag} ${JSON.stringify(text)} (or ${envName}): seconds from 0.1 to 3600`);
+    if (!/^\d+(\.\d+)?$/.test(text.trim()) || !(v >= 0.1 && v <= 3600))
+      throw new UsageError(`--${flag} ${JSON.stringify(text)} (or ${envName}): seconds from 0.1 to 3600`);
     return Math.round(v * 1000);
   };
   const leaseDurationMs = seconds('lease-duration', 'WEFT_LEASE_DURATION', LEASE_DEFAULTS.durationMs);
-  const leaseRenewDeadlineMs = seconds('lease-renew-deadline', 'WEFT_LEASE_RENEW_DEADLINE', LEASE_DEFAULTS.renewDeadlineMs);
+  const leaseRenewDeadlineMs = seconds(
+    'lease-renew-deadline',
+    'WEFT_LEASE_RENEW_DEADLINE',
+    LEASE_DEFAULTS.renewDeadlineMs,
+  );
   const leaseRetryPeriodMs = seconds('lease-retry-period', 'WEFT_LEASE_RETRY_PERIOD', LEASE_DEFAULTS.retryPeriodMs);
-  if (leaseDurationMs % 1000 !== 0) throw new UsageError('--lease-duration: whole seconds (the Lease records leaseDurationSeconds)');
-  if (!(leaseRenewDeadlineMs < leaseDurationMs)) throw new UsageError('--lease-renew-deadline must be shorter than --lease-duration (a leader must stand down before others may take over)');
-  if (!(leaseRetryPeriodMs < leaseRenewDeadlineMs)) throw new UsageError('--lease-retry-period must be shorter than --lease-renew-deadline');
+  if (leaseDurationMs % 1000 !== 0)
+    throw new UsageError('--lease-duration: whole seconds (the Lease records leaseDurationSeconds)');
+  if (!(leaseRenewDeadlineMs < leaseDurationMs))
+    throw new UsageError(
+      '--lease-renew-deadline must be shorter than --lease-duration (a leader must stand down before others may take over)',
+    );
+  if (!(leaseRetryPeriodMs < leaseRenewDeadlineMs))
+    throw new UsageError('--lease-retry-period must be shorter than --lease-renew-deadline');
   const remotes = args.lists.get('remote-cluster-id');
   return {
-    leaseDurationMs, leaseRenewDeadlineMs, leaseRetryPeriodMs,
-    role, clusterId, nodeName, namespace, leaseName, geneveMode: mode, logLevel, liqo, podName,
+    leaseDurationMs,
+    leaseRenewDeadlineMs,
+    leaseRetryPeriodMs,
+    role,
+    clusterId,
+    nodeName,
+    namespace,
+    leaseName,
+    geneveMode: mode,
+    logLevel,
+    liqo,
+    podName,
     liqoNamespace: optString(args, 'liqo-namespace') ?? 'liqo',
     wireguardKeyDir: optString(args, 'wireguard-key-dir'),
     kubeconfig: optString(args, 'kubeconfig'),
@@ -182,7 +230,9 @@ export function parseK8sArgs(args: ParsedArgs, env: CliIo['env']): K8sSettings {
     conncheck: !optFlag(args, 'no-conncheck'),
     liqoFirewall: optFlag(args, 'liqo-firewall'),
     statusIntervalMs: (optInt(args, 'status-interval', 1, 3600) ?? 10) * 1000,
-    name: checkInstanceName(optString(args, 'instance') ?? (liqo === undefined ? optString(args, 'name') : undefined) ?? `k8s-${role}`),
+    name: checkInstanceName(
+      optString(args, 'instance') ?? (liqo === undefined ? optString(args, 'name') : undefined) ?? `k8s-${role}`,
+    ),
     runDir: optString(args, 'run-dir') ?? defaultRunDir(env),
   };
 }
@@ -194,10 +244,14 @@ export async function loadKubeConfig(path: string | undefined): Promise<KubeConf
     if (path !== undefined) kc.loadFromFile(path);
     else kc.loadFromDefault();
   } catch (e) {
-    throw new ConfigError(path ?? 'kubeconfig', [{ path: '', message: `cannot load the kubeconfig: ${e instanceof Error ? e.message : String(e)}` }]);
+    throw new ConfigError(path ?? 'kubeconfig', [
+      { path: '', message: `cannot load the kubeconfig: ${e instanceof Error ? e.message : String(e)}` },
+    ]);
   }
   if (kc.getCurrentCluster() === null) {
-    throw new ConfigError(path ?? 'kubeconfig', [{ path: '', message: 'no current cluster (not in a pod and no KUBECONFIG / ~/.kube/config); pass --kubeconfig' }]);
+    throw new ConfigError(path ?? 'kubeconfig', [
+      { path: '', message: 'no current cluster (not in a pod and no KUBECONFIG / ~/.kube/config); pass --kubeconfig' },
+    ]);
   }
   return kc;
 }

@@ -9,7 +9,12 @@
  */
 import type { KubernetesObject } from '@kubernetes/client-node';
 import type { InternalFabric } from '../../control/k8s/resources.js';
-import { FabricKernel, type FabricKernelOptions, type KernelRouteError, type KernelRuleError } from '../../node/fabric-kernel.js';
+import {
+  FabricKernel,
+  type FabricKernelOptions,
+  type KernelRouteError,
+  type KernelRuleError,
+} from '../../node/fabric-kernel.js';
 import type { NodeAgent } from '../../node/agent.js';
 import { splitFabricFirewall, type ChainPlacement } from '../../rules/fabric-split.js';
 import type { RouteConfigSpec } from '../../rules/routes.js';
@@ -38,32 +43,65 @@ export class NodeFabric {
   private fwErrors: KernelRuleError[] = [];
   private rtErrors: KernelRouteError[] = [];
   private readonly objects = new Map<string, KubernetesObject>();
-  private last: { fw: readonly KubernetesObject[]; rt: readonly KubernetesObject[]; specs: readonly RouteConfigSpec[] } = { fw: [], rt: [], specs: [] };
+  private last: {
+    fw: readonly KubernetesObject[];
+    rt: readonly KubernetesObject[];
+    specs: readonly RouteConfigSpec[];
+  } = { fw: [], rt: [], specs: [] };
 
-  constructor(private readonly agent: Pick<NodeAgent, 'tun'>, private readonly o: NodeFabricOptions) {
-    this.kernel = new FabricKernel({ ...o.runners, ...(o.netns !== undefined ? { netns: o.netns } : {}), tun: agent.tun.name, nodeDevs: () => this.nodeDevs() });
+  constructor(
+    private readonly agent: Pick<NodeAgent, 'tun'>,
+    private readonly o: NodeFabricOptions,
+  ) {
+    this.kernel = new FabricKernel({
+      ...o.runners,
+      ...(o.netns !== undefined ? { netns: o.netns } : {}),
+      tun: agent.tun.name,
+      nodeDevs: () => this.nodeDevs(),
+    });
   }
 
   private nodeDevs(): Set<string> {
-    return new Set(this.o.internalFabrics().map((f) => f.spec?.interface?.node?.name).filter((n): n is string => typeof n === 'string' && n !== ''));
+    return new Set(
+      this.o
+        .internalFabrics()
+        .map((f) => f.spec?.interface?.node?.name)
+        .filter((n): n is string => typeof n === 'string' && n !== ''),
+    );
   }
 
   /** The FirewallConfigurations (and RouteConfigurations, kept for Events) as watched; returns the part enforced in process. */
   split(fw: readonly KubernetesObject[], rt: readonly KubernetesObject[]): KubernetesObject[] {
     this.last = { ...this.last, fw, rt };
     this.objects.clear();
-    for (const x of fw) this.objects.set(`FirewallConfiguration:${keyOf(x)}`, { ...x, kind: x.kind ?? 'FirewallConfiguration', apiVersion: x.apiVersion ?? 'networking.liqo.io/v1beta1' });
-    for (const x of rt) this.objects.set(`RouteConfiguration:${keyOf(x)}`, { ...x, kind: x.kind ?? 'RouteConfiguration', apiVersion: x.apiVersion ?? 'networking.liqo.io/v1beta1' });
+    for (const x of fw)
+      this.objects.set(`FirewallConfiguration:${keyOf(x)}`, {
+        ...x,
+        kind: x.kind ?? 'FirewallConfiguration',
+        apiVersion: x.apiVersion ?? 'networking.liqo.io/v1beta1',
+      });
+    for (const x of rt)
+      this.objects.set(`RouteConfiguration:${keyOf(x)}`, {
+        ...x,
+        kind: x.kind ?? 'RouteConfiguration',
+        apiVersion: x.apiVersion ?? 'networking.liqo.io/v1beta1',
+      });
     const s = splitFabricFirewall(fw, this.nodeDevs(), this.agent.tun.name, this.kernel.firewall());
     this.placements = s.placements;
-    this.kernel.syncFirewall(s.kernelTables).then((errs) => { this.fwErrors = errs; this.report(errs, 'FirewallConfiguration'); }, this.o.onError);
+    this.kernel.syncFirewall(s.kernelTables).then((errs) => {
+      this.fwErrors = errs;
+      this.report(errs, 'FirewallConfiguration');
+    }, this.o.onError);
     return s.tunObjects as KubernetesObject[];
   }
 
   /** The fabric RouteConfigurations in force (in the watcher's order). */
   routes(specs: readonly RouteConfigSpec[]): void {
     this.last = { ...this.last, specs };
-    this.kernel.syncRoutes(specs).then((errs) => { this.rtErrors = errs; this.report(errs, 'RouteConfiguration'); }, this.o.onError);
+    this.kernel.syncRoutes(specs).then((errs) => {
+      this.rtErrors = errs;
+      this.report(errs, 'RouteConfiguration');
+    }, this.o.onError);
   }
 
   /**
@@ -98,7 +136,15 @@ export class NodeFabric {
         const t = kt.get(p.object.includes('/') ? p.object : `/${p.object}`);
         return p.path === 'kernel' && t !== undefined ? { ...p, kernelTable: t.kernelName } : { ...p };
       }),
-      routes: this.kernel.routeSpecs().map((s) => ({ object: s.object, table: s.table, tableId: s.tableId, rules: s.rules.length, routes: s.rules.reduce((n, r) => n + r.routes.length, 0) })),
+      routes: this.kernel
+        .routeSpecs()
+        .map((s) => ({
+          object: s.object,
+          table: s.table,
+          tableId: s.tableId,
+          rules: s.rules.length,
+          routes: s.rules.reduce((n, r) => n + r.routes.length, 0),
+        })),
     };
   }
 

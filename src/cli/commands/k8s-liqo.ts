@@ -15,7 +15,10 @@ import { fabricRouteDestinations } from '../../rules/steering.js';
 import { formatPrefix, parsePrefix } from '../../packet/addr.js';
 import type { SteerTarget } from './k8s-rules.js';
 
-export function gatewaySteerTarget(gw: Gateway, internalNodes: () => readonly InternalNode[]): SteerTarget<GeneveTunnel> {
+export function gatewaySteerTarget(
+  gw: Gateway,
+  internalNodes: () => readonly InternalNode[],
+): SteerTarget<GeneveTunnel> {
   return {
     setSteering: (s) => gw.router.setSteering(s),
     nodes: () => {
@@ -33,7 +36,11 @@ export function gatewaySteerTarget(gw: Gateway, internalNodes: () => readonly In
     // Towards a peer: our in-tunnel address; towards nodes and the host: the internal address.
     addresses: () => {
       const internal = ipToNumber(gw.current.geneve.tunnels[0]?.localInternalAddress ?? '') ?? 0;
-      return { peerAddr: ipToNumber(gw.tunnelAddresses().peers[0]?.local ?? '') ?? 0, nodeAddr: internal, hostAddr: internal };
+      return {
+        peerAddr: ipToNumber(gw.tunnelAddresses().peers[0]?.local ?? '') ?? 0,
+        nodeAddr: internal,
+        hostAddr: internal,
+      };
     },
   };
 }
@@ -42,9 +49,18 @@ export function gatewaySteerTarget(gw: Gateway, internalNodes: () => readonly In
  * The node role's selection (Liqo's fabric: cmd/fabric) and device name: the node-side Geneve
  * interface of the first InternalFabric naming one (.spec.interface.node.name).
  */
-export function nodeRulesOptions(nodeName: string, res: LiqoResources | undefined): { nodeName: string; selectors: { firewall: string[]; routes: string[] }; devices: { node: string } | undefined } {
-  const dev = res?.internalFabrics.map((f) => f.spec?.interface?.node?.name).find((n): n is string => typeof n === 'string' && n !== '');
-  return { nodeName, selectors: { firewall: fabricFirewallSelectors(nodeName), routes: fabricRouteSelectors() }, devices: dev === undefined ? undefined : { node: dev } };
+export function nodeRulesOptions(
+  nodeName: string,
+  res: LiqoResources | undefined,
+): { nodeName: string; selectors: { firewall: string[]; routes: string[] }; devices: { node: string } | undefined } {
+  const dev = res?.internalFabrics
+    .map((f) => f.spec?.interface?.node?.name)
+    .find((n): n is string => typeof n === 'string' && n !== '');
+  return {
+    nodeName,
+    selectors: { firewall: fabricFirewallSelectors(nodeName), routes: fabricRouteSelectors() },
+    devices: dev === undefined ? undefined : { node: dev },
+  };
 }
 
 /**
@@ -55,11 +71,21 @@ export function nodeRulesOptions(nodeName: string, res: LiqoResources | undefine
  * gateway name = InternalFabric name → interface). Its own internal address (always routed, the
  * tunnel's far end) is left out. Before any RouteConfiguration arrives a gateway carries nothing.
  */
-export function liqoNodeConfig(cfg: NodeConfig, specs: readonly RouteConfigSpec[], nodeDevs: ReadonlyMap<string, string>): NodeConfig {
+export function liqoNodeConfig(
+  cfg: NodeConfig,
+  specs: readonly RouteConfigSpec[],
+  nodeDevs: ReadonlyMap<string, string>,
+): NodeConfig {
   const gateways = cfg.node.gateways.map((g) => {
     const dev = nodeDevs.get(g.name);
-    const self = formatPrefix(parsePrefix(`${g.gatewayInternalAddress}/${g.gatewayInternalAddress.includes(':') ? 128 : 32}`));
-    const remoteCIDRs = fabricRouteDestinations(specs, new Set(dev === undefined ? [] : [dev]), new Set([g.gatewayInternalAddress])).filter((c) => c !== self);
+    const self = formatPrefix(
+      parsePrefix(`${g.gatewayInternalAddress}/${g.gatewayInternalAddress.includes(':') ? 128 : 32}`),
+    );
+    const remoteCIDRs = fabricRouteDestinations(
+      specs,
+      new Set(dev === undefined ? [] : [dev]),
+      new Set([g.gatewayInternalAddress]),
+    ).filter((c) => c !== self);
     return { ...g, remoteCIDRs };
   });
   return { ...cfg, node: { ...cfg.node, gateways } };

@@ -77,7 +77,16 @@ const keyOf = (o: KubernetesObject): string => `${o.metadata?.namespace ?? ''}/$
 
 export async function startGatewayRules<G>(o: GatewayRulesOptions<G>): Promise<GatewayRules> {
   // Lane names when the router does not name a device (a node tunnel without InternalNode name).
-  const devices: RulesDevices = { peer: LIQO_TUNNEL_IF, node: 'liqo.geneve', host: LIQO_DEFAULT_IF, peerAddr: 0, nodeAddr: 0, hostAddr: 0, pathMtu: 1500, ...o.devices };
+  const devices: RulesDevices = {
+    peer: LIQO_TUNNEL_IF,
+    node: 'liqo.geneve',
+    host: LIQO_DEFAULT_IF,
+    peerAddr: 0,
+    nodeAddr: 0,
+    hostAddr: 0,
+    pathMtu: 1500,
+    ...o.devices,
+  };
   const attachment = new RulesAttachment(devices);
   attachment.attachTo(o.router);
   let specs: ReadonlyMap<string, RouteConfigSpec> = new Map();
@@ -86,12 +95,23 @@ export async function startGatewayRules<G>(o: GatewayRulesOptions<G>): Promise<G
     if (s === undefined) return;
     const a = s.addresses?.();
     if (a !== undefined) attachment.setDevices({ ...devices, ...a });
-    s.setSteering(buildSteering({ devices: { tunnel: LIQO_TUNNEL_IF, host: LIQO_DEFAULT_IF }, nodes: s.nodes(), isPeerAddress: (g) => s.isPeerAddress(g) }, [...specs.values()]));
+    s.setSteering(
+      buildSteering(
+        {
+          devices: { tunnel: LIQO_TUNNEL_IF, host: LIQO_DEFAULT_IF },
+          nodes: s.nodes(),
+          isPeerAddress: (g) => s.isPeerAddress(g),
+        },
+        [...specs.values()],
+      ),
+    );
   };
   // Steered from the start: until the objects arrive nothing is translated nor routed by the old NAT.
   steer();
   const watcher = new GatewayRulesWatcher({
-    kubeConfig: o.kubeConfig, remoteClusterIds: o.remoteClusterIds, nodeName: o.nodeName,
+    kubeConfig: o.kubeConfig,
+    remoteClusterIds: o.remoteClusterIds,
+    nodeName: o.nodeName,
     ...(o.namespace !== undefined ? { namespace: o.namespace } : {}),
     ...(o.selectors !== undefined ? { selectors: o.selectors } : {}),
     onError: o.onError,
@@ -102,8 +122,16 @@ export async function startGatewayRules<G>(o: GatewayRulesOptions<G>): Promise<G
       steer();
       o.onRoutes?.([...specs.values()]);
       // List items may lack kind/apiVersion; an Event needs them.
-      const typed = (x: KubernetesObject, kind: string): KubernetesObject => ({ ...x, kind: x.kind ?? kind, apiVersion: x.apiVersion ?? 'networking.liqo.io/v1beta1' });
-      const byKey = new Map([...fw.map((x) => typed(x, 'FirewallConfiguration')), ...rt.map((x) => typed(x, 'RouteConfiguration'))].map((x) => [`${x.kind}:${keyOf(x)}`, x] as const));
+      const typed = (x: KubernetesObject, kind: string): KubernetesObject => ({
+        ...x,
+        kind: x.kind ?? kind,
+        apiVersion: x.apiVersion ?? 'networking.liqo.io/v1beta1',
+      });
+      const byKey = new Map(
+        [...fw.map((x) => typed(x, 'FirewallConfiguration')), ...rt.map((x) => typed(x, 'RouteConfiguration'))].map(
+          (x) => [`${x.kind}:${keyOf(x)}`, x] as const,
+        ),
+      );
       const problems: string[] = [];
       for (const e of [...fwErrors, ...r.errors]) {
         problems.push(e.message);
@@ -117,7 +145,11 @@ export async function startGatewayRules<G>(o: GatewayRulesOptions<G>): Promise<G
   // Conntrack housekeeping (the data plane's clock is Date.now by default, as here).
   const housekeeping = setInterval(() => attachment.expire(Date.now()), 1000);
   housekeeping.unref();
-  const undo = (): void => { clearInterval(housekeeping); attachment.detachFrom(o.router); o.steer?.setSteering(null); };
+  const undo = (): void => {
+    clearInterval(housekeeping);
+    attachment.detachFrom(o.router);
+    o.steer?.setSteering(null);
+  };
   try {
     await watcher.start();
   } catch (e) {

@@ -34,7 +34,12 @@ import { TranslateError, type TranslateOptions } from '../../control/k8s/transla
 import { LiqoWatcher } from '../../control/k8s/watcher.js';
 import { SourceDetector } from '../../control/k8s/source-detector.js';
 import {
-  claimActive, connectionGatewayRef, connectionName, connectionOwner, readLocalClusterId, setPodActive,
+  claimActive,
+  connectionGatewayRef,
+  connectionName,
+  connectionOwner,
+  readLocalClusterId,
+  setPodActive,
 } from '../../control/k8s/liqo-gateway.js';
 import { createLogger, resolveLogLevel } from '../../control/log.js';
 import { ConfigError } from '../../control/config.js';
@@ -53,7 +58,10 @@ export async function runK8s(argv: readonly string[], io: CliIo): Promise<number
   let s: K8sSettings;
   try {
     const args = parseArgs(argv, K8S_SPEC);
-    if (args.help) { io.out(K8S_HELP); return EXIT_OK; }
+    if (args.help) {
+      io.out(K8S_HELP);
+      return EXIT_OK;
+    }
     s = parseK8sArgs(args, io.env);
   } catch (e) {
     return fail(io, 'k8s', e, K8S_HELP);
@@ -61,20 +69,30 @@ export async function runK8s(argv: readonly string[], io: CliIo): Promise<number
   let logger: Logger | undefined;
   let k8s: K8sMode | undefined;
   const signals: [NodeJS.Signals, () => void][] = [];
-  const off = (): void => { for (const [sig, h] of signals) process.removeListener(sig, h); };
+  const off = (): void => {
+    for (const [sig, h] of signals) process.removeListener(sig, h);
+  };
   try {
     logger = createLogger({ level: s.logLevel ?? resolveLogLevel(undefined, io.env), name: 'weft', env: {} });
     const kc = await loadKubeConfig(s.kubeconfig);
     const crypto = io.env['WEFT_CRYPTO'];
-    const backend = crypto === undefined || crypto.trim() === '' ? undefined : getCryptoBackend(parseCryptoBackendName(crypto));
+    const backend =
+      crypto === undefined || crypto.trim() === '' ? undefined : getCryptoBackend(parseCryptoBackendName(crypto));
     const runtime = await Runtime.create({
-      name: s.name, runDir: s.runDir, source: 'kubernetes', logger, conncheck: s.conncheck,
+      name: s.name,
+      runDir: s.runDir,
+      source: 'kubernetes',
+      logger,
+      conncheck: s.conncheck,
       ...(backend !== undefined ? { backend } : {}),
     });
     k8s = new K8sMode(s, kc, runtime, logger);
     const mode = k8s;
     const stopped = new Promise<void>((resolve) => {
-      const stop = (sig: string) => (): void => { logger?.info(`${sig}: stopping`); resolve(); };
+      const stop = (sig: string) => (): void => {
+        logger?.info(`${sig}: stopping`);
+        resolve();
+      };
       signals.push(['SIGINT', stop('SIGINT')], ['SIGTERM', stop('SIGTERM')]);
       for (const [sig, h] of signals) process.on(sig, h);
     });
@@ -90,7 +108,11 @@ export async function runK8s(argv: readonly string[], io: CliIo): Promise<number
   }
 }
 
-interface GatewayRef { obj: K8sObject; type: 'Server' | 'Client'; remote: string }
+interface GatewayRef {
+  obj: K8sObject;
+  type: 'Server' | 'Client';
+  remote: string;
+}
 
 /** The long-running part of `weft k8s` (exported for tests). */
 export class K8sMode {
@@ -123,15 +145,23 @@ export class K8sMode {
   /** Serialises data-plane changes (config updates and leadership changes). */
   private chain: Promise<void> = Promise.resolve();
 
-  constructor(private readonly s: K8sSettings, private readonly kc: KubeConfig, readonly runtime: Runtime, private readonly log: Logger) {
+  constructor(
+    private readonly s: K8sSettings,
+    private readonly kc: KubeConfig,
+    readonly runtime: Runtime,
+    private readonly log: Logger,
+  ) {
     this.leading = s.leaseName === undefined;
     this.clusterId = s.clusterId;
     // Liqo mode reads objects from every namespace, and deploy/liqo's ClusterRoles may create
     // Events in any: each goes to its object's namespace (node agents have no --namespace).
     // Otherwise the Role of deploy/rbac.yaml allows Events in --namespace only.
     const rec = { kubeConfig: kc, component: `weft-${s.role}`, instance: s.identity };
-    this.events = s.liqoFirewall ? new EventRecorder(rec)
-      : s.namespace === undefined ? null : new EventRecorder({ ...rec, namespace: s.namespace });
+    this.events = s.liqoFirewall
+      ? new EventRecorder(rec)
+      : s.namespace === undefined
+        ? null
+        : new EventRecorder({ ...rec, namespace: s.namespace });
   }
 
   /** Resolves once the first configuration was translated (retrying until then). */
@@ -146,7 +176,9 @@ export class K8sMode {
       } catch (e) {
         this.log.warn({ err: errText(e), retryInMs: delay }, 'Liqo resources not usable yet');
         await this.problem(e, 'Liqo resources not usable yet: ');
-        await new Promise<void>((resolve) => { this.retryTimer = setTimeout(resolve, delay); });
+        await new Promise<void>((resolve) => {
+          this.retryTimer = setTimeout(resolve, delay);
+        });
         delay = Math.min(30_000, delay * 2);
       }
     }
@@ -154,9 +186,18 @@ export class K8sMode {
     if (this.s.role === 'node' && this.s.nodeName !== undefined) await this.startSourceDetector(this.s.nodeName);
     if (this.s.leaseName !== undefined) {
       this.elector = new LeaderElector({
-        kubeConfig: this.kc, namespace: this.s.namespace!, name: this.s.leaseName, identity: this.s.identity,
-        leaseDurationMs: this.s.leaseDurationMs, renewDeadlineMs: this.s.leaseRenewDeadlineMs, retryPeriodMs: this.s.leaseRetryPeriodMs,
-        onStartedLeading: () => { this.leading = true; this.log.info('leader: starting the data plane'); this.enqueue(() => this.activate()); },
+        kubeConfig: this.kc,
+        namespace: this.s.namespace!,
+        name: this.s.leaseName,
+        identity: this.s.identity,
+        leaseDurationMs: this.s.leaseDurationMs,
+        renewDeadlineMs: this.s.leaseRenewDeadlineMs,
+        retryPeriodMs: this.s.leaseRetryPeriodMs,
+        onStartedLeading: () => {
+          this.leading = true;
+          this.log.info('leader: starting the data plane');
+          this.enqueue(() => this.activate());
+        },
         onStoppedLeading: () => {
           this.leading = false;
           // Stopping (SIGTERM) releases the Lease on purpose: not a warning.
@@ -176,7 +217,9 @@ export class K8sMode {
   /** Node role: write InternalNode.status.nodeIP as Liqo's fabric source detector does. */
   private async startSourceDetector(nodeName: string): Promise<void> {
     const d = new SourceDetector({
-      kubeConfig: this.kc, nodeName, srcFor: routeSourceFor,
+      kubeConfig: this.kc,
+      nodeName,
+      srcFor: routeSourceFor,
       onError: (e) => this.log.warn({ err: errText(e) }, 'InternalNode status'),
       onWrite: (slot, ip) => this.log.info(`InternalNode ${nodeName} status.nodeIP.${slot} = ${ip}`),
     });
@@ -188,7 +231,9 @@ export class K8sMode {
   private async resolveIdentity(): Promise<void> {
     if (this.clusterId === undefined) {
       this.clusterId = await readLocalClusterId(this.kc, this.s.liqoNamespace);
-      this.log.info(`local cluster ID ${this.clusterId} (from ConfigMap ${this.s.liqoNamespace}/liqo-clusterid-configmap)`);
+      this.log.info(
+        `local cluster ID ${this.clusterId} (from ConfigMap ${this.s.liqoNamespace}/liqo-clusterid-configmap)`,
+      );
     }
     const dir = this.s.wireguardKeyDir;
     if (dir !== undefined && this.privateKey === undefined) this.privateKey = await readMountedKey(dir);
@@ -210,7 +255,8 @@ export class K8sMode {
       if (active) {
         try {
           const cleared = await claimActive(this.kc, ns, liqo.name, pod);
-          for (const other of cleared) this.log.info(`pod ${ns}/${other} is no longer the active gateway (label removed by the new leader)`);
+          for (const other of cleared)
+            this.log.info(`pod ${ns}/${other} is no longer the active gateway (label removed by the new leader)`);
         } catch (e) {
           // An older ClusterRole without pods list: a stale label may stay, but this pod is labelled.
           this.log.warn({ err: errText(e) }, 'active label: other replicas not checked');
@@ -228,7 +274,9 @@ export class K8sMode {
   private translateOptions(): TranslateOptions {
     const s = this.s;
     return {
-      role: s.role, clusterId: this.clusterId!, geneveMode: s.geneveMode,
+      role: s.role,
+      clusterId: this.clusterId!,
+      geneveMode: s.geneveMode,
       ...(this.privateKey !== undefined ? { privateKey: this.privateKey } : {}),
       ...(s.remoteClusterIds !== undefined ? { remoteClusterIds: s.remoteClusterIds } : {}),
       ...(s.nodeName !== undefined ? { nodeName: s.nodeName } : {}),
@@ -251,7 +299,8 @@ export class K8sMode {
       },
       onError: (e) => {
         this.log.warn({ err: errText(e) }, 'kubernetes');
-        if (e instanceof ConfigError) void this.problem(e, 'configuration rejected (the previous one stays in force): ');
+        if (e instanceof ConfigError)
+          void this.problem(e, 'configuration rejected (the previous one stays in force): ');
       },
       onRecovered: () => this.solved(),
       onDebug: (msg) => this.log.debug(msg),
@@ -284,7 +333,8 @@ export class K8sMode {
       if (seen.has(key)) continue;
       seen.add(key);
       try {
-        if (await this.events.warn(obj, 'InvalidConfiguration', `${issue.path}: ${issue.message}`)) this.log.debug(`Event on ${key}: ${issue.message}`);
+        if (await this.events.warn(obj, 'InvalidConfiguration', `${issue.path}: ${issue.message}`))
+          this.log.debug(`Event on ${key}: ${issue.message}`);
       } catch (err) {
         this.log.warn({ err: errText(err) }, 'event');
       }
@@ -294,11 +344,16 @@ export class K8sMode {
   private solved(): void {
     this.runtime.setProblem('kubernetes', null);
     this.events?.forget();
-    if (this.configProblem) { this.configProblem = false; void this.statusTick?.(); }
+    if (this.configProblem) {
+      this.configProblem = false;
+      void this.statusTick?.();
+    }
   }
 
   private enqueue(f: () => Promise<void>): void {
-    this.chain = this.chain.then(f).catch((e: unknown) => { this.log.error({ err: errText(e) }, 'data plane change failed'); });
+    this.chain = this.chain.then(f).catch((e: unknown) => {
+      this.log.error({ err: errText(e) }, 'data plane change failed');
+    });
   }
 
   private async activate(): Promise<void> {
@@ -322,12 +377,18 @@ export class K8sMode {
         ...(this.runtimeNetns() !== undefined ? { netns: this.runtimeNetns() } : {}),
         internalFabrics: () => this.watcher?.snapshot().internalFabrics ?? [],
         onProblem: (p) => this.runtime.setProblem('fabric-kernel', p),
-        onObjectProblem: (obj, message) => { void this.objectEvent(obj as K8sObject, message); },
+        onObjectProblem: (obj, message) => {
+          void this.objectEvent(obj as K8sObject, message);
+        },
         onError: (e) => this.log.warn({ err: errText(e) }, 'fabric kernel'),
       });
       this.nodeFabric = fabric;
       this.runtime.setFabric(() => fabric.status());
-      this.liqoRules = await startGatewayRules({ ...nodeRulesOptions(this.s.nodeName, this.watcher?.snapshot()), kubeConfig: this.kc, router: agent, remoteClusterIds: undefined,
+      this.liqoRules = await startGatewayRules({
+        ...nodeRulesOptions(this.s.nodeName, this.watcher?.snapshot()),
+        kubeConfig: this.kc,
+        router: agent,
+        remoteClusterIds: undefined,
         splitFirewall: (fw, rt) => fabric.split(fw, rt),
         onRoutes: (specs) => {
           // Liqo's tables and rules in the node's kernel (k8s-fabric.ts).
@@ -337,7 +398,9 @@ export class K8sMode {
           this.enqueue(() => (this.latest === null ? Promise.resolve() : this.update(this.latest)));
         },
         onProblem: (p) => this.runtime.setProblem('liqo-firewall', p),
-        onObjectProblem: (obj, message) => { void this.objectEvent(obj as K8sObject, message); },
+        onObjectProblem: (obj, message) => {
+          void this.objectEvent(obj as K8sObject, message);
+        },
         onError: (e) => this.log.warn({ err: errText(e) }, 'liqo firewall watch'),
       });
       this.runtime.setRules(this.liqoRules.attachment);
@@ -348,10 +411,15 @@ export class K8sMode {
     // Liqo's objects are the whole contract: the configuration's own rules leave the hooks.
     gw.detachConfigRules();
     this.liqoRules = await startGatewayRules({
-      kubeConfig: this.kc, router: gw.router, remoteClusterIds: this.s.remoteClusterIds, nodeName: this.s.nodeName ?? '',
+      kubeConfig: this.kc,
+      router: gw.router,
+      remoteClusterIds: this.s.remoteClusterIds,
+      nodeName: this.s.nodeName ?? '',
       steer: gatewaySteerTarget(gw, () => this.watcher?.snapshot().internalNodes ?? []),
       onProblem: (p) => this.runtime.setProblem('liqo-firewall', p),
-      onObjectProblem: (obj, message) => { void this.objectEvent(obj as K8sObject, message); },
+      onObjectProblem: (obj, message) => {
+        void this.objectEvent(obj as K8sObject, message);
+      },
       onError: (e) => this.log.warn({ err: errText(e) }, 'liqo firewall watch'),
     });
     this.runtime.setRules(this.liqoRules.attachment);
@@ -389,7 +457,9 @@ export class K8sMode {
     const cur = this.runtime.current;
     if (cur === null) return;
     const ops = diffConfig(cur, next);
-    this.log.debug(`configuration change: ${ops.length === 0 ? 'nothing to apply' : ops.map((o) => o.kind).join(', ')}`);
+    this.log.debug(
+      `configuration change: ${ops.length === 0 ? 'nothing to apply' : ops.map((o) => o.kind).join(', ')}`,
+    );
     if (ops.length === 0) return;
     try {
       if (ops.some((o) => o.kind === 'restart')) throw new Error('role changed');
@@ -412,18 +482,43 @@ export class K8sMode {
     const snap = this.watcher.snapshot();
     const want = (o: K8sObject): string | undefined => {
       const id = o.metadata?.labels?.[REMOTE_CLUSTER_ID_LABEL];
-      return id !== undefined && (this.s.remoteClusterIds === undefined || this.s.remoteClusterIds.includes(id)) ? id : undefined;
+      return id !== undefined && (this.s.remoteClusterIds === undefined || this.s.remoteClusterIds.includes(id))
+        ? id
+        : undefined;
     };
     const out: GatewayRef[] = [];
     const liqo = this.s.liqo;
     if (liqo !== undefined) {
-      const own = (liqo.mode === 'server' ? snap.gatewayServers : snap.gatewayClients).filter((o) => o.metadata?.name === liqo.name && o.metadata?.namespace === liqo.namespace);
+      const own = (liqo.mode === 'server' ? snap.gatewayServers : snap.gatewayClients).filter(
+        (o) => o.metadata?.name === liqo.name && o.metadata?.namespace === liqo.namespace,
+      );
       const kind = liqo.mode === 'server' ? KINDS.gatewayServers : KINDS.gatewayClients;
-      return own.map((o): GatewayRef => ({ obj: { ...o, kind: kind.kind, apiVersion: apiVersionOf(kind) }, type: liqo.mode === 'server' ? 'Server' : 'Client', remote: want(o) ?? '' }))
+      return own
+        .map((o): GatewayRef => ({
+          obj: { ...o, kind: kind.kind, apiVersion: apiVersionOf(kind) },
+          type: liqo.mode === 'server' ? 'Server' : 'Client',
+          remote: want(o) ?? '',
+        }))
         .filter((g) => g.remote !== '');
     }
-    for (const o of snap.gatewayServers) { const r = want(o); if (r !== undefined) out.push({ obj: { ...o, kind: KINDS.gatewayServers.kind, apiVersion: apiVersionOf(KINDS.gatewayServers) }, type: 'Server', remote: r }); }
-    for (const o of snap.gatewayClients) { const r = want(o); if (r !== undefined) out.push({ obj: { ...o, kind: KINDS.gatewayClients.kind, apiVersion: apiVersionOf(KINDS.gatewayClients) }, type: 'Client', remote: r }); }
+    for (const o of snap.gatewayServers) {
+      const r = want(o);
+      if (r !== undefined)
+        out.push({
+          obj: { ...o, kind: KINDS.gatewayServers.kind, apiVersion: apiVersionOf(KINDS.gatewayServers) },
+          type: 'Server',
+          remote: r,
+        });
+    }
+    for (const o of snap.gatewayClients) {
+      const r = want(o);
+      if (r !== undefined)
+        out.push({
+          obj: { ...o, kind: KINDS.gatewayClients.kind, apiVersion: apiVersionOf(KINDS.gatewayClients) },
+          type: 'Client',
+          remote: r,
+        });
+    }
     return out;
   }
 
@@ -442,12 +537,27 @@ export class K8sMode {
       // --gateway-uid, gatewayRef the WgGateway* object. Otherwise named like the gateway object.
       const connName = liqo !== undefined ? connectionName(m.name) : m.name;
       const w = new ConnectionStatusWriter({
-        kubeConfig: this.kc, namespace: m.namespace, name: connName, remoteClusterId: g.remote, type: g.type,
-        gatewayRef: liqo !== undefined ? connectionGatewayRef(liqo)
-          : { apiVersion: g.obj.apiVersion, kind: g.obj.kind, name: m.name, namespace: m.namespace, ...(m.uid !== undefined ? { uid: m.uid } : {}) },
+        kubeConfig: this.kc,
+        namespace: m.namespace,
+        name: connName,
+        remoteClusterId: g.remote,
+        type: g.type,
+        gatewayRef:
+          liqo !== undefined
+            ? connectionGatewayRef(liqo)
+            : {
+                apiVersion: g.obj.apiVersion,
+                kind: g.obj.kind,
+                name: m.name,
+                namespace: m.namespace,
+                ...(m.uid !== undefined ? { uid: m.uid } : {}),
+              },
         // Owned by the gateway object it reports on (as Liqo's): deleting that removes it.
-        ...(liqo !== undefined ? { owner: connectionOwner(liqo) }
-          : m.uid !== undefined ? { owner: { apiVersion: g.obj.apiVersion!, kind: g.obj.kind!, name: m.name, uid: m.uid } } : {}),
+        ...(liqo !== undefined
+          ? { owner: connectionOwner(liqo) }
+          : m.uid !== undefined
+            ? { owner: { apiVersion: g.obj.apiVersion!, kind: g.obj.kind!, name: m.name, uid: m.uid } }
+            : {}),
         updateIntervalMs: this.s.statusIntervalMs,
       });
       this.connToGateway.set(`${m.namespace}/${connName}`, key);
@@ -466,24 +576,38 @@ export class K8sMode {
     await this.syncWriters();
     if (this.s.namespace !== undefined) {
       const ns = this.s.namespace;
-      this.deleteWatch = new ConnectionDeleteWatch(this.kc, ns, (name) => this.connectionDeleted(`${ns}/${name}`),
-        (e) => this.log.warn({ err: errText(e) }, 'Connections'));
+      this.deleteWatch = new ConnectionDeleteWatch(
+        this.kc,
+        ns,
+        (name) => this.connectionDeleted(`${ns}/${name}`),
+        (e) => this.log.warn({ err: errText(e) }, 'Connections'),
+      );
       await this.deleteWatch.start().catch((e: unknown) => this.log.warn({ err: errText(e) }, 'Connections'));
     }
     const tick = async (): Promise<void> => {
-      const peers = new Map(this.runtime.statsSource().peers().map((p) => [p.clusterId, p] as const));
+      const peers = new Map(
+        this.runtime
+          .statsSource()
+          .peers()
+          .map((p) => [p.clusterId, p] as const),
+      );
       const st = this.runtime.status();
       for (const [key, w] of this.writers) {
         const ref = this.gatewayRefs().find((g) => `${g.obj.metadata?.namespace}/${g.obj.metadata?.name}` === key);
         // Its gateway object is gone (unpeer): the garbage collector removes the Connection;
         // writing would create it again (404 → create).
-        if (ref === undefined || w.ownerGone) { this.writers.delete(key); continue; }
+        if (ref === undefined || w.ownerGone) {
+          this.writers.delete(key);
+          continue;
+        }
         const p = peers.get(ref.remote);
         const conn = st.wireguard?.peers.find((x) => x.clusterId === ref.remote)?.connection;
-        const seen: ConnectionValue = conn !== undefined ? conn.value as ConnectionValue : p?.connected ? 'Connected' : 'Connecting';
+        const seen: ConnectionValue =
+          conn !== undefined ? (conn.value as ConnectionValue) : p?.connected ? 'Connected' : 'Connecting';
         const value: ConnectionValue = this.configProblem ? 'Error' : seen;
         try {
-          if (await w.report(value, conn?.latencyMs ?? (p !== undefined ? p.latencyUs / 1000 : 0))) this.log.debug(`Connection ${key}: ${value}`);
+          if (await w.report(value, conn?.latencyMs ?? (p !== undefined ? p.latencyUs / 1000 : 0)))
+            this.log.debug(`Connection ${key}: ${value}`);
         } catch (e) {
           this.log.warn({ err: errText(e) }, `Connection ${key} status`);
         }
@@ -491,7 +615,11 @@ export class K8sMode {
     };
     this.statusTick = tick;
     const loop = (): void => {
-      this.statusTimer = setTimeout(() => { void tick().finally(() => { if (this.statusTimer !== undefined) loop(); }); }, 2000);
+      this.statusTimer = setTimeout(() => {
+        void tick().finally(() => {
+          if (this.statusTimer !== undefined) loop();
+        });
+      }, 2000);
       this.statusTimer.unref();
     };
     await tick();
@@ -578,9 +706,20 @@ async function readMountedKey(dir: string): Promise<string> {
   try {
     buf = await readFile(file);
   } catch (e) {
-    throw new ConfigError(file, [{ path: '', message: `cannot read the WireGuard private key (--wireguard-key-dir: the mounted keys Secret): ${e instanceof Error ? e.message : String(e)}` }]);
+    throw new ConfigError(file, [
+      {
+        path: '',
+        message: `cannot read the WireGuard private key (--wireguard-key-dir: the mounted keys Secret): ${e instanceof Error ? e.message : String(e)}`,
+      },
+    ]);
   }
-  if (buf.length !== 32) throw new ConfigError(file, [{ path: '', message: `expected the raw 32-byte WireGuard private key (Secret data.privateKey), got ${buf.length} bytes` }]);
+  if (buf.length !== 32)
+    throw new ConfigError(file, [
+      {
+        path: '',
+        message: `expected the raw 32-byte WireGuard private key (Secret data.privateKey), got ${buf.length} bytes`,
+      },
+    ]);
   return buf.toString('base64');
 }
 
@@ -592,7 +731,10 @@ export async function routeSourceFor(dst: string): Promise<string> {
   const { createSocket } = await import('node:dgram');
   const sock = createSocket(dst.includes(':') ? 'udp6' : 'udp4');
   try {
-    await new Promise<void>((resolve, reject) => { sock.once('error', reject); sock.connect(9, dst, () => resolve()); });
+    await new Promise<void>((resolve, reject) => {
+      sock.once('error', reject);
+      sock.connect(9, dst, () => resolve());
+    });
     return sock.address().address;
   } finally {
     sock.close();

@@ -11,7 +11,11 @@
  */
 import { getCryptoBackend, parseCryptoBackendName } from '../../crypto/select.js';
 import {
-  generatePresharedKeyBase64, generatePrivateKeyBase64, KEY_BASE64_LEN, KeyFormatError, publicKeyBase64,
+  generatePresharedKeyBase64,
+  generatePrivateKeyBase64,
+  KEY_BASE64_LEN,
+  KeyFormatError,
+  publicKeyBase64,
 } from '../../crypto/keys.js';
 import { EXIT_FAILURE, EXIT_OK, fail, parseArgs, UsageError, type CliIo } from './common.js';
 
@@ -35,7 +39,10 @@ const HELP: Record<KeyCommand, string> = { genkey: GENKEY_HELP, pubkey: PUBKEY_H
 export async function runKeyCommand(cmd: KeyCommand, argv: readonly string[], io: CliIo): Promise<number> {
   try {
     const args = parseArgs(argv, []);
-    if (args.help) { io.out(HELP[cmd]); return EXIT_OK; }
+    if (args.help) {
+      io.out(HELP[cmd]);
+      return EXIT_OK;
+    }
     if (args.positionals.length > 0) throw new UsageError(`unexpected argument ${JSON.stringify(args.positionals[0])}`);
     const backend = getCryptoBackend(parseCryptoBackendName(io.env['WEFT_CRYPTO']));
     switch (cmd) {

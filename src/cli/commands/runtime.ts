@@ -27,7 +27,13 @@ import type { Gateway } from '../../gateway/gateway.js';
 import type { NodeAgent } from '../../node/agent.js';
 import type { FabricPathStatus } from './k8s-fabric.js';
 import type { ConfigOp } from '../../control/diff.js';
-import { createMetricsRegistry, startMetricsServer, type MetricsServer, type PeerStatsSample, type StatsSource } from '../../control/metrics.js';
+import {
+  createMetricsRegistry,
+  startMetricsServer,
+  type MetricsServer,
+  type PeerStatsSample,
+  type StatsSource,
+} from '../../control/metrics.js';
 import type { CryptoBackend } from '../../crypto/backend.js';
 import { keyToBase64 } from '../../crypto/keys.js';
 import { startFromConfig, type LaunchOptions, type RunningDataPlane } from '../launch.js';
@@ -214,23 +220,38 @@ export class Runtime {
     }
     for (const [local, targets] of byLocal) {
       const r = this.conncheck.get(local);
-      if (r !== undefined) { r.setTargets(targets); continue; }
+      if (r !== undefined) {
+        r.setTargets(targets);
+        continue;
+      }
       try {
-        this.conncheck.set(local, await ConnCheckRunner.start({
-          bindAddress: local, targets,
-          ...(this.opts.launch?.netns !== undefined ? { netns: this.opts.launch.netns } : {}),
-          ...(this.opts.conncheckIntervalMs !== undefined ? { intervalMs: this.opts.conncheckIntervalMs } : {}),
-          ...(this.opts.conncheckLossThreshold !== undefined ? { lossThreshold: this.opts.conncheckLossThreshold } : {}),
-          onUpdate: (id, st) => {
-            if (this.checkValues.get(id) === st.value) return;
-            this.checkValues.set(id, st.value);
-            const log = st.value === 'Error' ? this.opts.logger.warn.bind(this.opts.logger) : this.opts.logger.info.bind(this.opts.logger);
-            log({ peer: id, value: st.value, latencyMs: st.latencyMs }, 'connection check');
-          },
-        }));
+        this.conncheck.set(
+          local,
+          await ConnCheckRunner.start({
+            bindAddress: local,
+            targets,
+            ...(this.opts.launch?.netns !== undefined ? { netns: this.opts.launch.netns } : {}),
+            ...(this.opts.conncheckIntervalMs !== undefined ? { intervalMs: this.opts.conncheckIntervalMs } : {}),
+            ...(this.opts.conncheckLossThreshold !== undefined
+              ? { lossThreshold: this.opts.conncheckLossThreshold }
+              : {}),
+            onUpdate: (id, st) => {
+              if (this.checkValues.get(id) === st.value) return;
+              this.checkValues.set(id, st.value);
+              const log =
+                st.value === 'Error'
+                  ? this.opts.logger.warn.bind(this.opts.logger)
+                  : this.opts.logger.info.bind(this.opts.logger);
+              log({ peer: id, value: st.value, latencyMs: st.latencyMs }, 'connection check');
+            },
+          }),
+        );
         this.opts.logger.info({ bind: local, peers: targets.map((t) => t.clusterId) }, 'connection check running');
       } catch (e) {
-        this.opts.logger.warn({ err: errText(e), bind: local }, 'connection check not started; those peers report the handshake instead');
+        this.opts.logger.warn(
+          { err: errText(e), bind: local },
+          'connection check not started; those peers report the handshake instead',
+        );
       }
     }
   }
@@ -271,7 +292,10 @@ export class Runtime {
       };
     };
     return {
-      peers: () => src().peers().map((p) => this.withConncheck(p)),
+      peers: () =>
+        src()
+          .peers()
+          .map((p) => this.withConncheck(p)),
       drops: () => src().drops(),
       natEntries: () => src().natEntries(),
       queueDepths: () => src().queueDepths(),
@@ -291,7 +315,10 @@ export class Runtime {
    * message keeps its first `since`.
    */
   setProblem(topic: string, message: string | null, now: Date = new Date()): void {
-    if (message === null) { this.problems.delete(topic); return; }
+    if (message === null) {
+      this.problems.delete(topic);
+      return;
+    }
     if (this.problems.get(topic)?.message === message) return;
     this.problems.set(topic, { message, since: now.toISOString() });
   }
@@ -300,7 +327,17 @@ export class Runtime {
   status(): WeftStatus {
     const r = this.rules;
     const st0 = this.statusOfDataPlane();
-    const st1 = r === null ? st0 : { ...st0, rules: { statelessShortcut: r.runtime.statelessShortcut, counters: r.counterSamples(), general: r.generalSamples() } };
+    const st1 =
+      r === null
+        ? st0
+        : {
+            ...st0,
+            rules: {
+              statelessShortcut: r.runtime.statelessShortcut,
+              counters: r.counterSamples(),
+              general: r.generalSamples(),
+            },
+          };
     const st = this.fabric === null ? st1 : { ...st1, fabric: this.fabric() };
     if (this.problems.size === 0) return st;
     return { ...st, errors: [...this.problems].map(([topic, p]) => ({ topic, message: p.message, since: p.since })) };
@@ -310,8 +347,13 @@ export class Runtime {
     const cfg = this.config;
     const base: WeftStatus = {
       weft: {
-        version: WEFT_VERSION, name: this.opts.name, role: cfg?.role ?? 'gateway', pid: process.pid,
-        startedAt: this.startedAt.toISOString(), source: this.opts.source, active: this.dp !== null,
+        version: WEFT_VERSION,
+        name: this.opts.name,
+        role: cfg?.role ?? 'gateway',
+        pid: process.pid,
+        startedAt: this.startedAt.toISOString(),
+        source: this.opts.source,
+        active: this.dp !== null,
       },
       cluster: { id: cfg?.cluster.id ?? '' },
       geneve: { port: cfg?.geneve.port ?? 0, tunnels: [] },
@@ -324,7 +366,11 @@ export class Runtime {
     return this.nodeStatus(base, dp.node, cfg as NodeConfig);
   }
 
-  private gatewayStatus(base: WeftStatus, gw: Extract<RunningDataPlane, { role: 'gateway' }>['gateway'], cfg: GatewayConfig): WeftStatus {
+  private gatewayStatus(
+    base: WeftStatus,
+    gw: Extract<RunningDataPlane, { role: 'gateway' }>['gateway'],
+    cfg: GatewayConfig,
+  ): WeftStatus {
     const st = gw.stats();
     const byName = new Map(gw.current.peers.map((p) => [p.name, p] as const));
     const pub = gw.device.publicKey;
@@ -353,10 +399,23 @@ export class Runtime {
     return {
       ...base,
       interface: { name: st.tun.name, mtu: st.tun.mtu, rxPackets: st.tun.rxPackets, txPackets: st.tun.txPackets },
-      wireguard: { publicKey: pub === null ? '' : keyToBase64(pub), listenPort: st.ports.wireguard, crypto: gw.device.backend.name, ...(gw.device.backend.x25519Impl !== undefined ? { x25519: gw.device.backend.x25519Impl } : {}), peers },
+      wireguard: {
+        publicKey: pub === null ? '' : keyToBase64(pub),
+        listenPort: st.ports.wireguard,
+        crypto: gw.device.backend.name,
+        ...(gw.device.backend.x25519Impl !== undefined ? { x25519: gw.device.backend.x25519Impl } : {}),
+        peers,
+      },
       geneve: {
         port: st.ports.geneve,
-        tunnels: st.tunnels.map((t) => ({ vni: t.vni, name: t.name, remoteUnderlay: t.remoteUnderlay, rxPackets: t.rxPackets, txPackets: t.txPackets, drops: t.drops })),
+        tunnels: st.tunnels.map((t) => ({
+          vni: t.vni,
+          name: t.name,
+          remoteUnderlay: t.remoteUnderlay,
+          rxPackets: t.rxPackets,
+          txPackets: t.txPackets,
+          drops: t.drops,
+        })),
       },
       ...(st.offloads === null ? {} : { offloads: st.offloads }),
       nat: (() => {
@@ -374,11 +433,17 @@ export class Runtime {
     };
   }
 
-  private nodeStatus(base: WeftStatus, node: Extract<RunningDataPlane, { role: 'node' }>['node'], cfg: NodeConfig): WeftStatus {
+  private nodeStatus(
+    base: WeftStatus,
+    node: Extract<RunningDataPlane, { role: 'node' }>['node'],
+    cfg: NodeConfig,
+  ): WeftStatus {
     const st = node.stats();
     const drops = prefixed('geneve_', st.geneve.drops);
     const g = st.geneve;
-    const put = (k: string, v: number): void => { if (v > 0) drops[k] = v; };
+    const put = (k: string, v: number): void => {
+      if (v > 0) drops[k] = v;
+    };
     put('geneve_tx_no_tunnel', g.txNoTunnel);
     put('geneve_tx_no_headroom', g.txNoHeadroom);
     put('geneve_tx_send_failed', g.txSendFailures);
@@ -389,7 +454,14 @@ export class Runtime {
       interface: { name: st.tun.name, mtu: st.tun.mtu, rxPackets: st.tun.rxPackets, txPackets: st.tun.txPackets },
       geneve: {
         port: node.geneve.port,
-        tunnels: st.tunnels.map((t) => ({ vni: t.vni, name: t.name, remoteUnderlay: t.remoteUnderlay, rxPackets: t.rxPackets, txPackets: t.txPackets, drops: t.drops })),
+        tunnels: st.tunnels.map((t) => ({
+          vni: t.vni,
+          name: t.name,
+          remoteUnderlay: t.remoteUnderlay,
+          rxPackets: t.rxPackets,
+          txPackets: t.txPackets,
+          drops: t.drops,
+        })),
       },
       offloads: st.offloads,
       drops,
@@ -402,7 +474,11 @@ export class Runtime {
     if (this.stopped) return;
     this.stopped = true;
     let err: unknown;
-    try { await this.stopDataPlane(); } catch (e) { err = e; }
+    try {
+      await this.stopDataPlane();
+    } catch (e) {
+      err = e;
+    }
     await this.metrics?.close();
     this.metrics = null;
     await this.control?.close();

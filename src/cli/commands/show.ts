@@ -29,8 +29,15 @@ export async function runShow(argv: readonly string[], io: CliIo): Promise<numbe
   let names: string[];
   let explicit: boolean;
   try {
-    const args = parseArgs(argv, [{ name: 'json', value: false }, { name: 'active', value: false }, { name: 'run-dir', value: true }]);
-    if (args.help) { io.out(SHOW_HELP); return EXIT_OK; }
+    const args = parseArgs(argv, [
+      { name: 'json', value: false },
+      { name: 'active', value: false },
+      { name: 'run-dir', value: true },
+    ]);
+    if (args.help) {
+      io.out(SHOW_HELP);
+      return EXIT_OK;
+    }
     if (args.positionals.length > 1) throw new UsageError(`expected at most one NAME, got ${args.positionals.length}`);
     json = optFlag(args, 'json');
     active = optFlag(args, 'active');
@@ -49,10 +56,13 @@ export async function runShow(argv: readonly string[], io: CliIo): Promise<numbe
   let failed = false;
   for (const n of names) {
     try {
-      found.push(await requestStatus(socketPathFor(runDir, n)) as WeftStatus);
+      found.push((await requestStatus(socketPathFor(runDir, n))) as WeftStatus);
     } catch (e) {
       // An unnamed scan skips stale sockets quietly unless nothing answers at all.
-      if (explicit) { io.err(`weft show: ${n}: ${e instanceof Error ? e.message : String(e)}\n`); failed = true; }
+      if (explicit) {
+        io.err(`weft show: ${n}: ${e instanceof Error ? e.message : String(e)}\n`);
+        failed = true;
+      }
     }
   }
   if (found.length === 0 && !failed) {
@@ -60,7 +70,7 @@ export async function runShow(argv: readonly string[], io: CliIo): Promise<numbe
     return EXIT_FAILURE;
   }
   if (json) {
-    io.out(`${JSON.stringify(explicit ? found[0] ?? null : found, null, 2)}\n`);
+    io.out(`${JSON.stringify(explicit ? (found[0] ?? null) : found, null, 2)}\n`);
   } else {
     io.out(found.map((s) => formatStatus(s, Date.now())).join('\n'));
   }

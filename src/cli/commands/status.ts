@@ -102,7 +102,10 @@ const UNITS = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
 export function formatBytes(n: number): string {
   let i = 0;
   let v = n;
-  while (v >= 1024 && i < UNITS.length - 1) { v /= 1024; i++; }
+  while (v >= 1024 && i < UNITS.length - 1) {
+    v /= 1024;
+    i++;
+  }
   return i === 0 ? `${n} B` : `${v.toFixed(2)} ${UNITS[i]}`;
 }
 
@@ -110,7 +113,13 @@ export function formatBytes(n: number): string {
 export function formatDuration(totalSeconds: number): string {
   let s = Math.max(0, Math.floor(totalSeconds));
   const parts: string[] = [];
-  const units: [number, string][] = [[365 * 86400, 'year'], [86400, 'day'], [3600, 'hour'], [60, 'minute'], [1, 'second']];
+  const units: [number, string][] = [
+    [365 * 86400, 'year'],
+    [86400, 'day'],
+    [3600, 'hour'],
+    [60, 'minute'],
+    [1, 'second'],
+  ];
   for (const [size, name] of units) {
     const q = Math.floor(s / size);
     s -= q * size;
@@ -137,14 +146,22 @@ export function formatStatus(st: WeftStatus, now: number): string {
   if (st.wireguard !== undefined) {
     lines.push(`  public key: ${st.wireguard.publicKey}`);
     lines.push(`  listening port: ${st.wireguard.listenPort}`);
-    lines.push(`  crypto: ${st.wireguard.crypto}${st.wireguard.x25519 !== undefined ? ` (X25519: ${st.wireguard.x25519})` : ''}`);
+    lines.push(
+      `  crypto: ${st.wireguard.crypto}${st.wireguard.x25519 !== undefined ? ` (X25519: ${st.wireguard.x25519})` : ''}`,
+    );
   }
   if (st.interface !== undefined) {
-    lines.push(`  interface: ${st.interface.name} (mtu ${st.interface.mtu}), ${st.interface.rxPackets} packets read, ${st.interface.txPackets} written`);
+    lines.push(
+      `  interface: ${st.interface.name} (mtu ${st.interface.mtu}), ${st.interface.rxPackets} packets read, ${st.interface.txPackets} written`,
+    );
   }
   lines.push(`  geneve port: ${st.geneve.port}`);
-  if (st.offloads !== undefined) lines.push(`  offloads: tun ${onOff(st.offloads.tun)}, geneve udp ${onOff(st.offloads.geneve)}`);
-  if (st.nat !== undefined) lines.push(`  nat entries: ${st.nat.entries}${st.nat.forwarded !== undefined ? `, forwarded ${st.nat.forwarded}, replies ${st.nat.replies ?? 0}, mss clamped ${st.nat.mssClamped ?? 0}` : ''}`);
+  if (st.offloads !== undefined)
+    lines.push(`  offloads: tun ${onOff(st.offloads.tun)}, geneve udp ${onOff(st.offloads.geneve)}`);
+  if (st.nat !== undefined)
+    lines.push(
+      `  nat entries: ${st.nat.entries}${st.nat.forwarded !== undefined ? `, forwarded ${st.nat.forwarded}, replies ${st.nat.replies ?? 0}, mss clamped ${st.nat.mssClamped ?? 0}` : ''}`,
+    );
   for (const e of st.errors ?? []) {
     const [first, ...rest] = e.message.split('\n');
     lines.push(`  error (${e.topic}, since ${formatDuration((now - Date.parse(e.since)) / 1000)} ago): ${first}`);
@@ -158,13 +175,21 @@ export function formatStatus(st: WeftStatus, now: number): string {
     if (p.hasPresharedKey) lines.push('  preshared key: (hidden)');
     if (p.endpoint !== null) lines.push(`  endpoint: ${p.endpoint}`);
     lines.push(`  allowed ips: ${p.allowedIPs.length > 0 ? p.allowedIPs.join(', ') : '(none)'}`);
-    if (p.remappedCIDRs.length > 0 && p.remappedCIDRs.join() !== p.allowedIPs.join()) lines.push(`  remapped as: ${p.remappedCIDRs.join(', ')}`);
-    if (p.latestHandshake !== null) lines.push(`  latest handshake: ${formatDuration((now - Date.parse(p.latestHandshake)) / 1000)} ago`);
-    if (p.rxBytes > 0 || p.txBytes > 0) lines.push(`  transfer: ${formatBytes(p.rxBytes)} received, ${formatBytes(p.txBytes)} sent`);
+    if (p.remappedCIDRs.length > 0 && p.remappedCIDRs.join() !== p.allowedIPs.join())
+      lines.push(`  remapped as: ${p.remappedCIDRs.join(', ')}`);
+    if (p.latestHandshake !== null)
+      lines.push(`  latest handshake: ${formatDuration((now - Date.parse(p.latestHandshake)) / 1000)} ago`);
+    if (p.rxBytes > 0 || p.txBytes > 0)
+      lines.push(`  transfer: ${formatBytes(p.rxBytes)} received, ${formatBytes(p.txBytes)} sent`);
     if (p.persistentKeepalive > 0) lines.push(`  persistent keepalive: every ${formatDuration(p.persistentKeepalive)}`);
-    if (p.tunnelAddress !== undefined) lines.push(`  tunnel address: ${p.tunnelAddress}${p.localTunnelAddress !== undefined ? ` (ours ${p.localTunnelAddress})` : ''}`);
+    if (p.tunnelAddress !== undefined)
+      lines.push(
+        `  tunnel address: ${p.tunnelAddress}${p.localTunnelAddress !== undefined ? ` (ours ${p.localTunnelAddress})` : ''}`,
+      );
     if (p.connection !== undefined) {
-      lines.push(`  connection: ${p.connection.value}${p.connection.value === 'Connected' ? `, latency ${p.connection.latencyMs.toFixed(3)} ms` : ''}`);
+      lines.push(
+        `  connection: ${p.connection.value}${p.connection.value === 'Connected' ? `, latency ${p.connection.latencyMs.toFixed(3)} ms` : ''}`,
+      );
     }
   }
   for (const t of st.geneve.tunnels) {
@@ -176,7 +201,9 @@ export function formatStatus(st: WeftStatus, now: number): string {
   if (st.rules !== undefined) {
     const r = st.rules;
     lines.push('');
-    lines.push(`rules: ${r.counters.length} counters, ${r.general.length} on the general matcher, remap shortcut ${r.statelessShortcut ? 'on' : 'off'}`);
+    lines.push(
+      `rules: ${r.counters.length} counters, ${r.general.length} on the general matcher, remap shortcut ${r.statelessShortcut ? 'on' : 'off'}`,
+    );
     const name = (c: RuleCounterSample): string => `${c.object} ${c.table}/${c.chain}/${c.rule}`;
     for (const c of r.counters) lines.push(`  counter ${name(c)}: ${c.packets} packets, ${formatBytes(c.bytes ?? 0)}`);
     for (const c of r.general) lines.push(`  general ${name(c)}: ${c.packets} matches`);
@@ -184,10 +211,18 @@ export function formatStatus(st: WeftStatus, now: number): string {
   if (st.fabric !== undefined) {
     lines.push('');
     lines.push('fabric objects (node role):');
-    for (const c of st.fabric.chains) lines.push(`  chain ${c.object} ${c.table}/${c.chain}: ${c.path === 'tun' ? 'in process (TUN traffic only)' : `node kernel (nft table ip ${c.kernelTable ?? c.table})`}`);
-    for (const r of st.fabric.routes) lines.push(`  routes ${r.object}: node kernel, table ${r.table} (id ${r.tableId}), ${r.rules} rules, ${r.routes} routes`);
+    for (const c of st.fabric.chains)
+      lines.push(
+        `  chain ${c.object} ${c.table}/${c.chain}: ${c.path === 'tun' ? 'in process (TUN traffic only)' : `node kernel (nft table ip ${c.kernelTable ?? c.table})`}`,
+      );
+    for (const r of st.fabric.routes)
+      lines.push(
+        `  routes ${r.object}: node kernel, table ${r.table} (id ${r.tableId}), ${r.rules} rules, ${r.routes} routes`,
+      );
   }
-  const drops = Object.entries(st.drops).filter(([, n]) => n > 0).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+  const drops = Object.entries(st.drops)
+    .filter(([, n]) => n > 0)
+    .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
   lines.push('');
   if (drops.length === 0) {
     lines.push('drops: none');

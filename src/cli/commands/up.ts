@@ -21,9 +21,7 @@ import { ConfigReloader } from '../../control/reloader.js';
 import type { CryptoBackend } from '../../crypto/backend.js';
 import { getCryptoBackend, parseCryptoBackendName } from '../../crypto/select.js';
 import { LogLevelSchema, type LogLevel } from '../../control/config.js';
-import {
-  EXIT_OK, fail, optFlag, optInt, optString, parseArgs, UsageError, type CliIo,
-} from './common.js';
+import { EXIT_OK, fail, optFlag, optInt, optString, parseArgs, UsageError, type CliIo } from './common.js';
 import { checkInstanceName, defaultRunDir } from './control-socket.js';
 import { errText, Runtime } from './runtime.js';
 
@@ -51,13 +49,17 @@ Creating TUN devices and routes needs root or CAP_NET_ADMIN (exit 4 otherwise).
 
 /** The default instance name: the file's base name without .yaml/.yml/.json, made name-safe. */
 export function defaultInstanceName(file: string): string {
-  const base = basename(file).replace(/\.(ya?ml|json)$/i, '').replace(/[^A-Za-z0-9_.-]/g, '-').replace(/^[^A-Za-z0-9]+/, '');
+  const base = basename(file)
+    .replace(/\.(ya?ml|json)$/i, '')
+    .replace(/[^A-Za-z0-9_.-]/g, '-')
+    .replace(/^[^A-Za-z0-9]+/, '');
   return base === '' ? 'weft' : base.slice(0, 63);
 }
 
 function parseLevel(text: string): LogLevel {
   const r = LogLevelSchema.safeParse(text.toLowerCase());
-  if (!r.success) throw new UsageError(`--log-level ${JSON.stringify(text)}: use one of ${LogLevelSchema.options.join(', ')}`);
+  if (!r.success)
+    throw new UsageError(`--log-level ${JSON.stringify(text)}: use one of ${LogLevelSchema.options.join(', ')}`);
   return r.data;
 }
 
@@ -87,8 +89,12 @@ export async function runUp(argv: readonly string[], io: CliIo): Promise<number>
       { name: 'no-conncheck', value: false },
       { name: 'conncheck-interval', value: true },
     ]);
-    if (args.help) { io.out(UP_HELP); return EXIT_OK; }
-    if (args.positionals.length > 0) throw new UsageError(`unexpected argument ${JSON.stringify(args.positionals[0])} (the file goes after -c)`);
+    if (args.help) {
+      io.out(UP_HELP);
+      return EXIT_OK;
+    }
+    if (args.positionals.length > 0)
+      throw new UsageError(`unexpected argument ${JSON.stringify(args.positionals[0])} (the file goes after -c)`);
     const c = optString(args, 'config');
     if (c === undefined) throw new UsageError('missing -c FILE (the YAML configuration)');
     file = c;
@@ -97,7 +103,8 @@ export async function runUp(argv: readonly string[], io: CliIo): Promise<number>
     const l = optString(args, 'log-level');
     levelOpt = l === undefined ? undefined : parseLevel(l);
     watch = !optFlag(args, 'no-watch');
-    if (optFlag(args, 'conncheck') && optFlag(args, 'no-conncheck')) throw new UsageError('--conncheck and --no-conncheck contradict each other');
+    if (optFlag(args, 'conncheck') && optFlag(args, 'no-conncheck'))
+      throw new UsageError('--conncheck and --no-conncheck contradict each other');
     conncheck = !optFlag(args, 'no-conncheck');
     conncheckIntervalMs = optInt(args, 'conncheck-interval', 10, 3_600_000);
   } catch (e) {
@@ -112,24 +119,33 @@ export async function runUp(argv: readonly string[], io: CliIo): Promise<number>
     onError: (e) => logger?.error({ err: errText(e) }, 'reload rejected; the previous configuration stays in force'),
   });
   const signals: [NodeJS.Signals, () => void][] = [];
-  const off = (): void => { for (const [s, h] of signals) process.removeListener(s, h); };
+  const off = (): void => {
+    for (const [s, h] of signals) process.removeListener(s, h);
+  };
   try {
     const config: WeftConfig = await reloader.start(watch);
     const level = levelOpt ?? resolveLogLevel(config.logging.level, io.env);
     logger = createLogger({ level, name: 'weft', env: {} });
     const backend = backendOverride(io.env);
     runtime = await Runtime.create({
-      name, runDir, source: file, logger, conncheck,
+      name,
+      runDir,
+      source: file,
+      logger,
+      conncheck,
       ...(conncheckIntervalMs !== undefined ? { conncheckIntervalMs } : {}),
       ...(backend !== undefined ? { backend } : {}),
     });
     await runtime.startDataPlane(config);
-    logger.info({ file, instance: name, socket: runtime.socketPath, role: config.role }, "weft up: running");
+    logger.info({ file, instance: name, socket: runtime.socketPath, role: config.role }, 'weft up: running');
 
     const rt = runtime;
     const log = logger;
     await new Promise<void>((resolve) => {
-      const stop = (sig: string) => (): void => { log.info(`${sig}: stopping`); resolve(); };
+      const stop = (sig: string) => (): void => {
+        log.info(`${sig}: stopping`);
+        resolve();
+      };
       const hup = (): void => {
         void reloader.reload().then((r) => {
           if (r.status === 'applied') log.info({ ops: r.ops.length }, 'SIGHUP: configuration reloaded');

@@ -15,7 +15,10 @@ Prints "weft VERSION", then the Node.js version and the crypto backend that 'aut
 export function runVersion(argv: readonly string[], io: CliIo): number {
   try {
     const args = parseArgs(argv, [{ name: 'short', value: false }]);
-    if (args.help) { io.out(VERSION_HELP); return EXIT_OK; }
+    if (args.help) {
+      io.out(VERSION_HELP);
+      return EXIT_OK;
+    }
     if (args.positionals.length > 0) throw new UsageError(`unexpected argument ${JSON.stringify(args.positionals[0])}`);
     io.out(`weft ${WEFT_VERSION}\n`);
     if (!optFlag(args, 'short')) {

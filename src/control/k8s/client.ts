@@ -4,7 +4,12 @@
  * typed error for API failures.
  */
 import {
-  CoreV1Api, CustomObjectsApi, PatchStrategy, setHeaderOptions, type KubeConfig, type KubernetesListObject,
+  CoreV1Api,
+  CustomObjectsApi,
+  PatchStrategy,
+  setHeaderOptions,
+  type KubeConfig,
+  type KubernetesListObject,
   type KubernetesObject,
 } from '@kubernetes/client-node';
 import type { ResourceKind } from './resources.js';
@@ -12,7 +17,11 @@ import type { ResourceKind } from './resources.js';
 /** An API request failed. `status` is the HTTP status when the server answered. */
 export class KubernetesApiError extends Error {
   override readonly name = 'KubernetesApiError';
-  constructor(readonly operation: string, readonly status: number | undefined, detail: string) {
+  constructor(
+    readonly operation: string,
+    readonly status: number | undefined,
+    detail: string,
+  ) {
     super(`Kubernetes API: ${operation} failed${status !== undefined ? ` (HTTP ${status})` : ''}: ${detail}`);
   }
 }
@@ -42,7 +51,9 @@ export function wrapApiError(operation: string, e: unknown): KubernetesApiError 
     try {
       const m = (JSON.parse(body) as { message?: string }).message;
       if (m) detail = m;
-    } catch { /* keep the message */ }
+    } catch {
+      /* keep the message */
+    }
   }
   return new KubernetesApiError(operation, status, detail.split('\n')[0]!);
 }
@@ -54,25 +65,31 @@ export function patchOptions(kind: 'merge' | 'json') {
 
 /** A list function for makeInformer over `kind` (all namespaces when `namespace` is undefined). */
 export function listFunction<T extends KubernetesObject>(
-  kc: KubeConfig, kind: ResourceKind, namespace?: string, labelSelector?: string,
+  kc: KubeConfig,
+  kind: ResourceKind,
+  namespace?: string,
+  labelSelector?: string,
 ): () => Promise<KubernetesListObject<T>> {
   const sel = labelSelector === undefined ? {} : { labelSelector };
   if (kind.group === '' && kind.plural === 'pods') {
     const core = kc.makeApiClient(CoreV1Api);
-    return async () => (namespace === undefined
-      ? core.listPodForAllNamespaces(sel)
-      : core.listNamespacedPod({ namespace, ...sel })) as unknown as Promise<KubernetesListObject<T>>;
+    return async () =>
+      (namespace === undefined
+        ? core.listPodForAllNamespaces(sel)
+        : core.listNamespacedPod({ namespace, ...sel })) as unknown as Promise<KubernetesListObject<T>>;
   }
   if (kind.group === '' && kind.plural === 'secrets') {
     const core = kc.makeApiClient(CoreV1Api);
-    return async () => (namespace === undefined
-      ? core.listSecretForAllNamespaces(sel)
-      : core.listNamespacedSecret({ namespace, ...sel })) as unknown as Promise<KubernetesListObject<T>>;
+    return async () =>
+      (namespace === undefined
+        ? core.listSecretForAllNamespaces(sel)
+        : core.listNamespacedSecret({ namespace, ...sel })) as unknown as Promise<KubernetesListObject<T>>;
   }
   if (kind.group === '') throw new TypeError(`listFunction: core kind ${kind.plural} not supported`);
   const custom = kc.makeApiClient(CustomObjectsApi);
   const { group, version, plural } = kind;
-  return async () => (kind.namespaced && namespace !== undefined
-    ? custom.listNamespacedCustomObject({ group, version, namespace, plural, ...sel })
-    : custom.listClusterCustomObject({ group, version, plural, ...sel })) as Promise<KubernetesListObject<T>>;
+  return async () =>
+    (kind.namespaced && namespace !== undefined
+      ? custom.listNamespacedCustomObject({ group, version, namespace, plural, ...sel })
+      : custom.listClusterCustomObject({ group, version, plural, ...sel })) as Promise<KubernetesListObject<T>>;
 }

@@ -15,10 +15,24 @@
  * recreate() (the caller's informer saw DELETED). On a clean stop markDown() reports Error —
  * what Liqo's connection check shows when the gateway stops answering.
  */
-import { CustomObjectsApi, makeInformer, type Informer, type KubeConfig, type KubernetesObject } from '@kubernetes/client-node';
+import {
+  CustomObjectsApi,
+  makeInformer,
+  type Informer,
+  type KubeConfig,
+  type KubernetesObject,
+} from '@kubernetes/client-node';
 import { formatLatency, type ConnectionValue } from '../conncheck.js';
 import { httpStatusOf, listFunction, patchOptions, wrapApiError } from './client.js';
-import { KINDS, REMOTE_CLUSTER_ID_LABEL, apiVersionOf, collectionPath, type Connection, type ObjectReference, type OwnerReference } from './resources.js';
+import {
+  KINDS,
+  REMOTE_CLUSTER_ID_LABEL,
+  apiVersionOf,
+  collectionPath,
+  type Connection,
+  type ObjectReference,
+  type OwnerReference,
+} from './resources.js';
 
 export interface ConnectionStatusWriterOptions {
   kubeConfig: KubeConfig;
@@ -32,7 +46,6 @@ export interface ConnectionStatusWriterOptions {
   owner?: OwnerReference;
   updateIntervalMs?: number;
 }
-
 
 /** Kubernetes metav1.Time text (RFC 3339, seconds precision, UTC). */
 function metaTime(d: Date): string {
@@ -71,24 +84,32 @@ export class ConnectionStatusWriter {
     const { name } = this.opts;
     let conn: Connection;
     try {
-      conn = await this.api.getNamespacedCustomObject({ ...this.coords, name }) as Connection;
+      conn = (await this.api.getNamespacedCustomObject({ ...this.coords, name })) as Connection;
     } catch (e) {
       if (httpStatusOf(e) !== 404) throw wrapApiError(`get Connection ${this.opts.namespace}/${name}`, e);
-      if (!(await this.ownerAlive())) { this.ownerGone = true; return null; }
+      if (!(await this.ownerAlive())) {
+        this.ownerGone = true;
+        return null;
+      }
       const o = this.opts.owner;
       const body: Connection = {
-        apiVersion: apiVersionOf(KINDS.connections), kind: KINDS.connections.kind,
+        apiVersion: apiVersionOf(KINDS.connections),
+        kind: KINDS.connections.kind,
         metadata: {
-          name, namespace: this.opts.namespace, labels: { [REMOTE_CLUSTER_ID_LABEL]: this.opts.remoteClusterId },
-          ...(o !== undefined ? { ownerReferences: [{ apiVersion: o.apiVersion, kind: o.kind, name: o.name, uid: o.uid }] } : {}),
+          name,
+          namespace: this.opts.namespace,
+          labels: { [REMOTE_CLUSTER_ID_LABEL]: this.opts.remoteClusterId },
+          ...(o !== undefined
+            ? { ownerReferences: [{ apiVersion: o.apiVersion, kind: o.kind, name: o.name, uid: o.uid }] }
+            : {}),
         },
         spec: { type: this.opts.type, gatewayRef: this.opts.gatewayRef },
       };
       try {
-        conn = await this.api.createNamespacedCustomObject({ ...this.coords, body }) as Connection;
+        conn = (await this.api.createNamespacedCustomObject({ ...this.coords, body })) as Connection;
       } catch (e2) {
         if (httpStatusOf(e2) !== 409) throw wrapApiError(`create Connection ${this.opts.namespace}/${name}`, e2);
-        conn = await this.api.getNamespacedCustomObject({ ...this.coords, name }) as Connection;
+        conn = (await this.api.getNamespacedCustomObject({ ...this.coords, name })) as Connection;
       }
     }
     await this.adopt(conn);
@@ -105,7 +126,11 @@ export class ConnectionStatusWriter {
    */
   async report(value: ConnectionValue, latencyMs: number, now: Date = new Date()): Promise<boolean> {
     const interval = this.opts.updateIntervalMs ?? 10_000;
-    if (this.ownerGone || (value === this.lastValue && this.lastLatencyAt !== undefined && now.getTime() - this.lastLatencyAt <= interval)) return false;
+    if (
+      this.ownerGone ||
+      (value === this.lastValue && this.lastLatencyAt !== undefined && now.getTime() - this.lastLatencyAt <= interval)
+    )
+      return false;
     return this.write(value, latencyMs, now);
   }
 
@@ -143,14 +168,19 @@ export class ConnectionStatusWriter {
     const body = {
       metadata: {
         resourceVersion: conn.metadata?.resourceVersion,
-        ...(ownerMissing ? { ownerReferences: [...refs, { apiVersion: o.apiVersion, kind: o.kind, name: o.name, uid: o.uid }] } : {}),
+        ...(ownerMissing
+          ? { ownerReferences: [...refs, { apiVersion: o.apiVersion, kind: o.kind, name: o.name, uid: o.uid }] }
+          : {}),
       },
       ...(refStale ? { spec: { gatewayRef: refPatch } } : {}),
     };
     try {
       await this.api.patchNamespacedCustomObject({ ...this.coords, name: this.opts.name, body }, patchOptions('merge'));
     } catch (e) {
-      throw wrapApiError(`patch Connection ${this.opts.namespace}/${this.opts.name} ownerReferences/spec.gatewayRef`, e);
+      throw wrapApiError(
+        `patch Connection ${this.opts.namespace}/${this.opts.name} ownerReferences/spec.gatewayRef`,
+        e,
+      );
     }
   }
 
@@ -158,7 +188,10 @@ export class ConnectionStatusWriter {
   private async write(value: ConnectionValue, latencyMs: number, now: Date, retried = false): Promise<boolean> {
     const body = { status: { value, latency: { value: formatLatency(latencyMs), timestamp: metaTime(now) } } };
     try {
-      await this.api.patchNamespacedCustomObjectStatus({ ...this.coords, name: this.opts.name, body }, patchOptions('merge'));
+      await this.api.patchNamespacedCustomObjectStatus(
+        { ...this.coords, name: this.opts.name, body },
+        patchOptions('merge'),
+      );
     } catch (e) {
       // Deleted under us (kubectl delete): create it again, then write once more.
       if (httpStatusOf(e) === 404 && !retried) {
@@ -176,10 +209,19 @@ export class ConnectionStatusWriter {
   /** Whether the owner exists with our uid and is not being deleted (true without an owner, or of a kind not known here). */
   private async ownerAlive(): Promise<boolean> {
     const o = this.opts.owner;
-    const k = o === undefined ? undefined : Object.values(KINDS).find((x) => x.kind === o.kind && apiVersionOf(x) === o.apiVersion && x.group !== '');
+    const k =
+      o === undefined
+        ? undefined
+        : Object.values(KINDS).find((x) => x.kind === o.kind && apiVersionOf(x) === o.apiVersion && x.group !== '');
     if (o === undefined || k === undefined) return true;
     try {
-      const obj = await this.api.getNamespacedCustomObject({ group: k.group, version: k.version, plural: k.plural, namespace: this.opts.namespace, name: o.name }) as KubernetesObject;
+      const obj = (await this.api.getNamespacedCustomObject({
+        group: k.group,
+        version: k.version,
+        plural: k.plural,
+        namespace: this.opts.namespace,
+        name: o.name,
+      })) as KubernetesObject;
       return obj.metadata?.uid === o.uid && obj.metadata?.deletionTimestamp === undefined;
     } catch (e) {
       if (httpStatusOf(e) === 404) return false;
@@ -200,19 +242,28 @@ export class ConnectionDeleteWatch {
   private delayMs = 0;
   private stopped = false;
 
-  constructor(kc: KubeConfig, namespace: string, onDeleted: (name: string) => void, private readonly onError?: (e: unknown) => void) {
+  constructor(
+    kc: KubeConfig,
+    namespace: string,
+    onDeleted: (name: string) => void,
+    private readonly onError?: (e: unknown) => void,
+  ) {
     const list = listFunction<KubernetesObject>(kc, KINDS.connections, namespace);
     this.inf = makeInformer<KubernetesObject>(kc, collectionPath(KINDS.connections, namespace), async () => {
       const r = await list();
       this.delayMs = 0;
       return r;
     });
-    this.inf.on('delete', (o) => { if (!this.stopped && o.metadata?.name !== undefined) onDeleted(o.metadata.name); });
+    this.inf.on('delete', (o) => {
+      if (!this.stopped && o.metadata?.name !== undefined) onDeleted(o.metadata.name);
+    });
     this.inf.on('error', (e) => {
       if (this.stopped) return;
       this.onError?.(wrapApiError(`list/watch Connections in ${namespace}`, e));
       this.delayMs = Math.min(30_000, this.delayMs === 0 ? 1000 : this.delayMs * 2);
-      this.timer = setTimeout(() => { if (!this.stopped) void this.inf.start().catch(() => {}); }, this.delayMs);
+      this.timer = setTimeout(() => {
+        if (!this.stopped) void this.inf.start().catch(() => {});
+      }, this.delayMs);
     });
   }
 

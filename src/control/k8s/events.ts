@@ -39,7 +39,13 @@ export class EventRecorder {
   /** Whether an Event about `obj` can be recorded (it has a namespace we may write in, a name and a kind). */
   covers(obj: K8sObject): boolean {
     const ns = obj.metadata?.namespace;
-    return ns !== undefined && ns !== '' && (this.opts.namespace === undefined || ns === this.opts.namespace) && obj.metadata!.name !== undefined && obj.kind !== undefined;
+    return (
+      ns !== undefined &&
+      ns !== '' &&
+      (this.opts.namespace === undefined || ns === this.opts.namespace) &&
+      obj.metadata!.name !== undefined &&
+      obj.kind !== undefined
+    );
   }
 
   /**
@@ -54,15 +60,27 @@ export class EventRecorder {
     if (this.sent.has(key)) return false;
     const t = now.toISOString().replace(/\.\d+Z$/, 'Z');
     const body: CoreV1Event = {
-      apiVersion: 'v1', kind: 'Event',
+      apiVersion: 'v1',
+      kind: 'Event',
       metadata: { name: `${m.name}.${randomBytes(8).toString('hex')}`, namespace: ns },
       involvedObject: {
-        ...(obj.apiVersion !== undefined ? { apiVersion: obj.apiVersion } : {}), kind: obj.kind!, name: m.name!, namespace: ns,
-        ...(m.uid !== undefined ? { uid: m.uid } : {}), ...(m.resourceVersion !== undefined ? { resourceVersion: m.resourceVersion } : {}),
+        ...(obj.apiVersion !== undefined ? { apiVersion: obj.apiVersion } : {}),
+        kind: obj.kind!,
+        name: m.name!,
+        namespace: ns,
+        ...(m.uid !== undefined ? { uid: m.uid } : {}),
+        ...(m.resourceVersion !== undefined ? { resourceVersion: m.resourceVersion } : {}),
       },
-      reason, message: message.slice(0, 1024), type: 'Warning', count: 1,
-      firstTimestamp: t as unknown as Date, lastTimestamp: t as unknown as Date, eventTime: microTime(now) as unknown as Date,
-      action: 'Translate', reportingComponent: this.opts.component, reportingInstance: this.opts.instance,
+      reason,
+      message: message.slice(0, 1024),
+      type: 'Warning',
+      count: 1,
+      firstTimestamp: t as unknown as Date,
+      lastTimestamp: t as unknown as Date,
+      eventTime: microTime(now) as unknown as Date,
+      action: 'Translate',
+      reportingComponent: this.opts.component,
+      reportingInstance: this.opts.instance,
       source: { component: this.opts.component, host: this.opts.instance },
     };
     try {

@@ -12,12 +12,30 @@
  * One informer per label set; every change (debounced) hands the union of the caches to
  * `onChange`. Errors of list/watch go to `onError`; the informer restarts after `restartMs`.
  */
-import { makeInformer, type Informer, type KubeConfig, type KubernetesObject, type ObjectCache } from '@kubernetes/client-node';
+import {
+  makeInformer,
+  type Informer,
+  type KubeConfig,
+  type KubernetesObject,
+  type ObjectCache,
+} from '@kubernetes/client-node';
 import { listFunction, wrapApiError } from './client.js';
 import { collectionPath, type ResourceKind } from './resources.js';
 
-export const FIREWALL_CONFIGURATIONS: ResourceKind = { group: 'networking.liqo.io', version: 'v1beta1', plural: 'firewallconfigurations', kind: 'FirewallConfiguration', namespaced: true };
-export const ROUTE_CONFIGURATIONS: ResourceKind = { group: 'networking.liqo.io', version: 'v1beta1', plural: 'routeconfigurations', kind: 'RouteConfiguration', namespaced: true };
+export const FIREWALL_CONFIGURATIONS: ResourceKind = {
+  group: 'networking.liqo.io',
+  version: 'v1beta1',
+  plural: 'firewallconfigurations',
+  kind: 'FirewallConfiguration',
+  namespaced: true,
+};
+export const ROUTE_CONFIGURATIONS: ResourceKind = {
+  group: 'networking.liqo.io',
+  version: 'v1beta1',
+  plural: 'routeconfigurations',
+  kind: 'RouteConfiguration',
+  namespaced: true,
+};
 
 const FW_CAT = 'networking.liqo.io/firewall-category';
 const FW_SUB = 'networking.liqo.io/firewall-subcategory';
@@ -32,7 +50,9 @@ export function gatewayFirewallSelectors(remoteClusterIds: readonly string[] | u
     `${FW_CAT}=gateway,${FW_SUB}=all-gateways`,
     `${FW_CAT}=gateway,${FW_SUB}=fabric`,
     // Weft's gateway serves every peer unless told otherwise: then any peer's (label present).
-    remoteClusterIds === undefined ? `${FW_CAT}=gateway,${FW_UNIQUE}` : `${FW_CAT}=gateway,${FW_UNIQUE} in (${remoteClusterIds.join(',')})`,
+    remoteClusterIds === undefined
+      ? `${FW_CAT}=gateway,${FW_UNIQUE}`
+      : `${FW_CAT}=gateway,${FW_UNIQUE} in (${remoteClusterIds.join(',')})`,
     `${FW_CAT}=gateway,${FW_SUB}=ip-mapping`,
   ];
 }
@@ -40,7 +60,9 @@ export function gatewayFirewallSelectors(remoteClusterIds: readonly string[] | u
 /** Label selectors of the RouteConfigurations a gateway for `remoteClusterId` on `nodeName` applies. */
 export function gatewayRouteSelectors(remoteClusterIds: readonly string[] | undefined, nodeName: string): string[] {
   return [
-    remoteClusterIds === undefined ? `${RT_CAT}=gateway,!${RT_SUB},${RT_UNIQUE}` : `${RT_CAT}=gateway,${RT_UNIQUE} in (${remoteClusterIds.join(',')})`,
+    remoteClusterIds === undefined
+      ? `${RT_CAT}=gateway,!${RT_SUB},${RT_UNIQUE}`
+      : `${RT_CAT}=gateway,${RT_UNIQUE} in (${remoteClusterIds.join(',')})`,
     `${RT_CAT}=gateway,${RT_SUB}=fabric`,
     `${RT_CAT}=gateway,${RT_SUB}=fabric-node,${RT_UNIQUE}=${nodeName}`,
   ];
@@ -96,18 +118,28 @@ export class GatewayRulesWatcher {
   async start(): Promise<void> {
     const o = this.opts;
     const make = (kind: ResourceKind, sel: string, into: Inf[]): void => {
-      const inf = makeInformer<KubernetesObject>(o.kubeConfig, collectionPath(kind, o.namespace), listFunction(o.kubeConfig, kind, o.namespace, sel), sel) as Inf;
+      const inf = makeInformer<KubernetesObject>(
+        o.kubeConfig,
+        collectionPath(kind, o.namespace),
+        listFunction(o.kubeConfig, kind, o.namespace, sel),
+        sel,
+      ) as Inf;
       for (const ev of ['add', 'update', 'delete'] as const) inf.on(ev, () => this.schedule());
       inf.on('error', (err) => {
         if (this.stopped) return;
         o.onError?.(wrapApiError(`list/watch ${kind.plural} (${sel})`, err));
-        const t = setTimeout(() => { this.timers.delete(t); if (!this.stopped) void inf.start(); }, o.restartMs ?? 5000);
+        const t = setTimeout(() => {
+          this.timers.delete(t);
+          if (!this.stopped) void inf.start();
+        }, o.restartMs ?? 5000);
         this.timers.add(t);
       });
       into.push(inf);
     };
-    for (const s of o.selectors?.firewall ?? gatewayFirewallSelectors(o.remoteClusterIds)) make(FIREWALL_CONFIGURATIONS, s, this.fw);
-    for (const s of o.selectors?.routes ?? gatewayRouteSelectors(o.remoteClusterIds, o.nodeName)) make(ROUTE_CONFIGURATIONS, s, this.rt);
+    for (const s of o.selectors?.firewall ?? gatewayFirewallSelectors(o.remoteClusterIds))
+      make(FIREWALL_CONFIGURATIONS, s, this.fw);
+    for (const s of o.selectors?.routes ?? gatewayRouteSelectors(o.remoteClusterIds, o.nodeName))
+      make(ROUTE_CONFIGURATIONS, s, this.rt);
     await Promise.all([...this.fw, ...this.rt].map((i) => i.start()));
     this.started = true;
     this.emit();
@@ -124,7 +156,10 @@ export class GatewayRulesWatcher {
   private schedule(): void {
     if (this.stopped || !this.started) return;
     if (this.debounce !== undefined) clearTimeout(this.debounce);
-    this.debounce = setTimeout(() => { this.debounce = undefined; this.emit(); }, this.opts.debounceMs ?? 200);
+    this.debounce = setTimeout(() => {
+      this.debounce = undefined;
+      this.emit();
+    }, this.opts.debounceMs ?? 200);
   }
 
   private emit(): void {

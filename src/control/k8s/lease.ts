@@ -58,8 +58,10 @@ export class LeaderElector {
     this.renewDeadline = opts.renewDeadlineMs ?? 10_000;
     this.retryPeriod = opts.retryPeriodMs ?? 2_000;
     this.now = opts.now ?? Date.now;
-    if (!(this.renewDeadline < this.leaseDuration)) throw new RangeError('LeaderElector: renewDeadlineMs must be < leaseDurationMs');
-    if (!(this.retryPeriod < this.renewDeadline)) throw new RangeError('LeaderElector: retryPeriodMs must be < renewDeadlineMs');
+    if (!(this.renewDeadline < this.leaseDuration))
+      throw new RangeError('LeaderElector: renewDeadlineMs must be < leaseDurationMs');
+    if (!(this.retryPeriod < this.renewDeadline))
+      throw new RangeError('LeaderElector: retryPeriodMs must be < renewDeadlineMs');
   }
 
   get isLeader(): boolean {
@@ -82,7 +84,12 @@ export class LeaderElector {
       try {
         const cur = await this.api.readNamespacedLease({ name: this.opts.name, namespace: this.opts.namespace });
         if (cur.spec?.holderIdentity === this.opts.identity) {
-          cur.spec = { ...cur.spec, holderIdentity: '', leaseDurationSeconds: 1, renewTime: microTime(this.now()) as unknown as Date };
+          cur.spec = {
+            ...cur.spec,
+            holderIdentity: '',
+            leaseDurationSeconds: 1,
+            renewTime: microTime(this.now()) as unknown as Date,
+          };
           await this.api.replaceNamespacedLease({ name: this.opts.name, namespace: this.opts.namespace, body: cur });
         }
       } catch (e) {
@@ -127,15 +134,23 @@ export class LeaderElector {
     try {
       cur = await this.api.readNamespacedLease({ name, namespace });
     } catch (e) {
-      if (httpStatusOf(e) !== 404) { this.opts.onError?.(wrapApiError('read Lease', e)); return false; }
+      if (httpStatusOf(e) !== 404) {
+        this.opts.onError?.(wrapApiError('read Lease', e));
+        return false;
+      }
       try {
         await this.api.createNamespacedLease({
           namespace,
           body: {
-            apiVersion: 'coordination.k8s.io/v1', kind: 'Lease', metadata: { name, namespace },
+            apiVersion: 'coordination.k8s.io/v1',
+            kind: 'Lease',
+            metadata: { name, namespace },
             spec: {
-              holderIdentity: identity, leaseDurationSeconds: durationSec, leaseTransitions: 0,
-              acquireTime: microTime(now) as unknown as Date, renewTime: microTime(now) as unknown as Date,
+              holderIdentity: identity,
+              leaseDurationSeconds: durationSec,
+              leaseTransitions: 0,
+              acquireTime: microTime(now) as unknown as Date,
+              renewTime: microTime(now) as unknown as Date,
             },
           },
         });
@@ -159,7 +174,9 @@ export class LeaderElector {
       holderIdentity: identity,
       leaseDurationSeconds: durationSec,
       renewTime: microTime(now) as unknown as Date,
-      ...(takeover ? { acquireTime: microTime(now) as unknown as Date, leaseTransitions: (spec.leaseTransitions ?? 0) + 1 } : {}),
+      ...(takeover
+        ? { acquireTime: microTime(now) as unknown as Date, leaseTransitions: (spec.leaseTransitions ?? 0) + 1 }
+        : {}),
     };
     try {
       // replace carries metadata.resourceVersion: a concurrent writer makes this a 409.

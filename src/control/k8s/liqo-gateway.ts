@@ -42,14 +42,22 @@ export function leaseName(id: Pick<LiqoGatewayIdentity, 'name' | 'namespace' | '
 
 /** Connection owner: the GatewayServer/GatewayClient (Liqo's SetOwnerReferenceWithMode). */
 export function connectionOwner(id: LiqoGatewayIdentity): OwnerReference {
-  return { apiVersion: LIQO_GROUP_VERSION, kind: id.mode === 'server' ? 'GatewayServer' : 'GatewayClient', name: id.name, uid: id.gatewayUid };
+  return {
+    apiVersion: LIQO_GROUP_VERSION,
+    kind: id.mode === 'server' ? 'GatewayServer' : 'GatewayClient',
+    name: id.name,
+    uid: id.gatewayUid,
+  };
 }
 
 /** Connection spec.gatewayRef: the WgGatewayServer/WgGatewayClient, with the gateway uid. */
 export function connectionGatewayRef(id: LiqoGatewayIdentity): ObjectReference {
   return {
-    apiVersion: LIQO_GROUP_VERSION, kind: id.mode === 'server' ? 'WgGatewayServer' : 'WgGatewayClient',
-    name: id.name, namespace: id.namespace, uid: id.gatewayUid,
+    apiVersion: LIQO_GROUP_VERSION,
+    kind: id.mode === 'server' ? 'WgGatewayServer' : 'WgGatewayClient',
+    name: id.name,
+    namespace: id.namespace,
+    uid: id.gatewayUid,
   };
 }
 
@@ -82,7 +90,10 @@ export async function claimActive(kc: KubeConfig, namespace: string, name: strin
   let names: { name: string; active: boolean }[];
   try {
     const list = await core.listNamespacedPod({ namespace, labelSelector: `${GATEWAY_REPLICAS_LABEL}=${name}` });
-    names = list.items.map((p) => ({ name: p.metadata?.name ?? '', active: p.metadata?.labels?.[ACTIVE_GATEWAY_LABEL] !== undefined }));
+    names = list.items.map((p) => ({
+      name: p.metadata?.name ?? '',
+      active: p.metadata?.labels?.[ACTIVE_GATEWAY_LABEL] !== undefined,
+    }));
   } catch (e) {
     throw wrapApiError(`list the replicas of gateway ${namespace}/${name} (pods ${GATEWAY_REPLICAS_LABEL}=${name})`, e);
   }
@@ -111,11 +122,15 @@ export async function readLocalClusterId(kc: KubeConfig, liqoNamespace: string):
   try {
     data = (await core.readNamespacedConfigMap({ name: CLUSTER_ID_CONFIGMAP, namespace: liqoNamespace })).data;
   } catch (e) {
-    const hint = httpStatusOf(e) === 404 ? ' (is Liqo installed in this namespace? pass --liqo-namespace or --cluster-id)' : '';
+    const hint =
+      httpStatusOf(e) === 404 ? ' (is Liqo installed in this namespace? pass --liqo-namespace or --cluster-id)' : '';
     const err = wrapApiError(`read ConfigMap ${liqoNamespace}/${CLUSTER_ID_CONFIGMAP}${hint}`, e);
     throw err;
   }
   const id = data?.['CLUSTER_ID'];
-  if (id === undefined || id === '') throw new Error(`ConfigMap ${liqoNamespace}/${CLUSTER_ID_CONFIGMAP}: data.CLUSTER_ID is missing or empty; pass --cluster-id`);
+  if (id === undefined || id === '')
+    throw new Error(
+      `ConfigMap ${liqoNamespace}/${CLUSTER_ID_CONFIGMAP}: data.CLUSTER_ID is missing or empty; pass --cluster-id`,
+    );
   return id;
 }

@@ -113,7 +113,10 @@ export interface RouteConfiguration extends K8sObject {
     table?: {
       name?: string;
       rules?: {
-        dst?: string; src?: string; iif?: string; oif?: string;
+        dst?: string;
+        src?: string;
+        iif?: string;
+        oif?: string;
         routes?: { dst?: string; gw?: string; dev?: string; src?: string }[];
       }[];
     };
@@ -154,8 +157,13 @@ export interface ResourceKind {
   readonly namespaced: boolean;
 }
 
-const net = (plural: string, kind: string, namespaced = true): ResourceKind =>
-  ({ group: 'networking.liqo.io', version: 'v1beta1', plural, kind, namespaced });
+const net = (plural: string, kind: string, namespaced = true): ResourceKind => ({
+  group: 'networking.liqo.io',
+  version: 'v1beta1',
+  plural,
+  kind,
+  namespaced,
+});
 
 export const KINDS = {
   configurations: net('configurations', 'Configuration'),
@@ -181,7 +189,9 @@ export function apiVersionOf(k: ResourceKind): string {
 /** REST path of a collection (all namespaces when `namespace` is undefined or the kind is cluster-scoped). */
 export function collectionPath(k: ResourceKind, namespace?: string): string {
   const base = k.group === '' ? `/api/${k.version}` : `/apis/${k.group}/${k.version}`;
-  return k.namespaced && namespace !== undefined ? `${base}/namespaces/${namespace}/${k.plural}` : `${base}/${k.plural}`;
+  return k.namespaced && namespace !== undefined
+    ? `${base}/namespaces/${namespace}/${k.plural}`
+    : `${base}/${k.plural}`;
 }
 
 /** Everything the translator reads. Missing lists are treated as empty. */
@@ -204,7 +214,16 @@ export type LiqoResourceName = keyof LiqoResources;
 /** A fresh LiqoResources with every list empty (the translator's input before anything is listed). */
 export function emptyResources(): LiqoResources {
   return {
-    configurations: [], gatewayServers: [], gatewayClients: [], secrets: [], publicKeys: [], internalNodes: [],
-    internalFabrics: [], geneveTunnels: [], routeConfigurations: [], networks: [], ips: [],
+    configurations: [],
+    gatewayServers: [],
+    gatewayClients: [],
+    secrets: [],
+    publicKeys: [],
+    internalNodes: [],
+    internalFabrics: [],
+    geneveTunnels: [],
+    routeConfigurations: [],
+    networks: [],
+    ips: [],
   };
 }

@@ -8,7 +8,13 @@
  * A write is made only when the address differs from the last one written for that slot.
  * A failed list/watch restarts after 1 s → 30 s; errors go to `onError`.
  */
-import { CustomObjectsApi, makeInformer, type Informer, type KubeConfig, type KubernetesObject } from '@kubernetes/client-node';
+import {
+  CustomObjectsApi,
+  makeInformer,
+  type Informer,
+  type KubeConfig,
+  type KubernetesObject,
+} from '@kubernetes/client-node';
 import { listFunction, patchOptions, wrapApiError } from './client.js';
 import { ACTIVE_GATEWAY_LABEL } from './liqo-gateway.js';
 import { KINDS, collectionPath, type ResourceKind } from './resources.js';
@@ -16,7 +22,10 @@ import { KINDS, collectionPath, type ResourceKind } from './resources.js';
 const PODS: ResourceKind = { group: '', version: 'v1', plural: 'pods', kind: 'Pod', namespaced: true };
 export const ACTIVE_GATEWAY_SELECTOR = `${ACTIVE_GATEWAY_LABEL}=true,networking.liqo.io/component=gateway`;
 
-interface Pod extends KubernetesObject { spec?: { nodeName?: string }; status?: { podIP?: string } }
+interface Pod extends KubernetesObject {
+  spec?: { nodeName?: string };
+  status?: { podIP?: string };
+}
 
 export interface SourceDetectorOptions {
   kubeConfig: KubeConfig;
@@ -38,19 +47,28 @@ export class SourceDetector {
 
   constructor(private readonly opts: SourceDetectorOptions) {
     const list = listFunction<KubernetesObject>(opts.kubeConfig, PODS, undefined, ACTIVE_GATEWAY_SELECTOR);
-    this.inf = makeInformer<KubernetesObject>(opts.kubeConfig, collectionPath(PODS), async () => {
-      const r = await list();
-      this.delayMs = 0;
-      return r;
-    }, ACTIVE_GATEWAY_SELECTOR);
-    const seen = (o: KubernetesObject): void => { this.chain = this.chain.then(() => this.reconcile(o as Pod)).catch((e: unknown) => this.opts.onError?.(e)); };
+    this.inf = makeInformer<KubernetesObject>(
+      opts.kubeConfig,
+      collectionPath(PODS),
+      async () => {
+        const r = await list();
+        this.delayMs = 0;
+        return r;
+      },
+      ACTIVE_GATEWAY_SELECTOR,
+    );
+    const seen = (o: KubernetesObject): void => {
+      this.chain = this.chain.then(() => this.reconcile(o as Pod)).catch((e: unknown) => this.opts.onError?.(e));
+    };
     this.inf.on('add', seen);
     this.inf.on('update', seen);
     this.inf.on('error', (e) => {
       if (this.stopped) return;
       this.opts.onError?.(wrapApiError('list/watch active gateway pods', e));
       this.delayMs = Math.min(30_000, this.delayMs === 0 ? 1000 : this.delayMs * 2);
-      this.timer = setTimeout(() => { if (!this.stopped) void this.inf.start().catch(() => {}); }, this.delayMs);
+      this.timer = setTimeout(() => {
+        if (!this.stopped) void this.inf.start().catch(() => {});
+      }, this.delayMs);
     });
   }
 
@@ -80,7 +98,16 @@ export class SourceDetector {
     const k = KINDS.internalNodes;
     const api = this.opts.kubeConfig.makeApiClient(CustomObjectsApi);
     try {
-      await api.patchClusterCustomObjectStatus({ group: k.group, version: k.version, plural: k.plural, name: this.opts.nodeName, body: { status: { nodeIP: { [slot]: src } } } }, patchOptions('merge'));
+      await api.patchClusterCustomObjectStatus(
+        {
+          group: k.group,
+          version: k.version,
+          plural: k.plural,
+          name: this.opts.nodeName,
+          body: { status: { nodeIP: { [slot]: src } } },
+        },
+        patchOptions('merge'),
+      );
     } catch (e) {
       throw wrapApiError(`patch InternalNode ${this.opts.nodeName} status.nodeIP.${slot}`, e);
     }

@@ -29,11 +29,31 @@
  * time and the watcher re-translates on every change. Contradictions that no later update
  * can explain are ConfigErrors naming the resource and field.
  */
-import { ConfigError, parseConfig, type ConfigIssue, type CryptoBackendChoice, type WeftConfig, type WeftConfigInput } from '../config.js';
-import { AddressParseError, formatPrefix, isAddress, parsePrefix, prefixContainsPrefix, type Prefix } from '../../packet/addr.js';
 import {
-  NETWORK_TYPE_LABEL, REMOTE_CLUSTER_ID_LABEL, type GatewayClient, type GatewayServer, type InternalFabric,
-  type InternalNode, type K8sObject, type LiqoResources,
+  ConfigError,
+  parseConfig,
+  type ConfigIssue,
+  type CryptoBackendChoice,
+  type WeftConfig,
+  type WeftConfigInput,
+} from '../config.js';
+import {
+  AddressParseError,
+  formatPrefix,
+  isAddress,
+  parsePrefix,
+  prefixContainsPrefix,
+  type Prefix,
+} from '../../packet/addr.js';
+import {
+  NETWORK_TYPE_LABEL,
+  REMOTE_CLUSTER_ID_LABEL,
+  type GatewayClient,
+  type GatewayServer,
+  type InternalFabric,
+  type InternalNode,
+  type K8sObject,
+  type LiqoResources,
 } from './resources.js';
 
 export interface TranslateOptions {
@@ -97,7 +117,10 @@ function rawKey(b64: string | undefined): string | undefined {
  * about (so the caller can report on it: a Kubernetes Event).
  */
 export class TranslateError extends ConfigError {
-  constructor(issues: readonly ConfigIssue[], readonly objects: readonly K8sObject[]) {
+  constructor(
+    issues: readonly ConfigIssue[],
+    readonly objects: readonly K8sObject[],
+  ) {
     super(SOURCE, issues);
   }
 }
@@ -114,19 +137,28 @@ class Issues {
   }
 }
 
-function localCidrs(res: LiqoResources, opts: TranslateOptions): { pod: string[]; service: string[]; external?: string; internal?: string } {
-  const byType = (t: string) => res.networks
-    .filter((n) => n.metadata?.labels?.[NETWORK_TYPE_LABEL] === t)
-    .map((n) => n.status?.cidr ?? n.spec?.cidr)
-    .filter((c): c is string => c !== undefined)
-    .sort();
+function localCidrs(
+  res: LiqoResources,
+  opts: TranslateOptions,
+): { pod: string[]; service: string[]; external?: string; internal?: string } {
+  const byType = (t: string) =>
+    res.networks
+      .filter((n) => n.metadata?.labels?.[NETWORK_TYPE_LABEL] === t)
+      .map((n) => n.status?.cidr ?? n.spec?.cidr)
+      .filter((c): c is string => c !== undefined)
+      .sort();
   const conf = res.configurations.find((c) => c.spec?.local?.cidr !== undefined)?.spec?.local?.cidr;
   const pod = byType('pod-cidr');
   const service = byType('service-cidr');
   const external = byType('external-cidr')[0] ?? conf?.external?.[0];
   const internal = byType('internal-cidr')[0];
   return {
-    pod: pod.length > 0 ? pod : conf?.pod !== undefined && conf.pod.length > 0 ? [...conf.pod] : [...(opts.podCIDRs ?? [])],
+    pod:
+      pod.length > 0
+        ? pod
+        : conf?.pod !== undefined && conf.pod.length > 0
+          ? [...conf.pod]
+          : [...(opts.podCIDRs ?? [])],
     service: service.length > 0 ? service : [...(opts.serviceCIDRs ?? [])],
     ...(external !== undefined ? { external } : {}),
     ...(internal !== undefined ? { internal } : {}),
@@ -134,7 +166,11 @@ function localCidrs(res: LiqoResources, opts: TranslateOptions): { pod: string[]
 }
 
 function byName<T extends K8sObject>(list: readonly T[], name: string | undefined, namespace?: string): T | undefined {
-  return list.find((o) => o.metadata?.name === name && (namespace === undefined || o.metadata?.namespace === undefined || o.metadata.namespace === namespace));
+  return list.find(
+    (o) =>
+      o.metadata?.name === name &&
+      (namespace === undefined || o.metadata?.namespace === undefined || o.metadata.namespace === namespace),
+  );
 }
 
 function sortByName<T extends K8sObject>(list: readonly T[]): T[] {
@@ -179,7 +215,12 @@ function translateGateway(res: LiqoResources, opts: TranslateOptions): Translate
   const seen = new Map<string, Gw>();
   for (const g of gws) {
     const prev = seen.get(g.remote);
-    if (prev !== undefined) issues.add(g.obj, `metadata.labels["${REMOTE_CLUSTER_ID_LABEL}"]`, `a second gateway for remote cluster ${g.remote} (already ${ref(prev.obj)}); keep one GatewayServer or GatewayClient per remote cluster`);
+    if (prev !== undefined)
+      issues.add(
+        g.obj,
+        `metadata.labels["${REMOTE_CLUSTER_ID_LABEL}"]`,
+        `a second gateway for remote cluster ${g.remote} (already ${ref(prev.obj)}); keep one GatewayServer or GatewayClient per remote cluster`,
+      );
     else seen.set(g.remote, g);
   }
   issues.throwIfAny();
@@ -195,25 +236,56 @@ function translateGateway(res: LiqoResources, opts: TranslateOptions): Translate
     const ns = g.obj.metadata?.namespace;
     const secretName = g.obj.spec?.secretRef?.name || g.obj.status?.secretRef?.name;
     const fromPod = opts.privateKey;
-    const secret = fromPod === undefined && secretName ? byName(res.secrets, secretName, g.obj.status?.secretRef?.namespace ?? ns) : undefined;
+    const secret =
+      fromPod === undefined && secretName
+        ? byName(res.secrets, secretName, g.obj.status?.secretRef?.namespace ?? ns)
+        : undefined;
     const key = fromPod ?? rawKey(secret?.data?.['privateKey']);
-    if (fromPod === undefined && secret === undefined) { warnings.push(`${ref(g.obj)}: keys Secret ${secretName ?? '(no secretRef yet)'} not found; peer skipped`); continue; }
-    if (key === undefined) { issues.add(secret ?? g.obj, 'data.privateKey', 'expected the raw 32-byte WireGuard private key (base64-encoded by Kubernetes)'); continue; }
+    if (fromPod === undefined && secret === undefined) {
+      warnings.push(`${ref(g.obj)}: keys Secret ${secretName ?? '(no secretRef yet)'} not found; peer skipped`);
+      continue;
+    }
+    if (key === undefined) {
+      issues.add(
+        secret ?? g.obj,
+        'data.privateKey',
+        'expected the raw 32-byte WireGuard private key (base64-encoded by Kubernetes)',
+      );
+      continue;
+    }
     if (privateKey !== undefined && key !== privateKey) {
-      issues.add(g.obj, 'spec.secretRef', `uses a different private key than ${ref(keyFrom!)}; one Weft gateway has one WireGuard identity — run one Weft gateway per remote cluster (TranslateOptions.remoteClusterIds)`);
+      issues.add(
+        g.obj,
+        'spec.secretRef',
+        `uses a different private key than ${ref(keyFrom!)}; one Weft gateway has one WireGuard identity — run one Weft gateway per remote cluster (TranslateOptions.remoteClusterIds)`,
+      );
       continue;
     }
 
     const pk = sortByName(res.publicKeys).find((p) => remoteId(p) === g.remote);
     const peerKey = rawKey(pk?.spec?.publicKey);
-    if (pk === undefined) { warnings.push(`${ref(g.obj)}: no PublicKey labelled ${REMOTE_CLUSTER_ID_LABEL}=${g.remote} yet; peer skipped`); continue; }
-    if (peerKey === undefined) { issues.add(pk, 'spec.publicKey', 'expected base64 of the raw 32-byte WireGuard public key'); continue; }
+    if (pk === undefined) {
+      warnings.push(`${ref(g.obj)}: no PublicKey labelled ${REMOTE_CLUSTER_ID_LABEL}=${g.remote} yet; peer skipped`);
+      continue;
+    }
+    if (peerKey === undefined) {
+      issues.add(pk, 'spec.publicKey', 'expected base64 of the raw 32-byte WireGuard public key');
+      continue;
+    }
 
     const conf = sortByName(res.configurations).find((c) => remoteId(c) === g.remote);
-    if (conf === undefined) { warnings.push(`${ref(g.obj)}: no Configuration labelled ${REMOTE_CLUSTER_ID_LABEL}=${g.remote} yet; peer skipped`); continue; }
+    if (conf === undefined) {
+      warnings.push(
+        `${ref(g.obj)}: no Configuration labelled ${REMOTE_CLUSTER_ID_LABEL}=${g.remote} yet; peer skipped`,
+      );
+      continue;
+    }
     const real = conf.spec?.remote?.cidr ?? {};
     const remapped = conf.status?.remote?.cidr;
-    if (remapped === undefined) { warnings.push(`${ref(conf)}: status.remote.cidr not set yet (remapping pending); peer skipped`); continue; }
+    if (remapped === undefined) {
+      warnings.push(`${ref(conf)}: status.remote.cidr not set yet (remapping pending); peer skipped`);
+      continue;
+    }
 
     const peer: Record<string, unknown> = {
       name: g.remote,
@@ -226,19 +298,33 @@ function translateGateway(res: LiqoResources, opts: TranslateOptions): Translate
       const ep = (g.obj as GatewayClient).spec?.endpoint;
       const host = ep?.addresses?.[0];
       const port = ep?.port ?? ep?.ports?.[0];
-      if (host === undefined || port === undefined) { warnings.push(`${ref(g.obj)}: spec.endpoint has no address/port yet; peer skipped`); continue; }
+      if (host === undefined || port === undefined) {
+        warnings.push(`${ref(g.obj)}: spec.endpoint has no address/port yet; peer skipped`);
+        continue;
+      }
       // Liqo's client opens one WireGuard tunnel per port but routes the remote CIDRs and runs its
       // connection check through tunnel 0 (ports[0]) only: the others carry nothing.
-      if ((ep?.ports?.length ?? 0) > 1) warnings.push(`${ref(g.obj)}: spec.endpoint.ports ${ep!.ports!.join(',')}: traffic goes to the first (${port}), as through Liqo's tunnel 0`);
+      if ((ep?.ports?.length ?? 0) > 1)
+        warnings.push(
+          `${ref(g.obj)}: spec.endpoint.ports ${ep!.ports!.join(',')}: traffic goes to the first (${port}), as through Liqo's tunnel 0`,
+        );
       peer['endpoint'] = host.includes(':') ? `[${host}]:${port}` : `${host}:${port}`;
     } else {
       const ep = (g.obj as GatewayServer).spec?.endpoint;
       const port = ep?.port ?? ep?.ports?.[0];
       // Several ports: Liqo's client sends only to ports[0] (its tunnel 0 carries the routes and the
       // connection check) and the template's Service exposes that one port; Weft listens there.
-      if ((ep?.ports?.length ?? 0) > 1) warnings.push(`${ref(g.obj)}: spec.endpoint.ports ${ep!.ports!.join(',')}: listening on the first (${port}), the port of Liqo's tunnel 0 and of the gateway Service`);
+      if ((ep?.ports?.length ?? 0) > 1)
+        warnings.push(
+          `${ref(g.obj)}: spec.endpoint.ports ${ep!.ports!.join(',')}: listening on the first (${port}), the port of Liqo's tunnel 0 and of the gateway Service`,
+        );
       if (port !== undefined) {
-        if (listenPort !== undefined && listenPort !== port) issues.add(g.obj, 'spec.endpoint.port', `${port} differs from another GatewayServer's ${listenPort}; one Weft gateway listens on one port`);
+        if (listenPort !== undefined && listenPort !== port)
+          issues.add(
+            g.obj,
+            'spec.endpoint.port',
+            `${port} differs from another GatewayServer's ${listenPort}; one Weft gateway listens on one port`,
+          );
         listenPort = port;
       }
     }
@@ -247,14 +333,21 @@ function translateGateway(res: LiqoResources, opts: TranslateOptions): Translate
     keyFrom = secret ?? g.obj;
     peers.push(peer);
     // The InternalFabric of this gateway: Liqo names it after the gateway and labels it with the remote cluster.
-    const fabric = sortByName(res.internalFabrics).find((f) => f.metadata?.name === g.obj.metadata?.name && f.metadata?.namespace === ns)
-      ?? sortByName(res.internalFabrics).find((f) => remoteId(f) === g.remote);
+    const fabric =
+      sortByName(res.internalFabrics).find(
+        (f) => f.metadata?.name === g.obj.metadata?.name && f.metadata?.namespace === ns,
+      ) ?? sortByName(res.internalFabrics).find((f) => remoteId(f) === g.remote);
     if (fabric !== undefined) fabrics.push(fabric);
     else warnings.push(`${ref(g.obj)}: no InternalFabric yet; no Geneve tunnels for this peer`);
   }
   issues.throwIfAny();
   if (privateKey === undefined) {
-    throw new ConfigError(SOURCE, [{ path: 'GatewayServer/GatewayClient', message: `no usable gateway${opts.remoteClusterIds ? ` for ${opts.remoteClusterIds.join(', ')}` : ''} (${warnings.map(oneLine).join('; ') || 'none found'})` }]);
+    throw new ConfigError(SOURCE, [
+      {
+        path: 'GatewayServer/GatewayClient',
+        message: `no usable gateway${opts.remoteClusterIds ? ` for ${opts.remoteClusterIds.join(', ')}` : ''} (${warnings.map(oneLine).join('; ') || 'none found'})`,
+      },
+    ]);
   }
 
   const input = base(res, opts);
@@ -263,15 +356,23 @@ function translateGateway(res: LiqoResources, opts: TranslateOptions): Translate
   const nodeInternal = new Set<string>();
   for (const fabric of fabrics) {
     const gwIp = fabric.spec?.interface?.gateway?.ip;
-    if (!isIpv4(gwIp)) { issues.add(fabric, 'spec.interface.gateway.ip', 'expected an IPv4 address'); continue; }
+    if (!isIpv4(gwIp)) {
+      issues.add(fabric, 'spec.interface.gateway.ip', 'expected an IPv4 address');
+      continue;
+    }
     for (const t of sortByName(res.geneveTunnels)) {
       if (t.spec?.internalFabricRef?.name !== fabric.metadata?.name) continue;
       const node = byName(res.internalNodes, t.spec?.internalNodeRef?.name);
-      if (node === undefined) { warnings.push(`${ref(t)}: InternalNode ${t.spec?.internalNodeRef?.name ?? '?'} not found; tunnel skipped`); continue; }
+      if (node === undefined) {
+        warnings.push(`${ref(t)}: InternalNode ${t.spec?.internalNodeRef?.name ?? '?'} not found; tunnel skipped`);
+        continue;
+      }
       const tunnel = geneveTunnelOf(t.spec?.id, gwIp, node, opts, warnings, issues, t);
       if (tunnel === undefined) continue;
       if (tunnels.some((x) => x['nodeName'] === tunnel['nodeName'])) {
-        warnings.push(`${ref(t)}: node ${String(tunnel['nodeName'])} already has a tunnel from another InternalFabric; skipped (one tunnel per node in one Weft gateway)`);
+        warnings.push(
+          `${ref(t)}: node ${String(tunnel['nodeName'])} already has a tunnel from another InternalFabric; skipped (one tunnel per node in one Weft gateway)`,
+        );
         continue;
       }
       tunnels.push(tunnel);
@@ -287,7 +388,9 @@ function translateGateway(res: LiqoResources, opts: TranslateOptions): Translate
       podCidrs.push(parsePrefix(c, true));
     } catch (e) {
       if (!(e instanceof AddressParseError)) throw e;
-      const net = res.networks.find((n) => n.metadata?.labels?.[NETWORK_TYPE_LABEL] === 'pod-cidr' && (n.status?.cidr ?? n.spec?.cidr) === c);
+      const net = res.networks.find(
+        (n) => n.metadata?.labels?.[NETWORK_TYPE_LABEL] === 'pod-cidr' && (n.status?.cidr ?? n.spec?.cidr) === c,
+      );
       const conf = res.configurations.find((x) => x.spec?.local?.cidr?.pod?.includes(c));
       if (net !== undefined) issues.add(net, net.status?.cidr !== undefined ? 'status.cidr' : 'spec.cidr', e.message);
       else if (conf !== undefined) issues.add(conf, 'spec.local.cidr.pod', e.message);
@@ -300,7 +403,11 @@ function translateGateway(res: LiqoResources, opts: TranslateOptions): Translate
       for (const r of rule.routes ?? []) {
         if (r.dst === undefined || r.gw === undefined || !nodeInternal.has(r.gw)) continue;
         let dst;
-        try { dst = parsePrefix(r.dst); } catch { continue; }
+        try {
+          dst = parsePrefix(r.dst);
+        } catch {
+          continue;
+        }
         if (!podCidrs.some((p) => prefixContainsPrefix(p, dst))) continue;
         podRoutes.set(formatPrefix(dst), r.gw);
       }
@@ -323,23 +430,45 @@ function translateGateway(res: LiqoResources, opts: TranslateOptions): Translate
     wireguard: wg,
     peers,
     ipMappings,
-    geneve: { ...opts.overrides?.geneve, tunnels, podRoutes: [...podRoutes].map(([podCIDR, nodeInternalAddress]) => ({ podCIDR, nodeInternalAddress })) },
+    geneve: {
+      ...opts.overrides?.geneve,
+      tunnels,
+      podRoutes: [...podRoutes].map(([podCIDR, nodeInternalAddress]) => ({ podCIDR, nodeInternalAddress })),
+    },
   } as WeftConfigInput;
   return { config: parseConfig(cfgInput, SOURCE), warnings: warnings.map(oneLine) };
 }
 
 function geneveTunnelOf(
-  id: number | undefined, gwIp: string, node: InternalNode, opts: TranslateOptions,
-  warnings: string[], issues: Issues, t: K8sObject,
+  id: number | undefined,
+  gwIp: string,
+  node: InternalNode,
+  opts: TranslateOptions,
+  warnings: string[],
+  issues: Issues,
+  t: K8sObject,
 ): Record<string, unknown> | undefined {
   const nodeName = node.metadata?.name ?? '';
   const underlay = nodeName === opts.nodeName ? node.status?.nodeIP?.local : node.status?.nodeIP?.remote;
   const nodeIp = node.spec?.interface?.node?.ip;
-  if (id === undefined) { issues.add(t, 'spec.id', 'required'); return undefined; }
-  if (!isIpv4(underlay)) { warnings.push(`${ref(node)}: status.nodeIP not set yet; tunnel ${id} skipped`); return undefined; }
-  if (!isIpv4(nodeIp)) { issues.add(node, 'spec.interface.node.ip', 'expected an IPv4 address'); return undefined; }
+  if (id === undefined) {
+    issues.add(t, 'spec.id', 'required');
+    return undefined;
+  }
+  if (!isIpv4(underlay)) {
+    warnings.push(`${ref(node)}: status.nodeIP not set yet; tunnel ${id} skipped`);
+    return undefined;
+  }
+  if (!isIpv4(nodeIp)) {
+    issues.add(node, 'spec.interface.node.ip', 'expected an IPv4 address');
+    return undefined;
+  }
   return {
-    id, nodeName, remoteUnderlay: underlay, localInternalAddress: gwIp, remoteInternalAddress: nodeIp,
+    id,
+    nodeName,
+    remoteUnderlay: underlay,
+    localInternalAddress: gwIp,
+    remoteInternalAddress: nodeIp,
     mode: opts.geneveMode ?? 'l3',
   };
 }
@@ -347,33 +476,67 @@ function geneveTunnelOf(
 function translateNode(res: LiqoResources, opts: TranslateOptions): TranslateResult {
   const warnings: string[] = [];
   const issues = new Issues();
-  if (opts.nodeName === undefined) throw new ConfigError(SOURCE, [{ path: 'nodeName', message: 'the node role needs TranslateOptions.nodeName (this node\'s name)' }]);
+  if (opts.nodeName === undefined)
+    throw new ConfigError(SOURCE, [
+      { path: 'nodeName', message: "the node role needs TranslateOptions.nodeName (this node's name)" },
+    ]);
   const me = byName(res.internalNodes, opts.nodeName);
-  if (me === undefined) throw new ConfigError(SOURCE, [{ path: `InternalNode ${opts.nodeName}`, message: 'not found; Liqo creates one InternalNode per node' }]);
+  if (me === undefined)
+    throw new ConfigError(SOURCE, [
+      { path: `InternalNode ${opts.nodeName}`, message: 'not found; Liqo creates one InternalNode per node' },
+    ]);
   const localIp = me.spec?.interface?.node?.ip;
-  if (!isIpv4(localIp)) throw new ConfigError(SOURCE, [{ path: `${ref(me)}: spec.interface.node.ip`, message: 'expected an IPv4 address' }]);
+  if (!isIpv4(localIp))
+    throw new ConfigError(SOURCE, [
+      { path: `${ref(me)}: spec.interface.node.ip`, message: 'expected an IPv4 address' },
+    ]);
 
   const gateways: Record<string, unknown>[] = [];
   let mtu: number | undefined;
   for (const fabric of sortByName(res.internalFabrics)) {
     if (opts.remoteClusterIds !== undefined && !wanted(opts, remoteId(fabric))) continue;
-    const t = sortByName(res.geneveTunnels).find((x) => x.spec?.internalFabricRef?.name === fabric.metadata?.name && x.spec?.internalNodeRef?.name === opts.nodeName);
-    if (t === undefined) { warnings.push(`${ref(fabric)}: no GeneveTunnel to node ${opts.nodeName} yet; skipped`); continue; }
+    const t = sortByName(res.geneveTunnels).find(
+      (x) =>
+        x.spec?.internalFabricRef?.name === fabric.metadata?.name && x.spec?.internalNodeRef?.name === opts.nodeName,
+    );
+    if (t === undefined) {
+      warnings.push(`${ref(fabric)}: no GeneveTunnel to node ${opts.nodeName} yet; skipped`);
+      continue;
+    }
     const gwIp = fabric.spec?.interface?.gateway?.ip;
     const under = fabric.spec?.gatewayIP;
-    if (!isIpv4(gwIp)) { issues.add(fabric, 'spec.interface.gateway.ip', 'expected an IPv4 address'); continue; }
-    if (!isIpv4(under)) { issues.add(fabric, 'spec.gatewayIP', 'expected an IPv4 address'); continue; }
-    if (t.spec?.id === undefined) { issues.add(t, 'spec.id', 'required'); continue; }
+    if (!isIpv4(gwIp)) {
+      issues.add(fabric, 'spec.interface.gateway.ip', 'expected an IPv4 address');
+      continue;
+    }
+    if (!isIpv4(under)) {
+      issues.add(fabric, 'spec.gatewayIP', 'expected an IPv4 address');
+      continue;
+    }
+    if (t.spec?.id === undefined) {
+      issues.add(t, 'spec.id', 'required');
+      continue;
+    }
     if (fabric.spec?.mtu !== undefined) mtu = mtu === undefined ? fabric.spec.mtu : Math.min(mtu, fabric.spec.mtu);
     gateways.push({
-      name: fabric.metadata?.name ?? '', vni: t.spec.id, gatewayUnderlay: under, gatewayInternalAddress: gwIp,
-      localInternalAddress: localIp, remoteCIDRs: fabric.spec?.remoteCIDRs ?? [], mode: opts.geneveMode ?? 'l3',
+      name: fabric.metadata?.name ?? '',
+      vni: t.spec.id,
+      gatewayUnderlay: under,
+      gatewayInternalAddress: gwIp,
+      localInternalAddress: localIp,
+      remoteCIDRs: fabric.spec?.remoteCIDRs ?? [],
+      mode: opts.geneveMode ?? 'l3',
     });
   }
   issues.throwIfAny();
   const node: Record<string, unknown> = { name: opts.nodeName, gateways, ...opts.overrides?.node };
   if (mtu !== undefined) node['mtu'] = mtu;
-  const cfgInput = { role: 'node', ...base(res, opts), node, ...(opts.overrides?.geneve ? { geneve: { ...opts.overrides.geneve } } : {}) } as WeftConfigInput;
+  const cfgInput = {
+    role: 'node',
+    ...base(res, opts),
+    node,
+    ...(opts.overrides?.geneve ? { geneve: { ...opts.overrides.geneve } } : {}),
+  } as WeftConfigInput;
   return { config: parseConfig(cfgInput, SOURCE), warnings: warnings.map(oneLine) };
 }
 

@@ -19,11 +19,25 @@
  *   so errors name "Secret ns/name", not "object ns/name".
  * - `stop()` stops all informers and timers; no callback fires afterwards.
  */
-import { makeInformer, type Informer, type KubeConfig, type KubernetesObject, type ObjectCache } from '@kubernetes/client-node';
+import {
+  makeInformer,
+  type Informer,
+  type KubeConfig,
+  type KubernetesObject,
+  type ObjectCache,
+} from '@kubernetes/client-node';
 import type { WeftConfig } from '../config.js';
 import { deepEqual } from '../diff.js';
 import { listFunction, wrapApiError } from './client.js';
-import { KINDS, apiVersionOf, collectionPath, emptyResources, type LiqoResourceName, type LiqoResources, type ResourceKind } from './resources.js';
+import {
+  KINDS,
+  apiVersionOf,
+  collectionPath,
+  emptyResources,
+  type LiqoResourceName,
+  type LiqoResources,
+  type ResourceKind,
+} from './resources.js';
 import { translate, type TranslateOptions, type TranslateResult } from './translate.js';
 
 export interface LiqoWatcherOptions extends TranslateOptions {
@@ -92,8 +106,13 @@ export class LiqoWatcher {
     const r = emptyResources();
     for (const [name, inf] of this.informers) {
       const kind = KIND_OF.get(name)!;
-      (r[name] as KubernetesObject[]) = inf.list().map((o) => (o.kind !== undefined && o.apiVersion !== undefined ? o
-        : { ...o, kind: o.kind ?? kind.kind, apiVersion: o.apiVersion ?? apiVersionOf(kind) }));
+      (r[name] as KubernetesObject[]) = inf
+        .list()
+        .map((o) =>
+          o.kind !== undefined && o.apiVersion !== undefined
+            ? o
+            : { ...o, kind: o.kind ?? kind.kind, apiVersion: o.apiVersion ?? apiVersionOf(kind) },
+        );
     }
     return r;
   }
@@ -107,7 +126,12 @@ export class LiqoWatcher {
       // Liqo keeps ipam objects and the per-node pod RouteConfigurations ("NODE-gw-node", made by
       // its internal pod controller) in its own namespace, not the tenant one: those are read
       // cluster-wide (ipam: unless --ipam-namespace says where).
-      const ns = kind === KINDS.networks || kind === KINDS.ips ? o.ipamNamespace : kind === KINDS.routeConfigurations ? undefined : o.namespace;
+      const ns =
+        kind === KINDS.networks || kind === KINDS.ips
+          ? o.ipamNamespace
+          : kind === KINDS.routeConfigurations
+            ? undefined
+            : o.namespace;
       const sel = kind === KINDS.secrets ? o.secretLabelSelector : undefined;
       const list = listFunction(o.kubeConfig, kind, kind.namespaced ? ns : undefined, sel);
       const listed = async () => {
@@ -115,9 +139,16 @@ export class LiqoWatcher {
         this.backoff.delete(name); // healthy again: the next failure starts from the first delay
         return r;
       };
-      const inf = makeInformer<KubernetesObject>(o.kubeConfig, collectionPath(kind, kind.namespaced ? ns : undefined), listed, sel) as Inf;
+      const inf = makeInformer<KubernetesObject>(
+        o.kubeConfig,
+        collectionPath(kind, kind.namespaced ? ns : undefined),
+        listed,
+        sel,
+      ) as Inf;
       const changed = (what: string) => (obj: KubernetesObject) => {
-        o.onDebug?.(`${name}: ${what} ${obj.metadata?.namespace ? `${obj.metadata.namespace}/` : ''}${obj.metadata?.name ?? '?'}`);
+        o.onDebug?.(
+          `${name}: ${what} ${obj.metadata?.namespace ? `${obj.metadata.namespace}/` : ''}${obj.metadata?.name ?? '?'}`,
+        );
         this.schedule();
       };
       inf.on('add', changed('add'));
@@ -127,13 +158,15 @@ export class LiqoWatcher {
       this.informers.set(name, inf);
     }
     try {
-      await Promise.all([...this.informers].map(async ([name, inf]) => {
-        try {
-          await inf.start();
-        } catch (e) {
-          throw wrapApiError(`list/watch ${name}`, e);
-        }
-      }));
+      await Promise.all(
+        [...this.informers].map(async ([name, inf]) => {
+          try {
+            await inf.start();
+          } catch (e) {
+            throw wrapApiError(`list/watch ${name}`, e);
+          }
+        }),
+      );
     } catch (e) {
       await this.stop();
       throw e;
@@ -173,7 +206,10 @@ export class LiqoWatcher {
       this.rejected = false;
       this.opts.onRecovered?.();
     }
-    if (this.last !== undefined && deepEqual(this.last, result.config)) { this.opts.onDebug?.('translated: no change'); return; }
+    if (this.last !== undefined && deepEqual(this.last, result.config)) {
+      this.opts.onDebug?.('translated: no change');
+      return;
+    }
     this.opts.onDebug?.('translated: configuration changed');
     this.last = result.config;
     this.opts.onConfig(result);
@@ -198,7 +234,10 @@ export class LiqoWatcher {
     const now = Date.now();
     const prev = this.backoff.get(name);
     // Quiet for longer than the cap since the last restart: it was healthy (resumed watches list nothing).
-    const delay = prev === undefined || now - prev.at > 2 * WATCH_BACKOFF.maxMs ? WATCH_BACKOFF.firstMs : Math.min(WATCH_BACKOFF.maxMs, prev.delayMs * 2);
+    const delay =
+      prev === undefined || now - prev.at > 2 * WATCH_BACKOFF.maxMs
+        ? WATCH_BACKOFF.firstMs
+        : Math.min(WATCH_BACKOFF.maxMs, prev.delayMs * 2);
     this.backoff.set(name, { delayMs: delay, at: now });
     this.opts.onDebug?.(`${name}: restarting in ${delay} ms`);
     const t = setTimeout(() => {

@@ -6,10 +6,17 @@ import type { FakeApiServer } from '../../k8s-fake/server.js';
 import { liqoResources } from './liqo-fixtures.js';
 
 export const PLURAL: Record<LiqoResourceName, string> = {
-  configurations: KINDS.configurations.plural, gatewayServers: KINDS.gatewayServers.plural, gatewayClients: KINDS.gatewayClients.plural,
-  secrets: KINDS.secrets.plural, publicKeys: KINDS.publicKeys.plural, internalNodes: KINDS.internalNodes.plural,
-  internalFabrics: KINDS.internalFabrics.plural, geneveTunnels: KINDS.geneveTunnels.plural, routeConfigurations: KINDS.routeConfigurations.plural,
-  networks: KINDS.networks.plural, ips: KINDS.ips.plural,
+  configurations: KINDS.configurations.plural,
+  gatewayServers: KINDS.gatewayServers.plural,
+  gatewayClients: KINDS.gatewayClients.plural,
+  secrets: KINDS.secrets.plural,
+  publicKeys: KINDS.publicKeys.plural,
+  internalNodes: KINDS.internalNodes.plural,
+  internalFabrics: KINDS.internalFabrics.plural,
+  geneveTunnels: KINDS.geneveTunnels.plural,
+  routeConfigurations: KINDS.routeConfigurations.plural,
+  networks: KINDS.networks.plural,
+  ips: KINDS.ips.plural,
 };
 
 /** Store the fixtures with their status (as if Liqo's controllers had filled it in). */

@@ -15,15 +15,26 @@ const INFORMERS = 11;
 
 describe('LiqoWatcher during an API server outage', () => {
   let server: FakeApiServer;
-  beforeAll(async () => { server = await FakeApiServer.start(); loadLiqo(server); });
-  afterAll(async () => { await server.stop(); });
+  beforeAll(async () => {
+    server = await FakeApiServer.start();
+    loadLiqo(server);
+  });
+  afterAll(async () => {
+    await server.stop();
+  });
 
   test('a 20 s outage: failed attempts back off (1 s → 30 s), then the watcher recovers', async () => {
     const results: TranslateResult[] = [];
     const errors: unknown[] = [];
     const w = new LiqoWatcher({
-      kubeConfig: server.kubeConfig(), namespace: NS, role: 'gateway', clusterId: 'cluster-a', nodeName: 'worker-1', debounceMs: 30,
-      onConfig: (r) => results.push(r), onError: (e) => errors.push(e),
+      kubeConfig: server.kubeConfig(),
+      namespace: NS,
+      role: 'gateway',
+      clusterId: 'cluster-a',
+      nodeName: 'worker-1',
+      debounceMs: 30,
+      onConfig: (r) => results.push(r),
+      onError: (e) => errors.push(e),
     });
     try {
       await w.start();
@@ -44,7 +55,10 @@ describe('LiqoWatcher during an API server outage', () => {
       const conf = server.getObject('networking.liqo.io/v1beta1', 'configurations', NS, 'cluster-b')!;
       (conf['status'] as { remote: { cidr: { pod: string[] } } }).remote.cidr.pod = ['10.76.0.0/16'];
       server.put('networking.liqo.io/v1beta1', 'configurations', conf);
-      await until(() => results.some((r) => (r.config as GatewayConfig).peers[0]!.remapped.podCIDRs[0] === '10.76.0.0/16'), 'change after recovery');
+      await until(
+        () => results.some((r) => (r.config as GatewayConfig).peers[0]!.remapped.podCIDRs[0] === '10.76.0.0/16'),
+        'change after recovery',
+      );
     } finally {
       await w.stop();
     }
@@ -55,9 +69,19 @@ describe('LiqoWatcher during an API server outage', () => {
     const bad = structuredClone(sec);
     (bad['data'] as Record<string, string>)['privateKey'] = Buffer.from('short').toString('base64');
     server.put('v1', 'secrets', bad);
-    const w = new LiqoWatcher({ kubeConfig: server.kubeConfig(), namespace: NS, role: 'gateway', clusterId: 'cluster-a', nodeName: 'worker-1', onConfig: () => {} });
+    const w = new LiqoWatcher({
+      kubeConfig: server.kubeConfig(),
+      namespace: NS,
+      role: 'gateway',
+      clusterId: 'cluster-a',
+      nodeName: 'worker-1',
+      onConfig: () => {},
+    });
     try {
-      const err = await w.start().then(() => undefined, (e: unknown) => e);
+      const err = await w.start().then(
+        () => undefined,
+        (e: unknown) => e,
+      );
       expect(err).toBeInstanceOf(ConfigError);
       expect((err as Error).message).toContain(`Secret ${NS}/gw-keys: data.privateKey`);
     } finally {

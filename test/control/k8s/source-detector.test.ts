@@ -12,8 +12,12 @@ import { FakeApiServer } from '../../k8s-fake/server.js';
 
 const NET = 'networking.liqo.io/v1beta1';
 let server: FakeApiServer;
-beforeAll(async () => { server = await FakeApiServer.start(); });
-afterAll(async () => { await server.stop(); });
+beforeAll(async () => {
+  server = await FakeApiServer.start();
+});
+afterAll(async () => {
+  await server.stop();
+});
 
 async function until(pred: () => boolean, what: string, ms = 10_000): Promise<void> {
   const end = Date.now() + ms;
@@ -24,15 +28,25 @@ async function until(pred: () => boolean, what: string, ms = 10_000): Promise<vo
 }
 
 const pod = (name: string, node: string, ip: string | undefined, active: boolean) => ({
-  apiVersion: 'v1', kind: 'Pod',
-  metadata: { name, namespace: 'liqo-tenant-x', labels: { 'networking.liqo.io/component': 'gateway', ...(active ? { 'networking.liqo.io/active': 'true' } : {}) } },
+  apiVersion: 'v1',
+  kind: 'Pod',
+  metadata: {
+    name,
+    namespace: 'liqo-tenant-x',
+    labels: { 'networking.liqo.io/component': 'gateway', ...(active ? { 'networking.liqo.io/active': 'true' } : {}) },
+  },
   spec: { nodeName: node, containers: [{ name: 'gateway', image: 'weft' }] },
   ...(ip !== undefined ? { status: { podIP: ip } } : {}),
 });
 
 describe('SourceDetector', () => {
   test('writes nodeIP.local/remote for active gateway pods, once per address', async () => {
-    server.put(NET, 'internalnodes', { apiVersion: NET, kind: 'InternalNode', metadata: { name: 'worker-1' }, spec: { interface: { gateway: { name: 'liqo.worker-1' }, node: { ip: '10.80.0.2' } } } });
+    server.put(NET, 'internalnodes', {
+      apiVersion: NET,
+      kind: 'InternalNode',
+      metadata: { name: 'worker-1' },
+      spec: { interface: { gateway: { name: 'liqo.worker-1' }, node: { ip: '10.80.0.2' } } },
+    });
     // This node's routes: pods on itself via the CNI bridge address, other nodes' pods via the node address.
     const srcFor = async (dst: string): Promise<string> => (dst.startsWith('10.244.1.') ? '10.244.1.1' : '172.18.0.3');
     const writes: string[] = [];
@@ -42,7 +56,12 @@ describe('SourceDetector', () => {
       if (o.kind === 'ClusterRole') server.put('rbac.authorization.k8s.io/v1', 'clusterroles', o);
       if (o.kind === 'ClusterRoleBinding') server.put('rbac.authorization.k8s.io/v1', 'clusterrolebindings', o);
     }
-    const d = new SourceDetector({ kubeConfig: server.serviceAccountKubeConfig('liqo', 'weft-fabric'), nodeName: 'worker-1', srcFor, onWrite: (slot, ip) => writes.push(`${slot}=${ip}`) });
+    const d = new SourceDetector({
+      kubeConfig: server.serviceAccountKubeConfig('liqo', 'weft-fabric'),
+      nodeName: 'worker-1',
+      srcFor,
+      onWrite: (slot, ip) => writes.push(`${slot}=${ip}`),
+    });
     server.put('v1', 'pods', pod('gw-standby', 'worker-1', '10.244.1.9', false));
     server.put('v1', 'pods', pod('gw-remote', 'worker-2', '10.244.2.7', true));
     await d.start();
@@ -57,13 +76,19 @@ describe('SourceDetector', () => {
     await d.settled();
     expect(status()).toEqual({ nodeIP: { remote: '172.18.0.3', local: '10.244.1.1' } });
     // Another update with the same addresses: no write.
-    server.put('v1', 'pods', { ...pod('gw-remote', 'worker-2', '10.244.2.7', true), metadata: { ...pod('gw-remote', 'worker-2', '10.244.2.7', true).metadata, annotations: { a: 'b' } } });
+    server.put('v1', 'pods', {
+      ...pod('gw-remote', 'worker-2', '10.244.2.7', true),
+      metadata: { ...pod('gw-remote', 'worker-2', '10.244.2.7', true).metadata, annotations: { a: 'b' } },
+    });
     await new Promise((r) => setTimeout(r, 300));
     await d.settled();
     await d.stop();
     expect(writes).toEqual(['remote=172.18.0.3', 'local=10.244.1.1']);
     expect(server.requests.filter((r) => r.status === 403)).toEqual([]);
     const patches = server.requests.filter((r) => r.method === 'PATCH').map((r) => r.path);
-    expect(patches).toEqual(['/apis/networking.liqo.io/v1beta1/internalnodes/worker-1/status', '/apis/networking.liqo.io/v1beta1/internalnodes/worker-1/status']);
+    expect(patches).toEqual([
+      '/apis/networking.liqo.io/v1beta1/internalnodes/worker-1/status',
+      '/apis/networking.liqo.io/v1beta1/internalnodes/worker-1/status',
+    ]);
   });
 });

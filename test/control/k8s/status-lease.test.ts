@@ -13,16 +13,30 @@ async function until(pred: () => boolean, what: string, ms = 10_000): Promise<vo
 }
 
 let server: FakeApiServer;
-beforeAll(async () => { server = await FakeApiServer.start(); });
-afterAll(async () => { await server.stop(); });
+beforeAll(async () => {
+  server = await FakeApiServer.start();
+});
+afterAll(async () => {
+  await server.stop();
+});
 
 describe('ConnectionStatusWriter', () => {
   const connCrd = loadCrds(LIQO_CRD_DIR).find((c) => c.kind === 'Connection')!;
-  const mk = (updateIntervalMs = 10_000) => new ConnectionStatusWriter({
-    kubeConfig: server.kubeConfig(), namespace: 'liqo-tenant-b', name: 'gw-b', remoteClusterId: 'cluster-b', type: 'Server',
-    gatewayRef: { apiVersion: 'networking.liqo.io/v1beta1', kind: 'GatewayServer', name: 'gw-b', namespace: 'liqo-tenant-b' },
-    updateIntervalMs,
-  });
+  const mk = (updateIntervalMs = 10_000) =>
+    new ConnectionStatusWriter({
+      kubeConfig: server.kubeConfig(),
+      namespace: 'liqo-tenant-b',
+      name: 'gw-b',
+      remoteClusterId: 'cluster-b',
+      type: 'Server',
+      gatewayRef: {
+        apiVersion: 'networking.liqo.io/v1beta1',
+        kind: 'GatewayServer',
+        name: 'gw-b',
+        namespace: 'liqo-tenant-b',
+      },
+      updateIntervalMs,
+    });
 
   test('creates the Connection if missing, then patches status like Liqo', async () => {
     const w = mk();
@@ -31,7 +45,15 @@ describe('ConnectionStatusWriter', () => {
     let c = server.getObject('networking.liqo.io/v1beta1', 'connections', 'liqo-tenant-b', 'gw-b')!;
     expect(validate(c, connCrd.schema, 'strict')).toEqual([]);
     expect(c.metadata.labels).toEqual({ 'liqo.io/remote-cluster-id': 'cluster-b' });
-    expect(c['spec']).toEqual({ type: 'Server', gatewayRef: { apiVersion: 'networking.liqo.io/v1beta1', kind: 'GatewayServer', name: 'gw-b', namespace: 'liqo-tenant-b' } });
+    expect(c['spec']).toEqual({
+      type: 'Server',
+      gatewayRef: {
+        apiVersion: 'networking.liqo.io/v1beta1',
+        kind: 'GatewayServer',
+        name: 'gw-b',
+        namespace: 'liqo-tenant-b',
+      },
+    });
     expect(c['status']).toEqual({ value: 'Connecting', latency: { value: 'N/A', timestamp: '2025-06-01T10:00:00Z' } });
 
     expect(await w.report('Connected', 2.4, new Date('2025-06-01T10:00:02Z'))).toBe(true);
@@ -48,8 +70,20 @@ describe('ConnectionStatusWriter', () => {
     expect((c['status'] as { latency: { value: string } }).latency.value).toBe('850μs');
     // A value change is written at once.
     expect(await w.report('Error', 0, new Date('2025-06-01T10:00:13Z'))).toBe(true);
-    expect((server.getObject('networking.liqo.io/v1beta1', 'connections', 'liqo-tenant-b', 'gw-b')!['status'] as { value: string }).value).toBe('Error');
-    expect(validate(server.getObject('networking.liqo.io/v1beta1', 'connections', 'liqo-tenant-b', 'gw-b'), connCrd.schema, 'strict')).toEqual([]);
+    expect(
+      (
+        server.getObject('networking.liqo.io/v1beta1', 'connections', 'liqo-tenant-b', 'gw-b')!['status'] as {
+          value: string;
+        }
+      ).value,
+    ).toBe('Error');
+    expect(
+      validate(
+        server.getObject('networking.liqo.io/v1beta1', 'connections', 'liqo-tenant-b', 'gw-b'),
+        connCrd.schema,
+        'strict',
+      ),
+    ).toEqual([]);
   });
 
   test('an existing Connection is reused, its spec untouched', async () => {
@@ -63,31 +97,54 @@ describe('ConnectionStatusWriter', () => {
     expect(await w.report('Error', 0, new Date('2025-06-01T10:00:14Z'))).toBe(false);
   });
 
-  test('a stale spec.gatewayRef (uid of an earlier peering) is replaced, as Liqo\'s gateway does', async () => {
+  test("a stale spec.gatewayRef (uid of an earlier peering) is replaced, as Liqo's gateway does", async () => {
     const NET = 'networking.liqo.io/v1beta1';
     const cur = server.getObject(NET, 'connections', 'liqo-tenant-b', 'gw-b')!;
-    server.put(NET, 'connections', { ...cur, spec: { type: 'Server', gatewayRef: { apiVersion: NET, kind: 'GatewayServer', name: 'gw-b', namespace: 'liqo-tenant-b', uid: 'old-peering' } } });
+    server.put(NET, 'connections', {
+      ...cur,
+      spec: {
+        type: 'Server',
+        gatewayRef: {
+          apiVersion: NET,
+          kind: 'GatewayServer',
+          name: 'gw-b',
+          namespace: 'liqo-tenant-b',
+          uid: 'old-peering',
+        },
+      },
+    });
     await mk().ensure();
     const after = server.getObject(NET, 'connections', 'liqo-tenant-b', 'gw-b')!;
     expect(after.metadata.uid).toBe(cur.metadata.uid);
-    expect(after['spec']).toEqual({ type: 'Server', gatewayRef: { apiVersion: NET, kind: 'GatewayServer', name: 'gw-b', namespace: 'liqo-tenant-b' } });
+    expect(after['spec']).toEqual({
+      type: 'Server',
+      gatewayRef: { apiVersion: NET, kind: 'GatewayServer', name: 'gw-b', namespace: 'liqo-tenant-b' },
+    });
   });
 });
 
 describe('ConnectionStatusWriter against real-server behaviour', () => {
   const NET = 'networking.liqo.io/v1beta1';
   const gwObj = () => server.getObject(NET, 'gatewayservers', 'liqo-tenant-c', 'gw-c')!;
-  const mk = () => new ConnectionStatusWriter({
-    kubeConfig: server.kubeConfig(), namespace: 'liqo-tenant-c', name: 'gw-c', remoteClusterId: 'cluster-c', type: 'Server',
-    gatewayRef: { apiVersion: NET, kind: 'GatewayServer', name: 'gw-c', namespace: 'liqo-tenant-c' },
-    owner: { apiVersion: NET, kind: 'GatewayServer', name: 'gw-c', uid: gwObj().metadata.uid! },
-    updateIntervalMs: 10_000,
-  });
+  const mk = () =>
+    new ConnectionStatusWriter({
+      kubeConfig: server.kubeConfig(),
+      namespace: 'liqo-tenant-c',
+      name: 'gw-c',
+      remoteClusterId: 'cluster-c',
+      type: 'Server',
+      gatewayRef: { apiVersion: NET, kind: 'GatewayServer', name: 'gw-c', namespace: 'liqo-tenant-c' },
+      owner: { apiVersion: NET, kind: 'GatewayServer', name: 'gw-c', uid: gwObj().metadata.uid! },
+      updateIntervalMs: 10_000,
+    });
   beforeAll(() => {
     // Created as a client would: the real server drops status on create for this kind.
     const created = server.create(NET, 'gatewayservers', {
-      apiVersion: NET, kind: 'GatewayServer', metadata: { name: 'gw-c', namespace: 'liqo-tenant-c' },
-      spec: { endpoint: { port: 51840 }, mtu: 1340 }, status: { endpoint: { addresses: ['172.18.0.9'] } },
+      apiVersion: NET,
+      kind: 'GatewayServer',
+      metadata: { name: 'gw-c', namespace: 'liqo-tenant-c' },
+      spec: { endpoint: { port: 51840 }, mtu: 1340 },
+      status: { endpoint: { addresses: ['172.18.0.9'] } },
     });
     expect(created['status']).toBeUndefined();
   });
@@ -96,14 +153,19 @@ describe('ConnectionStatusWriter against real-server behaviour', () => {
     const w = mk();
     await w.ensure();
     const c = server.getObject(NET, 'connections', 'liqo-tenant-c', 'gw-c')!;
-    expect(c.metadata['ownerReferences']).toEqual([{ apiVersion: NET, kind: 'GatewayServer', name: 'gw-c', uid: gwObj().metadata.uid }]);
+    expect(c.metadata['ownerReferences']).toEqual([
+      { apiVersion: NET, kind: 'GatewayServer', name: 'gw-c', uid: gwObj().metadata.uid },
+    ]);
     // An older Connection without the reference is adopted (other owners kept).
     const bare = structuredClone(c);
     bare.metadata['ownerReferences'] = [{ apiVersion: 'v1', kind: 'ConfigMap', name: 'x', uid: 'other' }];
     server.put(NET, 'connections', bare);
     await mk().ensure();
-    expect((server.getObject(NET, 'connections', 'liqo-tenant-c', 'gw-c')!.metadata['ownerReferences'] as { uid: string }[]).map((r) => r.uid))
-      .toEqual(['other', gwObj().metadata.uid]);
+    expect(
+      (
+        server.getObject(NET, 'connections', 'liqo-tenant-c', 'gw-c')!.metadata['ownerReferences'] as { uid: string }[]
+      ).map((r) => r.uid),
+    ).toEqual(['other', gwObj().metadata.uid]);
   });
 
   test('deleted under a running gateway, the Connection is created again by the next write', async () => {
@@ -119,17 +181,27 @@ describe('ConnectionStatusWriter against real-server behaviour', () => {
     // recreate() (an informer saw DELETED) restores the last value at once.
     server.remove(NET, 'connections', 'liqo-tenant-c', 'gw-c');
     await w.recreate(new Date('2025-06-01T10:00:21Z'));
-    expect((server.getObject(NET, 'connections', 'liqo-tenant-c', 'gw-c')!['status'] as { value: string }).value).toBe('Connected');
+    expect((server.getObject(NET, 'connections', 'liqo-tenant-c', 'gw-c')!['status'] as { value: string }).value).toBe(
+      'Connected',
+    );
   });
 
   test('its owner gone (unpeering), the Connection is not created again — not by a write, not by recreate()', async () => {
     const owner = server.create(NET, 'gatewayservers', {
-      apiVersion: NET, kind: 'GatewayServer', metadata: { name: 'gw-d', namespace: 'liqo-tenant-c' }, spec: { endpoint: { port: 51841 }, mtu: 1340 },
+      apiVersion: NET,
+      kind: 'GatewayServer',
+      metadata: { name: 'gw-d', namespace: 'liqo-tenant-c' },
+      spec: { endpoint: { port: 51841 }, mtu: 1340 },
     });
     const w = new ConnectionStatusWriter({
-      kubeConfig: server.kubeConfig(), namespace: 'liqo-tenant-c', name: 'gw-d', remoteClusterId: 'cluster-d', type: 'Server',
+      kubeConfig: server.kubeConfig(),
+      namespace: 'liqo-tenant-c',
+      name: 'gw-d',
+      remoteClusterId: 'cluster-d',
+      type: 'Server',
       gatewayRef: { apiVersion: NET, kind: 'GatewayServer', name: 'gw-d', namespace: 'liqo-tenant-c' },
-      owner: { apiVersion: NET, kind: 'GatewayServer', name: 'gw-d', uid: owner.metadata.uid! }, updateIntervalMs: 10_000,
+      owner: { apiVersion: NET, kind: 'GatewayServer', name: 'gw-d', uid: owner.metadata.uid! },
+      updateIntervalMs: 10_000,
     });
     expect(await w.ensure(new Date('2025-06-01T10:00:00Z'))).not.toBeNull();
     expect(await w.report('Connected', 1, new Date('2025-06-01T10:00:01Z'))).toBe(true);
@@ -142,9 +214,18 @@ describe('ConnectionStatusWriter against real-server behaviour', () => {
     await w.recreate(new Date('2025-06-01T10:00:21Z'));
     expect(server.getObject(NET, 'connections', 'liqo-tenant-c', 'gw-d')).toBeUndefined();
     // An owner of the same name but another uid (a new peering) is not ours either.
-    server.create(NET, 'gatewayservers', { apiVersion: NET, kind: 'GatewayServer', metadata: { name: 'gw-d', namespace: 'liqo-tenant-c' }, spec: { endpoint: { port: 51841 }, mtu: 1340 } });
+    server.create(NET, 'gatewayservers', {
+      apiVersion: NET,
+      kind: 'GatewayServer',
+      metadata: { name: 'gw-d', namespace: 'liqo-tenant-c' },
+      spec: { endpoint: { port: 51841 }, mtu: 1340 },
+    });
     const again = new ConnectionStatusWriter({
-      kubeConfig: server.kubeConfig(), namespace: 'liqo-tenant-c', name: 'gw-d', remoteClusterId: 'cluster-d', type: 'Server',
+      kubeConfig: server.kubeConfig(),
+      namespace: 'liqo-tenant-c',
+      name: 'gw-d',
+      remoteClusterId: 'cluster-d',
+      type: 'Server',
       gatewayRef: { apiVersion: NET, kind: 'GatewayServer', name: 'gw-d', namespace: 'liqo-tenant-c' },
       owner: { apiVersion: NET, kind: 'GatewayServer', name: 'gw-d', uid: owner.metadata.uid! },
     });
@@ -156,7 +237,9 @@ describe('ConnectionStatusWriter against real-server behaviour', () => {
     const w = mk();
     await w.ensure();
     await w.markDown();
-    expect((server.getObject(NET, 'connections', 'liqo-tenant-c', 'gw-c')!['status'] as { value: string }).value).toBe('Error');
+    expect((server.getObject(NET, 'connections', 'liqo-tenant-c', 'gw-c')!['status'] as { value: string }).value).toBe(
+      'Error',
+    );
     server.remove(NET, 'gatewayservers', 'liqo-tenant-c', 'gw-c');
     expect(server.getObject(NET, 'connections', 'liqo-tenant-c', 'gw-c')).toBeUndefined();
   });
@@ -164,10 +247,16 @@ describe('ConnectionStatusWriter against real-server behaviour', () => {
 
 describe('LeaderElector', () => {
   const opts = { leaseDurationMs: 1500, renewDeadlineMs: 1000, retryPeriodMs: 100 };
-  const candidate = (identity: string, log: string[], name = 'weft-gw', o: typeof opts = opts) => new LeaderElector({
-    kubeConfig: server.kubeConfig(), namespace: 'liqo-tenant-b', name, identity, ...o,
-    onStartedLeading: () => log.push(`${identity} started`), onStoppedLeading: () => log.push(`${identity} stopped`),
-  });
+  const candidate = (identity: string, log: string[], name = 'weft-gw', o: typeof opts = opts) =>
+    new LeaderElector({
+      kubeConfig: server.kubeConfig(),
+      namespace: 'liqo-tenant-b',
+      name,
+      identity,
+      ...o,
+      onStartedLeading: () => log.push(`${identity} started`),
+      onStoppedLeading: () => log.push(`${identity} stopped`),
+    });
 
   test('one leader; standby takes over after the leader stops renewing (crash)', async () => {
     const log: string[] = [];
@@ -184,7 +273,10 @@ describe('LeaderElector', () => {
     // Crash: a stops without releasing.
     await a.stop();
     await until(() => b.isLeader, 'gw-1 takes over');
-    const after = server.getObject('coordination.k8s.io/v1', 'leases', 'liqo-tenant-b', 'weft-gw')!['spec'] as { holderIdentity: string; leaseTransitions: number };
+    const after = server.getObject('coordination.k8s.io/v1', 'leases', 'liqo-tenant-b', 'weft-gw')!['spec'] as {
+      holderIdentity: string;
+      leaseTransitions: number;
+    };
     expect(after.holderIdentity).toBe('gw-1');
     expect(after.leaseTransitions).toBe(1);
     await b.stop();
@@ -204,7 +296,13 @@ describe('LeaderElector', () => {
     expect(b.isLeader).toBe(false);
     await a.stop({ release: true });
     await until(() => b.isLeader, 'gw-1 leading after release');
-    expect((server.getObject('coordination.k8s.io/v1', 'leases', 'liqo-tenant-b', 'weft-gw-2')!['spec'] as { holderIdentity: string }).holderIdentity).toBe('gw-1');
+    expect(
+      (
+        server.getObject('coordination.k8s.io/v1', 'leases', 'liqo-tenant-b', 'weft-gw-2')!['spec'] as {
+          holderIdentity: string;
+        }
+      ).holderIdentity,
+    ).toBe('gw-1');
     await b.stop();
     expect(log).toEqual(['gw-0 started', 'gw-0 stopped', 'gw-1 started', 'gw-1 stopped']);
   });

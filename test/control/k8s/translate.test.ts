@@ -9,13 +9,20 @@ import { NS, liqoResources } from './liqo-fixtures.js';
 
 const crds = loadCrds(LIQO_CRD_DIR);
 const KIND_OF: Partial<Record<LiqoResourceName, string>> = {
-  configurations: KINDS.configurations.kind, gatewayServers: KINDS.gatewayServers.kind, gatewayClients: KINDS.gatewayClients.kind,
-  publicKeys: KINDS.publicKeys.kind, internalNodes: KINDS.internalNodes.kind, internalFabrics: KINDS.internalFabrics.kind,
-  geneveTunnels: KINDS.geneveTunnels.kind, routeConfigurations: KINDS.routeConfigurations.kind, networks: KINDS.networks.kind, ips: KINDS.ips.kind,
+  configurations: KINDS.configurations.kind,
+  gatewayServers: KINDS.gatewayServers.kind,
+  gatewayClients: KINDS.gatewayClients.kind,
+  publicKeys: KINDS.publicKeys.kind,
+  internalNodes: KINDS.internalNodes.kind,
+  internalFabrics: KINDS.internalFabrics.kind,
+  geneveTunnels: KINDS.geneveTunnels.kind,
+  routeConfigurations: KINDS.routeConfigurations.kind,
+  networks: KINDS.networks.kind,
+  ips: KINDS.ips.kind,
 };
 
 describe('CRD schema validator', () => {
-  test('the fixtures validate against Liqo\'s CRD schemas', () => {
+  test("the fixtures validate against Liqo's CRD schemas", () => {
     const r = liqoResources();
     let n = 0;
     for (const [list, kind] of Object.entries(KIND_OF) as [LiqoResourceName, string][]) {
@@ -32,36 +39,68 @@ describe('CRD schema validator', () => {
   test('the validator rejects wrong types, missing required fields, bad enums and unknown fields', () => {
     const conn = crds.find((c) => c.kind === 'Connection')!;
     const errs = validate({ spec: { type: 'Peer', gatewayRef: {}, extra: 1 }, status: { value: 5 } }, conn.schema);
-    expect(errs).toEqual(expect.arrayContaining([
-      expect.stringMatching(/^spec\.type: "Peer" is not one of "Server", "Client"/),
-      'spec.extra: unknown field',
-      'status.value: expected string',
-    ]));
+    expect(errs).toEqual(
+      expect.arrayContaining([
+        expect.stringMatching(/^spec\.type: "Peer" is not one of "Server", "Client"/),
+        'spec.extra: unknown field',
+        'status.value: expected string',
+      ]),
+    );
     const tun = crds.find((c) => c.kind === 'GeneveTunnel')!;
-    expect(validate({ spec: { id: 1.5, internalNodeRef: {} } }, tun.schema)).toEqual(expect.arrayContaining([
-      'spec.internalFabricRef: required', 'spec.id: expected integer',
-    ]));
+    expect(validate({ spec: { id: 1.5, internalNodeRef: {} } }, tun.schema)).toEqual(
+      expect.arrayContaining(['spec.internalFabricRef: required', 'spec.id: expected integer']),
+    );
     const conf = crds.find((c) => c.kind === 'Configuration')!;
-    expect(validate({ spec: { remote: { cidr: { pod: ['10.0.0.0/33'] } } } }, conf.schema)).toEqual(['spec.remote.cidr.pod[0]: "10.0.0.0/33" is not a valid cidr']);
+    expect(validate({ spec: { remote: { cidr: { pod: ['10.0.0.0/33'] } } } }, conf.schema)).toEqual([
+      'spec.remote.cidr.pod[0]: "10.0.0.0/33" is not a valid cidr',
+    ]);
   });
 });
 
 describe('translate: gateway', () => {
   test('maps Liqo resources onto the model', () => {
-    const { config, warnings } = translate(liqoResources(), { role: 'gateway', clusterId: 'cluster-a', nodeName: 'worker-1' });
+    const { config, warnings } = translate(liqoResources(), {
+      role: 'gateway',
+      clusterId: 'cluster-a',
+      nodeName: 'worker-1',
+    });
     expect(warnings).toEqual([]);
     if (config.role !== 'gateway') throw new Error('role');
-    expect(config.cluster).toEqual({ id: 'cluster-a', podCIDRs: ['10.0.0.0/16'], serviceCIDRs: ['10.96.0.0/12'], externalCIDR: '10.70.0.0/16', internalCIDR: '10.80.0.0/16' });
+    expect(config.cluster).toEqual({
+      id: 'cluster-a',
+      podCIDRs: ['10.0.0.0/16'],
+      serviceCIDRs: ['10.96.0.0/12'],
+      externalCIDR: '10.70.0.0/16',
+      internalCIDR: '10.80.0.0/16',
+    });
     expect(config.wireguard).toMatchObject({ privateKey: KEYS.aPriv, listenPort: 51840, mtu: 1340 });
-    expect(config.peers).toEqual([{
-      name: 'cluster-b', clusterId: 'cluster-b', publicKey: KEYS.bPub,
-      remote: { podCIDRs: ['10.0.0.0/16'], externalCIDRs: ['10.70.0.0/16'] },
-      remapped: { podCIDRs: ['10.71.0.0/16'], externalCIDRs: ['10.72.0.0/16'] },
-    }]);
+    expect(config.peers).toEqual([
+      {
+        name: 'cluster-b',
+        clusterId: 'cluster-b',
+        publicKey: KEYS.bPub,
+        remote: { podCIDRs: ['10.0.0.0/16'], externalCIDRs: ['10.70.0.0/16'] },
+        remapped: { podCIDRs: ['10.71.0.0/16'], externalCIDRs: ['10.72.0.0/16'] },
+      },
+    ]);
     // worker-1 hosts the gateway: its tunnel uses the node's local IP (as Liqo's fabric does).
     expect(config.geneve.tunnels).toEqual([
-      { id: 0, nodeName: 'worker-1', remoteUnderlay: '10.244.1.1', localInternalAddress: '10.80.0.1', remoteInternalAddress: '10.80.0.2', mode: 'l3' },
-      { id: 1, nodeName: 'worker-2', remoteUnderlay: '172.18.0.4', localInternalAddress: '10.80.0.1', remoteInternalAddress: '10.80.0.3', mode: 'l3' },
+      {
+        id: 0,
+        nodeName: 'worker-1',
+        remoteUnderlay: '10.244.1.1',
+        localInternalAddress: '10.80.0.1',
+        remoteInternalAddress: '10.80.0.2',
+        mode: 'l3',
+      },
+      {
+        id: 1,
+        nodeName: 'worker-2',
+        remoteUnderlay: '172.18.0.4',
+        localInternalAddress: '10.80.0.1',
+        remoteInternalAddress: '10.80.0.3',
+        mode: 'l3',
+      },
     ]);
     expect(config.geneve.podRoutes).toEqual([
       { podCIDR: '10.0.1.5/32', nodeInternalAddress: '10.80.0.2' },
@@ -74,8 +113,14 @@ describe('translate: gateway', () => {
     const r = liqoResources();
     const srv = r.gatewayServers.pop()!;
     r.gatewayClients.push({
-      apiVersion: srv.apiVersion, kind: 'GatewayClient', metadata: srv.metadata!,
-      spec: { endpoint: { addresses: ['2001:db8::7'], port: 32000, protocol: 'UDP' }, mtu: 1300, secretRef: { name: 'gw-keys' } },
+      apiVersion: srv.apiVersion,
+      kind: 'GatewayClient',
+      metadata: srv.metadata!,
+      spec: {
+        endpoint: { addresses: ['2001:db8::7'], port: 32000, protocol: 'UDP' },
+        mtu: 1300,
+        secretRef: { name: 'gw-keys' },
+      },
     });
     const { config } = translate(r, { role: 'gateway', clusterId: 'cluster-a' });
     if (config.role !== 'gateway') throw new Error('role');
@@ -84,24 +129,34 @@ describe('translate: gateway', () => {
     expect(config.wireguard.listenPort).toBe(51840);
   });
 
-  test('several endpoint ports as Liqo uses them: client and server both use the first (Liqo\'s tunnel 0), saying so', () => {
+  test("several endpoint ports as Liqo uses them: client and server both use the first (Liqo's tunnel 0), saying so", () => {
     const r = liqoResources();
     const srv = r.gatewayServers.pop()!;
     r.gatewayClients.push({
-      apiVersion: srv.apiVersion, kind: 'GatewayClient', metadata: srv.metadata!,
-      spec: { endpoint: { addresses: ['172.18.0.9'], ports: [32000, 32001], protocol: 'UDP' }, mtu: 1340, secretRef: { name: 'gw-keys' } },
+      apiVersion: srv.apiVersion,
+      kind: 'GatewayClient',
+      metadata: srv.metadata!,
+      spec: {
+        endpoint: { addresses: ['172.18.0.9'], ports: [32000, 32001], protocol: 'UDP' },
+        mtu: 1340,
+        secretRef: { name: 'gw-keys' },
+      },
     });
     const { config, warnings } = translate(r, { role: 'gateway', clusterId: 'cluster-a' });
     if (config.role !== 'gateway') throw new Error('role');
     expect(config.peers[0]!.endpoint).toBe('172.18.0.9:32000');
-    expect(warnings).toContain(`GatewayClient ${NS}/cluster-b: spec.endpoint.ports 32000,32001: traffic goes to the first (32000), as through Liqo's tunnel 0`);
+    expect(warnings).toContain(
+      `GatewayClient ${NS}/cluster-b: spec.endpoint.ports 32000,32001: traffic goes to the first (32000), as through Liqo's tunnel 0`,
+    );
 
     const r2 = liqoResources();
     r2.gatewayServers[0]!.spec!.endpoint = { ports: [51841, 51840], serviceType: 'NodePort' };
     const t2 = translate(r2, { role: 'gateway', clusterId: 'cluster-a' });
     if (t2.config.role !== 'gateway') throw new Error('role');
     expect(t2.config.wireguard.listenPort).toBe(51841);
-    expect(t2.warnings).toContain(`GatewayServer ${NS}/cluster-b: spec.endpoint.ports 51841,51840: listening on the first (51841), the port of Liqo's tunnel 0 and of the gateway Service`);
+    expect(t2.warnings).toContain(
+      `GatewayServer ${NS}/cluster-b: spec.endpoint.ports 51841,51840: listening on the first (51841), the port of Liqo's tunnel 0 and of the gateway Service`,
+    );
     const r3 = liqoResources();
     r3.gatewayServers[0]!.spec!.endpoint = { ports: [51850], serviceType: 'NodePort' };
     const c3 = translate(r3, { role: 'gateway', clusterId: 'cluster-a' }).config;
@@ -127,9 +182,15 @@ describe('translate: gateway', () => {
     const r = liqoResources();
     r.secrets[0]!.data!['privateKey'] = Buffer.alloc(16).toString('base64');
     let err: unknown;
-    try { translate(r, { role: 'gateway', clusterId: 'cluster-a' }); } catch (e) { err = e; }
+    try {
+      translate(r, { role: 'gateway', clusterId: 'cluster-a' });
+    } catch (e) {
+      err = e;
+    }
     expect(err).toBeInstanceOf(ConfigError);
-    expect((err as Error).message).toBe(`kubernetes: Secret ${NS}/gw-keys: data.privateKey: expected the raw 32-byte WireGuard private key (base64-encoded by Kubernetes)`);
+    expect((err as Error).message).toBe(
+      `kubernetes: Secret ${NS}/gw-keys: data.privateKey: expected the raw 32-byte WireGuard private key (base64-encoded by Kubernetes)`,
+    );
   });
 
   test('a pod CIDR that is not a CIDR is a TranslateError on the Network or Configuration holding it (found by fuzzing)', () => {
@@ -137,7 +198,11 @@ describe('translate: gateway', () => {
       const r = liqoResources();
       r.networks[0]!.status!.cidr = bad;
       let err: unknown;
-      try { translate(r, { role: 'gateway', clusterId: 'cluster-a' }); } catch (e) { err = e; }
+      try {
+        translate(r, { role: 'gateway', clusterId: 'cluster-a' });
+      } catch (e) {
+        err = e;
+      }
       expect(err, bad).toBeInstanceOf(TranslateError);
       expect((err as TranslateError).objects).toEqual([r.networks[0]]);
       expect((err as Error).message).toMatch(/^kubernetes: Network liqo\/pod-cidr: status\.cidr: /);
@@ -146,13 +211,19 @@ describe('translate: gateway', () => {
     r.networks = r.networks.filter((n) => n.metadata?.name !== 'pod-cidr');
     r.configurations[0]!.spec!.local!.cidr!.pod = ['10.0.0.0/33'];
     let err: unknown;
-    try { translate(r, { role: 'gateway', clusterId: 'cluster-a' }); } catch (e) { err = e; }
+    try {
+      translate(r, { role: 'gateway', clusterId: 'cluster-a' });
+    } catch (e) {
+      err = e;
+    }
     expect(err).toBeInstanceOf(TranslateError);
     expect((err as Error).message).toMatch(/Configuration liqo-tenant-cluster-b\/cluster-b: spec\.local\.cidr\.pod: /);
   });
 
   test('remoteClusterIds filters peers', () => {
-    expect(() => translate(liqoResources(), { role: 'gateway', clusterId: 'cluster-a', remoteClusterIds: ['cluster-z'] })).toThrow(/no usable gateway for cluster-z/);
+    expect(() =>
+      translate(liqoResources(), { role: 'gateway', clusterId: 'cluster-a', remoteClusterIds: ['cluster-z'] }),
+    ).toThrow(/no usable gateway for cluster-z/);
   });
 });
 
@@ -161,13 +232,27 @@ describe('translate: node', () => {
     const { config } = translate(liqoResources(), { role: 'node', clusterId: 'cluster-a', nodeName: 'worker-2' });
     if (config.role !== 'node') throw new Error('role');
     expect(config.node).toEqual({
-      name: 'worker-2', tunName: 'weft0', mtu: 1340,
-      gateways: [{ name: 'cluster-b', vni: 1, gatewayUnderlay: '10.244.1.7', gatewayInternalAddress: '10.80.0.1', localInternalAddress: '10.80.0.3', remoteCIDRs: ['10.71.0.0/16', '10.72.0.0/16'], mode: 'l3' }],
+      name: 'worker-2',
+      tunName: 'weft0',
+      mtu: 1340,
+      gateways: [
+        {
+          name: 'cluster-b',
+          vni: 1,
+          gatewayUnderlay: '10.244.1.7',
+          gatewayInternalAddress: '10.80.0.1',
+          localInternalAddress: '10.80.0.3',
+          remoteCIDRs: ['10.71.0.0/16', '10.72.0.0/16'],
+          mode: 'l3',
+        },
+      ],
     });
   });
 
   test('unknown node is a ConfigError', () => {
-    expect(() => translate(liqoResources(), { role: 'node', clusterId: 'cluster-a', nodeName: 'worker-9' })).toThrow(/InternalNode worker-9: not found/);
+    expect(() => translate(liqoResources(), { role: 'node', clusterId: 'cluster-a', nodeName: 'worker-9' })).toThrow(
+      /InternalNode worker-9: not found/,
+    );
   });
 });
 

@@ -10,18 +10,29 @@ describe('tunnel addresses of a translated Liqo gateway', () => {
   test('GatewayServer: ours 169.254.18.1, the peer 169.254.18.2', () => {
     const { config } = translate(liqoResources(), { role: 'gateway', clusterId: 'cluster-a', nodeName: 'worker-1' });
     if (config.role !== 'gateway') throw new Error('role');
-    expect(planTunnelAddresses(config)).toEqual({ peers: [{ name: 'cluster-b', clusterId: 'cluster-b', local: '169.254.18.1', remote: '169.254.18.2' }], skipped: [] });
+    expect(planTunnelAddresses(config)).toEqual({
+      peers: [{ name: 'cluster-b', clusterId: 'cluster-b', local: '169.254.18.1', remote: '169.254.18.2' }],
+      skipped: [],
+    });
   });
 
   test('GatewayClient: ours 169.254.18.2, the peer 169.254.18.1', () => {
     const r = liqoResources();
     const srv = r.gatewayServers.pop()!;
     r.gatewayClients.push({
-      apiVersion: srv.apiVersion, kind: 'GatewayClient', metadata: srv.metadata!,
-      spec: { endpoint: { addresses: ['172.18.0.9'], port: 32000, protocol: 'UDP' }, mtu: 1340, secretRef: { name: 'gw-keys' } },
+      apiVersion: srv.apiVersion,
+      kind: 'GatewayClient',
+      metadata: srv.metadata!,
+      spec: {
+        endpoint: { addresses: ['172.18.0.9'], port: 32000, protocol: 'UDP' },
+        mtu: 1340,
+        secretRef: { name: 'gw-keys' },
+      },
     });
     const { config } = translate(r, { role: 'gateway', clusterId: 'cluster-a' });
     if (config.role !== 'gateway') throw new Error('role');
-    expect(planTunnelAddresses(config).peers).toEqual([{ name: 'cluster-b', clusterId: 'cluster-b', local: '169.254.18.2', remote: '169.254.18.1' }]);
+    expect(planTunnelAddresses(config).peers).toEqual([
+      { name: 'cluster-b', clusterId: 'cluster-b', local: '169.254.18.2', remote: '169.254.18.1' },
+    ]);
   });
 });

@@ -20,10 +20,17 @@ async function until(pred: () => boolean, what: string, ms = 5000): Promise<void
 function load(server: FakeApiServer): void {
   const r = liqoResources();
   const plural: Record<LiqoResourceName, string> = {
-    configurations: KINDS.configurations.plural, gatewayServers: KINDS.gatewayServers.plural, gatewayClients: KINDS.gatewayClients.plural,
-    secrets: KINDS.secrets.plural, publicKeys: KINDS.publicKeys.plural, internalNodes: KINDS.internalNodes.plural,
-    internalFabrics: KINDS.internalFabrics.plural, geneveTunnels: KINDS.geneveTunnels.plural, routeConfigurations: KINDS.routeConfigurations.plural,
-    networks: KINDS.networks.plural, ips: KINDS.ips.plural,
+    configurations: KINDS.configurations.plural,
+    gatewayServers: KINDS.gatewayServers.plural,
+    gatewayClients: KINDS.gatewayClients.plural,
+    secrets: KINDS.secrets.plural,
+    publicKeys: KINDS.publicKeys.plural,
+    internalNodes: KINDS.internalNodes.plural,
+    internalFabrics: KINDS.internalFabrics.plural,
+    geneveTunnels: KINDS.geneveTunnels.plural,
+    routeConfigurations: KINDS.routeConfigurations.plural,
+    networks: KINDS.networks.plural,
+    ips: KINDS.ips.plural,
   };
   for (const [name, list] of Object.entries(r) as [LiqoResourceName, KubernetesObject[]][]) {
     for (const o of list) server.put(o.apiVersion!, plural[name], o as Record<string, unknown>);
@@ -32,8 +39,12 @@ function load(server: FakeApiServer): void {
 
 describe('informers against the fake API server (real client-node over TLS)', () => {
   let server: FakeApiServer;
-  beforeAll(async () => { server = await FakeApiServer.start(); });
-  afterAll(async () => { await server.stop(); });
+  beforeAll(async () => {
+    server = await FakeApiServer.start();
+  });
+  afterAll(async () => {
+    await server.stop();
+  });
 
   test('ADDED / MODIFIED / DELETED reach the informer', async () => {
     const kc = server.kubeConfig();
@@ -43,14 +54,23 @@ describe('informers against the fake API server (real client-node over TLS)', ()
     inf.on('add', (o) => seen.push(`add ${o.metadata!.name}`));
     inf.on('update', (o) => seen.push(`update ${o.metadata!.name}`));
     inf.on('delete', (o) => seen.push(`delete ${o.metadata!.name}`));
-    server.put(apiVersionOf(kind), kind.plural, { metadata: { name: 'pre', namespace: 'ns1' }, spec: { publicKey: Buffer.alloc(32, 1).toString('base64') } });
+    server.put(apiVersionOf(kind), kind.plural, {
+      metadata: { name: 'pre', namespace: 'ns1' },
+      spec: { publicKey: Buffer.alloc(32, 1).toString('base64') },
+    });
     await inf.start();
     try {
       expect(seen).toEqual(['add pre']);
-      server.put(apiVersionOf(kind), kind.plural, { metadata: { name: 'k1', namespace: 'ns1' }, spec: { publicKey: Buffer.alloc(32, 2).toString('base64') } });
+      server.put(apiVersionOf(kind), kind.plural, {
+        metadata: { name: 'k1', namespace: 'ns1' },
+        spec: { publicKey: Buffer.alloc(32, 2).toString('base64') },
+      });
       server.put(apiVersionOf(kind), kind.plural, { metadata: { name: 'other-ns', namespace: 'ns2' }, spec: {} });
       await until(() => seen.length === 2, 'ADDED');
-      server.put(apiVersionOf(kind), kind.plural, { metadata: { name: 'k1', namespace: 'ns1' }, spec: { publicKey: Buffer.alloc(32, 3).toString('base64') } });
+      server.put(apiVersionOf(kind), kind.plural, {
+        metadata: { name: 'k1', namespace: 'ns1' },
+        spec: { publicKey: Buffer.alloc(32, 3).toString('base64') },
+      });
       await until(() => seen.length === 3, 'MODIFIED');
       server.remove(apiVersionOf(kind), kind.plural, 'ns1', 'pre');
       await until(() => seen.length === 4, 'DELETED');
@@ -71,13 +91,26 @@ describe.each(['event', 'http'] as const)('LiqoWatcher (410 as %s)', (expired) =
     server = await FakeApiServer.start({ expired });
     load(server);
   });
-  afterEach(async () => { await watcher?.stop(); watcher = undefined; results.length = 0; errors.length = 0; });
-  afterAll(async () => { await server.stop(); });
+  afterEach(async () => {
+    await watcher?.stop();
+    watcher = undefined;
+    results.length = 0;
+    errors.length = 0;
+  });
+  afterAll(async () => {
+    await server.stop();
+  });
 
   const start = async () => {
     watcher = new LiqoWatcher({
-      kubeConfig: server.kubeConfig(), namespace: NS, role: 'gateway', clusterId: 'cluster-a', nodeName: 'worker-1', debounceMs: 30,
-      onConfig: (r) => results.push(r), onError: (e) => errors.push(e),
+      kubeConfig: server.kubeConfig(),
+      namespace: NS,
+      role: 'gateway',
+      clusterId: 'cluster-a',
+      nodeName: 'worker-1',
+      debounceMs: 30,
+      onConfig: (r) => results.push(r),
+      onError: (e) => errors.push(e),
     });
     return watcher.start();
   };
@@ -104,10 +137,19 @@ describe.each(['event', 'http'] as const)('LiqoWatcher (410 as %s)', (expired) =
     expect(errors).toEqual([]);
   });
 
-  test('pod routes from Liqo\'s per-node RouteConfiguration in the Liqo namespace, outside the tenant namespace', async () => {
+  test("pod routes from Liqo's per-node RouteConfiguration in the Liqo namespace, outside the tenant namespace", async () => {
     // Liqo's internal pod controller writes NODE-gw-node in its own namespace (route/pod_k8s.go).
-    const rc = { apiVersion: 'networking.liqo.io/v1beta1', kind: 'RouteConfiguration', metadata: { name: 'worker-1-gw-node', namespace: 'liqo' },
-      spec: { table: { name: 'worker-1', rules: [{ iif: 'liqo-tunnel', routes: [{ dst: '10.0.1.77/32', gw: '10.80.0.2' }] }] } } };
+    const rc = {
+      apiVersion: 'networking.liqo.io/v1beta1',
+      kind: 'RouteConfiguration',
+      metadata: { name: 'worker-1-gw-node', namespace: 'liqo' },
+      spec: {
+        table: {
+          name: 'worker-1',
+          rules: [{ iif: 'liqo-tunnel', routes: [{ dst: '10.0.1.77/32', gw: '10.80.0.2' }] }],
+        },
+      },
+    };
     server.put(rc.apiVersion, 'routeconfigurations', rc);
     try {
       const gw = (await start()).config as GatewayConfig;
@@ -124,7 +166,9 @@ describe.each(['event', 'http'] as const)('LiqoWatcher (410 as %s)', (expired) =
     // Partition: the informers miss the next writes; then history is compacted and streams end.
     server.muteWatches();
     server.put('networking.liqo.io/v1beta1', 'genevetunnels', {
-      apiVersion: 'networking.liqo.io/v1beta1', kind: 'GeneveTunnel', metadata: { name: 'cluster-b-worker-2', namespace: NS },
+      apiVersion: 'networking.liqo.io/v1beta1',
+      kind: 'GeneveTunnel',
+      metadata: { name: 'cluster-b-worker-2', namespace: NS },
       spec: { id: 7, internalFabricRef: { name: 'cluster-b', namespace: NS }, internalNodeRef: { name: 'worker-2' } },
     });
     const expiredBefore = server.expiredCount;
@@ -132,7 +176,10 @@ describe.each(['event', 'http'] as const)('LiqoWatcher (410 as %s)', (expired) =
     server.dropWatches();
     await until(() => results.length === 1, 'config after re-list');
     const tunnels = (results[0]!.config as GatewayConfig).geneve.tunnels;
-    expect(tunnels.map((t) => [t.nodeName, t.id])).toEqual([['worker-1', 0], ['worker-2', 7]]);
+    expect(tunnels.map((t) => [t.nodeName, t.id])).toEqual([
+      ['worker-1', 0],
+      ['worker-2', 7],
+    ]);
     const listsAfter = server.requests.filter((r) => r.method === 'GET' && !r.path.includes('watch=')).length;
     expect(listsAfter).toBeGreaterThan(listsBefore);
     expect(server.expiredCount).toBeGreaterThan(expiredBefore);
@@ -142,7 +189,13 @@ describe.each(['event', 'http'] as const)('LiqoWatcher (410 as %s)', (expired) =
   test('start() fails with a typed error when the API refuses', async () => {
     const kc = server.kubeConfig();
     kc.users[0] = { ...kc.users[0]!, token: 'wrong' };
-    watcher = new LiqoWatcher({ kubeConfig: kc, namespace: NS, role: 'gateway', clusterId: 'cluster-a', onConfig: () => {} });
+    watcher = new LiqoWatcher({
+      kubeConfig: kc,
+      namespace: NS,
+      role: 'gateway',
+      clusterId: 'cluster-a',
+      onConfig: () => {},
+    });
     await expect(watcher.start()).rejects.toMatchObject({ name: 'KubernetesApiError', status: 401 });
   });
 });
