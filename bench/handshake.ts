@@ -25,7 +25,7 @@ import { createEvpHashing } from '../src/crypto/evp-hash.js';
 import { createNodeBackend } from '../src/crypto/node.js';
 import { createOpensslBackend } from '../src/crypto/openssl.js';
 import { createPureBackend } from '../src/crypto/pure.js';
-import { withNativeAead } from '../src/ports/native-aead.js';
+import { withNativeAead } from '../src/io/native-aead.js';
 import { handshake, makePair } from './wireguard.js';
 
 function backendByName(name: string): CryptoBackend {

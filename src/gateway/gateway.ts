@@ -24,7 +24,7 @@
  * TUN; each peer's is in its allowed IPs; the router forwards them without NAT or TTL handling.
  *
  * Configuration types come from src/control as types only; kernel routes/addresses through
- * ports/iproute.ts (typed RouteCommandError).
+ * kernel/iproute.ts (typed RouteCommandError).
  */
 import type { ConfigOp, PeerChanges, TunnelChanges } from '../control/diff.js';
 import type { GatewayConfig, GeneveTunnelConfig, PeerConfig, PodRouteConfig } from '../control/config.js';
@@ -44,12 +44,12 @@ import {
   segmenterStats,
   startTunReader,
   tunReaderMaxCount,
-} from '../ports/fabric-offload.js';
-import { GENEVE_OFFLOAD_DELIVER_MAX, GenevePort } from '../ports/geneve-port.js';
-import type { TunSegmenter } from '../ports/tun-offload.js';
-import { KernelState } from '../ports/iproute.js';
-import { withNetnsAsync } from '../ports/netns.js';
-import { WireGuardPort } from '../ports/wireguard-port.js';
+} from '../pipelines/fabric-offload.js';
+import { GENEVE_OFFLOAD_DELIVER_MAX, GenevePort } from '../pipelines/geneve-port.js';
+import type { TunSegmenter } from '../pipelines/tun-offload.js';
+import { KernelState } from '../kernel/iproute.js';
+import { withNetnsAsync } from '../kernel/netns.js';
+import { WireGuardPort } from '../pipelines/wireguard-port.js';
 import { Router, RouterLanes, type RouterPeer } from '../router/router.js';
 import { Device } from '../wireguard/device.js';
 import type { Peer } from '../wireguard/peer.js';

@@ -21,9 +21,9 @@ import { UdpError } from '../io/udp.js';
 import { UapiServer } from '../io/uapi-server.js';
 import { Device, WireGuardConfigError } from '../wireguard/device.js';
 import { planSet, UapiError, type UapiDeviceSnapshot, type UapiOperation } from '../wireguard/uapi.js';
-import { withNativeAead } from '../ports/native-aead.js';
-import { WireGuardPort } from '../ports/wireguard-port.js';
-import { segmenterScratch, TunCoalescingWriter, TunSegmenter } from '../ports/tun-offload.js';
+import { withNativeAead } from '../io/native-aead.js';
+import { WireGuardPort } from '../pipelines/wireguard-port.js';
+import { segmenterScratch, TunCoalescingWriter, TunSegmenter } from '../pipelines/tun-offload.js';
 import { TRANSPORT_HEADER_SIZE } from '../wireguard/messages.js';
 
 /**

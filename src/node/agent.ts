@@ -18,7 +18,7 @@
  * node's internal address as source (the gateway masquerades it); the kernel routes each
  * gateway's remote CIDRs, its internal address and the cluster's internal CIDR to the TUN.
  *
- * Kernel state is set with `ip` (src/ports/iproute.ts: replace semantics, typed
+ * Kernel state is set with `ip` (src/kernel/iproute.ts: replace semantics, typed
  * RouteCommandError) and removed again by stop(). The TUN MTU is the smaller of the configured
  * fabric MTU (node.mtu, Liqo's 1340 by default) and what the underlay towards each gateway can
  * carry after Geneve's overhead (geneveInnerMtu of the underlay device's MTU).
@@ -31,8 +31,8 @@ import type { NodeConfig, NodeGatewayConfig } from '../control/config.js';
 import { GeneveTunnelTable } from '../geneve/table.js';
 import { geneveInnerMtu } from '../geneve/mtu.js';
 import { TunDevice } from '../io/tun.js';
-import { GENEVE_OFFLOAD_DELIVER_MAX, GenevePort, type GeneveSink, type GenevePortStats } from '../ports/geneve-port.js';
-import type { TunCoalescingWriter, TunSegmenter } from '../ports/tun-offload.js';
+import { GENEVE_OFFLOAD_DELIVER_MAX, GenevePort, type GeneveSink, type GenevePortStats } from '../pipelines/geneve-port.js';
+import type { TunCoalescingWriter, TunSegmenter } from '../pipelines/tun-offload.js';
 import {
   coalescerStats,
   fabricOffloads,
@@ -42,8 +42,8 @@ import {
   type CoalescerCounts,
   type FabricOffloads,
   type SegmenterCounts,
-} from '../ports/fabric-offload.js';
-import { ip, KernelState, writeSysctl } from '../ports/iproute.js';
+} from '../pipelines/fabric-offload.js';
+import { ip, KernelState, writeSysctl } from '../kernel/iproute.js';
 import {
   HOOK_COUNT,
   HOOK_INPUT,

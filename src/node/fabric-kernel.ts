@@ -19,9 +19,9 @@
  * All operations run one at a time, in call order.
  */
 import { formatPrefix } from '../packet/addr.js';
-import { ip, RouteCommandError } from '../ports/iproute.js';
-import { ConntrackCommandError, runConntrack, type ConntrackRunner } from '../ports/conntrack.js';
-import { NftCommandError, runNft, type NftRunner } from '../ports/nft.js';
+import { ip, RouteCommandError } from '../kernel/iproute.js';
+import { ConntrackCommandError, runConntrack, type ConntrackRunner } from '../kernel/conntrack.js';
+import { NftCommandError, runNft, type NftRunner } from '../kernel/nft.js';
 import { flowMatchesNotrack, notrackConds, parseConntrackLine } from '../rules/notrack-flows.js';
 import type { KernelTable } from '../rules/fabric-split.js';
 import type { RouteConfigSpec } from '../rules/routes.js';

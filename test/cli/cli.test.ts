@@ -20,7 +20,7 @@ import { defaultInstanceName } from '../../src/cli/commands/up.js';
 import { main, MAIN_HELP } from '../../src/cli/weft.js';
 import { ConfigError } from '../../src/control/config.js';
 import { CryptoBackendError } from '../../src/crypto/errors.js';
-import { RouteCommandError } from '../../src/ports/iproute.js';
+import { RouteCommandError } from '../../src/kernel/iproute.js';
 import { TunPermissionError } from '../../src/io/tun.js';
 import { UdpError } from '../../src/io/udp.js';
 import { captureIo } from './helpers.js';

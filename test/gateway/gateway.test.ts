@@ -21,9 +21,9 @@ import { generatePrivateKeyBase64, publicKeyBase64 } from '../../src/crypto/keys
 import { getCryptoBackend } from '../../src/crypto/select.js';
 import { GeneveTunnelTable, type GeneveTunnel } from '../../src/geneve/table.js';
 import { Gateway } from '../../src/gateway/gateway.js';
-import { GenevePort } from '../../src/ports/geneve-port.js';
-import { WireGuardPort } from '../../src/ports/wireguard-port.js';
-import { withNetnsAsync } from '../../src/ports/netns.js';
+import { GenevePort } from '../../src/pipelines/geneve-port.js';
+import { WireGuardPort } from '../../src/pipelines/wireguard-port.js';
+import { withNetnsAsync } from '../../src/kernel/netns.js';
 import { formatAddress, parsePrefix } from '../../src/packet/addr.js';
 import { icmpv4ChecksumValid } from '../../src/packet/icmp.js';
 import { ipv4HeaderValid } from '../../src/packet/ipv4.js';

@@ -20,7 +20,7 @@ import {
   type ConnCheckerOptions,
   type PeerCheckStatus,
 } from '../../control/conncheck.js';
-import { withNetnsAsync } from '../../ports/netns.js';
+import { withNetnsAsync } from '../../kernel/netns.js';
 
 /**
  * Epoch milliseconds with sub-millisecond resolution: the process's time origin plus the

@@ -11,7 +11,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { GeneveTunnelTable, type GeneveTunnel } from '../../src/geneve/table.js';
 import { GeneveDrop } from '../../src/geneve/reasons.js';
-import { GenevePort } from '../../src/ports/geneve-port.js';
+import { GenevePort } from '../../src/pipelines/geneve-port.js';
 import { UdpSocket } from '../../src/io/udp.js';
 import { icmpEcho, udpPacket, type Built } from '../packet/factory.js';
 import { waitFor } from '../util/netns.js';

@@ -14,7 +14,7 @@ import { PacketBatch } from '../../src/io/batch.js';
 import { loadNativeIo, nativeIoLoadError } from '../../src/io/native.js';
 import { UdpSocket } from '../../src/io/udp.js';
 import { formatAddress, parsePrefix } from '../../src/packet/addr.js';
-import { WireGuardPort } from '../../src/ports/wireguard-port.js';
+import { WireGuardPort } from '../../src/pipelines/wireguard-port.js';
 import { Device, ENCRYPT_SEND, EncryptResult, RECEIVE_DELIVER, ReceiveResult } from '../../src/wireguard/device.js';
 import type { Peer } from '../../src/wireguard/peer.js';
 import { waitFor } from '../util/netns.js';
@@ -215,7 +215,7 @@ describe('encryptBatch with peers + overlapping receive: allocation (sampling he
       const where: string[] = [];
       const walk = (node: ProfileNode): void => {
         const url = node.callFrame.url;
-        if (node.selfSize > 0 && (url.includes('/src/wireguard/') || url.includes('/src/ports/wireguard-port'))) {
+        if (node.selfSize > 0 && (url.includes('/src/wireguard/') || url.includes('/src/pipelines/wireguard-port'))) {
           bytes += node.selfSize;
           where.push(`${node.callFrame.functionName} ${url.split('/').pop()}: ${node.selfSize}`);
         }

@@ -20,8 +20,8 @@ import { ipv4TransportSum } from '../../src/packet/ipv4.js';
 import { ipv6TransportSum } from '../../src/packet/ipv6.js';
 import { parsePrefix } from '../../src/packet/addr.js';
 import { writeVnetHdr, writeVnetHdrNone, VIRTIO_NET_HDR_GSO_TCPV4 } from '../../src/packet/virtio-net-hdr.js';
-import { segmenterScratch, TunSegmenter } from '../../src/ports/tun-offload.js';
-import { WireGuardPort } from '../../src/ports/wireguard-port.js';
+import { segmenterScratch, TunSegmenter } from '../../src/pipelines/tun-offload.js';
+import { WireGuardPort } from '../../src/pipelines/wireguard-port.js';
 import { Device, ENCRYPT_SEND, EncryptResult, RECEIVE_DELIVER, ReceiveResult } from '../../src/wireguard/device.js';
 import type { Peer } from '../../src/wireguard/peer.js';
 import { waitFor } from '../util/netns.js';
@@ -284,7 +284,7 @@ describe.skipIf(nativeMissing !== null)('WireGuardPort with UDP GSO/GRO (loopbac
         // B's sendBatch (the test's sender) excluded: the receive path is what is measured.
         const receivePath =
           url.includes('/src/wireguard/') ||
-          url.includes('/src/ports/') ||
+          url.includes('/src/pipelines/') ||
           (url.includes('/src/io/udp') && node.callFrame.functionName !== 'sendBatch');
         if (node.selfSize > 0 && receivePath) {
           bytes += node.selfSize;

@@ -5,7 +5,7 @@
  * does: the IPv6 failure is reported through `onError`, not thrown.
  */
 import { UdpSocket, type UdpMechanism } from '../io/udp.js';
-import { withNetnsAsync } from './netns.js';
+import { withNetnsAsync } from '../kernel/netns.js';
 
 export interface DualStackOptions {
   readonly port: number;

@@ -19,8 +19,8 @@ import { loadNativeIo, nativeIoLoadError } from '../../src/io/native.js';
 import { TUN_OFFLOAD_MAX_PACKET } from '../../src/io/tun.js';
 import { Coalescer } from '../../src/packet/gro.js';
 import { PacketList } from '../../src/packet/packet-list.js';
-import { GenevePort, type GeneveSink } from '../../src/ports/geneve-port.js';
-import { segmenterScratch, TunSegmenter } from '../../src/ports/tun-offload.js';
+import { GenevePort, type GeneveSink } from '../../src/pipelines/geneve-port.js';
+import { segmenterScratch, TunSegmenter } from '../../src/pipelines/tun-offload.js';
 import { waitFor } from '../util/netns.js';
 import { Prng } from '../util/prng.js';
 import { post, type ProfileNode } from '../util/alloc.js';
@@ -294,7 +294,7 @@ describe.skipIf(nativeMissing !== null)('Geneve fabric path with UDP GSO/GRO (lo
       const walk = (node: ProfileNode): void => {
         const url = node.callFrame.url;
         const dataPath =
-          url.includes('/src/ports/') ||
+          url.includes('/src/pipelines/') ||
           url.includes('/src/geneve/') ||
           url.includes('/src/packet/') ||
           url.includes('/src/io/');

@@ -10,7 +10,7 @@ import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import type { CryptoBackend } from '../../src/crypto/backend.js';
 import { getCryptoBackend } from '../../src/crypto/select.js';
-import { withNativeAead } from '../../src/ports/native-aead.js';
+import { withNativeAead } from '../../src/io/native-aead.js';
 import { loadNativeIo, type NativeIo } from '../../src/io/native.js';
 import { skipUnlessRoot } from '../util/requirements.js';
 

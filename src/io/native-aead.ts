@@ -15,7 +15,7 @@
  * returns false with the plaintext span zeroed. Nothing is allocated per call.
  */
 import type { CryptoBackend } from '../crypto/backend.js';
-import { loadNativeIo, type NativeIo } from '../io/native.js';
+import { loadNativeIo, type NativeIo } from './native.js';
 
 type AeadFn = (key: Uint8Array, nonce: Uint8Array, buf: Uint8Array, off: number, len: number) => number;
 
