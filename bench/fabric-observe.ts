@@ -9,7 +9,7 @@
  */
 import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
-import type { WeftStatus } from '../src/cli/commands/status.js';
+import type { WeftStatus } from '../src/daemon/status.js';
 
 /** Every instance's status in `runDir` (`weft show --json --run-dir DIR`), by instance name. */
 export function showAll(weftBin: string, runDir: string): Map<string, WeftStatus> {

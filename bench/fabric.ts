@@ -164,7 +164,7 @@ function configs(dir: string): { gw: string; node: string } {
 }
 
 function launch(ns: string, config: string, v: Variant): ChildProcess {
-  const entry = join(v.root, 'dist/src/cli/launch.js');
+  const entry = join(v.root, 'dist/src/daemon/launch.js');
   const nodeArgs = (process.env.WEFT_NODE_ARGS ?? '').split(/\s+/).filter(Boolean);
   const child = spawn(
     'timeout',

@@ -12,7 +12,7 @@ import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { getCryptoBackend, parseCryptoBackendName } from '../crypto/select.js';
 import { WgDaemon } from '../gateway/wg-daemon.js';
-import { WEFT_VERSION } from './version.js';
+import { WEFT_VERSION } from '../daemon/version.js';
 
 const USAGE = `Usage: weft-wg [-f/--foreground] INTERFACE-NAME
        weft-wg --version

@@ -6,7 +6,7 @@
  * ./commands/common.ts (0 ok, 1 runtime, 2 usage, 3 configuration, 4 needs root/capability).
  */
 import { EXIT_CODES_HELP, EXIT_OK, EXIT_USAGE, processIo, type CliIo } from './commands/common.js';
-import { WEFT_VERSION } from './version.js';
+import { WEFT_VERSION } from '../daemon/version.js';
 
 export const MAIN_HELP = `Usage: weft COMMAND [OPTIONS]
 

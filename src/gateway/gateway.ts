@@ -787,13 +787,11 @@ export class Gateway implements StatsSource {
         rxPackets: x.rxPackets,
         drops: x.drops,
       })),
-      podRoutes: this.table
-        .podRoutes()
-        .map((r) => ({
-          podCIDR: `${formatAddress(r.prefix.addr)}/${r.prefix.prefixLen}`,
-          nodeInternalAddress: r.nodeInternalAddress,
-          resolved: r.tunnel !== null,
-        })),
+      podRoutes: this.table.podRoutes().map((r) => ({
+        podCIDR: `${formatAddress(r.prefix.addr)}/${r.prefix.prefixLen}`,
+        nodeInternalAddress: r.nodeInternalAddress,
+        resolved: r.tunnel !== null,
+      })),
       nat: natStatsWithRules(this.nat.stats(), this.yaml?.active === true ? this.yaml.attachment.runtime : null),
       drops: { ...this.drops() },
       queues: { ...this.queueDepths() },

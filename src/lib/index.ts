@@ -163,4 +163,4 @@ export { IpView, parseIp } from '../packet/ip-view.js';
 // ---------------------------------------------------------------------------------------------
 // Version
 
-export { WEFT_VERSION } from '../cli/version.js';
+export { WEFT_VERSION } from '../daemon/version.js';

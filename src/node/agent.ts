@@ -31,7 +31,12 @@ import type { NodeConfig, NodeGatewayConfig } from '../control/config.js';
 import { GeneveTunnelTable } from '../geneve/table.js';
 import { geneveInnerMtu } from '../geneve/mtu.js';
 import { TunDevice } from '../io/tun.js';
-import { GENEVE_OFFLOAD_DELIVER_MAX, GenevePort, type GeneveSink, type GenevePortStats } from '../pipelines/geneve-port.js';
+import {
+  GENEVE_OFFLOAD_DELIVER_MAX,
+  GenevePort,
+  type GeneveSink,
+  type GenevePortStats,
+} from '../pipelines/geneve-port.js';
 import type { TunCoalescingWriter, TunSegmenter } from '../pipelines/tun-offload.js';
 import {
   coalescerStats,

@@ -23,14 +23,16 @@ const LAYER: Record<string, number> = {
   nat: 2,
   router: 3,
   io: 3,
+  kernel: 3,
   control: 4,
   rules: 4,
-  ports: 5,
+  pipelines: 5,
   gateway: 6,
   node: 6,
-  demo: 7,
-  cli: 8,
-  lib: 9,
+  daemon: 7,
+  demo: 8,
+  cli: 9,
+  lib: 10,
 };
 
 function files(dir: string): string[] {

@@ -1,6 +1,6 @@
 /** The soak's and chaos test's readings of a fabric: ping gaps and the per-stage balances. */
 import { describe, expect, it } from 'vitest';
-import type { WeftStatus } from '../../src/cli/commands/status.js';
+import type { WeftStatus } from '../../src/daemon/status.js';
 import {
   gatewayRouterStage,
   geneveStage,

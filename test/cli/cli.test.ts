@@ -15,7 +15,7 @@ import {
   UsageError,
 } from '../../src/cli/commands/common.js';
 import { K8S_SPEC, parseK8sArgs } from '../../src/cli/commands/k8s-args.js';
-import { formatBytes, formatDuration } from '../../src/cli/commands/status.js';
+import { formatBytes, formatDuration } from '../../src/cli/commands/status-text.js';
 import { defaultInstanceName } from '../../src/cli/commands/up.js';
 import { main, MAIN_HELP } from '../../src/cli/weft.js';
 import { ConfigError } from '../../src/control/config.js';

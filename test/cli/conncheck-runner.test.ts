@@ -3,7 +3,7 @@
 // addressing rule for Liqo's tunnel /30.
 import { createSocket } from 'node:dgram';
 import { afterEach, describe, expect, test } from 'vitest';
-import { ConnCheckRunner } from '../../src/cli/commands/conncheck-runner.js';
+import { ConnCheckRunner } from '../../src/daemon/conncheck-runner.js';
 import { waitFor } from '../util/netns.js';
 
 const open: ConnCheckRunner[] = [];

@@ -2,7 +2,8 @@
 // them, the packets it translated and the SYNs it clamped (all 0 in Liqo mode, where the
 // FirewallConfigurations translate: test/e2e/liqo-firewall-processes.test.ts reads them).
 import { describe, expect, test } from 'vitest';
-import { formatStatus, type WeftStatus } from '../../src/cli/commands/status.js';
+import type { WeftStatus } from '../../src/daemon/status.js';
+import { formatStatus } from '../../src/cli/commands/status-text.js';
 
 const base: WeftStatus = {
   weft: {

@@ -1,6 +1,7 @@
 /** `weft show` names the X25519 implementation when the runtime reports one (issue 13). */
 import { describe, expect, it } from 'vitest';
-import { formatStatus, type WeftStatus } from '../../src/cli/commands/status.js';
+import type { WeftStatus } from '../../src/daemon/status.js';
+import { formatStatus } from '../../src/cli/commands/status-text.js';
 import { createOpensslBackend } from '../../src/crypto/openssl.js';
 
 function status(x25519: string | undefined): WeftStatus {

@@ -7,7 +7,7 @@ import { chmodSync, existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import type { WeftStatus } from '../../src/cli/commands/status.js';
+import type { WeftStatus } from '../../src/daemon/status.js';
 import { e2eUnavailableReason, Topology, waitFor, type Spawned } from '../util/netns.js';
 import { ensureBuilt, runWeft, WEFT_BIN } from './helpers.js';
 

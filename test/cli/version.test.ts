@@ -2,7 +2,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { expect, test } from 'vitest';
-import { WEFT_VERSION } from '../../src/cli/version.js';
+import { WEFT_VERSION } from '../../src/daemon/version.js';
 import { main } from '../../src/cli/weft.js';
 import { captureIo, ROOT } from './helpers.js';
 

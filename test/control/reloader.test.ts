@@ -21,9 +21,7 @@ interface Recorder {
   next(): Promise<void>;
 }
 
-function recorder(
-  failApply = false,
-): Recorder & {
+function recorder(failApply = false): Recorder & {
   applier: { apply: (ops: readonly ConfigOp[], n: WeftConfig, p: WeftConfig) => void };
   onError: (e: unknown) => void;
 } {

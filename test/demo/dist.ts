@@ -9,7 +9,7 @@ import { runCommand } from '../../src/demo/host.js';
 
 export const ROOT = resolve(import.meta.dirname, '../..');
 export const UP_JS = join(ROOT, 'dist/src/cli/commands/up.js');
-export const LAUNCH_JS = join(ROOT, 'dist/src/cli/launch.js');
+export const LAUNCH_JS = join(ROOT, 'dist/src/daemon/launch.js');
 export const DEMO_JS = join(ROOT, 'dist/src/demo/run.js');
 export const WEFT_BIN = join(ROOT, 'bin/weft');
 

@@ -41,7 +41,7 @@ import {
   type RunningProcess,
 } from '../../src/demo/run.js';
 import { buildTopology, destroyTopology } from '../../src/demo/topology.js';
-import type { WeftStatus } from '../../src/cli/commands/status.js';
+import type { WeftStatus } from '../../src/daemon/status.js';
 import {
   balance,
   geneveRxDrops,

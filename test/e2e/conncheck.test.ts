@@ -14,7 +14,7 @@ import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import type { WeftPeerStatus, WeftStatus } from '../../src/cli/commands/status.js';
+import type { WeftPeerStatus, WeftStatus } from '../../src/daemon/status.js';
 import { ensureBuilt, runWeft, WEFT_BIN } from '../cli/helpers.js';
 import { e2eUnavailableReason, Topology, waitFor, type Spawned } from '../util/netns.js';
 

@@ -30,7 +30,7 @@ import { e2eUnavailableReason, ping, run, sleep, Topology, waitFor, type Spawned
 import { buildFabric, GATEWAY_INTERNAL, launchArgv, statsOf, type FabricCluster } from './fabric-topology.js';
 
 const ROOT = resolve(import.meta.dirname, '../..');
-const skip = e2eUnavailableReason(['tshark', 'ping'], { nativeAddon: true, built: ['dist/src/cli/launch.js'] });
+const skip = e2eUnavailableReason(['tshark', 'ping'], { nativeAddon: true, built: ['dist/src/daemon/launch.js'] });
 const BYTES = 8 << 20;
 const PORT = 7700;
 

@@ -194,7 +194,7 @@ export function buildFabric(topo: Topology, opts: FabricOptions): FabricCluster[
 
 /** argv that runs a data plane from a config file until SIGTERM (prints "ready <role>"). */
 export function launchArgv(root: string, configPath: string): string[] {
-  const entry = join(root, 'dist/src/cli/launch.js');
+  const entry = join(root, 'dist/src/daemon/launch.js');
   return [
     'node',
     '--input-type=module',

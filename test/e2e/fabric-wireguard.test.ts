@@ -22,7 +22,7 @@ import { buildFabric, launchArgv, remapped, statsOf, type FabricCluster } from '
 const ROOT = resolve(import.meta.dirname, '../..');
 const skip = e2eUnavailableReason(['iperf3', 'tshark', 'ping'], {
   nativeAddon: true,
-  built: ['dist/src/cli/launch.js'],
+  built: ['dist/src/daemon/launch.js'],
 });
 
 const ECHO_PORT = 8080;

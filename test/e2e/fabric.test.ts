@@ -22,7 +22,7 @@ import { buildFabric, GATEWAY_INTERNAL, launchArgv, statsOf, type FabricCluster 
 const ROOT = resolve(import.meta.dirname, '../..');
 const skip = e2eUnavailableReason(['iperf3', 'tshark', 'ping'], {
   nativeAddon: true,
-  built: ['dist/src/cli/launch.js'],
+  built: ['dist/src/daemon/launch.js'],
 });
 
 describe.skipIf(skip !== null)('fabric e2e: pods ↔ nodes ↔ gateway over Geneve', () => {

@@ -30,7 +30,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generatePrivateKeyBase64, publicKeyBase64 } from '../../src/crypto/keys.js';
 import { getCryptoBackend } from '../../src/crypto/select.js';
-import type { WeftStatus } from '../../src/cli/commands/status.js';
+import type { WeftStatus } from '../../src/daemon/status.js';
 import { httpCheck, ping } from '../../src/demo/checks.js';
 import { inNs, runCommand } from '../../src/demo/host.js';
 import {
@@ -234,7 +234,7 @@ describe.skipIf(reason !== null)(
     const a2AtB = remotePodAddress(plan, plan.b, A2);
 
     beforeAll(async () => {
-      ensureBuilt(['src/cli/weft.js', 'src/cli/commands/k8s.js', 'src/control/k8s/firewall-watch.js']);
+      ensureBuilt(['src/cli/weft.js', 'src/daemon/k8s-mode.js', 'src/control/k8s/firewall-watch.js']);
       await destroyTopology(plan);
       dir = mkdtempSync(join(tmpdir(), 'weft-e2e-exfw-'));
       await buildTopology(plan);

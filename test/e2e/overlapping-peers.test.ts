@@ -23,7 +23,7 @@ import { e2eUnavailableReason, ping, Topology, waitFor, type Spawned } from '../
 import { launchArgv, statsOf } from './fabric-topology.js';
 
 const ROOT = resolve(import.meta.dirname, '../..');
-const skip = e2eUnavailableReason(['ping', 'ss'], { nativeAddon: true, built: ['dist/src/cli/launch.js'] });
+const skip = e2eUnavailableReason(['ping', 'ss'], { nativeAddon: true, built: ['dist/src/daemon/launch.js'] });
 
 const PORT = 8080;
 /** Answers every TCP connection with the address it came from. */

@@ -16,7 +16,7 @@ import { e2eUnavailableReason, sleep, Topology, waitFor, type Spawned } from '..
 import { buildFabric, launchArgv, remapped, type FabricCluster } from './fabric-topology.js';
 
 const ROOT = resolve(import.meta.dirname, '../..');
-const skip = e2eUnavailableReason(['ping', 'pgrep'], { nativeAddon: true, built: ['dist/src/cli/launch.js'] });
+const skip = e2eUnavailableReason(['ping', 'pgrep'], { nativeAddon: true, built: ['dist/src/daemon/launch.js'] });
 
 /** The node process a launchArgv spawn runs (timeout → ip netns exec, which execs node). */
 function dataPlanePid(p: Spawned): number {

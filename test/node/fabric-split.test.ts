@@ -7,7 +7,7 @@
  */
 import type { KubernetesObject } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
-import { NodeFabric } from '../../src/cli/commands/k8s-fabric.js';
+import { NodeFabric } from '../../src/daemon/k8s-fabric.js';
 import type { InternalFabric } from '../../src/control/k8s/resources.js';
 import type { NodeAgent } from '../../src/node/agent.js';
 import { fabricFirewallSelectors, fabricRouteSelectors } from '../../src/control/k8s/firewall-watch.js';

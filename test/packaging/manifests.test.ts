@@ -329,9 +329,9 @@ describe('(b) RBAC = what the Kubernetes code does', () => {
     const kinds = new Set(declared.map((k) => KINDS[k as keyof typeof KINDS]).filter((k) => k !== undefined));
     const used = new Set(calls.map((c) => `${c.group}/${c.resource.split('/')[0]}`));
     for (const k of kinds) expect(used.has(`${k.group}/${k.plural}`), `${k.kind}`).toBe(true);
-    // The CLI's Kubernetes mode uses exactly the four API-calling classes traced above.
-    const cli = readFileSync(join(ROOT, 'src/cli/commands/k8s.ts'), 'utf8');
-    const imports = [...cli.matchAll(/from '\.\.\/\.\.\/control\/k8s\/([\w-]+)\.js'/g)].map((m) => m[1]).sort();
+    // The daemon's Kubernetes mode uses exactly the four API-calling classes traced above.
+    const cli = readFileSync(join(ROOT, 'src/daemon/k8s-mode.ts'), 'utf8');
+    const imports = [...cli.matchAll(/from '\.\.\/control\/k8s\/([\w-]+)\.js'/g)].map((m) => m[1]).sort();
     expect(imports).toEqual([
       'connection',
       'events',

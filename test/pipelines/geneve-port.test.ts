@@ -60,9 +60,7 @@ function arena(pkts: Built[], headroom = 64): { buf: Uint8Array; offs: Uint32Arr
 const PORT = 46091 + Math.floor(Math.random() * 1000);
 const open: GenevePort[] = [];
 
-async function pair(
-  mode: 'l3' | 'l2' = 'l3',
-): Promise<{
+async function pair(mode: 'l3' | 'l2' = 'l3'): Promise<{
   gw: GenevePort;
   node: GenevePort;
   gwSink: ReturnType<typeof collector>;

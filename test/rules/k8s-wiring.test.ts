@@ -25,7 +25,7 @@ import {
   VERDICT_ACCEPT,
   type PacketHook,
 } from '../../src/router/hooks.js';
-import { startGatewayRules } from '../../src/cli/commands/k8s-rules.js';
+import { startGatewayRules } from '../../src/daemon/k8s-rules.js';
 import { RulesAttachment } from '../../src/rules/attach.js';
 import { EventRecorder } from '../../src/control/k8s/events.js';
 import type { K8sObject } from '../../src/control/k8s/resources.js';

@@ -200,7 +200,7 @@ export function isPermissionError(e: unknown): boolean {
 
 /** The exit code for an error that ended a command. */
 export function exitCodeFor(e: unknown): number {
-  if (e instanceof UsageError) return EXIT_USAGE;
+  if (e instanceof UsageError || (e instanceof Error && e.name === 'InstanceNameError')) return EXIT_USAGE;
   if (e instanceof ConfigError || e instanceof CryptoBackendError) return EXIT_CONFIG;
   if (e instanceof Error && CONFIG_ERROR_NAMES.has(e.name)) return EXIT_CONFIG;
   if (isPermissionError(e)) return EXIT_PERMISSION;

@@ -2,11 +2,11 @@
  * `weft k8s` command line: help text, flags, Lease timing defaults, and the validated settings
  * (K8sSettings) the long-running K8sMode (k8s.ts) is built from; the kubeconfig loader.
  */
-import type { KubeConfig } from '@kubernetes/client-node';
 import { leaseName as liqoLeaseName, type LiqoGatewayIdentity } from '../../control/k8s/liqo-gateway.js';
-import { ConfigError, LogLevelSchema, type LogLevel } from '../../control/config.js';
+import { LEASE_DEFAULTS, type K8sSettings } from '../../daemon/k8s-settings.js';
+import { LogLevelSchema, type LogLevel } from '../../control/config.js';
 import { optFlag, optInt, optString, UsageError, type CliIo, type ParsedArgs } from './common.js';
-import { checkInstanceName, defaultRunDir } from './control-socket.js';
+import { checkInstanceName, defaultRunDir } from '../../daemon/control-socket.js';
 
 export const K8S_HELP = `Usage: weft k8s --role gateway|node --cluster-id ID [OPTIONS]
 
@@ -94,41 +94,6 @@ export const K8S_SPEC = [
   { name: 'lease-renew-deadline', value: true },
   { name: 'lease-retry-period', value: true },
 ] as const;
-
-/** Lease timing defaults: takeover after a crash in about 6 + 1 s (< 10 s with the data plane start). */
-export const LEASE_DEFAULTS = { durationMs: 6000, renewDeadlineMs: 4000, retryPeriodMs: 1000 } as const;
-
-export interface K8sSettings {
-  role: 'gateway' | 'node';
-  /** Undefined: read from Liqo's cluster-id ConfigMap in liqoNamespace at start. */
-  clusterId: string | undefined;
-  liqoNamespace: string;
-  /** Set with --mode: Weft is the pod of Liqo's gateway template. */
-  liqo: LiqoGatewayIdentity | undefined;
-  /** This pod (labelled active/inactive when known). */
-  podName: string | undefined;
-  wireguardKeyDir: string | undefined;
-  kubeconfig: string | undefined;
-  namespace: string | undefined;
-  ipamNamespace: string | undefined;
-  remoteClusterIds: string[] | undefined;
-  nodeName: string | undefined;
-  leaseName: string | undefined;
-  leaseDurationMs: number;
-  leaseRenewDeadlineMs: number;
-  leaseRetryPeriodMs: number;
-  identity: string;
-  podCIDRs: string[];
-  geneveMode: 'l3' | 'l2';
-  metricsListen: string | undefined;
-  conncheck: boolean;
-  /** Enforce Liqo's gateway FirewallConfigurations (filter chains) on the router (k8s-rules.ts). */
-  liqoFirewall?: boolean;
-  statusIntervalMs: number;
-  name: string;
-  runDir: string;
-  logLevel: LogLevel | undefined;
-}
 
 /** Validates the command line (UsageError for anything wrong). Exported for tests. */
 export function parseK8sArgs(args: ParsedArgs, env: CliIo['env']): K8sSettings {
@@ -235,23 +200,4 @@ export function parseK8sArgs(args: ParsedArgs, env: CliIo['env']): K8sSettings {
     ),
     runDir: optString(args, 'run-dir') ?? defaultRunDir(env),
   };
-}
-
-export async function loadKubeConfig(path: string | undefined): Promise<KubeConfig> {
-  const { KubeConfig: KC } = await import('@kubernetes/client-node');
-  const kc = new KC();
-  try {
-    if (path !== undefined) kc.loadFromFile(path);
-    else kc.loadFromDefault();
-  } catch (e) {
-    throw new ConfigError(path ?? 'kubeconfig', [
-      { path: '', message: `cannot load the kubeconfig: ${e instanceof Error ? e.message : String(e)}` },
-    ]);
-  }
-  if (kc.getCurrentCluster() === null) {
-    throw new ConfigError(path ?? 'kubeconfig', [
-      { path: '', message: 'no current cluster (not in a pod and no KUBECONFIG / ~/.kube/config); pass --kubeconfig' },
-    ]);
-  }
-  return kc;
 }

@@ -8,8 +8,9 @@
  * an array of them otherwise.
  */
 import { EXIT_FAILURE, EXIT_OK, fail, optFlag, optString, parseArgs, UsageError, type CliIo } from './common.js';
-import { defaultRunDir, listInstances, requestStatus, socketPathFor } from './control-socket.js';
-import { formatStatus, type WeftStatus } from './status.js';
+import { defaultRunDir, listInstances, requestStatus, socketPathFor } from '../../daemon/control-socket.js';
+import type { WeftStatus } from '../../daemon/status.js';
+import { formatStatus } from './status-text.js';
 
 export const SHOW_HELP = `Usage: weft show [NAME] [--json] [--active] [--run-dir DIR]
 

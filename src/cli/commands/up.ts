@@ -22,8 +22,8 @@ import type { CryptoBackend } from '../../crypto/backend.js';
 import { getCryptoBackend, parseCryptoBackendName } from '../../crypto/select.js';
 import { LogLevelSchema, type LogLevel } from '../../control/config.js';
 import { EXIT_OK, fail, optFlag, optInt, optString, parseArgs, UsageError, type CliIo } from './common.js';
-import { checkInstanceName, defaultRunDir } from './control-socket.js';
-import { errText, Runtime } from './runtime.js';
+import { checkInstanceName, defaultRunDir } from '../../daemon/control-socket.js';
+import { errText, Runtime } from '../../daemon/runtime.js';
 
 export const UP_HELP = `Usage: weft up -c FILE [--name NAME] [--run-dir DIR] [--log-level LEVEL] [--no-watch] [--no-conncheck]
 

@@ -3,7 +3,7 @@
  * backend 'auto' resolves to here (detection loads koffi; --short skips it).
  */
 import { autoBackendName } from '../../crypto/select.js';
-import { WEFT_VERSION } from '../version.js';
+import { WEFT_VERSION } from '../../daemon/version.js';
 import { EXIT_OK, fail, optFlag, parseArgs, UsageError, type CliIo } from './common.js';
 
 export const VERSION_HELP = `Usage: weft version [--short]

@@ -8,16 +8,16 @@
  * Warning Event on the object. stop() removes what was installed.
  */
 import type { KubernetesObject } from '@kubernetes/client-node';
-import type { InternalFabric } from '../../control/k8s/resources.js';
+import type { InternalFabric } from '../control/k8s/resources.js';
 import {
   FabricKernel,
   type FabricKernelOptions,
   type KernelRouteError,
   type KernelRuleError,
-} from '../../node/fabric-kernel.js';
-import type { NodeAgent } from '../../node/agent.js';
-import { splitFabricFirewall, type ChainPlacement } from '../../rules/fabric-split.js';
-import type { RouteConfigSpec } from '../../rules/routes.js';
+} from '../node/fabric-kernel.js';
+import type { NodeAgent } from '../node/agent.js';
+import { splitFabricFirewall, type ChainPlacement } from '../rules/fabric-split.js';
+import type { RouteConfigSpec } from '../rules/routes.js';
 
 export interface FabricPathStatus {
   chains: (ChainPlacement & { kernelTable?: string })[];
@@ -136,15 +136,13 @@ export class NodeFabric {
         const t = kt.get(p.object.includes('/') ? p.object : `/${p.object}`);
         return p.path === 'kernel' && t !== undefined ? { ...p, kernelTable: t.kernelName } : { ...p };
       }),
-      routes: this.kernel
-        .routeSpecs()
-        .map((s) => ({
-          object: s.object,
-          table: s.table,
-          tableId: s.tableId,
-          rules: s.rules.length,
-          routes: s.rules.reduce((n, r) => n + r.routes.length, 0),
-        })),
+      routes: this.kernel.routeSpecs().map((s) => ({
+        object: s.object,
+        table: s.table,
+        tableId: s.tableId,
+        rules: s.rules.length,
+        routes: s.rules.reduce((n, r) => n + r.routes.length, 0),
+      })),
     };
   }
 

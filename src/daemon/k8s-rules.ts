@@ -16,12 +16,12 @@
  * onObjectProblem for a Kubernetes Event on it); its previous version stays in force.
  */
 import type { KubeConfig, KubernetesObject } from '@kubernetes/client-node';
-import { GatewayRulesWatcher } from '../../control/k8s/firewall-watch.js';
-import type { Steering } from '../../router/steer.js';
-import { RulesAttachment, type HookTarget } from '../../rules/attach.js';
-import type { RulesDevices } from '../../rules/devices.js';
-import { RouteParseError, type RouteConfigSpec } from '../../rules/routes.js';
-import { buildSteering, parseRouteObjects } from '../../rules/steering.js';
+import { GatewayRulesWatcher } from '../control/k8s/firewall-watch.js';
+import type { Steering } from '../router/steer.js';
+import { RulesAttachment, type HookTarget } from '../rules/attach.js';
+import type { RulesDevices } from '../rules/devices.js';
+import { RouteParseError, type RouteConfigSpec } from '../rules/routes.js';
+import { buildSteering, parseRouteObjects } from '../rules/steering.js';
 
 /** Liqo's interface names on the gateway (pkg/gateway/tunnel/const.go; the remap rules' default interface). */
 export const LIQO_TUNNEL_IF = 'liqo-tunnel';

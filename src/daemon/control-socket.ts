@@ -16,7 +16,6 @@
 import { chmodSync, existsSync, mkdirSync, readdirSync, unlinkSync } from 'node:fs';
 import { connect, createServer, type Server, type Socket } from 'node:net';
 import { join } from 'node:path';
-import { UsageError } from './common.js';
 
 const MAX_REQUEST = 4096;
 const REQUEST_TIMEOUT_MS = 5000;
@@ -43,10 +42,15 @@ export function defaultRunDir(env: Readonly<Record<string, string | undefined>> 
 
 const NAME_RE = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$/;
 
-/** Validates an instance name (it becomes a file name): UsageError when it cannot be one. */
+/** An instance name that cannot be a file name (the command line's fault: exit code 2). */
+export class InstanceNameError extends Error {
+  override readonly name = 'InstanceNameError';
+}
+
+/** Validates an instance name (it becomes a file name): InstanceNameError when it cannot be one. */
 export function checkInstanceName(name: string): string {
   if (!NAME_RE.test(name))
-    throw new UsageError(
+    throw new InstanceNameError(
       `instance name ${JSON.stringify(name)}: use 1-63 characters [A-Za-z0-9_.-], starting alphanumeric`,
     );
   return name;

@@ -19,8 +19,8 @@ import {
   ConnChecker,
   type ConnCheckerOptions,
   type PeerCheckStatus,
-} from '../../control/conncheck.js';
-import { withNetnsAsync } from '../../kernel/netns.js';
+} from '../control/conncheck.js';
+import { withNetnsAsync } from '../kernel/netns.js';
 
 /**
  * Epoch milliseconds with sub-millisecond resolution: the process's time origin plus the

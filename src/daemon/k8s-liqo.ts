@@ -4,15 +4,15 @@
  * `liqo.` + 10 random characters, from pkg/liqo-controller-manager/networking/internal-network/
  * interface.go) and its peers' in-tunnel addresses as the gw of Liqo's external routes.
  */
-import { fabricFirewallSelectors, fabricRouteSelectors } from '../../control/k8s/firewall-watch.js';
-import type { NodeConfig } from '../../control/config.js';
-import type { InternalNode, LiqoResources } from '../../control/k8s/resources.js';
-import type { Gateway } from '../../gateway/gateway.js';
-import type { GeneveTunnel } from '../../geneve/table.js';
-import { ipToNumber } from '../../rules/model.js';
-import type { RouteConfigSpec } from '../../rules/routes.js';
-import { fabricRouteDestinations } from '../../rules/steering.js';
-import { formatPrefix, parsePrefix } from '../../packet/addr.js';
+import { fabricFirewallSelectors, fabricRouteSelectors } from '../control/k8s/firewall-watch.js';
+import type { NodeConfig } from '../control/config.js';
+import type { InternalNode, LiqoResources } from '../control/k8s/resources.js';
+import type { Gateway } from '../gateway/gateway.js';
+import type { GeneveTunnel } from '../geneve/table.js';
+import { ipToNumber } from '../rules/model.js';
+import type { RouteConfigSpec } from '../rules/routes.js';
+import { fabricRouteDestinations } from '../rules/steering.js';
+import { formatPrefix, parsePrefix } from '../packet/addr.js';
 import type { SteerTarget } from './k8s-rules.js';
 
 export function gatewaySteerTarget(

@@ -18,26 +18,26 @@
  * applying a reload are thrown to the ConfigReloader / watcher, which keep the old configuration.
  */
 import type { Logger } from 'pino';
-import type { GatewayConfig, NodeConfig, WeftConfig } from '../../control/config.js';
-import type { HookTarget, RulesAttachment } from '../../rules/attach.js';
+import type { GatewayConfig, NodeConfig, WeftConfig } from '../control/config.js';
+import type { HookTarget, RulesAttachment } from '../rules/attach.js';
 
 /** What the runtime reads of a rules attachment. */
 export type RulesCounterSource = Pick<RulesAttachment, 'counterSamples' | 'generalSamples' | 'runtime'>;
-import type { Gateway } from '../../gateway/gateway.js';
-import type { NodeAgent } from '../../node/agent.js';
+import type { Gateway } from '../gateway/gateway.js';
+import type { NodeAgent } from '../node/agent.js';
 import type { FabricPathStatus } from './k8s-fabric.js';
-import type { ConfigOp } from '../../control/diff.js';
+import type { ConfigOp } from '../control/diff.js';
 import {
   createMetricsRegistry,
   startMetricsServer,
   type MetricsServer,
   type PeerStatsSample,
   type StatsSource,
-} from '../../control/metrics.js';
-import type { CryptoBackend } from '../../crypto/backend.js';
-import { keyToBase64 } from '../../crypto/keys.js';
-import { startFromConfig, type LaunchOptions, type RunningDataPlane } from '../launch.js';
-import { WEFT_VERSION } from '../version.js';
+} from '../control/metrics.js';
+import type { CryptoBackend } from '../crypto/backend.js';
+import { keyToBase64 } from '../crypto/keys.js';
+import { startFromConfig, type LaunchOptions, type RunningDataPlane } from './launch.js';
+import { WEFT_VERSION } from './version.js';
 import { startControlServer, type ControlServer } from './control-socket.js';
 import { ConnCheckRunner, type ConnCheckTarget } from './conncheck-runner.js';
 import type { WeftPeerStatus, WeftStatus } from './status.js';

@@ -1,0 +1,686 @@
+/**
+ * `weft k8s`: Kubernetes mode. Liqo's networking resources (LiqoWatcher: informers →
+ * translate → the configuration model) drive a Gateway or a NodeAgent; the gateway reports
+ * Liqo Connection status and, with --lease-name, runs active/standby through a Lease.
+ *
+ * - Start-up: until the resources translate into a usable configuration (Liqo fills them in
+ *   over time) the process waits and retries (5 s → 30 s backoff), serving `weft show` meanwhile
+ *   (inactive). Kubernetes API errors at start are retried the same way.
+ * - Changes: every new translation is diffed against the configuration in force and applied;
+ *   a change that cannot be applied live (role, Geneve port, interface name…) restarts the data
+ *   plane with the new configuration.
+ * - HA (--lease-name): only the Lease holder runs the data plane and writes Connections; a
+ *   standby keeps watching so it can take over at once. SIGTERM sets the Connections to Error
+ *   (the gateway is down, as Liqo's check would report) and releases the Lease.
+ * - Problems (an object the translation rejects, resources not usable at start-up) are shown
+ *   by `weft show`, recorded as a Warning Event on the object (in --namespace; with
+ *   --liqo-firewall in the object's own namespace), and turn the
+ *   Connections to Error while they last; the previous configuration stays in force.
+ * - Connection status (gateway role, leader): one Connection per GatewayServer/GatewayClient,
+ *   named like it, value Connected/Connecting/Error and latency from the in-tunnel check (on
+ *   unless --no-conncheck) or, without it, from the WireGuard handshake (Connected within 180 s
+ *   of the last one).
+ * Exit codes as everywhere (common.ts); an unreadable kubeconfig is a configuration error (3).
+ */
+import type { Logger } from 'pino';
+import type { KubeConfig } from '@kubernetes/client-node';
+import type { WeftConfig } from '../control/config.js';
+import { diffConfig } from '../control/diff.js';
+import { ConnectionDeleteWatch, ConnectionStatusWriter } from '../control/k8s/connection.js';
+import { EventRecorder } from '../control/k8s/events.js';
+import { LeaderElector } from '../control/k8s/lease.js';
+import { apiVersionOf, KINDS, REMOTE_CLUSTER_ID_LABEL, type K8sObject } from '../control/k8s/resources.js';
+import { TranslateError, type TranslateOptions } from '../control/k8s/translate.js';
+import { LiqoWatcher } from '../control/k8s/watcher.js';
+import { SourceDetector } from '../control/k8s/source-detector.js';
+import {
+  claimActive,
+  connectionGatewayRef,
+  connectionName,
+  connectionOwner,
+  readLocalClusterId,
+  setPodActive,
+} from '../control/k8s/liqo-gateway.js';
+import { createLogger, resolveLogLevel } from '../control/log.js';
+import { ConfigError } from '../control/config.js';
+import type { ConnectionValue } from '../control/conncheck.js';
+import { getCryptoBackend, parseCryptoBackendName } from '../crypto/select.js';
+import type { K8sSettings } from './k8s-settings.js';
+import { NodeFabric } from './k8s-fabric.js';
+import { fabricNodeDevices, gatewaySteerTarget, liqoNodeConfig, nodeRulesOptions } from './k8s-liqo.js';
+import type { RouteConfigSpec } from '../rules/routes.js';
+import { startGatewayRules, type GatewayRules } from './k8s-rules.js';
+import { errText, Runtime } from './runtime.js';
+
+interface GatewayRef {
+  obj: K8sObject;
+  type: 'Server' | 'Client';
+  remote: string;
+}
+
+/** The long-running part of `weft k8s` (exported for tests). */
+export class K8sMode {
+  private liqoRules: GatewayRules | null = null;
+  /** Node role in Liqo mode: the fabric objects' kernel part. */
+  private nodeFabric: NodeFabric | null = null;
+  private watcher: LiqoWatcher | null = null;
+  private elector: LeaderElector | null = null;
+  private latest: WeftConfig | null = null;
+  private leading: boolean;
+  private stopped = false;
+  private retryTimer: NodeJS.Timeout | undefined;
+  private statusTimer: NodeJS.Timeout | undefined;
+  private readonly writers = new Map<string, ConnectionStatusWriter>();
+  private readonly events: EventRecorder | null;
+  /** The last translation was rejected (Connections report Error meanwhile). */
+  private configProblem = false;
+  private statusTick: (() => Promise<void>) | undefined;
+  private deleteWatch: ConnectionDeleteWatch | null = null;
+  private sourceDetector: SourceDetector | null = null;
+  private readonly recreateTimers = new Set<NodeJS.Timeout>();
+  /** The local cluster ID (--cluster-id, else Liqo's ConfigMap, read at start). */
+  private clusterId: string | undefined;
+  /** --wireguard-key-dir: the private key (base64), read at start. */
+  private privateKey: string | undefined;
+  /** Connection key (namespace/name) → key of the gateway object it reports on. */
+  private readonly connToGateway = new Map<string, string>();
+  /** Liqo mode, node role: the fabric RouteConfigurations in force (see shaped()). */
+  private liqoNodeSpecs: readonly RouteConfigSpec[] = [];
+  /** Serialises data-plane changes (config updates and leadership changes). */
+  private chain: Promise<void> = Promise.resolve();
+
+  constructor(
+    private readonly s: K8sSettings,
+    private readonly kc: KubeConfig,
+    readonly runtime: Runtime,
+    private readonly log: Logger,
+  ) {
+    this.leading = s.leaseName === undefined;
+    this.clusterId = s.clusterId;
+    // Liqo mode reads objects from every namespace, and deploy/liqo's ClusterRoles may create
+    // Events in any: each goes to its object's namespace (node agents have no --namespace).
+    // Otherwise the Role of deploy/rbac.yaml allows Events in --namespace only.
+    const rec = { kubeConfig: kc, component: `weft-${s.role}`, instance: s.identity };
+    this.events = s.liqoFirewall
+      ? new EventRecorder(rec)
+      : s.namespace === undefined
+        ? null
+        : new EventRecorder({ ...rec, namespace: s.namespace });
+  }
+
+  /** Resolves once the first configuration was translated (retrying until then). */
+  async start(): Promise<void> {
+    let delay = 5000;
+    for (;;) {
+      if (this.stopped) return;
+      try {
+        await this.resolveIdentity();
+        await this.startWatcher();
+        break;
+      } catch (e) {
+        this.log.warn({ err: errText(e), retryInMs: delay }, 'Liqo resources not usable yet');
+        await this.problem(e, 'Liqo resources not usable yet: ');
+        await new Promise<void>((resolve) => {
+          this.retryTimer = setTimeout(resolve, delay);
+        });
+        delay = Math.min(30_000, delay * 2);
+      }
+    }
+    if (this.stopped) return;
+    if (this.s.role === 'node' && this.s.nodeName !== undefined) await this.startSourceDetector(this.s.nodeName);
+    if (this.s.leaseName !== undefined) {
+      this.elector = new LeaderElector({
+        kubeConfig: this.kc,
+        namespace: this.s.namespace!,
+        name: this.s.leaseName,
+        identity: this.s.identity,
+        leaseDurationMs: this.s.leaseDurationMs,
+        renewDeadlineMs: this.s.leaseRenewDeadlineMs,
+        retryPeriodMs: this.s.leaseRetryPeriodMs,
+        onStartedLeading: () => {
+          this.leading = true;
+          this.log.info('leader: starting the data plane');
+          this.enqueue(() => this.activate());
+        },
+        onStoppedLeading: () => {
+          this.leading = false;
+          // Stopping (SIGTERM) releases the Lease on purpose: not a warning.
+          if (this.stopped) this.log.info('released the Lease');
+          else this.log.warn('lost the Lease: standby');
+          this.enqueue(() => this.deactivate());
+        },
+        onError: (e) => this.log.warn({ err: errText(e) }, 'lease'),
+      });
+      this.elector.start();
+    } else {
+      this.enqueue(() => this.activate());
+    }
+    await this.chain;
+  }
+
+  /** Node role: write InternalNode.status.nodeIP as Liqo's fabric source detector does. */
+  private async startSourceDetector(nodeName: string): Promise<void> {
+    const d = new SourceDetector({
+      kubeConfig: this.kc,
+      nodeName,
+      srcFor: routeSourceFor,
+      onError: (e) => this.log.warn({ err: errText(e) }, 'InternalNode status'),
+      onWrite: (slot, ip) => this.log.info(`InternalNode ${nodeName} status.nodeIP.${slot} = ${ip}`),
+    });
+    this.sourceDetector = d;
+    await d.start().catch((e: unknown) => this.log.warn({ err: errText(e) }, 'InternalNode status'));
+  }
+
+  /** Local cluster ID and mounted key: what the pod is given, read once (retried with the rest). */
+  private async resolveIdentity(): Promise<void> {
+    if (this.clusterId === undefined) {
+      this.clusterId = await readLocalClusterId(this.kc, this.s.liqoNamespace);
+      this.log.info(
+        `local cluster ID ${this.clusterId} (from ConfigMap ${this.s.liqoNamespace}/liqo-clusterid-configmap)`,
+      );
+    }
+    const dir = this.s.wireguardKeyDir;
+    if (dir !== undefined && this.privateKey === undefined) this.privateKey = await readMountedKey(dir);
+    // A restarted standby must not keep a stale label (the Service would send it WireGuard).
+    if (this.s.leaseName !== undefined) await this.labelPod(false);
+  }
+
+  /**
+   * Label this pod active/inactive (Liqo's networking.liqo.io/active); best effort, logged.
+   * Active: as Liqo's gateway, first take the label off every other replica (a crashed leader's).
+   */
+  private async labelPod(active: boolean): Promise<void> {
+    const pod = this.s.podName;
+    const ns = this.s.namespace;
+    const liqo = this.s.liqo;
+    // Only as the pod of Liqo's template (--mode): deploy/'s plain Deployment has no pod RBAC.
+    if (liqo === undefined || pod === undefined || ns === undefined) return;
+    try {
+      if (active) {
+        try {
+          const cleared = await claimActive(this.kc, ns, liqo.name, pod);
+          for (const other of cleared)
+            this.log.info(`pod ${ns}/${other} is no longer the active gateway (label removed by the new leader)`);
+        } catch (e) {
+          // An older ClusterRole without pods list: a stale label may stay, but this pod is labelled.
+          this.log.warn({ err: errText(e) }, 'active label: other replicas not checked');
+          await setPodActive(this.kc, ns, pod, true);
+        }
+      } else {
+        await setPodActive(this.kc, ns, pod, false);
+      }
+      this.log.info(`pod ${ns}/${pod} ${active ? 'is now the active gateway' : 'is no longer the active gateway'}`);
+    } catch (e) {
+      this.log.warn({ err: errText(e) }, 'active label');
+    }
+  }
+
+  private translateOptions(): TranslateOptions {
+    const s = this.s;
+    return {
+      role: s.role,
+      clusterId: this.clusterId!,
+      geneveMode: s.geneveMode,
+      ...(this.privateKey !== undefined ? { privateKey: this.privateKey } : {}),
+      ...(s.remoteClusterIds !== undefined ? { remoteClusterIds: s.remoteClusterIds } : {}),
+      ...(s.nodeName !== undefined ? { nodeName: s.nodeName } : {}),
+      ...(s.podCIDRs.length > 0 ? { podCIDRs: s.podCIDRs } : {}),
+      ...(s.metricsListen !== undefined ? { overrides: { metrics: { listen: s.metricsListen } } } : {}),
+    };
+  }
+
+  private async startWatcher(): Promise<void> {
+    const w = new LiqoWatcher({
+      ...this.translateOptions(),
+      kubeConfig: this.kc,
+      ...(this.s.namespace !== undefined ? { namespace: this.s.namespace } : {}),
+      ...(this.s.ipamNamespace !== undefined ? { ipamNamespace: this.s.ipamNamespace } : {}),
+      onConfig: (r) => {
+        for (const warn of r.warnings) this.log.info(warn);
+        this.latest = r.config;
+        this.solved();
+        this.enqueue(() => this.update(r.config));
+      },
+      onError: (e) => {
+        this.log.warn({ err: errText(e) }, 'kubernetes');
+        if (e instanceof ConfigError)
+          void this.problem(e, 'configuration rejected (the previous one stays in force): ');
+      },
+      onRecovered: () => this.solved(),
+      onDebug: (msg) => this.log.debug(msg),
+    });
+    try {
+      const first = await w.start();
+      this.solved();
+      for (const warn of first.warnings) this.log.info(warn);
+      this.latest = first.config;
+      this.watcher = w;
+    } catch (e) {
+      await w.stop().catch(() => {});
+      throw e;
+    }
+  }
+
+  /**
+   * Make a problem visible: `weft show`, a Warning Event on each object it names (where the
+   * recorder may write, see the constructor), and Error in the Connections while it lasts.
+   */
+  private async problem(e: unknown, prefix: string): Promise<void> {
+    this.runtime.setProblem('kubernetes', `${prefix}${errText(e)}`);
+    this.configProblem = e instanceof ConfigError;
+    if (this.configProblem) void this.statusTick?.();
+    if (!(e instanceof TranslateError) || this.events === null) return;
+    const seen = new Set<string>();
+    for (const [i, obj] of e.objects.entries()) {
+      const issue = e.issues[i]!;
+      const key = `${obj.kind}/${obj.metadata?.namespace}/${obj.metadata?.name}`;
+      if (seen.has(key)) continue;
+      seen.add(key);
+      try {
+        if (await this.events.warn(obj, 'InvalidConfiguration', `${issue.path}: ${issue.message}`))
+          this.log.debug(`Event on ${key}: ${issue.message}`);
+      } catch (err) {
+        this.log.warn({ err: errText(err) }, 'event');
+      }
+    }
+  }
+
+  private solved(): void {
+    this.runtime.setProblem('kubernetes', null);
+    this.events?.forget();
+    if (this.configProblem) {
+      this.configProblem = false;
+      void this.statusTick?.();
+    }
+  }
+
+  private enqueue(f: () => Promise<void>): void {
+    this.chain = this.chain.then(f).catch((e: unknown) => {
+      this.log.error({ err: errText(e) }, 'data plane change failed');
+    });
+  }
+
+  private async activate(): Promise<void> {
+    if (this.stopped || !this.leading || this.runtime.active || this.latest === null) return;
+    await this.runtime.startDataPlane(this.shaped(this.latest));
+    await this.startLiqoFirewall();
+    await this.labelPod(true);
+    await this.startStatus();
+  }
+
+  /**
+   * Liqo mode's objects are watched in every namespace whatever --namespace says: Liqo's gateway
+   * and fabric managers watch cluster-wide, and Liqo puts the per-node routes, the Helm MSS
+   * clamp and service-nodeport-routing in its own namespace, not the tenant's.
+   */
+  private async startLiqoFirewall(): Promise<void> {
+    if (!this.s.liqoFirewall) return;
+    const agent = this.runtime.nodeAgent();
+    if (agent !== null && this.s.nodeName !== undefined) {
+      const fabric = new NodeFabric(agent, {
+        ...(this.runtimeNetns() !== undefined ? { netns: this.runtimeNetns() } : {}),
+        internalFabrics: () => this.watcher?.snapshot().internalFabrics ?? [],
+        onProblem: (p) => this.runtime.setProblem('fabric-kernel', p),
+        onObjectProblem: (obj, message) => {
+          void this.objectEvent(obj as K8sObject, message);
+        },
+        onError: (e) => this.log.warn({ err: errText(e) }, 'fabric kernel'),
+      });
+      this.nodeFabric = fabric;
+      this.runtime.setFabric(() => fabric.status());
+      this.liqoRules = await startGatewayRules({
+        ...nodeRulesOptions(this.s.nodeName, this.watcher?.snapshot()),
+        kubeConfig: this.kc,
+        router: agent,
+        remoteClusterIds: undefined,
+        splitFirewall: (fw, rt) => fabric.split(fw, rt),
+        onRoutes: (specs) => {
+          // Liqo's tables and rules in the node's kernel (k8s-fabric.ts).
+          fabric.routes(specs);
+          // The gateways' remoteCIDRs follow the routes (liqoNodeConfig): re-apply the configuration.
+          this.liqoNodeSpecs = specs;
+          this.enqueue(() => (this.latest === null ? Promise.resolve() : this.update(this.latest)));
+        },
+        onProblem: (p) => this.runtime.setProblem('liqo-firewall', p),
+        onObjectProblem: (obj, message) => {
+          void this.objectEvent(obj as K8sObject, message);
+        },
+        onError: (e) => this.log.warn({ err: errText(e) }, 'liqo firewall watch'),
+      });
+      this.runtime.setRules(this.liqoRules.attachment);
+      return;
+    }
+    const gw = this.runtime.gateway();
+    if (gw === null) return;
+    // Liqo's objects are the whole contract: the configuration's own rules leave the hooks.
+    gw.detachConfigRules();
+    this.liqoRules = await startGatewayRules({
+      kubeConfig: this.kc,
+      router: gw.router,
+      remoteClusterIds: this.s.remoteClusterIds,
+      nodeName: this.s.nodeName ?? '',
+      steer: gatewaySteerTarget(gw, () => this.watcher?.snapshot().internalNodes ?? []),
+      onProblem: (p) => this.runtime.setProblem('liqo-firewall', p),
+      onObjectProblem: (obj, message) => {
+        void this.objectEvent(obj as K8sObject, message);
+      },
+      onError: (e) => this.log.warn({ err: errText(e) }, 'liqo firewall watch'),
+    });
+    this.runtime.setRules(this.liqoRules.attachment);
+  }
+
+  /** A Warning Event on an object Liqo mode refused (best effort, logged). */
+  private async objectEvent(obj: K8sObject, message: string): Promise<void> {
+    try {
+      await this.events?.warn(obj, 'InvalidConfiguration', message);
+    } catch (err) {
+      this.log.warn({ err: errText(err) }, 'event');
+    }
+  }
+
+  private async deactivate(): Promise<void> {
+    this.stopStatus();
+    await this.liqoRules?.stop();
+    this.liqoRules = null;
+    this.runtime.setRules(null);
+    await this.stopNodeFabric();
+    const was = this.runtime.active;
+    await this.runtime.stopDataPlane();
+    if (was) await this.labelPod(false);
+  }
+
+  /** Liqo mode, node role: the gateways carry what the fabric RouteConfigurations route to them (liqoNodeConfig). */
+  private shaped(cfg: WeftConfig): WeftConfig {
+    if (!this.s.liqoFirewall || cfg.role !== 'node') return cfg;
+    return liqoNodeConfig(cfg, this.liqoNodeSpecs, fabricNodeDevices(this.watcher?.snapshot()));
+  }
+
+  private async update(translated: WeftConfig): Promise<void> {
+    if (this.stopped || !this.runtime.active) return;
+    const next = this.shaped(translated);
+    const cur = this.runtime.current;
+    if (cur === null) return;
+    const ops = diffConfig(cur, next);
+    this.log.debug(
+      `configuration change: ${ops.length === 0 ? 'nothing to apply' : ops.map((o) => o.kind).join(', ')}`,
+    );
+    if (ops.length === 0) return;
+    try {
+      if (ops.some((o) => o.kind === 'restart')) throw new Error('role changed');
+      await this.runtime.apply(ops, next);
+      this.liqoRules?.refresh(); // node tunnels may have changed
+      if (this.nodeFabric !== null) this.liqoRules?.attachment.update(this.nodeFabric.resync()); // node-side interface names may have changed
+    } catch (e) {
+      this.log.warn({ err: errText(e) }, 'change needs a restart of the data plane: restarting');
+      await this.deactivate();
+      await this.activate();
+      return;
+    }
+    await this.syncWriters();
+  }
+
+  // --- Connection status (gateway role) --------------------------------------------------
+
+  private gatewayRefs(): GatewayRef[] {
+    if (this.watcher === null) return [];
+    const snap = this.watcher.snapshot();
+    const want = (o: K8sObject): string | undefined => {
+      const id = o.metadata?.labels?.[REMOTE_CLUSTER_ID_LABEL];
+      return id !== undefined && (this.s.remoteClusterIds === undefined || this.s.remoteClusterIds.includes(id))
+        ? id
+        : undefined;
+    };
+    const out: GatewayRef[] = [];
+    const liqo = this.s.liqo;
+    if (liqo !== undefined) {
+      const own = (liqo.mode === 'server' ? snap.gatewayServers : snap.gatewayClients).filter(
+        (o) => o.metadata?.name === liqo.name && o.metadata?.namespace === liqo.namespace,
+      );
+      const kind = liqo.mode === 'server' ? KINDS.gatewayServers : KINDS.gatewayClients;
+      return own
+        .map((o): GatewayRef => ({
+          obj: { ...o, kind: kind.kind, apiVersion: apiVersionOf(kind) },
+          type: liqo.mode === 'server' ? 'Server' : 'Client',
+          remote: want(o) ?? '',
+        }))
+        .filter((g) => g.remote !== '');
+    }
+    for (const o of snap.gatewayServers) {
+      const r = want(o);
+      if (r !== undefined)
+        out.push({
+          obj: { ...o, kind: KINDS.gatewayServers.kind, apiVersion: apiVersionOf(KINDS.gatewayServers) },
+          type: 'Server',
+          remote: r,
+        });
+    }
+    for (const o of snap.gatewayClients) {
+      const r = want(o);
+      if (r !== undefined)
+        out.push({
+          obj: { ...o, kind: KINDS.gatewayClients.kind, apiVersion: apiVersionOf(KINDS.gatewayClients) },
+          type: 'Client',
+          remote: r,
+        });
+    }
+    return out;
+  }
+
+  private async syncWriters(): Promise<void> {
+    if (this.s.role !== 'gateway' || !this.runtime.active) return;
+    const refs = this.gatewayRefs();
+    const keep = new Set<string>();
+    for (const g of refs) {
+      const m = g.obj.metadata ?? {};
+      if (m.name === undefined || m.namespace === undefined) continue;
+      const key = `${m.namespace}/${m.name}`;
+      keep.add(key);
+      if (this.writers.has(key)) continue;
+      const liqo = this.s.liqo;
+      // Liqo's shape (the pod's arguments name it): gw-NAME, owner GatewayServer/Client with
+      // --gateway-uid, gatewayRef the WgGateway* object. Otherwise named like the gateway object.
+      const connName = liqo !== undefined ? connectionName(m.name) : m.name;
+      const w = new ConnectionStatusWriter({
+        kubeConfig: this.kc,
+        namespace: m.namespace,
+        name: connName,
+        remoteClusterId: g.remote,
+        type: g.type,
+        gatewayRef:
+          liqo !== undefined
+            ? connectionGatewayRef(liqo)
+            : {
+                apiVersion: g.obj.apiVersion,
+                kind: g.obj.kind,
+                name: m.name,
+                namespace: m.namespace,
+                ...(m.uid !== undefined ? { uid: m.uid } : {}),
+              },
+        // Owned by the gateway object it reports on (as Liqo's): deleting that removes it.
+        ...(liqo !== undefined
+          ? { owner: connectionOwner(liqo) }
+          : m.uid !== undefined
+            ? { owner: { apiVersion: g.obj.apiVersion!, kind: g.obj.kind!, name: m.name, uid: m.uid } }
+            : {}),
+        updateIntervalMs: this.s.statusIntervalMs,
+      });
+      this.connToGateway.set(`${m.namespace}/${connName}`, key);
+      try {
+        // null: its owner is already gone (unpeering), nothing to report on.
+        if ((await w.ensure()) !== null) this.writers.set(key, w);
+      } catch (e) {
+        this.log.warn({ err: errText(e) }, `Connection ${key}`);
+      }
+    }
+    for (const k of [...this.writers.keys()]) if (!keep.has(k)) this.writers.delete(k);
+  }
+
+  private async startStatus(): Promise<void> {
+    if (this.s.role !== 'gateway') return;
+    await this.syncWriters();
+    if (this.s.namespace !== undefined) {
+      const ns = this.s.namespace;
+      this.deleteWatch = new ConnectionDeleteWatch(
+        this.kc,
+        ns,
+        (name) => this.connectionDeleted(`${ns}/${name}`),
+        (e) => this.log.warn({ err: errText(e) }, 'Connections'),
+      );
+      await this.deleteWatch.start().catch((e: unknown) => this.log.warn({ err: errText(e) }, 'Connections'));
+    }
+    const tick = async (): Promise<void> => {
+      const peers = new Map(
+        this.runtime
+          .statsSource()
+          .peers()
+          .map((p) => [p.clusterId, p] as const),
+      );
+      const st = this.runtime.status();
+      for (const [key, w] of this.writers) {
+        const ref = this.gatewayRefs().find((g) => `${g.obj.metadata?.namespace}/${g.obj.metadata?.name}` === key);
+        // Its gateway object is gone (unpeer): the garbage collector removes the Connection;
+        // writing would create it again (404 → create).
+        if (ref === undefined || w.ownerGone) {
+          this.writers.delete(key);
+          continue;
+        }
+        const p = peers.get(ref.remote);
+        const conn = st.wireguard?.peers.find((x) => x.clusterId === ref.remote)?.connection;
+        const seen: ConnectionValue =
+          conn !== undefined ? (conn.value as ConnectionValue) : p?.connected ? 'Connected' : 'Connecting';
+        const value: ConnectionValue = this.configProblem ? 'Error' : seen;
+        try {
+          if (await w.report(value, conn?.latencyMs ?? (p !== undefined ? p.latencyUs / 1000 : 0)))
+            this.log.debug(`Connection ${key}: ${value}`);
+        } catch (e) {
+          this.log.warn({ err: errText(e) }, `Connection ${key} status`);
+        }
+      }
+    };
+    this.statusTick = tick;
+    const loop = (): void => {
+      this.statusTimer = setTimeout(() => {
+        void tick().finally(() => {
+          if (this.statusTimer !== undefined) loop();
+        });
+      }, 2000);
+      this.statusTimer.unref();
+    };
+    await tick();
+    loop();
+  }
+
+  private stopStatus(): void {
+    if (this.statusTimer !== undefined) clearTimeout(this.statusTimer);
+    this.statusTimer = undefined;
+    this.statusTick = undefined;
+    for (const t of this.recreateTimers) clearTimeout(t);
+    this.recreateTimers.clear();
+    const w = this.deleteWatch;
+    this.deleteWatch = null;
+    void w?.stop();
+  }
+
+  /**
+   * A Connection we write was deleted (kubectl delete): create it again — unless its gateway
+   * object went too (the garbage collector's doing). Checked after a short delay so that the
+   * gateway object's own DELETED event has reached the cache first.
+   */
+  private connectionDeleted(connKey: string): void {
+    const key = this.connToGateway.get(connKey) ?? connKey;
+    if (!this.writers.has(key) || this.statusTimer === undefined) return;
+    const t = setTimeout(() => {
+      this.recreateTimers.delete(t);
+      const w = this.writers.get(key);
+      if (w === undefined || this.statusTimer === undefined) return;
+      if (!this.gatewayRefs().some((g) => `${g.obj.metadata?.namespace}/${g.obj.metadata?.name}` === key)) return;
+      this.log.info(`Connection ${key} was deleted: creating it again`);
+      w.recreate().catch((e: unknown) => this.log.warn({ err: errText(e) }, `Connection ${key}`));
+    }, 500);
+    this.recreateTimers.add(t);
+  }
+
+  /** Clean stop of the leader: its Connections say Error (gateway down), as Liqo's check would. */
+  private async markDown(): Promise<void> {
+    if (!this.runtime.active) return;
+    for (const [key, w] of this.writers) {
+      try {
+        await w.markDown();
+      } catch (e) {
+        this.log.warn({ err: errText(e) }, `Connection ${key} status`);
+      }
+    }
+  }
+
+  async stop(): Promise<void> {
+    if (this.stopped) return;
+    this.stopped = true;
+    if (this.retryTimer !== undefined) clearTimeout(this.retryTimer);
+    this.stopStatus();
+    await this.chain;
+    await this.markDown();
+    await this.elector?.stop({ release: true });
+    await this.sourceDetector?.stop();
+    await this.watcher?.stop();
+    await this.liqoRules?.stop();
+    this.liqoRules = null;
+    this.runtime.setRules(null);
+    await this.stopNodeFabric();
+    await this.runtime.stop();
+  }
+
+  /** Removes the fabric objects' kernel part (exit, standby): what Weft installed, and only that. */
+  private async stopNodeFabric(): Promise<void> {
+    const f = this.nodeFabric;
+    this.nodeFabric = null;
+    this.runtime.setFabric(null);
+    await f?.stop().catch((e: unknown) => this.log.warn({ err: errText(e) }, 'fabric kernel cleanup'));
+  }
+
+  private runtimeNetns(): string | undefined {
+    return this.runtime.launchNetns();
+  }
+}
+
+/** DIR/privateKey as mounted from Liqo's keys Secret (raw 32 bytes) → base64; ConfigError otherwise. */
+async function readMountedKey(dir: string): Promise<string> {
+  const { readFile } = await import('node:fs/promises');
+  const file = `${dir.replace(/\/+$/, '')}/privateKey`;
+  let buf: Buffer;
+  try {
+    buf = await readFile(file);
+  } catch (e) {
+    throw new ConfigError(file, [
+      {
+        path: '',
+        message: `cannot read the WireGuard private key (--wireguard-key-dir: the mounted keys Secret): ${e instanceof Error ? e.message : String(e)}`,
+      },
+    ]);
+  }
+  if (buf.length !== 32)
+    throw new ConfigError(file, [
+      {
+        path: '',
+        message: `expected the raw 32-byte WireGuard private key (Secret data.privateKey), got ${buf.length} bytes`,
+      },
+    ]);
+  return buf.toString('base64');
+}
+
+/**
+ * The source address the kernel picks towards `dst` (what `ip route get` shows): a connected
+ * UDP socket sends nothing, its local address is the route's source.
+ */
+export async function routeSourceFor(dst: string): Promise<string> {
+  const { createSocket } = await import('node:dgram');
+  const sock = createSocket(dst.includes(':') ? 'udp6' : 'udp4');
+  try {
+    await new Promise<void>((resolve, reject) => {
+      sock.once('error', reject);
+      sock.connect(9, dst, () => resolve());
+    });
+    return sock.address().address;
+  } finally {
+    sock.close();
+  }
+}

@@ -1,0 +1,61 @@
+/**
+ * The validated settings a `weft k8s` process runs with (K8sMode is built from them; the command
+ * line parser in src/cli fills them in), the Lease timing defaults, and the kubeconfig loader.
+ */
+import type { KubeConfig } from '@kubernetes/client-node';
+import type { LiqoGatewayIdentity } from '../control/k8s/liqo-gateway.js';
+import { ConfigError, type LogLevel } from '../control/config.js';
+
+/** Lease timing defaults: takeover after a crash in about 6 + 1 s (< 10 s with the data plane start). */
+export const LEASE_DEFAULTS = { durationMs: 6000, renewDeadlineMs: 4000, retryPeriodMs: 1000 } as const;
+
+export interface K8sSettings {
+  role: 'gateway' | 'node';
+  /** Undefined: read from Liqo's cluster-id ConfigMap in liqoNamespace at start. */
+  clusterId: string | undefined;
+  liqoNamespace: string;
+  /** Set with --mode: Weft is the pod of Liqo's gateway template. */
+  liqo: LiqoGatewayIdentity | undefined;
+  /** This pod (labelled active/inactive when known). */
+  podName: string | undefined;
+  wireguardKeyDir: string | undefined;
+  kubeconfig: string | undefined;
+  namespace: string | undefined;
+  ipamNamespace: string | undefined;
+  remoteClusterIds: string[] | undefined;
+  nodeName: string | undefined;
+  leaseName: string | undefined;
+  leaseDurationMs: number;
+  leaseRenewDeadlineMs: number;
+  leaseRetryPeriodMs: number;
+  identity: string;
+  podCIDRs: string[];
+  geneveMode: 'l3' | 'l2';
+  metricsListen: string | undefined;
+  conncheck: boolean;
+  /** Enforce Liqo's gateway FirewallConfigurations (filter chains) on the router (k8s-rules.ts). */
+  liqoFirewall?: boolean;
+  statusIntervalMs: number;
+  name: string;
+  runDir: string;
+  logLevel: LogLevel | undefined;
+}
+
+export async function loadKubeConfig(path: string | undefined): Promise<KubeConfig> {
+  const { KubeConfig: KC } = await import('@kubernetes/client-node');
+  const kc = new KC();
+  try {
+    if (path !== undefined) kc.loadFromFile(path);
+    else kc.loadFromDefault();
+  } catch (e) {
+    throw new ConfigError(path ?? 'kubeconfig', [
+      { path: '', message: `cannot load the kubeconfig: ${e instanceof Error ? e.message : String(e)}` },
+    ]);
+  }
+  if (kc.getCurrentCluster() === null) {
+    throw new ConfigError(path ?? 'kubeconfig', [
+      { path: '', message: 'no current cluster (not in a pod and no KUBECONFIG / ~/.kube/config); pass --kubeconfig' },
+    ]);
+  }
+  return kc;
+}

@@ -1,0 +1,97 @@
+/**
+ * The status a running weft reports over its control socket (`weft show --json` prints it
+ * as is); src/cli/commands/status-text.ts renders it as text.
+ *
+ * The JSON shape is a contract for scripts: fields are only ever added. It never carries a
+ * private or preshared key (only `hasPresharedKey`).
+ */
+import type { RuleCounterSample } from '../control/metrics.js';
+import type { FabricPathStatus } from './k8s-fabric.js';
+
+export interface WeftPeerStatus {
+  /** Peer name in the configuration (the remote cluster ID in Kubernetes mode). */
+  name: string;
+  clusterId: string;
+  /** base64 public key. */
+  publicKey: string;
+  hasPresharedKey: boolean;
+  /** Current endpoint ("addr:port", IPv6 "[addr]:port"); roams with the peer. null = unknown yet. */
+  endpoint: string | null;
+  /** The peer's real CIDRs (WireGuard allowed IPs). */
+  allowedIPs: string[];
+  /** How this cluster addresses the peer (remapped CIDRs). */
+  remappedCIDRs: string[];
+  /** ISO time of the last completed handshake, or null. */
+  latestHandshake: string | null;
+  rxBytes: number;
+  txBytes: number;
+  /** Datagrams behind rxBytes / txBytes (handshake and transport messages). */
+  rxPackets?: number;
+  txPackets?: number;
+  /** Handshakes completed with this peer since start (each rekey is one). */
+  handshakes?: number;
+  /** Seconds, 0 = off. */
+  persistentKeepalive: number;
+  /** The peer's in-tunnel address (the connection check's destination), when it has one. */
+  tunnelAddress?: string;
+  /** This gateway's in-tunnel address towards the peer (the check's source). */
+  localTunnelAddress?: string;
+  /** In-tunnel connection check (Liqo's conncheck), when running. */
+  connection?: { value: string; latencyMs: number };
+}
+
+export interface WeftTunnelStatus {
+  vni: number;
+  /** Node name (gateway) or gateway name (node agent). */
+  name: string;
+  remoteUnderlay: string;
+  rxPackets: number;
+  txPackets: number;
+  drops: number;
+}
+
+export interface WeftStatus {
+  weft: {
+    version: string;
+    name: string;
+    role: 'gateway' | 'node';
+    pid: number;
+    /** ISO start time. */
+    startedAt: string;
+    /** Configuration file path, or "kubernetes". */
+    source: string;
+    /** false on a standby replica (Kubernetes HA) whose data plane is not running. */
+    active: boolean;
+  };
+  cluster: { id: string };
+  /** The local TUN device, when one is open. */
+  interface?: { name: string; mtu: number; rxPackets: number; txPackets: number };
+  wireguard?: { publicKey: string; listenPort: number; crypto: string; x25519?: string; peers: WeftPeerStatus[] };
+  geneve: { port: number; tunnels: WeftTunnelStatus[] };
+  /** Offloads in effect on the local TUN and the Geneve UDP socket (false: off or refused by the kernel). */
+  offloads?: { tun: { csum: boolean; tso: boolean; uso: boolean }; geneve: { gso: boolean; gro: boolean } };
+  /**
+   * Gateway: Weft's built-in remap/masquerade NAT — conntrack entries, packets it translated
+   * (forwarded out, replies back) and SYNs whose MSS it clamped. All stay 0 in Liqo mode
+   * (--liqo-firewall), where the FirewallConfigurations' chains translate instead.
+   */
+  nat?: { entries: number; forwarded?: number; replies?: number; mssClamped?: number };
+  /** Gateway: packets into its router by input, and out of it by output (the rest are route_/nat_ drops). */
+  forwarding?: {
+    in: { fromNodes: number; fromHost: number; fromPeers: number };
+    out: { toNodes: number; toHost: number; toPeers: number };
+  };
+  /** "stage.reason" → count (only non-zero). */
+  drops: Record<string, number>;
+  queues: Record<string, number>;
+  /**
+   * Compiled firewall rules in force (Liqo mode, both roles): rules with `counter` and chain
+   * policies (packets, bytes), rules on the general matcher (packets matched), and whether the
+   * stateless remap shortcut is in force. Absent when no rules run.
+   */
+  rules?: { statelessShortcut: boolean; counters: RuleCounterSample[]; general: RuleCounterSample[] };
+  /** Node role, Liqo mode: where each fabric chain is enforced, and the RouteConfigurations in the kernel. */
+  fabric?: FabricPathStatus;
+  /** Problems in force (a rejected Kubernetes object, resources not usable yet…); absent when none. */
+  errors?: { topic: string; message: string; since: string }[];
+}
