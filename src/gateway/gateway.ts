@@ -92,7 +92,7 @@ export interface GatewayOptions {
   /** Rate of generated ICMP Time Exceeded errors (per second, burst). Default 100/20 (the router's). */
   readonly icmpRatePerSecond?: number;
   readonly icmpBurst?: number;
-  /** Translate with the configuration's rules (yaml-rules.ts; default); false: the derived NAT (src/nat), for one release (README). */
+  /** Translate with the configuration's rules (yaml-rules.ts; default); false: the derived NAT (src/nat). */
   readonly compiledRules?: boolean;
   /** Wall-clock milliseconds. Default Date.now. */
   readonly clock?: () => number;
@@ -787,13 +787,11 @@ export class Gateway implements StatsSource {
         rxPackets: x.rxPackets,
         drops: x.drops,
       })),
-      podRoutes: this.table
-        .podRoutes()
-        .map((r) => ({
-          podCIDR: `${formatAddress(r.prefix.addr)}/${r.prefix.prefixLen}`,
-          nodeInternalAddress: r.nodeInternalAddress,
-          resolved: r.tunnel !== null,
-        })),
+      podRoutes: this.table.podRoutes().map((r) => ({
+        podCIDR: `${formatAddress(r.prefix.addr)}/${r.prefix.prefixLen}`,
+        nodeInternalAddress: r.nodeInternalAddress,
+        resolved: r.tunnel !== null,
+      })),
       nat: natStatsWithRules(this.nat.stats(), this.yaml?.active === true ? this.yaml.attachment.runtime : null),
       drops: { ...this.drops() },
       queues: { ...this.queueDepths() },
