@@ -1,4 +1,4 @@
-/** `weft show` names the X25519 implementation when the runtime reports one (issue 13). */
+/** `weft show` names the X25519 implementation when the runtime reports one. */
 import { describe, expect, it } from 'vitest';
 import { formatStatus, type WeftStatus } from '../../src/cli/commands/status.js';
 import { createOpensslBackend } from '../../src/crypto/openssl.js';

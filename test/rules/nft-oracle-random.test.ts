@@ -1,6 +1,6 @@
 /**
  * Seeded random FirewallConfigurations against the kernel's nftables + conntrack (root), through
- * whole flows (issue 11). Rule kinds: every one the parser accepts — nat chains (dnat / snat to
+ * whole flows. Rule kinds: every one the parser accepts — nat chains (dnat / snat to
  * one address or a prefix, with or without a matching prefix of the same length; runs of
  * single-address dnat with a repeated key; masquerade) at prerouting, postrouting, output and
  * input; filter chains with accept / drop / reject / count-only, ctmark, metamarkfromctmark,
