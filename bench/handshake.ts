@@ -8,10 +8,10 @@
  * through OpenSSL's ossl_x25519, whole handshake steps in the addon, peer tables),
  * 'openssl-notables' (the same without peer tables), 'openssl-steps' (ossl_x25519
  * with noise.ts's step-by-step code), 'openssl-ladder' (steps, the addon's C ladder: the state
- * before issue 13's second pass), 'openssl-evpx25519' (steps, EVP_PKEY X25519), 'node';
+ * before the native handshake steps and peer tables), 'openssl-evpx25519' (steps, EVP_PKEY X25519), 'node';
  * 'openssl+io' is 'openssl' with the daemon's transport AEAD in the I/O addon (the keepalive);
- * also 'openssl-keyobject' (node.ts's KeyObject X25519 and EVP hashing, the path before issue
- * 13) and 'openssl-evphash' (EVP_PKEY X25519 without the native BLAKE2s addon). Each row names
+ * also 'openssl-keyobject' (node.ts's KeyObject X25519 and EVP hashing, the path before EVP_PKEY
+ * X25519) and 'openssl-evphash' (EVP_PKEY X25519 without the native BLAKE2s addon). Each row names
  * its X25519. `loop` mode prints CPU time per handshake (process.cpuUsage).
  *
  * Run: npm run bench -- handshake
@@ -48,8 +48,8 @@ function backendByName(name: string): CryptoBackend {
   }
   if (name === 'node') return createNodeBackend();
   if (name === 'openssl-evphash' || name === 'openssl-keyobject') {
-    // The openssl backend with EVP hashing instead of the native addon (step 1 of issue 13), and
-    // also with node's KeyObject X25519 instead of EVP_PKEY (the path before issue 13).
+    // The openssl backend with EVP hashing instead of the native addon (the first handshake speed-up), and
+    // also with node's KeyObject X25519 instead of EVP_PKEY (the slowest path).
     const evp = createEvpHashing(() => {
       throw new Error('empty HMAC key');
     });
@@ -176,7 +176,7 @@ if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.a
   const [mode, name = 'openssl', count = '3000'] = process.argv.slice(2);
   if (mode === 'loop') {
     // For --cpu-prof: a fixed number of handshakes and nothing else.
-    // CPU time (user + system of this process) per handshake: the "one core" figure of issue 13
+    // CPU time (user + system of this process) per handshake: the "one core" figure
     // (4,000/s on one core = 250 us of CPU each), less sensitive to other load than wall time.
     const backend = backendByName(name);
     const p = makePair(backend);

@@ -217,7 +217,7 @@ void weft_kdf(uint8_t *t1, uint8_t *t2, uint8_t *t3, const uint8_t *key, size_t 
 /*
  * OpenSSL's own ossl_x25519 (crypto/ec/curve25519.c), exported by Node's binary: on x86-64 with
  * BMI2+ADX it runs its radix-2^64 mulx/adcx/adox assembly (x25519_fe64_*), else its radix-2^51
- * code; ~1.3x weft_x25519's C ladder here (bench/RESULTS.md, "Handshakes, issue 13 second pass").
+ * code; ~1.3x weft_x25519's C ladder here (bench/history/2026.md, "Handshakes").
  * It is not a public API, so it is found with dlsym(RTLD_DEFAULT) at load, used only after it
  * agrees with RFC 7748 (§5.2, §6.1), refuses low-order points, and equals weft_x25519 on 64
  * pseudo-random (scalar, u) pairs; otherwise weft_x25519 stays (x25519Impl says which).

@@ -266,7 +266,7 @@ static int pin_array(napi_env env, poller_t *p, int i, napi_value v, int u32, vo
  * with the count, or with a negative errno (libuv error or failed first read); a readiness that
  * finds nothing calls nothing. Why: one JS<->native crossing per wake-up instead of two, and no
  * JS at all for a spurious wake-up — after an idle period each crossing runs from cold caches
- * (bench/RESULTS.md, issue 13). The arrays are pinned (referenced) until pollStop; their
+ * (bench/history/2026.md, ping latency). The arrays are pinned (referenced) until pollStop; their
  * buffers must not be detached meanwhile. Stop with pollStop.
  */
 static napi_value poll_io_start(napi_env env, napi_callback_info info, int io) {

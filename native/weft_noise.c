@@ -3,8 +3,8 @@
  * notation) in one N-API call each: the DHs, the KDF chain, the hashes and the ChaCha20-Poly1305
  * of the static key, timestamp and empty payload. Why: the same step from JavaScript is ~15
  * crossings (KDFs, hashes, DHs through N-API; each AEAD 5 koffi calls), and the crossings and
- * their argument checks were a third of a handshake's non-X25519 time (bench/RESULTS.md,
- * "Handshakes, issue 13 second pass"). Protocol decisions (peer lookup, replay and flood checks,
+ * their argument checks were a third of a handshake's non-X25519 time (bench/history/2026.md,
+ * "Handshakes"). Protocol decisions (peer lookup, replay and flood checks,
  * state changes, indices) stay in noise.ts; these functions only compute.
  *
  * DH(ephemeral, peer's static key) — once per initiation and once per response — runs through

@@ -1,7 +1,7 @@
 /*
  * X25519 (RFC 7748) for WireGuard's handshake, written for this project from the RFC's formulas.
  * Why: through OpenSSL 3's EVP_PKEY API each DH pays a key import, a context and provider
- * look-ups around the ladder (most of a handshake's time, bench/RESULTS.md "Handshakes"); here
+ * look-ups around the ladder (most of a handshake's time, bench/history/2026.md "Handshakes"); here
  * a DH is one N-API call into the ladder itself.
  *
  * Field: GF(2^255 - 19) in five 51-bit limbs (radix 2^51), products in unsigned __int128.

@@ -5,7 +5,7 @@
  * "interrupt budget"). A tunnel that carries a ping every few milliseconds never gets there: its
  * whole data path (receive, decrypt, TUN write, encrypt, send) stays in baseline code, and each
  * packet costs several times the CPU of the optimized path — measured on weft-wg, idle ping RTT
- * median 0.56 ms in baseline vs 0.31–0.36 ms once optimized (bench/RESULTS.md, issue 13). Under
+ * median 0.56 ms in baseline vs 0.31–0.36 ms once optimized (bench/history/2026.md). Under
  * bulk traffic everything is optimized within milliseconds, so only light traffic pays.
  * A smaller budget gets the data path optimized after the first few hundred packets; the cost
  * is compiling some start-up code that did not need it (on V8's background thread, once).
@@ -28,7 +28,7 @@ export const DAEMON_INTERRUPT_BUDGET = 1024;
 
 /**
  * Calls V8 waits after an inline-cache change before optimizing a function that is otherwise
- * ready (V8's default is 500). Measured in bench/RESULTS.md (issue 13, "Ping latency … session 2").
+ * ready (V8's default is 500). Measured in bench/history/2026.md ("Ping latency through weft-wg").
  */
 export const DAEMON_MIN_INVOCATIONS_AFTER_IC_UPDATE = 16;
 

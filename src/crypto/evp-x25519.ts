@@ -2,7 +2,7 @@
  * X25519 through OpenSSL's EVP_PKEY functions, called directly through koffi (ffi.ts) on the
  * OpenSSL inside Node, for the 'openssl' backend. node:crypto's route (node.ts) imports keys as
  * JWK KeyObjects and builds a JS object per derivation; its overhead, not the curve arithmetic,
- * was most of a handshake (profile in bench/RESULTS.md). Here:
+ * was most of a handshake (profile in bench/history/2026.md). Here:
  *
  * - dh(): the public key becomes an EVP_PKEY with EVP_PKEY_new_raw_public_key (no arithmetic),
  *   is set as the peer of the private key's cached derive context (EVP_PKEY_derive_set_peer_ex

@@ -92,7 +92,7 @@ export interface GatewayOptions {
   /** Rate of generated ICMP Time Exceeded errors (per second, burst). Default 100/20 (the router's). */
   readonly icmpRatePerSecond?: number;
   readonly icmpBurst?: number;
-  /** Translate with the configuration's rules (yaml-rules.ts; default); false: the derived NAT (src/nat), for one release (README). */
+  /** Translate with the configuration's rules (yaml-rules.ts; default); false: the derived NAT (src/nat). */
   readonly compiledRules?: boolean;
   /** Wall-clock milliseconds. Default Date.now. */
   readonly clock?: () => number;

@@ -29,7 +29,7 @@ import { TRANSPORT_HEADER_SIZE } from '../wireguard/messages.js';
 /**
  * TUN transmit queue (packets) the daemon asks for: the kernel's 500 overflows under a bulk TCP
  * sender whenever the reader is descheduled for a moment (each overflow is a lost segment and a
- * retransmit); 1000 is the kernel's default for Ethernet devices. Measured in bench/RESULTS.md.
+ * retransmit); 1000 is the kernel's default for Ethernet devices. Measured in bench/history/2026.md.
  */
 export const DEFAULT_TUN_TXQUEUELEN = 1000;
 
@@ -65,7 +65,7 @@ export interface WgDaemonOptions {
  * Segments of super-packets handled per encrypt-and-send round (the TUN batch's scratch): about
  * one 64 KiB super-packet, so a small packet read behind bulk data waits for one round, not four
  * (256 before; ping p90 under TCP load 6.1 -> 4.4 ms, TCP 1.39 -> 1.57 Gbit/s in one noisy run,
- * bench/RESULTS.md). 64 is the least TunSegmenter accepts.
+ * bench/history/2026.md). 64 is the least TunSegmenter accepts.
  */
 const SEGMENTS_PER_FLUSH = 64;
 /** TUN reads per wake-up with offload on (each slot holds up to 64 KiB). */

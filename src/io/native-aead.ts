@@ -8,7 +8,7 @@
  * composed primitives about half of that (measured in native/weft_io.c's notes). Everything else (handshake
  * AEAD with associated data, XChaCha, hashing, X25519, randomness) is the base backend's.
  *
- * Measured where it matters: bench/tunnel.ts and bench/RESULTS.md ("Tunnel").
+ * Measured where it matters: bench/tunnel.ts and bench/history/2026.md ("Tunnel").
  *
  * Contracts: the same as CryptoBackend's (src/crypto/backend.ts). API misuse (wrong key or
  * nonce length, span outside the buffer) throws from the addon as TypeError/RangeError; a bad tag

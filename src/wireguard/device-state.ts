@@ -48,7 +48,7 @@ const DEFAULT_OUTBOX_CAPACITY = 1024;
 export const SOURCE_SCRATCH_LEN = 128;
 /**
  * CSPRNG bytes are drawn this many at a time: a handshake message takes 36 (index + ephemeral
- * key), and one randomFillSync per message was 5% of a handshake (profile in bench/RESULTS.md).
+ * key), and one randomFillSync per message was 5% of a handshake (profile in bench/history/2026.md).
  */
 const RANDOM_RESERVE = 1024;
 

@@ -1,5 +1,5 @@
 // `weft k8s` (K8sMode + Runtime, in-process) against the fake API server, data planes inside
-// namespaces k8x* (root): what issue 15 found against a real API server —
+// namespaces k8x* (root): what a real API server showed to matter —
 // a live MTU change reaches the TUN, a rejected object is visible in `weft show`, as a Warning
 // Event and as Connection Error, a deleted Connection comes back, a clean stop leaves the
 // Connection at Error, LOG_LEVEL=debug gives debug lines, and Lease takeover times.

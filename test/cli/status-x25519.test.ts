@@ -1,4 +1,4 @@
-/** `weft show` names the X25519 implementation when the runtime reports one (issue 13). */
+/** `weft show` names the X25519 implementation when the runtime reports one. */
 import { describe, expect, it } from 'vitest';
 import type { WeftStatus } from '../../src/daemon/status.js';
 import { formatStatus } from '../../src/cli/commands/status-text.js';

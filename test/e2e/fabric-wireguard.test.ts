@@ -145,7 +145,7 @@ describe.skipIf(skip !== null)('fabric e2e: two gateways over WireGuard with NAT
     // TTL 1: node A's kernel; 2: gateway A; 3: gateway B (its 10.80.0.1, sent back to A with
     // B's 10.70.0.0 as source); 4: node B's kernel (its 10.80.0.2, the same). From gateway A on,
     // the errors are about the connection gateway A dnat-ed and come, as the kernel's NAT presents
-    // related errors, from the address the pod pinged (README "YAML mode").
+    // related errors, from the address the pod pinged (docs/rules.md "YAML mode").
     const te = new RegExp(`From ${target.replaceAll('.', '\\.')} icmp_seq=1 Time to live exceeded`);
     expect(at(2)).toMatch(te);
     expect(at(3)).toMatch(te);

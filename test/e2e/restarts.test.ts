@@ -1,5 +1,5 @@
 /**
- * Restarts (issue 14): kill -9 a data plane by its PID, start it again with the same file, and
+ * Restarts: kill -9 a data plane by its PID, start it again with the same file, and
  * measure how long until pod ⇄ pod traffic flows again in both directions.
  *
  * Two clusters as in fabric-wireguard.test.ts (one node and one pod each, pod CIDR 10.0.0.0/16

@@ -343,7 +343,7 @@ describe("mirror shortcut ≡ conntrack on Liqo's gateway rule set (Liqo mode)",
       expect(B.rules.runtime.flows.size).toBeGreaterThan(0);
       expect(B.rules.runtime.flows.size).toBeLessThan(A.rules.runtime.flows.size);
       // Counters (the user's drop rule, chain policies) as on conntrack, except the nat chains'
-      // policies (README deviation: they count first packets of connections nothing bound).
+      // policies (docs/rules.md deviation: they count first packets of connections nothing bound).
       const natPolicy = (id: string): boolean => /\/(outgoing|incoming|prerouting|postrouting)\/policy$/.test(id);
       expect(B.rules.counters().filter((c) => !natPolicy(c.id))).toEqual(
         A.rules.counters().filter((c) => !natPolicy(c.id)),

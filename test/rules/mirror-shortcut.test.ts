@@ -140,7 +140,7 @@ describe('mirror shortcut ≡ conntrack', () => {
         expect(b?.hex, `packet ${i} (kind ${kind})`).toBe(a?.hex);
         if (a !== null && a.hex !== Buffer.from(p.buf.subarray(p.off, p.off + p.len)).toString('hex')) translated++;
         // Not the router's own error (the filter's reject): a reply to it would be a packet
-        // conntrack finds invalid (README deviation), not a flow's.
+        // conntrack finds invalid (docs/rules.md deviation), not a flow's.
         if (a !== null && record && a.pkt[9] === p.buf[p.off + 9]) sent.push({ out: a.pkt, orig: p, from });
       }
       expect(translated).toBeGreaterThan(150);
@@ -150,7 +150,7 @@ describe('mirror shortcut ≡ conntrack', () => {
       expect(rb.runtime.flows.size).toBeLessThan(ra.runtime.flows.size);
       // Every counter (rules with counter, chain policies — the MSS clamp chain's too, decided at
       // prerouting when the router skips the forward hook) as with conntrack.
-      // Deviation (README): a nat chain's policy counts connections none of its rules bound, on
+      // Deviation (docs/rules.md): a nat chain's policy counts connections none of its rules bound, on
       // their first packet; the shortcut keeps no connections, so mirror flows are not in it.
       const natPolicy = (id: string): boolean => /\/(prerouting|postrouting)\/policy$/.test(id);
       expect(rb.counters().filter((c) => !natPolicy(c.id))).toEqual(ra.counters().filter((c) => !natPolicy(c.id)));

@@ -1,12 +1,12 @@
 /**
  * Seeded random FirewallConfigurations against the kernel's nftables + conntrack (root), through
- * whole flows (issue 11). Rule kinds: every one the parser accepts — nat chains (dnat / snat to
+ * whole flows. Rule kinds: every one the parser accepts — nat chains (dnat / snat to
  * one address or a prefix, with or without a matching prefix of the same length; runs of
  * single-address dnat with a repeated key; masquerade) at prerouting, postrouting, output and
  * input; filter chains with accept / drop / reject / count-only, ctmark, metamarkfromctmark,
  * tcpmssclamp (a value or the route MTU), notrack (before and after conntrack), counters;
  * route chains — several chains per hook at different and equal priorities (never the
- * conntrack / NAT cores' own: README deviations), in one to three tables, chain policy drop
+ * conntrack / NAT cores' own: docs/rules.md deviations), in one to three tables, chain policy drop
  * (filter and nat); matches proto / iifname / oifname (at every hook: no interface is the empty
  * name) / ip (address, CIDR, range) / port (single, range; ICMP type·code), eq and neq. Each
  * object must parse; it is loaded in the kernel (src/rules/nft.ts) and in a RulesRuntime, and
@@ -15,7 +15,7 @@
  * echo, a probe dying one hop behind the router, a TTL-1 probe (the router's own Time Exceeded),
  * and apart from them a fragmented datagram. Compared: bytes and the side they come out of, drops,
  * blackholing by ct mark → meta mark → policy routing, the router's own errors (masked as the
- * README says), and every rule counter (packets) of the flows not played apart. Addresses and
+ * docs/rules.md says), and every rule counter (packets) of the flows not played apart. Addresses and
  * ports come from the pools the rules are written from, so matches and NAT hit most flows; the
  * totals are asserted (translated, dropped, answered back, blackholed, clamped, rejected). A flow
  * stops at its first step the kernel does not forward, so a seed costs at most one 600 ms drop
@@ -234,7 +234,7 @@ function filterRule(g: Gen, hook: string, prio: number, i: number): Obj {
   return r;
 }
 
-/** flows; apart: fragmented datagrams (played apart: counters are compared without them, README deviations). */
+/** flows; apart: fragmented datagrams (played apart: counters are compared without them, docs/rules.md deviations). */
 interface Generated {
   fcs: Obj[];
   flows: Flow[];
@@ -468,7 +468,7 @@ function kernelCounters(fcs: Obj[]): Map<string, number> {
 
 /**
  * A fragmented datagram through a rule set with conntrack, where the kernel reassembles it
- * before its chains (README deviations: Weft's chains see each fragment). Compared: the
+ * before its chains (docs/rules.md deviations: Weft's chains see each fragment). Compared: the
  * datagram's fate in the kernel with the first fragment's in Weft — forwarded (bytes equal),
  * dropped, or rejected (the error's TOS, addresses, type and the quote's TOS, TTL, protocol,
  * addresses and ports; the kernel quotes the datagram, Weft the fragment). The later fragment,

@@ -371,7 +371,7 @@ describe.skipIf(reason !== null)(
         ],
       };
       const r = await play([rej], [f]);
-      // Deviation (README): the kernel's IP id is its own pseudo-random choice, Weft's is 0; equal
+      // Deviation (docs/rules.md): the kernel's IP id is its own pseudo-random choice, Weft's is 0; equal
       // once the id and the header checksum are masked, Weft's header checksum verifying.
       const mask = (h: string): string => h.slice(0, 8) + 'xxxx' + h.slice(12, 20) + 'xxxx' + h.slice(24);
       expect(r.mismatches.length).toBe(1);
@@ -386,7 +386,7 @@ describe.skipIf(reason !== null)(
     it('IPv6 passes the ip tables untouched; fragments of a masqueraded datagram', async () => {
       const r = await play([MASQ], [ipv6Flow(), fragments('b', '10.112.0.7', '10.243.0.9', 44000)]);
       expect(r.mismatches, r.ruleset).toEqual([]);
-      // Deviation (README): the kernel holds the first fragment until the datagram is complete.
+      // Deviation (docs/rules.md): the kernel holds the first fragment until the datagram is complete.
       expect(r.outputs.get('fragments b 10.112.0.7 → 10.243.0.9')![0]).toBeNull();
       expect(r.outputs.get('IPv6 UDP through the ip tables')!.every((o) => o !== null)).toBe(true);
     }, 120_000);

@@ -127,7 +127,7 @@ export interface Step {
   build: (last: Uint8Array | null) => Built | null;
   what: string;
   /** The answer comes back to the sender (reject, the router's Time Exceeded). */ back?: boolean;
-  /** The answer is the router's own ICMP error: its outer TOS, IP id and header checksum are compared masked (README deviation). */ ownError?: boolean;
+  /** The answer is the router's own ICMP error: its outer TOS, IP id and header checksum are compared masked (docs/rules.md deviation). */ ownError?: boolean;
 }
 /** joined: compare the outputs of all steps together (the kernel holds fragments until the datagram is complete). */
 export interface Flow {
@@ -331,7 +331,7 @@ export interface PlayOptions {
   /**
    * For flows whose fate is not known in advance (random rule sets): each step's answer is taken
    * from both sides — forwarded, or the router's own ICMP error back to the sender (written
-   * `<hex`, compared with the masks of the README's deviations: IP id and header checksum,
+   * `<hex`, compared with the masks of the deviations in docs/rules.md: IP id and header checksum,
    * Time Exceeded's TOS too). A flow stops at a step the kernel did not forward (a sender does
    * not go on without an answer: a TCP ACK without the SYN-ACK is invalid to conntrack), except
    * a joined one.
@@ -362,7 +362,7 @@ export interface PlayResult {
   tally: Tally;
 }
 
-/** The router's own ICMP error: IP id and header checksum masked; Time Exceeded's TOS too (README deviations). */
+/** The router's own ICMP error: IP id and header checksum masked; Time Exceeded's TOS too (docs/rules.md deviations). */
 export function maskOwn(h: string): string {
   const te = h.slice(40, 42) === '0b';
   return h.slice(0, 2) + (te ? 'xx' : h.slice(2, 4)) + h.slice(4, 8) + 'xxxx' + h.slice(12, 20) + 'xxxx' + h.slice(24);

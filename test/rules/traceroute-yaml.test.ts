@@ -1,6 +1,6 @@
 /**
  * Traceroute through the YAML mode's gateway on the compiled rules, at the router: the two
- * things Liqo's rules do not give (README "YAML mode"), with the peer's real pod CIDR equal to
+ * things Liqo's rules do not give (docs/rules.md "YAML mode"), with the peer's real pod CIDR equal to
  * the local one (the e2e clusters' layout):
  * - the router's own Time Exceeded about a probe from the peer goes back to the peer (by its
  *   destination, the probe's real source, it would go to a local pod), its source the external
