@@ -341,8 +341,6 @@ function printf(fmt: string, args: unknown[], where: string): string {
 }
 
 class Renderer {
-  constructor(private readonly file: string) {}
-
   run(nodes: Node[], dot: unknown, scope: Scope): string {
     let out = '';
     for (const node of nodes) {
@@ -420,7 +418,7 @@ class Renderer {
       case 'pipe':
         return this.pipeline(o.pipe, dot, scope);
       case 'fn':
-        return this.call(o.name, [], dot, scope, where);
+        return this.call(o.name, [], where);
     }
   }
 
@@ -439,13 +437,13 @@ class Renderer {
         return last;
       }
       const args = [...rest.map((o) => this.operand(o, dot, scope, where)), ...piped];
-      return this.call(name, args, dot, scope, where);
+      return this.call(name, args, where);
     }
     if (rest.length > 0 || piped.length > 0) throw new Error(`${where}: ${head!.k} is not a function`);
     return this.operand(head!, dot, scope, where);
   }
 
-  private call(name: string, a: unknown[], _dot: unknown, _scope: Scope, where: string): unknown {
+  private call(name: string, a: unknown[], where: string): unknown {
     const n = (count: number) => {
       if (a.length !== count) throw new Error(`${where}: ${name} takes ${count} arguments, got ${a.length}`);
     };
@@ -626,7 +624,7 @@ export function renderTemplateText(src: string, values: unknown, file = 'templat
   };
   const scope = new Scope(null);
   scope.declare('$', root);
-  return new Renderer(file).run(parseTree(lex(src, file), file), root, scope);
+  return new Renderer().run(parseTree(lex(src, file), file), root, scope);
 }
 
 export type K8sObject = Record<string, unknown> & {
