@@ -3,7 +3,8 @@
 // Router with the node tunnels named as Liqo's InternalNodes name them, Geneve defaults to L2,
 // objects are watched in every namespace (one in Liqo's own namespace is enforced), and a
 // FirewallConfiguration the parser refuses is named (object, chain, rule, field) in
-// `weft show` and in a Warning Event on it, while a good one is enforced.
+// `weft show` and in a Warning Event on it, while a good one is enforced; nothing a default
+// Liqo install creates (test/k8s-fake/helm-render.ts) is refused.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -25,10 +26,19 @@ import { KINDS, type LiqoResourceName } from '../../src/control/k8s/resources.js
 import { createLogger } from '../../src/control/log.js';
 import { createMetricsRegistry } from '../../src/control/metrics.js';
 import { FakeApiServer } from '../k8s-fake/server.js';
+import { renderLiqoChart } from '../k8s-fake/helm-render.js';
 import { NS, liqoResources } from '../control/k8s/liqo-fixtures.js';
 import { e2eUnavailableReason, Topology, waitFor } from '../util/netns.js';
 
 const skip = e2eUnavailableReason([], { nativeAddon: true });
+/**
+ * The Liqo objects of a default install (the DaemonSet is not an API the fake server serves); its
+ * IPAM Networks take the place of the fixtures' (status.cidr as Liqo's IPAM fills it in).
+ */
+const defaultInstall = renderLiqoChart()
+  .map(({ obj }) => obj)
+  .filter((o) => o.apiVersion.includes('liqo.io'))
+  .map((o) => (o.kind === 'Network' ? { ...o, status: { cidr: (o['spec'] as { cidr: string }).cidr } } : o));
 const topo = new Topology('lw-k8s');
 const NET = 'networking.liqo.io/v1beta1';
 let server: FakeApiServer;
@@ -40,9 +50,12 @@ beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), 'lw-k8s-'));
   server = await FakeApiServer.start();
   const r = liqoResources();
+  r.networks = [];
   for (const [name, list] of Object.entries(r) as [LiqoResourceName, KubernetesObject[]][]) {
     for (const o of list) server.put(o.apiVersion!, KINDS[name].plural, o as Record<string, unknown>);
   }
+  // Beside the controllers' objects, what a default Liqo install creates (its chart rendered with its defaults).
+  for (const o of defaultInstall) server.put(o.apiVersion, `${o.kind.toLowerCase()}s`, o);
 }, 60_000);
 
 afterAll(async () => {
@@ -147,18 +160,7 @@ describe.skipIf(skip !== null)('weft k8s --liqo-firewall', () => {
       },
     });
     server.put(NET, 'firewallconfigurations', fc('user-good', 'drop'));
-    // In Liqo's own namespace, not --namespace (as the Helm chart's MSS clamp): watched all the same.
-    server.put(NET, 'firewallconfigurations', {
-      ...fc('gw-mss-clamping', 'accept'),
-      metadata: {
-        name: 'gw-mss-clamping',
-        namespace: 'liqo',
-        labels: {
-          'networking.liqo.io/firewall-category': 'gateway',
-          'networking.liqo.io/firewall-subcategory': 'all-gateways',
-        },
-      },
-    });
+    // The default install's MSS clamp (put in beforeAll) is in Liqo's own namespace, not --namespace: watched all the same.
     server.put(NET, 'firewallconfigurations', fc('user-bad', 'tcpmssclamp')); // no value before routing: refused
     await waitFor(
       'the problem in weft show',
@@ -184,6 +186,21 @@ describe.skipIf(skip !== null)('weft k8s --liqo-firewall', () => {
       ['FirewallConfiguration', 'InvalidConfiguration'],
     ]);
     expect(ev[0]!.message).toContain(`${NS}/user-bad chain pre rule r1`);
+    // Nothing a default Liqo install creates is refused: no error names it, no Event is about it.
+    const installed = defaultInstall.map((o) => `${o.metadata.namespace}/${o.metadata.name}`);
+    expect(installed).toContain('liqo/gw-mss-clamping');
+    expect(
+      (runtime.status().errors ?? [])
+        .flatMap((e) => e.message.split('; '))
+        .filter((m) => installed.some((k) => m.includes(` ${k} `))),
+    ).toEqual([]);
+    expect(
+      server
+        .listObjects('v1', 'events')
+        .map((e) => e as unknown as { involvedObject: { namespace?: string; name: string }; message: string })
+        .filter((e) => installed.includes(`${e.involvedObject.namespace}/${e.involvedObject.name}`))
+        .map((e) => e.message),
+    ).toEqual([]);
     // Its counter (rule with `counter`) is in weft show and the metrics.
     expect(runtime.status().rules?.counters).toContainEqual({
       object: `${NS}/user-good`,

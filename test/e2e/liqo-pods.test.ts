@@ -88,7 +88,8 @@ async function startCluster(letter: Letter, keys: Record<Letter, { priv: string;
     privateKey: keys[letter].priv,
     publicKey: keys[letter].pub,
     remotePublicKey: keys[other].pub,
-    // Liqo's multi-port form on both sides: the client sends to the first port (Liqo's tunnel 0).
+    // Liqo's multi-port form on both sides: the client sends to the first port (Liqo's tunnel 0),
+    // Liqo's default WireGuard port 51840; the second is the next one.
     endpoint: { address: WAN.a, port: 51840 },
     ports: [51840, 51841],
     gatewayPod: { ip: GW_POD_IP, node: 'worker-1' },

@@ -3,8 +3,9 @@
  * the way a Liqo cluster would (test/e2e/liqo-pods.test.ts). Each object is shaped as the named
  * component of Liqo makes it (read from github:liqotech/liqo, snapshot 557c199cf41a; re-stated,
  * not copied):
- * - ipam Networks pod-cidr / service-cidr / external-cidr / internal-cidr in the Liqo namespace:
- *   the Helm chart (liqo-ipam-networks.yaml), status filled by the ipam;
+ * - ipam Networks pod-cidr-… / service-cidr / external-cidr / internal-cidr in the Liqo namespace:
+ *   the Helm chart's liqo-ipam-networks.yaml rendered (test/k8s-fake/helm-render.ts), status
+ *   filled by the ipam;
  * - Configuration REMOTE (tenant namespace liqo-tenant-REMOTE): `liqoctl network` /
  *   the peering; status.remote.cidr (how this cluster addresses the peer) by the remapping
  *   controller (external-network/remapping);
@@ -37,10 +38,10 @@
  * generator test/rules/liqo-peering-objects.ts, documented there against Liqo's source.
  */
 import { emptyResources, type LiqoResources } from '../../src/control/k8s/resources.js';
+import { renderLiqoChart } from './helm-render.js';
 import { fabricObjects, gatewayObjects, type PeeringSide as RulesSide } from '../rules/liqo-peering-objects.js';
 
 const NET = 'networking.liqo.io/v1beta1';
-const IPAM = 'ipam.liqo.io/v1alpha1';
 const RID = 'liqo.io/remote-cluster-id';
 
 export interface PeeringNode {
@@ -73,11 +74,17 @@ export interface PeeringSide {
   liqoMode?: { mss: number; ipMappings?: { name: string; real: string; remapped: string; node: string }[] };
 }
 
+/** Liqo's namespace (the namespace `liqoctl install` releases the chart in). */
 export const LIQO_NAMESPACE = 'liqo';
+/** Both clusters' pod CIDR (the same on purpose: Liqo remaps it); not a Liqo default. */
 export const POD_CIDR = '10.0.0.0/16';
+/** kubeadm's default service CIDR (what `liqoctl install` finds on a kubeadm cluster). */
+export const SERVICE_CIDR = '10.96.0.0/12';
+/** Liqo's default external CIDR (chart: ipam.externalCIDR empty → 10.70.0.0/16). */
 export const EXTERNAL_CIDR = '10.70.0.0/16';
+/** Liqo's default internal CIDR (chart: ipam.internalCIDR empty → 10.80.0.0/16). */
 export const INTERNAL_CIDR = '10.80.0.0/16';
-/** How each cluster addresses the peer's pods / external CIDR (both use the same real CIDRs). */
+/** How each cluster addresses the peer's pods / external CIDR (both use the same real CIDRs); Liqo's IPAM picks such from its pools (10.0.0.0/8 …). */
 export const REMAPPED_POD_CIDR = '10.71.0.0/16';
 export const REMAPPED_EXTERNAL_CIDR = '10.72.0.0/16';
 
@@ -104,22 +111,18 @@ function portsOf(p: PeeringSide): { port: number } | { ports: number[] } {
 export function liqoPeeringSide(p: PeeringSide): LiqoResources {
   const ns = tenantNamespace(p.remote);
   const L = { [RID]: p.remote };
-  const mtu = p.mtu ?? 1340;
+  const mtu = p.mtu ?? 1340; // Liqo's default MTU (liqoctl network/peer --mtu)
   const kind = p.side === 'server' ? 'GatewayServer' : 'GatewayClient';
   const r = emptyResources();
-  const net = (name: string, type: string, cidr: string, extra: Record<string, unknown> = {}) => ({
-    apiVersion: IPAM,
-    kind: 'Network',
-    metadata: { name, namespace: LIQO_NAMESPACE, labels: { 'ipam.liqo.io/network-type': type } },
-    spec: { cidr, ...extra },
-    status: { cidr },
-  });
-  r.networks = [
-    net('pod-cidr', 'pod-cidr', POD_CIDR),
-    net('service-cidr', 'service-cidr', '10.96.0.0/12'),
-    net('external-cidr', 'external-cidr', EXTERNAL_CIDR, { preAllocated: 1 }),
-    net('internal-cidr', 'internal-cidr', INTERNAL_CIDR),
-  ];
+  // The chart's Networks (liqo-ipam-networks.yaml) as a `liqoctl install` renders them for this
+  // cluster's pod and service CIDRs, status.cidr as Liqo's IPAM fills it in (the CIDR asked for).
+  r.networks = renderLiqoChart({ ipam: { podCIDRs: [POD_CIDR], serviceCIDR: SERVICE_CIDR } })
+    .map(({ obj }) => obj)
+    .filter((o) => o.kind === 'Network')
+    .map((o) => {
+      const spec = o['spec'] as { cidr: string };
+      return { ...o, status: { cidr: spec.cidr } };
+    }) as unknown as LiqoResources['networks'];
   r.configurations = [
     {
       apiVersion: NET,
@@ -246,6 +249,7 @@ export function rulesSide(p: PeeringSide): RulesSide {
       pods: n.pods.map((x) => x.ip),
       podNames: n.pods.map((x) => x.name),
     })),
+    // Not Liqo's default (0: the route's MTU); a fixed value shows the clamp in captures.
     mss: p.liqoMode?.mss ?? 1300,
     localPod: POD_CIDR,
     localExt: EXTERNAL_CIDR,

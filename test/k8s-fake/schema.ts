@@ -168,13 +168,14 @@ export function validate(
         return errs;
       }
       const obj = value as Record<string, unknown>;
-      for (const r of schema.required ?? [])
-        if (obj[r] === undefined) errs.push(`${path === '' ? r : `${path}.${r}`}: required`);
       const props = schema.properties;
+      // The API server defaults before it validates: a required field with a default is never missing.
       if (mode === 'prune' && props !== undefined) {
         for (const [k, ps] of Object.entries(props))
           if (obj[k] === undefined && ps.default !== undefined) obj[k] = structuredClone(ps.default);
       }
+      for (const r of schema.required ?? [])
+        if (obj[r] === undefined) errs.push(`${path === '' ? r : `${path}.${r}`}: required`);
       const oldObj =
         ctx.old !== null && typeof ctx.old === 'object' && !Array.isArray(ctx.old)
           ? (ctx.old as Record<string, unknown>)

@@ -6,7 +6,8 @@
 //   Deployment and Service against client-node's models, and the container's arguments parse
 //   into the Liqo gateway identity `weft k8s` acts as;
 // - Liqo's labels, selectors and key mount are kept; the fabric DaemonSet and Liqo's fabric
-//   (with values.yaml) never share a node.
+//   (Liqo's chart rendered with values.yaml merged over its defaults, as Helm merges them)
+//   never share a node, and Liqo's own fabric affinity survives the merge.
 import { readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { parse, parseAllDocuments } from 'yaml';
@@ -17,6 +18,7 @@ import { parseArgs } from '../../src/cli/commands/common.js';
 import { loadCrds, validate } from '../k8s-fake/schema.js';
 import { LIQO_CRD_DIR } from '../k8s-fake/server.js';
 import { renderGatewayTemplate, type GatewayObject } from '../k8s-fake/liqo-render.js';
+import { liqoChartDefaults, mergeValues, renderLiqoChart } from '../k8s-fake/helm-render.js';
 import { ROOT } from '../cli/helpers.js';
 
 const DIR = join(ROOT, 'deploy/liqo');
@@ -54,6 +56,38 @@ function modelRoundTrip(obj: Obj): void {
     ObjectSerializer.serialize(model, type),
     `${obj.kind} ${obj.metadata?.name}: no unknown or misspelt field`,
   ).toEqual(obj);
+}
+
+interface NodeSelectorTerm {
+  matchExpressions: { key: string; operator: string; values?: string[] }[];
+}
+interface Affinity {
+  nodeAffinity: { requiredDuringSchedulingIgnoredDuringExecution: { nodeSelectorTerms: NodeSelectorTerm[] } };
+}
+interface Values {
+  controllerManager: { pod: { extraArgs: string[] } };
+  networking: { fabric: Record<string, unknown> & { affinity: Affinity } };
+}
+const ourValues = (): Values => parse(readFileSync(join(DIR, 'values.yaml'), 'utf8')) as Values;
+
+/** The scheduler's nodeSelectorTerms: any term matches (OR) when all its expressions do (AND). */
+function nodeMatches(terms: NodeSelectorTerm[], labels: Record<string, string>): boolean {
+  const holds = (e: NodeSelectorTerm['matchExpressions'][number]): boolean => {
+    const v = labels[e.key];
+    switch (e.operator) {
+      case 'In':
+        return v !== undefined && e.values!.includes(v);
+      case 'NotIn':
+        return v === undefined || !e.values!.includes(v);
+      case 'Exists':
+        return v !== undefined;
+      case 'DoesNotExist':
+        return v === undefined;
+      default:
+        throw new Error(`operator ${e.operator} not modelled here`);
+    }
+  };
+  return terms.some((t) => t.matchExpressions.length > 0 && t.matchExpressions.every(holds));
 }
 
 const NS = 'liqo-tenant-cluster-b';
@@ -246,28 +280,67 @@ describe('deploy/liqo manifests', () => {
       (e) => e.name === 'WEFT_CLUSTER_ID',
     )!;
     expect(cid.valueFrom!.configMapKeyRef).toEqual({ name: 'liqo-clusterid-configmap', key: 'CLUSTER_ID' });
-    const values = parse(readFileSync(join(DIR, 'values.yaml'), 'utf8')) as {
-      controllerManager: { pod: { extraArgs: string[] } };
-      networking: {
-        fabric: {
-          affinity: {
-            nodeAffinity: {
-              requiredDuringSchedulingIgnoredDuringExecution: {
-                nodeSelectorTerms: { matchExpressions: { key: string; operator: string; values: string[] }[] }[];
-              };
-            };
-          };
-        };
-      };
-    };
-    const [term] =
-      values.networking.fabric.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms;
+    // Liqo's fabric, with values.yaml merged over the chart's defaults as Helm merges them: on
+    // no node the Weft DaemonSet selects, nor on a virtual node (the chart's own condition).
     const [[key, value]] = Object.entries(pod.nodeSelector) as [[string, string]];
-    expect(term!.matchExpressions).toEqual([{ key, operator: 'NotIn', values: [value] }]);
+    const liqoFabric = renderLiqoChart(ourValues()).find(({ obj }) => obj.kind === 'DaemonSet')!.obj as Obj & {
+      spec: { template: { spec: { affinity: Affinity } } };
+    };
+    const terms =
+      liqoFabric.spec.template.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution
+        .nodeSelectorTerms;
+    const nodes: Record<string, string>[] = [
+      {},
+      { [key]: value },
+      { 'liqo.io/type': 'virtual-node' },
+      { 'liqo.io/type': 'virtual-node', [key]: value },
+      { [key]: 'kernel' },
+    ];
+    expect(nodes.map((labels) => nodeMatches(terms, labels))).toEqual([true, false, false, false, true]);
+  });
+
+  test("values.yaml composes with Liqo's chart: Liqo's own affinity terms survive, Weft's are added; the controller-manager gets Weft's ClusterRole", () => {
+    const defaults = liqoChartDefaults() as unknown as Values;
+    const merged = mergeValues(defaults, ourValues()) as Values;
+    const fabricTerms = (v: Values) =>
+      v.networking.fabric.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms;
+    const liqoTerms = fabricTerms(defaults);
+    expect(liqoTerms.length).toBeGreaterThan(0);
+    const ds = find('DaemonSet') as Obj & { spec: { template: { spec: { nodeSelector: Record<string, string> } } } };
+    const [[key, value]] = Object.entries(ds.spec.template.spec.nodeSelector) as [[string, string]];
+    const weft = { key, operator: 'NotIn', values: [value] };
+    // Terms are alternatives (OR), a term's expressions all hold (AND): every merged term carries
+    // all of a Liqo term's expressions and Weft's, so each condition holds whichever term matches.
+    expect(fabricTerms(merged).length).toBe(liqoTerms.length);
+    for (const [i, t] of fabricTerms(merged).entries()) {
+      expect(t.matchExpressions).toEqual(expect.arrayContaining([...liqoTerms[i]!.matchExpressions, weft]));
+    }
+    // Everything else of the chart's fabric values is untouched.
+    expect({ ...merged.networking.fabric, affinity: null }).toEqual({ ...defaults.networking.fabric, affinity: null });
     // The controller-manager binds Weft's ClusterRole to the gateways it creates.
-    expect(values.controllerManager.pod.extraArgs).toEqual([
-      `--wg-gateway-server-cluster-role-name=${find('ClusterRole', 'weft-gateway').metadata.name}`,
-      `--wg-gateway-client-cluster-role-name=${find('ClusterRole', 'weft-gateway').metadata.name}`,
+    const role = find('ClusterRole', 'weft-gateway').metadata.name;
+    expect(merged.controllerManager.pod.extraArgs).toEqual([
+      `--wg-gateway-server-cluster-role-name=${role}`,
+      `--wg-gateway-client-cluster-role-name=${role}`,
+    ]);
+    // Helm replaces the list: an installation's own extra arguments would go, hence the README's
+    // procedure (its current values, these two appended, in one file).
+    const installed = mergeValues(defaults, {
+      controllerManager: { pod: { extraArgs: ['--enable-x=true'] } },
+    }) as Values;
+    expect((mergeValues(installed, ourValues()) as Values).controllerManager.pod.extraArgs).not.toContain(
+      '--enable-x=true',
+    );
+    const appended = {
+      controllerManager: {
+        pod: {
+          extraArgs: [...installed.controllerManager.pod.extraArgs, ...ourValues().controllerManager.pod.extraArgs],
+        },
+      },
+    };
+    expect((mergeValues(installed, appended) as Values).controllerManager.pod.extraArgs).toEqual([
+      '--enable-x=true',
+      ...ourValues().controllerManager.pod.extraArgs,
     ]);
   });
 });

@@ -19,9 +19,9 @@
  * - .../internal-network/route/internalnode_k8s.go: `<node>-extcidr`, labels gateway +
  *   fabric-node + unique node: per Configuration a rule iif liqo-tunnel dst status remote pod
  *   CIDR → dev node interface gw node IP, then one iif liqo-tunnel rule for the IP mappings;
- * - Helm liqo-gw-mssclamp-firewallconfiguration.yaml (/work/shared/liqo/helm-templates):
- *   `gw-mss-clamping`, category gateway + all-gateways, forward filter chain, tcpmssclamp on
- *   oif liqo-tunnel;
+ * - Helm liqo-gw-mssclamp-firewallconfiguration.yaml (/work/shared/liqo/helm-templates), rendered
+ *   by test/k8s-fake/helm-render.ts: `gw-mss-clamping`, category gateway + all-gateways, forward
+ *   filter chain, tcpmssclamp on oif liqo-tunnel;
  * - .../internal-network/route/internalnode_k8s.go + mark.go: FirewallConfiguration
  *   `service-nodeport-routing` (gateway + fabric): forward chain `mark-to-conntrack` (ctmark = the
  *   node's mark, from 1 in node order, for src = the unknown-source IP arriving from that node's
@@ -60,6 +60,8 @@
  * Interface names: liqo-tunnel (pkg/gateway/tunnel/const.go), `liqo.` + 10 random characters
  * for Geneve (internal-network/interface.go), the default interface eth0.
  */
+import { asServed, renderLiqoChart } from '../k8s-fake/helm-render.js';
+
 export const TUNNEL_IF = 'liqo-tunnel';
 export const DEFAULT_IF = 'eth0';
 /** Liqo's Geneve port (the fabric's --geneve-port default). */
@@ -223,42 +225,7 @@ export function userDropPort(s: PeeringSide, port: number): Obj {
 /** Every FirewallConfiguration / RouteConfiguration of the gateway category for this side. */
 export function gatewayObjects(s: PeeringSide): { firewall: Obj[]; routes: Obj[] } {
   const liqoNs = s.liqoNamespace ?? s.namespace;
-  const firewall: Obj[] = [
-    remap(s, 'podcidr'),
-    remap(s, 'externalcidr'),
-    {
-      ...meta('FirewallConfiguration', 'gw-mss-clamping', liqoNs, {
-        'networking.liqo.io/firewall-category': 'gateway',
-        'networking.liqo.io/firewall-subcategory': 'all-gateways',
-      }),
-      spec: {
-        table: {
-          name: 'mss-clamping',
-          family: 'IPV4',
-          chains: [
-            {
-              name: 'mss-clamping',
-              type: 'filter',
-              hook: 'forward',
-              policy: 'accept',
-              priority: 0,
-              rules: {
-                filterRules: [
-                  {
-                    name: 'mss-clamping-out',
-                    counter: false,
-                    action: 'tcpmssclamp',
-                    value: String(s.mss),
-                    match: [{ op: 'eq', dev: { position: 'out', value: TUNNEL_IF }, proto: { value: 'tcp' } }],
-                  },
-                ],
-              },
-            },
-          ],
-        },
-      },
-    },
-  ];
+  const firewall: Obj[] = [remap(s, 'podcidr'), remap(s, 'externalcidr'), helmMssClamp(s.mss, liqoNs)];
   if (s.dropPort !== undefined) firewall.push(userDropPort(s, s.dropPort));
   const unknown = unknownSourceIP(s.localExt);
   firewall.push({
@@ -611,45 +578,31 @@ export function selects(selector: string, o: Obj): boolean {
 }
 
 /**
+ * The Helm chart's MSS clamp FirewallConfiguration `gw-mss-clamping` (category gateway +
+ * all-gateways), rendered from Liqo's template (liqo-gw-mssclamp-firewallconfiguration.yaml)
+ * with networking.gateway.mssclamp.value = `mss` (Liqo's default is 0: the route's MTU).
+ */
+export function helmMssClamp(mss: number, namespace = 'liqo'): Obj {
+  return helmObject('gw-mss-clamping', { networking: { gateway: { mssclamp: { value: mss } } } }, namespace);
+}
+
+/**
  * The Helm chart's NOTRACK FirewallConfiguration (liqo-notrack-firewallconfiguration.yaml, when
  * networking.notrack.enabled): `fabric-notrack` (fabric + all-nodes) or `gw-notrack` (gateway +
  * all-gateways), table liqo-notrack-geneve, chains prerouting and output (filter, -300): notrack
- * UDP to and from the Geneve port. Released without a namespace: in the release's (`liqo`).
+ * UDP to and from the Geneve port; rendered from Liqo's template with the chart's defaults.
  */
 export function helmNotrack(category: 'fabric' | 'gateway', namespace = 'liqo'): Obj {
-  const rules = [
-    {
-      name: 'notrack-geneve-dport',
-      counter: true,
-      action: 'notrack',
-      match: [{ op: 'eq', proto: { value: 'udp' }, port: { position: 'dst', value: String(GENEVE_PORT) } }],
-    },
-    {
-      name: 'notrack-geneve-sport',
-      counter: true,
-      action: 'notrack',
-      match: [{ op: 'eq', proto: { value: 'udp' }, port: { position: 'src', value: String(GENEVE_PORT) } }],
-    },
-  ];
-  return {
-    ...meta('FirewallConfiguration', category === 'fabric' ? 'fabric-notrack' : 'gw-notrack', namespace, {
-      'networking.liqo.io/firewall-category': category,
-      'networking.liqo.io/firewall-subcategory': category === 'fabric' ? 'all-nodes' : 'all-gateways',
-      'liqo.io/webhook-skip': 'true',
-    }),
-    spec: {
-      table: {
-        family: 'IPV4',
-        name: 'liqo-notrack-geneve',
-        chains: ['prerouting', 'output'].map((hook) => ({
-          name: hook,
-          type: 'filter',
-          hook,
-          policy: 'accept',
-          priority: -300,
-          rules: { filterRules: rules },
-        })),
-      },
-    },
-  };
+  const name = category === 'fabric' ? 'fabric-notrack' : 'gw-notrack';
+  return helmObject(name, { networking: { notrack: { enabled: true } } }, namespace);
+}
+
+/**
+ * One object of Liqo's chart (test/k8s-fake/helm-render.ts), released in `namespace`, as the API
+ * server serves it (CRD defaults filled in).
+ */
+function helmObject(name: string, values: unknown, namespace: string): Obj {
+  const o = renderLiqoChart(values).find((x) => x.obj.kind === 'FirewallConfiguration' && x.obj.metadata.name === name);
+  if (o === undefined) throw new Error(`Liqo's chart renders no FirewallConfiguration ${name}`);
+  return asServed({ ...o.obj, metadata: { ...o.obj.metadata, namespace } });
 }

@@ -1,5 +1,10 @@
 // Liqo resources of cluster "cluster-a" peered with "cluster-b" (A is the WireGuard server),
 // shaped exactly like a Liqo v1.x cluster serves them; the tests check them against the CRDs.
+// Values follow Liqo's defaults where Liqo has one: external CIDR 10.70.0.0/16 and internal CIDR
+// 10.80.0.0/16 (chart ipam.*CIDR empty), WireGuard port 51840 and MTU 1340 (liqoctl network),
+// gateway internal address = the internal CIDR's first allocation; the pod CIDR (the same in
+// both clusters, so Liqo remaps it to 10.71/10.72 from its pools) and kubeadm's service CIDR are
+// the test clusters'. (The chart's own Networks: test/k8s-fake/helm-render.ts.)
 import { KEYS } from '../fixtures.js';
 import { emptyResources, type LiqoResources } from '../../../src/control/k8s/resources.js';
 
