@@ -146,6 +146,9 @@ function localCidrs(
       .filter((n) => n.metadata?.labels?.[NETWORK_TYPE_LABEL] === t)
       .map((n) => n.status?.cidr ?? n.spec?.cidr)
       .filter((c): c is string => c !== undefined)
+      // Two Networks of one type with the same CIDR (a renamed Network beside its old name, as
+      // Helm's `pod-cidr-10-0-0-0-16` beside an older `pod-cidr`) name one range, not two overlapping.
+      .filter((c, i, all) => all.indexOf(c) === i)
       .sort();
   const conf = res.configurations.find((c) => c.spec?.local?.cidr !== undefined)?.spec?.local?.cidr;
   const pod = byType('pod-cidr');

@@ -220,6 +220,15 @@ describe('translate: gateway', () => {
     expect((err as Error).message).toMatch(/Configuration liqo-tenant-cluster-b\/cluster-b: spec\.local\.cidr\.pod: /);
   });
 
+  test('two pod-cidr Networks with the same CIDR (a renamed Network beside its old name) are one pod CIDR, not an overlap', () => {
+    const r = liqoResources();
+    const pod = r.networks.find((n) => n.metadata?.name === 'pod-cidr')!;
+    const cidr = pod.status!.cidr!;
+    r.networks.push({ ...structuredClone(pod), metadata: { ...pod.metadata, name: 'pod-cidr-renamed' } });
+    const out = translate(r, { role: 'gateway', clusterId: 'cluster-a' });
+    expect((out.config as { cluster: { podCIDRs: string[] } }).cluster.podCIDRs).toEqual([cidr]);
+  });
+
   test('remoteClusterIds filters peers', () => {
     expect(() =>
       translate(liqoResources(), { role: 'gateway', clusterId: 'cluster-a', remoteClusterIds: ['cluster-z'] }),
