@@ -19,6 +19,7 @@ import { LiqoWatcher } from '../../src/control/k8s/watcher.js';
 import { FakeApiServer, LIQO_CRD_DIR, type LoggedRequest } from '../k8s-fake/server.js';
 import { NS, liqoResources } from '../control/k8s/liqo-fixtures.js';
 import { ROOT } from '../cli/helpers.js';
+import { until } from '../util/wait.js';
 
 const DEPLOY = join(ROOT, 'deploy');
 
@@ -191,14 +192,6 @@ function load(server: FakeApiServer): void {
   };
   for (const [name, list] of Object.entries(r) as [LiqoResourceName, KubernetesObject[]][]) {
     for (const o of list) server.put(o.apiVersion!, plural[name], o as Record<string, unknown>);
-  }
-}
-
-async function until(pred: () => boolean, what: string, ms = 10_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!pred()) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
   }
 }
 

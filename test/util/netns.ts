@@ -11,8 +11,10 @@
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { needs, type Needs } from './requirements.js';
+import { sleep, waitFor } from './wait.js';
 
 export { haveCommand, isRoot } from './requirements.js';
+export { sleep, waitFor } from './wait.js';
 
 /**
  * Why e2e tests cannot run here (non-root: the reason to skip), or null when they can.
@@ -193,31 +195,6 @@ export class Topology {
       }
       run(['ip', 'netns', 'del', ns], { allowFail: true });
     }
-  }
-}
-
-export function sleep(ms: number): Promise<void> {
-  return new Promise((r) => setTimeout(r, ms));
-}
-
-/** Polls `check` every `intervalMs` until it returns a truthy value or `timeoutMs` passes. */
-export async function waitFor<T>(
-  what: string,
-  check: () => T | Promise<T>,
-  timeoutMs = 10_000,
-  intervalMs = 100,
-): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last: unknown;
-  for (;;) {
-    try {
-      const v = await check();
-      if (v) return v;
-    } catch (e) {
-      last = e;
-    }
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}${last ? `: ${String(last)}` : ''}`);
-    await sleep(intervalMs);
   }
 }
 

@@ -9,13 +9,12 @@
  * Regressions this catches (both measured in the daemon): a closure created per call in
  * paddedLength (56 B/packet), and index-table lookups keyed by a boxed uint32 (16 B/packet).
  */
-import { Session } from 'node:inspector';
 import { describe, expect, it } from 'vitest';
 import { parsePrefix } from '../../src/packet/addr.js';
 import { Device, ENCRYPT_SEND, EncryptResult, RECEIVE_DELIVER, ReceiveResult } from '../../src/wireguard/device.js';
 import { OutgoingMessage } from '../../src/wireguard/pool.js';
 import type { Peer } from '../../src/wireguard/peer.js';
-import { nullAeadBackend, type ProfileNode, post } from '../util/alloc.js';
+import { nullAeadBackend, sampledAllocations } from '../util/alloc.js';
 
 describe('data path allocation (sampling heap profiler)', () => {
   it('allocates nothing per packet with daemon-like traffic and a session index >= 2^31', async () => {
@@ -89,35 +88,16 @@ describe('data path allocation (sampling heap profiler)', () => {
     };
     for (let r = 0; r < 3000; r++) round(r); // optimized code, as in a running daemon
 
-    const s = new Session();
-    s.connect();
-    try {
-      await post(s, 'HeapProfiler.enable');
-      await post(s, 'HeapProfiler.startSampling', {
-        samplingInterval: 64,
-        includeObjectsCollectedByMajorGC: true,
-        includeObjectsCollectedByMinorGC: true,
-      });
-      packets = 0;
-      for (let r = 0; r < 1500; r++) round(r);
-      const { profile } = await post<{ profile: { head: ProfileNode } }>(s, 'HeapProfiler.stopSampling');
-      let engineBytes = 0;
-      const where: string[] = [];
-      const walk = (n: ProfileNode): void => {
-        // Only what src/wireguard itself allocates (the test's own frames excluded).
-        if (n.selfSize > 0 && n.callFrame.url.includes('/src/wireguard/')) {
-          engineBytes += n.selfSize;
-          where.push(`${n.callFrame.functionName} ${n.callFrame.url.split('/').pop()}: ${n.selfSize}`);
-        }
-        n.children.forEach(walk);
-      };
-      walk(profile.head);
-      // Measured 0. One small object (>= 16 B) even every 8th packet fails this. (Timer jitter's
-      // Math.random() result, boxed by the builtin itself, is not attributed to src/wireguard.)
-      expect(engineBytes / packets, where.join('; ')).toBeLessThan(2);
-    } finally {
-      await post(s, 'HeapProfiler.disable').catch(() => {});
-      s.disconnect();
-    }
+    // Only what src/wireguard itself allocates (the test's own frames excluded).
+    const { bytes, where } = await sampledAllocations(
+      () => {
+        packets = 0;
+        for (let r = 0; r < 1500; r++) round(r);
+      },
+      ({ url }) => url.includes('/src/wireguard/'),
+    );
+    // Measured 0. One small object (>= 16 B) even every 8th packet fails this. (Timer jitter's
+    // Math.random() result, boxed by the builtin itself, is not attributed to src/wireguard.)
+    expect(bytes / packets, where.join('; ')).toBeLessThan(2);
   }, 60_000);
 });

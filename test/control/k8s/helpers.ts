@@ -1,5 +1,4 @@
-// Shared by the Kubernetes-mode tests: load Liqo's fixture resources into the fake API server,
-// and wait for a condition (a bound, not a performance claim).
+// Shared by the Kubernetes-mode tests: load Liqo's fixture resources into the fake API server.
 import type { KubernetesObject } from '@kubernetes/client-node';
 import { KINDS, type LiqoResourceName } from '../../../src/control/k8s/resources.js';
 import type { FakeApiServer } from '../../k8s-fake/server.js';
@@ -23,13 +22,5 @@ export const PLURAL: Record<LiqoResourceName, string> = {
 export function loadLiqo(server: FakeApiServer): void {
   for (const [name, list] of Object.entries(liqoResources()) as [LiqoResourceName, KubernetesObject[]][]) {
     for (const o of list) server.put(o.apiVersion!, PLURAL[name], o as Record<string, unknown>);
-  }
-}
-
-export async function until(pred: () => boolean, what: string, ms = 10_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!pred()) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
   }
 }

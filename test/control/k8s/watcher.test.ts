@@ -7,15 +7,7 @@ import type { TranslateResult } from '../../../src/control/k8s/translate.js';
 import { LiqoWatcher } from '../../../src/control/k8s/watcher.js';
 import { FakeApiServer } from '../../k8s-fake/server.js';
 import { NS, liqoResources } from './liqo-fixtures.js';
-
-/** Resolve when `pred` holds, polling every 20 ms; fail after `ms` (a bound, not a performance claim). */
-async function until(pred: () => boolean, what: string, ms = 5000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!pred()) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
+import { until } from '../../util/wait.js';
 
 function load(server: FakeApiServer): void {
   const r = liqoResources();
