@@ -155,12 +155,3 @@ export function tcpPacket(spec: TcpSpec): Built {
   else fillTcpChecksumV4(b, f.off, t, l4Len);
   return { buf: b, off: f.off, len: f.len, l4: t };
 }
-
-/** Hex of a byte range (for diagnostics and comparisons with scapy). */
-export function toHex(buf: Uint8Array, off = 0, len = buf.length - off): string {
-  return Buffer.from(buf.buffer, buf.byteOffset + off, len).toString('hex');
-}
-
-export function fromHex(hex: string): Uint8Array {
-  return new Uint8Array(Buffer.from(hex, 'hex'));
-}
