@@ -17,7 +17,8 @@ import { K8sMode } from '../../src/cli/commands/k8s.js';
 import { K8S_SPEC, LEASE_DEFAULTS, parseK8sArgs } from '../../src/cli/commands/k8s-args.js';
 import { parseArgs } from '../../src/cli/commands/common.js';
 import { Runtime } from '../../src/cli/commands/runtime.js';
-import { KINDS, type LiqoResourceName, type LiqoResources } from '../../src/control/k8s/resources.js';
+import type { LiqoResourceName, LiqoResources } from '../../src/control/k8s/resources.js';
+import { PLURAL } from '../control/k8s/helpers.js';
 import { createLogger } from '../../src/control/log.js';
 import { FakeApiServer } from '../k8s-fake/server.js';
 import { renderGatewayTemplate, type GatewayObject } from '../k8s-fake/liqo-render.js';
@@ -32,19 +33,6 @@ const NET = 'networking.liqo.io/v1beta1';
 const RBAC = 'rbac.authorization.k8s.io/v1';
 const A_IP = '192.168.77.1';
 const B_IP = '192.168.77.2';
-const PLURAL: Record<LiqoResourceName, string> = {
-  configurations: KINDS.configurations.plural,
-  gatewayServers: KINDS.gatewayServers.plural,
-  gatewayClients: KINDS.gatewayClients.plural,
-  secrets: KINDS.secrets.plural,
-  publicKeys: KINDS.publicKeys.plural,
-  internalNodes: KINDS.internalNodes.plural,
-  internalFabrics: KINDS.internalFabrics.plural,
-  geneveTunnels: KINDS.geneveTunnels.plural,
-  routeConfigurations: KINDS.routeConfigurations.plural,
-  networks: KINDS.networks.plural,
-  ips: KINDS.ips.plural,
-};
 
 /**
  * cluster-b's objects for the same peering, from cluster-a's (test/control/k8s/liqo-fixtures.ts):
