@@ -7,7 +7,6 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { KubernetesObject } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { K8sMode } from '../../src/cli/commands/k8s.js';
 import { K8S_SPEC, LEASE_DEFAULTS, parseK8sArgs } from '../../src/cli/commands/k8s-args.js';
@@ -20,12 +19,12 @@ import { translate } from '../../src/control/k8s/translate.js';
 import { parseRouteObjects } from '../../src/rules/steering.js';
 import { liqoPeeringSide } from '../k8s-fake/liqo-peering.js';
 import { KEYS } from '../control/fixtures.js';
-import { KINDS, type LiqoResourceName } from '../../src/control/k8s/resources.js';
 import { createLogger } from '../../src/control/log.js';
 import { createMetricsRegistry } from '../../src/control/metrics.js';
 import { FakeApiServer } from '../k8s-fake/server.js';
 import { NS, liqoResources } from '../control/k8s/liqo-fixtures.js';
 import { e2eUnavailableReason, Topology, waitFor } from '../util/netns.js';
+import { loadLiqo } from '../control/k8s/helpers.js';
 
 const skip = e2eUnavailableReason([], { nativeAddon: true });
 const topo = new Topology('lw-k8s');
@@ -38,10 +37,7 @@ beforeAll(async () => {
   if (skip) return;
   dir = mkdtempSync(join(tmpdir(), 'lw-k8s-'));
   server = await FakeApiServer.start();
-  const r = liqoResources();
-  for (const [name, list] of Object.entries(r) as [LiqoResourceName, KubernetesObject[]][]) {
-    for (const o of list) server.put(o.apiVersion!, KINDS[name].plural, o as Record<string, unknown>);
-  }
+  loadLiqo(server);
 }, 60_000);
 
 afterAll(async () => {

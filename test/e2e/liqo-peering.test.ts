@@ -17,8 +17,8 @@ import { K8sMode } from '../../src/cli/commands/k8s.js';
 import { K8S_SPEC, LEASE_DEFAULTS, parseK8sArgs } from '../../src/cli/commands/k8s-args.js';
 import { parseArgs } from '../../src/cli/commands/common.js';
 import { Runtime } from '../../src/cli/commands/runtime.js';
-import type { LiqoResourceName, LiqoResources } from '../../src/control/k8s/resources.js';
-import { PLURAL } from '../control/k8s/helpers.js';
+import type { LiqoResources } from '../../src/control/k8s/resources.js';
+import { loadLiqo } from '../control/k8s/helpers.js';
 import { createLogger } from '../../src/control/log.js';
 import { FakeApiServer } from '../k8s-fake/server.js';
 import { renderGatewayTemplate, type GatewayObject } from '../k8s-fake/liqo-render.js';
@@ -80,8 +80,7 @@ async function startCluster(
   kind: 'GatewayServer' | 'GatewayClient',
 ): Promise<Cluster> {
   const server = await FakeApiServer.start();
-  for (const [n, list] of Object.entries(res) as [LiqoResourceName, KubernetesObject[]][])
-    for (const o of list) server.put(o.apiVersion!, PLURAL[n], o as Record<string, unknown>);
+  loadLiqo(server, res);
   const obj = (kind === 'GatewayServer' ? res.gatewayServers : res.gatewayClients)[0]!;
   const ns = obj.metadata!.namespace!;
   const stored = server.getObject(
