@@ -155,3 +155,17 @@ export function tcpPacket(spec: TcpSpec): Built {
   else fillTcpChecksumV4(b, f.off, t, l4Len);
   return { buf: b, off: f.off, len: f.len, l4: t };
 }
+
+/** Packs packets into one arena, 2048-byte slots with `headroom` before each, as a TUN batch would. */
+export function arena(pkts: Built[], headroom = 64): { buf: Uint8Array; offs: Uint32Array; lens: Uint32Array } {
+  const slot = 2048;
+  const buf = new Uint8Array(slot * pkts.length);
+  const offs = new Uint32Array(pkts.length);
+  const lens = new Uint32Array(pkts.length);
+  pkts.forEach((p, i) => {
+    offs[i] = i * slot + headroom;
+    lens[i] = p.len;
+    buf.set(p.buf.subarray(p.off, p.off + p.len), offs[i]);
+  });
+  return { buf, offs, lens };
+}

@@ -13,7 +13,7 @@ import { GeneveTunnelTable, type GeneveTunnel } from '../../src/geneve/table.js'
 import { GeneveDrop } from '../../src/geneve/reasons.js';
 import { GenevePort } from '../../src/ports/geneve-port.js';
 import { UdpSocket } from '../../src/io/udp.js';
-import { icmpEcho, udpPacket, type Built } from '../packet/factory.js';
+import { arena, icmpEcho, udpPacket } from '../packet/factory.js';
 import { waitFor } from '../util/wait.js';
 import { HEAP_WINDOWS, heapBytesPerOp } from '../util/alloc.js';
 
@@ -42,20 +42,6 @@ function collector(): {
     },
   };
   return c;
-}
-
-/** Packs packets into one arena with `headroom` before each, as a TUN batch would. */
-function arena(pkts: Built[], headroom = 64): { buf: Uint8Array; offs: Uint32Array; lens: Uint32Array } {
-  const slot = 2048;
-  const buf = new Uint8Array(slot * pkts.length);
-  const offs = new Uint32Array(pkts.length);
-  const lens = new Uint32Array(pkts.length);
-  pkts.forEach((p, i) => {
-    offs[i] = i * slot + headroom;
-    lens[i] = p.len;
-    buf.set(p.buf.subarray(p.off, p.off + p.len), offs[i]);
-  });
-  return { buf, offs, lens };
 }
 
 const PORT = 46091 + Math.floor(Math.random() * 1000);

@@ -53,7 +53,7 @@ describe('data path allocation', () => {
         throw new Error(`receive: ${rr.reason}`);
     };
     for (let i = 0; i < 50_000; i++) trip();
-    // Smallest of three windows (a per-packet allocation shows in each): test/util/alloc.ts.
+    // Smallest of several windows (a per-packet allocation shows in each): test/util/alloc.ts.
     const perOp = heapBytesPerOp(trip);
     expect(perOp).toBeLessThan(4);
     expect(pab.txBytes).toBe(pba.rxBytes);
