@@ -1,4 +1,5 @@
 import { defineConfig } from 'vitest/config';
+import { TEST_PROJECT_ENV } from './test/util/requirements.js';
 import { systemTestFiles } from './test/util/test-projects.js';
 
 // Two projects, split by the rule in test/util/test-projects.ts (read from the sources):
@@ -23,7 +24,7 @@ export default defineConfig({
           // Many unit files wait on child processes and sockets rather than the CPU.
           maxWorkers: 4,
           sequence: { groupOrder: 0 },
-          env: { WEFT_TEST_PROJECT: 'unit' },
+          env: { [TEST_PROJECT_ENV]: 'unit' },
         },
       },
       {
@@ -34,7 +35,7 @@ export default defineConfig({
           fileParallelism: false,
           maxWorkers: 1,
           sequence: { groupOrder: 1 },
-          env: { WEFT_TEST_PROJECT: 'system' },
+          env: { [TEST_PROJECT_ENV]: 'system' },
         },
       },
     ],

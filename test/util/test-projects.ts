@@ -11,7 +11,7 @@
  *   which it does not on a machine loaded by parallel test files).
  *
  * Everything else is a unit test. A file the rule misses still cannot run root work in parallel:
- * `needs({ root: true })` throws in the unit project (requirements.ts, UNIT_PROJECT_ENV).
+ * `needs({ root: true })` throws in the unit project (requirements.ts, TEST_PROJECT_ENV).
  */
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
