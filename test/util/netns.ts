@@ -215,7 +215,11 @@ export function ping(
   return { received: rx ? Number(rx[1]) : 0, avgMs: rtt ? Number(rtt[1]) : NaN };
 }
 
-/** Runs a bounded iperf3 TCP test from nsClient to a server in nsServer; returns Gbit/s received. */
+/**
+ * Runs a bounded iperf3 TCP test from nsClient to a server in nsServer bound to `addr`; returns
+ * Gbit/s received. The client dials `dialAddr` (another address that reaches the server, e.g. a
+ * remapped one), `addr` by default.
+ */
 export async function iperfTcp(
   topo: Topology,
   nsServer: string,
@@ -223,6 +227,7 @@ export async function iperfTcp(
   addr: string,
   seconds = 2,
   extra: string[] = [],
+  dialAddr = addr,
 ): Promise<number> {
   const port = String(5201 + Math.floor(Math.random() * 500));
   const server = topo.spawnIn(nsServer, 'iperf3-server', ['iperf3', '-s', '-1', '-B', addr, '-p', port], {
@@ -235,7 +240,7 @@ export async function iperfTcp(
   );
   const out = topo.exec(
     nsClient,
-    ['iperf3', '-c', addr, '-p', port, '-t', String(seconds), '-J', '--connect-timeout', '3000', ...extra],
+    ['iperf3', '-c', dialAddr, '-p', port, '-t', String(seconds), '-J', '--connect-timeout', '3000', ...extra],
     {
       timeoutMs: (seconds + 20) * 1000,
       allowFail: true,
