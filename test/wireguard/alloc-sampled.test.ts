@@ -10,42 +10,18 @@
  * paddedLength (56 B/packet), and index-table lookups keyed by a boxed uint32 (16 B/packet).
  */
 import { describe, expect, it } from 'vitest';
-import { parsePrefix } from '../../src/packet/addr.js';
-import { Device, ENCRYPT_SEND, EncryptResult, RECEIVE_DELIVER, ReceiveResult } from '../../src/wireguard/device.js';
-import { OutgoingMessage } from '../../src/wireguard/pool.js';
-import type { Peer } from '../../src/wireguard/peer.js';
+import { ENCRYPT_SEND, EncryptResult, RECEIVE_DELIVER, ReceiveResult } from '../../src/wireguard/device.js';
 import { nullAeadBackend, sampledAllocations } from '../util/alloc.js';
+import { sessionPair } from './pair.js';
 
 describe('data path allocation (sampling heap profiler)', () => {
   it('allocates nothing per packet with daemon-like traffic and a session index >= 2^31', async () => {
     // Every 4-byte index drawn from these bytes is 0xfedcba98 or similar: >= 2^31.
     const backend = nullAeadBackend(new Uint8Array([0x98, 0xba, 0xdc, 0xfe, 0x91, 0xb3, 0xd5, 0xf7]));
-    const a = new Device({ backend });
-    const b = new Device({ backend });
-    a.setPrivateKey(new Uint8Array(32).fill(1));
-    b.setPrivateKey(new Uint8Array(32).fill(2));
-    const pab = a.addPeer(b.publicKey!);
-    const pba = b.addPeer(a.publicKey!);
-    a.addAllowedIp(pab, parsePrefix('10.2.0.0/16'));
-    b.addAllowedIp(pba, parsePrefix('10.1.0.0/16'));
-    const epA = { address: '192.0.2.1', port: 1 };
-    const epB = { address: '192.0.2.2', port: 2 };
-    a.setEndpoint(pab, epB);
-    b.setEndpoint(pba, epA);
     let now = 1_700_000_000_000;
-    const out = new OutgoingMessage<Peer>();
+    const { a, b, pab, pba, epA, epB } = sessionPair(backend, now);
     const rr = new ReceiveResult();
     const er = new EncryptResult();
-    const pump = (from: Device, to: Device, src: typeof epA): void => {
-      while (from.popOutgoing(out)) {
-        to.receive(out.buf, out.start, out.length, src, now, false, rr);
-        from.releaseOutgoing(out.slot);
-      }
-    };
-    a.initiateHandshake(pab, now);
-    pump(a, b, epA);
-    pump(b, a, epB);
-    pump(a, b, epA);
     expect(pab.keypairs.current).not.toBeNull();
     expect(pba.keypairs.current!.localIndex).toBeGreaterThanOrEqual(2 ** 31);
     expect(pab.keypairs.current!.localIndex).toBeGreaterThanOrEqual(2 ** 31);
