@@ -1,5 +1,8 @@
 #!/usr/bin/env bash
 # The README's test command: installs what the tests need, builds, runs the whole vitest suite.
+# vitest.config.ts runs the unit files in parallel first, then the system files (root, namespaces,
+# TUN, heap-per-op measurements; test/util/test-projects.ts) one at a time. npm run test:unit runs
+# only the unit files.
 # The end-to-end and interop tests need root (network namespaces, TUN); as non-root they report
 # themselves skipped with the reason. As root (CI) nothing may be skipped: a missing tool fails
 # its test file naming the package, and test/util/root-skip-reporter.ts fails the run if any test

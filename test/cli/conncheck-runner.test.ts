@@ -4,7 +4,7 @@
 import { createSocket } from 'node:dgram';
 import { afterEach, describe, expect, test } from 'vitest';
 import { ConnCheckRunner } from '../../src/daemon/conncheck-runner.js';
-import { waitFor } from '../util/netns.js';
+import { waitFor } from '../util/wait.js';
 
 const open: ConnCheckRunner[] = [];
 afterEach(async () => {

@@ -3,7 +3,9 @@
  * is missing or older than the sources these tests exercise, and running bin/weft.
  */
 import { spawn, spawnSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import { existsSync, readdirSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { CliIo } from '../../src/cli/commands/common.js';
@@ -54,17 +56,33 @@ function newest(dir: string): number {
  * Builds dist/ (tsc -p tsconfig.build.json) unless every output in `outputs` (paths relative
  * to dist/) exists and is newer than every .ts file under src/. Type errors elsewhere in the
  * tree do not stop tsc from emitting, so the outputs are checked again afterwards.
+ *
+ * Test files run in parallel: the build holds an flock(1) on a lock file of this checkout, and
+ * looks at freshness again once it holds it, so one file builds while the others wait and then
+ * find dist/ fresh (nobody reads dist/ while tsc rewrites it).
  */
 export function ensureBuilt(outputs: readonly string[]): void {
   const src = newest(join(ROOT, 'src'));
   const fresh = () =>
     outputs.every((o) => existsSync(join(ROOT, 'dist', o)) && statSync(join(ROOT, 'dist', o)).mtimeMs >= src);
   if (fresh()) return;
-  spawnSync(
-    process.execPath,
-    [join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', join(ROOT, 'tsconfig.build.json')],
-    { cwd: ROOT, stdio: 'ignore', timeout: 300_000 },
+  const lock = join(tmpdir(), `weft-build-${createHash('sha256').update(ROOT).digest('hex').slice(0, 16)}.lock`);
+  const script = `
+    const { existsSync, statSync } = require('node:fs');
+    const { spawnSync } = require('node:child_process');
+    const [root, src, ...outputs] = process.argv.slice(1);
+    const fresh = outputs.every((o) => existsSync(root + '/dist/' + o) && statSync(root + '/dist/' + o).mtimeMs >= Number(src));
+    if (!fresh) spawnSync(process.execPath, [root + '/node_modules/typescript/bin/tsc', '-p', root + '/tsconfig.build.json'], { cwd: root, stdio: 'ignore' });`;
+  const r = spawnSync(
+    'flock',
+    [lock, process.execPath, '-e', script, ROOT.replace(/\/$/, ''), String(src), ...outputs],
+    {
+      cwd: ROOT,
+      stdio: 'ignore',
+      timeout: 300_000,
+    },
   );
+  if (r.error) throw new Error(`cannot run flock (util-linux) to build dist/: ${r.error.message}`);
   for (const o of outputs) {
     if (!existsSync(join(ROOT, 'dist', o))) throw new Error(`build did not produce dist/${o}`);
   }

@@ -7,7 +7,6 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { KubernetesObject } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { K8sMode } from '../../src/daemon/k8s-mode.js';
 import { K8S_SPEC, parseK8sArgs } from '../../src/cli/commands/k8s-args.js';
@@ -19,9 +18,10 @@ import { KINDS, type LiqoResourceName } from '../../src/control/k8s/resources.js
 import { createLogger } from '../../src/control/log.js';
 import { liqoTableId } from '../../src/rules/routes.js';
 import { FakeApiServer } from '../k8s-fake/server.js';
-import { NS, liqoResources } from '../control/k8s/liqo-fixtures.js';
+import { NS } from '../control/k8s/liqo-fixtures.js';
 import { fabricObjects, type PeeringSide } from '../rules/liqo-peering-objects.js';
 import { e2eUnavailableReason, Topology, waitFor } from '../util/netns.js';
+import { loadLiqo } from '../control/k8s/helpers.js';
 
 const skip = e2eUnavailableReason(['ip', 'nft'], { nativeAddon: true });
 const topo = new Topology('nxk');
@@ -54,10 +54,7 @@ beforeAll(async () => {
   if (skip) return;
   dir = mkdtempSync(join(tmpdir(), 'nxk-'));
   server = await FakeApiServer.start();
-  const r = liqoResources();
-  for (const [name, list] of Object.entries(r) as [LiqoResourceName, KubernetesObject[]][]) {
-    for (const o of list) server.put(o.apiVersion!, KINDS[name].plural, o as Record<string, unknown>);
-  }
+  loadLiqo(server);
 }, 60_000);
 
 afterAll(async () => {

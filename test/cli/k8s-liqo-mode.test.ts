@@ -8,7 +8,6 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { KubernetesObject } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { K8sMode } from '../../src/daemon/k8s-mode.js';
 import { K8S_SPEC, parseK8sArgs } from '../../src/cli/commands/k8s-args.js';
@@ -22,13 +21,13 @@ import { translate } from '../../src/control/k8s/translate.js';
 import { parseRouteObjects } from '../../src/rules/steering.js';
 import { liqoPeeringSide } from '../k8s-fake/liqo-peering.js';
 import { KEYS } from '../control/fixtures.js';
-import { KINDS, type LiqoResourceName } from '../../src/control/k8s/resources.js';
 import { createLogger } from '../../src/control/log.js';
 import { createMetricsRegistry } from '../../src/control/metrics.js';
 import { FakeApiServer } from '../k8s-fake/server.js';
 import { renderLiqoChart } from '../k8s-fake/helm-render.js';
 import { NS, liqoResources } from '../control/k8s/liqo-fixtures.js';
 import { e2eUnavailableReason, Topology, waitFor } from '../util/netns.js';
+import { loadLiqo } from '../control/k8s/helpers.js';
 
 const skip = e2eUnavailableReason([], { nativeAddon: true });
 /**
@@ -51,9 +50,7 @@ beforeAll(async () => {
   server = await FakeApiServer.start();
   const r = liqoResources();
   r.networks = [];
-  for (const [name, list] of Object.entries(r) as [LiqoResourceName, KubernetesObject[]][]) {
-    for (const o of list) server.put(o.apiVersion!, KINDS[name].plural, o as Record<string, unknown>);
-  }
+  loadLiqo(server, r);
   // Beside the controllers' objects, what a default Liqo install creates (its chart rendered with its defaults).
   for (const o of defaultInstall) server.put(o.apiVersion, `${o.kind.toLowerCase()}s`, o);
 }, 60_000);

@@ -9,7 +9,6 @@
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { KubernetesObject } from '@kubernetes/client-node';
 import { parse } from 'yaml';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { K8sMode, routeSourceFor } from '../../src/daemon/k8s-mode.js';
@@ -18,12 +17,12 @@ import { LEASE_DEFAULTS, type K8sSettings } from '../../src/daemon/k8s-settings.
 import { parseArgs } from '../../src/cli/commands/common.js';
 import { Runtime } from '../../src/daemon/runtime.js';
 import { ACTIVE_GATEWAY_LABEL, leaseName } from '../../src/control/k8s/liqo-gateway.js';
-import { KINDS, type LiqoResourceName } from '../../src/control/k8s/resources.js';
 import { createLogger } from '../../src/control/log.js';
 import { FakeApiServer } from '../k8s-fake/server.js';
 import { NS, liqoResources } from '../control/k8s/liqo-fixtures.js';
 import { e2eUnavailableReason, Topology, waitFor } from '../util/netns.js';
 import { ROOT } from './helpers.js';
+import { loadLiqo } from '../control/k8s/helpers.js';
 
 const skip = e2eUnavailableReason();
 const topo = new Topology('lqx-k8s');
@@ -34,23 +33,7 @@ let gsUid = '';
 const modes: K8sMode[] = [];
 
 function load(s: FakeApiServer): void {
-  const r = liqoResources();
-  const plural: Record<LiqoResourceName, string> = {
-    configurations: KINDS.configurations.plural,
-    gatewayServers: KINDS.gatewayServers.plural,
-    gatewayClients: KINDS.gatewayClients.plural,
-    secrets: KINDS.secrets.plural,
-    publicKeys: KINDS.publicKeys.plural,
-    internalNodes: KINDS.internalNodes.plural,
-    internalFabrics: KINDS.internalFabrics.plural,
-    geneveTunnels: KINDS.geneveTunnels.plural,
-    routeConfigurations: KINDS.routeConfigurations.plural,
-    networks: KINDS.networks.plural,
-    ips: KINDS.ips.plural,
-  };
-  for (const [name, list] of Object.entries(r) as [LiqoResourceName, KubernetesObject[]][]) {
-    for (const o of list) s.put(o.apiVersion!, plural[name], o as Record<string, unknown>);
-  }
+  loadLiqo(s);
   const gs = s.getObject(NET, 'gatewayservers', NS, 'cluster-b')!;
   gsUid = gs.metadata.uid!;
   // What Liqo's controller-manager creates from the GatewayServer: the WgGatewayServer it controls.

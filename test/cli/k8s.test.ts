@@ -6,7 +6,6 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { KubernetesObject } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { K8sMode } from '../../src/daemon/k8s-mode.js';
 import { LEASE_DEFAULTS, type K8sSettings } from '../../src/daemon/k8s-settings.js';
@@ -14,8 +13,9 @@ import { Runtime } from '../../src/daemon/runtime.js';
 import { KINDS, type LiqoResourceName } from '../../src/control/k8s/resources.js';
 import { createLogger } from '../../src/control/log.js';
 import { FakeApiServer } from '../k8s-fake/server.js';
-import { NS, liqoResources } from '../control/k8s/liqo-fixtures.js';
+import { NS } from '../control/k8s/liqo-fixtures.js';
 import { e2eUnavailableReason, Topology, waitFor } from '../util/netns.js';
+import { loadLiqo } from '../control/k8s/helpers.js';
 
 const skip = e2eUnavailableReason();
 const topo = new Topology('wc-k8s');
@@ -23,26 +23,6 @@ let server: FakeApiServer;
 let dir = '';
 const modes: K8sMode[] = [];
 const NET = 'networking.liqo.io/v1beta1';
-
-function load(s: FakeApiServer): void {
-  const r = liqoResources();
-  const plural: Record<LiqoResourceName, string> = {
-    configurations: KINDS.configurations.plural,
-    gatewayServers: KINDS.gatewayServers.plural,
-    gatewayClients: KINDS.gatewayClients.plural,
-    secrets: KINDS.secrets.plural,
-    publicKeys: KINDS.publicKeys.plural,
-    internalNodes: KINDS.internalNodes.plural,
-    internalFabrics: KINDS.internalFabrics.plural,
-    geneveTunnels: KINDS.geneveTunnels.plural,
-    routeConfigurations: KINDS.routeConfigurations.plural,
-    networks: KINDS.networks.plural,
-    ips: KINDS.ips.plural,
-  };
-  for (const [name, list] of Object.entries(r) as [LiqoResourceName, KubernetesObject[]][]) {
-    for (const o of list) s.put(o.apiVersion!, plural[name], o as Record<string, unknown>);
-  }
-}
 
 function settings(identity: string, lease: boolean): K8sSettings {
   return {
@@ -94,7 +74,7 @@ beforeAll(async () => {
   if (skip) return;
   dir = mkdtempSync(join(tmpdir(), 'wc-k8s-'));
   server = await FakeApiServer.start();
-  load(server);
+  loadLiqo(server);
 }, 60_000);
 
 afterAll(async () => {

@@ -4,7 +4,7 @@
 import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { describe, expect, test } from 'vitest';
+import { beforeAll, describe, expect, test } from 'vitest';
 import {
   DAEMON_INTERRUPT_BUDGET,
   DAEMON_MIN_INVOCATIONS_AFTER_IC_UPDATE,
@@ -60,7 +60,6 @@ describe('daemonTieringFlags', () => {
 
 /** Runs 200 calls of a small loop in a child: is it optimized afterwards (V8's own status bits)? */
 function optimizedAfter200Calls(budgetEnv: string): boolean {
-  ensureBuilt(['src/cli/v8-tiering.js', 'src/cli/weft-wg.js']);
   const mod = pathToFileURL(join(ROOT, 'dist/src/cli/v8-tiering.js')).href;
   const script = `
     const { applyDaemonTiering } = await import(${JSON.stringify(mod)});
@@ -81,6 +80,8 @@ function optimizedAfter200Calls(budgetEnv: string): boolean {
 }
 
 describe('applyDaemonTiering in a process', () => {
+  // A build (or waiting for another file's) outlasts a test's time limit.
+  beforeAll(() => ensureBuilt(['src/cli/v8-tiering.js', 'src/cli/weft-wg.js']), 300_000);
   test('with the daemon budget a hot function is optimized after 200 calls; with V8 default it is not', () => {
     expect(optimizedAfter200Calls('')).toBe(true);
     expect(optimizedAfter200Calls('default')).toBe(false);

@@ -7,7 +7,8 @@ import { describe, expect, it } from 'vitest';
 import { createNodeBackend } from '../../src/crypto/node.js';
 import { createOpensslBackend } from '../../src/crypto/openssl.js';
 import { createPureBackend } from '../../src/crypto/pure.js';
-import { BACKENDS, hex, placed, seeded, toHex } from './helpers.js';
+import { BACKENDS, hex, placed, seeded } from './helpers.js';
+import { toHex } from '../util/hex.js';
 
 const TAG = 16;
 

@@ -26,10 +26,6 @@ export function hex(text: string): Uint8Array {
   return out;
 }
 
-export function toHex(b: Uint8Array): string {
-  return Array.from(b, (x) => x.toString(16).padStart(2, '0')).join('');
-}
-
 export function utf8(s: string): Uint8Array {
   return new TextEncoder().encode(s);
 }

@@ -8,7 +8,8 @@
 import { describe, expect, it } from 'vitest';
 import type { CryptoBackend } from '../../src/crypto/backend.js';
 import { kdf1, kdf2, kdf3 } from '../../src/crypto/kdf.js';
-import { BACKENDS, hex, seeded, toHex, utf8 } from './helpers.js';
+import { BACKENDS, hex, seeded, utf8 } from './helpers.js';
+import { toHex } from '../util/hex.js';
 
 const VECTORS: ReadonlyArray<{ key: Uint8Array; input: Uint8Array; t: readonly [string, string, string] }> = [
   {

@@ -19,7 +19,8 @@ import {
   keysEqual,
   publicKeyBase64,
 } from '../../src/crypto/keys.js';
-import { BACKENDS, hex, seeded, toHex } from './helpers.js';
+import { BACKENDS, hex, seeded } from './helpers.js';
+import { toHex } from '../util/hex.js';
 
 function wg(args: string[], input?: string): string {
   return execFileSync('wg', args, { input, encoding: 'utf8', timeout: 10_000, stdio: ['pipe', 'pipe', 'pipe'] }).trim();

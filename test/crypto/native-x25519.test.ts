@@ -10,7 +10,8 @@ import { createNodeBackend } from '../../src/crypto/node.js';
 import { loadNativeHash } from '../../src/crypto/native-hash.js';
 import { loadNativeX25519, type NativeX25519 } from '../../src/crypto/native-x25519.js';
 import { createOpensslBackend } from '../../src/crypto/openssl.js';
-import { hex, seeded, toHex } from './helpers.js';
+import { hex, seeded } from './helpers.js';
+import { toHex } from '../util/hex.js';
 
 function addon(): NativeX25519 {
   const x = loadNativeX25519();

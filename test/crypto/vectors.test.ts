@@ -14,7 +14,8 @@
  */
 import { describe, expect, it } from 'vitest';
 import { blake2s } from '@noble/hashes/blake2.js';
-import { BACKENDS, hex, sequence, toHex, utf8 } from './helpers.js';
+import { BACKENDS, hex, sequence, utf8 } from './helpers.js';
+import { toHex } from '../util/hex.js';
 
 const SUNSCREEN = utf8(
   "Ladies and Gentlemen of the class of '99: If I could offer you only one tip for the future, sunscreen would be it.",

@@ -48,6 +48,7 @@ import { buildTopology, destroyTopology } from '../../src/demo/topology.js';
 import { ensureBuilt, LAUNCH_JS, UP_JS, WEFT_BIN } from '../demo/dist.js';
 import { TSHARK_TCP_BAD } from '../util/pcap.js';
 import { needs, installHint } from '../util/requirements.js';
+import { txChecksumOff } from './tx-checksum.js';
 
 const PYTHON = '/usr/bin/python3';
 const plan = buildPlan('wx');
@@ -57,23 +58,6 @@ const reason = needs({
   commands: ['ip', 'ping', 'ss', 'timeout', 'iperf3', 'tshark', 'tcpdump'],
   other: [existsSync(PYTHON) ? null : `${PYTHON} not installed: ${installHint('python3')}`],
 });
-
-/** Turns off transmit checksum offload (ETHTOOL_STXCSUM, SIOCETHTOOL) on interfaces of a namespace. */
-const TX_CSUM_OFF = `
-import ctypes, fcntl, socket, struct, sys
-s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-for name in sys.argv[1:]:
-    v = ctypes.create_string_buffer(struct.pack('II', 0x17, 0))
-    fcntl.ioctl(s.fileno(), 0x8946, struct.pack('16sP', name.encode(), ctypes.addressof(v)))
-`;
-
-async function txChecksumOff(ns: string): Promise<void> {
-  const links = (await runCommand(['ip', '-n', ns, '-o', 'link', 'show'])).stdout
-    .split('\n')
-    .map((l) => /^\d+: ([^:@]+)/.exec(l)?.[1])
-    .filter((n): n is string => n !== undefined && n !== 'lo');
-  await runCommand(inNs(ns, [PYTHON, '-c', TX_CSUM_OFF, ...links]));
-}
 
 /**
  * UDP traceroute from inside a pod: one probe per TTL to dst:33434+ttl from one bound socket, and

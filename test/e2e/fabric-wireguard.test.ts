@@ -16,7 +16,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { GatewayStats } from '../../src/gateway/gateway.js';
-import { e2eUnavailableReason, ping, sleep, Topology, waitFor, type Spawned } from '../util/netns.js';
+import { e2eUnavailableReason, iperfTcp, ping, sleep, Topology, waitFor, type Spawned } from '../util/netns.js';
 import { buildFabric, launchArgv, remapped, statsOf, type FabricCluster } from './fabric-topology.js';
 
 const ROOT = resolve(import.meta.dirname, '../..');
@@ -155,7 +155,7 @@ describe.skipIf(skip !== null)('fabric e2e: two gateways over WireGuard with NAT
 
   it('iperf3 TCP across the clusters; SYNs are MSS-clamped to the tunnel MTU', async () => {
     // The iperf3 server binds B's pod address; A dials the remapped one.
-    const gbps = await iperfRemapped(topo, B.podNs[0]!, B.podAddr[0]!, A.podNs[0]!, remapped(B.podAddr[0]!), 2);
+    const gbps = await iperfTcp(topo, B.podNs[0]!, A.podNs[0]!, B.podAddr[0]!, 2, [], remapped(B.podAddr[0]!));
     expect(gbps).toBeGreaterThan(0.005);
     console.log(`iperf3 TCP pod A → pod B over WireGuard: ${gbps.toFixed(3)} Gbit/s`);
     const a = await stats(0);
@@ -220,35 +220,3 @@ describe.skipIf(skip !== null)('fabric e2e: two gateways over WireGuard with NAT
     }
   });
 });
-
-/** iperf3 TCP with the server bound to its real address and the client dialling another (remapped) one. */
-async function iperfRemapped(
-  topo: Topology,
-  nsServer: string,
-  bindAddr: string,
-  nsClient: string,
-  dialAddr: string,
-  seconds: number,
-): Promise<number> {
-  const port = String(5201 + Math.floor(Math.random() * 500));
-  const server = topo.spawnIn(nsServer, 'iperf3-server', ['iperf3', '-s', '-1', '-B', bindAddr, '-p', port], {
-    lifetimeS: seconds + 30,
-  });
-  await waitFor(
-    'iperf3 server',
-    () => topo.exec(nsServer, ['ss', '-Hltn', `sport = :${port}`], { allowFail: true }).trim().length > 0,
-    5000,
-  );
-  const out = topo.exec(
-    nsClient,
-    ['iperf3', '-c', dialAddr, '-p', port, '-t', String(seconds), '-J', '--connect-timeout', '3000'],
-    {
-      timeoutMs: (seconds + 20) * 1000,
-      allowFail: true,
-    },
-  );
-  await topo.stop(server);
-  const j = JSON.parse(out) as { end?: { sum_received?: { bits_per_second?: number } }; error?: string };
-  if (j.error) throw new Error(`iperf3: ${j.error}`);
-  return (j.end?.sum_received?.bits_per_second ?? 0) / 1e9;
-}

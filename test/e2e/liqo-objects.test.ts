@@ -55,6 +55,7 @@ import {
 } from '../rules/liqo-peering-objects.js';
 import { TSHARK_TCP_BAD } from '../util/pcap.js';
 import { needs } from '../util/requirements.js';
+import { txChecksumOff } from './tx-checksum.js';
 
 const PYTHON = '/usr/bin/python3';
 const plan = buildPlan('lw');
@@ -68,23 +69,6 @@ const reason = needs({
 const MSS = 1200;
 const DROP_PORT = 8081;
 const MAPPED = { name: 'db', real: '192.168.61.10', remapped: '10.70.0.5' };
-
-/** Transmit checksum offload off on every interface of a namespace (captures then hold final checksums). */
-const TX_CSUM_OFF = `
-import ctypes, fcntl, socket, struct, sys
-s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-for name in sys.argv[1:]:
-    v = ctypes.create_string_buffer(struct.pack('II', 0x17, 0))
-    fcntl.ioctl(s.fileno(), 0x8946, struct.pack('16sP', name.encode(), ctypes.addressof(v)))
-`;
-
-async function txChecksumOff(ns: string): Promise<void> {
-  const links = (await runCommand(['ip', '-n', ns, '-o', 'link', 'show'])).stdout
-    .split('\n')
-    .map((l) => /^\d+: ([^:@]+)/.exec(l)?.[1])
-    .filter((n): n is string => n !== undefined && n !== 'lo');
-  await runCommand(inNs(ns, [PYTHON, '-c', TX_CSUM_OFF, ...links]));
-}
 
 /** Liqo's view of one cluster's side of the peering (what its Configuration and InternalNodes say). */
 function sideOf(c: DemoCluster): PeeringSide {

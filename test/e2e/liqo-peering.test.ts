@@ -18,7 +18,8 @@ import { K8S_SPEC, parseK8sArgs } from '../../src/cli/commands/k8s-args.js';
 import { LEASE_DEFAULTS } from '../../src/daemon/k8s-settings.js';
 import { parseArgs } from '../../src/cli/commands/common.js';
 import { Runtime } from '../../src/daemon/runtime.js';
-import { KINDS, type LiqoResourceName, type LiqoResources } from '../../src/control/k8s/resources.js';
+import type { LiqoResources } from '../../src/control/k8s/resources.js';
+import { loadLiqo } from '../control/k8s/helpers.js';
 import { createLogger } from '../../src/control/log.js';
 import { FakeApiServer } from '../k8s-fake/server.js';
 import { renderGatewayTemplate, type GatewayObject } from '../k8s-fake/liqo-render.js';
@@ -33,19 +34,6 @@ const NET = 'networking.liqo.io/v1beta1';
 const RBAC = 'rbac.authorization.k8s.io/v1';
 const A_IP = '192.168.77.1';
 const B_IP = '192.168.77.2';
-const PLURAL: Record<LiqoResourceName, string> = {
-  configurations: KINDS.configurations.plural,
-  gatewayServers: KINDS.gatewayServers.plural,
-  gatewayClients: KINDS.gatewayClients.plural,
-  secrets: KINDS.secrets.plural,
-  publicKeys: KINDS.publicKeys.plural,
-  internalNodes: KINDS.internalNodes.plural,
-  internalFabrics: KINDS.internalFabrics.plural,
-  geneveTunnels: KINDS.geneveTunnels.plural,
-  routeConfigurations: KINDS.routeConfigurations.plural,
-  networks: KINDS.networks.plural,
-  ips: KINDS.ips.plural,
-};
 
 /**
  * cluster-b's objects for the same peering, from cluster-a's (test/control/k8s/liqo-fixtures.ts):
@@ -93,8 +81,7 @@ async function startCluster(
   kind: 'GatewayServer' | 'GatewayClient',
 ): Promise<Cluster> {
   const server = await FakeApiServer.start();
-  for (const [n, list] of Object.entries(res) as [LiqoResourceName, KubernetesObject[]][])
-    for (const o of list) server.put(o.apiVersion!, PLURAL[n], o as Record<string, unknown>);
+  loadLiqo(server, res);
   const obj = (kind === 'GatewayServer' ? res.gatewayServers : res.gatewayClients)[0]!;
   const ns = obj.metadata!.namespace!;
   const stored = server.getObject(

@@ -11,14 +11,14 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import { createConnection, createServer, type Server } from 'node:net';
 import { join } from 'node:path';
-import type { KubernetesObject } from '@kubernetes/client-node';
 import { parseAllDocuments } from 'yaml';
-import { KINDS, type LiqoResourceName, type LiqoResources } from '../../src/control/k8s/resources.js';
+import type { LiqoResources } from '../../src/control/k8s/resources.js';
 import { FakeApiServer } from '../k8s-fake/server.js';
 import { renderGatewayTemplate, type GatewayObject } from '../k8s-fake/liqo-render.js';
 import { LIQO_NAMESPACE } from '../k8s-fake/liqo-peering.js';
 import { ROOT } from '../cli/helpers.js';
 import type { Spawned, Topology } from '../util/netns.js';
+import { loadLiqo } from '../control/k8s/helpers.js';
 
 export const NET = 'networking.liqo.io/v1beta1';
 const RBAC = 'rbac.authorization.k8s.io/v1';
@@ -69,8 +69,7 @@ export async function startLiqoApiServer(o: {
   gateway: { namespace: string; name: string };
 }): Promise<FakeApiServer> {
   const server = await FakeApiServer.start();
-  for (const [n, list] of Object.entries(o.res) as [LiqoResourceName, KubernetesObject[]][])
-    for (const x of list) server.put(x.apiVersion!, KINDS[n].plural, x as Record<string, unknown>);
+  loadLiqo(server, o.res);
   for (const e of o.extra ?? []) for (const x of e.objects) server.put(NET, e.plural, x);
   server.put('v1', 'configmaps', {
     apiVersion: 'v1',

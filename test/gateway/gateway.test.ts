@@ -28,7 +28,7 @@ import { formatAddress, parsePrefix } from '../../src/packet/addr.js';
 import { icmpv4ChecksumValid } from '../../src/packet/icmp.js';
 import { ipv4HeaderValid } from '../../src/packet/ipv4.js';
 import { Device } from '../../src/wireguard/device.js';
-import { icmpEcho, udpPacket, type Built } from '../packet/factory.js';
+import { arena, icmpEcho, udpPacket, type Built } from '../packet/factory.js';
 import { e2eUnavailableReason, run, waitFor } from '../util/netns.js';
 
 const skip = e2eUnavailableReason([], { nativeAddon: true });
@@ -38,19 +38,6 @@ function key(): { priv: string; pub: string } {
   const b = getCryptoBackend('auto');
   const priv = generatePrivateKeyBase64(b);
   return { priv, pub: publicKeyBase64(b, priv) };
-}
-
-function arena(pkts: Built[], headroom = 64): { buf: Uint8Array; offs: Uint32Array; lens: Uint32Array } {
-  const slot = 2048;
-  const buf = new Uint8Array(slot * pkts.length);
-  const offs = new Uint32Array(pkts.length);
-  const lens = new Uint32Array(pkts.length);
-  pkts.forEach((p, i) => {
-    offs[i] = i * slot + headroom;
-    lens[i] = p.len;
-    buf.set(p.buf.subarray(p.off, p.off + p.len), offs[i]);
-  });
-  return { buf, offs, lens };
 }
 
 interface Sink {

@@ -31,8 +31,9 @@ import { GENEVE_DROP_COUNT, GENEVE_DROP_NAMES, GeneveDrop } from '../../src/gene
 import { GeneveTunnelTable, type GeneveTunnelSpec } from '../../src/geneve/table.js';
 import { IPV4_FLAG_MF, ipv4HeaderValid } from '../../src/packet/ipv4.js';
 import { udpChecksum } from '../../src/packet/udp.js';
-import { icmpEcho, tcpPacket, toHex, udpPacket, type Built } from '../packet/factory.js';
+import { icmpEcho, tcpPacket, udpPacket, type Built } from '../packet/factory.js';
 import { Prng } from '../util/prng.js';
+import { toHex } from '../util/hex.js';
 
 const H = GENEVE_MAX_HEADROOM;
 

@@ -28,7 +28,7 @@ import {
 import { GENEVE_MAX_HEADROOM } from '../../src/geneve/mtu.js';
 import { GeneveDrop } from '../../src/geneve/reasons.js';
 import { GeneveTunnelTable } from '../../src/geneve/table.js';
-import { fromHex, icmpEcho, toHex, udpPacket } from '../packet/factory.js';
+import { icmpEcho, udpPacket } from '../packet/factory.js';
 import { needs, missingPythonModule } from '../util/requirements.js';
 
 const PY = '/usr/bin/python3';
@@ -81,6 +81,7 @@ for i in range(160):
                 'inner': raw(inner).hex(), 'geneve': raw(g).hex(), 'outer': raw(outer).hex(), 'from': '2001:db8::2' if v6 else '192.0.2.2'})
 for o in out: print(json.dumps(o))
 `;
+import { toHex, fromHex } from '../util/hex.js';
 
 /** Parses hex datagrams given on stdin (one per line) with scapy; prints the fields as JSON. */
 const PARSE = String.raw`

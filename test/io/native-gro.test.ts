@@ -28,6 +28,7 @@ import { pickCoalesceBatch } from '../../src/io/native-offload.js';
 import { Prng } from '../util/prng.js';
 import { skipUnlessRoot } from '../util/requirements.js';
 import { randomSpec, writeSuper } from '../packet/offload-gen.js';
+import { heapBytesPerOp } from '../util/alloc.js';
 
 const native = loadNativeIo();
 const skip = skipUnlessRoot(
@@ -263,12 +264,6 @@ describe.skipIf(skip !== null)(`native coalescer${skip ? ` (skipped: ${skip})` :
     };
     for (let i = 0; i < 300; i++) trip();
     expect(out.count).toBe(1);
-    let perCall = Number.POSITIVE_INFINITY;
-    for (let w = 0; w < 3; w++) {
-      const before = process.memoryUsage().heapUsed;
-      for (let i = 0; i < 2000; i++) trip();
-      perCall = Math.min(perCall, (process.memoryUsage().heapUsed - before) / 2000);
-    }
-    expect(perCall).toBeLessThan(8);
+    expect(heapBytesPerOp(trip, 2000)).toBeLessThan(8);
   });
 });

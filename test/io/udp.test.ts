@@ -11,7 +11,7 @@ import {
   recordPort,
   type UdpMechanism,
 } from '../../src/io/udp.js';
-import { waitFor } from '../util/netns.js';
+import { waitFor } from '../util/wait.js';
 import { skipUnlessRoot, isRoot } from '../util/requirements.js';
 
 const open: UdpSocket[] = [];

@@ -47,9 +47,10 @@ import {
   parseRouteConfiguration,
   type RouteHop,
 } from '../../src/rules/routes.js';
-import { toHex, udpPacket } from '../packet/factory.js';
+import { udpPacket } from '../packet/factory.js';
 import { e2eUnavailableReason, Topology, waitFor } from '../util/netns.js';
 import { fabricObjects, helmNotrack, selects, type PeeringSide } from '../rules/liqo-peering-objects.js';
+import { toHex } from '../util/hex.js';
 
 const reason = e2eUnavailableReason(['ip', 'nft', 'conntrack', 'setpriv'], { nativeAddon: true });
 const topo = new Topology('nx');

@@ -14,11 +14,13 @@ import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { ConnectionDeleteWatch, ConnectionStatusWriter } from '../../src/control/k8s/connection.js';
 import { EventRecorder } from '../../src/control/k8s/events.js';
 import { LeaderElector } from '../../src/control/k8s/lease.js';
-import { KINDS, type LiqoResourceName } from '../../src/control/k8s/resources.js';
+import { KINDS } from '../../src/control/k8s/resources.js';
 import { LiqoWatcher } from '../../src/control/k8s/watcher.js';
 import { FakeApiServer, LIQO_CRD_DIR, type LoggedRequest } from '../k8s-fake/server.js';
-import { NS, liqoResources } from '../control/k8s/liqo-fixtures.js';
+import { NS } from '../control/k8s/liqo-fixtures.js';
 import { ROOT } from '../cli/helpers.js';
+import { until } from '../util/wait.js';
+import { loadLiqo } from '../control/k8s/helpers.js';
 
 const DEPLOY = join(ROOT, 'deploy');
 
@@ -174,40 +176,12 @@ function allowed(c: ApiCall, gs: readonly Grant[]): boolean {
   );
 }
 
-function load(server: FakeApiServer): void {
-  const r = liqoResources();
-  const plural: Record<LiqoResourceName, string> = {
-    configurations: KINDS.configurations.plural,
-    gatewayServers: KINDS.gatewayServers.plural,
-    gatewayClients: KINDS.gatewayClients.plural,
-    secrets: KINDS.secrets.plural,
-    publicKeys: KINDS.publicKeys.plural,
-    internalNodes: KINDS.internalNodes.plural,
-    internalFabrics: KINDS.internalFabrics.plural,
-    geneveTunnels: KINDS.geneveTunnels.plural,
-    routeConfigurations: KINDS.routeConfigurations.plural,
-    networks: KINDS.networks.plural,
-    ips: KINDS.ips.plural,
-  };
-  for (const [name, list] of Object.entries(r) as [LiqoResourceName, KubernetesObject[]][]) {
-    for (const o of list) server.put(o.apiVersion!, plural[name], o as Record<string, unknown>);
-  }
-}
-
-async function until(pred: () => boolean, what: string, ms = 10_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!pred()) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
-
 describe('(b) RBAC = what the Kubernetes code does', () => {
   let server: FakeApiServer;
   let calls: ApiCall[] = [];
   beforeAll(async () => {
     server = await FakeApiServer.start();
-    load(server);
+    loadLiqo(server);
     const kc = server.kubeConfig();
     // Exactly what `weft k8s --role gateway --namespace NS --lease-name … --conncheck` runs
     // (src/cli/commands/k8s.ts uses these four classes and no other API client).

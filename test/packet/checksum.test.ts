@@ -15,7 +15,8 @@ import { decrementIpv4Ttl, fillIpv4Checksum, ipv4Checksum, ipv4HeaderValid } fro
 import { fillUdpChecksumV4, fillUdpChecksumV6, udpChecksumValidV4, udpChecksumValidV6 } from '../../src/packet/udp.js';
 import { fillTcpChecksumV4, tcpChecksumValidV4 } from '../../src/packet/tcp.js';
 import { Prng } from '../util/prng.js';
-import { fromHex, tcpPacket, udpPacket } from './factory.js';
+import { tcpPacket, udpPacket } from './factory.js';
+import { fromHex } from '../util/hex.js';
 
 /** Straightforward reference: RFC 1071 on a fresh copy, bit-by-bit simple. */
 function refChecksum(bytes: Uint8Array): number {

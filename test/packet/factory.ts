@@ -156,11 +156,16 @@ export function tcpPacket(spec: TcpSpec): Built {
   return { buf: b, off: f.off, len: f.len, l4: t };
 }
 
-/** Hex of a byte range (for diagnostics and comparisons with scapy). */
-export function toHex(buf: Uint8Array, off = 0, len = buf.length - off): string {
-  return Buffer.from(buf.buffer, buf.byteOffset + off, len).toString('hex');
-}
-
-export function fromHex(hex: string): Uint8Array {
-  return new Uint8Array(Buffer.from(hex, 'hex'));
+/** Packs packets into one arena, 2048-byte slots with `headroom` before each, as a TUN batch would. */
+export function arena(pkts: Built[], headroom = 64): { buf: Uint8Array; offs: Uint32Array; lens: Uint32Array } {
+  const slot = 2048;
+  const buf = new Uint8Array(slot * pkts.length);
+  const offs = new Uint32Array(pkts.length);
+  const lens = new Uint32Array(pkts.length);
+  pkts.forEach((p, i) => {
+    offs[i] = i * slot + headroom;
+    lens[i] = p.len;
+    buf.set(p.buf.subarray(p.off, p.off + p.len), offs[i]);
+  });
+  return { buf, offs, lens };
 }

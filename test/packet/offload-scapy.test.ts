@@ -10,7 +10,7 @@ import { Coalescer } from '../../src/packet/gro.js';
 import { completeChecksum, gsoSegment } from '../../src/packet/gso.js';
 import { PacketList } from '../../src/packet/packet-list.js';
 import { TCP_FLAG_ACK, TCP_FLAG_CWR, TCP_FLAG_ECE, TCP_FLAG_FIN, TCP_FLAG_PSH } from '../../src/packet/tcp.js';
-import { isRoot } from '../util/netns.js';
+import { isRoot } from '../util/requirements.js';
 import { Prng } from '../util/prng.js';
 import { writeSuper, type SuperSpec } from './offload-gen.js';
 

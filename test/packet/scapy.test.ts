@@ -65,8 +65,9 @@ import {
   writeIpv6UdpHeaders,
 } from '../../src/packet/udp.js';
 import { parseAddress } from '../../src/packet/addr.js';
-import { fromHex, icmpEcho, tcpPacket, toHex, udpPacket } from './factory.js';
+import { icmpEcho, tcpPacket, udpPacket } from './factory.js';
 import { needs, missingPythonModule } from '../util/requirements.js';
+import { toHex, fromHex } from '../util/hex.js';
 
 const PY = '/usr/bin/python3';
 const scapyMissing = needs({ other: [missingPythonModule(PY, 'scapy', 'python3-scapy', 'import scapy.all')] });

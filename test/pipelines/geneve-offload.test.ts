@@ -11,7 +11,6 @@
  * coalescing is the identity on the payload); and both paths allocate nothing per packet
  * (sampling heap profiler). With offload off the same traffic arrives one datagram per slot.
  */
-import { Session } from 'node:inspector';
 import { afterEach, describe, expect, it } from 'vitest';
 import { GeneveTunnelTable, type GeneveTunnel } from '../../src/geneve/table.js';
 import { PacketBatch } from '../../src/io/batch.js';
@@ -21,9 +20,9 @@ import { Coalescer } from '../../src/packet/gro.js';
 import { PacketList } from '../../src/packet/packet-list.js';
 import { GenevePort, type GeneveSink } from '../../src/pipelines/geneve-port.js';
 import { segmenterScratch, TunSegmenter } from '../../src/pipelines/tun-offload.js';
-import { waitFor } from '../util/netns.js';
+import { waitFor } from '../util/wait.js';
 import { Prng } from '../util/prng.js';
-import { post, type ProfileNode } from '../util/alloc.js';
+import { sampledAllocations } from '../util/alloc.js';
 import { writeSuper, type SuperSpec } from '../packet/offload-gen.js';
 import { udpPacket } from '../packet/factory.js';
 
@@ -276,41 +275,21 @@ describe.skipIf(nativeMissing !== null)('Geneve fabric path with UDP GSO/GRO (lo
     // Warm-up until the optimiser has compiled the path: encapsulate runs once per super-packet
     // (encapsulateNext for the other segments), and interpreted code boxes its float counters.
     for (let i = 0; i < 2000; i++) await round();
-    const s = new Session();
-    s.connect();
-    try {
-      await post(s, 'HeapProfiler.enable');
-      await post(s, 'HeapProfiler.startSampling', {
-        samplingInterval: 64,
-        includeObjectsCollectedByMajorGC: true,
-        includeObjectsCollectedByMinorGC: true,
-      });
-      const before = packets;
-      for (let i = 0; i < 200; i++) await round();
-      const n = packets - before;
-      const { profile } = await post<{ profile: { head: ProfileNode } }>(s, 'HeapProfiler.stopSampling');
-      let bytes = 0;
-      const where: string[] = [];
-      const walk = (node: ProfileNode): void => {
-        const url = node.callFrame.url;
-        const dataPath =
-          url.includes('/src/pipelines/') ||
-          url.includes('/src/geneve/') ||
-          url.includes('/src/packet/') ||
-          url.includes('/src/io/');
-        if (node.selfSize > 0 && dataPath) {
-          bytes += node.selfSize;
-          where.push(`${node.callFrame.functionName} ${url.split('/').pop()}: ${node.selfSize}`);
-        }
-        node.children.forEach(walk);
-      };
-      walk(profile.head);
-      expect(n).toBe(200 * perRound);
-      expect(bytes / n, where.join('; ')).toBeLessThan(2);
-    } finally {
-      await post(s, 'HeapProfiler.disable').catch(() => {});
-      s.disconnect();
-    }
+    let n = 0;
+    const { bytes, where } = await sampledAllocations(
+      async () => {
+        const before = packets;
+        for (let i = 0; i < 200; i++) await round();
+        n = packets - before;
+      },
+      ({ url }) =>
+        url.includes('/src/pipelines/') ||
+        url.includes('/src/geneve/') ||
+        url.includes('/src/packet/') ||
+        url.includes('/src/io/'),
+    );
+    expect(n).toBe(200 * perRound);
+    expect(bytes / n, where.join('; ')).toBeLessThan(2);
     expect(co.stats.superPackets).toBeGreaterThan(0);
     expect(w.node.gsoMessages).toBeGreaterThan(0);
   }, 60_000);

@@ -7,7 +7,6 @@
  *   through GRO slots and every datagram is decrypted, in order; encryptBatch of equal-sized
  *   segments leaves as GSO messages the peer decrypts; and that path allocates nothing per packet.
  */
-import { Session } from 'node:inspector';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { CryptoBackend } from '../../src/crypto/backend.js';
 import { createNodeBackend } from '../../src/crypto/node.js';
@@ -24,11 +23,11 @@ import { segmenterScratch, TunSegmenter } from '../../src/pipelines/tun-offload.
 import { WireGuardPort } from '../../src/pipelines/wireguard-port.js';
 import { Device, ENCRYPT_SEND, EncryptResult, RECEIVE_DELIVER, ReceiveResult } from '../../src/wireguard/device.js';
 import type { Peer } from '../../src/wireguard/peer.js';
-import { waitFor } from '../util/netns.js';
+import { waitFor } from '../util/wait.js';
 import { Prng } from '../util/prng.js';
 import { ipv4Packet } from '../wireguard/sim.js';
 import { randomSpec, writeSuper } from '../packet/offload-gen.js';
-import { nullAeadBackend, type ProfileNode, post } from '../util/alloc.js';
+import { nullAeadBackend, sampledAllocations } from '../util/alloc.js';
 import { memoryDevice, memoryHandshake } from '../util/wg-memory.js';
 
 const T = 1_700_000_000_000;
@@ -264,41 +263,21 @@ describe.skipIf(nativeMissing !== null)('WireGuardPort with UDP GSO/GRO (loopbac
       if (sunk < want) throw new Error(`only ${sunk} of ${want} arrived`);
     };
     for (let i = 0; i < ROUNDS / 2; i++) await round();
-    const s = new Session();
-    s.connect();
-    try {
-      await post(s, 'HeapProfiler.enable');
-      await post(s, 'HeapProfiler.startSampling', {
-        samplingInterval: 64,
-        includeObjectsCollectedByMajorGC: true,
-        includeObjectsCollectedByMinorGC: true,
-      });
-      const before = sunk;
-      for (let i = 0; i < ROUNDS / 2; i++) await round();
-      const packets = sunk - before;
-      const { profile } = await post<{ profile: { head: ProfileNode } }>(s, 'HeapProfiler.stopSampling');
-      let bytes = 0;
-      const where: string[] = [];
-      const walk = (node: ProfileNode): void => {
-        const url = node.callFrame.url;
-        // B's sendBatch (the test's sender) excluded: the receive path is what is measured.
-        const receivePath =
-          url.includes('/src/wireguard/') ||
-          url.includes('/src/pipelines/') ||
-          (url.includes('/src/io/udp') && node.callFrame.functionName !== 'sendBatch');
-        if (node.selfSize > 0 && receivePath) {
-          bytes += node.selfSize;
-          where.push(`${node.callFrame.functionName} ${url.split('/').pop()}: ${node.selfSize}`);
-        }
-        node.children.forEach(walk);
-      };
-      walk(profile.head);
-      expect(packets).toBe((ROUNDS / 2) * N);
-      expect(bytes / packets, where.join('; ')).toBeLessThan(2);
-    } finally {
-      await post(s, 'HeapProfiler.disable').catch(() => {});
-      s.disconnect();
-    }
+    let packets = 0;
+    const { bytes, where } = await sampledAllocations(
+      async () => {
+        const before = sunk;
+        for (let i = 0; i < ROUNDS / 2; i++) await round();
+        packets = sunk - before;
+      },
+      // B's sendBatch (the test's sender) excluded: the receive path is what is measured.
+      ({ url, functionName }) =>
+        url.includes('/src/wireguard/') ||
+        url.includes('/src/pipelines/') ||
+        (url.includes('/src/io/udp') && functionName !== 'sendBatch'),
+    );
+    expect(packets).toBe((ROUNDS / 2) * N);
+    expect(bytes / packets, where.join('; ')).toBeLessThan(2);
     expect(w.port.udpStats().v4!.rxPackets).toBeGreaterThanOrEqual(ROUNDS * N);
     expect(w.port.udpStats().v4!.rxBatches).toBeLessThan((ROUNDS * N) / 8); // runs arrived coalesced
   }, 60_000);

@@ -7,7 +7,6 @@
  * receive batch); encryptBatch with `peers` sends packet i to peers[i] although both peers'
  * allowed IPs hold every destination; and that path allocates nothing per packet.
  */
-import { Session } from 'node:inspector';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createNodeBackend } from '../../src/crypto/node.js';
 import { PacketBatch } from '../../src/io/batch.js';
@@ -17,9 +16,9 @@ import { formatAddress, parsePrefix } from '../../src/packet/addr.js';
 import { WireGuardPort } from '../../src/pipelines/wireguard-port.js';
 import { Device, ENCRYPT_SEND, EncryptResult, RECEIVE_DELIVER, ReceiveResult } from '../../src/wireguard/device.js';
 import type { Peer } from '../../src/wireguard/peer.js';
-import { waitFor } from '../util/netns.js';
+import { waitFor } from '../util/wait.js';
 import { ipv4Packet } from '../wireguard/sim.js';
-import { nullAeadBackend, type ProfileNode, post } from '../util/alloc.js';
+import { nullAeadBackend, sampledAllocations } from '../util/alloc.js';
 import { memoryDevice, memoryHandshake } from '../util/wg-memory.js';
 
 const T = 1_700_000_000_000;
@@ -199,35 +198,15 @@ describe('encryptBatch with peers + overlapping receive: allocation (sampling he
     expect(pb.rxBytes).toBeGreaterThan(3000 * 60);
     // V8's sampling heap profiler, objects already collected included (heapUsed deltas miss
     // garbage a scavenge removed mid-window): what src/wireguard and the port allocate.
-    const s = new Session();
-    s.connect();
-    try {
-      await post(s, 'HeapProfiler.enable');
-      await post(s, 'HeapProfiler.startSampling', {
-        samplingInterval: 64,
-        includeObjectsCollectedByMajorGC: true,
-        includeObjectsCollectedByMinorGC: true,
-      });
-      packets = 0;
-      for (let i = 0; i < 1500; i++) round();
-      const { profile } = await post<{ profile: { head: ProfileNode } }>(s, 'HeapProfiler.stopSampling');
-      let bytes = 0;
-      const where: string[] = [];
-      const walk = (node: ProfileNode): void => {
-        const url = node.callFrame.url;
-        if (node.selfSize > 0 && (url.includes('/src/wireguard/') || url.includes('/src/pipelines/wireguard-port'))) {
-          bytes += node.selfSize;
-          where.push(`${node.callFrame.functionName} ${url.split('/').pop()}: ${node.selfSize}`);
-        }
-        node.children.forEach(walk);
-      };
-      walk(profile.head);
-      // One small object (>= 16 B) even every 8th packet fails this.
-      expect(bytes / packets, where.join('; ')).toBeLessThan(2);
-    } finally {
-      await post(s, 'HeapProfiler.disable').catch(() => {});
-      s.disconnect();
-    }
+    const { bytes, where } = await sampledAllocations(
+      () => {
+        packets = 0;
+        for (let i = 0; i < 1500; i++) round();
+      },
+      ({ url }) => url.includes('/src/wireguard/') || url.includes('/src/pipelines/wireguard-port'),
+    );
+    // One small object (>= 16 B) even every 8th packet fails this.
+    expect(bytes / packets, where.join('; ')).toBeLessThan(2);
     expect(sunk).toBe(0);
   }, 60_000);
 });

@@ -502,7 +502,7 @@ describe('Router: misuse and allocation', () => {
       L.clear();
     };
     for (let i = 0; i < 50_000; i++) trip();
-    // Smallest of three windows (a per-packet allocation shows in each): test/util/alloc.ts.
+    // Smallest of several windows (a per-packet allocation shows in each): test/util/alloc.ts.
     const perOp = heapBytesPerOp(trip);
     expect(perOp).toBeLessThan(4);
     expect(drops(router)).toEqual({});

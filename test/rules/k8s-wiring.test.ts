@@ -31,7 +31,7 @@ import { EventRecorder } from '../../src/control/k8s/events.js';
 import type { K8sObject } from '../../src/control/k8s/resources.js';
 import { LANE_PEER, type Steering } from '../../src/router/steer.js';
 import { ipToNumber } from '../../src/rules/model.js';
-import { until } from '../control/k8s/helpers.js';
+import { until } from '../util/wait.js';
 import { FakeApiServer } from '../k8s-fake/server.js';
 import * as fx from './fixtures.js';
 

@@ -11,8 +11,10 @@
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { needs, type Needs } from './requirements.js';
+import { sleep, waitFor } from './wait.js';
 
 export { haveCommand, isRoot } from './requirements.js';
+export { sleep, waitFor } from './wait.js';
 
 /**
  * Why e2e tests cannot run here (non-root: the reason to skip), or null when they can.
@@ -196,31 +198,6 @@ export class Topology {
   }
 }
 
-export function sleep(ms: number): Promise<void> {
-  return new Promise((r) => setTimeout(r, ms));
-}
-
-/** Polls `check` every `intervalMs` until it returns a truthy value or `timeoutMs` passes. */
-export async function waitFor<T>(
-  what: string,
-  check: () => T | Promise<T>,
-  timeoutMs = 10_000,
-  intervalMs = 100,
-): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last: unknown;
-  for (;;) {
-    try {
-      const v = await check();
-      if (v) return v;
-    } catch (e) {
-      last = e;
-    }
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}${last ? `: ${String(last)}` : ''}`);
-    await sleep(intervalMs);
-  }
-}
-
 /** Pings from a namespace; returns the parsed summary. Bounded by count × interval + slack. */
 export function ping(
   topo: Topology,
@@ -238,7 +215,11 @@ export function ping(
   return { received: rx ? Number(rx[1]) : 0, avgMs: rtt ? Number(rtt[1]) : NaN };
 }
 
-/** Runs a bounded iperf3 TCP test from nsClient to a server in nsServer; returns Gbit/s received. */
+/**
+ * Runs a bounded iperf3 TCP test from nsClient to a server in nsServer bound to `addr`; returns
+ * Gbit/s received. The client dials `dialAddr` (another address that reaches the server, e.g. a
+ * remapped one), `addr` by default.
+ */
 export async function iperfTcp(
   topo: Topology,
   nsServer: string,
@@ -246,6 +227,7 @@ export async function iperfTcp(
   addr: string,
   seconds = 2,
   extra: string[] = [],
+  dialAddr = addr,
 ): Promise<number> {
   const port = String(5201 + Math.floor(Math.random() * 500));
   const server = topo.spawnIn(nsServer, 'iperf3-server', ['iperf3', '-s', '-1', '-B', addr, '-p', port], {
@@ -258,7 +240,7 @@ export async function iperfTcp(
   );
   const out = topo.exec(
     nsClient,
-    ['iperf3', '-c', addr, '-p', port, '-t', String(seconds), '-J', '--connect-timeout', '3000', ...extra],
+    ['iperf3', '-c', dialAddr, '-p', port, '-t', String(seconds), '-J', '--connect-timeout', '3000', ...extra],
     {
       timeoutMs: (seconds + 20) * 1000,
       allowFail: true,

@@ -91,8 +91,24 @@ export interface Needs {
   other?: ReadonlyArray<string | null>;
 }
 
+/** vitest.config.ts sets it to the project a file runs in: 'unit' files run in parallel. */
+export const TEST_PROJECT_ENV = 'WEFT_TEST_PROJECT';
+
+/** A root-only file in the parallel unit project: the classification rule missed it. */
+export class MisclassifiedTest extends Error {
+  constructor() {
+    super(
+      'this file needs root but runs in the parallel unit project, where root tests would collide: ' +
+        'test/util/test-projects.ts puts a file in the serial system project when it imports ' +
+        'test/util/netns.ts or passes an object literal with root: true to needs()',
+    );
+    this.name = 'MisclassifiedTest';
+  }
+}
+
 /** The first unmet need as a reason, without deciding between skip and failure. */
 export function unmetNeed(n: Needs): string | null {
+  if (n.root && process.env[TEST_PROJECT_ENV] === 'unit') throw new MisclassifiedTest();
   if (n.root && !isRoot()) return 'needs root (network namespaces, veth, TUN)';
   if (n.root && spawnSync('ip', ['netns', 'list'], { stdio: 'ignore' }).status !== 0) {
     return `ip netns unavailable: ${installHint('iproute2')}`;

@@ -9,44 +9,19 @@
  * Regressions this catches (both measured in the daemon): a closure created per call in
  * paddedLength (56 B/packet), and index-table lookups keyed by a boxed uint32 (16 B/packet).
  */
-import { Session } from 'node:inspector';
 import { describe, expect, it } from 'vitest';
-import { parsePrefix } from '../../src/packet/addr.js';
-import { Device, ENCRYPT_SEND, EncryptResult, RECEIVE_DELIVER, ReceiveResult } from '../../src/wireguard/device.js';
-import { OutgoingMessage } from '../../src/wireguard/pool.js';
-import type { Peer } from '../../src/wireguard/peer.js';
-import { nullAeadBackend, type ProfileNode, post } from '../util/alloc.js';
+import { ENCRYPT_SEND, EncryptResult, RECEIVE_DELIVER, ReceiveResult } from '../../src/wireguard/device.js';
+import { nullAeadBackend, sampledAllocations } from '../util/alloc.js';
+import { sessionPair } from './pair.js';
 
 describe('data path allocation (sampling heap profiler)', () => {
   it('allocates nothing per packet with daemon-like traffic and a session index >= 2^31', async () => {
     // Every 4-byte index drawn from these bytes is 0xfedcba98 or similar: >= 2^31.
     const backend = nullAeadBackend(new Uint8Array([0x98, 0xba, 0xdc, 0xfe, 0x91, 0xb3, 0xd5, 0xf7]));
-    const a = new Device({ backend });
-    const b = new Device({ backend });
-    a.setPrivateKey(new Uint8Array(32).fill(1));
-    b.setPrivateKey(new Uint8Array(32).fill(2));
-    const pab = a.addPeer(b.publicKey!);
-    const pba = b.addPeer(a.publicKey!);
-    a.addAllowedIp(pab, parsePrefix('10.2.0.0/16'));
-    b.addAllowedIp(pba, parsePrefix('10.1.0.0/16'));
-    const epA = { address: '192.0.2.1', port: 1 };
-    const epB = { address: '192.0.2.2', port: 2 };
-    a.setEndpoint(pab, epB);
-    b.setEndpoint(pba, epA);
     let now = 1_700_000_000_000;
-    const out = new OutgoingMessage<Peer>();
+    const { a, b, pab, pba, epA, epB } = sessionPair(backend, now);
     const rr = new ReceiveResult();
     const er = new EncryptResult();
-    const pump = (from: Device, to: Device, src: typeof epA): void => {
-      while (from.popOutgoing(out)) {
-        to.receive(out.buf, out.start, out.length, src, now, false, rr);
-        from.releaseOutgoing(out.slot);
-      }
-    };
-    a.initiateHandshake(pab, now);
-    pump(a, b, epA);
-    pump(b, a, epB);
-    pump(a, b, epA);
     expect(pab.keypairs.current).not.toBeNull();
     expect(pba.keypairs.current!.localIndex).toBeGreaterThanOrEqual(2 ** 31);
     expect(pab.keypairs.current!.localIndex).toBeGreaterThanOrEqual(2 ** 31);
@@ -89,35 +64,16 @@ describe('data path allocation (sampling heap profiler)', () => {
     };
     for (let r = 0; r < 3000; r++) round(r); // optimized code, as in a running daemon
 
-    const s = new Session();
-    s.connect();
-    try {
-      await post(s, 'HeapProfiler.enable');
-      await post(s, 'HeapProfiler.startSampling', {
-        samplingInterval: 64,
-        includeObjectsCollectedByMajorGC: true,
-        includeObjectsCollectedByMinorGC: true,
-      });
-      packets = 0;
-      for (let r = 0; r < 1500; r++) round(r);
-      const { profile } = await post<{ profile: { head: ProfileNode } }>(s, 'HeapProfiler.stopSampling');
-      let engineBytes = 0;
-      const where: string[] = [];
-      const walk = (n: ProfileNode): void => {
-        // Only what src/wireguard itself allocates (the test's own frames excluded).
-        if (n.selfSize > 0 && n.callFrame.url.includes('/src/wireguard/')) {
-          engineBytes += n.selfSize;
-          where.push(`${n.callFrame.functionName} ${n.callFrame.url.split('/').pop()}: ${n.selfSize}`);
-        }
-        n.children.forEach(walk);
-      };
-      walk(profile.head);
-      // Measured 0. One small object (>= 16 B) even every 8th packet fails this. (Timer jitter's
-      // Math.random() result, boxed by the builtin itself, is not attributed to src/wireguard.)
-      expect(engineBytes / packets, where.join('; ')).toBeLessThan(2);
-    } finally {
-      await post(s, 'HeapProfiler.disable').catch(() => {});
-      s.disconnect();
-    }
+    // Only what src/wireguard itself allocates (the test's own frames excluded).
+    const { bytes, where } = await sampledAllocations(
+      () => {
+        packets = 0;
+        for (let r = 0; r < 1500; r++) round(r);
+      },
+      ({ url }) => url.includes('/src/wireguard/'),
+    );
+    // Measured 0. One small object (>= 16 B) even every 8th packet fails this. (Timer jitter's
+    // Math.random() result, boxed by the builtin itself, is not attributed to src/wireguard.)
+    expect(bytes / packets, where.join('; ')).toBeLessThan(2);
   }, 60_000);
 });

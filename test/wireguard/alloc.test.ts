@@ -6,41 +6,17 @@
  * near zero (an allocation of even one small object per packet would show as >= 16 bytes/op).
  */
 import { describe, expect, it } from 'vitest';
-import { parsePrefix } from '../../src/packet/addr.js';
-import { Device, ENCRYPT_SEND, EncryptResult, RECEIVE_DELIVER, ReceiveResult } from '../../src/wireguard/device.js';
-import { OutgoingMessage } from '../../src/wireguard/pool.js';
-import type { Peer } from '../../src/wireguard/peer.js';
+import { ENCRYPT_SEND, EncryptResult, RECEIVE_DELIVER, ReceiveResult } from '../../src/wireguard/device.js';
 import { heapBytesPerOp, nullAeadBackend } from '../util/alloc.js';
+import { sessionPair } from './pair.js';
 
 describe('data path allocation', () => {
   it('encrypt + receive allocate nothing per packet in the engine', () => {
     const backend = nullAeadBackend();
-    const a = new Device({ backend });
-    const b = new Device({ backend });
-    a.setPrivateKey(new Uint8Array(32).fill(1));
-    b.setPrivateKey(new Uint8Array(32).fill(2));
-    const pab = a.addPeer(b.publicKey!);
-    const pba = b.addPeer(a.publicKey!);
-    a.addAllowedIp(pab, parsePrefix('10.2.0.0/16'));
-    b.addAllowedIp(pba, parsePrefix('10.1.0.0/16'));
-    const epA = { address: '192.0.2.1', port: 1 };
-    const epB = { address: '192.0.2.2', port: 2 };
-    a.setEndpoint(pab, epB);
-    b.setEndpoint(pba, epA);
     const now = 1_700_000_000_000;
-    const out = new OutgoingMessage<Peer>();
+    const { a, b, pab, pba, epA } = sessionPair(backend, now);
     const rr = new ReceiveResult();
     const er = new EncryptResult();
-    const pump = (from: Device, to: Device, src: typeof epA) => {
-      while (from.popOutgoing(out)) {
-        to.receive(out.buf, out.start, out.length, src, now, false, rr);
-        from.releaseOutgoing(out.slot);
-      }
-    };
-    a.initiateHandshake(pab, now);
-    pump(a, b, epA);
-    pump(b, a, epB);
-    pump(a, b, epA);
     const len = 100;
     const buf = new Uint8Array(16 + len + 32);
     buf[16] = 0x45;
@@ -53,7 +29,7 @@ describe('data path allocation', () => {
         throw new Error(`receive: ${rr.reason}`);
     };
     for (let i = 0; i < 50_000; i++) trip();
-    // Smallest of three windows (a per-packet allocation shows in each): test/util/alloc.ts.
+    // Smallest of several windows (a per-packet allocation shows in each): test/util/alloc.ts.
     const perOp = heapBytesPerOp(trip);
     expect(perOp).toBeLessThan(4);
     expect(pab.txBytes).toBe(pba.rxBytes);

@@ -5,7 +5,7 @@ import { formatGet, parseGet, parseSet, type UapiSetPlan } from '../../src/wireg
 import { parsePrefix, formatPrefix } from '../../src/packet/addr.js';
 import { BACKENDS } from './backends.js';
 import { T0, VirtualNet, ipv4Packet } from './sim.js';
-import { toHex } from './vectors.js';
+import { toHex } from '../util/hex.js';
 
 const hex = (b: number) => b.toString(16).padStart(2, '0').repeat(32);
 

@@ -29,7 +29,8 @@ import {
 } from '../../src/wireguard/messages.js';
 import { createPureBackend } from '../../src/crypto/pure.js';
 import { CookieChecker } from '../../src/wireguard/cookie.js';
-import { WS_INITIATION_HEX, WS_RESPONSE_HEX, WS_TRANSPORT_HEX, fromHex, toHex } from './vectors.js';
+import { WS_INITIATION_HEX, WS_RESPONSE_HEX, WS_TRANSPORT_HEX } from './vectors.js';
+import { toHex, fromHex } from '../util/hex.js';
 
 describe('message layout', () => {
   it('has the whitepaper sizes and mac offsets', () => {

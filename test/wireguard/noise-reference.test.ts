@@ -13,7 +13,7 @@ import { Handshake, INITIATION_OK, NoiseContext, StaticIdentity } from '../../sr
 import { tai64n } from '../../src/wireguard/tai64n.js';
 import { BACKENDS } from './backends.js';
 import { Prng } from '../util/prng.js';
-import { toHex } from './vectors.js';
+import { toHex } from '../util/hex.js';
 
 const enc = new TextEncoder();
 const cat = (...a: Uint8Array[]) => {

@@ -23,10 +23,9 @@ import {
   WS_RESPONSE_HEX,
   WS_TRANSPORT_HEX,
   fromBase64,
-  fromHex,
-  toHex,
 } from './vectors.js';
 import { BACKENDS } from './backends.js';
+import { toHex, fromHex } from '../util/hex.js';
 
 function nonceFor(counter: number): Uint8Array {
   const n = new Uint8Array(12);

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { compareTai64n, tai64n, writeTai64n } from '../../src/wireguard/tai64n.js';
-import { toHex } from './vectors.js';
+import { toHex } from '../util/hex.js';
 
 describe('TAI64N', () => {
   it('the Unix epoch is 2^62 + 10 seconds, zero nanoseconds', () => {

@@ -42,14 +42,6 @@ export const WS_TRANSPORT_HEX =
 /** Wireshark's expected `wg.timestamp.nanoseconds` for frame 1. */
 export const WS_INITIATION_TIMESTAMP_NANOS = 356537872;
 
-export function fromHex(hex: string): Uint8Array {
-  return Uint8Array.from(Buffer.from(hex, 'hex'));
-}
-
-export function toHex(bytes: Uint8Array): string {
-  return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('hex');
-}
-
 export function fromBase64(b64: string): Uint8Array {
   return Uint8Array.from(Buffer.from(b64, 'base64'));
 }

@@ -4,24 +4,19 @@
 // the test API server evaluates them (RBAC enforced: without the binding everything is 403).
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { KubernetesObject } from '@kubernetes/client-node';
 import { parseAllDocuments } from 'yaml';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import type { NodeConfig } from '../../../src/control/config.js';
-import { KINDS, type LiqoResourceName } from '../../../src/control/k8s/resources.js';
 import { SourceDetector } from '../../../src/control/k8s/source-detector.js';
 import { LiqoWatcher } from '../../../src/control/k8s/watcher.js';
 import { FakeApiServer } from '../../k8s-fake/server.js';
 import { LIQO_NAMESPACE, liqoPeeringSide } from '../../k8s-fake/liqo-peering.js';
 import { KEYS } from '../fixtures.js';
 import { ROOT } from '../../cli/helpers.js';
+import { loadLiqo } from './helpers.js';
 
 const RBAC = 'rbac.authorization.k8s.io/v1';
 const NET = 'networking.liqo.io/v1beta1';
-const PLURAL = Object.fromEntries(Object.entries(KINDS).map(([k, v]) => [k, v.plural])) as Record<
-  LiqoResourceName,
-  string
->;
 let server: FakeApiServer;
 
 function fabricDocs(): Record<string, unknown>[] {
@@ -46,8 +41,7 @@ beforeAll(async () => {
       { name: 'worker-2', pods: [] },
     ],
   });
-  for (const [n, list] of Object.entries(res) as [LiqoResourceName, KubernetesObject[]][])
-    for (const o of list) server.put(o.apiVersion!, PLURAL[n], o as Record<string, unknown>);
+  loadLiqo(server, res);
   // The active gateway pod the source detector looks for.
   server.put('v1', 'pods', {
     apiVersion: 'v1',

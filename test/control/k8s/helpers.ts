@@ -1,35 +1,15 @@
-// Shared by the Kubernetes-mode tests: load Liqo's fixture resources into the fake API server,
-// and wait for a condition (a bound, not a performance claim).
+// Shared by the Kubernetes-mode tests: load Liqo's fixture resources into the fake API server.
 import type { KubernetesObject } from '@kubernetes/client-node';
-import { KINDS, type LiqoResourceName } from '../../../src/control/k8s/resources.js';
+import { KINDS, type LiqoResourceName, type LiqoResources } from '../../../src/control/k8s/resources.js';
 import type { FakeApiServer } from '../../k8s-fake/server.js';
 import { liqoResources } from './liqo-fixtures.js';
 
-export const PLURAL: Record<LiqoResourceName, string> = {
-  configurations: KINDS.configurations.plural,
-  gatewayServers: KINDS.gatewayServers.plural,
-  gatewayClients: KINDS.gatewayClients.plural,
-  secrets: KINDS.secrets.plural,
-  publicKeys: KINDS.publicKeys.plural,
-  internalNodes: KINDS.internalNodes.plural,
-  internalFabrics: KINDS.internalFabrics.plural,
-  geneveTunnels: KINDS.geneveTunnels.plural,
-  routeConfigurations: KINDS.routeConfigurations.plural,
-  networks: KINDS.networks.plural,
-  ips: KINDS.ips.plural,
-};
-
-/** Store the fixtures with their status (as if Liqo's controllers had filled it in). */
-export function loadLiqo(server: FakeApiServer): void {
-  for (const [name, list] of Object.entries(liqoResources()) as [LiqoResourceName, KubernetesObject[]][]) {
-    for (const o of list) server.put(o.apiVersion!, PLURAL[name], o as Record<string, unknown>);
-  }
-}
-
-export async function until(pred: () => boolean, what: string, ms = 10_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!pred()) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
+/**
+ * Stores Liqo's resources (the fixtures by default) in the fake API server, status included (as
+ * if Liqo's controllers had filled it in).
+ */
+export function loadLiqo(server: FakeApiServer, res: LiqoResources = liqoResources()): void {
+  for (const [name, list] of Object.entries(res) as [LiqoResourceName, KubernetesObject[]][]) {
+    for (const o of list) server.put(o.apiVersion!, KINDS[name].plural, o as Record<string, unknown>);
   }
 }

@@ -16,7 +16,6 @@ import {
   ROUTE_CONFIGURATIONS,
 } from '../../../src/control/k8s/firewall-watch.js';
 import { fabricFirewallSelectors, fabricRouteSelectors } from '../../../src/control/k8s/firewall-watch.js';
-import { KINDS, type LiqoResourceName } from '../../../src/control/k8s/resources.js';
 import { FakeApiServer } from '../../k8s-fake/server.js';
 import {
   LIQO_NAMESPACE,
@@ -27,6 +26,7 @@ import {
 } from '../../k8s-fake/liqo-peering.js';
 import { KEYS } from '../fixtures.js';
 import { ROOT } from '../../cli/helpers.js';
+import { loadLiqo } from './helpers.js';
 
 const RBAC = 'rbac.authorization.k8s.io/v1';
 const NET = 'networking.liqo.io/v1beta1';
@@ -61,8 +61,7 @@ const forbidden = (): string[] => server.requests.filter((r) => r.status === 403
 beforeAll(async () => {
   server = await FakeApiServer.start();
   const res = liqoPeeringSide(side);
-  for (const [n, list] of Object.entries(res) as [LiqoResourceName, KubernetesObject[]][])
-    for (const o of list) server.put(o.apiVersion!, KINDS[n].plural, o as Record<string, unknown>);
+  loadLiqo(server, res);
   for (const o of liqoFirewallConfigurations(side)) server.put(NET, FIREWALL_CONFIGURATIONS.plural, o);
   server.put(RBAC, 'clusterroles', docs('gateway-clusterrole.yaml')[0]!);
   server.put(RBAC, 'clusterrolebindings', {

@@ -160,3 +160,19 @@ export function liqoResources(): LiqoResources {
   ];
   return r;
 }
+
+/**
+ * The fixtures with cluster-a as the WireGuard client: the GatewayServer becomes a GatewayClient
+ * (same metadata, the same keys Secret) whose spec.endpoint is `endpoint`.
+ */
+export function liqoClientResources(endpoint: Record<string, unknown>, mtu: number): LiqoResources {
+  const r = liqoResources();
+  const srv = r.gatewayServers.pop()!;
+  r.gatewayClients.push({
+    apiVersion: srv.apiVersion,
+    kind: 'GatewayClient',
+    metadata: srv.metadata!,
+    spec: { endpoint, mtu, secretRef: { name: 'gw-keys' } },
+  });
+  return r;
+}

@@ -9,7 +9,8 @@ import type { TranslateResult } from '../../../src/control/k8s/translate.js';
 import { LiqoWatcher } from '../../../src/control/k8s/watcher.js';
 import { FakeApiServer } from '../../k8s-fake/server.js';
 import { NS } from './liqo-fixtures.js';
-import { loadLiqo, until } from './helpers.js';
+import { loadLiqo } from './helpers.js';
+import { until } from '../../util/wait.js';
 
 const INFORMERS = 11;
 

@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { ROOT } from '../../cli/helpers.js';
 import { SourceDetector } from '../../../src/control/k8s/source-detector.js';
 import { FakeApiServer } from '../../k8s-fake/server.js';
+import { until } from '../../util/wait.js';
 
 const NET = 'networking.liqo.io/v1beta1';
 let server: FakeApiServer;
@@ -18,14 +19,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await server.stop();
 });
-
-async function until(pred: () => boolean, what: string, ms = 10_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!pred()) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
 
 const pod = (name: string, node: string, ip: string | undefined, active: boolean) => ({
   apiVersion: 'v1',

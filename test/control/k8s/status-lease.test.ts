@@ -3,14 +3,7 @@ import { ConnectionStatusWriter } from '../../../src/control/k8s/connection.js';
 import { LeaderElector } from '../../../src/control/k8s/lease.js';
 import { loadCrds, validate } from '../../k8s-fake/schema.js';
 import { FakeApiServer, LIQO_CRD_DIR } from '../../k8s-fake/server.js';
-
-async function until(pred: () => boolean, what: string, ms = 10_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!pred()) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
+import { until } from '../../util/wait.js';
 
 let server: FakeApiServer;
 beforeAll(async () => {

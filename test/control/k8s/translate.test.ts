@@ -5,7 +5,7 @@ import { KINDS, type LiqoResourceName } from '../../../src/control/k8s/resources
 import { loadCrds, validate } from '../../k8s-fake/schema.js';
 import { LIQO_CRD_DIR } from '../../k8s-fake/server.js';
 import { KEYS } from '../fixtures.js';
-import { NS, liqoResources } from './liqo-fixtures.js';
+import { NS, liqoClientResources, liqoResources } from './liqo-fixtures.js';
 
 const crds = loadCrds(LIQO_CRD_DIR);
 const KIND_OF: Partial<Record<LiqoResourceName, string>> = {
@@ -110,18 +110,7 @@ describe('translate: gateway', () => {
   });
 
   test('client side takes the endpoint from GatewayClient.spec.endpoint', () => {
-    const r = liqoResources();
-    const srv = r.gatewayServers.pop()!;
-    r.gatewayClients.push({
-      apiVersion: srv.apiVersion,
-      kind: 'GatewayClient',
-      metadata: srv.metadata!,
-      spec: {
-        endpoint: { addresses: ['2001:db8::7'], port: 32000, protocol: 'UDP' },
-        mtu: 1300,
-        secretRef: { name: 'gw-keys' },
-      },
-    });
+    const r = liqoClientResources({ addresses: ['2001:db8::7'], port: 32000, protocol: 'UDP' }, 1300);
     const { config } = translate(r, { role: 'gateway', clusterId: 'cluster-a' });
     if (config.role !== 'gateway') throw new Error('role');
     expect(config.peers[0]!.endpoint).toBe('[2001:db8::7]:32000');
@@ -130,18 +119,7 @@ describe('translate: gateway', () => {
   });
 
   test("several endpoint ports as Liqo uses them: client and server both use the first (Liqo's tunnel 0), saying so", () => {
-    const r = liqoResources();
-    const srv = r.gatewayServers.pop()!;
-    r.gatewayClients.push({
-      apiVersion: srv.apiVersion,
-      kind: 'GatewayClient',
-      metadata: srv.metadata!,
-      spec: {
-        endpoint: { addresses: ['172.18.0.9'], ports: [32000, 32001], protocol: 'UDP' },
-        mtu: 1340,
-        secretRef: { name: 'gw-keys' },
-      },
-    });
+    const r = liqoClientResources({ addresses: ['172.18.0.9'], ports: [32000, 32001], protocol: 'UDP' }, 1340);
     const { config, warnings } = translate(r, { role: 'gateway', clusterId: 'cluster-a' });
     if (config.role !== 'gateway') throw new Error('role');
     expect(config.peers[0]!.endpoint).toBe('172.18.0.9:32000');

@@ -4,7 +4,7 @@
 import { describe, expect, test } from 'vitest';
 import { translate } from '../../../src/control/k8s/translate.js';
 import { planTunnelAddresses } from '../../../src/control/tunnel-address.js';
-import { liqoResources } from './liqo-fixtures.js';
+import { liqoClientResources, liqoResources } from './liqo-fixtures.js';
 
 describe('tunnel addresses of a translated Liqo gateway', () => {
   test('GatewayServer: ours 169.254.18.1, the peer 169.254.18.2', () => {
@@ -17,18 +17,7 @@ describe('tunnel addresses of a translated Liqo gateway', () => {
   });
 
   test('GatewayClient: ours 169.254.18.2, the peer 169.254.18.1', () => {
-    const r = liqoResources();
-    const srv = r.gatewayServers.pop()!;
-    r.gatewayClients.push({
-      apiVersion: srv.apiVersion,
-      kind: 'GatewayClient',
-      metadata: srv.metadata!,
-      spec: {
-        endpoint: { addresses: ['172.18.0.9'], port: 32000, protocol: 'UDP' },
-        mtu: 1340,
-        secretRef: { name: 'gw-keys' },
-      },
-    });
+    const r = liqoClientResources({ addresses: ['172.18.0.9'], port: 32000, protocol: 'UDP' }, 1340);
     const { config } = translate(r, { role: 'gateway', clusterId: 'cluster-a' });
     if (config.role !== 'gateway') throw new Error('role');
     expect(planTunnelAddresses(config).peers).toEqual([

@@ -2,40 +2,13 @@ import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest';
 import { makeInformer, type KubernetesObject } from '@kubernetes/client-node';
 import type { GatewayConfig } from '../../../src/control/config.js';
 import { listFunction } from '../../../src/control/k8s/client.js';
-import { KINDS, apiVersionOf, collectionPath, type LiqoResourceName } from '../../../src/control/k8s/resources.js';
+import { KINDS, apiVersionOf, collectionPath } from '../../../src/control/k8s/resources.js';
 import type { TranslateResult } from '../../../src/control/k8s/translate.js';
 import { LiqoWatcher } from '../../../src/control/k8s/watcher.js';
 import { FakeApiServer } from '../../k8s-fake/server.js';
-import { NS, liqoResources } from './liqo-fixtures.js';
-
-/** Resolve when `pred` holds, polling every 20 ms; fail after `ms` (a bound, not a performance claim). */
-async function until(pred: () => boolean, what: string, ms = 5000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!pred()) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
-
-function load(server: FakeApiServer): void {
-  const r = liqoResources();
-  const plural: Record<LiqoResourceName, string> = {
-    configurations: KINDS.configurations.plural,
-    gatewayServers: KINDS.gatewayServers.plural,
-    gatewayClients: KINDS.gatewayClients.plural,
-    secrets: KINDS.secrets.plural,
-    publicKeys: KINDS.publicKeys.plural,
-    internalNodes: KINDS.internalNodes.plural,
-    internalFabrics: KINDS.internalFabrics.plural,
-    geneveTunnels: KINDS.geneveTunnels.plural,
-    routeConfigurations: KINDS.routeConfigurations.plural,
-    networks: KINDS.networks.plural,
-    ips: KINDS.ips.plural,
-  };
-  for (const [name, list] of Object.entries(r) as [LiqoResourceName, KubernetesObject[]][]) {
-    for (const o of list) server.put(o.apiVersion!, plural[name], o as Record<string, unknown>);
-  }
-}
+import { NS } from './liqo-fixtures.js';
+import { until } from '../../util/wait.js';
+import { loadLiqo } from './helpers.js';
 
 describe('informers against the fake API server (real client-node over TLS)', () => {
   let server: FakeApiServer;
@@ -89,7 +62,7 @@ describe.each(['event', 'http'] as const)('LiqoWatcher (410 as %s)', (expired) =
   const errors: unknown[] = [];
   beforeAll(async () => {
     server = await FakeApiServer.start({ expired });
-    load(server);
+    loadLiqo(server);
   });
   afterEach(async () => {
     await watcher?.stop();

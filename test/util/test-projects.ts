@@ -1,0 +1,78 @@
+/**
+ * Which test files run in vitest's serial `system` project and which in the parallel `unit`
+ * project (vitest.config.ts). The rule is read from the source, so a new file lands in the right
+ * project without a list to maintain:
+ *
+ * a test file is a system test when it, or any module under test/ it imports (transitively),
+ * - imports the namespace/TUN harness test/util/netns.ts (root, network namespaces, TUN devices,
+ *   fixed interface names and ports), or
+ * - declares `needs({ root: true … })` (test/util/requirements.ts), or
+ * - imports test/util/alloc.ts (heap growth per operation: V8's concurrent compiler must keep up,
+ *   which it does not on a machine loaded by parallel test files).
+ *
+ * Everything else is a unit test. A file the rule misses still cannot run root work in parallel:
+ * `needs({ root: true })` throws in the unit project (requirements.ts, TEST_PROJECT_ENV).
+ */
+import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import { dirname, join, relative, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const TEST_ROOT = fileURLToPath(new URL('..', import.meta.url)).replace(/\/$/, '');
+
+/** Modules under test/ whose import makes a file a system test, with the reason. */
+export const SYSTEM_MODULES: Readonly<Record<string, string>> = {
+  'util/netns.ts': 'network namespaces / TUN (root)',
+  'util/alloc.ts': 'heap-per-operation measurement (needs an unloaded machine)',
+};
+
+/** `needs({ … root: true … })`: the requirement declaration of a root-only file. */
+const ROOT_NEED = /\bneeds\(\s*\{[^}]*\broot:\s*true/;
+const COMMENT = /\/\*[\s\S]*?\*\/|\/\/[^\n]*/g;
+
+const IMPORT = /(?:^|\n)\s*(?:import|export)\s[^'"]*?from\s*'(\.[^']+)'|import\(\s*'(\.[^']+)'\s*\)/g;
+
+/** Relative imports of `file` that resolve to .ts files under test/. */
+function testImportsOf(file: string, text: string): string[] {
+  const out: string[] = [];
+  for (const m of text.matchAll(IMPORT)) {
+    const target = resolve(dirname(file), (m[1] ?? m[2]!).replace(/\.js$/, '.ts'));
+    if (target.startsWith(TEST_ROOT + '/') && existsSync(target)) out.push(target);
+  }
+  return out;
+}
+
+/**
+ * Why `file` (absolute path of a .ts file under test/) is a system test, or null for a unit test.
+ * The reason names the module on the import path that decided it.
+ */
+export function systemReason(file: string, seen: Set<string> = new Set()): string | null {
+  if (seen.has(file)) return null;
+  seen.add(file);
+  const rel = `test/${relative(TEST_ROOT, file)}`;
+  const why = SYSTEM_MODULES[relative(TEST_ROOT, file)];
+  if (why !== undefined) return `${rel} (${why})`;
+  const text = readFileSync(file, 'utf8');
+  if (ROOT_NEED.test(text.replace(COMMENT, ''))) return `${rel} passes root: true to needs()`;
+  for (const dep of testImportsOf(file, text)) {
+    const r = systemReason(dep, seen);
+    if (r !== null) return `${rel} imports ${r}`;
+  }
+  return null;
+}
+
+function testFiles(dir: string): string[] {
+  const out: string[] = [];
+  for (const e of readdirSync(dir)) {
+    const p = join(dir, e);
+    if (statSync(p).isDirectory()) out.push(...testFiles(p));
+    else if (p.endsWith('.test.ts')) out.push(p);
+  }
+  return out.sort();
+}
+
+/** Every system test file, as a path relative to the repository root (test/…). */
+export function systemTestFiles(): string[] {
+  return testFiles(TEST_ROOT)
+    .filter((f) => systemReason(f) !== null)
+    .map((f) => relative(dirname(TEST_ROOT), f));
+}
