@@ -1,5 +1,4 @@
-/** The router's endpoints as the rules see them: interface names and masquerade addresses. */
-/** How the router's endpoints are named as interfaces, and their addresses (masquerade). */
+/** How the router's endpoints are named as interfaces, their addresses (masquerade) and MTUs. */
 export interface RulesDevices {
   /** Interface a packet from/to a peer uses (Liqo: 'liqo-tunnel'). */
   readonly peer: string;
@@ -11,6 +10,10 @@ export interface RulesDevices {
   readonly peerAddr: number;
   readonly nodeAddr: number;
   readonly hostAddr: number;
-  /** MTU of the routes out (for tcpmssclamp without a value). */
+  /** MTU of the routes out and back (tcpmssclamp with value 0 or none: nft `rt mtu`, mss.ts). */
   readonly pathMtu: number;
+  /** A lane's own route MTU where it differs from pathMtu. */
+  readonly peerMtu?: number;
+  readonly nodeMtu?: number;
+  readonly hostMtu?: number;
 }

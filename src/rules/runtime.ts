@@ -86,6 +86,7 @@ import { FragmentMemory } from './fragments.js';
 import { uniqueSourcePort } from './nat-port.js';
 import { writeReject } from './reject.js';
 import { clampMss, condsMatch, readU32 } from './match.js';
+import { routeMss } from './mss.js';
 import { HOOKS } from './model.js';
 import {
   ICMP_ERR_TYPES,
@@ -608,7 +609,8 @@ export class RulesRuntime {
           if (ch.beforeConntrack) this.notrack = true;
           break;
         case A_MSS:
-          if (clampMss(buf, v, r.value !== 0 ? r.value : this.devices.pathMtu - 40)) this.st.mssClamped++;
+          if (clampMss(buf, v, r.value !== 0 ? r.value : routeMss(this.devices, meta.source, meta.output)))
+            this.st.mssClamped++;
           break;
         case A_SETSRC:
           rewriteIpv4Address(buf, v, v.srcOff, r.value);

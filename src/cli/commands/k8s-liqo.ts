@@ -34,12 +34,15 @@ export function gatewaySteerTarget(
     },
     isPeerAddress: (g) => gw.tunnelAddresses().peers.some((p) => p.remote === g),
     // Towards a peer: our in-tunnel address; towards nodes and the host: the internal address.
+    // Every lane's route MTU is the tunnel's (wireguard.mtu, Liqo's liqo-tunnel MTU): the gateway
+    // sizes its TUN so, and Liqo gives its Geneve interfaces the same chart MTU (InternalFabric .spec.mtu).
     addresses: () => {
       const internal = ipToNumber(gw.current.geneve.tunnels[0]?.localInternalAddress ?? '') ?? 0;
       return {
         peerAddr: ipToNumber(gw.tunnelAddresses().peers[0]?.local ?? '') ?? 0,
         nodeAddr: internal,
         hostAddr: internal,
+        pathMtu: gw.current.wireguard.mtu,
       };
     },
   };

@@ -384,8 +384,11 @@ export class K8sMode {
       });
       this.nodeFabric = fabric;
       this.runtime.setFabric(() => fabric.status());
+      const nodeOpts = nodeRulesOptions(this.s.nodeName, this.watcher?.snapshot());
       this.liqoRules = await startGatewayRules({
-        ...nodeRulesOptions(this.s.nodeName, this.watcher?.snapshot()),
+        ...nodeOpts,
+        // The node's routes through the agent carry its TUN MTU (tcpmssclamp with value 0: `rt mtu`).
+        devices: { ...nodeOpts.devices, pathMtu: agent.stats().tun.mtu },
         kubeConfig: this.kc,
         router: agent,
         remoteClusterIds: undefined,
