@@ -1,3 +1,5 @@
+import { OUTPUT_HOST, OUTPUT_NODE, OUTPUT_PEER, SOURCE_NODE, SOURCE_PEER, type PacketMeta } from '../router/hooks.js';
+
 /** How the router's endpoints are named as interfaces, their addresses (masquerade) and MTUs. */
 export interface RulesDevices {
   /** Interface a packet from/to a peer uses (Liqo: 'liqo-tunnel'). */
@@ -16,4 +18,23 @@ export interface RulesDevices {
   readonly peerMtu?: number;
   readonly nodeMtu?: number;
   readonly hostMtu?: number;
+}
+
+/** The packet's input interface name: the router's (Liqo mode names the node tunnels' Geneve interfaces), else the lane's. */
+export function inDevName(d: RulesDevices, meta: PacketMeta): string {
+  if (meta.inDev !== '') return meta.inDev;
+  const s = meta.source;
+  return s === SOURCE_PEER ? d.peer : s === SOURCE_NODE ? d.node : '';
+}
+
+/** The packet's output interface name, likewise. */
+export function outDevName(d: RulesDevices, meta: PacketMeta): string {
+  if (meta.outDev !== '') return meta.outDev;
+  const o = meta.output;
+  return o === OUTPUT_PEER ? d.peer : o === OUTPUT_NODE ? d.node : o === OUTPUT_HOST ? d.host : '';
+}
+
+/** The address masquerade gives a packet on its output. */
+export function masqueradeAddr(d: RulesDevices, meta: PacketMeta): number {
+  return meta.output === OUTPUT_PEER ? d.peerAddr : meta.output === OUTPUT_NODE ? d.nodeAddr : d.hostAddr;
 }
