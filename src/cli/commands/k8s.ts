@@ -384,11 +384,8 @@ export class K8sMode {
       });
       this.nodeFabric = fabric;
       this.runtime.setFabric(() => fabric.status());
-      const nodeOpts = nodeRulesOptions(this.s.nodeName, this.watcher?.snapshot());
       this.liqoRules = await startGatewayRules({
-        ...nodeOpts,
-        // The node's routes through the agent carry its TUN MTU (tcpmssclamp with value 0: `rt mtu`).
-        devices: { ...nodeOpts.devices, pathMtu: agent.stats().tun.mtu },
+        ...nodeRulesOptions(this.s.nodeName, this.watcher?.snapshot(), agent.stats().tun.mtu),
         kubeConfig: this.kc,
         router: agent,
         remoteClusterIds: undefined,
