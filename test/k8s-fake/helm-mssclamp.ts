@@ -84,3 +84,16 @@ export function renderHelmMssClamp(): Record<string, unknown> | null {
   if (text.includes('{{')) throw new Error(`${TEMPLATE}: a directive this renderer does not know`);
   return parse(text) as Record<string, unknown>;
 }
+
+/**
+ * `o` as the API server stores it: the FirewallConfiguration CRD's default `counter: true` on each
+ * filter rule that omits it (the Helm template does; test/k8s-fake's server validates without
+ * applying CRD defaults).
+ */
+export function asStored(o: Record<string, unknown>): Record<string, unknown> {
+  const c = structuredClone(o) as {
+    spec: { table: { chains: { rules?: { filterRules?: { counter?: boolean }[] } }[] } };
+  };
+  for (const ch of c.spec.table.chains) for (const r of ch.rules?.filterRules ?? []) r.counter ??= true;
+  return c as unknown as Record<string, unknown>;
+}
