@@ -213,6 +213,7 @@ async function runCase(
   return { outcomes, runtime, ruleset };
 }
 
+/** A packet to send; SYNs carry MSS 1460, a pod's own on a 1500-byte interface (what Liqo's clamp lowers). */
 function spec(from: 'a' | 'b', kind: Kind, src: string, dst: string, dport = 80, sport = 0): Spec {
   const p = sport || nextPort++;
   return { from, kind, src, dst, sport: p, dport, id: nextId++ & 0xffff, mss: 1460 };
