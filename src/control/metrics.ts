@@ -8,7 +8,7 @@
  *   liqo_peer_receive_bytes_total, liqo_peer_transmit_bytes_total (counters).
  * Weft's:
  *   weft_handshakes_total{cluster_id}, weft_peer_last_handshake_timestamp_seconds{cluster_id},
- *   weft_drops_total{reason}, weft_nat_entries, weft_queue_depth{queue},
+ *   weft_drops_total{reason}, weft_nat_entries, weft_mss_clamped_total, weft_queue_depth{queue},
  *   weft_rule_packets_total / weft_rule_bytes_total{object,table,chain,rule} (rules with
  *   `counter` and chain policies) and weft_rule_general_matches_total{object,table,chain,rule}
  *   (rules run on the general matcher), from the compiled rules in force (both roles).
@@ -59,6 +59,8 @@ export interface StatsSource {
   ruleCounters?(): readonly RuleCounterSample[];
   /** Rules on the general matcher: packets each matched. */
   generalRuleCounters?(): readonly RuleCounterSample[];
+  /** SYN / SYN-ACK segments whose MSS was lowered (every clamp: built-in NAT and rules); absent: 0. */
+  mssClamped?(): number;
 }
 
 const DRIVER = 'wireguard';
@@ -148,6 +150,15 @@ export function createMetricsRegistry(source: StatsSource): Registry {
     registers,
     collect() {
       this.set(source.natEntries());
+    },
+  });
+  new Counter({
+    name: 'weft_mss_clamped_total',
+    help: 'TCP SYN / SYN-ACK segments whose MSS option was lowered (built-in NAT and tcpmssclamp rules).',
+    registers,
+    collect() {
+      this.reset();
+      this.inc(source.mssClamped?.() ?? 0);
     },
   });
   new Gauge({

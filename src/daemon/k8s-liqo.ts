@@ -34,32 +34,41 @@ export function gatewaySteerTarget(
     },
     isPeerAddress: (g) => gw.tunnelAddresses().peers.some((p) => p.remote === g),
     // Towards a peer: our in-tunnel address; towards nodes and the host: the internal address.
+    // Every lane's route MTU is the tunnel's (wireguard.mtu, Liqo's liqo-tunnel MTU): the gateway
+    // sizes its TUN so, and Liqo gives its Geneve interfaces the same chart MTU (InternalFabric .spec.mtu).
     addresses: () => {
       const internal = ipToNumber(gw.current.geneve.tunnels[0]?.localInternalAddress ?? '') ?? 0;
       return {
         peerAddr: ipToNumber(gw.tunnelAddresses().peers[0]?.local ?? '') ?? 0,
         nodeAddr: internal,
         hostAddr: internal,
+        pathMtu: gw.current.wireguard.mtu,
       };
     },
   };
 }
 
 /**
- * The node role's selection (Liqo's fabric: cmd/fabric) and device name: the node-side Geneve
- * interface of the first InternalFabric naming one (.spec.interface.node.name).
+ * The node role's selection (Liqo's fabric: cmd/fabric) and devices: the node-side Geneve
+ * interface of the first InternalFabric naming one (.spec.interface.node.name), and the route MTU
+ * of traffic through the agent, its TUN's (tcpmssclamp with value 0: nft `rt mtu`).
  */
 export function nodeRulesOptions(
   nodeName: string,
   res: LiqoResources | undefined,
-): { nodeName: string; selectors: { firewall: string[]; routes: string[] }; devices: { node: string } | undefined } {
+  tunMtu: number,
+): {
+  nodeName: string;
+  selectors: { firewall: string[]; routes: string[] };
+  devices: { node?: string; pathMtu: number };
+} {
   const dev = res?.internalFabrics
     .map((f) => f.spec?.interface?.node?.name)
     .find((n): n is string => typeof n === 'string' && n !== '');
   return {
     nodeName,
     selectors: { firewall: fabricFirewallSelectors(nodeName), routes: fabricRouteSelectors() },
-    devices: dev === undefined ? undefined : { node: dev },
+    devices: dev === undefined ? { pathMtu: tunMtu } : { node: dev, pathMtu: tunMtu },
   };
 }
 

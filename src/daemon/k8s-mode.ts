@@ -329,7 +329,7 @@ export class K8sMode {
       this.nodeFabric = fabric;
       this.runtime.setFabric(() => fabric.status());
       this.liqoRules = await startGatewayRules({
-        ...nodeRulesOptions(this.s.nodeName, this.watcher?.snapshot()),
+        ...nodeRulesOptions(this.s.nodeName, this.watcher?.snapshot(), agent.stats().tun.mtu),
         kubeConfig: this.kc,
         router: agent,
         remoteClusterIds: undefined,

@@ -34,8 +34,11 @@ export interface SteerTarget<G> {
   nodes(): { tunnel: G; dev: string }[];
   /** True for a peer's in-tunnel address (a RouteConfiguration gw reached through the tunnel). */
   isPeerAddress(gw: string): boolean;
-  /** The gateway's own addresses per lane (masquerade, reject replies), IPv4 as unsigned 32-bit. */
-  addresses?(): { peerAddr: number; nodeAddr: number; hostAddr: number };
+  /**
+   * The gateway's own addresses per lane (masquerade, reject replies), IPv4 as unsigned 32-bit,
+   * and the MTU of its routes (tcpmssclamp with value 0: nft `rt mtu`, src/rules/mss.ts).
+   */
+  addresses?(): { peerAddr: number; nodeAddr: number; hostAddr: number; pathMtu?: number };
 }
 
 export interface GatewayRulesOptions<G> {
@@ -94,7 +97,7 @@ export async function startGatewayRules<G>(o: GatewayRulesOptions<G>): Promise<G
     const s = o.steer;
     if (s === undefined) return;
     const a = s.addresses?.();
-    if (a !== undefined) attachment.setDevices({ ...devices, ...a });
+    if (a !== undefined) attachment.setDevices({ ...devices, ...a, pathMtu: a.pathMtu ?? devices.pathMtu });
     s.setSteering(
       buildSteering(
         {

@@ -301,7 +301,23 @@ export class Runtime {
       queueDepths: () => src().queueDepths(),
       ruleCounters: () => this.rules?.counterSamples() ?? [],
       generalRuleCounters: () => this.rules?.generalSamples() ?? [],
+      mssClamped: () => {
+        const dp = this.dp;
+        return (dp?.role === 'gateway' ? dp.gateway.stats().nat.mssClamped : 0) + this.liqoMssClamped();
+      },
     };
+  }
+
+  /**
+   * Clamps by Liqo mode's rules (either role). The gateway's own — the derived NAT's and the YAML
+   * rules' — are in Gateway.stats; Liqo mode takes the YAML rules off the hooks, so every clamp
+   * is counted once: `mss clamped` in `weft show` and weft_mss_clamped_total are the same sum.
+   */
+  private liqoMssClamped(): number {
+    const r = this.rules;
+    const dp = this.dp;
+    if (r === null || (dp?.role === 'gateway' && r === dp.gateway.rules)) return 0;
+    return r.runtime.stats().mssClamped;
   }
 
   private withConncheck(p: PeerStatsSample): PeerStatsSample {
@@ -419,9 +435,15 @@ export class Runtime {
       },
       ...(st.offloads === null ? {} : { offloads: st.offloads }),
       nat: (() => {
-        // On the compiled rules (YAML mode's default) the connections and the clamps are the rules' (Gateway.stats).
+        // On the compiled rules (YAML mode's default) the connections and the clamps are the rules' (Gateway.stats);
+        // Liqo mode's clamps are added (its translations are the rules' counters, not these).
         const n = st.nat;
-        return { entries: n.conntrack.entries, forwarded: n.forwarded, replies: n.replies, mssClamped: n.mssClamped };
+        return {
+          entries: n.conntrack.entries,
+          forwarded: n.forwarded,
+          replies: n.replies,
+          mssClamped: n.mssClamped + this.liqoMssClamped(),
+        };
       })(),
       forwarding: {
         in: { ...st.routed },
@@ -466,6 +488,8 @@ export class Runtime {
       offloads: st.offloads,
       drops,
       cluster: { id: cfg.cluster.id },
+      // Liqo mode: the fabric rules run in process may clamp too.
+      ...(this.rules !== null ? { mssClamped: this.liqoMssClamped() } : {}),
     };
   }
 

@@ -72,10 +72,13 @@ export interface WeftStatus {
   offloads?: { tun: { csum: boolean; tso: boolean; uso: boolean }; geneve: { gso: boolean; gro: boolean } };
   /**
    * Gateway: Weft's built-in remap/masquerade NAT — conntrack entries, packets it translated
-   * (forwarded out, replies back) and SYNs whose MSS it clamped. All stay 0 in Liqo mode
-   * (--liqo-firewall), where the FirewallConfigurations' chains translate instead.
+   * (forwarded out, replies back) — and every SYN / SYN-ACK whose MSS was clamped (the built-in
+   * NAT's and any tcpmssclamp rule's, Liqo mode's included). Entries, forwarded and replies stay
+   * 0 in Liqo mode (--liqo-firewall), where the FirewallConfigurations' chains translate instead.
    */
   nat?: { entries: number; forwarded?: number; replies?: number; mssClamped?: number };
+  /** Node role, Liqo mode: SYN / SYN-ACK segments whose MSS the fabric rules run in process clamped. */
+  mssClamped?: number;
   /** Gateway: packets into its router by input, and out of it by output (the rest are route_/nat_ drops). */
   forwarding?: {
     in: { fromNodes: number; fromHost: number; fromPeers: number };

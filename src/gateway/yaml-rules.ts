@@ -11,7 +11,7 @@
  */
 import type { GatewayConfig, PeerConfig } from '../control/config.js';
 import type { NatConfig, NatPeerConfig } from '../nat/config.js';
-import { RulesAttachment, type HookTarget } from '../rules/attach.js';
+import { RulesAttachment, type HookTarget, type RulesDevices } from '../rules/attach.js';
 import { passthroughNatConfig, rulesFromNatConfig } from '../rules/from-nat.js';
 
 /** The tunnel's interface name in the rules (RulesDevices.peer; Liqo's). */
@@ -49,8 +49,10 @@ export class YamlRules {
   readonly attachment: RulesAttachment;
   private attached: HookTarget | null = null;
 
+  private devices: RulesDevices;
+
   constructor(router: HookTarget, mtu: number) {
-    this.attachment = new RulesAttachment({
+    this.devices = {
       peer: TUNNEL_IF,
       node: 'liqo.geneve',
       host: 'eth0',
@@ -58,7 +60,8 @@ export class YamlRules {
       nodeAddr: 0,
       hostAddr: 0,
       pathMtu: mtu,
-    });
+    };
+    this.attachment = new RulesAttachment(this.devices);
     this.attachment.attachTo(router);
     this.attached = router;
   }
@@ -66,6 +69,10 @@ export class YamlRules {
   /** Recompiles the rules for `c` (connections whose binding's rule is unchanged keep it). Throws NatConfigError as the Nat does. */
   sync(c: GatewayConfig, peers: readonly PeerConfig[], internal: string): void {
     const mtu = c.wireguard.mtu;
+    if (mtu !== this.devices.pathMtu) {
+      this.devices = { ...this.devices, pathMtu: mtu };
+      this.attachment.setDevices(this.devices);
+    }
     this.attachment.setTables(
       rulesFromNatConfig(
         natConfigOf(c, internal),

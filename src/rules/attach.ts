@@ -24,7 +24,8 @@ import { compileRules, type RulePlanRow } from './compile.js';
 import type { RulesDevices } from './devices.js';
 import { HOOKS, ruleIdName, type RuleTable } from './model.js';
 import { RuleParseError, parseFirewallConfiguration } from './parse.js';
-import { RulesRuntime, type RuleCounterRow, type RulesRuntimeOptions, type RulesStats } from './runtime.js';
+import type { RuleCounterRow, RulesStats } from './counters.js';
+import { RulesRuntime, type RulesRuntimeOptions } from './runtime.js';
 
 export type { RulesDevices } from './devices.js';
 

@@ -53,7 +53,7 @@ export type FilterAction =
   | { readonly type: 'reject' }
   | { readonly type: 'ctmark'; readonly mark: number }
   | { readonly type: 'metamarkfromctmark' }
-  /** mss 0: clamp to the route's MTU − 40 (Liqo's `rt mtu` form), else set to `mss`. */
+  /** mss 0 (value "0" or none): nft `rt mtu`, the route's MTU − 40 (mss.ts); else lowered to `mss`. */
   | { readonly type: 'tcpmssclamp'; readonly mss: number }
   | { readonly type: 'notrack' }
   /**

@@ -185,9 +185,11 @@ function parseFilterRule(w: Where, r: Obj): FilterRule {
       action = { type: 'ctmark', mark: intValue(w, value, 'value', 0, 0xffffffff) };
       break;
     case 'tcpmssclamp':
+      // Liqo renders 0 (the Helm chart's default, `networking.gateway.mssclamp.value: 0`) and an
+      // absent value as nft `rt mtu`: the route's MTU − 40 (mss 0 here).
       action = {
         type: 'tcpmssclamp',
-        mss: value === undefined || value === '' ? 0 : intValue(w, value, 'value', 1, 65535),
+        mss: value === undefined || value === '' ? 0 : intValue(w, value, 'value', 0, 65535),
       };
       break;
     default:
@@ -270,7 +272,8 @@ export function parseFirewallConfiguration(fc: unknown): RuleTable {
       w.rule = typeof r.name === 'string' && r.name !== '' ? r.name : `#${ri}`;
       if (type === 'filter') {
         const f = parseFilterRule(w, r);
-        // The kernel refuses these at load time (nft: "Operation not supported").
+        // The kernel refuses these at load time (nft: "Operation not supported"); `rt mtu` (nft_rt's
+        // TCPMSS key) is valid at forward, output and postrouting only, whatever the chain type.
         if (f.action.type === 'reject' && hook === 'postrouting')
           fail(w, 'action', 'reject is not valid at postrouting (prerouting, input, forward or output)');
         if (
@@ -283,7 +286,7 @@ export function parseFirewallConfiguration(fc: unknown): RuleTable {
           fail(
             w,
             'value',
-            `tcpmssclamp without a value (route MTU) is only valid at forward, output or postrouting, this chain is at ${hook}`,
+            `tcpmssclamp with value 0 or none (the route's MTU, nft \`rt mtu\`) is only valid at forward, output or postrouting, this chain is at ${hook}; give a fixed MSS or move the rule`,
           );
         return f;
       }

@@ -8,6 +8,17 @@
 import type { IpView } from '../packet/ip-view.js';
 import { writeTimeExceeded, TIME_EXCEEDED_V4_PREFIX } from '../packet/icmp-error.js';
 import { CSUM_ALWAYS, patchWord } from '../nat/rewrite.js';
+import type { TokenBucket } from '../ratelimit/token-bucket.js';
+import {
+  SOURCE_HOST,
+  SOURCE_NODE,
+  SOURCE_PEER,
+  VERDICT_DROP,
+  VERDICT_REPLY,
+  type PacketMeta,
+} from '../router/hooks.js';
+import type { RulesStats } from './counters.js';
+import type { RulesDevices } from './devices.js';
 
 /**
  * Writes the reply in front of the packet at v.off; returns its length (its offset is
@@ -33,4 +44,38 @@ export function writeReject(buf: Uint8Array, v: IpView, from: number, scratch: U
   patchWord(buf, start + 10, CSUM_ALWAYS, (buf[start]! << 8) | buf[start + 1]!, (buf[start]! << 8) | ntos);
   buf[start + 1] = ntos;
   return n;
+}
+
+/**
+ * nft `reject` (Liqo: icmp net-unreachable) about the packet, from the input interface's address:
+ * VERDICT_REPLY with the reply's place in meta, or VERDICT_DROP when none may be sent (counted).
+ */
+export function rejectPacket(
+  buf: Uint8Array,
+  v: IpView,
+  meta: PacketMeta,
+  now: number,
+  d: RulesDevices,
+  bucket: TokenBucket,
+  scratch: Uint8Array,
+  st: RulesStats,
+): number {
+  st.rejected++;
+  const from =
+    meta.source === SOURCE_PEER
+      ? d.peerAddr
+      : meta.source === SOURCE_NODE
+        ? d.nodeAddr
+        : meta.source === SOURCE_HOST
+          ? d.hostAddr
+          : 0;
+  const n =
+    from === 0 || v.off < TIME_EXCEEDED_V4_PREFIX + 64 || !bucket.take(now) ? 0 : writeReject(buf, v, from, scratch);
+  if (n === 0) {
+    st.rejectNoReply++;
+    return VERDICT_DROP;
+  }
+  meta.replyOff = v.off - TIME_EXCEEDED_V4_PREFIX;
+  meta.replyLen = n;
+  return VERDICT_REPLY;
 }

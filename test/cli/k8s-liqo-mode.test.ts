@@ -226,15 +226,16 @@ describe.skipIf(skip !== null)('weft k8s --liqo-firewall', () => {
 
 describe('weft k8s --liqo-firewall, node role', () => {
   test("selects as Liqo's fabric does for its node and names the node-side Geneve interface from the InternalFabric", () => {
-    const o = nodeRulesOptions('worker-1', liqoResources());
+    // 1340: the node agent's TUN MTU (Liqo's default fabric MTU), the route MTU of `rt mtu`.
+    const o = nodeRulesOptions('worker-1', liqoResources(), 1340);
     expect(o.selectors.firewall).toEqual([
       'networking.liqo.io/firewall-category=fabric,networking.liqo.io/firewall-subcategory=all-nodes',
       'networking.liqo.io/firewall-category=fabric,networking.liqo.io/firewall-subcategory=ip-mapping',
       'networking.liqo.io/firewall-category=fabric,networking.liqo.io/firewall-subcategory=single-node,networking.liqo.io/firewall-unique=worker-1',
     ]);
     expect(o.selectors.routes).toEqual(['networking.liqo.io/route-category=fabric']);
-    expect(o.devices).toEqual({ node: 'liqo.cluster-b' });
-    expect(nodeRulesOptions('worker-1', undefined).devices).toBeUndefined();
+    expect(o.devices).toEqual({ node: 'liqo.cluster-b', pathMtu: 1340 });
+    expect(nodeRulesOptions('worker-1', undefined, 1340).devices).toEqual({ pathMtu: 1340 });
   });
 
   test('the gateways carry what the fabric RouteConfigurations route to them, not InternalFabric.spec.remoteCIDRs', () => {

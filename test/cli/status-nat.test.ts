@@ -1,6 +1,6 @@
 // `weft show` text of the gateway's built-in NAT: conntrack entries and, when the gateway reports
-// them, the packets it translated and the SYNs it clamped (all 0 in Liqo mode, where the
-// FirewallConfigurations translate: test/e2e/liqo-firewall-processes.test.ts reads them).
+// them, the packets it translated (0 in Liqo mode, where the FirewallConfigurations translate:
+// test/e2e/liqo-firewall-processes.test.ts reads them) and every SYN clamped (rules' included).
 import { describe, expect, test } from 'vitest';
 import type { WeftStatus } from '../../src/daemon/status.js';
 import { formatStatus } from '../../src/cli/commands/status-text.js';

@@ -18,7 +18,7 @@
 // same pod network namespace (one pod IP, as the Service and InternalFabric see a single active
 // gateway), the leader `weft k8s` process is killed with SIGKILL by PID, and the gap in pod ⇄
 // pod pings is measured.
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import type { Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -27,6 +27,8 @@ import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { generatePrivateKeyBase64, publicKeyBase64 } from '../../src/crypto/keys.js';
 import { getCryptoBackend } from '../../src/crypto/select.js';
 import type { LiqoResources } from '../../src/control/k8s/resources.js';
+import type { WeftStatus } from '../../src/daemon/status.js';
+import { asStored, helmMssClamp } from '../k8s-fake/helm-mssclamp.js';
 import type { FakeApiServer } from '../k8s-fake/server.js';
 import type { GatewayObject } from '../k8s-fake/liqo-render.js';
 import {
@@ -36,8 +38,8 @@ import {
   tenantNamespace,
   type PeeringSide,
 } from '../k8s-fake/liqo-peering.js';
-import { e2eUnavailableReason, ping, Topology, waitFor, type Spawned } from '../util/netns.js';
-import { ensureBuilt, WEFT_BIN } from '../cli/helpers.js';
+import { e2eUnavailableReason, ping, run, Topology, waitFor, type Spawned } from '../util/netns.js';
+import { ensureBuilt, runWeft, WEFT_BIN } from '../cli/helpers.js';
 import {
   NET,
   forbiddenRequests,
@@ -51,7 +53,7 @@ import {
   startLiqoApiServer,
 } from './liqo-processes.js';
 
-const skip = e2eUnavailableReason(['ip', 'ping', 'timeout', 'iperf3', 'ss']);
+const skip = e2eUnavailableReason(['ip', 'ping', 'timeout', 'iperf3', 'ss', 'tcpdump', 'tshark']);
 const topo = new Topology('lq');
 const WAN = { a: '192.168.77.1', b: '192.168.77.2' } as const;
 const GW_POD_IP = '10.244.0.10';
@@ -95,6 +97,7 @@ async function startCluster(letter: Letter, keys: Record<Letter, { priv: string;
     gatewayPod: { ip: GW_POD_IP, node: 'worker-1' },
     nodes: [{ name: 'worker-1', pods: [{ name: 'app', ip: POD_IP }] }],
     // deploy/liqo runs Liqo mode: the Firewall- and RouteConfigurations Liqo creates are the contract.
+    // (Its MSS clamp is replaced below by the Helm chart's default object.)
     liqoMode: { mss: 1300 },
   };
   const res: LiqoResources = liqoPeeringSide(side);
@@ -104,7 +107,17 @@ async function startCluster(letter: Letter, keys: Record<Letter, { priv: string;
   const server = await startLiqoApiServer({
     clusterId: id,
     res,
-    extra: [{ plural: 'firewallconfigurations', objects: liqoFirewallConfigurations(side) }],
+    // The MSS clamp as a default Liqo install renders it: value "0", the tunnel route's MTU (rt mtu).
+    extra: [
+      {
+        plural: 'firewallconfigurations',
+        objects: liqoFirewallConfigurations(side).map((o) =>
+          (o as { metadata?: { name?: string } }).metadata?.name === 'gw-mss-clamping'
+            ? asStored(helmMssClamp(LIQO_NAMESPACE))
+            : o,
+        ),
+      },
+    ],
     gateway: { namespace: ns, name: remote },
   });
   const gw = gatewayObject(server, letter === 'a' ? 'server' : 'client', ns, remote);
@@ -205,6 +218,41 @@ const activeLabel = (c: Cluster, pod: string) =>
   c.server.getObject('v1', 'pods', c.ns, pod)?.metadata.labels?.['networking.liqo.io/active'];
 const forbidden = (c: Cluster) => forbiddenRequests(c.server);
 const podNs = (l: Letter) => topo.ns(`${l}p`);
+
+/** `weft show --json` of a process by its run dir (the one control socket there). */
+async function show(runDir: string): Promise<WeftStatus> {
+  const sock = readdirSync(runDir).find((f) => f.endsWith('.sock'));
+  if (sock === undefined) throw new Error(`no control socket in ${runDir}`);
+  const r = await runWeft(['show', sock.slice(0, -5), '--json', '--run-dir', runDir], { timeoutMs: 10_000 });
+  if (r.code !== 0) throw new Error(`weft show (${runDir}): ${r.code} ${r.stderr}`);
+  return JSON.parse(r.stdout) as WeftStatus;
+}
+
+/** TCP SYN / SYN-ACK segments in a capture: source, whether ACK is set, MSS option value. */
+function synsIn(file: string): { src: string; ack: boolean; mss: number }[] {
+  return run([
+    'tshark',
+    '-n',
+    '-r',
+    file,
+    '-Y',
+    'tcp.flags.syn==1',
+    '-T',
+    'fields',
+    '-e',
+    'ip.src',
+    '-e',
+    'tcp.flags.ack',
+    '-e',
+    'tcp.options.mss_val',
+  ])
+    .split('\n')
+    .filter((l) => l.trim() !== '')
+    .map((l) => {
+      const [src, ack, mss] = l.split('\t');
+      return { src: src!, ack: ack === '1' || ack === 'True', mss: Number(mss) };
+    });
+}
 const diag = (): string => [...procs].map(([n, p]) => `--- ${n}\n${p.output().slice(-1500)}`).join('\n');
 
 beforeAll(async () => {
@@ -293,8 +341,56 @@ describe.skipIf(skip !== null)(
         );
         expect(ab.received).toBeGreaterThanOrEqual(9);
         expect(ba.received).toBeGreaterThanOrEqual(9);
+        // tcpdump at both pods while the transfers open their connections (SYNs only).
+        const caps = (['a', 'b'] as const).map((l) => {
+          const file = join(dir, `pod-${l}.pcap`);
+          const proc = topo.spawnIn(
+            podNs(l),
+            `tcpdump-${l}`,
+            [
+              'tcpdump',
+              '-n',
+              '-U',
+              '-s',
+              '0',
+              '-Z',
+              'root',
+              '-i',
+              `lq${l}p-n`, // Topology('lq') prefixes interface names
+              '-w',
+              file,
+              'tcp[tcpflags] & tcp-syn != 0',
+            ],
+            { lifetimeS: 120 },
+          );
+          return { l, file, proc };
+        });
+        for (const c of caps)
+          await waitFor(`tcpdump at pod ${c.l}`, () => c.proc.output().includes('listening on'), 10_000, 50);
         const gAB = await tcpTransfer(podNs('b'), podNs('a'));
         const gBA = await tcpTransfer(podNs('a'), podNs('b'));
+        for (const c of caps) await topo.stop(c.proc);
+        // Helm's default clamp (value "0"): each gateway lowers the SYN / SYN-ACK it sends into the
+        // tunnel to the tunnel route's MTU − 40 (Weft's and Liqo's default MTU 1340 → 1300); the
+        // pods' own MSS is 1460 (veth MTU 1500). Seen at the receiving pod, both directions.
+        for (const c of caps) {
+          const fromRemote = synsIn(c.file).filter((x) => x.src === POD_IP_REMOTE);
+          const syns = fromRemote.filter((x) => !x.ack);
+          const synAcks = fromRemote.filter((x) => x.ack);
+          console.log(
+            `[lq] at pod ${c.l}: ${syns.length} SYNs (MSS ${[...new Set(syns.map((x) => x.mss))].join(',')}), ` +
+              `${synAcks.length} SYN-ACKs (MSS ${[...new Set(synAcks.map((x) => x.mss))].join(',')}) from the remote pod`,
+          );
+          expect(syns.length, `pod ${c.l}: SYNs from the remote pod`).toBeGreaterThan(0);
+          expect(synAcks.length, `pod ${c.l}: SYN-ACKs from the remote pod`).toBeGreaterThan(0);
+          for (const x of fromRemote) expect(x.mss, `pod ${c.l}: ${JSON.stringify(x)}`).toBe(1300);
+        }
+        // weft show: each gateway counted the clamps it made (its SYNs and SYN-ACKs into the tunnel).
+        for (const c of [ca, cb]) {
+          const st = await show(join(dir, `run-${c.remote}-1`));
+          console.log(`[lq] ${c.id} gateway: weft show nat ${JSON.stringify(st.nat)}`);
+          expect(st.nat?.mssClamped, `${c.id}: mss clamped`).toBeGreaterThanOrEqual(2);
+        }
         console.log(`[lq] TCP pod a → pod b ${gAB.toFixed(3)} Gbit/s, pod b → pod a ${gBA.toFixed(3)} Gbit/s`);
         expect(gAB).toBeGreaterThan(0);
         expect(gBA).toBeGreaterThan(0);

@@ -64,7 +64,7 @@ const SIDE: PeeringSide = {
   remotePod: { real: '10.0.0.0/16', remapped: '10.71.0.0/16' },
   remoteExt: { real: '10.70.0.0/16', remapped: '10.72.0.0/16' },
   nodes: [{ name: 'worker', internalIP: '10.80.0.2', gatewayIf: 'liqo.k3x9q2m7va', pods: ['10.0.1.5'] }],
-  mss: 1300,
+  mss: 1300, // the Helm clamp as a fixed value: what its default (0, rt mtu) gives over the default tunnel MTU 1340
   localPod: '10.0.0.0/16',
   localExt: '10.70.0.0/16',
   gatewayInternalIP: '10.80.0.1',

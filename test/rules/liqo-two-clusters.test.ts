@@ -59,7 +59,7 @@ const SIDE_A: PeeringSide = {
   remotePod: { real: POD, remapped: '10.71.0.0/16' },
   remoteExt: { real: EXT, remapped: '10.72.0.0/16' },
   nodes: [{ name: 'a-worker', internalIP: '10.80.0.2', gatewayIf: 'liqo.k3x9q2m7va', pods: ['10.200.1.5'] }],
-  mss: 1300,
+  mss: 1300, // the Helm clamp as a fixed value: what its default (0, rt mtu) gives over the default tunnel MTU 1340
   dropPort: 8081,
   ipMappings: [{ name: 'db', real: '192.168.60.10', remapped: '10.70.0.5', node: 'a-worker' }],
   localPod: POD,
@@ -75,7 +75,7 @@ const SIDE_B: PeeringSide = {
   remotePod: { real: POD, remapped: '10.73.0.0/16' },
   remoteExt: { real: EXT, remapped: '10.74.0.0/16' },
   nodes: [{ name: 'b-worker', internalIP: '10.80.0.2', gatewayIf: 'liqo.p0w8r1zt4c', pods: ['10.200.1.7'] }],
-  mss: 1300,
+  mss: 1300, // the Helm clamp as a fixed value: what its default (0, rt mtu) gives over the default tunnel MTU 1340
   localPod: POD,
   localExt: EXT,
   gatewayInternalIP: '10.80.0.1',

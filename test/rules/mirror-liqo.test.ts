@@ -34,7 +34,7 @@ const sideWith = (remotePodReal: string): PeeringSide => ({
     { name: 'w1', internalIP: '10.80.0.2', gatewayIf: 'liqo.k3x9q2m7va', pods: ['10.112.1.5', '10.112.1.6'] },
     { name: 'w2', internalIP: '10.80.0.3', gatewayIf: 'liqo.p0w8r1zt4c', pods: ['10.112.2.5', '10.112.2.6'] },
   ],
-  mss: 1300,
+  mss: 1300, // the Helm clamp as a fixed value: what its default (0, rt mtu) gives over the default tunnel MTU 1340
   dropPort: 8081,
   ipMappings: [{ name: 'db', real: '192.168.60.10', remapped: '10.70.0.5', node: 'w1' }],
   localPod: '10.112.0.0/16',

@@ -227,9 +227,12 @@ function filterRule(g: Gen, hook: string, prio: number, i: number): Obj {
   const r: Obj = { name: `r${i}`, counter: g.rng.chance(0.6), match: matches(g, 3) };
   if (action !== '') r.action = action;
   if (action === 'ctmark') r.value = g.pick(['7', '7', '5']);
+  // Fixed MSS values below the pods' 1460 (1360, 1200: the values Liqo users set instead of the
+  // default); "0" is the Helm chart's default (networking.gateway.mssclamp.value: 0, nft `rt mtu`)
+  // and "" the same rule without a value: both only where nft accepts `rt mtu`.
   if (action === 'tcpmssclamp')
     r.value = g.pick(
-      hook === 'forward' || hook === 'output' || hook === 'postrouting' ? ['1360', '1200', ''] : ['1360', '1200'],
+      hook === 'forward' || hook === 'output' || hook === 'postrouting' ? ['1360', '1200', '0', ''] : ['1360', '1200'],
     );
   return r;
 }

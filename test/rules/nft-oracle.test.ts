@@ -46,6 +46,7 @@ import { Prng } from '../util/prng.js';
 import { missingPythonModule } from '../util/requirements.js';
 import * as fx from './fixtures.js';
 import { Peer } from './oracle-flows.js';
+import { helmMssClamp } from '../k8s-fake/helm-mssclamp.js';
 
 const PY = '/usr/bin/python3';
 const HERE = dirname(fileURLToPath(import.meta.url));
@@ -162,6 +163,7 @@ interface Outcome {
 async function runCase(
   fcs: object[],
   specs: Spec[],
+  devices: RulesDevices = DEVICES,
 ): Promise<{ outcomes: Outcome[]; runtime: RulesRuntime; ruleset: string }> {
   const tables = fcs.map((o) => parseFirewallConfiguration(o));
   const ruleset = tables.map(toNft).join('');
@@ -182,7 +184,7 @@ async function runCase(
   };
   const atB = byId(gotB);
   const atA = byId(gotA);
-  const runtime = new RulesRuntime(DEVICES, { flows: { capacity: 1024 } });
+  const runtime = new RulesRuntime(devices, { flows: { capacity: 1024 } });
   runtime.install(compileRules(tables));
   const v = new IpView();
   const meta = new PacketMeta();
@@ -211,6 +213,7 @@ async function runCase(
   return { outcomes, runtime, ruleset };
 }
 
+/** A packet to send; SYNs carry MSS 1460, a pod's own on a 1500-byte interface (what Liqo's clamp lowers). */
 function spec(from: 'a' | 'b', kind: Kind, src: string, dst: string, dport = 80, sport = 0): Spec {
   const p = sport || nextPort++;
   return { from, kind, src, dst, sport: p, dport, id: nextId++ & 0xffff, mss: 1460 };
@@ -354,6 +357,45 @@ describe.skipIf(reason !== null)(
       expect(deviations).toBeGreaterThanOrEqual(2);
     });
 
+    it('Helm gw-mss-clamping as a default install renders it (value "0": rt mtu): tunnel route MTU − 40, or the route back\'s when smaller', async () => {
+      const helm = helmMssClamp('liqo');
+      const r = (args: string[]): string => topo.exec(nsR, args);
+      const mssHex = (m: number): string => `0204${m.toString(16).padStart(4, '0')}`;
+      const specs = (): Spec[] => [
+        ...allKinds('b', '10.112.0.1', '10.70.0.1'),
+        ...allKinds('a', '10.70.0.1', '10.112.0.1'),
+        { ...spec('b', 'syn', '10.112.0.1', '10.70.0.1'), mss: 1000 },
+        { ...spec('b', 'synopt', '10.112.0.1', '10.70.0.1'), mss: 9000 },
+      ];
+      try {
+        // Liqo's default tunnel MTU (chart networking.mtu 1340) on R's liqo-tunnel.
+        r(['ip', 'link', 'set', fx.TUNNEL, 'mtu', '1340']);
+        const one = await runCase([helm], specs(), { ...DEVICES, peerMtu: 1340 });
+        expectSame(one);
+        const syn = one.outcomes.find((o) => o.spec.from === 'b' && o.spec.kind === 'syn' && o.spec.mss === 1460)!;
+        expect(syn.kernel).toContain(mssHex(1300));
+        expect(one.runtime.stats().mssClamped).toBe(3); // SYNs with MSS 1460 (option first, after a NOP) and 9000
+        // The kernel takes the smaller of the route out and the route back to the source
+        // (nft_rt get_tcpmss): a main-table route to the B side's sources, over a 1280 link.
+        r(['ip', 'link', 'set', fx.NODE_IF, 'mtu', '1280']);
+        r(['ip', 'route', 'add', '10.112.0.0/16', 'via', B_ADDR, 'dev', fx.NODE_IF]);
+        const two = await runCase([helm], specs(), { ...DEVICES, peerMtu: 1340, nodeMtu: 1280 });
+        expectSame(two);
+        const syn2 = two.outcomes.find((o) => o.spec.from === 'b' && o.spec.kind === 'syn' && o.spec.mss === 1460)!;
+        expect(syn2.kernel).toContain(mssHex(1240));
+        // The MSS value of a SYN with the option first (IPv4 and TCP headers of 20 bytes).
+        const mssOf = (hex: string | null): number => (hex === null ? -1 : parseInt(hex.slice(84, 88), 16));
+        console.log(
+          `[oracle] Helm default MSS clamp (value "0"): SYN MSS kernel ${mssOf(syn.kernel)} / Weft ${mssOf(syn.weft)} ` +
+            `(tunnel MTU 1340), kernel ${mssOf(syn2.kernel)} / Weft ${mssOf(syn2.weft)} (route back MTU 1280); ` +
+            `${one.outcomes.length + two.outcomes.length} packets compared`,
+        );
+      } finally {
+        topo.exec(nsR, ['ip', 'route', 'del', '10.112.0.0/16'], { allowFail: true });
+        for (const d of [fx.TUNNEL, fx.NODE_IF]) r(['ip', 'link', 'set', d, 'mtu', '1500']);
+      }
+    });
+
     it('Helm gw-notrack: Geneve traffic passes, counted per rule', async () => {
       const specs = [
         spec('a', 'udp', '10.1.0.1', '10.2.0.1', 6091),
@@ -401,6 +443,28 @@ describe.skipIf(reason !== null)(
       for (const text of bad) {
         expect(() => topo.exec(nsR, ['nft', '-f', '-'], { input: text }), text).toThrow();
       }
+      // Helm's default MSS clamp (value "0": rt mtu) at every hook: Weft accepts exactly where nft does.
+      for (const hook of ['prerouting', 'input', 'forward', 'output', 'postrouting']) {
+        const o = structuredClone(helmMssClamp('liqo')) as { spec: { table: { chains: { hook: string }[] } } };
+        o.spec.table.chains[0]!.hook = hook;
+        let weft = true;
+        let text = '';
+        try {
+          text = toNft(parseFirewallConfiguration(o));
+        } catch {
+          weft = false;
+          text = toNft(parseFirewallConfiguration(helmMssClamp('liqo'))).replace('hook forward', `hook ${hook}`);
+        }
+        expect(text).toContain(`hook ${hook}`);
+        topo.exec(nsR, ['nft', 'flush', 'ruleset']);
+        topo.exec(nsR, ['nft', '-f', '-'], { input: text, allowFail: true });
+        const kernel = topo.exec(nsR, ['nft', 'list', 'ruleset']).includes('maxseg size set rt mtu');
+        expect(
+          weft,
+          `rt mtu at ${hook}: Weft ${weft ? 'accepts' : 'refuses'}, nft ${kernel ? 'accepts' : 'refuses'}`,
+        ).toBe(kernel);
+      }
+      topo.exec(nsR, ['nft', 'flush', 'ruleset']);
     });
 
     it('seeded random filter rule sets: same verdicts and bytes', async () => {

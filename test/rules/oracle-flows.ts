@@ -144,7 +144,11 @@ export const hex = (b: Uint8Array): string => Buffer.from(b).toString('hex');
 export const ip4 = (b: Uint8Array, o: number): string => [...b.subarray(o, o + 4)].join('.');
 export const p16 = (b: Uint8Array, o: number): number => (b[o]! << 8) | b[o + 1]!;
 
-/** TCP open/close: SYN, SYN-ACK, ACK, FIN, FIN, ACK with valid sequence numbers (conntrack checks them). */
+/**
+ * TCP open/close: SYN, SYN-ACK, ACK, FIN, FIN, ACK with valid sequence numbers (conntrack checks them).
+ * MSS 1460: a pod's own on a 1500-byte interface (not a Liqo value: Liqo's clamp lowers it to the
+ * Helm value, by default the tunnel route's MTU 1340 − 40 = 1300).
+ */
 export function tcpFlow(from: Side, src: string, dst: string, sport: number, dport: number, mss = 1460): Flow {
   const s = from,
     o = other(from);

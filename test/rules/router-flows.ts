@@ -101,6 +101,7 @@ export function replyTo(p: Uint8Array, flags: number): Built {
   const src = ip(p, 16),
     dst = ip(p, 12);
   if (proto === 6)
+    // MSS 1460: a pod's own on a 1500-byte interface, above Liqo's default clamp (tunnel MTU 1340 − 40).
     return tcpPacket({ src, dst, sport: port(p, 22), dport: port(p, 20), flags, mss: 1460, headroom: 128 });
   if (proto === 17) return udpPacket({ src, dst, sport: port(p, 22), dport: port(p, 20), headroom: 128 });
   return icmpEcho({ src, dst, ident: port(p, 24), type: 0, headroom: 128 });

@@ -67,6 +67,7 @@ export function formatStatus(st: WeftStatus, now: number): string {
   lines.push(`  geneve port: ${st.geneve.port}`);
   if (st.offloads !== undefined)
     lines.push(`  offloads: tun ${onOff(st.offloads.tun)}, geneve udp ${onOff(st.offloads.geneve)}`);
+  if (st.mssClamped !== undefined) lines.push(`  mss clamped: ${st.mssClamped}`);
   if (st.nat !== undefined)
     lines.push(
       `  nat entries: ${st.nat.entries}${st.nat.forwarded !== undefined ? `, forwarded ${st.nat.forwarded}, replies ${st.nat.replies ?? 0}, mss clamped ${st.nat.mssClamped ?? 0}` : ''}`,
