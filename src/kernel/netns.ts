@@ -12,7 +12,7 @@
  * tests and tools that drive several namespaces from one process; daemons run inside their
  * namespace and pass no netns. Throws the typed errors of io/tun.ts enterNetns.
  */
-import { enterNetns } from '../io/tun.js';
+import { enterNetns } from '../io/thread-netns.js';
 
 export async function withNetnsAsync<T>(netns: string | undefined, fn: () => Promise<T>): Promise<T> {
   if (netns === undefined) return fn();
