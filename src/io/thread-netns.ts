@@ -1,7 +1,8 @@
 /**
  * Running set-up code inside another network namespace from this thread (setns there and back).
- * Apart from tun.ts because sockets and the kernel wrappers need it too: an fd created inside
- * keeps working after the thread returns.
+ * An fd created inside keeps working after the thread returns. Apart from tun.ts because socket
+ * set-up uses it too (src/kernel/netns.ts around async binds, tests that open sockets in a
+ * namespace).
  */
 import * as fs from 'node:fs';
 import { getLibc, CLONE_NEWNET, EPERM } from './libc.js';

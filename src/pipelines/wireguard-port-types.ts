@@ -1,7 +1,7 @@
 /**
  * What a WireGuardPort agrees with its owner: the sink decrypted packets go to, the options it
- * is built with and the counters it keeps. Apart from wireguard-port.ts so an owner (the
- * weft-wg daemon, the gateway) and a sink (tun-offload.ts) read the contract without the engine.
+ * is built with and the counters it keeps. Apart from wireguard-port.ts so the contract reads
+ * on its own, and a sink can implement InnerSink without importing the engine.
  */
 import type { Device } from '../wireguard/device.js';
 import type { Peer } from '../wireguard/peer.js';
