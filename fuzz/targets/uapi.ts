@@ -11,7 +11,9 @@
  * itself; a parsed get reply formats and re-parses to the same text.
  */
 import { Device, WireGuardConfigError } from '../../src/wireguard/device.js';
-import { UapiError, formatGet, formatSet, parseGet, parseSet, planSet } from '../../src/wireguard/uapi.js';
+import { UapiError, planSet } from '../../src/wireguard/uapi.js';
+import { formatSet, parseSet } from '../../src/wireguard/uapi-set.js';
+import { formatGet, parseGet } from '../../src/wireguard/uapi-get.js';
 import { must, onlyTyped } from '../lib/check.js';
 import { backend } from '../lib/wg.js';
 

@@ -5,7 +5,8 @@
  * Never log per packet: the data plane counts drops instead (see metrics.ts).
  */
 import { pino, type DestinationStream, type Logger } from 'pino';
-import { LogLevelSchema, type LogLevel } from './config.js';
+import type { LogLevel } from './config.js';
+import { LogLevelSchema } from './config-schema.js';
 
 export type { Logger };
 

@@ -28,51 +28,27 @@
  * may be a TCP/UDP super-packet of up to 64 KiB to cut with src/packet/gso.ts; `write` and
  * `writeBatch` still take plain IP packets (an all-zero header is prepended by writev), and
  * `writeVnetBatch` writes packets that start with their own header (src/packet/gro.ts output).
+ *
+ * The set-up ioctls are tun-link.ts's, the typed errors tun-errors.ts's, the namespace switch
+ * thread-netns.ts's; this file is the device and its data path.
  */
 import * as fs from 'node:fs';
 import { PacketBatch } from './batch.js';
 import { loadNativeIo, type NativeIo, type PollHandle } from './native.js';
+import { getLibc, POLLIN, EAGAIN, EINTR, type Libc } from './libc.js';
+import { TunError, TunPermissionError, TunUnavailableError } from './tun-errors.js';
+import { withNetns } from './thread-netns.js';
 import {
-  getLibc,
-  AF_INET,
-  SOCK_DGRAM,
-  SOCK_CLOEXEC,
-  CLONE_NEWNET,
-  POLLIN,
-  EAGAIN,
-  EINTR,
-  EACCES,
-  EPERM,
-  EBUSY,
-  EINVAL,
-  type Libc,
-} from './libc.js';
+  IFREQ_SIZE,
+  attachTun,
+  configureLink,
+  negotiateOffload,
+  writeIfName,
+  type TunOffloadState,
+} from './tun-link.js';
 
 export const TUN_DEVICE_PATH = '/dev/net/tun';
 export const DEFAULT_TUN_MTU = 1420;
-const IFNAMSIZ = 16;
-const IFREQ_SIZE = 40;
-const IFREQ_UNION_OFFSET = 16; // ifr_flags (short) / ifr_mtu (int)
-const TUNSETIFF = 0x400454ca;
-const SIOCGIFFLAGS = 0x8913;
-const SIOCSIFFLAGS = 0x8914;
-const SIOCSIFMTU = 0x8922;
-const SIOCSIFTXQLEN = 0x8943;
-const IFF_UP = 0x1;
-const IFF_TUN = 0x0001;
-const IFF_NO_PI = 0x1000;
-const IFF_MULTI_QUEUE = 0x0100;
-const IFF_VNET_HDR = 0x4000;
-const TUNSETOFFLOAD = 0x400454d0; // _IOW('T', 208, unsigned int); the argument is the value
-const TUNSETVNETHDRSZ = 0x400454d8; // _IOW('T', 216, int); the argument points to an int
-/** TUNSETOFFLOAD flags (include/uapi/linux/if_tun.h). */
-export const TUN_F_CSUM = 0x01;
-export const TUN_F_TSO4 = 0x02;
-export const TUN_F_TSO6 = 0x04;
-export const TUN_F_USO4 = 0x20;
-export const TUN_F_USO6 = 0x40;
-/** The virtio_net_hdr size we ask for (no num_buffers). */
-export const TUN_VNET_HDR_LEN = 10;
 /** With TSO/USO on, a read may return a packet this long (IPv6: 40 + 65535); size batches for it. */
 export const TUN_OFFLOAD_MAX_PACKET = 65535 + 40;
 const KOFFI_POLL_TIMEOUT_MS = 100;
@@ -107,65 +83,6 @@ export interface TunOptions {
   readonly offload?: boolean;
 }
 
-/** What a TUN opened with `offload: true` got from the kernel. */
-export interface TunOffloadState {
-  /** Bytes of virtio_net_hdr before every packet read or written. */
-  readonly vnetHdrLen: number;
-  /** The TUN_F_* flags TUNSETOFFLOAD accepted (0: a header but no offload). */
-  readonly flags: number;
-  /** The kernel may leave transport checksums partial (NEEDS_CSUM). */
-  readonly csum: boolean;
-  /** TCP super-packets (TSO4 and TSO6). */
-  readonly tso: boolean;
-  /** UDP super-packets (USO4 and USO6; kernel ≥ 6.2). */
-  readonly uso: boolean;
-}
-
-export class TunError extends Error {
-  override readonly name: string = 'TunError';
-}
-
-/** /dev/net/tun is missing (no tun module, or not mounted into the container). */
-export class TunUnavailableError extends TunError {
-  override readonly name = 'TunUnavailableError';
-  constructor(
-    readonly path: string,
-    reason: string,
-  ) {
-    super(
-      `${path} is not available (${reason}): load the tun module (modprobe tun) or, in a container, ` +
-        'expose the device (c 10:200, e.g. a hostPath /dev/net/tun or a device plugin)',
-    );
-  }
-}
-
-/** Creating the device needs CAP_NET_ADMIN (in the owning user namespace). */
-export class TunPermissionError extends TunError {
-  override readonly name = 'TunPermissionError';
-  constructor(
-    readonly ifname: string,
-    reason: string,
-  ) {
-    super(
-      `cannot create TUN device ${ifname} (${reason}): the process needs CAP_NET_ADMIN ` +
-        '(run as root or add the NET_ADMIN capability to the container securityContext)',
-    );
-  }
-}
-
-/** The interface name is taken (an attached TUN, or a non-TUN interface of that name). */
-export class TunBusyError extends TunError {
-  override readonly name = 'TunBusyError';
-  constructor(
-    readonly ifname: string,
-    reason: string,
-  ) {
-    super(
-      `interface name ${ifname} is already in use (${reason}); choose another name or delete the existing interface`,
-    );
-  }
-}
-
 export interface TunStats {
   rxPackets: number;
   rxBytes: number;
@@ -174,83 +91,6 @@ export interface TunStats {
   txPackets: number;
   txBytes: number;
   txErrors: number;
-}
-
-function errnoName(e: number): string {
-  const names: Record<number, string> = {
-    1: 'EPERM',
-    2: 'ENOENT',
-    6: 'ENXIO',
-    13: 'EACCES',
-    16: 'EBUSY',
-    19: 'ENODEV',
-    22: 'EINVAL',
-  };
-  return names[e] ?? `errno ${e}`;
-}
-
-function writeIfName(ifr: Uint8Array, name: string): void {
-  const bytes = Buffer.from(name, 'utf8');
-  if (bytes.length === 0 || bytes.length >= IFNAMSIZ || name.includes('/') || /\s/.test(name)) {
-    throw new TypeError(`invalid interface name ${JSON.stringify(name)} (1-15 bytes, no "/" or spaces)`);
-  }
-  ifr.fill(0, 0, IFNAMSIZ);
-  ifr.set(bytes, 0);
-}
-
-function readIfName(ifr: Uint8Array): string {
-  const end = ifr.indexOf(0);
-  return Buffer.from(ifr.subarray(0, end < 0 || end > IFNAMSIZ ? IFNAMSIZ : end)).toString('utf8');
-}
-
-/**
- * Moves the calling thread into network namespace `netns` (a name under /run/netns or a path) and
- * returns the function that moves it back. Typed errors: TunPermissionError without
- * CAP_SYS_ADMIN, TunError otherwise; failing to return throws, because staying in the wrong
- * namespace would silently misroute every later socket.
- */
-export function enterNetns(netns: string): () => void {
-  const libc = getLibc();
-  const target = netns.includes('/') ? netns : `/run/netns/${netns}`;
-  let targetFd: number;
-  try {
-    targetFd = fs.openSync(target, 'r');
-  } catch (e) {
-    throw new TunError(`cannot open network namespace ${target}: ${(e as Error).message}`);
-  }
-  let selfFd: number;
-  try {
-    selfFd = fs.openSync('/proc/thread-self/ns/net', 'r');
-    if (libc.setns(targetFd, CLONE_NEWNET) !== 0) {
-      const e = libc.errno();
-      fs.closeSync(selfFd);
-      if (e === EPERM)
-        throw new TunPermissionError(netns, 'setns: EPERM (CAP_SYS_ADMIN is needed to enter a namespace)');
-      throw new TunError(`setns(${target}) failed: ${errnoName(e)}`);
-    }
-  } finally {
-    fs.closeSync(targetFd);
-  }
-  return () => {
-    try {
-      if (libc.setns(selfFd, CLONE_NEWNET) !== 0) {
-        throw new TunError(`could not return to the original network namespace: ${errnoName(libc.errno())}`);
-      }
-    } finally {
-      fs.closeSync(selfFd);
-    }
-  };
-}
-
-/** Runs `fn` with the calling thread inside network namespace `netns` (then returns to ours). */
-export function withNetns<T>(netns: string | undefined, fn: () => T): T {
-  if (!netns) return fn();
-  const leave = enterNetns(netns);
-  try {
-    return fn();
-  } finally {
-    leave();
-  }
 }
 
 export class TunDevice {
@@ -297,7 +137,7 @@ export class TunDevice {
     dv.setInt16(4, POLLIN, true);
   }
 
-  /** Creates (or attaches to) the TUN interface. Throws the typed errors above. */
+  /** Creates (or attaches to) the TUN interface. Throws the typed errors of tun-errors.ts. */
   static open(opts: TunOptions): TunDevice {
     const mtu = opts.mtu ?? DEFAULT_TUN_MTU;
     if (!Number.isInteger(mtu) || mtu < 68 || mtu > 65535) throw new RangeError(`MTU ${mtu} not in 68..65535`);
@@ -325,20 +165,7 @@ export class TunDevice {
       try {
         const wantOffload =
           opts.offload === true && mechanism === 'native' && typeof loadNativeIo()?.writeBatchHdr === 'function';
-        const flags = IFF_TUN | IFF_NO_PI | (opts.multiQueue ? IFF_MULTI_QUEUE : 0) | (wantOffload ? IFF_VNET_HDR : 0);
-        new DataView(ifr.buffer).setUint16(IFREQ_UNION_OFFSET, flags, true);
-        if (libc.ioctlPtr(fd, TUNSETIFF, ifr) !== 0) {
-          const e = libc.errno();
-          if (e === EPERM || e === EACCES) throw new TunPermissionError(opts.name, `TUNSETIFF: ${errnoName(e)}`);
-          if (e === EBUSY) throw new TunBusyError(opts.name, 'a TUN device of that name is attached to another fd');
-          if (e === EINVAL && libc.ifNameToIndex(opts.name) !== 0) {
-            // (checked inside the target netns)
-            throw new TunBusyError(opts.name, 'an interface of that name exists and is not a compatible TUN device');
-          }
-          if (e === 19 || e === 6) throw new TunUnavailableError(devicePath, errnoName(e));
-          throw new TunError(`TUNSETIFF ${opts.name} failed: ${errnoName(e)}`);
-        }
-        const name = readIfName(ifr);
+        const name = attachTun(libc, fd, ifr, opts.name, devicePath, opts.multiQueue === true, wantOffload);
         const offload = wantOffload ? negotiateOffload(libc, fd, name) : null;
         configureLink(libc, name, mtu, opts.up ?? true, txQueueLen);
         return new TunDevice(name, fd, mtu, mechanism, opts.netns, offload);
@@ -620,68 +447,5 @@ export class TunDevice {
       /* already closed */
     }
     for (const w of this.closeWaiters.splice(0)) w();
-  }
-}
-
-/**
- * On a TUN fd opened with IFF_VNET_HDR: sets the header size, then the most offloads the kernel
- * takes (USO needs Linux 6.2). Throws TunError when the header size is refused.
- */
-function negotiateOffload(libc: Libc, fd: number, name: string): TunOffloadState {
-  const sz = new Uint8Array(4);
-  new DataView(sz.buffer).setInt32(0, TUN_VNET_HDR_LEN, true);
-  if (libc.ioctlPtr(fd, TUNSETVNETHDRSZ, sz) !== 0) {
-    throw new TunError(
-      `TUNSETVNETHDRSZ ${TUN_VNET_HDR_LEN} on ${name} failed: ${errnoName(libc.errno())}; open it without offload`,
-    );
-  }
-  const tso = TUN_F_CSUM | TUN_F_TSO4 | TUN_F_TSO6;
-  let flags = 0;
-  for (const f of [tso | TUN_F_USO4 | TUN_F_USO6, tso, 0]) {
-    if (libc.ioctlInt(fd, TUNSETOFFLOAD, f) === 0) {
-      flags = f;
-      break;
-    }
-  }
-  return {
-    vnetHdrLen: TUN_VNET_HDR_LEN,
-    flags,
-    csum: (flags & TUN_F_CSUM) !== 0,
-    tso: (flags & (TUN_F_TSO4 | TUN_F_TSO6)) === (TUN_F_TSO4 | TUN_F_TSO6),
-    uso: (flags & (TUN_F_USO4 | TUN_F_USO6)) === (TUN_F_USO4 | TUN_F_USO6),
-  };
-}
-
-/** SIOCSIFMTU, SIOCSIFTXQLEN and SIOCSIFFLAGS(IFF_UP) through an AF_INET datagram socket of the current netns. */
-function configureLink(libc: Libc, name: string, mtu: number, up: boolean, txQueueLen: number | undefined): void {
-  const sock = libc.socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-  if (sock < 0) throw new TunError(`socket(AF_INET) failed: ${errnoName(libc.errno())}`);
-  try {
-    const ifr = new Uint8Array(IFREQ_SIZE);
-    const dv = new DataView(ifr.buffer);
-    writeIfName(ifr, name);
-    dv.setInt32(IFREQ_UNION_OFFSET, mtu, true);
-    if (libc.ioctlPtr(sock, SIOCSIFMTU, ifr) !== 0) {
-      const e = libc.errno();
-      if (e === EPERM) throw new TunPermissionError(name, 'SIOCSIFMTU: EPERM');
-      throw new TunError(`setting MTU ${mtu} on ${name} failed: ${errnoName(e)}`);
-    }
-    if (txQueueLen !== undefined) {
-      writeIfName(ifr, name);
-      ifr.fill(0, IFREQ_UNION_OFFSET);
-      dv.setInt32(IFREQ_UNION_OFFSET, txQueueLen, true); // ifr_qlen
-      if (libc.ioctlPtr(sock, SIOCSIFTXQLEN, ifr) !== 0)
-        throw new TunError(`setting txqueuelen ${txQueueLen} on ${name} failed: ${errnoName(libc.errno())}`);
-    }
-    if (!up) return;
-    writeIfName(ifr, name);
-    ifr.fill(0, IFREQ_UNION_OFFSET);
-    if (libc.ioctlPtr(sock, SIOCGIFFLAGS, ifr) !== 0)
-      throw new TunError(`SIOCGIFFLAGS ${name} failed: ${errnoName(libc.errno())}`);
-    dv.setUint16(IFREQ_UNION_OFFSET, dv.getUint16(IFREQ_UNION_OFFSET, true) | IFF_UP, true);
-    if (libc.ioctlPtr(sock, SIOCSIFFLAGS, ifr) !== 0)
-      throw new TunError(`bringing ${name} up failed: ${errnoName(libc.errno())}`);
-  } finally {
-    libc.close(sock);
   }
 }

@@ -25,11 +25,11 @@ import {
   UAPI_EINVAL,
   UAPI_EMSGSIZE,
   UAPI_ENOANO,
-  formatGet,
-  parseSet,
   type UapiDeviceSnapshot,
   type UapiOperation,
 } from '../wireguard/uapi.js';
+import { parseSet } from '../wireguard/uapi-set.js';
+import { formatGet } from '../wireguard/uapi-get.js';
 
 /** What the server calls; the daemon implements it on the WireGuard Device. */
 export interface UapiHandler {

@@ -24,7 +24,9 @@
  * Bounded queues: the kernel socket buffers (requested with SO_RCVBUF/SO_SNDBUF, or the FORCE
  * variants when CAP_NET_ADMIN allows exceeding net.core.rmem_max/wmem_max) and, on the dgram
  * path, at most `maxInFlightSends` pending sends. A datagram that cannot be queued is dropped
- * and counted (stats.txDropped); a truncated datagram is dropped and counted (stats.rxTruncated).
+ * and counted (stats.txDropped); a truncated datagram is dropped and counted (stats.rxTruncated). *
+ * The native receive drain is udp-native-recv.ts's; reading address records back (port, family,
+ * interned text) is udp-address.ts's.
  */
 import * as dgram from 'node:dgram';
 import * as fs from 'node:fs';
@@ -33,15 +35,14 @@ import {
   loadNativeIo,
   ADDR_RECORD_LEN,
   ADDR_FAMILY_OFFSET,
-  ADDR_FLAGS_OFFSET,
   ADDR_PORT_OFFSET,
   ADDR_IP_OFFSET,
   ADDR_SCOPE_OFFSET,
-  ADDR_FLAG_TRUNCATED,
   type NativeIo,
-  type PollHandle,
 } from './native.js';
-import { formatAddress, parseAddress } from '../packet/addr.js';
+import { parseAddress } from '../packet/addr.js';
+import { AddressInterner, recordPort } from './udp-address.js';
+import { NativeUdpReceiver } from './udp-native-recv.js';
 
 export type UdpMechanism = 'native' | 'dgram';
 
@@ -145,72 +146,6 @@ export function encodeAddress(address: string, port: number, rec: Uint8Array, of
   new DataView(rec.buffer, rec.byteOffset).setUint32(off + ADDR_SCOPE_OFFSET, scope, true);
 }
 
-export function recordPort(rec: Uint8Array, off: number): number {
-  return (rec[off + ADDR_PORT_OFFSET] << 8) | rec[off + ADDR_PORT_OFFSET + 1];
-}
-
-export function recordFamily(rec: Uint8Array, off: number): 4 | 6 | 0 {
-  const f = rec[off + ADDR_FAMILY_OFFSET];
-  return f === 4 || f === 6 ? f : 0;
-}
-
-/** Interns address strings by their bytes so repeated senders cost no allocation. Bounded. */
-export class AddressInterner {
-  private readonly v4 = new Map<number, string>();
-  private readonly v6 = new Map<number, { bytes: Uint8Array; text: string }[]>();
-  private size = 0;
-  constructor(private readonly maxEntries = 4096) {}
-
-  /** Text of the address in record rec[off..] (IPv6 without brackets; `%scope` when non-zero). */
-  text(rec: Uint8Array, off: number): string {
-    const fam = rec[off + ADDR_FAMILY_OFFSET];
-    const a = off + ADDR_IP_OFFSET;
-    if (fam === 4) {
-      const key = ((rec[a] << 24) | (rec[a + 1] << 16) | (rec[a + 2] << 8) | rec[a + 3]) >>> 0;
-      let s = this.v4.get(key);
-      if (s === undefined) {
-        s = `${rec[a]}.${rec[a + 1]}.${rec[a + 2]}.${rec[a + 3]}`;
-        this.remember();
-        this.v4.set(key, s);
-      }
-      return s;
-    }
-    if (fam !== 6) throw new TypeError(`address record has family ${fam}`);
-    const scope =
-      rec[off + ADDR_SCOPE_OFFSET] |
-      (rec[off + ADDR_SCOPE_OFFSET + 1] << 8) |
-      (rec[off + ADDR_SCOPE_OFFSET + 2] << 16) |
-      (rec[off + ADDR_SCOPE_OFFSET + 3] << 24);
-    let h = scope | 0;
-    for (let i = 0; i < 16; i++) h = Math.imul(h ^ rec[a + i], 0x01000193);
-    const bucket = this.v6.get(h);
-    if (bucket) {
-      for (const e of bucket) {
-        let same = true;
-        for (let i = 0; i < 16 && same; i++) same = e.bytes[i] === rec[a + i];
-        if (same && e.bytes[16] === (scope & 0xff)) return e.text;
-      }
-    }
-    const bytes = new Uint8Array(17);
-    bytes.set(rec.subarray(a, a + 16));
-    bytes[16] = scope & 0xff;
-    const text = formatAddress(rec, a, 6) + (scope !== 0 ? `%${scope >>> 0}` : '');
-    this.remember();
-    if (bucket) bucket.push({ bytes, text });
-    else this.v6.set(h, [{ bytes, text }]);
-    return text;
-  }
-
-  private remember(): void {
-    if (++this.size > this.maxEntries) {
-      // Bounded: forget everything rather than grow (a scan of random sources cannot exhaust memory).
-      this.v4.clear();
-      this.v6.clear();
-      this.size = 1;
-    }
-  }
-}
-
 export class UdpSocket {
   readonly stats: UdpStats = {
     rxPackets: 0,
@@ -228,7 +163,7 @@ export class UdpSocket {
   private readonly gsoInfo = new Uint32Array(2);
   /** Interns source addresses of received datagrams (see addressOf). */
   readonly addresses = new AddressInterner();
-  private poll: PollHandle | null = null;
+  private receiver: NativeUdpReceiver | null = null;
   private batch: PacketBatch | null = null;
   private cb: ((b: PacketBatch) => void) | null = null;
   private closed = false;
@@ -379,24 +314,9 @@ export class UdpSocket {
     }
     this.batch = batch;
     this.cb = cb;
-    const native = this.native;
-    if (native && typeof native.recvPollStart === 'function') {
-      // The drain runs natively on readiness: one crossing per wake-up (see native.ts).
-      this.poll = native.recvPollStart(
-        this.fd,
-        batch.buf,
-        batch.slotSize,
-        batch.headroom,
-        batch.maxLen,
-        batch.capacity,
-        batch.lens,
-        batch.addrs,
-        this.offload.gro ? batch.segs : null,
-        this.offload.gro ? batch.scatter : null,
-        (n) => this.onReceived(n),
-      );
-    } else if (native) {
-      this.poll = native.pollStart(this.fd, false, (status) => this.onReadable(status));
+    if (this.native) {
+      this.receiver = new NativeUdpReceiver(this.native, this.fd, this.offload.gro, this.stats, batch, cb);
+      this.receiver.start();
     } else {
       const sock = this.sock!;
       sock.on('message', (msg, rinfo) => this.onMessage(msg, rinfo));
@@ -418,89 +338,6 @@ export class UdpSocket {
 
   portOf(batch: PacketBatch, i: number): number {
     return recordPort(batch.addrs, i * ADDR_RECORD_LEN);
-  }
-
-  private onReadable(status: number): void {
-    const batch = this.batch;
-    if (this.closed || batch === null) return;
-    if (status < 0) {
-      this.stats.rxErrors++;
-      return;
-    }
-    const gro = this.offload.gro;
-    if (batch.scatterSeg !== 0 && (!gro || this.native!.recvScatter !== 1)) batch.scatterSeg = 0;
-    const n = gro
-      ? this.native!.recvBatch(
-          this.fd,
-          batch.buf,
-          batch.slotSize,
-          batch.headroom,
-          batch.maxLen,
-          batch.capacity,
-          batch.lens,
-          batch.addrs,
-          batch.segs,
-          batch.scatterSeg,
-          batch.scatterStride,
-        )
-      : this.native!.recvBatch(
-          this.fd,
-          batch.buf,
-          batch.slotSize,
-          batch.headroom,
-          batch.maxLen,
-          batch.capacity,
-          batch.lens,
-          batch.addrs,
-        );
-    this.onReceived(n);
-  }
-
-  /** After a drain into the batch: n datagrams, or a negative errno. */
-  private onReceived(n: number): void {
-    const batch = this.batch;
-    if (this.closed || batch === null) return;
-    if (n < 0) {
-      this.stats.rxErrors++;
-      return;
-    }
-    if (n === 0) return;
-    const gro = this.offload.gro;
-    // Compact away truncated datagrams (rare: a datagram larger than the slot) so callers never see them.
-    let kept = 0;
-    let bytes = 0;
-    let datagrams = 0;
-    for (let i = 0; i < n; i++) {
-      if (batch.addrs[i * ADDR_RECORD_LEN + ADDR_FLAGS_OFFSET] & ADDR_FLAG_TRUNCATED) {
-        this.stats.rxTruncated++;
-        continue;
-      }
-      if (kept !== i) this.moveSlot(batch, i, kept);
-      const len = batch.lens[kept];
-      bytes += len;
-      const seg = gro ? batch.segs[kept] : 0;
-      datagrams += seg !== 0 && len > seg ? Math.ceil(len / seg) : 1;
-      kept++;
-    }
-    if (kept === 0) return;
-    batch.filled(kept);
-    this.stats.rxBatches++;
-    this.stats.rxPackets += datagrams;
-    this.stats.rxBytes += bytes;
-    this.cb!(batch);
-  }
-
-  private moveSlot(batch: PacketBatch, from: number, to: number): void {
-    const s = from * batch.slotSize + batch.headroom;
-    // Scattered slots: the pieces lie anywhere after the headroom.
-    batch.buf.copyWithin(
-      to * batch.slotSize + batch.headroom,
-      s,
-      s + (batch.scatterSeg > 0 ? batch.slotSize - batch.headroom : batch.lens[from]),
-    );
-    batch.lens[to] = batch.lens[from];
-    batch.addrs.copyWithin(to * ADDR_RECORD_LEN, from * ADDR_RECORD_LEN, (from + 1) * ADDR_RECORD_LEN);
-    if (batch.segs.length > to) batch.segs[to] = batch.segs[from];
   }
 
   private onMessage(msg: Buffer, rinfo: dgram.RemoteInfo): void {
@@ -649,8 +486,8 @@ export class UdpSocket {
     if (this.closed) return;
     this.closed = true;
     if (this.native) {
-      if (this.poll) this.native.pollStop(this.poll);
-      this.poll = null;
+      this.receiver?.stop();
+      this.receiver = null;
       fs.closeSync(this.fd); // after pollStop: the fd is already out of the event loop's epoll set
       return;
     }

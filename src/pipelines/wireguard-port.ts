@@ -21,10 +21,13 @@
  *
  * Ownership: batches belong to their readers and are valid only during the callback; nothing
  * here keeps a reference to them. Outgoing engine messages are released right after sending.
+ *
+ * The port's contract with its owner is wireguard-port-types.ts; the handshake ring, the
+ * engine timer and the same-destination check each have their own file.
  */
 import { ADDR_FAMILY_OFFSET, ADDR_RECORD_LEN } from '../io/native.js';
 import { PacketBatch } from '../io/batch.js';
-import { encodeAddress, UDP_GRO_MAX_LEN, UdpSocket, type UdpMechanism } from '../io/udp.js';
+import { encodeAddress, UDP_GRO_MAX_LEN, UdpSocket } from '../io/udp.js';
 import { Device, EncryptResult, ENCRYPT_SEND, ReceiveResult, RECEIVE_DELIVER } from '../wireguard/device.js';
 import { isHandshakeMessage } from '../wireguard/messages.js';
 import type { Endpoint } from '../wireguard/peer.js';
@@ -32,84 +35,16 @@ import { OutgoingMessage } from '../wireguard/pool.js';
 import type { Peer } from '../wireguard/peer.js';
 import { SendList } from './send-list.js';
 import { openDualStack } from './dual-stack.js';
-
-/** Where decrypted inner packets go (a TUN device, or the gateway's routing stage). */
-export interface InnerSink {
-  /**
-   * Takes packets i < count at buf[offs[i], offs[i]+lens[i]), packet i decrypted by the session
-   * of peers[i]; returns how many it accepted. All arrays are the port's, reused per batch:
-   * valid only during the call (entries at i >= count are stale). buf[areaOff, +areaLen) is
-   * free scratch space in the same buffer (rxCoalesceReservation; length 0 without it).
-   */
-  writeBatch(
-    buf: Uint8Array,
-    offs: Uint32Array,
-    lens: Uint32Array,
-    peers: readonly Peer[],
-    count: number,
-    areaOff: number,
-    areaLen: number,
-  ): number;
-}
-
-export interface WireGuardPortOptions {
-  readonly device: Device;
-  readonly sink: InnerSink;
-  /** Largest inner packet (the TUN MTU). */
-  readonly mtu: number;
-  /** Handshake ring capacity; under load (≥ 1/8 full) mac2 cookies are demanded. Default 1024. */
-  readonly handshakeQueueSize?: number;
-  /** Handshake messages processed per event-loop turn. Default 16. */
-  readonly handshakesPerTurn?: number;
-  /** Socket buffers to request (bytes). Default 8 MiB (io/udp.ts). */
-  readonly socketBuffer?: number;
-  readonly udpMechanism?: UdpMechanism;
-  /** Packets per receive batch. Default 64. */
-  readonly batchSize?: number;
-  /**
-   * Bytes reserved before every received datagram. Decrypted plaintext starts 16 bytes into the
-   * datagram, so the sink sees rxHeadroom + 16 bytes of headroom in front of each inner packet
-   * (the gateway uses it to write a Geneve header in place). Default 0.
-   */
-  readonly rxHeadroom?: number;
-  /** Bytes reserved after every datagram slot, for a sink that grows packets. Default 0. */
-  readonly rxTailroom?: number;
-  /**
-   * Try UDP GSO (send: the equal-sized datagrams to one endpoint, e.g. the segments of one
-   * super-packet, go as one message) and UDP GRO (receive: a run of datagrams per slot).
-   * Per feature, whatever the kernel refuses stays off (udpOffload() says what is on). Default false.
-   */
-  readonly udpOffload?: boolean;
-  /**
-   * Bytes one super-packet takes in the sink's coalescing area (Coalescer.reservation): the
-   * receive batches get a scratch area after their slots sized for a batch's worth of
-   * super-packets, passed to the sink. 0 (default): no area.
-   */
-  readonly rxCoalesceReservation?: number;
-  /** Open flows the sink coalesces at once (sizes the area). Default 16. */
-  readonly rxCoalesceFlows?: number;
-  /** Wall-clock milliseconds (Unix epoch); injectable for tests. */
-  readonly clock?: () => number;
-  /** Called for unexpected I/O errors (never per packet). */
-  readonly onError?: (what: string, err: unknown) => void;
-}
-
-/** Counters of this stage (the engine keeps its own drop counters by reason). */
-export interface WireGuardPortStats {
-  handshakesQueued: number;
-  handshakesDroppedQueueFull: number;
-  handshakesProcessed: number;
-  sendFailures: number;
-  innerSinkRefused: number;
-  noSocketForFamily: number;
-}
+import { EngineTimer } from './engine-timer.js';
+import { DestinationRun } from './destination-run.js';
+import { HandshakeRing, HANDSHAKE_SLOT } from './handshake-ring.js';
+import type { InnerSink, WireGuardPortOptions, WireGuardPortStats } from './wireguard-port-types.js';
 
 /** GRO receive batches: fewer slots (each holds up to 64 KiB). */
 const GRO_BATCH = 32;
 /** Datagrams the kernel puts in one GRO slot at most (UDP_GRO_CNT_MAX). */
 const GRO_MAX_SEGMENTS = 64;
 
-const HANDSHAKE_SLOT = 256; // largest handshake message is 148 bytes
 /**
  * Decrypted bytes handed to the sink at once. A GRO batch holds up to 2 MiB; delivering only at
  * its end made every packet in it (a lone ping among bulk TCP) wait for the whole batch's
@@ -118,8 +53,6 @@ const HANDSHAKE_SLOT = 256; // largest handshake message is 148 bytes
  */
 const DELIVER_BYTES = 256 * 1024;
 const ADDR_RECORD_WORDS = ADDR_RECORD_LEN / 4;
-/** Longest the engine timer sleeps before re-checking deadlines (see armTimer). */
-const TIMER_HORIZON_MS = 1000;
 
 export class WireGuardPort {
   readonly device: Device;
@@ -169,23 +102,17 @@ export class WireGuardPort {
   private readonly recordCache = new WeakMap<Endpoint, Uint8Array>();
   private lastEndpoint: Endpoint | null = null;
   private lastRecord: Uint8Array = new Uint8Array(ADDR_RECORD_LEN);
+  private readonly run = new DestinationRun();
 
   // Handshake ring.
-  private readonly hsBuf: Uint8Array;
-  private readonly hsLen: Uint16Array;
-  private readonly hsPort: Uint16Array;
-  private readonly hsAddr: string[];
-  private hsHead = 0;
-  private hsCount = 0;
+  private readonly hs: HandshakeRing;
   private hsScheduled = false;
-  private readonly hsCapacity: number;
   private readonly hsPerTurn: number;
   private readonly hsResult = new ReceiveResult();
 
   // Outbox and timers.
   private readonly outMsg = new OutgoingMessage<Peer>();
-  private timer: NodeJS.Timeout | null = null;
-  private timerAt = Number.POSITIVE_INFINITY;
+  private readonly timer: EngineTimer;
 
   constructor(opts: WireGuardPortOptions) {
     this.opts = opts;
@@ -193,6 +120,11 @@ export class WireGuardPort {
     this.sink = opts.sink;
     this.clock = opts.clock ?? Date.now;
     this.onError = opts.onError ?? (() => {});
+    this.timer = new EngineTimer(this.clock, () => {
+      this.device.poll(this.clock());
+      this.afterActivity();
+      return this.device.nextDeadline();
+    });
     const batch = opts.batchSize ?? 64;
     // A transport datagram is 32 bytes + padded plaintext; leave room for a full MTU.
     const maxDatagram = opts.mtu + 32 + 16;
@@ -224,12 +156,8 @@ export class WireGuardPort {
     this.deliverPeers = new Array<Peer>(batch);
     this.send4 = new SendList(Math.max(batch, 256));
     this.send6 = new SendList(Math.max(batch, 256));
-    this.hsCapacity = opts.handshakeQueueSize ?? 1024;
+    this.hs = new HandshakeRing(opts.handshakeQueueSize ?? 1024);
     this.hsPerTurn = opts.handshakesPerTurn ?? 16;
-    this.hsBuf = new Uint8Array(this.hsCapacity * HANDSHAKE_SLOT);
-    this.hsLen = new Uint16Array(this.hsCapacity);
-    this.hsPort = new Uint16Array(this.hsCapacity);
-    this.hsAddr = new Array<string>(this.hsCapacity).fill('');
   }
 
   /** Coalescing area for a batch of `bytes` input bytes (0 without rxCoalesceReservation). */
@@ -360,10 +288,10 @@ export class WireGuardPort {
     for (let i = 0; i < count; i++) {
       let r: number;
       if (peers !== undefined) r = dev.encryptFor(peers[i], buf, offs[i], lens[i], now, out);
-      else if (runPeer !== null && this.sameDestination(buf, offs[i], lens[i]))
+      else if (runPeer !== null && this.run.same(buf, offs[i], lens[i]))
         r = dev.encryptFor(runPeer, buf, offs[i], lens[i], now, out);
       else {
-        this.rememberDestination(buf, offs[i], lens[i]);
+        this.run.remember(buf, offs[i], lens[i]);
         r = dev.encrypt(buf, offs[i], lens[i], now, out);
         runPeer = out.peer;
       }
@@ -382,35 +310,6 @@ export class WireGuardPort {
     this.flushSendList(s4, buf);
     this.flushSendList(s6, buf);
     this.afterActivity();
-  }
-
-  /** The destination address of the packet whose peer was looked up last (copied: it is encrypted in place). */
-  private readonly runDst = new Uint8Array(16);
-  private runVersion = 0;
-
-  private rememberDestination(buf: Uint8Array, off: number, len: number): void {
-    const v = len >= 40 ? buf[off] >>> 4 : len >= 20 && buf[off] >>> 4 === 4 ? 4 : 0;
-    this.runVersion = v;
-    if (v === 4) for (let k = 0; k < 4; k++) this.runDst[k] = buf[off + 16 + k];
-    else if (v === 6) for (let k = 0; k < 16; k++) this.runDst[k] = buf[off + 24 + k];
-  }
-
-  private sameDestination(buf: Uint8Array, off: number, len: number): boolean {
-    const v = this.runVersion;
-    const d = this.runDst;
-    if (v === 4) {
-      return (
-        len >= 20 &&
-        buf[off] >>> 4 === 4 &&
-        buf[off + 16] === d[0] &&
-        buf[off + 17] === d[1] &&
-        buf[off + 18] === d[2] &&
-        buf[off + 19] === d[3]
-      );
-    }
-    if (v !== 6 || len < 40 || buf[off] >>> 4 !== 6) return false;
-    for (let k = 0; k < 16; k++) if (buf[off + 24 + k] !== d[k]) return false;
-    return true;
   }
 
   private recordOf(ep: Endpoint): Uint8Array {
@@ -440,7 +339,7 @@ export class WireGuardPort {
 
   private onUdpBatch(sock: UdpSocket, b: PacketBatch): void {
     const now = this.clock();
-    const underLoad = this.hsCount >= this.hsCapacity >>> 3;
+    const underLoad = this.hs.underLoad;
     const words = b === this.rx4 ? this.rx4Words : this.rx6Words;
     const last = this.lastSource;
     const segs = b.segs;
@@ -498,9 +397,7 @@ export class WireGuardPort {
     if (isHandshakeMessage(b.buf, off, len)) {
       // mac1, and under load mac2/cookie and the rate limit, now: a flood of valid-mac1
       // initiations is answered or dropped here and never takes ring slots or event-loop turns.
-      if (
-        this.device.screenHandshake(b.buf, off, len, from, now, underLoad || this.hsCount >= this.hsCapacity >>> 3, out)
-      ) {
+      if (this.device.screenHandshake(b.buf, off, len, from, now, underLoad || this.hs.underLoad, out)) {
         this.queueHandshake(b.buf, off, len, this.lastAddress, this.lastPort);
       }
       return;
@@ -534,16 +431,10 @@ export class WireGuardPort {
   }
 
   private queueHandshake(buf: Uint8Array, off: number, len: number, address: string, port: number): void {
-    if (this.hsCount >= this.hsCapacity || len > HANDSHAKE_SLOT) {
+    if (!this.hs.push(buf, off, len, address, port)) {
       this.stats.handshakesDroppedQueueFull++;
       return;
     }
-    const slot = (this.hsHead + this.hsCount) % this.hsCapacity;
-    this.hsBuf.set(buf.subarray(off, off + len), slot * HANDSHAKE_SLOT);
-    this.hsLen[slot] = len;
-    this.hsPort[slot] = port;
-    this.hsAddr[slot] = address;
-    this.hsCount++;
     this.stats.handshakesQueued++;
     if (!this.hsScheduled) {
       this.hsScheduled = true;
@@ -557,16 +448,13 @@ export class WireGuardPort {
     if (this.closed) return;
     const now = this.clock();
     const from = this.from;
-    for (let n = 0; n < this.hsPerTurn && this.hsCount > 0; n++) {
-      const slot = this.hsHead;
-      this.hsHead = (this.hsHead + 1) % this.hsCapacity;
-      this.hsCount--;
-      from.address = this.hsAddr[slot];
-      from.port = this.hsPort[slot];
-      this.device.receiveScreened(this.hsBuf, slot * HANDSHAKE_SLOT, this.hsLen[slot], from, now, this.hsResult);
+    const hs = this.hs;
+    for (let n = 0; n < this.hsPerTurn && hs.depth > 0; n++) {
+      const slot = hs.shift(from);
+      this.device.receiveScreened(hs.buf, slot * HANDSHAKE_SLOT, hs.lengthOf(slot), from, now, this.hsResult);
       this.stats.handshakesProcessed++;
     }
-    if (this.hsCount > 0) {
+    if (hs.depth > 0) {
       this.hsScheduled = true;
       setImmediate(this.processHandshakes);
     }
@@ -575,7 +463,7 @@ export class WireGuardPort {
 
   /** Handshake ring depth (for metrics). */
   get handshakeQueueDepth(): number {
-    return this.hsCount;
+    return this.hs.depth;
   }
 
   // =========================================================================================
@@ -585,7 +473,7 @@ export class WireGuardPort {
   afterActivity(): void {
     if (this.device.outgoingCount > 0) this.flushOutbox();
     const deadline = this.device.nextDeadline();
-    if (deadline < this.timerAt) this.armTimer(deadline);
+    this.timer.armBefore(deadline);
   }
 
   /** Runs the engine's timers now (also used after configuration changes). */
@@ -604,32 +492,6 @@ export class WireGuardPort {
     }
   }
 
-  /**
-   * Arms the timer for `deadline`, but never further than TIMER_HORIZON_MS ahead. Why: the
-   * engine's earliest deadline moves back and forth by seconds with every packet (data sent:
-   * new-handshake in 15 s; data received: keepalive in 10 s), and re-arming on each move costs
-   * a clearTimeout/setTimeout pair and a Timeout object per packet. A timer at most 1 s ahead is
-   * only re-armed for deadlines inside that second (handshake retries, persistent keepalives of
-   * 1 s); at idle it costs one wake-up per second while a session exists.
-   */
-  private armTimer(deadline: number): void {
-    if (this.closed || !Number.isFinite(deadline)) return; // nothing pending: a running timer finds nothing to do
-    const now = this.clock();
-    const delay = Math.max(0, Math.min(deadline - now, TIMER_HORIZON_MS));
-    if (this.timer !== null) clearTimeout(this.timer);
-    this.timerAt = now + delay;
-    this.timer = setTimeout(this.onTimer, delay);
-  }
-
-  private readonly onTimer = (): void => {
-    this.timer = null;
-    this.timerAt = Number.POSITIVE_INFINITY;
-    if (this.closed) return;
-    this.device.poll(this.clock());
-    this.afterActivity();
-    if (this.timer === null) this.armTimer(this.device.nextDeadline());
-  };
-
   private async closeSockets(): Promise<void> {
     const socks = [this.udp4, this.udp6];
     this.udp4 = null;
@@ -640,8 +502,7 @@ export class WireGuardPort {
 
   async close(): Promise<void> {
     this.closed = true;
-    if (this.timer !== null) clearTimeout(this.timer);
-    this.timer = null;
+    this.timer.close();
     await this.closeSockets();
   }
 }

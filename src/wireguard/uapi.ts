@@ -16,21 +16,13 @@
  * - Ports, fwmark and keepalive are unsigned decimal (16, 32 and 16 bits).
  * - IPv6 endpoints are written `[addr]:port`; internally an endpoint's address has no brackets.
  *
- * Unlike wireguard-go, which applies each line as it reads it, `parseSet` validates the whole
- * request first: on any error it throws a `UapiError` and returns no operation, so the engine
- * can apply a request atomically (validate everything, then change).
+ * This file holds the protocol's vocabulary (errnos, the error, operations, the plan a set
+ * folds into, the device snapshot a get reports), its value parsers and planSet; the text of
+ * a `set=1` request is uapi-set.ts's, the text of a `get=1` reply uapi-get.ts's.
  *
  * Everything here allocates freely: this is the configuration path, never the packet path.
  */
-import { isZeroKey } from '../crypto/keys.js';
-import {
-  formatAddress,
-  formatPrefix,
-  parseAddress,
-  parsePrefix,
-  AddressParseError,
-  type Prefix,
-} from '../packet/addr.js';
+import { formatAddress, parseAddress, parsePrefix, AddressParseError, type Prefix } from '../packet/addr.js';
 
 /** Linux errno values that wireguard-go's UAPI replies with (negated on the wire). */
 export const UAPI_EIO = 5;
@@ -136,13 +128,13 @@ export interface UapiDeviceSnapshot {
   readonly peers: readonly UapiPeerSnapshot[];
 }
 
-const DEVICE_KEYS = new Set(['private_key', 'listen_port', 'fwmark', 'replace_peers']);
 const HEX_DIGITS = '0123456789abcdef';
 
 // ---------------------------------------------------------------------------------------------
 // Value parsers. Each returns the value or throws UapiError(-EINVAL) naming the line.
 
-function invalid(line: number, message: string): UapiError {
+/** The UapiError(-EINVAL) for a bad value on request line `line`. */
+export function invalid(line: number, message: string): UapiError {
   return new UapiError(-UAPI_EINVAL, message, line);
 }
 
@@ -177,7 +169,7 @@ export function formatHexKey(key: Uint8Array | null): string {
 }
 
 /** Unsigned decimal of at most `bits` bits, like Go's strconv.ParseUint(s, 10, bits). */
-function parseUnsigned(text: string, bits: 16 | 32, line: number, what: string): number {
+export function parseUnsigned(text: string, bits: 16 | 32, line: number, what: string): number {
   if (!/^[0-9]+$/.test(text)) throw invalid(line, `${what} is not an unsigned decimal number: ${JSON.stringify(text)}`);
   const max = bits === 16 ? 0xffff : 0xffffffff;
   // Strip leading zeros before the length check so "00051820" is accepted as Go does.
@@ -186,7 +178,8 @@ function parseUnsigned(text: string, bits: 16 | 32, line: number, what: string):
   return Number(digits);
 }
 
-function parseTrue(text: string, line: number, key: string): void {
+/** A boolean key's value: only `true` exists. */
+export function parseTrue(text: string, line: number, key: string): void {
   if (text !== 'true') throw invalid(line, `${key} accepts only "true", got ${JSON.stringify(text)}`);
 }
 
@@ -236,99 +229,14 @@ export function formatEndpoint(ep: UapiEndpoint): string {
   return ep.address.includes(':') ? `[${ep.address}]:${ep.port}` : `${ep.address}:${ep.port}`;
 }
 
-function parseAllowedIp(text: string, line: number): Prefix {
+/** An `allowed_ip` value: a prefix, host bits masked off. */
+export function parseAllowedIp(text: string, line: number): Prefix {
   try {
     // Not strict: like netip.ParsePrefix + Insert, host bits are accepted and masked off.
     return parsePrefix(text, false);
   } catch (e) {
     if (e instanceof AddressParseError) throw invalid(line, `allowed_ip ${JSON.stringify(text)}: ${e.reason}`);
     throw e;
-  }
-}
-
-// ---------------------------------------------------------------------------------------------
-// set=1
-
-/**
- * Parses the body of a `set=1` request (the lines after `set=1`, up to an optional blank line;
- * anything after the first blank line is ignored). A trailing `\r` on a line is ignored, as Go's
- * line scanner does. Throws `UapiError` on the first bad line; returns no partial result.
- */
-export function parseSet(text: string): UapiOperation[] {
-  const ops: UapiOperation[] = [];
-  let inPeer = false;
-  let start = 0;
-  let lineNo = 0;
-  while (start < text.length) {
-    let end = text.indexOf('\n', start);
-    if (end < 0) end = text.length;
-    let line = text.slice(start, end);
-    start = end + 1;
-    lineNo++;
-    if (line.endsWith('\r')) line = line.slice(0, -1);
-    if (line === '') break; // a blank line terminates the operation
-    const eq = line.indexOf('=');
-    if (eq < 0) throw new UapiError(-UAPI_EPROTO, `cannot parse ${JSON.stringify(line)}: expected key=value`, lineNo);
-    const key = line.slice(0, eq);
-    const value = line.slice(eq + 1);
-    if (key === 'public_key') {
-      inPeer = true;
-      ops.push({ op: 'public_key', key: parseHexKey(value, lineNo, 'public_key') });
-      continue;
-    }
-    if (!inPeer) {
-      if (!DEVICE_KEYS.has(key)) throw invalid(lineNo, `invalid UAPI device key ${JSON.stringify(key)}`);
-      ops.push(parseDeviceLine(key, value, lineNo));
-    } else {
-      ops.push(parsePeerLine(key, value, lineNo));
-    }
-  }
-  return ops;
-}
-
-function parseDeviceLine(key: string, value: string, line: number): UapiOperation {
-  switch (key) {
-    case 'private_key':
-      return { op: 'private_key', key: parseHexKey(value, line, 'private_key') };
-    case 'listen_port':
-      return { op: 'listen_port', port: parseUnsigned(value, 16, line, 'listen_port') };
-    case 'fwmark':
-      return { op: 'fwmark', mark: parseUnsigned(value, 32, line, 'fwmark') };
-    case 'replace_peers':
-      parseTrue(value, line, key);
-      return { op: 'replace_peers' };
-    default:
-      throw invalid(line, `invalid UAPI device key ${JSON.stringify(key)}`);
-  }
-}
-
-function parsePeerLine(key: string, value: string, line: number): UapiOperation {
-  switch (key) {
-    case 'update_only':
-      parseTrue(value, line, key);
-      return { op: 'update_only' };
-    case 'remove':
-      parseTrue(value, line, key);
-      return { op: 'remove' };
-    case 'preshared_key':
-      return { op: 'preshared_key', key: parseHexKey(value, line, 'preshared_key') };
-    case 'endpoint':
-      return { op: 'endpoint', endpoint: parseEndpoint(value, line) };
-    case 'persistent_keepalive_interval':
-      return {
-        op: 'persistent_keepalive_interval',
-        seconds: parseUnsigned(value, 16, line, 'persistent_keepalive_interval'),
-      };
-    case 'replace_allowed_ips':
-      parseTrue(value, line, key);
-      return { op: 'replace_allowed_ips' };
-    case 'allowed_ip':
-      return { op: 'allowed_ip', prefix: parseAllowedIp(value, line) };
-    case 'protocol_version':
-      if (value !== '1') throw invalid(line, `invalid protocol_version ${JSON.stringify(value)} (only 1 exists)`);
-      return { op: 'protocol_version', version: 1 };
-    default:
-      throw invalid(line, `invalid UAPI peer key ${JSON.stringify(key)}`);
   }
 }
 
@@ -413,207 +321,4 @@ export function planSet(ops: readonly UapiOperation[]): UapiSetPlan {
       : p,
   );
   return { privateKey, listenPort, fwmark, replacePeers, peers: folded };
-}
-
-/** The inverse of parseSet: body lines plus the terminating blank line (no `set=1` header). */
-export function formatSet(ops: readonly UapiOperation[]): string {
-  let s = '';
-  for (const o of ops) {
-    switch (o.op) {
-      case 'private_key':
-      case 'public_key':
-      case 'preshared_key':
-        s += `${o.op}=${formatHexKey(o.key)}\n`;
-        break;
-      case 'listen_port':
-        s += `listen_port=${o.port}\n`;
-        break;
-      case 'fwmark':
-        s += `fwmark=${o.mark}\n`;
-        break;
-      case 'replace_peers':
-      case 'update_only':
-      case 'remove':
-      case 'replace_allowed_ips':
-        s += `${o.op}=true\n`;
-        break;
-      case 'endpoint':
-        s += `endpoint=${formatEndpoint(o.endpoint)}\n`;
-        break;
-      case 'persistent_keepalive_interval':
-        s += `persistent_keepalive_interval=${o.seconds}\n`;
-        break;
-      case 'allowed_ip':
-        s += `allowed_ip=${formatPrefix(o.prefix)}\n`;
-        break;
-      case 'protocol_version':
-        s += 'protocol_version=1\n';
-        break;
-    }
-  }
-  return s + '\n';
-}
-
-// ---------------------------------------------------------------------------------------------
-// get=1
-
-function u64Text(v: number | bigint, what: string): string {
-  if (typeof v === 'bigint') {
-    if (v < 0n || v > 0xffffffffffffffffn) throw new RangeError(`${what} out of uint64 range`);
-    return v.toString();
-  }
-  if (!Number.isSafeInteger(v) || v < 0) throw new RangeError(`${what} must be a non-negative safe integer, got ${v}`);
-  return String(v);
-}
-
-/**
- * The full reply to `get=1`, in wireguard-go's order: private_key (if set), listen_port (if
- * non-zero), fwmark (if non-zero), then per peer public_key, preshared_key, protocol_version=1,
- * endpoint (if known), last_handshake_time_sec/nsec (Unix time, 0/0 = never), tx_bytes,
- * rx_bytes, persistent_keepalive_interval, allowed_ip lines; then `errno=0` and a blank line.
- */
-export function formatGet(snap: UapiDeviceSnapshot): string {
-  let s = '';
-  if (snap.privateKey !== null && !isZeroKey(snap.privateKey)) s += `private_key=${formatHexKey(snap.privateKey)}\n`;
-  if (snap.listenPort !== 0) s += `listen_port=${snap.listenPort}\n`;
-  if (snap.fwmark !== 0) s += `fwmark=${snap.fwmark}\n`;
-  for (const p of snap.peers) {
-    s += `public_key=${formatHexKey(p.publicKey)}\n`;
-    s += `preshared_key=${formatHexKey(p.presharedKey)}\n`;
-    s += 'protocol_version=1\n';
-    if (p.endpoint !== null) s += `endpoint=${formatEndpoint(p.endpoint)}\n`;
-    const ms = p.lastHandshakeTimeMs;
-    if (!Number.isFinite(ms) || ms < 0) throw new RangeError(`lastHandshakeTimeMs must be >= 0, got ${ms}`);
-    const sec = Math.floor(ms / 1000);
-    // A float of Unix milliseconds resolves ~0.25 µs today: report whole microseconds.
-    const nsec = Math.min(999_999, Math.round((ms - sec * 1000) * 1000)) * 1000;
-    s += `last_handshake_time_sec=${sec}\nlast_handshake_time_nsec=${nsec}\n`;
-    s += `tx_bytes=${u64Text(p.txBytes, 'txBytes')}\nrx_bytes=${u64Text(p.rxBytes, 'rxBytes')}\n`;
-    s += `persistent_keepalive_interval=${p.persistentKeepaliveInterval}\n`;
-    for (const a of p.allowedIps) s += `allowed_ip=${formatPrefix(a)}\n`;
-  }
-  return s + 'errno=0\n\n';
-}
-
-/**
- * Parses a `get=1` reply (what formatGet writes, or what wireguard-go answers) back into a
- * snapshot. A non-zero errno throws UapiError with that errno; counters come back as bigint.
- * Unknown keys throw (-EPROTO): this is a client for our own tests and tools, kept strict.
- */
-export function parseGet(
-  text: string,
-): UapiDeviceSnapshot & { readonly peers: readonly (UapiPeerSnapshot & { txBytes: bigint; rxBytes: bigint })[] } {
-  let privateKey: Uint8Array | null = null;
-  let listenPort = 0;
-  let fwmark = 0;
-  type P = { -readonly [K in keyof UapiPeerSnapshot]: UapiPeerSnapshot[K] } & {
-    txBytes: bigint;
-    rxBytes: bigint;
-    allowedIps: Prefix[];
-    sec: number;
-    nsec: number;
-  };
-  const peers: P[] = [];
-  let cur: P | null = null;
-  let sawErrno = false;
-  const lines = text.split('\n');
-  for (let i = 0; i < lines.length; i++) {
-    const line = lines[i];
-    const n = i + 1;
-    if (line === '') {
-      if (sawErrno) break;
-      continue;
-    }
-    const eq = line.indexOf('=');
-    if (eq < 0) throw new UapiError(-UAPI_EPROTO, `cannot parse ${JSON.stringify(line)}`, n);
-    const key = line.slice(0, eq);
-    const v = line.slice(eq + 1);
-    switch (key) {
-      case 'errno': {
-        const e = Number(v);
-        if (!Number.isInteger(e)) throw new UapiError(-UAPI_EPROTO, `bad errno ${JSON.stringify(v)}`, n);
-        if (e !== 0) throw new UapiError(e, `peer answered errno=${e}`, n);
-        sawErrno = true;
-        continue;
-      }
-      case 'private_key':
-        privateKey = parseHexKey(v, n, key);
-        continue;
-      case 'listen_port':
-        listenPort = parseUnsigned(v, 16, n, key);
-        continue;
-      case 'fwmark':
-        fwmark = parseUnsigned(v, 32, n, key);
-        continue;
-      case 'public_key':
-        cur = {
-          publicKey: parseHexKey(v, n, key),
-          presharedKey: null,
-          endpoint: null,
-          lastHandshakeTimeMs: 0,
-          txBytes: 0n,
-          rxBytes: 0n,
-          persistentKeepaliveInterval: 0,
-          allowedIps: [],
-          sec: 0,
-          nsec: 0,
-        };
-        peers.push(cur);
-        continue;
-    }
-    if (cur === null) throw new UapiError(-UAPI_EPROTO, `peer key ${JSON.stringify(key)} before public_key`, n);
-    switch (key) {
-      case 'preshared_key': {
-        const k = parseHexKey(v, n, key);
-        cur.presharedKey = isZeroKey(k) ? null : k;
-        break;
-      }
-      case 'protocol_version':
-        if (v !== '1') throw invalid(n, `protocol_version ${v}`);
-        break;
-      case 'endpoint':
-        cur.endpoint = parseEndpoint(v, n);
-        break;
-      case 'last_handshake_time_sec':
-        cur.sec = Number(u64(v, n, key));
-        break;
-      case 'last_handshake_time_nsec':
-        cur.nsec = Number(u64(v, n, key));
-        if (cur.nsec > 999_999_999) throw new UapiError(-UAPI_EPROTO, `${key} ${v} is not below 10^9`, n);
-        break;
-      case 'tx_bytes':
-        cur.txBytes = u64(v, n, key);
-        break;
-      case 'rx_bytes':
-        cur.rxBytes = u64(v, n, key);
-        break;
-      case 'persistent_keepalive_interval':
-        cur.persistentKeepaliveInterval = parseUnsigned(v, 16, n, key);
-        break;
-      case 'allowed_ip':
-        cur.allowedIps.push(parseAllowedIp(v, n));
-        break;
-      default:
-        throw new UapiError(-UAPI_EPROTO, `unknown key ${JSON.stringify(key)}`, n);
-    }
-  }
-  if (!sawErrno) throw new UapiError(-UAPI_EPROTO, 'reply has no errno line');
-  return {
-    privateKey,
-    listenPort,
-    fwmark,
-    peers: peers.map(({ sec, nsec, ...p }) => ({ ...p, lastHandshakeTimeMs: sec * 1000 + nsec / 1e6 })),
-  };
-}
-
-/** A decimal uint64 as Go prints one; anything else (sign, overflow) is -EPROTO. */
-function u64(v: string, line: number, key: string): bigint {
-  const b = BigInt(checkDigits(v, line));
-  if (b > 0xffffffffffffffffn) throw new UapiError(-UAPI_EPROTO, `${key} ${v} is out of the uint64 range`, line);
-  return b;
-}
-
-function checkDigits(v: string, line: number): string {
-  if (!/^[0-9]+$/.test(v)) throw new UapiError(-UAPI_EPROTO, `not a decimal number: ${JSON.stringify(v)}`, line);
-  return v;
 }

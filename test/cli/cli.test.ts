@@ -21,7 +21,7 @@ import { main, MAIN_HELP } from '../../src/cli/weft.js';
 import { ConfigError } from '../../src/control/config.js';
 import { CryptoBackendError } from '../../src/crypto/errors.js';
 import { RouteCommandError } from '../../src/kernel/iproute.js';
-import { TunPermissionError } from '../../src/io/tun.js';
+import { TunPermissionError } from '../../src/io/tun-errors.js';
 import { UdpError } from '../../src/io/udp.js';
 import { captureIo } from './helpers.js';
 

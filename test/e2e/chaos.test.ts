@@ -39,7 +39,7 @@ import {
   weftUpCommand,
   writeDemoFiles,
   type RunningProcess,
-} from '../../src/demo/run.js';
+} from '../../src/demo/data-plane.js';
 import { buildTopology, destroyTopology } from '../../src/demo/topology.js';
 import type { WeftStatus } from '../../src/daemon/status.js';
 import {

@@ -43,7 +43,7 @@ import {
   weftUpCommand,
   writeDemoFiles,
   type RunningProcess,
-} from '../../src/demo/run.js';
+} from '../../src/demo/data-plane.js';
 import { buildTopology, destroyTopology } from '../../src/demo/topology.js';
 import { ensureBuilt, LAUNCH_JS, UP_JS, WEFT_BIN } from '../demo/dist.js';
 import { TSHARK_TCP_BAD } from '../util/pcap.js';

@@ -3,13 +3,8 @@ import koffi from 'koffi';
 import { Topology, e2eUnavailableReason, run, waitFor } from '../util/netns.js';
 import { PacketBatch } from '../../src/io/batch.js';
 import { loadNativeIo, nativeIoLoadError } from '../../src/io/native.js';
-import {
-  TunBusyError,
-  TunDevice,
-  TunPermissionError,
-  TunUnavailableError,
-  type TunMechanism,
-} from '../../src/io/tun.js';
+import { TunDevice, type TunMechanism } from '../../src/io/tun.js';
+import { TunBusyError, TunPermissionError, TunUnavailableError } from '../../src/io/tun-errors.js';
 import { skipUnlessRoot } from '../util/requirements.js';
 
 const IPV4_PROTO_ICMP = 1;

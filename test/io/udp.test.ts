@@ -3,14 +3,8 @@ import * as dgram from 'node:dgram';
 import { spawnSync } from 'node:child_process';
 import { PacketBatch } from '../../src/io/batch.js';
 import { ADDR_RECORD_LEN, loadNativeIo, nativeIoLoadError } from '../../src/io/native.js';
-import {
-  AddressInterner,
-  UdpError,
-  UdpSocket,
-  encodeAddress,
-  recordPort,
-  type UdpMechanism,
-} from '../../src/io/udp.js';
+import { UdpError, UdpSocket, encodeAddress, type UdpMechanism } from '../../src/io/udp.js';
+import { AddressInterner, recordPort } from '../../src/io/udp-address.js';
 import { waitFor } from '../util/wait.js';
 import { skipUnlessRoot, isRoot } from '../util/requirements.js';
 

@@ -1,7 +1,9 @@
 /** Device configuration: the UAPI operations applied atomically, and the `get=1` snapshot. */
 import { describe, expect, it } from 'vitest';
 import { Device, ENCRYPT_SEND, ENCRYPT_STAGED, WireGuardConfigError } from '../../src/wireguard/device.js';
-import { formatGet, parseGet, parseSet, type UapiSetPlan } from '../../src/wireguard/uapi.js';
+import type { UapiSetPlan } from '../../src/wireguard/uapi.js';
+import { parseSet } from '../../src/wireguard/uapi-set.js';
+import { formatGet, parseGet } from '../../src/wireguard/uapi-get.js';
 import { parsePrefix, formatPrefix } from '../../src/packet/addr.js';
 import { BACKENDS } from './backends.js';
 import { T0, VirtualNet, ipv4Packet } from './sim.js';

@@ -3,16 +3,14 @@ import {
   UapiError,
   UAPI_EINVAL,
   UAPI_EPROTO,
-  formatGet,
-  formatSet,
-  parseGet,
-  parseSet,
   planSet,
   parseEndpoint,
   formatHexKey,
   parseHexKey,
   type UapiDeviceSnapshot,
 } from '../../src/wireguard/uapi.js';
+import { formatSet, parseSet } from '../../src/wireguard/uapi-set.js';
+import { formatGet, parseGet } from '../../src/wireguard/uapi-get.js';
 import { formatPrefix, parsePrefix } from '../../src/packet/addr.js';
 
 // Keys from the wireguard.com cross-platform page's example exchange (public example values).

@@ -4,7 +4,8 @@
  */
 import { leaseName as liqoLeaseName, type LiqoGatewayIdentity } from '../../control/k8s/liqo-gateway.js';
 import { LEASE_DEFAULTS, type K8sSettings } from '../../daemon/k8s-settings.js';
-import { LogLevelSchema, type LogLevel } from '../../control/config.js';
+import type { LogLevel } from '../../control/config.js';
+import { LogLevelSchema } from '../../control/config-schema.js';
 import { optFlag, optInt, optString, UsageError, type CliIo, type ParsedArgs } from './common.js';
 import { checkInstanceName, defaultRunDir } from '../../daemon/control-socket.js';
 

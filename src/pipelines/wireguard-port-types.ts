@@ -1,0 +1,79 @@
+/**
+ * What a WireGuardPort agrees with its owner: the sink decrypted packets go to, the options it
+ * is built with and the counters it keeps. Apart from wireguard-port.ts so the contract reads
+ * on its own, and a sink can implement InnerSink without importing the engine.
+ */
+import type { Device } from '../wireguard/device.js';
+import type { Peer } from '../wireguard/peer.js';
+import type { UdpMechanism } from '../io/udp.js';
+
+/** Where decrypted inner packets go (a TUN device, or the gateway's routing stage). */
+export interface InnerSink {
+  /**
+   * Takes packets i < count at buf[offs[i], offs[i]+lens[i]), packet i decrypted by the session
+   * of peers[i]; returns how many it accepted. All arrays are the port's, reused per batch:
+   * valid only during the call (entries at i >= count are stale). buf[areaOff, +areaLen) is
+   * free scratch space in the same buffer (rxCoalesceReservation; length 0 without it).
+   */
+  writeBatch(
+    buf: Uint8Array,
+    offs: Uint32Array,
+    lens: Uint32Array,
+    peers: readonly Peer[],
+    count: number,
+    areaOff: number,
+    areaLen: number,
+  ): number;
+}
+
+export interface WireGuardPortOptions {
+  readonly device: Device;
+  readonly sink: InnerSink;
+  /** Largest inner packet (the TUN MTU). */
+  readonly mtu: number;
+  /** Handshake ring capacity; under load (≥ 1/8 full) mac2 cookies are demanded. Default 1024. */
+  readonly handshakeQueueSize?: number;
+  /** Handshake messages processed per event-loop turn. Default 16. */
+  readonly handshakesPerTurn?: number;
+  /** Socket buffers to request (bytes). Default 8 MiB (io/udp.ts). */
+  readonly socketBuffer?: number;
+  readonly udpMechanism?: UdpMechanism;
+  /** Packets per receive batch. Default 64. */
+  readonly batchSize?: number;
+  /**
+   * Bytes reserved before every received datagram. Decrypted plaintext starts 16 bytes into the
+   * datagram, so the sink sees rxHeadroom + 16 bytes of headroom in front of each inner packet
+   * (the gateway uses it to write a Geneve header in place). Default 0.
+   */
+  readonly rxHeadroom?: number;
+  /** Bytes reserved after every datagram slot, for a sink that grows packets. Default 0. */
+  readonly rxTailroom?: number;
+  /**
+   * Try UDP GSO (send: the equal-sized datagrams to one endpoint, e.g. the segments of one
+   * super-packet, go as one message) and UDP GRO (receive: a run of datagrams per slot).
+   * Per feature, whatever the kernel refuses stays off (udpOffload() says what is on). Default false.
+   */
+  readonly udpOffload?: boolean;
+  /**
+   * Bytes one super-packet takes in the sink's coalescing area (Coalescer.reservation): the
+   * receive batches get a scratch area after their slots sized for a batch's worth of
+   * super-packets, passed to the sink. 0 (default): no area.
+   */
+  readonly rxCoalesceReservation?: number;
+  /** Open flows the sink coalesces at once (sizes the area). Default 16. */
+  readonly rxCoalesceFlows?: number;
+  /** Wall-clock milliseconds (Unix epoch); injectable for tests. */
+  readonly clock?: () => number;
+  /** Called for unexpected I/O errors (never per packet). */
+  readonly onError?: (what: string, err: unknown) => void;
+}
+
+/** Counters of this stage (the engine keeps its own drop counters by reason). */
+export interface WireGuardPortStats {
+  handshakesQueued: number;
+  handshakesDroppedQueueFull: number;
+  handshakesProcessed: number;
+  sendFailures: number;
+  innerSinkRefused: number;
+  noSocketForFamily: number;
+}
