@@ -48,6 +48,7 @@ import {
 import { GENEVE_OFFLOAD_DELIVER_MAX, GenevePort } from '../ports/geneve-port.js';
 import type { TunSegmenter } from '../ports/tun-offload.js';
 import { KernelState } from '../ports/iproute.js';
+import type { KernelOwner } from '../ports/reconcile.js';
 import { withNetnsAsync } from '../ports/netns.js';
 import { WireGuardPort } from '../ports/wireguard-port.js';
 import { Router, RouterLanes, type RouterPeer } from '../router/router.js';
@@ -252,6 +253,8 @@ export class Gateway implements StatsSource {
     this.tun = TunDevice.open({ name: opts.tunName ?? c.wireguard.interfaceName, mtu, netns: opts.netns, offload });
     this.tunWriter = new FabricTunWriter(this.tun, this.lanesGeneve.capacity);
     this.kernel = new KernelState(this.tun.name, opts.netns);
+    const quiet = await this.kernel.quietIpv6();
+    if (quiet !== null) this.onError('turning IPv6 off on the TUN', quiet);
     for (const a of this.localAddrs) await this.kernel.addAddress(a);
     await this.syncKernelRoutes();
 
@@ -787,13 +790,11 @@ export class Gateway implements StatsSource {
         rxPackets: x.rxPackets,
         drops: x.drops,
       })),
-      podRoutes: this.table
-        .podRoutes()
-        .map((r) => ({
-          podCIDR: `${formatAddress(r.prefix.addr)}/${r.prefix.prefixLen}`,
-          nodeInternalAddress: r.nodeInternalAddress,
-          resolved: r.tunnel !== null,
-        })),
+      podRoutes: this.table.podRoutes().map((r) => ({
+        podCIDR: `${formatAddress(r.prefix.addr)}/${r.prefix.prefixLen}`,
+        nodeInternalAddress: r.nodeInternalAddress,
+        resolved: r.tunnel !== null,
+      })),
       nat: natStatsWithRules(this.nat.stats(), this.yaml?.active === true ? this.yaml.attachment.runtime : null),
       drops: { ...this.drops() },
       queues: { ...this.queueDepths() },
@@ -816,6 +817,11 @@ export class Gateway implements StatsSource {
   /** Ports actually bound (useful with port 0 in tests). */
   get ports(): { geneve: number; wireguard: number } {
     return { geneve: this.geneve?.port ?? -1, wireguard: this.wg?.port ?? -1 };
+  }
+
+  /** The TUN's kernel state (link, addresses, routes) for ports/reconcile.ts. */
+  kernelOwner(): KernelOwner {
+    return this.kernel;
   }
 
   /** Stops forwarding, removes the routes/addresses it added, closes sockets and the TUN. Idempotent. */

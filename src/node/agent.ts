@@ -44,6 +44,7 @@ import {
   type SegmenterCounts,
 } from '../ports/fabric-offload.js';
 import { ip, KernelState, writeSysctl } from '../ports/iproute.js';
+import type { KernelOwner } from '../ports/reconcile.js';
 import {
   HOOK_COUNT,
   HOOK_INPUT,
@@ -237,6 +238,8 @@ export class NodeAgent {
       });
       const agent = new NodeAgent(config, tun, geneve, table, kernel, opts, writer);
       agentRef = agent;
+      const quiet = await kernel.quietIpv6();
+      if (quiet !== null) opts.onError?.('turning IPv6 off on the TUN', quiet);
       await agent.installKernelState();
       // With a vnet header, super-packets are cut to the inner MTU and each segment is
       // encapsulated in place (after the stages): a super-packet's segments leave as one GSO run.
@@ -411,6 +414,11 @@ export class NodeAgent {
       geneve: { ...this.geneve.stats, drops },
       tunnels,
     };
+  }
+
+  /** The TUN's kernel state (link, addresses, routes) for ports/reconcile.ts. */
+  kernelOwner(): KernelOwner {
+    return this.kernel;
   }
 
   /** Stops forwarding, removes routes and addresses it added, closes the socket and the TUN. Idempotent. */
