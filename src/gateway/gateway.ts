@@ -811,6 +811,7 @@ export class Gateway implements StatsSource {
       ports: { geneve: this.geneve?.port ?? -1, wireguard: this.wg?.port ?? -1 },
       forwarded: { ...this.forwarded },
       routed: { ...this.routed },
+      ipv6LinkLocal: this.router.ipv6LinkLocal,
     };
   }
 

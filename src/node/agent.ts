@@ -44,6 +44,7 @@ import {
   type SegmenterCounts,
 } from '../ports/fabric-offload.js';
 import { ip, KernelState, writeSysctl } from '../ports/iproute.js';
+import { isIpv6LinkLocalControl } from '../packet/ipv6.js';
 import type { KernelOwner } from '../ports/reconcile.js';
 import {
   HOOK_COUNT,
@@ -94,6 +95,8 @@ export interface NodeAgentStats {
   gro: CoalescerCounts;
   geneve: GenevePortStats & { drops: Record<string, number> };
   tunnels: { name: string; vni: number; remoteUnderlay: string; txPackets: number; rxPackets: number; drops: number }[];
+  /** The kernel's IPv6 link-local control read from the TUN (RS, MLD, ND): not sent, not a drop. */
+  ipv6LinkLocal: number;
 }
 
 /** Headroom of TUN reads: the Geneve header (8) + options + inner Ethernet (14) fit with room to spare. */
@@ -173,8 +176,21 @@ export class NodeAgent {
     return { out: this.outStages.dropped, in: this.inStages.dropped };
   }
 
+  private ipv6LinkLocal = 0;
+
   private toGateway(buf: Uint8Array, offs: Uint32Array, lens: Uint32Array, n: number): void {
-    const k = this.outStages.run(buf, offs, lens, n, this.outMeta, this.now());
+    // The kernel's IPv6 link-local control has no tunnel to go to: set apart (in place) and counted.
+    let m = 0;
+    for (let i = 0; i < n; i++) {
+      if (isIpv6LinkLocalControl(buf, offs[i]!, lens[i]!)) {
+        this.ipv6LinkLocal++;
+        continue;
+      }
+      offs[m] = offs[i]!;
+      lens[m++] = lens[i]!;
+    }
+    if (m === 0) return;
+    const k = this.outStages.run(buf, offs, lens, m, this.outMeta, this.now());
     if (k > 0) this.geneve.sendBatch(buf, offs, lens, k);
   }
 
@@ -401,6 +417,7 @@ export class NodeAgent {
     const drops: Record<string, number> = {};
     for (const [k, v] of Object.entries(snap)) if (k.startsWith('drop_') && v > 0) drops[k.slice(5)] = v;
     return {
+      ipv6LinkLocal: this.ipv6LinkLocal,
       tun: {
         name: this.tun.name,
         mtu: this.tun.mtu,

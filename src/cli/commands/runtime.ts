@@ -464,6 +464,7 @@ export class Runtime {
         out: { toNodes: st.forwarded.toGeneve, toHost: st.forwarded.toTun, toPeers: st.forwarded.toWireguard },
       },
       drops: st.drops,
+      ...(st.ipv6LinkLocal > 0 ? { ignored: { ipv6_link_local: st.ipv6LinkLocal } } : {}),
       queues: st.queues,
       cluster: { id: cfg.cluster.id },
     };
@@ -501,6 +502,7 @@ export class Runtime {
       },
       offloads: st.offloads,
       drops,
+      ...(st.ipv6LinkLocal > 0 ? { ignored: { ipv6_link_local: st.ipv6LinkLocal } } : {}),
       cluster: { id: cfg.cluster.id },
     };
   }

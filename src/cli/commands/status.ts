@@ -83,6 +83,12 @@ export interface WeftStatus {
   };
   /** "stage.reason" → count (only non-zero). */
   drops: Record<string, number>;
+  /**
+   * Packets read from the TUN and deliberately not forwarded, which are not drops (only
+   * non-zero): `ipv6_link_local`, the kernel's own IPv6 link-local control (router
+   * solicitations, MLD, neighbour discovery) on a TUN that carries IPv6.
+   */
+  ignored?: Record<string, number>;
   queues: Record<string, number>;
   /**
    * Compiled firewall rules in force (Liqo mode, both roles): rules with `counter` and chain
@@ -230,6 +236,8 @@ export function formatStatus(st: WeftStatus, now: number): string {
     lines.push('drops:');
     for (const [reason, n] of drops) lines.push(`  ${reason}: ${n}`);
   }
+  const ignored = Object.entries(st.ignored ?? {}).filter(([, n]) => n > 0);
+  if (ignored.length > 0) lines.push(`not forwarded (not drops): ${ignored.map(([k, n]) => `${k} ${n}`).join(', ')}`);
   const queues = Object.entries(st.queues).filter(([, n]) => n > 0);
   if (queues.length > 0) lines.push(`queues: ${queues.map(([q, n]) => `${q} ${n}`).join(', ')}`);
   return `${lines.join('\n')}\n`;
