@@ -569,6 +569,11 @@ export class Gateway implements StatsSource {
     return this.tunnelPlan;
   }
 
+  /** Whether WireGuard knows where to send to peer `name` (configured, or learned from its handshake). */
+  hasEndpoint(name: string): boolean {
+    return (this.peersByName.get(name)?.wg.endpoint ?? null) !== null;
+  }
+
   /** The configuration in force. */
   get current(): GatewayConfig {
     return this.config;

@@ -266,6 +266,11 @@ export class Runtime {
           await ConnCheckRunner.start({
             bindAddress: local,
             targets,
+            canSend: (address) => {
+              const gw = this.gateway();
+              const t = gw?.tunnelAddresses().peers.find((p) => p.local === local && p.remote === address);
+              return gw === null || t === undefined || gw.hasEndpoint(t.name);
+            },
             ...(this.opts.launch?.netns !== undefined ? { netns: this.opts.launch.netns } : {}),
             ...(this.opts.conncheckIntervalMs !== undefined ? { intervalMs: this.opts.conncheckIntervalMs } : {}),
             ...(this.opts.conncheckLossThreshold !== undefined
