@@ -192,7 +192,7 @@ export class KernelReconciler {
       }
     }
     const what = missing.map(describeItem);
-    if (failed.length === 0) this.o.log.info({ missing: what }, 'kernel state: restored what was missing');
+    if (failed.length === 0) this.o.log.warn({ missing: what }, 'kernel state: restored what was missing');
     else throw new ReconcileError('restore', `missing ${what.join('; ')}; could not restore ${failed.join('; ')}`);
   }
 

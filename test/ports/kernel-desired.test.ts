@@ -185,7 +185,7 @@ describe('KernelReconciler on fake runners', () => {
     ]);
     expect(logs).toEqual([
       {
-        level: 'info',
+        level: 'warn',
         obj: { missing: ['route 10.71.0.0/16 dev liqo-tunnel', 'route 169.254.18.1/32 dev liqo-tunnel'] },
         msg: 'kernel state: restored what was missing',
       },
