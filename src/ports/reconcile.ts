@@ -12,8 +12,8 @@
  *
  * Each tick runs inside the owner's `exclusive` section, so it never interleaves with the
  * owner's own changes (a route being removed is not put back). What was missing is restored with
- * the item's command and logged as ONE line per tick that found something (what, and whether it
- * was restored). Failures (a device gone, `ip` refusing) are ReconcileErrors, logged once until
+ * the item's command and logged as ONE warn line per tick that restored something (naming each
+ * item). Failures (a device gone, `ip` refusing) are ReconcileErrors, logged once until
  * the tick succeeds again; they never stop forwarding or the timer. At most `maxRestores`
  * commands run per tick (bounded work; the rest follow on the next tick).
  */
@@ -141,11 +141,12 @@ export class KernelReconciler {
     await this.running;
   }
 
-  /** One resync of every owner; never throws. */
+  /** One resync of every owner; never throws. Logs one line for all that it restored. */
   async tick(): Promise<void> {
+    const restored: string[] = [];
     for (const owner of [...this.owners]) {
       try {
-        await owner.exclusive(() => this.reconcile(owner));
+        await owner.exclusive(() => this.reconcile(owner, restored));
         if (this.lastError.delete(owner)) this.o.log.info({}, 'kernel state: reconciling works again');
       } catch (e) {
         const text = e instanceof Error ? `${e.name}: ${e.message}` : String(e);
@@ -154,9 +155,11 @@ export class KernelReconciler {
         this.o.log.warn({ err: text }, 'kernel state: cannot reconcile (forwarding continues; retried every tick)');
       }
     }
+    if (restored.length > 0) this.o.log.warn({ missing: restored }, 'kernel state: restored what was missing');
   }
 
-  private async reconcile(owner: KernelOwner): Promise<void> {
+  /** Restores what `owner` misses; appends what it restored to `restored`. Throws ReconcileError. */
+  private async reconcile(owner: KernelOwner, restored: string[]): Promise<void> {
     const desired = owner.desired();
     if (desired.length === 0) return;
     const q = queriesFor(desired);
@@ -187,13 +190,12 @@ export class KernelReconciler {
       try {
         await this.run(restoreCommand(it));
         this.restored++;
+        restored.push(describeItem(it));
       } catch (e) {
         failed.push(`${describeItem(it)}: ${e instanceof Error ? e.message : String(e)}`);
       }
     }
-    const what = missing.map(describeItem);
-    if (failed.length === 0) this.o.log.warn({ missing: what }, 'kernel state: restored what was missing');
-    else throw new ReconcileError('restore', `missing ${what.join('; ')}; could not restore ${failed.join('; ')}`);
+    if (failed.length > 0) throw new ReconcileError('restore', `could not restore ${failed.join('; ')}`);
   }
 
   private async run(c: RestoreCommand): Promise<void> {

@@ -209,6 +209,25 @@ describe('KernelReconciler on fake runners', () => {
     expect(logs.map((l) => l.level)).toEqual(['warn', 'info']);
   });
 
+  it('two owners missing state in one tick (a TUN flap in Liqo mode): one line for both', async () => {
+    const logs: string[] = [];
+    const table: KernelItem[] = [fabric[1]!];
+    const r = new KernelReconciler({
+      owners: [
+        { desired: () => gateway, exclusive: (f) => f() },
+        { desired: () => table, exclusive: (f) => f() },
+      ],
+      log: { info: (_o, m) => logs.push(m), warn: (o, m) => logs.push(`${m} ${JSON.stringify(o)}`) },
+      ipBatch: (lines) => Promise.resolve(lines[0]!.startsWith('addr') ? `${LINK_UP}\n[]\n` : '[]\n'),
+      ip: () => Promise.resolve(''),
+    });
+    await r.tick();
+    expect(logs).toHaveLength(1);
+    expect(logs[0]).toContain('route 10.71.0.0/16 dev liqo-tunnel');
+    expect(logs[0]).toContain('route 10.71.0.0/16 via 10.80.0.1 dev weft0 table 1880');
+    expect(r.restored).toBe(3);
+  });
+
   it('an owner with nothing installed costs no read', async () => {
     const { r, ran, setItems } = setup({ ip: 'not json' });
     setItems([]);
