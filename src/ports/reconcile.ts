@@ -104,6 +104,8 @@ export class KernelReconciler {
   private readonly nftList: NftListRunner;
   private readonly ipRun: (args: readonly string[], netns?: string) => Promise<string>;
   private readonly nft: NftRunner;
+  /** What the previous tick restored ('' nothing), to log a restore that does not hold only once. */
+  private lastRestored = '';
   /** Items restored so far (for `weft show` / tests). */
   restored = 0;
 
@@ -155,7 +157,12 @@ export class KernelReconciler {
         this.o.log.warn({ err: text }, 'kernel state: cannot reconcile (forwarding continues; retried every tick)');
       }
     }
-    if (restored.length > 0) this.o.log.warn({ missing: restored }, 'kernel state: restored what was missing');
+    // The same items on consecutive ticks: the restore does not hold (something keeps removing
+    // it, or the kernel reports it otherwise than described); said once, not every tick.
+    const key = restored.join('\n');
+    if (restored.length > 0 && key !== this.lastRestored)
+      this.o.log.warn({ missing: restored }, 'kernel state: restored what was missing');
+    this.lastRestored = key;
   }
 
   /** Restores what `owner` misses; appends what it restored to `restored`. Throws ReconcileError. */

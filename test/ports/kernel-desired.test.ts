@@ -228,6 +228,15 @@ describe('KernelReconciler on fake runners', () => {
     expect(r.restored).toBe(3);
   });
 
+  it('a restore that does not hold (the same items missing tick after tick) is logged once', async () => {
+    const { r, logs } = setup({ ip: `${LINK_UP}\n[]\n` });
+    await r.tick();
+    await r.tick();
+    await r.tick();
+    expect(logs).toHaveLength(1);
+    expect(r.restored).toBe(6);
+  });
+
   it('an owner with nothing installed costs no read', async () => {
     const { r, ran, setItems } = setup({ ip: 'not json' });
     setItems([]);
