@@ -250,11 +250,19 @@ export class Gateway implements StatsSource {
     // Local TUN: the gateway host's interface into the fabric.
     const mtu = c.wireguard.mtu;
     const offload = opts.offload ?? true;
-    this.tun = TunDevice.open({ name: opts.tunName ?? c.wireguard.interfaceName, mtu, netns: opts.netns, offload });
+    // Opened down: IPv6 is turned off (when unused) before the kernel could send RS/MLD into it.
+    this.tun = TunDevice.open({
+      name: opts.tunName ?? c.wireguard.interfaceName,
+      mtu,
+      netns: opts.netns,
+      offload,
+      up: false,
+    });
     this.tunWriter = new FabricTunWriter(this.tun, this.lanesGeneve.capacity);
     this.kernel = new KernelState(this.tun.name, opts.netns);
     const quiet = await this.kernel.quietIpv6();
     if (quiet !== null) this.onError('turning IPv6 off on the TUN', quiet);
+    await this.kernel.linkUp();
     for (const a of this.localAddrs) await this.kernel.addAddress(a);
     await this.syncKernelRoutes();
 

@@ -223,7 +223,8 @@ export class NodeAgent {
     const mtu = opts.mtu ?? Math.min(config.node.mtu, await tunnelMtu(config, opts));
     const tunName = opts.tunName ?? config.node.tunName;
     const wantOffload = opts.offload ?? true;
-    const tun = TunDevice.open({ name: tunName, mtu, netns, offload: wantOffload });
+    // Opened down: IPv6 is turned off (when unused) before the kernel could send RS/MLD into it.
+    const tun = TunDevice.open({ name: tunName, mtu, netns, offload: wantOffload, up: false });
     let geneve: GenevePort | null = null;
     const kernel = new KernelState(tun.name, netns);
     try {
@@ -256,6 +257,7 @@ export class NodeAgent {
       agentRef = agent;
       const quiet = await kernel.quietIpv6();
       if (quiet !== null) opts.onError?.('turning IPv6 off on the TUN', quiet);
+      await kernel.linkUp();
       await agent.installKernelState();
       // With a vnet header, super-packets are cut to the inner MTU and each segment is
       // encapsulated in place (after the stages): a super-packet's segments leave as one GSO run.

@@ -147,6 +147,13 @@ export class KernelState {
     });
   }
 
+  /** `ip link set dev DEV up` (after quietIpv6 on a device opened down: no IPv6 control leaves before). */
+  linkUp(): Promise<void> {
+    return this.exclusive(async () => {
+      await ip(['link', 'set', 'dev', this.dev, 'up'], this.netns);
+    });
+  }
+
   private async ipv6For(addr: string): Promise<void> {
     if (!this.ipv6Off || !addr.includes(':')) return;
     await writeSysctl(`net/ipv6/conf/${this.dev}/disable_ipv6`, '0', this.netns);

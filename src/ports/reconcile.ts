@@ -106,7 +106,7 @@ export class KernelReconciler {
   private readonly nft: NftRunner;
   /** What the previous tick restored ('' nothing), to log a restore that does not hold only once. */
   private lastRestored = '';
-  /** Items restored so far (for `weft show` / tests). */
+  /** Items restored so far (diagnostics, tests). */
   restored = 0;
 
   constructor(private readonly o: ReconcilerOptions) {

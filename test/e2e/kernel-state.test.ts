@@ -126,9 +126,12 @@ describe.skipIf(reason !== null)('kernel state kept after a link flap; an idle f
         const st = await show(nameOf(f));
         expect(st.weft.active, f.label).toBe(true);
         expect(st.drops, f.label).toEqual({});
+        // IPv6 was off before the TUN came up: not even one link-local packet to set apart.
+        expect(st.ignored ?? {}, f.label).toEqual({});
         seen.push(`${nameOf(f)}: ignored ${JSON.stringify(st.ignored ?? {})}`);
       }
       expect(await connected()).toBe(true);
+      console.log(`[ks] idle ${IDLE_MS / 1000} s, no drops; ${seen.join('; ')}`);
       await annotate(seen.join('; '));
     },
     IDLE_MS + 30_000,
@@ -143,6 +146,7 @@ describe.skipIf(reason !== null)('kernel state kept after a link flap; an idle f
     const gw = procOf('gateway-a');
     expect(restoreLines(gw)).toEqual([]);
     const ms = await flap(ns, 'liqo-tunnel', want);
+    console.log(`[ks] routes through liqo-tunnel back ${ms} ms after the link came up`);
     await annotate(`routes through liqo-tunnel back ${ms} ms after the link came up`);
     expect(ms).toBeLessThan(1000);
     await waitFor('both Connections Connected again', connected, 15_000, 200);
@@ -162,6 +166,7 @@ describe.skipIf(reason !== null)('kernel state kept after a link flap; an idle f
     const agent = procs.find((p) => p.file.ns === ns)!;
     expect(restoreLines(agent)).toEqual([]);
     const ms = await flap(ns, nodeA1.tunName, want);
+    console.log(`[ks] routes through ${nodeA1.tunName} back ${ms} ms after the link came up`);
     await annotate(`routes through ${nodeA1.tunName} back ${ms} ms after the link came up`);
     expect(ms).toBeLessThan(1000);
     expect((await ping(A1.ns, b3AtA, 3, 0.2)).received).toBe(3);
