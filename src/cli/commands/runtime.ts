@@ -59,7 +59,7 @@ export interface RuntimeOptions {
   readonly conncheckLossThreshold?: number;
   /** Extra options for Gateway/NodeAgent (tests: netns, tunName). */
   readonly launch?: LaunchOptions;
-  /** Kernel state resync period (ports/reconcile.ts), default 500 ms; 0 turns it off. */
+  /** Kernel state resync period (ports/reconcile.ts), default WEFT_KERNEL_RESYNC_MS or 500 ms; 0 turns it off. */
   readonly kernelResyncMs?: number;
 }
 
@@ -120,7 +120,12 @@ export class Runtime {
   }
 
   private startReconciler(dp: RunningDataPlane): void {
-    const ms = this.opts.kernelResyncMs ?? 500;
+    const env = process.env['WEFT_KERNEL_RESYNC_MS'];
+    let ms = this.opts.kernelResyncMs ?? 500;
+    if (this.opts.kernelResyncMs === undefined && env !== undefined && env !== '') {
+      if (/^\d+$/.test(env)) ms = Number(env);
+      else this.opts.logger.warn({ WEFT_KERNEL_RESYNC_MS: env }, 'not a whole number of ms; using 500');
+    }
     if (ms <= 0) return;
     const own = dp.role === 'gateway' ? dp.gateway.kernelOwner() : dp.node.kernelOwner();
     const log = this.opts.logger;
