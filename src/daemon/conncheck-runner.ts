@@ -51,6 +51,13 @@ export interface ConnCheckRunnerOptions {
   readonly lossThreshold?: number;
   readonly onUpdate?: ConnCheckerOptions['onUpdate'];
   /**
+   * Whether a datagram to `address` can leave now (default: always). A gateway answers false for
+   * a peer it has no WireGuard endpoint for yet (a server before its client's first handshake):
+   * the PING is not sent rather than dropped and counted by the tunnel; it still counts as
+   * unanswered, so the status is what it would be.
+   */
+  readonly canSend?: (address: string) => boolean;
+  /**
    * Wall-clock ms with a fraction (the timestamp travels in the message). Default
    * `wallClockMs`: Date.now has whole milliseconds, too coarse for Liqo's "850μs".
    */
@@ -61,6 +68,8 @@ export class ConnCheckRunner {
   readonly checker: ConnChecker;
   /** Datagrams the socket refused to send. */
   sendErrors = 0;
+  /** Datagrams not sent because `canSend` said they could not leave. */
+  heldBack = 0;
   private timer: NodeJS.Timeout | undefined;
   private stopped = false;
   private readonly clock: () => number;
@@ -74,6 +83,10 @@ export class ConnCheckRunner {
     this.checker = new ConnChecker({
       // PINGs go to the peers' check port, PONGs back to the sender's port.
       send: (bytes, address, port) => {
+        if (opts.canSend !== undefined && !opts.canSend(address)) {
+          this.heldBack++;
+          return;
+        }
         this.sock.send(bytes, port, address, (err) => {
           if (err) this.sendErrors++;
         });

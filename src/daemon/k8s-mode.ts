@@ -328,6 +328,7 @@ export class K8sMode {
       });
       this.nodeFabric = fabric;
       this.runtime.setFabric(() => fabric.status());
+      this.runtime.addKernelOwner(fabric.kernel);
       this.liqoRules = await startGatewayRules({
         ...nodeRulesOptions(this.s.nodeName, this.watcher?.snapshot(), agent.stats().tun.mtu),
         kubeConfig: this.kc,
@@ -634,6 +635,7 @@ export class K8sMode {
     const f = this.nodeFabric;
     this.nodeFabric = null;
     this.runtime.setFabric(null);
+    if (f !== null) this.runtime.removeKernelOwner(f.kernel);
     await f?.stop().catch((e: unknown) => this.log.warn({ err: errText(e) }, 'fabric kernel cleanup'));
   }
 

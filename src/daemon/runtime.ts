@@ -40,6 +40,7 @@ import { startFromConfig, type LaunchOptions, type RunningDataPlane } from './la
 import { WEFT_VERSION } from './version.js';
 import { startControlServer, type ControlServer } from './control-socket.js';
 import { ConnCheckRunner, type ConnCheckTarget } from './conncheck-runner.js';
+import { KernelReconciler, type KernelOwner } from '../kernel/reconcile.js';
 import type { WeftPeerStatus, WeftStatus } from './status.js';
 
 export interface RuntimeOptions {
@@ -58,6 +59,8 @@ export interface RuntimeOptions {
   readonly conncheckLossThreshold?: number;
   /** Extra options for Gateway/NodeAgent (tests: netns, tunName). */
   readonly launch?: LaunchOptions;
+  /** Kernel state resync period (ports/reconcile.ts), default WEFT_KERNEL_RESYNC_MS or 500 ms; 0 turns it off. */
+  readonly kernelResyncMs?: number;
 }
 
 export class Runtime {
@@ -77,6 +80,9 @@ export class Runtime {
   /** Compiled rules in force (YAML mode: the configuration's; Liqo mode: its objects'), for `weft show` and metrics. */
   private rules: RulesCounterSource | null = null;
   private fabric: (() => FabricPathStatus) | null = null;
+  /** Puts back the kernel state of the data plane (and of addKernelOwner's owners) when something removes it. */
+  private reconciler: KernelReconciler | null = null;
+  private readonly extraOwners: KernelOwner[] = [];
 
   private constructor(private readonly opts: RuntimeOptions) {}
 
@@ -99,6 +105,37 @@ export class Runtime {
   /** The node role's fabric enforcement points (Liqo mode), for `weft show`. */
   setFabric(f: (() => FabricPathStatus) | null): void {
     this.fabric = f;
+  }
+
+  /** Kernel state to keep in place besides the data plane's own (Liqo mode: the fabric's rules, routes, tables). */
+  addKernelOwner(owner: KernelOwner): void {
+    if (!this.extraOwners.includes(owner)) this.extraOwners.push(owner);
+    this.reconciler?.addOwner(owner);
+  }
+
+  removeKernelOwner(owner: KernelOwner): void {
+    const i = this.extraOwners.indexOf(owner);
+    if (i >= 0) this.extraOwners.splice(i, 1);
+    this.reconciler?.removeOwner(owner);
+  }
+
+  private startReconciler(dp: RunningDataPlane): void {
+    const env = process.env['WEFT_KERNEL_RESYNC_MS'];
+    let ms = this.opts.kernelResyncMs ?? 500;
+    if (this.opts.kernelResyncMs === undefined && env !== undefined && env !== '') {
+      if (/^\d+$/.test(env)) ms = Number(env);
+      else this.opts.logger.warn({ WEFT_KERNEL_RESYNC_MS: env }, 'not a whole number of ms; using 500');
+    }
+    if (ms <= 0) return;
+    const own = dp.role === 'gateway' ? dp.gateway.kernelOwner() : dp.node.kernelOwner();
+    const log = this.opts.logger;
+    this.reconciler = new KernelReconciler({
+      owners: [own, ...this.extraOwners],
+      ...(this.opts.launch?.netns !== undefined ? { netns: this.opts.launch.netns } : {}),
+      intervalMs: ms,
+      log: { info: (o, m) => log.info(o, m), warn: (o, m) => log.warn(o, m) },
+    });
+    this.reconciler.start();
   }
 
   /** The namespace the data plane is launched in (tests), undefined: this one. */
@@ -143,6 +180,7 @@ export class Runtime {
     this.dp = await startFromConfig(config, launch);
     // YAML mode: the configuration's compiled rules (Liqo mode replaces them with its own).
     if (this.dp.role === 'gateway') this.rules = this.dp.gateway.rules;
+    this.startReconciler(this.dp);
     try {
       await this.syncMetrics(config);
       await this.syncConncheck(config);
@@ -158,6 +196,9 @@ export class Runtime {
     const dp = this.dp;
     this.dp = null;
     this.rules = null;
+    const rec = this.reconciler;
+    this.reconciler = null;
+    await rec?.stop();
     await this.stopConncheck();
     if (dp !== null) {
       await dp.stop();
@@ -230,6 +271,11 @@ export class Runtime {
           await ConnCheckRunner.start({
             bindAddress: local,
             targets,
+            canSend: (address) => {
+              const gw = this.gateway();
+              const t = gw?.tunnelAddresses().peers.find((p) => p.local === local && p.remote === address);
+              return gw === null || t === undefined || gw.hasEndpoint(t.name);
+            },
             ...(this.opts.launch?.netns !== undefined ? { netns: this.opts.launch.netns } : {}),
             ...(this.opts.conncheckIntervalMs !== undefined ? { intervalMs: this.opts.conncheckIntervalMs } : {}),
             ...(this.opts.conncheckLossThreshold !== undefined
@@ -450,6 +496,7 @@ export class Runtime {
         out: { toNodes: st.forwarded.toGeneve, toHost: st.forwarded.toTun, toPeers: st.forwarded.toWireguard },
       },
       drops: st.drops,
+      ...(st.ipv6LinkLocal > 0 ? { ignored: { ipv6_link_local: st.ipv6LinkLocal } } : {}),
       queues: st.queues,
       cluster: { id: cfg.cluster.id },
     };
@@ -487,6 +534,7 @@ export class Runtime {
       },
       offloads: st.offloads,
       drops,
+      ...(st.ipv6LinkLocal > 0 ? { ignored: { ipv6_link_local: st.ipv6LinkLocal } } : {}),
       cluster: { id: cfg.cluster.id },
       // Liqo mode: the fabric rules run in process may clamp too.
       ...(this.rules !== null ? { mssClamped: this.liqoMssClamped() } : {}),

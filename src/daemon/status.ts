@@ -86,6 +86,12 @@ export interface WeftStatus {
   };
   /** "stage.reason" → count (only non-zero). */
   drops: Record<string, number>;
+  /**
+   * Packets read from the TUN and deliberately not forwarded, which are not drops (only
+   * non-zero): `ipv6_link_local`, the kernel's own IPv6 link-local control (router
+   * solicitations, MLD, neighbour discovery) on a TUN that carries IPv6.
+   */
+  ignored?: Record<string, number>;
   queues: Record<string, number>;
   /**
    * Compiled firewall rules in force (Liqo mode, both roles): rules with `counter` and chain

@@ -42,8 +42,10 @@ export interface GatewayStats {
   gro: CoalescerCounts;
   ports: { geneve: number; wireguard: number };
   forwarded: { toWireguard: number; toGeneve: number; toTun: number };
-  /** Packets handed to the router, by input: routed = forwarded + route_/nat_ drops − generated ICMP errors. */
+  /** Packets handed to the router, by input: routed = forwarded + route_/nat_ drops + ipv6LinkLocal − generated ICMP errors. */
   routed: { fromNodes: number; fromHost: number; fromPeers: number };
+  /** Of fromHost: the kernel's IPv6 link-local control (RS, MLD, ND), set apart unrouted; not a drop. */
+  ipv6LinkLocal: number;
 }
 
 /** Drops by reason from every stage of a gateway (non-zero only), prefixed by stage (allocates). */

@@ -48,6 +48,7 @@ import {
 import { GENEVE_OFFLOAD_DELIVER_MAX, GenevePort } from '../pipelines/geneve-port.js';
 import type { TunSegmenter } from '../pipelines/tun-offload.js';
 import { KernelState } from '../kernel/iproute.js';
+import type { KernelOwner } from '../kernel/reconcile.js';
 import { withNetnsAsync } from '../kernel/netns.js';
 import { WireGuardPort } from '../pipelines/wireguard-port.js';
 import { Router, RouterLanes, type RouterPeer } from '../router/router.js';
@@ -249,9 +250,19 @@ export class Gateway implements StatsSource {
     // Local TUN: the gateway host's interface into the fabric.
     const mtu = c.wireguard.mtu;
     const offload = opts.offload ?? true;
-    this.tun = TunDevice.open({ name: opts.tunName ?? c.wireguard.interfaceName, mtu, netns: opts.netns, offload });
+    // Opened down: IPv6 is turned off (when unused) before the kernel could send RS/MLD into it.
+    this.tun = TunDevice.open({
+      name: opts.tunName ?? c.wireguard.interfaceName,
+      mtu,
+      netns: opts.netns,
+      offload,
+      up: false,
+    });
     this.tunWriter = new FabricTunWriter(this.tun, this.lanesGeneve.capacity);
     this.kernel = new KernelState(this.tun.name, opts.netns);
+    const quiet = await this.kernel.quietIpv6();
+    if (quiet !== null) this.onError('turning IPv6 off on the TUN', quiet);
+    await this.kernel.linkUp();
     for (const a of this.localAddrs) await this.kernel.addAddress(a);
     await this.syncKernelRoutes();
 
@@ -566,6 +577,11 @@ export class Gateway implements StatsSource {
     return this.tunnelPlan;
   }
 
+  /** Whether WireGuard knows where to send to peer `name` (configured, or learned from its handshake). */
+  hasEndpoint(name: string): boolean {
+    return (this.peersByName.get(name)?.wg.endpoint ?? null) !== null;
+  }
+
   /** The configuration in force. */
   get current(): GatewayConfig {
     return this.config;
@@ -808,12 +824,18 @@ export class Gateway implements StatsSource {
       ports: { geneve: this.geneve?.port ?? -1, wireguard: this.wg?.port ?? -1 },
       forwarded: { ...this.forwarded },
       routed: { ...this.routed },
+      ipv6LinkLocal: this.router.ipv6LinkLocal,
     };
   }
 
   /** Ports actually bound (useful with port 0 in tests). */
   get ports(): { geneve: number; wireguard: number } {
     return { geneve: this.geneve?.port ?? -1, wireguard: this.wg?.port ?? -1 };
+  }
+
+  /** The TUN's kernel state (link, addresses, routes) for ports/reconcile.ts. */
+  kernelOwner(): KernelOwner {
+    return this.kernel;
   }
 
   /** Stops forwarding, removes the routes/addresses it added, closes sockets and the TUN. Idempotent. */

@@ -9,6 +9,8 @@
  * Every failure is a RouteCommandError naming the command, the namespace and what `ip` said.
  */
 import { execFile } from 'node:child_process';
+import { writeFile } from 'node:fs/promises';
+import type { KernelItem } from './kernel-desired.js';
 
 /** An `ip` command failed. `command` is the full argument list, `stderr` what ip printed. */
 export class RouteCommandError extends Error {
@@ -71,7 +73,7 @@ export function removeAddress(dev: string, addr: string, netns?: string): Promis
 
 /** `ip route replace CIDR dev DEV [src SRC]`. */
 export function replaceRoute(cidr: string, dev: string, netns?: string, src?: string): Promise<string> {
-  return ip(['route', 'replace', cidr, 'dev', dev, ...(src === undefined ? [] : ['src', src])], netns);
+  return ip(routeArgs(cidr, dev, src), netns);
 }
 
 /** Deletes the route for `cidr` via `dev`; a route already gone is fine. */
@@ -81,35 +83,111 @@ export function removeRoute(cidr: string, dev: string, netns?: string): Promise<
 
 /**
  * Tracks what a pipeline added so that stop() removes exactly that (and reloads can diff).
- * Routes are keyed by CIDR; all of them point at one device.
+ * Routes are keyed by CIDR; all of them point at one device. Its changes run one at a time
+ * (`exclusive`), so reconcile.ts compares the kernel with desired() between them, never during.
  */
 export class KernelState {
-  private readonly routes = new Set<string>();
+  private readonly routes = new Map<string, string | undefined>();
   private readonly addrs = new Set<string>();
+  private queue: Promise<unknown> = Promise.resolve();
+  /** IPv6 turned off on the device by quietIpv6() (turned on again before an IPv6 address or route). */
+  private ipv6Off = false;
 
   constructor(
     readonly dev: string,
     readonly netns?: string,
   ) {}
 
-  async addAddress(addr: string): Promise<void> {
-    await addAddress(this.dev, addr, this.netns);
-    this.addrs.add(addr);
+  /** Runs `f` after every change asked for so far, and holds later ones until it is done. */
+  exclusive<T>(f: () => Promise<T>): Promise<T> {
+    const p = this.queue.then(f, f);
+    this.queue = p.catch(() => {});
+    return p;
   }
 
-  async removeAddress(addr: string): Promise<void> {
-    if (!this.addrs.delete(addr)) return;
-    await removeAddress(this.dev, addr, this.netns);
+  /** What this device should have, as data (kernel-desired.ts): the link up, its addresses, its routes. */
+  desired(): KernelItem[] {
+    const out: KernelItem[] = [{ kind: 'link', dev: this.dev }];
+    for (const a of this.addrs) out.push({ kind: 'addr', dev: this.dev, cidr: hostCidr(a) });
+    for (const [cidr, src] of this.routes)
+      out.push({
+        kind: 'route',
+        table: 'main',
+        dst: cidr,
+        dev: this.dev,
+        ...(src === undefined ? {} : { src }),
+        restore: { tool: 'ip', args: routeArgs(cidr, this.dev, src) },
+      });
+    return out;
   }
 
-  async addRoute(cidr: string, src?: string): Promise<void> {
-    await replaceRoute(cidr, this.dev, this.netns, src);
-    this.routes.add(cidr);
+  /**
+   * Turns IPv6 off on the device when nothing IPv6 is configured on it, so that the kernel sends
+   * no router solicitations, MLD reports or neighbour discovery into it (noise the data plane
+   * would otherwise have to classify). disable_ipv6 through /proc/sys first; where that is
+   * read-only (a container), no link-local address (`addrgenmode none`, existing ones flushed)
+   * through netlink. Best effort: returns the failure, if any, for the caller to report.
+   */
+  quietIpv6(): Promise<unknown> {
+    return this.exclusive(async () => {
+      if ([...this.addrs, ...this.routes.keys()].some((a) => a.includes(':'))) return null;
+      try {
+        await writeSysctl(`net/ipv6/conf/${this.dev}/disable_ipv6`, '1', this.netns);
+        this.ipv6Off = true;
+        return null;
+      } catch (e) {
+        try {
+          await ip(['link', 'set', 'dev', this.dev, 'addrgenmode', 'none'], this.netns);
+          await ip(['-6', 'addr', 'flush', 'dev', this.dev, 'scope', 'link'], this.netns);
+          return null;
+        } catch {
+          return e;
+        }
+      }
+    });
   }
 
-  async removeRoute(cidr: string): Promise<void> {
-    if (!this.routes.delete(cidr)) return;
-    await removeRoute(cidr, this.dev, this.netns);
+  /** `ip link set dev DEV up` (after quietIpv6 on a device opened down: no IPv6 control leaves before). */
+  linkUp(): Promise<void> {
+    return this.exclusive(async () => {
+      await ip(['link', 'set', 'dev', this.dev, 'up'], this.netns);
+    });
+  }
+
+  private async ipv6For(addr: string): Promise<void> {
+    if (!this.ipv6Off || !addr.includes(':')) return;
+    await writeSysctl(`net/ipv6/conf/${this.dev}/disable_ipv6`, '0', this.netns);
+    this.ipv6Off = false;
+  }
+
+  addAddress(addr: string): Promise<void> {
+    return this.exclusive(async () => {
+      await this.ipv6For(addr);
+      await addAddress(this.dev, addr, this.netns);
+      this.addrs.add(addr);
+    });
+  }
+
+  removeAddress(addr: string): Promise<void> {
+    return this.exclusive(async () => {
+      if (!this.addrs.delete(addr)) return;
+      await removeAddress(this.dev, addr, this.netns);
+    });
+  }
+
+  addRoute(cidr: string, src?: string): Promise<void> {
+    return this.exclusive(async () => {
+      await this.ipv6For(cidr);
+      await replaceRoute(cidr, this.dev, this.netns, src);
+      this.routes.set(cidr, src);
+    });
+  }
+
+  removeRoute(cidr: string): Promise<void> {
+    return this.exclusive(async () => {
+      if (!this.routes.delete(cidr)) return;
+      await removeRoute(cidr, this.dev, this.netns);
+    });
   }
 
   hasRoute(cidr: string): boolean {
@@ -117,20 +195,20 @@ export class KernelState {
   }
 
   routeList(): string[] {
-    return [...this.routes];
+    return [...this.routes.keys()];
   }
 
   /** Makes the route set exactly `cidrs` (adds first, then removes the rest). */
   async syncRoutes(cidrs: Iterable<string>, src?: string): Promise<void> {
     const want = new Set(cidrs);
     for (const c of want) if (!this.routes.has(c)) await this.addRoute(c, src);
-    for (const c of [...this.routes]) if (!want.has(c)) await this.removeRoute(c);
+    for (const c of [...this.routes.keys()]) if (!want.has(c)) await this.removeRoute(c);
   }
 
   /** Removes everything added; collects errors and throws the first after trying all. */
   async clear(): Promise<void> {
     let first: unknown;
-    for (const c of [...this.routes]) {
+    for (const c of [...this.routes.keys()]) {
       try {
         await this.removeRoute(c);
       } catch (e) {
@@ -148,12 +226,36 @@ export class KernelState {
   }
 }
 
-/** Writes a sysctl under /proc/sys (e.g. net/ipv4/conf/weft0/rp_filter) in the current namespace. */
+const hostCidr = (addr: string): string => (addr.includes('/') ? addr : `${addr}/${addr.includes(':') ? 128 : 32}`);
+
+function routeArgs(cidr: string, dev: string, src?: string): string[] {
+  return ['route', 'replace', cidr, 'dev', dev, ...(src === undefined ? [] : ['src', src])];
+}
+
+/**
+ * Writes a sysctl under /proc/sys (e.g. net/ipv4/conf/weft0/rp_filter): directly in this
+ * process's namespace (no `sysctl` tool needed), through `ip netns exec … sysctl` in another.
+ */
 export async function writeSysctl(path: string, value: string, netns?: string): Promise<void> {
-  const argv =
-    netns === undefined
-      ? ['sysctl', '-qw', `${path}=${value}`]
-      : ['ip', 'netns', 'exec', netns, 'sysctl', '-qw', `${path}=${value}`];
+  if (netns === undefined) {
+    try {
+      await writeFile(`/proc/sys/${path}`, value);
+    } catch (e) {
+      const code = (e as NodeJS.ErrnoException).code ?? 'error';
+      const text = `${code}: ${(e as Error).message}`;
+      throw new RouteCommandError(
+        ['write', `/proc/sys/${path}`, value],
+        text,
+        code === 'EROFS' || code === 'EACCES' || code === 'EPERM'
+          ? '/proc/sys is read-only or needs CAP_NET_ADMIN here'
+          : code === 'ENOENT'
+            ? 'no such sysctl (the interface or IPv6 is missing)'
+            : '',
+      );
+    }
+    return;
+  }
+  const argv = ['ip', 'netns', 'exec', netns, 'sysctl', '-qw', `${path}=${value}`];
   await new Promise<void>((resolve, reject) => {
     execFile(argv[0]!, argv.slice(1), { timeout: 10_000, encoding: 'utf8' }, (err, _o, stderr) => {
       if (err === null) resolve();

@@ -49,6 +49,8 @@ import {
   type SegmenterCounts,
 } from '../pipelines/fabric-offload.js';
 import { ip, KernelState, writeSysctl } from '../kernel/iproute.js';
+import { isIpv6LinkLocalControl } from '../packet/ipv6.js';
+import type { KernelOwner } from '../kernel/reconcile.js';
 import {
   HOOK_COUNT,
   HOOK_INPUT,
@@ -98,6 +100,8 @@ export interface NodeAgentStats {
   gro: CoalescerCounts;
   geneve: GenevePortStats & { drops: Record<string, number> };
   tunnels: { name: string; vni: number; remoteUnderlay: string; txPackets: number; rxPackets: number; drops: number }[];
+  /** The kernel's IPv6 link-local control read from the TUN (RS, MLD, ND): not sent, not a drop. */
+  ipv6LinkLocal: number;
 }
 
 /** Headroom of TUN reads: the Geneve header (8) + options + inner Ethernet (14) fit with room to spare. */
@@ -177,8 +181,21 @@ export class NodeAgent {
     return { out: this.outStages.dropped, in: this.inStages.dropped };
   }
 
+  private ipv6LinkLocal = 0;
+
   private toGateway(buf: Uint8Array, offs: Uint32Array, lens: Uint32Array, n: number): void {
-    const k = this.outStages.run(buf, offs, lens, n, this.outMeta, this.now());
+    // The kernel's IPv6 link-local control has no tunnel to go to: set apart (in place) and counted.
+    let m = 0;
+    for (let i = 0; i < n; i++) {
+      if (isIpv6LinkLocalControl(buf, offs[i]!, lens[i]!)) {
+        this.ipv6LinkLocal++;
+        continue;
+      }
+      offs[m] = offs[i]!;
+      lens[m++] = lens[i]!;
+    }
+    if (m === 0) return;
+    const k = this.outStages.run(buf, offs, lens, m, this.outMeta, this.now());
     if (k > 0) this.geneve.sendBatch(buf, offs, lens, k);
   }
 
@@ -211,7 +228,8 @@ export class NodeAgent {
     const mtu = opts.mtu ?? Math.min(config.node.mtu, await tunnelMtu(config, opts));
     const tunName = opts.tunName ?? config.node.tunName;
     const wantOffload = opts.offload ?? true;
-    const tun = TunDevice.open({ name: tunName, mtu, netns, offload: wantOffload });
+    // Opened down: IPv6 is turned off (when unused) before the kernel could send RS/MLD into it.
+    const tun = TunDevice.open({ name: tunName, mtu, netns, offload: wantOffload, up: false });
     let geneve: GenevePort | null = null;
     const kernel = new KernelState(tun.name, netns);
     try {
@@ -242,6 +260,9 @@ export class NodeAgent {
       });
       const agent = new NodeAgent(config, tun, geneve, table, kernel, opts, writer);
       agentRef = agent;
+      const quiet = await kernel.quietIpv6();
+      if (quiet !== null) opts.onError?.('turning IPv6 off on the TUN', quiet);
+      await kernel.linkUp();
       await agent.installKernelState();
       // With a vnet header, super-packets are cut to the inner MTU and each segment is
       // encapsulated in place (after the stages): a super-packet's segments leave as one GSO run.
@@ -403,6 +424,7 @@ export class NodeAgent {
     const drops: Record<string, number> = {};
     for (const [k, v] of Object.entries(snap)) if (k.startsWith('drop_') && v > 0) drops[k.slice(5)] = v;
     return {
+      ipv6LinkLocal: this.ipv6LinkLocal,
       tun: {
         name: this.tun.name,
         mtu: this.tun.mtu,
@@ -416,6 +438,11 @@ export class NodeAgent {
       geneve: { ...this.geneve.stats, drops },
       tunnels,
     };
+  }
+
+  /** The TUN's kernel state (link, addresses, routes) for ports/reconcile.ts. */
+  kernelOwner(): KernelOwner {
+    return this.kernel;
   }
 
   /** Stops forwarding, removes routes and addresses it added, closes the socket and the TUN. Idempotent. */

@@ -24,6 +24,7 @@ import { ConntrackCommandError, runConntrack, type ConntrackRunner } from '../ke
 import { NftCommandError, runNft, type NftRunner } from '../kernel/nft.js';
 import { flowMatchesNotrack, notrackConds, parseConntrackLine } from '../rules/notrack-flows.js';
 import type { KernelTable } from '../rules/fabric-split.js';
+import type { KernelItem } from '../kernel/kernel-desired.js';
 import type { RouteConfigSpec } from '../rules/routes.js';
 
 export class KernelRuleError extends Error {
@@ -134,6 +135,28 @@ export class FabricKernel {
   /** The RouteConfigurations in force in the kernel, by object. */
   routeSpecs(): RouteConfigSpec[] {
     return [...this.routes.values()].map((r) => r.spec);
+  }
+
+  /** Runs `f` between this instance's operations (reconcile.ts reads and restores in it). */
+  exclusive<T>(f: () => Promise<T>): Promise<T> {
+    return this.serial(f);
+  }
+
+  /**
+   * What this instance installed, as data (ports/kernel-desired.ts): each table, and each rule
+   * and route with the command that installed it (so a restore repeats exactly that).
+   */
+  desired(): KernelItem[] {
+    const out: KernelItem[] = [];
+    for (const t of this.tables.values()) {
+      const script = [`add table ip ${t.kernelName}`, `delete table ip ${t.kernelName}`, t.nft].join('\n');
+      out.push({ kind: 'nft', family: 'ip', name: t.kernelName, restore: { tool: 'nft', script } });
+    }
+    for (const r of this.routes.values()) {
+      for (const c of r.rules) out.push(ruleItem(c.args));
+      for (const c of r.routes) out.push(routeItem(c.args));
+    }
+    return out;
   }
 
   /** Resolves when every operation asked for so far is done. */
@@ -375,6 +398,51 @@ export class FabricKernel {
       if (first !== undefined) throw first;
     });
   }
+}
+
+/** Value after `flag` in an `ip` argument list. */
+function argOf(args: readonly string[], flag: string): string | undefined {
+  const i = args.indexOf(flag, 2);
+  return i < 0 ? undefined : args[i + 1];
+}
+
+const hostPrefix = (p: string): string => (p.includes('/') ? p : `${p}/${p.includes(':') ? 128 : 32}`);
+
+/** The RuleItem of `rule add … lookup ID` as commands() builds it. */
+function ruleItem(args: readonly string[]): KernelItem {
+  const pref = argOf(args, 'pref');
+  const iif = argOf(args, 'iif');
+  const oif = argOf(args, 'oif');
+  const from = argOf(args, 'from');
+  const to = argOf(args, 'to');
+  const mark = argOf(args, 'fwmark');
+  return {
+    kind: 'rule',
+    table: argOf(args, 'lookup')!,
+    ...(pref === undefined ? {} : { pref: Number(pref) }),
+    ...(iif === undefined ? {} : { iif }),
+    ...(oif === undefined ? {} : { oif }),
+    ...(from === undefined ? {} : { from: hostPrefix(from) }),
+    ...(to === undefined ? {} : { to: hostPrefix(to) }),
+    ...(mark === undefined ? {} : { fwmark: Number(mark) }),
+    restore: { tool: 'ip', args },
+  };
+}
+
+/** The RouteItem of `route replace DST … table ID` as commands() builds it. */
+function routeItem(args: readonly string[]): KernelItem {
+  const dev = argOf(args, 'dev');
+  const via = argOf(args, 'via');
+  const src = argOf(args, 'src');
+  return {
+    kind: 'route',
+    table: argOf(args, 'table')!,
+    dst: hostPrefix(args[2]!),
+    ...(dev === undefined ? {} : { dev }),
+    ...(via === undefined ? {} : { via }),
+    ...(src === undefined ? {} : { src }),
+    restore: { tool: 'ip', args },
+  };
 }
 
 const key = (c: Cmd): string => c.args.join(' ');

@@ -167,3 +167,18 @@ export function writeIpv6Header(
   }
   return IPV6_HEADER_LEN;
 }
+
+/**
+ * Whether buf[off, off+len) is IPv6 link-local traffic the kernel itself sends on any IPv6
+ * interface — router solicitations, MLD reports, neighbour discovery, DAD — i.e. a destination
+ * of link-local scope (fe80::/10, or multicast ffX2::/16 such as ff02::2, ff02::16,
+ * ff02::1:ffXX:XXXX) or a link-local source (fe80::/10). Such a packet never leaves the link, so a
+ * fabric device that receives it has nothing to route; it is counted apart, not as a drop.
+ */
+export function isIpv6LinkLocalControl(buf: Uint8Array, off: number, len: number): boolean {
+  if (len < IPV6_HEADER_LEN || buf[off]! >> 4 !== 6) return false;
+  const d = off + IPV6_DST_OFFSET;
+  const s = off + IPV6_SRC_OFFSET;
+  if (buf[d] === 0xff) return (buf[d + 1]! & 0x0f) === 0x02;
+  return (buf[d] === 0xfe && (buf[d + 1]! & 0xc0) === 0x80) || (buf[s] === 0xfe && (buf[s + 1]! & 0xc0) === 0x80);
+}

@@ -40,7 +40,7 @@ import { parseAddress, type IpFamily } from '../packet/addr.js';
 import { TIME_EXCEEDED_V4_PREFIX, TIME_EXCEEDED_V6_PREFIX, writeTimeExceeded } from '../packet/icmp-error.js';
 import { IP_OK, IpView, parseIp } from '../packet/ip-view.js';
 import { IPV4_TTL_OFFSET, decrementIpv4Ttl } from '../packet/ipv4.js';
-import { IPV6_HOP_LIMIT_OFFSET } from '../packet/ipv6.js';
+import { IPV6_HOP_LIMIT_OFFSET, isIpv6LinkLocalControl } from '../packet/ipv6.js';
 import { PacketList } from '../packet/packet-list.js';
 import { type Nat, type NatPeer } from '../nat/nat.js';
 import { NAT_FORWARD, NAT_REPLY } from '../nat/results.js';
@@ -148,6 +148,12 @@ export interface RouterOptions<G> {
 export class Router<P, G> {
   /** Drops by RouterDrop. */
   readonly drops = new Float64Array(ROUTER_DROP_NAMES.length);
+  /**
+   * Packets from the host that are the kernel's own IPv6 link-local control (router
+   * solicitations, MLD, neighbour discovery: packet/ipv6.ts isIpv6LinkLocalControl): not routed,
+   * and not a drop — the fabric carries no link-local traffic.
+   */
+  ipv6LinkLocal = 0;
   private natValue: Nat;
   private readonly nodes: NodeRoutes<G>;
   private readonly byLink = new Map<P, RouterPeer<P>>();
@@ -309,7 +315,10 @@ export class Router<P, G> {
   /** Routes packets i < n from the gateway host (the local TUN) into `L`. */
   fromHost(buf: Uint8Array, offs: Uint32Array, lens: Uint32Array, n: number, now: number, L: RouterLanes<P, G>): void {
     if (n > L.capacity) throw new RangeError(`router: ${n} packets for lanes of ${L.capacity}`);
-    for (let i = 0; i < n; i++) this.routeInside(buf, offs[i]!, lens[i]!, L, now, SOURCE_HOST);
+    for (let i = 0; i < n; i++) {
+      if (isIpv6LinkLocalControl(buf, offs[i]!, lens[i]!)) this.ipv6LinkLocal++;
+      else this.routeInside(buf, offs[i]!, lens[i]!, L, now, SOURCE_HOST);
+    }
   }
 
   /** Routes decrypted packets i < n; links[i] is the peer whose session decrypted packet i. */

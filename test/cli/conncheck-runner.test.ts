@@ -35,6 +35,26 @@ describe('ConnCheckRunner', () => {
     expect(pinger.sendErrors).toBe(0);
   });
 
+  test('a PING that cannot leave (canSend false: no endpoint yet) is held back, not sent; the peer counts as unanswered', async () => {
+    const answerer = await runner({});
+    let can = false;
+    const pinger = await runner({
+      peerPort: answerer.port,
+      intervalMs: 50,
+      lossThreshold: 3,
+      targets: [{ clusterId: 'cluster-b', address: '127.0.0.1' }],
+      canSend: (address) => {
+        expect(address).toBe('127.0.0.1');
+        return can;
+      },
+    });
+    await waitFor('Error', () => pinger.status('cluster-b')?.value === 'Error', 5000, 10);
+    expect(pinger.heldBack).toBeGreaterThanOrEqual(3);
+    expect(answerer.checker.pongsSent).toBe(0);
+    can = true;
+    await waitFor('Connected', () => pinger.status('cluster-b')?.value === 'Connected', 5000, 10);
+  });
+
   test('Liqo wire format: a PING carries the target cluster ID and an RFC 3339 nanosecond timestamp', async () => {
     const peer = createSocket('udp4');
     await new Promise<void>((r) => peer.bind(0, '127.0.0.1', () => r()));

@@ -381,6 +381,79 @@ describe.skipIf(reason !== null)(
       }
     }, 90_000);
 
+    it("the node's kernel state from Liqo's objects is kept: its policy rules, route tables and nftables tables removed by hand are back in < 1 s with one log line", async () => {
+      const n = plan.a.nodes[0]!;
+      const ns = n.ns;
+      const proc = procs.get(`a-${n.name}`)!;
+      const restoreLines = (): number =>
+        proc
+          .output()
+          .split('\n')
+          .filter((l) => l.includes('kernel state: restored what was missing')).length;
+      // Rules without their preference (a restored rule without `pref` may get another one).
+      const rules = async (): Promise<string[]> =>
+        (await runCommand(['ip', '-n', ns, 'rule', 'show'])).stdout
+          .split('\n')
+          .filter((l) => /lookup \d+/.test(l))
+          .map((l) => l.replace(/^\d+:\s*/, ''))
+          .sort();
+      const prefs = async (): Promise<string[]> =>
+        (await runCommand(['ip', '-n', ns, 'rule', 'show'])).stdout
+          .split('\n')
+          .filter((l) => /lookup \d+/.test(l))
+          .map((l) => /^(\d+):/.exec(l)![1]!);
+      const wantRules = await rules();
+      expect(wantRules.length).toBeGreaterThan(0);
+      const ids = [...new Set(wantRules.map((l) => /lookup (\d+)/.exec(l)![1]!))];
+      const routes = async (): Promise<string> =>
+        (await Promise.all(ids.map((id) => runCommand(['ip', '-n', ns, 'route', 'show', 'table', id]))))
+          .map((r) => r.stdout.trim())
+          .join('\n');
+      const wantRoutes = await routes();
+      expect(wantRoutes).not.toBe('');
+      const fabric = (await show(clusters[0]!.runDirs.get(n.name)!, 'k8s-node')).fabric!;
+      const kernelTables = fabric.chains.flatMap((c) => (c.kernelTable === undefined ? [] : [c.kernelTable]));
+      const tables = async (): Promise<string> =>
+        (await runCommand(inNs(ns, ['nft', 'list', 'tables']))).stdout
+          .split('\n')
+          .filter((l) => kernelTables.some((t) => l === `table ip ${t}`))
+          .sort()
+          .join('\n');
+      const wantTables = await tables();
+      const before = restoreLines();
+
+      // Everything removed by one shell, in a few milliseconds: usually one resync tick sees it all.
+      const script = [
+        ...(await prefs()).map((p) => `ip rule del pref ${p}`),
+        ...ids.map((id) => `ip route flush table ${id}`),
+        ...[...new Set(kernelTables)].map((t) => `nft delete table ip ${t}`),
+      ].join(' && ');
+      await runCommand(inNs(ns, ['sh', '-c', script]));
+      const t0 = Date.now();
+      expect(await rules()).toEqual([]);
+      await waitFor(
+        'rules, routes and tables back',
+        async () =>
+          JSON.stringify(await rules()) === JSON.stringify(wantRules) &&
+          (await routes()) === wantRoutes &&
+          (await tables()) === wantTables,
+        5000,
+        10,
+      );
+      const ms = Date.now() - t0;
+      console.log(
+        `[ex] node kernel state (${wantRules.length} rules, tables ${ids.join(' ')}, nft ${kernelTables.length}) back in ${ms} ms`,
+      );
+      expect(ms).toBeLessThan(1000);
+      expect((await ping(A1.ns, b3AtA, 3, 0.2)).received).toBe(3);
+      const logged = restoreLines() - before;
+      // One line per resync that restored something: 1, or 2 when the removal straddled a tick.
+      expect(logged, proc.output().slice(-3000)).toBeGreaterThanOrEqual(1);
+      expect(logged).toBeLessThanOrEqual(2);
+      await new Promise((r) => setTimeout(r, 1500)); // later ticks find nothing more to restore, log nothing
+      expect(restoreLines() - before).toBe(logged);
+    }, 60_000);
+
     it("SIGKILL of gateway a's leader process: the standby takes the Lease and runs Liqo mode from the objects; pod ⇄ pod resumes", async () => {
       const a = clusters[0]!;
       const remote = otherCluster(plan, plan.a).id;

@@ -322,6 +322,21 @@ describe('Router: every drop reason, counted', () => {
     expect(drops(router)).toEqual({ loop: 1 });
   });
 
+  it("the host kernel's IPv6 link-local control (RS, MLD, NS) is counted apart, not as no_route", () => {
+    const { router, L } = setup();
+    const rs = one(icmpEcho({ src: 'fe80::1', dst: 'ff02::2', type: 133 }));
+    const mld = one(icmpEcho({ src: 'fe80::1', dst: 'ff02::16', type: 143 }));
+    const dad = one(icmpEcho({ src: '::', dst: 'ff02::1:ff00:1', type: 135 }));
+    for (const p of [rs, mld, dad]) router.fromHost(p.buf, p.offs, p.lens, 1, NOW, L);
+    expect(router.ipv6LinkLocal).toBe(3);
+    expect(drops(router)).toEqual({});
+    // Unroutable IPv6 of global scope still is a no_route drop.
+    const global = one(icmpEcho({ src: 'fd00::1', dst: 'fd99::1' }));
+    router.fromHost(global.buf, global.offs, global.lens, 1, NOW, L);
+    expect(router.ipv6LinkLocal).toBe(3);
+    expect(drops(router)).toEqual({ no_route: 1 });
+  });
+
   it("tunnel_source: from the host to a peer's tunnel address with another source", () => {
     const { router, L } = setup();
     const p = one(udpPacket({ src: '10.80.0.1', dst: '169.254.18.2', sport: 1, dport: 12345 }));

@@ -140,6 +140,8 @@ export function formatStatus(st: WeftStatus, now: number): string {
     lines.push('drops:');
     for (const [reason, n] of drops) lines.push(`  ${reason}: ${n}`);
   }
+  const ignored = Object.entries(st.ignored ?? {}).filter(([, n]) => n > 0);
+  if (ignored.length > 0) lines.push(`not forwarded (not drops): ${ignored.map(([k, n]) => `${k} ${n}`).join(', ')}`);
   const queues = Object.entries(st.queues).filter(([, n]) => n > 0);
   if (queues.length > 0) lines.push(`queues: ${queues.map(([q, n]) => `${q} ${n}`).join(', ')}`);
   return `${lines.join('\n')}\n`;
