@@ -11,7 +11,8 @@
  * family its protocol type says, rx counted once, no drop; SendControl (L2) ⇒ a valid Geneve
  * header (TEB) + Ethernet + ARP reply from our MAC, inside the buffer; Consumed ⇒ no drop.
  */
-import { GeneveEngine, GeneveResult, GeneveVerdict } from '../../src/geneve/engine.js';
+import { GeneveEngine } from '../../src/geneve/engine.js';
+import { GeneveResult, GeneveVerdict } from '../../src/geneve/result.js';
 import {
   GENEVE_PROTO_IPV4,
   GENEVE_PROTO_IPV6,

@@ -20,7 +20,8 @@
 import { parseConfig, decodeKey, type GatewayConfig, type NodeConfig } from '../control/config.js';
 import { getCryptoBackend } from '../crypto/select.js';
 import { MemoryWire } from '../io/memory-wire.js';
-import { GeneveEngine, GeneveResult, GeneveVerdict } from '../geneve/engine.js';
+import { GeneveEngine } from '../geneve/engine.js';
+import { GeneveResult, GeneveVerdict } from '../geneve/result.js';
 import { GeneveTunnelTable, type GeneveTunnel } from '../geneve/table.js';
 import { Nat } from '../nat/nat.js';
 import { NAT_DROP_MIN } from '../nat/results.js';

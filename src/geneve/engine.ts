@@ -27,30 +27,11 @@
  * bound to 6091 simply sends from that port, which every receiver accepts.
  *
  * L2 mode (protocol type 0x6558, as Liqo's kernel geneve devices): the engine adds/strips the
- * inner Ethernet header, answers ARP requests for the tunnel's local internal address, and
- * learns the peer's MAC from every accepted frame (ARP or IP). Until the peer MAC is known an IP
- * packet to send is DROPPED (counted as NoPeerMac) — not held — and, at most once per
- * `arpRetryMs`, an ARP request for the peer's internal address is written into the same buffer
- * in its place (verdict SendControl); the sender's retransmission goes through once the reply
- * (or any frame from the peer) has been seen. Holding packets would need an engine-owned copy
- * of each, which the project rules exclude on this path. IPv6-only internal addressing has no
- * ARP: the MAC must then be configured (remoteMac) or learned from the peer's frames.
+ * inner Ethernet header; ARP and the peer's MAC are neighbour.ts's.
  */
 
 import { formatAddress } from '../packet/addr.js';
 import {
-  ARP_OP_REPLY,
-  ARP_OP_REQUEST,
-  ARP_PACKET_LEN,
-  ARP_SHA_OFFSET,
-  ARP_SPA_OFFSET,
-  ARP_TPA_OFFSET,
-  arpOperation,
-  arpValid,
-  writeArp,
-} from '../packet/arp.js';
-import {
-  BROADCAST_MAC,
   ETH_DST_OFFSET,
   ETH_HEADER_LEN,
   ETH_SRC_OFFSET,
@@ -61,7 +42,6 @@ import {
   MAC_LEN,
   ethType,
   formatMac,
-  writeEthHeader,
 } from '../packet/ethernet.js';
 import {
   IPV4_MAX_TOTAL_LENGTH,
@@ -102,67 +82,19 @@ import {
   geneveProtocolType,
   geneveVni,
   validateGeneve,
-  writeGeneveHeaderUnchecked,
+  writeTunnelHeader,
 } from './header.js';
 import {
   GeneveCounters,
   GeneveDrop,
-  STAT_ARP_REPLIES_RECEIVED,
-  STAT_ARP_REPLIES_SENT,
-  STAT_ARP_REQUESTS_SENT,
-  STAT_DROPS,
-  STAT_MAC_CHANGED,
-  STAT_MAC_LEARNED,
   STAT_RX_BYTES,
   STAT_RX_PACKETS,
   STAT_TX_BYTES,
   STAT_TX_PACKETS,
 } from './reasons.js';
+import { ArpNeighbours, macEquals, macIsZero } from './neighbour.js';
+import { GeneveResult, GeneveVerdict, setDrop } from './result.js';
 import { GeneveConfigError, type GeneveTunnel, type GeneveTunnelTable } from './table.js';
-
-/** What the caller does with a result. */
-export const GeneveVerdict = {
-  /** Nothing to send or deliver; `reason` says why (counted). */
-  Drop: 0,
-  /** encapsulate: send buf[off, off+len) as the UDP payload to the tunnel's remote underlay address and port. */
-  Send: 1,
-  /**
-   * An engine-built control frame (L2: ARP request from encapsulate, ARP reply from
-   * decapsulate) is at buf[off, off+len): send it like Send. In encapsulate the original inner
-   * packet was dropped (counted, and `reason` is NoPeerMac) and overwritten.
-   */
-  SendControl: 2,
-  /** decapsulate: the inner IP packet is at buf[off, off+len); deliver it (e.g. write to TUN). */
-  Deliver: 3,
-  /** decapsulate: handled inside the engine (an ARP reply or gratuitous ARP taught us the peer MAC). */
-  Consumed: 4,
-} as const;
-export type GeneveVerdict = (typeof GeneveVerdict)[keyof typeof GeneveVerdict];
-
-/**
- * Reusable result. One per pipeline; every call overwrites every field that its verdict
- * defines. Regions are absolute offsets into the buffer passed to the call.
- */
-export class GeneveResult {
-  verdict: GeneveVerdict = GeneveVerdict.Drop;
-  reason: GeneveDrop = GeneveDrop.None;
-  /** Send/SendControl: the UDP payload (Geneve header onward). Deliver: the inner IP packet. */
-  off = 0;
-  len = 0;
-  /** The tunnel the packet belongs to (null when the drop happened before the tunnel was known). */
-  tunnel: GeneveTunnel | null = null;
-  /** Send/SendControl: outer UDP source port from the inner flow hash (RFC 8926 §3.3), 49152..65535. */
-  srcPort = 0;
-  /** encapsulateIp: the whole outer IP packet, or -1/0 when only the UDP payload was built. */
-  ipOff = -1;
-  ipLen = 0;
-  /** Deliver: GENEVE_PROTO_IPV4 or GENEVE_PROTO_IPV6 (the inner packet's EtherType). */
-  innerProtocol = 0;
-  /** decapsulate: VNI and options area of the received header (absolute offset, bytes). */
-  vni = 0;
-  optionsOff = 0;
-  optionsLen = 0;
-}
 
 export interface GeneveEngineOptions {
   /**
@@ -186,8 +118,6 @@ export interface GeneveEngineOptions {
   ttl?: number;
 }
 
-const ZERO_MAC = new Uint8Array(MAC_LEN);
-
 export class GeneveEngine {
   readonly counters = new GeneveCounters();
   private readonly understood: Set<number>;
@@ -197,9 +127,7 @@ export class GeneveEngine {
   private readonly acceptZeroChecksumV6: boolean;
   private readonly port: number;
   private readonly ttl: number;
-  /** The asker's MAC and IPv4 address, saved before the reply overwrites the request (engine-owned, reused). */
-  private readonly askerMac = new Uint8Array(MAC_LEN);
-  private readonly askerIp = new Uint8Array(4);
+  private readonly arp: ArpNeighbours;
 
   constructor(
     readonly table: GeneveTunnelTable,
@@ -213,6 +141,7 @@ export class GeneveEngine {
     this.acceptZeroChecksumV6 = opts.acceptZeroChecksumV6 ?? false;
     this.port = opts.port ?? GENEVE_LIQO_UDP_PORT;
     this.ttl = opts.ttl ?? 64;
+    this.arp = new ArpNeighbours(this.counters, this.hashSeed, this.arpRetryMs);
     if (!(this.arpRetryMs >= 0)) throw new RangeError(`arpRetryMs must be ≥ 0, got ${this.arpRetryMs}`);
     if (!Number.isInteger(this.port) || this.port < 1 || this.port > 65535)
       throw new RangeError(`port must be 1..65535, got ${this.port}`);
@@ -260,7 +189,7 @@ export class GeneveEngine {
 
     let p = innerOff;
     if (l2) {
-      if (!tunnel.remoteMacKnown) return this.arpInsteadOf(buf, innerOff, tunnel, now, out);
+      if (!tunnel.remoteMacKnown) return this.arp.instead(buf, innerOff, tunnel, now, out);
       p -= ETH_HEADER_LEN;
       // Inline Ethernet II header (dst = peer, src = us): the hot path avoids the checked writer.
       const dst = tunnel.remoteMac;
@@ -274,7 +203,7 @@ export class GeneveEngine {
       proto = GENEVE_PROTO_TEB;
     }
     const geneveOff = p - GENEVE_HEADER_LEN - optsLen;
-    this.writeHeader(buf, geneveOff, tunnel, proto);
+    writeTunnelHeader(buf, geneveOff, tunnel, proto);
     out.verdict = GeneveVerdict.Send;
     out.reason = GeneveDrop.None;
     out.off = geneveOff;
@@ -600,158 +529,19 @@ export class GeneveEngine {
         tunnel,
         out,
       );
-      if (verdict === GeneveVerdict.Deliver) this.learn(tunnel, buf, eth + ETH_SRC_OFFSET);
+      if (verdict === GeneveVerdict.Deliver) this.arp.learn(tunnel, buf, eth + ETH_SRC_OFFSET);
       return verdict;
     }
     if (type !== ETHERTYPE_ARP) return this.drop(out, GeneveDrop.UnsupportedEthertype, tunnel);
-    if (!arpValid(buf, p, m)) return this.drop(out, GeneveDrop.ArpMalformed, tunnel);
-    // Every valid ARP in this tunnel comes from the peer (one peer per tunnel): learn its MAC.
-    this.learn(tunnel, buf, eth + ETH_SRC_OFFSET);
-    const op = arpOperation(buf, p);
-    if (op === ARP_OP_REPLY) {
-      this.counters.values[STAT_ARP_REPLIES_RECEIVED]++;
-      return this.consumed(out);
-    }
-    if (
-      op === ARP_OP_REQUEST &&
-      tunnel.internalFamily === 4 &&
-      ipv4Equals(buf, p + ARP_TPA_OFFSET, tunnel.localInternal)
-    ) {
-      return this.arpReply(buf, geneveOff, p, tunnel, out);
-    }
-    // Gratuitous ARP (sender = target): an announcement, already learned from.
-    if (ipv4EqualsAt(buf, p + ARP_SPA_OFFSET, p + ARP_TPA_OFFSET)) return this.consumed(out);
-    return this.drop(out, GeneveDrop.ArpNotForUs, tunnel);
-  }
-
-  /**
-   * Build the ARP reply (RFC 826) for the request at buf[arp] into the same buffer, starting at
-   * the datagram's own start `off`: our Geneve header (with the tunnel's options), Ethernet
-   * (dst = asker, src = our MAC), ARP reply. The asker's MAC and IP are saved first because the
-   * reply may overlap the request.
-   */
-  private arpReply(buf: Uint8Array, off: number, arp: number, tunnel: GeneveTunnel, out: GeneveResult): GeneveVerdict {
-    const mac = this.askerMac;
-    const ip = this.askerIp;
-    for (let i = 0; i < MAC_LEN; i++) mac[i] = buf[arp + ARP_SHA_OFFSET + i]!;
-    for (let i = 0; i < 4; i++) ip[i] = buf[arp + ARP_SPA_OFFSET + i]!;
-    const eth = off + GENEVE_HEADER_LEN + tunnel.options.length;
-    const end = eth + ETH_HEADER_LEN + ARP_PACKET_LEN;
-    if (end > buf.length) return this.drop(out, GeneveDrop.NoRoom, tunnel);
-    this.writeHeader(buf, off, tunnel, GENEVE_PROTO_TEB);
-    writeEthHeader(buf, eth, mac, 0, tunnel.localMac, 0, ETHERTYPE_ARP);
-    writeArp(buf, eth + ETH_HEADER_LEN, ARP_OP_REPLY, tunnel.localMac, tunnel.localInternal, mac, ip);
-    this.counters.values[STAT_ARP_REPLIES_SENT]++;
-    return this.control(buf, off, end - off, eth, tunnel, out);
-  }
-
-  /** L2 send without a peer MAC: drop the packet and, rate-limited, write an ARP request in its place. */
-  private arpInsteadOf(
-    buf: Uint8Array,
-    innerOff: number,
-    tunnel: GeneveTunnel,
-    now: number,
-    out: GeneveResult,
-  ): GeneveVerdict {
-    this.drop(out, GeneveDrop.NoPeerMac, tunnel);
-    if (tunnel.internalFamily !== 4 || now - tunnel.lastArpRequestAt < this.arpRetryMs) return GeneveVerdict.Drop;
-    const eth = innerOff - ETH_HEADER_LEN;
-    const off = eth - GENEVE_HEADER_LEN - tunnel.options.length;
-    const end = eth + ETH_HEADER_LEN + ARP_PACKET_LEN;
-    if (end > buf.length) return GeneveVerdict.Drop;
-    tunnel.lastArpRequestAt = now;
-    this.writeHeader(buf, off, tunnel, GENEVE_PROTO_TEB);
-    writeEthHeader(buf, eth, BROADCAST_MAC, 0, tunnel.localMac, 0, ETHERTYPE_ARP);
-    writeArp(
-      buf,
-      eth + ETH_HEADER_LEN,
-      ARP_OP_REQUEST,
-      tunnel.localMac,
-      tunnel.localInternal,
-      ZERO_MAC,
-      tunnel.remoteInternal,
-    );
-    this.counters.values[STAT_ARP_REQUESTS_SENT]++;
-    this.control(buf, off, end - off, eth, tunnel, out);
-    out.reason = GeneveDrop.NoPeerMac; // the inner packet itself was dropped (counted above)
-    return GeneveVerdict.SendControl;
-  }
-
-  private control(
-    buf: Uint8Array,
-    off: number,
-    len: number,
-    eth: number,
-    tunnel: GeneveTunnel,
-    out: GeneveResult,
-  ): GeneveVerdict {
-    out.verdict = GeneveVerdict.SendControl;
-    out.reason = GeneveDrop.None;
-    out.off = off;
-    out.len = len;
-    out.tunnel = tunnel;
-    out.srcPort = flowSourcePort(buf, eth, ETH_HEADER_LEN, this.hashSeed);
-    return GeneveVerdict.SendControl;
-  }
-
-  private consumed(out: GeneveResult): GeneveVerdict {
-    out.verdict = GeneveVerdict.Consumed;
-    out.reason = GeneveDrop.None;
-    out.off = 0;
-    out.len = 0;
-    return GeneveVerdict.Consumed;
-  }
-
-  private writeHeader(buf: Uint8Array, off: number, tunnel: GeneveTunnel, proto: number): void {
-    const opts = tunnel.options;
-    writeGeneveHeaderUnchecked(buf, off, tunnel.vni, proto, opts.length, false, tunnel.optionsCritical);
-    const o = off + GENEVE_HEADER_LEN;
-    for (let i = 0; i < opts.length; i++) buf[o + i] = opts[i]!;
-  }
-
-  private learn(tunnel: GeneveTunnel, buf: Uint8Array, macOff: number): void {
-    if (tunnel.remoteMacStatic) return;
-    if (!tunnel.remoteMacKnown) {
-      for (let i = 0; i < MAC_LEN; i++) tunnel.remoteMac[i] = buf[macOff + i]!;
-      tunnel.remoteMacKnown = true;
-      this.counters.values[STAT_MAC_LEARNED]++;
-    } else if (!macEquals(buf, macOff, tunnel.remoteMac)) {
-      for (let i = 0; i < MAC_LEN; i++) tunnel.remoteMac[i] = buf[macOff + i]!;
-      this.counters.values[STAT_MAC_CHANGED]++;
-    }
+    return this.arp.receive(buf, geneveOff, eth + ETH_SRC_OFFSET, p, m, tunnel, out);
   }
 
   private drop(out: GeneveResult, reason: GeneveDrop, tunnel: GeneveTunnel | null): GeneveVerdict {
-    this.counters.drops[reason]!++;
-    if (tunnel !== null) tunnel.stats[STAT_DROPS]++;
-    out.verdict = GeneveVerdict.Drop;
-    out.reason = reason;
-    out.tunnel = tunnel;
-    out.off = 0;
-    out.len = 0;
-    return GeneveVerdict.Drop;
+    return setDrop(out, this.counters, reason, tunnel);
   }
 
   /** For logs: a one-line description of a tunnel's L2 state (allocates). */
   describeNeighbour(tunnel: GeneveTunnel): string {
     return `${formatAddress(tunnel.remoteInternal)} ${tunnel.remoteMacKnown ? `at ${formatMac(tunnel.remoteMac)}` : 'unresolved'}`;
   }
-}
-
-function macEquals(buf: Uint8Array, off: number, mac: Uint8Array): boolean {
-  for (let i = 0; i < MAC_LEN; i++) if (buf[off + i] !== mac[i]) return false;
-  return true;
-}
-
-function macIsZero(buf: Uint8Array, off: number): boolean {
-  for (let i = 0; i < MAC_LEN; i++) if (buf[off + i] !== 0) return false;
-  return true;
-}
-
-function ipv4Equals(buf: Uint8Array, off: number, addr: Uint8Array): boolean {
-  return buf[off] === addr[0] && buf[off + 1] === addr[1] && buf[off + 2] === addr[2] && buf[off + 3] === addr[3];
-}
-
-function ipv4EqualsAt(buf: Uint8Array, a: number, b: number): boolean {
-  return buf[a] === buf[b] && buf[a + 1] === buf[b + 1] && buf[a + 2] === buf[b + 2] && buf[a + 3] === buf[b + 3];
 }

@@ -41,7 +41,8 @@
 import { PacketBatch } from '../io/batch.js';
 import { ADDR_PORT_OFFSET, ADDR_RECORD_LEN, loadNativeIo } from '../io/native.js';
 import { encodeAddress, UDP_GRO_MAX_LEN, UdpSocket, type UdpMechanism } from '../io/udp.js';
-import { GeneveEngine, GeneveResult, GeneveVerdict, type GeneveEngineOptions } from '../geneve/engine.js';
+import { GeneveEngine, type GeneveEngineOptions } from '../geneve/engine.js';
+import { GeneveResult, GeneveVerdict } from '../geneve/result.js';
 import { GENEVE_HEADER_LEN, GENEVE_LIQO_UDP_PORT } from '../geneve/header.js';
 import { GENEVE_INNER_ETHERNET_LEN } from '../geneve/mtu.js';
 import type { GeneveTunnel, GeneveTunnelTable } from '../geneve/table.js';

@@ -4,7 +4,8 @@
  * Expected frames are written out byte by byte here (RFC 826 layout), not with the code under test.
  */
 import { describe, expect, it } from 'vitest';
-import { GeneveEngine, GeneveResult, GeneveVerdict } from '../../src/geneve/engine.js';
+import { GeneveEngine } from '../../src/geneve/engine.js';
+import { GeneveResult, GeneveVerdict } from '../../src/geneve/result.js';
 import {
   GENEVE_PROTO_TEB,
   geneveOptionsLen,
