@@ -756,6 +756,7 @@ export class Gateway implements StatsSource {
       wg_handshakes: this.wg?.handshakeQueueDepth ?? 0,
       wg_outbox: this.device.outgoingCount,
       wg_buffers: this.device.buffersInUse,
+      geneve_arp_held: this.geneve?.engine.heldPackets ?? 0,
     };
   }
 
@@ -787,13 +788,11 @@ export class Gateway implements StatsSource {
         rxPackets: x.rxPackets,
         drops: x.drops,
       })),
-      podRoutes: this.table
-        .podRoutes()
-        .map((r) => ({
-          podCIDR: `${formatAddress(r.prefix.addr)}/${r.prefix.prefixLen}`,
-          nodeInternalAddress: r.nodeInternalAddress,
-          resolved: r.tunnel !== null,
-        })),
+      podRoutes: this.table.podRoutes().map((r) => ({
+        podCIDR: `${formatAddress(r.prefix.addr)}/${r.prefix.prefixLen}`,
+        nodeInternalAddress: r.nodeInternalAddress,
+        resolved: r.tunnel !== null,
+      })),
       nat: natStatsWithRules(this.nat.stats(), this.yaml?.active === true ? this.yaml.attachment.runtime : null),
       drops: { ...this.drops() },
       queues: { ...this.queueDepths() },

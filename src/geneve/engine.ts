@@ -1,10 +1,10 @@
 /**
  * The Geneve engine: encapsulation and decapsulation per packet, L2 (ARP) handling, counters.
- * No sockets, timers or clocks: `now` (milliseconds) is passed in and used only to rate-limit
- * ARP requests.
+ * No sockets, timers or clocks: `now` (milliseconds) is passed in and drives ARP
+ * retransmission and the hold queue's timeouts.
  *
  * Buffer contract (both directions): the caller owns `buf`; the engine writes only inside it and
- * keeps no reference after returning. Results go into a caller-owned, reusable GeneveResult
+ * keeps no reference after returning (a held packet is copied). Results go into a caller-owned, reusable GeneveResult
  * (`out`), so a daemon calls the engine per packet with zero allocation:
  *
  *   // send: an inner IP packet read from TUN into buf at HEADROOM (GENEVE_MAX_HEADROOM fits
@@ -27,7 +27,10 @@
  * bound to 6091 simply sends from that port, which every receiver accepts.
  *
  * L2 mode (protocol type 0x6558, as Liqo's kernel geneve devices): the engine adds/strips the
- * inner Ethernet header; ARP and the peer's MAC are neighbour.ts's.
+ * inner Ethernet header; ARP and the peer's MAC are neighbour.ts's. A packet to a peer whose MAC
+ * is not known yet is HELD (verdict Held; the engine keeps a copy, hold.ts): the caller calls
+ * poll after receive batches while holdPending > 0 and at holdDeadline(now), and sends what it
+ * returns (held packets in order once the ARP reply came, ARP retransmissions).
  */
 
 import { formatAddress } from '../packet/addr.js';
@@ -35,11 +38,9 @@ import {
   ETH_DST_OFFSET,
   ETH_HEADER_LEN,
   ETH_SRC_OFFSET,
-  ETH_TYPE_OFFSET,
   ETHERTYPE_ARP,
   ETHERTYPE_IPV4,
   ETHERTYPE_IPV6,
-  MAC_LEN,
   ethType,
   formatMac,
 } from '../packet/ethernet.js';
@@ -70,7 +71,6 @@ import {
   writeIpv4UdpHeaders,
   writeIpv6UdpHeaders,
 } from '../packet/udp.js';
-import { flowSourcePort, sameFlowKey } from './flowhash.js';
 import {
   GENEVE_HEADER_LEN,
   GENEVE_LIQO_UDP_PORT,
@@ -82,16 +82,10 @@ import {
   geneveProtocolType,
   geneveVni,
   validateGeneve,
-  writeTunnelHeader,
 } from './header.js';
-import {
-  GeneveCounters,
-  GeneveDrop,
-  STAT_RX_BYTES,
-  STAT_RX_PACKETS,
-  STAT_TX_BYTES,
-  STAT_TX_PACKETS,
-} from './reasons.js';
+import { GeneveCounters, GeneveDrop, STAT_RX_BYTES, STAT_RX_PACKETS } from './reasons.js';
+import { encapsulateNextInRun, writeEncap } from './encap.js';
+import type { HoldLimits } from './hold.js';
 import { ArpNeighbours, macEquals, macIsZero } from './neighbour.js';
 import { GeneveResult, GeneveVerdict, setDrop } from './result.js';
 import { GeneveConfigError, type GeneveTunnel, type GeneveTunnelTable } from './table.js';
@@ -106,8 +100,10 @@ export interface GeneveEngineOptions {
   understoodOptions?: Iterable<{ optionClass: number; type: number }>;
   /** Seed of the source-port flow hash (e.g. random per process). Default 0. */
   hashSeed?: number;
-  /** L2: minimum interval between ARP requests for one tunnel. Default 1000 ms. */
+  /** L2: minimum interval between ARP requests for a packet that cannot be held. Default 1000 ms. */
   arpRetryMs?: number;
+  /** L2: limits and timers of the hold queue of unresolved neighbours (hold.ts; the kernel's defaults). */
+  hold?: HoldLimits;
   /** encapsulateIp over IPv4: compute the outer UDP checksum (true) or send 0 (RFC 8926 §3.3 allows it). Default true. */
   udpChecksumV4?: boolean;
   /** decapsulateIp over IPv6: accept a zero UDP checksum (RFC 6935/6936). Default false. */
@@ -141,7 +137,7 @@ export class GeneveEngine {
     this.acceptZeroChecksumV6 = opts.acceptZeroChecksumV6 ?? false;
     this.port = opts.port ?? GENEVE_LIQO_UDP_PORT;
     this.ttl = opts.ttl ?? 64;
-    this.arp = new ArpNeighbours(this.counters, this.hashSeed, this.arpRetryMs);
+    this.arp = new ArpNeighbours(this.counters, this.hashSeed, this.arpRetryMs, opts.hold);
     if (!(this.arpRetryMs >= 0)) throw new RangeError(`arpRetryMs must be ≥ 0, got ${this.arpRetryMs}`);
     if (!Number.isInteger(this.port) || this.port < 1 || this.port > 65535)
       throw new RangeError(`port must be 1..65535, got ${this.port}`);
@@ -187,47 +183,44 @@ export class GeneveEngine {
     if (innerLen + hdrLen + IPV6_HEADER_LEN + UDP_HEADER_LEN > IPV4_MAX_TOTAL_LENGTH)
       return this.drop(out, GeneveDrop.TooBig, tunnel);
 
-    let p = innerOff;
-    if (l2) {
-      if (!tunnel.remoteMacKnown) return this.arp.instead(buf, innerOff, tunnel, now, out);
-      p -= ETH_HEADER_LEN;
-      // Inline Ethernet II header (dst = peer, src = us): the hot path avoids the checked writer.
-      const dst = tunnel.remoteMac;
-      const src = tunnel.localMac;
-      for (let i = 0; i < MAC_LEN; i++) {
-        buf[p + ETH_DST_OFFSET + i] = dst[i]!;
-        buf[p + ETH_SRC_OFFSET + i] = src[i]!;
-      }
-      buf[p + ETH_TYPE_OFFSET] = proto >>> 8;
-      buf[p + ETH_TYPE_OFFSET + 1] = proto & 0xff;
-      proto = GENEVE_PROTO_TEB;
-    }
-    const geneveOff = p - GENEVE_HEADER_LEN - optsLen;
-    writeTunnelHeader(buf, geneveOff, tunnel, proto);
-    out.verdict = GeneveVerdict.Send;
-    out.reason = GeneveDrop.None;
-    out.off = geneveOff;
-    out.len = innerOff + innerLen - geneveOff;
-    out.srcPort = flowSourcePort(buf, innerOff, innerLen, this.hashSeed);
-    const ts = tunnel.stats;
-    ts[STAT_TX_PACKETS]++;
-    ts[STAT_TX_BYTES] += innerLen;
-    const c = this.counters.values;
-    c[STAT_TX_PACKETS]++;
-    c[STAT_TX_BYTES] += innerLen;
-    return GeneveVerdict.Send;
+    // L2 to a neighbour being resolved (or with held packets still to go first): hold.
+    if (l2 && (!tunnel.remoteMacKnown || this.arp.hold.has(tunnel)))
+      return this.arp.unresolved(buf, innerOff, innerLen, tunnel, now, out);
+    return writeEncap(buf, innerOff, innerLen, tunnel, proto, out, this.counters, this.hashSeed);
   }
 
   /**
-   * Encapsulate the next segment of the flow `out` holds, without looking anything up again:
-   * when `out` describes a Send from encapsulate (or from this method) for a packet of this
-   * same `buf` whose header bytes are still in place, through the same `tunnel`, in the same
-   * synchronous batch (no table, tunnel or engine change in between), and the packet at
-   * buf[innerOff, +innerLen) has the same flow key (flowhash.ts sameFlowKey), its datagram
-   * equals what encapsulate would build: the previous header is copied in front of it and
-   * srcPort is kept. Returns true and updates `out` (off, len; counters as encapsulate).
-   * Returns false and changes nothing otherwise: the caller then calls encapsulate. Reset
-   * `out.verdict` to Drop at the start of a batch.
+   * Send what the L2 hold queue has due at `now` (hold.ts), one item per call, into the
+   * caller's buf with the inner packet (or ARP) placed at `off` (≥ GENEVE_MAX_HEADROOM; buf
+   * large enough for the largest packet): Send (a held packet of a neighbour now resolved,
+   * oldest first, encapsulated) or SendControl (an ARP retransmission) — send each as from
+   * encapsulate — or Drop with reason None when nothing more is due. Neighbours whose
+   * resolution failed have their packets dropped (counted as ArpTimeout) on the way. Call it
+   * after a receive batch while holdPending, and at holdDeadline.
+   */
+  poll(buf: Uint8Array, off: number, now: number, out: GeneveResult): GeneveVerdict {
+    return this.arp.poll(buf, off, now, out);
+  }
+
+  /** Neighbours with held packets or being resolved (poll has work when this is > 0). */
+  get holdPending(): number {
+    return this.arp.hold.active;
+  }
+
+  /** When poll next has something to do (ms; `now` if at once), Infinity when nothing is held. */
+  holdDeadline(now: number): number {
+    return this.arp.hold.nextDeadline(now);
+  }
+
+  /** Packets and bytes held now for unresolved neighbours (a gauge for show and metrics). */
+  get heldPackets(): number {
+    return this.arp.hold.heldPackets;
+  }
+
+  /**
+   * Encapsulate the next segment of the flow `out` holds, without looking anything up again
+   * (encap.ts encapsulateNextInRun: the conditions, and false when they do not hold — the
+   * caller then calls encapsulate).
    */
   encapsulateNext(
     buf: Uint8Array,
@@ -236,29 +229,7 @@ export class GeneveEngine {
     tunnel: GeneveTunnel,
     out: GeneveResult,
   ): boolean {
-    if (out.verdict !== GeneveVerdict.Send || out.tunnel !== tunnel) return false;
-    const hdrLen = GENEVE_HEADER_LEN + tunnel.options.length + (tunnel.l2 ? ETH_HEADER_LEN : 0);
-    const prev = out.off;
-    const geneveOff = innerOff - hdrLen;
-    // Overlapping headers (or a region outside buf): leave it to encapsulate's checks.
-    if (
-      !(geneveOff >= prev + hdrLen || geneveOff + hdrLen <= prev) ||
-      geneveOff < 0 ||
-      !(innerLen >= 0 && innerOff + innerLen <= buf.length)
-    )
-      return false;
-    if (innerLen + hdrLen + IPV6_HEADER_LEN + UDP_HEADER_LEN > IPV4_MAX_TOTAL_LENGTH) return false;
-    if (!sameFlowKey(buf, prev + hdrLen, out.len - hdrLen, innerOff, innerLen)) return false;
-    for (let i = 0; i < hdrLen; i++) buf[geneveOff + i] = buf[prev + i]!;
-    out.off = geneveOff;
-    out.len = innerLen + hdrLen;
-    const ts = tunnel.stats;
-    ts[STAT_TX_PACKETS]++;
-    ts[STAT_TX_BYTES] += innerLen;
-    const c = this.counters.values;
-    c[STAT_TX_PACKETS]++;
-    c[STAT_TX_BYTES] += innerLen;
-    return true;
+    return encapsulateNextInRun(buf, innerOff, innerLen, tunnel, out, this.counters);
   }
 
   /**
@@ -291,7 +262,7 @@ export class GeneveEngine {
       );
     }
     const verdict = this.encapsulate(buf, innerOff, innerLen, tunnel, now, out);
-    if (verdict === GeneveVerdict.Drop) return verdict;
+    if (verdict !== GeneveVerdict.Send && verdict !== GeneveVerdict.SendControl) return verdict;
     const ipOff = out.off - outerLen;
     out.ipLen =
       tunnel.underlayFamily === 4

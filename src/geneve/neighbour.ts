@@ -5,8 +5,12 @@
  * One peer per tunnel: every valid ARP packet and every accepted frame in a tunnel comes from
  * the peer, so its source MAC is the peer's (unless configured statically). Requests for our
  * internal address are answered in the received buffer. Until the peer MAC is known an IP
- * packet to send is dropped (counted as NoPeerMac) and, at most once per `arpRetryMs`, an ARP
- * request for the peer's internal address is written into the same buffer in its place.
+ * packet to send is held (a copy, hold.ts, as the kernel's neighbour queue) and the first one's
+ * buffer carries the ARP request for the peer's internal address instead (SendControl); poll
+ * retransmits it and, once the MAC is known, the engine sends the held packets in order. A packet
+ * that cannot be held (IPv6 internal addressing has no ARP: the MAC is then configured or learned
+ * from the peer's frames; or too many neighbours pending) is dropped (counted as NoPeerMac) and,
+ * at most once per `arpRetryMs`, an ARP request is written in its place.
  *
  * No sockets, timers or clocks: `now` (milliseconds) comes from the caller.
  */
@@ -23,8 +27,15 @@ import {
   writeArp,
 } from '../packet/arp.js';
 import { BROADCAST_MAC, ETH_HEADER_LEN, ETHERTYPE_ARP, MAC_LEN, writeEthHeader } from '../packet/ethernet.js';
+import { writeEncap } from './encap.js';
 import { flowSourcePort } from './flowhash.js';
-import { GENEVE_HEADER_LEN, GENEVE_PROTO_TEB, writeTunnelHeader } from './header.js';
+import {
+  GENEVE_HEADER_LEN,
+  GENEVE_PROTO_IPV4,
+  GENEVE_PROTO_IPV6,
+  GENEVE_PROTO_TEB,
+  writeTunnelHeader,
+} from './header.js';
 import {
   GeneveDrop,
   STAT_ARP_REPLIES_RECEIVED,
@@ -34,7 +45,8 @@ import {
   STAT_MAC_LEARNED,
   type GeneveCounters,
 } from './reasons.js';
-import { GeneveVerdict, setConsumed, setControl, setDrop, type GeneveResult } from './result.js';
+import { HoldOutcome, NeighbourHold, type HoldLimits } from './hold.js';
+import { GeneveVerdict, setConsumed, setControl, setDrop, setHeld, type GeneveResult } from './result.js';
 import type { GeneveTunnel } from './table.js';
 
 const ZERO_MAC = new Uint8Array(MAC_LEN);
@@ -44,11 +56,17 @@ export class ArpNeighbours {
   private readonly askerMac = new Uint8Array(MAC_LEN);
   private readonly askerIp = new Uint8Array(4);
 
+  /** Packets waiting for their neighbour's MAC. */
+  readonly hold: NeighbourHold;
+
   constructor(
     private readonly counters: GeneveCounters,
     private readonly hashSeed: number,
     private readonly arpRetryMs: number,
-  ) {}
+    holdLimits: HoldLimits = {},
+  ) {
+    this.hold = new NeighbourHold(counters, holdLimits);
+  }
 
   /**
    * A received ARP packet at buf[p, p+m) inside the datagram starting at geneveOff: learn the
@@ -105,14 +123,45 @@ export class ArpNeighbours {
     return setControl(out, off, end - off, tunnel, flowSourcePort(buf, eth, ETH_HEADER_LEN, this.hashSeed));
   }
 
-  /** L2 send without a peer MAC: drop the packet and, rate-limited, write an ARP request in its place. */
-  instead(buf: Uint8Array, innerOff: number, tunnel: GeneveTunnel, now: number, out: GeneveResult): GeneveVerdict {
+  /**
+   * L2 send of buf[innerOff, +innerLen) while the peer's MAC is unknown (or held packets still
+   * wait for it): hold a copy; the first packet of a resolution carries the ARP request instead
+   * (SendControl). A packet that cannot be held is dropped and, rate-limited, replaced by an ARP
+   * request.
+   */
+  unresolved(
+    buf: Uint8Array,
+    innerOff: number,
+    innerLen: number,
+    tunnel: GeneveTunnel,
+    now: number,
+    out: GeneveResult,
+  ): GeneveVerdict {
+    if (tunnel.internalFamily === 4) {
+      const o = this.hold.hold(tunnel, buf, innerOff, innerLen, now);
+      if (o === HoldOutcome.HeldProbe) {
+        if (this.request(buf, innerOff, tunnel, now, out)) return GeneveVerdict.SendControl;
+        return setHeld(out, tunnel); // no room for the request here: poll retransmits it
+      }
+      if (o === HoldOutcome.Held) return setHeld(out, tunnel);
+    }
     setDrop(out, this.counters, GeneveDrop.NoPeerMac, tunnel);
     if (tunnel.internalFamily !== 4 || now - tunnel.lastArpRequestAt < this.arpRetryMs) return GeneveVerdict.Drop;
-    const eth = innerOff - ETH_HEADER_LEN;
+    if (!this.request(buf, innerOff, tunnel, now, out)) return GeneveVerdict.Drop;
+    out.reason = GeneveDrop.NoPeerMac; // the inner packet itself was dropped (counted above)
+    return GeneveVerdict.SendControl;
+  }
+
+  /**
+   * Write an ARP request for the tunnel's peer into buf, its Ethernet header ending at `at`
+   * (the Geneve header and options in front of it): SendControl in `out`. False when the
+   * buffer has no room after `at` for the ARP packet.
+   */
+  request(buf: Uint8Array, at: number, tunnel: GeneveTunnel, now: number, out: GeneveResult): boolean {
+    const eth = at - ETH_HEADER_LEN;
     const off = eth - GENEVE_HEADER_LEN - tunnel.options.length;
     const end = eth + ETH_HEADER_LEN + ARP_PACKET_LEN;
-    if (end > buf.length) return GeneveVerdict.Drop;
+    if (end > buf.length || off < 0) return false;
     tunnel.lastArpRequestAt = now;
     writeTunnelHeader(buf, off, tunnel, GENEVE_PROTO_TEB);
     writeEthHeader(buf, eth, BROADCAST_MAC, 0, tunnel.localMac, 0, ETHERTYPE_ARP);
@@ -127,8 +176,35 @@ export class ArpNeighbours {
     );
     this.counters.values[STAT_ARP_REQUESTS_SENT]++;
     setControl(out, off, end - off, tunnel, flowSourcePort(buf, eth, ETH_HEADER_LEN, this.hashSeed));
-    out.reason = GeneveDrop.NoPeerMac; // the inner packet itself was dropped (counted above)
-    return GeneveVerdict.SendControl;
+    return true;
+  }
+
+  /**
+   * What the hold queue has due at `now`, one item per call (engine.poll: the contract): a held
+   * packet of a resolved neighbour copied to buf[off] and encapsulated (Send), an ARP
+   * retransmission (SendControl), or Drop with reason None when nothing is due.
+   */
+  poll(buf: Uint8Array, off: number, now: number, out: GeneveResult): GeneveVerdict {
+    const hold = this.hold;
+    out.ipOff = -1;
+    out.ipLen = 0;
+    for (;;) {
+      if (hold.active === 0) break;
+      const n = hold.takeReleased(buf, off);
+      if (n >= 0) {
+        const proto = buf[off]! >>> 4 === 4 ? GENEVE_PROTO_IPV4 : GENEVE_PROTO_IPV6;
+        return writeEncap(buf, off, n, hold.releasedTunnel!, proto, out, this.counters, this.hashSeed);
+      }
+      const t = hold.due(now);
+      if (t === null) break;
+      if (this.request(buf, off, t, now, out)) return GeneveVerdict.SendControl;
+    }
+    out.verdict = GeneveVerdict.Drop;
+    out.reason = GeneveDrop.None;
+    out.tunnel = null;
+    out.off = 0;
+    out.len = 0;
+    return GeneveVerdict.Drop;
   }
 
   /** The peer's MAC is the source MAC at buf[macOff] of a frame accepted from this tunnel. */

@@ -15,14 +15,20 @@ export const GeneveVerdict = {
   Send: 1,
   /**
    * An engine-built control frame (L2: ARP request from encapsulate, ARP reply from
-   * decapsulate) is at buf[off, off+len): send it like Send. In encapsulate the original inner
-   * packet was dropped (counted, and `reason` is NoPeerMac) and overwritten.
+   * decapsulate, ARP retransmission from poll) is at buf[off, off+len): send it like Send. In
+   * encapsulate the original inner packet was held (reason None) or, when it could not be
+   * held, dropped (counted, and `reason` is NoPeerMac); either way it was overwritten.
    */
   SendControl: 2,
   /** decapsulate: the inner IP packet is at buf[off, off+len); deliver it (e.g. write to TUN). */
   Deliver: 3,
   /** decapsulate: handled inside the engine (an ARP reply or gratuitous ARP taught us the peer MAC). */
   Consumed: 4,
+  /**
+   * encapsulate (L2): the peer's MAC is being resolved; the engine holds a copy of the packet
+   * and sends it, in order, from poll() once the MAC is known (hold.ts). Nothing to send now.
+   */
+  Held: 5,
 } as const;
 export type GeneveVerdict = (typeof GeneveVerdict)[keyof typeof GeneveVerdict];
 
@@ -83,6 +89,16 @@ export function setControl(
   out.tunnel = tunnel;
   out.srcPort = srcPort;
   return GeneveVerdict.SendControl;
+}
+
+/** Held by the engine for an unresolved neighbour: nothing to send now. */
+export function setHeld(out: GeneveResult, tunnel: GeneveTunnel): GeneveVerdict {
+  out.verdict = GeneveVerdict.Held;
+  out.reason = GeneveDrop.None;
+  out.off = 0;
+  out.len = 0;
+  out.tunnel = tunnel;
+  return GeneveVerdict.Held;
 }
 
 /** Handled inside the engine: nothing to send or deliver. */
