@@ -48,6 +48,7 @@ export function writeEncap(
   writeTunnelHeader(buf, geneveOff, tunnel, proto);
   out.verdict = GeneveVerdict.Send;
   out.reason = GeneveDrop.None;
+  out.tunnel = tunnel;
   out.off = geneveOff;
   out.len = innerOff + innerLen - geneveOff;
   out.srcPort = flowSourcePort(buf, innerOff, innerLen, hashSeed);

@@ -10,7 +10,7 @@ import type { HoldLimits } from '../../src/geneve/hold.js';
 import { GENEVE_MAX_HEADROOM } from '../../src/geneve/mtu.js';
 import { GeneveDrop } from '../../src/geneve/reasons.js';
 import { GeneveResult, GeneveVerdict } from '../../src/geneve/result.js';
-import { GeneveTunnelTable } from '../../src/geneve/table.js';
+import { GeneveTunnelTable, type GeneveTunnel } from '../../src/geneve/table.js';
 import { icmpEcho, toHex } from '../packet/factory.js';
 
 const OUR_MAC = [0x02, 0x57, 0x0a, 0x50, 0x00, 0x01];
@@ -65,8 +65,10 @@ function reply(): { buf: Uint8Array; len: number } {
 }
 
 /** Everything poll has due at `now`: each item's verdict and, for Send, the inner packet (hex) and Ethernet header. */
-function pollAll(engine: GeneveEngine, now: number, res: GeneveResult) {
+function pollAll(engine: GeneveEngine, now: number, _res: GeneveResult, tunnel: GeneveTunnel) {
+  let res: GeneveResult;
   const scratch = new Uint8Array(GENEVE_MAX_HEADROOM + 65536);
+  res = new GeneveResult(); // as a port's own: nothing left over from encapsulate
   const out: { verdict: GeneveVerdict; eth: string; inner: string }[] = [];
   for (let i = 0; i < 1000; i++) {
     const v = engine.poll(scratch, GENEVE_MAX_HEADROOM, now, res);
@@ -75,6 +77,7 @@ function pollAll(engine: GeneveEngine, now: number, res: GeneveResult) {
       return out;
     }
     expect(geneveProtocolType(scratch, res.off)).toBe(GENEVE_PROTO_TEB);
+    expect(res.tunnel).toBe(tunnel);
     out.push({
       verdict: v,
       eth: toHex(scratch, res.off + 8, 14),
@@ -102,9 +105,9 @@ describe('L2 hold queue', () => {
     expect(engine.counters.arpHeld).toBe(3);
     expect(engine.counters.totalDrops()).toBe(0);
     // Nothing due before retrans_time; at it, the request again (and nothing else).
-    expect(pollAll(engine, 999, res)).toEqual([]);
+    expect(pollAll(engine, 999, res, t)).toEqual([]);
     expect(engine.holdDeadline(999)).toBe(1000);
-    const again = pollAll(engine, 1000, res);
+    const again = pollAll(engine, 1000, res, t);
     expect(again.map((x) => x.verdict)).toEqual([GeneveVerdict.SendControl]);
     expect(again[0]!.inner).toBe(REQUEST);
     expect(engine.counters.arpRequestsSent).toBe(2);
@@ -112,7 +115,7 @@ describe('L2 hold queue', () => {
     const r = reply();
     expect(engine.decapsulate(r.buf, 0, r.len, FROM, 1100, res)).toBe(GeneveVerdict.Consumed);
     expect(engine.holdDeadline(1100)).toBe(1100);
-    const sent = pollAll(engine, 1100, res);
+    const sent = pollAll(engine, 1100, res, t);
     expect(sent.map((x) => x.verdict)).toEqual([GeneveVerdict.Send, GeneveVerdict.Send, GeneveVerdict.Send]);
     expect(sent.map((x) => x.inner)).toEqual(inners);
     const eth = Buffer.from([...PEER_MAC, ...OUR_MAC, 0x08, 0x00]).toString('hex');
@@ -138,7 +141,7 @@ describe('L2 hold queue', () => {
     const r = reply();
     engine.decapsulate(r.buf, 0, r.len, FROM, 10, res);
     expect(engine.encapsulate(b.buf, b.off, b.len, t, 11, res)).toBe(GeneveVerdict.Held);
-    expect(pollAll(engine, 12, res).map((x) => x.inner)).toEqual([ia, ib]);
+    expect(pollAll(engine, 12, res, t).map((x) => x.inner)).toEqual([ia, ib]);
   });
 
   it('times out after 3 probes one second apart: held packets dropped and counted, the next packet starts again', () => {
@@ -147,11 +150,11 @@ describe('L2 hold queue', () => {
       const p = ping(i);
       engine.encapsulate(p.buf, p.off, p.len, t, now, res);
     }
-    expect(pollAll(engine, 1000, res).map((x) => x.verdict)).toEqual([GeneveVerdict.SendControl]);
-    expect(pollAll(engine, 2000, res).map((x) => x.verdict)).toEqual([GeneveVerdict.SendControl]);
-    expect(pollAll(engine, 2999, res)).toEqual([]);
+    expect(pollAll(engine, 1000, res, t).map((x) => x.verdict)).toEqual([GeneveVerdict.SendControl]);
+    expect(pollAll(engine, 2000, res, t).map((x) => x.verdict)).toEqual([GeneveVerdict.SendControl]);
+    expect(pollAll(engine, 2999, res, t)).toEqual([]);
     expect(engine.counters.drops[GeneveDrop.ArpTimeout]).toBe(0);
-    expect(pollAll(engine, 3000, res)).toEqual([]);
+    expect(pollAll(engine, 3000, res, t)).toEqual([]);
     expect(engine.counters.drops[GeneveDrop.ArpTimeout]).toBe(2);
     expect(t.drops).toBe(2);
     expect(engine.counters.arpRequestsSent).toBe(3);
@@ -174,7 +177,7 @@ describe('L2 hold queue', () => {
       const p = ping(s);
       return toHex(p.buf, p.off, p.len);
     });
-    expect(pollAll(engine, 1, res).map((x) => x.inner)).toEqual(fresh);
+    expect(pollAll(engine, 1, res, t).map((x) => x.inner)).toEqual(fresh);
 
     const len = ping(1).len;
     const s = setup({ queueBytes: 2 * len + 1 });
