@@ -17,7 +17,8 @@
 import { PerformanceObserver } from 'node:perf_hooks';
 import { pathToFileURL } from 'node:url';
 import { Bench } from 'tinybench';
-import { GeneveEngine, GeneveResult, GeneveVerdict } from '../src/geneve/engine.js';
+import { GeneveEngine } from '../src/geneve/engine.js';
+import { GeneveResult, GeneveVerdict } from '../src/geneve/result.js';
 import { GENEVE_HEADER_LEN, GENEVE_PROTO_IPV4, writeGeneveHeader } from '../src/geneve/header.js';
 import { GENEVE_MAX_HEADROOM } from '../src/geneve/mtu.js';
 import { GeneveTunnelTable, type GeneveTunnel } from '../src/geneve/table.js';

@@ -6,12 +6,13 @@
  * whole outer IP packet as given; 2 = the payload wrapped by the harness in an outer IPv4/IPv6 +
  * UDP header with correct checksums from the chosen underlay, so the fuzzer gets past the outer
  * checks), bytes 1.. = the datagram.
- * Invariants per verdict: Drop ⇒ a reason in 1..19, that counter and the total up by exactly one,
+ * Invariants per verdict: Drop ⇒ a named reason (1..GENEVE_DROP_COUNT-1), that counter and the total up by exactly one,
  * nothing delivered; Deliver ⇒ the inner packet lies inside the datagram, parses as IP of the
  * family its protocol type says, rx counted once, no drop; SendControl (L2) ⇒ a valid Geneve
  * header (TEB) + Ethernet + ARP reply from our MAC, inside the buffer; Consumed ⇒ no drop.
  */
-import { GeneveEngine, GeneveResult, GeneveVerdict } from '../../src/geneve/engine.js';
+import { GeneveEngine } from '../../src/geneve/engine.js';
+import { GeneveResult, GeneveVerdict } from '../../src/geneve/result.js';
 import {
   GENEVE_PROTO_IPV4,
   GENEVE_PROTO_IPV6,

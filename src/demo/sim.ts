@@ -20,7 +20,8 @@
 import { parseConfig, decodeKey, type GatewayConfig, type NodeConfig } from '../control/config.js';
 import { getCryptoBackend } from '../crypto/select.js';
 import { MemoryWire } from '../io/memory-wire.js';
-import { GeneveEngine, GeneveResult, GeneveVerdict } from '../geneve/engine.js';
+import { GeneveEngine } from '../geneve/engine.js';
+import { GeneveResult, GeneveVerdict } from '../geneve/result.js';
 import { GeneveTunnelTable, type GeneveTunnel } from '../geneve/table.js';
 import { Nat } from '../nat/nat.js';
 import { NAT_DROP_MIN } from '../nat/results.js';
@@ -331,8 +332,10 @@ export class SimNode {
       return;
     }
     const t = this.table.lookupSend(buf, off, len);
-    if (t === undefined || this.engine.encapsulate(buf, off, len, t, now(), this.res) === GeneveVerdict.Drop) {
-      this.drops++;
+    const v = t === undefined ? GeneveVerdict.Drop : this.engine.encapsulate(buf, off, len, t, now(), this.res);
+    // Held (L2, peer MAC being resolved) only with L2 tunnels, which the demo's plan does not use.
+    if (v === GeneveVerdict.Drop || v === GeneveVerdict.Held || t === undefined) {
+      if (v === GeneveVerdict.Drop) this.drops++;
       return;
     }
     this.wire.send(
@@ -509,10 +512,9 @@ export class SimGatewayShell {
     const L = this.lanes;
     for (let i = 0; i < L.toNodes.count; i++) {
       const t = L.toNodes.tags[i]!;
-      if (
-        this.geneve.encapsulate(buf, L.toNodes.offs[i]!, L.toNodes.lens[i]!, t, now(), this.gres) === GeneveVerdict.Drop
-      ) {
-        this.drops++;
+      const v = this.geneve.encapsulate(buf, L.toNodes.offs[i]!, L.toNodes.lens[i]!, t, now(), this.gres);
+      if (v === GeneveVerdict.Drop || v === GeneveVerdict.Held) {
+        if (v === GeneveVerdict.Drop) this.drops++;
         continue;
       }
       this.wire.send(

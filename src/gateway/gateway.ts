@@ -772,6 +772,7 @@ export class Gateway implements StatsSource {
       wg_handshakes: this.wg?.handshakeQueueDepth ?? 0,
       wg_outbox: this.device.outgoingCount,
       wg_buffers: this.device.buffersInUse,
+      geneve_arp_held: this.geneve?.engine.heldPackets ?? 0,
     };
   }
 

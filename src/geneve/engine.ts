@@ -1,10 +1,10 @@
 /**
  * The Geneve engine: encapsulation and decapsulation per packet, L2 (ARP) handling, counters.
- * No sockets, timers or clocks: `now` (milliseconds) is passed in and used only to rate-limit
- * ARP requests.
+ * No sockets, timers or clocks: `now` (milliseconds) is passed in and drives ARP
+ * retransmission and the hold queue's timeouts.
  *
  * Buffer contract (both directions): the caller owns `buf`; the engine writes only inside it and
- * keeps no reference after returning. Results go into a caller-owned, reusable GeneveResult
+ * keeps no reference after returning (a held packet is copied). Results go into a caller-owned, reusable GeneveResult
  * (`out`), so a daemon calls the engine per packet with zero allocation:
  *
  *   // send: an inner IP packet read from TUN into buf at HEADROOM (GENEVE_MAX_HEADROOM fits
@@ -27,41 +27,22 @@
  * bound to 6091 simply sends from that port, which every receiver accepts.
  *
  * L2 mode (protocol type 0x6558, as Liqo's kernel geneve devices): the engine adds/strips the
- * inner Ethernet header, answers ARP requests for the tunnel's local internal address, and
- * learns the peer's MAC from every accepted frame (ARP or IP). Until the peer MAC is known an IP
- * packet to send is DROPPED (counted as NoPeerMac) — not held — and, at most once per
- * `arpRetryMs`, an ARP request for the peer's internal address is written into the same buffer
- * in its place (verdict SendControl); the sender's retransmission goes through once the reply
- * (or any frame from the peer) has been seen. Holding packets would need an engine-owned copy
- * of each, which the project rules exclude on this path. IPv6-only internal addressing has no
- * ARP: the MAC must then be configured (remoteMac) or learned from the peer's frames.
+ * inner Ethernet header; ARP and the peer's MAC are neighbour.ts's. A packet to a peer whose MAC
+ * is not known yet is HELD (verdict Held; the engine keeps a copy, hold.ts): the caller calls
+ * poll after receive batches while holdPending > 0 and at holdDeadline(now), and sends what it
+ * returns (held packets in order once the ARP reply came, ARP retransmissions).
  */
 
 import { formatAddress } from '../packet/addr.js';
 import {
-  ARP_OP_REPLY,
-  ARP_OP_REQUEST,
-  ARP_PACKET_LEN,
-  ARP_SHA_OFFSET,
-  ARP_SPA_OFFSET,
-  ARP_TPA_OFFSET,
-  arpOperation,
-  arpValid,
-  writeArp,
-} from '../packet/arp.js';
-import {
-  BROADCAST_MAC,
   ETH_DST_OFFSET,
   ETH_HEADER_LEN,
   ETH_SRC_OFFSET,
-  ETH_TYPE_OFFSET,
   ETHERTYPE_ARP,
   ETHERTYPE_IPV4,
   ETHERTYPE_IPV6,
-  MAC_LEN,
   ethType,
   formatMac,
-  writeEthHeader,
 } from '../packet/ethernet.js';
 import {
   IPV4_MAX_TOTAL_LENGTH,
@@ -90,7 +71,6 @@ import {
   writeIpv4UdpHeaders,
   writeIpv6UdpHeaders,
 } from '../packet/udp.js';
-import { flowSourcePort, sameFlowKey } from './flowhash.js';
 import {
   GENEVE_HEADER_LEN,
   GENEVE_LIQO_UDP_PORT,
@@ -102,67 +82,13 @@ import {
   geneveProtocolType,
   geneveVni,
   validateGeneve,
-  writeGeneveHeaderUnchecked,
 } from './header.js';
-import {
-  GeneveCounters,
-  GeneveDrop,
-  STAT_ARP_REPLIES_RECEIVED,
-  STAT_ARP_REPLIES_SENT,
-  STAT_ARP_REQUESTS_SENT,
-  STAT_DROPS,
-  STAT_MAC_CHANGED,
-  STAT_MAC_LEARNED,
-  STAT_RX_BYTES,
-  STAT_RX_PACKETS,
-  STAT_TX_BYTES,
-  STAT_TX_PACKETS,
-} from './reasons.js';
+import { GeneveCounters, GeneveDrop, STAT_RX_BYTES, STAT_RX_PACKETS } from './reasons.js';
+import { encapsulateNextInRun, writeEncap } from './encap.js';
+import type { HoldLimits } from './hold.js';
+import { ArpNeighbours, macEquals, macIsZero } from './neighbour.js';
+import { GeneveResult, GeneveVerdict, setDrop } from './result.js';
 import { GeneveConfigError, type GeneveTunnel, type GeneveTunnelTable } from './table.js';
-
-/** What the caller does with a result. */
-export const GeneveVerdict = {
-  /** Nothing to send or deliver; `reason` says why (counted). */
-  Drop: 0,
-  /** encapsulate: send buf[off, off+len) as the UDP payload to the tunnel's remote underlay address and port. */
-  Send: 1,
-  /**
-   * An engine-built control frame (L2: ARP request from encapsulate, ARP reply from
-   * decapsulate) is at buf[off, off+len): send it like Send. In encapsulate the original inner
-   * packet was dropped (counted, and `reason` is NoPeerMac) and overwritten.
-   */
-  SendControl: 2,
-  /** decapsulate: the inner IP packet is at buf[off, off+len); deliver it (e.g. write to TUN). */
-  Deliver: 3,
-  /** decapsulate: handled inside the engine (an ARP reply or gratuitous ARP taught us the peer MAC). */
-  Consumed: 4,
-} as const;
-export type GeneveVerdict = (typeof GeneveVerdict)[keyof typeof GeneveVerdict];
-
-/**
- * Reusable result. One per pipeline; every call overwrites every field that its verdict
- * defines. Regions are absolute offsets into the buffer passed to the call.
- */
-export class GeneveResult {
-  verdict: GeneveVerdict = GeneveVerdict.Drop;
-  reason: GeneveDrop = GeneveDrop.None;
-  /** Send/SendControl: the UDP payload (Geneve header onward). Deliver: the inner IP packet. */
-  off = 0;
-  len = 0;
-  /** The tunnel the packet belongs to (null when the drop happened before the tunnel was known). */
-  tunnel: GeneveTunnel | null = null;
-  /** Send/SendControl: outer UDP source port from the inner flow hash (RFC 8926 §3.3), 49152..65535. */
-  srcPort = 0;
-  /** encapsulateIp: the whole outer IP packet, or -1/0 when only the UDP payload was built. */
-  ipOff = -1;
-  ipLen = 0;
-  /** Deliver: GENEVE_PROTO_IPV4 or GENEVE_PROTO_IPV6 (the inner packet's EtherType). */
-  innerProtocol = 0;
-  /** decapsulate: VNI and options area of the received header (absolute offset, bytes). */
-  vni = 0;
-  optionsOff = 0;
-  optionsLen = 0;
-}
 
 export interface GeneveEngineOptions {
   /**
@@ -174,8 +100,10 @@ export interface GeneveEngineOptions {
   understoodOptions?: Iterable<{ optionClass: number; type: number }>;
   /** Seed of the source-port flow hash (e.g. random per process). Default 0. */
   hashSeed?: number;
-  /** L2: minimum interval between ARP requests for one tunnel. Default 1000 ms. */
+  /** L2: minimum interval between ARP requests for a packet that cannot be held. Default 1000 ms. */
   arpRetryMs?: number;
+  /** L2: limits and timers of the hold queue of unresolved neighbours (hold.ts; the kernel's defaults). */
+  hold?: HoldLimits;
   /** encapsulateIp over IPv4: compute the outer UDP checksum (true) or send 0 (RFC 8926 §3.3 allows it). Default true. */
   udpChecksumV4?: boolean;
   /** decapsulateIp over IPv6: accept a zero UDP checksum (RFC 6935/6936). Default false. */
@@ -186,8 +114,6 @@ export interface GeneveEngineOptions {
   ttl?: number;
 }
 
-const ZERO_MAC = new Uint8Array(MAC_LEN);
-
 export class GeneveEngine {
   readonly counters = new GeneveCounters();
   private readonly understood: Set<number>;
@@ -197,9 +123,7 @@ export class GeneveEngine {
   private readonly acceptZeroChecksumV6: boolean;
   private readonly port: number;
   private readonly ttl: number;
-  /** The asker's MAC and IPv4 address, saved before the reply overwrites the request (engine-owned, reused). */
-  private readonly askerMac = new Uint8Array(MAC_LEN);
-  private readonly askerIp = new Uint8Array(4);
+  private readonly arp: ArpNeighbours;
 
   constructor(
     readonly table: GeneveTunnelTable,
@@ -213,6 +137,7 @@ export class GeneveEngine {
     this.acceptZeroChecksumV6 = opts.acceptZeroChecksumV6 ?? false;
     this.port = opts.port ?? GENEVE_LIQO_UDP_PORT;
     this.ttl = opts.ttl ?? 64;
+    this.arp = new ArpNeighbours(this.counters, this.hashSeed, this.arpRetryMs, opts.hold);
     if (!(this.arpRetryMs >= 0)) throw new RangeError(`arpRetryMs must be ≥ 0, got ${this.arpRetryMs}`);
     if (!Number.isInteger(this.port) || this.port < 1 || this.port > 65535)
       throw new RangeError(`port must be 1..65535, got ${this.port}`);
@@ -258,47 +183,44 @@ export class GeneveEngine {
     if (innerLen + hdrLen + IPV6_HEADER_LEN + UDP_HEADER_LEN > IPV4_MAX_TOTAL_LENGTH)
       return this.drop(out, GeneveDrop.TooBig, tunnel);
 
-    let p = innerOff;
-    if (l2) {
-      if (!tunnel.remoteMacKnown) return this.arpInsteadOf(buf, innerOff, tunnel, now, out);
-      p -= ETH_HEADER_LEN;
-      // Inline Ethernet II header (dst = peer, src = us): the hot path avoids the checked writer.
-      const dst = tunnel.remoteMac;
-      const src = tunnel.localMac;
-      for (let i = 0; i < MAC_LEN; i++) {
-        buf[p + ETH_DST_OFFSET + i] = dst[i]!;
-        buf[p + ETH_SRC_OFFSET + i] = src[i]!;
-      }
-      buf[p + ETH_TYPE_OFFSET] = proto >>> 8;
-      buf[p + ETH_TYPE_OFFSET + 1] = proto & 0xff;
-      proto = GENEVE_PROTO_TEB;
-    }
-    const geneveOff = p - GENEVE_HEADER_LEN - optsLen;
-    this.writeHeader(buf, geneveOff, tunnel, proto);
-    out.verdict = GeneveVerdict.Send;
-    out.reason = GeneveDrop.None;
-    out.off = geneveOff;
-    out.len = innerOff + innerLen - geneveOff;
-    out.srcPort = flowSourcePort(buf, innerOff, innerLen, this.hashSeed);
-    const ts = tunnel.stats;
-    ts[STAT_TX_PACKETS]++;
-    ts[STAT_TX_BYTES] += innerLen;
-    const c = this.counters.values;
-    c[STAT_TX_PACKETS]++;
-    c[STAT_TX_BYTES] += innerLen;
-    return GeneveVerdict.Send;
+    // L2 to a neighbour being resolved (or with held packets still to go first): hold.
+    if (l2 && (!tunnel.remoteMacKnown || this.arp.hold.has(tunnel)))
+      return this.arp.unresolved(buf, innerOff, innerLen, tunnel, now, out);
+    return writeEncap(buf, innerOff, innerLen, tunnel, proto, out, this.counters, this.hashSeed);
   }
 
   /**
-   * Encapsulate the next segment of the flow `out` holds, without looking anything up again:
-   * when `out` describes a Send from encapsulate (or from this method) for a packet of this
-   * same `buf` whose header bytes are still in place, through the same `tunnel`, in the same
-   * synchronous batch (no table, tunnel or engine change in between), and the packet at
-   * buf[innerOff, +innerLen) has the same flow key (flowhash.ts sameFlowKey), its datagram
-   * equals what encapsulate would build: the previous header is copied in front of it and
-   * srcPort is kept. Returns true and updates `out` (off, len; counters as encapsulate).
-   * Returns false and changes nothing otherwise: the caller then calls encapsulate. Reset
-   * `out.verdict` to Drop at the start of a batch.
+   * Send what the L2 hold queue has due at `now` (hold.ts), one item per call, into the
+   * caller's buf with the inner packet (or ARP) placed at `off` (≥ GENEVE_MAX_HEADROOM; buf
+   * large enough for the largest packet): Send (a held packet of a neighbour now resolved,
+   * oldest first, encapsulated) or SendControl (an ARP retransmission) — send each as from
+   * encapsulate — or Drop with reason None when nothing more is due. Neighbours whose
+   * resolution failed have their packets dropped (counted as ArpTimeout) on the way. Call it
+   * after a receive batch while holdPending, and at holdDeadline.
+   */
+  poll(buf: Uint8Array, off: number, now: number, out: GeneveResult): GeneveVerdict {
+    return this.arp.poll(buf, off, now, out);
+  }
+
+  /** Neighbours with held packets or being resolved (poll has work when this is > 0). */
+  get holdPending(): number {
+    return this.arp.hold.active;
+  }
+
+  /** When poll next has something to do (ms; `now` if at once), Infinity when nothing is held. */
+  holdDeadline(now: number): number {
+    return this.arp.hold.nextDeadline(now);
+  }
+
+  /** Packets and bytes held now for unresolved neighbours (a gauge for show and metrics). */
+  get heldPackets(): number {
+    return this.arp.hold.heldPackets;
+  }
+
+  /**
+   * Encapsulate the next segment of the flow `out` holds, without looking anything up again
+   * (encap.ts encapsulateNextInRun: the conditions, and false when they do not hold — the
+   * caller then calls encapsulate).
    */
   encapsulateNext(
     buf: Uint8Array,
@@ -307,29 +229,7 @@ export class GeneveEngine {
     tunnel: GeneveTunnel,
     out: GeneveResult,
   ): boolean {
-    if (out.verdict !== GeneveVerdict.Send || out.tunnel !== tunnel) return false;
-    const hdrLen = GENEVE_HEADER_LEN + tunnel.options.length + (tunnel.l2 ? ETH_HEADER_LEN : 0);
-    const prev = out.off;
-    const geneveOff = innerOff - hdrLen;
-    // Overlapping headers (or a region outside buf): leave it to encapsulate's checks.
-    if (
-      !(geneveOff >= prev + hdrLen || geneveOff + hdrLen <= prev) ||
-      geneveOff < 0 ||
-      !(innerLen >= 0 && innerOff + innerLen <= buf.length)
-    )
-      return false;
-    if (innerLen + hdrLen + IPV6_HEADER_LEN + UDP_HEADER_LEN > IPV4_MAX_TOTAL_LENGTH) return false;
-    if (!sameFlowKey(buf, prev + hdrLen, out.len - hdrLen, innerOff, innerLen)) return false;
-    for (let i = 0; i < hdrLen; i++) buf[geneveOff + i] = buf[prev + i]!;
-    out.off = geneveOff;
-    out.len = innerLen + hdrLen;
-    const ts = tunnel.stats;
-    ts[STAT_TX_PACKETS]++;
-    ts[STAT_TX_BYTES] += innerLen;
-    const c = this.counters.values;
-    c[STAT_TX_PACKETS]++;
-    c[STAT_TX_BYTES] += innerLen;
-    return true;
+    return encapsulateNextInRun(buf, innerOff, innerLen, tunnel, out, this.counters);
   }
 
   /**
@@ -362,7 +262,7 @@ export class GeneveEngine {
       );
     }
     const verdict = this.encapsulate(buf, innerOff, innerLen, tunnel, now, out);
-    if (verdict === GeneveVerdict.Drop) return verdict;
+    if (verdict !== GeneveVerdict.Send && verdict !== GeneveVerdict.SendControl) return verdict;
     const ipOff = out.off - outerLen;
     out.ipLen =
       tunnel.underlayFamily === 4
@@ -600,158 +500,19 @@ export class GeneveEngine {
         tunnel,
         out,
       );
-      if (verdict === GeneveVerdict.Deliver) this.learn(tunnel, buf, eth + ETH_SRC_OFFSET);
+      if (verdict === GeneveVerdict.Deliver) this.arp.learn(tunnel, buf, eth + ETH_SRC_OFFSET);
       return verdict;
     }
     if (type !== ETHERTYPE_ARP) return this.drop(out, GeneveDrop.UnsupportedEthertype, tunnel);
-    if (!arpValid(buf, p, m)) return this.drop(out, GeneveDrop.ArpMalformed, tunnel);
-    // Every valid ARP in this tunnel comes from the peer (one peer per tunnel): learn its MAC.
-    this.learn(tunnel, buf, eth + ETH_SRC_OFFSET);
-    const op = arpOperation(buf, p);
-    if (op === ARP_OP_REPLY) {
-      this.counters.values[STAT_ARP_REPLIES_RECEIVED]++;
-      return this.consumed(out);
-    }
-    if (
-      op === ARP_OP_REQUEST &&
-      tunnel.internalFamily === 4 &&
-      ipv4Equals(buf, p + ARP_TPA_OFFSET, tunnel.localInternal)
-    ) {
-      return this.arpReply(buf, geneveOff, p, tunnel, out);
-    }
-    // Gratuitous ARP (sender = target): an announcement, already learned from.
-    if (ipv4EqualsAt(buf, p + ARP_SPA_OFFSET, p + ARP_TPA_OFFSET)) return this.consumed(out);
-    return this.drop(out, GeneveDrop.ArpNotForUs, tunnel);
-  }
-
-  /**
-   * Build the ARP reply (RFC 826) for the request at buf[arp] into the same buffer, starting at
-   * the datagram's own start `off`: our Geneve header (with the tunnel's options), Ethernet
-   * (dst = asker, src = our MAC), ARP reply. The asker's MAC and IP are saved first because the
-   * reply may overlap the request.
-   */
-  private arpReply(buf: Uint8Array, off: number, arp: number, tunnel: GeneveTunnel, out: GeneveResult): GeneveVerdict {
-    const mac = this.askerMac;
-    const ip = this.askerIp;
-    for (let i = 0; i < MAC_LEN; i++) mac[i] = buf[arp + ARP_SHA_OFFSET + i]!;
-    for (let i = 0; i < 4; i++) ip[i] = buf[arp + ARP_SPA_OFFSET + i]!;
-    const eth = off + GENEVE_HEADER_LEN + tunnel.options.length;
-    const end = eth + ETH_HEADER_LEN + ARP_PACKET_LEN;
-    if (end > buf.length) return this.drop(out, GeneveDrop.NoRoom, tunnel);
-    this.writeHeader(buf, off, tunnel, GENEVE_PROTO_TEB);
-    writeEthHeader(buf, eth, mac, 0, tunnel.localMac, 0, ETHERTYPE_ARP);
-    writeArp(buf, eth + ETH_HEADER_LEN, ARP_OP_REPLY, tunnel.localMac, tunnel.localInternal, mac, ip);
-    this.counters.values[STAT_ARP_REPLIES_SENT]++;
-    return this.control(buf, off, end - off, eth, tunnel, out);
-  }
-
-  /** L2 send without a peer MAC: drop the packet and, rate-limited, write an ARP request in its place. */
-  private arpInsteadOf(
-    buf: Uint8Array,
-    innerOff: number,
-    tunnel: GeneveTunnel,
-    now: number,
-    out: GeneveResult,
-  ): GeneveVerdict {
-    this.drop(out, GeneveDrop.NoPeerMac, tunnel);
-    if (tunnel.internalFamily !== 4 || now - tunnel.lastArpRequestAt < this.arpRetryMs) return GeneveVerdict.Drop;
-    const eth = innerOff - ETH_HEADER_LEN;
-    const off = eth - GENEVE_HEADER_LEN - tunnel.options.length;
-    const end = eth + ETH_HEADER_LEN + ARP_PACKET_LEN;
-    if (end > buf.length) return GeneveVerdict.Drop;
-    tunnel.lastArpRequestAt = now;
-    this.writeHeader(buf, off, tunnel, GENEVE_PROTO_TEB);
-    writeEthHeader(buf, eth, BROADCAST_MAC, 0, tunnel.localMac, 0, ETHERTYPE_ARP);
-    writeArp(
-      buf,
-      eth + ETH_HEADER_LEN,
-      ARP_OP_REQUEST,
-      tunnel.localMac,
-      tunnel.localInternal,
-      ZERO_MAC,
-      tunnel.remoteInternal,
-    );
-    this.counters.values[STAT_ARP_REQUESTS_SENT]++;
-    this.control(buf, off, end - off, eth, tunnel, out);
-    out.reason = GeneveDrop.NoPeerMac; // the inner packet itself was dropped (counted above)
-    return GeneveVerdict.SendControl;
-  }
-
-  private control(
-    buf: Uint8Array,
-    off: number,
-    len: number,
-    eth: number,
-    tunnel: GeneveTunnel,
-    out: GeneveResult,
-  ): GeneveVerdict {
-    out.verdict = GeneveVerdict.SendControl;
-    out.reason = GeneveDrop.None;
-    out.off = off;
-    out.len = len;
-    out.tunnel = tunnel;
-    out.srcPort = flowSourcePort(buf, eth, ETH_HEADER_LEN, this.hashSeed);
-    return GeneveVerdict.SendControl;
-  }
-
-  private consumed(out: GeneveResult): GeneveVerdict {
-    out.verdict = GeneveVerdict.Consumed;
-    out.reason = GeneveDrop.None;
-    out.off = 0;
-    out.len = 0;
-    return GeneveVerdict.Consumed;
-  }
-
-  private writeHeader(buf: Uint8Array, off: number, tunnel: GeneveTunnel, proto: number): void {
-    const opts = tunnel.options;
-    writeGeneveHeaderUnchecked(buf, off, tunnel.vni, proto, opts.length, false, tunnel.optionsCritical);
-    const o = off + GENEVE_HEADER_LEN;
-    for (let i = 0; i < opts.length; i++) buf[o + i] = opts[i]!;
-  }
-
-  private learn(tunnel: GeneveTunnel, buf: Uint8Array, macOff: number): void {
-    if (tunnel.remoteMacStatic) return;
-    if (!tunnel.remoteMacKnown) {
-      for (let i = 0; i < MAC_LEN; i++) tunnel.remoteMac[i] = buf[macOff + i]!;
-      tunnel.remoteMacKnown = true;
-      this.counters.values[STAT_MAC_LEARNED]++;
-    } else if (!macEquals(buf, macOff, tunnel.remoteMac)) {
-      for (let i = 0; i < MAC_LEN; i++) tunnel.remoteMac[i] = buf[macOff + i]!;
-      this.counters.values[STAT_MAC_CHANGED]++;
-    }
+    return this.arp.receive(buf, geneveOff, eth + ETH_SRC_OFFSET, p, m, tunnel, out);
   }
 
   private drop(out: GeneveResult, reason: GeneveDrop, tunnel: GeneveTunnel | null): GeneveVerdict {
-    this.counters.drops[reason]!++;
-    if (tunnel !== null) tunnel.stats[STAT_DROPS]++;
-    out.verdict = GeneveVerdict.Drop;
-    out.reason = reason;
-    out.tunnel = tunnel;
-    out.off = 0;
-    out.len = 0;
-    return GeneveVerdict.Drop;
+    return setDrop(out, this.counters, reason, tunnel);
   }
 
   /** For logs: a one-line description of a tunnel's L2 state (allocates). */
   describeNeighbour(tunnel: GeneveTunnel): string {
     return `${formatAddress(tunnel.remoteInternal)} ${tunnel.remoteMacKnown ? `at ${formatMac(tunnel.remoteMac)}` : 'unresolved'}`;
   }
-}
-
-function macEquals(buf: Uint8Array, off: number, mac: Uint8Array): boolean {
-  for (let i = 0; i < MAC_LEN; i++) if (buf[off + i] !== mac[i]) return false;
-  return true;
-}
-
-function macIsZero(buf: Uint8Array, off: number): boolean {
-  for (let i = 0; i < MAC_LEN; i++) if (buf[off + i] !== 0) return false;
-  return true;
-}
-
-function ipv4Equals(buf: Uint8Array, off: number, addr: Uint8Array): boolean {
-  return buf[off] === addr[0] && buf[off + 1] === addr[1] && buf[off + 2] === addr[2] && buf[off + 3] === addr[3];
-}
-
-function ipv4EqualsAt(buf: Uint8Array, a: number, b: number): boolean {
-  return buf[a] === buf[b] && buf[a + 1] === buf[b + 1] && buf[a + 2] === buf[b + 2] && buf[a + 3] === buf[b + 3];
 }

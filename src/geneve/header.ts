@@ -326,3 +326,19 @@ export function checkGeneveOptionsBlock(block: Uint8Array): { error: string | nu
   }
   return { error: null, critical };
 }
+
+/**
+ * A tunnel's Geneve header at buf[off]: base header with its VNI, C bit and `protocolType`,
+ * then its pre-built options. The caller has checked the room (per-packet path).
+ */
+export function writeTunnelHeader(
+  buf: Uint8Array,
+  off: number,
+  tunnel: { readonly vni: number; readonly options: Uint8Array; readonly optionsCritical: boolean },
+  protocolType: number,
+): void {
+  const opts = tunnel.options;
+  writeGeneveHeaderUnchecked(buf, off, tunnel.vni, protocolType, opts.length, false, tunnel.optionsCritical);
+  const o = off + GENEVE_HEADER_LEN;
+  for (let i = 0; i < opts.length; i++) buf[o + i] = opts[i]!;
+}

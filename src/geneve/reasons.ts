@@ -39,7 +39,7 @@ export const GeneveDrop = {
   ArpMalformed: 13,
   /** L2: an ARP request for an address that is not ours. */
   ArpNotForUs: 14,
-  /** L2 send: the peer's MAC is not learned yet (an ARP request may have been sent instead). */
+  /** L2 send: the peer's MAC is not known and the packet could not be held (IPv6 internal addressing, or too many neighbours pending). */
   NoPeerMac: 15,
   /** Send: the packet handed in is not an IPv4 or IPv6 packet. */
   BadInnerPacket: 16,
@@ -49,11 +49,15 @@ export const GeneveDrop = {
   NoRoom: 18,
   /** The encapsulated packet would exceed the 65535-byte IP/UDP length limit. */
   TooBig: 19,
+  /** L2 send: held for a neighbour whose ARP resolution failed (every probe unanswered; hold.ts). */
+  ArpTimeout: 20,
+  /** L2 send: a hold queue of an unresolved neighbour was full (its oldest packet is dropped; hold.ts). */
+  ArpHoldOverflow: 21,
 } as const;
 export type GeneveDrop = (typeof GeneveDrop)[keyof typeof GeneveDrop];
 
 /** Number of reasons (array size for counters). */
-export const GENEVE_DROP_COUNT = 20;
+export const GENEVE_DROP_COUNT = 22;
 
 /** Metric-friendly names, indexed by reason. */
 export const GENEVE_DROP_NAMES: readonly string[] = [
@@ -77,6 +81,8 @@ export const GENEVE_DROP_NAMES: readonly string[] = [
   'bad_outer',
   'no_room',
   'too_big',
+  'arp_timeout',
+  'arp_hold_overflow',
 ];
 
 /** Indexes into GeneveCounters.values (and, for the first five, GeneveTunnel.stats). */
@@ -90,7 +96,10 @@ export const STAT_ARP_REPLIES_SENT = 6;
 export const STAT_ARP_REPLIES_RECEIVED = 7;
 export const STAT_MAC_LEARNED = 8;
 export const STAT_MAC_CHANGED = 9;
-const STAT_COUNT = 10;
+/** L2: packets held while their neighbour was resolved, and held packets sent once it was. */
+export const STAT_ARP_HELD = 10;
+export const STAT_ARP_HELD_SENT = 11;
+const STAT_COUNT = 12;
 
 /**
  * Engine-wide counters. Kept in Float64Arrays rather than object fields: a field that starts as
@@ -134,6 +143,13 @@ export class GeneveCounters {
   get macChanged(): number {
     return this.values[STAT_MAC_CHANGED]!;
   }
+  /** L2: packets held for an unresolved neighbour, and those sent once it resolved. */
+  get arpHeld(): number {
+    return this.values[STAT_ARP_HELD]!;
+  }
+  get arpHeldSent(): number {
+    return this.values[STAT_ARP_HELD_SENT]!;
+  }
 
   /** Total of all drops. */
   totalDrops(): number {
@@ -154,6 +170,8 @@ export class GeneveCounters {
       arp_replies_received: this.arpRepliesReceived,
       mac_learned: this.macLearned,
       mac_changed: this.macChanged,
+      arp_held: this.arpHeld,
+      arp_held_sent: this.arpHeldSent,
     };
     for (let i = 1; i < GENEVE_DROP_COUNT; i++) s[`drop_${GENEVE_DROP_NAMES[i]!}`] = this.drops[i]!;
     return s;

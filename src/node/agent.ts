@@ -98,7 +98,8 @@ export interface NodeAgentStats {
   /** Super-packets cut and segments made (TUN → Geneve), packets coalesced (Geneve → TUN); drops by reason. */
   gso: SegmenterCounts;
   gro: CoalescerCounts;
-  geneve: GenevePortStats & { drops: Record<string, number> };
+  /** arpHeld/arpHeldSent: packets held for an unresolved L2 peer and sent once it resolved; arpHeldNow: held at the moment. */
+  geneve: GenevePortStats & { drops: Record<string, number>; arpHeld: number; arpHeldSent: number; arpHeldNow: number };
   tunnels: { name: string; vni: number; remoteUnderlay: string; txPackets: number; rxPackets: number; drops: number }[];
   /** The kernel's IPv6 link-local control read from the TUN (RS, MLD, ND): not sent, not a drop. */
   ipv6LinkLocal: number;
@@ -435,7 +436,13 @@ export class NodeAgent {
       offloads: this.offloads,
       gso: segmenterStats(this.segmenter),
       gro: coalescerStats(this.coalescer),
-      geneve: { ...this.geneve.stats, drops },
+      geneve: {
+        ...this.geneve.stats,
+        drops,
+        arpHeld: this.geneve.engine.counters.arpHeld,
+        arpHeldSent: this.geneve.engine.counters.arpHeldSent,
+        arpHeldNow: this.geneve.engine.heldPackets,
+      },
       tunnels,
     };
   }

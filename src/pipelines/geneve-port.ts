@@ -7,7 +7,9 @@
  * Receive: one wake-up fills a PacketBatch; every datagram is decapsulated in place
  * (GeneveEngine.decapsulate, tunnel found by VNI + underlay source); the inner IP packets of the
  * batch are handed to the GeneveSink ONCE, with the tunnel each came from. L2 ARP replies the
- * engine builds (verdict SendControl) go straight back to the asking tunnel.
+ * engine builds (verdict SendControl) go straight back to the asking tunnel. Packets to an L2
+ * peer whose MAC is being resolved are held by the engine (verdict Held): after a receive batch
+ * and on a timer at the engine's next deadline the port polls it and sends what it releases.
  *
  * Send: `sendBatch` picks the tunnel per packet (GeneveTunnelTable.lookupSend: a tunnel's remote
  * internal /32, else the longest pod route), `sendBatchVia` takes tunnels the caller already
@@ -41,9 +43,10 @@
 import { PacketBatch } from '../io/batch.js';
 import { ADDR_PORT_OFFSET, ADDR_RECORD_LEN, loadNativeIo } from '../io/native.js';
 import { encodeAddress, UDP_GRO_MAX_LEN, UdpSocket, type UdpMechanism } from '../io/udp.js';
-import { GeneveEngine, GeneveResult, GeneveVerdict, type GeneveEngineOptions } from '../geneve/engine.js';
+import { GeneveEngine, type GeneveEngineOptions } from '../geneve/engine.js';
+import { GeneveResult, GeneveVerdict } from '../geneve/result.js';
 import { GENEVE_HEADER_LEN, GENEVE_LIQO_UDP_PORT } from '../geneve/header.js';
-import { GENEVE_INNER_ETHERNET_LEN } from '../geneve/mtu.js';
+import { GENEVE_INNER_ETHERNET_LEN, GENEVE_MAX_HEADROOM } from '../geneve/mtu.js';
 import type { GeneveTunnel, GeneveTunnelTable } from '../geneve/table.js';
 import { SendList } from './send-list.js';
 import { openDualStack } from './dual-stack.js';
@@ -102,7 +105,7 @@ export interface GenevePortOptions {
    * native addon, whose socket() runs synchronously while the thread is inside the namespace.
    */
   readonly netns?: string;
-  /** Milliseconds for the engine's ARP rate limit. Default Date.now. */
+  /** Milliseconds for the engine's ARP timers and hold queue. Default Date.now. */
   readonly clock?: () => number;
   /** Unexpected I/O errors (never per packet). */
   readonly onError?: (what: string, err: unknown) => void;
@@ -187,6 +190,11 @@ export class GenevePort {
   private readonly outTunnels: GeneveTunnel[];
   private readonly send4: SendList;
   private readonly send6: SendList;
+  /** L2 hold queue: scratch for held packets on their way out, its result, and the deadline timer. */
+  private holdBuf: Uint8Array | null = null;
+  private readonly holdResult = new GeneveResult();
+  private holdTimer: ReturnType<typeof setTimeout> | null = null;
+  private holdTimerAt = Infinity;
   /** Destination record per tunnel, rebuilt when the tunnel's port changes. */
   private readonly records = new WeakMap<GeneveTunnel, Uint8Array>();
 
@@ -367,6 +375,9 @@ export class GenevePort {
         }
       }
     }
+    // An ARP reply in this batch releases held packets (hold.ts); new sends to that tunnel
+    // queue behind them in the engine until then, so order holds whenever this runs.
+    if (this.engine.holdPending > 0) this.pollHold(now);
     this.deliver(b);
     // The next receives scatter at the size of the last run seen: a steady sender's runs then
     // arrive spread apart and need no copy.
@@ -423,6 +434,49 @@ export class GenevePort {
     this.rxResult.verdict = GeneveVerdict.Drop;
     this.stats.rxDelivered += n;
     this.sink.deliverBatch(b.buf, this.outOffs, this.outLens, this.outTunnels, n, b.scratchOff, b.scratchLen);
+  }
+
+  /**
+   * Sends what the engine's hold queue has due (held packets of resolved neighbours, ARP
+   * retransmissions; timeouts are counted by the engine) and re-arms the timer for the next
+   * deadline. The scratch buffer is made on first use (once per port).
+   */
+  private pollHold(now: number): void {
+    const buf = (this.holdBuf ??= new Uint8Array(GENEVE_MAX_HEADROOM + 65536));
+    const res = this.holdResult;
+    for (;;) {
+      const v = this.engine.poll(buf, GENEVE_MAX_HEADROOM, now, res);
+      if (v === GeneveVerdict.Drop) break;
+      if (v === GeneveVerdict.SendControl) {
+        this.sendControl(buf, res);
+        continue;
+      }
+      const t = res.tunnel!;
+      const sock = t.underlayFamily === 4 ? this.udp4 : this.udp6;
+      if (sock === null || this.closed) this.stats.txNoSocket++;
+      else if (sock.sendTo(buf, res.off, res.len, this.recordOf(t), 0)) this.stats.txPackets++;
+      else this.stats.txSendFailures++;
+    }
+    this.armHold(now);
+  }
+
+  /** A timer for the hold queue's next deadline (none when nothing is held). */
+  private armHold(now: number): void {
+    const at = this.engine.holdDeadline(now);
+    if (at === Infinity || this.closed) return;
+    if (this.holdTimer !== null) {
+      if (this.holdTimerAt <= at) return;
+      clearTimeout(this.holdTimer);
+    }
+    this.holdTimerAt = at;
+    this.holdTimer = setTimeout(
+      () => {
+        this.holdTimer = null;
+        if (!this.closed) this.pollHold(this.clock());
+      },
+      Math.max(0, at - now),
+    );
+    this.holdTimer.unref();
   }
 
   private sendControl(buf: Uint8Array, res: GeneveResult): void {
@@ -505,6 +559,10 @@ export class GenevePort {
         }
         const v = engine.encapsulate(buf, off, len, t, now, res);
         if (v === GeneveVerdict.Drop) continue;
+        if (v === GeneveVerdict.Held) {
+          this.armHold(now);
+          continue;
+        }
         if (v === GeneveVerdict.SendControl) this.stats.controlSent++;
         rec = this.recordOf(t);
       }
@@ -547,6 +605,8 @@ export class GenevePort {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    if (this.holdTimer !== null) clearTimeout(this.holdTimer);
+    this.holdTimer = null;
     const socks = [this.udp4, this.udp6];
     this.udp4 = null;
     this.udp6 = null;

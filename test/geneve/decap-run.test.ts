@@ -6,7 +6,8 @@
  * and ARP, in L3 and L2 tunnels with options.
  */
 import { describe, expect, it } from 'vitest';
-import { GeneveEngine, GeneveResult, GeneveVerdict } from '../../src/geneve/engine.js';
+import { GeneveEngine } from '../../src/geneve/engine.js';
+import { GeneveResult, GeneveVerdict } from '../../src/geneve/result.js';
 import { GENEVE_MAX_HEADROOM } from '../../src/geneve/mtu.js';
 import { GeneveTunnelTable, type GeneveTunnelSpec } from '../../src/geneve/table.js';
 import { tcpPacket, udpPacket } from '../packet/factory.js';

@@ -5,7 +5,8 @@
  * runs of segments, flows that change mid-run, damaged packets, and L3/L2 tunnels with options.
  */
 import { describe, expect, it } from 'vitest';
-import { GeneveEngine, GeneveResult, GeneveVerdict } from '../../src/geneve/engine.js';
+import { GeneveEngine } from '../../src/geneve/engine.js';
+import { GeneveResult, GeneveVerdict } from '../../src/geneve/result.js';
 import { flowSourcePort, sameFlowKey } from '../../src/geneve/flowhash.js';
 import { GENEVE_MAX_HEADROOM } from '../../src/geneve/mtu.js';
 import { GeneveTunnelTable, type GeneveTunnel, type GeneveTunnelSpec } from '../../src/geneve/table.js';

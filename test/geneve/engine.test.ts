@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { GeneveEngine, GeneveResult, GeneveVerdict } from '../../src/geneve/engine.js';
+import { GeneveEngine } from '../../src/geneve/engine.js';
+import { GeneveResult, GeneveVerdict } from '../../src/geneve/result.js';
 import {
   GENEVE_SRC_PORT_MAX,
   GENEVE_SRC_PORT_MIN,

@@ -4,7 +4,8 @@
  * Expected frames are written out byte by byte here (RFC 826 layout), not with the code under test.
  */
 import { describe, expect, it } from 'vitest';
-import { GeneveEngine, GeneveResult, GeneveVerdict } from '../../src/geneve/engine.js';
+import { GeneveEngine } from '../../src/geneve/engine.js';
+import { GeneveResult, GeneveVerdict } from '../../src/geneve/result.js';
 import {
   GENEVE_PROTO_TEB,
   geneveOptionsLen,
@@ -149,8 +150,21 @@ describe('L2 mode: ARP', () => {
 });
 
 describe('L2 mode: sending before and after the peer MAC is known', () => {
-  it('drops and emits a rate-limited ARP request until the MAC is learned, then wraps IP in Ethernet', () => {
-    const { t, engine, res } = setup({}, 1000);
+  it('without room in the hold queue: drops and emits a rate-limited ARP request until the MAC is learned, then wraps IP in Ethernet', () => {
+    const { table, t, res } = setup({}, 1000);
+    const engine = new GeneveEngine(table, { arpRetryMs: 1000, hold: { maxNeighbours: 1 } });
+    // Another unresolved neighbour takes the one pending place (its packet is held, not dropped).
+    const other = table.add({
+      vni: VNI + 1,
+      remoteUnderlay: '192.168.0.21',
+      localInternalAddress: '10.80.0.1',
+      remoteInternalAddress: '10.80.0.3',
+      mode: 'l2',
+    });
+    const o = icmpEcho({ src: '10.0.0.1', dst: '10.80.0.3', headroom: GENEVE_MAX_HEADROOM });
+    expect(engine.encapsulate(o.buf, o.off, o.len, other, 5000, res)).toBe(GeneveVerdict.SendControl);
+    expect(res.reason).toBe(GeneveDrop.None);
+    expect(engine.heldPackets).toBe(1);
     const p = icmpEcho({ src: '10.0.0.1', dst: '10.1.0.1', headroom: GENEVE_MAX_HEADROOM });
     expect(engine.encapsulate(p.buf, p.off, p.len, t, 5000, res)).toBe(GeneveVerdict.SendControl);
     expect(res.reason).toBe(GeneveDrop.NoPeerMac);
@@ -165,7 +179,7 @@ describe('L2 mode: sending before and after the peer MAC is known', () => {
     expect(res.reason).toBe(GeneveDrop.NoPeerMac);
     expect(engine.encapsulate(q.buf, q.off, q.len, t, 6000, res)).toBe(GeneveVerdict.SendControl);
     expect(engine.counters.drops[GeneveDrop.NoPeerMac]).toBe(3);
-    expect(engine.counters.arpRequestsSent).toBe(2);
+    expect(engine.counters.arpRequestsSent).toBe(3);
     expect(engine.counters.txPackets).toBe(0);
 
     // The peer answers; now IP goes out in Ethernet addressed to it.

@@ -156,20 +156,27 @@ describe('GenevePort', () => {
     }
   });
 
-  it('L2 mode: the first packet triggers ARP through the ports, later packets are delivered', async () => {
+  it('L2 mode: the first packet triggers ARP through the ports and is held, then sent; later packets are delivered', async () => {
     const { gw, node, nodeSink } = await pair('l2');
     const p = icmpEcho({ src: '10.71.0.9', dst: '10.0.1.5' });
+    const want = p.buf.slice(p.off, p.off + p.len);
     let a = arena([p]);
-    gw.sendBatch(a.buf, a.offs, a.lens, 1); // peer MAC unknown: an ARP request instead
+    gw.sendBatch(a.buf, a.offs, a.lens, 1); // peer MAC unknown: held, an ARP request goes instead
     await waitFor('gateway learned the node MAC', () => gw.table.get(7, '127.0.0.2')!.remoteMacKnown, 5000, 10);
     expect(gw.engine.counters.arpRequestsSent).toBe(1);
     expect(node.engine.counters.arpRepliesSent).toBe(1);
     expect(node.stats.controlSent).toBe(1);
-    expect(nodeSink.got.length).toBe(0);
+    // The reply releases the held packet.
+    await waitFor('held packet delivered', () => nodeSink.got.length === 1, 5000, 10);
+    expect(nodeSink.got[0]!.bytes).toEqual(want);
+    expect(gw.engine.counters.arpHeld).toBe(1);
+    expect(gw.engine.counters.arpHeldSent).toBe(1);
+    expect(gw.engine.heldPackets).toBe(0);
     a = arena([p]);
     gw.sendBatch(a.buf, a.offs, a.lens, 1);
-    await waitFor('delivered', () => nodeSink.got.length === 1, 5000, 10);
-    expect(nodeSink.got[0]!.bytes).toEqual(p.buf.slice(p.off, p.off + p.len));
+    await waitFor('delivered', () => nodeSink.got.length === 2, 5000, 10);
+    expect(nodeSink.got[1]!.bytes).toEqual(want);
+    expect(gw.engine.counters.totalDrops()).toBe(0);
   });
 });
 
