@@ -11,7 +11,8 @@ import { GENEVE_MAX_HEADROOM } from '../../src/geneve/mtu.js';
 import { GeneveDrop } from '../../src/geneve/reasons.js';
 import { GeneveResult, GeneveVerdict } from '../../src/geneve/result.js';
 import { GeneveTunnelTable, type GeneveTunnel } from '../../src/geneve/table.js';
-import { icmpEcho, toHex } from '../packet/factory.js';
+import { icmpEcho } from '../packet/factory.js';
+import { toHex } from '../util/hex.js';
 
 const OUR_MAC = [0x02, 0x57, 0x0a, 0x50, 0x00, 0x01];
 const PEER_MAC = [0x0a, 0x1b, 0x2c, 0x3d, 0x4e, 0x5f];
