@@ -16,47 +16,30 @@
  *   by `weft show`, recorded as a Warning Event on the object (in --namespace; with
  *   --liqo-firewall in the object's own namespace), and turn the
  *   Connections to Error while they last; the previous configuration stays in force.
- * - Connection status (gateway role, leader): one Connection per GatewayServer/GatewayClient,
- *   named like it, value Connected/Connecting/Error and latency from the in-tunnel check (on
- *   unless --no-conncheck) or, without it, from the WireGuard handshake (Connected within 180 s
- *   of the last one).
+ * - Connection status (gateway role, leader): k8s-connections.ts.
  * Exit codes as everywhere (common.ts); an unreadable kubeconfig is a configuration error (3).
  */
 import type { Logger } from 'pino';
 import type { KubeConfig } from '@kubernetes/client-node';
 import type { WeftConfig } from '../control/config.js';
 import { diffConfig } from '../control/diff.js';
-import { ConnectionDeleteWatch, ConnectionStatusWriter } from '../control/k8s/connection.js';
 import { EventRecorder } from '../control/k8s/events.js';
 import { LeaderElector } from '../control/k8s/lease.js';
-import { apiVersionOf, KINDS, REMOTE_CLUSTER_ID_LABEL, type K8sObject } from '../control/k8s/resources.js';
+import type { K8sObject } from '../control/k8s/resources.js';
 import { TranslateError, type TranslateOptions } from '../control/k8s/translate.js';
 import { LiqoWatcher } from '../control/k8s/watcher.js';
 import { SourceDetector } from '../control/k8s/source-detector.js';
-import {
-  claimActive,
-  connectionGatewayRef,
-  connectionName,
-  connectionOwner,
-  readLocalClusterId,
-  setPodActive,
-} from '../control/k8s/liqo-gateway.js';
+import { claimActive, readLocalClusterId, setPodActive } from '../control/k8s/liqo-gateway.js';
 import { createLogger, resolveLogLevel } from '../control/log.js';
 import { ConfigError } from '../control/config.js';
-import type { ConnectionValue } from '../control/conncheck.js';
 import { getCryptoBackend, parseCryptoBackendName } from '../crypto/select.js';
 import type { K8sSettings } from './k8s-settings.js';
+import { ConnectionReporter } from './k8s-connections.js';
 import { NodeFabric } from './k8s-fabric.js';
 import { fabricNodeDevices, gatewaySteerTarget, liqoNodeConfig, nodeRulesOptions } from './k8s-liqo.js';
 import type { RouteConfigSpec } from '../rules/routes.js';
 import { startGatewayRules, type GatewayRules } from './k8s-rules.js';
 import { errText, Runtime } from './runtime.js';
-
-interface GatewayRef {
-  obj: K8sObject;
-  type: 'Server' | 'Client';
-  remote: string;
-}
 
 /** The long-running part of `weft k8s` (exported for tests). */
 export class K8sMode {
@@ -69,21 +52,15 @@ export class K8sMode {
   private leading: boolean;
   private stopped = false;
   private retryTimer: NodeJS.Timeout | undefined;
-  private statusTimer: NodeJS.Timeout | undefined;
-  private readonly writers = new Map<string, ConnectionStatusWriter>();
   private readonly events: EventRecorder | null;
   /** The last translation was rejected (Connections report Error meanwhile). */
   private configProblem = false;
-  private statusTick: (() => Promise<void>) | undefined;
-  private deleteWatch: ConnectionDeleteWatch | null = null;
   private sourceDetector: SourceDetector | null = null;
-  private readonly recreateTimers = new Set<NodeJS.Timeout>();
   /** The local cluster ID (--cluster-id, else Liqo's ConfigMap, read at start). */
   private clusterId: string | undefined;
   /** --wireguard-key-dir: the private key (base64), read at start. */
   private privateKey: string | undefined;
-  /** Connection key (namespace/name) → key of the gateway object it reports on. */
-  private readonly connToGateway = new Map<string, string>();
+  private readonly connections: ConnectionReporter;
   /** Liqo mode, node role: the fabric RouteConfigurations in force (see shaped()). */
   private liqoNodeSpecs: readonly RouteConfigSpec[] = [];
   /** Serialises data-plane changes (config updates and leadership changes). */
@@ -106,6 +83,14 @@ export class K8sMode {
       : s.namespace === undefined
         ? null
         : new EventRecorder({ ...rec, namespace: s.namespace });
+    this.connections = new ConnectionReporter({
+      settings: s,
+      kubeConfig: kc,
+      runtime,
+      log,
+      snapshot: () => this.watcher?.snapshot(),
+      configProblem: () => this.configProblem,
+    });
   }
 
   /** Resolves once the first configuration was translated (retrying until then). */
@@ -268,7 +253,7 @@ export class K8sMode {
   private async problem(e: unknown, prefix: string): Promise<void> {
     this.runtime.setProblem('kubernetes', `${prefix}${errText(e)}`);
     this.configProblem = e instanceof ConfigError;
-    if (this.configProblem) void this.statusTick?.();
+    if (this.configProblem) this.connections.refresh();
     if (!(e instanceof TranslateError) || this.events === null) return;
     const seen = new Set<string>();
     for (const [i, obj] of e.objects.entries()) {
@@ -290,7 +275,7 @@ export class K8sMode {
     this.events?.forget();
     if (this.configProblem) {
       this.configProblem = false;
-      void this.statusTick?.();
+      this.connections.refresh();
     }
   }
 
@@ -305,7 +290,7 @@ export class K8sMode {
     await this.runtime.startDataPlane(this.shaped(this.latest));
     await this.startLiqoFirewall();
     await this.labelPod(true);
-    await this.startStatus();
+    await this.connections.start();
   }
 
   /**
@@ -379,7 +364,7 @@ export class K8sMode {
   }
 
   private async deactivate(): Promise<void> {
-    this.stopStatus();
+    this.connections.stop();
     await this.liqoRules?.stop();
     this.liqoRules = null;
     this.runtime.setRules(null);
@@ -416,209 +401,21 @@ export class K8sMode {
       await this.activate();
       return;
     }
-    await this.syncWriters();
+    await this.connections.syncWriters();
   }
 
-  // --- Connection status (gateway role) --------------------------------------------------
-
-  private gatewayRefs(): GatewayRef[] {
-    if (this.watcher === null) return [];
-    const snap = this.watcher.snapshot();
-    const want = (o: K8sObject): string | undefined => {
-      const id = o.metadata?.labels?.[REMOTE_CLUSTER_ID_LABEL];
-      return id !== undefined && (this.s.remoteClusterIds === undefined || this.s.remoteClusterIds.includes(id))
-        ? id
-        : undefined;
-    };
-    const out: GatewayRef[] = [];
-    const liqo = this.s.liqo;
-    if (liqo !== undefined) {
-      const own = (liqo.mode === 'server' ? snap.gatewayServers : snap.gatewayClients).filter(
-        (o) => o.metadata?.name === liqo.name && o.metadata?.namespace === liqo.namespace,
-      );
-      const kind = liqo.mode === 'server' ? KINDS.gatewayServers : KINDS.gatewayClients;
-      return own
-        .map((o): GatewayRef => ({
-          obj: { ...o, kind: kind.kind, apiVersion: apiVersionOf(kind) },
-          type: liqo.mode === 'server' ? 'Server' : 'Client',
-          remote: want(o) ?? '',
-        }))
-        .filter((g) => g.remote !== '');
-    }
-    for (const o of snap.gatewayServers) {
-      const r = want(o);
-      if (r !== undefined)
-        out.push({
-          obj: { ...o, kind: KINDS.gatewayServers.kind, apiVersion: apiVersionOf(KINDS.gatewayServers) },
-          type: 'Server',
-          remote: r,
-        });
-    }
-    for (const o of snap.gatewayClients) {
-      const r = want(o);
-      if (r !== undefined)
-        out.push({
-          obj: { ...o, kind: KINDS.gatewayClients.kind, apiVersion: apiVersionOf(KINDS.gatewayClients) },
-          type: 'Client',
-          remote: r,
-        });
-    }
-    return out;
-  }
-
-  private async syncWriters(): Promise<void> {
-    if (this.s.role !== 'gateway' || !this.runtime.active) return;
-    const refs = this.gatewayRefs();
-    const keep = new Set<string>();
-    for (const g of refs) {
-      const m = g.obj.metadata ?? {};
-      if (m.name === undefined || m.namespace === undefined) continue;
-      const key = `${m.namespace}/${m.name}`;
-      keep.add(key);
-      if (this.writers.has(key)) continue;
-      const liqo = this.s.liqo;
-      // Liqo's shape (the pod's arguments name it): gw-NAME, owner GatewayServer/Client with
-      // --gateway-uid, gatewayRef the WgGateway* object. Otherwise named like the gateway object.
-      const connName = liqo !== undefined ? connectionName(m.name) : m.name;
-      const w = new ConnectionStatusWriter({
-        kubeConfig: this.kc,
-        namespace: m.namespace,
-        name: connName,
-        remoteClusterId: g.remote,
-        type: g.type,
-        gatewayRef:
-          liqo !== undefined
-            ? connectionGatewayRef(liqo)
-            : {
-                apiVersion: g.obj.apiVersion,
-                kind: g.obj.kind,
-                name: m.name,
-                namespace: m.namespace,
-                ...(m.uid !== undefined ? { uid: m.uid } : {}),
-              },
-        // Owned by the gateway object it reports on (as Liqo's): deleting that removes it.
-        ...(liqo !== undefined
-          ? { owner: connectionOwner(liqo) }
-          : m.uid !== undefined
-            ? { owner: { apiVersion: g.obj.apiVersion!, kind: g.obj.kind!, name: m.name, uid: m.uid } }
-            : {}),
-        updateIntervalMs: this.s.statusIntervalMs,
-      });
-      this.connToGateway.set(`${m.namespace}/${connName}`, key);
-      try {
-        // null: its owner is already gone (unpeering), nothing to report on.
-        if ((await w.ensure()) !== null) this.writers.set(key, w);
-      } catch (e) {
-        this.log.warn({ err: errText(e) }, `Connection ${key}`);
-      }
-    }
-    for (const k of [...this.writers.keys()]) if (!keep.has(k)) this.writers.delete(k);
-  }
-
-  private async startStatus(): Promise<void> {
-    if (this.s.role !== 'gateway') return;
-    await this.syncWriters();
-    if (this.s.namespace !== undefined) {
-      const ns = this.s.namespace;
-      this.deleteWatch = new ConnectionDeleteWatch(
-        this.kc,
-        ns,
-        (name) => this.connectionDeleted(`${ns}/${name}`),
-        (e) => this.log.warn({ err: errText(e) }, 'Connections'),
-      );
-      await this.deleteWatch.start().catch((e: unknown) => this.log.warn({ err: errText(e) }, 'Connections'));
-    }
-    const tick = async (): Promise<void> => {
-      const peers = new Map(
-        this.runtime
-          .statsSource()
-          .peers()
-          .map((p) => [p.clusterId, p] as const),
-      );
-      const st = this.runtime.status();
-      for (const [key, w] of this.writers) {
-        const ref = this.gatewayRefs().find((g) => `${g.obj.metadata?.namespace}/${g.obj.metadata?.name}` === key);
-        // Its gateway object is gone (unpeer): the garbage collector removes the Connection;
-        // writing would create it again (404 → create).
-        if (ref === undefined || w.ownerGone) {
-          this.writers.delete(key);
-          continue;
-        }
-        const p = peers.get(ref.remote);
-        const conn = st.wireguard?.peers.find((x) => x.clusterId === ref.remote)?.connection;
-        const seen: ConnectionValue =
-          conn !== undefined ? (conn.value as ConnectionValue) : p?.connected ? 'Connected' : 'Connecting';
-        const value: ConnectionValue = this.configProblem ? 'Error' : seen;
-        try {
-          if (await w.report(value, conn?.latencyMs ?? (p !== undefined ? p.latencyUs / 1000 : 0)))
-            this.log.debug(`Connection ${key}: ${value}`);
-        } catch (e) {
-          this.log.warn({ err: errText(e) }, `Connection ${key} status`);
-        }
-      }
-    };
-    this.statusTick = tick;
-    const loop = (): void => {
-      this.statusTimer = setTimeout(() => {
-        void tick().finally(() => {
-          if (this.statusTimer !== undefined) loop();
-        });
-      }, 2000);
-      this.statusTimer.unref();
-    };
-    await tick();
-    loop();
-  }
-
-  private stopStatus(): void {
-    if (this.statusTimer !== undefined) clearTimeout(this.statusTimer);
-    this.statusTimer = undefined;
-    this.statusTick = undefined;
-    for (const t of this.recreateTimers) clearTimeout(t);
-    this.recreateTimers.clear();
-    const w = this.deleteWatch;
-    this.deleteWatch = null;
-    void w?.stop();
-  }
-
-  /**
-   * A Connection we write was deleted (kubectl delete): create it again — unless its gateway
-   * object went too (the garbage collector's doing). Checked after a short delay so that the
-   * gateway object's own DELETED event has reached the cache first.
-   */
-  private connectionDeleted(connKey: string): void {
-    const key = this.connToGateway.get(connKey) ?? connKey;
-    if (!this.writers.has(key) || this.statusTimer === undefined) return;
-    const t = setTimeout(() => {
-      this.recreateTimers.delete(t);
-      const w = this.writers.get(key);
-      if (w === undefined || this.statusTimer === undefined) return;
-      if (!this.gatewayRefs().some((g) => `${g.obj.metadata?.namespace}/${g.obj.metadata?.name}` === key)) return;
-      this.log.info(`Connection ${key} was deleted: creating it again`);
-      w.recreate().catch((e: unknown) => this.log.warn({ err: errText(e) }, `Connection ${key}`));
-    }, 500);
-    this.recreateTimers.add(t);
-  }
-
-  /** Clean stop of the leader: its Connections say Error (gateway down), as Liqo's check would. */
-  private async markDown(): Promise<void> {
-    if (!this.runtime.active) return;
-    for (const [key, w] of this.writers) {
-      try {
-        await w.markDown();
-      } catch (e) {
-        this.log.warn({ err: errText(e) }, `Connection ${key} status`);
-      }
-    }
+  /** Stop writing Connection status (as a crash would). */
+  stopStatus(): void {
+    this.connections.stop();
   }
 
   async stop(): Promise<void> {
     if (this.stopped) return;
     this.stopped = true;
     if (this.retryTimer !== undefined) clearTimeout(this.retryTimer);
-    this.stopStatus();
+    this.connections.stop();
     await this.chain;
-    await this.markDown();
+    await this.connections.markDown();
     await this.elector?.stop({ release: true });
     await this.sourceDetector?.stop();
     await this.watcher?.stop();
