@@ -86,7 +86,7 @@ function load(s: FakeApiServer): void {
     apiVersion: 'rbac.authorization.k8s.io/v1',
     kind: 'ClusterRoleBinding',
     metadata: { name: `${NS}-cluster-b` },
-    roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'weft-gateway' },
+    roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'weft-liqo-gateway' },
     subjects: [{ kind: 'ServiceAccount', name: 'cluster-b', namespace: NS }],
   });
   for (const p of ['cluster-b-pod-b', 'cluster-b-pod-c', 'cluster-b-pod-d']) {

@@ -123,7 +123,7 @@ describe('deploy/liqo manifests', () => {
     const all = docs();
     expect(all.map((d) => `${d.obj.kind}/${d.obj.metadata.name}`).sort()).toEqual([
       'ClusterRole/weft-fabric',
-      'ClusterRole/weft-gateway',
+      'ClusterRole/weft-liqo-gateway',
       'ClusterRoleBinding/weft-fabric',
       'DaemonSet/weft-fabric',
       'ServiceAccount/weft-fabric',
@@ -266,8 +266,8 @@ describe('deploy/liqo manifests', () => {
     expect(term!.matchExpressions).toEqual([{ key, operator: 'NotIn', values: [value] }]);
     // The controller-manager binds Weft's ClusterRole to the gateways it creates.
     expect(values.controllerManager.pod.extraArgs).toEqual([
-      `--wg-gateway-server-cluster-role-name=${find('ClusterRole', 'weft-gateway').metadata.name}`,
-      `--wg-gateway-client-cluster-role-name=${find('ClusterRole', 'weft-gateway').metadata.name}`,
+      `--wg-gateway-server-cluster-role-name=${find('ClusterRole', 'weft-liqo-gateway').metadata.name}`,
+      `--wg-gateway-client-cluster-role-name=${find('ClusterRole', 'weft-liqo-gateway').metadata.name}`,
     ]);
   });
 });
