@@ -14,6 +14,11 @@
  * milliseconds since the epoch, fractions allowed — the timestamp travels in the message) and an
  * injected `send`; it calls `poll(now)` at or after `nextDeadline()` and `receive()` for every
  * datagram that arrived on the check port. Bad datagrams are counted drops, never exceptions.
+ *
+ * Latency only from a real echo: a PING sent before the peer's current tunnel session existed
+ * waited inside WireGuard for the handshake, so its PONG measures that wait, not the path. Such
+ * a PONG proves the tunnel works (Connected) but leaves the latency as it was
+ * (`handshakeWaits` counts them); `sessionStartedAt` tells when the session began.
  */
 
 export const CONNCHECK_PORT = 12345;
@@ -47,6 +52,11 @@ export interface ConnCheckerOptions {
   port?: number;
   /** Called when a peer's value changes or a new latency is measured. */
   onUpdate?: (clusterId: string, status: PeerCheckStatus) => void;
+  /**
+   * When the peer's current tunnel session began (completed handshake), on the same clock as
+   * `now`; undefined when unknown (every echo is then measured). Queried per PONG, no I/O.
+   */
+  sessionStartedAt?: (clusterId: string) => number | undefined;
 }
 
 interface PeerState {
@@ -138,6 +148,8 @@ export class ConnChecker {
   };
   pingsSent = 0;
   pongsSent = 0;
+  /** PONGs to PINGs sent before the session existed: a reply, but no latency (module comment). */
+  handshakeWaits = 0;
 
   constructor(private readonly opts: ConnCheckerOptions) {
     this.interval = opts.intervalMs ?? CONNCHECK_INTERVAL_MS;
@@ -246,7 +258,9 @@ export class ConnChecker {
     }
     p.lastEchoTs = ts;
     p.lastReplyAt = now;
-    p.latencyMs = now - ts;
+    const session = this.opts.sessionStartedAt?.(m.clusterID);
+    if (session !== undefined && ts < session) this.handshakeWaits++;
+    else p.latencyMs = now - ts;
     p.value = 'Connected';
     this.opts.onUpdate?.(m.clusterID, { value: p.value, latencyMs: p.latencyMs, lastReplyAt: now });
   }

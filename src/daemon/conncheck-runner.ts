@@ -50,6 +50,8 @@ export interface ConnCheckRunnerOptions {
   readonly intervalMs?: number;
   readonly lossThreshold?: number;
   readonly onUpdate?: ConnCheckerOptions['onUpdate'];
+  /** When the peer's current WireGuard session began, on `clock` (see ConnChecker). */
+  readonly sessionStartedAt?: ConnCheckerOptions['sessionStartedAt'];
   /**
    * Wall-clock ms with a fraction (the timestamp travels in the message). Default
    * `wallClockMs`: Date.now has whole milliseconds, too coarse for Liqo's "850μs".
@@ -82,6 +84,7 @@ export class ConnCheckRunner {
       ...(opts.intervalMs !== undefined ? { intervalMs: opts.intervalMs } : {}),
       ...(opts.lossThreshold !== undefined ? { lossThreshold: opts.lossThreshold } : {}),
       ...(opts.onUpdate !== undefined ? { onUpdate: opts.onUpdate } : {}),
+      ...(opts.sessionStartedAt !== undefined ? { sessionStartedAt: opts.sessionStartedAt } : {}),
     });
     sock.on('message', (msg, rinfo) => {
       if (this.stopped) return;

@@ -195,3 +195,66 @@ describe('ConnChecker state machine', () => {
     expect(() => c.addPeer('x', '10.80.0.2', t0)).toThrow(/already/);
   });
 });
+
+describe('ConnChecker after a failover: the handshake wait is not a round trip', () => {
+  /**
+   * Gateway a's PINGs go into a tunnel whose session does not exist yet: WireGuard holds them
+   * until the handshake completes at `sessionAt`, then sends them; the peer echoes each one
+   * `rttMs` later. `session` false: the checker is not told when the session began.
+   */
+  function failover(session: boolean) {
+    const T0 = Date.UTC(2025, 5, 1);
+    const sessionAt = T0 + 6200;
+    const rttMs = 0.8;
+    let now = T0;
+    const held: Uint8Array[] = [];
+    const updates: number[] = [];
+    const a = new ConnChecker({
+      send: (bytes) => held.push(bytes.slice()),
+      onUpdate: (_, s) => updates.push(s.latencyMs),
+      ...(session ? { sessionStartedAt: () => (now >= sessionAt ? sessionAt : undefined) } : {}),
+    });
+    a.addPeer('cluster-b', '169.254.18.2', now);
+    const echo = (at: number) => {
+      for (const ping of held.splice(0)) {
+        const m = decodeMessage(ping)!;
+        a.receive(encodeMessage({ ...m, msgType: 'PONG' }), '169.254.18.2', CONNCHECK_PORT, at);
+      }
+    };
+    const run = (until: number) => {
+      for (;;) {
+        const next = Math.min(a.nextDeadline(), until);
+        // The handshake completes: WireGuard sends what it held; the echoes come back.
+        if (now < sessionAt && next >= sessionAt) {
+          now = sessionAt;
+          echo(sessionAt + rttMs);
+        }
+        now = next;
+        a.poll(now);
+        if (now >= sessionAt) echo(now + rttMs);
+        if (next === until) return;
+      }
+    };
+    return { a, run, updates, t: (ms: number) => T0 + ms };
+  }
+
+  test('replies to PINGs sent before the session count as replies, not as latency', () => {
+    const f = failover(true);
+    f.run(f.t(7000));
+    // PINGs at 0, 2, 4, 6 s waited for the handshake (6.2 s): Connected, latency not measured.
+    expect(f.a.status('cluster-b')).toMatchObject({ value: 'Connected', latencyMs: 0 });
+    expect(f.a.handshakeWaits).toBe(4);
+    expect(formatLatency(f.a.status('cluster-b')!.latencyMs)).toBe('N/A');
+    // The first PING after the session: a real echo.
+    f.run(f.t(9000));
+    expect(f.a.status('cluster-b')!.latencyMs).toBeCloseTo(0.8, 3);
+    expect(Math.max(...f.updates)).toBeLessThan(1);
+  });
+
+  test('without the session time, the wait would be reported as latency (what the check must not do)', () => {
+    const f = failover(false);
+    f.run(f.t(7000));
+    expect(f.a.handshakeWaits).toBe(0);
+    expect(Math.max(...f.updates)).toBeGreaterThan(6000);
+  });
+});
