@@ -377,4 +377,47 @@ describe('LeaderElector', () => {
       await own.stop();
     }
   }, 40_000);
+
+  test('a black-holed API server (requests never answered): requests time out, the leader keeps leading', async () => {
+    const own = await FakeApiServer.start();
+    const log: string[] = [];
+    const errors: string[] = [];
+    const a = new LeaderElector({
+      kubeConfig: own.kubeConfig(),
+      namespace: 'liqo-tenant-b',
+      name: 'weft-gw-hole',
+      identity: 'gw-0',
+      leaseDurationMs: 1500,
+      renewDeadlineMs: 1000,
+      retryPeriodMs: 250,
+      onStartedLeading: () => log.push('started'),
+      onStoppedLeading: () => log.push('stopped'),
+      onError: (e) => errors.push((e as Error).message),
+    });
+    try {
+      a.start();
+      await until(() => a.isLeader, 'leading');
+      own.setBlackHole(true);
+      await new Promise((r) => setTimeout(r, 5000));
+      expect(a.isLeader).toBe(true);
+      // One report for the episode: the read that got no answer within the renew deadline.
+      expect(errors).toHaveLength(1);
+      expect(errors[0]).toContain('no answer within 1000 ms');
+      const renewed = () =>
+        (
+          own.getObject('coordination.k8s.io/v1', 'leases', 'liqo-tenant-b', 'weft-gw-hole')!['spec'] as {
+            renewTime: string;
+          }
+        ).renewTime;
+      const before = renewed();
+      own.setBlackHole(false);
+      // Rounds were not stuck behind a request that never ends: it renews within a few rounds.
+      await until(() => renewed() !== before, 'renewed after the black hole', 5000);
+      expect(log).toEqual(['started']);
+    } finally {
+      own.setBlackHole(false);
+      await a.stop();
+      await own.stop();
+    }
+  }, 30_000);
 });
