@@ -17,7 +17,8 @@ import {
 import { connectionGatewayRef, connectionName, connectionOwner } from '../control/k8s/liqo-gateway.js';
 import type { ConnectionValue } from '../control/conncheck.js';
 import type { K8sSettings } from './k8s-settings.js';
-import { errText, type Runtime } from './runtime.js';
+import type { ApiErrorLog } from './k8s-api-errors.js';
+import type { Runtime } from './runtime.js';
 
 interface GatewayRef {
   obj: K8sObject;
@@ -32,6 +33,8 @@ export interface ConnectionReporterOptions {
   log: Logger;
   /** The watcher's current objects (undefined before it started). */
   snapshot: () => LiqoResources | undefined;
+  /** Where API errors go (rejected credentials said once). */
+  errors: ApiErrorLog;
   /** A rejected configuration: the Connections say Error while it lasts. */
   configProblem: () => boolean;
 }
@@ -141,7 +144,7 @@ export class ConnectionReporter {
         // null: its owner is already gone (unpeering), nothing to report on.
         if ((await w.ensure()) !== null) this.writers.set(key, w);
       } catch (e) {
-        this.o.log.warn({ err: errText(e) }, `Connection ${key}`);
+        this.o.errors.warn(e, `Connection ${w.key}`);
       }
     }
     for (const k of [...this.writers.keys()]) if (!keep.has(k)) this.writers.delete(k);
@@ -156,9 +159,9 @@ export class ConnectionReporter {
         this.o.kubeConfig,
         ns,
         (name) => this.connectionDeleted(`${ns}/${name}`),
-        (e) => this.o.log.warn({ err: errText(e) }, 'Connections'),
+        (e) => this.o.errors.warn(e, 'Connections'),
       );
-      await this.deleteWatch.start().catch((e: unknown) => this.o.log.warn({ err: errText(e) }, 'Connections'));
+      await this.deleteWatch.start().catch((e: unknown) => this.o.errors.warn(e, 'Connections'));
     }
     const tick = async (): Promise<void> => {
       const peers = new Map(
@@ -183,9 +186,9 @@ export class ConnectionReporter {
         const value: ConnectionValue = this.o.configProblem() ? 'Error' : seen;
         try {
           if (await w.report(value, conn?.latencyMs ?? (p !== undefined ? p.latencyUs / 1000 : 0)))
-            this.o.log.debug(`Connection ${key}: ${value}`);
+            this.o.log.debug(`Connection ${w.key}: ${value}`);
         } catch (e) {
-          this.o.log.warn({ err: errText(e) }, `Connection ${key} status`);
+          this.o.errors.warn(e, `Connection ${w.key} status`);
         }
       }
     };
@@ -226,8 +229,8 @@ export class ConnectionReporter {
       const w = this.writers.get(key);
       if (w === undefined || this.statusTimer === undefined) return;
       if (!this.gatewayRefs().some((g) => `${g.obj.metadata?.namespace}/${g.obj.metadata?.name}` === key)) return;
-      this.o.log.info(`Connection ${key} was deleted: creating it again`);
-      w.recreate().catch((e: unknown) => this.o.log.warn({ err: errText(e) }, `Connection ${key}`));
+      this.o.log.info(connectionDeletedMessage(w.key, key));
+      w.recreate().catch((e: unknown) => this.o.errors.warn(e, `Connection ${w.key}`));
     }, 500);
     this.recreateTimers.add(t);
   }
@@ -239,8 +242,13 @@ export class ConnectionReporter {
       try {
         await w.markDown();
       } catch (e) {
-        this.o.log.warn({ err: errText(e) }, `Connection ${key} status`);
+        this.o.errors.warn(e, `Connection ${w.key} status`);
       }
     }
   }
+}
+
+/** The log line when a Connection we write was deleted under a running gateway (names the Connection, then its gateway object). */
+export function connectionDeletedMessage(connKey: string, gatewayKey: string): string {
+  return `Connection ${connKey} was deleted: creating it again${connKey === gatewayKey ? '' : ` (it reports on ${gatewayKey})`}`;
 }

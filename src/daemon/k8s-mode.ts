@@ -29,12 +29,13 @@ import type { K8sObject } from '../control/k8s/resources.js';
 import { TranslateError, type TranslateOptions } from '../control/k8s/translate.js';
 import { LiqoWatcher } from '../control/k8s/watcher.js';
 import { SourceDetector } from '../control/k8s/source-detector.js';
-import { claimActive, readLocalClusterId, setPodActive } from '../control/k8s/liqo-gateway.js';
+import { claimActive, connectionOwner, readLocalClusterId, setPodActive } from '../control/k8s/liqo-gateway.js';
 import { createLogger, resolveLogLevel } from '../control/log.js';
 import { ConfigError } from '../control/config.js';
 import { getCryptoBackend, parseCryptoBackendName } from '../crypto/select.js';
 import type { K8sSettings } from './k8s-settings.js';
 import { ConnectionReporter } from './k8s-connections.js';
+import { ApiErrorLog } from './k8s-api-errors.js';
 import { NodeFabric } from './k8s-fabric.js';
 import { fabricNodeDevices, gatewaySteerTarget, liqoNodeConfig, nodeRulesOptions } from './k8s-liqo.js';
 import type { RouteConfigSpec } from '../rules/routes.js';
@@ -61,6 +62,7 @@ export class K8sMode {
   /** --wireguard-key-dir: the private key (base64), read at start. */
   private privateKey: string | undefined;
   private readonly connections: ConnectionReporter;
+  private readonly errors: ApiErrorLog;
   /** Liqo mode, node role: the fabric RouteConfigurations in force (see shaped()). */
   private liqoNodeSpecs: readonly RouteConfigSpec[] = [];
   /** Serialises data-plane changes (config updates and leadership changes). */
@@ -83,7 +85,9 @@ export class K8sMode {
       : s.namespace === undefined
         ? null
         : new EventRecorder({ ...rec, namespace: s.namespace });
+    this.errors = new ApiErrorLog(log, runtime);
     this.connections = new ConnectionReporter({
+      errors: this.errors,
       settings: s,
       kubeConfig: kc,
       runtime,
@@ -131,10 +135,19 @@ export class K8sMode {
           this.leading = false;
           // Stopping (SIGTERM) releases the Lease on purpose: not a warning.
           if (this.stopped) this.log.info('released the Lease');
-          else this.log.warn('lost the Lease: standby');
+          else this.log.warn('lost the Lease: another replica holds it; standby');
           this.enqueue(() => this.deactivate());
         },
-        onError: (e) => this.log.warn({ err: errText(e) }, 'lease'),
+        // The API server unreachable, or refusing us, proves nothing about the other replicas:
+        // the data plane keeps running (lease-decision.ts says what happens in a partition).
+        onError: (e) => this.errors.warn(e, 'lease'),
+        onRecovered: () => this.errors.recovered(),
+        onRenewOverdue: (ms) =>
+          this.log.warn(
+            `Lease not renewed for ${(ms / 1000).toFixed(1)} s (API server unreachable): forwarding continues with the last configuration until another replica is seen holding the Lease`,
+          ),
+        // Removed with the GatewayServer/GatewayClient by the garbage collector (unpeering), as the Connection.
+        ...(this.s.liqo !== undefined ? { owner: connectionOwner(this.s.liqo) } : {}),
       });
       this.elector.start();
     } else {
@@ -149,11 +162,11 @@ export class K8sMode {
       kubeConfig: this.kc,
       nodeName,
       srcFor: routeSourceFor,
-      onError: (e) => this.log.warn({ err: errText(e) }, 'InternalNode status'),
+      onError: (e) => this.errors.warn(e, 'InternalNode status'),
       onWrite: (slot, ip) => this.log.info(`InternalNode ${nodeName} status.nodeIP.${slot} = ${ip}`),
     });
     this.sourceDetector = d;
-    await d.start().catch((e: unknown) => this.log.warn({ err: errText(e) }, 'InternalNode status'));
+    await d.start().catch((e: unknown) => this.errors.warn(e, 'InternalNode status'));
   }
 
   /** Local cluster ID and mounted key: what the pod is given, read once (retried with the rest). */
@@ -188,7 +201,7 @@ export class K8sMode {
             this.log.info(`pod ${ns}/${other} is no longer the active gateway (label removed by the new leader)`);
         } catch (e) {
           // An older ClusterRole without pods list: a stale label may stay, but this pod is labelled.
-          this.log.warn({ err: errText(e) }, 'active label: other replicas not checked');
+          this.errors.warn(e, 'active label: other replicas not checked');
           await setPodActive(this.kc, ns, pod, true);
         }
       } else {
@@ -196,7 +209,7 @@ export class K8sMode {
       }
       this.log.info(`pod ${ns}/${pod} ${active ? 'is now the active gateway' : 'is no longer the active gateway'}`);
     } catch (e) {
-      this.log.warn({ err: errText(e) }, 'active label');
+      this.errors.warn(e, 'active label');
     }
   }
 
@@ -227,7 +240,7 @@ export class K8sMode {
         this.enqueue(() => this.update(r.config));
       },
       onError: (e) => {
-        this.log.warn({ err: errText(e) }, 'kubernetes');
+        this.errors.warn(e, 'kubernetes');
         if (e instanceof ConfigError)
           void this.problem(e, 'configuration rejected (the previous one stays in force): ');
       },
@@ -265,12 +278,13 @@ export class K8sMode {
         if (await this.events.warn(obj, 'InvalidConfiguration', `${issue.path}: ${issue.message}`))
           this.log.debug(`Event on ${key}: ${issue.message}`);
       } catch (err) {
-        this.log.warn({ err: errText(err) }, 'event');
+        this.errors.warn(err, 'event');
       }
     }
   }
 
   private solved(): void {
+    this.errors.recovered();
     this.runtime.setProblem('kubernetes', null);
     this.events?.forget();
     if (this.configProblem) {
@@ -330,7 +344,7 @@ export class K8sMode {
         onObjectProblem: (obj, message) => {
           void this.objectEvent(obj as K8sObject, message);
         },
-        onError: (e) => this.log.warn({ err: errText(e) }, 'liqo firewall watch'),
+        onError: (e) => this.errors.warn(e, 'liqo firewall watch'),
       });
       this.runtime.setRules(this.liqoRules.attachment);
       return;
@@ -349,7 +363,7 @@ export class K8sMode {
       onObjectProblem: (obj, message) => {
         void this.objectEvent(obj as K8sObject, message);
       },
-      onError: (e) => this.log.warn({ err: errText(e) }, 'liqo firewall watch'),
+      onError: (e) => this.errors.warn(e, 'liqo firewall watch'),
     });
     this.runtime.setRules(this.liqoRules.attachment);
   }
@@ -359,7 +373,7 @@ export class K8sMode {
     try {
       await this.events?.warn(obj, 'InvalidConfiguration', message);
     } catch (err) {
-      this.log.warn({ err: errText(err) }, 'event');
+      this.errors.warn(err, 'event');
     }
   }
 
