@@ -14,6 +14,13 @@
  * milliseconds since the epoch, fractions allowed — the timestamp travels in the message) and an
  * injected `send`; it calls `poll(now)` at or after `nextDeadline()` and `receive()` for every
  * datagram that arrived on the check port. Bad datagrams are counted drops, never exceptions.
+ *
+ * Latency only from a real echo: a PING sent before the peer's current tunnel session existed
+ * waited inside WireGuard for the handshake, so its PONG measures that wait, not the path
+ * (`sessionStartedAt` tells when the session began). Such a PONG counts as a sign of life (no
+ * Error) but neither measures nor changes the value; it brings the next PING forward, so the
+ * first real echo — and with it Connected and its latency — follows one round trip later
+ * (`handshakeWaits` counts them).
  */
 
 export const CONNCHECK_PORT = 12345;
@@ -47,6 +54,11 @@ export interface ConnCheckerOptions {
   port?: number;
   /** Called when a peer's value changes or a new latency is measured. */
   onUpdate?: (clusterId: string, status: PeerCheckStatus) => void;
+  /**
+   * When the peer's current tunnel session began (completed handshake), on the same clock as
+   * `now`; undefined when unknown (every echo is then measured). Queried per PONG, no I/O.
+   */
+  sessionStartedAt?: (clusterId: string) => number | undefined;
 }
 
 interface PeerState {
@@ -58,6 +70,8 @@ interface PeerState {
   lastReplyAt: number | undefined;
   /** Timestamp (ms) carried by the last accepted PONG, to drop out-of-order replies. */
   lastEchoTs: number;
+  /** `now` of the last PING sent. */
+  lastPingAt: number;
 }
 
 const encoder = new TextEncoder();
@@ -138,6 +152,8 @@ export class ConnChecker {
   };
   pingsSent = 0;
   pongsSent = 0;
+  /** PONGs to PINGs sent before the session existed: a reply, but no latency (module comment). */
+  handshakeWaits = 0;
 
   constructor(private readonly opts: ConnCheckerOptions) {
     this.interval = opts.intervalMs ?? CONNCHECK_INTERVAL_MS;
@@ -159,6 +175,7 @@ export class ConnChecker {
       latencyMs: 0,
       lastReplyAt: undefined,
       lastEchoTs: -Infinity,
+      lastPingAt: -Infinity,
     });
   }
 
@@ -197,6 +214,7 @@ export class ConnChecker {
           this.port,
         );
         this.pingsSent++;
+        p.lastPingAt = now;
         // Keep a fixed cadence; after a stall skip the missed slots instead of bursting.
         p.nextPingAt += this.interval;
         if (p.nextPingAt <= now) p.nextPingAt = now + this.interval;
@@ -246,6 +264,13 @@ export class ConnChecker {
     }
     p.lastEchoTs = ts;
     p.lastReplyAt = now;
+    const session = this.opts.sessionStartedAt?.(m.clusterID);
+    if (session !== undefined && ts < session) {
+      // It waited for the handshake (module comment): probe the new session at once.
+      this.handshakeWaits++;
+      if (p.lastPingAt < session) p.nextPingAt = Math.min(p.nextPingAt, now);
+      return;
+    }
     p.latencyMs = now - ts;
     p.value = 'Connected';
     this.opts.onUpdate?.(m.clusterID, { value: p.value, latencyMs: p.latencyMs, lastReplyAt: now });

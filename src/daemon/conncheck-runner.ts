@@ -50,6 +50,8 @@ export interface ConnCheckRunnerOptions {
   readonly intervalMs?: number;
   readonly lossThreshold?: number;
   readonly onUpdate?: ConnCheckerOptions['onUpdate'];
+  /** When the peer's current WireGuard session began, on `clock` (see ConnChecker). */
+  readonly sessionStartedAt?: ConnCheckerOptions['sessionStartedAt'];
   /**
    * Whether a datagram to `address` can leave now (default: always). A gateway answers false for
    * a peer it has no WireGuard endpoint for yet (a server before its client's first handshake):
@@ -95,6 +97,7 @@ export class ConnCheckRunner {
       ...(opts.intervalMs !== undefined ? { intervalMs: opts.intervalMs } : {}),
       ...(opts.lossThreshold !== undefined ? { lossThreshold: opts.lossThreshold } : {}),
       ...(opts.onUpdate !== undefined ? { onUpdate: opts.onUpdate } : {}),
+      ...(opts.sessionStartedAt !== undefined ? { sessionStartedAt: opts.sessionStartedAt } : {}),
     });
     sock.on('message', (msg, rinfo) => {
       if (this.stopped) return;

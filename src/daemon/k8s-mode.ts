@@ -16,47 +16,31 @@
  *   by `weft show`, recorded as a Warning Event on the object (in --namespace; with
  *   --liqo-firewall in the object's own namespace), and turn the
  *   Connections to Error while they last; the previous configuration stays in force.
- * - Connection status (gateway role, leader): one Connection per GatewayServer/GatewayClient,
- *   named like it, value Connected/Connecting/Error and latency from the in-tunnel check (on
- *   unless --no-conncheck) or, without it, from the WireGuard handshake (Connected within 180 s
- *   of the last one).
+ * - Connection status (gateway role, leader): k8s-connections.ts.
  * Exit codes as everywhere (common.ts); an unreadable kubeconfig is a configuration error (3).
  */
 import type { Logger } from 'pino';
 import type { KubeConfig } from '@kubernetes/client-node';
 import type { WeftConfig } from '../control/config.js';
 import { diffConfig } from '../control/diff.js';
-import { ConnectionDeleteWatch, ConnectionStatusWriter } from '../control/k8s/connection.js';
 import { EventRecorder } from '../control/k8s/events.js';
 import { LeaderElector } from '../control/k8s/lease.js';
-import { apiVersionOf, KINDS, REMOTE_CLUSTER_ID_LABEL, type K8sObject } from '../control/k8s/resources.js';
+import type { K8sObject } from '../control/k8s/resources.js';
 import { TranslateError, type TranslateOptions } from '../control/k8s/translate.js';
 import { LiqoWatcher } from '../control/k8s/watcher.js';
 import { SourceDetector } from '../control/k8s/source-detector.js';
-import {
-  claimActive,
-  connectionGatewayRef,
-  connectionName,
-  connectionOwner,
-  readLocalClusterId,
-  setPodActive,
-} from '../control/k8s/liqo-gateway.js';
+import { claimActive, connectionOwner, readLocalClusterId, setPodActive } from '../control/k8s/liqo-gateway.js';
 import { createLogger, resolveLogLevel } from '../control/log.js';
 import { ConfigError } from '../control/config.js';
-import type { ConnectionValue } from '../control/conncheck.js';
 import { getCryptoBackend, parseCryptoBackendName } from '../crypto/select.js';
 import type { K8sSettings } from './k8s-settings.js';
+import { ConnectionReporter } from './k8s-connections.js';
+import { ApiErrorLog } from './k8s-api-errors.js';
 import { NodeFabric } from './k8s-fabric.js';
 import { fabricNodeDevices, gatewaySteerTarget, liqoNodeConfig, nodeRulesOptions } from './k8s-liqo.js';
 import type { RouteConfigSpec } from '../rules/routes.js';
 import { startGatewayRules, type GatewayRules } from './k8s-rules.js';
 import { errText, Runtime } from './runtime.js';
-
-interface GatewayRef {
-  obj: K8sObject;
-  type: 'Server' | 'Client';
-  remote: string;
-}
 
 /** The long-running part of `weft k8s` (exported for tests). */
 export class K8sMode {
@@ -69,21 +53,16 @@ export class K8sMode {
   private leading: boolean;
   private stopped = false;
   private retryTimer: NodeJS.Timeout | undefined;
-  private statusTimer: NodeJS.Timeout | undefined;
-  private readonly writers = new Map<string, ConnectionStatusWriter>();
   private readonly events: EventRecorder | null;
   /** The last translation was rejected (Connections report Error meanwhile). */
   private configProblem = false;
-  private statusTick: (() => Promise<void>) | undefined;
-  private deleteWatch: ConnectionDeleteWatch | null = null;
   private sourceDetector: SourceDetector | null = null;
-  private readonly recreateTimers = new Set<NodeJS.Timeout>();
   /** The local cluster ID (--cluster-id, else Liqo's ConfigMap, read at start). */
   private clusterId: string | undefined;
   /** --wireguard-key-dir: the private key (base64), read at start. */
   private privateKey: string | undefined;
-  /** Connection key (namespace/name) → key of the gateway object it reports on. */
-  private readonly connToGateway = new Map<string, string>();
+  private readonly connections: ConnectionReporter;
+  private readonly errors: ApiErrorLog;
   /** Liqo mode, node role: the fabric RouteConfigurations in force (see shaped()). */
   private liqoNodeSpecs: readonly RouteConfigSpec[] = [];
   /** Serialises data-plane changes (config updates and leadership changes). */
@@ -106,6 +85,16 @@ export class K8sMode {
       : s.namespace === undefined
         ? null
         : new EventRecorder({ ...rec, namespace: s.namespace });
+    this.errors = new ApiErrorLog(log, runtime);
+    this.connections = new ConnectionReporter({
+      errors: this.errors,
+      settings: s,
+      kubeConfig: kc,
+      runtime,
+      log,
+      snapshot: () => this.watcher?.snapshot(),
+      configProblem: () => this.configProblem,
+    });
   }
 
   /** Resolves once the first configuration was translated (retrying until then). */
@@ -146,10 +135,19 @@ export class K8sMode {
           this.leading = false;
           // Stopping (SIGTERM) releases the Lease on purpose: not a warning.
           if (this.stopped) this.log.info('released the Lease');
-          else this.log.warn('lost the Lease: standby');
+          else this.log.warn('lost the Lease: another replica holds it; standby');
           this.enqueue(() => this.deactivate());
         },
-        onError: (e) => this.log.warn({ err: errText(e) }, 'lease'),
+        // The API server unreachable, or refusing us, proves nothing about the other replicas:
+        // the data plane keeps running (lease-decision.ts says what happens in a partition).
+        onError: (e) => this.errors.warn(e, 'lease'),
+        onRecovered: () => this.errors.recovered(),
+        onRenewOverdue: (ms) =>
+          this.log.warn(
+            `Lease not renewed for ${(ms / 1000).toFixed(1)} s (API server unreachable): forwarding continues with the last configuration until another replica is seen holding the Lease`,
+          ),
+        // Removed with the GatewayServer/GatewayClient by the garbage collector (unpeering), as the Connection.
+        ...(this.s.liqo !== undefined ? { owner: connectionOwner(this.s.liqo) } : {}),
       });
       this.elector.start();
     } else {
@@ -164,11 +162,11 @@ export class K8sMode {
       kubeConfig: this.kc,
       nodeName,
       srcFor: routeSourceFor,
-      onError: (e) => this.log.warn({ err: errText(e) }, 'InternalNode status'),
+      onError: (e) => this.errors.warn(e, 'InternalNode status'),
       onWrite: (slot, ip) => this.log.info(`InternalNode ${nodeName} status.nodeIP.${slot} = ${ip}`),
     });
     this.sourceDetector = d;
-    await d.start().catch((e: unknown) => this.log.warn({ err: errText(e) }, 'InternalNode status'));
+    await d.start().catch((e: unknown) => this.errors.warn(e, 'InternalNode status'));
   }
 
   /** Local cluster ID and mounted key: what the pod is given, read once (retried with the rest). */
@@ -203,7 +201,7 @@ export class K8sMode {
             this.log.info(`pod ${ns}/${other} is no longer the active gateway (label removed by the new leader)`);
         } catch (e) {
           // An older ClusterRole without pods list: a stale label may stay, but this pod is labelled.
-          this.log.warn({ err: errText(e) }, 'active label: other replicas not checked');
+          this.errors.warn(e, 'active label: other replicas not checked');
           await setPodActive(this.kc, ns, pod, true);
         }
       } else {
@@ -211,7 +209,7 @@ export class K8sMode {
       }
       this.log.info(`pod ${ns}/${pod} ${active ? 'is now the active gateway' : 'is no longer the active gateway'}`);
     } catch (e) {
-      this.log.warn({ err: errText(e) }, 'active label');
+      this.errors.warn(e, 'active label');
     }
   }
 
@@ -242,7 +240,7 @@ export class K8sMode {
         this.enqueue(() => this.update(r.config));
       },
       onError: (e) => {
-        this.log.warn({ err: errText(e) }, 'kubernetes');
+        this.errors.warn(e, 'kubernetes');
         if (e instanceof ConfigError)
           void this.problem(e, 'configuration rejected (the previous one stays in force): ');
       },
@@ -268,7 +266,7 @@ export class K8sMode {
   private async problem(e: unknown, prefix: string): Promise<void> {
     this.runtime.setProblem('kubernetes', `${prefix}${errText(e)}`);
     this.configProblem = e instanceof ConfigError;
-    if (this.configProblem) void this.statusTick?.();
+    if (this.configProblem) this.connections.refresh();
     if (!(e instanceof TranslateError) || this.events === null) return;
     const seen = new Set<string>();
     for (const [i, obj] of e.objects.entries()) {
@@ -280,17 +278,18 @@ export class K8sMode {
         if (await this.events.warn(obj, 'InvalidConfiguration', `${issue.path}: ${issue.message}`))
           this.log.debug(`Event on ${key}: ${issue.message}`);
       } catch (err) {
-        this.log.warn({ err: errText(err) }, 'event');
+        this.errors.warn(err, 'event');
       }
     }
   }
 
   private solved(): void {
+    this.errors.recovered();
     this.runtime.setProblem('kubernetes', null);
     this.events?.forget();
     if (this.configProblem) {
       this.configProblem = false;
-      void this.statusTick?.();
+      this.connections.refresh();
     }
   }
 
@@ -305,7 +304,7 @@ export class K8sMode {
     await this.runtime.startDataPlane(this.shaped(this.latest));
     await this.startLiqoFirewall();
     await this.labelPod(true);
-    await this.startStatus();
+    await this.connections.start();
   }
 
   /**
@@ -346,7 +345,7 @@ export class K8sMode {
         onObjectProblem: (obj, message) => {
           void this.objectEvent(obj as K8sObject, message);
         },
-        onError: (e) => this.log.warn({ err: errText(e) }, 'liqo firewall watch'),
+        onError: (e) => this.errors.warn(e, 'liqo firewall watch'),
       });
       this.runtime.setRules(this.liqoRules.attachment);
       return;
@@ -365,7 +364,7 @@ export class K8sMode {
       onObjectProblem: (obj, message) => {
         void this.objectEvent(obj as K8sObject, message);
       },
-      onError: (e) => this.log.warn({ err: errText(e) }, 'liqo firewall watch'),
+      onError: (e) => this.errors.warn(e, 'liqo firewall watch'),
     });
     this.runtime.setRules(this.liqoRules.attachment);
   }
@@ -375,12 +374,12 @@ export class K8sMode {
     try {
       await this.events?.warn(obj, 'InvalidConfiguration', message);
     } catch (err) {
-      this.log.warn({ err: errText(err) }, 'event');
+      this.errors.warn(err, 'event');
     }
   }
 
   private async deactivate(): Promise<void> {
-    this.stopStatus();
+    this.connections.stop();
     await this.liqoRules?.stop();
     this.liqoRules = null;
     this.runtime.setRules(null);
@@ -417,209 +416,21 @@ export class K8sMode {
       await this.activate();
       return;
     }
-    await this.syncWriters();
+    await this.connections.syncWriters();
   }
 
-  // --- Connection status (gateway role) --------------------------------------------------
-
-  private gatewayRefs(): GatewayRef[] {
-    if (this.watcher === null) return [];
-    const snap = this.watcher.snapshot();
-    const want = (o: K8sObject): string | undefined => {
-      const id = o.metadata?.labels?.[REMOTE_CLUSTER_ID_LABEL];
-      return id !== undefined && (this.s.remoteClusterIds === undefined || this.s.remoteClusterIds.includes(id))
-        ? id
-        : undefined;
-    };
-    const out: GatewayRef[] = [];
-    const liqo = this.s.liqo;
-    if (liqo !== undefined) {
-      const own = (liqo.mode === 'server' ? snap.gatewayServers : snap.gatewayClients).filter(
-        (o) => o.metadata?.name === liqo.name && o.metadata?.namespace === liqo.namespace,
-      );
-      const kind = liqo.mode === 'server' ? KINDS.gatewayServers : KINDS.gatewayClients;
-      return own
-        .map((o): GatewayRef => ({
-          obj: { ...o, kind: kind.kind, apiVersion: apiVersionOf(kind) },
-          type: liqo.mode === 'server' ? 'Server' : 'Client',
-          remote: want(o) ?? '',
-        }))
-        .filter((g) => g.remote !== '');
-    }
-    for (const o of snap.gatewayServers) {
-      const r = want(o);
-      if (r !== undefined)
-        out.push({
-          obj: { ...o, kind: KINDS.gatewayServers.kind, apiVersion: apiVersionOf(KINDS.gatewayServers) },
-          type: 'Server',
-          remote: r,
-        });
-    }
-    for (const o of snap.gatewayClients) {
-      const r = want(o);
-      if (r !== undefined)
-        out.push({
-          obj: { ...o, kind: KINDS.gatewayClients.kind, apiVersion: apiVersionOf(KINDS.gatewayClients) },
-          type: 'Client',
-          remote: r,
-        });
-    }
-    return out;
-  }
-
-  private async syncWriters(): Promise<void> {
-    if (this.s.role !== 'gateway' || !this.runtime.active) return;
-    const refs = this.gatewayRefs();
-    const keep = new Set<string>();
-    for (const g of refs) {
-      const m = g.obj.metadata ?? {};
-      if (m.name === undefined || m.namespace === undefined) continue;
-      const key = `${m.namespace}/${m.name}`;
-      keep.add(key);
-      if (this.writers.has(key)) continue;
-      const liqo = this.s.liqo;
-      // Liqo's shape (the pod's arguments name it): gw-NAME, owner GatewayServer/Client with
-      // --gateway-uid, gatewayRef the WgGateway* object. Otherwise named like the gateway object.
-      const connName = liqo !== undefined ? connectionName(m.name) : m.name;
-      const w = new ConnectionStatusWriter({
-        kubeConfig: this.kc,
-        namespace: m.namespace,
-        name: connName,
-        remoteClusterId: g.remote,
-        type: g.type,
-        gatewayRef:
-          liqo !== undefined
-            ? connectionGatewayRef(liqo)
-            : {
-                apiVersion: g.obj.apiVersion,
-                kind: g.obj.kind,
-                name: m.name,
-                namespace: m.namespace,
-                ...(m.uid !== undefined ? { uid: m.uid } : {}),
-              },
-        // Owned by the gateway object it reports on (as Liqo's): deleting that removes it.
-        ...(liqo !== undefined
-          ? { owner: connectionOwner(liqo) }
-          : m.uid !== undefined
-            ? { owner: { apiVersion: g.obj.apiVersion!, kind: g.obj.kind!, name: m.name, uid: m.uid } }
-            : {}),
-        updateIntervalMs: this.s.statusIntervalMs,
-      });
-      this.connToGateway.set(`${m.namespace}/${connName}`, key);
-      try {
-        // null: its owner is already gone (unpeering), nothing to report on.
-        if ((await w.ensure()) !== null) this.writers.set(key, w);
-      } catch (e) {
-        this.log.warn({ err: errText(e) }, `Connection ${key}`);
-      }
-    }
-    for (const k of [...this.writers.keys()]) if (!keep.has(k)) this.writers.delete(k);
-  }
-
-  private async startStatus(): Promise<void> {
-    if (this.s.role !== 'gateway') return;
-    await this.syncWriters();
-    if (this.s.namespace !== undefined) {
-      const ns = this.s.namespace;
-      this.deleteWatch = new ConnectionDeleteWatch(
-        this.kc,
-        ns,
-        (name) => this.connectionDeleted(`${ns}/${name}`),
-        (e) => this.log.warn({ err: errText(e) }, 'Connections'),
-      );
-      await this.deleteWatch.start().catch((e: unknown) => this.log.warn({ err: errText(e) }, 'Connections'));
-    }
-    const tick = async (): Promise<void> => {
-      const peers = new Map(
-        this.runtime
-          .statsSource()
-          .peers()
-          .map((p) => [p.clusterId, p] as const),
-      );
-      const st = this.runtime.status();
-      for (const [key, w] of this.writers) {
-        const ref = this.gatewayRefs().find((g) => `${g.obj.metadata?.namespace}/${g.obj.metadata?.name}` === key);
-        // Its gateway object is gone (unpeer): the garbage collector removes the Connection;
-        // writing would create it again (404 → create).
-        if (ref === undefined || w.ownerGone) {
-          this.writers.delete(key);
-          continue;
-        }
-        const p = peers.get(ref.remote);
-        const conn = st.wireguard?.peers.find((x) => x.clusterId === ref.remote)?.connection;
-        const seen: ConnectionValue =
-          conn !== undefined ? (conn.value as ConnectionValue) : p?.connected ? 'Connected' : 'Connecting';
-        const value: ConnectionValue = this.configProblem ? 'Error' : seen;
-        try {
-          if (await w.report(value, conn?.latencyMs ?? (p !== undefined ? p.latencyUs / 1000 : 0)))
-            this.log.debug(`Connection ${key}: ${value}`);
-        } catch (e) {
-          this.log.warn({ err: errText(e) }, `Connection ${key} status`);
-        }
-      }
-    };
-    this.statusTick = tick;
-    const loop = (): void => {
-      this.statusTimer = setTimeout(() => {
-        void tick().finally(() => {
-          if (this.statusTimer !== undefined) loop();
-        });
-      }, 2000);
-      this.statusTimer.unref();
-    };
-    await tick();
-    loop();
-  }
-
-  private stopStatus(): void {
-    if (this.statusTimer !== undefined) clearTimeout(this.statusTimer);
-    this.statusTimer = undefined;
-    this.statusTick = undefined;
-    for (const t of this.recreateTimers) clearTimeout(t);
-    this.recreateTimers.clear();
-    const w = this.deleteWatch;
-    this.deleteWatch = null;
-    void w?.stop();
-  }
-
-  /**
-   * A Connection we write was deleted (kubectl delete): create it again — unless its gateway
-   * object went too (the garbage collector's doing). Checked after a short delay so that the
-   * gateway object's own DELETED event has reached the cache first.
-   */
-  private connectionDeleted(connKey: string): void {
-    const key = this.connToGateway.get(connKey) ?? connKey;
-    if (!this.writers.has(key) || this.statusTimer === undefined) return;
-    const t = setTimeout(() => {
-      this.recreateTimers.delete(t);
-      const w = this.writers.get(key);
-      if (w === undefined || this.statusTimer === undefined) return;
-      if (!this.gatewayRefs().some((g) => `${g.obj.metadata?.namespace}/${g.obj.metadata?.name}` === key)) return;
-      this.log.info(`Connection ${key} was deleted: creating it again`);
-      w.recreate().catch((e: unknown) => this.log.warn({ err: errText(e) }, `Connection ${key}`));
-    }, 500);
-    this.recreateTimers.add(t);
-  }
-
-  /** Clean stop of the leader: its Connections say Error (gateway down), as Liqo's check would. */
-  private async markDown(): Promise<void> {
-    if (!this.runtime.active) return;
-    for (const [key, w] of this.writers) {
-      try {
-        await w.markDown();
-      } catch (e) {
-        this.log.warn({ err: errText(e) }, `Connection ${key} status`);
-      }
-    }
+  /** Stop writing Connection status (as a crash would). */
+  stopStatus(): void {
+    this.connections.stop();
   }
 
   async stop(): Promise<void> {
     if (this.stopped) return;
     this.stopped = true;
     if (this.retryTimer !== undefined) clearTimeout(this.retryTimer);
-    this.stopStatus();
+    this.connections.stop();
     await this.chain;
-    await this.markDown();
+    await this.connections.markDown();
     await this.elector?.stop({ release: true });
     await this.sourceDetector?.stop();
     await this.watcher?.stop();

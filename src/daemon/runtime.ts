@@ -39,7 +39,7 @@ import { keyToBase64 } from '../crypto/keys.js';
 import { startFromConfig, type LaunchOptions, type RunningDataPlane } from './launch.js';
 import { WEFT_VERSION } from './version.js';
 import { startControlServer, type ControlServer } from './control-socket.js';
-import { ConnCheckRunner, type ConnCheckTarget } from './conncheck-runner.js';
+import { ConnCheckRunner, wallClockMs, type ConnCheckTarget } from './conncheck-runner.js';
 import { KernelReconciler, type KernelOwner } from '../kernel/reconcile.js';
 import type { WeftPeerStatus, WeftStatus } from './status.js';
 
@@ -290,6 +290,7 @@ export class Runtime {
                   : this.opts.logger.info.bind(this.opts.logger);
               log({ peer: id, value: st.value, latencyMs: st.latencyMs }, 'connection check');
             },
+            sessionStartedAt: (id) => this.sessionStartedAt(id),
           }),
         );
         this.opts.logger.info({ bind: local, peers: targets.map((t) => t.clusterId) }, 'connection check running');
@@ -300,6 +301,14 @@ export class Runtime {
         );
       }
     }
+  }
+
+  /** When the peer's current WireGuard session began, on the check's clock (by its age: the gateway's clock is Date.now). */
+  private sessionStartedAt(clusterId: string): number | undefined {
+    const dp = this.dp;
+    if (dp === null || dp.role !== 'gateway') return undefined;
+    const last = dp.gateway.peers().find((p) => p.clusterId === clusterId)?.lastHandshakeAtMs;
+    return last === undefined ? undefined : wallClockMs() - (Date.now() - last);
   }
 
   private async stopConncheck(): Promise<void> {

@@ -18,6 +18,8 @@ import { parseArgs } from '../../src/cli/commands/common.js';
 import { Runtime } from '../../src/daemon/runtime.js';
 import { ACTIVE_GATEWAY_LABEL, leaseName } from '../../src/control/k8s/liqo-gateway.js';
 import { createLogger } from '../../src/control/log.js';
+import { CREDENTIALS_REJECTED } from '../../src/daemon/k8s-api-errors.js';
+import { formatStatus } from '../../src/cli/commands/status-text.js';
 import { FakeApiServer } from '../k8s-fake/server.js';
 import { NS, liqoResources } from '../control/k8s/liqo-fixtures.js';
 import { e2eUnavailableReason, Topology, waitFor } from '../util/netns.js';
@@ -69,10 +71,10 @@ function load(s: FakeApiServer): void {
     apiVersion: 'rbac.authorization.k8s.io/v1',
     kind: 'ClusterRoleBinding',
     metadata: { name: `${NS}-cluster-b` },
-    roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'weft-gateway' },
+    roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'weft-liqo-gateway' },
     subjects: [{ kind: 'ServiceAccount', name: 'cluster-b', namespace: NS }],
   });
-  for (const p of ['cluster-b-pod-b', 'cluster-b-pod-c', 'cluster-b-pod-d']) {
+  for (const p of ['cluster-b-pod-b', 'cluster-b-pod-c', 'cluster-b-pod-d', 'cluster-b-pod-e', 'cluster-b-pod-f']) {
     s.put('v1', 'pods', {
       apiVersion: 'v1',
       kind: 'Pod',
@@ -102,7 +104,14 @@ function load(s: FakeApiServer): void {
 }
 
 /** The arguments of deploy/liqo/wireguard-server-template.yaml as Liqo renders them, parsed by the CLI. */
-function settings(id: string): K8sSettings {
+/** Lease timings (default: LEASE_DEFAULTS). */
+interface LeaseTimes {
+  leaseDurationMs: number;
+  leaseRenewDeadlineMs: number;
+  leaseRetryPeriodMs: number;
+}
+
+function settings(id: string, lease?: LeaseTimes): K8sSettings {
   const pod = `cluster-b-pod-${id}`;
   const argv = [
     '--role=gateway',
@@ -139,13 +148,26 @@ function settings(id: string): K8sSettings {
     leaseDurationMs: LEASE_DEFAULTS.durationMs,
     leaseRenewDeadlineMs: LEASE_DEFAULTS.renewDeadlineMs,
     leaseRetryPeriodMs: LEASE_DEFAULTS.retryPeriodMs,
+    ...lease,
   };
 }
 
-async function startMode(id: string): Promise<K8sMode> {
+/** Log lines (pino JSON) per replica id. */
+const logs = new Map<string, { level: number; msg: string; err?: string }[]>();
+
+async function startMode(id: string, lease?: LeaseTimes): Promise<K8sMode> {
   const ns = topo.addNamespace(id);
   topo.exec(ns, ['ip', 'link', 'set', 'lo', 'up']);
-  const logger = createLogger({ level: 'silent', env: {} });
+  const lines: { level: number; msg: string; err?: string }[] = [];
+  logs.set(id, lines);
+  const logger = createLogger({
+    env: { LOG_LEVEL: 'debug' },
+    destination: {
+      write: (t: string) => {
+        for (const l of t.split('\n')) if (l !== '') lines.push(JSON.parse(l) as { level: number; msg: string });
+      },
+    },
+  });
   const runtime = await Runtime.create({
     name: `lqx-${id}`,
     runDir: join(dir, 'run'),
@@ -153,7 +175,7 @@ async function startMode(id: string): Promise<K8sMode> {
     logger,
     launch: { netns: ns },
   });
-  const mode = new K8sMode(settings(id), server.serviceAccountKubeConfig(NS, 'cluster-b'), runtime, logger);
+  const mode = new K8sMode(settings(id, lease), server.serviceAccountKubeConfig(NS, 'cluster-b'), runtime, logger);
   modes.push(mode);
   await mode.start();
   return mode;
@@ -270,6 +292,90 @@ describe.skipIf(skip !== null)("weft k8s as the pod of Liqo's gateway template",
     expect(forbidden()).toEqual([]);
   }, 40_000);
 
+  const FAST: LeaseTimes = { leaseDurationMs: 1500, leaseRenewDeadlineMs: 1000, leaseRetryPeriodMs: 250 };
+  const LEASE = `cluster-b.${NS}.server.connections.liqo.io`;
+  const lease = () => server.getObject('coordination.k8s.io/v1', 'leases', NS, LEASE);
+  const msgs = (id: string, pred: (l: { level: number; msg: string; err?: string }) => boolean) =>
+    logs.get(id)!.filter(pred);
+
+  test('a deleted Connection is named as such when it is created again', async () => {
+    await modes[2]!.stop(); // d releases the Lease; e (fast Lease timing) takes over
+    const e = await startMode('e', FAST);
+    await waitFor('e leads', () => e.runtime.active, 15_000);
+    await waitFor(
+      'Connection written by e',
+      () => server.getObject(NET, 'connections', NS, 'gw-cluster-b') !== undefined,
+      10_000,
+    );
+    server.remove(NET, 'connections', NS, 'gw-cluster-b');
+    await waitFor(
+      'Connection back',
+      () => server.getObject(NET, 'connections', NS, 'gw-cluster-b') !== undefined,
+      10_000,
+    );
+    expect(msgs('e', (l) => l.msg.includes('was deleted')).map((l) => l.msg)).toEqual([
+      `Connection ${NS}/gw-cluster-b was deleted: creating it again (it reports on ${NS}/cluster-b)`,
+    ]);
+  });
+
+  test('an API server outage of 12 s: the leader keeps forwarding, the standby stays standby; after it nothing flaps', async () => {
+    const e = modes[3]!;
+    const f = await startMode('f', FAST);
+    await new Promise((r) => setTimeout(r, 2000));
+    expect(f.runtime.active).toBe(false);
+    // The Lease is owned by the GatewayServer, as the Connection.
+    expect(lease()!.metadata['ownerReferences']).toEqual([
+      { apiVersion: NET, kind: 'GatewayServer', name: 'cluster-b', uid: gsUid },
+    ]);
+    let leaderDown = 0;
+    let standbyUp = 0;
+    const sample = setInterval(() => {
+      if (!e.runtime.active) leaderDown++;
+      if (f.runtime.active) standbyUp++;
+    }, 50);
+    try {
+      await server.outage(12_000);
+      // Recovery: several lease durations with the API server back.
+      await new Promise((r) => setTimeout(r, 6000));
+    } finally {
+      clearInterval(sample);
+    }
+    expect(leaderDown).toBe(0);
+    expect(standbyUp).toBe(0);
+    expect(msgs('e', (l) => l.msg === 'data plane stopped' || l.msg.includes('lost the Lease'))).toEqual([]);
+    expect(msgs('e', (l) => l.msg.startsWith('Lease not renewed for'))).toHaveLength(1);
+    expect(msgs('f', (l) => l.msg.startsWith('leader'))).toEqual([]);
+    const spec = lease()!['spec'] as { holderIdentity: string; renewTime: string };
+    expect(spec.holderIdentity).toBe('cluster-b-pod-e');
+    expect(Date.now() - Date.parse(spec.renewTime)).toBeLessThan(3000);
+    expect(label('cluster-b-pod-e')).toBe('true');
+    expect(label('cluster-b-pod-f')).toBeUndefined();
+  }, 60_000);
+
+  test('revoked credentials (the ServiceAccount deleted): said once per replica and in weft show; forwarding continues', async () => {
+    const [e, f] = [modes[3]!, modes[4]!];
+    server.revokeServiceAccount(NS, 'cluster-b');
+    for (const m of [e, f])
+      await waitFor(
+        'weft show names the credentials',
+        () => (m.runtime.status().errors ?? []).some((x) => x.message === CREDENTIALS_REJECTED),
+        10_000,
+      );
+    // About 16 Lease rounds per replica, plus informer retries and status writes.
+    await new Promise((r) => setTimeout(r, 4000));
+    for (const id of ['e', 'f']) {
+      expect(msgs(id, (l) => l.msg === CREDENTIALS_REJECTED)).toHaveLength(1);
+      expect(
+        msgs(id, (l) => l.level >= 40 && l.msg !== CREDENTIALS_REJECTED && (l.err ?? l.msg).includes('401')),
+      ).toEqual([]);
+    }
+    // …while the requests went on being refused: two replicas' Lease rounds alone are about 32.
+    expect(server.requests.filter((r) => r.status === 401).length).toBeGreaterThan(20);
+    expect(formatStatus(e.runtime.status(), Date.now())).toContain(CREDENTIALS_REJECTED);
+    expect(e.runtime.active).toBe(true);
+    expect(f.runtime.active).toBe(false);
+  }, 30_000);
+
   test('unpeer: deleting the GatewayServer removes the WgGatewayServer and the Connection', async () => {
     expect(server.getObject(NET, 'connections', NS, 'gw-cluster-b')).toBeDefined();
     server.remove(NET, 'gatewayservers', NS, 'cluster-b');
@@ -279,6 +385,8 @@ describe.skipIf(skip !== null)("weft k8s as the pod of Liqo's gateway template",
       10_000,
     );
     expect(server.getObject(NET, 'wggatewayservers', NS, 'cluster-b')).toBeUndefined();
+    // The Lease goes with it (its ownerReference; the garbage collector).
+    expect(lease()).toBeUndefined();
     // The gateway does not create it again: its GatewayServer is gone.
     await new Promise((r) => setTimeout(r, 1500));
     expect(server.getObject(NET, 'connections', NS, 'gw-cluster-b')).toBeUndefined();

@@ -195,3 +195,68 @@ describe('ConnChecker state machine', () => {
     expect(() => c.addPeer('x', '10.80.0.2', t0)).toThrow(/already/);
   });
 });
+
+describe('ConnChecker after a failover: the handshake wait is not a round trip', () => {
+  /**
+   * Gateway a's PINGs go into a tunnel whose session does not exist yet: WireGuard holds them
+   * until the handshake completes at `sessionAt`, then sends them; each echo comes back `rttMs`
+   * after its PING left. `session` false: the checker is not told when the session began.
+   */
+  function failover(session: boolean) {
+    const T0 = Date.UTC(2025, 5, 1);
+    const sessionAt = T0 + 6200;
+    const rttMs = 0.8;
+    let now = T0;
+    const echoes: { at: number; bytes: Uint8Array }[] = [];
+    const updates: { value: string; latencyMs: number }[] = [];
+    const a = new ConnChecker({
+      send: (bytes) => {
+        const m = decodeMessage(bytes)!;
+        echoes.push({ at: Math.max(now, sessionAt) + rttMs, bytes: encodeMessage({ ...m, msgType: 'PONG' }) });
+      },
+      onUpdate: (_, s) => updates.push({ value: s.value, latencyMs: s.latencyMs }),
+      ...(session ? { sessionStartedAt: () => (now >= sessionAt ? sessionAt : undefined) } : {}),
+    });
+    a.addPeer('cluster-b', '169.254.18.2', now);
+    const run = (until: number) => {
+      for (;;) {
+        now = Math.min(until, a.nextDeadline(), ...echoes.map((e) => e.at));
+        for (const e of echoes.filter((x) => x.at <= now)) {
+          echoes.splice(echoes.indexOf(e), 1);
+          a.receive(e.bytes, '169.254.18.2', CONNCHECK_PORT, now);
+        }
+        a.poll(now);
+        if (now >= until) return;
+      }
+    };
+    return { a, run, updates, t: (ms: number) => T0 + ms, sessionAt };
+  }
+
+  test('replies to PINGs sent before the session are signs of life, not latency; the first real echo follows at once', () => {
+    const f = failover(true);
+    f.run(f.sessionAt + 0.5);
+    // PINGs at 0, 2, 4, 6 s waited for the handshake (6.2 s): not yet Connected, nothing measured.
+    expect(f.a.handshakeWaits).toBe(0);
+    f.run(f.sessionAt + 1);
+    expect(f.a.handshakeWaits).toBe(4);
+    expect(f.a.status('cluster-b')).toMatchObject({ value: 'Connecting', latencyMs: 0 });
+    // The probe sent on the first of them comes back one round trip later: Connected, 0.8 ms.
+    f.run(f.sessionAt + 2);
+    expect(f.a.status('cluster-b')!.value).toBe('Connected');
+    expect(f.a.status('cluster-b')!.latencyMs).toBeCloseTo(0.8, 3);
+    expect(f.updates[0]!.value).toBe('Connected');
+    expect(Math.max(...f.updates.map((u) => u.latencyMs))).toBeLessThan(1);
+    // One probe, not one per stale reply; then the 2 s cadence resumes.
+    expect(f.a.pingsSent).toBe(5);
+    f.run(f.sessionAt + 4001);
+    expect(f.a.pingsSent).toBe(7);
+    expect(f.a.status('cluster-b')!.latencyMs).toBeCloseTo(0.8, 3);
+  });
+
+  test('without the session time, the wait would be reported as latency (what the check must not do)', () => {
+    const f = failover(false);
+    f.run(f.t(7000));
+    expect(f.a.handshakeWaits).toBe(0);
+    expect(Math.max(...f.updates.map((u) => u.latencyMs))).toBeGreaterThan(6000);
+  });
+});

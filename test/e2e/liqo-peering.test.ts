@@ -106,7 +106,7 @@ async function startCluster(
     apiVersion: RBAC,
     kind: 'ClusterRoleBinding',
     metadata: { name: `${ns}-${gw.metadata.name}` },
-    roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'weft-gateway' },
+    roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'weft-liqo-gateway' },
     subjects: [{ kind: 'ServiceAccount', name: gw.metadata.name, namespace: ns }],
   });
   const keyDir = join(dir, `keys-${name}`);

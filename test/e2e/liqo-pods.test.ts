@@ -396,7 +396,7 @@ describe.skipIf(skip !== null)(
         expect(gBA).toBeGreaterThan(0);
         // Every request, the node agents' (fabric ClusterRole: the node-role watcher's lists and
         // watches, the source detector's InternalNode status patch) and the gateways'
-        // (weft-gateway), was allowed — and RBAC is enforced: the fabric account may not write a Connection.
+        // (weft-liqo-gateway), was allowed — and RBAC is enforced: the fabric account may not write a Connection.
         for (const c of [ca, cb]) {
           expect(forbidden(c)).toEqual([]);
           expect(

@@ -82,7 +82,7 @@ export async function startLiqoApiServer(o: {
     apiVersion: RBAC,
     kind: 'ClusterRoleBinding',
     metadata: { name: `${o.gateway.namespace}-${o.gateway.name}` },
-    roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'weft-gateway' },
+    roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'weft-liqo-gateway' },
     subjects: [{ kind: 'ServiceAccount', name: o.gateway.name, namespace: o.gateway.namespace }],
   });
   for (const d of yamlDocs('fabric-daemonset.yaml')) {

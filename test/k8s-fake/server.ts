@@ -36,8 +36,10 @@
  * - core v1 Events (no schema) can be created and listed.
  *
  * Test hooks: `compact()` forgets the history (so existing watchers' next resume gets 410),
- * `dropWatches()` ends every watch stream, `outage(ms)` / `beginOutage()` + `endOutage()` close
- * the listening socket (clients get ECONNREFUSED) and reopen it on the same port, `requests`
+ * `dropWatches()` ends every watch stream, `revokeServiceAccount()` makes a ServiceAccount's
+ * requests 401, `outage(ms)` / `beginOutage()` + `endOutage()` close
+ * the listening socket (clients get ECONNREFUSED, as from a restarting kube-apiserver) and
+ * reopen it on the same port, `setBlackHole()` leaves requests unanswered (a partition), `requests`
  * logs method/path/content-type and the answer's status.
  */
 import { spawnSync } from 'node:child_process';
@@ -197,6 +199,10 @@ function status(code: number, reason: string, message: string): Record<string, u
 
 export class FakeApiServer {
   readonly token = `weft-test-${randomUUID()}`;
+  private blackHole = false;
+  private readonly unanswered = new Set<ServerResponse>();
+  /** ServiceAccounts (namespace/name) whose tokens get 401 (revokeServiceAccount). */
+  private readonly revoked = new Set<string>();
   readonly requests: LoggedRequest[] = [];
   /** Watches refused with 410 (too old resourceVersion) so far. */
   expiredCount = 0;
@@ -320,6 +326,11 @@ export class FakeApiServer {
     if (r.status !== 0) throw new Error(`openssl req failed: ${r.stderr}`);
     this.caPem = readFileSync(cert, 'utf8');
     this.server = createServer({ key: readFileSync(key), cert: this.caPem }, (req, res) => {
+      // A black hole: the request is read and never answered (setBlackHole).
+      if (this.blackHole) {
+        this.unanswered.add(res);
+        return;
+      }
       void this.handle(req, res);
     });
     await new Promise<void>((resolve) => this.server.listen(0, '127.0.0.1', resolve));
@@ -353,6 +364,18 @@ export class FakeApiServer {
     this.down = false;
   }
 
+  /**
+   * A black hole (a partition, a hung server): connections are accepted and requests read but
+   * never answered, as when packets are dropped on the way — clients wait for their own
+   * timeouts. Ending it cuts the unanswered requests (their connections reset).
+   */
+  setBlackHole(on: boolean): void {
+    this.blackHole = on;
+    if (on) return;
+    for (const res of this.unanswered) res.socket?.destroy();
+    this.unanswered.clear();
+  }
+
   /** An outage of `ms` milliseconds (resolves when the server listens again). */
   async outage(ms: number): Promise<void> {
     await this.beginOutage();
@@ -382,6 +405,16 @@ export class FakeApiServer {
    * A KubeConfig authenticating as ServiceAccount `saNamespace/saName`: its requests are
    * authorised by the RBAC objects stored in this server (403 otherwise, with the real text).
    */
+  /**
+   * The ServiceAccount's tokens stop authenticating (401 Unauthorized), as the real server does
+   * once the ServiceAccount is deleted: its bound tokens name a uid that no longer exists.
+   * `false` accepts them again.
+   */
+  revokeServiceAccount(saNamespace: string, saName: string, revoked = true): void {
+    if (revoked) this.revoked.add(`${saNamespace}/${saName}`);
+    else this.revoked.delete(`${saNamespace}/${saName}`);
+  }
+
   serviceAccountKubeConfig(saNamespace: string, saName: string): KubeConfig {
     const kc = new KubeConfig();
     kc.loadFromOptions({
@@ -745,6 +778,7 @@ export class FakeApiServer {
       let user: ServiceAccountUser | undefined;
       if (auth.startsWith(`Bearer ${this.token}:sa:`)) {
         const [namespace, saName] = auth.slice(`Bearer ${this.token}:sa:`.length).split(':') as [string, string];
+        if (this.revoked.has(`${namespace}/${saName}`)) throw new HttpError(401, 'Unauthorized', 'Unauthorized');
         user = { namespace, name: saName };
       } else if (auth !== `Bearer ${this.token}`) throw new HttpError(401, 'Unauthorized', 'Unauthorized');
       const { t, ns, name, sub } = this.parsePath(u.pathname);

@@ -157,7 +157,7 @@ describe('deploy/liqo manifests', () => {
     const all = docs();
     expect(all.map((d) => `${d.obj.kind}/${d.obj.metadata.name}`).sort()).toEqual([
       'ClusterRole/weft-fabric',
-      'ClusterRole/weft-gateway',
+      'ClusterRole/weft-liqo-gateway',
       'ClusterRoleBinding/weft-fabric',
       'DaemonSet/weft-fabric',
       'ServiceAccount/weft-fabric',
@@ -318,7 +318,7 @@ describe('deploy/liqo manifests', () => {
     // Everything else of the chart's fabric values is untouched.
     expect({ ...merged.networking.fabric, affinity: null }).toEqual({ ...defaults.networking.fabric, affinity: null });
     // The controller-manager binds Weft's ClusterRole to the gateways it creates.
-    const role = find('ClusterRole', 'weft-gateway').metadata.name;
+    const role = find('ClusterRole', 'weft-liqo-gateway').metadata.name;
     expect(merged.controllerManager.pod.extraArgs).toEqual([
       `--wg-gateway-server-cluster-role-name=${role}`,
       `--wg-gateway-client-cluster-role-name=${role}`,

@@ -304,8 +304,10 @@ describe('(b) RBAC = what the Kubernetes code does', () => {
     const used = new Set(calls.map((c) => `${c.group}/${c.resource.split('/')[0]}`));
     for (const k of kinds) expect(used.has(`${k.group}/${k.plural}`), `${k.kind}`).toBe(true);
     // The daemon's Kubernetes mode uses exactly the four API-calling classes traced above.
-    const cli = readFileSync(join(ROOT, 'src/daemon/k8s-mode.ts'), 'utf8');
-    const imports = [...cli.matchAll(/from '\.\.\/control\/k8s\/([\w-]+)\.js'/g)].map((m) => m[1]).sort();
+    const cli = ['k8s-mode.ts', 'k8s-connections.ts']
+      .map((f) => readFileSync(join(ROOT, 'src/daemon', f), 'utf8'))
+      .join('\n');
+    const imports = [...new Set([...cli.matchAll(/from '\.\.\/control\/k8s\/([\w-]+)\.js'/g)].map((m) => m[1]))].sort();
     expect(imports).toEqual([
       'connection',
       'events',

@@ -68,6 +68,11 @@ export class ConnectionStatusWriter {
     this.api = opts.kubeConfig.makeApiClient(CustomObjectsApi);
   }
 
+  /** namespace/name of the Connection this writer reports on. */
+  get key(): string {
+    return `${this.opts.namespace}/${this.opts.name}`;
+  }
+
   private get coords() {
     const k = KINDS.connections;
     return { group: k.group, version: k.version, plural: k.plural, namespace: this.opts.namespace };

@@ -1,20 +1,24 @@
 /**
- * Active/standby for gateway replicas with a coordination.k8s.io/v1 Lease, following
- * client-go's leader-election rules:
+ * Active/standby for gateway replicas with a coordination.k8s.io/v1 Lease, after client-go's
+ * leader election but with a data plane that outlives its control plane (lease-decision.ts):
  * - a candidate acquires the Lease when it does not exist, has no holder, or its record has not
- *   changed for `leaseDurationMs` as observed on the candidate's OWN clock (the holder's
+ *   changed for `leaseDurationMs` of successful reads on the candidate's OWN clock (the holder's
  *   renewTime is never compared with the local clock, so clock skew cannot cause a takeover);
- * - the leader renews every `retryPeriodMs`; if it cannot renew for `renewDeadlineMs` it steps
- *   down (onStoppedLeading) — before the lease can have lapsed for others, since
- *   renewDeadline < leaseDuration;
- * - writes are optimistic (PUT with resourceVersion); a 409 just means another candidate won
- *   this round;
+ * - the leader renews every `retryPeriodMs`; it stands down only when a read shows another
+ *   holder. An API server it cannot reach, or that rejects its credentials, keeps it leading
+ *   (after `renewDeadlineMs` without a renewal `onRenewOverdue` says so, once);
+ * - writes are optimistic (PUT with resourceVersion); a 409 just means another candidate wrote
+ *   this round: the next read decides;
+ * - each request gets `renewDeadlineMs` to answer (see within());
  * - stop({ release: true }) hands the Lease over at once (empty holder, 1 s duration).
+ * Errors are reported once per episode (the first failure, or a different HTTP status), not per
+ * request; `onRecovered` ends the episode.
  * Callbacks run on the event loop; onStoppedLeading is always called after onStartedLeading if
  * leadership ends for any reason (including stop()).
  */
 import { CoordinationV1Api, type KubeConfig, type V1Lease } from '@kubernetes/client-node';
 import { httpStatusOf, wrapApiError } from './client.js';
+import { LeaseDecision, type LeaseObservation, type LeaseWrite, type LeaseWriteResult } from './lease-decision.js';
 
 export interface LeaderElectorOptions {
   kubeConfig: KubeConfig;
@@ -27,8 +31,14 @@ export interface LeaderElectorOptions {
   retryPeriodMs?: number;
   onStartedLeading: () => void;
   onStoppedLeading: () => void;
-  /** API errors (each failed attempt); default: ignored. */
+  /** API errors, once per episode (see the file comment); default: ignored. */
   onError?: (err: unknown) => void;
+  /** The first successful request after onError. */
+  onRecovered?: () => void;
+  /** Leading, no renewal for renewDeadlineMs (the API unreachable): called once per episode. */
+  onRenewOverdue?: (sinceMs: number) => void;
+  /** Owner of the Lease when this candidate creates it (the garbage collector removes it with the owner). */
+  owner?: { apiVersion: string; kind: string; name: string; uid: string };
   /** Local monotonic-enough clock in ms (injectable for tests). */
   now?: () => number;
 }
@@ -38,18 +48,32 @@ function microTime(ms: number): string {
   return new Date(ms).toISOString().replace(/\.(\d{3})Z$/, '.$1000Z');
 }
 
+/**
+ * `p`, or a rejection after `ms`: a request to an API server behind a partition can hang for as
+ * long as TCP retransmits (minutes), which would stall the rounds. The request is abandoned,
+ * not aborted; a late write carries a stale resourceVersion and meets 409.
+ */
+function within<T>(p: Promise<T>, ms: number, operation: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${operation}: no answer within ${ms} ms`)), ms);
+  });
+  return Promise.race([p, timeout]).finally(() => clearTimeout(timer));
+}
+
 export class LeaderElector {
   private readonly api: CoordinationV1Api;
   private readonly leaseDuration: number;
   private readonly renewDeadline: number;
   private readonly retryPeriod: number;
   private readonly now: () => number;
+  private readonly decision: LeaseDecision;
   private timer: NodeJS.Timeout | undefined;
   private running = false;
   private leading = false;
-  private lastRenewOk = 0;
-  /** The last lease record seen and when (local clock) it was first seen. */
-  private observed: { key: string; at: number } | undefined;
+  /** The HTTP status (or 'network') of the current error episode. */
+  private problem: string | undefined;
+  private overdueReported = false;
   private inFlight: Promise<void> = Promise.resolve();
 
   constructor(private readonly opts: LeaderElectorOptions) {
@@ -58,6 +82,7 @@ export class LeaderElector {
     this.renewDeadline = opts.renewDeadlineMs ?? 10_000;
     this.retryPeriod = opts.retryPeriodMs ?? 2_000;
     this.now = opts.now ?? Date.now;
+    this.decision = new LeaseDecision(opts.identity);
     if (!(this.renewDeadline < this.leaseDuration))
       throw new RangeError('LeaderElector: renewDeadlineMs must be < leaseDurationMs');
     if (!(this.retryPeriod < this.renewDeadline))
@@ -96,6 +121,7 @@ export class LeaderElector {
         this.opts.onError?.(wrapApiError('release Lease', e));
       }
     }
+    this.decision.resign();
     this.setLeading(false);
   }
 
@@ -114,37 +140,74 @@ export class LeaderElector {
   }
 
   private async attempt(): Promise<void> {
-    const ok = await this.tryAcquireOrRenew();
+    await this.round();
     if (!this.running) return;
-    const now = this.now();
-    if (ok) {
-      this.lastRenewOk = now;
-      this.setLeading(true);
-    } else if (this.leading && now - this.lastRenewOk >= this.renewDeadline) {
-      this.setLeading(false);
+    this.setLeading(this.decision.leading);
+    if (!this.leading) return;
+    const since = this.now() - (this.decision.lastRenew ?? 0);
+    if (since < this.renewDeadline) this.overdueReported = false;
+    else if (!this.overdueReported) {
+      this.overdueReported = true;
+      this.opts.onRenewOverdue?.(since);
     }
   }
 
-  /** One round; true when this candidate holds the Lease afterwards. */
-  private async tryAcquireOrRenew(): Promise<boolean> {
-    const { name, namespace, identity } = this.opts;
+  /** A failed request: reported once per episode (per HTTP status). */
+  private failed(operation: string, e: unknown): void {
+    const kind = String(httpStatusOf(e) ?? 'network');
+    if (this.problem === kind) return;
+    this.problem = kind;
+    this.opts.onError?.(wrapApiError(operation, e));
+  }
+
+  private succeeded(): void {
+    if (this.problem === undefined) return;
+    this.problem = undefined;
+    this.opts.onRecovered?.();
+  }
+
+  /** One round: read, decide, write. */
+  private async round(): Promise<void> {
+    const { name, namespace } = this.opts;
+    let cur: V1Lease | undefined;
+    let seen: LeaseObservation;
+    try {
+      cur = await within(this.api.readNamespacedLease({ name, namespace }), this.renewDeadline, 'read Lease');
+      this.succeeded();
+      const spec = cur.spec ?? {};
+      seen = {
+        kind: 'held',
+        holder: spec.holderIdentity ?? '',
+        record: `${spec.holderIdentity ?? ''}|${String(spec.renewTime)}|${spec.leaseTransitions ?? 0}`,
+        durationMs: (spec.leaseDurationSeconds ?? Math.ceil(this.leaseDuration / 1000)) * 1000,
+      };
+    } catch (e) {
+      if (httpStatusOf(e) === 404) {
+        this.succeeded();
+        seen = { kind: 'absent' };
+      } else {
+        this.failed('read Lease', e);
+        seen = { kind: 'unknown' };
+      }
+    }
+    const write = this.decision.afterRead(seen, this.now());
+    if (write === 'none') return;
+    this.decision.afterWrite(await this.write(write, cur), this.now());
+  }
+
+  private async write(what: Exclude<LeaseWrite, 'none'>, cur: V1Lease | undefined): Promise<LeaseWriteResult> {
+    const { name, namespace, identity, owner } = this.opts;
     const now = this.now();
     const durationSec = Math.max(1, Math.ceil(this.leaseDuration / 1000));
-    let cur: V1Lease;
+    const op = what === 'create' ? 'create Lease' : 'update Lease';
     try {
-      cur = await this.api.readNamespacedLease({ name, namespace });
-    } catch (e) {
-      if (httpStatusOf(e) !== 404) {
-        this.opts.onError?.(wrapApiError('read Lease', e));
-        return false;
-      }
-      try {
-        await this.api.createNamespacedLease({
+      if (what === 'create' || cur === undefined) {
+        const create = this.api.createNamespacedLease({
           namespace,
           body: {
             apiVersion: 'coordination.k8s.io/v1',
             kind: 'Lease',
-            metadata: { name, namespace },
+            metadata: { name, namespace, ...(owner !== undefined ? { ownerReferences: [owner] } : {}) },
             spec: {
               holderIdentity: identity,
               leaseDurationSeconds: durationSec,
@@ -154,37 +217,31 @@ export class LeaderElector {
             },
           },
         });
-        return true;
-      } catch (e2) {
-        if (httpStatusOf(e2) !== 409) this.opts.onError?.(wrapApiError('create Lease', e2));
-        return false;
+        await within(create, this.renewDeadline, op);
+      } else {
+        const spec = cur.spec ?? {};
+        cur.spec = {
+          ...spec,
+          holderIdentity: identity,
+          leaseDurationSeconds: durationSec,
+          renewTime: microTime(now) as unknown as Date,
+          ...(what === 'acquire'
+            ? { acquireTime: microTime(now) as unknown as Date, leaseTransitions: (spec.leaseTransitions ?? 0) + 1 }
+            : {}),
+        };
+        // A Lease created before it had an owner is adopted (other owners kept).
+        const refs = cur.metadata?.ownerReferences ?? [];
+        if (owner !== undefined && !refs.some((r) => r.uid === owner.uid))
+          cur.metadata = { ...cur.metadata, ownerReferences: [...refs, owner] };
+        // replace carries metadata.resourceVersion: a concurrent writer makes this a 409.
+        await within(this.api.replaceNamespacedLease({ name, namespace, body: cur }), this.renewDeadline, op);
       }
-    }
-    const spec = cur.spec ?? {};
-    const holder = spec.holderIdentity ?? '';
-    const key = `${holder}|${String(spec.renewTime)}|${spec.leaseTransitions ?? 0}`;
-    if (this.observed?.key !== key) this.observed = { key, at: now };
-    const heldByOther = holder !== '' && holder !== identity;
-    const recordDurationMs = (spec.leaseDurationSeconds ?? durationSec) * 1000;
-    if (heldByOther && now - this.observed.at < recordDurationMs) return false;
-
-    const takeover = holder !== identity;
-    cur.spec = {
-      ...spec,
-      holderIdentity: identity,
-      leaseDurationSeconds: durationSec,
-      renewTime: microTime(now) as unknown as Date,
-      ...(takeover
-        ? { acquireTime: microTime(now) as unknown as Date, leaseTransitions: (spec.leaseTransitions ?? 0) + 1 }
-        : {}),
-    };
-    try {
-      // replace carries metadata.resourceVersion: a concurrent writer makes this a 409.
-      await this.api.replaceNamespacedLease({ name, namespace, body: cur });
-      return true;
+      this.succeeded();
+      return 'ok';
     } catch (e) {
-      if (httpStatusOf(e) !== 409) this.opts.onError?.(wrapApiError('update Lease', e));
-      return false;
+      if (httpStatusOf(e) === 409) return 'conflict';
+      this.failed(op, e);
+      return 'failed';
     }
   }
 }

@@ -68,7 +68,7 @@ beforeAll(async () => {
     apiVersion: RBAC,
     kind: 'ClusterRoleBinding',
     metadata: { name: `${TENANT}-cluster-b` },
-    roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'weft-gateway' },
+    roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'weft-liqo-gateway' },
     subjects: [{ kind: 'ServiceAccount', name: 'cluster-b', namespace: TENANT }],
   });
   for (const d of docs('fabric-daemonset.yaml'))

@@ -1,5 +1,5 @@
 // claimActive: what Liqo's gateway does to the replicas' networking.liqo.io/active label when it
-// takes the Lease (pkg/gateway/concurrent), under deploy/liqo's weft-gateway ClusterRole with
+// takes the Lease (pkg/gateway/concurrent), under deploy/liqo's weft-liqo-gateway ClusterRole with
 // RBAC enforced by the test API server.
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -42,7 +42,7 @@ beforeAll(async () => {
     apiVersion: RBAC,
     kind: 'ClusterRoleBinding',
     metadata: { name: `${NS}-cluster-b` },
-    roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'weft-gateway' },
+    roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'weft-liqo-gateway' },
     subjects: [{ kind: 'ServiceAccount', name: 'cluster-b', namespace: NS }],
   });
 });

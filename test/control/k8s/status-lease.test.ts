@@ -300,7 +300,7 @@ describe('LeaderElector', () => {
     expect(log).toEqual(['gw-0 started', 'gw-0 stopped', 'gw-1 started', 'gw-1 stopped']);
   });
 
-  test('a leader that cannot renew steps down', async () => {
+  test('a leader that reads another holder steps down', async () => {
     const log: string[] = [];
     const a = candidate('gw-0', log, 'weft-gw-3');
     a.start();
@@ -314,4 +314,103 @@ describe('LeaderElector', () => {
     expect(log).toEqual(['gw-0 started', 'gw-0 stopped']);
     await a.stop();
   });
+
+  test('an API server outage of 12 s: the leader keeps leading, the standby stays standby, nothing flaps after', async () => {
+    const own = await FakeApiServer.start();
+    const fast = { leaseDurationMs: 1500, renewDeadlineMs: 1000, retryPeriodMs: 250 };
+    const log: string[] = [];
+    const errors: string[] = [];
+    const overdue: number[] = [];
+    const mk = (identity: string) =>
+      new LeaderElector({
+        kubeConfig: own.kubeConfig(),
+        namespace: 'liqo-tenant-b',
+        name: 'weft-gw-outage',
+        identity,
+        ...fast,
+        onStartedLeading: () => log.push(`${identity} started`),
+        onStoppedLeading: () => log.push(`${identity} stopped`),
+        onError: (e) => errors.push(`${identity}: ${(e as Error).message}`),
+        onRecovered: () => log.push(`${identity} recovered`),
+        onRenewOverdue: (ms) => overdue.push(ms),
+      });
+    const a = mk('gw-0');
+    const b = mk('gw-1');
+    try {
+      a.start();
+      await until(() => a.isLeader, 'gw-0 leading');
+      b.start();
+      await new Promise((r) => setTimeout(r, 2000));
+      await own.outage(12_000);
+      // Through the outage: the leader never stopped, the standby never started.
+      expect(log).toEqual(['gw-0 started']);
+      expect(a.isLeader).toBe(true);
+      expect(b.isLeader).toBe(false);
+      // Reported once per replica, not per attempt (about 48 attempts each).
+      expect(errors).toHaveLength(2);
+      expect(overdue).toHaveLength(1);
+      const lease = () =>
+        own.getObject('coordination.k8s.io/v1', 'leases', 'liqo-tenant-b', 'weft-gw-outage')!['spec'] as {
+          holderIdentity: string;
+          renewTime: string;
+          leaseTransitions: number;
+        };
+      const before = lease().renewTime;
+      // After recovery: renewed by the same leader; for several lease durations no change of hands.
+      await until(() => lease().renewTime !== before, 'renewed after the outage', 5000);
+      await new Promise((r) => setTimeout(r, 5000));
+      expect(lease().holderIdentity).toBe('gw-0');
+      expect(lease().leaseTransitions).toBe(0);
+      expect(a.isLeader).toBe(true);
+      expect(b.isLeader).toBe(false);
+      expect(log.filter((l) => !l.endsWith('recovered'))).toEqual(['gw-0 started']);
+    } finally {
+      await a.stop();
+      await b.stop();
+      await own.stop();
+    }
+  }, 40_000);
+
+  test('a black-holed API server (requests never answered): requests time out, the leader keeps leading', async () => {
+    const own = await FakeApiServer.start();
+    const log: string[] = [];
+    const errors: string[] = [];
+    const a = new LeaderElector({
+      kubeConfig: own.kubeConfig(),
+      namespace: 'liqo-tenant-b',
+      name: 'weft-gw-hole',
+      identity: 'gw-0',
+      leaseDurationMs: 1500,
+      renewDeadlineMs: 1000,
+      retryPeriodMs: 250,
+      onStartedLeading: () => log.push('started'),
+      onStoppedLeading: () => log.push('stopped'),
+      onError: (e) => errors.push((e as Error).message),
+    });
+    try {
+      a.start();
+      await until(() => a.isLeader, 'leading');
+      own.setBlackHole(true);
+      await new Promise((r) => setTimeout(r, 5000));
+      expect(a.isLeader).toBe(true);
+      // One report for the episode: the read that got no answer within the renew deadline.
+      expect(errors).toHaveLength(1);
+      expect(errors[0]).toContain('no answer within 1000 ms');
+      const renewed = () =>
+        (
+          own.getObject('coordination.k8s.io/v1', 'leases', 'liqo-tenant-b', 'weft-gw-hole')!['spec'] as {
+            renewTime: string;
+          }
+        ).renewTime;
+      const before = renewed();
+      own.setBlackHole(false);
+      // Rounds were not stuck behind a request that never ends: it renews within a few rounds.
+      await until(() => renewed() !== before, 'renewed after the black hole', 5000);
+      expect(log).toEqual(['started']);
+    } finally {
+      own.setBlackHole(false);
+      await a.stop();
+      await own.stop();
+    }
+  }, 30_000);
 });
