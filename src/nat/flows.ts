@@ -2,9 +2,8 @@
  * Connection tracking with both tuples, as netfilter keeps it: each entry stores the ORIGINAL
  * tuple (the first packet as it arrived) and the REPLY tuple (what a reply looks like on the wire
  * after the NAT bound to the connection), so one table serves DNAT, SNAT, masquerade and prefix
- * NAT alike, plus the connection mark (ct mark). src/nat/conntrack.ts is the masquerade-only
- * table of the derived NAT (one SNAT address per family, keyed without it); this one is what the
- * compiled FirewallConfiguration rules (src/rules/compile.ts) bind their NAT to.
+ * NAT alike, plus the connection mark (ct mark): the one connection tracker, to which the
+ * compiled rules (src/rules/compile.ts) bind their NAT.
  *
  * Tuple: family, protocol, source and destination address, source and destination "port"
  * (TCP/UDP ports; the ICMP echo identifier in both for echo request/reply; 0 otherwise).

@@ -218,19 +218,3 @@ export function rulesFromNatConfig(
   }
   return [{ object, name: 'weft-derived', family: 'ip', chains }];
 }
-
-/** A peer config with the remap removed (remapped = real): the Nat the rules run next to. */
-export function identityPeer(p: NatPeerConfig): NatPeerConfig {
-  return { name: p.name, remote: p.remote, ...(p.mtu !== undefined ? { mtu: p.mtu } : {}) };
-}
-
-/**
- * The built-in NAT's configuration with its translations switched off (rules do them): no
- * remap, masquerade, IP mappings nor MSS clamp. Its peers keep their remapped CIDRs to choose
- * the peer of a packet by the destination it arrived with (Router; peers may share real CIDRs
- * and overlap the local ones), or are added with identityPeer() when real CIDRs are unique.
- * Its PMTU check (Fragmentation Needed / Packet Too Big towards a peer) stays.
- */
-export function passthroughNatConfig(cfg: NatConfig): NatConfig {
-  return { ...cfg, ipMappings: [], masquerade: false, fullMasquerade: false, clampMss: false, remap: false };
-}
