@@ -155,7 +155,8 @@ export {
   PacketMeta,
 } from '../router/hooks.js';
 export type { PacketHook } from '../router/hooks.js';
-export { PeerTable, PeerEntry } from '../router/peer-table.js';
+export { PeerTable } from '../router/peer-table.js';
+export type { PeerEntry } from '../router/peer-table.js';
 export { NatRouter } from '../rules/nat-router.js';
 export type { NatRouterOptions } from '../rules/nat-router.js';
 export { NatConfigError } from '../nat/config.js';

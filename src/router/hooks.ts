@@ -63,6 +63,13 @@ export class PacketMeta {
   outDev = '';
   /** The packet's meta mark (nft `meta mark`), read by fwmark policy rules; 0 at entry. */
   mark = 0;
+  /**
+   * Conntrack zone (Linux `ct zone`) of the packet: outside Liqo mode, that of the peer on its
+   * tunnel side (PeerEntry.zone: non-zero only for peers sharing real CIDRs, each remapped
+   * differently — the same addresses and ports towards two of them are two connections, as on
+   * Liqo's one gateway per peer); else 0.
+   */
+  zone = 0;
   /** Where a VERDICT_REPLY's reply is (valid only right after that verdict). */
   replyOff = 0;
   replyLen = 0;

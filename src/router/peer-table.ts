@@ -9,9 +9,10 @@
  * that a bad CIDR or an overlap of remapped CIDRs fails with a NatConfigError naming the field
  * before anything else changes.
  *
- * Per packet (no allocation): a packet for a peer larger than its tunnel MTU that may not be
- * fragmented (IPv4 with DF, any IPv6) is answered with ICMP Fragmentation Needed / Packet Too
- * Big written in its place (NAT_REPLY, rate-limited), or dropped and counted (NatDrop).
+ * Per packet (no allocation): a packet for a peer whose TCP/UDP/ICMP header is truncated or
+ * malformed is dropped (bad_transport, counted); one larger than the peer's tunnel MTU that may
+ * not be fragmented (IPv4 with DF, any IPv6) is answered with ICMP Fragmentation Needed /
+ * Packet Too Big written in its place (NAT_REPLY, rate-limited), or dropped and counted (NatDrop).
  */
 import {
   ipv4SourceAcceptsError,
@@ -20,6 +21,7 @@ import {
   writePacketTooBigV6,
 } from '../packet/icmp-error.js';
 import { ICMP_HEADER_LEN, isIcmpv4Error, isIcmpv6Error } from '../packet/icmp.js';
+import { prefixesOverlap } from '../packet/addr.js';
 import type { IpView } from '../packet/ip-view.js';
 import { IP_PROTO_ICMP, IP_PROTO_ICMPV6, IP_PROTO_TCP, IP_PROTO_UDP, ipv4DontFragment } from '../packet/ipv4.js';
 import { tcpHeaderValid } from '../packet/tcp.js';
@@ -39,6 +41,12 @@ import { PrefixMatcher } from '../route/prefix-matcher.js';
 
 /** One peer (remote cluster): its slot, name and tunnel MTU. Made by PeerTable.addPeer. */
 export class PeerEntry {
+  /**
+   * Conntrack zone of its connections (PacketMeta.zone): index + 1 while its real CIDRs overlap
+   * another peer's (the same addresses and ports towards two peers are then two connections, as
+   * on Liqo's one gateway per peer), else 0. Set by the table as peers come and go.
+   */
+  zone = 0;
   constructor(
     readonly index: number,
     readonly parsed: ParsedPeer,
@@ -95,6 +103,7 @@ export class PeerTable {
     const peer = new PeerEntry(index, parsed);
     this.slots[index] = peer;
     for (const r of parsed.remaps) this.byRemapped.insert(r.remapped, peer);
+    this.setZones();
     return peer;
   }
 
@@ -102,6 +111,17 @@ export class PeerTable {
     if (this.slots[peer.index] !== peer) throw new Error(`peer ${peer.name} is not installed`);
     this.slots[peer.index] = undefined;
     this.byRemapped.removeValue(peer);
+    this.setZones();
+  }
+
+  private setZones(): void {
+    const all = this.peers();
+    for (const p of all)
+      p.zone = all.some(
+        (o) => o !== p && o.parsed.remaps.some((a) => p.parsed.remaps.some((b) => prefixesOverlap(a.real, b.real))),
+      )
+        ? p.index + 1
+        : 0;
   }
 
   /** Installed peers. */
@@ -123,8 +143,8 @@ export class PeerTable {
   }
 
   /**
-   * The packet `v` describes leaves towards `peer`: NAT_FORWARD when it fits the tunnel MTU
-   * (or may be fragmented), NAT_REPLY when buf[v.off, v.off + replyLength) now holds the ICMP
+   * The packet `v` describes leaves towards `peer`: NAT_FORWARD when its transport header is
+   * sound and it fits the tunnel MTU (or may be fragmented), NAT_REPLY when buf[v.off, v.off + replyLength) now holds the ICMP
    * error for its sender, else a counted NatDrop code. May write up to 48 bytes past the packet
    * (tailroom) when the MTU is below 548 (IPv4) / 1232 (IPv6).
    */
@@ -132,6 +152,7 @@ export class PeerTable {
     if (this.slots[peer.index] !== peer) throw new Error(`peer ${peer.name} was removed or belongs to another table`);
     const off = v.off;
     const total = v.end - off;
+    if (v.l4 >= 0 && !transportSound(buf, v)) return this.drop(NatDrop.BadTransport);
     if (total <= peer.parsed.mtu || (v.family === 4 && !ipv4DontFragment(buf, off))) {
       this.forwarded++;
       return NAT_FORWARD;
@@ -158,17 +179,12 @@ export class PeerTable {
     return code;
   }
 
-  /** NAT_FORWARD when an error may be sent about the packet; else why not (a malformed transport header, an ICMP error, a fragment). */
+  /** NAT_FORWARD when an error may be sent about the (sound) packet; else why not (an ICMP error, a fragment). */
   private classify(buf: Uint8Array, v: IpView): number {
     const l4 = v.l4;
     if (l4 < 0) return NatDrop.TooBig;
     const proto = v.proto;
-    if (proto === IP_PROTO_TCP) {
-      if (!tcpHeaderValid(buf, l4, v.l4Len)) return NatDrop.BadTransport;
-    } else if (proto === IP_PROTO_UDP) {
-      if (v.l4Len < UDP_HEADER_LEN) return NatDrop.BadTransport;
-    } else if ((proto === IP_PROTO_ICMP && v.family === 4) || (proto === IP_PROTO_ICMPV6 && v.family === 6)) {
-      if (v.l4Len < ICMP_HEADER_LEN) return NatDrop.BadTransport;
+    if ((proto === IP_PROTO_ICMP && v.family === 4) || (proto === IP_PROTO_ICMPV6 && v.family === 6)) {
       const type = buf[l4]!;
       if (v.family === 4 ? isIcmpv4Error(type) : isIcmpv6Error(type)) {
         const r = this.q.parse(buf, v);
@@ -177,4 +193,14 @@ export class PeerTable {
     }
     return NAT_FORWARD;
   }
+}
+
+/** The packet's TCP, UDP or ICMP header is whole and consistent (other protocols: not read). */
+function transportSound(buf: Uint8Array, v: IpView): boolean {
+  const proto = v.proto;
+  if (proto === IP_PROTO_TCP) return tcpHeaderValid(buf, v.l4, v.l4Len);
+  if (proto === IP_PROTO_UDP) return v.l4Len >= UDP_HEADER_LEN;
+  if ((proto === IP_PROTO_ICMP && v.family === 4) || (proto === IP_PROTO_ICMPV6 && v.family === 6))
+    return v.l4Len >= ICMP_HEADER_LEN;
+  return true;
 }

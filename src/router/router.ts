@@ -353,9 +353,10 @@ export class Router<P, G> {
     meta.skip = 0;
     // The peer by the destination as the packet arrived (a remapped address), before rules at
     // PREROUTING/OUTPUT translate it to the real one, which several peers may share
-    // (src/rules/from-nat.ts).
+    // (src/rules/from-nat.ts); it is also the connection's zone.
     const entry = source === SOURCE_NODE ? HOOK_PREROUTING : HOOK_OUTPUT;
     let np = st === null ? this.table.peerForParsed(buf, v) : undefined;
+    meta.zone = np === undefined ? 0 : np.zone;
     if (!this.runHooks(entry, buf, now, L)) return;
     const fam = v.family;
 
@@ -440,6 +441,7 @@ export class Router<P, G> {
     meta.outDev = '';
     meta.mark = 0;
     meta.skip = 0;
+    meta.zone = st !== null ? 0 : rp.entry.zone;
     if (!this.runHooks(HOOK_PREROUTING, buf, now, L)) return;
     const fam = v.family;
     if (
@@ -636,6 +638,7 @@ export class Router<P, G> {
     meta.outDev = rp.dev;
     meta.mark = 0;
     meta.skip = 0;
+    meta.zone = rp.entry.zone;
     if (!this.runHooks(HOOK_OUTPUT, buf, now, L) || !this.runHooks(HOOK_POSTROUTING, buf, now, L)) return;
     if (this.table.checkMtu(buf, v, rp.entry, now) === NAT_FORWARD) L.toPeers.push(off, len, rp.link);
   }
