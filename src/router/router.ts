@@ -13,9 +13,10 @@
  *   2. from the host, destination = a peer's in-tunnel address → that peer, untranslated
  *      (Liqo's connection check; the source must be our tunnel address);
  *   3. destination inside a peer's REMAPPED CIDRs (PeerTable, as the packet arrived: before the
- *      hooks translate it to the real one, which several peers may share) → TTL − 1 → FORWARD,
- *      POSTROUTING → the tunnel MTU check (a Fragmentation Needed / Packet Too Big written in
- *      its place is routed back like the router's own traffic) → that peer's lane;
+ *      hooks translate it to the real one, which several peers may share) → the tunnel MTU
+ *      check (a Fragmentation Needed / Packet Too Big written in its place is routed back like
+ *      the router's own traffic; for the router's own packets after POSTROUTING) → TTL − 1 →
+ *      FORWARD, POSTROUTING → that peer's lane;
  *   4. destination = a node's internal address or a pod route → TTL − 1 → that node's lane;
  *   5. otherwise no_route.
  * - from a peer (decrypted; the peer is passed with the packet, so peers whose real CIDRs
@@ -396,13 +397,17 @@ export class Router<P, G> {
       meta.output = OUTPUT_PEER;
       meta.peer = rp.name;
       meta.outDev = rp.dev;
-      if (source !== SOURCE_SELF && !this.hop(buf, off, len, fam, L, now)) return;
+      if (source !== SOURCE_SELF) {
+        // As the kernel's ip_forward: an expiring TTL first, then the tunnel MTU (its error quotes
+        // the packet with the TTL it arrived with), then the hop.
+        if (ttlLeft(buf, off, fam) && !this.fitsTunnel(buf, np, L, now)) return;
+        if (!this.hop(buf, off, len, fam, L, now)) return;
+      }
       if (source === SOURCE_NODE && !this.runHooks(HOOK_FORWARD, buf, now, L)) return;
       if (!this.runHooks(HOOK_POSTROUTING, buf, now, L)) return;
-      const r = this.table.checkMtu(buf, v, np, now);
-      if (r === NAT_FORWARD) L.toPeers.push(off, len, rp.link);
-      else if (r === NAT_REPLY) this.routeInside(buf, off, this.table.replyLength, L, now, SOURCE_SELF);
-      return; // other results are drops the peer table counted
+      if (source === SOURCE_SELF && !this.fitsTunnel(buf, np, L, now)) return;
+      L.toPeers.push(off, len, rp.link);
+      return;
     }
     const t = this.nodes.lookupDestination(buf, v.dstOff, fam);
     if (t !== undefined) {
@@ -481,6 +486,18 @@ export class Router<P, G> {
     }
     if (this.table.peerForParsed(buf, v) !== undefined) this.drops[RouterDrop.PeerTransit]!++;
     else this.drops[RouterDrop.NoRoute]!++;
+  }
+
+  /**
+   * The tunnel MTU check towards peer entry `np` (PeerTable.checkMtu): true to go on; a
+   * Fragmentation Needed / Packet Too Big written in the packet's place is routed as our own.
+   */
+  private fitsTunnel(buf: Uint8Array, np: PeerEntry, L: RouterLanes<P, G>, now: number): boolean {
+    const v = this.v;
+    const r = this.table.checkMtu(buf, v, np, now);
+    if (r === NAT_FORWARD) return true;
+    if (r === NAT_REPLY) this.routeInside(buf, v.off, this.table.replyLength, L, now, SOURCE_SELF);
+    return false; // other results are drops the peer table counted
   }
 
   /**
@@ -642,6 +659,11 @@ export class Router<P, G> {
     if (!this.runHooks(HOOK_OUTPUT, buf, now, L) || !this.runHooks(HOOK_POSTROUTING, buf, now, L)) return;
     if (this.table.checkMtu(buf, v, rp.entry, now) === NAT_FORWARD) L.toPeers.push(off, len, rp.link);
   }
+}
+
+/** The packet's TTL / hop limit survives one hop. */
+function ttlLeft(buf: Uint8Array, off: number, fam: IpFamily): boolean {
+  return buf[off + (fam === 4 ? IPV4_TTL_OFFSET : IPV6_HOP_LIMIT_OFFSET)]! > 1;
 }
 
 function hostPrefix(addr: string): { family: IpFamily; addr: Uint8Array; prefixLen: number } {

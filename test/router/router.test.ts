@@ -205,7 +205,7 @@ describe('Router: paths', () => {
     expect(drops(router)).toEqual({ no_route: 1 });
   });
 
-  it("DF packet over the tunnel MTU: Fragmentation Needed (MTU 1340) from 10.80.0.1 back to the sender's node", () => {
+  it("DF packet over the tunnel MTU: Fragmentation Needed (MTU 1340) back to the sender's node, quoting it as sent", () => {
     const { router, L, node1 } = setup();
     const big = one(
       udpPacket({ src: '10.0.1.11', dst: '10.71.2.23', sport: 1, dport: 2, payload: new Uint8Array(1400) }),
@@ -215,10 +215,15 @@ describe('Router: paths', () => {
     expect(L.toNodes.count).toBe(1);
     expect(L.toNodes.tags[0]).toBe(node1);
     const o = L.toNodes.offs[0]!;
-    expect(addr(big.buf, o, IPV4_SRC_OFFSET)).toBe('10.80.0.1');
+    // Related to the packet's (dnat-ed) connection: from the address it was sent to, as the
+    // kernel presents the router's own errors (README "Rules: deviations", "not a deviation").
+    expect(addr(big.buf, o, IPV4_SRC_OFFSET)).toBe('10.71.2.23');
     expect(addr(big.buf, o, IPV4_DST_OFFSET)).toBe('10.0.1.11');
     expect(big.buf[o + 20]).toBe(ICMPV4_DEST_UNREACHABLE);
     expect(big.buf[o + 26]! * 256 + big.buf[o + 27]!).toBe(1340);
+    expect(addr(big.buf, o + 28, IPV4_DST_OFFSET)).toBe('10.71.2.23'); // quoted as sent
+    expect(big.buf[o + 28 + IPV4_TTL_OFFSET]).toBe(64); // checked before the hop, as ip_forward
+    expect(icmpv4ChecksumValid(big.buf, o + 20, L.toNodes.lens[0]! - 20)).toBe(true);
   });
 });
 
