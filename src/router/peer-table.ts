@@ -21,7 +21,7 @@ import {
   writePacketTooBigV6,
 } from '../packet/icmp-error.js';
 import { ICMP_HEADER_LEN, isIcmpv4Error, isIcmpv6Error } from '../packet/icmp.js';
-import { prefixesOverlap } from '../packet/addr.js';
+import { prefixesOverlap, type IpFamily } from '../packet/addr.js';
 import type { IpView } from '../packet/ip-view.js';
 import { IP_PROTO_ICMP, IP_PROTO_ICMPV6, IP_PROTO_TCP, IP_PROTO_UDP, ipv4DontFragment } from '../packet/ipv4.js';
 import { tcpHeaderValid } from '../packet/tcp.js';
@@ -140,6 +140,11 @@ export class PeerTable {
   /** The peer whose remapped CIDRs contain the destination of the packet `v` describes (longest prefix). */
   peerForParsed(buf: Uint8Array, v: IpView): PeerEntry | undefined {
     return this.byRemapped.lookup(buf, v.dstOff, v.family);
+  }
+
+  /** As peerForParsed for the address at buf[off]. */
+  peerForAddress(buf: Uint8Array, off: number, family: IpFamily): PeerEntry | undefined {
+    return this.byRemapped.lookup(buf, off, family);
   }
 
   /**
