@@ -39,7 +39,16 @@ import {
   type FlowStats,
 } from '../nat/flows.js';
 import { QuotedPacket } from '../nat/quoted.js';
-import { CSUM_ALWAYS, CSUM_NONE, CSUM_UDP, patchWord, read16, rewriteAddress, rewriteWord } from '../nat/rewrite.js';
+import {
+  CSUM_ALWAYS,
+  CSUM_NONE,
+  CSUM_UDP,
+  fixZeroIcmpv4Checksum,
+  patchWord,
+  read16,
+  rewriteAddress,
+  rewriteWord,
+} from '../nat/rewrite.js';
 import { TokenBucket } from '../ratelimit/token-bucket.js';
 import {
   HOOK_COUNT,
@@ -888,7 +897,10 @@ export class RulesRuntime {
       const po = l4 + (srcManip ? 0 : 2);
       if (read16(buf, po) !== port) rewriteWord(buf, po, port, csum, kind);
     } else if (proto === 1 && v.l4Len >= 8 && (buf[l4] === 8 || buf[l4] === 0)) {
-      if (read16(buf, l4 + 4) !== port) rewriteWord(buf, l4 + 4, port, l4 + 2, CSUM_ALWAYS);
+      if (read16(buf, l4 + 4) !== port) {
+        rewriteWord(buf, l4 + 4, port, l4 + 2, CSUM_ALWAYS);
+        fixZeroIcmpv4Checksum(buf, l4, v.l4Len); // an all-zero echo needs 0xffff (rewrite.ts)
+      }
     }
   }
 
