@@ -386,11 +386,3 @@ export function parseNatPeer(p: NatPeerConfig, global: ParsedNatConfig, others: 
   }
   return { name: p.name, mtu: checkMtu(`${base}.mtu`, p.mtu ?? global.mtu), remaps };
 }
-
-/**
- * The SNAT source of a family: the first (network) address of the external CIDR, Liqo's
- * GetUnknownSourceIP (see the module comment). A copy the caller owns.
- */
-export function unknownSourceAddress(external: Prefix): Uint8Array {
-  return new Uint8Array(external.addr);
-}

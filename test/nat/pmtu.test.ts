@@ -36,7 +36,6 @@ import {
   ipv6PayloadLength,
 } from '../../src/packet/ipv6.js';
 import { TCP_FLAG_ACK, TCP_FLAG_SYN, tcpFindMssOption } from '../../src/packet/tcp.js';
-import { clampMss } from '../../src/nat/pmtu.js';
 import { TokenBucket } from '../../src/ratelimit/token-bucket.js';
 import type { NatConfig } from '../../src/nat/config.js';
 import { NAT_FORWARD, NAT_REPLY, NatDrop } from '../../src/nat/results.js';
@@ -124,17 +123,19 @@ describe('MSS clamping', () => {
   });
 
   it('handles an MSS option at an odd offset (after one NOP)', () => {
+    const { nat, peer } = gateway();
     const p = tcpPacket({
       src: '10.0.0.1',
-      dst: '10.0.0.2',
+      dst: '10.71.0.2',
       sport: 1,
       dport: 2,
       flags: TCP_FLAG_SYN,
       options: [1, 2, 4, 0x23, 0x28, 1, 1, 1],
     });
-    expect(clampMss(p.buf, 20, p.len - 20, 1300)).toBe(true);
+    nat.outbound(p.buf, p.off, p.len, peer, 0);
     expect(mssOf(p)).toBe(1300);
     exact(p);
+    expect(nat.mssClamped).toBe(1);
   });
 
   it('clampMss: false disables clamping', () => {
