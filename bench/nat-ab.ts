@@ -1,8 +1,10 @@
 /**
- * Two builds of the NAT in ONE process, alternated: the fairest before/after comparison on a
- * noisy machine (both see the same load at the same moments). Each round times 200k stateless
- * remap translations per build (a pristine copy of the packet restored before each), rounds
- * alternate the order; the first two rounds warm up.
+ * Two builds of the gateway's translation (the router with the NAT configuration's compiled
+ * rules, src/rules/nat-router.ts) in ONE process, alternated: the fairest before/after
+ * comparison on a noisy machine (both see the same load at the same moments). Each round times
+ * 200k stateless remap translations per build (a pristine copy of the packet restored before
+ * each, one packet from a node through the router), rounds alternate the order; the first two
+ * rounds warm up.
  *
  * Run: node dist/bench/nat-ab.js <other checkout>/dist/src [this checkout's dist/src]
  * Prints ns per translation for each build and the pairwise ratio B/A (median, min, max).
@@ -11,7 +13,8 @@ import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 
 interface Build {
-  nat: typeof import('../src/nat/nat.js');
+  nat: typeof import('../src/rules/nat-router.js');
+  router: typeof import('../src/router/router.js');
   udp: typeof import('../src/packet/udp.js');
   addr: typeof import('../src/packet/addr.js');
 }
@@ -19,19 +22,29 @@ interface Build {
 async function load(dir: string): Promise<Build> {
   const u = (p: string) => pathToFileURL(resolve(dir, p)).href;
   return {
-    nat: await import(u('nat/nat.js')),
+    nat: await import(u('rules/nat-router.js')),
+    router: await import(u('router/router.js')),
     udp: await import(u('packet/udp.js')),
     addr: await import(u('packet/addr.js')),
   };
 }
 
 function translator(m: Build, size: number): () => void {
-  const n = new m.nat.Nat({ localPodCIDRs: ['10.0.0.0/16'], localExternalCIDR: '10.70.0.0/16' });
-  const p = n.addPeer({
-    name: 'b',
-    remote: { podCIDRs: ['10.0.0.0/16'], externalCIDRs: [] },
-    remapped: { podCIDRs: ['10.71.0.0/16'], externalCIDRs: [] },
-  });
+  const n = new m.nat.NatRouter<string, string>(
+    { localPodCIDRs: ['10.0.0.0/16'], localExternalCIDR: '10.70.0.0/16' },
+    { lookupDestination: () => undefined },
+  );
+  n.addPeer(
+    {
+      name: 'b',
+      remote: { podCIDRs: ['10.0.0.0/16'], externalCIDRs: [] },
+      remapped: { podCIDRs: ['10.71.0.0/16'], externalCIDRs: [] },
+    },
+    'link',
+  );
+  const L = new m.router.RouterLanes<string, string>(1);
+  const offs = Uint32Array.of(0);
+  const lens = Uint32Array.of(size);
   const buf = new Uint8Array(size);
   m.udp.writeIpv4UdpHeaders(
     buf,
@@ -46,7 +59,9 @@ function translator(m: Build, size: number): () => void {
   const pristine = buf.slice();
   return () => {
     buf.set(pristine);
-    if (n.outbound(buf, 0, size, p, 0) !== 0) throw new Error('nat-ab: unexpected drop');
+    n.router.fromNodes(buf, offs, lens, 1, 0, L);
+    if (L.toPeers.count !== 1) throw new Error('nat-ab: unexpected drop');
+    L.clear();
   };
 }
 

@@ -1,28 +1,28 @@
 /**
- * Router benchmark: what the router costs per packet on top of the NAT work it drives.
+ * Router benchmark: what the router costs per packet, and what a stage set at its hook points
+ * adds.
  *
- * Anchor, measured in the same run on the same packets: the NAT alone (`Nat.outbound` /
- * `Nat.inbound`, which parse the packet themselves) — the translation any gateway must do. The
- * router row does everything the gateway does per packet between its ports: parse once into the
- * IpView, own-address and tunnel checks, the peer by remapped CIDR (out) or by the decrypting
- * link (in), TTL − 1 with an incremental checksum, the NAT through the view, and the lane push.
- * `+ 5 hooks` attaches one accept-all stage at each hook point (the per-stage call cost a rule
- * set adds before it matches anything).
+ * Anchor, measured in the same run on the same packets: the bare router (no stage at any hook):
+ * parse once into the IpView, own-address and tunnel checks, the peer by remapped CIDR (out) or
+ * by the decrypting link (in), TTL − 1 with an incremental checksum, the tunnel MTU check and the
+ * lane push. `+ 5 hooks` attaches one accept-all stage at each hook point (the per-stage call
+ * cost a rule set adds before it matches anything); `+ compiled rules` is the gateway's YAML
+ * data path: the NAT configuration's rules (src/rules/nat-router.ts; here the remap of the
+ * peer's pod CIDR both ways) — the translation any gateway must do.
  *
- * Packets: 92-byte UDP, pod → a peer's remapped pod (stateless remap) and back. Each call
- * handles a batch; the buffer is restored from a pristine copy before each packet on both sides
- * (same copy cost), so every call does the full work.
+ * Packets: 92-byte UDP, pod → a peer's remapped pod and back. Each call handles a batch; the
+ * buffer is restored from a pristine copy before each packet on both sides (same copy cost), so
+ * every call does the full work.
  *
  * Run: npm run bench -- router
  */
 import { Bench } from 'tinybench';
 import { GeneveTunnelTable, type GeneveTunnel } from '../src/geneve/table.js';
-import { Nat } from '../src/nat/nat.js';
-import { NAT_FORWARD } from '../src/nat/results.js';
 import { parseAddress } from '../src/packet/addr.js';
 import { writeIpv4UdpHeaders } from '../src/packet/udp.js';
 import { HOOK_COUNT, VERDICT_ACCEPT } from '../src/router/hooks.js';
-import { Router, RouterLanes } from '../src/router/router.js';
+import { RouterLanes } from '../src/router/router.js';
+import { NatRouter } from '../src/rules/nat-router.js';
 
 const BATCH = 256;
 const HEAD = 128;
@@ -34,8 +34,9 @@ function packet(src: string, dst: string): Uint8Array {
   return buf;
 }
 
-function setup(hooks: boolean) {
-  const nat = new Nat({ localPodCIDRs: ['10.0.0.0/16'], localExternalCIDR: '10.70.0.0/16' });
+type Stages = 'none' | 'hooks' | 'rules';
+
+function setup(stages: Stages) {
   const table = new GeneveTunnelTable();
   table.add({
     vni: 1,
@@ -46,17 +47,25 @@ function setup(hooks: boolean) {
     name: 'n1',
   });
   table.addPodRoute('10.0.1.0/24', '10.80.0.2');
-  const router = new Router<object, GeneveTunnel>({ nat, nodes: table });
+  const nat = new NatRouter<object, GeneveTunnel>(
+    { localPodCIDRs: ['10.0.0.0/16'], localExternalCIDR: '10.70.0.0/16' },
+    table,
+  );
+  const router = nat.router;
   const link = {};
-  const np = nat.addPeer({
-    name: 'b',
-    remote: { podCIDRs: ['10.0.0.0/16'], externalCIDRs: [] },
-    remapped: { podCIDRs: ['10.71.0.0/16'], externalCIDRs: [] },
-  });
-  router.addPeer('b', np, link);
+  nat.addPeer(
+    {
+      name: 'b',
+      remote: { podCIDRs: ['10.0.0.0/16'], externalCIDRs: [] },
+      remapped: { podCIDRs: ['10.71.0.0/16'], externalCIDRs: [] },
+    },
+    link,
+  );
   router.setLocalAddresses(['10.80.0.1']);
-  if (hooks) for (let h = 0; h < HOOK_COUNT; h++) router.attach(h, { name: 'accept', process: () => VERDICT_ACCEPT });
-  return { nat, np, router, link };
+  if (stages !== 'rules') nat.rules.detachFrom(router);
+  if (stages === 'hooks')
+    for (let h = 0; h < HOOK_COUNT; h++) router.attach(h, { name: 'accept', process: () => VERDICT_ACCEPT });
+  return { router, link };
 }
 
 async function best(fn: () => void, timeMs: number): Promise<number> {
@@ -75,41 +84,31 @@ export async function runRouterBench(timeMs = 600): Promise<string> {
   const pristineBack = back.slice();
   const offs = Uint32Array.of(HEAD);
   const lens = Uint32Array.of(LEN);
-  const rows: string[] = ['| path (92 B UDP) | router Mpps | NAT alone Mpps | router / NAT |', '|---|---|---|---|'];
-  for (const hooks of [false, true]) {
-    const r = setup(hooks);
-    const a = setup(false); // the anchor's own NAT (same tables)
-    const L = new RouterLanes<object, GeneveTunnel>(1);
+  const rows: string[] = ['| path (92 B UDP) | router Mpps | bare router Mpps | router / bare |', '|---|---|---|---|'];
+  const a = setup('none'); // the anchor: no stage at the hooks
+  const L = new RouterLanes<object, GeneveTunnel>(1);
+  const outOf = (r: ReturnType<typeof setup>) => () => {
+    for (let i = 0; i < BATCH; i++) {
+      out.set(pristineOut);
+      r.router.fromNodes(out, offs, lens, 1, 0, L);
+      L.clear();
+    }
+  };
+  const inOf = (r: ReturnType<typeof setup>) => {
     const links = [r.link];
-    const routerOut = () => {
-      for (let i = 0; i < BATCH; i++) {
-        out.set(pristineOut);
-        r.router.fromNodes(out, offs, lens, 1, 0, L);
-        L.clear();
-      }
-    };
-    const natOut = () => {
-      for (let i = 0; i < BATCH; i++) {
-        out.set(pristineOut);
-        if (a.nat.outbound(out, HEAD, LEN, a.np, 0) !== NAT_FORWARD) throw new Error('nat drop');
-      }
-    };
-    const routerIn = () => {
+    return () => {
       for (let i = 0; i < BATCH; i++) {
         back.set(pristineBack);
         r.router.fromPeers(back, offs, lens, links, 1, 0, L);
         L.clear();
       }
     };
-    const natIn = () => {
-      for (let i = 0; i < BATCH; i++) {
-        back.set(pristineBack);
-        if (a.nat.inbound(back, HEAD, LEN, a.np, 0) !== NAT_FORWARD) throw new Error('nat drop');
-      }
-    };
+  };
+  for (const stages of ['hooks', 'rules'] as const) {
+    const r = setup(stages);
     for (const [label, ours, anchor] of [
-      ['node → peer', routerOut, natOut],
-      ['peer → node', routerIn, natIn],
+      ['node → peer', outOf(r), outOf(a)],
+      ['peer → node', inOf(r), inOf(a)],
     ] as const) {
       // Alternate rounds, keep each side's best (a busy machine only ever slows a round down).
       let rb = 0;
@@ -118,9 +117,10 @@ export async function runRouterBench(timeMs = 600): Promise<string> {
         rb = Math.max(rb, await best(ours, timeMs / 3));
         nb = Math.max(nb, await best(anchor, timeMs / 3));
       }
-      if (r.router.drops.some((d) => d !== 0)) throw new Error('router bench: unexpected drops');
+      if (r.router.drops.some((d) => d !== 0) || a.router.drops.some((d) => d !== 0))
+        throw new Error('router bench: unexpected drops');
       rows.push(
-        `| ${label}${hooks ? ' + 5 hooks' : ''} | ${(rb / 1e6).toFixed(2)} | ${(nb / 1e6).toFixed(2)} | ${(rb / nb).toFixed(2)}x |`,
+        `| ${label} + ${stages === 'hooks' ? '5 hooks' : 'compiled rules'} | ${(rb / 1e6).toFixed(2)} | ${(nb / 1e6).toFixed(2)} | ${(rb / nb).toFixed(2)}x |`,
       );
     }
   }

@@ -1,16 +1,16 @@
 /**
- * Compiled rules (conntrack, mirror shortcut) vs today's derived NAT, both in the same process
- * with rounds alternated (both see the same load at the same moments), each row in PROCS fresh
- * processes (see main), and what a rule on the general matcher costs per kind.
+ * The compiled rules (the one data path for YAML and Kubernetes) in two shapes, A and B, in the
+ * same process with rounds alternated (both see the same load at the same moments), each row in
+ * PROCS fresh processes (see main), and what a rule on the general matcher costs per kind.
  *
- * A: the Router with the derived NAT (src/nat/nat.ts: remap, masquerade, IP mapping, MSS
- *    clamp) — today's path. B: the Router with the NAT in passthrough and the same configuration
- *    as rules (src/rules/from-nat.ts) compiled and attached at the hook points (src/rules) — the
- *    one data path for YAML and Kubernetes. Same packets (92-byte UDP, established flows: the
- *    first packet of each flow is sent before timing), buffer restored from a pristine copy
- *    before every packet on both sides.
- * Liqo rows: B with the remap pair as Liqo's remap-podcidr FirewallConfiguration (its own
- *    table, `iifname != eth0`, `oifname != eth0`) in place of the YAML mode's pair.
+ * Rows on the YAML mode's rules (the NAT configuration as rules, src/rules/from-nat.ts: remap,
+ *    masquerade, IP mapping, MSS clamp, compiled and attached at the Router's hook points):
+ *    A every packet through conntrack (statelessMirror off), B with the stateless mirror
+ *    shortcut (the default; runtime.ts). Same packets (92-byte UDP, established flows: the first
+ *    packet of each flow is sent before timing), buffer restored from a pristine copy before
+ *    every packet on both sides.
+ * Liqo rows: A the YAML mode's rules, B the remap pair as Liqo's remap-podcidr
+ *    FirewallConfiguration (its own table, `iifname != eth0`, `oifname != eth0`) in their place.
  * General matcher: B plus a forward filter chain of 64 rules of one kind that never match; the
  *    extra time per packet / 64 is the cost of one rule of that kind.
  *
@@ -18,12 +18,12 @@
  */
 import { execFileSync } from 'node:child_process';
 import type { NatConfig, NatPeerConfig } from '../src/nat/config.js';
-import { Nat } from '../src/nat/nat.js';
 import { parseAddress } from '../src/packet/addr.js';
 import { writeIpv4UdpHeaders } from '../src/packet/udp.js';
+import { PeerTable } from '../src/router/peer-table.js';
 import { ROUTER_DROP_NAMES, Router, RouterLanes } from '../src/router/router.js';
 import { RulesAttachment } from '../src/rules/attach.js';
-import { identityPeer, passthroughNatConfig, rulesFromNatConfig } from '../src/rules/from-nat.js';
+import { rulesFromNatConfig } from '../src/rules/from-nat.js';
 import { ipToNumber, type Cond, type RuleTable } from '../src/rules/model.js';
 import { parseFirewallConfiguration } from '../src/rules/parse.js';
 
@@ -57,13 +57,6 @@ const PEER_SAME: NatPeerConfig = {
 interface Side {
   router: Router<string, string>;
   rules?: RulesAttachment;
-}
-
-function derived(peer: NatPeerConfig = PEER): Side {
-  const nat = new Nat(CFG);
-  const router = new Router<string, string>({ nat, nodes });
-  router.addPeer('b', nat.addPeer(peer), 'link');
-  return { router };
 }
 
 /**
@@ -137,23 +130,28 @@ function compiled(
   extra: RuleTable[] = [],
   base: () => RuleTable[] = () => rulesFromNatConfig(CFG, [PEER], { tunnel: TUN }),
   peer: NatPeerConfig = PEER,
+  statelessMirror = true,
 ): Side {
-  const nat = new Nat(passthroughNatConfig(CFG));
-  const router = new Router<string, string>({ nat, nodes });
-  // Real CIDRs overlapping ours: the peer keeps its remapped CIDRs, by which the router picks it.
-  router.addPeer('b', nat.addPeer(peer === PEER ? identityPeer(peer) : peer), 'link');
-  const rules = new RulesAttachment({
-    peer: TUN,
-    node: 'liqo.geneve',
-    host: 'eth0',
-    peerAddr: ipToNumber('10.70.0.0')!,
-    nodeAddr: 0,
-    hostAddr: 0,
-    pathMtu: 1340,
-  });
+  const peers = new PeerTable(CFG);
+  const router = new Router<string, string>({ peers, nodes });
+  // The router picks the peer by its remapped CIDRs (its real ones may overlap ours).
+  router.addPeer('b', peers.addPeer(peer), 'link');
+  const rules = new RulesAttachment(
+    {
+      peer: TUN,
+      node: 'liqo.geneve',
+      host: 'eth0',
+      peerAddr: ipToNumber('10.70.0.0')!,
+      nodeAddr: 0,
+      hostAddr: 0,
+      pathMtu: 1340,
+    },
+    { statelessMirror },
+  );
   rules.attachTo(router);
   rules.setTables([...base(), ...extra]);
-  if (!rules.runtime.statelessShortcut) throw new Error('rules bench: the mirror shortcut is not in force');
+  if (statelessMirror && !rules.runtime.statelessShortcut)
+    throw new Error('rules bench: the mirror shortcut is not in force');
   return { router, rules };
 }
 
@@ -261,20 +259,24 @@ function driver(s: Side, p: Path): () => void {
 
 interface Row {
   path: Path;
-  derived: () => Side;
-  compiled: () => Side;
+  a: () => Side;
+  b: () => Side;
 }
 const ROWS: Row[] = [
-  ...PATHS.map((path) => ({ path, derived: () => derived(), compiled: () => compiled() })),
+  ...PATHS.map((path) => ({
+    path: { ...path, label: `conntrack (A) vs mirror shortcut (B): ${path.label}` },
+    a: () => compiled([], undefined, PEER, false),
+    b: () => compiled(),
+  })),
   ...PATHS.slice(0, 2).map((path) => ({
-    path: { ...path, label: `Liqo remap rules (iifname/oifname): ${path.label}` },
-    derived: () => derived(),
-    compiled: () => compiled([], liqoTables),
+    path: { ...path, label: `YAML rules (A) vs Liqo remap rules (iifname/oifname, B): ${path.label}` },
+    a: () => compiled(),
+    b: () => compiled([], liqoTables),
   })),
   ...SAME_PATHS.map((path) => ({
-    path: { ...path, label: `Liqo remap rules, peer's real pod CIDR = ours: ${path.label}` },
-    derived: () => derived(PEER_SAME),
-    compiled: () => compiled([], () => liqoTables(PEER_SAME), PEER_SAME),
+    path: { ...path, label: `YAML rules (A) vs Liqo remap rules, peer's real pod CIDR = ours (B): ${path.label}` },
+    a: () => compiled([], () => rulesFromNatConfig(CFG, [PEER_SAME], { tunnel: TUN }), PEER_SAME),
+    b: () => compiled([], () => liqoTables(PEER_SAME), PEER_SAME),
   })),
 ];
 
@@ -350,7 +352,7 @@ function main(): void {
   if (prof >= 0) {
     // Focused loop for `node --cpu-prof`: one row, one side, ~2 s.
     const row = ROWS[Number(process.argv[prof + 1] ?? 0)]!;
-    const side = process.argv[prof + 2] === 'derived' ? row.derived() : row.compiled();
+    const side = process.argv[prof + 2] === 'a' ? row.a() : row.b();
     const f = driver(side, row.path);
     const t: number[] = [];
     for (let i = 0; i < 40; i++) t.push(time(f));
@@ -361,13 +363,13 @@ function main(): void {
   if (child >= 0) {
     // One process, one row: alternated rounds; the parent aggregates processes.
     const row = ROWS[Number(process.argv[child + 1])]!;
-    const r = ab(driver(row.derived(), row.path), driver(row.compiled(), row.path));
+    const r = ab(driver(row.a(), row.path), driver(row.b(), row.path));
     console.log(JSON.stringify(r));
     return;
   }
   const only = process.env['RULES_BENCH_ONLY'];
   console.log(
-    `| path (92 B UDP, established) | derived NAT ns/pkt | compiled rules ns/pkt | compiled speed vs derived: median over ${PROCS} processes of (median derived / median compiled), ${ROUNDS} alternated rounds of ${N / 1000}k packets each | min–max over processes | ratio of minimums (median over processes) |`,
+    `| path (92 B UDP, established) | A ns/pkt | B ns/pkt | B speed vs A: median over ${PROCS} processes of (median A / median B), ${ROUNDS} alternated rounds of ${N / 1000}k packets each | min–max over processes | ratio of minimums (median over processes) |`,
   );
   console.log('|---|---|---|---|---|---|');
   // Each row in PROCS fresh processes (alternated with the other rows): V8's optimisation of

@@ -4,7 +4,7 @@
 // executions, coverage (libFuzzer's cov/ft) and time of each into FUZZING.md.
 //
 //   FUZZ_RUNS=1000000      executions per target (default 1,000,000)
-//   FUZZ_TARGETS=nat,uapi  only these targets (default: all)
+//   FUZZ_TARGETS=rules,uapi  only these targets (default: all)
 //   FUZZ_MAX_SECONDS=600   also stop a target after this long (libFuzzer -max_total_time; default none)
 //   FUZZ_NO_REPORT=1       do not rewrite FUZZING.md
 //

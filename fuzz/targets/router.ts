@@ -1,5 +1,6 @@
 /**
- * Fuzz target: the I/O-free Router (src/router/router.ts) with its NAT, on one packet at a time
+ * Fuzz target: the I/O-free Router (src/router/router.ts) with its translation (the NAT
+ * configuration's compiled rules, src/rules/nat-router.ts), on one packet at a time
  * from a node, the gateway host, or one of two peers whose real pod CIDRs are the same.
  *
  * Setup as test/router: cluster A pods 10.0.0.0/16, external 10.70.0.0/16, gateway internal
@@ -10,14 +11,14 @@
  * Input: up to 4 packets (fuzz/lib/records.ts), each with 3 header bytes: bits 0-1 source (node,
  * host, peer b, peer c), bit 2 fix checksums, bit 3 put palette addresses in (header bytes 1 and
  * 2 pick source and destination), bits 4-5 headroom (0, 40, 76, 128 bytes). Each input starts
- * from a fresh router and NAT.
+ * from a fresh router and rules.
  * Invariants: each packet has exactly one fate — one output packet or one counted drop (router or
- * NAT), except that an expired TTL counts ttl_expired and may output the Time Exceeded in its
+ * peer table), except that an expired TTL counts ttl_expired and may output the Time Exceeded in its
  * place; an output lies inside the buffer, parses as IP, and its checksums verify whenever the
  * input's did.
  */
 import { GeneveTunnelTable, type GeneveTunnel } from '../../src/geneve/table.js';
-import { Nat } from '../../src/nat/nat.js';
+import { NatRouter } from '../../src/rules/nat-router.js';
 import { parseAddress } from '../../src/packet/addr.js';
 import { IP_OK, IpView, parseIp } from '../../src/packet/ip-view.js';
 import { Router, RouterDrop, RouterLanes } from '../../src/router/router.js';
@@ -46,7 +47,7 @@ const PALETTE4 = [
 const PALETTE6 = ['fd00::1', 'fd00::3', 'fd00::9', '2001:db8::1', '::', 'ff02::1'].map(parseAddress);
 const HEADROOMS = [0, 40, 76, 128];
 
-let nat!: Nat;
+let nat!: NatRouter<Link, GeneveTunnel>;
 let router!: Router<Link, GeneveTunnel>;
 const links: Link[] = [{ name: 'b' }, { name: 'c' }];
 const L = new RouterLanes<Link, GeneveTunnel>(4);
@@ -56,13 +57,13 @@ const v = new IpView();
 let now = 1_700_000_000_000;
 
 export function reset(): void {
-  nat = new Nat({
+  const cfg = {
     localPodCIDRs: ['10.0.0.0/16'],
     localExternalCIDR: '10.70.0.0/16',
     mtu: 1340,
     icmpSourceV4: '10.80.0.1',
     conntrack: { seed: 1, capacity: 64 },
-  });
+  };
   const table = new GeneveTunnelTable();
   table.add({
     vni: 1,
@@ -90,16 +91,15 @@ export function reset(): void {
   });
   table.addPodRoute('10.0.1.0/24', '10.80.0.2');
   table.addPodRoute('10.0.2.0/24', '10.80.0.3');
-  router = new Router<Link, GeneveTunnel>({ nat, nodes: table, icmpRatePerSecond: 1_000_000, icmpBurst: 1_000_000 });
+  nat = new NatRouter<Link, GeneveTunnel>(cfg, table, { icmpRatePerSecond: 1_000_000, icmpBurst: 1_000_000 });
+  router = nat.router;
   const remote = { podCIDRs: ['10.0.0.0/16'], externalCIDRs: ['10.70.0.0/16'] };
-  const b = router.addPeer(
-    'b',
-    nat.addPeer({ name: 'b', remote, remapped: { podCIDRs: ['10.71.0.0/16'], externalCIDRs: ['10.72.0.0/16'] } }),
+  const b = nat.addPeer(
+    { name: 'b', remote, remapped: { podCIDRs: ['10.71.0.0/16'], externalCIDRs: ['10.72.0.0/16'] } },
     links[0]!,
   );
-  const c = router.addPeer(
-    'c',
-    nat.addPeer({ name: 'c', remote, remapped: { podCIDRs: ['10.73.0.0/16'], externalCIDRs: ['10.74.0.0/16'] } }),
+  const c = nat.addPeer(
+    { name: 'c', remote, remapped: { podCIDRs: ['10.73.0.0/16'], externalCIDRs: ['10.74.0.0/16'] } },
     links[1]!,
   );
   router.setLocalAddresses(['10.80.0.1', 'fd00::1']);
@@ -145,13 +145,13 @@ function one(h: Uint8Array, pkt: Uint8Array): void {
   lens[0] = len;
   const rd = router.drops;
   const ttlBefore = rd[RouterDrop.TtlExpired]!;
-  const dropsBefore = total(rd) - ttlBefore + total(nat.drops);
+  const dropsBefore = total(rd) - ttlBefore + total(nat.peerTable.drops);
   L.clear();
   if (source === 0) router.fromNodes(buf, offs, lens, 1, now, L);
   else if (source === 1) router.fromHost(buf, offs, lens, 1, now, L);
   else router.fromPeers(buf, offs, lens, [links[source - 2]!], 1, now, L);
   const outputs = L.toPeers.count + L.toNodes.count + L.toHost.count;
-  const drops = total(rd) - rd[RouterDrop.TtlExpired]! + total(nat.drops) - dropsBefore;
+  const drops = total(rd) - rd[RouterDrop.TtlExpired]! + total(nat.peerTable.drops) - dropsBefore;
   const expired = rd[RouterDrop.TtlExpired]! - ttlBefore;
   must(expired <= 1 && outputs <= 1, `one packet in, ${outputs} out, ${expired} expired`);
   must(

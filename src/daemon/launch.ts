@@ -31,14 +31,12 @@ export type LaunchOptions = GatewayOptions & NodeAgentOptions;
 
 /**
  * Starts a Gateway or a NodeAgent for `config` (see their start() for the errors thrown).
- * Offloads (TUN TSO/USO, UDP GSO/GRO) are on unless `opts.offload` is false or WEFT_OFFLOAD=0;
- * the compiled rules translate unless `opts.compiledRules` is false or WEFT_RULES=0 (the derived NAT).
+ * Offloads (TUN TSO/USO, UDP GSO/GRO) are on unless `opts.offload` is false or WEFT_OFFLOAD=0.
  */
 export async function startFromConfig(config: WeftConfig, launchOpts: LaunchOptions = {}): Promise<RunningDataPlane> {
   const opts: LaunchOptions = {
     ...launchOpts,
     offload: launchOpts.offload ?? process.env.WEFT_OFFLOAD !== '0',
-    compiledRules: launchOpts.compiledRules ?? process.env.WEFT_RULES !== '0',
   };
   if (config.role === 'gateway') {
     const gateway = await Gateway.start(config, opts);

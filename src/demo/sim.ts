@@ -6,8 +6,10 @@
  * wire them, but with in-memory queues instead of TUN devices and UDP sockets:
  *
  *   pod ─▶ node (GeneveEngine: encapsulate) ─▶ [underlay queue] ─▶ gateway (GeneveEngine:
- *   decapsulate ─▶ Nat.outbound ─▶ wireguard Device.encrypt) ─▶ [WAN queue] ─▶ gateway (Device.receive
- *   ─▶ Nat.inbound ─▶ GeneveEngine.encapsulate) ─▶ [underlay queue] ─▶ node (decapsulate) ─▶ pod
+ *   decapsulate ─▶ Router + compiled rules ─▶ wireguard Device.encrypt) ─▶ [WAN queue] ─▶ gateway
+ *   (Device.receive ─▶ Router + compiled rules ─▶ GeneveEngine.encapsulate) ─▶ [underlay queue] ─▶
+ *   node (decapsulate) ─▶ pod
+ * (the gateway's translation as YAML mode runs it: src/rules/nat-router.ts)
  *
  * A "pod" is a minimal IPv4 responder: it answers ICMP echo requests, echoes UDP port 7, counts
  * UDP port 9 (discard) and answers any other UDP port with ICMP Port Unreachable (RFC 792), as a
@@ -23,7 +25,6 @@ import { MemoryWire } from '../io/memory-wire.js';
 import { GeneveEngine } from '../geneve/engine.js';
 import { GeneveResult, GeneveVerdict } from '../geneve/result.js';
 import { GeneveTunnelTable, type GeneveTunnel } from '../geneve/table.js';
-import { Nat } from '../nat/nat.js';
 import { NAT_DROP_MIN } from '../nat/results.js';
 import { addressEquals, formatAddress, parseAddress, parsePrefix } from '../packet/addr.js';
 import { internetChecksum } from '../packet/checksum.js';
@@ -70,6 +71,7 @@ import {
 import type { Peer } from '../wireguard/peer.js';
 import { OutgoingMessage } from '../wireguard/pool.js';
 import { Router, RouterLanes } from '../router/router.js';
+import { NatRouter } from '../rules/nat-router.js';
 import { generateDemoKeys } from './keys.js';
 import {
   findPod,
@@ -388,6 +390,8 @@ export class SimGatewayShell {
   readonly table = new GeneveTunnelTable();
   readonly geneve: GeneveEngine;
   readonly router: Router<Peer, GeneveTunnel>;
+  /** The router with the configuration's compiled rules at its hooks. */
+  readonly nat: NatRouter<Peer, GeneveTunnel>;
   readonly device: Device;
   /** Packets the router delivered to the gateway host (its own addresses). */
   readonly hostSeen = new SeenLog();
@@ -424,13 +428,16 @@ export class SimGatewayShell {
     }
     for (const r of c.geneve.podRoutes) this.table.addPodRoute(r.podCIDR, r.nodeInternalAddress);
     const internal = c.geneve.tunnels[0]!.localInternalAddress;
-    const nat = new Nat({
-      localPodCIDRs: c.cluster.podCIDRs,
-      localExternalCIDR: c.cluster.externalCIDR,
-      mtu: c.wireguard.mtu,
-      icmpSourceV4: internal,
-    });
-    this.router = new Router({ nat, nodes: this.table });
+    this.nat = new NatRouter<Peer, GeneveTunnel>(
+      {
+        localPodCIDRs: c.cluster.podCIDRs,
+        localExternalCIDR: c.cluster.externalCIDR,
+        mtu: c.wireguard.mtu,
+        icmpSourceV4: internal,
+      },
+      this.table,
+    );
+    this.router = this.nat.router;
     this.router.setLocalAddresses([internal]);
     this.device = new Device({
       backend: getCryptoBackend(c.wireguard.cryptoBackend),
@@ -450,25 +457,18 @@ export class SimGatewayShell {
           port: Number(peer.endpoint.slice(colon + 1)),
         });
       }
-      this.router.addPeer(
-        peer.name,
-        nat.addPeer({ name: peer.name, remote: peer.remote, remapped: peer.remapped, mtu: c.wireguard.mtu }),
-        wgPeer,
-      );
+      this.nat.addPeer({ name: peer.name, remote: peer.remote, remapped: peer.remapped, mtu: c.wireguard.mtu }, wgPeer);
     }
     wire.listen(this.underlay, c.geneve.port, (b, o, l, from) => this.fromNode(b, o, l, from));
     wire.listen(cluster.wanAddress, c.wireguard.listenPort, (b, o, l, from, port) => this.fromWan(b, o, l, from, port));
   }
 
-  get nat(): Nat {
-    return this.router.nat;
-  }
-
-  /** Every drop on this gateway: its shell's stages, the router's and the NAT's. */
+  /** Every drop on this gateway: its shell's stages, the router's (the rules' included) and the peer table's. */
   get dropCount(): number {
     let n = this.drops;
     for (const d of this.router.drops) n += d;
-    for (let i = NAT_DROP_MIN; i < this.nat.drops.length; i++) n += this.nat.drops[i]!;
+    const t = this.router.peerTable.drops;
+    for (let i = NAT_DROP_MIN; i < t.length; i++) n += t[i]!;
     return n;
   }
 
@@ -639,7 +639,7 @@ function echo(sys: SimSystem, from: SimPod, to: string, id: number, seq: number)
  */
 export async function runSimulatedDemo(plan: DemoPlan, step: (s: string) => void): Promise<DemoRow[]> {
   step(
-    'building the two clusters in-process: 2 gateways (WireGuard Device + Nat + GeneveEngine), 4 nodes (GeneveEngine), 8 pods',
+    'building the two clusters in-process: 2 gateways (WireGuard Device + Router with compiled rules + GeneveEngine), 4 nodes (GeneveEngine), 8 pods',
   );
   const sys = new SimSystem(plan);
   const rows: DemoRow[] = [];

@@ -3,16 +3,29 @@ import type { PeerStatsSample } from '../control/metrics.js';
 import { GENEVE_DROP_NAMES } from '../geneve/reasons.js';
 import type { GeneveTunnel } from '../geneve/table.js';
 import type { TunDevice } from '../io/tun.js';
-import type { Nat } from '../nat/nat.js';
+import type { FlowStats } from '../nat/flows.js';
 import { NAT_DROP_MIN, natResultName } from '../nat/results.js';
 import type { CoalescerCounts, FabricOffloads, SegmenterCounts } from '../pipelines/fabric-offload.js';
 import type { GenevePort } from '../pipelines/geneve-port.js';
 import type { WireGuardPort } from '../pipelines/wireguard-port.js';
+import type { PeerTable } from '../router/peer-table.js';
 import { ROUTER_DROP_NAMES, type Router } from '../router/router.js';
 import type { RulesRuntime } from '../rules/runtime.js';
 import type { Device } from '../wireguard/device.js';
 import { DROP_REASON_COUNT, DROP_REASON_NAMES } from '../wireguard/drops.js';
 import type { Peer } from '../wireguard/peer.js';
+
+/** The translation's numbers: the peer table's (tunnel MTU) and the configuration's rules' (connections, clamps). */
+export interface NatStats {
+  /** Packets the peer table let through towards a peer. */
+  forwarded: number;
+  /** Fragmentation Needed / Packet Too Big sent in a packet's place. */
+  replies: number;
+  mssClamped: number;
+  drops: Record<string, number>;
+  /** The rules' connection table (zeros when Liqo mode detached the configuration's rules). */
+  conntrack: FlowStats;
+}
 
 /** Everything `weft show` prints (a snapshot; allocates). */
 export interface GatewayStats {
@@ -33,7 +46,7 @@ export interface GatewayStats {
     drops: number;
   }[];
   podRoutes: { podCIDR: string; nodeInternalAddress: string; resolved: boolean }[];
-  nat: ReturnType<Nat['stats']>;
+  nat: NatStats;
   drops: Record<string, number>;
   queues: Record<string, number>;
   tun: { name: string; mtu: number; rxPackets: number; txPackets: number; txErrors: number };
@@ -51,7 +64,7 @@ export interface GatewayStats {
 /** Drops by reason from every stage of a gateway (non-zero only), prefixed by stage (allocates). */
 export function collectDrops(
   router: Router<Peer, GeneveTunnel>,
-  nat: Nat,
+  peers: PeerTable,
   device: Device,
   geneve: GenevePort | undefined,
   wg: WireGuardPort | undefined,
@@ -64,7 +77,7 @@ export function collectDrops(
   for (let i = 0; i < ROUTER_DROP_NAMES.length; i++) put(`route_${ROUTER_DROP_NAMES[i]!}`, router.drops[i]!);
   const g = geneve?.engine.counters.drops;
   if (g !== undefined) for (let i = 1; i < g.length; i++) put(`geneve_${GENEVE_DROP_NAMES[i]!}`, g[i]!);
-  for (let i = NAT_DROP_MIN; i < nat.drops.length; i++) put(`nat_${natResultName(i)}`, nat.drops[i]!);
+  for (let i = NAT_DROP_MIN; i < peers.drops.length; i++) put(`nat_${natResultName(i)}`, peers.drops[i]!);
   for (let i = 0; i < DROP_REASON_COUNT; i++) put(`wg_${DROP_REASON_NAMES[i]!}`, device.drops[i]!);
   if (geneve !== undefined) {
     const s = geneve.stats;
@@ -83,16 +96,15 @@ export function collectDrops(
   return d;
 }
 
-/**
- * The NAT numbers users saw with the derived NAT, on the compiled rules too: the rules'
- * connections count as conntrack entries and their clamps as clamped segments (`rules`: the
- * runtime in force, null when the derived NAT translates).
- */
-export function natStatsWithRules(nat: ReturnType<Nat['stats']>, rules: RulesRuntime | null): ReturnType<Nat['stats']> {
-  if (rules === null) return nat;
+/** The NAT numbers of `weft show`: the peer table's, and the connections and clamps of `rules` (the runtime in force, null when detached). */
+export function natStats(peers: PeerTable, rules: RulesRuntime | null): NatStats {
+  const p = peers.stats();
+  const r = rules?.stats();
   return {
-    ...nat,
-    mssClamped: nat.mssClamped + rules.stats().mssClamped,
-    conntrack: { ...nat.conntrack, entries: nat.conntrack.entries + rules.flows.size },
+    forwarded: p.forwarded,
+    replies: p.replies,
+    mssClamped: r?.mssClamped ?? 0,
+    drops: p.drops,
+    conntrack: r?.flows ?? { entries: 0, capacity: 0, created: 0, evicted: 0, expired: 0, clashes: 0 },
   };
 }

@@ -1,10 +1,10 @@
 /**
  * The Liqo gateway shell: owns the sockets and the local TUN, applies configuration, reports
- * statistics. Every routing decision is the Router's (src/router/router.ts, I/O-free); the
- * translation the compiled rules' (yaml-rules.ts; with `compiledRules: false` the derived NAT's):
+ * statistics. Every routing decision is the Router's (src/router/router.ts, I/O-free); every
+ * translation the compiled rules' (yaml-rules.ts in YAML mode, Liqo's objects in Kubernetes mode):
  *
  *   nodes ══Geneve 6091══ GenevePort ─┐                         ┌─ WireGuardPort ══UDP 51840══ peers
- *                                     ├─ Router (hooks, NAT, ───┤
+ *                                     ├─ Router (hooks, rules,──┤
  *   gateway host ─ local TUN ─────────┘   TTL, lanes)           └─ (and back, mirrored)
  *
  * Each input (Geneve receive, TUN read, WireGuard receive) hands its whole batch to the router,
@@ -35,7 +35,6 @@ import { getCryptoBackend } from '../crypto/select.js';
 import { GeneveTunnelTable, type GeneveTunnel } from '../geneve/table.js';
 import { MAX_PACKET } from '../io/sizes.js';
 import { TunDevice } from '../io/tun.js';
-import { Nat, type NatPeer } from '../nat/nat.js';
 import { formatAddress, parsePrefix } from '../packet/addr.js';
 import {
   coalescerStats,
@@ -51,11 +50,13 @@ import { KernelState } from '../kernel/iproute.js';
 import type { KernelOwner } from '../kernel/reconcile.js';
 import { withNetnsAsync } from '../kernel/netns.js';
 import { WireGuardPort } from '../pipelines/wireguard-port.js';
+import { PeerTable, type PeerEntry } from '../router/peer-table.js';
 import { Router, RouterLanes, type RouterPeer } from '../router/router.js';
 import { Device } from '../wireguard/device.js';
 import type { Peer } from '../wireguard/peer.js';
-import { collectDrops, natStatsWithRules, type GatewayStats } from './gateway-stats.js';
-import { natConfigOf, natPeerOf, passthroughOf, peerTunnel, YamlRules } from './yaml-rules.js';
+import { collectDrops, natStats, type GatewayStats } from './gateway-stats.js';
+import { natConfigOf, natPeerOf, YamlRules } from './yaml-rules.js';
+import { peerTunnel } from '../rules/nat-router.js';
 import type { RulesAttachment } from '../rules/attach.js';
 import {
   applyMappingOps,
@@ -93,8 +94,6 @@ export interface GatewayOptions {
   /** Rate of generated ICMP Time Exceeded errors (per second, burst). Default 100/20 (the router's). */
   readonly icmpRatePerSecond?: number;
   readonly icmpBurst?: number;
-  /** Translate with the configuration's rules (yaml-rules.ts; default); false: the derived NAT (src/nat). */
-  readonly compiledRules?: boolean;
   /** Wall-clock milliseconds. Default Date.now. */
   readonly clock?: () => number;
   /** Unexpected I/O errors and non-fatal set-up problems (never per packet). */
@@ -114,7 +113,7 @@ const TAILROOM = 64;
 interface PeerState {
   cfg: PeerConfig;
   wg: Peer;
-  /** The router's view of the peer (its NAT handle); remade when the NAT peer is. */
+  /** The router's view of the peer (its peer-table entry); remade when the entry is. */
   rp: RouterPeer<Peer>;
   handshakes: number;
   lastSeenHandshake: number;
@@ -151,7 +150,7 @@ export class Gateway implements StatsSource {
   private readonly lanesWg: RouterLanes<Peer, GeneveTunnel>;
   private housekeeping: NodeJS.Timeout | null = null;
   private stopped = false;
-  private readonly yaml: YamlRules | null;
+  private readonly yaml: YamlRules;
 
   private constructor(
     config: GatewayConfig,
@@ -171,35 +170,35 @@ export class Gateway implements StatsSource {
     this.device = new Device({ backend, mtu: config.wireguard.mtu, overlappingAllowedIps: true });
     this.device.setPrivateKey(keyBytes(config.wireguard.privateKey));
     this.router = new Router({
-      nat: this.makeNat(config),
+      peers: this.makePeerTable(config),
       nodes: this.table,
       ...(opts.icmpRatePerSecond === undefined ? {} : { icmpRatePerSecond: opts.icmpRatePerSecond }),
       ...(opts.icmpBurst === undefined ? {} : { icmpBurst: opts.icmpBurst }),
     });
-    this.yaml = opts.compiledRules !== false ? new YamlRules(this.router, config.wireguard.mtu) : null;
+    this.yaml = new YamlRules(this.router, config.wireguard.mtu);
   }
 
-  /** Unless `compiledRules: false`: the rules compiled from the configuration (yaml-rules.ts), at the hooks unless Liqo mode detached them. */
-  get rules(): RulesAttachment | null {
-    return this.yaml?.attachment ?? null;
+  /** The rules compiled from the configuration (yaml-rules.ts), at the hooks unless Liqo mode detached them. */
+  get rules(): RulesAttachment {
+    return this.yaml.attachment;
   }
 
   /** Liqo mode: its FirewallConfigurations replace the configuration's rules at the hooks. */
   detachConfigRules(): void {
-    this.yaml?.detach();
+    this.yaml.detach();
   }
 
   private syncRules(): void {
-    this.yaml?.sync(
+    this.yaml.sync(
       this.config,
       [...this.peersByName.values()].map((s) => s.cfg),
       this.internalAddress(this.config),
     );
   }
 
-  /** The NAT in force (replaced when cluster CIDRs or the MTU change). */
-  get nat(): Nat {
-    return this.router.nat;
+  /** The peer table in force (replaced when cluster CIDRs or the MTU change). */
+  get peerTable(): PeerTable {
+    return this.router.peerTable;
   }
 
   /** Drops of the routing stage by RouterDrop. */
@@ -370,13 +369,9 @@ export class Gateway implements StatsSource {
     return this.opts.internalAddress ?? c.geneve.tunnels[0]?.localInternalAddress ?? firstHost(c.cluster.internalCIDR);
   }
 
-  /** The Router's Nat: passthrough (routing by remapped CIDR, PMTU); the rules translate. */
-  private makeNat(c: GatewayConfig): Nat {
-    return new Nat(
-      this.opts.compiledRules !== false
-        ? passthroughOf(c, this.internalAddress(c))
-        : natConfigOf(c, this.internalAddress(c)),
-    );
+  /** The Router's peer table (routing by remapped CIDR, tunnel MTU); the rules translate. */
+  private makePeerTable(c: GatewayConfig): PeerTable {
+    return new PeerTable(natConfigOf(c, this.internalAddress(c)));
   }
 
   private addLocalAddress(addr: string): void {
@@ -385,12 +380,12 @@ export class Gateway implements StatsSource {
     this.router.setLocalAddresses([...this.localAddrs]);
   }
 
-  private natPeerConfig(p: PeerConfig): Parameters<Nat['addPeer']>[0] {
+  private natPeerConfig(p: PeerConfig): Parameters<PeerTable['addPeer']>[0] {
     return natPeerOf(p, this.config.wireguard.mtu);
   }
 
   private async addPeer(p: PeerConfig, now: number): Promise<void> {
-    const natPeer = this.nat.addPeer(this.natPeerConfig(p));
+    const entry = this.peerTable.addPeer(this.natPeerConfig(p));
     let wp: Peer | undefined;
     try {
       wp = this.device.addPeer(keyBytes(p.publicKey));
@@ -399,11 +394,11 @@ export class Gateway implements StatsSource {
       for (const c of [...p.remote.podCIDRs, ...p.remote.externalCIDRs]) this.device.addAllowedIp(wp, parsePrefix(c));
       if (p.persistentKeepalive !== undefined) this.device.setPersistentKeepalive(wp, p.persistentKeepalive, now);
     } catch (e) {
-      this.nat.removePeer(natPeer);
+      this.peerTable.removePeer(entry);
       if (wp !== undefined) this.device.removePeer(wp);
       throw e;
     }
-    const rp = this.router.addPeer(p.name, natPeer, wp, this.yaml === null ? '' : peerTunnel(p.name));
+    const rp = this.router.addPeer(p.name, entry, wp, peerTunnel(p.name));
     this.peersByName.set(p.name, { cfg: p, wg: wp, rp, handshakes: 0, lastSeenHandshake: 0, tunnelRemote: undefined });
   }
 
@@ -412,7 +407,7 @@ export class Gateway implements StatsSource {
     if (s === undefined) return;
     this.router.removePeer(s.rp);
     this.device.removePeer(s.wg);
-    this.nat.removePeer(s.rp.nat);
+    this.peerTable.removePeer(s.rp.entry);
     this.peersByName.delete(name);
   }
 
@@ -444,22 +439,22 @@ export class Gateway implements StatsSource {
     if (ch.remote !== undefined || ch.remapped !== undefined) {
       if (ch.remote !== undefined) cfg.remote = ch.remote;
       if (ch.remapped !== undefined) cfg.remapped = ch.remapped;
-      // New prefix translation: a new NAT peer (its conntrack entries go with the old one).
+      // New prefix translation: a new peer entry (the rules are recompiled after the ops).
       this.router.removePeer(s.rp);
-      this.nat.removePeer(s.rp.nat);
-      let natPeer: NatPeer;
+      this.peerTable.removePeer(s.rp.entry);
+      let entry: PeerEntry;
       try {
-        natPeer = this.nat.addPeer(this.natPeerConfig(cfg));
+        entry = this.peerTable.addPeer(this.natPeerConfig(cfg));
       } catch (e) {
         s.rp = this.router.addPeer(
           s.cfg.name,
-          this.nat.addPeer(this.natPeerConfig(s.cfg)),
+          this.peerTable.addPeer(this.natPeerConfig(s.cfg)),
           s.wg,
-          this.yaml === null ? '' : peerTunnel(s.cfg.name),
+          peerTunnel(s.cfg.name),
         );
         throw e;
       }
-      s.rp = this.router.addPeer(cfg.name, natPeer, s.wg, this.yaml === null ? '' : peerTunnel(cfg.name));
+      s.rp = this.router.addPeer(cfg.name, entry, s.wg, peerTunnel(cfg.name));
       this.device.clearAllowedIps(s.wg);
       s.tunnelRemote = undefined; // re-added by planTunnel after the ops
       for (const c of [...cfg.remote.podCIDRs, ...cfg.remote.externalCIDRs])
@@ -590,8 +585,8 @@ export class Gateway implements StatsSource {
   /**
    * Applies the control layer's diff ops (ConfigReloader's ConfigApplier). Live: peers
    * (add/remove; update keeps sessions, counters and a roamed endpoint), tunnels, pod routes,
-   * IP mappings, WireGuard private key / listen port / MTU (padding; rebuilds the NAT), cluster CIDRs (rebuilds the
-   * NAT: conntrack entries are lost). Not live (GatewayApplyError before any change): Geneve port /
+   * IP mappings, WireGuard private key / listen port / MTU (padding; rebuilds the peer table), cluster CIDRs
+   * (rebuilds the peer table; the rules are recompiled). Not live (GatewayApplyError before any change): Geneve port /
    * listen address, WireGuard interface name, listen address, crypto backend, role.
    * metrics/logging ops are the CLI's and ignored here.
    */
@@ -669,13 +664,13 @@ export class Gateway implements StatsSource {
             await withNetnsAsync(this.opts.netns, () => this.wg.bind(port));
           }
           this.config = { ...this.config, wireguard: { ...this.config.wireguard, ...definedOnly(ch) } };
-          // The tunnel MTU is also the NAT's (Fragmentation Needed, MSS clamp): rebuild it.
-          if (ch.mtu !== undefined && ch.mtu !== null) this.rebuildNat();
+          // The tunnel MTU is also the peer table's (Fragmentation Needed): rebuild it.
+          if (ch.mtu !== undefined && ch.mtu !== null) this.rebuildPeerTable();
           break;
         }
         case 'cluster.update':
           this.config = { ...this.config, cluster: { ...this.config.cluster, ...op.changes } };
-          this.rebuildNat();
+          this.rebuildPeerTable();
           routesDirty = true;
           break;
         default:
@@ -684,7 +679,6 @@ export class Gateway implements StatsSource {
     }
     if (ops.some((o) => o.kind.startsWith('ipMapping.'))) {
       this.config = { ...this.config, ipMappings: next?.ipMappings ?? applyMappingOps(this.config.ipMappings, ops) };
-      if (this.yaml === null) this.nat.setIpMappings(this.config.ipMappings);
     }
     this.config = next ?? {
       ...this.config,
@@ -702,11 +696,11 @@ export class Gateway implements StatsSource {
     this.wg.poll();
   }
 
-  /** A new NAT from the current cluster settings with every peer re-added (conntrack starts empty). */
-  private rebuildNat(): void {
-    const nat = this.makeNat(this.config);
+  /** A new peer table from the current cluster settings with every peer re-added. */
+  private rebuildPeerTable(): void {
+    const table = this.makePeerTable(this.config);
     const cfgOf = new Map([...this.peersByName.values()].map((s) => [s.rp, s.cfg] as const));
-    const made = this.router.replaceNat(nat, (rp) => nat.addPeer(this.natPeerConfig(cfgOf.get(rp)!)));
+    const made = this.router.replacePeerTable(table, (rp) => table.addPeer(this.natPeerConfig(cfgOf.get(rp)!)));
     for (const s of this.peersByName.values()) s.rp = made.get(s.cfg.name)!;
     this.planTunnel(); // tunnel addresses point at the remade router peers
   }
@@ -717,8 +711,7 @@ export class Gateway implements StatsSource {
   private tick(): void {
     if (this.stopped) return;
     const now = this.clock();
-    this.nat.expire(now);
-    this.yaml?.expire(now);
+    this.yaml.expire(now);
     this.countHandshakes();
   }
 
@@ -756,14 +749,12 @@ export class Gateway implements StatsSource {
 
   /** StatsSource: drops by reason from every stage (non-zero only), prefixed by stage. */
   drops(): Readonly<Record<string, number>> {
-    return collectDrops(this.router, this.nat, this.device, this.geneve, this.wg, this.tun);
+    return collectDrops(this.router, this.peerTable, this.device, this.geneve, this.wg, this.tun);
   }
 
-  /** StatsSource: conntrack entries (the rules' connections in YAML mode). */
+  /** StatsSource: conntrack entries (the configuration's rules' connections; 0 when Liqo mode detached them). */
   natEntries(): number {
-    return (
-      this.nat.stats().conntrack.entries + (this.yaml?.active === true ? this.yaml.attachment.runtime.flows.size : 0)
-    );
+    return this.yaml.active ? this.yaml.attachment.runtime.flows.size : 0;
   }
 
   /** StatsSource: bounded queues' current depths. */
@@ -809,7 +800,7 @@ export class Gateway implements StatsSource {
         nodeInternalAddress: r.nodeInternalAddress,
         resolved: r.tunnel !== null,
       })),
-      nat: natStatsWithRules(this.nat.stats(), this.yaml?.active === true ? this.yaml.attachment.runtime : null),
+      nat: natStats(this.peerTable, this.yaml.active ? this.yaml.attachment.runtime : null),
       drops: { ...this.drops() },
       queues: { ...this.queueDepths() },
       tun: {

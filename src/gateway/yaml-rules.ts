@@ -3,29 +3,19 @@
  * peers' remapped CIDRs, IP mappings, MTU, MSS clamp) as rule tables (src/rules/from-nat.ts, the
  * way Liqo's controllers express the same intent), compiled and attached at the Router's hook
  * points (src/rules/attach.ts) — the data path Liqo mode runs on its FirewallConfigurations.
- * The Router's built-in Nat stays, in passthrough (passthroughNatConfig): it parses and
- * validates the configuration (NatConfigError naming the field), chooses the peer of a packet by
- * the remapped destination it arrived with, and enforces the tunnel MTU (Fragmentation Needed /
- * Packet Too Big); it translates nothing. Liqo mode detaches these rules (its own objects
- * replace them).
+ * Next to them the Router's peer table (src/router/peer-table.ts) validates the configuration
+ * (NatConfigError naming the field), chooses the peer of a packet by the remapped destination
+ * it arrived with, and enforces the tunnel MTU (Fragmentation Needed / Packet Too Big); it
+ * translates nothing. Liqo mode detaches these rules (its own objects replace them).
+ * (src/rules/nat-router.ts is the same without the shell.)
  */
 import type { GatewayConfig, PeerConfig } from '../control/config.js';
 import type { NatConfig, NatPeerConfig } from '../nat/config.js';
 import { RulesAttachment, type HookTarget, type RulesDevices } from '../rules/attach.js';
-import { passthroughNatConfig, rulesFromNatConfig } from '../rules/from-nat.js';
+import { rulesFromNatConfig } from '../rules/from-nat.js';
+import { peerTunnel, TUNNEL_IF } from '../rules/nat-router.js';
 
-/** The tunnel's interface name in the rules (RulesDevices.peer; Liqo's). */
-const TUNNEL_IF = 'liqo-tunnel';
-
-/**
- * Each peer's tunnel in the rules (the router's RouterPeer.dev): one gateway may serve several
- * peers whose real CIDRs overlap, which Liqo serves with one gateway (one liqo-tunnel) each.
- */
-export function peerTunnel(peer: string): string {
-  return `${TUNNEL_IF}.${peer}`;
-}
-
-/** The NAT configuration the gateway's configuration means (rules derived from it; the Nat's own is its passthrough). */
+/** The NAT configuration the gateway's configuration means (the rules are derived from it, the peer table reads it). */
 export function natConfigOf(c: GatewayConfig, internal: string): NatConfig {
   return {
     localPodCIDRs: c.cluster.podCIDRs,
@@ -34,11 +24,6 @@ export function natConfigOf(c: GatewayConfig, internal: string): NatConfig {
     mtu: c.wireguard.mtu,
     ...(internal.includes(':') ? {} : { icmpSourceV4: internal }),
   };
-}
-
-/** The Router's Nat configuration in YAML mode: routing and PMTU only. */
-export function passthroughOf(c: GatewayConfig, internal: string): NatConfig {
-  return passthroughNatConfig(natConfigOf(c, internal));
 }
 
 export function natPeerOf(p: PeerConfig, mtu: number): NatPeerConfig {
@@ -66,7 +51,7 @@ export class YamlRules {
     this.attached = router;
   }
 
-  /** Recompiles the rules for `c` (connections whose binding's rule is unchanged keep it). Throws NatConfigError as the Nat does. */
+  /** Recompiles the rules for `c` (connections whose binding's rule is unchanged keep it). Throws NatConfigError naming the field. */
   sync(c: GatewayConfig, peers: readonly PeerConfig[], internal: string): void {
     const mtu = c.wireguard.mtu;
     if (mtu !== this.devices.pathMtu) {

@@ -155,8 +155,12 @@ export {
   PacketMeta,
 } from '../router/hooks.js';
 export type { PacketHook } from '../router/hooks.js';
-export { Nat } from '../nat/nat.js';
-export type { NatConfig, NatPeerConfig } from '../nat/config.js';
+export { PeerTable } from '../router/peer-table.js';
+export type { PeerEntry } from '../router/peer-table.js';
+export { NatRouter } from '../rules/nat-router.js';
+export type { NatRouterOptions } from '../rules/nat-router.js';
+export { NatConfigError } from '../nat/config.js';
+export type { NatConfig, NatIpMapping, NatPeerConfig } from '../nat/config.js';
 export { GeneveTunnelTable } from '../geneve/table.js';
 export { IpView, parseIp } from '../packet/ip-view.js';
 

@@ -1,5 +1,7 @@
 /**
- * NAT configuration: the typed input of `Nat` and its validation into parsed prefixes.
+ * NAT configuration: the gateway's translation intent (translated into rules by
+ * src/rules/from-nat.ts; peers and MTU read by src/router/peer-table.ts) and its validation into
+ * parsed prefixes.
  *
  * The shapes mirror Liqo's resources so the control layer can pass its model straight through:
  * - `NatPeerConfig.remote` is the peer's REAL CIDRs (Liqo `Configuration.spec.remote.cidr`),
@@ -120,17 +122,6 @@ export interface NatConfig {
   readonly ipMappings?: readonly NatIpMapping[];
   /** Liqo `networking.fabric.config.fullMasquerade`: SNAT every source, pods included. */
   readonly fullMasquerade?: boolean;
-  /**
-   * Masquerade non-pod sources towards peers (default true). false when compiled rules
-   * (src/rules) do the source NAT: then nothing is masqueraded and packets to the SNAT address
-   * are not reversed here.
-   */
-  readonly masquerade?: boolean;
-  /**
-   * Translate between the peers' remapped and real CIDRs (default true). false when compiled
-   * rules (src/rules/from-nat.ts) do it: the remapped CIDRs then only choose the peer (peerFor).
-   */
-  readonly remap?: boolean;
   /** Default tunnel MTU for peers without their own (default 1340, Liqo's). */
   readonly mtu?: number;
   /** Clamp the TCP MSS of SYN / SYN-ACK segments to the tunnel MTU (default true). */
@@ -181,8 +172,6 @@ export interface ParsedNatConfig {
   readonly external6: Prefix | undefined;
   readonly mappings: readonly ParsedMapping[];
   readonly fullMasquerade: boolean;
-  readonly masquerade: boolean;
-  readonly remap: boolean;
   readonly mtu: number;
   readonly clampMss: boolean;
   readonly icmpSource4: Uint8Array | undefined;
@@ -304,8 +293,6 @@ export function parseNatConfig(cfg: NatConfig): ParsedNatConfig {
     external6,
     mappings,
     fullMasquerade: cfg.fullMasquerade ?? false,
-    masquerade: cfg.masquerade ?? true,
-    remap: cfg.remap ?? true,
     mtu: checkMtu('mtu', cfg.mtu ?? DEFAULT_MTU),
     clampMss: cfg.clampMss ?? true,
     icmpSource4: src4,
@@ -398,12 +385,4 @@ export function parseNatPeer(p: NatPeerConfig, global: ParsedNatConfig, others: 
     }
   }
   return { name: p.name, mtu: checkMtu(`${base}.mtu`, p.mtu ?? global.mtu), remaps };
-}
-
-/**
- * The SNAT source of a family: the first (network) address of the external CIDR, Liqo's
- * GetUnknownSourceIP (see the module comment). A copy the caller owns.
- */
-export function unknownSourceAddress(external: Prefix): Uint8Array {
-  return new Uint8Array(external.addr);
 }

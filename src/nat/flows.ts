@@ -2,9 +2,8 @@
  * Connection tracking with both tuples, as netfilter keeps it: each entry stores the ORIGINAL
  * tuple (the first packet as it arrived) and the REPLY tuple (what a reply looks like on the wire
  * after the NAT bound to the connection), so one table serves DNAT, SNAT, masquerade and prefix
- * NAT alike, plus the connection mark (ct mark). src/nat/conntrack.ts is the masquerade-only
- * table of the derived NAT (one SNAT address per family, keyed without it); this one is what the
- * compiled FirewallConfiguration rules (src/rules/compile.ts) bind their NAT to.
+ * NAT alike, plus the connection mark (ct mark): the one connection tracker, to which the
+ * compiled rules (src/rules/compile.ts) bind their NAT.
  *
  * Tuple: family, protocol, source and destination address, source and destination "port"
  * (TCP/UDP ports; the ICMP echo identifier in both for echo request/reply; 0 otherwise).
@@ -84,6 +83,10 @@ export class FlowTable {
   /** IPv4 entries: the four addresses as numbers, [orig src, orig dst, reply src, reply dst]. */
   readonly a32: Uint32Array;
   readonly expires: Float64Array;
+  /** Conntrack zone of each entry (Linux `ct zone`): tuples are unique within a zone. */
+  readonly zones: Uint16Array;
+  /** The zone of the packet being looked up or tracked (PacketMeta.zone); lookups, taken() and create() use it. */
+  zone = 0;
   private readonly seed: number;
   private readonly mask: number;
   private readonly head: Int32Array;
@@ -120,6 +123,7 @@ export class FlowTable {
     this.port = new Uint16Array(cap * 4);
     this.a32 = new Uint32Array(cap * 4);
     this.expires = new Float64Array(cap);
+    this.zones = new Uint16Array(cap);
     for (let i = 0; i < cap; i++) this.next[i * 2] = i + 1 < cap ? i + 1 : NIL;
     this.freeHead = 0;
   }
@@ -152,9 +156,10 @@ export class FlowTable {
     dstOff: number,
     sport: number,
     dport: number,
+    zone: number,
   ): number {
     const alen = fam === 4 ? 4 : 16;
-    let h = mix(this.seed, (fam << 8) | proto);
+    let h = mix(this.seed, (zone << 16) | (fam << 8) | proto);
     for (let i = 0; i < alen; i += 4)
       h = mix(h, (a[srcOff + i]! << 24) | (a[srcOff + i + 1]! << 16) | (a[srcOff + i + 2]! << 8) | a[srcOff + i + 3]!);
     for (let i = 0; i < alen; i += 4)
@@ -166,8 +171,8 @@ export class FlowTable {
     return h & this.mask;
   }
 
-  private hash4(proto: number, src: number, dst: number, sport: number, dport: number): number {
-    let h = mix(this.seed, (4 << 8) | proto);
+  private hash4(proto: number, src: number, dst: number, sport: number, dport: number, zone: number): number {
+    let h = mix(this.seed, (zone << 16) | (4 << 8) | proto);
     h = mix(h, src);
     h = mix(h, dst);
     h = mix(h, (sport << 16) | dport);
@@ -186,9 +191,19 @@ export class FlowTable {
         this.a32[e * 4 + d * 2 + 1]!,
         this.port[p]!,
         this.port[p + 1]!,
+        this.zones[e]!,
       );
     const base = e * ASTRIDE + d * 32;
-    return this.hash(this.family[e]!, this.proto[e]!, this.addr, base, base + 16, this.port[p]!, this.port[p + 1]!);
+    return this.hash(
+      this.family[e]!,
+      this.proto[e]!,
+      this.addr,
+      base,
+      base + 16,
+      this.port[p]!,
+      this.port[p + 1]!,
+      this.zones[e]!,
+    );
   }
 
   /**
@@ -198,7 +213,8 @@ export class FlowTable {
   lookup4(proto: number, src: number, dst: number, sport: number, dport: number, now: number): number {
     src >>>= 0;
     dst >>>= 0;
-    let k = this.head[this.hash4(proto, src, dst, sport, dport)]!;
+    const zone = this.zone;
+    let k = this.head[this.hash4(proto, src, dst, sport, dport, zone)]!;
     while (k !== NIL) {
       const q = k << 1; // (e * 2 + d) * 2 = e * 4 + d * 2
       if (
@@ -207,7 +223,8 @@ export class FlowTable {
         this.port[q] === sport &&
         this.port[q + 1] === dport &&
         this.proto[k >> 1] === proto &&
-        this.family[k >> 1] === 4
+        this.family[k >> 1] === 4 &&
+        this.zones[k >> 1] === zone
       ) {
         const e = k >> 1;
         if (this.expires[e]! > now) return k;
@@ -247,7 +264,7 @@ export class FlowTable {
   ): number {
     if (fam === 4) return this.lookup4(proto, rd32(buf, srcOff), rd32(buf, dstOff), sport, dport, now);
     const alen = fam === 4 ? 4 : 16;
-    let k = this.head[this.hash(fam, proto, buf, srcOff, dstOff, sport, dport)]!;
+    let k = this.head[this.hash(fam, proto, buf, srcOff, dstOff, sport, dport, this.zone)]!;
     const a = this.addr;
     while (k !== NIL) {
       const e = k >> 1;
@@ -256,7 +273,8 @@ export class FlowTable {
         this.port[e * 4 + d * 2] === sport &&
         this.port[e * 4 + d * 2 + 1] === dport &&
         this.proto[e] === proto &&
-        this.family[e] === fam
+        this.family[e] === fam &&
+        this.zones[e] === this.zone
       ) {
         const base = e * ASTRIDE + d * 32;
         let same = true;
@@ -331,6 +349,7 @@ export class FlowTable {
     this.port[p + 3] = sport;
     this.family[e] = fam;
     this.proto[e] = proto;
+    this.zones[e] = this.zone;
     this.state[e] = state;
     this.flags[e] = F_UNCONFIRMED;
     this.mark[e] = 0;

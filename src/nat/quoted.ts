@@ -1,6 +1,6 @@
 /**
  * The packet an ICMP error quotes, located once per error: its addresses, ports/identifier and
- * checksums, so that the NAT can give it the mirror-image translation, and the sum of the
+ * checksums, so that the rules can give it the mirror-image translation, and the sum of the
  * quoted bytes before any change, so that the outer ICMP checksum absorbs every change
  * (RFC 1624 applied to the region as one quantity). Reused error after error; no allocation.
  */

@@ -3,13 +3,11 @@
  * another prefix of the same length, the host bits are kept. This is what Liqo's nftables rules
  * `dnat prefix to` / `snat prefix to` do in its remap-podcidr and remap-externalcidr firewall
  * configurations (pkg/gateway/remapping).
- *
- * A `RemapTable` holds the prefixes of one lookup direction (both families) and answers, for an
- * address inside a packet, which `PrefixRemap` applies — without allocation.
+
+ * The compiled rules' prefix NAT (src/rules/compile.ts) applies it without allocation.
  */
 
 import { addressEquals, formatPrefix, readIpv4U32, writeIpv4U32, type IpFamily, type Prefix } from '../packet/addr.js';
-import { PrefixMatcher } from '../route/prefix-matcher.js';
 
 export class PrefixRemap {
   readonly family: IpFamily;
@@ -69,27 +67,5 @@ export class PrefixRemap {
 
   toString(): string {
     return `${formatPrefix(this.from)} → ${formatPrefix(this.to)}`;
-  }
-}
-
-/** Remaps keyed by the prefix they match (`from`), for IPv4 and IPv6. */
-export class RemapTable {
-  private readonly m = new PrefixMatcher<PrefixRemap>();
-
-  get size(): number {
-    return this.m.size;
-  }
-
-  add(r: PrefixRemap): void {
-    this.m.insert(r.from, r);
-  }
-
-  remove(r: PrefixRemap): boolean {
-    return this.m.remove(r.from);
-  }
-
-  /** The remap whose `from` contains the address at buf[off] (family `fam`), or undefined. */
-  lookup(buf: Uint8Array, off: number, fam: number): PrefixRemap | undefined {
-    return this.m.lookup(buf, off, fam);
   }
 }

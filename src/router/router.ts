@@ -5,31 +5,34 @@
  * real sockets or to an in-memory wire.
  *
  * Per packet, on the buffer it arrived in (no copy, no allocation):
- * - parsed once into an IpView, handed to the hooks and the NAT;
+ * - parsed once into an IpView, handed to the hooks (address translation is theirs alone: the
+ *   compiled rules, src/rules, attached at the hook points);
  * - from a node or the gateway host (or generated here):
  *   1. destination = one of the gateway's own addresses → host lane (the kernel answers);
  *      from the host itself that is a loop;
  *   2. from the host, destination = a peer's in-tunnel address → that peer, untranslated
  *      (Liqo's connection check; the source must be our tunnel address);
- *   3. destination inside a peer's REMAPPED CIDRs (Nat.peerForParsed) → TTL − 1 → outbound NAT
- *      (remapped → real destination, masquerade, MSS clamp) → that peer's lane; a NAT_REPLY
- *      (Fragmentation Needed / Packet Too Big) is routed back like the router's own traffic;
+ *   3. destination inside a peer's REMAPPED CIDRs (PeerTable, as the packet arrived: before the
+ *      hooks translate it to the real one, which several peers may share) → the tunnel MTU
+ *      check (a Fragmentation Needed / Packet Too Big written in its place is routed back like
+ *      the router's own traffic; for the router's own packets after POSTROUTING) → TTL − 1 →
+ *      FORWARD, POSTROUTING → that peer's lane;
  *   4. destination = a node's internal address or a pod route → TTL − 1 → that node's lane;
  *   5. otherwise no_route.
  * - from a peer (decrypted; the peer is passed with the packet, so peers whose real CIDRs
- *   overlap can share the router): the peer's tunnel address to ours → host lane; else inbound
- *   NAT (real → remapped source, conntrack reversal) → own address → host lane; node or pod →
- *   TTL − 1 → node lane; another peer's CIDR → peer_transit (Liqo gateways do not transit).
+ *   overlap can share the router): the peer's tunnel address to ours → host lane; else
+ *   PREROUTING → own address → host lane; node or pod → TTL − 1 → node lane; another peer's
+ *   CIDR → peer_transit (Liqo gateways do not transit).
  * - TTL (IPv4, incremental checksum) / hop limit (IPv6) is decremented on every forward, not on
  *   delivery to the host nor on the router's own packets. A packet that would leave with TTL 0
  *   is replaced by an ICMP Time Exceeded written in its headroom, sourced from the gateway's
- *   internal address and routed as the router's own traffic (so towards a peer it is
- *   masqueraded and its quote translated like any ICMP error). As the kernel's ip_forward, the
+ *   internal address and routed as the router's own traffic (so towards a peer the rules give it
+ *   a source the peer accepts and translate its quote). As the kernel's ip_forward, the
  *   hop comes before the FORWARD hook: forward stages see the decremented TTL and never a
  *   packet that expires here.
  *
- * Liqo mode (setSteering, see steer.ts): the built-in NAT is bypassed and, after the local and
- * tunnel-address checks, policy routes (RouteConfigurations) choose the lane.
+ * Liqo mode (setSteering, see steer.ts): after the local and tunnel-address checks, policy
+ * routes (RouteConfigurations) choose the lane instead of the peer table and node routes.
  *
  * Lanes: one RouterLanes per input, sized to its batch; every input packet yields at most one
  * output packet, so a lane never overflows. The shell flushes and clears the lanes after each
@@ -42,7 +45,6 @@ import { IP_OK, IpView, parseIp } from '../packet/ip-view.js';
 import { IPV4_TTL_OFFSET, decrementIpv4Ttl } from '../packet/ipv4.js';
 import { IPV6_HOP_LIMIT_OFFSET, isIpv6LinkLocalControl } from '../packet/ipv6.js';
 import { PacketList } from '../packet/packet-list.js';
-import { type Nat, type NatPeer } from '../nat/nat.js';
 import { NAT_FORWARD, NAT_REPLY } from '../nat/results.js';
 import { TokenBucket } from '../ratelimit/token-bucket.js';
 import { PrefixMatcher } from '../route/prefix-matcher.js';
@@ -66,9 +68,10 @@ import {
   VERDICT_REPLY,
   type PacketHook,
 } from './hooks.js';
+import type { PeerEntry, PeerTable } from './peer-table.js';
 import { LANE_HOST, LANE_NODE, LANE_PEER, type Steering } from './steer.js';
 
-/** Why the router dropped a packet (the NAT, Geneve and WireGuard stages count their own). */
+/** Why the router dropped a packet (the peer table, rules, Geneve and WireGuard stages count their own). */
 export const RouterDrop = {
   /** Not an IPv4/IPv6 packet, or its header is inconsistent (IHL, total length, IPv6 chain). */
   BadPacket: 0,
@@ -110,10 +113,10 @@ export interface NodeRoutes<G> {
   lookupDestination(buf: Uint8Array, addrOff: number, family: IpFamily): G | undefined;
 }
 
-/** A peer as the router knows it: its NAT handle and the link the shell encrypts with. */
+/** A peer as the router knows it: its peer-table entry and the link the shell encrypts with. */
 export interface RouterPeer<P> {
   readonly name: string;
-  readonly nat: NatPeer;
+  readonly entry: PeerEntry;
   readonly link: P;
   /** Its tunnel's interface name for rules (PacketMeta.inDev / outDev) outside Liqo mode; '' none. */
   readonly dev: string;
@@ -138,7 +141,8 @@ export class RouterLanes<P, G> {
 }
 
 export interface RouterOptions<G> {
-  readonly nat: Nat;
+  /** Peers by remapped CIDR and their tunnel MTU. */
+  readonly peers: PeerTable;
   readonly nodes: NodeRoutes<G>;
   /** Rate of generated ICMP Time Exceeded errors (per second, burst). Default 100/20. */
   readonly icmpRatePerSecond?: number;
@@ -154,14 +158,14 @@ export class Router<P, G> {
    * and not a drop — the fabric carries no link-local traffic.
    */
   ipv6LinkLocal = 0;
-  private natValue: Nat;
+  private table: PeerTable;
   private readonly nodes: NodeRoutes<G>;
   private readonly byLink = new Map<P, RouterPeer<P>>();
   /** The last link looked up and its peer: a batch usually comes from one peer. */
   private lastLink: P | undefined = undefined;
   private lastPeer: RouterPeer<P> | undefined = undefined;
-  /** Router peers by NatPeer.index (the outbound lookup yields a NatPeer). */
-  private byNatIndex: (RouterPeer<P> | undefined)[] = [];
+  /** Router peers by PeerEntry.index (the outbound lookup yields a PeerEntry). */
+  private byIndex: (RouterPeer<P> | undefined)[] = [];
   private local = new PrefixMatcher<true>();
   private internal4: Uint8Array | null = null;
   private internal6: Uint8Array | null = null;
@@ -171,13 +175,13 @@ export class Router<P, G> {
   private readonly icmpBucket: TokenBucket;
   private readonly v = new IpView();
   private readonly meta = new PacketMeta();
-  /** Liqo mode (see steer.ts): routing by policy rules, the built-in NAT not consulted. */
+  /** Liqo mode (see steer.ts): routing by policy rules, the peer table not consulted. */
   private steering: Steering<G> | null = null;
   /** The only peer (a policy route to the tunnel device without gw names no peer). */
   private sole: RouterPeer<P> | undefined = undefined;
 
   constructor(opts: RouterOptions<G>) {
-    this.natValue = opts.nat;
+    this.table = opts.peers;
     this.nodes = opts.nodes;
     this.icmpBucket = new TokenBucket(opts.icmpRatePerSecond ?? 100, opts.icmpBurst ?? 20);
     for (let i = 0; i < HOOK_COUNT; i++) this.hooks.push([]);
@@ -185,21 +189,21 @@ export class Router<P, G> {
 
   // ------------------------------------------------------------------ tables (allocate)
 
-  get nat(): Nat {
-    return this.natValue;
+  /** The peer table in force. */
+  get peerTable(): PeerTable {
+    return this.table;
   }
 
   /**
-   * Adds a peer: `natPeer` from this router's Nat, `link` what the shell encrypts with (a
-   * WireGuard Peer), `dev` its tunnel's name for rules. Throws on a link or NAT peer already added (API misuse).
+   * Adds a peer: `entry` from this router's PeerTable, `link` what the shell encrypts with (a
+   * WireGuard Peer), `dev` its tunnel's name for rules. Throws on a link or entry already added (API misuse).
    */
-  addPeer(name: string, natPeer: NatPeer, link: P, dev = ''): RouterPeer<P> {
+  addPeer(name: string, entry: PeerEntry, link: P, dev = ''): RouterPeer<P> {
     if (this.byLink.has(link)) throw new Error(`router: peer ${name}'s link is already added`);
-    if (this.byNatIndex[natPeer.index] !== undefined)
-      throw new Error(`router: NAT peer ${natPeer.name} is already added`);
-    const rp: RouterPeer<P> = { name, nat: natPeer, link, dev };
+    if (this.byIndex[entry.index] !== undefined) throw new Error(`router: peer entry ${entry.name} is already added`);
+    const rp: RouterPeer<P> = { name, entry, link, dev };
     this.byLink.set(link, rp);
-    this.byNatIndex[natPeer.index] = rp;
+    this.byIndex[entry.index] = rp;
     this.sole = this.byLink.size === 1 ? rp : undefined;
     return rp;
   }
@@ -209,7 +213,7 @@ export class Router<P, G> {
     this.lastLink = undefined;
     this.lastPeer = undefined;
     this.byLink.delete(rp.link);
-    this.byNatIndex[rp.nat.index] = undefined;
+    this.byIndex[rp.entry.index] = undefined;
     this.tunnelRemote.removeValue(rp);
     this.sole = this.byLink.size === 1 ? this.byLink.values().next().value : undefined;
   }
@@ -220,19 +224,18 @@ export class Router<P, G> {
   }
 
   /**
-   * Replaces the NAT (cluster CIDRs or the MTU changed; conntrack starts empty). `natPeerOf`
-   * gives each peer's handle in the new Nat; router peers are re-made with it and returned by
-   * name.
+   * Replaces the peer table (cluster CIDRs or the MTU changed). `entryOf` gives each peer's
+   * entry in the new table; router peers are re-made with it and returned by name.
    */
-  replaceNat(nat: Nat, natPeerOf: (rp: RouterPeer<P>) => NatPeer): Map<string, RouterPeer<P>> {
+  replacePeerTable(table: PeerTable, entryOf: (rp: RouterPeer<P>) => PeerEntry): Map<string, RouterPeer<P>> {
     const old = [...this.byLink.values()];
-    this.natValue = nat;
+    this.table = table;
     this.byLink.clear();
     this.lastLink = undefined;
     this.lastPeer = undefined;
-    this.byNatIndex = [];
+    this.byIndex = [];
     const out = new Map<string, RouterPeer<P>>();
-    for (const rp of old) out.set(rp.name, this.addPeer(rp.name, natPeerOf(rp), rp.link, rp.dev));
+    for (const rp of old) out.set(rp.name, this.addPeer(rp.name, entryOf(rp), rp.link, rp.dev));
     // Tunnel addresses point at router peers: the shell re-applies them (setTunnelAddresses).
     this.tunnelRemote = new PrefixMatcher<RouterPeer<P>>();
     return out;
@@ -269,7 +272,7 @@ export class Router<P, G> {
 
   /**
    * Liqo mode on (a Steering: policy routes choose the lane, interface names and marks reach
-   * the hooks, the built-in NAT is bypassed) or off (null: the NAT's peer CIDRs route).
+   * the hooks) or off (null: the peer table's remapped CIDRs and the node routes route).
    */
   setSteering(s: Steering<G> | null): void {
     this.steering = s;
@@ -359,10 +362,11 @@ export class Router<P, G> {
     meta.mark = 0;
     meta.skip = 0;
     // The peer by the destination as the packet arrived (a remapped address), before rules at
-    // PREROUTING/OUTPUT translate it to the real one, which several peers may share (YAML mode
-    // on compiled rules: src/rules/from-nat.ts); the derived NAT picks the peer so too.
+    // PREROUTING/OUTPUT translate it to the real one, which several peers may share
+    // (src/rules/from-nat.ts); it is also the connection's zone.
     const entry = source === SOURCE_NODE ? HOOK_PREROUTING : HOOK_OUTPUT;
-    let np = st === null ? this.natValue.peerForParsed(buf, v) : undefined;
+    let np = st === null ? this.table.peerForParsed(buf, v) : undefined;
+    meta.zone = np === undefined ? 0 : np.zone;
     if (!this.runHooks(entry, buf, now, L)) return;
     const fam = v.family;
 
@@ -396,19 +400,23 @@ export class Router<P, G> {
       this.steer(st, buf, off, len, L, now, source, source === SOURCE_NODE ? st.nodeIif(from) : 0);
       return;
     }
-    if (np === undefined && this.hooks[entry]!.length > 0) np = this.natValue.peerForParsed(buf, v);
+    if (np === undefined && this.hooks[entry]!.length > 0) np = this.table.peerForParsed(buf, v);
     if (np !== undefined) {
-      const rp = this.byNatIndex[np.index]!;
+      const rp = this.byIndex[np.index]!;
       meta.output = OUTPUT_PEER;
       meta.peer = rp.name;
       meta.outDev = rp.dev;
-      if (source !== SOURCE_SELF && !this.hop(buf, off, len, fam, L, now)) return;
+      if (source !== SOURCE_SELF) {
+        // As the kernel's ip_forward: an expiring TTL first, then the tunnel MTU (its error quotes
+        // the packet with the TTL it arrived with), then the hop.
+        if (ttlLeft(buf, off, fam) && !this.fitsTunnel(buf, np, L, now)) return;
+        if (!this.hop(buf, off, len, fam, L, now)) return;
+      }
       if (source === SOURCE_NODE && !this.runHooks(HOOK_FORWARD, buf, now, L)) return;
       if (!this.runHooks(HOOK_POSTROUTING, buf, now, L)) return;
-      const r = this.natValue.outboundParsed(buf, v, np, now);
-      if (r === NAT_FORWARD) L.toPeers.push(off, len, rp.link);
-      else if (r === NAT_REPLY) this.routeInside(buf, off, this.natValue.replyLength, L, now, SOURCE_SELF);
-      return; // NAT drops are counted by the NAT
+      if (source === SOURCE_SELF && !this.fitsTunnel(buf, np, L, now)) return;
+      L.toPeers.push(off, len, rp.link);
+      return;
     }
     const t = this.nodes.lookupDestination(buf, v.dstOff, fam);
     if (t !== undefined) {
@@ -447,6 +455,7 @@ export class Router<P, G> {
     meta.outDev = '';
     meta.mark = 0;
     meta.skip = 0;
+    meta.zone = st !== null ? 0 : rp.entry.zone;
     if (!this.runHooks(HOOK_PREROUTING, buf, now, L)) return;
     const fam = v.family;
     if (
@@ -469,7 +478,6 @@ export class Router<P, G> {
       this.steer(st, buf, off, len, L, now, SOURCE_PEER, st.tunnelIif);
       return;
     }
-    if (this.natValue.inboundParsed(buf, v, rp.nat, now) !== NAT_FORWARD) return; // counted by the NAT
     if (this.local.lookup(buf, v.dstOff, fam) !== undefined) {
       meta.output = OUTPUT_HOST;
       if (!this.runHooks(HOOK_INPUT, buf, now, L)) return;
@@ -485,8 +493,20 @@ export class Router<P, G> {
       L.toNodes.push(off, len, t);
       return;
     }
-    if (this.natValue.peerForParsed(buf, v) !== undefined) this.drops[RouterDrop.PeerTransit]!++;
+    if (this.table.peerForParsed(buf, v) !== undefined) this.drops[RouterDrop.PeerTransit]!++;
     else this.drops[RouterDrop.NoRoute]!++;
+  }
+
+  /**
+   * The tunnel MTU check towards peer entry `np` (PeerTable.checkMtu): true to go on; a
+   * Fragmentation Needed / Packet Too Big written in the packet's place is routed as our own.
+   */
+  private fitsTunnel(buf: Uint8Array, np: PeerEntry, L: RouterLanes<P, G>, now: number): boolean {
+    const v = this.v;
+    const r = this.table.checkMtu(buf, v, np, now);
+    if (r === NAT_FORWARD) return true;
+    if (r === NAT_REPLY) this.routeInside(buf, v.off, this.table.replyLength, L, now, SOURCE_SELF);
+    return false; // other results are drops the peer table counted
   }
 
   /**
@@ -644,9 +664,15 @@ export class Router<P, G> {
     meta.outDev = rp.dev;
     meta.mark = 0;
     meta.skip = 0;
+    meta.zone = rp.entry.zone;
     if (!this.runHooks(HOOK_OUTPUT, buf, now, L) || !this.runHooks(HOOK_POSTROUTING, buf, now, L)) return;
-    if (this.natValue.outboundParsed(buf, v, rp.nat, now) === NAT_FORWARD) L.toPeers.push(off, len, rp.link);
+    if (this.table.checkMtu(buf, v, rp.entry, now) === NAT_FORWARD) L.toPeers.push(off, len, rp.link);
   }
+}
+
+/** The packet's TTL / hop limit survives one hop. */
+function ttlLeft(buf: Uint8Array, off: number, fam: IpFamily): boolean {
+  return buf[off + (fam === 4 ? IPV4_TTL_OFFSET : IPV6_HOP_LIMIT_OFFSET)]! > 1;
 }
 
 function hostPrefix(addr: string): { family: IpFamily; addr: Uint8Array; prefixLen: number } {

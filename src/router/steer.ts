@@ -1,9 +1,9 @@
 /**
  * Steering: the Router's routing decision taken from policy rules (Liqo's RouteConfigurations,
- * installed by src/rules/steering.ts) instead of from the built-in NAT's peer CIDRs. While a
+ * installed by src/rules/steering.ts) instead of from the peer table's remapped CIDRs. While a
  * Steering is set on a Router (Router.setSteering) the router is in Liqo mode:
- * - the built-in NAT (remap, masquerade, IP mapping, MSS clamp, PMTU) is not consulted: every
- *   translation comes from the FirewallConfiguration chains at the hook points;
+ * - the peer table (peer CIDRs, tunnel MTU) is not consulted; translation, as in every mode,
+ *   comes from the rules at the hook points (here Liqo's FirewallConfiguration chains);
  * - after PREROUTING / OUTPUT the policy router's next hop chooses the lane: a peer's tunnel,
  *   a node's Geneve tunnel or the gateway host; no policy route → the node table (internal
  *   addresses, pod routes) as the kernel's main table would → else no_route;

@@ -21,7 +21,15 @@ import {
   FlowTable,
 } from '../nat/flows.js';
 import type { QuotedPacket } from '../nat/quoted.js';
-import { CSUM_ALWAYS, CSUM_NONE, CSUM_UDP, read16, rewriteAddress, rewriteWord } from '../nat/rewrite.js';
+import {
+  CSUM_ALWAYS,
+  CSUM_NONE,
+  CSUM_UDP,
+  fixZeroIcmpv4Checksum,
+  read16,
+  rewriteAddress,
+  rewriteWord,
+} from '../nat/rewrite.js';
 import { VERDICT_ACCEPT, VERDICT_DROP } from '../router/hooks.js';
 import { N_DNAT, N_MAP, N_MASQ, type CChain, type CNatRule } from './compile.js';
 import type { RuleCounters, RulesStats } from './counters.js';
@@ -349,7 +357,10 @@ export class RulesConntrack {
       const po = l4 + (srcManip ? 0 : 2);
       if (read16(buf, po) !== port) rewriteWord(buf, po, port, csum, kind);
     } else if (proto === 1 && v.l4Len >= 8 && (buf[l4] === 8 || buf[l4] === 0)) {
-      if (read16(buf, l4 + 4) !== port) rewriteWord(buf, l4 + 4, port, l4 + 2, CSUM_ALWAYS);
+      if (read16(buf, l4 + 4) !== port) {
+        rewriteWord(buf, l4 + 4, port, l4 + 2, CSUM_ALWAYS);
+        fixZeroIcmpv4Checksum(buf, l4, v.l4Len); // an all-zero echo needs 0xffff (rewrite.ts)
+      }
     }
   }
 

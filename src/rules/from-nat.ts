@@ -1,5 +1,5 @@
 /**
- * The YAML / derived NAT configuration (src/nat/config.ts) as rules of the one rule model, the
+ * The YAML mode's NAT configuration (src/nat/config.ts) as rules of the one rule model, the
  * way Liqo's controllers express the same intent as FirewallConfigurations, so that the YAML mode
  * and Kubernetes mode share one data path (compile.ts → runtime.ts):
  * - per peer and remapped CIDR (remapped ≠ real): Liqo's remap-podcidr / remap-externalcidr —
@@ -8,7 +8,7 @@
  *   gateway host's own connections (beyond Liqo's rules: its gateway originates none);
  * - per IP mapping: prerouting `dnat` external → real (Liqo's `<ip>-remap-ipmapping-gw`), and
  *   postrouting `snat` real → external for connections the mapped host opens towards a peer's
- *   CIDRs (the derived NAT's outbound source mapping);
+ *   CIDRs (the mapped host's own connections);
  * - masquerade of non-pod sources (every source with fullMasquerade) towards a peer's CIDRs
  *   through the tunnel: `snat` to the external CIDR's first address (Liqo's service-nodeport /
  *   unknown-source SNAT), one rule per peer CIDR;
@@ -56,7 +56,7 @@ const ipCond = (pos: 'src' | 'dst', op: 'eq' | 'neq', r: { lo: number; hi: numbe
 });
 const devCond = (dir: 'in' | 'out', op: 'eq' | 'neq', name: string): Cond => ({ kind: 'dev', dir, op, name });
 
-/** The rule tables equivalent to `cfg` with `peers` (throws NatConfigError as Nat does). */
+/** The rule tables equivalent to `cfg` with `peers` (throws NatConfigError naming the field). */
 export function rulesFromNatConfig(
   cfg: NatConfig,
   peers: readonly NatPeerConfig[],
@@ -100,7 +100,7 @@ export function rulesFromNatConfig(
       });
     }
   }
-  // The derived NAT's source NAT applies only towards a peer's CIDRs (not, e.g., to the
+  // The source NAT applies only towards a peer's CIDRs (not, e.g., to the
   // in-tunnel connection check): at postrouting those are the real ones (after the dnat).
   const towards: { peer: string; cidr: { lo: number; hi: number; text: string } }[] = [];
   for (const p of parsed)
@@ -217,20 +217,4 @@ export function rulesFromNatConfig(
     });
   }
   return [{ object, name: 'weft-derived', family: 'ip', chains }];
-}
-
-/** A peer config with the remap removed (remapped = real): the Nat the rules run next to. */
-export function identityPeer(p: NatPeerConfig): NatPeerConfig {
-  return { name: p.name, remote: p.remote, ...(p.mtu !== undefined ? { mtu: p.mtu } : {}) };
-}
-
-/**
- * The built-in NAT's configuration with its translations switched off (rules do them): no
- * remap, masquerade, IP mappings nor MSS clamp. Its peers keep their remapped CIDRs to choose
- * the peer of a packet by the destination it arrived with (Router; peers may share real CIDRs
- * and overlap the local ones), or are added with identityPeer() when real CIDRs are unique.
- * Its PMTU check (Fragmentation Needed / Packet Too Big towards a peer) stays.
- */
-export function passthroughNatConfig(cfg: NatConfig): NatConfig {
-  return { ...cfg, ipMappings: [], masquerade: false, fullMasquerade: false, clampMss: false, remap: false };
 }

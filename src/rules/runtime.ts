@@ -230,6 +230,7 @@ export class RulesRuntime {
   // ------------------------------------------------------------------ per packet
 
   run(h: number, buf: Uint8Array, v: IpView, meta: PacketMeta, now: number): number {
+    this.flows.zone = meta.zone;
     // A mirror packet past PREROUTING at a hook without filter chains: only POSTROUTING's
     // source translation (kept small so the call stays cheap).
     if (this.mcls !== M_NONE && h === HOOK_POSTROUTING && this.mPostPlain) return this.mirrorPost(buf, v, meta);

@@ -1,15 +1,14 @@
 /**
- * The library exposes the gateway's I/O-free Router: an embedder wires a Nat, a Geneve tunnel
- * table and its own peer links, routes a batch and reads the lanes — the same class the gateway
- * and the simulation run.
+ * The library exposes the gateway's I/O-free Router: an embedder wires a NatRouter (the router
+ * with a NAT configuration's compiled rules), a Geneve tunnel table and its own peer links,
+ * routes a batch and reads the lanes — the same classes the gateway and the simulation run.
  */
 import { describe, expect, it } from 'vitest';
 import {
   GeneveTunnelTable,
   HOOK_FORWARD,
-  Nat,
+  NatRouter,
   ROUTER_DROP_NAMES,
-  Router,
   RouterLanes,
   VERDICT_DROP,
 } from '../../src/lib/index.js';
@@ -17,16 +16,18 @@ import { udpPacket } from '../packet/factory.js';
 
 describe('library: Router', () => {
   it('routes a node packet to the peer link the embedder registered, and a hook can drop', () => {
-    const nat = new Nat({ localPodCIDRs: ['10.0.0.0/16'], localExternalCIDR: '10.70.0.0/16' });
     const table = new GeneveTunnelTable();
-    const router = new Router<string, unknown>({ nat, nodes: table });
-    router.addPeer(
-      'b',
-      nat.addPeer({
+    const nat = new NatRouter<string, unknown>(
+      { localPodCIDRs: ['10.0.0.0/16'], localExternalCIDR: '10.70.0.0/16' },
+      table,
+    );
+    const router = nat.router;
+    nat.addPeer(
+      {
         name: 'b',
         remote: { podCIDRs: ['10.0.0.0/16'], externalCIDRs: [] },
         remapped: { podCIDRs: ['10.71.0.0/16'], externalCIDRs: [] },
-      }),
+      },
       'link-b',
     );
     const p = udpPacket({ src: '10.0.1.1', dst: '10.71.0.9', sport: 1, dport: 2, headroom: 128 });

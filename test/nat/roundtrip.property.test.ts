@@ -1,6 +1,8 @@
 /**
  * Property (fast-check), for any remap configuration (random real/remapped prefix pairs of any
- * length, IPv4 and IPv6) and any batch of TCP/UDP flows from local pods and masqueraded hosts:
+ * length; IPv4, Liqo's family ip tables) and any batch of TCP/UDP flows from local pods and
+ * masqueraded hosts, through the gateway's data path (gateway-nat.ts: the router with the
+ * configuration's compiled rules):
  * - outbound rewrites the destination to the peer's real CIDR keeping the host bits, and leaves a
  *   pod source alone;
  * - every checksum the translator patched incrementally equals a full recomputation (outbound
@@ -15,10 +17,10 @@ import { fc, test } from '@fast-check/vitest';
 import { expect } from 'vitest';
 import { formatAddress, formatPrefix, type Prefix } from '../../src/packet/addr.js';
 import { TCP_FLAG_ACK, TCP_FLAG_PSH } from '../../src/packet/tcp.js';
-import { Nat } from '../../src/nat/nat.js';
 import { NAT_FORWARD } from '../../src/nat/results.js';
 import { PrefixRemap } from '../../src/nat/remap.js';
 import { tcpPacket, udpPacket } from '../packet/factory.js';
+import { GatewayNat } from './gateway-nat.js';
 import { bytesOf, mirror, recomputeAll, withHeadroom, type Pkt } from './helpers.js';
 
 const LOCAL_POD4: Prefix = pfx(4, [10, 0, 0, 0], 16);
@@ -99,7 +101,7 @@ interface Flow {
 // the SNAT address and port.
 const flow: fc.Arbitrary<Flow> = fc
   .record({
-    v6: fc.boolean(),
+    v6: fc.constant(false),
     fromPod: fc.boolean(),
     target: fc.constantFrom(0 as const, 1 as const),
     src: bytes(16),
@@ -159,19 +161,15 @@ const hex = (b: Uint8Array): string => Buffer.from(b).toString('hex');
 test.prop([remaps, fc.array(flow, { minLength: 1, maxLength: 24 })], { numRuns: 150 })(
   'outbound then the mirrored reply inbound restores every flow; patched checksums equal recomputation',
   (r, flows) => {
-    const nat = new Nat({
-      localPodCIDRs: [formatPrefix(LOCAL_POD4), formatPrefix(LOCAL_POD6)],
+    const nat = new GatewayNat({
+      localPodCIDRs: [formatPrefix(LOCAL_POD4)],
       localExternalCIDR: '10.70.0.0/16',
-      localExternalCIDRv6: 'fd70::/64',
       conntrack: { seed: 1, capacity: 1024 },
     });
     const peer = nat.addPeer({
       name: 'b',
-      remote: { podCIDRs: [formatPrefix(r.real4), formatPrefix(LOCAL_POD4), formatPrefix(r.real6)], externalCIDRs: [] },
-      remapped: {
-        podCIDRs: [formatPrefix(r.remapped4), formatPrefix(r.same4), formatPrefix(r.remapped6)],
-        externalCIDRs: [],
-      },
+      remote: { podCIDRs: [formatPrefix(r.real4), formatPrefix(LOCAL_POD4)], externalCIDRs: [] },
+      remapped: { podCIDRs: [formatPrefix(r.remapped4), formatPrefix(r.same4)], externalCIDRs: [] },
     });
     const sent: Array<{ original: Uint8Array; out: Pkt }> = [];
     for (const [i, f] of flows.entries()) {

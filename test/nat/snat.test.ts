@@ -1,6 +1,7 @@
 /**
  * Masquerade (SNAT) of host traffic to the first address of the external CIDR, with conntrack;
- * IP mappings (Liqo IP resources).
+ * IP mappings (Liqo IP resources) — through the gateway's data path (gateway-nat.ts: the router
+ * with the configuration's compiled rules; IPv4, Liqo's family ip tables).
  */
 import { describe, expect, it } from 'vitest';
 import {
@@ -13,16 +14,10 @@ import {
 import { fillIpv4Checksum } from '../../src/packet/ipv4.js';
 import { TCP_FLAG_ACK, TCP_FLAG_FIN, TCP_FLAG_RST, TCP_FLAG_SYN } from '../../src/packet/tcp.js';
 import { NatConfigError } from '../../src/nat/config.js';
-import {
-  CT_TCP_CLOSE,
-  CT_TCP_ESTABLISHED,
-  CT_TCP_FIN_WAIT,
-  CT_TCP_SYN_RECV,
-  CT_TCP_SYN_SENT,
-  CT_TCP_TIME_WAIT,
-} from '../../src/nat/conntrack.js';
-import { Nat, type NatPeer } from '../../src/nat/nat.js';
-import { NAT_FORWARD, NatDrop } from '../../src/nat/results.js';
+import type { NatConfig } from '../../src/nat/config.js';
+import { GatewayNat, routerDrop, type GatewayPeer } from './gateway-nat.js';
+import { NAT_FORWARD } from '../../src/nat/results.js';
+import { ROUTER_DROP_NAMES } from '../../src/router/router.js';
 import { icmpEcho, tcpPacket, udpPacket } from '../packet/factory.js';
 import {
   bytesOf,
@@ -40,18 +35,17 @@ const HOST = '172.18.0.3';
 const REMOTE_AT_A = '10.71.2.7';
 const REMOTE_REAL = '10.0.2.7';
 
-function gateway(extra: Partial<ConstructorParameters<typeof Nat>[0]> = {}): { nat: Nat; peer: NatPeer } {
-  const nat = new Nat({
+function gateway(extra: Partial<NatConfig> = {}): { nat: GatewayNat; peer: GatewayPeer } {
+  const nat = new GatewayNat({
     localPodCIDRs: ['10.0.0.0/16'],
     localExternalCIDR: '10.70.0.0/16',
-    localExternalCIDRv6: 'fd70::/64',
     conntrack: { seed: 7, ...(extra.conntrack ?? {}) },
     ...extra,
   });
   const peer = nat.addPeer({
     name: 'b',
-    remote: { podCIDRs: ['10.0.0.0/16', 'fd00:b::/64'], externalCIDRs: ['10.70.0.0/16'] },
-    remapped: { podCIDRs: ['10.71.0.0/16', 'fd71:b::/64'], externalCIDRs: ['10.72.0.0/16'] },
+    remote: { podCIDRs: ['10.0.0.0/16'], externalCIDRs: ['10.70.0.0/16'] },
+    remapped: { podCIDRs: ['10.71.0.0/16'], externalCIDRs: ['10.72.0.0/16'] },
   });
   return { nat, peer };
 }
@@ -166,25 +160,12 @@ describe('SNAT of host traffic', () => {
     }
   });
 
-  it('IPv6 host traffic is masqueraded to the IPv6 external CIDR’s first address', () => {
-    const { nat, peer } = gateway();
-    const p = icmpEcho({ src: 'fd18::3', dst: 'fd71:b::7', ident: 5 });
-    expect(nat.outbound(p.buf, p.off, p.len, peer, 0)).toBe(NAT_FORWARD);
-    expect(srcOf(p)).toBe('fd70::');
-    expect(dstOf(p)).toBe('fd00:b::7');
-    exact(p);
-    const r = icmpEcho({ src: 'fd00:b::7', dst: 'fd70::', ident: portsOf(p)[0], type: ICMPV6_ECHO_REPLY });
-    expect(nat.inbound(r.buf, r.off, r.len, peer, 0)).toBe(NAT_FORWARD);
-    expect(dstOf(r)).toBe('fd18::3');
-    exact(r);
-  });
-
   it('packets for the SNAT address without a flow are dropped and counted', () => {
     const { nat, peer } = gateway();
     const p = udpPacket({ src: REMOTE_REAL, dst: '10.70.0.0', sport: 53, dport: 40000 });
-    expect(nat.inbound(p.buf, p.off, p.len, peer, 0)).toBe(NatDrop.NoConntrack);
-    expect(nat.drops[NatDrop.NoConntrack]).toBe(1);
-    expect(nat.stats().drops.NoConntrack).toBe(1);
+    // No connection reverses it: the SNAT address routes nowhere (counted as route_no_route).
+    expect(nat.inbound(p.buf, p.off, p.len, peer, 0)).toBe(routerDrop('no_route'));
+    expect(nat.nr.router.drops[ROUTER_DROP_NAMES.indexOf('no_route')]).toBe(1);
   });
 
   it('an ICMP error from the peer about a masqueraded flow is translated back (outer and quoted packet)', () => {
@@ -236,13 +217,17 @@ describe('SNAT of host traffic', () => {
     exact(err);
   });
 
-  it('a non-first fragment that would need conntrack is dropped with its reason', () => {
+  it('a non-first fragment arriving without its first fragment is untracked, not masqueraded', () => {
+    // README "Rules: deviations": no reassembly; a later fragment arriving first is untracked.
     const { nat, peer } = gateway();
     const p = udpPacket({ src: HOST, dst: REMOTE_AT_A, sport: 1, dport: 2 });
     p.buf[p.off + 6] = 0x00;
     p.buf[p.off + 7] = 0x10; // fragment offset 128 bytes
     fillIpv4Checksum(p.buf, p.off);
-    expect(nat.outbound(p.buf, p.off, p.len, peer, 0)).toBe(NatDrop.SnatFragment);
+    expect(nat.outbound(p.buf, p.off, p.len, peer, 0)).toBe(NAT_FORWARD);
+    expect(srcOf(p)).toBe(HOST);
+    expect(nat.nr.rules.stats().fragments).toBe(1);
+    expect(nat.conntrack.size).toBe(0);
   });
 });
 
@@ -272,155 +257,8 @@ describe('SNAT of pings: checksums', () => {
   });
 });
 
-describe('conntrack timeouts (virtual clock)', () => {
-  const S = 1000;
-  it('UDP: 30 s without a reply, 120 s once replied', () => {
-    const { nat, peer } = gateway();
-    const p = udpPacket({ src: HOST, dst: REMOTE_AT_A, sport: 1111, dport: 53 });
-    nat.outbound(p.buf, p.off, p.len, peer, 0);
-    const late = replyTo(p);
-    expect(nat.inbound(late.buf, late.off, late.len, peer, 30 * S)).toBe(NatDrop.NoConntrack);
-    expect(nat.conntrack.size).toBe(0);
-
-    const q = udpPacket({ src: HOST, dst: REMOTE_AT_A, sport: 1111, dport: 53 });
-    nat.outbound(q.buf, q.off, q.len, peer, 100 * S);
-    const r1 = replyTo(q);
-    expect(nat.inbound(r1.buf, r1.off, r1.len, peer, 129 * S)).toBe(NAT_FORWARD);
-    const r2 = replyTo(q);
-    expect(nat.inbound(r2.buf, r2.off, r2.len, peer, 129 * S + 119 * S)).toBe(NAT_FORWARD);
-    const r3 = replyTo(q);
-    expect(nat.inbound(r3.buf, r3.off, r3.len, peer, 129 * S + 119 * S + 120 * S)).toBe(NatDrop.NoConntrack);
-  });
-
-  function tcpFlow(nat: Nat, peer: NatPeer, flags: number, now: number, dir: 'out' | 'in', sport = 2222): number {
-    const p =
-      dir === 'out'
-        ? tcpPacket({ src: HOST, dst: REMOTE_AT_A, sport, dport: 80, flags })
-        : tcpPacket({ src: REMOTE_REAL, dst: '10.70.0.0', sport: 80, dport: sport, flags });
-    return dir === 'out' ? nat.outbound(p.buf, p.off, p.len, peer, now) : nat.inbound(p.buf, p.off, p.len, peer, now);
-  }
-  function state(nat: Nat): number {
-    for (let e = 0; e < nat.conntrack.capacity; e++) if (nat.conntrack.state[e] !== 0) return nat.conntrack.state[e]!;
-    return 0;
-  }
-
-  it('TCP: SYN_SENT short, ESTABLISHED long, FIN/TIME_WAIT short, RST closes', () => {
-    const { nat, peer } = gateway();
-    tcpFlow(nat, peer, TCP_FLAG_SYN, 0, 'out');
-    expect(state(nat)).toBe(CT_TCP_SYN_SENT);
-    // Unanswered SYN: gone after the transitory timeout (240 s).
-    expect(tcpFlow(nat, peer, TCP_FLAG_SYN | TCP_FLAG_ACK, 240 * S, 'in')).toBe(NatDrop.NoConntrack);
-
-    tcpFlow(nat, peer, TCP_FLAG_SYN, 1000 * S, 'out');
-    tcpFlow(nat, peer, TCP_FLAG_SYN | TCP_FLAG_ACK, 1001 * S, 'in');
-    expect(state(nat)).toBe(CT_TCP_SYN_RECV);
-    tcpFlow(nat, peer, TCP_FLAG_ACK, 1002 * S, 'out');
-    expect(state(nat)).toBe(CT_TCP_ESTABLISHED);
-    // Idle for 2 hours: still there (established timeout 2 h 4 min, RFC 5382).
-    expect(tcpFlow(nat, peer, TCP_FLAG_ACK, 1002 * S + 7200 * S, 'in')).toBe(NAT_FORWARD);
-    const t = 1002 * S + 7200 * S;
-    tcpFlow(nat, peer, TCP_FLAG_FIN | TCP_FLAG_ACK, t + S, 'out');
-    expect(state(nat)).toBe(CT_TCP_FIN_WAIT);
-    tcpFlow(nat, peer, TCP_FLAG_FIN | TCP_FLAG_ACK, t + 2 * S, 'in');
-    expect(state(nat)).toBe(CT_TCP_TIME_WAIT);
-    expect(tcpFlow(nat, peer, TCP_FLAG_ACK, t + 2 * S + 240 * S, 'in')).toBe(NatDrop.NoConntrack);
-
-    // RST → CLOSE, then gone after 10 s.
-    tcpFlow(nat, peer, TCP_FLAG_SYN, 20_000 * S, 'out', 3333);
-    tcpFlow(nat, peer, TCP_FLAG_SYN | TCP_FLAG_ACK, 20_000 * S, 'in', 3333);
-    tcpFlow(nat, peer, TCP_FLAG_RST, 20_001 * S, 'in', 3333);
-    expect(state(nat)).toBe(CT_TCP_CLOSE);
-    expect(tcpFlow(nat, peer, TCP_FLAG_ACK, 20_011 * S, 'in', 3333)).toBe(NatDrop.NoConntrack);
-  });
-
-  it('an outbound RST without a flow is dropped; a mid-stream segment is picked up', () => {
-    const { nat, peer } = gateway();
-    expect(tcpFlow(nat, peer, TCP_FLAG_RST, 0, 'out')).toBe(NatDrop.NoConntrack);
-    expect(tcpFlow(nat, peer, TCP_FLAG_ACK, 0, 'out')).toBe(NAT_FORWARD);
-    expect(state(nat)).toBe(CT_TCP_ESTABLISHED);
-    // Unanswered pickups only get the transitory timeout.
-    expect(tcpFlow(nat, peer, TCP_FLAG_ACK, 240 * S, 'in')).toBe(NatDrop.NoConntrack);
-  });
-
-  it('expire() frees expired entries with bounded work per call', () => {
-    const { nat, peer } = gateway({ conntrack: { capacity: 64 } });
-    for (let i = 0; i < 10; i++) {
-      const p = udpPacket({ src: HOST, dst: REMOTE_AT_A, sport: 100 + i, dport: 53 });
-      nat.outbound(p.buf, p.off, p.len, peer, 0);
-    }
-    expect(nat.expire(29 * S)).toBe(0);
-    // Ten live slots (0..9) in a 64-slot table: budget 4 inspects 4 slots per call.
-    expect(nat.expire(30 * S, 4)).toBe(4);
-    expect(nat.conntrack.size).toBe(6);
-    expect(nat.expire(30 * S, 4)).toBe(4);
-    expect(nat.expire(30 * S, 4)).toBe(2);
-    expect(nat.conntrack.size).toBe(0);
-    expect(nat.conntrack.stats().expired).toBe(10);
-  });
-});
-
-describe('bounded table', () => {
-  it('evicts the least recently used entry at capacity and counts it', () => {
-    const { nat, peer } = gateway({ conntrack: { capacity: 4 } });
-    const flows: Pkt[] = [];
-    for (let i = 0; i < 4; i++) {
-      const p = udpPacket({ src: HOST, dst: REMOTE_AT_A, sport: 100 + i, dport: 53 });
-      nat.outbound(p.buf, p.off, p.len, peer, i);
-      flows.push(p);
-    }
-    // Refresh flow 0 so flow 1 becomes the oldest.
-    const again = udpPacket({ src: HOST, dst: REMOTE_AT_A, sport: 100, dport: 53 });
-    nat.outbound(again.buf, again.off, again.len, peer, 10);
-    const fifth = udpPacket({ src: HOST, dst: REMOTE_AT_A, sport: 200, dport: 53 });
-    nat.outbound(fifth.buf, fifth.off, fifth.len, peer, 11);
-    expect(nat.conntrack.size).toBe(4);
-    expect(nat.conntrack.stats().evicted).toBe(1);
-    const r1 = replyTo(flows[1]!);
-    expect(nat.inbound(r1.buf, r1.off, r1.len, peer, 12)).toBe(NatDrop.NoConntrack);
-    for (const i of [0, 2, 3]) {
-      const r = replyTo(flows[i]!);
-      expect(nat.inbound(r.buf, r.off, r.len, peer, 12)).toBe(NAT_FORWARD);
-    }
-  });
-
-  it('prefers an expired entry over the least recently used live one', () => {
-    const { nat, peer } = gateway({ conntrack: { capacity: 3 } });
-    // Flow 0: TCP SYN at t=0 (transitory 240 s). Flow 1: UDP at t=1 (30 s). Flow 2: TCP at t=2.
-    const a = tcpPacket({ src: HOST, dst: REMOTE_AT_A, sport: 1, dport: 80, flags: TCP_FLAG_SYN });
-    nat.outbound(a.buf, a.off, a.len, peer, 0);
-    const b = udpPacket({ src: HOST, dst: REMOTE_AT_A, sport: 2, dport: 53 });
-    nat.outbound(b.buf, b.off, b.len, peer, 1);
-    const c = tcpPacket({ src: HOST, dst: REMOTE_AT_A, sport: 3, dport: 80, flags: TCP_FLAG_SYN });
-    nat.outbound(c.buf, c.off, c.len, peer, 2);
-    // At t=60 s the UDP flow has expired; the TCP flow 0 is older but alive.
-    const d = udpPacket({ src: HOST, dst: REMOTE_AT_A, sport: 4, dport: 53 });
-    nat.outbound(d.buf, d.off, d.len, peer, 60_000);
-    const st = nat.conntrack.stats();
-    expect(st.evicted).toBe(0);
-    expect(st.expired).toBe(1);
-    const ra = replyTo(a);
-    ra.buf[33] = TCP_FLAG_SYN | TCP_FLAG_ACK;
-    const fixed = recomputeAll(ra);
-    expect(nat.inbound(fixed, 0, fixed.length, peer, 60_001)).toBe(NAT_FORWARD);
-  });
-
-  it('refuses a flow when no SNAT port is left towards that endpoint', () => {
-    const { nat, peer } = gateway({ conntrack: { capacity: 16, portMin: 5000, portMax: 5002 } });
-    const res: number[] = [];
-    for (let i = 0; i < 4; i++) {
-      const p = udpPacket({ src: `172.18.0.${i + 1}`, dst: REMOTE_AT_A, sport: 7000, dport: 53 });
-      res.push(nat.outbound(p.buf, p.off, p.len, peer, 0));
-    }
-    // First keeps 7000, then 5000..5002 → four flows fit; the fifth does not.
-    expect(res).toEqual([NAT_FORWARD, NAT_FORWARD, NAT_FORWARD, NAT_FORWARD]);
-    const p = udpPacket({ src: '172.18.0.9', dst: REMOTE_AT_A, sport: 7000, dport: 53 });
-    expect(nat.outbound(p.buf, p.off, p.len, peer, 0)).toBe(NatDrop.SnatPortsExhausted);
-    expect(nat.conntrack.stats().portExhausted).toBe(1);
-  });
-});
-
 describe('IP mappings (Liqo IP resources)', () => {
-  it('external address ↔ real address, both directions, stateless', () => {
+  it('external address ↔ real address, both directions', () => {
     const { nat, peer } = gateway({
       ipMappings: [
         { externalAddress: '10.70.0.4', realAddress: '10.0.1.11' },
@@ -443,7 +281,8 @@ describe('IP mappings (Liqo IP resources)', () => {
     const h = udpPacket({ src: '192.168.1.20', dst: REMOTE_AT_A, sport: 9, dport: 9 });
     nat.outbound(h.buf, h.off, h.len, peer, 2);
     expect(srcOf(h)).toBe('10.70.0.5');
-    expect(nat.conntrack.size).toBe(0);
+    // Both flows are connections of the rules' conntrack (the mapping's dnat, the mapped host's snat).
+    expect(nat.conntrack.size).toBe(2);
   });
 
   it('setIpMappings replaces the set; bad input is a NatConfigError naming the field', () => {

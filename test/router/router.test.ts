@@ -8,7 +8,6 @@
  */
 import { describe, expect, it } from 'vitest';
 import { GeneveTunnelTable, type GeneveTunnel } from '../../src/geneve/table.js';
-import { Nat } from '../../src/nat/nat.js';
 import { NatDrop } from '../../src/nat/results.js';
 import { formatAddress } from '../../src/packet/addr.js';
 import { ICMPV4_DEST_UNREACHABLE, ICMPV4_TIME_EXCEEDED, icmpv4ChecksumValid } from '../../src/packet/icmp.js';
@@ -29,6 +28,7 @@ import {
   type PacketMeta,
 } from '../../src/router/hooks.js';
 import { ROUTER_DROP_NAMES, Router, RouterDrop, RouterLanes } from '../../src/router/router.js';
+import { NatRouter } from '../../src/rules/nat-router.js';
 import { icmpEcho, tcpPacket, udpPacket, type Built } from '../packet/factory.js';
 import { heapBytesPerOp } from '../util/alloc.js';
 
@@ -39,12 +39,6 @@ const NOW = 1_700_000_000_000;
 const OUTPUT_NAMES = ['none', 'host', 'node', 'peer'];
 
 function setup(opts: { icmpBurst?: number } = {}) {
-  const nat = new Nat({
-    localPodCIDRs: ['10.0.0.0/16'],
-    localExternalCIDR: '10.70.0.0/16',
-    mtu: 1340,
-    icmpSourceV4: '10.80.0.1',
-  });
   const table = new GeneveTunnelTable();
   table.add({
     vni: 1,
@@ -72,23 +66,21 @@ function setup(opts: { icmpBurst?: number } = {}) {
   });
   table.addPodRoute('10.0.1.0/24', '10.80.0.2');
   table.addPodRoute('10.0.2.0/24', '10.80.0.3');
-  const router = new Router<Link, GeneveTunnel>({
-    nat,
-    nodes: table,
-    icmpRatePerSecond: 1,
-    icmpBurst: opts.icmpBurst ?? 20,
-  });
+  const nat = new NatRouter<Link, GeneveTunnel>(
+    { localPodCIDRs: ['10.0.0.0/16'], localExternalCIDR: '10.70.0.0/16', mtu: 1340, icmpSourceV4: '10.80.0.1' },
+    table,
+    { icmpRatePerSecond: 1, icmpBurst: opts.icmpBurst ?? 20 },
+  );
+  const router = nat.router;
   const remote = { podCIDRs: ['10.0.0.0/16'], externalCIDRs: ['10.70.0.0/16'] };
   const linkB: Link = { name: 'b' };
   const linkC: Link = { name: 'c' };
-  const b = router.addPeer(
-    'b',
-    nat.addPeer({ name: 'b', remote, remapped: { podCIDRs: ['10.71.0.0/16'], externalCIDRs: ['10.72.0.0/16'] } }),
+  const b = nat.addPeer(
+    { name: 'b', remote, remapped: { podCIDRs: ['10.71.0.0/16'], externalCIDRs: ['10.72.0.0/16'] } },
     linkB,
   );
-  const c = router.addPeer(
-    'c',
-    nat.addPeer({ name: 'c', remote, remapped: { podCIDRs: ['10.73.0.0/16'], externalCIDRs: ['10.74.0.0/16'] } }),
+  const c = nat.addPeer(
+    { name: 'c', remote, remapped: { podCIDRs: ['10.73.0.0/16'], externalCIDRs: ['10.74.0.0/16'] } },
     linkC,
   );
   router.setLocalAddresses(['10.80.0.1', 'fd00::1']);
@@ -213,7 +205,7 @@ describe('Router: paths', () => {
     expect(drops(router)).toEqual({ no_route: 1 });
   });
 
-  it("DF packet over the tunnel MTU: Fragmentation Needed (MTU 1340) from 10.80.0.1 back to the sender's node", () => {
+  it("DF packet over the tunnel MTU: Fragmentation Needed (MTU 1340) back to the sender's node, quoting it as sent", () => {
     const { router, L, node1 } = setup();
     const big = one(
       udpPacket({ src: '10.0.1.11', dst: '10.71.2.23', sport: 1, dport: 2, payload: new Uint8Array(1400) }),
@@ -223,10 +215,15 @@ describe('Router: paths', () => {
     expect(L.toNodes.count).toBe(1);
     expect(L.toNodes.tags[0]).toBe(node1);
     const o = L.toNodes.offs[0]!;
-    expect(addr(big.buf, o, IPV4_SRC_OFFSET)).toBe('10.80.0.1');
+    // Related to the packet's (dnat-ed) connection: from the address it was sent to, as the
+    // kernel presents the router's own errors (README "Rules: deviations", "not a deviation").
+    expect(addr(big.buf, o, IPV4_SRC_OFFSET)).toBe('10.71.2.23');
     expect(addr(big.buf, o, IPV4_DST_OFFSET)).toBe('10.0.1.11');
     expect(big.buf[o + 20]).toBe(ICMPV4_DEST_UNREACHABLE);
     expect(big.buf[o + 26]! * 256 + big.buf[o + 27]!).toBe(1340);
+    expect(addr(big.buf, o + 28, IPV4_DST_OFFSET)).toBe('10.71.2.23'); // quoted as sent
+    expect(big.buf[o + 28 + IPV4_TTL_OFFSET]).toBe(64); // checked before the hop, as ip_forward
+    expect(icmpv4ChecksumValid(big.buf, o + 20, L.toNodes.lens[0]! - 20)).toBe(true);
   });
 });
 
@@ -260,7 +257,9 @@ describe('Router: every drop reason, counted', () => {
     expect(L.toNodes.tags[0]).toBe(node1);
     const o = L.toNodes.offs[0]!;
     expect(o).toBe(HEAD - 28);
-    expect(addr(p.buf, o, IPV4_SRC_OFFSET)).toBe('10.80.0.1');
+    // Related to the probe's (dnat-ed) connection, it comes from the address the probe was sent
+    // to, as the kernel presents it (README "Rules: deviations", the kernel oracle's traceroute cases).
+    expect(addr(p.buf, o, IPV4_SRC_OFFSET)).toBe('10.71.2.23');
     expect(p.buf[o + 20]).toBe(ICMPV4_TIME_EXCEEDED);
     expect(icmpv4ChecksumValid(p.buf, o + 20, L.toNodes.lens[0]! - 20)).toBe(true);
     expect(addr(p.buf, o + 28, IPV4_DST_OFFSET)).toBe('10.71.2.23'); // quoted as it arrived
@@ -359,12 +358,15 @@ describe('Router: every drop reason, counted', () => {
     expect(drops(router)).toEqual({ filtered: 1 });
     expect(L.toPeers.count).toBe(1);
     expect(router.detach(HOOK_FORWARD, dropUdp2000)).toBe(true);
-    router.fromNodes(p.buf, p.offs, p.lens, 1, NOW, L);
+    // The same packet again (the first was translated in place before FORWARD dropped it).
+    const p2 = one(udpPacket({ src: '10.0.1.11', dst: '10.71.2.23', sport: 1, dport: 2000 }));
+    router.fromNodes(p2.buf, p2.offs, p2.lens, 1, NOW, L);
     expect(L.toPeers.count).toBe(2);
   });
 
   it('PacketMeta.skip: a hook is skipped only when the owner that asked is alone there, and only for that packet', () => {
-    const { router, L } = setup();
+    const { router, L, nat } = setup();
+    nat.rules.detachFrom(router); // the router's own mechanics: no other stage at the hooks
     const owner = {};
     const calls: string[] = [];
     const pre: PacketHook = {
@@ -411,14 +413,14 @@ describe('Router: every drop reason, counted', () => {
     expect(L.toPeers.count).toBe(3);
   });
 
-  it("NAT drops are the NAT's: a TCP segment with a truncated header towards a peer", () => {
+  it('the peer table drops a TCP segment with a truncated header towards a peer (counted as its own)', () => {
     const { router, L, nat } = setup();
     const t = tcpPacket({ src: '10.0.1.11', dst: '10.71.2.23', sport: 1, dport: 2 });
     const p = one(t);
     p.buf[HEAD + 20 + 12] = 0xf0; // data offset 60 bytes: beyond the segment
     router.fromNodes(p.buf, p.offs, p.lens, 1, NOW, L);
     expect(drops(router)).toEqual({});
-    expect(nat.drops[NatDrop.BadTransport]).toBe(1);
+    expect(nat.peerTable.drops[NatDrop.BadTransport]).toBe(1);
   });
 
   it('every RouterDrop has a name', () => {

@@ -12,7 +12,7 @@
 import { describe, expect, it } from 'vitest';
 import { gatewayFirewallSelectors, gatewayRouteSelectors } from '../../src/control/k8s/firewall-watch.js';
 import { GeneveTunnelTable, type GeneveTunnel } from '../../src/geneve/table.js';
-import { Nat } from '../../src/nat/nat.js';
+import { PeerTable } from '../../src/router/peer-table.js';
 import { formatAddress } from '../../src/packet/addr.js';
 import { ipv4HeaderValid } from '../../src/packet/ipv4.js';
 import { tcpChecksumValidV4 } from '../../src/packet/tcp.js';
@@ -91,7 +91,7 @@ interface Gw {
 }
 
 function gateway(side: PeeringSide, ownTunnelIp: string, peerTunnelIp: string): Gw {
-  const nat = new Nat({ localPodCIDRs: [POD], localExternalCIDR: EXT, mtu: 1340 });
+  const nat = new PeerTable({ localPodCIDRs: [POD], localExternalCIDR: EXT, mtu: 1340 });
   const table = new GeneveTunnelTable();
   const n = side.nodes[0]!;
   const node = table.add({
@@ -102,7 +102,7 @@ function gateway(side: PeeringSide, ownTunnelIp: string, peerTunnelIp: string): 
     mode: 'l3',
     name: n.name,
   });
-  const router = new Router<Link, GeneveTunnel>({ nat, nodes: table });
+  const router = new Router<Link, GeneveTunnel>({ peers: nat, nodes: table });
   const link: Link = { name: side.remoteId };
   // The built-in NAT peer exists (the router needs one per peer) but is never consulted in Liqo
   // mode: its remapped CIDRs are deliberately other ones, so any use of it would show.

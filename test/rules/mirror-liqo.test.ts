@@ -12,7 +12,7 @@
 import { describe, expect, it } from 'vitest';
 import { gatewayFirewallSelectors, gatewayRouteSelectors } from '../../src/control/k8s/firewall-watch.js';
 import { GeneveTunnelTable, type GeneveTunnel } from '../../src/geneve/table.js';
-import { Nat } from '../../src/nat/nat.js';
+import { PeerTable } from '../../src/router/peer-table.js';
 import { Router, RouterLanes } from '../../src/router/router.js';
 import { RulesAttachment } from '../../src/rules/attach.js';
 import { buildSteering, parseRouteObjects } from '../../src/rules/steering.js';
@@ -70,7 +70,7 @@ interface Gw {
 
 function gateway(statelessMirror: boolean, side: PeeringSide = SIDE): Gw {
   const SIDE = side;
-  const nat = new Nat({ localPodCIDRs: [SIDE.localPod], localExternalCIDR: SIDE.localExt, mtu: 1340 });
+  const nat = new PeerTable({ localPodCIDRs: [SIDE.localPod], localExternalCIDR: SIDE.localExt, mtu: 1340 });
   const table = new GeneveTunnelTable();
   const nodes = SIDE.nodes.map((n, i) =>
     table.add({
@@ -82,7 +82,7 @@ function gateway(statelessMirror: boolean, side: PeeringSide = SIDE): Gw {
       name: n.name,
     }),
   );
-  const router = new Router<Link, GeneveTunnel>({ nat, nodes: table });
+  const router = new Router<Link, GeneveTunnel>({ peers: nat, nodes: table });
   const link: Link = { name: SIDE.remoteId };
   const rp = router.addPeer(
     SIDE.remoteId,

@@ -5,7 +5,7 @@
 import { describe, expect, it } from 'vitest';
 import { checksumVerifies, pseudoHeaderSumV4 } from '../../src/packet/checksum.js';
 import { GeneveTunnelTable } from '../../src/geneve/table.js';
-import { Nat } from '../../src/nat/nat.js';
+import { PeerTable } from '../../src/router/peer-table.js';
 import { ROUTER_DROP_NAMES, Router, RouterLanes } from '../../src/router/router.js';
 import { RulesAttachment } from '../../src/rules/attach.js';
 import { tcpPacket } from '../packet/factory.js';
@@ -15,11 +15,11 @@ const SYN = 0x02;
 
 describe('RulesAttachment on the Router', () => {
   it('Helm MSS clamp lowers SYNs towards the tunnel; a forward drop rule filters and counts', () => {
-    const nat = new Nat({ localPodCIDRs: ['10.0.0.0/16'], localExternalCIDR: '10.70.0.0/16' });
-    const router = new Router<string, unknown>({ nat, nodes: new GeneveTunnelTable() });
+    const peers = new PeerTable({ localPodCIDRs: ['10.0.0.0/16'], localExternalCIDR: '10.70.0.0/16' });
+    const router = new Router<string, unknown>({ peers, nodes: new GeneveTunnelTable() });
     router.addPeer(
       'b',
-      nat.addPeer({
+      peers.addPeer({
         name: 'b',
         remote: { podCIDRs: ['10.0.0.0/16'], externalCIDRs: [] },
         remapped: { podCIDRs: ['10.71.0.0/16'], externalCIDRs: [] },

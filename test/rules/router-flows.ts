@@ -1,14 +1,14 @@
 /**
  * Shared by the rules tests that run the NAT configuration as rules on a real Router
- * (derived-equivalence, mirror-shortcut): the configuration, the router, seeded randomness and
+ * (yaml-translation, mirror-shortcut): the configuration, the router, seeded randomness and
  * the packets a flow's other end or a router on the way would send.
  */
 import { writeTimeExceeded } from '../../src/packet/icmp-error.js';
-import { Nat } from '../../src/nat/nat.js';
+import { PeerTable } from '../../src/router/peer-table.js';
 import type { NatConfig, NatPeerConfig } from '../../src/nat/config.js';
 import { Router, RouterLanes } from '../../src/router/router.js';
 import { RulesAttachment } from '../../src/rules/attach.js';
-import { identityPeer, passthroughNatConfig, rulesFromNatConfig } from '../../src/rules/from-nat.js';
+import { rulesFromNatConfig } from '../../src/rules/from-nat.js';
 import { ipToNumber, type RuleTable } from '../../src/rules/model.js';
 import { icmpEcho, tcpPacket, udpPacket, type Built } from '../packet/factory.js';
 
@@ -30,7 +30,6 @@ export const nodes = {
     (b[o] === 10 && b[o + 1] === 112) || b[o] === 192 ? 'n' : undefined,
 };
 
-/** A Router whose NAT passes through and whose translation is CFG as rule tables (plus `extra`). */
 /** PEER with its real pod CIDR equal to ours (Liqo's usual reason to remap). */
 export const PEER_SAME: NatPeerConfig = {
   ...PEER,
@@ -41,10 +40,11 @@ export function rulesRouter(
   opts: { nodeAddr?: string; statelessMirror?: boolean; extra?: RuleTable[]; peer?: NatPeerConfig } = {},
 ): { r: Router<string, string>; rules: RulesAttachment } {
   const peer = opts.peer ?? PEER;
-  const nat = new Nat(passthroughNatConfig(CFG));
-  const r = new Router<string, string>({ nat, nodes });
-  // Real CIDRs overlapping ours: the peer keeps its remapped CIDRs, by which the router picks it.
-  r.addPeer('b', nat.addPeer(peer === PEER ? identityPeer(peer) : peer), 'link');
+  const nat = new PeerTable(CFG);
+  const r = new Router<string, string>({ peers: nat, nodes });
+  // PEER's real CIDRs are unique: it is picked by them after the rules' dnat (remapped = real in
+  // the peer table); real CIDRs overlapping ours keep the remapped ones, by which the router picks it.
+  r.addPeer('b', nat.addPeer(peer === PEER ? { name: peer.name, remote: peer.remote } : peer), 'link');
   const nodeAddr = opts.nodeAddr === undefined ? 0 : ipToNumber(opts.nodeAddr)!;
   const rules = new RulesAttachment(
     {

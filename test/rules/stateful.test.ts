@@ -7,7 +7,7 @@ import { describe, expect, it } from 'vitest';
 import { checksumVerifies, pseudoHeaderSumV4 } from '../../src/packet/checksum.js';
 import { writeTimeExceeded } from '../../src/packet/icmp-error.js';
 import { IP_OK, IpView, parseIp } from '../../src/packet/ip-view.js';
-import { Nat } from '../../src/nat/nat.js';
+import { PeerTable } from '../../src/router/peer-table.js';
 import { FLOW_TIME_WAIT } from '../../src/nat/flows.js';
 import {
   HOOK_FORWARD,
@@ -22,7 +22,6 @@ import {
 } from '../../src/router/hooks.js';
 import { ROUTER_DROP_NAMES, Router, RouterLanes } from '../../src/router/router.js';
 import { RulesAttachment } from '../../src/rules/attach.js';
-import { passthroughNatConfig } from '../../src/rules/from-nat.js';
 import { ipToNumber } from '../../src/rules/model.js';
 import { icmpEcho, tcpPacket, udpPacket, type Built } from '../packet/factory.js';
 import { heapBytesPerOp } from '../util/alloc.js';
@@ -76,12 +75,12 @@ const MASQ_ALL = fc('masq-all', [
 
 /** A router with one peer (real pod CIDR 10.243.0.0/16, nothing remapped by the built-in NAT) and the rules. */
 function setup(objects: Obj[]) {
-  const nat = new Nat(passthroughNatConfig({ localPodCIDRs: ['10.112.0.0/16'], localExternalCIDR: '10.99.0.0/16' }));
+  const nat = new PeerTable({ localPodCIDRs: ['10.112.0.0/16'], localExternalCIDR: '10.99.0.0/16' });
   const nodes = {
     lookupDestination: (b: Uint8Array, o: number) =>
       (b[o] === 10 && b[o + 1] === 112) || b[o] === 192 || (b[o] === 10 && b[o + 1] === 200) ? 'n1' : undefined,
   };
-  const router = new Router<string, string>({ nat, nodes });
+  const router = new Router<string, string>({ peers: nat, nodes });
   router.addPeer('b', nat.addPeer({ name: 'b', remote: { podCIDRs: ['10.243.0.0/16'], externalCIDRs: [] } }), 'link-b');
   const rules = new RulesAttachment(DEV, { flows: { capacity: 64, seed: 1 } });
   rules.attachTo(router);

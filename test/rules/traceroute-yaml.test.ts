@@ -9,11 +9,11 @@
  *   leaves with that address as source too (the rule at forward), not the node's.
  */
 import { describe, expect, it } from 'vitest';
-import { Nat } from '../../src/nat/nat.js';
+import { PeerTable } from '../../src/router/peer-table.js';
 import type { NatConfig, NatPeerConfig } from '../../src/nat/config.js';
 import { Router } from '../../src/router/router.js';
 import { RulesAttachment } from '../../src/rules/attach.js';
-import { passthroughNatConfig, rulesFromNatConfig } from '../../src/rules/from-nat.js';
+import { rulesFromNatConfig } from '../../src/rules/from-nat.js';
 import { ipToNumber } from '../../src/rules/model.js';
 import { udpPacket } from '../packet/factory.js';
 import { errorAbout, ip, port, through, TUN } from './router-flows.js';
@@ -35,8 +35,8 @@ const nodes = {
 };
 
 function gateway(errorSourceRule: boolean): Router<string, string> {
-  const nat = new Nat(passthroughNatConfig(CFG));
-  const r = new Router<string, string>({ nat, nodes });
+  const nat = new PeerTable(CFG);
+  const r = new Router<string, string>({ peers: nat, nodes });
   r.setLocalAddresses(['10.80.0.1']);
   r.addPeer('b', nat.addPeer(PEER), 'link');
   const rules = new RulesAttachment(
