@@ -364,8 +364,8 @@ export class Runtime {
   }
 
   /**
-   * Clamps by Liqo mode's rules (either role). The gateway's own — the derived NAT's and the YAML
-   * rules' — are in Gateway.stats; Liqo mode takes the YAML rules off the hooks, so every clamp
+   * Clamps by Liqo mode's rules (either role). The gateway's own (the YAML rules') are in
+   * Gateway.stats; Liqo mode takes the YAML rules off the hooks, so every clamp
    * is counted once: `mss clamped` in `weft show` and weft_mss_clamped_total are the same sum.
    */
   private liqoMssClamped(): number {
