@@ -18,7 +18,7 @@ import { e2eUnavailableReason, ping, Topology, waitFor, type Spawned } from '../
 import { buildFabric, GATEWAY_INTERNAL, launchArgv, statsOf, type FabricCluster } from './fabric-topology.js';
 
 const ROOT = resolve(import.meta.dirname, '../..');
-const skip = e2eUnavailableReason(['ping'], { nativeAddon: true, built: ['dist/src/cli/launch.js'] });
+const skip = e2eUnavailableReason(['ping'], { nativeAddon: true, built: ['dist/src/daemon/launch.js'] });
 
 /** Rewrite a JSON (= YAML) config file with every Geneve tunnel in L2 mode. */
 function toL2(path: string): void {
