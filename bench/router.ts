@@ -21,7 +21,7 @@ import { GeneveTunnelTable, type GeneveTunnel } from '../src/geneve/table.js';
 import { parseAddress } from '../src/packet/addr.js';
 import { writeIpv4UdpHeaders } from '../src/packet/udp.js';
 import { HOOK_COUNT, VERDICT_ACCEPT } from '../src/router/hooks.js';
-import { RouterLanes } from '../src/router/router.js';
+import { RouterLanes } from '../src/router/lanes.js';
 import { NatRouter } from '../src/rules/nat-router.js';
 
 const BATCH = 256;

@@ -27,7 +27,9 @@ import {
   type PacketHook,
   type PacketMeta,
 } from '../../src/router/hooks.js';
-import { ROUTER_DROP_NAMES, Router, RouterDrop, RouterLanes } from '../../src/router/router.js';
+import { ROUTER_DROP_NAMES, RouterDrop } from '../../src/router/drops.js';
+import { RouterLanes } from '../../src/router/lanes.js';
+import { Router } from '../../src/router/router.js';
 import { NatRouter } from '../../src/rules/nat-router.js';
 import { icmpEcho, tcpPacket, udpPacket, type Built } from '../packet/factory.js';
 import { heapBytesPerOp } from '../util/alloc.js';
