@@ -17,7 +17,8 @@
  * Run: npm run bench -- router
  */
 import { Bench } from 'tinybench';
-import { GeneveTunnelTable, type GeneveTunnel } from '../src/geneve/table.js';
+import { GeneveTunnelTable } from '../src/geneve/table.js';
+import type { GeneveTunnel } from '../src/geneve/tunnel.js';
 import { parseAddress } from '../src/packet/addr.js';
 import { writeIpv4UdpHeaders } from '../src/packet/udp.js';
 import { HOOK_COUNT, VERDICT_ACCEPT } from '../src/router/hooks.js';

@@ -17,7 +17,8 @@
  * place; an output lies inside the buffer, parses as IP, and its checksums verify whenever the
  * input's did.
  */
-import { GeneveTunnelTable, type GeneveTunnel } from '../../src/geneve/table.js';
+import { GeneveTunnelTable } from '../../src/geneve/table.js';
+import type { GeneveTunnel } from '../../src/geneve/tunnel.js';
 import { NatRouter } from '../../src/rules/nat-router.js';
 import { parseAddress } from '../../src/packet/addr.js';
 import { IP_OK, IpView, parseIp } from '../../src/packet/ip-view.js';
