@@ -21,7 +21,8 @@ import { GeneveEngine } from '../src/geneve/engine.js';
 import { GeneveResult, GeneveVerdict } from '../src/geneve/result.js';
 import { GENEVE_HEADER_LEN, GENEVE_PROTO_IPV4, writeGeneveHeader } from '../src/geneve/header.js';
 import { GENEVE_MAX_HEADROOM } from '../src/geneve/mtu.js';
-import { GeneveTunnelTable, type GeneveTunnel } from '../src/geneve/table.js';
+import { GeneveTunnelTable } from '../src/geneve/table.js';
+import type { GeneveTunnel } from '../src/geneve/tunnel.js';
 import { IP_PROTO_UDP, writeIpv4Header } from '../src/packet/ipv4.js';
 
 const BATCH = 256;

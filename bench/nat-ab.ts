@@ -14,7 +14,7 @@ import { pathToFileURL } from 'node:url';
 
 interface Build {
   nat: typeof import('../src/rules/nat-router.js');
-  router: typeof import('../src/router/router.js');
+  lanes: typeof import('../src/router/lanes.js');
   udp: typeof import('../src/packet/udp.js');
   addr: typeof import('../src/packet/addr.js');
 }
@@ -23,7 +23,7 @@ async function load(dir: string): Promise<Build> {
   const u = (p: string) => pathToFileURL(resolve(dir, p)).href;
   return {
     nat: await import(u('rules/nat-router.js')),
-    router: await import(u('router/router.js')),
+    lanes: await import(u('router/lanes.js')),
     udp: await import(u('packet/udp.js')),
     addr: await import(u('packet/addr.js')),
   };
@@ -42,7 +42,7 @@ function translator(m: Build, size: number): () => void {
     },
     'link',
   );
-  const L = new m.router.RouterLanes<string, string>(1);
+  const L = new m.lanes.RouterLanes<string, string>(1);
   const offs = Uint32Array.of(0);
   const lens = Uint32Array.of(size);
   const buf = new Uint8Array(size);

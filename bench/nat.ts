@@ -26,7 +26,7 @@ import { checksumUpdate16, readChecksum, writeChecksum } from '../src/packet/che
 import { fillIpv4Checksum } from '../src/packet/ipv4.js';
 import { fillTcpChecksumV4 } from '../src/packet/tcp.js';
 import { fillUdpChecksumV4, writeIpv4UdpHeaders } from '../src/packet/udp.js';
-import { RouterLanes } from '../src/router/router.js';
+import { RouterLanes } from '../src/router/lanes.js';
 import { NatRouter } from '../src/rules/nat-router.js';
 
 const BATCH = 1024;

@@ -17,11 +17,12 @@
  * Run: npm run bench -- router
  */
 import { Bench } from 'tinybench';
-import { GeneveTunnelTable, type GeneveTunnel } from '../src/geneve/table.js';
+import { GeneveTunnelTable } from '../src/geneve/table.js';
+import type { GeneveTunnel } from '../src/geneve/tunnel.js';
 import { parseAddress } from '../src/packet/addr.js';
 import { writeIpv4UdpHeaders } from '../src/packet/udp.js';
 import { HOOK_COUNT, VERDICT_ACCEPT } from '../src/router/hooks.js';
-import { RouterLanes } from '../src/router/router.js';
+import { RouterLanes } from '../src/router/lanes.js';
 import { NatRouter } from '../src/rules/nat-router.js';
 
 const BATCH = 256;

@@ -11,7 +11,8 @@
  */
 import { ConfigError, parseConfig } from '../../src/control/config.js';
 import type { LiqoResources } from '../../src/control/k8s/resources.js';
-import { TranslateError, translate } from '../../src/control/k8s/translate.js';
+import { translate } from '../../src/control/k8s/translate.js';
+import { TranslateError } from '../../src/control/k8s/translate-common.js';
 import { InvariantError, must } from '../lib/check.js';
 import { loadSeeds, mutate } from '../lib/mutate.js';
 

@@ -17,11 +17,14 @@
  * place; an output lies inside the buffer, parses as IP, and its checksums verify whenever the
  * input's did.
  */
-import { GeneveTunnelTable, type GeneveTunnel } from '../../src/geneve/table.js';
+import { GeneveTunnelTable } from '../../src/geneve/table.js';
+import type { GeneveTunnel } from '../../src/geneve/tunnel.js';
 import { NatRouter } from '../../src/rules/nat-router.js';
 import { parseAddress } from '../../src/packet/addr.js';
 import { IP_OK, IpView, parseIp } from '../../src/packet/ip-view.js';
-import { Router, RouterDrop, RouterLanes } from '../../src/router/router.js';
+import { RouterDrop } from '../../src/router/drops.js';
+import { RouterLanes } from '../../src/router/lanes.js';
+import { Router } from '../../src/router/router.js';
 import { checksumProblem, fixChecksums, hex, must, total } from '../lib/check.js';
 import { records } from '../lib/records.js';
 

@@ -8,7 +8,7 @@ import { fabricFirewallSelectors, fabricRouteSelectors } from '../control/k8s/fi
 import type { NodeConfig } from '../control/config.js';
 import type { InternalNode, LiqoResources } from '../control/k8s/resources.js';
 import type { Gateway } from '../gateway/gateway.js';
-import type { GeneveTunnel } from '../geneve/table.js';
+import type { GeneveTunnel } from '../geneve/tunnel.js';
 import { ipToNumber } from '../rules/model.js';
 import type { RouteConfigSpec } from '../rules/routes.js';
 import { fabricRouteDestinations } from '../rules/steering.js';

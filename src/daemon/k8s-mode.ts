@@ -26,7 +26,7 @@ import { diffConfig } from '../control/diff.js';
 import { EventRecorder } from '../control/k8s/events.js';
 import { LeaderElector } from '../control/k8s/lease.js';
 import type { K8sObject } from '../control/k8s/resources.js';
-import { TranslateError, type TranslateOptions } from '../control/k8s/translate.js';
+import { TranslateError, type TranslateOptions } from '../control/k8s/translate-common.js';
 import { LiqoWatcher } from '../control/k8s/watcher.js';
 import { SourceDetector } from '../control/k8s/source-detector.js';
 import { claimActive, connectionOwner, readLocalClusterId, setPodActive } from '../control/k8s/liqo-gateway.js';

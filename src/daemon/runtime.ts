@@ -4,7 +4,8 @@
  *
  * - the data plane itself (Gateway or NodeAgent through src/cli/launch.ts), which can be
  *   started and stopped while the process lives (Kubernetes HA: only the leader forwards);
- * - the local control socket for `weft show` (status.ts), up for the whole process lifetime;
+ * - the local control socket for `weft show` (status.ts; the status is assembled in
+ *   runtime-status.ts), up for the whole process lifetime;
  * - the Prometheus endpoint (config.metrics.listen), fed from the data plane at scrape time and
  *   empty while the data plane is down; restarted when metrics.listen changes;
  * - the in-tunnel connection check (conncheck-runner.ts; gateway role, on unless `conncheck:
@@ -18,11 +19,8 @@
  * applying a reload are thrown to the ConfigReloader / watcher, which keep the old configuration.
  */
 import type { Logger } from 'pino';
-import type { GatewayConfig, NodeConfig, WeftConfig } from '../control/config.js';
-import type { HookTarget, RulesAttachment } from '../rules/attach.js';
-
-/** What the runtime reads of a rules attachment. */
-export type RulesCounterSource = Pick<RulesAttachment, 'counterSamples' | 'generalSamples' | 'runtime'>;
+import type { WeftConfig } from '../control/config.js';
+import type { HookTarget } from '../rules/attach.js';
 import type { Gateway } from '../gateway/gateway.js';
 import type { NodeAgent } from '../node/agent.js';
 import type { FabricPathStatus } from './k8s-fabric.js';
@@ -35,13 +33,12 @@ import {
   type StatsSource,
 } from '../control/metrics.js';
 import type { CryptoBackend } from '../crypto/backend.js';
-import { keyToBase64 } from '../crypto/keys.js';
 import { startFromConfig, type LaunchOptions, type RunningDataPlane } from './launch.js';
-import { WEFT_VERSION } from './version.js';
 import { startControlServer, type ControlServer } from './control-socket.js';
 import { ConnCheckRunner, wallClockMs, type ConnCheckTarget } from './conncheck-runner.js';
 import { KernelReconciler, type KernelOwner } from '../kernel/reconcile.js';
-import type { WeftPeerStatus, WeftStatus } from './status.js';
+import { prefixed, runtimeStatus, type RulesCounterSource } from './runtime-status.js';
+import type { WeftStatus } from './status.js';
 
 export interface RuntimeOptions {
   /** Instance name (control socket RUNDIR/NAME.sock). */
@@ -394,160 +391,20 @@ export class Runtime {
     this.problems.set(topic, { message, since: now.toISOString() });
   }
 
-  /** What `weft show` prints (see status.ts). */
+  /** What `weft show` prints (see status.ts, runtime-status.ts). */
   status(): WeftStatus {
-    const r = this.rules;
-    const st0 = this.statusOfDataPlane();
-    const st1 =
-      r === null
-        ? st0
-        : {
-            ...st0,
-            rules: {
-              statelessShortcut: r.runtime.statelessShortcut,
-              counters: r.counterSamples(),
-              general: r.generalSamples(),
-            },
-          };
-    const st = this.fabric === null ? st1 : { ...st1, fabric: this.fabric() };
-    if (this.problems.size === 0) return st;
-    return { ...st, errors: [...this.problems].map(([topic, p]) => ({ topic, message: p.message, since: p.since })) };
-  }
-
-  private statusOfDataPlane(): WeftStatus {
-    const cfg = this.config;
-    const base: WeftStatus = {
-      weft: {
-        version: WEFT_VERSION,
-        name: this.opts.name,
-        role: cfg?.role ?? 'gateway',
-        pid: process.pid,
-        startedAt: this.startedAt.toISOString(),
-        source: this.opts.source,
-        active: this.dp !== null,
-      },
-      cluster: { id: cfg?.cluster.id ?? '' },
-      geneve: { port: cfg?.geneve.port ?? 0, tunnels: [] },
-      drops: {},
-      queues: {},
-    };
-    const dp = this.dp;
-    if (dp === null || cfg === null) return base;
-    if (dp.role === 'gateway') return this.gatewayStatus(base, dp.gateway, cfg as GatewayConfig);
-    return this.nodeStatus(base, dp.node, cfg as NodeConfig);
-  }
-
-  private gatewayStatus(
-    base: WeftStatus,
-    gw: Extract<RunningDataPlane, { role: 'gateway' }>['gateway'],
-    cfg: GatewayConfig,
-  ): WeftStatus {
-    const st = gw.stats();
-    const byName = new Map(gw.current.peers.map((p) => [p.name, p] as const));
-    const pub = gw.device.publicKey;
-    const peers: WeftPeerStatus[] = st.peers.map((p) => {
-      const c = byName.get(p.name);
-      const check = this.checkStatus(p.clusterId);
-      return {
-        name: p.name,
-        clusterId: p.clusterId,
-        publicKey: c?.publicKey ?? '',
-        hasPresharedKey: c?.presharedKey !== undefined,
-        endpoint: p.endpoint,
-        allowedIPs: p.allowedIps,
-        remappedCIDRs: c === undefined ? [] : [...c.remapped.podCIDRs, ...c.remapped.externalCIDRs],
-        latestHandshake: p.lastHandshakeAtMs === undefined ? null : new Date(p.lastHandshakeAtMs).toISOString(),
-        rxBytes: p.rxBytes,
-        txBytes: p.txBytes,
-        ...(p.rxPackets !== undefined ? { rxPackets: p.rxPackets } : {}),
-        ...(p.txPackets !== undefined ? { txPackets: p.txPackets } : {}),
-        handshakes: p.handshakes,
-        persistentKeepalive: c?.persistentKeepalive ?? 0,
-        ...(p.tunnel !== null ? { tunnelAddress: p.tunnel.remote, localTunnelAddress: p.tunnel.local } : {}),
-        ...(check !== undefined ? { connection: { value: check.value, latencyMs: check.latencyMs } } : {}),
-      };
+    return runtimeStatus({
+      name: this.opts.name,
+      source: this.opts.source,
+      startedAt: this.startedAt,
+      config: this.config,
+      dp: this.dp,
+      rules: this.rules,
+      fabric: this.fabric,
+      problems: this.problems,
+      checkStatus: (id) => this.checkStatus(id),
+      liqoMssClamped: () => this.liqoMssClamped(),
     });
-    return {
-      ...base,
-      interface: { name: st.tun.name, mtu: st.tun.mtu, rxPackets: st.tun.rxPackets, txPackets: st.tun.txPackets },
-      wireguard: {
-        publicKey: pub === null ? '' : keyToBase64(pub),
-        listenPort: st.ports.wireguard,
-        crypto: gw.device.backend.name,
-        ...(gw.device.backend.x25519Impl !== undefined ? { x25519: gw.device.backend.x25519Impl } : {}),
-        peers,
-      },
-      geneve: {
-        port: st.ports.geneve,
-        tunnels: st.tunnels.map((t) => ({
-          vni: t.vni,
-          name: t.name,
-          remoteUnderlay: t.remoteUnderlay,
-          rxPackets: t.rxPackets,
-          txPackets: t.txPackets,
-          drops: t.drops,
-        })),
-      },
-      ...(st.offloads === null ? {} : { offloads: st.offloads }),
-      nat: (() => {
-        // On the compiled rules (YAML mode's default) the connections and the clamps are the rules' (Gateway.stats);
-        // Liqo mode's clamps are added (its translations are the rules' counters, not these).
-        const n = st.nat;
-        return {
-          entries: n.conntrack.entries,
-          forwarded: n.forwarded,
-          replies: n.replies,
-          mssClamped: n.mssClamped + this.liqoMssClamped(),
-        };
-      })(),
-      forwarding: {
-        in: { ...st.routed },
-        out: { toNodes: st.forwarded.toGeneve, toHost: st.forwarded.toTun, toPeers: st.forwarded.toWireguard },
-      },
-      drops: st.drops,
-      ...(st.ipv6LinkLocal > 0 ? { ignored: { ipv6_link_local: st.ipv6LinkLocal } } : {}),
-      queues: st.queues,
-      cluster: { id: cfg.cluster.id },
-    };
-  }
-
-  private nodeStatus(
-    base: WeftStatus,
-    node: Extract<RunningDataPlane, { role: 'node' }>['node'],
-    cfg: NodeConfig,
-  ): WeftStatus {
-    const st = node.stats();
-    const drops = prefixed('geneve_', st.geneve.drops);
-    const g = st.geneve;
-    const put = (k: string, v: number): void => {
-      if (v > 0) drops[k] = v;
-    };
-    put('geneve_tx_no_tunnel', g.txNoTunnel);
-    put('geneve_tx_no_headroom', g.txNoHeadroom);
-    put('geneve_tx_send_failed', g.txSendFailures);
-    put('geneve_tx_no_socket', g.txNoSocket);
-    put('tun_write_failed', st.tun.txErrors);
-    return {
-      ...base,
-      interface: { name: st.tun.name, mtu: st.tun.mtu, rxPackets: st.tun.rxPackets, txPackets: st.tun.txPackets },
-      geneve: {
-        port: node.geneve.port,
-        tunnels: st.tunnels.map((t) => ({
-          vni: t.vni,
-          name: t.name,
-          remoteUnderlay: t.remoteUnderlay,
-          rxPackets: t.rxPackets,
-          txPackets: t.txPackets,
-          drops: t.drops,
-        })),
-      },
-      offloads: st.offloads,
-      drops,
-      ...(st.ipv6LinkLocal > 0 ? { ignored: { ipv6_link_local: st.ipv6LinkLocal } } : {}),
-      cluster: { id: cfg.cluster.id },
-      // Liqo mode: the fabric rules run in process may clamp too.
-      ...(this.rules !== null ? { mssClamped: this.liqoMssClamped() } : {}),
-    };
   }
 
   /** Stops everything: data plane, conncheck, metrics, control socket. Idempotent. */
@@ -566,12 +423,6 @@ export class Runtime {
     this.control = null;
     if (err !== undefined) throw err;
   }
-}
-
-function prefixed(prefix: string, rec: Readonly<Record<string, number>>): Record<string, number> {
-  const out: Record<string, number> = {};
-  for (const [k, v] of Object.entries(rec)) if (v > 0) out[`${prefix}${k}`] = v;
-  return out;
 }
 
 export function errText(e: unknown): string {

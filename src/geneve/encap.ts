@@ -12,7 +12,7 @@ import { flowSourcePort, sameFlowKey } from './flowhash.js';
 import { GENEVE_HEADER_LEN, GENEVE_PROTO_TEB, writeTunnelHeader } from './header.js';
 import { GeneveDrop, STAT_TX_BYTES, STAT_TX_PACKETS, type GeneveCounters } from './reasons.js';
 import { GeneveVerdict, type GeneveResult } from './result.js';
-import type { GeneveTunnel } from './table.js';
+import type { GeneveTunnel } from './tunnel.js';
 
 /**
  * Write the headers in front of the checked inner IP packet at buf[innerOff, +innerLen) of

@@ -88,7 +88,9 @@ import { encapsulateNextInRun, writeEncap } from './encap.js';
 import type { HoldLimits } from './hold.js';
 import { ArpNeighbours, macEquals, macIsZero } from './neighbour.js';
 import { GeneveResult, GeneveVerdict, setDrop } from './result.js';
-import { GeneveConfigError, type GeneveTunnel, type GeneveTunnelTable } from './table.js';
+import type { GeneveTunnelTable } from './table.js';
+import type { GeneveTunnel } from './tunnel.js';
+import { GeneveConfigError } from './tunnel-spec.js';
 
 export interface GeneveEngineOptions {
   /**

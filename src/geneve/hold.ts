@@ -21,7 +21,7 @@
  */
 
 import { GeneveDrop, STAT_ARP_HELD, STAT_ARP_HELD_SENT, STAT_DROPS, type GeneveCounters } from './reasons.js';
-import type { GeneveTunnel } from './table.js';
+import type { GeneveTunnel } from './tunnel.js';
 
 export interface HoldLimits {
   /** Bytes held per unresolved neighbour. Default 212992 (the kernel's unres_qlen_bytes default, SK_WMEM_MAX). */

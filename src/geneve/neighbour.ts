@@ -47,7 +47,7 @@ import {
 } from './reasons.js';
 import { HoldOutcome, NeighbourHold, type HoldLimits } from './hold.js';
 import { GeneveVerdict, setConsumed, setControl, setDrop, setHeld, type GeneveResult } from './result.js';
-import type { GeneveTunnel } from './table.js';
+import type { GeneveTunnel } from './tunnel.js';
 
 const ZERO_MAC = new Uint8Array(MAC_LEN);
 

@@ -5,7 +5,7 @@
  */
 
 import { GeneveDrop, STAT_DROPS, type GeneveCounters } from './reasons.js';
-import type { GeneveTunnel } from './table.js';
+import type { GeneveTunnel } from './tunnel.js';
 
 /** What the caller does with a result. */
 export const GeneveVerdict = {

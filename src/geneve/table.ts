@@ -18,284 +18,37 @@
  * Updates (add/set/remove, pod routes) happen at run time between packets; lookups never
  * allocate. Tunnel objects are long-lived: `set` on an existing (VNI, remote) updates it in
  * place so that references held elsewhere stay valid and counters survive.
+ *
+ * The tunnel record is tunnel.ts; the spec and its validation, tunnel-spec.ts.
  */
-
 import {
   AddressParseError,
   addressEquals,
-  familyOf,
   formatAddress,
-  parseAddress,
   parsePrefix,
   type IpFamily,
   type Prefix,
 } from '../packet/addr.js';
-import { MAC_LEN, MacParseError, parseMac } from '../packet/ethernet.js';
 import { IPV4_DST_OFFSET, IPV4_MIN_HEADER_LEN } from '../packet/ipv4.js';
 import { IPV6_DST_OFFSET, IPV6_HEADER_LEN } from '../packet/ipv6.js';
 import { PrefixTable } from '../route/table.js';
-import { checkGeneveOptionsBlock, GENEVE_LIQO_UDP_PORT, GENEVE_MAX_VNI } from './header.js';
-import { type GeneveMode } from './mtu.js';
-import { STAT_DROPS, STAT_RX_BYTES, STAT_RX_PACKETS, STAT_TX_BYTES, STAT_TX_PACKETS } from './reasons.js';
+import { GeneveTunnel, tunnelKey } from './tunnel.js';
+import {
+  GeneveConfigError,
+  addressField,
+  validateTunnelSpec,
+  type GeneveTunnelSpec,
+  type ValidatedSpec,
+} from './tunnel-spec.js';
 
-/** A configuration problem in a tunnel or pod route. The message names the field and what to fix. */
-export class GeneveConfigError extends Error {
-  override readonly name = 'GeneveConfigError';
-  constructor(
-    readonly field: string,
-    readonly reason: string,
-  ) {
-    super(`geneve ${field}: ${reason}`);
-  }
-}
-
-/** What the control layer hands in for one tunnel. Addresses may be text or 4/16-byte arrays. */
-export interface GeneveTunnelSpec {
-  /** VNI (GeneveTunnel.spec.id), 0..2^24-1. */
-  vni: number;
-  /** Underlay address of the other end (the node, or the gateway). */
-  remoteUnderlay: string | Uint8Array;
-  /** UDP destination port at the other end. Default 6091 (Liqo). */
-  remotePort?: number;
-  /** Our underlay address; needed only to build whole outer IP packets (encapsulateIp). */
-  localUnderlay?: string | Uint8Array;
-  /** This end's internal address (one /32 of the internal CIDR). */
-  localInternalAddress: string | Uint8Array;
-  /** The other end's internal address. */
-  remoteInternalAddress: string | Uint8Array;
-  /** 'l3' (inner IP) or 'l2' (inner Ethernet, as Liqo's kernel geneve devices). Default 'l3'. */
-  mode?: GeneveMode;
-  /** L2: our MAC. Default: a locally administered MAC derived from the local internal address. */
-  localMac?: string | Uint8Array;
-  /** L2: the peer's MAC if known in advance; otherwise learned from ARP and received frames. */
-  remoteMac?: string | Uint8Array;
-  /** Options (whole TLVs, ≤ 252 bytes) to put in every header we send. Default none. */
-  options?: Uint8Array;
-  /** A label for logs and metrics (e.g. the node name). */
-  name?: string;
-}
-
-const NO_BYTES = new Uint8Array(0);
-
-/**
- * One tunnel. Fields are public for the engine's hot path; treat them as read-only outside
- * src/geneve (change a tunnel through GeneveTunnelTable.set).
- */
-export class GeneveTunnel {
-  // Identity (the table's key): fixed for the tunnel's life.
-  readonly vni: number;
-  readonly remoteUnderlay: Uint8Array;
-  readonly underlayFamily: IpFamily;
-  /** The remote underlay address as a UDP socket reports it (RFC 5952 text for IPv6). */
-  readonly remoteUnderlayText: string;
-  /** Second accepted spelling: "::ffff:a.b.c.d" for an IPv4 remote seen on a dual-stack socket. */
-  readonly remoteUnderlayAlias: string;
-  // Configuration: written by configure() (the initial values never survive the constructor).
-  remotePort = 0;
-  localUnderlay: Uint8Array | null = null;
-  localInternal: Uint8Array = NO_BYTES;
-  remoteInternal: Uint8Array = NO_BYTES;
-  internalFamily: IpFamily = 4;
-  mode: GeneveMode = 'l3';
-  /** mode === 'l2', as a field so that the hot path compares a boolean. */
-  l2 = false;
-  readonly localMac = new Uint8Array(MAC_LEN);
-  /** The peer's MAC, valid when remoteMacKnown. */
-  readonly remoteMac = new Uint8Array(MAC_LEN);
-  remoteMacKnown = false;
-  /** The peer MAC came from configuration: never overwritten by learning. */
-  remoteMacStatic = false;
-  /** Pre-built TX options and whether any of them is critical (the C bit we send). */
-  options: Uint8Array = NO_BYTES;
-  optionsCritical = false;
-  name = '';
-  // Run-time state (configure() only resets the L2 neighbour state above when it must).
-  /** `now` of the last ARP request we emitted (rate limit); -Infinity before the first. */
-  lastArpRequestAt = -Infinity;
-  /**
-   * Per-tunnel counters (inner packets/bytes; drops attributable to this tunnel), indexed by
-   * STAT_TX_PACKETS..STAT_DROPS (a typed array for the reason given in reasons.ts).
-   */
-  readonly stats = new Float64Array(STAT_DROPS + 1);
-
-  /** Use GeneveTunnelTable.add/set; the constructor trusts a validated spec. */
-  constructor(v: ValidatedSpec) {
-    this.vni = v.vni;
-    this.remoteUnderlay = v.remoteUnderlay;
-    this.underlayFamily = familyOf(v.remoteUnderlay);
-    this.remoteUnderlayText = formatAddress(v.remoteUnderlay);
-    this.remoteUnderlayAlias =
-      this.underlayFamily === 4 ? `::ffff:${this.remoteUnderlayText}` : this.remoteUnderlayText;
-    this.configure(v, false);
-  }
-
-  /**
-   * Apply a validated spec with this tunnel's (VNI, remote underlay), in place: counters stay.
-   * A configured peer MAC is taken as static; without one, a previously static MAC is forgotten,
-   * and so is a learned one when `neighbourChanged` (mode or internal address changed, so the
-   * peer is a different L2 neighbour). Internal: GeneveTunnelTable re-indexes around the call.
-   */
-  configure(v: ValidatedSpec, neighbourChanged: boolean): void {
-    this.remotePort = v.remotePort;
-    this.localUnderlay = v.localUnderlay;
-    this.localInternal = v.localInternal;
-    this.remoteInternal = v.remoteInternal;
-    this.internalFamily = familyOf(v.localInternal);
-    this.mode = v.mode;
-    this.l2 = v.mode === 'l2';
-    this.localMac.set(v.localMac);
-    if (v.remoteMac !== null) {
-      this.remoteMac.set(v.remoteMac);
-      this.remoteMacKnown = true;
-      this.remoteMacStatic = true;
-    } else if (this.remoteMacStatic || neighbourChanged) {
-      this.remoteMac.fill(0);
-      this.remoteMacKnown = false;
-      this.remoteMacStatic = false;
-      this.lastArpRequestAt = -Infinity;
-    }
-    this.options = v.options;
-    this.optionsCritical = v.optionsCritical;
-    this.name = v.name;
-  }
-
-  get txPackets(): number {
-    return this.stats[STAT_TX_PACKETS]!;
-  }
-  get txBytes(): number {
-    return this.stats[STAT_TX_BYTES]!;
-  }
-  get rxPackets(): number {
-    return this.stats[STAT_RX_PACKETS]!;
-  }
-  get rxBytes(): number {
-    return this.stats[STAT_RX_BYTES]!;
-  }
-  get drops(): number {
-    return this.stats[STAT_DROPS]!;
-  }
-
-  /** Key of the tunnel in the table: VNI and remote underlay address. */
-  get key(): string {
-    return tunnelKey(this.vni, this.remoteUnderlayText);
-  }
-}
-
-/** A spec after parsing and checking (internal). */
-export interface ValidatedSpec {
-  vni: number;
-  remoteUnderlay: Uint8Array;
-  remotePort: number;
-  localUnderlay: Uint8Array | null;
-  localInternal: Uint8Array;
-  remoteInternal: Uint8Array;
-  mode: GeneveMode;
-  localMac: Uint8Array;
-  remoteMac: Uint8Array | null;
-  options: Uint8Array;
-  optionsCritical: boolean;
-  name: string;
-}
-
-function tunnelKey(vni: number, remoteText: string): string {
-  return `${vni}|${remoteText}`;
-}
+// For the shells and the simulation (src/gateway, src/node, src/pipelines, src/demo/sim.ts),
+// until they import tunnel.ts and tunnel-spec.ts themselves; everything else imports those
+// files directly.
+export type { GeneveTunnel, GeneveTunnelSpec };
 
 /** The table key of a tunnel to the underlay address `remoteUnderlay` (bytes, canonical text). */
 function specKey(vni: number, remoteUnderlay: Uint8Array): string {
   return tunnelKey(vni, formatAddress(remoteUnderlay));
-}
-
-function addressField(field: string, v: string | Uint8Array): Uint8Array {
-  if (v instanceof Uint8Array) {
-    if (v.length !== 4 && v.length !== 16)
-      throw new GeneveConfigError(field, `an address is 4 or 16 bytes, got ${v.length}`);
-    return new Uint8Array(v);
-  }
-  try {
-    return parseAddress(v);
-  } catch (e) {
-    if (e instanceof AddressParseError) throw new GeneveConfigError(field, `expected an IP address: ${e.message}`);
-    throw e;
-  }
-}
-
-function macField(field: string, v: string | Uint8Array): Uint8Array {
-  let mac: Uint8Array | null = null;
-  if (v instanceof Uint8Array) {
-    if (v.length === MAC_LEN) mac = new Uint8Array(v);
-  } else {
-    try {
-      mac = parseMac(v);
-    } catch (e) {
-      if (!(e instanceof MacParseError)) throw e;
-    }
-  }
-  if (mac === null) throw new GeneveConfigError(field, 'expected a MAC address like "02:00:5e:00:00:01"');
-  if ((mac[0]! & 1) !== 0) throw new GeneveConfigError(field, 'a multicast MAC cannot be a tunnel end');
-  if (mac.every((b) => b === 0)) throw new GeneveConfigError(field, 'the all-zero MAC cannot be a tunnel end');
-  return mac;
-}
-
-/**
- * Default local MAC: locally administered, unicast (02:…), followed by 'W' (0x57) and the last
- * four bytes of the local internal address, so each end of a fabric gets a distinct, stable MAC.
- */
-export function defaultLocalMac(localInternal: Uint8Array): Uint8Array {
-  const mac = new Uint8Array(MAC_LEN);
-  mac[0] = 0x02;
-  mac[1] = 0x57;
-  mac.set(localInternal.subarray(localInternal.length - 4), 2);
-  return mac;
-}
-
-/** Check and normalise a spec. Throws GeneveConfigError naming the field. */
-export function validateTunnelSpec(spec: GeneveTunnelSpec): ValidatedSpec {
-  const vni = spec.vni;
-  if (!Number.isInteger(vni) || vni < 0 || vni > GENEVE_MAX_VNI) {
-    throw new GeneveConfigError(
-      'vni',
-      `a VNI is an integer 0..${GENEVE_MAX_VNI} (GeneveTunnel.spec.id), got ${String(vni)}`,
-    );
-  }
-  const remoteUnderlay = addressField('remoteUnderlay', spec.remoteUnderlay);
-  const remotePort = spec.remotePort ?? GENEVE_LIQO_UDP_PORT;
-  if (!Number.isInteger(remotePort) || remotePort < 1 || remotePort > 65535) {
-    throw new GeneveConfigError('remotePort', `a UDP port is 1..65535, got ${String(remotePort)}`);
-  }
-  const localUnderlay = spec.localUnderlay === undefined ? null : addressField('localUnderlay', spec.localUnderlay);
-  if (localUnderlay !== null && localUnderlay.length !== remoteUnderlay.length) {
-    throw new GeneveConfigError('localUnderlay', 'must be the same IP family as remoteUnderlay');
-  }
-  const localInternal = addressField('localInternalAddress', spec.localInternalAddress);
-  const remoteInternal = addressField('remoteInternalAddress', spec.remoteInternalAddress);
-  if (localInternal.length !== remoteInternal.length) {
-    throw new GeneveConfigError('remoteInternalAddress', 'must be the same IP family as localInternalAddress');
-  }
-  if (addressEquals(localInternal, 0, remoteInternal, 0, localInternal.length)) {
-    throw new GeneveConfigError('remoteInternalAddress', 'must differ from localInternalAddress');
-  }
-  const mode = spec.mode ?? 'l3';
-  if (mode !== 'l3' && mode !== 'l2') throw new GeneveConfigError('mode', `expected 'l3' or 'l2', got ${String(mode)}`);
-  const localMac = spec.localMac === undefined ? defaultLocalMac(localInternal) : macField('localMac', spec.localMac);
-  const remoteMac = spec.remoteMac === undefined ? null : macField('remoteMac', spec.remoteMac);
-  const options = spec.options === undefined ? new Uint8Array(0) : new Uint8Array(spec.options);
-  const chk = checkGeneveOptionsBlock(options);
-  if (chk.error !== null) throw new GeneveConfigError('options', chk.error);
-  return {
-    vni,
-    remoteUnderlay,
-    remotePort,
-    localUnderlay,
-    localInternal,
-    remoteInternal,
-    mode,
-    localMac,
-    remoteMac,
-    options,
-    optionsCritical: chk.critical,
-    name: spec.name ?? `vni-${vni}`,
-  };
 }
 
 /** Shared next hop of pod routes: an internal address, resolved to the tunnel that owns it. */

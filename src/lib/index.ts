@@ -141,8 +141,11 @@ export type { PeerStatsSample, StatsSource } from '../control/metrics.js';
 // ---------------------------------------------------------------------------------------------
 // The router (I/O-free): what the gateway runs between its ports, for embedding and simulation
 
-export { Router, RouterLanes, RouterDrop, ROUTER_DROP_NAMES } from '../router/router.js';
-export type { NodeRoutes, RouterOptions, RouterPeer } from '../router/router.js';
+export { RouterDrop, ROUTER_DROP_NAMES } from '../router/drops.js';
+export { RouterLanes } from '../router/lanes.js';
+export { Router } from '../router/router.js';
+export type { RouterPeer } from '../router/peers.js';
+export type { NodeRoutes, RouterOptions } from '../router/router.js';
 export {
   HOOK_FORWARD,
   HOOK_INPUT,

@@ -23,30 +23,22 @@
  *   overlap can share the router): the peer's tunnel address to ours → host lane; else
  *   PREROUTING → own address → host lane; node or pod → TTL − 1 → node lane; another peer's
  *   CIDR → peer_transit (Liqo gateways do not transit).
- * - TTL (IPv4, incremental checksum) / hop limit (IPv6) is decremented on every forward, not on
- *   delivery to the host nor on the router's own packets. A packet that would leave with TTL 0
- *   is replaced by an ICMP Time Exceeded written in its headroom, sourced from the gateway's
- *   internal address and routed as the router's own traffic (so towards a peer the rules give it
- *   a source the peer accepts and translate its quote). As the kernel's ip_forward, the
- *   hop comes before the FORWARD hook: forward stages see the decremented TTL and never a
- *   packet that expires here.
+ * - TTL / hop limit: one hop on every forward (hop.ts). A packet that would leave with TTL 0 is
+ *   replaced by an ICMP Time Exceeded sourced from the gateway's internal address and routed as
+ *   the router's own traffic (so towards a peer the rules give it a source the peer accepts and
+ *   translate its quote).
  *
  * Liqo mode (setSteering, see steer.ts): after the local and tunnel-address checks, policy
  * routes (RouteConfigurations) choose the lane instead of the peer table and node routes.
  *
- * Lanes: one RouterLanes per input, sized to its batch; every input packet yields at most one
- * output packet, so a lane never overflows. The shell flushes and clears the lanes after each
- * batch. Headroom: an ICMP error needs 48 bytes (IPv6) in front of the packet plus what a later
- * stage writes (Geneve, WireGuard): inputs leave ≥ 112.
+ * Lanes (lanes.ts): one RouterLanes per input, sized to its batch. Headroom: an ICMP error needs
+ * 48 bytes (IPv6) in front of the packet plus what a later stage writes (Geneve, WireGuard):
+ * inputs leave ≥ 112.
  */
-import { parseAddress, type IpFamily } from '../packet/addr.js';
-import { TIME_EXCEEDED_V4_PREFIX, TIME_EXCEEDED_V6_PREFIX, writeTimeExceeded } from '../packet/icmp-error.js';
+import type { IpFamily } from '../packet/addr.js';
 import { IP_OK, IpView, parseIp } from '../packet/ip-view.js';
-import { IPV4_TTL_OFFSET, decrementIpv4Ttl } from '../packet/ipv4.js';
-import { IPV6_HOP_LIMIT_OFFSET, isIpv6LinkLocalControl } from '../packet/ipv6.js';
-import { PacketList } from '../packet/packet-list.js';
+import { isIpv6LinkLocalControl } from '../packet/ipv6.js';
 import { NAT_FORWARD, NAT_REPLY } from '../nat/results.js';
-import { TokenBucket } from '../ratelimit/token-bucket.js';
 import { PrefixMatcher } from '../route/prefix-matcher.js';
 import {
   HOOK_COUNT,
@@ -68,76 +60,21 @@ import {
   VERDICT_REPLY,
   type PacketHook,
 } from './hooks.js';
+import { firstOfEachFamily, hostMatcher } from './addresses.js';
+import { ROUTER_DROP_NAMES, RouterDrop } from './drops.js';
+import { TimeExceededWriter, decrementHop, timeExceededPrefix, ttlLeft } from './hop.js';
+import { RouterLanes } from './lanes.js';
 import type { PeerEntry, PeerTable } from './peer-table.js';
+import { RouterPeers, type RouterPeer } from './peers.js';
 import { LANE_HOST, LANE_NODE, LANE_PEER, type Steering } from './steer.js';
 
-/** Why the router dropped a packet (the peer table, rules, Geneve and WireGuard stages count their own). */
-export const RouterDrop = {
-  /** Not an IPv4/IPv6 packet, or its header is inconsistent (IHL, total length, IPv6 chain). */
-  BadPacket: 0,
-  /** No peer, own address, node or pod route for the destination. */
-  NoRoute: 1,
-  /** TTL / hop limit expired (an ICMP Time Exceeded was sent unless not allowed or rate-limited). */
-  TtlExpired: 2,
-  /** Time Exceeded suppressed by the rate limit. */
-  IcmpRateLimited: 3,
-  /** Too little headroom in front of the packet for a generated error. */
-  NoHeadroom: 4,
-  /** Decrypted by a peer the router does not know (removed between decryption and routing). */
-  UnknownPeer: 5,
-  /** From one peer to another: Liqo gateways do not transit between peers. */
-  PeerTransit: 6,
-  /** From the gateway host back to the gateway's own address. */
-  Loop: 7,
-  /** From the host to a peer's tunnel address with a source other than our tunnel address (the peer would drop it). */
-  TunnelSource: 8,
-  /** Dropped by a stage attached at a hook point. */
-  Filtered: 9,
-} as const;
-export type RouterDrop = (typeof RouterDrop)[keyof typeof RouterDrop];
-export const ROUTER_DROP_NAMES: readonly string[] = [
-  'bad_packet',
-  'no_route',
-  'ttl_expired',
-  'icmp_rate_limited',
-  'no_headroom',
-  'unknown_peer',
-  'peer_transit',
-  'loop',
-  'tunnel_source',
-  'filtered',
-];
+// For the gateway shell and the simulation (src/gateway, src/demo/sim.ts), until they import
+// lanes.ts, peers.ts and drops.ts themselves; everything else imports those files directly.
+export { ROUTER_DROP_NAMES, RouterLanes, type RouterPeer };
 
 /** Next hops towards nodes (the Geneve tunnel table): a tunnel for a destination address. */
 export interface NodeRoutes<G> {
   lookupDestination(buf: Uint8Array, addrOff: number, family: IpFamily): G | undefined;
-}
-
-/** A peer as the router knows it: its peer-table entry and the link the shell encrypts with. */
-export interface RouterPeer<P> {
-  readonly name: string;
-  readonly entry: PeerEntry;
-  readonly link: P;
-  /** Its tunnel's interface name for rules (PacketMeta.inDev / outDev) outside Liqo mode; '' none. */
-  readonly dev: string;
-}
-
-/** Output lists of one input batch; tags carry the peer link / the node tunnel of each packet. */
-export class RouterLanes<P, G> {
-  readonly toPeers: PacketList<P>;
-  readonly toNodes: PacketList<G>;
-  readonly toHost: PacketList;
-  constructor(readonly capacity: number) {
-    this.toPeers = new PacketList<P>(capacity);
-    this.toNodes = new PacketList<G>(capacity);
-    this.toHost = new PacketList(capacity);
-  }
-
-  clear(): void {
-    this.toPeers.clear();
-    this.toNodes.clear();
-    this.toHost.clear();
-  }
 }
 
 export interface RouterOptions<G> {
@@ -160,30 +97,23 @@ export class Router<P, G> {
   ipv6LinkLocal = 0;
   private table: PeerTable;
   private readonly nodes: NodeRoutes<G>;
-  private readonly byLink = new Map<P, RouterPeer<P>>();
-  /** The last link looked up and its peer: a batch usually comes from one peer. */
-  private lastLink: P | undefined = undefined;
-  private lastPeer: RouterPeer<P> | undefined = undefined;
-  /** Router peers by PeerEntry.index (the outbound lookup yields a PeerEntry). */
-  private byIndex: (RouterPeer<P> | undefined)[] = [];
+  private readonly peers = new RouterPeers<P>();
   private local = new PrefixMatcher<true>();
   private internal4: Uint8Array | null = null;
   private internal6: Uint8Array | null = null;
   private tunnelLocal = new PrefixMatcher<true>();
   private tunnelRemote = new PrefixMatcher<RouterPeer<P>>();
   private readonly hooks: PacketHook[][] = [];
-  private readonly icmpBucket: TokenBucket;
+  private readonly timeExceeded: TimeExceededWriter;
   private readonly v = new IpView();
   private readonly meta = new PacketMeta();
   /** Liqo mode (see steer.ts): routing by policy rules, the peer table not consulted. */
   private steering: Steering<G> | null = null;
-  /** The only peer (a policy route to the tunnel device without gw names no peer). */
-  private sole: RouterPeer<P> | undefined = undefined;
 
   constructor(opts: RouterOptions<G>) {
     this.table = opts.peers;
     this.nodes = opts.nodes;
-    this.icmpBucket = new TokenBucket(opts.icmpRatePerSecond ?? 100, opts.icmpBurst ?? 20);
+    this.timeExceeded = new TimeExceededWriter(this.drops, opts.icmpRatePerSecond ?? 100, opts.icmpBurst ?? 20);
     for (let i = 0; i < HOOK_COUNT; i++) this.hooks.push([]);
   }
 
@@ -199,28 +129,16 @@ export class Router<P, G> {
    * WireGuard Peer), `dev` its tunnel's name for rules. Throws on a link or entry already added (API misuse).
    */
   addPeer(name: string, entry: PeerEntry, link: P, dev = ''): RouterPeer<P> {
-    if (this.byLink.has(link)) throw new Error(`router: peer ${name}'s link is already added`);
-    if (this.byIndex[entry.index] !== undefined) throw new Error(`router: peer entry ${entry.name} is already added`);
-    const rp: RouterPeer<P> = { name, entry, link, dev };
-    this.byLink.set(link, rp);
-    this.byIndex[entry.index] = rp;
-    this.sole = this.byLink.size === 1 ? rp : undefined;
-    return rp;
+    return this.peers.add(name, entry, link, dev);
   }
 
   removePeer(rp: RouterPeer<P>): void {
-    if (this.byLink.get(rp.link) !== rp) return;
-    this.lastLink = undefined;
-    this.lastPeer = undefined;
-    this.byLink.delete(rp.link);
-    this.byIndex[rp.entry.index] = undefined;
-    this.tunnelRemote.removeValue(rp);
-    this.sole = this.byLink.size === 1 ? this.byLink.values().next().value : undefined;
+    if (this.peers.remove(rp)) this.tunnelRemote.removeValue(rp);
   }
 
   /** The peer of a link (undefined when not added). */
   peerOf(link: P): RouterPeer<P> | undefined {
-    return this.byLink.get(link);
+    return this.peers.get(link);
   }
 
   /**
@@ -228,12 +146,8 @@ export class Router<P, G> {
    * entry in the new table; router peers are re-made with it and returned by name.
    */
   replacePeerTable(table: PeerTable, entryOf: (rp: RouterPeer<P>) => PeerEntry): Map<string, RouterPeer<P>> {
-    const old = [...this.byLink.values()];
+    const old = this.peers.clear();
     this.table = table;
-    this.byLink.clear();
-    this.lastLink = undefined;
-    this.lastPeer = undefined;
-    this.byIndex = [];
     const out = new Map<string, RouterPeer<P>>();
     for (const rp of old) out.set(rp.name, this.addPeer(rp.name, entryOf(rp), rp.link, rp.dev));
     // Tunnel addresses point at router peers: the shell re-applies them (setTunnelAddresses).
@@ -246,28 +160,18 @@ export class Router<P, G> {
    * source of generated ICMP errors.
    */
   setLocalAddresses(addrs: readonly string[]): void {
-    const m = new PrefixMatcher<true>();
-    let i4: Uint8Array | null = null;
-    let i6: Uint8Array | null = null;
-    for (const a of addrs) {
-      const b = parseAddress(a);
-      m.insert({ family: b.length === 4 ? 4 : 6, addr: b, prefixLen: b.length * 8 }, true);
-      if (b.length === 4) i4 ??= b;
-      else i6 ??= b;
-    }
-    this.local = m;
-    this.internal4 = i4;
-    this.internal6 = i6;
+    const local = hostMatcher(addrs.map((a) => [a, true] as const));
+    const first = firstOfEachFamily(addrs);
+    this.local = local;
+    this.internal4 = first.v4;
+    this.internal6 = first.v6;
   }
 
   /** In-tunnel addresses: ours (on the host) and each peer's (see src/control/tunnel-address.ts). */
   setTunnelAddresses(locals: readonly string[], remotes: readonly { address: string; peer: RouterPeer<P> }[]): void {
-    const l = new PrefixMatcher<true>();
-    const r = new PrefixMatcher<RouterPeer<P>>();
-    for (const a of locals) l.insert(hostPrefix(a), true);
-    for (const x of remotes) r.insert(hostPrefix(x.address), x.peer);
+    const l = hostMatcher(locals.map((a) => [a, true] as const));
+    this.tunnelRemote = hostMatcher(remotes.map((x) => [x.address, x.peer] as const));
     this.tunnelLocal = l;
-    this.tunnelRemote = r;
   }
 
   /**
@@ -402,7 +306,7 @@ export class Router<P, G> {
     }
     if (np === undefined && this.hooks[entry]!.length > 0) np = this.table.peerForParsed(buf, v);
     if (np !== undefined) {
-      const rp = this.byIndex[np.index]!;
+      const rp = this.peers.byIndex[np.index]!;
       meta.output = OUTPUT_PEER;
       meta.peer = rp.name;
       meta.outDev = rp.dev;
@@ -436,15 +340,10 @@ export class Router<P, G> {
       this.drops[RouterDrop.BadPacket]!++;
       return;
     }
-    let rp = this.lastPeer;
-    if (link !== this.lastLink || rp === undefined) {
-      rp = this.byLink.get(link);
-      if (rp === undefined) {
-        this.drops[RouterDrop.UnknownPeer]!++;
-        return;
-      }
-      this.lastLink = link;
-      this.lastPeer = rp;
+    const rp = this.peers.ofLink(link);
+    if (rp === undefined) {
+      this.drops[RouterDrop.UnknownPeer]!++;
+      return;
     }
     const meta = this.meta;
     meta.source = SOURCE_PEER;
@@ -534,7 +433,7 @@ export class Router<P, G> {
     let rp: RouterPeer<P> | undefined;
     let t: G | undefined;
     if (lane === LANE_PEER) {
-      rp = gw === null ? this.sole : this.tunnelRemote.lookup(gw, 0, gw.length === 4 ? 4 : 6);
+      rp = gw === null ? this.peers.sole : this.tunnelRemote.lookup(gw, 0, gw.length === 4 ? 4 : 6);
       if (rp === undefined) {
         this.drops[RouterDrop.NoRoute]!++;
         return;
@@ -605,34 +504,13 @@ export class Router<P, G> {
     now: number,
     back?: RouterPeer<P>,
   ): boolean {
-    if (fam === 4) {
-      if (buf[off + IPV4_TTL_OFFSET]! > 1) {
-        decrementIpv4Ttl(buf, off);
-        return true;
-      }
-    } else {
-      const hl = buf[off + IPV6_HOP_LIMIT_OFFSET]!;
-      if (hl > 1) {
-        buf[off + IPV6_HOP_LIMIT_OFFSET] = hl - 1;
-        return true;
-      }
-    }
+    if (decrementHop(buf, off, fam)) return true;
     this.drops[RouterDrop.TtlExpired]!++;
-    const from = fam === 4 ? this.internal4 : this.internal6;
-    if (from === null) return false;
-    const prefix = fam === 4 ? TIME_EXCEEDED_V4_PREFIX : TIME_EXCEEDED_V6_PREFIX;
-    // Room for the error's headers and, in front of them, the largest header a later stage writes.
-    if (off < prefix + 64) {
-      this.drops[RouterDrop.NoHeadroom]!++;
-      return false;
-    }
-    if (!this.icmpBucket.take(now)) {
-      this.drops[RouterDrop.IcmpRateLimited]!++;
-      return false;
-    }
-    const n = writeTimeExceeded(buf, off, len, from);
-    if (n > 0 && back !== undefined) this.errorToPeer(buf, off - prefix, n, back, L, now);
-    else if (n > 0) this.routeInside(buf, off - prefix, n, L, now, SOURCE_SELF);
+    const n = this.timeExceeded.write(buf, off, len, fam, fam === 4 ? this.internal4 : this.internal6, now);
+    if (n === 0) return false;
+    const start = off - timeExceededPrefix(fam);
+    if (back !== undefined) this.errorToPeer(buf, start, n, back, L, now);
+    else this.routeInside(buf, start, n, L, now, SOURCE_SELF);
     return false;
   }
 
@@ -668,14 +546,4 @@ export class Router<P, G> {
     if (!this.runHooks(HOOK_OUTPUT, buf, now, L) || !this.runHooks(HOOK_POSTROUTING, buf, now, L)) return;
     if (this.table.checkMtu(buf, v, rp.entry, now) === NAT_FORWARD) L.toPeers.push(off, len, rp.link);
   }
-}
-
-/** The packet's TTL / hop limit survives one hop. */
-function ttlLeft(buf: Uint8Array, off: number, fam: IpFamily): boolean {
-  return buf[off + (fam === 4 ? IPV4_TTL_OFFSET : IPV6_HOP_LIMIT_OFFSET)]! > 1;
-}
-
-function hostPrefix(addr: string): { family: IpFamily; addr: Uint8Array; prefixLen: number } {
-  const b = parseAddress(addr);
-  return { family: b.length === 4 ? 4 : 6, addr: b, prefixLen: b.length * 8 };
 }

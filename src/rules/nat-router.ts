@@ -19,7 +19,8 @@ import {
   type ParsedNatConfig,
 } from '../nat/config.js';
 import { PeerTable } from '../router/peer-table.js';
-import { Router, type NodeRoutes, type RouterPeer } from '../router/router.js';
+import type { RouterPeer } from '../router/peers.js';
+import { Router, type NodeRoutes } from '../router/router.js';
 import { RulesAttachment } from './attach.js';
 import { rulesFromNatConfig } from './from-nat.js';
 

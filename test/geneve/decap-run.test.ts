@@ -9,7 +9,8 @@ import { describe, expect, it } from 'vitest';
 import { GeneveEngine } from '../../src/geneve/engine.js';
 import { GeneveResult, GeneveVerdict } from '../../src/geneve/result.js';
 import { GENEVE_MAX_HEADROOM } from '../../src/geneve/mtu.js';
-import { GeneveTunnelTable, type GeneveTunnelSpec } from '../../src/geneve/table.js';
+import { GeneveTunnelTable } from '../../src/geneve/table.js';
+import type { GeneveTunnelSpec } from '../../src/geneve/tunnel-spec.js';
 import { tcpPacket, udpPacket } from '../packet/factory.js';
 import { Prng } from '../util/prng.js';
 

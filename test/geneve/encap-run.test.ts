@@ -9,7 +9,9 @@ import { GeneveEngine } from '../../src/geneve/engine.js';
 import { GeneveResult, GeneveVerdict } from '../../src/geneve/result.js';
 import { flowSourcePort, sameFlowKey } from '../../src/geneve/flowhash.js';
 import { GENEVE_MAX_HEADROOM } from '../../src/geneve/mtu.js';
-import { GeneveTunnelTable, type GeneveTunnel, type GeneveTunnelSpec } from '../../src/geneve/table.js';
+import { GeneveTunnelTable } from '../../src/geneve/table.js';
+import type { GeneveTunnel } from '../../src/geneve/tunnel.js';
+import type { GeneveTunnelSpec } from '../../src/geneve/tunnel-spec.js';
 import { icmpEcho, tcpPacket, udpPacket, type Built } from '../packet/factory.js';
 import { Prng } from '../util/prng.js';
 

@@ -29,7 +29,8 @@ import {
   geneveUnderlayMtu,
 } from '../../src/geneve/mtu.js';
 import { GENEVE_DROP_COUNT, GENEVE_DROP_NAMES, GeneveDrop } from '../../src/geneve/reasons.js';
-import { GeneveTunnelTable, type GeneveTunnelSpec } from '../../src/geneve/table.js';
+import { GeneveTunnelTable } from '../../src/geneve/table.js';
+import type { GeneveTunnelSpec } from '../../src/geneve/tunnel-spec.js';
 import { IPV4_FLAG_MF, ipv4HeaderValid } from '../../src/packet/ipv4.js';
 import { udpChecksum } from '../../src/packet/udp.js';
 import { icmpEcho, tcpPacket, udpPacket, type Built } from '../packet/factory.js';

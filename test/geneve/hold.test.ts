@@ -10,7 +10,8 @@ import type { HoldLimits } from '../../src/geneve/hold.js';
 import { GENEVE_MAX_HEADROOM } from '../../src/geneve/mtu.js';
 import { GeneveDrop } from '../../src/geneve/reasons.js';
 import { GeneveResult, GeneveVerdict } from '../../src/geneve/result.js';
-import { GeneveTunnelTable, type GeneveTunnel } from '../../src/geneve/table.js';
+import { GeneveTunnelTable } from '../../src/geneve/table.js';
+import type { GeneveTunnel } from '../../src/geneve/tunnel.js';
 import { icmpEcho } from '../packet/factory.js';
 import { toHex } from '../util/hex.js';
 

@@ -16,7 +16,8 @@ import {
 } from '../../src/geneve/header.js';
 import { GENEVE_MAX_HEADROOM } from '../../src/geneve/mtu.js';
 import { GeneveDrop } from '../../src/geneve/reasons.js';
-import { GeneveTunnelTable, type GeneveTunnelSpec } from '../../src/geneve/table.js';
+import { GeneveTunnelTable } from '../../src/geneve/table.js';
+import type { GeneveTunnelSpec } from '../../src/geneve/tunnel-spec.js';
 import { icmpEcho, udpPacket } from '../packet/factory.js';
 import { toHex } from '../util/hex.js';
 

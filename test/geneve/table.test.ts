@@ -1,11 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import {
-  GeneveConfigError,
-  GeneveTunnelTable,
-  defaultLocalMac,
-  type GeneveTunnel,
-  type GeneveTunnelSpec,
-} from '../../src/geneve/table.js';
+import { GeneveTunnelTable } from '../../src/geneve/table.js';
+import type { GeneveTunnel } from '../../src/geneve/tunnel.js';
+import { GeneveConfigError, defaultLocalMac, type GeneveTunnelSpec } from '../../src/geneve/tunnel-spec.js';
 import { writeGeneveOption } from '../../src/geneve/header.js';
 import { STAT_RX_PACKETS } from '../../src/geneve/reasons.js';
 import { formatAddress, parseAddress } from '../../src/packet/addr.js';

@@ -17,7 +17,9 @@ import { IPV6_HOP_LIMIT_OFFSET } from '../../src/packet/ipv6.js';
 import type { NatConfig, NatIpMapping, NatPeerConfig } from '../../src/nat/config.js';
 import { NAT_FORWARD, NAT_REPLY } from '../../src/nat/results.js';
 import { PrefixMatcher } from '../../src/route/prefix-matcher.js';
-import { ROUTER_DROP_NAMES, RouterLanes, type RouterPeer } from '../../src/router/router.js';
+import { ROUTER_DROP_NAMES } from '../../src/router/drops.js';
+import { RouterLanes } from '../../src/router/lanes.js';
+import type { RouterPeer } from '../../src/router/peers.js';
 import { NatRouter } from '../../src/rules/nat-router.js';
 
 /** The result code for a packet the router dropped with reason `name` (ROUTER_DROP_NAMES). */

@@ -17,7 +17,7 @@ import { NatConfigError } from '../../src/nat/config.js';
 import type { NatConfig } from '../../src/nat/config.js';
 import { GatewayNat, routerDrop, type GatewayPeer } from './gateway-nat.js';
 import { NAT_FORWARD } from '../../src/nat/results.js';
-import { ROUTER_DROP_NAMES } from '../../src/router/router.js';
+import { ROUTER_DROP_NAMES } from '../../src/router/drops.js';
 import { icmpEcho, tcpPacket, udpPacket } from '../packet/factory.js';
 import {
   bytesOf,

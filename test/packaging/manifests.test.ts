@@ -315,7 +315,7 @@ describe('(b) RBAC = what the Kubernetes code does', () => {
       'liqo-gateway',
       'resources',
       'source-detector',
-      'translate',
+      'translate-common',
       'watcher',
     ]);
     expect(cli).not.toMatch(/makeApiClient/);

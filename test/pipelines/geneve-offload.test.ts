@@ -12,7 +12,8 @@
  * (sampling heap profiler). With offload off the same traffic arrives one datagram per slot.
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import { GeneveTunnelTable, type GeneveTunnel } from '../../src/geneve/table.js';
+import { GeneveTunnelTable } from '../../src/geneve/table.js';
+import type { GeneveTunnel } from '../../src/geneve/tunnel.js';
 import { PacketBatch } from '../../src/io/batch.js';
 import { loadNativeIo, nativeIoLoadError } from '../../src/io/native.js';
 import { TUN_OFFLOAD_MAX_PACKET } from '../../src/io/tun.js';

@@ -9,7 +9,8 @@
  * MAC by ARP through the port (request and reply sent back by the ports) and then deliver.
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import { GeneveTunnelTable, type GeneveTunnel } from '../../src/geneve/table.js';
+import { GeneveTunnelTable } from '../../src/geneve/table.js';
+import type { GeneveTunnel } from '../../src/geneve/tunnel.js';
 import { GeneveDrop } from '../../src/geneve/reasons.js';
 import { GenevePort } from '../../src/pipelines/geneve-port.js';
 import { UdpSocket } from '../../src/io/udp.js';

@@ -7,7 +7,8 @@
  * 10.80.0.1; node 1 (10.80.0.2) holds pods 10.0.1.0/24, node 2 (10.80.0.3) 10.0.2.0/24.
  */
 import { describe, expect, it } from 'vitest';
-import { GeneveTunnelTable, type GeneveTunnel } from '../../src/geneve/table.js';
+import { GeneveTunnelTable } from '../../src/geneve/table.js';
+import type { GeneveTunnel } from '../../src/geneve/tunnel.js';
 import { NatDrop } from '../../src/nat/results.js';
 import { formatAddress } from '../../src/packet/addr.js';
 import { ICMPV4_DEST_UNREACHABLE, ICMPV4_TIME_EXCEEDED, icmpv4ChecksumValid } from '../../src/packet/icmp.js';
@@ -27,7 +28,9 @@ import {
   type PacketHook,
   type PacketMeta,
 } from '../../src/router/hooks.js';
-import { ROUTER_DROP_NAMES, Router, RouterDrop, RouterLanes } from '../../src/router/router.js';
+import { ROUTER_DROP_NAMES, RouterDrop } from '../../src/router/drops.js';
+import { RouterLanes } from '../../src/router/lanes.js';
+import { Router } from '../../src/router/router.js';
 import { NatRouter } from '../../src/rules/nat-router.js';
 import { icmpEcho, tcpPacket, udpPacket, type Built } from '../packet/factory.js';
 import { heapBytesPerOp } from '../util/alloc.js';

@@ -11,13 +11,16 @@
  */
 import { describe, expect, it } from 'vitest';
 import { gatewayFirewallSelectors, gatewayRouteSelectors } from '../../src/control/k8s/firewall-watch.js';
-import { GeneveTunnelTable, type GeneveTunnel } from '../../src/geneve/table.js';
+import { GeneveTunnelTable } from '../../src/geneve/table.js';
+import type { GeneveTunnel } from '../../src/geneve/tunnel.js';
 import { PeerTable } from '../../src/router/peer-table.js';
 import { formatAddress } from '../../src/packet/addr.js';
 import { ipv4HeaderValid } from '../../src/packet/ipv4.js';
 import { tcpChecksumValidV4 } from '../../src/packet/tcp.js';
 import { udpChecksumValidV4 } from '../../src/packet/udp.js';
-import { ROUTER_DROP_NAMES, Router, RouterDrop, RouterLanes } from '../../src/router/router.js';
+import { ROUTER_DROP_NAMES, RouterDrop } from '../../src/router/drops.js';
+import { RouterLanes } from '../../src/router/lanes.js';
+import { Router } from '../../src/router/router.js';
 import { RulesAttachment } from '../../src/rules/attach.js';
 import { buildSteering, fabricRouteDestinations, parseRouteObjects } from '../../src/rules/steering.js';
 import { tcpPacket, udpPacket, type Built } from '../packet/factory.js';

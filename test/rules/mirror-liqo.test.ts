@@ -11,9 +11,11 @@
  */
 import { describe, expect, it } from 'vitest';
 import { gatewayFirewallSelectors, gatewayRouteSelectors } from '../../src/control/k8s/firewall-watch.js';
-import { GeneveTunnelTable, type GeneveTunnel } from '../../src/geneve/table.js';
+import { GeneveTunnelTable } from '../../src/geneve/table.js';
+import type { GeneveTunnel } from '../../src/geneve/tunnel.js';
 import { PeerTable } from '../../src/router/peer-table.js';
-import { Router, RouterLanes } from '../../src/router/router.js';
+import { RouterLanes } from '../../src/router/lanes.js';
+import { Router } from '../../src/router/router.js';
 import { RulesAttachment } from '../../src/rules/attach.js';
 import { buildSteering, parseRouteObjects } from '../../src/rules/steering.js';
 import { icmpEcho, tcpPacket, udpPacket, type Built } from '../packet/factory.js';

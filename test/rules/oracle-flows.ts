@@ -585,7 +585,7 @@ export class OracleBed {
         return [null, false, to];
       } // the policy router's blackhole table
       meta.output = side === 'a' ? OUTPUT_NODE : OUTPUT_PEER;
-      // The router's hop (src/router/router.ts hop()), before FORWARD as the kernel's: Time
+      // The router's hop (src/router/router.ts hop(), hop.ts), before FORWARD as the kernel's: Time
       // Exceeded from its address on the sender's side, as the router's own packet.
       if (v.family === 4 && b[8]! <= 1) {
         const n = writeTimeExceeded(

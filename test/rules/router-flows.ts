@@ -6,7 +6,8 @@
 import { writeTimeExceeded } from '../../src/packet/icmp-error.js';
 import { PeerTable } from '../../src/router/peer-table.js';
 import type { NatConfig, NatPeerConfig } from '../../src/nat/config.js';
-import { Router, RouterLanes } from '../../src/router/router.js';
+import { RouterLanes } from '../../src/router/lanes.js';
+import { Router } from '../../src/router/router.js';
 import { RulesAttachment } from '../../src/rules/attach.js';
 import { rulesFromNatConfig } from '../../src/rules/from-nat.js';
 import { ipToNumber, type RuleTable } from '../../src/rules/model.js';

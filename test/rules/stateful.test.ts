@@ -20,7 +20,9 @@ import {
   VERDICT_ACCEPT,
   type PacketHook,
 } from '../../src/router/hooks.js';
-import { ROUTER_DROP_NAMES, Router, RouterLanes } from '../../src/router/router.js';
+import { ROUTER_DROP_NAMES } from '../../src/router/drops.js';
+import { RouterLanes } from '../../src/router/lanes.js';
+import { Router } from '../../src/router/router.js';
 import { RulesAttachment } from '../../src/rules/attach.js';
 import { ipToNumber } from '../../src/rules/model.js';
 import { icmpEcho, tcpPacket, udpPacket, type Built } from '../packet/factory.js';

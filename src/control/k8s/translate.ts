@@ -21,30 +21,17 @@
  * - pod routes from RouteConfiguration routes whose dst lies in a local pod CIDR and whose gw
  *   is a node's internal address;
  * - NAT IP mappings from ipam.liqo.io IPs (status.ip in the external CIDR ↔ spec.ip).
- * Node role: the InternalNode named `nodeName`, and for each InternalFabric the GeneveTunnel to
- * that node (VNI), the gateway's underlay (spec.gatewayIP) and internal address, remoteCIDRs.
+ * Node role: translate-node.ts. Local CIDRs: local-network.ts; options, result, TranslateError:
+ * translate-common.ts.
  *
  * Resources that are not complete yet (a Configuration without status, a node without
  * nodeIP, a gateway without its Secret) are skipped with a warning: Liqo fills them in over
  * time and the watcher re-translates on every change. Contradictions that no later update
  * can explain are ConfigErrors naming the resource and field.
  */
-import {
-  ConfigError,
-  parseConfig,
-  type ConfigIssue,
-  type CryptoBackendChoice,
-  type WeftConfig,
-  type WeftConfigInput,
-} from '../config.js';
-import {
-  AddressParseError,
-  formatPrefix,
-  isAddress,
-  parsePrefix,
-  prefixContainsPrefix,
-  type Prefix,
-} from '../../packet/addr.js';
+import { ConfigError, parseConfig, type WeftConfigInput } from '../config.js';
+import { AddressParseError, formatPrefix, parsePrefix, prefixContainsPrefix, type Prefix } from '../../packet/addr.js';
+import { base, localCidrs } from './local-network.js';
 import {
   NETWORK_TYPE_LABEL,
   REMOTE_CLUSTER_ID_LABEL,
@@ -55,150 +42,25 @@ import {
   type K8sObject,
   type LiqoResources,
 } from './resources.js';
-
-export interface TranslateOptions {
-  role: 'gateway' | 'node';
-  /** Local Liqo cluster ID. */
-  clusterId: string;
-  /** Only these remote clusters (a Liqo gateway serves exactly one); default: all found. */
-  remoteClusterIds?: readonly string[];
-  /** Gateway role: node the gateway runs on (its tunnel uses the node's local IP). Node role: required. */
-  nodeName?: string;
-  /** Fallbacks when no ipam.liqo.io Network describes them. */
-  podCIDRs?: readonly string[];
-  serviceCIDRs?: readonly string[];
-  geneveMode?: 'l3' | 'l2';
-  /**
-   * Gateway role: the WireGuard private key (base64 of the raw 32 bytes) as mounted into the pod
-   * from the keys Secret (Liqo's templates mount it); the Secrets are then not read.
-   */
-  privateKey?: string;
-  /** Extra model fields merged in (metrics, logging, wireguard.cryptoBackend/interfaceName, node.tunName …). */
-  overrides?: {
-    metrics?: { listen?: string };
-    logging?: { level?: string };
-    wireguard?: { cryptoBackend?: CryptoBackendChoice; interfaceName?: string; listenAddress?: string };
-    geneve?: { port?: number; listenAddress?: string };
-    node?: { tunName?: string; underlayAddress?: string };
-  };
-}
-
-export interface TranslateResult {
-  config: WeftConfig;
-  /** Resources skipped because they are not complete yet, one line each. */
-  warnings: string[];
-}
-
-const SOURCE = 'kubernetes';
-
-function ref(o: K8sObject): string {
-  const m = o.metadata ?? {};
-  return `${o.kind ?? 'object'} ${m.namespace ? `${m.namespace}/` : ''}${m.name ?? '?'}`;
-}
-
-function remoteId(o: K8sObject): string | undefined {
-  return o.metadata?.labels?.[REMOTE_CLUSTER_ID_LABEL];
-}
-
-function isIpv4(s: string | undefined): s is string {
-  return s !== undefined && isAddress(s, 4);
-}
-
-/** base64 (as served by the API) of raw 32 bytes → the model's key text, or undefined. */
-function rawKey(b64: string | undefined): string | undefined {
-  if (b64 === undefined) return undefined;
-  const buf = Buffer.from(b64, 'base64');
-  if (buf.length !== 32 || buf.toString('base64') !== b64.trim()) return undefined;
-  return buf.toString('base64');
-}
-
-/**
- * A translation refused because of Kubernetes objects: `objects[i]` is the object issue i is
- * about (so the caller can report on it: a Kubernetes Event).
- */
-export class TranslateError extends ConfigError {
-  constructor(
-    issues: readonly ConfigIssue[],
-    readonly objects: readonly K8sObject[],
-  ) {
-    super(SOURCE, issues);
-  }
-}
-
-class Issues {
-  readonly list: ConfigIssue[] = [];
-  readonly objects: K8sObject[] = [];
-  add(o: K8sObject, field: string, message: string): void {
-    this.list.push({ path: `${ref(o)}: ${field}`, message });
-    this.objects.push(o);
-  }
-  throwIfAny(): void {
-    if (this.list.length > 0) throw new TranslateError(this.list, this.objects);
-  }
-}
-
-function localCidrs(
-  res: LiqoResources,
-  opts: TranslateOptions,
-): { pod: string[]; service: string[]; external?: string; internal?: string } {
-  const byType = (t: string) =>
-    res.networks
-      .filter((n) => n.metadata?.labels?.[NETWORK_TYPE_LABEL] === t)
-      .map((n) => n.status?.cidr ?? n.spec?.cidr)
-      .filter((c): c is string => c !== undefined)
-      // Two Networks of one type with the same CIDR (a renamed Network beside its old name, as
-      // Helm's `pod-cidr-10-0-0-0-16` beside an older `pod-cidr`) name one range, not two overlapping.
-      .filter((c, i, all) => all.indexOf(c) === i)
-      .sort();
-  const conf = res.configurations.find((c) => c.spec?.local?.cidr !== undefined)?.spec?.local?.cidr;
-  const pod = byType('pod-cidr');
-  const service = byType('service-cidr');
-  const external = byType('external-cidr')[0] ?? conf?.external?.[0];
-  const internal = byType('internal-cidr')[0];
-  return {
-    pod:
-      pod.length > 0
-        ? pod
-        : conf?.pod !== undefined && conf.pod.length > 0
-          ? [...conf.pod]
-          : [...(opts.podCIDRs ?? [])],
-    service: service.length > 0 ? service : [...(opts.serviceCIDRs ?? [])],
-    ...(external !== undefined ? { external } : {}),
-    ...(internal !== undefined ? { internal } : {}),
-  };
-}
-
-function byName<T extends K8sObject>(list: readonly T[], name: string | undefined, namespace?: string): T | undefined {
-  return list.find(
-    (o) =>
-      o.metadata?.name === name &&
-      (namespace === undefined || o.metadata?.namespace === undefined || o.metadata.namespace === namespace),
-  );
-}
-
-function sortByName<T extends K8sObject>(list: readonly T[]): T[] {
-  const key = (o: T) => `${o.metadata?.namespace ?? ''}/${o.metadata?.name ?? ''}`;
-  return [...list].sort((a, b) => (key(a) < key(b) ? -1 : key(a) > key(b) ? 1 : 0));
-}
-
-function wanted(opts: TranslateOptions, id: string | undefined): id is string {
-  return id !== undefined && (opts.remoteClusterIds === undefined || opts.remoteClusterIds.includes(id));
-}
+import {
+  Issues,
+  SOURCE,
+  byName,
+  isIpv4,
+  oneLine,
+  rawKey,
+  ref,
+  remoteId,
+  sortByName,
+  wanted,
+  type TranslateOptions,
+  type TranslateResult,
+} from './translate-common.js';
+import { translateNode } from './translate-node.js';
 
 /** Translate a snapshot of Liqo resources. Throws ConfigError; pure (no I/O, no clock). */
 export function translate(res: LiqoResources, opts: TranslateOptions): TranslateResult {
   return opts.role === 'gateway' ? translateGateway(res, opts) : translateNode(res, opts);
-}
-
-function base(res: LiqoResources, opts: TranslateOptions): Record<string, unknown> {
-  const local = localCidrs(res, opts);
-  const cluster: Record<string, unknown> = { id: opts.clusterId, podCIDRs: local.pod, serviceCIDRs: local.service };
-  if (local.external !== undefined) cluster['externalCIDR'] = local.external;
-  if (local.internal !== undefined) cluster['internalCIDR'] = local.internal;
-  const out: Record<string, unknown> = { cluster };
-  if (opts.overrides?.metrics) out['metrics'] = { ...opts.overrides.metrics };
-  if (opts.overrides?.logging) out['logging'] = { ...opts.overrides.logging };
-  return out;
 }
 
 interface Gw {
@@ -474,80 +336,4 @@ function geneveTunnelOf(
     remoteInternalAddress: nodeIp,
     mode: opts.geneveMode ?? 'l3',
   };
-}
-
-function translateNode(res: LiqoResources, opts: TranslateOptions): TranslateResult {
-  const warnings: string[] = [];
-  const issues = new Issues();
-  if (opts.nodeName === undefined)
-    throw new ConfigError(SOURCE, [
-      { path: 'nodeName', message: "the node role needs TranslateOptions.nodeName (this node's name)" },
-    ]);
-  const me = byName(res.internalNodes, opts.nodeName);
-  if (me === undefined)
-    throw new ConfigError(SOURCE, [
-      { path: `InternalNode ${opts.nodeName}`, message: 'not found; Liqo creates one InternalNode per node' },
-    ]);
-  const localIp = me.spec?.interface?.node?.ip;
-  if (!isIpv4(localIp))
-    throw new ConfigError(SOURCE, [
-      { path: `${ref(me)}: spec.interface.node.ip`, message: 'expected an IPv4 address' },
-    ]);
-
-  const gateways: Record<string, unknown>[] = [];
-  let mtu: number | undefined;
-  for (const fabric of sortByName(res.internalFabrics)) {
-    if (opts.remoteClusterIds !== undefined && !wanted(opts, remoteId(fabric))) continue;
-    const t = sortByName(res.geneveTunnels).find(
-      (x) =>
-        x.spec?.internalFabricRef?.name === fabric.metadata?.name && x.spec?.internalNodeRef?.name === opts.nodeName,
-    );
-    if (t === undefined) {
-      warnings.push(`${ref(fabric)}: no GeneveTunnel to node ${opts.nodeName} yet; skipped`);
-      continue;
-    }
-    const gwIp = fabric.spec?.interface?.gateway?.ip;
-    const under = fabric.spec?.gatewayIP;
-    if (!isIpv4(gwIp)) {
-      issues.add(fabric, 'spec.interface.gateway.ip', 'expected an IPv4 address');
-      continue;
-    }
-    if (!isIpv4(under)) {
-      issues.add(fabric, 'spec.gatewayIP', 'expected an IPv4 address');
-      continue;
-    }
-    if (t.spec?.id === undefined) {
-      issues.add(t, 'spec.id', 'required');
-      continue;
-    }
-    if (fabric.spec?.mtu !== undefined) mtu = mtu === undefined ? fabric.spec.mtu : Math.min(mtu, fabric.spec.mtu);
-    gateways.push({
-      name: fabric.metadata?.name ?? '',
-      vni: t.spec.id,
-      gatewayUnderlay: under,
-      gatewayInternalAddress: gwIp,
-      localInternalAddress: localIp,
-      remoteCIDRs: fabric.spec?.remoteCIDRs ?? [],
-      mode: opts.geneveMode ?? 'l3',
-    });
-  }
-  issues.throwIfAny();
-  const node: Record<string, unknown> = { name: opts.nodeName, gateways, ...opts.overrides?.node };
-  if (mtu !== undefined) node['mtu'] = mtu;
-  const cfgInput = {
-    role: 'node',
-    ...base(res, opts),
-    node,
-    ...(opts.overrides?.geneve ? { geneve: { ...opts.overrides.geneve } } : {}),
-  } as WeftConfigInput;
-  return { config: parseConfig(cfgInput, SOURCE), warnings: warnings.map(oneLine) };
-}
-
-/**
- * A warning as one log line: object fields are the API server's strings (a reference name is
- * not validated like metadata.name), so control characters are written as JSON escapes.
- */
-function oneLine(w: string): string {
-  // eslint-disable-next-line no-control-regex
-  return w.replace(/[\u0000-\u001f\u007f]/g, (c) => JSON.stringify(c).slice(1, -1));
 }

@@ -38,7 +38,8 @@ import {
   type LiqoResources,
   type ResourceKind,
 } from './resources.js';
-import { translate, type TranslateOptions, type TranslateResult } from './translate.js';
+import { translate } from './translate.js';
+import type { TranslateOptions, TranslateResult } from './translate-common.js';
 
 export interface LiqoWatcherOptions extends TranslateOptions {
   kubeConfig: KubeConfig;

@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import type { GatewayConfig } from '../../../src/control/config.js';
 import { ConfigError } from '../../../src/control/config.js';
 import { KubernetesApiError } from '../../../src/control/k8s/client.js';
-import type { TranslateResult } from '../../../src/control/k8s/translate.js';
+import type { TranslateResult } from '../../../src/control/k8s/translate-common.js';
 import { LiqoWatcher } from '../../../src/control/k8s/watcher.js';
 import { FakeApiServer } from '../../k8s-fake/server.js';
 import { NS } from './liqo-fixtures.js';

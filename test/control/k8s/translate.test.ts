@@ -1,6 +1,7 @@
 import { describe, expect, test } from 'vitest';
 import { ConfigError } from '../../../src/control/config.js';
-import { TranslateError, translate } from '../../../src/control/k8s/translate.js';
+import { translate } from '../../../src/control/k8s/translate.js';
+import { TranslateError } from '../../../src/control/k8s/translate-common.js';
 import { KINDS, type LiqoResourceName } from '../../../src/control/k8s/resources.js';
 import { loadCrds, validate } from '../../k8s-fake/schema.js';
 import { LIQO_CRD_DIR } from '../../k8s-fake/server.js';

@@ -3,7 +3,7 @@ import { makeInformer, type KubernetesObject } from '@kubernetes/client-node';
 import type { GatewayConfig } from '../../../src/control/config.js';
 import { listFunction } from '../../../src/control/k8s/client.js';
 import { KINDS, apiVersionOf, collectionPath } from '../../../src/control/k8s/resources.js';
-import type { TranslateResult } from '../../../src/control/k8s/translate.js';
+import type { TranslateResult } from '../../../src/control/k8s/translate-common.js';
 import { LiqoWatcher } from '../../../src/control/k8s/watcher.js';
 import { FakeApiServer } from '../../k8s-fake/server.js';
 import { NS } from './liqo-fixtures.js';
