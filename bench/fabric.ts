@@ -30,7 +30,7 @@
  * their process-group id. Nothing routes outside the namespaces.
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -164,7 +164,11 @@ function configs(dir: string): { gw: string; node: string } {
 }
 
 function launch(ns: string, config: string, v: Variant): ChildProcess {
-  const entry = join(v.root, 'dist/src/daemon/launch.js');
+  // A variant's checkout may predate src/daemon (the launcher was src/cli/launch.ts there).
+  const entry = [join(v.root, 'dist/src/daemon/launch.js'), join(v.root, 'dist/src/cli/launch.js')].find((p) =>
+    existsSync(p),
+  );
+  if (entry === undefined) throw new Error(`${v.root}: no built launcher (run npm run build there)`);
   const nodeArgs = (process.env.WEFT_NODE_ARGS ?? '').split(/\s+/).filter(Boolean);
   const child = spawn(
     'timeout',
