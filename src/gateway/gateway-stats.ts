@@ -2,7 +2,7 @@
 import type { PeerStatsSample } from '../control/metrics.js';
 import { GENEVE_DROP_NAMES } from '../geneve/reasons.js';
 import type { GeneveTunnel } from '../geneve/table.js';
-import type { TunDevice } from '../io/tun.js';
+import type { PacketDevice } from '../io/device.js';
 import type { FlowStats } from '../nat/flows.js';
 import { NAT_DROP_MIN, natResultName } from '../nat/results.js';
 import type { CoalescerCounts, FabricOffloads, SegmenterCounts } from '../pipelines/fabric-offload.js';
@@ -68,7 +68,7 @@ export function collectDrops(
   device: Device,
   geneve: GenevePort | undefined,
   wg: WireGuardPort | undefined,
-  tun: TunDevice | undefined,
+  tun: PacketDevice | undefined,
 ): Record<string, number> {
   const d: Record<string, number> = {};
   const put = (k: string, v: number): void => {

@@ -42,7 +42,8 @@
  */
 import { PacketBatch } from '../io/batch.js';
 import { ADDR_PORT_OFFSET, ADDR_RECORD_LEN, loadNativeIo } from '../io/native.js';
-import { encodeAddress, UDP_GRO_MAX_LEN, UdpSocket, type UdpMechanism } from '../io/udp.js';
+import { encodeAddress, UDP_GRO_MAX_LEN, type UdpMechanism } from '../io/udp.js';
+import type { DatagramSocket, DatagramStats } from '../io/datagram.js';
 import { GeneveEngine, type GeneveEngineOptions } from '../geneve/engine.js';
 import { GeneveResult, GeneveVerdict } from '../geneve/result.js';
 import { GENEVE_HEADER_LEN, GENEVE_LIQO_UDP_PORT } from '../geneve/header.js';
@@ -172,8 +173,8 @@ export class GenevePort {
   private readonly sink: GeneveSink;
   private readonly clock: () => number;
   private readonly onError: (what: string, err: unknown) => void;
-  private udp4: UdpSocket | null = null;
-  private udp6: UdpSocket | null = null;
+  private udp4: DatagramSocket | null = null;
+  private udp6: DatagramSocket | null = null;
   private boundPort = -1;
   private closed = false;
 
@@ -238,7 +239,7 @@ export class GenevePort {
   }
 
   /** A receive batch for a socket: GRO slots (64 KiB, segment sizes) when the socket has GRO. */
-  private rxBatchFor(sock: UdpSocket): PacketBatch {
+  private rxBatchFor(sock: DatagramSocket): PacketBatch {
     if (!sock.offload.gro) {
       return new PacketBatch({
         capacity: this.batch,
@@ -318,14 +319,14 @@ export class GenevePort {
     return (this.udp4?.gsoMessages ?? 0) + (this.udp6?.gsoMessages ?? 0);
   }
 
-  udpStats(): { v4: UdpSocket['stats'] | null; v6: UdpSocket['stats'] | null } {
+  udpStats(): { v4: DatagramStats | null; v6: DatagramStats | null } {
     return { v4: this.udp4?.stats ?? null, v6: this.udp6?.stats ?? null };
   }
 
   // =========================================================================================
   // Receive
 
-  private onUdpBatch(sock: UdpSocket, b: PacketBatch): void {
+  private onUdpBatch(sock: DatagramSocket, b: PacketBatch): void {
     if (this.closed) return;
     const now = this.clock();
     const segs = b.segs;
