@@ -34,7 +34,7 @@ import type { CryptoBackend } from '../crypto/backend.js';
 import { getCryptoBackend } from '../crypto/select.js';
 import { GeneveTunnelTable, type GeneveTunnel } from '../geneve/table.js';
 import { MAX_PACKET } from '../io/sizes.js';
-import { TunDevice } from '../io/tun.js';
+import type { PacketDevice } from '../io/device.js';
 import { formatAddress, parsePrefix } from '../packet/addr.js';
 import {
   coalescerStats,
@@ -46,7 +46,8 @@ import {
 } from '../pipelines/fabric-offload.js';
 import { GENEVE_OFFLOAD_DELIVER_MAX, GenevePort } from '../pipelines/geneve-port.js';
 import type { TunSegmenter } from '../pipelines/tun-offload.js';
-import { KernelState } from '../kernel/iproute.js';
+import type { LinkState } from '../kernel/link-state.js';
+import { systemDevices, type Devices } from '../pipelines/devices.js';
 import type { KernelOwner } from '../kernel/reconcile.js';
 import { withNetnsAsync } from '../kernel/netns.js';
 import { WireGuardPort } from '../pipelines/wireguard-port.js';
@@ -98,6 +99,8 @@ export interface GatewayOptions {
   readonly clock?: () => number;
   /** Unexpected I/O errors and non-fatal set-up problems (never per packet). */
   readonly onError?: (what: string, err: unknown) => void;
+  /** The TUN, sockets and link state to open (default: the real host's; a simulation's memory host). */
+  readonly devices?: Devices;
 }
 
 /** A configuration change the running gateway cannot apply live, or an inconsistent op. */
@@ -130,11 +133,11 @@ export class Gateway implements StatsSource {
 
   private config: GatewayConfig;
   private geneve!: GenevePort;
-  private tun!: TunDevice;
+  private tun!: PacketDevice;
   private tunWriter!: FabricTunWriter;
   private segmenter: TunSegmenter | null = null;
   private wg!: WireGuardPort;
-  private kernel!: KernelState;
+  private kernel!: LinkState;
   private readonly clock: () => number;
   private readonly onError: (what: string, err: unknown) => void;
   private readonly peersByName = new Map<string, PeerState>();
@@ -250,7 +253,8 @@ export class Gateway implements StatsSource {
     const mtu = c.wireguard.mtu;
     const offload = opts.offload ?? true;
     // Opened down: IPv6 is turned off (when unused) before the kernel could send RS/MLD into it.
-    this.tun = TunDevice.open({
+    const devices = opts.devices ?? systemDevices;
+    this.tun = devices.openTun({
       name: opts.tunName ?? c.wireguard.interfaceName,
       mtu,
       netns: opts.netns,
@@ -258,7 +262,7 @@ export class Gateway implements StatsSource {
       up: false,
     });
     this.tunWriter = new FabricTunWriter(this.tun, this.lanesGeneve.capacity);
-    this.kernel = new KernelState(this.tun.name, opts.netns);
+    this.kernel = devices.linkState(this.tun.name, opts.netns);
     const quiet = await this.kernel.quietIpv6();
     if (quiet !== null) this.onError('turning IPv6 off on the TUN', quiet);
     await this.kernel.linkUp();
@@ -279,6 +283,7 @@ export class Gateway implements StatsSource {
       rxCoalesceFlows: this.tunWriter.maxFlows,
       ...(opts.netns === undefined ? {} : { netns: opts.netns }),
       ...(opts.socketBuffer === undefined ? {} : { socketBuffer: opts.socketBuffer }),
+      openUdp: (o) => devices.openUdp(o),
       sink: {
         deliverBatch: (buf, offs, lens, t, n, areaOff, areaLen) =>
           this.onGenevePackets(buf, offs, lens, t, n, areaOff, areaLen),
@@ -293,6 +298,7 @@ export class Gateway implements StatsSource {
       clock: this.clock,
       onError: this.onError,
       ...(opts.socketBuffer === undefined ? {} : { socketBuffer: opts.socketBuffer }),
+      openUdp: (o) => devices.openUdp(o),
       sink: { writeBatch: (buf, offs, lens, peers, n) => this.onWireguardPackets(buf, offs, lens, peers, n) },
     });
     await withNetnsAsync(opts.netns, () => this.wg.bind(c.wireguard.listenPort));

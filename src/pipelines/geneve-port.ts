@@ -42,7 +42,7 @@
  */
 import { PacketBatch } from '../io/batch.js';
 import { ADDR_PORT_OFFSET, ADDR_RECORD_LEN, loadNativeIo } from '../io/native.js';
-import { encodeAddress, UDP_GRO_MAX_LEN, type UdpMechanism } from '../io/udp.js';
+import { encodeAddress, UDP_GRO_MAX_LEN, type UdpMechanism, type UdpOptions } from '../io/udp.js';
 import type { DatagramSocket, DatagramStats } from '../io/datagram.js';
 import { GeneveEngine, type GeneveEngineOptions } from '../geneve/engine.js';
 import { GeneveResult, GeneveVerdict } from '../geneve/result.js';
@@ -92,6 +92,8 @@ export interface GenevePortOptions {
   /** Socket buffers to request (bytes). Default 8 MiB (io/udp.ts). */
   readonly socketBuffer?: number;
   readonly udpMechanism?: UdpMechanism;
+  /** Opens the sockets (default: real UDP sockets; pipelines/devices.ts). */
+  readonly openUdp?: (opts: UdpOptions) => Promise<DatagramSocket>;
   /** Try UDP GSO on send and UDP GRO on receive (see the file comment). Default false. */
   readonly offload?: boolean;
   /**
@@ -287,6 +289,7 @@ export class GenevePort {
       ...(opts.address === undefined ? {} : { address: opts.address }),
       ...(mech === undefined ? {} : { mechanism: mech }),
       ...(opts.netns === undefined ? {} : { netns: opts.netns }),
+      ...(opts.openUdp === undefined ? {} : { openUdp: opts.openUdp }),
     });
     this.udp4 = socks.v4;
     this.udp6 = socks.v6;

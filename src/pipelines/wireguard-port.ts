@@ -235,6 +235,7 @@ export class WireGuardPort {
       onError: this.onError,
       offload: this.opts.udpOffload === true,
       ...(this.opts.udpMechanism === undefined ? {} : { mechanism: this.opts.udpMechanism }),
+      ...(this.opts.openUdp === undefined ? {} : { openUdp: this.opts.openUdp }),
     });
     const v4 = socks.v4!;
     const v6 = socks.v6;
