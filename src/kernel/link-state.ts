@@ -5,11 +5,15 @@
  * io/memory-net.ts), so the same shell code runs in both.
  */
 import type { KernelItem } from './kernel-desired.js';
-import type { KernelOwner } from './reconcile.js';
 
-export interface LinkState extends KernelOwner {
+/** Also a reconcile.ts KernelOwner (desired, exclusive), declared here without importing it. */
+export interface LinkState {
   /** The device's name. */
   readonly dev: string;
+  /** What it installed, as data (reconcile.ts compares the kernel with it). */
+  desired(): readonly KernelItem[];
+  /** Runs `f` with the link's changes held off. */
+  exclusive<T>(f: () => Promise<T>): Promise<T>;
   /** Turns IPv6 off on a link with nothing IPv6 on it; best effort: returns the failure, if any. */
   quietIpv6(): Promise<unknown>;
   linkUp(): Promise<void>;
