@@ -21,9 +21,8 @@
  * connection check: the local TUN carries ours (/32) and the kernel routes each peer's via the
  * TUN; each peer's is in its allowed IPs; the router forwards them without NAT or TTL handling.
  *
- * Split by concern: the devices and sockets, opened on the injected Devices, and the TUN's
- * kernel state (gateway-io.ts), the peers and in-tunnel addresses (gateway-peers.ts), the stats
- * snapshot (gateway-stats.ts); here: start, the inputs and lanes, reconfiguration, stop.
+ * Devices, sockets and the TUN's kernel state: gateway-io.ts; peers and in-tunnel addresses:
+ * gateway-peers.ts; the stats snapshot: gateway-stats.ts. Here: the inputs, lanes, reconfiguration.
  */
 import type { ConfigOp, TunnelChanges } from '../control/diff.js';
 import type { GatewayConfig, GeneveTunnelConfig, PodRouteConfig } from '../control/config.js';
@@ -35,7 +34,8 @@ import { GeneveTunnelTable, type GeneveTunnel } from '../geneve/table.js';
 import type { PacketDevice } from '../io/device.js';
 import type { KernelOwner } from '../kernel/reconcile.js';
 import { FabricTunWriter, tunReaderMaxCount } from '../pipelines/fabric-offload.js';
-import { GENEVE_OFFLOAD_DELIVER_MAX, type GenevePort } from '../pipelines/geneve-port.js';
+import type { GenevePort } from '../pipelines/geneve-port.js';
+import { GENEVE_OFFLOAD_DELIVER_MAX } from '../pipelines/geneve-port-types.js';
 import type { WireGuardPort } from '../pipelines/wireguard-port.js';
 import { PeerTable } from '../router/peer-table.js';
 import { Router, RouterLanes } from '../router/router.js';

@@ -31,12 +31,8 @@ import type { NodeConfig, NodeGatewayConfig } from '../control/config.js';
 import { GeneveTunnelTable } from '../geneve/table.js';
 import { geneveInnerMtu } from '../geneve/mtu.js';
 import type { PacketDevice } from '../io/device.js';
-import {
-  GENEVE_OFFLOAD_DELIVER_MAX,
-  GenevePort,
-  type GeneveSink,
-  type GenevePortStats,
-} from '../pipelines/geneve-port.js';
+import { GenevePort } from '../pipelines/geneve-port.js';
+import { GENEVE_OFFLOAD_DELIVER_MAX, type GeneveSink, type GenevePortStats } from '../pipelines/geneve-port-types.js';
 import type { TunCoalescingWriter, TunSegmenter } from '../pipelines/tun-offload.js';
 import {
   coalescerStats,
