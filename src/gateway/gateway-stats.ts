@@ -1,11 +1,18 @@
 /** The snapshot Gateway.stats() returns (what `weft show` and the launcher's SIGUSR1 line print). */
 import type { PeerStatsSample } from '../control/metrics.js';
 import { GENEVE_DROP_NAMES } from '../geneve/reasons.js';
-import type { GeneveTunnel } from '../geneve/table.js';
-import type { TunDevice } from '../io/tun.js';
+import type { GeneveTunnel, GeneveTunnelTable } from '../geneve/table.js';
+import type { PacketDevice } from '../io/device.js';
 import type { FlowStats } from '../nat/flows.js';
 import { NAT_DROP_MIN, natResultName } from '../nat/results.js';
-import type { CoalescerCounts, FabricOffloads, SegmenterCounts } from '../pipelines/fabric-offload.js';
+import {
+  coalescerStats,
+  fabricOffloads,
+  segmenterStats,
+  type CoalescerCounts,
+  type FabricOffloads,
+  type SegmenterCounts,
+} from '../pipelines/fabric-offload.js';
 import type { GenevePort } from '../pipelines/geneve-port.js';
 import type { WireGuardPort } from '../pipelines/wireguard-port.js';
 import type { PeerTable } from '../router/peer-table.js';
@@ -14,6 +21,10 @@ import type { RulesRuntime } from '../rules/runtime.js';
 import type { Device } from '../wireguard/device.js';
 import { DROP_REASON_COUNT, DROP_REASON_NAMES } from '../wireguard/drops.js';
 import type { Peer } from '../wireguard/peer.js';
+import { formatAddress } from '../packet/addr.js';
+import { tunnelOf } from './config-values.js';
+import type { GatewayIo } from './gateway-io.js';
+import type { GatewayPeers } from './gateway-peers.js';
 
 /** The translation's numbers: the peer table's (tunnel MTU) and the configuration's rules' (connections, clamps). */
 export interface NatStats {
@@ -68,7 +79,7 @@ export function collectDrops(
   device: Device,
   geneve: GenevePort | undefined,
   wg: WireGuardPort | undefined,
-  tun: TunDevice | undefined,
+  tun: PacketDevice | undefined,
 ): Record<string, number> {
   const d: Record<string, number> = {};
   const put = (k: string, v: number): void => {
@@ -106,5 +117,73 @@ export function natStats(peers: PeerTable, rules: RulesRuntime | null): NatStats
     mssClamped: r?.mssClamped ?? 0,
     drops: p.drops,
     conntrack: r?.flows ?? { entries: 0, capacity: 0, created: 0, evicted: 0, expired: 0, clashes: 0 },
+  };
+}
+
+/** What Gateway.stats() assembles a snapshot from. */
+export interface GatewayStatsParts {
+  readonly peers: GatewayPeers;
+  readonly now: number;
+  readonly table: GeneveTunnelTable;
+  readonly io: GatewayIo;
+  readonly router: Router<Peer, GeneveTunnel>;
+  readonly rules: RulesRuntime | null;
+  readonly drops: Record<string, number>;
+  readonly queues: Record<string, number>;
+  readonly forwarded: GatewayStats['forwarded'];
+  readonly routed: GatewayStats['routed'];
+}
+
+/** A full snapshot for `weft show` / logs (allocates). */
+export function gatewayStats(x: GatewayStatsParts): GatewayStats {
+  const samples = x.peers.samples(x.now);
+  let i = 0;
+  const peers: GatewayStats['peers'] = [];
+  for (const s of x.peers.byName.values()) {
+    const ep = s.wg.endpoint;
+    peers.push({
+      ...samples[i++]!,
+      name: s.cfg.name,
+      endpoint:
+        ep === null ? null : ep.address.includes(':') ? `[${ep.address}]:${ep.port}` : `${ep.address}:${ep.port}`,
+      allowedIps: [...s.cfg.remote.podCIDRs, ...s.cfg.remote.externalCIDRs],
+      tunnel: tunnelOf(x.peers.plan, s.cfg.name),
+    });
+  }
+  const { tun, geneve, wg } = x.io;
+  const t = tun?.stats;
+  return {
+    peers,
+    tunnels: [...x.table.tunnels()].map((g) => ({
+      name: g.name,
+      vni: g.vni,
+      remoteUnderlay: g.remoteUnderlayText,
+      remoteInternal: formatAddress(g.remoteInternal),
+      txPackets: g.txPackets,
+      rxPackets: g.rxPackets,
+      drops: g.drops,
+    })),
+    podRoutes: x.table.podRoutes().map((r) => ({
+      podCIDR: `${formatAddress(r.prefix.addr)}/${r.prefix.prefixLen}`,
+      nodeInternalAddress: r.nodeInternalAddress,
+      resolved: r.tunnel !== null,
+    })),
+    nat: natStats(x.router.peerTable, x.rules),
+    drops: x.drops,
+    queues: x.queues,
+    tun: {
+      name: tun?.name ?? '',
+      mtu: tun?.mtu ?? 0,
+      rxPackets: t?.rxPackets ?? 0,
+      txPackets: t?.txPackets ?? 0,
+      txErrors: t?.txErrors ?? 0,
+    },
+    offloads: tun === null || geneve === null ? null : fabricOffloads(tun, geneve),
+    gso: segmenterStats(x.io.segmenter),
+    gro: coalescerStats(x.io.tunWriter?.coalescer ?? null),
+    ports: { geneve: geneve?.port ?? -1, wireguard: wg?.port ?? -1 },
+    forwarded: { ...x.forwarded },
+    routed: { ...x.routed },
+    ipv6LinkLocal: x.router.ipv6LinkLocal,
   };
 }

@@ -12,68 +12,44 @@
  * Geneve, one encryptBatch (→ sendmmsg) for WireGuard with the peer the router chose for each
  * packet, one writeBatch for the TUN. With offloads (default; `offload: false` turns them off,
  * per feature where the kernel refuses): Geneve with UDP GRO in and GSO runs out, TUN reads of
- * super-packets cut to the MTU, TUN writes coalesced per flow (fabric-offload.ts). The WireGuard side hands the router the peer that
- * decrypted each packet, so two peers whose real CIDRs overlap can share this gateway (their
- * allowed IPs may overlap: the Device runs with overlappingAllowedIps).
- * Headroom/tailroom: every input leaves ≥ 128 bytes in front of each packet and ≥ 48 after it,
- * enough for the Geneve header (+ options + inner Ethernet), the WireGuard header (16) and tag
- * and padding (≤ 31), and an ICMP error header (28/48) written in front.
+ * super-packets cut to the MTU, TUN writes coalesced per flow (fabric-offload.ts). The WireGuard
+ * side hands the router the peer that decrypted each packet, so two peers whose real CIDRs
+ * overlap can share this gateway (their allowed IPs may overlap: the Device runs with
+ * overlappingAllowedIps).
  *
  * In-tunnel addresses (Liqo's 169.254.18.1/.2, src/control/tunnel-address.ts), for the
  * connection check: the local TUN carries ours (/32) and the kernel routes each peer's via the
  * TUN; each peer's is in its allowed IPs; the router forwards them without NAT or TTL handling.
  *
- * Configuration types come from src/control as types only; kernel routes/addresses through
- * kernel/iproute.ts (typed RouteCommandError).
+ * Devices, sockets and the TUN's kernel state: gateway-io.ts; peers and in-tunnel addresses:
+ * gateway-peers.ts; the stats snapshot: gateway-stats.ts. Here: the inputs, lanes, reconfiguration.
  */
-import type { ConfigOp, PeerChanges, TunnelChanges } from '../control/diff.js';
-import type { GatewayConfig, GeneveTunnelConfig, PeerConfig, PodRouteConfig } from '../control/config.js';
+import type { ConfigOp, TunnelChanges } from '../control/diff.js';
+import type { GatewayConfig, GeneveTunnelConfig, PodRouteConfig } from '../control/config.js';
 import type { PeerStatsSample, StatsSource } from '../control/metrics.js';
-import { planTunnelAddresses, type TunnelPlan } from '../control/tunnel-address.js';
+import type { TunnelPlan } from '../control/tunnel-address.js';
 import type { CryptoBackend } from '../crypto/backend.js';
 import { getCryptoBackend } from '../crypto/select.js';
 import { GeneveTunnelTable, type GeneveTunnel } from '../geneve/table.js';
-import { MAX_PACKET } from '../io/sizes.js';
-import { TunDevice } from '../io/tun.js';
-import { formatAddress, parsePrefix } from '../packet/addr.js';
-import {
-  coalescerStats,
-  fabricOffloads,
-  FabricTunWriter,
-  segmenterStats,
-  startTunReader,
-  tunReaderMaxCount,
-} from '../pipelines/fabric-offload.js';
-import { GENEVE_OFFLOAD_DELIVER_MAX, GenevePort } from '../pipelines/geneve-port.js';
-import type { TunSegmenter } from '../pipelines/tun-offload.js';
-import { KernelState } from '../kernel/iproute.js';
+import type { PacketDevice } from '../io/device.js';
 import type { KernelOwner } from '../kernel/reconcile.js';
-import { withNetnsAsync } from '../kernel/netns.js';
-import { WireGuardPort } from '../pipelines/wireguard-port.js';
-import { PeerTable, type PeerEntry } from '../router/peer-table.js';
-import { Router, RouterLanes, type RouterPeer } from '../router/router.js';
+import { FabricTunWriter, tunReaderMaxCount } from '../pipelines/fabric-offload.js';
+import type { GenevePort } from '../pipelines/geneve-port.js';
+import { GENEVE_OFFLOAD_DELIVER_MAX } from '../pipelines/geneve-port-types.js';
+import type { WireGuardPort } from '../pipelines/wireguard-port.js';
+import { PeerTable } from '../router/peer-table.js';
+import { Router, RouterLanes } from '../router/router.js';
+import type { RulesAttachment } from '../rules/attach.js';
 import { Device } from '../wireguard/device.js';
 import type { Peer } from '../wireguard/peer.js';
-import { collectDrops, natStats, type GatewayStats } from './gateway-stats.js';
-import { natConfigOf, natPeerOf, YamlRules } from './yaml-rules.js';
-import { peerTunnel } from '../rules/nat-router.js';
-import type { RulesAttachment } from '../rules/attach.js';
-import {
-  applyMappingOps,
-  definedOnly,
-  firstHost,
-  hostCidr,
-  keyBytes,
-  resolveEndpoint,
-  tunnelOf,
-  tunnelSpec,
-} from './config-values.js';
+import { applyMappingOps, definedOnly, firstHost, keyBytes, tunnelSpec } from './config-values.js';
+import { GatewayIo, type GatewayIoOptions } from './gateway-io.js';
+import { GatewayPeers } from './gateway-peers.js';
+import { collectDrops, gatewayStats, type GatewayStats } from './gateway-stats.js';
+import { natConfigOf, YamlRules } from './yaml-rules.js';
 
-export interface GatewayOptions {
-  /** Create the TUN, sockets and routes inside this network namespace (tests; needs the native addon). */
-  readonly netns?: string;
-  /** Name of the local TUN device. Default: wireguard.interfaceName (Liqo's "liqo-tunnel"). */
-  readonly tunName?: string;
+/** The gateway's options; those about its devices and sockets are GatewayIoOptions (gateway-io.ts). */
+export interface GatewayOptions extends GatewayIoOptions {
   /** The gateway's own internal address. Default: the first tunnel's localInternalAddress, else the internal CIDR's first host. */
   readonly internalAddress?: string;
   /** Kernel routes via the local TUN for pod routes' CIDRs (the gateway host reaches local pods through Geneve). Default true. */
@@ -85,19 +61,9 @@ export interface GatewayOptions {
    * so that Liqo's connection check runs through the tunnel. Default true.
    */
   readonly tunnelAddresses?: boolean;
-  /** Packets per batch on every input. Default 64. */
-  readonly batchSize?: number;
-  /** Use TUN TSO/USO and UDP GSO/GRO on the Geneve side where the kernel grants them (default true). */
-  readonly offload?: boolean;
-  /** UDP socket buffers (bytes). Default 8 MiB. */
-  readonly socketBuffer?: number;
   /** Rate of generated ICMP Time Exceeded errors (per second, burst). Default 100/20 (the router's). */
   readonly icmpRatePerSecond?: number;
   readonly icmpBurst?: number;
-  /** Wall-clock milliseconds. Default Date.now. */
-  readonly clock?: () => number;
-  /** Unexpected I/O errors and non-fatal set-up problems (never per packet). */
-  readonly onError?: (what: string, err: unknown) => void;
 }
 
 /** A configuration change the running gateway cannot apply live, or an inconsistent op. */
@@ -107,20 +73,6 @@ export class GatewayApplyError extends Error {
 
 export type { GatewayStats } from './gateway-stats.js';
 
-const HEADROOM = 128;
-const TAILROOM = 64;
-
-interface PeerState {
-  cfg: PeerConfig;
-  wg: Peer;
-  /** The router's view of the peer (its peer-table entry); remade when the entry is. */
-  rp: RouterPeer<Peer>;
-  handshakes: number;
-  lastSeenHandshake: number;
-  /** The peer's tunnel address in its allowed IPs (undefined: none). */
-  tunnelRemote: string | undefined;
-}
-
 export class Gateway implements StatsSource {
   readonly table = new GeneveTunnelTable();
   readonly forwarded = { toWireguard: 0, toGeneve: 0, toTun: 0 };
@@ -129,20 +81,16 @@ export class Gateway implements StatsSource {
   readonly router: Router<Peer, GeneveTunnel>;
 
   private config: GatewayConfig;
+  private readonly io: GatewayIo;
   private geneve!: GenevePort;
-  private tun!: TunDevice;
+  private tun!: PacketDevice;
   private tunWriter!: FabricTunWriter;
-  private segmenter: TunSegmenter | null = null;
   private wg!: WireGuardPort;
-  private kernel!: KernelState;
   private readonly clock: () => number;
   private readonly onError: (what: string, err: unknown) => void;
-  private readonly peersByName = new Map<string, PeerState>();
+  private readonly peerSet: GatewayPeers;
   /** The gateway's own addresses (on the local TUN; the first of a family sources ICMP errors). */
   private readonly localAddrs = new Set<string>();
-  private tunnelPlan: TunnelPlan = { peers: [], skipped: [] };
-  /** Tunnel addresses on the TUN and routes via it (kernel), as last synced. */
-  private readonly tunnelAddrsOnTun = new Set<string>();
   private readonly tunnelsById = new Map<number, GeneveTunnelConfig>();
   private readonly podRoutes = new Map<string, PodRouteConfig>();
   private readonly lanesGeneve: RouterLanes<Peer, GeneveTunnel>;
@@ -160,6 +108,7 @@ export class Gateway implements StatsSource {
     this.config = config;
     this.clock = opts.clock ?? Date.now;
     this.onError = opts.onError ?? (() => {});
+    this.io = new GatewayIo(opts);
     const cap = opts.batchSize ?? 64;
     const off = opts.offload ?? true;
     this.lanesGeneve = new RouterLanes(off ? Math.max(cap, GENEVE_OFFLOAD_DELIVER_MAX) : cap);
@@ -175,6 +124,12 @@ export class Gateway implements StatsSource {
       ...(opts.icmpRatePerSecond === undefined ? {} : { icmpRatePerSecond: opts.icmpRatePerSecond }),
       ...(opts.icmpBurst === undefined ? {} : { icmpBurst: opts.icmpBurst }),
     });
+    this.peerSet = new GatewayPeers(this.device, this.router, {
+      clock: this.clock,
+      onError: this.onError,
+      tunnelAddresses: opts.tunnelAddresses ?? true,
+      mtu: () => this.config.wireguard.mtu,
+    });
     this.yaml = new YamlRules(this.router, config.wireguard.mtu);
   }
 
@@ -189,11 +144,7 @@ export class Gateway implements StatsSource {
   }
 
   private syncRules(): void {
-    this.yaml.sync(
-      this.config,
-      [...this.peersByName.values()].map((s) => s.cfg),
-      this.internalAddress(this.config),
-    );
+    this.yaml.sync(this.config, this.peerSet.configs(), this.internalAddress(this.config));
   }
 
   /** The peer table in force (replaced when cluster CIDRs or the MTU change). */
@@ -227,8 +178,6 @@ export class Gateway implements StatsSource {
 
   private async open(): Promise<void> {
     const c = this.config;
-    const opts = this.opts;
-    const batch = opts.batchSize ?? 64;
     for (const t of c.geneve.tunnels) {
       this.table.add(tunnelSpec(t));
       this.tunnelsById.set(t.id, t);
@@ -237,70 +186,33 @@ export class Gateway implements StatsSource {
       this.table.addPodRoute(r.podCIDR, r.nodeInternalAddress);
       this.podRoutes.set(r.podCIDR, r);
     }
-    const internal =
-      opts.internalAddress ?? c.geneve.tunnels[0]?.localInternalAddress ?? firstHost(c.cluster.internalCIDR);
-    this.addLocalAddress(internal);
+    this.addLocalAddress(this.internalAddress(c));
     for (const t of c.geneve.tunnels) this.addLocalAddress(t.localInternalAddress);
     const now = this.clock();
-    for (const p of c.peers) await this.addPeer(p, now);
+    for (const p of c.peers) await this.peerSet.add(p, now);
     this.syncRules();
-    this.planTunnel();
+    this.peerSet.planTunnel(c.wireguard);
 
     // Local TUN: the gateway host's interface into the fabric.
-    const mtu = c.wireguard.mtu;
-    const offload = opts.offload ?? true;
-    // Opened down: IPv6 is turned off (when unused) before the kernel could send RS/MLD into it.
-    this.tun = TunDevice.open({
-      name: opts.tunName ?? c.wireguard.interfaceName,
-      mtu,
-      netns: opts.netns,
-      offload,
-      up: false,
-    });
-    this.tunWriter = new FabricTunWriter(this.tun, this.lanesGeneve.capacity);
-    this.kernel = new KernelState(this.tun.name, opts.netns);
-    const quiet = await this.kernel.quietIpv6();
-    if (quiet !== null) this.onError('turning IPv6 off on the TUN', quiet);
-    await this.kernel.linkUp();
-    for (const a of this.localAddrs) await this.kernel.addAddress(a);
+    const { tun, kernel } = await this.io.openTun(c, this.lanesGeneve.capacity);
+    this.tun = tun;
+    this.tunWriter = this.io.tunWriter!;
+    for (const a of this.localAddrs) await kernel.addAddress(a);
     await this.syncKernelRoutes();
 
-    this.geneve = await GenevePort.open({
-      table: this.table,
-      port: c.geneve.port,
-      address: c.geneve.listenAddress,
-      batchSize: batch,
-      rxHeadroom: HEADROOM,
-      rxTailroom: TAILROOM,
-      clock: this.clock,
-      onError: this.onError,
-      offload,
-      rxCoalesceReservation: this.tunWriter.reservation,
-      rxCoalesceFlows: this.tunWriter.maxFlows,
-      ...(opts.netns === undefined ? {} : { netns: opts.netns }),
-      ...(opts.socketBuffer === undefined ? {} : { socketBuffer: opts.socketBuffer }),
-      sink: {
+    const { geneve, wg } = await this.io.openPorts(
+      c,
+      this.table,
+      this.device,
+      {
         deliverBatch: (buf, offs, lens, t, n, areaOff, areaLen) =>
           this.onGenevePackets(buf, offs, lens, t, n, areaOff, areaLen),
       },
-    });
-    this.wg = new WireGuardPort({
-      device: this.device,
-      mtu: MAX_PACKET,
-      batchSize: batch,
-      rxHeadroom: HEADROOM,
-      rxTailroom: TAILROOM,
-      clock: this.clock,
-      onError: this.onError,
-      ...(opts.socketBuffer === undefined ? {} : { socketBuffer: opts.socketBuffer }),
-      sink: { writeBatch: (buf, offs, lens, peers, n) => this.onWireguardPackets(buf, offs, lens, peers, n) },
-    });
-    await withNetnsAsync(opts.netns, () => this.wg.bind(c.wireguard.listenPort));
-    this.segmenter = startTunReader(
-      this.tun,
-      { mtu, headroom: HEADROOM, tailroom: TAILROOM, batchSize: batch },
-      (buf, offs, lens, n) => this.onTunPackets(buf, offs, lens, n),
+      { writeBatch: (buf, offs, lens, peers, n) => this.onWireguardPackets(buf, offs, lens, peers, n) },
     );
+    this.geneve = geneve;
+    this.wg = wg;
+    this.io.startTunReader(c.wireguard.mtu, (buf, offs, lens, n) => this.onTunPackets(buf, offs, lens, n));
     this.housekeeping = setInterval(() => this.tick(), 1000);
     this.housekeeping.unref();
     this.wg.poll();
@@ -380,89 +292,6 @@ export class Gateway implements StatsSource {
     this.router.setLocalAddresses([...this.localAddrs]);
   }
 
-  private natPeerConfig(p: PeerConfig): Parameters<PeerTable['addPeer']>[0] {
-    return natPeerOf(p, this.config.wireguard.mtu);
-  }
-
-  private async addPeer(p: PeerConfig, now: number): Promise<void> {
-    const entry = this.peerTable.addPeer(this.natPeerConfig(p));
-    let wp: Peer | undefined;
-    try {
-      wp = this.device.addPeer(keyBytes(p.publicKey));
-      this.device.setPresharedKey(wp, p.presharedKey === undefined ? null : keyBytes(p.presharedKey));
-      if (p.endpoint !== undefined) this.device.setEndpoint(wp, await resolveEndpoint(p.endpoint));
-      for (const c of [...p.remote.podCIDRs, ...p.remote.externalCIDRs]) this.device.addAllowedIp(wp, parsePrefix(c));
-      if (p.persistentKeepalive !== undefined) this.device.setPersistentKeepalive(wp, p.persistentKeepalive, now);
-    } catch (e) {
-      this.peerTable.removePeer(entry);
-      if (wp !== undefined) this.device.removePeer(wp);
-      throw e;
-    }
-    const rp = this.router.addPeer(p.name, entry, wp, peerTunnel(p.name));
-    this.peersByName.set(p.name, { cfg: p, wg: wp, rp, handshakes: 0, lastSeenHandshake: 0, tunnelRemote: undefined });
-  }
-
-  private removePeer(name: string): void {
-    const s = this.peersByName.get(name);
-    if (s === undefined) return;
-    this.router.removePeer(s.rp);
-    this.device.removePeer(s.wg);
-    this.peerTable.removePeer(s.rp.entry);
-    this.peersByName.delete(name);
-  }
-
-  /** Peer changes other than the key: the WireGuard peer (sessions, counters, roamed endpoint) is kept. */
-  private async updatePeer(name: string, ch: PeerChanges): Promise<void> {
-    const s = this.peersByName.get(name);
-    if (s === undefined) throw new GatewayApplyError(`peer.update for unknown peer ${name}`);
-    const cfg: PeerConfig = { ...s.cfg };
-    if (ch.clusterId !== undefined) cfg.clusterId = ch.clusterId;
-    if (ch.presharedKey !== undefined) {
-      if (ch.presharedKey === null) delete cfg.presharedKey;
-      else cfg.presharedKey = ch.presharedKey;
-      this.device.setPresharedKey(s.wg, ch.presharedKey === null ? null : keyBytes(ch.presharedKey));
-    }
-    if (ch.endpoint !== undefined) {
-      if (ch.endpoint === null) delete cfg.endpoint;
-      else cfg.endpoint = ch.endpoint;
-      if (ch.endpoint !== null) this.device.setEndpoint(s.wg, await resolveEndpoint(ch.endpoint));
-    }
-    if (ch.tunnelAddress !== undefined) {
-      if (ch.tunnelAddress === null) delete cfg.tunnelAddress;
-      else cfg.tunnelAddress = ch.tunnelAddress;
-    }
-    if (ch.persistentKeepalive !== undefined) {
-      if (ch.persistentKeepalive === null) delete cfg.persistentKeepalive;
-      else cfg.persistentKeepalive = ch.persistentKeepalive;
-      this.device.setPersistentKeepalive(s.wg, ch.persistentKeepalive ?? 0, this.clock());
-    }
-    if (ch.remote !== undefined || ch.remapped !== undefined) {
-      if (ch.remote !== undefined) cfg.remote = ch.remote;
-      if (ch.remapped !== undefined) cfg.remapped = ch.remapped;
-      // New prefix translation: a new peer entry (the rules are recompiled after the ops).
-      this.router.removePeer(s.rp);
-      this.peerTable.removePeer(s.rp.entry);
-      let entry: PeerEntry;
-      try {
-        entry = this.peerTable.addPeer(this.natPeerConfig(cfg));
-      } catch (e) {
-        s.rp = this.router.addPeer(
-          s.cfg.name,
-          this.peerTable.addPeer(this.natPeerConfig(s.cfg)),
-          s.wg,
-          peerTunnel(s.cfg.name),
-        );
-        throw e;
-      }
-      s.rp = this.router.addPeer(cfg.name, entry, s.wg, peerTunnel(cfg.name));
-      this.device.clearAllowedIps(s.wg);
-      s.tunnelRemote = undefined; // re-added by planTunnel after the ops
-      for (const c of [...cfg.remote.podCIDRs, ...cfg.remote.externalCIDRs])
-        this.device.addAllowedIp(s.wg, parsePrefix(c));
-    }
-    s.cfg = cfg;
-  }
-
   /** The Geneve tunnel to each node in force (Liqo mode names their interfaces). */
   nodeTunnels(): { nodeName: string; tunnel: GeneveTunnel }[] {
     const out: { nodeName: string; tunnel: GeneveTunnel }[] = [];
@@ -502,79 +331,25 @@ export class Gateway implements StatsSource {
 
   /**
    * Kernel state of the local TUN: routes for the peers' remapped CIDRs, the internal CIDR, pod
-   * routes, and each peer's tunnel address (source: our tunnel address towards it, which is
-   * added to the TUN first: the kernel refuses a source it does not own); stale tunnel
-   * addresses are removed last.
+   * routes and the in-tunnel addresses (gateway-io.ts syncRoutes).
    */
   private async syncKernelRoutes(): Promise<void> {
     const want = new Set<string>();
-    for (const s of this.peersByName.values())
+    for (const s of this.peerSet.byName.values())
       for (const c of [...s.cfg.remapped.podCIDRs, ...s.cfg.remapped.externalCIDRs]) want.add(c);
     want.add(this.config.cluster.internalCIDR);
     if (this.opts.routePodCIDRs ?? true) for (const r of this.podRoutes.values()) want.add(r.podCIDR);
-    const tunnelLocals = new Set(this.tunnelPlan.peers.map((t) => t.local));
-    for (const a of tunnelLocals) {
-      await this.kernel.addAddress(a);
-      this.tunnelAddrsOnTun.add(a);
-    }
-    for (const t of this.tunnelPlan.peers) {
-      const cidr = hostCidr(t.remote);
-      await this.kernel.addRoute(cidr, t.local);
-      want.add(cidr);
-    }
-    await this.kernel.syncRoutes(want);
-    for (const a of this.localAddrs) await this.kernel.addAddress(a);
-    for (const a of [...this.tunnelAddrsOnTun]) {
-      if (tunnelLocals.has(a) || this.localAddrs.has(a)) continue;
-      await this.kernel.removeAddress(a);
-      this.tunnelAddrsOnTun.delete(a);
-    }
-  }
-
-  /**
-   * Recomputes the in-tunnel addresses from the configuration in force (tunnel-address.ts) and
-   * applies them to the routing stage and the peers' allowed IPs; the kernel side follows in
-   * syncKernelRoutes. Peers left out are reported through onError, once per change.
-   */
-  private planTunnel(): void {
-    const plan: TunnelPlan =
-      (this.opts.tunnelAddresses ?? true)
-        ? planTunnelAddresses({
-            wireguard: this.config.wireguard,
-            peers: [...this.peersByName.values()].map((s) => s.cfg),
-          })
-        : { peers: [], skipped: [] };
-    const byName = new Map(plan.peers.map((t) => [t.name, t] as const));
-    const locals: string[] = [];
-    const remotes: { address: string; peer: RouterPeer<Peer> }[] = [];
-    for (const s of this.peersByName.values()) {
-      const t = byName.get(s.cfg.name);
-      if (s.tunnelRemote !== undefined && s.tunnelRemote !== t?.remote)
-        this.device.removeAllowedIp(s.wg, parsePrefix(hostCidr(s.tunnelRemote)));
-      s.tunnelRemote = t?.remote;
-      if (t === undefined) continue;
-      // Re-added every time: a peer update that rewrote its allowed IPs dropped it.
-      this.device.addAllowedIp(s.wg, parsePrefix(hostCidr(t.remote)));
-      locals.push(t.local);
-      remotes.push({ address: t.remote, peer: s.rp });
-    }
-    const before = new Set(this.tunnelPlan.skipped.map((x) => `${x.name}\n${x.reason}`));
-    for (const x of plan.skipped) {
-      if (!before.has(`${x.name}\n${x.reason}`))
-        this.onError('tunnel address', new Error(`peer ${x.name}: no in-tunnel connection check: ${x.reason}`));
-    }
-    this.router.setTunnelAddresses(locals, remotes);
-    this.tunnelPlan = plan;
+    await this.io.syncRoutes(want, this.peerSet.plan, this.localAddrs);
   }
 
   /** The in-tunnel addresses in force: one entry per peer that has them, and the peers left out. */
   tunnelAddresses(): TunnelPlan {
-    return this.tunnelPlan;
+    return this.peerSet.plan;
   }
 
   /** Whether WireGuard knows where to send to peer `name` (configured, or learned from its handshake). */
   hasEndpoint(name: string): boolean {
-    return (this.peersByName.get(name)?.wg.endpoint ?? null) !== null;
+    return (this.peerSet.byName.get(name)?.wg.endpoint ?? null) !== null;
   }
 
   /** The configuration in force. */
@@ -611,15 +386,19 @@ export class Gateway implements StatsSource {
     for (const op of ops) {
       switch (op.kind) {
         case 'peer.remove':
-          this.removePeer(op.name);
+          this.peerSet.remove(op.name);
           routesDirty = true;
           break;
         case 'peer.update':
-          await this.updatePeer(op.name, op.changes);
+          {
+            const s = this.peerSet.byName.get(op.name);
+            if (s === undefined) throw new GatewayApplyError(`peer.update for unknown peer ${op.name}`);
+            await this.peerSet.update(s, op.changes);
+          }
           routesDirty = true;
           break;
         case 'peer.add':
-          await this.addPeer(op.peer, now);
+          await this.peerSet.add(op.peer, now);
           routesDirty = true;
           break;
         case 'tunnel.remove':
@@ -661,7 +440,7 @@ export class Gateway implements StatsSource {
           }
           if (ch.listenPort !== undefined && ch.listenPort !== null) {
             const port = ch.listenPort;
-            await withNetnsAsync(this.opts.netns, () => this.wg.bind(port));
+            await this.io.bindWireGuard(port);
           }
           this.config = { ...this.config, wireguard: { ...this.config.wireguard, ...definedOnly(ch) } };
           // The tunnel MTU is also the peer table's (Fragmentation Needed): rebuild it.
@@ -682,7 +461,7 @@ export class Gateway implements StatsSource {
     }
     this.config = next ?? {
       ...this.config,
-      peers: [...this.peersByName.values()].map((s) => s.cfg),
+      peers: this.peerSet.configs(),
       geneve: {
         ...this.config.geneve,
         tunnels: [...this.tunnelsById.values()],
@@ -690,19 +469,15 @@ export class Gateway implements StatsSource {
       },
     };
     this.syncRules();
-    const tunnelBefore = JSON.stringify(this.tunnelPlan.peers);
-    this.planTunnel();
-    if (routesDirty || JSON.stringify(this.tunnelPlan.peers) !== tunnelBefore) await this.syncKernelRoutes();
+    const tunnelBefore = JSON.stringify(this.peerSet.plan.peers);
+    this.peerSet.planTunnel(this.config.wireguard);
+    if (routesDirty || JSON.stringify(this.peerSet.plan.peers) !== tunnelBefore) await this.syncKernelRoutes();
     this.wg.poll();
   }
 
   /** A new peer table from the current cluster settings with every peer re-added. */
   private rebuildPeerTable(): void {
-    const table = this.makePeerTable(this.config);
-    const cfgOf = new Map([...this.peersByName.values()].map((s) => [s.rp, s.cfg] as const));
-    const made = this.router.replacePeerTable(table, (rp) => table.addPeer(this.natPeerConfig(cfgOf.get(rp)!)));
-    for (const s of this.peersByName.values()) s.rp = made.get(s.cfg.name)!;
-    this.planTunnel(); // tunnel addresses point at the remade router peers
+    this.peerSet.rebuild(this.makePeerTable(this.config), this.config.wireguard);
   }
 
   // =========================================================================================
@@ -710,41 +485,13 @@ export class Gateway implements StatsSource {
 
   private tick(): void {
     if (this.stopped) return;
-    const now = this.clock();
-    this.yaml.expire(now);
-    this.countHandshakes();
-  }
-
-  private countHandshakes(): void {
-    for (const s of this.peersByName.values()) {
-      const t = s.wg.lastHandshakeMs;
-      if (t !== 0 && t !== s.lastSeenHandshake) {
-        s.lastSeenHandshake = t;
-        s.handshakes++;
-      }
-    }
+    this.yaml.expire(this.clock());
+    this.peerSet.countHandshakes();
   }
 
   /** StatsSource: one sample per peer. `connected` = a handshake completed within the last 180 s. */
   peers(): readonly PeerStatsSample[] {
-    this.countHandshakes();
-    const now = this.clock();
-    const out: PeerStatsSample[] = [];
-    for (const s of this.peersByName.values()) {
-      const last = s.wg.lastHandshakeMs;
-      out.push({
-        clusterId: s.cfg.clusterId,
-        connected: last !== 0 && now - last < 180_000,
-        latencyUs: 0,
-        rxBytes: s.wg.rxBytes,
-        txBytes: s.wg.txBytes,
-        rxPackets: s.wg.rxPackets,
-        txPackets: s.wg.txPackets,
-        handshakes: s.handshakes,
-        ...(last === 0 ? {} : { lastHandshakeAtMs: last }),
-      });
-    }
-    return out;
+    return this.peerSet.samples(this.clock());
   }
 
   /** StatsSource: drops by reason from every stage (non-zero only), prefixed by stage. */
@@ -769,55 +516,18 @@ export class Gateway implements StatsSource {
 
   /** A full snapshot for `weft show` / logs (allocates). */
   stats(): GatewayStats {
-    const peers = this.peers();
-    let i = 0;
-    const out: GatewayStats['peers'] = [];
-    for (const s of this.peersByName.values()) {
-      const ep = s.wg.endpoint;
-      out.push({
-        ...peers[i++]!,
-        name: s.cfg.name,
-        endpoint:
-          ep === null ? null : ep.address.includes(':') ? `[${ep.address}]:${ep.port}` : `${ep.address}:${ep.port}`,
-        allowedIps: [...s.cfg.remote.podCIDRs, ...s.cfg.remote.externalCIDRs],
-        tunnel: tunnelOf(this.tunnelPlan, s.cfg.name),
-      });
-    }
-    const t = this.tun?.stats;
-    return {
-      peers: out,
-      tunnels: [...this.table.tunnels()].map((x) => ({
-        name: x.name,
-        vni: x.vni,
-        remoteUnderlay: x.remoteUnderlayText,
-        remoteInternal: formatAddress(x.remoteInternal),
-        txPackets: x.txPackets,
-        rxPackets: x.rxPackets,
-        drops: x.drops,
-      })),
-      podRoutes: this.table.podRoutes().map((r) => ({
-        podCIDR: `${formatAddress(r.prefix.addr)}/${r.prefix.prefixLen}`,
-        nodeInternalAddress: r.nodeInternalAddress,
-        resolved: r.tunnel !== null,
-      })),
-      nat: natStats(this.peerTable, this.yaml.active ? this.yaml.attachment.runtime : null),
+    return gatewayStats({
+      peers: this.peerSet,
+      now: this.clock(),
+      table: this.table,
+      io: this.io,
+      router: this.router,
+      rules: this.yaml.active ? this.yaml.attachment.runtime : null,
       drops: { ...this.drops() },
       queues: { ...this.queueDepths() },
-      tun: {
-        name: this.tun?.name ?? '',
-        mtu: this.tun?.mtu ?? 0,
-        rxPackets: t?.rxPackets ?? 0,
-        txPackets: t?.txPackets ?? 0,
-        txErrors: t?.txErrors ?? 0,
-      },
-      offloads: this.tun === undefined || this.geneve === undefined ? null : fabricOffloads(this.tun, this.geneve),
-      gso: segmenterStats(this.segmenter),
-      gro: coalescerStats(this.tunWriter?.coalescer ?? null),
-      ports: { geneve: this.geneve?.port ?? -1, wireguard: this.wg?.port ?? -1 },
-      forwarded: { ...this.forwarded },
-      routed: { ...this.routed },
-      ipv6LinkLocal: this.router.ipv6LinkLocal,
-    };
+      forwarded: this.forwarded,
+      routed: this.routed,
+    });
   }
 
   /** Ports actually bound (useful with port 0 in tests). */
@@ -827,7 +537,7 @@ export class Gateway implements StatsSource {
 
   /** The TUN's kernel state (link, addresses, routes) for ports/reconcile.ts. */
   kernelOwner(): KernelOwner {
-    return this.kernel;
+    return this.io.kernel!;
   }
 
   /** Stops forwarding, removes the routes/addresses it added, closes sockets and the TUN. Idempotent. */
@@ -835,16 +545,6 @@ export class Gateway implements StatsSource {
     if (this.stopped) return;
     this.stopped = true;
     if (this.housekeeping !== null) clearInterval(this.housekeeping);
-    this.tun?.stop();
-    let err: unknown;
-    try {
-      await this.kernel?.clear();
-    } catch (e) {
-      err = e;
-    }
-    await this.wg?.close();
-    await this.geneve?.close();
-    await this.tun?.close();
-    if (err !== undefined) throw err;
+    await this.io.close();
   }
 }

@@ -16,7 +16,9 @@
 import type { CryptoBackend } from '../crypto/backend.js';
 import { PacketBatch } from '../io/batch.js';
 import { MAX_PACKET } from '../io/sizes.js';
-import { TunDevice, DEFAULT_TUN_MTU, TUN_OFFLOAD_MAX_PACKET } from '../io/tun.js';
+import type { PacketDevice } from '../io/device.js';
+import { DEFAULT_TUN_MTU, TUN_OFFLOAD_MAX_PACKET } from '../io/tun.js';
+import { systemDevices, type Devices } from '../pipelines/devices.js';
 import { UdpError } from '../io/udp.js';
 import { UapiServer } from '../io/uapi-server.js';
 import { Device, WireGuardConfigError } from '../wireguard/device.js';
@@ -59,6 +61,8 @@ export interface WgDaemonOptions {
   /** TUN transmit queue length (default DEFAULT_TUN_TXQUEUELEN). */
   readonly txQueueLen?: number;
   readonly log?: (level: 'error' | 'info' | 'debug', msg: string) => void;
+  /** The TUN and sockets to open (default: the real host's). */
+  readonly devices?: Devices;
 }
 
 /**
@@ -98,7 +102,7 @@ export class WgDaemon {
   private stopped = false;
 
   private constructor(
-    readonly tun: TunDevice,
+    readonly tun: PacketDevice,
     readonly port: WireGuardPort,
     readonly device: Device,
     private readonly log: NonNullable<WgDaemonOptions['log']>,
@@ -117,7 +121,8 @@ export class WgDaemon {
     }
     const device = new Device({ backend, mtu });
     const wantOffload = opts.offload ?? true;
-    const tun = TunDevice.open({
+    const devices = opts.devices ?? systemDevices;
+    const tun = devices.openTun({
       name: opts.ifname,
       mtu,
       netns: opts.netns,
@@ -161,6 +166,7 @@ export class WgDaemon {
           },
         },
         udpOffload: wantOffload,
+        openUdp: (o) => devices.openUdp(o),
         rxCoalesceReservation: co === null ? 0 : co.reservation,
         rxCoalesceFlows: co === null ? undefined : co.maxFlows,
         onError: (what, err) => log('info', `${what}: ${err instanceof Error ? err.message : String(err)}`),

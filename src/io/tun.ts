@@ -38,6 +38,7 @@ import { loadNativeIo, type NativeIo, type PollHandle } from './native.js';
 import { getLibc, POLLIN, EAGAIN, EINTR, type Libc } from './libc.js';
 import { TunError, TunPermissionError, TunUnavailableError } from './tun-errors.js';
 import { withNetns } from './thread-netns.js';
+import type { PacketDevice, PacketDeviceStats } from './device.js';
 import {
   IFREQ_SIZE,
   attachTun,
@@ -83,17 +84,9 @@ export interface TunOptions {
   readonly offload?: boolean;
 }
 
-export interface TunStats {
-  rxPackets: number;
-  rxBytes: number;
-  rxBatches: number;
-  rxErrors: number;
-  txPackets: number;
-  txBytes: number;
-  txErrors: number;
-}
+export type TunStats = PacketDeviceStats;
 
-export class TunDevice {
+export class TunDevice implements PacketDevice {
   readonly stats: TunStats = {
     rxPackets: 0,
     rxBytes: 0,

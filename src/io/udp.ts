@@ -43,6 +43,7 @@ import {
 import { parseAddress } from '../packet/addr.js';
 import { AddressInterner, recordPort } from './udp-address.js';
 import { NativeUdpReceiver } from './udp-native-recv.js';
+import type { DatagramBufferSizes, DatagramOffloads, DatagramSocket, DatagramStats } from './datagram.js';
 
 export type UdpMechanism = 'native' | 'dgram';
 
@@ -73,12 +74,7 @@ export interface UdpOptions {
 }
 
 /** Which UDP offloads are in effect on a socket. */
-export interface UdpOffloadState {
-  /** sendBatch sends runs with UDP_SEGMENT (false again after an EIO fallback). */
-  gso: boolean;
-  /** The kernel may coalesce received datagrams (batch.segs). */
-  readonly gro: boolean;
-}
+export type UdpOffloadState = DatagramOffloads;
 
 export class UdpError extends Error {
   override readonly name = 'UdpError';
@@ -90,28 +86,9 @@ export class UdpError extends Error {
   }
 }
 
-export interface UdpBufferSizes {
-  readonly requestedRcvbuf: number;
-  readonly requestedSndbuf: number;
-  /** What getsockopt reports (Linux doubles the request to account for bookkeeping). */
-  readonly rcvbuf: number;
-  readonly sndbuf: number;
-  /** True when SO_RCVBUFFORCE/SO_SNDBUFFORCE were used (root: rmem_max does not cap). */
-  readonly forced: boolean;
-}
+export type UdpBufferSizes = DatagramBufferSizes;
 
-export interface UdpStats {
-  rxPackets: number;
-  rxBytes: number;
-  rxBatches: number;
-  rxTruncated: number;
-  rxErrors: number;
-  txPackets: number;
-  txBytes: number;
-  txDropped: number;
-  /** GSO runs the kernel refused with EIO and that were resent one datagram each (then GSO goes off). */
-  gsoFallbacks: number;
-}
+export type UdpStats = DatagramStats;
 
 const ERRNO_NAMES: Record<number, string> = {
   1: 'EPERM',
@@ -146,7 +123,7 @@ export function encodeAddress(address: string, port: number, rec: Uint8Array, of
   new DataView(rec.buffer, rec.byteOffset).setUint32(off + ADDR_SCOPE_OFFSET, scope, true);
 }
 
-export class UdpSocket {
+export class UdpSocket implements DatagramSocket {
   readonly stats: UdpStats = {
     rxPackets: 0,
     rxBytes: 0,

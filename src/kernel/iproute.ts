@@ -11,6 +11,7 @@
 import { execFile } from 'node:child_process';
 import { writeFile } from 'node:fs/promises';
 import type { KernelItem } from './kernel-desired.js';
+import type { LinkState } from './link-state.js';
 
 /** An `ip` command failed. `command` is the full argument list, `stderr` what ip printed. */
 export class RouteCommandError extends Error {
@@ -86,7 +87,7 @@ export function removeRoute(cidr: string, dev: string, netns?: string): Promise<
  * Routes are keyed by CIDR; all of them point at one device. Its changes run one at a time
  * (`exclusive`), so reconcile.ts compares the kernel with desired() between them, never during.
  */
-export class KernelState {
+export class KernelState implements LinkState {
   private readonly routes = new Map<string, string | undefined>();
   private readonly addrs = new Set<string>();
   private queue: Promise<unknown> = Promise.resolve();
@@ -190,6 +191,10 @@ export class KernelState {
     });
   }
 
+  setSysctl(path: string, value: string): Promise<void> {
+    return writeSysctl(path, value, this.netns);
+  }
+
   hasRoute(cidr: string): boolean {
     return this.routes.has(cidr);
   }
@@ -262,4 +267,16 @@ export async function writeSysctl(path: string, value: string, netns?: string): 
       else reject(new RouteCommandError(argv, stderr || err.message, hintFor(stderr)));
     });
   });
+}
+
+/** MTU of the device the kernel routes `dst` through (`ip route get`, then the route's or link's mtu). */
+export async function underlayMtu(dst: string, netns?: string): Promise<number | undefined> {
+  const route = await ip(['-o', 'route', 'get', dst], netns);
+  const routeMtu = /\bmtu (\d+)/.exec(route);
+  if (routeMtu) return Number(routeMtu[1]);
+  const dev = /\bdev (\S+)/.exec(route)?.[1];
+  if (dev === undefined) return undefined;
+  const link = await ip(['-o', 'link', 'show', 'dev', dev], netns);
+  const m = /\bmtu (\d+)/.exec(link);
+  return m ? Number(m[1]) : undefined;
 }

@@ -30,13 +30,9 @@ import type { ConfigOp } from '../control/diff.js';
 import type { NodeConfig, NodeGatewayConfig } from '../control/config.js';
 import { GeneveTunnelTable } from '../geneve/table.js';
 import { geneveInnerMtu } from '../geneve/mtu.js';
-import { TunDevice } from '../io/tun.js';
-import {
-  GENEVE_OFFLOAD_DELIVER_MAX,
-  GenevePort,
-  type GeneveSink,
-  type GenevePortStats,
-} from '../pipelines/geneve-port.js';
+import type { PacketDevice } from '../io/device.js';
+import { GenevePort } from '../pipelines/geneve-port.js';
+import { GENEVE_OFFLOAD_DELIVER_MAX, type GeneveSink, type GenevePortStats } from '../pipelines/geneve-port-types.js';
 import type { TunCoalescingWriter, TunSegmenter } from '../pipelines/tun-offload.js';
 import {
   coalescerStats,
@@ -48,7 +44,8 @@ import {
   type FabricOffloads,
   type SegmenterCounts,
 } from '../pipelines/fabric-offload.js';
-import { ip, KernelState, writeSysctl } from '../kernel/iproute.js';
+import type { LinkState } from '../kernel/link-state.js';
+import { systemDevices, type Devices } from '../pipelines/devices.js';
 import { isIpv6LinkLocalControl } from '../packet/ipv6.js';
 import type { KernelOwner } from '../kernel/reconcile.js';
 import {
@@ -85,6 +82,8 @@ export interface NodeAgentOptions {
   readonly clock?: () => number;
   /** Unexpected I/O errors (never per packet). */
   readonly onError?: (what: string, err: unknown) => void;
+  /** The TUN, socket and link state to open (default: the real host's; a simulation's memory host). */
+  readonly devices?: Devices;
 }
 
 /** A configuration change the running agent cannot apply live (restart it). */
@@ -133,10 +132,10 @@ export class NodeAgent {
 
   private constructor(
     config: NodeConfig,
-    readonly tun: TunDevice,
+    readonly tun: PacketDevice,
     readonly geneve: GenevePort,
     readonly table: GeneveTunnelTable,
-    private readonly kernel: KernelState,
+    private readonly kernel: LinkState,
     private readonly opts: NodeAgentOptions,
     private readonly writer: FabricTunWriter,
   ) {
@@ -226,13 +225,14 @@ export class NodeAgent {
     const table = new GeneveTunnelTable();
     for (const g of config.node.gateways) addGatewayToTable(table, g, config.node.underlayAddress);
     const netns = opts.netns;
-    const mtu = opts.mtu ?? Math.min(config.node.mtu, await tunnelMtu(config, opts));
+    const devices = opts.devices ?? systemDevices;
+    const mtu = opts.mtu ?? Math.min(config.node.mtu, await tunnelMtu(config, opts, devices));
     const tunName = opts.tunName ?? config.node.tunName;
     const wantOffload = opts.offload ?? true;
     // Opened down: IPv6 is turned off (when unused) before the kernel could send RS/MLD into it.
-    const tun = TunDevice.open({ name: tunName, mtu, netns, offload: wantOffload, up: false });
+    const tun = devices.openTun({ name: tunName, mtu, netns, offload: wantOffload, up: false });
     let geneve: GenevePort | null = null;
-    const kernel = new KernelState(tun.name, netns);
+    const kernel = devices.linkState(tun.name, netns);
     try {
       const batchSize = opts.batchSize ?? 64;
       // Coalescing writes need TSO on the TUN; the Geneve receive batches then carry its area.
@@ -256,6 +256,7 @@ export class NodeAgent {
         rxCoalesceFlows: writer.maxFlows,
         port: config.geneve.port,
         address: config.geneve.listenAddress ?? config.node.underlayAddress,
+        openUdp: (o) => devices.openUdp(o),
         ...(opts.clock === undefined ? {} : { clock: opts.clock }),
         ...(opts.onError === undefined ? {} : { onError: opts.onError }),
       });
@@ -292,9 +293,9 @@ export class NodeAgent {
     if (this.gateways.size > 0) await k.addRoute(this.config.cluster.internalCIDR);
     // Loose reverse-path filtering on the TUN: replies from remote clusters arrive here with
     // sources that the main table may route elsewhere (RFC 3704 loose mode, as Liqo sets).
-    await writeSysctl(`net/ipv4/conf/${k.dev}/rp_filter`, '2', k.netns).catch((e: unknown) =>
-      this.opts.onError?.('rp_filter', e),
-    );
+    await k
+      .setSysctl(`net/ipv4/conf/${k.dev}/rp_filter`, '2')
+      .catch((e: unknown) => this.opts.onError?.('rp_filter', e));
   }
 
   private async installGateway(g: NodeGatewayConfig): Promise<void> {
@@ -487,24 +488,13 @@ function addGatewayToTable(table: GeneveTunnelTable, g: NodeGatewayConfig, local
 }
 
 /** The largest inner packet every gateway's underlay path carries (reads the route's device MTU). */
-async function tunnelMtu(config: NodeConfig, opts: NodeAgentOptions): Promise<number> {
+async function tunnelMtu(config: NodeConfig, opts: NodeAgentOptions, devices: Devices): Promise<number> {
   let mtu = Number.POSITIVE_INFINITY;
   for (const g of config.node.gateways) {
     const fam = g.gatewayUnderlay.includes(':') ? 6 : 4;
-    const under = (await underlayMtu(g.gatewayUnderlay, opts.netns).catch(() => undefined)) ?? opts.underlayMtu ?? 1500;
+    const under =
+      (await devices.underlayMtu(g.gatewayUnderlay, opts.netns).catch(() => undefined)) ?? opts.underlayMtu ?? 1500;
     mtu = Math.min(mtu, geneveInnerMtu(under, fam, g.mode));
   }
   return Number.isFinite(mtu) ? mtu : geneveInnerMtu(opts.underlayMtu ?? 1500, 4, 'l3');
-}
-
-/** MTU of the device the kernel routes `dst` through (`ip route get`, then the route's or link's mtu). */
-export async function underlayMtu(dst: string, netns?: string): Promise<number | undefined> {
-  const route = await ip(['-o', 'route', 'get', dst], netns);
-  const routeMtu = /\bmtu (\d+)/.exec(route);
-  if (routeMtu) return Number(routeMtu[1]);
-  const dev = /\bdev (\S+)/.exec(route)?.[1];
-  if (dev === undefined) return undefined;
-  const link = await ip(['-o', 'link', 'show', 'dev', dev], netns);
-  const m = /\bmtu (\d+)/.exec(link);
-  return m ? Number(m[1]) : undefined;
 }

@@ -4,7 +4,8 @@
  * A host without IPv6 (or with the port taken for IPv6 only) runs IPv4-only, as wireguard-go
  * does: the IPv6 failure is reported through `onError`, not thrown.
  */
-import { UdpSocket, type UdpMechanism } from '../io/udp.js';
+import type { DatagramSocket } from '../io/datagram.js';
+import { UdpSocket, type UdpMechanism, type UdpOptions } from '../io/udp.js';
 import { withNetnsAsync } from '../kernel/netns.js';
 
 export interface DualStackOptions {
@@ -20,11 +21,13 @@ export interface DualStackOptions {
   /** What to call the port in reports ("geneve", "wireguard"). */
   readonly label: string;
   readonly onError: (what: string, err: unknown) => void;
+  /** Opens one socket (default UdpSocket.open; devices.ts injects another). */
+  readonly openUdp?: (opts: UdpOptions) => Promise<DatagramSocket>;
 }
 
 export interface DualStack {
-  readonly v4: UdpSocket | null;
-  readonly v6: UdpSocket | null;
+  readonly v4: DatagramSocket | null;
+  readonly v6: DatagramSocket | null;
   /** The port bound (the same for both families). */
   readonly port: number;
 }
@@ -32,9 +35,10 @@ export interface DualStack {
 /** Opens the sockets; throws UdpError when the (first) socket cannot be bound. */
 export async function openDualStack(o: DualStackOptions): Promise<DualStack> {
   const off = o.offload === true;
-  const open = (family: 4 | 6, port: number, address?: string): Promise<UdpSocket> =>
+  const openUdp = o.openUdp ?? ((opts: UdpOptions) => UdpSocket.open(opts));
+  const open = (family: 4 | 6, port: number, address?: string): Promise<DatagramSocket> =>
     withNetnsAsync(o.netns, () =>
-      UdpSocket.open({
+      openUdp({
         family,
         port,
         ...(address === undefined ? {} : { address }),
@@ -51,7 +55,7 @@ export async function openDualStack(o: DualStackOptions): Promise<DualStack> {
     return fam === 4 ? { v4: s, v6: null, port: s.port } : { v4: null, v6: s, port: s.port };
   }
   const v4 = await open(4, o.port);
-  let v6: UdpSocket | null = null;
+  let v6: DatagramSocket | null = null;
   try {
     v6 = await open(6, v4.port);
   } catch (e) {

@@ -9,7 +9,8 @@
  * Ownership as in tun-offload.ts: buffers are the caller's and only used during a call.
  */
 import { PacketBatch } from '../io/batch.js';
-import { TUN_OFFLOAD_MAX_PACKET, type TunDevice } from '../io/tun.js';
+import type { PacketDevice } from '../io/device.js';
+import { TUN_OFFLOAD_MAX_PACKET } from '../io/tun.js';
 import type { GenevePort } from './geneve-port.js';
 import { segmenterScratch, TunCoalescingWriter, TunSegmenter, type SegmentConsumer } from './tun-offload.js';
 
@@ -34,7 +35,7 @@ export function tunReaderMaxCount(batchSize: number): number {
 }
 
 /** Starts reading `tun` into `consume` (see the file comment); returns the segmenter (null without a vnet header). */
-export function startTunReader(tun: TunDevice, o: TunReaderOptions, consume: SegmentConsumer): TunSegmenter | null {
+export function startTunReader(tun: PacketDevice, o: TunReaderOptions, consume: SegmentConsumer): TunSegmenter | null {
   const off = tun.offload;
   if (off === null) {
     const batch = new PacketBatch({
@@ -65,7 +66,7 @@ export class FabricTunWriter {
 
   /** `capacity`: the most packets one write passes. */
   constructor(
-    private readonly tun: TunDevice,
+    private readonly tun: PacketDevice,
     capacity: number,
   ) {
     const off = tun.offload;
@@ -120,7 +121,7 @@ export interface CoalescerCounts {
 }
 
 /** What a TUN and a Geneve port have in effect. */
-export function fabricOffloads(tun: TunDevice, geneve: GenevePort): FabricOffloads {
+export function fabricOffloads(tun: PacketDevice, geneve: GenevePort): FabricOffloads {
   const t = tun.offload;
   const u = geneve.udpOffload();
   return {

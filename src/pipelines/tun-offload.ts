@@ -28,7 +28,7 @@ import {
   type CoalesceBatchFn,
   type GsoSegmentFn,
 } from '../io/native-offload.js';
-import type { TunDevice } from '../io/tun.js';
+import type { PacketDevice } from '../io/device.js';
 import { Coalescer } from '../packet/gro.js';
 import { GSO_ERR_MALFORMED, GSO_ERR_NO_ROOM } from '../packet/gso.js';
 import { PacketList } from '../packet/packet-list.js';
@@ -172,7 +172,7 @@ export class TunCoalescingWriter {
 
   /** `capacity`: the most packets one writeBatch call passes (the output never has more entries). */
   constructor(
-    private readonly tun: TunDevice,
+    private readonly tun: PacketDevice,
     capacity: number,
     readonly maxFlows = 16,
   ) {

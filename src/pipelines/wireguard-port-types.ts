@@ -5,7 +5,8 @@
  */
 import type { Device } from '../wireguard/device.js';
 import type { Peer } from '../wireguard/peer.js';
-import type { UdpMechanism } from '../io/udp.js';
+import type { DatagramSocket } from '../io/datagram.js';
+import type { UdpMechanism, UdpOptions } from '../io/udp.js';
 
 /** Where decrypted inner packets go (a TUN device, or the gateway's routing stage). */
 export interface InnerSink {
@@ -38,6 +39,8 @@ export interface WireGuardPortOptions {
   /** Socket buffers to request (bytes). Default 8 MiB (io/udp.ts). */
   readonly socketBuffer?: number;
   readonly udpMechanism?: UdpMechanism;
+  /** Opens the sockets (default: real UDP sockets; pipelines/devices.ts). */
+  readonly openUdp?: (opts: UdpOptions) => Promise<DatagramSocket>;
   /** Packets per receive batch. Default 64. */
   readonly batchSize?: number;
   /**

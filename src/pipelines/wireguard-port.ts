@@ -27,7 +27,8 @@
  */
 import { ADDR_FAMILY_OFFSET, ADDR_RECORD_LEN } from '../io/native.js';
 import { PacketBatch } from '../io/batch.js';
-import { encodeAddress, UDP_GRO_MAX_LEN, UdpSocket } from '../io/udp.js';
+import { encodeAddress, UDP_GRO_MAX_LEN } from '../io/udp.js';
+import type { DatagramBufferSizes, DatagramSocket, DatagramStats } from '../io/datagram.js';
 import { Device, EncryptResult, ENCRYPT_SEND, ReceiveResult, RECEIVE_DELIVER } from '../wireguard/device.js';
 import { isHandshakeMessage } from '../wireguard/messages.js';
 import type { Endpoint } from '../wireguard/peer.js';
@@ -69,8 +70,8 @@ export class WireGuardPort {
   private readonly onError: (what: string, err: unknown) => void;
   private readonly opts: WireGuardPortOptions;
 
-  private udp4: UdpSocket | null = null;
-  private udp6: UdpSocket | null = null;
+  private udp4: DatagramSocket | null = null;
+  private udp6: DatagramSocket | null = null;
   private boundPort = -1;
   private fwmark = 0;
   private closed = false;
@@ -89,7 +90,7 @@ export class WireGuardPort {
   private rx4Words: Uint32Array;
   private rx6Words: Uint32Array;
   private readonly lastSource = new Uint32Array(ADDR_RECORD_WORDS);
-  private lastSourceSock: UdpSocket | null = null;
+  private lastSourceSock: DatagramSocket | null = null;
   private lastAddress = '';
   private lastPort = 0;
   private deliverLens: Uint32Array;
@@ -167,7 +168,7 @@ export class WireGuardPort {
   }
 
   /** A receive batch for a socket: GRO slots (64 KiB, segment sizes) when the socket has GRO. */
-  private rxBatchFor(sock: UdpSocket): PacketBatch {
+  private rxBatchFor(sock: DatagramSocket): PacketBatch {
     const v6 = sock.family === 6;
     if (!sock.offload.gro) return v6 ? this.rxPlain6 : this.rxPlain4;
     let b = v6 ? this.rxGro6 : this.rxGro4;
@@ -210,11 +211,11 @@ export class WireGuardPort {
   }
 
   /** Socket buffer sizes granted (v4 socket), for diagnostics. */
-  bufferSizes(): ReturnType<UdpSocket['bufferSizes']> | null {
+  bufferSizes(): DatagramBufferSizes | null {
     return (this.udp4 ?? this.udp6)?.bufferSizes() ?? null;
   }
 
-  udpStats(): { v4: UdpSocket['stats'] | null; v6: UdpSocket['stats'] | null } {
+  udpStats(): { v4: DatagramStats | null; v6: DatagramStats | null } {
     return { v4: this.udp4?.stats ?? null, v6: this.udp6?.stats ?? null };
   }
 
@@ -234,6 +235,7 @@ export class WireGuardPort {
       onError: this.onError,
       offload: this.opts.udpOffload === true,
       ...(this.opts.udpMechanism === undefined ? {} : { mechanism: this.opts.udpMechanism }),
+      ...(this.opts.openUdp === undefined ? {} : { openUdp: this.opts.openUdp }),
     });
     const v4 = socks.v4!;
     const v6 = socks.v6;
@@ -337,7 +339,7 @@ export class WireGuardPort {
   // =========================================================================================
   // Tunnel → inner
 
-  private onUdpBatch(sock: UdpSocket, b: PacketBatch): void {
+  private onUdpBatch(sock: DatagramSocket, b: PacketBatch): void {
     const now = this.clock();
     const underLoad = this.hs.underLoad;
     const words = b === this.rx4 ? this.rx4Words : this.rx6Words;
@@ -383,7 +385,7 @@ export class WireGuardPort {
 
   private receiveOne(
     b: PacketBatch,
-    sock: UdpSocket,
+    sock: DatagramSocket,
     i: number,
     off: number,
     len: number,

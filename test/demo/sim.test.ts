@@ -4,7 +4,7 @@
  * the underlays with the right VNI and inner addresses, only WireGuard messages on the WAN) and
  * what each end sees — the same facts the namespace e2e test checks with tshark and servers.
  */
-import { describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { GENEVE_HEADER_LEN, geneveVni } from '../../src/geneve/header.js';
 import { formatAddress } from '../../src/packet/addr.js';
 import { ICMPV4_DEST_UNREACHABLE, ICMPV4_ECHO_REPLY, ICMPV4_ECHO_REQUEST } from '../../src/packet/icmp.js';
@@ -13,6 +13,16 @@ import { buildPlan } from '../../src/demo/plan.js';
 import { runSimulatedDemo, SimSystem } from '../../src/demo/sim.js';
 
 const plan = buildPlan('wd');
+
+const running: SimSystem[] = [];
+async function start(): Promise<SimSystem> {
+  const sys = await SimSystem.start(plan);
+  running.push(sys);
+  return sys;
+}
+afterEach(async () => {
+  for (const s of running.splice(0)) await s.stop();
+});
 
 interface Sent {
   to: string;
@@ -24,7 +34,7 @@ interface Sent {
 
 function record(sys: SimSystem): Sent[] {
   const log: Sent[] = [];
-  sys.wire.tap = (toA, toP, fromA, fromP, b) => {
+  sys.net.tap = (toA, toP, fromA, fromP, b) => {
     const s: Sent = { to: `${toA}:${toP}`, from: `${fromA}:${fromP}` };
     if (toP === 6091) {
       s.vni = geneveVni(b, 0);
@@ -39,13 +49,13 @@ function record(sys: SimSystem): Sent[] {
 }
 
 describe('simulated two-cluster demo (no root)', () => {
-  it('a pod of A reaches a pod of B by its remapped address; every link carries what it should', () => {
-    const sys = new SimSystem(plan);
+  it('a pod of A reaches a pod of B by its remapped address; every link carries what it should', async () => {
+    const sys = await start();
     const log = record(sys);
     const a1 = sys.pod('A1');
     const b3 = sys.pod('B3');
     a1.sendEcho('10.71.2.23', 7, 1);
-    sys.run();
+    await sys.run();
     // B3 got the request from A1 as B addresses it, and A1 the reply from B3's remapped address.
     const req = b3.seen.recent.find((p) => p.icmpType === ICMPV4_ECHO_REQUEST)!;
     expect([req.src, req.dst, req.checksumsOk]).toEqual(['10.71.1.11', '10.0.2.23', true]);
@@ -86,22 +96,22 @@ describe('simulated two-cluster demo (no root)', () => {
     });
   });
 
-  it("B's real pod address means nothing in A: the packet is dropped at A's node, not delivered to a twin", () => {
-    const sys = new SimSystem(plan);
+  it("B's real pod address means nothing in A: the packet is dropped at A's node, not delivered to a twin", async () => {
+    const sys = await start();
     const a1 = sys.pod('A1');
     const node = sys.nodes.get(plan.a.nodes[0]!.ns)!;
     a1.sendEcho('10.0.2.23', 7, 1);
-    sys.run();
+    await sys.run();
     expect(node.drops).toBe(1);
     expect(sys.pod('B3').seen.total).toBe(0);
     expect(a1.seen.total).toBe(0);
   });
 
-  it('host-network traffic of a node of A is SNATed to 10.70.0.0, seen by B as 10.72.0.0, and the reply comes back', () => {
-    const sys = new SimSystem(plan);
+  it('host-network traffic of a node of A is SNATed to 10.70.0.0, seen by B as 10.72.0.0, and the reply comes back', async () => {
+    const sys = await start();
     const node = sys.nodes.get(plan.a.nodes[1]!.ns)!;
     node.hostEcho('10.71.1.21', 9, 1);
-    sys.run();
+    await sys.run();
     const atB1 = sys.pod('B1').seen.recent[0]!;
     expect([atB1.src, atB1.dst]).toEqual(['10.72.0.0', '10.0.1.21']);
     const back = node.hostSeen.recent[0]!;
@@ -113,11 +123,11 @@ describe('simulated two-cluster demo (no root)', () => {
     ]);
   });
 
-  it('an ICMP error from B comes back with the outer and the quoted addresses translated', () => {
-    const sys = new SimSystem(plan);
+  it('an ICMP error from B comes back with the outer and the quoted addresses translated', async () => {
+    const sys = await start();
     const a2 = sys.pod('A2');
     a2.sendUdp('10.71.2.24', 40000, 33434, 16);
-    sys.run();
+    await sys.run();
     const e = a2.seen.recent.find((p) => p.icmpType === ICMPV4_DEST_UNREACHABLE)!;
     expect([e.src, e.dst, e.quotedSrc, e.quotedDst, e.checksumsOk]).toEqual([
       '10.71.2.24',
