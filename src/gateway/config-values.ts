@@ -6,7 +6,7 @@ import { lookup } from 'node:dns/promises';
 import type { ConfigOp } from '../control/diff.js';
 import type { GatewayConfig, GeneveTunnelConfig } from '../control/config.js';
 import type { TunnelPlan } from '../control/tunnel-address.js';
-import type { GeneveTunnelSpec } from '../geneve/table.js';
+import type { GeneveTunnelSpec } from '../geneve/tunnel-spec.js';
 import { formatAddress, parsePrefix, prefixNthAddress } from '../packet/addr.js';
 import type { Endpoint } from '../wireguard/peer.js';
 

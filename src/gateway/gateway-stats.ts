@@ -1,7 +1,8 @@
 /** The snapshot Gateway.stats() returns (what `weft show` and the launcher's SIGUSR1 line print). */
 import type { PeerStatsSample } from '../control/metrics.js';
 import { GENEVE_DROP_NAMES } from '../geneve/reasons.js';
-import type { GeneveTunnel, GeneveTunnelTable } from '../geneve/table.js';
+import type { GeneveTunnelTable } from '../geneve/table.js';
+import type { GeneveTunnel } from '../geneve/tunnel.js';
 import type { PacketDevice } from '../io/device.js';
 import type { FlowStats } from '../nat/flows.js';
 import { NAT_DROP_MIN, natResultName } from '../nat/results.js';
@@ -16,7 +17,8 @@ import {
 import type { GenevePort } from '../pipelines/geneve-port.js';
 import type { WireGuardPort } from '../pipelines/wireguard-port.js';
 import type { PeerTable } from '../router/peer-table.js';
-import { ROUTER_DROP_NAMES, type Router } from '../router/router.js';
+import { ROUTER_DROP_NAMES } from '../router/drops.js';
+import type { Router } from '../router/router.js';
 import type { RulesRuntime } from '../rules/runtime.js';
 import type { Device } from '../wireguard/device.js';
 import { DROP_REASON_COUNT, DROP_REASON_NAMES } from '../wireguard/drops.js';

@@ -41,11 +41,6 @@ import {
   type ValidatedSpec,
 } from './tunnel-spec.js';
 
-// For the shells and the simulation (src/gateway, src/node, src/pipelines, src/demo/sim.ts),
-// until they import tunnel.ts and tunnel-spec.ts themselves; everything else imports those
-// files directly.
-export type { GeneveTunnel, GeneveTunnelSpec };
-
 /** The table key of a tunnel to the underlay address `remoteUnderlay` (bytes, canonical text). */
 function specKey(vni: number, remoteUnderlay: Uint8Array): string {
   return tunnelKey(vni, formatAddress(remoteUnderlay));

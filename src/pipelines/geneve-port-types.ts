@@ -5,7 +5,8 @@
 import type { DatagramSocket } from '../io/datagram.js';
 import type { UdpMechanism, UdpOptions } from '../io/udp.js';
 import type { GeneveEngineOptions } from '../geneve/engine.js';
-import type { GeneveTunnel, GeneveTunnelTable } from '../geneve/table.js';
+import type { GeneveTunnelTable } from '../geneve/table.js';
+import type { GeneveTunnel } from '../geneve/tunnel.js';
 
 /** Where decapsulated inner packets go. */
 export interface GeneveSink {

@@ -49,7 +49,8 @@ import { GeneveEngine } from '../geneve/engine.js';
 import { GeneveResult, GeneveVerdict } from '../geneve/result.js';
 import { GENEVE_HEADER_LEN, GENEVE_LIQO_UDP_PORT } from '../geneve/header.js';
 import { GENEVE_INNER_ETHERNET_LEN, GENEVE_MAX_HEADROOM } from '../geneve/mtu.js';
-import type { GeneveTunnel, GeneveTunnelTable } from '../geneve/table.js';
+import type { GeneveTunnelTable } from '../geneve/table.js';
+import type { GeneveTunnel } from '../geneve/tunnel.js';
 import { SendList } from './send-list.js';
 import {
   GENEVE_OFFLOAD_DELIVER_MAX,

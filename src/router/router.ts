@@ -2,7 +2,7 @@
  * The gateway's router, I/O-free: bytes, `now` and tables in; packets sorted into output lanes
  * (to peers, to nodes, to the gateway host) and counted drops out. The gateway shell
  * (src/gateway) and the in-process simulation (src/demo/sim.ts) both run this class, joined to
- * real sockets or to an in-memory wire.
+ * real sockets or to the in-memory network (src/io/memory-net.ts).
  *
  * Per packet, on the buffer it arrived in (no copy, no allocation):
  * - parsed once into an IpView, handed to the hooks (address translation is theirs alone: the
@@ -67,10 +67,6 @@ import { RouterLanes } from './lanes.js';
 import type { PeerEntry, PeerTable } from './peer-table.js';
 import { RouterPeers, type RouterPeer } from './peers.js';
 import { LANE_HOST, LANE_NODE, LANE_PEER, type Steering } from './steer.js';
-
-// For the gateway shell and the simulation (src/gateway, src/demo/sim.ts), until they import
-// lanes.ts, peers.ts and drops.ts themselves; everything else imports those files directly.
-export { ROUTER_DROP_NAMES, RouterLanes, type RouterPeer };
 
 /** Next hops towards nodes (the Geneve tunnel table): a tunnel for a destination address. */
 export interface NodeRoutes<G> {
