@@ -56,6 +56,12 @@ export interface WgDaemonOptions {
    * GRO (default true). False: the plain path (one packet per read/write/datagram).
    */
   readonly offload?: boolean;
+  /**
+   * After each UAPI set, start a handshake with every peer that has an endpoint and no session
+   * (default true), instead of waiting for data as wireguard-go does: a restarted daemon is
+   * back in one round trip even while the peer still sends on its old session.
+   */
+  readonly eagerHandshake?: boolean;
   /** TUN transmit queue length (default DEFAULT_TUN_TXQUEUELEN). */
   readonly txQueueLen?: number;
   readonly log?: (level: 'error' | 'info' | 'debug', msg: string) => void;
@@ -102,6 +108,7 @@ export class WgDaemon {
     readonly port: WireGuardPort,
     readonly device: Device,
     private readonly log: NonNullable<WgDaemonOptions['log']>,
+    private readonly eagerHandshake: boolean,
   ) {}
 
   static async start(opts: WgDaemonOptions): Promise<WgDaemon> {
@@ -166,7 +173,7 @@ export class WgDaemon {
         onError: (what, err) => log('info', `${what}: ${err instanceof Error ? err.message : String(err)}`),
       });
       await port.bind(0);
-      const d = new WgDaemon(tun, port, device, log);
+      const d = new WgDaemon(tun, port, device, log, opts.eagerHandshake ?? true);
       d.coalescer = coalescer;
       const p = port;
       if (tunOff === null) {
@@ -281,6 +288,7 @@ export class WgDaemon {
       }
     }
     this.port.poll();
+    if (this.eagerHandshake) this.port.initiateIdlePeers();
     return 0;
   }
 

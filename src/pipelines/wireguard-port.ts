@@ -476,6 +476,17 @@ export class WireGuardPort {
     this.timer.armBefore(deadline);
   }
 
+  /**
+   * Starts a handshake with every peer that has an endpoint and no session, and sends it now:
+   * a data plane that has just started (a new process, a new active replica) does not wait for
+   * data or for the peer's Rekey-Timeout (Device.initiateIdlePeers). Returns the initiations.
+   */
+  initiateIdlePeers(): number {
+    const n = this.device.initiateIdlePeers(this.clock());
+    this.afterActivity();
+    return n;
+  }
+
   /** Runs the engine's timers now (also used after configuration changes). */
   poll(): void {
     this.device.poll(this.clock());

@@ -13,11 +13,20 @@
  *   matches no peer starts nothing. Bounded twice: the per-peer pacing of initiations (one per
  *   Rekey-Timeout, handshake.ts) and a device-wide token bucket, so garbage transport packets
  *   (spoofed or not) cannot make the device initiate without limit.
+ *
+ * Both are speculative: the peer may not be ready (not configured yet, still starting) and drop
+ * the initiation. Data that then waits for a session must not wait out the Rekey-Timeout of a
+ * handshake nobody asked for, so once per speculative initiation, and no sooner than
+ * SPECULATIVE_RETRY_AFTER after it (past wireguard-go's 20 ms initiation-flood window, so a
+ * peer that did take the first one takes this one too), data may initiate again at once.
  */
 import { REKEY_TIMEOUT } from './constants.js';
 import type { DeviceState } from './device-state.js';
 import { sendHandshakeInitiation } from './handshake.js';
 import type { Endpoint, Peer } from './peer.js';
+
+/** A data-driven initiation may follow a speculative one this soon (ms), once. */
+export const SPECULATIVE_RETRY_AFTER = 100;
 
 /** True when `peer` can send on a session now (no handshake needed). */
 function hasUsableSession(peer: Peer, now: number): boolean {
@@ -37,7 +46,10 @@ export function initiateIdlePeers(s: DeviceState, now: number): number {
     if (peer.removed || peer.endpoint === null || hasUsableSession(peer, now)) continue;
     const before = peer.handshake.lastSentHandshake;
     sendHandshakeInitiation(s, peer, false, now);
-    if (peer.handshake.lastSentHandshake !== before) n++;
+    if (peer.handshake.lastSentHandshake !== before) {
+      peer.timers.speculativeInitiation = true;
+      n++;
+    }
   }
   return n;
 }
@@ -72,5 +84,17 @@ export function wakeOnUnknownSession(s: DeviceState, from: Endpoint, now: number
   // and the peer's first authenticated packet roams it as usual.
   if (peer.endpoint === null) peer.endpoint = { address: from.address, port: from.port };
   sendHandshakeInitiation(s, peer, false, now);
+  peer.timers.speculativeInitiation = true;
   s.wake.initiations++;
+}
+
+/**
+ * Before a data-driven initiation: lifts the pacing of an unanswered speculative initiation
+ * (once, and only SPECULATIVE_RETRY_AFTER after it; see the module comment).
+ */
+export function releaseSpeculativePacing(peer: Peer, now: number): void {
+  const t = peer.timers;
+  if (!t.speculativeInitiation || now - peer.handshake.lastSentHandshake < SPECULATIVE_RETRY_AFTER) return;
+  t.speculativeInitiation = false;
+  peer.handshake.lastSentHandshake = Number.NEGATIVE_INFINITY;
 }

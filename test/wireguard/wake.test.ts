@@ -20,6 +20,7 @@ import { MESSAGE_INITIATION, readU32LE } from '../../src/wireguard/messages.js';
 import type { Endpoint, Peer } from '../../src/wireguard/peer.js';
 import { OutgoingMessage } from '../../src/wireguard/pool.js';
 import { WAKE_BURST } from '../../src/wireguard/wake-state.js';
+import { SPECULATIVE_RETRY_AFTER } from '../../src/wireguard/wake.js';
 import { REKEY_TIMEOUT } from '../../src/wireguard/constants.js';
 import { BACKENDS } from './backends.js';
 import { sessionPair } from './pair.js';
@@ -213,6 +214,18 @@ describe.each(BACKENDS.slice(0, 2))('wake on unknown session ($name)', ({ create
     expect(drain(fresh).map((m) => [m.type, m.address, m.port])).toEqual([[MESSAGE_INITIATION, epA.address, epA.port]]);
     expect(fresh.initiateIdlePeers(T0 + 20)).toBe(0); // within Rekey-Timeout
     expect(drain(fresh)).toEqual([]);
+    // Data waiting for a session may initiate once more after an unanswered speculative
+    // initiation (the peer may have dropped it), not within SPECULATIVE_RETRY_AFTER of it.
+    const p = ipv4Packet('10.2.0.1', '10.1.0.1', 40);
+    const send = (now: number): Sent[] => {
+      const buf = new Uint8Array(16 + p.length + 64);
+      buf.set(p, 16);
+      fresh.encrypt(buf, 16, p.length, now, new EncryptResult());
+      return drain(fresh);
+    };
+    expect(send(T0 + 10 + SPECULATIVE_RETRY_AFTER - 1)).toEqual([]);
+    expect(send(T0 + 10 + SPECULATIVE_RETRY_AFTER).map((m) => m.type)).toEqual([MESSAGE_INITIATION]);
+    expect(send(T0 + 10 + 2 * SPECULATIVE_RETRY_AFTER)).toEqual([]); // paced as usual again
     // A device whose peer has a usable session initiates nothing.
     expect(b.initiateIdlePeers(T0 + 10)).toBe(0);
     expect(drain(b)).toEqual([]);
