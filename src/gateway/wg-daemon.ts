@@ -23,6 +23,7 @@ import { Device, WireGuardConfigError } from '../wireguard/device.js';
 import { planSet, UapiError, type UapiDeviceSnapshot, type UapiOperation } from '../wireguard/uapi.js';
 import { withNativeAead } from '../io/native-aead.js';
 import { WireGuardPort } from '../pipelines/wireguard-port.js';
+import { DEFAULT_WARMUP_MS, warmUpWireGuard } from '../pipelines/wireguard-warmup.js';
 import { segmenterScratch, TunCoalescingWriter, TunSegmenter } from '../pipelines/tun-offload.js';
 import { TRANSPORT_HEADER_SIZE } from '../wireguard/messages.js';
 
@@ -62,6 +63,11 @@ export interface WgDaemonOptions {
    * back in one round trip even while the peer still sends on its old session.
    */
   readonly eagerHandshake?: boolean;
+  /**
+   * Milliseconds of start-up warm-up on synthetic packets before the UAPI socket opens
+   * (wireguard-warmup.ts; default DEFAULT_WARMUP_MS, 0 = none).
+   */
+  readonly warmUpMs?: number;
   /** TUN transmit queue length (default DEFAULT_TUN_TXQUEUELEN). */
   readonly txQueueLen?: number;
   readonly log?: (level: 'error' | 'info' | 'debug', msg: string) => void;
@@ -210,6 +216,14 @@ export class WgDaemon {
         `offloads: tun ${tunOff === null ? (wantOffload ? 'none (refused)' : 'off') : `csum ${o.tunCsum} tso ${o.tunTso} uso ${o.tunUso}`}, ` +
           `udp gso ${o.udpGso} gro ${o.udpGro}${wantOffload ? '' : ' (disabled by configuration)'}`,
       );
+      // Before anyone can configure a peer: the first packets then run optimized code.
+      const warm = await warmUpWireGuard({
+        backend,
+        mtu,
+        budgetMs: opts.warmUpMs ?? DEFAULT_WARMUP_MS,
+        vnetHdrLen: tunOff?.vnetHdrLen ?? 0,
+      });
+      if (warm.ms > 0) log('info', `warm-up: ${warm.packets} packets in ${warm.ms} ms`);
       d.uapi = await UapiServer.listen(
         tun.name,
         {

@@ -368,10 +368,10 @@ export class WireGuardPort {
       const len = b.lens[i];
       const seg = gro ? segs[i] : 0;
       if (seg === 0 || len <= seg) {
-        this.receiveOne(b, sock, i, off, len, now, underLoad);
+        this.receiveOne(b, off, len, now, underLoad);
       } else {
         // A GRO run: datagram k at off + k*seg, the last one possibly shorter.
-        for (let p = 0; p < len; p += seg) this.receiveOne(b, sock, i, off + p, Math.min(seg, len - p), now, underLoad);
+        for (let p = 0; p < len; p += seg) this.receiveOne(b, off + p, Math.min(seg, len - p), now, underLoad);
       }
     }
     this.deliver(b);
@@ -381,15 +381,25 @@ export class WireGuardPort {
   private delivered = 0;
   private deliveredBytes = 0;
 
-  private receiveOne(
-    b: PacketBatch,
-    sock: UdpSocket,
-    i: number,
-    off: number,
-    len: number,
-    now: number,
-    underLoad: boolean,
-  ): void {
+  /**
+   * Runs the datagrams of `b` (slots 0..count-1, no GRO runs) through the receive path as if
+   * read from address:port, without a socket: the start-up warm-up feeds a throwaway port this
+   * way (wireguard-warmup.ts). Handshake messages go to the ring as usual.
+   */
+  receiveBatchFrom(b: PacketBatch, address: string, port: number): void {
+    const now = this.clock();
+    this.lastSource.fill(0);
+    this.lastSourceSock = null;
+    this.lastAddress = address;
+    this.lastPort = port;
+    this.delivered = 0;
+    this.deliveredBytes = 0;
+    for (let i = 0; i < b.count; i++) this.receiveOne(b, b.offs[i], b.lens[i], now, false);
+    this.deliver(b);
+    this.afterActivity();
+  }
+
+  private receiveOne(b: PacketBatch, off: number, len: number, now: number, underLoad: boolean): void {
     const from = this.from;
     const out = this.rxResult;
     from.address = this.lastAddress;
