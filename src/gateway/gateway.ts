@@ -50,6 +50,7 @@ import type { TunSegmenter } from '../pipelines/tun-offload.js';
 import { KernelState } from '../kernel/iproute.js';
 import { withNetnsAsync } from '../kernel/netns.js';
 import { WireGuardPort } from '../pipelines/wireguard-port.js';
+import { warmUpBudget, warmUpWireGuard } from '../pipelines/wireguard-warmup.js';
 import { Router, RouterLanes, type RouterPeer } from '../router/router.js';
 import { Device } from '../wireguard/device.js';
 import type { Peer } from '../wireguard/peer.js';
@@ -273,6 +274,13 @@ export class Gateway implements StatsSource {
         deliverBatch: (buf, offs, lens, t, n, areaOff, areaLen) =>
           this.onGenevePackets(buf, offs, lens, t, n, areaOff, areaLen),
       },
+    });
+    // The WireGuard data path runs optimized from the first packet (WEFT_WARMUP_MS, 0 = off).
+    await warmUpWireGuard({
+      backend: this.device.backend,
+      mtu: c.wireguard.mtu,
+      budgetMs: warmUpBudget(process.env.WEFT_WARMUP_MS),
+      overlappingAllowedIps: this.device.overlappingAllowedIps,
     });
     this.wg = new WireGuardPort({
       device: this.device,

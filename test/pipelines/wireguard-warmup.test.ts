@@ -34,6 +34,19 @@ describe('WireGuard start-up warm-up', () => {
     expect([...real.drops].every((d) => d === 0)).toBe(true);
   });
 
+  it('with overlapping allowed IPs (the gateway device) the round trip works too', async () => {
+    let t = 1_700_000_000_000;
+    const clock = (): number => (t += 0.25);
+    const r = await warmUpWireGuard({
+      backend: createNodeBackend(),
+      mtu: 1420,
+      budgetMs: 30,
+      overlappingAllowedIps: true,
+      clock,
+    });
+    expect(r.packets).toBeGreaterThanOrEqual(8 * 4);
+  });
+
   it('a budget of 0 does nothing', async () => {
     expect(await warmUpWireGuard({ backend: createNodeBackend(), mtu: 1420, budgetMs: 0 })).toEqual({
       packets: 0,
