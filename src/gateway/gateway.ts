@@ -275,13 +275,6 @@ export class Gateway implements StatsSource {
           this.onGenevePackets(buf, offs, lens, t, n, areaOff, areaLen),
       },
     });
-    // The WireGuard data path runs optimized from the first packet (WEFT_WARMUP_MS, 0 = off).
-    await warmUpWireGuard({
-      backend: this.device.backend,
-      mtu: c.wireguard.mtu,
-      budgetMs: warmUpBudget(process.env.WEFT_WARMUP_MS),
-      overlappingAllowedIps: this.device.overlappingAllowedIps,
-    });
     this.wg = new WireGuardPort({
       device: this.device,
       mtu: MAX_PACKET,
@@ -292,6 +285,14 @@ export class Gateway implements StatsSource {
       onError: this.onError,
       ...(opts.socketBuffer === undefined ? {} : { socketBuffer: opts.socketBuffer }),
       sink: { writeBatch: (buf, offs, lens, peers, n) => this.onWireguardPackets(buf, offs, lens, peers, n) },
+    });
+    // The WireGuard data path runs optimized from the first packet (WEFT_WARMUP_MS, 0 = off).
+    // After the real port exists: V8 has then seen both ports' sinks before it optimizes.
+    await warmUpWireGuard({
+      backend: this.device.backend,
+      mtu: c.wireguard.mtu,
+      budgetMs: warmUpBudget(process.env.WEFT_WARMUP_MS),
+      overlappingAllowedIps: this.device.overlappingAllowedIps,
     });
     await withNetnsAsync(opts.netns, () => this.wg.bind(c.wireguard.listenPort));
     this.segmenter = startTunReader(

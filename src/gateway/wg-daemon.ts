@@ -216,7 +216,9 @@ export class WgDaemon {
         `offloads: tun ${tunOff === null ? (wantOffload ? 'none (refused)' : 'off') : `csum ${o.tunCsum} tso ${o.tunTso} uso ${o.tunUso}`}, ` +
           `udp gso ${o.udpGso} gro ${o.udpGro}${wantOffload ? '' : ' (disabled by configuration)'}`,
       );
-      // Before anyone can configure a peer: the first packets then run optimized code.
+      // Before anyone can configure a peer: the first packets then run optimized code. After the
+      // real port, TUN reader and segmenter exist, so V8 has seen their callbacks before it
+      // optimizes (no deoptimization when the real ones show up).
       const warm = await warmUpWireGuard({
         backend,
         mtu,
