@@ -25,11 +25,13 @@ import { PacketBatch } from '../io/batch.js';
 import { MAX_PACKET } from '../io/sizes.js';
 import { parsePrefix } from '../packet/addr.js';
 import { Device, ENCRYPT_SEND, EncryptResult, RECEIVE_DELIVER, ReceiveResult } from '../wireguard/device.js';
+import { REKEY_TIMEOUT } from '../wireguard/constants.js';
 import { TRANSPORT_HEADER_SIZE } from '../wireguard/messages.js';
 import type { Endpoint, Peer } from '../wireguard/peer.js';
 import { OutgoingMessage } from '../wireguard/pool.js';
 import { segmenterScratch, TunSegmenter } from './tun-offload.js';
 import { WireGuardPort } from './wireguard-port.js';
+import type { WireGuardPortOptions } from './wireguard-port-types.js';
 
 /** Default wall-clock budget (ms); WEFT_WARMUP_MS overrides it, 0 turns the warm-up off. */
 export const DEFAULT_WARMUP_MS = 200;
@@ -37,6 +39,8 @@ export const DEFAULT_WARMUP_MS = 200;
 export const MAX_WARMUP_MS = 2000;
 /** Packets per round (each is encrypted, decrypted, answered and decrypted again). */
 const ROUND_PACKETS = 8;
+/** Rounds between new sessions (a power of two). */
+const REKEY_ROUNDS = 64;
 /** Work between event-loop turns (ms). */
 const SLICE_MS = 10;
 
@@ -132,32 +136,46 @@ export async function warmUpWireGuard(opts: WarmUpOptions): Promise<WarmUpReport
   a.setEndpoint(pab, EP_B);
   b.setEndpoint(pba, EP_A);
 
+  // The engines' time: the real clock, moved on by a Rekey-Timeout before each new session (the
+  // devices pace initiations per peer); the budget runs on the real clock.
+  let skew = 0;
+  const engineClock = (): number => clock() + skew;
   let delivered = 0;
-  const port = new WireGuardPort({
-    device: a,
-    mtu: MAX_PACKET,
-    batchSize: ROUND_PACKETS,
-    clock,
-    sink: {
-      writeBatch: (_buf, _offs, _lens, _peers: readonly Peer[], n) => {
+  // Two of each callee the real path calls through a function value (the port's sink, the
+  // segmenter's consumer), made by different code: the call sites then see more than one target
+  // before V8 optimizes them and stay generic, so the real sink and consumer do not deoptimize
+  // them on the first real packet.
+  const portOf = (sink: WireGuardPortOptions['sink']): WireGuardPort =>
+    new WireGuardPort({ device: a, mtu: MAX_PACKET, batchSize: ROUND_PACKETS, clock: engineClock, sink });
+  const ports = [
+    portOf({
+      writeBatch: (_buf, _offs, _lens, _peers, n) => {
         delivered += n;
         return n;
       },
-    },
-  });
+    }),
+    portOf({
+      writeBatch(_buf, _offs, _lens, _peers, n) {
+        delivered += n;
+        return n;
+      },
+    }),
+  ];
   try {
-    handshake(a, pab, b, clock());
+    handshake(a, pab, b, EP_A, EP_B, engineClock());
     // A's side: packets A → B go in at the TUN end (through a segmenter when the real TUN has
     // virtio-net headers), leave encrypted in place; B decrypts, answers; the answers enter
     // A's port as received datagrams.
     const hdr = opts.vnetHdrLen ?? 0;
-    const tunBatch = new PacketBatch({
-      capacity: ROUND_PACKETS,
-      headroom: Math.max(TRANSPORT_HEADER_SIZE, hdr),
-      maxLen: MAX_PACKET,
-      tailroom: 32,
-      scratch: hdr > 0 ? segmenterScratch(opts.mtu, TRANSPORT_HEADER_SIZE, 32, 64) : 0,
-    });
+    const tunBatchOf = (): PacketBatch =>
+      new PacketBatch({
+        capacity: ROUND_PACKETS,
+        headroom: Math.max(TRANSPORT_HEADER_SIZE, hdr),
+        maxLen: MAX_PACKET,
+        tailroom: 32,
+        scratch: hdr > 0 ? segmenterScratch(opts.mtu, TRANSPORT_HEADER_SIZE, 32, 64) : 0,
+      });
+    const tunBatches = [tunBatchOf(), tunBatchOf()];
     const rx = new PacketBatch({
       capacity: ROUND_PACKETS,
       headroom: 0,
@@ -166,18 +184,27 @@ export async function warmUpWireGuard(opts: WarmUpOptions): Promise<WarmUpReport
       withAddresses: true,
     });
     const enc = new Round(b, rx);
-    const seg =
+    const segs =
       hdr > 0
-        ? new TunSegmenter(tunBatch, hdr, opts.mtu, TRANSPORT_HEADER_SIZE, 32, (buf, offs, lens, n) => {
-            port.encryptBatch(buf, offs, lens, n);
-            enc.answer(buf, offs, lens, n, clock());
-          })
+        ? [
+            new TunSegmenter(tunBatches[0], hdr, opts.mtu, TRANSPORT_HEADER_SIZE, 32, (buf, offs, lens, n) => {
+              ports[0].encryptBatch(buf, offs, lens, n);
+              enc.answer(buf, offs, lens, n, engineClock());
+            }),
+            new TunSegmenter(tunBatches[1], hdr, opts.mtu, TRANSPORT_HEADER_SIZE, 32, function (buf, offs, lens, n) {
+              ports[1].encryptBatch(buf, offs, lens, n);
+              enc.answer(buf, offs, lens, n, engineClock());
+            }),
+          ]
         : null;
     const peers: Peer[] = new Array<Peer>(ROUND_PACKETS).fill(pab);
     let round = 0;
     let sliceEnd = clock() + SLICE_MS;
     const end = t0 + opts.budgetMs;
     for (;;) {
+      const k = (round >> 2) & 1;
+      const port = ports[k];
+      const tunBatch = tunBatches[k];
       const v = (round & 1) === 0 ? 4 : 6;
       const len = 84 + (round & 7) * 16;
       tunBatch.filled(ROUND_PACKETS);
@@ -189,15 +216,22 @@ export async function warmUpWireGuard(opts: WarmUpOptions): Promise<WarmUpReport
         writePacket(tunBatch.buf, off, v, 1, 2, len);
       }
       for (let i = 0; i < ROUND_PACKETS; i++) tunBatch.lens[i] = len;
-      if (seg !== null) seg.process(tunBatch);
+      if (segs !== null) segs[k].process(tunBatch);
       else {
         // Every other pair of rounds names the peer of each packet, as the gateway's router does.
         if ((round & 2) === 0) port.encryptBatch(tunBatch.buf, tunBatch.offs, tunBatch.lens, ROUND_PACKETS);
         else port.encryptBatch(tunBatch.buf, tunBatch.offs, tunBatch.lens, ROUND_PACKETS, peers);
-        enc.answer(tunBatch.buf, tunBatch.offs, tunBatch.lens, ROUND_PACKETS, clock());
+        enc.answer(tunBatch.buf, tunBatch.offs, tunBatch.lens, ROUND_PACKETS, engineClock());
       }
       port.receiveBatchFrom(rx, EP_B.address, EP_B.port);
       round++;
+      // New sessions now and then, initiated by either side: fresh receiver indices (any 32-bit
+      // value) and the responder's confirm-on-first-data path, as real rekeys bring them.
+      if ((round & (REKEY_ROUNDS - 1)) === 0) {
+        skew += REKEY_TIMEOUT + 1;
+        if ((round & REKEY_ROUNDS) === 0) handshake(a, pab, b, EP_A, EP_B, engineClock());
+        else handshake(b, pba, a, EP_B, EP_A, engineClock());
+      }
       const now = clock();
       if (now >= end) break;
       if (now >= sliceEnd) {
@@ -206,7 +240,7 @@ export async function warmUpWireGuard(opts: WarmUpOptions): Promise<WarmUpReport
       }
     }
   } finally {
-    await port.close();
+    for (const p of ports) await p.close();
   }
   return { packets: delivered, ms: clock() - t0 };
 }
@@ -258,8 +292,8 @@ function swapAddresses(buf: Uint8Array, off: number): void {
   }
 }
 
-/** A handshake initiated by x towards its peer px at y, carried in memory. */
-function handshake(x: Device, px: Peer, y: Device, now: number): void {
+/** A handshake initiated by x (at fromX) towards its peer px at y (at fromY), carried in memory. */
+function handshake(x: Device, px: Peer, y: Device, fromX: Endpoint, fromY: Endpoint, now: number): void {
   const m = new OutgoingMessage<Peer>();
   const rr = new ReceiveResult();
   const pump = (from: Device, to: Device, src: Endpoint): void => {
@@ -269,7 +303,7 @@ function handshake(x: Device, px: Peer, y: Device, now: number): void {
     }
   };
   x.initiateHandshake(px, now);
-  pump(x, y, EP_A);
-  pump(y, x, EP_B);
-  pump(x, y, EP_A);
+  pump(x, y, fromX);
+  pump(y, x, fromY);
+  pump(x, y, fromX);
 }

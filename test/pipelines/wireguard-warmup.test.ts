@@ -22,10 +22,11 @@ describe('WireGuard start-up warm-up', () => {
     real.setPrivateKey(new Uint8Array(32).fill(5));
     const handles = process.getActiveResourcesInfo().filter((r) => r !== 'TTYWrap').length;
     let t = 1_700_000_000_000;
-    const clock = (): number => (t += 0.25); // a virtual clock: each reading is 0.25 ms later
+    const clock = (): number => (t += 0.01); // a virtual clock: each reading is 10 µs later
     const r = await warmUpWireGuard({ backend, mtu: 1420, budgetMs: 30, vnetHdrLen: hdr, clock });
-    // Every round delivers its 8 answers, until the budget is spent.
-    expect(r.packets).toBeGreaterThanOrEqual(8 * 4);
+    // Every round delivers its 8 answers, until the budget is spent, across new sessions
+    // initiated by either side every 64 rounds.
+    expect(r.packets).toBeGreaterThanOrEqual(8 * 64 * 3);
     expect(r.packets % 8).toBe(0);
     expect(r.ms).toBeGreaterThanOrEqual(30);
     // Nothing of it stays: no timer or socket left, the real device saw nothing.
