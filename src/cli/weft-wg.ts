@@ -12,6 +12,7 @@ import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { getCryptoBackend, parseCryptoBackendName } from '../crypto/select.js';
 import { WgDaemon } from '../gateway/wg-daemon.js';
+import { warmUpBudget } from '../pipelines/wireguard-warmup.js';
 import { WEFT_VERSION } from '../daemon/version.js';
 
 const USAGE = `Usage: weft-wg [-f/--foreground] INTERFACE-NAME
@@ -22,7 +23,10 @@ Environment: LOG_LEVEL=silent|error|verbose|debug, WEFT_CRYPTO=auto|openssl|node
 WG_PROCESS_FOREGROUND=1 (same as -f), WG_TUN_MTU (default 1420), WEFT_NATIVE_AEAD=0 (transport
 AEAD through the selected backend instead of the native addon), WEFT_OFFLOAD=0 (no TUN TSO/USO
 and no UDP GSO/GRO; the offloads in effect are logged at LOG_LEVEL=info),
-WEFT_V8_INTERRUPT_BUDGET (V8 tier-up threshold, default 1024; "default" keeps V8's own tiering).
+WEFT_V8_INTERRUPT_BUDGET (V8 tier-up threshold, default 1024; "default" keeps V8's own tiering),
+WEFT_EAGER_HANDSHAKE=0 (wait for data before the first handshake, as wireguard-go does, instead of
+initiating towards every configured endpoint when a peer is set), WEFT_WARMUP_MS (start-up
+warm-up of the data path on synthetic packets, default 200; 0 = off).
 `;
 
 type Level = 'error' | 'info' | 'debug';
@@ -67,7 +71,9 @@ export async function main(argv: string[]): Promise<number | undefined> {
   // WEFT_NATIVE_AEAD=0 keeps transport AEAD on the selected backend (for A/B measurements).
   const nativeAead = process.env.WEFT_NATIVE_AEAD === '0' ? false : undefined;
   const offload = process.env.WEFT_OFFLOAD !== '0';
-  const daemon = await WgDaemon.start({ ifname, backend, mtu, log, nativeAead, offload });
+  const eagerHandshake = process.env.WEFT_EAGER_HANDSHAKE !== '0';
+  const warmUpMs = warmUpBudget(process.env.WEFT_WARMUP_MS);
+  const daemon = await WgDaemon.start({ ifname, backend, mtu, log, nativeAead, offload, eagerHandshake, warmUpMs });
   log('info', 'device started');
   notifyParentReady();
 

@@ -22,6 +22,7 @@ import { FabricTunWriter, startTunReader } from '../pipelines/fabric-offload.js'
 import { GenevePort } from '../pipelines/geneve-port.js';
 import type { GeneveSink } from '../pipelines/geneve-port-types.js';
 import type { SegmentConsumer, TunSegmenter } from '../pipelines/tun-offload.js';
+import { warmUpBudget, warmUpWireGuard } from '../pipelines/wireguard-warmup.js';
 import { WireGuardPort } from '../pipelines/wireguard-port.js';
 import type { InnerSink } from '../pipelines/wireguard-port-types.js';
 import type { Device } from '../wireguard/device.js';
@@ -126,6 +127,14 @@ export class GatewayIo {
       openUdp,
       sink: wgSink,
     }));
+    // The WireGuard data path runs optimized from the first packet (WEFT_WARMUP_MS, 0 = off).
+    // After the real port exists: V8 has then seen both ports' sinks before it optimizes.
+    await warmUpWireGuard({
+      backend: device.backend,
+      mtu: c.wireguard.mtu,
+      budgetMs: warmUpBudget(process.env.WEFT_WARMUP_MS),
+      overlappingAllowedIps: device.overlappingAllowedIps,
+    });
     await this.bindWireGuard(c.wireguard.listenPort);
     return { geneve, wg };
   }

@@ -218,6 +218,9 @@ export class Gateway implements StatsSource {
     this.housekeeping = setInterval(() => this.tick(), 1000);
     this.housekeeping.unref();
     this.wg.poll();
+    // A gateway starts forwarding as the (new) active: handshake at once with every peer whose
+    // endpoint is known, rather than after the peer's Rekey-Timeout.
+    this.wg.initiateIdlePeers();
   }
 
   // =========================================================================================

@@ -25,6 +25,7 @@ import { Device, WireGuardConfigError } from '../wireguard/device.js';
 import { planSet, UapiError, type UapiDeviceSnapshot, type UapiOperation } from '../wireguard/uapi.js';
 import { withNativeAead } from '../io/native-aead.js';
 import { WireGuardPort } from '../pipelines/wireguard-port.js';
+import { DEFAULT_WARMUP_MS, warmUpWireGuard } from '../pipelines/wireguard-warmup.js';
 import { segmenterScratch, TunCoalescingWriter, TunSegmenter } from '../pipelines/tun-offload.js';
 import { TRANSPORT_HEADER_SIZE } from '../wireguard/messages.js';
 
@@ -58,6 +59,17 @@ export interface WgDaemonOptions {
    * GRO (default true). False: the plain path (one packet per read/write/datagram).
    */
   readonly offload?: boolean;
+  /**
+   * After each UAPI set, start a handshake with every peer that has an endpoint and no session
+   * (default true), instead of waiting for data as wireguard-go does: a restarted daemon is
+   * back in one round trip even while the peer still sends on its old session.
+   */
+  readonly eagerHandshake?: boolean;
+  /**
+   * Milliseconds of start-up warm-up on synthetic packets before the UAPI socket opens
+   * (wireguard-warmup.ts; default DEFAULT_WARMUP_MS, 0 = none).
+   */
+  readonly warmUpMs?: number;
   /** TUN transmit queue length (default DEFAULT_TUN_TXQUEUELEN). */
   readonly txQueueLen?: number;
   readonly log?: (level: 'error' | 'info' | 'debug', msg: string) => void;
@@ -106,6 +118,7 @@ export class WgDaemon {
     readonly port: WireGuardPort,
     readonly device: Device,
     private readonly log: NonNullable<WgDaemonOptions['log']>,
+    private readonly eagerHandshake: boolean,
   ) {}
 
   static async start(opts: WgDaemonOptions): Promise<WgDaemon> {
@@ -172,7 +185,7 @@ export class WgDaemon {
         onError: (what, err) => log('info', `${what}: ${err instanceof Error ? err.message : String(err)}`),
       });
       await port.bind(0);
-      const d = new WgDaemon(tun, port, device, log);
+      const d = new WgDaemon(tun, port, device, log, opts.eagerHandshake ?? true);
       d.coalescer = coalescer;
       const p = port;
       if (tunOff === null) {
@@ -209,6 +222,16 @@ export class WgDaemon {
         `offloads: tun ${tunOff === null ? (wantOffload ? 'none (refused)' : 'off') : `csum ${o.tunCsum} tso ${o.tunTso} uso ${o.tunUso}`}, ` +
           `udp gso ${o.udpGso} gro ${o.udpGro}${wantOffload ? '' : ' (disabled by configuration)'}`,
       );
+      // Before anyone can configure a peer: the first packets then run optimized code. After the
+      // real port, TUN reader and segmenter exist, so V8 has seen their callbacks before it
+      // optimizes (no deoptimization when the real ones show up).
+      const warm = await warmUpWireGuard({
+        backend,
+        mtu,
+        budgetMs: opts.warmUpMs ?? DEFAULT_WARMUP_MS,
+        vnetHdrLen: tunOff?.vnetHdrLen ?? 0,
+      });
+      if (warm.ms > 0) log('info', `warm-up: ${warm.packets} packets in ${warm.ms} ms`);
       d.uapi = await UapiServer.listen(
         tun.name,
         {
@@ -287,6 +310,7 @@ export class WgDaemon {
       }
     }
     this.port.poll();
+    if (this.eagerHandshake) this.port.initiateIdlePeers();
     return 0;
   }
 

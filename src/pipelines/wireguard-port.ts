@@ -370,10 +370,10 @@ export class WireGuardPort {
       const len = b.lens[i];
       const seg = gro ? segs[i] : 0;
       if (seg === 0 || len <= seg) {
-        this.receiveOne(b, sock, i, off, len, now, underLoad);
+        this.receiveOne(b, off, len, now, underLoad);
       } else {
         // A GRO run: datagram k at off + k*seg, the last one possibly shorter.
-        for (let p = 0; p < len; p += seg) this.receiveOne(b, sock, i, off + p, Math.min(seg, len - p), now, underLoad);
+        for (let p = 0; p < len; p += seg) this.receiveOne(b, off + p, Math.min(seg, len - p), now, underLoad);
       }
     }
     this.deliver(b);
@@ -383,15 +383,25 @@ export class WireGuardPort {
   private delivered = 0;
   private deliveredBytes = 0;
 
-  private receiveOne(
-    b: PacketBatch,
-    sock: DatagramSocket,
-    i: number,
-    off: number,
-    len: number,
-    now: number,
-    underLoad: boolean,
-  ): void {
+  /**
+   * Runs the datagrams of `b` (slots 0..count-1, no GRO runs) through the receive path as if
+   * read from address:port, without a socket: the start-up warm-up feeds a throwaway port this
+   * way (wireguard-warmup.ts). Handshake messages go to the ring as usual.
+   */
+  receiveBatchFrom(b: PacketBatch, address: string, port: number): void {
+    const now = this.clock();
+    this.lastSource.fill(0);
+    this.lastSourceSock = null;
+    this.lastAddress = address;
+    this.lastPort = port;
+    this.delivered = 0;
+    this.deliveredBytes = 0;
+    for (let i = 0; i < b.count; i++) this.receiveOne(b, b.offs[i], b.lens[i], now, false);
+    this.deliver(b);
+    this.afterActivity();
+  }
+
+  private receiveOne(b: PacketBatch, off: number, len: number, now: number, underLoad: boolean): void {
     const from = this.from;
     const out = this.rxResult;
     from.address = this.lastAddress;
@@ -476,6 +486,17 @@ export class WireGuardPort {
     if (this.device.outgoingCount > 0) this.flushOutbox();
     const deadline = this.device.nextDeadline();
     this.timer.armBefore(deadline);
+  }
+
+  /**
+   * Starts a handshake with every peer that has an endpoint and no session, and sends it now:
+   * a data plane that has just started (a new process, a new active replica) does not wait for
+   * data or for the peer's Rekey-Timeout (Device.initiateIdlePeers). Returns the initiations.
+   */
+  initiateIdlePeers(): number {
+    const n = this.device.initiateIdlePeers(this.clock());
+    this.afterActivity();
+    return n;
   }
 
   /** Runs the engine's timers now (also used after configuration changes). */

@@ -17,6 +17,7 @@ import { paddedLength } from './padding.js';
 import type { Peer } from './peer.js';
 import { BufferPool, Outbox } from './pool.js';
 import { RateLimiter } from './ratelimiter.js';
+import { WakeState } from './wake-state.js';
 
 export interface DeviceOptions {
   backend: CryptoBackend;
@@ -85,6 +86,8 @@ export class DeviceState {
   nextDeadline = Number.POSITIVE_INFINITY;
   /** The DROP_* reason of the last failed stage() (read right after it returns false). */
   lastStageDrop = -1;
+  /** Handshakes started on unknown-session transport (wake.ts). */
+  readonly wake = new WakeState();
 
   // Scratch (all calls are synchronous).
   readonly nonce = new Uint8Array(12);

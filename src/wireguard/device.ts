@@ -60,6 +60,7 @@ import type { OutgoingMessage } from './pool.js';
 import { receive, receiveScreened, screen } from './receive.js';
 import { encrypt, encryptFor } from './send.js';
 import { applyUapiPlan, uapiSnapshot } from './uapi-apply.js';
+import { initiateIdlePeers } from './wake.js';
 import { planSet, type UapiDeviceSnapshot, type UapiOperation, type UapiSetPlan } from './uapi.js';
 
 export {
@@ -224,6 +225,28 @@ export class Device {
   initiateHandshake(peer: Peer, now: number): void {
     checkPeer(this.s, peer);
     sendHandshakeInitiation(this.s, peer, false, now);
+  }
+
+  /**
+   * Starts a handshake now with every peer that has an endpoint and no usable session (each
+   * subject to the one-per-Rekey-Timeout pacing): what a freshly started or newly active device
+   * does instead of waiting for data or the peer's timers. Returns the initiations queued.
+   */
+  initiateIdlePeers(now: number): number {
+    return initiateIdlePeers(this.s, now);
+  }
+
+  /**
+   * Handshakes started because transport data arrived under an unknown receiver index from a
+   * peer's address (also counted as DROP_UNKNOWN_RECEIVER), and such packets left unanswered by
+   * the per-peer pacing or the device-wide limit (wake.ts).
+   */
+  get unknownSessionInitiations(): number {
+    return this.s.wake.initiations;
+  }
+
+  get unknownSessionSuppressed(): number {
+    return this.s.wake.suppressed;
   }
 
   /**

@@ -61,6 +61,7 @@ export function sendHandshakeInitiation(s: DeviceState, peer: Peer, isRetry: boo
   const hs = peer.handshake;
   if (now - hs.lastSentHandshake < REKEY_TIMEOUT) return;
   hs.lastSentHandshake = now;
+  t.speculativeInitiation = false;
   if (!s.identity.hasKey) {
     s.drops[DROP_NO_PRIVATE_KEY]++;
     return;

@@ -44,6 +44,7 @@ import {
 } from './messages.js';
 import type { Endpoint, Peer } from './peer.js';
 import { sendKeepalive, sendStagedPackets } from './send.js';
+import { wakeOnUnknownSession } from './wake.js';
 
 /** Device.receive (see device.ts for the contract). */
 export function receive(
@@ -125,7 +126,12 @@ function receiveTransport(
 ): number {
   const entry = s.indexTable.getAt(buf, off + TRANSPORT_RECEIVER_OFFSET);
   const kp = entry === undefined ? null : entry.keypair;
-  if (kp === null) return receiveDrop(s, out, DROP_UNKNOWN_RECEIVER);
+  if (kp === null) {
+    // Counted as the drop it is; a peer still on a session we lost (we restarted) gets a
+    // handshake now instead of after its own Rekey-Timeout.
+    wakeOnUnknownSession(s, from, now);
+    return receiveDrop(s, out, DROP_UNKNOWN_RECEIVER);
+  }
   if (now - kp.created > REJECT_AFTER_TIME) return receiveDrop(s, out, DROP_KEYPAIR_EXPIRED);
   const lo = readU32LE(buf, off + TRANSPORT_COUNTER_OFFSET);
   const hi = readU32LE(buf, off + TRANSPORT_COUNTER_OFFSET + 4);

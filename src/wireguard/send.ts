@@ -16,6 +16,7 @@ import {
   DROP_POOL_EXHAUSTED,
 } from './drops.js';
 import { sendHandshakeInitiation } from './handshake.js';
+import { releaseSpeculativePacing } from './wake.js';
 import { writeNonce, type Keypair } from './keypair.js';
 import { AEAD_TAG_LEN, TRANSPORT_HEADER_SIZE, TRANSPORT_OVERHEAD, writeTransportHeader } from './messages.js';
 import { paddedLength } from './padding.js';
@@ -143,6 +144,7 @@ export function sendStagedPackets(s: DeviceState, peer: Peer, now: number): void
     if (peer.stagedCount === 0 || peer.removed) return;
     const kp = peer.keypairs.current;
     if (kp === null || !kp.canSend(now)) {
+      releaseSpeculativePacing(peer, now);
       sendHandshakeInitiation(s, peer, false, now);
       return;
     }

@@ -34,6 +34,11 @@ export class PeerTimers {
   needAnotherKeepalive = false;
   /** An initiator rekey-on-receive was started for the current keypair (send it only once). */
   sentLastMinuteHandshake = false;
+  /**
+   * The latest initiation was sent without data waiting (wake.ts: a fresh device's eager or
+   * unknown-session handshake), and no handshake completed since.
+   */
+  speculativeInitiation = false;
 
   constructor(private readonly random: () => number) {}
 
@@ -83,6 +88,7 @@ export class PeerTimers {
     this.retransmitHandshake = NEVER;
     this.handshakeAttempts = 0;
     this.sentLastMinuteHandshake = false;
+    this.speculativeInitiation = false;
   }
 
   /** After an ephemeral key pair led to a session (response sent or response consumed). */
@@ -105,5 +111,6 @@ export class PeerTimers {
     this.handshakeAttempts = 0;
     this.needAnotherKeepalive = false;
     this.sentLastMinuteHandshake = false;
+    this.speculativeInitiation = false;
   }
 }
