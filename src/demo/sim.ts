@@ -16,7 +16,8 @@
  * (WireGuard timestamps are TAI64N of wall-clock time).
  */
 import { parseConfig } from '../control/config.js';
-import { MemoryNet, type MemoryPacketDevice } from '../io/memory-net.js';
+import type { MemoryPacketDevice } from '../io/memory-device.js';
+import { MemoryNet } from '../io/memory-net.js';
 import type { MemoryLinkState } from '../kernel/link-state.js';
 import { addressEquals, parseAddress, parsePrefix, prefixContains, type Prefix } from '../packet/addr.js';
 import { ICMPV4_DEST_UNREACHABLE, ICMPV4_ECHO_REPLY, ICMPV4_ECHO_REQUEST } from '../packet/icmp.js';

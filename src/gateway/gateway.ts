@@ -22,10 +22,11 @@
  * TUN; each peer's is in its allowed IPs; the router forwards them without NAT or TTL handling.
  *
  * Devices, sockets and the TUN's kernel state: gateway-io.ts; peers and in-tunnel addresses:
- * gateway-peers.ts; the stats snapshot: gateway-stats.ts. Here: the inputs, lanes, reconfiguration.
+ * gateway-peers.ts; the configuration in force and its live changes: gateway-apply.ts; the stats
+ * snapshot: gateway-stats.ts. Here: the inputs, lanes, housekeeping.
  */
-import type { ConfigOp, TunnelChanges } from '../control/diff.js';
-import type { GatewayConfig, GeneveTunnelConfig, PodRouteConfig } from '../control/config.js';
+import type { ConfigOp } from '../control/diff.js';
+import type { GatewayConfig } from '../control/config.js';
 import type { PeerStatsSample, StatsSource } from '../control/metrics.js';
 import type { TunnelPlan } from '../control/tunnel-address.js';
 import type { CryptoBackend } from '../crypto/backend.js';
@@ -38,17 +39,18 @@ import { FabricTunWriter, tunReaderMaxCount } from '../pipelines/fabric-offload.
 import type { GenevePort } from '../pipelines/geneve-port.js';
 import { GENEVE_OFFLOAD_DELIVER_MAX } from '../pipelines/geneve-port-types.js';
 import type { WireGuardPort } from '../pipelines/wireguard-port.js';
-import { PeerTable } from '../router/peer-table.js';
+import type { PeerTable } from '../router/peer-table.js';
 import { RouterLanes } from '../router/lanes.js';
 import { Router } from '../router/router.js';
 import type { RulesAttachment } from '../rules/attach.js';
 import { Device } from '../wireguard/device.js';
 import type { Peer } from '../wireguard/peer.js';
-import { applyMappingOps, definedOnly, firstHost, keyBytes, tunnelSpec } from './config-values.js';
+import { keyBytes } from './config-values.js';
+import { GatewayLiveConfig, peerTableOf } from './gateway-apply.js';
 import { GatewayIo, type GatewayIoOptions } from './gateway-io.js';
 import { GatewayPeers } from './gateway-peers.js';
 import { collectDrops, gatewayStats, type GatewayStats } from './gateway-stats.js';
-import { natConfigOf, YamlRules } from './yaml-rules.js';
+import { YamlRules } from './yaml-rules.js';
 
 /** The gateway's options; those about its devices and sockets are GatewayIoOptions (gateway-io.ts). */
 export interface GatewayOptions extends GatewayIoOptions {
@@ -68,11 +70,6 @@ export interface GatewayOptions extends GatewayIoOptions {
   readonly icmpBurst?: number;
 }
 
-/** A configuration change the running gateway cannot apply live, or an inconsistent op. */
-export class GatewayApplyError extends Error {
-  override readonly name = 'GatewayApplyError';
-}
-
 export type { GatewayStats } from './gateway-stats.js';
 
 export class Gateway implements StatsSource {
@@ -82,7 +79,7 @@ export class Gateway implements StatsSource {
   readonly device: Device;
   readonly router: Router<Peer, GeneveTunnel>;
 
-  private config: GatewayConfig;
+  private readonly live: GatewayLiveConfig;
   private readonly io: GatewayIo;
   private geneve!: GenevePort;
   private tun!: PacketDevice;
@@ -91,10 +88,6 @@ export class Gateway implements StatsSource {
   private readonly clock: () => number;
   private readonly onError: (what: string, err: unknown) => void;
   private readonly peerSet: GatewayPeers;
-  /** The gateway's own addresses (on the local TUN; the first of a family sources ICMP errors). */
-  private readonly localAddrs = new Set<string>();
-  private readonly tunnelsById = new Map<number, GeneveTunnelConfig>();
-  private readonly podRoutes = new Map<string, PodRouteConfig>();
   private readonly lanesGeneve: RouterLanes<Peer, GeneveTunnel>;
   private readonly lanesTun: RouterLanes<Peer, GeneveTunnel>;
   private readonly lanesWg: RouterLanes<Peer, GeneveTunnel>;
@@ -107,7 +100,6 @@ export class Gateway implements StatsSource {
     private readonly opts: GatewayOptions,
     backend: CryptoBackend,
   ) {
-    this.config = config;
     this.clock = opts.clock ?? Date.now;
     this.onError = opts.onError ?? (() => {});
     this.io = new GatewayIo(opts);
@@ -121,7 +113,7 @@ export class Gateway implements StatsSource {
     this.device = new Device({ backend, mtu: config.wireguard.mtu, overlappingAllowedIps: true });
     this.device.setPrivateKey(keyBytes(config.wireguard.privateKey));
     this.router = new Router({
-      peers: this.makePeerTable(config),
+      peers: peerTableOf(config, opts.internalAddress),
       nodes: this.table,
       ...(opts.icmpRatePerSecond === undefined ? {} : { icmpRatePerSecond: opts.icmpRatePerSecond }),
       ...(opts.icmpBurst === undefined ? {} : { icmpBurst: opts.icmpBurst }),
@@ -130,9 +122,21 @@ export class Gateway implements StatsSource {
       clock: this.clock,
       onError: this.onError,
       tunnelAddresses: opts.tunnelAddresses ?? true,
-      mtu: () => this.config.wireguard.mtu,
+      mtu: () => this.live.config.wireguard.mtu,
     });
     this.yaml = new YamlRules(this.router, config.wireguard.mtu);
+    this.live = new GatewayLiveConfig(config, {
+      table: this.table,
+      router: this.router,
+      device: this.device,
+      peers: this.peerSet,
+      io: this.io,
+      yaml: this.yaml,
+      clock: this.clock,
+      internalAddress: opts.internalAddress,
+      routePodCIDRs: opts.routePodCIDRs ?? true,
+      setTunMtu: (mtu) => this.tun?.setMtu(mtu),
+    });
   }
 
   /** The rules compiled from the configuration (yaml-rules.ts), at the hooks unless Liqo mode detached them. */
@@ -143,10 +147,6 @@ export class Gateway implements StatsSource {
   /** Liqo mode: its FirewallConfigurations replace the configuration's rules at the hooks. */
   detachConfigRules(): void {
     this.yaml.detach();
-  }
-
-  private syncRules(): void {
-    this.yaml.sync(this.config, this.peerSet.configs(), this.internalAddress(this.config));
   }
 
   /** The peer table in force (replaced when cluster CIDRs or the MTU change). */
@@ -179,28 +179,15 @@ export class Gateway implements StatsSource {
   }
 
   private async open(): Promise<void> {
-    const c = this.config;
-    for (const t of c.geneve.tunnels) {
-      this.table.add(tunnelSpec(t));
-      this.tunnelsById.set(t.id, t);
-    }
-    for (const r of c.geneve.podRoutes) {
-      this.table.addPodRoute(r.podCIDR, r.nodeInternalAddress);
-      this.podRoutes.set(r.podCIDR, r);
-    }
-    this.addLocalAddress(this.internalAddress(c));
-    for (const t of c.geneve.tunnels) this.addLocalAddress(t.localInternalAddress);
-    const now = this.clock();
-    for (const p of c.peers) await this.peerSet.add(p, now);
-    this.syncRules();
-    this.peerSet.planTunnel(c.wireguard);
+    const c = this.live.config;
+    await this.live.load();
 
     // Local TUN: the gateway host's interface into the fabric.
     const { tun, kernel } = await this.io.openTun(c, this.lanesGeneve.capacity);
     this.tun = tun;
     this.tunWriter = this.io.tunWriter!;
-    for (const a of this.localAddrs) await kernel.addAddress(a);
-    await this.syncKernelRoutes();
+    for (const a of this.live.localAddrs) await kernel.addAddress(a);
+    await this.live.syncKernelRoutes();
 
     const { geneve, wg } = await this.io.openPorts(
       c,
@@ -282,69 +269,9 @@ export class Gateway implements StatsSource {
   // =========================================================================================
   // Configuration
 
-  private internalAddress(c: GatewayConfig): string {
-    return this.opts.internalAddress ?? c.geneve.tunnels[0]?.localInternalAddress ?? firstHost(c.cluster.internalCIDR);
-  }
-
-  /** The Router's peer table (routing by remapped CIDR, tunnel MTU); the rules translate. */
-  private makePeerTable(c: GatewayConfig): PeerTable {
-    return new PeerTable(natConfigOf(c, this.internalAddress(c)));
-  }
-
-  private addLocalAddress(addr: string): void {
-    if (this.localAddrs.has(addr)) return;
-    this.localAddrs.add(addr);
-    this.router.setLocalAddresses([...this.localAddrs]);
-  }
-
   /** The Geneve tunnel to each node in force (Liqo mode names their interfaces). */
   nodeTunnels(): { nodeName: string; tunnel: GeneveTunnel }[] {
-    const out: { nodeName: string; tunnel: GeneveTunnel }[] = [];
-    for (const t of this.tunnelsById.values()) {
-      const g = this.table.get(t.id, t.remoteUnderlay);
-      if (g !== undefined) out.push({ nodeName: t.nodeName, tunnel: g });
-    }
-    return out;
-  }
-
-  private tunnelAdd(t: GeneveTunnelConfig): void {
-    this.table.add(tunnelSpec(t));
-    this.tunnelsById.set(t.id, t);
-    this.addLocalAddress(t.localInternalAddress);
-  }
-
-  private tunnelRemove(id: number): void {
-    const t = this.tunnelsById.get(id);
-    if (t === undefined) return;
-    this.table.remove(t.id, t.remoteUnderlay);
-    this.tunnelsById.delete(id);
-  }
-
-  private tunnelUpdate(id: number, ch: TunnelChanges): void {
-    const old = this.tunnelsById.get(id);
-    if (old === undefined) throw new GatewayApplyError(`tunnel.update for unknown tunnel id ${id}`);
-    const neu: GeneveTunnelConfig = { ...old, ...ch };
-    if (neu.remoteUnderlay !== old.remoteUnderlay) {
-      this.table.remove(old.id, old.remoteUnderlay);
-      this.table.add(tunnelSpec(neu));
-    } else {
-      this.table.set(tunnelSpec(neu)); // in place: counters and a learned MAC survive
-    }
-    this.tunnelsById.set(id, neu);
-    this.addLocalAddress(neu.localInternalAddress);
-  }
-
-  /**
-   * Kernel state of the local TUN: routes for the peers' remapped CIDRs, the internal CIDR, pod
-   * routes and the in-tunnel addresses (gateway-io.ts syncRoutes).
-   */
-  private async syncKernelRoutes(): Promise<void> {
-    const want = new Set<string>();
-    for (const s of this.peerSet.byName.values())
-      for (const c of [...s.cfg.remapped.podCIDRs, ...s.cfg.remapped.externalCIDRs]) want.add(c);
-    want.add(this.config.cluster.internalCIDR);
-    if (this.opts.routePodCIDRs ?? true) for (const r of this.podRoutes.values()) want.add(r.podCIDR);
-    await this.io.syncRoutes(want, this.peerSet.plan, this.localAddrs);
+    return this.live.nodeTunnels();
   }
 
   /** The in-tunnel addresses in force: one entry per peer that has them, and the peers left out. */
@@ -359,130 +286,16 @@ export class Gateway implements StatsSource {
 
   /** The configuration in force. */
   get current(): GatewayConfig {
-    return this.config;
+    return this.live.config;
   }
 
   /**
-   * Applies the control layer's diff ops (ConfigReloader's ConfigApplier). Live: peers
-   * (add/remove; update keeps sessions, counters and a roamed endpoint), tunnels, pod routes,
-   * IP mappings, WireGuard private key / listen port / MTU (padding; rebuilds the peer table), cluster CIDRs
-   * (rebuilds the peer table; the rules are recompiled). Not live (GatewayApplyError before any change): Geneve port /
-   * listen address, WireGuard interface name, listen address, crypto backend, role.
-   * metrics/logging ops are the CLI's and ignored here.
+   * Applies the control layer's diff ops (ConfigReloader's ConfigApplier; what is live and what
+   * throws GatewayApplyError before any change: gateway-apply.ts), then polls WireGuard.
    */
   async apply(ops: readonly ConfigOp[], next?: GatewayConfig): Promise<void> {
-    for (const op of ops) {
-      if (op.kind === 'restart') throw new GatewayApplyError(`cannot apply live: ${op.reason}; restart the gateway`);
-      if (op.kind === 'geneve.update')
-        throw new GatewayApplyError(
-          'geneve.port/listenAddress changed: restart the gateway to rebind the Geneve socket',
-        );
-      if (op.kind === 'wireguard.update') {
-        const ch = op.changes;
-        if (ch.interfaceName !== undefined || ch.cryptoBackend !== undefined || ch.listenAddress !== undefined) {
-          throw new GatewayApplyError(
-            'wireguard.interfaceName/cryptoBackend/listenAddress changed: restart the gateway',
-          );
-        }
-      }
-    }
-    const now = this.clock();
-    let routesDirty = false;
-    for (const op of ops) {
-      switch (op.kind) {
-        case 'peer.remove':
-          this.peerSet.remove(op.name);
-          routesDirty = true;
-          break;
-        case 'peer.update':
-          {
-            const s = this.peerSet.byName.get(op.name);
-            if (s === undefined) throw new GatewayApplyError(`peer.update for unknown peer ${op.name}`);
-            await this.peerSet.update(s, op.changes);
-          }
-          routesDirty = true;
-          break;
-        case 'peer.add':
-          await this.peerSet.add(op.peer, now);
-          routesDirty = true;
-          break;
-        case 'tunnel.remove':
-          this.tunnelRemove(op.id);
-          break;
-        case 'tunnel.update':
-          this.tunnelUpdate(op.id, op.changes);
-          routesDirty = true;
-          break;
-        case 'tunnel.add':
-          this.tunnelAdd(op.tunnel);
-          routesDirty = true;
-          break;
-        case 'podRoute.remove':
-          this.table.removePodRoute(op.route.podCIDR);
-          this.podRoutes.delete(op.route.podCIDR);
-          routesDirty = true;
-          break;
-        case 'podRoute.update':
-          this.table.addPodRoute(op.podCIDR, op.nodeInternalAddress);
-          this.podRoutes.set(op.podCIDR, { podCIDR: op.podCIDR, nodeInternalAddress: op.nodeInternalAddress });
-          break;
-        case 'podRoute.add':
-          this.table.addPodRoute(op.route.podCIDR, op.route.nodeInternalAddress);
-          this.podRoutes.set(op.route.podCIDR, op.route);
-          routesDirty = true;
-          break;
-        case 'ipMapping.remove':
-        case 'ipMapping.update':
-        case 'ipMapping.add':
-          break; // applied below from the full list
-        case 'wireguard.update': {
-          const ch = op.changes;
-          if (ch.privateKey !== undefined && ch.privateKey !== null) this.device.setPrivateKey(keyBytes(ch.privateKey));
-          if (ch.mtu !== undefined && ch.mtu !== null) {
-            // The TUN link first: if the kernel refuses, nothing has changed yet.
-            this.tun?.setMtu(ch.mtu);
-            this.device.mtu = ch.mtu;
-          }
-          if (ch.listenPort !== undefined && ch.listenPort !== null) {
-            const port = ch.listenPort;
-            await this.io.bindWireGuard(port);
-          }
-          this.config = { ...this.config, wireguard: { ...this.config.wireguard, ...definedOnly(ch) } };
-          // The tunnel MTU is also the peer table's (Fragmentation Needed): rebuild it.
-          if (ch.mtu !== undefined && ch.mtu !== null) this.rebuildPeerTable();
-          break;
-        }
-        case 'cluster.update':
-          this.config = { ...this.config, cluster: { ...this.config.cluster, ...op.changes } };
-          this.rebuildPeerTable();
-          routesDirty = true;
-          break;
-        default:
-          break;
-      }
-    }
-    if (ops.some((o) => o.kind.startsWith('ipMapping.'))) {
-      this.config = { ...this.config, ipMappings: next?.ipMappings ?? applyMappingOps(this.config.ipMappings, ops) };
-    }
-    this.config = next ?? {
-      ...this.config,
-      peers: this.peerSet.configs(),
-      geneve: {
-        ...this.config.geneve,
-        tunnels: [...this.tunnelsById.values()],
-        podRoutes: [...this.podRoutes.values()],
-      },
-    };
-    this.syncRules();
-    const tunnelBefore = JSON.stringify(this.peerSet.plan.peers);
-    this.peerSet.planTunnel(this.config.wireguard);
-    if (routesDirty || JSON.stringify(this.peerSet.plan.peers) !== tunnelBefore) await this.syncKernelRoutes();
+    await this.live.apply(ops, next);
     this.wg.poll();
-  }
-
-  /** A new peer table from the current cluster settings with every peer re-added. */
-  private rebuildPeerTable(): void {
-    this.peerSet.rebuild(this.makePeerTable(this.config), this.config.wireguard);
   }
 
   // =========================================================================================

@@ -1,6 +1,6 @@
 /**
  * A datagram socket: what a pipeline sends and receives UDP datagrams through (io/udp.ts; the
- * in-memory socket, io/memory-net.ts). Shaped after wireguard-go's conn.Bind: receives fill a
+ * in-memory socket, io/memory-socket.ts). Shaped after wireguard-go's conn.Bind: receives fill a
  * caller-owned PacketBatch with a 24-byte address record per datagram (native.ts ADDR_*), sends
  * take batches of offsets and destination records, and the offloads in effect are declared.
  */

@@ -1,6 +1,6 @@
 /**
  * A batch packet device: what a pipeline reads IP packets from and writes them to (the TUN
- * device, io/tun.ts; the in-memory device, io/memory-net.ts). Shaped after wireguard-go's
+ * device, io/tun.ts; the in-memory device, io/memory-device.ts). Shaped after wireguard-go's
  * tun.Device: reads fill a caller-owned PacketBatch (one callback per wake-up, valid only during
  * the call), writes take a batch of offsets into the caller's buffer, and the offloads in effect
  * are declared (null: plain IP packets, no virtio_net_hdr).

@@ -17,12 +17,14 @@
  * from the host address sharing the longest prefix with the destination (a route's source).
  * Slots are allocated on first use (and grown for a longer datagram), so steady traffic
  * allocates nothing per datagram.
+ *
+ * Here: the network, its wire and hosts. The sockets are memory-socket.ts, the devices
+ * memory-device.ts, both rings memory-ring.ts.
  */
-import type { PacketBatch } from './batch.js';
-import type { DatagramBufferSizes, DatagramSocket, DatagramStats } from './datagram.js';
-import type { PacketDevice, PacketDeviceStats } from './device.js';
-import { ADDR_PORT_OFFSET, ADDR_RECORD_LEN } from './native.js';
-import { AddressInterner, recordPort } from './udp-address.js';
+import { MemoryPacketDevice, type MemoryDeviceOwner } from './memory-device.js';
+import { Ring } from './memory-ring.js';
+import { MemoryDatagramSocket, type MemorySocketHost, type MemoryWire } from './memory-socket.js';
+import { ADDR_RECORD_LEN } from './native.js';
 import { encodeAddress, UdpError } from './udp.js';
 import { parseAddress } from '../packet/addr.js';
 
@@ -53,41 +55,9 @@ export interface MemoryDeviceOptions {
   readonly queue?: number;
 }
 
-/** A bounded ring of packet copies with their metadata (the wire, a device's host side). */
-class Ring {
-  readonly slots: (Uint8Array | undefined)[];
-  readonly lens: Uint32Array;
-  readonly due: Float64Array;
-  head = 0;
-  count = 0;
-  constructor(readonly capacity: number) {
-    if (!(Number.isInteger(capacity) && capacity >= 1))
-      throw new RangeError(`memory net: queue ${capacity} must be a positive integer`);
-    this.slots = new Array<Uint8Array | undefined>(capacity);
-    this.lens = new Uint32Array(capacity);
-    this.due = new Float64Array(capacity);
-  }
-  /** Copies buf[off, +len) in; returns its index, or -1 when full. */
-  push(buf: Uint8Array, off: number, len: number, due: number): number {
-    if (this.count === this.capacity) return -1;
-    const i = (this.head + this.count) % this.capacity;
-    let s = this.slots[i];
-    if (s === undefined || s.length < len) s = this.slots[i] = new Uint8Array(Math.max(len, 2048));
-    s.set(buf.subarray(off, off + len));
-    this.lens[i] = len;
-    this.due[i] = due;
-    this.count++;
-    return i;
-  }
-  pop(): void {
-    this.head = (this.head + 1) % this.capacity;
-    this.count--;
-  }
-}
-
 const key = (address: string, port: number): string => `${address}|${port}`;
 
-export class MemoryNet {
+export class MemoryNet implements MemoryWire, MemoryDeviceOwner {
   /** Datagrams taken onto the wire / handed to a socket. */
   sent = 0;
   delivered = 0;
@@ -262,7 +232,7 @@ export class MemoryNet {
 }
 
 /** One machine on a MemoryNet: its addresses, sockets and devices. */
-export class MemoryHost {
+export class MemoryHost implements MemorySocketHost {
   private nextPort = 40000;
   private readonly sources = new Map<string, string>();
   constructor(
@@ -310,269 +280,5 @@ export class MemoryHost {
     }
     if (s !== undefined) this.sources.set(dst, s);
     return s;
-  }
-}
-
-export class MemoryDatagramSocket implements DatagramSocket {
-  readonly stats: DatagramStats = {
-    rxPackets: 0,
-    rxBytes: 0,
-    rxBatches: 0,
-    rxTruncated: 0,
-    rxErrors: 0,
-    txPackets: 0,
-    txBytes: 0,
-    txDropped: 0,
-    gsoFallbacks: 0,
-  };
-  readonly offload = { gso: false, gro: false };
-  readonly canScatter = false;
-  readonly gsoMessages = 0;
-  /** The fwmark last set (recorded only: the memory net has no policy routing). */
-  mark = 0;
-  /** Datagrams taken into the batch this round. */
-  pending = 0;
-  private batch: PacketBatch | null = null;
-  private cb: ((b: PacketBatch) => void) | null = null;
-  private readonly addresses = new AddressInterner();
-  private closed = false;
-
-  constructor(
-    private readonly host: MemoryHost,
-    readonly family: 4 | 6,
-    readonly port: number,
-    private readonly on: readonly string[],
-    /** The bound address (null: the wildcard). */
-    readonly address: string | null,
-  ) {}
-
-  get reading(): boolean {
-    return this.batch !== null;
-  }
-
-  get full(): boolean {
-    return this.pending === this.batch!.capacity;
-  }
-
-  onBatch(batch: PacketBatch, cb: (batch: PacketBatch) => void): void {
-    if (this.closed) throw new UdpError('socket is closed');
-    if (this.cb) throw new Error('onBatch already set');
-    if (batch.addrs.length < batch.capacity * ADDR_RECORD_LEN)
-      throw new TypeError('the batch needs withAddresses: true');
-    this.batch = batch;
-    this.cb = cb;
-  }
-
-  /** @internal A datagram for this socket: into the next slot of the batch. */
-  take(bytes: Uint8Array, len: number, rec: Uint8Array, port: number): void {
-    const b = this.batch!;
-    if (len > b.maxLen) {
-      this.stats.rxTruncated++;
-      return;
-    }
-    const i = this.pending++;
-    const off = i * b.slotSize + b.headroom;
-    b.buf.set(bytes.subarray(0, len), off);
-    b.lens[i] = len;
-    const r = i * ADDR_RECORD_LEN;
-    b.addrs.set(rec, r);
-    b.addrs[r + ADDR_PORT_OFFSET] = port >> 8;
-    b.addrs[r + ADDR_PORT_OFFSET + 1] = port & 0xff;
-    if (b.segs.length > 0) b.segs[i] = 0;
-    this.stats.rxPackets++;
-    this.stats.rxBytes += len;
-  }
-
-  /** @internal Hands the round's datagrams to the reader. */
-  flush(): void {
-    const n = this.pending;
-    this.pending = 0;
-    if (n === 0 || this.closed) return;
-    const b = this.batch!;
-    b.filled(n);
-    this.stats.rxBatches++;
-    this.cb!(b);
-  }
-
-  addressOf(batch: PacketBatch, i: number): string {
-    return this.addresses.text(batch.addrs, i * ADDR_RECORD_LEN);
-  }
-
-  portOf(batch: PacketBatch, i: number): number {
-    return recordPort(batch.addrs, i * ADDR_RECORD_LEN);
-  }
-
-  send(buf: Uint8Array, off: number, len: number, address: string, port: number): boolean {
-    if (this.closed) throw new UdpError('socket is closed');
-    const src = this.address ?? this.host.sourceFor(address);
-    const ok =
-      src !== undefined &&
-      (address.includes(':') ? 6 : 4) === this.family &&
-      this.host.net.transmit(address, port, src, this.port, buf, off, len);
-    if (ok) {
-      this.stats.txPackets++;
-      this.stats.txBytes += len;
-    } else this.stats.txDropped++;
-    return ok;
-  }
-
-  sendTo(buf: Uint8Array, off: number, len: number, rec: Uint8Array, recOff: number): boolean {
-    return this.send(buf, off, len, this.addresses.text(rec, recOff), recordPort(rec, recOff));
-  }
-
-  sendBatch(
-    buf: Uint8Array,
-    offs: Uint32Array,
-    lens: Uint32Array,
-    addrs: Uint8Array,
-    addrIdx: Uint32Array | null,
-    count: number,
-  ): number {
-    let sent = 0;
-    for (let i = 0; i < count; i++) {
-      if (this.sendTo(buf, offs[i]!, lens[i]!, addrs, (addrIdx === null ? i : addrIdx[i]!) * ADDR_RECORD_LEN)) sent++;
-    }
-    return sent;
-  }
-
-  bufferSizes(): DatagramBufferSizes {
-    return { requestedRcvbuf: 0, requestedSndbuf: 0, rcvbuf: 0, sndbuf: 0, forced: false };
-  }
-
-  setMark(mark: number): void {
-    if (!Number.isInteger(mark) || mark < 0 || mark > 0xffffffff)
-      throw new RangeError(`fwmark ${mark} is not a uint32`);
-    this.mark = mark;
-  }
-
-  close(): Promise<void> {
-    if (!this.closed) {
-      this.closed = true;
-      this.batch = null;
-      this.host.net.unbind(this, this.on, this.port);
-    }
-    return Promise.resolve();
-  }
-}
-
-export class MemoryPacketDevice implements PacketDevice {
-  readonly mechanism = 'memory';
-  readonly offload = null;
-  readonly stats: PacketDeviceStats = {
-    rxPackets: 0,
-    rxBytes: 0,
-    rxBatches: 0,
-    rxErrors: 0,
-    txPackets: 0,
-    txBytes: 0,
-    txErrors: 0,
-  };
-  /** The host stack's side: every packet the application writes, valid during the call (null: counted as txErrors). */
-  onWrite: ((buf: Uint8Array, off: number, len: number) => void) | null = null;
-  /** Packets the host side could not queue (ring full, longer than the MTU). */
-  droppedFull = 0;
-  private readonly ring: Ring;
-  private batch: PacketBatch | null = null;
-  private onBatch: ((b: PacketBatch) => void) | null = null;
-  private inBatch = false;
-  private closed = false;
-
-  constructor(
-    private readonly net: MemoryNet,
-    readonly name: string,
-    private linkMtu: number,
-    queue: number,
-  ) {
-    this.ring = new Ring(queue);
-  }
-
-  get mtu(): number {
-    return this.linkMtu;
-  }
-
-  /** Packets queued by the host side, not yet read. */
-  get queued(): number {
-    return this.ring.count;
-  }
-
-  setMtu(mtu: number): void {
-    if (!Number.isInteger(mtu) || mtu < 68 || mtu > 65535) throw new RangeError(`MTU ${mtu} not in 68..65535`);
-    if (this.batch !== null && mtu > this.batch.maxLen)
-      throw new RangeError(`MTU ${mtu} is above the read batch's maxLen ${this.batch.maxLen}`);
-    this.linkMtu = mtu;
-  }
-
-  start(batch: PacketBatch, onBatch: (batch: PacketBatch) => void): void {
-    if (this.closed) throw new Error(`device ${this.name} is closed`);
-    if (this.batch !== null) throw new Error('MemoryPacketDevice.start called twice');
-    if (batch.maxLen < this.mtu) throw new RangeError(`batch.maxLen ${batch.maxLen} is below the MTU ${this.mtu}`);
-    this.batch = batch;
-    this.onBatch = onBatch;
-  }
-
-  stop(): void {
-    this.batch = null;
-    this.onBatch = null;
-  }
-
-  /** The host stack sends a packet into the device (read by the application at the next pump). */
-  inject(buf: Uint8Array, off: number, len: number): boolean {
-    if (this.closed || len > this.linkMtu || this.ring.push(buf, off, len, 0) < 0) {
-      this.droppedFull++;
-      return false;
-    }
-    return true;
-  }
-
-  pollNow(): number {
-    const b = this.batch;
-    const r = this.ring;
-    if (b === null || this.inBatch || r.count === 0) return 0;
-    let n = 0;
-    while (n < b.capacity && r.count > 0) {
-      const len = r.lens[r.head]!;
-      b.buf.set(r.slots[r.head]!.subarray(0, len), n * b.slotSize + b.headroom);
-      b.lens[n++] = len;
-      this.stats.rxBytes += len;
-      r.pop();
-    }
-    b.filled(n);
-    this.stats.rxPackets += n;
-    this.stats.rxBatches++;
-    this.inBatch = true;
-    try {
-      this.onBatch!(b);
-    } finally {
-      this.inBatch = false;
-    }
-    return n;
-  }
-
-  writeBatch(buf: Uint8Array, offs: Uint32Array, lens: Uint32Array, count: number): number {
-    if (this.closed) throw new Error(`device ${this.name} is closed`);
-    const w = this.onWrite;
-    if (w === null) {
-      this.stats.txErrors += count;
-      return 0;
-    }
-    for (let i = 0; i < count; i++) {
-      this.stats.txBytes += lens[i]!;
-      w(buf, offs[i]!, lens[i]!);
-    }
-    this.stats.txPackets += count;
-    return count;
-  }
-
-  writeVnetBatch(): number {
-    throw new Error(`device ${this.name} has no offload: writeVnetBatch needs a vnet header`);
-  }
-
-  close(): Promise<void> {
-    if (!this.closed) {
-      this.closed = true;
-      this.stop();
-      this.net.removeDevice(this);
-    }
-    return Promise.resolve();
   }
 }

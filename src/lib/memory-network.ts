@@ -12,7 +12,8 @@
  */
 import { PacketBatch } from '../io/batch.js';
 import { MAX_PACKET } from '../io/sizes.js';
-import { MemoryNet, type MemoryDatagramSocket, type MemoryHost } from '../io/memory-net.js';
+import { MemoryNet, type MemoryHost } from '../io/memory-net.js';
+import type { MemoryDatagramSocket } from '../io/memory-socket.js';
 import type { Datagram, WireGuardDevice } from './wireguard.js';
 
 export interface MemoryNetworkOptions {

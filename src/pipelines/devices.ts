@@ -7,7 +7,8 @@
  */
 import type { DatagramSocket } from '../io/datagram.js';
 import type { PacketDevice } from '../io/device.js';
-import { type MemoryHost, type MemoryPacketDevice } from '../io/memory-net.js';
+import type { MemoryPacketDevice } from '../io/memory-device.js';
+import type { MemoryHost } from '../io/memory-net.js';
 import { TunDevice, type TunOptions } from '../io/tun.js';
 import { UdpSocket, type UdpOptions } from '../io/udp.js';
 import { KernelState, underlayMtu } from '../kernel/iproute.js';
