@@ -184,6 +184,9 @@ export class SimSystem {
           for (const p of n.pods) sys.pods.set(p.name, node.addPod(p.name, p.ip));
         }
       }
+      // A gateway handshakes with its peer as soon as it forwards (a new active does not wait
+      // for traffic): let those handshakes complete, as time passing would.
+      await sys.run();
     } catch (e) {
       await sys.stop();
       throw e;
