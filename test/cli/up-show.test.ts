@@ -91,6 +91,13 @@ beforeAll(async () => {
       },
       20_000,
     );
+    // The control socket answers while the data plane still starts (the WireGuard warm-up runs
+    // first): status says active once it forwards.
+    await waitFor(
+      `${g.name} active`,
+      async () => (await show(join(dir, d), `gateway-${d.slice(-1)}`)).weft.active,
+      20_000,
+    );
   }
 }, 120_000);
 
