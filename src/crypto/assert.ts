@@ -53,10 +53,7 @@ export function assertSealArgs(
   dst: Uint8Array,
   dstOff: number,
 ): void {
-  assertBytes(key, KEY_LEN, 'key');
-  assertBytes(nonce, nonceLen, 'nonce');
-  assertAd(ad);
-  assertSpan(src, srcOff, len, 'src');
+  assertOpenArgs(key, nonce, nonceLen, ad, src, srcOff, len);
   assertSpan(dst, dstOff, len + TAG_LEN, 'dst');
 }
 

@@ -11,7 +11,7 @@ import { keyToBase64 } from '../crypto/keys.js';
 import type { RulesAttachment } from '../rules/attach.js';
 import type { FabricPathStatus } from './k8s-fabric.js';
 import type { RunningDataPlane } from './launch.js';
-import type { WeftPeerStatus, WeftStatus } from './status.js';
+import type { WeftPeerStatus, WeftStatus, WeftTunnelStatus } from './status.js';
 import { WEFT_VERSION } from './version.js';
 
 /** What the runtime reads of a rules attachment. */
@@ -112,7 +112,7 @@ function gatewayStatus(
   });
   return {
     ...base,
-    interface: { name: st.tun.name, mtu: st.tun.mtu, rxPackets: st.tun.rxPackets, txPackets: st.tun.txPackets },
+    interface: interfaceStatus(st.tun),
     wireguard: {
       publicKey: pub === null ? '' : keyToBase64(pub),
       listenPort: st.ports.wireguard,
@@ -122,14 +122,7 @@ function gatewayStatus(
     },
     geneve: {
       port: st.ports.geneve,
-      tunnels: st.tunnels.map((t) => ({
-        vni: t.vni,
-        name: t.name,
-        remoteUnderlay: t.remoteUnderlay,
-        rxPackets: t.rxPackets,
-        txPackets: t.txPackets,
-        drops: t.drops,
-      })),
+      tunnels: st.tunnels.map(tunnelStatus),
     },
     ...(st.offloads === null ? {} : { offloads: st.offloads }),
     nat: (() => {
@@ -173,17 +166,10 @@ function nodeStatus(
   put('tun_write_failed', st.tun.txErrors);
   return {
     ...base,
-    interface: { name: st.tun.name, mtu: st.tun.mtu, rxPackets: st.tun.rxPackets, txPackets: st.tun.txPackets },
+    interface: interfaceStatus(st.tun),
     geneve: {
       port: node.geneve.port,
-      tunnels: st.tunnels.map((t) => ({
-        vni: t.vni,
-        name: t.name,
-        remoteUnderlay: t.remoteUnderlay,
-        rxPackets: t.rxPackets,
-        txPackets: t.txPackets,
-        drops: t.drops,
-      })),
+      tunnels: st.tunnels.map(tunnelStatus),
     },
     offloads: st.offloads,
     drops,
@@ -191,6 +177,23 @@ function nodeStatus(
     cluster: { id: cfg.cluster.id },
     // Liqo mode: the fabric rules run in process may clamp too.
     ...(x.rules !== null ? { mssClamped: x.liqoMssClamped() } : {}),
+  };
+}
+
+/** The TUN device's part of a status: just the fields the schema names. */
+function interfaceStatus(t: NonNullable<WeftStatus['interface']>): NonNullable<WeftStatus['interface']> {
+  return { name: t.name, mtu: t.mtu, rxPackets: t.rxPackets, txPackets: t.txPackets };
+}
+
+/** One Geneve tunnel's part of a status: just the fields the schema names. */
+function tunnelStatus(t: WeftTunnelStatus): WeftTunnelStatus {
+  return {
+    vni: t.vni,
+    name: t.name,
+    remoteUnderlay: t.remoteUnderlay,
+    rxPackets: t.rxPackets,
+    txPackets: t.txPackets,
+    drops: t.drops,
   };
 }
 

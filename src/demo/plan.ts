@@ -327,12 +327,7 @@ export function gatewayConfig(
   const useFile = opts.keyFile ?? true;
   return {
     role: 'gateway',
-    cluster: {
-      id: c.id,
-      podCIDRs: [c.podCIDR],
-      externalCIDR: c.externalCIDR,
-      internalCIDR: c.internalCIDR,
-    },
+    cluster: clusterSection(c),
     wireguard: {
       ...(useFile ? { privateKeyFile: keyFileName(c) } : { privateKey: own.privateKey }),
       listenPort: plan.wireguardPort,
@@ -367,17 +362,17 @@ export function gatewayConfig(
   };
 }
 
+/** The `cluster` section of cluster `c`'s configurations (gateway and nodes alike). */
+function clusterSection(c: DemoCluster): WeftConfigInput['cluster'] {
+  return { id: c.id, podCIDRs: [c.podCIDR], externalCIDR: c.externalCIDR, internalCIDR: c.internalCIDR };
+}
+
 /** The node agent configuration of node `n` of cluster `c`. */
 export function nodeConfig(plan: DemoPlan, c: DemoCluster, n: DemoNode, opts: ConfigOptions = {}): WeftConfigInput {
   const peer = otherCluster(plan, c);
   return {
     role: 'node',
-    cluster: {
-      id: c.id,
-      podCIDRs: [c.podCIDR],
-      externalCIDR: c.externalCIDR,
-      internalCIDR: c.internalCIDR,
-    },
+    cluster: clusterSection(c),
     node: {
       name: n.name,
       underlayAddress: n.underlay,

@@ -52,13 +52,16 @@ export function writeEncap(
   out.off = geneveOff;
   out.len = innerOff + innerLen - geneveOff;
   out.srcPort = flowSourcePort(buf, innerOff, innerLen, hashSeed);
-  const ts = tunnel.stats;
+  countTx(tunnel.stats, counters.values, innerLen);
+  return GeneveVerdict.Send;
+}
+
+/** One sent packet of innerLen bytes, counted for its tunnel (ts) and the engine (c). */
+function countTx(ts: Float64Array, c: Float64Array, innerLen: number): void {
   ts[STAT_TX_PACKETS]++;
   ts[STAT_TX_BYTES] += innerLen;
-  const c = counters.values;
   c[STAT_TX_PACKETS]++;
   c[STAT_TX_BYTES] += innerLen;
-  return GeneveVerdict.Send;
 }
 
 /**
@@ -96,11 +99,6 @@ export function encapsulateNextInRun(
   for (let i = 0; i < hdrLen; i++) buf[geneveOff + i] = buf[prev + i]!;
   out.off = geneveOff;
   out.len = innerLen + hdrLen;
-  const ts = tunnel.stats;
-  ts[STAT_TX_PACKETS]++;
-  ts[STAT_TX_BYTES] += innerLen;
-  const c = counters.values;
-  c[STAT_TX_PACKETS]++;
-  c[STAT_TX_BYTES] += innerLen;
+  countTx(tunnel.stats, counters.values, innerLen);
   return true;
 }

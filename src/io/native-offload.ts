@@ -18,15 +18,7 @@ import type { PacketList } from '../packet/packet-list.js';
 import { loadNativeIo } from './native.js';
 
 /** gsoSegment's signature (packet/gso.ts). */
-export type GsoSegmentFn = (
-  buf: Uint8Array,
-  hdrOff: number,
-  off: number,
-  len: number,
-  outOff: number,
-  outStride: number,
-  out: PacketList<unknown>,
-) => number;
+export type GsoSegmentFn = typeof gsoSegment;
 
 /**
  * out[i] = CSUM_OK / CSUM_BAD / CSUM_UNKNOWN (packet/gro.ts) for packet i < count: the verdict on

@@ -26,26 +26,16 @@ export interface AddrItem {
   /** Canonical "addr/len". */
   readonly cidr: string;
 }
-export interface RouteItem {
+/** A route wanted: the fields the kernel reports of one (ActualRoute), in a table. */
+export interface RouteItem extends ActualRoute {
   readonly kind: 'route';
   /** 'main' or a numeric table id as text. */
   readonly table: string;
-  /** Canonical prefix ("10.0.0.0/16"); host routes as "/32" / "/128". */
-  readonly dst: string;
-  readonly dev?: string;
-  readonly via?: string;
-  readonly src?: string;
   readonly restore: RestoreCommand;
 }
-export interface RuleItem {
+/** A rule wanted: the fields the kernel reports of one (ActualRule). */
+export interface RuleItem extends ActualRule {
   readonly kind: 'rule';
-  readonly table: string;
-  readonly pref?: number;
-  readonly iif?: string;
-  readonly oif?: string;
-  readonly from?: string;
-  readonly to?: string;
-  readonly fwmark?: number;
   readonly restore: RestoreCommand;
 }
 export interface NftTableItem {
@@ -67,6 +57,7 @@ export interface KernelSnapshot {
 }
 
 export interface ActualRoute {
+  /** Canonical prefix ("10.0.0.0/16"); host routes as "/32" / "/128". */
   readonly dst: string;
   readonly dev?: string;
   readonly via?: string;

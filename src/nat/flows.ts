@@ -225,16 +225,25 @@ export class FlowTable {
         this.proto[k >> 1] === proto &&
         this.family[k >> 1] === 4 &&
         this.zones[k >> 1] === zone
-      ) {
-        const e = k >> 1;
-        if (this.expires[e]! > now) return k;
-        this.expiredCount++;
-        this.free(e);
-        return NIL;
-      }
+      )
+        return this.liveOrFree(k, now);
       k = this.next[k]!;
     }
     return NIL;
+  }
+
+  /** A lookup's hit k (e * 2 + dir): k while the entry lives, else NIL with the entry freed (counted). */
+  private liveOrFree(k: number, now: number): number {
+    const e = k >> 1;
+    if (this.expires[e]! > now) return k;
+    this.freeExpired(e);
+    return NIL;
+  }
+
+  /** Frees entry e for having expired (counted). */
+  private freeExpired(e: number): void {
+    this.expiredCount++;
+    this.free(e);
   }
 
   /** Sets an IPv4 entry's reply-tuple address: `dst` false = source, true = destination. */
@@ -280,12 +289,7 @@ export class FlowTable {
         let same = true;
         for (let i = 0; i < alen && same; i++)
           same = a[base + i] === buf[srcOff + i] && a[base + 16 + i] === buf[dstOff + i];
-        if (same) {
-          if (this.expires[e]! > now) return k;
-          this.expiredCount++;
-          this.free(e);
-          return NIL;
-        }
+        if (same) return this.liveOrFree(k, now);
       }
       k = this.next[k]!;
     }
@@ -422,8 +426,7 @@ export class FlowTable {
       this.cursor = e + 1 === this.capacity ? 0 : e + 1;
       if (this.state[e] === FLOW_FREE || (this.flags[e]! & F_UNCONFIRMED) !== 0) continue;
       if (this.expires[e]! <= now) {
-        this.expiredCount++;
-        this.free(e);
+        this.freeExpired(e);
         return;
       }
       if (victim === NIL) victim = e;
@@ -488,8 +491,7 @@ export class FlowTable {
       const e = this.cursor;
       this.cursor = e + 1 === this.capacity ? 0 : e + 1;
       if (this.state[e] !== FLOW_FREE && (this.flags[e]! & F_UNCONFIRMED) === 0 && this.expires[e]! <= now) {
-        this.expiredCount++;
-        this.free(e);
+        this.freeExpired(e);
         freed++;
       }
     }

@@ -19,6 +19,23 @@ export const CSUM_ALWAYS = 1;
 /** UDP: zero means absent and stays zero; a result of zero is written as 0xffff. */
 export const CSUM_UDP = 2;
 
+/**
+ * Where the TCP or UDP checksum covering an address sits: its offset in buf, or -1 (no transport
+ * header at l4 < 0, another protocol, or a transport header too short to hold one).
+ */
+export function l4ChecksumOffset(proto: number, l4: number, l4Len: number): number {
+  if (l4 < 0) return -1;
+  if (proto === 6 && l4Len >= 18) return l4 + 16;
+  if (proto === 17 && l4Len >= 8) return l4 + 6;
+  return -1;
+}
+
+/** The CSUM_* kind of the checksum l4ChecksumOffset found at csumOff (CSUM_NONE for -1). */
+export function l4ChecksumKind(proto: number, csumOff: number): number {
+  if (csumOff < 0) return CSUM_NONE;
+  return proto === 6 ? CSUM_ALWAYS : CSUM_UDP;
+}
+
 /** Patch the checksum at buf[csumOff] for one 16-bit word (aligned with the checksummed data). */
 export function patchWord(buf: Uint8Array, csumOff: number, kind: number, oldWord: number, newWord: number): void {
   if (kind === CSUM_NONE || oldWord === newWord) return;

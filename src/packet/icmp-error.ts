@@ -188,6 +188,16 @@ function writeIcmpHeader(buf: Uint8Array, icmp: number, type: number): void {
 }
 
 /**
+ * How many of the original's `len` bytes an error with `hdr` bytes of headers quotes: the error
+ * at most `maxLen` bytes and within `room` (the buffer from the error's start). May be below
+ * what the caller needs; the caller then gives up.
+ */
+function quoteLength(len: number, hdr: number, maxLen: number, room: number): number {
+  const quote = len < maxLen - hdr ? len : maxLen - hdr;
+  return hdr + quote > room ? room - hdr : quote;
+}
+
+/**
  * In place, replace the IPv4 packet at buf[off, off+len) (len = its total length) by an ICMP
  * Destination Unreachable, code 4 "fragmentation needed and DF set" (RFC 792; next-hop MTU per
  * RFC 1191 §4) addressed to the packet's source. The original's first bytes move 28 bytes up
@@ -204,40 +214,25 @@ export function writeFragNeededV4(
   src: Uint8Array | undefined,
 ): number {
   const hdr = IPV4_MIN_HEADER_LEN + ICMP_HEADER_LEN;
-  let quote = len < ICMPV4_ERROR_MAX_LEN - hdr ? len : ICMPV4_ERROR_MAX_LEN - hdr;
-  if (off + hdr + quote > buf.length) quote = buf.length - off - hdr;
+  const quote = quoteLength(len, hdr, ICMPV4_ERROR_MAX_LEN, buf.length - off);
   const ihl = ipv4HeaderLen(buf, off);
   if (quote < ihl + ICMPV4_QUOTE_MIN_DATA) return 0;
   buf.copyWithin(off + hdr, off, off + quote);
   const q = off + hdr; // the quoted original header now starts here
-  if (src !== undefined)
-    writeIpv4Header(
-      buf,
-      off,
-      src,
-      0,
-      buf,
-      q + IPV4_SRC_OFFSET,
-      IP_PROTO_ICMP,
-      ICMP_HEADER_LEN + quote,
-      ICMP_ERROR_TTL,
-      0,
-      false,
-    );
-  else
-    writeIpv4Header(
-      buf,
-      off,
-      buf,
-      q + IPV4_DST_OFFSET,
-      buf,
-      q + IPV4_SRC_OFFSET,
-      IP_PROTO_ICMP,
-      ICMP_HEADER_LEN + quote,
-      ICMP_ERROR_TTL,
-      0,
-      false,
-    );
+  // From `src`, else from the original's destination.
+  writeIpv4Header(
+    buf,
+    off,
+    src ?? buf,
+    src !== undefined ? 0 : q + IPV4_DST_OFFSET,
+    buf,
+    q + IPV4_SRC_OFFSET,
+    IP_PROTO_ICMP,
+    ICMP_HEADER_LEN + quote,
+    ICMP_ERROR_TTL,
+    0,
+    false,
+  );
   const icmp = off + IPV4_MIN_HEADER_LEN;
   buf[icmp + ICMP_TYPE_OFFSET] = ICMPV4_DEST_UNREACHABLE;
   buf[icmp + ICMP_CODE_OFFSET] = ICMPV4_CODE_FRAG_NEEDED;
@@ -264,35 +259,22 @@ export function writePacketTooBigV6(
   src: Uint8Array | undefined,
 ): number {
   const hdr = IPV6_HEADER_LEN + ICMP_HEADER_LEN;
-  let quote = len < ICMPV6_ERROR_MAX_LEN - hdr ? len : ICMPV6_ERROR_MAX_LEN - hdr;
-  if (off + hdr + quote > buf.length) quote = buf.length - off - hdr;
+  const quote = quoteLength(len, hdr, ICMPV6_ERROR_MAX_LEN, buf.length - off);
   if (quote < IPV6_HEADER_LEN) return 0;
   buf.copyWithin(off + hdr, off, off + quote);
   const q = off + hdr;
-  if (src !== undefined)
-    writeIpv6Header(
-      buf,
-      off,
-      src,
-      0,
-      buf,
-      q + IPV6_SRC_OFFSET,
-      IP_PROTO_ICMPV6,
-      ICMP_HEADER_LEN + quote,
-      ICMP_ERROR_TTL,
-    );
-  else
-    writeIpv6Header(
-      buf,
-      off,
-      buf,
-      q + IPV6_DST_OFFSET,
-      buf,
-      q + IPV6_SRC_OFFSET,
-      IP_PROTO_ICMPV6,
-      ICMP_HEADER_LEN + quote,
-      ICMP_ERROR_TTL,
-    );
+  // From `src`, else from the original's destination.
+  writeIpv6Header(
+    buf,
+    off,
+    src ?? buf,
+    src !== undefined ? 0 : q + IPV6_DST_OFFSET,
+    buf,
+    q + IPV6_SRC_OFFSET,
+    IP_PROTO_ICMPV6,
+    ICMP_HEADER_LEN + quote,
+    ICMP_ERROR_TTL,
+  );
   const icmp = off + IPV6_HEADER_LEN;
   buf[icmp + ICMP_TYPE_OFFSET] = ICMPV6_PACKET_TOO_BIG;
   buf[icmp + ICMP_CODE_OFFSET] = 0;

@@ -7,7 +7,7 @@
 
 import { finishChecksum, sumWords, writeChecksum } from './checksum.js';
 import { IP_PROTO_ICMPV6 } from './ipv4.js';
-import { ipv6TransportSum } from './ipv6.js';
+import { fillIpv6TransportChecksum, ipv6TransportSum } from './ipv6.js';
 
 export const ICMP_TYPE_OFFSET = 0;
 export const ICMP_CODE_OFFSET = 1;
@@ -129,12 +129,7 @@ export function icmpv4ChecksumValid(buf: Uint8Array, off: number, len: number): 
 
 /** ICMPv6 checksum includes the IPv6 pseudo header (RFC 4443 §2.3); stores it. */
 export function fillIcmpv6Checksum(buf: Uint8Array, ipOff: number, icmpOff: number, len: number): void {
-  writeChecksum(buf, icmpOff + ICMP_CHECKSUM_OFFSET, 0);
-  writeChecksum(
-    buf,
-    icmpOff + ICMP_CHECKSUM_OFFSET,
-    finishChecksum(ipv6TransportSum(buf, ipOff, IP_PROTO_ICMPV6, icmpOff, len)),
-  );
+  fillIpv6TransportChecksum(buf, ipOff, IP_PROTO_ICMPV6, icmpOff, len, icmpOff + ICMP_CHECKSUM_OFFSET);
 }
 
 /** True when the ICMPv6 message at buf[icmpOff, +len) in the IPv6 packet at buf[ipOff] carries a correct checksum. */

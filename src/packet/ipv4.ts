@@ -8,6 +8,7 @@
 import {
   checksumUpdate16,
   checksumVerifies,
+  finishChecksum,
   internetChecksum,
   pseudoHeaderSumV4,
   sumWords,
@@ -167,6 +168,23 @@ export function ipv4TransportSum(
 ): number {
   const pseudo = pseudoHeaderSumV4(buf, ipOff + IPV4_SRC_OFFSET, ipOff + IPV4_DST_OFFSET, protocol, l4Len);
   return sumWords(buf, l4Off, l4Len, pseudo);
+}
+
+/**
+ * Stores the transport checksum of buf[l4Off, +l4Len) (ipv4TransportSum, finished) at
+ * buf[csumOff], the field zeroed first: for the checksums whose computed 0 is sent as is (TCP,
+ * ICMPv6; UDP sends 0xffff instead).
+ */
+export function fillIpv4TransportChecksum(
+  buf: Uint8Array,
+  ipOff: number,
+  protocol: number,
+  l4Off: number,
+  l4Len: number,
+  csumOff: number,
+): void {
+  writeChecksum(buf, csumOff, 0);
+  writeChecksum(buf, csumOff, finishChecksum(ipv4TransportSum(buf, ipOff, protocol, l4Off, l4Len)));
 }
 
 /**

@@ -5,7 +5,7 @@
  * fields. Nothing here allocates or retains the buffer.
  */
 
-import { pseudoHeaderSumV6, sumWords } from './checksum.js';
+import { finishChecksum, pseudoHeaderSumV6, sumWords, writeChecksum } from './checksum.js';
 import { IP_PROTO_HOPOPTS, IP_PROTO_IPV6_FRAG, IP_PROTO_IPV6_OPTS, IP_PROTO_IPV6_ROUTE } from './ipv4.js';
 
 export const IPV6_VERSION_CLASS_FLOW_OFFSET = 0;
@@ -131,6 +131,23 @@ export function ipv6TransportSum(
 ): number {
   const pseudo = pseudoHeaderSumV6(buf, ipOff + IPV6_SRC_OFFSET, ipOff + IPV6_DST_OFFSET, nextHeader, l4Len);
   return sumWords(buf, l4Off, l4Len, pseudo);
+}
+
+/**
+ * Stores the transport checksum of buf[l4Off, +l4Len) (ipv6TransportSum, finished) at
+ * buf[csumOff], the field zeroed first: for the checksums whose computed 0 is sent as is (TCP,
+ * ICMPv6; UDP sends 0xffff instead).
+ */
+export function fillIpv6TransportChecksum(
+  buf: Uint8Array,
+  ipOff: number,
+  nextHeader: number,
+  l4Off: number,
+  l4Len: number,
+  csumOff: number,
+): void {
+  writeChecksum(buf, csumOff, 0);
+  writeChecksum(buf, csumOff, finishChecksum(ipv6TransportSum(buf, ipOff, nextHeader, l4Off, l4Len)));
 }
 
 /**

@@ -5,9 +5,9 @@
  * the data offset and by the caller's `len`. Nothing here allocates.
  */
 
-import { finishChecksum, writeChecksum } from './checksum.js';
-import { IP_PROTO_TCP, ipv4TransportSum } from './ipv4.js';
-import { ipv6TransportSum } from './ipv6.js';
+import { finishChecksum } from './checksum.js';
+import { IP_PROTO_TCP, fillIpv4TransportChecksum, ipv4TransportSum } from './ipv4.js';
+import { fillIpv6TransportChecksum, ipv6TransportSum } from './ipv6.js';
 
 export const TCP_SRC_PORT_OFFSET = 0;
 export const TCP_DST_PORT_OFFSET = 2;
@@ -122,22 +122,12 @@ export function tcpFindMssOption(buf: Uint8Array, off: number, len: number): num
 
 /** TCP checksum over pseudo header + segment for TCP in IPv4; stores it. */
 export function fillTcpChecksumV4(buf: Uint8Array, ipOff: number, tcpOff: number, tcpLen: number): void {
-  writeChecksum(buf, tcpOff + TCP_CHECKSUM_OFFSET, 0);
-  writeChecksum(
-    buf,
-    tcpOff + TCP_CHECKSUM_OFFSET,
-    finishChecksum(ipv4TransportSum(buf, ipOff, IP_PROTO_TCP, tcpOff, tcpLen)),
-  );
+  fillIpv4TransportChecksum(buf, ipOff, IP_PROTO_TCP, tcpOff, tcpLen, tcpOff + TCP_CHECKSUM_OFFSET);
 }
 
 /** TCP checksum for TCP in IPv6 (RFC 8200 §8.1); stores it. */
 export function fillTcpChecksumV6(buf: Uint8Array, ipOff: number, tcpOff: number, tcpLen: number): void {
-  writeChecksum(buf, tcpOff + TCP_CHECKSUM_OFFSET, 0);
-  writeChecksum(
-    buf,
-    tcpOff + TCP_CHECKSUM_OFFSET,
-    finishChecksum(ipv6TransportSum(buf, ipOff, IP_PROTO_TCP, tcpOff, tcpLen)),
-  );
+  fillIpv6TransportChecksum(buf, ipOff, IP_PROTO_TCP, tcpOff, tcpLen, tcpOff + TCP_CHECKSUM_OFFSET);
 }
 
 /** True when the TCP segment in IPv4 at buf[tcpOff, +tcpLen) carries a correct checksum. */

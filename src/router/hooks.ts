@@ -81,6 +81,18 @@ export class PacketMeta {
    */
   skip = 0;
   skipOwner: unknown = null;
+
+  /** Rewrites the fields for a packet entering the router; mark and skip start at 0. */
+  begin(source: number, output: number, peer: string, inDev: string, outDev: string, zone: number): void {
+    this.source = source;
+    this.output = output;
+    this.peer = peer;
+    this.inDev = inDev;
+    this.outDev = outDev;
+    this.mark = 0;
+    this.skip = 0;
+    this.zone = zone;
+  }
 }
 
 /**

@@ -238,6 +238,13 @@ export class Router<P, G> {
     for (let i = 0; i < n; i++) this.routeFromPeer(buf, offs[i]!, lens[i]!, links[i]!, L, now);
   }
 
+  /** Parses the packet at buf[off, +len) into this.v; false (a counted drop) when it is no IP packet. */
+  private parse(buf: Uint8Array, off: number, len: number): boolean {
+    if (parseIp(buf, off, len, this.v) === IP_OK) return true;
+    this.drops[RouterDrop.BadPacket]!++;
+    return false;
+  }
+
   private routeInside(
     buf: Uint8Array,
     off: number,
@@ -248,25 +255,16 @@ export class Router<P, G> {
     from?: G,
   ): void {
     const v = this.v;
-    if (parseIp(buf, off, len, v) !== IP_OK) {
-      this.drops[RouterDrop.BadPacket]!++;
-      return;
-    }
+    if (!this.parse(buf, off, len)) return;
     const meta = this.meta;
-    meta.source = source;
-    meta.output = OUTPUT_NONE;
-    meta.peer = '';
     const st = this.steering;
-    meta.inDev = st !== null && source === SOURCE_NODE ? st.nodeDevice(from) : '';
-    meta.outDev = '';
-    meta.mark = 0;
-    meta.skip = 0;
     // The peer by the destination as the packet arrived (a remapped address), before rules at
     // PREROUTING/OUTPUT translate it to the real one, which several peers may share
     // (src/rules/from-nat.ts); it is also the connection's zone.
     const entry = source === SOURCE_NODE ? HOOK_PREROUTING : HOOK_OUTPUT;
     let np = st === null ? this.table.peerForParsed(buf, v) : undefined;
-    meta.zone = np === undefined ? 0 : np.zone;
+    const inDev = st !== null && source === SOURCE_NODE ? st.nodeDevice(from) : '';
+    meta.begin(source, OUTPUT_NONE, '', inDev, '', np === undefined ? 0 : np.zone);
     if (!this.runHooks(entry, buf, now, L)) return;
     const fam = v.family;
 
@@ -332,25 +330,22 @@ export class Router<P, G> {
 
   private routeFromPeer(buf: Uint8Array, off: number, len: number, link: P, L: RouterLanes<P, G>, now: number): void {
     const v = this.v;
-    if (parseIp(buf, off, len, v) !== IP_OK) {
-      this.drops[RouterDrop.BadPacket]!++;
-      return;
-    }
+    if (!this.parse(buf, off, len)) return;
     const rp = this.peers.ofLink(link);
     if (rp === undefined) {
       this.drops[RouterDrop.UnknownPeer]!++;
       return;
     }
     const meta = this.meta;
-    meta.source = SOURCE_PEER;
-    meta.output = OUTPUT_NONE;
-    meta.peer = rp.name;
     const st = this.steering;
-    meta.inDev = st !== null ? st.devices.tunnel : rp.dev;
-    meta.outDev = '';
-    meta.mark = 0;
-    meta.skip = 0;
-    meta.zone = st !== null ? 0 : rp.entry.zone;
+    meta.begin(
+      SOURCE_PEER,
+      OUTPUT_NONE,
+      rp.name,
+      st !== null ? st.devices.tunnel : rp.dev,
+      '',
+      st !== null ? 0 : rp.entry.zone,
+    );
     if (!this.runHooks(HOOK_PREROUTING, buf, now, L)) return;
     const fam = v.family;
     if (
@@ -526,19 +521,8 @@ export class Router<P, G> {
     now: number,
   ): void {
     const v = this.v;
-    if (parseIp(buf, off, len, v) !== IP_OK) {
-      this.drops[RouterDrop.BadPacket]!++;
-      return;
-    }
-    const meta = this.meta;
-    meta.source = SOURCE_SELF;
-    meta.output = OUTPUT_PEER;
-    meta.peer = rp.name;
-    meta.inDev = '';
-    meta.outDev = rp.dev;
-    meta.mark = 0;
-    meta.skip = 0;
-    meta.zone = rp.entry.zone;
+    if (!this.parse(buf, off, len)) return;
+    this.meta.begin(SOURCE_SELF, OUTPUT_PEER, rp.name, '', rp.dev, rp.entry.zone);
     if (!this.runHooks(HOOK_OUTPUT, buf, now, L) || !this.runHooks(HOOK_POSTROUTING, buf, now, L)) return;
     if (this.table.checkMtu(buf, v, rp.entry, now) === NAT_FORWARD) L.toPeers.push(off, len, rp.link);
   }

@@ -25,19 +25,10 @@ import type { RulesDevices } from './devices.js';
 import { HOOKS, ruleIdName, type RuleTable } from './model.js';
 import { RuleParseError, parseFirewallConfiguration } from './parse.js';
 import type { RuleCounterRow, RulesStats } from './counters.js';
+import type { RuleCounterSample } from '../control/metrics.js';
 import { RulesRuntime, type RulesRuntimeOptions } from './runtime.js';
 
 export type { RulesDevices } from './devices.js';
-
-/** A counter row by its parts (same shape as src/control/metrics.ts RuleCounterSample). */
-export interface RuleCounterSample {
-  object: string;
-  table: string;
-  chain: string;
-  rule: string;
-  packets: number;
-  bytes?: number;
-}
 
 /** `<object…>/<table>/<chain>/<rule>` (compile.ts ids; the object may hold a slash) → parts. */
 export function splitRuleId(id: string): { object: string; table: string; chain: string; rule: string } {

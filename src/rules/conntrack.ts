@@ -24,7 +24,8 @@ import type { QuotedPacket } from '../nat/quoted.js';
 import {
   CSUM_ALWAYS,
   CSUM_NONE,
-  CSUM_UDP,
+  l4ChecksumKind,
+  l4ChecksumOffset,
   fixZeroIcmpv4Checksum,
   read16,
   rewriteAddress,
@@ -340,17 +341,8 @@ export class RulesConntrack {
     // IPv4 address against the tuple's number (no byte loop, no call when equal).
     const ao = srcManip ? v.srcOff : v.dstOff;
     rewriteIpv4Address(buf, v, ao, f.a32[e * 4 + other * 2 + (srcManip ? 1 : 0)]! | 0);
-    let csum = -1;
-    let kind = CSUM_NONE;
-    if (l4 >= 0) {
-      if (proto === 6 && v.l4Len >= 18) {
-        csum = l4 + 16;
-        kind = CSUM_ALWAYS;
-      } else if (proto === 17 && v.l4Len >= 8) {
-        csum = l4 + 6;
-        kind = CSUM_UDP;
-      }
-    }
+    const csum = l4ChecksumOffset(proto, l4, v.l4Len);
+    const kind = l4ChecksumKind(proto, csum);
     if (l4 < 0) return;
     const port = srcManip ? f.port[op + 1]! : f.port[op]!;
     if (proto === 6 || proto === 17) {

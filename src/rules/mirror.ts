@@ -50,7 +50,7 @@ import {
 } from './compile.js';
 import type { IpView } from '../packet/ip-view.js';
 import type { QuotedPacket } from '../nat/quoted.js';
-import { CSUM_ALWAYS, CSUM_NONE, CSUM_UDP, patchWord, rewriteAddress } from '../nat/rewrite.js';
+import { CSUM_ALWAYS, CSUM_NONE, l4ChecksumKind, l4ChecksumOffset, patchWord, rewriteAddress } from '../nat/rewrite.js';
 import { C_DEV_IN, C_DEV_OUT, C_IP_DST, C_IP_SRC, readU32, type CCond } from './match.js';
 
 export const M_NONE = 0,
@@ -436,17 +436,8 @@ export function planMirror(c: CompiledRules, devAddrs: readonly number[]): Mirro
 export function rewriteIpv4Address(buf: Uint8Array, v: IpView, ao: number, na: number): void {
   const l4 = v.l4;
   const proto = v.proto;
-  let csum = -1;
-  let kind = CSUM_NONE;
-  if (l4 >= 0) {
-    if (proto === 6 && v.l4Len >= 18) {
-      csum = l4 + 16;
-      kind = CSUM_ALWAYS;
-    } else if (proto === 17 && v.l4Len >= 8) {
-      csum = l4 + 6;
-      kind = CSUM_UDP;
-    }
-  }
+  const csum = l4ChecksumOffset(proto, l4, v.l4Len);
+  const kind = l4ChecksumKind(proto, csum);
   const oh = (buf[ao]! << 8) | buf[ao + 1]!;
   const ol = (buf[ao + 2]! << 8) | buf[ao + 3]!;
   const nh = (na >>> 16) & 0xffff;

@@ -379,8 +379,12 @@ export class RulesRuntime {
   /** The accept policies of the forward chains skipped for this packet (skipEstablished). */
   private countForward(v: IpView): void {
     this.fwd = FWD_RUN;
+    this.countForwardPolicies(v.end - v.off);
+  }
+
+  /** Counts a packet of `len` bytes to every forward chain's accept policy. */
+  private countForwardPolicies(len: number): void {
     const ids = this.fwdPolicies;
-    const len = v.end - v.off;
     for (let i = 0; i < ids.length; i++) {
       const id = ids[i]!;
       this.cnt.packets[id]!++;
@@ -436,13 +440,7 @@ export class RulesRuntime {
   private skipLater(v: IpView, meta: PacketMeta): void {
     let skip = this.mcls === M_D || this.mcls === M_ERR_PRE ? this.mSkipD : this.mSkipS;
     if (this.fwdSkip[v.proto] === 1) {
-      const ids = this.fwdPolicies;
-      const len = v.end - v.off;
-      for (let i = 0; i < ids.length; i++) {
-        const id = ids[i]!;
-        this.cnt.packets[id]!++;
-        this.cnt.bytes[id]! += len;
-      }
+      this.countForwardPolicies(v.end - v.off);
       skip |= 1 << HOOK_FORWARD;
       this.fwd = FWD_DONE;
     }

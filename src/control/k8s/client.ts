@@ -1,7 +1,7 @@
 /**
  * Thin helpers over @kubernetes/client-node 1.4 shared by the informers, the Connection status
- * writer and the Lease elector: list functions per resource kind, patch content types, and a
- * typed error for API failures.
+ * writer and the Lease elector: list functions per resource kind, the restart of a failed
+ * list/watch, patch content types, and a typed error for API failures.
  */
 import {
   CoreV1Api,
@@ -92,4 +92,34 @@ export function listFunction<T extends KubernetesObject>(
     (kind.namespaced && namespace !== undefined
       ? custom.listNamespacedCustomObject({ group, version, namespace, plural, ...sel })
       : custom.listClusterCustomObject({ group, version, plural, ...sel })) as Promise<KubernetesListObject<T>>;
+}
+
+/**
+ * Restarts an informer whose list/watch failed: after 1 s, doubling up to 30 s, back to 1 s once
+ * a list succeeds. The owner reports the error itself.
+ */
+export class InformerRestarts {
+  private timer: NodeJS.Timeout | undefined;
+  private delayMs = 0;
+  private stopped = false;
+
+  constructor(private readonly inf: { start(): Promise<void> }) {}
+
+  /** A list succeeded. */
+  listed(): void {
+    this.delayMs = 0;
+  }
+
+  /** The list/watch failed: start it again after the next delay, unless stopped by then. */
+  failed(): void {
+    this.delayMs = Math.min(30_000, this.delayMs === 0 ? 1000 : this.delayMs * 2);
+    this.timer = setTimeout(() => {
+      if (!this.stopped) void this.inf.start().catch(() => {});
+    }, this.delayMs);
+  }
+
+  stop(): void {
+    this.stopped = true;
+    if (this.timer !== undefined) clearTimeout(this.timer);
+  }
 }

@@ -23,7 +23,7 @@ import {
   type KubernetesObject,
 } from '@kubernetes/client-node';
 import { formatLatency, type ConnectionValue } from '../conncheck.js';
-import { httpStatusOf, listFunction, patchOptions, wrapApiError } from './client.js';
+import { InformerRestarts, httpStatusOf, listFunction, patchOptions, wrapApiError } from './client.js';
 import {
   KINDS,
   REMOTE_CLUSTER_ID_LABEL,
@@ -243,8 +243,7 @@ export class ConnectionStatusWriter {
  */
 export class ConnectionDeleteWatch {
   private readonly inf: Informer<KubernetesObject>;
-  private timer: NodeJS.Timeout | undefined;
-  private delayMs = 0;
+  private readonly restarts: InformerRestarts;
   private stopped = false;
 
   constructor(
@@ -256,19 +255,17 @@ export class ConnectionDeleteWatch {
     const list = listFunction<KubernetesObject>(kc, KINDS.connections, namespace);
     this.inf = makeInformer<KubernetesObject>(kc, collectionPath(KINDS.connections, namespace), async () => {
       const r = await list();
-      this.delayMs = 0;
+      this.restarts.listed();
       return r;
     });
+    this.restarts = new InformerRestarts(this.inf);
     this.inf.on('delete', (o) => {
       if (!this.stopped && o.metadata?.name !== undefined) onDeleted(o.metadata.name);
     });
     this.inf.on('error', (e) => {
       if (this.stopped) return;
       this.onError?.(wrapApiError(`list/watch Connections in ${namespace}`, e));
-      this.delayMs = Math.min(30_000, this.delayMs === 0 ? 1000 : this.delayMs * 2);
-      this.timer = setTimeout(() => {
-        if (!this.stopped) void this.inf.start().catch(() => {});
-      }, this.delayMs);
+      this.restarts.failed();
     });
   }
 
@@ -278,7 +275,7 @@ export class ConnectionDeleteWatch {
 
   async stop(): Promise<void> {
     this.stopped = true;
-    if (this.timer !== undefined) clearTimeout(this.timer);
+    this.restarts.stop();
     await this.inf.stop();
   }
 }

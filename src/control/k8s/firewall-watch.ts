@@ -21,6 +21,7 @@ import {
 } from '@kubernetes/client-node';
 import { listFunction, wrapApiError } from './client.js';
 import { collectionPath, type ResourceKind } from './resources.js';
+import { WatchTimers } from './watch-timers.js';
 
 export const FIREWALL_CONFIGURATIONS: ResourceKind = {
   group: 'networking.liqo.io',
@@ -107,8 +108,7 @@ export interface GatewayRulesWatcherOptions {
 export class GatewayRulesWatcher {
   private readonly fw: Inf[] = [];
   private readonly rt: Inf[] = [];
-  private readonly timers = new Set<NodeJS.Timeout>();
-  private debounce: NodeJS.Timeout | undefined;
+  private readonly timers = new WatchTimers();
   private stopped = false;
   private started = false;
 
@@ -128,11 +128,9 @@ export class GatewayRulesWatcher {
       inf.on('error', (err) => {
         if (this.stopped) return;
         o.onError?.(wrapApiError(`list/watch ${kind.plural} (${sel})`, err));
-        const t = setTimeout(() => {
-          this.timers.delete(t);
+        this.timers.after(o.restartMs ?? 5000, () => {
           if (!this.stopped) void inf.start();
-        }, o.restartMs ?? 5000);
-        this.timers.add(t);
+        });
       });
       into.push(inf);
     };
@@ -147,19 +145,13 @@ export class GatewayRulesWatcher {
 
   async stop(): Promise<void> {
     this.stopped = true;
-    if (this.debounce !== undefined) clearTimeout(this.debounce);
-    for (const t of this.timers) clearTimeout(t);
     this.timers.clear();
     await Promise.all([...this.fw, ...this.rt].map((i) => i.stop()));
   }
 
   private schedule(): void {
     if (this.stopped || !this.started) return;
-    if (this.debounce !== undefined) clearTimeout(this.debounce);
-    this.debounce = setTimeout(() => {
-      this.debounce = undefined;
-      this.emit();
-    }, this.opts.debounceMs ?? 200);
+    this.timers.debounced(this.opts.debounceMs ?? 200, () => this.emit());
   }
 
   private emit(): void {

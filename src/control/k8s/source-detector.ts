@@ -15,7 +15,7 @@ import {
   type KubeConfig,
   type KubernetesObject,
 } from '@kubernetes/client-node';
-import { listFunction, patchOptions, wrapApiError } from './client.js';
+import { InformerRestarts, listFunction, patchOptions, wrapApiError } from './client.js';
 import { ACTIVE_GATEWAY_LABEL } from './liqo-gateway.js';
 import { KINDS, collectionPath, type ResourceKind } from './resources.js';
 
@@ -39,8 +39,7 @@ export interface SourceDetectorOptions {
 export class SourceDetector {
   private readonly inf: Informer<KubernetesObject>;
   private readonly written: { local?: string; remote?: string } = {};
-  private timer: NodeJS.Timeout | undefined;
-  private delayMs = 0;
+  private readonly restarts: InformerRestarts;
   private stopped = false;
   /** Serialises writes (events may arrive faster than the API answers). */
   private chain: Promise<void> = Promise.resolve();
@@ -52,11 +51,12 @@ export class SourceDetector {
       collectionPath(PODS),
       async () => {
         const r = await list();
-        this.delayMs = 0;
+        this.restarts.listed();
         return r;
       },
       ACTIVE_GATEWAY_SELECTOR,
     );
+    this.restarts = new InformerRestarts(this.inf);
     const seen = (o: KubernetesObject): void => {
       this.chain = this.chain.then(() => this.reconcile(o as Pod)).catch((e: unknown) => this.opts.onError?.(e));
     };
@@ -65,10 +65,7 @@ export class SourceDetector {
     this.inf.on('error', (e) => {
       if (this.stopped) return;
       this.opts.onError?.(wrapApiError('list/watch active gateway pods', e));
-      this.delayMs = Math.min(30_000, this.delayMs === 0 ? 1000 : this.delayMs * 2);
-      this.timer = setTimeout(() => {
-        if (!this.stopped) void this.inf.start().catch(() => {});
-      }, this.delayMs);
+      this.restarts.failed();
     });
   }
 
@@ -83,7 +80,7 @@ export class SourceDetector {
 
   async stop(): Promise<void> {
     this.stopped = true;
-    if (this.timer !== undefined) clearTimeout(this.timer);
+    this.restarts.stop();
     await this.inf.stop();
     await this.chain;
   }

@@ -40,6 +40,7 @@ import {
 } from './resources.js';
 import { translate } from './translate.js';
 import type { TranslateOptions, TranslateResult } from './translate-common.js';
+import { WatchTimers } from './watch-timers.js';
 
 export interface LiqoWatcherOptions extends TranslateOptions {
   kubeConfig: KubeConfig;
@@ -85,8 +86,7 @@ export class LiqoWatcher {
   private readonly informers = new Map<LiqoResourceName, Inf>();
   /** Per informer: the next restart delay and when the last restart was scheduled. */
   private readonly backoff = new Map<LiqoResourceName, { delayMs: number; at: number }>();
-  private readonly timers = new Set<NodeJS.Timeout>();
-  private debounce: NodeJS.Timeout | undefined;
+  private readonly timers = new WatchTimers();
   private last: WeftConfig | undefined;
   private stopped = false;
   private started = false;
@@ -186,8 +186,6 @@ export class LiqoWatcher {
 
   async stop(): Promise<void> {
     this.stopped = true;
-    if (this.debounce !== undefined) clearTimeout(this.debounce);
-    for (const t of this.timers) clearTimeout(t);
     this.timers.clear();
     await Promise.all([...this.informers.values()].map((i) => i.stop()));
   }
@@ -218,11 +216,7 @@ export class LiqoWatcher {
 
   private schedule(): void {
     if (this.stopped || !this.started) return;
-    if (this.debounce !== undefined) clearTimeout(this.debounce);
-    this.debounce = setTimeout(() => {
-      this.debounce = undefined;
-      this.resync();
-    }, this.opts.debounceMs ?? 250);
+    this.timers.debounced(this.opts.debounceMs ?? 250, () => this.resync());
   }
 
   private restart(name: LiqoResourceName, inf: Inf, err: unknown): void {
@@ -241,10 +235,8 @@ export class LiqoWatcher {
         : Math.min(WATCH_BACKOFF.maxMs, prev.delayMs * 2);
     this.backoff.set(name, { delayMs: delay, at: now });
     this.opts.onDebug?.(`${name}: restarting in ${delay} ms`);
-    const t = setTimeout(() => {
-      this.timers.delete(t);
+    this.timers.after(delay, () => {
       if (!this.stopped) void inf.start();
-    }, delay);
-    this.timers.add(t);
+    });
   }
 }
