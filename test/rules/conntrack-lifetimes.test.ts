@@ -362,11 +362,11 @@ describe('a full table', () => {
     for (let i = 0; i < cap; i++) expect(tracked(r, i, false, T0 + 1000), `original ${i}`).toBe(false);
   });
 
-  // The eviction scan advances the cursor by up to 9 slots and evicts the first live one it
-  // passed: with capacity ≤ 9 the cursor comes back to the slot just refilled, so the newest
-  // flow is evicted again and again while the old ones stay (a multiple of 3 likewise cycles
-  // through a third of the slots only, a multiple of 9 through one slot). Marked as failing
-  // until flows.ts evicts as its contract says.
+  // The eviction scan advances the cursor by 9 slots (fewer than capacity) and evicts the first
+  // live one it passed: with capacity ≤ 9 the cursor comes back to the slot just refilled, so
+  // the newest flow is evicted again and again while the old ones stay; a larger capacity cycles
+  // through capacity / gcd(9, capacity) slots only (a multiple of 3: a third of them, of 9: a
+  // ninth). Marked as failing until flows.ts evicts as its contract says.
   it.fails('a small table (capacity 8) evicts its old entries too under a flood (known: only the newest)', () => {
     const cap = 8;
     const r = flood(cap);
