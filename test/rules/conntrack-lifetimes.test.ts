@@ -362,12 +362,9 @@ describe('a full table', () => {
     for (let i = 0; i < cap; i++) expect(tracked(r, i, false, T0 + 1000), `original ${i}`).toBe(false);
   });
 
-  // The eviction scan advances the cursor by 9 slots (fewer than capacity) and evicts the first
-  // live one it passed: with capacity ≤ 9 the cursor comes back to the slot just refilled, so
-  // the newest flow is evicted again and again while the old ones stay; a larger capacity cycles
-  // through capacity / gcd(9, capacity) slots only (a multiple of 3: a third of them, of 9: a
-  // ninth). Marked as failing until flows.ts evicts as its contract says.
-  it.fails('a small table (capacity 8) evicts its old entries too under a flood (known: only the newest)', () => {
+  // Evictions go round every slot in turn: a small table (capacity ≤ 9, where a scan window is
+  // the whole table) must not keep evicting the slot the previous new flow just took.
+  it('a small table (capacity 8) evicts its old entries too under a flood', () => {
     const cap = 8;
     const r = flood(cap);
     let originals = 0;
@@ -434,10 +431,9 @@ describe('masquerade source ports', () => {
     expect(dst(back)).toBe(`${host(1)}:53`);
   });
 
-  // Ports 512-599 belong to class 600-1023 (nf_nat_l4proto_unique_tuple). nat-port.ts starts its
-  // search at orig + 1 with a negative remainder there: it hands out 513..599 (outside the
-  // class) and never tries 937..1023. Marked as failing until nat-port.ts keeps the class.
-  it.fails('a clash on a port in 512-599 takes a port in 600-1023 (known: it does not)', () => {
+  // Ports 512-599 belong to class 600-1023 (nf_nat_l4proto_unique_tuple): the search starts at
+  // the class's first port, never at orig + 1 outside it.
+  it('a clash on a port in 512-599 takes a port in 600-1023, as the kernel', () => {
     const r = runtime();
     const a = udpFrom(0, 550);
     const b = udpFrom(1, 550);
