@@ -433,6 +433,9 @@ export class FlowTable {
       if (i >= 8) break;
     }
     if (victim === NIL) throw new Error('flow table: every entry is unconfirmed (more pending packets than capacity)');
+    // The next scan starts right after the victim, so evictions go round every slot in turn
+    // (the freed slot is the one the new flow takes).
+    this.cursor = victim + 1 === this.capacity ? 0 : victim + 1;
     this.evicted++;
     this.free(victim);
   }

@@ -16,7 +16,7 @@ export function uniqueSourcePort(f: FlowTable, e: number, rb: number, now: numbe
   const lo = pr === 1 ? 0 : orig < 512 ? 1 : orig < 1024 ? 600 : 1024;
   const hi = pr === 1 ? 65535 : orig < 512 ? 511 : orig < 1024 ? 1023 : 65535;
   const span = hi - lo + 1;
-  let p = lo + ((orig + 1 - lo) % span);
+  let p = orig + 1 >= lo && orig + 1 <= hi ? orig + 1 : lo;
   for (let i = 0; i < span && i < 4096; i++) {
     f.port[pi + 1] = p;
     if (pr === 1) f.port[pi] = p;
