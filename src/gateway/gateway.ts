@@ -70,8 +70,6 @@ export interface GatewayOptions extends GatewayIoOptions {
   readonly icmpBurst?: number;
 }
 
-export type { GatewayStats } from './gateway-stats.js';
-
 export class Gateway implements StatsSource {
   readonly table = new GeneveTunnelTable();
   readonly forwarded = { toWireguard: 0, toGeneve: 0, toTun: 0 };

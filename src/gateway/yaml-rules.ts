@@ -11,7 +11,8 @@
  */
 import type { GatewayConfig, PeerConfig } from '../control/config.js';
 import type { NatConfig, NatPeerConfig } from '../nat/config.js';
-import { RulesAttachment, type HookTarget, type RulesDevices } from '../rules/attach.js';
+import { RulesAttachment, type HookTarget } from '../rules/attach.js';
+import type { RulesDevices } from '../rules/devices.js';
 import { rulesFromNatConfig } from '../rules/from-nat.js';
 import { peerTunnel, TUNNEL_IF } from '../rules/nat-router.js';
 

@@ -126,7 +126,7 @@ export {
   RECEIVE_HANDSHAKE,
   RECEIVE_KEEPALIVE,
 } from '../wireguard/device.js';
-export type { DeviceOptions } from '../wireguard/device.js';
+export type { DeviceOptions } from '../wireguard/device-state.js';
 export type { Endpoint, Peer } from '../wireguard/peer.js';
 export { DROP_REASON_NAMES } from '../wireguard/drops.js';
 
@@ -134,7 +134,8 @@ export { DROP_REASON_NAMES } from '../wireguard/drops.js';
 // Gateway and node agent
 
 export { startGateway, startNodeAgent } from './dataplane.js';
-export type { Gateway, GatewayOptions, GatewayStats } from '../gateway/gateway.js';
+export type { Gateway, GatewayOptions } from '../gateway/gateway.js';
+export type { GatewayStats } from '../gateway/gateway-stats.js';
 export type { NodeAgent, NodeAgentOptions, NodeAgentStats } from '../node/agent.js';
 export type { PeerStatsSample, StatsSource } from '../control/metrics.js';
 

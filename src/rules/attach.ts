@@ -28,8 +28,6 @@ import type { RuleCounterRow, RulesStats } from './counters.js';
 import type { RuleCounterSample } from '../control/metrics.js';
 import { RulesRuntime, type RulesRuntimeOptions } from './runtime.js';
 
-export type { RulesDevices } from './devices.js';
-
 /** `<object…>/<table>/<chain>/<rule>` (compile.ts ids; the object may hold a slash) → parts. */
 export function splitRuleId(id: string): { object: string; table: string; chain: string; rule: string } {
   const p = id.split('/');

@@ -75,8 +75,6 @@ export {
   ReceiveResult,
   WireGuardConfigError,
 } from './device-types.js';
-export type { DeviceOptions } from './device-state.js';
-export { paddedLength } from './padding.js';
 
 export class Device {
   /** Shared with the per-concern modules; not part of the public API. */

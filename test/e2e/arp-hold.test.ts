@@ -12,7 +12,7 @@ import { execFileSync } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { GatewayStats } from '../../src/gateway/gateway.js';
+import type { GatewayStats } from '../../src/gateway/gateway-stats.js';
 import type { NodeAgentStats } from '../../src/node/agent.js';
 import { e2eUnavailableReason, ping, Topology, waitFor, type Spawned } from '../util/netns.js';
 import { buildFabric, GATEWAY_INTERNAL, launchArgv, statsOf, type FabricCluster } from './fabric-topology.js';

@@ -23,7 +23,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { GatewayStats } from '../../src/gateway/gateway.js';
+import type { GatewayStats } from '../../src/gateway/gateway-stats.js';
 import type { NodeAgentStats } from '../../src/node/agent.js';
 import { TSHARK_TCP_NOT_GOOD } from '../util/pcap.js';
 import { e2eUnavailableReason, ping, run, sleep, Topology, waitFor, type Spawned } from '../util/netns.js';

@@ -15,7 +15,7 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { GatewayStats } from '../../src/gateway/gateway.js';
+import type { GatewayStats } from '../../src/gateway/gateway-stats.js';
 import { e2eUnavailableReason, iperfTcp, ping, sleep, Topology, waitFor, type Spawned } from '../util/netns.js';
 import { buildFabric, launchArgv, remapped, statsOf, type FabricCluster } from './fabric-topology.js';
 

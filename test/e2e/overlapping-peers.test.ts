@@ -18,7 +18,7 @@ import { join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { getCryptoBackend } from '../../src/crypto/select.js';
 import { generatePrivateKeyBase64, publicKeyBase64 } from '../../src/crypto/keys.js';
-import type { GatewayStats } from '../../src/gateway/gateway.js';
+import type { GatewayStats } from '../../src/gateway/gateway-stats.js';
 import { e2eUnavailableReason, ping, Topology, waitFor, type Spawned } from '../util/netns.js';
 import { launchArgv, statsOf } from './fabric-topology.js';
 

@@ -4,7 +4,8 @@
  * keepalive that confirms the responder's session).
  */
 import type { CryptoBackend } from '../../src/crypto/backend.js';
-import { Device, ReceiveResult, type DeviceOptions } from '../../src/wireguard/device.js';
+import { Device, ReceiveResult } from '../../src/wireguard/device.js';
+import type { DeviceOptions } from '../../src/wireguard/device-state.js';
 import type { Endpoint, Peer } from '../../src/wireguard/peer.js';
 import { OutgoingMessage } from '../../src/wireguard/pool.js';
 

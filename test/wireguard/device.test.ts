@@ -8,8 +8,8 @@ import {
   RECEIVE_DROP,
   RECEIVE_HANDSHAKE,
   RECEIVE_KEEPALIVE,
-  paddedLength,
 } from '../../src/wireguard/device.js';
+import { paddedLength } from '../../src/wireguard/padding.js';
 import {
   DROP_COOKIE_REQUIRED,
   DROP_DECRYPT_FAILED,

@@ -16,8 +16,8 @@ import {
   RECEIVE_DELIVER,
   RECEIVE_DROP,
   ReceiveResult,
-  type DeviceOptions,
 } from '../../src/wireguard/device.js';
+import type { DeviceOptions } from '../../src/wireguard/device-state.js';
 import type { Peer } from '../../src/wireguard/peer.js';
 import { OutgoingMessage } from '../../src/wireguard/pool.js';
 import { readU32LE } from '../../src/wireguard/messages.js';
