@@ -138,6 +138,7 @@ export class ConnectionReporter {
             ? { owner: { apiVersion: g.obj.apiVersion!, kind: g.obj.kind!, name: m.name, uid: m.uid } }
             : {}),
         updateIntervalMs: this.o.settings.statusIntervalMs,
+        onRecreated: () => this.o.log.info(connectionDeletedMessage(`${m.namespace}/${connName}`, key)),
       });
       this.connToGateway.set(`${m.namespace}/${connName}`, key);
       try {
@@ -229,7 +230,6 @@ export class ConnectionReporter {
       const w = this.writers.get(key);
       if (w === undefined || this.statusTimer === undefined) return;
       if (!this.gatewayRefs().some((g) => `${g.obj.metadata?.namespace}/${g.obj.metadata?.name}` === key)) return;
-      this.o.log.info(connectionDeletedMessage(w.key, key));
       w.recreate().catch((e: unknown) => this.o.errors.warn(e, `Connection ${w.key}`));
     }, 500);
     this.recreateTimers.add(t);

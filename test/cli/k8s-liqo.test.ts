@@ -313,6 +313,9 @@ describe.skipIf(skip !== null)("weft k8s as the pod of Liqo's gateway template",
       () => server.getObject(NET, 'connections', NS, 'gw-cluster-b') !== undefined,
       10_000,
     );
+    // The DELETED event's handler logs after a short delay (the owner's event first), while a
+    // status write may already have created the Connection again (404 → create).
+    await waitFor('the deleted Connection logged', () => msgs('e', (l) => l.msg.includes('was deleted')).length > 0);
     expect(msgs('e', (l) => l.msg.includes('was deleted')).map((l) => l.msg)).toEqual([
       `Connection ${NS}/gw-cluster-b was deleted: creating it again (it reports on ${NS}/cluster-b)`,
     ]);

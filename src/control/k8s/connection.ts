@@ -45,6 +45,12 @@ export interface ConnectionStatusWriterOptions {
   /** The object that owns the Connection (ownerReference; needs its uid). */
   owner?: OwnerReference;
   updateIntervalMs?: number;
+  /**
+   * Called once each time the Connection is created again after this writer had written it
+   * (deleted under a running gateway), whichever path noticed: the caller's DELETED event
+   * (recreate()) or a status write meeting 404.
+   */
+  onRecreated?: () => void;
 }
 
 /** Kubernetes metav1.Time text (RFC 3339, seconds precision, UTC). */
@@ -112,6 +118,7 @@ export class ConnectionStatusWriter {
       };
       try {
         conn = (await this.api.createNamespacedCustomObject({ ...this.coords, body })) as Connection;
+        if (this.writes > 0) this.opts.onRecreated?.();
       } catch (e2) {
         if (httpStatusOf(e2) !== 409) throw wrapApiError(`create Connection ${this.opts.namespace}/${name}`, e2);
         conn = (await this.api.getNamespacedCustomObject({ ...this.coords, name })) as Connection;
