@@ -7,6 +7,7 @@
  * (src/control/yaml.ts), the one place where this folder calls upward; everything else here
  * takes the already-validated model.
  */
+import { warmUpBudget } from '../pipelines/wireguard-warmup.js';
 import type { GatewayConfig, NodeConfig, WeftConfig } from '../control/config.js';
 import type { ConfigOp } from '../control/diff.js';
 import { loadConfigFile } from '../control/yaml.js';
@@ -37,6 +38,7 @@ export async function startFromConfig(config: WeftConfig, launchOpts: LaunchOpti
   const opts: LaunchOptions = {
     ...launchOpts,
     offload: launchOpts.offload ?? process.env.WEFT_OFFLOAD !== '0',
+    warmUpMs: launchOpts.warmUpMs ?? warmUpBudget(process.env.WEFT_WARMUP_MS),
   };
   if (config.role === 'gateway') {
     const gateway = await Gateway.start(config, opts);

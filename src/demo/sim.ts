@@ -146,7 +146,8 @@ export class SimGateway {
     const cfg = parseConfig(gatewayConfig(plan, c, keys, { keyFile: false }), `${c.id} gateway (simulated)`);
     if (cfg.role !== 'gateway') throw new Error('unreachable: gateway config has role gateway');
     const devices = new MemoryDevices(net.host(c.gatewayUnderlay, c.wanAddress));
-    const gateway = await Gateway.start(cfg, { devices, onError });
+    // No warm-up: the simulation measures no latency that V8's tiers would distort.
+    const gateway = await Gateway.start(cfg, { devices, onError, warmUpMs: 0 });
     return new SimGateway(gateway, devices.tuns.get(cfg.wireguard.interfaceName)!);
   }
 

@@ -22,7 +22,7 @@ import { FabricTunWriter, startTunReader } from '../pipelines/fabric-offload.js'
 import { GenevePort } from '../pipelines/geneve-port.js';
 import type { GeneveSink } from '../pipelines/geneve-port-types.js';
 import type { SegmentConsumer, TunSegmenter } from '../pipelines/tun-offload.js';
-import { warmUpBudget, warmUpWireGuard } from '../pipelines/wireguard-warmup.js';
+import { DEFAULT_WARMUP_MS, warmUpWireGuard } from '../pipelines/wireguard-warmup.js';
 import { WireGuardPort } from '../pipelines/wireguard-port.js';
 import type { InnerSink } from '../pipelines/wireguard-port-types.js';
 import type { Device } from '../wireguard/device.js';
@@ -33,6 +33,8 @@ const TAILROOM = 64;
 
 /** The gateway's options about its devices and sockets (part of GatewayOptions). */
 export interface GatewayIoOptions {
+  /** Start-up warm-up budget of the WireGuard path, ms (wireguard-warmup.ts); 0 off. Default DEFAULT_WARMUP_MS. */
+  readonly warmUpMs?: number;
   /** Create the TUN, sockets and routes inside this network namespace (tests; needs the native addon). */
   readonly netns?: string;
   /** Name of the local TUN device. Default: wireguard.interfaceName (Liqo's "liqo-tunnel"). */
@@ -132,7 +134,7 @@ export class GatewayIo {
     await warmUpWireGuard({
       backend: device.backend,
       mtu: c.wireguard.mtu,
-      budgetMs: warmUpBudget(process.env.WEFT_WARMUP_MS),
+      budgetMs: o.warmUpMs ?? DEFAULT_WARMUP_MS,
       overlappingAllowedIps: device.overlappingAllowedIps,
     });
     await this.bindWireGuard(c.wireguard.listenPort);
