@@ -45,8 +45,28 @@ async function startDaemon(topo: Topology, side: Side): Promise<void> {
   const cmd = side.kind === 'weft' ? ['node', WEFT_WG, '-f', side.ifname] : ['wireguard-go', '-f', side.ifname];
   const env =
     side.kind === 'weft' ? { LOG_LEVEL: 'info', WEFT_OFFLOAD: side.offload ? '1' : '0' } : { LOG_LEVEL: 'error' };
+  // A killed daemon's TUN leaves with its last file descriptor, which the kernel may release a
+  // little after the process is reaped; a daemon started before then finds the name taken.
+  await waitFor(`${side.ifname} released`, () => !linkExists(side), 10_000);
   side.proc = topo.spawnIn(side.ns, `${side.kind}-${side.ifname}`, cmd, { lifetimeS: 600, env });
-  await waitFor(`${side.kind} UAPI socket ${sock}`, () => existsSync(sock) && wgShowOk(topo, side), 10_000);
+  const proc = side.proc;
+  let code: number | string | null = null;
+  void proc.exited.then((c) => (code = c));
+  await waitFor(
+    `${side.kind} UAPI socket ${sock}`,
+    () => {
+      if (code !== null) throw new Error(`${side.kind} exited (${code}) before it was up: ${proc.output()}`);
+      return existsSync(sock) && wgShowOk(topo, side);
+    },
+    10_000,
+  );
+}
+
+function linkExists(side: Side): boolean {
+  return (
+    spawnSync('ip', ['-n', side.ns, 'link', 'show', 'dev', side.ifname], { stdio: 'ignore', timeout: 5000 }).status ===
+    0
+  );
 }
 
 function wgShowOk(topo: Topology, side: Side): boolean {

@@ -69,6 +69,8 @@ export class ConnectionStatusWriter {
    * collector on its way): nothing was created and this writer is done.
    */
   ownerGone = false;
+  /** This writer has seen its Connection exist (got or created it): a later create is a re-creation. */
+  private seen = false;
 
   constructor(private readonly opts: ConnectionStatusWriterOptions) {
     this.api = opts.kubeConfig.makeApiClient(CustomObjectsApi);
@@ -118,12 +120,13 @@ export class ConnectionStatusWriter {
       };
       try {
         conn = (await this.api.createNamespacedCustomObject({ ...this.coords, body })) as Connection;
-        if (this.writes > 0) this.opts.onRecreated?.();
+        if (this.seen) this.opts.onRecreated?.();
       } catch (e2) {
         if (httpStatusOf(e2) !== 409) throw wrapApiError(`create Connection ${this.opts.namespace}/${name}`, e2);
         conn = (await this.api.getNamespacedCustomObject({ ...this.coords, name })) as Connection;
       }
     }
+    this.seen = true;
     await this.adopt(conn);
     this.lastValue = conn.status?.value;
     const ts = conn.status?.latency?.timestamp;

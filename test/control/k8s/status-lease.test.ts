@@ -119,7 +119,7 @@ describe('ConnectionStatusWriter', () => {
 describe('ConnectionStatusWriter against real-server behaviour', () => {
   const NET = 'networking.liqo.io/v1beta1';
   const gwObj = () => server.getObject(NET, 'gatewayservers', 'liqo-tenant-c', 'gw-c')!;
-  const mk = () =>
+  const mk = (onRecreated?: () => void) =>
     new ConnectionStatusWriter({
       kubeConfig: server.kubeConfig(),
       namespace: 'liqo-tenant-c',
@@ -129,6 +129,7 @@ describe('ConnectionStatusWriter against real-server behaviour', () => {
       gatewayRef: { apiVersion: NET, kind: 'GatewayServer', name: 'gw-c', namespace: 'liqo-tenant-c' },
       owner: { apiVersion: NET, kind: 'GatewayServer', name: 'gw-c', uid: gwObj().metadata.uid! },
       updateIntervalMs: 10_000,
+      ...(onRecreated !== undefined ? { onRecreated } : {}),
     });
   beforeAll(() => {
     // Created as a client would: the real server drops status on create for this kind.
@@ -177,6 +178,27 @@ describe('ConnectionStatusWriter against real-server behaviour', () => {
     expect((server.getObject(NET, 'connections', 'liqo-tenant-c', 'gw-c')!['status'] as { value: string }).value).toBe(
       'Connected',
     );
+  });
+
+  test('a writer that only found its Connection (a new leader, value unchanged) reports its re-creation once', async () => {
+    let recreated = 0;
+    const first = mk();
+    await first.ensure(new Date('2025-06-01T10:00:00Z'));
+    await first.report('Connected', 1, new Date('2025-06-01T10:00:01Z'));
+    // The next leader finds the Connection as the last one left it: nothing to write.
+    const w = mk(() => recreated++);
+    await w.ensure(new Date('2025-06-01T10:00:02Z'));
+    expect(await w.report('Connected', 1, new Date('2025-06-01T10:00:03Z'))).toBe(false);
+    expect(w.writes).toBe(0);
+    server.remove(NET, 'connections', 'liqo-tenant-c', 'gw-c');
+    await w.recreate(new Date('2025-06-01T10:00:04Z'));
+    expect(recreated).toBe(1);
+    expect(server.getObject(NET, 'connections', 'liqo-tenant-c', 'gw-c')).toBeDefined();
+    // A writer that never saw it exist creates it without calling it a re-creation.
+    server.remove(NET, 'connections', 'liqo-tenant-c', 'gw-c');
+    let fresh = 0;
+    await mk(() => fresh++).ensure(new Date('2025-06-01T10:00:05Z'));
+    expect(fresh).toBe(0);
   });
 
   test('its owner gone (unpeering), the Connection is not created again — not by a write, not by recreate()', async () => {
