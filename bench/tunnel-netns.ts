@@ -100,6 +100,12 @@ export function daemonSpecs(): DaemonSpec[] {
     { label: 'wireguard-go', cmd: ['wireguard-go', '-f'], env: {} },
     { label: 'weft', cmd: weftCmd, env: weftEnv },
   ];
+  // Upstream wireguard-go with its offloads (built by ../shared/bench/build-upstream-wireguard-go.sh).
+  const upstream = process.env.WG_UPSTREAM;
+  if (upstream) {
+    if (!fs.existsSync(upstream)) throw new Error(`WG_UPSTREAM=${upstream}: no such file (build it first)`);
+    all.push({ label: 'wg-upstream', cmd: [upstream, '-f'], env: {} });
+  }
   for (const v of (process.env.WEFT_VARIANTS ?? '')
     .split(';')
     .map((x) => x.trim())

@@ -10,6 +10,9 @@
  *   DUR=10            seconds per iperf3 test (TCP and UDP)
  *   PINGS=20          pings per RTT test; PING_INTERVAL=0.05 (seconds)
  *   DAEMONS=wireguard-go,weft   which daemons, by label
+ *   WG_UPSTREAM=/path/wireguard-go   adds upstream wireguard-go (with its offloads, built by
+ *                     ../shared/bench/build-upstream-wireguard-go.sh) as daemon wg-upstream; it is
+ *                     then the anchor of the ratios
  *   TESTS=ping,tcp1,udp64   which measurements, in this order (also: tcp4 = TCP with 4 streams;
  *                     pingload = PINGS pings while a TCP 1-stream test runs; tcp1flood = TCP 1
  *                     stream while bench/flood.ts sends FLOOD_RATE handshake initiations/s with a
@@ -39,7 +42,7 @@
  * during each iperf3 test (utime+stime of all its threads from /proc/PID/stat, in % of one
  * core), plus drops at the UDP receive buffers (UdpRcvbufErrors) and the TUN queues.
  * Printed: medians over RUNS per daemon, min–max, and the ratio of each weft daemon's median to
- * wireguard-go's (the anchor, measured in the same run).
+ * the anchor's (wg-upstream when it takes part, else Debian's wireguard-go), measured in the same run.
  *
  * Safety: only processes started here are signalled (by process group of the timeout(1)
  * wrapper we spawned, or the PIDs living inside our own wp-* namespaces); every command is
@@ -391,7 +394,8 @@ const ROWS: Row[] = [
 function summarize(labels: string[], results: Map<string, Metrics[]>): string {
   const lines: string[] = [];
   const head = ['metric', 'unit', ...labels.map((l) => `${l} median (min–max)`)];
-  const ANCHOR = 'wireguard-go';
+  // Upstream wireguard-go is the anchor when it takes part, else Debian's.
+  const ANCHOR = labels.includes('wg-upstream') ? 'wg-upstream' : 'wireguard-go';
   const compared = labels.includes(ANCHOR) ? labels.filter((l) => l !== ANCHOR) : [];
   for (const l of compared) head.push(`${l} / ${ANCHOR}`);
   lines.push(`| ${head.join(' | ')} |`);
