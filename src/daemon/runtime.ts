@@ -13,6 +13,9 @@
  *   (Gateway.tunnelAddresses()), pinging each peer's; its results override the handshake-based
  *   `connected` and fill `latency` in metrics, status and Kubernetes Connections. A runner that
  *   cannot bind is logged and left out (those peers fall back to the handshake);
+ * - Liqo's Geneve health check (geneve-check-runner.ts; both roles, when asked for: `weft k8s`):
+ *   one runner per inner address of ours, checking the far end of each Geneve tunnel; a gateway
+ *   whose answering links are all down reports its peers not connected (dataPathProblem);
  * - applying configuration diffs: metrics/logging ops here, everything else by the data plane.
  *
  * Errors: start-up errors are thrown typed (the caller maps them to exit codes); errors while
