@@ -230,6 +230,23 @@ describe('weft k8s / show / demo / bench: argument checks', () => {
     return parseK8sArgs(parseArgs(argv, spec), env);
   };
 
+  test("k8s: Liqo's Geneve check flags (both roles), defaults left to the runtime", () => {
+    const k = (argv: string[]) => parseK8sArgs(parseArgs(['--role=node', '--node-name=w1', ...argv], K8S_SPEC), {});
+    expect(k([]).geneveCheck).toEqual({ enabled: true });
+    expect(k([]).geneveStatusIntervalMs).toBeUndefined();
+    const s = k([
+      '--geneve-ping-port=12346',
+      '--geneve-ping-interval=0.5',
+      '--geneve-ping-loss-threshold=3',
+      '--geneve-ping-update-status-interval=30',
+    ]);
+    expect(s.geneveCheck).toEqual({ enabled: true, port: 12346, intervalMs: 500, lossThreshold: 3 });
+    expect(s.geneveStatusIntervalMs).toBe(30_000);
+    expect(k(['--no-geneve-ping']).geneveCheck?.enabled).toBe(false);
+    expect(() => k(['--geneve-ping-interval=0'])).toThrow(/--geneve-ping-interval "0": seconds from 0.1 to 3600/);
+    expect(() => k(['--geneve-ping-port=70000'])).toThrow(/geneve-ping-port/);
+  });
+
   test('k8s: Liqo gateway template arguments', () => {
     const liqo = (argv: string[]) => parseK8sArgs(parseArgs(argv, K8S_SPEC), {});
     const base = ['--role=gateway', '--name=peer-b', '--namespace=liqo-tenant-b', '--gateway-uid=u-1'];

@@ -170,7 +170,9 @@ export function parseK8sArgs(args: ParsedArgs, env: CliIo['env']): K8sSettings {
     if (text === undefined) return def;
     const v = Number(text);
     if (!/^\d+(\.\d+)?$/.test(text.trim()) || !(v >= 0.1 && v <= 3600))
-      throw new UsageError(`--${flag} ${JSON.stringify(text)} (or ${envName}): seconds from 0.1 to 3600`);
+      throw new UsageError(
+        `--${flag} ${JSON.stringify(text)}${envName !== '' ? ` (or ${envName})` : ''}: seconds from 0.1 to 3600`,
+      );
     return Math.round(v * 1000);
   };
   const leaseDurationMs = seconds('lease-duration', 'WEFT_LEASE_DURATION', LEASE_DEFAULTS.durationMs);
