@@ -6,8 +6,8 @@
  * Error carries latency "N/A" and no timestamp, as Liqo's (a zero time, serialized as null).
  *
  * The status subresource exists in Liqo's GeneveTunnel CRD from pull request 3277 on; an API
- * server serving an older CRD answers 404 for it: that is reported once per tunnel by the caller
- * and the write is retried at the next due time.
+ * server serving an older CRD answers 404 for it. A failed write is thrown to the caller once and
+ * not tried again for that tunnel before an update interval has passed.
  */
 import { CustomObjectsApi, type KubeConfig } from '@kubernetes/client-node';
 import { formatLatency, type ConnectionValue } from '../conncheck.js';
@@ -31,6 +31,8 @@ export class GeneveTunnelStatusWriter {
   private readonly written = new Map<string, GeneveStatusWritten>();
   /** Status writes performed. */
   writes = 0;
+  /** A tunnel whose last write failed is not written again before this time, by namespace/name. */
+  private readonly retryAt = new Map<string, number>();
 
   constructor(
     kubeConfig: KubeConfig,
@@ -54,6 +56,7 @@ export class GeneveTunnelStatusWriter {
       latencyAt: ts === undefined ? undefined : Date.parse(ts),
     };
     if (!geneveStatusWriteDue(written, value, now, this.updateIntervalMs)) return false;
+    if (now < (this.retryAt.get(key) ?? -Infinity)) return false;
     const connected = value === 'Connected';
     const body = {
       status: {
@@ -70,8 +73,10 @@ export class GeneveTunnelStatusWriter {
         patchOptions('merge'),
       );
     } catch (e) {
+      this.retryAt.set(key, now + this.updateIntervalMs);
       throw wrapApiError(`patch GeneveTunnel ${key} status`, e);
     }
+    this.retryAt.delete(key);
     this.writes++;
     this.written.set(key, { value, latencyAt: connected ? now : undefined });
     return true;
@@ -80,5 +85,6 @@ export class GeneveTunnelStatusWriter {
   /** Forget tunnels that are gone (keys namespace/name still present are kept). */
   retain(keys: ReadonlySet<string>): void {
     for (const k of [...this.written.keys()]) if (!keys.has(k)) this.written.delete(k);
+    for (const k of [...this.retryAt.keys()]) if (!keys.has(k)) this.retryAt.delete(k);
   }
 }

@@ -65,6 +65,12 @@ describe('GeneveTunnel status (Liqo PR 3277 schema)', () => {
     expect(validate(tunnel(), crd.schema, 'strict')).toEqual([]);
     expect(await w.report(tunnel(), 'Error', 0, t0 + 99_000)).toBe(false);
     expect(w.writes).toBe(3);
+    // A tunnel the API server does not know (or an older CRD without the status subresource):
+    // the failure is thrown once, the next attempt waits an update interval.
+    const gone = { ...tunnel(), metadata: { name: 'gone', namespace: 'liqo-tenant-b' } } as GeneveTunnel;
+    await expect(w.report(gone, 'Connected', 1, t0)).rejects.toThrow(/patch GeneveTunnel liqo-tenant-b\/gone status/);
+    expect(await w.report(gone, 'Connected', 1, t0 + 5_000)).toBe(false);
+    await expect(w.report(gone, 'Connected', 1, t0 + 10_000)).rejects.toThrow(/HTTP 404/);
     // A writer that starts later (a restart) goes by what the object says.
     const w2 = new GeneveTunnelStatusWriter(server.kubeConfig(), 10_000);
     expect(await w2.report(tunnel(), 'Error', 0, t0 + 100_000)).toBe(false);
