@@ -15,7 +15,8 @@ import {
   UsageError,
 } from '../../src/cli/commands/common.js';
 import { K8S_SPEC, parseK8sArgs } from '../../src/cli/commands/k8s-args.js';
-import { formatBytes, formatDuration } from '../../src/cli/commands/status-text.js';
+import { formatBytes, formatDuration, formatStatus } from '../../src/cli/commands/status-text.js';
+import type { WeftStatus } from '../../src/daemon/status.js';
 import { defaultInstanceName } from '../../src/cli/commands/up.js';
 import { main, MAIN_HELP } from '../../src/cli/weft.js';
 import { ConfigError } from '../../src/control/config.js';
@@ -367,6 +368,77 @@ describe('weft k8s / show / demo / bench: argument checks', () => {
 });
 
 describe('status formatting', () => {
+  test('the Geneve check per tunnel, the reason of an Error Connection, unknown-session handshakes', () => {
+    const st: WeftStatus = {
+      weft: {
+        version: 'x',
+        name: 'gw',
+        role: 'gateway',
+        pid: 1,
+        startedAt: '2026-01-01T00:00:00Z',
+        source: 'kubernetes',
+        active: true,
+      },
+      cluster: { id: 'cluster-a' },
+      wireguard: {
+        publicKey: 'k',
+        listenPort: 51840,
+        crypto: 'openssl',
+        unknownSession: { initiations: 2, suppressed: 1 },
+        peers: [
+          {
+            name: 'cluster-b',
+            clusterId: 'cluster-b',
+            publicKey: 'p',
+            hasPresharedKey: false,
+            endpoint: null,
+            allowedIPs: [],
+            remappedCIDRs: [],
+            latestHandshake: null,
+            rxBytes: 0,
+            txBytes: 0,
+            persistentKeepalive: 0,
+            connection: {
+              value: 'Error',
+              latencyMs: 1.5,
+              reason: 'every Geneve tunnel to the nodes is down (worker-1: …)',
+            },
+          },
+        ],
+      },
+      geneve: {
+        port: 6091,
+        tunnels: [
+          {
+            vni: 3,
+            name: 'worker-1',
+            remoteUnderlay: '10.0.0.2',
+            rxPackets: 1,
+            txPackets: 1,
+            drops: 0,
+            check: { value: 'Error', latencyMs: 0 },
+          },
+          {
+            vni: 4,
+            name: 'worker-2',
+            remoteUnderlay: '10.0.0.3',
+            rxPackets: 1,
+            txPackets: 1,
+            drops: 0,
+            check: { value: 'Connected', latencyMs: 0.25 },
+          },
+        ],
+      },
+      drops: {},
+      queues: {},
+    };
+    const text = formatStatus(st, Date.parse('2026-01-01T00:01:00Z'));
+    expect(text).toContain('  connection: Error (every Geneve tunnel to the nodes is down (worker-1: …))');
+    expect(text).toContain('  unknown-session handshakes: 2 initiated, 1 held back');
+    expect(text).toMatch(/geneve tunnel: vni 3 \(worker-1\)\n.*\n.*\n  check: Error\n/);
+    expect(text).toContain('  check: Connected, latency 0.250 ms');
+  });
+
   test('durations and byte counts read like wg show', () => {
     expect(formatDuration(0)).toBe('0 seconds');
     expect(formatDuration(1)).toBe('1 second');
