@@ -138,6 +138,24 @@ export function decodeMessage(bytes: Uint8Array): ConnCheckMessage | null {
   return { clusterID: o['clusterID'], msgType: o['msgType'], timeStamp: o['timeStamp'] };
 }
 
+/**
+ * A PING as any Liqo version sends it: a JSON object with msgType "PING", a string timeStamp and
+ * string fields otherwise (the id field's name differs between Liqo's checks); null otherwise.
+ */
+export function decodePing(bytes: Uint8Array): Record<string, string> | null {
+  let v: unknown;
+  try {
+    v = JSON.parse(decoder.decode(bytes));
+  } catch {
+    return null;
+  }
+  if (typeof v !== 'object' || v === null || Array.isArray(v)) return null;
+  const o = v as Record<string, unknown>;
+  if (o['msgType'] !== 'PING' || typeof o['timeStamp'] !== 'string') return null;
+  for (const x of Object.values(o)) if (typeof x !== 'string') return null;
+  return o as Record<string, string>;
+}
+
 export class ConnChecker {
   private readonly peers = new Map<string, PeerState>();
   private readonly interval: number;
@@ -233,15 +251,21 @@ export class ConnChecker {
       this.drops['too-large']++;
       return;
     }
+    const ping = decodePing(bytes);
+    if (ping !== null) {
+      // Echo every field unchanged but the type (Liqo's receiver does the same), to the sender's
+      // address: whatever names the sender's id field, its PONG carries it back.
+      this.opts.send(encoder.encode(JSON.stringify({ ...ping, msgType: 'PONG' })), fromAddress, fromPort);
+      this.pongsSent++;
+      return;
+    }
     const m = decodeMessage(bytes);
     if (m === null) {
       this.drops.malformed++;
       return;
     }
     if (m.msgType === 'PING') {
-      // Echo unchanged but for the type (Liqo's receiver does the same), to the sender's address.
-      this.opts.send(encodeMessage({ ...m, msgType: 'PONG' }), fromAddress, fromPort);
-      this.pongsSent++;
+      this.drops.malformed++; // unreachable: decodePing took every well-formed PING
       return;
     }
     const p = this.peers.get(m.clusterID);

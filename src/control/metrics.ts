@@ -5,17 +5,23 @@
  *
  * Liqo names (pkg/gateway/tunnel/metrics.go), labels {driver="wireguard", cluster_id=<remote>}:
  *   liqo_peer_is_connected (gauge 0/1), liqo_peer_latency_us (gauge),
- *   liqo_peer_receive_bytes_total, liqo_peer_transmit_bytes_total (counters).
+ *   liqo_peer_receive_bytes_total, liqo_peer_transmit_bytes_total (counters),
+ *   liqo_peer_latency_histogram_us (histogram, Liqo's buckets: LIQO_LATENCY_BUCKETS_US). Liqo
+ *   observes the Connection's latency once per scrape; Weft observes every round trip the
+ *   in-tunnel check measures, so the histogram does not depend on how often it is scraped.
  * Weft's:
  *   weft_handshakes_total{cluster_id}, weft_peer_last_handshake_timestamp_seconds{cluster_id},
  *   weft_drops_total{reason}, weft_nat_entries, weft_mss_clamped_total, weft_queue_depth{queue},
  *   weft_rule_packets_total / weft_rule_bytes_total{object,table,chain,rule} (rules with
  *   `counter` and chain policies) and weft_rule_general_matches_total{object,table,chain,rule}
- *   (rules run on the general matcher), from the compiled rules in force (both roles).
+ *   (rules run on the general matcher), from the compiled rules in force (both roles);
+ *   weft_wireguard_unknown_session_initiations_total / _suppressed_total: handshakes started
+ *   because transport data arrived for a session this process does not have (a restart or a
+ *   takeover), and those the per-peer and per-device limits held back.
  */
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { Counter, Gauge, Registry } from 'prom-client';
+import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 
 export interface PeerStatsSample {
   /** Remote Liqo cluster ID (the `cluster_id` label). */
@@ -61,7 +67,20 @@ export interface StatsSource {
   generalRuleCounters?(): readonly RuleCounterSample[];
   /** SYN / SYN-ACK segments whose MSS was lowered (every clamp: built-in NAT and rules); absent: 0. */
   mssClamped?(): number;
+  /** Round trips measured since the last call (each returned once), in µs. */
+  latencySamples?(): readonly { clusterId: string; latencyUs: number }[];
+  /** WireGuard handshakes started for unknown-session data, and those held back (undefined: no WireGuard). */
+  wireguardWakes?(): { initiations: number; suppressed: number } | undefined;
 }
+
+/**
+ * Liqo's bucket bounds of liqo_peer_latency_histogram_us (pkg/gateway/tunnel/metrics.go:
+ * GenerateFocusBuckets(10000, 5000, 3, 16250, 8, 1.1892, 4)): 10–20 ms in 5 ms steps, up to
+ * 150 ms in 16.25 ms steps, then ×1.1892 four times, each floored.
+ */
+export const LIQO_LATENCY_BUCKETS_US: readonly number[] = [
+  10000, 15000, 20000, 36250, 52500, 68750, 85000, 101250, 117500, 133750, 150000, 178380, 212129, 252264, 299992,
+];
 
 const DRIVER = 'wireguard';
 
@@ -110,6 +129,38 @@ export function createMetricsRegistry(source: StatsSource): Registry {
     collect() {
       this.reset();
       for (const p of source.peers()) this.inc({ driver: DRIVER, cluster_id: p.clusterId }, p.txBytes);
+    },
+  });
+
+  new Histogram({
+    name: 'liqo_peer_latency_histogram_us',
+    help: 'Round-trip latency distribution of a given peer in microseconds.',
+    labelNames: liqo,
+    buckets: [...LIQO_LATENCY_BUCKETS_US],
+    registers,
+    collect() {
+      for (const x of source.latencySamples?.() ?? [])
+        this.observe({ driver: DRIVER, cluster_id: x.clusterId }, x.latencyUs);
+    },
+  });
+  new Counter({
+    name: 'weft_wireguard_unknown_session_initiations_total',
+    help: 'Handshakes initiated because transport data arrived for a session this process does not have.',
+    registers,
+    collect() {
+      this.reset();
+      const w = source.wireguardWakes?.();
+      if (w !== undefined) this.inc(w.initiations);
+    },
+  });
+  new Counter({
+    name: 'weft_wireguard_unknown_session_suppressed_total',
+    help: 'Unknown-session handshakes held back by the per-peer and per-device limits.',
+    registers,
+    collect() {
+      this.reset();
+      const w = source.wireguardWakes?.();
+      if (w !== undefined) this.inc(w.suppressed);
     },
   });
 

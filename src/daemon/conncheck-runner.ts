@@ -170,6 +170,11 @@ export class ConnCheckRunner {
     return this.checker.status(clusterId);
   }
 
+  /** The checked peers: id → address. */
+  targetEntries(): IterableIterator<[string, string]> {
+    return this.targets.entries();
+  }
+
   private schedule(): void {
     if (this.stopped) return;
     if (this.timer !== undefined) clearTimeout(this.timer);

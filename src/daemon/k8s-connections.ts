@@ -1,12 +1,19 @@
 /**
  * Liqo Connection status of the gateway role (the leader only): one Connection per
  * GatewayServer/GatewayClient, value Connected/Connecting/Error and latency from the in-tunnel
- * check (or, without it, from the WireGuard handshake), written every 2 s when due; a Connection
- * deleted under a running gateway is created again unless its gateway object went too.
+ * check (or, without it, from the WireGuard handshake), written every 2 s when due; Error while
+ * every Geneve link to the nodes is down (Runtime.dataPathProblem) or the configuration is
+ * refused; a Connection deleted under a running gateway is created again unless its gateway
+ * object went too.
+ *
+ * Node role: the GeneveTunnel status of this node's tunnels from the Geneve check, as Liqo's
+ * fabric writes it (genevetunnel-status.ts), checked every second.
  */
 import type { Logger } from 'pino';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { ConnectionDeleteWatch, ConnectionStatusWriter } from '../control/k8s/connection.js';
+import { GeneveTunnelStatusWriter } from '../control/k8s/genevetunnel-status.js';
+import { GENEVE_STATUS_UPDATE_INTERVAL_MS } from '../control/geneve-check.js';
 import {
   apiVersionOf,
   KINDS,
@@ -152,6 +159,10 @@ export class ConnectionReporter {
   }
 
   async start(): Promise<void> {
+    if (this.o.settings.role === 'node') {
+      this.startTunnelStatus();
+      return;
+    }
     if (this.o.settings.role !== 'gateway') return;
     await this.syncWriters();
     if (this.o.settings.namespace !== undefined) {
@@ -184,7 +195,8 @@ export class ConnectionReporter {
         const conn = st.wireguard?.peers.find((x) => x.clusterId === ref.remote)?.connection;
         const seen: ConnectionValue =
           conn !== undefined ? (conn.value as ConnectionValue) : p?.connected ? 'Connected' : 'Connecting';
-        const value: ConnectionValue = this.o.configProblem() ? 'Error' : seen;
+        const value: ConnectionValue =
+          this.o.configProblem() || this.o.runtime.dataPathProblem() !== null ? 'Error' : seen;
         try {
           if (await w.report(value, conn?.latencyMs ?? (p !== undefined ? p.latencyUs / 1000 : 0)))
             this.o.log.debug(`Connection ${w.key}: ${value}`);
@@ -203,6 +215,43 @@ export class ConnectionReporter {
       this.statusTimer.unref();
     };
     await tick();
+    loop();
+  }
+
+  private tunnelWriter: GeneveTunnelStatusWriter | null = null;
+
+  /** Node role: write this node's GeneveTunnel status from the Geneve check, every second when due. */
+  private startTunnelStatus(): void {
+    if (this.statusTimer !== undefined) return;
+    const w = (this.tunnelWriter ??= new GeneveTunnelStatusWriter(
+      this.o.kubeConfig,
+      this.o.settings.geneveStatusIntervalMs ?? GENEVE_STATUS_UPDATE_INTERVAL_MS,
+    ));
+    const tick = async (): Promise<void> => {
+      const snap = this.o.snapshot();
+      const node = this.o.settings.nodeName;
+      if (snap === undefined || node === undefined) return;
+      const mine = snap.geneveTunnels.filter((t) => t.spec?.internalNodeRef?.name === node);
+      w.retain(new Set(mine.map((t) => `${t.metadata?.namespace}/${t.metadata?.name}`)));
+      for (const [fabric, st] of this.o.runtime.geneveStatuses()) {
+        const t = mine.find((x) => x.spec?.internalFabricRef?.name === fabric);
+        if (t === undefined) continue;
+        try {
+          if (await w.report(t, st.value, st.latencyMs, Date.now()))
+            this.o.log.debug(`GeneveTunnel ${t.metadata?.namespace}/${t.metadata?.name}: ${st.value}`);
+        } catch (e) {
+          this.o.errors.warn(e, `GeneveTunnel ${t.metadata?.namespace}/${t.metadata?.name} status`);
+        }
+      }
+    };
+    const loop = (): void => {
+      this.statusTimer = setTimeout(() => {
+        void tick().finally(() => {
+          if (this.statusTimer !== undefined) loop();
+        });
+      }, 1000);
+      this.statusTimer.unref();
+    };
     loop();
   }
 

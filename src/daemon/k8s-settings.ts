@@ -36,6 +36,10 @@ export interface K8sSettings {
   /** Enforce Liqo's gateway FirewallConfigurations (filter chains) on the router (k8s-rules.ts). */
   liqoFirewall?: boolean;
   statusIntervalMs: number;
+  /** Liqo's Geneve check (both roles): off with --no-geneve-ping; port, interval, loss threshold. */
+  geneveCheck?: { enabled: boolean; port?: number; intervalMs?: number; lossThreshold?: number };
+  /** Node role: GeneveTunnel status refresh (Liqo's --ping-update-status-interval; default 10 s). */
+  geneveStatusIntervalMs?: number;
   name: string;
   runDir: string;
   logLevel: LogLevel | undefined;

@@ -32,6 +32,10 @@ export interface StatusInputs {
   readonly problems: ReadonlyMap<string, { message: string; since: string }>;
   /** The in-tunnel check's view of a peer, when a runner checks it. */
   checkStatus(clusterId: string): PeerCheckStatus | undefined;
+  /** The Geneve check's view of each tunnel, by tunnel name. */
+  geneveStatuses(): ReadonlyMap<string, PeerCheckStatus>;
+  /** Gateway: why the data path is down although the in-tunnel check may answer (null: it is not). */
+  dataPathProblem(): string | null;
   /** MSS clamps by Liqo mode's rules (the gateway's own are in its stats). */
   liqoMssClamped(): number;
 }
@@ -88,6 +92,8 @@ function gatewayStatus(
   const st = gw.stats();
   const byName = new Map(gw.current.peers.map((p) => [p.name, p] as const));
   const pub = gw.device.publicKey;
+  const down = x.dataPathProblem();
+  const geneve = x.geneveStatuses();
   const peers: WeftPeerStatus[] = st.peers.map((p) => {
     const c = byName.get(p.name);
     const check = x.checkStatus(p.clusterId);
@@ -107,7 +113,7 @@ function gatewayStatus(
       handshakes: p.handshakes,
       persistentKeepalive: c?.persistentKeepalive ?? 0,
       ...(p.tunnel !== null ? { tunnelAddress: p.tunnel.remote, localTunnelAddress: p.tunnel.local } : {}),
-      ...(check !== undefined ? { connection: { value: check.value, latencyMs: check.latencyMs } } : {}),
+      ...(check !== undefined ? { connection: connectionStatus(check, down) } : {}),
     };
   });
   return {
@@ -119,10 +125,14 @@ function gatewayStatus(
       crypto: gw.device.backend.name,
       ...(gw.device.backend.x25519Impl !== undefined ? { x25519: gw.device.backend.x25519Impl } : {}),
       peers,
+      unknownSession: {
+        initiations: gw.device.unknownSessionInitiations,
+        suppressed: gw.device.unknownSessionSuppressed,
+      },
     },
     geneve: {
       port: st.ports.geneve,
-      tunnels: st.tunnels.map(tunnelStatus),
+      tunnels: st.tunnels.map((t) => tunnelStatus(t, geneve.get(t.name))),
     },
     ...(st.offloads === null ? {} : { offloads: st.offloads }),
     nat: (() => {
@@ -169,7 +179,7 @@ function nodeStatus(
     interface: interfaceStatus(st.tun),
     geneve: {
       port: node.geneve.port,
-      tunnels: st.tunnels.map(tunnelStatus),
+      tunnels: st.tunnels.map((t) => tunnelStatus(t, x.geneveStatuses().get(t.name))),
     },
     offloads: st.offloads,
     drops,
@@ -185,8 +195,8 @@ function interfaceStatus(t: NonNullable<WeftStatus['interface']>): NonNullable<W
   return { name: t.name, mtu: t.mtu, rxPackets: t.rxPackets, txPackets: t.txPackets };
 }
 
-/** One Geneve tunnel's part of a status: just the fields the schema names. */
-function tunnelStatus(t: WeftTunnelStatus): WeftTunnelStatus {
+/** One Geneve tunnel's part of a status: just the fields the schema names, and its check. */
+function tunnelStatus(t: WeftTunnelStatus, check: PeerCheckStatus | undefined): WeftTunnelStatus {
   return {
     vni: t.vni,
     name: t.name,
@@ -194,7 +204,19 @@ function tunnelStatus(t: WeftTunnelStatus): WeftTunnelStatus {
     rxPackets: t.rxPackets,
     txPackets: t.txPackets,
     drops: t.drops,
+    ...(check !== undefined ? { check: { value: check.value, latencyMs: check.latencyMs } } : {}),
   };
+}
+
+/** A peer's Connection as `weft show` reports it: the check's value, Error when the data path is down. */
+export function connectionStatus(
+  check: PeerCheckStatus,
+  dataPathProblem: string | null,
+): NonNullable<WeftPeerStatus['connection']> {
+  if (dataPathProblem !== null) return { value: 'Error', latencyMs: check.latencyMs, reason: dataPathProblem };
+  if (check.value === 'Error')
+    return { value: 'Error', latencyMs: 0, reason: 'no reply to the in-tunnel connection check' };
+  return { value: check.value, latencyMs: check.latencyMs };
 }
 
 /** Counters above zero, their names prefixed (the node role's Geneve drops as status and metrics name them). */

@@ -13,6 +13,9 @@
  *   (Gateway.tunnelAddresses()), pinging each peer's; its results override the handshake-based
  *   `connected` and fill `latency` in metrics, status and Kubernetes Connections. A runner that
  *   cannot bind is logged and left out (those peers fall back to the handshake);
+ * - Liqo's Geneve health check (geneve-check-runner.ts; both roles, when asked for: `weft k8s`):
+ *   one runner per inner address of ours, checking the far end of each Geneve tunnel; a gateway
+ *   whose answering links are all down reports its peers not connected (dataPathProblem);
  * - applying configuration diffs: metrics/logging ops here, everything else by the data plane.
  *
  * Errors: start-up errors are thrown typed (the caller maps them to exit codes); errors while
@@ -36,6 +39,9 @@ import type { CryptoBackend } from '../crypto/backend.js';
 import { startFromConfig, type LaunchOptions, type RunningDataPlane } from './launch.js';
 import { startControlServer, type ControlServer } from './control-socket.js';
 import { ConnCheckRunner, wallClockMs, type ConnCheckTarget } from './conncheck-runner.js';
+import { GeneveCheck, type GeneveCheckSettings } from './geneve-check-runner.js';
+import { geneveLinksDownReason } from '../control/geneve-check.js';
+import type { PeerCheckStatus } from '../control/conncheck.js';
 import { KernelReconciler, type KernelOwner } from '../kernel/reconcile.js';
 import { prefixed, runtimeStatus, type RulesCounterSource } from './runtime-status.js';
 import type { WeftStatus } from './status.js';
@@ -54,6 +60,8 @@ export interface RuntimeOptions {
   /** Its PING interval (default 2000 ms, Liqo's) and missed replies before Error (default 5). */
   readonly conncheckIntervalMs?: number;
   readonly conncheckLossThreshold?: number;
+  /** Liqo's health check over each Geneve tunnel (geneve-check-runner.ts), both roles; off when absent. */
+  readonly geneveCheck?: GeneveCheckSettings;
   /** Extra options for Gateway/NodeAgent (tests: netns, tunName). */
   readonly launch?: LaunchOptions;
   /** Kernel state resync period (ports/reconcile.ts), default WEFT_KERNEL_RESYNC_MS or 500 ms; 0 turns it off. */
@@ -80,8 +88,21 @@ export class Runtime {
   /** Puts back the kernel state of the data plane (and of addKernelOwner's owners) when something removes it. */
   private reconciler: KernelReconciler | null = null;
   private readonly extraOwners: KernelOwner[] = [];
+  /** The Geneve health check (both roles). */
+  readonly geneveCheck: GeneveCheck;
+  /** Measured round trips (µs) of the in-tunnel check not yet observed by the latency histogram; bounded. */
+  private latencySamples: { clusterId: string; latencyUs: number }[] = [];
+  /** Samples dropped because nobody scraped them in time (the oldest go). */
+  latencySamplesDropped = 0;
 
-  private constructor(private readonly opts: RuntimeOptions) {}
+  private constructor(private readonly opts: RuntimeOptions) {
+    // Off unless asked for (`weft k8s` asks: Liqo's tunnels are checked by default there).
+    this.geneveCheck = new GeneveCheck({
+      ...(opts.geneveCheck ?? { enabled: false }),
+      logger: opts.logger,
+      ...(opts.launch?.netns !== undefined ? { netns: opts.launch.netns } : {}),
+    });
+  }
 
   /** Opens the control socket. The data plane starts with `startDataPlane()`. */
   static async create(opts: RuntimeOptions): Promise<Runtime> {
@@ -181,6 +202,7 @@ export class Runtime {
     try {
       await this.syncMetrics(config);
       await this.syncConncheck(config);
+      await this.geneveCheck.sync(config);
     } catch (e) {
       await this.stopDataPlane();
       throw e;
@@ -197,6 +219,7 @@ export class Runtime {
     this.reconciler = null;
     await rec?.stop();
     await this.stopConncheck();
+    await this.geneveCheck.stop();
     if (dp !== null) {
       await dp.stop();
       this.opts.logger.info('data plane stopped');
@@ -218,6 +241,7 @@ export class Runtime {
     if (this.dp !== null) {
       await this.syncMetrics(next);
       await this.syncConncheck(next);
+      await this.geneveCheck.sync(next);
     }
     this.opts.logger.info({ ops: ops.map((o) => o.kind) }, 'configuration applied');
   }
@@ -279,6 +303,7 @@ export class Runtime {
               ? { lossThreshold: this.opts.conncheckLossThreshold }
               : {}),
             onUpdate: (id, st) => {
+              if (st.value === 'Connected' && st.latencyMs > 0) this.recordLatency(id, st.latencyMs);
               if (this.checkValues.get(id) === st.value) return;
               this.checkValues.set(id, st.value);
               const log =
@@ -298,6 +323,30 @@ export class Runtime {
         );
       }
     }
+  }
+
+  private recordLatency(clusterId: string, latencyMs: number): void {
+    if (this.latencySamples.length >= LATENCY_SAMPLES_MAX) {
+      this.latencySamples.shift();
+      this.latencySamplesDropped++;
+    }
+    this.latencySamples.push({ clusterId, latencyUs: Math.round(latencyMs * 1000) });
+  }
+
+  /** The Geneve check's view of each tunnel (name → status); empty when it does not run. */
+  geneveStatuses(): Map<string, PeerCheckStatus> {
+    return this.geneveCheck.statuses();
+  }
+
+  /**
+   * Why this gateway's Connections are not Connected although the in-tunnel check may say so:
+   * every Geneve link to the nodes is down (null otherwise, and on a node agent).
+   */
+  dataPathProblem(): string | null {
+    const dp = this.dp;
+    if (dp === null || dp.role !== 'gateway') return null;
+    const links = [...this.geneveCheck.statuses()].map(([name, status]) => ({ name, status }));
+    return geneveLinksDownReason(links, this.geneveCheck.intervalMs * this.geneveCheck.lossThreshold);
   }
 
   /** When the peer's current WireGuard session began, on the check's clock (by its age: the gateway's clock is Date.now). */
@@ -349,6 +398,20 @@ export class Runtime {
           .peers()
           .map((p) => this.withConncheck(p)),
       drops: () => src().drops(),
+      latencySamples: () => {
+        const out = this.latencySamples;
+        this.latencySamples = [];
+        return out;
+      },
+      wireguardWakes: () => {
+        const dp = this.dp;
+        return dp?.role === 'gateway'
+          ? {
+              initiations: dp.gateway.device.unknownSessionInitiations,
+              suppressed: dp.gateway.device.unknownSessionSuppressed,
+            }
+          : undefined;
+      },
       natEntries: () => src().natEntries(),
       queueDepths: () => src().queueDepths(),
       ruleCounters: () => this.rules?.counterSamples() ?? [],
@@ -374,8 +437,9 @@ export class Runtime {
 
   private withConncheck(p: PeerStatsSample): PeerStatsSample {
     const c = this.checkStatus(p.clusterId);
-    if (c === undefined) return p;
-    return { ...p, connected: c.value === 'Connected', latencyUs: Math.round(c.latencyMs * 1000) };
+    const down = this.dataPathProblem() !== null;
+    if (c === undefined) return down ? { ...p, connected: false } : p;
+    return { ...p, connected: c.value === 'Connected' && !down, latencyUs: Math.round(c.latencyMs * 1000) };
   }
 
   /**
@@ -403,6 +467,8 @@ export class Runtime {
       fabric: this.fabric,
       problems: this.problems,
       checkStatus: (id) => this.checkStatus(id),
+      geneveStatuses: () => this.geneveCheck.statuses(),
+      dataPathProblem: () => this.dataPathProblem(),
       liqoMssClamped: () => this.liqoMssClamped(),
     });
   }
@@ -424,6 +490,9 @@ export class Runtime {
     if (err !== undefined) throw err;
   }
 }
+
+/** Latency samples kept between two scrapes (about 2 h of one peer's 2 s check). */
+const LATENCY_SAMPLES_MAX = 4096;
 
 export function errText(e: unknown): string {
   return e instanceof Error ? `${e.name}: ${e.message}` : String(e);

@@ -36,8 +36,12 @@ export interface WeftPeerStatus {
   tunnelAddress?: string;
   /** This gateway's in-tunnel address towards the peer (the check's source). */
   localTunnelAddress?: string;
-  /** In-tunnel connection check (Liqo's conncheck), when running. */
-  connection?: { value: string; latencyMs: number };
+  /**
+   * In-tunnel connection check (Liqo's conncheck), when running. `value` is what the Connection
+   * says: Error, with `reason`, also when the check answers but the data path is down (every
+   * Geneve tunnel to the nodes down); `reason` also explains an Error of the check itself.
+   */
+  connection?: { value: string; latencyMs: number; reason?: string };
 }
 
 export interface WeftTunnelStatus {
@@ -48,6 +52,8 @@ export interface WeftTunnelStatus {
   rxPackets: number;
   txPackets: number;
   drops: number;
+  /** Liqo's Geneve health check over this tunnel (UDP 54321 between the inner addresses), when it runs. */
+  check?: { value: string; latencyMs: number };
 }
 
 export interface WeftStatus {
@@ -66,7 +72,15 @@ export interface WeftStatus {
   cluster: { id: string };
   /** The local TUN device, when one is open. */
   interface?: { name: string; mtu: number; rxPackets: number; txPackets: number };
-  wireguard?: { publicKey: string; listenPort: number; crypto: string; x25519?: string; peers: WeftPeerStatus[] };
+  wireguard?: {
+    publicKey: string;
+    listenPort: number;
+    crypto: string;
+    x25519?: string;
+    peers: WeftPeerStatus[];
+    /** Handshakes started because transport data arrived for a session this process does not have, and those held back. */
+    unknownSession?: { initiations: number; suppressed: number };
+  };
   geneve: { port: number; tunnels: WeftTunnelStatus[] };
   /** Offloads in effect on the local TUN and the Geneve UDP socket (false: off or refused by the kernel). */
   offloads?: { tun: { csum: boolean; tso: boolean; uso: boolean }; geneve: { gso: boolean; gro: boolean } };

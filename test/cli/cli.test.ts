@@ -15,7 +15,8 @@ import {
   UsageError,
 } from '../../src/cli/commands/common.js';
 import { K8S_SPEC, parseK8sArgs } from '../../src/cli/commands/k8s-args.js';
-import { formatBytes, formatDuration } from '../../src/cli/commands/status-text.js';
+import { formatBytes, formatDuration, formatStatus } from '../../src/cli/commands/status-text.js';
+import type { WeftStatus } from '../../src/daemon/status.js';
 import { defaultInstanceName } from '../../src/cli/commands/up.js';
 import { main, MAIN_HELP } from '../../src/cli/weft.js';
 import { ConfigError } from '../../src/control/config.js';
@@ -230,6 +231,23 @@ describe('weft k8s / show / demo / bench: argument checks', () => {
     return parseK8sArgs(parseArgs(argv, spec), env);
   };
 
+  test("k8s: Liqo's Geneve check flags (both roles), defaults left to the runtime", () => {
+    const k = (argv: string[]) => parseK8sArgs(parseArgs(['--role=node', '--node-name=w1', ...argv], K8S_SPEC), {});
+    expect(k([]).geneveCheck).toEqual({ enabled: true });
+    expect(k([]).geneveStatusIntervalMs).toBeUndefined();
+    const s = k([
+      '--geneve-ping-port=12346',
+      '--geneve-ping-interval=0.5',
+      '--geneve-ping-loss-threshold=3',
+      '--geneve-ping-update-status-interval=30',
+    ]);
+    expect(s.geneveCheck).toEqual({ enabled: true, port: 12346, intervalMs: 500, lossThreshold: 3 });
+    expect(s.geneveStatusIntervalMs).toBe(30_000);
+    expect(k(['--no-geneve-ping']).geneveCheck?.enabled).toBe(false);
+    expect(() => k(['--geneve-ping-interval=0'])).toThrow(/--geneve-ping-interval "0": seconds from 0.1 to 3600/);
+    expect(() => k(['--geneve-ping-port=70000'])).toThrow(/geneve-ping-port/);
+  });
+
   test('k8s: Liqo gateway template arguments', () => {
     const liqo = (argv: string[]) => parseK8sArgs(parseArgs(argv, K8S_SPEC), {});
     const base = ['--role=gateway', '--name=peer-b', '--namespace=liqo-tenant-b', '--gateway-uid=u-1'];
@@ -350,6 +368,77 @@ describe('weft k8s / show / demo / bench: argument checks', () => {
 });
 
 describe('status formatting', () => {
+  test('the Geneve check per tunnel, the reason of an Error Connection, unknown-session handshakes', () => {
+    const st: WeftStatus = {
+      weft: {
+        version: 'x',
+        name: 'gw',
+        role: 'gateway',
+        pid: 1,
+        startedAt: '2026-01-01T00:00:00Z',
+        source: 'kubernetes',
+        active: true,
+      },
+      cluster: { id: 'cluster-a' },
+      wireguard: {
+        publicKey: 'k',
+        listenPort: 51840,
+        crypto: 'openssl',
+        unknownSession: { initiations: 2, suppressed: 1 },
+        peers: [
+          {
+            name: 'cluster-b',
+            clusterId: 'cluster-b',
+            publicKey: 'p',
+            hasPresharedKey: false,
+            endpoint: null,
+            allowedIPs: [],
+            remappedCIDRs: [],
+            latestHandshake: null,
+            rxBytes: 0,
+            txBytes: 0,
+            persistentKeepalive: 0,
+            connection: {
+              value: 'Error',
+              latencyMs: 1.5,
+              reason: 'every Geneve tunnel to the nodes is down (worker-1: …)',
+            },
+          },
+        ],
+      },
+      geneve: {
+        port: 6091,
+        tunnels: [
+          {
+            vni: 3,
+            name: 'worker-1',
+            remoteUnderlay: '10.0.0.2',
+            rxPackets: 1,
+            txPackets: 1,
+            drops: 0,
+            check: { value: 'Error', latencyMs: 0 },
+          },
+          {
+            vni: 4,
+            name: 'worker-2',
+            remoteUnderlay: '10.0.0.3',
+            rxPackets: 1,
+            txPackets: 1,
+            drops: 0,
+            check: { value: 'Connected', latencyMs: 0.25 },
+          },
+        ],
+      },
+      drops: {},
+      queues: {},
+    };
+    const text = formatStatus(st, Date.parse('2026-01-01T00:01:00Z'));
+    expect(text).toContain('  connection: Error (every Geneve tunnel to the nodes is down (worker-1: …))');
+    expect(text).toContain('  unknown-session handshakes: 2 initiated, 1 held back');
+    expect(text).toMatch(/geneve tunnel: vni 3 \(worker-1\)\n.*\n.*\n  check: Error\n/);
+    expect(text).toContain('  check: Connected, latency 0.250 ms');
+  });
+
   test('durations and byte counts read like wg show', () => {
     expect(formatDuration(0)).toBe('0 seconds');
     expect(formatDuration(1)).toBe('1 second');

@@ -3,6 +3,7 @@ import { afterEach, describe, expect, test } from 'vitest';
 import { createLogger, LogLevelError, resolveLogLevel } from '../../src/control/log.js';
 import {
   createMetricsRegistry,
+  LIQO_LATENCY_BUCKETS_US,
   MetricsListenError,
   startMetricsServer,
   type MetricsServer,
@@ -86,6 +87,47 @@ describe('metrics endpoint', () => {
     expect(m2.has('liqo_peer_is_connected{driver="wireguard",cluster_id="cluster-c"}')).toBe(false);
 
     expect((await fetch(`http://127.0.0.1:${server.port}/other`)).status).toBe(404);
+  });
+
+  test("liqo_peer_latency_histogram_us: Liqo's labels and buckets, every measured round trip observed once; the unknown-session counters", async () => {
+    let samples = [
+      { clusterId: 'cluster-b', latencyUs: 850 },
+      { clusterId: 'cluster-b', latencyUs: 16_000 },
+      { clusterId: 'cluster-b', latencyUs: 400_000 },
+    ];
+    const src: StatsSource = {
+      ...source(),
+      latencySamples: () => {
+        const out = samples;
+        samples = [];
+        return out;
+      },
+      wireguardWakes: () => ({ initiations: 2, suppressed: 5 }),
+    };
+    server = await startMetricsServer(createMetricsRegistry(src), '127.0.0.1:0');
+    const scrape = async () => parse(await (await fetch(`http://127.0.0.1:${server!.port}/metrics`)).text());
+    const m = await scrape();
+    const b = (le: string) =>
+      m.get(`liqo_peer_latency_histogram_us_bucket{le="${le}",driver="wireguard",cluster_id="cluster-b"}`);
+    // GenerateFocusBuckets(10000, 5000, 3, 16250, 8, 1.1892, 4) in Liqo's pkg/gateway/tunnel/metrics.go.
+    expect(LIQO_LATENCY_BUCKETS_US).toEqual([
+      10000, 15000, 20000, 36250, 52500, 68750, 85000, 101250, 117500, 133750, 150000, 178380, 212129, 252264, 299992,
+    ]);
+    expect(b('10000')).toBe(1);
+    expect(b('15000')).toBe(1);
+    expect(b('20000')).toBe(2);
+    expect(b('299992')).toBe(2);
+    expect(b('+Inf')).toBe(3);
+    expect(m.get('liqo_peer_latency_histogram_us_count{driver="wireguard",cluster_id="cluster-b"}')).toBe(3);
+    expect(m.get('weft_wireguard_unknown_session_initiations_total')).toBe(2);
+    expect(m.get('weft_wireguard_unknown_session_suppressed_total')).toBe(5);
+    // A second scrape observes nothing twice.
+    samples = [{ clusterId: 'cluster-b', latencyUs: 12_000 }];
+    const m2 = await scrape();
+    expect(m2.get('liqo_peer_latency_histogram_us_count{driver="wireguard",cluster_id="cluster-b"}')).toBe(4);
+    expect(m2.get('liqo_peer_latency_histogram_us_bucket{le="15000",driver="wireguard",cluster_id="cluster-b"}')).toBe(
+      2,
+    );
   });
 
   test('a failing source gives HTTP 500, not a crash', async () => {

@@ -17,7 +17,11 @@
 // (Liqo's multi-port form; the single port is covered by liqo-peering.test.ts). Leader failure: a second server replica runs in the
 // same pod network namespace (one pod IP, as the Service and InternalFabric see a single active
 // gateway), the leader `weft k8s` process is killed with SIGKILL by PID, and the gap in pod ⇄
-// pod pings is measured.
+// pod pings is measured. Health on every hop: both node agents and gateways run Liqo's Geneve
+// check with a 1 s interval and a loss threshold of 3 (the only arguments added to the
+// manifests' besides --kubeconfig/--run-dir; Liqo's defaults are 10 s × 5); UDP 6091 is blocked
+// with nftables in cluster a's node namespace, then unblocked; then a FirewallConfiguration
+// dropping every packet at input, output and forward is created and deleted at gateway a.
 import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import type { Server } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -53,7 +57,7 @@ import {
   startLiqoApiServer,
 } from './liqo-processes.js';
 
-const skip = e2eUnavailableReason(['ip', 'ping', 'timeout', 'iperf3', 'ss', 'tcpdump', 'tshark']);
+const skip = e2eUnavailableReason(['ip', 'ping', 'timeout', 'iperf3', 'ss', 'tcpdump', 'tshark', 'nft']);
 const topo = new Topology('lq');
 const WAN = { a: '192.168.77.1', b: '192.168.77.2' } as const;
 const GW_POD_IP = '10.244.0.10';
@@ -61,6 +65,8 @@ const NODE_HOST_IP = '10.244.0.1';
 const POD_IP = '10.0.1.5';
 /** How the other cluster addresses POD_IP (Configuration.status.remote.cidr.pod 10.71.0.0/16). */
 const POD_IP_REMOTE = '10.71.1.5';
+/** Liqo's Geneve check, faster than its defaults (10 s, 5) so that a failure shows in 3 s. */
+const CHECK_ARGS = ['--geneve-ping-interval=1', '--geneve-ping-loss-threshold=3'];
 
 type Letter = 'a' | 'b';
 interface Cluster {
@@ -159,7 +165,7 @@ function startGateway(c: Cluster, replica: string): { pod: string; proc: Spawned
   const proc = topo.spawnIn(
     topo.ns(`${c.letter}g`),
     `gw-${pod}`,
-    [process.execPath, WEFT_BIN, ...argv, `--kubeconfig=${kc}`, `--run-dir=${join(dir, `run-${pod}`)}`],
+    [process.execPath, WEFT_BIN, ...argv, ...CHECK_ARGS, `--kubeconfig=${kc}`, `--run-dir=${join(dir, `run-${pod}`)}`],
     { lifetimeS: 400, env: cmd.env },
   );
   procs.set(pod, proc);
@@ -178,7 +184,14 @@ function startNodeAgent(c: Cluster): Spawned {
   const proc = topo.spawnIn(
     topo.ns(`${c.letter}n`),
     `node-${c.letter}`,
-    [process.execPath, WEFT_BIN, ...cmd.args, `--kubeconfig=${kc}`, `--run-dir=${join(dir, `run-node-${c.letter}`)}`],
+    [
+      process.execPath,
+      WEFT_BIN,
+      ...cmd.args,
+      ...CHECK_ARGS,
+      `--kubeconfig=${kc}`,
+      `--run-dir=${join(dir, `run-node-${c.letter}`)}`,
+    ],
     { lifetimeS: 400, env: cmd.env },
   );
   procs.set(`node-${c.letter}`, proc);
@@ -214,6 +227,13 @@ async function tcpTransfer(nsServer: string, nsClient: string): Promise<number> 
 const status = (c: Cluster) =>
   c.server.getObject(NET, 'connections', c.ns, `gw-${c.remote}`)?.['status'] as
     { value?: string; latency?: { value?: string } } | undefined;
+/** Cluster c's GeneveTunnel to worker-1 (status as the node agent wrote it). */
+const tunnelStatus = (c: Cluster) =>
+  c.server
+    .listObjects(NET, 'genevetunnels')
+    .find((t) => (t['spec'] as { internalNodeRef?: { name?: string } }).internalNodeRef?.name === 'worker-1')?.[
+    'status'
+  ] as { value?: string; latency?: { value?: string; timestamp?: string } } | undefined;
 const activeLabel = (c: Cluster, pod: string) =>
   c.server.getObject('v1', 'pods', c.ns, pod)?.metadata.labels?.['networking.liqo.io/active'];
 const forbidden = (c: Cluster) => forbiddenRequests(c.server);
@@ -509,5 +529,107 @@ describe.skipIf(skip !== null)(
         throw e;
       }
     }, 120_000);
+
+    test("health on every hop: a blocked Geneve link turns its GeneveTunnel and the gateway's Connection to Error and back; rules dropping everything take the Connection out of Connected", async () => {
+      const ca = clusters.get('a')!;
+      const cb = clusters.get('b')!;
+      const gwRun = join(dir, `run-${ca.remote}-2`); // the active replica since the failover test
+      try {
+        for (const c of [ca, cb])
+          await waitFor(
+            `${c.id}: GeneveTunnel to worker-1 Connected with a latency`,
+            () => tunnelStatus(c)?.value === 'Connected' && /^\d+(ms|μs)$/.test(tunnelStatus(c)?.latency?.value ?? ''),
+            20_000,
+          );
+        console.log(`[lq] GeneveTunnel status ${JSON.stringify(tunnelStatus(ca))}`);
+        await waitFor('Connection a Connected', () => status(ca)?.value === 'Connected', 20_000);
+        // The node agent's Geneve stops: UDP 6091 blocked both ways in cluster a's node namespace.
+        const nsN = topo.ns('an');
+        const nft = (script: string): void => {
+          topo.exec(nsN, ['nft', '-f', '-'], { input: script });
+        };
+        nft(
+          [
+            'table inet lqhealth {',
+            '  chain hin { type filter hook input priority -10; udp dport 6091 drop; udp sport 6091 drop; }',
+            '  chain hout { type filter hook output priority -10; udp dport 6091 drop; udp sport 6091 drop; }',
+            '}',
+          ].join('\n'),
+        );
+        const t0 = Date.now();
+        await waitFor('GeneveTunnel a Error', () => tunnelStatus(ca)?.value === 'Error', 15_000, 50);
+        const tTunnel = Date.now() - t0;
+        await waitFor('Connection a Error (every Geneve link down)', () => status(ca)?.value === 'Error', 15_000, 50);
+        const tConn = Date.now() - t0;
+        const st = await show(gwRun);
+        const reason = st.wireguard?.peers[0]?.connection?.reason ?? '';
+        console.log(
+          `[lq] UDP 6091 blocked: GeneveTunnel Error after ${tTunnel} ms, Connection Error after ${tConn} ms; weft show: ${reason}`,
+        );
+        expect(tunnelStatus(ca)?.latency?.value).toBe('N/A');
+        expect(reason).toMatch(/every Geneve tunnel to the nodes is down \(worker-1/);
+        expect(st.geneve.tunnels.find((t) => t.name === 'worker-1')?.check?.value).toBe('Error');
+        // The other cluster's links are untouched.
+        expect(tunnelStatus(cb)?.value).toBe('Connected');
+        topo.exec(nsN, ['nft', 'delete', 'table', 'inet', 'lqhealth']);
+        const t1 = Date.now();
+        await waitFor('GeneveTunnel a Connected again', () => tunnelStatus(ca)?.value === 'Connected', 15_000, 50);
+        await waitFor('Connection a Connected again', () => status(ca)?.value === 'Connected', 15_000, 50);
+        console.log(`[lq] UDP 6091 unblocked: GeneveTunnel and Connection Connected again after ${Date.now() - t1} ms`);
+        // Rules that drop everything at gateway a: the in-tunnel check's packets too.
+        const dropAll = (hook: string) => ({
+          name: `drop-${hook}`,
+          type: 'filter',
+          hook,
+          policy: 'drop',
+          priority: 0,
+          rules: { filterRules: [] },
+        });
+        ca.server.put(NET, 'firewallconfigurations', {
+          apiVersion: NET,
+          kind: 'FirewallConfiguration',
+          metadata: {
+            name: 'user-drop-all',
+            namespace: ca.ns,
+            labels: {
+              'networking.liqo.io/firewall-category': 'gateway',
+              'networking.liqo.io/firewall-unique': ca.remote,
+            },
+          },
+          spec: {
+            table: { name: 'user-drop-all', family: 'IPV4', chains: ['input', 'output', 'forward'].map(dropAll) },
+          },
+        });
+        const t2 = Date.now();
+        await waitFor('Connection a leaves Connected', () => status(ca)?.value === 'Error', 25_000, 100);
+        const reason2 = (await show(gwRun)).wireguard?.peers[0]?.connection?.reason ?? '';
+        console.log(`[lq] drop-all rules: Connection a Error after ${Date.now() - t2} ms; weft show: ${reason2}`);
+        expect(reason2).not.toBe('');
+        expect(ping(topo, podNs('b'), POD_IP_REMOTE, 2, 0.2).received).toBe(0);
+        ca.server.remove(NET, 'firewallconfigurations', ca.ns, 'user-drop-all');
+        await waitFor(
+          'Connection a Connected after the rules went',
+          () => status(ca)?.value === 'Connected',
+          25_000,
+          100,
+        );
+        for (const c of [ca, cb]) {
+          expect(forbidden(c).filter((r) => !r.includes('/connections'))).toEqual([]);
+          expect(
+            c.server.requests.some(
+              (r) => r.method === 'PATCH' && /\/genevetunnels\/[^/]+\/status/.test(r.path) && r.status === 200,
+            ),
+          ).toBe(true);
+        }
+      } catch (e) {
+        try {
+          topo.exec(topo.ns('an'), ['nft', 'delete', 'table', 'inet', 'lqhealth'], { allowFail: true });
+        } catch {
+          /* already gone */
+        }
+        console.log(diag());
+        throw e;
+      }
+    }, 150_000);
   },
 );

@@ -12,6 +12,7 @@ import { readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseAllDocuments } from 'yaml';
 import { celTypeName, compileRule, type Rule } from './cel.js';
+import { withLiqoCrdUpdates } from './crd-updates.js';
 
 export interface JsonSchema {
   type?: 'object' | 'array' | 'string' | 'integer' | 'number' | 'boolean';
@@ -46,7 +47,7 @@ export interface CrdInfo {
   schema: JsonSchema;
 }
 
-/** Load every CRD (served versions) from a directory of YAML files. */
+/** Load every CRD (served versions) from a directory of YAML files, with Liqo's later changes (crd-updates.ts). */
 export function loadCrds(dir: string): CrdInfo[] {
   const out: CrdInfo[] = [];
   for (const f of readdirSync(dir)
@@ -70,7 +71,7 @@ export function loadCrds(dir: string): CrdInfo[] {
       if (crd?.kind !== 'CustomResourceDefinition') continue;
       for (const v of crd.spec.versions) {
         if (!v.served) continue;
-        out.push({
+        const info: CrdInfo = {
           group: crd.spec.group,
           version: v.name,
           kind: crd.spec.names.kind,
@@ -79,7 +80,8 @@ export function loadCrds(dir: string): CrdInfo[] {
           namespaced: crd.spec.scope === 'Namespaced',
           statusSubresource: v.subresources?.status !== undefined,
           schema: v.schema.openAPIV3Schema,
-        });
+        };
+        out.push(withLiqoCrdUpdates(info));
       }
     }
   }

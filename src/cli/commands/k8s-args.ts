@@ -41,6 +41,18 @@ Runs Weft from Liqo's Kubernetes resources (networking.liqo.io, ipam.liqo.io): a
   --no-conncheck            gateway: no in-tunnel connection check (by default UDP 12345
                             between the tunnel addresses 169.254.18.1/.2 every 2 s, as Liqo);
                             then Connected = recent handshake. --conncheck: the default
+  --no-geneve-ping          no Geneve health check (by default, as Liqo's fabric: every
+                            --geneve-ping-interval a PING over each Geneve tunnel between the
+                            inner addresses, UDP --geneve-ping-port; Error after
+                            --geneve-ping-loss-threshold intervals without reply. The node
+                            role writes GeneveTunnel status; a gateway answers, checks its
+                            nodes, and reports Error in its Connection while every Geneve link
+                            is down)
+  --geneve-ping-port PORT   default 54321 (Liqo's Helm value fabric.config.ping.port)
+  --geneve-ping-interval SEC  default 10 (Liqo's fabric.config.ping.interval)
+  --geneve-ping-loss-threshold N  default 5 (Liqo's fabric.config.ping.lossThreshold)
+  --geneve-ping-update-status-interval SEC  node role: GeneveTunnel status refresh while
+                            unchanged (default 10, Liqo's fabric.config.ping.updateStatusInterval)
   --liqo-firewall           Liqo mode: enforce Liqo's FirewallConfigurations (every chain,
                             filter and nat) and RouteConfigurations of every namespace,
                             selected with Liqo's labels (gateway: cmd/gateway's; node:
@@ -78,6 +90,11 @@ export const K8S_SPEC = [
   { name: 'geneve-mode', value: true },
   { name: 'metrics-listen', value: true },
   { name: 'conncheck', value: false },
+  { name: 'no-geneve-ping', value: false },
+  { name: 'geneve-ping-port', value: true },
+  { name: 'geneve-ping-interval', value: true },
+  { name: 'geneve-ping-loss-threshold', value: true },
+  { name: 'geneve-ping-update-status-interval', value: true },
   { name: 'no-conncheck', value: false },
   { name: 'liqo-firewall', value: false },
   { name: 'status-interval', value: true },
@@ -153,7 +170,9 @@ export function parseK8sArgs(args: ParsedArgs, env: CliIo['env']): K8sSettings {
     if (text === undefined) return def;
     const v = Number(text);
     if (!/^\d+(\.\d+)?$/.test(text.trim()) || !(v >= 0.1 && v <= 3600))
-      throw new UsageError(`--${flag} ${JSON.stringify(text)} (or ${envName}): seconds from 0.1 to 3600`);
+      throw new UsageError(
+        `--${flag} ${JSON.stringify(text)}${envName !== '' ? ` (or ${envName})` : ''}: seconds from 0.1 to 3600`,
+      );
     return Math.round(v * 1000);
   };
   const leaseDurationMs = seconds('lease-duration', 'WEFT_LEASE_DURATION', LEASE_DEFAULTS.durationMs);
@@ -172,7 +191,22 @@ export function parseK8sArgs(args: ParsedArgs, env: CliIo['env']): K8sSettings {
   if (!(leaseRetryPeriodMs < leaseRenewDeadlineMs))
     throw new UsageError('--lease-retry-period must be shorter than --lease-renew-deadline');
   const remotes = args.lists.get('remote-cluster-id');
+  const pingPort = optInt(args, 'geneve-ping-port', 1, 65535);
+  const pingLoss = optInt(args, 'geneve-ping-loss-threshold', 1, 1000);
+  const pingInterval =
+    optString(args, 'geneve-ping-interval') === undefined ? undefined : seconds('geneve-ping-interval', '', 0);
+  const pingStatus =
+    optString(args, 'geneve-ping-update-status-interval') === undefined
+      ? undefined
+      : seconds('geneve-ping-update-status-interval', '', 0);
   return {
+    geneveCheck: {
+      enabled: !optFlag(args, 'no-geneve-ping'),
+      ...(pingPort !== undefined ? { port: pingPort } : {}),
+      ...(pingInterval !== undefined ? { intervalMs: pingInterval } : {}),
+      ...(pingLoss !== undefined ? { lossThreshold: pingLoss } : {}),
+    },
+    ...(pingStatus !== undefined ? { geneveStatusIntervalMs: pingStatus } : {}),
     leaseDurationMs,
     leaseRenewDeadlineMs,
     leaseRetryPeriodMs,

@@ -43,6 +43,7 @@ export async function runK8s(argv: readonly string[], io: CliIo): Promise<number
       source: 'kubernetes',
       logger,
       conncheck: s.conncheck,
+      ...(s.geneveCheck !== undefined ? { geneveCheck: s.geneveCheck } : {}),
       ...(backend !== undefined ? { backend } : {}),
     });
     k8s = new K8sMode(s, kc, runtime, logger);

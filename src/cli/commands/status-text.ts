@@ -72,6 +72,9 @@ export function formatStatus(st: WeftStatus, now: number): string {
     lines.push(
       `  nat entries: ${st.nat.entries}${st.nat.forwarded !== undefined ? `, forwarded ${st.nat.forwarded}, replies ${st.nat.replies ?? 0}, mss clamped ${st.nat.mssClamped ?? 0}` : ''}`,
     );
+  const wake = st.wireguard?.unknownSession;
+  if (wake !== undefined && (wake.initiations > 0 || wake.suppressed > 0))
+    lines.push(`  unknown-session handshakes: ${wake.initiations} initiated, ${wake.suppressed} held back`);
   for (const e of st.errors ?? []) {
     const [first, ...rest] = e.message.split('\n');
     lines.push(`  error (${e.topic}, since ${formatDuration((now - Date.parse(e.since)) / 1000)} ago): ${first}`);
@@ -98,7 +101,7 @@ export function formatStatus(st: WeftStatus, now: number): string {
       );
     if (p.connection !== undefined) {
       lines.push(
-        `  connection: ${p.connection.value}${p.connection.value === 'Connected' ? `, latency ${p.connection.latencyMs.toFixed(3)} ms` : ''}`,
+        `  connection: ${p.connection.value}${p.connection.value === 'Connected' ? `, latency ${p.connection.latencyMs.toFixed(3)} ms` : ''}${p.connection.reason !== undefined ? ` (${p.connection.reason})` : ''}`,
       );
     }
   }
@@ -107,6 +110,10 @@ export function formatStatus(st: WeftStatus, now: number): string {
     lines.push(`geneve tunnel: vni ${t.vni} (${t.name})`);
     lines.push(`  remote underlay: ${t.remoteUnderlay}`);
     lines.push(`  packets: ${t.rxPackets} received, ${t.txPackets} sent${t.drops > 0 ? `, ${t.drops} dropped` : ''}`);
+    if (t.check !== undefined)
+      lines.push(
+        `  check: ${t.check.value}${t.check.value === 'Connected' ? `, latency ${t.check.latencyMs.toFixed(3)} ms` : ''}`,
+      );
   }
   if (st.rules !== undefined) {
     const r = st.rules;
