@@ -74,7 +74,7 @@ export class MemoryPacketDevice implements PacketDevice {
 
   /** The host stack sends a packet into the device (read by the application at the next pump). */
   inject(buf: Uint8Array, off: number, len: number): boolean {
-    if (this.closed || len > this.linkMtu || this.ring.push(buf, off, len, 0) < 0) {
+    if (this.closed || len > this.linkMtu || this.ring.push(buf, off, len) < 0) {
       this.droppedFull++;
       return false;
     }
