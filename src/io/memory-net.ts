@@ -69,9 +69,8 @@ export class MemoryNet implements MemoryWire, MemoryDeviceOwner {
   /** Datagrams offered to the wire / handed to a socket. */
   sent = 0;
   delivered = 0;
-  /** Extra copies an impaired link made. */
+  /** Extra copies an impaired link made, and the copies it lost. */
   duplicated = 0;
-  /** Copies an impaired link lost. */
   droppedLoss = 0;
   /** Dropped: the wire full (or the datagram larger than a slot). */
   droppedFull = 0;
@@ -211,18 +210,29 @@ export class MemoryNet implements MemoryWire, MemoryDeviceOwner {
     }
     const due = this.clock() + this.latency;
     const link = this.linkOf(fromAddress, toAddress);
-    if (link === null) return this.put(toAddress, toPort, fromAddress, fromPort, buf, off, len, due);
-    const copies = link.copies();
+    const copies = link === null ? 1 : link.copies();
     this.duplicated += copies - 1;
-    let any = false;
+    let ok = false;
     for (let c = 0; c < copies; c++) {
-      const d = link.delay();
+      const d = link === null ? 0 : link.delay();
       if (d < 0) {
         this.droppedLoss++;
-        any = true; // lost on the way: the sender cannot tell
-      } else if (this.put(toAddress, toPort, fromAddress, fromPort, buf, off, len, due + d)) any = true;
+        ok = true; // lost on the way: the sender cannot tell
+        continue;
+      }
+      const i = this.wire.push(buf, off, len, due + d);
+      if (i < 0) {
+        this.droppedFull++;
+        continue;
+      }
+      this.toAddr[i] = toAddress;
+      this.toPort[i] = toPort;
+      this.fromAddr[i] = fromAddress;
+      this.fromPort[i] = fromPort;
+      ok = true;
+      this.tap?.(toAddress, toPort, fromAddress, fromPort, this.wire.slots[i]!.subarray(0, len));
     }
-    return any;
+    return ok;
   }
 
   private linkOf(fromAddress: string, toAddress: string): MemoryLink | null {
@@ -233,29 +243,6 @@ export class MemoryNet implements MemoryWire, MemoryDeviceOwner {
       if (l !== undefined) return l;
     }
     return this.defaultLink;
-  }
-
-  private put(
-    toAddress: string,
-    toPort: number,
-    fromAddress: string,
-    fromPort: number,
-    buf: Uint8Array,
-    off: number,
-    len: number,
-    due: number,
-  ): boolean {
-    const i = this.wire.push(buf, off, len, due);
-    if (i < 0) {
-      this.droppedFull++;
-      return false;
-    }
-    this.toAddr[i] = toAddress;
-    this.toPort[i] = toPort;
-    this.fromAddr[i] = fromAddress;
-    this.fromPort[i] = fromPort;
-    this.tap?.(toAddress, toPort, fromAddress, fromPort, this.wire.slots[i]!.subarray(0, len));
-    return true;
   }
 
   /**
