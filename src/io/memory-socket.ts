@@ -4,7 +4,7 @@
  * would); sends go onto the network's wire from the host address routing picks.
  */
 import type { PacketBatch } from './batch.js';
-import type { DatagramBufferSizes, DatagramSocket, DatagramStats } from './datagram.js';
+import { zeroDatagramStats, type DatagramBufferSizes, type DatagramSocket, type DatagramStats } from './datagram.js';
 import { ADDR_PORT_OFFSET, ADDR_RECORD_LEN } from './native.js';
 import { AddressInterner, recordPort } from './udp-address.js';
 import { UdpError } from './udp.js';
@@ -32,17 +32,7 @@ export interface MemorySocketHost {
 }
 
 export class MemoryDatagramSocket implements DatagramSocket {
-  readonly stats: DatagramStats = {
-    rxPackets: 0,
-    rxBytes: 0,
-    rxBatches: 0,
-    rxTruncated: 0,
-    rxErrors: 0,
-    txPackets: 0,
-    txBytes: 0,
-    txDropped: 0,
-    gsoFallbacks: 0,
-  };
+  readonly stats: DatagramStats = zeroDatagramStats();
   readonly offload = { gso: false, gro: false };
   readonly canScatter = false;
   readonly gsoMessages = 0;
