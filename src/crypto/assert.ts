@@ -77,6 +77,24 @@ export function assertOpenArgs(
   assertSpan(src, srcOff, len, 'src');
 }
 
+/** Every argument check of open()/xopen(): false when `len` cannot hold a tag (bad input), else the dst span is checked too. */
+export function openArgsHoldTag(
+  key: Uint8Array,
+  nonce: Uint8Array,
+  nonceLen: number,
+  ad: Uint8Array | null,
+  src: Uint8Array,
+  srcOff: number,
+  len: number,
+  dst: Uint8Array,
+  dstOff: number,
+): boolean {
+  assertOpenArgs(key, nonce, nonceLen, ad, src, srcOff, len);
+  if (len < TAG_LEN) return false;
+  assertSpan(dst, dstOff, len - TAG_LEN, 'dst');
+  return true;
+}
+
 /**
  * The end of every backend's dh(): copy the 32-byte secret `shared` into `out` and wipe `shared`.
  * An all-zero secret (a low-order public key, RFC 7748 §6.1), or `shared` null because the

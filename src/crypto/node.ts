@@ -26,16 +26,15 @@
  * - randomFill: crypto.randomFillSync.
  */
 import type * as NodeCrypto from 'node:crypto';
-import type { CryptoBackend } from './backend.js';
+import type { AeadOpen, AeadSeal, CryptoBackend } from './backend.js';
 import {
   assertBytes,
-  assertOpenArgs,
   assertOutput,
   assertParts,
   assertSealArgs,
-  assertSpan,
   equal32,
   finishDh,
+  openArgsHoldTag,
 } from './assert.js';
 import { CryptoBackendError } from './errors.js';
 import { randomPrivateKey } from './keys.js';
@@ -209,16 +208,7 @@ export function createNodeBackend(options: NodeBackendOptions = {}): CryptoBacke
     return key;
   }
 
-  function seal(
-    key: Uint8Array,
-    nonce: Uint8Array,
-    ad: Uint8Array | null,
-    src: Uint8Array,
-    srcOff: number,
-    len: number,
-    dst: Uint8Array,
-    dstOff: number,
-  ): number {
+  const seal: AeadSeal = (key, nonce, ad, src, srcOff, len, dst, dstOff) => {
     assertSealArgs(key, nonce, NONCE_LEN, ad, src, srcOff, len, dst, dstOff);
     const cipher = c!.createCipheriv(AEAD, key, nonce, AEAD_OPTIONS);
     if (ad !== null && ad.length > 0) cipher.setAAD(ad, { plaintextLength: len });
@@ -227,22 +217,11 @@ export function createNodeBackend(options: NodeBackendOptions = {}): CryptoBacke
     dst.set(ct, dstOff);
     dst.set(cipher.getAuthTag(), dstOff + len);
     return len + TAG_LEN;
-  }
+  };
 
-  function open(
-    key: Uint8Array,
-    nonce: Uint8Array,
-    ad: Uint8Array | null,
-    src: Uint8Array,
-    srcOff: number,
-    len: number,
-    dst: Uint8Array,
-    dstOff: number,
-  ): boolean {
-    assertOpenArgs(key, nonce, NONCE_LEN, ad, src, srcOff, len);
-    if (len < TAG_LEN) return false; // too short to hold a tag: bad input, not misuse
+  const open: AeadOpen = (key, nonce, ad, src, srcOff, len, dst, dstOff) => {
+    if (!openArgsHoldTag(key, nonce, NONCE_LEN, ad, src, srcOff, len, dst, dstOff)) return false;
     const ctLen = len - TAG_LEN;
-    assertSpan(dst, dstOff, ctLen, 'dst');
     const decipher = c!.createDecipheriv(AEAD, key, nonce, AEAD_OPTIONS);
     decipher.setAuthTag(src.subarray(srcOff + ctLen, srcOff + len));
     if (ad !== null && ad.length > 0) decipher.setAAD(ad, { plaintextLength: ctLen });
@@ -254,7 +233,7 @@ export function createNodeBackend(options: NodeBackendOptions = {}): CryptoBacke
     }
     dst.set(pt, dstOff);
     return true;
-  }
+  };
 
   function randomFill(out: Uint8Array): void {
     assertOutput(out, 0, 'randomFill output');
