@@ -27,15 +27,7 @@
  */
 import type * as NodeCrypto from 'node:crypto';
 import type { AeadOpen, AeadSeal, CryptoBackend } from './backend.js';
-import {
-  assertBytes,
-  assertOutput,
-  assertParts,
-  assertSealArgs,
-  equal32,
-  finishDh,
-  openArgsHoldTag,
-} from './assert.js';
+import { assertBytes, checkAeadArgs, assertOutput, assertParts, equal32, finishDh } from './assert.js';
 import { CryptoBackendError } from './errors.js';
 import { randomPrivateKey } from './keys.js';
 import { nobleHash, nobleHmac, nobleMac } from './pure.js';
@@ -209,7 +201,7 @@ export function createNodeBackend(options: NodeBackendOptions = {}): CryptoBacke
   }
 
   const seal: AeadSeal = (key, nonce, ad, src, srcOff, len, dst, dstOff) => {
-    assertSealArgs(key, nonce, NONCE_LEN, ad, src, srcOff, len, dst, dstOff);
+    checkAeadArgs(false, key, nonce, NONCE_LEN, ad, src, srcOff, len, dst, dstOff);
     const cipher = c!.createCipheriv(AEAD, key, nonce, AEAD_OPTIONS);
     if (ad !== null && ad.length > 0) cipher.setAAD(ad, { plaintextLength: len });
     const ct = cipher.update(srcOff === 0 && len === src.length ? src : src.subarray(srcOff, srcOff + len));
@@ -220,7 +212,7 @@ export function createNodeBackend(options: NodeBackendOptions = {}): CryptoBacke
   };
 
   const open: AeadOpen = (key, nonce, ad, src, srcOff, len, dst, dstOff) => {
-    if (!openArgsHoldTag(key, nonce, NONCE_LEN, ad, src, srcOff, len, dst, dstOff)) return false;
+    if (!checkAeadArgs(true, key, nonce, NONCE_LEN, ad, src, srcOff, len, dst, dstOff)) return false;
     const ctLen = len - TAG_LEN;
     const decipher = c!.createDecipheriv(AEAD, key, nonce, AEAD_OPTIONS);
     decipher.setAuthTag(src.subarray(srcOff + ctLen, srcOff + len));

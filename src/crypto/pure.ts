@@ -22,7 +22,7 @@ import { blake2s } from '@noble/hashes/blake2.js';
 import { hmac } from '@noble/hashes/hmac.js';
 import { x25519 } from '@noble/curves/ed25519.js';
 import type { AeadOpen, AeadSeal, CryptoBackend } from './backend.js';
-import { assertBytes, assertOutput, assertParts, assertSealArgs, finishDh, openArgsHoldTag } from './assert.js';
+import { assertBytes, checkAeadArgs, assertOutput, assertParts, finishDh } from './assert.js';
 import { BLAKE2S_MAX_KEY_LEN, HASH_LEN, KEY_LEN, MAC_LEN, NONCE_LEN, TAG_LEN, XNONCE_LEN } from './sizes.js';
 import { randomPrivateKey } from './keys.js';
 import { CryptoBackendError } from './errors.js';
@@ -52,7 +52,7 @@ function webRandom(): RandomSource | null {
 const sealWith =
   (aead: AeadFactory, nonceLen: number): AeadSeal =>
   (key, nonce, ad, src, srcOff, len, dst, dstOff) => {
-    assertSealArgs(key, nonce, nonceLen, ad, src, srcOff, len, dst, dstOff);
+    checkAeadArgs(false, key, nonce, nonceLen, ad, src, srcOff, len, dst, dstOff);
     aead(key, nonce, ad ?? undefined).encrypt(
       src.subarray(srcOff, srcOff + len),
       dst.subarray(dstOff, dstOff + len + TAG_LEN),
@@ -64,7 +64,7 @@ const sealWith =
 const openWith =
   (aead: AeadFactory, nonceLen: number): AeadOpen =>
   (key, nonce, ad, src, srcOff, len, dst, dstOff) => {
-    if (!openArgsHoldTag(key, nonce, nonceLen, ad, src, srcOff, len, dst, dstOff)) return false;
+    if (!checkAeadArgs(true, key, nonce, nonceLen, ad, src, srcOff, len, dst, dstOff)) return false;
     const cipher = aead(key, nonce, ad ?? undefined);
     try {
       // Arguments were validated above, so the only error left is noble's 'invalid tag'.
