@@ -29,7 +29,7 @@
 import { MemoryPacketDevice, type MemoryDeviceOwner } from './memory-device.js';
 import { MemoryLink, type LinkImpairments } from './memory-link.js';
 import { DueQueue } from './memory-ring.js';
-import { MemoryDatagramSocket, type MemorySocketHost, type MemoryWire } from './memory-socket.js';
+import { MemoryDatagramSocket, type MemorySocketHost, type MemoryWire, type Transmit } from './memory-socket.js';
 import { ADDR_RECORD_LEN } from './native.js';
 import { encodeAddress, UdpError } from './udp.js';
 import { parseAddress } from '../packet/addr.js';
@@ -193,16 +193,8 @@ export class MemoryNet implements MemoryWire, MemoryDeviceOwner {
     if (i >= 0) this.devices.splice(i, 1);
   }
 
-  /** Puts a datagram on the wire; false when dropped (counted). */
-  transmit(
-    toAddress: string,
-    toPort: number,
-    fromAddress: string,
-    fromPort: number,
-    buf: Uint8Array,
-    off: number,
-    len: number,
-  ): boolean {
+  /** Puts a datagram on the wire (each copy an impaired link makes); false when dropped (counted). */
+  readonly transmit: Transmit = (toAddress, toPort, fromAddress, fromPort, buf, off, len) => {
     this.sent++;
     if (len > this.maxDatagram) {
       this.droppedFull++;
@@ -233,7 +225,7 @@ export class MemoryNet implements MemoryWire, MemoryDeviceOwner {
       this.tap?.(toAddress, toPort, fromAddress, fromPort, this.wire.slots[i]!.subarray(0, len));
     }
     return ok;
-  }
+  };
 
   private linkOf(fromAddress: string, toAddress: string): MemoryLink | null {
     if (this.links.size > 0) {
