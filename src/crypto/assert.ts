@@ -39,10 +39,13 @@ export function assertParts(parts: readonly Uint8Array[]): void {
 }
 
 /**
- * The argument checks of seal()/xseal() (CryptoBackend contract): a 32-byte key, a nonce of
- * `nonceLen` bytes, `ad` null or bytes, the src span, and a dst span with room for the tag.
+ * The argument checks of seal()/xseal() and open()/xopen() (CryptoBackend contract): a 32-byte
+ * key, a nonce of `nonceLen` bytes, `ad` null or bytes, the src span, and the dst span (sealing:
+ * len + TAG_LEN bytes; opening: len - TAG_LEN). Misuse throws RangeError. Returns false only when
+ * opening a message too short to hold a tag: bad input, for open to answer false.
  */
-export function assertSealArgs(
+export function checkAeadArgs(
+  opening: boolean,
   key: Uint8Array,
   nonce: Uint8Array,
   nonceLen: number,
@@ -52,29 +55,14 @@ export function assertSealArgs(
   len: number,
   dst: Uint8Array,
   dstOff: number,
-): void {
-  assertOpenArgs(key, nonce, nonceLen, ad, src, srcOff, len);
-  assertSpan(dst, dstOff, len + TAG_LEN, 'dst');
-}
-
-/**
- * The argument checks of open()/xopen() that come before the length test: key, nonce, ad and
- * the src span. The caller checks the dst span (len - TAG_LEN bytes) only once `len` holds a tag,
- * because a message too short for one is bad input (open returns false), not misuse.
- */
-export function assertOpenArgs(
-  key: Uint8Array,
-  nonce: Uint8Array,
-  nonceLen: number,
-  ad: Uint8Array | null,
-  src: Uint8Array,
-  srcOff: number,
-  len: number,
-): void {
+): boolean {
   assertBytes(key, KEY_LEN, 'key');
   assertBytes(nonce, nonceLen, 'nonce');
   assertAd(ad);
   assertSpan(src, srcOff, len, 'src');
+  if (opening && len < TAG_LEN) return false;
+  assertSpan(dst, dstOff, opening ? len - TAG_LEN : len + TAG_LEN, 'dst');
+  return true;
 }
 
 /**

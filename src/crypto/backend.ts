@@ -39,6 +39,21 @@ export interface NoiseSteps {
   consumeResponse(pending: Uint8Array, hs: Uint8Array, identity: Uint8Array, msg: Uint8Array, off: number): boolean;
 }
 
+/** An AEAD seal over src[srcOff, +len) into dst[dstOff, +len+16) (see CryptoBackend.seal). */
+export type AeadSeal = (
+  key: Uint8Array,
+  nonce: Uint8Array,
+  ad: Uint8Array | null,
+  src: Uint8Array,
+  srcOff: number,
+  len: number,
+  dst: Uint8Array,
+  dstOff: number,
+) => number;
+
+/** An AEAD open of src[srcOff, +len) (tag included) into dst[dstOff, ...) (see CryptoBackend.open). */
+export type AeadOpen = (...args: Parameters<AeadSeal>) => boolean;
+
 /**
  * The narrow crypto interface every protocol engine uses (WireGuard whitepaper §5.4 primitives).
  *
@@ -66,55 +81,19 @@ export interface CryptoBackend {
    * `dst[dstOff, dstOff+len)` and writes the 16-byte tag at `dst[dstOff+len, dstOff+len+16)`.
    * Returns len + 16.
    */
-  seal(
-    key: Uint8Array,
-    nonce: Uint8Array,
-    ad: Uint8Array | null,
-    src: Uint8Array,
-    srcOff: number,
-    len: number,
-    dst: Uint8Array,
-    dstOff: number,
-  ): number;
+  readonly seal: AeadSeal;
 
   /**
    * ChaCha20-Poly1305 open. `len` includes the 16-byte tag. On success writes len - 16 plaintext
    * bytes at `dst[dstOff, ...)` and returns true; on failure returns false (dst contents undefined).
    */
-  open(
-    key: Uint8Array,
-    nonce: Uint8Array,
-    ad: Uint8Array | null,
-    src: Uint8Array,
-    srcOff: number,
-    len: number,
-    dst: Uint8Array,
-    dstOff: number,
-  ): boolean;
+  readonly open: AeadOpen;
 
   /** XChaCha20-Poly1305 (draft-irtf-cfrg-xchacha-03), same contract as seal(); nonce is 24 bytes. */
-  xseal(
-    key: Uint8Array,
-    nonce: Uint8Array,
-    ad: Uint8Array | null,
-    src: Uint8Array,
-    srcOff: number,
-    len: number,
-    dst: Uint8Array,
-    dstOff: number,
-  ): number;
+  readonly xseal: AeadSeal;
 
   /** XChaCha20-Poly1305 open, same contract as open(). */
-  xopen(
-    key: Uint8Array,
-    nonce: Uint8Array,
-    ad: Uint8Array | null,
-    src: Uint8Array,
-    srcOff: number,
-    len: number,
-    dst: Uint8Array,
-    dstOff: number,
-  ): boolean;
+  readonly xopen: AeadOpen;
 
   /** BLAKE2s-256 of the concatenation of `parts` (RFC 7693), written to out[0..32). */
   hash(out: Uint8Array, ...parts: Uint8Array[]): void;

@@ -26,17 +26,8 @@
  * - randomFill: crypto.randomFillSync.
  */
 import type * as NodeCrypto from 'node:crypto';
-import type { CryptoBackend } from './backend.js';
-import {
-  assertBytes,
-  assertOpenArgs,
-  assertOutput,
-  assertParts,
-  assertSealArgs,
-  assertSpan,
-  equal32,
-  finishDh,
-} from './assert.js';
+import type { AeadOpen, AeadSeal, CryptoBackend } from './backend.js';
+import { assertBytes, checkAeadArgs, assertOutput, assertParts, equal32, finishDh } from './assert.js';
 import { CryptoBackendError } from './errors.js';
 import { randomPrivateKey } from './keys.js';
 import { nobleHash, nobleHmac, nobleMac } from './pure.js';
@@ -209,17 +200,8 @@ export function createNodeBackend(options: NodeBackendOptions = {}): CryptoBacke
     return key;
   }
 
-  function seal(
-    key: Uint8Array,
-    nonce: Uint8Array,
-    ad: Uint8Array | null,
-    src: Uint8Array,
-    srcOff: number,
-    len: number,
-    dst: Uint8Array,
-    dstOff: number,
-  ): number {
-    assertSealArgs(key, nonce, NONCE_LEN, ad, src, srcOff, len, dst, dstOff);
+  const seal: AeadSeal = (key, nonce, ad, src, srcOff, len, dst, dstOff) => {
+    checkAeadArgs(false, key, nonce, NONCE_LEN, ad, src, srcOff, len, dst, dstOff);
     const cipher = c!.createCipheriv(AEAD, key, nonce, AEAD_OPTIONS);
     if (ad !== null && ad.length > 0) cipher.setAAD(ad, { plaintextLength: len });
     const ct = cipher.update(srcOff === 0 && len === src.length ? src : src.subarray(srcOff, srcOff + len));
@@ -227,22 +209,11 @@ export function createNodeBackend(options: NodeBackendOptions = {}): CryptoBacke
     dst.set(ct, dstOff);
     dst.set(cipher.getAuthTag(), dstOff + len);
     return len + TAG_LEN;
-  }
+  };
 
-  function open(
-    key: Uint8Array,
-    nonce: Uint8Array,
-    ad: Uint8Array | null,
-    src: Uint8Array,
-    srcOff: number,
-    len: number,
-    dst: Uint8Array,
-    dstOff: number,
-  ): boolean {
-    assertOpenArgs(key, nonce, NONCE_LEN, ad, src, srcOff, len);
-    if (len < TAG_LEN) return false; // too short to hold a tag: bad input, not misuse
+  const open: AeadOpen = (key, nonce, ad, src, srcOff, len, dst, dstOff) => {
+    if (!checkAeadArgs(true, key, nonce, NONCE_LEN, ad, src, srcOff, len, dst, dstOff)) return false;
     const ctLen = len - TAG_LEN;
-    assertSpan(dst, dstOff, ctLen, 'dst');
     const decipher = c!.createDecipheriv(AEAD, key, nonce, AEAD_OPTIONS);
     decipher.setAuthTag(src.subarray(srcOff + ctLen, srcOff + len));
     if (ad !== null && ad.length > 0) decipher.setAAD(ad, { plaintextLength: ctLen });
@@ -254,7 +225,7 @@ export function createNodeBackend(options: NodeBackendOptions = {}): CryptoBacke
     }
     dst.set(pt, dstOff);
     return true;
-  }
+  };
 
   function randomFill(out: Uint8Array): void {
     assertOutput(out, 0, 'randomFill output');

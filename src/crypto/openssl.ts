@@ -26,7 +26,7 @@
  *   backend is handed out. Any failure makes the backend unavailable (select.ts then uses 'node').
  */
 import type { CryptoBackend } from './backend.js';
-import { assertBytes, assertOpenArgs, assertOutput, assertSealArgs, assertSpan } from './assert.js';
+import { assertBytes, assertOutput, checkAeadArgs } from './assert.js';
 import { CryptoBackendError } from './errors.js';
 import { createEvpHashing, type EvpHashing } from './evp-hash.js';
 import { createEvpX25519, type EvpX25519 } from './evp-x25519.js';
@@ -208,7 +208,7 @@ function createEvpAead(evp: Evp): EvpAead {
 
   return {
     seal(key, nonce, ad, src, srcOff, len, dst, dstOff) {
-      assertSealArgs(key, nonce, NONCE_LEN, ad, src, srcOff, len, dst, dstOff);
+      checkAeadArgs(false, key, nonce, NONCE_LEN, ad, src, srcOff, len, dst, dstOff);
       if (len > MAX_LEN) throw new RangeError(`seal length ${len} exceeds OpenSSL's int range`);
       const inp = input(src, srcOff, len, dst, dstOff);
       const out = dst.subarray(dstOff, dstOff + len + TAG_LEN);
@@ -223,11 +223,9 @@ function createEvpAead(evp: Evp): EvpAead {
     },
 
     open(key, nonce, ad, src, srcOff, len, dst, dstOff) {
-      assertOpenArgs(key, nonce, NONCE_LEN, ad, src, srcOff, len);
-      if (len < TAG_LEN) return false; // too short to hold a tag: bad input, not misuse
+      if (!checkAeadArgs(true, key, nonce, NONCE_LEN, ad, src, srcOff, len, dst, dstOff)) return false;
       if (len > MAX_LEN) throw new RangeError(`open length ${len} exceeds OpenSSL's int range`);
       const ctLen = len - TAG_LEN;
-      assertSpan(dst, dstOff, ctLen, 'dst');
       for (let i = 0; i < TAG_LEN; i++) tag[i] = src[srcOff + ctLen + i];
       const inp = input(src, srcOff, ctLen, dst, dstOff);
       const out = dst.subarray(dstOff, dstOff + ctLen);

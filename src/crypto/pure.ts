@@ -21,16 +21,8 @@ import { chacha20poly1305, xchacha20poly1305 } from '@noble/ciphers/chacha.js';
 import { blake2s } from '@noble/hashes/blake2.js';
 import { hmac } from '@noble/hashes/hmac.js';
 import { x25519 } from '@noble/curves/ed25519.js';
-import type { CryptoBackend } from './backend.js';
-import {
-  assertBytes,
-  assertOpenArgs,
-  assertOutput,
-  assertParts,
-  assertSealArgs,
-  assertSpan,
-  finishDh,
-} from './assert.js';
+import type { AeadOpen, AeadSeal, CryptoBackend } from './backend.js';
+import { assertBytes, checkAeadArgs, assertOutput, assertParts, finishDh } from './assert.js';
 import { BLAKE2S_MAX_KEY_LEN, HASH_LEN, KEY_LEN, MAC_LEN, NONCE_LEN, TAG_LEN, XNONCE_LEN } from './sizes.js';
 import { randomPrivateKey } from './keys.js';
 import { CryptoBackendError } from './errors.js';
@@ -56,50 +48,32 @@ function webRandom(): RandomSource | null {
   return c !== undefined && typeof c.getRandomValues === 'function' ? (c as RandomSource) : null;
 }
 
-function sealWith(
-  aead: AeadFactory,
-  nonceLen: number,
-  key: Uint8Array,
-  nonce: Uint8Array,
-  ad: Uint8Array | null,
-  src: Uint8Array,
-  srcOff: number,
-  len: number,
-  dst: Uint8Array,
-  dstOff: number,
-): number {
-  assertSealArgs(key, nonce, nonceLen, ad, src, srcOff, len, dst, dstOff);
-  aead(key, nonce, ad ?? undefined).encrypt(
-    src.subarray(srcOff, srcOff + len),
-    dst.subarray(dstOff, dstOff + len + TAG_LEN),
-  );
-  return len + TAG_LEN;
-}
+/** seal() with a noble AEAD and its nonce length. */
+const sealWith =
+  (aead: AeadFactory, nonceLen: number): AeadSeal =>
+  (key, nonce, ad, src, srcOff, len, dst, dstOff) => {
+    checkAeadArgs(false, key, nonce, nonceLen, ad, src, srcOff, len, dst, dstOff);
+    aead(key, nonce, ad ?? undefined).encrypt(
+      src.subarray(srcOff, srcOff + len),
+      dst.subarray(dstOff, dstOff + len + TAG_LEN),
+    );
+    return len + TAG_LEN;
+  };
 
-function openWith(
-  aead: AeadFactory,
-  nonceLen: number,
-  key: Uint8Array,
-  nonce: Uint8Array,
-  ad: Uint8Array | null,
-  src: Uint8Array,
-  srcOff: number,
-  len: number,
-  dst: Uint8Array,
-  dstOff: number,
-): boolean {
-  assertOpenArgs(key, nonce, nonceLen, ad, src, srcOff, len);
-  if (len < TAG_LEN) return false; // too short to hold a tag: bad input, not misuse
-  assertSpan(dst, dstOff, len - TAG_LEN, 'dst');
-  const cipher = aead(key, nonce, ad ?? undefined);
-  try {
-    // Arguments were validated above, so the only error left is noble's 'invalid tag'.
-    cipher.decrypt(src.subarray(srcOff, srcOff + len), dst.subarray(dstOff, dstOff + len - TAG_LEN));
-    return true;
-  } catch {
-    return false;
-  }
-}
+/** open() with a noble AEAD and its nonce length. */
+const openWith =
+  (aead: AeadFactory, nonceLen: number): AeadOpen =>
+  (key, nonce, ad, src, srcOff, len, dst, dstOff) => {
+    if (!checkAeadArgs(true, key, nonce, nonceLen, ad, src, srcOff, len, dst, dstOff)) return false;
+    const cipher = aead(key, nonce, ad ?? undefined);
+    try {
+      // Arguments were validated above, so the only error left is noble's 'invalid tag'.
+      cipher.decrypt(src.subarray(srcOff, srcOff + len), dst.subarray(dstOff, dstOff + len - TAG_LEN));
+      return true;
+    } catch {
+      return false;
+    }
+  };
 
 // Scratch for hash/mac/hmac digests: noble's digestInto wants a 4-byte-aligned array. Module
 // level is safe because every function here is synchronous (one use at a time per thread).
@@ -162,22 +136,10 @@ export function createPureBackend(): CryptoBackend {
 
   return {
     name: 'pure',
-
-    seal(key, nonce, ad, src, srcOff, len, dst, dstOff) {
-      return sealWith(chacha20poly1305, NONCE_LEN, key, nonce, ad, src, srcOff, len, dst, dstOff);
-    },
-
-    open(key, nonce, ad, src, srcOff, len, dst, dstOff) {
-      return openWith(chacha20poly1305, NONCE_LEN, key, nonce, ad, src, srcOff, len, dst, dstOff);
-    },
-
-    xseal(key, nonce, ad, src, srcOff, len, dst, dstOff) {
-      return sealWith(xchacha20poly1305, XNONCE_LEN, key, nonce, ad, src, srcOff, len, dst, dstOff);
-    },
-
-    xopen(key, nonce, ad, src, srcOff, len, dst, dstOff) {
-      return openWith(xchacha20poly1305, XNONCE_LEN, key, nonce, ad, src, srcOff, len, dst, dstOff);
-    },
+    seal: sealWith(chacha20poly1305, NONCE_LEN),
+    open: openWith(chacha20poly1305, NONCE_LEN),
+    xseal: sealWith(xchacha20poly1305, XNONCE_LEN),
+    xopen: openWith(xchacha20poly1305, XNONCE_LEN),
 
     hash(out, ...parts) {
       nobleHash(out, parts);

@@ -9,28 +9,8 @@
  */
 import { hchacha } from '@noble/ciphers/chacha.js';
 import { assertBytes } from './assert.js';
+import type { AeadOpen, AeadSeal } from './backend.js';
 import { KEY_LEN, NONCE_LEN, XNONCE_LEN } from './sizes.js';
-
-type Seal = (
-  key: Uint8Array,
-  nonce: Uint8Array,
-  ad: Uint8Array | null,
-  src: Uint8Array,
-  srcOff: number,
-  len: number,
-  dst: Uint8Array,
-  dstOff: number,
-) => number;
-type Open = (
-  key: Uint8Array,
-  nonce: Uint8Array,
-  ad: Uint8Array | null,
-  src: Uint8Array,
-  srcOff: number,
-  len: number,
-  dst: Uint8Array,
-  dstOff: number,
-) => boolean;
 
 /** "expand 32-byte k" (RFC 8439 §2.3), as bytes so its u32 view has the in-memory order noble expects. */
 const SIGMA_BYTES = Uint8Array.of(
@@ -53,7 +33,7 @@ const SIGMA_BYTES = Uint8Array.of(
 );
 
 /** Builds xseal/xopen (CryptoBackend contract) from a backend's seal/open. */
-export function createXChaCha(seal: Seal, open: Open): { xseal: Seal; xopen: Open } {
+export function createXChaCha(seal: AeadSeal, open: AeadOpen): { xseal: AeadSeal; xopen: AeadOpen } {
   // u32 views over byte arrays: noble's hchacha reads and writes raw little-endian memory words,
   // so these are right on either host endianness.
   const sigma = new Uint32Array(SIGMA_BYTES.slice().buffer);

@@ -6,7 +6,7 @@
  */
 import { httpCheck, iperfCheck, ping, traceroute, udpEchoCheck } from './checks.js';
 import { haveCommand } from './host.js';
-import { findPod, remotePodAddress, remoteSnatAddress, type DemoPlan, type DemoRow } from './plan.js';
+import { checkedPods, type DemoPlan, type DemoRow } from './plan.js';
 
 function fmtMs(ms: number): string {
   if (!Number.isFinite(ms)) return '—';
@@ -37,18 +37,7 @@ export async function runChecks(
   report: (s: string) => void,
 ): Promise<DemoRow[]> {
   const rows: DemoRow[] = [];
-  const A1 = findPod(plan, 'A1');
-  const A2 = findPod(plan, 'A2');
-  const A3 = findPod(plan, 'A3');
-  const B1 = findPod(plan, 'B1');
-  const B3 = findPod(plan, 'B3');
-  const B4 = findPod(plan, 'B4');
-  const b3AtA = remotePodAddress(plan, plan.a, B3);
-  const a1AtB = remotePodAddress(plan, plan.b, A1);
-  const a2AtB = remotePodAddress(plan, plan.b, A2);
-  const a3AtB = remotePodAddress(plan, plan.b, A3);
-  const b1AtA = remotePodAddress(plan, plan.a, B1);
-  const snatAtB = remoteSnatAddress(plan, plan.b);
+  const { A1, A2, A3, B1, B3, B4, b3AtA, a1AtB, a2AtB, a3AtB, b1AtA, snatAtB } = checkedPods(plan);
   const nodeA1 = plan.a.nodes[0]!;
 
   rows.push({

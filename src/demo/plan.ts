@@ -289,6 +289,30 @@ export function findPod(plan: DemoPlan, name: string): DemoPod {
   throw new DemoPlanError(`no pod named ${name} in the plan`);
 }
 
+/** The pods the demo's checks use, and the addresses the other cluster knows them (and B's node SNAT) by. */
+export function checkedPods(plan: DemoPlan) {
+  const A1 = findPod(plan, 'A1');
+  const A2 = findPod(plan, 'A2');
+  const A3 = findPod(plan, 'A3');
+  const B1 = findPod(plan, 'B1');
+  const B3 = findPod(plan, 'B3');
+  const B4 = findPod(plan, 'B4');
+  return {
+    A1,
+    A2,
+    A3,
+    B1,
+    B3,
+    B4,
+    b3AtA: remotePodAddress(plan, plan.a, B3),
+    b1AtA: remotePodAddress(plan, plan.a, B1),
+    a1AtB: remotePodAddress(plan, plan.b, A1),
+    a2AtB: remotePodAddress(plan, plan.b, A2),
+    a3AtB: remotePodAddress(plan, plan.b, A3),
+    snatAtB: remoteSnatAddress(plan, plan.b),
+  };
+}
+
 export function clusterOfPod(plan: DemoPlan, pod: DemoPod): DemoCluster {
   return plan.a.pods.includes(pod) ? plan.a : plan.b;
 }

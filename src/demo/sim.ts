@@ -26,16 +26,7 @@ import { MemoryDevices } from '../pipelines/devices.js';
 import { Gateway } from '../gateway/gateway.js';
 import { NodeAgent } from '../node/agent.js';
 import { generateDemoKeys } from './keys.js';
-import {
-  findPod,
-  gatewayConfig,
-  type DemoRow,
-  nodeConfig,
-  remotePodAddress,
-  remoteSnatAddress,
-  type DemoCluster,
-  type DemoPlan,
-} from './plan.js';
+import { checkedPods, gatewayConfig, type DemoRow, nodeConfig, type DemoCluster, type DemoPlan } from './plan.js';
 import { describe, SeenLog, sendEchoFrom, SimPod, UDP_DISCARD_PORT } from './sim-pod.js';
 
 const TRACE_PORT = 33434;
@@ -255,15 +246,7 @@ export async function runSimulatedDemo(plan: DemoPlan, step: (s: string) => void
 
 async function checks(sys: SimSystem, plan: DemoPlan, step: (s: string) => void): Promise<DemoRow[]> {
   const rows: DemoRow[] = [];
-  const A1 = findPod(plan, 'A1');
-  const A2 = findPod(plan, 'A2');
-  const A3 = findPod(plan, 'A3');
-  const B3 = findPod(plan, 'B3');
-  const B4 = findPod(plan, 'B4');
-  const b3AtA = remotePodAddress(plan, plan.a, B3);
-  const a1AtB = remotePodAddress(plan, plan.b, A1);
-  const a2AtB = remotePodAddress(plan, plan.b, A2);
-  const snatAtB = remoteSnatAddress(plan, plan.b);
+  const { A1, A2, A3, B3, B4, b3AtA, a1AtB, a2AtB, snatAtB } = checkedPods(plan);
   const a1 = sys.pod('A1');
   const a3 = sys.pod('A3');
   const b3 = sys.pod('B3');

@@ -27,6 +27,21 @@ export interface DatagramStats {
   gsoFallbacks: number;
 }
 
+/** A socket's counters, all zero. */
+export function zeroDatagramStats(): DatagramStats {
+  return {
+    rxPackets: 0,
+    rxBytes: 0,
+    rxBatches: 0,
+    rxTruncated: 0,
+    rxErrors: 0,
+    txPackets: 0,
+    txBytes: 0,
+    txDropped: 0,
+    gsoFallbacks: 0,
+  };
+}
+
 /** Socket buffer sizes requested and granted. */
 export interface DatagramBufferSizes {
   readonly requestedRcvbuf: number;

@@ -29,6 +29,11 @@ export interface PacketDeviceStats {
   txErrors: number;
 }
 
+/** A device's counters, all zero. */
+export function zeroDeviceStats(): PacketDeviceStats {
+  return { rxPackets: 0, rxBytes: 0, rxBatches: 0, rxErrors: 0, txPackets: 0, txBytes: 0, txErrors: 0 };
+}
+
 export interface PacketDevice {
   readonly name: string;
   /** How packets move ("native", "koffi", "memory"), for logs. */

@@ -4,7 +4,7 @@
  * batch; what the application writes goes to `onWrite` (the host stack) during the write.
  */
 import type { PacketBatch } from './batch.js';
-import type { PacketDevice, PacketDeviceStats } from './device.js';
+import { zeroDeviceStats, type PacketDevice, type PacketDeviceStats } from './device.js';
 import { Ring } from './memory-ring.js';
 
 /** What a device needs of the network that pumps it (MemoryNet implements it). */
@@ -15,15 +15,7 @@ export interface MemoryDeviceOwner {
 export class MemoryPacketDevice implements PacketDevice {
   readonly mechanism = 'memory';
   readonly offload = null;
-  readonly stats: PacketDeviceStats = {
-    rxPackets: 0,
-    rxBytes: 0,
-    rxBatches: 0,
-    rxErrors: 0,
-    txPackets: 0,
-    txBytes: 0,
-    txErrors: 0,
-  };
+  readonly stats: PacketDeviceStats = zeroDeviceStats();
   /** The host stack's side: every packet the application writes, valid during the call (null: counted as txErrors). */
   onWrite: ((buf: Uint8Array, off: number, len: number) => void) | null = null;
   /** Packets the host side could not queue (ring full, longer than the MTU). */
@@ -74,7 +66,7 @@ export class MemoryPacketDevice implements PacketDevice {
 
   /** The host stack sends a packet into the device (read by the application at the next pump). */
   inject(buf: Uint8Array, off: number, len: number): boolean {
-    if (this.closed || len > this.linkMtu || this.ring.push(buf, off, len, 0) < 0) {
+    if (this.closed || len > this.linkMtu || this.ring.push(buf, off, len) < 0) {
       this.droppedFull++;
       return false;
     }

@@ -3,12 +3,17 @@
  * network of hosts, each with its addresses, UDP sockets and packet devices, for simulations,
  * examples and tests. No sockets, no timers: it moves what is queued when the caller pumps.
  *
- * The wire is one bounded FIFO ring of datagrams: sending copies the datagram into a slot (that
- * copy is the wire) and stamps it with the injected clock plus `latencyMs`; `pump()` hands the
- * datagrams that are due, in order, to the sockets bound at their destination, each socket's
- * share of a round as one batch into its own PacketBatch (as a recvmmsg would). A full ring, a
- * datagram larger than a slot, a destination nobody is bound to (counted when its turn comes) or
- * a socket that is not reading are counted drops, never growth. A device's host side (`inject`,
+ * The wire is one bounded pool of datagrams, earliest due first: sending copies the datagram into
+ * a slot (that copy is the wire) and stamps it with the injected clock plus `latencyMs`; `pump()`
+ * hands the datagrams that are due, in order, to the sockets bound at their destination, each
+ * socket's share of a round as one batch into its own PacketBatch (as a recvmmsg would). A full
+ * wire, a datagram larger than a slot, a destination nobody is bound to (counted when its turn
+ * comes) or a socket that is not reading are counted drops, never growth.
+ *
+ * Impairments (memory-link.ts) are an option of a host pair (`impair(from, to, …)`, one
+ * direction) or of the whole network (`impairAll`): seeded loss, duplication, reordering and
+ * delay with jitter. Delayed copies wait in the wire's slots, so they count against its bound.
+ * Balance: sent + duplicated = delivered + droppedLoss + droppedFull + droppedNoListener + inFlight. A device's host side (`inject`,
  * what the host stack sends into it) is a bounded ring too; what the application writes to a
  * device goes to its `onWrite` (the host stack) during the write.
  *
@@ -22,8 +27,9 @@
  * memory-device.ts, both rings memory-ring.ts.
  */
 import { MemoryPacketDevice, type MemoryDeviceOwner } from './memory-device.js';
-import { Ring } from './memory-ring.js';
-import { MemoryDatagramSocket, type MemorySocketHost, type MemoryWire } from './memory-socket.js';
+import { MemoryLink, type LinkImpairments } from './memory-link.js';
+import { DueQueue } from './memory-ring.js';
+import { MemoryDatagramSocket, type MemorySocketHost, type MemoryWire, type Transmit } from './memory-socket.js';
 import { ADDR_RECORD_LEN } from './native.js';
 import { encodeAddress, UdpError } from './udp.js';
 import { parseAddress } from '../packet/addr.js';
@@ -37,6 +43,8 @@ export interface MemoryNetOptions {
   readonly maxDatagram?: number;
   /** One-way delay: a datagram is due `latencyMs` after it was sent. Default 0. */
   readonly latencyMs?: number;
+  /** Impairments of every host pair without its own (see `impairAll`). Default none. */
+  readonly impairments?: LinkImpairments;
 }
 
 /** Options of a socket on a memory host (the subset of UdpOptions that means something here). */
@@ -58,19 +66,22 @@ export interface MemoryDeviceOptions {
 const key = (address: string, port: number): string => `${address}|${port}`;
 
 export class MemoryNet implements MemoryWire, MemoryDeviceOwner {
-  /** Datagrams taken onto the wire / handed to a socket. */
+  /** Datagrams offered to the wire / handed to a socket. */
   sent = 0;
   delivered = 0;
+  /** Extra copies an impaired link made, and the copies it lost. */
+  duplicated = 0;
+  droppedLoss = 0;
   /** Dropped: the wire full (or the datagram larger than a slot). */
   droppedFull = 0;
   /** Dropped when their turn came: nobody bound at the destination, or the socket not reading. */
   droppedNoListener = 0;
-  /** Every datagram accepted onto the wire (tests: what travels where); bytes valid during the call. */
+  /** Every copy accepted onto the wire (tests: what travels where); bytes valid during the call. */
   tap: ((toAddress: string, toPort: number, fromAddress: string, fromPort: number, bytes: Uint8Array) => void) | null =
     null;
 
   readonly clock: () => number;
-  private readonly wire: Ring;
+  private readonly wire: DueQueue;
   private readonly maxDatagram: number;
   private readonly latency: number;
   private readonly toAddr: string[];
@@ -85,10 +96,14 @@ export class MemoryNet implements MemoryWire, MemoryDeviceOwner {
   /** Address records by address text (a bounded cache: the simulated world has few addresses). */
   private readonly records = new Map<string, Uint8Array>();
   private readonly touched: MemoryDatagramSocket[] = [];
+  /** Impaired links by source host, then destination host. */
+  private readonly links = new Map<MemoryHost, Map<MemoryHost, MemoryLink>>();
+  private defaultLink: MemoryLink | null;
 
   constructor(opts: MemoryNetOptions = {}) {
     this.clock = opts.clock ?? Date.now;
-    this.wire = new Ring(opts.slots ?? 4096);
+    this.wire = new DueQueue(opts.slots ?? 4096);
+    this.defaultLink = opts.impairments !== undefined ? new MemoryLink(opts.impairments) : null;
     this.maxDatagram = opts.maxDatagram ?? 65535;
     this.latency = opts.latencyMs ?? 0;
     const n = this.wire.capacity;
@@ -110,6 +125,35 @@ export class MemoryNet implements MemoryWire, MemoryDeviceOwner {
   /** The host that owns `address`, if any. */
   hostAt(address: string): MemoryHost | undefined {
     return this.hostOf.get(address);
+  }
+
+  /**
+   * Impairs what `from` sends to `to` (one direction; null: unimpaired again, or back to the
+   * network-wide impairments). Returns the link, whose counters say what it did.
+   */
+  impair(from: MemoryHost, to: MemoryHost, imp: LinkImpairments | null): MemoryLink | null {
+    let m = this.links.get(from);
+    if (imp === null) {
+      m?.delete(to);
+      return null;
+    }
+    if (m === undefined) this.links.set(from, (m = new Map()));
+    const link = new MemoryLink(imp);
+    m.set(to, link);
+    return link;
+  }
+
+  /** Impairs every host pair that has no `impair` of its own (null: none). One stream for all of them. */
+  impairAll(imp: LinkImpairments | null): MemoryLink | null {
+    this.defaultLink = imp === null ? null : new MemoryLink(imp);
+    return this.defaultLink;
+  }
+
+  /** When the earliest datagram on the wire is due (Infinity: none); queued device packets are due now. */
+  get nextDue(): number {
+    for (const d of this.devices) if (d.queued > 0) return this.clock();
+    const h = this.wire.head;
+    return h < 0 ? Number.POSITIVE_INFINITY : this.wire.due[h]!;
   }
 
   /** Datagrams on the wire (due or not) and packets queued into devices. */
@@ -149,32 +193,48 @@ export class MemoryNet implements MemoryWire, MemoryDeviceOwner {
     if (i >= 0) this.devices.splice(i, 1);
   }
 
-  /** Puts a datagram on the wire; false when dropped (counted). */
-  transmit(
-    toAddress: string,
-    toPort: number,
-    fromAddress: string,
-    fromPort: number,
-    buf: Uint8Array,
-    off: number,
-    len: number,
-  ): boolean {
+  /** Puts a datagram on the wire (each copy an impaired link makes); false when dropped (counted). */
+  readonly transmit: Transmit = (toAddress, toPort, fromAddress, fromPort, buf, off, len) => {
+    this.sent++;
     if (len > this.maxDatagram) {
       this.droppedFull++;
       return false;
     }
-    const i = this.wire.push(buf, off, len, this.clock() + this.latency);
-    if (i < 0) {
-      this.droppedFull++;
-      return false;
+    const due = this.clock() + this.latency;
+    const link = this.linkOf(fromAddress, toAddress);
+    const copies = link === null ? 1 : link.copies();
+    this.duplicated += copies - 1;
+    let ok = false;
+    for (let c = 0; c < copies; c++) {
+      const d = link === null ? 0 : link.delay();
+      if (d < 0) {
+        this.droppedLoss++;
+        ok = true; // lost on the way: the sender cannot tell
+        continue;
+      }
+      const i = this.wire.push(buf, off, len, due + d);
+      if (i < 0) {
+        this.droppedFull++;
+        continue;
+      }
+      this.toAddr[i] = toAddress;
+      this.toPort[i] = toPort;
+      this.fromAddr[i] = fromAddress;
+      this.fromPort[i] = fromPort;
+      ok = true;
+      this.tap?.(toAddress, toPort, fromAddress, fromPort, this.wire.slots[i]!.subarray(0, len));
     }
-    this.toAddr[i] = toAddress;
-    this.toPort[i] = toPort;
-    this.fromAddr[i] = fromAddress;
-    this.fromPort[i] = fromPort;
-    this.sent++;
-    this.tap?.(toAddress, toPort, fromAddress, fromPort, this.wire.slots[i]!.subarray(0, len));
-    return true;
+    return ok;
+  };
+
+  private linkOf(fromAddress: string, toAddress: string): MemoryLink | null {
+    if (this.links.size > 0) {
+      const from = this.hostOf.get(fromAddress);
+      const to = this.hostOf.get(toAddress);
+      const l = from !== undefined && to !== undefined ? this.links.get(from)?.get(to) : undefined;
+      if (l !== undefined) return l;
+    }
+    return this.defaultLink;
   }
 
   /**

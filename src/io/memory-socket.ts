@@ -4,23 +4,25 @@
  * would); sends go onto the network's wire from the host address routing picks.
  */
 import type { PacketBatch } from './batch.js';
-import type { DatagramBufferSizes, DatagramSocket, DatagramStats } from './datagram.js';
+import { zeroDatagramStats, type DatagramBufferSizes, type DatagramSocket, type DatagramStats } from './datagram.js';
 import { ADDR_PORT_OFFSET, ADDR_RECORD_LEN } from './native.js';
 import { AddressInterner, recordPort } from './udp-address.js';
 import { UdpError } from './udp.js';
 
+/** Puts buf[off, +len) on the wire; false when dropped (counted). */
+export type Transmit = (
+  toAddress: string,
+  toPort: number,
+  fromAddress: string,
+  fromPort: number,
+  buf: Uint8Array,
+  off: number,
+  len: number,
+) => boolean;
+
 /** What a socket needs of the network it is bound on (MemoryNet implements it). */
 export interface MemoryWire {
-  /** Puts a datagram on the wire; false when dropped (counted). */
-  transmit(
-    toAddress: string,
-    toPort: number,
-    fromAddress: string,
-    fromPort: number,
-    buf: Uint8Array,
-    off: number,
-    len: number,
-  ): boolean;
+  readonly transmit: Transmit;
   unbind(s: MemoryDatagramSocket, addresses: readonly string[], port: number): void;
 }
 
@@ -32,17 +34,7 @@ export interface MemorySocketHost {
 }
 
 export class MemoryDatagramSocket implements DatagramSocket {
-  readonly stats: DatagramStats = {
-    rxPackets: 0,
-    rxBytes: 0,
-    rxBatches: 0,
-    rxTruncated: 0,
-    rxErrors: 0,
-    txPackets: 0,
-    txBytes: 0,
-    txDropped: 0,
-    gsoFallbacks: 0,
-  };
+  readonly stats: DatagramStats = zeroDatagramStats();
   readonly offload = { gso: false, gro: false };
   readonly canScatter = false;
   readonly gsoMessages = 0;
@@ -138,20 +130,13 @@ export class MemoryDatagramSocket implements DatagramSocket {
     return this.send(buf, off, len, this.addresses.text(rec, recOff), recordPort(rec, recOff));
   }
 
-  sendBatch(
-    buf: Uint8Array,
-    offs: Uint32Array,
-    lens: Uint32Array,
-    addrs: Uint8Array,
-    addrIdx: Uint32Array | null,
-    count: number,
-  ): number {
+  readonly sendBatch: DatagramSocket['sendBatch'] = (buf, offs, lens, addrs, addrIdx, count) => {
     let sent = 0;
     for (let i = 0; i < count; i++) {
       if (this.sendTo(buf, offs[i]!, lens[i]!, addrs, (addrIdx === null ? i : addrIdx[i]!) * ADDR_RECORD_LEN)) sent++;
     }
     return sent;
-  }
+  };
 
   bufferSizes(): DatagramBufferSizes {
     return { requestedRcvbuf: 0, requestedSndbuf: 0, rcvbuf: 0, sndbuf: 0, forced: false };

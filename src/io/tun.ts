@@ -38,7 +38,7 @@ import { loadNativeIo, type NativeIo, type PollHandle } from './native.js';
 import { getLibc, POLLIN, EAGAIN, EINTR, type Libc } from './libc.js';
 import { TunError, TunPermissionError, TunUnavailableError } from './tun-errors.js';
 import { withNetns } from './thread-netns.js';
-import type { PacketDevice, PacketDeviceStats } from './device.js';
+import { zeroDeviceStats, type PacketDevice, type PacketDeviceStats } from './device.js';
 import {
   IFREQ_SIZE,
   attachTun,
@@ -87,15 +87,7 @@ export interface TunOptions {
 export type TunStats = PacketDeviceStats;
 
 export class TunDevice implements PacketDevice {
-  readonly stats: TunStats = {
-    rxPackets: 0,
-    rxBytes: 0,
-    rxBatches: 0,
-    rxErrors: 0,
-    txPackets: 0,
-    txBytes: 0,
-    txErrors: 0,
-  };
+  readonly stats: TunStats = zeroDeviceStats();
   private readonly native: NativeIo | null;
   private readonly libc: Libc;
   private poll: PollHandle | null = null;

@@ -43,7 +43,13 @@ import {
 import { parseAddress } from '../packet/addr.js';
 import { AddressInterner, recordPort } from './udp-address.js';
 import { NativeUdpReceiver } from './udp-native-recv.js';
-import type { DatagramBufferSizes, DatagramOffloads, DatagramSocket, DatagramStats } from './datagram.js';
+import {
+  zeroDatagramStats,
+  type DatagramBufferSizes,
+  type DatagramOffloads,
+  type DatagramSocket,
+  type DatagramStats,
+} from './datagram.js';
 
 export type UdpMechanism = 'native' | 'dgram';
 
@@ -124,17 +130,7 @@ export function encodeAddress(address: string, port: number, rec: Uint8Array, of
 }
 
 export class UdpSocket implements DatagramSocket {
-  readonly stats: UdpStats = {
-    rxPackets: 0,
-    rxBytes: 0,
-    rxBatches: 0,
-    rxTruncated: 0,
-    rxErrors: 0,
-    txPackets: 0,
-    txBytes: 0,
-    txDropped: 0,
-    gsoFallbacks: 0,
-  };
+  readonly stats: UdpStats = zeroDatagramStats();
   /** Offloads in effect (all false unless asked for and accepted). */
   readonly offload: UdpOffloadState;
   private readonly gsoInfo = new Uint32Array(2);

@@ -129,25 +129,16 @@ export class WireGuardPort {
     const batch = opts.batchSize ?? 64;
     // A transport datagram is 32 bytes + padded plaintext; leave room for a full MTU.
     const maxDatagram = opts.mtu + 32 + 16;
-    const headroom = opts.rxHeadroom ?? 0;
-    const tailroom = opts.rxTailroom ?? 0;
-    const scratch = this.areaFor(batch * maxDatagram);
-    this.rxPlain4 = new PacketBatch({
+    const rxOptions = {
       capacity: batch,
-      headroom,
+      headroom: opts.rxHeadroom ?? 0,
       maxLen: maxDatagram,
-      tailroom,
+      tailroom: opts.rxTailroom ?? 0,
       withAddresses: true,
-      scratch,
-    });
-    this.rxPlain6 = new PacketBatch({
-      capacity: batch,
-      headroom,
-      maxLen: maxDatagram,
-      tailroom,
-      withAddresses: true,
-      scratch,
-    });
+      scratch: this.areaFor(batch * maxDatagram),
+    };
+    this.rxPlain4 = new PacketBatch(rxOptions);
+    this.rxPlain6 = new PacketBatch(rxOptions);
     this.rx4 = this.rxPlain4;
     this.rx6 = this.rxPlain6;
     this.rx4Words = wordsOf(this.rx4);

@@ -24,6 +24,7 @@ import {
 } from '../../src/router/hooks.js';
 import { RulesAttachment, splitRuleId } from '../../src/rules/attach.js';
 import { udpPacket } from '../packet/factory.js';
+import { forwardFilterChain } from '../rules/fixtures.js';
 
 const NS = 'liqo-tenant-x';
 const FC = {
@@ -35,24 +36,15 @@ const FC = {
       name: 'user',
       family: 'IPV4',
       chains: [
-        {
-          name: 'fwd',
-          type: 'filter',
-          hook: 'forward',
-          priority: 0,
-          policy: 'accept',
-          rules: {
-            filterRules: [
-              {
-                name: 'drop-7777',
-                counter: true,
-                action: 'drop',
-                match: [{ op: 'eq', proto: { value: 'udp' }, port: { position: 'dst', value: '7777' } }],
-              },
-              { name: 'accept-53', action: 'accept', match: [{ op: 'eq', port: { position: 'dst', value: '53' } }] },
-            ],
+        forwardFilterChain('fwd', [
+          {
+            name: 'drop-7777',
+            counter: true,
+            action: 'drop',
+            match: [{ op: 'eq', proto: { value: 'udp' }, port: { position: 'dst', value: '7777' } }],
           },
-        },
+          { name: 'accept-53', action: 'accept', match: [{ op: 'eq', port: { position: 'dst', value: '53' } }] },
+        ]),
       ],
     },
   },

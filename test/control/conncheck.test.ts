@@ -8,6 +8,8 @@ import {
   formatTimestamp,
   parseTimestamp,
 } from '../../src/control/conncheck.js';
+import { PacketBatch } from '../../src/io/batch.js';
+import { MemoryNet } from '../../src/io/memory-net.js';
 
 describe('formats', () => {
   test('latency text like Liqo (whole ms, else whole μs)', () => {
@@ -59,43 +61,40 @@ describe('formats', () => {
   });
 });
 
-/** Two gateways on a virtual network with a virtual clock. */
+/** Two gateways on the in-memory network (src/io/memory-net.ts) with a virtual clock. */
 function pair(oneWayMs: number) {
   const T0 = Date.UTC(2025, 5, 1);
   let now = T0;
-  let linkUp = true;
-  const inflight: { at: number; to: 'a' | 'b'; bytes: Uint8Array; from: string; port: number }[] = [];
   const updates: { who: string; peer: string; value: string; latencyMs: number }[] = [];
-  const mk = (self: 'a' | 'b', addr: string) =>
-    new ConnChecker({
+  const net = new MemoryNet({ clock: () => now, latencyMs: oneWayMs });
+  const mk = (self: 'a' | 'b', addr: string) => {
+    const host = net.host(addr);
+    // Pings leave from port 40000 (where the replies come back) and arrive at CONNCHECK_PORT.
+    const out = host.openUdp({ family: 4, port: 40000 });
+    const checker = new ConnChecker({
       send: (bytes, address, port) => {
         expect(port === CONNCHECK_PORT || port === 40000).toBe(true);
-        if (linkUp)
-          inflight.push({
-            at: now + oneWayMs,
-            to: address === '10.80.0.1' ? 'a' : 'b',
-            bytes: bytes.slice(),
-            from: addr,
-            port: 40000,
-          });
+        out.send(bytes, 0, bytes.length, address, port);
       },
       onUpdate: (peer, s) => updates.push({ who: self, peer, value: s.value, latencyMs: s.latencyMs }),
     });
+    for (const sock of [out, host.openUdp({ family: 4, port: CONNCHECK_PORT })]) {
+      sock.onBatch(new PacketBatch({ capacity: 8, maxLen: 1500, withAddresses: true }), (bt) => {
+        for (let i = 0; i < bt.count; i++)
+          checker.receive(bt.packet(i), sock.addressOf(bt, i), sock.portOf(bt, i), now);
+      });
+    }
+    return checker;
+  };
   const a = mk('a', '10.80.0.1');
   const b = mk('b', '10.80.0.9');
   a.addPeer('cluster-b', '10.80.0.9', now);
   b.addPeer('cluster-a', '10.80.0.1', now);
   const run = (untilMs: number) => {
     while (now < untilMs) {
-      const next = Math.min(untilMs, a.nextDeadline(), b.nextDeadline(), ...inflight.map((p) => p.at));
+      const next = Math.min(untilMs, a.nextDeadline(), b.nextDeadline(), net.nextDue);
       now = Math.max(now, next);
-      for (const p of inflight.splice(0).filter((p) => {
-        if (p.at <= now) return true;
-        inflight.push(p);
-        return false;
-      })) {
-        (p.to === 'a' ? a : b).receive(p.bytes, p.from, p.port, now);
-      }
+      net.pump();
       a.poll(now);
       b.poll(now);
       if (next === untilMs && now >= untilMs) break;
@@ -107,8 +106,9 @@ function pair(oneWayMs: number) {
     updates,
     run,
     t: (ms: number) => T0 + ms,
+    /** Down: every datagram sent is lost. */
     setLink: (v: boolean) => {
-      linkUp = v;
+      net.impairAll(v ? null : { loss: 1 });
     },
   };
 }

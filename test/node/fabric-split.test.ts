@@ -18,6 +18,7 @@ import { FabricKernel } from '../../src/node/fabric-kernel.js';
 import { splitFabricFirewall, type KernelTable } from '../../src/rules/fabric-split.js';
 import { liqoTableId, parseRouteConfiguration } from '../../src/rules/routes.js';
 import { fabricObjects, helmNotrack, selects, type PeeringSide } from '../rules/liqo-peering-objects.js';
+import { forwardFilterChain } from '../rules/fixtures.js';
 
 const NODE_IF = 'liqo.a7c2n9x0qe';
 const TUN = 'weft0';
@@ -77,23 +78,14 @@ const userFw = {
             ],
           },
         },
-        {
-          name: 'fwd',
-          type: 'filter',
-          hook: 'forward',
-          priority: 0,
-          policy: 'accept',
-          rules: {
-            filterRules: [
-              {
-                name: 'count-fwd',
-                counter: true,
-                action: 'accept',
-                match: [{ op: 'eq', dev: { position: 'out', value: NODE_IF } }],
-              },
-            ],
+        forwardFilterChain('fwd', [
+          {
+            name: 'count-fwd',
+            counter: true,
+            action: 'accept',
+            match: [{ op: 'eq', dev: { position: 'out', value: NODE_IF } }],
           },
-        },
+        ]),
       ],
     },
   },

@@ -27,6 +27,17 @@ function fc(name: string, labels: Record<string, string>, table: string, chains:
   };
 }
 
+/** A forward filter chain (priority 0, policy accept) with these filter rules. */
+export function forwardFilterChain<R extends Obj>(name: string, filterRules: R[]) {
+  return { name, type: 'filter', hook: 'forward', priority: 0, policy: 'accept', rules: { filterRules } };
+}
+
+/** A counted filter rule "no-9999": TCP to port 9999 is dropped or rejected. */
+export function deny9999(action: 'drop' | 'reject'): Obj {
+  const match = [m('eq', { proto: { value: 'tcp' }, port: { position: 'dst', value: '9999' } })];
+  return { name: 'no-9999', counter: true, action, match };
+}
+
 function natChain(name: string, hook: string, priority: number, natRules: Obj[]): Obj {
   return { name, type: 'nat', hook, priority, policy: 'accept', rules: { natRules } };
 }

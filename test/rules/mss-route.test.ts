@@ -7,6 +7,7 @@
 import { describe, expect, it } from 'vitest';
 import { checksumVerifies, pseudoHeaderSumV4 } from '../../src/packet/checksum.js';
 import { IP_OK, IpView, parseIp } from '../../src/packet/ip-view.js';
+import { mssSyn as syn } from '../packet/factory.js';
 import {
   HOOK_FORWARD,
   HOOK_OUTPUT,
@@ -42,26 +43,6 @@ const DEV: RulesDevices = {
   hostAddr: 0,
   pathMtu: TUNNEL_MTU,
 };
-
-/** A TCP SYN from src to dst with an MSS option (checksums valid). */
-function syn(src: string, dst: string, mss: number): Uint8Array {
-  const b = new Uint8Array(44);
-  b.set([0x45, 0, 0, 44, 0, 1, 0, 0, 64, 6, 0, 0]);
-  b.set(src.split('.').map(Number), 12);
-  b.set(dst.split('.').map(Number), 16);
-  let s = 0;
-  for (let i = 0; i < 20; i += 2) s += (b[i]! << 8) | b[i + 1]!;
-  while (s > 0xffff) s = (s & 0xffff) + (s >>> 16);
-  b[10] = (~s >>> 8) & 0xff;
-  b[11] = ~s & 0xff;
-  b.set([0x30, 0x39, 0, 80, 0, 0, 0, 1, 0, 0, 0, 0, 0x60, 0x02, 0x20, 0, 0, 0, 0, 0, 2, 4, mss >> 8, mss & 0xff], 20);
-  let t = pseudoHeaderSumV4(b, 12, 16, 6, 24);
-  for (let i = 20; i < 44; i += 2) t += (b[i]! << 8) | b[i + 1]!;
-  while (t > 0xffff) t = (t & 0xffff) + (t >>> 16);
-  b[36] = (~t >>> 8) & 0xff;
-  b[37] = ~t & 0xff;
-  return b;
-}
 
 const mssOf = (b: Uint8Array): number => (b[42]! << 8) | b[43]!;
 const tcpOk = (b: Uint8Array): boolean =>

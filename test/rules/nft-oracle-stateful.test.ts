@@ -328,25 +328,7 @@ describe.skipIf(reason !== null)(
           table: {
             name: 'ncrej',
             family: 'IPV4',
-            chains: [
-              {
-                name: 'filterfw',
-                type: 'filter',
-                hook: 'forward',
-                priority: 0,
-                policy: 'accept',
-                rules: {
-                  filterRules: [
-                    {
-                      name: 'no-9999',
-                      counter: true,
-                      action: 'reject',
-                      match: [{ op: 'eq', proto: { value: 'tcp' }, port: { position: 'dst', value: '9999' } }],
-                    },
-                  ],
-                },
-              },
-            ],
+            chains: [fx.forwardFilterChain('filterfw', [fx.deny9999('reject')])],
           },
         },
       };

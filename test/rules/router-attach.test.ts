@@ -44,25 +44,7 @@ describe('RulesAttachment on the Router', () => {
         table: {
           name: 'rlx-deny',
           family: 'IPV4',
-          chains: [
-            {
-              name: 'fwd',
-              type: 'filter',
-              hook: 'forward',
-              priority: 0,
-              policy: 'accept',
-              rules: {
-                filterRules: [
-                  {
-                    name: 'no-9999',
-                    counter: true,
-                    action: 'drop',
-                    match: [{ op: 'eq', proto: { value: 'tcp' }, port: { position: 'dst', value: '9999' } }],
-                  },
-                ],
-              },
-            },
-          ],
+          chains: [fx.forwardFilterChain('fwd', [fx.deny9999('drop')])],
         },
       },
     };

@@ -260,25 +260,7 @@ describe('compiled rules with conntrack', () => {
   });
 
   it('reject answers with ICMP net-unreachable from the input interface, quoting the packet', () => {
-    const rej = fc('rej', [
-      {
-        name: 'fwd',
-        type: 'filter',
-        hook: 'forward',
-        priority: 0,
-        policy: 'accept',
-        rules: {
-          filterRules: [
-            {
-              name: 'no-9999',
-              counter: true,
-              action: 'reject',
-              match: [{ op: 'eq', proto: { value: 'tcp' }, port: { position: 'dst', value: '9999' } }],
-            },
-          ],
-        },
-      },
-    ]);
+    const rej = fc('rej', [fx.forwardFilterChain('fwd', [fx.deny9999('reject')])]);
     const { rules, router, send } = setup([rej]);
     const r = send(
       tcpPacket({ src: '10.112.0.5', dst: '10.243.3.9', sport: 1234, dport: 9999, flags: SYN, ...H }),

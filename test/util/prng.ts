@@ -1,28 +1,11 @@
 /**
  * A small seeded PRNG for reproducible randomized tests (mulberry32: 32-bit state, period 2^32).
- * Not cryptographic. Any helper may reuse it: `const rng = new Prng(42)`.
+ * Not cryptographic. Any helper may reuse it: `const rng = new Prng(42)`. The stream is the memory
+ * network's (src/io/memory-link.ts), so a test can replay what a seeded link decided.
  */
-export class Prng {
-  private state: number;
+import { SeededRandom } from '../../src/io/memory-link.js';
 
-  constructor(seed: number) {
-    this.state = seed >>> 0;
-  }
-
-  /** Uniform unsigned 32-bit integer. */
-  nextU32(): number {
-    this.state = (this.state + 0x6d2b79f5) >>> 0;
-    let t = this.state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return (t ^ (t >>> 14)) >>> 0;
-  }
-
-  /** Uniform float in [0, 1). */
-  next(): number {
-    return this.nextU32() / 4294967296;
-  }
-
+export class Prng extends SeededRandom {
   /** Uniform integer in [lo, hi] (inclusive). */
   int(lo: number, hi: number): number {
     return lo + Math.floor(this.next() * (hi - lo + 1));

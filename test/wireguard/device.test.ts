@@ -364,7 +364,10 @@ describe.each(BACKENDS)('Device over a virtual network ($name backend)', ({ crea
     forged[forged.length - 1] ^= 1;
     net.deliverRaw(b, forged, '203.0.113.66', 1);
     expect(b.peerOf(a).endpoint).toEqual({ address: '198.51.100.7', port: 40000 });
-    // A handshake from a new address moves it too (IPv6 endpoint without brackets).
+    // A handshake from a new address moves it too (IPv6 endpoint without brackets). On the
+    // network an IPv6 source reaches B at an IPv6 address of B's.
+    b.address = '2001:db8::2';
+    a.device.setEndpoint(a.peerOf(b), { address: '2001:db8::2', port: b.port });
     a.address = '2001:db8::1';
     a.device.initiateHandshake(a.peerOf(b), net.now + REKEY_TIMEOUT);
     net.drainAll();
@@ -596,6 +599,8 @@ describe.each(BACKENDS)('Device over a virtual network ($name backend)', ({ crea
     expect(gotB.length).toBeGreaterThan(sentAB.size * 0.75);
     expect(gotA.length).toBeGreaterThan(sentBA.size * 0.6);
     expect(net.sent(a, INIT).length + net.sent(b, INIT).length).toBeGreaterThanOrEqual(3); // 300 s: rekeys happened
+    expect(net.mem.droppedLoss).toBeGreaterThan(0); // the network did impair
+    expect(net.mem.duplicated).toBeGreaterThan(0);
   });
 
   it('a response for an unknown index, and data for an unknown session, are dropped', () => {

@@ -5,9 +5,9 @@
  */
 import type { CryptoBackend } from '../../src/crypto/backend.js';
 import { parsePrefix } from '../../src/packet/addr.js';
-import { Device, ReceiveResult } from '../../src/wireguard/device.js';
+import type { Device } from '../../src/wireguard/device.js';
 import type { Endpoint, Peer } from '../../src/wireguard/peer.js';
-import { OutgoingMessage } from '../../src/wireguard/pool.js';
+import { memoryDevice, memoryHandshake } from '../util/wg-memory.js';
 
 export interface SessionPair {
   a: Device;
@@ -20,10 +20,8 @@ export interface SessionPair {
 }
 
 export function sessionPair(backend: CryptoBackend, now: number): SessionPair {
-  const a = new Device({ backend });
-  const b = new Device({ backend });
-  a.setPrivateKey(new Uint8Array(32).fill(1));
-  b.setPrivateKey(new Uint8Array(32).fill(2));
+  const a = memoryDevice(backend, 1);
+  const b = memoryDevice(backend, 2);
   const pab = a.addPeer(b.publicKey!);
   const pba = b.addPeer(a.publicKey!);
   a.addAllowedIp(pab, parsePrefix('10.2.0.0/16'));
@@ -32,17 +30,6 @@ export function sessionPair(backend: CryptoBackend, now: number): SessionPair {
   const epB = { address: '192.0.2.2', port: 2 };
   a.setEndpoint(pab, epB);
   b.setEndpoint(pba, epA);
-  const out = new OutgoingMessage<Peer>();
-  const rr = new ReceiveResult();
-  const pump = (from: Device, to: Device, src: Endpoint): void => {
-    while (from.popOutgoing(out)) {
-      to.receive(out.buf, out.start, out.length, src, now, false, rr);
-      from.releaseOutgoing(out.slot);
-    }
-  };
-  a.initiateHandshake(pab, now);
-  pump(a, b, epA);
-  pump(b, a, epB);
-  pump(a, b, epA);
+  memoryHandshake(a, pab, b, epA, epB, now);
   return { a, b, pab, pba, epA, epB };
 }

@@ -1,13 +1,19 @@
 /**
- * A virtual clock and a virtual UDP network for Device instances, all in process.
+ * A virtual clock and Device instances on the in-memory network (src/io/memory-net.ts): each node
+ * is a UDP socket on a memory host, so the WireGuard protocol tests run over the same network as
+ * the simulations.
  *
- * Event-driven: `advance(t)` jumps from event to event (datagram arrivals and the devices'
- * nextDeadline()), so simulated minutes cost milliseconds and the result is deterministic for a
- * given seed. Impairments (loss, duplication, reordering by random extra delay) come from a
- * seeded PRNG. Everything a device sends — encrypt() results and outbox messages — goes
- * through `transmit`, which records it in `wire` for assertions.
+ * Event-driven: `advance(t)` jumps from event to event (the wire's next due datagram and the
+ * devices' nextDeadline()), so simulated minutes cost milliseconds and the result is
+ * deterministic for a given seed. `delay` and `impair` (loss, duplication, reordering by random
+ * extra delay) are the network's impairments for every host pair, seeded with the net's seed.
+ * Everything a device sends — encrypt() results and outbox messages — goes through `transmit`,
+ * which records it in `wire` for assertions.
  */
 import type { CryptoBackend } from '../../src/crypto/backend.js';
+import { PacketBatch } from '../../src/io/batch.js';
+import { MemoryNet } from '../../src/io/memory-net.js';
+import type { MemoryDatagramSocket } from '../../src/io/memory-socket.js';
 import { parsePrefix } from '../../src/packet/addr.js';
 import {
   Device,
@@ -35,7 +41,6 @@ export interface WireRecord {
   bytes: Uint8Array;
   /** Message type (first little-endian word). */
   type: number;
-  delivered: boolean;
 }
 
 export interface Impairments {
@@ -43,16 +48,6 @@ export interface Impairments {
   duplicate: number;
   /** Extra random delay 0..reorderMs added to each datagram (reorders them). */
   reorderMs: number;
-}
-
-interface InFlight {
-  at: number;
-  seq: number;
-  to: SimNode;
-  fromAddress: string;
-  fromPort: number;
-  bytes: Uint8Array;
-  record: WireRecord;
 }
 
 export class SimNode {
@@ -64,18 +59,38 @@ export class SimNode {
   underLoad = false;
   /** When set, everything this node receives is dropped by the network before reaching it. */
   offline = false;
+  private socket: MemoryDatagramSocket | null = null;
+  /** Odd headroom on purpose: the device honours offsets. */
+  private readonly batch = new PacketBatch({ capacity: 16, headroom: 4, maxLen: 65535, withAddresses: true });
+  private at = '';
+  private atPort = 0;
 
   constructor(
     readonly net: VirtualNet,
     readonly name: string,
-    public address: string,
-    public port: number,
+    address: string,
+    port: number,
     readonly privateKey: Uint8Array,
     options: DeviceOptions,
   ) {
     this.device = new Device(options);
     this.device.setPrivateKey(privateKey);
     this.device.listenPort = port;
+    this.bind(address, port);
+  }
+
+  /** The node's address and port: setting one moves its socket there (roaming). */
+  get address(): string {
+    return this.at;
+  }
+  set address(a: string) {
+    this.bind(a, this.atPort);
+  }
+  get port(): number {
+    return this.atPort;
+  }
+  set port(p: number) {
+    this.bind(this.at, p);
   }
 
   get publicKey(): Uint8Array {
@@ -108,27 +123,73 @@ export class SimNode {
     this.net.drainAll();
     return code;
   }
+
+  /** @internal Puts a datagram on the network from this node's socket. */
+  sendRaw(bytes: Uint8Array, toAddress: string, toPort: number): void {
+    this.socket!.send(bytes, 0, bytes.length, toAddress, toPort);
+  }
+
+  private bind(address: string, port: number): void {
+    void this.socket?.close();
+    const host = this.net.mem.hostAt(address) ?? this.net.mem.host(address);
+    const s = host.openUdp({ family: address.includes(':') ? 6 : 4, address, port });
+    s.onBatch(this.batch, (b) => {
+      for (let i = 0; i < b.count; i++) {
+        if (!this.offline) this.net.receiveAt(this, b.buf, b.offs[i]!, b.lens[i]!, s.addressOf(b, i), s.portOf(b, i));
+      }
+    });
+    this.socket = s;
+    this.at = address;
+    this.atPort = port;
+  }
 }
 
 export class VirtualNet {
   now = T0;
   readonly nodes: SimNode[] = [];
   readonly wire: WireRecord[] = [];
-  readonly rng: Prng;
-  impair: Impairments = { loss: 0, duplicate: 0, reorderMs: 0 };
-  /** One-way base delay in ms. */
-  delay = 1;
+  /** The network the nodes' sockets are on; its clock is `now`. */
+  readonly mem = new MemoryNet({ clock: () => this.now, maxDatagram: 65535 });
   readonly encryptResult = new EncryptResult();
   private readonly receiveResult = new ReceiveResult();
   private readonly outgoing = new OutgoingMessage<Peer>();
-  private inFlight: InFlight[] = [];
-  private seq = 0;
+  private impairments: Impairments = { loss: 0, duplicate: 0, reorderMs: 0 };
+  private delayMs = 1;
 
   constructor(
     readonly backend: CryptoBackend,
-    seed = 1,
+    readonly seed = 1,
   ) {
-    this.rng = new Prng(seed);
+    this.applyImpairments();
+  }
+
+  /** Loss, duplication and reordering of every datagram (the network's seeded stream starts over). */
+  get impair(): Impairments {
+    return this.impairments;
+  }
+  set impair(i: Impairments) {
+    this.impairments = i;
+    this.applyImpairments();
+  }
+
+  /** One-way base delay in ms. */
+  get delay(): number {
+    return this.delayMs;
+  }
+  set delay(ms: number) {
+    this.delayMs = ms;
+    this.applyImpairments();
+  }
+
+  private applyImpairments(): void {
+    const i = this.impairments;
+    this.mem.impairAll({
+      seed: this.seed,
+      loss: i.loss,
+      duplicate: i.duplicate,
+      delayMs: this.delayMs,
+      jitterMs: i.reorderMs,
+    });
   }
 
   /** A node with a deterministic private key and jitter source. */
@@ -147,32 +208,15 @@ export class VirtualNet {
 
   transmit(from: SimNode, toAddress: string, toPort: number, bytes: Uint8Array): void {
     const copy = Uint8Array.from(bytes);
-    const record: WireRecord = {
+    this.wire.push({
       time: this.now,
       from,
       toAddress,
       toPort,
       bytes: copy,
       type: copy.length >= 4 ? readU32LE(copy, 0) : -1,
-      delivered: false,
-    };
-    this.wire.push(record);
-    const to = this.nodes.find((n) => n.address === toAddress && n.port === toPort);
-    if (to === undefined) return; // nobody there: a black hole
-    const copies = this.rng.next() < this.impair.duplicate ? 2 : 1;
-    for (let i = 0; i < copies; i++) {
-      if (this.rng.next() < this.impair.loss) continue;
-      const extra = this.impair.reorderMs > 0 ? this.rng.next() * this.impair.reorderMs : 0;
-      this.inFlight.push({
-        at: this.now + this.delay + extra,
-        seq: this.seq++,
-        to,
-        fromAddress: from.address,
-        fromPort: from.port,
-        bytes: copy,
-        record,
-      });
-    }
+    });
+    from.sendRaw(copy, toAddress, toPort);
   }
 
   /** Sends everything in every outbox. */
@@ -192,20 +236,17 @@ export class VirtualNet {
     throw new Error('outboxes did not drain');
   }
 
-  /** Delivers one datagram to its node now. */
+  /** Delivers one datagram to its node now, past the network. */
   deliverRaw(to: SimNode, bytes: Uint8Array, fromAddress: string, fromPort: number): number {
     const buf = new Uint8Array(bytes.length + 8);
     buf.set(bytes, 4); // odd placement on purpose: offsets are honoured
+    return this.receiveAt(to, buf, 4, bytes.length, fromAddress, fromPort);
+  }
+
+  /** @internal `to` receives buf[off, +len) (decrypted in place), then every outbox drains. */
+  receiveAt(to: SimNode, buf: Uint8Array, off: number, len: number, fromAddress: string, fromPort: number): number {
     const r = this.receiveResult;
-    const code = to.device.receive(
-      buf,
-      4,
-      bytes.length,
-      { address: fromAddress, port: fromPort },
-      this.now,
-      to.underLoad,
-      r,
-    );
+    const code = to.device.receive(buf, off, len, { address: fromAddress, port: fromPort }, this.now, to.underLoad, r);
     if (code === RECEIVE_DELIVER) to.delivered.push(buf.slice(r.start, r.start + r.length));
     else to.results.push([code, r.reason]);
     this.drainAll();
@@ -215,22 +256,14 @@ export class VirtualNet {
   /** Runs the world until `t` (absolute), processing events in time order. */
   advanceTo(t: number): void {
     for (let guard = 0; guard < 1_000_000; guard++) {
-      let next = Number.POSITIVE_INFINITY;
-      for (const f of this.inFlight) if (f.at < next) next = f.at;
+      let next = this.mem.nextDue;
       for (const n of this.nodes) {
         const d = n.device.nextDeadline();
         if (d < next) next = d;
       }
       if (next > t) break;
       if (next > this.now) this.now = next;
-      // Datagrams due now, in arrival order.
-      const due = this.inFlight.filter((f) => f.at <= this.now).sort((a, b) => a.at - b.at || a.seq - b.seq);
-      this.inFlight = this.inFlight.filter((f) => f.at > this.now);
-      for (const f of due) {
-        if (f.to.offline) continue;
-        f.record.delivered = true;
-        this.deliverRaw(f.to, f.bytes, f.fromAddress, f.fromPort);
-      }
+      this.mem.pump(); // datagrams due now, in arrival order
       for (const n of this.nodes) n.device.poll(this.now);
       this.drainAll();
     }
