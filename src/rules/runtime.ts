@@ -539,18 +539,12 @@ export class RulesRuntime {
         case A_NOTRACK:
           if (ch.beforeConntrack) this.ct.notrack = true;
           break;
-        case A_MSS:
-          if (
-            clampMss(
-              buf,
-              v,
-              r.value !== 0
-                ? r.value
-                : routeMss(this.devices, meta.source, meta.output, v.family === 4 ? MSS_OVERHEAD_V4 : MSS_OVERHEAD_V6),
-            )
-          )
-            this.st.mssClamped++;
+        case A_MSS: {
+          const oh = v.family === 4 ? MSS_OVERHEAD_V4 : MSS_OVERHEAD_V6;
+          const mss = r.value !== 0 ? r.value : routeMss(this.devices, meta.source, meta.output, oh);
+          if (clampMss(buf, v, mss)) this.st.mssClamped++;
           break;
+        }
         case A_SETSRC:
           rewriteIpv4Address(buf, v, v.srcOff, r.value);
           break;
