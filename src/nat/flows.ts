@@ -257,6 +257,12 @@ export class FlowTable {
     this.a32[e * 4 + 2 + (dst ? 1 : 0)] = a >>> 0;
   }
 
+  /** Sets an IPv6 entry's reply-tuple address from a[off..off+16): `dst` false = source, true = destination. */
+  setReplyAddr6(e: number, dst: boolean, a: Uint8Array, off: number): void {
+    const o = e * ASTRIDE + 32 + (dst ? 16 : 0);
+    for (let i = 0; i < 16; i++) this.addr[o + i] = a[off + i]!;
+  }
+
   /**
    * The confirmed connection one of whose tuples is (src, dst, sport, dport): returns
    * e * 2 + dir, or -1. An expired entry found is freed (counted) and -1 returned.

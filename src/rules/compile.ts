@@ -100,6 +100,8 @@ export class CNatRule {
     readonly remap: PrefixRemap | null,
     /** N_MAP: destination address → target (first rule wins, as in the walk). */
     readonly map: ReadonlyMap<number, MapTarget> | null,
+    /** ip6 tables' N_DNAT / N_SNAT to a single address: the new address (16 bytes). */
+    readonly addr6: Uint8Array | null = null,
   ) {}
 }
 
@@ -126,12 +128,16 @@ export class CStep {
 }
 
 export class CompiledRules {
-  /** Per hook (HOOK_*), the steps in priority order. */
+  /** Per hook (HOOK_*), the steps of the ip tables (IPv4 packets) in priority order. */
   readonly steps: readonly (readonly CStep[])[];
+  /** The same for the ip6 tables (IPv6 packets). */
+  readonly steps6: readonly (readonly CStep[])[];
+  /** IPv6 connection tracking is needed (ip6 tables with NAT or ct marks). */
+  readonly tracked6: boolean;
   /** Counter names by compiled id ('' for rules that neither count nor run on the general path). */
   readonly ids: readonly string[];
   readonly plan: readonly RulePlanRow[];
-  /** Connection tracking is needed (NAT or ct marks present). */
+  /** IPv4 connection tracking is needed (ip tables with NAT or ct marks). */
   readonly tracked: boolean;
   /** Binding identities of every NAT rule in this rule set. */
   readonly binds: ReadonlySet<string>;
@@ -149,7 +155,11 @@ export class CompiledRules {
     tracked: boolean,
     binds: Set<string>,
     counted: boolean[],
+    steps6: CStep[][] = HOOKS.map(() => []),
+    tracked6 = false,
   ) {
+    this.steps6 = steps6;
+    this.tracked6 = tracked6;
     this.counted = counted;
     this.steps = steps;
     this.natOnly = Uint8Array.from(
@@ -172,24 +182,48 @@ export class CompiledRules {
 
 const NAT_PRIO = [-100, 100, 0, -100, 100];
 /** Evaluation order of condition kinds (C_*: proto, dev in, dev out, ip src, ip dst, port src, port dst). */
-const COST = [0, 3, 3, 1, 1, 2, 2];
+const COST = [0, 3, 3, 1, 1, 2, 2, 1, 1];
+
+type HookChains = { prio: number; seq: number; chain: CChain }[][];
 
 /** Compiles parsed tables (parse.ts) into the runtime's form. Allocates; call per update. */
 export function compileRules(tables: readonly RuleTable[]): CompiledRules {
   const ids: string[] = [];
   const plan: RulePlanRow[] = [];
   const binds = new Set<string>();
-  let tracked = false;
-  const perHook: { prio: number; seq: number; chain: CChain }[][] = HOOKS.map(() => []);
+  // Per family (ip, ip6): conntrack is per family in the kernel, so is the need for it.
+  const tracked = [false, false];
+  const perHook: HookChains[] = [HOOKS.map(() => []), HOOKS.map(() => [])];
   let seq = 0;
   for (const t of tables) {
+    const f = t.family === 'ip6' ? 1 : 0;
     for (const c of t.chains) {
       const chain = compileChain(t, c, ids, plan, binds);
-      if (chain.nat) tracked = true;
-      if (chain.filter.some((r) => r.action === A_CTMARK || r.action === A_METAMARK)) tracked = true;
-      perHook[HOOKS.indexOf(c.hook)]!.push({ prio: c.priority, seq: seq++, chain });
+      if (chain.nat) tracked[f] = true;
+      if (chain.filter.some((r) => r.action === A_CTMARK || r.action === A_METAMARK)) tracked[f] = true;
+      perHook[f]![HOOKS.indexOf(c.hook)]!.push({ prio: c.priority, seq: seq++, chain });
     }
   }
+  const counted = ids.map((id) => id.endsWith('/policy'));
+  for (const t of tables)
+    for (const c of t.chains)
+      for (const r of c.rules)
+        if (r.kind === 'filter' && r.counter)
+          counted[ids.indexOf(`${t.object}/${ruleIdPart(t.name)}/${ruleIdPart(c.name)}/${ruleIdPart(r.name)}`)] = true;
+  return new CompiledRules(
+    hookSteps(perHook[0]!, tracked[0]!),
+    ids,
+    plan,
+    tracked[0]!,
+    binds,
+    counted,
+    hookSteps(perHook[1]!, tracked[1]!),
+    tracked[1]!,
+  );
+}
+
+/** One family's chains per hook → the steps in the kernel's order (conntrack and NAT core among them when tracked). */
+function hookSteps(perHook: HookChains, tracked: boolean): CStep[][] {
   const steps: CStep[][] = [];
   for (let h = 0; h < HOOKS.length; h++) {
     // Equal priorities: the chain registered last first (the kernel inserts a hook before those
@@ -217,13 +251,7 @@ export function compileRules(tables: readonly RuleTable[]): CompiledRules {
     // goes before those of its priority; README deviations: a table bringing them in is after).
     steps.push(out.sort((a, b) => a.prio - b.prio).map((e) => e.step));
   }
-  const counted = ids.map((id) => id.endsWith('/policy'));
-  for (const t of tables)
-    for (const c of t.chains)
-      for (const r of c.rules)
-        if (r.kind === 'filter' && r.counter)
-          counted[ids.indexOf(`${t.object}/${ruleIdPart(t.name)}/${ruleIdPart(c.name)}/${ruleIdPart(r.name)}`)] = true;
-  return new CompiledRules(steps, ids, plan, tracked, binds, counted);
+  return steps;
 }
 
 function compileChain(t: RuleTable, c: Chain, ids: string[], plan: RulePlanRow[], binds: Set<string>): CChain {
@@ -240,6 +268,11 @@ function compileChain(t: RuleTable, c: Chain, ids: string[], plan: RulePlanRow[]
       const a = r.action;
       const bind = `${c.hook}|${base}/${r.name}|${JSON.stringify(r.conds)}|${JSON.stringify(a)}`;
       binds.add(bind);
+      if (a.type !== 'masquerade' && a.addr6 !== undefined) {
+        run = null;
+        natRules.push(compileNat6(r, a, a.addr6, id, bind, conds, ids, plan));
+        continue;
+      }
       if (a.type === 'dnat' && a.prefixLen === 32 && isSingleDst(r)) {
         plan.push({ id: ids[id]!, form: 'addr-map' });
         const key = (r.conds[0] as { lo: number }).lo;
@@ -320,6 +353,37 @@ function compileChain(t: RuleTable, c: Chain, ids: string[], plan: RulePlanRow[]
   const first = filter.length > 0 ? protoOf(filter[0]!.conds) : -1;
   const onlyProto = c.type !== 'nat' && first >= 0 && filter.every((r) => protoOf(r.conds) === first) ? first : -1;
   return new CChain(c.type === 'nat', c.priority, c.policy === 'drop', policyId, filter, natRules, early, onlyProto);
+}
+
+/** An ip6 table's dnat / snat: a prefix → PrefixRemap (1:1, host bits kept), one address → addr6. */
+function compileNat6(
+  r: Rule,
+  a: { type: 'dnat' | 'snat'; prefixLen: number },
+  to: Uint8Array,
+  id: number,
+  bind: string,
+  conds: CCond[],
+  ids: string[],
+  plan: RulePlanRow[],
+): CNatRule {
+  const kind = a.type === 'dnat' ? N_DNAT : N_SNAT;
+  if (a.prefixLen < 128) {
+    plan.push({ id: ids[id]!, form: 'prefix-nat' });
+    const from = matchedPrefix6(r, a.type === 'dnat' ? 'dst' : 'src', a.prefixLen) ?? to;
+    const remap = new PrefixRemap(
+      { family: 6, addr: from, prefixLen: a.prefixLen },
+      { family: 6, addr: to, prefixLen: a.prefixLen },
+    );
+    return new CNatRule(id, bind, conds, kind, 0, remap, null);
+  }
+  plan.push({ id: ids[id]!, form: a.type === 'dnat' ? 'addr-map' : 'snat-ct' });
+  return new CNatRule(id, bind, conds, kind, 0, null, null, to);
+}
+
+/** matchedPrefix for ip6 rules: the `ip6 [sd]addr == prefix` of that length, else null (netmap). */
+function matchedPrefix6(r: Rule, pos: 'src' | 'dst', len: number): Uint8Array | null {
+  for (const c of r.conds) if (c.kind === 'ip6' && c.pos === pos && c.op === 'eq' && c.prefixLen === len) return c.net;
+  return null;
 }
 
 /** A rule whose only condition is `ip daddr == <address>`. */

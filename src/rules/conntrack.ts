@@ -6,6 +6,8 @@
  * it quotes, a non-first fragment given its datagram's connection (fragments.ts); NAT bindings
  * recorded on the entry's reply tuple and applied to every packet (reversed for replies; for a
  * related error nf_nat_icmp_reply_translation's treatment). Per packet: no allocation.
+ * IPv6 (ip6 tables): track6 / decide6, the same with ICMPv6 (echo 128/129; errors, types below
+ * 128, related) and 16-byte addresses; a non-first IPv6 fragment is untracked.
  * The per-packet state (e, dir, isNew…) is valid from PREROUTING/OUTPUT to the packet's last hook.
  */
 import type { IpView } from '../packet/ip-view.js';
@@ -33,6 +35,7 @@ import {
 } from '../nat/rewrite.js';
 import { VERDICT_ACCEPT, VERDICT_DROP } from '../router/hooks.js';
 import { N_DNAT, N_MAP, N_MASQ, type CChain, type CNatRule } from './compile.js';
+import { addressEquals } from '../packet/addr.js';
 import type { RuleCounters, RulesStats } from './counters.js';
 import { FragmentMemory } from './fragments.js';
 import { condsMatch, readU32 } from './match.js';
@@ -51,7 +54,7 @@ export class RulesConntrack {
   private readonly bindIndex = new Map<string, number>();
   private readonly bindNames: string[] = [];
   private readonly frags = new FragmentMemory();
-  private readonly scratch = new Uint8Array(4);
+  private readonly scratch = new Uint8Array(16);
   // Per-packet state, valid from PREROUTING/OUTPUT to the last hook of the packet.
   /** The packet's entry (-1: untracked) and its direction. */
   e = -1;
@@ -128,6 +131,50 @@ export class RulesConntrack {
         target = r.kind === N_MASQ ? masqAddr : this.targetOf(r, buf, v);
       }
       if (!this.bindTo(e, srcManip, target, bind, now)) {
+        this.st.natNoPort++;
+        return VERDICT_DROP;
+      }
+      return VERDICT_ACCEPT;
+    }
+    cnt.packets[ch.policyId]!++;
+    return ch.dropPolicy ? VERDICT_DROP : VERDICT_ACCEPT;
+  }
+
+  /**
+   * decide() for an IPv6 packet (ip6 tables' nat chains). `masqAddr`: the output's IPv6 address
+   * (undefined: none, masquerade drops the packet, counted natNoAddress).
+   */
+  decide6(
+    ch: CChain,
+    srcManip: boolean,
+    buf: Uint8Array,
+    v: IpView,
+    inName: string,
+    outName: string,
+    masqAddr: Uint8Array | undefined,
+    cnt: RuleCounters,
+    now: number,
+  ): number {
+    const e = this.e;
+    if ((this.flows.natBits(e) & (srcManip ? FLOW_SNAT : FLOW_DNAT)) !== 0) return VERDICT_ACCEPT;
+    const rules = ch.natRules;
+    for (let i = 0; i < rules.length; i++) {
+      const r = rules[i]!;
+      if (!condsMatch(r.conds, buf, v, inName, outName)) continue;
+      let a: Uint8Array;
+      if (r.kind === N_MASQ) {
+        if (masqAddr === undefined) {
+          this.st.natNoAddress++;
+          return VERDICT_DROP;
+        }
+        a = masqAddr;
+      } else if (r.remap !== null) {
+        r.remap.translate(buf, r.kind === N_DNAT ? v.dstOff : v.srcOff, this.scratch, 0);
+        a = this.scratch;
+      } else a = r.addr6!;
+      const rb = this.flows.tupleAddr(e, DIR_REPLY);
+      this.flows.setReplyAddr6(e, srcManip, a, 0);
+      if (!this.bound(e, srcManip, rb, r.bind, now)) {
         this.st.natNoPort++;
         return VERDICT_DROP;
       }
@@ -230,6 +277,67 @@ export class RulesConntrack {
     if (first) this.frags.remember(buf, v, e * 2, now);
   }
 
+  /** track() for an IPv6 packet (see header). */
+  track6(buf: Uint8Array, v: IpView, now: number): void {
+    if (this.notrack) {
+      this.st.untracked++;
+      return;
+    }
+    const l4 = v.l4;
+    if (l4 < 0) {
+      this.st.fragments++;
+      this.st.untracked++;
+      return;
+    }
+    const proto = v.proto;
+    let sp = 0,
+      dp = 0,
+      flags = 0,
+      state = FLOW_OTHER;
+    if (proto === 6 || proto === 17) {
+      if (v.l4Len < (proto === 6 ? 20 : 8)) {
+        this.st.untracked++;
+        return;
+      }
+      sp = read16(buf, l4);
+      dp = read16(buf, l4 + 2);
+      if (proto === 6) flags = buf[l4 + 13]!;
+      state = proto === 6 ? ((flags & (SYN | ACK)) === SYN ? FLOW_SYN_SENT : FLOW_ESTABLISHED) : FLOW_UDP;
+    } else if (proto === 58) {
+      const t = v.l4Len < 8 ? -1 : buf[l4]!;
+      if (t === 128 || t === 129) sp = dp = read16(buf, l4 + 4);
+      else if (t >= 0 && t < 128) {
+        this.trackRelated(buf, v, now);
+        return;
+      } else {
+        // Neighbour discovery and other informational messages, truncated ones: untracked.
+        this.st.untracked++;
+        return;
+      }
+    }
+    const f = this.flows;
+    const k = f.lookup(6, proto, buf, v.srcOff, v.dstOff, sp, dp, now);
+    if (k >= 0) {
+      this.e = k >> 1;
+      this.dir = k & 1;
+      f.seen(this.e, this.dir, flags, now);
+      return;
+    }
+    const tcpInvalid = proto === 6 && ((flags & (RST | FIN)) !== 0 || (flags & (SYN | ACK)) === (SYN | ACK));
+    if (tcpInvalid || (proto === 58 && buf[l4] === 129)) {
+      this.st.untracked++;
+      return;
+    }
+    const e = f.create(6, proto, buf, v.srcOff, v.dstOff, sp, dp, state, now);
+    this.dnatBy[e] = -1;
+    this.snatBy[e] = -1;
+    f.seen(e, DIR_ORIG, flags, now);
+    this.e = e;
+    this.dir = DIR_ORIG;
+    this.isNew = true;
+    this.pending = e;
+  }
+
   /** A non-first fragment: the connection of its datagram's first fragment, if seen. */
   private trackFragment(buf: Uint8Array, v: IpView, now: number): void {
     this.st.fragments++;
@@ -251,7 +359,7 @@ export class RulesConntrack {
       return;
     }
     const q = this.q;
-    if (q.parse(buf, v) !== 0 || !q.ports || q.addrLen !== 4) {
+    if (q.parse(buf, v) !== 0 || !q.ports) {
       this.st.untracked++;
       return;
     }
@@ -264,7 +372,7 @@ export class RulesConntrack {
       sp = dp = read16(buf, q.l4 + 4);
     }
     // The quoted packet went the other way: look its tuple up inverted.
-    const k = this.flows.lookup(4, p, buf, q.dst, q.src, dp, sp, now);
+    const k = this.flows.lookup(v.family, p, buf, q.dst, q.src, dp, sp, now);
     if (k < 0) {
       this.st.untracked++;
       return;
@@ -280,6 +388,12 @@ export class RulesConntrack {
     const rb = f.tupleAddr(e, DIR_REPLY);
     // Reply tuple: source = where the original goes (DNAT), destination = where it comes from (SNAT).
     f.setReplyAddr4(e, srcManip, addr);
+    return this.bound(e, srcManip, rb, bind, now);
+  }
+
+  /** The binding recorded on entry e whose reply tuple (at `rb`) was just edited; false when no port is free. */
+  private bound(e: number, srcManip: boolean, rb: number, bind: string, now: number): boolean {
+    const f = this.flows;
     let bi = this.bindIndex.get(bind);
     if (bi === undefined) {
       bi = this.bindNames.length;
@@ -326,16 +440,22 @@ export class RulesConntrack {
         this.quotedPort(buf, q.l4, f.port[op]!);
       }
       q.finish(buf, l4);
+      // ICMPv6's checksum covers the outer addresses (pseudo header), ICMPv4's does not.
+      const six = v.family === 6;
       rewriteAddress(
         buf,
         srcManip ? v.srcOff : v.dstOff,
-        4,
+        v.addrLen,
         f.addr,
         srcManip ? ob + 16 : ob,
         v.ipCsumOff,
-        -1,
-        CSUM_NONE,
+        six ? l4 + 2 : -1,
+        six ? CSUM_ALWAYS : CSUM_NONE,
       );
+      return;
+    }
+    if (v.family === 6) {
+      this.apply6(buf, v, srcManip, ob, op);
       return;
     }
     // IPv4 address against the tuple's number (no byte loop, no call when equal).
@@ -356,10 +476,31 @@ export class RulesConntrack {
     }
   }
 
-  /** A quoted port / echo identifier (ICMP echo: both tuple ports are the identifier). */
+  /** apply() for an IPv6 packet not related to its connection: `ob`/`op` the other direction's address / port index. */
+  private apply6(buf: Uint8Array, v: IpView, srcManip: boolean, ob: number, op: number): void {
+    const f = this.flows;
+    const l4 = v.l4;
+    const proto = v.proto;
+    const ao = srcManip ? v.srcOff : v.dstOff;
+    const from = srcManip ? ob + 16 : ob;
+    const icmp = proto === 58;
+    const csum = icmp ? (l4 >= 0 && v.l4Len >= 4 ? l4 + 2 : -1) : l4ChecksumOffset(proto, l4, v.l4Len);
+    const kind = icmp ? (csum < 0 ? CSUM_NONE : CSUM_ALWAYS) : l4ChecksumKind(proto, csum);
+    if (!addressEquals(buf, ao, f.addr, from, 16)) rewriteAddress(buf, ao, 16, f.addr, from, -1, csum, kind);
+    if (l4 < 0) return;
+    const port = srcManip ? f.port[op + 1]! : f.port[op]!;
+    if (proto === 6 || proto === 17) {
+      const po = l4 + (srcManip ? 0 : 2);
+      if (read16(buf, po) !== port) rewriteWord(buf, po, port, csum, kind);
+    } else if (icmp && v.l4Len >= 8 && (buf[l4] === 128 || buf[l4] === 129)) {
+      if (read16(buf, l4 + 4) !== port) rewriteWord(buf, l4 + 4, port, l4 + 2, CSUM_ALWAYS);
+    }
+  }
+
+  /** A quoted port / echo identifier (ICMP / ICMPv6 echo: both tuple ports are the identifier). */
   private quotedPort(buf: Uint8Array, off: number, value: number): void {
     const q = this.q;
-    if (q.proto === 1) off = q.l4 + 4;
+    if (q.proto === 1 || q.proto === 58) off = q.l4 + 4;
     if (read16(buf, off) !== value) q.word(buf, off, value);
   }
 }

@@ -21,10 +21,12 @@ export interface RulesStats {
   rejectNoReply: number;
   /** Packets not tracked: invalid for conntrack, non-first fragments, notrack. */
   untracked: number;
-  /** Non-first IPv4 fragments (no reassembly: untracked, not translated). */
+  /** Non-first fragments (no reassembly: IPv4 ones take their first fragment's connection, IPv6 ones are untracked). */
   fragments: number;
   /** New connections refused: no free source port for SNAT / reply tuple taken. */
   natNoPort: number;
+  /** New IPv6 connections masquerade dropped: the output has no IPv6 address (RulesDevices.*Addr6). */
+  natNoAddress: number;
   /** Connections removed by install() because the rule that bound their NAT is gone. */
   flushed: number;
   /** Packets translated (or passed) by the stateless mirror shortcut, without conntrack. */
@@ -41,6 +43,7 @@ export function emptyRulesStats(flows: FlowStats): RulesStats {
     untracked: 0,
     fragments: 0,
     natNoPort: 0,
+    natNoAddress: 0,
     flushed: 0,
     stateless: 0,
     mssClamped: 0,

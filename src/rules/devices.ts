@@ -12,6 +12,10 @@ export interface RulesDevices {
   readonly peerAddr: number;
   readonly nodeAddr: number;
   readonly hostAddr: number;
+  /** IPv6 masquerade source per output (16 bytes); none: ip6 masquerade there drops (counted natNoAddress). */
+  readonly peerAddr6?: Uint8Array;
+  readonly nodeAddr6?: Uint8Array;
+  readonly hostAddr6?: Uint8Array;
   /** MTU of the routes out and back (tcpmssclamp with value 0 or none: nft `rt mtu`, mss.ts). */
   readonly pathMtu: number;
   /** A lane's own route MTU where it differs from pathMtu. */
@@ -37,4 +41,9 @@ export function outDevName(d: RulesDevices, meta: PacketMeta): string {
 /** The address masquerade gives a packet on its output. */
 export function masqueradeAddr(d: RulesDevices, meta: PacketMeta): number {
   return meta.output === OUTPUT_PEER ? d.peerAddr : meta.output === OUTPUT_NODE ? d.nodeAddr : d.hostAddr;
+}
+
+/** The IPv6 address masquerade gives a packet on its output, if the output has one. */
+export function masqueradeAddr6(d: RulesDevices, meta: PacketMeta): Uint8Array | undefined {
+  return meta.output === OUTPUT_PEER ? d.peerAddr6 : meta.output === OUTPUT_NODE ? d.nodeAddr6 : d.hostAddr6;
 }

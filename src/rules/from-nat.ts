@@ -20,10 +20,12 @@
  *   is related to its connection, so no snat rule reaches it (the kernel's semantics), and the
  *   peer's WireGuard would drop a source outside the CIDRs it routes to us (Liqo's own peers
  *   accept any source: AllowedIPs 0.0.0.0/0, one peer per gateway).
- * IPv4 only (Liqo's tables are family ip). Pure; allocates.
+ * These go in an `ip` table (IPv4 packets, as Liqo's); the IPv6 CIDRs get the same in an `ip6`
+ * table (from-nat6.ts). Pure; allocates.
  */
 import { formatPrefix, type Prefix } from '../packet/addr.js';
 import { parseNatConfig, parseNatPeer, type NatConfig, type NatPeerConfig, type ParsedPeer } from '../nat/config.js';
+import { ipv6Table } from './from-nat6.js';
 import { ipToNumber, type Chain, type Cond, type FilterRule, type NatRule, type RuleTable } from './model.js';
 
 export interface DerivedRulesOptions {
@@ -216,5 +218,7 @@ export function rulesFromNatConfig(
       rules: tunnels.flatMap((tn) => [clamp(tn, 'out'), clamp(tn, 'in')]),
     });
   }
-  return [{ object, name: 'weft-derived', family: 'ip', chains }];
+  const six = ipv6Table(g, parsed, tun, tunnels, object);
+  const v4Table: RuleTable = { object, name: 'weft-derived', family: 'ip', chains };
+  return six === null ? [v4Table] : [v4Table, six];
 }

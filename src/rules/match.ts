@@ -13,7 +13,9 @@ export const C_PROTO = 0,
   C_IP_SRC = 3,
   C_IP_DST = 4,
   C_PORT_SRC = 5,
-  C_PORT_DST = 6;
+  C_PORT_DST = 6,
+  C_IP6_SRC = 7,
+  C_IP6_DST = 8;
 
 export class CCond {
   constructor(
@@ -22,6 +24,8 @@ export class CCond {
     readonly lo: number,
     readonly hi: number,
     readonly name: string,
+    /** C_IP6_*: the network (host bits zero); lo = prefix length. */
+    readonly net: Uint8Array | null = null,
   ) {}
 }
 
@@ -33,9 +37,18 @@ export function compileCond(c: Cond): CCond {
       return new CCond(c.dir === 'in' ? C_DEV_IN : C_DEV_OUT, c.op === 'neq', 0, 0, c.name);
     case 'ip':
       return new CCond(c.pos === 'src' ? C_IP_SRC : C_IP_DST, c.op === 'neq', c.lo, c.hi, '');
+    case 'ip6':
+      return new CCond(c.pos === 'src' ? C_IP6_SRC : C_IP6_DST, c.op === 'neq', c.prefixLen, c.prefixLen, '', c.net);
     case 'port':
       return new CCond(c.pos === 'src' ? C_PORT_SRC : C_PORT_DST, c.op === 'neq', c.lo, c.hi, '');
   }
+}
+
+/** Whether the 16-byte address at buf[o] lies in `net`/`len` (host bits of `net` zero). */
+export function inPrefix6(buf: Uint8Array, o: number, net: Uint8Array, len: number): boolean {
+  let i = 0;
+  for (; len >= 8; i++, len -= 8) if (buf[o + i] !== net[i]) return false;
+  return len === 0 || (buf[o + i]! & ((0xff00 >>> len) & 0xff)) === net[i];
 }
 
 export function readU32(buf: Uint8Array, o: number): number {
@@ -43,7 +56,7 @@ export function readU32(buf: Uint8Array, o: number): number {
 }
 
 /**
- * Whether every condition holds for the IPv4 packet `v`. `inName`/`outName` are the packet's
+ * Whether every condition holds for the packet `v` (IPv4 for ip tables' rules, IPv6 for ip6's). `inName`/`outName` are the packet's
  * interface names, '' for none (oifname before routing, iifname of the router's own packets):
  * the kernel's meta compares the empty name, so eq fails and neq holds.
  */
@@ -71,6 +84,10 @@ export function condsMatch(
         hit = a >= c.lo && a <= c.hi;
         break;
       }
+      case C_IP6_SRC:
+      case C_IP6_DST:
+        hit = inPrefix6(buf, c.kind === C_IP6_SRC ? v.srcOff : v.dstOff, c.net!, c.lo);
+        break;
       default: {
         if (v.l4 < 0 || v.l4Len < 4) return false;
         const p = read16(buf, v.l4 + (c.kind === C_PORT_SRC ? 0 : 2));

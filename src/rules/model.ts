@@ -6,7 +6,9 @@
  * Semantics kept from Liqo's rendering (they differ from a naive reading of the CRD):
  * - a chain's rules come from the list matching its type only (filter → filterRules,
  *   nat → natRules, route → routeRules); the other lists are ignored;
- * - addresses are IPv4: matches load 4 bytes at network-header offset 12/16, NAT writes 4 bytes;
+ * - a table's family says which packets it sees: `ip` (IPV4) IPv4 only, `ip6` (IPV6) IPv6 only;
+ *   addresses are the family's (IPv4: 4 bytes at network-header offset 12/16; IPv6: nft's `ip6
+ *   saddr` / `ip6 daddr`), NAT writes them (a prefix target maps 1:1, host bits kept);
  * - `proto` always compares with eq (the match's op is not applied to it), port ranges always
  *   compare start ≤ port ≤ end (op not applied); dev, single IP, subnet, IP range and single
  *   port use the op;
@@ -30,6 +32,7 @@ export type ChainType = 'filter' | 'nat' | 'route';
 export type Policy = 'accept' | 'drop';
 export type MatchOp = 'eq' | 'neq';
 export type Position = 'src' | 'dst';
+export type TableFamily = 'ip' | 'ip6';
 
 /** One condition; a CRD `match` entry becomes one to four of these (proto, dev, ip, port). */
 export type Cond =
@@ -42,6 +45,15 @@ export type Cond =
       readonly op: MatchOp;
       readonly lo: number;
       readonly hi: number;
+      readonly text: string;
+    }
+  /** IPv6 address in a prefix (ip6 tables): network bytes (host bits zero) and length (128: one address). */
+  | {
+      readonly kind: 'ip6';
+      readonly pos: Position;
+      readonly op: MatchOp;
+      readonly net: Uint8Array;
+      readonly prefixLen: number;
       readonly text: string;
     }
   | { readonly kind: 'port'; readonly pos: Position; readonly op: MatchOp; readonly lo: number; readonly hi: number };
@@ -64,7 +76,16 @@ export type FilterAction =
   | { readonly type: 'setsrc'; readonly addr: number; readonly text: string };
 
 export type NatAction =
-  | { readonly type: 'dnat' | 'snat'; readonly addr: number; readonly prefixLen: number; readonly text: string }
+  | {
+      readonly type: 'dnat' | 'snat';
+      /** IPv4 target (0 in ip6 tables). */
+      readonly addr: number;
+      /** 32 (IPv4) or 128 (IPv6): one address; less: a prefix mapped 1:1. */
+      readonly prefixLen: number;
+      readonly text: string;
+      /** IPv6 target, host bits zero (ip6 tables only). */
+      readonly addr6?: Uint8Array;
+    }
   | { readonly type: 'masquerade' };
 
 export interface FilterRule {
@@ -118,7 +139,8 @@ export interface RuleTable {
   /** The FirewallConfiguration's namespace/name (for errors and counters). */
   readonly object: string;
   readonly name: string;
-  readonly family: 'ip';
+  /** nft family: `ip` sees IPv4 packets only, `ip6` IPv6 packets only. */
+  readonly family: TableFamily;
   readonly chains: readonly Chain[];
 }
 

@@ -3,8 +3,9 @@
  * its netlink rules (pkg/firewall/utils): raw transport-header loads for ports (no protocol
  * dependency), `meta l4proto` for proto, payload compare / mask / range for addresses, the SYN
  * test then an MSS option write for tcpmssclamp, net-unreachable for reject, prefix NAT for a
- * subnet `to`. Used as the kernel oracle of the evaluator (test/rules) and for inspection.
+ * subnet `to`; in an ip6 table `ip6 saddr` / `ip6 daddr` and IPv6 NAT targets. Used as the kernel oracle of the evaluator (test/rules) and for inspection.
  */
+import { formatAddress } from '../packet/addr.js';
 import { numberToIp, type Cond, type FilterRule, type NatRule, type Rule, type RuleTable } from './model.js';
 
 function q(s: string): string {
@@ -18,6 +19,8 @@ function cond(c: Cond): string {
       return `meta l4proto ${c.proto === 6 ? 'tcp' : c.proto === 17 ? 'udp' : c.proto === 1 ? 'icmp' : String(c.proto)}`;
     case 'dev':
       return `${c.dir === 'in' ? 'iifname' : 'oifname'} ${ne}${q(c.name)}`;
+    case 'ip6':
+      return `${c.pos === 'src' ? 'ip6 saddr' : 'ip6 daddr'} ${ne}${c.prefixLen === 128 ? formatAddress(c.net, 0, 6) : `${formatAddress(c.net, 0, 6)}/${c.prefixLen}`}`;
     case 'ip': {
       const field = c.pos === 'src' ? 'ip saddr' : 'ip daddr';
       if (c.text.includes('/')) return `${field} ${ne}${c.text.trim()}`;
@@ -58,6 +61,10 @@ function filterAction(r: FilterRule): string {
 function natAction(r: NatRule): string {
   const a = r.action;
   if (a.type === 'masquerade') return 'masquerade';
+  if (a.addr6 !== undefined) {
+    const t = formatAddress(a.addr6, 0, 6);
+    return a.prefixLen === 128 ? `${a.type} to ${t}` : `${a.type} prefix to ${t}/${a.prefixLen}`;
+  }
   if (a.prefixLen === 32) return `${a.type} to ${numberToIp(a.addr)}`;
   return `${a.type} prefix to ${numberToIp(a.addr)}/${a.prefixLen}`;
 }
@@ -79,7 +86,7 @@ function rule(r: Rule): string {
 
 /** The table as one `nft -f` document (adds the table; does not flush others). */
 export function toNft(t: RuleTable): string {
-  const lines = [`table ip ${t.name} {`];
+  const lines = [`table ${t.family} ${t.name} {`];
   for (const c of t.chains) {
     lines.push(`  chain ${c.name} {`);
     lines.push(`    type ${c.type} hook ${c.hook} priority ${c.priority}; policy ${c.policy};`);

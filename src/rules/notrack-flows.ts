@@ -84,6 +84,9 @@ function holds(c: Cond, proto: number, t: CtTuple): boolean {
       const inside = a >= c.lo && a <= c.hi;
       return c.op === 'eq' ? inside : !inside;
     }
+    case 'ip6':
+      // The tuples read here are IPv4 (Liqo writes ip tables only): an IPv6 match never holds.
+      return false;
     case 'port': {
       const p = c.pos === 'src' ? t.sport : t.dport;
       const inside = p !== undefined && p >= c.lo && p <= c.hi;

@@ -3,6 +3,7 @@
  * → RuleTable. Pure. Anything Weft cannot evaluate with Liqo's semantics is a RuleParseError
  * naming the object, chain, rule and field; the caller keeps the previous rules running.
  */
+import { AddressParseError, formatAddress, maskInPlace, parseAddress } from '../packet/addr.js';
 import {
   HOOKS,
   ipToNumber,
@@ -19,6 +20,7 @@ import {
   type Position,
   type Rule,
   type RuleTable,
+  type TableFamily,
 } from './model.js';
 
 export class RuleParseError extends Error {
@@ -65,14 +67,16 @@ function oneOf<T extends string>(w: Where, v: string | undefined, allowed: reado
   return v as T;
 }
 
-/** An IP, CIDR or "a-b" range, as Liqo's GetIPValueType tells them apart (IPv4 only). */
+const V6_HINT = '(IPv6 addresses belong in an IPV6 table)';
+
+/** An IP, CIDR or "a-b" range, as Liqo's GetIPValueType tells them apart (IPv4: ip tables). */
 function parseIpValue(w: Where, text: string, field: string): { lo: number; hi: number } {
   const slash = text.indexOf('/');
   if (slash >= 0) {
     const base = ipToNumber(text.slice(0, slash));
     const len = Number(text.slice(slash + 1));
     if (base === null || !Number.isInteger(len) || len < 0 || len > 32)
-      fail(w, field, `'${text}' is not an IPv4 CIDR (IPv6 is not supported)`);
+      fail(w, field, `'${text}' is not an IPv4 CIDR ${V6_HINT}`);
     const mask = len === 0 ? 0 : (0xffffffff << (32 - len)) >>> 0;
     const lo = (base & mask) >>> 0;
     // Liqo compares the masked packet address with the UNmasked base: with host bits set the
@@ -91,7 +95,35 @@ function parseIpValue(w: Where, text: string, field: string): { lo: number; hi: 
       return { lo: a, hi: b };
     }
   }
-  return fail(w, field, `'${text}' is not an IPv4 address, CIDR or range (IPv6 is not supported)`);
+  return fail(w, field, `'${text}' is not an IPv4 address, CIDR or range ${V6_HINT}`);
+}
+
+/** An IPv6 address or CIDR (ip6 tables; ranges are refused). Host bits set are refused as for IPv4. */
+function parseIp6Value(w: Where, text: string, field: string): { net: Uint8Array; prefixLen: number } {
+  const t = text.trim();
+  const slash = t.indexOf('/');
+  const addrText = slash >= 0 ? t.slice(0, slash) : t;
+  const len = slash >= 0 ? Number(t.slice(slash + 1)) : 128;
+  let net: Uint8Array;
+  try {
+    net = parseAddress(addrText);
+  } catch (e) {
+    if (!(e instanceof AddressParseError)) throw e;
+    return fail(
+      w,
+      field,
+      `'${text}' is not an IPv6 address or CIDR (an IPV6 table matches IPv6 only; ranges are not supported)`,
+    );
+  }
+  if (net.length !== 16)
+    fail(w, field, `'${text}' is IPv4: an IPV6 table matches IPv6 addresses (IPv4 ones belong in an IPV4 table)`);
+  if (!Number.isInteger(len) || len < 0 || len > 128 || (slash >= 0 && t.slice(slash + 1).trim() === ''))
+    fail(w, field, `'${text}' is not an IPv6 CIDR (prefix length 0-128)`);
+  const masked = Uint8Array.from(net);
+  maskInPlace(masked, len);
+  if (masked.some((b, i) => b !== net[i]))
+    fail(w, field, `'${text}' has host bits set (did you mean ${formatAddress(masked, 0, 6)}/${len}?)`);
+  return { net: masked, prefixLen: len };
 }
 
 function parsePort(w: Where, text: string, field: string): { lo: number; hi: number; range: boolean } {
@@ -104,7 +136,7 @@ function parsePort(w: Where, text: string, field: string): { lo: number; hi: num
 }
 
 /** One CRD match entry → its conditions, in the order Liqo renders them (proto, dev, ip, port). */
-function parseMatch(w: Where, m: unknown, i: number, out: Cond[]): void {
+function parseMatch(w: Where, m: unknown, i: number, out: Cond[], fam: TableFamily): void {
   const f = `match[${i}]`;
   if (!isObj(m)) fail(w, f, 'must be an object');
   const op = oneOf<MatchOp>(w, str(w, m, 'op', `${f}.op`, true), ['eq', 'neq'], `${f}.op`);
@@ -130,8 +162,13 @@ function parseMatch(w: Where, m: unknown, i: number, out: Cond[]): void {
       `${f}.ip.position`,
     );
     const text = str(w, m.ip, 'value', `${f}.ip.value`, true)!;
-    const { lo, hi } = parseIpValue(w, text, `${f}.ip.value`);
-    out.push({ kind: 'ip', pos, op, lo, hi, text });
+    if (fam === 'ip6') {
+      const { net, prefixLen } = parseIp6Value(w, text, `${f}.ip.value`);
+      out.push({ kind: 'ip6', pos, op, net, prefixLen, text });
+    } else {
+      const { lo, hi } = parseIpValue(w, text, `${f}.ip.value`);
+      out.push({ kind: 'ip', pos, op, lo, hi, text });
+    }
   }
   if (m.port !== undefined && m.port !== null) {
     if (!isObj(m.port)) fail(w, `${f}.port`, 'must be an object');
@@ -147,11 +184,11 @@ function parseMatch(w: Where, m: unknown, i: number, out: Cond[]): void {
   }
 }
 
-function parseConds(w: Where, r: Obj): Cond[] {
+function parseConds(w: Where, r: Obj, fam: TableFamily): Cond[] {
   const conds: Cond[] = [];
   const match = r.match ?? [];
   if (!Array.isArray(match)) fail(w, 'match', 'must be a list');
-  match.forEach((m, i) => parseMatch(w, m, i, conds));
+  match.forEach((m, i) => parseMatch(w, m, i, conds, fam));
   return conds;
 }
 
@@ -163,8 +200,8 @@ function intValue(w: Where, v: string | undefined, field: string, min: number, m
   return n;
 }
 
-function parseFilterRule(w: Where, r: Obj): FilterRule {
-  const conds = parseConds(w, r);
+function parseFilterRule(w: Where, r: Obj, fam: TableFamily): FilterRule {
+  const conds = parseConds(w, r, fam);
   const counter = r.counter === true;
   const a = str(w, r, 'action', 'action', false);
   const value = str(w, r, 'value', 'value', false);
@@ -202,17 +239,21 @@ function parseFilterRule(w: Where, r: Obj): FilterRule {
   return { kind: 'filter', name: w.rule, conds, counter, action };
 }
 
-function parseNatRule(w: Where, r: Obj): NatRule {
-  const conds = parseConds(w, r);
+function parseNatRule(w: Where, r: Obj, fam: TableFamily): NatRule {
+  const conds = parseConds(w, r, fam);
   const t = oneOf(w, str(w, r, 'natType', 'natType', true), ['dnat', 'snat', 'masquerade'], 'natType');
   const to = str(w, r, 'to', 'to', false);
   // Liqo decides by `to`: empty → masquerade whatever natType says; masquerade renders as snat.
   if (to === undefined || to === '') return { kind: 'nat', name: w.rule, conds, action: { type: 'masquerade' } };
   const type = t === 'dnat' ? 'dnat' : 'snat';
+  if (fam === 'ip6') {
+    const { net, prefixLen } = parseIp6Value(w, to, 'to');
+    return { kind: 'nat', name: w.rule, conds, action: { type, addr: 0, prefixLen, text: to, addr6: net } };
+  }
   const slash = to.indexOf('/');
   if (slash < 0) {
     const addr = ipToNumber(to);
-    if (addr === null) fail(w, 'to', `'${to}' is not an IPv4 address or CIDR (ranges and IPv6 are not supported)`);
+    if (addr === null) fail(w, 'to', `'${to}' is not an IPv4 address or CIDR (ranges are not supported) ${V6_HINT}`);
     return { kind: 'nat', name: w.rule, conds, action: { type, addr, prefixLen: 32, text: to } };
   }
   const { lo } = parseIpValue(w, to, 'to');
@@ -234,12 +275,15 @@ export function parseFirewallConfiguration(fc: unknown): RuleTable {
   const t = fc.spec.table;
   const name = str(w, t, 'name', 'spec.table.name', true)!;
   const family = str(w, t, 'family', 'spec.table.family', true);
-  if (family !== 'IPV4')
+  if (family === 'INET')
     fail(
       w,
       'spec.table.family',
-      `'${String(family)}' is not supported: only IPV4 (Liqo's matches and NAT are IPv4-only)`,
+      "'INET' is not supported: an inet table's address matches and NAT would need a family per rule; write one IPV4 and one IPV6 table",
     );
+  if (family !== 'IPV4' && family !== 'IPV6')
+    fail(w, 'spec.table.family', `'${String(family)}' is not supported: IPV4 or IPV6`);
+  const fam: TableFamily = family === 'IPV6' ? 'ip6' : 'ip';
   const rawChains = t.chains ?? [];
   if (!Array.isArray(rawChains)) fail(w, 'spec.table.chains', 'must be a list');
   const chains: Chain[] = [];
@@ -271,7 +315,10 @@ export function parseFirewallConfiguration(fc: unknown): RuleTable {
       if (!isObj(r)) fail(w, `rules.${key}[${ri}]`, 'must be an object');
       w.rule = typeof r.name === 'string' && r.name !== '' ? r.name : `#${ri}`;
       if (type === 'filter') {
-        const f = parseFilterRule(w, r);
+        const f = parseFilterRule(w, r, fam);
+        // Liqo renders reject as ICMP (IPv4) net-unreachable: nft refuses that in an ip6 table.
+        if (f.action.type === 'reject' && fam === 'ip6')
+          fail(w, 'action', 'reject (ICMP net-unreachable) is IPv4: not valid in an IPV6 table');
         // The kernel refuses these at load time (nft: "Operation not supported"); `rt mtu` (nft_rt's
         // TCPMSS key) is valid at forward, output and postrouting only, whatever the chain type.
         if (f.action.type === 'reject' && hook === 'postrouting')
@@ -291,7 +338,7 @@ export function parseFirewallConfiguration(fc: unknown): RuleTable {
         return f;
       }
       if (type === 'nat') {
-        const n = parseNatRule(w, r);
+        const n = parseNatRule(w, r, fam);
         const dst = n.action.type === 'dnat';
         // nftables refuses these at load time: destination NAT before routing, source NAT after.
         if (dst && hook !== 'prerouting' && hook !== 'output')
@@ -302,9 +349,9 @@ export function parseFirewallConfiguration(fc: unknown): RuleTable {
           fail(w, 'natType', `masquerade (no \`to\`) needs a postrouting chain, this one is at ${hook}`);
         return n;
       }
-      return { kind: 'route' as const, name: w.rule, conds: parseConds(w, r) };
+      return { kind: 'route' as const, name: w.rule, conds: parseConds(w, r, fam) };
     });
     chains.push({ name: cname, hook, type, priority: prio, policy, rules });
   });
-  return { object: w.object, name, family: 'ip', chains };
+  return { object: w.object, name, family: fam, chains };
 }

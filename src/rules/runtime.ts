@@ -13,7 +13,9 @@
  *   interface's address, written in the headroom (VERDICT_REPLY), rate-limited (reject.ts);
  * - tcpmssclamp lowers a SYN's MSS (match.ts), to the route's MTU − 40 for value 0 (mss.ts);
  * - counters per rule and the runtime's totals: counters.ts.
- * Only IPv4 is seen (Liqo's tables are family ip): IPv6 packets pass untouched and untracked.
+ * IPv4 packets run the ip tables' steps, IPv6 packets the ip6 tables' (run6: the same steps on
+ * IPv6 conntrack, without the mirror shortcut or hook skipping); a family without tables passes
+ * untouched and untracked, as in the kernel.
  * Fragments are not reassembled (the kernel's conntrack does, then re-fragments): a first
  * fragment is tracked by its transport header and remembered; the datagram's later fragments
  * get its connection's address translation. A later fragment seen before the first one is
@@ -53,14 +55,15 @@ import {
   S_CT,
   S_NAT,
   type CChain,
+  type CStep,
   type CompiledRules,
 } from './compile.js';
 import { RulesConntrack } from './conntrack.js';
 import { RuleCounters, emptyRulesStats, type RuleCounterRow, type RulesStats } from './counters.js';
-import { inDevName, masqueradeAddr, outDevName, type RulesDevices } from './devices.js';
+import { inDevName, masqueradeAddr, masqueradeAddr6, outDevName, type RulesDevices } from './devices.js';
 import { rejectPacket } from './reject.js';
 import { clampMss, condsMatch, readU32 } from './match.js';
-import { routeMss } from './mss.js';
+import { MSS_OVERHEAD_V4, MSS_OVERHEAD_V6, routeMss } from './mss.js';
 import { HOOKS } from './model.js';
 import {
   M_D,
@@ -248,9 +251,8 @@ export class RulesRuntime {
     const selfError =
       h === HOOK_OUTPUT &&
       meta.source === SOURCE_SELF &&
-      v.proto === 1 &&
       v.l4 >= 0 &&
-      (buf[v.l4] === 3 || buf[v.l4] === 11);
+      (v.proto === 1 ? buf[v.l4] === 3 || buf[v.l4] === 11 : v.proto === 58 && buf[v.l4]! >= 1 && buf[v.l4]! <= 3);
     const selfAfterMirror = selfError && this.mcls !== M_NONE,
       dyingD = this.mcls === M_D;
     if (h === HOOK_PREROUTING || h === HOOK_OUTPUT) {
@@ -259,7 +261,8 @@ export class RulesRuntime {
       this.mcls = M_NONE;
     }
     const c = this.compiled;
-    if (c === null || v.family !== 4) return VERDICT_ACCEPT;
+    if (c === null) return VERDICT_ACCEPT;
+    if (v.family !== 4) return this.run6(c.steps6[h]!, h, buf, v, meta, now);
     if ((h === HOOK_PREROUTING || selfAfterMirror) && this.mirror !== null) {
       // The router's own error about a dying D packet is read as the peer's would be (from the tunnel).
       this.mcls = this.mirror.classify(
@@ -333,6 +336,60 @@ export class RulesRuntime {
           } else if (this.ct.e >= 0) {
             this.ct.apply(buf, v, h === HOOK_POSTROUTING || h === HOOK_INPUT);
           }
+          break;
+        case S_CONFIRM:
+          if (this.ct.pending >= 0) {
+            const ok = this.flows.confirm(this.ct.pending, now);
+            this.ct.pending = -1;
+            if (!ok) {
+              this.ct.e = -1;
+              return VERDICT_DROP;
+            }
+          }
+          break;
+      }
+    }
+    return VERDICT_ACCEPT;
+  }
+
+  /** An IPv6 packet at hook h: the ip6 tables' steps, every hook run (no shortcut, no skipping). */
+  private run6(steps: readonly CStep[], h: number, buf: Uint8Array, v: IpView, meta: PacketMeta, now: number): number {
+    const src = h === HOOK_POSTROUTING || h === HOOK_INPUT;
+    for (let i = 0; i < steps.length; i++) {
+      const s = steps[i]!;
+      switch (s.kind) {
+        case S_CHAIN: {
+          const r = this.chain(s.chain!, buf, v, meta, now);
+          if (r !== VERDICT_ACCEPT) {
+            this.ct.abandon();
+            return r;
+          }
+          break;
+        }
+        case S_CT:
+          this.ct.track6(buf, v, now);
+          break;
+        case S_NAT:
+          if (s.chain !== null) {
+            if (
+              this.ct.isNew &&
+              this.ct.e >= 0 &&
+              this.ct.decide6(
+                s.chain,
+                src,
+                buf,
+                v,
+                inDevName(this.devices, meta),
+                outDevName(this.devices, meta),
+                masqueradeAddr6(this.devices, meta),
+                this.cnt,
+                now,
+              ) === VERDICT_DROP
+            ) {
+              this.ct.abandon();
+              return VERDICT_DROP;
+            }
+          } else if (this.ct.e >= 0) this.ct.apply(buf, v, src);
           break;
         case S_CONFIRM:
           if (this.ct.pending >= 0) {
@@ -482,10 +539,12 @@ export class RulesRuntime {
         case A_NOTRACK:
           if (ch.beforeConntrack) this.ct.notrack = true;
           break;
-        case A_MSS:
-          if (clampMss(buf, v, r.value !== 0 ? r.value : routeMss(this.devices, meta.source, meta.output)))
-            this.st.mssClamped++;
+        case A_MSS: {
+          const oh = v.family === 4 ? MSS_OVERHEAD_V4 : MSS_OVERHEAD_V6;
+          const mss = r.value !== 0 ? r.value : routeMss(this.devices, meta.source, meta.output, oh);
+          if (clampMss(buf, v, mss)) this.st.mssClamped++;
           break;
+        }
         case A_SETSRC:
           rewriteIpv4Address(buf, v, v.srcOff, r.value);
           break;

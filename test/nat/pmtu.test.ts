@@ -330,7 +330,7 @@ print(json.dumps(r))
       expect(r.v4.ipsum_rebuilt).toBe(r.v4.ipsum);
       expect(r.v4.icmpsum_rebuilt).toBe(r.v4.icmpsum);
       expect(r.v6).toMatchObject({
-        src: 'fd80::1',
+        src: 'fd71:b::6', // likewise (the ip6 table's dnat)
         dst: 'fd00:a::4',
         plen: 1240,
         nh: 58,

@@ -156,7 +156,7 @@ describe('gateway rules from Kubernetes', () => {
 
       // A bad edit: reported, the previous version of that object stays in force.
       const bad = fx.remapCidr('podcidr', '10.243.0.0/16', '10.70.0.0/16') as { spec: { table: { family: string } } };
-      bad.spec.table.family = 'IPV6';
+      bad.spec.table.family = 'INET';
       const before = changes;
       put(bad);
       await until(() => changes > before, 'the bad edit');

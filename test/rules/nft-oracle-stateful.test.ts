@@ -17,6 +17,7 @@ import type { RuleTable } from '../../src/rules/model.js';
 import { rulesFromNatConfig } from '../../src/rules/from-nat.js';
 import { tcpPacket } from '../packet/factory.js';
 import * as fx from './fixtures.js';
+import { echo6Flow, tcp6Flow, udp6Flow } from './oracle-flows6.js';
 import {
   A_ADDR,
   B_ADDR,
@@ -55,6 +56,95 @@ const MASQ = {
           rules: {
             natRules: [
               { name: 'out', natType: 'masquerade', match: [{ op: 'eq', dev: { position: 'out', value: fx.TUNNEL } }] },
+            ],
+          },
+        },
+      ],
+    },
+  },
+};
+
+/**
+ * An ip6 table (FirewallConfiguration family IPV6) with what the YAML mode writes for a peer's
+ * IPv6 CIDRs: the remap pair (prefix dnat of the remapped fd00:70::/48 to the real
+ * fd00:243::/48 for traffic not from the tunnel, prefix snat back for traffic from it), an
+ * address dnat (IP mapping), masquerade of non-pod sources towards the tunnel and the MSS clamp
+ * at the route's MTU (`rt mtu`: 1500 − 60).
+ */
+const V6 = {
+  metadata: { name: 'v6', namespace: 'nc' },
+  spec: {
+    table: {
+      name: 'nc6',
+      family: 'IPV6',
+      chains: [
+        {
+          name: 'pre',
+          type: 'nat',
+          hook: 'prerouting',
+          priority: -100,
+          policy: 'accept',
+          rules: {
+            natRules: [
+              {
+                name: 'remap',
+                natType: 'dnat',
+                to: 'fd00:243::/48',
+                match: [
+                  { op: 'eq', ip: { position: 'dst', value: 'fd00:70::/48' } },
+                  { op: 'neq', dev: { position: 'in', value: fx.TUNNEL } },
+                ],
+              },
+              {
+                name: 'ipmapping',
+                natType: 'dnat',
+                to: 'fd00:243::7',
+                match: [{ op: 'eq', ip: { position: 'dst', value: 'fd00:73::5' } }],
+              },
+            ],
+          },
+        },
+        {
+          name: 'post',
+          type: 'nat',
+          hook: 'postrouting',
+          priority: 100,
+          policy: 'accept',
+          rules: {
+            natRules: [
+              {
+                name: 'remap',
+                natType: 'snat',
+                to: 'fd00:70::/48',
+                match: [
+                  { op: 'eq', ip: { position: 'src', value: 'fd00:243::/48' } },
+                  { op: 'eq', dev: { position: 'in', value: fx.TUNNEL } },
+                ],
+              },
+              {
+                name: 'masq',
+                natType: 'masquerade',
+                match: [
+                  { op: 'eq', dev: { position: 'out', value: fx.TUNNEL } },
+                  { op: 'neq', ip: { position: 'src', value: 'fd00:112::/48' } },
+                ],
+              },
+            ],
+          },
+        },
+        {
+          name: 'mss',
+          type: 'filter',
+          hook: 'forward',
+          priority: 0,
+          policy: 'accept',
+          rules: {
+            filterRules: [
+              {
+                name: 'clamp',
+                action: 'tcpmssclamp',
+                match: [{ op: 'eq', dev: { position: 'out', value: fx.TUNNEL } }],
+              },
             ],
           },
         },
@@ -364,6 +454,78 @@ describe.skipIf(reason !== null)(
       expect(checksumVerifies(w, 0, 20)).toBe(true);
       expect(m.weft.slice(40, 44)).toBe('0300');
     }, 60_000);
+
+    it('ip6 table: prefix dnat/snat 1:1 both ways, address dnat, masquerade with echo ids, MSS clamp (rt mtu − 60), ICMPv6 error quoting the translated packet', async () => {
+      const r = await play(
+        [V6, MASQ],
+        [
+          tcp6Flow('b', 'fd00:112::5', 'fd00:70::9', 43000, 80),
+          tcp6Flow('a', 'fd00:243::3', 'fd00:112::9', 43001, 443),
+          udp6Flow('b', 'fd00:80::5', 'fd00:70:0:1::9', 43002, 53, true),
+          udp6Flow('a', 'fd00:243::4', 'fd00:112::8', 43003, 53, true),
+          echo6Flow('b', 'fd00:80::6', 'fd00:73::5', 0x99),
+          echo6Flow('b', 'fd00:80::7', 'fd00:73::5', 0x9a),
+          udpFlow('b', '10.112.0.5', '10.243.0.9', 43004, 53),
+        ],
+      );
+      expect(r.mismatches, r.ruleset).toEqual([]);
+      const at = (flow: string, step: number): Uint8Array =>
+        Uint8Array.from(Buffer.from(r.outputs.get(flow)![step]!, 'hex'));
+      // The kernel's answers are what the assertions above compared Weft's with: check they are translations.
+      const syn = at('tcp6 b [fd00:112::5]:43000 → [fd00:70::9]:80', 0);
+      expect(Buffer.from(syn.subarray(24, 40)).toString('hex')).toBe('fd000243' + '0'.repeat(23) + '9');
+      expect((syn[40 + 22]! << 8) | syn[40 + 23]!).toBe(1440);
+      const fromTunnel = at('tcp6 a [fd00:243::3]:43001 → [fd00:112::9]:443', 0);
+      expect(Buffer.from(fromTunnel.subarray(8, 24)).toString('hex')).toBe('fd000070' + '0'.repeat(23) + '3');
+      const err = at('udp6 b [fd00:80::5]:43002 → [fd00:70:0:1::9]:53 + ICMPv6 error', 3);
+      expect(err[40]).toBe(3);
+      expect(Buffer.from(err.subarray(24, 40)).toString('hex')).toBe('fd000080' + '0'.repeat(23) + '5');
+      expect(r.rt.stats().mssClamped).toBeGreaterThan(0);
+    }, 180_000);
+
+    it("the YAML translation's ip6 table (remap pair, IP mapping both ways, host SNAT, MSS clamp MTU − 60) against the kernel", async () => {
+      const tables = rulesFromNatConfig(
+        {
+          localPodCIDRs: ['10.112.0.0/16', 'fd00:112::/48'],
+          localExternalCIDR: '10.71.0.0/16',
+          localExternalCIDRv6: 'fd00:71::/64',
+          ipMappings: [{ externalAddress: 'fd00:71::5', realAddress: 'fd00:80::7' }],
+          mtu: 1340,
+        },
+        [
+          {
+            name: 'b',
+            remote: { podCIDRs: ['10.243.0.0/16', 'fd00:243::/48'], externalCIDRs: [] },
+            remapped: { podCIDRs: ['10.70.0.0/16', 'fd00:70::/48'], externalCIDRs: [] },
+          },
+        ],
+        { tunnel: fx.TUNNEL },
+      );
+      expect(tables.map((t) => [t.name, t.family])).toEqual([
+        ['weft-derived', 'ip'],
+        ['weft-derived6', 'ip6'],
+      ]);
+      const r = await play(tables, [
+        tcp6Flow('b', 'fd00:112::5', 'fd00:70::9', 47000, 80),
+        tcp6Flow('a', 'fd00:243::3', 'fd00:112::9', 47001, 443),
+        udp6Flow('b', 'fd00:80::5', 'fd00:70::9', 47002, 53, true),
+        echo6Flow('a', 'fd00:243::4', 'fd00:71::5', 0x77),
+        udp6Flow('b', 'fd00:80::7', 'fd00:70::8', 47003, 53),
+      ]);
+      expect(r.mismatches, r.ruleset).toEqual([]);
+      const at = (flow: string, step: number): string => r.outputs.get(flow)![step]!;
+      // Kernel outputs: the pod's SYN to the peer's real address with MSS 1340 − 60; the host's request from fd00:71::.
+      const syn = at('tcp6 b [fd00:112::5]:47000 → [fd00:70::9]:80', 0);
+      expect(syn.slice(48, 80)).toBe('fd000243' + '0'.repeat(23) + '9');
+      expect(syn.slice(80 + 44, 80 + 48)).toBe((1280).toString(16).padStart(4, '0'));
+      expect(at('udp6 b [fd00:80::5]:47002 → [fd00:70::9]:53 + ICMPv6 error', 0).slice(16, 48)).toBe(
+        'fd000071' + '0'.repeat(24),
+      );
+      expect(at('udp6 b [fd00:80::7]:47003 → [fd00:70::8]:53', 0).slice(16, 48)).toBe(
+        'fd000071' + '0'.repeat(23) + '5',
+      );
+      expect(at('echo6 a fd00:243::4 → fd00:71::5', 0).slice(48, 80)).toBe('fd000080' + '0'.repeat(23) + '7');
+    }, 180_000);
 
     it('IPv6 passes the ip tables untouched; fragments of a masqueraded datagram', async () => {
       const r = await play([MASQ], [ipv6Flow(), fragments('b', '10.112.0.7', '10.243.0.9', 44000)]);

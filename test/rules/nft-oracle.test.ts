@@ -438,6 +438,9 @@ describe.skipIf(reason !== null)(
         'table ip rlxbad {\n  chain c {\n    type filter hook postrouting priority 0; policy accept;\n    reject with icmp type net-unreachable\n  }\n}\n',
         'table ip rlxbad {\n  chain c {\n    type filter hook prerouting priority 0; policy accept;\n    @th,104,8 & 0x02 != 0 tcp option maxseg size set rt mtu\n  }\n}\n',
         'table ip rlxbad {\n  chain c {\n    type nat hook postrouting priority 100; policy accept;\n    dnat to 10.0.0.1\n  }\n}\n',
+        // Liqo's reject (ICMP net-unreachable) in an ip6 table; an inet table's NAT without a family.
+        'table ip6 rlxbad {\n  chain c {\n    type filter hook forward priority 0; policy accept;\n    reject with icmp type net-unreachable\n  }\n}\n',
+        'table inet rlxbad {\n  chain c {\n    type nat hook postrouting priority 100; policy accept;\n    snat prefix to 10.0.0.0/8\n  }\n}\n',
       ];
       topo.exec(nsR, ['nft', 'flush', 'ruleset']);
       for (const text of bad) {

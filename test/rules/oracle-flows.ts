@@ -20,6 +20,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { parseAddress } from '../../src/packet/addr.js';
 import { checksumVerifies } from '../../src/packet/checksum.js';
 import { IP_OK, IpView, parseIp } from '../../src/packet/ip-view.js';
 import { decrementIpv4Ttl, fillIpv4Checksum } from '../../src/packet/ipv4.js';
@@ -69,6 +70,8 @@ export const DEVICES: RulesDevices = {
   peerAddr: ipToNumber(R_A_ADDR)!,
   nodeAddr: ipToNumber(R_B_ADDR)!,
   hostAddr: 0,
+  peerAddr6: parseAddress('fd00:a::1'),
+  nodeAddr6: parseAddress('fd00:b::1'),
   pathMtu: 1500,
 };
 export const BLACKHOLE_MARK = 7;
@@ -314,10 +317,17 @@ export function ipv6Flow(): Flow {
   };
 }
 
-/** Without the router's own IPv6 chatter (MLD reports, neighbour/router discovery to multicast). */
+/**
+ * Without the router's own IPv6 chatter (MLD reports, neighbour/router discovery to multicast):
+ * IPv6 to fd00::/16 only, ICMPv6 only below type 130 (errors, echo).
+ */
 function ours(list: string[]): string[] {
   return list.filter(
-    (h) => h.startsWith('4') || (h.startsWith('6') && h.slice(12, 14) !== '3a' && h.slice(48, 52) === 'fd00'),
+    (h) =>
+      h.startsWith('4') ||
+      (h.startsWith('6') &&
+        (h.slice(12, 14) !== '3a' || parseInt(h.slice(80, 82), 16) < 130) &&
+        h.slice(48, 52) === 'fd00'),
   );
 }
 

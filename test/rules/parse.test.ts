@@ -98,7 +98,7 @@ describe('parseFirewallConfiguration', () => {
   it.each([
     [
       'family',
-      { metadata: { name: 'x', namespace: 'ns' }, spec: { table: { name: 't', family: 'IPV6', chains: [] } } },
+      { metadata: { name: 'x', namespace: 'ns' }, spec: { table: { name: 't', family: 'INET', chains: [] } } },
       '',
       '',
       'spec.table.family',
