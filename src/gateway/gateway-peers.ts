@@ -105,6 +105,7 @@ export class GatewayPeers {
       lastSeenHandshake: 0,
       tunnelRemote: made.map(() => undefined),
     });
+    this.refreshSpread();
   }
 
   /**
@@ -116,7 +117,29 @@ export class GatewayPeers {
     const s = this.byName.get(name);
     if (s === undefined || tunnel >= s.tunnels.length) return;
     s.checks[tunnel] = { value, latencyMs };
-    s.rp.spread?.setUp(tunnel, value !== 'Error');
+    this.refreshSpread();
+  }
+
+  /** Tunnels in no spread yet only for want of a first handshake (refreshSpread looks again). */
+  waiting = 0;
+
+  /**
+   * Puts each tunnel in its peer's spread when it has had a handshake (a single-port peer never
+   * completes one on tunnels 1..) and its check is not Error. Cheap; called per input batch while
+   * `waiting` is non-zero, and on every check report and housekeeping tick.
+   */
+  refreshSpread(): void {
+    let waiting = 0;
+    for (const s of this.byName.values()) {
+      const sp = s.rp.spread;
+      if (sp === null) continue;
+      for (let i = 0; i < s.tunnels.length; i++) {
+        const session = s.tunnels[i]!.lastHandshakeMs !== 0;
+        if (!session) waiting++;
+        sp.setUp(i, session && s.checks[i]!.value !== 'Error');
+      }
+    }
+    this.waiting = waiting;
   }
 
   remove(name: string): void {

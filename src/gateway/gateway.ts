@@ -247,12 +247,14 @@ export class Gateway implements StatsSource {
     areaLen: number,
   ): void {
     this.routed.fromNodes += n;
+    if (this.peerSet.waiting > 0) this.peerSet.refreshSpread();
     this.router.fromNodes(buf, offs, lens, n, this.clock(), this.lanesGeneve, tunnels);
     this.flush(buf, this.lanesGeneve, areaOff, areaLen);
   }
 
   private onTunPackets(buf: Uint8Array, offs: Uint32Array, lens: Uint32Array, n: number): void {
     this.routed.fromHost += n;
+    if (this.peerSet.waiting > 0) this.peerSet.refreshSpread();
     this.router.fromHost(buf, offs, lens, n, this.clock(), this.lanesTun);
     this.flush(buf, this.lanesTun, 0, 0);
   }
@@ -265,6 +267,7 @@ export class Gateway implements StatsSource {
     n: number,
   ): number {
     this.routed.fromPeers += n;
+    if (this.peerSet.waiting > 0) this.peerSet.refreshSpread();
     this.router.fromPeers(buf, offs, lens, peers, n, this.clock(), this.lanesWg);
     this.flush(buf, this.lanesWg, 0, 0);
     return n;
@@ -379,6 +382,7 @@ export class Gateway implements StatsSource {
     if (this.stopped) return;
     this.yaml.expire(this.clock());
     this.peerSet.countHandshakes();
+    this.peerSet.refreshSpread();
   }
 
   /** StatsSource: one sample per peer. `connected` = a handshake completed within the last 180 s. */
@@ -388,7 +392,7 @@ export class Gateway implements StatsSource {
 
   /** StatsSource: drops by reason from every stage (non-zero only), prefixed by stage. */
   drops(): Readonly<Record<string, number>> {
-    return collectDrops(this.router, this.peerTable, this.device, this.geneve, this.wg, this.tun);
+    return collectDrops(this.router, this.peerTable, this.devices, this.geneve, this.wgs, this.tun);
   }
 
   /** StatsSource: conntrack entries (the configuration's rules' connections; 0 when Liqo mode detached them). */
@@ -399,9 +403,9 @@ export class Gateway implements StatsSource {
   /** StatsSource: bounded queues' current depths. */
   queueDepths(): Readonly<Record<string, number>> {
     return {
-      wg_handshakes: this.wg?.handshakeQueueDepth ?? 0,
-      wg_outbox: this.device.outgoingCount,
-      wg_buffers: this.device.buffersInUse,
+      wg_handshakes: this.wgs.reduce((n, w) => n + w.handshakeQueueDepth, 0),
+      wg_outbox: this.devices.reduce((n, d) => n + d.outgoingCount, 0),
+      wg_buffers: this.devices.reduce((n, d) => n + d.buffersInUse, 0),
       geneve_arp_held: this.geneve?.engine.heldPackets ?? 0,
     };
   }
@@ -419,6 +423,7 @@ export class Gateway implements StatsSource {
       queues: { ...this.queueDepths() },
       forwarded: this.forwarded,
       routed: this.routed,
+      interfaceName: this.live.config.wireguard.interfaceName,
     });
   }
 

@@ -11,9 +11,10 @@
  * fragments and packets without ports hash addresses and protocol only, so every fragment of a
  * datagram takes one tunnel.
  *
- * A tunnel the connection check finds dead is taken out (setUp(i, false)) and its flows re-hash
- * over the others; it returns when it answers again. With every tunnel down the spread uses all
- * of them (sending somewhere beats dropping everything while the check catches up).
+ * A tunnel the connection check finds dead, or that has no session yet, is taken out
+ * (setUp(i, false)) and its flows re-hash over the others; it returns when it answers again.
+ * With every tunnel out the spread uses tunnel 0, the one a single-port peer (and Liqo's routes)
+ * use.
  *
  * Pure: no I/O, no clock, no allocation in `pick`.
  */
@@ -127,7 +128,7 @@ export class TunnelSpread<L> {
     return this.up[i] === 1;
   }
 
-  /** Tunnels in use (all of them when none is up). */
+  /** Tunnels in use (tunnel 0 when none is up). */
   get inUse(): number {
     return this.used;
   }
@@ -181,19 +182,17 @@ export class TunnelSpread<L> {
   private rebuild(): void {
     let used = 0;
     let total = 0;
-    for (let pass = 0; pass < 2 && used === 0; pass++) {
-      for (let i = 0; i < this.links.length; i++) {
-        if (pass === 0 && this.up[i] === 0) continue;
-        const w = this.weights[i]!;
-        if (w === 0) continue;
-        total += w;
-        this.cum[used] = total;
-        this.idx[used] = i;
-        used++;
-      }
+    for (let i = 0; i < this.links.length; i++) {
+      if (this.up[i] === 0) continue;
+      const w = this.weights[i]!;
+      if (w === 0) continue;
+      total += w;
+      this.cum[used] = total;
+      this.idx[used] = i;
+      used++;
     }
     if (used === 0) {
-      // Only zero weights (no nextHop names a tunnel here): tunnel 0.
+      // Nothing up, or only zero weights (no nextHop names an up tunnel): tunnel 0.
       this.cum[0] = 1;
       this.idx[0] = 0;
       used = 1;
