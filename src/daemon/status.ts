@@ -36,8 +36,31 @@ export interface WeftPeerStatus {
   tunnelAddress?: string;
   /** This gateway's in-tunnel address towards the peer (the check's source). */
   localTunnelAddress?: string;
-  /** In-tunnel connection check (Liqo's conncheck), when running. */
+  /** In-tunnel connection check (Liqo's conncheck), when running: tunnel 0's, as Liqo reports it. */
   connection?: { value: string; latencyMs: number };
+  /** Several WireGuard tunnels (Liqo's spec.endpoint.ports): each one, tunnel 0 first. */
+  tunnels?: WeftWireguardTunnelStatus[];
+}
+
+/** One of a peer's WireGuard tunnels (Liqo's interface liqo-tunnel, liqo-tunnel1, …). */
+export interface WeftWireguardTunnelStatus {
+  index: number;
+  interface: string;
+  listenPort: number;
+  endpoint: string | null;
+  tunnelAddress: string | null;
+  localTunnelAddress: string | null;
+  /** Whether flows spread onto it: it has a session and its connection check is not Error. */
+  inSpread: boolean;
+  /** Its share of the spread (kernel weight: RouteConfiguration nextHops weight + 1; default 1). */
+  weight: number;
+  /** Its connection check ('' before the first report). */
+  connection: { value: string; latencyMs: number };
+  latestHandshake: string | null;
+  rxBytes: number;
+  txBytes: number;
+  rxPackets: number;
+  txPackets: number;
 }
 
 export interface WeftTunnelStatus {

@@ -9,7 +9,7 @@
 import type { PeerChanges } from '../control/diff.js';
 import type { PeerConfig, WireguardConfig } from '../control/config.js';
 import type { PeerStatsSample } from '../control/metrics.js';
-import { planTunnelAddresses, tunnelCount, type TunnelPlan } from '../control/tunnel-address.js';
+import { planTunnelAddresses, tunnelCount, tunnelInterfaceName, type TunnelPlan } from '../control/tunnel-address.js';
 import type { GeneveTunnel } from '../geneve/tunnel.js';
 import { parsePrefix } from '../packet/addr.js';
 import type { PeerTable, PeerEntry } from '../router/peer-table.js';
@@ -282,6 +282,17 @@ export class GatewayPeers {
         rxPackets: sum((p) => p.rxPackets),
         txPackets: sum((p) => p.txPackets),
         handshakes: s.handshakes,
+        ...(s.tunnels.length > 1
+          ? {
+              tunnels: s.tunnels.map((p, i) => ({
+                tunnel: tunnelInterfaceName(this.o.wireguard().interfaceName, i),
+                inSpread: s.rp.spread?.isUp(i) ?? true,
+                latencyUs: Math.round(s.checks[i]!.latencyMs * 1000),
+                rxBytes: p.rxBytes,
+                txBytes: p.txBytes,
+              })),
+            }
+          : {}),
         ...(last === 0 ? {} : { lastHandshakeAtMs: last }),
       });
     }
