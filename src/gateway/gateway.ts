@@ -133,7 +133,10 @@ export class Gateway implements StatsSource {
     }
     this.devices = devices;
     this.device = devices[0]!;
-    if (n > 1) for (let i = 0; i < n; i++) this.split.push(new PacketList<Peer>(cap));
+    // Sized to the largest lane: one input batch's peer lane is split at most whole into one port.
+    const laneMax = Math.max(this.lanesGeneve.capacity, this.lanesTun.capacity, this.lanesWg.capacity);
+    if (n > 1) for (let i = 0; i < n; i++) this.split.push(new PacketList<Peer>(laneMax));
+
     this.router = new Router({
       peers: peerTableOf(config, opts.internalAddress),
       nodes: this.table,
