@@ -110,6 +110,7 @@ function checkInside(
 export function validateGateway(ctx: IssueSink, c: CheckedGateway): void {
   const local = localCidrs(c.cluster);
   checkNoOverlap(ctx, local);
+  checkTunnelPorts(ctx, c);
 
   checkUnique(
     ctx,
@@ -375,4 +376,38 @@ export function validateNode(ctx: IssueSink, c: RawNode): void {
     );
   });
   checkNoOverlap(ctx, [...local, ...remotes], local.length);
+}
+
+/** Several tunnels: distinct ports, tunnel 0's the single port's (listenPort / the endpoint's). */
+function checkTunnelPorts(ctx: IssueSink, c: CheckedGateway): void {
+  const lp = c.wireguard.listenPorts;
+  if (lp !== undefined) {
+    if (lp[0] !== c.wireguard.listenPort)
+      ctx.issue(
+        ['wireguard', 'listenPorts', 0],
+        `${lp[0]} differs from wireguard.listenPort ${c.wireguard.listenPort}; tunnel 0 listens on listenPort`,
+      );
+    lp.forEach((p, i) => {
+      if (lp.indexOf(p) !== i)
+        ctx.issue(['wireguard', 'listenPorts', i], `port ${p} appears twice; one port per tunnel`);
+    });
+  }
+  c.peers.forEach((peer, i) => {
+    const ep = peer.endpointPorts;
+    if (ep === undefined) return;
+    if (peer.endpoint === undefined) {
+      ctx.issue(['peers', i, 'endpointPorts'], 'needs an endpoint (the host the tunnels go to)');
+      return;
+    }
+    const m = /:(\d+)$/.exec(peer.endpoint);
+    if (m !== null && Number(m[1]) !== ep[0])
+      ctx.issue(
+        ['peers', i, 'endpointPorts', 0],
+        `${ep[0]} differs from the endpoint's port ${m[1]}; tunnel 0 goes to the endpoint`,
+      );
+    ep.forEach((p, j) => {
+      if (ep.indexOf(p) !== j)
+        ctx.issue(['peers', i, 'endpointPorts', j], `port ${p} appears twice; one port per tunnel`);
+    });
+  });
 }

@@ -107,6 +107,11 @@ export const WireguardSchema = z.strictObject({
   /** Bind address for the WireGuard UDP socket (default: all). */
   listenAddress: ipText.optional(),
   listenPort: port.default(DEFAULTS.wireguardPort),
+  /**
+   * Several tunnels (Liqo's GatewayServer spec.endpoint.ports, up to 64): tunnel i listens on
+   * listenPorts[i]; listenPorts[0] is listenPort. One WireGuard session per tunnel, same keys.
+   */
+  listenPorts: z.array(port).min(1).max(64).optional(),
   mtu: mtu.default(DEFAULTS.mtu),
   interfaceName: ifName.default(DEFAULTS.wireguardInterface),
   /** 'auto' picks the measured-fastest backend (src/crypto/select.ts). */
@@ -132,6 +137,11 @@ export const PeerSchema = z.strictObject({
   presharedKey: keyText.optional(),
   /** Initial endpoint; absent on a server side that learns it from the first handshake. */
   endpoint: endpointText.optional(),
+  /**
+   * Several tunnels to this peer (Liqo's GatewayClient spec.endpoint.ports, up to 64): tunnel i
+   * goes to the endpoint's host at endpointPorts[i]; endpointPorts[0] is the endpoint's port.
+   */
+  endpointPorts: z.array(port).min(1).max(64).optional(),
   /** Seconds, 1..65535; absent = off (Liqo uses none). */
   persistentKeepalive: z.number().int().min(1).max(65535).optional(),
   /**

@@ -88,6 +88,8 @@ export interface WireguardConfig {
   privateKeyFile?: string;
   listenAddress?: string;
   listenPort: number;
+  /** Every tunnel's listen port (Liqo's spec.endpoint.ports); [0] is listenPort. */
+  listenPorts?: number[];
   mtu: number;
   interfaceName: string;
   cryptoBackend: CryptoBackendChoice;
@@ -106,6 +108,8 @@ export interface PeerConfig {
   publicKey: string;
   presharedKey?: string;
   endpoint?: string;
+  /** Every tunnel's port at the endpoint's host; [0] is the endpoint's port. */
+  endpointPorts?: number[];
   persistentKeepalive?: number;
   /** The peer's in-tunnel address (src/control/tunnel-address.ts; default by role). */
   tunnelAddress?: string;

@@ -36,6 +36,8 @@ export interface PeerChanges {
   clusterId?: string;
   presharedKey?: string | null;
   endpoint?: string | null;
+  /** Tunnel ports at the endpoint (not live: the gateway asks for a restart). */
+  endpointPorts?: number[] | null;
   persistentKeepalive?: number | null;
   /** The peer's in-tunnel address (null: back to the default). */
   tunnelAddress?: string | null;
@@ -153,6 +155,7 @@ const PEER_FIELDS = [
   'clusterId',
   'presharedKey',
   'endpoint',
+  'endpointPorts',
   'persistentKeepalive',
   'tunnelAddress',
   'remote',
@@ -163,6 +166,7 @@ const WG_FIELDS = [
   'privateKeyFile',
   'listenAddress',
   'listenPort',
+  'listenPorts',
   'mtu',
   'interfaceName',
   'cryptoBackend',

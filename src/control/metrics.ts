@@ -18,6 +18,9 @@
  *   weft_wireguard_unknown_session_initiations_total / _suppressed_total: handshakes started
  *   because transport data arrived for a session this process does not have (a restart or a
  *   takeover), and those the per-peer and per-device limits held back.
+ *   with several WireGuard tunnels per peer, weft_tunnel_in_spread, weft_tunnel_latency_us,
+ *   weft_tunnel_receive_bytes_total, weft_tunnel_transmit_bytes_total{cluster_id,tunnel}
+ *   (tunnel: Liqo's interface name, liqo-tunnel, liqo-tunnel1, …).
  */
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -38,6 +41,8 @@ export interface PeerStatsSample {
   handshakes: number;
   /** Wall-clock ms of the last completed handshake, if any. */
   lastHandshakeAtMs?: number;
+  /** Several WireGuard tunnels (Liqo's ports): each one's spread state, check latency and bytes. */
+  tunnels?: readonly { tunnel: string; inSpread: boolean; latencyUs: number; rxBytes: number; txBytes: number }[];
 }
 
 /** One rule's counter; `object` is the FirewallConfiguration's namespace/name (YAML mode: weft/derived). */
@@ -163,6 +168,58 @@ export function createMetricsRegistry(source: StatsSource): Registry {
       if (w !== undefined) this.inc(w.suppressed);
     },
   });
+  const perTunnel = (
+    name: string,
+    help: string,
+    kind: 'gauge' | 'counter',
+    value: (t: NonNullable<PeerStatsSample['tunnels']>[number]) => number,
+  ): void => {
+    const opts = { name, help, labelNames: ['cluster_id', 'tunnel'] as const, registers };
+    const fill = (set: (l: { cluster_id: string; tunnel: string }, v: number) => void): void => {
+      for (const p of source.peers())
+        for (const t of p.tunnels ?? []) set({ cluster_id: p.clusterId, tunnel: t.tunnel }, value(t));
+    };
+    if (kind === 'gauge')
+      new Gauge({
+        ...opts,
+        collect() {
+          this.reset();
+          fill((l, v) => this.set(l, v));
+        },
+      });
+    else
+      new Counter({
+        ...opts,
+        collect() {
+          this.reset();
+          fill((l, v) => this.inc(l, v));
+        },
+      });
+  };
+  perTunnel(
+    'weft_tunnel_in_spread',
+    'Whether flows spread onto this WireGuard tunnel of the peer (1) or not (0).',
+    'gauge',
+    (t) => (t.inSpread ? 1 : 0),
+  );
+  perTunnel(
+    'weft_tunnel_latency_us',
+    "Round-trip latency of this tunnel's connection check in microseconds.",
+    'gauge',
+    (t) => t.latencyUs,
+  );
+  perTunnel(
+    'weft_tunnel_receive_bytes_total',
+    'Bytes received through this WireGuard tunnel.',
+    'counter',
+    (t) => t.rxBytes,
+  );
+  perTunnel(
+    'weft_tunnel_transmit_bytes_total',
+    'Bytes sent through this WireGuard tunnel.',
+    'counter',
+    (t) => t.txBytes,
+  );
 
   new Counter({
     name: 'weft_handshakes_total',

@@ -13,6 +13,11 @@
  * side would equal an earlier peer's address, is left out of the plan with a reason naming the
  * field to set. Such a peer simply has no in-tunnel check (its status follows the handshake).
  *
+ * Several tunnels to a peer (Liqo's spec.endpoint.ports: one WireGuard interface per port,
+ * `liqo-tunnel`, `liqo-tunnel1`, …): tunnel i's /30 is 169.254.18.4i/30, the server on .4i+1 and
+ * the client on .4i+2; each tunnel gets its own entry (`tunnel` = i) and so its own check.
+ * `tunnelAddress` overrides apply to tunnel 0.
+ *
  * Pure: no I/O. Used by the gateway (addresses, allowed IPs, routes) and by the CLI (the check
  * itself), so both always agree.
  */
@@ -21,13 +26,35 @@
 export const LIQO_TUNNEL_SERVER_ADDRESS = '169.254.18.1';
 export const LIQO_TUNNEL_CLIENT_ADDRESS = '169.254.18.2';
 
+/** Liqo's address of tunnel i's server (1) or client (2) side: 169.254.18.(4i + side). */
+export function liqoTunnelAddress(side: 'server' | 'client', i: number): string {
+  return `169.254.18.${4 * i + (side === 'server' ? 1 : 2)}`;
+}
+
+/** Liqo's name of tunnel i's interface: the base name, then base + i (liqo-tunnel, liqo-tunnel1, …). */
+export function tunnelInterfaceName(base: string, i: number): string {
+  return i === 0 ? base : `${base}${i}`;
+}
+
+/** How many tunnels a peer has: its endpoint's ports (we are the client), else our listen ports. */
+export function tunnelCount(
+  wireguard: { readonly listenPorts?: readonly number[] | undefined },
+  peer: { readonly endpoint?: string | undefined; readonly endpointPorts?: readonly number[] | undefined },
+): number {
+  return peer.endpoint !== undefined ? (peer.endpointPorts?.length ?? 1) : (wireguard.listenPorts?.length ?? 1);
+}
+
 /** What the plan reads from a gateway configuration (structurally a GatewayConfig). */
 export interface TunnelAddressInput {
-  readonly wireguard: { readonly tunnelAddress?: string | undefined };
+  readonly wireguard: {
+    readonly tunnelAddress?: string | undefined;
+    readonly listenPorts?: readonly number[] | undefined;
+  };
   readonly peers: readonly {
     readonly name: string;
     readonly clusterId: string;
     readonly endpoint?: string | undefined;
+    readonly endpointPorts?: readonly number[] | undefined;
     readonly tunnelAddress?: string | undefined;
   }[];
 }
@@ -40,6 +67,8 @@ export interface PeerTunnelAddresses {
   readonly local: string;
   /** The peer's address (the check's destination; a /32 or /128 in its allowed IPs). */
   readonly remote: string;
+  /** Which of the peer's tunnels (0: the first, the only one with a single port). */
+  readonly tunnel: number;
 }
 
 export interface SkippedTunnelPeer {
@@ -72,26 +101,31 @@ export function planTunnelAddresses(cfg: TunnelAddressInput): TunnelPlan {
   const locals = new Map<string, string>(); // address → first peer using it as our side
   const remotes = new Map<string, string>(); // address → peer owning it
   for (const p of cfg.peers) {
-    const d = defaultTunnelAddresses(p);
-    const local = cfg.wireguard.tunnelAddress ?? d.local;
-    const remote = p.tunnelAddress ?? d.remote;
-    let reason: string | undefined;
-    if (remote === local) {
-      reason = `its tunnel address ${remote} equals this gateway's; set peers[].tunnelAddress or wireguard.tunnelAddress`;
-    } else if (remotes.has(remote)) {
-      reason = `tunnel address ${remote} is already peer ${remotes.get(remote)!}'s; set a distinct peers[].tunnelAddress`;
-    } else if (locals.has(remote)) {
-      reason = `tunnel address ${remote} is this gateway's own (towards peer ${locals.get(remote)!}); set peers[].tunnelAddress`;
-    } else if (remotes.has(local)) {
-      reason = `this gateway's tunnel address towards it (${local}) is peer ${remotes.get(local)!}'s; set wireguard.tunnelAddress`;
+    const n = tunnelCount(cfg.wireguard, p);
+    const client = p.endpoint !== undefined;
+    for (let i = 0; i < n; i++) {
+      const d = defaultTunnelAddresses(p);
+      const local =
+        i === 0 ? (cfg.wireguard.tunnelAddress ?? d.local) : liqoTunnelAddress(client ? 'client' : 'server', i);
+      const remote = i === 0 ? (p.tunnelAddress ?? d.remote) : liqoTunnelAddress(client ? 'server' : 'client', i);
+      let reason: string | undefined;
+      if (remote === local) {
+        reason = `its tunnel address ${remote} equals this gateway's; set peers[].tunnelAddress or wireguard.tunnelAddress`;
+      } else if (remotes.has(remote)) {
+        reason = `tunnel address ${remote} is already peer ${remotes.get(remote)!}'s; set a distinct peers[].tunnelAddress`;
+      } else if (locals.has(remote)) {
+        reason = `tunnel address ${remote} is this gateway's own (towards peer ${locals.get(remote)!}); set peers[].tunnelAddress`;
+      } else if (remotes.has(local)) {
+        reason = `this gateway's tunnel address towards it (${local}) is peer ${remotes.get(local)!}'s; set wireguard.tunnelAddress`;
+      }
+      if (reason !== undefined) {
+        skipped.push({ name: p.name, clusterId: p.clusterId, reason: i === 0 ? reason : `tunnel ${i}: ${reason}` });
+        continue;
+      }
+      if (!locals.has(local)) locals.set(local, p.name);
+      remotes.set(remote, p.name);
+      peers.push({ name: p.name, clusterId: p.clusterId, local, remote, tunnel: i });
     }
-    if (reason !== undefined) {
-      skipped.push({ name: p.name, clusterId: p.clusterId, reason });
-      continue;
-    }
-    if (!locals.has(local)) locals.set(local, p.name);
-    remotes.set(remote, p.name);
-    peers.push({ name: p.name, clusterId: p.clusterId, local, remote });
   }
   return { peers, skipped };
 }

@@ -114,6 +114,26 @@ function gatewayStatus(
       persistentKeepalive: c?.persistentKeepalive ?? 0,
       ...(p.tunnel !== null ? { tunnelAddress: p.tunnel.remote, localTunnelAddress: p.tunnel.local } : {}),
       ...(check !== undefined ? { connection: connectionStatus(check, down) } : {}),
+      ...(p.wgTunnels !== undefined
+        ? {
+            tunnels: p.wgTunnels.map((t) => ({
+              index: t.index,
+              interface: t.interface,
+              listenPort: t.listenPort,
+              endpoint: t.endpoint,
+              tunnelAddress: t.remote,
+              localTunnelAddress: t.local,
+              inSpread: t.inSpread,
+              weight: t.weight,
+              connection: { value: t.check, latencyMs: t.latencyMs },
+              latestHandshake: t.lastHandshakeAtMs === null ? null : new Date(t.lastHandshakeAtMs).toISOString(),
+              rxBytes: t.rxBytes,
+              txBytes: t.txBytes,
+              rxPackets: t.rxPackets,
+              txPackets: t.txPackets,
+            })),
+          }
+        : {}),
     };
   });
   return {

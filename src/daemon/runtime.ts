@@ -295,7 +295,7 @@ export class Runtime {
             canSend: (address) => {
               const gw = this.gateway();
               const t = gw?.tunnelAddresses().peers.find((p) => p.local === local && p.remote === address);
-              return gw === null || t === undefined || gw.hasEndpoint(t.name);
+              return gw === null || t === undefined || gw.hasEndpoint(t.name, t.tunnel);
             },
             ...(this.opts.launch?.netns !== undefined ? { netns: this.opts.launch.netns } : {}),
             ...(this.opts.conncheckIntervalMs !== undefined ? { intervalMs: this.opts.conncheckIntervalMs } : {}),
@@ -303,14 +303,29 @@ export class Runtime {
               ? { lossThreshold: this.opts.conncheckLossThreshold }
               : {}),
             onUpdate: (id, st) => {
-              if (st.value === 'Connected' && st.latencyMs > 0) this.recordLatency(id, st.latencyMs);
-              if (this.checkValues.get(id) === st.value) return;
-              this.checkValues.set(id, st.value);
+              // Several tunnels: each has its own check; one that fails leaves the peer's spread.
+              const gw = this.gateway();
+              const t = gw?.tunnelAddresses().peers.find((p) => p.local === local && p.clusterId === id);
+              if (gw != null && t !== undefined) gw.setTunnelCheck(t.name, t.tunnel, st.value, st.latencyMs);
+              const tunnel0 = t === undefined || t.tunnel === 0;
+              // The peer's latency (Liqo's histogram) is tunnel 0's, as its Connection's.
+              if (tunnel0 && st.value === 'Connected' && st.latencyMs > 0) this.recordLatency(id, st.latencyMs);
+              const key = tunnel0 ? id : `${id}/${t.tunnel}`;
+              if (this.checkValues.get(key) === st.value) return;
+              this.checkValues.set(key, st.value);
               const log =
                 st.value === 'Error'
                   ? this.opts.logger.warn.bind(this.opts.logger)
                   : this.opts.logger.info.bind(this.opts.logger);
-              log({ peer: id, value: st.value, latencyMs: st.latencyMs }, 'connection check');
+              log(
+                {
+                  peer: id,
+                  ...(t !== undefined && t.tunnel > 0 ? { tunnel: t.tunnel } : {}),
+                  value: st.value,
+                  latencyMs: st.latencyMs,
+                },
+                'connection check',
+              );
             },
             sessionStartedAt: (id) => this.sessionStartedAt(id),
           }),
@@ -364,8 +379,18 @@ export class Runtime {
     for (const r of runners) await r.stop();
   }
 
-  /** The in-tunnel check's view of a peer, when a runner checks it. */
+  /**
+   * The in-tunnel check's view of a peer, when a runner checks it: tunnel 0's, as Liqo's gateway
+   * checks (and its Connection reports) its first tunnel only.
+   */
   private checkStatus(clusterId: string): ReturnType<ConnCheckRunner['status']> {
+    const first = this.gateway()
+      ?.tunnelAddresses()
+      .peers.find((p) => p.clusterId === clusterId && p.tunnel === 0);
+    if (first !== undefined) {
+      const st = this.conncheck.get(first.local)?.status(clusterId);
+      if (st !== undefined) return st;
+    }
     for (const r of this.conncheck.values()) {
       const st = r.status(clusterId);
       if (st !== undefined) return st;

@@ -37,11 +37,34 @@ export interface WeftPeerStatus {
   /** This gateway's in-tunnel address towards the peer (the check's source). */
   localTunnelAddress?: string;
   /**
-   * In-tunnel connection check (Liqo's conncheck), when running. `value` is what the Connection
+   * In-tunnel connection check (Liqo's conncheck), when running: tunnel 0's, as Liqo reports it. `value` is what the Connection
    * says: Error, with `reason`, also when the check answers but the data path is down (every
    * Geneve tunnel to the nodes down); `reason` also explains an Error of the check itself.
    */
   connection?: { value: string; latencyMs: number; reason?: string };
+  /** Several WireGuard tunnels (Liqo's spec.endpoint.ports): each one, tunnel 0 first. */
+  tunnels?: WeftWireguardTunnelStatus[];
+}
+
+/** One of a peer's WireGuard tunnels (Liqo's interface liqo-tunnel, liqo-tunnel1, …). */
+export interface WeftWireguardTunnelStatus {
+  index: number;
+  interface: string;
+  listenPort: number;
+  endpoint: string | null;
+  tunnelAddress: string | null;
+  localTunnelAddress: string | null;
+  /** Whether flows spread onto it: it has a session and its connection check is not Error. */
+  inSpread: boolean;
+  /** Its share of the spread (kernel weight: RouteConfiguration nextHops weight + 1; default 1). */
+  weight: number;
+  /** Its connection check ('' before the first report). */
+  connection: { value: string; latencyMs: number };
+  latestHandshake: string | null;
+  rxBytes: number;
+  txBytes: number;
+  rxPackets: number;
+  txPackets: number;
 }
 
 export interface WeftTunnelStatus {

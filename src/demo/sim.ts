@@ -133,8 +133,15 @@ export class SimGateway {
     plan: DemoPlan,
     c: DemoCluster,
     keys: ReturnType<typeof generateDemoKeys>,
+    ports?: readonly number[],
   ): Promise<SimGateway> {
-    const cfg = parseConfig(gatewayConfig(plan, c, keys, { keyFile: false }), `${c.id} gateway (simulated)`);
+    const input = gatewayConfig(plan, c, keys, { keyFile: false });
+    // Several tunnels (Liqo's spec.endpoint.ports): B listens on each, A dials each.
+    if (ports !== undefined && input.role === 'gateway') {
+      if (c.key === 'a') input.peers![0]!.endpointPorts = [...ports];
+      else input.wireguard!.listenPorts = [...ports];
+    }
+    const cfg = parseConfig(input, `${c.id} gateway (simulated)`);
     if (cfg.role !== 'gateway') throw new Error('unreachable: gateway config has role gateway');
     const devices = new MemoryDevices(net.host(c.gatewayUnderlay, c.wanAddress));
     // No warm-up: the simulation measures no latency that V8's tiers would distort.
@@ -161,13 +168,17 @@ export class SimSystem {
 
   private constructor(readonly plan: DemoPlan) {}
 
-  static async start(plan: DemoPlan): Promise<SimSystem> {
+  /**
+   * `ports`: the WireGuard tunnels' ports (Liqo's spec.endpoint.ports; [0] = plan.wireguardPort),
+   * on both gateways or `only` one of them (the other a single-port peer).
+   */
+  static async start(plan: DemoPlan, ports?: readonly number[], only?: 'a' | 'b'): Promise<SimSystem> {
     const sys = new SimSystem(plan);
     try {
       const keys = generateDemoKeys();
       sys.gateways = {
-        a: await SimGateway.start(sys.net, plan, plan.a, keys),
-        b: await SimGateway.start(sys.net, plan, plan.b, keys),
+        a: await SimGateway.start(sys.net, plan, plan.a, keys, only === 'b' ? undefined : ports),
+        b: await SimGateway.start(sys.net, plan, plan.b, keys, only === 'a' ? undefined : ports),
       };
       for (const c of [plan.a, plan.b]) {
         for (const n of c.nodes) {

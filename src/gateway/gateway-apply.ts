@@ -12,6 +12,7 @@ import type { GeneveTunnel } from '../geneve/tunnel.js';
 import { PeerTable } from '../router/peer-table.js';
 import type { Router } from '../router/router.js';
 import type { Device } from '../wireguard/device.js';
+import { tunnelCount } from '../control/tunnel-address.js';
 import type { Peer } from '../wireguard/peer.js';
 import { applyMappingOps, definedOnly, firstHost, keyBytes, tunnelSpec } from './config-values.js';
 import type { GatewayIo } from './gateway-io.js';
@@ -37,7 +38,8 @@ export function peerTableOf(c: GatewayConfig, internalAddressOverride: string | 
 export interface GatewayParts {
   readonly table: GeneveTunnelTable;
   readonly router: Router<Peer, GeneveTunnel>;
-  readonly device: Device;
+  /** One WireGuard device per tunnel (Liqo's ports); [0] is tunnel 0's. */
+  readonly devices: readonly Device[];
   readonly peers: GatewayPeers;
   readonly io: GatewayIo;
   readonly yaml: YamlRules;
@@ -174,7 +176,18 @@ export class GatewayLiveConfig {
             'wireguard.interfaceName/cryptoBackend/listenAddress changed: restart the gateway',
           );
         }
+        if (ch.listenPorts !== undefined || (ch.listenPort !== undefined && this.parts.devices.length > 1))
+          throw new GatewayApplyError('wireguard.listenPorts changed: restart the gateway to open the tunnels');
       }
+      if (op.kind === 'peer.update' && op.changes.endpointPorts !== undefined)
+        throw new GatewayApplyError(`peers[${op.name}].endpointPorts changed: restart the gateway to open the tunnels`);
+      if (
+        op.kind === 'peer.add' &&
+        tunnelCount(next?.wireguard ?? this.cfg.wireguard, op.peer) > this.parts.devices.length
+      )
+        throw new GatewayApplyError(
+          `peer ${op.peer.name} has ${tunnelCount(next?.wireguard ?? this.cfg.wireguard, op.peer)} tunnels, the gateway ${this.parts.devices.length}: restart the gateway to open them`,
+        );
     }
     const now = this.parts.clock();
     let routesDirty = false;
@@ -228,11 +241,11 @@ export class GatewayLiveConfig {
         case 'wireguard.update': {
           const ch = op.changes;
           if (ch.privateKey !== undefined && ch.privateKey !== null)
-            this.parts.device.setPrivateKey(keyBytes(ch.privateKey));
+            for (const d of this.parts.devices) d.setPrivateKey(keyBytes(ch.privateKey));
           if (ch.mtu !== undefined && ch.mtu !== null) {
             // The TUN link first: if the kernel refuses, nothing has changed yet.
             this.parts.setTunMtu(ch.mtu);
-            this.parts.device.mtu = ch.mtu;
+            for (const d of this.parts.devices) d.mtu = ch.mtu;
           }
           if (ch.listenPort !== undefined && ch.listenPort !== null) {
             const port = ch.listenPort;

@@ -59,6 +59,8 @@ export class GatewayIo {
   kernel: LinkState | null = null;
   geneve: GenevePort | null = null;
   wg: WireGuardPort | null = null;
+  /** One WireGuard port per tunnel (Liqo's spec.endpoint.ports); wgs[0] is `wg`. */
+  wgs: WireGuardPort[] = [];
   segmenter: TunSegmenter | null = null;
   /** Tunnel addresses on the TUN and routes via it (kernel), as last synced. */
   private readonly tunnelAddrsOnTun = new Set<string>();
@@ -88,14 +90,19 @@ export class GatewayIo {
     return { tun, kernel };
   }
 
-  /** Binds the Geneve socket(s) (config.geneve) and the WireGuard ones (config.wireguard.listenPort). */
+  /**
+   * Binds the Geneve socket(s) (config.geneve) and the WireGuard ones: tunnel i's device
+   * `devices[i]` on wireguard.listenPorts[i] (tunnel 0: listenPort; a tunnel without a listen
+   * port, a client's further tunnels, on a port the kernel picks).
+   */
   async openPorts(
     c: GatewayConfig,
     table: GeneveTunnelTable,
-    device: Device,
+    devices: readonly Device[],
     geneveSink: GeneveSink,
     wgSink: InnerSink,
-  ): Promise<{ geneve: GenevePort; wg: WireGuardPort }> {
+  ): Promise<{ geneve: GenevePort; wg: WireGuardPort; wgs: WireGuardPort[] }> {
+    const device = devices[0]!;
     const o = this.o;
     const batch = o.batchSize ?? 64;
     const openUdp = this.devices.openUdp.bind(this.devices);
@@ -117,18 +124,23 @@ export class GatewayIo {
       openUdp,
       sink: geneveSink,
     }));
-    const wg = (this.wg = new WireGuardPort({
-      device,
-      mtu: MAX_PACKET,
-      batchSize: batch,
-      rxHeadroom: HEADROOM,
-      rxTailroom: TAILROOM,
-      clock,
-      onError: this.onError,
-      ...(o.socketBuffer === undefined ? {} : { socketBuffer: o.socketBuffer }),
-      openUdp,
-      sink: wgSink,
-    }));
+    for (const d of devices) {
+      this.wgs.push(
+        new WireGuardPort({
+          device: d,
+          mtu: MAX_PACKET,
+          batchSize: batch,
+          rxHeadroom: HEADROOM,
+          rxTailroom: TAILROOM,
+          clock,
+          onError: this.onError,
+          ...(o.socketBuffer === undefined ? {} : { socketBuffer: o.socketBuffer }),
+          openUdp,
+          sink: wgSink,
+        }),
+      );
+    }
+    const wg = (this.wg = this.wgs[0]!);
     // The WireGuard data path runs optimized from the first packet (WEFT_WARMUP_MS, 0 = off).
     // After the real port exists: V8 has then seen both ports' sinks before it optimizes.
     await warmUpWireGuard({
@@ -138,12 +150,13 @@ export class GatewayIo {
       overlappingAllowedIps: device.overlappingAllowedIps,
     });
     await this.bindWireGuard(c.wireguard.listenPort);
-    return { geneve, wg };
+    for (let i = 1; i < this.wgs.length; i++) await this.bindWireGuard(c.wireguard.listenPorts?.[i] ?? 0, i);
+    return { geneve, wg, wgs: this.wgs };
   }
 
-  /** (Re)binds the WireGuard sockets (inside the namespace, if any). */
-  bindWireGuard(port: number): Promise<number> {
-    return withNetnsAsync(this.o.netns, () => this.wg!.bind(port));
+  /** (Re)binds tunnel `tunnel`'s WireGuard sockets (inside the namespace, if any). */
+  bindWireGuard(port: number, tunnel = 0): Promise<number> {
+    return withNetnsAsync(this.o.netns, () => this.wgs[tunnel]!.bind(port));
   }
 
   /** Starts reading the TUN into `consume` (super-packets cut to `mtu`). */
@@ -190,7 +203,7 @@ export class GatewayIo {
     } catch (e) {
       err = e;
     }
-    await this.wg?.close();
+    for (const w of this.wgs) await w.close();
     await this.geneve?.close();
     await this.tun?.close();
     if (err !== undefined) throw err;

@@ -9,7 +9,7 @@
 import type { PeerChanges } from '../control/diff.js';
 import type { PeerConfig, WireguardConfig } from '../control/config.js';
 import type { PeerStatsSample } from '../control/metrics.js';
-import { planTunnelAddresses, type TunnelPlan } from '../control/tunnel-address.js';
+import { planTunnelAddresses, tunnelCount, tunnelInterfaceName, type TunnelPlan } from '../control/tunnel-address.js';
 import type { GeneveTunnel } from '../geneve/tunnel.js';
 import { parsePrefix } from '../packet/addr.js';
 import type { PeerTable, PeerEntry } from '../router/peer-table.js';
@@ -23,13 +23,18 @@ import { natPeerOf } from './yaml-rules.js';
 
 export interface PeerState {
   cfg: PeerConfig;
+  /** Tunnel 0's WireGuard peer (the router's link). */
   wg: Peer;
+  /** One WireGuard peer per tunnel, tunnel i's on device i (Liqo's ports); [0] is `wg`. */
+  tunnels: Peer[];
+  /** Per tunnel: the connection check's view ('Error' takes it out of the spread), and its latency. */
+  checks: { value: string; latencyMs: number }[];
   /** The router's view of the peer (its peer-table entry); remade when the entry is. */
   rp: RouterPeer<Peer>;
   handshakes: number;
   lastSeenHandshake: number;
-  /** The peer's tunnel address in its allowed IPs (undefined: none). */
-  tunnelRemote: string | undefined;
+  /** The peer's tunnel addresses in the allowed IPs of each tunnel's peer (undefined: none). */
+  tunnelRemote: (string | undefined)[];
 }
 
 export interface GatewayPeersOptions {
@@ -39,6 +44,8 @@ export interface GatewayPeersOptions {
   readonly tunnelAddresses: boolean;
   /** The tunnel MTU in force (the peer entries' Fragmentation Needed size). */
   readonly mtu: () => number;
+  /** The WireGuard settings in force (listenPorts: the tunnels of a peer without endpoint). */
+  readonly wireguard: () => WireguardConfig;
 }
 
 export class GatewayPeers {
@@ -46,11 +53,16 @@ export class GatewayPeers {
   /** The in-tunnel addresses in force: one entry per peer that has them, and the peers left out. */
   plan: TunnelPlan = { peers: [], skipped: [] };
 
+  /** Tunnel 0's device. */
+  private readonly device: Device;
+
   constructor(
-    private readonly device: Device,
+    private readonly devices: readonly Device[],
     private readonly router: Router<Peer, GeneveTunnel>,
     private readonly o: GatewayPeersOptions,
-  ) {}
+  ) {
+    this.device = devices[0]!;
+  }
 
   private get table(): PeerTable {
     return this.router.peerTable;
@@ -61,28 +73,80 @@ export class GatewayPeers {
   }
 
   async add(p: PeerConfig, now: number): Promise<void> {
+    const n = tunnelCount(this.o.wireguard(), p);
+    if (n > this.devices.length)
+      throw new Error(`peer ${p.name}: ${n} tunnels, the gateway has ${this.devices.length}; restart it`);
     const entry = this.table.addPeer(natPeerOf(p, this.o.mtu()));
-    let wp: Peer | undefined;
+    const made: Peer[] = [];
     try {
-      wp = this.device.addPeer(keyBytes(p.publicKey));
-      this.device.setPresharedKey(wp, p.presharedKey === undefined ? null : keyBytes(p.presharedKey));
-      if (p.endpoint !== undefined) this.device.setEndpoint(wp, await resolveEndpoint(p.endpoint));
-      for (const c of [...p.remote.podCIDRs, ...p.remote.externalCIDRs]) this.device.addAllowedIp(wp, parsePrefix(c));
-      if (p.persistentKeepalive !== undefined) this.device.setPersistentKeepalive(wp, p.persistentKeepalive, now);
+      for (let i = 0; i < n; i++) {
+        const d = this.devices[i]!;
+        const wp = d.addPeer(keyBytes(p.publicKey));
+        made.push(wp);
+        d.setPresharedKey(wp, p.presharedKey === undefined ? null : keyBytes(p.presharedKey));
+        const ep = endpointOf(p, i);
+        if (ep !== undefined) d.setEndpoint(wp, await resolveEndpoint(ep));
+        for (const c of [...p.remote.podCIDRs, ...p.remote.externalCIDRs]) d.addAllowedIp(wp, parsePrefix(c));
+        if (p.persistentKeepalive !== undefined) d.setPersistentKeepalive(wp, p.persistentKeepalive, now);
+      }
     } catch (e) {
       this.table.removePeer(entry);
-      if (wp !== undefined) this.device.removePeer(wp);
+      made.forEach((wp, i) => this.devices[i]!.removePeer(wp));
       throw e;
     }
-    const rp = this.router.addPeer(p.name, entry, wp, peerTunnel(p.name));
-    this.byName.set(p.name, { cfg: p, wg: wp, rp, handshakes: 0, lastSeenHandshake: 0, tunnelRemote: undefined });
+    const rp = this.router.addPeer(p.name, entry, made[0]!, peerTunnel(p.name), made.slice(1));
+    this.byName.set(p.name, {
+      cfg: p,
+      wg: made[0]!,
+      tunnels: made,
+      checks: made.map(() => ({ value: '', latencyMs: 0 })),
+      rp,
+      handshakes: 0,
+      lastSeenHandshake: 0,
+      tunnelRemote: made.map(() => undefined),
+    });
+    this.refreshSpread();
+  }
+
+  /**
+   * The connection check's view of tunnel `tunnel` of peer `name`: 'Error' takes it out of the
+   * spread, any other value puts it back. Unknown peer or tunnel: ignored (the check can outlive
+   * a configuration change by one report).
+   */
+  setTunnelCheck(name: string, tunnel: number, value: string, latencyMs: number): void {
+    const s = this.byName.get(name);
+    if (s === undefined || tunnel >= s.tunnels.length) return;
+    s.checks[tunnel] = { value, latencyMs };
+    this.refreshSpread();
+  }
+
+  /** Tunnels in no spread yet only for want of a first handshake (refreshSpread looks again). */
+  waiting = 0;
+
+  /**
+   * Puts each tunnel in its peer's spread when it has had a handshake (a single-port peer never
+   * completes one on tunnels 1..) and its check is not Error. Cheap; called per input batch while
+   * `waiting` is non-zero, and on every check report and housekeeping tick.
+   */
+  refreshSpread(): void {
+    let waiting = 0;
+    for (const s of this.byName.values()) {
+      const sp = s.rp.spread;
+      if (sp === null) continue;
+      for (let i = 0; i < s.tunnels.length; i++) {
+        const session = s.tunnels[i]!.lastHandshakeMs !== 0;
+        if (!session) waiting++;
+        sp.setUp(i, session && s.checks[i]!.value !== 'Error');
+      }
+    }
+    this.waiting = waiting;
   }
 
   remove(name: string): void {
     const s = this.byName.get(name);
     if (s === undefined) return;
     this.router.removePeer(s.rp);
-    this.device.removePeer(s.wg);
+    s.tunnels.forEach((wp, i) => this.devices[i]!.removePeer(wp));
     this.table.removePeer(s.rp.entry);
     this.byName.delete(name);
   }
@@ -94,12 +158,18 @@ export class GatewayPeers {
     if (ch.presharedKey !== undefined) {
       if (ch.presharedKey === null) delete cfg.presharedKey;
       else cfg.presharedKey = ch.presharedKey;
-      this.device.setPresharedKey(s.wg, ch.presharedKey === null ? null : keyBytes(ch.presharedKey));
+      s.tunnels.forEach((wp, i) =>
+        this.devices[i]!.setPresharedKey(wp, ch.presharedKey == null ? null : keyBytes(ch.presharedKey)),
+      );
     }
     if (ch.endpoint !== undefined) {
       if (ch.endpoint === null) delete cfg.endpoint;
       else cfg.endpoint = ch.endpoint;
-      if (ch.endpoint !== null) this.device.setEndpoint(s.wg, await resolveEndpoint(ch.endpoint));
+      if (ch.endpoint !== null)
+        for (let i = 0; i < s.tunnels.length; i++) {
+          const ep = endpointOf(cfg, i);
+          if (ep !== undefined) this.devices[i]!.setEndpoint(s.tunnels[i]!, await resolveEndpoint(ep));
+        }
     }
     if (ch.tunnelAddress !== undefined) {
       if (ch.tunnelAddress === null) delete cfg.tunnelAddress;
@@ -108,7 +178,9 @@ export class GatewayPeers {
     if (ch.persistentKeepalive !== undefined) {
       if (ch.persistentKeepalive === null) delete cfg.persistentKeepalive;
       else cfg.persistentKeepalive = ch.persistentKeepalive;
-      this.device.setPersistentKeepalive(s.wg, ch.persistentKeepalive ?? 0, this.o.clock());
+      s.tunnels.forEach((wp, i) =>
+        this.devices[i]!.setPersistentKeepalive(wp, ch.persistentKeepalive ?? 0, this.o.clock()),
+      );
     }
     if (ch.remote !== undefined || ch.remapped !== undefined) {
       if (ch.remote !== undefined) cfg.remote = ch.remote;
@@ -125,14 +197,17 @@ export class GatewayPeers {
           this.table.addPeer(natPeerOf(s.cfg, this.o.mtu())),
           s.wg,
           peerTunnel(s.cfg.name),
+          s.rp.spread ?? [],
         );
         throw e;
       }
-      s.rp = this.router.addPeer(cfg.name, entry, s.wg, peerTunnel(cfg.name));
-      this.device.clearAllowedIps(s.wg);
-      s.tunnelRemote = undefined; // re-added by planTunnel after the ops
-      for (const c of [...cfg.remote.podCIDRs, ...cfg.remote.externalCIDRs])
-        this.device.addAllowedIp(s.wg, parsePrefix(c));
+      s.rp = this.router.addPeer(cfg.name, entry, s.wg, peerTunnel(cfg.name), s.rp.spread ?? []);
+      s.tunnels.forEach((wp, i) => {
+        const d = this.devices[i]!;
+        d.clearAllowedIps(wp);
+        for (const c of [...cfg.remote.podCIDRs, ...cfg.remote.externalCIDRs]) d.addAllowedIp(wp, parsePrefix(c));
+      });
+      s.tunnelRemote = s.tunnels.map(() => undefined); // re-added by planTunnel after the ops
     }
     s.cfg = cfg;
   }
@@ -154,19 +229,23 @@ export class GatewayPeers {
     const plan: TunnelPlan = this.o.tunnelAddresses
       ? planTunnelAddresses({ wireguard, peers: this.configs() })
       : { peers: [], skipped: [] };
-    const byName = new Map(plan.peers.map((t) => [t.name, t] as const));
+    const byKey = new Map(plan.peers.map((t) => [`${t.name}\n${t.tunnel}`, t] as const));
     const locals: string[] = [];
-    const remotes: { address: string; peer: RouterPeer<Peer> }[] = [];
+    const remotes: { address: string; peer: RouterPeer<Peer>; link: Peer }[] = [];
     for (const s of this.byName.values()) {
-      const t = byName.get(s.cfg.name);
-      if (s.tunnelRemote !== undefined && s.tunnelRemote !== t?.remote)
-        this.device.removeAllowedIp(s.wg, parsePrefix(hostCidr(s.tunnelRemote)));
-      s.tunnelRemote = t?.remote;
-      if (t === undefined) continue;
-      // Re-added every time: a peer update that rewrote its allowed IPs dropped it.
-      this.device.addAllowedIp(s.wg, parsePrefix(hostCidr(t.remote)));
-      locals.push(t.local);
-      remotes.push({ address: t.remote, peer: s.rp });
+      for (let i = 0; i < s.tunnels.length; i++) {
+        const wp = s.tunnels[i]!;
+        const d = this.devices[i]!;
+        const t = byKey.get(`${s.cfg.name}\n${i}`);
+        const was = s.tunnelRemote[i];
+        if (was !== undefined && was !== t?.remote) d.removeAllowedIp(wp, parsePrefix(hostCidr(was)));
+        s.tunnelRemote[i] = t?.remote;
+        if (t === undefined) continue;
+        // Re-added every time: a peer update that rewrote its allowed IPs dropped it.
+        d.addAllowedIp(wp, parsePrefix(hostCidr(t.remote)));
+        locals.push(t.local);
+        remotes.push({ address: t.remote, peer: s.rp, link: wp });
+      }
     }
     const before = new Set(this.plan.skipped.map((x) => `${x.name}\n${x.reason}`));
     for (const x of plan.skipped) {
@@ -179,7 +258,7 @@ export class GatewayPeers {
 
   countHandshakes(): void {
     for (const s of this.byName.values()) {
-      const t = s.wg.lastHandshakeMs;
+      const t = lastHandshake(s);
       if (t !== 0 && t !== s.lastSeenHandshake) {
         s.lastSeenHandshake = t;
         s.handshakes++;
@@ -192,19 +271,48 @@ export class GatewayPeers {
     this.countHandshakes();
     const out: PeerStatsSample[] = [];
     for (const s of this.byName.values()) {
-      const last = s.wg.lastHandshakeMs;
+      const last = lastHandshake(s);
+      const sum = (f: (p: Peer) => number): number => s.tunnels.reduce((a, p) => a + f(p), 0);
       out.push({
         clusterId: s.cfg.clusterId,
         connected: last !== 0 && now - last < 180_000,
         latencyUs: 0,
-        rxBytes: s.wg.rxBytes,
-        txBytes: s.wg.txBytes,
-        rxPackets: s.wg.rxPackets,
-        txPackets: s.wg.txPackets,
+        rxBytes: sum((p) => p.rxBytes),
+        txBytes: sum((p) => p.txBytes),
+        rxPackets: sum((p) => p.rxPackets),
+        txPackets: sum((p) => p.txPackets),
         handshakes: s.handshakes,
+        ...(s.tunnels.length > 1
+          ? {
+              tunnels: s.tunnels.map((p, i) => ({
+                tunnel: tunnelInterfaceName(this.o.wireguard().interfaceName, i),
+                inSpread: s.rp.spread?.isUp(i) ?? true,
+                latencyUs: Math.round(s.checks[i]!.latencyMs * 1000),
+                rxBytes: p.rxBytes,
+                txBytes: p.txBytes,
+              })),
+            }
+          : {}),
         ...(last === 0 ? {} : { lastHandshakeAtMs: last }),
       });
     }
     return out;
   }
+}
+
+/** The most recent handshake over any of the peer's tunnels (0: none). */
+export function lastHandshake(s: PeerState): number {
+  let t = 0;
+  for (const p of s.tunnels) if (p.lastHandshakeMs > t) t = p.lastHandshakeMs;
+  return t;
+}
+
+/** Tunnel i's endpoint: the endpoint's host at endpointPorts[i] (tunnel 0: the endpoint itself). */
+export function endpointOf(p: PeerConfig, i: number): string | undefined {
+  if (p.endpoint === undefined) return undefined;
+  if (i === 0 || p.endpointPorts === undefined) return p.endpoint;
+  const port = p.endpointPorts[i];
+  if (port === undefined) return undefined;
+  const host = p.endpoint.slice(0, p.endpoint.lastIndexOf(':'));
+  return `${host}:${port}`;
 }

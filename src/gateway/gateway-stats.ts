@@ -26,7 +26,8 @@ import type { Peer } from '../wireguard/peer.js';
 import { formatAddress } from '../packet/addr.js';
 import { tunnelOf } from './config-values.js';
 import type { GatewayIo } from './gateway-io.js';
-import type { GatewayPeers } from './gateway-peers.js';
+import type { GatewayPeers, PeerState } from './gateway-peers.js';
+import { tunnelInterfaceName } from '../control/tunnel-address.js';
 
 /** The translation's numbers: the peer table's (tunnel MTU) and the configuration's rules' (connections, clamps). */
 export interface NatStats {
@@ -40,6 +41,31 @@ export interface NatStats {
   conntrack: FlowStats;
 }
 
+/** One of a peer's WireGuard tunnels (Liqo: liqo-tunnel, liqo-tunnel1, …). */
+export interface TunnelDetail {
+  index: number;
+  /** Liqo's interface name for it. */
+  interface: string;
+  /** The UDP port it listens on (a client's further tunnels: the kernel's pick). */
+  listenPort: number;
+  endpoint: string | null;
+  /** In-tunnel addresses (ours, the peer's), null when it has none. */
+  local: string | null;
+  remote: string | null;
+  /** Whether flows spread onto it (false: its connection check says Error). */
+  inSpread: boolean;
+  /** The kernel weight of the spread (Liqo nextHops weight + 1; 1 by default). */
+  weight: number;
+  /** Its connection check, when one reported ('' none yet). */
+  check: string;
+  latencyMs: number;
+  rxBytes: number;
+  txBytes: number;
+  rxPackets: number;
+  txPackets: number;
+  lastHandshakeAtMs: number | null;
+}
+
 /** Everything `weft show` prints (a snapshot; allocates). */
 export interface GatewayStats {
   peers: (PeerStatsSample & {
@@ -48,6 +74,8 @@ export interface GatewayStats {
     allowedIps: string[];
     /** In-tunnel addresses (ours, the peer's), null when the peer has none (tunnel-address.ts). */
     tunnel: { local: string; remote: string } | null;
+    /** Several tunnels (Liqo's ports): each one's detail, tunnel 0 first; absent with one. */
+    wgTunnels?: TunnelDetail[];
   })[];
   tunnels: {
     name: string;
@@ -78,9 +106,9 @@ export interface GatewayStats {
 export function collectDrops(
   router: Router<Peer, GeneveTunnel>,
   peers: PeerTable,
-  device: Device,
+  devices: readonly Device[],
   geneve: GenevePort | undefined,
-  wg: WireGuardPort | undefined,
+  wgs: readonly WireGuardPort[],
   tun: PacketDevice | undefined,
 ): Record<string, number> {
   const d: Record<string, number> = {};
@@ -91,7 +119,8 @@ export function collectDrops(
   const g = geneve?.engine.counters.drops;
   if (g !== undefined) for (let i = 1; i < g.length; i++) put(`geneve_${GENEVE_DROP_NAMES[i]!}`, g[i]!);
   for (let i = NAT_DROP_MIN; i < peers.drops.length; i++) put(`nat_${natResultName(i)}`, peers.drops[i]!);
-  for (let i = 0; i < DROP_REASON_COUNT; i++) put(`wg_${DROP_REASON_NAMES[i]!}`, device.drops[i]!);
+  for (const device of devices)
+    for (let i = 0; i < DROP_REASON_COUNT; i++) put(`wg_${DROP_REASON_NAMES[i]!}`, device.drops[i]!);
   if (geneve !== undefined) {
     const s = geneve.stats;
     put('geneve_tx_no_tunnel', s.txNoTunnel);
@@ -99,7 +128,7 @@ export function collectDrops(
     put('geneve_tx_send_failed', s.txSendFailures);
     put('geneve_tx_no_socket', s.txNoSocket);
   }
-  if (wg !== undefined) {
+  for (const wg of wgs) {
     const w = wg.stats;
     put('wg_handshake_queue_full', w.handshakesDroppedQueueFull);
     put('wg_send_failed', w.sendFailures);
@@ -134,6 +163,8 @@ export interface GatewayStatsParts {
   readonly queues: Record<string, number>;
   readonly forwarded: GatewayStats['forwarded'];
   readonly routed: GatewayStats['routed'];
+  /** The WireGuard interface name (Liqo's liqo-tunnel), base of the tunnels' names. */
+  readonly interfaceName: string;
 }
 
 /** A full snapshot for `weft show` / logs (allocates). */
@@ -150,6 +181,7 @@ export function gatewayStats(x: GatewayStatsParts): GatewayStats {
         ep === null ? null : ep.address.includes(':') ? `[${ep.address}]:${ep.port}` : `${ep.address}:${ep.port}`,
       allowedIps: [...s.cfg.remote.podCIDRs, ...s.cfg.remote.externalCIDRs],
       tunnel: tunnelOf(x.peers.plan, s.cfg.name),
+      ...(s.tunnels.length > 1 ? { wgTunnels: tunnelDetails(x, s) } : {}),
     });
   }
   const { tun, geneve, wg } = x.io;
@@ -188,4 +220,35 @@ export function gatewayStats(x: GatewayStatsParts): GatewayStats {
     routed: { ...x.routed },
     ipv6LinkLocal: x.router.ipv6LinkLocal,
   };
+}
+
+function endpointText(p: Peer): string | null {
+  const ep = p.endpoint;
+  return ep === null ? null : ep.address.includes(':') ? `[${ep.address}]:${ep.port}` : `${ep.address}:${ep.port}`;
+}
+
+/** Each tunnel of peer `s`: counters, spread state, check. */
+function tunnelDetails(x: GatewayStatsParts, s: PeerState): TunnelDetail[] {
+  const spread = s.rp.spread;
+  return s.tunnels.map((p, i) => {
+    const t = x.peers.plan.peers.find((e) => e.name === s.cfg.name && e.tunnel === i);
+    const c = s.checks[i]!;
+    return {
+      index: i,
+      interface: tunnelInterfaceName(x.interfaceName, i),
+      listenPort: x.io.wgs[i]?.port ?? -1,
+      endpoint: endpointText(p),
+      local: t?.local ?? null,
+      remote: t?.remote ?? null,
+      inSpread: spread === null || spread.isUp(i),
+      weight: spread === null ? 1 : spread.weight(i),
+      check: c.value,
+      latencyMs: c.latencyMs,
+      rxBytes: p.rxBytes,
+      txBytes: p.txBytes,
+      rxPackets: p.rxPackets,
+      txPackets: p.txPackets,
+      lastHandshakeAtMs: p.lastHandshakeMs === 0 ? null : p.lastHandshakeMs,
+    };
+  });
 }

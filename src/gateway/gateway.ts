@@ -51,6 +51,15 @@ import { GatewayIo, type GatewayIoOptions } from './gateway-io.js';
 import { GatewayPeers } from './gateway-peers.js';
 import { collectDrops, gatewayStats, type GatewayStats } from './gateway-stats.js';
 import { YamlRules } from './yaml-rules.js';
+import { PacketList } from '../packet/packet-list.js';
+import { tunnelCount } from '../control/tunnel-address.js';
+
+/** Tunnels (WireGuard devices and ports) a configuration needs: the most any peer has, and the listen ports. */
+export function gatewayTunnels(c: GatewayConfig): number {
+  let n = c.wireguard.listenPorts?.length ?? 1;
+  for (const p of c.peers) n = Math.max(n, tunnelCount(c.wireguard, p));
+  return n;
+}
 
 /** The gateway's options; those about its devices and sockets are GatewayIoOptions (gateway-io.ts). */
 export interface GatewayOptions extends GatewayIoOptions {
@@ -75,6 +84,8 @@ export class Gateway implements StatsSource {
   readonly forwarded = { toWireguard: 0, toGeneve: 0, toTun: 0 };
   readonly routed = { fromNodes: 0, fromHost: 0, fromPeers: 0 };
   readonly device: Device;
+  /** One WireGuard device per tunnel (Liqo's spec.endpoint.ports, same keys); [0] is `device`. */
+  readonly devices: readonly Device[];
   readonly router: Router<Peer, GeneveTunnel>;
 
   private readonly live: GatewayLiveConfig;
@@ -83,6 +94,11 @@ export class Gateway implements StatsSource {
   private tun!: PacketDevice;
   private tunWriter!: FabricTunWriter;
   private wg!: WireGuardPort;
+  private wgs: WireGuardPort[] = [];
+  /** Each tunnel peer's port (several tunnels: the flush sends each packet through its tunnel's). */
+  private readonly portOf = new Map<Peer, number>();
+  /** Several tunnels: the peer lane split per port (preallocated). */
+  private split: PacketList<Peer>[] = [];
   private readonly clock: () => number;
   private readonly onError: (what: string, err: unknown) => void;
   private readonly peerSet: GatewayPeers;
@@ -108,25 +124,37 @@ export class Gateway implements StatsSource {
     this.lanesWg = new RouterLanes(cap);
     // Peers may share real CIDRs (each remapped differently): the router names the peer of
     // every packet, so allowed IPs only check what a peer may send.
-    this.device = new Device({ backend, mtu: config.wireguard.mtu, overlappingAllowedIps: true });
-    this.device.setPrivateKey(keyBytes(config.wireguard.privateKey));
+    const n = gatewayTunnels(config);
+    const devices: Device[] = [];
+    for (let i = 0; i < n; i++) {
+      const d = new Device({ backend, mtu: config.wireguard.mtu, overlappingAllowedIps: true });
+      d.setPrivateKey(keyBytes(config.wireguard.privateKey));
+      devices.push(d);
+    }
+    this.devices = devices;
+    this.device = devices[0]!;
+    // Sized to the largest lane: one input batch's peer lane is split at most whole into one port.
+    const laneMax = Math.max(this.lanesGeneve.capacity, this.lanesTun.capacity, this.lanesWg.capacity);
+    if (n > 1) for (let i = 0; i < n; i++) this.split.push(new PacketList<Peer>(laneMax));
+
     this.router = new Router({
       peers: peerTableOf(config, opts.internalAddress),
       nodes: this.table,
       ...(opts.icmpRatePerSecond === undefined ? {} : { icmpRatePerSecond: opts.icmpRatePerSecond }),
       ...(opts.icmpBurst === undefined ? {} : { icmpBurst: opts.icmpBurst }),
     });
-    this.peerSet = new GatewayPeers(this.device, this.router, {
+    this.peerSet = new GatewayPeers(this.devices, this.router, {
       clock: this.clock,
       onError: this.onError,
       tunnelAddresses: opts.tunnelAddresses ?? true,
       mtu: () => this.live.config.wireguard.mtu,
+      wireguard: () => this.live.config.wireguard,
     });
     this.yaml = new YamlRules(this.router, config.wireguard.mtu);
     this.live = new GatewayLiveConfig(config, {
       table: this.table,
       router: this.router,
-      device: this.device,
+      devices: this.devices,
       peers: this.peerSet,
       io: this.io,
       yaml: this.yaml,
@@ -187,10 +215,10 @@ export class Gateway implements StatsSource {
     for (const a of this.live.localAddrs) await kernel.addAddress(a);
     await this.live.syncKernelRoutes();
 
-    const { geneve, wg } = await this.io.openPorts(
+    const { geneve, wg, wgs } = await this.io.openPorts(
       c,
       this.table,
-      this.device,
+      this.devices,
       {
         deliverBatch: (buf, offs, lens, t, n, areaOff, areaLen) =>
           this.onGenevePackets(buf, offs, lens, t, n, areaOff, areaLen),
@@ -199,13 +227,14 @@ export class Gateway implements StatsSource {
     );
     this.geneve = geneve;
     this.wg = wg;
+    this.wgs = wgs;
     this.io.startTunReader(c.wireguard.mtu, (buf, offs, lens, n) => this.onTunPackets(buf, offs, lens, n));
     this.housekeeping = setInterval(() => this.tick(), 1000);
     this.housekeeping.unref();
-    this.wg.poll();
+    for (const w of this.wgs) w.poll();
     // A gateway starts forwarding as the (new) active: handshake at once with every peer whose
     // endpoint is known, rather than after the peer's Rekey-Timeout.
-    this.wg.initiateIdlePeers();
+    for (const w of this.wgs) w.initiateIdlePeers();
   }
 
   // =========================================================================================
@@ -221,12 +250,14 @@ export class Gateway implements StatsSource {
     areaLen: number,
   ): void {
     this.routed.fromNodes += n;
+    if (this.peerSet.waiting > 0) this.peerSet.refreshSpread();
     this.router.fromNodes(buf, offs, lens, n, this.clock(), this.lanesGeneve, tunnels);
     this.flush(buf, this.lanesGeneve, areaOff, areaLen);
   }
 
   private onTunPackets(buf: Uint8Array, offs: Uint32Array, lens: Uint32Array, n: number): void {
     this.routed.fromHost += n;
+    if (this.peerSet.waiting > 0) this.peerSet.refreshSpread();
     this.router.fromHost(buf, offs, lens, n, this.clock(), this.lanesTun);
     this.flush(buf, this.lanesTun, 0, 0);
   }
@@ -239,6 +270,7 @@ export class Gateway implements StatsSource {
     n: number,
   ): number {
     this.routed.fromPeers += n;
+    if (this.peerSet.waiting > 0) this.peerSet.refreshSpread();
     this.router.fromPeers(buf, offs, lens, peers, n, this.clock(), this.lanesWg);
     this.flush(buf, this.lanesWg, 0, 0);
     return n;
@@ -254,7 +286,8 @@ export class Gateway implements StatsSource {
     const w = L.toPeers;
     if (w.count > 0) {
       this.forwarded.toWireguard += w.count;
-      this.wg.encryptBatch(buf, w.offs, w.lens, w.count, w.tags as Peer[]);
+      if (this.wgs.length <= 1) this.wg.encryptBatch(buf, w.offs, w.lens, w.count, w.tags as Peer[]);
+      else this.sendSplit(buf, w);
     }
     const t = L.toHost;
     if (t.count > 0) {
@@ -262,6 +295,42 @@ export class Gateway implements StatsSource {
       this.tunWriter.write(buf, t.offs, t.lens, t.count, areaOff, areaLen);
     }
     L.clear();
+  }
+
+  /** Several tunnels: each packet through the port of the tunnel peer the router chose. */
+  private sendSplit(buf: Uint8Array, w: PacketList<Peer>): void {
+    const split = this.split;
+    const portOf = this.portOf;
+    let lastPeer: Peer | undefined;
+    let lastPort = 0;
+    for (let i = 0; i < w.count; i++) {
+      const p = w.tags[i]!;
+      if (p !== lastPeer) {
+        lastPeer = p;
+        let k = portOf.get(p);
+        if (k === undefined) {
+          k = this.tunnelOfPeer(p);
+          portOf.set(p, k);
+        }
+        lastPort = k;
+      }
+      split[lastPort]!.push(w.offs[i]!, w.lens[i]!, p);
+    }
+    for (let k = 0; k < split.length; k++) {
+      const l = split[k]!;
+      if (l.count === 0) continue;
+      this.wgs[k]!.encryptBatch(buf, l.offs, l.lens, l.count, l.tags as Peer[]);
+      l.clear();
+    }
+  }
+
+  /** The tunnel whose device holds WireGuard peer `p` (configuration changes clear the cache). */
+  private tunnelOfPeer(p: Peer): number {
+    for (const s of this.peerSet.byName.values()) {
+      const i = s.tunnels.indexOf(p);
+      if (i >= 0) return i;
+    }
+    return 0;
   }
 
   // =========================================================================================
@@ -277,9 +346,17 @@ export class Gateway implements StatsSource {
     return this.peerSet.plan;
   }
 
+  /**
+   * The connection check of tunnel `tunnel` to peer `name` says `value` (conncheck.ts): 'Error'
+   * takes the tunnel out of the peer's flow spread, any other value puts it back.
+   */
+  setTunnelCheck(name: string, tunnel: number, value: string, latencyMs: number): void {
+    this.peerSet.setTunnelCheck(name, tunnel, value, latencyMs);
+  }
+
   /** Whether WireGuard knows where to send to peer `name` (configured, or learned from its handshake). */
-  hasEndpoint(name: string): boolean {
-    return (this.peerSet.byName.get(name)?.wg.endpoint ?? null) !== null;
+  hasEndpoint(name: string, tunnel = 0): boolean {
+    return (this.peerSet.byName.get(name)?.tunnels[tunnel]?.endpoint ?? null) !== null;
   }
 
   /** The configuration in force. */
@@ -292,8 +369,13 @@ export class Gateway implements StatsSource {
    * throws GatewayApplyError before any change: gateway-apply.ts), then polls WireGuard.
    */
   async apply(ops: readonly ConfigOp[], next?: GatewayConfig): Promise<void> {
-    await this.live.apply(ops, next);
-    this.wg.poll();
+    this.portOf.clear();
+    try {
+      await this.live.apply(ops, next);
+    } finally {
+      this.portOf.clear();
+    }
+    for (const w of this.wgs) w.poll();
   }
 
   // =========================================================================================
@@ -303,6 +385,7 @@ export class Gateway implements StatsSource {
     if (this.stopped) return;
     this.yaml.expire(this.clock());
     this.peerSet.countHandshakes();
+    this.peerSet.refreshSpread();
   }
 
   /** StatsSource: one sample per peer. `connected` = a handshake completed within the last 180 s. */
@@ -312,7 +395,7 @@ export class Gateway implements StatsSource {
 
   /** StatsSource: drops by reason from every stage (non-zero only), prefixed by stage. */
   drops(): Readonly<Record<string, number>> {
-    return collectDrops(this.router, this.peerTable, this.device, this.geneve, this.wg, this.tun);
+    return collectDrops(this.router, this.peerTable, this.devices, this.geneve, this.wgs, this.tun);
   }
 
   /** StatsSource: conntrack entries (the configuration's rules' connections; 0 when Liqo mode detached them). */
@@ -323,9 +406,9 @@ export class Gateway implements StatsSource {
   /** StatsSource: bounded queues' current depths. */
   queueDepths(): Readonly<Record<string, number>> {
     return {
-      wg_handshakes: this.wg?.handshakeQueueDepth ?? 0,
-      wg_outbox: this.device.outgoingCount,
-      wg_buffers: this.device.buffersInUse,
+      wg_handshakes: this.wgs.reduce((n, w) => n + w.handshakeQueueDepth, 0),
+      wg_outbox: this.devices.reduce((n, d) => n + d.outgoingCount, 0),
+      wg_buffers: this.devices.reduce((n, d) => n + d.buffersInUse, 0),
       geneve_arp_held: this.geneve?.engine.heldPackets ?? 0,
     };
   }
@@ -343,6 +426,7 @@ export class Gateway implements StatsSource {
       queues: { ...this.queueDepths() },
       forwarded: this.forwarded,
       routed: this.routed,
+      interfaceName: this.live.config.wireguard.interfaceName,
     });
   }
 

@@ -64,6 +64,7 @@ import { firstOfEachFamily, hostMatcher } from './addresses.js';
 import { ROUTER_DROP_NAMES, RouterDrop } from './drops.js';
 import { TimeExceededWriter, decrementHop, timeExceededPrefix, ttlLeft } from './hop.js';
 import { RouterLanes } from './lanes.js';
+import { symmetricFlowHash, type TunnelSpread } from './spread.js';
 import type { PeerEntry, PeerTable } from './peer-table.js';
 import { RouterPeers, type RouterPeer } from './peers.js';
 import { LANE_HOST, LANE_NODE, LANE_PEER, type Steering } from './steer.js';
@@ -99,6 +100,8 @@ export class Router<P, G> {
   private internal6: Uint8Array | null = null;
   private tunnelLocal = new PrefixMatcher<true>();
   private tunnelRemote = new PrefixMatcher<RouterPeer<P>>();
+  /** The link of the tunnel each peer tunnel address lies in (the connection check of that tunnel). */
+  private tunnelLink = new PrefixMatcher<P>();
   private readonly hooks: PacketHook[][] = [];
   private readonly timeExceeded: TimeExceededWriter;
   private readonly v = new IpView();
@@ -122,14 +125,18 @@ export class Router<P, G> {
 
   /**
    * Adds a peer: `entry` from this router's PeerTable, `link` what the shell encrypts with (a
-   * WireGuard Peer), `dev` its tunnel's name for rules. Throws on a link or entry already added (API misuse).
+   * WireGuard Peer), `dev` its tunnel's name for rules; `more`: the links of its tunnels 1..
+   * (Liqo's further ports), over which its flows spread (spread.ts). Throws on a link or entry
+   * already added (API misuse).
    */
-  addPeer(name: string, entry: PeerEntry, link: P, dev = ''): RouterPeer<P> {
-    return this.peers.add(name, entry, link, dev);
+  addPeer(name: string, entry: PeerEntry, link: P, dev = '', more: readonly P[] | TunnelSpread<P> = []): RouterPeer<P> {
+    return this.peers.add(name, entry, link, dev, more);
   }
 
   removePeer(rp: RouterPeer<P>): void {
-    if (this.peers.remove(rp)) this.tunnelRemote.removeValue(rp);
+    if (!this.peers.remove(rp)) return;
+    this.tunnelRemote.removeValue(rp);
+    for (const l of rp.spread === null ? [rp.link] : rp.spread.links) this.tunnelLink.removeValue(l);
   }
 
   /** The peer of a link (undefined when not added). */
@@ -145,9 +152,10 @@ export class Router<P, G> {
     const old = this.peers.clear();
     this.table = table;
     const out = new Map<string, RouterPeer<P>>();
-    for (const rp of old) out.set(rp.name, this.addPeer(rp.name, entryOf(rp), rp.link, rp.dev));
+    for (const rp of old) out.set(rp.name, this.addPeer(rp.name, entryOf(rp), rp.link, rp.dev, rp.spread ?? []));
     // Tunnel addresses point at router peers: the shell re-applies them (setTunnelAddresses).
     this.tunnelRemote = new PrefixMatcher<RouterPeer<P>>();
+    this.tunnelLink = new PrefixMatcher<P>();
     return out;
   }
 
@@ -163,11 +171,25 @@ export class Router<P, G> {
     this.internal6 = first.v6;
   }
 
-  /** In-tunnel addresses: ours (on the host) and each peer's (see src/control/tunnel-address.ts). */
-  setTunnelAddresses(locals: readonly string[], remotes: readonly { address: string; peer: RouterPeer<P> }[]): void {
+  /**
+   * In-tunnel addresses: ours (on the host) and each peer's (see src/control/tunnel-address.ts).
+   * `link`: the tunnel the address lies in (default the peer's first); the host's traffic to it
+   * takes that tunnel, not the spread, so each tunnel's connection check tests that tunnel.
+   */
+  setTunnelAddresses(
+    locals: readonly string[],
+    remotes: readonly { address: string; peer: RouterPeer<P>; link?: P }[],
+  ): void {
     const l = hostMatcher(locals.map((a) => [a, true] as const));
     this.tunnelRemote = hostMatcher(remotes.map((x) => [x.address, x.peer] as const));
+    this.tunnelLink = hostMatcher(remotes.map((x) => [x.address, x.link ?? x.peer.link] as const));
     this.tunnelLocal = l;
+  }
+
+  /** The link the parsed packet (this.v) leaves by towards `rp`: its tunnel by flow hash (spread.ts). */
+  private linkOf(rp: RouterPeer<P>, buf: Uint8Array): P {
+    const sp = rp.spread;
+    return sp === null ? rp.link : sp.linkFor(symmetricFlowHash(buf, this.v));
   }
 
   /**
@@ -289,7 +311,7 @@ export class Router<P, G> {
         meta.output = OUTPUT_PEER;
         meta.peer = tp.name;
         if (!this.runHooks(HOOK_POSTROUTING, buf, now, L)) return;
-        L.toPeers.push(off, len, tp.link);
+        L.toPeers.push(off, len, this.tunnelLink.lookup(buf, v.dstOff, fam) ?? tp.link);
         return;
       }
     }
@@ -313,7 +335,7 @@ export class Router<P, G> {
       if (source === SOURCE_NODE && !this.runHooks(HOOK_FORWARD, buf, now, L)) return;
       if (!this.runHooks(HOOK_POSTROUTING, buf, now, L)) return;
       if (source === SOURCE_SELF && !this.fitsTunnel(buf, np, L, now)) return;
-      L.toPeers.push(off, len, rp.link);
+      L.toPeers.push(off, len, this.linkOf(rp, buf));
       return;
     }
     const t = this.nodes.lookupDestination(buf, v.dstOff, fam);
@@ -455,7 +477,7 @@ export class Router<P, G> {
     if (source !== SOURCE_SELF && !this.hop(buf, off, len, fam, L, now)) return;
     if ((source === SOURCE_NODE || source === SOURCE_PEER) && !this.runHooks(HOOK_FORWARD, buf, now, L)) return;
     if (!this.runHooks(HOOK_POSTROUTING, buf, now, L)) return;
-    if (rp !== undefined) L.toPeers.push(off, len, rp.link);
+    if (rp !== undefined) L.toPeers.push(off, len, this.linkOf(rp, buf));
     else if (t !== undefined) L.toNodes.push(off, len, t);
     else L.toHost.push(off, len);
   }
@@ -524,6 +546,6 @@ export class Router<P, G> {
     if (!this.parse(buf, off, len)) return;
     this.meta.begin(SOURCE_SELF, OUTPUT_PEER, rp.name, '', rp.dev, rp.entry.zone);
     if (!this.runHooks(HOOK_OUTPUT, buf, now, L) || !this.runHooks(HOOK_POSTROUTING, buf, now, L)) return;
-    if (this.table.checkMtu(buf, v, rp.entry, now) === NAT_FORWARD) L.toPeers.push(off, len, rp.link);
+    if (this.table.checkMtu(buf, v, rp.entry, now) === NAT_FORWARD) L.toPeers.push(off, len, this.linkOf(rp, buf));
   }
 }

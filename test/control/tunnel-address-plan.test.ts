@@ -6,7 +6,10 @@ import {
   LIQO_TUNNEL_CLIENT_ADDRESS,
   LIQO_TUNNEL_SERVER_ADDRESS,
   defaultTunnelAddresses,
+  liqoTunnelAddress,
   planTunnelAddresses,
+  tunnelCount,
+  tunnelInterfaceName,
 } from '../../src/control/tunnel-address.js';
 
 const peer = (name: string, extra: { endpoint?: string; tunnelAddress?: string } = {}) => ({
@@ -31,7 +34,7 @@ describe('tunnel addresses', () => {
     const client = planTunnelAddresses({ wireguard: {}, peers: [peer('b', { endpoint: '198.18.0.2:51840' })] });
     const server = planTunnelAddresses({ wireguard: {}, peers: [peer('a')] });
     expect(client).toEqual({
-      peers: [{ name: 'b', clusterId: 'id-b', local: '169.254.18.2', remote: '169.254.18.1' }],
+      peers: [{ name: 'b', clusterId: 'id-b', local: '169.254.18.2', remote: '169.254.18.1', tunnel: 0 }],
       skipped: [],
     });
     expect(server.peers[0]).toMatchObject({ local: client.peers[0]!.remote, remote: client.peers[0]!.local });
@@ -96,5 +99,35 @@ describe('tunnel addresses', () => {
 
   test('no peers, no addresses', () => {
     expect(planTunnelAddresses({ wireguard: {}, peers: [] })).toEqual({ peers: [], skipped: [] });
+  });
+});
+
+describe('tunnel addresses of several tunnels (Liqo: one /30 per port in 169.254.18.0/24)', () => {
+  test('tunnel i: the server on .4i+1, the client on .4i+2; names liqo-tunnel, liqo-tunnel1, …', () => {
+    const server = planTunnelAddresses({
+      wireguard: { listenPorts: [51840, 51841, 51842] },
+      peers: [{ name: 'b', clusterId: 'id-b' }],
+    });
+    expect(server.peers.map((t) => [t.tunnel, t.local, t.remote])).toEqual([
+      [0, '169.254.18.1', '169.254.18.2'],
+      [1, '169.254.18.5', '169.254.18.6'],
+      [2, '169.254.18.9', '169.254.18.10'],
+    ]);
+    const client = planTunnelAddresses({
+      wireguard: {},
+      peers: [{ name: 'a', clusterId: 'id-a', endpoint: '10.0.0.1:51840', endpointPorts: [51840, 51841] }],
+    });
+    expect(client.peers.map((t) => [t.tunnel, t.local, t.remote])).toEqual([
+      [0, '169.254.18.2', '169.254.18.1'],
+      [1, '169.254.18.6', '169.254.18.5'],
+    ]);
+    expect([0, 1, 2].map((i) => tunnelInterfaceName('liqo-tunnel', i))).toEqual([
+      'liqo-tunnel',
+      'liqo-tunnel1',
+      'liqo-tunnel2',
+    ]);
+    expect(liqoTunnelAddress('server', 63)).toBe('169.254.18.253');
+    expect(tunnelCount({ listenPorts: [1, 2, 3] }, {})).toBe(3);
+    expect(tunnelCount({ listenPorts: [1, 2, 3] }, { endpoint: 'h:1' })).toBe(1);
   });
 });

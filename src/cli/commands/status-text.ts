@@ -104,6 +104,18 @@ export function formatStatus(st: WeftStatus, now: number): string {
         `  connection: ${p.connection.value}${p.connection.value === 'Connected' ? `, latency ${p.connection.latencyMs.toFixed(3)} ms` : ''}${p.connection.reason !== undefined ? ` (${p.connection.reason})` : ''}`,
       );
     }
+    for (const t of p.tunnels ?? []) {
+      const c = t.connection;
+      const check =
+        c.value === ''
+          ? 'not checked yet'
+          : c.value === 'Connected'
+            ? `Connected, ${c.latencyMs.toFixed(3)} ms`
+            : c.value;
+      lines.push(
+        `  tunnel ${t.index} (${t.interface}, port ${t.listenPort}${t.endpoint !== null ? ` → ${t.endpoint}` : ''}): ${t.inSpread ? 'in spread' : 'out of spread'}, weight ${t.weight}, ${check}; ${formatBytes(t.rxBytes)} received, ${formatBytes(t.txBytes)} sent`,
+      );
+    }
   }
   for (const t of st.geneve.tunnels) {
     lines.push('');

@@ -8,12 +8,13 @@
  * - one peer per remote cluster that has a GatewayServer or GatewayClient (label
  *   liqo.io/remote-cluster-id): its key from the PublicKey with the same label; its real CIDRs
  *   from Configuration.spec.remote.cidr and remapped CIDRs from Configuration.status.remote.cidr;
- *   its endpoint (client side only) from GatewayClient.spec.endpoint.addresses[0]:port (or
- *   ports[0]: Liqo routes through the tunnel of the first port only);
+ *   its endpoint (client side only) from GatewayClient.spec.endpoint.addresses[0]:port, or
+ *   ports[0] with every entry of ports as one tunnel (endpointPorts; Liqo's one WireGuard
+ *   interface per port, same keys);
  * - WireGuard private key from the gateway's Secret (spec.secretRef, else status.secretRef)
- *   data.privateKey (raw 32 bytes); listen port from GatewayServer.spec.endpoint.port or
- *   ports[0] (the one Liqo's client and the template's Service use); MTU from
- *   the gateway's spec.mtu;
+ *   data.privateKey (raw 32 bytes); listen port from GatewayServer.spec.endpoint.port, or
+ *   ports[0] with every entry of ports as one tunnel (listenPorts); MTU from the gateway's
+ *   spec.mtu;
  * - Geneve tunnels from GeneveTunnel (VNI = spec.id) joining an InternalFabric (the gateway's
  *   internal address spec.interface.gateway.ip) and an InternalNode (internal address
  *   spec.interface.node.ip, underlay status.nodeIP.remote — or .local for the node the
@@ -93,6 +94,7 @@ function translateGateway(res: LiqoResources, opts: TranslateOptions): Translate
   let privateKey: string | undefined;
   let keyFrom: K8sObject | undefined;
   let listenPort: number | undefined;
+  let listenPorts: number[] | undefined;
   let mtu: number | undefined;
   const peers: Record<string, unknown>[] = [];
   const fabrics: InternalFabric[] = [];
@@ -167,30 +169,26 @@ function translateGateway(res: LiqoResources, opts: TranslateOptions): Translate
         warnings.push(`${ref(g.obj)}: spec.endpoint has no address/port yet; peer skipped`);
         continue;
       }
-      // Liqo's client opens one WireGuard tunnel per port but routes the remote CIDRs and runs its
-      // connection check through tunnel 0 (ports[0]) only: the others carry nothing.
-      if ((ep?.ports?.length ?? 0) > 1)
-        warnings.push(
-          `${ref(g.obj)}: spec.endpoint.ports ${ep!.ports!.join(',')}: traffic goes to the first (${port}), as through Liqo's tunnel 0`,
-        );
       peer['endpoint'] = host.includes(':') ? `[${host}]:${port}` : `${host}:${port}`;
+      // One WireGuard tunnel per port, as Liqo's client opens them (liqo-tunnel, liqo-tunnel1, …).
+      if (ep?.port === undefined && (ep?.ports?.length ?? 0) > 1) peer['endpointPorts'] = [...ep!.ports!];
     } else {
       const ep = (g.obj as GatewayServer).spec?.endpoint;
       const port = ep?.port ?? ep?.ports?.[0];
-      // Several ports: Liqo's client sends only to ports[0] (its tunnel 0 carries the routes and the
-      // connection check) and the template's Service exposes that one port; Weft listens there.
-      if ((ep?.ports?.length ?? 0) > 1)
-        warnings.push(
-          `${ref(g.obj)}: spec.endpoint.ports ${ep!.ports!.join(',')}: listening on the first (${port}), the port of Liqo's tunnel 0 and of the gateway Service`,
-        );
+      // Several ports: one tunnel listening on each, as Liqo's server opens them.
+      const ports = ep?.port === undefined && (ep?.ports?.length ?? 0) > 1 ? [...ep!.ports!] : undefined;
       if (port !== undefined) {
-        if (listenPort !== undefined && listenPort !== port)
+        if (
+          (listenPort !== undefined && listenPort !== port) ||
+          (listenPorts !== undefined && listenPorts.join(',') !== (ports ?? [port]).join(','))
+        )
           issues.add(
             g.obj,
-            'spec.endpoint.port',
-            `${port} differs from another GatewayServer's ${listenPort}; one Weft gateway listens on one port`,
+            ep?.port !== undefined ? 'spec.endpoint.port' : 'spec.endpoint.ports',
+            `${(ports ?? [port]).join(',')} differs from another GatewayServer's ${(listenPorts ?? [listenPort]).join(',')}; one Weft gateway listens on one set of ports`,
           );
         listenPort = port;
+        if (ports !== undefined) listenPorts = ports;
       }
     }
     if (g.obj.spec?.mtu !== undefined) mtu = mtu === undefined ? g.obj.spec.mtu : Math.min(mtu, g.obj.spec.mtu);
@@ -288,6 +286,7 @@ function translateGateway(res: LiqoResources, opts: TranslateOptions): Translate
   issues.throwIfAny();
   const wg: Record<string, unknown> = { privateKey, ...opts.overrides?.wireguard };
   if (listenPort !== undefined) wg['listenPort'] = listenPort;
+  if (listenPorts !== undefined) wg['listenPorts'] = listenPorts;
   if (mtu !== undefined) wg['mtu'] = mtu;
   const cfgInput = {
     role: 'gateway',

@@ -1,3 +1,4 @@
+import { planTunnelAddresses } from '../../../src/control/tunnel-address.js';
 import { describe, expect, test } from 'vitest';
 import { ConfigError } from '../../../src/control/config.js';
 import { translate } from '../../../src/control/k8s/translate.js';
@@ -119,28 +120,35 @@ describe('translate: gateway', () => {
     expect(config.wireguard.listenPort).toBe(51840);
   });
 
-  test("several endpoint ports as Liqo uses them: client and server both use the first (Liqo's tunnel 0), saying so", () => {
-    const r = liqoClientResources({ addresses: ['172.18.0.9'], ports: [32000, 32001], protocol: 'UDP' }, 1340);
+  test('several endpoint ports: one tunnel per port on both sides, as Liqo opens them', () => {
+    const r = liqoClientResources({ addresses: ['172.18.0.9'], ports: [32000, 32001, 32002], protocol: 'UDP' }, 1340);
     const { config, warnings } = translate(r, { role: 'gateway', clusterId: 'cluster-a' });
     if (config.role !== 'gateway') throw new Error('role');
     expect(config.peers[0]!.endpoint).toBe('172.18.0.9:32000');
-    expect(warnings).toContain(
-      `GatewayClient ${NS}/cluster-b: spec.endpoint.ports 32000,32001: traffic goes to the first (32000), as through Liqo's tunnel 0`,
-    );
+    expect(config.peers[0]!.endpointPorts).toEqual([32000, 32001, 32002]);
+    expect(warnings.filter((w) => w.includes('ports'))).toEqual([]);
+    expect(planTunnelAddresses(config).peers.map((t) => [t.tunnel, t.local, t.remote])).toEqual([
+      [0, '169.254.18.2', '169.254.18.1'],
+      [1, '169.254.18.6', '169.254.18.5'],
+      [2, '169.254.18.10', '169.254.18.9'],
+    ]);
 
     const r2 = liqoResources();
     r2.gatewayServers[0]!.spec!.endpoint = { ports: [51841, 51840], serviceType: 'NodePort' };
     const t2 = translate(r2, { role: 'gateway', clusterId: 'cluster-a' });
     if (t2.config.role !== 'gateway') throw new Error('role');
     expect(t2.config.wireguard.listenPort).toBe(51841);
-    expect(t2.warnings).toContain(
-      `GatewayServer ${NS}/cluster-b: spec.endpoint.ports 51841,51840: listening on the first (51841), the port of Liqo's tunnel 0 and of the gateway Service`,
-    );
+    expect(t2.config.wireguard.listenPorts).toEqual([51841, 51840]);
+    expect(planTunnelAddresses(t2.config).peers.map((t) => [t.tunnel, t.local, t.remote])).toEqual([
+      [0, '169.254.18.1', '169.254.18.2'],
+      [1, '169.254.18.5', '169.254.18.6'],
+    ]);
     const r3 = liqoResources();
     r3.gatewayServers[0]!.spec!.endpoint = { ports: [51850], serviceType: 'NodePort' };
     const c3 = translate(r3, { role: 'gateway', clusterId: 'cluster-a' }).config;
     if (c3.role !== 'gateway') throw new Error('role');
     expect(c3.wireguard.listenPort).toBe(51850);
+    expect(c3.wireguard.listenPorts).toBeUndefined();
   });
 
   test('incomplete resources are skipped with a warning, not an error', () => {

@@ -11,7 +11,7 @@ describe('tunnel addresses of a translated Liqo gateway', () => {
     const { config } = translate(liqoResources(), { role: 'gateway', clusterId: 'cluster-a', nodeName: 'worker-1' });
     if (config.role !== 'gateway') throw new Error('role');
     expect(planTunnelAddresses(config)).toEqual({
-      peers: [{ name: 'cluster-b', clusterId: 'cluster-b', local: '169.254.18.1', remote: '169.254.18.2' }],
+      peers: [{ name: 'cluster-b', clusterId: 'cluster-b', local: '169.254.18.1', remote: '169.254.18.2', tunnel: 0 }],
       skipped: [],
     });
   });
@@ -21,7 +21,7 @@ describe('tunnel addresses of a translated Liqo gateway', () => {
     const { config } = translate(r, { role: 'gateway', clusterId: 'cluster-a' });
     if (config.role !== 'gateway') throw new Error('role');
     expect(planTunnelAddresses(config).peers).toEqual([
-      { name: 'cluster-b', clusterId: 'cluster-b', local: '169.254.18.2', remote: '169.254.18.1' },
+      { name: 'cluster-b', clusterId: 'cluster-b', local: '169.254.18.2', remote: '169.254.18.1', tunnel: 0 },
     ]);
   });
 });
