@@ -10,6 +10,12 @@
  * The sender puts the TARGET's cluster ID in clusterID; the receiver echoes the message
  * unchanged except msgType, so the PONG's clusterID names the peer it answers for.
  *
+ * Weft's PINGs also carry `"multipath":"spread"`: Liqo's receiver decodes into its three fields
+ * and drops any other, while Weft's echoes every field, so a PONG that brings it back comes from
+ * a gateway that spreads flows over several tunnels too (`peerSpreads`). Flows go onto a tunnel
+ * other than tunnel 0 only towards such a peer: a Liqo gateway routes and translates only what
+ * arrives on tunnel 0.
+ *
  * Pure state machine: no sockets, no timers, no clock. The caller passes `now` (wall-clock
  * milliseconds since the epoch, fractions allowed — the timestamp travels in the message) and an
  * injected `send`; it calls `poll(now)` at or after `nextDeadline()` and `receive()` for every
@@ -36,7 +42,12 @@ export interface ConnCheckMessage {
   clusterID: string;
   msgType: 'PING' | 'PONG';
   timeStamp: string;
+  /** MULTIPATH_MARK in Weft's messages (module comment); absent in Liqo's. */
+  multipath?: string;
 }
+
+/** The value of the `multipath` field Weft's PINGs carry and Weft's receiver echoes. */
+export const MULTIPATH_MARK = 'spread';
 
 export interface PeerCheckStatus {
   value: ConnectionValue;
@@ -44,6 +55,8 @@ export interface PeerCheckStatus {
   latencyMs: number;
   /** `now` of the last PONG, or undefined. */
   lastReplyAt: number | undefined;
+  /** The last accepted PONG echoed the multipath mark: the peer is a Weft gateway that spreads. */
+  peerSpreads: boolean;
 }
 
 export interface ConnCheckerOptions {
@@ -72,6 +85,7 @@ interface PeerState {
   lastEchoTs: number;
   /** `now` of the last PING sent. */
   lastPingAt: number;
+  peerSpreads: boolean;
 }
 
 const encoder = new TextEncoder();
@@ -114,9 +128,10 @@ export function formatLatency(ms: number): string {
   return `${us}μs`;
 }
 
-/** The datagram of one message: Liqo's JSON form with exactly its three fields (see the module comment). Allocates. */
+/** The datagram of one message: Liqo's JSON form, its three fields and the multipath mark when set (see the module comment). Allocates. */
 export function encodeMessage(m: ConnCheckMessage): Uint8Array {
-  return encoder.encode(JSON.stringify({ clusterID: m.clusterID, msgType: m.msgType, timeStamp: m.timeStamp }));
+  const base = { clusterID: m.clusterID, msgType: m.msgType, timeStamp: m.timeStamp };
+  return encoder.encode(JSON.stringify(m.multipath === undefined ? base : { ...base, multipath: m.multipath }));
 }
 
 /** Decode one datagram; null if it is not a well-formed conncheck message. */
@@ -135,7 +150,9 @@ export function decodeMessage(bytes: Uint8Array): ConnCheckMessage | null {
     typeof o['timeStamp'] !== 'string'
   )
     return null;
-  return { clusterID: o['clusterID'], msgType: o['msgType'], timeStamp: o['timeStamp'] };
+  const m: ConnCheckMessage = { clusterID: o['clusterID'], msgType: o['msgType'], timeStamp: o['timeStamp'] };
+  if (typeof o['multipath'] === 'string') m.multipath = o['multipath'];
+  return m;
 }
 
 /**
@@ -194,6 +211,7 @@ export class ConnChecker {
       lastReplyAt: undefined,
       lastEchoTs: -Infinity,
       lastPingAt: -Infinity,
+      peerSpreads: false,
     });
   }
 
@@ -203,7 +221,9 @@ export class ConnChecker {
 
   status(clusterId: string): PeerCheckStatus | undefined {
     const p = this.peers.get(clusterId);
-    return p === undefined ? undefined : { value: p.value, latencyMs: p.latencyMs, lastReplyAt: p.lastReplyAt };
+    return p === undefined
+      ? undefined
+      : { value: p.value, latencyMs: p.latencyMs, lastReplyAt: p.lastReplyAt, peerSpreads: p.peerSpreads };
   }
 
   /** Earliest `now` at which poll() has work (a PING due or a loss deadline). */
@@ -227,7 +247,7 @@ export class ConnChecker {
     for (const [id, p] of this.peers) {
       if (now >= p.nextPingAt) {
         this.opts.send(
-          encodeMessage({ clusterID: id, msgType: 'PING', timeStamp: formatTimestamp(now) }),
+          encodeMessage({ clusterID: id, msgType: 'PING', timeStamp: formatTimestamp(now), multipath: MULTIPATH_MARK }),
           p.address,
           this.port,
         );
@@ -240,7 +260,12 @@ export class ConnChecker {
       if (p.value !== 'Error' && now >= this.lossDeadline(p)) {
         p.value = 'Error';
         p.latencyMs = 0;
-        this.opts.onUpdate?.(id, { value: p.value, latencyMs: 0, lastReplyAt: p.lastReplyAt });
+        this.opts.onUpdate?.(id, {
+          value: p.value,
+          latencyMs: 0,
+          lastReplyAt: p.lastReplyAt,
+          peerSpreads: p.peerSpreads,
+        });
       }
     }
   }
@@ -297,6 +322,12 @@ export class ConnChecker {
     }
     p.latencyMs = now - ts;
     p.value = 'Connected';
-    this.opts.onUpdate?.(m.clusterID, { value: p.value, latencyMs: p.latencyMs, lastReplyAt: now });
+    p.peerSpreads = m.multipath === MULTIPATH_MARK;
+    this.opts.onUpdate?.(m.clusterID, {
+      value: p.value,
+      latencyMs: p.latencyMs,
+      lastReplyAt: now,
+      peerSpreads: p.peerSpreads,
+    });
   }
 }

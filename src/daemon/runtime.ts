@@ -306,7 +306,8 @@ export class Runtime {
               // Several tunnels: each has its own check; one that fails leaves the peer's spread.
               const gw = this.gateway();
               const t = gw?.tunnelAddresses().peers.find((p) => p.local === local && p.clusterId === id);
-              if (gw != null && t !== undefined) gw.setTunnelCheck(t.name, t.tunnel, st.value, st.latencyMs);
+              if (gw != null && t !== undefined)
+                gw.setTunnelCheck(t.name, t.tunnel, st.value, st.latencyMs, st.peerSpreads);
               const tunnel0 = t === undefined || t.tunnel === 0;
               // The peer's latency (Liqo's histogram) is tunnel 0's, as its Connection's.
               if (tunnel0 && st.value === 'Connected' && st.latencyMs > 0) this.recordLatency(id, st.latencyMs);

@@ -28,7 +28,7 @@ export interface PeerState {
   /** One WireGuard peer per tunnel, tunnel i's on device i (Liqo's ports); [0] is `wg`. */
   tunnels: Peer[];
   /** Per tunnel: the connection check's view ('Error' takes it out of the spread), and its latency. */
-  checks: { value: string; latencyMs: number }[];
+  checks: { value: string; latencyMs: number; peerSpreads: boolean }[];
   /** The router's view of the peer (its peer-table entry); remade when the entry is. */
   rp: RouterPeer<Peer>;
   handshakes: number;
@@ -99,7 +99,7 @@ export class GatewayPeers {
       cfg: p,
       wg: made[0]!,
       tunnels: made,
-      checks: made.map(() => ({ value: '', latencyMs: 0 })),
+      checks: made.map(() => ({ value: '', latencyMs: 0, peerSpreads: false })),
       rp,
       handshakes: 0,
       lastSeenHandshake: 0,
@@ -110,13 +110,16 @@ export class GatewayPeers {
 
   /**
    * The connection check's view of tunnel `tunnel` of peer `name`: 'Error' takes it out of the
-   * spread, any other value puts it back. Unknown peer or tunnel: ignored (the check can outlive
-   * a configuration change by one report).
+   * spread, any other value puts it back; `peerSpreads` (its last echo came from a gateway that
+   * spreads too, src/control/conncheck.ts) is what lets a tunnel other than tunnel 0 in at all.
+   * Unknown peer or tunnel: ignored (the check can outlive a configuration change by one report).
    */
-  setTunnelCheck(name: string, tunnel: number, value: string, latencyMs: number): void {
+  setTunnelCheck(name: string, tunnel: number, value: string, latencyMs: number, peerSpreads = false): void {
     const s = this.byName.get(name);
     if (s === undefined || tunnel >= s.tunnels.length) return;
-    s.checks[tunnel] = { value, latencyMs };
+    const prev = s.checks[tunnel]!;
+    // An Error report says nothing new about the peer's kind: keep what the last echo said.
+    s.checks[tunnel] = { value, latencyMs, peerSpreads: value === 'Error' ? prev.peerSpreads : peerSpreads };
     this.refreshSpread();
   }
 
@@ -125,8 +128,10 @@ export class GatewayPeers {
 
   /**
    * Puts each tunnel in its peer's spread when it has had a handshake (a single-port peer never
-   * completes one on tunnels 1..) and its check is not Error. Cheap; called per input batch while
-   * `waiting` is non-zero, and on every check report and housekeeping tick.
+   * completes one on tunnels 1..) and its check is not Error; a tunnel other than tunnel 0 also
+   * needs the peer to spread (a Liqo gateway with several ports completes handshakes on every
+   * tunnel but routes and translates only what comes in on tunnel 0). Cheap; called per input
+   * batch while `waiting` is non-zero, and on every check report and housekeeping tick.
    */
   refreshSpread(): void {
     let waiting = 0;
@@ -136,7 +141,8 @@ export class GatewayPeers {
       for (let i = 0; i < s.tunnels.length; i++) {
         const session = s.tunnels[i]!.lastHandshakeMs !== 0;
         if (!session) waiting++;
-        sp.setUp(i, session && s.checks[i]!.value !== 'Error');
+        const c = s.checks[i]!;
+        sp.setUp(i, session && c.value !== 'Error' && (i === 0 || c.peerSpreads));
       }
     }
     this.waiting = waiting;

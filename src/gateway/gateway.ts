@@ -350,8 +350,8 @@ export class Gateway implements StatsSource {
    * The connection check of tunnel `tunnel` to peer `name` says `value` (conncheck.ts): 'Error'
    * takes the tunnel out of the peer's flow spread, any other value puts it back.
    */
-  setTunnelCheck(name: string, tunnel: number, value: string, latencyMs: number): void {
-    this.peerSet.setTunnelCheck(name, tunnel, value, latencyMs);
+  setTunnelCheck(name: string, tunnel: number, value: string, latencyMs: number, peerSpreads = false): void {
+    this.peerSet.setTunnelCheck(name, tunnel, value, latencyMs, peerSpreads);
   }
 
   /** Whether WireGuard knows where to send to peer `name` (configured, or learned from its handshake). */

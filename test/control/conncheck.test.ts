@@ -137,13 +137,35 @@ describe('ConnChecker state machine', () => {
     p.run(lastReply + 5 * 2000 - 1); // just under 5 intervals: not yet
     expect(p.a.status('cluster-b')!.value).toBe('Connected');
     p.run(lastReply + 5 * 2000);
-    expect(p.a.status('cluster-b')).toEqual({ value: 'Error', latencyMs: 0, lastReplyAt: lastReply });
+    expect(p.a.status('cluster-b')).toEqual({
+      value: 'Error',
+      latencyMs: 0,
+      lastReplyAt: lastReply,
+      peerSpreads: true,
+    });
     p.setLink(true);
     p.run(p.t(20_000));
     expect(p.a.status('cluster-b')!.value).toBe('Connected');
     const values = p.updates.filter((u) => u.who === 'a').map((u) => u.value);
     expect(values.indexOf('Error')).toBeGreaterThan(0);
     expect(values.at(-1)).toBe('Connected');
+  });
+
+  test("the multipath mark: echoed by a Weft peer (peerSpreads), not by a receiver that keeps only Liqo's three fields", () => {
+    const p = pair(0.4);
+    p.run(p.t(1));
+    expect(p.a.status('cluster-b')!.peerSpreads).toBe(true);
+    // Liqo's receiver: decode into clusterID/msgType/timeStamp, answer PONG with those alone.
+    const pings: Uint8Array[] = [];
+    const c = new ConnChecker({ send: (b) => pings.push(b.slice()) });
+    const t0 = Date.UTC(2025, 0, 1);
+    c.addPeer('liqo', '10.80.0.9', t0);
+    c.poll(t0);
+    const ping = decodeMessage(pings[0]!)!;
+    expect(ping.multipath).toBe('spread');
+    const pong = encodeMessage({ clusterID: ping.clusterID, msgType: 'PONG', timeStamp: ping.timeStamp });
+    c.receive(pong, '10.80.0.9', CONNCHECK_PORT, t0 + 1);
+    expect(c.status('liqo')).toMatchObject({ value: 'Connected', peerSpreads: false });
   });
 
   test('a peer that never answers goes from Connecting to Error', () => {

@@ -132,6 +132,7 @@ describe('gateway verdict on its Geneve links', () => {
     value,
     latencyMs: 0,
     lastReplyAt: replied ? 1 : undefined,
+    peerSpreads: false,
   });
   test('Error only when every link that answered is down and none is up', () => {
     expect(geneveLinksDownReason([], 50_000)).toBeNull();

@@ -2,10 +2,11 @@
  * Several WireGuard tunnels between two Weft gateways (Liqo's spec.endpoint.ports: one tunnel
  * per port, the same keys), rootless: the shipped Gateway on the simulated network
  * (src/demo/sim.ts), B listening on 51840–51842 and A dialling each. Proves: every tunnel
- * handshakes; 300 echo conversations (one per identifier) spread over all three, each request
+ * handshakes; with every tunnel's check echoing Weft's multipath mark, 300 echo conversations (one per identifier) spread over all three, each request
  * and its reply on the same tunnel; a tunnel the check reports in Error carries nothing more and
  * every conversation still gets its replies; reported Connected again, it carries again; a
- * single-port peer still works against a gateway with several tunnels open.
+ * peer whose check does not echo the mark (Liqo's) gets everything on tunnel 0; a single-port
+ * peer still works against a gateway with several tunnels open.
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { buildPlan, findPod, remotePodAddress } from '../../src/demo/plan.js';
@@ -67,6 +68,13 @@ describe('several tunnels between two Weft gateways (simulated network)', () => 
     expect(tunnelsOf(sys, 'b').map((t) => t.listenPort)).toEqual(PORTS);
     // Every tunnel has its own session (handshake at start, as a new active does).
     for (const t of [...ta, ...tunnelsOf(sys, 'b')]) expect(t.lastHandshakeAtMs).not.toBeNull();
+    // Sessions alone spread nothing: a Liqo gateway completes handshakes on every tunnel too.
+    expect(ta.slice(1).map((t) => t.inSpread)).toEqual([false, false]);
+    // Each tunnel's check echoed the multipath mark (the peer is a Weft gateway that spreads).
+    for (const i of [0, 1, 2]) {
+      a.setTunnelCheck(plan.b.id, i, 'Connected', 0.3, true);
+      b.setTunnelCheck(plan.a.id, i, 'Connected', 0.3, true);
+    }
 
     const ids = Array.from({ length: 300 }, (_, i) => 1000 + i);
     let before = tunnelsOf(sys, 'a');
@@ -89,14 +97,28 @@ describe('several tunnels between two Weft gateways (simulated network)', () => 
     expect(d.rx).toEqual(d.tx);
 
     // It answers again: back in the spread, the same share as before.
-    a.setTunnelCheck(plan.b.id, 1, 'Connected', 0.4);
-    b.setTunnelCheck(plan.a.id, 1, 'Connected', 0.4);
+    a.setTunnelCheck(plan.b.id, 1, 'Connected', 0.4, true);
+    b.setTunnelCheck(plan.a.id, 1, 'Connected', 0.4, true);
     before = tunnelsOf(sys, 'a');
     expect(await converse(sys, ids, 3)).toBe(ids.length);
     d = delta(before, tunnelsOf(sys, 'a'));
     expect(d.tx[1]).toBeGreaterThan(60);
     expect(d.rx).toEqual(d.tx);
     expect(tunnelsOf(sys, 'a')[1]).toMatchObject({ inSpread: true, check: 'Connected', latencyMs: 0.4 });
+  });
+
+  it('towards a peer whose check answers without the multipath mark (a Liqo gateway), every flow stays on tunnel 0', async () => {
+    const sys = await SimSystem.start(plan, PORTS);
+    running.push(sys);
+    const a = sys.gateways.a.gateway;
+    // Liqo's receiver drops fields it does not know: its PONGs come back without the mark.
+    for (const i of [0, 1, 2]) a.setTunnelCheck(plan.b.id, i, 'Connected', 0.3, false);
+    const before = tunnelsOf(sys, 'a');
+    expect(await converse(sys, [11, 12, 13, 14, 15, 16, 17, 18, 19, 20], 1)).toBe(10);
+    const d = delta(before, tunnelsOf(sys, 'a'));
+    expect(d.tx[0]).toBe(10);
+    expect(d.tx[1]! + d.tx[2]!).toBe(0);
+    expect(tunnelsOf(sys, 'a').map((t) => t.inSpread)).toEqual([true, false, false]);
   });
 
   it('a single-port client against a server with three tunnels open uses tunnel 0', async () => {
