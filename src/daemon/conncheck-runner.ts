@@ -9,8 +9,12 @@
  * each of our tunnel addresses (`bindAddress`), so PINGs leave with that source and PONGs
  * return to it.
  *
- * Owns one socket and at most one timer; `stop()` releases both. Send errors (no route, socket
- * buffer full) are counted, never thrown.
+ * A gateway without a host device (the in-process host lane, src/pipelines/host-lane.ts) has no
+ * kernel address to bind: the runner then takes the lane's endpoint on our tunnel address
+ * (`endpoint`), and PINGs and PONGs go through the router in process.
+ *
+ * Owns one socket (or endpoint) and at most one timer; `stop()` releases both. Send errors (no
+ * route, socket buffer full) are counted, never thrown.
  */
 import { createSocket, type Socket } from 'node:dgram';
 import {
@@ -21,6 +25,48 @@ import {
   type PeerCheckStatus,
 } from '../control/conncheck.js';
 import { withNetnsAsync } from '../kernel/netns.js';
+import type { LocalUdpEndpoint } from '../pipelines/host-lane.js';
+
+/** What the runner sends and receives on: a kernel UDP socket, or a host lane endpoint. */
+interface CheckSocket {
+  send(bytes: Uint8Array, port: number, address: string, onError: () => void): void;
+  onMessage(fn: (msg: Uint8Array, address: string, port: number) => void): void;
+  readonly port: number;
+  close(): Promise<void>;
+}
+
+function kernelSocket(sock: Socket): CheckSocket {
+  sock.on('error', () => {
+    /* reported through sendErrors; the socket stays open */
+  });
+  return {
+    send: (bytes, port, address, onError) =>
+      sock.send(bytes, port, address, (err) => {
+        if (err) onError();
+      }),
+    onMessage: (fn) => sock.on('message', (msg, rinfo) => fn(msg, rinfo.address, rinfo.port)),
+    get port() {
+      return sock.address().port;
+    },
+    close: () => new Promise<void>((resolve) => sock.close(() => resolve())),
+  };
+}
+
+function laneSocket(ep: LocalUdpEndpoint): CheckSocket {
+  return {
+    send: (bytes, port, address, onError) => {
+      if (!ep.send(bytes, port, address)) onError();
+    },
+    onMessage: (fn) => {
+      ep.onMessage = fn;
+    },
+    port: ep.port,
+    close: () => {
+      ep.close();
+      return Promise.resolve();
+    },
+  };
+}
 
 /**
  * Epoch milliseconds with sub-millisecond resolution: the process's time origin plus the
@@ -64,6 +110,11 @@ export interface ConnCheckRunnerOptions {
    * `wallClockMs`: Date.now has whole milliseconds, too coarse for Liqo's "850μs".
    */
   readonly clock?: () => number;
+  /**
+   * Bind this in-process endpoint instead of a kernel socket (a gateway without a host device:
+   * `bindAddress` and `port` on its host lane, Gateway.hostLane.bindUdp).
+   */
+  readonly endpoint?: (address: string, port: number) => LocalUdpEndpoint;
 }
 
 export class ConnCheckRunner {
@@ -78,7 +129,7 @@ export class ConnCheckRunner {
   private readonly targets = new Map<string, string>();
 
   private constructor(
-    private readonly sock: Socket,
+    private readonly sock: CheckSocket,
     opts: ConnCheckRunnerOptions,
   ) {
     this.clock = opts.clock ?? wallClockMs;
@@ -89,9 +140,7 @@ export class ConnCheckRunner {
           this.heldBack++;
           return;
         }
-        this.sock.send(bytes, port, address, (err) => {
-          if (err) this.sendErrors++;
-        });
+        this.sock.send(bytes, port, address, () => this.sendErrors++);
       },
       port: opts.peerPort ?? opts.port ?? CONNCHECK_PORT,
       ...(opts.intervalMs !== undefined ? { intervalMs: opts.intervalMs } : {}),
@@ -99,23 +148,25 @@ export class ConnCheckRunner {
       ...(opts.onUpdate !== undefined ? { onUpdate: opts.onUpdate } : {}),
       ...(opts.sessionStartedAt !== undefined ? { sessionStartedAt: opts.sessionStartedAt } : {}),
     });
-    sock.on('message', (msg, rinfo) => {
+    sock.onMessage((msg, address, port) => {
       if (this.stopped) return;
       if (msg.length > CONNCHECK_MAX_MESSAGE) {
         this.checker.drops['too-large']++;
         return;
       }
-      this.checker.receive(msg, rinfo.address, rinfo.port, this.clock());
+      this.checker.receive(msg, address, port, this.clock());
       this.schedule();
-    });
-    sock.on('error', () => {
-      /* reported through sendErrors; the socket stays open */
     });
   }
 
   /** Binds the socket and starts checking `targets`. Rejects when the port cannot be bound. */
   static async start(opts: ConnCheckRunnerOptions = {}): Promise<ConnCheckRunner> {
     const bind = opts.bindAddress ?? '0.0.0.0';
+    if (opts.endpoint !== undefined) {
+      const r = new ConnCheckRunner(laneSocket(opts.endpoint(bind, opts.port ?? CONNCHECK_PORT)), opts);
+      r.setTargets(opts.targets ?? []);
+      return r;
+    }
     // Created and bound inside the namespace: an IP literal binds without waiting for I/O
     // (withNetnsAsync's contract).
     const sock = await withNetnsAsync(opts.netns, async () => {
@@ -137,14 +188,14 @@ export class ConnCheckRunner {
       });
       return s;
     });
-    const r = new ConnCheckRunner(sock, opts);
+    const r = new ConnCheckRunner(kernelSocket(sock), opts);
     r.setTargets(opts.targets ?? []);
     return r;
   }
 
   /** The bound UDP port. */
   get port(): number {
-    return this.sock.address().port;
+    return this.sock.port;
   }
 
   /** Replaces the checked peers: new ones start at once, removed ones are forgotten. */
@@ -192,6 +243,6 @@ export class ConnCheckRunner {
     if (this.stopped) return;
     this.stopped = true;
     if (this.timer !== undefined) clearTimeout(this.timer);
-    await new Promise<void>((resolve) => this.sock.close(() => resolve()));
+    await this.sock.close();
   }
 }

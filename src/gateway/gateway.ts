@@ -47,7 +47,8 @@ import { Device } from '../wireguard/device.js';
 import type { Peer } from '../wireguard/peer.js';
 import { keyBytes } from './config-values.js';
 import { GatewayLiveConfig, peerTableOf } from './gateway-apply.js';
-import { GatewayIo, type GatewayIoOptions } from './gateway-io.js';
+import { GatewayIo, type GatewayIoOptions, type HostLaneInfo } from './gateway-io.js';
+import type { HostLaneDevice } from '../pipelines/host-lane.js';
 import { GatewayPeers } from './gateway-peers.js';
 import { collectDrops, gatewayStats, type GatewayStats } from './gateway-stats.js';
 import { YamlRules } from './yaml-rules.js';
@@ -312,7 +313,7 @@ export class Gateway implements StatsSource {
 
   /** StatsSource: drops by reason from every stage (non-zero only), prefixed by stage. */
   drops(): Readonly<Record<string, number>> {
-    return collectDrops(this.router, this.peerTable, this.device, this.geneve, this.wg, this.tun);
+    return collectDrops(this.router, this.peerTable, this.device, this.geneve, this.wg, this.tun, this.io.lane);
   }
 
   /** StatsSource: conntrack entries (the configuration's rules' connections; 0 when Liqo mode detached them). */
@@ -327,6 +328,7 @@ export class Gateway implements StatsSource {
       wg_outbox: this.device.outgoingCount,
       wg_buffers: this.device.buffersInUse,
       geneve_arp_held: this.geneve?.engine.heldPackets ?? 0,
+      ...(this.io.lane === null ? {} : { host_lane_queued: this.io.lane.queued }),
     };
   }
 
@@ -344,6 +346,16 @@ export class Gateway implements StatsSource {
       forwarded: this.forwarded,
       routed: this.routed,
     });
+  }
+
+  /** What the host lane runs on (the local TUN, or sockets in process) and why. */
+  get hostLaneInfo(): HostLaneInfo {
+    return this.io.hostLane;
+  }
+
+  /** The in-process host lane (null with a TUN): local UDP endpoints (bindUdp), handlers (register). */
+  get hostLane(): HostLaneDevice | null {
+    return this.io.lane;
   }
 
   /** Ports actually bound (useful with port 0 in tests). */
