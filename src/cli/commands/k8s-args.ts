@@ -147,6 +147,8 @@ export function parseK8sArgs(args: ParsedArgs, env: CliIo['env']): K8sSettings {
   // Liqo's fabric creates its Geneve interfaces as L2 (Ethernet, ARP): the default in Liqo mode.
   const mode = optString(args, 'geneve-mode') ?? (optFlag(args, 'liqo-firewall') ? 'l2' : 'l3');
   if (mode !== 'l3' && mode !== 'l2') throw new UsageError(`--geneve-mode ${JSON.stringify(mode)}: use l3 or l2`);
+  if (role === 'node' && optString(args, 'host-lane') !== undefined)
+    throw new UsageError('--host-lane is for the gateway role (the node agent needs its TUN and the node kernel)');
   const lvl = optString(args, 'log-level');
   let logLevel: LogLevel | undefined;
   if (lvl !== undefined) {
