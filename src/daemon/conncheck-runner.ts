@@ -27,47 +27,6 @@ import {
 import { withNetnsAsync } from '../kernel/netns.js';
 import type { LocalUdpEndpoint } from '../pipelines/host-lane.js';
 
-/** What the runner sends and receives on: a kernel UDP socket, or a host lane endpoint. */
-interface CheckSocket {
-  send(bytes: Uint8Array, port: number, address: string, onError: () => void): void;
-  onMessage(fn: (msg: Uint8Array, address: string, port: number) => void): void;
-  readonly port: number;
-  close(): Promise<void>;
-}
-
-function kernelSocket(sock: Socket): CheckSocket {
-  sock.on('error', () => {
-    /* reported through sendErrors; the socket stays open */
-  });
-  return {
-    send: (bytes, port, address, onError) =>
-      sock.send(bytes, port, address, (err) => {
-        if (err) onError();
-      }),
-    onMessage: (fn) => sock.on('message', (msg, rinfo) => fn(msg, rinfo.address, rinfo.port)),
-    get port() {
-      return sock.address().port;
-    },
-    close: () => new Promise<void>((resolve) => sock.close(() => resolve())),
-  };
-}
-
-function laneSocket(ep: LocalUdpEndpoint): CheckSocket {
-  return {
-    send: (bytes, port, address, onError) => {
-      if (!ep.send(bytes, port, address)) onError();
-    },
-    onMessage: (fn) => {
-      ep.onMessage = fn;
-    },
-    port: ep.port,
-    close: () => {
-      ep.close();
-      return Promise.resolve();
-    },
-  };
-}
-
 /**
  * Epoch milliseconds with sub-millisecond resolution: the process's time origin plus the
  * monotonic performance clock. Both ends of a round trip are read here, so a wall-clock step
@@ -129,8 +88,9 @@ export class ConnCheckRunner {
   private readonly targets = new Map<string, string>();
 
   private constructor(
-    private readonly sock: CheckSocket,
+    private readonly sock: Socket | null,
     opts: ConnCheckRunnerOptions,
+    private readonly ep: LocalUdpEndpoint | null = null,
   ) {
     this.clock = opts.clock ?? wallClockMs;
     this.checker = new ConnChecker({
@@ -140,7 +100,13 @@ export class ConnCheckRunner {
           this.heldBack++;
           return;
         }
-        this.sock.send(bytes, port, address, () => this.sendErrors++);
+        if (this.ep !== null) {
+          if (!this.ep.send(bytes, port, address)) this.sendErrors++;
+          return;
+        }
+        this.sock!.send(bytes, port, address, (err) => {
+          if (err) this.sendErrors++;
+        });
       },
       port: opts.peerPort ?? opts.port ?? CONNCHECK_PORT,
       ...(opts.intervalMs !== undefined ? { intervalMs: opts.intervalMs } : {}),
@@ -148,14 +114,29 @@ export class ConnCheckRunner {
       ...(opts.onUpdate !== undefined ? { onUpdate: opts.onUpdate } : {}),
       ...(opts.sessionStartedAt !== undefined ? { sessionStartedAt: opts.sessionStartedAt } : {}),
     });
-    sock.onMessage((msg, address, port) => {
+    if (ep !== null) {
+      ep.onMessage = (msg, address, port) => {
+        if (this.stopped) return;
+        if (msg.length > CONNCHECK_MAX_MESSAGE) {
+          this.checker.drops['too-large']++;
+          return;
+        }
+        this.checker.receive(msg, address, port, this.clock());
+        this.schedule();
+      };
+      return;
+    }
+    sock!.on('message', (msg, rinfo) => {
       if (this.stopped) return;
       if (msg.length > CONNCHECK_MAX_MESSAGE) {
         this.checker.drops['too-large']++;
         return;
       }
-      this.checker.receive(msg, address, port, this.clock());
+      this.checker.receive(msg, rinfo.address, rinfo.port, this.clock());
       this.schedule();
+    });
+    sock!.on('error', () => {
+      /* reported through sendErrors; the socket stays open */
     });
   }
 
@@ -163,7 +144,7 @@ export class ConnCheckRunner {
   static async start(opts: ConnCheckRunnerOptions = {}): Promise<ConnCheckRunner> {
     const bind = opts.bindAddress ?? '0.0.0.0';
     if (opts.endpoint !== undefined) {
-      const r = new ConnCheckRunner(laneSocket(opts.endpoint(bind, opts.port ?? CONNCHECK_PORT)), opts);
+      const r = new ConnCheckRunner(null, opts, opts.endpoint(bind, opts.port ?? CONNCHECK_PORT));
       r.setTargets(opts.targets ?? []);
       return r;
     }
@@ -188,14 +169,14 @@ export class ConnCheckRunner {
       });
       return s;
     });
-    const r = new ConnCheckRunner(kernelSocket(sock), opts);
+    const r = new ConnCheckRunner(sock, opts);
     r.setTargets(opts.targets ?? []);
     return r;
   }
 
   /** The bound UDP port. */
   get port(): number {
-    return this.sock.port;
+    return this.ep !== null ? this.ep.port : this.sock!.address().port;
   }
 
   /** Replaces the checked peers: new ones start at once, removed ones are forgotten. */
@@ -243,6 +224,7 @@ export class ConnCheckRunner {
     if (this.stopped) return;
     this.stopped = true;
     if (this.timer !== undefined) clearTimeout(this.timer);
-    await this.sock.close();
+    if (this.ep !== null) this.ep.close();
+    else await new Promise<void>((resolve) => this.sock!.close(() => resolve()));
   }
 }
