@@ -9,8 +9,12 @@
  * each of our tunnel addresses (`bindAddress`), so PINGs leave with that source and PONGs
  * return to it.
  *
- * Owns one socket and at most one timer; `stop()` releases both. Send errors (no route, socket
- * buffer full) are counted, never thrown.
+ * A gateway without a host device (the in-process host lane, src/pipelines/host-lane.ts) has no
+ * kernel address to bind: the runner then takes the lane's endpoint on our tunnel address
+ * (`endpoint`), and PINGs and PONGs go through the router in process.
+ *
+ * Owns one socket (or endpoint) and at most one timer; `stop()` releases both. Send errors (no
+ * route, socket buffer full) are counted, never thrown.
  */
 import { createSocket, type Socket } from 'node:dgram';
 import {
@@ -21,6 +25,7 @@ import {
   type PeerCheckStatus,
 } from '../control/conncheck.js';
 import { withNetnsAsync } from '../kernel/netns.js';
+import type { LocalUdpEndpoint } from '../pipelines/host-lane.js';
 
 /**
  * Epoch milliseconds with sub-millisecond resolution: the process's time origin plus the
@@ -64,6 +69,11 @@ export interface ConnCheckRunnerOptions {
    * `wallClockMs`: Date.now has whole milliseconds, too coarse for Liqo's "850μs".
    */
   readonly clock?: () => number;
+  /**
+   * Bind this in-process endpoint instead of a kernel socket (a gateway without a host device:
+   * `bindAddress` and `port` on its host lane, Gateway.hostLane.bindUdp).
+   */
+  readonly endpoint?: (address: string, port: number) => LocalUdpEndpoint;
 }
 
 export class ConnCheckRunner {
@@ -78,8 +88,9 @@ export class ConnCheckRunner {
   private readonly targets = new Map<string, string>();
 
   private constructor(
-    private readonly sock: Socket,
+    private readonly sock: Socket | null,
     opts: ConnCheckRunnerOptions,
+    private readonly ep: LocalUdpEndpoint | null = null,
   ) {
     this.clock = opts.clock ?? wallClockMs;
     this.checker = new ConnChecker({
@@ -89,7 +100,11 @@ export class ConnCheckRunner {
           this.heldBack++;
           return;
         }
-        this.sock.send(bytes, port, address, (err) => {
+        if (this.ep !== null) {
+          if (!this.ep.send(bytes, port, address)) this.sendErrors++;
+          return;
+        }
+        this.sock!.send(bytes, port, address, (err) => {
           if (err) this.sendErrors++;
         });
       },
@@ -99,7 +114,19 @@ export class ConnCheckRunner {
       ...(opts.onUpdate !== undefined ? { onUpdate: opts.onUpdate } : {}),
       ...(opts.sessionStartedAt !== undefined ? { sessionStartedAt: opts.sessionStartedAt } : {}),
     });
-    sock.on('message', (msg, rinfo) => {
+    if (ep !== null) {
+      ep.onMessage = (msg, address, port) => {
+        if (this.stopped) return;
+        if (msg.length > CONNCHECK_MAX_MESSAGE) {
+          this.checker.drops['too-large']++;
+          return;
+        }
+        this.checker.receive(msg, address, port, this.clock());
+        this.schedule();
+      };
+      return;
+    }
+    sock!.on('message', (msg, rinfo) => {
       if (this.stopped) return;
       if (msg.length > CONNCHECK_MAX_MESSAGE) {
         this.checker.drops['too-large']++;
@@ -108,7 +135,7 @@ export class ConnCheckRunner {
       this.checker.receive(msg, rinfo.address, rinfo.port, this.clock());
       this.schedule();
     });
-    sock.on('error', () => {
+    sock!.on('error', () => {
       /* reported through sendErrors; the socket stays open */
     });
   }
@@ -116,6 +143,11 @@ export class ConnCheckRunner {
   /** Binds the socket and starts checking `targets`. Rejects when the port cannot be bound. */
   static async start(opts: ConnCheckRunnerOptions = {}): Promise<ConnCheckRunner> {
     const bind = opts.bindAddress ?? '0.0.0.0';
+    if (opts.endpoint !== undefined) {
+      const r = new ConnCheckRunner(null, opts, opts.endpoint(bind, opts.port ?? CONNCHECK_PORT));
+      r.setTargets(opts.targets ?? []);
+      return r;
+    }
     // Created and bound inside the namespace: an IP literal binds without waiting for I/O
     // (withNetnsAsync's contract).
     const sock = await withNetnsAsync(opts.netns, async () => {
@@ -144,7 +176,7 @@ export class ConnCheckRunner {
 
   /** The bound UDP port. */
   get port(): number {
-    return this.sock.address().port;
+    return this.ep !== null ? this.ep.port : this.sock!.address().port;
   }
 
   /** Replaces the checked peers: new ones start at once, removed ones are forgotten. */
@@ -197,6 +229,7 @@ export class ConnCheckRunner {
     if (this.stopped) return;
     this.stopped = true;
     if (this.timer !== undefined) clearTimeout(this.timer);
-    await new Promise<void>((resolve) => this.sock.close(() => resolve()));
+    if (this.ep !== null) this.ep.close();
+    else await new Promise<void>((resolve) => this.sock!.close(() => resolve()));
   }
 }

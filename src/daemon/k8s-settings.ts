@@ -31,6 +31,8 @@ export interface K8sSettings {
   identity: string;
   podCIDRs: string[];
   geneveMode: 'l3' | 'l2';
+  /** Gateway: the host lane on the TUN, in process (sockets), or the TUN with sockets as fall-back (auto). */
+  hostLane?: 'tun' | 'sockets' | 'auto';
   metricsListen: string | undefined;
   conncheck: boolean;
   /** Enforce Liqo's gateway FirewallConfigurations (filter chains) on the router (k8s-rules.ts). */

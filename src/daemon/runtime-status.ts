@@ -13,6 +13,7 @@ import type { FabricPathStatus } from './k8s-fabric.js';
 import type { RunningDataPlane } from './launch.js';
 import type { WeftPeerStatus, WeftStatus, WeftTunnelStatus } from './status.js';
 import { WEFT_VERSION } from './version.js';
+import { HOST_LANE_SOCKETS_EFFECT } from '../pipelines/host-lane.js';
 
 /** What the runtime reads of a rules attachment. */
 export type RulesCounterSource = Pick<RulesAttachment, 'counterSamples' | 'generalSamples' | 'runtime'>;
@@ -136,8 +137,21 @@ function gatewayStatus(
         : {}),
     };
   });
+  const hl = st.hostLane;
   return {
     ...base,
+    hostLane:
+      hl.mode === 'tun'
+        ? { mode: 'tun' }
+        : {
+            mode: 'sockets',
+            ...(hl.reason !== null ? { reason: hl.reason } : {}),
+            effect: HOST_LANE_SOCKETS_EFFECT,
+            answered: hl.answered ?? 0,
+            flows: hl.flows ?? {},
+            handlers: Object.fromEntries(Object.entries(hl.handlers ?? {}).map(([k, v]) => [String(k), v])),
+            icmpEchoUnavailable: hl.icmpEchoUnavailable ?? null,
+          },
     interface: interfaceStatus(st.tun),
     wireguard: {
       publicKey: pub === null ? '' : keyToBase64(pub),

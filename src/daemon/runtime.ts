@@ -25,6 +25,7 @@ import type { Logger } from 'pino';
 import type { WeftConfig } from '../control/config.js';
 import type { HookTarget } from '../rules/attach.js';
 import type { Gateway } from '../gateway/gateway.js';
+import { HOST_LANE_SOCKETS_EFFECT } from '../pipelines/host-lane.js';
 import type { NodeAgent } from '../node/agent.js';
 import type { FabricPathStatus } from './k8s-fabric.js';
 import type { ConfigOp } from '../control/diff.js';
@@ -208,6 +209,23 @@ export class Runtime {
       throw e;
     }
     this.opts.logger.info({ role: config.role, cluster: config.cluster.id }, 'data plane started');
+    if (this.dp?.role === 'gateway') this.logHostLane(this.dp.gateway);
+  }
+
+  /** One line at start when the gateway runs without a host device: why, and what that changes. */
+  private logHostLane(gw: Gateway): void {
+    const h = gw.hostLaneInfo;
+    if (h.mode !== 'sockets') return;
+    const lane = gw.hostLane;
+    const fields = {
+      hostLane: 'sockets',
+      reason: h.reason,
+      icmpEcho: lane?.icmpEchoUnavailable === null ? 'relayed' : `not relayed: ${lane?.icmpEchoUnavailable ?? ''}`,
+    };
+    const text = `host lane in process: ${HOST_LANE_SOCKETS_EFFECT}`;
+    // A fall-back is never silent (the default level shows warnings); a chosen mode is info.
+    if (h.reason?.startsWith('no TUN') === true) this.opts.logger.warn(fields, text);
+    else this.opts.logger.info(fields, text);
   }
 
   /** Stops forwarding (standby); the control socket stays up. */
@@ -329,6 +347,10 @@ export class Runtime {
               );
             },
             sessionStartedAt: (id) => this.sessionStartedAt(id),
+            // Without a host device our tunnel address lives on the in-process host lane.
+            ...(dp.gateway.hostLane !== null
+              ? { endpoint: dp.gateway.hostLane.bindUdp.bind(dp.gateway.hostLane) }
+              : {}),
           }),
         );
         this.opts.logger.info({ bind: local, peers: targets.map((t) => t.clusterId) }, 'connection check running');

@@ -93,7 +93,21 @@ export interface WeftStatus {
     active: boolean;
   };
   cluster: { id: string };
-  /** The local TUN device, when one is open. */
+  /**
+   * Gateway: what its host lane (packets for the gateway itself, routes out of its own
+   * interface) runs on — `tun` (the local TUN and the kernel) or `sockets` (in process, no host
+   * device: `effect` says what that changes; `reason` why; flows relayed by handler).
+   */
+  hostLane?: {
+    mode: 'tun' | 'sockets';
+    reason?: string;
+    effect?: string;
+    answered?: number;
+    flows?: Record<string, number>;
+    handlers?: Record<string, string>;
+    icmpEchoUnavailable?: string | null;
+  };
+  /** The local TUN device, when one is open (with a host lane in process: the lane's counters). */
   interface?: { name: string; mtu: number; rxPackets: number; txPackets: number };
   wireguard?: {
     publicKey: string;

@@ -17,7 +17,9 @@ import type { PacketDevice } from '../io/device.js';
 import { MAX_PACKET } from '../io/sizes.js';
 import type { LinkState } from '../kernel/link-state.js';
 import { withNetnsAsync } from '../kernel/netns.js';
-import { systemDevices, type Devices } from '../pipelines/devices.js';
+import { SocketDevices, systemDevices, type Devices } from '../pipelines/devices.js';
+import { HostLaneDevice } from '../pipelines/host-lane.js';
+import { TunPermissionError, TunUnavailableError } from '../io/tun-errors.js';
 import { FabricTunWriter, startTunReader } from '../pipelines/fabric-offload.js';
 import { GenevePort } from '../pipelines/geneve-port.js';
 import type { GeneveSink } from '../pipelines/geneve-port-types.js';
@@ -51,6 +53,22 @@ export interface GatewayIoOptions {
   readonly onError?: (what: string, err: unknown) => void;
   /** The TUN, sockets and link state to open (default: the real host's; a simulation's memory host). */
   readonly devices?: Devices;
+  /**
+   * The host lane (packets for the gateway itself and routes out of its own interface): `tun`
+   * (default) the local TUN and the host's kernel; `sockets` in process, no TUN, no capability
+   * (pipelines/host-lane.ts); `auto` the TUN, and `sockets` when /dev/net/tun cannot be opened
+   * or the process may not create a TUN.
+   */
+  readonly hostLane?: HostLaneChoice;
+}
+
+export type HostLaneChoice = 'tun' | 'sockets' | 'auto';
+
+/** What the gateway runs its host lane on, and why (start log, `weft show`). */
+export interface HostLaneInfo {
+  readonly mode: 'tun' | 'sockets';
+  /** Why sockets: the choice, or the TUN failure that made `auto` fall back (null with a TUN). */
+  readonly reason: string | null;
 }
 
 export class GatewayIo {
@@ -64,7 +82,8 @@ export class GatewayIo {
   segmenter: TunSegmenter | null = null;
   /** Tunnel addresses on the TUN and routes via it (kernel), as last synced. */
   private readonly tunnelAddrsOnTun = new Set<string>();
-  private readonly devices: Devices;
+  private devices: Devices;
+  hostLane: HostLaneInfo = { mode: 'tun', reason: null };
   private readonly onError: (what: string, err: unknown) => void;
 
   constructor(private readonly o: GatewayIoOptions) {
@@ -74,13 +93,29 @@ export class GatewayIo {
 
   /** Opens the TUN down, its writer (for up to `writeCapacity` packets a call) and link state; IPv6 quieted, then up. */
   async openTun(c: GatewayConfig, writeCapacity: number): Promise<{ tun: PacketDevice; kernel: LinkState }> {
-    const tun = this.devices.openTun({
+    const opts = {
       name: this.o.tunName ?? c.wireguard.interfaceName,
       mtu: c.wireguard.mtu,
       netns: this.o.netns,
       offload: this.o.offload ?? true,
       up: false,
-    });
+    };
+    const choice = this.o.hostLane ?? 'tun';
+    let tun: PacketDevice;
+    if (choice === 'sockets') {
+      this.devices = new SocketDevices(this.devices);
+      this.hostLane = { mode: 'sockets', reason: 'chosen (--host-lane=sockets)' };
+      tun = this.devices.openTun(opts);
+    } else {
+      try {
+        tun = this.devices.openTun(opts);
+      } catch (e) {
+        if (choice !== 'auto' || !(e instanceof TunUnavailableError || e instanceof TunPermissionError)) throw e;
+        this.devices = new SocketDevices(this.devices);
+        this.hostLane = { mode: 'sockets', reason: `no TUN: ${e.message}` };
+        tun = this.devices.openTun(opts);
+      }
+    }
     this.tun = tun;
     this.tunWriter = new FabricTunWriter(tun, writeCapacity);
     const kernel = (this.kernel = this.devices.linkState(tun.name, this.o.netns));
@@ -88,6 +123,11 @@ export class GatewayIo {
     if (quiet !== null) this.onError('turning IPv6 off on the TUN', quiet);
     await kernel.linkUp();
     return { tun, kernel };
+  }
+
+  /** The in-process host lane, when the gateway runs without a TUN. */
+  get lane(): HostLaneDevice | null {
+    return this.tun instanceof HostLaneDevice ? this.tun : null;
   }
 
   /**

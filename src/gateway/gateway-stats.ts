@@ -28,6 +28,7 @@ import { tunnelOf } from './config-values.js';
 import type { GatewayIo } from './gateway-io.js';
 import type { GatewayPeers, PeerState } from './gateway-peers.js';
 import { tunnelInterfaceName } from '../control/tunnel-address.js';
+import { HOST_LANE_DROPS, type HostLaneDevice } from '../pipelines/host-lane.js';
 
 /** The translation's numbers: the peer table's (tunnel MTU) and the configuration's rules' (connections, clamps). */
 export interface NatStats {
@@ -100,6 +101,20 @@ export interface GatewayStats {
   routed: { fromNodes: number; fromHost: number; fromPeers: number };
   /** Of fromHost: the kernel's IPv6 link-local control (RS, MLD, ND), set apart unrouted; not a drop. */
   ipv6LinkLocal: number;
+  /** The host lane: the local TUN, or in process without a host device (what works, flows, why). */
+  hostLane: HostLaneStats;
+}
+
+export interface HostLaneStats {
+  mode: 'tun' | 'sockets';
+  /** Why sockets (the choice, or the TUN failure); null with a TUN. */
+  reason: string | null;
+  /** Sockets mode: packets answered in process (echo to own addresses, local UDP), flows by handler, handlers by IP protocol. */
+  answered?: number;
+  flows?: Record<string, number>;
+  handlers?: Record<number, string>;
+  /** Sockets mode: why ICMP echo to other hosts is not relayed (null: it is). */
+  icmpEchoUnavailable?: string | null;
 }
 
 /** Drops by reason from every stage of a gateway (non-zero only), prefixed by stage (allocates). */
@@ -110,6 +125,7 @@ export function collectDrops(
   geneve: GenevePort | undefined,
   wgs: readonly WireGuardPort[],
   tun: PacketDevice | undefined,
+  lane: HostLaneDevice | null = null,
 ): Record<string, number> {
   const d: Record<string, number> = {};
   const put = (k: string, v: number): void => {
@@ -135,6 +151,7 @@ export function collectDrops(
     put('wg_no_socket', w.noSocketForFamily);
   }
   if (tun !== undefined) put('tun_write_failed', tun.stats.txErrors);
+  if (lane !== null) for (const r of HOST_LANE_DROPS) put(r, lane.drops[r]);
   return d;
 }
 
@@ -219,6 +236,20 @@ export function gatewayStats(x: GatewayStatsParts): GatewayStats {
     forwarded: { ...x.forwarded },
     routed: { ...x.routed },
     ipv6LinkLocal: x.router.ipv6LinkLocal,
+    hostLane: hostLaneStats(x.io),
+  };
+}
+
+function hostLaneStats(io: GatewayIo): HostLaneStats {
+  const lane = io.lane;
+  if (lane === null) return { mode: io.hostLane.mode, reason: io.hostLane.reason };
+  return {
+    mode: 'sockets',
+    reason: io.hostLane.reason,
+    answered: lane.answered,
+    flows: lane.flows(),
+    handlers: lane.handlers(),
+    icmpEchoUnavailable: lane.icmpEchoUnavailable,
   };
 }
 

@@ -47,7 +47,8 @@ import { Device } from '../wireguard/device.js';
 import type { Peer } from '../wireguard/peer.js';
 import { keyBytes } from './config-values.js';
 import { GatewayLiveConfig, peerTableOf } from './gateway-apply.js';
-import { GatewayIo, type GatewayIoOptions } from './gateway-io.js';
+import { GatewayIo, type GatewayIoOptions, type HostLaneInfo } from './gateway-io.js';
+import type { HostLaneDevice } from '../pipelines/host-lane.js';
 import { GatewayPeers } from './gateway-peers.js';
 import { collectDrops, gatewayStats, type GatewayStats } from './gateway-stats.js';
 import { YamlRules } from './yaml-rules.js';
@@ -395,7 +396,7 @@ export class Gateway implements StatsSource {
 
   /** StatsSource: drops by reason from every stage (non-zero only), prefixed by stage. */
   drops(): Readonly<Record<string, number>> {
-    return collectDrops(this.router, this.peerTable, this.devices, this.geneve, this.wgs, this.tun);
+    return collectDrops(this.router, this.peerTable, this.devices, this.geneve, this.wgs, this.tun, this.io.lane);
   }
 
   /** StatsSource: conntrack entries (the configuration's rules' connections; 0 when Liqo mode detached them). */
@@ -410,6 +411,7 @@ export class Gateway implements StatsSource {
       wg_outbox: this.devices.reduce((n, d) => n + d.outgoingCount, 0),
       wg_buffers: this.devices.reduce((n, d) => n + d.buffersInUse, 0),
       geneve_arp_held: this.geneve?.engine.heldPackets ?? 0,
+      ...(this.io.lane === null ? {} : { host_lane_queued: this.io.lane.queued }),
     };
   }
 
@@ -428,6 +430,16 @@ export class Gateway implements StatsSource {
       routed: this.routed,
       interfaceName: this.live.config.wireguard.interfaceName,
     });
+  }
+
+  /** What the host lane runs on (the local TUN, or sockets in process) and why. */
+  get hostLaneInfo(): HostLaneInfo {
+    return this.io.hostLane;
+  }
+
+  /** The in-process host lane (null with a TUN): local UDP endpoints (bindUdp), handlers (register). */
+  get hostLane(): HostLaneDevice | null {
+    return this.io.lane;
   }
 
   /** Ports actually bound (useful with port 0 in tests). */

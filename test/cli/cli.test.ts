@@ -248,6 +248,17 @@ describe('weft k8s / show / demo / bench: argument checks', () => {
     expect(() => k(['--geneve-ping-port=70000'])).toThrow(/geneve-ping-port/);
   });
 
+  test('k8s: --host-lane tun|sockets|auto (gateway; default auto), refused for the node role', () => {
+    const k = (argv: string[]) => parseK8sArgs(parseArgs(argv, K8S_SPEC), {});
+    expect(k(['--role=gateway']).hostLane).toBe('auto');
+    expect(k(['--role=gateway', '--host-lane=sockets']).hostLane).toBe('sockets');
+    expect(k(['--role=gateway', '--host-lane', 'tun']).hostLane).toBe('tun');
+    expect(() => k(['--role=gateway', '--host-lane=none'])).toThrow(/--host-lane "none": use tun, sockets or auto/);
+    expect(() => k(['--role=node', '--node-name=w', '--host-lane=sockets'])).toThrow(
+      /--host-lane is for the gateway role/,
+    );
+  });
+
   test('k8s: Liqo gateway template arguments', () => {
     const liqo = (argv: string[]) => parseK8sArgs(parseArgs(argv, K8S_SPEC), {});
     const base = ['--role=gateway', '--name=peer-b', '--namespace=liqo-tenant-b', '--gateway-uid=u-1'];

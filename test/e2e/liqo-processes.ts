@@ -169,8 +169,11 @@ export function gatewayPodCommand(
   gw: GatewayObject,
   pod: string,
   nodeName: string,
+  /** The template file in deploy/liqo (default: the TUN template of `mode`). */
+  templateFile?: string,
 ): PodCommand {
-  const file = mode === 'server' ? 'wireguard-server-template.yaml' : 'wireguard-client-template.yaml';
+  const file =
+    templateFile ?? (mode === 'server' ? 'wireguard-server-template.yaml' : 'wireguard-client-template.yaml');
   const wg = renderGatewayTemplate(yamlDocs(file)[0] as Parameters<typeof renderGatewayTemplate>[0], gw) as {
     spec: {
       deployment: {

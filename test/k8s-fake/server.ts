@@ -24,6 +24,8 @@
  * - RBAC: `serviceAccountKubeConfig(ns, name)` authenticates as a ServiceAccount whose requests
  *   are authorised by the stored Role/ClusterRole/RoleBinding/ClusterRoleBinding objects
  *   (rbac.ts; 403 with the server's text); `kubeConfig()` is an unrestricted admin;
+ * - Pod Security admission on pod creation, by the namespace's
+ *   `pod-security.kubernetes.io/enforce` label (pod-security.ts; 403 with the plugin's text);
  *
  * - list items carry no `kind`/`apiVersion` (the real server omits them in lists; watch events
  *   and single GETs carry them);
@@ -62,6 +64,7 @@ import {
   type ServiceAccountUser,
 } from './rbac.js';
 import { loadCrds, validate, type JsonSchema } from './schema.js';
+import { enforceLevel, podSecurityViolation, type PodLike } from './pod-security.js';
 
 /**
  * Liqo's real CRDs live in shared/ beside the repository (CI clones the repo with shared/ next to
@@ -525,6 +528,14 @@ export class FakeApiServer {
 
   // --- internals ---
 
+  /** Pod Security admission (pod-security.ts) by the namespace's enforce label: 403 with the plugin's text. */
+  private admitPod(ns: string, o: Obj): void {
+    const nsObj = this.store.get(this.typeKey('', 'v1', 'namespaces'))!.get(`/${ns}`);
+    const level = enforceLevel(nsObj?.metadata.labels);
+    const v = podSecurityViolation(level, o as PodLike);
+    if (v !== null) throw new HttpError(403, 'Forbidden', `pods "${o.metadata.name ?? ''}" is forbidden: ${v}`);
+  }
+
   private tk(t: ResourceType): string {
     return this.typeKey(t.group, t.version, t.plural);
   }
@@ -616,6 +627,7 @@ export class FakeApiServer {
     o['apiVersion'] = this.apiVersionOf(t);
     o['kind'] = t.kind;
     this.check(t, o);
+    if (t.group === '' && t.plural === 'pods') this.admitPod(ns!, o);
     o.metadata.uid = randomUUID();
     o.metadata.creationTimestamp = new Date().toISOString().replace(/\.\d+Z$/, 'Z');
     o.metadata.generation = 1;

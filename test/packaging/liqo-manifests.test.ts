@@ -162,14 +162,18 @@ describe('deploy/liqo manifests', () => {
       'DaemonSet/weft-fabric',
       'ServiceAccount/weft-fabric',
       'WgGatewayClientTemplate/weft-wireguard-client',
+      'WgGatewayClientTemplate/weft-wireguard-client-restricted',
       'WgGatewayServerTemplate/weft-wireguard-server',
+      'WgGatewayServerTemplate/weft-wireguard-server-restricted',
     ]);
     for (const { obj } of all) {
       if (obj.apiVersion === NET) expect(validate(obj, crd(obj.kind).schema, 'strict'), `${obj.kind}`).toEqual([]);
       else modelRoundTrip(obj);
     }
     // The schema check can fail: a misspelt template field is reported.
-    const bad = structuredClone(find('WgGatewayServerTemplate')) as Obj & { spec: Record<string, unknown> };
+    const bad = structuredClone(find('WgGatewayServerTemplate', 'weft-wireguard-server')) as Obj & {
+      spec: Record<string, unknown>;
+    };
     bad.spec['objectKnd'] = bad.spec['objectKind'];
     expect(validate(bad, crd('WgGatewayServerTemplate').schema, 'strict').join('\n')).toMatch(/objectKnd/);
   });
@@ -179,7 +183,7 @@ describe('deploy/liqo manifests', () => {
     ['client', gatewayClient, 'WgGatewayClientTemplate', 'WgGatewayClient'],
   ] as const) {
     test(`${side}: rendered by Liqo's rules, valid for the ${objKind} CRD and client-node; the pod is \`weft k8s\` as the ${side} gateway`, () => {
-      const tmpl = find(tmplKind) as unknown as Parameters<typeof renderGatewayTemplate>[0];
+      const tmpl = find(tmplKind, `weft-wireguard-${side}`) as unknown as Parameters<typeof renderGatewayTemplate>[0];
       const wg = renderGatewayTemplate(tmpl, gw) as Obj & {
         spec: {
           deployment: Obj & { spec: { template: { metadata: { labels: Record<string, string> }; spec: PodSpec } } };
@@ -243,7 +247,9 @@ describe('deploy/liqo manifests', () => {
   }
 
   test("server with spec.endpoint.ports/nodePorts: the Service exposes the first, the port Liqo's client sends to (tunnel 0)", () => {
-    const tmpl = find('WgGatewayServerTemplate') as unknown as Parameters<typeof renderGatewayTemplate>[0];
+    const tmpl = find('WgGatewayServerTemplate', 'weft-wireguard-server') as unknown as Parameters<
+      typeof renderGatewayTemplate
+    >[0];
     const gw = structuredClone(gatewayServer);
     gw.spec['endpoint'] = { ports: [51841, 51842], nodePorts: [32001, 32002], serviceType: 'NodePort' };
     // The GatewayServer itself is valid for Liqo's CRD (CEL: ports xor port, no duplicates).

@@ -224,3 +224,10 @@ export function fail(io: CliIo, command: string, e: unknown, usageHint?: string)
   if (e instanceof UsageError && usageHint !== undefined) io.err(usageHint);
   return exitCodeFor(e);
 }
+
+/** --host-lane tun|sockets|auto (UsageError otherwise); `def` when absent. */
+export function parseHostLane(text: string | undefined, def: 'tun' | 'sockets' | 'auto'): 'tun' | 'sockets' | 'auto' {
+  if (text === undefined) return def;
+  if (text === 'tun' || text === 'sockets' || text === 'auto') return text;
+  throw new UsageError(`--host-lane ${JSON.stringify(text)}: use tun, sockets or auto`);
+}

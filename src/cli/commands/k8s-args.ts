@@ -6,7 +6,7 @@ import { leaseName as liqoLeaseName, type LiqoGatewayIdentity } from '../../cont
 import { LEASE_DEFAULTS, type K8sSettings } from '../../daemon/k8s-settings.js';
 import type { LogLevel } from '../../control/config.js';
 import { LogLevelSchema } from '../../control/config-schema.js';
-import { optFlag, optInt, optString, UsageError, type CliIo, type ParsedArgs } from './common.js';
+import { optFlag, optInt, optString, parseHostLane, UsageError, type CliIo, type ParsedArgs } from './common.js';
 import { checkInstanceName, defaultRunDir } from '../../daemon/control-socket.js';
 
 export const K8S_HELP = `Usage: weft k8s --role gateway|node --cluster-id ID [OPTIONS]
@@ -37,6 +37,12 @@ Runs Weft from Liqo's Kubernetes resources (networking.liqo.io, ipam.liqo.io): a
   --identity ID             Lease candidate identity (default: env POD_NAME, else hostname)
   --pod-cidr CIDR           local pod CIDR when no ipam.liqo.io Network says (repeatable)
   --geneve-mode l3|l2       default l3; l2 with --liqo-firewall (as Liqo's fabric creates it)
+  --host-lane tun|sockets|auto
+                            gateway: the host lane (packets for the gateway itself, routes out
+                            of its own interface) on the local TUN (tun), in process through
+                            UDP/ICMP sockets with no TUN and no capability (sockets: Pod Security
+                            restricted), or the TUN and sockets when /dev/net/tun cannot be
+                            opened (auto, the default; the fall-back is logged)
   --metrics-listen ADDR     Prometheus endpoint "host:port"
   --no-conncheck            gateway: no in-tunnel connection check (by default UDP 12345
                             between the tunnel addresses 169.254.18.1/.2 every 2 s, as Liqo);
@@ -89,6 +95,7 @@ export const K8S_SPEC = [
   { name: 'pod-cidr', value: true, repeatable: true },
   { name: 'geneve-mode', value: true },
   { name: 'metrics-listen', value: true },
+  { name: 'host-lane', value: true },
   { name: 'conncheck', value: false },
   { name: 'no-geneve-ping', value: false },
   { name: 'geneve-ping-port', value: true },
@@ -157,6 +164,8 @@ export function parseK8sArgs(args: ParsedArgs, env: CliIo['env']): K8sSettings {
   // Liqo's fabric creates its Geneve interfaces as L2 (Ethernet, ARP): the default in Liqo mode.
   const mode = optString(args, 'geneve-mode') ?? (optFlag(args, 'liqo-firewall') ? 'l2' : 'l3');
   if (mode !== 'l3' && mode !== 'l2') throw new UsageError(`--geneve-mode ${JSON.stringify(mode)}: use l3 or l2`);
+  if (role === 'node' && optString(args, 'host-lane') !== undefined)
+    throw new UsageError('--host-lane is for the gateway role (the node agent needs its TUN and the node kernel)');
   const lvl = optString(args, 'log-level');
   let logLevel: LogLevel | undefined;
   if (lvl !== undefined) {
@@ -216,6 +225,7 @@ export function parseK8sArgs(args: ParsedArgs, env: CliIo['env']): K8sSettings {
     namespace,
     leaseName,
     geneveMode: mode,
+    hostLane: parseHostLane(optString(args, 'host-lane'), 'auto'),
     logLevel,
     liqo,
     podName,

@@ -64,6 +64,19 @@ export function formatStatus(st: WeftStatus, now: number): string {
       `  interface: ${st.interface.name} (mtu ${st.interface.mtu}), ${st.interface.rxPackets} packets read, ${st.interface.txPackets} written`,
     );
   }
+  if (st.hostLane?.mode === 'sockets') {
+    const h = st.hostLane;
+    lines.push(`  host lane: in process, without a host device${h.reason !== undefined ? ` (${h.reason})` : ''}`);
+    if (h.effect !== undefined) lines.push(`    ${h.effect}`);
+    const flows = Object.entries(h.flows ?? {})
+      .map(([k, v]) => `${k} ${v}`)
+      .join(', ');
+    lines.push(
+      `    answered in process: ${h.answered ?? 0}; flows: ${flows === '' ? 'none' : flows}; ICMP echo relay: ${
+        h.icmpEchoUnavailable == null ? 'on' : `off (${h.icmpEchoUnavailable})`
+      }`,
+    );
+  }
   lines.push(`  geneve port: ${st.geneve.port}`);
   if (st.offloads !== undefined)
     lines.push(`  offloads: tun ${onOff(st.offloads.tun)}, geneve udp ${onOff(st.offloads.geneve)}`);

@@ -13,6 +13,7 @@
  * - Exit: 0 after a clean stop; 1 runtime failure; 2 usage; 3 configuration; 4 needs root /
  *   CAP_NET_ADMIN (TUN devices, routes).
  */
+import type { HostLaneChoice } from '../../gateway/gateway-io.js';
 import { basename } from 'node:path';
 import type { Logger } from 'pino';
 import type { WeftConfig } from '../../control/config.js';
@@ -22,7 +23,17 @@ import type { CryptoBackend } from '../../crypto/backend.js';
 import { getCryptoBackend, parseCryptoBackendName } from '../../crypto/select.js';
 import type { LogLevel } from '../../control/config.js';
 import { LogLevelSchema } from '../../control/config-schema.js';
-import { EXIT_OK, fail, optFlag, optInt, optString, parseArgs, UsageError, type CliIo } from './common.js';
+import {
+  EXIT_OK,
+  fail,
+  optFlag,
+  optInt,
+  optString,
+  parseArgs,
+  parseHostLane,
+  UsageError,
+  type CliIo,
+} from './common.js';
 import { checkInstanceName, defaultRunDir } from '../../daemon/control-socket.js';
 import { errText, Runtime } from '../../daemon/runtime.js';
 
@@ -44,8 +55,14 @@ changed is applied.
                        it, "connected" follows the handshake. --conncheck is accepted (default)
   --conncheck-interval MS
                        the check's PING interval (default 2000; Error after 5 missed replies)
+  --host-lane tun|sockets|auto
+                       gateway: the host lane (packets for the gateway itself, routes out of its
+                       own interface) on the local TUN (tun, default), in process through UDP
+                       and ICMP sockets with no TUN and no capability (sockets), or the TUN and
+                       sockets when /dev/net/tun cannot be opened (auto)
 Environment: WEFT_CRYPTO=auto|openssl|node|pure overrides wireguard.cryptoBackend.
-Creating TUN devices and routes needs root or CAP_NET_ADMIN (exit 4 otherwise).
+Creating TUN devices and routes needs root or CAP_NET_ADMIN (exit 4 otherwise; a gateway with
+--host-lane sockets needs neither).
 `;
 
 /** The default instance name: the file's base name without .yaml/.yml/.json, made name-safe. */
@@ -79,6 +96,7 @@ export async function runUp(argv: readonly string[], io: CliIo): Promise<number>
   let watch: boolean;
   let conncheck: boolean;
   let conncheckIntervalMs: number | undefined;
+  let hostLane: HostLaneChoice = 'tun';
   try {
     const args = parseArgs(argv, [
       { name: 'config', short: 'c', value: true },
@@ -89,6 +107,7 @@ export async function runUp(argv: readonly string[], io: CliIo): Promise<number>
       { name: 'conncheck', value: false },
       { name: 'no-conncheck', value: false },
       { name: 'conncheck-interval', value: true },
+      { name: 'host-lane', value: true },
     ]);
     if (args.help) {
       io.out(UP_HELP);
@@ -108,6 +127,7 @@ export async function runUp(argv: readonly string[], io: CliIo): Promise<number>
       throw new UsageError('--conncheck and --no-conncheck contradict each other');
     conncheck = !optFlag(args, 'no-conncheck');
     conncheckIntervalMs = optInt(args, 'conncheck-interval', 10, 3_600_000);
+    hostLane = parseHostLane(optString(args, 'host-lane'), 'tun');
   } catch (e) {
     return fail(io, 'up', e, UP_HELP);
   }
@@ -136,6 +156,7 @@ export async function runUp(argv: readonly string[], io: CliIo): Promise<number>
       conncheck,
       ...(conncheckIntervalMs !== undefined ? { conncheckIntervalMs } : {}),
       ...(backend !== undefined ? { backend } : {}),
+      launch: { hostLane },
     });
     await runtime.startDataPlane(config);
     logger.info({ file, instance: name, socket: runtime.socketPath, role: config.role }, 'weft up: running');
