@@ -72,7 +72,8 @@ describe('ConnCheckRunner', () => {
       });
       await waitFor('Connected', () => r.status('liqo-b')?.value === 'Connected', 5000, 10);
       const ping = JSON.parse(got[0]!) as Record<string, string>;
-      expect(Object.keys(ping)).toEqual(['clusterID', 'msgType', 'timeStamp']);
+      // Liqo's three fields, and the multipath mark Liqo's receiver ignores (src/control/conncheck.ts).
+      expect(Object.keys(ping)).toEqual(['clusterID', 'msgType', 'timeStamp', 'multipath']);
       expect(ping.clusterID).toBe('liqo-b');
       expect(ping.msgType).toBe('PING');
       expect(ping.timeStamp).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{9}Z$/);

@@ -311,6 +311,7 @@ describe('(b) RBAC = what the Kubernetes code does', () => {
     expect(imports).toEqual([
       'connection',
       'events',
+      'genevetunnel-status',
       'lease',
       'liqo-gateway',
       'resources',
@@ -320,7 +321,8 @@ describe('(b) RBAC = what the Kubernetes code does', () => {
     ]);
     expect(cli).not.toMatch(/makeApiClient/);
     // liqo-gateway's calls (pod label, cluster-id ConfigMap; only with --mode) run under deploy/liqo's
-    // ClusterRole in test/cli/k8s-liqo.test.ts; source-detector (node role) is not part of this gateway's RBAC.
+    // ClusterRole in test/cli/k8s-liqo.test.ts; source-detector and genevetunnel-status (node role) are not part
+    // of this gateway's RBAC: they run under deploy/liqo's fabric ClusterRole in test/e2e/liqo-pods.test.ts (no 403).
   });
 
   test("every Liqo resource in the RBAC exists in Liqo's CRDs, namespaced ones in the Role, cluster-scoped in the ClusterRole", () => {
