@@ -230,8 +230,12 @@ export class WgDaemon {
       const o = d.offloads;
       log(
         'info',
-        `interface ${tun.name} up: mtu ${mtu}, udp port ${workers.boundTo}, ${n} worker threads, crypto ${opts.backend.name}, ` +
-          `offloads: tun csum ${o.tunCsum} tso ${o.tunTso} uso ${o.tunUso}, udp gso ${o.udpGso} gro ${o.udpGro}`,
+        `offloads: tun ${tun.offload === null ? (offload ? 'none (refused)' : 'off') : `csum ${o.tunCsum} tso ${o.tunTso} uso ${o.tunUso}`}, ` +
+          `udp gso ${o.udpGso} gro ${o.udpGro}${offload ? '' : ' (disabled by configuration)'}`,
+      );
+      log(
+        'info',
+        `interface ${tun.name} up: mtu ${mtu}, udp port ${workers.boundTo}, ${n} worker threads, crypto ${opts.backend.name}`,
       );
       return d;
     } catch (e) {
