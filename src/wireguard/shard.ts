@@ -12,7 +12,7 @@
  *     are handed to the owner with their source (bounded: a full queue is a counted drop).
  *   The first message under a responder's unconfirmed session and a peer seen from a new
  *   endpoint are reported to the owner once (it rotates keys / records the endpoint); the
- *   worker uses the new endpoint at once.
+ *   worker sends under the confirmed session and to the new endpoint at once.
  *
  * Per-peer bytes, packets and packet times go to this worker's activity row (shared-sessions.ts),
  * which only this thread writes and the owner reads. Zero allocation per packet.
@@ -187,7 +187,15 @@ export class ShardEngine {
         if (old !== undefined && old.spec.slot === r.slot) s.reported = old.reported;
         sessions.set(r.localIndex | 0, s);
       }
-      if (p.send !== null) {
+      // A `next` session this worker already saw confirmed stays the one to send with until
+      // the owner's snapshot says so itself.
+      let confirmed: ShardSession | null = null;
+      for (const r of p.receive) {
+        const s = sessions.get(r.localIndex | 0)!;
+        if (r.next && s.reported) confirmed = s;
+      }
+      if (confirmed !== null) peer.send = confirmed;
+      else if (p.send !== null) {
         const s = sessions.get(p.send.localIndex | 0);
         peer.send =
           s !== undefined && s.spec.slot === p.send.slot
@@ -400,7 +408,10 @@ export class ShardEngine {
       this.link.roamed(peer.slot, from.address, from.port);
     }
     if (s.spec.next && !s.reported) {
+      // Key confirmation: this session is the peer's now (its old one may be gone, e.g. the
+      // peer restarted), so answers go out under it at once, before the owner's next snapshot.
       s.reported = true;
+      peer.send = s;
       this.link.confirmed(s.spec.localIndex);
     }
     const a = this.act;

@@ -239,6 +239,12 @@ describe('ShardEngine with an owner Device', () => {
     const rr = new ReceiveResult<ShardPeer>();
     expect(w[1].engine.receive(p.buf, be.start, be.length, epB, NOW + 2, false, rr)).toBe(RECEIVE_DELIVER);
     expect(w[1].confirmed.length).toBe(1);
+    // The worker that saw the confirmation answers under the new session before the owner knows.
+    const pr = packet(9);
+    expect(w[1].engine.encrypt(pr.buf, pr.off, pr.len, NOW + 2, eo)).toBe(ENCRYPT_SEND);
+    expect(
+      b.receive(pr.buf, eo.start, eo.length, { address: '192.0.2.1', port: 1 }, NOW + 2, false, new ReceiveResult()),
+    ).toBe(RECEIVE_DELIVER);
     const peer = a.confirmShardSession(w[1].confirmed[0], NOW + 2);
     expect(peer).toBe(pab);
     expect(pab.keypairs.current).not.toBeNull();
