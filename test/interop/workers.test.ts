@@ -116,9 +116,9 @@ describe.skipIf(unavailable !== null)('weft-wg with 2 worker threads ↔ wiregua
   it('carries several TCP flows at once both ways', async () => {
     const ab = await iperfTcp(topo, B.ns, A.ns, B.tunnel4, 3, ['-P', '4']);
     const ba = await iperfTcp(topo, A.ns, B.ns, A.tunnel4, 3, ['-P', '4']);
-    console.log(`2 workers, 4 flows: A→B ${(ab / 1e9).toFixed(2)} Gbit/s, B→A ${(ba / 1e9).toFixed(2)} Gbit/s`);
-    expect(ab).toBeGreaterThan(10e6);
-    expect(ba).toBeGreaterThan(10e6);
+    console.log(`2 workers, 4 flows: A→B ${ab.toFixed(2)} Gbit/s, B→A ${ba.toFixed(2)} Gbit/s`);
+    expect(ab).toBeGreaterThan(0.01);
+    expect(ba).toBeGreaterThan(0.01);
   }, 60_000);
 
   it('a single TCP flow through the workers arrives in order at the receiving stack', async () => {
@@ -129,29 +129,27 @@ describe.skipIf(unavailable !== null)('weft-wg with 2 worker threads ↔ wiregua
     await sleep(1000);
     const bps = await iperfTcp(topo, B.ns, A.ns, B.tunnel4, 3);
     await cap.exited;
-    const out = run([
-      'tshark',
-      '-r',
-      pcap,
-      '-Y',
-      `ip.src == ${A.tunnel4} && tcp.len > 0`,
-      '-T',
-      'fields',
-      '-e',
-      'tcp.analysis.out_of_order',
-    ]);
-    const segments = out.split('\n').filter((l) => l !== '');
-    const outOfOrder = segments.filter((l) => l.trim() !== '').length;
-    console.log(
-      `single flow ${(bps / 1e9).toFixed(2)} Gbit/s: ${segments.length} data segments, ${outOfOrder} out of order`,
-    );
-    expect(segments.length).toBeGreaterThan(1000);
+    const count = (filter: string): number =>
+      run(['tshark', '-r', pcap, '-Y', filter, '-T', 'fields', '-e', 'frame.number'])
+        .split('\n')
+        .filter((l) => l.trim() !== '').length;
+    const data = `ip.src == ${A.tunnel4} && tcp.len > 0`;
+    const segments = count(data);
+    const outOfOrder = count(`${data} && tcp.analysis.out_of_order`);
+    console.log(`single flow ${bps.toFixed(2)} Gbit/s: ${segments} data segments, ${outOfOrder} out of order`);
+    expect(segments).toBeGreaterThan(1000);
     expect(outOfOrder).toBe(0);
   }, 60_000);
 
   it("wg show transfer counters equal the peer's once traffic stops", async () => {
-    ping(topo, A.ns, B.tunnel4, 5, 0.05);
-    await iperfTcp(topo, A.ns, B.ns, A.tunnel4, 2, ['-P', '2']);
+    // Lossless traffic (a bulk transfer may lose datagrams at a socket buffer, which the sender
+    // counts and the receiver cannot): 8 ping flows at once, spread over both TUN queues.
+    const pings = Array.from({ length: 8 }, (_, i) =>
+      topo.spawnIn(A.ns, `ping${i}`, ['ping', '-n', '-q', '-c', '100', '-i', '0.01', '-s', '1000', B.tunnel4], {
+        lifetimeS: 30,
+      }),
+    );
+    for (const p of pings) await p.exited;
     let a = dump(A);
     let b = dump(B);
     await waitFor(
@@ -166,7 +164,7 @@ describe.skipIf(unavailable !== null)('weft-wg with 2 worker threads ↔ wiregua
     console.log(`A tx ${a.tx} = B rx ${b.rx}; A rx ${a.rx} = B tx ${b.tx}`);
     expect(a.tx).toBe(b.rx);
     expect(a.rx).toBe(b.tx);
-    expect(a.tx).toBeGreaterThan(1e6);
+    expect(a.tx).toBeGreaterThan(8 * 100 * 1000);
   }, 60_000);
 
   it('a flood of bogus initiations from many ports stops neither pings nor a fresh handshake', async () => {
