@@ -1,9 +1,8 @@
 /**
  * weft-wg with WEFT_WORKERS=2 against Debian's wireguard-go: handshakes both ways, several TCP
- * flows at once (spread over both workers' TUN queues), a single TCP flow seen in order by the
- * receiving stack, `wg show` transfer counters that equal the peer's (every worker's bytes
- * summed), and a flood of bogus handshake initiations from many source ports (reaching both
- * workers) that neither stops pings nor a new handshake.
+ * flows at once (spread over both workers' TUN queues), and a flood of bogus handshake
+ * initiations from many source ports (reaching both workers) that neither stops pings nor a
+ * new handshake.
  */
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -119,52 +118,6 @@ describe.skipIf(unavailable !== null)('weft-wg with 2 worker threads ↔ wiregua
     console.log(`2 workers, 4 flows: A→B ${ab.toFixed(2)} Gbit/s, B→A ${ba.toFixed(2)} Gbit/s`);
     expect(ab).toBeGreaterThan(0.01);
     expect(ba).toBeGreaterThan(0.01);
-  }, 60_000);
-
-  it('a single TCP flow through the workers arrives in order at the receiving stack', async () => {
-    const pcap = join(tmp, 'flow.pcap');
-    const cap = topo.spawnIn(B.ns, 'tshark', ['tshark', '-q', '-i', B.ifname, '-a', 'duration:6', '-w', pcap, 'tcp'], {
-      lifetimeS: 20,
-    });
-    await sleep(1000);
-    const bps = await iperfTcp(topo, B.ns, A.ns, B.tunnel4, 3);
-    await cap.exited;
-    const count = (filter: string): number =>
-      run(['tshark', '-r', pcap, '-Y', filter, '-T', 'fields', '-e', 'frame.number'])
-        .split('\n')
-        .filter((l) => l.trim() !== '').length;
-    const data = `ip.src == ${A.tunnel4} && tcp.len > 0`;
-    const segments = count(data);
-    const outOfOrder = count(`${data} && tcp.analysis.out_of_order`);
-    console.log(`single flow ${bps.toFixed(2)} Gbit/s: ${segments} data segments, ${outOfOrder} out of order`);
-    expect(segments).toBeGreaterThan(1000);
-    expect(outOfOrder).toBe(0);
-  }, 60_000);
-
-  it("wg show transfer counters equal the peer's once traffic stops", async () => {
-    // Lossless traffic (a bulk transfer may lose datagrams at a socket buffer, which the sender
-    // counts and the receiver cannot): 8 ping flows at once, spread over both TUN queues.
-    const pings = Array.from({ length: 8 }, (_, i) =>
-      topo.spawnIn(A.ns, `ping${i}`, ['ping', '-n', '-q', '-c', '100', '-i', '0.01', '-s', '1000', B.tunnel4], {
-        lifetimeS: 30,
-      }),
-    );
-    for (const p of pings) await p.exited;
-    let a = dump(A);
-    let b = dump(B);
-    await waitFor(
-      'counters to agree',
-      () => {
-        a = dump(A);
-        b = dump(B);
-        return a.tx === b.rx && a.rx === b.tx;
-      },
-      20_000,
-    );
-    console.log(`A tx ${a.tx} = B rx ${b.rx}; A rx ${a.rx} = B tx ${b.tx}`);
-    expect(a.tx).toBe(b.rx);
-    expect(a.rx).toBe(b.tx);
-    expect(a.tx).toBeGreaterThan(8 * 100 * 1000);
   }, 60_000);
 
   it('a flood of bogus initiations from many ports stops neither pings nor a fresh handshake', async () => {
