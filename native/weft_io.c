@@ -662,14 +662,17 @@ static napi_value send_batch(napi_env env, napi_callback_info info) {
   return make_i64(env, sent);
 }
 
-/* udpOpen(family 4|6, addr: Uint8Array|null (4/16 bytes), port, rcvbuf, sndbuf, scopeId)
+/* udpOpen(family 4|6, addr: Uint8Array|null (4/16 bytes), port, rcvbuf, sndbuf, scopeId[, reusePort])
  *   -> [fd, boundPort, rcvbufGranted, sndbufGranted, forced(0/1)] or -errno as a number.
- *   Non-blocking, close-on-exec; IPv6 sockets are V6ONLY (one socket per family, as wireguard-go). */
+ *   Non-blocking, close-on-exec; IPv6 sockets are V6ONLY (one socket per family, as wireguard-go).
+ *   reusePort: SO_REUSEPORT before bind, so one socket per thread shares the port and the kernel
+ *   spreads datagrams over them by a hash of the 4-tuple. */
 static napi_value udp_open(napi_env env, napi_callback_info info) {
-  size_t argc = 6;
-  napi_value argv[6];
+  size_t argc = 7;
+  napi_value argv[7];
   NAPI_OK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
   int64_t fam, port, rcv, snd, scope;
+  bool reuse = false;
   uint8_t *addr = NULL;
   size_t alen = 0;
   napi_valuetype t;
@@ -685,6 +688,12 @@ static napi_value udp_open(napi_env env, napi_callback_info info) {
   if (fd < 0) return make_i64(env, -errno);
   int one = 1, forced = 0;
   if (fam == 6) setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
+  if (argc >= 7) napi_get_value_bool(env, argv[6], &reuse);
+  if (reuse && setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) < 0) {
+    int e = errno;
+    close(fd);
+    return make_i64(env, -e);
+  }
   if (rcv > 0) {
     int v = (int)(rcv > 0x7fffffff / 2 ? 0x7fffffff / 2 : rcv);
     /* SO_*BUFFORCE passes rmem_max/wmem_max with CAP_NET_ADMIN; otherwise the capped request. */

@@ -12,6 +12,7 @@ import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { getCryptoBackend, parseCryptoBackendName } from '../crypto/select.js';
 import { WgDaemon } from '../gateway/wg-daemon.js';
+import { parseWorkerCount } from '../gateway/wg-workers.js';
 import { warmUpBudget } from '../pipelines/wireguard-warmup.js';
 import { WEFT_VERSION } from '../daemon/version.js';
 
@@ -26,7 +27,9 @@ and no UDP GSO/GRO; the offloads in effect are logged at LOG_LEVEL=info),
 WEFT_V8_INTERRUPT_BUDGET (V8 tier-up threshold, default 1024; "default" keeps V8's own tiering),
 WEFT_EAGER_HANDSHAKE=0 (wait for data before the first handshake, as wireguard-go does, instead of
 initiating towards every configured endpoint when a peer is set), WEFT_WARMUP_MS (start-up
-warm-up of the data path on synthetic packets, default 200; 0 = off).
+warm-up of the data path on synthetic packets, default 200; 0 = off), WEFT_WORKERS (worker threads
+carrying the data path, each with its own TUN queue and UDP socket; "auto": the CPUs this
+process may use, cgroup quota included; default 1 = everything on the main thread).
 `;
 
 type Level = 'error' | 'info' | 'debug';
@@ -73,7 +76,24 @@ export async function main(argv: string[]): Promise<number | undefined> {
   const offload = process.env.WEFT_OFFLOAD !== '0';
   const eagerHandshake = process.env.WEFT_EAGER_HANDSHAKE !== '0';
   const warmUpMs = warmUpBudget(process.env.WEFT_WARMUP_MS);
-  const daemon = await WgDaemon.start({ ifname, backend, mtu, log, nativeAead, offload, eagerHandshake, warmUpMs });
+  let workers: number;
+  try {
+    workers = parseWorkerCount(process.env.WEFT_WORKERS);
+  } catch (e) {
+    process.stderr.write(`weft-wg: ${(e as Error).message}\n`);
+    return 2;
+  }
+  const daemon = await WgDaemon.start({
+    ifname,
+    backend,
+    mtu,
+    log,
+    nativeAead,
+    offload,
+    eagerHandshake,
+    warmUpMs,
+    workers,
+  });
   log('info', 'device started');
   notifyParentReady();
 

@@ -14,10 +14,9 @@
  *   /var/run/wireguard/IFNAME.sock ↔ UAPI codec ↔ Device (atomic set, snapshot get)
  */
 import type { CryptoBackend } from '../crypto/backend.js';
-import { PacketBatch } from '../io/batch.js';
 import { MAX_PACKET } from '../io/sizes.js';
 import type { PacketDevice } from '../io/device.js';
-import { DEFAULT_TUN_MTU, TUN_OFFLOAD_MAX_PACKET } from '../io/tun.js';
+import { DEFAULT_TUN_MTU } from '../io/tun.js';
 import { systemDevices, type Devices } from '../pipelines/devices.js';
 import { UdpError } from '../io/udp.js';
 import { UapiServer } from '../io/uapi-server.js';
@@ -26,8 +25,12 @@ import { planSet, UapiError, type UapiDeviceSnapshot, type UapiOperation } from 
 import { withNativeAead } from '../io/native-aead.js';
 import { WireGuardPort } from '../pipelines/wireguard-port.js';
 import { DEFAULT_WARMUP_MS, warmUpWireGuard } from '../pipelines/wireguard-warmup.js';
-import { segmenterScratch, TunCoalescingWriter, TunSegmenter } from '../pipelines/tun-offload.js';
-import { TRANSPORT_HEADER_SIZE } from '../wireguard/messages.js';
+import type { TunCoalescingWriter, TunSegmenter } from '../pipelines/tun-offload.js';
+import { coalescerFor, startTunReader, tunSink } from './wg-tun-path.js';
+import { WgWorkers } from './wg-workers.js';
+import { TunDevice } from '../io/tun.js';
+import { allocateSharedSessions } from '../wireguard/shared-sessions.js';
+import { ShardSlots } from '../wireguard/shard-slots.js';
 
 /**
  * TUN transmit queue (packets) the daemon asks for: the kernel's 500 overflows under a bulk TCP
@@ -75,25 +78,18 @@ export interface WgDaemonOptions {
   readonly log?: (level: 'error' | 'info' | 'debug', msg: string) => void;
   /** The TUN and sockets to open (default: the real host's). */
   readonly devices?: Devices;
+  /**
+   * Worker threads carrying the data path (wg-workers.ts; default 1: everything on this
+   * thread). With more, the TUN is multi-queue and the UDP port is shared (SO_REUSEPORT), one
+   * queue and one socket per worker; this thread keeps UAPI, handshakes and timers. The real
+   * host's devices only (`devices` and `netns` are ignored).
+   */
+  readonly workers?: number;
 }
 
-/**
- * Segments of super-packets handled per encrypt-and-send round (the TUN batch's scratch): about
- * one 64 KiB super-packet, so a small packet read behind bulk data waits for one round, not four
- * (256 before; ping p90 under TCP load 6.1 -> 4.4 ms, TCP 1.39 -> 1.57 Gbit/s in one noisy run,
- * bench/history/2026.md). 64 is the least TunSegmenter accepts.
- */
-const SEGMENTS_PER_FLUSH = 64;
-/** TUN reads per wake-up with offload on (each slot holds up to 64 KiB). */
-const OFFLOAD_TUN_BATCH = 16;
-/** Tailroom after a segment: WireGuard padding (≤ 15) + the 16-byte tag, rounded. */
-const WG_TAILROOM = 32;
-
-/**
- * Receive batches of at most this many packets are followed by an immediate TUN read (see the
- * sink in start()): an empty read costs one syscall, so only where the tunnel is lightly loaded.
- */
-const REPLY_POLL_MAX_PACKETS = 4;
+/** Activity rows (peers) and keypair slots of a multi-threaded device. */
+const SHARED_PEER_SLOTS = 1024;
+const SHARED_KEYPAIR_SLOTS = 2048;
 
 /** Which offloads are in effect (reported at start and by WgDaemon.offloads). */
 export interface WgOffloads {
@@ -119,9 +115,12 @@ export class WgDaemon {
     readonly device: Device,
     private readonly log: NonNullable<WgDaemonOptions['log']>,
     private readonly eagerHandshake: boolean,
+    /** The worker threads (null: the data path runs on this thread). */
+    readonly workers: WgWorkers | null = null,
   ) {}
 
   static async start(opts: WgDaemonOptions): Promise<WgDaemon> {
+    if ((opts.workers ?? 1) > 1) return WgDaemon.startWorkers(opts, opts.workers!);
     const log = opts.log ?? (() => {});
     const mtu = opts.mtu ?? DEFAULT_TUN_MTU;
     let backend = opts.backend;
@@ -147,37 +146,12 @@ export class WgDaemon {
     try {
       const tunOff = tun.offload;
       // Coalescing writes need TSO on the TUN; the port's receive batches then carry its area.
-      let coalescer: TunCoalescingWriter | null = null;
-      if (tunOff !== null && tunOff.tso) coalescer = new TunCoalescingWriter(tun, 64 * 64);
-      const co = coalescer;
-      // Back-off of the reply read (see the sink): after k empty reads in a row, the next
-      // 2^k - 1 light batches skip it (k ≤ 10), so a receiver whose stack never answers at once
-      // (a UDP sink, a forwarded flow) pays one empty read per 1024 batches at most.
-      let replyMisses = 0;
-      let replySkip = 0;
+      const co = coalescerFor(tun);
       port = new WireGuardPort({
         device,
         mtu: MAX_PACKET,
         // The TUN takes packets of every peer alike (the kernel routes them).
-        sink: {
-          writeBatch: (buf, offs, lens, _peers, n, areaOff, areaLen) => {
-            const took =
-              co === null ? tun.writeBatch(buf, offs, lens, n) : co.write(buf, offs, lens, n, areaOff, areaLen);
-            // A reply the local stack makes within the write (ping, a TCP ACK) is already queued
-            // on the TUN: read it now rather than after another epoll round trip. Only for light
-            // batches, where that round trip is most of the latency; under load the next
-            // readiness callback picks the replies up with the rest.
-            if (n <= REPLY_POLL_MAX_PACKETS) {
-              if (replySkip > 0) replySkip--;
-              else if (tun.pollNow() > 0) replyMisses = 0;
-              else {
-                if (replyMisses < 10) replyMisses++;
-                replySkip = (1 << replyMisses) - 1;
-              }
-            }
-            return took;
-          },
-        },
+        sink: tunSink(tun, co),
         udpOffload: wantOffload,
         openUdp: (o) => devices.openUdp(o),
         rxCoalesceReservation: co === null ? 0 : co.reservation,
@@ -186,36 +160,9 @@ export class WgDaemon {
       });
       await port.bind(0);
       const d = new WgDaemon(tun, port, device, log, opts.eagerHandshake ?? true);
-      d.coalescer = coalescer;
+      d.coalescer = co;
       const p = port;
-      if (tunOff === null) {
-        const batch = new PacketBatch({
-          capacity: 64,
-          headroom: TRANSPORT_HEADER_SIZE,
-          maxLen: MAX_PACKET,
-          tailroom: WG_TAILROOM,
-        });
-        tun.start(batch, (b) => p.encryptBatch(b.buf, b.offs, b.lens, b.count));
-      } else {
-        // Reads carry a virtio_net_hdr (in the headroom): segment, then encrypt each segment.
-        const batch = new PacketBatch({
-          capacity: OFFLOAD_TUN_BATCH,
-          headroom: TRANSPORT_HEADER_SIZE,
-          maxLen: tunOff.tso || tunOff.uso ? TUN_OFFLOAD_MAX_PACKET : MAX_PACKET,
-          tailroom: WG_TAILROOM,
-          scratch: segmenterScratch(mtu, TRANSPORT_HEADER_SIZE, WG_TAILROOM, SEGMENTS_PER_FLUSH),
-        });
-        const seg = new TunSegmenter(
-          batch,
-          tunOff.vnetHdrLen,
-          mtu,
-          TRANSPORT_HEADER_SIZE,
-          WG_TAILROOM,
-          (buf, offs, lens, n) => p.encryptBatch(buf, offs, lens, n),
-        );
-        d.segmenter = seg;
-        tun.start(batch, (b) => seg.process(b));
-      }
+      d.segmenter = startTunReader(tun, mtu, (buf, offs, lens, n) => p.encryptBatch(buf, offs, lens, n));
       const o = d.offloads;
       log(
         'info',
@@ -252,10 +199,56 @@ export class WgDaemon {
     }
   }
 
+  /**
+   * The multi-threaded daemon: this thread creates the multi-queue TUN (and configures the
+   * link), the workers attach one queue each, then this thread lets its own queue go (an
+   * attached queue nobody reads would hold the flows the kernel steers to it).
+   */
+  private static async startWorkers(opts: WgDaemonOptions, n: number): Promise<WgDaemon> {
+    const log = opts.log ?? (() => {});
+    const mtu = opts.mtu ?? DEFAULT_TUN_MTU;
+    const nativeAead = opts.nativeAead ?? opts.backend.name === 'openssl';
+    const slots = new ShardSlots(allocateSharedSessions(n, SHARED_PEER_SLOTS, SHARED_KEYPAIR_SLOTS));
+    const device = new Device({ backend: opts.backend, mtu, sessionSlots: slots });
+    const offload = opts.offload ?? true;
+    const txQueueLen = opts.txQueueLen ?? DEFAULT_TUN_TXQUEUELEN;
+    const tun = TunDevice.open({ name: opts.ifname, mtu, up: false, multiQueue: true, txQueueLen, offload });
+    let workers: WgWorkers | null = null;
+    try {
+      workers = await WgWorkers.start(
+        { ifname: tun.name, mtu, txQueueLen, offload, crypto: opts.backend.name, nativeAead, device, slots, log },
+        n,
+      );
+      await tun.close();
+      await workers.bind(0);
+      const d = new WgDaemon(tun, workers.port, device, log, opts.eagerHandshake ?? true, workers);
+      d.uapi = await UapiServer.listen(
+        tun.name,
+        { get: () => d.snapshot(), set: (ops) => d.set(ops) },
+        { socketDir: opts.socketDir, onError: (e) => log('error', `uapi: ${String(e)}`) },
+      );
+      const o = d.offloads;
+      log(
+        'info',
+        `offloads: tun ${tun.offload === null ? (offload ? 'none (refused)' : 'off') : `csum ${o.tunCsum} tso ${o.tunTso} uso ${o.tunUso}`}, ` +
+          `udp gso ${o.udpGso} gro ${o.udpGro}${offload ? '' : ' (disabled by configuration)'}`,
+      );
+      log(
+        'info',
+        `interface ${tun.name} up: mtu ${mtu}, udp port ${workers.boundTo}, ${n} worker threads, crypto ${opts.backend.name}`,
+      );
+      return d;
+    } catch (e) {
+      await workers?.close();
+      await tun.close();
+      throw e;
+    }
+  }
+
   /** The offloads in effect now (UDP GSO turns off for good if the kernel fails a GSO send). */
   get offloads(): WgOffloads {
     const t = this.tun.offload;
-    const u = this.port.udpOffload();
+    const u = this.workers !== null ? this.workers.udpOffload : this.port.udpOffload();
     return {
       tunCsum: t?.csum ?? false,
       tunTso: t?.tso ?? false,
@@ -271,6 +264,7 @@ export class WgDaemon {
   }
 
   private snapshot(): UapiDeviceSnapshot {
+    this.workers?.foldNow();
     return this.device.uapiSnapshot();
   }
 
@@ -285,7 +279,8 @@ export class WgDaemon {
     }
     if (plan.listenPort !== undefined && plan.listenPort !== this.port.port) {
       try {
-        await this.port.bind(plan.listenPort);
+        if (this.workers !== null) await this.workers.bind(plan.listenPort);
+        else await this.port.bind(plan.listenPort);
       } catch (e) {
         this.log('error', `listen_port ${plan.listenPort}: ${e instanceof Error ? e.message : String(e)}`);
         return e instanceof UdpError && e.errno === 98 ? ERRNO_EADDRINUSE : ERRNO_EIO;
@@ -311,6 +306,7 @@ export class WgDaemon {
     }
     this.port.poll();
     if (this.eagerHandshake) this.port.initiateIdlePeers();
+    this.workers?.publish();
     return 0;
   }
 
@@ -319,7 +315,8 @@ export class WgDaemon {
     if (this.stopped) return;
     this.stopped = true;
     await this.uapi?.close();
-    await this.port.close();
+    if (this.workers !== null) await this.workers.close();
+    else await this.port.close();
     await this.tun.close();
   }
 }

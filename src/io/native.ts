@@ -192,6 +192,7 @@ export interface NativeIo {
     rcvbuf: number,
     sndbuf: number,
     scopeId: number,
+    reusePort?: boolean,
   ): number[] | number;
   setMark(fd: number, mark: number): number;
   setNonBlocking(fd: number, on: boolean): number;

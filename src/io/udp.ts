@@ -77,6 +77,11 @@ export interface UdpOptions {
   readonly gso?: boolean;
   /** Try UDP GRO on receive (native path; see `offload`). Default false. */
   readonly gro?: boolean;
+  /**
+   * SO_REUSEPORT (native path): sockets of this process bound to the same port share it, the
+   * kernel choosing one per datagram by a hash of its 4-tuple (one sender stays on one socket).
+   */
+  readonly reusePort?: boolean;
 }
 
 /** Which UDP offloads are in effect on a socket. */
@@ -183,7 +188,7 @@ export class UdpSocket implements DatagramSocket {
         addr = rec.slice(ADDR_IP_OFFSET, ADDR_IP_OFFSET + (opts.family === 4 ? 4 : 16));
         scope = new DataView(rec.buffer).getUint32(ADDR_SCOPE_OFFSET, true);
       }
-      const r = native.udpOpen(opts.family, addr, opts.port, rcv, snd, scope);
+      const r = native.udpOpen(opts.family, addr, opts.port, rcv, snd, scope, opts.reusePort === true);
       if (typeof r === 'number') {
         throw new UdpError(
           `cannot bind UDP ${where}: ${ERRNO_NAMES[-r] ?? `errno ${-r}`}` +

@@ -16,6 +16,8 @@ export interface DualStackOptions {
   readonly mechanism?: UdpMechanism;
   /** Ask for UDP_SEGMENT sends and UDP_GRO receives (each socket reports what it got). */
   readonly offload?: boolean;
+  /** SO_REUSEPORT on both sockets (one socket per worker thread on the same port). */
+  readonly reusePort?: boolean;
   /** Open the sockets inside this network namespace (in-process tests). */
   readonly netns?: string;
   /** What to call the port in reports ("geneve", "wireguard"). */
@@ -47,6 +49,7 @@ export async function openDualStack(o: DualStackOptions): Promise<DualStack> {
         mechanism: o.mechanism,
         gso: off,
         gro: off,
+        ...(o.reusePort === true ? { reusePort: true } : {}),
       }),
     );
   if (o.address !== undefined) {

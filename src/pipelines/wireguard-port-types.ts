@@ -3,13 +3,57 @@
  * is built with and the counters it keeps. Apart from wireguard-port.ts so the contract reads
  * on its own, and a sink can implement InnerSink without importing the engine.
  */
-import type { Device } from '../wireguard/device.js';
-import type { Peer } from '../wireguard/peer.js';
+import type { EncryptResult, ReceiveResult } from '../wireguard/device.js';
+import type { Endpoint, Peer } from '../wireguard/peer.js';
+import type { OutgoingMessage } from '../wireguard/pool.js';
 import type { DatagramSocket } from '../io/datagram.js';
 import type { UdpMechanism, UdpOptions } from '../io/udp.js';
 
+/**
+ * The engine a port drives: Device (the whole protocol), or a worker thread's ShardEngine
+ * (transport only, handshakes handed to the owner). Device's methods of the same names state
+ * the contracts; P is the engine's peer type.
+ */
+export interface PortEngine<P> {
+  listenPort: number;
+  readonly outgoingCount: number;
+  encrypt(buf: Uint8Array, off: number, len: number, now: number, out: EncryptResult<P>): number;
+  encryptFor(peer: P, buf: Uint8Array, off: number, len: number, now: number, out: EncryptResult<P>): number;
+  receive(
+    buf: Uint8Array,
+    off: number,
+    len: number,
+    from: Endpoint,
+    now: number,
+    underLoad: boolean,
+    out: ReceiveResult<P>,
+  ): number;
+  screenHandshake(
+    buf: Uint8Array,
+    off: number,
+    len: number,
+    from: Endpoint,
+    now: number,
+    underLoad: boolean,
+    out: ReceiveResult<P>,
+  ): boolean;
+  receiveScreened(
+    buf: Uint8Array,
+    off: number,
+    len: number,
+    from: Endpoint,
+    now: number,
+    out: ReceiveResult<P>,
+  ): number;
+  poll(now: number): void;
+  nextDeadline(): number;
+  popOutgoing(out: OutgoingMessage<P>): boolean;
+  releaseOutgoing(slot: number): void;
+  initiateIdlePeers(now: number): number;
+}
+
 /** Where decrypted inner packets go (a TUN device, or the gateway's routing stage). */
-export interface InnerSink {
+export interface InnerSink<P = Peer> {
   /**
    * Takes packets i < count at buf[offs[i], offs[i]+lens[i]), packet i decrypted by the session
    * of peers[i]; returns how many it accepted. All arrays are the port's, reused per batch:
@@ -20,16 +64,16 @@ export interface InnerSink {
     buf: Uint8Array,
     offs: Uint32Array,
     lens: Uint32Array,
-    peers: readonly Peer[],
+    peers: readonly P[],
     count: number,
     areaOff: number,
     areaLen: number,
   ): number;
 }
 
-export interface WireGuardPortOptions {
-  readonly device: Device;
-  readonly sink: InnerSink;
+export interface WireGuardPortOptions<P = Peer> {
+  readonly device: PortEngine<P>;
+  readonly sink: InnerSink<NoInfer<P>>;
   /** Largest inner packet (the TUN MTU). */
   readonly mtu: number;
   /** Handshake ring capacity; under load (≥ 1/8 full) mac2 cookies are demanded. Default 1024. */
@@ -41,6 +85,8 @@ export interface WireGuardPortOptions {
   readonly udpMechanism?: UdpMechanism;
   /** Opens the sockets (default: real UDP sockets; pipelines/devices.ts). */
   readonly openUdp?: (opts: UdpOptions) => Promise<DatagramSocket>;
+  /** SO_REUSEPORT on the sockets: one port shared by the ports of several worker threads. */
+  readonly reusePort?: boolean;
   /** Packets per receive batch. Default 64. */
   readonly batchSize?: number;
   /**

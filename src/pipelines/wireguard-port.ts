@@ -39,7 +39,7 @@ import { openDualStack } from './dual-stack.js';
 import { EngineTimer } from './engine-timer.js';
 import { DestinationRun } from './destination-run.js';
 import { HandshakeRing, HANDSHAKE_SLOT } from './handshake-ring.js';
-import type { InnerSink, WireGuardPortOptions, WireGuardPortStats } from './wireguard-port-types.js';
+import type { InnerSink, PortEngine, WireGuardPortOptions, WireGuardPortStats } from './wireguard-port-types.js';
 
 /** GRO receive batches: fewer slots (each holds up to 64 KiB). */
 const GRO_BATCH = 32;
@@ -55,8 +55,8 @@ const GRO_MAX_SEGMENTS = 64;
 const DELIVER_BYTES = 256 * 1024;
 const ADDR_RECORD_WORDS = ADDR_RECORD_LEN / 4;
 
-export class WireGuardPort {
-  readonly device: Device;
+export class WireGuardPort<P = Peer> {
+  readonly device: PortEngine<P>;
   readonly stats: WireGuardPortStats = {
     handshakesQueued: 0,
     handshakesDroppedQueueFull: 0,
@@ -65,10 +65,10 @@ export class WireGuardPort {
     innerSinkRefused: 0,
     noSocketForFamily: 0,
   };
-  private readonly sink: InnerSink;
+  private readonly sink: InnerSink<P>;
   private readonly clock: () => number;
   private readonly onError: (what: string, err: unknown) => void;
-  private readonly opts: WireGuardPortOptions;
+  private readonly opts: WireGuardPortOptions<P>;
 
   private udp4: DatagramSocket | null = null;
   private udp6: DatagramSocket | null = null;
@@ -83,7 +83,7 @@ export class WireGuardPort {
   private readonly rxPlain6: PacketBatch;
   private rxGro4: PacketBatch | null = null;
   private rxGro6: PacketBatch | null = null;
-  private readonly rxResult = new ReceiveResult();
+  private readonly rxResult = new ReceiveResult<P>();
   private readonly from: { address: string; port: number } = { address: '', port: 0 };
   private deliverOffs: Uint32Array;
   /** The address records of rx4/rx6 as 32-bit words, and the last datagram's source. */
@@ -94,10 +94,10 @@ export class WireGuardPort {
   private lastAddress = '';
   private lastPort = 0;
   private deliverLens: Uint32Array;
-  private deliverPeers: Peer[];
+  private deliverPeers: P[];
 
   // Send side: per-family destination records and offsets of one encrypt batch.
-  private readonly encResult = new EncryptResult();
+  private readonly encResult = new EncryptResult<P>();
   private readonly send4: SendList;
   private readonly send6: SendList;
   private readonly recordCache = new WeakMap<Endpoint, Uint8Array>();
@@ -109,13 +109,13 @@ export class WireGuardPort {
   private readonly hs: HandshakeRing;
   private hsScheduled = false;
   private readonly hsPerTurn: number;
-  private readonly hsResult = new ReceiveResult();
+  private readonly hsResult = new ReceiveResult<P>();
 
   // Outbox and timers.
-  private readonly outMsg = new OutgoingMessage<Peer>();
+  private readonly outMsg = new OutgoingMessage<P>();
   private readonly timer: EngineTimer;
 
-  constructor(opts: WireGuardPortOptions) {
+  constructor(opts: WireGuardPortOptions<P>) {
     this.opts = opts;
     this.device = opts.device;
     this.sink = opts.sink;
@@ -145,7 +145,7 @@ export class WireGuardPort {
     this.rx6Words = wordsOf(this.rx6);
     this.deliverOffs = new Uint32Array(batch);
     this.deliverLens = new Uint32Array(batch);
-    this.deliverPeers = new Array<Peer>(batch);
+    this.deliverPeers = new Array<P>(batch);
     this.send4 = new SendList(Math.max(batch, 256));
     this.send6 = new SendList(Math.max(batch, 256));
     this.hs = new HandshakeRing(opts.handshakeQueueSize ?? 1024);
@@ -179,7 +179,7 @@ export class WireGuardPort {
       if (this.deliverOffs.length < need) {
         this.deliverOffs = new Uint32Array(need);
         this.deliverLens = new Uint32Array(need);
-        this.deliverPeers = new Array<Peer>(need);
+        this.deliverPeers = new Array<P>(need);
       }
     }
     return b;
@@ -225,6 +225,7 @@ export class WireGuardPort {
       label: 'wireguard',
       onError: this.onError,
       offload: this.opts.udpOffload === true,
+      reusePort: this.opts.reusePort === true,
       ...(this.opts.udpMechanism === undefined ? {} : { mechanism: this.opts.udpMechanism }),
       ...(this.opts.openUdp === undefined ? {} : { openUdp: this.opts.openUdp }),
     });
@@ -266,7 +267,7 @@ export class WireGuardPort {
    * packet's peer is chosen by its destination (allowed IPs); with it, packet i goes to peers[i]
    * (Device.encryptFor: no lookup).
    */
-  encryptBatch(buf: Uint8Array, offs: Uint32Array, lens: Uint32Array, count: number, peers?: readonly Peer[]): void {
+  encryptBatch(buf: Uint8Array, offs: Uint32Array, lens: Uint32Array, count: number, peers?: readonly P[]): void {
     const now = this.clock();
     const dev = this.device;
     const out = this.encResult;
@@ -277,7 +278,7 @@ export class WireGuardPort {
     // Segments of one super-packet (and most of a bulk batch) share a destination: the peer
     // looked up for the previous one is reused while the destination address is unchanged
     // (allowed IPs cannot change during this synchronous call).
-    let runPeer: Peer | null = null;
+    let runPeer: P | null = null;
     for (let i = 0; i < count; i++) {
       let r: number;
       if (peers !== undefined) r = dev.encryptFor(peers[i], buf, offs[i], lens[i], now, out);

@@ -14,6 +14,7 @@ import { IndexTable } from './index-table.js';
 import { AEAD_TAG_LEN, COOKIE_NONCE_LEN, KEY_LEN, TRANSPORT_HEADER_SIZE } from './messages.js';
 import { NoiseContext, StaticIdentity } from './noise.js';
 import { paddedLength } from './padding.js';
+import type { SessionSlots } from './keypair.js';
 import type { Peer } from './peer.js';
 import { BufferPool, Outbox } from './pool.js';
 import { RateLimiter } from './ratelimiter.js';
@@ -41,6 +42,8 @@ export interface DeviceOptions {
    * name the peer with encryptFor().
    */
   overlappingAllowedIps?: boolean;
+  /** Shared slots for keypairs, when worker threads share the data path (keypair.ts SessionSlots). */
+  sessionSlots?: SessionSlots;
 }
 
 const DEFAULT_MAX_PACKET_SIZE = 2016;
@@ -73,6 +76,7 @@ export class DeviceState {
    */
   readonly allowedIps = new AllowedIps<Peer>();
   readonly overlapping: boolean;
+  readonly sessionSlots: SessionSlots | null;
   readonly peerMap = new Map<string, Peer>();
   /** Replaced, never mutated, on change: iterating a snapshot is safe while peers change. */
   peerList: Peer[] = [];
@@ -124,6 +128,7 @@ export class DeviceState {
     const ov = options.overlappingAllowedIps ?? false;
     if (typeof ov !== 'boolean') throw new TypeError(`overlappingAllowedIps must be a boolean, got ${String(ov)}`);
     this.overlapping = ov;
+    this.sessionSlots = options.sessionSlots ?? null;
     this.noise = new NoiseContext(this.backend);
     this.cookieChecker = new CookieChecker(this.backend);
   }

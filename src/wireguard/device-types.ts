@@ -22,21 +22,21 @@ export const RECEIVE_KEEPALIVE = 2;
 export const RECEIVE_HANDSHAKE = 3;
 
 /** Caller-owned, reused result of encrypt(). */
-export class EncryptResult {
+export class EncryptResult<P = Peer> {
   action = ENCRYPT_DROP;
   /** DROP_* when action is ENCRYPT_DROP. */
   reason = -1;
-  peer: Peer | null = null;
+  peer: P | null = null;
   endpoint: Endpoint | null = null;
   start = 0;
   length = 0;
 }
 
 /** Caller-owned, reused result of receive(). */
-export class ReceiveResult {
+export class ReceiveResult<P = Peer> {
   action = RECEIVE_DROP;
   reason = -1;
-  peer: Peer | null = null;
+  peer: P | null = null;
   start = 0;
   length = 0;
 }

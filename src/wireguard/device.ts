@@ -60,6 +60,14 @@ import type { OutgoingMessage } from './pool.js';
 import { receive, receiveScreened, screen } from './receive.js';
 import { encrypt, encryptFor } from './send.js';
 import { applyUapiPlan, uapiSnapshot } from './uapi-apply.js';
+import {
+  confirmSession,
+  foldActivity,
+  roamPeer,
+  shardSnapshot,
+  type PeerActivity,
+  type ShardSnapshot,
+} from './shard-owner.js';
 import { initiateIdlePeers } from './wake.js';
 import { planSet, type UapiDeviceSnapshot, type UapiOperation, type UapiSetPlan } from './uapi.js';
 
@@ -375,6 +383,29 @@ export class Device {
    */
   receiveScreened(buf: Uint8Array, off: number, len: number, from: Endpoint, now: number, out: ReceiveResult): number {
     return receiveScreened(this.s, buf, off, len, from, now, out);
+  }
+
+  // ===========================================================================================
+  // Worker threads sharing the data path (shard-owner.ts; this device owns handshakes and timers)
+
+  /** Folds a worker's activity for `peer` into its counters and timers. */
+  foldShardActivity(peer: Peer, a: PeerActivity, now: number): void {
+    foldActivity(this.s, peer, a, now);
+  }
+
+  /** A worker received the first message under session `localIndex` (confirms a `next` keypair). */
+  confirmShardSession(localIndex: number, now: number): Peer | null {
+    return confirmSession(this.s, localIndex, now);
+  }
+
+  /** A worker saw `peer` authenticated from `from`. */
+  roamShardPeer(peer: Peer, from: Endpoint): void {
+    roamPeer(peer, from);
+  }
+
+  /** The data-path snapshot for the workers (`peerSlot`: each peer's activity row). */
+  shardSnapshot(version: number, peerSlot: (p: Peer) => number, now: number): ShardSnapshot {
+    return shardSnapshot(this.s, version, peerSlot, (p) => allowedIpsOf(this.s, p), now);
   }
 
   // ===========================================================================================

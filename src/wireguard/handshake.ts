@@ -393,6 +393,7 @@ function beginSymmetricSession(s: DeviceState, peer: Peer, now: number): boolean
   const isInitiator = hs.state === HANDSHAKE_RESPONSE_CONSUMED;
   const kp = new Keypair(now, isInitiator, hs.localIndex, hs.remoteIndex);
   if (s.noise.deriveTransportKeys(hs, kp.sendKey, kp.receiveKey) < 0) return false;
+  if (s.sessionSlots !== null) s.sessionSlots.attach(kp);
   const entry = s.indexTable.get(kp.localIndex);
   if (entry !== undefined && entry.peer === peer) entry.keypair = kp;
   else s.indexTable.set(kp.localIndex, new IndexEntry(peer, kp));
@@ -437,6 +438,7 @@ function deleteKeypair(s: DeviceState, kp: Keypair | null): void {
   const e = s.indexTable.get(kp.localIndex);
   if (e !== undefined && e.keypair === kp) s.indexTable.delete(kp.localIndex);
   kp.zero();
+  if (s.sessionSlots !== null) s.sessionSlots.release(kp);
 }
 
 /** Key change: forget the handshake in flight; current sessions may no longer send. */

@@ -22,11 +22,27 @@ import {
 } from './constants.js';
 import { KEY_LEN } from './messages.js';
 import { ReplayFilter } from './replay.js';
+import { SHARED_REKEY_AFTER, SHARED_SEND_LIMIT, SharedReplayFilter } from './shared-sessions.js';
+
+/** What receive() asks of a replay window (ReplayFilter, or SharedReplayFilter across threads). */
+export interface ReplayWindow {
+  check(lo: number, hi: number): boolean;
+  validate(lo: number, hi: number): boolean;
+}
 
 export class Keypair {
   readonly sendKey = new Uint8Array(KEY_LEN);
   readonly receiveKey = new Uint8Array(KEY_LEN);
-  readonly replay = new ReplayFilter();
+  replay: ReplayWindow = new ReplayFilter();
+  /**
+   * Shared-session slot (shared-sessions.ts) when worker threads send and receive under this
+   * keypair too: the send counter is then the slot's word, advanced atomically, and `replay`
+   * the slot's window. -1: this thread's own counter and window.
+   */
+  sharedSlot = -1;
+  private shared: Uint32Array | null = null;
+  private sharedAt = 0;
+  private sharedSpent = false;
   /** Next send counter, low and high 32 bits. */
   sendLo = 0;
   sendHi = 0;
@@ -45,8 +61,26 @@ export class Keypair {
     readonly remoteIndex: number,
   ) {}
 
+  /**
+   * Moves this keypair to shared slot `slot`: its counter (the next one to send) is copied into
+   * the slot's send word and its replay window becomes the slot's (`words`: the slots' Int32
+   * view, `base`: this slot's first word). Call before any other thread knows the slot.
+   */
+  attachShared(slot: number, words: Int32Array, base: number): void {
+    if (this.sendHi !== 0) throw new RangeError('a shared keypair counts in 32 bits');
+    const u = new Uint32Array(words.buffer, words.byteOffset, words.length);
+    const replay = new SharedReplayFilter(words, base);
+    replay.reset();
+    Atomics.store(u, base, this.sendExhausted ? SHARED_SEND_LIMIT : this.sendLo);
+    this.shared = u;
+    this.sharedAt = base;
+    this.sharedSlot = slot;
+    this.replay = replay;
+  }
+
   /** True once the send counter reached Reject-After-Messages: nothing more may be sent. */
   get sendExhausted(): boolean {
+    if (this.shared !== null) return this.sharedSpent || Atomics.load(this.shared, this.sharedAt) >= SHARED_SEND_LIMIT;
     return this.sendHi === REJECT_AFTER_MESSAGES_HI && this.sendLo >= REJECT_AFTER_MESSAGES_LO;
   }
 
@@ -55,6 +89,18 @@ export class Keypair {
    * when the keypair may not send any more (counter at Reject-After-Messages).
    */
   takeSendCounter(): boolean {
+    if (this.shared !== null) {
+      if (this.sharedSpent) return false;
+      const c = Atomics.add(this.shared, this.sharedAt, 1);
+      if (c >= SHARED_SEND_LIMIT) {
+        this.sharedSpent = true;
+        return false;
+      }
+      this.takenLo = c;
+      this.takenHi = 0;
+      this.sendLo = c + 1;
+      return true;
+    }
     if (this.sendExhausted) return false;
     this.takenLo = this.sendLo;
     this.takenHi = this.sendHi;
@@ -66,6 +112,7 @@ export class Keypair {
 
   /** Send counter > Rekey-After-Messages (2^60): time for a new handshake. */
   get sendCountWantsRekey(): boolean {
+    if (this.shared !== null) return this.sendLo > SHARED_REKEY_AFTER;
     return this.sendHi > REKEY_AFTER_MESSAGES_HI || (this.sendHi === REKEY_AFTER_MESSAGES_HI && this.sendLo > 0);
   }
 
@@ -76,6 +123,10 @@ export class Keypair {
 
   /** Forbid further sending (wireguard-go's ExpireCurrentKeypairs: counter := limit). */
   expireSending(): void {
+    if (this.shared !== null) {
+      Atomics.store(this.shared, this.sharedAt, SHARED_SEND_LIMIT);
+      this.sharedSpent = true;
+    }
     this.sendHi = REJECT_AFTER_MESSAGES_HI;
     this.sendLo = REJECT_AFTER_MESSAGES_LO;
   }
@@ -108,6 +159,16 @@ export function writeNonce(out: Uint8Array, lo: number, hi: number): void {
   out[9] = (hi >>> 8) & 0xff;
   out[10] = (hi >>> 16) & 0xff;
   out[11] = (hi >>> 24) & 0xff;
+}
+
+/**
+ * Called by the device as keypairs are born (before their first use) and die: where the data
+ * path runs on several threads, attach() gives a keypair a shared slot (Keypair.attachShared)
+ * and release() takes it back.
+ */
+export interface SessionSlots {
+  attach(kp: Keypair): void;
+  release(kp: Keypair): void;
 }
 
 /** The peer's three session slots. */

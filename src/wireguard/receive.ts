@@ -191,7 +191,7 @@ function receiveTransport(
 }
 
 /** Initiator-side rekey when receiving on a session close to Reject-After-Time (once). */
-function keepKeyFreshReceiving(s: DeviceState, peer: Peer, now: number): void {
+export function keepKeyFreshReceiving(s: DeviceState, peer: Peer, now: number): void {
   const t = peer.timers;
   if (t.sentLastMinuteHandshake) return;
   const kp = peer.keypairs.current;

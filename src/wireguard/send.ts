@@ -197,7 +197,7 @@ export function sendKeepalive(s: DeviceState, peer: Peer, now: number): void {
 }
 
 /** Initiator-side rekey when sending: after 2^60 messages, or a session older than 120 s. */
-function keepKeyFreshSending(s: DeviceState, peer: Peer, now: number): void {
+export function keepKeyFreshSending(s: DeviceState, peer: Peer, now: number): void {
   const kp = peer.keypairs.current;
   if (kp === null) return;
   if (kp.sendCountWantsRekey || (kp.isInitiator && now - kp.created > REKEY_AFTER_TIME)) {

@@ -1,0 +1,167 @@
+/**
+ * One worker thread of a multi-threaded `weft-wg` (wg-workers.ts starts it with runWgWorker):
+ * its own TUN queue (IFF_MULTI_QUEUE: the kernel keeps a flow on one queue), its own UDP
+ * sockets on the device's port (SO_REUSEPORT: the kernel keeps a sender's 4-tuple on one
+ * socket), its own buffers and crypto backend, and a ShardEngine on the owner's snapshot:
+ *
+ *   TUN queue → encrypt (shared session counter) → sendmmsg from this worker's socket
+ *   recvmmsg → decrypt (shared replay window) → this worker's TUN queue
+ *
+ * Messages from the owner: a snapshot (applied whole), bind/mark/close, and bytes to send
+ * (handshakes, keepalives, staged packets) or to write to the TUN (packets the owner
+ * decrypted). To the owner: handoffs (bounded by a shared depth counter: over the limit the
+ * worker drops and counts), confirmations, roams, replies.
+ */
+import { parentPort, workerData } from 'node:worker_threads';
+import { getCryptoBackend, parseCryptoBackendName } from '../crypto/select.js';
+import { withNativeAead } from '../io/native-aead.js';
+import { MAX_PACKET } from '../io/sizes.js';
+import { TunDevice } from '../io/tun.js';
+import { UdpError } from '../io/udp.js';
+import { WireGuardPort } from '../pipelines/wireguard-port.js';
+import type { SharedSessionBuffers } from '../wireguard/shared-sessions.js';
+import { ShardEngine, type ShardPeer } from '../wireguard/shard.js';
+import type { ShardSnapshot } from '../wireguard/shard-owner.js';
+import { coalescerFor, startTunReader, tunSink } from './wg-tun-path.js';
+
+/** What the owner passes to a worker (workerData). */
+export interface WgWorkerData {
+  readonly index: number;
+  readonly ifname: string;
+  readonly mtu: number;
+  readonly txQueueLen: number;
+  readonly offload: boolean;
+  readonly crypto: string;
+  readonly nativeAead: boolean;
+  readonly shared: SharedSessionBuffers;
+  /** Int32 per worker: handoffs posted and not yet taken by the owner. */
+  readonly depth: SharedArrayBuffer;
+  readonly depthLimit: number;
+}
+
+/** Owner → worker. */
+export type ToWorker =
+  | { t: 'snap'; snap: ShardSnapshot }
+  | { t: 'bind'; port: number }
+  | { t: 'mark'; mark: number }
+  | { t: 'send'; b: Uint8Array; a: string; p: number }
+  | { t: 'tun'; b: Uint8Array }
+  | { t: 'stats' }
+  | { t: 'close' };
+
+/** Worker → owner. */
+export type FromWorker =
+  | { t: 'ready' }
+  | { t: 'h'; k: number; b: Uint8Array; a: string; p: number }
+  | { t: 'c'; i: number }
+  | { t: 'r'; s: number; a: string; p: number }
+  | { t: 'bound'; port: number; gso: boolean; gro: boolean }
+  | { t: 'bindError'; message: string; errno: number }
+  | { t: 'stats'; handoffs: number; refused: number; drops: number[] }
+  | { t: 'error'; message: string }
+  | { t: 'closed' };
+
+/** The worker's main: runs until the owner sends 'close'. */
+export async function runWgWorker(): Promise<void> {
+  const port0 = parentPort;
+  if (port0 === null) throw new Error('runWgWorker runs in a worker thread');
+  const post = (m: FromWorker): void => port0.postMessage(m);
+  try {
+    await serve(workerData as WgWorkerData, port0, post);
+  } catch (e) {
+    post({ t: 'error', message: e instanceof Error ? e.message : String(e) });
+  }
+}
+
+async function serve(
+  data: WgWorkerData,
+  parent: NonNullable<typeof parentPort>,
+  post: (m: FromWorker) => void,
+): Promise<void> {
+  let backend = getCryptoBackend(parseCryptoBackendName(data.crypto));
+  if (data.nativeAead) backend = withNativeAead(backend).backend;
+  const depth = new Int32Array(data.depth);
+  const me = data.index;
+  const engine = new ShardEngine(backend, data.shared, me, {
+    handoff: (k, buf, off, len, a, p) => {
+      if (Atomics.add(depth, me, 1) >= data.depthLimit) {
+        Atomics.sub(depth, me, 1);
+        return false;
+      }
+      post({ t: 'h', k, b: buf.slice(off, off + len), a, p });
+      return true;
+    },
+    confirmed: (i) => post({ t: 'c', i }),
+    roamed: (s, a, p) => post({ t: 'r', s, a, p }),
+  });
+  const tun = TunDevice.open({
+    name: data.ifname,
+    mtu: data.mtu,
+    up: false,
+    multiQueue: true,
+    txQueueLen: data.txQueueLen,
+    offload: data.offload,
+  });
+  const co = coalescerFor(tun);
+  const sink = tunSink<ShardPeer>(tun, co);
+  const port = new WireGuardPort<ShardPeer>({
+    device: engine,
+    mtu: MAX_PACKET,
+    sink,
+    udpOffload: data.offload,
+    reusePort: true,
+    rxCoalesceReservation: co === null ? 0 : co.reservation,
+    rxCoalesceFlows: co === null ? undefined : co.maxFlows,
+  });
+  startTunReader(tun, data.mtu, (buf, offs, lens, n) => port.encryptBatch(buf, offs, lens, n));
+  const one = { offs: new Uint32Array(1), lens: new Uint32Array(1) };
+  parent.on('message', (m: ToWorker) => {
+    switch (m.t) {
+      case 'snap':
+        engine.apply(m.snap);
+        break;
+      case 'bind':
+        port.bind(m.port).then(
+          (p) => {
+            const o = port.udpOffload();
+            post({ t: 'bound', port: p, gso: o?.gso ?? false, gro: o?.gro ?? false });
+          },
+          (e: unknown) =>
+            post({
+              t: 'bindError',
+              message: e instanceof Error ? e.message : String(e),
+              errno: e instanceof UdpError ? e.errno : 0,
+            }),
+        );
+        break;
+      case 'mark':
+        try {
+          port.setFwmark(m.mark);
+        } catch (e) {
+          post({ t: 'error', message: `fwmark: ${e instanceof Error ? e.message : String(e)}` });
+        }
+        break;
+      case 'send':
+        engine.queueOutgoing(m.b, m.a, m.p);
+        port.afterActivity();
+        break;
+      case 'tun':
+        one.offs[0] = 0;
+        one.lens[0] = m.b.length;
+        tun.writeBatch(m.b, one.offs, one.lens, 1);
+        break;
+      case 'stats':
+        post({ t: 'stats', handoffs: engine.handoffs, refused: engine.handoffsRefused, drops: [...engine.drops] });
+        break;
+      case 'close':
+        void (async () => {
+          await port.close();
+          await tun.close();
+          post({ t: 'closed' });
+          parent.close();
+        })();
+        break;
+    }
+  });
+  post({ t: 'ready' });
+}

@@ -1,0 +1,427 @@
+/**
+ * The owner side of a multi-threaded `weft-wg`: N worker threads (wg-worker.ts) each own a TUN
+ * queue and a UDP socket on the device's port and carry transport data end to end; this
+ * thread owns the Device — UAPI, handshakes, cookies, timers, configuration — and:
+ *
+ * - publishes the data-path snapshot (peers, endpoints, allowed IPs, shared sessions) to every
+ *   worker when it changes: versioned, applied whole by each worker, acknowledged in shared
+ *   memory (slots named only by older versions are reused after every worker moved on);
+ * - runs what workers hand over through its own WireGuardPort, whose "sockets" relay here:
+ *   handshake messages, cookie replies and unknown-session transport arrive as datagrams
+ *   (screened, queued on the handshake ring, rate-limited as on one thread); inner packets
+ *   without a usable shared session are staged; what it sends (handshakes, keepalives, staged
+ *   packets) leaves through worker 0's socket, so the device has one source port;
+ * - folds the workers' activity rows into peer counters and timers every FOLD_MS and before
+ *   every UAPI get (so `wg show` transfer counts are every worker's sum).
+ */
+import { availableParallelism } from 'node:os';
+import { readFileSync } from 'node:fs';
+import { Worker } from 'node:worker_threads';
+import type { PacketBatch } from '../io/batch.js';
+import { PacketBatch as Batch } from '../io/batch.js';
+import type { DatagramBufferSizes, DatagramSocket, DatagramStats } from '../io/datagram.js';
+import { ADDR_RECORD_LEN } from '../io/native.js';
+import { MAX_PACKET } from '../io/sizes.js';
+import { AddressInterner, recordPort } from '../io/udp-address.js';
+import { encodeAddress, UdpError } from '../io/udp.js';
+import { WireGuardPort } from '../pipelines/wireguard-port.js';
+import type { Device } from '../wireguard/device.js';
+import { TRANSPORT_HEADER_SIZE } from '../wireguard/messages.js';
+import type { Peer } from '../wireguard/peer.js';
+import { snapshotKey } from '../wireguard/shard-owner.js';
+import type { ShardSlots } from '../wireguard/shard-slots.js';
+import { HANDOFF_DATAGRAM } from '../wireguard/shard.js';
+import type { FromWorker, ToWorker, WgWorkerData } from './wg-worker.js';
+
+/** How often workers' activity is folded into the owner's counters and timers. */
+const FOLD_MS = 50;
+/** Handoffs a worker may have in flight to the owner; beyond, it drops and counts. */
+const HANDOFF_DEPTH = 1024;
+
+/**
+ * Worker threads for weft-wg by default: the CPUs this process may use — os.availableParallelism()
+ * (the affinity mask), capped by the cgroup v2 CPU quota (/sys/fs/cgroup/cpu.max "quota period").
+ */
+export function defaultWorkerCount(cpuMaxPath = '/sys/fs/cgroup/cpu.max'): number {
+  let n = availableParallelism();
+  try {
+    const [quota, period] = readFileSync(cpuMaxPath, 'utf8').trim().split(/\s+/);
+    if (quota !== 'max' && Number(period) > 0) n = Math.min(n, Math.max(1, Math.ceil(Number(quota) / Number(period))));
+  } catch {
+    // No cgroup v2 CPU controller: the affinity mask is the limit.
+  }
+  return Math.max(1, n);
+}
+
+/**
+ * WEFT_WORKERS: a positive integer, "auto" for defaultWorkerCount(), unset for 1 (the data path
+ * on the main thread). Throws on anything else.
+ */
+export function parseWorkerCount(v: string | undefined): number {
+  if (v === undefined || v === '') return 1;
+  if (v === 'auto') return defaultWorkerCount();
+  const n = Number(v);
+  if (!Number.isInteger(n) || n < 1 || n > 64)
+    throw new RangeError(`WEFT_WORKERS=${v}: expected an integer 1..64 or "auto"`);
+  return n;
+}
+
+export interface WgWorkersOptions {
+  readonly ifname: string;
+  readonly mtu: number;
+  readonly txQueueLen: number;
+  readonly offload: boolean;
+  readonly crypto: string;
+  readonly nativeAead: boolean;
+  readonly device: Device;
+  readonly slots: ShardSlots;
+  readonly log: (level: 'error' | 'info' | 'debug', msg: string) => void;
+}
+
+/** The owner's stand-in for a UDP socket: receives what workers hand over, sends through worker 0. */
+class RelaySocket implements DatagramSocket {
+  readonly offload = { gso: false, gro: false };
+  readonly canScatter = false;
+  readonly gsoMessages = 0;
+  readonly stats: DatagramStats = {
+    rxPackets: 0,
+    rxBytes: 0,
+    rxBatches: 0,
+    rxTruncated: 0,
+    rxErrors: 0,
+    txPackets: 0,
+    txBytes: 0,
+    txDropped: 0,
+    gsoFallbacks: 0,
+  };
+  private batch: PacketBatch | null = null;
+  private cb: ((b: PacketBatch) => void) | null = null;
+  private address = '';
+  private fromPort = 0;
+  private readonly names = new AddressInterner();
+
+  constructor(
+    readonly family: 4 | 6,
+    readonly port: number,
+    private readonly owner: WgWorkers,
+  ) {}
+
+  onBatch(batch: PacketBatch, cb: (b: PacketBatch) => void): void {
+    this.batch = batch;
+    this.cb = cb;
+  }
+
+  /** A datagram a worker handed over, as if received here from address:port. */
+  inject(bytes: Uint8Array, address: string, port: number): void {
+    const b = this.batch;
+    if (b === null || this.cb === null || bytes.length > b.maxLen) {
+      this.stats.rxTruncated++;
+      return;
+    }
+    b.offs[0] = b.headroom;
+    b.buf.set(bytes, b.headroom);
+    b.lens[0] = bytes.length;
+    if (b.segs.length > 0) b.segs[0] = 0;
+    encodeAddress(address, port, b.addrs, 0);
+    b.count = 1;
+    this.address = address;
+    this.fromPort = port;
+    this.stats.rxPackets++;
+    this.stats.rxBytes += bytes.length;
+    this.cb(b);
+  }
+
+  addressOf(): string {
+    return this.address;
+  }
+
+  portOf(): number {
+    return this.fromPort;
+  }
+
+  send(buf: Uint8Array, off: number, len: number, address: string, port: number): boolean {
+    this.stats.txPackets++;
+    this.stats.txBytes += len;
+    this.owner.sendVia(buf.slice(off, off + len), address, port);
+    return true;
+  }
+
+  sendTo(buf: Uint8Array, off: number, len: number, rec: Uint8Array, recOff: number): boolean {
+    return this.send(buf, off, len, this.names.text(rec, recOff), recordPort(rec, recOff));
+  }
+
+  sendBatch(
+    buf: Uint8Array,
+    offs: Uint32Array,
+    lens: Uint32Array,
+    addrs: Uint8Array,
+    addrIdx: Uint32Array | null,
+    count: number,
+  ): number {
+    for (let i = 0; i < count; i++) {
+      const r = (addrIdx === null ? i : addrIdx[i]) * ADDR_RECORD_LEN;
+      this.sendTo(buf, offs[i], lens[i], addrs, r);
+    }
+    return count;
+  }
+
+  bufferSizes(): DatagramBufferSizes {
+    return { requestedRcvbuf: 0, requestedSndbuf: 0, rcvbuf: 0, sndbuf: 0, forced: false };
+  }
+
+  setMark(mark: number): void {
+    this.owner.broadcast({ t: 'mark', mark });
+  }
+
+  async close(): Promise<void> {}
+}
+
+export class WgWorkers {
+  readonly port: WireGuardPort;
+  private readonly workers: Worker[] = [];
+  private readonly depth = new SharedArrayBuffer(4 * 64);
+  private readonly depthWords = new Int32Array(this.depth);
+  private relay4: RelaySocket | null = null;
+  private relay6: RelaySocket | null = null;
+  private boundPort = -1;
+  private version = 0;
+  private lastKey = '';
+  private publishScheduled = false;
+  private fold: NodeJS.Timeout | null = null;
+  private readonly plain = new Batch({
+    capacity: 1,
+    headroom: TRANSPORT_HEADER_SIZE,
+    maxLen: MAX_PACKET,
+    tailroom: 32,
+  });
+  private pending = new Map<number, (m: FromWorker) => void>();
+  private closed = false;
+  /** The UDP offloads worker 0's sockets got. */
+  udpOffload: { gso: boolean; gro: boolean } | null = null;
+
+  private constructor(private readonly o: WgWorkersOptions) {
+    this.port = new WireGuardPort({
+      device: o.device,
+      mtu: MAX_PACKET,
+      sink: {
+        writeBatch: (buf, offs, lens, _peers, n) => {
+          for (let i = 0; i < n; i++) this.post(0, { t: 'tun', b: buf.slice(offs[i], offs[i] + lens[i]) });
+          return n;
+        },
+      },
+      openUdp: (u) => {
+        const s = new RelaySocket(u.family, this.boundPort, this);
+        if (u.family === 4) this.relay4 = s;
+        else this.relay6 = s;
+        return Promise.resolve(s);
+      },
+      onError: (what, err) => o.log('info', `${what}: ${err instanceof Error ? err.message : String(err)}`),
+    });
+  }
+
+  /** Starts `count` workers on the TUN `o.ifname` (created by the caller as a multi-queue TUN). */
+  static async start(o: WgWorkersOptions, count: number): Promise<WgWorkers> {
+    if (count > 64) throw new RangeError('at most 64 workers');
+    const w = new WgWorkers(o);
+    const entry = new URL('./wg-worker.js', import.meta.url).href;
+    try {
+      for (let i = 0; i < count; i++) {
+        const data: WgWorkerData = {
+          index: i,
+          ifname: o.ifname,
+          mtu: o.mtu,
+          txQueueLen: o.txQueueLen,
+          offload: o.offload,
+          crypto: o.crypto,
+          nativeAead: o.nativeAead,
+          shared: o.slots.buffers,
+          depth: w.depth,
+          depthLimit: HANDOFF_DEPTH,
+        };
+        const worker = new Worker(`import(${JSON.stringify(entry)}).then((m) => m.runWgWorker())`, {
+          eval: true,
+          workerData: data,
+        });
+        w.workers.push(worker);
+        const ready = new Promise<void>((resolve, reject) => {
+          const onMsg = (m: FromWorker): void => {
+            if (m.t === 'ready') resolve();
+            else if (m.t === 'error') reject(new Error(`worker ${i}: ${m.message}`));
+          };
+          worker.once('error', reject);
+          worker.on('message', onMsg);
+          worker.once('exit', (c) => reject(new Error(`worker ${i} exited with ${c} before it was ready`)));
+        });
+        await ready;
+        worker.removeAllListeners('message');
+        worker.removeAllListeners('exit');
+        worker.on('message', (m: FromWorker) => w.onMessage(i, m));
+        worker.on('error', (e) => o.log('error', `worker ${i}: ${e.message}`));
+      }
+      w.publish();
+      w.fold = setInterval(() => w.tick(), FOLD_MS);
+      w.fold.unref();
+      return w;
+    } catch (e) {
+      await w.close();
+      throw e;
+    }
+  }
+
+  get count(): number {
+    return this.workers.length;
+  }
+
+  /** Binds every worker's sockets to `port` (0: worker 0's choice), then the owner's relays. */
+  async bind(port: number): Promise<number> {
+    if (port === this.boundPort && port !== 0) return port;
+    const first = await this.request(0, { t: 'bind', port });
+    if (first.t !== 'bound')
+      throw new UdpError(
+        first.t === 'bindError' ? first.message : 'bind failed',
+        first.t === 'bindError' ? first.errno : 0,
+      );
+    this.udpOffload = { gso: first.gso, gro: first.gro };
+    for (let i = 1; i < this.workers.length; i++) {
+      const r = await this.request(i, { t: 'bind', port: first.port });
+      if (r.t !== 'bound')
+        throw new UdpError(r.t === 'bindError' ? r.message : 'bind failed', r.t === 'bindError' ? r.errno : 0);
+    }
+    this.boundPort = first.port;
+    await this.port.bind(first.port);
+    return first.port;
+  }
+
+  get boundTo(): number {
+    return this.boundPort;
+  }
+
+  private request(i: number, m: ToWorker): Promise<FromWorker> {
+    return new Promise((resolve) => {
+      this.pending.set(i, resolve);
+      this.post(i, m);
+    });
+  }
+
+  /** Sends bytes of the owner (handshakes, keepalives, staged packets) from worker 0's socket. */
+  sendVia(b: Uint8Array, address: string, port: number): void {
+    this.post(0, { t: 'send', b, a: address, p: port });
+    this.schedulePublish();
+  }
+
+  broadcast(m: ToWorker): void {
+    for (let i = 0; i < this.workers.length; i++) this.post(i, m);
+  }
+
+  private post(i: number, m: ToWorker): void {
+    if (!this.closed) this.workers[i]?.postMessage(m);
+  }
+
+  private onMessage(i: number, m: FromWorker): void {
+    const now = Date.now();
+    switch (m.t) {
+      case 'h':
+        Atomics.sub(this.depthWords, i, 1);
+        if (m.k === HANDOFF_DATAGRAM) {
+          const r = m.a.includes(':') ? this.relay6 : this.relay4;
+          r?.inject(m.b, m.a, m.p);
+        } else {
+          const b = this.plain;
+          b.buf.set(m.b, b.offs[0]);
+          b.lens[0] = m.b.length;
+          this.port.encryptBatch(b.buf, b.offs, b.lens, 1);
+        }
+        break;
+      case 'c':
+        this.o.device.confirmShardSession(m.i, now);
+        this.port.afterActivity();
+        break;
+      case 'r': {
+        const peer = this.peerOfSlot(m.s);
+        if (peer !== null) this.o.device.roamShardPeer(peer, { address: m.a, port: m.p });
+        break;
+      }
+      case 'error':
+        this.o.log('error', `worker ${i}: ${m.message}`);
+        return;
+      default: {
+        const p = this.pending.get(i);
+        if (p !== undefined) {
+          this.pending.delete(i);
+          p(m);
+        }
+        return;
+      }
+    }
+    this.schedulePublish();
+  }
+
+  private peerOfSlot(slot: number): Peer | null {
+    for (const p of this.o.device.peers()) if (this.o.slots.peerSlot(p) === slot) return p;
+    return null;
+  }
+
+  /** Folds the workers' activity into the Device (counters, timers). */
+  foldNow(): void {
+    const now = Date.now();
+    const d = this.o.device;
+    this.o.slots.fold(d.peers(), (p, a) => d.foldShardActivity(p, a, now));
+  }
+
+  private tick(): void {
+    if (this.closed) return;
+    this.foldNow();
+    this.port.poll();
+    this.publish();
+  }
+
+  private schedulePublish(): void {
+    if (this.publishScheduled) return;
+    this.publishScheduled = true;
+    setImmediate(() => {
+      this.publishScheduled = false;
+      this.publish();
+    });
+  }
+
+  /** Sends the data-path snapshot to every worker if it changed. */
+  publish(): void {
+    if (this.closed) return;
+    const slots = this.o.slots;
+    const snap = this.o.device.shardSnapshot(this.version + 1, (p) => slots.peerSlot(p), Date.now());
+    const key = snapshotKey(snap);
+    if (key === this.lastKey) return;
+    this.lastKey = key;
+    this.version = snap.version;
+    slots.published = snap.version;
+    this.broadcast({ t: 'snap', snap });
+  }
+
+  /** Handoff counts of every worker (for logs and tests). */
+  async stats(): Promise<{ handoffs: number; refused: number }[]> {
+    const out: { handoffs: number; refused: number }[] = [];
+    for (let i = 0; i < this.workers.length; i++) {
+      const r = await this.request(i, { t: 'stats' });
+      if (r.t === 'stats') out.push({ handoffs: r.handoffs, refused: r.refused });
+    }
+    return out;
+  }
+
+  async close(): Promise<void> {
+    if (this.fold !== null) clearInterval(this.fold);
+    await this.port.close();
+    const waits = this.workers.map(
+      (w, i) =>
+        new Promise<void>((resolve) => {
+          const t = setTimeout(() => void w.terminate().then(() => resolve()), 2000);
+          w.once('exit', () => {
+            clearTimeout(t);
+            resolve();
+          });
+          this.post(i, { t: 'close' });
+        }),
+    );
+    await Promise.all(waits);
+    this.closed = true;
+  }
+}
