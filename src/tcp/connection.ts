@@ -5,9 +5,11 @@
  * `recv`/`send`, closes with `close` (FIN after the data) or `abort` (RST).
  *
  * Passive connections start in SYN_RECEIVED (the endpoint plays LISTEN); active ones in
- * SYN_SENT. Data in a SYN is not taken (the peer sends it again). No urgent data, no
- * timestamps, no SACK (SACK-permitted is not offered), no keep-alive, no Nagle (data goes as
- * soon as the windows allow).
+ * SYN_SENT. Data in a SYN is not taken (the peer sends it again). SACK (RFC 2018) as a
+ * receiver only: when both sides permit it, our ACKs carry SACK blocks of the out-of-order
+ * ranges held, and SACK blocks the peer sends are ignored (its cumulative ACK drives our
+ * retransmissions). No urgent data, no timestamps, no keep-alive, no Nagle (data goes as soon
+ * as the windows allow).
  */
 import type { IpFamily } from '../packet/addr.js';
 import { TCP_FLAG_ACK, TCP_FLAG_FIN, TCP_FLAG_PSH, TCP_FLAG_RST, TCP_FLAG_SYN } from '../packet/tcp.js';
@@ -24,7 +26,15 @@ import {
   type TcpStats,
 } from './reasons.js';
 import { RX_OK, RX_OOO_FULL, TcpReceiver } from './recv.js';
-import { ipHeaderLen, payloadOffset, writeSegment, type SegmentAddresses, type TcpSegment } from './segment.js';
+import {
+  MAX_SACK_BLOCKS,
+  SegmentOptions,
+  ipHeaderLen,
+  payloadOffset,
+  writeSegment,
+  type SegmentAddresses,
+  type TcpSegment,
+} from './segment.js';
 import { ACK_NEW, TcpSender } from './send.js';
 import { seqAdd, seqDiff, seqGt, seqLe, seqLt } from './seq.js';
 import { TCP_MIN_HEADER_LEN } from '../packet/tcp.js';
@@ -92,6 +102,9 @@ export class TcpConnection implements SegmentAddresses {
   /** Our MSS (what we announce) and whether both sides scale windows. */
   readonly ourMss: number;
   private wsOk = false;
+  /** Both sides agreed to SACK (RFC 2018): we send SACK blocks; blocks we receive are ignored. */
+  private sackOk = false;
+  private readonly opts = new SegmentOptions();
   private ackNeeded = false;
   /** Duplicate ACKs still to send, one per out-of-order segment received. */
   private dupAcksOwed = 0;
@@ -245,6 +258,7 @@ export class TcpConnection implements SegmentAddresses {
     this.state = TCP_SYN_SENT;
     this.snd.init(iss);
     this.wsOk = this.owner.options.windowScaling; // offered; confirmed by the SYN-ACK
+    this.sackOk = this.owner.options.sack;
     this.rcv.wscale = this.wsOk ? scaleFor(this.rcv.ring.capacity) : 0;
     this.snd.setMss(Math.min(this.ourMss, defaultMss(this.family)));
     this.owner.wantOutput(this);
@@ -254,6 +268,7 @@ export class TcpConnection implements SegmentAddresses {
     const peerMss = s.mss > 0 ? s.mss : defaultMss(this.family);
     this.snd.setMss(Math.max(64, Math.min(this.ourMss, peerMss)));
     this.wsOk = this.owner.options.windowScaling && s.wscale >= 0;
+    this.sackOk = this.owner.options.sack && s.sackPermitted;
     this.snd.wscale = this.wsOk ? s.wscale : 0;
     this.rcv.wscale = this.wsOk ? scaleFor(this.rcv.ring.capacity) : 0;
   }
@@ -509,19 +524,11 @@ export class TcpConnection implements SegmentAddresses {
     const synAck = this.state === TCP_SYN_RECEIVED;
     if (snd.synPending && snd.nxt === snd.iss) {
       const flags = TCP_FLAG_SYN | (synAck ? TCP_FLAG_ACK : 0);
-      const wscale = this.wsOk ? this.rcv.wscale : -1;
-      const n = writeSegment(
-        buf,
-        off,
-        this,
-        snd.iss,
-        synAck ? this.rcv.nxt : 0,
-        flags,
-        this.synWindow(),
-        0,
-        this.ourMss,
-        wscale,
-      );
+      const o = this.opts.none();
+      o.synMss = this.ourMss;
+      o.synWscale = this.wsOk ? this.rcv.wscale : -1;
+      o.synSack = this.sackOk;
+      const n = writeSegment(buf, off, this, snd.iss, synAck ? this.rcv.nxt : 0, flags, this.synWindow(), 0, o);
       const again = snd.max !== snd.iss;
       if (again) this.owner.stats.retransmits++;
       snd.onSend(snd.iss, 1, now, again);
@@ -530,15 +537,18 @@ export class TcpConnection implements SegmentAddresses {
       return n;
     }
     if (snd.synPending) return synAck && this.ackNeeded ? this.emitAck(buf, off, -1) : 0;
+    // SACK blocks ride on every segment while out-of-order data is held; the payload shrinks
+    // by their size so the packet stays within the MSS (RFC 6691).
+    const room = snd.mss - this.prepareOptions();
     if (snd.retransmitOne) {
       snd.retransmitOne = false;
-      const n = this.emitData(buf, off, snd.una, this.dataAt(snd.una, snd.mss), now, true);
+      const n = this.emitData(buf, off, snd.una, this.dataAt(snd.una, room), now, true);
       if (n > 0) {
         this.owner.stats.fastRetransmits++;
         return n;
       }
     }
-    const len = snd.sendable();
+    const len = Math.min(snd.sendable(), room);
     const fin = this.finAt(snd.nxt, len);
     if (len > 0 || fin) {
       const at = snd.nxt;
@@ -574,29 +584,30 @@ export class TcpConnection implements SegmentAddresses {
     const snd = this.snd;
     const fin = this.finAt(seq, len);
     if (len === 0 && !fin) return 0;
-    if (len > 0) snd.ring.peek(seqDiff(seq, snd.dataSeq), buf, payloadOffset(off, this.family, false), len);
+    const o = this.opts;
+    if (len > 0) snd.ring.peek(seqDiff(seq, snd.dataSeq), buf, payloadOffset(off, this.family, o), len);
     let flags = TCP_FLAG_ACK;
     if (len > 0 && seqAdd(seq, len) === snd.finSeq) flags |= TCP_FLAG_PSH;
     if (fin) flags |= TCP_FLAG_FIN;
-    const n = writeSegment(buf, off, this, seq, this.rcv.nxt, flags, this.windowField(), len);
+    const n = writeSegment(buf, off, this, seq, this.rcv.nxt, flags, this.windowField(), len, o);
     if (again) this.owner.stats.retransmits++;
     snd.onSend(seq, len + (fin ? 1 : 0), now, again);
     this.ackNeeded = false;
     return n;
   }
 
+  /** Fills the options of a non-SYN segment (SACK blocks, when agreed and data is held); returns their length. */
+  private prepareOptions(): number {
+    const o = this.opts.none();
+    if (this.sackOk && this.rcv.oooRanges > 0) o.sackCount = this.rcv.sackBlocks(o.sack, MAX_SACK_BLOCKS);
+    return o.length;
+  }
+
   private emitAck(buf: Uint8Array, off: number, seq: number): number {
     this.ackNeeded = false;
-    return writeSegment(
-      buf,
-      off,
-      this,
-      seq >= 0 ? seq : this.snd.nxt,
-      this.rcv.nxt,
-      TCP_FLAG_ACK,
-      this.windowField(),
-      0,
-    );
+    this.prepareOptions();
+    const s = seq >= 0 ? seq : this.snd.nxt;
+    return writeSegment(buf, off, this, s, this.rcv.nxt, TCP_FLAG_ACK, this.windowField(), 0, this.opts);
   }
 
   private windowField(): number {

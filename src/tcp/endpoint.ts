@@ -310,6 +310,11 @@ export class TcpEndpoint implements ConnectionOwner {
     return next;
   }
 
+  /** Whether nextReady() has a connection to return. */
+  get hasReady(): boolean {
+    return this.readyHead !== null;
+  }
+
   nextReady(): TcpConnection | null {
     const c = this.readyHead;
     if (c === null) return null;

@@ -23,6 +23,8 @@ export interface TcpOptions {
   readonly maxOooRanges: number;
   /** Offer / accept window scaling (RFC 7323 §2). */
   readonly windowScaling: boolean;
+  /** Offer / accept SACK-permitted and send SACK blocks (RFC 2018; received blocks are ignored). */
+  readonly sack: boolean;
   /** RSTs for segments without a connection waiting to be sent; more are counted and not sent. */
   readonly rstQueueLength: number;
   /** Challenge ACKs (RFC 5961 §7) per connection per second at most. */
@@ -38,8 +40,9 @@ export const DEFAULT_TCP_OPTIONS: TcpOptions = {
   timeWaitMs: 2000,
   maxRetries: 8,
   maxSynRetries: 5,
-  maxOooRanges: 4,
+  maxOooRanges: 8,
   windowScaling: true,
+  sack: true,
   rstQueueLength: 64,
   challengeAcksPerSecond: 10,
   rto: DEFAULT_RTO,

@@ -28,6 +28,8 @@ export class TcpReceiver {
   private readonly starts: Uint32Array;
   private readonly ends: Uint32Array;
   private ranges = 0;
+  /** Start of the most recent out-of-order segment: its range goes first in SACK (RFC 2018 §4). */
+  private lastOoo = 0;
   /** A FIN was received in order (RCV.NXT counts it). */
   finReceived = false;
 
@@ -123,8 +125,33 @@ export class TcpReceiver {
       return RX_OK;
     }
     if (!this.addRange(s, seqAdd(s, n))) return RX_OOO_FULL;
+    this.lastOoo = s;
     this.ring.writeAt(this.ring.size + pos, src, o, n);
     return RX_OK;
+  }
+
+  /**
+   * Writes up to `max` SACK blocks (left, right edge pairs) into `out` (RFC 2018 §4): the range
+   * holding the latest out-of-order segment first, then the others in sequence order.
+   */
+  sackBlocks(out: Uint32Array, max: number): number {
+    let n = 0;
+    let first = -1;
+    for (let i = 0; i < this.ranges; i++) {
+      if (seqLe(this.starts[i]!, this.lastOoo) && seqLt(this.lastOoo, this.ends[i]!)) first = i;
+    }
+    if (first >= 0) {
+      out[0] = this.starts[first]!;
+      out[1] = this.ends[first]!;
+      n = 1;
+    }
+    for (let i = 0; i < this.ranges && n < max; i++) {
+      if (i === first) continue;
+      out[2 * n] = this.starts[i]!;
+      out[2 * n + 1] = this.ends[i]!;
+      n++;
+    }
+    return n;
   }
 
   /** Whether a FIN at `finSeq` is in order (all data before it received). */

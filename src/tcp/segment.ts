@@ -91,26 +91,62 @@ export function ipHeaderLen(family: IpFamily): number {
   return family === 4 ? IPV4_MIN_HEADER_LEN : IPV6_HEADER_LEN;
 }
 
-/** Bytes of SYN options written by writeSynOptions: MSS (4) + NOP, window scale (3 + 1) = 8. */
-export const SYN_OPTIONS_LEN = 8;
+/** TCP option kind 5, SACK (RFC 2018 §3). */
+export const TCP_OPT_SACK = 5;
+/** SACK blocks that fit without timestamps: 2 NOPs + 2 + 4·8 = 36 ≤ 40 option bytes. */
+export const MAX_SACK_BLOCKS = 4;
 
-/** MSS, then NOP + window scale when `wscale` ≥ 0, else EOL padding to the same 8 bytes. */
-function writeSynOptions(buf: Uint8Array, p: number, mss: number, wscale: number): void {
-  buf[p] = TCP_OPT_MSS;
-  buf[p + 1] = 4;
-  buf[p + 2] = (mss >>> 8) & 0xff;
-  buf[p + 3] = mss & 0xff;
-  if (wscale >= 0) {
-    buf[p + 4] = TCP_OPT_NOP;
-    buf[p + 5] = TCP_OPT_WSCALE;
-    buf[p + 6] = 3;
-    buf[p + 7] = wscale;
-  } else {
-    buf[p + 4] = TCP_OPT_EOL;
-    buf[p + 5] = 0;
-    buf[p + 6] = 0;
-    buf[p + 7] = 0;
+/**
+ * The options of one outgoing segment: SYN options when `synMss` ≥ 0 (MSS; SACK-permitted when
+ * `synSack`; window scale when `synWscale` ≥ 0), else `sackCount` SACK blocks from `sack`
+ * (pairs of left/right edges). A reusable object: fill, then writeSegment.
+ */
+export class SegmentOptions {
+  synMss = -1;
+  synWscale = -1;
+  synSack = false;
+  readonly sack = new Uint32Array(2 * MAX_SACK_BLOCKS);
+  sackCount = 0;
+
+  none(): this {
+    this.synMss = -1;
+    this.sackCount = 0;
+    return this;
   }
+
+  /** Bytes the options take (a multiple of 4). */
+  get length(): number {
+    if (this.synMss >= 0) return 4 + (this.synSack ? 4 : 0) + (this.synWscale >= 0 ? 4 : 0);
+    return this.sackCount > 0 ? 4 + 8 * this.sackCount : 0;
+  }
+}
+
+function writeOptions(buf: Uint8Array, p: number, o: SegmentOptions): void {
+  if (o.synMss >= 0) {
+    buf[p++] = TCP_OPT_MSS;
+    buf[p++] = 4;
+    buf[p++] = (o.synMss >>> 8) & 0xff;
+    buf[p++] = o.synMss & 0xff;
+    if (o.synSack) {
+      buf[p++] = TCP_OPT_NOP;
+      buf[p++] = TCP_OPT_NOP;
+      buf[p++] = TCP_OPT_SACK_PERMITTED;
+      buf[p++] = 2;
+    }
+    if (o.synWscale >= 0) {
+      buf[p++] = TCP_OPT_NOP;
+      buf[p++] = TCP_OPT_WSCALE;
+      buf[p++] = 3;
+      buf[p++] = o.synWscale;
+    }
+    return;
+  }
+  if (o.sackCount === 0) return;
+  buf[p++] = TCP_OPT_NOP;
+  buf[p++] = TCP_OPT_NOP;
+  buf[p++] = TCP_OPT_SACK;
+  buf[p++] = 2 + 8 * o.sackCount;
+  for (let i = 0; i < 2 * o.sackCount; i++, p += 4) writeU32(buf, p, o.sack[i]!);
 }
 
 /** Addresses and ports of one direction of a connection, as written on outgoing segments. */
@@ -124,9 +160,9 @@ export interface SegmentAddresses {
 
 /**
  * Writes the IP and TCP headers of a segment from `a.local` to `a.remote` at buf[off..] for
- * `dataLen` payload bytes the caller has ALREADY placed at off + payloadOffset(...); `synMss`
- * ≥ 0 adds the SYN options (MSS, window scale when `synWscale` ≥ 0). Fills both checksums and
- * returns the packet length. The buffer must hold it (throws RangeError otherwise: misuse).
+ * `dataLen` payload bytes the caller has ALREADY placed at payloadOffset(off, family, options),
+ * with the options `o` (null: none). Fills both checksums and returns the packet length. The
+ * buffer must hold it (throws RangeError otherwise: misuse).
  */
 export function writeSegment(
   buf: Uint8Array,
@@ -137,11 +173,10 @@ export function writeSegment(
   flags: number,
   window: number,
   dataLen: number,
-  synMss = -1,
-  synWscale = -1,
+  o: SegmentOptions | null = null,
 ): number {
   const ipLen = ipHeaderLen(a.family);
-  const hl = TCP_MIN_HEADER_LEN + (synMss >= 0 ? SYN_OPTIONS_LEN : 0);
+  const hl = TCP_MIN_HEADER_LEN + (o === null ? 0 : o.length);
   const tcpLen = hl + dataLen;
   if (off + ipLen + tcpLen > buf.length) throw new RangeError(`segment of ${ipLen + tcpLen} bytes does not fit`);
   if (a.family === 4) writeIpv4Header(buf, off, a.localAddr, 0, a.remoteAddr, 0, IP_PROTO_TCP, tcpLen);
@@ -161,15 +196,15 @@ export function writeSegment(
   buf[t + TCP_CHECKSUM_OFFSET + 1] = 0;
   buf[t + TCP_URGENT_OFFSET] = 0;
   buf[t + TCP_URGENT_OFFSET + 1] = 0;
-  if (synMss >= 0) writeSynOptions(buf, t + TCP_MIN_HEADER_LEN, synMss, synWscale);
+  if (o !== null) writeOptions(buf, t + TCP_MIN_HEADER_LEN, o);
   if (a.family === 4) fillTcpChecksumV4(buf, off, t, tcpLen);
   else fillTcpChecksumV6(buf, off, t, tcpLen);
   return ipLen + tcpLen;
 }
 
 /** Where the payload of a segment written at `off` starts (the caller copies it there first). */
-export function payloadOffset(off: number, family: IpFamily, syn: boolean): number {
-  return off + ipHeaderLen(family) + TCP_MIN_HEADER_LEN + (syn ? SYN_OPTIONS_LEN : 0);
+export function payloadOffset(off: number, family: IpFamily, o: SegmentOptions | null): number {
+  return off + ipHeaderLen(family) + TCP_MIN_HEADER_LEN + (o === null ? 0 : o.length);
 }
 
 function writeU32(buf: Uint8Array, o: number, v: number): void {
