@@ -12,8 +12,14 @@
  * as the windows allow).
  */
 import type { IpFamily } from '../packet/addr.js';
-import { TCP_FLAG_ACK, TCP_FLAG_FIN, TCP_FLAG_PSH, TCP_FLAG_RST, TCP_FLAG_SYN } from '../packet/tcp.js';
-import type { TcpOptions } from './options.js';
+import {
+  TCP_FLAG_ACK,
+  TCP_FLAG_FIN,
+  TCP_FLAG_PSH,
+  TCP_FLAG_RST,
+  TCP_FLAG_SYN,
+  TCP_MIN_HEADER_LEN,
+} from '../packet/tcp.js';
 import {
   TCP_ACCEPTED,
   TCP_DROP_BAD_ACK,
@@ -37,57 +43,28 @@ import {
 } from './segment.js';
 import { ACK_NEW, TcpSender } from './send.js';
 import { seqAdd, seqDiff, seqGt, seqLe, seqLt } from './seq.js';
-import { TCP_MIN_HEADER_LEN } from '../packet/tcp.js';
-
-export const TCP_CLOSED = 0;
-export const TCP_SYN_SENT = 1;
-export const TCP_SYN_RECEIVED = 2;
-export const TCP_ESTABLISHED = 3;
-export const TCP_FIN_WAIT_1 = 4;
-export const TCP_FIN_WAIT_2 = 5;
-export const TCP_CLOSE_WAIT = 6;
-export const TCP_CLOSING = 7;
-export const TCP_LAST_ACK = 8;
-export const TCP_TIME_WAIT = 9;
-export const TCP_STATE_NAMES = [
-  'CLOSED',
-  'SYN_SENT',
-  'SYN_RECEIVED',
-  'ESTABLISHED',
-  'FIN_WAIT_1',
-  'FIN_WAIT_2',
-  'CLOSE_WAIT',
-  'CLOSING',
-  'LAST_ACK',
-  'TIME_WAIT',
-] as const;
-
-/** Event bits a connection reports to its consumer (TcpConnection.takeEvents). */
-export const TCP_EV_ESTABLISHED = 1;
-/** Data arrived to read. */
-export const TCP_EV_READABLE = 2;
-/** Send space was freed. */
-export const TCP_EV_WRITABLE = 4;
-/** The peer's FIN arrived (after the data before it): no more data will come. */
-export const TCP_EV_PEER_FIN = 8;
-/** The connection is over for the consumer (closed both ways, reset, timed out or aborted). */
-export const TCP_EV_CLOSED = 16;
-
-export type TcpCloseReason = 'closed' | 'reset' | 'refused' | 'timeout' | 'aborted';
-
-/** What a connection needs from its endpoint. */
-export interface ConnectionOwner {
-  readonly options: TcpOptions;
-  readonly stats: TcpStats;
-  /** The connection may have a segment to send. */
-  wantOutput(c: TcpConnection): void;
-  /** The connection has events for the consumer. */
-  notify(c: TcpConnection): void;
-  /** The connection left the table (CLOSED). */
-  release(c: TcpConnection): void;
-  /** Queue a bare RST (or RST+ACK) on the connection's addresses. */
-  queueRst(a: SegmentAddresses, seq: number, ack: number, withAck: boolean): void;
-}
+import {
+  TCP_CLOSED,
+  TCP_SYN_SENT,
+  TCP_SYN_RECEIVED,
+  TCP_ESTABLISHED,
+  TCP_FIN_WAIT_1,
+  TCP_FIN_WAIT_2,
+  TCP_CLOSE_WAIT,
+  TCP_CLOSING,
+  TCP_LAST_ACK,
+  TCP_TIME_WAIT,
+  TCP_STATE_NAMES,
+  TCP_EV_ESTABLISHED,
+  TCP_EV_READABLE,
+  TCP_EV_WRITABLE,
+  TCP_EV_PEER_FIN,
+  TCP_EV_CLOSED,
+  defaultMss,
+  scaleFor,
+  type ConnectionOwner,
+  type TcpCloseReason,
+} from './state.js';
 
 export class TcpConnection implements SegmentAddresses {
   state = TCP_CLOSED;
@@ -125,7 +102,7 @@ export class TcpConnection implements SegmentAddresses {
   outputQueued = false;
 
   constructor(
-    private readonly owner: ConnectionOwner,
+    private readonly owner: ConnectionOwner<TcpConnection>,
     readonly family: IpFamily,
     local: Uint8Array,
     localOff: number,
@@ -621,15 +598,3 @@ export class TcpConnection implements SegmentAddresses {
 }
 
 const MAX_DUP_ACKS_OWED = 16;
-
-/** RFC 9293 §3.7.1: without the option, 536 (IPv4) or 1220 (IPv6, RFC 8200 §8.3). */
-function defaultMss(family: IpFamily): number {
-  return family === 4 ? 536 : 1220;
-}
-
-/** The smallest shift that lets the 16-bit field express `capacity` (RFC 7323 §2.3, ≤ 14). */
-function scaleFor(capacity: number): number {
-  let s = 0;
-  while (s < 14 && capacity >>> s > 0xffff) s++;
-  return s;
-}

@@ -30,7 +30,8 @@ import {
   tcpChecksumValidV6,
   tcpHeaderValid,
 } from '../packet/tcp.js';
-import { TCP_TIME_WAIT, TcpConnection, type ConnectionOwner } from './connection.js';
+import { TcpConnection } from './connection.js';
+import { TCP_TIME_WAIT, type ConnectionOwner } from './state.js';
 import { tcpOptions, type TcpOptions } from './options.js';
 import {
   TCP_ACCEPTED,
@@ -67,7 +68,7 @@ class RstAddresses implements SegmentAddresses {
   remotePort = 0;
 }
 
-export class TcpEndpoint implements ConnectionOwner {
+export class TcpEndpoint implements ConnectionOwner<TcpConnection> {
   readonly options: TcpOptions;
   readonly stats = new TcpStats();
   private readonly view = new IpView();

@@ -9,7 +9,7 @@ import {
   TCP_FIN_WAIT_2,
   TCP_LAST_ACK,
   TCP_TIME_WAIT,
-} from '../../src/tcp/connection.js';
+} from '../../src/tcp/state.js';
 import { IpView, parseIp } from '../../src/packet/ip-view.js';
 import { TcpSegment, readSegment, readSynOptions } from '../../src/tcp/segment.js';
 import { TCP_DROP_REASONS } from '../../src/tcp/reasons.js';
