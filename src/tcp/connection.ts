@@ -344,6 +344,7 @@ export class TcpConnection implements SegmentAddresses {
     }
     const wasFree = this.snd.ring.free;
     const ackResult = this.snd.onAck(s.ack, s.seq, s.window << this.snd.wscale, segLen, now);
+    if (this.snd.wnd === 0) this.snd.retries = 0; // the peer answers: closed window, not dead
     if (ackResult === ACK_NEW && this.snd.ring.free > wasFree && !this.snd.finQueued) this.raise(TCP_EV_WRITABLE);
     // New acknowledgment, a window that opened, a retransmission due: output decides.
     if (ackResult === ACK_NEW || this.snd.retransmitOne || this.snd.sendable() > 0) this.owner.wantOutput(this);
@@ -468,27 +469,38 @@ export class TcpConnection implements SegmentAddresses {
       return;
     }
     const snd = this.snd;
-    if (snd.rtoDeadline >= 0 && now >= snd.rtoDeadline) {
-      const limit = this.synchronized ? this.owner.options.maxRetries : this.owner.options.maxSynRetries;
-      if (snd.retries >= limit) {
-        this.owner.stats.timeouts++;
-        if (this.state !== TCP_SYN_SENT) {
-          this.owner.queueRst(this, snd.nxt, this.rcv.nxt, true);
-          this.owner.stats.resetsOut++;
-        }
-        this.finish('timeout', true);
-        return;
+    const rtoDue = snd.rtoDeadline >= 0 && now >= snd.rtoDeadline;
+    const probeDue = snd.persistDeadline >= 0 && now >= snd.persistDeadline;
+    if (!rtoDue && !probeDue) return;
+    // Unanswered retransmissions and window probes count alike; any ACK resets the count, so
+    // a live peer that keeps its window closed is probed for ever, a dead one is given up.
+    const limit = this.synchronized ? this.owner.options.maxRetries : this.owner.options.maxSynRetries;
+    if (snd.retries >= limit) {
+      this.owner.stats.timeouts++;
+      if (this.state !== TCP_SYN_SENT) {
+        this.owner.queueRst(this, snd.nxt, this.rcv.nxt, true);
+        this.owner.stats.resetsOut++;
       }
-      snd.onTimeout(now);
-      this.owner.wantOutput(this);
+      this.finish('timeout', true);
+      return;
     }
-    if (snd.persistDeadline >= 0 && now >= snd.persistDeadline) {
+    if (rtoDue && snd.wnd === 0 && this.synchronized) {
+      // Data in flight into a window closed since: probe, as the persist timer would.
+      snd.rto.expired();
+      snd.retries++;
+      snd.rtoDeadline = now + snd.rto.rto;
       this.probeDue = true;
+    } else if (rtoDue) {
+      snd.onTimeout(now);
+    }
+    if (probeDue) {
+      this.probeDue = true;
+      snd.retries++;
       snd.persistBackoff++;
       snd.persistDeadline = -1;
       this.armPersist(now);
-      this.owner.wantOutput(this);
     }
+    this.owner.wantOutput(this);
   }
 
   /**

@@ -239,3 +239,25 @@ describe('tcp engine: SACK, window edge, challenge ACK limit', () => {
     expect(ca.stateName).toBe('ESTABLISHED');
   });
 });
+
+describe('tcp engine: a closed window is probed, not given up, while the peer answers', () => {
+  it('the peer keeps its window closed for 10 minutes: still ESTABLISHED; then it vanishes: timeout', () => {
+    const w = new Wire({ maxRetries: 5 }, { recvBufferSize: 1000 });
+    const { ca } = w.connect();
+    ca.send(pattern(5000), 0, 5000);
+    w.pump();
+    expect(ca.snd.wnd).toBe(0);
+    const start = w.now;
+    let probes = 0;
+    w.filter = (from, pkt) => {
+      if (from === 'a' && segOf(pkt).seq === seqAdd(ca.snd.una, -1)) probes++;
+      return 'pass';
+    };
+    while (w.now - start < 600_000) if (!w.step()) break;
+    expect(ca.stateName).toBe('ESTABLISHED');
+    expect(probes).toBeGreaterThan(5);
+    w.filter = () => 'drop';
+    for (let i = 0; i < 20 && ca.stateName !== 'CLOSED'; i++) w.step();
+    expect(ca.closeReason).toBe('timeout');
+  });
+});
