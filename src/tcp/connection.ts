@@ -1,7 +1,7 @@
 /**
  * One TCP connection (RFC 9293 §3.3.2 state machine, §3.10 event processing), driven by its
- * endpoint (endpoint.ts): `input` takes a received segment, `emit` writes the next segment to
- * send, `onTimer` runs the timers that are due. The consumer reads and writes through
+ * endpoint (endpoint.ts): `input` takes a received segment, `emit` (output.ts) writes the next
+ * segment to send, `onTimer` runs the timers that are due. The consumer reads and writes through
  * `recv`/`send`, closes with `close` (FIN after the data) or `abort` (RST).
  *
  * Passive connections start in SYN_RECEIVED (the endpoint plays LISTEN); active ones in
@@ -12,14 +12,7 @@
  * as the windows allow).
  */
 import type { IpFamily } from '../packet/addr.js';
-import {
-  TCP_FLAG_ACK,
-  TCP_FLAG_FIN,
-  TCP_FLAG_PSH,
-  TCP_FLAG_RST,
-  TCP_FLAG_SYN,
-  TCP_MIN_HEADER_LEN,
-} from '../packet/tcp.js';
+import { TCP_FLAG_ACK, TCP_FLAG_FIN, TCP_FLAG_RST, TCP_FLAG_SYN } from '../packet/tcp.js';
 import {
   TCP_ACCEPTED,
   TCP_DROP_BAD_ACK,
@@ -29,20 +22,12 @@ import {
   TCP_DROP_OUT_OF_WINDOW,
   TCP_DROP_RST_INVALID,
   TCP_DROP_SYN_IN_WINDOW,
-  type TcpStats,
 } from './reasons.js';
-import { RX_OK, RX_OOO_FULL, TcpReceiver } from './recv.js';
-import {
-  MAX_SACK_BLOCKS,
-  SegmentOptions,
-  ipHeaderLen,
-  payloadOffset,
-  writeSegment,
-  type SegmentAddresses,
-  type TcpSegment,
-} from './segment.js';
-import { ACK_NEW, TcpSender } from './send.js';
-import { seqAdd, seqDiff, seqGt, seqLe, seqLt } from './seq.js';
+import { RX_OK, RX_OOO_FULL } from './recv.js';
+import { type TcpSegment } from './segment.js';
+import { ACK_NEW } from './send.js';
+import { ConnectionOutput } from './output.js';
+import { seqAdd, seqGt, seqLe, seqLt } from './seq.js';
 import {
   TCP_CLOSED,
   TCP_SYN_SENT,
@@ -54,7 +39,6 @@ import {
   TCP_CLOSING,
   TCP_LAST_ACK,
   TCP_TIME_WAIT,
-  TCP_STATE_NAMES,
   TCP_EV_ESTABLISHED,
   TCP_EV_READABLE,
   TCP_EV_WRITABLE,
@@ -66,26 +50,11 @@ import {
   type TcpCloseReason,
 } from './state.js';
 
-export class TcpConnection implements SegmentAddresses {
-  state = TCP_CLOSED;
-  readonly localAddr = new Uint8Array(16);
-  readonly remoteAddr = new Uint8Array(16);
-  readonly snd: TcpSender;
-  readonly rcv: TcpReceiver;
+export class TcpConnection extends ConnectionOutput {
   /** Why the connection ended (null while open). */
   closeReason: TcpCloseReason | null = null;
   /** The consumer's slot (the relay's socket, say); the engine never reads it. */
   context: unknown = undefined;
-  /** Our MSS (what we announce) and whether both sides scale windows. */
-  readonly ourMss: number;
-  private wsOk = false;
-  /** Both sides agreed to SACK (RFC 2018): we send SACK blocks; blocks we receive are ignored. */
-  private sackOk = false;
-  private readonly opts = new SegmentOptions();
-  private ackNeeded = false;
-  /** Duplicate ACKs still to send, one per out-of-order segment received. */
-  private dupAcksOwed = 0;
-  private probeDue = false;
   private timeWaitDeadline = -1;
   private challengeWindowStart = -1;
   private challengeCount = 0;
@@ -103,22 +72,16 @@ export class TcpConnection implements SegmentAddresses {
 
   constructor(
     private readonly owner: ConnectionOwner<TcpConnection>,
-    readonly family: IpFamily,
+    family: IpFamily,
     local: Uint8Array,
     localOff: number,
-    readonly localPort: number,
+    localPort: number,
     remote: Uint8Array,
     remoteOff: number,
-    readonly remotePort: number,
+    remotePort: number,
     active: boolean,
   ) {
-    const o = owner.options;
-    const n = family === 4 ? 4 : 16;
-    this.localAddr.set(local.subarray(localOff, localOff + n));
-    this.remoteAddr.set(remote.subarray(remoteOff, remoteOff + n));
-    this.snd = new TcpSender(o.sendBufferSize, o.rto);
-    this.rcv = new TcpReceiver(o.recvBufferSize, o.maxOooRanges);
-    this.ourMss = Math.min(0xffff, o.mtu - ipHeaderLen(family) - TCP_MIN_HEADER_LEN);
+    super(owner.options, owner.stats, family, local, localOff, localPort, remote, remoteOff, remotePort);
     this.known = active;
   }
 
@@ -138,10 +101,6 @@ export class TcpConnection implements SegmentAddresses {
   /** The peer sent its FIN (all data before it has arrived; some may be unread). */
   get peerFinished(): boolean {
     return this.rcv.finReceived;
-  }
-
-  get stateName(): string {
-    return TCP_STATE_NAMES[this.state]!;
   }
 
   /** Events since the last call (TCP_EV_* bits), cleared. */
@@ -203,10 +162,6 @@ export class TcpConnection implements SegmentAddresses {
   }
 
   // ——— endpoint side ———
-
-  private get synchronized(): boolean {
-    return this.state >= TCP_ESTABLISHED;
-  }
 
   /** Passive open from a SYN (already parsed into `s`, options read): answers with SYN-ACK. */
   openPassive(s: TcpSegment, iss: number): void {
@@ -501,111 +456,6 @@ export class TcpConnection implements SegmentAddresses {
       this.armPersist(now);
     }
     this.owner.wantOutput(this);
-  }
-
-  /**
-   * Writes the next segment this connection has to send at buf[off..] (at most the MTU);
-   * returns its length, or 0 when it has nothing to send.
-   */
-  emit(buf: Uint8Array, off: number, now: number): number {
-    if (this.state === TCP_CLOSED) return 0;
-    const snd = this.snd;
-    const synAck = this.state === TCP_SYN_RECEIVED;
-    if (snd.synPending && snd.nxt === snd.iss) {
-      const flags = TCP_FLAG_SYN | (synAck ? TCP_FLAG_ACK : 0);
-      const o = this.opts.none();
-      o.synMss = this.ourMss;
-      o.synWscale = this.wsOk ? this.rcv.wscale : -1;
-      o.synSack = this.sackOk;
-      const n = writeSegment(buf, off, this, snd.iss, synAck ? this.rcv.nxt : 0, flags, this.synWindow(), 0, o);
-      const again = snd.max !== snd.iss;
-      if (again) this.owner.stats.retransmits++;
-      snd.onSend(snd.iss, 1, now, again);
-      snd.nxt = seqAdd(snd.iss, 1);
-      this.ackNeeded = false;
-      return n;
-    }
-    if (snd.synPending) return synAck && this.ackNeeded ? this.emitAck(buf, off, -1) : 0;
-    // SACK blocks ride on every segment while out-of-order data is held; the payload shrinks
-    // by their size so the packet stays within the MSS (RFC 6691).
-    const room = snd.mss - this.prepareOptions();
-    if (snd.retransmitOne) {
-      snd.retransmitOne = false;
-      const n = this.emitData(buf, off, snd.una, this.dataAt(snd.una, room), now, true);
-      if (n > 0) {
-        this.owner.stats.fastRetransmits++;
-        return n;
-      }
-    }
-    const len = Math.min(snd.sendable(), room);
-    const fin = this.finAt(snd.nxt, len);
-    if (len > 0 || fin) {
-      const at = snd.nxt;
-      const n = this.emitData(buf, off, at, len, now, seqLt(at, snd.max));
-      snd.nxt = seqAdd(at, len + (fin ? 1 : 0));
-      return n;
-    }
-    if (this.probeDue) {
-      this.probeDue = false;
-      return this.emitAck(buf, off, seqAdd(snd.una, -1)); // RFC 9293 §3.8.6.1: elicits an ACK
-    }
-    if (this.ackNeeded) return this.emitAck(buf, off, -1);
-    if (this.dupAcksOwed > 0) {
-      this.dupAcksOwed--;
-      return this.emitAck(buf, off, -1);
-    }
-    return 0;
-  }
-
-  /** Whether a segment of `len` bytes at `seq` carries our FIN (sent after close, ends the data). */
-  private finAt(seq: number, len: number): boolean {
-    const st = this.state;
-    if (st !== TCP_FIN_WAIT_1 && st !== TCP_CLOSING && st !== TCP_LAST_ACK) return false;
-    return this.snd.finQueued && !this.snd.finAcked && seqAdd(seq, len) === this.snd.finSeq;
-  }
-
-  /** Payload bytes held at sequence `seq`, up to `max`. */
-  private dataAt(seq: number, max: number): number {
-    return Math.max(0, Math.min(max, this.snd.ring.size - seqDiff(seq, this.snd.dataSeq)));
-  }
-
-  private emitData(buf: Uint8Array, off: number, seq: number, len: number, now: number, again: boolean): number {
-    const snd = this.snd;
-    const fin = this.finAt(seq, len);
-    if (len === 0 && !fin) return 0;
-    const o = this.opts;
-    if (len > 0) snd.ring.peek(seqDiff(seq, snd.dataSeq), buf, payloadOffset(off, this.family, o), len);
-    let flags = TCP_FLAG_ACK;
-    if (len > 0 && seqAdd(seq, len) === snd.finSeq) flags |= TCP_FLAG_PSH;
-    if (fin) flags |= TCP_FLAG_FIN;
-    const n = writeSegment(buf, off, this, seq, this.rcv.nxt, flags, this.windowField(), len, o);
-    if (again) this.owner.stats.retransmits++;
-    snd.onSend(seq, len + (fin ? 1 : 0), now, again);
-    this.ackNeeded = false;
-    return n;
-  }
-
-  /** Fills the options of a non-SYN segment (SACK blocks, when agreed and data is held); returns their length. */
-  private prepareOptions(): number {
-    const o = this.opts.none();
-    if (this.sackOk && this.rcv.oooRanges > 0) o.sackCount = this.rcv.sackBlocks(o.sack, MAX_SACK_BLOCKS);
-    return o.length;
-  }
-
-  private emitAck(buf: Uint8Array, off: number, seq: number): number {
-    this.ackNeeded = false;
-    this.prepareOptions();
-    const s = seq >= 0 ? seq : this.snd.nxt;
-    return writeSegment(buf, off, this, s, this.rcv.nxt, TCP_FLAG_ACK, this.windowField(), 0, this.opts);
-  }
-
-  private windowField(): number {
-    return this.rcv.windowField(this.snd.mss, this.wsOk);
-  }
-
-  /** A SYN's window is never scaled (RFC 7323 §2.2). */
-  private synWindow(): number {
-    return Math.min(0xffff, this.rcv.window);
   }
 }
 
