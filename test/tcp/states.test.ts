@@ -261,3 +261,47 @@ describe('tcp engine: a closed window is probed, not given up, while the peer an
     expect(ca.closeReason).toBe('timeout');
   });
 });
+
+describe('tcp engine: TIME_WAIT reuse, RST queue bound, non-unicast', () => {
+  it('a new SYN with a higher sequence number ends TIME_WAIT and opens a new connection (RFC 6191); a lower one does not', () => {
+    const w = new Wire({ timeWaitMs: 60_000 }, { timeWaitMs: 60_000 });
+    const { ca, cb } = w.connect(4100);
+    cb.close();
+    w.pump();
+    ca.close();
+    w.pump();
+    expect(cb.stateName).toBe('TIME_WAIT');
+    const SYN = 0x02;
+    expect(TCP_DROP_REASONS[w.inject('b', fromPeer(cb, seqAdd(cb.rcv.nxt, -5000), 0, SYN))]).toBe('out_of_window');
+    expect(cb.stateName).toBe('TIME_WAIT');
+    expect(w.inject('b', fromPeer(cb, seqAdd(cb.rcv.nxt, 5000), 0, SYN))).toBe(0);
+    expect(cb.stateName).toBe('CLOSED');
+    const fresh = w.b.find(4, cb.localAddr, 0, 80, cb.remoteAddr, 0, 4100)!;
+    expect(fresh).not.toBe(cb);
+    expect(fresh.stateName).toBe('SYN_RECEIVED');
+    expect(w.b.connectionCount).toBe(1);
+  });
+
+  it('RSTs for unknown connections are bounded by the queue; the overflow is counted', () => {
+    const w = new Wire();
+    const { ca } = w.connect();
+    const fresh = new Wire({}, { rstQueueLength: 4 });
+    for (let i = 0; i < 10; i++)
+      fresh.inject('b', fromPeer({ ...ca, localPort: 5000 + i } as TcpConnection, 1, 1, ACK));
+    expect(fresh.b.stats.dropsByReason().no_connection).toBe(10);
+    expect(fresh.b.stats.rstQueueFull).toBe(6);
+    const buf = new Uint8Array(2000);
+    let n = 0;
+    while (fresh.b.output(buf, 0, fresh.now) > 0) n++;
+    expect(n).toBe(4);
+  });
+
+  it('segments from or to multicast / broadcast addresses are dropped without an answer', () => {
+    const w = new Wire();
+    const { ca } = w.connect();
+    const mcast = { ...ca, remoteAddr: new Uint8Array([224, 0, 0, 1, ...new Array(12).fill(0)]) } as TcpConnection;
+    const pkt = fromPeer(mcast, 1, 1, ACK);
+    expect(TCP_DROP_REASONS[w.inject('a', pkt)]).toBe('bad_address');
+    expect(w.a.output(new Uint8Array(2000), 0, w.now)).toBe(0);
+  });
+});
