@@ -11,7 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TunDevice } from '../../src/io/tun.js';
-import { formatAddress, parseAddress } from '../../src/packet/addr.js';
+import { addressEquals, parseAddress } from '../../src/packet/addr.js';
 import { IpView, parseIp } from '../../src/packet/ip-view.js';
 import { tcpSeq, tcpHeaderLen } from '../../src/packet/tcp.js';
 import type { TcpConnection } from '../../src/tcp/connection.js';
@@ -100,16 +100,14 @@ describe.skipIf(reason !== null)(`tcp engine against the kernel's TCP${reason ? 
     run(['ip', '-n', ns, 'addr', 'add', `${KERNEL6}/64`, 'dev', name, 'nodad']);
     const e4 = parseAddress(ENGINE4);
     const e6 = parseAddress(ENGINE6);
+    // The engine answers for its two addresses only (any port); others are refused.
     const engine = new TcpEndpoint(
       { mtu, ...opts },
       {
         accept: (family, addr, off) =>
-          family === 4
-            ? addr[off] === e4[0] && addr[off + 3] === e4[3] && addr[off + 2] === e4[2]
-            : formatAddress(addr, off, 6) === ENGINE6,
+          family === 4 ? addressEquals(addr, off, e4, 0, 4) : addressEquals(addr, off, e6, 0, 16),
       },
     );
-    void e6;
     const h = new TunTcpHarness(dev, engine);
     h.start();
     return { h, engine };
@@ -233,13 +231,21 @@ describe.skipIf(reason !== null)(`tcp engine against the kernel's TCP${reason ? 
         '-o',
         'tcp.check_checksum:TRUE',
         '-Y',
-        `ip.src == ${ENGINE4} && (_ws.malformed || _ws.expert.severity == error || ${TSHARK_TCP_BAD})`,
+        // Not expert severity here: with segments dropped on purpose, tshark's sequence analysis
+        // flags some frames itself; the loss-free capture below checks it.
+        `ip.src == ${ENGINE4} && (_ws.malformed || ${TSHARK_TCP_BAD})`,
         '-T',
         'fields',
         '-e',
         'frame.number',
+        '-e',
+        '_ws.expert.message',
+        '-e',
+        '_ws.expert.severity',
+        '-e',
+        'tcp.checksum.status',
       ]).trim();
-      expect(bad).toBe('');
+      expect(bad.split('\n').filter(Boolean)).toEqual([]);
       // The gaps were held as out-of-order ranges or resent: the engine reports no bad input.
       expect(engine.stats.dropsByReason().bad_checksum ?? 0).toBe(0);
     } finally {
@@ -344,8 +350,14 @@ describe.skipIf(reason !== null)(`tcp engine against the kernel's TCP${reason ? 
         'fields',
         '-e',
         'frame.number',
+        '-e',
+        '_ws.expert.message',
+        '-e',
+        '_ws.expert.severity',
+        '-e',
+        'tcp.checksum.status',
       ]).trim();
-      expect(bad).toBe('');
+      expect(bad.split('\n').filter(Boolean)).toEqual([]);
       const ours = Number(
         run(['tshark', '-r', file, '-Y', `ip.src == ${ENGINE4}`, '-T', 'fields', '-e', 'frame.number'])
           .trim()
