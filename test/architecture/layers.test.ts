@@ -21,6 +21,7 @@ const LAYER: Record<string, number> = {
   wireguard: 2,
   geneve: 2,
   nat: 2,
+  tcp: 2,
   router: 3,
   io: 3,
   kernel: 3,
