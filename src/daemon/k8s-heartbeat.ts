@@ -109,9 +109,17 @@ export class HeartbeatLink {
     return this.sock !== null;
   }
 
-  /** Our state as the heartbeats say it; a change is sent at once. */
+  /** Whether we hold the Lease (a leader never takes over; it reads the Lease when another says it is active). */
+  setLeading(v: boolean): void {
+    this.decision.setLeading(v, this.now());
+  }
+
+  /**
+   * Our state as the heartbeats say it; a change is sent at once. 'active' means forwarding
+   * (the data plane up and the pod labelled): a leaving leader stops when it hears it.
+   */
   setState(s: ReplicaState): void {
-    this.decision.setLeading(s === 'active', this.now());
+    if (s !== 'active') this.decision.setLeading(false, this.now());
     if (s === this.state) return;
     this.state = s;
     this.send();

@@ -48,6 +48,9 @@ import type { RouteConfigSpec } from '../rules/routes.js';
 import { startGatewayRules, type GatewayRules } from './k8s-rules.js';
 import { errText, Runtime } from './runtime.js';
 
+/** SIGTERM handover: forwarding goes on this long after the standby said it is active. */
+const HANDOVER_LINGER_MS = 200;
+
 /** The long-running part of `weft k8s` (exported for tests). */
 export class K8sMode {
   private liqoRules: GatewayRules | null = null;
@@ -138,7 +141,7 @@ export class K8sMode {
         retryPeriodMs: this.s.leaseRetryPeriodMs,
         onStartedLeading: () => {
           this.leading = true;
-          this.heartbeat?.setState('active');
+          this.heartbeat?.setLeading(true);
           this.log.info('leader: starting the data plane');
           this.enqueue(() => this.activate());
         },
@@ -355,14 +358,12 @@ export class K8sMode {
 
   private async activate(): Promise<void> {
     if (this.stopped || !this.leading || this.runtime.active || this.latest === null) return;
-    // The label (what the Service and the node agents follow) moves while the data plane starts.
-    const label = this.labelPod(true);
-    try {
-      await this.runtime.startDataPlane(this.shaped(this.latest));
-      await this.startLiqoFirewall();
-    } finally {
-      await label;
-    }
+    await this.runtime.startDataPlane(this.shaped(this.latest));
+    await this.startLiqoFirewall();
+    // The label (what the Service and the node agents follow) moves once we forward; then the
+    // heartbeats say so, and a leaving leader stops.
+    await this.labelPod(true);
+    if (this.leading) this.heartbeat?.setState('active');
     await this.connections.start();
   }
 
@@ -518,6 +519,10 @@ export class K8sMode {
       hb.waitForOtherActive(this.s.handoverTimeoutMs),
       this.elector.stop({ release: true }),
     ]);
+    // The Service and the node agents follow the label through their own watches: forward what
+    // still arrives a little longer (within the handover bound).
+    if (who !== undefined)
+      await new Promise((r) => setTimeout(r, Math.min(HANDOVER_LINGER_MS, this.s.handoverTimeoutMs)));
     const ms = Math.round(performance.now() - t0);
     if (who !== undefined) this.log.info(`handed over to ${who} in ${ms} ms`);
     else this.log.warn(`no standby said it is active within ${ms} ms: stopping anyway`);

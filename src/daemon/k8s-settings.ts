@@ -12,10 +12,10 @@ export const LEASE_DEFAULTS = { durationMs: 6000, renewDeadlineMs: 4000, retryPe
 
 /**
  * Heartbeat defaults (k8s-heartbeat.ts): a heartbeat every 100 ms, takeover after 500 ms of
- * silence (five lost in a row), a SIGTERM'd leader forwarding up to 1 s until a standby says it
+ * silence (five lost in a row), a SIGTERM'd leader forwarding up to 2 s until a standby says it
  * is active. UDP port 9474 on the pod network.
  */
-export const HEARTBEAT_DEFAULTS = { port: 9474, intervalMs: 100, windowMs: 500, handoverMs: 1000 } as const;
+export const HEARTBEAT_DEFAULTS = { port: 9474, intervalMs: 100, windowMs: 500, handoverMs: 2000 } as const;
 
 export interface K8sSettings {
   role: 'gateway' | 'node';

@@ -44,7 +44,7 @@ Runs Weft from Liqo's Kubernetes resources (networking.liqo.io, ipam.liqo.io): a
   --takeover-window SEC     a standby takes the Lease after the active replica has been silent
                             this long (default 0.5; at least 2 heartbeat intervals)
   --handover-timeout SEC    SIGTERM: the leaving leader forwards until a standby says it is
-                            active, at most this long (default 1)
+                            active, at most this long (default 2)
   --identity ID             Lease candidate identity (default: env POD_NAME, else hostname)
   --pod-cidr CIDR           local pod CIDR when no ipam.liqo.io Network says (repeatable)
   --geneve-mode l3|l2       default l3; l2 with --liqo-firewall (as Liqo's fabric creates it)

@@ -122,7 +122,8 @@ export class LeaderElector {
           await this.api.replaceNamespacedLease({ name: this.opts.name, namespace: this.opts.namespace, body: cur });
         }
       } catch (e) {
-        this.opts.onError?.(wrapApiError('release Lease', e));
+        // 409: another candidate wrote it first (took it over): nothing left to release.
+        if (httpStatusOf(e) !== 409) this.opts.onError?.(wrapApiError('release Lease', e));
       }
     }
     this.decision.resign();
