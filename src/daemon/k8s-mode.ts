@@ -10,8 +10,13 @@
  *   a change that cannot be applied live (role, Geneve port, interface name…) restarts the data
  *   plane with the new configuration.
  * - HA (--lease-name): only the Lease holder runs the data plane and writes Connections; a
- *   standby keeps watching so it can take over at once. SIGTERM sets the Connections to Error
- *   (the gateway is down, as Liqo's check would report) and releases the Lease.
+ *   standby keeps watching (configuration translated, key read, data path warmed up) so it can
+ *   take over at once. As the pod of Liqo's template the replicas also send each other
+ *   heartbeats (k8s-heartbeat.ts): a standby takes the Lease when the active one falls silent
+ *   for --takeover-window, before the Lease expires. SIGTERM: with a standby heard, the leader
+ *   says it is leaving, releases the Lease and forwards until a standby says it is active
+ *   (--handover-timeout at most); without one it sets the Connections to Error (the gateway is
+ *   down, as Liqo's check would report) and releases the Lease.
  * - Problems (an object the translation rejects, resources not usable at start-up) are shown
  *   by `weft show`, recorded as a Warning Event on the object (in --namespace; with
  *   --liqo-firewall in the object's own namespace), and turn the
@@ -30,10 +35,11 @@ import { TranslateError, type TranslateOptions } from '../control/k8s/translate-
 import { LiqoWatcher } from '../control/k8s/watcher.js';
 import { SourceDetector } from '../control/k8s/source-detector.js';
 import { claimActive, connectionOwner, readLocalClusterId, setPodActive } from '../control/k8s/liqo-gateway.js';
+import { replicaHeartbeat, type HeartbeatLink } from './k8s-heartbeat.js';
 import { createLogger, resolveLogLevel } from '../control/log.js';
 import { ConfigError } from '../control/config.js';
 import { getCryptoBackend, parseCryptoBackendName } from '../crypto/select.js';
-import type { K8sSettings } from './k8s-settings.js';
+import { readMountedKey, type K8sSettings } from './k8s-settings.js';
 import { ConnectionReporter } from './k8s-connections.js';
 import { ApiErrorLog } from './k8s-api-errors.js';
 import { NodeFabric } from './k8s-fabric.js';
@@ -41,6 +47,9 @@ import { fabricNodeDevices, gatewaySteerTarget, liqoNodeConfig, nodeRulesOptions
 import type { RouteConfigSpec } from '../rules/routes.js';
 import { startGatewayRules, type GatewayRules } from './k8s-rules.js';
 import { errText, Runtime } from './runtime.js';
+
+/** SIGTERM handover: forwarding goes on this long after the standby said it is active. */
+const HANDOVER_LINGER_MS = 200;
 
 /** The long-running part of `weft k8s` (exported for tests). */
 export class K8sMode {
@@ -67,6 +76,10 @@ export class K8sMode {
   private liqoNodeSpecs: readonly RouteConfigSpec[] = [];
   /** Serialises data-plane changes (config updates and leadership changes). */
   private chain: Promise<void> = Promise.resolve();
+  /** Heartbeats with the other replicas (Liqo template, leader election, --heartbeat-port ≠ 0). */
+  private heartbeat: HeartbeatLink | null = null;
+  /** SIGTERM with a standby heard: the data plane runs on until the standby is active. */
+  private handingOver = false;
 
   constructor(
     private readonly s: K8sSettings,
@@ -128,11 +141,15 @@ export class K8sMode {
         retryPeriodMs: this.s.leaseRetryPeriodMs,
         onStartedLeading: () => {
           this.leading = true;
+          this.heartbeat?.setLeading(true);
           this.log.info('leader: starting the data plane');
           this.enqueue(() => this.activate());
         },
         onStoppedLeading: () => {
           this.leading = false;
+          // Handing over: the data plane runs until the standby says it is active (stop()).
+          if (this.handingOver) return;
+          this.heartbeat?.setState('standby');
           // Stopping (SIGTERM) releases the Lease on purpose: not a warning.
           if (this.stopped) this.log.info('released the Lease');
           else this.log.warn('lost the Lease: another replica holds it; standby');
@@ -149,11 +166,51 @@ export class K8sMode {
         // Removed with the GatewayServer/GatewayClient by the garbage collector (unpeering), as the Connection.
         ...(this.s.liqo !== undefined ? { owner: connectionOwner(this.s.liqo) } : {}),
       });
+      // Warm standby: the data path compiled before any takeover needs it.
+      if (this.latest !== null)
+        await this.runtime
+          .prewarm(this.latest)
+          .catch((e: unknown) => this.log.warn({ err: errText(e) }, 'standby warm-up'));
+      await this.startHeartbeat();
+      if (this.stopped) return;
       this.elector.start();
     } else {
       this.enqueue(() => this.activate());
     }
     await this.chain;
+  }
+
+  /**
+   * Heartbeats between the replicas of Liqo's gateway Deployment (k8s-heartbeat.ts): only as
+   * the pod of Liqo's template (--mode: the replicas are found by its labels) with a key.
+   */
+  private async startHeartbeat(): Promise<void> {
+    const s = this.s;
+    const liqo = s.liqo;
+    const ns = s.namespace;
+    const cfg = this.latest;
+    const elector = this.elector;
+    if (liqo === undefined || ns === undefined || s.heartbeatPort === 0 || elector === null) return;
+    const key64 = this.privateKey ?? (cfg?.role === 'gateway' ? cfg.wireguard.privateKey : undefined);
+    if (key64 === undefined) {
+      this.log.warn('no WireGuard private key to derive the heartbeat key from: failover by the Lease alone');
+      return;
+    }
+    const link = replicaHeartbeat({
+      settings: s,
+      liqo,
+      namespace: ns,
+      kubeConfig: this.kc,
+      keyBase64: key64,
+      elector,
+      log: this.log,
+      errors: this.errors,
+      stopped: () => this.stopped,
+      ...(this.runtimeNetns() !== undefined ? { netns: this.runtimeNetns() } : {}),
+    });
+    this.heartbeat = link;
+    this.runtime.setHeartbeat(() => link.stats());
+    await link.start();
   }
 
   /** Node role: write InternalNode.status.nodeIP as Liqo's fabric source detector does. */
@@ -303,7 +360,10 @@ export class K8sMode {
     if (this.stopped || !this.leading || this.runtime.active || this.latest === null) return;
     await this.runtime.startDataPlane(this.shaped(this.latest));
     await this.startLiqoFirewall();
+    // The label (what the Service and the node agents follow) moves once we forward; then the
+    // heartbeats say so, and a leaving leader stops.
     await this.labelPod(true);
+    if (this.leading) this.heartbeat?.setState('active');
     await this.connections.start();
   }
 
@@ -428,10 +488,13 @@ export class K8sMode {
     if (this.stopped) return;
     this.stopped = true;
     if (this.retryTimer !== undefined) clearTimeout(this.retryTimer);
+    const handedTo = await this.handOver();
     this.connections.stop();
     await this.chain;
-    await this.connections.markDown();
+    // A standby took over: it reports the Connection; otherwise the gateway is down.
+    if (handedTo === undefined) await this.connections.markDown();
     await this.elector?.stop({ release: true });
+    this.heartbeat?.stop();
     await this.sourceDetector?.stop();
     await this.watcher?.stop();
     await this.liqoRules?.stop();
@@ -439,6 +502,31 @@ export class K8sMode {
     this.runtime.setRules(null);
     await this.stopNodeFabric();
     await this.runtime.stop();
+  }
+
+  /**
+   * SIGTERM of a leader that hears a standby: say "leaving" (the standby takes the Lease at
+   * once), release the Lease, and keep forwarding until a standby says it is active or
+   * --handover-timeout passes. Returns the replica that took over, if one did.
+   */
+  private async handOver(): Promise<string | undefined> {
+    const hb = this.heartbeat;
+    if (!this.leading || hb === null || this.elector === null || hb.standbys().length === 0) return undefined;
+    this.handingOver = true;
+    const t0 = performance.now();
+    hb.setState('leaving');
+    const [who] = await Promise.all([
+      hb.waitForOtherActive(this.s.handoverTimeoutMs),
+      this.elector.stop({ release: true }),
+    ]);
+    // The Service and the node agents follow the label through their own watches: forward what
+    // still arrives a little longer (within the handover bound).
+    if (who !== undefined)
+      await new Promise((r) => setTimeout(r, Math.min(HANDOVER_LINGER_MS, this.s.handoverTimeoutMs)));
+    const ms = Math.round(performance.now() - t0);
+    if (who !== undefined) this.log.info(`handed over to ${who} in ${ms} ms`);
+    else this.log.warn(`no standby said it is active within ${ms} ms: stopping anyway`);
+    return who;
   }
 
   /** Removes the fabric objects' kernel part (exit, standby): what Weft installed, and only that. */
@@ -453,31 +541,6 @@ export class K8sMode {
   private runtimeNetns(): string | undefined {
     return this.runtime.launchNetns();
   }
-}
-
-/** DIR/privateKey as mounted from Liqo's keys Secret (raw 32 bytes) → base64; ConfigError otherwise. */
-async function readMountedKey(dir: string): Promise<string> {
-  const { readFile } = await import('node:fs/promises');
-  const file = `${dir.replace(/\/+$/, '')}/privateKey`;
-  let buf: Buffer;
-  try {
-    buf = await readFile(file);
-  } catch (e) {
-    throw new ConfigError(file, [
-      {
-        path: '',
-        message: `cannot read the WireGuard private key (--wireguard-key-dir: the mounted keys Secret): ${e instanceof Error ? e.message : String(e)}`,
-      },
-    ]);
-  }
-  if (buf.length !== 32)
-    throw new ConfigError(file, [
-      {
-        path: '',
-        message: `expected the raw 32-byte WireGuard private key (Secret data.privateKey), got ${buf.length} bytes`,
-      },
-    ]);
-  return buf.toString('base64');
 }
 
 /**

@@ -38,6 +38,8 @@ import {
 } from '../control/metrics.js';
 import type { CryptoBackend } from '../crypto/backend.js';
 import { startFromConfig, type LaunchOptions, type RunningDataPlane } from './launch.js';
+import { getCryptoBackend } from '../crypto/select.js';
+import { warmUpBudget, warmUpWireGuard } from '../pipelines/wireguard-warmup.js';
 import { startControlServer, type ControlServer } from './control-socket.js';
 import { ConnCheckRunner, wallClockMs, type ConnCheckTarget } from './conncheck-runner.js';
 import { GeneveCheck, type GeneveCheckSettings } from './geneve-check-runner.js';
@@ -45,7 +47,7 @@ import { geneveLinksDownReason } from '../control/geneve-check.js';
 import type { PeerCheckStatus } from '../control/conncheck.js';
 import { KernelReconciler, type KernelOwner } from '../kernel/reconcile.js';
 import { prefixed, runtimeStatus, type RulesCounterSource } from './runtime-status.js';
-import type { WeftStatus } from './status.js';
+import type { HeartbeatStats, WeftStatus } from './status.js';
 
 export interface RuntimeOptions {
   /** Instance name (control socket RUNDIR/NAME.sock). */
@@ -95,6 +97,9 @@ export class Runtime {
   private latencySamples: { clusterId: string; latencyUs: number }[] = [];
   /** Samples dropped because nobody scraped them in time (the oldest go). */
   latencySamplesDropped = 0;
+  private heartbeat: (() => HeartbeatStats) | null = null;
+  /** prewarm() ran: the data plane starts without its own warm-up. */
+  private warmed = false;
 
   private constructor(private readonly opts: RuntimeOptions) {
     // Off unless asked for (`weft k8s` asks: Liqo's tunnels are checked by default there).
@@ -162,6 +167,11 @@ export class Runtime {
     return this.opts.launch?.netns;
   }
 
+  /** The heartbeat link's counters for `weft show` (null: none). */
+  setHeartbeat(f: (() => HeartbeatStats) | null): void {
+    this.heartbeat = f;
+  }
+
   /** The rules whose counters `weft show` and the metrics report (null: none in force). */
   setRules(r: RulesCounterSource | null): void {
     this.rules = r;
@@ -186,6 +196,24 @@ export class Runtime {
     return this.config;
   }
 
+  /**
+   * A standby's warm-up (gateway role): the WireGuard data path compiled now, on throwaway
+   * objects (wireguard-warmup.ts), so that startDataPlane at a takeover skips its own warm-up.
+   * The budget is WEFT_WARMUP_MS's (the launcher's). Throws WarmUpConfigError for a bad value.
+   */
+  async prewarm(config: WeftConfig): Promise<void> {
+    if (config.role !== 'gateway' || this.warmed) return;
+    const budgetMs = this.opts.launch?.warmUpMs ?? warmUpBudget(process.env['WEFT_WARMUP_MS']);
+    const r = await warmUpWireGuard({
+      backend: this.opts.backend ?? getCryptoBackend(config.wireguard.cryptoBackend),
+      mtu: config.wireguard.mtu,
+      budgetMs,
+      overlappingAllowedIps: true, // as the Gateway's Device
+    });
+    this.warmed = true;
+    this.opts.logger.info({ packets: r.packets, ms: Math.round(r.ms) }, 'standby: data path warmed up');
+  }
+
   /** Starts the data plane (and metrics/conncheck) for `config`. Throws the data plane's typed errors. */
   async startDataPlane(config: WeftConfig): Promise<void> {
     if (this.stopped) throw new Error('Runtime: stopped');
@@ -193,6 +221,7 @@ export class Runtime {
     this.config = config;
     const launch: LaunchOptions = {
       ...this.opts.launch,
+      ...(this.warmed ? { warmUpMs: 0 } : {}),
       ...(this.opts.backend !== undefined ? { backend: this.opts.backend } : {}),
       onError: (what, err) => this.opts.logger.warn({ err: errText(err) }, `data plane: ${what}`),
     };
@@ -505,7 +534,7 @@ export class Runtime {
 
   /** What `weft show` prints (see status.ts, runtime-status.ts). */
   status(): WeftStatus {
-    return runtimeStatus({
+    const st = runtimeStatus({
       name: this.opts.name,
       source: this.opts.source,
       startedAt: this.startedAt,
@@ -519,6 +548,7 @@ export class Runtime {
       dataPathProblem: () => this.dataPathProblem(),
       liqoMssClamped: () => this.liqoMssClamped(),
     });
+    return this.heartbeat === null ? st : { ...st, ha: this.heartbeat() };
   }
 
   /** Stops everything: data plane, conncheck, metrics, control socket. Idempotent. */

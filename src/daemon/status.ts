@@ -79,6 +79,19 @@ export interface WeftTunnelStatus {
   check?: { value: string; latencyMs: number };
 }
 
+/** The heartbeat link between gateway replicas (k8s-heartbeat.ts), as `weft show --json` gives it. */
+export interface HeartbeatStats {
+  port: number;
+  state: 'active' | 'standby' | 'leaving';
+  sent: number;
+  received: number;
+  /** Verified but refused: our own, replayed/reordered, or clock skew beyond the limit. */
+  refused: number;
+  dropped: Partial<Record<string, number>>;
+  peers: string[];
+  lastActive: string | undefined;
+}
+
 export interface WeftStatus {
   weft: {
     version: string;
@@ -152,6 +165,12 @@ export interface WeftStatus {
   rules?: { statelessShortcut: boolean; counters: RuleCounterSample[]; general: RuleCounterSample[] };
   /** Node role, Liqo mode: where each fabric chain is enforced, and the RouteConfigurations in the kernel. */
   fabric?: FabricPathStatus;
+  /**
+   * Gateway HA (Liqo template, leader election): the heartbeat link between the replicas — our
+   * state as sent, heartbeats sent/received/refused (replayed, skewed), datagrams dropped by
+   * reason, where they go and the replica last heard as active. Absent without heartbeats.
+   */
+  ha?: HeartbeatStats;
   /** Problems in force (a rejected Kubernetes object, resources not usable yet…); absent when none. */
   errors?: { topic: string; message: string; since: string }[];
 }

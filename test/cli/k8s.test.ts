@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { K8sMode } from '../../src/daemon/k8s-mode.js';
-import { LEASE_DEFAULTS, type K8sSettings } from '../../src/daemon/k8s-settings.js';
+import { LEASE_DEFAULTS, HEARTBEAT_DEFAULTS, type K8sSettings } from '../../src/daemon/k8s-settings.js';
 import { Runtime } from '../../src/daemon/runtime.js';
 import { KINDS, type LiqoResourceName } from '../../src/control/k8s/resources.js';
 import { createLogger } from '../../src/control/log.js';
@@ -42,6 +42,10 @@ function settings(identity: string, lease: boolean): K8sSettings {
     leaseDurationMs: LEASE_DEFAULTS.durationMs,
     leaseRenewDeadlineMs: LEASE_DEFAULTS.renewDeadlineMs,
     leaseRetryPeriodMs: LEASE_DEFAULTS.retryPeriodMs,
+    heartbeatPort: 0,
+    heartbeatIntervalMs: HEARTBEAT_DEFAULTS.intervalMs,
+    takeoverWindowMs: HEARTBEAT_DEFAULTS.windowMs,
+    handoverTimeoutMs: HEARTBEAT_DEFAULTS.handoverMs,
     podCIDRs: [],
     geneveMode: 'l3',
     metricsListen: undefined,

@@ -3,7 +3,7 @@
  * (K8sSettings) the long-running K8sMode (k8s.ts) is built from; the kubeconfig loader.
  */
 import { leaseName as liqoLeaseName, type LiqoGatewayIdentity } from '../../control/k8s/liqo-gateway.js';
-import { LEASE_DEFAULTS, type K8sSettings } from '../../daemon/k8s-settings.js';
+import { HEARTBEAT_DEFAULTS, LEASE_DEFAULTS, type K8sSettings } from '../../daemon/k8s-settings.js';
 import type { LogLevel } from '../../control/config.js';
 import { LogLevelSchema } from '../../control/config-schema.js';
 import { optFlag, optInt, optString, parseHostLane, UsageError, type CliIo, type ParsedArgs } from './common.js';
@@ -33,7 +33,18 @@ Runs Weft from Liqo's Kubernetes resources (networking.liqo.io, ipam.liqo.io): a
   --lease-renew-deadline SEC  a leader that could not renew for this long stands down (default 4,
                             < duration; env WEFT_LEASE_RENEW_DEADLINE)
   --lease-retry-period SEC  renew/poll interval of every replica (default 1, < renew deadline;
-                            env WEFT_LEASE_RETRY_PERIOD)
+                            env WEFT_LEASE_RETRY_PERIOD); also the longest time two replicas
+                            both forward when a standby took over from a leader it could not
+                            hear (the leader sees the new holder at its next renewal)
+  --heartbeat-port PORT     Liqo gateway HA: UDP port on the pod network where the replicas
+                            send each other heartbeats (default 9474; 0: none, failover by the
+                            Lease alone). Authenticated with a key derived from the WireGuard
+                            private key
+  --heartbeat-interval SEC  how often each replica sends one (default 0.1)
+  --takeover-window SEC     a standby takes the Lease after the active replica has been silent
+                            this long (default 0.5; at least 2 heartbeat intervals)
+  --handover-timeout SEC    SIGTERM: the leaving leader forwards until a standby says it is
+                            active, at most this long (default 2)
   --identity ID             Lease candidate identity (default: env POD_NAME, else hostname)
   --pod-cidr CIDR           local pod CIDR when no ipam.liqo.io Network says (repeatable)
   --geneve-mode l3|l2       default l3; l2 with --liqo-firewall (as Liqo's fabric creates it)
@@ -118,6 +129,10 @@ export const K8S_SPEC = [
   { name: 'lease-duration', value: true },
   { name: 'lease-renew-deadline', value: true },
   { name: 'lease-retry-period', value: true },
+  { name: 'heartbeat-port', value: true },
+  { name: 'heartbeat-interval', value: true },
+  { name: 'takeover-window', value: true },
+  { name: 'handover-timeout', value: true },
 ] as const;
 
 /** Validates the command line (UsageError for anything wrong). Exported for tests. */
@@ -199,6 +214,14 @@ export function parseK8sArgs(args: ParsedArgs, env: CliIo['env']): K8sSettings {
     );
   if (!(leaseRetryPeriodMs < leaseRenewDeadlineMs))
     throw new UsageError('--lease-retry-period must be shorter than --lease-renew-deadline');
+  const heartbeatPort = optInt(args, 'heartbeat-port', 0, 65535) ?? HEARTBEAT_DEFAULTS.port;
+  const heartbeatIntervalMs = seconds('heartbeat-interval', 'WEFT_HEARTBEAT_INTERVAL', HEARTBEAT_DEFAULTS.intervalMs);
+  const takeoverWindowMs = seconds('takeover-window', 'WEFT_TAKEOVER_WINDOW', HEARTBEAT_DEFAULTS.windowMs);
+  const handoverTimeoutMs = seconds('handover-timeout', 'WEFT_HANDOVER_TIMEOUT', HEARTBEAT_DEFAULTS.handoverMs);
+  if (!(takeoverWindowMs >= 2 * heartbeatIntervalMs))
+    throw new UsageError(
+      '--takeover-window must be at least 2 × --heartbeat-interval (one late heartbeat must not cause a takeover)',
+    );
   const remotes = args.lists.get('remote-cluster-id');
   const pingPort = optInt(args, 'geneve-ping-port', 1, 65535);
   const pingLoss = optInt(args, 'geneve-ping-loss-threshold', 1, 1000);
@@ -219,6 +242,10 @@ export function parseK8sArgs(args: ParsedArgs, env: CliIo['env']): K8sSettings {
     leaseDurationMs,
     leaseRenewDeadlineMs,
     leaseRetryPeriodMs,
+    heartbeatPort,
+    heartbeatIntervalMs,
+    takeoverWindowMs,
+    handoverTimeoutMs,
     role,
     clusterId,
     nodeName,

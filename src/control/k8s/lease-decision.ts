@@ -8,8 +8,11 @@
  * (401/403) proves nothing about the other replicas, so the leader keeps forwarding with its
  * last configuration. A 409 on its write proves only that someone wrote: the next read decides.
  *
- * Partitions. Replicas never talk to each other, only to the API server, so a partition between
- * replicas changes nothing. Between a replica and the API server:
+ * Partitions. Replicas may also hear each other's heartbeats (takeover-decision.ts), which
+ * only make a standby try a takeover sooner; the Lease decides. A partition between replicas
+ * that both reach the API server: the standby takes the Lease after the heartbeat window, the
+ * leader sees the new holder at its next renewal and stands down, so both forward for at most
+ * one retry period (plus one request). Between a replica and the API server:
  * - the leader cut off, a standby not: the standby sees the record unchanged for a lease
  *   duration, takes the Lease and moves Liqo's `networking.liqo.io/active` label to its pod
  *   (removing the old leader's), so the Service and the node agents follow it. The old leader
@@ -74,6 +77,18 @@ export class LeaseDecision {
     }
     if (this.observed?.record !== o.record) this.observed = { record: o.record, at: now };
     return now - this.observed.at >= o.durationMs ? 'acquire' : 'none';
+  }
+
+  /**
+   * A takeover the heartbeats asked for (takeover-decision.ts): after a fresh read, take the
+   * Lease only while it still names `silent` (the replica whose heartbeats stopped or that said
+   * it leaves) or nobody — never from a third replica that got there first.
+   */
+  takeoverWrite(o: LeaseObservation, silent: string): LeaseWrite {
+    if (o.kind === 'unknown') return 'none';
+    if (o.kind === 'absent') return 'create';
+    if (o.holder === this.identity) return 'renew';
+    return o.holder === silent || o.holder === '' ? 'acquire' : 'none';
   }
 
   /** After the write afterRead asked for. Only success starts leading; nothing here ends it. */

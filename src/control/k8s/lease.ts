@@ -10,7 +10,11 @@
  * - writes are optimistic (PUT with resourceVersion); a 409 just means another candidate wrote
  *   this round: the next read decides;
  * - each request gets `renewDeadlineMs` to answer (see within());
- * - stop({ release: true }) hands the Lease over at once (empty holder, 1 s duration).
+ * - stop({ release: true }) hands the Lease over at once (empty holder, 1 s duration);
+ * - takeOver(holder) is the fast path the replicas' heartbeats trigger: one read and, if the
+ *   Lease still names `holder` (or nobody), one write with its resourceVersion; checkNow() runs
+ *   a round at once (a leader told that another replica is active). Both wait for the round in
+ *   flight, so rounds never overlap.
  * Errors are reported once per episode (the first failure, or a different HTTP status), not per
  * request; `onRecovered` ends the episode.
  * Callbacks run on the event loop; onStoppedLeading is always called after onStartedLeading if
@@ -118,18 +122,47 @@ export class LeaderElector {
           await this.api.replaceNamespacedLease({ name: this.opts.name, namespace: this.opts.namespace, body: cur });
         }
       } catch (e) {
-        this.opts.onError?.(wrapApiError('release Lease', e));
+        // 409: another candidate wrote it first (took it over): nothing left to release.
+        if (httpStatusOf(e) !== 409) this.opts.onError?.(wrapApiError('release Lease', e));
       }
     }
     this.decision.resign();
     this.setLeading(false);
   }
 
+  /**
+   * Take the Lease from `holder` now (its heartbeats stopped, or it said it leaves): resolves
+   * true when this candidate leads afterwards. Not while stopped.
+   */
+  takeOver(holder: string): Promise<boolean> {
+    const run = this.inFlight.then(async () => {
+      if (!this.running) return;
+      const { cur, seen } = await this.read();
+      const write = this.decision.takeoverWrite(seen, holder);
+      if (write === 'none') return;
+      this.decision.afterWrite(await this.write(write, cur), this.now());
+      if (this.running) this.setLeading(this.decision.leading);
+    });
+    this.inFlight = run.catch(() => {});
+    return run.then(() => this.leading);
+  }
+
+  /** One round now (read, decide, write), after the one in flight; the periodic rounds go on. */
+  checkNow(): Promise<void> {
+    const run = this.inFlight.then(() => (this.running ? this.attempt() : undefined));
+    this.inFlight = run.catch(() => {});
+    return run;
+  }
+
   private tick(): void {
     if (!this.running) return;
-    this.inFlight = this.attempt().finally(() => {
-      if (this.running) this.timer = setTimeout(() => this.tick(), this.retryPeriod);
-    });
+    // A round that throws (a callback did) must not end the rounds: the chain goes on.
+    this.inFlight = this.inFlight
+      .then(() => this.attempt())
+      .catch(() => {})
+      .finally(() => {
+        if (this.running) this.timer = setTimeout(() => this.tick(), this.retryPeriod);
+      });
   }
 
   private setLeading(v: boolean): void {
@@ -168,6 +201,13 @@ export class LeaderElector {
 
   /** One round: read, decide, write. */
   private async round(): Promise<void> {
+    const { cur, seen } = await this.read();
+    const write = this.decision.afterRead(seen, this.now());
+    if (write === 'none') return;
+    this.decision.afterWrite(await this.write(write, cur), this.now());
+  }
+
+  private async read(): Promise<{ cur: V1Lease | undefined; seen: LeaseObservation }> {
     const { name, namespace } = this.opts;
     let cur: V1Lease | undefined;
     let seen: LeaseObservation;
@@ -190,9 +230,7 @@ export class LeaderElector {
         seen = { kind: 'unknown' };
       }
     }
-    const write = this.decision.afterRead(seen, this.now());
-    if (write === 'none') return;
-    this.decision.afterWrite(await this.write(write, cur), this.now());
+    return { cur, seen };
   }
 
   private async write(what: Exclude<LeaseWrite, 'none'>, cur: V1Lease | undefined): Promise<LeaseWriteResult> {

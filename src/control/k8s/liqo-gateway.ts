@@ -79,6 +79,31 @@ export async function setPodActive(kc: KubeConfig, namespace: string, pod: strin
 export const GATEWAY_REPLICAS_LABEL = 'app.kubernetes.io/name';
 
 /**
+ * The replicas of gateway `name` (pods in `namespace` labelled app.kubernetes.io/name=NAME) that
+ * have a pod IP, not being deleted: where the heartbeats go. RBAC: pods list. Throws
+ * KubernetesApiError.
+ */
+export async function listReplicaAddresses(
+  kc: KubeConfig,
+  namespace: string,
+  name: string,
+): Promise<{ name: string; ip: string }[]> {
+  const core = kc.makeApiClient(CoreV1Api);
+  try {
+    const list = await core.listNamespacedPod({ namespace, labelSelector: `${GATEWAY_REPLICAS_LABEL}=${name}` });
+    return list.items.flatMap((p) => {
+      const ip = p.status?.podIP;
+      const podName = p.metadata?.name;
+      if (ip === undefined || ip === '' || podName === undefined || p.metadata?.deletionTimestamp !== undefined)
+        return [];
+      return [{ name: podName, ip }];
+    });
+  } catch (e) {
+    throw wrapApiError(`list the replicas of gateway ${namespace}/${name} (pods ${GATEWAY_REPLICAS_LABEL}=${name})`, e);
+  }
+}
+
+/**
  * What Liqo's gateway does when it wins the Lease (pkg/gateway/concurrent): list every replica of
  * gateway `name` (pods in `namespace` labelled app.kubernetes.io/name=NAME), remove the active
  * label from each other replica that still carries it (a crashed leader never removed its own),
