@@ -300,11 +300,17 @@ describe.skipIf(skip !== null)("weft k8s as the pod of Liqo's gateway template",
 
   test('a deleted Connection is named as such when it is created again', async () => {
     await modes[2]!.stop(); // d releases the Lease; e (fast Lease timing) takes over
+    const from = server.requests.length;
     const e = await startMode('e', FAST);
     await waitFor('e leads', () => e.runtime.active, 15_000);
+    // e's writer has read the Connection d left (a GET answered 200 once d is gone): only a
+    // Connection its writer has seen counts as re-created when it has to create it again.
     await waitFor(
-      'Connection written by e',
-      () => server.getObject(NET, 'connections', NS, 'gw-cluster-b') !== undefined,
+      'Connection read by e',
+      () =>
+        server.requests
+          .slice(from)
+          .some((r) => r.method === 'GET' && r.status === 200 && r.path.endsWith(`/connections/gw-cluster-b`)),
       10_000,
     );
     server.remove(NET, 'connections', NS, 'gw-cluster-b');
