@@ -17,8 +17,9 @@ import { KernelState, underlayMtu } from '../kernel/iproute.js';
 import { MemoryLinkState, type LinkState } from '../kernel/link-state.js';
 import { HostLaneDevice } from './host-lane.js';
 import { HostLaneUdpRelay } from './host-lane-udp.js';
+import { HostLaneTcpRelay } from './host-lane-tcp.js';
 import { HostLaneIcmpRelay, probeIcmpEcho } from './host-lane-icmp.js';
-import { IP_PROTO_ICMP, IP_PROTO_UDP } from '../packet/ipv4.js';
+import { IP_PROTO_ICMP, IP_PROTO_TCP, IP_PROTO_UDP } from '../packet/ipv4.js';
 
 export interface Devices {
   /** Creates (or attaches to) a packet device; throws typed errors naming what to fix. */
@@ -73,7 +74,7 @@ export class MemoryDevices implements Devices {
 
 /**
  * The real host's UDP sockets, without a host device: openTun gives the in-process host lane
- * (its UDP relay registered, a TCP relay plugs in with HostLaneDevice.register) and
+ * (its UDP and TCP relays registered) and
  * linkState the lane's own record of the gateway's addresses; ICMP echo is relayed when this
  * process may open unprivileged ICMP sockets (host-lane-icmp.ts). Nothing here touches the kernel's
  * links, routes or /dev/net/tun.
@@ -90,6 +91,7 @@ export class SocketDevices implements Devices {
       ...(opts.netns === undefined ? {} : { netns: opts.netns }),
     });
     lane.register(IP_PROTO_UDP, new HostLaneUdpRelay(lane));
+    lane.register(IP_PROTO_TCP, new HostLaneTcpRelay(lane));
     const noEcho = probeIcmpEcho();
     lane.icmpEchoUnavailable = noEcho;
     if (noEcho === null) lane.register(IP_PROTO_ICMP, new HostLaneIcmpRelay(lane));

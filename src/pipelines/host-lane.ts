@@ -12,10 +12,12 @@
  *   else it is dropped as `host_lane_port_unreachable`;
  * - otherwise (a route out of the gateway's own interface, e.g. an IP-mapped external address):
  *   the handler registered for its IP protocol relays it through the gateway's own sockets
- *   (host-lane-udp.ts: a connected UDP socket per flow; host-lane-icmp.ts: ICMP echo through an
- *   unprivileged ping socket when net.ipv4.ping_group_range allows it);
- * - TCP, in either case, goes to the handler registered for protocol 6 (a TCP relay plugs in
- *   with `register`); without one it is dropped as `host_lane_tcp_unsupported`;
+ *   (host-lane-udp.ts: a connected UDP socket per flow; host-lane-tcp.ts: the connection
+ *   terminated by the TCP engine and re-originated with a node:net socket; host-lane-icmp.ts:
+ *   ICMP echo through an unprivileged ping socket when net.ipv4.ping_group_range allows it);
+ * - TCP, in either case, goes to the handler registered for protocol 6 (host-lane-tcp.ts, which
+ *   refuses TCP to the gateway's own addresses with a RST); without one it is dropped as
+ *   `host_lane_tcp_unsupported`;
  * - anything else is a counted drop whose name says what it was (HOST_LANE_DROPS).
  *
  * Bounded: replies wait in a ring of `queue` packets (full: `host_lane_queue_full`) and are read
@@ -41,10 +43,10 @@ import {
 /** What running the host lane in process changes (start log, `weft show`). */
 export const HOST_LANE_SOCKETS_EFFECT =
   'no host device (TUN): no kernel addresses, routes or sysctls are installed; the gateway answers ' +
-  'ICMP echo to its own addresses and runs the connection check in process; UDP (and ICMP echo where ' +
-  'net.ipv4.ping_group_range allows) routed out of its own interface is relayed through its own ' +
-  "sockets, leaving with the pod's address; TCP to the host lane and other protocols are counted " +
-  "drops (host_lane_*); the gateway host's own processes cannot reach the fabric";
+  'ICMP echo to its own addresses and runs the connection check in process; UDP, TCP (terminated in ' +
+  'process) and ICMP echo (where net.ipv4.ping_group_range allows) routed out of its own interface are ' +
+  "relayed through its own sockets, leaving with the gateway's address; TCP to its own addresses and " +
+  "other protocols are counted drops (host_lane_*); the gateway host's own processes cannot reach the fabric";
 
 /** Drop reasons of the host lane (weft show: `host_lane_*`). */
 export const HOST_LANE_DROPS = [
@@ -52,6 +54,8 @@ export const HOST_LANE_DROPS = [
   'host_lane_ipv6_unsupported',
   'host_lane_fragment',
   'host_lane_tcp_unsupported',
+  'host_lane_tcp_flows_full',
+  'host_lane_tcp_connect_failed',
   'host_lane_protocol_unsupported',
   'host_lane_icmp_unsupported',
   'host_lane_icmp_echo_unavailable',

@@ -267,7 +267,7 @@ afterAll(async () => {
 }, 60_000);
 
 describe.skipIf(skip !== null)('a gateway without a host device: uid 65534, no capabilities (processes)', () => {
-  test('pod ⇄ remote pod, the connection check, ping to the gateway, UDP and ICMP echo out of the gateway through the host lane', async () => {
+  test('pod ⇄ remote pod, the connection check, ping to the gateway, UDP, TCP and ICMP echo out of the gateway through the host lane', async () => {
     const backend = getCryptoBackend('auto');
     const keys = Object.fromEntries(
       (['a', 'b'] as const).map((l) => {
@@ -289,6 +289,18 @@ describe.skipIf(skip !== null)('a gateway without a host device: uid 65534, no c
       { lifetimeS: 300 },
     );
     procs.set('udp-echo', echo);
+    // And a TCP server: it answers the sha256 of all it received and the peer's address, then ends.
+    const tcpSrv = topo.spawnIn(
+      topo.ns('ax'),
+      'tcp-sha',
+      [
+        process.execPath,
+        '-e',
+        `const h=require('crypto');require('net').createServer({allowHalfOpen:true},(c)=>{const d=h.createHash('sha256');c.on('data',(b)=>d.update(b));c.on('end',()=>c.end(d.digest('hex')+' from '+c.remoteAddress))}).listen(7008,'${EXT_HOST}',()=>console.log('listening'))`,
+      ],
+      { lifetimeS: 300 },
+    );
+    procs.set('tcp-sha', tcpSrv);
     for (const c of [ca, cb]) {
       relayIn(topo, topo.ns(`${c.letter}g`), c.sock, 300);
       relayIn(topo, topo.ns(`${c.letter}n`), c.sock, 300);
@@ -344,13 +356,27 @@ describe.skipIf(skip !== null)('a gateway without a host device: uid 65534, no c
       expect(st.hostLane?.flows?.['udp']).toBe(1);
       expect(st.hostLane?.flows?.['icmp_echo']).toBe(1);
       expect(st.hostLane?.icmpEchoUnavailable).toBeNull();
-      // TCP towards the host lane is a named drop (no TCP relay yet).
-      topo.exec(podNs('a'), ['timeout', '2', 'bash', '-c', `echo x > /dev/tcp/${EXT_HOST}/7008`], { allowFail: true });
-      await waitFor(
-        'host_lane_tcp_unsupported counted',
-        async () => ((await show(join(dir, 'run-gw-a'))).drops['host_lane_tcp_unsupported'] ?? 0) >= 1,
-        5000,
-      );
+      expect(st.hostLane?.handlers?.[6]).toBe('tcp');
+      // TCP to the out-of-cluster host: terminated in the gateway, carried on by its own socket.
+      await waitFor('tcp server listening', () => tcpSrv.output().includes('listening'), 5000);
+      const tcpJs =
+        `const h=require('crypto');const b=h.randomBytes(1<<20);const want=h.createHash('sha256').update(b).digest('hex');` +
+        `const c=require('net').connect({host:'${EXT_HOST}',port:+process.argv[1],allowHalfOpen:true});let r='';` +
+        `c.on('data',(d)=>r+=d);c.on('end',()=>{console.log(r.startsWith(want+' ')?'sha-ok'+r.slice(64):'sha-bad '+r);c.end()});` +
+        `c.on('error',(e)=>console.log('error '+e.code));c.end(b);setTimeout(()=>{console.log('timeout');process.exit(1)},20000).unref()`;
+      const tcp = topo
+        .exec(podNs('a'), [process.execPath, '-e', tcpJs, '7008'], { allowFail: true, timeoutMs: 25_000 })
+        .trim();
+      console.log(`[lr] TCP pod a → ${EXT_HOST}:7008 through the host lane, 1 MiB: ${JSON.stringify(tcp)}`);
+      expect(tcp).toBe(`sha-ok from ${EXT_GW}`);
+      // Nothing listens on 7009: the pod's connection is reset (the gateway's connect was refused).
+      const refused = topo
+        .exec(podNs('a'), [process.execPath, '-e', tcpJs, '7009'], { allowFail: true, timeoutMs: 25_000 })
+        .trim();
+      console.log(`[lr] TCP pod a → ${EXT_HOST}:7009 (closed port): ${JSON.stringify(refused)}`);
+      expect(refused).toMatch(/^error (ECONNRESET|EPIPE)/);
+      const st2 = await show(join(dir, 'run-gw-a'));
+      expect(st2.drops['host_lane_tcp_connect_failed']).toBe(1);
       expect(procs.get('gw-a')!.output()).toContain('host lane in process');
     } catch (e) {
       console.log(diag());
