@@ -158,7 +158,7 @@ describe("the node role's split of fabric FirewallConfigurations", () => {
     };
     const first = splitFabricFirewall([digit], new Set(), TUN, new Map());
     expect(first.kernelTables.get('n/x')!.kernelName).toBe('weft_10-0-0-5-remap');
-    const bad = { ...digit, spec: { table: { name: '10-0-0-5-remap', family: 'IPV6', chains: [] } } };
+    const bad = { ...digit, spec: { table: { name: '10-0-0-5-remap', family: 'INET', chains: [] } } };
     const again = splitFabricFirewall([bad], new Set(), TUN, first.kernelTables);
     expect(again.kernelTables.get('n/x')).toBe(first.kernelTables.get('n/x'));
     // The attachment gets the bad object and reports its RuleParseError.
