@@ -59,8 +59,9 @@ import {
   type CompiledRules,
 } from './compile.js';
 import { RulesConntrack } from './conntrack.js';
+import { runIp6Steps, type Ip6StepContext } from './ip6-steps.js';
 import { RuleCounters, emptyRulesStats, type RuleCounterRow, type RulesStats } from './counters.js';
-import { inDevName, masqueradeAddr, masqueradeAddr6, outDevName, type RulesDevices } from './devices.js';
+import { inDevName, masqueradeAddr, outDevName, type RulesDevices } from './devices.js';
 import { rejectPacket } from './reject.js';
 import { clampMss, condsMatch, readU32 } from './match.js';
 import { MSS_OVERHEAD_V4, MSS_OVERHEAD_V6, routeMss } from './mss.js';
@@ -129,6 +130,8 @@ export class RulesRuntime {
   /** FWD_*: how this packet's forward chains are run. */
   private fwd = FWD_RUN;
   private mpair = 0;
+  /** What the ip6 steps use (ip6-steps.ts); made once. */
+  private readonly ip6: Ip6StepContext;
 
   constructor(
     private devices: RulesDevices,
@@ -143,6 +146,13 @@ export class RulesRuntime {
     this.st = emptyRulesStats(this.flows.stats());
     this.ct = new RulesConntrack(this.flows, this.q, this.st);
     this.mirrorOn = opts.statelessMirror ?? true;
+    this.ip6 = {
+      chain: (ch, buf, v, meta, now) => this.chain(ch, buf, v, meta, now),
+      ct: this.ct,
+      flows: this.flows,
+      cnt: this.cnt,
+      devices: () => this.devices,
+    };
     const hooks: PacketHook[] = [];
     for (let h = 0; h < HOOK_COUNT; h++) hooks.push(new RuntimeHook(this, h));
     this.hooks = hooks;
@@ -262,7 +272,7 @@ export class RulesRuntime {
     }
     const c = this.compiled;
     if (c === null) return VERDICT_ACCEPT;
-    if (v.family !== 4) return this.run6(c.steps6[h]!, h, buf, v, meta, now);
+    if (v.family !== 4) return runIp6Steps(this.ip6, c.steps6[h]!, h, buf, v, meta, now);
     if ((h === HOOK_PREROUTING || selfAfterMirror) && this.mirror !== null) {
       // The router's own error about a dying D packet is read as the peer's would be (from the tunnel).
       this.mcls = this.mirror.classify(
@@ -336,60 +346,6 @@ export class RulesRuntime {
           } else if (this.ct.e >= 0) {
             this.ct.apply(buf, v, h === HOOK_POSTROUTING || h === HOOK_INPUT);
           }
-          break;
-        case S_CONFIRM:
-          if (this.ct.pending >= 0) {
-            const ok = this.flows.confirm(this.ct.pending, now);
-            this.ct.pending = -1;
-            if (!ok) {
-              this.ct.e = -1;
-              return VERDICT_DROP;
-            }
-          }
-          break;
-      }
-    }
-    return VERDICT_ACCEPT;
-  }
-
-  /** An IPv6 packet at hook h: the ip6 tables' steps, every hook run (no shortcut, no skipping). */
-  private run6(steps: readonly CStep[], h: number, buf: Uint8Array, v: IpView, meta: PacketMeta, now: number): number {
-    const src = h === HOOK_POSTROUTING || h === HOOK_INPUT;
-    for (let i = 0; i < steps.length; i++) {
-      const s = steps[i]!;
-      switch (s.kind) {
-        case S_CHAIN: {
-          const r = this.chain(s.chain!, buf, v, meta, now);
-          if (r !== VERDICT_ACCEPT) {
-            this.ct.abandon();
-            return r;
-          }
-          break;
-        }
-        case S_CT:
-          this.ct.track6(buf, v, now);
-          break;
-        case S_NAT:
-          if (s.chain !== null) {
-            if (
-              this.ct.isNew &&
-              this.ct.e >= 0 &&
-              this.ct.decide6(
-                s.chain,
-                src,
-                buf,
-                v,
-                inDevName(this.devices, meta),
-                outDevName(this.devices, meta),
-                masqueradeAddr6(this.devices, meta),
-                this.cnt,
-                now,
-              ) === VERDICT_DROP
-            ) {
-              this.ct.abandon();
-              return VERDICT_DROP;
-            }
-          } else if (this.ct.e >= 0) this.ct.apply(buf, v, src);
           break;
         case S_CONFIRM:
           if (this.ct.pending >= 0) {
