@@ -7,7 +7,8 @@
  */
 import type { Logger } from 'pino';
 import { httpStatusOf, KubernetesApiError } from '../control/k8s/client.js';
-import { errText, type Runtime } from './runtime.js';
+import { errText } from './err-text.js';
+import type { Runtime } from './runtime.js';
 
 export const CREDENTIALS_REJECTED =
   'credentials rejected by the API server (HTTP 401): the ServiceAccount token is no longer valid — ' +

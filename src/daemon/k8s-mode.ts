@@ -46,7 +46,8 @@ import { NodeFabric } from './k8s-fabric.js';
 import { fabricNodeDevices, gatewaySteerTarget, liqoNodeConfig, nodeRulesOptions } from './k8s-liqo.js';
 import type { RouteConfigSpec } from '../rules/routes.js';
 import { startGatewayRules, type GatewayRules } from './k8s-rules.js';
-import { errText, Runtime } from './runtime.js';
+import { errText } from './err-text.js';
+import { Runtime } from './runtime.js';
 
 /** SIGTERM handover: forwarding goes on this long after the standby said it is active. */
 const HANDOVER_LINGER_MS = 200;

@@ -8,7 +8,7 @@
  *   runtime-status.ts), up for the whole process lifetime;
  * - the Prometheus endpoint (config.metrics.listen), fed from the data plane at scrape time and
  *   empty while the data plane is down; restarted when metrics.listen changes;
- * - the in-tunnel connection check (conncheck-runner.ts; gateway role, on unless `conncheck:
+ * - the in-tunnel connection check (in-tunnel-checks.ts; gateway role, on unless `conncheck:
  *   false`): one runner per tunnel address of ours that the gateway carries
  *   (Gateway.tunnelAddresses()), pinging each peer's; its results override the handshake-based
  *   `connected` and fill `latency` in metrics, status and Kubernetes Connections. A runner that
@@ -41,7 +41,8 @@ import { startFromConfig, type LaunchOptions, type RunningDataPlane } from './la
 import { getCryptoBackend } from '../crypto/select.js';
 import { warmUpBudget, warmUpWireGuard } from '../pipelines/wireguard-warmup.js';
 import { startControlServer, type ControlServer } from './control-socket.js';
-import { ConnCheckRunner, wallClockMs, type ConnCheckTarget } from './conncheck-runner.js';
+import { InTunnelChecks } from './in-tunnel-checks.js';
+import { errText } from './err-text.js';
 import { GeneveCheck, type GeneveCheckSettings } from './geneve-check-runner.js';
 import { geneveLinksDownReason } from '../control/geneve-check.js';
 import type { PeerCheckStatus } from '../control/conncheck.js';
@@ -77,10 +78,8 @@ export class Runtime {
   private control: ControlServer | null = null;
   private metrics: MetricsServer | null = null;
   private metricsListen: string | undefined;
-  /** Connection-check runners by our tunnel address (bind address). */
-  private readonly conncheck = new Map<string, ConnCheckRunner>();
-  /** Last value logged per peer (the check reports every latency; the log shows changes). */
-  private readonly checkValues = new Map<string, string>();
+  /** The in-tunnel connection check (gateway role). */
+  private readonly checks: InTunnelChecks;
   private readonly startedAt = new Date();
   private stopped = false;
   /** Problems the control plane reports for `weft show` (e.g. a rejected Kubernetes object), by topic. */
@@ -93,15 +92,18 @@ export class Runtime {
   private readonly extraOwners: KernelOwner[] = [];
   /** The Geneve health check (both roles). */
   readonly geneveCheck: GeneveCheck;
-  /** Measured round trips (µs) of the in-tunnel check not yet observed by the latency histogram; bounded. */
-  private latencySamples: { clusterId: string; latencyUs: number }[] = [];
-  /** Samples dropped because nobody scraped them in time (the oldest go). */
-  latencySamplesDropped = 0;
   private heartbeat: (() => HeartbeatStats) | null = null;
   /** prewarm() ran: the data plane starts without its own warm-up. */
   private warmed = false;
 
   private constructor(private readonly opts: RuntimeOptions) {
+    this.checks = new InTunnelChecks({
+      logger: opts.logger,
+      gateway: () => this.gateway(),
+      ...(opts.launch?.netns !== undefined ? { netns: opts.launch.netns } : {}),
+      ...(opts.conncheckIntervalMs !== undefined ? { intervalMs: opts.conncheckIntervalMs } : {}),
+      ...(opts.conncheckLossThreshold !== undefined ? { lossThreshold: opts.conncheckLossThreshold } : {}),
+    });
     // Off unless asked for (`weft k8s` asks: Liqo's tunnels are checked by default there).
     this.geneveCheck = new GeneveCheck({
       ...(opts.geneveCheck ?? { enabled: false }),
@@ -305,101 +307,6 @@ export class Runtime {
     this.opts.logger.info({ listen: `${this.metrics.address}:${this.metrics.port}` }, 'metrics endpoint up');
   }
 
-  /**
-   * Makes the runners match the gateway's tunnel addresses: one per address of ours, checking the
-   * peers reached from it. Never throws: a runner that cannot bind (port 12345 taken, address
-   * missing) is logged and retried at the next configuration change.
-   */
-  private async syncConncheck(config: WeftConfig): Promise<void> {
-    const dp = this.dp;
-    if ((this.opts.conncheck ?? true) === false || config.role !== 'gateway' || dp === null || dp.role !== 'gateway') {
-      await this.stopConncheck();
-      return;
-    }
-    const byLocal = new Map<string, ConnCheckTarget[]>();
-    for (const t of dp.gateway.tunnelAddresses().peers) {
-      const list = byLocal.get(t.local) ?? [];
-      list.push({ clusterId: t.clusterId, address: t.remote });
-      byLocal.set(t.local, list);
-    }
-    for (const [local, r] of [...this.conncheck]) {
-      if (byLocal.has(local)) continue;
-      this.conncheck.delete(local);
-      await r.stop();
-    }
-    for (const [local, targets] of byLocal) {
-      const r = this.conncheck.get(local);
-      if (r !== undefined) {
-        r.setTargets(targets);
-        continue;
-      }
-      try {
-        this.conncheck.set(
-          local,
-          await ConnCheckRunner.start({
-            bindAddress: local,
-            targets,
-            canSend: (address) => {
-              const gw = this.gateway();
-              const t = gw?.tunnelAddresses().peers.find((p) => p.local === local && p.remote === address);
-              return gw === null || t === undefined || gw.hasEndpoint(t.name, t.tunnel);
-            },
-            ...(this.opts.launch?.netns !== undefined ? { netns: this.opts.launch.netns } : {}),
-            ...(this.opts.conncheckIntervalMs !== undefined ? { intervalMs: this.opts.conncheckIntervalMs } : {}),
-            ...(this.opts.conncheckLossThreshold !== undefined
-              ? { lossThreshold: this.opts.conncheckLossThreshold }
-              : {}),
-            onUpdate: (id, st) => {
-              // Several tunnels: each has its own check; one that fails leaves the peer's spread.
-              const gw = this.gateway();
-              const t = gw?.tunnelAddresses().peers.find((p) => p.local === local && p.clusterId === id);
-              if (gw != null && t !== undefined)
-                gw.setTunnelCheck(t.name, t.tunnel, st.value, st.latencyMs, st.peerSpreads);
-              const tunnel0 = t === undefined || t.tunnel === 0;
-              // The peer's latency (Liqo's histogram) is tunnel 0's, as its Connection's.
-              if (tunnel0 && st.value === 'Connected' && st.latencyMs > 0) this.recordLatency(id, st.latencyMs);
-              const key = tunnel0 ? id : `${id}/${t.tunnel}`;
-              if (this.checkValues.get(key) === st.value) return;
-              this.checkValues.set(key, st.value);
-              const log =
-                st.value === 'Error'
-                  ? this.opts.logger.warn.bind(this.opts.logger)
-                  : this.opts.logger.info.bind(this.opts.logger);
-              log(
-                {
-                  peer: id,
-                  ...(t !== undefined && t.tunnel > 0 ? { tunnel: t.tunnel } : {}),
-                  value: st.value,
-                  latencyMs: st.latencyMs,
-                },
-                'connection check',
-              );
-            },
-            sessionStartedAt: (id) => this.sessionStartedAt(id),
-            // Without a host device our tunnel address lives on the in-process host lane.
-            ...(dp.gateway.hostLane !== null
-              ? { endpoint: dp.gateway.hostLane.bindUdp.bind(dp.gateway.hostLane) }
-              : {}),
-          }),
-        );
-        this.opts.logger.info({ bind: local, peers: targets.map((t) => t.clusterId) }, 'connection check running');
-      } catch (e) {
-        this.opts.logger.warn(
-          { err: errText(e), bind: local },
-          'connection check not started; those peers report the handshake instead',
-        );
-      }
-    }
-  }
-
-  private recordLatency(clusterId: string, latencyMs: number): void {
-    if (this.latencySamples.length >= LATENCY_SAMPLES_MAX) {
-      this.latencySamples.shift();
-      this.latencySamplesDropped++;
-    }
-    this.latencySamples.push({ clusterId, latencyUs: Math.round(latencyMs * 1000) });
-  }
-
   /** The Geneve check's view of each tunnel (name → status); empty when it does not run. */
   geneveStatuses(): Map<string, PeerCheckStatus> {
     return this.geneveCheck.statuses();
@@ -414,40 +321,6 @@ export class Runtime {
     if (dp === null || dp.role !== 'gateway') return null;
     const links = [...this.geneveCheck.statuses()].map(([name, status]) => ({ name, status }));
     return geneveLinksDownReason(links, this.geneveCheck.intervalMs * this.geneveCheck.lossThreshold);
-  }
-
-  /** When the peer's current WireGuard session began, on the check's clock (by its age: the gateway's clock is Date.now). */
-  private sessionStartedAt(clusterId: string): number | undefined {
-    const dp = this.dp;
-    if (dp === null || dp.role !== 'gateway') return undefined;
-    const last = dp.gateway.peers().find((p) => p.clusterId === clusterId)?.lastHandshakeAtMs;
-    return last === undefined ? undefined : wallClockMs() - (Date.now() - last);
-  }
-
-  private async stopConncheck(): Promise<void> {
-    const runners = [...this.conncheck.values()];
-    this.conncheck.clear();
-    this.checkValues.clear();
-    for (const r of runners) await r.stop();
-  }
-
-  /**
-   * The in-tunnel check's view of a peer, when a runner checks it: tunnel 0's, as Liqo's gateway
-   * checks (and its Connection reports) its first tunnel only.
-   */
-  private checkStatus(clusterId: string): ReturnType<ConnCheckRunner['status']> {
-    const first = this.gateway()
-      ?.tunnelAddresses()
-      .peers.find((p) => p.clusterId === clusterId && p.tunnel === 0);
-    if (first !== undefined) {
-      const st = this.conncheck.get(first.local)?.status(clusterId);
-      if (st !== undefined) return st;
-    }
-    for (const r of this.conncheck.values()) {
-      const st = r.status(clusterId);
-      if (st !== undefined) return st;
-    }
-    return undefined;
   }
 
   /** The metrics port actually bound (tests use port 0). */
@@ -475,11 +348,7 @@ export class Runtime {
           .peers()
           .map((p) => this.withConncheck(p)),
       drops: () => src().drops(),
-      latencySamples: () => {
-        const out = this.latencySamples;
-        this.latencySamples = [];
-        return out;
-      },
+      latencySamples: () => this.checks.takeLatencySamples(),
       wireguardWakes: () => {
         const dp = this.dp;
         return dp?.role === 'gateway'
@@ -510,6 +379,24 @@ export class Runtime {
     const dp = this.dp;
     if (r === null || (dp?.role === 'gateway' && r === dp.gateway.rules)) return 0;
     return r.runtime.stats().mssClamped;
+  }
+
+  /**
+   * The in-tunnel check follows the gateway's tunnel addresses (gateway role, unless `conncheck`
+   * is off). Never throws (InTunnelChecks.sync).
+   */
+  private async syncConncheck(config: WeftConfig): Promise<void> {
+    const dp = this.dp;
+    const on = (this.opts.conncheck ?? true) && config.role === 'gateway' && dp !== null && dp.role === 'gateway';
+    await (on ? this.checks.sync() : this.checks.stop());
+  }
+
+  private async stopConncheck(): Promise<void> {
+    await this.checks.stop();
+  }
+
+  private checkStatus(clusterId: string): PeerCheckStatus | undefined {
+    return this.checks.status(clusterId);
   }
 
   private withConncheck(p: PeerStatsSample): PeerStatsSample {
@@ -567,11 +454,4 @@ export class Runtime {
     this.control = null;
     if (err !== undefined) throw err;
   }
-}
-
-/** Latency samples kept between two scrapes (about 2 h of one peer's 2 s check). */
-const LATENCY_SAMPLES_MAX = 4096;
-
-export function errText(e: unknown): string {
-  return e instanceof Error ? `${e.name}: ${e.message}` : String(e);
 }

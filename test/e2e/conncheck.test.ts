@@ -285,9 +285,13 @@ describe.skipIf(skip !== null)('in-tunnel connection check between two weft gate
     expect(elapsed).toBeLessThan(lossWindow + 2000);
 
     const a = await peerOf('a');
-    expect(a.connection).toEqual({ value: 'Error', latencyMs: 0 });
+    expect(a.connection).toEqual({
+      value: 'Error',
+      latencyMs: 0,
+      reason: 'no reply to the in-tunnel connection check',
+    });
     const text = await runWeft(['show', '--run-dir', runDir('a')]);
-    expect(text.stdout).toContain('\n  connection: Error\n');
+    expect(text.stdout).toContain('\n  connection: Error (no reply to the in-tunnel connection check)\n');
     const m = metrics(nsA);
     expect(metric(m, 'liqo_peer_is_connected', 'wk-cluster-b')).toBe(0);
     expect(metric(m, 'liqo_peer_latency_us', 'wk-cluster-b')).toBe(0);

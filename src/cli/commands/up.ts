@@ -35,7 +35,8 @@ import {
   type CliIo,
 } from './common.js';
 import { checkInstanceName, defaultRunDir } from '../../daemon/control-socket.js';
-import { errText, Runtime } from '../../daemon/runtime.js';
+import { errText } from '../../daemon/err-text.js';
+import { Runtime } from '../../daemon/runtime.js';
 
 export const UP_HELP = `Usage: weft up -c FILE [--name NAME] [--run-dir DIR] [--log-level LEVEL] [--no-watch] [--no-conncheck]
 
