@@ -65,6 +65,7 @@ import { ROUTER_DROP_NAMES, RouterDrop } from './drops.js';
 import { TimeExceededWriter, decrementHop, timeExceededPrefix, ttlLeft } from './hop.js';
 import { RouterLanes } from './lanes.js';
 import { symmetricFlowHash, type TunnelSpread } from './spread.js';
+import { TunnelAddresses } from './tunnel-addresses.js';
 import type { PeerEntry, PeerTable } from './peer-table.js';
 import { RouterPeers, type RouterPeer } from './peers.js';
 import { LANE_HOST, LANE_NODE, LANE_PEER, type Steering } from './steer.js';
@@ -98,10 +99,7 @@ export class Router<P, G> {
   private local = new PrefixMatcher<true>();
   private internal4: Uint8Array | null = null;
   private internal6: Uint8Array | null = null;
-  private tunnelLocal = new PrefixMatcher<true>();
-  private tunnelRemote = new PrefixMatcher<RouterPeer<P>>();
-  /** The link of the tunnel each peer tunnel address lies in (the connection check of that tunnel). */
-  private tunnelLink = new PrefixMatcher<P>();
+  private readonly tunnels = new TunnelAddresses<P>();
   private readonly hooks: PacketHook[][] = [];
   private readonly timeExceeded: TimeExceededWriter;
   private readonly v = new IpView();
@@ -135,8 +133,7 @@ export class Router<P, G> {
 
   removePeer(rp: RouterPeer<P>): void {
     if (!this.peers.remove(rp)) return;
-    this.tunnelRemote.removeValue(rp);
-    for (const l of rp.spread === null ? [rp.link] : rp.spread.links) this.tunnelLink.removeValue(l);
+    this.tunnels.removePeer(rp);
   }
 
   /** The peer of a link (undefined when not added). */
@@ -154,8 +151,7 @@ export class Router<P, G> {
     const out = new Map<string, RouterPeer<P>>();
     for (const rp of old) out.set(rp.name, this.addPeer(rp.name, entryOf(rp), rp.link, rp.dev, rp.spread ?? []));
     // Tunnel addresses point at router peers: the shell re-applies them (setTunnelAddresses).
-    this.tunnelRemote = new PrefixMatcher<RouterPeer<P>>();
-    this.tunnelLink = new PrefixMatcher<P>();
+    this.tunnels.clearPeers();
     return out;
   }
 
@@ -180,10 +176,7 @@ export class Router<P, G> {
     locals: readonly string[],
     remotes: readonly { address: string; peer: RouterPeer<P>; link?: P }[],
   ): void {
-    const l = hostMatcher(locals.map((a) => [a, true] as const));
-    this.tunnelRemote = hostMatcher(remotes.map((x) => [x.address, x.peer] as const));
-    this.tunnelLink = hostMatcher(remotes.map((x) => [x.address, x.link ?? x.peer.link] as const));
-    this.tunnelLocal = l;
+    this.tunnels.set(locals, remotes);
   }
 
   /** The link the parsed packet (this.v) leaves by towards `rp`: its tunnel by flow hash (spread.ts). */
@@ -301,17 +294,17 @@ export class Router<P, G> {
       return;
     }
     if (source === SOURCE_HOST) {
-      const tp = this.tunnelRemote.lookup(buf, v.dstOff, fam);
+      const tp = this.tunnels.remote.lookup(buf, v.dstOff, fam);
       if (tp !== undefined) {
         // The gateway host's own tunnel traffic (connection check): no NAT, no router hop.
-        if (this.tunnelLocal.lookup(buf, v.srcOff, fam) === undefined) {
+        if (this.tunnels.local.lookup(buf, v.srcOff, fam) === undefined) {
           this.drops[RouterDrop.TunnelSource]!++;
           return;
         }
         meta.output = OUTPUT_PEER;
         meta.peer = tp.name;
         if (!this.runHooks(HOOK_POSTROUTING, buf, now, L)) return;
-        L.toPeers.push(off, len, this.tunnelLink.lookup(buf, v.dstOff, fam) ?? tp.link);
+        L.toPeers.push(off, len, this.tunnels.link.lookup(buf, v.dstOff, fam) ?? tp.link);
         return;
       }
     }
@@ -371,8 +364,8 @@ export class Router<P, G> {
     if (!this.runHooks(HOOK_PREROUTING, buf, now, L)) return;
     const fam = v.family;
     if (
-      this.tunnelLocal.lookup(buf, v.dstOff, fam) !== undefined &&
-      this.tunnelRemote.lookup(buf, v.srcOff, fam) === rp
+      this.tunnels.local.lookup(buf, v.dstOff, fam) !== undefined &&
+      this.tunnels.remote.lookup(buf, v.srcOff, fam) === rp
     ) {
       // This peer's tunnel address to ours: to the gateway host as is.
       meta.output = OUTPUT_HOST;
@@ -446,7 +439,7 @@ export class Router<P, G> {
     let rp: RouterPeer<P> | undefined;
     let t: G | undefined;
     if (lane === LANE_PEER) {
-      rp = gw === null ? this.peers.sole : this.tunnelRemote.lookup(gw, 0, gw.length === 4 ? 4 : 6);
+      rp = gw === null ? this.peers.sole : this.tunnels.remote.lookup(gw, 0, gw.length === 4 ? 4 : 6);
       if (rp === undefined) {
         this.drops[RouterDrop.NoRoute]!++;
         return;
