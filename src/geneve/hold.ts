@@ -141,6 +141,21 @@ export class NeighbourHold {
   }
 
   /**
+   * Start resolving `tunnel`'s neighbour with nothing held yet: probe 1 is due at once (the
+   * next due()). For a tunnel that has just been pointed at a peer: the request carries our MAC,
+   * so a peer holding packets for us learns it and sends them without waiting for its own
+   * retransmission. False when it is pending already or maxNeighbours are.
+   */
+  probe(tunnel: GeneveTunnel, now: number): boolean {
+    if (this.pending.has(tunnel) || this.active >= this.maxNeighbours) return false;
+    const p = new Pending(tunnel);
+    p.deadline = now;
+    this.pending.set(tunnel, p);
+    this.active++;
+    return true;
+  }
+
+  /**
    * The next held packet of a neighbour whose MAC is known now, oldest first, copied to
    * buf[off, ...): returns its length and sets `releasedTunnel`, or -1 when none is ready.
    * An entry that is resolved and empty is removed.
