@@ -5,11 +5,12 @@
  * for it, and leave in order once it is known.
  *
  * A state machine without clocks: `now` (milliseconds) comes from the caller, and poll-driven
- * deadlines do the rest. Per neighbour: the first held packet starts resolution (probe 1 is sent
- * at once); a probe is retransmitted every `retransMs` up to `probes` in all; `retransMs` after
- * the last probe without an answer resolution fails and every held packet is dropped (counted as
- * ArpTimeout). A queue over `queueBytes` or `queuePackets` drops its OLDEST packets to make room,
- * as the kernel does (counted as ArpHoldOverflow); so does a packet that would take the held
+ * deadlines do the rest. Per neighbour: the first held packet, or probe() for a tunnel just
+ * pointed at a peer, starts resolution (probe 1 is sent at once); a probe is retransmitted every
+ * `retransMs` up to `probes` in all; `retransMs` after the last probe without an answer
+ * resolution fails and every held packet is dropped (counted as ArpTimeout). A queue over
+ * `queueBytes` or `queuePackets` drops its OLDEST packets to make room, as the kernel does
+ * (counted as ArpHoldOverflow); so does a packet that would take the held
  * bytes of all neighbours over `totalBytes` (it is the one dropped). At most `maxNeighbours`
  * neighbours are pending at once: a packet to one more is not held (the caller falls back to
  * dropping it).
