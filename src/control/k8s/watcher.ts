@@ -8,10 +8,7 @@
  *   with the ConfigError/KubernetesApiError that prevented it.
  * - After start, a change triggers one translation `debounceMs` after the last event of a
  *   burst; a valid result that differs from the last emitted config is passed to `onConfig`;
- *   a ConfigError goes to `onError` and the previous config stays in force. An update of an
- *   InternalFabric is translated on the next turn of the event loop instead: its gatewayIP
- *   moving is a gateway takeover, and every node's Geneve tunnel waits for it (an update
- *   changes an object that exists, so there is no burst of creations to wait out).
+ *   a ConfigError goes to `onError` and the previous config stays in force.
  * - A failed informer (connection refused, list error) is restarted with exponential backoff
  *   (1 s → 30 s, per informer); errors are reported to `onError` as KubernetesApiError. The
  *   backoff resets only after a successful list, or when the informer had run without error
@@ -153,7 +150,7 @@ export class LiqoWatcher {
         o.onDebug?.(
           `${name}: ${what} ${obj.metadata?.namespace ? `${obj.metadata.namespace}/` : ''}${obj.metadata?.name ?? '?'}`,
         );
-        this.schedule(what === 'update' && name === 'internalFabrics');
+        this.schedule();
       };
       inf.on('add', changed('add'));
       inf.on('update', changed('update'));
@@ -217,9 +214,9 @@ export class LiqoWatcher {
     this.opts.onConfig(result);
   }
 
-  private schedule(urgent = false): void {
+  private schedule(): void {
     if (this.stopped || !this.started) return;
-    this.timers.debounced(urgent ? 0 : (this.opts.debounceMs ?? 250), () => this.resync());
+    this.timers.debounced(this.opts.debounceMs ?? 250, () => this.resync());
   }
 
   private restart(name: LiqoResourceName, inf: Inf, err: unknown): void {

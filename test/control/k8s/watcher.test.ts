@@ -1,6 +1,6 @@
 import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest';
 import { makeInformer, type KubernetesObject } from '@kubernetes/client-node';
-import type { GatewayConfig, NodeConfig } from '../../../src/control/config.js';
+import type { GatewayConfig } from '../../../src/control/config.js';
 import { listFunction } from '../../../src/control/k8s/client.js';
 import { KINDS, apiVersionOf, collectionPath } from '../../../src/control/k8s/resources.js';
 import type { TranslateResult } from '../../../src/control/k8s/translate-common.js';
@@ -130,33 +130,6 @@ describe.each(['event', 'http'] as const)('LiqoWatcher (410 as %s)', (expired) =
       expect(errors).toEqual([]);
     } finally {
       server.remove(rc.apiVersion, 'routeconfigurations', 'liqo', 'worker-1-gw-node');
-    }
-  });
-
-  test("an InternalFabric's gatewayIP moving (a gateway takeover) is translated without the debounce", async () => {
-    watcher = new LiqoWatcher({
-      kubeConfig: server.kubeConfig(),
-      namespace: NS,
-      role: 'node',
-      clusterId: 'cluster-a',
-      nodeName: 'worker-1',
-      debounceMs: 600_000, // other changes would wait ten minutes
-      onConfig: (r) => results.push(r),
-      onError: (e) => errors.push(e),
-    });
-    const first = (await watcher.start()).config as NodeConfig;
-    expect(first.node.gateways.map((g) => g.gatewayUnderlay)).toEqual(['10.244.1.7']);
-    const fabric = server.getObject('networking.liqo.io/v1beta1', 'internalfabrics', NS, 'cluster-b')!;
-    const spec = fabric['spec'] as { gatewayIP: string };
-    try {
-      spec.gatewayIP = '10.244.1.8';
-      server.put('networking.liqo.io/v1beta1', 'internalfabrics', fabric);
-      await until(() => results.length === 1, 'the new gateway IP');
-      expect((results[0]!.config as NodeConfig).node.gateways.map((g) => g.gatewayUnderlay)).toEqual(['10.244.1.8']);
-      expect(errors).toEqual([]);
-    } finally {
-      spec.gatewayIP = '10.244.1.7';
-      server.put('networking.liqo.io/v1beta1', 'internalfabrics', fabric);
     }
   });
 
