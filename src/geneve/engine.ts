@@ -204,6 +204,18 @@ export class GeneveEngine {
     return this.arp.poll(buf, off, now, out);
   }
 
+  /**
+   * Resolve `tunnel`'s peer MAC now rather than on the first packet to send (L2 with IPv4
+   * internal addressing, MAC not known): the ARP request goes out from the next poll. A node
+   * re-pointed at a new gateway calls it, as the kernel announces a new neighbour: the gateway,
+   * holding packets for us since it took over, learns our MAC from the request. False when
+   * nothing was started.
+   */
+  resolve(tunnel: GeneveTunnel, now: number): boolean {
+    if (!tunnel.l2 || tunnel.remoteMacKnown || tunnel.internalFamily !== 4) return false;
+    return this.arp.hold.probe(tunnel, now);
+  }
+
   /** Neighbours with held packets or being resolved (poll has work when this is > 0). */
   get holdPending(): number {
     return this.arp.hold.active;

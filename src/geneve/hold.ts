@@ -5,11 +5,12 @@
  * for it, and leave in order once it is known.
  *
  * A state machine without clocks: `now` (milliseconds) comes from the caller, and poll-driven
- * deadlines do the rest. Per neighbour: the first held packet starts resolution (probe 1 is sent
- * at once); a probe is retransmitted every `retransMs` up to `probes` in all; `retransMs` after
- * the last probe without an answer resolution fails and every held packet is dropped (counted as
- * ArpTimeout). A queue over `queueBytes` or `queuePackets` drops its OLDEST packets to make room,
- * as the kernel does (counted as ArpHoldOverflow); so does a packet that would take the held
+ * deadlines do the rest. Per neighbour: the first held packet, or probe() for a tunnel just
+ * pointed at a peer, starts resolution (probe 1 is sent at once); a probe is retransmitted every
+ * `retransMs` up to `probes` in all; `retransMs` after the last probe without an answer
+ * resolution fails and every held packet is dropped (counted as ArpTimeout). A queue over
+ * `queueBytes` or `queuePackets` drops its OLDEST packets to make room, as the kernel does
+ * (counted as ArpHoldOverflow); so does a packet that would take the held
  * bytes of all neighbours over `totalBytes` (it is the one dropped). At most `maxNeighbours`
  * neighbours are pending at once: a packet to one more is not held (the caller falls back to
  * dropping it).
@@ -138,6 +139,21 @@ export class NeighbourHold {
     this.heldPackets++;
     this.counters.values[STAT_ARP_HELD]++;
     return outcome;
+  }
+
+  /**
+   * Start resolving `tunnel`'s neighbour with nothing held yet: probe 1 is due at once (the
+   * next due()). For a tunnel that has just been pointed at a peer: the request carries our MAC,
+   * so a peer holding packets for us learns it and sends them without waiting for its own
+   * retransmission. False when it is pending already or maxNeighbours are.
+   */
+  probe(tunnel: GeneveTunnel, now: number): boolean {
+    if (this.pending.has(tunnel) || this.active >= this.maxNeighbours) return false;
+    const p = new Pending(tunnel);
+    p.deadline = now;
+    this.pending.set(tunnel, p);
+    this.active++;
+    return true;
   }
 
   /**

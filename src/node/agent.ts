@@ -29,6 +29,7 @@
 import type { ConfigOp } from '../control/diff.js';
 import type { NodeConfig, NodeGatewayConfig } from '../control/config.js';
 import { GeneveTunnelTable } from '../geneve/table.js';
+import type { GeneveTunnel } from '../geneve/tunnel.js';
 import { geneveInnerMtu } from '../geneve/mtu.js';
 import type { PacketDevice } from '../io/device.js';
 import { GenevePort } from '../pipelines/geneve-port.js';
@@ -380,7 +381,8 @@ export class NodeAgent {
           const neu: NodeGatewayConfig = { ...old, ...op.changes };
           if (old.vni !== neu.vni || old.gatewayUnderlay !== neu.gatewayUnderlay) {
             this.removeFromTable(old);
-            addGatewayToTable(this.table, neu, this.config.node.underlayAddress);
+            // A new gateway (a takeover): resolve it now, so that it learns our MAC at once.
+            this.geneve.resolve(addGatewayToTable(this.table, neu, this.config.node.underlayAddress));
           } else {
             for (const c of old.remoteCIDRs) this.table.removePodRoute(c);
             addGatewayToTable(this.table, neu, this.config.node.underlayAddress); // set(): in place
@@ -391,7 +393,7 @@ export class NodeAgent {
           break;
         }
         case 'nodeGateway.add':
-          addGatewayToTable(this.table, op.gateway, this.config.node.underlayAddress);
+          this.geneve.resolve(addGatewayToTable(this.table, op.gateway, this.config.node.underlayAddress));
           this.gateways.set(op.gateway.name, op.gateway);
           await this.installGateway(op.gateway);
           break;
@@ -474,8 +476,12 @@ function hostCidr(addr: string): string {
   return `${addr}/${addr.includes(':') ? 128 : 32}`;
 }
 
-function addGatewayToTable(table: GeneveTunnelTable, g: NodeGatewayConfig, localUnderlay: string | undefined): void {
-  table.set({
+function addGatewayToTable(
+  table: GeneveTunnelTable,
+  g: NodeGatewayConfig,
+  localUnderlay: string | undefined,
+): GeneveTunnel {
+  const t = table.set({
     vni: g.vni,
     remoteUnderlay: g.gatewayUnderlay,
     ...(localUnderlay === undefined ? {} : { localUnderlay }),
@@ -485,6 +491,7 @@ function addGatewayToTable(table: GeneveTunnelTable, g: NodeGatewayConfig, local
     name: g.name,
   });
   for (const c of g.remoteCIDRs) table.addPodRoute(c, g.gatewayInternalAddress);
+  return t;
 }
 
 /** The largest inner packet every gateway's underlay path carries (reads the route's device MTU). */

@@ -355,6 +355,13 @@ export class GenevePort {
     this.sink.deliverBatch(b.buf, this.outOffs, this.outLens, this.outTunnels, n, b.scratchOff, b.scratchLen);
   }
 
+  /** Sends an ARP request for `tunnel`'s peer now when its MAC is unknown (engine.resolve). */
+  resolve(tunnel: GeneveTunnel): void {
+    if (this.closed) return;
+    const now = this.clock();
+    if (this.engine.resolve(tunnel, now)) this.pollHold(now);
+  }
+
   /**
    * Sends what the engine's hold queue has due (held packets of resolved neighbours, ARP
    * retransmissions; timeouts are counted by the engine) and re-arms the timer for the next

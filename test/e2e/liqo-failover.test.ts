@@ -402,7 +402,8 @@ describe.skipIf(skip !== null)(
           expect(activeLabel(c, standbyReplica(c).pod)).toBeUndefined();
         }
         tcpServer = topo.spawnIn(podNs('a'), 'tcp-server', [process.execPath, '-e', TCP_SERVER], { lifetimeS: 300 });
-        await sleep(300);
+        // Listening once it reports (a fixed wait lost to a loaded machine: ECONNREFUSED).
+        await waitFor('TCP server listening', () => /^bytes /m.test(tcpServer.output()), 15_000, 20);
         tcpClient = topo.spawnIn(podNs('b'), 'tcp-client', [process.execPath, '-e', TCP_CLIENT, POD_IP_REMOTE], {
           lifetimeS: 300,
         });
@@ -416,7 +417,7 @@ describe.skipIf(skip !== null)(
     }, 150_000);
 
     for (const side of ['a', 'b'] as const) {
-      test(`SIGKILL of the active ${side === 'a' ? 'server' : 'client'}-side gateway, 5 runs: median longest gap measured (< 2 s client side); the TCP stream survives`, async () => {
+      test(`SIGKILL of the active ${side === 'a' ? 'server' : 'client'}-side gateway, 5 runs: median longest gap < 2 s; the TCP stream survives`, async () => {
         const c = clusters.get(side)!;
         try {
           const gaps: number[] = [];
@@ -424,10 +425,8 @@ describe.skipIf(skip !== null)(
           console.log(
             `[lf] ${c.id} SIGKILL gaps ${gaps.map((g) => g.toFixed(0)).join(', ')} ms; median ${median(gaps).toFixed(0)} ms`,
           );
-          // Target < 2 s. Client side: medians 1.07–1.37 s. Server side: medians 1.93–2.12 s in three
-          // sessions (about a second passes between the label moving and pings flowing through the
-          // new server, not yet explained: docs/liqo.md), so that side is held to 2.5 s here.
-          expect(median(gaps)).toBeLessThan(side === 'a' ? 2500 : 2000);
+          // Target < 2 s on both sides (docs/liqo.md: measured).
+          expect(median(gaps)).toBeLessThan(2000);
           const before = tcpBytes(tcpServer);
           await waitFor('TCP stream still flowing', () => tcpBytes(tcpServer) > before + 50_000, 15_000, 100);
           expect(tcpClient.output()).not.toMatch(/error|closed/);
@@ -439,16 +438,15 @@ describe.skipIf(skip !== null)(
       }, 180_000);
     }
 
-    test('SIGTERM of the active server-side gateway, 3 runs: handed over (the leaving replica forwards until the standby is active); gap measured', async () => {
+    test('SIGTERM of the active server-side gateway, 3 runs: handed over (the leaving replica forwards until the standby is active); median gap < 0.5 s', async () => {
       const c = clusters.get('a')!;
       try {
         const gaps: number[] = [];
         for (let i = 1; i <= 3; i++) gaps.push(await failover(c, 'SIGTERM', `${c.id} SIGTERM run ${i}`));
         console.log(`[lf] ${c.id} SIGTERM gaps ${gaps.map((g) => g.toFixed(0)).join(', ')} ms`);
-        // The target is < 500 ms; measured here ~1.0 s, of which the switch itself (leaving →
-        // standby active and labelled) is 0.3–0.6 s and the rest is the server-side path after the
-        // Service moved (the same extra second the SIGKILL runs show on this side; docs/liqo.md).
-        expect(median(gaps)).toBeLessThan(1500);
+        // Target < 500 ms: the leaving replica forwards until the standby is labelled, so the gap
+        // is the Service and the node agent moving to the new replica (docs/liqo.md: measured).
+        expect(median(gaps)).toBeLessThan(500);
         // The leaving replica handed over (it did not set the Connection to Error).
         expect(diag()).toMatch(/handed over to cluster-b-r\d in \d+ ms/);
       } catch (e) {

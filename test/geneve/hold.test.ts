@@ -133,6 +133,34 @@ describe('L2 hold queue', () => {
     expect(engine.encapsulate(p.buf, p.off, p.len, t, 1200, res)).toBe(GeneveVerdict.Send);
   });
 
+  it('resolve: a tunnel just pointed at a peer sends the ARP request at once with nothing held; a packet meanwhile waits behind it; a peer never answering costs no drop', () => {
+    const { t, engine, res } = setup();
+    expect(engine.resolve(t, 0)).toBe(true);
+    expect(engine.resolve(t, 0)).toBe(false); // pending already
+    expect(engine.holdDeadline(0)).toBe(0);
+    const first = pollAll(engine, 0, res, t);
+    expect(first.map((x) => x.verdict)).toEqual([GeneveVerdict.SendControl]);
+    expect(first[0]!.inner).toBe(REQUEST);
+    // A packet to send now is held without a second request (probe 1 is out).
+    const p = ping(1);
+    const inner = toHex(p.buf, p.off, p.len);
+    expect(engine.encapsulate(p.buf, p.off, p.len, t, 10, res)).toBe(GeneveVerdict.Held);
+    expect(engine.counters.arpRequestsSent).toBe(1);
+    const r = reply();
+    expect(engine.decapsulate(r.buf, 0, r.len, FROM, 20, res)).toBe(GeneveVerdict.Consumed);
+    expect(pollAll(engine, 20, res, t).map((x) => x.inner)).toEqual([inner]);
+    expect(engine.holdPending).toBe(0);
+    expect(engine.resolve(t, 30)).toBe(false); // resolved
+    // Unanswered: three probes a second apart, then given up with nothing dropped.
+    const other = setup();
+    expect(other.engine.resolve(other.t, 0)).toBe(true);
+    let probes = 0;
+    for (const now of [0, 1000, 2000, 3000]) probes += pollAll(other.engine, now, other.res, other.t).length;
+    expect(probes).toBe(3);
+    expect(other.engine.holdPending).toBe(0);
+    expect(other.engine.counters.totalDrops()).toBe(0);
+  });
+
   it('a packet sent after the reply but before poll waits behind the held ones (order kept)', () => {
     const { t, engine, res } = setup();
     const a = ping(1);
