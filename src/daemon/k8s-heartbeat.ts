@@ -278,3 +278,29 @@ export function replicaHeartbeat(o: ReplicaHeartbeatOptions): HeartbeatLink {
     onPeersError: (e) => o.errors.warn(e, 'heartbeat peers'),
   });
 }
+
+/** SIGTERM handover: forwarding goes on this long after the standby said it is active. */
+const HANDOVER_LINGER_MS = 200;
+
+/**
+ * A leaving leader that hears a standby: say "leaving" (the standby takes the Lease at once),
+ * release the Lease, and keep forwarding until a standby says it is active or `timeoutMs`
+ * passes. Returns the replica that took over, if one did.
+ */
+export async function handOver(
+  hb: HeartbeatLink,
+  elector: LeaderElector,
+  timeoutMs: number,
+  log: Logger,
+): Promise<string | undefined> {
+  const t0 = performance.now();
+  hb.setState('leaving');
+  const [who] = await Promise.all([hb.waitForOtherActive(timeoutMs), elector.stop({ release: true })]);
+  // The Service and the node agents follow the label through their own watches: forward what
+  // still arrives a little longer (within the handover bound).
+  if (who !== undefined) await new Promise((r) => setTimeout(r, Math.min(HANDOVER_LINGER_MS, timeoutMs)));
+  const ms = Math.round(performance.now() - t0);
+  if (who !== undefined) log.info(`handed over to ${who} in ${ms} ms`);
+  else log.warn(`no standby said it is active within ${ms} ms: stopping anyway`);
+  return who;
+}

@@ -35,7 +35,8 @@ import { TranslateError, type TranslateOptions } from '../control/k8s/translate-
 import { LiqoWatcher } from '../control/k8s/watcher.js';
 import { SourceDetector } from '../control/k8s/source-detector.js';
 import { claimActive, connectionOwner, readLocalClusterId, setPodActive } from '../control/k8s/liqo-gateway.js';
-import { replicaHeartbeat, type HeartbeatLink } from './k8s-heartbeat.js';
+import { handOver, replicaHeartbeat, type HeartbeatLink } from './k8s-heartbeat.js';
+import { routeSourceFor } from '../kernel/route-source.js';
 import { createLogger, resolveLogLevel } from '../control/log.js';
 import { ConfigError } from '../control/config.js';
 import { getCryptoBackend, parseCryptoBackendName } from '../crypto/select.js';
@@ -48,9 +49,6 @@ import type { RouteConfigSpec } from '../rules/routes.js';
 import { startGatewayRules, type GatewayRules } from './k8s-rules.js';
 import { errText } from './err-text.js';
 import { Runtime } from './runtime.js';
-
-/** SIGTERM handover: forwarding goes on this long after the standby said it is active. */
-const HANDOVER_LINGER_MS = 200;
 
 /** The long-running part of `weft k8s` (exported for tests). */
 export class K8sMode {
@@ -505,29 +503,12 @@ export class K8sMode {
     await this.runtime.stop();
   }
 
-  /**
-   * SIGTERM of a leader that hears a standby: say "leaving" (the standby takes the Lease at
-   * once), release the Lease, and keep forwarding until a standby says it is active or
-   * --handover-timeout passes. Returns the replica that took over, if one did.
-   */
+  /** SIGTERM of a leader that hears a standby: handOver (k8s-heartbeat.ts); the replica that took over, if one did. */
   private async handOver(): Promise<string | undefined> {
     const hb = this.heartbeat;
     if (!this.leading || hb === null || this.elector === null || hb.standbys().length === 0) return undefined;
     this.handingOver = true;
-    const t0 = performance.now();
-    hb.setState('leaving');
-    const [who] = await Promise.all([
-      hb.waitForOtherActive(this.s.handoverTimeoutMs),
-      this.elector.stop({ release: true }),
-    ]);
-    // The Service and the node agents follow the label through their own watches: forward what
-    // still arrives a little longer (within the handover bound).
-    if (who !== undefined)
-      await new Promise((r) => setTimeout(r, Math.min(HANDOVER_LINGER_MS, this.s.handoverTimeoutMs)));
-    const ms = Math.round(performance.now() - t0);
-    if (who !== undefined) this.log.info(`handed over to ${who} in ${ms} ms`);
-    else this.log.warn(`no standby said it is active within ${ms} ms: stopping anyway`);
-    return who;
+    return handOver(hb, this.elector, this.s.handoverTimeoutMs, this.log);
   }
 
   /** Removes the fabric objects' kernel part (exit, standby): what Weft installed, and only that. */
@@ -541,23 +522,5 @@ export class K8sMode {
 
   private runtimeNetns(): string | undefined {
     return this.runtime.launchNetns();
-  }
-}
-
-/**
- * The source address the kernel picks towards `dst` (what `ip route get` shows): a connected
- * UDP socket sends nothing, its local address is the route's source.
- */
-export async function routeSourceFor(dst: string): Promise<string> {
-  const { createSocket } = await import('node:dgram');
-  const sock = createSocket(dst.includes(':') ? 'udp6' : 'udp4');
-  try {
-    await new Promise<void>((resolve, reject) => {
-      sock.once('error', reject);
-      sock.connect(9, dst, () => resolve());
-    });
-    return sock.address().address;
-  } finally {
-    sock.close();
   }
 }
