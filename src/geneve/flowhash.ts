@@ -21,6 +21,7 @@ import {
   ipv4HeaderLen,
   ipv4IsFragment,
 } from '../packet/ipv4.js';
+import { finishMix as finish, mixWord as mix, readU32BE as word } from '../packet/flow-mix.js';
 import { IPV6_DST_OFFSET, IPV6_HEADER_LEN, IPV6_NEXT_HEADER_OFFSET, IPV6_SRC_OFFSET } from '../packet/ipv6.js';
 
 /** First port of the dynamic/private range (RFC 6335 §6). */
@@ -33,24 +34,6 @@ const IP_PROTO_SCTP = 132;
 const IP_PROTO_UDPLITE = 136;
 /** TCP, UDP, SCTP and UDP-Lite all start with the 16-bit source and destination ports: one 32-bit word. */
 const PORTS_LEN = 4;
-
-function mix(h: number, w: number): number {
-  h = Math.imul(h ^ w, 0x9e3779b1);
-  return (h << 15) | (h >>> 17);
-}
-
-/** Final avalanche (every input bit affects every output bit). */
-function finish(h: number): number {
-  h ^= h >>> 16;
-  h = Math.imul(h, 0x85ebca6b);
-  h ^= h >>> 13;
-  h = Math.imul(h, 0xc2b2ae35);
-  return h ^ (h >>> 16);
-}
-
-function word(buf: Uint8Array, o: number): number {
-  return (buf[o]! << 24) | (buf[o + 1]! << 16) | (buf[o + 2]! << 8) | buf[o + 3]!;
-}
 
 function hasPorts(proto: number): boolean {
   return proto === IP_PROTO_TCP || proto === IP_PROTO_UDP || proto === IP_PROTO_SCTP || proto === IP_PROTO_UDPLITE;

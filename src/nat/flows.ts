@@ -16,6 +16,7 @@
  */
 import { DEFAULT_CONNTRACK_TIMEOUTS, type ConntrackTimeouts } from './config.js';
 import { TCP_FLAG_ACK, TCP_FLAG_FIN, TCP_FLAG_RST, TCP_FLAG_SYN } from '../packet/tcp.js';
+import { readU32BE } from '../packet/flow-mix.js';
 
 export const FLOW_FREE = 0;
 export const FLOW_SYN_SENT = 1;
@@ -56,10 +57,6 @@ export interface FlowStats {
   expired: number;
   /** Confirmations refused: the reply tuple was taken by another connection (packet dropped). */
   clashes: number;
-}
-
-function rd32(b: Uint8Array, o: number): number {
-  return ((b[o]! << 24) | (b[o + 1]! << 16) | (b[o + 2]! << 8) | b[o + 3]!) >>> 0;
 }
 
 function mix(h: number, w: number): number {
@@ -277,7 +274,7 @@ export class FlowTable {
     dport: number,
     now: number,
   ): number {
-    if (fam === 4) return this.lookup4(proto, rd32(buf, srcOff), rd32(buf, dstOff), sport, dport, now);
+    if (fam === 4) return this.lookup4(proto, readU32BE(buf, srcOff), readU32BE(buf, dstOff), sport, dport, now);
     const alen = fam === 4 ? 4 : 16;
     let k = this.head[this.hash(fam, proto, buf, srcOff, dstOff, sport, dport, this.zone)]!;
     const a = this.addr;
@@ -345,8 +342,8 @@ export class FlowTable {
       a[base + 48 + i] = buf[srcOff + i]!;
     }
     if (fam === 4) {
-      const s4 = rd32(buf, srcOff),
-        d4 = rd32(buf, dstOff);
+      const s4 = readU32BE(buf, srcOff),
+        d4 = readU32BE(buf, dstOff);
       this.a32[e * 4] = s4;
       this.a32[e * 4 + 1] = d4;
       this.a32[e * 4 + 2] = d4;

@@ -5,6 +5,7 @@
  * the data offset and by the caller's `len`. Nothing here allocates.
  */
 
+import { readU32BE } from './flow-mix.js';
 import { finishChecksum } from './checksum.js';
 import { IP_PROTO_TCP, fillIpv4TransportChecksum, ipv4TransportSum } from './ipv4.js';
 import { fillIpv6TransportChecksum, ipv6TransportSum } from './ipv6.js';
@@ -57,16 +58,12 @@ export function setTcpDstPort(buf: Uint8Array, off: number, port: number): void 
   buf[off + TCP_DST_PORT_OFFSET + 1] = port & 0xff;
 }
 
-function readU32(buf: Uint8Array, o: number): number {
-  return ((buf[o]! << 24) | (buf[o + 1]! << 16) | (buf[o + 2]! << 8) | buf[o + 3]!) >>> 0;
-}
-
 export function tcpSeq(buf: Uint8Array, off: number): number {
-  return readU32(buf, off + TCP_SEQ_OFFSET);
+  return readU32BE(buf, off + TCP_SEQ_OFFSET);
 }
 
 export function tcpAck(buf: Uint8Array, off: number): number {
-  return readU32(buf, off + TCP_ACK_OFFSET);
+  return readU32BE(buf, off + TCP_ACK_OFFSET);
 }
 
 /** Header length in bytes (data offset × 4). */

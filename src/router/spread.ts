@@ -18,6 +18,7 @@
  *
  * Pure: no I/O, no clock, no allocation in `pick`.
  */
+import { finishMix, mixWord as mix, readU32BE as word } from '../packet/flow-mix.js';
 import type { IpView } from '../packet/ip-view.js';
 import { IPV4_FLAG_MF, IPV4_FRAGMENT_OFFSET_MASK, ipv4FlagsFragment } from '../packet/ipv4.js';
 
@@ -31,23 +32,6 @@ const IP_PROTO_TCP = 6;
 const IP_PROTO_UDP = 17;
 const IP_PROTO_ICMPV6 = 58;
 const IP_PROTO_SCTP = 132;
-
-function mix(h: number, w: number): number {
-  h = Math.imul(h ^ w, 0x9e3779b1);
-  return (h << 15) | (h >>> 17);
-}
-
-function finish(h: number): number {
-  h ^= h >>> 16;
-  h = Math.imul(h, 0x85ebca6b);
-  h ^= h >>> 13;
-  h = Math.imul(h, 0xc2b2ae35);
-  return (h ^ (h >>> 16)) >>> 0;
-}
-
-function word(buf: Uint8Array, o: number): number {
-  return ((buf[o]! << 24) | (buf[o + 1]! << 16) | (buf[o + 2]! << 8) | buf[o + 3]!) >>> 0;
-}
 
 /** -1, 0, 1: the address at a against the one at b (addrLen bytes each). */
 function compareAddr(buf: Uint8Array, a: number, b: number, addrLen: number): number {
@@ -94,7 +78,7 @@ export function symmetricFlowHash(buf: Uint8Array, v: IpView): number {
   for (let i = 0; i < n; i += 4) h = mix(h, word(buf, hi + i));
   h = mix(h, proto);
   h = mix(h, (loPort << 16) | hiPort);
-  return finish(h);
+  return finishMix(h) >>> 0;
 }
 
 /** The tunnels of one peer and which carry flows, by weight. */

@@ -38,7 +38,8 @@ import { N_DNAT, N_MAP, N_MASQ, type CChain, type CNatRule } from './compile.js'
 import { addressEquals } from '../packet/addr.js';
 import type { RuleCounters, RulesStats } from './counters.js';
 import { FragmentMemory } from './fragments.js';
-import { condsMatch, readU32 } from './match.js';
+import { condsMatch } from './match.js';
+import { readU32BE } from '../packet/flow-mix.js';
 import { ICMP_ERR_TYPES, rewriteIpv4Address } from './mirror.js';
 import { uniqueSourcePort } from './nat-port.js';
 
@@ -121,7 +122,7 @@ export class RulesConntrack {
       let target: number;
       let bind: string;
       if (r.kind === N_MAP) {
-        const m = r.map!.get(readU32(buf, v.dstOff));
+        const m = r.map!.get(readU32BE(buf, v.dstOff));
         if (m === undefined) continue;
         target = m.addr;
         bind = m.bind;
@@ -188,7 +189,7 @@ export class RulesConntrack {
     if (r.remap === null) return r.addr;
     // PrefixRemap.translate on the packet's own address bytes (netmap: host bits kept).
     r.remap.translate(buf, r.kind === N_DNAT ? v.dstOff : v.srcOff, this.scratch, 0);
-    return readU32(this.scratch, 0);
+    return readU32BE(this.scratch, 0);
   }
 
   /** The packet is dropped: its new entry is held (unconfirmed, unfindable) for the router's error about it. */
@@ -251,7 +252,7 @@ export class RulesConntrack {
       }
     }
     const f = this.flows;
-    const k = f.lookup4(proto, readU32(buf, v.srcOff) | 0, readU32(buf, v.dstOff) | 0, sp, dp, now);
+    const k = f.lookup4(proto, readU32BE(buf, v.srcOff) | 0, readU32BE(buf, v.dstOff) | 0, sp, dp, now);
     const first = (buf[v.off + 6]! & 0x20) !== 0;
     if (k >= 0) {
       this.e = k >> 1;

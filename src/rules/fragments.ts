@@ -6,7 +6,7 @@
  */
 import type { IpView } from '../packet/ip-view.js';
 import { read16 } from '../nat/rewrite.js';
-import { readU32 } from './match.js';
+import { readU32BE } from '../packet/flow-mix.js';
 
 const FRAG_SLOTS = 256;
 /** How long a first fragment's connection is remembered for the datagram's other fragments (ms). */
@@ -21,7 +21,10 @@ export class FragmentMemory {
 
   private slot(buf: Uint8Array, v: IpView): number {
     const x = Math.imul(
-      readU32(buf, v.srcOff) ^ Math.imul(readU32(buf, v.dstOff), 0x9e3779b1) ^ (read16(buf, v.off + 4) << 8) ^ v.proto,
+      readU32BE(buf, v.srcOff) ^
+        Math.imul(readU32BE(buf, v.dstOff), 0x9e3779b1) ^
+        (read16(buf, v.off + 4) << 8) ^
+        v.proto,
       0x85ebca6b,
     );
     return (x ^ (x >>> 15)) & (FRAG_SLOTS - 1);
@@ -30,8 +33,8 @@ export class FragmentMemory {
   /** A first fragment (MF set) of connection key k (entry * 2 + direction). */
   remember(buf: Uint8Array, v: IpView, k: number, now: number): void {
     const i = this.slot(buf, v);
-    this.src[i] = readU32(buf, v.srcOff);
-    this.dst[i] = readU32(buf, v.dstOff);
+    this.src[i] = readU32BE(buf, v.srcOff);
+    this.dst[i] = readU32BE(buf, v.dstOff);
     this.idProto[i] = (read16(buf, v.off + 4) << 8) | v.proto;
     this.conn[i] = k;
     this.expires[i] = now + FRAG_TTL;
@@ -42,8 +45,8 @@ export class FragmentMemory {
     const i = this.slot(buf, v);
     if (
       this.idProto[i] !== ((read16(buf, v.off + 4) << 8) | v.proto) ||
-      this.src[i] !== readU32(buf, v.srcOff) ||
-      this.dst[i] !== readU32(buf, v.dstOff) ||
+      this.src[i] !== readU32BE(buf, v.srcOff) ||
+      this.dst[i] !== readU32BE(buf, v.dstOff) ||
       this.expires[i]! <= now
     )
       return -1;

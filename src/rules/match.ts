@@ -3,6 +3,7 @@
  * integers and tested against one packet (see model.ts for Liqo's match semantics), and the
  * TCP MSS clamp write. Per packet: no allocation.
  */
+import { readU32BE } from '../packet/flow-mix.js';
 import type { IpView } from '../packet/ip-view.js';
 import { CSUM_ALWAYS, patchWord, read16, swap16 } from '../nat/rewrite.js';
 import type { Cond } from './model.js';
@@ -51,10 +52,6 @@ export function inPrefix6(buf: Uint8Array, o: number, net: Uint8Array, len: numb
   return len === 0 || (buf[o + i]! & ((0xff00 >>> len) & 0xff)) === net[i];
 }
 
-export function readU32(buf: Uint8Array, o: number): number {
-  return ((buf[o]! << 24) | (buf[o + 1]! << 16) | (buf[o + 2]! << 8) | buf[o + 3]!) >>> 0;
-}
-
 /**
  * Whether every condition holds for the packet `v` (IPv4 for ip tables' rules, IPv6 for ip6's). `inName`/`outName` are the packet's
  * interface names, '' for none (oifname before routing, iifname of the router's own packets):
@@ -80,7 +77,7 @@ export function condsMatch(
         break;
       case C_IP_SRC:
       case C_IP_DST: {
-        const a = readU32(buf, c.kind === C_IP_SRC ? v.srcOff : v.dstOff);
+        const a = readU32BE(buf, c.kind === C_IP_SRC ? v.srcOff : v.dstOff);
         hit = a >= c.lo && a <= c.hi;
         break;
       }

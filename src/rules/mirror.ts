@@ -51,7 +51,8 @@ import {
 import type { IpView } from '../packet/ip-view.js';
 import type { QuotedPacket } from '../nat/quoted.js';
 import { CSUM_ALWAYS, CSUM_NONE, l4ChecksumKind, l4ChecksumOffset, patchWord, rewriteAddress } from '../nat/rewrite.js';
-import { C_DEV_IN, C_DEV_OUT, C_IP_DST, C_IP_SRC, readU32, type CCond } from './match.js';
+import { C_DEV_IN, C_DEV_OUT, C_IP_DST, C_IP_SRC, type CCond } from './match.js';
+import { readU32BE } from '../packet/flow-mix.js';
 
 export const M_NONE = 0,
   M_D = 1,
@@ -174,8 +175,8 @@ export class MirrorPlan {
         if (t < 32 && ((ICMP_ERR_TYPES >>> t) & 1) !== 0) {
           // Related: translated by the connection whatever the error's interfaces.
           if (q.parse(buf, v) !== 0 || !q.ports || q.addrLen !== 4) return M_NONE;
-          const qs = readU32(buf, q.src),
-            qd = readU32(buf, q.dst);
+          const qs = readU32BE(buf, q.src),
+            qd = readU32BE(buf, q.dst);
           let i = this.remOf(qs);
           if (i >= 0 && this.isSafe(qd)) {
             this.pair = i;
@@ -198,14 +199,14 @@ export class MirrorPlan {
     if (name !== this.tunnel) {
       const x = this.notIn;
       for (let j = 0; j < x.length; j++) if (x[j] === name) return M_NONE;
-      const i = this.remOf(readU32(buf, v.dstOff));
-      if (i >= 0 && this.isSafe(readU32(buf, v.srcOff))) {
+      const i = this.remOf(readU32BE(buf, v.dstOff));
+      if (i >= 0 && this.isSafe(readU32BE(buf, v.srcOff))) {
         this.pair = i;
         return M_D;
       }
     } else {
-      const i = this.realOf(readU32(buf, v.srcOff));
-      if (i >= 0 && this.isSafe(readU32(buf, v.dstOff))) {
+      const i = this.realOf(readU32BE(buf, v.srcOff));
+      if (i >= 0 && this.isSafe(readU32BE(buf, v.dstOff))) {
         this.pair = i;
         return M_S;
       }

@@ -63,7 +63,8 @@ import { runIp6Steps, type Ip6StepContext } from './ip6-steps.js';
 import { RuleCounters, emptyRulesStats, type RuleCounterRow, type RulesStats } from './counters.js';
 import { inDevName, masqueradeAddr, outDevName, type RulesDevices } from './devices.js';
 import { rejectPacket } from './reject.js';
-import { clampMss, condsMatch, readU32 } from './match.js';
+import { clampMss, condsMatch } from './match.js';
+import { readU32BE } from '../packet/flow-mix.js';
 import { MSS_OVERHEAD_V4, MSS_OVERHEAD_V6, routeMss } from './mss.js';
 import { HOOKS } from './model.js';
 import {
@@ -414,7 +415,7 @@ export class RulesRuntime {
         !this.mNotOut ||
         (meta.outDev === '' ? meta.output >= 0 && this.mOutOk[meta.output] === 1 : m.snatOut(meta.outDev))
       )
-        rewriteIpv4Address(buf, v, v.srcOff, m.rem[k]! | (readU32(buf, v.srcOff) & m.mask[k]!));
+        rewriteIpv4Address(buf, v, v.srcOff, m.rem[k]! | (readU32BE(buf, v.srcOff) & m.mask[k]!));
     } else if (this.mcls === M_ERR_POST) mirrorError(this.q, this.scratch, m, k, buf, v, true);
     return VERDICT_ACCEPT;
   }
@@ -440,7 +441,7 @@ export class RulesRuntime {
     const m = this.mirror!;
     const k = this.mpair;
     this.st.stateless++;
-    if (this.mcls === M_D) rewriteIpv4Address(buf, v, v.dstOff, m.real[k]! | (readU32(buf, v.dstOff) & m.mask[k]!));
+    if (this.mcls === M_D) rewriteIpv4Address(buf, v, v.dstOff, m.real[k]! | (readU32BE(buf, v.dstOff) & m.mask[k]!));
     else if (this.mcls === M_ERR_PRE) mirrorError(this.q, this.scratch, m, k, buf, v, false);
   }
 

@@ -45,7 +45,7 @@ import type { RulesDevices } from '../../src/rules/devices.js';
 import { ipToNumber, type RuleTable } from '../../src/rules/model.js';
 import { toNft } from '../../src/rules/nft.js';
 import { parseFirewallConfiguration } from '../../src/rules/parse.js';
-import { readU32 } from '../../src/rules/match.js';
+import { readU32BE } from '../../src/packet/flow-mix.js';
 import { RulesRuntime } from '../../src/rules/runtime.js';
 import { icmpEcho, tcpPacket, udpPacket, type Built } from '../packet/factory.js';
 import { e2eUnavailableReason, sleep, Topology } from '../util/netns.js';
@@ -561,7 +561,7 @@ export class OracleBed {
      */
     const own = (side: Side, room: Uint8Array, at: number, n: number): [string | null, boolean, Side] => {
       if (parseIp(room, at, n, v) !== IP_OK) throw new Error('bad ICMP error');
-      const to = (): Side | null => (opts.anySide ? this.sideOf(readU32(room, v.dstOff)) : side);
+      const to = (): Side | null => (opts.anySide ? this.sideOf(readU32BE(room, v.dstOff)) : side);
       let out = to();
       if (out === null) return [null, true, side];
       // Locally generated: routed before OUTPUT (its output chain sees the oifname).
