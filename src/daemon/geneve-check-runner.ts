@@ -18,6 +18,7 @@ import {
   geneveCheckTargets,
   type GeneveCheckTarget,
 } from '../control/geneve-check.js';
+import { CheckRunners } from './check-runners.js';
 import { ConnCheckRunner } from './conncheck-runner.js';
 
 export interface GeneveCheckSettings {
@@ -37,7 +38,7 @@ export interface GeneveCheckOptions extends GeneveCheckSettings {
 }
 
 export class GeneveCheck {
-  private readonly runners = new Map<string, ConnCheckRunner>();
+  private readonly runners = new CheckRunners();
   private readonly values = new Map<string, string>();
 
   constructor(private readonly o: GeneveCheckOptions) {}
@@ -54,44 +55,33 @@ export class GeneveCheck {
   async sync(config: WeftConfig | null): Promise<void> {
     const want =
       config === null || this.o.enabled === false ? new Map<string, GeneveCheckTarget[]>() : geneveCheckTargets(config);
-    for (const [local, r] of [...this.runners]) {
-      if (want.has(local)) continue;
-      this.runners.delete(local);
-      await r.stop();
-    }
-    for (const [local, targets] of want) {
-      const r = this.runners.get(local);
-      if (r !== undefined) {
-        r.setTargets(targets);
-        continue;
-      }
-      try {
-        this.runners.set(
-          local,
-          await ConnCheckRunner.start({
-            bindAddress: local,
-            port: this.o.port ?? GENEVE_CHECK_PORT,
-            targets,
-            intervalMs: this.intervalMs,
-            lossThreshold: this.lossThreshold,
-            ...(this.o.netns !== undefined ? { netns: this.o.netns } : {}),
-            onUpdate: (id, st) => {
-              this.o.onUpdate?.(id, st);
-              if (this.values.get(id) === st.value) return;
-              this.values.set(id, st.value);
-              const log = st.value === 'Error' ? this.o.logger.warn : this.o.logger.info;
-              log.call(this.o.logger, { tunnel: id, value: st.value, latencyMs: st.latencyMs }, 'Geneve check');
-            },
-          }),
-        );
+    await this.runners.sync(
+      want,
+      async (local, targets) => {
+        const r = await ConnCheckRunner.start({
+          bindAddress: local,
+          port: this.o.port ?? GENEVE_CHECK_PORT,
+          targets,
+          intervalMs: this.intervalMs,
+          lossThreshold: this.lossThreshold,
+          ...(this.o.netns !== undefined ? { netns: this.o.netns } : {}),
+          onUpdate: (id, st) => {
+            this.o.onUpdate?.(id, st);
+            if (this.values.get(id) === st.value) return;
+            this.values.set(id, st.value);
+            const log = st.value === 'Error' ? this.o.logger.warn : this.o.logger.info;
+            log.call(this.o.logger, { tunnel: id, value: st.value, latencyMs: st.latencyMs }, 'Geneve check');
+          },
+        });
         this.o.logger.info({ bind: local, tunnels: targets.map((t) => t.clusterId) }, 'Geneve check running');
-      } catch (e) {
+        return r;
+      },
+      (local, e) =>
         this.o.logger.warn(
           { err: e instanceof Error ? e.message : String(e), bind: local },
           'Geneve check not started (retried at the next configuration change)',
-        );
-      }
-    }
+        ),
+    );
   }
 
   /** Each checked tunnel's view, by tunnel name. */
@@ -106,9 +96,7 @@ export class GeneveCheck {
   }
 
   async stop(): Promise<void> {
-    const rs = [...this.runners.values()];
-    this.runners.clear();
     this.values.clear();
-    for (const r of rs) await r.stop();
+    await this.runners.stop();
   }
 }

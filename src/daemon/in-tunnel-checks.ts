@@ -9,6 +9,7 @@
 import type { Logger } from 'pino';
 import type { PeerCheckStatus } from '../control/conncheck.js';
 import type { Gateway } from '../gateway/gateway.js';
+import { CheckRunners } from './check-runners.js';
 import { ConnCheckRunner, wallClockMs, type ConnCheckTarget } from './conncheck-runner.js';
 import { errText } from './err-text.js';
 
@@ -26,7 +27,7 @@ export interface InTunnelChecksOptions {
 
 export class InTunnelChecks {
   /** Runners by our tunnel address (bind address). */
-  private readonly runners = new Map<string, ConnCheckRunner>();
+  private readonly runners = new CheckRunners();
   /** Last value logged per peer (the check reports every latency; the log shows changes). */
   private readonly checkValues = new Map<string, string>();
   /** Measured round trips (µs) not yet observed by the latency histogram. */
@@ -60,68 +61,57 @@ export class InTunnelChecks {
       list.push({ clusterId: t.clusterId, address: t.remote });
       byLocal.set(t.local, list);
     }
-    for (const [local, r] of [...this.runners]) {
-      if (byLocal.has(local)) continue;
-      this.runners.delete(local);
-      await r.stop();
-    }
-    for (const [local, targets] of byLocal) {
-      const r = this.runners.get(local);
-      if (r !== undefined) {
-        r.setTargets(targets);
-        continue;
-      }
-      try {
-        this.runners.set(
-          local,
-          await ConnCheckRunner.start({
-            bindAddress: local,
-            targets,
-            canSend: (address) => {
-              const gw = this.o.gateway();
-              const t = gw?.tunnelAddresses().peers.find((p) => p.local === local && p.remote === address);
-              return gw === null || t === undefined || gw.hasEndpoint(t.name, t.tunnel);
-            },
-            ...(this.o.netns !== undefined ? { netns: this.o.netns } : {}),
-            ...(this.o.intervalMs !== undefined ? { intervalMs: this.o.intervalMs } : {}),
-            ...(this.o.lossThreshold !== undefined ? { lossThreshold: this.o.lossThreshold } : {}),
-            onUpdate: (id, st) => {
-              // Several tunnels: each has its own check; one that fails leaves the peer's spread.
-              const gw = this.o.gateway();
-              const t = gw?.tunnelAddresses().peers.find((p) => p.local === local && p.clusterId === id);
-              if (gw != null && t !== undefined)
-                gw.setTunnelCheck(t.name, t.tunnel, st.value, st.latencyMs, st.peerSpreads);
-              const tunnel0 = t === undefined || t.tunnel === 0;
-              // The peer's latency (Liqo's histogram) is tunnel 0's, as its Connection's.
-              if (tunnel0 && st.value === 'Connected' && st.latencyMs > 0) this.recordLatency(id, st.latencyMs);
-              const key = tunnel0 ? id : `${id}/${t.tunnel}`;
-              if (this.checkValues.get(key) === st.value) return;
-              this.checkValues.set(key, st.value);
-              const log =
-                st.value === 'Error' ? this.o.logger.warn.bind(this.o.logger) : this.o.logger.info.bind(this.o.logger);
-              log(
-                {
-                  peer: id,
-                  ...(t !== undefined && t.tunnel > 0 ? { tunnel: t.tunnel } : {}),
-                  value: st.value,
-                  latencyMs: st.latencyMs,
-                },
-                'connection check',
-              );
-            },
-            sessionStartedAt: (id) => this.sessionStartedAt(id),
-            // Without a host device our tunnel address lives on the in-process host lane.
-            ...(gateway.hostLane !== null ? { endpoint: gateway.hostLane.bindUdp.bind(gateway.hostLane) } : {}),
-          }),
-        );
+    await this.runners.sync(
+      byLocal,
+      async (local, targets) => {
+        const r = await ConnCheckRunner.start({
+          bindAddress: local,
+          targets,
+          canSend: (address) => {
+            const gw = this.o.gateway();
+            const t = gw?.tunnelAddresses().peers.find((p) => p.local === local && p.remote === address);
+            return gw === null || t === undefined || gw.hasEndpoint(t.name, t.tunnel);
+          },
+          ...(this.o.netns !== undefined ? { netns: this.o.netns } : {}),
+          ...(this.o.intervalMs !== undefined ? { intervalMs: this.o.intervalMs } : {}),
+          ...(this.o.lossThreshold !== undefined ? { lossThreshold: this.o.lossThreshold } : {}),
+          onUpdate: (id, st) => {
+            // Several tunnels: each has its own check; one that fails leaves the peer's spread.
+            const gw = this.o.gateway();
+            const t = gw?.tunnelAddresses().peers.find((p) => p.local === local && p.clusterId === id);
+            if (gw != null && t !== undefined)
+              gw.setTunnelCheck(t.name, t.tunnel, st.value, st.latencyMs, st.peerSpreads);
+            const tunnel0 = t === undefined || t.tunnel === 0;
+            // The peer's latency (Liqo's histogram) is tunnel 0's, as its Connection's.
+            if (tunnel0 && st.value === 'Connected' && st.latencyMs > 0) this.recordLatency(id, st.latencyMs);
+            const key = tunnel0 ? id : `${id}/${t.tunnel}`;
+            if (this.checkValues.get(key) === st.value) return;
+            this.checkValues.set(key, st.value);
+            const log =
+              st.value === 'Error' ? this.o.logger.warn.bind(this.o.logger) : this.o.logger.info.bind(this.o.logger);
+            log(
+              {
+                peer: id,
+                ...(t !== undefined && t.tunnel > 0 ? { tunnel: t.tunnel } : {}),
+                value: st.value,
+                latencyMs: st.latencyMs,
+              },
+              'connection check',
+            );
+          },
+          sessionStartedAt: (id) => this.sessionStartedAt(id),
+          // Without a host device our tunnel address lives on the in-process host lane.
+          ...(gateway.hostLane !== null ? { endpoint: gateway.hostLane.bindUdp.bind(gateway.hostLane) } : {}),
+        });
         this.o.logger.info({ bind: local, peers: targets.map((t) => t.clusterId) }, 'connection check running');
-      } catch (e) {
+        return r;
+      },
+      (local, e) =>
         this.o.logger.warn(
           { err: errText(e), bind: local },
           'connection check not started; those peers report the handshake instead',
-        );
-      }
-    }
+        ),
+    );
   }
 
   private recordLatency(clusterId: string, latencyMs: number): void {
@@ -143,10 +133,8 @@ export class InTunnelChecks {
 
   /** Stops every runner. */
   async stop(): Promise<void> {
-    const runners = [...this.runners.values()];
-    this.runners.clear();
     this.checkValues.clear();
-    for (const r of runners) await r.stop();
+    await this.runners.stop();
   }
 
   /**
