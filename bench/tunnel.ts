@@ -21,6 +21,9 @@
  *                     same flood sent to a closed port of B instead of the daemon: what the flood
  *                     traffic alone costs this machine, the ceiling for any daemon)
  *   FLOOD_RATE=30000  initiations per second for tcp1flood
+ *   HOG=1             a busy node: one CPU hog (a spinning process pinned to core 0 with taskset)
+ *                     runs through every daemon's whole measurement, set-up included, and is
+ *                     stopped after it; every daemon meets the same hog (HOG_CPU=0 picks the core)
  *   WEFT_NODE_ARGS="--cpu-prof --cpu-prof-dir=/tmp/prof"   extra node flags for weft-wg
  *   WEFT_ENV="WEFT_CRYPTO=node"  extra environment for weft-wg (space separated K=V)
  *   WEFT_VARIANTS="evp:WEFT_NATIVE_AEAD_MODE=evp;koffi:WEFT_NATIVE_AEAD=0"   more weft-wg daemons in
@@ -95,6 +98,8 @@ const KNOWN_TESTS = ['ping', 'pingload', 'tcp1', 'tcp4', 'udp64', 'tcp1flood', '
 for (const t of TESTS)
   if (!KNOWN_TESTS.includes(t)) throw new Error(`TESTS: unknown test ${t} (${KNOWN_TESTS.join(', ')})`);
 const FLOOD_RATE = intEnv('FLOOD_RATE', 30_000);
+const HOG = process.env.HOG === '1';
+const HOG_CPU = intEnv('HOG_CPU', 0);
 
 const FLOOD_JS = fileURLToPath(new URL('./flood.js', import.meta.url));
 
@@ -290,6 +295,10 @@ async function measureDaemon(spec: DaemonSpec, dir: string): Promise<Metrics> {
   setupUnderlay(S);
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'wp-keys-'));
   let t: Tunnel | null = null;
+  // The hog spins in its own process; bounded by spawnIn's timeout as well as stopped below.
+  const hog = HOG
+    ? spawnIn(NS_A, ['taskset', '-c', String(HOG_CPU), process.execPath, '-e', 'for(;;){}'], DUR * 8 + 300)
+    : null;
   try {
     t = await setupTunnel(spec, S, tmp, DUR * 6 + 300);
     for (const test of TESTS) {
@@ -306,6 +315,7 @@ async function measureDaemon(spec: DaemonSpec, dir: string): Promise<Metrics> {
       await stopProc(t.a);
       await stopProc(t.b);
     }
+    if (hog) await stopProc(hog);
     teardown();
     fs.rmSync(tmp, { recursive: true, force: true });
   }
@@ -434,7 +444,7 @@ function summarize(labels: string[], results: Map<string, Metrics[]>): string {
 // ------------------------------------------------------------------------------------------
 
 async function main(): Promise<number> {
-  need(['iperf3', 'nstat', 'ss']);
+  need(['iperf3', 'nstat', 'ss', ...(HOG ? ['taskset'] : [])]);
   const specs = daemonSpecs();
   const outDir = process.env.RESULTS_DIR ?? fs.mkdtempSync(path.join(os.tmpdir(), 'wp-tunnel-'));
   fs.mkdirSync(outDir, { recursive: true });
@@ -454,7 +464,7 @@ async function main(): Promise<number> {
 
   const machine = machineLine();
   console.log(
-    `# tunnel: ${specs.map((s) => s.label).join(' vs ')}; RUNS=${RUNS} DUR=${DUR}s PINGS=${PINGS}x${PING_INTERVAL}s TESTS=${TESTS.join(',')}; MTU ${WG_MTU}`,
+    `# tunnel: ${specs.map((s) => s.label).join(' vs ')}; RUNS=${RUNS} DUR=${DUR}s PINGS=${PINGS}x${PING_INTERVAL}s TESTS=${TESTS.join(',')}; MTU ${WG_MTU}${HOG ? `; CPU hog on core ${HOG_CPU}` : ''}`,
   );
   console.log(`# ${machine}`);
   const results = new Map<string, Metrics[]>(specs.map((s) => [s.label, []]));
