@@ -48,6 +48,8 @@ export interface K8sSettings {
   geneveMode: 'l3' | 'l2';
   /** Gateway: the host lane on the TUN, in process (sockets), or the TUN with sockets as fall-back (auto). */
   hostLane?: 'tun' | 'sockets' | 'auto';
+  /** Gateway, in-process host lane: idle timeouts of relayed UDP flows (unreplied / replied, ms). */
+  hostLaneUdp?: { unrepliedMs: number; repliedMs: number };
   metricsListen: string | undefined;
   conncheck: boolean;
   /** Enforce Liqo's gateway FirewallConfigurations (filter chains) on the router (k8s-rules.ts). */

@@ -17,7 +17,7 @@ import type { PacketDevice } from '../io/device.js';
 import { MAX_PACKET } from '../io/sizes.js';
 import type { LinkState } from '../kernel/link-state.js';
 import { withNetnsAsync } from '../kernel/netns.js';
-import { SocketDevices, systemDevices, type Devices } from '../pipelines/devices.js';
+import { SocketDevices, systemDevices, type Devices, type HostLaneUdpTimeouts } from '../pipelines/devices.js';
 import { HostLaneDevice } from '../pipelines/host-lane.js';
 import { TunPermissionError, TunUnavailableError } from '../io/tun-errors.js';
 import { FabricTunWriter, startTunReader } from '../pipelines/fabric-offload.js';
@@ -60,6 +60,8 @@ export interface GatewayIoOptions {
    * or the process may not create a TUN.
    */
   readonly hostLane?: HostLaneChoice;
+  /** The in-process host lane's UDP idle timeouts (default: the kernel's UDP conntrack, router/host-flows.ts). */
+  readonly hostLaneUdp?: HostLaneUdpTimeouts;
 }
 
 export type HostLaneChoice = 'tun' | 'sockets' | 'auto';
@@ -103,7 +105,7 @@ export class GatewayIo {
     const choice = this.o.hostLane ?? 'tun';
     let tun: PacketDevice;
     if (choice === 'sockets') {
-      this.devices = new SocketDevices(this.devices);
+      this.devices = new SocketDevices(this.devices, this.o.hostLaneUdp);
       this.hostLane = { mode: 'sockets', reason: 'chosen (--host-lane=sockets)' };
       tun = this.devices.openTun(opts);
     } else {
@@ -111,7 +113,7 @@ export class GatewayIo {
         tun = this.devices.openTun(opts);
       } catch (e) {
         if (choice !== 'auto' || !(e instanceof TunUnavailableError || e instanceof TunPermissionError)) throw e;
-        this.devices = new SocketDevices(this.devices);
+        this.devices = new SocketDevices(this.devices, this.o.hostLaneUdp);
         this.hostLane = { mode: 'sockets', reason: `no TUN: ${e.message}` };
         tun = this.devices.openTun(opts);
       }

@@ -21,6 +21,12 @@ import { HostLaneTcpRelay } from './host-lane-tcp.js';
 import { HostLaneIcmpRelay, probeIcmpEcho } from './host-lane-icmp.js';
 import { IP_PROTO_ICMP, IP_PROTO_TCP, IP_PROTO_UDP } from '../packet/ipv4.js';
 
+/** Idle timeouts of the host lane's relayed UDP flows, ms (default: router/host-flows.ts, the kernel's). */
+export interface HostLaneUdpTimeouts {
+  readonly unrepliedMs?: number;
+  readonly repliedMs?: number;
+}
+
 export interface Devices {
   /** Creates (or attaches to) a packet device; throws typed errors naming what to fix. */
   openTun(opts: TunOptions): PacketDevice;
@@ -82,7 +88,10 @@ export class MemoryDevices implements Devices {
 export class SocketDevices implements Devices {
   readonly lanes = new Map<string, HostLaneDevice>();
 
-  constructor(private readonly base: Devices = systemDevices) {}
+  constructor(
+    private readonly base: Devices = systemDevices,
+    private readonly udpTimeouts: HostLaneUdpTimeouts = {},
+  ) {}
 
   openTun(opts: TunOptions): PacketDevice {
     const lane = new HostLaneDevice({
@@ -90,7 +99,7 @@ export class SocketDevices implements Devices {
       mtu: opts.mtu ?? 1420,
       ...(opts.netns === undefined ? {} : { netns: opts.netns }),
     });
-    lane.register(IP_PROTO_UDP, new HostLaneUdpRelay(lane));
+    lane.register(IP_PROTO_UDP, new HostLaneUdpRelay(lane, this.udpTimeouts));
     lane.register(IP_PROTO_TCP, new HostLaneTcpRelay(lane));
     const noEcho = probeIcmpEcho();
     lane.icmpEchoUnavailable = noEcho;

@@ -1,6 +1,7 @@
 /**
- * The host lane's UDP relay: a UDP flow the router sends out of the gateway's own interface (an
- * IP-mapped external address, anything a route via the host's interface reaches) is carried by
+ * The host lane's UDP relay: a UDP flow the router sends out of the gateway's own interface
+ * (anything a route via the host's interface reaches; not Liqo's IP mappings, which Liqo routes
+ * to the gateway's node) is carried by
  * a connected UDP socket of its own, opened on the flow's first datagram. The kernel gives the
  * socket the gateway's address and an ephemeral port — the masquerade Liqo's rules ask for on
  * that interface — and delivers only the peer's datagrams to it; each reply goes back into the

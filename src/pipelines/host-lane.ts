@@ -10,7 +10,8 @@
  *   HostLaneLinkState): an ICMP echo request is answered in place; a UDP datagram goes to the
  *   local endpoint bound to that address and port (the in-tunnel connection check, bindUdp),
  *   else it is dropped as `host_lane_port_unreachable`;
- * - otherwise (a route out of the gateway's own interface, e.g. an IP-mapped external address):
+ * - otherwise (a route out of the gateway's own interface, e.g. `dev eth0` in a RouteConfiguration;
+ *   Liqo's IP mappings are not among them: Liqo routes a mapped address to the gateway's node):
  *   the handler registered for its IP protocol relays it through the gateway's own sockets
  *   (host-lane-udp.ts: a connected UDP socket per flow; host-lane-tcp.ts: the connection
  *   terminated by the TCP engine and re-originated with a node:net socket; host-lane-icmp.ts:

@@ -259,6 +259,26 @@ describe('weft k8s / show / demo / bench: argument checks', () => {
     );
   });
 
+  test("k8s: the host lane's UDP idle timeouts (gateway; default the kernel's 30 s / 120 s; flag or env; validated)", () => {
+    const k = (argv: string[], env: Record<string, string> = {}) => parseK8sArgs(parseArgs(argv, K8S_SPEC), env);
+    expect(k(['--role=gateway']).hostLaneUdp).toEqual({ unrepliedMs: 30_000, repliedMs: 120_000 });
+    expect(
+      k(['--role=gateway', '--host-lane-udp-timeout=2', '--host-lane-udp-stream-timeout', '2.5']).hostLaneUdp,
+    ).toEqual({ unrepliedMs: 2000, repliedMs: 2500 });
+    expect(k(['--role=gateway'], { WEFT_HOST_LANE_UDP_STREAM_TIMEOUT: '60' }).hostLaneUdp).toEqual({
+      unrepliedMs: 30_000,
+      repliedMs: 60_000,
+    });
+    expect(() => k(['--role=gateway', '--host-lane-udp-timeout=0'])).toThrow(
+      /--host-lane-udp-timeout "0" \(or WEFT_HOST_LANE_UDP_TIMEOUT\): seconds from 0.1 to 3600/,
+    );
+    expect(() => k(['--role=gateway', '--host-lane-udp-stream-timeout=2m'])).toThrow(/seconds from 0.1 to 3600/);
+    expect(() => k(['--role=node', '--node-name=w', '--host-lane-udp-timeout=5'])).toThrow(
+      /--host-lane-udp-timeout is for the gateway role/,
+    );
+    expect(k(['--role=node', '--node-name=w']).hostLaneUdp).toBeUndefined();
+  });
+
   test('k8s: Liqo gateway template arguments', () => {
     const liqo = (argv: string[]) => parseK8sArgs(parseArgs(argv, K8S_SPEC), {});
     const base = ['--role=gateway', '--name=peer-b', '--namespace=liqo-tenant-b', '--gateway-uid=u-1'];

@@ -71,7 +71,11 @@ export interface PeeringSide {
    * translation reads) and liqoFirewallConfigurations; the Helm MSS clamp value and ipam IP
    * mappings (a non-pod `real` address exposed as `remapped` in the external CIDR, behind `node`).
    */
-  liqoMode?: { mss: number; ipMappings?: { name: string; real: string; remapped: string; node: string }[] };
+  liqoMode?: {
+    mss: number;
+    /** spec.masquerade: the nodes masquerade what they forward to `real` (Liqo's ip-mapping fabric object). */
+    ipMappings?: { name: string; real: string; remapped: string; node: string; masquerade?: boolean }[];
+  };
 }
 
 /** Liqo's namespace (the namespace `liqoctl install` releases the chart in). */

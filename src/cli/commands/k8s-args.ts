@@ -6,6 +6,7 @@ import { leaseName as liqoLeaseName, type LiqoGatewayIdentity } from '../../cont
 import { HEARTBEAT_DEFAULTS, LEASE_DEFAULTS, type K8sSettings } from '../../daemon/k8s-settings.js';
 import type { LogLevel } from '../../control/config.js';
 import { LogLevelSchema } from '../../control/config-schema.js';
+import { HOST_FLOW_REPLIED_MS, HOST_FLOW_UNREPLIED_MS } from '../../router/host-flows.js';
 import { optFlag, optInt, optString, parseHostLane, UsageError, type CliIo, type ParsedArgs } from './common.js';
 import { checkInstanceName, defaultRunDir } from '../../daemon/control-socket.js';
 
@@ -54,6 +55,13 @@ Runs Weft from Liqo's Kubernetes resources (networking.liqo.io, ipam.liqo.io): a
                             UDP/ICMP sockets with no TUN and no capability (sockets: Pod Security
                             restricted), or the TUN and sockets when /dev/net/tun cannot be
                             opened (auto, the default; the fall-back is logged)
+  --host-lane-udp-timeout SEC
+                            in-process host lane: a relayed UDP flow with no reply yet is closed
+                            after this long idle (default 30, as nf_conntrack_udp_timeout; env
+                            WEFT_HOST_LANE_UDP_TIMEOUT)
+  --host-lane-udp-stream-timeout SEC
+                            … and one that has seen a reply (default 120, as
+                            nf_conntrack_udp_timeout_stream; env WEFT_HOST_LANE_UDP_STREAM_TIMEOUT)
   --metrics-listen ADDR     Prometheus endpoint "host:port"
   --no-conncheck            gateway: no in-tunnel connection check (by default UDP 12345
                             between the tunnel addresses 169.254.18.1/.2 every 2 s, as Liqo);
@@ -107,6 +115,8 @@ export const K8S_SPEC = [
   { name: 'geneve-mode', value: true },
   { name: 'metrics-listen', value: true },
   { name: 'host-lane', value: true },
+  { name: 'host-lane-udp-timeout', value: true },
+  { name: 'host-lane-udp-stream-timeout', value: true },
   { name: 'conncheck', value: false },
   { name: 'no-geneve-ping', value: false },
   { name: 'geneve-ping-port', value: true },
@@ -179,8 +189,9 @@ export function parseK8sArgs(args: ParsedArgs, env: CliIo['env']): K8sSettings {
   // Liqo's fabric creates its Geneve interfaces as L2 (Ethernet, ARP): the default in Liqo mode.
   const mode = optString(args, 'geneve-mode') ?? (optFlag(args, 'liqo-firewall') ? 'l2' : 'l3');
   if (mode !== 'l3' && mode !== 'l2') throw new UsageError(`--geneve-mode ${JSON.stringify(mode)}: use l3 or l2`);
-  if (role === 'node' && optString(args, 'host-lane') !== undefined)
-    throw new UsageError('--host-lane is for the gateway role (the node agent needs its TUN and the node kernel)');
+  for (const f of ['host-lane', 'host-lane-udp-timeout', 'host-lane-udp-stream-timeout'] as const)
+    if (role === 'node' && optString(args, f) !== undefined)
+      throw new UsageError(`--${f} is for the gateway role (the node agent needs its TUN and the node kernel)`);
   const lvl = optString(args, 'log-level');
   let logLevel: LogLevel | undefined;
   if (lvl !== undefined) {
@@ -222,6 +233,14 @@ export function parseK8sArgs(args: ParsedArgs, env: CliIo['env']): K8sSettings {
     throw new UsageError(
       '--takeover-window must be at least 2 × --heartbeat-interval (one late heartbeat must not cause a takeover)',
     );
+  // The in-process host lane's UDP idle timeouts (gateway role; the TUN lane leaves them to the kernel).
+  const hostLaneUdp =
+    role === 'gateway'
+      ? {
+          unrepliedMs: seconds('host-lane-udp-timeout', 'WEFT_HOST_LANE_UDP_TIMEOUT', HOST_FLOW_UNREPLIED_MS),
+          repliedMs: seconds('host-lane-udp-stream-timeout', 'WEFT_HOST_LANE_UDP_STREAM_TIMEOUT', HOST_FLOW_REPLIED_MS),
+        }
+      : undefined;
   const remotes = args.lists.get('remote-cluster-id');
   const pingPort = optInt(args, 'geneve-ping-port', 1, 65535);
   const pingLoss = optInt(args, 'geneve-ping-loss-threshold', 1, 1000);
@@ -253,6 +272,7 @@ export function parseK8sArgs(args: ParsedArgs, env: CliIo['env']): K8sSettings {
     leaseName,
     geneveMode: mode,
     hostLane: parseHostLane(optString(args, 'host-lane'), 'auto'),
+    ...(hostLaneUdp !== undefined ? { hostLaneUdp } : {}),
     logLevel,
     liqo,
     podName,

@@ -45,7 +45,14 @@ export async function runK8s(argv: readonly string[], io: CliIo): Promise<number
       conncheck: s.conncheck,
       ...(s.geneveCheck !== undefined ? { geneveCheck: s.geneveCheck } : {}),
       ...(backend !== undefined ? { backend } : {}),
-      ...(s.role === 'gateway' ? { launch: { hostLane: s.hostLane ?? 'auto' } } : {}),
+      ...(s.role === 'gateway'
+        ? {
+            launch: {
+              hostLane: s.hostLane ?? 'auto',
+              ...(s.hostLaneUdp !== undefined ? { hostLaneUdp: s.hostLaneUdp } : {}),
+            },
+          }
+        : {}),
     });
     k8s = new K8sMode(s, kc, runtime, logger);
     const mode = k8s;
