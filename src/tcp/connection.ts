@@ -155,7 +155,8 @@ export class TcpConnection extends ConnectionOutput {
   abort(): void {
     if (this.state === TCP_CLOSED) return;
     if (this.state !== TCP_SYN_SENT && this.state !== TCP_TIME_WAIT) {
-      this.owner.queueRst(this, this.snd.nxt, this.rcv.nxt, true);
+      // SND.MAX: what the peer expects next when it had everything (RFC 5961 §3.2).
+      this.owner.queueRst(this, this.snd.max, this.rcv.nxt, true);
       this.owner.stats.resetsOut++;
     }
     this.finish('aborted', false);
@@ -250,6 +251,12 @@ export class TcpConnection extends ConnectionOutput {
   private inputSynchronizing(s: TcpSegment, buf: Uint8Array, now: number): number {
     const f = s.flags;
     const segLen = s.dataLen + (f & TCP_FLAG_SYN ? 1 : 0) + (f & TCP_FLAG_FIN ? 1 : 0);
+    // TIME_WAIT: the peer still retransmits (its FIN, or data before it when our last ACK was
+    // lost and it went back to SND.UNA): each segment with an ACK restarts the 2·MSL timer and
+    // is answered with an ACK (as Linux does; RFC 9293 names only the FIN), so a peer whose
+    // RTO has backed off beyond 2·MSL still hears it before the state ends.
+    if (this.state === TCP_TIME_WAIT && f & TCP_FLAG_ACK && !(f & TCP_FLAG_RST))
+      this.timeWaitDeadline = now + this.owner.options.timeWaitMs;
     // First: the sequence number (RFC 9293 §3.10.7.4).
     if (!this.rcv.acceptable(s.seq, segLen)) {
       const zeroWindowProbe = this.rcv.window === 0 && s.seq === this.rcv.nxt && f & TCP_FLAG_ACK;
@@ -261,8 +268,6 @@ export class TcpConnection extends ConnectionOutput {
             return TCP_ACCEPTED;
           }
         }
-        if (this.state === TCP_TIME_WAIT && f & TCP_FLAG_FIN)
-          this.timeWaitDeadline = now + this.owner.options.timeWaitMs;
         if (!(f & TCP_FLAG_RST)) this.ackNeeded = true;
         return TCP_DROP_OUT_OF_WINDOW;
       }
@@ -397,6 +402,16 @@ export class TcpConnection extends ConnectionOutput {
     this.owner.release(this);
   }
 
+  /**
+   * ConnectionOutput.emit, and when nothing could go: data queued by `send` into a closed window
+   * with nothing in flight arms the persist timer here (no ACK may come to arm it in `input`).
+   */
+  override emit(buf: Uint8Array, off: number, now: number): number {
+    const n = super.emit(buf, off, now);
+    if (n === 0 && this.state !== TCP_CLOSED && this.snd.persistDeadline < 0) this.armPersist(now);
+    return n;
+  }
+
   private armPersist(now: number): void {
     if (this.snd.needsProbe && this.state !== TCP_SYN_RECEIVED) {
       if (this.snd.persistDeadline < 0)
@@ -433,7 +448,7 @@ export class TcpConnection extends ConnectionOutput {
     if (snd.retries >= limit) {
       this.owner.stats.timeouts++;
       if (this.state !== TCP_SYN_SENT) {
-        this.owner.queueRst(this, snd.nxt, this.rcv.nxt, true);
+        this.owner.queueRst(this, snd.max, this.rcv.nxt, true);
         this.owner.stats.resetsOut++;
       }
       this.finish('timeout', true);
