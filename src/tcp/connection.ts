@@ -55,6 +55,8 @@ export class TcpConnection extends ConnectionOutput {
   closeReason: TcpCloseReason | null = null;
   /** The consumer's slot (the relay's socket, say); the engine never reads it. */
   context: unknown = undefined;
+  /** When the last segment of this connection arrived (`now` of its input; idle timeouts). */
+  lastInputAt = 0;
   private timeWaitDeadline = -1;
   private challengeWindowStart = -1;
   private challengeCount = 0;
@@ -208,6 +210,7 @@ export class TcpConnection extends ConnectionOutput {
 
   /** Processes one received segment for this connection; returns TCP_ACCEPTED or a drop code. */
   input(s: TcpSegment, buf: Uint8Array, now: number): number {
+    this.lastInputAt = now;
     const r = this.state === TCP_SYN_SENT ? this.inputSynSent(s, now) : this.inputSynchronizing(s, buf, now);
     if (this.state !== TCP_CLOSED) this.armPersist(now);
     if (this.ackNeeded || this.dupAcksOwed > 0) this.owner.wantOutput(this);
