@@ -264,6 +264,7 @@ export class TcpConnection extends ConnectionOutput {
     if (!this.rcv.acceptable(s.seq, segLen)) {
       const zeroWindowProbe = this.rcv.window === 0 && s.seq === this.rcv.nxt && f & TCP_FLAG_ACK;
       if (!zeroWindowProbe) {
+        if (s.dataLen > 0 && seqLe(seqAdd(s.seq, s.dataLen), this.rcv.nxt)) this.owner.stats.duplicates++;
         if (this.state === TCP_SYN_RECEIVED && f & TCP_FLAG_SYN && !(f & TCP_FLAG_ACK)) {
           if (seqAdd(s.seq, 1) === this.rcv.nxt) {
             this.snd.nxt = this.snd.iss; // the SYN again: our SYN-ACK was lost
@@ -329,10 +330,11 @@ export class TcpConnection extends ConnectionOutput {
         if (this.rcv.nxt !== before || r !== RX_OK) {
           if (this.rcv.nxt !== before) this.raise(TCP_EV_READABLE);
           this.ackNeeded = true;
-        } else if (this.dupAcksOwed < MAX_DUP_ACKS_OWED) {
+        } else {
+          this.owner.stats.outOfOrder++;
           // RFC 5681 §4.2: one immediate duplicate ACK per out-of-order segment, not coalesced
           // with the ACK of in-order data, so the sender's count reaches three.
-          this.dupAcksOwed++;
+          if (this.dupAcksOwed < MAX_DUP_ACKS_OWED) this.dupAcksOwed++;
         }
       } else {
         this.ackNeeded = true;
