@@ -91,6 +91,7 @@ describe('tcp engine under a seeded lossy, reordering, duplicating network (virt
       const caught = (code: number): number => net.a.stats.drops[code]! + net.b.stats.drops[code]!;
       expect(caught(TCP_DROP_BAD_CHECKSUM) + caught(TCP_DROP_BAD_HEADER)).toBe(net.corrupted);
     },
+    120_000,
   );
 
   test.prop([setup, fc.integer({ min: 0, max: 100_000 }), fc.constantFrom<Side>('a', 'b')], { numRuns: 200 })(
@@ -133,6 +134,7 @@ describe('tcp engine under a seeded lossy, reordering, duplicating network (virt
       expect(net.dropsMatch('a')).toBe(true);
       expect(net.dropsMatch('b')).toBe(true);
     },
+    120_000,
   );
 });
 
@@ -184,6 +186,7 @@ describe('tcp engine fed mutated segments (valid checksums) and random bytes', (
       expect(net.a.connectionCount).toBe(0);
       expect(net.b.connectionCount).toBe(0);
     },
+    120_000,
   );
 });
 
