@@ -18,6 +18,11 @@
  * - Bounded: `maxConnections` connections (TIME_WAIT included); a SYN beyond it gets a RST
  *   (`host_lane_tcp_flows_full`); per connection, the engine's two rings and one socket write
  *   buffer (its highWaterMark) plus at most one pending socket chunk.
+ * - Idle: a relayed connection with no segment from the pod and no data from the destination for
+ *   `idleTimeoutMs` (default 5 days, Linux's nf_conntrack_tcp_timeout_established: what the
+ *   kernel's masquerade gives the same connection through a TUN gateway) is reset both ways (RST
+ *   to the pod, the socket reset) and counted (`host_lane_tcp_idle_timeout`); checked at the
+ *   lane's housekeeping (every second).
  * - TCP to the gateway's own addresses has no listener: the engine refuses it with a RST
  *   (`host_lane_tcp_unsupported`).
  * - One timer, armed at the engine's next deadline (`poll`).
@@ -34,6 +39,10 @@ import { TCP_DROP_REFUSED, TCP_DROP_TABLE_FULL } from '../tcp/reasons.js';
 import { TCP_EV_CLOSED, TCP_EV_ESTABLISHED, TCP_EV_PEER_FIN, TCP_EV_READABLE, TCP_EV_WRITABLE } from '../tcp/state.js';
 import type { HostLaneContext, HostLaneProtocol } from './host-lane.js';
 
+/** Linux's nf_conntrack_tcp_timeout_established default (5 days), ms. */
+export const HOST_LANE_TCP_IDLE_TIMEOUT_MS = 432_000 * 1000;
+const IDLE_TIMEOUT_MAX_MS = 30 * 24 * 3600 * 1000;
+
 export interface HostLaneTcpOptions {
   /** Connections relayed at once, TIME_WAIT included (default 1024). */
   readonly maxConnections?: number;
@@ -41,6 +50,11 @@ export interface HostLaneTcpOptions {
   readonly bufferSize?: number;
   /** Outbound connect timeout, ms (default 10 s). */
   readonly connectTimeoutMs?: number;
+  /**
+   * A connection with no segment from the pod and no data from the destination for this long is
+   * reset both ways, ms (default 432 000 000: 5 days, nf_conntrack_tcp_timeout_established).
+   */
+  readonly idleTimeoutMs?: number;
   /** Engine options beyond these (tests: shorter TIME_WAIT). */
   readonly tcp?: Partial<TcpOptions>;
 }
@@ -59,6 +73,8 @@ interface Relay {
   endSent: boolean;
   /** The destination's FIN arrived (passed on once `pending` is sent). */
   sockEnded: boolean;
+  /** When the destination last sent data (the pod's side: the engine's lastInputAt). */
+  sockDataAt: number;
   done: boolean;
 }
 
@@ -69,6 +85,7 @@ export class HostLaneTcpRelay implements HostLaneProtocol {
   private readonly out: Uint8Array;
   private readonly rbuf = new Uint8Array(64 * 1024);
   private readonly connectTimeoutMs: number;
+  private readonly idleTimeoutMs: number;
   /** Whether the segment being input is addressed to one of the gateway's own addresses. */
   private inputLocal = false;
   private timer: NodeJS.Timeout | null = null;
@@ -81,6 +98,12 @@ export class HostLaneTcpRelay implements HostLaneProtocol {
   ) {
     const size = opts.bufferSize ?? 256 * 1024;
     this.connectTimeoutMs = opts.connectTimeoutMs ?? 10_000;
+    const idle = opts.idleTimeoutMs ?? HOST_LANE_TCP_IDLE_TIMEOUT_MS;
+    if (!Number.isInteger(idle) || idle < 1000 || idle > IDLE_TIMEOUT_MAX_MS)
+      throw new RangeError(
+        `HostLaneTcpOptions.idleTimeoutMs = ${idle}: must be an integer of ms in 1000..${IDLE_TIMEOUT_MAX_MS} (30 days)`,
+      );
+    this.idleTimeoutMs = idle;
     this.engine = new TcpEndpoint(
       {
         mtu: ctx.mtu,
@@ -110,7 +133,16 @@ export class HostLaneTcpRelay implements HostLaneProtocol {
   }
 
   expire(now: number): void {
-    if (!this.closed) this.service(now);
+    if (this.closed) return;
+    for (const r of this.relays) {
+      if (r.done) continue;
+      const last = Math.max(r.c.lastInputAt, r.sockDataAt);
+      if (now - last < this.idleTimeoutMs) continue;
+      this.ctx.drop('host_lane_tcp_idle_timeout');
+      r.c.abort();
+      this.finish(r, false);
+    }
+    this.service(now);
   }
 
   /** Runs due timers, hands events to the relays, sends what the engine has, re-arms the timer. */
@@ -171,6 +203,7 @@ export class HostLaneTcpRelay implements HostLaneProtocol {
       waitingDrain: false,
       endSent: false,
       sockEnded: false,
+      sockDataAt: this.ctx.clock(),
       done: false,
     };
     c.context = r;
@@ -231,6 +264,7 @@ export class HostLaneTcpRelay implements HostLaneProtocol {
   /** Socket data → engine send ring; what does not fit waits, the socket paused. */
   private fromSocket(r: Relay, d: Buffer): void {
     if (r.done) return;
+    r.sockDataAt = this.ctx.clock();
     const n = r.c.send(d, 0, d.length);
     if (n < d.length) {
       r.pending = d;

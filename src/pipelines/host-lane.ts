@@ -57,6 +57,7 @@ export const HOST_LANE_DROPS = [
   'host_lane_tcp_unsupported',
   'host_lane_tcp_flows_full',
   'host_lane_tcp_connect_failed',
+  'host_lane_tcp_idle_timeout',
   'host_lane_protocol_unsupported',
   'host_lane_icmp_unsupported',
   'host_lane_icmp_echo_unavailable',

@@ -55,6 +55,8 @@ export class TcpConnection extends ConnectionOutput {
   closeReason: TcpCloseReason | null = null;
   /** The consumer's slot (the relay's socket, say); the engine never reads it. */
   context: unknown = undefined;
+  /** When the last segment of this connection arrived (`now` of its input; idle timeouts). */
+  lastInputAt = 0;
   private timeWaitDeadline = -1;
   private challengeWindowStart = -1;
   private challengeCount = 0;
@@ -155,7 +157,8 @@ export class TcpConnection extends ConnectionOutput {
   abort(): void {
     if (this.state === TCP_CLOSED) return;
     if (this.state !== TCP_SYN_SENT && this.state !== TCP_TIME_WAIT) {
-      this.owner.queueRst(this, this.snd.nxt, this.rcv.nxt, true);
+      // SND.MAX: what the peer expects next when it had everything (RFC 5961 §3.2).
+      this.owner.queueRst(this, this.snd.max, this.rcv.nxt, true);
       this.owner.stats.resetsOut++;
     }
     this.finish('aborted', false);
@@ -207,6 +210,7 @@ export class TcpConnection extends ConnectionOutput {
 
   /** Processes one received segment for this connection; returns TCP_ACCEPTED or a drop code. */
   input(s: TcpSegment, buf: Uint8Array, now: number): number {
+    this.lastInputAt = now;
     const r = this.state === TCP_SYN_SENT ? this.inputSynSent(s, now) : this.inputSynchronizing(s, buf, now);
     if (this.state !== TCP_CLOSED) this.armPersist(now);
     if (this.ackNeeded || this.dupAcksOwed > 0) this.owner.wantOutput(this);
@@ -250,10 +254,17 @@ export class TcpConnection extends ConnectionOutput {
   private inputSynchronizing(s: TcpSegment, buf: Uint8Array, now: number): number {
     const f = s.flags;
     const segLen = s.dataLen + (f & TCP_FLAG_SYN ? 1 : 0) + (f & TCP_FLAG_FIN ? 1 : 0);
+    // TIME_WAIT: the peer still retransmits (its FIN, or data before it when our last ACK was
+    // lost and it went back to SND.UNA): each segment with an ACK restarts the 2·MSL timer and
+    // is answered with an ACK (as Linux does; RFC 9293 names only the FIN), so a peer whose
+    // RTO has backed off beyond 2·MSL still hears it before the state ends.
+    if (this.state === TCP_TIME_WAIT && f & TCP_FLAG_ACK && !(f & TCP_FLAG_RST))
+      this.timeWaitDeadline = now + this.owner.options.timeWaitMs;
     // First: the sequence number (RFC 9293 §3.10.7.4).
     if (!this.rcv.acceptable(s.seq, segLen)) {
       const zeroWindowProbe = this.rcv.window === 0 && s.seq === this.rcv.nxt && f & TCP_FLAG_ACK;
       if (!zeroWindowProbe) {
+        if (s.dataLen > 0 && seqLe(seqAdd(s.seq, s.dataLen), this.rcv.nxt)) this.owner.stats.duplicates++;
         if (this.state === TCP_SYN_RECEIVED && f & TCP_FLAG_SYN && !(f & TCP_FLAG_ACK)) {
           if (seqAdd(s.seq, 1) === this.rcv.nxt) {
             this.snd.nxt = this.snd.iss; // the SYN again: our SYN-ACK was lost
@@ -261,8 +272,6 @@ export class TcpConnection extends ConnectionOutput {
             return TCP_ACCEPTED;
           }
         }
-        if (this.state === TCP_TIME_WAIT && f & TCP_FLAG_FIN)
-          this.timeWaitDeadline = now + this.owner.options.timeWaitMs;
         if (!(f & TCP_FLAG_RST)) this.ackNeeded = true;
         return TCP_DROP_OUT_OF_WINDOW;
       }
@@ -321,10 +330,11 @@ export class TcpConnection extends ConnectionOutput {
         if (this.rcv.nxt !== before || r !== RX_OK) {
           if (this.rcv.nxt !== before) this.raise(TCP_EV_READABLE);
           this.ackNeeded = true;
-        } else if (this.dupAcksOwed < MAX_DUP_ACKS_OWED) {
+        } else {
+          this.owner.stats.outOfOrder++;
           // RFC 5681 §4.2: one immediate duplicate ACK per out-of-order segment, not coalesced
           // with the ACK of in-order data, so the sender's count reaches three.
-          this.dupAcksOwed++;
+          if (this.dupAcksOwed < MAX_DUP_ACKS_OWED) this.dupAcksOwed++;
         }
       } else {
         this.ackNeeded = true;
@@ -397,6 +407,16 @@ export class TcpConnection extends ConnectionOutput {
     this.owner.release(this);
   }
 
+  /**
+   * ConnectionOutput.emit, and when nothing could go: data queued by `send` into a closed window
+   * with nothing in flight arms the persist timer here (no ACK may come to arm it in `input`).
+   */
+  override emit(buf: Uint8Array, off: number, now: number): number {
+    const n = super.emit(buf, off, now);
+    if (n === 0 && this.state !== TCP_CLOSED && this.snd.persistDeadline < 0) this.armPersist(now);
+    return n;
+  }
+
   private armPersist(now: number): void {
     if (this.snd.needsProbe && this.state !== TCP_SYN_RECEIVED) {
       if (this.snd.persistDeadline < 0)
@@ -433,7 +453,7 @@ export class TcpConnection extends ConnectionOutput {
     if (snd.retries >= limit) {
       this.owner.stats.timeouts++;
       if (this.state !== TCP_SYN_SENT) {
-        this.owner.queueRst(this, snd.nxt, this.rcv.nxt, true);
+        this.owner.queueRst(this, snd.max, this.rcv.nxt, true);
         this.owner.stats.resetsOut++;
       }
       this.finish('timeout', true);

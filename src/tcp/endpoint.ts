@@ -211,8 +211,8 @@ export class TcpEndpoint implements ConnectionOwner<TcpConnection> {
     }
     const c = new TcpConnection(this, v.family, buf, v.dstOff, s.dstPort, buf, v.srcOff, s.srcPort, false);
     this.insert(c);
+    c.lastInputAt = now;
     c.openPassive(s, this.random());
-    void now;
     return TCP_ACCEPTED;
   }
 

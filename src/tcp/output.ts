@@ -102,7 +102,9 @@ export abstract class ConnectionOutput implements SegmentAddresses {
     const room = snd.mss - this.prepareOptions();
     if (snd.retransmitOne) {
       snd.retransmitOne = false;
-      const n = this.emitData(buf, off, snd.una, this.dataAt(snd.una, room), now, true);
+      // What was sent before may go again; bytes never sent stay within the peer's window.
+      const limit = Math.min(room, Math.max(seqDiff(snd.windowEdge, snd.una), seqDiff(snd.max, snd.una)));
+      const n = this.emitData(buf, off, snd.una, this.dataAt(snd.una, limit), now, true);
       if (n > 0) {
         this.counters.fastRetransmits++;
         return n;
@@ -166,7 +168,10 @@ export abstract class ConnectionOutput implements SegmentAddresses {
   private emitAck(buf: Uint8Array, off: number, seq: number): number {
     this.ackNeeded = false;
     this.prepareOptions();
-    const s = seq >= 0 ? seq : this.snd.nxt;
+    // SND.MAX, not SND.NXT: after a timeout SND.NXT goes back to SND.UNA (go-back-N), and an
+    // ACK numbered there lies before the peer's RCV.NXT when the peer had the data: the peer
+    // drops it unread (RFC 9293 §3.10.7.4 first check) and its ACK field with it.
+    const s = seq >= 0 ? seq : this.snd.max;
     return writeSegment(buf, off, this, s, this.rcv.nxt, TCP_FLAG_ACK, this.windowField(), 0, this.opts);
   }
 

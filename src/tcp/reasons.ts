@@ -65,6 +65,10 @@ export class TcpStats {
   connected = 0;
   retransmits = 0;
   fastRetransmits = 0;
+  /** Data segments received ahead of RCV.NXT and held (out of order). */
+  outOfOrder = 0;
+  /** Data segments received with nothing not already received (duplicates, old retransmissions). */
+  duplicates = 0;
   /** Connections aborted after the retransmission limit. */
   timeouts = 0;
   resetsIn = 0;

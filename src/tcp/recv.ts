@@ -83,13 +83,17 @@ export class TcpReceiver {
 
   /**
    * RFC 9293 §3.10.7.4 acceptability: a segment of `segLen` sequence numbers at `seq` is
-   * acceptable when it overlaps [RCV.NXT, RCV.NXT + RCV.WND); zero-length cases as the table.
+   * acceptable when it overlaps [RCV.NXT, RCV.NXT + RCV.WND); zero-length ones at RCV.NXT with
+   * a closed window, else in [RCV.NXT, RCV.NXT + RCV.WND] (the edge included, as Linux).
    */
   acceptable(seq: number, segLen: number): boolean {
     const wnd = Math.max(this.ring.free, Math.max(0, seqDiff(this.advertisedEdge, this.nxt)));
     if (segLen === 0) {
       if (wnd === 0) return seq === this.nxt;
-      return seqLe(this.nxt, seq) && seqLt(seq, seqAdd(this.nxt, wnd));
+      // The right edge included (as Linux's tcp_sequence): the peer's ACK carries its SND.MAX,
+      // which is the edge when a full window it sent is still missing here; excluding it would
+      // drop that ACK unread, and with it the window and acknowledgment it carries.
+      return seqLe(this.nxt, seq) && seqLe(seq, seqAdd(this.nxt, wnd));
     }
     if (wnd === 0) return false;
     const last = seqAdd(seq, segLen - 1);

@@ -127,8 +127,10 @@ export class TcpSender {
       result = ACK_DUP;
       this.onDupAck();
     }
-    // Window update (RFC 9293 §3.10.7.4, "If SND.UNA =< SEG.ACK =< SND.NXT").
-    if (seqLt(this.wl1, seq) || (this.wl1 === seq && seqLe(this.wl2, ack))) {
+    // Window update (RFC 9293 §3.10.7.4, "If SND.UNA =< SEG.ACK =< SND.NXT"), and also with
+    // every ACK that moves SND.UNA (as Linux does): a segment from beyond RCV.NXT (out of
+    // order, or forged in the window) must not freeze SND.WL1 and with it the window.
+    if (seqLt(this.wl1, seq) || (this.wl1 === seq && seqLe(this.wl2, ack)) || result === ACK_NEW) {
       this.wnd = window;
       this.wl1 = seq;
       this.wl2 = ack;
@@ -216,8 +218,18 @@ export class TcpSender {
     const avail = this.ring.size - offset;
     if (avail <= 0) return 0;
     const outstanding = seqDiff(this.nxt, this.una);
-    const limit = Math.min(this.wnd, this.cwnd) - outstanding;
+    const limit = Math.min(seqDiff(this.windowEdge, this.nxt), this.cwnd - outstanding);
     return Math.max(0, Math.min(avail, limit, this.mss));
+  }
+
+  /**
+   * The right edge of the peer's window: SND.WL2 + SND.WND, the edge as the ACK that carried the
+   * window set it. A receiver never moves its edge back (RFC 9293 §3.8.6), so this edge stays
+   * valid whatever SND.UNA does since; SND.UNA + SND.WND would overshoot it when SND.UNA moved
+   * on without a window update.
+   */
+  get windowEdge(): number {
+    return seqAdd(this.wl2, this.wnd);
   }
 
   /** Data waits and the peer's window is closed with nothing in flight: the persist case. */

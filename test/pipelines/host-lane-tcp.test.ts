@@ -2,7 +2,8 @@
 // engine plays the remote pod (active opens from 10.0.1.5), its packets written into the lane as
 // the router would; the relay terminates them and connects a node:net socket to a server on
 // 127.0.0.1. Shown: data both ways with sha256 equality, graceful close both ways, a refused
-// connect turned into a RST to the pod, the connection limit, TCP to the gateway's own address.
+// connect turned into a RST to the pod, the connection limit, the idle timeout (the relay's clock
+// moved on, its housekeeping called), TCP to the gateway's own address.
 import { createHash, randomBytes } from 'node:crypto';
 import { createServer, type Server, type Socket } from 'node:net';
 import { afterEach, describe, expect, test } from 'vitest';
@@ -21,7 +22,9 @@ const MB = 1024 * 1024;
 
 /** The lane with the relay, and the pod's engine wired to it (both on the wall clock). */
 class Wire {
-  readonly lane = new HostLaneDevice({ name: 'hlt0', mtu: 1400, queue: 1024 });
+  /** Added to the wall clock for the relay's side (its lane's clock): moves its time on. */
+  skew = 0;
+  readonly lane = new HostLaneDevice({ name: 'hlt0', mtu: 1400, queue: 1024, clock: () => Date.now() + this.skew });
   readonly relay: HostLaneTcpRelay;
   readonly pod = new TcpEndpoint({ mtu: 1400, timeWaitMs: 50 });
   /** Per pod connection: bytes received, whether it saw CLOSED. */
@@ -31,7 +34,7 @@ class Wire {
   private readonly lens = new Uint32Array(1);
   private readonly rbuf = new Uint8Array(65536);
   private readonly tick: NodeJS.Timeout;
-  private readonly sends = new Map<TcpConnection, { data: Buffer; off: number; close: boolean }>();
+  readonly sends = new Map<TcpConnection, { data: Buffer; off: number; close: boolean }>();
 
   constructor(o: HostLaneTcpOptions = {}) {
     this.relay = new HostLaneTcpRelay(this.lane, { tcp: { timeWaitMs: 50 }, ...o });
@@ -192,6 +195,60 @@ describe('host lane TCP relay', () => {
     expect(b.closeReason).toBeNull();
     expect(held.length).toBe(2);
     for (const s of held) s.destroy();
+  });
+
+  test('an idle connection is reset both ways after idleTimeoutMs; traffic either way restarts the time', async () => {
+    let server: Socket | null = null;
+    let serverError = '';
+    const atServer: Buffer[] = [];
+    const port = await listen((s) => {
+      server = s;
+      s.on('data', (d: Buffer) => atServer.push(d));
+      s.on('error', (e: NodeJS.ErrnoException) => (serverError = e.code ?? String(e)));
+    });
+    const w = (wire = new Wire({ idleTimeoutMs: 60_000 }));
+    const c = w.connect(LO, port, Buffer.from('hi'), false, 40030);
+    await waitFor('relayed', () => atServer.length > 0 && w.relay.flows === 1, 5000, 10);
+    // The relay's clock moves on 59 s: not idle long enough.
+    w.skew += 59_000;
+    w.relay.expire(w.lane.clock());
+    expect(w.relay.flows).toBe(1);
+    // Data from the destination restarts the time.
+    server!.write('from the destination');
+    await waitFor('pod got it', () => w.received(c).length > 0, 5000, 10);
+    w.skew += 40_000;
+    w.relay.expire(w.lane.clock());
+    expect(w.relay.flows).toBe(1);
+    // A segment from the pod (data here) restarts it too.
+    w.sends.set(c, { data: Buffer.from('again'), off: 0, close: false });
+    w.service();
+    await waitFor('server got it', () => Buffer.concat(atServer).toString() === 'hiagain', 5000, 10);
+    w.skew += 59_000;
+    w.relay.expire(w.lane.clock());
+    expect(w.relay.flows).toBe(1);
+    expect(w.lane.drops.host_lane_tcp_idle_timeout).toBe(0);
+    // Then 61 s of nothing: RST to the pod, the destination's socket reset, counted.
+    w.skew += 61_000;
+    w.relay.expire(w.lane.clock());
+    expect(w.relay.flows).toBe(0);
+    expect(w.lane.drops.host_lane_tcp_idle_timeout).toBe(1);
+    await waitFor('pod reset', () => c.closeReason !== null, 5000, 10);
+    expect(c.closeReason).toBe('reset');
+    await waitFor('destination reset', () => serverError !== '', 5000, 10);
+    expect(serverError).toBe('ECONNRESET');
+  });
+
+  test('idleTimeoutMs is validated: the error names the option and the range', () => {
+    const lane = new HostLaneDevice({ name: 'hlt1', mtu: 1400 });
+    try {
+      for (const bad of [0, 999, 1.5, Number.NaN, 31 * 24 * 3600 * 1000])
+        expect(() => new HostLaneTcpRelay(lane, { idleTimeoutMs: bad })).toThrow(
+          /HostLaneTcpOptions\.idleTimeoutMs = .*: must be an integer of ms in 1000\.\./,
+        );
+      expect(() => new HostLaneTcpRelay(lane, { idleTimeoutMs: 1000 })).not.toThrow();
+    } finally {
+      void lane.close();
+    }
   });
 
   test("TCP to the gateway's own address has no listener: RST, counted", async () => {

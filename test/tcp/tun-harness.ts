@@ -3,12 +3,15 @@
  * the TUN, feeds every packet to the engine (optionally dropping some, seeded), writes what the
  * engine outputs back, runs its timers on the real clock, and hands ready connections to the
  * test's application callback. Optionally records every packet both ways for tshark (the
- * dropped ones included: the capture is what each side sent).
+ * dropped ones included: the capture is what each side sent), and optionally puts a seeded
+ * MemoryLink (src/io/memory-link.ts: loss, duplication, reordering) on each direction; a delayed
+ * copy is written (or input) from a timer, which is what lets later packets overtake it.
  */
 import { PacketBatch } from '../../src/io/batch.js';
 import type { TunDevice } from '../../src/io/tun.js';
 import type { TcpConnection } from '../../src/tcp/connection.js';
 import type { TcpEndpoint } from '../../src/tcp/endpoint.js';
+import type { MemoryLink } from '../../src/io/memory-link.js';
 import type { PcapWriter } from '../util/pcap.js';
 
 export class TunTcpHarness {
@@ -19,6 +22,13 @@ export class TunTcpHarness {
   dropOut: (pkt: Uint8Array, off: number, len: number) => boolean = () => false;
   droppedOut = 0;
   pcap: PcapWriter | null = null;
+  /** Impairments of kernel → engine and engine → kernel (null: none). */
+  linkIn: MemoryLink | null = null;
+  linkOut: MemoryLink | null = null;
+  /** input() results by code (TCP_ACCEPTED or a drop code). */
+  readonly results: number[] = [];
+  /** Copies waiting on a timer (reordered ones). */
+  delayed = 0;
   onReady: (c: TcpConnection) => void = () => {};
   private readonly out = new Uint8Array(70000);
   private timer: NodeJS.Timeout | null = null;
@@ -46,10 +56,46 @@ export class TunTcpHarness {
           this.droppedIn++;
           continue;
         }
-        this.engine.input(b.buf, off, len, now);
+        if (this.linkIn !== null) {
+          this.impaired(this.linkIn, b.buf, off, len, (p, o, n) => this.input(p, o, n));
+          continue;
+        }
+        this.input(b.buf, off, len);
       }
       this.kick();
     });
+  }
+
+  private input(buf: Uint8Array, off: number, len: number): void {
+    const r = this.engine.input(buf, off, len, this.now());
+    this.results[r] = (this.results[r] ?? 0) + 1;
+  }
+
+  /** Through a seeded link: 0–2 copies, each lost, passed now, or passed after its delay. */
+  private impaired(
+    link: MemoryLink,
+    buf: Uint8Array,
+    off: number,
+    len: number,
+    pass: (p: Uint8Array, o: number, n: number) => void,
+  ): void {
+    const copies = link.copies();
+    for (let i = 0; i < copies; i++) {
+      const d = link.delay();
+      if (d < 0) continue;
+      if (d === 0) {
+        pass(buf, off, len);
+        continue;
+      }
+      const copy = buf.slice(off, off + len);
+      this.delayed++;
+      setTimeout(() => {
+        this.delayed--;
+        if (this.stopped) return;
+        pass(copy, 0, copy.length);
+        this.kick();
+      }, d);
+    }
   }
 
   /** Application callbacks, output and timers, until quiet; call after any API use. */
@@ -75,6 +121,8 @@ export class TunTcpHarness {
     for (let n = this.engine.output(this.out, 0, this.now()); n > 0; n = this.engine.output(this.out, 0, this.now())) {
       this.pcap?.add(this.out, 0, n, this.now());
       if (this.dropOut(this.out, 0, n)) this.droppedOut++;
+      else if (this.linkOut !== null)
+        this.impaired(this.linkOut, this.out, 0, n, (p, o, len) => this.dev.write(p, o, len));
       else this.dev.write(this.out, 0, n);
     }
   }
