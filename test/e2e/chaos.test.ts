@@ -10,16 +10,17 @@
  *     listens; it forwards to the node's real 172.19.0.2:6091 (and back).
  * A 50 MB TCP transfer pod A1 → pod B1 (by B1's remapped address) crosses both relays.
  *
- * Run 1: 5% loss + 5% reordering + 1% duplication on both relays: the bytes arrive intact (sha256
- * of the sender's bytes = sha256 of the receiver's bytes), within a time bound.
- * Run 2: the same plus 1% of the datagrams with one byte flipped: WireGuard authenticates every
+ * An anchor run without chaos, then one run with 5% loss + 5% reordering + 1% duplication + 1% of
+ * the datagrams with one byte flipped on both relays: the bytes arrive intact (sha256 of the
+ * sender's bytes = sha256 of the receiver's bytes), within a time bound; the relays lost,
+ * reordered, duplicated and corrupted at about the rates asked for. WireGuard authenticates every
  * datagram, so every corrupted one is a counted drop with a reason in the receiving gateway's
  * `weft show --json`; with the fabric idle, each relay hop balances exactly (datagrams the relay
  * sent = datagrams the receiver accepted + its counted drops). Geneve has no integrity check of its
  * own (RFC 8926 leaves it to the outer UDP checksum, which the relay recomputes when it resends):
  * a corrupted header is a counted Geneve drop, a corrupted inner packet is caught by the pod's TCP
- * checksum (its kernel's Tcp InCsumErrors, read and reported). The transfer is intact again, no
- * process exited, and ping still gets through.
+ * checksum (its kernel's Tcp InCsumErrors, read and reported). No process exited, and ping still
+ * gets through.
  *
  * Safety: namespaces `chx-*` (created and deleted by name, also after a failure); every process
  * has a hard lifetime and is stopped by its process group; no namespace has a default route.
@@ -120,7 +121,7 @@ interface Chaos {
   corrupt: number;
 }
 const NO_CHAOS: Chaos = { loss: 0, reorder: 0, dup: 0, corrupt: 0 };
-const CHAOS: Chaos = { loss: 0.05, reorder: 0.05, dup: 0.01, corrupt: 0 };
+const CHAOS: Chaos = { loss: 0.05, reorder: 0.05, dup: 0.01, corrupt: 0.01 };
 
 describe.skipIf(skip !== null)(
   'chaos: 50 MB through the two-cluster fabric with a lossy, reordering, duplicating, corrupting relay on the WAN and on an underlay',
@@ -257,10 +258,12 @@ describe.skipIf(skip !== null)(
     }
 
     /**
-     * Waits until nothing moves: relay and weft counters unchanged for 12 s, longer than WireGuard's
-     * passive keepalive (sent 10 s after the last data received when nothing was sent back).
+     * Waits until nothing moves: relay and weft counters unchanged for `quietMs` (polled every
+     * 500 ms). The default, 12 s, is longer than WireGuard's passive keepalive (sent 10 s after the
+     * last data received when nothing was sent back) and covers TCP retransmissions after loss:
+     * afterwards nothing is pending at all.
      */
-    async function settle(): Promise<void> {
+    async function settle(quietMs = 12_000): Promise<void> {
       const snap = (): string => {
         const st = showAll(WEFT_BIN, join(dir, 'config', 'run'));
         const k = [...st.values()].map((s) => [
@@ -278,15 +281,15 @@ describe.skipIf(skip !== null)(
       let prev = snap();
       let quietSince = Date.now();
       await waitFor(
-        'the fabric to go idle (12 s without a packet)',
+        `the fabric to go idle (${quietMs / 1000} s without a packet)`,
         async () => {
-          await sleep(2000);
+          await sleep(500);
           const now = snap();
           if (now !== prev) {
             prev = now;
             quietSince = Date.now();
           }
-          return Date.now() - quietSince >= 12_000;
+          return Date.now() - quietSince >= quietMs;
         },
         90_000,
         0,
@@ -355,36 +358,13 @@ describe.skipIf(skip !== null)(
     );
 
     it(
-      `${MB} MB pod A1 → pod B1 arrive intact under 5% loss + 5% reordering + 1% duplication on the WAN and the underlay`,
-      async () => {
-        await settle();
-        await stopRelays();
-        await startRelays(2, CHAOS);
-        const t = await transfer(7);
-        expect(t.got.bytes).toBe(MB * 1048576);
-        expect(t.got.sha256).toBe(t.sent.sha256);
-        await sleep(1500); // the stats files are rewritten every second
-        const w = readRelay(relays!.wan);
-        const u = readRelay(relays!.under);
-        // The chaos really happened, at about the rates asked for (seeded: the same pattern every run).
-        for (const r of [w, u]) {
-          expect(r.dropped / (r.forwarded + r.returned)).toBeGreaterThan(0.03);
-          expect(r.duplicated).toBeGreaterThan(0);
-          expect(r.reordered).toBeGreaterThan(0);
-        }
-        console.info(
-          `chaos run 1: ${MB} MB in ${(t.ms / 1000).toFixed(1)} s (${((MB * 8.388608) / (t.ms / 1000)).toFixed(1)} Mbit/s, ${(t.ms / anchorMs).toFixed(2)}x the anchor's time); ` +
-            `WAN relay ${JSON.stringify(w)}; underlay relay ${JSON.stringify(u)}`,
-        );
-      },
-      (TRANSFER_BOUND_S + 60) * 1000,
-    );
-
-    it(
-      'with 1% corrupted datagrams too: the transfer is intact, every corrupted WireGuard datagram is a counted drop, each relay hop balances, nothing crashed',
+      `${MB} MB pod A1 → pod B1 arrive intact under 5% loss + 5% reordering + 1% duplication + 1% corruption on the WAN and the underlay: every corrupted WireGuard datagram is a counted drop, each relay hop balances, nothing crashed`,
       async () => {
         // Counters from here on: the fabric idle, the old relays gone, the new ones not yet started.
-        await settle();
+        // After the anchor (no loss: no retransmission pending) 3 s without a packet is a consistent
+        // cut: the next packet the fabric sends by itself, the passive keepalive, comes 10 s after
+        // the last data packet, and whenever it comes it is counted on both sides of the balance.
+        await settle(3000);
         await stopRelays();
         const csum0 = kernelTcpCsumErrors(B1.ns) + kernelTcpCsumErrors(A1.ns);
         const show0 = showAll(WEFT_BIN, join(dir, 'config', 'run'));
@@ -394,13 +374,15 @@ describe.skipIf(skip !== null)(
           k0[ns] = kernelUdpDrops(ns).inErrors;
           p0[ns] = kernelUdpDrops(ns).noPorts;
         }
-        await startRelays(3, { ...CHAOS, corrupt: 0.01 });
+        await startRelays(3, CHAOS);
         const t = await transfer(8);
         expect(t.got.bytes).toBe(MB * 1048576);
         expect(t.got.sha256).toBe(t.sent.sha256);
-        // Traffic still flows both ways through the corrupting relays.
-        const p = await ping(A1.ns, B1_AT_A, 10, 0.2);
-        expect(p.received).toBeGreaterThanOrEqual(5);
+        // Traffic still flows both ways through the corrupting relays: at least half of the echoes
+        // come back (each crosses four impaired hops, about 24% lost; 20 of them so that the bound
+        // does not fail by chance, as 10 did about once in a hundred runs).
+        const p = await ping(A1.ns, B1_AT_A, 20, 0.2);
+        expect(p.received).toBeGreaterThanOrEqual(10);
         await settle();
         const r = await stopRelays();
         const st = showAll(WEFT_BIN, join(dir, 'config', 'run'));
@@ -408,8 +390,13 @@ describe.skipIf(skip !== null)(
         const gwA = diffStatus(show0.get('gateway-a')!, st.get('gateway-a')!);
         const gwB = diffStatus(show0.get('gateway-b')!, st.get('gateway-b')!);
         const node = diffStatus(show0.get(`node-b-${NODE_B1.name}`)!, st.get(`node-b-${NODE_B1.name}`)!);
-        expect(r.wan.corrupted).toBeGreaterThan(0);
-        expect(r.under.corrupted).toBeGreaterThan(0);
+        // The chaos really happened, at about the rates asked for (seeded: the same pattern every run).
+        for (const x of [r.wan, r.under]) {
+          expect(x.dropped / (x.forwarded + x.returned)).toBeGreaterThan(0.03);
+          expect(x.duplicated).toBeGreaterThan(0);
+          expect(x.reordered).toBeGreaterThan(0);
+          expect(x.corrupted).toBeGreaterThan(0);
+        }
 
         // Each namespace with a relay, balanced exactly: datagrams sent into it = datagrams read by
         // its sockets (relay, weft: accepted or counted as a drop) + the kernel's UDP receive drops.
@@ -451,12 +438,12 @@ describe.skipIf(skip !== null)(
         // Corrupted inner packets that passed Geneve were refused by the pods' TCP checksum.
         expect(csum).toBeGreaterThan(0);
         console.info(
-          `chaos run 2 (1% corrupted): ${MB} MB in ${(t.ms / 1000).toFixed(1)} s (${(t.ms / anchorMs).toFixed(2)}x the anchor's time); WAN relay ${JSON.stringify(r.wan)}; underlay relay ${JSON.stringify(r.under)}`,
+          `chaos run: ${MB} MB in ${(t.ms / 1000).toFixed(1)} s (${((MB * 8.388608) / (t.ms / 1000)).toFixed(1)} Mbit/s, ${(t.ms / anchorMs).toFixed(2)}x the anchor's time); WAN relay ${JSON.stringify(r.wan)}; underlay relay ${JSON.stringify(r.under)}`,
         );
         console.info(
-          `chaos run 2 drops: gateway B ${JSON.stringify(gwB.allDrops)}; gateway A ${JSON.stringify(gwA.allDrops)}; node B/${NODE_B1.name} ${JSON.stringify(node.allDrops)}; pods' kernels: ${csum} TCP segments with a bad checksum`,
+          `chaos run drops: gateway B ${JSON.stringify(gwB.allDrops)}; gateway A ${JSON.stringify(gwA.allDrops)}; node B/${NODE_B1.name} ${JSON.stringify(node.allDrops)}; pods' kernels: ${csum} TCP segments with a bad checksum`,
         );
-        console.info(`chaos run 2 balances: ${JSON.stringify([nsA, nsB, nsN])}`);
+        console.info(`chaos run balances: ${JSON.stringify([nsA, nsB, nsN])}`);
         for (const b of [nsA, nsB, nsN]) expect(b.unaccounted, JSON.stringify(b)).toBe(0);
       },
       (TRANSFER_BOUND_S + 180) * 1000,

@@ -26,6 +26,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { GatewayStats } from '../../src/gateway/gateway-stats.js';
 import type { NodeAgentStats } from '../../src/node/agent.js';
 import { TSHARK_TCP_NOT_GOOD } from '../util/pcap.js';
+import { tsharkCounts } from '../util/tshark-count.js';
 import { e2eUnavailableReason, ping, run, sleep, Topology, waitFor, type Spawned } from '../util/netns.js';
 import { buildFabric, GATEWAY_INTERNAL, launchArgv, statsOf, type FabricCluster } from './fabric-topology.js';
 
@@ -53,11 +54,8 @@ function sourceClient(addr: string, seed: number): string {
   );
 }
 
-/** Frames of a capture that match a tshark display filter (Geneve decoded on 6091, checksums verified). */
-function count(pcap: string, filter: string): number {
-  const tshark = `tshark -r '${pcap}' -d udp.port==6091,geneve -o ip.check_checksum:TRUE -o tcp.check_checksum:TRUE -Y '${filter}' -T fields -e frame.number | wc -l`;
-  return Number(run(['sh', '-c', tshark], { timeoutMs: 120_000 }).trim());
-}
+/** Geneve decoded on 6091, IP and TCP checksums verified. */
+const TSHARK_OPTIONS = ['-d', 'udp.port==6091,geneve', '-o', 'ip.check_checksum:TRUE', '-o', 'tcp.check_checksum:TRUE'];
 
 for (const offload of [true, false]) {
   describe.skipIf(skip !== null)(`fabric e2e with offloads ${offload ? 'on' : 'off (WEFT_OFFLOAD=0)'}`, () => {
@@ -181,34 +179,56 @@ for (const offload of [true, false]) {
       );
     }, 150_000);
 
-    it('tshark: no malformed packet, no bad checksum we made; GSO-sized Geneve datagrams only with offloads on', () => {
+    it('tshark: no malformed packet, no bad checksum we made; GSO-sized Geneve datagrams only with offloads on', async () => {
       expect(caps).toHaveLength(3);
       const pod0 = cl.podAddr[0]!;
-      for (const c of caps) {
-        const frames = count(c.pcap, 'frame');
-        const malformed = count(c.pcap, '_ws.malformed');
-        // IP header checksums are never left to offload: every one must verify, inner and outer.
-        const badIp = count(c.pcap, 'ip.checksum.status == 0');
-        // What our data planes produced, and whose TCP checksum must be complete on this hop: on
-        // the underlay every inner segment (the kernel never touches an inner checksum); on the pod
-        // veth what goes to the pod (it came out of the node TUN), on the gateway TUN what does not
-        // come from the gateway host — each at most one MTU long (a coalesced super-packet is
+      /** What our data planes produced on hop `name`, whose TCP checksum must be complete there. */
+      const oursOn = (name: string): string =>
+        // On the underlay every inner segment (the kernel never touches an inner checksum); on the
+        // pod veth what goes to the pod (it came out of the node TUN), on the gateway TUN what does
+        // not come from the gateway host — each at most one MTU long (a coalesced super-packet is
         // written with NEEDS_CSUM and is the kernel's to finish).
         // (ICMP errors of the kernels quote truncated TCP headers: not ours, not checkable.)
-        const ours =
-          c.name === 'node underlay'
-            ? 'geneve && tcp && !icmp'
-            : c.name === 'pod veth'
-              ? `ip.dst == ${pod0} && tcp && !icmp && ip.len <= 1340`
-              : `ip.src != ${GATEWAY_INTERNAL} && tcp && !icmp && ip.len <= 1340`;
-        const oursTotal = count(c.pcap, ours);
-        const oursBad = count(c.pcap, `${ours} && ${TSHARK_TCP_NOT_GOOD}`);
-        const gsoSized = count(c.pcap, 'udp.dstport == 6091 && ip.len > 1500');
+        name === 'node underlay'
+          ? 'geneve && tcp && !icmp'
+          : name === 'pod veth'
+            ? `ip.dst == ${pod0} && tcp && !icmp && ip.len <= 1340`
+            : `ip.src != ${GATEWAY_INTERNAL} && tcp && !icmp && ip.len <= 1340`;
+      // Every count of a capture in one tshark pass; the three captures at once.
+      const counts = await Promise.all(
+        caps.map((c) =>
+          tsharkCounts(
+            c.pcap,
+            [
+              'frame',
+              '_ws.malformed',
+              'ip.checksum.status == 0',
+              oursOn(c.name),
+              `${oursOn(c.name)} && ${TSHARK_TCP_NOT_GOOD}`,
+              `${oursOn(c.name)} && tcp.checksum.ffff`,
+              'udp.dstport == 6091 && ip.len > 1500',
+            ],
+            TSHARK_OPTIONS,
+          ),
+        ),
+      );
+      for (const [i, c] of caps.entries()) {
+        const ours = oursOn(c.name);
+        const [frames, malformed, badIp, oursTotal, oursBad, oursFfff, gsoSized] = counts[i] as [
+          number,
+          number,
+          number,
+          number,
+          number,
+          number,
+          number,
+        ];
         console.log(
-          `${offload ? 'on' : 'off'} ${c.name}: ${frames} frames, ${malformed} malformed, ${badIp} bad ip checksum, ${oursTotal} ours (${oursBad} bad tcp checksum, ${count(c.pcap, `${ours} && tcp.checksum.ffff`)} with 0xffff for 0), ${gsoSized} gso-sized geneve`,
+          `${offload ? 'on' : 'off'} ${c.name}: ${frames} frames, ${malformed} malformed, ${badIp} bad ip checksum, ${oursTotal} ours (${oursBad} bad tcp checksum, ${oursFfff} with 0xffff for 0), ${gsoSized} gso-sized geneve`,
         );
         expect(frames, c.name).toBeGreaterThan(offload ? 100 : 1000); // with offloads, 64 KiB frames
         expect(malformed, c.name).toBe(0);
+        // IP header checksums are never left to offload: every one must verify, inner and outer.
         expect(badIp, c.name).toBe(0);
         expect(oursTotal, c.name).toBeGreaterThan(offload ? 20 : 1000); // with offloads: mostly ACKs and the tail segments of bursts
         const badRows =

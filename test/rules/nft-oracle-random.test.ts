@@ -18,11 +18,12 @@
  * docs/rules.md says), and every rule counter (packets) of the flows not played apart. Addresses and
  * ports come from the pools the rules are written from, so matches and NAT hit most flows; the
  * totals are asserted (translated, dropped, answered back, blackholed, clamped, rejected). A flow
- * stops at its first step the kernel does not forward, so a seed costs at most one 600 ms drop
- * wait per flow. Second case: the parser refuses exactly what the kernel refuses to load, over
- * hook × chain type × action × priority. Namespaces nroa, nror, nrob. Other seeds:
- * NR_SEEDS=41,42,… (the default 1..18 runs in about 70 s).
+ * stops at its first step the kernel does not forward, so a seed costs at most one drop wait
+ * (150 ms, then the captures are synced) per flow. Second case: the parser refuses exactly what
+ * the kernel refuses to load, over hook × chain type × action × priority. Namespaces nroa, nror,
+ * nrob. Other seeds: NR_SEEDS=41,42,… (the default 1..18 runs in about 30 s).
  */
+import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   HOOKS,
@@ -52,6 +53,8 @@ import {
 } from './oracle-flows.js';
 
 const bed = new OracleBed('nr');
+/** Loads rule sets one transaction each through libnftables, in one process (test/rules/nft_batch.py). */
+const NFT_BATCH = fileURLToPath(new URL('./nft_batch.py', import.meta.url));
 
 // Addresses: sources on A's side (the tunnel) in 10.243/16 and on B's side (a node) in 10.112/16
 // and 10.80/16 — the router's main table routes its own ICMP errors back to them; destinations
@@ -299,7 +302,7 @@ function generate(seed: number): Generated {
       const p = prio(hook, 'filter', FILTER_PRIO[hook]!);
       const filterRules = Array.from({ length: rng.int(1, 5) }, (_, i) => filterRule(g, hook, p, i));
       if (filterRules.some((r) => r.action === 'ctmark')) marks = true;
-      // Policy drop only with an accept rule in the chain (drops cost the harness 600 ms each).
+      // Policy drop only with an accept rule in the chain (drops cost the harness 150 ms each).
       const drop = filterRules.some((r) => r.action === 'accept') && rng.chance(0.25);
       chains.push({
         name: `c${c++}`,
@@ -632,27 +635,29 @@ describe.skipIf(reason !== null)(
             grid.push([h, 'nat', p, a]);
         grid.push([h, 'route', 0, '']);
       }
+      // Each grid entry is its own transaction (the flush and the table: a refused table leaves
+      // the last one loaded, which the next transaction's flush removes), all from one process.
+      const entries = grid.map(([h, type, p, what]) => ({ h, type, p, what, ...single(h, type, p, what) }));
+      const refusals = JSON.parse(
+        bed.r(['/usr/bin/python3', NFT_BATCH], {
+          input: JSON.stringify(entries.map((e) => `flush ruleset\n${toNft(e.table)}`)),
+        }),
+      ) as (string | null)[];
+      expect(refusals).toHaveLength(entries.length);
       const differ: string[] = [];
       let refused = 0;
-      for (const [h, type, p, what] of grid) {
-        const { fc, table } = single(h, type, p, what);
+      for (const [i, { h, type, p, what, fc }] of entries.entries()) {
         let parsed = true;
         try {
           parseFirewallConfiguration(fc);
         } catch {
           parsed = false;
         }
-        let loaded = true;
-        bed.r(['nft', 'flush', 'ruleset']);
-        try {
-          bed.r(['nft', '-f', '-'], { input: toNft(table) });
-        } catch {
-          loaded = false;
-        }
+        const loaded = refusals[i] === null;
         if (!loaded) refused++;
         if (parsed !== loaded)
           differ.push(
-            `${type} chain at ${h} priority ${p}: ${what || 'route rule'} — parser ${parsed ? 'accepts' : 'refuses'}, kernel ${loaded ? 'loads' : 'refuses'}`,
+            `${type} chain at ${h} priority ${p}: ${what || 'route rule'} — parser ${parsed ? 'accepts' : 'refuses'}, kernel ${loaded ? 'loads' : `refuses: ${refusals[i]}`}`,
           );
       }
       bed.r(['nft', 'flush', 'ruleset']);

@@ -173,9 +173,12 @@ async function runCase(
   const fromB = specs.filter((s) => s.from === 'b');
   const sentA = (await peerA.call({ op: 'send', mac: macRA, pkts: fromA })).sent!;
   const sentB = (await peerB.call({ op: 'send', mac: macRB, pkts: fromB })).sent!;
-  await sleep(400);
-  const gotB = (await peerB.call({ op: 'collect' })).got!;
-  const gotA = (await peerA.call({ op: 'collect' })).got!;
+  // The kernel forwards or answers each packet in the softirq of its send, long before 150 ms;
+  // the captures may lag behind, so they are read with a sync (everything that reached them).
+  await sleep(150);
+  const gotB = (await peerB.call({ op: 'sync' })).got;
+  const gotA = (await peerA.call({ op: 'sync' })).got;
+  if (gotA === undefined || gotB === undefined) throw new Error(`scapy peer: ${JSON.stringify([gotA, gotB])}`);
   const byId = (list: string[]): Map<number, string> => {
     const m = new Map<number, string>();
     for (const h of list)

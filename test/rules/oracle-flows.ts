@@ -75,6 +75,10 @@ export const DEVICES: RulesDevices = {
   pathMtu: 1500,
 };
 export const BLACKHOLE_MARK = 7;
+/** play(): how often the captures are read while a step's answer is awaited. */
+const POLL_MS = 10;
+/** play(): no answer this long after a step's packet was sent (then read with a sync): a drop. */
+const DROP_WAIT_MS = 150;
 
 /** A line-protocol client of a scapy peer (test/rules/nc_peer.py, rlx_peer.py) running in a namespace: one JSON line out, one back. */
 export class Peer {
@@ -539,8 +543,7 @@ export class OracleBed {
     const { peers, macs } = this;
     const tables = fcs.map((o) => ('family' in o && 'chains' in o ? (o as RuleTable) : parseFirewallConfiguration(o)));
     const ruleset = tables.map(toNft).join('');
-    this.r(['nft', 'flush', 'ruleset']);
-    this.r(['nft', '-f', '-'], { input: ruleset });
+    this.r(['nft', '-f', '-'], { input: `flush ruleset\n${ruleset}` });
     this.r(['conntrack', '-F'], { allowFail: true });
     const rt = new RulesRuntime(DEVICES, {
       flows: { capacity: 1024 },
@@ -620,7 +623,12 @@ export class OracleBed {
       if (rt.hooks[HOOK_POSTROUTING]!.process(b, v, meta, now) !== VERDICT_ACCEPT) return [null, false, to];
       return [hex(b), false, to];
     };
-    const collect = async (side: Side): Promise<string[]> => ours((await peers[side].call({ op: 'collect' })).got!);
+    /** What `side`'s capture kept since the last call; `sync`: including every frame that reached its interface. */
+    const collect = async (side: Side, sync = false): Promise<string[]> => {
+      const r = await peers[side].call({ op: sync ? 'sync' : 'collect' });
+      if (r.got === undefined) throw new Error(`scapy peer ${side}: ${JSON.stringify(r)}`);
+      return ours(r.got);
+    };
     const last = new Map<string, Uint8Array | null>();
     const outputs = new Map<string, (string | null)[]>();
     const mismatches: Mismatch[] = [];
@@ -643,22 +651,27 @@ export class OracleBed {
         }
         const bytes = pkt.buf.slice(pkt.off, pkt.off + pkt.len);
         await peers[s.side].call({ op: 'send', mac: macs[s.side], pkts: [hex(bytes)] });
-        // Bounded wait for the kernel's packet (a drop waits the whole 600 ms).
+        // Bounded wait for the kernel's packet. The kernel forwards (or answers) a packet in the
+        // softirq of its send, long before DROP_WAIT_MS; the peers' captures may lag behind, so a
+        // drop is decided only by a sync (the capture has read everything that reached it).
         let got: string[] = [];
         let back: string[] = [];
         const where = s.back && !opts.anySide ? s.side : other(s.side);
-        for (let t = 0; t < 12 && got.length === 0 && back.length === 0; t++) {
-          await sleep(50);
-          got = await collect(where);
-          if (opts.anySide) back = await collect(s.side);
+        const sentAt = performance.now();
+        for (;;) {
+          await sleep(POLL_MS);
+          const last = performance.now() - sentAt >= DROP_WAIT_MS;
+          got = await collect(where, last);
+          if (opts.anySide) back = await collect(s.side, last);
+          if (last || got.length > 0 || back.length > 0) break;
         }
         if (got.length > 0 || back.length > 0) {
           await sleep(30);
-          got = [...got, ...(await collect(where))];
-          if (opts.anySide) back = [...back, ...(await collect(s.side))];
+          got = [...got, ...(await collect(where, true))];
+          if (opts.anySide) back = [...back, ...(await collect(s.side, true))];
         }
         // Also drain the sender's side (nothing is expected there).
-        if (!opts.anySide) await collect(s.side);
+        if (!opts.anySide) await collect(s.side, true);
         const [wOut, wOwn, wSide] = weft(s.side, bytes);
         const wOuts = weftOutputs.get(f.name) ?? [];
         weftOutputs.set(f.name, wOuts);
