@@ -1,13 +1,16 @@
 import { defineConfig } from 'vitest/config';
 import { TEST_PROJECT_ENV } from './test/util/requirements.js';
-import { systemTestFiles } from './test/util/test-projects.js';
+import { systemLanes } from './test/util/test-projects.js';
 
-// Two projects, split by the rule in test/util/test-projects.ts (read from the sources):
+// Three projects, split by the rules in test/util/test-projects.ts (read from the sources):
 // - unit: no root, namespaces, TUN or fixed ports: files run in parallel;
 // - system: network namespaces, TUN devices, fixed names and ports, heap-per-operation
 //   measurements: one file at a time, and only after every unit file has finished
-//   (sequence.groupOrder), so nothing else loads the machine while they run.
-const system = systemTestFiles();
+//   (sequence.groupOrder), so nothing else loads the machine while they run;
+// - system-timers: system files that mostly wait on protocol timers (TIMER_LANE_FILES), one at a
+//   time. scripts/test.sh runs this lane at the same time as `system`; a plain `vitest run` runs
+//   it last.
+const lanes = systemLanes();
 
 export default defineConfig({
   test: {
@@ -20,7 +23,7 @@ export default defineConfig({
         test: {
           name: 'unit',
           include: ['test/**/*.test.ts'],
-          exclude: system,
+          exclude: [...lanes.main, ...lanes.timers],
           // Many unit files wait on child processes and sockets rather than the CPU.
           maxWorkers: 4,
           sequence: { groupOrder: 0 },
@@ -31,10 +34,21 @@ export default defineConfig({
         extends: true,
         test: {
           name: 'system',
-          include: system,
+          include: lanes.main,
           fileParallelism: false,
           maxWorkers: 1,
           sequence: { groupOrder: 1 },
+          env: { [TEST_PROJECT_ENV]: 'system' },
+        },
+      },
+      {
+        extends: true,
+        test: {
+          name: 'system-timers',
+          include: lanes.timers,
+          fileParallelism: false,
+          maxWorkers: 1,
+          sequence: { groupOrder: 2 },
           env: { [TEST_PROJECT_ENV]: 'system' },
         },
       },

@@ -76,3 +76,29 @@ export function systemTestFiles(): string[] {
     .filter((f) => systemReason(f) !== null)
     .map((f) => relative(dirname(TEST_ROOT), f));
 }
+
+/**
+ * System files that run in a second lane, beside the other system files (scripts/test.sh starts
+ * both lanes at once after the unit files; a plain `vitest run` runs them after the others).
+ * Each spends most of its time waiting on protocol timers — Lease renewals and takeovers, a 60 s
+ * idle window, connection-check intervals — and little on the CPU; each creates network
+ * namespaces only under its own prefix (no file of the other lane creates a namespace of the
+ * same name), binds no fixed port or socket path outside its namespaces and temporary
+ * directories, and measures no heap per operation.
+ */
+export const TIMER_LANE_FILES: readonly string[] = [
+  'test/e2e/kernel-state.test.ts',
+  'test/e2e/conncheck.test.ts',
+  'test/e2e/liqo-peering.test.ts',
+  'test/cli/k8s-live.test.ts',
+  'test/cli/k8s-process.test.ts',
+  'test/cli/k8s-liqo.test.ts',
+];
+
+/** The system files of the first lane and of the timer lane; throws if the lane names a non-system file. */
+export function systemLanes(): { main: string[]; timers: string[] } {
+  const all = systemTestFiles();
+  for (const f of TIMER_LANE_FILES)
+    if (!all.includes(f)) throw new Error(`TIMER_LANE_FILES: ${f} is not a system test file`);
+  return { main: all.filter((f) => !TIMER_LANE_FILES.includes(f)), timers: [...TIMER_LANE_FILES] };
+}
