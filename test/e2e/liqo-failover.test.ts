@@ -1,6 +1,9 @@
 // Gateway failover between `weft k8s` replicas started from deploy/liqo's templates (root): the
-// heartbeat takeover after a SIGKILL (server side, client side), the handover on SIGTERM, and a
-// partition between the two replicas while both reach the API server.
+// heartbeat takeover after a SIGKILL (server side, client side), the handover on SIGTERM, a
+// partition between the two replicas while both reach the API server, both API servers
+// unreachable for 30 s (cluster a's stopped: connections refused; cluster b's hung: requests
+// never answered), and restarts of a node agent (the fabric DaemonSet's pod) after SIGKILL and
+// SIGTERM.
 //
 // Topology, per cluster X (a: GatewayServer side, b: GatewayClient side), built like a cluster's
 // node rather than like one shared pod (so that two replicas can be active at once, as in a
@@ -376,15 +379,13 @@ async function restartNodeAgent(c: Cluster, signal: 'SIGKILL' | 'SIGTERM', label
     const times = replyTimes(pinger);
     const gap = longestGap(times);
     const firstAfter = times.find((t) => t > t0 + tExit);
+    // The new process's own time stamp for its data plane running the kept configuration.
+    const warm = /"time":(\d+),[^\n]*forwarding with the last configuration/.exec(c.nodeAgent!.output());
     console.log(
-      `[lf] ${label}: exited ${tExit} ms after the ${signal}, started again; first reply after it at ` +
+      `[lf] ${label}: exited ${tExit} ms after the ${signal}, started again; forwarding from its last configuration at ` +
+        `${warm === null ? '?' : Number(warm[1]) - t0} ms, first reply after it at ` +
         `${firstAfter === undefined ? '?' : (firstAfter - t0).toFixed(0)} ms; longest ping gap ${gap.toFixed(0)} ms`,
     );
-    if (process.env['LF_DEBUG'])
-      for (const l of c.nodeAgent!.output().split('\n')) {
-        const m = /"time":(\d+).*"msg":"([^"]*)"/.exec(l);
-        if (m) console.log(`[lf]     +${Number(m[1]) - t0} ms ${m[2]!.slice(0, 160)}`);
-      }
     return gap;
   } finally {
     await topo.stop(pinger);
@@ -696,6 +697,14 @@ describe.skipIf(skip !== null)(
           const gaps: number[] = [];
           for (let i = 1; i <= 3; i++) {
             gaps.push(await restartNodeAgent(c, signal, `${c.id} node agent ${signal} run ${i}`));
+            // It forwarded from the configuration its predecessor kept, then took the API server's.
+            expect(c.nodeAgent!.output()).toMatch(/forwarding with the last configuration/);
+            await waitFor(
+              "the restarted node agent on the API server's configuration",
+              () => c.nodeAgent!.output().includes('the last configuration converged'),
+              20_000,
+              50,
+            );
             await waitFor(
               'the node agent active with its Geneve tunnel',
               async () => {
