@@ -67,7 +67,13 @@ export async function runK8s(argv: readonly string[], io: CliIo): Promise<number
     const lastConfig = s.role === 'node' ? lastConfigPath(s.runDir, s.name) : undefined;
     let warm = false;
     if (lastConfig !== undefined) {
-      const last = readLastConfig(lastConfig);
+      let last = readLastConfig(lastConfig);
+      // A run directory shared with another node's agent (or a renamed node): not this node's routes.
+      if (last.kind === 'config' && s.nodeName !== undefined && last.config.node.name !== s.nodeName)
+        last = {
+          kind: 'unusable',
+          reason: `${lastConfig}: kept for node ${last.config.node.name}, this is ${s.nodeName}`,
+        };
       if (last.kind === 'unusable')
         log.warn({ err: last.reason }, 'last configuration not usable: starting from the API server');
       if (last.kind === 'config') {
