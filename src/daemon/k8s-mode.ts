@@ -17,6 +17,9 @@
  *   says it is leaving, releases the Lease and forwards until a standby says it is active
  *   (--handover-timeout at most); without one it sets the Connections to Error (the gateway is
  *   down, as Liqo's check would report) and releases the Lease.
+ * - Node role: the configuration in force is kept in the run directory (last-config.ts); a node
+ *   agent restarted with one forwards from it at once (the CLI starts that data plane before
+ *   loading this module) and activate() converges it to the objects' like any change.
  * - Problems (an object the translation rejects, resources not usable at start-up) are shown
  *   by `weft show`, recorded as a Warning Event on the object (in --namespace; with
  *   --liqo-firewall in the object's own namespace), and turn the
