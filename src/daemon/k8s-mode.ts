@@ -17,6 +17,9 @@
  *   says it is leaving, releases the Lease and forwards until a standby says it is active
  *   (--handover-timeout at most); without one it sets the Connections to Error (the gateway is
  *   down, as Liqo's check would report) and releases the Lease.
+ * - Node role: the configuration in force is kept in the run directory (last-config.ts); a node
+ *   agent restarted with one forwards from it at once (the CLI starts that data plane before
+ *   loading this module) and activate() converges it to the objects' like any change.
  * - Problems (an object the translation rejects, resources not usable at start-up) are shown
  *   by `weft show`, recorded as a Warning Event on the object (in --namespace; with
  *   --liqo-firewall in the object's own namespace), and turn the
@@ -48,6 +51,7 @@ import { fabricNodeDevices, gatewaySteerTarget, liqoNodeConfig, nodeRulesOptions
 import type { RouteConfigSpec } from '../rules/routes.js';
 import { startGatewayRules, type GatewayRules } from './k8s-rules.js';
 import { errText } from './err-text.js';
+import { saveLastConfig } from './last-config.js';
 import { Runtime } from './runtime.js';
 
 /** The long-running part of `weft k8s` (exported for tests). */
@@ -79,14 +83,22 @@ export class K8sMode {
   private heartbeat: HeartbeatLink | null = null;
   /** SIGTERM with a standby heard: the data plane runs on until the standby is active. */
   private handingOver = false;
+  /** Node role: the data plane runs the last configuration (last-config.ts) until activate() converges it. */
+  private warm: boolean;
 
   constructor(
     private readonly s: K8sSettings,
     private readonly kc: KubeConfig,
     readonly runtime: Runtime,
     private readonly log: Logger,
+    /**
+     * Node role: where the configuration in force is kept for the next start (`lastConfig`), and
+     * whether `runtime` already forwards with the one kept there (`warm`, started by the CLI).
+     */
+    private readonly node?: { lastConfig: string; warm: boolean },
   ) {
     this.leading = s.leaseName === undefined;
+    this.warm = node?.warm === true;
     this.clusterId = s.clusterId;
     // Liqo mode reads objects from every namespace, and deploy/liqo's ClusterRoles may create
     // Events in any: each goes to its object's namespace (node agents have no --namespace).
@@ -356,9 +368,18 @@ export class K8sMode {
   }
 
   private async activate(): Promise<void> {
-    if (this.stopped || !this.leading || this.runtime.active || this.latest === null) return;
-    await this.runtime.startDataPlane(this.shaped(this.latest));
+    if (this.stopped || !this.leading || this.latest === null) return;
+    const warm = this.warm && this.runtime.active;
+    if (this.runtime.active && !warm) return;
+    if (!warm) await this.runtime.startDataPlane(this.shaped(this.latest));
     await this.startLiqoFirewall();
+    if (warm) {
+      // Started from the last configuration: now the objects' (their routes listed by startLiqoFirewall).
+      this.warm = false;
+      await this.update(this.latest);
+      this.log.info('configuration from the API server in force (the last configuration converged)');
+    }
+    this.remember();
     // The label (what the Service and the node agents follow) moves once we forward; then the
     // heartbeats say so, and a leaving leader stops.
     await this.labelPod(true);
@@ -455,7 +476,8 @@ export class K8sMode {
   }
 
   private async update(translated: WeftConfig): Promise<void> {
-    if (this.stopped || !this.runtime.active) return;
+    // Warm: activate() converges once the fabric routes are known (shaped() needs them).
+    if (this.stopped || !this.runtime.active || this.warm) return;
     const next = this.shaped(translated);
     const cur = this.runtime.current;
     if (cur === null) return;
@@ -467,6 +489,7 @@ export class K8sMode {
     try {
       if (ops.some((o) => o.kind === 'restart')) throw new Error('role changed');
       await this.runtime.apply(ops, next);
+      this.remember();
       this.liqoRules?.refresh(); // node tunnels may have changed
       if (this.nodeFabric !== null) this.liqoRules?.attachment.update(this.nodeFabric.resync()); // node-side interface names may have changed
     } catch (e) {
@@ -476,6 +499,17 @@ export class K8sMode {
       return;
     }
     await this.connections.syncWriters();
+  }
+
+  /** Node role: keep the configuration in force for the next start (last-config.ts); best effort, logged. */
+  private remember(): void {
+    const cfg = this.runtime.current;
+    if (this.node === undefined || cfg === null || cfg.role !== 'node') return;
+    try {
+      saveLastConfig(this.node.lastConfig, cfg);
+    } catch (e) {
+      this.log.warn({ err: errText(e) }, 'last configuration not kept (a restart will wait for the API server)');
+    }
   }
 
   /** Stop writing Connection status (as a crash would). */

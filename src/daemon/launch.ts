@@ -7,12 +7,11 @@
  * (src/control/yaml.ts), the one place where this folder calls upward; everything else here
  * takes the already-validated model.
  */
-import { warmUpBudget } from '../pipelines/wireguard-warmup.js';
 import type { GatewayConfig, NodeConfig, WeftConfig } from '../control/config.js';
 import type { ConfigOp } from '../control/diff.js';
 import { loadConfigFile } from '../control/yaml.js';
 import { NodeAgent, type NodeAgentOptions } from '../node/agent.js';
-import { Gateway, type GatewayOptions } from '../gateway/gateway.js';
+import type { Gateway, GatewayOptions } from '../gateway/gateway.js';
 
 export type RunningDataPlane =
   | {
@@ -35,13 +34,17 @@ export type LaunchOptions = GatewayOptions & NodeAgentOptions;
  * Offloads (TUN TSO/USO, UDP GSO/GRO) are on unless `opts.offload` is false or WEFT_OFFLOAD=0.
  */
 export async function startFromConfig(config: WeftConfig, launchOpts: LaunchOptions = {}): Promise<RunningDataPlane> {
-  const opts: LaunchOptions = {
-    ...launchOpts,
-    offload: launchOpts.offload ?? process.env.WEFT_OFFLOAD !== '0',
-    warmUpMs: launchOpts.warmUpMs ?? warmUpBudget(process.env.WEFT_WARMUP_MS),
-  };
+  const opts: LaunchOptions = { ...launchOpts, offload: launchOpts.offload ?? process.env.WEFT_OFFLOAD !== '0' };
   if (config.role === 'gateway') {
-    const gateway = await Gateway.start(config, opts);
+    // Loaded only for a gateway: a node agent (re)starting does not pay for the WireGuard stack.
+    const [{ Gateway: G }, { warmUpBudget }] = await Promise.all([
+      import('../gateway/gateway.js'),
+      import('../pipelines/wireguard-warmup.js'),
+    ]);
+    const gateway = await G.start(config, {
+      ...opts,
+      warmUpMs: launchOpts.warmUpMs ?? warmUpBudget(process.env.WEFT_WARMUP_MS),
+    });
     return {
       role: 'gateway',
       gateway,

@@ -38,8 +38,6 @@ import {
 } from '../control/metrics.js';
 import type { CryptoBackend } from '../crypto/backend.js';
 import { startFromConfig, type LaunchOptions, type RunningDataPlane } from './launch.js';
-import { getCryptoBackend } from '../crypto/select.js';
-import { warmUpBudget, warmUpWireGuard } from '../pipelines/wireguard-warmup.js';
 import { startControlServer, type ControlServer } from './control-socket.js';
 import { InTunnelChecks } from './in-tunnel-checks.js';
 import { errText } from './err-text.js';
@@ -205,6 +203,10 @@ export class Runtime {
    */
   async prewarm(config: WeftConfig): Promise<void> {
     if (config.role !== 'gateway' || this.warmed) return;
+    const [{ getCryptoBackend }, { warmUpBudget, warmUpWireGuard }] = await Promise.all([
+      import('../crypto/select.js'),
+      import('../pipelines/wireguard-warmup.js'),
+    ]);
     const budgetMs = this.opts.launch?.warmUpMs ?? warmUpBudget(process.env['WEFT_WARMUP_MS']);
     const r = await warmUpWireGuard({
       backend: this.opts.backend ?? getCryptoBackend(config.wireguard.cryptoBackend),

@@ -1,6 +1,9 @@
 // Gateway failover between `weft k8s` replicas started from deploy/liqo's templates (root): the
-// heartbeat takeover after a SIGKILL (server side, client side), the handover on SIGTERM, and a
-// partition between the two replicas while both reach the API server.
+// heartbeat takeover after a SIGKILL (server side, client side), the handover on SIGTERM, a
+// partition between the two replicas while both reach the API server, both API servers
+// unreachable for 30 s (cluster a's stopped: connections refused; cluster b's hung: requests
+// never answered), and restarts of a node agent (the fabric DaemonSet's pod) after SIGKILL and
+// SIGTERM.
 //
 // Topology, per cluster X (a: GatewayServer side, b: GatewayClient side), built like a cluster's
 // node rather than like one shared pod (so that two replicas can be active at once, as in a
@@ -90,6 +93,8 @@ interface Cluster {
   replicas: [Replica | null, Replica | null];
   /** The pod the "Service" and the InternalFabric point at. */
   routedTo: string | undefined;
+  /** The node agent's process (the fabric DaemonSet's pod on worker-1). */
+  nodeAgent?: Spawned;
 }
 const clusters = new Map<Letter, Cluster>();
 const relays: Server[] = [];
@@ -183,20 +188,25 @@ function startReplica(c: Cluster, slot: 0 | 1): Replica {
   return r;
 }
 
-function startNodeAgent(c: Cluster): void {
+const nodeRunDir = (c: Cluster) => join(dir, `run-node-${c.letter}`);
+
+/** The fabric DaemonSet's pod on worker-1, as a process (started again as the kubelet restarts it). */
+function startNodeAgent(c: Cluster): Spawned {
   const cmd = nodeAgentCommand(c.id, 'worker-1', 'weft-fabric-w1', NODE_HOST_IP);
   const kc = saKubeconfig(c.server, join(dir, `${c.letter}-fabric.kubeconfig`), LIQO_NAMESPACE, cmd.serviceAccount);
   const proc = topo.spawnIn(
     topo.ns(`${c.letter}n`),
     `node-${c.letter}`,
-    [process.execPath, WEFT_BIN, ...cmd.args, `--kubeconfig=${kc}`, `--run-dir=${join(dir, `run-node-${c.letter}`)}`],
+    [process.execPath, WEFT_BIN, ...cmd.args, `--kubeconfig=${kc}`, `--run-dir=${nodeRunDir(c)}`],
     { lifetimeS: 400, env: cmd.env },
   );
-  procs.set(`node-${c.letter}`, proc);
+  procs.set(`node-${c.letter}#${proc.pid}`, proc);
+  c.nodeAgent = proc;
+  return proc;
 }
 
-/** `weft show --json` of a replica, through its control socket (what `weft show` asks). */
-async function show(r: Replica): Promise<WeftStatus | undefined> {
+/** `weft show --json` of a replica or node agent, through its control socket (what `weft show` asks). */
+async function show(r: { runDir: string }): Promise<WeftStatus | undefined> {
   try {
     const sock = readdirSync(r.runDir).find((f) => f.endsWith('.sock'));
     if (sock === undefined) return undefined;
@@ -258,10 +268,10 @@ async function waitPaired(c: Cluster): Promise<void> {
   );
 }
 
-/** ping -D every 20 ms from pod b to pod a. */
-function startPinger(): Spawned {
-  return topo.spawnIn(podNs('b'), 'ping', ['ping', '-n', '-D', '-i', '0.02', '-W', '1', POD_IP_REMOTE], {
-    lifetimeS: 120,
+/** ping -D every 20 ms from the pod of cluster `from` (default b) to the other cluster's pod. */
+function startPinger(from: Letter = 'b', lifetimeS = 120): Spawned {
+  return topo.spawnIn(podNs(from), `ping-${from}`, ['ping', '-n', '-D', '-i', '0.02', '-W', '1', POD_IP_REMOTE], {
+    lifetimeS,
   });
 }
 const replyTimes = (p: Spawned): number[] =>
@@ -312,6 +322,75 @@ async function failover(c: Cluster, signal: 'SIGKILL' | 'SIGTERM', label: string
 const TCP_SERVER = `const n=require('net');let b=0;n.createServer(s=>{s.on('data',d=>{b+=d.length});s.on('close',()=>console.log('closed'));s.on('error',e=>console.log('error',e.code))}).listen(7000);setInterval(()=>console.log('bytes',b),200)`;
 const TCP_CLIENT = `const s=require('net').connect(7000,process.argv[1]);const k=Buffer.alloc(1024,7);s.on('connect',()=>{console.log('connected');setInterval(()=>s.write(k),10)});s.on('error',e=>console.log('error',e.code));s.on('close',()=>console.log('closed'))`;
 const tcpBytes = (p: Spawned): number => Number([...p.output().matchAll(/^bytes (\d+)$/gm)].pop()?.[1] ?? 0);
+
+/** The holder of cluster `c`'s gateway Lease (the only Lease in the tenant namespace). */
+function leaseHolder(c: Cluster): string | undefined {
+  const l = c.server.listObjects('coordination.k8s.io/v1', 'leases').filter((x) => x.metadata.namespace === c.ns);
+  if (l.length !== 1) throw new Error(`${c.id}: expected one Lease in ${c.ns}, found ${l.length}`);
+  return (l[0]!['spec'] as { holderIdentity?: string }).holderIdentity;
+}
+
+/** Who is what in cluster `c`, as the API server, the "Service" and the replicas themselves say. */
+async function roles(c: Cluster): Promise<string> {
+  const parts = [`lease=${leaseHolder(c)}`, `routed=${c.routedTo}`];
+  for (const r of c.replicas)
+    if (r !== null) parts.push(`${r.pod}: label=${activeLabel(c, r.pod)} active=${(await show(r))?.weft.active}`);
+  return parts.join(' ');
+}
+
+/** The node namespace's routing state: policy rules, every table's routes, nft tables (sorted lines). */
+function kernelState(c: Cluster): string {
+  const ns = topo.ns(`${c.letter}n`);
+  return [
+    topo.exec(ns, ['ip', '-4', 'rule', 'show']),
+    topo.exec(ns, ['ip', '-4', 'route', 'show', 'table', 'all']),
+    topo.exec(ns, ['nft', 'list', 'tables']),
+  ]
+    .join('\n')
+    .split('\n')
+    .filter((l) => l.trim() !== '')
+    .sort()
+    .join('\n');
+}
+
+/**
+ * One node agent restart: pings every 20 ms from cluster `c`'s pod to the remote pod, `signal` to
+ * the node agent's weft process, started again as soon as it has exited (the kubelet restarting
+ * the DaemonSet's container); waits until pings have flowed for a second after the new start.
+ * Returns the longest gap.
+ */
+async function restartNodeAgent(c: Cluster, signal: 'SIGKILL' | 'SIGTERM', label: string): Promise<number> {
+  const pinger = startPinger(c.letter);
+  try {
+    await waitFor('pings answered before', () => replyTimes(pinger).length >= 20, 10_000, 20);
+    const old = c.nodeAgent!;
+    const t0 = Date.now();
+    process.kill(weftPid(old), signal);
+    await old.exited;
+    const tExit = Date.now() - t0;
+    startNodeAgent(c);
+    await waitFor(
+      'pings flowing again for a second',
+      () => replyTimes(pinger).filter((t) => t > t0 + tExit).length >= 40,
+      20_000,
+      20,
+    );
+    await topo.stop(pinger);
+    const times = replyTimes(pinger);
+    const gap = longestGap(times);
+    const firstAfter = times.find((t) => t > t0 + tExit);
+    // The new process's own time stamp for its data plane running the kept configuration.
+    const warm = /"time":(\d+),[^\n]*forwarding with the last configuration/.exec(c.nodeAgent!.output());
+    console.log(
+      `[lf] ${label}: exited ${tExit} ms after the ${signal}, started again; forwarding from its last configuration at ` +
+        `${warm === null ? '?' : Number(warm[1]) - t0} ms, first reply after it at ` +
+        `${firstAfter === undefined ? '?' : (firstAfter - t0).toFixed(0)} ms; longest ping gap ${gap.toFixed(0)} ms`,
+    );
+    return gap;
+  } finally {
+    await topo.stop(pinger);
+  }
+}
 
 const diag = (): string => [...procs].map(([n, p]) => `--- ${n}\n${p.output().slice(-1200)}`).join('\n');
 
@@ -523,5 +602,130 @@ describe.skipIf(skip !== null)(
       }
       await waitPaired(c);
     }, 90_000);
+
+    test('both API servers unreachable for 30 s under traffic (a: stopped, connections refused; b: hung, requests unanswered): no gap, no role change, nothing flaps after', async () => {
+      const all = [...clusters.values()];
+      for (const c of all) await waitPaired(c);
+      const before = new Map<Letter, string>();
+      for (const c of all) before.set(c.letter, await roles(c));
+      const holders = new Map(all.map((c) => [c.letter, leaseHolder(c)]));
+      for (const c of all) expect(holders.get(c.letter)).toBe(c.routedTo);
+      // Each process's log from here on.
+      const mark = new Map([...procs].map(([n, p]) => [n, p.output().length]));
+      const pingers = [startPinger('b', 90), startPinger('a', 90)];
+      const changes: string[] = [];
+      let sampling = true;
+      const sampler = (async () => {
+        while (sampling) {
+          for (const c of all) {
+            const now = await roles(c);
+            if (now !== before.get(c.letter)) changes.push(`${Date.now()} ${c.id}: ${now}`);
+          }
+          await sleep(100);
+        }
+      })();
+      try {
+        await waitFor('pings answered before', () => pingers.every((p) => replyTimes(p).length >= 20), 10_000, 20);
+        const bytes0 = tcpBytes(tcpServer);
+        const t0 = Date.now();
+        await clusters.get('a')!.server.beginOutage();
+        clusters.get('b')!.server.setBlackHole(true);
+        await sleep(30_000);
+        const bytesDuring = tcpBytes(tcpServer);
+        await clusters.get('a')!.server.endOutage();
+        clusters.get('b')!.server.setBlackHole(false);
+        const tBack = Date.now() - t0;
+        // After it: several retry periods, every replica back on the API.
+        await sleep(5000);
+        sampling = false;
+        await sampler;
+        for (const p of pingers) await topo.stop(p);
+        const gaps = pingers.map((p) => longestGap(replyTimes(p)));
+        console.log(
+          `[lf] API outage ${tBack} ms: longest ping gap pod b → pod a ${gaps[0]!.toFixed(0)} ms, pod a → pod b ${gaps[1]!.toFixed(0)} ms; ` +
+            `TCP bytes ${bytes0} → ${bytesDuring} (end of outage) → ${tcpBytes(tcpServer)}`,
+        );
+        for (const c of all) console.log(`[lf]   ${c.id} after: ${await roles(c)}`);
+        const logs = [...procs].map(([n, p]) => [n, p.output().slice(mark.get(n) ?? 0)] as const);
+        for (const [n, text] of logs) {
+          const lines = text.split('\n').filter((l) => l.trim() !== '');
+          console.log(`[lf]   ${n}: ${lines.length} log lines during and after the outage`);
+          for (const l of lines.filter((x) => /"level":(40|50)/.test(x)).slice(0, 4))
+            console.log(`[lf]     ${l.slice(0, 300)}`);
+        }
+        expect(changes, 'labels, Lease holders and active states unchanged throughout').toEqual([]);
+        // Normal jitter only: at 20 ms intervals, a gap of 200 ms is nine lost replies.
+        for (const g of gaps) expect(g).toBeLessThan(200);
+        expect(bytesDuring).toBeGreaterThan(bytes0 + 100_000);
+        expect(tcpClient.output()).not.toMatch(/error|closed/);
+        expect(tcpServer.output()).not.toMatch(/error|closed/);
+        for (const [n, text] of logs) {
+          expect(text, n).not.toMatch(
+            /data plane stopped|lost the Lease|; standby|leader: starting|takeover from|stopping anyway/,
+          );
+        }
+        for (const c of all) {
+          // The leader renewed after the outage (it renews first: nothing moved).
+          const spec = c.server
+            .listObjects('coordination.k8s.io/v1', 'leases')
+            .find((x) => x.metadata.namespace === c.ns)!['spec'] as { holderIdentity: string; renewTime: string };
+          expect(spec.holderIdentity).toBe(holders.get(c.letter));
+          expect(Date.now() - Date.parse(spec.renewTime)).toBeLessThan(3000);
+          // One warning from the leader, once its renew deadline passed.
+          const act = activeReplica(c);
+          const leaderLog = logs.find(([n]) => n === `${act.pod}#${act.proc.pid}`)![1];
+          expect(leaderLog.match(/Lease not renewed for/g) ?? []).toHaveLength(1);
+        }
+        for (const c of all) await waitPaired(c);
+      } catch (e) {
+        console.log(diag());
+        throw e;
+      } finally {
+        sampling = false;
+        await sampler;
+        await clusters.get('a')!.server.endOutage();
+        clusters.get('b')!.server.setBlackHole(false);
+        for (const p of pingers) await topo.stop(p);
+      }
+    }, 90_000);
+
+    for (const signal of ['SIGKILL', 'SIGTERM'] as const) {
+      test(`node agent restart (${signal}, then started again as the DaemonSet does), 3 runs: that node's pod loses < 1 s (median); tunnels and routes back`, async () => {
+        const c = clusters.get('a')!;
+        const state = kernelState(c);
+        try {
+          const gaps: number[] = [];
+          for (let i = 1; i <= 3; i++) {
+            gaps.push(await restartNodeAgent(c, signal, `${c.id} node agent ${signal} run ${i}`));
+            // It forwarded from the configuration its predecessor kept, then took the API server's.
+            expect(c.nodeAgent!.output()).toMatch(/forwarding with the last configuration/);
+            await waitFor(
+              "the restarted node agent on the API server's configuration",
+              () => c.nodeAgent!.output().includes('the last configuration converged'),
+              20_000,
+              50,
+            );
+            await waitFor(
+              'the node agent active with its Geneve tunnel',
+              async () => {
+                const st = await show({ runDir: nodeRunDir(c) });
+                return st?.weft.active === true && st.geneve.tunnels.length === 1;
+              },
+              15_000,
+              50,
+            );
+            await waitFor('routes, rules and nft tables as before', () => kernelState(c) === state, 15_000, 100);
+          }
+          console.log(
+            `[lf] ${c.id} node agent ${signal} gaps ${gaps.map((g) => g.toFixed(0)).join(', ')} ms; median ${median(gaps).toFixed(0)} ms`,
+          );
+          expect(median(gaps)).toBeLessThan(1000);
+        } catch (e) {
+          console.log(diag());
+          console.log(`--- kernel state before\n${state}\n--- now\n${kernelState(c)}`);
+          throw e;
+        }
+      }, 90_000);
+    }
   },
 );

@@ -2,7 +2,8 @@
  * `weft k8s` command line: help text, flags, Lease timing defaults, and the validated settings
  * (K8sSettings) the long-running K8sMode (k8s.ts) is built from; the kubeconfig loader.
  */
-import { leaseName as liqoLeaseName, type LiqoGatewayIdentity } from '../../control/k8s/liqo-gateway.js';
+import type { LiqoGatewayIdentity } from '../../control/k8s/liqo-gateway.js';
+import { leaseName as liqoLeaseName } from '../../control/k8s/lease-name.js';
 import { HEARTBEAT_DEFAULTS, LEASE_DEFAULTS, type K8sSettings } from '../../daemon/k8s-settings.js';
 import type { LogLevel } from '../../control/config.js';
 import { LogLevelSchema } from '../../control/config-schema.js';

@@ -4,7 +4,7 @@
  * - the Connection is named `gw-NAME`, owned (non-controller) by the GatewayServer/GatewayClient
  *   NAME with the uid the template passes (--gateway-uid), and its spec.gatewayRef names the
  *   WgGatewayServer/WgGatewayClient NAME with that same uid — the shape Liqo's gateway writes;
- * - the Lease is `NAME.NAMESPACE.MODE.connections.liqo.io` in the gateway's namespace;
+ * - the Lease is `NAME.NAMESPACE.MODE.connections.liqo.io` in the gateway's namespace (lease-name.ts);
  * - the replica holding it carries the pod label networking.liqo.io/active=true (Liqo's
  *   Service, InternalFabric and fabric source detector select on it); on taking the Lease it
  *   removes the label from every other replica first (claimActive), as Liqo's gateway does;
@@ -34,10 +34,6 @@ export interface LiqoGatewayIdentity {
 
 export function connectionName(name: string): string {
   return `gw-${name}`;
-}
-
-export function leaseName(id: Pick<LiqoGatewayIdentity, 'name' | 'namespace' | 'mode'>): string {
-  return `${id.name}.${id.namespace}.${id.mode}.connections.liqo.io`;
 }
 
 /** Connection owner: the GatewayServer/GatewayClient (Liqo's SetOwnerReferenceWithMode). */
