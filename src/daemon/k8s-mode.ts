@@ -34,18 +34,17 @@ import { diffConfig } from '../control/diff.js';
 import { EventRecorder } from '../control/k8s/events.js';
 import { LeaderElector } from '../control/k8s/lease.js';
 import type { K8sObject } from '../control/k8s/resources.js';
-import { TranslateError, type TranslateOptions } from '../control/k8s/translate-common.js';
+import type { TranslateOptions } from '../control/k8s/translate-common.js';
 import { LiqoWatcher } from '../control/k8s/watcher.js';
 import { SourceDetector } from '../control/k8s/source-detector.js';
 import { claimActive, connectionOwner, readLocalClusterId, setPodActive } from '../control/k8s/liqo-gateway.js';
 import { handOver, replicaHeartbeat, type HeartbeatLink } from './k8s-heartbeat.js';
 import { routeSourceFor } from '../kernel/route-source.js';
-import { createLogger, resolveLogLevel } from '../control/log.js';
 import { ConfigError } from '../control/config.js';
-import { getCryptoBackend, parseCryptoBackendName } from '../crypto/select.js';
 import { readMountedKey, type K8sSettings } from './k8s-settings.js';
 import { ConnectionReporter } from './k8s-connections.js';
 import { ApiErrorLog } from './k8s-api-errors.js';
+import { K8sProblems } from './k8s-problems.js';
 import { NodeFabric } from './k8s-fabric.js';
 import { fabricNodeDevices, gatewaySteerTarget, liqoNodeConfig, nodeRulesOptions } from './k8s-liqo.js';
 import type { RouteConfigSpec } from '../rules/routes.js';
@@ -66,8 +65,6 @@ export class K8sMode {
   private stopped = false;
   private retryTimer: NodeJS.Timeout | undefined;
   private readonly events: EventRecorder | null;
-  /** The last translation was rejected (Connections report Error meanwhile). */
-  private configProblem = false;
   private sourceDetector: SourceDetector | null = null;
   /** The local cluster ID (--cluster-id, else Liqo's ConfigMap, read at start). */
   private clusterId: string | undefined;
@@ -75,6 +72,7 @@ export class K8sMode {
   private privateKey: string | undefined;
   private readonly connections: ConnectionReporter;
   private readonly errors: ApiErrorLog;
+  private readonly problems: K8sProblems;
   /** Liqo mode, node role: the fabric RouteConfigurations in force (see shaped()). */
   private liqoNodeSpecs: readonly RouteConfigSpec[] = [];
   /** Serialises data-plane changes (config updates and leadership changes). */
@@ -117,7 +115,14 @@ export class K8sMode {
       runtime,
       log,
       snapshot: () => this.watcher?.snapshot(),
-      configProblem: () => this.configProblem,
+      configProblem: () => this.problems.configurationRefused,
+    });
+    this.problems = new K8sProblems({
+      runtime,
+      errors: this.errors,
+      events: this.events,
+      log,
+      refreshConnections: () => this.connections.refresh(),
     });
   }
 
@@ -132,7 +137,7 @@ export class K8sMode {
         break;
       } catch (e) {
         this.log.warn({ err: errText(e), retryInMs: delay }, 'Liqo resources not usable yet');
-        await this.problem(e, 'Liqo resources not usable yet: ');
+        await this.problems.report(e, 'Liqo resources not usable yet: ');
         await new Promise<void>((resolve) => {
           this.retryTimer = setTimeout(resolve, delay);
         });
@@ -304,60 +309,26 @@ export class K8sMode {
       onConfig: (r) => {
         for (const warn of r.warnings) this.log.info(warn);
         this.latest = r.config;
-        this.solved();
+        this.problems.solved();
         this.enqueue(() => this.update(r.config));
       },
       onError: (e) => {
         this.errors.warn(e, 'kubernetes');
         if (e instanceof ConfigError)
-          void this.problem(e, 'configuration rejected (the previous one stays in force): ');
+          void this.problems.report(e, 'configuration rejected (the previous one stays in force): ');
       },
-      onRecovered: () => this.solved(),
+      onRecovered: () => this.problems.solved(),
       onDebug: (msg) => this.log.debug(msg),
     });
     try {
       const first = await w.start();
-      this.solved();
+      this.problems.solved();
       for (const warn of first.warnings) this.log.info(warn);
       this.latest = first.config;
       this.watcher = w;
     } catch (e) {
       await w.stop().catch(() => {});
       throw e;
-    }
-  }
-
-  /**
-   * Make a problem visible: `weft show`, a Warning Event on each object it names (where the
-   * recorder may write, see the constructor), and Error in the Connections while it lasts.
-   */
-  private async problem(e: unknown, prefix: string): Promise<void> {
-    this.runtime.setProblem('kubernetes', `${prefix}${errText(e)}`);
-    this.configProblem = e instanceof ConfigError;
-    if (this.configProblem) this.connections.refresh();
-    if (!(e instanceof TranslateError) || this.events === null) return;
-    const seen = new Set<string>();
-    for (const [i, obj] of e.objects.entries()) {
-      const issue = e.issues[i]!;
-      const key = `${obj.kind}/${obj.metadata?.namespace}/${obj.metadata?.name}`;
-      if (seen.has(key)) continue;
-      seen.add(key);
-      try {
-        if (await this.events.warn(obj, 'InvalidConfiguration', `${issue.path}: ${issue.message}`))
-          this.log.debug(`Event on ${key}: ${issue.message}`);
-      } catch (err) {
-        this.errors.warn(err, 'event');
-      }
-    }
-  }
-
-  private solved(): void {
-    this.errors.recovered();
-    this.runtime.setProblem('kubernetes', null);
-    this.events?.forget();
-    if (this.configProblem) {
-      this.configProblem = false;
-      this.connections.refresh();
     }
   }
 
