@@ -36,6 +36,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { generatePrivateKeyBase64 } from '../src/crypto/keys.js';
 import { getCryptoBackend } from '../src/crypto/select.js';
+import { inNs, iperf, median, sh, ticksOf } from './netns-iperf.js';
 
 const NS = { pod: 'wfbp', node: 'wfbn', gw: 'wfbg' } as const;
 const ROUNDS = Number(process.env.ROUNDS ?? 3);
@@ -68,17 +69,6 @@ function variants(): Variant[] {
     out.push({ label: `weft-${label}`, root, env });
   }
   return out;
-}
-
-function sh(cmd: string[], allowFail = false, timeoutMs = 30_000): string {
-  const r = spawnSync(cmd[0]!, cmd.slice(1), { encoding: 'utf8', timeout: timeoutMs });
-  if ((r.status !== 0 || r.error) && !allowFail)
-    throw new Error(`${cmd.join(' ')}: ${r.stderr ?? ''}${r.error ? String(r.error) : ''}`);
-  return r.stdout ?? '';
-}
-
-function inNs(ns: string, cmd: string[], allowFail = false, timeoutMs = 30_000): string {
-  return sh(['ip', 'netns', 'exec', ns, ...cmd], allowFail, timeoutMs);
 }
 
 function cleanup(): void {
@@ -280,18 +270,6 @@ interface TcpCpu {
 }
 const NO_CPU: TcpCpu = { node: -1, gateway: -1, client: -1, server: -1, softirq: -1, busy: -1 };
 
-/** utime + stime of a process in clock ticks (0 when gone). */
-function ticksOf(pid: number | undefined): number {
-  if (pid === undefined) return 0;
-  try {
-    const st = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const f = st.slice(st.lastIndexOf(')') + 2).split(' ');
-    return Number(f[11]) + Number(f[12]); // fields 14 and 15 of proc(5)
-  } catch {
-    return 0;
-  }
-}
-
 /** The machine's softirq and busy (not idle/iowait) clock ticks, all CPUs. */
 function machineTicks(): { softirq: number; busy: number } {
   const f = readFileSync('/proc/stat', 'utf8').split('\n')[0]!.trim().split(/\s+/).slice(1).map(Number);
@@ -324,47 +302,6 @@ function counters(what: string, st: Record<string, unknown> | null): string {
   return `${what} tun ${on(o.tun)}, geneve ${on(o.geneve)}, ${gso.superPackets} super-packets cut into ${gso.segments} segments, ${gro.packets} packets coalesced into ${gro.superPackets}`;
 }
 
-async function iperf(
-  server: string,
-  client: string,
-  bind: string,
-  udp: boolean,
-): Promise<{ bps: number; pps: number; loss: number; client: number; server: number }> {
-  const port = String(5201 + Math.floor(Math.random() * 500));
-  const srv = spawn('ip', ['netns', 'exec', server, 'iperf3', '-s', '-1', '-B', bind, '-p', port], {
-    stdio: 'ignore',
-    detached: true,
-  });
-  try {
-    for (let i = 0; i < 50 && inNs(server, ['ss', '-Hln', `sport = :${port}`], true).trim() === ''; i++)
-      await new Promise((r) => setTimeout(r, 100));
-    const args = ['iperf3', '-c', bind, '-p', port, '-t', String(SECONDS), '-J', '--connect-timeout', '3000'];
-    if (udp) args.push('-u', '-l', '64', '-b', '0');
-    const j = JSON.parse(inNs(client, args, true, (SECONDS + 20) * 1000)) as {
-      error?: string;
-      end?: {
-        sum_received?: { bits_per_second?: number };
-        sum?: { packets?: number; lost_packets?: number; seconds?: number; lost_percent?: number };
-        cpu_utilization_percent?: { host_total?: number; remote_total?: number };
-      };
-    };
-    if (j.error) throw new Error(`iperf3: ${j.error}`);
-    const cpu = j.end?.cpu_utilization_percent;
-    const cs = { client: cpu?.host_total ?? -1, server: cpu?.remote_total ?? -1 };
-    if (!udp) return { bps: j.end?.sum_received?.bits_per_second ?? 0, pps: 0, loss: 0, ...cs };
-    const s = j.end?.sum ?? {};
-    const got = (s.packets ?? 0) - (s.lost_packets ?? 0);
-    return { bps: 0, pps: got / (s.seconds ?? SECONDS), loss: s.lost_percent ?? 0, ...cs };
-  } finally {
-    if (srv.pid !== undefined)
-      try {
-        process.kill(-srv.pid, 'SIGKILL');
-      } catch {
-        /* gone */
-      }
-  }
-}
-
 /** One TCP and one UDP run to `target`; with the data planes given, the CPU of the TCP run. */
 async function sample(target: string, node?: ChildProcess, gw?: ChildProcess): Promise<Sample> {
   const only = process.env.ONLY; // 'tcp' or 'udp': the other is reported as 0
@@ -373,7 +310,10 @@ async function sample(target: string, node?: ChildProcess, gw?: ChildProcess): P
   const t0 = [ticksOf(pids[0]), ticksOf(pids[1])];
   const m0 = machineTicks();
   const w0 = performance.now();
-  const tcp = only === 'udp' ? none : await iperf(NS.gw, NS.pod, target, false);
+  const tcp =
+    only === 'udp'
+      ? none
+      : await iperf({ serverNs: NS.gw, bind: target, clientNs: NS.pod, udp: false, seconds: SECONDS });
   const secs = (performance.now() - w0) / 1000;
   const m1 = machineTicks();
   const pct = (ticks: number): number => ticks / secs; // clock ticks are 1/100 s: ticks per second = % of one core
@@ -388,7 +328,10 @@ async function sample(target: string, node?: ChildProcess, gw?: ChildProcess): P
           softirq: pct(m1.softirq - m0.softirq),
           busy: pct(m1.busy - m0.busy),
         };
-  const udp = only === 'tcp' ? none : await iperf(NS.gw, NS.pod, target, true);
+  const udp =
+    only === 'tcp'
+      ? none
+      : await iperf({ serverNs: NS.gw, bind: target, clientNs: NS.pod, udp: true, seconds: SECONDS });
   return { tcpGbps: tcp.bps / 1e9, udpPps: udp.pps, udpLoss: udp.loss, cpu };
 }
 
@@ -401,12 +344,6 @@ function cpuLine(label: string, xs: Sample[]): string {
   const perGbit = median(xs.map((s) => (s.cpu.node < 0 ? -1 : (s.cpu.node + s.cpu.gateway) / s.tcpGbps)));
   const dp = perGbit < 0 ? '' : `; node agent + gateway ${perGbit.toFixed(1)} per Gbit/s`;
   return `${label} TCP CPU, % of one core: node agent ${m('node')}, gateway ${m('gateway')}, iperf3 client ${m('client')}, server ${m('server')}; machine softirq ${m('softirq')}, busy ${m('busy')} of ${cpus().length * 100}${dp}`;
-}
-
-function median(xs: number[]): number {
-  const s = [...xs].sort((a, b) => a - b);
-  const m = s.length >> 1;
-  return s.length % 2 === 1 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
 }
 
 /** Runs the benchmark; returns a Markdown table (or why it could not run). */
