@@ -376,26 +376,8 @@ export class WgWorkers {
     this.o.slots.fold(d.peers(), (p, a) => d.foldShardActivity(p, a, now));
   }
 
-  private dbgN = 0;
   private tick(): void {
     if (this.closed) return;
-    if (process.env.WEFT_DEBUG_WORKERS && ++this.dbgN % 20 === 0) {
-      const nz = (d: ArrayLike<number>): string =>
-        Array.from(d)
-          .map((v, i) => (v ? `${i}:${v}` : ''))
-          .filter(Boolean)
-          .join(',');
-      void Promise.all(this.workers.map((_, i) => this.request(i, { t: 'stats' }))).then((rs) =>
-        this.o.log(
-          'info',
-          `DBG owner drops ${nz(this.o.device.drops)} | ` +
-            rs
-              .map((r, i) => (r.t === 'stats' ? `w${i} h${r.handoffs} r${r.refused} d[${nz(r.drops)}]` : '?'))
-              .join(' ') +
-            ` | ${snapshotKey(this.o.device.shardSnapshot(0, (p) => this.o.slots.peerSlot(p), Date.now()))}`,
-        ),
-      );
-    }
     this.foldNow();
     this.port.poll();
     this.publish();
