@@ -12,8 +12,8 @@
  *     are handed to the owner with their source (bounded: a full queue is a counted drop).
  *   The first message under a responder's unconfirmed session and a peer seen from a new
  *   endpoint are reported to the owner once (it rotates keys / records the endpoint); the
- *   worker sends under the confirmed session at once, and every worker to the new endpoint
- *   (the peer's shared endpoint record, read before each send).
+ *   workers send under the confirmed session and to the new endpoint from their next packet
+ *   (the peer's shared confirmed-session word and endpoint record, read before each send).
  *
  * Per-peer bytes, packets and packet times go to this worker's activity row (shared-sessions.ts),
  * which only this thread writes and the owner reads. Zero allocation per packet.
@@ -109,6 +109,8 @@ export class ShardPeer {
   send: ShardSession | null = null;
   /** The sequence of the shared endpoint record `endpoint` was loaded at (0: the snapshot's). */
   epSeq = 0;
+  /** The shared confirmed-session word as last seen. */
+  confirmedSeen = 0;
   constructor(
     /** Activity-row slot. */
     readonly slot: number,
@@ -154,6 +156,7 @@ export class ShardEngine {
   private readonly act: Float64Array;
   private readonly acks: Int32Array;
   private readonly eps: Int32Array;
+  private readonly confirmedWords: Int32Array;
   private readonly outBufs: Uint8Array[] = [];
   private readonly outAddr: string[] = [];
   private readonly outPort: number[] = [];
@@ -174,6 +177,24 @@ export class ShardEngine {
     this.act = new Float64Array(shared.activity);
     this.acks = new Int32Array(shared.acks);
     this.eps = new Int32Array(shared.endpoints);
+    this.confirmedWords = new Int32Array(shared.confirmed);
+  }
+
+  /**
+   * The session to send to `peer` with: a responder session another worker saw confirmed
+   * (the shared word) replaces the snapshot's at once, as on a one-thread device.
+   */
+  private sendSessionOf(peer: ShardPeer): ShardSession | null {
+    const ci = Atomics.load(this.confirmedWords, peer.slot);
+    if (ci !== peer.confirmedSeen) {
+      peer.confirmedSeen = ci;
+      const s = this.sessions.get(ci);
+      if (s !== undefined && s.peer === peer && s.spec.next) {
+        s.reported = true;
+        peer.send = s;
+      }
+    }
+    return peer.send;
   }
 
   /**
@@ -287,7 +308,7 @@ export class ShardEngine {
     out.peer = peer;
     if (off < TRANSPORT_HEADER_SIZE)
       throw new RangeError(`encrypt needs ${TRANSPORT_HEADER_SIZE} bytes of headroom, got offset ${off}`);
-    const s = peer.send;
+    const s = this.sendSessionOf(peer);
     const endpoint = this.endpointOf(peer);
     if (s !== null && !s.spent && endpoint !== null && now - s.spec.created < REJECT_AFTER_TIME) {
       const padded = paddedLength(len, this.mtu);
@@ -439,6 +460,8 @@ export class ShardEngine {
       // peer restarted), so answers go out under it at once, before the owner's next snapshot.
       s.reported = true;
       peer.send = s;
+      Atomics.store(this.confirmedWords, peer.slot, s.spec.localIndex | 0);
+      peer.confirmedSeen = s.spec.localIndex | 0;
       this.link.confirmed(s.spec.localIndex);
     }
     const a = this.act;

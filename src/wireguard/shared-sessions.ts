@@ -11,7 +11,9 @@
  * - an endpoint record per peer (a sequence lock: storeEndpoint/loadEndpoint), written by the
  *   worker that authenticates the peer from a new address and by the owner when its own
  *   endpoint changes (configuration, handshake), read by every worker before it sends: a roam
- *   seen on one worker redirects the others' next packets, without waiting for a snapshot.
+ *   seen on one worker redirects the others' next packets, without waiting for a snapshot;
+ * - a confirmed-session word per peer: the responder session a worker saw the peer's first
+ *   message under, which every worker sends with from its next packet.
  *
  * Slots are reused only once every worker has applied a configuration snapshot that no longer
  * names them (SlotPool): a worker on an older snapshot may still touch a slot it knows.
@@ -217,6 +219,11 @@ export interface SharedSessionBuffers {
   readonly activity: SharedArrayBuffer;
   /** Int32 × ENDPOINT_WORDS per peer slot: the peers' endpoint records. */
   readonly endpoints: SharedArrayBuffer;
+  /**
+   * Int32 per peer slot: our index of the responder session a worker saw confirmed last (the
+   * peer's first message under it); every worker sends under it from then on.
+   */
+  readonly confirmed: SharedArrayBuffer;
   /** Int32 per worker: the snapshot version it applies now. */
   readonly acks: SharedArrayBuffer;
   readonly keypairSlots: number;
@@ -230,6 +237,7 @@ export function allocateSharedSessions(workers: number, peerSlots: number, keypa
     keypairs: new SharedArrayBuffer(keypairSlots * KEYPAIR_SLOT_WORDS * 4),
     activity: new SharedArrayBuffer(workers * peerSlots * ACT_FIELDS * 8),
     endpoints: new SharedArrayBuffer(peerSlots * ENDPOINT_WORDS * 4),
+    confirmed: new SharedArrayBuffer(peerSlots * 4),
     acks: new SharedArrayBuffer(workers * 4),
     keypairSlots,
     peerSlots,
