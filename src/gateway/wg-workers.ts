@@ -205,6 +205,9 @@ export class WgWorkers {
       mtu: MAX_PACKET,
       sink: {
         writeBatch: (buf, offs, lens, _peers, n) => {
+          // The packet may have confirmed a session here: worker 0 applies it before the
+          // packet reaches the TUN, so the reply it encrypts goes out under it.
+          this.publish();
           for (let i = 0; i < n; i++) this.post(0, { t: 'tun', b: buf.slice(offs[i], offs[i] + lens[i]) });
           return n;
         },
@@ -305,8 +308,10 @@ export class WgWorkers {
 
   /** Sends bytes of the owner (handshakes, keepalives, staged packets) from worker 0's socket. */
   sendVia(b: Uint8Array, address: string, port: number): void {
+    // What this message starts (a handshake response's session, a new endpoint) reaches every
+    // worker before the peer can answer it.
+    this.publish();
     this.post(0, { t: 'send', b, a: address, p: port });
-    this.schedulePublish();
   }
 
   broadcast(m: ToWorker): void {
@@ -338,7 +343,10 @@ export class WgWorkers {
         break;
       case 'r': {
         const peer = this.peerOfSlot(m.s);
-        if (peer !== null) this.o.device.roamShardPeer(peer, { address: m.a, port: m.p });
+        if (peer !== null) {
+          this.o.device.roamShardPeer(peer, { address: m.a, port: m.p });
+          this.o.slots.endpointLearned(peer);
+        }
         break;
       }
       case 'error':
@@ -389,6 +397,7 @@ export class WgWorkers {
     if (this.closed) return;
     const slots = this.o.slots;
     const snap = this.o.device.shardSnapshot(this.version + 1, (p) => slots.peerSlot(p), Date.now());
+    slots.syncEndpoints(this.o.device.peers());
     const key = snapshotKey(snap);
     if (key === this.lastKey) return;
     this.lastKey = key;

@@ -5,7 +5,7 @@
  * deltas. Owner thread only; no I/O.
  */
 import type { Keypair, SessionSlots } from './keypair.js';
-import type { Peer } from './peer.js';
+import type { Endpoint, Peer } from './peer.js';
 import {
   ACT_AUTH_RECEIVED,
   ACT_AUTH_SENT,
@@ -19,6 +19,7 @@ import {
   KEYPAIR_SLOT_WORDS,
   SlotPool,
   activityRow,
+  storeEndpoint,
   type SharedSessionBuffers,
 } from './shared-sessions.js';
 import { newPeerActivity, type PeerActivity } from './shard-owner.js';
@@ -37,6 +38,9 @@ export class ShardSlots implements SessionSlots {
   private readonly act: Float64Array;
   private readonly acks: Int32Array;
   private readonly peerSlots = new Map<Peer, number>();
+  private readonly eps: Int32Array;
+  /** Per peer, the endpoint the shared record last got from this thread or a worker's roam. */
+  private readonly knownEndpoint = new Map<Peer, Endpoint | null>();
   /** The activity values already folded, per (worker, peer slot) row. */
   private readonly folded: Float64Array;
   private readonly scratch = newPeerActivity();
@@ -47,6 +51,7 @@ export class ShardSlots implements SessionSlots {
     this.words = new Int32Array(buffers.keypairs);
     this.act = new Float64Array(buffers.activity);
     this.acks = new Int32Array(buffers.acks);
+    this.eps = new Int32Array(buffers.endpoints);
     this.folded = new Float64Array(this.act.length);
   }
 
@@ -88,6 +93,26 @@ export class ShardSlots implements SessionSlots {
   }
 
   /**
+   * Writes the endpoint of every peer whose endpoint changed on this thread (configuration, a
+   * handshake from a new address) into its shared record; before a snapshot naming the peer
+   * is published, so a worker never reads a record older than its snapshot.
+   */
+  syncEndpoints(peers: readonly Peer[]): void {
+    for (const p of peers) {
+      const s = this.peerSlots.get(p);
+      if (s === undefined || p.removed) continue;
+      if (this.knownEndpoint.get(p) === p.endpoint && this.knownEndpoint.has(p)) continue;
+      this.knownEndpoint.set(p, p.endpoint);
+      storeEndpoint(this.eps, s, p.endpoint);
+    }
+  }
+
+  /** A worker's roam, now also the peer's endpoint here: already in the shared record. */
+  endpointLearned(peer: Peer): void {
+    if (this.peerSlots.has(peer)) this.knownEndpoint.set(peer, peer.endpoint);
+  }
+
+  /**
    * Folds every worker's rows into deltas per peer and calls `apply` for peers with news.
    * Peers gone from the device give their rows back.
    */
@@ -96,6 +121,7 @@ export class ShardSlots implements SessionSlots {
     for (const [p, s] of this.peerSlots) {
       if (!live.has(p) || p.removed) {
         this.peerSlots.delete(p);
+        this.knownEndpoint.delete(p);
         this.peerPool.release(s, this.published);
       }
     }

@@ -12,7 +12,8 @@
  *     are handed to the owner with their source (bounded: a full queue is a counted drop).
  *   The first message under a responder's unconfirmed session and a peer seen from a new
  *   endpoint are reported to the owner once (it rotates keys / records the endpoint); the
- *   worker sends under the confirmed session and to the new endpoint at once.
+ *   workers send under the confirmed session and to the new endpoint from their next packet
+ *   (the peer's shared confirmed-session word and endpoint record, read before each send).
  *
  * Per-peer bytes, packets and packet times go to this worker's activity row (shared-sessions.ts),
  * which only this thread writes and the owner reads. Zero allocation per packet.
@@ -77,7 +78,10 @@ import {
   SHARED_SEND_LIMIT,
   SharedReplayFilter,
   activityRow,
+  endpointSeq,
+  loadEndpoint,
   sendCounterIndex,
+  storeEndpoint,
   type SharedSessionBuffers,
 } from './shared-sessions.js';
 import type { ShardSessionSpec, ShardSnapshot } from './shard-owner.js';
@@ -103,6 +107,10 @@ export interface ShardOwnerLink {
 /** A peer as a worker knows it. */
 export class ShardPeer {
   send: ShardSession | null = null;
+  /** The sequence of the shared endpoint record `endpoint` was loaded at (0: the snapshot's). */
+  epSeq = 0;
+  /** The shared confirmed-session word as last seen. */
+  confirmedSeen = 0;
   constructor(
     /** Activity-row slot. */
     readonly slot: number,
@@ -147,6 +155,8 @@ export class ShardEngine {
   private readonly counters: Uint32Array;
   private readonly act: Float64Array;
   private readonly acks: Int32Array;
+  private readonly eps: Int32Array;
+  private readonly confirmedWords: Int32Array;
   private readonly outBufs: Uint8Array[] = [];
   private readonly outAddr: string[] = [];
   private readonly outPort: number[] = [];
@@ -166,6 +176,41 @@ export class ShardEngine {
     this.counters = new Uint32Array(shared.keypairs);
     this.act = new Float64Array(shared.activity);
     this.acks = new Int32Array(shared.acks);
+    this.eps = new Int32Array(shared.endpoints);
+    this.confirmedWords = new Int32Array(shared.confirmed);
+  }
+
+  /**
+   * The session to send to `peer` with: a responder session another worker saw confirmed
+   * (the shared word) replaces the snapshot's at once, as on a one-thread device.
+   */
+  private sendSessionOf(peer: ShardPeer): ShardSession | null {
+    const ci = Atomics.load(this.confirmedWords, peer.slot);
+    if (ci !== peer.confirmedSeen) {
+      peer.confirmedSeen = ci;
+      const s = this.sessions.get(ci);
+      if (s !== undefined && s.peer === peer && s.spec.next) {
+        s.reported = true;
+        peer.send = s;
+      }
+    }
+    return peer.send;
+  }
+
+  /**
+   * The peer's endpoint as the shared record holds it now: a roam another worker saw, or the
+   * owner's newest, wins over the snapshot's (one atomic load when nothing changed).
+   */
+  private endpointOf(peer: ShardPeer): Endpoint | null {
+    const seq = endpointSeq(this.eps, peer.slot);
+    if (seq !== peer.epSeq) {
+      const ep = loadEndpoint(this.eps, peer.slot, seq);
+      if (ep !== undefined) {
+        peer.endpoint = ep;
+        peer.epSeq = seq;
+      }
+    }
+    return peer.endpoint;
   }
 
   /** Switches to `snap` as a whole, then acknowledges its version to the owner. */
@@ -263,8 +308,8 @@ export class ShardEngine {
     out.peer = peer;
     if (off < TRANSPORT_HEADER_SIZE)
       throw new RangeError(`encrypt needs ${TRANSPORT_HEADER_SIZE} bytes of headroom, got offset ${off}`);
-    const s = peer.send;
-    const endpoint = peer.endpoint;
+    const s = this.sendSessionOf(peer);
+    const endpoint = this.endpointOf(peer);
     if (s !== null && !s.spent && endpoint !== null && now - s.spec.created < REJECT_AFTER_TIME) {
       const padded = paddedLength(len, this.mtu);
       if (off + padded + AEAD_TAG_LEN > buf.length) {
@@ -402,9 +447,12 @@ export class ShardEngine {
     if (!s.replay.validate(lo, hi)) return this.receiveDrop(out, DROP_REPLAYED_COUNTER);
     const peer = s.peer;
     out.peer = peer;
-    const ep = peer.endpoint;
+    const ep = this.endpointOf(peer);
     if (ep === null || ep.port !== from.port || ep.address !== from.address) {
+      // Every worker sends to the new endpoint from its next packet on (the shared record);
+      // the owner records it for handshakes, timers and `wg show`.
       peer.endpoint = { address: from.address, port: from.port };
+      peer.epSeq = storeEndpoint(this.eps, peer.slot, peer.endpoint);
       this.link.roamed(peer.slot, from.address, from.port);
     }
     if (s.spec.next && !s.reported) {
@@ -412,6 +460,8 @@ export class ShardEngine {
       // peer restarted), so answers go out under it at once, before the owner's next snapshot.
       s.reported = true;
       peer.send = s;
+      Atomics.store(this.confirmedWords, peer.slot, s.spec.localIndex | 0);
+      peer.confirmedSeen = s.spec.localIndex | 0;
       this.link.confirmed(s.spec.localIndex);
     }
     const a = this.act;

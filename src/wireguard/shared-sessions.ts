@@ -7,7 +7,13 @@
  *   receive replay window (SharedReplayFilter below, updated with compare-and-swap);
  * - a row per (worker, peer) of activity counters and times, written by that worker only and
  *   read by the owner: rx/tx bytes and packets (summed for `wg show`, exact) and the times of
- *   the last data/authenticated packet sent and received (the owner's timers run on them).
+ *   the last data/authenticated packet sent and received (the owner's timers run on them);
+ * - an endpoint record per peer (a sequence lock: storeEndpoint/loadEndpoint), written by the
+ *   worker that authenticates the peer from a new address and by the owner when its own
+ *   endpoint changes (configuration, handshake), read by every worker before it sends: a roam
+ *   seen on one worker redirects the others' next packets, without waiting for a snapshot;
+ * - a confirmed-session word per peer: the responder session a worker saw the peer's first
+ *   message under, which every worker sends with from its next packet.
  *
  * Slots are reused only once every worker has applied a configuration snapshot that no longer
  * names them (SlotPool): a worker on an older snapshot may still touch a slot it knows.
@@ -18,6 +24,12 @@
  * protocol's 2^60 / 2^64 limits, which only makes rekeying earlier); the receive side drops a
  * counter ≥ 2^32 as a replay.
  */
+
+/** An endpoint as peer.ts's Endpoint (declared here: peer.ts depends on this file's users). */
+interface Endpoint {
+  readonly address: string;
+  readonly port: number;
+}
 
 /** Bits per replay block: a block's bitmap and its tag share one 32-bit word. */
 const BLOCK_BITS = 8;
@@ -140,10 +152,78 @@ export class SlotPool {
   }
 }
 
+/**
+ * Int32 words of a peer's endpoint record: [0] sequence (even: stable, odd: being written,
+ * 0: never written), [1] port (-1: no endpoint), [2] address length, [3…] the address text,
+ * four characters a word (at most ENDPOINT_TEXT_MAX).
+ */
+export const ENDPOINT_WORDS = 20;
+const ENDPOINT_TEXT_MAX = (ENDPOINT_WORDS - 3) * 4;
+
+/**
+ * Writes `ep` as peer slot `slot`'s endpoint; returns the record's new sequence. Writers (the
+ * owner, any worker) take the record with a compare-and-swap to an odd sequence; a writer
+ * finding it odd waits for the other's few stores to finish.
+ */
+export function storeEndpoint(w: Int32Array, slot: number, ep: Endpoint | null): number {
+  const at = slot * ENDPOINT_WORDS;
+  let seq: number;
+  for (;;) {
+    seq = Atomics.load(w, at);
+    if ((seq & 1) === 0 && Atomics.compareExchange(w, at, seq, seq + 1) === seq) break;
+  }
+  if (ep === null || ep.address.length > ENDPOINT_TEXT_MAX) {
+    Atomics.store(w, at + 1, -1);
+  } else {
+    const a = ep.address;
+    Atomics.store(w, at + 1, ep.port);
+    Atomics.store(w, at + 2, a.length);
+    for (let i = 0; i < a.length; i += 4) {
+      let v = 0;
+      for (let k = 0; k < 4 && i + k < a.length; k++) v |= (a.charCodeAt(i + k) & 0xff) << (8 * k);
+      Atomics.store(w, at + 3 + (i >> 2), v);
+    }
+  }
+  const next = (seq + 2) | 0 || 2; // never back to 0 ("never written")
+  Atomics.store(w, at, next);
+  return next;
+}
+
+/** The sequence of slot `slot`'s endpoint record (compare with the one last loaded). */
+export function endpointSeq(w: Int32Array, slot: number): number {
+  return Atomics.load(w, slot * ENDPOINT_WORDS);
+}
+
+/**
+ * Reads slot `slot`'s endpoint at sequence `seq` (from endpointSeq): the endpoint, null for
+ * none, or undefined when the record is being written or changed meanwhile (try again later).
+ */
+export function loadEndpoint(w: Int32Array, slot: number, seq: number): Endpoint | null | undefined {
+  if (seq === 0 || (seq & 1) !== 0) return undefined;
+  const at = slot * ENDPOINT_WORDS;
+  const port = Atomics.load(w, at + 1);
+  let address = '';
+  if (port >= 0) {
+    const n = Atomics.load(w, at + 2);
+    if (n > ENDPOINT_TEXT_MAX) return undefined;
+    for (let i = 0; i < n; i++)
+      address += String.fromCharCode((Atomics.load(w, at + 3 + (i >> 2)) >>> (8 * (i & 3))) & 0xff);
+  }
+  if (Atomics.load(w, at) !== seq) return undefined;
+  return port < 0 ? null : { address, port };
+}
+
 /** The SharedArrayBuffers of one device: keypair slots, activity rows, acknowledged versions. */
 export interface SharedSessionBuffers {
   readonly keypairs: SharedArrayBuffer;
   readonly activity: SharedArrayBuffer;
+  /** Int32 × ENDPOINT_WORDS per peer slot: the peers' endpoint records. */
+  readonly endpoints: SharedArrayBuffer;
+  /**
+   * Int32 per peer slot: our index of the responder session a worker saw confirmed last (the
+   * peer's first message under it); every worker sends under it from then on.
+   */
+  readonly confirmed: SharedArrayBuffer;
   /** Int32 per worker: the snapshot version it applies now. */
   readonly acks: SharedArrayBuffer;
   readonly keypairSlots: number;
@@ -156,6 +236,8 @@ export function allocateSharedSessions(workers: number, peerSlots: number, keypa
   return {
     keypairs: new SharedArrayBuffer(keypairSlots * KEYPAIR_SLOT_WORDS * 4),
     activity: new SharedArrayBuffer(workers * peerSlots * ACT_FIELDS * 8),
+    endpoints: new SharedArrayBuffer(peerSlots * ENDPOINT_WORDS * 4),
+    confirmed: new SharedArrayBuffer(peerSlots * 4),
     acks: new SharedArrayBuffer(workers * 4),
     keypairSlots,
     peerSlots,
