@@ -84,6 +84,13 @@ export class Gateway implements StatsSource {
   readonly table = new GeneveTunnelTable();
   readonly forwarded = { toWireguard: 0, toGeneve: 0, toTun: 0 };
   readonly routed = { fromNodes: 0, fromHost: 0, fromPeers: 0 };
+  /**
+   * False until open() has every port: Geneve receives (and the WireGuard warm-up runs) before the
+   * WireGuard ports exist, and a restarted gateway's nodes are already sending. Packets meanwhile
+   * are counted drops (gateway_starting).
+   */
+  private portsReady = false;
+  private startingDrops = 0;
   readonly device: Device;
   /** One WireGuard device per tunnel (Liqo's spec.endpoint.ports, same keys); [0] is `device`. */
   readonly devices: readonly Device[];
@@ -229,6 +236,7 @@ export class Gateway implements StatsSource {
     this.geneve = geneve;
     this.wg = wg;
     this.wgs = wgs;
+    this.portsReady = true;
     this.io.startTunReader(c.wireguard.mtu, (buf, offs, lens, n) => this.onTunPackets(buf, offs, lens, n));
     this.housekeeping = setInterval(() => this.tick(), 1000);
     this.housekeeping.unref();
@@ -250,6 +258,10 @@ export class Gateway implements StatsSource {
     areaOff: number,
     areaLen: number,
   ): void {
+    if (!this.portsReady) {
+      this.startingDrops += n;
+      return;
+    }
     this.routed.fromNodes += n;
     if (this.peerSet.waiting > 0) this.peerSet.refreshSpread();
     this.router.fromNodes(buf, offs, lens, n, this.clock(), this.lanesGeneve, tunnels);
@@ -270,6 +282,10 @@ export class Gateway implements StatsSource {
     peers: readonly Peer[],
     n: number,
   ): number {
+    if (!this.portsReady) {
+      this.startingDrops += n;
+      return n;
+    }
     this.routed.fromPeers += n;
     if (this.peerSet.waiting > 0) this.peerSet.refreshSpread();
     this.router.fromPeers(buf, offs, lens, peers, n, this.clock(), this.lanesWg);
@@ -396,7 +412,9 @@ export class Gateway implements StatsSource {
 
   /** StatsSource: drops by reason from every stage (non-zero only), prefixed by stage. */
   drops(): Readonly<Record<string, number>> {
-    return collectDrops(this.router, this.peerTable, this.devices, this.geneve, this.wgs, this.tun, this.io.lane);
+    const d = collectDrops(this.router, this.peerTable, this.devices, this.geneve, this.wgs, this.tun, this.io.lane);
+    if (this.startingDrops > 0) d['gateway_starting'] = this.startingDrops;
+    return d;
   }
 
   /** StatsSource: conntrack entries (the configuration's rules' connections; 0 when Liqo mode detached them). */
