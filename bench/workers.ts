@@ -20,7 +20,8 @@ import { Device, ENCRYPT_SEND, EncryptResult, RECEIVE_DELIVER, ReceiveResult } f
 import type { Endpoint, Peer } from '../src/wireguard/peer.js';
 import { OutgoingMessage } from '../src/wireguard/pool.js';
 import { allocateSharedSessions, type SharedSessionBuffers } from '../src/wireguard/shared-sessions.js';
-import { ShardEngine, type ShardPeer } from '../src/wireguard/shard.js';
+import { ShardEngine } from '../src/wireguard/shard.js';
+import type { ShardPeer } from '../src/wireguard/shard-peer.js';
 import type { ShardSnapshot } from '../src/wireguard/shard-owner.js';
 import { ShardSlots } from '../src/wireguard/shard-slots.js';
 

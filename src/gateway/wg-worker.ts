@@ -20,7 +20,8 @@ import { TunDevice } from '../io/tun.js';
 import { UdpError } from '../io/udp.js';
 import { WireGuardPort } from '../pipelines/wireguard-port.js';
 import type { SharedSessionBuffers } from '../wireguard/shared-sessions.js';
-import { ShardEngine, type ShardPeer } from '../wireguard/shard.js';
+import { ShardEngine } from '../wireguard/shard.js';
+import type { ShardPeer } from '../wireguard/shard-peer.js';
 import type { ShardSnapshot } from '../wireguard/shard-owner.js';
 import { coalescerFor, startTunReader, tunSink } from './wg-tun-path.js';
 

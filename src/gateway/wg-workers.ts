@@ -30,7 +30,7 @@ import { TRANSPORT_HEADER_SIZE } from '../wireguard/messages.js';
 import type { Peer } from '../wireguard/peer.js';
 import { snapshotKey } from '../wireguard/shard-owner.js';
 import type { ShardSlots } from '../wireguard/shard-slots.js';
-import { HANDOFF_DATAGRAM } from '../wireguard/shard.js';
+import { HANDOFF_DATAGRAM } from '../wireguard/shard-peer.js';
 import type { FromWorker, ToWorker, WgWorkerData } from './wg-worker.js';
 
 /** How often workers' activity is folded into the owner's counters and timers. */

@@ -84,57 +84,9 @@ import {
   storeEndpoint,
   type SharedSessionBuffers,
 } from './shared-sessions.js';
-import type { ShardSessionSpec, ShardSnapshot } from './shard-owner.js';
-
-/** What is handed to the owner. */
-export const HANDOFF_DATAGRAM = 1;
-export const HANDOFF_PLAINTEXT = 2;
-
-/** The worker's channel to the owner thread (implemented by the worker shell). */
-export interface ShardOwnerLink {
-  /**
-   * Hands buf[off, +len) to the owner (copied before returning): a UDP payload from
-   * address:port (HANDOFF_DATAGRAM) or an inner packet (HANDOFF_PLAINTEXT, address '').
-   * False when the owner's queue is full: the caller counts the drop.
-   */
-  handoff(kind: number, buf: Uint8Array, off: number, len: number, address: string, port: number): boolean;
-  /** The first message under our session `localIndex` arrived here. */
-  confirmed(localIndex: number): void;
-  /** The peer of activity slot `peerSlot` was authenticated from a new endpoint. */
-  roamed(peerSlot: number, address: string, port: number): void;
-}
-
-/** A peer as a worker knows it. */
-export class ShardPeer {
-  send: ShardSession | null = null;
-  /** The sequence of the shared endpoint record `endpoint` was loaded at (0: the snapshot's). */
-  epSeq = 0;
-  /** The shared confirmed-session word as last seen. */
-  confirmedSeen = 0;
-  constructor(
-    /** Activity-row slot. */
-    readonly slot: number,
-    public endpoint: Endpoint | null,
-    /** Float64 offset of this worker's activity row for the peer. */
-    readonly row: number,
-  ) {}
-}
-
-class ShardSession {
-  /** The shared counter hit SHARED_SEND_LIMIT (or the owner expired the keypair). */
-  spent = false;
-  /** `next` and its first message was reported. */
-  reported = false;
-  constructor(
-    readonly spec: ShardSessionSpec,
-    readonly peer: ShardPeer,
-    readonly replay: SharedReplayFilter,
-    readonly counterAt: number,
-  ) {}
-}
-
-/** Owner messages (handshakes, keepalives, staged packets) queued for this worker's socket. */
-const OUTBOX_CAPACITY = 1024;
+import type { ShardSnapshot } from './shard-owner.js';
+import { ShardOutbox } from './shard-outbox.js';
+import { HANDOFF_DATAGRAM, HANDOFF_PLAINTEXT, ShardPeer, ShardSession, type ShardOwnerLink } from './shard-peer.js';
 
 export class ShardEngine {
   listenPort = 0;
@@ -142,8 +94,6 @@ export class ShardEngine {
   /** Datagrams and packets handed to the owner, and those refused because its queue was full. */
   handoffs = 0;
   handoffsRefused = 0;
-  /** Owner messages dropped because this worker's outbox was full. */
-  outboxDropped = 0;
   /** The snapshot version in use. */
   version = 0;
   private allowed = new AllowedIps<ShardPeer>();
@@ -157,11 +107,8 @@ export class ShardEngine {
   private readonly acks: Int32Array;
   private readonly eps: Int32Array;
   private readonly confirmedWords: Int32Array;
-  private readonly outBufs: Uint8Array[] = [];
-  private readonly outAddr: string[] = [];
-  private readonly outPort: number[] = [];
-  private outHead = 0;
-  private outCount = 0;
+  /** Owner messages (handshakes, keepalives, staged packets) for this worker's socket. */
+  private readonly outbox = new ShardOutbox();
 
   constructor(
     readonly backend: CryptoBackend,
@@ -510,40 +457,26 @@ export class ShardEngine {
   // ===========================================================================================
   // The owner's messages, sent from this worker's socket (one source port for the device)
 
+  /** Owner messages dropped because this worker's outbox was full. */
+  get outboxDropped(): number {
+    return this.outbox.dropped;
+  }
+
   /** Queues `buf` (kept until sent) for address:port; false (counted) when the outbox is full. */
   queueOutgoing(buf: Uint8Array, address: string, port: number): boolean {
-    if (this.outCount === OUTBOX_CAPACITY) {
-      this.outboxDropped++;
-      return false;
-    }
-    const i = (this.outHead + this.outCount) % OUTBOX_CAPACITY;
-    this.outBufs[i] = buf;
-    this.outAddr[i] = address;
-    this.outPort[i] = port;
-    this.outCount++;
-    return true;
+    return this.outbox.queue(buf, address, port);
   }
 
   get outgoingCount(): number {
-    return this.outCount;
+    return this.outbox.count;
   }
 
   popOutgoing(out: OutgoingMessage<ShardPeer>): boolean {
-    if (this.outCount === 0) return false;
-    const i = this.outHead;
-    out.buf = this.outBufs[i];
-    out.start = 0;
-    out.length = this.outBufs[i].length;
-    out.address = this.outAddr[i];
-    out.port = this.outPort[i];
-    out.slot = i;
-    this.outHead = (i + 1) % OUTBOX_CAPACITY;
-    this.outCount--;
-    return true;
+    return this.outbox.pop(out);
   }
 
   releaseOutgoing(slot: number): void {
-    this.outBufs[slot] = EMPTY;
+    this.outbox.release(slot);
   }
 
   /** Timers are the owner's. */
@@ -557,8 +490,6 @@ export class ShardEngine {
     return 0;
   }
 }
-
-const EMPTY = new Uint8Array(0);
 
 function resetEncrypt(out: EncryptResult<ShardPeer>): void {
   out.peer = null;

@@ -26,7 +26,8 @@ import {
   SharedReplayFilter,
   allocateSharedSessions,
 } from '../../src/wireguard/shared-sessions.js';
-import { HANDOFF_DATAGRAM, HANDOFF_PLAINTEXT, ShardEngine, type ShardPeer } from '../../src/wireguard/shard.js';
+import { ShardEngine } from '../../src/wireguard/shard.js';
+import { HANDOFF_DATAGRAM, HANDOFF_PLAINTEXT, type ShardPeer } from '../../src/wireguard/shard-peer.js';
 import { ShardSlots } from '../../src/wireguard/shard-slots.js';
 import { Prng } from '../util/prng.js';
 
