@@ -293,8 +293,11 @@ describe.skipIf(unavailable !== null)('weft-wg with 2 worker threads ↔ wiregua
     expect(ba.segments).toBeGreaterThan(1000);
     expect(full.segments).toBeGreaterThan(1000);
     expect(ab.wireMessages).toBeGreaterThan(100);
-    expect(ab.wireBackwards).toBe(0);
-    expect(full.wireBackwards).toBe(0);
+    // A flow moves once, from the TUN queue the kernel first picks to the queue of the worker
+    // that writes its replies (TUN flow steering follows the last writer): packets in flight on
+    // the first queue may then leave once out of counter order, never again after.
+    expect(ab.wireBackwards).toBeLessThanOrEqual(1);
+    expect(full.wireBackwards).toBeLessThanOrEqual(1);
     expect(ba.backwards).toBe(0);
   }, 60_000);
 
