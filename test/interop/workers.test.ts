@@ -255,7 +255,12 @@ describe.skipIf(unavailable !== null)('weft-wg with 2 worker threads ↔ wiregua
       topo.exec(s.ns, ['ip', 'addr', 'add', `${s.tunnel4}/24`, 'dev', s.ifname]);
       topo.exec(s.ns, ['ip', 'link', 'set', s.ifname, 'mtu', '1420', 'up']);
     }
-    expect(A.proc.output()).toContain('2 worker threads');
+    // The workers' start line may follow the UAPI socket by a moment.
+    await waitFor(
+      'weft-wg reports 2 worker threads',
+      () => A.proc?.output().includes('2 worker threads') === true,
+      10_000,
+    );
   }, 60_000);
 
   afterAll(async () => {
