@@ -9,8 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { readChecksum, writeChecksum } from '../../src/packet/checksum.js';
-import { fillTcpChecksumV4, TCP_FLAG_ACK } from '../../src/packet/tcp.js';
-import { tcpPacket } from '../packet/factory.js';
+import { zeroChecksumTcp } from './pcap.js';
 import { LINKTYPE_RAW, PcapWriter, TSHARK_TCP_BAD, TSHARK_TCP_NOT_GOOD } from './pcap.js';
 import { needs } from './requirements.js';
 
@@ -19,19 +18,7 @@ const missing = needs({ commands: ['tshark'] });
 describe.skipIf(missing !== null)('tshark checksum filters', () => {
   it('match a wrong TCP checksum, not a good one nor 0xffff standing for 0x0000', () => {
     // Two payload bytes chosen so that the computed checksum is 0x0000.
-    const p = tcpPacket({
-      src: '10.80.0.1',
-      dst: '10.0.1.2',
-      sport: 7700,
-      dport: 40000,
-      flags: TCP_FLAG_ACK,
-      payload: new Uint8Array(2),
-    });
-    const csumOff = p.l4 + 16;
-    const c = readChecksum(p.buf, csumOff);
-    p.buf[p.off + p.len - 2] = c >>> 8;
-    p.buf[p.off + p.len - 1] = c & 0xff;
-    fillTcpChecksumV4(p.buf, p.off, p.l4, p.off + p.len - p.l4);
+    const { p, csumOff } = zeroChecksumTcp();
     expect(readChecksum(p.buf, csumOff)).toBe(0);
     const w = new PcapWriter(LINKTYPE_RAW);
     w.add(p.buf, p.off, p.len); // frame 1: good

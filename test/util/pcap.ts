@@ -5,6 +5,9 @@
  */
 
 import { writeFileSync } from 'node:fs';
+import { readChecksum } from '../../src/packet/checksum.js';
+import { fillTcpChecksumV4, TCP_FLAG_ACK } from '../../src/packet/tcp.js';
+import { tcpPacket, type Built } from '../packet/factory.js';
 
 /** Link-layer header types (tcpdump.org/linktypes.html). */
 export const LINKTYPE_ETHERNET = 1;
@@ -78,3 +81,24 @@ export class PcapWriter {
 export const TSHARK_TCP_BAD = '(tcp.checksum.status==0 && !tcp.checksum.ffff)';
 /** As TSHARK_TCP_BAD, and also a TCP checksum tshark could not verify (a truncated segment). */
 export const TSHARK_TCP_NOT_GOOD = '(tcp.checksum.status!=1 && !tcp.checksum.ffff)';
+
+/**
+ * A TCP/IPv4 ACK whose two payload bytes make its correct checksum 0x0000 (the case where
+ * 0xffff, the same value in one's complement, must not count as wrong); `csumOff` locates it.
+ */
+export function zeroChecksumTcp(): { p: Built; csumOff: number } {
+  const p = tcpPacket({
+    src: '10.80.0.1',
+    dst: '10.0.1.2',
+    sport: 7700,
+    dport: 40000,
+    flags: TCP_FLAG_ACK,
+    payload: new Uint8Array(2),
+  });
+  const csumOff = p.l4 + 16;
+  const c = readChecksum(p.buf, csumOff);
+  p.buf[p.off + p.len - 2] = c >>> 8;
+  p.buf[p.off + p.len - 1] = c & 0xff;
+  fillTcpChecksumV4(p.buf, p.off, p.l4, p.off + p.len - p.l4);
+  return { p, csumOff };
+}

@@ -8,8 +8,9 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { readChecksum, writeChecksum } from '../../src/packet/checksum.js';
-import { fillTcpChecksumV4, TCP_FLAG_ACK, TCP_FLAG_SYN } from '../../src/packet/tcp.js';
+import { writeChecksum } from '../../src/packet/checksum.js';
+import { TCP_FLAG_SYN } from '../../src/packet/tcp.js';
+import { zeroChecksumTcp } from './pcap.js';
 import { tcpPacket, udpPacket } from '../packet/factory.js';
 import { LINKTYPE_RAW, PcapWriter, TSHARK_TCP_BAD, TSHARK_TCP_NOT_GOOD } from './pcap.js';
 import { needs } from './requirements.js';
@@ -25,19 +26,7 @@ describe.skipIf(missing !== null)('tsharkCounts', () => {
     dir = mkdtempSync(join(tmpdir(), 'tscount-'));
     file = join(dir, 'c.pcap');
     const w = new PcapWriter(LINKTYPE_RAW);
-    const p = tcpPacket({
-      src: '10.80.0.1',
-      dst: '10.0.1.2',
-      sport: 7700,
-      dport: 40000,
-      flags: TCP_FLAG_ACK,
-      payload: new Uint8Array(2),
-    });
-    const csumOff = p.l4 + 16;
-    const c = readChecksum(p.buf, csumOff);
-    p.buf[p.off + p.len - 2] = c >>> 8;
-    p.buf[p.off + p.len - 1] = c & 0xff;
-    fillTcpChecksumV4(p.buf, p.off, p.l4, p.off + p.len - p.l4);
+    const { p, csumOff } = zeroChecksumTcp();
     for (let i = 0; i < 3; i++) w.add(p.buf, p.off, p.len); // frames 1-3: good
     writeChecksum(p.buf, csumOff, 0xffff);
     w.add(p.buf, p.off, p.len); // 4: 0xffff for 0x0000
