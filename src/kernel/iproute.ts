@@ -61,15 +61,37 @@ const GONE = [
   /not found/i,
 ];
 
+/**
+ * Runs `cmds` (argument lists, as for ip()) in one `ip -batch -` process: a device's addresses
+ * and routes cost one process at start and stop, not one each. With `force` every line runs even
+ * after a failure. Rejects with RouteCommandError when any line failed (which one is not known:
+ * callers run the commands one at a time then, with ip(), to name it). Throws on an argument
+ * holding whitespace (a batch line is split on it).
+ */
+export function ipBatch(cmds: readonly (readonly string[])[], netns?: string, force = false): Promise<void> {
+  for (const c of cmds)
+    for (const a of c) if (a === '' || /\s/.test(a)) throw new Error(`ipBatch: argument ${JSON.stringify(a)}`);
+  const argv = [...(netns === undefined ? [] : ['-n', netns]), ...(force ? ['-force'] : []), '-batch', '-'];
+  return new Promise((resolve, reject) => {
+    const child = execFile('ip', argv, { timeout: 10_000, encoding: 'utf8' }, (err, _out, stderr) => {
+      if (err === null) resolve();
+      else reject(new RouteCommandError(['ip', ...argv], stderr || err.message, hintFor(stderr ?? '')));
+    });
+    child.stdin?.end(`${cmds.map((c) => c.join(' ')).join('\n')}\n`);
+  });
+}
+
 /** Adds `addr` (host address, /32 or /128 unless a prefix is given) to `dev`. Idempotent. */
 export function addAddress(dev: string, addr: string, netns?: string): Promise<string> {
-  const cidr = addr.includes('/') ? addr : `${addr}/${addr.includes(':') ? 128 : 32}`;
-  return ip(['addr', 'replace', cidr, 'dev', dev, ...(addr.includes(':') ? ['nodad'] : [])], netns);
+  return ip(addrArgs(dev, addr), netns);
 }
 
 export function removeAddress(dev: string, addr: string, netns?: string): Promise<string> {
-  const cidr = addr.includes('/') ? addr : `${addr}/${addr.includes(':') ? 128 : 32}`;
-  return ip(['addr', 'del', cidr, 'dev', dev], netns, GONE);
+  return ip(['addr', 'del', hostCidr(addr), 'dev', dev], netns, GONE);
+}
+
+function addrArgs(dev: string, addr: string): string[] {
+  return ['addr', 'replace', hostCidr(addr), 'dev', dev, ...(addr.includes(':') ? ['nodad'] : [])];
 }
 
 /** `ip route replace CIDR dev DEV [src SRC]`. */
@@ -176,6 +198,34 @@ export class KernelState implements LinkState {
     });
   }
 
+  /**
+   * The link up, then `addrs` and `routes` added, in one `ip -batch` process (a node agent's
+   * start). If that fails, the commands run again one at a time (each is an idempotent replace),
+   * so the error names the one that failed and the record holds exactly what was added.
+   */
+  install(addrs: readonly string[], routes: readonly string[], src?: string): Promise<void> {
+    return this.exclusive(async () => {
+      for (const a of [...addrs, ...routes]) await this.ipv6For(a);
+      const link = ['link', 'set', 'dev', this.dev, 'up'];
+      const batched = await ipBatch(
+        [link, ...addrs.map((a) => addrArgs(this.dev, a)), ...routes.map((c) => routeArgs(c, this.dev, src))],
+        this.netns,
+      ).then(
+        () => true,
+        () => false,
+      );
+      if (!batched) await ip(link, this.netns);
+      for (const a of addrs) {
+        if (!batched) await addAddress(this.dev, a, this.netns);
+        this.addrs.add(a);
+      }
+      for (const c of routes) {
+        if (!batched) await replaceRoute(c, this.dev, this.netns, src);
+        this.routes.set(c, src);
+      }
+    });
+  }
+
   addRoute(cidr: string, src?: string): Promise<void> {
     return this.exclusive(async () => {
       await this.ipv6For(cidr);
@@ -210,8 +260,26 @@ export class KernelState implements LinkState {
     for (const c of [...this.routes.keys()]) if (!want.has(c)) await this.removeRoute(c);
   }
 
-  /** Removes everything added; collects errors and throws the first after trying all. */
+  /**
+   * Removes everything added: one `ip -batch` process; where that reports a failure (an item
+   * already gone is one), one command at a time, collecting errors and throwing the first after
+   * trying all.
+   */
   async clear(): Promise<void> {
+    const cmds = [
+      ...[...this.routes.keys()].map((c) => ['route', 'del', c, 'dev', this.dev]),
+      ...[...this.addrs].map((a) => ['addr', 'del', hostCidr(a), 'dev', this.dev]),
+    ];
+    if (cmds.length === 0) return;
+    const batched = await this.exclusive(() => ipBatch(cmds, this.netns, true)).then(
+      () => true,
+      () => false,
+    );
+    if (batched) {
+      this.routes.clear();
+      this.addrs.clear();
+      return;
+    }
     let first: unknown;
     for (const c of [...this.routes.keys()]) {
       try {

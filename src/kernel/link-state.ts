@@ -17,6 +17,8 @@ export interface LinkState {
   /** Turns IPv6 off on a link with nothing IPv6 on it; best effort: returns the failure, if any. */
   quietIpv6(): Promise<unknown>;
   linkUp(): Promise<void>;
+  /** The link up, then `addrs` and `routes` added, at once (a shell's start). */
+  install(addrs: readonly string[], routes: readonly string[], src?: string): Promise<void>;
   addAddress(addr: string): Promise<void>;
   removeAddress(addr: string): Promise<void>;
   /** Adds (replaces) a route to `cidr` through the device, from `src` when given. */
@@ -56,6 +58,13 @@ export class MemoryLinkState implements LinkState {
 
   linkUp(): Promise<void> {
     this.up = true;
+    return Promise.resolve();
+  }
+
+  install(addrs: readonly string[], routes: readonly string[], src?: string): Promise<void> {
+    this.up = true;
+    for (const a of addrs) this.addresses.add(a);
+    for (const c of routes) this.routes.set(c, src);
     return Promise.resolve();
   }
 

@@ -265,7 +265,6 @@ export class NodeAgent {
       agentRef = agent;
       const quiet = await kernel.quietIpv6();
       if (quiet !== null) opts.onError?.('turning IPv6 off on the TUN', quiet);
-      await kernel.linkUp();
       await agent.installKernelState();
       // With a vnet header, super-packets are cut to the inner MTU and each segment is
       // encapsulated in place (after the stages): a super-packet's segments leave as one GSO run.
@@ -285,13 +284,21 @@ export class NodeAgent {
     }
   }
 
+  /** The link up, every gateway's address and routes (one `ip` process: KernelState.install). */
   private async installKernelState(): Promise<void> {
     const k = this.kernel;
-    for (const g of this.gateways.values()) await this.installGateway(g);
+    const addrs = new Set<string>();
+    const routes = new Set<string>();
+    for (const g of this.gateways.values()) {
+      addrs.add(g.localInternalAddress);
+      routes.add(hostCidr(g.gatewayInternalAddress));
+      for (const c of g.remoteCIDRs) routes.add(c);
+    }
     // The internal CIDR is the fabric: other nodes' and gateways' internal addresses (sources of
     // their ICMP errors and host traffic) are reached through a gateway, which routes them by
     // their tunnels' internal /32s. Without it a loose rp_filter drops those packets.
-    if (this.gateways.size > 0) await k.addRoute(this.config.cluster.internalCIDR);
+    if (this.gateways.size > 0) routes.add(this.config.cluster.internalCIDR);
+    await k.install([...addrs], [...routes]);
     // Loose reverse-path filtering on the TUN: replies from remote clusters arrive here with
     // sources that the main table may route elsewhere (RFC 3704 loose mode, as Liqo sets).
     await k
