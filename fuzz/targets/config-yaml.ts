@@ -10,7 +10,8 @@
  * itself, and written back as YAML loads to the same model.
  */
 import { stringify } from 'yaml';
-import { ConfigError, parseConfig } from '../../src/control/config.js';
+import { parseConfig } from '../../src/control/config.js';
+import { ConfigError } from '../../src/control/config-error.js';
 import { parseConfigYaml } from '../../src/control/yaml.js';
 import { InvariantError, must } from '../lib/check.js';
 import { loadSeeds, mutate } from '../lib/mutate.js';

@@ -9,7 +9,8 @@
  * exception; a TranslateError's objects line up with its issues; a translated configuration
  * validates again through parseConfig to the same model; warnings are one-line strings.
  */
-import { ConfigError, parseConfig } from '../../src/control/config.js';
+import { parseConfig } from '../../src/control/config.js';
+import { ConfigError } from '../../src/control/config-error.js';
 import type { LiqoResources } from '../../src/control/k8s/resources.js';
 import { translate } from '../../src/control/k8s/translate.js';
 import { TranslateError } from '../../src/control/k8s/translate-common.js';

@@ -8,6 +8,7 @@
 import { z } from 'zod';
 import { AddressParseError, formatAddress, parseAddress } from '../packet/addr.js';
 import { EndpointParseError, canonicalCidr, formatEndpoint, parseEndpoint } from './cidr.js';
+import { LOG_LEVELS } from './log-level.js';
 
 // ---------------------------------------------------------------------------------------------
 // Leaf schemas
@@ -229,7 +230,7 @@ export const MetricsSchema = z.strictObject({
   listen: endpointText.optional(),
 });
 
-export const LogLevelSchema = z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']);
+export const LogLevelSchema = z.enum(LOG_LEVELS);
 export const LoggingSchema = z.strictObject({
   level: LogLevelSchema.default(DEFAULTS.logLevel),
 });

@@ -17,53 +17,23 @@
  * `remapped` CIDRs are how the local cluster addresses it (Configuration.status.remote.cidr).
  * remapped[i] ↔ remote[i] is a 1:1 prefix translation, so both have the same length and family.
  *
- * Failure kind: every validation problem is a `ConfigError` naming the source (file), the field
- * path (e.g. `peers[1].remote.podCIDRs[0]`) and what is expected. No I/O happens here: reading
- * `wireguard.privateKeyFile` is the loader's job (yaml.ts), which fills `privateKey` first.
+ * Failure kind: every validation problem is a `ConfigError` (config-error.ts) naming the source
+ * (file), the field path (e.g. `peers[1].remote.podCIDRs[0]`) and what is expected. No I/O
+ * happens here: reading `wireguard.privateKeyFile` is the loader's job (yaml.ts), which fills
+ * `privateKey` first.
  */
 import type { z } from 'zod';
 import {
   KEY_B64,
   RawSchema,
   type GatewayRawSchema,
-  type LogLevelSchema,
   type NodeRawSchema,
   type RawGateway,
   type RawNode,
 } from './config-schema.js';
 import { formatPath, validateGateway, validateNode, type IssueSink } from './config-checks.js';
-
-// ---------------------------------------------------------------------------------------------
-// Errors
-
-/** One validation problem. `path` is formatted like `peers[1].remote.podCIDRs[0]` ('' = root). */
-export interface ConfigIssue {
-  readonly path: string;
-  readonly message: string;
-  /** 1-based line in the source file, when known (YAML loader). */
-  readonly line?: number | undefined;
-}
-
-/**
- * A configuration that cannot be used. The message lists every problem as
- * `<source>: <field path>: <what is expected>`, one per line.
- */
-export class ConfigError extends Error {
-  override readonly name = 'ConfigError';
-  constructor(
-    readonly source: string,
-    readonly issues: readonly ConfigIssue[],
-  ) {
-    super(
-      issues
-        .map((i) => {
-          const where = i.line === undefined ? source : `${source}:${i.line}`;
-          return `${where}: ${i.path === '' ? '(root)' : i.path}: ${i.message}`;
-        })
-        .join('\n'),
-    );
-  }
-}
+import { ConfigError, type ConfigIssue } from './config-error.js';
+import type { LogLevel } from './log-level.js';
 
 // ---------------------------------------------------------------------------------------------
 // Output types (what the data plane consumes). Written out rather than inferred so that the
@@ -72,7 +42,6 @@ export class ConfigError extends Error {
 
 export type CryptoBackendChoice = 'auto' | 'openssl' | 'node' | 'pure';
 export type GeneveMode = 'l3' | 'l2';
-export type LogLevel = z.output<typeof LogLevelSchema>;
 
 export interface ClusterConfig {
   id: string;

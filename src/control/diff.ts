@@ -21,7 +21,6 @@ import type {
   GatewayConfig,
   GeneveTunnelConfig,
   IpMappingConfig,
-  LogLevel,
   NodeConfig,
   NodeGatewayConfig,
   PeerCidrs,
@@ -30,6 +29,7 @@ import type {
   WeftConfig,
   WireguardConfig,
 } from './config.js';
+import type { LogLevel } from './log-level.js';
 
 /** Changed fields of a peer (only those that changed; null = optional field removed). */
 export interface PeerChanges {

@@ -5,8 +5,7 @@
  * Never log per packet: the data plane counts drops instead (see metrics.ts).
  */
 import { pino, type DestinationStream, type Logger } from 'pino';
-import type { LogLevel } from './config.js';
-import { LogLevelSchema } from './config-schema.js';
+import { LOG_LEVELS, parseLogLevel, type LogLevel } from './log-level.js';
 
 export type { Logger };
 
@@ -33,12 +32,10 @@ export function resolveLogLevel(
 ): LogLevel {
   const fromEnv = env['LOG_LEVEL'];
   if (fromEnv !== undefined && fromEnv !== '') {
-    const r = LogLevelSchema.safeParse(fromEnv.toLowerCase());
-    if (!r.success)
-      throw new LogLevelError(
-        `LOG_LEVEL=${JSON.stringify(fromEnv)} is not one of ${LogLevelSchema.options.join(', ')}`,
-      );
-    return r.data;
+    const level = parseLogLevel(fromEnv);
+    if (level === undefined)
+      throw new LogLevelError(`LOG_LEVEL=${JSON.stringify(fromEnv)} is not one of ${LOG_LEVELS.join(', ')}`);
+    return level;
   }
   return configured ?? 'warn';
 }

@@ -12,7 +12,8 @@ import { readFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { dirname, isAbsolute, resolve } from 'node:path';
 import { isMap, isNode, LineCounter, parseDocument, type Document } from 'yaml';
-import { ConfigError, parseConfig, type ConfigIssue, type WeftConfig } from './config.js';
+import { parseConfig, type WeftConfig } from './config.js';
+import { ConfigError, type ConfigIssue } from './config-error.js';
 import { formatPath } from './config-checks.js';
 
 export interface ParseYamlOptions {

@@ -40,7 +40,7 @@ import { SourceDetector } from '../control/k8s/source-detector.js';
 import { claimActive, connectionOwner, readLocalClusterId, setPodActive } from '../control/k8s/liqo-gateway.js';
 import { handOver, replicaHeartbeat, type HeartbeatLink } from './k8s-heartbeat.js';
 import { routeSourceFor } from '../kernel/route-source.js';
-import { ConfigError } from '../control/config.js';
+import { ConfigError } from '../control/config-error.js';
 import { readMountedKey, type K8sSettings } from './k8s-settings.js';
 import { ConnectionReporter } from './k8s-connections.js';
 import { ApiErrorLog } from './k8s-api-errors.js';

@@ -5,7 +5,7 @@
  * Connections while a configuration is refused.
  */
 import type { Logger } from 'pino';
-import { ConfigError } from '../control/config.js';
+import { ConfigError } from '../control/config-error.js';
 import type { EventRecorder } from '../control/k8s/events.js';
 import { TranslateError } from '../control/k8s/translate-common.js';
 import type { ApiErrorLog } from './k8s-api-errors.js';

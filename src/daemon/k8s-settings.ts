@@ -5,7 +5,8 @@
  */
 import type { KubeConfig } from '@kubernetes/client-node';
 import type { LiqoGatewayIdentity } from '../control/k8s/liqo-gateway.js';
-import { ConfigError, type LogLevel } from '../control/config.js';
+import type { LogLevel } from '../control/log-level.js';
+import { ConfigError } from '../control/config-error.js';
 
 /** Lease timing defaults: takeover after a crash in about 6 + 1 s (< 10 s with the data plane start). */
 export const LEASE_DEFAULTS = { durationMs: 6000, renewDeadlineMs: 4000, retryPeriodMs: 1000 } as const;

@@ -8,13 +8,19 @@
  *
  * Only the node role: a gateway must not forward before it holds the Lease. The file holds no
  * secret (a node configuration has no key). It is written after every configuration applied
- * (a temporary file, then a rename: a reader never sees half a file) and read through
- * parseConfig like any configuration; a file that does not parse or validate is not used and
- * the reason is returned for the log.
+ * (a temporary file, then a rename: a reader never sees half a file).
+ *
+ * Reading is in two steps so that forwarding does not wait for the configuration schemas (zod
+ * alone is a fifth of a cold start): `readLastConfig` parses the JSON and checks its outline (a
+ * node configuration, as saveLastConfig writes it), the data plane starts from it, and
+ * `verifyLastConfig` then runs parseConfig on it like on any configuration. The file was written
+ * from a validated configuration, so the second step fails only when this build's rules differ
+ * from the writer's (an upgrade); the caller then stops that data plane and waits for the API
+ * server. A file that does not parse or validate is not used and the reason is returned for the log.
  */
 import { readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { parseConfig, type NodeConfig, type WeftConfig } from '../control/config.js';
+import type { NodeConfig, WeftConfig } from '../control/config.js';
 import { errText } from './err-text.js';
 
 /** `<runDir>/<name>.last-config.json`. */
@@ -33,7 +39,10 @@ export function saveLastConfig(path: string, config: WeftConfig): void {
 export type LastConfig =
   { kind: 'none' } | { kind: 'config'; config: NodeConfig } | { kind: 'unusable'; reason: string };
 
-/** The stored node configuration, validated; `none` when there is no file. */
+/**
+ * The stored node configuration, its outline checked but not yet validated (verifyLastConfig);
+ * `none` when there is no file.
+ */
 export function readLastConfig(path: string): LastConfig {
   let text: string;
   try {
@@ -42,11 +51,32 @@ export function readLastConfig(path: string): LastConfig {
     if ((e as NodeJS.ErrnoException).code === 'ENOENT') return { kind: 'none' };
     return { kind: 'unusable', reason: `${path}: ${errText(e)}` };
   }
+  let value: unknown;
   try {
-    const config = parseConfig(JSON.parse(text) as unknown, path);
-    if (config.role !== 'node') return { kind: 'unusable', reason: `${path}: not a node configuration` };
-    return { kind: 'config', config };
+    value = JSON.parse(text);
+  } catch (e) {
+    return { kind: 'unusable', reason: `${path}: ${errText(e)}` };
+  }
+  const o = isObject(value) ? value : {};
+  if (o['role'] !== 'node') return { kind: 'unusable', reason: `${path}: not a node configuration` };
+  const node = o['node'];
+  if (!isObject(node) || typeof node['name'] !== 'string' || !isObject(o['cluster']) || !isObject(o['geneve']))
+    return { kind: 'unusable', reason: `${path}: not a node configuration as saveLastConfig writes it` };
+  return { kind: 'config', config: value as NodeConfig };
+}
+
+/** `config` (from readLastConfig) through parseConfig: the validated configuration, or why not. */
+export async function verifyLastConfig(path: string, config: NodeConfig): Promise<LastConfig> {
+  const { parseConfig } = await import('../control/config.js');
+  try {
+    const checked = parseConfig(config, path);
+    if (checked.role !== 'node') return { kind: 'unusable', reason: `${path}: not a node configuration` };
+    return { kind: 'config', config: checked };
   } catch (e) {
     return { kind: 'unusable', reason: errText(e) };
   }
+}
+
+function isObject(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
 }

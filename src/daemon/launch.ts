@@ -4,12 +4,11 @@
  * adds reloads, metrics and logging.
  *
  * Layering note: `startFromYaml` reads the file through the control layer's loader
- * (src/control/yaml.ts), the one place where this folder calls upward; everything else here
- * takes the already-validated model.
+ * (src/control/yaml.ts, loaded only then); everything else here takes the already-validated
+ * model.
  */
 import type { GatewayConfig, NodeConfig, WeftConfig } from '../control/config.js';
 import type { ConfigOp } from '../control/diff.js';
-import { loadConfigFile } from '../control/yaml.js';
 import { NodeAgent, type NodeAgentOptions } from '../node/agent.js';
 import type { Gateway, GatewayOptions } from '../gateway/gateway.js';
 
@@ -63,6 +62,7 @@ export async function startFromConfig(config: WeftConfig, launchOpts: LaunchOpti
 
 /** Loads and validates the YAML file (ConfigError naming file and field), then startFromConfig. */
 export async function startFromYaml(path: string, opts: LaunchOptions = {}): Promise<RunningDataPlane> {
+  const { loadConfigFile } = await import('../control/yaml.js');
   return startFromConfig(await loadConfigFile(path), opts);
 }
 

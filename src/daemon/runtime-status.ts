@@ -13,7 +13,7 @@ import type { FabricPathStatus } from './k8s-fabric.js';
 import type { RunningDataPlane } from './launch.js';
 import type { WeftPeerStatus, WeftStatus, WeftTunnelStatus } from './status.js';
 import { WEFT_VERSION } from './version.js';
-import { HOST_LANE_SOCKETS_EFFECT } from '../pipelines/host-lane.js';
+import { HOST_LANE_SOCKETS_EFFECT } from '../pipelines/host-lane-effect.js';
 
 /** What the runtime reads of a rules attachment. */
 export type RulesCounterSource = Pick<RulesAttachment, 'counterSamples' | 'generalSamples' | 'runtime'>;

@@ -25,17 +25,11 @@ import type { Logger } from 'pino';
 import type { WeftConfig } from '../control/config.js';
 import type { HookTarget } from '../rules/attach.js';
 import type { Gateway } from '../gateway/gateway.js';
-import { HOST_LANE_SOCKETS_EFFECT } from '../pipelines/host-lane.js';
+import { HOST_LANE_SOCKETS_EFFECT } from '../pipelines/host-lane-effect.js';
 import type { NodeAgent } from '../node/agent.js';
 import type { FabricPathStatus } from './k8s-fabric.js';
 import type { ConfigOp } from '../control/diff.js';
-import {
-  createMetricsRegistry,
-  startMetricsServer,
-  type MetricsServer,
-  type PeerStatsSample,
-  type StatsSource,
-} from '../control/metrics.js';
+import type { MetricsServer, PeerStatsSample, StatsSource } from '../control/metrics.js';
 import type { CryptoBackend } from '../crypto/backend.js';
 import { startFromConfig, type LaunchOptions, type RunningDataPlane } from './launch.js';
 import { startControlServer, type ControlServer } from './control-socket.js';
@@ -304,6 +298,8 @@ export class Runtime {
     this.metrics = null;
     this.metricsListen = undefined;
     if (want === undefined) return;
+    // prom-client is loaded here, after the data plane forwards (a restarted node agent's start).
+    const { createMetricsRegistry, startMetricsServer } = await import('../control/metrics.js');
     this.metrics = await startMetricsServer(createMetricsRegistry(this.statsSource()), want);
     this.metricsListen = want;
     this.opts.logger.info({ listen: `${this.metrics.address}:${this.metrics.port}` }, 'metrics endpoint up');

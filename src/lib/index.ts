@@ -26,10 +26,10 @@ import type { CryptoBackend } from '../crypto/backend.js';
 // ---------------------------------------------------------------------------------------------
 // Configuration
 
-export { ConfigError, parseConfig } from '../control/config.js';
+export { parseConfig } from '../control/config.js';
+export { ConfigError, type ConfigIssue } from '../control/config-error.js';
 export type {
   ClusterConfig,
-  ConfigIssue,
   CryptoBackendChoice,
   GatewayConfig,
   GeneveConfig,

@@ -19,7 +19,7 @@ import { formatBytes, formatDuration, formatStatus } from '../../src/cli/command
 import type { WeftStatus } from '../../src/daemon/status.js';
 import { defaultInstanceName } from '../../src/cli/commands/up.js';
 import { main, MAIN_HELP } from '../../src/cli/weft.js';
-import { ConfigError } from '../../src/control/config.js';
+import { ConfigError } from '../../src/control/config-error.js';
 import { CryptoBackendError } from '../../src/crypto/errors.js';
 import { RouteCommandError } from '../../src/kernel/iproute.js';
 import { TunPermissionError } from '../../src/io/tun-errors.js';

@@ -1,5 +1,6 @@
 import { describe, expect, test } from 'vitest';
-import { ConfigError, decodeKey, encodeKey, parseConfig, type GatewayConfig } from '../../src/control/config.js';
+import { decodeKey, encodeKey, parseConfig, type GatewayConfig } from '../../src/control/config.js';
+import { ConfigError } from '../../src/control/config-error.js';
 import { KEYS, clone, gatewayInput } from './fixtures.js';
 
 function issuesOf(input: unknown): { path: string; message: string }[] {

@@ -2,7 +2,8 @@
 // defaults apply when absent, and the model's output is unchanged), canonicalised, validated
 // against every routed CIDR, unique, of one family; a change is a live diff op.
 import { describe, expect, test } from 'vitest';
-import { ConfigError, parseConfig, type GatewayConfig } from '../../src/control/config.js';
+import { parseConfig, type GatewayConfig } from '../../src/control/config.js';
+import { ConfigError } from '../../src/control/config-error.js';
 import { diffConfig } from '../../src/control/diff.js';
 import { KEYS, clone, gatewayInput } from './fixtures.js';
 

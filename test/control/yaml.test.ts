@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, test } from 'vitest';
-import { ConfigError } from '../../src/control/config.js';
+import { ConfigError } from '../../src/control/config-error.js';
 import { loadConfigFile, loadConfigFileSync, parseConfigYaml } from '../../src/control/yaml.js';
 import { KEYS } from './fixtures.js';
 

@@ -6,7 +6,7 @@
  * Exit codes (documented in `weft --help`; scripts may rely on them):
  *   0 ok · 1 runtime failure · 2 usage error · 3 configuration error · 4 needs root / a capability.
  */
-import { ConfigError } from '../../control/config.js';
+import { ConfigError } from '../../control/config-error.js';
 import { CryptoBackendError } from '../../crypto/errors.js';
 
 export const EXIT_OK = 0;

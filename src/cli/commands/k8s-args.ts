@@ -5,8 +5,7 @@
 import type { LiqoGatewayIdentity } from '../../control/k8s/liqo-gateway.js';
 import { leaseName as liqoLeaseName } from '../../control/k8s/lease-name.js';
 import { HEARTBEAT_DEFAULTS, LEASE_DEFAULTS, type K8sSettings } from '../../daemon/k8s-settings.js';
-import type { LogLevel } from '../../control/config.js';
-import { LogLevelSchema } from '../../control/config-schema.js';
+import { LOG_LEVELS, parseLogLevel, type LogLevel } from '../../control/log-level.js';
 import { HOST_FLOW_REPLIED_MS, HOST_FLOW_UNREPLIED_MS } from '../../router/host-flows.js';
 import { optFlag, optInt, optString, parseHostLane, UsageError, type CliIo, type ParsedArgs } from './common.js';
 import { checkInstanceName, defaultRunDir } from '../../daemon/control-socket.js';
@@ -196,10 +195,9 @@ export function parseK8sArgs(args: ParsedArgs, env: CliIo['env']): K8sSettings {
   const lvl = optString(args, 'log-level');
   let logLevel: LogLevel | undefined;
   if (lvl !== undefined) {
-    const r = LogLevelSchema.safeParse(lvl.toLowerCase());
-    if (!r.success)
-      throw new UsageError(`--log-level ${JSON.stringify(lvl)}: use one of ${LogLevelSchema.options.join(', ')}`);
-    logLevel = r.data;
+    logLevel = parseLogLevel(lvl);
+    if (logLevel === undefined)
+      throw new UsageError(`--log-level ${JSON.stringify(lvl)}: use one of ${LOG_LEVELS.join(', ')}`);
   }
   const seconds = (flag: string, envName: string, def: number): number => {
     const text = optString(args, flag) ?? (env[envName] || undefined);

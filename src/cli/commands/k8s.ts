@@ -13,7 +13,7 @@ import type { Logger } from 'pino';
 import { createLogger, resolveLogLevel } from '../../control/log.js';
 import type { K8sMode } from '../../daemon/k8s-mode.js';
 import type { K8sSettings } from '../../daemon/k8s-settings.js';
-import { lastConfigPath, readLastConfig } from '../../daemon/last-config.js';
+import { lastConfigPath, readLastConfig, verifyLastConfig } from '../../daemon/last-config.js';
 import { errText } from '../../daemon/err-text.js';
 import { Runtime } from '../../daemon/runtime.js';
 import { EXIT_OK, fail, parseArgs, type CliIo } from './common.js';
@@ -89,7 +89,11 @@ export async function runK8s(argv: readonly string[], io: CliIo): Promise<number
           await runtime.startDataPlane(last.config);
           warm = true;
           log.info(`forwarding with the last configuration (${lastConfig}) until the API server's is read`);
+          // Validated once forwarding (last-config.ts): only a build with other rules refuses it.
+          const checked = await verifyLastConfig(lastConfig, last.config);
+          if (checked.kind === 'unusable') throw new Error(checked.reason);
         } catch (e) {
+          warm = false;
           log.warn({ err: errText(e) }, 'last configuration not usable: starting from the API server');
           await runtime.stopDataPlane().catch(() => {});
         }

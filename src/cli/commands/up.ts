@@ -21,8 +21,7 @@ import { createLogger, resolveLogLevel } from '../../control/log.js';
 import { ConfigReloader } from '../../control/reloader.js';
 import type { CryptoBackend } from '../../crypto/backend.js';
 import { getCryptoBackend, parseCryptoBackendName } from '../../crypto/select.js';
-import type { LogLevel } from '../../control/config.js';
-import { LogLevelSchema } from '../../control/config-schema.js';
+import { LOG_LEVELS, parseLogLevel, type LogLevel } from '../../control/log-level.js';
 import {
   EXIT_OK,
   fail,
@@ -76,10 +75,10 @@ export function defaultInstanceName(file: string): string {
 }
 
 function parseLevel(text: string): LogLevel {
-  const r = LogLevelSchema.safeParse(text.toLowerCase());
-  if (!r.success)
-    throw new UsageError(`--log-level ${JSON.stringify(text)}: use one of ${LogLevelSchema.options.join(', ')}`);
-  return r.data;
+  const level = parseLogLevel(text);
+  if (level === undefined)
+    throw new UsageError(`--log-level ${JSON.stringify(text)}: use one of ${LOG_LEVELS.join(', ')}`);
+  return level;
 }
 
 /** WEFT_CRYPTO when set, else undefined (the configuration's choice applies). */

@@ -4,7 +4,8 @@
  * it is about, the issue collector, and small helpers over Kubernetes objects. Apart so that
  * each role's translation imports it without importing the other.
  */
-import { ConfigError, type ConfigIssue, type CryptoBackendChoice, type WeftConfig } from '../config.js';
+import { type CryptoBackendChoice, type WeftConfig } from '../config.js';
+import { ConfigError, type ConfigIssue } from '../config-error.js';
 import { isAddress } from '../../packet/addr.js';
 import { REMOTE_CLUSTER_ID_LABEL, type K8sObject } from './resources.js';
 

@@ -4,7 +4,8 @@
  * address, remoteCIDRs. Apart from the gateway role's (translate.ts), which reads far more
  * resources; translate() dispatches by role.
  */
-import { ConfigError, parseConfig, type WeftConfigInput } from '../config.js';
+import { parseConfig, type WeftConfigInput } from '../config.js';
+import { ConfigError } from '../config-error.js';
 import { base } from './local-network.js';
 import type { LiqoResources } from './resources.js';
 import {

@@ -30,7 +30,8 @@
  * time and the watcher re-translates on every change. Contradictions that no later update
  * can explain are ConfigErrors naming the resource and field.
  */
-import { ConfigError, parseConfig, type WeftConfigInput } from '../config.js';
+import { parseConfig, type WeftConfigInput } from '../config.js';
+import { ConfigError } from '../config-error.js';
 import { AddressParseError, formatPrefix, parsePrefix, prefixContainsPrefix, type Prefix } from '../../packet/addr.js';
 import { base, localCidrs } from './local-network.js';
 import {

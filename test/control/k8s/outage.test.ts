@@ -3,7 +3,7 @@
 // without kind/apiVersion.
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import type { GatewayConfig } from '../../../src/control/config.js';
-import { ConfigError } from '../../../src/control/config.js';
+import { ConfigError } from '../../../src/control/config-error.js';
 import { KubernetesApiError } from '../../../src/control/k8s/client.js';
 import type { TranslateResult } from '../../../src/control/k8s/translate-common.js';
 import { LiqoWatcher } from '../../../src/control/k8s/watcher.js';

@@ -1,6 +1,6 @@
 import { planTunnelAddresses } from '../../../src/control/tunnel-address.js';
 import { describe, expect, test } from 'vitest';
-import { ConfigError } from '../../../src/control/config.js';
+import { ConfigError } from '../../../src/control/config-error.js';
 import { translate } from '../../../src/control/k8s/translate.js';
 import { TranslateError } from '../../../src/control/k8s/translate-common.js';
 import { KINDS, type LiqoResourceName } from '../../../src/control/k8s/resources.js';
