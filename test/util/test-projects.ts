@@ -90,6 +90,7 @@ export const TIMER_LANE_FILES: readonly string[] = [
   'test/e2e/kernel-state.test.ts',
   'test/e2e/conncheck.test.ts',
   'test/e2e/liqo-peering.test.ts',
+  'test/e2e/liqo-failover-wgpeer.test.ts',
   'test/cli/k8s-live.test.ts',
   'test/cli/k8s-process.test.ts',
   'test/cli/k8s-liqo.test.ts',
