@@ -144,13 +144,13 @@ function suite(prefix: string, weft: Letter): void {
   const rig = new FailoverRig(prefix, prefix);
   const sideName = weft === 'a' ? 'server' : 'client';
   // SIGTERM bound. Server side: the successor handshakes when the peer's traffic reaches it
-  // (the Service moved), so the gap is the Service and the node agent moving (0.3 s). Client
-  // side: the successor handshakes as soon as it forwards; the peer takes that session, roams
-  // back to the leaving replica (still forwarding pod b's packets on the old session) and sends
-  // its replies there under the new session, which the leaving replica cannot open, until the
-  // node agent moves pod b's traffic to the successor (0.52–0.75 s measured). Without
-  // Device.holdHandshakes the leaving replica took the peer back with a handshake of its own and
-  // the gap was the successor's Rekey-Timeout (4.3–4.5 s).
+  // (the Service moved): 0.29–0.37 s measured, as against Weft. Client side: 0.50–0.75 s
+  // measured — the successor's handshake, the peer roaming to it and the node agent following
+  // the InternalFabric (250 ms debounce) all fall in the gap; a successor that waited with its
+  // handshake until the leaving replica had stopped measured the same (0.50–0.54 s). Without
+  // Device.holdHandshakes the leaving replica, sent the peer's replies under the successor's
+  // session, took the peer back with a handshake of its own, and the gap was the successor's
+  // Rekey-Timeout (4.3–4.5 s).
   const sigtermBoundMs = weft === 'a' ? 500 : 1000;
 
   beforeAll(() => {
