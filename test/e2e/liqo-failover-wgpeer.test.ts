@@ -144,13 +144,13 @@ function suite(prefix: string, weft: Letter): void {
   const rig = new FailoverRig(prefix, prefix);
   const sideName = weft === 'a' ? 'server' : 'client';
   // SIGTERM bound. Server side: the successor handshakes when the peer's traffic reaches it
-  // (the Service moved): 0.29–0.37 s measured, as against Weft. Client side: 0.50–0.75 s
+  // (the Service moved): 0.28–0.37 s measured, as against Weft. Client side: 0.39–0.75 s
   // measured — the successor's handshake, the peer roaming to it and the node agent following
   // the InternalFabric (250 ms debounce) all fall in the gap; a successor that waited with its
   // handshake until the leaving replica had stopped measured the same (0.50–0.54 s). Without
   // Device.holdHandshakes the leaving replica, sent the peer's replies under the successor's
-  // session, took the peer back with a handshake of its own, and the gap was the successor's
-  // Rekey-Timeout (4.3–4.5 s).
+  // session, takes the peer back with a handshake of its own, and the gap is the successor's
+  // Rekey-Timeout (4.3–4.5 s measured).
   const sigtermBoundMs = weft === 'a' ? 500 : 1000;
 
   beforeAll(() => {
