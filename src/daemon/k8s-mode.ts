@@ -513,6 +513,9 @@ export class K8sMode {
     const hb = this.heartbeat;
     if (!this.leading || hb === null || this.elector === null || hb.standbys().length === 0) return undefined;
     this.handingOver = true;
+    // The successor handshakes with the peers (same key): from here this replica must not take
+    // them back (Device.holdHandshakes).
+    this.runtime.gateway()?.device.holdHandshakes();
     return handOver(hb, this.elector, this.s.handoverTimeoutMs, this.log);
   }
 

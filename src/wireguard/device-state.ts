@@ -92,6 +92,11 @@ export class DeviceState {
   lastStageDrop = -1;
   /** Handshakes started on unknown-session transport (wake.ts). */
   readonly wake = new WakeState();
+  /**
+   * Set by Device.holdHandshakes(): this device starts no handshake of its own any more (it
+   * forwards on the sessions it has; answering the peer's initiations is unchanged).
+   */
+  handshakesHeld = false;
 
   // Scratch (all calls are synchronous).
   readonly nonce = new Uint8Array(12);

@@ -243,6 +243,20 @@ export class Device {
   }
 
   /**
+   * From now on this device starts no handshake (no initiation: not for data, timers, wake or
+   * initiateIdlePeers); it keeps forwarding on the sessions it has and still answers the peer's
+   * initiations. For a gateway replica handing its peers over to a successor with the same key
+   * (SIGTERM): while the leaving replica still forwards on the old session, a peer that took
+   * the successor's session (and roams to whoever sent last) sends it transport under an index
+   * it does not know; a handshake answering that would switch the peer back to a session that
+   * ends with the replica, and the successor may initiate again only a Rekey-Timeout after its
+   * own initiation. Not reversible.
+   */
+  holdHandshakes(): void {
+    this.s.handshakesHeld = true;
+  }
+
+  /**
    * Handshakes started because transport data arrived under an unknown receiver index from a
    * peer's address (also counted as DROP_UNKNOWN_RECEIVER), and such packets left unanswered by
    * the per-peer pacing or the device-wide limit (wake.ts).

@@ -55,7 +55,7 @@ import { writeTai64n } from './tai64n.js';
 // Sending
 
 export function sendHandshakeInitiation(s: DeviceState, peer: Peer, isRetry: boolean, now: number): void {
-  if (peer.removed) return;
+  if (peer.removed || s.handshakesHeld) return;
   const t = peer.timers;
   if (!isRetry) t.handshakeAttempts = 0;
   const hs = peer.handshake;

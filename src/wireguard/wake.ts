@@ -14,6 +14,10 @@
  *   Rekey-Timeout, handshake.ts) and a device-wide token bucket, so garbage transport packets
  *   (spoofed or not) cannot make the device initiate without limit.
  *
+ * A device whose handshakes are held (Device.holdHandshakes: a gateway replica handing its peers
+ * over to its successor) starts neither: the unknown-session transport it then receives is the
+ * peer already on the successor's session, and a handshake from here would take the peer back.
+ *
  * Both are speculative: the peer may not be ready (not configured yet, still starting) and drop
  * the initiation. Data that then waits for a session must not wait out the Rekey-Timeout of a
  * handshake nobody asked for, so once per speculative initiation, and no sooner than
@@ -76,7 +80,7 @@ function peerForSource(s: DeviceState, from: Endpoint): Peer | null {
 export function wakeOnUnknownSession(s: DeviceState, from: Endpoint, now: number): void {
   const peer = peerForSource(s, from);
   if (peer === null || peer.removed) return;
-  if (now - peer.handshake.lastSentHandshake < REKEY_TIMEOUT || !s.wake.bucket.take(now)) {
+  if (s.handshakesHeld || now - peer.handshake.lastSentHandshake < REKEY_TIMEOUT || !s.wake.bucket.take(now)) {
     s.wake.suppressed++;
     return;
   }

@@ -84,12 +84,14 @@ export function systemTestFiles(): string[] {
  * idle window, connection-check intervals — and little on the CPU; each creates network
  * namespaces only under its own prefix (no file of the other lane creates a namespace of the
  * same name), binds no fixed port or socket path outside its namespaces and temporary
- * directories, and measures no heap per operation.
+ * directories (a wireguard-go interface's UAPI socket in /var/run/wireguard is named with the
+ * file's prefix), and measures no heap per operation.
  */
 export const TIMER_LANE_FILES: readonly string[] = [
   'test/e2e/kernel-state.test.ts',
   'test/e2e/conncheck.test.ts',
   'test/e2e/liqo-peering.test.ts',
+  'test/e2e/liqo-failover-wgpeer.test.ts',
   'test/cli/k8s-live.test.ts',
   'test/cli/k8s-process.test.ts',
   'test/cli/k8s-liqo.test.ts',

@@ -2,7 +2,8 @@
  * A fresh device (a restarted process, a new active replica) does not wait for the peer's
  * timers: transport data under an unknown receiver index from a peer's endpoint starts one
  * handshake (paced, device-wide limited); from any other address it is only a counted drop;
- * initiateIdlePeers() initiates towards every peer with an endpoint. Virtual clock throughout.
+ * initiateIdlePeers() initiates towards every peer with an endpoint. A device whose handshakes
+ * are held (a replica handing over) starts none of these. Virtual clock throughout.
  */
 import { describe, expect, it } from 'vitest';
 import type { CryptoBackend } from '../../src/crypto/backend.js';
@@ -229,5 +230,46 @@ describe.each(BACKENDS.slice(0, 2))('wake on unknown session ($name)', ({ create
     // A device whose peer has a usable session initiates nothing.
     expect(b.initiateIdlePeers(T0 + 10)).toBe(0);
     expect(drain(b)).toEqual([]);
+  });
+
+  it('holdHandshakes (a replica handing over): forwards on its session, starts no handshake when the peer moved to the successor, still answers one', () => {
+    const backend = create();
+    const { a, b, pab, epA, epB } = sessionPair(backend, T0);
+    b.holdHandshakes();
+    // The successor (same key) handshakes with A; A confirms and sends on the new session.
+    const { b: successor } = freshB(backend, a.publicKey!, epA);
+    let now = T0 + 1000;
+    expect(successor.initiateIdlePeers(now)).toBe(1);
+    deliver(a, drain(successor), epB, now);
+    deliver(successor, drain(a), epA, now);
+    deliver(a, drain(successor), epB, now); // the confirming keepalive
+    // The held replica still sends on its own session, and A takes it.
+    const p = ipv4Packet('10.2.0.1', '10.1.0.1', 40);
+    const buf = new Uint8Array(16 + p.length + 64);
+    buf.set(p, 16);
+    const er = new EncryptResult();
+    expect(b.encrypt(buf, 16, p.length, now, er)).toBe(ENCRYPT_SEND);
+    const rr = new ReceiveResult();
+    expect(a.receive(buf, er.start, er.length, epB, now, false, rr)).toBe(RECEIVE_DELIVER);
+    // A answers on its current session (the successor's): unknown to the held replica, which
+    // drops and counts it and starts nothing (not even after Rekey-Timeout).
+    for (const t of [now + 1, now + REKEY_TIMEOUT + 1]) {
+      const d = transport(a, t);
+      expect(b.receive(d, 0, d.length, epA, t, false, rr)).toBe(RECEIVE_DROP);
+      expect(rr.reason).toBe(DROP_UNKNOWN_RECEIVER);
+    }
+    expect(drain(b)).toEqual([]);
+    expect(b.unknownSessionInitiations).toBe(0);
+    expect(b.unknownSessionSuppressed).toBe(2);
+    // Neither does initiateIdlePeers on a held device without a session; an initiation of the
+    // peer is still answered.
+    const { b: idle } = freshB(backend, a.publicKey!, epA);
+    idle.holdHandshakes();
+    expect(idle.initiateIdlePeers(now)).toBe(0);
+    expect(drain(idle)).toEqual([]);
+    now += REKEY_TIMEOUT * 2;
+    a.initiateHandshake(pab, now);
+    deliver(idle, drain(a), epA, now);
+    expect(drain(idle).length).toBe(1);
   });
 });
