@@ -8,7 +8,10 @@
  *              64 packets a batch. `peers`: worker i sends to and receives from peer Bi (the
  *              placement the product parallelizes: a peer's datagrams reach one socket).
  *              `shared`: every worker under B0's one session (the shared send counter and
- *              replay window written by both threads: the worst case).
+ *              replay window written by both threads: the worst case). `duplex`: one peer,
+ *              A → B0 on worker 0 and B0 → A on worker 1 (one worker: both, packet by packet),
+ *              as one flow each way: each keypair's send counter written by one thread while
+ *              the other runs its replay window.
  *   path       worker i's WireGuardPort A → loopback socket → WireGuardPort Bi → sink
  *              (bench/workers-path.ts): the pipeline of a weft-wg worker without the kernel.
  *
@@ -23,7 +26,7 @@
  * are counted and reported as "late"; any other failure aborts the bench.
  *
  * Run: npm run --silent build && node dist/bench/workers.js [seconds-per-run=2] [rounds=3]
- *   WEFT_BENCH_MODES=transport-peers,transport-shared,path  WEFT_BENCH_SIZES=64,1400
+ *   WEFT_BENCH_MODES=transport-peers,transport-shared,transport-duplex,path  WEFT_BENCH_SIZES=64,1400
  */
 import { readFileSync } from 'node:fs';
 import { cpus, loadavg } from 'node:os';
@@ -50,7 +53,7 @@ import { ShardSlots } from '../src/wireguard/shard-slots.js';
 import { pathLoop } from './workers-path.js';
 
 const BATCH = 64;
-const MODES = ['transport-peers', 'transport-shared', 'path'] as const;
+const MODES = ['transport-peers', 'transport-shared', 'transport-duplex', 'path'] as const;
 type Mode = (typeof MODES)[number];
 
 interface Side {
@@ -61,6 +64,7 @@ interface Side {
 interface Job {
   mode: Mode;
   index: number;
+  workers: number;
   size: number;
   ms: number;
   a: Side;
@@ -135,36 +139,43 @@ function transportStep(job: Job, ea: ShardEngine, eb: ShardEngine, t: Tally): ()
   const size = job.size;
   const slot = 16 + size + 48;
   const buf = new Uint8Array(slot * BATCH);
-  const hdr = new Uint8Array(20);
-  hdr[0] = 0x45;
-  hdr[2] = size >> 8;
-  hdr[3] = size & 0xff;
-  hdr[8] = 64;
-  hdr[9] = 17;
-  hdr.set([10, 1, 0, 1], 12);
-  hdr.set(job.dst, 16);
   const eo = new EncryptResult<ShardPeer>();
   const ro = new ReceiveResult<ShardPeer>();
-  // The send counter word of A's session with this worker's peer (for classifying late drops).
-  const sendWords = new Uint32Array(job.a.shared.keypairs);
-  const at = sendCounterIndex(job.a.snap.peers.find((p) => sameDst(p, job.dst))!.send!.slot);
+  /** One direction: sealed by `enc`, opened by `dec` as from `from`; its header and send counter word. */
+  const direction = (enc: ShardEngine, dec: ShardEngine, from: Endpoint, src: number[], dst: number[], side: Side) => {
+    const hdr = new Uint8Array(20);
+    hdr[0] = 0x45;
+    hdr[2] = size >> 8;
+    hdr[3] = size & 0xff;
+    hdr[8] = 64;
+    hdr[9] = 17;
+    hdr.set(src, 12);
+    hdr.set(dst, 16);
+    const peer = side.snap.peers.find((p) => side === job.b || sameDst(p, dst))!;
+    // The send counter word (for classifying late drops).
+    return { enc, dec, from, hdr, words: new Uint32Array(side.shared.keypairs), at: sendCounterIndex(peer.send!.slot) };
+  };
+  const ab = direction(ea, eb, job.epA, [10, 1, 0, 1], job.dst, job.a);
+  const ba = direction(eb, ea, job.epB, job.dst, [10, 1, 0, 1], job.b);
+  const dirs = job.mode !== 'transport-duplex' ? [ab] : job.workers === 1 ? [ab, ba] : job.index === 0 ? [ab] : [ba];
   return () => {
     const now = Date.now();
     for (let i = 0; i < BATCH; i++) {
+      const d = dirs[i % dirs.length];
       const off = i * slot + 16;
       buf.fill(0, off + 20, off + size);
-      buf.set(hdr, off);
-      if (ea.encrypt(buf, off, size, now, eo) !== ENCRYPT_SEND) {
+      buf.set(d.hdr, off);
+      if (d.enc.encrypt(buf, off, size, now, eo) !== ENCRYPT_SEND) {
         t.bad++;
         t.why = `encrypt: ${eo.action} reason ${eo.reason}`;
-      } else if (eb.receive(buf, eo.start, eo.length, job.epA, now, false, ro) === RECEIVE_DELIVER) {
+      } else if (d.dec.receive(buf, eo.start, eo.length, d.from, now, false, ro) === RECEIVE_DELIVER) {
         t.packets++;
       } else {
         const c = readU32LE(buf, eo.start + TRANSPORT_COUNTER_OFFSET);
-        if (ro.reason === DROP_REPLAYED_COUNTER && Atomics.load(sendWords, at) - c > SHARED_REPLAY_WINDOW - 8) t.late++;
+        if (ro.reason === DROP_REPLAYED_COUNTER && Atomics.load(d.words, d.at) - c > SHARED_REPLAY_WINDOW - 8) t.late++;
         else {
           t.bad++;
-          t.why = `receive: reason ${ro.reason}, counter ${c}, send word ${Atomics.load(sendWords, at)}`;
+          t.why = `receive: reason ${ro.reason}, counter ${c}, send word ${Atomics.load(d.words, d.at)}`;
         }
       }
     }
@@ -229,8 +240,8 @@ async function run(
   const ready: Promise<void>[] = [];
   const done: Promise<Outcome>[] = [];
   for (let index = 0; index < n; index++) {
-    const b = o.bs[mode === 'transport-shared' ? 0 : index];
-    const job: Job = { mode, index, size, ms, a: o.a, b: b.side(), dst: b.dst, epA: o.epA, epB: b.epB, go };
+    const b = o.bs[mode === 'transport-shared' || mode === 'transport-duplex' ? 0 : index];
+    const job: Job = { mode, index, workers: n, size, ms, a: o.a, b: b.side(), dst: b.dst, epA: o.epA, epB: b.epB, go };
     const w = new Worker(`import(${JSON.stringify(entry)}).then((m) => m.benchWorkerMain())`, {
       eval: true,
       workerData: job,

@@ -26,6 +26,7 @@ import {
   SHARED_REPLAY_WINDOW,
   SharedReplayFilter,
   allocateSharedSessions,
+  sendCounterIndex,
 } from '../../src/wireguard/shared-sessions.js';
 import { ShardEngine } from '../../src/wireguard/shard.js';
 import { HANDOFF_DATAGRAM, HANDOFF_PLAINTEXT, type ShardPeer } from '../../src/wireguard/shard-peer.js';
@@ -62,6 +63,18 @@ describe('SharedReplayFilter', () => {
     expect(wrong).toBe(0);
     // Other slots untouched.
     expect(words.subarray(0, KEYPAIR_SLOT_WORDS).every((w) => w === 0)).toBe(true);
+  });
+
+  it("writes nothing in the 128 bytes from a slot's send counter (the senders' line), and slots start such lines", () => {
+    // The send counter is written by the sending workers, the window by the receiving one.
+    const words = new Int32Array(new SharedArrayBuffer(2 * KEYPAIR_SLOT_WORDS * 4));
+    const f = new SharedReplayFilter(words, KEYPAIR_SLOT_WORDS);
+    for (let c = 0; c < 50_000; c += 3) expect(f.validate(c, 0)).toBe(true);
+    const slot = sendCounterIndex(1);
+    expect(slot).toBe(KEYPAIR_SLOT_WORDS);
+    expect((slot * 4) % 128).toBe(0);
+    expect(words.subarray(slot, slot + 32).every((w) => w === 0)).toBe(true);
+    expect(words.subarray(slot + 32).some((w) => w !== 0)).toBe(true);
   });
 
   it('rejects counters behind the window, counters ≥ 2^32, and agrees with ReplayFilter on a random walk', () => {
