@@ -41,11 +41,17 @@ const BLOCK_MASK = SHARED_REPLAY_BLOCKS - 1;
 /** Counters behind the newest one that are still accepted: (1024 − 1) × 8 = 8184. */
 export const SHARED_REPLAY_WINDOW = (SHARED_REPLAY_BLOCKS - 1) * BLOCK_BITS;
 
-/** Words of a keypair slot: [0] next send counter, [1] newest accepted block, [2…] the ring. */
-export const KEYPAIR_SLOT_WORDS = 2 + SHARED_REPLAY_BLOCKS;
+/**
+ * Words of a keypair slot: [0] next send counter, [SEPARATION] newest accepted block, then the
+ * ring. The sending threads write the counter and the receiving thread the window (one flow
+ * each way: different workers), so the two are kept SEPARATION words (128 bytes: a cache line
+ * and the adjacent line some CPUs prefetch with it) apart, and every slot starts such a line.
+ */
+const SEPARATION = 32;
+export const KEYPAIR_SLOT_WORDS = Math.ceil((SEPARATION + 1 + SHARED_REPLAY_BLOCKS) / SEPARATION) * SEPARATION;
 const W_SEND = 0;
-const W_LAST = 1;
-const W_RING = 2;
+const W_LAST = SEPARATION;
+const W_RING = SEPARATION + 1;
 
 /** A shared send counter at or past this may not send (the keypair is spent). */
 export const SHARED_SEND_LIMIT = 0xff000000;

@@ -14,17 +14,19 @@ import {
   ENCRYPT_STAGED,
   EncryptResult,
   RECEIVE_DELIVER,
+  RECEIVE_DROP,
   ReceiveResult,
 } from '../../src/wireguard/device.js';
 import { DROP_REPLAYED_COUNTER } from '../../src/wireguard/drops.js';
 import type { Endpoint, Peer } from '../../src/wireguard/peer.js';
 import { OutgoingMessage } from '../../src/wireguard/pool.js';
-import { ReplayFilter } from '../../src/wireguard/replay.js';
+import { REPLAY_WINDOW_SIZE, ReplayFilter } from '../../src/wireguard/replay.js';
 import {
   KEYPAIR_SLOT_WORDS,
   SHARED_REPLAY_WINDOW,
   SharedReplayFilter,
   allocateSharedSessions,
+  sendCounterIndex,
 } from '../../src/wireguard/shared-sessions.js';
 import { ShardEngine } from '../../src/wireguard/shard.js';
 import { HANDOFF_DATAGRAM, HANDOFF_PLAINTEXT, type ShardPeer } from '../../src/wireguard/shard-peer.js';
@@ -61,6 +63,18 @@ describe('SharedReplayFilter', () => {
     expect(wrong).toBe(0);
     // Other slots untouched.
     expect(words.subarray(0, KEYPAIR_SLOT_WORDS).every((w) => w === 0)).toBe(true);
+  });
+
+  it("writes nothing in the 128 bytes from a slot's send counter (the senders' line), and slots start such lines", () => {
+    // The send counter is written by the sending workers, the window by the receiving one.
+    const words = new Int32Array(new SharedArrayBuffer(2 * KEYPAIR_SLOT_WORDS * 4));
+    const f = new SharedReplayFilter(words, KEYPAIR_SLOT_WORDS);
+    for (let c = 0; c < 50_000; c += 3) expect(f.validate(c, 0)).toBe(true);
+    const slot = sendCounterIndex(1);
+    expect(slot).toBe(KEYPAIR_SLOT_WORDS);
+    expect((slot * 4) % 128).toBe(0);
+    expect(words.subarray(slot, slot + 32).every((w) => w === 0)).toBe(true);
+    expect(words.subarray(slot + 32).some((w) => w !== 0)).toBe(true);
   });
 
   it('rejects counters behind the window, counters ≥ 2^32, and agrees with ReplayFilter on a random walk', () => {
@@ -200,6 +214,29 @@ describe('ShardEngine with an owner Device', () => {
     expect(pab.txBytes - before).toBe(wireBytes);
     expect(pab.txBytes).toBe(pba.rxBytes);
     expect(pab.txPackets).toBe(pba.rxPackets);
+  });
+
+  it("a worker's datagram overtaken by more than the peer's replay window of the other worker's is dropped by the peer", () => {
+    // No per-peer sequencer: a worker that stalls between taking its counter and sending while
+    // the other sends a window's worth to the same peer loses that datagram at any receiver.
+    const { b, epA, w } = setup('a');
+    const eo = new EncryptResult<ShardPeer>();
+    const rr = new ReceiveResult();
+    const late: Uint8Array[] = [];
+    for (const overtaken of [100, REPLAY_WINDOW_SIZE + 1]) {
+      const p = packet(0);
+      expect(w[0].engine.encrypt(p.buf, p.off, p.len, NOW + 1, eo)).toBe(ENCRYPT_SEND);
+      late.push(p.buf.slice(eo.start, eo.start + eo.length));
+      for (let i = 0; i < overtaken; i++) {
+        const q = packet(i + 1);
+        expect(w[1].engine.encrypt(q.buf, q.off, q.len, NOW + 1, eo)).toBe(ENCRYPT_SEND);
+        expect(b.receive(q.buf, eo.start, eo.length, epA, NOW + 2, false, rr)).toBe(RECEIVE_DELIVER);
+      }
+      const d = late[late.length - 1];
+      const expected = overtaken <= REPLAY_WINDOW_SIZE ? RECEIVE_DELIVER : RECEIVE_DROP;
+      expect(b.receive(d, 0, d.length, epA, NOW + 2, false, rr)).toBe(expected);
+    }
+    expect(b.drops[DROP_REPLAYED_COUNTER]).toBe(1);
   });
 
   it('the receive window is shared: a datagram taken by one worker is a replay at the other and at the owner', () => {
