@@ -70,8 +70,10 @@ export interface WgDaemonOptions {
    */
   readonly eagerHandshake?: boolean;
   /**
-   * Milliseconds of start-up warm-up on synthetic packets before the UAPI socket opens
-   * (wireguard-warmup.ts; default DEFAULT_WARMUP_MS, 0 = none).
+   * Upper bound (ms) of the start-up warm-up before the UAPI socket opens: synthetic packets
+   * (wireguard-warmup.ts) for up to half, then the I/O classes on a loopback tunnel
+   * (wg-io-warmup.ts, real TUN only) for the rest; each part ends at its work target first.
+   * Default DEFAULT_WARMUP_MS, 0 = none.
    */
   readonly warmUpMs?: number;
   /** TUN transmit queue length (default DEFAULT_TUN_TXQUEUELEN). */
