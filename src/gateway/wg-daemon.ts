@@ -27,6 +27,7 @@ import { WireGuardPort } from '../pipelines/wireguard-port.js';
 import { DEFAULT_WARMUP_MS, warmUpWireGuard } from '../pipelines/wireguard-warmup.js';
 import type { TunCoalescingWriter, TunSegmenter } from '../pipelines/tun-offload.js';
 import { coalescerFor, startTunReader, tunSink } from './wg-tun-path.js';
+import { warmUpIo } from './wg-io-warmup.js';
 import { WgWorkers } from './wg-workers.js';
 import { TunDevice } from '../io/tun.js';
 import { allocateSharedSessions } from '../wireguard/shared-sessions.js';
@@ -69,8 +70,10 @@ export interface WgDaemonOptions {
    */
   readonly eagerHandshake?: boolean;
   /**
-   * Milliseconds of start-up warm-up on synthetic packets before the UAPI socket opens
-   * (wireguard-warmup.ts; default DEFAULT_WARMUP_MS, 0 = none).
+   * Upper bound (ms) of the start-up warm-up before the UAPI socket opens: synthetic packets
+   * (wireguard-warmup.ts) for up to half, then the I/O classes on a loopback tunnel
+   * (wg-io-warmup.ts, real TUN only) for the rest; each part ends at its work target first.
+   * Default DEFAULT_WARMUP_MS, 0 = none.
    */
   readonly warmUpMs?: number;
   /** TUN transmit queue length (default DEFAULT_TUN_TXQUEUELEN). */
@@ -172,13 +175,33 @@ export class WgDaemon {
       // Before anyone can configure a peer: the first packets then run optimized code. After the
       // real port, TUN reader and segmenter exist, so V8 has seen their callbacks before it
       // optimizes (no deoptimization when the real ones show up).
+      // Then the I/O classes themselves on a loopback tunnel (wg-io-warmup.ts), in what is left
+      // of the budget (at least half); only for a real TUN (the path the first packets take).
+      const budget = opts.warmUpMs ?? DEFAULT_WARMUP_MS;
+      const withIo = tun instanceof TunDevice && tun.mechanism === 'native';
       const warm = await warmUpWireGuard({
         backend,
         mtu,
-        budgetMs: opts.warmUpMs ?? DEFAULT_WARMUP_MS,
+        budgetMs: withIo ? budget >> 1 : budget,
         vnetHdrLen: tunOff?.vnetHdrLen ?? 0,
       });
       if (warm.ms > 0) log('info', `warm-up: ${warm.packets} packets in ${warm.ms} ms`);
+      const ioBudget = withIo ? budget - Math.min(warm.ms, budget >> 1) : 0;
+      if (ioBudget > 0) {
+        const io = await warmUpIo({
+          backend,
+          mtu,
+          tunOffload: (tun as TunDevice).offload,
+          udpOffload: wantOffload,
+          budgetMs: ioBudget,
+        });
+        log(
+          'info',
+          io.skipped === null
+            ? `I/O warm-up: ${io.packets} echoes in ${io.ms} ms`
+            : `I/O warm-up skipped: ${io.skipped}`,
+        );
+      }
       d.uapi = await UapiServer.listen(
         tun.name,
         {

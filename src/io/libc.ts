@@ -14,6 +14,8 @@ export interface Libc {
   /** ioctl(fd, request, unsigned long arg): requests that take a value, not a pointer (TUNSETOFFLOAD). */
   ioctlInt(fd: number, request: number, arg: number): number;
   socket(domain: number, type: number, protocol: number): number;
+  /** socketpair(domain, type, protocol, int sv[2]): the two fds land in `sv`. */
+  socketpair(domain: number, type: number, protocol: number, sv: Int32Array): number;
   close(fd: number): number;
   read(fd: number, buf: Uint8Array, len: number): number;
   write(fd: number, buf: Uint8Array, len: number): number;
@@ -42,6 +44,12 @@ export function getLibc(): Libc {
     ioctlPtr: (fd, request, arg) => ioctl(fd, request, 'void *', arg) as number,
     ioctlInt: (fd, request, arg) => ioctl(fd, request, 'unsigned long', arg) as number,
     socket: lib.func('int socket(int domain, int type, int protocol)') as (d: number, t: number, p: number) => number,
+    socketpair: lib.func('int socketpair(int domain, int type, int protocol, void *sv)') as (
+      d: number,
+      t: number,
+      p: number,
+      sv: Int32Array,
+    ) => number,
     close: lib.func('int close(int fd)') as (fd: number) => number,
     read: read as (fd: number, buf: Uint8Array, len: number) => number,
     write: write as (fd: number, buf: Uint8Array, len: number) => number,
@@ -59,7 +67,10 @@ export function getLibc(): Libc {
 
 // Linux constants (asm-generic; x86_64 and arm64 agree for all of these).
 export const AF_INET = 2;
+export const AF_UNIX = 1;
 export const SOCK_DGRAM = 2;
+export const SOCK_SEQPACKET = 5;
+export const SOCK_NONBLOCK = 0o4000;
 export const SOCK_CLOEXEC = 0o2000000;
 export const F_GETFL = 3;
 export const F_SETFL = 4;

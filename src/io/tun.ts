@@ -35,7 +35,17 @@
 import * as fs from 'node:fs';
 import { PacketBatch } from './batch.js';
 import { loadNativeIo, type NativeIo, type PollHandle } from './native.js';
-import { getLibc, POLLIN, EAGAIN, EINTR, type Libc } from './libc.js';
+import {
+  getLibc,
+  POLLIN,
+  EAGAIN,
+  EINTR,
+  AF_UNIX,
+  SOCK_SEQPACKET,
+  SOCK_NONBLOCK,
+  SOCK_CLOEXEC,
+  type Libc,
+} from './libc.js';
 import { TunError, TunPermissionError, TunUnavailableError } from './tun-errors.js';
 import { withNetns } from './thread-netns.js';
 import { zeroDeviceStats, type PacketDevice, type PacketDeviceStats } from './device.js';
@@ -113,6 +123,8 @@ export class TunDevice implements PacketDevice {
     private readonly netns: string | undefined,
     /** Offloads in effect (null: a plain TUN, packets without a header). */
     readonly offload: TunOffloadState | null = null,
+    /** One end of TunDevice.pair: no link behind the fd. */
+    private readonly unlinked = false,
   ) {
     this.vhl = offload ? offload.vnetHdrLen : 0;
     this.native = mechanism === 'native' ? loadNativeIo() : null;
@@ -161,6 +173,27 @@ export class TunDevice implements PacketDevice {
     });
   }
 
+  /**
+   * Two TunDevices joined back to back by a SOCK_SEQPACKET socket pair instead of a kernel
+   * interface: a packet written to one is read from the other, one packet per message, through
+   * the same read()/write() data path as a TUN (native mechanism). For the start-up warm-up
+   * (gateway/wg-io-warmup.ts), which runs the real device class on packets no kernel stack sees.
+   * With `offload`, both ends read and write a virtio_net_hdr of offload.vnetHdrLen bytes as
+   * that TUN does (no link exists: setMtu only records the MTU). Throws TunError when the addon or
+   * socketpair() is unavailable.
+   */
+  static pair(mtu: number, offload: TunOffloadState | null): [TunDevice, TunDevice] {
+    if (loadNativeIo() === null) throw new TunError('a TUN pair needs the native I/O addon');
+    const libc = getLibc();
+    const sv = new Int32Array(2);
+    if (libc.socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv) !== 0)
+      throw new TunError(`socketpair(AF_UNIX, SOCK_SEQPACKET): errno ${libc.errno()}`);
+    return [
+      new TunDevice('pair0', sv[0], mtu, 'native', undefined, offload, true),
+      new TunDevice('pair1', sv[1], mtu, 'native', undefined, offload, true),
+    ];
+  }
+
   /** The link MTU (as last set by open() or setMtu()). */
   get mtu(): number {
     return this.linkMtu;
@@ -177,7 +210,7 @@ export class TunDevice implements PacketDevice {
     if (this.batch !== null && mtu > this.batch.maxLen)
       throw new RangeError(`MTU ${mtu} is above the read batch's maxLen ${this.batch.maxLen}`);
     if (mtu === this.linkMtu) return;
-    withNetns(this.netns, () => configureLink(this.libc, this.name, mtu, false, undefined));
+    if (!this.unlinked) withNetns(this.netns, () => configureLink(this.libc, this.name, mtu, false, undefined));
     this.linkMtu = mtu;
   }
 

@@ -9,8 +9,8 @@
  * crypto backend, a handshake between them in memory, then rounds of IPv4 and IPv6 packets
  * through a throwaway WireGuardPort (encryptBatch by allowed IPs and with named peers, as the
  * gateway calls it; receiveBatchFrom → decrypt → sink) and, when the TUN carries virtio-net
- * headers, a throwaway TunSegmenter in front of it, until the time budget is spent. The
- * gateway's router and Geneve stages are not part of it. Between slices the event loop turns, so V8's concurrent compiles finish and
+ * headers, a throwaway TunSegmenter in front of it, until a packet target is met or the time
+ * budget is spent. The gateway's router and Geneve stages are not part of it. Between slices the event loop turns, so V8's concurrent compiles finish and
  * are installed before real traffic arrives.
  *
  * Contract: no socket, TUN or timer of the real data plane is touched and no counter of it
@@ -33,8 +33,15 @@ import { segmenterScratch, TunSegmenter } from './tun-offload.js';
 import { WireGuardPort } from './wireguard-port.js';
 import type { WireGuardPortOptions } from './wireguard-port-types.js';
 
-/** Default wall-clock budget (ms); WEFT_WARMUP_MS overrides it, 0 turns the warm-up off. */
-export const DEFAULT_WARMUP_MS = 200;
+/**
+ * Default wall-clock bound (ms) of the whole start-up warm-up (weft-wg: this synthetic part, then
+ * the I/O part of gateway/wg-io-warmup.ts); WEFT_WARMUP_MS overrides it, 0 turns it off. Each part
+ * ends sooner once its work target is met (about 0.3 s in all on an idle core); the bound only
+ * matters on a busy machine, where V8's compiler thread gets less time as well.
+ */
+export const DEFAULT_WARMUP_MS = 1000;
+/** Packets after which the synthetic warm-up ends before its budget (default of targetPackets). */
+export const WARMUP_TARGET_PACKETS = 2048;
 /** Upper bound accepted for WEFT_WARMUP_MS. */
 export const MAX_WARMUP_MS = 2000;
 /** Packets per round (each is encrypted, decrypted, answered and decrypted again). */
@@ -50,6 +57,8 @@ export interface WarmUpOptions {
   readonly mtu: number;
   /** Wall-clock budget in ms (0: return at once). */
   readonly budgetMs: number;
+  /** Ends once this many packets made the round trip (default WARMUP_TARGET_PACKETS). */
+  readonly targetPackets?: number;
   /** Length of the virtio-net header of TUN reads, or 0 when the TUN has none (no offload). */
   readonly vnetHdrLen?: number;
   /** As the real Device (the gateway's peers may overlap): the receive check takes that branch. */
@@ -119,6 +128,7 @@ export async function warmUpWireGuard(opts: WarmUpOptions): Promise<WarmUpReport
   const t0 = clock();
   if (opts.budgetMs <= 0) return { packets: 0, ms: 0 };
   const overlappingAllowedIps = opts.overlappingAllowedIps ?? false;
+  const target = opts.targetPackets ?? WARMUP_TARGET_PACKETS;
   const a = new Device({ backend: opts.backend, mtu: opts.mtu, overlappingAllowedIps });
   const b = new Device({ backend: opts.backend, mtu: opts.mtu });
   const keyA = new Uint8Array(32);
@@ -233,7 +243,7 @@ export async function warmUpWireGuard(opts: WarmUpOptions): Promise<WarmUpReport
         else handshake(b, pba, a, EP_B, EP_A, engineClock());
       }
       const now = clock();
-      if (now >= end) break;
+      if (now >= end || delivered >= target) break;
       if (now >= sliceEnd) {
         await new Promise<void>((resolve) => setImmediate(resolve));
         sliceEnd = clock() + SLICE_MS;

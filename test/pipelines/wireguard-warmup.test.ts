@@ -9,6 +9,7 @@ import { createNodeBackend } from '../../src/crypto/node.js';
 import {
   DEFAULT_WARMUP_MS,
   MAX_WARMUP_MS,
+  WARMUP_TARGET_PACKETS,
   WarmUpConfigError,
   warmUpBudget,
   warmUpWireGuard,
@@ -23,7 +24,14 @@ describe('WireGuard start-up warm-up', () => {
     const handles = process.getActiveResourcesInfo().filter((r) => r !== 'TTYWrap').length;
     let t = 1_700_000_000_000;
     const clock = (): number => (t += 0.01); // a virtual clock: each reading is 10 µs later
-    const r = await warmUpWireGuard({ backend, mtu: 1420, budgetMs: 30, vnetHdrLen: hdr, clock });
+    const r = await warmUpWireGuard({
+      backend,
+      mtu: 1420,
+      budgetMs: 30,
+      vnetHdrLen: hdr,
+      clock,
+      targetPackets: Infinity,
+    });
     // Every round delivers its 8 answers, until the budget is spent, across new sessions
     // initiated by either side every 64 rounds.
     expect(r.packets).toBeGreaterThanOrEqual(8 * 64 * 3);
@@ -46,6 +54,15 @@ describe('WireGuard start-up warm-up', () => {
       clock,
     });
     expect(r.packets).toBeGreaterThanOrEqual(8 * 4);
+  });
+
+  it('ends at its packet target before the budget', async () => {
+    let t = 1_700_000_000_000;
+    const clock = (): number => (t += 0.01);
+    const r = await warmUpWireGuard({ backend: createNodeBackend(), mtu: 1420, budgetMs: 1000, clock });
+    expect(r.packets).toBeGreaterThanOrEqual(WARMUP_TARGET_PACKETS);
+    expect(r.packets).toBeLessThan(WARMUP_TARGET_PACKETS + 8);
+    expect(r.ms).toBeLessThan(1000);
   });
 
   it('a budget of 0 does nothing', async () => {
