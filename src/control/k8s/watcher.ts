@@ -42,6 +42,15 @@ import { translate } from './translate.js';
 import type { TranslateOptions, TranslateResult } from './translate-common.js';
 import { WatchTimers } from './watch-timers.js';
 
+/**
+ * Default quiet time before a translation. The events of one write (an object and its status,
+ * a controller's few objects) arrive within milliseconds of each other, and a translation is
+ * cheap and applied as a diff, so the wait only needs to gather those; everything longer delays
+ * what a change is for — after a gateway failover, the node agents follow the InternalFabric's
+ * new gateway only after it.
+ */
+export const WATCH_DEBOUNCE_MS = 30;
+
 export interface LiqoWatcherOptions extends TranslateOptions {
   kubeConfig: KubeConfig;
   /** Namespace of the per-peer resources (the Liqo tenant namespace); undefined = all namespaces. RouteConfigurations are always read from every namespace. */
@@ -50,6 +59,7 @@ export interface LiqoWatcherOptions extends TranslateOptions {
   ipamNamespace?: string;
   /** Label selector for the keys Secrets (default: none — every Secret in `namespace`). */
   secretLabelSelector?: string;
+  /** Quiet time after a change before translating (default WATCH_DEBOUNCE_MS). */
   debounceMs?: number;
   onConfig: (result: TranslateResult) => void;
   onError?: (err: unknown) => void;
@@ -216,7 +226,7 @@ export class LiqoWatcher {
 
   private schedule(): void {
     if (this.stopped || !this.started) return;
-    this.timers.debounced(this.opts.debounceMs ?? 250, () => this.resync());
+    this.timers.debounced(this.opts.debounceMs ?? WATCH_DEBOUNCE_MS, () => this.resync());
   }
 
   private restart(name: LiqoResourceName, inf: Inf, err: unknown): void {
