@@ -46,9 +46,8 @@ import {
 } from '../../src/demo/data-plane.js';
 import { buildTopology, destroyTopology } from '../../src/demo/topology.js';
 import { ensureBuilt, LAUNCH_JS, UP_JS, WEFT_BIN } from '../demo/dist.js';
-import { TSHARK_TCP_BAD } from '../util/pcap.js';
-import { tsharkCounts } from '../util/tshark-count.js';
 import { needs, installHint } from '../util/requirements.js';
+import { captureFields, expectVerifiedChecksums } from './fabric-captures.js';
 import { txChecksumOff } from './tx-checksum.js';
 
 const PYTHON = '/usr/bin/python3';
@@ -123,37 +122,6 @@ interface Capture {
   ifName: string;
   file: string;
   daemon: Daemon;
-}
-
-const TSHARK_DECODE = ['-d', 'udp.port==6091,geneve', '-d', 'udp.port==51840,wg'];
-const CHECKSUM_PREFS = [
-  '-o',
-  'ip.check_checksum:TRUE',
-  '-o',
-  'tcp.check_checksum:TRUE',
-  '-o',
-  'udp.check_checksum:TRUE',
-];
-
-/** Frames of `file` matching the display filter, one line per frame with the given fields. */
-async function tsharkFields(file: string, filter: string, fields: readonly string[]): Promise<string[]> {
-  const r = await runCommand(
-    [
-      'tshark',
-      '-n',
-      '-r',
-      file,
-      ...TSHARK_DECODE,
-      ...CHECKSUM_PREFS,
-      '-Y',
-      filter,
-      '-T',
-      'fields',
-      ...fields.flatMap((f) => ['-e', f]),
-    ],
-    { timeoutMs: 60_000 },
-  );
-  return r.stdout.split('\n').filter((l) => l.trim() !== '');
 }
 
 describe.skipIf(reason !== null)(
@@ -296,26 +264,12 @@ describe.skipIf(reason !== null)(
 
     it('tshark on every hop: no bad checksum; WireGuard only on the WAN; Geneve with the right VNI; MSS clamped', async () => {
       await stopCaptures();
-      const BAD = `ip.checksum.status==0 || ${TSHARK_TCP_BAD} || udp.checksum.status==0 || icmp.checksum.status==0 || _ws.malformed`;
-      const GOOD = 'udp.checksum.status==1 || tcp.checksum.status==1 || icmp.checksum.status==1';
-      // Both counts of a capture in one tshark pass, the captures at once; the bad frames are
-      // listed only if there are any.
-      const counts = await Promise.all(
-        captures.map((c) => tsharkCounts(c.file, [BAD, GOOD], ['-n', ...TSHARK_DECODE, ...CHECKSUM_PREFS])),
-      );
-      for (const [i, c] of captures.entries()) {
-        const [bad, good] = counts[i]!;
-        const badRows =
-          bad === 0 ? [] : await tsharkFields(c.file, BAD, ['frame.number', '_ws.col.Protocol', '_ws.col.Info']);
-        expect(bad, `${c.name}: frames with bad checksums\n${badRows.join('\n')}`).toBe(0);
-        // The verification ran: good UDP/TCP/ICMP checksums were seen on every hop.
-        expect(good, `${c.name}: verified frames`).toBeGreaterThan(0);
-      }
+      await expectVerifiedChecksums(captures);
       const cap = (name: string): string => captures.find((c) => c.name === name)!.file;
       // Every dissection below starts now and runs alongside the others; each is awaited where its
       // result is checked (a rejection is reported there, not as unhandled).
       const fields = (name: string, filter: string, f: readonly string[]): Promise<string[]> => {
-        const p = tsharkFields(cap(name), filter, f);
+        const p = captureFields(cap(name), filter, f);
         p.catch(() => {});
         return p;
       };

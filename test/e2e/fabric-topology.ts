@@ -18,7 +18,7 @@ import { join } from 'node:path';
 import { getCryptoBackend } from '../../src/crypto/select.js';
 import { generatePrivateKeyBase64, publicKeyBase64 } from '../../src/crypto/keys.js';
 import { parseConfig, type GatewayConfig, type NodeConfig } from '../../src/control/config.js';
-import { type Topology } from '../util/netns.js';
+import { waitFor, type Spawned, type Topology } from '../util/netns.js';
 
 export interface FabricCluster {
   letter: string;
@@ -201,6 +201,16 @@ export function launchArgv(root: string, configPath: string): string[] {
     '-e',
     `const m = await import(${JSON.stringify(entry)}); process.exitCode = await m.runUntilSignal(${JSON.stringify(configPath)});`,
   ];
+}
+
+/** Waits for a data plane started with launchArgv to print "ready <role>"; one that exits fails with its output. */
+export async function waitReady(p: Spawned): Promise<void> {
+  await waitFor(
+    `${p.name} ready`,
+    () =>
+      /ready (gateway|node)/.test(p.output()) || (p.child.exitCode !== null && Promise.reject(new Error(p.output()))),
+    15_000,
+  );
 }
 
 /**

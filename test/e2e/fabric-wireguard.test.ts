@@ -17,7 +17,7 @@ import { join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { GatewayStats } from '../../src/gateway/gateway-stats.js';
 import { e2eUnavailableReason, iperfTcp, ping, sleep, Topology, waitFor, type Spawned } from '../util/netns.js';
-import { buildFabric, launchArgv, remapped, statsOf, type FabricCluster } from './fabric-topology.js';
+import { buildFabric, launchArgv, remapped, statsOf, waitReady, type FabricCluster } from './fabric-topology.js';
 
 const ROOT = resolve(import.meta.dirname, '../..');
 const skip = e2eUnavailableReason(['iperf3', 'tshark', 'ping'], {
@@ -65,15 +65,7 @@ describe.skipIf(skip !== null)('fabric e2e: two gateways over WireGuard with NAT
           topo.spawnIn(c.nodeNs[0]!, `node-${c.letter}`, launchArgv(ROOT, c.nodeConfigPaths[0]!), { lifetimeS: 170 }),
         );
       }
-      for (const p of procs) {
-        await waitFor(
-          `${p.name} ready`,
-          () =>
-            /ready (gateway|node)/.test(p.output()) ||
-            (p.child.exitCode !== null && Promise.reject(new Error(p.output()))),
-          15_000,
-        );
-      }
+      for (const p of procs) await waitReady(p);
       topo.spawnIn(B.podNs[0]!, 'echo-tcp', ['node', '-e', ECHO_SERVER], { lifetimeS: 170 });
       topo.spawnIn(B.podNs[0]!, 'echo-udp', ['node', '-e', UDP_ECHO], { lifetimeS: 170 });
       await waitFor(

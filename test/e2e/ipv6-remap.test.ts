@@ -6,28 +6,16 @@
  * have the same address fd00:1:0:1::2 and each sees the other by its own cluster's remapped
  * address.
  */
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { getCryptoBackend } from '../../src/crypto/select.js';
-import { generatePrivateKeyBase64, publicKeyBase64 } from '../../src/crypto/keys.js';
 import type { GatewayStats } from '../../src/gateway/gateway-stats.js';
-import { e2eUnavailableReason, ping, Topology, waitFor, type Spawned } from '../util/netns.js';
-import { launchArgv, statsOf } from './fabric-topology.js';
+import { e2eUnavailableReason, ping, Topology } from '../util/netns.js';
+import { statsOf } from './fabric-topology.js';
+import { clusterKeys, nodeConfig, YamlClusters } from './yaml-clusters.js';
 
-const ROOT = resolve(import.meta.dirname, '../..');
 const skip = e2eUnavailableReason(['ping', 'ss'], { nativeAddon: true, built: ['dist/src/daemon/launch.js'] });
-
-const PORT = 8080;
-/** Answers every TCP connection with the address it came from. */
-const ECHO_SERVER = `require('net').createServer((s) => s.end(s.remoteAddress + '\\n')).listen(${PORT}, '::')`;
-function tcpClient(addr: string): string {
-  return (
-    `const s = require('net').connect(${PORT}, '${addr}'); let b = ''; s.on('data', (d) => b += d); s.on('end', () => { console.log(b.trim()); process.exit(0); });` +
-    ` s.on('error', (e) => { console.log('error ' + e.code); process.exit(1); }); setTimeout(() => { console.log('timeout'); process.exit(1); }, 5000);`
-  );
-}
 
 const POD6 = 'fd00:1:0:1::2';
 /** The Geneve tunnel's inner addresses (IPv6: the pod route's next hop has the pod prefix's family). */
@@ -41,28 +29,18 @@ const REMAPPED: Record<string, { pods6: string; pods4: string; ext: string }> = 
 
 describe.skipIf(skip !== null)('YAML mode: IPv6 remap through `weft up`', () => {
   const topo = new Topology('w6');
-  const procs: Record<string, Spawned> = {};
-  const ns: Record<string, { gw: string; node: string; pod: string }> = {};
+  const clusters = new YamlClusters(topo);
+  const { procs, ns, client } = clusters;
 
   beforeAll(async () => {
     try {
-      const backend = getCryptoBackend('auto');
       const dir = mkdtempSync(join(tmpdir(), 'weft-v6remap-'));
-      const keys: Record<string, { priv: string; pub: string }> = {};
+      const keys = clusterKeys(['a', 'b']);
       for (const c of ['a', 'b']) {
-        const priv = generatePrivateKeyBase64(backend);
-        keys[c] = { priv, pub: publicKeyBase64(backend, priv) };
-        const gw = topo.addNamespace(`${c}g`);
-        const node = topo.addNamespace(`${c}n`);
-        const pod = topo.addNamespace(`${c}p`);
-        ns[c] = { gw, node, pod };
-        topo.link(gw, `${c}g-n`, '198.18.0.1/24', node, `${c}n-g`, '198.18.0.2/24');
-        topo.link(node, `${c}n-p`, '10.0.1.1/24', pod, `${c}p-n`, '10.0.1.2/24');
+        const { node, pod } = clusters.add(c, '10.0.1.2/24');
         topo.exec(node, ['ip', '-6', 'addr', 'add', 'fd00:1:0:1::1/64', 'dev', `w6${c}n-p`, 'nodad']);
         topo.exec(pod, ['ip', '-6', 'addr', 'add', `${POD6}/64`, 'dev', `w6${c}p-n`, 'nodad']);
-        topo.exec(node, ['sysctl', '-qw', 'net.ipv4.ip_forward=1']);
         topo.exec(node, ['sysctl', '-qw', 'net.ipv6.conf.all.forwarding=1']);
-        topo.exec(pod, ['ip', 'route', 'add', '10.0.0.0/8', 'via', '10.0.1.1']);
         topo.exec(pod, ['ip', '-6', 'route', 'add', 'fd00::/8', 'via', 'fd00:1:0:1::1']);
       }
       topo.link(ns.a!.gw, 'a-wan', '198.19.1.1/24', ns.b!.gw, 'b-wan', '198.19.1.2/24');
@@ -103,61 +81,17 @@ describe.skipIf(skip !== null)('YAML mode: IPv6 remap through `weft up`', () => 
             podRoutes: [{ podCIDR: 'fd00:1:0:1::/64', nodeInternalAddress: NODE_INTERNAL }],
           },
         };
-        const node = {
-          role: 'node',
-          cluster: { id: `cluster-${c}`, podCIDRs: ['fd00:1:0:1::/64'], internalCIDR: 'fd80::/64' },
-          node: {
-            name: 'node-0',
-            underlayAddress: '198.18.0.2',
-            tunName: `w6${c}nt`,
-            mtu: 1340,
-            gateways: [
-              {
-                name: 'gateway',
-                vni: 1,
-                gatewayUnderlay: '198.18.0.1',
-                gatewayInternalAddress: INTERNAL,
-                localInternalAddress: NODE_INTERNAL,
-                remoteCIDRs: [r.pods6],
-              },
-            ],
-          },
-        };
-        // JSON is YAML: the loader reads it as is.
-        writeFileSync(join(dir, `${c}-gw.yaml`), JSON.stringify(gw));
-        writeFileSync(join(dir, `${c}-node.yaml`), JSON.stringify(node));
-        procs[`${c}gw`] = topo.spawnIn(ns[c]!.gw, `gateway-${c}`, launchArgv(ROOT, join(dir, `${c}-gw.yaml`)), {
-          lifetimeS: 120,
+        const node = nodeConfig(c, {
+          podCIDRs: ['fd00:1:0:1::/64'],
+          internalCIDR: 'fd80::/64',
+          tunName: `w6${c}nt`,
+          gatewayInternalAddress: INTERNAL,
+          localInternalAddress: NODE_INTERNAL,
+          remoteCIDRs: [r.pods6],
         });
-        procs[`${c}node`] = topo.spawnIn(ns[c]!.node, `node-${c}`, launchArgv(ROOT, join(dir, `${c}-node.yaml`)), {
-          lifetimeS: 120,
-        });
-        procs[`${c}echo`] = topo.spawnIn(ns[c]!.pod, `echo-${c}`, ['node', '-e', ECHO_SERVER], { lifetimeS: 120 });
+        clusters.start({ c, dir, gw, node, echoHost: '::', lifetimeS: 120 });
       }
-      for (const p of Object.values(procs).filter((x) => x.name.startsWith('gateway') || x.name.startsWith('node'))) {
-        await waitFor(
-          `${p.name} ready`,
-          () =>
-            /ready (gateway|node)/.test(p.output()) ||
-            (p.child.exitCode !== null && Promise.reject(new Error(p.output()))),
-          15_000,
-        );
-      }
-      await waitFor(
-        'A has a session with B',
-        async () => {
-          const st = await statsOf<GatewayStats>(procs.agw!);
-          return st.peers.length === 1 && st.peers.every((p) => p.connected);
-        },
-        15_000,
-        300,
-      );
-      for (const c of ['a', 'b'])
-        await waitFor(
-          `echo server in ${c}`,
-          () => topo.exec(ns[c]!.pod, ['ss', '-Hlnt'], { allowFail: true }).includes(`:${PORT}`),
-          10_000,
-        );
+      await clusters.ready({ peers: 1, label: 'A has a session with B' });
     } catch (e) {
       await topo.cleanup();
       throw e;
@@ -167,9 +101,6 @@ describe.skipIf(skip !== null)('YAML mode: IPv6 remap through `weft up`', () => 
   afterAll(async () => {
     await topo.cleanup();
   }, 30_000);
-
-  const client = (from: string, to: string): string =>
-    topo.exec(ns[from]!.pod, ['node', '-e', tcpClient(to)], { allowFail: true, timeoutMs: 8000 }).trim();
 
   it("A's pod pings B's pod by its remapped IPv6 address (both pods are fd00:1:0:1::2)", () => {
     expect(ping(topo, ns.a!.pod, 'fd71:b:0:1::2', 4, 0.2).received).toBeGreaterThanOrEqual(3);

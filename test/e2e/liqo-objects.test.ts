@@ -28,7 +28,7 @@ import {
 } from '../../src/control/k8s/firewall-watch.js';
 import { parseConfig, type GatewayConfig, type NodeConfig } from '../../src/control/config.js';
 import { httpCheck, ping } from '../../src/demo/checks.js';
-import { WaitAbort, inNs, runCommand, startDaemon, waitFor, type Daemon } from '../../src/demo/host.js';
+import { WaitAbort, runCommand, startDaemon, waitFor, type Daemon } from '../../src/demo/host.js';
 import { generateDemoKeys } from '../../src/demo/keys.js';
 import {
   buildPlan,
@@ -53,9 +53,8 @@ import {
   selects,
   type PeeringSide,
 } from '../rules/liqo-peering-objects.js';
-import { TSHARK_TCP_BAD } from '../util/pcap.js';
-import { tsharkCounts } from '../util/tshark-count.js';
 import { needs } from '../util/requirements.js';
+import { expectCleanCaptures, liqoCapturePoints } from './fabric-captures.js';
 import { txChecksumOff } from './tx-checksum.js';
 
 const PYTHON = '/usr/bin/python3';
@@ -127,17 +126,7 @@ describe.skipIf(reason !== null)(
       // The IP-mapped non-pod address: hosted on node A1.
       await runCommand(['ip', '-n', plan.a.nodes[0]!.ns, 'addr', 'add', `${MAPPED.real}/32`, 'dev', 'lo']);
 
-      const points: Array<[string, string, string]> = [
-        ['pod-A1', A1.ns, A1.podIf],
-        ['pod-B3', B3.ns, B3.podIf],
-        ['pod-A2', A2.ns, A2.podIf],
-        ['pod-B4', B4.ns, B4.podIf],
-        // The underlays of the nodes these flows cross (A1, A2 and the mapped address on a's first node; B3, B4 on b's second).
-        ['underlay-a-n1', plan.a.nodes[0]!.ns, plan.a.nodes[0]!.underlayIf],
-        ['underlay-b-n2', plan.b.nodes[1]!.ns, plan.b.nodes[1]!.underlayIf],
-        ['wan', plan.a.gatewayNs, plan.a.wanIf],
-      ];
-      for (const [name, ns, ifName] of points) {
+      for (const [name, ns, ifName] of liqoCapturePoints(plan)) {
         const file = join(dir, `${name}.pcap`);
         captures.push({
           name,
@@ -275,84 +264,10 @@ describe.skipIf(reason !== null)(
 
     it(`tshark on every hop: no bad checksum; SYNs towards the tunnel clamped to ${MSS}`, async () => {
       for (const c of captures) await c.daemon.stop();
-      const fields = async (file: string, filter: string, f: readonly string[]): Promise<string[]> =>
-        (
-          await runCommand(
-            [
-              'tshark',
-              '-n',
-              '-r',
-              file,
-              '-d',
-              'udp.port==6091,geneve',
-              '-d',
-              'udp.port==51840,wg',
-              '-o',
-              'ip.check_checksum:TRUE',
-              '-o',
-              'tcp.check_checksum:TRUE',
-              '-o',
-              'udp.check_checksum:TRUE',
-              '-Y',
-              filter,
-              '-T',
-              'fields',
-              ...f.flatMap((x) => ['-e', x]),
-            ],
-            { timeoutMs: 60_000 },
-          )
-        ).stdout
-          .split('\n')
-          .filter((l) => l.trim() !== '');
-      const BAD = `ip.checksum.status==0 || ${TSHARK_TCP_BAD} || udp.checksum.status==0 || icmp.checksum.status==0 || _ws.malformed`;
-      const GOOD = 'udp.checksum.status==1 || tcp.checksum.status==1 || icmp.checksum.status==1';
-      // Both counts of a capture in one tshark pass, the captures at once; the bad frames are
-      // listed only if there are any.
-      const counts = await Promise.all(
-        captures.map((c) =>
-          tsharkCounts(
-            c.file,
-            [BAD, GOOD],
-            [
-              '-n',
-              '-d',
-              'udp.port==6091,geneve',
-              '-d',
-              'udp.port==51840,wg',
-              '-o',
-              'ip.check_checksum:TRUE',
-              '-o',
-              'tcp.check_checksum:TRUE',
-              '-o',
-              'udp.check_checksum:TRUE',
-            ],
-          ),
-        ),
-      );
-      for (const [i, c] of captures.entries()) {
-        const [bad, good] = counts[i]!;
-        const badRows = bad === 0 ? [] : await fields(c.file, BAD, ['frame.number', '_ws.col.Info']);
-        expect(bad, `${c.name}: bad checksums\n${badRows.join('\n')}`).toBe(0);
-        expect(good, `${c.name}: verified frames`).toBeGreaterThan(0);
-      }
-      const cap = (n: string): string => captures.find((c) => c.name === n)!.file;
-      const syns = await fields(cap('pod-B3'), `tcp.flags.syn==1 && tcp.flags.ack==0 && ip.src==${a1AtB}`, [
-        'tcp.options.mss_val',
-      ]);
-      expect(syns.length).toBeGreaterThan(0);
-      for (const m of syns) expect(Number(m)).toBe(MSS);
-      const synAcks = await fields(cap('pod-A1'), `tcp.flags.syn==1 && tcp.flags.ack==1 && ip.src==${b3AtA}`, [
-        'tcp.options.mss_val',
-      ]);
-      expect(synAcks.length).toBeGreaterThan(0);
-      for (const m of synAcks) expect(Number(m)).toBe(MSS);
+      await expectCleanCaptures(captures, { wireguardPort: 51840, mss: MSS, a1AtB, b3AtA });
       // Nothing went through the gateways' peer table (YAML mode's routing and MTU): Liqo mode's
       // policy routes choose the lane.
       for (const g of gateways) expect(g.peerTable.stats().forwarded).toBe(0);
-      // L2 Geneve as Liqo's fabric: Ethernet (0x6558) inside the underlay's Geneve.
-      expect(
-        (await fields(cap('underlay-a-n1'), 'geneve.proto_type==0x6558', ['frame.number'])).length,
-      ).toBeGreaterThan(0);
     }, 120_000);
   },
 );

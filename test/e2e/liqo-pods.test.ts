@@ -22,230 +22,54 @@
 // manifests' besides --kubeconfig/--run-dir; Liqo's defaults are 10 s × 5); UDP 6091 is blocked
 // with nftables in cluster a's node namespace, then unblocked; then a FirewallConfiguration
 // dropping every packet at input, output and forward is created and deleted at gateway a.
-import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
-import type { Server } from 'node:net';
+import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CustomObjectsApi } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { generatePrivateKeyBase64, publicKeyBase64 } from '../../src/crypto/keys.js';
-import { getCryptoBackend } from '../../src/crypto/select.js';
-import type { LiqoResources } from '../../src/control/k8s/resources.js';
-import type { WeftStatus } from '../../src/daemon/status.js';
-import { asStored, helmMssClamp } from '../k8s-fake/helm-mssclamp.js';
-import type { FakeApiServer } from '../k8s-fake/server.js';
-import type { GatewayObject } from '../k8s-fake/liqo-render.js';
+import { LIQO_NAMESPACE } from '../k8s-fake/liqo-peering.js';
+import { e2eUnavailableReason, iperfTcp, ping, run, Topology, waitFor } from '../util/netns.js';
+import { ensureBuilt } from '../cli/helpers.js';
+import { NET, forbiddenRequests, weftPid, relayIn, showRunDir } from './liqo-processes.js';
 import {
-  LIQO_NAMESPACE,
-  liqoFirewallConfigurations,
-  liqoPeeringSide,
-  tenantNamespace,
-  type PeeringSide,
-} from '../k8s-fake/liqo-peering.js';
-import { e2eUnavailableReason, ping, run, Topology, waitFor, type Spawned } from '../util/netns.js';
-import { ensureBuilt, runWeft, WEFT_BIN } from '../cli/helpers.js';
-import {
-  NET,
-  forbiddenRequests,
-  gatewayObject,
-  weftPid,
-  gatewayPodCommand,
-  hostRelay,
-  nodeAgentCommand,
-  relayIn,
-  saKubeconfig,
-  startLiqoApiServer,
-} from './liqo-processes.js';
+  LiqoPair,
+  NODE_HOST_IP,
+  POD_IP,
+  POD_IP_REMOTE,
+  peeringKeys,
+  helmClampPeering,
+  type LiqoCluster,
+} from './liqo-topology.js';
 
 const skip = e2eUnavailableReason(['ip', 'ping', 'timeout', 'iperf3', 'ss', 'tcpdump', 'tshark', 'nft']);
 const topo = new Topology('lq');
+const pair = new LiqoPair(topo);
+const { clusters, procs, status, activeLabel, podNs, diag } = pair;
 const WAN = { a: '192.168.77.1', b: '192.168.77.2' } as const;
-const GW_POD_IP = '10.244.0.10';
-const NODE_HOST_IP = '10.244.0.1';
-const POD_IP = '10.0.1.5';
-/** How the other cluster addresses POD_IP (Configuration.status.remote.cidr.pod 10.71.0.0/16). */
-const POD_IP_REMOTE = '10.71.1.5';
 /** Liqo's Geneve check, faster than its defaults (10 s, 5) so that a failure shows in 3 s. */
 const CHECK_ARGS = ['--geneve-ping-interval=1', '--geneve-ping-loss-threshold=3'];
-
-type Letter = 'a' | 'b';
-interface Cluster {
-  letter: Letter;
-  id: string;
-  remote: string;
-  server: FakeApiServer;
-  /** Tenant namespace and gateway (GatewayServer/Client) name. */
-  ns: string;
-  gw: GatewayObject;
-  sock: string;
-  keyDir: string;
-}
-const clusters = new Map<Letter, Cluster>();
-const relays: Server[] = [];
-const procs = new Map<string, Spawned>();
-let dir = '';
-
-async function startCluster(letter: Letter, keys: Record<Letter, { priv: string; pub: string }>): Promise<Cluster> {
-  const other: Letter = letter === 'a' ? 'b' : 'a';
-  const id = `cluster-${letter}`;
-  const remote = `cluster-${other}`;
-  const side: PeeringSide = {
-    local: id,
-    remote,
-    side: letter === 'a' ? 'server' : 'client',
-    privateKey: keys[letter].priv,
-    publicKey: keys[letter].pub,
-    remotePublicKey: keys[other].pub,
-    // Liqo's multi-port form on both sides: one tunnel per port, 51840 (Liqo's default) and the next.
-    endpoint: { address: WAN.a, port: 51840 },
-    ports: [51840, 51841],
-    gatewayPod: { ip: GW_POD_IP, node: 'worker-1' },
-    nodes: [{ name: 'worker-1', pods: [{ name: 'app', ip: POD_IP }] }],
-    // deploy/liqo runs Liqo mode: the Firewall- and RouteConfigurations Liqo creates are the contract.
-    // (Its MSS clamp is replaced below by the Helm chart's default object.)
-    liqoMode: { mss: 1300 },
-  };
-  const res: LiqoResources = liqoPeeringSide(side);
-  const ns = tenantNamespace(remote);
-  // deploy/liqo's RBAC: the gateway role (Liqo's controller-manager binds it to the gateway's
-  // ServiceAccount, named like the gateway) and the fabric DaemonSet's own objects.
-  const server = await startLiqoApiServer({
-    clusterId: id,
-    res,
-    // The MSS clamp as a default Liqo install renders it: value "0", the tunnel route's MTU (rt mtu).
-    extra: [
-      {
-        plural: 'firewallconfigurations',
-        objects: liqoFirewallConfigurations(side).map((o) =>
-          (o as { metadata?: { name?: string } }).metadata?.name === 'gw-mss-clamping'
-            ? asStored(helmMssClamp(LIQO_NAMESPACE))
-            : o,
-        ),
-      },
-    ],
-    gateway: { namespace: ns, name: remote },
-  });
-  const gw = gatewayObject(server, letter === 'a' ? 'server' : 'client', ns, remote);
-  const sock = join(dir, `${letter}-api.sock`);
-  relays.push(await hostRelay(server, sock));
-  const keyDir = join(dir, `keys-${letter}`);
-  rmSync(keyDir, { recursive: true, force: true });
-  mkdirSync(keyDir);
-  writeFileSync(join(keyDir, 'privateKey'), Buffer.from(keys[letter].priv, 'base64'));
-  const c: Cluster = { letter, id, remote, server, ns, gw, sock, keyDir };
-  clusters.set(letter, c);
-  return c;
-}
+/** Liqo's multi-port form on both sides: one tunnel per port, 51840 (Liqo's default) and the next; Helm's default MSS clamp. */
+const PEERING = helmClampPeering(WAN.a, [51840, 51841]);
 
 /** A gateway replica: the pod Liqo renders from deploy/liqo's template, as a process in lqXg. */
-function startGateway(c: Cluster, replica: string): { pod: string; proc: Spawned } {
-  const pod = `${c.remote}-${replica}`;
-  const cmd = gatewayPodCommand(c.letter === 'a' ? 'server' : 'client', c.gw, pod, 'worker-1');
-  c.server.put('v1', 'pods', {
-    apiVersion: 'v1',
-    kind: 'Pod',
-    metadata: { name: pod, namespace: c.ns, labels: cmd.labels },
-    spec: {
-      nodeName: 'worker-1',
-      serviceAccountName: cmd.serviceAccount,
-      containers: [{ name: 'gateway', image: 'weft' }],
-    },
-    status: { phase: 'Running', podIP: GW_POD_IP, hostIP: NODE_HOST_IP },
-  });
-  const argv = cmd.args
-    .filter((a) => !a.startsWith('--metrics-listen='))
-    .map((a) => (a.startsWith('--wireguard-key-dir=') ? `--wireguard-key-dir=${c.keyDir}` : a));
-  const kc = saKubeconfig(
-    c.server,
-    join(dir, `${c.letter}-${c.ns}-${cmd.serviceAccount}.kubeconfig`),
-    c.ns,
-    cmd.serviceAccount,
-  );
-  const proc = topo.spawnIn(
-    topo.ns(`${c.letter}g`),
-    `gw-${pod}`,
-    [process.execPath, WEFT_BIN, ...argv, ...CHECK_ARGS, `--kubeconfig=${kc}`, `--run-dir=${join(dir, `run-${pod}`)}`],
-    { lifetimeS: 400, env: cmd.env },
-  );
-  procs.set(pod, proc);
-  return { pod, proc };
-}
-
+const startGateway = (c: LiqoCluster, replica: string) => pair.startGateway(c, { replica, args: CHECK_ARGS });
 /** The node agent the fabric DaemonSet runs on worker-1, as a process in lqXn (host network). */
-function startNodeAgent(c: Cluster): Spawned {
-  const cmd = nodeAgentCommand(c.id, 'worker-1', 'weft-fabric-w1', NODE_HOST_IP);
-  const kc = saKubeconfig(
-    c.server,
-    join(dir, `${c.letter}-${LIQO_NAMESPACE}-${cmd.serviceAccount}.kubeconfig`),
-    LIQO_NAMESPACE,
-    cmd.serviceAccount,
-  );
-  const proc = topo.spawnIn(
-    topo.ns(`${c.letter}n`),
-    `node-${c.letter}`,
-    [
-      process.execPath,
-      WEFT_BIN,
-      ...cmd.args,
-      ...CHECK_ARGS,
-      `--kubeconfig=${kc}`,
-      `--run-dir=${join(dir, `run-node-${c.letter}`)}`,
-    ],
-    { lifetimeS: 400, env: cmd.env },
-  );
-  procs.set(`node-${c.letter}`, proc);
-  return proc;
-}
+const startNodeAgent = (c: LiqoCluster) => pair.startNodeAgent(c, { args: CHECK_ARGS });
 
-/**
- * A bounded iperf3 TCP transfer (2 s) from the pod in nsClient to the pod in nsServer, dialled at
- * its remapped address; Gbit/s received.
- */
-async function tcpTransfer(nsServer: string, nsClient: string): Promise<number> {
-  const port = String(5201 + Math.floor(Math.random() * 500));
-  const server = topo.spawnIn(nsServer, 'iperf3-server', ['iperf3', '-s', '-1', '-p', port], { lifetimeS: 40 });
-  await waitFor(
-    'iperf3 server',
-    () => topo.exec(nsServer, ['ss', '-Hltn', `sport = :${port}`], { allowFail: true }).trim().length > 0,
-    5000,
-  );
-  const out = topo.exec(
-    nsClient,
-    ['iperf3', '-c', POD_IP_REMOTE, '-p', port, '-t', '2', '-J', '--connect-timeout', '3000'],
-    { timeoutMs: 25_000, allowFail: true },
-  );
-  await topo.stop(server);
-  const j = JSON.parse(out) as {
-    end?: { sum_received?: { bits_per_second?: number; bytes?: number } };
-    error?: string;
-  };
-  if (j.error) throw new Error(`iperf3: ${j.error}`);
-  return (j.end?.sum_received?.bits_per_second ?? 0) / 1e9;
-}
+/** A bounded iperf3 TCP transfer (2 s) from the pod in nsClient to the pod in nsServer; Gbit/s received. */
+const tcpTransfer = (nsServer: string, nsClient: string) =>
+  iperfTcp(topo, nsServer, nsClient, POD_IP, 2, [], POD_IP_REMOTE);
 
-const status = (c: Cluster) =>
-  c.server.getObject(NET, 'connections', c.ns, `gw-${c.remote}`)?.['status'] as
-    { value?: string; latency?: { value?: string } } | undefined;
 /** Cluster c's GeneveTunnel to worker-1 (status as the node agent wrote it). */
-const tunnelStatus = (c: Cluster) =>
+const tunnelStatus = (c: LiqoCluster) =>
   c.server
     .listObjects(NET, 'genevetunnels')
     .find((t) => (t['spec'] as { internalNodeRef?: { name?: string } }).internalNodeRef?.name === 'worker-1')?.[
     'status'
   ] as { value?: string; latency?: { value?: string; timestamp?: string } } | undefined;
-const activeLabel = (c: Cluster, pod: string) =>
-  c.server.getObject('v1', 'pods', c.ns, pod)?.metadata.labels?.['networking.liqo.io/active'];
-const forbidden = (c: Cluster) => forbiddenRequests(c.server);
-const podNs = (l: Letter) => topo.ns(`${l}p`);
+const forbidden = (c: LiqoCluster) => forbiddenRequests(c.server);
 
-/** `weft show --json` of a process by its run dir (the one control socket there). */
-async function show(runDir: string): Promise<WeftStatus> {
-  const sock = readdirSync(runDir).find((f) => f.endsWith('.sock'));
-  if (sock === undefined) throw new Error(`no control socket in ${runDir}`);
-  const r = await runWeft(['show', sock.slice(0, -5), '--json', '--run-dir', runDir], { timeoutMs: 10_000 });
-  if (r.code !== 0) throw new Error(`weft show (${runDir}): ${r.code} ${r.stderr}`);
-  return JSON.parse(r.stdout) as WeftStatus;
-}
+const show = showRunDir;
 
 /** TCP SYN / SYN-ACK segments in a capture: source, whether ACK is set, MSS option value. */
 function synsIn(file: string): { src: string; ack: boolean; mss: number }[] {
@@ -272,44 +96,26 @@ function synsIn(file: string): { src: string; ack: boolean; mss: number }[] {
       return { src: src!, ack: ack === '1' || ack === 'True', mss: Number(mss) };
     });
 }
-const diag = (): string => [...procs].map(([n, p]) => `--- ${n}\n${p.output().slice(-1500)}`).join('\n');
 
 beforeAll(async () => {
   if (skip) return;
   ensureBuilt(['src/cli/weft.js', 'src/control/k8s/liqo-gateway.js', 'src/control/k8s/watcher.js']);
-  dir = mkdtempSync(join(tmpdir(), 'lq-pods-'));
-  for (const l of ['a', 'b'] as const) {
-    const g = topo.addNamespace(`${l}g`);
-    const n = topo.addNamespace(`${l}n`);
-    const p = topo.addNamespace(`${l}p`);
-    topo.link(g, `${l}g-n`, `${GW_POD_IP}/24`, n, `${l}n-g`, `${NODE_HOST_IP}/24`);
-    topo.link(n, `${l}n-p`, '10.0.1.1/24', p, `${l}p-n`, `${POD_IP}/24`);
-    topo.exec(n, ['sysctl', '-qw', 'net.ipv4.ip_forward=1']);
-    topo.exec(p, ['ip', 'route', 'add', 'default', 'via', '10.0.1.1']);
-  }
-  topo.link(topo.ns('ag'), 'ag-w', `${WAN.a}/24`, topo.ns('bg'), 'bg-w', `${WAN.b}/24`);
+  pair.dir = mkdtempSync(join(tmpdir(), 'lq-pods-'));
+  pair.addNamespaces(WAN);
 }, 120_000);
 
 afterAll(async () => {
   await topo.cleanup();
-  for (const r of relays) r.close();
-  for (const c of clusters.values()) await c.server.stop();
-  if (dir) rmSync(dir, { recursive: true, force: true });
+  await pair.stop();
 }, 60_000);
 
 describe.skipIf(skip !== null)(
   'Liqo-shaped clusters: pod ⇄ pod through node agents and templated gateways (processes)',
   () => {
     test('ping and TCP both ways; Connections Connected with latency; active labels; source detector; no 403', async () => {
-      const backend = getCryptoBackend('auto');
-      const keys = Object.fromEntries(
-        (['a', 'b'] as const).map((l) => {
-          const priv = generatePrivateKeyBase64(backend);
-          return [l, { priv, pub: publicKeyBase64(backend, priv) }];
-        }),
-      ) as Record<Letter, { priv: string; pub: string }>;
-      const ca = await startCluster('a', keys);
-      const cb = await startCluster('b', keys);
+      const keys = peeringKeys();
+      const ca = await pair.startCluster('a', keys, PEERING);
+      const cb = await pair.startCluster('b', keys, PEERING);
       const t0 = Date.now();
       for (const c of [ca, cb]) {
         relayIn(topo, topo.ns(`${c.letter}g`), c.sock);
@@ -364,7 +170,7 @@ describe.skipIf(skip !== null)(
         expect(ba.received).toBeGreaterThanOrEqual(9);
         // tcpdump at both pods while the transfers open their connections (SYNs only).
         const caps = (['a', 'b'] as const).map((l) => {
-          const file = join(dir, `pod-${l}.pcap`);
+          const file = join(pair.dir, `pod-${l}.pcap`);
           const proc = topo.spawnIn(
             podNs(l),
             `tcpdump-${l}`,
@@ -408,7 +214,7 @@ describe.skipIf(skip !== null)(
         }
         // weft show: each gateway counted the clamps it made (its SYNs and SYN-ACKs into the tunnel).
         for (const c of [ca, cb]) {
-          const st = await show(join(dir, `run-${c.remote}-1`));
+          const st = await show(join(pair.dir, `run-${c.remote}-1`));
           console.log(`[lq] ${c.id} gateway: weft show nat ${JSON.stringify(st.nat)}`);
           expect(st.nat?.mssClamped, `${c.id}: mss clamped`).toBeGreaterThanOrEqual(2);
         }
@@ -542,7 +348,7 @@ describe.skipIf(skip !== null)(
     test("health on every hop: a blocked Geneve link turns its GeneveTunnel and the gateway's Connection to Error and back; rules dropping everything take the Connection out of Connected", async () => {
       const ca = clusters.get('a')!;
       const cb = clusters.get('b')!;
-      const gwRun = join(dir, `run-${ca.remote}-2`); // the active replica since the failover test
+      const gwRun = join(pair.dir, `run-${ca.remote}-2`); // the active replica since the failover test
       try {
         for (const c of [ca, cb])
           await waitFor(

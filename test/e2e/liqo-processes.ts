@@ -8,15 +8,16 @@
  * the host's API server reachable at 127.0.0.1:6443 inside a namespace (a unix socket crosses
  * namespaces).
  */
-import { readFileSync, writeFileSync } from 'node:fs';
+import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createConnection, createServer, type Server } from 'node:net';
 import { join } from 'node:path';
 import { parseAllDocuments } from 'yaml';
 import type { LiqoResources } from '../../src/control/k8s/resources.js';
+import type { WeftStatus } from '../../src/daemon/status.js';
 import { FakeApiServer } from '../k8s-fake/server.js';
 import { renderGatewayTemplate, type GatewayObject } from '../k8s-fake/liqo-render.js';
 import { LIQO_NAMESPACE } from '../k8s-fake/liqo-peering.js';
-import { ROOT } from '../cli/helpers.js';
+import { ROOT, runWeft } from '../cli/helpers.js';
 import type { Spawned, Topology } from '../util/netns.js';
 import { loadLiqo } from '../control/k8s/helpers.js';
 
@@ -228,4 +229,13 @@ export function weftPid(s: Spawned): number {
     .map(Number);
   if (kids.length !== 1) throw new Error(`expected one child of ${s.pid}, found ${kids.length}`);
   return kids[0]!;
+}
+
+/** `weft show --json` of a process by its run dir (the one control socket there). */
+export async function showRunDir(runDir: string): Promise<WeftStatus> {
+  const sock = readdirSync(runDir).find((f) => f.endsWith('.sock'));
+  if (sock === undefined) throw new Error(`no control socket in ${runDir}`);
+  const r = await runWeft(['show', sock.slice(0, -5), '--json', '--run-dir', runDir], { timeoutMs: 10_000 });
+  if (r.code !== 0) throw new Error(`weft show (${runDir}): ${r.code} ${r.stderr}`);
+  return JSON.parse(r.stdout) as WeftStatus;
 }

@@ -30,53 +30,35 @@ import {
   copyFileSync,
   mkdirSync,
   mkdtempSync,
-  readFileSync,
   readdirSync,
-  rmSync,
+  readFileSync,
   writeFileSync,
 } from 'node:fs';
-import type { Server } from 'node:net';
-import { createHash } from 'node:crypto';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { generatePrivateKeyBase64, publicKeyBase64 } from '../../src/crypto/keys.js';
-import { getCryptoBackend } from '../../src/crypto/select.js';
-import type { LiqoResources } from '../../src/control/k8s/resources.js';
 import type { WeftStatus } from '../../src/daemon/status.js';
-import type { FakeApiServer } from '../k8s-fake/server.js';
-import type { GatewayObject } from '../k8s-fake/liqo-render.js';
-import {
-  EXTERNAL_CIDR,
-  liqoFirewallConfigurations,
-  liqoPeeringSide,
-  rulesSide,
-  tenantNamespace,
-  type PeeringSide,
-} from '../k8s-fake/liqo-peering.js';
+import { EXTERNAL_CIDR, liqoFirewallConfigurations, rulesSide } from '../k8s-fake/liqo-peering.js';
 import { userDropPort } from '../rules/liqo-peering-objects.js';
 import { inNs, runCommand } from '../../src/demo/host.js';
 import { e2eUnavailableReason, ping, Topology, waitFor, type Spawned } from '../util/netns.js';
 import { ensureBuilt, ROOT, runWeft, WEFT_BIN } from '../cli/helpers.js';
+import { NET, relayIn, showRunDir, weftPid } from './liqo-processes.js';
 import {
-  NET,
-  gatewayObject,
-  gatewayPodCommand,
-  hostRelay,
-  nodeAgentCommand,
-  relayIn,
-  saKubeconfig,
-  startLiqoApiServer,
-  weftPid,
-} from './liqo-processes.js';
+  LiqoPair,
+  POD_IP,
+  POD_IP_REMOTE,
+  peeringKeys,
+  type Letter,
+  type LiqoCluster,
+  type PeeringKeys,
+} from './liqo-topology.js';
 
 const skip = e2eUnavailableReason(['ip', 'ping', 'timeout', 'setpriv', 'iperf3']);
 const topo = new Topology('lr');
+const pair = new LiqoPair(topo);
+const { clusters, procs, status, podNs } = pair;
 const WAN = { a: '192.168.78.1', b: '192.168.78.2' } as const;
-const GW_POD_IP = '10.244.0.10';
-const NODE_HOST_IP = '10.244.0.1';
-const POD_IP = '10.0.1.5';
-const POD_IP_REMOTE = '10.71.1.5';
 /** The gateway's internal address (the fabric IPAM's first: test/k8s-fake/liqo-peering.ts). */
 const GW_INTERNAL = '10.80.0.1';
 const EXT_GW = '192.168.99.1';
@@ -98,23 +80,6 @@ const SETPRIV = [
   '--bounding-set=-all',
   '--',
 ];
-
-type Letter = 'a' | 'b';
-interface Cluster {
-  letter: Letter;
-  side: PeeringSide;
-  id: string;
-  remote: string;
-  server: FakeApiServer;
-  ns: string;
-  gw: GatewayObject;
-  sock: string;
-  keyDir: string;
-}
-const clusters = new Map<Letter, Cluster>();
-const relays: Server[] = [];
-const procs = new Map<string, Spawned>();
-let dir = '';
 
 /** Cluster a: the out-of-cluster host routed out of the gateway's own interface (eth0), and towards the gateway on the node. */
 function externalRoutes(): Record<string, unknown>[] {
@@ -149,59 +114,35 @@ function externalRoutes(): Record<string, unknown>[] {
   ];
 }
 
-async function startCluster(letter: Letter, keys: Record<Letter, { priv: string; pub: string }>): Promise<Cluster> {
-  const other: Letter = letter === 'a' ? 'b' : 'a';
-  const id = `cluster-${letter}`;
-  const remote = `cluster-${other}`;
-  const side: PeeringSide = {
-    local: id,
-    remote,
-    side: letter === 'a' ? 'server' : 'client',
-    privateKey: keys[letter].priv,
-    publicKey: keys[letter].pub,
-    remotePublicKey: keys[other].pub,
-    endpoint: { address: WAN.a, port: 51840 },
-    gatewayPod: { ip: GW_POD_IP, node: 'worker-1' },
-    nodes: [{ name: 'worker-1', pods: [{ name: 'app', ip: POD_IP }] }],
-    liqoMode: {
-      mss: 1300,
-      ...(letter === 'a'
-        ? {
-            ipMappings: [
-              { name: MAPPED.name, real: MAPPED.real, remapped: MAPPED.remapped, node: 'worker-1', masquerade: true },
-            ],
-          }
-        : {}),
+async function startCluster(letter: Letter, keys: PeeringKeys): Promise<LiqoCluster> {
+  const c = await pair.startCluster(letter, keys, {
+    side: {
+      endpoint: { address: WAN.a, port: 51840 },
+      liqoMode: {
+        mss: 1300,
+        ...(letter === 'a'
+          ? {
+              ipMappings: [
+                { name: MAPPED.name, real: MAPPED.real, remapped: MAPPED.remapped, node: 'worker-1', masquerade: true },
+              ],
+            }
+          : {}),
+      },
     },
-  };
-  const res: LiqoResources = liqoPeeringSide(side);
-  const ns = tenantNamespace(remote);
-  const server = await startLiqoApiServer({
-    clusterId: id,
-    res,
-    extra: [
+    extra: (side) => [
       { plural: 'firewallconfigurations', objects: liqoFirewallConfigurations(side) },
       ...(letter === 'a' ? [{ plural: 'routeconfigurations', objects: externalRoutes() }] : []),
     ],
-    gateway: { namespace: ns, name: remote },
   });
   if (letter === 'a')
     // The ipam IP a user creates and Liqo's IPAM fills in (status: the address in the external CIDR).
-    server.put('ipam.liqo.io/v1alpha1', 'ips', {
+    c.server.put('ipam.liqo.io/v1alpha1', 'ips', {
       apiVersion: 'ipam.liqo.io/v1alpha1',
       kind: 'IP',
-      metadata: { name: MAPPED.name, namespace: ns },
+      metadata: { name: MAPPED.name, namespace: c.ns },
       spec: { ip: MAPPED.real, masquerade: true },
       status: { ip: MAPPED.remapped, cidr: EXTERNAL_CIDR },
     });
-  const gw = gatewayObject(server, letter === 'a' ? 'server' : 'client', ns, remote);
-  const sock = join(dir, `${letter}-api.sock`);
-  relays.push(await hostRelay(server, sock));
-  const keyDir = join(dir, `keys-${letter}`);
-  mkdirSync(keyDir);
-  writeFileSync(join(keyDir, 'privateKey'), Buffer.from(keys[letter].priv, 'base64'));
-  const c: Cluster = { letter, side, id, remote, server, ns, gw, sock, keyDir };
-  clusters.set(letter, c);
   return c;
 }
 
@@ -213,65 +154,26 @@ function nobodyDir(path: string): string {
 }
 
 /** The gateway pod from the restricted template, as uid 65534 with no capability, in lrXg. */
-function startGateway(c: Cluster): Spawned {
+function startGateway(c: LiqoCluster): Spawned {
   const mode = c.letter === 'a' ? 'server' : 'client';
-  const pod = `${c.remote}-1`;
-  const cmd = gatewayPodCommand(mode, c.gw, pod, 'worker-1', `wireguard-${mode}-template-restricted.yaml`);
-  expect(cmd.args).toContain('--host-lane=sockets');
-  c.server.put('v1', 'pods', {
-    apiVersion: 'v1',
-    kind: 'Pod',
-    metadata: { name: pod, namespace: c.ns, labels: cmd.labels },
-    spec: {
-      nodeName: 'worker-1',
-      serviceAccountName: cmd.serviceAccount,
-      containers: [{ name: 'gateway', image: 'weft' }],
-    },
-    status: { phase: 'Running', podIP: GW_POD_IP, hostIP: NODE_HOST_IP },
-  });
-  const argv = cmd.args
-    .filter((a) => !a.startsWith('--metrics-listen='))
-    .map((a) => (a.startsWith('--wireguard-key-dir=') ? `--wireguard-key-dir=${c.keyDir}` : a));
-  if (c.letter === 'a')
-    argv.push(`--host-lane-udp-timeout=${UDP_TIMEOUT_S}`, `--host-lane-udp-stream-timeout=${UDP_STREAM_TIMEOUT_S}`);
-  const kc = saKubeconfig(c.server, join(dir, `${c.letter}-gw.kubeconfig`), c.ns, cmd.serviceAccount);
-  const runDir = nobodyDir(join(dir, `run-gw-${c.letter}`));
-  const proc = topo.spawnIn(
-    topo.ns(`${c.letter}g`),
-    `gw-${c.letter}`,
-    [...SETPRIV, process.execPath, WEFT_BIN, ...argv, `--kubeconfig=${kc}`, `--run-dir=${runDir}`],
-    { lifetimeS: 300, env: { ...cmd.env, WEFT_RUN_DIR: runDir } },
-  );
-  procs.set(`gw-${c.letter}`, proc);
-  return proc;
+  const runDir = nobodyDir(join(pair.dir, `run-gw-${c.letter}`));
+  return pair.startGateway(c, {
+    template: `wireguard-${mode}-template-restricted.yaml`,
+    check: (cmd) => expect(cmd.args).toContain('--host-lane=sockets'),
+    prefix: SETPRIV,
+    args:
+      c.letter === 'a'
+        ? [`--host-lane-udp-timeout=${UDP_TIMEOUT_S}`, `--host-lane-udp-stream-timeout=${UDP_STREAM_TIMEOUT_S}`]
+        : [],
+    runDir,
+    env: { WEFT_RUN_DIR: runDir },
+    name: `gw-${c.letter}`,
+    lifetimeS: 300,
+  }).proc;
 }
 
-function startNodeAgent(c: Cluster): Spawned {
-  const cmd = nodeAgentCommand(c.id, 'worker-1', 'weft-fabric-w1', NODE_HOST_IP);
-  const kc = saKubeconfig(c.server, join(dir, `${c.letter}-node.kubeconfig`), 'liqo', cmd.serviceAccount);
-  const proc = topo.spawnIn(
-    topo.ns(`${c.letter}n`),
-    `node-${c.letter}`,
-    [process.execPath, WEFT_BIN, ...cmd.args, `--kubeconfig=${kc}`, `--run-dir=${join(dir, `run-node-${c.letter}`)}`],
-    { lifetimeS: 300, env: cmd.env },
-  );
-  procs.set(`node-${c.letter}`, proc);
-  return proc;
-}
-
-async function show(runDir: string): Promise<WeftStatus> {
-  const sock = readdirSync(runDir).find((f) => f.endsWith('.sock'));
-  if (sock === undefined) throw new Error(`no control socket in ${runDir}`);
-  const r = await runWeft(['show', sock.slice(0, -5), '--json', '--run-dir', runDir], { timeoutMs: 10_000 });
-  if (r.code !== 0) throw new Error(`weft show (${runDir}): ${r.code} ${r.stderr}`);
-  return JSON.parse(r.stdout) as WeftStatus;
-}
-
-const status = (c: Cluster) =>
-  c.server.getObject(NET, 'connections', c.ns, `gw-${c.remote}`)?.['status'] as
-    { value?: string; latency?: { value?: string } } | undefined;
-const podNs = (l: Letter) => topo.ns(`${l}p`);
-const diag = (): string => [...procs].map(([n, p]) => `--- ${n}\n${p.output().slice(-2500)}`).join('\n');
+const show = showRunDir;
+const diag = (): string => pair.diag(2500);
 
 /** One UDP request/reply from `ns` (source port `from`, 0: any) to addr:port (node's dgram, bounded): the reply text or ''. */
 function udpExchange(ns: string, addr: string, port: number, text: string, from = 0): string {
@@ -326,20 +228,12 @@ const UDP_FLOOD_JS =
 beforeAll(async () => {
   if (skip) return;
   ensureBuilt(['src/cli/weft.js', 'src/pipelines/host-lane.js', 'src/cli/commands/k8s-args.js']);
-  dir = mkdtempSync(join(tmpdir(), 'lr-rootless-'));
-  chmodSync(dir, 0o755); // uid 65534 reads its kubeconfig and key below it
-  for (const l of ['a', 'b'] as const) {
-    const g = topo.addNamespace(`${l}g`);
-    const n = topo.addNamespace(`${l}n`);
-    const p = topo.addNamespace(`${l}p`);
-    topo.link(g, `${l}g-n`, `${GW_POD_IP}/24`, n, `${l}n-g`, `${NODE_HOST_IP}/24`);
-    topo.link(n, `${l}n-p`, '10.0.1.1/24', p, `${l}p-n`, `${POD_IP}/24`);
-    topo.exec(n, ['sysctl', '-qw', 'net.ipv4.ip_forward=1']);
-    topo.exec(p, ['ip', 'route', 'add', 'default', 'via', '10.0.1.1']);
-    // The restricted template's pod sysctl: the gateway's group may open ICMP sockets.
-    topo.exec(g, ['sysctl', '-qw', `net.ipv4.ping_group_range=${NOBODY} ${NOBODY}`]);
-  }
-  topo.link(topo.ns('ag'), 'ag-w', `${WAN.a}/24`, topo.ns('bg'), 'bg-w', `${WAN.b}/24`);
+  pair.dir = mkdtempSync(join(tmpdir(), 'lr-rootless-'));
+  chmodSync(pair.dir, 0o755); // uid 65534 reads its kubeconfig and key below it
+  pair.addNamespaces(WAN);
+  // The restricted template's pod sysctl: the gateway's group may open ICMP sockets.
+  for (const l of ['a', 'b'] as const)
+    topo.exec(topo.ns(`${l}g`), ['sysctl', '-qw', `net.ipv4.ping_group_range=${NOBODY} ${NOBODY}`]);
   const x = topo.addNamespace('ax');
   topo.link(topo.ns('ag'), 'ag-x', `${EXT_GW}/24`, x, 'ax-g', `${EXT_HOST}/24`);
   // The IP-mapped host, beside cluster a's node (no route back into the cluster: the node masquerades).
@@ -349,9 +243,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await topo.cleanup();
-  for (const r of relays) r.close();
-  for (const c of clusters.values()) await c.server.stop();
-  if (dir) rmSync(dir, { recursive: true, force: true });
+  await pair.stop();
 }, 60_000);
 
 describe.skipIf(skip !== null)('a gateway without a host device: uid 65534, no capabilities (processes)', () => {
@@ -362,13 +254,7 @@ describe.skipIf(skip !== null)('a gateway without a host device: uid 65534, no c
   let blobSha = '';
 
   beforeAll(async () => {
-    const backend = getCryptoBackend('auto');
-    const keys = Object.fromEntries(
-      (['a', 'b'] as const).map((l) => {
-        const priv = generatePrivateKeyBase64(backend);
-        return [l, { priv, pub: publicKeyBase64(backend, priv) }];
-      }),
-    ) as Record<Letter, { priv: string; pub: string }>;
+    const keys = peeringKeys();
     const ca = await startCluster('a', keys);
     const cb = await startCluster('b', keys);
     const echoJs = (addr: string): string =>
@@ -422,7 +308,7 @@ describe.skipIf(skip !== null)('a gateway without a host device: uid 65534, no c
     for (const c of [ca, cb]) {
       relayIn(topo, topo.ns(`${c.letter}g`), c.sock, 300);
       relayIn(topo, topo.ns(`${c.letter}n`), c.sock, 300);
-      startNodeAgent(c);
+      pair.startNodeAgent(c, { lifetimeS: 300 });
       startGateway(c);
     }
     try {
@@ -476,7 +362,7 @@ describe.skipIf(skip !== null)('a gateway without a host device: uid 65534, no c
         `[lr] ICMP echo pod a → ${EXT_HOST} through the host lane: ${icmp.received}/5 (avg ${icmp.avgMs} ms)`,
       );
       expect(icmp.received).toBeGreaterThanOrEqual(4);
-      const st = await show(join(dir, 'run-gw-a'));
+      const st = await show(join(pair.dir, 'run-gw-a'));
       console.log(`[lr] weft show hostLane ${JSON.stringify(st.hostLane)}`);
       expect(st.hostLane?.mode).toBe('sockets');
       expect(st.hostLane?.reason).toMatch(/--host-lane=sockets/);
@@ -503,7 +389,7 @@ describe.skipIf(skip !== null)('a gateway without a host device: uid 65534, no c
         .trim();
       console.log(`[lr] TCP pod a → ${EXT_HOST}:7009 (closed port): ${JSON.stringify(refused)}`);
       expect(refused).toMatch(/^error (ECONNRESET|EPIPE)/);
-      const st2 = await show(join(dir, 'run-gw-a'));
+      const st2 = await show(join(pair.dir, 'run-gw-a'));
       expect(st2.drops['host_lane_tcp_connect_failed']).toBe(1);
       expect(procs.get('gw-a')!.output()).toContain('host lane in process');
     } catch (e) {
@@ -543,7 +429,7 @@ describe.skipIf(skip !== null)('a gateway without a host device: uid 65534, no c
     const a = clusters.get('a')!;
     const key = `${a.ns}/user-drop-port`;
     const counter = async (): Promise<number | undefined> =>
-      (await show(join(dir, 'run-gw-a'))).rules?.counters.find(
+      (await show(join(pair.dir, 'run-gw-a'))).rules?.counters.find(
         (x) => x.object === key && x.rule === `drop-tcp-${DROP_PORT}`,
       )?.packets;
     const get = (port: number, ms: number): Promise<string> =>
@@ -566,7 +452,7 @@ describe.skipIf(skip !== null)('a gateway without a host device: uid 65534, no c
       const n = await counter();
       console.log(`[lr] user FirewallConfiguration: TCP ${DROP_PORT} dropped, counter ${n} packets; 8080 passes`);
       expect(n).toBeGreaterThan(0);
-      expect((await show(join(dir, 'run-gw-a'))).errors ?? []).toEqual([]);
+      expect((await show(join(pair.dir, 'run-gw-a'))).errors ?? []).toEqual([]);
     } finally {
       a.server.remove(NET, 'firewallconfigurations', a.ns, 'user-drop-port');
     }
@@ -602,7 +488,7 @@ describe.skipIf(skip !== null)('a gateway without a host device: uid 65534, no c
     expect(u).toMatch(new RegExp(`^echo:mapped from ${NODE_EXT.replaceAll('.', '\\.')}:\\d+$`));
     // Liqo routes it through the node, not out of the gateway's own interface: the host lane holds
     // no flow for it (a relayed UDP exchange would stay a flow for its idle timeout, 3 s).
-    const st = await show(join(dir, 'run-gw-a'));
+    const st = await show(join(pair.dir, 'run-gw-a'));
     expect(st.hostLane?.flows?.['udp']).toBe(0);
     expect(st.hostLane?.flows?.['tcp']).toBe(0);
     expect(st.errors ?? []).toEqual([]);
@@ -613,7 +499,7 @@ describe.skipIf(skip !== null)('a gateway without a host device: uid 65534, no c
 
   test('the host lane relay: TCP ends cleanly (FIN either side first, RST either side), an idle UDP flow times out, a UDP flood fills the flow table with counted drops and no memory growth', async () => {
     const gw = procs.get('gw-a')!;
-    const gwShow = (): Promise<WeftStatus> => show(join(dir, 'run-gw-a'));
+    const gwShow = (): Promise<WeftStatus> => show(join(pair.dir, 'run-gw-a'));
     await waitFor('the ends servers', () => ends.output().includes('listening'), 5000);
     // FIN from the server first: the pod sees the data and the FIN, answers with its own; both sides close cleanly.
     const fin = await nodeIn(podNs('a'), TCP_CLIENT_JS, [EXT_HOST, '7012', 'fin']);
@@ -713,7 +599,7 @@ describe.skipIf(skip !== null)('a gateway without a host device: uid 65534, no c
 
   test('fall-back: without the right to create a TUN, --host-lane auto says why and runs the host lane in process', async () => {
     const ns = topo.addNamespace('fb');
-    const cfg = join(dir, 'fb.yaml');
+    const cfg = join(pair.dir, 'fb.yaml');
     copyFileSync(join(ROOT, 'examples/gateway-a.yaml'), cfg);
     writeFileSync(
       cfg,
@@ -722,7 +608,7 @@ describe.skipIf(skip !== null)('a gateway without a host device: uid 65534, no c
         .replace('endpoint: 192.0.2.20:51840', 'endpoint: 127.0.0.1:51999'),
     );
     chmodSync(cfg, 0o644);
-    const runDir = nobodyDir(join(dir, 'run-fb'));
+    const runDir = nobodyDir(join(pair.dir, 'run-fb'));
     const p = topo.spawnIn(
       ns,
       'fb',

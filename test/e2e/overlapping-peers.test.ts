@@ -12,54 +12,30 @@
  * picks the remap, so A's pod sees 10.71.1.2 and 10.73.1.2). Each gateway is a child process
  * started from dist/ inside its namespace, with a node agent and a pod behind it.
  */
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { getCryptoBackend } from '../../src/crypto/select.js';
-import { generatePrivateKeyBase64, publicKeyBase64 } from '../../src/crypto/keys.js';
 import type { GatewayStats } from '../../src/gateway/gateway-stats.js';
-import { e2eUnavailableReason, ping, Topology, waitFor, type Spawned } from '../util/netns.js';
-import { launchArgv, statsOf } from './fabric-topology.js';
+import { e2eUnavailableReason, ping, Topology } from '../util/netns.js';
+import { statsOf } from './fabric-topology.js';
+import { clusterKeys, nodeConfig, YamlClusters } from './yaml-clusters.js';
 
-const ROOT = resolve(import.meta.dirname, '../..');
 const skip = e2eUnavailableReason(['ping', 'ss'], { nativeAddon: true, built: ['dist/src/daemon/launch.js'] });
-
-const PORT = 8080;
-/** Answers every TCP connection with the address it came from. */
-const ECHO_SERVER = `require('net').createServer((s) => s.end(s.remoteAddress + '\\n')).listen(${PORT}, '0.0.0.0')`;
-function tcpClient(addr: string): string {
-  return (
-    `const s = require('net').connect(${PORT}, '${addr}'); let b = ''; s.on('data', (d) => b += d); s.on('end', () => { console.log(b.trim()); process.exit(0); });` +
-    ` s.on('error', (e) => { console.log('error ' + e.code); process.exit(1); }); setTimeout(() => { console.log('timeout'); process.exit(1); }, 5000);`
-  );
-}
 
 const POD = '10.0.1.2';
 const INTERNAL = '10.80.0.1';
 
 describe.skipIf(skip !== null)('one gateway, two peers with the same real pod CIDR', () => {
   const topo = new Topology('wo');
-  const procs: Record<string, Spawned> = {};
-  const ns: Record<string, { gw: string; node: string; pod: string }> = {};
+  const clusters = new YamlClusters(topo);
+  const { procs, ns, client } = clusters;
 
   beforeAll(async () => {
     try {
-      const backend = getCryptoBackend('auto');
       const dir = mkdtempSync(join(tmpdir(), 'weft-overlap-'));
-      const keys: Record<string, { priv: string; pub: string }> = {};
-      for (const c of ['a', 'b', 'c']) {
-        const priv = generatePrivateKeyBase64(backend);
-        keys[c] = { priv, pub: publicKeyBase64(backend, priv) };
-        const gw = topo.addNamespace(`${c}g`);
-        const node = topo.addNamespace(`${c}n`);
-        const pod = topo.addNamespace(`${c}p`);
-        ns[c] = { gw, node, pod };
-        topo.link(gw, `${c}g-n`, '198.18.0.1/24', node, `${c}n-g`, '198.18.0.2/24');
-        topo.link(node, `${c}n-p`, '10.0.1.1/24', pod, `${c}p-n`, `${POD}/24`);
-        topo.exec(node, ['sysctl', '-qw', 'net.ipv4.ip_forward=1']);
-        topo.exec(pod, ['ip', 'route', 'add', '10.0.0.0/8', 'via', '10.0.1.1']);
-      }
+      const keys = clusterKeys(['a', 'b', 'c']);
+      for (const c of ['a', 'b', 'c']) clusters.add(c, `${POD}/24`);
       topo.link(ns.a!.gw, 'a-wanb', '198.19.1.1/24', ns.b!.gw, 'b-wan', '198.19.1.2/24');
       topo.link(ns.a!.gw, 'a-wanc', '198.19.2.1/24', ns.c!.gw, 'c-wan', '198.19.2.2/24');
 
@@ -107,62 +83,17 @@ describe.skipIf(skip !== null)('one gateway, two peers with the same real pod CI
             podRoutes: [{ podCIDR: '10.0.1.0/24', nodeInternalAddress: '10.80.0.2' }],
           },
         };
-        const node = {
-          role: 'node',
-          cluster: { id: `cluster-${c}`, podCIDRs: ['10.0.1.0/24'], internalCIDR: '10.80.0.0/16' },
-          node: {
-            name: 'node-0',
-            underlayAddress: '198.18.0.2',
-            tunName: `wo${c}nt`,
-            mtu: 1340,
-            gateways: [
-              {
-                name: 'gateway',
-                vni: 1,
-                gatewayUnderlay: '198.18.0.1',
-                gatewayInternalAddress: INTERNAL,
-                localInternalAddress: '10.80.0.2',
-                remoteCIDRs: remoteCIDRs[c],
-              },
-            ],
-          },
-        };
-        // JSON is YAML: the loader reads it as is.
-        writeFileSync(join(dir, `${c}-gw.yaml`), JSON.stringify(gw));
-        writeFileSync(join(dir, `${c}-node.yaml`), JSON.stringify(node));
-        procs[`${c}gw`] = topo.spawnIn(ns[c]!.gw, `gateway-${c}`, launchArgv(ROOT, join(dir, `${c}-gw.yaml`)), {
-          lifetimeS: 170,
+        const node = nodeConfig(c, {
+          podCIDRs: ['10.0.1.0/24'],
+          internalCIDR: '10.80.0.0/16',
+          tunName: `wo${c}nt`,
+          gatewayInternalAddress: INTERNAL,
+          localInternalAddress: '10.80.0.2',
+          remoteCIDRs: remoteCIDRs[c]!,
         });
-        procs[`${c}node`] = topo.spawnIn(ns[c]!.node, `node-${c}`, launchArgv(ROOT, join(dir, `${c}-node.yaml`)), {
-          lifetimeS: 170,
-        });
-        procs[`${c}echo`] = topo.spawnIn(ns[c]!.pod, `echo-${c}`, ['node', '-e', ECHO_SERVER], { lifetimeS: 170 });
+        clusters.start({ c, dir, gw, node, echoHost: '0.0.0.0', lifetimeS: 170 });
       }
-      for (const p of Object.values(procs).filter((x) => x.name.startsWith('gateway') || x.name.startsWith('node'))) {
-        await waitFor(
-          `${p.name} ready`,
-          () =>
-            /ready (gateway|node)/.test(p.output()) ||
-            (p.child.exitCode !== null && Promise.reject(new Error(p.output()))),
-          15_000,
-        );
-      }
-      await waitFor(
-        'A has a session with B and with C',
-        async () => {
-          const st = await statsOf<GatewayStats>(procs.agw!);
-          return st.peers.length === 2 && st.peers.every((p) => p.connected);
-        },
-        15_000,
-        300,
-      );
-      for (const c of ['a', 'b', 'c']) {
-        await waitFor(
-          `echo server in ${c}`,
-          () => topo.exec(ns[c]!.pod, ['ss', '-Hlnt'], { allowFail: true }).includes(`:${PORT}`),
-          10_000,
-        );
-      }
+      await clusters.ready({ peers: 2, label: 'A has a session with B and with C' });
     } catch (e) {
       await topo.cleanup();
       throw e;
@@ -172,9 +103,6 @@ describe.skipIf(skip !== null)('one gateway, two peers with the same real pod CI
   afterAll(async () => {
     await topo.cleanup();
   }, 30_000);
-
-  const client = (from: string, to: string): string =>
-    topo.exec(ns[from]!.pod, ['node', '-e', tcpClient(to)], { allowFail: true, timeoutMs: 8000 }).trim();
 
   it("A's pod reaches B's pod as 10.71.1.2 and C's pod as 10.73.1.2 (both really 10.0.1.2)", () => {
     expect(ping(topo, ns.a!.pod, '10.71.1.2', 4, 0.2).received).toBeGreaterThanOrEqual(3);

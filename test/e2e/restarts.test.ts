@@ -13,7 +13,7 @@ import { execFileSync } from 'node:child_process';
 import { resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { e2eUnavailableReason, sleep, Topology, waitFor, type Spawned } from '../util/netns.js';
-import { buildFabric, launchArgv, remapped, type FabricCluster } from './fabric-topology.js';
+import { buildFabric, launchArgv, remapped, waitReady, type FabricCluster } from './fabric-topology.js';
 
 const ROOT = resolve(import.meta.dirname, '../..');
 const skip = e2eUnavailableReason(['ping', 'pgrep'], { nativeAddon: true, built: ['dist/src/daemon/launch.js'] });
@@ -37,13 +37,7 @@ describe.skipIf(skip !== null)('restarts: kill -9 and start again, traffic back 
   async function start(name: string, ns: string, config: string): Promise<void> {
     const spawned = topo.spawnIn(ns, name, launchArgv(ROOT, config), { lifetimeS: 170 });
     procs.set(name, { spawned, ns, config });
-    await waitFor(
-      `${name} ready`,
-      () =>
-        /ready (gateway|node)/.test(spawned.output()) ||
-        (spawned.child.exitCode !== null && Promise.reject(new Error(spawned.output()))),
-      15_000,
-    );
+    await waitReady(spawned);
   }
 
   const pingOnce = (ns: string, addr: string): boolean =>
