@@ -152,14 +152,7 @@ export async function pathLoop(
   const buf = new Uint8Array(slot * batch);
   const offs = new Uint32Array(batch);
   const lens = new Uint32Array(batch).fill(size);
-  const hdr = new Uint8Array(20);
-  hdr[0] = 0x45;
-  hdr[2] = size >> 8;
-  hdr[3] = size & 0xff;
-  hdr[8] = 64;
-  hdr[9] = 17;
-  hdr.set([10, 1, 0, 1], 12);
-  hdr.set(dst, 16);
+  const hdr = udpHeader(size, [10, 1, 0, 1], dst);
   for (let i = 0; i < batch; i++) offs[i] = i * slot + 16;
   return {
     batch(): number {
@@ -181,4 +174,17 @@ export async function pathLoop(
       return `A drops [${d(ea)}] handoffs ${ea.handoffs}, B drops [${d(eb)}] handoffs ${eb.handoffs}, A port ${JSON.stringify(pa.stats)}, B port ${JSON.stringify(pb.stats)}`;
     },
   };
+}
+
+/** The 20-byte IPv4 header of a UDP packet of `size` bytes from `src` to `dst` (checksum left 0). */
+export function udpHeader(size: number, src: readonly number[], dst: readonly number[]): Uint8Array {
+  const hdr = new Uint8Array(20);
+  hdr[0] = 0x45;
+  hdr[2] = size >> 8;
+  hdr[3] = size & 0xff;
+  hdr[8] = 64;
+  hdr[9] = 17;
+  hdr.set(src, 12);
+  hdr.set(dst, 16);
+  return hdr;
 }

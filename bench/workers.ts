@@ -50,7 +50,7 @@ import { ShardEngine } from '../src/wireguard/shard.js';
 import type { ShardPeer } from '../src/wireguard/shard-peer.js';
 import type { ShardSnapshot } from '../src/wireguard/shard-owner.js';
 import { ShardSlots } from '../src/wireguard/shard-slots.js';
-import { pathLoop } from './workers-path.js';
+import { pathLoop, udpHeader } from './workers-path.js';
 
 const BATCH = 64;
 const MODES = ['transport-peers', 'transport-shared', 'transport-duplex', 'path'] as const;
@@ -143,14 +143,7 @@ function transportStep(job: Job, ea: ShardEngine, eb: ShardEngine, t: Tally): ()
   const ro = new ReceiveResult<ShardPeer>();
   /** One direction: sealed by `enc`, opened by `dec` as from `from`; its header and send counter word. */
   const direction = (enc: ShardEngine, dec: ShardEngine, from: Endpoint, src: number[], dst: number[], side: Side) => {
-    const hdr = new Uint8Array(20);
-    hdr[0] = 0x45;
-    hdr[2] = size >> 8;
-    hdr[3] = size & 0xff;
-    hdr[8] = 64;
-    hdr[9] = 17;
-    hdr.set(src, 12);
-    hdr.set(dst, 16);
+    const hdr = udpHeader(size, src, dst);
     const peer = side.snap.peers.find((p) => side === job.b || sameDst(p, dst))!;
     // The send counter word (for classifying late drops).
     return { enc, dec, from, hdr, words: new Uint32Array(side.shared.keypairs), at: sendCounterIndex(peer.send!.slot) };

@@ -31,6 +31,7 @@ import { TUN_OFFLOAD_MAX_PACKET, TunDevice } from '../io/tun.js';
 import type { TunOffloadState } from '../io/tun-link.js';
 import { UdpSocket, type UdpOptions } from '../io/udp.js';
 import { WireGuardPort } from '../pipelines/wireguard-port.js';
+import { swapAddresses, writePacket } from '../pipelines/wireguard-warmup.js';
 import type { InnerSink } from '../pipelines/wireguard-port-types.js';
 import { Device } from '../wireguard/device.js';
 import type { Peer } from '../wireguard/peer.js';
@@ -243,38 +244,6 @@ function randomKey(d: Device): Uint8Array {
 
 /** An ICMP (v = 4) or ICMPv6 (v = 6) echo request of `len` bytes from host 1 to host 2 of the warm-up net. */
 function writeEcho(buf: Uint8Array, off: number, v: number, len: number): void {
-  buf.fill(0, off, off + len);
-  if (v === 4) {
-    buf[off] = 0x45;
-    buf[off + 2] = len >> 8;
-    buf[off + 3] = len & 0xff;
-    buf[off + 8] = 64;
-    buf[off + 9] = 1;
-    buf.set([10, 255, 0, 1, 10, 255, 0, 2], off + 12);
-    buf[off + 20] = 8;
-  } else {
-    buf[off] = 0x60;
-    const pl = len - 40;
-    buf[off + 4] = pl >> 8;
-    buf[off + 5] = pl & 0xff;
-    buf[off + 6] = 58;
-    buf[off + 7] = 64;
-    buf[off + 8] = 0xfd;
-    buf[off + 23] = 1;
-    buf[off + 24] = 0xfd;
-    buf[off + 39] = 2;
-    buf[off + 40] = 128;
-  }
-}
-
-/** Swaps the source and destination addresses of the IPv4 or IPv6 packet at off. */
-function swapAddresses(buf: Uint8Array, off: number): void {
-  const v4 = buf[off] >> 4 === 4;
-  const src = off + (v4 ? 12 : 8);
-  const n = v4 ? 4 : 16;
-  for (let i = 0; i < n; i++) {
-    const x = buf[src + i];
-    buf[src + i] = buf[src + n + i];
-    buf[src + n + i] = x;
-  }
+  writePacket(buf, off, v, 1, 2, len);
+  buf[off + (v === 4 ? 20 : 40)] = v === 4 ? 8 : 128;
 }

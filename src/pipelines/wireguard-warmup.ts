@@ -95,7 +95,7 @@ const EP_A: Endpoint = { address: '192.0.2.1', port: 51820 };
 const EP_B: Endpoint = { address: '192.0.2.2', port: 51820 };
 
 /** A ping-sized IPv4 (v = 4) or IPv6 (v = 6) packet from `src` to `dst` (last byte of each). */
-function writePacket(buf: Uint8Array, off: number, v: number, src: number, dst: number, len: number): void {
+export function writePacket(buf: Uint8Array, off: number, v: number, src: number, dst: number, len: number): void {
   buf.fill(0, off, off + len);
   if (v === 4) {
     buf[off] = 0x45;
@@ -290,8 +290,8 @@ class Round {
   }
 }
 
-/** Swaps the source and destination addresses of the IPv4 or IPv6 packet at off. */
-function swapAddresses(buf: Uint8Array, off: number): void {
+/** Swaps the source and destination addresses of the IPv4 or IPv6 packet at off (an echo's reply). */
+export function swapAddresses(buf: Uint8Array, off: number): void {
   const v4 = buf[off] >> 4 === 4;
   const src = off + (v4 ? 12 : 8);
   const n = v4 ? 4 : 16;
