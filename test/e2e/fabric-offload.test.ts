@@ -26,7 +26,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { GatewayStats } from '../../src/gateway/gateway-stats.js';
 import type { NodeAgentStats } from '../../src/node/agent.js';
 import { TSHARK_TCP_NOT_GOOD } from '../util/pcap.js';
-import { tsharkCounts } from '../util/tshark-count.js';
+import { tsharkCounts, TSHARK_START_MS } from '../util/tshark-count.js';
 import { e2eUnavailableReason, ping, run, sleep, Topology, waitFor, type Spawned } from '../util/netns.js';
 import { buildFabric, GATEWAY_INTERNAL, launchArgv, statsOf, type FabricCluster } from './fabric-topology.js';
 
@@ -136,7 +136,7 @@ for (const offload of [true, false]) {
         caps.push({ ...h, pcap, proc });
       }
       for (const c of caps)
-        await waitFor(`tshark on ${c.name}`, () => c.proc.output().includes('Capturing on'), 10_000);
+        await waitFor(`tshark on ${c.name}`, () => c.proc.output().includes('Capturing on'), TSHARK_START_MS);
       await sleep(500);
       const transfers = [
         { what: 'pod → gateway host', serverNs: cl.gwNs, clientNs: cl.podNs[0]!, addr: GATEWAY_INTERNAL },

@@ -18,6 +18,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { GatewayStats } from '../../src/gateway/gateway-stats.js';
 import { e2eUnavailableReason, iperfTcp, ping, sleep, Topology, waitFor, type Spawned } from '../util/netns.js';
 import { buildFabric, launchArgv, remapped, statsOf, waitReady, type FabricCluster } from './fabric-topology.js';
+import { TSHARK_START_MS } from '../util/tshark-count.js';
 
 const ROOT = resolve(import.meta.dirname, '../..');
 const skip = e2eUnavailableReason(['iperf3', 'tshark', 'ping'], {
@@ -164,7 +165,7 @@ describe.skipIf(skip !== null)('fabric e2e: two gateways over WireGuard with NAT
       ['tshark', '-q', '-i', 'wfag-wan', '-a', 'duration:20', '-w', pcap],
       { lifetimeS: 30 },
     );
-    await waitFor('tshark capturing', () => cap.output().includes('Capturing on'), 10_000);
+    await waitFor('tshark capturing', () => cap.output().includes('Capturing on'), TSHARK_START_MS);
     await sleep(500);
     expect(ping(topo, A.podNs[0]!, remapped(B.podAddr[0]!), 3, 0.1).received).toBe(3);
     await sleep(1000);

@@ -18,6 +18,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { GatewayStats } from '../../src/gateway/gateway-stats.js';
 import { e2eUnavailableReason, iperfTcp, ping, sleep, Topology, waitFor, type Spawned } from '../util/netns.js';
 import { buildFabric, GATEWAY_INTERNAL, launchArgv, statsOf, type FabricCluster } from './fabric-topology.js';
+import { TSHARK_START_MS } from '../util/tshark-count.js';
 
 const ROOT = resolve(import.meta.dirname, '../..');
 const skip = e2eUnavailableReason(['iperf3', 'tshark', 'ping'], {
@@ -102,7 +103,7 @@ describe.skipIf(skip !== null)('fabric e2e: pods ↔ nodes ↔ gateway over Gene
       ['tshark', '-q', '-i', cl.gwUnderlayIf[0]!, '-a', 'duration:20', '-w', pcap],
       { lifetimeS: 30 },
     );
-    await waitFor('tshark capturing', () => cap.output().includes('Capturing on'), 10_000);
+    await waitFor('tshark capturing', () => cap.output().includes('Capturing on'), TSHARK_START_MS);
     await sleep(500); // dumpcap announces itself slightly before its socket is attached
     const p1 = ping(topo, cl.podNs[0]!, cl.podAddr[1]!, 3, 0.1).received;
     const p2 = ping(topo, cl.podNs[0]!, GATEWAY_INTERNAL, 3, 0.1).received;

@@ -12,7 +12,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LINKTYPE_ETHERNET, LINKTYPE_RAW, PcapWriter } from '../util/pcap.js';
-import { tsharkCounts } from '../util/tshark-count.js';
+import { tsharkCounts, TSHARK_START_MS } from '../util/tshark-count.js';
 import { e2eUnavailableReason, iperfTcp, ping, run, sleep, Topology, waitFor, type Spawned } from '../util/netns.js';
 
 const ROOT = new URL('../../', import.meta.url).pathname;
@@ -139,7 +139,7 @@ async function startCapture(
     ['tshark', '-q', '-i', dev, '-f', bpf, '-a', `duration:${seconds}`, ...count, '-w', file],
     { lifetimeS: seconds + 20 },
   );
-  await waitFor(`tshark capturing on ${dev}`, () => cap.output().includes('Capturing on'), 10_000);
+  await waitFor(`tshark capturing on ${dev}`, () => cap.output().includes('Capturing on'), TSHARK_START_MS);
   return cap;
 }
 

@@ -7,6 +7,12 @@
 import { execFile } from 'node:child_process';
 
 /**
+ * How long a tshark just started may take to say "Capturing on": it loads every dissector first,
+ * 2–5 s on an idle machine and over 10 s with both cores busy (the suite's two lanes at once).
+ */
+export const TSHARK_START_MS = 30_000;
+
+/**
  * Frames of `pcap` matching each of `filters` (same order). `options` go before the statistics
  * (`-d …`, `-o …`). A filter must not contain a comma (io,stat separates its columns with them).
  */
