@@ -20,7 +20,11 @@ export interface PingResult {
   output: string;
 }
 
-/** `count` echo requests from namespace `ns` to `addr`, `intervalS` apart, 1 s reply timeout each. */
+/**
+ * `count` echo requests from namespace `ns` to `addr`, `intervalS` apart, 1 s reply timeout each.
+ * The command is killed 15 s after its own duration (a machine busy enough to delay ping that
+ * long is not what a caller measures); `sent` is then 0 and `output` says so.
+ */
 export async function ping(
   ns: string,
   addr: string,
@@ -32,7 +36,7 @@ export async function ping(
     inNs(ns, ['ping', '-n', '-c', String(count), '-i', String(intervalS), '-W', '1', ...extra, addr]),
     {
       allowFail: true,
-      timeoutMs: Math.ceil((count * intervalS + 5) * 1000),
+      timeoutMs: Math.ceil((count * intervalS + 15) * 1000),
     },
   );
   const out = r.stdout;
@@ -45,7 +49,7 @@ export async function ping(
     minMs: rtt ? Number(rtt[1]) : NaN,
     avgMs: rtt ? Number(rtt[2]) : NaN,
     maxMs: rtt ? Number(rtt[3]) : NaN,
-    output: out + r.stderr,
+    output: `${out}${r.stderr}${r.status === 'timeout' ? '\nping killed: it ran past its time limit' : ''}`,
   };
 }
 
