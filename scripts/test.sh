@@ -18,13 +18,29 @@ npx prettier --check . >/dev/null || { npx prettier --list-different . >&2; echo
 reporters=(--reporter=./test/util/root-skip-reporter.ts --reporter=default)
 [ $# -eq 0 ] || exec npx vitest run "${reporters[@]}" "$@"
 rc=0
-npx vitest run --project unit "${reporters[@]}" || rc=1
-lane_log=$(mktemp)
-npx vitest run --project system-timers "${reporters[@]}" >"$lane_log" 2>&1 &
+logs=$(mktemp -d)
+# Each lane's result and failed tests are repeated at the very end, so that the last lines of a
+# run (what a CI page shows) always name what failed, whichever lane it was in.
+lane_summary() {
+  local name=$1 status=$2 log=$3
+  echo "lane $name: $status"
+  sed 's/\x1b\[[0-9;]*m//g' "$log" | grep -E '^ *(FAIL |× )|^ *(Test Files|Tests) ' | sed 's/^/  /' || true
+}
+unit_rc=0
+npx vitest run --project unit "${reporters[@]}" 2>&1 | tee "$logs/unit" || unit_rc=1
+npx vitest run --project system-timers "${reporters[@]}" >"$logs/system-timers" 2>&1 &
 lane=$!
-npx vitest run --project system "${reporters[@]}" || rc=1
-wait "$lane" || rc=1
+system_rc=0
+npx vitest run --project system "${reporters[@]}" 2>&1 | tee "$logs/system" || system_rc=1
+timers_rc=0
+wait "$lane" || timers_rc=1
 echo '---- second system lane (system-timers), run beside the first ----'
-cat "$lane_log"
-rm -f "$lane_log"
+cat "$logs/system-timers"
+echo '---- summary ----'
+for lane_name in unit system system-timers; do
+  var="${lane_name//-/_}_rc"
+  [ "${!var}" -eq 0 ] && status=passed || { status=FAILED; rc=1; }
+  lane_summary "$lane_name" "$status" "$logs/$lane_name"
+done
+rm -rf "$logs"
 exit "$rc"
