@@ -80,18 +80,21 @@ export function systemTestFiles(): string[] {
 /**
  * System files that run in a second lane, beside the other system files (scripts/test.sh starts
  * both lanes at once after the unit files; a plain `vitest run` runs them after the others).
- * Each spends most of its time waiting on protocol timers — Lease renewals and takeovers, a 60 s
- * idle window, connection-check intervals — and little on the CPU; each creates network
- * namespaces only under its own prefix (no file of the other lane creates a namespace of the
- * same name), binds no fixed port or socket path outside its namespaces and temporary
- * directories (a wireguard-go interface's UAPI socket in /var/run/wireguard is named with the
- * file's prefix), and measures no heap per operation.
+ * They are chosen so that the two lanes take about as long as each other: mostly files that wait
+ * on protocol timers (Lease renewals and takeovers, a 60 s idle window, connection-check
+ * intervals, failovers) more than they use the CPU. Each creates network namespaces only under
+ * its own prefix (no file of the other lane creates a namespace of the same name), binds no fixed
+ * port or socket path outside its namespaces and temporary directories (a wireguard-go
+ * interface's UAPI socket in /var/run/wireguard is named with the file's prefix), and measures no
+ * heap per operation.
  */
 export const TIMER_LANE_FILES: readonly string[] = [
   'test/e2e/kernel-state.test.ts',
   'test/e2e/conncheck.test.ts',
   'test/e2e/liqo-peering.test.ts',
+  'test/e2e/liqo-failover.test.ts',
   'test/e2e/liqo-failover-wgpeer.test.ts',
+  'test/e2e/liqo-firewall-processes.test.ts',
   'test/cli/k8s-live.test.ts',
   'test/cli/k8s-process.test.ts',
   'test/cli/k8s-liqo.test.ts',
