@@ -32,8 +32,8 @@ npx vitest run --project system-timers "${reporters[@]}" >"$logs/system-timers" 
 lane=$!
 system_rc=0
 npx vitest run --project system "${reporters[@]}" 2>&1 | tee "$logs/system" || system_rc=1
-timers_rc=0
-wait "$lane" || timers_rc=1
+system_timers_rc=0
+wait "$lane" || system_timers_rc=1
 echo '---- second system lane (system-timers), run beside the first ----'
 cat "$logs/system-timers"
 echo '---- summary ----'
