@@ -9,7 +9,7 @@
 //   cluster a's node a link to a second out-of-cluster host lram 192.168.61.10, exposed to the
 //   peer by a Liqo IP mapping (ipam IP ext-db → 10.70.0.5, spec.masquerade).
 // Proves: pod ⇄ remote pod through Geneve and WireGuard both ways (ping; iperf3 TCP and UDP each
-// way); both Connections Connected by the in-process connection check; a user FirewallConfiguration
+// way); both Connections Connected with a latency by the in-process check; a user FirewallConfiguration
 // dropping TCP 8081 drops it (counted) while 8080 passes; ping from the pod to its gateway's own
 // (internal) address, answered by the gateway; a UDP exchange, ICMP echo and TCP (1 MiB, sha256)
 // between the pod and the out-of-cluster host through the gateway's host lane (a
@@ -316,6 +316,12 @@ describe.skipIf(skip !== null)('a gateway without a host device: uid 65534, no c
         'Connected on both sides (in-process connection check)',
         () => status(ca)?.value === 'Connected' && status(cb)?.value === 'Connected',
         45_000,
+      );
+      // …with the round trip the lane endpoint measured, written as Liqo writes it ("850μs", "2ms").
+      await waitFor(
+        'latency on both sides',
+        () => [status(ca), status(cb)].every((s) => /^\d+(\.\d+)?(ms|μs|s)$/.test(s?.latency?.value ?? '')),
+        15_000,
       );
       await waitFor(
         'pod a → pod b answers',

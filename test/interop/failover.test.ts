@@ -26,7 +26,7 @@ const UNDER_A = '198.18.9.1';
 const UNDER_B = '198.18.9.2';
 const TUN_A = '100.64.9.1';
 const TUN_B = '100.64.9.2';
-/** What the issue asks for: traffic back within this long of the new process being up. */
+/** The bound: traffic back within this long of the new process being up. */
 const RESUME_WITHIN_MS = 2000;
 
 interface Side {
