@@ -330,8 +330,8 @@ export class WireGuardPort<P = Peer> {
       if (sent < list.count) {
         this.stats.sendFailures += list.count - sent;
         // Not sent, so not transferred: the engine takes them off its tx counters (as
-        // wireguard-go counts only what its socket took). The socket stops at the first
-        // datagram it cannot queue, so those are the batch's last.
+        // wireguard-go counts only what its socket took). A full buffer stops the batch, so
+        // those are its last; one skipped for another error is counted as one of them.
         const peers = list === this.send6 ? this.sendPeers6 : this.sendPeers4;
         for (let i = Math.max(0, sent); i < list.count; i++) this.device.sendFailed(peers[i]!, list.lens[i]);
       }
