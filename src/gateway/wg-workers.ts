@@ -23,7 +23,7 @@ import type { DatagramBufferSizes, DatagramSocket, DatagramStats } from '../io/d
 import { ADDR_RECORD_LEN } from '../io/native.js';
 import { MAX_PACKET } from '../io/sizes.js';
 import { AddressInterner, recordPort } from '../io/udp-address.js';
-import { encodeAddress, UdpError } from '../io/udp.js';
+import { encodeAddress, UdpError, UdpSocket } from '../io/udp.js';
 import { WireGuardPort } from '../pipelines/wireguard-port.js';
 import type { Device } from '../wireguard/device.js';
 import { TRANSPORT_HEADER_SIZE } from '../wireguard/messages.js';
@@ -275,9 +275,15 @@ export class WgWorkers {
     return this.workers.length;
   }
 
-  /** Binds every worker's sockets to `port` (0: worker 0's choice), then the owner's relays. */
+  /**
+   * Binds every worker's sockets to `port` (0: worker 0's choice), then the owner's relays.
+   * A port another process holds fails with EADDRINUSE, as for wireguard-go: SO_REUSEPORT alone
+   * would let the workers join that process's group (same user, also SO_REUSEPORT) and share
+   * its datagrams, so a plain socket is bound there first and closed again.
+   */
   async bind(port: number): Promise<number> {
     if (port === this.boundPort && port !== 0) return port;
+    if (port !== 0) await (await UdpSocket.open({ family: 4, port })).close();
     const first = await this.request(0, { t: 'bind', port });
     if (first.t !== 'bound')
       throw new UdpError(

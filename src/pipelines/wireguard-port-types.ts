@@ -19,6 +19,8 @@ export interface PortEngine<P> {
   readonly outgoingCount: number;
   encrypt(buf: Uint8Array, off: number, len: number, now: number, out: EncryptResult<P>): number;
   encryptFor(peer: P, buf: Uint8Array, off: number, len: number, now: number, out: EncryptResult<P>): number;
+  /** A transport message encrypt() counted for `peer` (`bytes` long) that the socket refused. */
+  sendFailed(peer: P, bytes: number): void;
   receive(
     buf: Uint8Array,
     off: number,

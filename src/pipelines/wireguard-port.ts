@@ -100,6 +100,9 @@ export class WireGuardPort<P = Peer> {
   private readonly encResult = new EncryptResult<P>();
   private readonly send4: SendList;
   private readonly send6: SendList;
+  /** The peer of each datagram in send4/send6 (for datagrams the socket refuses). */
+  private readonly sendPeers4: P[] = [];
+  private readonly sendPeers6: P[] = [];
   private readonly recordCache = new WeakMap<Endpoint, Uint8Array>();
   private lastEndpoint: Endpoint | null = null;
   private lastRecord: Uint8Array = new Uint8Array(ADDR_RECORD_LEN);
@@ -299,6 +302,7 @@ export class WireGuardPort<P = Peer> {
       const rec = this.lastRecord;
       const list = rec[ADDR_FAMILY_OFFSET] === 6 ? s6 : s4;
       if (list.count === list.offs.length) this.flushSendList(list, buf);
+      (list === s6 ? this.sendPeers6 : this.sendPeers4)[list.count] = out.peer!;
       list.add(out.start, out.length, rec);
     }
     this.flushSendList(s4, buf);
@@ -323,7 +327,14 @@ export class WireGuardPort<P = Peer> {
       this.stats.noSocketForFamily += list.count;
     } else {
       const sent = sock.sendBatch(buf, list.offs, list.lens, list.addrs, list.idx, list.count);
-      if (sent < list.count) this.stats.sendFailures += list.count - sent;
+      if (sent < list.count) {
+        this.stats.sendFailures += list.count - sent;
+        // Not sent, so not transferred: the engine takes them off its tx counters (as
+        // wireguard-go counts only what its socket took). A full buffer stops the batch, so
+        // those are its last; one skipped for another error is counted as one of them.
+        const peers = list === this.send6 ? this.sendPeers6 : this.sendPeers4;
+        for (let i = Math.max(0, sent); i < list.count; i++) this.device.sendFailed(peers[i]!, list.lens[i]);
+      }
     }
     list.clear();
   }

@@ -353,6 +353,15 @@ export class Device {
   }
 
   /**
+   * A transport message of `bytes` that encrypt() counted for `peer` and the socket refused:
+   * off the transfer counters (wireguard-go counts only what its socket took).
+   */
+  sendFailed(peer: Peer, bytes: number): void {
+    peer.txBytes -= bytes;
+    peer.txPackets--;
+  }
+
+  /**
    * Processes one UDP payload buf[off, off+len) received from `from` (caller-owned; copied only
    * when the peer's endpoint changes). `underLoad`: the daemon's handshake queue is past its
    * threshold — handshake messages then need a valid mac2 (else a cookie reply is queued) and

@@ -294,6 +294,13 @@ export class ShardEngine {
     return ENCRYPT_STAGED;
   }
 
+  /** A message encrypt() counted for `peer` that the socket refused: off this worker's row. */
+  sendFailed(peer: ShardPeer, bytes: number): void {
+    const a = this.act;
+    a[peer.row + ACT_TX_BYTES] -= bytes;
+    a[peer.row + ACT_TX_PACKETS]--;
+  }
+
   private encryptDrop(out: EncryptResult<ShardPeer>, reason: number): number {
     this.drops[reason]++;
     out.action = ENCRYPT_DROP;

@@ -61,6 +61,13 @@ async function startDaemon(topo: Topology, side: Side): Promise<void> {
     },
     10_000,
   );
+  // WEFT_WORKERS in the test's environment reaches weft-wg (this file runs with any count): the
+  // daemon must say it runs that many, so a run meant for N workers cannot pass on one.
+  const workers = Number(process.env.WEFT_WORKERS ?? 1);
+  if (side.kind === 'weft' && workers > 1) {
+    await waitFor(`${side.ifname} reports worker threads`, () => / worker threads/.test(proc.output()), 10_000);
+    expect(proc.output()).toContain(` ${workers} worker threads`);
+  }
 }
 
 function linkExists(side: Side): boolean {

@@ -4,7 +4,8 @@
  * order (sequence numbers in a capture at the receiver's TUN), `wg show` transfer counters
  * equal to the peer's, the peer roaming to another underlay address, new sessions while
  * traffic flows, and a flood of bogus handshake initiations from many source ports (reaching
- * both workers) that neither stops pings nor a new handshake.
+ * both workers) that neither stops pings nor a new handshake; a second weft-wg with workers
+ * refused the first one's port.
  */
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -381,6 +382,36 @@ describe.skipIf(unavailable !== null)('weft-wg with 2 worker threads ↔ wiregua
     await flood.exited;
     expect(ping(topo, A.ns, B.tunnel4, 3).received).toBe(3);
   }, 90_000);
+
+  it("a second weft-wg with workers cannot take the first one's port (EADDRINUSE, as wireguard-go)", async () => {
+    // Both bind with SO_REUSEPORT as the same user: without a check the second would join the
+    // first one's group and take a share of its datagrams.
+    const ifname = 'wkrc';
+    const second = topo.spawnIn(A.ns, 'weft-wg-second', ['node', WEFT_WG, '-f', ifname], {
+      lifetimeS: 60,
+      env: { LOG_LEVEL: 'info', WEFT_WORKERS: '2' },
+    });
+    try {
+      await waitFor(`${ifname} UAPI`, () => existsSync(`/var/run/wireguard/${ifname}.sock`), 15_000);
+      await waitFor(
+        'the second weft-wg reports 2 worker threads',
+        () => second.output().includes('2 worker threads'),
+        10_000,
+      );
+      const r = spawnSync(
+        'ip',
+        ['netns', 'exec', A.ns, 'wg', 'set', ifname, 'listen-port', '51820', 'private-key', A.keyFile],
+        { encoding: 'utf8', timeout: 10_000 },
+      );
+      expect(r.status).not.toBe(0);
+      expect(r.stderr).toMatch(/Address already in use/);
+      expect(wg(A, ['show', ifname, 'listen-port']).trim()).not.toBe('51820');
+      expect(ping(topo, B.ns, A.tunnel4, 5, 0.05).received).toBe(5);
+      expect(ping(topo, A.ns, B.tunnel4, 5, 0.05).received).toBe(5);
+    } finally {
+      await topo.stop(second);
+    }
+  }, 45_000);
 });
 
 if (unavailable !== null) {

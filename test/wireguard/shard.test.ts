@@ -216,6 +216,26 @@ describe('ShardEngine with an owner Device', () => {
     expect(pab.txPackets).toBe(pba.rxPackets);
   });
 
+  it("a datagram a worker's socket refused comes off the folded tx counters (wg show counts what left)", () => {
+    const { slots, a, pab, w } = setup('a');
+    const eo = new EncryptResult<ShardPeer>();
+    let sent = 0;
+    let refused = 0;
+    for (let i = 0; i < 10; i++) {
+      const k = i % 2;
+      const p = packet(i);
+      expect(w[k].engine.encrypt(p.buf, p.off, p.len, NOW + 1, eo)).toBe(ENCRYPT_SEND);
+      if (i >= 7) {
+        w[k].engine.sendFailed(eo.peer!, eo.length);
+        refused++;
+      } else sent += eo.length;
+    }
+    const before = { bytes: pab.txBytes, packets: pab.txPackets };
+    slots.fold(a.peers(), (p, act) => a.foldShardActivity(p, act, NOW + 2));
+    expect(pab.txBytes - before.bytes).toBe(sent);
+    expect(pab.txPackets - before.packets).toBe(10 - refused);
+  });
+
   it("a worker's datagram overtaken by more than the peer's replay window of the other worker's is dropped by the peer", () => {
     // No per-peer sequencer: a worker that stalls between taking its counter and sending while
     // the other sends a window's worth to the same peer loses that datagram at any receiver.
