@@ -147,7 +147,7 @@ export async function warmUpIo(o: IoWarmUpOptions): Promise<IoWarmUpReport> {
     }
     configure(a, b, portB.port, 2);
     configure(b, a, portA.port, 1);
-    startTunReader(tun, o.mtu, (buf, offs, lens, n) => portA.encryptBatch(buf, offs, lens, n));
+    startTunReader(tun, o.mtu, portA);
 
     const end = t0 + o.budgetMs;
     const target = o.targetEchoes ?? IO_WARMUP_TARGET_ECHOES;
@@ -227,7 +227,7 @@ export async function warmUpIo(o: IoWarmUpOptions): Promise<IoWarmUpReport> {
 /** Starts and closes a throwaway TUN pair and a bound WireGuardPort (see warmUpIo). */
 async function rehearseClose(o: IoWarmUpOptions, device: Device): Promise<void> {
   const [x, y] = TunDevice.pair(o.mtu, o.tunOffload);
-  startTunReader(x, o.mtu, () => {});
+  startTunReader(x, o.mtu, { encryptBatch: () => {} });
   await x.close();
   await y.close();
   const port = new WireGuardPort({ device, mtu: MAX_PACKET, sink: { writeBatch: () => 0 }, openUdp: loopback });
