@@ -18,6 +18,13 @@
  * in baseline code thousands of packets after start (--trace-opt-verbose: "delaying optimization
  * …, IC changed"). The daemons wait DAEMON_MIN_INVOCATIONS_AFTER_IC_UPDATE calls instead.
  *
+ * And V8 gives a function its feedback vector only after its first 8 calls (lazy feedback
+ * allocation): a branch taken only in those calls leaves no feedback, and the optimized code
+ * treats it as never taken. The start-up warm-up takes such branches early (the first datagram
+ * from a new source in WireGuardPort.onUdpBatch), so the first real datagram from the peer
+ * deoptimized the receive path; the daemons allocate feedback from the first call
+ * (--no-lazy-feedback-allocation; a vector per function that ever ran, a few hundred KB).
+ *
  * Contract: call before the data-path modules are imported (the budget applies to functions
  * whose feedback is allocated afterwards; earlier ones pick it up at their next tier-up check).
  */
@@ -62,14 +69,18 @@ export function interruptBudgetFlag(raw: string | undefined): string | null {
 }
 
 /**
- * The V8 flags for the WEFT_V8_INTERRUPT_BUDGET value `raw`: the interrupt budget and the
- * shorter wait after inline-cache changes, or none for "default" (V8's own tiering).
- * Throws TieringConfigError.
+ * The V8 flags for the WEFT_V8_INTERRUPT_BUDGET value `raw`: the interrupt budget, the shorter
+ * wait after inline-cache changes and feedback from the first call, or none for "default" (V8's
+ * own tiering). Throws TieringConfigError.
  */
 export function daemonTieringFlags(raw: string | undefined): string[] {
   const budget = interruptBudgetFlag(raw);
   if (budget === null) return [];
-  return [budget, `--minimum-invocations-after-ic-update=${DAEMON_MIN_INVOCATIONS_AFTER_IC_UPDATE}`];
+  return [
+    budget,
+    `--minimum-invocations-after-ic-update=${DAEMON_MIN_INVOCATIONS_AFTER_IC_UPDATE}`,
+    '--no-lazy-feedback-allocation',
+  ];
 }
 
 /** Applies daemonTieringFlags(env.WEFT_V8_INTERRUPT_BUDGET); returns the flags set. */

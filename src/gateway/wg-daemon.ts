@@ -164,8 +164,7 @@ export class WgDaemon {
       await port.bind(0);
       const d = new WgDaemon(tun, port, device, log, opts.eagerHandshake ?? true);
       d.coalescer = co;
-      const p = port;
-      d.segmenter = startTunReader(tun, mtu, (buf, offs, lens, n) => p.encryptBatch(buf, offs, lens, n));
+      d.segmenter = startTunReader(tun, mtu, port);
       const o = d.offloads;
       log(
         'info',

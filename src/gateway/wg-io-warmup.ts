@@ -16,7 +16,8 @@
  * header and offloads) read by the daemon's own startTunReader and written through tunSink (and
  * the coalescing writer when the TUN has TSO); the other end plays the host: it writes ICMP
  * echo requests (IPv4 and IPv6, 1–4 per write, two writes in flight so the reply read after a
- * TUN write finds a packet as it does with a local stack) and reads what comes back. Engine B
+ * TUN write finds a packet as it does with a local stack), now and then a packet to a multicast
+ * group no peer routes (what a kernel writes to a new TUN; dropped), and reads what comes back. Engine B
  * answers every packet it decrypts (addresses swapped, encrypted back).
  *
  * Contract: nothing of the real data plane is touched — its TUN, sockets, engine and counters
@@ -34,6 +35,7 @@ import { WireGuardPort } from '../pipelines/wireguard-port.js';
 import { swapAddresses, writePacket } from '../pipelines/wireguard-warmup.js';
 import type { InnerSink } from '../pipelines/wireguard-port-types.js';
 import { Device } from '../wireguard/device.js';
+import { DROP_NO_ROUTE } from '../wireguard/drops.js';
 import type { Peer } from '../wireguard/peer.js';
 import { formatHexKey, planSet } from '../wireguard/uapi.js';
 import { parseSet } from '../wireguard/uapi-set.js';
@@ -74,6 +76,8 @@ export interface IoWarmUpReport {
   readonly tunRxBatches: number;
   readonly udpTxPackets: number;
   readonly udpRxPackets: number;
+  /** Packets to no peer that engine A dropped (DROP_NO_ROUTE). */
+  readonly noRouteDrops: number;
 }
 
 const loopback = (o: UdpOptions): Promise<UdpSocket> =>
@@ -89,6 +93,7 @@ export async function warmUpIo(o: IoWarmUpOptions): Promise<IoWarmUpReport> {
     tunRxBatches: 0,
     udpTxPackets: 0,
     udpRxPackets: 0,
+    noRouteDrops: 0,
   });
   if (o.budgetMs <= 0) return none(null);
   let tun: TunDevice;
@@ -142,16 +147,16 @@ export async function warmUpIo(o: IoWarmUpOptions): Promise<IoWarmUpReport> {
     }
     configure(a, b, portB.port, 2);
     configure(b, a, portA.port, 1);
-    startTunReader(tun, o.mtu, (buf, offs, lens, n) => portA.encryptBatch(buf, offs, lens, n));
+    startTunReader(tun, o.mtu, portA);
 
     const end = t0 + o.budgetMs;
     const target = o.targetEchoes ?? IO_WARMUP_TARGET_ECHOES;
     let done: () => void = () => {};
     const finished = new Promise<void>((resolve) => (done = resolve));
     const budgetTimer = setTimeout(() => done(), o.budgetMs);
-    const req = new Uint8Array(4 * MAX_REQUEST);
-    const offs = new Uint32Array(4);
-    const lens = new Uint32Array(4);
+    const req = new Uint8Array(5 * MAX_REQUEST);
+    const offs = new Uint32Array(5);
+    const lens = new Uint32Array(5);
     let cycle = 0;
     const write = (): void => {
       const k = WRITE_SIZES[cycle % WRITE_SIZES.length];
@@ -163,8 +168,17 @@ export async function warmUpIo(o: IoWarmUpOptions): Promise<IoWarmUpReport> {
         lens[i] = len;
         writeEcho(req, offs[i], v, len);
       }
+      // Now and then a packet no peer's allowed IPs hold, as the kernel writes to a new TUN
+      // (IPv6 router solicitations and MLD reports to ff02::): the engine drops it (no route).
+      let n = k;
+      if ((cycle & 3) === 3) {
+        offs[n] = n * MAX_REQUEST;
+        lens[n] = NO_ROUTE_LEN;
+        writeNoRoute(req, offs[n], v);
+        n++;
+      }
       cycle++;
-      host.writeBatch(req, offs, lens, k);
+      host.writeBatch(req, offs, lens, n);
     };
     let lastReplies = -1;
     const off = o.tunOffload;
@@ -206,13 +220,14 @@ export async function warmUpIo(o: IoWarmUpOptions): Promise<IoWarmUpReport> {
     tunRxBatches: tun.stats.rxBatches,
     udpTxPackets: udpTx,
     udpRxPackets: udpRx,
+    noRouteDrops: a.drops[DROP_NO_ROUTE],
   };
 }
 
 /** Starts and closes a throwaway TUN pair and a bound WireGuardPort (see warmUpIo). */
 async function rehearseClose(o: IoWarmUpOptions, device: Device): Promise<void> {
   const [x, y] = TunDevice.pair(o.mtu, o.tunOffload);
-  startTunReader(x, o.mtu, () => {});
+  startTunReader(x, o.mtu, { encryptBatch: () => {} });
   await x.close();
   await y.close();
   const port = new WireGuardPort({ device, mtu: MAX_PACKET, sink: { writeBatch: () => 0 }, openUdp: loopback });
@@ -240,6 +255,21 @@ function randomKey(d: Device): Uint8Array {
   const k = new Uint8Array(32);
   d.backend.randomFill(k);
   return k;
+}
+
+/** Length of the packets to no peer (writeNoRoute). */
+const NO_ROUTE_LEN = 56;
+
+/** A packet of NO_ROUTE_LEN bytes from host 1 to a multicast group (v = 4: 224.0.0.22, 6: ff02::2) no peer routes. */
+function writeNoRoute(buf: Uint8Array, off: number, v: number): void {
+  writePacket(buf, off, v, 1, 2, NO_ROUTE_LEN);
+  if (v === 4) buf.set([224, 0, 0, 22], off + 16);
+  else {
+    buf.fill(0, off + 24, off + 40);
+    buf[off + 24] = 0xff;
+    buf[off + 25] = 0x02;
+    buf[off + 39] = 2;
+  }
 }
 
 /** An ICMP (v = 4) or ICMPv6 (v = 6) echo request of `len` bytes from host 1 to host 2 of the warm-up net. */

@@ -64,15 +64,21 @@ export function tunSink<P>(tun: PacketDevice, co: TunCoalescingWriter | null): I
   };
 }
 
+/** Where the TUN reader hands its packets (a WireGuardPort). */
+export interface TunEncryptor {
+  encryptBatch(buf: Uint8Array, offs: Uint32Array, lens: Uint32Array, n: number): void;
+}
+
 /**
- * Starts reading the TUN into `encrypt` (packets with 16 bytes of headroom and 32 of tailroom).
- * Returns the segmenter when reads carry a virtio_net_hdr, else null.
+ * Starts reading the TUN into `port.encryptBatch` (packets with 16 bytes of headroom and 32 of
+ * tailroom). Returns the segmenter when reads carry a virtio_net_hdr, else null.
+ * The callback is made here, for every caller alike: V8 keeps type feedback and optimized code
+ * per place a closure is created, so the daemon's reader runs the code its start-up warm-up
+ * (wg-io-warmup.ts) compiled instead of compiling its own while the first packets wait.
  */
-export function startTunReader(
-  tun: PacketDevice,
-  mtu: number,
-  encrypt: (buf: Uint8Array, offs: Uint32Array, lens: Uint32Array, n: number) => void,
-): TunSegmenter | null {
+export function startTunReader(tun: PacketDevice, mtu: number, port: TunEncryptor): TunSegmenter | null {
+  const encrypt = (buf: Uint8Array, offs: Uint32Array, lens: Uint32Array, n: number): void =>
+    port.encryptBatch(buf, offs, lens, n);
   const tunOff = tun.offload;
   if (tunOff === null) {
     const batch = new PacketBatch({

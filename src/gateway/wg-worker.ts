@@ -114,7 +114,7 @@ async function serve(
     rxCoalesceReservation: co === null ? 0 : co.reservation,
     rxCoalesceFlows: co === null ? undefined : co.maxFlows,
   });
-  startTunReader(tun, data.mtu, (buf, offs, lens, n) => port.encryptBatch(buf, offs, lens, n));
+  startTunReader(tun, data.mtu, port);
   const one = { offs: new Uint32Array(1), lens: new Uint32Array(1) };
   parent.on('message', (m: ToWorker) => {
     switch (m.t) {

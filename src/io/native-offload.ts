@@ -103,10 +103,15 @@ export function pickCoalesceBatch(setup: CoalesceSetup): CoalesceBatchFn | null 
     const tags = out.tags;
     for (let i = c; i < c + k; i++) tags[i] = undefined;
     out.count = c + k;
-    stats.packets += st[0]!;
-    stats.superPackets += st[1]!;
-    stats.mergedSegments += st[2]!;
-    stats.badChecksum += st[3]!;
-    stats.areaFull += st[4]!;
+    // One call's counts are small integers: `| 0` adds them as such, so the fields stay small
+    // integers as the JS coalescer's `++` leaves them. A double stored once would change the
+    // hidden class of every stats object (V8 field representation): objects made before that
+    // (the daemon's own, made before its start-up warm-up) would then deoptimize the code
+    // that counts, on their first packet.
+    stats.packets += st[0]! | 0;
+    stats.superPackets += st[1]! | 0;
+    stats.mergedSegments += st[2]! | 0;
+    stats.badChecksum += st[3]! | 0;
+    stats.areaFull += st[4]! | 0;
   };
 }

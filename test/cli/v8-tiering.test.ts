@@ -35,9 +35,11 @@ describe('interruptBudgetFlag', () => {
 describe('daemonTieringFlags', () => {
   const wait = `--minimum-invocations-after-ic-update=${DAEMON_MIN_INVOCATIONS_AFTER_IC_UPDATE}`;
 
-  test('the budget and the shorter wait after inline-cache changes; none for "default"', () => {
-    expect(daemonTieringFlags(undefined)).toEqual([`--interrupt-budget=${DAEMON_INTERRUPT_BUDGET}`, wait]);
-    expect(daemonTieringFlags('4096')).toEqual(['--interrupt-budget=4096', wait]);
+  const eager = '--no-lazy-feedback-allocation';
+
+  test('the budget, the shorter wait after inline-cache changes and feedback from the first call; none for "default"', () => {
+    expect(daemonTieringFlags(undefined)).toEqual([`--interrupt-budget=${DAEMON_INTERRUPT_BUDGET}`, wait, eager]);
+    expect(daemonTieringFlags('4096')).toEqual(['--interrupt-budget=4096', wait, eager]);
     expect(daemonTieringFlags('default')).toEqual([]);
     expect(() => daemonTieringFlags('fast')).toThrow(TieringConfigError);
   });
@@ -79,12 +81,48 @@ function optimizedAfter200Calls(budgetEnv: string): boolean {
   return (status & 16) !== 0; // V8's OptimizationStatus::kOptimized
 }
 
+/**
+ * A branch taken only in a function's first call, then never until the function is optimized:
+ * does taking it again keep the optimized code (the first call left feedback) or deoptimize it?
+ */
+function firstCallBranchStaysOptimized(budgetEnv: string): boolean {
+  const mod = pathToFileURL(join(ROOT, 'dist/src/cli/v8-tiering.js')).href;
+  const script = `
+    const { applyDaemonTiering } = await import(${JSON.stringify(mod)});
+    applyDaemonTiering();
+    const seen = { n: 0 };
+    function note(o) { o.n++; }
+    function f(first) { if (first) note(seen); return seen.n; }
+    f(true);
+    for (let i = 0; i < 20; i++) f(false);
+    %PrepareFunctionForOptimization(f);
+    f(false);
+    %OptimizeFunctionOnNextCall(f);
+    f(false);
+    f(true);
+    process.stdout.write(String(%GetOptimizationStatus(f)));`;
+  const r = spawnSync(
+    process.execPath,
+    ['--allow-natives-syntax', '--no-concurrent-recompilation', '--input-type=module', '-e', script],
+    { cwd: ROOT, encoding: 'utf8', env: { ...process.env, WEFT_V8_INTERRUPT_BUDGET: budgetEnv }, timeout: 30_000 },
+  );
+  expect(r.status, r.stderr).toBe(0);
+  const status = Number(r.stdout.trim());
+  expect(status & 1).toBe(1);
+  return (status & 16) !== 0;
+}
+
 describe('applyDaemonTiering in a process', () => {
   // A build (or waiting for another file's) outlasts a test's time limit.
   beforeAll(() => ensureBuilt(['src/cli/v8-tiering.js', 'src/cli/weft-wg.js']), 300_000);
   test('with the daemon budget a hot function is optimized after 200 calls; with V8 default it is not', () => {
     expect(optimizedAfter200Calls('')).toBe(true);
     expect(optimizedAfter200Calls('default')).toBe(false);
+  });
+
+  test('with the daemon flags a branch taken only in the first call does not deoptimize the optimized code', () => {
+    expect(firstCallBranchStaysOptimized('')).toBe(true);
+    expect(firstCallBranchStaysOptimized('default')).toBe(false);
   });
 });
 
