@@ -39,7 +39,7 @@ export interface HeartbeatLinkOptions {
   listPeers: () => Promise<string[]>;
   peersRefreshMs?: number;
   onTakeover: (holder: string, reason: 'silent' | 'leaving') => void;
-  onCheckLease: (other: string) => void;
+  onCheckLease: (a: Extract<TakeoverAction, { kind: 'check-lease' }>) => void;
   onBindError: (e: unknown) => void;
   onPeersError?: (e: unknown) => void;
   /** Local monotonic clock (ms) and wall clock (ms since the epoch); injectable for tests. */
@@ -217,7 +217,7 @@ export class HeartbeatLink {
     if (this.sock === null || this.state === 'leaving') return;
     const a: TakeoverAction = this.decision.tick(this.now());
     if (a.kind === 'takeover') this.o.onTakeover(a.holder, a.reason);
-    else if (a.kind === 'check-lease') this.o.onCheckLease(a.other);
+    else if (a.kind === 'check-lease') this.o.onCheckLease(a);
   }
 }
 
@@ -266,8 +266,12 @@ export function replicaHeartbeat(o: ReplicaHeartbeatOptions): HeartbeatLink {
         if (!won) log.info(`takeover from ${holder}: the Lease names another replica or was not writable`);
       });
     },
-    onCheckLease: (other) => {
-      log.info(`replica ${other} says it is active: reading the Lease now`);
+    onCheckLease: (a) => {
+      if (a.reason === 'heard-active') log.info(`replica ${a.other} says it is active: reading the Lease now`);
+      else if (a.first)
+        log.info(
+          `no heartbeat from the standby ${a.other}: reading the Lease until it is heard (it may have taken over)`,
+        );
       void o.elector.checkNow();
     },
     onBindError: (e) =>

@@ -78,8 +78,43 @@ describe('TakeoverDecision', () => {
     a.setLeading(true, 0);
     expect(a.tick(10_000)).toEqual({ kind: 'none' });
     a.accept(hb('b', 'active', 10_000), 10_000, EPOCH + 10_000);
-    expect(a.tick(10_000)).toEqual({ kind: 'check-lease', other: 'b' });
+    expect(a.tick(10_000)).toEqual({ kind: 'check-lease', other: 'b', reason: 'heard-active' });
     expect(a.tick(10_010)).toEqual({ kind: 'none' });
+  });
+
+  test('a leader whose standby falls silent reads the Lease every window/5 from one window to three after it last heard it', () => {
+    const a = new TakeoverDecision('a', { windowMs: WINDOW, maxSkewMs: SKEW });
+    a.setLeading(true, 0);
+    for (let t = 0; t <= 1000; t += INTERVAL) {
+      a.accept(hb('b', 'standby', t), t, EPOCH + t);
+      expect(a.tick(t)).toEqual({ kind: 'none' });
+    }
+    // Silent from 1000 (a partition, or b died): ticks every 10 ms.
+    const reads: { t: number; first: boolean }[] = [];
+    for (let t = 1010; t <= 1000 + 5 * WINDOW; t += 10) {
+      const x = a.tick(t);
+      if (x.kind === 'check-lease') {
+        expect(x).toMatchObject({ other: 'b', reason: 'standby-silent' });
+        reads.push({ t, first: x.reason === 'standby-silent' && x.first });
+      } else expect(x).toEqual({ kind: 'none' });
+    }
+    expect(reads[0]).toEqual({ t: 1000 + WINDOW, first: true });
+    expect(reads.slice(1).every((r) => !r.first)).toBe(true);
+    expect(reads.map((r) => r.t - 1000)).toEqual([500, 600, 700, 800, 900, 1000, 1100, 1200, 1300, 1400, 1500]);
+  });
+
+  test('the silent standby heard again: the reads stop; silent again later: they start again', () => {
+    const a = new TakeoverDecision('a', { windowMs: WINDOW, maxSkewMs: SKEW });
+    a.setLeading(true, 0);
+    a.accept(hb('b', 'standby', 0), 0, EPOCH);
+    expect(a.tick(WINDOW)).toMatchObject({ kind: 'check-lease', reason: 'standby-silent', first: true });
+    a.accept(hb('b', 'standby', 550), 550, EPOCH + 550);
+    for (let t = 560; t < 550 + WINDOW; t += 10) expect(a.tick(t)).toEqual({ kind: 'none' });
+    expect(a.tick(550 + WINDOW)).toMatchObject({ kind: 'check-lease', reason: 'standby-silent', first: true });
+    // Not leading: no reads for silent standbys.
+    const s = new TakeoverDecision('s', { windowMs: WINDOW, maxSkewMs: SKEW });
+    s.accept(hb('b', 'standby', 0), 0, EPOCH);
+    for (let t = 10; t <= 3 * WINDOW; t += 10) expect(s.tick(t)).toEqual({ kind: 'none' });
   });
 
   test('replayed, reordered, own and skewed heartbeats are refused and change nothing', () => {
