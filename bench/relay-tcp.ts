@@ -244,7 +244,7 @@ export async function runRelayTcpBench(): Promise<string> {
       sh(['ip', '-n', ns, 'link', 'set', dev, 'up']);
     sh(['ip', '-n', NS_A, 'route', 'add', '198.18.91.0/24', 'via', '198.18.92.2']);
     const self = fileURLToPath(import.meta.url);
-    const r = spawnSync('ip', ['netns', 'exec', NS_A, process.execPath, self, 'child'], {
+    const r = spawnSync('ip', ['netns', 'exec', NS_A, process.execPath, ...process.execArgv, self, 'child'], {
       encoding: 'utf8',
       env: process.env,
       timeout: 120_000,
