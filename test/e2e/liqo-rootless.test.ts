@@ -390,7 +390,7 @@ describe.skipIf(skip !== null)('a gateway without a host device: uid 65534, no c
         .trim();
       const tcpMs = Number(/ in (\d+)$/.exec(tcp)?.[1]);
       console.log(
-        `[lr] TCP pod a → ${EXT_HOST}:7008 through the host lane, 50 MiB: ${JSON.stringify(tcp)} ms ` +
+        `[lr] TCP pod a → ${EXT_HOST}:7008 through the host lane, 50 MiB: ${tcp} ms ` +
           `(${((50 * 8 * 1.048576) / (tcpMs / 1000)).toFixed(0)} Mbit/s)`,
       );
       expect(tcp).toMatch(new RegExp(`^sha-ok from ${EXT_GW.replace(/\./g, '\\.')} in \\d+$`));
