@@ -25,6 +25,9 @@
  *   lane's housekeeping (every second).
  * - TCP to the gateway's own addresses has no listener: the engine refuses it with a RST
  *   (`host_lane_tcp_unsupported`).
+ * - Per written batch, not per segment (endBatch): the engine's events, its output and the socket
+ *   writes, so a batch of segments from the pod is acknowledged once and reaches the socket in
+ *   as few writes as its bytes need (≤ 64 KiB each).
  * - One timer, armed at the engine's next deadline (`poll`).
  * - Sockets open in the process's network namespace (the lane's `netns` is not applied: a TCP
  *   socket is created on the event loop's next turn, after withNetnsAsync would have left).
@@ -88,6 +91,8 @@ export class HostLaneTcpRelay implements HostLaneProtocol {
   private readonly idleTimeoutMs: number;
   /** Whether the segment being input is addressed to one of the gateway's own addresses. */
   private inputLocal = false;
+  /** Segments were input since the last service: endBatch runs it. */
+  private inputPending = false;
   private timer: NodeJS.Timeout | null = null;
   private timerAt = -1;
   private closed = false;
@@ -129,6 +134,12 @@ export class HostLaneTcpRelay implements HostLaneProtocol {
     this.inputLocal = false;
     if (r === TCP_DROP_TABLE_FULL) this.ctx.drop('host_lane_tcp_flows_full');
     else if (r === TCP_DROP_REFUSED) this.ctx.drop('host_lane_tcp_unsupported');
+    this.inputPending = true;
+  }
+
+  endBatch(now: number): void {
+    if (!this.inputPending || this.closed) return;
+    this.inputPending = false;
     this.service(now);
   }
 

@@ -84,6 +84,12 @@ export interface HostLaneContext {
 export interface HostLaneProtocol {
   readonly name: string;
   handle(buf: Uint8Array, v: IpView, local: boolean, now: number): void;
+  /**
+   * Called once after the last packet of a written batch (whether or not it had any for this
+   * handler): a handler may leave the work `handle` calls for (acknowledgments, socket writes)
+   * to here, once per batch instead of once per packet.
+   */
+  endBatch?(now: number): void;
   /** Housekeeping at `now`: idle flows closed. */
   expire(now: number): void;
   /** Flows it relays now. */
@@ -153,6 +159,8 @@ export class HostLaneDevice implements PacketDevice, HostLaneContext {
   private linkMtu: number;
   private readonly ring: Ring;
   private readonly protocols = new Map<number, HostLaneProtocol>();
+  /** The registered handlers with an endBatch. */
+  private batchEnders: HostLaneProtocol[] = [];
   private readonly endpoints = new Map<number, { addr: number; ep: LocalUdpEndpoint }[]>();
   private readonly v = new IpView();
   private readonly scratch: Uint8Array;
@@ -203,6 +211,7 @@ export class HostLaneDevice implements PacketDevice, HostLaneContext {
   register(protocol: number, h: HostLaneProtocol): void {
     const old = this.protocols.get(protocol);
     this.protocols.set(protocol, h);
+    this.batchEnders = [...new Set(this.protocols.values())].filter((p) => p.endBatch !== undefined);
     if (old !== undefined && old !== h) void old.close();
   }
 
@@ -327,6 +336,8 @@ export class HostLaneDevice implements PacketDevice, HostLaneContext {
       this.stats.txBytes += lens[i]!;
       this.handle(buf, offs[i]!, lens[i]!, now);
     }
+    const enders = this.batchEnders;
+    for (let i = 0; i < enders.length; i++) enders[i]!.endBatch!(now);
     this.stats.txPackets += count;
     return count;
   }
@@ -415,6 +426,7 @@ export class HostLaneDevice implements PacketDevice, HostLaneContext {
     this.stop();
     for (const p of this.protocols.values()) await p.close();
     this.protocols.clear();
+    this.batchEnders = [];
     this.endpoints.clear();
   }
 }

@@ -11,7 +11,7 @@
 // Proves: pod ⇄ remote pod through Geneve and WireGuard both ways (ping; iperf3 TCP and UDP each
 // way); both Connections Connected with a latency by the in-process check; a user FirewallConfiguration
 // dropping TCP 8081 drops it (counted) while 8080 passes; ping from the pod to its gateway's own
-// (internal) address, answered by the gateway; a UDP exchange, ICMP echo and TCP (1 MiB, sha256)
+// (internal) address, answered by the gateway; a UDP exchange, ICMP echo and TCP (50 MiB, sha256)
 // between the pod and the out-of-cluster host through the gateway's host lane (a
 // RouteConfiguration routes the host dev eth0 from the gateway, the fabric routes it to the
 // gateway), relayed by the gateway's own sockets; relayed TCP ends cleanly (FIN either side first,
@@ -379,19 +379,24 @@ describe.skipIf(skip !== null)('a gateway without a host device: uid 65534, no c
       expect(st.hostLane?.handlers?.[6]).toBe('tcp');
       // TCP to the out-of-cluster host: terminated in the gateway, carried on by its own socket.
       await waitFor('tcp server listening', () => tcpSrv.output().includes('listening'), 5000);
+      // argv: port, MiB. Prints `sha-ok from <the source the host saw> in <ms>` (connect to the host's answer).
       const tcpJs =
-        `const h=require('crypto');const b=h.randomBytes(1<<20);const want=h.createHash('sha256').update(b).digest('hex');` +
-        `const c=require('net').connect({host:'${EXT_HOST}',port:+process.argv[1],allowHalfOpen:true});let r='';` +
-        `c.on('data',(d)=>r+=d);c.on('end',()=>{console.log(r.startsWith(want+' ')?'sha-ok'+r.slice(64):'sha-bad '+r);c.end()});` +
-        `c.on('error',(e)=>console.log('error '+e.code));c.end(b);setTimeout(()=>{console.log('timeout');process.exit(1)},20000).unref()`;
+        `const h=require('crypto');const b=h.randomBytes((+process.argv[2])<<20);const want=h.createHash('sha256').update(b).digest('hex');` +
+        `const t0=Date.now();const c=require('net').connect({host:'${EXT_HOST}',port:+process.argv[1],allowHalfOpen:true});let r='';` +
+        `c.on('data',(d)=>r+=d);c.on('end',()=>{console.log(r.startsWith(want+' ')?'sha-ok'+r.slice(64)+' in '+(Date.now()-t0):'sha-bad '+r);c.end()});` +
+        `c.on('error',(e)=>console.log('error '+e.code));c.end(b);setTimeout(()=>{console.log('timeout');process.exit(1)},60000).unref()`;
       const tcp = topo
-        .exec(podNs('a'), [process.execPath, '-e', tcpJs, '7008'], { allowFail: true, timeoutMs: 25_000 })
+        .exec(podNs('a'), [process.execPath, '-e', tcpJs, '7008', '50'], { allowFail: true, timeoutMs: 70_000 })
         .trim();
-      console.log(`[lr] TCP pod a → ${EXT_HOST}:7008 through the host lane, 1 MiB: ${JSON.stringify(tcp)}`);
-      expect(tcp).toBe(`sha-ok from ${EXT_GW}`);
+      const tcpMs = Number(/ in (\d+)$/.exec(tcp)?.[1]);
+      console.log(
+        `[lr] TCP pod a → ${EXT_HOST}:7008 through the host lane, 50 MiB: ${tcp} ms ` +
+          `(${((50 * 8 * 1.048576) / (tcpMs / 1000)).toFixed(0)} Mbit/s)`,
+      );
+      expect(tcp).toMatch(new RegExp(`^sha-ok from ${EXT_GW.replace(/\./g, '\\.')} in \\d+$`));
       // Nothing listens on 7009: the pod's connection is reset (the gateway's connect was refused).
       const refused = topo
-        .exec(podNs('a'), [process.execPath, '-e', tcpJs, '7009'], { allowFail: true, timeoutMs: 25_000 })
+        .exec(podNs('a'), [process.execPath, '-e', tcpJs, '7009', '1'], { allowFail: true, timeoutMs: 25_000 })
         .trim();
       console.log(`[lr] TCP pod a → ${EXT_HOST}:7009 (closed port): ${JSON.stringify(refused)}`);
       expect(refused).toMatch(/^error (ECONNRESET|EPIPE)/);

@@ -3,7 +3,8 @@
 // the router would; the relay terminates them and connects a node:net socket to a server on
 // 127.0.0.1. Shown: data both ways with sha256 equality, graceful close both ways, a refused
 // connect turned into a RST to the pod, the connection limit, the idle timeout (the relay's clock
-// moved on, its housekeeping called), TCP to the gateway's own address.
+// moved on, its housekeeping called), TCP to the gateway's own address, a batch of segments
+// acknowledged once.
 import { createHash, randomBytes } from 'node:crypto';
 import { createServer, type Server, type Socket } from 'node:net';
 import { afterEach, describe, expect, test } from 'vitest';
@@ -12,8 +13,8 @@ import { HostLaneDevice } from '../../src/pipelines/host-lane.js';
 import { HostLaneTcpRelay, type HostLaneTcpOptions } from '../../src/pipelines/host-lane-tcp.js';
 import { TcpEndpoint } from '../../src/tcp/endpoint.js';
 import type { TcpConnection } from '../../src/tcp/connection.js';
-import { TCP_EV_CLOSED } from '../../src/tcp/state.js';
-import { waitFor } from '../util/wait.js';
+import { TCP_ESTABLISHED, TCP_EV_CLOSED } from '../../src/tcp/state.js';
+import { sleep, waitFor } from '../util/wait.js';
 
 const OWN = '10.80.0.1';
 const POD = new Uint8Array([10, 0, 1, 5]);
@@ -84,6 +85,23 @@ class Wire {
     }
   }
 
+  /** Sends `data` on `c` and writes every segment the pod's engine has now into the lane as ONE batch; returns how many. */
+  sendAsOneBatch(c: TcpConnection, data: Buffer): number {
+    const now = Date.now();
+    expect(c.send(data, 0, data.length)).toBe(data.length);
+    const stride = 2048;
+    const buf = new Uint8Array(stride * 64);
+    const offs = new Uint32Array(64);
+    const lens = new Uint32Array(64);
+    let n = 0;
+    for (let len = this.pod.output(buf, 64, now); len > 0 && n < 64; len = this.pod.output(buf, n * stride + 64, now)) {
+      offs[n] = n * stride + 64;
+      lens[n++] = len;
+    }
+    this.lane.writeBatch(buf, offs, lens, n);
+    return n;
+  }
+
   async close(): Promise<void> {
     clearInterval(this.tick);
     await this.lane.close();
@@ -145,6 +163,27 @@ describe('host lane TCP relay', () => {
     expect(w.relay.engine.connectionCount).toBeLessThanOrEqual(1); // at most its TIME_WAIT
     expect(w.lane.drops.host_lane_tcp_connect_failed).toBe(0);
     expect(w.lane.drops.host_lane_socket_error).toBe(0);
+  });
+
+  test('a batch of segments from the pod is acknowledged once, its bytes relayed intact', async () => {
+    const atServer: Buffer[] = [];
+    const port = await listen((s) => {
+      s.on('data', (d: Buffer) => atServer.push(d));
+      s.on('error', () => {}); // reset when the lane closes after the test
+    });
+    const w = (wire = new Wire());
+    const c = w.connect(LO, port, Buffer.alloc(0), false, 40004);
+    await waitFor('relayed', () => w.relay.flows === 1 && c.state === TCP_ESTABLISHED, 5000, 10);
+    await sleep(20); // the relay's socket connected, the handshake's last ACK taken
+    const data = randomBytes(4000); // within the pod's initial window: 3 segments at MSS 1360
+    const out0 = w.relay.engine.stats.segmentsOut;
+    const in0 = w.relay.engine.stats.segmentsIn;
+    const n = w.sendAsOneBatch(c, data);
+    expect(n).toBe(3);
+    expect(w.relay.engine.stats.segmentsIn - in0).toBe(3);
+    expect(w.relay.engine.stats.segmentsOut - out0).toBe(1); // one ACK for the batch
+    await waitFor('the bytes at the server', () => Buffer.concat(atServer).length === data.length, 5000, 10);
+    expect(sha(Buffer.concat(atServer))).toBe(sha(data));
   });
 
   test('the destination closes first: its FIN reaches the pod, then the pod closes', async () => {
