@@ -12,69 +12,42 @@
  *
  * Topology: ns A (weft-wg) ══ veth 198.18.12.0/24 ══ ns B (wireguard-go); tunnel 100.64.12.0/24.
  */
-import { spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { e2eUnavailableReason, ping, run, sleep, Topology, waitFor, type Spawned } from '../util/netns.js';
+import { WgGoPair, type WgCounters, type WgSide } from './wg-go-pair.js';
+import { e2eUnavailableReason, ping, sleep, Topology, waitFor } from '../util/netns.js';
 import { flowOrder, type FlowOrder } from '../util/tcp-order.js';
 
-const ROOT = new URL('../../', import.meta.url).pathname;
-const WEFT_WG = join(ROOT, 'bin/weft-wg');
 const unavailable = e2eUnavailableReason(['wireguard-go', 'wg', 'iperf3', 'tcpdump'], {
   built: ['dist/src/cli/weft-wg.js'],
 });
-
-interface Side {
-  ns: string;
-  ifname: string;
-  keyFile: string;
-  pub: string;
-  proc: Spawned | null;
-  underlay: string;
-  tunnel4: string;
-}
 
 describe.skipIf(unavailable !== null).each([1, 2])(
   'weft-wg with WEFT_WORKERS=%i ↔ wireguard-go: flow order and transfer counters',
   (workers) => {
     const topo = new Topology(`wq${workers}-`);
     const tmp = mkdtempSync(join(tmpdir(), `weft-wq${workers}-`));
-    let A: Side;
-    let B: Side;
+    let A: WgSide;
+    let B: WgSide;
 
-    const wg = (side: Side, args: string[]): string => topo.exec(side.ns, ['wg', ...args], { timeoutMs: 10_000 });
-    const dump = (side: Side): { rx: number; tx: number } => {
-      const f = (wg(side, ['show', side.ifname, 'dump']).trim().split('\n')[1] ?? '').split('\t');
-      return { rx: Number(f[5] ?? 0), tx: Number(f[6] ?? 0) };
-    };
+    const pair = new WgGoPair(topo, tmp);
+    const wg = (side: WgSide, args: string[]): string => pair.wg(side, args);
+    const dump = (side: WgSide): WgCounters => pair.dump(side);
     /** UDP datagrams the namespace's sockets dropped for a full receive buffer (nstat is per netns). */
-    const rcvbufErrors = (side: Side): number => {
+    const rcvbufErrors = (side: WgSide): number => {
       const m = /Udp6?RcvbufErrors\s+(\d+)/g;
       let n = 0;
       for (const x of topo.exec(side.ns, ['nstat', '-asz', 'UdpRcvbufErrors', 'Udp6RcvbufErrors']).matchAll(m))
         n += Number(x[1]);
       return n;
     };
-    /** Both sides' counters, read until two reads 300 ms apart agree (nothing in flight). */
-    const quiescent = async (): Promise<{ a: { rx: number; tx: number }; b: { rx: number; tx: number } }> => {
-      let a = dump(A);
-      let b = dump(B);
-      for (let i = 0; i < 20; i++) {
-        await sleep(300);
-        const a2 = dump(A);
-        const b2 = dump(B);
-        if (a2.rx === a.rx && a2.tx === a.tx && b2.rx === b.rx && b2.tx === b.tx) break;
-        a = a2;
-        b = b2;
-      }
-      return { a, b };
-    };
+    const quiescent = (): Promise<{ a: WgCounters; b: WgCounters }> => pair.quiescent();
     /** iperf3, one TCP stream from `from` to `to`; returns the client's JSON result. */
     const iperf = async (
-      from: Side,
-      to: Side,
+      from: WgSide,
+      to: WgSide,
       args: string[],
     ): Promise<{ end: { sum_sent: { bytes: number; retransmits: number } } }> => {
       const port = String(5501 + Math.floor(Math.random() * 200));
@@ -91,7 +64,7 @@ describe.skipIf(unavailable !== null).each([1, 2])(
       return JSON.parse(out) as { end: { sum_sent: { bytes: number; retransmits: number } } };
     };
     /** One unpaced TCP flow from `from` to `to` for 2 s, captured at the receiver's TUN. */
-    const oneFlow = async (from: Side, to: Side): Promise<FlowOrder & { retransmits: number }> => {
+    const oneFlow = async (from: WgSide, to: WgSide): Promise<FlowOrder & { retransmits: number }> => {
       const pcap = join(tmp, `flow-${to.ifname}.pcap`);
       const cap = topo.spawnIn(
         to.ns,
@@ -120,58 +93,17 @@ describe.skipIf(unavailable !== null).each([1, 2])(
       expect(Number(dropped?.[1] ?? 0), `tcpdump at ${to.ifname} dropped packets`).toBe(0);
       return { ...flowOrder(readFileSync(pcap), from.tunnel4), retransmits: j.end.sum_sent.retransmits };
     };
-    const setPeer = (self: Side, other: Side, endpoint: string | null): void => {
-      wg(self, [
-        'set',
-        self.ifname,
-        'private-key',
-        self.keyFile,
-        'listen-port',
-        '51820',
-        'peer',
-        other.pub,
-        'allowed-ips',
-        `${other.tunnel4}/32`,
-        ...(endpoint ? ['endpoint', endpoint] : []),
-      ]);
-    };
+    const setPeer = (self: WgSide, other: WgSide, endpoint: string | null): void => pair.setPeer(self, other, endpoint);
 
     beforeAll(async () => {
-      const nsA = topo.addNamespace('a');
-      const nsB = topo.addNamespace('b');
-      topo.link(nsA, 'va', '198.18.12.1/24', nsB, 'vb', '198.18.12.2/24');
-      const mk = (ns: string, ifname: string, underlay: string, t4: string): Side => {
-        const keyFile = join(tmp, `${ifname}.key`);
-        writeFileSync(keyFile, run(['wg', 'genkey']), { mode: 0o600 });
-        const pub = run(['wg', 'pubkey'], { input: readFileSync(keyFile, 'utf8') }).trim();
-        return { ns, ifname, keyFile, pub, proc: null, underlay, tunnel4: t4 };
-      };
-      A = mk(nsA, `wq${workers}a`, '198.18.12.1', '100.64.12.1');
-      B = mk(nsB, `wq${workers}b`, '198.18.12.2', '100.64.12.2');
-      A.proc = topo.spawnIn(A.ns, 'weft-wg', ['node', WEFT_WG, '-f', A.ifname], {
-        lifetimeS: 300,
-        env: { LOG_LEVEL: 'info', WEFT_WORKERS: String(workers) },
+      await pair.start({
+        ifPrefix: `wq${workers}`,
+        underlay24: '198.18.12',
+        tunnel24: '100.64.12',
+        weftEnv: { WEFT_WORKERS: String(workers) },
       });
-      B.proc = topo.spawnIn(B.ns, 'wireguard-go', ['wireguard-go', '-f', B.ifname], {
-        lifetimeS: 300,
-        env: { LOG_LEVEL: 'error' },
-      });
-      for (const s of [A, B]) {
-        await waitFor(`${s.ifname} UAPI`, () => existsSync(`/var/run/wireguard/${s.ifname}.sock`), 15_000);
-        await waitFor(
-          `${s.ifname} answers wg show`,
-          () => spawnSync('ip', ['netns', 'exec', s.ns, 'wg', 'show', s.ifname], { stdio: 'ignore' }).status === 0,
-          10_000,
-        );
-        topo.exec(s.ns, ['ip', 'addr', 'add', `${s.tunnel4}/24`, 'dev', s.ifname]);
-        topo.exec(s.ns, ['ip', 'link', 'set', s.ifname, 'mtu', '1420', 'up']);
-      }
-      if (workers > 1)
-        await waitFor(
-          `weft-wg reports ${workers} worker threads`,
-          () => A.proc?.output().includes(`${workers} worker threads`) === true,
-          10_000,
-        );
+      A = pair.A;
+      B = pair.B;
       setPeer(A, B, `${B.underlay}:51820`);
       setPeer(B, A, null);
     }, 60_000);

@@ -8,27 +8,16 @@
  * refused the first one's port.
  */
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { e2eUnavailableReason, iperfTcp, ping, run, sleep, Topology, waitFor, type Spawned } from '../util/netns.js';
+import { WEFT_WG, WgGoPair, type WgCounters, type WgSide } from './wg-go-pair.js';
+import { e2eUnavailableReason, iperfTcp, ping, run, sleep, Topology, waitFor } from '../util/netns.js';
 
-const ROOT = new URL('../../', import.meta.url).pathname;
-const WEFT_WG = join(ROOT, 'bin/weft-wg');
 const unavailable = e2eUnavailableReason(['wireguard-go', 'wg', 'iperf3', 'tshark', 'python3'], {
   built: ['dist/src/cli/weft-wg.js'],
 });
-
-interface Side {
-  ns: string;
-  ifname: string;
-  keyFile: string;
-  pub: string;
-  proc: Spawned | null;
-  underlay: string;
-  tunnel4: string;
-}
 
 const FLOOD_PY = `
 import socket, sys, os
@@ -45,36 +34,21 @@ for i in range(n):
 describe.skipIf(unavailable !== null)('weft-wg with 2 worker threads ↔ wireguard-go', () => {
   const topo = new Topology('wkr-');
   const tmp = mkdtempSync(join(tmpdir(), 'weft-workers-'));
-  let A: Side;
-  let B: Side;
+  let A: WgSide;
+  let B: WgSide;
 
-  const wg = (side: Side, args: string[]): string => topo.exec(side.ns, ['wg', ...args], { timeoutMs: 10_000 });
-  const dump = (side: Side): { rx: number; tx: number; handshake: number } => {
-    const f = (wg(side, ['show', side.ifname, 'dump']).trim().split('\n')[1] ?? '').split('\t');
-    return { handshake: Number(f[4] ?? 0), rx: Number(f[5] ?? 0), tx: Number(f[6] ?? 0) };
-  };
-  /** Both sides' counters, read until two reads 300 ms apart agree (nothing in flight). */
-  const quiescent = async (): Promise<{ a: { rx: number; tx: number }; b: { rx: number; tx: number } }> => {
-    let a = dump(A);
-    let b = dump(B);
-    for (let i = 0; i < 20; i++) {
-      await sleep(300);
-      const a2 = dump(A);
-      const b2 = dump(B);
-      if (a2.rx === a.rx && a2.tx === a.tx && b2.rx === b.rx && b2.tx === b.tx) break;
-      a = a2;
-      b = b2;
-    }
-    return { a, b };
-  };
+  const pair = new WgGoPair(topo, tmp);
+  const wg = (side: WgSide, args: string[]): string => pair.wg(side, args);
+  const dump = (side: WgSide): WgCounters => pair.dump(side);
+  const quiescent = (): Promise<{ a: WgCounters; b: WgCounters }> => pair.quiescent();
   /**
    * One TCP flow from `from` to `to` for `seconds` (iperf3, one stream), captured at the
    * receiver's TUN: data segments that arrive below the highest sequence already seen
    * (reordered or retransmitted), the data segments, and the sender's retransmits.
    */
   const oneFlow = async (
-    from: Side,
-    to: Side,
+    from: WgSide,
+    to: WgSide,
     seconds: number,
     rate: string,
   ): Promise<{
@@ -210,58 +184,12 @@ describe.skipIf(unavailable !== null)('weft-wg with 2 worker threads ↔ wiregua
       wireBackwards,
     };
   };
-  const setPeer = (self: Side, other: Side, endpoint: string | null): void => {
-    wg(self, [
-      'set',
-      self.ifname,
-      'private-key',
-      self.keyFile,
-      'listen-port',
-      '51820',
-      'peer',
-      other.pub,
-      'allowed-ips',
-      `${other.tunnel4}/32`,
-      ...(endpoint ? ['endpoint', endpoint] : []),
-    ]);
-  };
+  const setPeer = (self: WgSide, other: WgSide, endpoint: string | null): void => pair.setPeer(self, other, endpoint);
 
   beforeAll(async () => {
-    const nsA = topo.addNamespace('a');
-    const nsB = topo.addNamespace('b');
-    topo.link(nsA, 'va', '198.18.9.1/24', nsB, 'vb', '198.18.9.2/24');
-    const mk = (ns: string, ifname: string, underlay: string, t4: string): Side => {
-      const keyFile = join(tmp, `${ifname}.key`);
-      writeFileSync(keyFile, run(['wg', 'genkey']), { mode: 0o600 });
-      const pub = run(['wg', 'pubkey'], { input: readFileSync(keyFile, 'utf8') }).trim();
-      return { ns, ifname, keyFile, pub, proc: null, underlay, tunnel4: t4 };
-    };
-    A = mk(nsA, 'wkra', '198.18.9.1', '100.64.9.1');
-    B = mk(nsB, 'wkrb', '198.18.9.2', '100.64.9.2');
-    A.proc = topo.spawnIn(A.ns, 'weft-wg', ['node', WEFT_WG, '-f', A.ifname], {
-      lifetimeS: 300,
-      env: { LOG_LEVEL: 'info', WEFT_WORKERS: '2' },
-    });
-    B.proc = topo.spawnIn(B.ns, 'wireguard-go', ['wireguard-go', '-f', B.ifname], {
-      lifetimeS: 300,
-      env: { LOG_LEVEL: 'error' },
-    });
-    for (const s of [A, B]) {
-      await waitFor(`${s.ifname} UAPI`, () => existsSync(`/var/run/wireguard/${s.ifname}.sock`), 15_000);
-      await waitFor(
-        `${s.ifname} answers wg show`,
-        () => spawnSync('ip', ['netns', 'exec', s.ns, 'wg', 'show', s.ifname], { stdio: 'ignore' }).status === 0,
-        10_000,
-      );
-      topo.exec(s.ns, ['ip', 'addr', 'add', `${s.tunnel4}/24`, 'dev', s.ifname]);
-      topo.exec(s.ns, ['ip', 'link', 'set', s.ifname, 'mtu', '1420', 'up']);
-    }
-    // The workers' start line may follow the UAPI socket by a moment.
-    await waitFor(
-      'weft-wg reports 2 worker threads',
-      () => A.proc?.output().includes('2 worker threads') === true,
-      10_000,
-    );
+    await pair.start({ ifPrefix: 'wkr', underlay24: '198.18.9', tunnel24: '100.64.9', weftEnv: { WEFT_WORKERS: '2' } });
+    A = pair.A;
+    B = pair.B;
   }, 60_000);
 
   afterAll(async () => {
