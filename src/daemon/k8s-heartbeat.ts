@@ -244,6 +244,9 @@ export interface ReplicaHeartbeatOptions {
 export function replicaHeartbeat(o: ReplicaHeartbeatOptions): HeartbeatLink {
   const s = o.settings;
   const log = o.log;
+  // One read at a time: with an API server that answers slowly, reads asked every window/5
+  // would queue behind each other (each may wait --lease-renew-deadline).
+  let checking = false;
   return new HeartbeatLink({
     identity: s.identity,
     port: s.heartbeatPort,
@@ -272,7 +275,12 @@ export function replicaHeartbeat(o: ReplicaHeartbeatOptions): HeartbeatLink {
         log.info(
           `no heartbeat from the standby ${a.other}: reading the Lease until it is heard (it may have taken over)`,
         );
-      void o.elector.checkNow();
+      if (checking) return;
+      checking = true;
+      const done = (): void => {
+        checking = false;
+      };
+      void o.elector.checkNow().then(done, done);
     },
     onBindError: (e) =>
       log.warn(
