@@ -48,7 +48,7 @@ describe('test projects: unit in parallel, system serial', () => {
   it('a file is a system test through a helper that imports the harness, and says which path decided', () => {
     const reasons = system.map((f) => systemReason(join(ROOT, f))!);
     for (const r of reasons) expect(r).toMatch(/test\/util\/(netns|alloc)\.ts \(|passes root: true to needs\(\)$/);
-    // Through a helper of its folder (e.g. test/rules/oracle-flows.ts), not only directly.
+    // Through a helper of its folder (e.g. test/rules/oracle-bed.ts), not only directly.
     expect(reasons.some((r) => /^test\/\S+ imports test\/(?!util\/)\S+ imports test\/util\//.test(r))).toBe(true);
     expect(systemReason(join(ROOT, 'test/demo/topology.test.ts'))).toMatch(/passes root: true to needs\(\)/);
     expect(systemReason(join(ROOT, 'test/wireguard/alloc.test.ts'))).toMatch(/imports test\/util\/alloc\.ts/);

@@ -42,15 +42,14 @@ import {
   echoFlow,
   fragments,
   hopBehind,
-  OracleBed,
-  oracleUnavailable as reason,
   tcpFlow,
   ttlProbe,
   udpFlow,
   type Flow,
-  type Mismatch,
   type Side,
 } from './oracle-flows.js';
+import { OracleBed, oracleUnavailable as reason } from './oracle-bed.js';
+import type { Mismatch } from './oracle-compare.js';
 
 const bed = new OracleBed('nr');
 /** Loads rule sets one transaction each through libnftables, in one process (test/rules/nft_batch.py). */

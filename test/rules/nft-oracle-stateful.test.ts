@@ -1,7 +1,7 @@
 /**
  * The kernel's nftables + conntrack as the oracle of the compiled rules (root), for whole flows.
  *
- * Topology (namespaces ncoa, ncor, ncob) and harness: test/rules/oracle-flows.ts — A —veth— R
+ * Topology (namespaces ncoa, ncor, ncob) and harness: test/rules/oracle-bed.ts — A —veth— R
  * —veth— B, R forwarding by input interface, its interfaces named as Liqo's gateway names them;
  * marks as seen by routing (fwmark 7 → blackhole). Each flow is a script of steps; a step's
  * packet is built from what the other side captured at the previous step (a reply to the
@@ -21,21 +21,19 @@ import { echo6Flow, tcp6Flow, udp6Flow } from './oracle-flows6.js';
 import {
   A_ADDR,
   B_ADDR,
-  BLACKHOLE_MARK,
   echoFlow,
   fragments,
   freshId,
   hopBehind,
   ip4,
   ipv6Flow,
-  OracleBed,
-  oracleUnavailable as reason,
   R_A_ADDR,
   tcpFlow,
   ttlProbe,
   udpFlow,
   type Flow,
 } from './oracle-flows.js';
+import { BLACKHOLE_MARK, OracleBed, oracleUnavailable as reason } from './oracle-bed.js';
 
 const bed = new OracleBed('nc');
 const play = bed.play.bind(bed);

@@ -45,7 +45,7 @@ import { e2eUnavailableReason, sleep, Topology } from '../util/netns.js';
 import { Prng } from '../util/prng.js';
 import { missingPythonModule } from '../util/requirements.js';
 import * as fx from './fixtures.js';
-import { Peer } from './oracle-flows.js';
+import { Peer } from './oracle-peer.js';
 import { helmMssClamp } from '../k8s-fake/helm-mssclamp.js';
 
 const PY = '/usr/bin/python3';

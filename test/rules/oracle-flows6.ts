@@ -1,5 +1,5 @@
 /**
- * IPv6 flows for the kernel oracle (oracle-flows.ts's play()): TCP open/close, UDP request/reply
+ * IPv6 flows for the kernel oracle (oracle-bed.ts's play()): TCP open/close, UDP request/reply
  * with an ICMPv6 Time Exceeded quoting the last request as it arrived, ICMPv6 echo. Each reply
  * is built from the packet the other side captured. Not a test file; root only.
  */
