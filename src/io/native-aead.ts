@@ -1,11 +1,11 @@
 /**
  * A CryptoBackend whose in-place ChaCha20-Poly1305 without associated data — exactly what
  * WireGuard transport messages use (whitepaper §5.4.6) — runs in the native I/O addon
- * (native/weft_io.c: the OpenSSL inside the running Node — its ChaCha20 and Poly1305 assembly,
+ * (native/weft_aead.c: the OpenSSL inside the running Node — its ChaCha20 and Poly1305 assembly,
  * else its EVP interface — one N-API call per packet) instead of through koffi (five FFI calls
  * and two views per packet). Besides the per-packet cost this matters when the tunnel is idle:
  * the first EVP seal after a pause runs from cold caches and costs tens of microseconds, the
- * composed primitives about half of that (measured in native/weft_io.c's notes). Everything else (handshake
+ * composed primitives about half of that (measured in native/weft_aead.c's notes). Everything else (handshake
  * AEAD with associated data, XChaCha, hashing, X25519, randomness) is the base backend's.
  *
  * Measured where it matters: bench/tunnel.ts and bench/history/2026.md ("Tunnel").

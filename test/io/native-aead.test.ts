@@ -1,5 +1,5 @@
 /**
- * The addon's transport AEAD (native/weft_io.c aeadSeal/aeadOpen) through withNativeAead():
+ * The addon's transport AEAD (native/weft_aead.c aeadSeal/aeadOpen) through withNativeAead():
  * byte-identical to the independent noble implementation ('pure' backend) for every length
  * class, rejects forgeries without leaving plaintext, falls back to the base backend for what it
  * does not do (associated data, out-of-place), and throws on API misuse. Also the RFC 8439
