@@ -1,5 +1,5 @@
 /*
- * Shared by the addon's translation units (weft_io.c, weft_udp.c, weft_aead.c, weft_offload.c,
+ * Shared by the addon's translation units (weft_io.c, weft_poll.c, weft_udp.c, weft_aead.c, weft_offload.c,
  * weft_gso.c, weft_gro.c): the address-record layout, batch chunking, and the argument helpers (see
  * weft_io.c for their contracts).
  */
@@ -30,6 +30,15 @@ int get_u32s(napi_env env, napi_value v, uint32_t **data, size_t *count);
 napi_value make_i64(napi_env env, int64_t v);
 /* The sockaddr for an address record on a socket of sock_family; 0 for an unusable record. */
 socklen_t record_to_addr(const uint8_t *rec, int sock_family, struct sockaddr_storage *ss);
+
+/* weft_io.c: read() until EAGAIN into an arena (the TUN drain pollers run too). */
+int64_t read_into(int fd, uint8_t *arena, int64_t slot, int64_t head, int64_t max_len, int64_t max_count, uint32_t *lens);
+
+/* weft_poll.c: readiness through the env's libuv loop. */
+napi_value poll_start(napi_env env, napi_callback_info info);
+napi_value poll_stop(napi_env env, napi_callback_info info);
+napi_value read_poll_start(napi_env env, napi_callback_info info);
+napi_value recv_poll_start(napi_env env, napi_callback_info info);
 
 /* weft_udp.c: recvmmsg / sendmmsg and socket set-up; recv_into is the drain pollers run too. */
 int64_t recv_into(int fd, uint8_t *arena, int64_t slot, int64_t head, int64_t max_len, int64_t max_count,
