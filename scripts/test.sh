@@ -24,7 +24,9 @@ logs=$(mktemp -d)
 lane_summary() {
   local name=$1 status=$2 log=$3
   echo "lane $name: $status"
-  sed 's/\x1b\[[0-9;]*m//g' "$log" | grep -E '^ *(FAIL |× )|^ *(Test Files|Tests) ' | sed 's/^/  /' || true
+  # Failed tests, each failure's error line (cut to 400 characters), and the counts.
+  sed 's/\x1b\[[0-9;]*m//g' "$log" | grep -E '^ *(FAIL |× )|^ *[A-Za-z]*Error: |^ *(Test Files|Tests) ' |
+    cut -c1-400 | head -n 60 | sed 's/^/  /' || true
 }
 unit_rc=0
 npx vitest run --project unit "${reporters[@]}" 2>&1 | tee "$logs/unit" || unit_rc=1
