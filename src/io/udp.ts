@@ -29,7 +29,7 @@
  * interned text) is udp-address.ts's.
  */
 import * as dgram from 'node:dgram';
-import * as fs from 'node:fs';
+import { getLibc } from './libc.js';
 import { PacketBatch } from './batch.js';
 import {
   loadNativeIo,
@@ -466,7 +466,10 @@ export class UdpSocket implements DatagramSocket {
     if (this.native) {
       this.receiver?.stop();
       this.receiver = null;
-      fs.closeSync(this.fd); // after pollStop: the fd is already out of the event loop's epoll set
+      // After pollStop: the fd is already out of the event loop's epoll set. close(2), not
+      // fs.closeSync: the addon opened it, and a worker thread's fs warns on closing an fd it
+      // did not open itself.
+      getLibc().close(this.fd);
       return;
     }
     await new Promise<void>((r) => this.sock!.close(() => r()));

@@ -340,6 +340,12 @@ describe.skipIf(unavailable !== null)('weft-wg with 2 worker threads ↔ wiregua
       await topo.stop(second);
     }
   }, 45_000);
+
+  it('stops on SIGTERM without a warning from Node (every worker closes what it opened)', async () => {
+    const proc = A.proc!;
+    await topo.stop(proc);
+    expect(proc.output()).not.toMatch(/Warning:/);
+  }, 20_000);
 });
 
 if (unavailable !== null) {
