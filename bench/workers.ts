@@ -88,7 +88,7 @@ interface Outcome {
   why: string;
 }
 
-const noLink = { handoff: () => false, confirmed: () => {}, roamed: () => {} };
+const noLink = { handoff: () => false, underLoad: () => false, confirmed: () => {}, roamed: () => {} };
 
 /** Worker side: waits for the common start, then runs job.mode for job.ms. */
 export async function benchWorkerMain(): Promise<void> {

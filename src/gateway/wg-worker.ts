@@ -10,7 +10,8 @@
  * Messages from the owner: a snapshot (applied whole), bind/mark/close, and bytes to send
  * (handshakes, keepalives, staged packets) or to write to the TUN (packets the owner
  * decrypted). To the owner: handoffs (bounded by a shared depth counter: over the limit the
- * worker drops and counts), confirmations, roams, replies.
+ * worker drops and counts; handshake messages only once screened here, see shard.ts),
+ * confirmations, roams, replies. Drops are counted in shared memory the owner folds.
  */
 import { parentPort, workerData } from 'node:worker_threads';
 import { getCryptoBackend, parseCryptoBackendName } from '../crypto/select.js';
@@ -19,11 +20,17 @@ import { MAX_PACKET } from '../io/sizes.js';
 import { TunDevice } from '../io/tun.js';
 import { UdpError } from '../io/udp.js';
 import { WireGuardPort } from '../pipelines/wireguard-port.js';
+import { DROP_REASON_COUNT } from '../wireguard/drops.js';
 import type { SharedSessionBuffers } from '../wireguard/shared-sessions.js';
 import { ShardEngine } from '../wireguard/shard.js';
 import type { ShardPeer } from '../wireguard/shard-peer.js';
 import type { ShardSnapshot } from '../wireguard/shard-owner.js';
 import { coalescerFor, startTunReader, tunSink } from './wg-tun-path.js';
+
+/** Words of the shared depth buffer: one per worker (handoffs in flight), then the owner's load flag. */
+export const DEPTH_WORDS = 65;
+/** Non-zero while the owner's handshake queue is under load (it sets it as the queue fills and drains). */
+export const OWNER_LOAD_WORD = 64;
 
 /** What the owner passes to a worker (workerData). */
 export interface WgWorkerData {
@@ -35,9 +42,11 @@ export interface WgWorkerData {
   readonly crypto: string;
   readonly nativeAead: boolean;
   readonly shared: SharedSessionBuffers;
-  /** Int32 per worker: handoffs posted and not yet taken by the owner. */
+  /** DEPTH_WORDS Int32: per worker, handoffs posted and not yet taken by the owner; OWNER_LOAD_WORD. */
   readonly depth: SharedArrayBuffer;
   readonly depthLimit: number;
+  /** Float64 per worker × DROP_REASON_COUNT: the worker's drops, folded by the owner. */
+  readonly drops: SharedArrayBuffer;
 }
 
 /** Owner → worker. */
@@ -83,18 +92,28 @@ async function serve(
   if (data.nativeAead) backend = withNativeAead(backend).backend;
   const depth = new Int32Array(data.depth);
   const me = data.index;
-  const engine = new ShardEngine(backend, data.shared, me, {
-    handoff: (k, buf, off, len, a, p) => {
-      if (Atomics.add(depth, me, 1) >= data.depthLimit) {
-        Atomics.sub(depth, me, 1);
-        return false;
-      }
-      post({ t: 'h', k, b: buf.slice(off, off + len), a, p });
-      return true;
+  // As wireguard-go: handshakes are under load from 1/8 of the queue's capacity.
+  const loadDepth = data.depthLimit >>> 3;
+  const drops = new Float64Array(data.drops, me * DROP_REASON_COUNT * 8, DROP_REASON_COUNT);
+  const engine = new ShardEngine(
+    backend,
+    data.shared,
+    me,
+    {
+      handoff: (k, buf, off, len, a, p) => {
+        if (Atomics.add(depth, me, 1) >= data.depthLimit) {
+          Atomics.sub(depth, me, 1);
+          return false;
+        }
+        post({ t: 'h', k, b: buf.slice(off, off + len), a, p });
+        return true;
+      },
+      underLoad: () => Atomics.load(depth, me) >= loadDepth || Atomics.load(depth, OWNER_LOAD_WORD) !== 0,
+      confirmed: (i) => post({ t: 'c', i }),
+      roamed: (s, a, p) => post({ t: 'r', s, a, p }),
     },
-    confirmed: (i) => post({ t: 'c', i }),
-    roamed: (s, a, p) => post({ t: 'r', s, a, p }),
-  });
+    drops,
+  );
   const tun = TunDevice.open({
     name: data.ifname,
     mtu: data.mtu,

@@ -7,8 +7,9 @@
  *   worker when it changes: versioned, applied whole by each worker, acknowledged in shared
  *   memory (slots named only by older versions are reused after every worker moved on);
  * - runs what workers hand over through its own WireGuardPort, whose "sockets" relay here:
- *   handshake messages, cookie replies and unknown-session transport arrive as datagrams
- *   (screened, queued on the handshake ring, rate-limited as on one thread); inner packets
+ *   initiations and responses the workers screened (mac1; under load mac2, cookie replies and
+ *   the rate limit, done by the worker) go straight to the handshake ring; cookie replies and
+ *   unknown-session transport arrive as datagrams; inner packets
  *   without a usable shared session are staged; what it sends (handshakes, keepalives, staged
  *   packets) leaves through worker 0's socket, so the device has one source port;
  * - folds the workers' activity rows into peer counters and timers every FOLD_MS and before
@@ -30,8 +31,9 @@ import { TRANSPORT_HEADER_SIZE } from '../wireguard/messages.js';
 import type { Peer } from '../wireguard/peer.js';
 import { snapshotKey } from '../wireguard/shard-owner.js';
 import type { ShardSlots } from '../wireguard/shard-slots.js';
-import { HANDOFF_DATAGRAM } from '../wireguard/shard-peer.js';
-import type { FromWorker, ToWorker, WgWorkerData } from './wg-worker.js';
+import { DROP_REASON_COUNT } from '../wireguard/drops.js';
+import { HANDOFF_DATAGRAM, HANDOFF_SCREENED } from '../wireguard/shard-peer.js';
+import { DEPTH_WORDS, OWNER_LOAD_WORD, type FromWorker, type ToWorker, type WgWorkerData } from './wg-worker.js';
 
 /** How often workers' activity is folded into the owner's counters and timers. */
 const FOLD_MS = 50;
@@ -179,8 +181,12 @@ class RelaySocket implements DatagramSocket {
 export class WgWorkers {
   readonly port: WireGuardPort;
   private readonly workers: Worker[] = [];
-  private readonly depth = new SharedArrayBuffer(4 * 64);
+  private readonly depth = new SharedArrayBuffer(4 * DEPTH_WORDS);
   private readonly depthWords = new Int32Array(this.depth);
+  /** Every worker's drops by reason (written by the worker) and what was folded of them. */
+  private readonly drops = new SharedArrayBuffer(8 * 64 * DROP_REASON_COUNT);
+  private readonly dropCounts = new Float64Array(this.drops);
+  private readonly dropsFolded = new Float64Array(64 * DROP_REASON_COUNT);
   private relay4: RelaySocket | null = null;
   private relay6: RelaySocket | null = null;
   private boundPort = -1;
@@ -240,6 +246,7 @@ export class WgWorkers {
           shared: o.slots.buffers,
           depth: w.depth,
           depthLimit: HANDOFF_DEPTH,
+          drops: w.drops,
         };
         const worker = new Worker(`import(${JSON.stringify(entry)}).then((m) => m.runWgWorker())`, {
           eval: true,
@@ -333,7 +340,10 @@ export class WgWorkers {
     switch (m.t) {
       case 'h':
         Atomics.sub(this.depthWords, i, 1);
-        if (m.k === HANDOFF_DATAGRAM) {
+        if (m.k === HANDOFF_SCREENED) {
+          this.port.queueScreened(m.b, 0, m.b.length, m.a, m.p);
+          this.shareLoad();
+        } else if (m.k === HANDOFF_DATAGRAM) {
           const r = m.a.includes(':') ? this.relay6 : this.relay4;
           r?.inject(m.b, m.a, m.p);
         } else {
@@ -375,16 +385,37 @@ export class WgWorkers {
     return null;
   }
 
-  /** Folds the workers' activity into the Device (counters, timers). */
+  /** Folds the workers' activity into the Device (counters, timers) and their drops into its drops. */
   foldNow(): void {
     const now = Date.now();
     const d = this.o.device;
     this.o.slots.fold(d.peers(), (p, a) => d.foldShardActivity(p, a, now));
+    const total = d.drops;
+    const cur = this.dropCounts;
+    const seen = this.dropsFolded;
+    for (let i = 0; i < this.workers.length * DROP_REASON_COUNT; i++) {
+      const v = cur[i];
+      if (v !== seen[i]) {
+        total[i % DROP_REASON_COUNT] += v - seen[i];
+        seen[i] = v;
+      }
+    }
+  }
+
+  /**
+   * Tells the workers whether this thread's handshake queue is under load (screened messages
+   * wait there): they then demand mac2 and rate-limit too. Refreshed as messages arrive and on
+   * every tick (a worker keeps the state UNDER_LOAD_AFTER_TIME after it saw it).
+   */
+  private shareLoad(): void {
+    const v = this.port.handshakeUnderLoad ? 1 : 0;
+    if (this.depthWords[OWNER_LOAD_WORD] !== v) Atomics.store(this.depthWords, OWNER_LOAD_WORD, v);
   }
 
   private tick(): void {
     if (this.closed) return;
     this.foldNow();
+    this.shareLoad();
     this.port.poll();
     this.publish();
   }

@@ -481,6 +481,23 @@ export class WireGuardPort<P = Peer> {
     return this.hs.depth;
   }
 
+  /** The handshake ring is at least 1/8 full: screens demand mac2 cookies. */
+  get handshakeUnderLoad(): boolean {
+    return this.hs.underLoad;
+  }
+
+  /**
+   * Queues an initiation or response another thread already screened (mac1; under load mac2
+   * and the rate limit) for the full processing, as if received from address:port. False
+   * (counted) when the handshake queue is full.
+   */
+  queueScreened(buf: Uint8Array, off: number, len: number, address: string, port: number): boolean {
+    if (this.closed) return false;
+    const n = this.stats.handshakesDroppedQueueFull;
+    this.queueHandshake(buf, off, len, address, port);
+    return this.stats.handshakesDroppedQueueFull === n;
+  }
+
   // =========================================================================================
   // Outbox and timers
 

@@ -7,7 +7,7 @@
 import type { CryptoBackend } from '../crypto/backend.js';
 import { AllowedIps } from './allowedips.js';
 import { DEFAULT_MTU, QUEUE_STAGED_SIZE } from './constants.js';
-import { CookieChecker } from './cookie.js';
+import type { CookieChecker } from './cookie.js';
 import { RECEIVE_DROP, WireGuardConfigError, type ReceiveResult } from './device-types.js';
 import { DROP_REASON_COUNT } from './drops.js';
 import { IndexTable } from './index-table.js';
@@ -17,7 +17,7 @@ import { paddedLength } from './padding.js';
 import type { SessionSlots } from './keypair.js';
 import type { Peer } from './peer.js';
 import { BufferPool, Outbox } from './pool.js';
-import { RateLimiter } from './ratelimiter.js';
+import { HandshakeScreen } from './screen.js';
 import { WakeState } from './wake-state.js';
 
 export interface DeviceOptions {
@@ -49,7 +49,6 @@ export interface DeviceOptions {
 const DEFAULT_MAX_PACKET_SIZE = 2016;
 const DEFAULT_BUFFER_POOL_SIZE = 2048;
 const DEFAULT_OUTBOX_CAPACITY = 1024;
-export const SOURCE_SCRATCH_LEN = 128;
 /**
  * CSPRNG bytes are drawn this many at a time: a handshake message takes 36 (index + ephemeral
  * key), and one randomFillSync per message was 5% of a handshake (profile in bench/history/2026.md).
@@ -66,10 +65,10 @@ export class DeviceState {
   readonly random: () => number;
   readonly noise: NoiseContext;
   readonly identity = new StaticIdentity();
+  /** mac1/mac2, cookie replies, the per-source limits and the under-load state (screen.ts). */
+  readonly screen: HandshakeScreen;
+  /** screen.cookieChecker (re-keyed when the private key changes). */
   readonly cookieChecker: CookieChecker;
-  readonly rateLimiter = new RateLimiter();
-  /** Cookie replies per source under load (same bucket parameters as rateLimiter). */
-  readonly cookieReplyLimiter = new RateLimiter();
   /**
    * Destination → peer for encrypt(), and (default mode) source → owner for the receive check.
    * In overlapping mode it is derived from the peers' own sets (peer.ownAllowedIps).
@@ -85,7 +84,6 @@ export class DeviceState {
   readonly outbox: Outbox<Peer>;
   readonly maxPacketSize: number;
   readonly stagedQueueSize: number;
-  underLoadUntil = Number.NEGATIVE_INFINITY;
   /** Written by device-timers.ts updateNextDeadline(). */
   nextDeadline = Number.POSITIVE_INFINITY;
   /** The DROP_* reason of the last failed stage() (read right after it returns false). */
@@ -105,8 +103,6 @@ export class DeviceState {
   readonly index4 = new Uint8Array(4);
   readonly staticKey = new Uint8Array(KEY_LEN);
   readonly cookieNonce = new Uint8Array(COOKIE_NONCE_LEN);
-  readonly sourceScratch = new Uint8Array(SOURCE_SCRATCH_LEN);
-  readonly encoder = new TextEncoder();
   /** unstage()'s reused result. */
   readonly unstaged = { slot: -1, length: 0 };
   private readonly randomReserve = new Uint8Array(RANDOM_RESERVE);
@@ -135,7 +131,8 @@ export class DeviceState {
     this.overlapping = ov;
     this.sessionSlots = options.sessionSlots ?? null;
     this.noise = new NoiseContext(this.backend);
-    this.cookieChecker = new CookieChecker(this.backend);
+    this.screen = new HandshakeScreen(this.backend);
+    this.cookieChecker = this.screen.cookieChecker;
   }
 
   /**

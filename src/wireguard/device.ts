@@ -441,6 +441,6 @@ export class Device {
 
   /** Is the device currently treating handshakes as under load (1 s hysteresis included)? */
   isUnderLoad(now: number): boolean {
-    return now < this.s.underLoadUntil;
+    return this.s.screen.isUnderLoad(now);
   }
 }

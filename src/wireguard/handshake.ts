@@ -5,23 +5,19 @@
  * protocol pieces: the data path modules (send.ts, receive.ts) call into this one, never the
  * other way round — so after a consumed response, receive.ts sends the confirming keepalive.
  */
-import { parseAddress } from '../packet/addr.js';
-import { REKEY_TIMEOUT, UNDER_LOAD_AFTER_TIME } from './constants.js';
-import { receiveDrop, SOURCE_SCRATCH_LEN, type DeviceState } from './device-state.js';
+import { REKEY_TIMEOUT } from './constants.js';
+import { receiveDrop, type DeviceState } from './device-state.js';
 import { RECEIVE_HANDSHAKE, type ReceiveResult } from './device-types.js';
 import {
   DROP_COOKIE_DECRYPT_FAILED,
-  DROP_COOKIE_REQUIRED,
   DROP_HANDSHAKE_FAILED,
   DROP_INITIATION_DECRYPT_FAILED,
   DROP_INITIATION_FLOOD,
   DROP_INITIATION_REPLAY,
-  DROP_INVALID_MAC1,
   DROP_NO_ENDPOINT,
   DROP_NO_PRIVATE_KEY,
   DROP_OUTBOX_FULL,
   DROP_POOL_EXHAUSTED,
-  DROP_RATE_LIMITED,
   DROP_RESPONSE_DECRYPT_FAILED,
   DROP_RESPONSE_UNEXPECTED,
   DROP_UNKNOWN_PEER,
@@ -47,6 +43,7 @@ import {
   INITIATION_REPLAYED,
 } from './noise.js';
 import { keyHex, type Endpoint, type Peer } from './peer.js';
+import { SCREEN_PASS } from './screen.js';
 import { OUT_COOKIE_REPLY, OUT_INITIATION, OUT_RESPONSE } from './pool.js';
 import { flushStaged } from './staging.js';
 import { writeTai64n } from './tai64n.js';
@@ -125,22 +122,14 @@ function sendHandshakeResponse(s: DeviceState, peer: Peer, now: number): void {
   sendOwned(s, peer, slot, RESPONSE_SIZE, OUT_RESPONSE);
 }
 
-function sendCookieReply(
-  s: DeviceState,
-  buf: Uint8Array,
-  off: number,
-  len: number,
-  source: Uint8Array,
-  from: Endpoint,
-  now: number,
-): void {
+function sendCookieReply(s: DeviceState, buf: Uint8Array, off: number, len: number, from: Endpoint, now: number): void {
   const slot = s.pool.acquire();
   if (slot < 0) {
     s.drops[DROP_POOL_EXHAUSTED]++;
     return;
   }
   s.randomFill(s.cookieNonce);
-  const n = s.cookieChecker.createReply(buf, off, len, source, now, s.cookieNonce, s.pool.buffer(slot), 0);
+  const n = s.screen.cookieReply(buf, off, len, from, now, s.cookieNonce, s.pool.buffer(slot), 0);
   if (!s.outbox.push(slot, 0, n, from.address, from.port, null, OUT_COOKIE_REPLY)) {
     s.pool.release(slot);
     s.drops[DROP_OUTBOX_FULL]++;
@@ -216,12 +205,10 @@ export function receiveHandshake(
 }
 
 /**
- * The cheap checks of an initiation or response, before any Diffie-Hellman: a private key,
- * mac1, and under load a valid mac2 (else a cookie reply, at most RATELIMIT_PACKETS_PER_SECOND
- * per source: a real initiator retries every Rekey-Timeout and needs one, a flood from one
- * source gets no reflection) and the per-source rate limit. Returns false when the message was
- * dropped (counted; out filled), true when it deserves the full processing
- * (receiveScreenedHandshake), which the daemon may defer to its handshake queue.
+ * The cheap checks of an initiation or response before any Diffie-Hellman (screen.ts), with
+ * the cookie reply they may call for. Returns false when the message was dropped (counted; out
+ * filled), true when it deserves the full processing (receiveScreenedHandshake), which the
+ * daemon may defer to its handshake queue.
  */
 export function screenHandshake(
   s: DeviceState,
@@ -233,19 +220,11 @@ export function screenHandshake(
   underLoad: boolean,
   out: ReceiveResult,
 ): boolean {
-  if (!s.identity.hasKey) return dropped(s, out, DROP_NO_PRIVATE_KEY);
-  if (!s.cookieChecker.checkMac1(buf, off, len)) return dropped(s, out, DROP_INVALID_MAC1);
-  if (underLoad) s.underLoadUntil = now + UNDER_LOAD_AFTER_TIME;
-  if (underLoad || now < s.underLoadUntil) {
-    const source = sourceBytes(s, from);
-    if (!s.cookieChecker.checkMac2(buf, off, len, source, now)) {
-      if (s.cookieReplyLimiter.allow(rateLimitKey(from.address), now))
-        sendCookieReply(s, buf, off, len, source, from, now);
-      return dropped(s, out, DROP_COOKIE_REQUIRED);
-    }
-    if (!s.rateLimiter.allow(rateLimitKey(from.address), now)) return dropped(s, out, DROP_RATE_LIMITED);
-  }
-  return true;
+  const sc = s.screen;
+  const r = sc.screen(s.identity.hasKey, buf, off, len, from, now, underLoad);
+  if (r === SCREEN_PASS) return true;
+  if (sc.replyDue) sendCookieReply(s, buf, off, len, from, now);
+  return dropped(s, out, r);
 }
 
 /** Counts a drop and returns false (screenHandshake's "not for processing"). */
@@ -355,29 +334,6 @@ export function roam(peer: Peer, from: Endpoint): void {
   if (ep === null || ep.port !== from.port || ep.address !== from.address) {
     peer.endpoint = { address: from.address, port: from.port };
   }
-}
-
-/** The cookie input for a source: its address text and big-endian port (opaque, injective). */
-function sourceBytes(s: DeviceState, from: Endpoint): Uint8Array {
-  const b = s.sourceScratch;
-  const r = s.encoder.encodeInto(from.address, b.subarray(0, SOURCE_SCRATCH_LEN - 2));
-  const n = r.written;
-  b[n] = (from.port >>> 8) & 0xff;
-  b[n + 1] = from.port & 0xff;
-  return b.subarray(0, n + 2);
-}
-
-/** Rate-limit key: the IPv4 address, or the /64 of an IPv6 address (as wireguard-go and Linux). */
-function rateLimitKey(address: string): string {
-  if (!address.includes(':')) return address;
-  const pct = address.indexOf('%');
-  let bytes: Uint8Array;
-  try {
-    bytes = parseAddress(pct >= 0 ? address.slice(0, pct) : address);
-  } catch {
-    return address;
-  }
-  return keyHex(bytes.subarray(0, 8));
 }
 
 // ===========================================================================================

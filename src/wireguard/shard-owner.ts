@@ -14,7 +14,7 @@ import type { Prefix } from '../packet/addr.js';
 import type { DeviceState } from './device-state.js';
 import { receivedWithKeypair, roam } from './handshake.js';
 import type { Keypair } from './keypair.js';
-import type { Endpoint, Peer } from './peer.js';
+import { keyHex, type Endpoint, type Peer } from './peer.js';
 import { keepKeyFreshReceiving } from './receive.js';
 import { keepKeyFreshSending, sendStagedPackets } from './send.js';
 
@@ -117,6 +117,8 @@ export interface ShardPeerSpec {
 export interface ShardSnapshot {
   readonly version: number;
   readonly mtu: number;
+  /** The device's public key (workers key their mac1/cookie checks with it); null without a private key. */
+  readonly publicKey: Uint8Array | null;
   readonly peers: readonly ShardPeerSpec[];
 }
 
@@ -157,12 +159,13 @@ export function shardSnapshot(
       cur !== null && cur.sharedSlot >= 0 && cur.canSend(now) && p.stagedCount === 0 ? sessionSpec(cur, false) : null;
     peers.push({ slot: peerSlot(p), endpoint: p.endpoint, allowedIps: allowedIpsOf(p), send, receive });
   }
-  return { version, mtu: s.mtu, peers };
+  const publicKey = s.identity.hasKey ? Uint8Array.from(s.identity.publicKey) : null;
+  return { version, mtu: s.mtu, publicKey, peers };
 }
 
 /** What makes two snapshots differ, as text (the owner publishes only on change). */
 export function snapshotKey(snap: ShardSnapshot): string {
-  let k = `${snap.mtu}`;
+  let k = `${snap.mtu}|${snap.publicKey === null ? '-' : keyHex(snap.publicKey)}`;
   for (const p of snap.peers) {
     k += `|${p.slot}@${p.endpoint === null ? '-' : `${p.endpoint.address}:${p.endpoint.port}`}/`;
     k += p.allowedIps.map((a) => `${a.addr.join('.')}/${a.prefixLen}`).join(',');

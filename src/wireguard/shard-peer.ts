@@ -10,15 +10,23 @@ import type { ShardSessionSpec } from './shard-owner.js';
 /** What is handed to the owner. */
 export const HANDOFF_DATAGRAM = 1;
 export const HANDOFF_PLAINTEXT = 2;
+/** An initiation or response that passed the worker's screen: the owner processes it without checking again. */
+export const HANDOFF_SCREENED = 3;
 
 /** The worker's channel to the owner thread (implemented by the worker shell). */
 export interface ShardOwnerLink {
   /**
    * Hands buf[off, +len) to the owner (copied before returning): a UDP payload from
-   * address:port (HANDOFF_DATAGRAM) or an inner packet (HANDOFF_PLAINTEXT, address '').
+   * address:port (HANDOFF_DATAGRAM; HANDOFF_SCREENED when the worker screened it) or an inner
+   * packet (HANDOFF_PLAINTEXT, address '').
    * False when the owner's queue is full: the caller counts the drop.
    */
   handoff(kind: number, buf: Uint8Array, off: number, len: number, address: string, port: number): boolean;
+  /**
+   * Whether handshakes are under load beyond what the caller sees: this worker's handoffs in
+   * flight ≥ 1/8 of the limit, or the owner's handshake queue loaded.
+   */
+  underLoad(): boolean;
   /** The first message under our session `localIndex` arrived here. */
   confirmed(localIndex: number): void;
   /** The peer of activity slot `peerSlot` was authenticated from a new endpoint. */

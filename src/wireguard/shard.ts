@@ -8,8 +8,14 @@
  *     expired, spent, packets staged at the owner): the packet is handed to the owner
  *     (copied; the owner stages it and handshakes), ENCRYPT_STAGED.
  *   receive: transport under a known session → shared replay window → open in place → inner
- *     source check. Handshake messages, cookie replies and transport under an unknown index
- *     are handed to the owner with their source (bounded: a full queue is a counted drop).
+ *     source check. Initiations and responses are screened here first (screen.ts: mac1; under
+ *     load mac2, a cookie reply from this worker's socket, the per-source rate limit) and
+ *     only those that pass are handed to the owner, marked screened (HANDOFF_SCREENED: it
+ *     queues them for the full processing without checking again). Cookie replies and
+ *     transport under an unknown index are handed over as they are. Every handoff carries its
+ *     source and is bounded (a full queue is a counted refusal).
+ *   Under load: the caller's flag, or the link's (this worker's handoffs in flight ≥ 1/8 of the
+ *     limit, or the owner's handshake queue loaded), kept UNDER_LOAD_AFTER_TIME after.
  *   The first message under a responder's unconfirmed session and a peer seen from a new
  *   endpoint are reported to the owner once (it rotates keys / records the endpoint); the
  *   workers send under the confirmed session and to the new endpoint from their next packet
@@ -45,7 +51,7 @@ import {
   DROP_REASON_COUNT,
   DROP_REPLAYED_COUNTER,
   DROP_TOO_SHORT,
-  DROP_UNKNOWN_RECEIVER,
+  DROP_OUTBOX_FULL,
   DROP_UNKNOWN_TYPE,
 } from './drops.js';
 import { writeNonce } from './keypair.js';
@@ -53,6 +59,10 @@ import {
   AEAD_TAG_LEN,
   CLASSIFY_BAD_LENGTH,
   CLASSIFY_TOO_SHORT,
+  COOKIE_NONCE_LEN,
+  COOKIE_REPLY_SIZE,
+  MESSAGE_INITIATION,
+  MESSAGE_RESPONSE,
   MESSAGE_TRANSPORT,
   TRANSPORT_COUNTER_OFFSET,
   TRANSPORT_HEADER_SIZE,
@@ -86,11 +96,20 @@ import {
 } from './shared-sessions.js';
 import type { ShardSnapshot } from './shard-owner.js';
 import { ShardOutbox } from './shard-outbox.js';
-import { HANDOFF_DATAGRAM, HANDOFF_PLAINTEXT, ShardPeer, ShardSession, type ShardOwnerLink } from './shard-peer.js';
+import { HandshakeScreen, SCREEN_PASS } from './screen.js';
+import {
+  HANDOFF_DATAGRAM,
+  HANDOFF_PLAINTEXT,
+  HANDOFF_SCREENED,
+  ShardPeer,
+  ShardSession,
+  type ShardOwnerLink,
+} from './shard-peer.js';
 
 export class ShardEngine {
   listenPort = 0;
-  readonly drops = new Float64Array(DROP_REASON_COUNT);
+  /** Drops by DROP_* reason (the owner folds them into the device's when they are shared). */
+  readonly drops: Float64Array;
   /** Datagrams and packets handed to the owner, and those refused because its queue was full. */
   handoffs = 0;
   handoffsRefused = 0;
@@ -109,6 +128,11 @@ export class ShardEngine {
   private readonly confirmedWords: Int32Array;
   /** Owner messages (handshakes, keepalives, staged packets) for this worker's socket. */
   private readonly outbox = new ShardOutbox();
+  /** This worker's mac1/mac2 checks, cookie secret, per-source limits and under-load state. */
+  readonly screen: HandshakeScreen;
+  /** The device's public key the screen is keyed for (null: no private key). */
+  private publicKey: Uint8Array | null = null;
+  private readonly cookieNonce = new Uint8Array(COOKIE_NONCE_LEN);
 
   constructor(
     readonly backend: CryptoBackend,
@@ -116,9 +140,15 @@ export class ShardEngine {
     /** This worker's index (its activity rows and acknowledgement word). */
     readonly worker: number,
     private readonly link: ShardOwnerLink,
+    /** DROP_REASON_COUNT counters to count drops in (e.g. a view of shared memory). */
+    drops: Float64Array = new Float64Array(DROP_REASON_COUNT),
   ) {
     if (!Number.isInteger(worker) || worker < 0 || worker >= shared.workers)
       throw new RangeError(`worker ${worker} not in 0..${shared.workers - 1}`);
+    if (drops.length !== DROP_REASON_COUNT)
+      throw new RangeError(`drops needs ${DROP_REASON_COUNT} counters, got ${drops.length}`);
+    this.drops = drops;
+    this.screen = new HandshakeScreen(backend);
     this.words = new Int32Array(shared.keypairs);
     this.counters = new Uint32Array(shared.keypairs);
     this.act = new Float64Array(shared.activity);
@@ -205,8 +235,17 @@ export class ShardEngine {
     this.sessions = sessions;
     this.peers = peers;
     this.mtu = snap.mtu;
+    this.setPublicKey(snap.publicKey);
     this.version = snap.version;
     Atomics.store(this.acks, this.worker, snap.version);
+  }
+
+  /** Re-keys the screen's mac1/cookie keys when the device's key changed. */
+  private setPublicKey(key: Uint8Array | null): void {
+    const old = this.publicKey;
+    if (key === null ? old === null : old !== null && equalBytes(old, key)) return;
+    this.publicKey = key === null ? null : Uint8Array.from(key);
+    this.screen.cookieChecker.init(this.publicKey);
   }
 
   /** Peers of the snapshot in use (tests, stats). */
@@ -336,22 +375,47 @@ export class ShardEngine {
             : DROP_UNKNOWN_TYPE,
       );
     }
-    this.toOwner(buf, off, len, from);
+    this.toOwner(HANDOFF_DATAGRAM, buf, off, len, from);
     out.action = RECEIVE_HANDSHAKE;
     return RECEIVE_HANDSHAKE;
   }
 
-  /** Handshake messages are the owner's: handed over, never queued here (returns false). */
+  /**
+   * Screens an initiation or response here (screen.ts) and hands it to the owner only if it
+   * passes (HANDOFF_SCREENED); a cookie reply is handed over as it is. Answers a cookie reply
+   * itself when mac2 is due and missing (queued for this worker's socket, to the source).
+   * Never queues anything for receiveScreened here: returns false.
+   */
   screenHandshake(
     buf: Uint8Array,
     off: number,
     len: number,
     from: Endpoint,
-    _now: number,
-    _underLoad: boolean,
-    _out: ReceiveResult<ShardPeer>,
+    now: number,
+    underLoad: boolean,
+    out: ReceiveResult<ShardPeer>,
   ): boolean {
-    this.toOwner(buf, off, len, from);
+    out.peer = null;
+    out.start = 0;
+    out.length = 0;
+    out.reason = -1;
+    const kind = classifyMessage(buf, off, len);
+    if (kind === MESSAGE_INITIATION || kind === MESSAGE_RESPONSE) {
+      const sc = this.screen;
+      const r = sc.screen(this.publicKey !== null, buf, off, len, from, now, underLoad || this.link.underLoad());
+      if (r !== SCREEN_PASS) {
+        if (sc.replyDue) this.sendCookieReply(buf, off, len, from, now);
+        this.receiveDrop(out, r);
+        return false;
+      }
+      this.toOwner(HANDOFF_SCREENED, buf, off, len, from);
+    } else if (kind < 0) {
+      this.receiveDrop(out, kind === CLASSIFY_TOO_SHORT ? DROP_TOO_SHORT : DROP_BAD_LENGTH);
+      return false;
+    } else {
+      this.toOwner(HANDOFF_DATAGRAM, buf, off, len, from);
+    }
+    out.action = RECEIVE_HANDSHAKE;
     return false;
   }
 
@@ -366,9 +430,18 @@ export class ShardEngine {
     return this.receive(buf, off, len, from, now, false, out);
   }
 
-  private toOwner(buf: Uint8Array, off: number, len: number, from: Endpoint): void {
+  /** A cookie reply (rate-limited per source by the screen) queued for this worker's socket. */
+  private sendCookieReply(buf: Uint8Array, off: number, len: number, from: Endpoint, now: number): void {
+    this.backend.randomFill(this.cookieNonce);
+    // Its own buffer: the outbox keeps it until sent (at most 20 per second per source).
+    const reply = new Uint8Array(COOKIE_REPLY_SIZE);
+    this.screen.cookieReply(buf, off, len, from, now, this.cookieNonce, reply, 0);
+    if (!this.outbox.queue(reply, from.address, from.port)) this.drops[DROP_OUTBOX_FULL]++;
+  }
+
+  private toOwner(kind: number, buf: Uint8Array, off: number, len: number, from: Endpoint): void {
     this.handoffs++;
-    if (!this.link.handoff(HANDOFF_DATAGRAM, buf, off, len, from.address, from.port)) this.handoffsRefused++;
+    if (!this.link.handoff(kind, buf, off, len, from.address, from.port)) this.handoffsRefused++;
   }
 
   private receiveTransport(
@@ -385,8 +458,9 @@ export class ShardEngine {
     if (s === undefined) {
       // A session the owner has and this snapshot not yet, or none: the owner decides
       // (decrypts, or counts the drop and maybe handshakes with a restarted peer).
-      this.toOwner(buf, off, len, from);
-      return this.receiveDrop(out, DROP_UNKNOWN_RECEIVER);
+      this.toOwner(HANDOFF_DATAGRAM, buf, off, len, from);
+      out.action = RECEIVE_HANDSHAKE;
+      return RECEIVE_HANDSHAKE;
     }
     if (now - s.spec.created > REJECT_AFTER_TIME) return this.receiveDrop(out, DROP_KEYPAIR_EXPIRED);
     const lo = readU32LE(buf, off + TRANSPORT_COUNTER_OFFSET);
@@ -504,4 +578,10 @@ function resetEncrypt(out: EncryptResult<ShardPeer>): void {
   out.start = 0;
   out.length = 0;
   out.reason = -1;
+}
+
+function equalBytes(a: Uint8Array, b: Uint8Array): boolean {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
 }

@@ -29,7 +29,13 @@ import {
   sendCounterIndex,
 } from '../../src/wireguard/shared-sessions.js';
 import { ShardEngine } from '../../src/wireguard/shard.js';
-import { HANDOFF_DATAGRAM, HANDOFF_PLAINTEXT, type ShardPeer } from '../../src/wireguard/shard-peer.js';
+import {
+  HANDOFF_DATAGRAM,
+  HANDOFF_PLAINTEXT,
+  HANDOFF_SCREENED,
+  type ShardPeer,
+} from '../../src/wireguard/shard-peer.js';
+import { REKEY_TIMEOUT } from '../../src/wireguard/constants.js';
 import { ShardSlots } from '../../src/wireguard/shard-slots.js';
 import { Prng } from '../util/prng.js';
 
@@ -119,6 +125,7 @@ function worker(shared: ReturnType<typeof allocateSharedSessions>, index: number
       handed.push({ kind, bytes: buf.slice(off, off + len), address, port });
       return true;
     },
+    underLoad: () => false,
     confirmed: (i) => confirmed.push(i),
     roamed: (_slot, address, port) => roamed.push(`${address}:${port}`),
   });
@@ -313,11 +320,22 @@ describe('ShardEngine with an owner Device', () => {
     expect(
       b.receive(p1.buf, eo.start, eo.length, { address: '192.0.2.1', port: 1 }, NOW + 3, false, new ReceiveResult()),
     ).toBe(RECEIVE_DELIVER);
-    // A handshake message at a worker goes to the owner with its source.
+    // A handshake message at a worker goes to the owner with its source, screened there (mac1).
     const init = new Uint8Array(148);
     init[0] = 1;
+    const handed = w[1].handed.length;
     w[1].engine.screenHandshake(init, 0, 148, epB, NOW, false, rr);
+    expect(w[1].handed.length).toBe(handed);
+    b.initiateHandshake(pba, NOW + REKEY_TIMEOUT);
+    const m = new OutgoingMessage<Peer>();
+    while (b.popOutgoing(m) && m.buf[m.start] !== 1) b.releaseOutgoing(m.slot);
+    expect(m.length).toBe(148);
+    w[1].engine.screenHandshake(m.buf, m.start, m.length, epB, NOW + REKEY_TIMEOUT, false, rr);
+    expect(w[1].handed.at(-1)).toMatchObject({ kind: HANDOFF_SCREENED, address: '192.0.2.2', port: 2 });
+    // A cookie reply is the owner's to check (its receiver index).
+    const cookie = new Uint8Array(64);
+    cookie[0] = 3;
+    w[1].engine.screenHandshake(cookie, 0, 64, epB, NOW, false, rr);
     expect(w[1].handed.at(-1)).toMatchObject({ kind: HANDOFF_DATAGRAM, address: '192.0.2.2', port: 2 });
-    void pba;
   });
 });
