@@ -83,9 +83,22 @@ export function daemonTieringFlags(raw: string | undefined): string[] {
   ];
 }
 
+/** The flags applyDaemonTiering set in this process; null: it did not run. */
+let applied: readonly string[] | null = null;
+
 /** Applies daemonTieringFlags(env.WEFT_V8_INTERRUPT_BUDGET); returns the flags set. */
 export function applyDaemonTiering(env: NodeJS.ProcessEnv = process.env): string[] {
   const flags = daemonTieringFlags(env.WEFT_V8_INTERRUPT_BUDGET);
   for (const f of flags) v8.setFlagsFromString(f);
+  applied = flags;
   return flags;
+}
+
+/**
+ * The tiering in force for a daemon's start log: the flags applyDaemonTiering set, or "V8
+ * defaults" when it set none (WEFT_V8_INTERRUPT_BUDGET=default) or did not run (main() called
+ * in process rather than through bin/weft or bin/weft-wg).
+ */
+export function daemonTieringInForce(): string {
+  return applied === null || applied.length === 0 ? 'V8 defaults' : applied.join(' ');
 }

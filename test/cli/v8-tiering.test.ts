@@ -142,3 +142,31 @@ test('bin/weft-wg refuses a bad WEFT_V8_INTERRUPT_BUDGET before starting (exit 2
   expect(ok.status).toBe(0);
   expect(ok.stdout).toMatch(/^weft-wg v/);
 });
+
+test('bin/weft: a daemon command refuses a bad WEFT_V8_INTERRUPT_BUDGET (exit 2, the variable named); a short-lived one ignores it', () => {
+  ensureBuilt(['src/cli/v8-tiering.js', 'src/cli/daemon-commands.js', 'src/cli/weft.js']);
+  const env = { ...process.env, WEFT_V8_INTERRUPT_BUDGET: 'fast' };
+  for (const cmd of ['up', 'k8s']) {
+    const r = spawnSync(process.execPath, [join(ROOT, 'bin/weft'), cmd, '--help'], {
+      encoding: 'utf8',
+      env,
+      timeout: 30_000,
+    });
+    expect(r.status, cmd).toBe(2);
+    expect(r.stderr, cmd).toMatch(/^weft: WEFT_V8_INTERRUPT_BUDGET=fast: expected "default"/);
+    expect(r.stdout, cmd).toBe('');
+  }
+  const v = spawnSync(process.execPath, [join(ROOT, 'bin/weft'), 'version'], {
+    encoding: 'utf8',
+    env,
+    timeout: 30_000,
+  });
+  expect(v.status, v.stderr).toBe(0);
+  expect(v.stdout).toMatch(/^weft /);
+  const ok = spawnSync(process.execPath, [join(ROOT, 'bin/weft'), 'up', '--help'], {
+    encoding: 'utf8',
+    timeout: 30_000,
+  });
+  expect(ok.status, ok.stderr).toBe(0);
+  expect(ok.stdout).toMatch(/^Usage: weft up/);
+});
