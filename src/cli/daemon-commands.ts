@@ -1,9 +1,10 @@
 /**
- * Which `weft` subcommands run as long-lived packet daemons: bin/weft gives those, and only
- * those, the daemon V8 tiering (./v8-tiering.ts) before it loads the command.
+ * Which `weft` subcommands run as long-lived packet daemons: bin/weft applies the daemon V8
+ * tiering (./v8-tiering.ts: WEFT_V8_INTERRUPT_BUDGET, unset = V8's own for these, see
+ * FABRIC_INTERRUPT_BUDGET) to those, and only those, before it loads the command.
  *
- * Why only the daemons: the tiering pays off in a process that carries light traffic for hours
- * (a gateway's idle pod-to-pod pings and connection checks, a fresh gateway after a failover).
+ * Why only the daemons: the tiering is for a process that carries light traffic for hours
+ * (a gateway's idle pod-to-pod pings and connection checks).
  * The other commands (show, version, genkey, …) end within a second, before V8's own tiering
  * would matter, and would only pay for the earlier compiles and the feedback vectors. `demo`
  * starts its data planes as `weft up` children (which get the tiering); `bench` keeps V8's

@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import type { WeftStatus } from '../../src/daemon/status.js';
-import { daemonTieringFlags } from '../../src/cli/v8-tiering.js';
+import { DAEMON_INTERRUPT_BUDGET, daemonTieringFlags } from '../../src/cli/v8-tiering.js';
 import { e2eUnavailableReason, Topology, waitFor, type Spawned } from '../util/netns.js';
 import { ensureBuilt, runWeft, WEFT_BIN } from './helpers.js';
 
@@ -86,11 +86,14 @@ beforeAll(async () => {
   nsA = topo.addNamespace('a');
   nsB = topo.addNamespace('b');
   topo.link(nsA, 'wc-wan-a', '198.18.7.1/24', nsB, 'wc-wan-b', '198.18.7.2/24');
-  // B with V8's own tiering: the start log says which one each daemon runs with.
+  // B with V8's own tiering (the variable unset), A with the daemon tiering at weft-wg's
+  // budget: the start log says which one each daemon runs with.
   gwB = startUp(nsB, 'gateway-b', join(dir, 'gateway-b.yaml'), join(dir, 'run-b'), {
-    WEFT_V8_INTERRUPT_BUDGET: 'default',
+    WEFT_V8_INTERRUPT_BUDGET: undefined,
   });
-  gwA = startUp(nsA, 'gateway-a', join(dir, 'gateway-a.yaml'), join(dir, 'run-a'));
+  gwA = startUp(nsA, 'gateway-a', join(dir, 'gateway-a.yaml'), join(dir, 'run-a'), {
+    WEFT_V8_INTERRUPT_BUDGET: String(DAEMON_INTERRUPT_BUDGET),
+  });
   for (const [g, d] of [
     [gwA, 'run-a'],
     [gwB, 'run-b'],
@@ -155,9 +158,9 @@ describe.skipIf(skip !== null)('weft up / show against two running gateways', ()
     expect(raw).not.toContain(keys.b);
   });
 
-  test('the daemon runs with the V8 tiering of the packet daemons, logged at start; WEFT_V8_INTERRUPT_BUDGET=default keeps V8 defaults', async () => {
+  test('WEFT_V8_INTERRUPT_BUDGET=N: the daemon runs with the daemon V8 tiering, logged at start; unset: V8 defaults', async () => {
     await waitFor('both start logs', () => [gwA!, gwB!].every((g) => /"weft up: running"/.test(g.output())), 10_000);
-    expect(tieringLogged(gwA!.output())).toBe(daemonTieringFlags(undefined).join(' '));
+    expect(tieringLogged(gwA!.output())).toBe(daemonTieringFlags(String(DAEMON_INTERRUPT_BUDGET)).join(' '));
     expect(tieringLogged(gwB!.output())).toBe('V8 defaults');
   });
 

@@ -62,8 +62,8 @@ changed is applied.
                        and ICMP sockets with no TUN and no capability (sockets), or the TUN and
                        sockets when /dev/net/tun cannot be opened (auto)
 Environment: WEFT_CRYPTO=auto|openssl|node|pure overrides wireguard.cryptoBackend;
-WEFT_V8_INTERRUPT_BUDGET (V8 tier-up threshold, default 1024; "default" keeps V8's own tiering;
-logged at info as v8Tiering).
+WEFT_V8_INTERRUPT_BUDGET=N runs with weft-wg's V8 tiering at tier-up budget N (weft-wg: 1024;
+unset or "default": V8's own tiering), logged at info as v8Tiering.
 Creating TUN devices and routes needs root or CAP_NET_ADMIN (exit 4 otherwise; a gateway with
 --host-lane sockets needs neither).
 `;
