@@ -37,8 +37,8 @@ export const DAEMON_INTERRUPT_BUDGET = 1024;
  * The same for `weft up` / `weft k8s` (gateway, node agent) when WEFT_V8_INTERRUPT_BUDGET is
  * unset: null, V8's own tiering (the variable opts in). Measured on the two-cluster fabric
  * (bench/RESULTS.md, "V8 tiering of the fabric daemons"): with 1024 the idle pod-to-pod RTT is
- * 0.65–0.70x V8's, but a fresh gateway and its node agents compile ~1200 and ~650 functions in
- * their first seconds (2.3x the CPU) and the first second of pings takes 3–4x as long, also
+ * 0.65–0.70x V8's, but a fresh gateway and its node agents optimize ~600 and ~330 functions in
+ * their first seconds (2.4x the CPU) and the first second of pings takes 3–4x as long, also
  * when only the gateways restart (a failover); with 8192 the start is as fast as V8's and the
  * idle median 0.83–0.88x, but the idle p90 20–40 s after start was 1.3–1.9x V8's.
  */
