@@ -4,11 +4,11 @@
  * FABRIC_INTERRUPT_BUDGET) to those, and only those, before it loads the command.
  *
  * Why only the daemons: the tiering is for a process that carries light traffic for hours
- * (a gateway's idle pod-to-pod pings and connection checks).
- * The other commands (show, version, genkey, …) end within a second, before V8's own tiering
- * would matter, and would only pay for the earlier compiles and the feedback vectors. `demo`
- * starts its data planes as `weft up` children (which get the tiering); `bench` keeps V8's
- * defaults so its figures stay comparable. `up --help` gets the flags too: harmless.
+ * (a gateway's idle pod-to-pod pings and connection checks). The other commands (show,
+ * version, genkey, …) end within a second, before V8's own tiering would matter, and would
+ * only pay for the earlier compiles and the feedback vectors. `demo` starts its data planes as
+ * `weft up` children (which take the variable); `bench` keeps V8's defaults so its figures
+ * stay comparable. `up --help` gets the flags too: harmless.
  */
 
 /** The subcommands that run until SIGINT/SIGTERM forwarding packets. */
