@@ -40,59 +40,13 @@ import {
   type Slot,
   type Tunnel,
 } from './tunnel-netns.js';
+import { clean, echoes, figures, type RttFigures as RoundFigures } from './ping-echoes.js';
 
 const ROUNDS = intEnv('ROUNDS', 5);
 const PINGS = intEnv('PINGS', 300);
 const PING_INTERVAL = process.env.PING_INTERVAL ?? '0.02';
 const INTERVAL_MS = Number(PING_INTERVAL) * 1000;
 if (!(INTERVAL_MS >= 2)) throw new Error(`PING_INTERVAL=${PING_INTERVAL}: expected seconds ≥ 0.002`);
-const COLLIDE_MS = 1;
-
-interface RoundFigures {
-  p50: number;
-  p90: number;
-  avg: number;
-  n: number;
-}
-
-function figures(rtts: number[]): RoundFigures {
-  const s = [...rtts].sort((x, y) => x - y);
-  return { p50: median(s), p90: quantile(s, 0.9), avg: s.reduce((a, b) => a + b, 0) / (s.length || 1), n: s.length };
-}
-
-interface Echo {
-  send: number;
-  rtt: number;
-}
-
-/** ping -D's echo lines, "[1700000000.123456] 64 bytes from …: … time=0.512 ms": the time printed is the reply's. */
-function echoes(out: string): Echo[] {
-  return [...out.matchAll(/^\[([\d.]+)\] .*time=([\d.]+) ms/gm)].map((x) => ({
-    send: Number(x[1]) * 1000 - Number(x[2]),
-    rtt: Number(x[2]),
-  }));
-}
-
-/**
- * The echoes of each tunnel that no other tunnel's echo came near: an echo whose [send, reply]
- * span lies within COLLIDE_MS of another tunnel's is dropped from both, so the daemons never
- * share the CPUs during a measured echo (the pings drift against each other over a round).
- */
-function clean(all: Echo[][]): { kept: number[][]; dropped: number } {
-  const flat = all.flatMap((es, i) => es.map((e) => ({ ...e, i, bad: false }))).sort((x, y) => x.send - y.send);
-  for (let k = 0; k < flat.length; k++) {
-    for (let j = k + 1; j < flat.length && flat[j].send <= flat[k].send + flat[k].rtt + COLLIDE_MS; j++) {
-      if (flat[j].i !== flat[k].i) {
-        flat[j].bad = true;
-        flat[k].bad = true;
-      }
-    }
-  }
-  return {
-    kept: all.map((_, i) => flat.filter((e) => e.i === i && !e.bad).map((e) => e.rtt)),
-    dropped: flat.filter((e) => e.bad).length,
-  };
-}
 
 async function round(
   r: number,
@@ -124,7 +78,7 @@ async function round(
     }
     await Promise.all(pings.map((p) => Promise.race([p.exited, sleep((PINGS * Number(PING_INTERVAL) + 30) * 1000)])));
     const { kept, dropped } = clean(pings.map((p) => echoes(p.out())));
-    return { rtts: new Map<string, number[]>(order.map((s, k) => [s.label, kept[k]])), dropped };
+    return { rtts: new Map<string, number[]>(order.map((s, k) => [s.label, kept[k].map((e) => e.rtt)])), dropped };
   } finally {
     for (const t of tunnels) {
       await stopProc(t.a);

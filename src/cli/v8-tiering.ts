@@ -30,8 +30,19 @@
  */
 import * as v8 from 'node:v8';
 
-/** Bytecode bytes per tier-up check for the daemons (V8's default is 67584). */
+/** Bytecode bytes per tier-up check for weft-wg (V8's default is 67584). */
 export const DAEMON_INTERRUPT_BUDGET = 1024;
+
+/**
+ * The same for `weft up` / `weft k8s` (gateway, node agent) when WEFT_V8_INTERRUPT_BUDGET is
+ * unset: null, V8's own tiering (the variable opts in). Measured on the two-cluster fabric
+ * (bench/RESULTS.md, "V8 tiering of the fabric daemons"): with 1024 the idle pod-to-pod RTT is
+ * 0.65–0.70x V8's, but a fresh gateway and its node agents optimize ~600 and ~330 functions in
+ * their first seconds (2.4x the CPU) and the first second of pings takes 3–4x as long, also
+ * when only the gateways restart (a failover); with 8192 the start is as fast as V8's and the
+ * idle median 0.83–0.88x, but the idle p90 20–40 s after start was 1.3–1.9x V8's.
+ */
+export const FABRIC_INTERRUPT_BUDGET: number | null = null;
 
 /**
  * Calls V8 waits after an inline-cache change before optimizing a function that is otherwise
@@ -45,10 +56,10 @@ const MAX_BUDGET = 1 << 20;
 
 /** A WEFT_V8_INTERRUPT_BUDGET value that is neither "default" nor an integer in range. */
 export class TieringConfigError extends Error {
-  constructor(value: string) {
+  constructor(value: string, unset: number | null = DAEMON_INTERRUPT_BUDGET) {
     super(
       `WEFT_V8_INTERRUPT_BUDGET=${value}: expected "default" (V8's own threshold) or an integer ` +
-        `${MIN_BUDGET}..${MAX_BUDGET} (bytecode bytes per tier-up check; unset = ${DAEMON_INTERRUPT_BUDGET})`,
+        `${MIN_BUDGET}..${MAX_BUDGET} (bytecode bytes per tier-up check; unset = ${unset ?? "V8's own"})`,
     );
     this.name = 'TieringConfigError';
   }
@@ -56,15 +67,19 @@ export class TieringConfigError extends Error {
 
 /**
  * The V8 flag to apply for the WEFT_V8_INTERRUPT_BUDGET value `raw` (undefined/empty: the
- * daemon default; "default": none, V8 keeps its own). Throws TieringConfigError.
+ * daemon's default `unset`, null: none; "default": none, V8 keeps its own). Throws
+ * TieringConfigError.
  */
-export function interruptBudgetFlag(raw: string | undefined): string | null {
+export function interruptBudgetFlag(
+  raw: string | undefined,
+  unset: number | null = DAEMON_INTERRUPT_BUDGET,
+): string | null {
   const v = (raw ?? '').trim();
-  if (v === '') return `--interrupt-budget=${DAEMON_INTERRUPT_BUDGET}`;
+  if (v === '') return unset === null ? null : `--interrupt-budget=${unset}`;
   if (v === 'default') return null;
-  if (!/^\d+$/.test(v)) throw new TieringConfigError(v);
+  if (!/^\d+$/.test(v)) throw new TieringConfigError(v, unset);
   const n = Number(v);
-  if (n < MIN_BUDGET || n > MAX_BUDGET) throw new TieringConfigError(v);
+  if (n < MIN_BUDGET || n > MAX_BUDGET) throw new TieringConfigError(v, unset);
   return `--interrupt-budget=${n}`;
 }
 
@@ -73,8 +88,8 @@ export function interruptBudgetFlag(raw: string | undefined): string | null {
  * wait after inline-cache changes and feedback from the first call, or none for "default" (V8's
  * own tiering). Throws TieringConfigError.
  */
-export function daemonTieringFlags(raw: string | undefined): string[] {
-  const budget = interruptBudgetFlag(raw);
+export function daemonTieringFlags(raw: string | undefined, unset: number | null = DAEMON_INTERRUPT_BUDGET): string[] {
+  const budget = interruptBudgetFlag(raw, unset);
   if (budget === null) return [];
   return [
     budget,
@@ -83,9 +98,29 @@ export function daemonTieringFlags(raw: string | undefined): string[] {
   ];
 }
 
-/** Applies daemonTieringFlags(env.WEFT_V8_INTERRUPT_BUDGET); returns the flags set. */
-export function applyDaemonTiering(env: NodeJS.ProcessEnv = process.env): string[] {
-  const flags = daemonTieringFlags(env.WEFT_V8_INTERRUPT_BUDGET);
+/** The flags applyDaemonTiering set in this process; null: it did not run. */
+let applied: readonly string[] | null = null;
+
+/**
+ * Applies daemonTieringFlags(env.WEFT_V8_INTERRUPT_BUDGET, unset); returns the flags set.
+ * `unset`: the budget when the variable is unset (weft-wg's, or FABRIC_INTERRUPT_BUDGET).
+ */
+export function applyDaemonTiering(
+  env: NodeJS.ProcessEnv = process.env,
+  unset: number | null = DAEMON_INTERRUPT_BUDGET,
+): string[] {
+  const flags = daemonTieringFlags(env.WEFT_V8_INTERRUPT_BUDGET, unset);
   for (const f of flags) v8.setFlagsFromString(f);
+  applied = flags;
   return flags;
+}
+
+/**
+ * The tiering in force for a daemon's start log: the flags applyDaemonTiering set, or "V8
+ * defaults" when it set none (WEFT_V8_INTERRUPT_BUDGET=default, or unset for the fabric
+ * daemons) or did not run (main() called
+ * in process rather than through bin/weft or bin/weft-wg).
+ */
+export function daemonTieringInForce(): string {
+  return applied === null || applied.length === 0 ? 'V8 defaults' : applied.join(' ');
 }

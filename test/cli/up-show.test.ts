@@ -8,6 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import type { WeftStatus } from '../../src/daemon/status.js';
+import { DAEMON_INTERRUPT_BUDGET, daemonTieringFlags } from '../../src/cli/v8-tiering.js';
 import { e2eUnavailableReason, Topology, waitFor, type Spawned } from '../util/netns.js';
 import { ensureBuilt, runWeft, WEFT_BIN } from './helpers.js';
 
@@ -55,10 +56,18 @@ async function show(runDir: string, name?: string): Promise<WeftStatus> {
   return JSON.parse(r.stdout) as WeftStatus;
 }
 
-function startUp(ns: string, label: string, file: string, runDir: string): Spawned {
+function startUp(ns: string, label: string, file: string, runDir: string, env: NodeJS.ProcessEnv = {}): Spawned {
   return topo.spawnIn(ns, label, [process.execPath, WEFT_BIN, 'up', '-c', file, '--run-dir', runDir], {
     lifetimeS: 120,
+    env,
   });
+}
+
+/** The v8Tiering field of a daemon's "weft up: running" log line (logging.level info). */
+function tieringLogged(output: string): unknown {
+  const line = output.split('\n').find((l) => l.includes('"weft up: running"'));
+  expect(line, output).toBeDefined();
+  return (JSON.parse(line!) as { v8Tiering?: unknown }).v8Tiering;
 }
 
 beforeAll(async () => {
@@ -77,8 +86,14 @@ beforeAll(async () => {
   nsA = topo.addNamespace('a');
   nsB = topo.addNamespace('b');
   topo.link(nsA, 'wc-wan-a', '198.18.7.1/24', nsB, 'wc-wan-b', '198.18.7.2/24');
-  gwB = startUp(nsB, 'gateway-b', join(dir, 'gateway-b.yaml'), join(dir, 'run-b'));
-  gwA = startUp(nsA, 'gateway-a', join(dir, 'gateway-a.yaml'), join(dir, 'run-a'));
+  // B with V8's own tiering (the variable unset), A with the daemon tiering at weft-wg's
+  // budget: the start log says which one each daemon runs with.
+  gwB = startUp(nsB, 'gateway-b', join(dir, 'gateway-b.yaml'), join(dir, 'run-b'), {
+    WEFT_V8_INTERRUPT_BUDGET: undefined,
+  });
+  gwA = startUp(nsA, 'gateway-a', join(dir, 'gateway-a.yaml'), join(dir, 'run-a'), {
+    WEFT_V8_INTERRUPT_BUDGET: String(DAEMON_INTERRUPT_BUDGET),
+  });
   for (const [g, d] of [
     [gwA, 'run-a'],
     [gwB, 'run-b'],
@@ -141,6 +156,12 @@ describe.skipIf(skip !== null)('weft up / show against two running gateways', ()
     const raw = JSON.stringify(st);
     expect(raw).not.toContain(keys.a);
     expect(raw).not.toContain(keys.b);
+  });
+
+  test('WEFT_V8_INTERRUPT_BUDGET=N: the daemon runs with the daemon V8 tiering, logged at start; unset: V8 defaults', async () => {
+    await waitFor('both start logs', () => [gwA!, gwB!].every((g) => /"weft up: running"/.test(g.output())), 10_000);
+    expect(tieringLogged(gwA!.output())).toBe(daemonTieringFlags(String(DAEMON_INTERRUPT_BUDGET)).join(' '));
+    expect(tieringLogged(gwB!.output())).toBe('V8 defaults');
   });
 
   test('traffic to a remapped address: handshake, transfer and drops appear in show and metrics', async () => {

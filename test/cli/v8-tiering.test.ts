@@ -9,6 +9,7 @@ import {
   DAEMON_INTERRUPT_BUDGET,
   DAEMON_MIN_INVOCATIONS_AFTER_IC_UPDATE,
   daemonTieringFlags,
+  FABRIC_INTERRUPT_BUDGET,
   interruptBudgetFlag,
   TieringConfigError,
 } from '../../src/cli/v8-tiering.js';
@@ -21,6 +22,16 @@ describe('interruptBudgetFlag', () => {
     expect(interruptBudgetFlag('default')).toBeNull();
     expect(interruptBudgetFlag('4096')).toBe('--interrupt-budget=4096');
     expect(interruptBudgetFlag('64')).toBe('--interrupt-budget=64');
+  });
+
+  test('an unset budget of null: no flag when unset, the value when set', () => {
+    expect(FABRIC_INTERRUPT_BUDGET).toBeNull();
+    expect(interruptBudgetFlag(undefined, null)).toBeNull();
+    expect(interruptBudgetFlag(' ', null)).toBeNull();
+    expect(interruptBudgetFlag('1024', null)).toBe('--interrupt-budget=1024');
+    expect(interruptBudgetFlag('default', null)).toBeNull();
+    expect(() => interruptBudgetFlag('x', null)).toThrow("unset = V8's own)");
+    expect(daemonTieringFlags(undefined, null)).toEqual([]);
   });
 
   test.each(['abc', '-5', '1.5', '63', '2000000', '1e3'])(
@@ -141,4 +152,33 @@ test('bin/weft-wg refuses a bad WEFT_V8_INTERRUPT_BUDGET before starting (exit 2
   });
   expect(ok.status).toBe(0);
   expect(ok.stdout).toMatch(/^weft-wg v/);
+});
+
+test('bin/weft: a daemon command refuses a bad WEFT_V8_INTERRUPT_BUDGET (exit 2, the variable named); a short-lived one ignores it', () => {
+  ensureBuilt(['src/cli/v8-tiering.js', 'src/cli/daemon-commands.js', 'src/cli/weft.js']);
+  const env = { ...process.env, WEFT_V8_INTERRUPT_BUDGET: 'fast' };
+  for (const cmd of ['up', 'k8s']) {
+    const r = spawnSync(process.execPath, [join(ROOT, 'bin/weft'), cmd, '--help'], {
+      encoding: 'utf8',
+      env,
+      timeout: 30_000,
+    });
+    expect(r.status, cmd).toBe(2);
+    expect(r.stderr, cmd).toMatch(/^weft: WEFT_V8_INTERRUPT_BUDGET=fast: expected "default"/);
+    expect(r.stderr, cmd).toContain("unset = V8's own)");
+    expect(r.stdout, cmd).toBe('');
+  }
+  const v = spawnSync(process.execPath, [join(ROOT, 'bin/weft'), 'version'], {
+    encoding: 'utf8',
+    env,
+    timeout: 30_000,
+  });
+  expect(v.status, v.stderr).toBe(0);
+  expect(v.stdout).toMatch(/^weft /);
+  const ok = spawnSync(process.execPath, [join(ROOT, 'bin/weft'), 'up', '--help'], {
+    encoding: 'utf8',
+    timeout: 30_000,
+  });
+  expect(ok.status, ok.stderr).toBe(0);
+  expect(ok.stdout).toMatch(/^Usage: weft up/);
 });

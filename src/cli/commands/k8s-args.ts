@@ -99,6 +99,8 @@ label networking.liqo.io/active=true on the replica that forwards.
                             keys Secret) instead of reading Secrets through the API
   --run-dir DIR             control socket directory (default /run/weft as root; WEFT_RUN_DIR)
   --log-level LEVEL         default: LOG_LEVEL, else warn
+Environment: WEFT_V8_INTERRUPT_BUDGET=N runs with weft-wg's V8 tiering at tier-up budget N
+(weft-wg: 1024; unset or "default": V8's own tiering), logged at info as v8Tiering.
 `;
 
 export const K8S_SPEC = [

@@ -18,6 +18,7 @@ import { errText } from '../../daemon/err-text.js';
 import { Runtime } from '../../daemon/runtime.js';
 import { EXIT_OK, fail, parseArgs, type CliIo } from './common.js';
 import { K8S_HELP, K8S_SPEC, parseK8sArgs } from './k8s-args.js';
+import { daemonTieringInForce } from '../v8-tiering.js';
 
 /** Runs until SIGINT/SIGTERM. */
 export async function runK8s(argv: readonly string[], io: CliIo): Promise<number> {
@@ -50,6 +51,7 @@ export async function runK8s(argv: readonly string[], io: CliIo): Promise<number
   try {
     logger = createLogger({ level: s.logLevel ?? resolveLogLevel(undefined, io.env), name: 'weft', env: {} });
     const log = logger;
+    log.info({ instance: s.name, role: s.role, v8Tiering: daemonTieringInForce() }, 'weft k8s: starting');
     const crypto = io.env['WEFT_CRYPTO'];
     const select = crypto === undefined || crypto.trim() === '' ? undefined : await import('../../crypto/select.js');
     const backend = select?.getCryptoBackend(select.parseCryptoBackendName(crypto!));

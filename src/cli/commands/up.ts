@@ -36,6 +36,7 @@ import {
 import { checkInstanceName, defaultRunDir } from '../../daemon/control-socket.js';
 import { errText } from '../../daemon/err-text.js';
 import { Runtime } from '../../daemon/runtime.js';
+import { daemonTieringInForce } from '../v8-tiering.js';
 
 export const UP_HELP = `Usage: weft up -c FILE [--name NAME] [--run-dir DIR] [--log-level LEVEL] [--no-watch] [--no-conncheck]
 
@@ -60,7 +61,9 @@ changed is applied.
                        own interface) on the local TUN (tun, default), in process through UDP
                        and ICMP sockets with no TUN and no capability (sockets), or the TUN and
                        sockets when /dev/net/tun cannot be opened (auto)
-Environment: WEFT_CRYPTO=auto|openssl|node|pure overrides wireguard.cryptoBackend.
+Environment: WEFT_CRYPTO=auto|openssl|node|pure overrides wireguard.cryptoBackend;
+WEFT_V8_INTERRUPT_BUDGET=N runs with weft-wg's V8 tiering at tier-up budget N (weft-wg: 1024;
+unset or "default": V8's own tiering), logged at info as v8Tiering.
 Creating TUN devices and routes needs root or CAP_NET_ADMIN (exit 4 otherwise; a gateway with
 --host-lane sockets needs neither).
 `;
@@ -159,7 +162,10 @@ export async function runUp(argv: readonly string[], io: CliIo): Promise<number>
       launch: { hostLane },
     });
     await runtime.startDataPlane(config);
-    logger.info({ file, instance: name, socket: runtime.socketPath, role: config.role }, 'weft up: running');
+    logger.info(
+      { file, instance: name, socket: runtime.socketPath, role: config.role, v8Tiering: daemonTieringInForce() },
+      'weft up: running',
+    );
 
     const rt = runtime;
     const log = logger;
