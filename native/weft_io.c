@@ -186,6 +186,7 @@ NAPI_MODULE_INIT() {
     {"udpOpen", NULL, udp_open, NULL, NULL, NULL, napi_enumerable, NULL},
     {"setMark", NULL, set_mark, NULL, NULL, NULL, napi_enumerable, NULL},
     {"setNonBlocking", NULL, set_nonblocking, NULL, NULL, NULL, napi_enumerable, NULL},
+    {"udpClose", NULL, udp_close, NULL, NULL, NULL, napi_enumerable, NULL},
     {"aeadAvailable", NULL, aead_available, NULL, NULL, NULL, napi_enumerable, NULL},
     {"aeadSeal", NULL, aead_seal_js, NULL, NULL, NULL, napi_enumerable, NULL},
     {"aeadOpen", NULL, aead_open_js, NULL, NULL, NULL, napi_enumerable, NULL},

@@ -48,6 +48,7 @@ napi_value send_batch(napi_env env, napi_callback_info info);
 napi_value udp_open(napi_env env, napi_callback_info info);
 napi_value set_mark(napi_env env, napi_callback_info info);
 napi_value set_nonblocking(napi_env env, napi_callback_info info);
+napi_value udp_close(napi_env env, napi_callback_info info);
 
 /* weft_aead.c: ChaCha20-Poly1305 in place through Node's OpenSSL. */
 napi_value aead_available(napi_env env, napi_callback_info info);

@@ -359,6 +359,17 @@ napi_value set_mark(napi_env env, napi_callback_info info) {
   return make_i64(env, setsockopt((int)fd, SOL_SOCKET, SO_MARK, &m, sizeof(m)) == 0 ? 0 : -errno);
 }
 
+/* udpClose(fd) -> 0 or -errno: closes a socket udpOpen made (Node's fs would warn, in a worker
+ * thread, on closing an fd that its own fs did not open). */
+napi_value udp_close(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value argv[1];
+  NAPI_OK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  int64_t fd;
+  if (argc < 1 || !get_i64(env, argv[0], &fd) || fd < 0) return throw_type(env, "udpClose(fd)");
+  return make_i64(env, close((int)fd) == 0 ? 0 : -errno);
+}
+
 /* setNonBlocking(fd, on) -> 0 or -errno */
 napi_value set_nonblocking(napi_env env, napi_callback_info info) {
   size_t argc = 2;

@@ -196,6 +196,8 @@ export interface NativeIo {
   ): number[] | number;
   setMark(fd: number, mark: number): number;
   setNonBlocking(fd: number, on: boolean): number;
+  /** close(2) of a socket udpOpen made → 0 or -errno (absent from addons built before it). */
+  udpClose?(fd: number): number;
   /**
    * ChaCha20-Poly1305 (RFC 8439) in place through the OpenSSL inside the running Node (symbols
    * found at run time; absent from addons built before they were added, hence optional).

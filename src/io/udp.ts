@@ -29,7 +29,7 @@
  * interned text) is udp-address.ts's.
  */
 import * as dgram from 'node:dgram';
-import { getLibc } from './libc.js';
+import * as fs from 'node:fs';
 import { PacketBatch } from './batch.js';
 import {
   loadNativeIo,
@@ -466,10 +466,10 @@ export class UdpSocket implements DatagramSocket {
     if (this.native) {
       this.receiver?.stop();
       this.receiver = null;
-      // After pollStop: the fd is already out of the event loop's epoll set. close(2), not
-      // fs.closeSync: the addon opened it, and a worker thread's fs warns on closing an fd it
-      // did not open itself.
-      getLibc().close(this.fd);
+      // After pollStop: the fd is already out of the event loop's epoll set. The addon opened
+      // it and closes it: a worker thread's fs warns on closing an fd it did not open itself.
+      if (typeof this.native.udpClose === 'function') this.native.udpClose(this.fd);
+      else fs.closeSync(this.fd);
       return;
     }
     await new Promise<void>((r) => this.sock!.close(() => r()));
