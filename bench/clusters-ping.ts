@@ -52,7 +52,7 @@ import {
   type RunningProcess,
 } from '../src/demo/data-plane.js';
 import { buildTopology, destroyTopology } from '../src/demo/topology.js';
-import { sh, ticksOf } from './netns-iperf.js';
+import { nodePids, sh, ticksOf } from './netns-iperf.js';
 import { clean, echoes, figures, type Echo, type RttFigures } from './ping-echoes.js';
 import { intEnv, live, median, sleep, spawnIn, stopProc, type Proc } from './tunnel-netns.js';
 
@@ -156,21 +156,6 @@ interface RoundResult {
   dropped: number;
   pooledCold: number[][];
   pooledIdle: number[][];
-}
-
-/** PIDs of the node processes in a namespace (a data plane's namespace holds only it). */
-function nodePids(ns: string): number[] {
-  return sh(['ip', 'netns', 'pids', ns], true)
-    .split(/\s+/)
-    .filter(Boolean)
-    .map(Number)
-    .filter((pid) => {
-      try {
-        return readFileSync(`/proc/${pid}/comm`, 'utf8').trim() === 'node';
-      } catch {
-        return false;
-      }
-    });
 }
 
 /** `count` pings from the fabric's pod A1 to B3 at PING_INTERVAL. */

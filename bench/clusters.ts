@@ -42,7 +42,7 @@ import {
   type RunningProcess,
 } from '../src/demo/data-plane.js';
 import { buildTopology, destroyTopology } from '../src/demo/topology.js';
-import { inNs, iperf, median, sh, ticksOf } from './netns-iperf.js';
+import { inNs, iperf, median, nodePids, sh, ticksOf } from './netns-iperf.js';
 
 const PREFIX = 'wcb';
 const ROUNDS = Number(process.env.ROUNDS ?? 3);
@@ -100,21 +100,6 @@ function shareWithNobody(dir: string, cfgDir: string, files: readonly DemoConfig
   const run = join(cfgDir, 'run'); // startDataPlane's control-socket directory
   mkdirSync(run, { recursive: true, mode: 0o700 });
   chownSync(run, NOBODY, NOBODY);
-}
-
-/** PIDs of the node processes in a namespace (a data plane's namespace holds only it). */
-function nodePids(ns: string): number[] {
-  return sh(['ip', 'netns', 'pids', ns], true)
-    .split(/\s+/)
-    .filter(Boolean)
-    .map(Number)
-    .filter((pid) => {
-      try {
-        return readFileSync(`/proc/${pid}/comm`, 'utf8').trim() === 'node';
-      } catch {
-        return false;
-      }
-    });
 }
 
 interface Sample {

@@ -76,6 +76,21 @@ export async function iperf(run: IperfRun): Promise<IperfResult> {
   }
 }
 
+/** PIDs of the node processes in a namespace (a data plane's namespace holds only it). */
+export function nodePids(ns: string): number[] {
+  return sh(['ip', 'netns', 'pids', ns], true)
+    .split(/\s+/)
+    .filter(Boolean)
+    .map(Number)
+    .filter((pid) => {
+      try {
+        return readFileSync(`/proc/${pid}/comm`, 'utf8').trim() === 'node';
+      } catch {
+        return false;
+      }
+    });
+}
+
 /** utime + stime of a process in clock ticks (1/100 s; 0 when gone). */
 export function ticksOf(pid: number | undefined): number {
   if (pid === undefined) return 0;
