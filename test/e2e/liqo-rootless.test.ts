@@ -601,8 +601,11 @@ describe.skipIf(skip !== null)('a gateway without a host device: uid 65534, no c
       expect(f.sent - f.full).toBeGreaterThan(1000);
       expect(f.flows).toBeLessThanOrEqual(1024);
       expect(f.replies).toBeLessThanOrEqual(1024);
-      // Each accepted flow's reply came back, or was a counted drop (the lane's reply queue, under load).
-      expect(f.replies + f.queueFull).toBeGreaterThan(1000);
+      // Each accepted flow's reply came back, or was a counted drop (the lane's reply queue, under
+      // load), or its flow had already timed out (the stream timeout is 3 s here: on a loaded
+      // machine the first flows of the flood can expire before their replies are read).
+      const expired = f.sent - f.full - f.flows;
+      expect(f.replies + f.queueFull + expired, JSON.stringify(f)).toBeGreaterThan(1000);
     }
     // Memory: bounded — two floods of 3000 flows leave the gateway's RSS within GC noise of where it was.
     expect(Math.max(f1.rss, rssMid, f2.rss) - rss0).toBeLessThan(24 * 1024);
