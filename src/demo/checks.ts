@@ -33,7 +33,22 @@ export async function ping(
   extra: readonly string[] = [],
 ): Promise<PingResult> {
   const r = await runCommand(
-    inNs(ns, ['ping', '-n', '-c', String(count), '-i', String(intervalS), '-W', '1', ...extra, addr]),
+    // -w: ping ends by itself, with its statistics, even when a reply is held back for long
+    // (a reordering relay keeps a datagram until the next one), before the kill below.
+    inNs(ns, [
+      'ping',
+      '-n',
+      '-c',
+      String(count),
+      '-i',
+      String(intervalS),
+      '-W',
+      '1',
+      '-w',
+      String(Math.ceil(count * intervalS + 10)),
+      ...extra,
+      addr,
+    ]),
     {
       allowFail: true,
       timeoutMs: Math.ceil((count * intervalS + 15) * 1000),
