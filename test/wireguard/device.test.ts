@@ -153,6 +153,37 @@ describe.each(BACKENDS)('Device over a virtual network ($name backend)', ({ crea
     expect(a.delivered).toHaveLength(2);
   });
 
+  it('a response to an initiation its initiator replaced is a counted unknown_receiver, and nothing else is lost', () => {
+    // Both sides initiate at once: consuming the other's initiation replaces each side's own
+    // handshake state and index (whitepaper §5.4.2, as wireguard-go), so each side's response
+    // then arrives for an index its receiver no longer holds. The same happens to a response
+    // that arrives after its initiator retried. Counted, never fatal: the retry completes.
+    const { net, a, b } = setup(backend, 12);
+    net.delay = 20;
+    a.send(ipv4Packet('10.1.0.1', '10.2.0.1', 10));
+    b.send(ipv4Packet('10.2.0.1', '10.1.0.1', 10));
+    net.advance(100);
+    expect(net.dropsOf(a, DROP_UNKNOWN_RECEIVER)).toBe(1);
+    expect(net.dropsOf(b, DROP_UNKNOWN_RECEIVER)).toBe(1);
+    net.advance(2 * (REKEY_TIMEOUT + REKEY_TIMEOUT_JITTER_MAX));
+    expect([a.delivered.length, b.delivered.length]).toEqual([1, 1]);
+    const total = (n: SimNode): number => n.device.drops.reduce((x, y) => x + y, 0);
+    expect([total(a), total(b)]).toEqual([1, 1]);
+  });
+
+  it('a response delayed past its initiation retry is a counted unknown_receiver; the retry completes', () => {
+    const { net, a, b } = setup(backend);
+    net.delay = 3_000; // the first initiation and its response take 6 s: the retry leaves first
+    a.send(ipv4Packet('10.1.0.1', '10.2.0.1', 10));
+    net.advance(3_001);
+    net.delay = 1;
+    net.advance(4_000);
+    expect(net.sent(a, INIT)).toHaveLength(2);
+    expect(b.delivered).toHaveLength(1);
+    expect(net.dropsOf(a, DROP_UNKNOWN_RECEIVER)).toBe(1);
+    expect(a.device.drops.reduce((x, y) => x + y, 0)).toBe(1);
+  });
+
   it('pads plaintext to 16 bytes (capped at the MTU) and trims it on delivery', () => {
     expect(paddedLength(1, 1420)).toBe(16);
     expect(paddedLength(16, 1420)).toBe(16);
