@@ -208,11 +208,18 @@ describe.skipIf(skip !== null)('fabric e2e: two gateways over WireGuard with NAT
   it('counts no unexpected drops on either gateway', async () => {
     // ttl_expired: the TTL test; no_route: the gateway host's own IPv6 link-local chatter. A full
     // socket buffer (EAGAIN) during iperf3 on a busy machine is an overload drop, counted as a
-    // send failure: allowed, every other reason is not.
+    // send failure. Both gateways have the other's endpoint and start at once, so a handshake
+    // response may meet an initiation its initiator already replaced (both initiated, or the
+    // initiator retried while a busy peer answered late): an unknown_receiver per such response
+    // (test/wireguard/device.test.ts shows both cases), a few at most. Every other reason fails.
     const allowed = ['route_ttl_expired', 'route_no_route', 'wg_send_failed', 'geneve_tx_send_failed'];
-    for (const i of [0, 1]) {
-      const d = (await stats(i)).drops;
-      for (const k of Object.keys(d)) expect(allowed, `gateway ${i}: ${JSON.stringify(d)}`).toContain(k);
+    const all = [await stats(0), await stats(1)];
+    const seen = all.map((s) => ({ drops: s.drops, handshakes: s.peers.map((p) => p.handshakes) }));
+    for (const [i, s] of all.entries()) {
+      for (const [k, n] of Object.entries(s.drops)) {
+        if (k === 'wg_unknown_receiver') expect(n, `gateway ${i}: ${JSON.stringify(seen)}`).toBeLessThanOrEqual(2);
+        else expect(allowed, `gateway ${i}: ${JSON.stringify(seen)}`).toContain(k);
+      }
     }
   });
 });
