@@ -8,7 +8,8 @@
  *   valid heartbeat came from (so an API outage keeps the link up).
  * - Datagrams that fail to verify are counted by reason, never logged one by one.
  * - The decision is ticked every intervalMs/2 and after each heartbeat; its actions go to
- *   `onTakeover` / `onCheckLease` (K8sMode turns them into Lease requests).
+ *   `onTakeover` / `onCheckLease` (K8sMode turns them into Lease requests). A tick that comes
+ *   late (this process stalled) decides only after the heartbeats queued meanwhile are read.
  * - A socket that cannot bind is logged once: the replicas then fail over by the Lease alone.
  */
 import { createSocket, type Socket } from 'node:dgram';
@@ -60,6 +61,7 @@ export class HeartbeatLink {
   private peersTimer: NodeJS.Timeout | undefined;
   private readonly now: () => number;
   private readonly wallNow: () => number;
+  private lastTickAt = 0;
   private readonly counts = { sent: 0, received: 0, refused: 0 };
   private readonly dropped: Partial<Record<HeartbeatDrop, number>> = {};
   private waiters: (() => void)[] = [];
@@ -100,7 +102,9 @@ export class HeartbeatLink {
     this.sock = sock;
     await this.refreshPeers();
     this.sendTimer = setInterval(() => this.send(), this.o.intervalMs);
-    this.tickTimer = setInterval(() => this.act(), Math.max(10, Math.floor(this.o.intervalMs / 2)));
+    const tickMs = Math.max(10, Math.floor(this.o.intervalMs / 2));
+    this.lastTickAt = this.now();
+    this.tickTimer = setInterval(() => this.tick(tickMs), tickMs);
     this.peersTimer = setInterval(() => void this.refreshPeers(), this.o.peersRefreshMs ?? 2000);
     this.send();
   }
@@ -211,6 +215,20 @@ export class HeartbeatLink {
     this.heardFrom.set(from, this.now());
     this.act();
     for (const w of this.waiters.splice(0)) w();
+  }
+
+  /**
+   * The periodic decision. After this process stalled (the tick comes late), Node runs the
+   * overdue timers before it reads the sockets: the heartbeats that arrived during the stall
+   * are still queued, and deciding now would take the stall for the active replica's silence.
+   * So a late tick decides in setImmediate, which runs after the pending datagrams are read.
+   */
+  private tick(tickMs: number): void {
+    const now = this.now();
+    const late = now - this.lastTickAt > 2 * tickMs;
+    this.lastTickAt = now;
+    if (late) setImmediate(() => this.act());
+    else this.act();
   }
 
   private act(): void {
