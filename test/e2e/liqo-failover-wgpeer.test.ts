@@ -143,14 +143,15 @@ function suite(prefix: string, weft: Letter): void {
   const plain: Letter = weft === 'a' ? 'b' : 'a';
   const rig = new FailoverRig(prefix, prefix);
   const sideName = weft === 'a' ? 'server' : 'client';
-  // SIGTERM: a rollout loses under 0.5 s on either side. Server side: the successor handshakes
-  // when the peer's traffic reaches it (the Service moved): 0.08–0.10 s measured. Client side:
-  // 0.29–0.41 s — the successor's handshake, the peer roaming to it and the node agent following
-  // the InternalFabric (after its watch debounce) fall in the gap. Without
-  // Device.holdHandshakes the leaving replica, sent the peer's replies under the successor's
-  // session, takes the peer back with a handshake of its own, and the gap is the successor's
-  // Rekey-Timeout (4.3–4.5 s measured).
-  const sigtermBoundMs = 500;
+  // SIGTERM: a rollout loses under 0.5 s on the server side and under 1 s on the client side.
+  // Server side: the successor handshakes when the peer's traffic reaches it (the Service
+  // moved): 0.08–0.10 s measured. Client side: 0.29–0.41 s with this file alone, 0.67 s once
+  // with the other test lane loading the machine — the successor's handshake, the peer roaming
+  // to it and the node agent following the InternalFabric (after its watch debounce) fall in
+  // the gap. Without Device.holdHandshakes the leaving replica, sent the peer's replies under
+  // the successor's session, takes the peer back with a handshake of its own, and the gap is
+  // the successor's Rekey-Timeout (4.3–4.5 s measured).
+  const sigtermBoundMs = weft === 'a' ? 500 : 1000;
 
   beforeAll(() => {
     if (skip === null) rig.build();
