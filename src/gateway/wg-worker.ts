@@ -20,17 +20,12 @@ import { MAX_PACKET } from '../io/sizes.js';
 import { TunDevice } from '../io/tun.js';
 import { UdpError } from '../io/udp.js';
 import { WireGuardPort } from '../pipelines/wireguard-port.js';
-import { DROP_REASON_COUNT } from '../wireguard/drops.js';
 import type { SharedSessionBuffers } from '../wireguard/shared-sessions.js';
 import { ShardEngine } from '../wireguard/shard.js';
 import type { ShardPeer } from '../wireguard/shard-peer.js';
 import type { ShardSnapshot } from '../wireguard/shard-owner.js';
+import { WorkerWords } from './wg-shared-words.js';
 import { coalescerFor, startTunReader, tunSink } from './wg-tun-path.js';
-
-/** Words of the shared depth buffer: one per worker (handoffs in flight), then the owner's load flag. */
-export const DEPTH_WORDS = 65;
-/** Non-zero while the owner's handshake queue is under load (it sets it as the queue fills and drains). */
-export const OWNER_LOAD_WORD = 64;
 
 /** What the owner passes to a worker (workerData). */
 export interface WgWorkerData {
@@ -42,10 +37,11 @@ export interface WgWorkerData {
   readonly crypto: string;
   readonly nativeAead: boolean;
   readonly shared: SharedSessionBuffers;
-  /** DEPTH_WORDS Int32: per worker, handoffs posted and not yet taken by the owner; OWNER_LOAD_WORD. */
+  /** wg-shared-words.ts: handoffs in flight, the owner's load word. */
   readonly depth: SharedArrayBuffer;
+  /** Handoffs this worker may have in flight. */
   readonly depthLimit: number;
-  /** Float64 per worker × DROP_REASON_COUNT: the worker's drops, folded by the owner. */
+  /** wg-shared-words.ts: every worker's drops, folded by the owner. */
   readonly drops: SharedArrayBuffer;
 }
 
@@ -90,29 +86,22 @@ async function serve(
 ): Promise<void> {
   let backend = getCryptoBackend(parseCryptoBackendName(data.crypto));
   if (data.nativeAead) backend = withNativeAead(backend).backend;
-  const depth = new Int32Array(data.depth);
-  const me = data.index;
-  // As wireguard-go: handshakes are under load from 1/8 of the queue's capacity.
-  const loadDepth = data.depthLimit >>> 3;
-  const drops = new Float64Array(data.drops, me * DROP_REASON_COUNT * 8, DROP_REASON_COUNT);
+  const words = new WorkerWords(data, data.index, data.depthLimit);
   const engine = new ShardEngine(
     backend,
     data.shared,
-    me,
+    data.index,
     {
       handoff: (k, buf, off, len, a, p) => {
-        if (Atomics.add(depth, me, 1) >= data.depthLimit) {
-          Atomics.sub(depth, me, 1);
-          return false;
-        }
+        if (!words.claimHandoff()) return false;
         post({ t: 'h', k, b: buf.slice(off, off + len), a, p });
         return true;
       },
-      underLoad: () => Atomics.load(depth, me) >= loadDepth || Atomics.load(depth, OWNER_LOAD_WORD) !== 0,
+      underLoad: () => words.underLoad(),
       confirmed: (i) => post({ t: 'c', i }),
       roamed: (s, a, p) => post({ t: 'r', s, a, p }),
     },
-    drops,
+    words.drops,
   );
   const tun = TunDevice.open({
     name: data.ifname,

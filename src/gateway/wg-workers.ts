@@ -31,9 +31,9 @@ import { TRANSPORT_HEADER_SIZE } from '../wireguard/messages.js';
 import type { Peer } from '../wireguard/peer.js';
 import { snapshotKey } from '../wireguard/shard-owner.js';
 import type { ShardSlots } from '../wireguard/shard-slots.js';
-import { DROP_REASON_COUNT } from '../wireguard/drops.js';
 import { HANDOFF_DATAGRAM, HANDOFF_SCREENED } from '../wireguard/shard-peer.js';
-import { DEPTH_WORDS, OWNER_LOAD_WORD, type FromWorker, type ToWorker, type WgWorkerData } from './wg-worker.js';
+import { MAX_WORKERS, OwnerWords } from './wg-shared-words.js';
+import type { FromWorker, ToWorker, WgWorkerData } from './wg-worker.js';
 
 /** How often workers' activity is folded into the owner's counters and timers. */
 const FOLD_MS = 50;
@@ -181,12 +181,8 @@ class RelaySocket implements DatagramSocket {
 export class WgWorkers {
   readonly port: WireGuardPort;
   private readonly workers: Worker[] = [];
-  private readonly depth = new SharedArrayBuffer(4 * DEPTH_WORDS);
-  private readonly depthWords = new Int32Array(this.depth);
-  /** Every worker's drops by reason (written by the worker) and what was folded of them. */
-  private readonly drops = new SharedArrayBuffer(8 * 64 * DROP_REASON_COUNT);
-  private readonly dropCounts = new Float64Array(this.drops);
-  private readonly dropsFolded = new Float64Array(64 * DROP_REASON_COUNT);
+  /** Handoffs in flight, the load word, the workers' drops (wg-shared-words.ts). */
+  private readonly words = new OwnerWords();
   private relay4: RelaySocket | null = null;
   private relay6: RelaySocket | null = null;
   private boundPort = -1;
@@ -230,7 +226,7 @@ export class WgWorkers {
 
   /** Starts `count` workers on the TUN `o.ifname` (created by the caller as a multi-queue TUN). */
   static async start(o: WgWorkersOptions, count: number): Promise<WgWorkers> {
-    if (count > 64) throw new RangeError('at most 64 workers');
+    if (count > MAX_WORKERS) throw new RangeError(`at most ${MAX_WORKERS} workers`);
     const w = new WgWorkers(o);
     const entry = new URL('./wg-worker.js', import.meta.url).href;
     try {
@@ -244,9 +240,9 @@ export class WgWorkers {
           crypto: o.crypto,
           nativeAead: o.nativeAead,
           shared: o.slots.buffers,
-          depth: w.depth,
+          depth: w.words.depth,
           depthLimit: HANDOFF_DEPTH,
-          drops: w.drops,
+          drops: w.words.drops,
         };
         const worker = new Worker(`import(${JSON.stringify(entry)}).then((m) => m.runWgWorker())`, {
           eval: true,
@@ -339,7 +335,7 @@ export class WgWorkers {
     const now = Date.now();
     switch (m.t) {
       case 'h':
-        Atomics.sub(this.depthWords, i, 1);
+        this.words.handoffTaken(i);
         if (m.k === HANDOFF_SCREENED) {
           this.port.queueScreened(m.b, 0, m.b.length, m.a, m.p);
           this.shareLoad();
@@ -390,16 +386,7 @@ export class WgWorkers {
     const now = Date.now();
     const d = this.o.device;
     this.o.slots.fold(d.peers(), (p, a) => d.foldShardActivity(p, a, now));
-    const total = d.drops;
-    const cur = this.dropCounts;
-    const seen = this.dropsFolded;
-    for (let i = 0; i < this.workers.length * DROP_REASON_COUNT; i++) {
-      const v = cur[i];
-      if (v !== seen[i]) {
-        total[i % DROP_REASON_COUNT] += v - seen[i];
-        seen[i] = v;
-      }
-    }
+    this.words.foldDrops(this.workers.length, d.drops);
   }
 
   /**
@@ -408,8 +395,7 @@ export class WgWorkers {
    * every tick (a worker keeps the state UNDER_LOAD_AFTER_TIME after it saw it).
    */
   private shareLoad(): void {
-    const v = this.port.handshakeUnderLoad ? 1 : 0;
-    if (this.depthWords[OWNER_LOAD_WORD] !== v) Atomics.store(this.depthWords, OWNER_LOAD_WORD, v);
+    this.words.shareLoad(this.port.handshakeUnderLoad);
   }
 
   private tick(): void {
