@@ -12,6 +12,7 @@ import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { getCryptoBackend, parseCryptoBackendName } from '../crypto/select.js';
 import { WgDaemon } from '../gateway/wg-daemon.js';
+import { DROP_LOG_INTERVAL_MS, DropDelta, formatDrops, wgDaemonDrops } from '../gateway/wg-drops.js';
 import { parseWorkerCount } from '../gateway/wg-workers.js';
 import { warmUpBudget } from '../pipelines/wireguard-warmup.js';
 import { WEFT_VERSION } from '../daemon/version.js';
@@ -31,6 +32,8 @@ of the start-up warm-up: the data path on synthetic packets, then the TUN/UDP I/
 loopback tunnel, each until its work target; default 1000; 0 = off), WEFT_WORKERS (worker threads
 carrying the data path, each with its own TUN queue and UDP socket; "auto": the CPUs this
 process may use, cgroup quota included; default 1 = everything on the main thread).
+At LOG_LEVEL=info the counters of dropped packets that grew are logged once a minute, and the
+totals when the daemon stops.
 `;
 
 type Level = 'error' | 'info' | 'debug';
@@ -97,6 +100,12 @@ export async function main(argv: string[]): Promise<number | undefined> {
   });
   log('info', 'device started');
   notifyParentReady();
+  const dropDelta = new DropDelta();
+  const dropLog = setInterval(() => {
+    const grew = dropDelta.since(wgDaemonDrops(daemon));
+    if (grew !== null) log('info', `dropped in the last ${DROP_LOG_INTERVAL_MS / 1000} s: ${formatDrops(grew)}`);
+  }, DROP_LOG_INTERVAL_MS);
+  dropLog.unref();
 
   await new Promise<void>((resolve) => {
     let stopping = false;
@@ -112,6 +121,9 @@ export async function main(argv: string[]): Promise<number | undefined> {
     process.on('SIGINT', () => stop('SIGINT'));
     process.on('SIGTERM', () => stop('SIGTERM'));
   });
+  clearInterval(dropLog);
+  const total = wgDaemonDrops(daemon);
+  if (Object.keys(total).length > 0) log('info', `dropped since start: ${formatDrops(total)}`);
   await daemon.stop();
   log('info', 'device closed');
   return 0;
