@@ -7,7 +7,8 @@
  *   TUN queue → encrypt (shared session counter) → sendmmsg from this worker's socket
  *   recvmmsg → decrypt (shared replay window) → this worker's TUN queue
  *
- * Messages from the owner: a snapshot (applied whole), bind/mark/close, and bytes to send
+ * Messages from the owner: warm (the start-up warm-up, shard-warmup.ts, on throwaway objects),
+ * a snapshot (applied whole), bind/mark/close, and bytes to send
  * (handshakes, keepalives, staged packets) or to write to the TUN (packets the owner
  * decrypted). To the owner: handoffs (bounded by a shared depth counter: over the limit the
  * worker drops and counts; handshake messages only once screened here, see shard.ts),
@@ -19,6 +20,7 @@ import { withNativeAead } from '../io/native-aead.js';
 import { MAX_PACKET } from '../io/sizes.js';
 import { TunDevice } from '../io/tun.js';
 import { UdpError } from '../io/udp.js';
+import { warmUpShard } from '../pipelines/shard-warmup.js';
 import { WireGuardPort } from '../pipelines/wireguard-port.js';
 import { DROP_REASON_COUNT } from '../wireguard/drops.js';
 import type { SharedSessionBuffers } from '../wireguard/shared-sessions.js';
@@ -57,6 +59,7 @@ export type ToWorker =
   | { t: 'send'; b: Uint8Array; a: string; p: number }
   | { t: 'tun'; b: Uint8Array }
   | { t: 'stats' }
+  | { t: 'warm'; ms: number }
   | { t: 'close' };
 
 /** Worker → owner. */
@@ -68,6 +71,7 @@ export type FromWorker =
   | { t: 'bound'; port: number; gso: boolean; gro: boolean }
   | { t: 'bindError'; message: string; errno: number }
   | { t: 'stats'; handoffs: number; refused: number; drops: number[] }
+  | { t: 'warmed'; packets: number; ms: number; error?: string }
   | { t: 'error'; message: string }
   | { t: 'closed' };
 
@@ -169,6 +173,14 @@ async function serve(
         one.offs[0] = 0;
         one.lens[0] = m.b.length;
         tun.writeBatch(m.b, one.offs, one.lens, 1);
+        break;
+      case 'warm':
+        // After the real port, TUN reader and sink exist (V8 has seen their callbacks), before
+        // the owner binds the sockets: the first real packets run optimized code.
+        void warmUpShard({ backend, mtu: data.mtu, budgetMs: m.ms, vnetHdrLen: tun.offload?.vnetHdrLen ?? 0 }).then(
+          (r) => post({ t: 'warmed', packets: r.packets, ms: r.ms }),
+          (e: unknown) => post({ t: 'warmed', packets: 0, ms: 0, error: e instanceof Error ? e.message : String(e) }),
+        );
         break;
       case 'stats':
         post({ t: 'stats', handoffs: engine.handoffs, refused: engine.handoffsRefused, drops: [...engine.drops] });
