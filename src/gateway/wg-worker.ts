@@ -7,7 +7,7 @@
  *   TUN queue → encrypt (shared session counter) → sendmmsg from this worker's socket
  *   recvmmsg → decrypt (shared replay window) → this worker's TUN queue
  *
- * Messages from the owner: warm (the start-up warm-up, shard-warmup.ts, on throwaway objects),
+ * Messages from the owner: warm (the start-up warm-up on throwaway objects, see warmUp),
  * a snapshot (applied whole), bind/mark/close, and bytes to send
  * (handshakes, keepalives, staged packets) or to write to the TUN (packets the owner
  * decrypted). To the owner: handoffs (bounded by a shared depth counter: over the limit the
@@ -15,6 +15,7 @@
  * confirmations, roams, replies. Drops are counted in shared memory the owner folds.
  */
 import { parentPort, workerData } from 'node:worker_threads';
+import type { CryptoBackend } from '../crypto/backend.js';
 import { getCryptoBackend, parseCryptoBackendName } from '../crypto/select.js';
 import { withNativeAead } from '../io/native-aead.js';
 import { MAX_PACKET } from '../io/sizes.js';
@@ -27,6 +28,7 @@ import type { SharedSessionBuffers } from '../wireguard/shared-sessions.js';
 import { ShardEngine } from '../wireguard/shard.js';
 import type { ShardPeer } from '../wireguard/shard-peer.js';
 import type { ShardSnapshot } from '../wireguard/shard-owner.js';
+import { warmUpIo } from './wg-io-warmup.js';
 import { coalescerFor, startTunReader, tunSink } from './wg-tun-path.js';
 
 /** Words of the shared depth buffer: one per worker (handoffs in flight), then the owner's load flag. */
@@ -71,7 +73,7 @@ export type FromWorker =
   | { t: 'bound'; port: number; gso: boolean; gro: boolean }
   | { t: 'bindError'; message: string; errno: number }
   | { t: 'stats'; handoffs: number; refused: number; drops: number[] }
-  | { t: 'warmed'; packets: number; ms: number; error?: string }
+  | { t: 'warmed'; packets: number; ms: number; echoes: number; ioMs: number; error?: string }
   | { t: 'error'; message: string }
   | { t: 'closed' };
 
@@ -177,9 +179,15 @@ async function serve(
       case 'warm':
         // After the real port, TUN reader and sink exist (V8 has seen their callbacks), before
         // the owner binds the sockets: the first real packets run optimized code.
-        void warmUpShard({ backend, mtu: data.mtu, budgetMs: m.ms, vnetHdrLen: tun.offload?.vnetHdrLen ?? 0 }).then(
-          (r) => post({ t: 'warmed', packets: r.packets, ms: r.ms }),
-          (e: unknown) => post({ t: 'warmed', packets: 0, ms: 0, error: e instanceof Error ? e.message : String(e) }),
+        void warmUp(backend, data, tun, m.ms).then(post, (e: unknown) =>
+          post({
+            t: 'warmed',
+            packets: 0,
+            ms: 0,
+            echoes: 0,
+            ioMs: 0,
+            error: e instanceof Error ? e.message : String(e),
+          }),
         );
         break;
       case 'stats':
@@ -196,4 +204,34 @@ async function serve(
     }
   });
   post({ t: 'ready' });
+}
+
+/**
+ * The worker's start-up warm-up, as the one-thread daemon's: its engine on synthetic packets
+ * (shard-warmup.ts) for up to half of `budgetMs`, then the I/O classes on a loopback tunnel
+ * (wg-io-warmup.ts) for the rest. Throwaway objects only.
+ */
+async function warmUp(
+  backend: CryptoBackend,
+  data: WgWorkerData,
+  tun: TunDevice,
+  budgetMs: number,
+): Promise<FromWorker> {
+  const half = budgetMs >> 1;
+  const w = await warmUpShard({ backend, mtu: data.mtu, budgetMs: half, vnetHdrLen: tun.offload?.vnetHdrLen ?? 0 });
+  const io = await warmUpIo({
+    backend,
+    mtu: data.mtu,
+    tunOffload: tun.offload,
+    udpOffload: data.offload,
+    budgetMs: budgetMs - Math.min(w.ms, half),
+  });
+  return {
+    t: 'warmed',
+    packets: w.packets,
+    ms: w.ms,
+    echoes: io.packets,
+    ioMs: io.ms,
+    ...(io.skipped !== null ? { error: `I/O warm-up skipped: ${io.skipped}` } : {}),
+  };
 }

@@ -77,15 +77,17 @@ export interface WgWorkersOptions {
   readonly nativeAead: boolean;
   readonly device: Device;
   readonly slots: ShardSlots;
-  /** Budget (ms) of each worker's start-up warm-up (shard-warmup.ts), run by all at once; 0: none. */
+  /** Budget (ms) of each worker's start-up warm-up (wg-worker.ts warmUp), run by all at once; 0: none. */
   readonly warmUpMs: number;
   readonly log: (level: 'error' | 'info' | 'debug', msg: string) => void;
 }
 
-/** What one worker's start-up warm-up ran. */
+/** What one worker's start-up warm-up ran: synthetic packets, then echoes on a loopback tunnel. */
 export interface WorkerWarmUp {
   readonly packets: number;
   readonly ms: number;
+  readonly echoes: number;
+  readonly ioMs: number;
 }
 
 /** The owner's stand-in for a UDP socket: receives what workers hand over, sends through worker 0. */
@@ -298,10 +300,13 @@ export class WgWorkers {
   private async warm(ms: number): Promise<WorkerWarmUp[]> {
     const replies = await Promise.all(this.workers.map((_, i) => this.request(i, { t: 'warm', ms })));
     return replies.map((r, i) => {
-      if (r.t !== 'warmed') return { packets: 0, ms: 0 };
-      if (r.error !== undefined) this.o.log('error', `worker ${i}: warm-up: ${r.error}`);
-      else this.o.log('info', `worker ${i}: warm-up: ${r.packets} packets in ${r.ms} ms`);
-      return { packets: r.packets, ms: r.ms };
+      if (r.t !== 'warmed') return { packets: 0, ms: 0, echoes: 0, ioMs: 0 };
+      if (r.error !== undefined) this.o.log('info', `worker ${i}: warm-up: ${r.error}`);
+      this.o.log(
+        'info',
+        `worker ${i}: warm-up: ${r.packets} packets in ${r.ms} ms, I/O warm-up: ${r.echoes} echoes in ${r.ioMs} ms`,
+      );
+      return { packets: r.packets, ms: r.ms, echoes: r.echoes, ioMs: r.ioMs };
     });
   }
 

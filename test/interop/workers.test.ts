@@ -209,9 +209,13 @@ describe.skipIf(unavailable !== null)('weft-wg with 2 worker threads ↔ wiregua
   it('each worker warmed its data path before the port was bound; the warm-up left nothing in wg show', () => {
     const out = A.proc!.output();
     for (const i of [0, 1]) {
-      const m = new RegExp(`worker ${i}: warm-up: (\\d+) packets in (\\d+) ms`).exec(out);
+      const m = new RegExp(
+        `worker ${i}: warm-up: (\\d+) packets in (\\d+) ms, I/O warm-up: (\\d+) echoes in (\\d+) ms`,
+      ).exec(out);
       expect(m, `worker ${i}'s warm-up line in:\n${out}`).not.toBeNull();
+      console.log(m![0]);
       expect(Number(m![1])).toBeGreaterThan(0);
+      expect(Number(m![3])).toBeGreaterThan(0);
       // Before the sockets were bound: the start line (port, worker count) comes after it.
       expect(out.indexOf(m![0])).toBeLessThan(out.indexOf('2 worker threads'));
     }
