@@ -10,8 +10,10 @@
  * through a throwaway WireGuardPort (encryptBatch by allowed IPs and with named peers, as the
  * gateway calls it; receiveBatchFrom → decrypt → sink) and, when the TUN carries virtio-net
  * headers, a throwaway TunSegmenter in front of it, until a packet target is met or the time
- * budget is spent. The gateway's router and Geneve stages are not part of it. Between slices the event loop turns, so V8's concurrent compiles finish and
- * are installed before real traffic arrives.
+ * budget is spent (runWarmUp takes the engine A's ports drive: a worker thread's ShardEngine
+ * runs the same rounds, shard-warmup.ts). The gateway's router and Geneve stages are not part
+ * of it. Between slices the event loop turns, so V8's concurrent compiles finish and are
+ * installed before real traffic arrives.
  *
  * Contract: no socket, TUN or timer of the real data plane is touched and no counter of it
  * moves — everything here is a separate object, dropped afterwards (the throwaway port never
