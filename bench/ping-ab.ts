@@ -10,7 +10,9 @@
  * Run (root):  npm run bench:ping          (= build, then node dist/bench/ping-ab.js)
  * Knobs: ROUNDS=5 (fresh tunnels each round; the start order of the pings and the slot of
  *        each daemon rotate every round), PINGS=300, PING_INTERVAL=0.02 (s),
- *        DAEMONS / WEFT_VARIANTS / WEFT_ENV / WEFT_NODE_ARGS / WEFT_WG as bench/tunnel.ts.
+ *        DAEMONS / WEFT_VARIANTS / WEFT_ENV / WEFT_NODE_ARGS / WEFT_WG as bench/tunnel.ts,
+ *        TUNNEL_WARM_PINGS=100 (pings before the measured ones; 0: the first pings after start,
+ *        e.g. a daemon's start-up warm-up against WEFT_WARMUP_MS=0).
  * Printed per daemon: the median over rounds of each round's median, p90 and mean RTT, the
  * same over all echoes pooled, and each weft daemon's ratio to wireguard-go (the anchor).
  * The pings drift against each other over a round: an echo that came within COLLIDE_MS = 1 ms

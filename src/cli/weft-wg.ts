@@ -29,7 +29,8 @@ WEFT_V8_INTERRUPT_BUDGET (V8 tier-up threshold, default 1024; "default" keeps V8
 WEFT_EAGER_HANDSHAKE=0 (wait for data before the first handshake, as wireguard-go does, instead of
 initiating towards every configured endpoint when a peer is set), WEFT_WARMUP_MS (upper bound
 of the start-up warm-up: the data path on synthetic packets, then the TUN/UDP I/O on a private
-loopback tunnel, each until its work target; default 1000; 0 = off), WEFT_WORKERS (worker threads
+loopback tunnel, each until its work target; with workers, every worker does both at once;
+default 1000; 0 = off), WEFT_WORKERS (worker threads
 carrying the data path, each with its own TUN queue and UDP socket; "auto": the CPUs this
 process may use, cgroup quota included; default 1 = everything on the main thread).
 At LOG_LEVEL=info the counters of dropped packets that grew are logged once a minute, and the

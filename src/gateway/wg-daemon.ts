@@ -73,7 +73,8 @@ export interface WgDaemonOptions {
    * Upper bound (ms) of the start-up warm-up before the UAPI socket opens: synthetic packets
    * (wireguard-warmup.ts) for up to half, then the I/O classes on a loopback tunnel
    * (wg-io-warmup.ts, real TUN only) for the rest; each part ends at its work target first.
-   * Default DEFAULT_WARMUP_MS, 0 = none.
+   * With workers, each worker does the same on its own engine (shard-warmup.ts, then
+   * wg-io-warmup.ts), all at once. Default DEFAULT_WARMUP_MS, 0 = none.
    */
   readonly warmUpMs?: number;
   /** TUN transmit queue length (default DEFAULT_TUN_TXQUEUELEN). */
@@ -238,7 +239,18 @@ export class WgDaemon {
     let workers: WgWorkers | null = null;
     try {
       workers = await WgWorkers.start(
-        { ifname: tun.name, mtu, txQueueLen, offload, crypto: opts.backend.name, nativeAead, device, slots, log },
+        {
+          ifname: tun.name,
+          mtu,
+          txQueueLen,
+          offload,
+          crypto: opts.backend.name,
+          nativeAead,
+          device,
+          slots,
+          warmUpMs: opts.warmUpMs ?? DEFAULT_WARMUP_MS,
+          log,
+        },
         n,
       );
       await tun.close();

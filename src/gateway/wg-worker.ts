@@ -7,23 +7,27 @@
  *   TUN queue → encrypt (shared session counter) → sendmmsg from this worker's socket
  *   recvmmsg → decrypt (shared replay window) → this worker's TUN queue
  *
- * Messages from the owner: a snapshot (applied whole), bind/mark/close, and bytes to send
+ * Messages from the owner: warm (the start-up warm-up on throwaway objects, see warmUp),
+ * a snapshot (applied whole), bind/mark/close, and bytes to send
  * (handshakes, keepalives, staged packets) or to write to the TUN (packets the owner
  * decrypted). To the owner: handoffs (bounded by a shared depth counter: over the limit the
  * worker drops and counts; handshake messages only once screened here, see shard.ts),
  * confirmations, roams, replies. Drops are counted in shared memory the owner folds.
  */
 import { parentPort, workerData } from 'node:worker_threads';
+import type { CryptoBackend } from '../crypto/backend.js';
 import { getCryptoBackend, parseCryptoBackendName } from '../crypto/select.js';
 import { withNativeAead } from '../io/native-aead.js';
 import { MAX_PACKET } from '../io/sizes.js';
 import { TunDevice } from '../io/tun.js';
 import { UdpError } from '../io/udp.js';
+import { warmUpShard } from '../pipelines/shard-warmup.js';
 import { WireGuardPort } from '../pipelines/wireguard-port.js';
 import type { SharedSessionBuffers } from '../wireguard/shared-sessions.js';
 import { ShardEngine } from '../wireguard/shard.js';
 import type { ShardPeer } from '../wireguard/shard-peer.js';
 import type { ShardSnapshot } from '../wireguard/shard-owner.js';
+import { warmUpIo } from './wg-io-warmup.js';
 import { WorkerWords } from './wg-shared-words.js';
 import { coalescerFor, startTunReader, tunSink } from './wg-tun-path.js';
 
@@ -53,6 +57,7 @@ export type ToWorker =
   | { t: 'send'; b: Uint8Array; a: string; p: number }
   | { t: 'tun'; b: Uint8Array }
   | { t: 'stats' }
+  | { t: 'warm'; ms: number }
   | { t: 'close' };
 
 /** Worker → owner. */
@@ -64,6 +69,7 @@ export type FromWorker =
   | { t: 'bound'; port: number; gso: boolean; gro: boolean }
   | { t: 'bindError'; message: string; errno: number }
   | { t: 'stats'; handoffs: number; refused: number; drops: number[] }
+  | { t: 'warmed'; packets: number; ms: number; echoes: number; ioMs: number; error?: string }
   | { t: 'error'; message: string }
   | { t: 'closed' };
 
@@ -159,6 +165,20 @@ async function serve(
         one.lens[0] = m.b.length;
         tun.writeBatch(m.b, one.offs, one.lens, 1);
         break;
+      case 'warm':
+        // After the real port, TUN reader and sink exist (V8 has seen their callbacks), before
+        // the owner binds the sockets: the first real packets run optimized code.
+        void warmUp(backend, data, tun, m.ms).then(post, (e: unknown) =>
+          post({
+            t: 'warmed',
+            packets: 0,
+            ms: 0,
+            echoes: 0,
+            ioMs: 0,
+            error: e instanceof Error ? e.message : String(e),
+          }),
+        );
+        break;
       case 'stats':
         post({ t: 'stats', handoffs: engine.handoffs, refused: engine.handoffsRefused, drops: [...engine.drops] });
         break;
@@ -173,4 +193,34 @@ async function serve(
     }
   });
   post({ t: 'ready' });
+}
+
+/**
+ * The worker's start-up warm-up, as the one-thread daemon's: its engine on synthetic packets
+ * (shard-warmup.ts) for up to half of `budgetMs`, then the I/O classes on a loopback tunnel
+ * (wg-io-warmup.ts) for the rest. Throwaway objects only.
+ */
+async function warmUp(
+  backend: CryptoBackend,
+  data: WgWorkerData,
+  tun: TunDevice,
+  budgetMs: number,
+): Promise<FromWorker> {
+  const half = budgetMs >> 1;
+  const w = await warmUpShard({ backend, mtu: data.mtu, budgetMs: half, vnetHdrLen: tun.offload?.vnetHdrLen ?? 0 });
+  const io = await warmUpIo({
+    backend,
+    mtu: data.mtu,
+    tunOffload: tun.offload,
+    udpOffload: data.offload,
+    budgetMs: budgetMs - Math.min(w.ms, half),
+  });
+  return {
+    t: 'warmed',
+    packets: w.packets,
+    ms: w.ms,
+    echoes: io.packets,
+    ioMs: io.ms,
+    ...(io.skipped !== null ? { error: `I/O warm-up skipped: ${io.skipped}` } : {}),
+  };
 }

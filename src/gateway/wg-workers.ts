@@ -77,7 +77,17 @@ export interface WgWorkersOptions {
   readonly nativeAead: boolean;
   readonly device: Device;
   readonly slots: ShardSlots;
+  /** Budget (ms) of each worker's start-up warm-up (wg-worker.ts warmUp), run by all at once; 0: none. */
+  readonly warmUpMs: number;
   readonly log: (level: 'error' | 'info' | 'debug', msg: string) => void;
+}
+
+/** What one worker's start-up warm-up ran: synthetic packets, then echoes on a loopback tunnel. */
+export interface WorkerWarmUp {
+  readonly packets: number;
+  readonly ms: number;
+  readonly echoes: number;
+  readonly ioMs: number;
 }
 
 /** The owner's stand-in for a UDP socket: receives what workers hand over, sends through worker 0. */
@@ -200,6 +210,8 @@ export class WgWorkers {
   private closed = false;
   /** The UDP offloads worker 0's sockets got. */
   udpOffload: { gso: boolean; gro: boolean } | null = null;
+  /** Per worker, what its start-up warm-up ran (empty with a budget of 0). */
+  warmUp: readonly WorkerWarmUp[] = [];
 
   private constructor(private readonly o: WgWorkersOptions) {
     this.port = new WireGuardPort({
@@ -264,6 +276,9 @@ export class WgWorkers {
         worker.on('message', (m: FromWorker) => w.onMessage(i, m));
         worker.on('error', (e) => o.log('error', `worker ${i}: ${e.message}`));
       }
+      // Every worker at once (each on its own thread), once all queues are attached and before
+      // any socket is bound: no real packet reaches a worker before its warm-up ended.
+      if (o.warmUpMs > 0) w.warmUp = await w.warm(o.warmUpMs);
       w.publish();
       w.fold = setInterval(() => w.tick(), FOLD_MS);
       w.fold.unref();
@@ -276,6 +291,19 @@ export class WgWorkers {
 
   get count(): number {
     return this.workers.length;
+  }
+
+  private async warm(ms: number): Promise<WorkerWarmUp[]> {
+    const replies = await Promise.all(this.workers.map((_, i) => this.request(i, { t: 'warm', ms })));
+    return replies.map((r, i) => {
+      if (r.t !== 'warmed') return { packets: 0, ms: 0, echoes: 0, ioMs: 0 };
+      if (r.error !== undefined) this.o.log('info', `worker ${i}: warm-up: ${r.error}`);
+      this.o.log(
+        'info',
+        `worker ${i}: warm-up: ${r.packets} packets in ${r.ms} ms, I/O warm-up: ${r.echoes} echoes in ${r.ioMs} ms`,
+      );
+      return { packets: r.packets, ms: r.ms, echoes: r.echoes, ioMs: r.ioMs };
+    });
   }
 
   /**

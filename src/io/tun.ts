@@ -459,11 +459,15 @@ export class TunDevice implements PacketDevice {
   private finishClose(): void {
     if (this.fdClosed) return;
     this.fdClosed = true;
-    try {
-      fs.closeSync(this.fd);
-    } catch {
-      /* already closed */
-    }
+    // A pair's fds come from socketpair(), not fs.open: closed by libc, so that Node does not
+    // warn in a worker thread (it tracks the fds fs opened there).
+    if (this.unlinked) this.libc.close(this.fd);
+    else
+      try {
+        fs.closeSync(this.fd);
+      } catch {
+        /* already closed */
+      }
     for (const w of this.closeWaiters.splice(0)) w();
   }
 }

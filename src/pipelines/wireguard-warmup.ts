@@ -10,8 +10,10 @@
  * through a throwaway WireGuardPort (encryptBatch by allowed IPs and with named peers, as the
  * gateway calls it; receiveBatchFrom → decrypt → sink) and, when the TUN carries virtio-net
  * headers, a throwaway TunSegmenter in front of it, until a packet target is met or the time
- * budget is spent. The gateway's router and Geneve stages are not part of it. Between slices the event loop turns, so V8's concurrent compiles finish and
- * are installed before real traffic arrives.
+ * budget is spent (runWarmUp takes the engine A's ports drive: a worker thread's ShardEngine
+ * runs the same rounds, shard-warmup.ts). The gateway's router and Geneve stages are not part
+ * of it. Between slices the event loop turns, so V8's concurrent compiles finish and are
+ * installed before real traffic arrives.
  *
  * Contract: no socket, TUN or timer of the real data plane is touched and no counter of it
  * moves — everything here is a separate object, dropped afterwards (the throwaway port never
@@ -27,11 +29,12 @@ import { parsePrefix } from '../packet/addr.js';
 import { Device, ENCRYPT_SEND, EncryptResult, RECEIVE_DELIVER, ReceiveResult } from '../wireguard/device.js';
 import { REKEY_TIMEOUT } from '../wireguard/constants.js';
 import { TRANSPORT_HEADER_SIZE } from '../wireguard/messages.js';
+import type { SessionSlots } from '../wireguard/keypair.js';
 import type { Endpoint, Peer } from '../wireguard/peer.js';
 import { OutgoingMessage } from '../wireguard/pool.js';
 import { segmenterScratch, TunSegmenter } from './tun-offload.js';
 import { WireGuardPort } from './wireguard-port.js';
-import type { WireGuardPortOptions } from './wireguard-port-types.js';
+import type { PortEngine, WireGuardPortOptions } from './wireguard-port-types.js';
 
 /**
  * Default wall-clock bound (ms) of the whole start-up warm-up (weft-wg: this synthetic part, then
@@ -124,12 +127,29 @@ export function writePacket(buf: Uint8Array, off: number, v: number, src: number
  * Resolves with what ran; never throws for a packet that did not make it (it just counts less).
  */
 export async function warmUpWireGuard(opts: WarmUpOptions): Promise<WarmUpReport> {
-  const clock = opts.clock ?? Date.now;
-  const t0 = clock();
   if (opts.budgetMs <= 0) return { packets: 0, ms: 0 };
-  const overlappingAllowedIps = opts.overlappingAllowedIps ?? false;
-  const target = opts.targetPackets ?? WARMUP_TARGET_PACKETS;
-  const a = new Device({ backend: opts.backend, mtu: opts.mtu, overlappingAllowedIps });
+  const pair = warmUpPair(opts, opts.overlappingAllowedIps ?? false);
+  const named: Peer[] = new Array<Peer>(ROUND_PACKETS).fill(pair.pab);
+  return runWarmUp(opts, pair, { engine: pair.a, named, handshook: () => {} });
+}
+
+/** The two throwaway devices of a warm-up, with a session-less peer each and the tunnel's addresses. */
+export interface WarmUpPair {
+  /** This side: its port's engine, or the owner of the engine it is drawn from (sessionSlots). */
+  readonly a: Device;
+  /** The far side, which answers every packet. */
+  readonly b: Device;
+  readonly pab: Peer;
+  readonly pba: Peer;
+}
+
+/** Two Devices with fresh keys as each other's peer (10.255.0.1/fd00::1 ↔ 10.255.0.2/fd00::2). */
+export function warmUpPair(
+  opts: WarmUpOptions,
+  overlappingAllowedIps: boolean,
+  sessionSlots?: SessionSlots,
+): WarmUpPair {
+  const a = new Device({ backend: opts.backend, mtu: opts.mtu, overlappingAllowedIps, sessionSlots });
   const b = new Device({ backend: opts.backend, mtu: opts.mtu });
   const keyA = new Uint8Array(32);
   const keyB = new Uint8Array(32);
@@ -145,6 +165,28 @@ export async function warmUpWireGuard(opts: WarmUpOptions): Promise<WarmUpReport
   b.addAllowedIp(pba, parsePrefix('fd00::1/128'));
   a.setEndpoint(pab, EP_B);
   b.setEndpoint(pba, EP_A);
+  return { a, b, pab, pba };
+}
+
+/** The engine A's throwaway ports drive: the device `a` itself, or an engine drawn from it. */
+export interface WarmUpSide<P> {
+  readonly engine: PortEngine<P>;
+  /** The peer of each packet, for the rounds that name it as the gateway's router does (null: never). */
+  readonly named: readonly P[] | null;
+  /** Called after every handshake between a and b, at the engines' time (e.g. a new snapshot). */
+  readonly handshook: (now: number) => void;
+}
+
+/**
+ * The warm-up loop on `pair` (see the module comment): rounds through throwaway ports on
+ * `side.engine` until `opts.targetPackets` answers came back or `opts.budgetMs` is spent.
+ */
+export async function runWarmUp<P>(opts: WarmUpOptions, pair: WarmUpPair, side: WarmUpSide<P>): Promise<WarmUpReport> {
+  const clock = opts.clock ?? Date.now;
+  const t0 = clock();
+  if (opts.budgetMs <= 0) return { packets: 0, ms: 0 };
+  const target = opts.targetPackets ?? WARMUP_TARGET_PACKETS;
+  const { a, b, pab, pba } = pair;
 
   // The engines' time: the real clock, moved on by a Rekey-Timeout before each new session (the
   // devices pace initiations per peer); the budget runs on the real clock.
@@ -155,8 +197,8 @@ export async function warmUpWireGuard(opts: WarmUpOptions): Promise<WarmUpReport
   // segmenter's consumer), made by different code: the call sites then see more than one target
   // before V8 optimizes them and stay generic, so the real sink and consumer do not deoptimize
   // them on the first real packet.
-  const portOf = (sink: WireGuardPortOptions['sink']): WireGuardPort =>
-    new WireGuardPort({ device: a, mtu: MAX_PACKET, batchSize: ROUND_PACKETS, clock: engineClock, sink });
+  const portOf = (sink: WireGuardPortOptions<P>['sink']): WireGuardPort<P> =>
+    new WireGuardPort<P>({ device: side.engine, mtu: MAX_PACKET, batchSize: ROUND_PACKETS, clock: engineClock, sink });
   const ports = [
     portOf({
       writeBatch: (_buf, _offs, _lens, _peers, n) => {
@@ -171,8 +213,13 @@ export async function warmUpWireGuard(opts: WarmUpOptions): Promise<WarmUpReport
       },
     }),
   ];
+  const shake = (x: Device, px: Peer, y: Device, fromX: Endpoint, fromY: Endpoint): void => {
+    const now = engineClock();
+    handshake(x, px, y, fromX, fromY, now);
+    side.handshook(now);
+  };
   try {
-    handshake(a, pab, b, EP_A, EP_B, engineClock());
+    shake(a, pab, b, EP_A, EP_B);
     // A's side: packets A → B go in at the TUN end (through a segmenter when the real TUN has
     // virtio-net headers), leave encrypted in place; B decrypts, answers; the answers enter
     // A's port as received datagrams.
@@ -207,7 +254,7 @@ export async function warmUpWireGuard(opts: WarmUpOptions): Promise<WarmUpReport
             }),
           ]
         : null;
-    const peers: Peer[] = new Array<Peer>(ROUND_PACKETS).fill(pab);
+    const named = side.named;
     let round = 0;
     let sliceEnd = clock() + SLICE_MS;
     const end = t0 + opts.budgetMs;
@@ -229,8 +276,9 @@ export async function warmUpWireGuard(opts: WarmUpOptions): Promise<WarmUpReport
       if (segs !== null) segs[k].process(tunBatch);
       else {
         // Every other pair of rounds names the peer of each packet, as the gateway's router does.
-        if ((round & 2) === 0) port.encryptBatch(tunBatch.buf, tunBatch.offs, tunBatch.lens, ROUND_PACKETS);
-        else port.encryptBatch(tunBatch.buf, tunBatch.offs, tunBatch.lens, ROUND_PACKETS, peers);
+        if ((round & 2) === 0 || named === null)
+          port.encryptBatch(tunBatch.buf, tunBatch.offs, tunBatch.lens, ROUND_PACKETS);
+        else port.encryptBatch(tunBatch.buf, tunBatch.offs, tunBatch.lens, ROUND_PACKETS, named);
         enc.answer(tunBatch.buf, tunBatch.offs, tunBatch.lens, ROUND_PACKETS, engineClock());
       }
       port.receiveBatchFrom(rx, EP_B.address, EP_B.port);
@@ -239,8 +287,8 @@ export async function warmUpWireGuard(opts: WarmUpOptions): Promise<WarmUpReport
       // value) and the responder's confirm-on-first-data path, as real rekeys bring them.
       if ((round & (REKEY_ROUNDS - 1)) === 0) {
         skew += REKEY_TIMEOUT + 1;
-        if ((round & REKEY_ROUNDS) === 0) handshake(a, pab, b, EP_A, EP_B, engineClock());
-        else handshake(b, pba, a, EP_B, EP_A, engineClock());
+        if ((round & REKEY_ROUNDS) === 0) shake(a, pab, b, EP_A, EP_B);
+        else shake(b, pba, a, EP_B, EP_A);
       }
       const now = clock();
       if (now >= end || delivered >= target) break;

@@ -1,5 +1,6 @@
 /**
- * weft-wg with WEFT_WORKERS=2 against Debian's wireguard-go: handshakes both ways, several TCP
+ * weft-wg with WEFT_WORKERS=2 against Debian's wireguard-go: each worker's start-up warm-up
+ * (nothing of it in `wg show`), handshakes both ways, several TCP
  * flows at once (spread over both workers' TUN queues), one TCP flow each way delivered in
  * order (sequence numbers in a capture at the receiver's TUN), `wg show` transfer counters
  * equal to the peer's, the peer roaming to another underlay address, new sessions while
@@ -203,6 +204,25 @@ describe.skipIf(unavailable !== null)('weft-wg with 2 worker threads ↔ wiregua
   afterAll(async () => {
     await topo.cleanup();
     rmSync(tmp, { recursive: true, force: true });
+  });
+
+  it('each worker warmed its data path before the port was bound; the warm-up left nothing in wg show', () => {
+    const out = A.proc!.output();
+    for (const i of [0, 1]) {
+      const m = new RegExp(
+        `worker ${i}: warm-up: (\\d+) packets in (\\d+) ms, I/O warm-up: (\\d+) echoes in (\\d+) ms`,
+      ).exec(out);
+      expect(m, `worker ${i}'s warm-up line in:\n${out}`).not.toBeNull();
+      console.log(m![0]);
+      expect(Number(m![1])).toBeGreaterThan(0);
+      expect(Number(m![3])).toBeGreaterThan(0);
+      // Before the sockets were bound: the start line (port, worker count) comes after it.
+      expect(out.indexOf(m![0])).toBeLessThan(out.indexOf('2 worker threads'));
+    }
+    // The peer without an endpoint: no handshake and no packet yet, so every counter is the
+    // warm-up's trace if it left one.
+    setPeer(A, B, null);
+    expect(dump(A)).toEqual({ handshake: 0, rx: 0, tx: 0 });
   });
 
   it('handshakes initiated by either side; pings both ways', () => {
