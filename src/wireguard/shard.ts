@@ -89,6 +89,7 @@ import {
   SharedReplayFilter,
   activityRow,
   endpointSeq,
+  endpointSeqHint,
   loadEndpoint,
   sendCounterIndex,
   storeEndpoint,
@@ -162,7 +163,10 @@ export class ShardEngine {
    * (the shared word) replaces the snapshot's at once, as on a one-thread device.
    */
   private sendSessionOf(peer: ShardPeer): ShardSession | null {
-    const ci = Atomics.load(this.confirmedWords, peer.slot);
+    // A plain read per packet (an atomic load costs a call into V8's runtime): the word is one
+    // aligned Int32, so a read sees either the old index or the new one, and the next packet
+    // at the latest sees the new one.
+    const ci = this.confirmedWords[peer.slot];
     if (ci !== peer.confirmedSeen) {
       peer.confirmedSeen = ci;
       const s = this.sessions.get(ci);
@@ -179,6 +183,9 @@ export class ShardEngine {
    * owner's newest, wins over the snapshot's (one atomic load when nothing changed).
    */
   private endpointOf(peer: ShardPeer): Endpoint | null {
+    // The sequence word read plainly first (as sendSessionOf); only a change reads the record,
+    // atomically and under its sequence lock.
+    if (endpointSeqHint(this.eps, peer.slot) === peer.epSeq) return peer.endpoint;
     const seq = endpointSeq(this.eps, peer.slot);
     if (seq !== peer.epSeq) {
       const ep = loadEndpoint(this.eps, peer.slot, seq);

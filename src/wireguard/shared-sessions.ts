@@ -86,13 +86,17 @@ export class SharedReplayFilter {
     private readonly base: number,
   ) {}
 
-  /** Read-only pre-check before decryption (as ReplayFilter.check). */
+  /**
+   * Read-only pre-check before decryption (as ReplayFilter.check). Plain reads: the newest
+   * block only grows and a word's bits for one tag are only ever set, so a stale read can only
+   * let a packet through to validate() (which decides with atomics), never refuse a fresh one.
+   */
   check(lo: number, hi: number): boolean {
     if (hi !== 0) return false;
     const blk = lo >>> BLOCK_SHIFT;
-    const last = Atomics.load(this.w, this.base + W_LAST);
+    const last = this.w[this.base + W_LAST];
     if (blk <= last && last - blk >= SHARED_REPLAY_BLOCKS) return false;
-    const word = Atomics.load(this.w, this.base + W_RING + (blk & BLOCK_MASK));
+    const word = this.w[this.base + W_RING + (blk & BLOCK_MASK)];
     if (word >>> BLOCK_BITS !== blk >>> RING_SHIFT) return true;
     return (word & (1 << (lo & (BLOCK_BITS - 1)))) === 0;
   }
@@ -103,13 +107,25 @@ export class SharedReplayFilter {
     const w = this.w;
     const lastAt = this.base + W_LAST;
     const blk = lo >>> BLOCK_SHIFT;
-    for (;;) {
-      const last = Atomics.load(w, lastAt);
-      if (blk <= last || Atomics.compareExchange(w, lastAt, last, blk) === last) break;
+    // A plain read first (one atomic operation per packet in the common case): the newest
+    // block only grows, so a read at or above `blk` is final; a stale one takes the CAS loop.
+    if (blk > w[lastAt]) {
+      for (;;) {
+        const last = Atomics.load(w, lastAt);
+        if (blk <= last || Atomics.compareExchange(w, lastAt, last, blk) === last) break;
+      }
     }
     const at = this.base + W_RING + (blk & BLOCK_MASK);
     const tag = blk >>> RING_SHIFT;
     const mask = 1 << (lo & (BLOCK_BITS - 1));
+    // The block's own word, read plainly: a set bit is final (bits are only set for a tag, a
+    // word moves to newer tags only), and marking it is one CAS, which fails on a stale read.
+    // Anything else takes the loop below, where every read is atomic.
+    const seen = w[at];
+    if (seen >>> BLOCK_BITS === tag) {
+      if ((seen & mask) !== 0) return false;
+      if (Atomics.compareExchange(w, at, seen, seen | mask) === seen) return true;
+    }
     for (;;) {
       const old = Atomics.load(w, at);
       if (old >>> BLOCK_BITS === tag) {
@@ -198,6 +214,14 @@ export function storeEndpoint(w: Int32Array, slot: number, ep: Endpoint | null):
 /** The sequence of slot `slot`'s endpoint record (compare with the one last loaded). */
 export function endpointSeq(w: Int32Array, slot: number): number {
   return Atomics.load(w, slot * ENDPOINT_WORDS);
+}
+
+/**
+ * The same, read plainly (no atomic operation: the per-packet check whether the record moved):
+ * an older value or the current one; a change is then read with endpointSeq and loadEndpoint.
+ */
+export function endpointSeqHint(w: Int32Array, slot: number): number {
+  return w[slot * ENDPOINT_WORDS];
 }
 
 /**
