@@ -289,10 +289,20 @@ describe.skipIf(skip !== null)(
         expect(bytesDuring).toBeGreaterThan(bytes0 + 100_000);
         expect(rig.tcpClient!.output()).not.toMatch(/error|closed/);
         expect(rig.tcpServer!.output()).not.toMatch(/error|closed/);
+        // A role change in any log fails the test. A standby's takeover attempt that the Lease
+        // refused (it cannot be written while the API server is down) changes nothing — the
+        // Lease decides (lease-decision.ts) — and is reported, not failed: in 2 of 6 full
+        // fresh-clone runs a standby saw its active silent for the window during the outage.
+        const flap = /data plane stopped|lost the Lease|; standby|leader: starting|takeover from|stopping anyway/;
+        const refusedAttempt = /takeover from \S+: the Lease names another replica or was not writable/;
         for (const [n, text] of logs) {
-          expect(text, n).not.toMatch(
-            /data plane stopped|lost the Lease|; standby|leader: starting|takeover from|stopping anyway/,
-          );
+          const hits = text.split('\n').filter((l) => flap.test(l));
+          const attempts = hits.filter((l) => refusedAttempt.test(l));
+          if (attempts.length > 0) rig.log(`  ${n}: ${attempts.length} takeover attempt(s) refused by the Lease`);
+          expect(
+            hits.filter((l) => !refusedAttempt.test(l)),
+            `${n} logged a role change`,
+          ).toEqual([]);
         }
         for (const c of all) {
           // The leader renewed after the outage (it renews first: nothing moved).
