@@ -23,8 +23,8 @@ import { getCryptoBackend } from '../src/crypto/select.js';
 import { withNativeAead } from '../src/io/native-aead.js';
 import { parsePrefix } from '../src/packet/addr.js';
 import { Device, ENCRYPT_SEND, EncryptResult, RECEIVE_DELIVER, ReceiveResult } from '../src/wireguard/device.js';
-import type { Endpoint, Peer } from '../src/wireguard/peer.js';
-import { OutgoingMessage } from '../src/wireguard/pool.js';
+import type { Endpoint } from '../src/wireguard/peer.js';
+import { handshakeInMemory } from '../src/wireguard/memory-handshake.js';
 import { allocateSharedSessions } from '../src/wireguard/shared-sessions.js';
 import { ShardEngine } from '../src/wireguard/shard.js';
 import { ShardSlots } from '../src/wireguard/shard-slots.js';
@@ -63,18 +63,7 @@ function pair(shard: boolean, now: number): { a: Engine; b: Engine; epA: Endpoin
   const epB = { address: '192.0.2.2', port: 51820 };
   a.setEndpoint(pab, epB);
   b.setEndpoint(pba, epA);
-  const out = new OutgoingMessage<Peer>();
-  const rr = new ReceiveResult();
-  const pump = (from: Device, to: Device, src: Endpoint): void => {
-    while (from.popOutgoing(out)) {
-      to.receive(out.buf, out.start, out.length, src, now, false, rr);
-      from.releaseOutgoing(out.slot);
-    }
-  };
-  a.initiateHandshake(pab, now);
-  pump(a, b, epA);
-  pump(b, a, epB);
-  pump(a, b, epA);
+  handshakeInMemory(a, pab, b, epA, epB, now);
   if (sa === null || sb === null) return { a: a as Engine, b: b as Engine, epA };
   const ea = new ShardEngine(backend, sa.buffers, 0, noLink);
   const eb = new ShardEngine(backend, sb.buffers, 0, noLink);

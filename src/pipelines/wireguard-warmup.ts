@@ -31,7 +31,7 @@ import { REKEY_TIMEOUT } from '../wireguard/constants.js';
 import { TRANSPORT_HEADER_SIZE } from '../wireguard/messages.js';
 import type { SessionSlots } from '../wireguard/keypair.js';
 import type { Endpoint, Peer } from '../wireguard/peer.js';
-import { OutgoingMessage } from '../wireguard/pool.js';
+import { handshakeInMemory } from '../wireguard/memory-handshake.js';
 import { segmenterScratch, TunSegmenter } from './tun-offload.js';
 import { WireGuardPort } from './wireguard-port.js';
 import type { PortEngine, WireGuardPortOptions } from './wireguard-port-types.js';
@@ -215,7 +215,7 @@ export async function runWarmUp<P>(opts: WarmUpOptions, pair: WarmUpPair, side: 
   ];
   const shake = (x: Device, px: Peer, y: Device, fromX: Endpoint, fromY: Endpoint): void => {
     const now = engineClock();
-    handshake(x, px, y, fromX, fromY, now);
+    handshakeInMemory(x, px, y, fromX, fromY, now);
     side.handshook(now);
   };
   try {
@@ -348,20 +348,4 @@ export function swapAddresses(buf: Uint8Array, off: number): void {
     buf[src + i] = buf[src + n + i];
     buf[src + n + i] = x;
   }
-}
-
-/** A handshake initiated by x (at fromX) towards its peer px at y (at fromY), carried in memory. */
-function handshake(x: Device, px: Peer, y: Device, fromX: Endpoint, fromY: Endpoint, now: number): void {
-  const m = new OutgoingMessage<Peer>();
-  const rr = new ReceiveResult();
-  const pump = (from: Device, to: Device, src: Endpoint): void => {
-    while (from.popOutgoing(m)) {
-      to.receive(m.buf, m.start, m.length, src, now, false, rr);
-      from.releaseOutgoing(m.slot);
-    }
-  };
-  x.initiateHandshake(px, now);
-  pump(x, y, fromX);
-  pump(y, x, fromY);
-  pump(x, y, fromX);
 }
