@@ -462,17 +462,21 @@ export class NodeAgent {
     return this.kernel;
   }
 
-  /** Stops forwarding, removes routes and addresses it added, closes the socket and the TUN. Idempotent. */
+  /**
+   * Removes the routes and addresses it added, then stops forwarding and closes the socket and the
+   * TUN. Idempotent. It forwards until its routes are gone: the `ip` process that removes them
+   * starts meanwhile, so a restarted node agent's gap (SIGTERM) does not include it.
+   */
   async stop(): Promise<void> {
     if (this.stopped) return;
     this.stopped = true;
-    this.tun.stop();
     let err: unknown;
     try {
       await this.kernel.clear();
     } catch (e) {
       err = e;
     }
+    this.tun.stop();
     await this.geneve.close();
     await this.tun.close();
     if (err !== undefined) throw err;
