@@ -3,7 +3,8 @@
 # The unit files run first, in parallel (vitest project `unit`); then the system files (root,
 # namespaces, TUN, heap-per-op measurements; test/util/test-projects.ts) in two lanes at once,
 # each one file at a time: `system`, and `system-timers`, the files that mostly wait on protocol
-# timers. The second lane's output is printed after the first's. With arguments (files, -t …)
+# timers. The second lane's output is printed after the first's. Last, `system-alone`: the files
+# whose latency bounds need the machine to themselves, with nothing beside them. With arguments (files, -t …)
 # one vitest run takes them instead. npm run test:unit runs only the unit files.
 # The end-to-end and interop tests need root (network namespaces, TUN); as non-root they report
 # themselves skipped with the reason. As root (CI) nothing may be skipped: a missing tool fails
@@ -38,8 +39,11 @@ system_timers_rc=0
 wait "$lane" || system_timers_rc=1
 echo '---- second system lane (system-timers), run beside the first ----'
 cat "$logs/system-timers"
+echo '---- system-alone: nothing else running ----'
+system_alone_rc=0
+npx vitest run --project system-alone "${reporters[@]}" 2>&1 | tee "$logs/system-alone" || system_alone_rc=1
 echo '---- summary ----'
-for lane_name in unit system system-timers; do
+for lane_name in unit system system-timers system-alone; do
   var="${lane_name//-/_}_rc"
   [ "${!var}" -eq 0 ] && status=passed || { status=FAILED; rc=1; }
   lane_summary "$lane_name" "$status" "$logs/$lane_name"

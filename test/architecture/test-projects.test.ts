@@ -9,7 +9,7 @@ import { join, resolve } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import config from '../../vitest.config.js';
 import { MisclassifiedTest, TEST_PROJECT_ENV, needs, unmetNeed, type Needs } from '../util/requirements.js';
-import { systemLanes, systemReason, systemTestFiles, TIMER_LANE_FILES } from '../util/test-projects.js';
+import { ALONE_FILES, systemLanes, systemReason, systemTestFiles, TIMER_LANE_FILES } from '../util/test-projects.js';
 
 const ROOT = resolve(import.meta.dirname, '../..');
 const system = systemTestFiles();
@@ -22,14 +22,17 @@ const project = (name: string): Project['test'] => projects.find((p) => p.test.n
 
 describe('test projects: unit in parallel, system serial', () => {
   it('vitest.config.ts runs the rule’s system files serially after the unit files, and the rest in parallel', () => {
-    expect(projects.map((p) => p.test.name)).toEqual(['unit', 'system', 'system-timers']);
+    expect(projects.map((p) => p.test.name)).toEqual(['unit', 'system', 'system-timers', 'system-alone']);
     const lanes = systemLanes();
-    expect([...lanes.main, ...lanes.timers].sort()).toEqual([...system].sort());
+    expect([...lanes.main, ...lanes.timers, ...lanes.alone].sort()).toEqual([...system].sort());
     expect(lanes.timers).toEqual(TIMER_LANE_FILES);
-    for (const f of TIMER_LANE_FILES) expect(lanes.main).not.toContain(f);
+    expect(lanes.alone).toEqual(ALONE_FILES);
+    for (const f of [...TIMER_LANE_FILES, ...ALONE_FILES]) expect(lanes.main).not.toContain(f);
+    for (const f of ALONE_FILES) expect(lanes.timers).not.toContain(f);
     expect(project('system').include).toEqual(lanes.main);
     expect(project('system-timers').include).toEqual(lanes.timers);
-    for (const name of ['system', 'system-timers']) {
+    expect(project('system-alone').include).toEqual(lanes.alone);
+    for (const name of ['system', 'system-timers', 'system-alone']) {
       expect(project(name).fileParallelism).toBe(false);
       expect(project(name).maxWorkers).toBe(1);
     }
