@@ -393,8 +393,28 @@ describe.skipIf(reason !== null)(
           .split('\n')
           .filter((l) => /lookup \d+/.test(l))
           .map((l) => /^(\d+):/.exec(l)![1]!);
-      const wantRules = await rules();
-      expect(wantRules.length).toBeGreaterThan(0);
+      // The reference is the whole state of the node's RouteConfigurations: the previous test
+      // re-created one, and its routes can be in before its policy rules (a loaded machine showed
+      // none yet). Whole: every table the node agent's specs give rules has some, on two reads.
+      const fabricRoutes = async (): Promise<NonNullable<WeftStatus['fabric']>['routes']> =>
+        (await show(clusters[0]!.runDirs.get(n.name)!, 'k8s-node')).fabric!.routes;
+      let wantRules: string[] = [];
+      await waitFor(
+        "the node's policy rules for every table of its RouteConfigurations, unchanged over 0.5 s",
+        async () => {
+          const first = await rules();
+          await new Promise((r) => setTimeout(r, 500));
+          wantRules = await rules();
+          const tablesWithRules = (await fabricRoutes()).filter((r) => r.rules > 0).map((r) => String(r.tableId));
+          return (
+            wantRules.length > 0 &&
+            JSON.stringify(first) === JSON.stringify(wantRules) &&
+            tablesWithRules.every((id) => wantRules.some((l) => l.includes(`lookup ${id}`)))
+          );
+        },
+        20_000,
+        100,
+      );
       const ids = [...new Set(wantRules.map((l) => /lookup (\d+)/.exec(l)![1]!))];
       const routes = async (): Promise<string> =>
         (await Promise.all(ids.map((id) => runCommand(['ip', '-n', ns, 'route', 'show', 'table', id]))))
