@@ -199,6 +199,15 @@ async function iperf(ns: string, addr: string, extra: string[]): Promise<Record<
   return j;
 }
 
+/** UDP datagrams the kernel of `ns` dropped because a socket's receive buffer was full (RcvbufErrors). */
+async function udpRcvbufErrors(ns: string): Promise<number> {
+  const lines = (await runCommand(inNs(ns, ['cat', '/proc/net/snmp']))).stdout
+    .split('\n')
+    .filter((l) => l.startsWith('Udp:'));
+  const names = lines[0]!.split(/\s+/);
+  return Number(lines[1]!.split(/\s+/)[names.indexOf('RcvbufErrors')]);
+}
+
 /** The gateway process's resident set (kB), from /proc. */
 function rssKb(p: Spawned): number {
   const m = /^VmRSS:\s+(\d+) kB$/m.exec(readFileSync(`/proc/${weftPid(p)}/status`, 'utf8'));
@@ -414,25 +423,42 @@ describe.skipIf(skip !== null)('a gateway without a host device: uid 65534, no c
       ((j['end'] as Record<string, { bits_per_second: number }>)[k]!.bits_per_second ?? 0) / 1e6;
     const tcpAB = bps(await iperf(podNs('a'), POD_IP_REMOTE, []), 'sum_received');
     const tcpBA = bps(await iperf(podNs('a'), POD_IP_REMOTE, ['-R']), 'sum_received');
-    const udp = async (extra: string[]): Promise<{ mbps: number; lost: number; packets: number }> => {
+    // Loss on the path, not in the test's receiving iperf3: on a loaded machine that process falls
+    // behind and its socket overflows (RcvbufErrors in its pod's namespace), which is not Weft's.
+    const udp = async (
+      extra: string[],
+      receiver: string,
+    ): Promise<{ mbps: number; lost: number; packets: number; pathLost: number }> => {
+      const overflowed = await udpRcvbufErrors(receiver);
       const j = await iperf(podNs('a'), POD_IP_REMOTE, ['-u', '-b', '20M', '-l', '1200', ...extra]);
-      const sum = (j['end'] as Record<string, { bits_per_second: number; lost_percent: number; packets: number }>)[
-        'sum'
-      ]!;
-      return { mbps: sum.bits_per_second / 1e6, lost: sum.lost_percent, packets: sum.packets };
+      const sum = (
+        j['end'] as Record<
+          string,
+          { bits_per_second: number; lost_percent: number; lost_packets: number; packets: number }
+        >
+      )['sum']!;
+      const atReceiver = (await udpRcvbufErrors(receiver)) - overflowed;
+      return {
+        mbps: sum.bits_per_second / 1e6,
+        lost: sum.lost_percent,
+        packets: sum.packets,
+        pathLost: (100 * Math.max(0, sum.lost_packets - atReceiver)) / sum.packets,
+      };
     };
-    const udpAB = await udp([]);
-    const udpBA = await udp(['-R']);
+    const udpAB = await udp([], podNs('b'));
+    const udpBA = await udp(['-R'], podNs('a'));
+    const fmt = (u: { mbps: number; lost: number; packets: number; pathLost: number }): string =>
+      `${u.mbps.toFixed(0)} Mbit/s lost ${u.lost.toFixed(2)}% of ${u.packets} (${u.pathLost.toFixed(2)}% on the path, the rest at the receiving iperf3's socket)`;
     console.log(
       `[lr] iperf3 TCP a→b ${tcpAB.toFixed(0)} Mbit/s, b→a ${tcpBA.toFixed(0)} Mbit/s; UDP 20 Mbit/s offered a→b ` +
-        `${udpAB.mbps.toFixed(0)} Mbit/s lost ${udpAB.lost.toFixed(2)}% of ${udpAB.packets}, b→a ${udpBA.mbps.toFixed(0)} Mbit/s lost ${udpBA.lost.toFixed(2)}% of ${udpBA.packets}`,
+        `${fmt(udpAB)}, b→a ${fmt(udpBA)}`,
     );
     // Functional bounds (the machine is shared; throughput figures belong to bench/).
     expect(tcpAB).toBeGreaterThan(5);
     expect(tcpBA).toBeGreaterThan(5);
     for (const u of [udpAB, udpBA]) {
       expect(u.packets).toBeGreaterThan(1000);
-      expect(u.lost).toBeLessThan(10);
+      expect(u.pathLost).toBeLessThan(10);
     }
   }, 60_000);
 
