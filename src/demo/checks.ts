@@ -291,7 +291,24 @@ export interface IperfResult {
   retransmits: number | null;
   /** UDP: lost datagrams percentage, or null for TCP. */
   lostPercent: number | null;
+  /**
+   * UDP: lost datagrams percentage on the path: without those the receiving iperf3's own socket
+   * overflowed (RcvbufErrors in its namespace during the run: a receiver that fell behind on a
+   * busy machine), or null for TCP.
+   */
+  pathLostPercent: number | null;
   error?: string;
+}
+
+/** Datagrams the kernel of `ns` dropped because a socket's receive buffer was full (/proc/net/snmp, Udp RcvbufErrors). */
+export async function udpRcvbufErrors(ns: string): Promise<number> {
+  const lines = (await runCommand(inNs(ns, ['cat', '/proc/net/snmp']))).stdout
+    .split('\n')
+    .filter((l) => l.startsWith('Udp:'));
+  const at = lines[0]?.split(/\s+/).indexOf('RcvbufErrors') ?? -1;
+  const v = at < 0 ? NaN : Number(lines[1]?.split(/\s+/)[at]);
+  if (!Number.isFinite(v)) throw new Error(`no Udp RcvbufErrors in /proc/net/snmp of ${ns}`);
+  return v;
 }
 
 let iperfPort = 5201;
@@ -323,13 +340,14 @@ export async function iperfCheck(
     );
     const args = ['iperf3', '-c', targetAddr, '-p', port, '-t', String(seconds), '-J', '--connect-timeout', '3000'];
     if (udp) args.push('-u', '-b', udp.bitrate, '-l', String(udp.length));
+    const overflowedBefore = udp ? await udpRcvbufErrors(serverNs) : 0;
     const r = await runCommand(inNs(clientNs, args), { allowFail: true, timeoutMs: (seconds + 20) * 1000 });
     let j: {
       error?: string;
       end?: {
         sum_received?: { bits_per_second?: number };
         sum_sent?: { retransmits?: number };
-        sum?: { bits_per_second?: number; lost_percent?: number };
+        sum?: { bits_per_second?: number; lost_percent?: number; lost_packets?: number; packets?: number };
       };
     };
     try {
@@ -339,21 +357,30 @@ export async function iperfCheck(
         bitsPerSecond: 0,
         retransmits: null,
         lostPercent: null,
+        pathLostPercent: null,
         error: (r.stderr || r.stdout).trim().slice(0, 200) || 'no output',
       };
     }
-    if (j.error) return { bitsPerSecond: 0, retransmits: null, lostPercent: null, error: j.error };
+    if (j.error)
+      return { bitsPerSecond: 0, retransmits: null, lostPercent: null, pathLostPercent: null, error: j.error };
     if (udp) {
+      const sum = j.end?.sum;
+      const overflowed = (await udpRcvbufErrors(serverNs)) - overflowedBefore;
       return {
-        bitsPerSecond: j.end?.sum?.bits_per_second ?? 0,
+        bitsPerSecond: sum?.bits_per_second ?? 0,
         retransmits: null,
-        lostPercent: j.end?.sum?.lost_percent ?? null,
+        lostPercent: sum?.lost_percent ?? null,
+        pathLostPercent:
+          sum?.lost_packets === undefined || sum.packets === undefined || sum.packets === 0
+            ? null
+            : (100 * Math.max(0, sum.lost_packets - overflowed)) / sum.packets,
       };
     }
     return {
       bitsPerSecond: j.end?.sum_received?.bits_per_second ?? 0,
       retransmits: j.end?.sum_sent?.retransmits ?? null,
       lostPercent: null,
+      pathLostPercent: null,
     };
   } finally {
     await server.stop();

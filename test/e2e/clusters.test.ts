@@ -325,11 +325,13 @@ describe.skipIf(reason !== null)(
       const udp = await iperfCheck(B1.ns, B1.ip, A3.ns, b1AtA, 1, { bitrate: '20M', length: 1200 });
       expect(udp.error).toBeUndefined();
       expect(udp.bitsPerSecond).toBeGreaterThan(0);
-      expect(udp.lostPercent).not.toBeNull();
-      expect(udp.lostPercent!).toBeLessThan(10);
       console.info(
-        `e2e clusters: iperf3 TCP ${(tcp.bitsPerSecond / 1e6).toFixed(0)} Mbit/s (${tcp.retransmits} retransmits), UDP 20 Mbit/s offered: ${(udp.bitsPerSecond / 1e6).toFixed(1)} Mbit/s, ${udp.lostPercent}% lost`,
+        `e2e clusters: iperf3 TCP ${(tcp.bitsPerSecond / 1e6).toFixed(0)} Mbit/s (${tcp.retransmits} retransmits), UDP 20 Mbit/s offered: ${(udp.bitsPerSecond / 1e6).toFixed(1)} Mbit/s, ${udp.lostPercent}% lost, ${udp.pathLostPercent?.toFixed(2)}% on the path (the rest at the receiving iperf3's socket)`,
       );
+      expect(udp.lostPercent).not.toBeNull();
+      // Loss on the path: a receiving iperf3 that falls behind on a busy machine is not Weft's.
+      expect(udp.pathLostPercent).not.toBeNull();
+      expect(udp.pathLostPercent!).toBeLessThan(10);
     }, 60_000);
 
     it('every Weft process is still running', () => {
