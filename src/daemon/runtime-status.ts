@@ -149,6 +149,7 @@ function gatewayStatus(
             effect: HOST_LANE_SOCKETS_EFFECT,
             answered: hl.answered ?? 0,
             flows: hl.flows ?? {},
+            expired: hl.expired ?? {},
             handlers: Object.fromEntries(Object.entries(hl.handlers ?? {}).map(([k, v]) => [String(k), v])),
             icmpEchoUnavailable: hl.icmpEchoUnavailable ?? null,
           },

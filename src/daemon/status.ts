@@ -117,6 +117,8 @@ export interface WeftStatus {
     effect?: string;
     answered?: number;
     flows?: Record<string, number>;
+    /** Flows closed for idleness so far, by handler. */
+    expired?: Record<string, number>;
     handlers?: Record<string, string>;
     icmpEchoUnavailable?: string | null;
   };

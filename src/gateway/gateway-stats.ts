@@ -112,6 +112,8 @@ export interface HostLaneStats {
   /** Sockets mode: packets answered in process (echo to own addresses, local UDP), flows by handler, handlers by IP protocol. */
   answered?: number;
   flows?: Record<string, number>;
+  /** Sockets mode: flows closed for idleness so far, by handler. */
+  expired?: Record<string, number>;
   handlers?: Record<number, string>;
   /** Sockets mode: why ICMP echo to other hosts is not relayed (null: it is). */
   icmpEchoUnavailable?: string | null;
@@ -248,6 +250,7 @@ function hostLaneStats(io: GatewayIo): HostLaneStats {
     reason: io.hostLane.reason,
     answered: lane.answered,
     flows: lane.flows(),
+    expired: lane.expiredFlows(),
     handlers: lane.handlers(),
     icmpEchoUnavailable: lane.icmpEchoUnavailable,
   };

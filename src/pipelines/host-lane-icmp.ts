@@ -84,6 +84,10 @@ export class HostLaneIcmpRelay implements HostLaneProtocol {
     return this.table.size;
   }
 
+  get expired(): number {
+    return this.table.expired;
+  }
+
   handle(buf: Uint8Array, v: IpView, local: boolean, now: number): void {
     if (local || !isEchoRequest4(buf, v)) {
       this.ctx.drop('host_lane_icmp_unsupported');

@@ -46,6 +46,10 @@ export class HostLaneUdpRelay implements HostLaneProtocol {
     return this.table.size;
   }
 
+  get expired(): number {
+    return this.table.expired;
+  }
+
   handle(buf: Uint8Array, v: IpView, local: boolean, now: number): void {
     const l4 = v.l4;
     if (local || v.l4Len < 8) {

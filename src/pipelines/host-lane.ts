@@ -94,6 +94,8 @@ export interface HostLaneProtocol {
   expire(now: number): void;
   /** Flows it relays now. */
   readonly flows: number;
+  /** Flows it has closed for idleness so far (those with idle timeouts). */
+  readonly expired?: number;
   close(): Promise<void>;
 }
 
@@ -197,6 +199,13 @@ export class HostLaneDevice implements PacketDevice, HostLaneContext {
   flows(): Record<string, number> {
     const out: Record<string, number> = {};
     for (const p of this.protocols.values()) out[p.name] = p.flows;
+    return out;
+  }
+
+  /** Flows closed for idleness so far, per handler name (those with idle timeouts). */
+  expiredFlows(): Record<string, number> {
+    const out: Record<string, number> = {};
+    for (const p of this.protocols.values()) if (p.expired !== undefined) out[p.name] = p.expired;
     return out;
   }
 

@@ -7,6 +7,7 @@ import { afterEach, describe, expect, test } from 'vitest';
 import { PacketBatch } from '../../src/io/batch.js';
 import { HostLaneDevice } from '../../src/pipelines/host-lane.js';
 import { HostLaneUdpRelay } from '../../src/pipelines/host-lane-udp.js';
+import { HOST_FLOW_REPLIED_MS } from '../../src/router/host-flows.js';
 import { IP_OK, IpView, parseIp } from '../../src/packet/ip-view.js';
 import { checksumVerifies } from '../../src/packet/checksum.js';
 import { ipv4TransportSum } from '../../src/packet/ipv4.js';
@@ -190,6 +191,11 @@ describe('HostLaneDevice', () => {
       expect(l.drops.host_lane_flows_full).toBe(1);
       await waitFor('three answered', () => read.length === 3, 3000, 5);
       expect(seen).not.toContain('four from 127.0.0.1');
+      // Idle past the replied-flow timeout: both flows closed, and counted as expired.
+      expect(l.expiredFlows()).toEqual({ udp: 0 });
+      l.expire(l.clock() + HOST_FLOW_REPLIED_MS + 1);
+      expect(l.flows()).toEqual({ udp: 0 });
+      expect(l.expiredFlows()).toEqual({ udp: 2 });
     } finally {
       server.close();
     }
