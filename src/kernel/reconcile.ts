@@ -12,12 +12,14 @@
  *
  * Each tick runs inside the owner's `exclusive` section, so it never interleaves with the
  * owner's own changes (a route being removed is not put back). What was missing is restored with
- * the item's command and logged as ONE warn line per tick that restored something (naming each
- * item). Failures (a device gone, `ip` refusing) are ReconcileErrors, logged once until
+ * the items' commands — the `ip` ones in ONE `ip -batch` process, in order (a batch stops at its
+ * first refused line: the lines before it were applied, the rest go in another batch), the
+ * nftables ones one by one — and logged as ONE warn line per tick that restored something (naming
+ * each item). Failures (a device gone, `ip` refusing) are ReconcileErrors, logged once until
  * the tick succeeds again; they never stop forwarding or the timer. At most `maxRestores`
  * commands run per tick (bounded work; the rest follow on the next tick).
  */
-import { ip, RouteCommandError } from './iproute.js';
+import { ipBatch, RouteCommandError } from './iproute.js';
 import { execFile } from 'node:child_process';
 import {
   describeItem,
@@ -70,8 +72,19 @@ export interface ReconcilerOptions {
   readonly maxRestores?: number;
   readonly ipBatch?: IpBatchRunner;
   readonly nftList?: NftListRunner;
-  readonly ip?: (args: readonly string[], netns?: string) => Promise<string>;
+  /** Runs `ip -batch -` with these commands, in order; rejects with ip's `Command failed -:N` for the first refused line. */
+  readonly ipRestore?: IpRestoreRunner;
   readonly nft?: NftRunner;
+}
+
+/** `ip -batch -` with one command per entry (no -force: it stops at the first refused line). */
+export type IpRestoreRunner = (cmds: readonly (readonly string[])[], netns?: string) => Promise<void>;
+
+/** The 0-based index of the line `ip -batch -` refused, from its `Command failed -:N`; -1 if it names none. */
+export function refusedBatchLine(err: unknown): number {
+  const text = err instanceof RouteCommandError ? err.stderr : err instanceof Error ? err.message : String(err);
+  const m = /Command failed -:(\d+)/.exec(text);
+  return m === null ? -1 : Number(m[1]) - 1;
 }
 
 export const runIpBatch: IpBatchRunner = (lines, netns) =>
@@ -102,7 +115,7 @@ export class KernelReconciler {
   private readonly lastError = new Map<KernelOwner, string>();
   private readonly ipBatch: IpBatchRunner;
   private readonly nftList: NftListRunner;
-  private readonly ipRun: (args: readonly string[], netns?: string) => Promise<string>;
+  private readonly ipRestore: IpRestoreRunner;
   private readonly nft: NftRunner;
   /** What the previous tick restored ('' nothing), to log a restore that does not hold only once. */
   private lastRestored = '';
@@ -113,7 +126,7 @@ export class KernelReconciler {
     this.owners = [...o.owners];
     this.ipBatch = o.ipBatch ?? runIpBatch;
     this.nftList = o.nftList ?? runNftList;
-    this.ipRun = o.ip ?? ((a, n) => ip(a, n));
+    this.ipRestore = o.ipRestore ?? ((c, n) => ipBatch(c, n));
     this.nft = o.nft ?? runNft;
   }
 
@@ -193,20 +206,45 @@ export class KernelReconciler {
     const missing = missingItems(desired, snap).slice(0, this.o.maxRestores ?? 256);
     if (missing.length === 0) return;
     const failed: string[] = [];
-    for (const it of missing) {
+    const done = (it: KernelItem): void => {
+      this.restored++;
+      restored.push(describeItem(it));
+    };
+    const fail = (it: KernelItem, e: unknown): void => {
+      failed.push(`${describeItem(it)}: ${e instanceof Error ? e.message : String(e)}`);
+    };
+    // The ip commands in one process (a repair on a busy node waits for one process, not one per item).
+    let rest = missing.filter((it) => restoreCommand(it).tool === 'ip');
+    while (rest.length > 0) {
       try {
-        await this.run(restoreCommand(it));
-        this.restored++;
-        restored.push(describeItem(it));
+        await this.ipRestore(
+          rest.map((it) => (restoreCommand(it) as Extract<RestoreCommand, { tool: 'ip' }>).args),
+          this.o.netns,
+        );
+        rest.forEach(done);
+        rest = [];
       } catch (e) {
-        failed.push(`${describeItem(it)}: ${e instanceof Error ? e.message : String(e)}`);
+        const at = refusedBatchLine(e);
+        if (at < 0 || at >= rest.length) {
+          // Which line is unknown: the next tick reads again and retries only what is still missing.
+          for (const it of rest) fail(it, e);
+          break;
+        }
+        rest.slice(0, at).forEach(done);
+        fail(rest[at]!, e);
+        rest = rest.slice(at + 1);
+      }
+    }
+    for (const it of missing) {
+      const c = restoreCommand(it);
+      if (c.tool !== 'nft') continue;
+      try {
+        await this.nft(c.script, this.o.netns);
+        done(it);
+      } catch (e) {
+        fail(it, e);
       }
     }
     if (failed.length > 0) throw new ReconcileError('restore', `could not restore ${failed.join('; ')}`);
-  }
-
-  private async run(c: RestoreCommand): Promise<void> {
-    if (c.tool === 'ip') await this.ipRun(c.args, this.o.netns);
-    else await this.nft(c.script, this.o.netns);
   }
 }

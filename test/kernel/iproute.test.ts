@@ -3,10 +3,12 @@
  * kernel (root): install() puts the link up with every address and route at once; when a command
  * fails, the commands run one at a time so the error names it and the record holds exactly what
  * the kernel got (clear() then removes that); clear() removes everything in one process, or one
- * command at a time when something was already gone.
+ * command at a time when something was already gone. A batch stops at the line the kernel refuses,
+ * which ip names (the reconciler's refusedBatchLine reads it).
  */
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { ipBatch, KernelState, RouteCommandError } from '../../src/kernel/iproute.js';
+import { refusedBatchLine } from '../../src/kernel/reconcile.js';
 import { e2eUnavailableReason, Topology } from '../util/netns.js';
 
 const skip = e2eUnavailableReason(['ip']);
@@ -78,6 +80,24 @@ describe.skipIf(skip !== null)('KernelState: addresses and routes in one ip proc
     topo.exec(ns, ['ip', 'route', 'del', '10.71.0.0/16', 'dev', DEV]);
     await k.clear();
     expect(kernel()).toMatchObject({ routes: [], addrs: [] });
+  });
+
+  test('a refused line of ipBatch: the lines before it applied, none after, and refusedBatchLine names it', async () => {
+    topo.exec(ns, ['ip', 'link', 'set', 'dev', DEV, 'up']);
+    const err = await ipBatch(
+      [
+        ['route', 'replace', '10.71.0.0/16', 'dev', DEV],
+        ['route', 'replace', '10.72.0.0/16', 'dev', 'kip-missing'],
+        ['route', 'replace', '10.73.0.0/16', 'dev', DEV],
+      ],
+      ns,
+    ).catch((e: unknown) => e);
+    // (An argument ip cannot parse ends the batch without naming its line: -1, see reconcile.ts.)
+    expect(err).toBeInstanceOf(RouteCommandError);
+    expect(refusedBatchLine(err)).toBe(1);
+    expect(kernel().routes).toEqual(['10.71.0.0/16']);
+    topo.exec(ns, ['ip', 'route', 'del', '10.71.0.0/16', 'dev', DEV]);
+    expect(refusedBatchLine(new Error('no line here'))).toBe(-1);
   });
 
   test('ipBatch refuses an argument a batch line would split', () => {

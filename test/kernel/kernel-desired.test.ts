@@ -157,6 +157,7 @@ describe('KernelReconciler on fake runners', () => {
   function setup(kernel: { ip: string; fail?: string }) {
     const logs: { level: string; obj: object; msg: string }[] = [];
     const ran: string[][] = [];
+    const batches: number[] = [];
     let items: KernelItem[] = gateway;
     const owner: KernelOwner = { desired: () => items, exclusive: (f) => f() };
     const r = new KernelReconciler({
@@ -166,23 +167,30 @@ describe('KernelReconciler on fake runners', () => {
         warn: (obj, msg) => logs.push({ level: 'warn', obj, msg }),
       },
       ipBatch: () => Promise.resolve(kernel.ip),
-      ip: (args) => {
-        ran.push([...args]);
-        if (kernel.fail !== undefined && args[0] === kernel.fail) return Promise.reject(new Error('refused'));
-        return Promise.resolve('');
+      // As `ip -batch -` without -force: lines run in order until one is refused, which it names.
+      ipRestore: (cmds) => {
+        batches.push(cmds.length);
+        for (const [i, args] of cmds.entries()) {
+          if (kernel.fail !== undefined && kernel.fail.split(' ').every((w, j) => args[j] === w))
+            return Promise.reject(new Error(`RTNETLINK answers: refused\nCommand failed -:${i + 1}`));
+          ran.push([...args]);
+        }
+        return Promise.resolve();
       },
     });
-    return { r, logs, ran, setItems: (i: KernelItem[]) => (items = i) };
+    return { r, logs, ran, batches, setItems: (i: KernelItem[]) => (items = i) };
   }
 
   it('restores what is missing and logs one line naming it; nothing when all is there', async () => {
     const k = { ip: `${LINK_UP}\n[]\n` };
-    const { r, logs, ran } = setup(k);
+    const { r, logs, ran, batches } = setup(k);
     await r.tick();
     expect(ran.map((a) => a.slice(0, 3).join(' '))).toEqual([
       'route replace 10.71.0.0/16',
       'route replace 169.254.18.1/32',
     ]);
+    // One ip process for both.
+    expect(batches).toEqual([2]);
     expect(logs).toEqual([
       {
         level: 'warn',
@@ -194,6 +202,19 @@ describe('KernelReconciler on fake runners', () => {
     await r.tick();
     expect(logs).toHaveLength(1);
     expect(r.restored).toBe(2);
+  });
+
+  it('a refused line of the batch: the lines before it count as restored, the rest go in another batch', async () => {
+    const k = { ip: `${LINK_UP}\n[]\n`, fail: 'route replace 10.71.0.0/16' };
+    const { r, logs, ran, batches } = setup(k);
+    await r.tick();
+    expect(batches).toEqual([2, 1]);
+    expect(ran.map((a) => a.slice(0, 3).join(' '))).toEqual(['route replace 169.254.18.1/32']);
+    expect(r.restored).toBe(1);
+    expect(logs.map((l) => l.level)).toEqual(['warn', 'warn']);
+    expect(JSON.stringify(logs[0]!.obj)).toContain('could not restore route 10.71.0.0/16 dev liqo-tunnel');
+    expect(JSON.stringify(logs[0]!.obj)).not.toContain('169.254.18.1');
+    expect(logs[1]!.obj).toEqual({ missing: ['route 169.254.18.1/32 dev liqo-tunnel'] });
   });
 
   it('a failure is logged once, not per tick, and once more when it is over', async () => {
@@ -219,7 +240,7 @@ describe('KernelReconciler on fake runners', () => {
       ],
       log: { info: (_o, m) => logs.push(m), warn: (o, m) => logs.push(`${m} ${JSON.stringify(o)}`) },
       ipBatch: (lines) => Promise.resolve(lines[0]!.startsWith('addr') ? `${LINK_UP}\n[]\n` : '[]\n'),
-      ip: () => Promise.resolve(''),
+      ipRestore: () => Promise.resolve(),
     });
     await r.tick();
     expect(logs).toHaveLength(1);
