@@ -1,4 +1,4 @@
-import { defineConfig } from 'vitest/config';
+import { defineConfig, type TestProjectInlineConfiguration } from 'vitest/config';
 import { TEST_PROJECT_ENV } from './test/util/requirements.js';
 import { systemLanes } from './test/util/test-projects.js';
 
@@ -13,6 +13,21 @@ import { systemLanes } from './test/util/test-projects.js';
 // - system-alone: the files whose latency bounds need the machine to themselves (ALONE_FILES),
 //   run after both lanes with nothing beside them.
 const lanes = systemLanes();
+
+/** A system lane: its files one at a time, after the projects of lower groupOrder. */
+function systemProject(name: string, include: string[], groupOrder: number): TestProjectInlineConfiguration {
+  return {
+    extends: true,
+    test: {
+      name,
+      include,
+      fileParallelism: false,
+      maxWorkers: 1,
+      sequence: { groupOrder },
+      env: { [TEST_PROJECT_ENV]: 'system' },
+    },
+  };
+}
 
 export default defineConfig({
   test: {
@@ -32,39 +47,9 @@ export default defineConfig({
           env: { [TEST_PROJECT_ENV]: 'unit' },
         },
       },
-      {
-        extends: true,
-        test: {
-          name: 'system',
-          include: lanes.main,
-          fileParallelism: false,
-          maxWorkers: 1,
-          sequence: { groupOrder: 1 },
-          env: { [TEST_PROJECT_ENV]: 'system' },
-        },
-      },
-      {
-        extends: true,
-        test: {
-          name: 'system-timers',
-          include: lanes.timers,
-          fileParallelism: false,
-          maxWorkers: 1,
-          sequence: { groupOrder: 2 },
-          env: { [TEST_PROJECT_ENV]: 'system' },
-        },
-      },
-      {
-        extends: true,
-        test: {
-          name: 'system-alone',
-          include: lanes.alone,
-          fileParallelism: false,
-          maxWorkers: 1,
-          sequence: { groupOrder: 3 },
-          env: { [TEST_PROJECT_ENV]: 'system' },
-        },
-      },
+      systemProject('system', lanes.main, 1),
+      systemProject('system-timers', lanes.timers, 2),
+      systemProject('system-alone', lanes.alone, 3),
     ],
   },
 });
