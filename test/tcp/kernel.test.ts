@@ -232,6 +232,10 @@ describe.skipIf(reason !== null)(`tcp engine against the kernel's TCP${reason ? 
         file,
         '-o',
         'tcp.check_checksum:TRUE',
+        // The payload is random bytes: read as data, not as whatever protocol the kernel's
+        // ephemeral port is registered for (whose dissector would call it malformed).
+        '-d',
+        'tcp.port==5003,data',
         '-Y',
         // Not expert severity here: with segments dropped on purpose, tshark's sequence analysis
         // flags some frames itself; the loss-free capture below checks it.
@@ -417,6 +421,10 @@ describe.skipIf(reason !== null)(`tcp engine against the kernel's TCP${reason ? 
         'tcp.check_checksum:TRUE',
         '-o',
         'ip.check_checksum:TRUE',
+        // Random payload: as data (a random ephemeral port once made tshark read it as another
+        // protocol and report "Type value not expected").
+        '-d',
+        'tcp.port==5007,data',
         '-Y',
         `_ws.malformed || _ws.expert.severity == error || ip.checksum.status == 0 || ${TSHARK_TCP_BAD}`,
         '-T',
