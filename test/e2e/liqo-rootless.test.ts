@@ -374,7 +374,8 @@ describe.skipIf(skip !== null)('a gateway without a host device: uid 65534, no c
       expect(st.hostLane?.mode).toBe('sockets');
       expect(st.hostLane?.reason).toMatch(/--host-lane=sockets/);
       expect(st.hostLane?.answered).toBeGreaterThanOrEqual(4);
-      expect(st.hostLane?.flows?.['udp']).toBe(1); // within its idle timeout
+      // The one UDP flow, live or already closed by its 1 s idle timeout (a loaded machine takes longer than that to get here).
+      expect((st.hostLane?.flows?.['udp'] ?? 0) + (st.hostLane?.expired?.['udp'] ?? 0)).toBe(1);
       expect(st.hostLane?.flows?.['icmp_echo']).toBe(1);
       expect(st.hostLane?.icmpEchoUnavailable).toBeNull();
       expect(st.hostLane?.handlers?.[6]).toBe('tcp');
