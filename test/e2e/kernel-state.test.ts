@@ -125,7 +125,12 @@ describe.skipIf(reason !== null)('kernel state kept after a link flap; an idle f
       for (const f of files) {
         const st = await show(nameOf(f));
         expect(st.weft.active, f.label).toBe(true);
-        expect(st.drops, f.label).toEqual({});
+        // Both gateways send (connection checks) and so initiate handshakes at once: a response may
+        // meet an initiation its initiator already replaced, one unknown_receiver per such response
+        // (test/wireguard/device.test.ts shows it), a few at most. Nothing else may be dropped.
+        const { wg_unknown_receiver: staleResponses = 0, ...drops } = st.drops;
+        expect(staleResponses, f.label).toBeLessThanOrEqual(2);
+        expect(drops, f.label).toEqual({});
         // IPv6 was off before the TUN came up: not even one link-local packet to set apart.
         expect(st.ignored ?? {}, f.label).toEqual({});
         seen.push(`${nameOf(f)}: ignored ${JSON.stringify(st.ignored ?? {})}`);
