@@ -184,6 +184,7 @@ NAPI_MODULE_INIT() {
     {"onesSum", NULL, ones_sum, NULL, NULL, NULL, napi_enumerable, NULL},
     {"coalesceBatch", NULL, coalesce_batch, NULL, NULL, NULL, napi_enumerable, NULL},
     {"udpOpen", NULL, udp_open, NULL, NULL, NULL, napi_enumerable, NULL},
+    {"udpSteerReuseport", NULL, udp_steer_reuseport, NULL, NULL, NULL, napi_enumerable, NULL},
     {"setMark", NULL, set_mark, NULL, NULL, NULL, napi_enumerable, NULL},
     {"setNonBlocking", NULL, set_nonblocking, NULL, NULL, NULL, napi_enumerable, NULL},
     {"udpClose", NULL, udp_close, NULL, NULL, NULL, napi_enumerable, NULL},

@@ -46,6 +46,7 @@ int64_t recv_into(int fd, uint8_t *arena, int64_t slot, int64_t head, int64_t ma
 napi_value recv_batch(napi_env env, napi_callback_info info);
 napi_value send_batch(napi_env env, napi_callback_info info);
 napi_value udp_open(napi_env env, napi_callback_info info);
+napi_value udp_steer_reuseport(napi_env env, napi_callback_info info);
 napi_value set_mark(napi_env env, napi_callback_info info);
 napi_value set_nonblocking(napi_env env, napi_callback_info info);
 napi_value udp_close(napi_env env, napi_callback_info info);

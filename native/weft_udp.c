@@ -10,6 +10,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/filter.h>
 #include <netinet/in.h>
 #include <netinet/udp.h>
 #include <pthread.h>
@@ -261,6 +262,56 @@ napi_value send_batch(napi_env env, napi_callback_info info) {
     /* r < k: message base+r failed; the next loop retries it and, if it fails alone, skips it. */
   }
   return make_i64(env, sent);
+}
+
+/* udpSteerReuseport(fd, family 4|6, workers) -> 0 or -errno.
+ *   Attaches a classic BPF program to the SO_REUSEPORT group fd belongs to (SO_ATTACH_REUSEPORT_CBPF;
+ *   the group is the port's, so attach it when the first socket is bound): a datagram whose first
+ *   byte is 4 (WireGuard transport) goes to socket hash(source address, source port) % workers, any
+ *   other (handshake messages, cookie replies, junk) to socket `workers`, the one bound after the
+ *   workers'. An index the group does not hold yet falls back to the kernel's 4-tuple hash. The
+ *   program runs with the UDP payload at offset 0; the source is read from the network header. */
+napi_value udp_steer_reuseport(napi_env env, napi_callback_info info) {
+  size_t argc = 3;
+  napi_value argv[3];
+  NAPI_OK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  int64_t fd, fam, workers;
+  if (argc < 3 || !get_i64(env, argv[0], &fd) || !get_i64(env, argv[1], &fam) || !get_i64(env, argv[2], &workers))
+    return throw_type(env, "udpSteerReuseport(fd, family, workers)");
+  if (fd < 0 || (fam != 4 && fam != 6) || workers < 1 || workers > 1024)
+    return throw_range(env, "udpSteerReuseport: bad fd, family or worker count");
+  struct sock_filter code[32];
+  int n = 0;
+  code[n++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_B | BPF_ABS, 0);
+  code[n++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 4, 1, 0);
+  code[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, (uint32_t)workers);
+  if (fam == 4) {
+    /* IPv4 source address at 12; the UDP source port right after a 20-byte header (a header with
+     * options reads other bytes, the same ones for every datagram of that sender). */
+    code[n++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, (uint32_t)(SKF_NET_OFF + 12));
+    code[n++] = (struct sock_filter)BPF_STMT(BPF_MISC | BPF_TAX, 0);
+    code[n++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_H | BPF_ABS, (uint32_t)(SKF_NET_OFF + 20));
+    code[n++] = (struct sock_filter)BPF_STMT(BPF_ALU | BPF_XOR | BPF_X, 0);
+  } else {
+    /* IPv6 source address at 8..24 (four words folded), the UDP source port at 40. */
+    code[n++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, (uint32_t)(SKF_NET_OFF + 8));
+    for (uint32_t off = 12; off <= 20; off += 4) {
+      code[n++] = (struct sock_filter)BPF_STMT(BPF_MISC | BPF_TAX, 0);
+      code[n++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, (uint32_t)SKF_NET_OFF + off);
+      code[n++] = (struct sock_filter)BPF_STMT(BPF_ALU | BPF_XOR | BPF_X, 0);
+    }
+    code[n++] = (struct sock_filter)BPF_STMT(BPF_MISC | BPF_TAX, 0);
+    code[n++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_H | BPF_ABS, (uint32_t)(SKF_NET_OFF + 40));
+    code[n++] = (struct sock_filter)BPF_STMT(BPF_ALU | BPF_XOR | BPF_X, 0);
+  }
+  /* Multiplicative mix (the golden ratio's 32 bits), the high half, then the worker. */
+  code[n++] = (struct sock_filter)BPF_STMT(BPF_ALU | BPF_MUL | BPF_K, 0x9e3779b1u);
+  code[n++] = (struct sock_filter)BPF_STMT(BPF_ALU | BPF_RSH | BPF_K, 16);
+  code[n++] = (struct sock_filter)BPF_STMT(BPF_ALU | BPF_MOD | BPF_K, (uint32_t)workers);
+  code[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_A, 0);
+  struct sock_fprog prog = {.len = (unsigned short)n, .filter = code};
+  if (setsockopt((int)fd, SOL_SOCKET, SO_ATTACH_REUSEPORT_CBPF, &prog, sizeof(prog)) < 0) return make_i64(env, -errno);
+  return make_i64(env, 0);
 }
 
 /* udpOpen(family 4|6, addr: Uint8Array|null (4/16 bytes), port, rcvbuf, sndbuf, scopeId[, reusePort])

@@ -87,5 +87,7 @@ export interface DatagramSocket {
   bufferSizes(): DatagramBufferSizes;
   /** SO_MARK; throws (typed) where it cannot be set. */
   setMark(mark: number): void;
+  /** UdpSocket.steerReusePort, where the socket has it (native UDP sockets). */
+  steerReusePort?(workers: number): boolean;
   close(): Promise<void>;
 }

@@ -195,6 +195,12 @@ export interface NativeIo {
     reusePort?: boolean,
   ): number[] | number;
   setMark(fd: number, mark: number): number;
+  /**
+   * Steers the SO_REUSEPORT group of fd (weft_udp.c): WireGuard transport to socket
+   * hash(source) % workers, every other datagram to socket `workers` → 0 or -errno (absent from
+   * addons built before it).
+   */
+  udpSteerReuseport?(fd: number, family: 4 | 6, workers: number): number;
   setNonBlocking(fd: number, on: boolean): number;
   /** close(2) of a socket udpOpen made → 0 or -errno (absent from addons built before it). */
   udpClose?(fd: number): number;

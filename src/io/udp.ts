@@ -263,6 +263,21 @@ export class UdpSocket implements DatagramSocket {
       );
   }
 
+  /**
+   * Steers this socket's SO_REUSEPORT group (call on the group's first socket, before the others
+   * bind): WireGuard transport datagrams go to socket hash(source address, port) % `workers` in
+   * bind order, every other datagram (handshake messages, cookie replies) to socket `workers`,
+   * the one bound after them; while that socket is missing the kernel's own hash picks. Returns
+   * false without the native addon or when the kernel refuses the program (then nothing is
+   * steered).
+   */
+  steerReusePort(workers: number): boolean {
+    if (!Number.isInteger(workers) || workers < 1 || workers > 1024)
+      throw new RangeError(`workers ${workers}: 1..1024`);
+    if (this.native === null || typeof this.native.udpSteerReuseport !== 'function') return false;
+    return this.native.udpSteerReuseport(this.fd, this.family, workers) === 0;
+  }
+
   /** sendmmsg entries used by GSO sends so far (one per run; for tests and statistics). */
   get gsoMessages(): number {
     return this.gsoInfo[0];
