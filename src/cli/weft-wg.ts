@@ -13,6 +13,7 @@ import { fileURLToPath } from 'node:url';
 import { getCryptoBackend, parseCryptoBackendName } from '../crypto/select.js';
 import { WgDaemon } from '../gateway/wg-daemon.js';
 import { DROP_LOG_INTERVAL_MS, DropDelta, formatDrops, wgDaemonDrops } from '../gateway/wg-drops.js';
+import { DROP_REASON_NAMES } from '../wireguard/drops.js';
 import { parseWorkerCount } from '../gateway/wg-workers.js';
 import { warmUpBudget } from '../pipelines/wireguard-warmup.js';
 import { WEFT_VERSION } from '../daemon/version.js';
@@ -125,6 +126,18 @@ export async function main(argv: string[]): Promise<number | undefined> {
   clearInterval(dropLog);
   const total = wgDaemonDrops(daemon);
   if (Object.keys(total).length > 0) log('info', `dropped since start: ${formatDrops(total)}`);
+  if (daemon.workers !== null) {
+    const w = daemon.workers;
+    if (w.handshakesSteered)
+      log('info', `this thread's sockets received ${w.ownReceived} datagrams (every message but transport)`);
+    for (const s of await w.stats()) {
+      const drops = Object.fromEntries([...s.drops].map(([k, n]) => [DROP_REASON_NAMES[k] ?? `reason_${k}`, n]));
+      log(
+        'info',
+        `worker ${s.worker}: handed over ${s.handoffs} (refused ${s.refused}); dropped: ${formatDrops(drops) || 'nothing'}`,
+      );
+    }
+  }
   await daemon.stop();
   log('info', 'device closed');
   return 0;

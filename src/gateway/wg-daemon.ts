@@ -269,7 +269,8 @@ export class WgDaemon {
       );
       log(
         'info',
-        `interface ${tun.name} up: mtu ${mtu}, udp port ${workers.boundTo}, ${n} worker threads, crypto ${opts.backend.name}`,
+        `interface ${tun.name} up: mtu ${mtu}, udp port ${workers.boundTo}, ${n} worker threads ` +
+          `(handshake messages ${workers.handshakesSteered ? 'steered to this thread' : 'screened by the workers'}), crypto ${opts.backend.name}`,
       );
       return d;
     } catch (e) {

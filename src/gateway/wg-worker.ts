@@ -52,7 +52,8 @@ export interface WgWorkerData {
 /** Owner → worker. */
 export type ToWorker =
   | { t: 'snap'; snap: ShardSnapshot }
-  | { t: 'bind'; port: number }
+  /** steer > 0: worker 0 steers the port's SO_REUSEPORT groups for that many workers (wg-owner-socket.ts). */
+  | { t: 'bind'; port: number; steer: number }
   | { t: 'mark'; mark: number }
   | { t: 'send'; b: Uint8Array; a: string; p: number }
   | { t: 'tun'; b: Uint8Array }
@@ -66,7 +67,7 @@ export type FromWorker =
   | { t: 'h'; k: number; b: Uint8Array; a: string; p: number }
   | { t: 'c'; i: number }
   | { t: 'r'; s: number; a: string; p: number }
-  | { t: 'bound'; port: number; gso: boolean; gro: boolean }
+  | { t: 'bound'; port: number; gso: boolean; gro: boolean; steered: boolean }
   | { t: 'bindError'; message: string; errno: number }
   | { t: 'stats'; handoffs: number; refused: number; drops: number[] }
   | { t: 'warmed'; packets: number; ms: number; echoes: number; ioMs: number; error?: string }
@@ -139,7 +140,8 @@ async function serve(
         port.bind(m.port).then(
           (p) => {
             const o = port.udpOffload();
-            post({ t: 'bound', port: p, gso: o?.gso ?? false, gro: o?.gro ?? false });
+            const steered = m.steer > 0 && port.steerReusePort(m.steer);
+            post({ t: 'bound', port: p, gso: o?.gso ?? false, gro: o?.gro ?? false, steered });
           },
           (e: unknown) =>
             post({

@@ -6,25 +6,23 @@
  * - publishes the data-path snapshot (peers, endpoints, allowed IPs, shared sessions) to every
  *   worker when it changes: versioned, applied whole by each worker, acknowledged in shared
  *   memory (slots named only by older versions are reused after every worker moved on);
- * - runs what workers hand over through its own WireGuardPort, whose "sockets" relay here:
- *   initiations and responses the workers screened (mac1; under load mac2, cookie replies and
- *   the rate limit, done by the worker) go straight to the handshake ring; cookie replies and
- *   unknown-session transport arrive as datagrams; inner packets
- *   without a usable shared session are staged; what it sends (handshakes, keepalives, staged
- *   packets) leaves through worker 0's socket, so the device has one source port;
+ * - receives on its own sockets (wg-owner-socket.ts), bound after every worker's on the port:
+ *   worker 0 steers the port's SO_REUSEPORT groups so that every datagram but transport
+ *   (handshake messages, cookie replies) reaches this thread, which screens and answers them as
+ *   the one-thread daemon does and sends from these sockets; where the kernel refuses the program,
+ *   workers screen handshake messages (mac1; under load mac2, cookie replies and the rate limit)
+ *   and hand over what passes, and what this thread sends leaves through worker 0's socket;
+ * - runs what workers hand over through its own WireGuardPort: transport under a session their
+ *   snapshot does not know, and inner packets without a usable shared session (staged);
  * - folds the workers' activity rows into peer counters and timers every FOLD_MS and before
  *   every UAPI get (so `wg show` transfer counts are every worker's sum).
  */
 import { availableParallelism } from 'node:os';
 import { readFileSync } from 'node:fs';
 import { Worker } from 'node:worker_threads';
-import type { PacketBatch } from '../io/batch.js';
 import { PacketBatch as Batch } from '../io/batch.js';
-import type { DatagramBufferSizes, DatagramSocket, DatagramStats } from '../io/datagram.js';
-import { ADDR_RECORD_LEN } from '../io/native.js';
 import { MAX_PACKET } from '../io/sizes.js';
-import { AddressInterner, recordPort } from '../io/udp-address.js';
-import { encodeAddress, UdpError, UdpSocket } from '../io/udp.js';
+import { UdpError, UdpSocket } from '../io/udp.js';
 import { WireGuardPort } from '../pipelines/wireguard-port.js';
 import type { Device } from '../wireguard/device.js';
 import { TRANSPORT_HEADER_SIZE } from '../wireguard/messages.js';
@@ -33,7 +31,11 @@ import { snapshotKey } from '../wireguard/shard-owner.js';
 import type { ShardSlots } from '../wireguard/shard-slots.js';
 import { HANDOFF_DATAGRAM, HANDOFF_SCREENED } from '../wireguard/shard-peer.js';
 import { MAX_WORKERS, OwnerWords } from './wg-shared-words.js';
+import { OwnerSocket, type OwnerSocketHost } from './wg-owner-socket.js';
 import type { FromWorker, ToWorker, WgWorkerData } from './wg-worker.js';
+
+const sleepMs = (ms: number): Promise<undefined> =>
+  new Promise((resolve) => setTimeout(() => resolve(undefined), ms).unref());
 
 /** How often workers' activity is folded into the owner's counters and timers. */
 const FOLD_MS = 50;
@@ -90,111 +92,15 @@ export interface WorkerWarmUp {
   readonly ioMs: number;
 }
 
-/** The owner's stand-in for a UDP socket: receives what workers hand over, sends through worker 0. */
-class RelaySocket implements DatagramSocket {
-  readonly offload = { gso: false, gro: false };
-  readonly canScatter = false;
-  readonly gsoMessages = 0;
-  readonly stats: DatagramStats = {
-    rxPackets: 0,
-    rxBytes: 0,
-    rxBatches: 0,
-    rxTruncated: 0,
-    rxErrors: 0,
-    txPackets: 0,
-    txBytes: 0,
-    txDropped: 0,
-    gsoFallbacks: 0,
-  };
-  private batch: PacketBatch | null = null;
-  private cb: ((b: PacketBatch) => void) | null = null;
-  private address = '';
-  private fromPort = 0;
-  private readonly names = new AddressInterner();
-
-  constructor(
-    readonly family: 4 | 6,
-    readonly port: number,
-    private readonly owner: WgWorkers,
-  ) {}
-
-  onBatch(batch: PacketBatch, cb: (b: PacketBatch) => void): void {
-    this.batch = batch;
-    this.cb = cb;
-  }
-
-  /** A datagram a worker handed over, as if received here from address:port. */
-  inject(bytes: Uint8Array, address: string, port: number): void {
-    const b = this.batch;
-    if (b === null || this.cb === null || bytes.length > b.maxLen) {
-      this.stats.rxTruncated++;
-      return;
-    }
-    b.offs[0] = b.headroom;
-    b.buf.set(bytes, b.headroom);
-    b.lens[0] = bytes.length;
-    if (b.segs.length > 0) b.segs[0] = 0;
-    encodeAddress(address, port, b.addrs, 0);
-    b.count = 1;
-    this.address = address;
-    this.fromPort = port;
-    this.stats.rxPackets++;
-    this.stats.rxBytes += bytes.length;
-    this.cb(b);
-  }
-
-  addressOf(): string {
-    return this.address;
-  }
-
-  portOf(): number {
-    return this.fromPort;
-  }
-
-  send(buf: Uint8Array, off: number, len: number, address: string, port: number): boolean {
-    this.stats.txPackets++;
-    this.stats.txBytes += len;
-    this.owner.sendVia(buf.slice(off, off + len), address, port);
-    return true;
-  }
-
-  sendTo(buf: Uint8Array, off: number, len: number, rec: Uint8Array, recOff: number): boolean {
-    return this.send(buf, off, len, this.names.text(rec, recOff), recordPort(rec, recOff));
-  }
-
-  sendBatch(
-    buf: Uint8Array,
-    offs: Uint32Array,
-    lens: Uint32Array,
-    addrs: Uint8Array,
-    addrIdx: Uint32Array | null,
-    count: number,
-  ): number {
-    for (let i = 0; i < count; i++) {
-      const r = (addrIdx === null ? i : addrIdx[i]) * ADDR_RECORD_LEN;
-      this.sendTo(buf, offs[i], lens[i], addrs, r);
-    }
-    return count;
-  }
-
-  bufferSizes(): DatagramBufferSizes {
-    return { requestedRcvbuf: 0, requestedSndbuf: 0, rcvbuf: 0, sndbuf: 0, forced: false };
-  }
-
-  setMark(mark: number): void {
-    this.owner.broadcast({ t: 'mark', mark });
-  }
-
-  async close(): Promise<void> {}
-}
-
-export class WgWorkers {
+export class WgWorkers implements OwnerSocketHost {
   readonly port: WireGuardPort;
   private readonly workers: Worker[] = [];
   /** Handoffs in flight, the load word, the workers' drops (wg-shared-words.ts). */
   private readonly words = new OwnerWords();
-  private relay4: RelaySocket | null = null;
-  private relay6: RelaySocket | null = null;
+  private own4: OwnerSocket | null = null;
+  private own6: OwnerSocket | null = null;
+  /** Whether worker 0's sockets took the steering program (wg-owner-socket.ts): then the owner binds real sockets last. */
+  private steered = false;
   private boundPort = -1;
   private version = 0;
   private lastKey = '';
@@ -226,11 +132,14 @@ export class WgWorkers {
           return n;
         },
       },
-      openUdp: (u) => {
-        const s = new RelaySocket(u.family, this.boundPort, this);
-        if (u.family === 4) this.relay4 = s;
-        else this.relay6 = s;
-        return Promise.resolve(s);
+      openUdp: async (u) => {
+        // Steered: the same options as the workers' sockets (GRO included: the kernel's GRO
+        // lookup picks a group member by its own hash, without the program).
+        const real = this.steered ? await UdpSocket.open({ ...u, reusePort: true, gso: false, gro: o.offload }) : null;
+        const s = new OwnerSocket(u.family, this.boundPort, this, real);
+        if (u.family === 4) this.own4 = s;
+        else this.own6 = s;
+        return s;
       },
       onError: (what, err) => o.log('info', `${what}: ${err instanceof Error ? err.message : String(err)}`),
     });
@@ -315,15 +224,23 @@ export class WgWorkers {
   async bind(port: number): Promise<number> {
     if (port === this.boundPort && port !== 0) return port;
     if (port !== 0) await (await UdpSocket.open({ family: 4, port })).close();
-    const first = await this.request(0, { t: 'bind', port });
+    const first = await this.request(0, { t: 'bind', port, steer: this.workers.length });
     if (first.t !== 'bound')
       throw new UdpError(
         first.t === 'bindError' ? first.message : 'bind failed',
         first.t === 'bindError' ? first.errno : 0,
       );
     this.udpOffload = { gso: first.gso, gro: first.gro };
+    if (first.steered !== this.steered)
+      this.o.log(
+        'info',
+        first.steered
+          ? 'handshake messages are steered to this thread (SO_REUSEPORT program)'
+          : 'the kernel refused the SO_REUSEPORT program: workers screen handshake messages and hand them over',
+      );
+    this.steered = first.steered;
     for (let i = 1; i < this.workers.length; i++) {
-      const r = await this.request(i, { t: 'bind', port: first.port });
+      const r = await this.request(i, { t: 'bind', port: first.port, steer: 0 });
       if (r.t !== 'bound')
         throw new UdpError(r.t === 'bindError' ? r.message : 'bind failed', r.t === 'bindError' ? r.errno : 0);
     }
@@ -343,12 +260,18 @@ export class WgWorkers {
     });
   }
 
-  /** Sends bytes of the owner (handshakes, keepalives, staged packets) from worker 0's socket. */
+  /** Unsteered: sends bytes of the owner (handshakes, keepalives, staged packets) from worker 0's socket. */
   sendVia(b: Uint8Array, address: string, port: number): void {
-    // What this message starts (a handshake response's session, a new endpoint) reaches every
-    // worker before the peer can answer it.
-    this.publish();
     this.post(0, { t: 'send', b, a: address, p: port });
+  }
+
+  markWorkers(mark: number): void {
+    this.broadcast({ t: 'mark', mark });
+  }
+
+  /** Whether the owner's own sockets receive the handshake messages (steered) or workers relay them. */
+  get handshakesSteered(): boolean {
+    return this.steered && (this.own4?.steered ?? false);
   }
 
   broadcast(m: ToWorker): void {
@@ -368,7 +291,7 @@ export class WgWorkers {
           this.port.queueScreened(m.b, 0, m.b.length, m.a, m.p);
           this.shareLoad();
         } else if (m.k === HANDOFF_DATAGRAM) {
-          const r = m.a.includes(':') ? this.relay6 : this.relay4;
+          const r = m.a.includes(':') ? this.own6 : this.own4;
           r?.inject(m.b, m.a, m.p);
         } else {
           const b = this.plain;
@@ -458,13 +381,29 @@ export class WgWorkers {
   }
 
   /** Handoff counts of every worker (for logs and tests). */
-  async stats(): Promise<{ handoffs: number; refused: number }[]> {
-    const out: { handoffs: number; refused: number }[] = [];
+  /**
+   * Per worker: messages handed over to this thread (and refused: the limit in flight), and its
+   * drops by reason (DROP_REASON_NAMES index → count, non-zero only). A worker that does not
+   * answer within a second is left out.
+   */
+  async stats(): Promise<{ worker: number; handoffs: number; refused: number; drops: Map<number, number> }[]> {
+    const out: { worker: number; handoffs: number; refused: number; drops: Map<number, number> }[] = [];
     for (let i = 0; i < this.workers.length; i++) {
-      const r = await this.request(i, { t: 'stats' });
-      if (r.t === 'stats') out.push({ handoffs: r.handoffs, refused: r.refused });
+      const r = await Promise.race([this.request(i, { t: 'stats' }), sleepMs(1000)]);
+      if (r === undefined || r.t !== 'stats') continue;
+      const drops = new Map<number, number>();
+      r.drops.forEach((n, k) => {
+        if (n > 0) drops.set(k, n);
+      });
+      out.push({ worker: i, handoffs: r.handoffs, refused: r.refused, drops });
     }
     return out;
+  }
+
+  /** Datagrams this thread's own sockets received from the network (steered; 0 when relayed). */
+  get ownReceived(): number {
+    const n = (s: OwnerSocket | null): number => (s === null || !s.steered ? 0 : s.stats.rxPackets - s.injected);
+    return n(this.own4) + n(this.own6);
   }
 
   async close(): Promise<void> {

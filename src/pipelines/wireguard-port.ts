@@ -250,6 +250,16 @@ export class WireGuardPort<P = Peer> {
     return this.boundPort;
   }
 
+  /**
+   * Steers the SO_REUSEPORT groups of both sockets (UdpSocket.steerReusePort): transport to
+   * `workers` sockets by source, other messages to the socket bound after them. Call on the
+   * first port bound. False when a socket cannot (nothing is steered for that family).
+   */
+  steerReusePort(workers: number): boolean {
+    const s = (x: DatagramSocket | null): boolean => x === null || (x.steerReusePort?.(workers) ?? false);
+    return s(this.udp4) && s(this.udp6);
+  }
+
   /** SO_MARK on both sockets (WireGuard's fwmark); 0 clears. */
   setFwmark(mark: number): void {
     this.fwmark = mark;

@@ -4,9 +4,9 @@
  * flows at once (spread over both workers' TUN queues), one TCP flow each way delivered in
  * order (sequence numbers in a capture at the receiver's TUN), `wg show` transfer counters
  * equal to the peer's, the peer roaming to another underlay address, new sessions while
- * traffic flows, and a flood of bogus handshake initiations from many source ports (reaching
- * both workers) that neither stops pings nor a new handshake; a second weft-wg with workers
- * refused the first one's port.
+ * traffic flows, and a flood of bogus handshake initiations from many source ports that neither
+ * stops pings nor a new handshake and reaches the main thread's socket, not the workers'; a
+ * second weft-wg with workers refused the first one's port.
  */
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
@@ -376,6 +376,21 @@ describe.skipIf(unavailable !== null)('weft-wg with 2 worker threads ↔ wiregua
     await topo.stop(proc);
     expect(proc.output()).not.toMatch(/Warning:/);
   }, 20_000);
+
+  it("the flood reached the main thread's own socket, not a worker's (SO_REUSEPORT steering)", () => {
+    // Read from the stop log of the test above: what the main thread's sockets received, and
+    // per worker what it dropped. Without steering the workers screen the flood and count its
+    // bad mac1s themselves.
+    const out = A.proc!.output();
+    expect(out).toMatch(/2 worker threads \(handshake messages steered to this thread\)/);
+    const own = /this thread's sockets received (\d+) datagrams/.exec(out);
+    expect(own, out).not.toBeNull();
+    expect(Number(own![1])).toBeGreaterThan(10_000);
+    const workerLines = out.split('\n').filter((l) => /worker \d: handed over/.test(l));
+    expect(workerLines.length).toBe(2);
+    for (const l of workerLines) expect(l).not.toMatch(/invalid_mac1|cookie_required|rate_limited/);
+    expect(out).toMatch(/dropped since start: .*invalid_mac1 \d{5,}/);
+  });
 });
 
 if (unavailable !== null) {
