@@ -14,7 +14,9 @@
  *        TUNNEL_WARM_PINGS=100 (pings before the measured ones; 0: the first pings after start,
  *        e.g. a daemon's start-up warm-up against WEFT_WARMUP_MS=0).
  * Printed per daemon: the median over rounds of each round's median, p90 and mean RTT, the
- * same over all echoes pooled, and each weft daemon's ratio to wireguard-go (the anchor).
+ * same over all echoes pooled, each weft daemon's ratio to the anchor (upstream wireguard-go
+ * when WG_UPSTREAM is set, else Debian's), and both sides' daemon CPU over the pings (a share
+ * of one core: the cost of WEFT_BUSY_POLL_US, e.g.).
  * The pings drift against each other over a round: an echo that came within COLLIDE_MS = 1 ms
  * of another tunnel's (ping -D timestamps) is left out, with that one, and counted; the
  * figures are the daemons' alone on the machine.
@@ -23,6 +25,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import {
+  cpuSeconds,
   daemonSpecs,
   intEnv,
   live,
@@ -54,7 +57,7 @@ async function round(
   r: number,
   specs: DaemonSpec[],
   tmp: string,
-): Promise<{ rtts: Map<string, number[]>; dropped: number }> {
+): Promise<{ rtts: Map<string, number[]>; dropped: number; cpu: Map<string, number> }> {
   // Rotate both the slot each daemon gets and the order the pings start in.
   const order = specs.map((_, i) => specs[(i + r) % specs.length]);
   const slots = new Map<string, Slot>(order.map((s, i) => [s.label, slot(i)]));
@@ -66,6 +69,10 @@ async function round(
       tunnels.push(await setupTunnel(s, slots.get(s.label)!, tmp, PINGS * Number(PING_INTERVAL) + 300));
     }
     await sleep(500);
+    // Both daemons' CPU over the pings, as a share of one core.
+    const cpuOf = (k: number): number => cpuSeconds(tunnels[k].pidA) + cpuSeconds(tunnels[k].pidB);
+    const cpu0 = order.map((_, k) => cpuOf(k));
+    const t0 = performance.now();
     const pings: Proc[] = [];
     for (const [k, s] of order.entries()) {
       const sl = slots.get(s.label)!;
@@ -79,8 +86,10 @@ async function round(
       );
     }
     await Promise.all(pings.map((p) => Promise.race([p.exited, sleep((PINGS * Number(PING_INTERVAL) + 30) * 1000)])));
+    const seconds = (performance.now() - t0) / 1000;
+    const cpu = new Map(order.map((s, k) => [s.label, (100 * (cpuOf(k) - cpu0[k])) / seconds]));
     const { kept, dropped } = clean(pings.map((p) => echoes(p.out())));
-    return { rtts: new Map<string, number[]>(order.map((s, k) => [s.label, kept[k].map((e) => e.rtt)])), dropped };
+    return { rtts: new Map<string, number[]>(order.map((s, k) => [s.label, kept[k].map((e) => e.rtt)])), dropped, cpu };
   } finally {
     for (const t of tunnels) {
       await stopProc(t.a);
@@ -122,16 +131,18 @@ async function main(): Promise<number> {
   console.log(`# ${machineLine()}`);
   const perRound = new Map<string, RoundFigures[]>(specs.map((s) => [s.label, []]));
   const pooled = new Map<string, number[]>(specs.map((s) => [s.label, []]));
+  const cpus = new Map<string, number[]>(specs.map((s) => [s.label, []]));
   try {
     for (let r = 0; r < ROUNDS; r++) {
-      const { rtts, dropped } = await round(r, specs, tmp);
+      const { rtts, dropped, cpu } = await round(r, specs, tmp);
       const parts: string[] = [];
       for (const s of specs) {
         const f = figures(rtts.get(s.label)!);
         perRound.get(s.label)!.push(f);
         pooled.get(s.label)!.push(...rtts.get(s.label)!);
+        cpus.get(s.label)!.push(cpu.get(s.label)!);
         parts.push(
-          `${s.label} p50 ${f.p50.toFixed(3)} p90 ${f.p90.toFixed(3)} avg ${f.avg.toFixed(3)} ms (${f.n} echoes)`,
+          `${s.label} p50 ${f.p50.toFixed(3)} p90 ${f.p90.toFixed(3)} avg ${f.avg.toFixed(3)} ms (${f.n} echoes), cpu ${cpu.get(s.label)!.toFixed(1)} %`,
         );
       }
       process.stderr.write(
@@ -141,7 +152,8 @@ async function main(): Promise<number> {
   } finally {
     cleanup();
   }
-  const ANCHOR = 'wireguard-go';
+  // Upstream wireguard-go (with its offloads) when it runs, else Debian's.
+  const ANCHOR = specs.some((s) => s.label === 'wg-upstream') ? 'wg-upstream' : 'wireguard-go';
   const rows: [string, (l: string) => number][] = [
     ['median RTT (median of rounds)', (l) => median(perRound.get(l)!.map((f) => f.p50))],
     ['p90 RTT (median of rounds)', (l) => median(perRound.get(l)!.map((f) => f.p90))],
@@ -158,7 +170,7 @@ async function main(): Promise<number> {
     ],
   ];
   const labels = specs.map((s) => s.label);
-  const compared = labels.includes(ANCHOR) ? labels.filter((l) => l !== ANCHOR) : [];
+  const compared = labels.includes(ANCHOR) ? labels.filter((l) => l !== ANCHOR && l.startsWith('weft')) : [];
   const head = ['metric (ms)', ...labels, ...compared.map((l) => `${l} / ${ANCHOR}`)];
   console.log(`\n| ${head.join(' | ')} |\n|${head.map(() => '---').join('|')}|`);
   for (const [name, f] of rows) {
@@ -166,6 +178,11 @@ async function main(): Promise<number> {
     const ratios = compared.map((l) => `${(v.get(l)! / v.get(ANCHOR)!).toFixed(2)}x`);
     console.log(`| ${name} | ${labels.map((l) => v.get(l)!.toFixed(3)).join(' | ')} | ${ratios.join(' | ')} |`);
   }
+  console.log(
+    `\ndaemon CPU (both sides) during the pings, % of one core, median of rounds: ${labels
+      .map((l) => `${l} ${median(cpus.get(l)!).toFixed(1)}`)
+      .join(', ')}`,
+  );
   // Per round ratios: how often weft is ahead, not only the medians.
   for (const l of compared) {
     const rs = perRound.get(l)!.map((f, i) => f.p50 / perRound.get(ANCHOR)![i].p50);

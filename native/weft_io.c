@@ -169,6 +169,7 @@ NAPI_MODULE_INIT() {
   napi_property_descriptor props[] = {
     {"pollStart", NULL, poll_start, NULL, NULL, NULL, napi_enumerable, NULL},
     {"pollStop", NULL, poll_stop, NULL, NULL, NULL, napi_enumerable, NULL},
+    {"setBusyPoll", NULL, set_busy_poll, NULL, NULL, NULL, napi_enumerable, NULL},
     {"readPollStart", NULL, read_poll_start, NULL, NULL, NULL, napi_enumerable, NULL},
     {"recvPollStart", NULL, recv_poll_start, NULL, NULL, NULL, napi_enumerable, NULL},
     {"readBatch", NULL, read_batch, NULL, NULL, NULL, napi_enumerable, NULL},

@@ -36,6 +36,7 @@ int64_t read_into(int fd, uint8_t *arena, int64_t slot, int64_t head, int64_t ma
 
 /* weft_poll.c: readiness through the env's libuv loop. */
 napi_value poll_start(napi_env env, napi_callback_info info);
+napi_value set_busy_poll(napi_env env, napi_callback_info info);
 napi_value poll_stop(napi_env env, napi_callback_info info);
 napi_value read_poll_start(napi_env env, napi_callback_info info);
 napi_value recv_poll_start(napi_env env, napi_callback_info info);

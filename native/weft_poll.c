@@ -18,6 +18,8 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
+#include <sched.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "weft_io.h"
@@ -29,7 +31,7 @@
 enum { POLL_IO_NONE = 0, POLL_IO_READ = 1, POLL_IO_RECV = 2 };
 #define POLL_IO_REFS 5
 
-typedef struct {
+typedef struct poller {
   uv_poll_t handle;
   napi_env env;
   napi_ref callback;
@@ -47,7 +49,42 @@ typedef struct {
   uint32_t *segs;
   /* recvPollStart's optional [scatterSeg, scatterStride], read at every drain (PacketBatch). */
   uint32_t *scatter;
+  struct poller *spin_next;
 } poller_t;
+
+/* Busy polling (setBusyPoll): after a wake-up that found packets, the thread keeps draining every
+ * I/O poller of its loop, yielding the CPU between rounds, for spin_ns before it returns to the
+ * loop — so a reply that comes back within that time (the local pod's answer, the peer's on a
+ * short path) is taken without a wake-up from idle. Each thread keeps its own list. 0: off. */
+static __thread poller_t *spin_head = NULL;
+static __thread int spinning = 0;
+static int64_t spin_ns = 0;
+
+/* setBusyPoll(us 0..1000): the budget for every thread of the process. */
+napi_value set_busy_poll(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value argv[1];
+  NAPI_OK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  int64_t us;
+  if (argc < 1 || !get_i64(env, argv[0], &us)) return throw_type(env, "setBusyPoll(us)");
+  if (us < 0 || us > 1000) return throw_range(env, "setBusyPoll: 0..1000 µs");
+  __atomic_store_n(&spin_ns, us * 1000, __ATOMIC_RELAXED);
+  return NULL;
+}
+
+static int64_t mono_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static void spin_unlink(poller_t *p) {
+  for (poller_t **q = &spin_head; *q != NULL; q = &(*q)->spin_next)
+    if (*q == p) {
+      *q = p->spin_next;
+      return;
+    }
+}
 
 static void poller_freed(uv_handle_t *h) {
   poller_t *p = (poller_t *)h->data;
@@ -61,12 +98,11 @@ static void poller_freed(uv_handle_t *h) {
 }
 
 
-/* A poller with I/O: fills the batch, then calls cb(n) only when there is something to report
- * (n > 0 packets, or n < 0 an errno / libuv error); an empty drain calls nothing. */
-static void on_poll_io(poller_t *p, int status) {
+/* A poller with I/O: drain fills the batch (n > 0 packets, 0 nothing, < 0 an errno of the first
+ * read); report calls cb(n). An empty drain calls nothing. */
+static int64_t drain(poller_t *p) {
   int64_t n;
-  if (status < 0) n = status;
-  else if (p->io == POLL_IO_READ) n = read_into(p->fd, p->arena, p->slot, p->head, p->max_len, p->max_count, p->lens);
+  if (p->io == POLL_IO_READ) n = read_into(p->fd, p->arena, p->slot, p->head, p->max_len, p->max_count, p->lens);
   else {
     /* Scattered GRO receive as recvBatch does it; a layout that does not fit is refused by
      * writing 0 back (the batch then reads back to back). */
@@ -81,7 +117,10 @@ static void on_poll_io(poller_t *p, int status) {
     }
     n = recv_into(p->fd, p->arena, p->slot, p->head, p->max_len, p->max_count, p->lens, p->addrs, p->segs, seg, stride, pieces);
   }
-  if (n == 0) return;
+  return n;
+}
+
+static void report(poller_t *p, int64_t n) {
   napi_env env = p->env;
   napi_handle_scope scope;
   if (napi_open_handle_scope(env, &scope) != napi_ok) return;
@@ -99,11 +138,39 @@ static void on_poll_io(poller_t *p, int status) {
   napi_close_handle_scope(env, scope);
 }
 
+/* Called after a wake-up's packets were reported (never nested: `spinning`). */
+static void spin_after(void) {
+  int64_t budget = __atomic_load_n(&spin_ns, __ATOMIC_RELAXED);
+  if (budget == 0 || spinning) return;
+  spinning = 1;
+  int64_t until = mono_ns() + budget;
+  while (mono_ns() < until) {
+    for (poller_t *q = spin_head; q != NULL; q = q->spin_next) {
+      if (q->stopped || !q->env_alive) continue;
+      int64_t n = drain(q);
+      if (n == 0) continue;
+      report(q, n);
+      if (n < 0) goto done; /* an error is reported once; the loop's next wake-up reports it again */
+    }
+    sched_yield();
+  }
+done:
+  spinning = 0;
+}
+
+static void on_poll_io(poller_t *p, int status) {
+  int64_t n = status < 0 ? status : drain(p);
+  if (n == 0) return;
+  report(p, n);
+  if (n > 0) spin_after();
+}
+
 static void poller_env_cleanup(void *arg) {
   poller_t *p = (poller_t *)arg;
   p->env_alive = 0;
   if (!p->stopped) {
     p->stopped = 1;
+    spin_unlink(p);
     uv_poll_stop(&p->handle);
     uv_close((uv_handle_t *)&p->handle, poller_freed);
   }
@@ -250,7 +317,12 @@ static napi_value poll_io_start(napi_env env, napi_callback_info info, int io) {
   p->head = head;
   p->max_len = max_len;
   p->max_count = max_count;
-  return poller_begin(env, p, fd, false, argv[need - 1]);
+  napi_value h = poller_begin(env, p, fd, false, argv[need - 1]);
+  if (h != NULL) {
+    p->spin_next = spin_head;
+    spin_head = p;
+  }
+  return h;
 }
 
 napi_value read_poll_start(napi_env env, napi_callback_info info) { return poll_io_start(env, info, POLL_IO_READ); }
@@ -267,6 +339,7 @@ napi_value poll_stop(napi_env env, napi_callback_info info) {
   poller_t *p = (poller_t *)ptr;
   if (!p->stopped) {
     p->stopped = 1;
+    spin_unlink(p);
     napi_remove_env_cleanup_hook(env, poller_env_cleanup, p);
     uv_poll_stop(&p->handle);
     uv_close((uv_handle_t *)&p->handle, poller_freed);

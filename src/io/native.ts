@@ -29,6 +29,8 @@ export interface NativeIo {
   /** Calls `cb(status, events)` on every readiness of `fd` (libuv: status < 0 is an error). */
   pollStart(fd: number, writable: boolean, cb: (status: number, events: number) => void): PollHandle;
   pollStop(h: PollHandle): void;
+  /** Busy polling after a wake-up with packets, µs 0..1000 for every thread (busy-poll.ts; absent from addons built before it). */
+  setBusyPoll?(us: number): void;
   /**
    * pollStart with readBatch's drain done natively before JS runs: on readiness the fd is read
    * into the arena (readBatch's contract) and cb(n) gets the packet count, or a negative errno;
