@@ -1,5 +1,5 @@
 /**
- * Busy polling of the packet daemons (WEFT_BUSY_POLL_US), the kernel's `busy_poll` idea in
+ * Busy polling of the packet daemons (WEFT_BUSY_POLL_US: weft-wg, `weft up`, `weft k8s`), the kernel's `busy_poll` idea in
  * userspace: after a wake-up that found packets, a thread keeps draining its TUN queues and UDP
  * sockets for up to that many microseconds, yielding the CPU between rounds (sched_yield, so a
  * process it would otherwise keep from running — the pod that answers, the peer — gets it), and
@@ -32,6 +32,9 @@ export function parseBusyPollUs(raw: string | undefined): number {
   return Number(v);
 }
 
+/** What applyBusyPoll set in this process (µs; 0: off or not applied). */
+let inForce = 0;
+
 /**
  * Sets the process's budget from env.WEFT_BUSY_POLL_US. Returns what is in force: the budget, or
  * 0 when off or when the native addon (which does the polling) is missing or predates it.
@@ -39,7 +42,12 @@ export function parseBusyPollUs(raw: string | undefined): number {
 export function applyBusyPoll(env: NodeJS.ProcessEnv = process.env): number {
   const us = parseBusyPollUs(env.WEFT_BUSY_POLL_US);
   const native = loadNativeIo();
-  if (native === null || typeof native.setBusyPoll !== 'function') return 0;
+  if (native === null || typeof native.setBusyPoll !== 'function') return (inForce = 0);
   native.setBusyPoll(us);
-  return us;
+  return (inForce = us);
+}
+
+/** The budget in force for a daemon's start log (µs; 0: off). */
+export function busyPollInForce(): number {
+  return inForce;
 }

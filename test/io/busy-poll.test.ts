@@ -38,6 +38,26 @@ describe('WEFT_BUSY_POLL_US', () => {
     expect(r.status).toBe(2);
     expect(r.stderr).toMatch(/WEFT_BUSY_POLL_US=5000: expected an integer 0\.\.1000/);
   });
+
+  it('weft up and weft k8s refuse a bad value (exit 2); a short-lived command ignores it', () => {
+    ensureBuilt(['src/io/busy-poll.js', 'src/cli/weft.js']);
+    const env = { ...process.env, WEFT_BUSY_POLL_US: 'fast' };
+    for (const cmd of ['up', 'k8s']) {
+      const r = spawnSync(process.execPath, [join(ROOT, 'bin/weft'), cmd, '--help'], {
+        encoding: 'utf8',
+        env,
+        timeout: 30_000,
+      });
+      expect(r.status, cmd).toBe(2);
+      expect(r.stderr, cmd).toMatch(/^weft: WEFT_BUSY_POLL_US=fast: expected an integer/);
+    }
+    const v = spawnSync(process.execPath, [join(ROOT, 'bin/weft'), 'version'], {
+      encoding: 'utf8',
+      env,
+      timeout: 30_000,
+    });
+    expect(v.status, v.stderr).toBe(0);
+  });
 });
 
 const native = loadNativeIo();

@@ -19,6 +19,7 @@ import { Runtime } from '../../daemon/runtime.js';
 import { EXIT_OK, fail, parseArgs, type CliIo } from './common.js';
 import { K8S_HELP, K8S_SPEC, parseK8sArgs } from './k8s-args.js';
 import { daemonTieringInForce } from '../v8-tiering.js';
+import { busyPollInForce } from '../../io/busy-poll.js';
 
 /** Runs until SIGINT/SIGTERM. */
 export async function runK8s(argv: readonly string[], io: CliIo): Promise<number> {
@@ -51,7 +52,10 @@ export async function runK8s(argv: readonly string[], io: CliIo): Promise<number
   try {
     logger = createLogger({ level: s.logLevel ?? resolveLogLevel(undefined, io.env), name: 'weft', env: {} });
     const log = logger;
-    log.info({ instance: s.name, role: s.role, v8Tiering: daemonTieringInForce() }, 'weft k8s: starting');
+    log.info(
+      { instance: s.name, role: s.role, v8Tiering: daemonTieringInForce(), busyPollUs: busyPollInForce() },
+      'weft k8s: starting',
+    );
     const crypto = io.env['WEFT_CRYPTO'];
     const select = crypto === undefined || crypto.trim() === '' ? undefined : await import('../../crypto/select.js');
     const backend = select?.getCryptoBackend(select.parseCryptoBackendName(crypto!));

@@ -37,6 +37,7 @@ import { checkInstanceName, defaultRunDir } from '../../daemon/control-socket.js
 import { errText } from '../../daemon/err-text.js';
 import { Runtime } from '../../daemon/runtime.js';
 import { daemonTieringInForce } from '../v8-tiering.js';
+import { busyPollInForce } from '../../io/busy-poll.js';
 
 export const UP_HELP = `Usage: weft up -c FILE [--name NAME] [--run-dir DIR] [--log-level LEVEL] [--no-watch] [--no-conncheck]
 
@@ -63,7 +64,9 @@ changed is applied.
                        sockets when /dev/net/tun cannot be opened (auto)
 Environment: WEFT_CRYPTO=auto|openssl|node|pure overrides wireguard.cryptoBackend;
 WEFT_V8_INTERRUPT_BUDGET=N runs with weft-wg's V8 tiering at tier-up budget N (weft-wg: 1024;
-unset or "default": V8's own tiering), logged at info as v8Tiering.
+unset or "default": V8's own tiering), logged at info as v8Tiering; WEFT_BUSY_POLL_US=N
+(0..1000) keeps polling the TUN and sockets N µs after packets before sleeping (default 0),
+logged as busyPollUs.
 Creating TUN devices and routes needs root or CAP_NET_ADMIN (exit 4 otherwise; a gateway with
 --host-lane sockets needs neither).
 `;
@@ -163,7 +166,14 @@ export async function runUp(argv: readonly string[], io: CliIo): Promise<number>
     });
     await runtime.startDataPlane(config);
     logger.info(
-      { file, instance: name, socket: runtime.socketPath, role: config.role, v8Tiering: daemonTieringInForce() },
+      {
+        file,
+        instance: name,
+        socket: runtime.socketPath,
+        role: config.role,
+        v8Tiering: daemonTieringInForce(),
+        busyPollUs: busyPollInForce(),
+      },
       'weft up: running',
     );
 
