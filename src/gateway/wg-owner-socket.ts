@@ -20,6 +20,7 @@ import { zeroDatagramStats } from '../io/datagram.js';
 import { ADDR_RECORD_LEN } from '../io/native.js';
 import { AddressInterner, recordPort } from '../io/udp-address.js';
 import { encodeAddress } from '../io/udp.js';
+import { MESSAGE_COOKIE_REPLY } from '../wireguard/messages.js';
 
 /** What the socket needs from the owner. */
 export interface OwnerSocketHost {
@@ -114,10 +115,17 @@ export class OwnerSocket implements DatagramSocket {
     return this.injecting || this.real === null ? this.fromPort : this.real.portOf(batch, i);
   }
 
+  /**
+   * What a message starts (a handshake response's session, a new endpoint, transport under a
+   * session just confirmed) is published to every worker before it leaves. A cookie reply starts
+   * nothing, and under a flood there may be thousands a second: no snapshot for those.
+   */
+  private publishFor(buf: Uint8Array, off: number): void {
+    if (buf[off] !== MESSAGE_COOKIE_REPLY) this.host.publish();
+  }
+
   send(buf: Uint8Array, off: number, len: number, address: string, port: number): boolean {
-    // What this message starts (a handshake response's session, a new endpoint) is published
-    // to every worker before it leaves.
-    this.host.publish();
+    this.publishFor(buf, off);
     if (this.real !== null) return this.real.send(buf, off, len, address, port);
     this.stats.txPackets++;
     this.stats.txBytes += len;
@@ -127,7 +135,7 @@ export class OwnerSocket implements DatagramSocket {
 
   sendTo(buf: Uint8Array, off: number, len: number, rec: Uint8Array, recOff: number): boolean {
     if (this.real !== null) {
-      this.host.publish();
+      this.publishFor(buf, off);
       return this.real.sendTo(buf, off, len, rec, recOff);
     }
     return this.send(buf, off, len, this.names.text(rec, recOff), recordPort(rec, recOff));
@@ -142,7 +150,7 @@ export class OwnerSocket implements DatagramSocket {
     count: number,
   ): number {
     if (this.real !== null) {
-      this.host.publish();
+      if (count > 0) this.host.publish();
       return this.real.sendBatch(buf, offs, lens, addrs, addrIdx, count);
     }
     for (let i = 0; i < count; i++) {

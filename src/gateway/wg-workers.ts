@@ -380,7 +380,6 @@ export class WgWorkers implements OwnerSocketHost {
     this.broadcast({ t: 'snap', snap });
   }
 
-  /** Handoff counts of every worker (for logs and tests). */
   /**
    * Per worker: messages handed over to this thread (and refused: the limit in flight), and its
    * drops by reason (DROP_REASON_NAMES index → count, non-zero only). A worker that does not

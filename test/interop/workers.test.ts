@@ -17,8 +17,10 @@ import { WEFT_WG, WgGoPair, type WgCounters, type WgSide } from './wg-go-pair.js
 import { e2eUnavailableReason, iperfTcp, ping, run, sleep, Topology, waitFor } from '../util/netns.js';
 
 const unavailable = e2eUnavailableReason(['wireguard-go', 'wg', 'iperf3', 'tshark', 'python3'], {
-  built: ['dist/src/cli/weft-wg.js'],
+  built: ['dist/src/cli/weft-wg.js', 'dist/bench/flood.js'],
 });
+
+const FLOOD_JS = join(process.cwd(), 'dist/bench/flood.js');
 
 const FLOOD_PY = `
 import socket, sys, os
@@ -340,6 +342,23 @@ describe.skipIf(unavailable !== null)('weft-wg with 2 worker threads ↔ wiregua
     await flood.exited;
     expect(ping(topo, A.ns, B.tunnel4, 3).received).toBe(3);
   }, 90_000);
+
+  it('a flood of initiations with a valid mac1 puts it under load: cookie replies come back, pings go on', async () => {
+    // bench/flood.ts: initiations with A's mac1 and no mac2 from one socket, 20k/s for 3 s. Under
+    // load the main thread answers them with cookie replies (at most 20 a second to one source).
+    const flood = topo.spawnIn(B.ns, 'flood-mac1', ['node', FLOOD_JS, A.underlay, '51820', A.pub, '20000', '3'], {
+      lifetimeS: 30,
+    });
+    await sleep(1000);
+    expect(ping(topo, B.ns, A.tunnel4, 5, 0.1).received).toBeGreaterThanOrEqual(4);
+    await flood.exited;
+    const m = /flood sent=(\d+) replies=(\d+)/.exec(flood.output());
+    expect(m, flood.output()).not.toBeNull();
+    expect(Number(m![1])).toBeGreaterThan(30_000);
+    expect(Number(m![2])).toBeGreaterThan(0);
+    expect(Number(m![2])).toBeLessThanOrEqual(4 * 21);
+    expect(ping(topo, A.ns, B.tunnel4, 3).received).toBe(3);
+  }, 30_000);
 
   it("a second weft-wg with workers cannot take the first one's port (EADDRINUSE, as wireguard-go)", async () => {
     // Both bind with SO_REUSEPORT as the same user: without a check the second would join the
